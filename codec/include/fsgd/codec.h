@@ -1,0 +1,59 @@
+/* fsgd gradient codecs: one interface, a registry of named codecs.
+ *
+ * A codec instance is made from a spec string "name:key=value,key=value"
+ * (e.g. "fastsgd:b=1.1,tau=128,l=2", "none:lz4=1", "topk:ratio=0.01,ef=1")
+ * for one stream (one sender) and a model dimension. It keeps that stream's
+ * state (residuals for error feedback / top-k), so use one instance per
+ * sender. Encoding writes into a caller buffer sized by fsgd_codec_bound().
+ * Messages are self-describing (see codec/FORMAT.md): decoding needs no
+ * instance, only the expected model dimension.
+ *
+ * This library depends on nothing but libc and liblz4. */
+#ifndef FSGD_CODEC_H
+#define FSGD_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/error.h"
+#include "fsgd/sparse.h"
+
+typedef struct fsgd_codec fsgd_codec_t;
+
+/* Parses spec and makes an encoder for a stream over keys < dim (dim <= 2^32).
+ * Returns NULL and writes err on an unknown codec, unknown parameter or a
+ * value out of range (the message names the parameter). Caller owns the
+ * result; free it with fsgd_codec_destroy. */
+fsgd_codec_t *fsgd_codec_new(const char *spec, uint64_t dim, char *err, size_t errsz);
+
+/* Frees the instance. NULL is a no-op. */
+void fsgd_codec_destroy(fsgd_codec_t *c);
+
+/* The registry name ("fastsgd") and the canonical spec with every parameter
+ * spelled out. Strings owned by the instance. */
+const char *fsgd_codec_name(const fsgd_codec_t *c);
+const char *fsgd_codec_spec(const fsgd_codec_t *c);
+
+/* 1 when decode(encode(g)) == g exactly (codec none), 0 for lossy codecs. */
+int fsgd_codec_is_lossless(const fsgd_codec_t *c);
+
+/* Upper bound on the encoded size of a gradient with n entries. */
+size_t fsgd_codec_bound(const fsgd_codec_t *c, size_t n);
+
+/* Encodes n (key, value) pairs, keys strictly increasing and < dim, into
+ * out[0..cap). On success *out_len is the message size. Error feedback codecs
+ * add their residual first and keep what they did not send. NaN/Inf values
+ * are rejected with FSGD_E_NONFINITE (state unchanged). */
+int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
+                      size_t cap, size_t *out_len, char *err, size_t errsz);
+
+/* Decodes a message into out (grown as needed; previous content replaced).
+ * Checks magic, version, CRC32C, every length against len, keys < dim and
+ * strictly increasing. On error out->n is 0 and err names field and offset. */
+int fsgd_codec_decode(const uint8_t *msg, size_t len, uint64_t dim, fsgd_sparse_t *out, char *err,
+                      size_t errsz);
+
+/* Lists the registered codec names, space separated (static string). */
+const char *fsgd_codec_list(void);
+
+#endif

@@ -1,0 +1,38 @@
+/* CSR mini-batches: rows of (0-based uint32 feature index, float value) with
+ * a label per row. Plain data; the struct owns its arrays (malloc'd).
+ * Row r's entries are col[row_ptr[r] .. row_ptr[r+1]), strictly increasing
+ * within a row unless the reader was told otherwise. */
+#ifndef FSGD_CSR_H
+#define FSGD_CSR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct fsgd_csr {
+    size_t n_rows;
+    size_t nnz;
+    uint64_t *row_ptr; /* n_rows + 1 entries, row_ptr[0] == 0 */
+    uint32_t *col;     /* nnz entries, 0-based */
+    float *val;        /* nnz entries */
+    double *label;     /* n_rows entries */
+    uint64_t max_col;  /* 1 + largest col seen (0 when empty): the dimension the rows need */
+    size_t cap_rows;
+    size_t cap_nnz;
+} fsgd_csr_t;
+
+/* Empties the batch, keeping its memory. */
+void fsgd_csr_clear(fsgd_csr_t *m);
+
+/* Makes room for rows / nnz more entries. Returns 0 or FSGD_E_NOMEM. */
+int fsgd_csr_reserve(fsgd_csr_t *m, size_t rows, size_t nnz);
+
+/* Appends one row (copies). Returns 0 or FSGD_E_NOMEM. */
+int fsgd_csr_append_row(fsgd_csr_t *m, double label, const uint32_t *col, const float *val, size_t n);
+
+/* Appends rows [first, first+count) of src to dst. Returns 0 or FSGD_E_NOMEM. */
+int fsgd_csr_append_rows(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t first, size_t count);
+
+/* Frees the arrays and zeroes the struct. NULL is a no-op. */
+void fsgd_csr_free(fsgd_csr_t *m);
+
+#endif

@@ -1,0 +1,68 @@
+/* Streaming LIBSVM reader: text in, CSR batches out.
+ *
+ * Grammar per line: label (feature:value)* [# comment], with optional
+ * "qid:N" after the label (ignored); CRLF and blank lines accepted.
+ * Indices are 1-based and strictly increasing unless the options say
+ * otherwise; they become 0-based uint32 columns (so the largest index is
+ * 2^32). Labels are any finite real ("+1", "-1", "0", "1.0", "3.25").
+ *
+ * Strict by default: the first malformed row stops reading with
+ * "file:line:column: expected ..." in err. With skip_bad, malformed rows are
+ * skipped and counted (fsgd_libsvm_stats), the first few locations kept. */
+#ifndef FSGD_LIBSVM_H
+#define FSGD_LIBSVM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/csr.h"
+
+typedef struct fsgd_libsvm_opts {
+    int zero_based;     /* indices start at 0 (default 0: 1-based) */
+    int allow_unsorted; /* accept non-increasing indices within a row; the row is then sorted
+                           (duplicates still rejected) */
+    int skip_bad;       /* skip malformed rows instead of failing */
+    uint64_t max_dim;   /* when nonzero, an index whose 0-based column is >= max_dim is an error */
+} fsgd_libsvm_opts_t;
+
+#define FSGD_LIBSVM_BAD_KEPT 5 /* how many bad-row locations are remembered */
+
+typedef struct fsgd_libsvm_stats {
+    uint64_t lines;     /* lines read so far */
+    uint64_t rows;      /* rows produced */
+    uint64_t bad_rows;  /* rows skipped (skip_bad only) */
+    uint64_t bytes;     /* bytes consumed */
+    char first_bad[FSGD_LIBSVM_BAD_KEPT][160]; /* "file:line:col: why" of the first bad rows */
+} fsgd_libsvm_stats_t;
+
+typedef struct fsgd_libsvm_reader fsgd_libsvm_reader_t;
+
+/* Opens path for streaming ("-" is stdin). opts may be NULL for defaults.
+ * Returns NULL with err set ("cannot open 'x': No such file or directory"). */
+fsgd_libsvm_reader_t *fsgd_libsvm_open(const char *path, const fsgd_libsvm_opts_t *opts, char *err,
+                                       size_t errsz);
+
+/* Reads up to max_rows more rows, appending them to out. Returns the number of
+ * rows appended (0 at end of input) or a negative fsgd_err_t with err set to
+ * "file:line:col: ...". Does not allocate per row. */
+long fsgd_libsvm_read(fsgd_libsvm_reader_t *r, fsgd_csr_t *out, size_t max_rows, char *err, size_t errsz);
+
+/* Counters so far (owned by the reader). */
+const fsgd_libsvm_stats_t *fsgd_libsvm_stats(const fsgd_libsvm_reader_t *r);
+
+/* Closes the file and frees the reader. NULL is a no-op. */
+void fsgd_libsvm_close(fsgd_libsvm_reader_t *r);
+
+/* Reads a whole file into out (convenience over open/read/close). */
+int fsgd_libsvm_load(const char *path, const fsgd_libsvm_opts_t *opts, fsgd_csr_t *out,
+                     fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
+
+/* Parses a buffer of one or more lines (e.g. a Kafka message value) and appends
+ * the rows to out. src names the origin in error messages ("topic a9a.data
+ * partition 2 offset 17"); first_line is the line number of buf's first line.
+ * stats (may be NULL) is updated. Returns rows appended or a negative error. */
+long fsgd_libsvm_parse(const char *buf, size_t len, const char *src, uint64_t first_line,
+                       const fsgd_libsvm_opts_t *opts, fsgd_csr_t *out, fsgd_libsvm_stats_t *stats,
+                       char *err, size_t errsz);
+
+#endif

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs every unit test binary, replays every fuzz corpus, runs every
+# integration script, and prints one "N passed, N failed" line at the end.
+set -u
+BUILD=${BUILD:-build}
+export FSGD=${FSGD:-bin/fsgd}
+export FSGD_DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/.." && pwd)/../shared/data}
+passed=0 failed=0 failures=()
+
+for t in "$BUILD"/unit/test_*; do
+    [ -x "$t" ] || continue
+    log=$(mktemp)
+    "$t" >"$log" 2>&1
+    rc=$?
+    line=$(grep -E '^fsgd-test: .*: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+    p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\1/' <<<"$line")
+    f=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\2/' <<<"$line")
+    p=${p:-0}; f=${f:-0}
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi   # crashed or asserted outside a test
+    passed=$((passed + p)); failed=$((failed + f))
+    if [ $rc -ne 0 ]; then
+        failures+=("$t"); cat "$log"
+    else
+        echo "ok   $t ($p tests)"
+    fi
+    rm -f "$log"
+done
+
+for r in "$BUILD"/fuzz-replay/fuzz_*; do
+    [ -x "$r" ] || continue
+    name=$(basename "$r")
+    corpus=tests/fuzz/corpus/${name#fuzz_}
+    if "$r" "$corpus" >/tmp/fsgd-replay.log 2>&1; then
+        passed=$((passed + 1)); echo "ok   $r $(tail -1 /tmp/fsgd-replay.log)"
+    else
+        failed=$((failed + 1)); failures+=("$r"); cat /tmp/fsgd-replay.log
+    fi
+done
+
+for s in tests/integration/*.sh; do
+    [ -f "$s" ] || continue
+    if BUILD=$BUILD bash "$s" >/tmp/fsgd-integ.log 2>&1; then
+        passed=$((passed + 1)); echo "ok   $s"
+    else
+        failed=$((failed + 1)); failures+=("$s"); cat /tmp/fsgd-integ.log
+    fi
+done
+
+for f in "${failures[@]:-}"; do [ -n "$f" ] && echo "FAILED: $f"; done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

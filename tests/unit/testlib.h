@@ -1,0 +1,58 @@
+/* Shared helpers for the CUnit suites. Every tests/unit/test_*.c defines
+ * fsgd_test_register(), which adds its suites with fsgd_test_suite(). */
+#ifndef FSGD_TESTLIB_H
+#define FSGD_TESTLIB_H
+
+#include <CUnit/CUnit.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Implemented by each test file. */
+void fsgd_test_register(void);
+
+typedef struct fsgd_test_case {
+    const char *name;
+    void (*fn)(void);
+} fsgd_test_case_t;
+
+/* Adds a suite of a NULL-terminated case array. */
+void fsgd_test_suite(const char *name, const fsgd_test_case_t *cases);
+
+/* Path of a file in the shared real datasets ("a9a" -> "../shared/data/a9a"
+ * or $FSGD_DATA/a9a). Returns a static buffer; NULL if it does not exist,
+ * and then the test should CU_PASS with a "skipped" note? No: the datasets
+ * are part of the test environment, so a missing file is a failure. */
+const char *fsgd_test_data(const char *name);
+
+/* A fresh temporary directory for this test binary (removed at exit).
+ * Returns the path joined with name in a static rotating buffer. */
+const char *fsgd_test_tmp(const char *name);
+
+/* Writes len bytes to path; returns 0 on success. */
+int fsgd_test_write_file(const char *path, const void *data, size_t len);
+
+/* The seed of this run (FSGD_TEST_SEED or time based); printed at start. */
+uint64_t fsgd_test_seed(void);
+
+/* splitmix64 step: deterministic random numbers for property tests. */
+uint64_t fsgd_test_rand(uint64_t *state);
+
+/* Path to the fsgd binary under test ($FSGD or bin/fsgd). */
+const char *fsgd_test_bin(void);
+
+/* Runs a shell command, capturing stdout+stderr into out (NUL-terminated,
+ * truncated to cap). Returns the exit status (or -1). */
+int fsgd_test_run(const char *cmd, char *out, size_t cap);
+
+#define FSGD_ASSERT_CONTAINS(haystack, needle)                                                            \
+    do {                                                                                                  \
+        const char *h_ = (haystack);                                                                      \
+        const char *n_ = (needle);                                                                        \
+        int found_ = h_ && strstr(h_, n_) != NULL;                                                        \
+        if (!found_)                                                                                      \
+            fprintf(stderr, "\n  expected \"%s\" in \"%s\"\n", n_, h_ ? h_ : "(null)");                  \
+        CU_ASSERT_TRUE(found_);                                                                           \
+    } while (0)
+
+#endif

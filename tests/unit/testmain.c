@@ -1,0 +1,134 @@
+/* The main() of every unit test binary: registers the file's suites, runs
+ * them with CUnit's basic interface and exits non-zero on any failure. */
+#include <CUnit/Basic.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+static char tmp_dir[256];
+static uint64_t seed;
+
+void fsgd_test_suite(const char *name, const fsgd_test_case_t *cases)
+{
+    CU_pSuite s = CU_add_suite(name, NULL, NULL);
+    if (!s) {
+        fprintf(stderr, "cannot add suite %s: %s\n", name, CU_get_error_msg());
+        exit(2);
+    }
+    for (; cases->name; cases++)
+        if (!CU_add_test(s, cases->name, cases->fn)) {
+            fprintf(stderr, "cannot add test %s: %s\n", cases->name, CU_get_error_msg());
+            exit(2);
+        }
+}
+
+const char *fsgd_test_data(const char *name)
+{
+    static char path[4][512];
+    static int slot;
+    char *p = path[slot++ & 3];
+    const char *dir = getenv("FSGD_DATA");
+    snprintf(p, 512, "%s/%s", dir ? dir : "../shared/data", name);
+    if (access(p, R_OK) != 0) {
+        fprintf(stderr, "test data %s not found (set FSGD_DATA)\n", p);
+        return NULL;
+    }
+    return p;
+}
+
+static void remove_tmp(void)
+{
+    if (tmp_dir[0] && !getenv("FSGD_KEEP_TMP")) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", tmp_dir);
+    }
+}
+
+const char *fsgd_test_tmp(const char *name)
+{
+    static char path[8][512];
+    static int slot;
+    if (!tmp_dir[0]) {
+        snprintf(tmp_dir, sizeof tmp_dir, "/tmp/fsgd-test-XXXXXX");
+        if (!mkdtemp(tmp_dir)) {
+            perror("mkdtemp");
+            exit(2);
+        }
+        atexit(remove_tmp);
+    }
+    char *p = path[slot++ & 7];
+    snprintf(p, 512, "%s/%s", tmp_dir, name);
+    return p;
+}
+
+int fsgd_test_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(data, 1, len, f);
+    return (fclose(f) == 0 && w == len) ? 0 : -1;
+}
+
+uint64_t fsgd_test_seed(void) { return seed; }
+
+uint64_t fsgd_test_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+const char *fsgd_test_bin(void)
+{
+    const char *b = getenv("FSGD");
+    return b ? b : "bin/fsgd";
+}
+
+int fsgd_test_run(const char *cmd, char *out, size_t cap)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p)
+        return -1;
+    size_t n = 0;
+    if (out && cap) {
+        size_t r;
+        while (n + 1 < cap && (r = fread(out + n, 1, cap - 1 - n, p)) > 0)
+            n += r;
+        out[n] = '\0';
+    }
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0)
+        ;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *s = getenv("FSGD_TEST_SEED");
+    seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
+    printf("%s: seed %llu (FSGD_TEST_SEED to repeat)\n", argv[0], (unsigned long long)seed);
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    fsgd_test_register();
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_tests_failed();
+    unsigned run = CU_get_number_of_tests_run();
+    unsigned asserts_failed = CU_get_number_of_failures();
+    printf("fsgd-test: %s: %u passed, %u failed\n", argv[0], run - failed, failed);
+    CU_cleanup_registry();
+    (void)argc;
+    return (failed || asserts_failed) ? 1 : 0;
+}

@@ -1,0 +1,78 @@
+/* Backend registry and dispatch: picks an implementation by name and
+ * forwards calls through its vtable. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_impl.h"
+#include "fsgd/error.h"
+
+struct fsgd_backend {
+    const fsgd_backend_ops_t *ops;
+    void *state;
+};
+
+static const fsgd_backend_ops_t *find_ops(const char *name) 
+{
+    if (!strcmp(name, "cpu"))
+        return &fsgd_backend_cpu_ops;
+    if (!strcmp(name, "cuda"))
+        return &fsgd_backend_cuda_ops;
+    return NULL;
+}
+
+fsgd_backend_t *fsgd_backend_new(const char *name, uint64_t dim, const float *host_theta, char *err,
+                                 size_t errsz)
+{
+    const fsgd_backend_ops_t *ops;
+    if (!strcmp(name, "auto")) {
+        char why[256];
+        ops = fsgd_backend_cuda_ops.available(why, sizeof why) ? &fsgd_backend_cuda_ops : &fsgd_backend_cpu_ops;
+    } else {
+        ops = find_ops(name);
+        if (!ops) {
+            fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unknown backend '%s' (built: %s, or auto)", name,
+                         fsgd_backend_list());
+            return NULL;
+        }
+        if (!ops->available(err, errsz))
+            return NULL;
+    }
+    fsgd_backend_t *b = calloc(1, sizeof *b);
+    if (!b) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "backend %s: out of memory", ops->name);
+        return NULL;
+    }
+    b->ops = ops;
+    b->state = ops->create(dim, host_theta, err, errsz);
+    if (!b->state) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void fsgd_backend_destroy(fsgd_backend_t *b)
+{
+    if (!b)
+        return;
+    b->ops->destroy(b->state);
+    free(b);
+}
+
+const char *fsgd_backend_name(const fsgd_backend_t *b) { return b->ops->name; }
+
+const char *fsgd_backend_device(const fsgd_backend_t *b) { return b->ops->device(b->state); }
+
+int fsgd_backend_gradient(fsgd_backend_t *b, const fsgd_grad_request_t *req, fsgd_sparse_t *out,
+                          double *loss_sum, char *err, size_t errsz)
+{
+    return b->ops->gradient(b->state, req, out, loss_sum, err, errsz);
+}
+
+int fsgd_backend_apply(fsgd_backend_t *b, const uint32_t *keys, const float *vals, size_t n, char *err,
+                       size_t errsz)
+{
+    return b->ops->apply(b->state, keys, vals, n, err, errsz);
+}
+
+const char *fsgd_backend_list(void) { return fsgd_backend_cuda_built ? "cpu cuda" : "cpu"; }

@@ -1,0 +1,25 @@
+/* Private: the backend vtable every backend implements. */
+#ifndef FSGD_BACKEND_IMPL_H
+#define FSGD_BACKEND_IMPL_H
+
+#include "fsgd/backend.h"
+
+typedef struct fsgd_backend_ops {
+    const char *name;
+    /* 1 when usable on this machine (device present); writes why not into err. */
+    int (*available)(char *err, size_t errsz);
+    void *(*create)(uint64_t dim, const float *host_theta, char *err, size_t errsz);
+    void (*destroy)(void *state);
+    const char *(*device)(void *state);
+    int (*gradient)(void *state, const fsgd_grad_request_t *req, fsgd_sparse_t *out, double *loss_sum,
+                    char *err, size_t errsz);
+    int (*apply)(void *state, const uint32_t *keys, const float *vals, size_t n, char *err, size_t errsz);
+} fsgd_backend_ops_t;
+
+extern const fsgd_backend_ops_t fsgd_backend_cpu_ops;
+/* Defined by backend_cuda.cu when built with CUDA, by backend_cuda_stub.c otherwise. */
+extern const fsgd_backend_ops_t fsgd_backend_cuda_ops;
+/* 1 when CUDA code was compiled in. */
+extern const int fsgd_backend_cuda_built;
+
+#endif

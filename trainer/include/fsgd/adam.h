@@ -1,0 +1,44 @@
+/* Sparse ("lazy") Adam over a dense parameter vector.
+ *
+ * Only the keys of a step's gradient are updated (their m, v and θ); the
+ * bias corrections use the global step t, as dense Adam does:
+ *   m_k = β1 m_k + (1-β1) g_k ;  v_k = β2 v_k + (1-β2) g_k²
+ *   θ_k -= lr · (m_k / (1-β1^t)) / (sqrt(v_k / (1-β2^t)) + ε)
+ * When every key is touched in every step this is exactly dense Adam.
+ * L2 is not applied here: callers add λθ_k to g_k for touched keys. */
+#ifndef FSGD_ADAM_H
+#define FSGD_ADAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct fsgd_adam_params {
+    double lr;    /* default 0.01 */
+    double beta1; /* default 0.9 */
+    double beta2; /* default 0.999 */
+    double eps;   /* default 1e-8 */
+} fsgd_adam_params_t;
+
+/* The defaults above. */
+fsgd_adam_params_t fsgd_adam_defaults(void);
+
+typedef struct fsgd_adam {
+    fsgd_adam_params_t p;
+    uint64_t dim;
+    uint64_t t; /* steps applied so far */
+    float *theta;
+    float *m;
+    float *v;
+} fsgd_adam_t;
+
+/* Allocates θ, m, v of dim zeros. Returns 0 or FSGD_E_NOMEM. */
+int fsgd_adam_init(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_t *p);
+
+/* One step with a sparse gradient (keys strictly increasing, < dim):
+ * increments t, updates m, v, θ on those keys only. */
+void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n);
+
+/* Frees the arrays. NULL is a no-op. */
+void fsgd_adam_free(fsgd_adam_t *a);
+
+#endif

@@ -1,0 +1,65 @@
+/* Compute backends: the gradient of a loss over a CSR mini-batch.
+ *
+ * A backend instance holds (or borrows) the model θ of dimension dim and
+ * computes, for a batch X with labels y:
+ *   margins  m = X θ
+ *   residual r_i = loss'(m_i, y_i)
+ *   gradient g = scale · Xᵀ r  (+ λ θ_k on the batch's touched keys k)
+ * restricted to the touched keys (the union of the batch's columns), keys
+ * strictly increasing. The CPU backend is always built; "cuda" exists when
+ * built with nvcc and fails with FSGD_E_NOT_BUILT otherwise.
+ *
+ * Instances are not thread safe; use one per thread. */
+#ifndef FSGD_BACKEND_H
+#define FSGD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/csr.h"
+#include "fsgd/loss.h"
+#include "fsgd/sparse.h"
+
+typedef struct fsgd_backend fsgd_backend_t;
+
+/* Makes a backend by name: "cpu", "cuda", or "auto" (cuda when a device is
+ * present and built in, otherwise cpu). host_theta is the caller's model
+ * vector of dim floats: the CPU backend reads it in place (it must stay
+ * valid and unchanged during fsgd_backend_gradient); device backends copy it
+ * now and follow later changes through fsgd_backend_apply. Returns NULL with
+ * err set ("cuda: built without CUDA", "cuda: no device"). */
+fsgd_backend_t *fsgd_backend_new(const char *name, uint64_t dim, const float *host_theta, char *err,
+                                 size_t errsz);
+
+/* Frees the backend. NULL is a no-op. */
+void fsgd_backend_destroy(fsgd_backend_t *b);
+
+/* "cpu" or "cuda" (what was picked, for "auto"). Static string. */
+const char *fsgd_backend_name(const fsgd_backend_t *b);
+
+/* A short description of the device ("cpu", "cuda: NVIDIA H100 ..."). Owned by b. */
+const char *fsgd_backend_device(const fsgd_backend_t *b);
+
+typedef struct fsgd_grad_request {
+    const fsgd_csr_t *batch;
+    int64_t batch_id;       /* stable id of an immutable batch so a device may cache it; -1: no caching */
+    fsgd_loss_kind_t loss;
+    double scale;           /* usually 1 / (rows in the whole step) */
+    double l2;              /* λ, added as λθ_k on touched keys (times 1, not scale) */
+} fsgd_grad_request_t;
+
+/* Computes the sparse gradient into out (replaced) and adds the sum of the
+ * batch's losses (unregularized) to *loss_sum. Returns 0 or a negative error
+ * with err set (device errors name the failing call). */
+int fsgd_backend_gradient(fsgd_backend_t *b, const fsgd_grad_request_t *req, fsgd_sparse_t *out,
+                          double *loss_sum, char *err, size_t errsz);
+
+/* Tells the backend θ changed at keys (new absolute values). The CPU backend
+ * reads host_theta directly and ignores this. Returns 0 or an error. */
+int fsgd_backend_apply(fsgd_backend_t *b, const uint32_t *keys, const float *vals, size_t n, char *err,
+                       size_t errsz);
+
+/* Space separated names of the backends built in ("cpu cuda"). Static. */
+const char *fsgd_backend_list(void);
+
+#endif
