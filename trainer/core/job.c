@@ -1,0 +1,409 @@
+/* The job field table and its three front ends: YAML, --set, flags. */
+#include "fsgd/job.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "fsgd/error.h"
+
+typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL } field_type_t;
+
+typedef struct field {
+    const char *key;
+    const char *section; /* YAML section it may also appear under ("optimizer" -> optimizer.lr) */
+    field_type_t type;
+    size_t offset, size;
+    double min, max;     /* numeric bounds, inclusive */
+    const char *help;
+} field_t;
+
+#define OFF(f) offsetof(fsgd_job_t, f), sizeof(((fsgd_job_t *)0)->f)
+static const field_t fields[] = {
+    {"data", "data", F_STR, OFF(data), 0, 0, "training data, LIBSVM file"},
+    {"test", "data", F_STR, OFF(test), 0, 0, "test data, LIBSVM file (default: split off the training data)"},
+    {"test_fraction", "data", F_DOUBLE, OFF(test_fraction), 0, 0.9, "fraction held out when no test file"},
+    {"skip_bad", "data", F_BOOL, OFF(skip_bad), 0, 1, "skip malformed rows (report them) instead of stopping"},
+    {"dim", "data", F_U64, OFF(dim), 0, 4294967296.0, "feature dimension (0: from the data)"},
+    {"model", "model", F_MODEL, OFF(model), 0, 0, "logistic | linear | svm"},
+    {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},
+    {"bias_value", "model", F_DOUBLE, OFF(bias_value), 1e-6, 1e6, "value of the intercept's constant feature"},
+    {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6, "L2 strength λ, applied on touched keys"},
+    {"lr", "optimizer", F_DOUBLE, OFF(lr), 1e-12, 1e3, "Adam learning rate"},
+    {"beta1", "optimizer", F_DOUBLE, OFF(beta1), 0, 0.999999, "Adam β1"},
+    {"beta2", "optimizer", F_DOUBLE, OFF(beta2), 0, 0.999999999, "Adam β2"},
+    {"eps", "optimizer", F_DOUBLE, OFF(eps), 1e-30, 1, "Adam ε"},
+    {"batch", "optimizer", F_DOUBLE, OFF(batch), 1e-9, 1e12, "rows per step (>= 1) or fraction of the training rows (< 1)"},
+    {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6, "passes over the training data"},
+    {"seed", "optimizer", F_U64, OFF(seed), 0, 1.8e19, "random seed (shuffling, split)"},
+    {"threads", "compute", F_INT, OFF(threads), 1, 1024, "local worker threads in fsgd train"},
+    {"backend", "compute", F_STR, OFF(backend), 0, 0, "cpu | cuda | auto"},
+    {"codec", "compute", F_STR, OFF(codec), 0, 0, "gradient codec spec, e.g. none, fastsgd:b=1.1,tau=128,l=2"},
+    {"out", "output", F_STR, OFF(out), 0, 0, "model file to write"},
+    {"metrics_json", "output", F_STR, OFF(metrics_json), 0, 0, "metrics JSON file to write"},
+    {"target_auc", "output", F_DOUBLE, OFF(target_auc), 0, 1, "record the time when test AUC first reaches this"},
+    {"eval_every", "output", F_INT, OFF(eval_every), 0, 1e9, "also evaluate every N steps (0: at epoch ends)"},
+    {"quiet", "output", F_BOOL, OFF(quiet), 0, 1, "no progress lines"},
+    {"name", "job", F_STR, OFF(name), 0, 0, "job name; topics are NAME.data/.grads/.model/.ctl"},
+    {"brokers", "cluster", F_STR, OFF(brokers), 0, 0, "Kafka bootstrap servers (empty: embedded cluster)"},
+    {"workers", "cluster", F_INT, OFF(workers), 1, 1024, "worker processes in fsgd run"},
+    {"partitions", "cluster", F_INT, OFF(partitions), 0, 100000, "data topic partitions (0: auto)"},
+    {"step_timeout_ms", "cluster", F_INT, OFF(step_timeout_ms), 100, 3.6e6, "drop a worker missing a step this long"},
+    {"snapshot_every", "cluster", F_INT, OFF(snapshot_every), 1, 1e9, "full model snapshot every N steps"},
+    {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
+};
+#undef OFF
+#define N_FIELDS (sizeof fields / sizeof *fields)
+
+void fsgd_job_defaults(fsgd_job_t *job)
+{
+    memset(job, 0, sizeof *job);
+    job->test_fraction = 0.2;
+    job->model = FSGD_LOSS_LOGISTIC;
+    job->bias = 1;
+    job->bias_value = 1;
+    job->l2 = 0;
+    job->lr = 0.01;
+    job->beta1 = 0.9;
+    job->beta2 = 0.999;
+    job->eps = 1e-8;
+    job->batch = 256;
+    job->epochs = 5;
+    job->seed = 1;
+    job->threads = 2;
+    snprintf(job->backend, sizeof job->backend, "cpu");
+    snprintf(job->codec, sizeof job->codec, "none");
+    snprintf(job->name, sizeof job->name, "fsgd");
+    job->workers = 2;
+    job->step_timeout_ms = 10000;
+    job->snapshot_every = 100;
+}
+
+static void normalize_key(const char *in, char *out, size_t cap)
+{
+    size_t i = 0;
+    while (*in == '-')
+        in++;
+    for (; *in && i + 1 < cap; in++)
+        out[i++] = *in == '-' ? '_' : *in;
+    out[i] = '\0';
+}
+
+static const field_t *find_field(const char *key)
+{
+    char k[128];
+    normalize_key(key, k, sizeof k);
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (!strcmp(fields[i].key, k))
+            return &fields[i];
+    /* "optimizer.lr" is an alias of "lr" when the section matches. */
+    const char *dot = strrchr(k, '.');
+    if (dot) {
+        for (size_t i = 0; i < N_FIELDS; i++)
+            if (!strcmp(fields[i].key, dot + 1) && strlen(fields[i].section) == (size_t)(dot - k) &&
+                !strncmp(fields[i].section, k, (size_t)(dot - k)))
+                return &fields[i];
+    }
+    return NULL;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(v, yes[i]))
+            return *out = 1, 0;
+        if (!strcasecmp(v, no[i]))
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char *err, size_t errsz)
+{
+    char *dst = (char *)job + f->offset;
+    char *end;
+    switch (f->type) {
+    case F_STR:
+        if (strlen(value) >= f->size)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': value longer than %zu characters", f->key,
+                                f->size - 1);
+        memcpy(dst, value, strlen(value) + 1);
+        return FSGD_E_OK;
+    case F_BOOL: {
+        int b;
+        if (parse_bool(value, &b) != 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected true or false, got '%s'", f->key,
+                                value);
+        *(int *)dst = b;
+        return FSGD_E_OK;
+    }
+    case F_MODEL: {
+        fsgd_loss_kind_t k = fsgd_loss_parse(value);
+        if (!k)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected logistic, linear or svm, got '%s'",
+                                f->key, value);
+        *(fsgd_loss_kind_t *)dst = k;
+        return FSGD_E_OK;
+    }
+    case F_DOUBLE:
+    case F_INT:
+    case F_U64: {
+        errno = 0;
+        double d = strtod(value, &end);
+        while (end && isspace((unsigned char)*end))
+            end++;
+        if (end == value || *end || errno == ERANGE || !isfinite(d))
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected a number, got '%s'", f->key, value);
+        if (d < f->min || d > f->max)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': %s is out of range [%g, %g]", f->key, value,
+                                f->min, f->max);
+        if (f->type != F_DOUBLE && d != floor(d))
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected an integer, got '%s'", f->key, value);
+        if (f->type == F_DOUBLE)
+            *(double *)dst = d;
+        else if (f->type == F_INT)
+            *(int *)dst = (int)d;
+        else /* integers above 2^53 lose nothing through strtoull */
+            *(uint64_t *)dst = strtoull(value, NULL, 0);
+        return FSGD_E_OK;
+    }
+    }
+    return FSGD_E_ARG;
+}
+
+int fsgd_job_set(fsgd_job_t *job, const char *key, const char *value, char *err, size_t errsz)
+{
+    const field_t *f = find_field(key);
+    if (!f)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unknown key '%s' (see --help for the list)", key);
+    return set_field(job, f, value, err, errsz);
+}
+
+/* YAML: a mapping of scalars, nested mappings flattened with '.'. */
+int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errsz)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open job file '%s': %s", path, strerror(errno));
+    yaml_parser_t parser;
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_file(&parser, fp);
+    char prefix[8][64];   /* key of each open mapping level */
+    int depth = -1;       /* index of the innermost open mapping */
+    int expecting_key[8] = {0};
+    char key[128] = "";
+    int rc = FSGD_E_OK, done = 0;
+    while (!done && rc == FSGD_E_OK) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) {
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1,
+                              parser.problem_mark.column + 1, parser.problem ? parser.problem : "YAML error");
+            break;
+        }
+        size_t line = ev.start_mark.line + 1, col = ev.start_mark.column + 1;
+        switch (ev.type) {
+        case YAML_STREAM_END_EVENT:
+            done = 1;
+            break;
+        case YAML_MAPPING_START_EVENT:
+            if (depth >= 0 && expecting_key[depth]) {
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: a mapping cannot be a key", path, line, col);
+            } else if (depth + 1 >= 8) {
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: nested too deeply", path, line, col);
+            } else {
+                if (depth >= 0) {
+                    snprintf(prefix[depth], sizeof prefix[depth], "%s", key);
+                    expecting_key[depth] = 1;
+                }
+                depth++;
+                expecting_key[depth] = 1;
+            }
+            break;
+        case YAML_MAPPING_END_EVENT:
+            depth--;
+            break;
+        case YAML_SEQUENCE_START_EVENT:
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: key '%s': lists are not supported here", path,
+                              line, col, key);
+            break;
+        case YAML_ALIAS_EVENT:
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: aliases are not supported", path, line, col);
+            break;
+        case YAML_SCALAR_EVENT: {
+            const char *text = (const char *)ev.data.scalar.value;
+            if (depth < 0) {
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: expected a mapping of keys, got '%s'", path,
+                                  line, col, text);
+            } else if (expecting_key[depth]) {
+                snprintf(key, sizeof key, "%s", text);
+                expecting_key[depth] = 0;
+            } else {
+                char full[512] = "";
+                for (int i = 0; i < depth; i++) {
+                    strncat(full, prefix[i], sizeof full - strlen(full) - 1);
+                    strncat(full, ".", sizeof full - strlen(full) - 1);
+                }
+                strncat(full, key, sizeof full - strlen(full) - 1);
+                char why[256];
+                const field_t *f = find_field(full);
+                int r2 = f ? set_field(job, f, text, why, sizeof why) : FSGD_E_ARG;
+                if (!f)
+                    snprintf(why, sizeof why, "unknown key '%s'", full);
+                if (r2 < 0)
+                    rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s:%zu:%zu: %s", path, line, col, why);
+                expecting_key[depth] = 1;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    fclose(fp);
+    return rc;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+int fsgd_job_parse_args(fsgd_job_t *job, int argc, char **argv, char *err, size_t errsz)
+{
+    /* Job files first, so flags override them wherever they appear. */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return 1;
+        if (!strcmp(a, "--job")) {
+            if (i + 1 >= argc)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "--job needs a file");
+            FSGD_TRY(fsgd_job_load_yaml(job, argv[++i], err, errsz));
+        } else if (a[0] != '-' && (ends_with(a, ".yaml") || ends_with(a, ".yml"))) {
+            FSGD_TRY(fsgd_job_load_yaml(job, a, err, errsz));
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--job")) {
+            i++;
+            continue;
+        }
+        if (a[0] != '-') {
+            if (ends_with(a, ".yaml") || ends_with(a, ".yml"))
+                continue;
+            if (job->data[0])
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unexpected argument '%s'", a);
+            FSGD_TRY(fsgd_job_set(job, "data", a, err, errsz));
+            continue;
+        }
+        if (!strcmp(a, "--set")) {
+            if (i + 1 >= argc || !strchr(argv[i + 1], '='))
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "--set needs key=value");
+            char kv[1200];
+            snprintf(kv, sizeof kv, "%s", argv[++i]);
+            char *eq = strchr(kv, '=');
+            *eq = '\0';
+            FSGD_TRY(fsgd_job_set(job, kv, eq + 1, err, errsz));
+            continue;
+        }
+        char name[128];
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        snprintf(name, sizeof name, "%.*s", (int)len, a);
+        const field_t *f = find_field(name);
+        int negated = 0;
+        if (!f && !strncmp(name, "--no-", 5)) {
+            f = find_field(name + 5);
+            negated = f && f->type == F_BOOL;
+            if (!negated)
+                f = NULL;
+        }
+        if (!f)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unknown option '%s' (see --help)", name);
+        const char *value;
+        if (negated) {
+            value = "false";
+        } else if (eq) {
+            value = eq + 1;
+        } else if (f->type == F_BOOL) {
+            int b;
+            value = (i + 1 < argc && parse_bool(argv[i + 1], &b) == 0) ? argv[++i] : "true";
+        } else {
+            if (i + 1 >= argc)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "option '%s' needs a value", name);
+            value = argv[++i];
+        }
+        char why[512];
+        if (set_field(job, f, value, why, sizeof why) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "option %s: %s", name, why);
+    }
+    return 0;
+}
+
+static void format_default(const fsgd_job_t *d, const field_t *f, char *out, size_t cap)
+{
+    const char *p = (const char *)d + f->offset;
+    switch (f->type) {
+    case F_STR:
+        snprintf(out, cap, "%s", *p ? p : "\"\"");
+        break;
+    case F_DOUBLE:
+        snprintf(out, cap, "%g", *(const double *)p);
+        break;
+    case F_INT:
+        snprintf(out, cap, "%d", *(const int *)p);
+        break;
+    case F_U64:
+        snprintf(out, cap, "%llu", (unsigned long long)*(const uint64_t *)p);
+        break;
+    case F_BOOL:
+        snprintf(out, cap, "%s", *(const int *)p ? "true" : "false");
+        break;
+    case F_MODEL:
+        snprintf(out, cap, "%s", fsgd_loss_name(*(const fsgd_loss_kind_t *)p));
+        break;
+    }
+}
+
+void fsgd_job_print_help(const char *usage_line, void *file)
+{
+    FILE *out = file;
+    fsgd_job_t d;
+    fsgd_job_defaults(&d);
+    fprintf(out, "%s\n\nEvery option is also a key of a YAML job file (flat, or under its section)\n"
+                 "and can be overridden with --set key=value. Booleans: --key, --no-key, --key=false.\n\n",
+            usage_line);
+    const char *section = "";
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const field_t *f = &fields[i];
+        if (strcmp(section, f->section)) {
+            section = f->section;
+            fprintf(out, "%s:\n", section);
+        }
+        char def[64], flag[64];
+        format_default(&d, f, def, sizeof def);
+        snprintf(flag, sizeof flag, "--%s", f->key);
+        for (char *c = flag + 2; *c; c++)
+            if (*c == '_')
+                *c = '-';
+        fprintf(out, "  %-20s %s (default %s)\n", flag, f->help, def);
+    }
+}
+
+int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz)
+{
+    if (!job->data[0])
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "no training data: give --data FILE (or data: in the job file)");
+    if (job->beta1 >= 1 || job->beta2 >= 1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "Adam betas must be < 1");
+    return FSGD_E_OK;
+}

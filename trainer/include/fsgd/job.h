@@ -1,0 +1,78 @@
+/* A job: everything a training run needs, from a YAML file, --set key=value
+ * overrides and command-line flags. One table of fields (trainer/core/job.c)
+ * drives all three, so a key means the same thing everywhere and unknown keys
+ * or bad values are errors that name the key. */
+#ifndef FSGD_JOB_H
+#define FSGD_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/loss.h"
+
+#define FSGD_JOB_PATH_MAX 1024
+
+typedef struct fsgd_job {
+    /* data */
+    char data[FSGD_JOB_PATH_MAX];    /* training LIBSVM file (or "" when fed by Kafka) */
+    char test[FSGD_JOB_PATH_MAX];    /* test file; "" -> split test_fraction off data */
+    double test_fraction;            /* used when test is "" (default 0.2) */
+    int skip_bad;                    /* skip malformed rows (default 0: strict) */
+    uint64_t dim;                    /* feature dimension; 0 -> from the data */
+    /* model */
+    fsgd_loss_kind_t model;          /* logistic | linear | svm (default logistic) */
+    int bias;                        /* intercept on (default 1) */
+    double bias_value;               /* value of the constant feature (default 1) */
+    double l2;                       /* λ on touched keys (default 0) */
+    /* optimizer */
+    double lr, beta1, beta2, eps;    /* Adam (defaults 0.01, 0.9, 0.999, 1e-8) */
+    double batch;                    /* rows per step if >= 1, else fraction of training rows */
+    int epochs;                      /* passes over the data */
+    uint64_t seed;
+    /* compute */
+    int threads;                     /* local workers in `fsgd train` (default: cores) */
+    char backend[32];                /* cpu | cuda | auto */
+    char codec[256];                 /* codec spec, "none" by default */
+    /* output */
+    char out[FSGD_JOB_PATH_MAX];          /* model file ("" -> none) */
+    char metrics_json[FSGD_JOB_PATH_MAX]; /* metrics JSON ("" -> none) */
+    double target_auc;               /* record time when test AUC first reaches this (0: off) */
+    int eval_every;                  /* evaluate on test every N steps as well as at epoch ends (0: epochs only) */
+    int quiet;                       /* no progress lines */
+    /* distributed (fsgd run / worker / aggregator) */
+    char name[64];                   /* job name: topics are <name>.data/.grads/.model/.ctl */
+    char brokers[512];               /* "" -> embedded mock cluster */
+    int workers;                     /* worker processes (default 2) */
+    int partitions;                  /* data topic partitions (default 0 = auto) */
+    int step_timeout_ms;             /* drop a worker that misses a step by this long */
+    int snapshot_every;              /* full model snapshot every N steps */
+    char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
+} fsgd_job_t;
+
+/* Fills every field with its default. */
+void fsgd_job_defaults(fsgd_job_t *job);
+
+/* Sets one field by its key ("lr", "model", "codec", ...) from text.
+ * Unknown key or bad value -> FSGD_E_ARG with "key 'lr': expected a number
+ * > 0, got 'abc'". */
+int fsgd_job_set(fsgd_job_t *job, const char *key, const char *value, char *err, size_t errsz);
+
+/* Applies a YAML job file: a mapping of keys to scalars (nested mappings
+ * flatten with '.': "optimizer: {lr: 0.1}" is key "optimizer.lr", accepted
+ * as an alias of "lr"). Errors name path:line:column and the key. */
+int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errsz);
+
+/* Parses command-line flags: "--key value" or "--key=value" for every field
+ * (dashes and underscores interchangeable), "--set key=value", "--job FILE"
+ * or a positional .yaml or .yml file (loaded first, flags override). A positional
+ * non-YAML argument is taken as --data. Returns 0, 1 when --help was given
+ * (usage printed by the caller), or an error naming the flag. */
+int fsgd_job_parse_args(fsgd_job_t *job, int argc, char **argv, char *err, size_t errsz);
+
+/* Writes a help text listing every key with its default and meaning. */
+void fsgd_job_print_help(const char *usage_line, void *file /* FILE* */);
+
+/* Validates cross-field constraints (data given, batch > 0, ...). */
+int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz);
+
+#endif
