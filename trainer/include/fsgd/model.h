@@ -19,7 +19,8 @@ typedef struct fsgd_model {
     float *w;
 } fsgd_model_t;
 
-/* Allocates a zero model. Returns 0 or FSGD_E_NOMEM. */
+/* Allocates a zero model (dim + 1 weights). Returns 0, FSGD_E_RANGE (dim > 2^32)
+ * or FSGD_E_NOMEM. */
 int fsgd_model_init(fsgd_model_t *m, fsgd_loss_kind_t kind, uint64_t dim, int has_bias, float bias);
 
 /* Frees w and zeroes the struct. NULL is a no-op. */
@@ -37,9 +38,29 @@ int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t e
  * FSGD_E_FORMAT with err naming the path, field and byte offset. */
 int fsgd_model_load(fsgd_model_t *m, const char *path, char *err, size_t errsz);
 
-/* Writes the model in LIBLINEAR's text format so liblinear-predict gives
- * the same predictions. Logistic -> solver_type L2R_LR, svm -> L2R_L2LOSS_SVC_DUAL
- * style (label order "1 -1"), linear -> L2R_L2LOSS_SVR. */
+/* Reads and checks a model from memory (the same bytes as a file); name
+ * (may be NULL: "model") starts every error message. max_dim (0: no limit
+ * beyond the format's 2^32) refuses larger dimensions with FSGD_E_RANGE before
+ * anything is allocated, for callers reading untrusted bytes. On success m owns
+ * a fresh w; on failure m is zeroed. */
+int fsgd_model_load_mem(fsgd_model_t *m, const void *buf, size_t len, const char *name, uint64_t max_dim,
+                        char *err, size_t errsz);
+
+/* Encodes the model into a malloc'd buffer (*out, *len; the caller frees it).
+ * Same bytes fsgd_model_save writes. Returns 0 or an error (non-finite weight,
+ * bad dim or kind, FSGD_E_NOMEM). */
+int fsgd_model_encode(const fsgd_model_t *m, uint8_t **out, size_t *len, char *err, size_t errsz);
+
+/* Number of nonzero feature weights (the intercept not counted). */
+uint64_t fsgd_model_nnz(const fsgd_model_t *m);
+
+/* Writes the model in LIBLINEAR's text format (C locale, %.17g) so that
+ * liblinear-predict gives the same predictions: logistic -> solver_type
+ * L2R_LR and svm -> L2R_L2LOSS_SVC, both with "label 1 -1" (LIBLINEAR's
+ * decision value is for the first label, so w is written as is: margin > 0
+ * predicts 1); linear -> L2R_L2LOSS_SVR (no label line). nr_feature is dim;
+ * bias is the bias value, or -1 without intercept. Written atomically.
+ * dim > INT_MAX is FSGD_E_RANGE (LIBLINEAR counts features in an int). */
 int fsgd_model_export_liblinear(const fsgd_model_t *m, const char *path, char *err, size_t errsz);
 
 #endif

@@ -1,0 +1,538 @@
+/* Linear models and their binary file format (trainer/MODEL_FORMAT.md), and
+ * the LIBLINEAR text export. The reader trusts nothing: every field is
+ * bounds-checked before it is read and every error names the field and the
+ * byte offset. */
+#include "fsgd/model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fsgd/crc32c.h"
+#include "fsgd/error.h"
+#include "fsgd/le.h"
+
+#define MODEL_MAGIC "FSGDMODL"
+#define MODEL_VERSION 1
+#define HEADER_BYTES 44 /* up to and including header_crc */
+#define ENTRY_BYTES 8
+#define MAX_DIM (UINT64_C(1) << 32)
+
+/* Header fields, for reading and for naming the place of a short file. */
+enum { F_MAGIC, F_VERSION, F_KIND, F_FLAGS, F_RESERVED, F_DIM, F_NNZ, F_BIAS, F_BIASW, F_HCRC, F_COUNT };
+static const struct {
+    size_t off, len;
+    const char *name;
+} field[F_COUNT] = {
+    {0, 8, "magic"}, {8, 2, "version"}, {10, 1, "kind"},   {11, 1, "flags"},        {12, 4, "reserved"},
+    {16, 8, "dim"},  {24, 8, "nnz"},    {32, 4, "bias"},   {36, 4, "bias_weight"}, {40, 4, "header_crc"},
+};
+
+int fsgd_model_init(fsgd_model_t *m, fsgd_loss_kind_t kind, uint64_t dim, int has_bias, float bias)
+{
+    memset(m, 0, sizeof *m);
+    if (dim > MAX_DIM || dim + 1 > SIZE_MAX / sizeof(float))
+        return FSGD_E_RANGE;
+    m->w = calloc((size_t)dim + 1, sizeof *m->w);
+    if (!m->w)
+        return FSGD_E_NOMEM;
+    m->kind = kind;
+    m->dim = dim;
+    m->has_bias = has_bias ? 1 : 0;
+    m->bias = bias;
+    return FSGD_E_OK;
+}
+
+void fsgd_model_free(fsgd_model_t *m)
+{
+    if (!m)
+        return;
+    free(m->w);
+    memset(m, 0, sizeof *m);
+}
+
+double fsgd_model_margin(const fsgd_model_t *m, const uint32_t *col, const float *val, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        if (col[i] < m->dim)
+            s += (double)m->w[col[i]] * val[i];
+    if (m->has_bias)
+        s += (double)m->bias * m->w[m->dim];
+    return s;
+}
+
+uint64_t fsgd_model_nnz(const fsgd_model_t *m)
+{
+    uint64_t n = 0;
+    for (uint64_t k = 0; k < m->dim; k++)
+        n += m->w[k] != 0;
+    return n;
+}
+
+static int valid_kind(int k)
+{
+    return k == FSGD_LOSS_LOGISTIC || k == FSGD_LOSS_SQUARED || k == FSGD_LOSS_HINGE;
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+/* Where encoded bytes go: a file descriptor (through a buffer) or memory. */
+typedef struct sink {
+    int fd;            /* >= 0: write to this file */
+    uint8_t *mem;      /* otherwise: append here (pre-sized) */
+    size_t pos;
+    uint8_t buf[1 << 16];
+    size_t used;
+} sink_t;
+
+static int sink_flush(sink_t *s)
+{
+    size_t off = 0;
+    while (off < s->used) {
+        ssize_t w = write(s->fd, s->buf + off, s->used - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        off += (size_t)w;
+    }
+    s->used = 0;
+    return 0;
+}
+
+static int sink_put(sink_t *s, const uint8_t *p, size_t n)
+{
+    if (s->fd < 0) {
+        memcpy(s->mem + s->pos, p, n);
+        s->pos += n;
+        return 0;
+    }
+    if (s->used + n > sizeof s->buf && sink_flush(s) < 0)
+        return -1;
+    memcpy(s->buf + s->used, p, n);
+    s->used += n;
+    s->pos += n;
+    return 0;
+}
+
+/* Checks that m can be written; counts its nonzero weights. */
+static int check_model(const fsgd_model_t *m, uint64_t *nnz, char *err, size_t errsz)
+{
+    if (!valid_kind(m->kind))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "model kind %d is not logistic, linear or svm", (int)m->kind);
+    if (m->dim == 0 || m->dim > MAX_DIM)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "model dim %llu is outside 1..2^32",
+                            (unsigned long long)m->dim);
+    if (!m->w)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "model has no weights");
+    if (!isfinite(m->bias))
+        return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "model bias value is %g", (double)m->bias);
+    uint64_t n = 0;
+    for (uint64_t k = 0; k <= m->dim; k++) {
+        if (k == m->dim && !m->has_bias)
+            break;
+        if (!isfinite(m->w[k])) {
+            if (k == m->dim)
+                return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "model intercept weight is %g", (double)m->w[k]);
+            return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "model weight of column %llu is %g",
+                                (unsigned long long)k, (double)m->w[k]);
+        }
+        n += k < m->dim && m->w[k] != 0;
+    }
+    *nnz = n;
+    return FSGD_E_OK;
+}
+
+static void encode_header(const fsgd_model_t *m, uint64_t nnz, uint8_t h[HEADER_BYTES])
+{
+    memset(h, 0, HEADER_BYTES);
+    memcpy(h, MODEL_MAGIC, 8);
+    fsgd_le_put16(h + 8, MODEL_VERSION);
+    h[10] = (uint8_t)m->kind;
+    h[11] = m->has_bias ? 1 : 0;
+    fsgd_le_put64(h + 16, m->dim);
+    fsgd_le_put64(h + 24, nnz);
+    fsgd_le_putf32(h + 32, m->bias);
+    /* Without an intercept the bias weight is stored as +0 whatever w[dim] holds. */
+    fsgd_le_putf32(h + 36, m->has_bias ? m->w[m->dim] + 0.0f : 0.0f);
+    fsgd_le_put32(h + 40, fsgd_crc32c(0, h, 40));
+}
+
+/* Writes header, entries and body_crc into s. Returns 0 or -1 (write failed). */
+static int encode_to(const fsgd_model_t *m, uint64_t nnz, sink_t *s)
+{
+    uint8_t h[HEADER_BYTES];
+    encode_header(m, nnz, h);
+    if (sink_put(s, h, sizeof h) < 0)
+        return -1;
+    uint32_t crc = 0;
+    for (uint64_t k = 0; k < m->dim; k++) {
+        if (m->w[k] == 0)
+            continue;
+        uint8_t e[ENTRY_BYTES];
+        fsgd_le_put32(e, (uint32_t)k);
+        fsgd_le_putf32(e + 4, m->w[k]);
+        crc = fsgd_crc32c(crc, e, sizeof e);
+        if (sink_put(s, e, sizeof e) < 0)
+            return -1;
+    }
+    uint8_t c[4];
+    fsgd_le_put32(c, crc);
+    return sink_put(s, c, sizeof c);
+}
+
+int fsgd_model_encode(const fsgd_model_t *m, uint8_t **out, size_t *len, char *err, size_t errsz)
+{
+    uint64_t nnz;
+    *out = NULL;
+    *len = 0;
+    FSGD_TRY(check_model(m, &nnz, err, errsz));
+    size_t total = HEADER_BYTES + (size_t)nnz * ENTRY_BYTES + 4;
+    sink_t *s = malloc(sizeof *s);
+    uint8_t *buf = malloc(total);
+    if (!s || !buf) {
+        free(s);
+        free(buf);
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cannot allocate %zu bytes for the model", total);
+    }
+    s->fd = -1;
+    s->mem = buf;
+    s->pos = 0;
+    s->used = 0;
+    encode_to(m, nnz, s);
+    free(s);
+    *out = buf;
+    *len = total;
+    return FSGD_E_OK;
+}
+
+/* An open temporary file beside path, renamed over path on commit. */
+typedef struct atomic_file {
+    char tmp[4096];
+    int fd;
+} atomic_file_t;
+
+static int atomic_open(atomic_file_t *a, const char *path, char *err, size_t errsz)
+{
+    if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp.XXXXXX", path) >= sizeof a->tmp)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s: path too long", path);
+    a->fd = mkstemp(a->tmp);
+    if (a->fd < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: cannot create temporary file %s: %s", path, a->tmp,
+                            strerror(errno));
+    /* mkstemp makes 0600; a model is an ordinary readable file. */
+    (void)fchmod(a->fd, 0644);
+    return FSGD_E_OK;
+}
+
+static void atomic_abort(atomic_file_t *a)
+{
+    if (a->fd >= 0)
+        close(a->fd);
+    a->fd = -1;
+    unlink(a->tmp);
+}
+
+/* fsync, close and rename; the old file (if any) stays until the rename. */
+static int atomic_commit(atomic_file_t *a, const char *path, char *err, size_t errsz)
+{
+    if (fsync(a->fd) != 0) {
+        int e = errno;
+        atomic_abort(a);
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: fsync failed: %s", path, strerror(e));
+    }
+    int rc = close(a->fd);
+    a->fd = -1;
+    if (rc != 0) {
+        int e = errno;
+        unlink(a->tmp);
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: close failed: %s", path, strerror(e));
+    }
+    if (rename(a->tmp, path) != 0) {
+        int e = errno;
+        unlink(a->tmp);
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: cannot rename %s into place: %s", path, a->tmp,
+                            strerror(e));
+    }
+    return FSGD_E_OK;
+}
+
+int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t errsz)
+{
+    uint64_t nnz;
+    char why[256];
+    int rc = check_model(m, &nnz, why, sizeof why);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "%s: cannot save: %s", path, why);
+    atomic_file_t a;
+    FSGD_TRY(atomic_open(&a, path, err, errsz));
+    sink_t *s = malloc(sizeof *s);
+    if (!s) {
+        atomic_abort(&a);
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
+    }
+    s->fd = a.fd;
+    s->mem = NULL;
+    s->pos = 0;
+    s->used = 0;
+    if (encode_to(m, nnz, s) < 0 || sink_flush(s) < 0) {
+        int e = errno;
+        free(s);
+        atomic_abort(&a);
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    free(s);
+    return atomic_commit(&a, path, err, errsz);
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+/* Is [off, off+n) inside the file? Otherwise a truncation error naming what. */
+#define NEED(off_, n_, ...)                                                                                  \
+    do {                                                                                                     \
+        if ((uint64_t)len < (uint64_t)(off_) + (n_)) {                                                       \
+            char what_[96];                                                                                  \
+            snprintf(what_, sizeof what_, __VA_ARGS__);                                                      \
+            return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "%s: truncated at byte %llu reading %s (file has %zu bytes)", \
+                                name, (unsigned long long)(off_), what_, len);                               \
+        }                                                                                                    \
+    } while (0)
+
+/* Validates buf completely; fills the header values. No allocation. */
+static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t max_dim, int *kind,
+                       int *has_bias, uint64_t *dim, uint64_t *nnz, float *bias, float *bias_w, char *err,
+                       size_t errsz)
+{
+    /* A file that does not start like a model is "not a model", however short. */
+    size_t cmp = len < 8 ? len : 8;
+    if (cmp > 0 && memcmp(p, MODEL_MAGIC, cmp) != 0) {
+        char got[40] = "";
+        for (size_t i = 0; i < cmp; i++)
+            snprintf(got + 4 * i, sizeof got - 4 * i, "\\x%02x", p[i]);
+        for (size_t i = 0; i < cmp; i++)
+            if (p[i] < 0x20 || p[i] > 0x7e)
+                goto hex;
+        memcpy(got, p, cmp);
+        got[cmp] = '\0';
+    hex:
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "%s: not an fsgd model file: bad magic at byte 0 (expected \"%s\", got \"%s\")", name,
+                            MODEL_MAGIC, got);
+    }
+    for (int f = F_MAGIC; f <= F_VERSION; f++)
+        NEED(field[f].off, field[f].len, "%s", field[f].name);
+    unsigned version = fsgd_le_get16(p + 8);
+    if (version != MODEL_VERSION)
+        return fsgd_err_fmt(err, errsz, FSGD_E_VERSION,
+                            "%s: unsupported model format version %u at byte 8 (this build reads version %d)", name,
+                            version, MODEL_VERSION);
+    for (int f = F_KIND; f < F_COUNT; f++)
+        NEED(field[f].off, field[f].len, "%s", field[f].name);
+    uint32_t hcrc = fsgd_le_get32(p + 40), hcalc = fsgd_crc32c(0, p, 40);
+    if (hcrc != hcalc)
+        return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
+                            "%s: header checksum mismatch at byte 40 (stored 0x%08x, computed 0x%08x over bytes 0..39)",
+                            name, hcrc, hcalc);
+    *kind = p[10];
+    if (!valid_kind(*kind))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: unknown model kind %d at byte 10 (1 logistic, 2 linear, 3 svm)",
+                            name, *kind);
+    if (p[11] & ~1u)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved flag bits set at byte 11 (flags 0x%02x)", name,
+                            p[11]);
+    *has_bias = p[11] & 1;
+    if (fsgd_le_get32(p + 12) != 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved field at byte 12 is 0x%08x, must be 0", name,
+                            fsgd_le_get32(p + 12));
+    *dim = fsgd_le_get64(p + 16);
+    if (*dim == 0 || *dim > MAX_DIM)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: dim %llu at byte 16 is outside 1..2^32", name,
+                            (unsigned long long)*dim);
+    *nnz = fsgd_le_get64(p + 24);
+    if (*nnz > *dim)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: nnz %llu at byte 24 exceeds dim %llu", name,
+                            (unsigned long long)*nnz, (unsigned long long)*dim);
+    *bias = fsgd_le_getf32(p + 32);
+    *bias_w = fsgd_le_getf32(p + 36);
+    if (!isfinite(*bias))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: bias value at byte 32 is not finite", name);
+    if (!isfinite(*bias_w))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: bias_weight at byte 36 is not finite", name);
+    if (!*has_bias && fsgd_le_get32(p + 36) != 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "%s: bias_weight at byte 36 is %g but the model has no intercept (flags bit 0 clear)",
+                            name, (double)*bias_w);
+    if (max_dim && *dim > max_dim)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%s: dim %llu at byte 16 exceeds the limit %llu", name,
+                            (unsigned long long)*dim, (unsigned long long)max_dim);
+
+    /* Entries, then body_crc: name the entry where the bytes run out. */
+    const uint64_t n = *nnz;
+    const uint64_t end = HEADER_BYTES + n * ENTRY_BYTES; /* offset of body_crc; n <= 2^32, no overflow */
+    if ((uint64_t)len < end) {
+        uint64_t i = ((uint64_t)len - HEADER_BYTES) / ENTRY_BYTES;
+        uint64_t in = ((uint64_t)len - HEADER_BYTES) % ENTRY_BYTES;
+        uint64_t at = HEADER_BYTES + i * ENTRY_BYTES + (in < 4 ? 0 : 4);
+        NEED(at, 4, "weight %llu of %llu (%s)", (unsigned long long)i, (unsigned long long)n,
+             in < 4 ? "key" : "value");
+    }
+    NEED(end, 4, "body_crc after %llu weights", (unsigned long long)n);
+    if ((uint64_t)len > end + 4)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: %llu trailing bytes at byte %llu after body_crc", name,
+                            (unsigned long long)(len - (end + 4)), (unsigned long long)(end + 4));
+    uint32_t bcrc = fsgd_le_get32(p + end), bcalc = fsgd_crc32c(0, p + HEADER_BYTES, (size_t)(end - HEADER_BYTES));
+    if (bcrc != bcalc)
+        return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
+                            "%s: weights checksum mismatch at byte %llu (stored 0x%08x, computed 0x%08x over bytes "
+                            "44..%llu)",
+                            name, (unsigned long long)end, bcrc, bcalc, (unsigned long long)end - 1);
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *e = p + HEADER_BYTES + i * ENTRY_BYTES;
+        uint64_t off = (uint64_t)(e - p);
+        uint32_t key = fsgd_le_get32(e);
+        float v = fsgd_le_getf32(e + 4);
+        if (key >= *dim)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: key %u of weight %llu at byte %llu >= dim %llu", name,
+                                key, (unsigned long long)i, (unsigned long long)off, (unsigned long long)*dim);
+        if (i > 0 && key <= prev)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                "%s: key %u of weight %llu at byte %llu is not above the previous key %llu", name, key,
+                                (unsigned long long)i, (unsigned long long)off, (unsigned long long)prev);
+        if (!isfinite(v) || v == 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: value of weight %llu (key %u) at byte %llu is %g%s",
+                                name, (unsigned long long)i, key, (unsigned long long)off + 4, (double)v,
+                                v == 0 ? " (zero weights are not stored)" : "");
+        prev = key;
+    }
+    return FSGD_E_OK;
+}
+#undef NEED
+
+int fsgd_model_load_mem(fsgd_model_t *m, const void *buf, size_t len, const char *name, uint64_t max_dim,
+                        char *err, size_t errsz)
+{
+    memset(m, 0, sizeof *m);
+    if (!name)
+        name = "model";
+    const uint8_t *p = buf;
+    int kind, has_bias;
+    uint64_t dim, nnz;
+    float bias, bias_w;
+    FSGD_TRY(parse_check(p, len, name, max_dim, &kind, &has_bias, &dim, &nnz, &bias, &bias_w, err, errsz));
+    int rc = fsgd_model_init(m, (fsgd_loss_kind_t)kind, dim, has_bias, bias);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "%s: cannot allocate weights for dim %llu", name,
+                            (unsigned long long)dim);
+    for (uint64_t i = 0; i < nnz; i++) {
+        const uint8_t *e = p + HEADER_BYTES + i * ENTRY_BYTES;
+        m->w[fsgd_le_get32(e)] = fsgd_le_getf32(e + 4);
+    }
+    m->w[dim] = has_bias ? bias_w : 0.0f;
+    return FSGD_E_OK;
+}
+
+int fsgd_model_load(fsgd_model_t *m, const char *path, char *err, size_t errsz)
+{
+    memset(m, 0, sizeof *m);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open model '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        close(fd);
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: not a regular file%s%s", path, e ? ": " : "",
+                            e ? strerror(e) : "");
+    }
+    size_t len = (size_t)st.st_size;
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) {
+        close(fd);
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: cannot allocate %zu bytes", path, len);
+    }
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            free(buf);
+            return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: read failed at byte %zu: %s", path, got, strerror(e));
+        }
+        if (r == 0)
+            break; /* shrank while reading: judged as truncated below */
+        got += (size_t)r;
+    }
+    close(fd);
+    int rc = fsgd_model_load_mem(m, buf, got, path, 0, err, errsz);
+    free(buf);
+    return rc;
+}
+
+/* ---- LIBLINEAR export ------------------------------------------------- */
+
+int fsgd_model_export_liblinear(const fsgd_model_t *m, const char *path, char *err, size_t errsz)
+{
+    uint64_t nnz;
+    char why[256];
+    int rc = check_model(m, &nnz, why, sizeof why);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "%s: cannot export: %s", path, why);
+    if (m->dim > INT_MAX)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE,
+                            "%s: dim %llu is more than LIBLINEAR's nr_feature can hold (%d)", path,
+                            (unsigned long long)m->dim, INT_MAX);
+    if (m->has_bias && m->bias < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_UNSUPPORTED,
+                            "%s: bias value %g < 0 means \"no bias\" to LIBLINEAR; cannot export this intercept", path,
+                            (double)m->bias);
+    const char *solver = m->kind == FSGD_LOSS_LOGISTIC ? "L2R_LR"
+                         : m->kind == FSGD_LOSS_HINGE  ? "L2R_L2LOSS_SVC"
+                                                       : "L2R_L2LOSS_SVR";
+    atomic_file_t a;
+    FSGD_TRY(atomic_open(&a, path, err, errsz));
+    FILE *f = fdopen(a.fd, "w");
+    if (!f) {
+        int e = errno;
+        atomic_abort(&a);
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: %s", path, strerror(e));
+    }
+    /* Numbers in the C locale whatever the process locale is (thread-local switch). */
+    locale_t c_loc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    locale_t old = c_loc ? uselocale(c_loc) : (locale_t)0;
+    fprintf(f, "solver_type %s\nnr_class 2\n", solver);
+    if (m->kind != FSGD_LOSS_SQUARED)
+        fputs("label 1 -1\n", f);
+    fprintf(f, "nr_feature %llu\n", (unsigned long long)m->dim);
+    fprintf(f, "bias %.17g\nw\n", m->has_bias ? (double)m->bias : -1.0);
+    for (uint64_t k = 0; k < m->dim + (m->has_bias ? 1 : 0); k++)
+        fprintf(f, "%.17g \n", (double)m->w[k]);
+    if (c_loc) {
+        uselocale(old);
+        freelocale(c_loc);
+    }
+    int bad = ferror(f);
+    if (fflush(f) != 0)
+        bad = 1;
+    int e = errno;
+    /* Hand the descriptor back to atomic_commit: fsync + close + rename. */
+    int fd2 = dup(a.fd);
+    fclose(f);
+    a.fd = fd2;
+    if (bad || fd2 < 0) {
+        atomic_abort(&a);
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    return atomic_commit(&a, path, err, errsz);
+}
