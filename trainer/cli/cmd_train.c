@@ -1,10 +1,242 @@
-#include "cli.h"
+/* fsgd train: load LIBSVM data, train locally with worker threads, report
+ * metrics, write the model and a metrics JSON. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-/* Placeholder until the train command lands; fails loudly rather than pretend. */
+#include "cli.h"
+#include "fsgd/codec.h"
+#include "fsgd/job.h"
+#include "fsgd/libsvm.h"
+#include "fsgd/train.h"
+
+static const char usage_line[] =
+    "usage: fsgd train [JOB.yaml] [--data FILE] [--test FILE] [--model logistic|linear|svm] [options]\n"
+    "Trains a sparse linear model with sparse Adam on one machine, worker threads standing in\n"
+    "for distributed workers. Prints progress and test metrics; --out writes the model.";
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int load(const char *path, const fsgd_job_t *job, fsgd_csr_t *out)
+{
+    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad};
+    fsgd_libsvm_stats_t st;
+    char err[512];
+    int rc = fsgd_libsvm_load(path, &opts, out, &st, err, sizeof err);
+    if (rc < 0) {
+        fsgd_cli_error("%s", err);
+        return rc;
+    }
+    if (st.bad_rows) {
+        fprintf(stderr, "fsgd: %s: skipped %llu malformed rows; first:\n", path, (unsigned long long)st.bad_rows);
+        for (uint64_t i = 0; i < st.bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
+            fprintf(stderr, "  %s\n", st.first_bad[i]);
+    }
+    return 0;
+}
+
+/* Moves a random test_fraction of rows from data into test. */
+static int split(fsgd_csr_t *data, double fraction, uint64_t seed, fsgd_csr_t *test)
+{
+    fsgd_csr_t keep = {0};
+    uint64_t s = seed ^ 0x5DEECE66DULL;
+    for (size_t r = 0; r < data->n_rows; r++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        double u = (double)(s >> 11) / 9007199254740992.0;
+        int rc = fsgd_csr_append_rows(u < fraction ? test : &keep, data, r, 1);
+        if (rc < 0) {
+            fsgd_csr_free(&keep);
+            return rc;
+        }
+    }
+    fsgd_csr_free(data);
+    *data = keep;
+    return 0;
+}
+
+typedef struct progress_ctx {
+    const fsgd_job_t *job;
+    int tty;
+} progress_ctx_t;
+
+static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
+{
+    progress_ctx_t *ctx = p;
+    if (ctx->job->quiet)
+        return;
+    double rows_s = s->seconds > 0 ? (double)s->rows / s->seconds : 0;
+    double ratio = s->wire_bytes ? (double)s->raw_bytes / (double)s->wire_bytes : 0;
+    double bytes_step = s->steps ? (double)s->wire_bytes / (double)s->steps : 0;
+    char test[128] = "";
+    if (s->test.n && end_of_epoch) {
+        if (ctx->job->model == FSGD_LOSS_SQUARED)
+            snprintf(test, sizeof test, "  test rmse %.4f", s->test.rmse);
+        else
+            snprintf(test, sizeof test, "  test auc %.4f logloss %.4f", s->test.auc, s->test.logloss);
+    }
+    fprintf(stderr, "%sepoch %d/%d  step %llu  %.0f rows/s  loss %.4f  %.0f B/step  ratio %.2fx%s%s",
+            ctx->tty ? "\r" : "", s->epoch, ctx->job->epochs, (unsigned long long)s->steps, rows_s, s->last_loss,
+            bytes_step, ratio, test, (end_of_epoch || !ctx->tty) ? "\n" : "\033[K");
+}
+
+static void json_num(FILE *f, const char *key, double v, int comma)
+{
+    if (isnan(v) || isinf(v))
+        fprintf(f, "\"%s\": null%s", key, comma ? ", " : "");
+    else
+        fprintf(f, "\"%s\": %.10g%s", key, v, comma ? ", " : "");
+}
+
+static void json_metrics(FILE *f, const fsgd_metrics_t *m)
+{
+    fprintf(f, "{\"n\": %zu, ", m->n);
+    json_num(f, "auc", m->auc, 1);
+    json_num(f, "logloss", m->logloss, 1);
+    json_num(f, "accuracy", m->accuracy, 1);
+    json_num(f, "rmse", m->rmse, 1);
+    json_num(f, "loss", m->loss, 0);
+    fputc('}', f);
+}
+
+static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_train_stats_t *s,
+                         const fsgd_metrics_t *train_m, size_t n_train, uint64_t dim)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fsgd_cli_error("cannot write metrics to '%s'", path);
+        return -1;
+    }
+    fprintf(f, "{\"model\": \"%s\", \"codec\": \"%s\", \"backend\": \"%s\", \"threads\": %d, ",
+            fsgd_loss_name(job->model), job->codec, job->backend, job->threads);
+    fprintf(f, "\"train_rows\": %zu, \"dim\": %llu, \"epochs\": %d, \"steps\": %llu, ", n_train,
+            (unsigned long long)dim, job->epochs, (unsigned long long)s->steps);
+    fprintf(f, "\"test\": ");
+    json_metrics(f, &s->test);
+    fprintf(f, ", \"train\": ");
+    json_metrics(f, train_m);
+    fprintf(f, ", ");
+    json_num(f, "train_seconds", s->seconds, 1);
+    json_num(f, "time_to_target_seconds", s->time_to_target >= 0 ? s->time_to_target : NAN, 1);
+    json_num(f, "target_auc", job->target_auc > 0 ? job->target_auc : NAN, 1);
+    json_num(f, "rows_per_second", s->seconds > 0 ? (double)s->rows / s->seconds : NAN, 1);
+    json_num(f, "nnz_per_second_per_thread", s->t_grad > 0 ? (double)s->nnz / s->t_grad : NAN, 1);
+    fprintf(f, "\"raw_bytes\": %llu, \"wire_bytes\": %llu, ", (unsigned long long)s->raw_bytes,
+            (unsigned long long)s->wire_bytes);
+    json_num(f, "bytes_per_step", s->steps ? (double)s->wire_bytes / (double)s->steps : NAN, 1);
+    json_num(f, "compression_ratio", s->wire_bytes ? (double)s->raw_bytes / (double)s->wire_bytes : NAN, 1);
+    fprintf(f, "\"seconds\": {");
+    json_num(f, "gradient", s->t_grad, 1);
+    json_num(f, "encode", s->t_encode, 1);
+    json_num(f, "decode", s->t_decode, 1);
+    json_num(f, "update", s->t_update, 0);
+    fprintf(f, "}}\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
 int fsgd_cmd_train(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fsgd_cli_error("train: not available in this build yet");
-    return 1;
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    job.threads = cores > 0 ? (int)cores : 1;
+    char err[1024] = "";
+    int rc = fsgd_job_parse_args(&job, argc, argv, err, sizeof err);
+    if (rc == 1) {
+        fsgd_job_print_help(usage_line, stdout);
+        return 0;
+    }
+    if (rc == 0)
+        rc = fsgd_job_check(&job, err, sizeof err);
+    if (rc < 0) {
+        fsgd_cli_error("%s", err);
+        return fsgd_cli_status(rc);
+    }
+    /* Fail on a bad codec spec before spending time loading data. */
+    fsgd_codec_t *probe = fsgd_codec_new(job.codec, 1u << 20, err, sizeof err);
+    if (!probe) {
+        fsgd_cli_error("codec: %s", err);
+        return 2;
+    }
+    fsgd_codec_destroy(probe);
+
+    double t0 = wall();
+    fsgd_csr_t train = {0}, test = {0};
+    if (load(job.data, &job, &train) < 0)
+        return 1;
+    if (job.test[0]) {
+        if (load(job.test, &job, &test) < 0)
+            return 1;
+    } else if (job.test_fraction > 0 && split(&train, job.test_fraction, job.seed, &test) < 0) {
+        fsgd_cli_error("out of memory splitting the data");
+        return 1;
+    }
+    uint64_t dim = job.dim ? job.dim : train.max_col;
+    if (train.max_col > dim) {
+        fsgd_cli_error("%s has feature index %llu > dim %llu", job.data, (unsigned long long)train.max_col,
+                       (unsigned long long)dim);
+        return 1;
+    }
+    if (!job.quiet)
+        fprintf(stderr, "fsgd: %zu train rows, %zu test rows, %llu features, %zu nonzeros; loaded in %.2fs\n",
+                train.n_rows, test.n_rows, (unsigned long long)dim, train.nnz, wall() - t0);
+
+    progress_ctx_t pctx = {.job = &job, .tty = isatty(2)};
+    fsgd_model_t model = {0};
+    fsgd_train_stats_t st;
+    rc = fsgd_train(&job, &train, &test, dim, &model, &st, on_progress, &pctx, err, sizeof err);
+    if (rc < 0) {
+        fsgd_cli_error("training failed: %s", err);
+        fsgd_csr_free(&train);
+        fsgd_csr_free(&test);
+        return 1;
+    }
+    fsgd_metrics_t train_m;
+    fsgd_train_evaluate(&model, &train, &train_m);
+    printf("model %s, %llu features%s, %d epochs, %llu steps, codec %s, %d threads\n", fsgd_loss_name(job.model),
+           (unsigned long long)dim, job.bias ? " + intercept" : "", job.epochs, (unsigned long long)st.steps,
+           job.codec, job.threads);
+    printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread; bytes %.0f/step, compression %.2fx\n",
+           st.seconds, st.seconds > 0 ? st.rows / st.seconds : 0.0, st.t_grad > 0 ? st.nnz / st.t_grad : 0.0,
+           st.steps ? (double)st.wire_bytes / st.steps : 0.0,
+           st.wire_bytes ? (double)st.raw_bytes / st.wire_bytes : 0.0);
+    if (job.model == FSGD_LOSS_SQUARED) {
+        printf("train rmse %.5f\n", train_m.rmse);
+        if (test.n_rows)
+            printf("test  rmse %.5f (%zu rows)\n", st.test.rmse, test.n_rows);
+    } else {
+        printf("train auc %.5f  logloss %.5f  accuracy %.5f\n", train_m.auc, train_m.logloss, train_m.accuracy);
+        if (test.n_rows)
+            printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows)\n", st.test.auc, st.test.logloss,
+                   st.test.accuracy, test.n_rows);
+    }
+    if (job.target_auc > 0) {
+        if (st.time_to_target >= 0)
+            printf("reached test auc %.4f after %.3fs\n", job.target_auc, st.time_to_target);
+        else
+            printf("did not reach test auc %.4f\n", job.target_auc);
+    }
+    int status = 0;
+    if (job.out[0]) {
+        rc = fsgd_model_save(&model, job.out, err, sizeof err);
+        if (rc < 0) {
+            fsgd_cli_error("%s", err);
+            status = 1;
+        } else {
+            printf("model written to %s\n", job.out);
+        }
+    }
+    if (job.metrics_json[0] && write_metrics(job.metrics_json, &job, &st, &train_m, train.n_rows, dim) < 0)
+        status = 1;
+    fsgd_model_free(&model);
+    fsgd_csr_free(&train);
+    fsgd_csr_free(&test);
+    return status;
 }

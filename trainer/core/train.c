@@ -1,0 +1,406 @@
+/* Local data-parallel training: worker threads + one reducing thread. */
+#include "fsgd/train.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fsgd/adam.h"
+#include "fsgd/backend.h"
+#include "fsgd/codec.h"
+#include "fsgd/error.h"
+#include "fsgd/reduce.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct trainer trainer_t;
+
+typedef struct worker {
+    trainer_t *t;
+    pthread_t thread;
+    fsgd_backend_t *backend;
+    fsgd_codec_t *codec;
+    fsgd_csr_t batch;
+    fsgd_sparse_t grad, decoded;
+    uint8_t *wire;
+    size_t wire_cap;
+    size_t first, count; /* this step's slice of the permutation */
+    double loss;
+    int rc;
+    char err[512];
+    double t_grad, t_encode, t_decode;
+    uint64_t raw_bytes, wire_bytes;
+} worker_t;
+
+struct trainer {
+    const fsgd_job_t *job;
+    const fsgd_csr_t *rows; /* training rows with the bias column appended */
+    uint32_t *perm;
+    fsgd_adam_t adam;
+    pthread_barrier_t start, done;
+    int stop;
+    worker_t *workers;
+    int n_workers;
+};
+
+/* Copies src into dst with columns >= dim dropped and, when bias, the
+ * constant feature (dim, bias_value) appended to every row. */
+static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_value, fsgd_csr_t *dst)
+{
+    FSGD_TRY(fsgd_csr_reserve(dst, src->n_rows, src->nnz + (bias ? src->n_rows : 0)));
+    for (size_t r = 0; r < src->n_rows; r++) {
+        uint64_t lo = src->row_ptr[r], hi = src->row_ptr[r + 1];
+        for (uint64_t i = lo; i < hi; i++) {
+            if (src->col[i] >= dim)
+                continue;
+            dst->col[dst->nnz] = src->col[i];
+            dst->val[dst->nnz++] = src->val[i];
+        }
+        if (bias) {
+            dst->col[dst->nnz] = (uint32_t)dim;
+            dst->val[dst->nnz++] = bias_value;
+        }
+        dst->label[r] = src->label[r];
+        dst->row_ptr[r + 1] = dst->nnz;
+    }
+    dst->n_rows = src->n_rows;
+    dst->max_col = dim + (bias ? 1 : 0);
+    return FSGD_E_OK;
+}
+
+static void worker_step(worker_t *w)
+{
+    trainer_t *t = w->t;
+    fsgd_csr_clear(&w->batch);
+    w->loss = 0;
+    w->rc = 0;
+    for (size_t i = 0; i < w->count && w->rc == 0; i++)
+        w->rc = fsgd_csr_append_rows(&w->batch, t->rows, t->perm[w->first + i], 1);
+    if (w->rc < 0) {
+        snprintf(w->err, sizeof w->err, "out of memory building a batch");
+        return;
+    }
+    double t0 = now();
+    /* Raw sums (scale 1, no λ): the reduction divides by the whole step's rows
+     * and adds λθ once, exactly as the aggregator does. */
+    fsgd_grad_request_t req = {.batch = &w->batch, .batch_id = -1, .loss = t->job->model, .scale = 1.0, .l2 = 0};
+    w->rc = fsgd_backend_gradient(w->backend, &req, &w->grad, &w->loss, w->err, sizeof w->err);
+    double t1 = now();
+    w->t_grad += t1 - t0;
+    if (w->rc < 0)
+        return;
+    size_t bound = fsgd_codec_bound(w->codec, w->grad.n);
+    if (bound > w->wire_cap) {
+        uint8_t *p = realloc(w->wire, bound);
+        if (!p) {
+            w->rc = fsgd_err_fmt(w->err, sizeof w->err, FSGD_E_NOMEM, "out of memory for a %zu-byte message", bound);
+            return;
+        }
+        w->wire = p;
+        w->wire_cap = bound;
+    }
+    size_t len = 0;
+    w->rc = fsgd_codec_encode(w->codec, w->grad.keys, w->grad.vals, w->grad.n, w->wire, w->wire_cap, &len, w->err,
+                              sizeof w->err);
+    double t2 = now();
+    w->t_encode += t2 - t1;
+    if (w->rc < 0)
+        return;
+    w->rc = fsgd_codec_decode(w->wire, len, t->adam.dim, &w->decoded, w->err, sizeof w->err);
+    w->t_decode += now() - t2;
+    w->raw_bytes += 8 * (uint64_t)w->grad.n;
+    w->wire_bytes += len;
+}
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    for (;;) {
+        pthread_barrier_wait(&w->t->start);
+        if (w->t->stop)
+            break;
+        worker_step(w);
+        pthread_barrier_wait(&w->t->done);
+    }
+    return NULL;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void shuffle(uint32_t *p, size_t n, uint64_t *rng)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)(splitmix(rng) % i);
+        uint32_t tmp = p[i - 1];
+        p[i - 1] = p[j];
+        p[j] = tmp;
+    }
+}
+
+static void margins(const float *theta, uint64_t model_dim, const fsgd_csr_t *rows, double *out)
+{
+    for (size_t r = 0; r < rows->n_rows; r++) {
+        double m = 0;
+        for (uint64_t i = rows->row_ptr[r]; i < rows->row_ptr[r + 1]; i++)
+            if (rows->col[i] < model_dim)
+                m += (double)theta[rows->col[i]] * rows->val[i];
+        out[r] = m;
+    }
+}
+
+int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out)
+{
+    double *m = malloc((rows->n_rows ? rows->n_rows : 1) * sizeof *m);
+    if (!m)
+        return FSGD_E_NOMEM;
+    for (size_t r = 0; r < rows->n_rows; r++) {
+        uint64_t lo = rows->row_ptr[r];
+        m[r] = fsgd_model_margin(model, rows->col + lo, rows->val + lo, (size_t)(rows->row_ptr[r + 1] - lo));
+    }
+    *out = fsgd_metrics_compute(model->kind, m, rows->label, rows->n_rows);
+    free(m);
+    return FSGD_E_OK;
+}
+
+static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
+{
+    if (t->workers) {
+        for (int i = 0; i < t->n_workers; i++) {
+            worker_t *w = &t->workers[i];
+            fsgd_backend_destroy(w->backend);
+            fsgd_codec_destroy(w->codec);
+            fsgd_csr_free(&w->batch);
+            fsgd_sparse_free(&w->grad);
+            fsgd_sparse_free(&w->decoded);
+            free(w->wire);
+        }
+        free(t->workers);
+    }
+    free(t->perm);
+    fsgd_adam_free(&t->adam);
+    fsgd_csr_free(rows);
+    fsgd_csr_free(test_rows);
+}
+
+int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
+               fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
+               char *err, size_t errsz)
+{
+    memset(stats, 0, sizeof *stats);
+    stats->time_to_target = -1;
+    stats->best_test_auc = NAN;
+    if (train->n_rows == 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "no training rows");
+    if (train->n_rows > UINT32_MAX)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%zu training rows: at most 2^32-1 in one process",
+                            train->n_rows);
+    if (train->max_col > dim)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "training data has column %llu >= dim %llu",
+                            (unsigned long long)train->max_col - 1, (unsigned long long)dim);
+    const int bias = job->bias;
+    const uint64_t model_dim = dim + (bias ? 1 : 0);
+    if (model_dim > (uint64_t)UINT32_MAX + 1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "dim %llu plus the intercept exceeds 2^32 keys",
+                            (unsigned long long)dim);
+
+    trainer_t t = {.job = job};
+    fsgd_csr_t rows = {0}, test_rows = {0};
+    int rc = with_bias(train, dim, bias, (float)job->bias_value, &rows);
+    if (rc == 0 && test)
+        rc = with_bias(test, dim, bias, (float)job->bias_value, &test_rows);
+    fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = job->beta1, .beta2 = job->beta2, .eps = job->eps};
+    if (rc == 0)
+        rc = fsgd_adam_init(&t.adam, model_dim, &ap);
+    t.rows = &rows;
+    t.perm = malloc(rows.n_rows * sizeof *t.perm);
+    int W = job->threads < 1 ? 1 : job->threads;
+    t.n_workers = W;
+    t.workers = calloc((size_t)W, sizeof *t.workers);
+    fsgd_reducer_t *red = fsgd_reducer_new(model_dim);
+    double *test_margin = malloc((test_rows.n_rows ? test_rows.n_rows : 1) * sizeof *test_margin);
+    fsgd_sparse_t step_grad = {0};
+    float *new_vals = NULL;
+    if (rc < 0 || !t.perm || !t.workers || !red || !test_margin) {
+        free(test_margin);
+        fsgd_reducer_destroy(red);
+        cleanup(&t, &rows, &test_rows);
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory setting up training (model dim %llu)",
+                            (unsigned long long)model_dim);
+    }
+    for (size_t i = 0; i < rows.n_rows; i++)
+        t.perm[i] = (uint32_t)i;
+    for (int i = 0; i < W && rc == 0; i++) {
+        worker_t *w = &t.workers[i];
+        w->t = &t;
+        w->backend = fsgd_backend_new(job->backend, model_dim, t.adam.theta, err, errsz);
+        if (!w->backend) {
+            rc = FSGD_E_ARG;
+            break;
+        }
+        w->codec = fsgd_codec_new(job->codec, model_dim, err, errsz);
+        if (!w->codec)
+            rc = FSGD_E_ARG;
+    }
+    if (rc < 0) {
+        free(test_margin);
+        fsgd_reducer_destroy(red);
+        cleanup(&t, &rows, &test_rows);
+        return rc;
+    }
+
+    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)rows.n_rows);
+    if (B < 1)
+        B = 1;
+    if (B > rows.n_rows)
+        B = rows.n_rows;
+
+    pthread_barrier_init(&t.start, NULL, (unsigned)W + 1);
+    pthread_barrier_init(&t.done, NULL, (unsigned)W + 1);
+    int started = 0;
+    for (; started < W; started++)
+        if (pthread_create(&t.workers[started].thread, NULL, worker_main, &t.workers[started]) != 0)
+            break;
+    if (started < W) {
+        /* Cannot run with fewer parties than the barriers expect: stop those started. */
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cannot start worker thread %d", started);
+        rc = FSGD_E_NOMEM;
+        W = started;
+    }
+
+    uint64_t rng = job->seed;
+    double train_time = 0, loss_acc = 0;
+    uint64_t loss_rows = 0;
+    double last_report = now();
+    for (int epoch = 1; epoch <= job->epochs && rc == 0 && W == t.n_workers; epoch++) {
+        stats->epoch = epoch;
+        shuffle(t.perm, rows.n_rows, &rng);
+        for (size_t pos = 0; pos < rows.n_rows && rc == 0; pos += B) {
+            double s0 = now();
+            size_t cnt = rows.n_rows - pos < B ? rows.n_rows - pos : B;
+            for (int i = 0; i < W; i++) {
+                t.workers[i].first = pos + cnt * (size_t)i / (size_t)W;
+                t.workers[i].count = pos + cnt * (size_t)(i + 1) / (size_t)W - t.workers[i].first;
+            }
+            pthread_barrier_wait(&t.start);
+            pthread_barrier_wait(&t.done);
+            double s1 = now();
+            for (int i = 0; i < W && rc == 0; i++) {
+                worker_t *w = &t.workers[i];
+                if (w->rc < 0) {
+                    rc = fsgd_err_fmt(err, errsz, w->rc, "worker %d: %s", i, w->err);
+                    break;
+                }
+                loss_acc += w->loss;
+                rc = fsgd_reducer_add(red, w->decoded.keys, w->decoded.vals, w->decoded.n);
+            }
+            if (rc == 0)
+                rc = fsgd_reducer_take(red, 1.0 / (double)cnt, &step_grad);
+            if (rc < 0) {
+                if (!err || !err[0])
+                    fsgd_err_fmt(err, errsz, rc, "reducing step %llu failed", (unsigned long long)stats->steps);
+                break;
+            }
+            loss_rows += cnt;
+            if (job->l2 > 0)
+                for (size_t i = 0; i < step_grad.n; i++)
+                    step_grad.vals[i] += (float)(job->l2 * t.adam.theta[step_grad.keys[i]]);
+            fsgd_adam_step(&t.adam, step_grad.keys, step_grad.vals, step_grad.n);
+            if (strcmp(fsgd_backend_name(t.workers[0].backend), "cpu") != 0) {
+                float *nv = realloc(new_vals, (step_grad.n ? step_grad.n : 1) * sizeof *nv);
+                if (!nv) {
+                    rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+                    break;
+                }
+                new_vals = nv;
+                for (size_t i = 0; i < step_grad.n; i++)
+                    new_vals[i] = t.adam.theta[step_grad.keys[i]];
+                for (int i = 0; i < W && rc == 0; i++)
+                    rc = fsgd_backend_apply(t.workers[i].backend, step_grad.keys, new_vals, step_grad.n, err, errsz);
+            }
+            double s2 = now();
+            stats->t_update += s2 - s1;
+            train_time += s2 - s0;
+            stats->steps++;
+            stats->rows += cnt;
+            for (int i = 0; i < W; i++)
+                stats->nnz += t.workers[i].batch.nnz;
+
+            int last_step = pos + cnt >= rows.n_rows;
+            int eval_now = test_rows.n_rows &&
+                           (last_step || (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
+            stats->seconds = train_time;
+            if (eval_now) {
+                margins(t.adam.theta, model_dim, &test_rows, test_margin);
+                stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
+                if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
+                    stats->best_test_auc = stats->test.auc;
+                if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc)
+                    stats->time_to_target = train_time;
+            }
+            double tnow = now();
+            if (progress && (last_step || tnow - last_report >= 1.0)) {
+                stats->last_loss = loss_rows ? loss_acc / (double)loss_rows : NAN;
+                stats->raw_bytes = stats->wire_bytes = 0;
+                stats->t_grad = stats->t_encode = stats->t_decode = 0;
+                for (int i = 0; i < W; i++) {
+                    stats->raw_bytes += t.workers[i].raw_bytes;
+                    stats->wire_bytes += t.workers[i].wire_bytes;
+                    stats->t_grad += t.workers[i].t_grad;
+                    stats->t_encode += t.workers[i].t_encode;
+                    stats->t_decode += t.workers[i].t_decode;
+                }
+                progress(ctx, stats, last_step);
+                last_report = tnow;
+                loss_acc = 0;
+                loss_rows = 0;
+            }
+        }
+    }
+    t.stop = 1;
+    if (W == t.n_workers) {
+        pthread_barrier_wait(&t.start);
+        for (int i = 0; i < W; i++)
+            pthread_join(t.workers[i].thread, NULL);
+    } else {
+        for (int i = 0; i < W; i++)
+            pthread_cancel(t.workers[i].thread), pthread_join(t.workers[i].thread, NULL);
+    }
+    pthread_barrier_destroy(&t.start);
+    pthread_barrier_destroy(&t.done);
+    stats->raw_bytes = stats->wire_bytes = 0;
+    stats->t_grad = stats->t_encode = stats->t_decode = 0;
+    for (int i = 0; i < t.n_workers; i++) {
+        stats->raw_bytes += t.workers[i].raw_bytes;
+        stats->wire_bytes += t.workers[i].wire_bytes;
+        stats->t_grad += t.workers[i].t_grad;
+        stats->t_encode += t.workers[i].t_encode;
+        stats->t_decode += t.workers[i].t_decode;
+    }
+    if (rc == 0) {
+        rc = fsgd_model_init(model, job->model, dim, bias, (float)job->bias_value);
+        if (rc == 0)
+            memcpy(model->w, t.adam.theta, model_dim * sizeof *model->w);
+        else
+            fsgd_err_fmt(err, errsz, rc, "out of memory for the model");
+    }
+    free(new_vals);
+    fsgd_sparse_free(&step_grad);
+    free(test_margin);
+    fsgd_reducer_destroy(red);
+    cleanup(&t, &rows, &test_rows);
+    return rc;
+}

@@ -1,0 +1,47 @@
+/* The local data-parallel trainer behind `fsgd train`.
+ *
+ * W threads play the distributed roles on one machine: each step the batch
+ * of B rows is split over the threads, every thread computes the raw
+ * gradient sum of its part with its backend and passes it through the job's
+ * codec (encode + decode, as on the wire), then one reduction takes the mean
+ * over B, adds λθ on the touched keys and applies one sparse Adam step —
+ * the same math as the workers and the aggregator. */
+#ifndef FSGD_TRAIN_H
+#define FSGD_TRAIN_H
+
+#include <stdint.h>
+
+#include "fsgd/csr.h"
+#include "fsgd/job.h"
+#include "fsgd/metrics.h"
+#include "fsgd/model.h"
+
+typedef struct fsgd_train_stats {
+    uint64_t steps, rows, nnz;      /* processed so far (rows/nnz count each visit) */
+    int epoch;                      /* 1-based current epoch */
+    double seconds;                 /* training time so far, evaluation excluded */
+    double last_loss;               /* mean training loss over the recent steps */
+    uint64_t raw_bytes;             /* 8 bytes per sent (key, value) pair */
+    uint64_t wire_bytes;            /* encoded bytes of every thread's gradient */
+    double t_grad, t_encode, t_decode, t_update; /* seconds in each phase (summed over threads for grad/codec) */
+    fsgd_metrics_t test;            /* last evaluation (n == 0 before the first) */
+    double time_to_target;          /* seconds when test AUC first reached job->target_auc, -1 if not */
+    double best_test_auc;
+} fsgd_train_stats_t;
+
+/* Called about once a second and at every epoch end (end_of_epoch = 1). */
+typedef void (*fsgd_train_progress_fn)(void *ctx, const fsgd_train_stats_t *s, int end_of_epoch);
+
+/* Trains on `train` (test may be NULL or empty) with the job's settings.
+ * dim is the feature dimension (every column of train/test must be < dim
+ * except test columns, which are ignored when >= dim). On success *model
+ * holds the weights (caller frees with fsgd_model_free) and *stats the
+ * final figures. */
+int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
+               fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
+               char *err, size_t errsz);
+
+/* Evaluates a model on rows: margins then fsgd_metrics_compute. */
+int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out);
+
+#endif
