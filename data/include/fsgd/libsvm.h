@@ -23,6 +23,8 @@ typedef struct fsgd_libsvm_opts {
                            (duplicates still rejected) */
     int skip_bad;       /* skip malformed rows instead of failing */
     uint64_t max_dim;   /* when nonzero, an index whose 0-based column is >= max_dim is an error */
+    size_t read_buf;    /* initial read buffer of a reader in bytes (0: 4 MiB); it grows to hold
+                           the longest line */
 } fsgd_libsvm_opts_t;
 
 #define FSGD_LIBSVM_BAD_KEPT 5 /* how many bad-row locations are remembered */

@@ -1,0 +1,608 @@
+/* Streaming LIBSVM reader.
+ *
+ * Lines are found with memchr in a large read buffer (grown when one line
+ * does not fit) and parsed in place straight into the caller's CSR: the
+ * entries of a row are written past out->nnz and only committed (nnz,
+ * row_ptr, label advanced) once the whole row is valid, so a malformed row
+ * never leaves a partial row behind and nothing is allocated per row.
+ *
+ * Numbers are parsed here, not with strtod: up to 19 significant digits go
+ * into a uint64 mantissa, and when that mantissa is <= 2^53 and the decimal
+ * exponent is within +-22 the double is m * 10^e or m / 10^-e, which is
+ * exact-then-rounded-once (Clinger's fast path), i.e. identical to strtod.
+ * Anything else (long mantissas, big exponents) falls back to strtod on a
+ * copy of the token. Values are then rounded to float.
+ *
+ * Explicit zeros ("3:0") are kept as stored entries, as scikit-learn's
+ * load_svmlight_file and LIBLINEAR do; they are harmless to training and
+ * keeping them makes the CSR a faithful image of the file. */
+#include "fsgd/libsvm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsgd/error.h"
+
+#define DEFAULT_BUF (4u << 20)
+#define MAX_INDEX_1BASED 4294967296ull /* 2^32: column 2^32 - 1 */
+
+/* Scratch for sorting rows when allow_unsorted is set (owned by a reader or
+ * by one fsgd_libsvm_parse call; grows, never per row). */
+typedef struct sort_scratch {
+    uint64_t *keys;
+    float *vals;
+    size_t cap;
+} sort_scratch_t;
+
+struct fsgd_libsvm_reader {
+    int fd;
+    int own_fd;
+    char *buf;
+    size_t cap, pos, end, scan; /* [pos, end) unconsumed; no '\n' in [pos, scan) */
+    int eof;
+    int failed; /* sticky error */
+    char errmsg[512];
+    fsgd_libsvm_opts_t opts;
+    fsgd_libsvm_stats_t stats;
+    sort_scratch_t scratch;
+    char *path;
+};
+
+static inline int is_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static inline int is_end(const char *p, const char *e)
+{
+    return p == e || is_ws((unsigned char)*p) || *p == '#';
+}
+
+static inline int is_digit(unsigned char c) { return (unsigned)(c - '0') < 10u; }
+
+static const double pow10_tab[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* Parses a decimal floating-point number [+-]digits[.digits][(e|E)[+-]digits]
+ * starting at p. Returns the end of the number, or NULL when there is no
+ * number there. The result equals strtod's (correctly rounded). */
+static const char *parse_double(const char *p, const char *e, double *out)
+{
+    const char *start = p;
+    int neg = 0;
+    if (p < e && (*p == '+' || *p == '-')) {
+        neg = *p == '-';
+        p++;
+    }
+    uint64_t m = 0;
+    int nd = 0, exp10 = 0, inexact = 0, any = 0;
+    while (p < e && is_digit((unsigned char)*p)) {
+        unsigned d = (unsigned)(*p - '0');
+        any = 1;
+        if (nd < 19) {
+            m = m * 10 + d;
+            if (m)
+                nd++;
+        } else {
+            exp10++;
+            inexact |= d != 0;
+        }
+        p++;
+    }
+    if (p < e && *p == '.') {
+        p++;
+        while (p < e && is_digit((unsigned char)*p)) {
+            unsigned d = (unsigned)(*p - '0');
+            any = 1;
+            if (nd < 19) {
+                m = m * 10 + d;
+                if (m)
+                    nd++;
+                exp10--;
+            } else {
+                inexact |= d != 0;
+            }
+            p++;
+        }
+    }
+    if (!any)
+        return NULL;
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        const char *q = p + 1;
+        int eneg = 0;
+        if (q < e && (*q == '+' || *q == '-')) {
+            eneg = *q == '-';
+            q++;
+        }
+        if (q < e && is_digit((unsigned char)*q)) {
+            int x = 0;
+            while (q < e && is_digit((unsigned char)*q)) {
+                if (x < 100000)
+                    x = x * 10 + (*q - '0');
+                q++;
+            }
+            exp10 += eneg ? -x : x;
+            p = q;
+        } /* else: "1e" ends before the 'e'; the caller sees garbage */
+    }
+    if (m == 0) {
+        *out = neg ? -0.0 : 0.0;
+        return p;
+    }
+    if (!inexact && m <= (1ull << 53) && exp10 >= -22 && exp10 <= 22) {
+        double d = (double)m;
+        d = exp10 >= 0 ? d * pow10_tab[exp10] : d / pow10_tab[-exp10];
+        *out = neg ? -d : d;
+        return p;
+    }
+    /* Hard case: strtod on a NUL-terminated copy (C locale assumed). */
+    size_t len = (size_t)(p - start);
+    char small[128];
+    char *tmp = len < sizeof small ? small : malloc(len + 1);
+    if (!tmp) {
+        *out = NAN; /* reported as not a finite number */
+        return p;
+    }
+    memcpy(tmp, start, len);
+    tmp[len] = '\0';
+    *out = strtod(tmp, NULL);
+    if (tmp != small)
+        free(tmp);
+    return p;
+}
+
+/* Appends a printable copy of the token at p (up to whitespace or end, at
+ * most 40 bytes) for "got '...'" in messages. */
+static const char *token_text(const char *p, const char *e, char *buf, size_t cap)
+{
+    size_t n = 0;
+    const char *q = p;
+    while (q < e && !is_ws((unsigned char)*q) && n + 5 < cap && q - p < 40) {
+        unsigned char c = (unsigned char)*q++;
+        if (c >= 0x20 && c < 0x7f && c != '\'') {
+            buf[n++] = (char)c;
+        } else {
+            n += (size_t)snprintf(buf + n, cap - n, "\\x%02x", c);
+        }
+    }
+    if (q < e && !is_ws((unsigned char)*q) && n + 4 < cap) {
+        memcpy(buf + n, "...", 3);
+        n += 3;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+typedef struct line_ctx {
+    const fsgd_libsvm_opts_t *opts;
+    const char *src;
+    uint64_t lineno;
+    const char *line; /* start of line, for columns */
+    sort_scratch_t *scratch;
+} line_ctx_t;
+
+static int line_err(const line_ctx_t *c, char *err, size_t errsz, int code, const char *at, const char *e,
+                    const char *what)
+{
+    char tok[64];
+    return fsgd_err_fmt(err, errsz, code, "%s:%llu:%llu: expected %s, got '%s'", c->src,
+                        (unsigned long long)c->lineno, (unsigned long long)(at - c->line + 1), what,
+                        token_text(at, e, tok, sizeof tok));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Finds the second occurrence of feature column `col` in the line (for the
+ * location of a duplicate in an unsorted row). Error path only. */
+static const char *find_duplicate(const line_ctx_t *c, const char *p, const char *e, uint32_t col)
+{
+    int seen = 0;
+    uint64_t base = c->opts->zero_based ? 0 : 1;
+    while (p < e) {
+        while (p < e && is_ws((unsigned char)*p))
+            p++;
+        const char *tok = p;
+        uint64_t idx = 0;
+        while (p < e && is_digit((unsigned char)*p)) {
+            idx = idx * 10 + (uint64_t)(*p - '0');
+            p++;
+        }
+        if (p > tok && p < e && *p == ':' && idx - base == col && ++seen == 2)
+            return tok;
+        while (p < e && !is_ws((unsigned char)*p))
+            p++;
+    }
+    return c->line;
+}
+
+/* Sorts the n entries at col/val by column; returns the index of a
+ * duplicated column or -1. */
+static long sort_row(sort_scratch_t *s, uint32_t *col, float *val, size_t n, int *nomem)
+{
+    if (n > s->cap) {
+        size_t cap = s->cap ? s->cap : 256;
+        while (cap < n)
+            cap *= 2;
+        uint64_t *k = realloc(s->keys, cap * sizeof *k);
+        if (!k) {
+            *nomem = 1;
+            return -1;
+        }
+        s->keys = k;
+        float *v = realloc(s->vals, cap * sizeof *v);
+        if (!v) {
+            *nomem = 1;
+            return -1;
+        }
+        s->vals = v;
+        s->cap = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        s->keys[i] = (uint64_t)col[i] << 32 | i;
+        s->vals[i] = val[i];
+    }
+    qsort(s->keys, n, sizeof *s->keys, cmp_u64);
+    for (size_t i = 0; i < n; i++) {
+        col[i] = (uint32_t)(s->keys[i] >> 32);
+        val[i] = s->vals[(uint32_t)s->keys[i]];
+        if (i && col[i] == col[i - 1])
+            return (long)i;
+    }
+    return -1;
+}
+
+/* Parses one line [p, e) (no '\n'). Returns 1 when a row was appended to out,
+ * 0 for a blank or comment-only line, or a negative error with err set.
+ * out is untouched on error (entries past nnz may be scribbled on). */
+static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_csr_t *out, char *err,
+                      size_t errsz)
+{
+    const fsgd_libsvm_opts_t *o = c->opts;
+    while (p < e && is_ws((unsigned char)*p))
+        p++;
+    if (p == e || *p == '#')
+        return 0;
+
+    double label;
+    const char *q = parse_double(p, e, &label);
+    if (!q || !is_end(q, e) || !isfinite(label))
+        return line_err(c, err, errsz, FSGD_E_PARSE, p, e, "a label (a finite number)");
+    p = q;
+
+    /* Every entry takes at least 4 bytes (" i:v"). */
+    int rc = fsgd_csr_reserve(out, 1, (size_t)(e - p) / 4 + 1);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "%s:%llu: out of memory for a row of %zu bytes", c->src,
+                            (unsigned long long)c->lineno, (size_t)(e - c->line));
+    uint32_t *col = out->col + out->nnz;
+    float *val = out->val + out->nnz;
+    size_t n = 0;
+    int64_t prev = -1;
+    int sorted = 1;
+    uint64_t base = o->zero_based ? 0 : 1;
+    uint64_t limit = o->zero_based ? MAX_INDEX_1BASED - 1 : MAX_INDEX_1BASED;
+    int first = 1;
+    for (;;) {
+        while (p < e && is_ws((unsigned char)*p))
+            p++;
+        if (p == e || *p == '#')
+            break;
+        const char *tok = p;
+        if (first && e - p >= 4 && memcmp(p, "qid:", 4) == 0) {
+            first = 0;
+            q = p + 4;
+            if (q < e && (*q == '-' || *q == '+'))
+                q++;
+            const char *d0 = q;
+            while (q < e && is_digit((unsigned char)*q))
+                q++;
+            if (q == d0 || !is_end(q, e))
+                return line_err(c, err, errsz, FSGD_E_PARSE, tok, e, "qid:<integer>");
+            p = q;
+            continue;
+        }
+        first = 0;
+        uint64_t idx = 0;
+        while (p < e && is_digit((unsigned char)*p)) {
+            if (idx <= MAX_INDEX_1BASED)
+                idx = idx * 10 + (uint64_t)(*p - '0');
+            p++;
+        }
+        if (p == tok || p == e || *p != ':')
+            return line_err(c, err, errsz, FSGD_E_PARSE, tok, e, "index:value");
+        if (idx < base)
+            return line_err(c, err, errsz, FSGD_E_PARSE, tok, e, "a feature index >= 1 (indices are 1-based)");
+        if (idx > limit)
+            return line_err(c, err, errsz, FSGD_E_RANGE, tok, e,
+                            o->zero_based ? "a feature index <= 4294967295" : "a feature index <= 4294967296");
+        uint64_t cl = idx - base;
+        if (o->max_dim && cl >= o->max_dim) {
+            char what[96];
+            snprintf(what, sizeof what, "a feature index <= %llu (the dimension)",
+                     (unsigned long long)(o->max_dim - 1 + base));
+            return line_err(c, err, errsz, FSGD_E_RANGE, tok, e, what);
+        }
+        if ((int64_t)cl <= prev) {
+            if (!o->allow_unsorted) {
+                char what[96];
+                snprintf(what, sizeof what, "a feature index > %llu (indices must be strictly increasing)",
+                         (unsigned long long)((uint64_t)prev + base));
+                return line_err(c, err, errsz, FSGD_E_PARSE, tok, e, what);
+            }
+            sorted = 0;
+        }
+        const char *v0 = ++p;
+        double v;
+        q = parse_double(p, e, &v);
+        if (!q || !is_end(q, e) || !isfinite(v) || fabs(v) > FLT_MAX)
+            return line_err(c, err, errsz, FSGD_E_PARSE, v0, e, "a finite number as feature value");
+        p = q;
+        col[n] = (uint32_t)cl;
+        val[n] = (float)v;
+        n++;
+        prev = (int64_t)cl;
+    }
+    if (!sorted) {
+        int nomem = 0;
+        long dup = sort_row(c->scratch, col, val, n, &nomem);
+        if (nomem)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory sorting a row", c->src,
+                                (unsigned long long)c->lineno);
+        if (dup >= 0) {
+            const char *at = find_duplicate(c, c->line, e, col[dup]);
+            return line_err(c, err, errsz, FSGD_E_PARSE, at, e, "a feature index not seen before in the row");
+        }
+    }
+    /* Commit the row. */
+    uint64_t mc = n ? (uint64_t)col[n - 1] + 1 : 0; /* sorted by now */
+    if (mc > out->max_col)
+        out->max_col = mc;
+    out->label[out->n_rows] = label;
+    out->nnz += n;
+    out->n_rows++;
+    out->row_ptr[out->n_rows] = out->nnz;
+    return 1;
+}
+
+static void note_bad(fsgd_libsvm_stats_t *st, const char *msg)
+{
+    if (st->bad_rows < FSGD_LIBSVM_BAD_KEPT) {
+        /* Truncated to the slot, marked with "..." when it did not fit. */
+        char *d = st->first_bad[st->bad_rows];
+        size_t cap = sizeof st->first_bad[0], n = strlen(msg);
+        if (n >= cap) {
+            memcpy(d, msg, cap - 4);
+            memcpy(d + cap - 4, "...", 4);
+        } else {
+            memcpy(d, msg, n + 1);
+        }
+    }
+    st->bad_rows++;
+}
+
+static int ensure_rowptr(fsgd_csr_t *out)
+{
+    return out->row_ptr ? 0 : fsgd_csr_reserve(out, 0, 0);
+}
+
+/* ---- reader ---- */
+
+fsgd_libsvm_reader_t *fsgd_libsvm_open(const char *path, const fsgd_libsvm_opts_t *opts, char *err,
+                                       size_t errsz)
+{
+    fsgd_libsvm_reader_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory opening '%s'", path);
+        return NULL;
+    }
+    if (opts)
+        r->opts = *opts;
+    r->path = strdup(path);
+    r->cap = r->opts.read_buf ? r->opts.read_buf : DEFAULT_BUF;
+    r->buf = malloc(r->cap);
+    if (!r->path || !r->buf) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory opening '%s'", path);
+        fsgd_libsvm_close(r);
+        return NULL;
+    }
+    if (!strcmp(path, "-")) {
+        r->fd = 0;
+    } else {
+        r->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (r->fd < 0) {
+            fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
+            free(r->buf);
+            free(r->path);
+            free(r);
+            return NULL;
+        }
+        r->own_fd = 1;
+#ifdef POSIX_FADV_SEQUENTIAL
+        (void)posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    }
+    return r;
+}
+
+/* Makes room and reads more input. Returns 0 or a negative error. */
+static int refill(fsgd_libsvm_reader_t *r)
+{
+    if (r->pos > 0) {
+        memmove(r->buf, r->buf + r->pos, r->end - r->pos);
+        r->end -= r->pos;
+        r->scan -= r->pos;
+        r->pos = 0;
+    }
+    if (r->end == r->cap) { /* one line fills the buffer: grow */
+        size_t cap = r->cap * 2;
+        char *b = cap > r->cap ? realloc(r->buf, cap) : NULL;
+        if (!b)
+            return fsgd_err_fmt(r->errmsg, sizeof r->errmsg, FSGD_E_NOMEM,
+                                "%s:%llu: line longer than %zu bytes, cannot grow the buffer", r->path,
+                                (unsigned long long)r->stats.lines + 1, r->cap);
+        r->buf = b;
+        r->cap = cap;
+    }
+    for (;;) {
+        ssize_t n = read(r->fd, r->buf + r->end, r->cap - r->end);
+        if (n > 0) {
+            r->end += (size_t)n;
+            return 0;
+        }
+        if (n == 0) {
+            r->eof = 1;
+            return 0;
+        }
+        if (errno != EINTR)
+            return fsgd_err_fmt(r->errmsg, sizeof r->errmsg, FSGD_E_IO, "%s: read error after line %llu: %s",
+                                r->path, (unsigned long long)r->stats.lines, strerror(errno));
+    }
+}
+
+long fsgd_libsvm_read(fsgd_libsvm_reader_t *r, fsgd_csr_t *out, size_t max_rows, char *err, size_t errsz)
+{
+    if (r->failed) {
+        fsgd_err_fmt(err, errsz, r->failed, "%s", r->errmsg);
+        return r->failed;
+    }
+    int rc = ensure_rowptr(out);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "%s: out of memory", r->path);
+    line_ctx_t c = {&r->opts, r->path, 0, NULL, &r->scratch};
+    char msg[512];
+    long got = 0;
+    while ((size_t)got < max_rows) {
+        char *nl = memchr(r->buf + r->scan, '\n', r->end - r->scan);
+        size_t next;
+        const char *le;
+        if (nl) {
+            le = nl;
+            next = (size_t)(nl - r->buf) + 1;
+        } else if (r->eof) {
+            if (r->pos == r->end)
+                break;
+            le = r->buf + r->end;
+            next = r->end;
+        } else {
+            r->scan = r->end;
+            rc = refill(r);
+            if (rc < 0) {
+                r->failed = rc;
+                fsgd_err_fmt(err, errsz, rc, "%s", r->errmsg);
+                return rc;
+            }
+            continue;
+        }
+        c.lineno = r->stats.lines + 1;
+        c.line = r->buf + r->pos;
+        rc = parse_line(&c, c.line, le, out, msg, sizeof msg);
+        r->stats.lines++;
+        r->stats.bytes += next - r->pos;
+        r->pos = r->scan = next;
+        if (rc == 1) {
+            got++;
+            r->stats.rows++;
+        } else if (rc < 0) {
+            if (r->opts.skip_bad && rc != FSGD_E_NOMEM) {
+                note_bad(&r->stats, msg);
+            } else {
+                r->failed = rc;
+                snprintf(r->errmsg, sizeof r->errmsg, "%s", msg);
+                fsgd_err_fmt(err, errsz, rc, "%s", msg);
+                return rc;
+            }
+        }
+    }
+    return got;
+}
+
+const fsgd_libsvm_stats_t *fsgd_libsvm_stats(const fsgd_libsvm_reader_t *r) { return &r->stats; }
+
+void fsgd_libsvm_close(fsgd_libsvm_reader_t *r)
+{
+    if (!r)
+        return;
+    if (r->own_fd)
+        close(r->fd);
+    free(r->buf);
+    free(r->path);
+    free(r->scratch.keys);
+    free(r->scratch.vals);
+    free(r);
+}
+
+int fsgd_libsvm_load(const char *path, const fsgd_libsvm_opts_t *opts, fsgd_csr_t *out,
+                     fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
+{
+    fsgd_libsvm_reader_t *r = fsgd_libsvm_open(path, opts, err, errsz);
+    if (!r)
+        return FSGD_E_IO;
+    long n;
+    do
+        n = fsgd_libsvm_read(r, out, (size_t)1 << 20, err, errsz);
+    while (n > 0);
+    if (stats)
+        *stats = r->stats;
+    fsgd_libsvm_close(r);
+    return n < 0 ? (int)n : FSGD_E_OK;
+}
+
+long fsgd_libsvm_parse(const char *buf, size_t len, const char *src, uint64_t first_line,
+                       const fsgd_libsvm_opts_t *opts, fsgd_csr_t *out, fsgd_libsvm_stats_t *stats,
+                       char *err, size_t errsz)
+{
+    static const fsgd_libsvm_opts_t defaults;
+    fsgd_libsvm_stats_t local;
+    if (!stats) {
+        memset(&local, 0, sizeof local);
+        stats = &local;
+    }
+    if (!opts)
+        opts = &defaults;
+    if (!src)
+        src = "<buffer>";
+    int rc = ensure_rowptr(out);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "%s: out of memory", src);
+    sort_scratch_t scratch = {0};
+    line_ctx_t c = {opts, src, first_line, NULL, &scratch};
+    const char *p = buf, *e = buf + len;
+    char msg[512];
+    long got = 0;
+    while (p < e) {
+        const char *nl = memchr(p, '\n', (size_t)(e - p));
+        const char *le = nl ? nl : e;
+        c.line = p;
+        rc = parse_line(&c, p, le, out, msg, sizeof msg);
+        stats->lines++;
+        stats->bytes += (uint64_t)(le - p) + (nl != NULL);
+        c.lineno++;
+        p = nl ? nl + 1 : e;
+        if (rc == 1) {
+            got++;
+            stats->rows++;
+        } else if (rc < 0) {
+            if (opts->skip_bad && rc != FSGD_E_NOMEM) {
+                note_bad(stats, msg);
+            } else {
+                fsgd_err_fmt(err, errsz, rc, "%s", msg);
+                got = rc;
+                break;
+            }
+        }
+    }
+    free(scratch.keys);
+    free(scratch.vals);
+    return got;
+}
