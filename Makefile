@@ -37,6 +37,8 @@ TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
 
+FLAGS_ID  := $(shell echo '$(CC) $(CPPFLAGS) $(CFLAGS)' | cksum | cut -d' ' -f1)
+FLAGS_STAMP := $(BUILD)/.flags-$(FLAGS_ID)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS     := $(TEST_SRC:tests/unit/%.c=$(BUILD)/unit/%)
@@ -50,14 +52,17 @@ ifeq ($(CUDA),1)
   LDLIBS  += -lcusparse -lcudart
 endif
 
-.PHONY: all test asan bench fuzz clean check-deps
+.PHONY: all test asan bench fuzz clean check-deps deps run check
 all: $(FSGD) $(LIBFSGD)
 
-$(BUILD)/%.o: %.c
+$(FLAGS_STAMP):
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/.flags-* && touch $@
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(CPPFLAGS) -Xcompiler -Wall -c $< -o $@
 
@@ -100,6 +105,21 @@ fuzz:
 
 check-deps:
 	@scripts/install-deps.sh --check
+
+deps:
+	@scripts/install-deps.sh
+
+# README command 1: install, build, run the default job on the embedded broker.
+RUN_JOB ?= jobs/a9a.yaml
+run: deps
+	$(MAKE) all
+	@mkdir -p out
+	$(FSGD) run $(RUN_JOB)
+
+# README command 2 (and CI): install, build, the suite, then the suite under sanitizers.
+check: deps
+	$(MAKE) test
+	$(MAKE) asan
 
 clean:
 	rm -rf build build-asan bin
