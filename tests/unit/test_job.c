@@ -1,0 +1,128 @@
+/* Job configuration: YAML files, --set and flags share one field table;
+ * every error names the key (and for YAML the line and column). */
+#include <stdlib.h>
+
+#include "fsgd/error.h"
+#include "fsgd/job.h"
+#include "testlib.h"
+
+static int load_yaml_text(fsgd_job_t *job, const char *text, char *err, size_t errsz)
+{
+    const char *path = fsgd_test_tmp("job.yaml");
+    CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(path, text, strlen(text)), 0);
+    return fsgd_job_load_yaml(job, path, err, errsz);
+}
+
+static void test_yaml_sections_and_flat_keys(void)
+{
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    char err[512] = "";
+    int rc = load_yaml_text(&job,
+                            "data:\n  data: a.svm\n  test: b.svm\nmodel:\n  model: svm\n  bias: false\n"
+                            "optimizer: {lr: 0.5, epochs: 7, batch: 0.01}\ncodec: \"fastsgd:b=1.2\"\nworkers: 4\n",
+                            err, sizeof err);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_STRING_EQUAL(job.data, "a.svm");
+    CU_ASSERT_STRING_EQUAL(job.test, "b.svm");
+    CU_ASSERT_EQUAL(job.model, FSGD_LOSS_HINGE);
+    CU_ASSERT_EQUAL(job.bias, 0);
+    CU_ASSERT_DOUBLE_EQUAL(job.lr, 0.5, 0);
+    CU_ASSERT_EQUAL(job.epochs, 7);
+    CU_ASSERT_DOUBLE_EQUAL(job.batch, 0.01, 0);
+    CU_ASSERT_STRING_EQUAL(job.codec, "fastsgd:b=1.2");
+    CU_ASSERT_EQUAL(job.workers, 4);
+}
+
+static void test_yaml_unknown_key_names_place(void)
+{
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    char err[512] = "";
+    int rc = load_yaml_text(&job, "data: a.svm\noptimizer:\n  lrate: 0.1\n", err, sizeof err);
+    CU_ASSERT_EQUAL(rc, FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "job.yaml:3:10");
+    FSGD_ASSERT_CONTAINS(err, "unknown key 'optimizer.lrate'");
+}
+
+static void test_yaml_bad_value_names_key(void)
+{
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    char err[512] = "";
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "epochs: many\n", err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "job.yaml:1:9");
+    FSGD_ASSERT_CONTAINS(err, "key 'epochs': expected a number, got 'many'");
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "model: forest\n", err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "key 'model': expected logistic, linear or svm, got 'forest'");
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "lr: -1\n", err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "key 'lr': -1 is out of range");
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "epochs: 2.5\n", err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "key 'epochs': expected an integer");
+}
+
+static void test_yaml_syntax_error_names_line(void)
+{
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    char err[512] = "";
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "lr: 0.1\nepochs: [1, 2\n", err, sizeof err) < 0, 1);
+    FSGD_ASSERT_CONTAINS(err, "job.yaml:2:");
+    CU_ASSERT_EQUAL(fsgd_job_load_yaml(&job, "/nonexistent/x.yaml", err, sizeof err), FSGD_E_IO);
+    FSGD_ASSERT_CONTAINS(err, "/nonexistent/x.yaml");
+}
+
+static void test_flags_override_yaml(void)
+{
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    char err[512] = "";
+    const char *path = fsgd_test_tmp("flags.yaml");
+    const char *text = "data: a.svm\nlr: 0.2\nepochs: 3\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(path, text, strlen(text)), 0);
+    char *argv[] = {"train", "--epochs", "9", (char *)path, "--set", "lr=0.3", "--no-bias", "--test-fraction=0.1",
+                    "--quiet"};
+    int rc = fsgd_job_parse_args(&job, 9, argv, err, sizeof err);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(job.epochs, 9);
+    CU_ASSERT_DOUBLE_EQUAL(job.lr, 0.3, 0);
+    CU_ASSERT_EQUAL(job.bias, 0);
+    CU_ASSERT_EQUAL(job.quiet, 1);
+    CU_ASSERT_DOUBLE_EQUAL(job.test_fraction, 0.1, 0);
+    CU_ASSERT_STRING_EQUAL(job.data, "a.svm");
+}
+
+static void test_flag_errors(void)
+{
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    char err[512] = "";
+    char *a1[] = {"train", "--epochz", "3"};
+    CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 3, a1, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "unknown option '--epochz'");
+    char *a2[] = {"train", "--lr"};
+    CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 2, a2, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "option '--lr' needs a value");
+    char *a3[] = {"train", "--set", "nope=1"};
+    CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 3, a3, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "unknown key 'nope'");
+    char *a4[] = {"train", "--help"};
+    CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 2, a4, err, sizeof err), 1);
+    fsgd_job_defaults(&job);
+    CU_ASSERT_EQUAL(fsgd_job_check(&job, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "--data");
+}
+
+void fsgd_test_register(void)
+{
+    static const fsgd_test_case_t cases[] = {
+        {"yaml sections and flat keys", test_yaml_sections_and_flat_keys},
+        {"yaml unknown key names place", test_yaml_unknown_key_names_place},
+        {"yaml bad value names key", test_yaml_bad_value_names_key},
+        {"yaml syntax error names line", test_yaml_syntax_error_names_line},
+        {"flags override yaml", test_flags_override_yaml},
+        {"flag errors", test_flag_errors},
+        {NULL, NULL},
+    };
+    fsgd_test_suite("job", cases);
+}
