@@ -72,7 +72,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->beta2 = 0.999;
     job->eps = 1e-8;
     job->batch = 256;
-    job->epochs = 5;
+    job->epochs = 20;
     job->seed = 1;
     job->threads = 2;
     snprintf(job->backend, sizeof job->backend, "cpu");
