@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# fsgd train end to end through the CLI: a real dataset trains to a useful
+# model with the defaults, writes its model and metrics JSON, and bad input
+# stops with an error that names the place.
+set -euo pipefail
+FSGD=${FSGD:-bin/fsgd}
+D=${FSGD_DATA:-../shared/data}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Defaults on a9a: a model file, a metrics JSON with the agreed fields, a sane AUC.
+"$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --model logistic --epochs 3 --quiet \
+    --out "$tmp/m.fsgd" --metrics-json "$tmp/m.json" > "$tmp/out.txt"
+[ -s "$tmp/m.fsgd" ] || fail "no model file"
+/usr/bin/python3 - "$tmp/m.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["test"]["auc"] > 0.895, m["test"]
+assert 0 < m["test"]["logloss"] < 0.36, m["test"]
+assert m["train_seconds"] > 0 and m["steps"] > 0
+assert m["raw_bytes"] > 0 and m["wire_bytes"] > 0
+PY
+grep -q '^test  auc' "$tmp/out.txt" || fail "no test summary"
+
+# The YAML job with an override.
+mkdir -p "$tmp/job"
+sed -e "s#data/sets/#$(pwd)/data/sets/#" -e "s#out/#$tmp/job/#" jobs/a9a.yaml > "$tmp/a9a.yaml"
+"$FSGD" train "$tmp/a9a.yaml" --set epochs=1 --set codec=none --quiet > "$tmp/job.txt"
+[ -s "$tmp/job/a9a.model" ] || fail "job did not write its model"
+
+# Regression and SVM train too.
+"$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --model svm --epochs 2 --quiet | grep -q '^test  auc'
+"$FSGD" train --data "$D/ijcnn1" --model linear --epochs 2 --quiet | grep -q '^test  rmse'
+
+# Bad input names the place and exits non-zero.
+printf '+1 1:1 2:1\n-1 3:1 2:0.5\n' > "$tmp/bad.svm"
+if "$FSGD" train --data "$tmp/bad.svm" --quiet 2> "$tmp/err.txt"; then fail "accepted bad rows"; fi
+grep -q "bad.svm:2:" "$tmp/err.txt" || fail "error does not name line 2: $(cat "$tmp/err.txt")"
+"$FSGD" train --data "$tmp/bad.svm" --skip-bad --test-fraction 0 --epochs 1 --quiet 2> "$tmp/skip.txt" > /dev/null
+grep -q "skipped 1 malformed rows" "$tmp/skip.txt" || fail "skip-bad did not report: $(cat "$tmp/skip.txt")"
+if "$FSGD" train --data "$D/a9a" --epochz 3 2> "$tmp/err2.txt"; then fail "accepted unknown flag"; fi
+grep -q "unknown option '--epochz'" "$tmp/err2.txt" || fail "unknown flag not named"
+if "$FSGD" train --data "$tmp/nope.svm" 2> "$tmp/err3.txt"; then fail "accepted missing file"; fi
+grep -q "nope.svm" "$tmp/err3.txt" || fail "missing file not named"
+if "$FSGD" train --data "$D/a9a" --codec "fastsgd:b=0.5" 2> "$tmp/err4.txt"; then fail "accepted bad codec"; fi
+grep -q "b" "$tmp/err4.txt" || fail "bad codec parameter not named"
+echo ok
