@@ -1,10 +1,211 @@
-#include "cli.h"
+/* fsgd predict: score LIBSVM rows with a model file, one score per line, and
+ * report metrics of the scores against the file's labels on stderr. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* Placeholder until the predict command lands; fails loudly rather than pretend. */
+#include "cli.h"
+#include "fsgd/error.h"
+#include "fsgd/libsvm.h"
+#include "fsgd/metrics.h"
+#include "fsgd/model.h"
+
+static const char usage_text[] =
+    "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--quiet]\n"
+    "Scores every row of the LIBSVM file F with the model file M (fsgd train --out).\n"
+    "  --model M    model file written by fsgd train\n"
+    "  --data F     LIBSVM rows to score ('-' for stdin)\n"
+    "  --out FILE   one score per line: the margin x.w (+ bias), or with --proba the\n"
+    "               probability of the positive class (logistic models only);\n"
+    "               default '-' (stdout)\n"
+    "  --skip-bad   skip malformed rows (counted) instead of stopping at the first\n"
+    "  --quiet      no metrics on stderr\n"
+    "Features the model never saw (index > its dimension) count as zero. Metrics of the\n"
+    "scores against the file's labels go to stderr: AUC, logloss and accuracy for\n"
+    "classification (margin > 0 predicts the positive class), RMSE for regression.\n";
+
+#define CHUNK_ROWS 65536
+
+typedef struct predict_args {
+    const char *model, *data, *out;
+    int proba, skip_bad, quiet;
+} predict_args_t;
+
+/* "--name value" or "--name=value"; returns the value or NULL (not this option). */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_args(int argc, char **argv, predict_args_t *a)
+{
+    memset(a, 0, sizeof *a);
+    a->out = "-";
+    for (int i = 1; i < argc; i++) {
+        int missing = 0;
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage_text, stdout);
+            return 1;
+        } else if ((v = opt_value(argc, argv, &i, "--model", &missing))) {
+            a->model = v;
+        } else if ((v = opt_value(argc, argv, &i, "--data", &missing))) {
+            a->data = v;
+        } else if ((v = opt_value(argc, argv, &i, "--out", &missing))) {
+            a->out = v;
+        } else if (!strcmp(argv[i], "--proba")) {
+            a->proba = 1;
+        } else if (!strcmp(argv[i], "--skip-bad")) {
+            a->skip_bad = 1;
+        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
+            a->quiet = 1;
+        } else if (missing) {
+            fsgd_cli_error("predict: %s needs a value", argv[i]);
+            return -1;
+        } else {
+            fsgd_cli_error("predict: unknown argument '%s' (fsgd predict --help)", argv[i]);
+            return -1;
+        }
+    }
+    if (!a->model || !a->data) {
+        fsgd_cli_error("predict: %s is required (fsgd predict --help)", !a->model ? "--model" : "--data");
+        return -1;
+    }
+    return 0;
+}
+
+static void print_metrics(const fsgd_model_t *m, const char *data, const double *margin, const double *label,
+                          size_t n)
+{
+    fsgd_metrics_t r = fsgd_metrics_compute(m->kind, margin, label, n);
+    if (m->kind == FSGD_LOSS_SQUARED) {
+        fprintf(stderr, "fsgd predict: %s: %zu rows: rmse %.6f\n", data, n, r.rmse);
+        return;
+    }
+    char auc[64];
+    if (isnan(r.auc))
+        snprintf(auc, sizeof auc, "n/a (labels have one class)");
+    else
+        snprintf(auc, sizeof auc, "%.6f", r.auc);
+    if (m->kind == FSGD_LOSS_LOGISTIC)
+        fprintf(stderr, "fsgd predict: %s: %zu rows: auc %s logloss %.6f accuracy %.6f\n", data, n, auc, r.logloss,
+                r.accuracy);
+    else
+        fprintf(stderr, "fsgd predict: %s: %zu rows: auc %s hinge %.6f accuracy %.6f\n", data, n, auc, r.loss,
+                r.accuracy);
+}
+
 int fsgd_cmd_predict(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fsgd_cli_error("predict: not available in this build yet");
-    return 1;
+    predict_args_t a;
+    int prc = parse_args(argc, argv, &a);
+    if (prc != 0)
+        return prc > 0 ? 0 : 2;
+    char err[512];
+    fsgd_model_t m;
+    int rc = fsgd_model_load(&m, a.model, err, sizeof err);
+    if (rc < 0) {
+        fsgd_cli_error("%s", err);
+        return fsgd_cli_status(rc);
+    }
+    if (a.proba && m.kind != FSGD_LOSS_LOGISTIC) {
+        fsgd_cli_error("predict: --proba needs a logistic model; %s is %s", a.model, fsgd_loss_name(m.kind));
+        fsgd_model_free(&m);
+        return 2;
+    }
+    fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad};
+    fsgd_libsvm_reader_t *rd = fsgd_libsvm_open(a.data, &opts, err, sizeof err);
+    if (!rd) {
+        fsgd_cli_error("%s", err);
+        fsgd_model_free(&m);
+        return 1;
+    }
+    int to_stdout = !strcmp(a.out, "-");
+    FILE *out = to_stdout ? stdout : fopen(a.out, "w");
+    if (!out) {
+        fsgd_cli_error("predict: cannot open '%s' for writing: %s", a.out, strerror(errno));
+        fsgd_libsvm_close(rd);
+        fsgd_model_free(&m);
+        return 1;
+    }
+    fsgd_csr_t batch = {0};
+    double *margin = NULL, *label = NULL;
+    size_t n = 0, cap = 0;
+    int status = 0;
+    for (;;) {
+        fsgd_csr_clear(&batch);
+        long got = fsgd_libsvm_read(rd, &batch, CHUNK_ROWS, err, sizeof err);
+        if (got < 0) {
+            fsgd_cli_error("%s", err);
+            status = fsgd_cli_status((int)got);
+            break;
+        }
+        if (got == 0)
+            break;
+        if (n + (size_t)got > cap) {
+            size_t nc = cap ? cap : CHUNK_ROWS;
+            while (nc < n + (size_t)got)
+                nc *= 2;
+            double *nm = realloc(margin, nc * sizeof *nm);
+            if (nm)
+                margin = nm;
+            double *nl = realloc(label, nc * sizeof *nl);
+            if (nl)
+                label = nl;
+            if (!nm || !nl) {
+                fsgd_cli_error("predict: out of memory after %zu rows", n);
+                status = 1;
+                break;
+            }
+            cap = nc;
+        }
+        for (size_t r = 0; r < batch.n_rows; r++) {
+            uint64_t lo = batch.row_ptr[r];
+            double s = fsgd_model_margin(&m, batch.col + lo, batch.val + lo, (size_t)(batch.row_ptr[r + 1] - lo));
+            margin[n] = s;
+            label[n] = batch.label[r];
+            n++;
+            /* σ(s) computed without overflow for large |s| */
+            double p = s >= 0 ? 1 / (1 + exp(-s)) : exp(s) / (1 + exp(s));
+            fprintf(out, "%.17g\n", a.proba ? p : s);
+        }
+    }
+    const fsgd_libsvm_stats_t *st = fsgd_libsvm_stats(rd);
+    if (status == 0 && st->bad_rows) {
+        fprintf(stderr, "fsgd predict: %s: skipped %llu malformed rows; first:\n", a.data,
+                (unsigned long long)st->bad_rows);
+        for (uint64_t i = 0; i < st->bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
+            fprintf(stderr, "  %s\n", st->first_bad[i]);
+    }
+    if (fflush(out) != 0 || ferror(out)) {
+        fsgd_cli_error("predict: write to '%s' failed: %s", a.out, strerror(errno));
+        status = 1;
+    }
+    if (!to_stdout && fclose(out) != 0 && status == 0) {
+        fsgd_cli_error("predict: closing '%s' failed: %s", a.out, strerror(errno));
+        status = 1;
+    }
+    if (status == 0 && !a.quiet && n > 0)
+        print_metrics(&m, a.data, margin, label, n);
+    if (status == 0 && n == 0 && !a.quiet)
+        fprintf(stderr, "fsgd predict: %s: no rows\n", a.data);
+    free(margin);
+    free(label);
+    fsgd_csr_free(&batch);
+    fsgd_libsvm_close(rd);
+    fsgd_model_free(&m);
+    return status;
 }

@@ -370,9 +370,6 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "%s: bias_weight at byte 36 is %g but the model has no intercept (flags bit 0 clear)",
                             name, (double)*bias_w);
-    if (max_dim && *dim > max_dim)
-        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%s: dim %llu at byte 16 exceeds the limit %llu", name,
-                            (unsigned long long)*dim, (unsigned long long)max_dim);
 
     /* Entries, then body_crc: name the entry where the bytes run out. */
     const uint64_t n = *nnz;
@@ -413,6 +410,10 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
                                 v == 0 ? " (zero weights are not stored)" : "");
         prev = key;
     }
+    /* Checked last, so a valid file beyond the limit says "too big", not "bad". */
+    if (max_dim && *dim > max_dim)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%s: dim %llu at byte 16 exceeds the limit %llu", name,
+                            (unsigned long long)*dim, (unsigned long long)max_dim);
     return FSGD_E_OK;
 }
 #undef NEED
