@@ -1,0 +1,227 @@
+/* Sparse Adam: bitwise equal to a dense Adam written here when every key is
+ * touched every step; with partial touches it differs only where it should
+ * (keys skipped in some steps), and there it equals a per-key "lazy" Adam. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/adam.h"
+#include "fsgd/error.h"
+#include "testlib.h"
+
+static double urand(uint64_t *s) { return (double)(fsgd_test_rand(s) >> 11) / 9007199254740992.0; }
+
+/* Textbook dense Adam (Kingma & Ba, Algorithm 1) over the same storage
+ * types as fsgd_adam_t (float θ, m, v; double arithmetic within a step):
+ *   m = β1 m + (1-β1) g ; v = β2 v + (1-β2) g²
+ *   m̂ = m / (1-β1^t) ; v̂ = v / (1-β2^t) ; θ -= lr m̂ / (sqrt(v̂) + ε)
+ * g[k] is the gradient of every key; a key with g = 0 still moves while its
+ * m is nonzero, which is exactly where lazy Adam differs. */
+typedef struct dense_adam {
+    size_t dim;
+    uint64_t t;
+    float *theta, *m, *v;
+} dense_adam_t;
+
+static void dense_step(dense_adam_t *a, const fsgd_adam_params_t *p, const float *g)
+{
+    a->t++;
+    double c1 = 1 - pow(p->beta1, (double)a->t), c2 = 1 - pow(p->beta2, (double)a->t);
+    for (size_t k = 0; k < a->dim; k++) {
+        double gk = g[k];
+        double m = p->beta1 * a->m[k] + (1 - p->beta1) * gk;
+        double v = p->beta2 * a->v[k] + (1 - p->beta2) * gk * gk;
+        a->m[k] = (float)m;
+        a->v[k] = (float)v;
+        double mhat = m / c1, vhat = v / c2;
+        a->theta[k] = (float)(a->theta[k] - p->lr * mhat / (sqrt(vhat) + p->eps));
+    }
+}
+
+/* Lazy Adam for one key: steps only when touched, with the global t. */
+typedef struct lazy_key {
+    float theta, m, v;
+} lazy_key_t;
+
+static void lazy_step(lazy_key_t *s, const fsgd_adam_params_t *p, uint64_t t, float g)
+{
+    double c1 = 1 - pow(p->beta1, (double)t), c2 = 1 - pow(p->beta2, (double)t);
+    double m = p->beta1 * s->m + (1 - p->beta1) * (double)g;
+    double v = p->beta2 * s->v + (1 - p->beta2) * (double)g * g;
+    s->m = (float)m;
+    s->v = (float)v;
+    s->theta = (float)(s->theta - p->lr * (m / c1) / (sqrt(v / c2) + p->eps));
+}
+
+static int bits_equal(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static void test_defaults(void)
+{
+    fsgd_adam_params_t p = fsgd_adam_defaults();
+    CU_ASSERT_DOUBLE_EQUAL(p.beta1, 0.9, 0);
+    CU_ASSERT_DOUBLE_EQUAL(p.beta2, 0.999, 0);
+    CU_ASSERT_DOUBLE_EQUAL(p.eps, 1e-8, 0);
+    CU_ASSERT_TRUE(p.lr > 0);
+    fsgd_adam_t a;
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init(&a, 5, NULL), 0);
+    CU_ASSERT_EQUAL(a.t, 0);
+    CU_ASSERT_DOUBLE_EQUAL(a.p.beta2, 0.999, 0);
+    for (int k = 0; k < 5; k++)
+        CU_ASSERT_TRUE(a.theta[k] == 0 && a.m[k] == 0 && a.v[k] == 0);
+    fsgd_adam_free(&a);
+    fsgd_adam_free(NULL);
+}
+
+/* First step: m̂ = g, v̂ = g², so every key moves by lr·g/(|g|+ε) -- the bias
+ * correction at work, independent of how the code arranges it. */
+static void test_first_step(void)
+{
+    fsgd_adam_params_t p = fsgd_adam_defaults();
+    p.lr = 0.05;
+    fsgd_adam_t a;
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init(&a, 4, &p), 0);
+    uint32_t keys[3] = {0, 2, 3};
+    float g[3] = {3.0f, -1e-3f, 250.0f};
+    fsgd_adam_step(&a, keys, g, 3);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_DOUBLE_EQUAL(a.theta[keys[i]], -p.lr * g[i] / (fabs(g[i]) + p.eps), 1e-7);
+    CU_ASSERT_EQUAL(a.theta[1], 0.0f);
+    CU_ASSERT_EQUAL(a.t, 1);
+    fsgd_adam_free(&a);
+}
+
+static void test_dense_equivalence(void)
+{
+    uint64_t s = fsgd_test_seed() ^ 0xADA;
+    const size_t dim = 257;
+    fsgd_adam_params_t p = fsgd_adam_defaults();
+    p.lr = 0.003;
+    fsgd_adam_t a;
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init(&a, dim, &p), 0);
+    dense_adam_t d = {dim, 0, calloc(dim, 4), calloc(dim, 4), calloc(dim, 4)};
+    uint32_t *keys = malloc(dim * sizeof *keys);
+    float *g = malloc(dim * sizeof *g);
+    for (size_t k = 0; k < dim; k++)
+        keys[k] = (uint32_t)k;
+    size_t mismatches = 0;
+    for (int step = 0; step < 300; step++) {
+        for (size_t k = 0; k < dim; k++) {
+            double u = urand(&s) - 0.5;
+            /* mixed scales, some exact zeros */
+            g[k] = (float)(k % 7 == 0 ? 0 : u * pow(10, (double)(k % 5) - 2));
+        }
+        fsgd_adam_step(&a, keys, g, dim);
+        dense_step(&d, &p, g);
+        for (size_t k = 0; k < dim; k++)
+            mismatches += !bits_equal(a.theta[k], d.theta[k]) || !bits_equal(a.m[k], d.m[k]) ||
+                          !bits_equal(a.v[k], d.v[k]);
+    }
+    CU_ASSERT_EQUAL(mismatches, 0);
+    CU_ASSERT_EQUAL(a.t, 300);
+    fsgd_adam_free(&a);
+    free(d.theta);
+    free(d.m);
+    free(d.v);
+    free(keys);
+    free(g);
+}
+
+static void test_lazy_differs_only_on_skipped_keys(void)
+{
+    uint64_t s = fsgd_test_seed() ^ 0x1A2;
+    const size_t dim = 200;
+    const int steps = 100;
+    fsgd_adam_params_t p = fsgd_adam_defaults();
+    fsgd_adam_t a;
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init(&a, dim, &p), 0);
+    dense_adam_t d = {dim, 0, calloc(dim, 4), calloc(dim, 4), calloc(dim, 4)};
+    lazy_key_t *lazy = calloc(dim, sizeof *lazy);
+    uint32_t *keys = malloc(dim * sizeof *keys);
+    float *gs = malloc(dim * sizeof *gs), *gd = malloc(dim * sizeof *gd);
+    /* keys 0..49 every step, 50..149 at random, 150..199 never */
+    int *touched_steps = calloc(dim, sizeof *touched_steps);
+    for (int step = 1; step <= steps; step++) {
+        size_t n = 0;
+        for (size_t k = 0; k < dim; k++) {
+            int touch = k < 50 || (k < 150 && urand(&s) < 0.3);
+            gd[k] = 0;
+            if (!touch)
+                continue;
+            float g = (float)(urand(&s) - 0.45);
+            keys[n] = (uint32_t)k;
+            gs[n++] = g;
+            gd[k] = g;
+            touched_steps[k]++;
+            lazy_step(&lazy[k], &p, (uint64_t)step, g);
+        }
+        fsgd_adam_step(&a, keys, gs, n);
+        dense_step(&d, &p, gd);
+    }
+    size_t every_diff = 0, never_nonzero = 0, lazy_diff = 0, some_vs_dense_diff = 0, some = 0;
+    for (size_t k = 0; k < dim; k++) {
+        if (k < 50) {
+            every_diff += !bits_equal(a.theta[k], d.theta[k]) || !bits_equal(a.m[k], d.m[k]) ||
+                          !bits_equal(a.v[k], d.v[k]);
+        } else if (k >= 150) {
+            never_nonzero += a.theta[k] != 0 || a.m[k] != 0 || a.v[k] != 0 || d.theta[k] != 0;
+        } else {
+            lazy_diff += !bits_equal(a.theta[k], lazy[k].theta) || !bits_equal(a.m[k], lazy[k].m) ||
+                         !bits_equal(a.v[k], lazy[k].v);
+            if (touched_steps[k] < steps) {
+                some++;
+                some_vs_dense_diff += !bits_equal(a.theta[k], d.theta[k]);
+            }
+        }
+    }
+    CU_ASSERT_EQUAL(every_diff, 0);         /* touched every step: exactly dense Adam */
+    CU_ASSERT_EQUAL(never_nonzero, 0);      /* never touched: untouched in both */
+    CU_ASSERT_EQUAL(lazy_diff, 0);          /* sometimes touched: exactly per-key lazy Adam */
+    CU_ASSERT_TRUE(some > 0);
+    CU_ASSERT_EQUAL(some_vs_dense_diff, some); /* ... which is not dense Adam there */
+    fsgd_adam_free(&a);
+    free(d.theta);
+    free(d.m);
+    free(d.v);
+    free(lazy);
+    free(keys);
+    free(gs);
+    free(gd);
+    free(touched_steps);
+}
+
+/* Adam on a separable quadratic Σ c_k (θ_k - t_k)² reaches the optimum. */
+static void test_converges(void)
+{
+    const size_t dim = 16;
+    fsgd_adam_params_t p = fsgd_adam_defaults();
+    p.lr = 0.01;
+    fsgd_adam_t a;
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init(&a, dim, &p), 0);
+    uint32_t keys[16];
+    float g[16];
+    for (size_t k = 0; k < dim; k++)
+        keys[k] = (uint32_t)k;
+    for (int step = 0; step < 5000; step++) {
+        for (size_t k = 0; k < dim; k++) {
+            double c = 0.1 + (double)k, target = (double)k / 4 - 2;
+            g[k] = (float)(2 * c * (a.theta[k] - target));
+        }
+        fsgd_adam_step(&a, keys, g, dim);
+    }
+    for (size_t k = 0; k < dim; k++)
+        CU_ASSERT_DOUBLE_EQUAL(a.theta[k], (double)k / 4 - 2, 1e-2);
+    fsgd_adam_free(&a);
+}
+
+void fsgd_test_register(void)
+{
+    static const fsgd_test_case_t cases[] = {
+        {"defaults and init", test_defaults},
+        {"first step is lr*g/(|g|+eps)", test_first_step},
+        {"all keys every step: bitwise dense Adam", test_dense_equivalence},
+        {"partial touches: differs only on skipped keys", test_lazy_differs_only_on_skipped_keys},
+        {"converges on a quadratic", test_converges},
+        {NULL, NULL},
+    };
+    fsgd_test_suite("adam", cases);
+}
