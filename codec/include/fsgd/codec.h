@@ -49,9 +49,34 @@ int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, 
 
 /* Decodes a message into out (grown as needed; previous content replaced).
  * Checks magic, version, CRC32C, every length against len, keys < dim and
- * strictly increasing. On error out->n is 0 and err names field and offset. */
+ * strictly increasing. dim 0 accepts the message's own dimension; otherwise
+ * the message's dimension must equal dim. On error out->n is 0 and err names
+ * field and offset. Thread safe (no shared state). */
 int fsgd_codec_decode(const uint8_t *msg, size_t len, uint64_t dim, fsgd_sparse_t *out, char *err,
                       size_t errsz);
+
+/* What the last fsgd_codec_encode call produced (zeroed before the first). */
+typedef struct fsgd_codec_stats {
+    uint64_t n_in;         /* entries encoded (the input merged with the residual under ef) */
+    uint64_t n_sent;       /* entries in the message */
+    uint64_t bytes;        /* message size */
+    uint64_t header_bytes; /* common header + codec parameters + CRC */
+    uint64_t key_bits;     /* bits spent on keys (0 when not separable, e.g. lz4) */
+    uint64_t value_bits;   /* bits spent on values (0 when not separable) */
+} fsgd_codec_stats_t;
+
+/* Copies the statistics of the last successful encode into *st. */
+void fsgd_codec_last_stats(const fsgd_codec_t *c, fsgd_codec_stats_t *st);
+
+/* The error feedback residual of this stream (keys strictly increasing;
+ * empty when ef is off). Owned by c, valid until the next encode/reset. */
+const fsgd_sparse_t *fsgd_codec_residual(const fsgd_codec_t *c);
+
+/* Forgets the residual (e.g. after a model snapshot). */
+void fsgd_codec_reset(fsgd_codec_t *c);
+
+/* Wire id of the codec (FORMAT.md), never renumbered. */
+int fsgd_codec_id(const fsgd_codec_t *c);
 
 /* Lists the registered codec names, space separated (static string). */
 const char *fsgd_codec_list(void);
