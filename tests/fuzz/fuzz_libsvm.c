@@ -1,0 +1,93 @@
+/* Fuzz target for the LIBSVM parser (fsgd_libsvm_parse), strict and
+ * skip_bad, under several option sets. Checks invariants instead of just
+ * "no crash": the CSR is well formed (row_ptr monotone, columns strictly
+ * increasing and within max_col / max_dim, finite values and labels), strict
+ * mode yields a prefix of what skip_bad yields, every line is accounted
+ * for, and error messages name the source and say what was expected. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/csr.h"
+#include "fsgd/error.h"
+#include "fsgd/libsvm.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(c)                                                                                          \
+    do {                                                                                                  \
+        if (!(c))                                                                                         \
+            __builtin_trap();                                                                             \
+    } while (0)
+
+static void check_csr(const fsgd_csr_t *m, const fsgd_libsvm_opts_t *o)
+{
+    CHECK(m->row_ptr && m->row_ptr[0] == 0);
+    CHECK(m->row_ptr[m->n_rows] == m->nnz);
+    uint64_t maxc = 0;
+    for (size_t r = 0; r < m->n_rows; r++) {
+        CHECK(m->row_ptr[r] <= m->row_ptr[r + 1]);
+        CHECK(isfinite(m->label[r]));
+        for (uint64_t j = m->row_ptr[r]; j < m->row_ptr[r + 1]; j++) {
+            CHECK(isfinite(m->val[j]));
+            if (j > m->row_ptr[r])
+                CHECK(m->col[j] > m->col[j - 1]);
+            if (o->max_dim)
+                CHECK(m->col[j] < o->max_dim);
+            if ((uint64_t)m->col[j] + 1 > maxc)
+                maxc = (uint64_t)m->col[j] + 1;
+        }
+    }
+    CHECK(maxc == m->max_col);
+}
+
+static size_t count_lines(const uint8_t *d, size_t n)
+{
+    size_t lines = 0;
+    for (size_t i = 0; i < n; i++)
+        lines += d[i] == '\n';
+    return lines + (n > 0 && d[n - 1] != '\n');
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *buf = (const char *)data;
+    fsgd_libsvm_opts_t sets[4] = {{0}, {.zero_based = 1}, {.allow_unsorted = 1}, {.max_dim = 100}};
+    for (int s = 0; s < 4; s++) {
+        fsgd_csr_t strict = {0}, skip = {0};
+        fsgd_libsvm_stats_t st1 = {0}, st2 = {0};
+        char err[512] = "";
+        fsgd_libsvm_opts_t o = sets[s];
+        long n1 = fsgd_libsvm_parse(buf, size, "fz", 1, &o, &strict, &st1, err, sizeof err);
+        if (n1 < 0) {
+            CHECK(n1 == FSGD_E_PARSE || n1 == FSGD_E_RANGE);
+            CHECK(!strncmp(err, "fz:", 3) && strstr(err, ": expected ") != NULL);
+            CHECK(st1.lines >= 1);
+        } else {
+            CHECK((uint64_t)n1 == st1.rows && st1.lines == count_lines(data, size) && st1.bytes == size);
+        }
+        check_csr(&strict, &o);
+        o.skip_bad = 1;
+        long n2 = fsgd_libsvm_parse(buf, size, "fz", 1, &o, &skip, &st2, err, sizeof err);
+        CHECK(n2 >= 0 && (uint64_t)n2 == st2.rows && st2.bytes == size);
+        CHECK(st2.lines == count_lines(data, size));
+        CHECK(st2.rows + st2.bad_rows <= st2.lines);
+        CHECK((n1 < 0) == (st2.bad_rows > 0));
+        for (uint64_t i = 0; i < st2.bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
+            CHECK(!strncmp(st2.first_bad[i], "fz:", 3));
+        check_csr(&skip, &o);
+        /* Strict rows are a prefix of the skip_bad rows. */
+        CHECK(strict.n_rows <= skip.n_rows && strict.nnz <= skip.nnz);
+        CHECK(!memcmp(strict.row_ptr, skip.row_ptr, (strict.n_rows + 1) * sizeof *strict.row_ptr));
+        if (strict.n_rows)
+            CHECK(!memcmp(strict.label, skip.label, strict.n_rows * sizeof *strict.label));
+        if (strict.nnz) {
+            CHECK(!memcmp(strict.col, skip.col, strict.nnz * sizeof *strict.col));
+            CHECK(!memcmp(strict.val, skip.val, strict.nnz * sizeof *strict.val));
+        }
+        fsgd_csr_free(&strict);
+        fsgd_csr_free(&skip);
+    }
+    return 0;
+}
