@@ -16,15 +16,16 @@ static const codec_param_def_t topk_params[] = {
 
 static int topk_check(fsgd_codec_t *c, char *err, size_t errsz)
 {
-    if (c->given[P_K] && c->given[P_RATIO])
+    int has_k = c->p[P_K] >= 1, has_ratio = c->p[P_RATIO] > 0;
+    if (has_k && c->given[P_RATIO] && has_ratio)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec topk: give k or ratio, not both");
-    if (c->given[P_K]) {
-        if (c->p[P_K] < 1)
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec topk: parameter k must be >= 1");
+    if (has_k) {
         c->p[P_RATIO] = 0;
-    } else if (c->p[P_RATIO] <= 0) {
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec topk: parameter ratio must be in (0, 1]");
+        return 0;
     }
+    if (!has_ratio || (c->given[P_K] && !c->given[P_RATIO]))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, c->given[P_RATIO] ? "codec topk: parameter ratio must be in (0, 1]"
+                                                                       : "codec topk: parameter k must be >= 1");
     return 0;
 }
 
