@@ -162,7 +162,7 @@ static void encode_header(const fsgd_model_t *m, uint64_t nnz, uint8_t h[HEADER_
     fsgd_le_put64(h + 24, nnz);
     fsgd_le_putf32(h + 32, m->bias);
     /* Without an intercept the bias weight is stored as +0 whatever w[dim] holds. */
-    fsgd_le_putf32(h + 36, m->has_bias ? m->w[m->dim] + 0.0f : 0.0f);
+    fsgd_le_putf32(h + 36, m->has_bias ? m->w[m->dim] : 0.0f);
     fsgd_le_put32(h + 40, fsgd_crc32c(0, h, 40));
 }
 
