@@ -1,14 +1,21 @@
 /* Streaming LIBSVM reader: text in, CSR batches out.
  *
- * Grammar per line: label (feature:value)* [# comment], with optional
- * "qid:N" after the label (ignored); CRLF and blank lines accepted.
- * Indices are 1-based and strictly increasing unless the options say
- * otherwise; they become 0-based uint32 columns (so the largest index is
- * 2^32). Labels are any finite real ("+1", "-1", "0", "1.0", "3.25").
+ * Grammar per line: label (index:value)* [# comment], with optional
+ * "qid:N" right after the label (ignored); fields are separated by spaces,
+ * tabs, \r, \v or \f (so CRLF works); '#' anywhere ends the line; blank and
+ * comment-only lines are skipped (but counted as lines). Indices are
+ * 1-based and strictly increasing unless the options say otherwise; they
+ * become 0-based uint32 columns (so the largest index is 2^32). Labels are any
+ * finite decimal real ("+1", "-1", "0", "1.0", "3.25e-1"), parsed to exactly
+ * the double strtod gives; values are finite decimals rounded to float
+ * (NaN, inf, hex and |v| > FLT_MAX are errors). Explicit zeros ("3:0") are
+ * kept as stored entries, as scikit-learn's load_svmlight_file does.
  *
  * Strict by default: the first malformed row stops reading with
- * "file:line:column: expected ..." in err. With skip_bad, malformed rows are
- * skipped and counted (fsgd_libsvm_stats), the first few locations kept. */
+ * "file:line:col: expected ..., got '...'" in err (col is 1-based, in bytes,
+ * at the offending token). With skip_bad, malformed rows are skipped and
+ * counted (fsgd_libsvm_stats), the first few locations kept. A malformed
+ * row never leaves a partial row in the CSR; rows before it stay. */
 #ifndef FSGD_LIBSVM_H
 #define FSGD_LIBSVM_H
 
@@ -44,9 +51,12 @@ typedef struct fsgd_libsvm_reader fsgd_libsvm_reader_t;
 fsgd_libsvm_reader_t *fsgd_libsvm_open(const char *path, const fsgd_libsvm_opts_t *opts, char *err,
                                        size_t errsz);
 
-/* Reads up to max_rows more rows, appending them to out. Returns the number of
- * rows appended (0 at end of input) or a negative fsgd_err_t with err set to
- * "file:line:col: ...". Does not allocate per row. */
+/* Reads up to max_rows (> 0) more rows, appending them to out. Returns the
+ * number of rows appended (0 at end of input) or a negative fsgd_err_t with err
+ * set to "file:line:col: ..." (FSGD_E_PARSE, FSGD_E_RANGE for index bounds,
+ * FSGD_E_IO, FSGD_E_NOMEM); rows read before the error stay in out, and
+ * later calls return the same error. Does not allocate per row (out and the
+ * read buffer grow geometrically). One reader per thread. */
 long fsgd_libsvm_read(fsgd_libsvm_reader_t *r, fsgd_csr_t *out, size_t max_rows, char *err, size_t errsz);
 
 /* Counters so far (owned by the reader). */
