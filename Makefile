@@ -37,7 +37,7 @@ TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
 
-FLAGS_ID  := $(shell echo '$(CC) $(CPPFLAGS) $(CFLAGS)' | cksum | cut -d' ' -f1)
+FLAGS_ID  := $(shell echo '$(CC) $(CPPFLAGS) $(CFLAGS) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
 FLAGS_STAMP := $(BUILD)/.flags-$(FLAGS_ID)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -49,7 +49,8 @@ FSGD      := $(BIN)/fsgd
 
 ifeq ($(CUDA),1)
   LDFLAGS += -L$(CUDA_PATH)/lib64 -Wl,-rpath,$(CUDA_PATH)/lib64
-  LDLIBS  += -lcusparse -lcudart
+  # cub (used by backend_cuda.cu) needs the C++ runtime; we link with $(CC).
+  LDLIBS  += -lcusparse -lcudart -lstdc++
 endif
 
 .PHONY: all test asan bench fuzz clean check-deps deps run check
@@ -64,7 +65,7 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 
 $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(CPPFLAGS) -Xcompiler -Wall -c $< -o $@
+	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(CPPFLAGS) -Xcompiler -Wall,-Wextra -MMD -MP -c $< -o $@
 
 $(LIBFSGD): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
