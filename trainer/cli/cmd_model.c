@@ -1,10 +1,99 @@
-#include "cli.h"
+/* fsgd model assemble: rebuild a model file from a job's model topic. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* Placeholder until the model command lands; fails loudly rather than pretend. */
+#include "cli.h"
+#include "dist_cli.h"
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
+
+static const char usage[] =
+    "usage: fsgd model assemble (--brokers HOST:PORT --name JOB | --input FILE|-) --out MODEL [--partial]\n"
+    "Rebuilds the model from JOB.model (the last snapshot plus later deltas), either read from\n"
+    "the brokers or from a file of concatenated message values, e.g.\n"
+    "  kcat -C -b HOST:PORT -t JOB.model -o beginning -e -f '%s' | fsgd model assemble --input - --out m.fsgd\n"
+    "Without --partial it fails unless the job's final snapshot is there.";
+
+static int read_all(const char *path, uint8_t **out, size_t *len)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f)
+        return -1;
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *b = malloc(cap);
+    while (b) {
+        if (n == cap) {
+            uint8_t *nb = realloc(b, cap * 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
+        size_t r = fread(b + n, 1, cap - n, f);
+        if (r == 0)
+            break;
+        n += r;
+    }
+    if (f != stdin)
+        fclose(f);
+    *out = b;
+    *len = n;
+    return b ? 0 : -1;
+}
+
 int fsgd_cmd_model(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fsgd_cli_error("model: not available in this build yet");
-    return 1;
+    if (argc < 2 || strcmp(argv[1], "assemble")) {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+            puts(usage);
+            return 0;
+        }
+        fsgd_cli_error("model: expected 'assemble'\n%s", usage);
+        return 2;
+    }
+    argc--;
+    argv++;
+    const char *brokers = dcli_take(&argc, argv, "--brokers", 1, NULL, NULL);
+    const char *name = dcli_take(&argc, argv, "--name", 1, NULL, NULL);
+    const char *input = dcli_take(&argc, argv, "--input", 1, NULL, NULL);
+    const char *out = dcli_take(&argc, argv, "--out", 1, NULL, NULL);
+    int partial = dcli_take(&argc, argv, "--partial", 0, NULL, NULL) != NULL;
+    if (dcli_take(&argc, argv, "--help", 0, NULL, NULL)) {
+        puts(usage);
+        return 0;
+    }
+    if (argc > 1 || !out || (!input && (!brokers || !name))) {
+        fsgd_cli_error("model assemble: %s\n%s", argc > 1 ? "unexpected argument" : "missing option", usage);
+        return 2;
+    }
+    fsgd_model_t m;
+    uint64_t step = 0;
+    char err[512];
+    int rc;
+    if (input) {
+        uint8_t *buf;
+        size_t len;
+        if (read_all(input, &buf, &len) < 0) {
+            fsgd_cli_error("model assemble: cannot read '%s'", input);
+            return 1;
+        }
+        rc = fsgd_model_assemble_stream(buf, len, !partial, &m, &step, err, sizeof err);
+        free(buf);
+    } else {
+        rc = fsgd_model_assemble_topic(brokers, name, !partial, &m, &step, err, sizeof err);
+    }
+    if (rc == 0)
+        rc = fsgd_model_save(&m, out, err, sizeof err);
+    if (rc < 0) {
+        fsgd_cli_error("model assemble: %s", err);
+        return fsgd_cli_status(rc);
+    }
+    printf("model: %s (step %llu, dim %llu%s)\n", out, (unsigned long long)step, (unsigned long long)m.dim,
+           m.has_bias ? ", with intercept" : "");
+    fsgd_model_free(&m);
+    return 0;
 }

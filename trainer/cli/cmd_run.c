@@ -1,10 +1,323 @@
-#include "cli.h"
+/* fsgd run: everything a distributed job needs in one command. With no
+ * brokers it starts librdkafka's in-process Kafka cluster (the embedded
+ * default), creates the topics, loads the data with the producer, then
+ * starts the aggregator and W workers as processes of this same binary and
+ * supervises them: a worker that dies is left to the barrier timeout and the
+ * consumer group; an aggregator killed by a signal is restarted from its
+ * checkpoint. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
-/* Placeholder until the run command lands; fails loudly rather than pretend. */
+#include "cli.h"
+#include "dist_cli.h"
+#include "fsgd/dist.h"
+#include "fsgd/kbus.h"
+
+static const char usage[] =
+    "usage: fsgd run [JOB.yaml] [--data FILE] [--test FILE] [--workers N] [--brokers LIST] [options]\n"
+    "Runs the producer, N worker processes and the aggregator of a job. Without --brokers an embedded\n"
+    "Kafka-protocol cluster (librdkafka's mock) runs inside this process; its address is printed.\n"
+    "Run-only options:\n"
+    "  --broker-only        start the embedded cluster (and the job's topics), print its address, wait\n"
+    "  --no-produce         train on what is already in NAME.data (e.g. written with kcat)\n"
+    "  --fault SPEC         embedded cluster fault injection, repeatable:\n"
+    "                       broker-down:after=SEC,for=SEC[,broker=ID]\n"
+    "                       produce-delay:after=SEC,rtt=MS[,count=N][,broker=ID]  (default broker 2 leads NAME.grads)";
+
+static volatile sig_atomic_t got_signal;
+static void on_signal(int sig) { got_signal = sig; }
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+typedef struct fault {
+    int kind; /* 1 broker-down, 2 produce-delay */
+    double after, dur;
+    int broker, rtt, count;
+    int state; /* 0 pending, 1 active, 2 done */
+} fault_t;
+
+static int parse_fault(const char *spec, fault_t *f)
+{
+    memset(f, 0, sizeof *f);
+    f->broker = -1;
+    f->count = 1;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *colon = strchr(buf, ':');
+    if (colon)
+        *colon = '\0';
+    if (!strcmp(buf, "broker-down"))
+        f->kind = 1;
+    else if (!strcmp(buf, "produce-delay"))
+        f->kind = 2;
+    else
+        return -1;
+    char *save = NULL;
+    for (char *t = colon ? strtok_r(colon + 1, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        if (!eq)
+            return -1;
+        *eq++ = '\0';
+        if (!strcmp(t, "after"))
+            f->after = atof(eq);
+        else if (!strcmp(t, "for"))
+            f->dur = atof(eq);
+        else if (!strcmp(t, "broker"))
+            f->broker = atoi(eq);
+        else if (!strcmp(t, "rtt"))
+            f->rtt = atoi(eq);
+        else if (!strcmp(t, "count"))
+            f->count = atoi(eq);
+        else
+            return -1;
+    }
+    if (f->broker < 0)
+        f->broker = f->kind == 1 ? 1 : 2;
+    return 0;
+}
+
+static pid_t spawn(const char *role, int argc, char **argv, const char *brokers, const char *ckpt, int id)
+{
+    char **av = calloc((size_t)argc + 12, sizeof *av);
+    if (!av)
+        return -1;
+    int n = 0;
+    av[n++] = "fsgd";
+    av[n++] = (char *)role;
+    for (int i = 1; i < argc; i++)
+        av[n++] = argv[i];
+    av[n++] = "--brokers";
+    av[n++] = (char *)brokers;
+    char idbuf[16];
+    if (id > 0) {
+        snprintf(idbuf, sizeof idbuf, "%d", id);
+        av[n++] = "--id";
+        av[n++] = idbuf;
+    }
+    if (ckpt) {
+        av[n++] = "--checkpoint";
+        av[n++] = (char *)ckpt;
+    }
+    av[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv("/proc/self/exe", av);
+        _exit(127);
+    }
+    free(av);
+    return pid;
+}
+
 int fsgd_cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fsgd_cli_error("run: not available in this build yet");
-    return 1;
+    int broker_only = dcli_take(&argc, argv, "--broker-only", 0, NULL, NULL) != NULL;
+    int no_produce = dcli_take(&argc, argv, "--no-produce", 0, NULL, NULL) != NULL;
+    const char *fault_specs[16];
+    int n_faults = 0;
+    dcli_take(&argc, argv, "--fault", 1, fault_specs, &n_faults);
+    fault_t faults[16];
+    for (int i = 0; i < n_faults; i++)
+        if (parse_fault(fault_specs[i], &faults[i]) < 0) {
+            fsgd_cli_error("run: bad --fault '%s'\n%s", fault_specs[i], usage);
+            return 2;
+        }
+    fsgd_job_t job;
+    int rc = dcli_job(argc, argv, usage, &job);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    char err[512];
+    if (!broker_only && !no_produce && !job.data[0]) {
+        fsgd_cli_error("run: no data: give --data FILE, or --no-produce to use what is in %s.data", job.name);
+        return 2;
+    }
+    fsgd_kmock_t *mock = NULL;
+    char brokers[512];
+    snprintf(brokers, sizeof brokers, "%s", job.brokers);
+    int P = job.partitions;
+    struct stat sb;
+    uint64_t bytes = (!no_produce && job.data[0] && stat(job.data, &sb) == 0) ? (uint64_t)sb.st_size : 0;
+    if (!brokers[0]) {
+        int need = fsgd_produce_partitions_needed(bytes);
+        if (P == 0)
+            P = need > 12 ? need : 12;
+        else if (P < need) {
+            fsgd_cli_error("run: %s is %.1f MB; the embedded cluster keeps at most 5 MiB per partition, so it "
+                           "needs at least %d partitions (got --partitions %d)",
+                           job.data, bytes / 1e6, need, P);
+            return 2;
+        }
+        mock = fsgd_kmock_new(3, err, sizeof err);
+        if (!mock) {
+            fsgd_cli_error("run: %s", err);
+            return 1;
+        }
+        snprintf(brokers, sizeof brokers, "%s", fsgd_kmock_bootstraps(mock));
+        static const char *sfx[] = {"data", "grads", "model", "ctl"};
+        for (int i = 0; i < 4 && !rc; i++) {
+            char t[128];
+            fsgd_kbus_topic(t, sizeof t, job.name, sfx[i]);
+            /* data over all brokers; grads led by broker 2, model by 3 */
+            rc = fsgd_kmock_topic(mock, t, i == 0 ? P : 1, i == 0 ? 0 : i, err, sizeof err);
+        }
+        if (rc) {
+            fsgd_cli_error("run: %s", err);
+            fsgd_kmock_destroy(mock);
+            return 1;
+        }
+        printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
+               brokers, job.name, P);
+        fflush(stdout);
+    } else if (P == 0) {
+        P = 12;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    if (broker_only) {
+        printf("brokers=%s\n", brokers);
+        fflush(stdout);
+        while (!got_signal)
+            pause();
+        fsgd_kmock_destroy(mock);
+        return 0;
+    }
+    if (!no_produce) {
+        fsgd_produce_stats_t ps;
+        rc = fsgd_produce_file(&job, brokers, job.data, mock ? 0 : P, &ps, NULL, NULL, err, sizeof err);
+        if (rc < 0) {
+            fsgd_cli_error("run: produce: %s", err);
+            fsgd_kmock_destroy(mock);
+            return fsgd_cli_status(rc);
+        }
+        if (!job.quiet)
+            fprintf(stderr, "fsgd: produced %llu rows (%.1f MB) into %s.data in %.2f s\n",
+                    (unsigned long long)ps.rows, ps.bytes / 1e6, job.name, ps.seconds);
+    }
+    char ckpt[FSGD_JOB_PATH_MAX + 16];
+    if (job.checkpoint[0])
+        snprintf(ckpt, sizeof ckpt, "%s", job.checkpoint);
+    else if (job.out[0])
+        snprintf(ckpt, sizeof ckpt, "%s.ckpt", job.out);
+    else
+        snprintf(ckpt, sizeof ckpt, "/tmp/fsgd-%s-%d.ckpt", job.name, (int)getpid());
+    unlink(ckpt); /* a fresh job; restarts within this run resume from it */
+
+    int W = job.workers;
+    pid_t *wp = calloc((size_t)W, sizeof *wp);
+    pid_t agg = spawn("aggregator", argc, argv, brokers, ckpt, 0);
+    printf("fsgd: aggregator pid %d\n", (int)agg);
+    for (int i = 0; i < W; i++) {
+        wp[i] = spawn("worker", argc, argv, brokers, NULL, i + 1);
+        printf("fsgd: worker %d pid %d\n", i + 1, (int)wp[i]);
+    }
+    fflush(stdout);
+    double t0 = now_s();
+    int agg_status = -1, restarts = 0, workers_alive = W;
+    while (agg_status < 0) {
+        if (got_signal) {
+            fsgd_cli_error("run: interrupted");
+            agg_status = 130;
+            break;
+        }
+        double t = now_s() - t0;
+        for (int i = 0; i < n_faults && mock; i++) {
+            fault_t *f = &faults[i];
+            if (f->state == 0 && t >= f->after) {
+                if (f->kind == 1) {
+                    fsgd_kmock_broker_down(mock, f->broker, 1);
+                    fprintf(stderr, "fsgd: fault: broker %d down for %.1f s\n", f->broker, f->dur);
+                } else {
+                    fsgd_kmock_delay_produce(mock, f->broker, f->count, f->rtt);
+                    fprintf(stderr, "fsgd: fault: next %d produce replies of broker %d delayed %d ms\n", f->count,
+                            f->broker, f->rtt);
+                }
+                f->state = 1;
+            } else if (f->state == 1 && f->kind == 1 && t >= f->after + f->dur) {
+                fsgd_kmock_broker_down(mock, f->broker, 0);
+                fprintf(stderr, "fsgd: fault: broker %d up\n", f->broker);
+                f->state = 2;
+            }
+        }
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid <= 0) {
+            struct timespec ns = {0, 50 * 1000000};
+            nanosleep(&ns, NULL);
+            continue;
+        }
+        if (pid == agg) {
+            if (WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && restarts < 5) {
+                restarts++;
+                fprintf(stderr, "fsgd: aggregator killed by signal %d; restarting from %s\n", WTERMSIG(st), ckpt);
+                agg = spawn("aggregator", argc, argv, brokers, ckpt, 0);
+                printf("fsgd: aggregator pid %d\n", (int)agg);
+                fflush(stdout);
+            } else {
+                agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            }
+            continue;
+        }
+        for (int i = 0; i < W; i++)
+            if (wp[i] == pid) {
+                wp[i] = 0;
+                workers_alive--;
+                if (WIFSIGNALED(st))
+                    fprintf(stderr, "fsgd: worker %d (pid %d) killed by signal %d; the others carry on\n", i + 1,
+                            (int)pid, WTERMSIG(st));
+                else if (WEXITSTATUS(st))
+                    fprintf(stderr, "fsgd: worker %d (pid %d) failed with status %d\n", i + 1, (int)pid,
+                            WEXITSTATUS(st));
+            }
+        if (workers_alive == 0) {
+            fsgd_cli_error("run: every worker has exited; stopping the aggregator");
+            kill(agg, SIGTERM);
+            waitpid(agg, &st, 0);
+            agg_status = 1;
+        }
+    }
+    if (agg_status != 0 && agg > 0)
+        kill(agg, SIGTERM);
+    /* Workers leave when they see the final model; give them a moment. */
+    double deadline = now_s() + (agg_status == 0 ? 15 : 0);
+    for (;;) {
+        int any = 0;
+        for (int i = 0; i < W; i++)
+            if (wp[i]) {
+                int st;
+                if (waitpid(wp[i], &st, WNOHANG) == wp[i])
+                    wp[i] = 0;
+                else
+                    any = 1;
+            }
+        if (!any)
+            break;
+        if (now_s() > deadline) {
+            for (int i = 0; i < W; i++)
+                if (wp[i]) {
+                    kill(wp[i], SIGTERM);
+                    waitpid(wp[i], NULL, 0);
+                    wp[i] = 0;
+                }
+            break;
+        }
+        struct timespec ns = {0, 20 * 1000000};
+        nanosleep(&ns, NULL);
+    }
+    free(wp);
+    fsgd_kmock_destroy(mock);
+    if (agg_status != 0)
+        fsgd_cli_error("run: aggregator failed (status %d)", agg_status);
+    return agg_status == 0 ? 0 : 1;
 }

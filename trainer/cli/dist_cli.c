@@ -1,0 +1,61 @@
+#include "dist_cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+const char *dcli_take(int *argc, char **argv, const char *name, int has_value, const char **all, int *n_all)
+{
+    static char slots[64][1024];
+    static int next;
+    const char *found = NULL;
+    size_t nl = strlen(name);
+    int k = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        const char *v = NULL;
+        int consumed = 0;
+        if (!strncmp(a, name, nl) && a[nl] == '\0') {
+            if (has_value && i + 1 < *argc) {
+                v = argv[i + 1];
+                consumed = 2;
+            } else if (!has_value) {
+                v = "1";
+                consumed = 1;
+            }
+        } else if (has_value && !strncmp(a, name, nl) && a[nl] == '=') {
+            v = a + nl + 1;
+            consumed = 1;
+        }
+        if (!consumed) {
+            argv[k++] = argv[i];
+            continue;
+        }
+        char *slot = slots[next++ % 64];
+        snprintf(slot, sizeof slots[0], "%s", v);
+        found = slot;
+        if (all && *n_all < 16)
+            all[(*n_all)++] = slot;
+        i += consumed - 1;
+    }
+    *argc = k;
+    argv[k] = NULL;
+    return found;
+}
+
+int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
+{
+    char err[512];
+    fsgd_job_defaults(job);
+    int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
+    if (rc == 1) {
+        fsgd_job_print_help(usage, stdout);
+        return 1;
+    }
+    if (rc < 0) {
+        fsgd_cli_error("%s", err);
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,491 @@
+/* `fsgd worker`: one member of the job's consumer group on <job>.data.
+ *
+ * The worker is a function of the model topic: every model message carries
+ * the step state (epoch, and per data partition the epoch's offsets, the
+ * next position and the rows to take), so after applying step t's message
+ * the worker knows exactly which rows step t+1 needs from the partitions
+ * the consumer group gave it. It never keeps positions of its own; when a
+ * gradient is dropped or a partition moves, the next state says where to
+ * resume (exactly once per epoch, KAFKA_FORMAT.md). Parsed partitions stay
+ * cached (like RDD.cache), so later epochs do not read Kafka again. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsgd/backend.h"
+#include "fsgd/codec.h"
+#include "fsgd/csr.h"
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
+#include "fsgd/kbus.h"
+#include "fsgd/le.h"
+#include "fsgd/libsvm.h"
+#include "wire.h"
+
+typedef struct pcache {
+    int loaded;
+    uint64_t start, end;
+    fsgd_csr_t rows;  /* parsed rows, bias column appended */
+    uint64_t *row_of; /* end - start + 1 entries: first row of each offset */
+} pcache_t;
+
+typedef struct worker {
+    const fsgd_job_t *job;
+    uint32_t id;
+    char tdata[128], tgrads[128], tmodel[128];
+    rd_kafka_t *group, *fetch, *model_c, *prod;
+    int32_t *assigned;
+    int nassigned, have_assignment;
+    int valid, final;
+    uint32_t gen;
+    uint64_t step;
+    wire_state_t st;
+    uint64_t dim, mdim;
+    int has_bias;
+    float bias;
+    uint32_t kind;
+    float *theta;
+    fsgd_backend_t *be;
+    fsgd_codec_t *codec;
+    pcache_t *cache;
+    uint32_t ncache;
+    fsgd_kasm_t *as;
+    fsgd_csr_t batch, tmp;
+    fsgd_sparse_t g, delta;
+    wire_buf_t buf;
+    uint8_t *enc;
+    size_t enc_cap;
+    uint32_t sent_gen;
+    uint64_t sent_step;
+    double sent_at;
+    fsgd_worker_stats_t *stats;
+    int rc;
+    char *err;
+    size_t errsz;
+} worker_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e, rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    worker_t *w = opaque;
+    if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        int32_t *a = realloc(w->assigned, (parts->cnt ? parts->cnt : 1) * sizeof *a);
+        if (!a)
+            return;
+        w->assigned = a;
+        w->nassigned = 0;
+        for (int i = 0; i < parts->cnt; i++) {
+            if (!strcmp(parts->elems[i].topic, w->tdata))
+                w->assigned[w->nassigned++] = parts->elems[i].partition;
+            /* The group consumer only tracks ownership; rows are read by
+             * offset through the fetch consumer. */
+            parts->elems[i].offset = RD_KAFKA_OFFSET_END;
+        }
+        qsort(w->assigned, w->nassigned, sizeof *w->assigned, cmp_i32);
+        rd_kafka_assign(rk, parts);
+        rd_kafka_pause_partitions(rk, parts);
+        w->have_assignment = 1;
+    } else {
+        w->nassigned = 0;
+        rd_kafka_assign(rk, NULL);
+    }
+}
+
+typedef struct load_ctx {
+    worker_t *w;
+    pcache_t *c;
+} load_ctx_t;
+
+static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
+                    size_t errsz)
+{
+    load_ctx_t *l = ctx;
+    worker_t *w = l->w;
+    pcache_t *c = l->c;
+    char src[200];
+    snprintf(src, sizeof src, "topic %s partition %d offset %lld", w->tdata, (int)partition, (long long)offset);
+    fsgd_csr_clear(&w->tmp);
+    fsgd_libsvm_opts_t o = {.skip_bad = w->job->skip_bad};
+    long n = fsgd_libsvm_parse(val, len, src, 1, &o, &w->tmp, NULL, err, errsz);
+    if (n < 0)
+        return (int)n;
+    for (size_t r = 0; r < w->tmp.n_rows; r++) {
+        uint64_t lo = w->tmp.row_ptr[r], hi = w->tmp.row_ptr[r + 1];
+        if (hi > lo && w->tmp.col[hi - 1] >= w->dim)
+            return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%s: feature %u >= model dim %llu", src,
+                                w->tmp.col[hi - 1] + 1, (unsigned long long)w->dim);
+        size_t k = hi - lo;
+        FSGD_TRY(fsgd_csr_append_row(&c->rows, w->tmp.label[r], w->tmp.col + lo, w->tmp.val + lo, k));
+        if (w->has_bias) {
+            /* append the constant feature (dim, bias) to the row just added */
+            FSGD_TRY(fsgd_csr_reserve(&c->rows, 0, 1));
+            c->rows.col[c->rows.nnz] = (uint32_t)w->dim;
+            c->rows.val[c->rows.nnz] = w->bias;
+            c->rows.nnz++;
+            c->rows.row_ptr[c->rows.n_rows] = c->rows.nnz;
+            if (w->dim + 1 > c->rows.max_col)
+                c->rows.max_col = w->dim + 1;
+        }
+    }
+    c->row_of[offset - (int64_t)c->start + 1] = c->rows.n_rows;
+    return 0;
+}
+
+static int load_partition(worker_t *w, uint32_t p)
+{
+    pcache_t *c = &w->cache[p];
+    if (c->loaded && c->start == w->st.start[p] && c->end == w->st.end[p])
+        return 0;
+    fsgd_csr_free(&c->rows);
+    free(c->row_of);
+    memset(c, 0, sizeof *c);
+    c->start = w->st.start[p];
+    c->end = w->st.end[p];
+    c->row_of = calloc(c->end - c->start + 1, sizeof *c->row_of);
+    if (!c->row_of)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory caching partition %u", p);
+    load_ctx_t l = {w, c};
+    FSGD_TRY(fsgd_kbus_read_range(w->fetch, w->tdata, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000,
+                                  load_msg, &l, w->err, w->errsz));
+    c->loaded = 1;
+    return 0;
+}
+
+static int setup_model(worker_t *w, const wire_model_t *m)
+{
+    if (w->theta && w->mdim == m->n && w->kind == m->kind)
+        return 0;
+    if (w->theta)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_STATE, "worker: model shape changed (%llu -> %llu weights)",
+                            (unsigned long long)w->mdim, (unsigned long long)m->n);
+    w->dim = m->dim;
+    w->has_bias = (int)m->has_bias;
+    w->bias = m->bias;
+    w->kind = m->kind;
+    w->mdim = m->n;
+    w->theta = calloc(w->mdim ? w->mdim : 1, sizeof *w->theta);
+    if (!w->theta)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for %llu weights",
+                            (unsigned long long)w->mdim);
+    w->be = fsgd_backend_new(w->job->backend, w->mdim, w->theta, w->err, w->errsz);
+    if (!w->be)
+        return FSGD_E_DEVICE;
+    w->codec = fsgd_codec_new(w->job->codec, w->mdim, w->err, w->errsz);
+    if (!w->codec)
+        return FSGD_E_ARG;
+    return 0;
+}
+
+static int handle_model(worker_t *w, const rd_kafka_message_t *m)
+{
+    if (m->err)
+        return 0; /* transient broker errors: librdkafka retries */
+    fsgd_kframe_t f;
+    char e[256];
+    if (fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e) < 0 || f.kind == FSGD_KMSG_GRAD) {
+        w->stats->corrupt++;
+        return 0;
+    }
+    w->stats->bytes_down += m->len;
+    const uint8_t *body;
+    size_t len;
+    int r = fsgd_kasm_feed(w->as, &f, &body, &len, e, sizeof e);
+    if (r == FSGD_KASM_DUP)
+        w->stats->duplicates++;
+    if (r < 0)
+        w->stats->corrupt++;
+    if (r != FSGD_KASM_DONE)
+        return 0;
+    if (f.gen < w->gen)
+        return 0; /* a message of an aggregator that has since restarted */
+    wire_state_t s = {0};
+    size_t off = 0;
+    int rc = wire_state_get(body, len, &off, &s, e, sizeof e);
+    if (rc < 0) {
+        w->stats->corrupt++;
+        wire_state_free(&s);
+        return 0;
+    }
+    if (f.kind == FSGD_KMSG_SNAPSHOT) {
+        wire_model_t mm;
+        if (wire_model_get(body, len, &off, &mm, e, sizeof e) < 0) {
+            w->stats->corrupt++;
+            wire_state_free(&s);
+            return 0;
+        }
+        if (w->valid && f.gen == w->gen && f.step < w->step) {
+            wire_state_free(&s);
+            return 0;
+        }
+        rc = setup_model(w, &mm);
+        if (rc < 0) {
+            wire_state_free(&s);
+            return rc;
+        }
+        for (uint64_t i = 0; i < mm.n; i++)
+            w->theta[i] = fsgd_le_getf32(mm.w + 4 * i);
+        fsgd_backend_apply(w->be, NULL, NULL, 0, NULL, 0);
+        if (w->valid && f.gen != w->gen)
+            w->stats->resyncs++;
+        w->valid = 1;
+    } else {
+        if (!w->valid || f.gen != w->gen || f.step <= w->step) {
+            wire_state_free(&s);
+            return 0;
+        }
+        if (f.step != w->step + 1) {
+            /* A delta is missing (evicted or skipped): wait for a snapshot. */
+            w->valid = 0;
+            w->stats->resyncs++;
+            wire_state_free(&s);
+            return 0;
+        }
+        if (wire_delta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e) < 0) {
+            w->stats->corrupt++;
+            w->valid = 0;
+            wire_state_free(&s);
+            return 0;
+        }
+        for (size_t i = 0; i < w->delta.n; i++)
+            w->theta[w->delta.keys[i]] = w->delta.vals[i];
+        rc = fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz);
+        if (rc < 0) {
+            wire_state_free(&s);
+            return rc;
+        }
+    }
+    if (w->ncache && s.nparts != w->ncache) {
+        wire_state_free(&s);
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_STATE, "worker: data partitions changed from %u to %u",
+                            w->ncache, s.nparts);
+    }
+    if (!w->ncache) {
+        w->cache = calloc(s.nparts ? s.nparts : 1, sizeof *w->cache);
+        if (!w->cache) {
+            wire_state_free(&s);
+            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+        }
+        w->ncache = s.nparts;
+    }
+    wire_state_free(&w->st);
+    w->st = s;
+    w->gen = f.gen;
+    w->step = f.step;
+    w->final = (f.flags & FSGD_KFLAG_FINAL) != 0;
+    if (w->sent_at > 0 && w->sent_gen == f.gen && w->sent_step == f.step) {
+        w->stats->t_wait += now_s() - w->sent_at;
+        w->sent_at = 0;
+    }
+    return 0;
+}
+
+static int do_step(worker_t *w)
+{
+    uint64_t s = w->step + 1;
+    fsgd_csr_clear(&w->batch);
+    wire_range_t ranges[1024];
+    wire_range_t *rg = w->nassigned <= 1024 ? ranges : malloc(w->nassigned * sizeof *rg);
+    if (!rg)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+    uint32_t nr = 0;
+    int rc = 0;
+    for (int i = 0; i < w->nassigned && !rc; i++) {
+        int32_t p = w->assigned[i];
+        if (p < 0 || (uint32_t)p >= w->st.nparts)
+            continue;
+        if (w->st.pos[p] >= w->st.end[p] || w->st.quota[p] == 0)
+            continue;
+        rc = load_partition(w, (uint32_t)p);
+        if (rc)
+            break;
+        pcache_t *c = &w->cache[p];
+        uint64_t o = w->st.pos[p], first = c->row_of[o - c->start];
+        while (o < c->end && c->row_of[o - c->start] - first < w->st.quota[p])
+            o++;
+        uint64_t last = c->row_of[o - c->start];
+        if (last > first)
+            rc = fsgd_csr_append_rows(&w->batch, &c->rows, first, last - first);
+        rg[nr++] = (wire_range_t){(uint32_t)p, w->st.pos[p], o};
+    }
+    wire_grad_t gm = {.epoch = w->st.epoch, .nranges = nr, .rows = w->batch.n_rows, .ranges = rg};
+    double loss = 0;
+    if (!rc && w->batch.n_rows > 0) {
+        double t0 = now_s();
+        fsgd_grad_request_t req = {.batch = &w->batch, .batch_id = -1, .loss = (fsgd_loss_kind_t)w->kind,
+                                   .scale = 1.0, .l2 = 0};
+        rc = fsgd_backend_gradient(w->be, &req, &w->g, &loss, w->err, w->errsz);
+        double t1 = now_s();
+        if (!rc) {
+            size_t cap = fsgd_codec_bound(w->codec, w->g.n);
+            if (cap > w->enc_cap) {
+                uint8_t *ne = realloc(w->enc, cap);
+                if (!ne)
+                    rc = fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+                else {
+                    w->enc = ne;
+                    w->enc_cap = cap;
+                }
+            }
+        }
+        size_t elen = 0;
+        if (!rc)
+            rc = fsgd_codec_encode(w->codec, w->g.keys, w->g.vals, w->g.n, w->enc, w->enc_cap, &elen, w->err,
+                                   w->errsz);
+        double t2 = now_s();
+        gm.loss_sum = loss;
+        gm.t_grad = t1 - t0;
+        gm.t_encode = t2 - t1;
+        gm.raw_entries = w->g.n;
+        gm.codec = w->enc;
+        gm.codec_len = (uint32_t)elen;
+        w->stats->t_grad += gm.t_grad;
+        w->stats->t_encode += gm.t_encode;
+    } else if (!rc) {
+        /* Nothing to contribute (no partitions, or ours are done for the
+         * epoch): answer the barrier without spinning. */
+        struct timespec ns = {0, 20 * 1000000};
+        nanosleep(&ns, NULL);
+    }
+    if (!rc) {
+        w->buf.n = 0;
+        rc = wire_grad_put(&w->buf, &gm);
+    }
+    if (!rc) {
+        fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .gen = w->gen, .sender = w->id, .step = s};
+        rc = fsgd_kbus_send(w->prod, w->tgrads, RD_KAFKA_PARTITION_UA, w->job->name, &h, w->buf.p, w->buf.n, 0,
+                            &w->stats->bytes_up, w->err, w->errsz);
+    }
+    if (rg != ranges)
+        free(rg);
+    if (rc)
+        return rc;
+    w->sent_gen = w->gen;
+    w->sent_step = s;
+    w->sent_at = now_s();
+    w->stats->steps_sent++;
+    w->stats->rows += gm.rows;
+    return 0;
+}
+
+static uint32_t random_id(void)
+{
+    uint32_t v = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        if (fread(&v, sizeof v, 1, f) != 1)
+            v = 0;
+        fclose(f);
+    }
+    v ^= (uint32_t)time(NULL) ^ ((uint32_t)getpid() << 16);
+    return v ? v : 1;
+}
+
+int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st, char *err,
+                    size_t errsz)
+{
+    memset(st, 0, sizeof *st);
+    worker_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
+    w->job = job;
+    w->id = id ? id : random_id();
+    w->stats = st;
+    w->err = err;
+    w->errsz = errsz;
+    fsgd_kbus_topic(w->tdata, sizeof w->tdata, job->name, "data");
+    fsgd_kbus_topic(w->tgrads, sizeof w->tgrads, job->name, "grads");
+    fsgd_kbus_topic(w->tmodel, sizeof w->tmodel, job->name, "model");
+    char group[128];
+    fsgd_kbus_topic(group, sizeof group, job->name, "workers");
+    int rc = 0;
+    w->as = fsgd_kasm_new();
+    if (!w->as)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
+    if (!rc && !(w->prod = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, job->brokers, NULL, err, errsz)))
+        rc = FSGD_E_KAFKA;
+    if (!rc && !(w->fetch = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
+        rc = FSGD_E_KAFKA;
+    if (!rc && !(w->model_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
+        rc = FSGD_E_KAFKA;
+    if (!rc && !(w->group = fsgd_kbus_group_consumer(job->brokers, group, on_rebalance, w, err, errsz)))
+        rc = FSGD_E_KAFKA;
+    if (!rc) {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, w->tmodel, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+        rd_kafka_resp_err_t e = rd_kafka_assign(w->model_c, l);
+        rd_kafka_topic_partition_list_destroy(l);
+        if (e)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "assign %s: %s", w->tmodel, rd_kafka_err2str(e));
+    }
+    if (!rc) {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, w->tdata, RD_KAFKA_PARTITION_UA);
+        rd_kafka_resp_err_t e = rd_kafka_subscribe(w->group, l);
+        rd_kafka_topic_partition_list_destroy(l);
+        if (e)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "subscribe %s: %s", w->tdata, rd_kafka_err2str(e));
+    }
+    while (!rc && !w->final && !(stop && *stop)) {
+        int ready = w->valid && w->have_assignment && !(w->sent_gen == w->gen && w->sent_step == w->step + 1);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->model_c, ready ? 0 : 5);
+        if (m) {
+            rc = handle_model(w, m);
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        rd_kafka_message_t *gm = rd_kafka_consumer_poll(w->group, 0);
+        if (gm)
+            rd_kafka_message_destroy(gm);
+        rd_kafka_poll(w->prod, 0);
+        if (ready && !w->final)
+            rc = do_step(w);
+    }
+    if (w->prod)
+        fsgd_kbus_flush(w->prod, 5000, NULL, 0);
+    if (w->group) {
+        rd_kafka_consumer_close(w->group);
+        rd_kafka_destroy(w->group);
+    }
+    if (w->model_c) {
+        rd_kafka_consumer_close(w->model_c);
+        rd_kafka_destroy(w->model_c);
+    }
+    if (w->fetch) {
+        rd_kafka_consumer_close(w->fetch);
+        rd_kafka_destroy(w->fetch);
+    }
+    if (w->prod)
+        rd_kafka_destroy(w->prod);
+    for (uint32_t i = 0; i < w->ncache; i++) {
+        fsgd_csr_free(&w->cache[i].rows);
+        free(w->cache[i].row_of);
+    }
+    free(w->cache);
+    fsgd_backend_destroy(w->be);
+    fsgd_codec_destroy(w->codec);
+    free(w->theta);
+    free(w->assigned);
+    fsgd_kasm_destroy(w->as);
+    fsgd_csr_free(&w->batch);
+    fsgd_csr_free(&w->tmp);
+    fsgd_sparse_free(&w->g);
+    fsgd_sparse_free(&w->delta);
+    free(w->buf.p);
+    free(w->enc);
+    wire_state_free(&w->st);
+    free(w);
+    return rc;
+}

@@ -1,0 +1,108 @@
+/* The distributed roles of a job over Kafka (trainer/KAFKA_FORMAT.md):
+ * the producer that loads LIBSVM rows into <job>.data, the workers, the
+ * aggregator, and model reassembly from <job>.model.
+ *
+ * Every function blocks until its role is done and never prints; progress
+ * goes through callbacks. Errors are negative fsgd_err_t with err set. */
+#ifndef FSGD_DIST_H
+#define FSGD_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/job.h"
+#include "fsgd/metrics.h"
+#include "fsgd/model.h"
+
+/* --- producer --- */
+
+typedef struct fsgd_produce_stats {
+    uint64_t rows, bytes;
+    int partitions;
+    double seconds;
+} fsgd_produce_stats_t;
+
+typedef void (*fsgd_produce_progress_fn)(void *ctx, const fsgd_produce_stats_t *s, int done);
+
+/* Partitions needed for a file of `bytes` on the embedded cluster so no
+ * partition passes its 5 MiB limit (uncompressed, with headroom). */
+int fsgd_produce_partitions_needed(uint64_t bytes);
+
+/* Loads the LIBSVM file `path` into <job>.data on brokers, one row per
+ * message, round-robin over the topic's partitions (created with
+ * `partitions` when missing; 0 = keep). Lines are checked with the LIBSVM
+ * parser first (a bad row is an error naming file:line:column unless
+ * job->skip_bad). After delivery every partition's log is checked: data the
+ * broker dropped is FSGD_E_LOST with the reason. */
+int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *path, int partitions,
+                      fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
+                      size_t errsz);
+
+/* --- worker --- */
+
+typedef struct fsgd_worker_stats {
+    uint64_t steps_sent, rows, bytes_up, bytes_down, corrupt, duplicates, resyncs;
+    double t_grad, t_encode, t_wait;
+} fsgd_worker_stats_t;
+
+/* Runs one worker until the aggregator publishes the final model, *stop
+ * becomes nonzero (may be NULL), or an error. id 0 picks a random id. */
+int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st, char *err,
+                    size_t errsz);
+
+/* --- aggregator --- */
+
+typedef struct fsgd_agg_epoch {
+    int epoch;
+    double seconds;      /* since training started */
+    double train_loss;   /* mean over the epoch's rows */
+    uint64_t rows;       /* rows applied in the epoch */
+    fsgd_metrics_t test; /* n == 0 without test data */
+} fsgd_agg_epoch_t;
+
+typedef struct fsgd_agg_stats {
+    uint64_t dataset_rows, dim;
+    int partitions;
+    uint32_t gen;
+    uint64_t steps, empty_steps, adam_steps, rows_total;
+    uint64_t rows_epoch;  /* rows applied in the current epoch */
+    int epoch;
+    uint64_t grads_accepted, duplicates, corrupt, stale, conflicts, workers_dropped, workers_live;
+    uint64_t bytes_up, bytes_model, bytes_down, raw_bytes, codec_bytes;
+    double t_grad, t_encode, t_decode, t_wait, t_update, seconds;
+    double step_ms_p50, step_ms_p99, step_ms_mean;
+    double last_loss;
+    int resumed_from_step; /* -1: fresh start */
+    int n_epochs;
+    fsgd_agg_epoch_t epochs[64];
+    fsgd_metrics_t test;
+} fsgd_agg_stats_t;
+
+typedef void (*fsgd_agg_progress_fn)(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch);
+
+/* Runs the aggregator: scans <job>.data (rows, dimension, offsets), resumes
+ * from job->checkpoint when present, waits for expected_workers on the
+ * first step, then steps until job->epochs are done; writes job->out and
+ * job->metrics_json. */
+int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
+                        fsgd_agg_progress_fn progress, void *ctx, char *err, size_t errsz);
+
+/* Writes the metrics JSON of a finished (or failed) run. */
+int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *st, const char *path, char *err,
+                           size_t errsz);
+
+/* --- model topic --- */
+
+/* Rebuilds the model from concatenated model-topic frames (what
+ * `kcat -C -t <job>.model -e -f '%s'` prints): the last complete snapshot
+ * plus every later delta. require_final: fail unless the job's final
+ * snapshot was seen. On success *m owns fresh weights. */
+int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final, fsgd_model_t *m, uint64_t *step,
+                               char *err, size_t errsz);
+
+/* Reads <job>.model from brokers from the log start to its end and
+ * assembles it as above. */
+int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_final, fsgd_model_t *m,
+                              uint64_t *step, char *err, size_t errsz);
+
+#endif

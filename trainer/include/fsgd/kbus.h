@@ -1,0 +1,160 @@
+/* The Kafka bus of a distributed job (trainer/KAFKA_FORMAT.md).
+ *
+ * - Client configuration with the low-latency settings the mock cluster
+ *   needs (fetch.wait.max.ms=1, ...), plus FSGD_RDKAFKA="k=v,k=v" overrides.
+ * - The embedded cluster: librdkafka's in-process mock (rdkafka_mock.h).
+ * - Framing: every fsgd message value is one frame (magic, version, kind,
+ *   generation, sender, step, chunk i of n, body, CRC32C); large bodies are
+ *   split into chunks below FSGD_KBUS_CHUNK_MAX. The same fields are copied
+ *   into Kafka headers (text) for outside clients.
+ * - Reassembly with duplicate dropping by (kind, gen, sender, step, chunk).
+ * - Reading a partition's offset range with gap / log-start detection.
+ *
+ * Nothing here prints; errors go to the caller's buffer. Handles are not
+ * thread safe unless stated. */
+#ifndef FSGD_KBUS_H
+#define FSGD_KBUS_H
+
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FSGD_KFRAME_MAGIC "FSGK"
+#define FSGD_KFRAME_VERSION 1
+#define FSGD_KFRAME_HEADER 36  /* bytes before the body */
+#define FSGD_KFRAME_OVERHEAD 40 /* header + CRC32C trailer */
+#define FSGD_KBUS_CHUNK_MAX (512u * 1024u) /* body bytes per message, well below 1 MiB */
+#define FSGD_KBUS_MAX_CHUNKS 65536u
+
+typedef enum fsgd_kmsg_kind {
+    FSGD_KMSG_GRAD = 1,     /* worker -> aggregator, <job>.grads */
+    FSGD_KMSG_DELTA = 2,    /* aggregator -> workers, <job>.model: touched keys' new values */
+    FSGD_KMSG_SNAPSHOT = 3, /* aggregator -> workers, <job>.model: the whole model */
+} fsgd_kmsg_kind_t;
+
+#define FSGD_KFLAG_FINAL 1u /* model message: the job is finished */
+
+/* One frame as it appears on the wire (body borrowed from the buffer). */
+typedef struct fsgd_kframe {
+    uint8_t kind;
+    uint16_t flags;
+    uint32_t gen;     /* aggregator generation the message belongs to */
+    uint32_t sender;  /* worker id; 0 for the aggregator */
+    uint64_t step;
+    uint32_t chunk;   /* 0-based index */
+    uint32_t nchunks; /* >= 1 */
+    const uint8_t *body;
+    uint32_t body_len;
+} fsgd_kframe_t;
+
+/* Writes frame f (with f->body) into out, which must hold
+ * f->body_len + FSGD_KFRAME_OVERHEAD bytes. Returns the bytes written. */
+size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f);
+
+/* Parses and checks one frame at the start of buf (magic, version, reserved
+ * bits, kind, chunk < nchunks, length against len, CRC32C). *used (may be
+ * NULL) gets the frame's size, so concatenated frames can be walked. body
+ * points into buf. Returns 0 or FSGD_E_FORMAT/TRUNCATED/CRC/VERSION. */
+int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err, size_t errsz);
+
+/* Reassembles chunked messages and drops duplicates. */
+typedef struct fsgd_kasm fsgd_kasm_t;
+
+enum { FSGD_KASM_PENDING = 0, FSGD_KASM_DONE = 1, FSGD_KASM_DUP = 2 };
+
+fsgd_kasm_t *fsgd_kasm_new(void);
+void fsgd_kasm_destroy(fsgd_kasm_t *a);
+
+/* Feeds one checked frame. Returns FSGD_KASM_DONE when it completed a
+ * message: *body and *len then hold the whole body (owned by a, valid until the
+ * next call); FSGD_KASM_PENDING when chunks are missing; FSGD_KASM_DUP when
+ * (kind, gen, sender, step, chunk) was seen before (dropped); or a negative
+ * error for a frame inconsistent with its siblings (chunk count differs). */
+int fsgd_kasm_feed(fsgd_kasm_t *a, const fsgd_kframe_t *f, const uint8_t **body, size_t *len, char *err,
+                   size_t errsz);
+
+/* Forgets pending messages older than step (of any sender) to bound memory. */
+void fsgd_kasm_prune(fsgd_kasm_t *a, uint64_t below_step);
+
+/* --- clients --- */
+
+typedef enum fsgd_kclient {
+    FSGD_KCLIENT_PRODUCER = 1,      /* low latency producer (gradients, model) */
+    FSGD_KCLIENT_DATA_PRODUCER = 2, /* batched lz4 idempotent producer (data rows) */
+    FSGD_KCLIENT_CONSUMER = 3,      /* consumer with low fetch wait */
+} fsgd_kclient_t;
+
+/* Makes a client of the given kind for brokers. group may be NULL (a
+ * consumer used with assign only). Returns NULL with err set. */
+rd_kafka_t *fsgd_kbus_client(fsgd_kclient_t kind, const char *brokers, const char *group, char *err, size_t errsz);
+
+/* A group consumer whose partition assignments go to rebalance (librdkafka's
+ * rebalance callback, which must call rd_kafka_assign) with opaque. Uses
+ * the round-robin assignor so partitions spread evenly over workers. */
+typedef void (*fsgd_kbus_rebalance_fn)(rd_kafka_t *rk, rd_kafka_resp_err_t e, rd_kafka_topic_partition_list_t *parts,
+                                       void *opaque);
+rd_kafka_t *fsgd_kbus_group_consumer(const char *brokers, const char *group, fsgd_kbus_rebalance_fn rebalance,
+                                     void *opaque, char *err, size_t errsz);
+
+/* Creates topic with partitions on a real cluster through the admin API
+ * (already existing is fine). Returns 0 or FSGD_E_KAFKA. */
+int fsgd_kbus_create_topic(rd_kafka_t *rk, const char *topic, int partitions, char *err, size_t errsz);
+
+/* Number of partitions of topic (waits up to timeout_ms for metadata).
+ * Returns >= 1 or a negative error. */
+int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err, size_t errsz);
+
+/* Sends body as ceil(len / chunk_max) frames of (kind, flags, gen, sender,
+ * step) to topic partition (RD_KAFKA_PARTITION_UA means by key). Adds the frame
+ * bytes sent to *wire (may be NULL). Does not wait for delivery. */
+int fsgd_kbus_send(rd_kafka_t *rk, const char *topic, int32_t partition, const char *job, const fsgd_kframe_t *hdr,
+                   const uint8_t *body, size_t len, size_t chunk_max, uint64_t *wire, char *err, size_t errsz);
+
+/* Waits for every queued message to be delivered. FSGD_E_TIMEOUT/KAFKA. */
+int fsgd_kbus_flush(rd_kafka_t *rk, int timeout_ms, char *err, size_t errsz);
+
+/* Called for each message of a range, in offset order. */
+typedef int (*fsgd_kbus_msg_fn)(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len,
+                                char *err, size_t errsz);
+
+/* Reads offsets [start, end) of one partition with an assign-only consumer,
+ * checking that offsets arrive consecutively from start: a log start past
+ * start or a gap is FSGD_E_LOST ("data lost: ..."), no progress for
+ * timeout_ms is FSGD_E_TIMEOUT. Leaves the consumer unassigned. */
+int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
+                         int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+
+/* Low and high watermarks (queried from the broker). */
+int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
+                         int timeout_ms, char *err, size_t errsz);
+
+/* "<job>.<suffix>" into out. */
+void fsgd_kbus_topic(char *out, size_t cap, const char *job, const char *suffix);
+
+/* --- the embedded cluster --- */
+
+typedef struct fsgd_kmock fsgd_kmock_t;
+
+/* Starts librdkafka's in-process mock cluster with `brokers` brokers on
+ * 127.0.0.1. It serves any Kafka client until destroyed. NULL on error. */
+fsgd_kmock_t *fsgd_kmock_new(int brokers, char *err, size_t errsz);
+void fsgd_kmock_destroy(fsgd_kmock_t *m);
+
+/* Bootstrap address list ("127.0.0.1:port,..."). Owned by m. */
+const char *fsgd_kmock_bootstraps(const fsgd_kmock_t *m);
+
+/* Creates a topic with partitions; leader of partition p is broker
+ * (leader_base + p) % brokers + 1 when leader_base >= 0. */
+int fsgd_kmock_topic(fsgd_kmock_t *m, const char *topic, int partitions, int leader_base, char *err, size_t errsz);
+
+/* Fault injection: broker up/down; delay the next `count` Produce replies of
+ * a broker by rtt_ms (a client whose request times out retries, and the mock
+ * then stores the message twice). */
+int fsgd_kmock_broker_down(fsgd_kmock_t *m, int broker, int down);
+int fsgd_kmock_delay_produce(fsgd_kmock_t *m, int broker, int count, int rtt_ms);
+
+/* Largest data the embedded cluster keeps per partition before dropping the
+ * oldest (measured with librdkafka 2.0.2). */
+#define FSGD_KMOCK_PARTITION_BYTES (5u * 1024u * 1024u)
+
+#endif

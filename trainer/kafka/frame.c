@@ -1,0 +1,224 @@
+/* Frames and reassembly (trainer/KAFKA_FORMAT.md, "Frame").
+ *
+ * Layout, little-endian:
+ *   0 magic "FSGK" | 4 version u8 | 5 kind u8 | 6 flags u16 | 8 gen u32 |
+ *   12 sender u32 | 16 step u64 | 24 chunk u32 | 28 nchunks u32 |
+ *   32 body_len u32 | 36 body | 36+len crc32c u32 of bytes [0, 36+len). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/crc32c.h"
+#include "fsgd/error.h"
+#include "fsgd/kbus.h"
+#include "fsgd/le.h"
+
+#define KNOWN_FLAGS FSGD_KFLAG_FINAL
+
+size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f)
+{
+    memcpy(out, FSGD_KFRAME_MAGIC, 4);
+    out[4] = FSGD_KFRAME_VERSION;
+    out[5] = f->kind;
+    fsgd_le_put16(out + 6, f->flags);
+    fsgd_le_put32(out + 8, f->gen);
+    fsgd_le_put32(out + 12, f->sender);
+    fsgd_le_put64(out + 16, f->step);
+    fsgd_le_put32(out + 24, f->chunk);
+    fsgd_le_put32(out + 28, f->nchunks);
+    fsgd_le_put32(out + 32, f->body_len);
+    if (f->body_len)
+        memcpy(out + FSGD_KFRAME_HEADER, f->body, f->body_len);
+    size_t n = FSGD_KFRAME_HEADER + (size_t)f->body_len;
+    fsgd_le_put32(out + n, fsgd_crc32c(0, out, n));
+    return n + 4;
+}
+
+int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err, size_t errsz)
+{
+    memset(f, 0, sizeof *f);
+    if (len < FSGD_KFRAME_OVERHEAD)
+        return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "frame: %zu bytes, need at least %d", len,
+                            FSGD_KFRAME_OVERHEAD);
+    if (memcmp(buf, FSGD_KFRAME_MAGIC, 4))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "frame: bad magic at byte 0");
+    if (buf[4] != FSGD_KFRAME_VERSION)
+        return fsgd_err_fmt(err, errsz, FSGD_E_VERSION, "frame: version %u at byte 4, expected %u", buf[4],
+                            FSGD_KFRAME_VERSION);
+    f->kind = buf[5];
+    if (f->kind < FSGD_KMSG_GRAD || f->kind > FSGD_KMSG_SNAPSHOT)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "frame: unknown kind %u at byte 5", f->kind);
+    f->flags = fsgd_le_get16(buf + 6);
+    if (f->flags & ~KNOWN_FLAGS)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "frame: reserved flag bits 0x%x set at byte 6",
+                            f->flags & ~KNOWN_FLAGS);
+    f->gen = fsgd_le_get32(buf + 8);
+    f->sender = fsgd_le_get32(buf + 12);
+    f->step = fsgd_le_get64(buf + 16);
+    f->chunk = fsgd_le_get32(buf + 24);
+    f->nchunks = fsgd_le_get32(buf + 28);
+    f->body_len = fsgd_le_get32(buf + 32);
+    if (f->nchunks == 0 || f->nchunks > FSGD_KBUS_MAX_CHUNKS || f->chunk >= f->nchunks)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "frame: chunk %u of %u at byte 24", f->chunk, f->nchunks);
+    if (f->body_len > len - FSGD_KFRAME_OVERHEAD)
+        return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "frame: body length %u at byte 32 but %zu bytes follow",
+                            f->body_len, len - FSGD_KFRAME_HEADER);
+    size_t n = FSGD_KFRAME_HEADER + (size_t)f->body_len;
+    uint32_t want = fsgd_le_get32(buf + n), got = fsgd_crc32c(0, buf, n);
+    if (want != got)
+        return fsgd_err_fmt(err, errsz, FSGD_E_CRC, "frame: crc32c 0x%08x at byte %zu, computed 0x%08x", want, n,
+                            got);
+    f->body = buf + FSGD_KFRAME_HEADER;
+    if (used)
+        *used = n + 4;
+    return 0;
+}
+
+/* --- reassembly --- */
+
+#define DONE_RING 8192
+
+typedef struct pending {
+    uint8_t kind;
+    uint32_t gen, sender, nchunks, have;
+    uint64_t step;
+    uint8_t **parts;
+    uint32_t *part_len;
+} pending_t;
+
+typedef struct done_key {
+    uint64_t step;
+    uint32_t gen, sender;
+    uint8_t kind;
+    uint8_t used;
+} done_key_t;
+
+struct fsgd_kasm {
+    pending_t *p;
+    size_t n, cap;
+    done_key_t done[DONE_RING];
+    size_t done_next;
+    uint8_t *out;
+    size_t out_cap;
+};
+
+fsgd_kasm_t *fsgd_kasm_new(void) { return calloc(1, sizeof(fsgd_kasm_t)); }
+
+static void pending_free(pending_t *p)
+{
+    for (uint32_t i = 0; p->parts && i < p->nchunks; i++)
+        free(p->parts[i]);
+    free(p->parts);
+    free(p->part_len);
+}
+
+void fsgd_kasm_destroy(fsgd_kasm_t *a)
+{
+    if (!a)
+        return;
+    for (size_t i = 0; i < a->n; i++)
+        pending_free(&a->p[i]);
+    free(a->p);
+    free(a->out);
+    free(a);
+}
+
+static int is_done(const fsgd_kasm_t *a, const fsgd_kframe_t *f)
+{
+    for (size_t i = 0; i < DONE_RING; i++) {
+        const done_key_t *d = &a->done[i];
+        if (d->used && d->step == f->step && d->gen == f->gen && d->sender == f->sender && d->kind == f->kind)
+            return 1;
+    }
+    return 0;
+}
+
+static void remove_pending(fsgd_kasm_t *a, size_t i)
+{
+    pending_free(&a->p[i]);
+    a->p[i] = a->p[--a->n];
+}
+
+void fsgd_kasm_prune(fsgd_kasm_t *a, uint64_t below_step)
+{
+    for (size_t i = 0; i < a->n;)
+        if (a->p[i].step < below_step)
+            remove_pending(a, i);
+        else
+            i++;
+}
+
+int fsgd_kasm_feed(fsgd_kasm_t *a, const fsgd_kframe_t *f, const uint8_t **body, size_t *len, char *err,
+                   size_t errsz)
+{
+    if (is_done(a, f))
+        return FSGD_KASM_DUP;
+    size_t i;
+    for (i = 0; i < a->n; i++) {
+        pending_t *p = &a->p[i];
+        if (p->step == f->step && p->gen == f->gen && p->sender == f->sender && p->kind == f->kind)
+            break;
+    }
+    if (i == a->n) {
+        if (a->n == a->cap) {
+            size_t nc = a->cap ? 2 * a->cap : 16;
+            pending_t *np = realloc(a->p, nc * sizeof *np);
+            if (!np)
+                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
+            a->p = np;
+            a->cap = nc;
+        }
+        pending_t *p = &a->p[a->n];
+        memset(p, 0, sizeof *p);
+        p->kind = f->kind;
+        p->gen = f->gen;
+        p->sender = f->sender;
+        p->step = f->step;
+        p->nchunks = f->nchunks;
+        p->parts = calloc(f->nchunks, sizeof *p->parts);
+        p->part_len = calloc(f->nchunks, sizeof *p->part_len);
+        if (!p->parts || !p->part_len) {
+            pending_free(p);
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
+        }
+        a->n++;
+    }
+    pending_t *p = &a->p[i];
+    if (p->nchunks != f->nchunks)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "reassembly: sender %u step %llu chunk %u says %u chunks, earlier chunks said %u",
+                            f->sender, (unsigned long long)f->step, f->chunk, f->nchunks, p->nchunks);
+    if (p->parts[f->chunk])
+        return FSGD_KASM_DUP;
+    p->parts[f->chunk] = malloc(f->body_len ? f->body_len : 1);
+    if (!p->parts[f->chunk])
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
+    memcpy(p->parts[f->chunk], f->body, f->body_len);
+    p->part_len[f->chunk] = f->body_len;
+    if (++p->have < p->nchunks)
+        return FSGD_KASM_PENDING;
+    size_t total = 0;
+    for (uint32_t c = 0; c < p->nchunks; c++)
+        total += p->part_len[c];
+    if (total > a->out_cap) {
+        uint8_t *no = realloc(a->out, total);
+        if (!no)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory for %zu bytes", total);
+        a->out = no;
+        a->out_cap = total;
+    }
+    size_t off = 0;
+    for (uint32_t c = 0; c < p->nchunks; c++) {
+        memcpy(a->out + off, p->parts[c], p->part_len[c]);
+        off += p->part_len[c];
+    }
+    done_key_t *d = &a->done[a->done_next++ % DONE_RING];
+    d->step = p->step;
+    d->gen = p->gen;
+    d->sender = p->sender;
+    d->kind = p->kind;
+    d->used = 1;
+    remove_pending(a, i);
+    *body = a->out;
+    *len = total;
+    return FSGD_KASM_DONE;
+}
