@@ -23,6 +23,11 @@ static size_t none_bound(const fsgd_codec_t *c, size_t n)
 
 static void put_pairs(uint8_t *p, const uint32_t *keys, const float *vals, size_t n)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, keys, 4 * n);
+    memcpy(p + 4 * n, vals, 4 * n);
+    return;
+#endif
     for (size_t i = 0; i < n; i++)
         fsgd_le_put32(p + 4 * i, keys[i]);
     for (size_t i = 0; i < n; i++)
