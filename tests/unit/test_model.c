@@ -181,6 +181,7 @@ static void test_every_truncation(void)
         snprintf(want, sizeof want, "%s: truncated at byte %zu %s (file has %zu bytes)", tpath, at, what, cut);
         FSGD_ASSERT_CONTAINS(err, want);
     }
+    fsgd_model_free(&m);
     /* a concrete example, as the spec shows it */
     CU_ASSERT_EQUAL(fsgd_model_load_mem(&m, full, 65, "m.fsgd", 0, err, sizeof err), FSGD_E_TRUNCATED);
     CU_ASSERT_STRING_EQUAL(err, "m.fsgd: truncated at byte 64 reading weight 2 of 12 (value) (file has 65 bytes)");
