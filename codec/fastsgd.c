@@ -185,46 +185,111 @@ static int fs_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, s
     uint32_t *delta = c->scratch;
     uint8_t *codes = (uint8_t *)(delta + n);
     uint64_t hist[33] = {0};
+    uint32_t orall = 0; /* bitlen(OR of deltas) = bitlen(largest delta) = M */
     size_t d = 0;
     if (lhi >= lbase) {
         const float thr = f[lhi];
-        const float lS = fast_log2(S), inv = (float)(1.0 / log2(b));
-        uint32_t prev = 0;
-        for (i = 0; i < n; i++) {
-            float a = fabsf(vals[i]);
-            if (!(a >= thr))
-                continue;
-            /* L = ceil(log_b(S/a)) guessed from the bits, then made exact:
-             * the smallest L with f[L] <= a. */
-            float x = (lS - fast_log2(a)) * inv;
-            int L = (int)x;
-            L += x > (float)L;
-            L = L < lbase ? lbase : (L > lhi ? lhi : L);
-            while (L > lbase && f[L - 1] <= a)
-                L--;
-            while (f[L] > a)
-                L++;
-            uint32_t u;
-            memcpy(&u, &vals[i], 4);
-            codes[d] = (uint8_t)((u >> 31) << 7 | (uint32_t)(L - lbase));
-            uint32_t dk = keys[i] - prev;
-            prev = keys[i];
-            hist[codec_bitlen(dk)]++;
-            delta[d++] = dk;
+        uint32_t thr_bits;
+        memcpy(&thr_bits, &thr, 4);
+        /* Bucket table: a float's top bits (exponent and m mantissa bits)
+         * locate it within less than one level, so L is the bucket's level
+         * at its low end, or one less (one compare against f[L-1]). Needs
+         * buckets narrower than a level, (1 + 2^-m) < b, and normal floats. */
+        int m = 0;
+        while (m <= 16 && 1.0 + ldexp(1.0, -m) >= b * (1 - 1e-6))
+            m++;
+        int sh = 23 - m;
+        uint32_t mx_bits;
+        memcpy(&mx_bits, &mx, 4);
+        uint32_t base = m <= 16 ? thr_bits & ~((1u << sh) - 1) : 0;
+        size_t nb = m <= 16 ? (size_t)((mx_bits - base) >> sh) + 1 : 0;
+        int use_tab = m <= 16 && thr_bits >= 0x00800000u && nb <= n / 4 && nb <= 65536;
+        uint8_t *bucket = NULL;
+        float fm1[257]; /* fm1[L] = f[L-1], fm1[0] = +inf */
+        if (use_tab) {
+            if (fsgd_codec_scratch(c, n * 5 + 8 + nb) < 0)
+                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "fastsgd: out of memory");
+            delta = c->scratch;
+            codes = (uint8_t *)(delta + n);
+            bucket = codes + n;
+            fm1[0] = INFINITY;
+            for (int L = 1; L <= lhi; L++)
+                fm1[L] = f[L - 1];
+            int L = lhi;
+            for (size_t j = 0; j < nb; j++) {
+                uint32_t lob = base + (uint32_t)(j << sh);
+                float lo;
+                memcpy(&lo, &lob, 4);
+                if (lo < thr)
+                    lo = thr;
+                while (L > lbase && f[L - 1] <= lo)
+                    L--;
+                bucket[j] = (uint8_t)L;
+            }
+            uint32_t prev = 0;
+            for (i = 0; i < n; i++) {
+                float a = fabsf(vals[i]);
+                if (!(a >= thr))
+                    continue;
+                uint32_t u;
+                memcpy(&u, &vals[i], 4);
+                int Lb = bucket[((u & 0x7fffffffu) - base) >> sh];
+                Lb -= fm1[Lb] <= a;
+                codes[d] = (uint8_t)((u >> 31) << 7 | (uint32_t)(Lb - lbase));
+                uint32_t dk = keys[i] - prev;
+                prev = keys[i];
+                orall |= dk;
+                delta[d++] = dk;
+            }
+        } else {
+            const float lS = fast_log2(S), inv = (float)(1.0 / log2(b));
+            uint32_t prev = 0;
+            for (i = 0; i < n; i++) {
+                float a = fabsf(vals[i]);
+                if (!(a >= thr))
+                    continue;
+                /* L = ceil(log_b(S/a)) guessed from the bits, then made exact:
+                 * the smallest L with f[L] <= a. */
+                float x = (lS - fast_log2(a)) * inv;
+                int L = (int)x;
+                L += x > (float)L;
+                L = L < lbase ? lbase : (L > lhi ? lhi : L);
+                while (L > lbase && f[L - 1] <= a)
+                    L--;
+                while (f[L] > a)
+                    L++;
+                uint32_t u;
+                memcpy(&u, &vals[i], 4);
+                codes[d] = (uint8_t)((u >> 31) << 7 | (uint32_t)(L - lbase));
+                uint32_t dk = keys[i] - prev;
+                prev = keys[i];
+                orall |= dk;
+                delta[d++] = dk;
+            }
         }
     }
 
     uint8_t lens[32];
-    int M = 0;
-    for (int j = 0; j <= 32; j++)
-        if (hist[j])
-            M = j;
+    int M = codec_bitlen(orall);
     uint64_t key_bits;
     if (optimal) {
+        /* four partial histograms: repeated bins would serialise on one counter */
+        uint64_t h4[4][33] = {{0}};
+        size_t t = 0;
+        for (; t + 4 <= d; t += 4) {
+            h4[0][codec_bitlen(delta[t])]++;
+            h4[1][codec_bitlen(delta[t + 1])]++;
+            h4[2][codec_bitlen(delta[t + 2])]++;
+            h4[3][codec_bitlen(delta[t + 3])]++;
+        }
+        for (; t < d; t++)
+            h4[0][codec_bitlen(delta[t])]++;
+        for (int j = 0; j <= 32; j++)
+            hist[j] = h4[0][j] + h4[1][j] + h4[2][j] + h4[3][j];
         key_bits = fsgd_fastsgd_optimal_lengths(hist, l, lens);
     } else {
         fsgd_fastsgd_paper_lengths(M, l, lens);
-        key_bits = fsgd_fastsgd_key_bits(hist, l, lens);
+        key_bits = (uint64_t)d * (uint64_t)(l + M); /* an upper bound until the keys are written */
     }
     size_t key_bytes = (size_t)((key_bits + 7) / 8);
     size_t need = hdr + d + key_bytes;
@@ -255,14 +320,19 @@ static int fs_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, s
         lvl[j] = (uint8_t)k;
     }
     bitw_t w = {body + hdr + d, 0, 0};
+    uint64_t bits = 0;
     for (size_t t = 0; t < d; t++) {
         uint32_t dk = delta[t];
         int li = lvl[codec_bitlen(dk)];
         bitw_put(&w, (uint64_t)li, l);
         bitw_put(&w, dk, lens[li]);
+        bits += (uint64_t)(l + lens[li]);
     }
     uint8_t *end = bitw_end(&w);
-    (void)end;
+    key_bits = bits;
+    key_bytes = (size_t)(end - (body + hdr + d));
+    need = hdr + d + key_bytes;
+    fsgd_le_put32(body + 12, (uint32_t)key_bytes);
 
     if (sent) {
         uint32_t k = 0;
