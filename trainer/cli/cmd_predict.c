@@ -1,6 +1,7 @@
 /* fsgd predict: score LIBSVM rows with a model file, one score per line, and
  * report metrics of the scores against the file's labels on stderr. */
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,9 @@ int fsgd_cmd_predict(int argc, char **argv)
         fsgd_model_free(&m);
         return 1;
     }
+    /* Scores in the C locale whatever the process locale (thread-local switch). */
+    locale_t c_loc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    locale_t old_loc = c_loc ? uselocale(c_loc) : (locale_t)0;
     fsgd_csr_t batch = {0};
     double *margin = NULL, *label = NULL;
     size_t n = 0, cap = 0;
@@ -202,6 +206,10 @@ int fsgd_cmd_predict(int argc, char **argv)
         print_metrics(&m, a.data, margin, label, n);
     if (status == 0 && n == 0 && !a.quiet)
         fprintf(stderr, "fsgd predict: %s: no rows\n", a.data);
+    if (c_loc) {
+        uselocale(old_loc);
+        freelocale(c_loc);
+    }
     free(margin);
     free(label);
     fsgd_csr_free(&batch);
