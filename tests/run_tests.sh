@@ -6,6 +6,7 @@ BUILD=${BUILD:-build}
 export FSGD=${FSGD:-bin/fsgd}
 export FSGD_DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/.." && pwd)/../shared/data}
 passed=0 failed=0 failures=()
+logdir=$(mktemp -d); trap 'rm -rf "$logdir"' EXIT
 
 for t in "$BUILD"/unit/test_*; do
     [ -x "$t" ] || continue
@@ -30,19 +31,19 @@ for r in "$BUILD"/fuzz-replay/fuzz_*; do
     [ -x "$r" ] || continue
     name=$(basename "$r")
     corpus=tests/fuzz/corpus/${name#fuzz_}
-    if "$r" "$corpus" >/tmp/fsgd-replay.log 2>&1; then
-        passed=$((passed + 1)); echo "ok   $r $(tail -1 /tmp/fsgd-replay.log)"
+    if "$r" "$corpus" >"$logdir/replay.log" 2>&1; then
+        passed=$((passed + 1)); echo "ok   $r $(tail -1 "$logdir/replay.log")"
     else
-        failed=$((failed + 1)); failures+=("$r"); cat /tmp/fsgd-replay.log
+        failed=$((failed + 1)); failures+=("$r"); cat "$logdir/replay.log"
     fi
 done
 
 for s in tests/integration/*.sh; do
     [ -f "$s" ] || continue
-    if BUILD=$BUILD bash "$s" >/tmp/fsgd-integ.log 2>&1; then
+    if BUILD=$BUILD bash "$s" >"$logdir/integ.log" 2>&1; then
         passed=$((passed + 1)); echo "ok   $s"
     else
-        failed=$((failed + 1)); failures+=("$s"); cat /tmp/fsgd-integ.log
+        failed=$((failed + 1)); failures+=("$s"); cat "$logdir/integ.log"
     fi
 done
 
