@@ -656,10 +656,10 @@ static int create_in(cuda_state_t *s, uint64_t dim, const float *host_theta, cha
     const char *env = getenv("FSGD_CUDA_CACHE_MB");
     if (env && *env) {
         char *end;
-        unsigned long long mb = strtoull(env, &end, 10);
-        if (*end)
+        double mb = strtod(env, &end);
+        if (*end || !(mb >= 0 && mb < 1e9))
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "cuda: FSGD_CUDA_CACHE_MB='%s' is not a number of MiB", env);
-        s->cache_budget = (size_t)mb << 20;
+        s->cache_budget = (size_t)(mb * 1048576.0);
     } else {
         size_t free_b = 0, total_b = 0;
         CU_TRY(cudaMemGetInfo(&free_b, &total_b));
