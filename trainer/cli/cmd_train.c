@@ -72,6 +72,12 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
     progress_ctx_t *ctx = p;
     if (ctx->job->quiet)
         return;
+    if (end_of_epoch < 0) {
+        fprintf(stderr, "fsgd: backend %s%s, codec %s, %d threads\n", s->backend,
+                strcmp(ctx->job->backend, "auto") ? "" : " (picked by backend: auto)", ctx->job->codec,
+                ctx->job->threads);
+        return;
+    }
     double rows_s = s->seconds > 0 ? (double)s->rows / s->seconds : 0;
     double ratio = s->wire_bytes ? (double)s->raw_bytes / (double)s->wire_bytes : 0;
     double bytes_step = s->steps ? (double)s->wire_bytes / (double)s->steps : 0;

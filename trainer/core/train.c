@@ -262,6 +262,11 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         return rc;
     }
 
+    snprintf(stats->backend, sizeof stats->backend, "%s (%s)", fsgd_backend_name(t.workers[0].backend),
+             fsgd_backend_device(t.workers[0].backend));
+    if (progress)
+        progress(ctx, stats, -1);
+
     size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)rows.n_rows);
     if (B < 1)
         B = 1;

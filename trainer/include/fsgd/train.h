@@ -27,9 +27,11 @@ typedef struct fsgd_train_stats {
     fsgd_metrics_t test;            /* last evaluation (n == 0 before the first) */
     double time_to_target;          /* seconds when test AUC first reached job->target_auc, -1 if not */
     double best_test_auc;
+    char backend[128];              /* the backend in use and its device ("auto" resolved) */
 } fsgd_train_stats_t;
 
-/* Called about once a second and at every epoch end (end_of_epoch = 1). */
+/* Called once before the first step (end_of_epoch = -1: setup done, stats->backend set),
+ * about once a second and at every epoch end (end_of_epoch = 1). */
 typedef void (*fsgd_train_progress_fn)(void *ctx, const fsgd_train_stats_t *s, int end_of_epoch);
 
 /* Trains on `train` (test may be NULL or empty) with the job's settings.
