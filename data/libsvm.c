@@ -73,7 +73,30 @@ static const double pow10_tab[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1
 /* Parses a decimal floating-point number [+-]digits[.digits][(e|E)[+-]digits]
  * starting at p. Returns the end of the number, or NULL when there is no
  * number there. The result equals strtod's (correctly rounded). */
-static const char *parse_double(const char *p, const char *e, double *out)
+/* Hard case: strtod on a NUL-terminated copy of [start, end) (C locale
+ * assumed). Out of line: rare, and it keeps the fast path small. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static double slow_strtod(const char *start, const char *end)
+{
+    size_t len = (size_t)(end - start);
+    char small[128];
+    char *tmp = len < sizeof small ? small : malloc(len + 1);
+    if (!tmp)
+        return NAN; /* reported as not a finite number */
+    memcpy(tmp, start, len);
+    tmp[len] = '\0';
+    double d = strtod(tmp, NULL);
+    if (tmp != small)
+        free(tmp);
+    return d;
+}
+
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline const char *parse_double(const char *p, const char *e, double *out)
 {
     const char *start = p;
     int neg = 0;
@@ -142,19 +165,7 @@ static const char *parse_double(const char *p, const char *e, double *out)
         *out = neg ? -d : d;
         return p;
     }
-    /* Hard case: strtod on a NUL-terminated copy (C locale assumed). */
-    size_t len = (size_t)(p - start);
-    char small[128];
-    char *tmp = len < sizeof small ? small : malloc(len + 1);
-    if (!tmp) {
-        *out = NAN; /* reported as not a finite number */
-        return p;
-    }
-    memcpy(tmp, start, len);
-    tmp[len] = '\0';
-    *out = strtod(tmp, NULL);
-    if (tmp != small)
-        free(tmp);
+    *out = slow_strtod(start, p);
     return p;
 }
 
