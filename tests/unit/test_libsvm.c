@@ -9,6 +9,7 @@
 
 #include "fsgd/csr.h"
 #include "fsgd/error.h"
+#include "fsgd/gen.h"
 #include "fsgd/libsvm.h"
 #include "testlib.h"
 
@@ -643,12 +644,33 @@ static int run_sklearn(const char **inputs, const char **outputs, size_t n)
 
 static void test_sklearn_real(void)
 {
-    const char *names[] = {"a9a", "a9a.t", "w8a", "ijcnn1", "ijcnn1.t", "reuters", "reuters.t"};
+    /* The real datasets, plus generated data with real values (3-decimal
+     * values, labels from the linear model, ids up to 2^20). */
+    const char *names[] = {"a9a", "a9a.t", "w8a", "ijcnn1", "ijcnn1.t", "reuters", "reuters.t", "gen"};
     const size_t n = sizeof names / sizeof *names;
-    const char *in[7], *outp[7];
-    char paths[7][2][512];
+    const char *in[8], *outp[8];
+    char paths[8][2][512];
     for (size_t i = 0; i < n; i++) {
-        const char *p = fsgd_test_data(names[i]);
+        const char *p;
+        if (!strcmp(names[i], "gen")) {
+            p = fsgd_test_tmp("gen.svm");
+            fsgd_gen_opts_t o;
+            fsgd_gen_opts_default(&o);
+            o.dim = 1u << 20;
+            o.real_values = 1;
+            o.model = FSGD_GEN_LINEAR;
+            o.noise = 0.5;
+            o.seed = fsgd_test_seed();
+            char gerr[256];
+            fsgd_gen_t *g = fsgd_gen_new(&o, gerr, sizeof gerr);
+            FILE *f = fopen(p, "wb");
+            CU_ASSERT_FATAL(g && f);
+            CU_ASSERT_EQUAL(fsgd_gen_write(g, f, 5000, NULL, NULL, gerr, sizeof gerr), 0);
+            fclose(f);
+            fsgd_gen_destroy(g);
+        } else {
+            p = fsgd_test_data(names[i]);
+        }
         CU_ASSERT_PTR_NOT_NULL_FATAL(p);
         snprintf(paths[i][0], 512, "%s", p);
         snprintf(paths[i][1], 512, "%s", fsgd_test_tmp(names[i]));
