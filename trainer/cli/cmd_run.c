@@ -281,10 +281,21 @@ int fsgd_cmd_run(int argc, char **argv)
                             WEXITSTATUS(st));
             }
         if (workers_alive == 0) {
-            fsgd_cli_error("run: every worker has exited; stopping the aggregator");
-            kill(agg, SIGTERM);
-            waitpid(agg, &st, 0);
-            agg_status = 1;
+            /* Workers leave after the final model: give the aggregator a
+             * moment to finish writing before calling it a failure. */
+            double until = now_s() + 10;
+            while (now_s() < until && waitpid(agg, &st, WNOHANG) == 0) {
+                struct timespec ns = {0, 20 * 1000000};
+                nanosleep(&ns, NULL);
+            }
+            if (waitpid(agg, &st, WNOHANG) == 0 && kill(agg, 0) == 0) {
+                fsgd_cli_error("run: every worker has exited; stopping the aggregator");
+                kill(agg, SIGTERM);
+                waitpid(agg, &st, 0);
+                agg_status = 1;
+            } else {
+                agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            }
         }
     }
     if (agg_status != 0 && agg > 0)

@@ -668,8 +668,10 @@ static void agg_free(agg_t *a)
         rd_kafka_consumer_close(a->scan_c);
         rd_kafka_destroy(a->scan_c);
     }
-    if (a->prod)
+    if (a->prod) {
+        rd_kafka_purge(a->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
         rd_kafka_destroy(a->prod);
+    }
     for (uint32_t p = 0; a->rows_at && p < a->st.nparts; p++)
         free(a->rows_at[p]);
     free(a->rows_at);

@@ -285,6 +285,13 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
     w->gen = f.gen;
     w->step = f.step;
     w->final = (f.flags & FSGD_KFLAG_FINAL) != 0;
+    if (w->final && !(w->sent_gen == f.gen)) {
+        /* The final model of an earlier job on the same topics: only the end
+         * of the log counts for a worker that took no part. */
+        int64_t lo, hi;
+        if (rd_kafka_query_watermark_offsets(w->model_c, w->tmodel, 0, &lo, &hi, 5000) == 0 && m->offset + 1 < hi)
+            w->final = 0;
+    }
     if (w->sent_at > 0 && w->sent_gen == f.gen && w->sent_step == f.step) {
         w->stats->t_wait += now_s() - w->sent_at;
         w->sent_at = 0;
@@ -453,8 +460,8 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
         if (ready && !w->final)
             rc = do_step(w);
     }
-    if (w->prod)
-        fsgd_kbus_flush(w->prod, 5000, NULL, 0);
+    if (w->prod && fsgd_kbus_flush(w->prod, 5000, NULL, 0) < 0)
+        rd_kafka_purge(w->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     if (w->group) {
         rd_kafka_consumer_close(w->group);
         rd_kafka_destroy(w->group);

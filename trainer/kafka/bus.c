@@ -65,6 +65,8 @@ static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *
     int rc = set(c, "bootstrap.servers", brokers, err, errsz);
     rc = rc ? rc : set(c, "socket.nagle.disable", "true", err, errsz);
     rc = rc ? rc : set(c, "topic.metadata.refresh.interval.ms", "10000", err, errsz);
+    /* A broker back after seconds is reconnected within a second. */
+    rc = rc ? rc : set(c, "reconnect.backoff.max.ms", "1000", err, errsz);
     if (kind == FSGD_KCLIENT_PRODUCER) {
         /* Gradients and model messages: send at once; duplicates from retries
          * are dropped by the receivers (KAFKA_FORMAT.md), so no idempotence. */
@@ -73,6 +75,7 @@ static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *
         rc = rc ? rc : set(c, "enable.idempotence", "false", err, errsz);
         rc = rc ? rc : set(c, "max.in.flight.requests.per.connection", "1", err, errsz);
         rc = rc ? rc : set(c, "message.max.bytes", "1000000", err, errsz);
+        rc = rc ? rc : set(c, "message.timeout.ms", "60000", err, errsz);
     } else if (kind == FSGD_KCLIENT_DATA_PRODUCER) {
         rc = rc ? rc : set(c, "linger.ms", "5", err, errsz);
         rc = rc ? rc : set(c, "batch.num.messages", "10000", err, errsz);
