@@ -1,0 +1,253 @@
+/* Kafka bus: frames (every field checked, CRC), reassembly of chunks in any
+ * order, duplicate dropping by (kind, gen, sender, step, chunk), model
+ * reassembly from a stream of frames, and chunked sends through the embedded
+ * cluster read back with gap detection. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
+#include "fsgd/kbus.h"
+#include "fsgd/le.h"
+#include "testlib.h"
+
+static size_t make_frame(uint8_t *out, uint8_t kind, uint32_t sender, uint64_t step, uint32_t chunk, uint32_t n,
+                         const uint8_t *body, uint32_t len)
+{
+    fsgd_kframe_t f = {.kind = kind, .gen = 7, .sender = sender, .step = step, .chunk = chunk, .nchunks = n,
+                       .body = body, .body_len = len};
+    return fsgd_kframe_write(out, &f);
+}
+
+static void test_frame_roundtrip(void)
+{
+    uint8_t body[100], buf[200];
+    for (int i = 0; i < 100; i++)
+        body[i] = (uint8_t)(i * 7);
+    size_t n = make_frame(buf, FSGD_KMSG_GRAD, 3, 42, 1, 2, body, 100);
+    CU_ASSERT_EQUAL(n, 100 + FSGD_KFRAME_OVERHEAD);
+    fsgd_kframe_t f;
+    size_t used = 0;
+    char err[256];
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(buf, n, &f, &used, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(used, n);
+    CU_ASSERT_EQUAL(f.sender, 3);
+    CU_ASSERT_EQUAL(f.step, 42);
+    CU_ASSERT_EQUAL(f.chunk, 1);
+    CU_ASSERT_EQUAL(f.nchunks, 2);
+    CU_ASSERT_EQUAL(f.gen, 7);
+    CU_ASSERT_EQUAL(memcmp(f.body, body, 100), 0);
+}
+
+static void test_frame_rejects(void)
+{
+    uint8_t body[16] = {1, 2, 3}, buf[64], bad[64];
+    size_t n = make_frame(buf, FSGD_KMSG_DELTA, 1, 1, 0, 1, body, sizeof body);
+    fsgd_kframe_t f;
+    char err[256];
+    /* every truncation */
+    for (size_t k = 0; k < n; k++)
+        CU_ASSERT(fsgd_kframe_parse(buf, k, &f, NULL, err, sizeof err) < 0);
+    /* every single-bit flip is caught (field checks or the CRC) */
+    uint64_t seed = fsgd_test_seed();
+    for (size_t k = 0; k < n * 8; k++) {
+        memcpy(bad, buf, n);
+        bad[k / 8] ^= (uint8_t)(1u << (k % 8));
+        CU_ASSERT(fsgd_kframe_parse(bad, n, &f, NULL, err, sizeof err) < 0);
+    }
+    (void)seed;
+    memcpy(bad, buf, n);
+    bad[4] = 9;
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(bad, n, &f, NULL, err, sizeof err), FSGD_E_VERSION);
+    FSGD_ASSERT_CONTAINS(err, "version");
+    memcpy(bad, buf, n);
+    bad[n - 1] ^= 1;
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(bad, n, &f, NULL, err, sizeof err), FSGD_E_CRC);
+    /* chunk >= nchunks with a valid CRC */
+    n = make_frame(bad, FSGD_KMSG_GRAD, 1, 1, 2, 2, body, 4);
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(bad, n, &f, NULL, err, sizeof err), FSGD_E_FORMAT);
+    FSGD_ASSERT_CONTAINS(err, "chunk 2 of 2");
+}
+
+static void test_reassembly_and_dups(void)
+{
+    fsgd_kasm_t *a = fsgd_kasm_new();
+    uint8_t body[30], fr[3][64];
+    for (int i = 0; i < 30; i++)
+        body[i] = (uint8_t)i;
+    size_t len[3];
+    for (uint32_t c = 0; c < 3; c++)
+        len[c] = make_frame(fr[c], FSGD_KMSG_GRAD, 5, 9, c, 3, body + 10 * c, 10);
+    const int order[3] = {2, 0, 1};
+    const uint8_t *out;
+    size_t olen;
+    char err[256];
+    for (int i = 0; i < 3; i++) {
+        fsgd_kframe_t f;
+        CU_ASSERT_EQUAL(fsgd_kframe_parse(fr[order[i]], len[order[i]], &f, NULL, err, sizeof err), 0);
+        int r = fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err);
+        CU_ASSERT_EQUAL(r, i < 2 ? FSGD_KASM_PENDING : FSGD_KASM_DONE);
+        if (i == 0) /* the same chunk again while pending */
+            CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_KASM_DUP);
+    }
+    CU_ASSERT_EQUAL(olen, 30);
+    CU_ASSERT_EQUAL(memcmp(out, body, 30), 0);
+    /* any chunk of a completed message is a duplicate */
+    for (int c = 0; c < 3; c++) {
+        fsgd_kframe_t f;
+        fsgd_kframe_parse(fr[c], len[c], &f, NULL, err, sizeof err);
+        CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_KASM_DUP);
+    }
+    /* same step from another sender is not a duplicate */
+    uint8_t other[64];
+    size_t ol = make_frame(other, FSGD_KMSG_GRAD, 6, 9, 0, 1, body, 5);
+    fsgd_kframe_t f;
+    fsgd_kframe_parse(other, ol, &f, NULL, err, sizeof err);
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_KASM_DONE);
+    /* inconsistent chunk count */
+    ol = make_frame(other, FSGD_KMSG_GRAD, 8, 1, 0, 2, body, 5);
+    fsgd_kframe_parse(other, ol, &f, NULL, err, sizeof err);
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_KASM_PENDING);
+    ol = make_frame(other, FSGD_KMSG_GRAD, 8, 1, 1, 3, body, 5);
+    fsgd_kframe_parse(other, ol, &f, NULL, err, sizeof err);
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_E_FORMAT);
+    fsgd_kasm_destroy(a);
+    fsgd_kasm_destroy(NULL);
+}
+
+/* Builds a model message body: step state (1 partition) + snapshot or delta. */
+static size_t state_body(uint8_t *p)
+{
+    fsgd_le_put32(p, 1);      /* epoch */
+    fsgd_le_put32(p + 4, 1);  /* nparts */
+    fsgd_le_put64(p + 8, 0);  /* adam t */
+    fsgd_le_put64(p + 16, 0); /* start */
+    fsgd_le_put64(p + 24, 0); /* pos */
+    fsgd_le_put64(p + 32, 5); /* end */
+    fsgd_le_put32(p + 40, 5); /* quota */
+    return 44;
+}
+
+static void test_model_stream(void)
+{
+    uint8_t body[256], stream[2048];
+    size_t sl = 0, n = state_body(body);
+    /* snapshot: logistic, bias, dim 3 -> 4 weights */
+    fsgd_le_put32(body + n, 1);
+    fsgd_le_put32(body + n + 4, 1);
+    fsgd_le_putf32(body + n + 8, 1.0f);
+    fsgd_le_put64(body + n + 12, 3);
+    fsgd_le_put64(body + n + 20, 4);
+    for (int i = 0; i < 4; i++)
+        fsgd_le_putf32(body + n + 28 + 4 * i, (float)i);
+    fsgd_kframe_t f = {.kind = FSGD_KMSG_SNAPSHOT, .gen = 2, .step = 0, .nchunks = 1, .body = body,
+                       .body_len = (uint32_t)(n + 44)};
+    sl += fsgd_kframe_write(stream + sl, &f);
+    /* delta step 1: key 2 -> 9.5, sent in two chunks */
+    n = state_body(body);
+    fsgd_le_put64(body + n, 1);
+    fsgd_le_put32(body + n + 8, 2);
+    fsgd_le_putf32(body + n + 12, 9.5f);
+    size_t dl = n + 16;
+    fsgd_kframe_t d1 = {.kind = FSGD_KMSG_DELTA, .gen = 2, .step = 1, .chunk = 0, .nchunks = 2, .body = body,
+                        .body_len = 10};
+    fsgd_kframe_t d2 = d1;
+    d2.chunk = 1;
+    d2.body = body + 10;
+    d2.body_len = (uint32_t)(dl - 10);
+    sl += fsgd_kframe_write(stream + sl, &d1);
+    size_t dup_at = sl;
+    sl += fsgd_kframe_write(stream + sl, &d2);
+    memcpy(stream + sl, stream + dup_at, sl - dup_at); /* a duplicated chunk */
+    sl += sl - dup_at;
+    fsgd_model_t m;
+    uint64_t step;
+    char err[256];
+    CU_ASSERT_EQUAL(fsgd_model_assemble_stream(stream, sl, 0, &m, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(step, 1);
+    CU_ASSERT_EQUAL(m.dim, 3);
+    CU_ASSERT_EQUAL(m.has_bias, 1);
+    CU_ASSERT_EQUAL(m.w[1], 1.0f);
+    CU_ASSERT_EQUAL(m.w[2], 9.5f);
+    CU_ASSERT_EQUAL(m.w[3], 3.0f);
+    fsgd_model_free(&m);
+    /* without the final snapshot, the strict mode refuses */
+    CU_ASSERT_EQUAL(fsgd_model_assemble_stream(stream, sl, 1, &m, &step, err, sizeof err), FSGD_E_TRUNCATED);
+    FSGD_ASSERT_CONTAINS(err, "final snapshot");
+    /* a cut stream is an error naming the byte */
+    CU_ASSERT(fsgd_model_assemble_stream(stream, sl - 3, 0, &m, &step, err, sizeof err) < 0);
+    FSGD_ASSERT_CONTAINS(err, "at byte");
+}
+
+typedef struct collect {
+    int64_t first, last;
+    size_t n, bytes;
+} collect_t;
+
+static int on_msg(void *ctx, int32_t p, int64_t off, const void *val, size_t len, char *err, size_t errsz)
+{
+    collect_t *c = ctx;
+    if (!c->n)
+        c->first = off;
+    c->last = off;
+    c->n++;
+    c->bytes += len;
+    fsgd_kframe_t f;
+    return fsgd_kframe_parse(val, len, &f, NULL, err, errsz);
+}
+
+static void test_mock_send_read(void)
+{
+    char err[512];
+    fsgd_kmock_t *m = fsgd_kmock_new(1, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(fsgd_kmock_topic(m, "t.grads", 1, 0, err, sizeof err), 0);
+    rd_kafka_t *p = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, fsgd_kmock_bootstraps(m), NULL, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    size_t len = 1300 * 1000; /* 1.3 MB: 3 chunks of at most 512 KiB */
+    uint8_t *body = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        body[i] = (uint8_t)(i * 31);
+    fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .gen = 1, .sender = 4, .step = 3};
+    uint64_t wire = 0;
+    CU_ASSERT_EQUAL(fsgd_kbus_send(p, "t.grads", 0, "t", &h, body, len, 0, &wire, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_kbus_flush(p, 10000, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(wire, len + 3 * FSGD_KFRAME_OVERHEAD);
+    rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, fsgd_kmock_bootstraps(m), NULL, err, sizeof err);
+    int64_t lo, hi;
+    CU_ASSERT_EQUAL(fsgd_kbus_watermarks(c, "t.grads", 0, &lo, &hi, 5000, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(lo, 0);
+    CU_ASSERT_EQUAL(hi, 3);
+    collect_t col = {0};
+    CU_ASSERT_EQUAL(fsgd_kbus_read_range(c, "t.grads", 0, 0, hi, 5000, on_msg, &col, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(col.n, 3);
+    CU_ASSERT_EQUAL(col.bytes, wire);
+    /* reading past the end of the log times out with a clear message */
+    memset(&col, 0, sizeof col);
+    CU_ASSERT_EQUAL(fsgd_kbus_read_range(c, "t.grads", 0, 0, hi + 2, 500, on_msg, &col, err, sizeof err),
+                    FSGD_E_TIMEOUT);
+    FSGD_ASSERT_CONTAINS(err, "no data");
+    free(body);
+    rd_kafka_consumer_close(c);
+    rd_kafka_destroy(c);
+    rd_kafka_destroy(p);
+    fsgd_kmock_destroy(m);
+    fsgd_kmock_destroy(NULL);
+}
+
+void fsgd_test_register(void)
+{
+    static const fsgd_test_case_t frame[] = {
+        {"frame round trip", test_frame_roundtrip},
+        {"frame rejects truncation, bit flips, bad fields", test_frame_rejects},
+        {"chunk reassembly and duplicate dropping", test_reassembly_and_dups},
+        {"model reassembly from a frame stream", test_model_stream},
+        {NULL, NULL},
+    };
+    static const fsgd_test_case_t mock[] = {
+        {"chunked send and range read on the embedded cluster", test_mock_send_read},
+        {NULL, NULL},
+    };
+    fsgd_test_suite("kafka frames", frame);
+    fsgd_test_suite("kafka embedded cluster", mock);
+}
