@@ -704,6 +704,14 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         !(a.scan_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)) ||
         !(a.grads_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
         rc = FSGD_E_KAFKA;
+    /* Make sure the job's topics exist on a real cluster (fsgd run creates
+     * them on the embedded one); errors are not fatal here: the metadata
+     * lookups below say what is missing. */
+    for (int i = 0; !rc && i < 2; i++) {
+        const char *t = i ? a.tmodel : a.tgrads;
+        if (fsgd_kbus_partitions(a.prod, t, 2000, NULL, 0) < 0)
+            fsgd_kbus_create_topic(a.prod, t, 1, NULL, 0);
+    }
     if (!rc)
         rc = scan_data(&a);
     if (!rc && job->test[0]) {
