@@ -292,6 +292,78 @@ static void check_devices(const char *label, const fsgd_csr_t *batches, size_t n
     fsgd_sparse_free(&again);
 }
 
+/* fsgd_backend_gradient_encoded gives fsgd_codec_encode's message (bytes,
+ * statistics, error feedback state) of the backend's own gradient: on the
+ * CPU through the codec library, on a device by the device encoder for
+ * fastsgd (ef=0), with the Σ|v| decided by the device tree and, forced, by
+ * the CPU-lane fallback. Device part skipped without a device. */
+static void check_encoded(const char *label, const fsgd_csr_t *batches, size_t nb, uint64_t dim, const float *theta)
+{
+    static const char *const specs[] = {"fastsgd", "fastsgd:levels=optimal,l=3", "fastsgd:b=1.01,tau=255,l=1",
+                                        "fastsgd:b=2,tau=20,l=5", "fastsgd:ef=1", "none"};
+    const size_t nspecs = sizeof specs / sizeof *specs;
+    char why[512] = "", err[512] = "";
+    int have_dev = cuda_usable(why, sizeof why);
+    if (!have_dev)
+        printf("\n  %s: device encoder skipped: no CUDA device (%s)\n", label, why);
+    for (int bk = 0; bk < (have_dev ? 3 : 1); bk++) { /* cpu, cuda, cuda with the lane fallback forced */
+        if (bk == 2)
+            setenv("FSGD_FASTSGD_DEVICE_LANES", "1", 1);
+        fsgd_backend_t *b = fsgd_backend_new(bk ? "cuda" : "cpu", dim, theta, err, sizeof err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        size_t compared = 0, on_dev = 0;
+        for (size_t si = 0; si < nspecs; si++) {
+            fsgd_codec_t *ca = fsgd_codec_new(specs[si], dim, err, sizeof err);
+            fsgd_codec_t *cb = fsgd_codec_new(specs[si], dim, err, sizeof err);
+            CU_ASSERT_FATAL(ca && cb);
+            int want_dev = bk && strncmp(specs[si], "fastsgd", 7) == 0 && !strstr(specs[si], "ef=1");
+            CU_ASSERT_EQUAL(fsgd_backend_encodes_on_device(b, cb), want_dev);
+            fsgd_sparse_t g = {0};
+            for (int round = 0; round < 2; round++)
+                for (size_t bi = 0; bi < nb; bi++) {
+                    fsgd_loss_kind_t loss = losses[(bi + si) % 3];
+                    double scale = 1.0 / (double)(batches[bi].n_rows + 1), l2 = bi % 2 ? 1e-3 : 0;
+                    double ls_a = 0, ls_b = 0;
+                    CU_ASSERT_FATAL(grad_of(b, &batches[bi], (int64_t)bi, loss, scale, l2, &g, &ls_a) == 0);
+                    size_t cap = fsgd_backend_encoded_bound(cb, &batches[bi]);
+                    CU_ASSERT_TRUE(cap >= fsgd_codec_bound(ca, g.n));
+                    uint8_t *ma = malloc(cap), *mb = malloc(cap);
+                    CU_ASSERT_FATAL(ma && mb);
+                    size_t la = 0, lb = 0;
+                    CU_ASSERT_FATAL(fsgd_codec_encode(ca, g.keys, g.vals, g.n, ma, cap, &la, err, sizeof err) == 0);
+                    fsgd_grad_request_t req = {.batch = &batches[bi], .batch_id = (int64_t)bi, .loss = loss,
+                                               .scale = scale, .l2 = l2};
+                    int rc = fsgd_backend_gradient_encoded(b, &req, cb, mb, cap, &lb, &ls_b, err, sizeof err);
+                    if (rc < 0)
+                        fprintf(stderr, "\n  %s gradient_encoded %s: %s: %s\n", fsgd_backend_name(b), specs[si],
+                                fsgd_err_name(rc), err);
+                    CU_ASSERT_EQUAL_FATAL(rc, 0);
+                    fsgd_codec_stats_t sa, sb;
+                    fsgd_codec_last_stats(ca, &sa);
+                    fsgd_codec_last_stats(cb, &sb);
+                    int same = la == lb && memcmp(ma, mb, la) == 0 && memcmp(&sa, &sb, sizeof sa) == 0;
+                    if (!same)
+                        fprintf(stderr, "\n  %s %s %s batch %zu: encoded message differs (%zu vs %zu bytes)\n",
+                                label, fsgd_backend_name(b), specs[si], bi, la, lb);
+                    CU_ASSERT_TRUE(same);
+                    CU_ASSERT_TRUE(close_rel(ls_a, ls_b, 1e-12));
+                    compared++;
+                    on_dev += (size_t)want_dev;
+                    free(ma);
+                    free(mb);
+                }
+            fsgd_sparse_free(&g);
+            fsgd_codec_destroy(ca);
+            fsgd_codec_destroy(cb);
+        }
+        printf("\n  %s: %s%s: %zu encoded messages equal to fsgd_codec_encode's (%zu by the device encoder)\n",
+               label, fsgd_backend_device(b), bk == 2 ? " (lane fallback forced)" : "", compared, on_dev);
+        fsgd_backend_destroy(b);
+        if (bk == 2)
+            unsetenv("FSGD_FASTSGD_DEVICE_LANES");
+    }
+}
+
 /* Batches of several sizes from a dataset: single rows, small and large
  * steps, and the whole file. */
 static void run_dataset(const char *name)
@@ -310,6 +382,7 @@ static void run_dataset(const char *name)
     batches[nb++] = slice(&all, 0, all.n_rows);
     check_cpu(batches, nb, dim, theta);
     check_devices(name, batches, nb, dim, theta, &st);
+    check_encoded(name, batches, nb, dim, theta);
     for (size_t i = 0; i < nb; i++)
         fsgd_csr_free(&batches[i]);
     fsgd_csr_free(&all);
@@ -338,6 +411,7 @@ static void test_parity_random_wide(void)
     batches[4] = slice(&batches[1], 0, 0);
     check_cpu(batches, 5, dim, theta);
     check_devices("random wide", batches, 5, dim, theta, &st);
+    check_encoded("random wide", batches, 5, dim, theta);
     for (size_t i = 0; i < 5; i++)
         fsgd_csr_free(&batches[i]);
     free(theta);

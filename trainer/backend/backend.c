@@ -9,6 +9,7 @@
 struct fsgd_backend {
     const fsgd_backend_ops_t *ops;
     void *state;
+    fsgd_sparse_t grad; /* host gradient for backends without gradient_encoded */
 };
 
 static const fsgd_backend_ops_t *find_ops(const char *name) 
@@ -56,6 +57,7 @@ void fsgd_backend_destroy(fsgd_backend_t *b)
     if (!b)
         return;
     b->ops->destroy(b->state);
+    fsgd_sparse_free(&b->grad);
     free(b);
 }
 
@@ -73,6 +75,30 @@ int fsgd_backend_apply(fsgd_backend_t *b, const uint32_t *keys, const float *val
                        size_t errsz)
 {
     return b->ops->apply(b->state, keys, vals, n, err, errsz);
+}
+
+int fsgd_backend_gradient_encoded(fsgd_backend_t *b, const fsgd_grad_request_t *req, fsgd_codec_t *codec,
+                                  uint8_t *out, size_t cap, size_t *out_len, double *loss_sum, char *err,
+                                  size_t errsz)
+{
+    *out_len = 0;
+    if (b->ops->gradient_encoded)
+        return b->ops->gradient_encoded(b->state, req, codec, out, cap, out_len, loss_sum, err, errsz);
+    double loss = 0;
+    FSGD_TRY(b->ops->gradient(b->state, req, &b->grad, &loss, err, errsz));
+    FSGD_TRY(fsgd_codec_encode(codec, b->grad.keys, b->grad.vals, b->grad.n, out, cap, out_len, err, errsz));
+    *loss_sum += loss;
+    return FSGD_E_OK;
+}
+
+size_t fsgd_backend_encoded_bound(const fsgd_codec_t *codec, const fsgd_csr_t *batch)
+{
+    return fsgd_codec_bound(codec, batch->nnz);
+}
+
+int fsgd_backend_encodes_on_device(const fsgd_backend_t *b, const fsgd_codec_t *codec)
+{
+    return b->ops->encodes_on_device ? b->ops->encodes_on_device(b->state, codec) : 0;
 }
 
 const char *fsgd_backend_list(void) { return fsgd_backend_cuda_built ? "cpu cuda" : "cpu"; }

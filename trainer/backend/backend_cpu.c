@@ -16,6 +16,7 @@ typedef struct cpu_state {
     uint8_t *seen;    /* dim entries, 1 for keys touched in the current call */
     uint32_t *touched;
     size_t touched_cap;
+    fsgd_sparse_t grad; /* gradient_encoded's gradient */
 } cpu_state_t;
 
 static int cpu_available(char *err, size_t errsz)
@@ -33,6 +34,7 @@ static void cpu_destroy(void *p)
     free(s->acc);
     free(s->seen);
     free(s->touched);
+    fsgd_sparse_free(&s->grad);
     free(s);
 }
 
@@ -123,6 +125,19 @@ static int cpu_apply(void *p, const uint32_t *keys, const float *vals, size_t n,
     return FSGD_E_OK;
 }
 
+/* The gradient, then the codec library's encoder. */
+static int cpu_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_codec_t *codec, uint8_t *out,
+                                size_t cap, size_t *out_len, double *loss_sum, char *err, size_t errsz)
+{
+    cpu_state_t *s = p;
+    double loss = 0;
+    *out_len = 0;
+    FSGD_TRY(cpu_gradient(s, req, &s->grad, &loss, err, errsz));
+    FSGD_TRY(fsgd_codec_encode(codec, s->grad.keys, s->grad.vals, s->grad.n, out, cap, out_len, err, errsz));
+    *loss_sum += loss;
+    return FSGD_E_OK;
+}
+
 const fsgd_backend_ops_t fsgd_backend_cpu_ops = {
     .name = "cpu",
     .available = cpu_available,
@@ -131,4 +146,5 @@ const fsgd_backend_ops_t fsgd_backend_cpu_ops = {
     .device = cpu_device,
     .gradient = cpu_gradient,
     .apply = cpu_apply,
+    .gradient_encoded = cpu_gradient_encoded,
 };

@@ -38,6 +38,7 @@
 #include <math_constants.h>
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
 
 #include <limits.h>
@@ -46,8 +47,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Outside extern "C": it includes <math.h>, which is C++ under nvcc. */
+#include "fastsgd_device_math.h"
+
 extern "C" {
 #include "backend_cuda.h"
+#include "fastsgd_device.h"
 #include "backend_impl.h"
 #include "fsgd/error.h"
 #include "fsgd/loss.h"
@@ -283,6 +288,10 @@ typedef struct cuda_state {
     dbuf_t col_raw, sorted, uniq, valf, nsel, cub_ws, conv_ws;
     /* apply staging */
     dbuf_t akeys, avals;
+    /* FastSGD device encoder: summary + level table + partials, per-value
+     * arrays, cub scan workspace, key words; host gradient for other codecs */
+    dbuf_t enc_small, enc_arr, enc_ws, enc_words;
+    fsgd_sparse_t host_grad;
     int32_t *h_rowptr;
     size_t h_rowptr_cap;
 } cuda_state_t;
@@ -620,7 +629,9 @@ static void cuda_destroy(void *p)
     entry_release(&s->scratch);
     dbuf_t *bufs[] = {&s->theta_c, &s->m,   &s->r,    &s->g,      &s->outv,   &s->part,    &s->loss,
                       &s->spmv_ws, &s->col_raw, &s->sorted, &s->uniq, &s->valf, &s->nsel, &s->cub_ws,
-                      &s->conv_ws, &s->akeys, &s->avals};
+                      &s->conv_ws, &s->akeys, &s->avals, &s->enc_small, &s->enc_arr, &s->enc_ws,
+                      &s->enc_words};
+    fsgd_sparse_free(&s->host_grad);
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         dbuf_free(bufs[i]);
     if (s->theta)
@@ -685,25 +696,37 @@ static void *cuda_create(uint64_t dim, const float *host_theta, char *err, size_
 
 static const char *cuda_device(void *p) { return ((cuda_state_t *)p)->desc; }
 
-static int cuda_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *out, double *loss_sum, char *err,
-                         size_t errsz)
+/* Checks the request; for a batch without nonzeros (no key touched, every
+ * margin 0) computes its loss on the host and sets *empty. */
+static int grad_check(cuda_state_t *s, const fsgd_grad_request_t *req, int *empty, double *loss_out, char *err,
+                      size_t errsz)
 {
-    cuda_state_t *s = (cuda_state_t *)p;
     const fsgd_csr_t *X = req->batch;
     int kind = (int)req->loss;
+    *empty = 0;
     if (kind != FSGD_LOSS_LOGISTIC && kind != FSGD_LOSS_SQUARED && kind != FSGD_LOSS_HINGE)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "cuda: unknown loss %d", kind);
     if (X->max_col > s->dim)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "batch has column %llu >= model dim %llu",
                             (unsigned long long)(X->max_col - 1), (unsigned long long)s->dim);
-    if (X->nnz == 0) { /* every margin is 0 and no key is touched */
+    if (X->nnz == 0) {
         double loss = 0;
         for (size_t r = 0; r < X->n_rows; r++)
             loss += fsgd_loss_value(req->loss, 0, fsgd_loss_label(req->loss, X->label[r]));
-        out->n = 0;
-        *loss_sum += loss;
-        return FSGD_E_OK;
+        *loss_out = loss;
+        *empty = 1;
     }
+    return FSGD_E_OK;
+}
+
+/* The gradient on the device, up to its float values: afterwards s->outv
+ * holds the t gradient values (float) for the keys e->touched (device) /
+ * e->h_touched (host), and s->loss the batch's loss (device double); both
+ * still in flight on s->stream. Needs X->nnz > 0 (grad_check). */
+static int grad_run(cuda_state_t *s, const fsgd_grad_request_t *req, entry_t **e_out, char *err, size_t errsz)
+{
+    const fsgd_csr_t *X = req->batch;
+    int kind = (int)req->loss;
     s->pinned = NULL;
     entry_t *e = req->batch_id >= 0 ? cache_find(s, X, req->batch_id) : NULL;
     if (!e)
@@ -721,9 +744,7 @@ static int cuda_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t 
     FWD(grow(s, &s->r, n * sizeof(double), err, errsz));
     FWD(grow(s, &s->part, nb * sizeof(double), err, errsz));
     FWD(grow(s, &s->loss, sizeof(double), err, errsz));
-    int rc = fsgd_sparse_reserve(out, t);
-    if (rc < 0)
-        return fsgd_err_fmt(err, errsz, rc, "cuda: out of host memory for %zu gradient entries", t);
+    int rc = 0;
 
     double *theta_c = (double *)s->theta_c.p, *m = (double *)s->m.p, *r = (double *)s->r.p, *g = (double *)s->g.p;
     k_gather<<<blocks_for(t, MAX_BLOCKS), THREADS, 0, st>>>(s->theta, e->touched, t, theta_c);
@@ -787,7 +808,31 @@ static int cuda_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t 
     k_output<<<blocks_for(t, MAX_BLOCKS), THREADS, 0, st>>>(g, s->theta, e->touched, t, req->scale, req->l2,
                                                             (float *)s->outv.p);
     LAUNCH_TRY("k_output");
+    *e_out = e;
+    return FSGD_E_OK;
+}
+
+static int cuda_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *out, double *loss_sum, char *err,
+                         size_t errsz)
+{
+    cuda_state_t *s = (cuda_state_t *)p;
+    int empty = 0;
     double loss = 0;
+    FWD(grad_check(s, req, &empty, &loss, err, errsz));
+    if (empty) {
+        out->n = 0;
+        *loss_sum += loss;
+        return FSGD_E_OK;
+    }
+    entry_t *e = NULL;
+    FWD(grad_run(s, req, &e, err, errsz));
+    size_t t = e->n_touched;
+    cudaStream_t st = s->stream;
+    int rc = fsgd_sparse_reserve(out, t);
+    if (rc < 0) {
+        (void)cudaStreamSynchronize(st);
+        return fsgd_err_fmt(err, errsz, rc, "cuda: out of host memory for %zu gradient entries", t);
+    }
     CU_TRY(cudaMemcpyAsync(out->vals, s->outv.p, t * sizeof(float), cudaMemcpyDeviceToHost, st));
     CU_TRY(cudaMemcpyAsync(&loss, s->loss.p, sizeof(double), cudaMemcpyDeviceToHost, st));
     CU_TRY(cudaStreamSynchronize(st));
@@ -817,10 +862,317 @@ static int cuda_apply(void *p, const uint32_t *keys, const float *vals, size_t n
     return FSGD_E_OK;
 }
 
+/* ---------------------------------------------- FastSGD on the device
+ *
+ * fsgd_backend_gradient_encoded for codec fastsgd (ef=0, paper or optimal
+ * lengths): the gradient stays on the device and only the message comes
+ * back. The steps, and why each gives fs_encode's (codec/fastsgd.c) bytes,
+ * are in CUDA.md; the per-element code is fastsgd_device_math.h, shared with
+ * fastsgd_device.c, whose emulation of these kernels the CPU unit test
+ * test_cuda_encoder_host compares with fsgd_codec_encode byte for byte. */
+
+/* Layout of enc_small: the summary, the level table, the block partials. */
+typedef struct fsd_small {
+    fsd_summary_t sum;
+    uint32_t nonfinite_not; /* ~(first non-finite index), 0: none (atomicMax) */
+    uint32_t pad;
+    double part[FSD_SUM_BLOCKS];
+    float pmax[FSD_SUM_BLOCKS];
+    float f[256];
+} fsd_small_t;
+
+/* The key tables, passed by value. */
+typedef struct fsd_keytab {
+    uint8_t lens[32];
+    uint8_t flag[33];
+    int l;
+} fsd_keytab_t;
+
+/* Σ|v| per block over the fixed grid (FSD_SUM_BLOCKS x FSD_THREADS, each
+ * thread a grid-stride sequential sum, then a tree), largest |v|, first
+ * non-finite index. */
+__global__ void __launch_bounds__(FSD_THREADS) k_fsd_values(const float *v, size_t n, fsd_small_t *sm)
+{
+    __shared__ double sh[FSD_THREADS];
+    __shared__ float shm[FSD_THREADS];
+    unsigned t = threadIdx.x;
+    double acc = 0;
+    float mx = 0;
+    for (size_t i = (size_t)blockIdx.x * FSD_THREADS + t; i < n; i += FSD_GRID) {
+        float a = fabsf(v[i]);
+        acc += (double)a;
+        mx = a > mx ? a : mx;
+        if (fsd_nonfinite(v[i]))
+            atomicMax(&sm->nonfinite_not, ~(uint32_t)i);
+    }
+    sh[t] = acc;
+    shm[t] = mx;
+    __syncthreads();
+    for (unsigned w = FSD_THREADS / 2; w > 0; w >>= 1) {
+        if (t < w) {
+            sh[t] += sh[t + w];
+            shm[t] = shm[t + w] > shm[t] ? shm[t + w] : shm[t];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        sm->part[blockIdx.x] = sh[0];
+        sm->pmax[blockIdx.x] = shm[0];
+    }
+}
+
+/* One block: the partials' tree → D and the largest |v|; S decided from D
+ * (fsd_sum_decide) or, when D cannot decide it, by the CPU's four lanes on
+ * threads 0-3; then the level table and the kept levels (thread 0). */
+__global__ void __launch_bounds__(FSD_THREADS) k_fsd_setup(const float *v, size_t n, double b, int tau, int force_lanes,
+                                                        fsd_small_t *sm)
+{
+    __shared__ double sh[FSD_THREADS];
+    __shared__ float shm[FSD_THREADS];
+    __shared__ double lanes[4];
+    __shared__ int amb;
+    unsigned t = threadIdx.x;
+    double acc = 0;
+    float mx = 0;
+    for (unsigned i = t; i < FSD_SUM_BLOCKS; i += FSD_THREADS) {
+        acc += sm->part[i];
+        mx = sm->pmax[i] > mx ? sm->pmax[i] : mx;
+    }
+    sh[t] = acc;
+    shm[t] = mx;
+    __syncthreads();
+    for (unsigned w = FSD_THREADS / 2; w > 0; w >>= 1) {
+        if (t < w) {
+            sh[t] += sh[t + w];
+            shm[t] = shm[t + w] > shm[t] ? shm[t + w] : shm[t];
+        }
+        __syncthreads();
+    }
+    fsd_summary_t *s = &sm->sum;
+    if (t == 0) {
+        s->dsum = sh[0];
+        s->mx = shm[0];
+        s->nonfinite = sm->nonfinite_not ? ~sm->nonfinite_not : UINT32_MAX;
+        float S = 0;
+        amb = s->nonfinite == UINT32_MAX && (force_lanes || !fsd_sum_decide(sh[0], n, &S));
+        s->S = S;
+        s->ambiguous = amb;
+    }
+    __syncthreads();
+    if (amb && t < 4)
+        lanes[t] = fsd_lane_sum(v, n, (int)t);
+    __syncthreads();
+    if (t == 0) {
+        if (amb)
+            s->S = fsd_sum_to_float(fsd_lanes_combine(lanes[0], lanes[1], lanes[2], lanes[3]));
+        s->lbase = 0;
+        s->lhi = -1;
+        if (s->nonfinite == UINT32_MAX)
+            fsd_kept_levels(s->S, s->mx, b, tau, sm->f, &s->lbase, &s->lhi);
+    }
+}
+
+__global__ void k_fsd_keep(const float *v, size_t n, const fsd_small_t *sm, uint32_t *keep)
+{
+    int lbase = sm->sum.lbase, lhi = sm->sum.lhi;
+    GRID_STRIDE(i, n) keep[i] = (uint32_t)fsd_keep(fabsf(v[i]), sm->f, lbase, lhi);
+}
+
+/* Compaction by the exclusive scan pos: kept keys and value bytes. */
+__global__ void __launch_bounds__(FSD_THREADS) k_fsd_emit(const float *v, const uint32_t *keys, size_t n,
+                                                       const uint32_t *keep, const uint32_t *pos, fsd_small_t *sm,
+                                                       uint32_t *ckeys, uint8_t *codes)
+{
+    __shared__ float f[256];
+    for (unsigned i = threadIdx.x; i < 256; i += blockDim.x)
+        f[i] = sm->f[i];
+    __syncthreads();
+    int lbase = sm->sum.lbase, lhi = sm->sum.lhi;
+    GRID_STRIDE(i, n)
+    {
+        if (keep[i]) {
+            float a = fabsf(v[i]);
+            ckeys[pos[i]] = keys[i];
+            codes[pos[i]] = fsd_value_code(v[i], fsd_level_of(a, f, lbase, lhi), lbase);
+        }
+        if (i == n - 1)
+            sm->sum.count = pos[i] + keep[i];
+    }
+}
+
+/* Key deltas (the first key is itself), their OR and bit-length histogram. */
+__global__ void __launch_bounds__(FSD_THREADS) k_fsd_delta(const uint32_t *ckeys, fsd_small_t *sm, uint32_t *delta)
+{
+    __shared__ unsigned int hist[33];
+    __shared__ unsigned int orall;
+    for (unsigned i = threadIdx.x; i < 33; i += blockDim.x)
+        hist[i] = 0;
+    if (threadIdx.x == 0)
+        orall = 0;
+    __syncthreads();
+    size_t d = sm->sum.count;
+    uint32_t o = 0;
+    GRID_STRIDE(j, d)
+    {
+        uint32_t dk = ckeys[j] - (j ? ckeys[j - 1] : 0);
+        delta[j] = dk;
+        o |= dk;
+        atomicAdd(&hist[fsd_bitlen(dk)], 1u);
+    }
+    atomicOr(&orall, o);
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < 33; i += blockDim.x)
+        if (hist[i])
+            atomicAdd(&sm->sum.hist[i], (unsigned long long)hist[i]);
+    if (threadIdx.x == 0 && orall)
+        atomicOr(&sm->sum.orall, orall);
+}
+
+__global__ void k_fsd_nbits(const uint32_t *delta, size_t d, fsd_keytab_t tab, unsigned long long *nbits)
+{
+    GRID_STRIDE(j, d) nbits[j] = fsd_key_nbits(delta[j], tab.l, tab.lens, tab.flag);
+}
+
+/* Each key's code OR-ed into the zeroed 32-bit words at its bit offset. */
+__global__ void k_fsd_pack(const uint32_t *delta, size_t d, fsd_keytab_t tab, const unsigned long long *offs,
+                           unsigned int *words)
+{
+    GRID_STRIDE(j, d)
+    {
+        uint32_t w[3];
+        uint64_t off = offs[j];
+        fsd_key_place(fsd_key_code(delta[j], tab.l, tab.flag), off, w);
+        size_t wi = (size_t)(off >> 5);
+        for (int k = 0; k < 3; k++)
+            if (w[k])
+                atomicOr(&words[wi + k], w[k]);
+    }
+}
+
+/* The host path for codecs the device does not encode. */
+static int encode_on_host(cuda_state_t *s, const fsgd_grad_request_t *req, fsgd_codec_t *codec, uint8_t *out,
+                          size_t cap, size_t *out_len, double *loss_sum, char *err, size_t errsz)
+{
+    double loss = 0;
+    FWD(cuda_gradient(s, req, &s->host_grad, &loss, err, errsz));
+    FWD(fsgd_codec_encode(codec, s->host_grad.keys, s->host_grad.vals, s->host_grad.n, out, cap, out_len, err,
+                          errsz));
+    *loss_sum += loss;
+    return FSGD_E_OK;
+}
+
+static int cuda_encodes_on_device(void *p, const fsgd_codec_t *codec)
+{
+    (void)p;
+    fsgd_fastsgd_params_t prm;
+    return fsd_params(codec, &prm, NULL, 0) == 0;
+}
+
+/* FSGD_FASTSGD_DEVICE_LANES=1 forces the CPU-lane sum (tests the fallback). */
+static int force_lanes(void)
+{
+    const char *e = getenv("FSGD_FASTSGD_DEVICE_LANES");
+    return e && *e == '1';
+}
+
+static int cuda_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_codec_t *codec, uint8_t *out,
+                                 size_t cap, size_t *out_len, double *loss_sum, char *err, size_t errsz)
+{
+    cuda_state_t *s = (cuda_state_t *)p;
+    *out_len = 0;
+    fsgd_fastsgd_params_t prm;
+    if (fsd_params(codec, &prm, NULL, 0) < 0)
+        return encode_on_host(s, req, codec, out, cap, out_len, loss_sum, err, errsz);
+    int empty = 0;
+    double loss = 0;
+    FWD(grad_check(s, req, &empty, &loss, err, errsz));
+    if (empty) { /* no key touched: the empty message, on the host */
+        FWD(fsgd_codec_encode(codec, NULL, NULL, 0, out, cap, out_len, err, errsz));
+        *loss_sum += loss;
+        return FSGD_E_OK;
+    }
+    entry_t *e = NULL;
+    FWD(grad_run(s, req, &e, err, errsz));
+    size_t n = e->n_touched;
+    if (n > prm.dim) /* fsgd_codec_encode's first check; touched keys are < dim */
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec fastsgd: %zu entries for dim %llu", n,
+                            (unsigned long long)prm.dim);
+    cudaStream_t st = s->stream;
+    const float *v = (const float *)s->outv.p;
+
+    /* Per-value arrays in one allocation: keep, pos, ckeys, delta (u32),
+     * nbits, offs (u64), codes (u8); and the cub workspace for both scans. */
+    size_t a32 = align_up(n * 4), a64 = align_up(n * 8);
+    FWD(grow(s, &s->enc_small, sizeof(fsd_small_t), err, errsz));
+    FWD(grow(s, &s->enc_arr, 4 * a32 + 2 * a64 + align_up(n), err, errsz));
+    char *base = (char *)s->enc_arr.p;
+    uint32_t *keep = (uint32_t *)base, *pos = (uint32_t *)(base + a32), *ckeys = (uint32_t *)(base + 2 * a32);
+    uint32_t *delta = (uint32_t *)(base + 3 * a32);
+    unsigned long long *nbits = (unsigned long long *)(base + 4 * a32);
+    unsigned long long *offs = (unsigned long long *)(base + 4 * a32 + a64);
+    uint8_t *codes = (uint8_t *)(base + 4 * a32 + 2 * a64);
+    size_t ws1 = 0, ws2 = 0;
+    CU_TRY(cub::DeviceScan::ExclusiveSum(NULL, ws1, keep, pos, (int)n, st));
+    CU_TRY(cub::DeviceScan::ExclusiveSum(NULL, ws2, nbits, offs, (int)n, st));
+    FWD(grow(s, &s->enc_ws, ws1 > ws2 ? ws1 : ws2, err, errsz));
+    fsd_small_t *sm = (fsd_small_t *)s->enc_small.p;
+
+    /* Values: Σ|v|, S, levels, keep flags, scan, compaction, deltas. */
+    CU_TRY(cudaMemsetAsync(sm, 0, sizeof *sm, st));
+    k_fsd_values<<<FSD_SUM_BLOCKS, FSD_THREADS, 0, st>>>(v, n, sm);
+    k_fsd_setup<<<1, FSD_THREADS, 0, st>>>(v, n, prm.b, prm.tau, force_lanes(), sm);
+    k_fsd_keep<<<blocks_for(n, MAX_BLOCKS), THREADS, 0, st>>>(v, n, sm, keep);
+    LAUNCH_TRY("k_fsd_values/k_fsd_setup/k_fsd_keep");
+    size_t ws = s->enc_ws.cap;
+    CU_TRY(cub::DeviceScan::ExclusiveSum(s->enc_ws.p, ws, keep, pos, (int)n, st));
+    k_fsd_emit<<<blocks_for(n, MAX_BLOCKS), FSD_THREADS, 0, st>>>(v, e->touched, n, keep, pos, sm, ckeys, codes);
+    k_fsd_delta<<<blocks_for(n, MAX_BLOCKS), FSD_THREADS, 0, st>>>(ckeys, sm, delta);
+    LAUNCH_TRY("k_fsd_emit/k_fsd_delta");
+    fsd_summary_t sum;
+    CU_TRY(cudaMemcpyAsync(&sum, &sm->sum, sizeof sum, cudaMemcpyDeviceToHost, st));
+    CU_TRY(cudaMemcpyAsync(&loss, s->loss.p, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CU_TRY(cudaStreamSynchronize(st));
+
+    /* Host: lengths (paper, or the codec's optimal programme), sizes, checks. */
+    float bad = 0;
+    if (sum.nonfinite != UINT32_MAX)
+        CU_TRY(cudaMemcpy(&bad, v + sum.nonfinite, sizeof bad, cudaMemcpyDeviceToHost));
+    fsd_plan_t pl;
+    FWD(fsd_plan_make(&prm, &sum, e->h_touched, &bad, cap, &pl, err, errsz));
+    size_t d = sum.count;
+    uint8_t *body = out + FSGD_CODEC_FRAME_HEADER;
+    if (d) {
+        /* Keys: bit counts, exclusive scan → offsets, OR-packing. */
+        fsd_keytab_t tab;
+        memcpy(tab.lens, pl.lens, sizeof tab.lens);
+        memcpy(tab.flag, pl.flag, sizeof tab.flag);
+        tab.l = prm.l;
+        size_t nwords = (size_t)((pl.key_bits + 31) / 32) + 3;
+        FWD(grow(s, &s->enc_words, nwords * 4, err, errsz));
+        CU_TRY(cudaMemsetAsync(s->enc_words.p, 0, nwords * 4, st));
+        k_fsd_nbits<<<blocks_for(d, MAX_BLOCKS), THREADS, 0, st>>>(delta, d, tab, nbits);
+        LAUNCH_TRY("k_fsd_nbits");
+        ws = s->enc_ws.cap;
+        CU_TRY(cub::DeviceScan::ExclusiveSum(s->enc_ws.p, ws, nbits, offs, (int)d, st));
+        k_fsd_pack<<<blocks_for(d, MAX_BLOCKS), THREADS, 0, st>>>(delta, d, tab, offs,
+                                                                   (unsigned int *)s->enc_words.p);
+        LAUNCH_TRY("k_fsd_pack");
+        /* Only the message crosses PCIe: value bytes and key bytes. */
+        CU_TRY(cudaMemcpyAsync(body + pl.hdr, codes, d, cudaMemcpyDeviceToHost, st));
+        CU_TRY(cudaMemcpyAsync(body + pl.hdr + d, s->enc_words.p, pl.key_bytes, cudaMemcpyDeviceToHost, st));
+        CU_TRY(cudaStreamSynchronize(st));
+    }
+    fsd_write_header(body, &prm, &sum, &pl);
+    *out_len = fsgd_fastsgd_finish(codec, out, pl.body_len, (uint32_t)d, n, pl.key_bits);
+    *loss_sum += loss;
+    return FSGD_E_OK;
+}
+
 extern "C" const int fsgd_backend_cuda_built = 1;
 
 extern "C" const fsgd_backend_ops_t fsgd_backend_cuda_ops = {
     "cuda", cuda_available, cuda_create, cuda_destroy, cuda_device, cuda_gradient, cuda_apply,
+    cuda_gradient_encoded, cuda_encodes_on_device,
 };
 
 /* --------------------------------------------------------------- probing */

@@ -14,6 +14,12 @@ typedef struct fsgd_backend_ops {
     int (*gradient)(void *state, const fsgd_grad_request_t *req, fsgd_sparse_t *out, double *loss_sum,
                     char *err, size_t errsz);
     int (*apply)(void *state, const uint32_t *keys, const float *vals, size_t n, char *err, size_t errsz);
+    /* fsgd_backend_gradient_encoded; NULL: backend.c computes the gradient
+     * and encodes it on the host. */
+    int (*gradient_encoded)(void *state, const fsgd_grad_request_t *req, fsgd_codec_t *codec, uint8_t *out,
+                            size_t cap, size_t *out_len, double *loss_sum, char *err, size_t errsz);
+    /* 1 when gradient_encoded runs codec's encoder on the device; NULL: 0. */
+    int (*encodes_on_device)(void *state, const fsgd_codec_t *codec);
 } fsgd_backend_ops_t;
 
 extern const fsgd_backend_ops_t fsgd_backend_cpu_ops;

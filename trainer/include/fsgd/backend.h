@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fsgd/codec.h"
 #include "fsgd/csr.h"
 #include "fsgd/loss.h"
 #include "fsgd/sparse.h"
@@ -58,6 +59,25 @@ int fsgd_backend_gradient(fsgd_backend_t *b, const fsgd_grad_request_t *req, fsg
  * reads host_theta directly and ignores this. Returns 0 or an error. */
 int fsgd_backend_apply(fsgd_backend_t *b, const uint32_t *keys, const float *vals, size_t n, char *err,
                        size_t errsz);
+
+/* The gradient of fsgd_backend_gradient, encoded with codec: the same
+ * message, codec state and statistics as fsgd_codec_encode(codec, g.keys,
+ * g.vals, g.n, out, cap, out_len) on that gradient, and the same errors.
+ * Adds the batch's loss to *loss_sum on success only. The CUDA backend runs
+ * codec fastsgd (ef=0; paper or optimal lengths) on the device and copies
+ * back only the message (trainer/backend/CUDA.md); other codecs, and
+ * fastsgd with ef=1, are encoded on the host. Size out with
+ * fsgd_backend_encoded_bound. Returns 0 or a negative error with err set. */
+int fsgd_backend_gradient_encoded(fsgd_backend_t *b, const fsgd_grad_request_t *req, fsgd_codec_t *codec,
+                                  uint8_t *out, size_t cap, size_t *out_len, double *loss_sum, char *err,
+                                  size_t errsz);
+
+/* A capacity for fsgd_backend_gradient_encoded on batch (touched keys <= nnz). */
+size_t fsgd_backend_encoded_bound(const fsgd_codec_t *codec, const fsgd_csr_t *batch);
+
+/* 1 when fsgd_backend_gradient_encoded encodes with codec on the device
+ * (only the message crosses the bus), 0 when it encodes on the host. */
+int fsgd_backend_encodes_on_device(const fsgd_backend_t *b, const fsgd_codec_t *codec);
 
 /* Space separated names of the backends built in ("cpu cuda"). Static. */
 const char *fsgd_backend_list(void);
