@@ -55,6 +55,8 @@ static const field_t fields[] = {
     {"step_timeout_ms", "cluster", F_INT, OFF(step_timeout_ms), 100, 3.6e6, "drop a worker missing a step this long"},
     {"snapshot_every", "cluster", F_INT, OFF(snapshot_every), 1, 1e9, "full model snapshot every N steps"},
     {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
+    {"target_loss", "cluster", F_DOUBLE, OFF(target_loss), 0, 1e6,
+     "aggregator: record seconds from step 1 until the training loss (mean of the last 8 steps) first reaches this (0: off)"},
 };
 #undef OFF
 #define N_FIELDS (sizeof fields / sizeof *fields)
@@ -193,7 +195,7 @@ int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errs
     yaml_parser_t parser;
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_file(&parser, fp);
-    char prefix[8][64];   /* key of each open mapping level */
+    char prefix[8][128];  /* key of each open mapping level */
     int depth = -1;       /* index of the innermost open mapping */
     int expecting_key[8] = {0};
     char key[128] = "";
@@ -249,7 +251,7 @@ int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errs
                     strncat(full, ".", sizeof full - strlen(full) - 1);
                 }
                 strncat(full, key, sizeof full - strlen(full) - 1);
-                char why[256];
+                char why[640];
                 const field_t *f = find_field(full);
                 int r2 = f ? set_field(job, f, text, why, sizeof why) : FSGD_E_ARG;
                 if (!f)
