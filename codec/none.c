@@ -23,6 +23,8 @@ static size_t none_bound(const fsgd_codec_t *c, size_t n)
 
 static void put_pairs(uint8_t *p, const uint32_t *keys, const float *vals, size_t n)
 {
+    if (n == 0) /* an empty gradient may come with NULL arrays; memcpy(NULL, 0) is undefined */
+        return;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     memcpy(p, keys, 4 * n);
     memcpy(p + 4 * n, vals, 4 * n);
