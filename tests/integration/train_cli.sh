@@ -32,6 +32,19 @@ sed -e "s#data/sets/#$(pwd)/data/sets/#" -e "s#out/#$tmp/job/#" jobs/a9a.yaml > 
 "$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --model svm --epochs 2 --quiet | grep -q '^test  auc'
 "$FSGD" train --data "$D/ijcnn1" --model linear --epochs 2 --quiet | grep -q '^test  rmse'
 
+# Every lossy codec in the training loop stays within 0.005 test AUC of the
+# uncompressed run, and actually compresses (issue 3).
+auc_of() { /usr/bin/python3 -c "import json,sys;m=json.load(open(sys.argv[1]));print(m['test']['auc'], m['compression_ratio'])" "$1"; }
+"$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --epochs 3 --codec none --quiet --metrics-json "$tmp/none.json" >/dev/null
+read -r auc_none ratio_none < <(auc_of "$tmp/none.json")
+for c in fastsgd "fastsgd:levels=optimal" "fastsgd:ef=1" logquant "topk:ratio=0.2"; do
+    "$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --epochs 3 --codec "$c" --quiet --metrics-json "$tmp/c.json" >/dev/null
+    read -r auc ratio < <(auc_of "$tmp/c.json")
+    /usr/bin/python3 -c "import sys; a,n,r=map(float,sys.argv[1:]); sys.exit(0 if abs(a-n)<=0.005 and r>1.2 else 1)" \
+        "$auc" "$auc_none" "$ratio" || fail "codec $c: auc $auc vs none $auc_none, ratio $ratio"
+    echo "codec $c: test auc $auc (none $auc_none), compression ${ratio}x"
+done
+
 # Bad input names the place and exits non-zero.
 printf '+1 1:1 2:1\n-1 3:1 2:0.5\n' > "$tmp/bad.svm"
 if "$FSGD" train --data "$tmp/bad.svm" --quiet 2> "$tmp/err.txt"; then fail "accepted bad rows"; fi
