@@ -86,8 +86,8 @@ void fsd_write_header(uint8_t *body, const fsgd_fastsgd_params_t *p, const fsd_s
  * the first non-finite index. */
 static void emu_value_pass(const float *vals, size_t n, fsd_summary_t *s)
 {
-    static double part[FSD_SUM_BLOCKS];
-    static float pmax[FSD_SUM_BLOCKS];
+    double part[FSD_SUM_BLOCKS];
+    float pmax[FSD_SUM_BLOCKS];
     double sh[FSD_THREADS];
     float shm[FSD_THREADS];
     s->nonfinite = UINT32_MAX;
