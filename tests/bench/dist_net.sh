@@ -1,61 +1,235 @@
 #!/usr/bin/env bash
-# Distributed training over Kafka (embedded cluster) with 2 and 4 workers,
-# codecs none and fastsgd, over plain loopback and over a 1 Gbit/s link: a
-# network namespace of our own whose loopback is shaped with
-# `tc qdisc tbf rate 1gbit` (every byte between workers, broker and
-# aggregator crosses it). Prints per configuration: time per epoch (epochs
-# after the first, which holds the ~5 s consumer-group join), time to a
-# target training loss (the loss codec none reaches after epoch 1), bytes on
-# the wire (gradients up + model down), and fastsgd/none ratios measured in
-# the same run. DIST_NET_DATA (default reuters), DIST_NET_EPOCHS (3).
+# Distributed training over Kafka (the embedded cluster) with 2, 3 and 4
+# workers, codecs none and fastsgd, over plain loopback and over emulated
+# 1 Gbit/s links, all in one run, with fastsgd/none ratios per (link, workers).
+#
+# Data: CTR-shaped rows from `fsgd gen` (Zipf feature popularity), dimension
+# 2^20, ~100 nonzeros per row, a fixed global batch (rows per step, split over
+# the workers), so that each worker's raw gradient per step is a few hundred
+# KB (the aggregator's metrics report gradient_raw) and every worker count runs
+# the same algorithm. The dimension is capped by the embedded cluster: the
+# aggregator's full model snapshot (4 bytes per weight, chunked below 1 MiB)
+# goes to the single-partition model topic and must fit the mock's 5 MiB per
+# partition, so 2^20 weights (4 MiB) is the most it can hold; the data topic
+# gets one partition per 2 MiB of text (fsgd run --broker-only sizes it).
+#
+# Links. The mock brokers listen on 127.0.0.1 only and advertise 127.0.0.1 in
+# their metadata (librdkafka 2.0.2 has no listener setting), so a client in
+# another namespace must still dial 127.0.0.1:PORT. For link=1gbit:
+#   - the broker (fsgd run --broker-only), the producer and the aggregator run
+#     in a namespace of their own, B;
+#   - worker i runs in its own namespace Wi, joined to B by a veth pair
+#     (10.201.i.2 in Wi, 10.201.i.1 in B) shaped with
+#     `tc qdisc tbf rate 1gbit` on both ends (upload and download);
+#   - in Wi, iptables DNATs TCP to 127.0.0.1 to 10.201.i.1 (route_localnet,
+#     SNAT to 10.201.i.2); in B, PREROUTING DNATs it back to 127.0.0.1.
+# So every byte between a worker and the broker crosses that worker's own
+# 1 Gbit/s link; the aggregator talks to the broker over B's loopback (as a
+# parameter server next to the broker would). Only 10.201.x addresses inside
+# these namespaces are used. link=loopback runs the same processes in the
+# current namespace. Without root or `ip netns`, only loopback runs.
+#
+# Measured per configuration, from the aggregator's metrics JSON:
+#   epoch_s           mean wall time of epochs 2..E (epoch 1 also loads the
+#                     data partitions into the workers' caches)
+#   time_to_target_s  seconds from step 1 (after the consumer-group join) until
+#                     the training loss averaged over the last 8 steps first
+#                     is <= DIST_NET_TARGET (the aggregator's --target-loss)
+#   wire_bytes_up/down Kafka record values: gradient frames received by the
+#                     aggregator / model frames published times live workers
+#   link_bytes_up/down (1gbit only) bytes the worker veths sent / received,
+#                     all traffic (data loading, Kafka protocol, TCP/IP)
+# Env: DIST_NET_WORKERS ("2 3 4"), DIST_NET_EPOCHS (8), DIST_NET_ROWS (80000),
+# DIST_NET_BATCH (6000), DIST_NET_DIM (1048576), DIST_NET_NNZ (100),
+# DIST_NET_TARGET (0.45), DIST_NET_LINKS ("loopback 1gbit").
 set -euo pipefail
 FSGD=$(realpath "${FSGD:-bin/fsgd}")
-DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data}
-ds=${DIST_NET_DATA:-reuters}
-epochs=${DIST_NET_EPOCHS:-3}
 PY=/usr/bin/python3
+workers_list=${DIST_NET_WORKERS:-2 3 4}
+epochs=${DIST_NET_EPOCHS:-8}
+rows=${DIST_NET_ROWS:-80000}
+batch=${DIST_NET_BATCH:-6000}
+dim=${DIST_NET_DIM:-1048576}
+nnz=${DIST_NET_NNZ:-100}
+target=${DIST_NET_TARGET:-0.45}
+want_links=${DIST_NET_LINKS:-loopback 1gbit}
 tmp=$(mktemp -d)
-ns=fsgd-bench-$$
-cleanup() { ip netns del "$ns" 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-links=(loopback)
-if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null && ip netns add "$ns" 2>/dev/null; then
-    ip netns exec "$ns" ip link set lo up
-    ip netns exec "$ns" tc qdisc add dev lo root tbf rate 1gbit burst 128kb latency 50ms
-    links+=(1gbit)
-else
-    echo "bench dist_net note=\"no root/netns: 1 Gbit/s link emulation skipped\""
-fi
-run() { # link workers codec -> metrics json path
-    local out="$tmp/$1-$2-$3.json"
-    local cmd=("$FSGD" run --data "$DATA/$ds" --test "$DATA/$ds.t" --workers "$2" --codec "$3" --epochs "$epochs"
-        --batch 1024 --quiet --metrics-json "$out")
-    if [ "$1" = 1gbit ]; then ip netns exec "$ns" "${cmd[@]}" >/dev/null 2>&1; else "${cmd[@]}" >/dev/null 2>&1; fi
-    echo "$out"
+tag=fdn$$
+NSB=$tag-b
+maxw=0
+for w in $workers_list; do [ "$w" -gt "$maxw" ] && maxw=$w; done
+PIDS=()
+NETNS=()
+cleanup() {
+    local p n
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    for n in "${NETNS[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+    rm -rf "$tmp"
 }
-for link in "${links[@]}"; do
-    for w in 2 4; do
-        a=$(run "$link" "$w" none)
-        b=$(run "$link" "$w" fastsgd)
-        "$PY" - "$a" "$b" "$link" "$w" "$ds" <<'PYEOF'
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$FSGD" gen --rows $((rows + 5000)) --dim "$dim" --nnz "$nnz" --zipf 1.1 --seed 7 --quiet --out "$tmp/all.svm"
+head -n "$rows" "$tmp/all.svm" >"$tmp/train.svm"
+tail -n 5000 "$tmp/all.svm" >"$tmp/test.svm"
+rm "$tmp/all.svm"
+echo "bench dist_net_data rows=$rows test_rows=5000 dim=$dim nnz_mean=$nnz zipf=1.1 batch=$batch epochs=$epochs" \
+    "target_loss=$target bytes=$(stat -c %s "$tmp/train.svm")"
+
+setup_netns() {
+    [ "$(id -u)" = 0 ] || { echo "not root"; return 1; }
+    command -v ip >/dev/null && command -v tc >/dev/null && command -v iptables >/dev/null ||
+        { echo "ip, tc or iptables missing"; return 1; }
+    ip netns add "$NSB" || return 1
+    NETNS+=("$NSB")
+    ip -n "$NSB" link set lo up
+    ip netns exec "$NSB" sysctl -qw net.ipv4.conf.all.route_localnet=1
+    local i ns
+    for ((i = 1; i <= maxw; i++)); do
+        ns=$tag-w$i
+        ip netns add "$ns" || return 1
+        NETNS+=("$ns")
+        ip link add "$tag-$i" netns "$ns" type veth peer name "$tag-$i-b" netns "$NSB" || return 1
+        ip -n "$ns" addr add "10.201.$i.2/24" dev "$tag-$i"
+        ip -n "$NSB" addr add "10.201.$i.1/24" dev "$tag-$i-b"
+        ip -n "$ns" link set lo up
+        ip -n "$ns" link set "$tag-$i" up
+        ip -n "$NSB" link set "$tag-$i-b" up
+        ip netns exec "$NSB" sysctl -qw "net.ipv4.conf.$tag-$i-b.route_localnet=1"
+        ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.route_localnet=1 "net.ipv4.conf.$tag-$i.route_localnet=1"
+        ip netns exec "$ns" tc qdisc add dev "$tag-$i" root tbf rate 1gbit burst 128kb latency 20ms
+        ip netns exec "$NSB" tc qdisc add dev "$tag-$i-b" root tbf rate 1gbit burst 128kb latency 20ms
+        ip netns exec "$ns" iptables -t nat -A OUTPUT -p tcp -d 127.0.0.1 -j DNAT --to-destination "10.201.$i.1"
+        ip netns exec "$ns" iptables -t nat -A POSTROUTING -o "$tag-$i" -j SNAT --to-source "10.201.$i.2"
+        ip netns exec "$NSB" iptables -t nat -A PREROUTING -i "$tag-$i-b" -p tcp -d "10.201.$i.1" \
+            -j DNAT --to-destination 127.0.0.1
+    done
+}
+
+links=()
+for l in $want_links; do
+    if [ "$l" = 1gbit ]; then
+        # not in $(...): the namespaces must be recorded in this shell for cleanup
+        if setup_netns >"$tmp/netns.log" 2>&1; then
+            links+=(1gbit)
+        else
+            echo "bench dist_net note=\"network namespaces unavailable ($(tr '\n"' ' ' <"$tmp/netns.log" | cut -c1-120)):" \
+                "1 Gbit/s link emulation skipped, loopback only\""
+        fi
+    else
+        links+=("$l")
+    fi
+done
+
+# ns_pre NS: the command prefix that runs in namespace NS ("" = here). Used
+# directly (not through a shell function) so that $! of a background job is
+# the fsgd process itself (ip netns exec execs it) and kill reaches it.
+ns_pre() { [ -n "$1" ] && echo "ip netns exec $1" || true; }
+
+veth_bytes() { # total tx and rx of the worker-side veths, "tx rx"
+    local tx=0 rx=0 i
+    for ((i = 1; i <= maxw; i++)); do
+        tx=$((tx + $(ip netns exec "$tag-w$i" cat "/sys/class/net/$tag-$i/statistics/tx_bytes")))
+        rx=$((rx + $(ip netns exec "$tag-w$i" cat "/sys/class/net/$tag-$i/statistics/rx_bytes")))
+    done
+    echo "$tx $rx"
+}
+
+run_one() { # link workers codec: writes $tmp/LINK-W-CODEC.json and .env
+    local link=$1 w=$2 codec=$3 nsb="" i
+    local base="$tmp/$link-$w-$codec" name="dn$w$codec"
+    [ "$link" = 1gbit ] && nsb=$NSB
+    local common=(--name "$name" --test "$tmp/test.svm" --dim "$dim" --epochs "$epochs" --batch "$batch"
+        --lr 0.01 --codec "$codec" --quiet)
+    local pb pw
+    read -r -a pb <<<"$(ns_pre "$nsb")"
+    ${pb[@]+"${pb[@]}"} "$FSGD" run --broker-only --name "$name" --data "$tmp/train.svm" >"$base.broker" 2>&1 &
+    local broker=$!
+    PIDS+=("$broker")
+    local brokers=""
+    # The mock cluster's setup ops can each wait for its 1 s poll: with many
+    # partitions the embedded broker takes from 0.1 s to tens of seconds to start.
+    for ((i = 0; i < 900; i++)); do
+        brokers=$(sed -n 's/^brokers=//p' "$base.broker")
+        [ -n "$brokers" ] && break
+        sleep 0.1
+    done
+    [ -n "$brokers" ] || { echo "broker did not start:"; cat "$base.broker"; return 1; }
+    ${pb[@]+"${pb[@]}"} "$FSGD" produce --brokers "$brokers" --name "$name" --quiet "$tmp/train.svm" >"$base.produce" 2>&1
+    local before="0 0"
+    [ "$link" = 1gbit ] && before=$(veth_bytes)
+    ${pb[@]+"${pb[@]}"} "$FSGD" aggregator --brokers "$brokers" --workers "$w" "${common[@]}" \
+        --target-loss "$target" --metrics-json "$base.json" >"$base.agg" 2>&1 &
+    local agg=$!
+    PIDS+=("$agg")
+    local wp=()
+    for ((i = 1; i <= w; i++)); do
+        local wns=""
+        [ "$link" = 1gbit ] && wns=$tag-w$i
+        read -r -a pw <<<"$(ns_pre "$wns")"
+        ${pw[@]+"${pw[@]}"} "$FSGD" worker --brokers "$brokers" --id "$i" "${common[@]}" >"$base.w$i" 2>&1 &
+        wp+=($!)
+        PIDS+=($!)
+    done
+    local rc=0
+    wait "$agg" || rc=$?
+    for i in "${wp[@]}"; do wait "$i" || true; done
+    local after="0 0"
+    [ "$link" = 1gbit ] && after=$(veth_bytes)
+    kill "$broker" 2>/dev/null || true
+    wait "$broker" 2>/dev/null || true
+    PIDS=()
+    if [ $rc -ne 0 ]; then
+        echo "bench dist_net error link=$link workers=$w codec=$codec: aggregator status $rc"
+        tail -5 "$base.agg"
+        return 1
+    fi
+    read -r b0 r0 <<<"$before"
+    read -r b1 r1 <<<"$after"
+    echo "link_up=$((b1 - b0)) link_down=$((r1 - r0))" >"$base.env"
+}
+
+report() { # link workers
+    "$PY" - "$tmp/$1-$2-none" "$tmp/$1-$2-fastsgd" "$1" "$2" <<'PYEOF'
 import json, sys
-a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-link, w, ds = sys.argv[3], sys.argv[4], sys.argv[5]
-target = a["per_epoch"][0]["train_loss"]
-def fig(m):
+link, w = sys.argv[3], sys.argv[4]
+figs = {}
+for base, codec in ((sys.argv[1], "none"), (sys.argv[2], "fastsgd")):
+    m = json.load(open(base + ".json"))
+    env = dict(kv.split("=") for kv in open(base + ".env").read().split())
     e = m["per_epoch"]
-    per = (e[-1]["seconds"] - e[0]["seconds"]) / max(1, len(e) - 1)
-    ttl = next((x["seconds"] for x in e if x["train_loss"] <= target), float("nan"))
-    wire = m["bytes"]["up"] + m["bytes"]["down"]
-    return per, ttl, wire, m
-for name, m in (("none", a), ("fastsgd", b)):
-    per, ttl, wire, _ = fig(m)
-    print("bench dist_net data=%s link=%s workers=%s codec=%s epoch_s=%.3f time_to_loss_s=%.3f target_loss=%.5f "
-          "wire_bytes=%d grad_ratio=%.2f step_p50_ms=%.2f auc=%.5f" % (ds, link, w, name, per, ttl, target, wire,
-          m["compression_ratio"], m["step_latency_ms"]["p50"], m["test"]["auc"]))
-pa, ta, wa, _ = fig(a); pb, tb, wb, _ = fig(b)
-print("bench dist_net data=%s link=%s workers=%s fastsgd_vs_none epoch_time_ratio=%.3f time_to_loss_ratio=%.3f "
-      "wire_bytes_ratio=%.3f" % (ds, link, w, pb / pa, tb / ta, wb / wa))
+    assert all(x["rows"] == m["dataset_rows"] for x in e), "rows per epoch differ from the dataset"
+    epoch_s = (e[-1]["seconds_from_step1"] - e[0]["seconds_from_step1"]) / max(1, len(e) - 1)
+    ttt = m["time_to_target_loss_s"]
+    f = dict(epoch_s=epoch_s, ttt=ttt if ttt >= 0 else float("nan"), up=m["bytes"]["up"], down=m["bytes"]["down"])
+    figs[codec] = f
+    steps = max(1, m["steps"])
+    link_fig = ""
+    if link != "loopback":
+        link_fig = " link_bytes_up=%s link_bytes_down=%s" % (env["link_up"], env["link_down"])
+    print("bench dist link=%s workers=%s codec=%s epoch_s=%.3f epoch1_s=%.3f time_to_target_s=%.3f target_step=%d "
+          "wire_bytes_up=%d wire_bytes_down=%d%s test_auc=%.5f grad_raw_kb_per_worker_step=%.0f compression=%.2f "
+          "step_p50_ms=%.2f steps=%d workers_dropped=%d join_s=%.2f" %
+          (link, w, codec, epoch_s, e[0]["seconds_from_step1"], f["ttt"], m["target_loss_step"], f["up"], f["down"],
+           link_fig, m["test"]["auc"], m["bytes"]["gradient_raw"] / steps / int(w) / 1024, m["compression_ratio"],
+           m["step_latency_ms"]["p50"], m["steps"], m["workers"]["dropped"], m["step1_at_seconds"]))
+a, b = figs["none"], figs["fastsgd"]
+print("bench dist_ratio link=%s workers=%s epoch_time_fastsgd_over_none=%.3f bytes_fastsgd_over_none=%.3f "
+      "bytes_up_fastsgd_over_none=%.3f time_to_target_fastsgd_over_none=%.3f" %
+      (link, w, b["epoch_s"] / a["epoch_s"], (b["up"] + b["down"]) / (a["up"] + a["down"]), b["up"] / a["up"],
+       b["ttt"] / a["ttt"]))
 PYEOF
+}
+
+status=0
+for link in "${links[@]}"; do
+    for w in $workers_list; do
+        if run_one "$link" "$w" none && run_one "$link" "$w" fastsgd; then
+            report "$link" "$w" || status=1
+        else
+            status=1
+        fi
     done
 done
+exit $status

@@ -57,6 +57,10 @@ typedef struct agg {
     double *step_ms;
     size_t n_step_ms, cap_step_ms;
     double t0, seconds_before; /* training time before a restart */
+    double t_step1;            /* when this process applied its first step (0: not yet) */
+    double win_loss[FSGD_AGG_LOSS_WINDOW];
+    uint64_t win_rows[FSGD_AGG_LOSS_WINDOW];
+    unsigned win_i;
     char *err;
     size_t errsz;
 } agg_t;
@@ -294,6 +298,7 @@ static int ckpt_load(agg_t *a)
         ep->test.logloss = fsgd_le_getf64(p + off + 44);
         ep->test.loss = fsgd_le_getf64(p + off + 52);
         ep->test.accuracy = fsgd_le_getf64(p + off + 60);
+        ep->seconds_from_step1 = -1; /* measured by the aggregator before the restart */
         off += 68;
     }
     for (int arr = 0; arr < 3; arr++) {
@@ -542,6 +547,30 @@ static int apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *
     a->s->rows_total += R;
     a->step++;
     a->s->steps = a->step;
+    /* Time from step 1, and the moving-average training loss that
+     * time-to-target is measured on (the group join and data loading before
+     * step 1 are left out). */
+    double tnow = now_s();
+    if (a->t_step1 == 0) {
+        a->t_step1 = tnow;
+        a->s->step1_at = tnow - a->t0;
+    }
+    if (R > 0) {
+        a->win_loss[a->win_i % FSGD_AGG_LOSS_WINDOW] = a->loss_step;
+        a->win_rows[a->win_i % FSGD_AGG_LOSS_WINDOW] = R;
+        a->win_i++;
+        double ls = 0;
+        uint64_t rs = 0;
+        for (unsigned i = 0; i < FSGD_AGG_LOSS_WINDOW && i < a->win_i; i++) {
+            ls += a->win_loss[i];
+            rs += a->win_rows[i];
+        }
+        a->s->loss_ma = ls / (double)rs;
+        if (a->job->target_loss > 0 && a->s->time_to_target < 0 && a->s->loss_ma <= a->job->target_loss) {
+            a->s->time_to_target = tnow - a->t_step1;
+            a->s->target_step = a->step;
+        }
+    }
     a->s->rows_epoch = a->rows_epoch;
     int epoch_end = 1;
     for (uint32_t p = 0; p < a->st.nparts; p++)
@@ -556,6 +585,7 @@ static int apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *
         fsgd_agg_epoch_t *ep = &a->s->epochs[a->s->n_epochs < 64 ? a->s->n_epochs : 63];
         ep->epoch = (int)a->st.epoch;
         ep->seconds = a->seconds_before + now_s() - a->t0;
+        ep->seconds_from_step1 = now_s() - a->t_step1;
         ep->train_loss = a->loss_epoch / (double)a->rows_epoch;
         ep->rows = a->rows_epoch;
         FSGD_TRY(evaluate(a, &ep->test));
@@ -624,12 +654,16 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fprintf(f, "],\n  \"per_epoch\": [\n");
     for (int i = 0; i < s->n_epochs; i++) {
         const fsgd_agg_epoch_t *e = &s->epochs[i];
-        fprintf(f, "    {\"epoch\": %d, \"seconds\": %.3f, \"train_loss\": %.6f, \"rows\": %llu, \"test_auc\": %.6f, "
-                   "\"test_logloss\": %.6f}%s\n",
-                e->epoch, e->seconds, J(e->train_loss), (unsigned long long)e->rows, J(e->test.auc),
-                J(e->test.logloss), i + 1 < s->n_epochs ? "," : "");
+        fprintf(f, "    {\"epoch\": %d, \"seconds\": %.3f, \"seconds_from_step1\": %.3f, \"train_loss\": %.6f, "
+                   "\"rows\": %llu, \"test_auc\": %.6f, \"test_logloss\": %.6f}%s\n",
+                e->epoch, e->seconds, e->seconds_from_step1, J(e->train_loss), (unsigned long long)e->rows,
+                J(e->test.auc), J(e->test.logloss), i + 1 < s->n_epochs ? "," : "");
     }
     fprintf(f, "  ],\n");
+    fprintf(f, "  \"step1_at_seconds\": %.3f,\n  \"loss_window_steps\": %d,\n  \"loss_moving_average\": %.6f,\n",
+            s->step1_at, FSGD_AGG_LOSS_WINDOW, J(s->loss_ma));
+    fprintf(f, "  \"target_loss\": %.6f,\n  \"time_to_target_loss_s\": %.3f,\n  \"target_loss_step\": %llu,\n",
+            job->target_loss, s->time_to_target, (unsigned long long)s->target_step);
     fprintf(f, "  \"per_step_seconds\": {\"gradient\": %.6g, \"encode\": %.6g, \"decode\": %.6g, \"comm_wait\": %.6g, "
                "\"update\": %.6g},\n",
             s->t_grad / steps, s->t_encode / steps, s->t_decode / steps, s->t_wait / steps, s->t_update / steps);
@@ -695,6 +729,7 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
 {
     memset(st, 0, sizeof *st);
     st->resumed_from_step = -1;
+    st->time_to_target = -1;
     agg_t a = {.job = job, .s = st, .err = err, .errsz = errsz};
     fsgd_kbus_topic(a.tdata, sizeof a.tdata, job->name, "data");
     fsgd_kbus_topic(a.tgrads, sizeof a.tgrads, job->name, "grads");

@@ -55,6 +55,7 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
 typedef struct fsgd_agg_epoch {
     int epoch;
     double seconds;      /* since training started */
+    double seconds_from_step1; /* since step 1 was applied (excludes the group join and startup) */
     double train_loss;   /* mean over the epoch's rows */
     uint64_t rows;       /* rows applied in the epoch */
     fsgd_metrics_t test; /* n == 0 without test data */
@@ -76,7 +77,18 @@ typedef struct fsgd_agg_stats {
     int n_epochs;
     fsgd_agg_epoch_t epochs[64];
     fsgd_metrics_t test;
+    /* Timing from step 1 (this aggregator process; restarted on a resume):
+     * step1_at is seconds from the aggregator's start until step 1 was
+     * applied (the consumer-group join, data loading, first exchange);
+     * loss_ma is the row-weighted mean training loss of the last
+     * FSGD_AGG_LOSS_WINDOW applied steps; time_to_target is seconds from step
+     * 1 until loss_ma first was <= job->target_loss (-1: not reached or off),
+     * target_step the step at which it was. */
+    double step1_at, loss_ma, time_to_target;
+    uint64_t target_step;
 } fsgd_agg_stats_t;
+
+#define FSGD_AGG_LOSS_WINDOW 8
 
 typedef void (*fsgd_agg_progress_fn)(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch);
 

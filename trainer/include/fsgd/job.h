@@ -47,6 +47,7 @@ typedef struct fsgd_job {
     int step_timeout_ms;             /* drop a worker that misses a step by this long */
     int snapshot_every;              /* full model snapshot every N steps */
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
+    double target_loss;              /* aggregator: time from step 1 until the moving-average training loss reaches this (0: off) */
 } fsgd_job_t;
 
 /* Fills every field with its default. */
