@@ -92,12 +92,20 @@ static void worker_step(worker_t *w)
     /* Raw sums (scale 1, no λ): the reduction divides by the whole step's rows
      * and adds λθ once, exactly as the aggregator does. */
     fsgd_grad_request_t req = {.batch = &w->batch, .batch_id = -1, .loss = t->job->model, .scale = 1.0, .l2 = 0};
-    w->rc = fsgd_backend_gradient(w->backend, &req, &w->grad, &w->loss, w->err, sizeof w->err);
+    /* A device encoder returns only the message; gradient and encoding are
+     * then one call and their time counts as gradient time. */
+    int fused = fsgd_backend_encodes_on_device(w->backend, w->codec);
+    size_t bound;
+    if (fused) {
+        bound = fsgd_backend_encoded_bound(w->codec, &w->batch);
+    } else {
+        w->rc = fsgd_backend_gradient(w->backend, &req, &w->grad, &w->loss, w->err, sizeof w->err);
+        if (w->rc < 0)
+            return;
+        bound = fsgd_codec_bound(w->codec, w->grad.n);
+    }
     double t1 = now();
     w->t_grad += t1 - t0;
-    if (w->rc < 0)
-        return;
-    size_t bound = fsgd_codec_bound(w->codec, w->grad.n);
     if (bound > w->wire_cap) {
         uint8_t *p = realloc(w->wire, bound);
         if (!p) {
@@ -108,15 +116,27 @@ static void worker_step(worker_t *w)
         w->wire_cap = bound;
     }
     size_t len = 0;
-    w->rc = fsgd_codec_encode(w->codec, w->grad.keys, w->grad.vals, w->grad.n, w->wire, w->wire_cap, &len, w->err,
-                              sizeof w->err);
+    uint64_t entries;
+    if (fused) {
+        w->rc = fsgd_backend_gradient_encoded(w->backend, &req, w->codec, w->wire, w->wire_cap, &len, &w->loss,
+                                              w->err, sizeof w->err);
+        fsgd_codec_stats_t cst;
+        fsgd_codec_last_stats(w->codec, &cst);
+        entries = cst.n_in;
+        w->t_grad += now() - t1;
+        t1 = now();
+    } else {
+        w->rc = fsgd_codec_encode(w->codec, w->grad.keys, w->grad.vals, w->grad.n, w->wire, w->wire_cap, &len,
+                                  w->err, sizeof w->err);
+        entries = w->grad.n;
+    }
     double t2 = now();
     w->t_encode += t2 - t1;
     if (w->rc < 0)
         return;
     w->rc = fsgd_codec_decode(w->wire, len, t->adam.dim, &w->decoded, w->err, sizeof w->err);
     w->t_decode += now() - t2;
-    w->raw_bytes += 8 * (uint64_t)w->grad.n;
+    w->raw_bytes += 8 * entries;
     w->wire_bytes += len;
 }
 
