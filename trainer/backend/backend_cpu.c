@@ -8,6 +8,7 @@
 #include "backend_impl.h"
 #include "fsgd/error.h"
 #include "fsgd/keysort.h"
+#include "../core/loss_formulas.h"
 
 typedef struct cpu_state {
     uint64_t dim;
@@ -81,8 +82,8 @@ static int cpu_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *
         for (uint64_t i = lo; i < hi; i++)
             m += (double)s->theta[X->col[i]] * X->val[i];
         double y = fsgd_loss_label(req->loss, X->label[r]);
-        loss += fsgd_loss_value(req->loss, m, y);
-        double g = fsgd_loss_deriv(req->loss, m, y);
+        loss += fsgd_loss_formula_value(req->loss, m, y);
+        double g = fsgd_loss_formula_deriv(req->loss, m, y);
         for (uint64_t i = lo; i < hi; i++) {
             uint32_t k = X->col[i];
             if (!s->seen[k]) {

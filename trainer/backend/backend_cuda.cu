@@ -56,6 +56,7 @@ extern "C" {
 #include "backend_impl.h"
 #include "fsgd/error.h"
 #include "fsgd/loss.h"
+#include "../core/loss_formulas.h"
 }
 
 /* ---------------------------------------------------------------- errors */
@@ -151,42 +152,10 @@ __global__ void k_gather(const float *theta, const uint32_t *touched, size_t t, 
     GRID_STRIDE(j, t) theta_c[j] = (double)theta[touched[j]];
 }
 
-/* The formulas of trainer/core/loss.c, in double. */
-__device__ static double d_label(int kind, double y)
-{
-    return kind == FSGD_LOSS_SQUARED ? y : (y > 0 ? 1.0 : -1.0);
-}
-
-__device__ static double d_loss_value(int kind, double m, double y)
-{
-    switch (kind) {
-    case FSGD_LOSS_LOGISTIC: {
-        double z = -y * m;
-        return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));
-    }
-    case FSGD_LOSS_SQUARED:
-        return 0.5 * (m - y) * (m - y);
-    case FSGD_LOSS_HINGE:
-        return y * m < 1 ? 1 - y * m : 0;
-    }
-    return CUDART_NAN;
-}
-
-__device__ static double d_loss_deriv(int kind, double m, double y)
-{
-    switch (kind) {
-    case FSGD_LOSS_LOGISTIC: {
-        double z = -y * m;
-        double s = z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z));
-        return -y * s;
-    }
-    case FSGD_LOSS_SQUARED:
-        return m - y;
-    case FSGD_LOSS_HINGE:
-        return y * m < 1 ? -y : 0;
-    }
-    return CUDART_NAN;
-}
+/* The formulas of trainer/core/loss.c, shared through loss_formulas.h. */
+__device__ static double d_label(int kind, double y) { return fsgd_loss_formula_label(kind, y); }
+__device__ static double d_loss_value(int kind, double m, double y) { return fsgd_loss_formula_value(kind, m, y); }
+__device__ static double d_loss_deriv(int kind, double m, double y) { return fsgd_loss_formula_deriv(kind, m, y); }
 
 /* r_i = loss'(m_i, y_i); part[block] = Σ loss over the block's rows, summed
  * in a fixed tree order so the total is the same on every run. */
