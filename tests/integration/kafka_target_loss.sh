@@ -36,6 +36,6 @@ PYEOF
 # unreachable target: recorded as not reached
 start_run "$tmp/run2.log" --workers 2 --epochs 1 --target-loss 0.001 --metrics-json "$tmp/n.json"
 finish_run "$tmp/run2.log"
-test "$(json_get "$tmp/n.json" time_to_target_loss_s)" = "-1.000"
+test "$(json_get "$tmp/n.json" time_to_target_loss_s)" = "-1.0"
 test "$(json_get "$tmp/n.json" target_loss_step)" = "0"
 echo "unreachable target: time_to_target_loss_s = -1"
