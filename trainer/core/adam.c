@@ -27,9 +27,10 @@ int fsgd_adam_init(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_t *p)
     return FSGD_E_OK;
 }
 
-void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n)
+void fsgd_adam_advance(fsgd_adam_t *a) { a->t++; }
+
+void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n)
 {
-    a->t++;
     const double b1 = a->p.beta1, b2 = a->p.beta2;
     /* Bias corrections of step t (Kingma & Ba, Alg. 1), folded into the step size. */
     const double c1 = 1 - pow(b1, (double)a->t);
@@ -44,6 +45,12 @@ void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, siz
         a->v[k] = (float)v;
         a->theta[k] = (float)(a->theta[k] - lr * (m / c1) / (sqrt(v / c2) + eps));
     }
+}
+
+void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n)
+{
+    fsgd_adam_advance(a);
+    fsgd_adam_apply(a, keys, grad, n);
 }
 
 void fsgd_adam_free(fsgd_adam_t *a)

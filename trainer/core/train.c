@@ -12,7 +12,6 @@
 #include "fsgd/backend.h"
 #include "fsgd/codec.h"
 #include "fsgd/error.h"
-#include "fsgd/reduce.h"
 
 static double now(void)
 {
@@ -22,6 +21,11 @@ static double now(void)
 }
 
 typedef struct trainer trainer_t;
+
+/* Each step is two parallel rounds: every thread computes and round-trips
+ * the gradient of its rows, then every thread reduces one key range of all
+ * threads' gradients and applies Adam there, so neither phase is serial. */
+enum { PHASE_GRADIENT, PHASE_UPDATE };
 
 typedef struct worker {
     trainer_t *t;
@@ -38,6 +42,9 @@ typedef struct worker {
     char err[512];
     double t_grad, t_encode, t_decode;
     uint64_t raw_bytes, wire_bytes;
+    /* update phase: this thread's key range [key_lo, key_hi) of the step */
+    uint64_t key_lo, key_hi;
+    fsgd_sparse_t upd; /* the reduced gradient on that range */
 } worker_t;
 
 struct trainer {
@@ -47,6 +54,8 @@ struct trainer {
     fsgd_adam_t adam;
     pthread_barrier_t start, done;
     int stop;
+    int phase;          /* PHASE_GRADIENT or PHASE_UPDATE: what the next round does */
+    double inv_rows;    /* 1 / rows in the current step */
     worker_t *workers;
     int n_workers;
 };
@@ -140,6 +149,58 @@ static void worker_step(worker_t *w)
     w->wire_bytes += len;
 }
 
+static size_t lower_bound(const uint32_t *keys, size_t n, uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Sums every thread's decoded gradient over [key_lo, key_hi) (a W-way merge of
+ * sorted lists), takes the mean over the step's rows, adds λθ and applies the
+ * Adam update of step t on those keys. */
+static void worker_update(worker_t *w)
+{
+    trainer_t *t = w->t;
+    const int W = t->n_workers;
+    size_t pos[64], end[64];
+    size_t total = 0;
+    w->rc = 0;
+    w->upd.n = 0;
+    for (int j = 0; j < W; j++) {
+        const fsgd_sparse_t *d = &t->workers[j].decoded;
+        pos[j] = lower_bound(d->keys, d->n, w->key_lo);
+        end[j] = lower_bound(d->keys, d->n, w->key_hi);
+        total += end[j] - pos[j];
+    }
+    if (fsgd_sparse_reserve(&w->upd, total) < 0) {
+        w->rc = fsgd_err_fmt(w->err, sizeof w->err, FSGD_E_NOMEM, "out of memory reducing %zu entries", total);
+        return;
+    }
+    const double l2 = t->job->l2;
+    for (;;) {
+        uint64_t k = UINT64_MAX;
+        for (int j = 0; j < W; j++)
+            if (pos[j] < end[j] && t->workers[j].decoded.keys[pos[j]] < k)
+                k = t->workers[j].decoded.keys[pos[j]];
+        if (k == UINT64_MAX)
+            break;
+        double sum = 0;
+        for (int j = 0; j < W; j++)
+            if (pos[j] < end[j] && t->workers[j].decoded.keys[pos[j]] == k)
+                sum += t->workers[j].decoded.vals[pos[j]++];
+        w->upd.keys[w->upd.n] = (uint32_t)k;
+        w->upd.vals[w->upd.n++] = (float)(sum * t->inv_rows + l2 * t->adam.theta[k]);
+    }
+    fsgd_adam_apply(&t->adam, w->upd.keys, w->upd.vals, w->upd.n);
+}
+
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
@@ -147,10 +208,51 @@ static void *worker_main(void *arg)
         pthread_barrier_wait(&w->t->start);
         if (w->t->stop)
             break;
-        worker_step(w);
+        if (w->t->phase == PHASE_GRADIENT)
+            worker_step(w);
+        else
+            worker_update(w);
         pthread_barrier_wait(&w->t->done);
     }
     return NULL;
+}
+
+/* Splits the key space into one range per thread with about equal numbers of
+ * gradient entries, using the largest decoded gradient as the sample. */
+static void split_keys(trainer_t *t, uint64_t model_dim)
+{
+    const int W = t->n_workers;
+    const fsgd_sparse_t *sample = &t->workers[0].decoded;
+    for (int j = 1; j < W; j++)
+        if (t->workers[j].decoded.n > sample->n)
+            sample = &t->workers[j].decoded;
+    for (int i = 0; i < W; i++) {
+        t->workers[i].key_lo = i == 0 ? 0 : t->workers[i - 1].key_hi;
+        t->workers[i].key_hi = i == W - 1 || sample->n == 0 ? model_dim
+                                                             : sample->keys[sample->n * (size_t)(i + 1) / (size_t)W];
+        if (t->workers[i].key_hi < t->workers[i].key_lo)
+            t->workers[i].key_hi = t->workers[i].key_lo;
+    }
+}
+
+static void sum_worker_stats(const trainer_t *t, fsgd_train_stats_t *stats)
+{
+    stats->raw_bytes = stats->wire_bytes = 0;
+    stats->t_grad = stats->t_encode = stats->t_decode = 0;
+    for (int i = 0; i < t->n_workers; i++) {
+        stats->raw_bytes += t->workers[i].raw_bytes;
+        stats->wire_bytes += t->workers[i].wire_bytes;
+        stats->t_grad += t->workers[i].t_grad;
+        stats->t_encode += t->workers[i].t_encode;
+        stats->t_decode += t->workers[i].t_decode;
+    }
+}
+
+static void run_round(trainer_t *t, int phase)
+{
+    t->phase = phase;
+    pthread_barrier_wait(&t->start);
+    pthread_barrier_wait(&t->done);
 }
 
 static uint64_t splitmix(uint64_t *s)
@@ -206,6 +308,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
             fsgd_csr_free(&w->batch);
             fsgd_sparse_free(&w->grad);
             fsgd_sparse_free(&w->decoded);
+            fsgd_sparse_free(&w->upd);
             free(w->wire);
         }
         free(t->workers);
@@ -248,15 +351,14 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     t.rows = &rows;
     t.perm = malloc(rows.n_rows * sizeof *t.perm);
     int W = job->threads < 1 ? 1 : job->threads;
+    if (W > 64) /* the update merge keeps one cursor per thread on the stack */
+        W = 64;
     t.n_workers = W;
     t.workers = calloc((size_t)W, sizeof *t.workers);
-    fsgd_reducer_t *red = fsgd_reducer_new(model_dim);
     double *test_margin = malloc((test_rows.n_rows ? test_rows.n_rows : 1) * sizeof *test_margin);
-    fsgd_sparse_t step_grad = {0};
     float *new_vals = NULL;
-    if (rc < 0 || !t.perm || !t.workers || !red || !test_margin) {
+    if (rc < 0 || !t.perm || !t.workers || !test_margin) {
         free(test_margin);
-        fsgd_reducer_destroy(red);
         cleanup(&t, &rows, &test_rows);
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory setting up training (model dim %llu)",
                             (unsigned long long)model_dim);
@@ -277,7 +379,6 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     }
     if (rc < 0) {
         free(test_margin);
-        fsgd_reducer_destroy(red);
         cleanup(&t, &rows, &test_rows);
         return rc;
     }
@@ -320,42 +421,42 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                 t.workers[i].first = pos + cnt * (size_t)i / (size_t)W;
                 t.workers[i].count = pos + cnt * (size_t)(i + 1) / (size_t)W - t.workers[i].first;
             }
-            pthread_barrier_wait(&t.start);
-            pthread_barrier_wait(&t.done);
+            run_round(&t, PHASE_GRADIENT);
             double s1 = now();
             for (int i = 0; i < W && rc == 0; i++) {
                 worker_t *w = &t.workers[i];
-                if (w->rc < 0) {
+                if (w->rc < 0)
                     rc = fsgd_err_fmt(err, errsz, w->rc, "worker %d: %s", i, w->err);
-                    break;
-                }
                 loss_acc += w->loss;
-                rc = fsgd_reducer_add(red, w->decoded.keys, w->decoded.vals, w->decoded.n);
             }
-            if (rc == 0)
-                rc = fsgd_reducer_take(red, 1.0 / (double)cnt, &step_grad);
-            if (rc < 0) {
-                if (!err || !err[0])
-                    fsgd_err_fmt(err, errsz, rc, "reducing step %llu failed", (unsigned long long)stats->steps);
+            if (rc < 0)
                 break;
-            }
             loss_rows += cnt;
-            if (job->l2 > 0)
-                for (size_t i = 0; i < step_grad.n; i++)
-                    step_grad.vals[i] += (float)(job->l2 * t.adam.theta[step_grad.keys[i]]);
-            fsgd_adam_step(&t.adam, step_grad.keys, step_grad.vals, step_grad.n);
-            if (strcmp(fsgd_backend_name(t.workers[0].backend), "cpu") != 0) {
-                float *nv = realloc(new_vals, (step_grad.n ? step_grad.n : 1) * sizeof *nv);
-                if (!nv) {
-                    rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
-                    break;
+            split_keys(&t, model_dim);
+            t.inv_rows = 1.0 / (double)cnt;
+            fsgd_adam_advance(&t.adam);
+            run_round(&t, PHASE_UPDATE);
+            for (int i = 0; i < W && rc == 0; i++)
+                if (t.workers[i].rc < 0)
+                    rc = fsgd_err_fmt(err, errsz, t.workers[i].rc, "worker %d: %s", i, t.workers[i].err);
+            if (rc == 0 && strcmp(fsgd_backend_name(t.workers[0].backend), "cpu") != 0) {
+                /* Device backends keep their own θ: send them the new values. */
+                for (int i = 0; i < W && rc == 0; i++) {
+                    const fsgd_sparse_t *u = &t.workers[i].upd;
+                    float *nv = realloc(new_vals, (u->n ? u->n : 1) * sizeof *nv);
+                    if (!nv) {
+                        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+                        break;
+                    }
+                    new_vals = nv;
+                    for (size_t k = 0; k < u->n; k++)
+                        new_vals[k] = t.adam.theta[u->keys[k]];
+                    for (int j = 0; j < W && rc == 0; j++)
+                        rc = fsgd_backend_apply(t.workers[j].backend, u->keys, new_vals, u->n, err, errsz);
                 }
-                new_vals = nv;
-                for (size_t i = 0; i < step_grad.n; i++)
-                    new_vals[i] = t.adam.theta[step_grad.keys[i]];
-                for (int i = 0; i < W && rc == 0; i++)
-                    rc = fsgd_backend_apply(t.workers[i].backend, step_grad.keys, new_vals, step_grad.n, err, errsz);
             }
+            if (rc < 0)
+                break;
             double s2 = now();
             stats->t_update += s2 - s1;
             train_time += s2 - s0;
@@ -379,15 +480,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             double tnow = now();
             if (progress && (last_step || tnow - last_report >= 1.0)) {
                 stats->last_loss = loss_rows ? loss_acc / (double)loss_rows : NAN;
-                stats->raw_bytes = stats->wire_bytes = 0;
-                stats->t_grad = stats->t_encode = stats->t_decode = 0;
-                for (int i = 0; i < W; i++) {
-                    stats->raw_bytes += t.workers[i].raw_bytes;
-                    stats->wire_bytes += t.workers[i].wire_bytes;
-                    stats->t_grad += t.workers[i].t_grad;
-                    stats->t_encode += t.workers[i].t_encode;
-                    stats->t_decode += t.workers[i].t_decode;
-                }
+                sum_worker_stats(&t, stats);
                 progress(ctx, stats, last_step);
                 last_report = tnow;
                 loss_acc = 0;
@@ -406,15 +499,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     }
     pthread_barrier_destroy(&t.start);
     pthread_barrier_destroy(&t.done);
-    stats->raw_bytes = stats->wire_bytes = 0;
-    stats->t_grad = stats->t_encode = stats->t_decode = 0;
-    for (int i = 0; i < t.n_workers; i++) {
-        stats->raw_bytes += t.workers[i].raw_bytes;
-        stats->wire_bytes += t.workers[i].wire_bytes;
-        stats->t_grad += t.workers[i].t_grad;
-        stats->t_encode += t.workers[i].t_encode;
-        stats->t_decode += t.workers[i].t_decode;
-    }
+    sum_worker_stats(&t, stats);
     if (rc == 0) {
         rc = fsgd_model_init(model, job->model, dim, bias, (float)job->bias_value);
         if (rc == 0)
@@ -423,9 +508,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             fsgd_err_fmt(err, errsz, rc, "out of memory for the model");
     }
     free(new_vals);
-    fsgd_sparse_free(&step_grad);
     free(test_margin);
-    fsgd_reducer_destroy(red);
     cleanup(&t, &rows, &test_rows);
     return rc;
 }

@@ -38,6 +38,12 @@ int fsgd_adam_init(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_t *p);
  * increments t, updates m, v, θ on those keys only. */
 void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n);
 
+/* The update of step a->t on a subset of keys, without advancing t: lets
+ * threads update disjoint key ranges of one step in parallel (advance t once
+ * with fsgd_adam_advance first). fsgd_adam_step = advance + apply. */
+void fsgd_adam_advance(fsgd_adam_t *a);
+void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n);
+
 /* Frees the arrays. NULL is a no-op. */
 void fsgd_adam_free(fsgd_adam_t *a);
 
