@@ -210,10 +210,15 @@ for base, codec in ((sys.argv[1], "none"), (sys.argv[2], "fastsgd")):
         link_fig = " link_bytes_up=%s link_bytes_down=%s" % (env["link_up"], env["link_down"])
     print("bench dist link=%s workers=%s codec=%s epoch_s=%.3f epoch1_s=%.3f time_to_target_s=%.3f target_step=%d "
           "wire_bytes_up=%d wire_bytes_down=%d%s test_auc=%.5f grad_raw_kb_per_worker_step=%.0f compression=%.2f "
-          "step_p50_ms=%.2f steps=%d workers_dropped=%d join_s=%.2f" %
+          "step_p50_ms=%.2f steps=%d empty_steps=%d workers_dropped=%d join_s=%.2f" %
           (link, w, codec, epoch_s, e[0]["seconds_from_step1"], f["ttt"], m["target_loss_step"], f["up"], f["down"],
            link_fig, m["test"]["auc"], m["bytes"]["gradient_raw"] / steps / int(w) / 1024, m["compression_ratio"],
-           m["step_latency_ms"]["p50"], m["steps"], m["workers"]["dropped"], m["step1_at_seconds"]))
+           m["step_latency_ms"]["p50"], m["steps"], m["empty_steps"], m["workers"]["dropped"], m["step1_at_seconds"]))
+    if m["empty_steps"]:
+        # a worker that joined the consumer group after step 1 makes the group
+        # rebalance: steps wait for the new assignment and carry no rows
+        print("bench dist note=\"link=%s workers=%s codec=%s: %d empty steps (a consumer-group rebalance after step 1); "
+              "its epoch 1 and time to target include that stall\"" % (link, w, codec, m["empty_steps"]))
 a, b = figs["none"], figs["fastsgd"]
 print("bench dist_ratio link=%s workers=%s epoch_time_fastsgd_over_none=%.3f bytes_fastsgd_over_none=%.3f "
       "bytes_up_fastsgd_over_none=%.3f time_to_target_fastsgd_over_none=%.3f" %
