@@ -7,7 +7,12 @@
 #include <string.h>
 
 #include "codec_internal.h"
+#include "fastsgd_fast.h"
 #include "fsgd/fastsgd.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 enum { P_B, P_TAU, P_L, P_LEVELS, P_EF };
 static const char *const level_modes[] = {"paper", "optimal", NULL};
@@ -115,6 +120,142 @@ uint64_t fsgd_fastsgd_optimal_lengths(const uint64_t hist[33], int l, uint8_t *l
     return dp[tmax - 1][top] + (uint64_t)l * total;
 }
 
+/* ---- levels, fast and exact ------------------------------------------- */
+
+/* One step of fsgd_fastsgd_levels, its own operations. */
+static float level_step_ref(float prev, double b)
+{
+    float x = (float)((double)prev / b);
+    while (x < prev && fma((double)x, b, -(double)prev) <= 0)
+        x = nextafterf(x, INFINITY);
+    return x;
+}
+
+#define LOW29 ((1ull << 29) - 1)        /* double mantissa bits below float precision */
+#define QMIN ((uint64_t)(1023 - 125) << 52) /* 2^-125: comfortably normal as a float */
+
+/* f[L] from prev = f[L-1] (as a double, exactly a float). The reference
+ * rounds prev/b to the nearest float x and moves it up one ulp when x*b <=
+ * prev: the result is always the smallest float strictly above the real
+ * quotient Q = prev/b. q = prev * (1/b) is within 3 double ulps of Q; when q
+ * is more than 8 double ulps from every float (bits below float precision
+ * not within 8 of 0 mod 2^29) and a normal float, the floats around q and Q
+ * are the same, and the answer is q truncated to float precision plus one
+ * float ulp: (bits | LOW29) + 1. Otherwise, rarely, the reference step. */
+static inline double level_step(double prev, double ib, double b)
+{
+    double q = prev * ib;
+    uint64_t u;
+    memcpy(&u, &q, 8);
+    if (__builtin_expect(((u + 8) & LOW29) > 16 && u >= QMIN, 1)) {
+        u = (u | LOW29) + 1;
+        memcpy(&q, &u, 8);
+        return q;
+    }
+    return (double)level_step_ref((float)prev, b);
+}
+
+void fsgd_fastsgd_levels_from(double b, int from, int n, float *f)
+{
+    if (from < 1 || from >= n)
+        return;
+    const double ib = 1.0 / b;
+    double prev = f[from - 1];
+    for (int L = from; L < n; L++) {
+        prev = level_step(prev, ib, b);
+        f[L] = (float)prev;
+    }
+}
+
+/* f[0..*top] are known. Returns the smallest L in [start, hi] with f[L] <=
+ * stop, computing levels (and raising *top) only as far as needed; hi + 1
+ * when there is none. 1 <= start <= *top + 1. */
+static int level_search(float *f, int *top, int start, int hi, float stop, double b)
+{
+    int L = start;
+    for (; L <= *top && L <= hi; L++)
+        if (f[L] <= stop)
+            return L;
+    if (L > hi)
+        return hi + 1;
+    const double ib = 1.0 / b;
+    double prev = f[L - 1];
+    for (; L <= hi; L++) {
+        prev = level_step(prev, ib, b);
+        f[L] = (float)prev;
+        if (f[L] <= stop)
+            break;
+    }
+    *top = L <= hi ? L : hi;
+    return L;
+}
+
+/* ---- Σ|v| ------------------------------------------------------------- */
+
+double fsgd_fastsgd_abs_sum(const float *vals, size_t n, float *mxp, float *mnp)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    float mx = 0, mn = INFINITY;
+    size_t i = 0;
+#if defined(__SSE2__)
+    /* Lanes (s0, s1) and (s2, s3) of two SSE2 double vectors: the same
+     * additions in the same order as the scalar loop below. */
+    const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+    const __m128 vinf = _mm_set1_ps(INFINITY), zero = _mm_setzero_ps();
+    __m128d a01 = _mm_setzero_pd(), a23 = _mm_setzero_pd();
+    __m128 vmx = zero, vmn = vinf;
+    for (; i + 4 <= n; i += 4) {
+        __m128 a = _mm_and_ps(_mm_loadu_ps(vals + i), absmask);
+        a01 = _mm_add_pd(a01, _mm_cvtps_pd(a));
+        a23 = _mm_add_pd(a23, _mm_cvtps_pd(_mm_movehl_ps(a, a)));
+        vmx = _mm_max_ps(vmx, a);
+        vmn = _mm_min_ps(vmn, _mm_or_ps(a, _mm_and_ps(_mm_cmpeq_ps(a, zero), vinf)));
+    }
+    double d[4];
+    float m[8];
+    _mm_storeu_pd(d, a01);
+    _mm_storeu_pd(d + 2, a23);
+    _mm_storeu_ps(m, vmx);
+    _mm_storeu_ps(m + 4, vmn);
+    s0 = d[0];
+    s1 = d[1];
+    s2 = d[2];
+    s3 = d[3];
+    for (int k = 0; k < 4; k++) {
+        mx = m[k] > mx ? m[k] : mx;
+        mn = m[4 + k] < mn ? m[4 + k] : mn;
+    }
+#else
+    for (; i + 4 <= n; i += 4) {
+        float a0 = fabsf(vals[i]), a1 = fabsf(vals[i + 1]), a2 = fabsf(vals[i + 2]), a3 = fabsf(vals[i + 3]);
+        s0 += a0;
+        s1 += a1;
+        s2 += a2;
+        s3 += a3;
+        float m01 = a0 > a1 ? a0 : a1, m23 = a2 > a3 ? a2 : a3, mm = m01 > m23 ? m01 : m23;
+        mx = mm > mx ? mm : mx;
+        if (a0 > 0 && a0 < mn)
+            mn = a0;
+        if (a1 > 0 && a1 < mn)
+            mn = a1;
+        if (a2 > 0 && a2 < mn)
+            mn = a2;
+        if (a3 > 0 && a3 < mn)
+            mn = a3;
+    }
+#endif
+    for (; i < n; i++) {
+        float a = fabsf(vals[i]);
+        s0 += a;
+        mx = a > mx ? a : mx;
+        if (a > 0 && a < mn)
+            mn = a;
+    }
+    *mxp = mx;
+    *mnp = mn;
+    return (s0 + s1) + (s2 + s3);
+}
+
 /* log2 of 1 + (i + 0.5)/1024: a first guess of the level, corrected exactly
  * against the level table. */
 static float log2_tab[1024];
@@ -125,17 +266,134 @@ static void log2_init(void)
         log2_tab[i] = (float)log2(1.0 + (i + 0.5) / 1024.0);
 }
 
-static inline float fast_log2(float a)
+static inline float fast_log2_bits(uint32_t u)
+{
+    return (float)((int)(u >> 23) - 127) + log2_tab[(u >> 13) & 1023];
+}
+
+static inline uint32_t f2u(float x)
 {
     uint32_t u;
-    memcpy(&u, &a, 4);
-    return (float)((int)(u >> 23) - 127) + log2_tab[(u >> 13) & 1023];
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static inline void store64le(uint8_t *p, uint64_t v)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, 8);
+#else
+    fsgd_le_put64(p, v);
+#endif
+}
+
+static inline uint64_t load64le(const uint8_t *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+#else
+    return fsgd_le_get64(p);
+#endif
 }
 
 static size_t fs_bound(const fsgd_codec_t *c, size_t n)
 {
     return BODY_FIXED + 32 + n + (n * 37 + 7) / 8;
 }
+
+/* The code of one key: l-bit index of the first length >= bitlen(δ), then δ. */
+#define KEY_CODE(dk, x, nbx)                                                                                 \
+    do {                                                                                                     \
+        int j_ = codec_bitlen(dk);                                                                           \
+        (x) = (uint64_t)(dk) << l | flag[j_];                                                                \
+        (nbx) = nbits[j_];                                                                                   \
+    } while (0)
+
+/* Packs the deltas LSB-first: per key the l-bit index of the first length
+ * >= bitlen(δ), then δ in that length. 8-byte stores while 8 bytes of room
+ * remain before end (G keys per store when G codes of the longest kind fit
+ * beside 7 pending bits), bytes after. Returns the end of the stream
+ * (padding bits zero) and adds the bits written to *bits. */
+static uint8_t *pack_keys(const uint32_t *delta, size_t d, int l, const uint8_t *lens, uint8_t *p,
+                          const uint8_t *end, uint64_t *bits)
+{
+    const int nlev = 1 << l;
+    uint8_t flag[33], nbits[33]; /* per bit length j: index, l + length */
+    for (int j = 0, k = 0; j <= 32; j++) {
+        while (k < nlev - 1 && lens[k] < j)
+            k++;
+        flag[j] = (uint8_t)k;
+        nbits[j] = (uint8_t)(l + lens[k]);
+    }
+    const unsigned maxn = (unsigned)l + lens[nlev - 1]; /* longest code */
+    uint8_t *const start = p;
+    uint64_t acc = 0;
+    unsigned nb = 0; /* pending bits in acc, < 8 between stores */
+    size_t t = 0;
+    if (end - p >= 8) {
+        const uint8_t *lim = end - 8;
+        if (4 * maxn + 7 <= 63) {
+            for (; t + 4 <= d && p <= lim; t += 4) {
+                uint64_t x0, x1, x2, x3;
+                unsigned n0, n1, n2, n3;
+                KEY_CODE(delta[t], x0, n0);
+                KEY_CODE(delta[t + 1], x1, n1);
+                KEY_CODE(delta[t + 2], x2, n2);
+                KEY_CODE(delta[t + 3], x3, n3);
+                uint64_t x01 = x0 | x1 << n0, x23 = x2 | x3 << n2;
+                acc |= (x01 | x23 << (n0 + n1)) << nb;
+                nb += n0 + n1 + n2 + n3;
+                store64le(p, acc);
+                p += nb >> 3;
+                acc >>= nb & 56;
+                nb &= 7;
+            }
+        } else if (2 * maxn + 7 <= 63) {
+            for (; t + 2 <= d && p <= lim; t += 2) {
+                uint64_t x0, x1;
+                unsigned n0, n1;
+                KEY_CODE(delta[t], x0, n0);
+                KEY_CODE(delta[t + 1], x1, n1);
+                acc |= (x0 | x1 << n0) << nb;
+                nb += n0 + n1;
+                store64le(p, acc);
+                p += nb >> 3;
+                acc >>= nb & 56;
+                nb &= 7;
+            }
+        }
+        for (; t < d && p <= lim; t++) {
+            uint64_t x;
+            unsigned n;
+            KEY_CODE(delta[t], x, n);
+            acc |= x << nb;
+            nb += n;
+            store64le(p, acc);
+            p += nb >> 3;
+            acc >>= nb & 56;
+            nb &= 7;
+        }
+    }
+    for (; t < d; t++) {
+        uint64_t x;
+        unsigned n;
+        KEY_CODE(delta[t], x, n);
+        acc |= x << nb;
+        nb += n;
+        while (nb >= 8) {
+            *p++ = (uint8_t)acc;
+            acc >>= 8;
+            nb -= 8;
+        }
+    }
+    *bits += (uint64_t)(p - start) * 8 + nb;
+    if (nb)
+        *p++ = (uint8_t)acc;
+    return p;
+}
+#undef KEY_CODE
 
 static int fs_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *body,
                      size_t cap, size_t *body_len, uint32_t *count, fsgd_sparse_t *sent, char *err,
@@ -147,50 +405,44 @@ static int fs_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, s
     const size_t hdr = BODY_FIXED + (optimal ? (size_t)nlev : 0);
     pthread_once(&log2_once, log2_init);
 
-    /* sum = Σ|v| (four accumulators, double), and the largest |v|. */
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    float mx = 0;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        float a0 = fabsf(vals[i]), a1 = fabsf(vals[i + 1]), a2 = fabsf(vals[i + 2]), a3 = fabsf(vals[i + 3]);
-        s0 += a0;
-        s1 += a1;
-        s2 += a2;
-        s3 += a3;
-        float m01 = a0 > a1 ? a0 : a1, m23 = a2 > a3 ? a2 : a3, m = m01 > m23 ? m01 : m23;
-        mx = m > mx ? m : mx;
-    }
-    for (; i < n; i++) {
-        float a = fabsf(vals[i]);
-        s0 += a;
-        mx = a > mx ? a : mx;
-    }
-    double sum = (s0 + s1) + (s2 + s3);
+    /* sum = Σ|v| (four accumulators, double), the largest and the smallest nonzero |v|. */
+    float mx, mn;
+    double sum = fsgd_fastsgd_abs_sum(vals, n, &mx, &mn);
     float S = sum > FLT_MAX ? FLT_MAX : (float)sum;
 
-    float f[256];
+    /* fbuf[0] = +inf, f = fbuf + 1: f[-1] reads +inf (the bucket path's f[L-1]). */
+    float fbuf[258];
+    fbuf[0] = INFINITY;
+    float *f = fbuf + 1;
     int lbase = 0, lhi = -1; /* kept levels [lbase, lhi]; none when lhi < lbase */
     if (S > 0) {
-        fsgd_fastsgd_levels(S, b, tau + 1, f);
-        while (lbase <= tau && f[lbase] > mx)
-            lbase++;
-        if (lbase <= tau)
-            lhi = lbase + 127 < tau ? lbase + 127 : tau;
-        else
+        int top = 0;
+        f[0] = S;
+        lbase = f[0] <= mx ? 0 : level_search(f, &top, 1, tau, mx, b);
+        if (lbase <= tau) {
+            /* The paper's early stop is level tau, and the byte holds lbase + 127;
+             * no value is below mn, so levels past mn's are never used. */
+            int cut = lbase + 127 < tau ? lbase + 127 : tau;
+            lhi = f[lbase] <= mn ? lbase : level_search(f, &top, lbase + 1, cut, mn, b);
+            if (lhi > cut)
+                lhi = cut;
+        } else {
             lbase = 0;
+        }
     }
 
-    if (fsgd_codec_scratch(c, n * 5 + 8) < 0)
+    if (fsgd_codec_scratch(c, n * 4 + 8) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "fastsgd: out of memory");
     uint32_t *delta = c->scratch;
-    uint8_t *codes = (uint8_t *)(delta + n);
+    /* value bytes straight into the message when it has room for all n */
+    int direct = cap >= hdr + n;
+    uint8_t *codes = direct ? body + hdr : NULL;
     uint64_t hist[33] = {0};
     uint32_t orall = 0; /* bitlen(OR of deltas) = bitlen(largest delta) = M */
     size_t d = 0;
     if (lhi >= lbase) {
         const float thr = f[lhi];
-        uint32_t thr_bits;
-        memcpy(&thr_bits, &thr, 4);
+        const uint32_t thr_bits = f2u(thr);
         /* Bucket table: a float's top bits (exponent and m mantissa bits)
          * locate it within less than one level, so L is the bucket's level
          * at its low end, or one less (one compare against f[L-1]). Needs
@@ -199,22 +451,24 @@ static int fs_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, s
         while (m <= 16 && 1.0 + ldexp(1.0, -m) >= b * (1 - 1e-6))
             m++;
         int sh = 23 - m;
-        uint32_t mx_bits;
-        memcpy(&mx_bits, &mx, 4);
+        uint32_t mx_bits = f2u(mx);
         uint32_t base = m <= 16 ? thr_bits & ~((1u << sh) - 1) : 0;
         size_t nb = m <= 16 ? (size_t)((mx_bits - base) >> sh) + 1 : 0;
         int use_tab = m <= 16 && thr_bits >= 0x00800000u && nb <= n / 4 && nb <= 65536;
-        uint8_t *bucket = NULL;
-        float fm1[257]; /* fm1[L] = f[L-1], fm1[0] = +inf */
+        size_t extra = (direct ? 0 : n) + (use_tab ? nb : 0);
+        if (fsgd_codec_scratch(c, n * 4 + 8 + extra) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "fastsgd: out of memory");
+        delta = c->scratch;
+        uint8_t *more = (uint8_t *)(delta + n) + 8;
+        if (!direct) {
+            codes = more;
+            more += n;
+        }
+        /* Every entry is written at d (<= its index) and d advances only for
+         * kept ones: no branch on which values survive. */
+        uint32_t prev = 0;
         if (use_tab) {
-            if (fsgd_codec_scratch(c, n * 5 + 8 + nb) < 0)
-                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "fastsgd: out of memory");
-            delta = c->scratch;
-            codes = (uint8_t *)(delta + n);
-            bucket = codes + n;
-            fm1[0] = INFINITY;
-            for (int L = 1; L <= lhi; L++)
-                fm1[L] = f[L - 1];
+            uint8_t *bucket = more;
             int L = lhi;
             for (size_t j = 0; j < nb; j++) {
                 uint32_t lob = base + (uint32_t)(j << sh);
@@ -226,31 +480,31 @@ static int fs_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, s
                     L--;
                 bucket[j] = (uint8_t)L;
             }
-            uint32_t prev = 0;
-            for (i = 0; i < n; i++) {
-                float a = fabsf(vals[i]);
-                if (!(a >= thr))
-                    continue;
-                uint32_t u;
-                memcpy(&u, &vals[i], 4);
-                int Lb = bucket[((u & 0x7fffffffu) - base) >> sh];
-                Lb -= fm1[Lb] <= a;
+            const float *fm1 = f - 1; /* fm1[L] = f[L-1], fm1[0] = +inf */
+            for (size_t i = 0; i < n; i++) {
+                uint32_t u = f2u(vals[i]), au = u & 0x7fffffffu;
+                uint32_t keep = au >= thr_bits;
+                uint32_t idx = keep ? (au - base) >> sh : 0;
+                int Lb = bucket[idx];
+                Lb -= f2u(fm1[Lb]) <= au;
                 codes[d] = (uint8_t)((u >> 31) << 7 | (uint32_t)(Lb - lbase));
-                uint32_t dk = keys[i] - prev;
-                prev = keys[i];
-                orall |= dk;
-                delta[d++] = dk;
+                uint32_t k = keys[i], dk = k - prev;
+                delta[d] = dk;
+                prev = keep ? k : prev;
+                orall |= keep ? dk : 0;
+                d += keep;
             }
         } else {
-            const float lS = fast_log2(S), inv = (float)(1.0 / log2(b));
-            uint32_t prev = 0;
-            for (i = 0; i < n; i++) {
-                float a = fabsf(vals[i]);
-                if (!(a >= thr))
-                    continue;
+            const float lS = fast_log2_bits(f2u(S)), inv = (float)(1.0 / log2(b));
+            for (size_t i = 0; i < n; i++) {
+                uint32_t u = f2u(vals[i]), au = u & 0x7fffffffu;
+                uint32_t keep = au >= thr_bits;
+                au = keep ? au : thr_bits;
+                float a;
+                memcpy(&a, &au, 4);
                 /* L = ceil(log_b(S/a)) guessed from the bits, then made exact:
                  * the smallest L with f[L] <= a. */
-                float x = (lS - fast_log2(a)) * inv;
+                float x = (lS - fast_log2_bits(au)) * inv;
                 int L = (int)x;
                 L += x > (float)L;
                 L = L < lbase ? lbase : (L > lhi ? lhi : L);
@@ -258,13 +512,12 @@ static int fs_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, s
                     L--;
                 while (f[L] > a)
                     L++;
-                uint32_t u;
-                memcpy(&u, &vals[i], 4);
                 codes[d] = (uint8_t)((u >> 31) << 7 | (uint32_t)(L - lbase));
-                uint32_t dk = keys[i] - prev;
-                prev = keys[i];
-                orall |= dk;
-                delta[d++] = dk;
+                uint32_t k = keys[i], dk = k - prev;
+                delta[d] = dk;
+                prev = keep ? k : prev;
+                orall |= keep ? dk : 0;
+                d += keep;
             }
         }
     }
@@ -310,27 +563,15 @@ static int fs_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, s
     body[21] = body[22] = body[23] = 0;
     if (optimal)
         memcpy(body + BODY_FIXED, lens, (size_t)nlev);
-    memcpy(body + hdr, codes, d);
+    if (codes && codes != body + hdr)
+        memcpy(body + hdr, codes, d);
+    codes = body + hdr;
 
-    /* level of each bit length: the smallest i with lens[i] >= j. */
-    uint8_t lvl[33];
-    for (int j = 0, k = 0; j <= 32; j++) {
-        while (k < nlev - 1 && lens[k] < j)
-            k++;
-        lvl[j] = (uint8_t)k;
-    }
-    bitw_t w = {body + hdr + d, 0, 0};
     uint64_t bits = 0;
-    for (size_t t = 0; t < d; t++) {
-        uint32_t dk = delta[t];
-        int li = lvl[codec_bitlen(dk)];
-        bitw_put(&w, (uint64_t)li, l);
-        bitw_put(&w, dk, lens[li]);
-        bits += (uint64_t)(l + lens[li]);
-    }
-    uint8_t *end = bitw_end(&w);
+    uint8_t *kstart = body + hdr + d;
+    uint8_t *end = pack_keys(delta, d, l, lens, kstart, body + cap, &bits);
     key_bits = bits;
-    key_bytes = (size_t)(end - (body + hdr + d));
+    key_bytes = (size_t)(end - kstart);
     need = hdr + d + key_bytes;
     fsgd_le_put32(body + 12, (uint32_t)key_bytes);
 
@@ -350,6 +591,26 @@ static int fs_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, s
     c->last.value_bits = 8 * (uint64_t)d;
     c->last.header_bytes = hdr;
     return 0;
+}
+
+/* The largest low-7-bit part of the value bytes. */
+static unsigned max_level_code(const uint8_t *codes, size_t n)
+{
+    unsigned mc = 0;
+    size_t i = 0;
+#if defined(__SSE2__)
+    const __m128i low7 = _mm_set1_epi8(127);
+    __m128i v = _mm_setzero_si128();
+    for (; i + 16 <= n; i += 16)
+        v = _mm_max_epu8(v, _mm_and_si128(_mm_loadu_si128((const __m128i *)(codes + i)), low7));
+    uint8_t t[16];
+    _mm_storeu_si128((__m128i *)t, v);
+    for (int k = 0; k < 16; k++)
+        mc = t[k] > mc ? t[k] : mc;
+#endif
+    for (; i < n; i++)
+        mc = (codes[i] & 127u) > mc ? (codes[i] & 127u) : mc;
+    return mc;
 }
 
 static int fs_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t count, uint64_t dim,
@@ -406,21 +667,69 @@ static int fs_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t count
     }
     FSGD_TRY(codec_reserve(out, count, err, errsz));
 
-    float f[256];
-    fsgd_fastsgd_levels(S, b, tau + 1, f);
     const uint8_t *codes = body + hdr;
-    for (uint32_t i = 0; i < count; i++) {
-        int L = lbase + (codes[i] & 127);
-        if (L > tau)
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field fastsgd.value at offset %zu: level %d > tau %d",
-                                off + hdr + i, L, tau);
-        out->vals[i] = (codes[i] & 128) ? -f[L] : f[L];
+    if (count > 0) {
+        /* Levels only up to the largest one present. */
+        int Lmax = lbase + (int)max_level_code(codes, count);
+        if (Lmax > tau) {
+            for (uint32_t i = 0; i < count; i++) {
+                int L = lbase + (codes[i] & 127);
+                if (L > tau)
+                    return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                        "field fastsgd.value at offset %zu: level %d > tau %d", off + hdr + i, L,
+                                        tau);
+            }
+        }
+        float f[256];
+        f[0] = S;
+        fsgd_fastsgd_levels_from(b, 1, Lmax + 1, f);
+        uint32_t fb[128];
+        for (int k = 0; k <= Lmax - lbase; k++)
+            fb[k] = f2u(f[lbase + k]);
+        uint32_t *ov = (uint32_t *)(void *)out->vals;
+        for (uint32_t i = 0; i < count; i++) {
+            uint32_t cb = codes[i];
+            ov[i] = fb[cb & 127] | (cb & 128) << 24;
+        }
     }
 
     const uint8_t *kstart = codes + count;
-    bitr_t r = {kstart, kstart + key_bytes, 0, 0};
     uint64_t key = 0;
-    for (uint32_t i = 0; i < count; i++) {
+    uint32_t i = 0;
+    size_t skip = 0; /* bits of kstart[0..] already read by the fast loop */
+    if (key_bytes >= 8 && count > 0) {
+        /* 8-byte loads while they stay inside the key bytes; each key needs
+         * at most 7 + l + 32 <= 44 bits of one load. Errors (a zero delta
+         * after the first, a key >= dim) send everything to the checked loop
+         * below, which names the first bad key. */
+        const size_t last = key_bytes - 8;
+        const uint32_t lmask = (1u << l) - 1;
+        uint64_t pos = 0;
+        uint32_t zero = 0;
+        for (; i < count && (pos >> 3) <= last; i++) {
+            uint64_t w = load64le(kstart + (pos >> 3)) >> (pos & 7);
+            unsigned ln = lens[w & lmask];
+            uint32_t dk = (uint32_t)((w >> l) & ((1ull << ln) - 1));
+            pos += (unsigned)l + ln;
+            zero |= (dk == 0) & (i > 0);
+            key += dk;
+            out->keys[i] = (uint32_t)key;
+        }
+        if (zero || key >= dim) {
+            i = 0;
+            key = 0;
+        } else {
+            skip = (size_t)pos;
+        }
+    }
+    bitr_t r = {kstart + skip / 8, kstart + key_bytes, 0, 0};
+    if (skip % 8) {
+        uint32_t junk;
+        if (bitr_get(&r, (int)(skip % 8), &junk) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "field fastsgd.keys at offset %zu: key %u cut off",
+                                off + hdr + count + skip / 8, i);
+    }
+    for (; i < count; i++) {
         uint32_t flag, dk;
         size_t at = off + hdr + count + bitr_used(&r, kstart);
         if (bitr_get(&r, l, &flag) < 0 || bitr_get(&r, lens[flag], &dk) < 0)
