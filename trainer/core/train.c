@@ -3,6 +3,11 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +27,42 @@ static double now(void)
 
 typedef struct trainer trainer_t;
 
+/* A spin-then-futex barrier: a step's rounds last tens of microseconds, where
+ * a pthread barrier's sleep/wake costs as much as the work; waiters spin
+ * briefly and only then sleep on a futex, so an oversubscribed or idle
+ * trainer neither burns a core nor oversleeps. */
+typedef struct spin_barrier {
+    atomic_uint arrived;
+    atomic_uint gen;
+    atomic_uint parties;
+    atomic_uint sleepers;
+} spin_barrier_t;
+
+static void spin_barrier_wait(spin_barrier_t *b)
+{
+    unsigned gen = atomic_load_explicit(&b->gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) + 1 ==
+        atomic_load_explicit(&b->parties, memory_order_acquire)) {
+        atomic_store_explicit(&b->arrived, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&b->gen, 1, memory_order_acq_rel);
+        if (atomic_load_explicit(&b->sleepers, memory_order_acquire))
+            syscall(SYS_futex, &b->gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        return;
+    }
+    for (int spins = 0; spins < 1000; spins++) {
+        if (atomic_load_explicit(&b->gen, memory_order_acquire) != gen)
+            return;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_acq_rel);
+    /* FUTEX_WAIT returns at once if gen already moved on, so no wake is lost. */
+    while (atomic_load_explicit(&b->gen, memory_order_acquire) == gen)
+        syscall(SYS_futex, &b->gen, FUTEX_WAIT_PRIVATE, gen, NULL, NULL, 0);
+    atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_acq_rel);
+}
+
 /* Each step is two parallel rounds: every thread computes and round-trips
  * the gradient of its rows, then every thread reduces one key range of all
  * threads' gradients and applies Adam there, so neither phase is serial. */
@@ -32,11 +73,11 @@ typedef struct worker {
     pthread_t thread;
     fsgd_backend_t *backend;
     fsgd_codec_t *codec;
-    fsgd_csr_t batch;
+    const fsgd_csr_t *batch; /* this step's rows (one of the trainer's slices) */
+    int64_t batch_id;
     fsgd_sparse_t grad, decoded;
     uint8_t *wire;
     size_t wire_cap;
-    size_t first, count; /* this step's slice of the permutation */
     double loss;
     int rc;
     char err[512];
@@ -49,10 +90,17 @@ typedef struct worker {
 
 struct trainer {
     const fsgd_job_t *job;
-    const fsgd_csr_t *rows; /* training rows with the bias column appended */
     uint32_t *perm;
+    /* The data is shuffled once and cut into fixed per-thread batch slices,
+     * like cached RDD partitions: no copying per step, and a device backend
+     * can keep each slice resident across epochs (batch_id). Each epoch
+     * visits the batches in a new random order. */
+    fsgd_csr_t *slices;      /* n_batches * n_workers */
+    size_t *batch_rows;      /* rows of each batch */
+    uint32_t *order;         /* batch order of the current epoch */
+    size_t n_batches;
     fsgd_adam_t adam;
-    pthread_barrier_t start, done;
+    spin_barrier_t start, done; /* the calling thread is worker 0 and a party of both */
     int stop;
     int phase;          /* PHASE_GRADIENT or PHASE_UPDATE: what the next round does */
     double inv_rows;    /* 1 / rows in the current step */
@@ -88,25 +136,18 @@ static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_v
 static void worker_step(worker_t *w)
 {
     trainer_t *t = w->t;
-    fsgd_csr_clear(&w->batch);
     w->loss = 0;
     w->rc = 0;
-    for (size_t i = 0; i < w->count && w->rc == 0; i++)
-        w->rc = fsgd_csr_append_rows(&w->batch, t->rows, t->perm[w->first + i], 1);
-    if (w->rc < 0) {
-        snprintf(w->err, sizeof w->err, "out of memory building a batch");
-        return;
-    }
     double t0 = now();
     /* Raw sums (scale 1, no λ): the reduction divides by the whole step's rows
      * and adds λθ once, exactly as the aggregator does. */
-    fsgd_grad_request_t req = {.batch = &w->batch, .batch_id = -1, .loss = t->job->model, .scale = 1.0, .l2 = 0};
+    fsgd_grad_request_t req = {.batch = w->batch, .batch_id = w->batch_id, .loss = t->job->model, .scale = 1.0, .l2 = 0};
     /* A device encoder returns only the message; gradient and encoding are
      * then one call and their time counts as gradient time. */
     int fused = fsgd_backend_encodes_on_device(w->backend, w->codec);
     size_t bound;
     if (fused) {
-        bound = fsgd_backend_encoded_bound(w->codec, &w->batch);
+        bound = fsgd_backend_encoded_bound(w->codec, w->batch);
     } else {
         w->rc = fsgd_backend_gradient(w->backend, &req, &w->grad, &w->loss, w->err, sizeof w->err);
         if (w->rc < 0)
@@ -205,14 +246,14 @@ static void *worker_main(void *arg)
 {
     worker_t *w = arg;
     for (;;) {
-        pthread_barrier_wait(&w->t->start);
+        spin_barrier_wait(&w->t->start);
         if (w->t->stop)
             break;
         if (w->t->phase == PHASE_GRADIENT)
             worker_step(w);
         else
             worker_update(w);
-        pthread_barrier_wait(&w->t->done);
+        spin_barrier_wait(&w->t->done);
     }
     return NULL;
 }
@@ -248,11 +289,18 @@ static void sum_worker_stats(const trainer_t *t, fsgd_train_stats_t *stats)
     }
 }
 
+/* One round on every worker; the calling thread does worker 0's share. */
 static void run_round(trainer_t *t, int phase)
 {
     t->phase = phase;
-    pthread_barrier_wait(&t->start);
-    pthread_barrier_wait(&t->done);
+    if (t->n_workers > 1)
+        spin_barrier_wait(&t->start);
+    if (phase == PHASE_GRADIENT)
+        worker_step(&t->workers[0]);
+    else
+        worker_update(&t->workers[0]);
+    if (t->n_workers > 1)
+        spin_barrier_wait(&t->done);
 }
 
 static uint64_t splitmix(uint64_t *s)
@@ -305,7 +353,6 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
             worker_t *w = &t->workers[i];
             fsgd_backend_destroy(w->backend);
             fsgd_codec_destroy(w->codec);
-            fsgd_csr_free(&w->batch);
             fsgd_sparse_free(&w->grad);
             fsgd_sparse_free(&w->decoded);
             fsgd_sparse_free(&w->upd);
@@ -314,6 +361,12 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
         free(t->workers);
     }
     free(t->perm);
+    if (t->slices)
+        for (size_t i = 0; i < t->n_batches * (size_t)t->n_workers; i++)
+            fsgd_csr_free(&t->slices[i]);
+    free(t->slices);
+    free(t->batch_rows);
+    free(t->order);
     fsgd_adam_free(&t->adam);
     fsgd_csr_free(rows);
     fsgd_csr_free(test_rows);
@@ -348,7 +401,6 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = job->beta1, .beta2 = job->beta2, .eps = job->eps};
     if (rc == 0)
         rc = fsgd_adam_init(&t.adam, model_dim, &ap);
-    t.rows = &rows;
     t.perm = malloc(rows.n_rows * sizeof *t.perm);
     int W = job->threads < 1 ? 1 : job->threads;
     if (W > 64) /* the update merge keeps one cursor per thread on the stack */
@@ -394,32 +446,60 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     if (B > rows.n_rows)
         B = rows.n_rows;
 
-    pthread_barrier_init(&t.start, NULL, (unsigned)W + 1);
-    pthread_barrier_init(&t.done, NULL, (unsigned)W + 1);
-    int started = 0;
+    uint64_t rng = job->seed;
+    shuffle(t.perm, rows.n_rows, &rng);
+    t.n_batches = (rows.n_rows + B - 1) / B;
+    t.slices = calloc(t.n_batches * (size_t)W, sizeof *t.slices);
+    t.batch_rows = malloc(t.n_batches * sizeof *t.batch_rows);
+    t.order = malloc(t.n_batches * sizeof *t.order);
+    if (!t.slices || !t.batch_rows || !t.order) {
+        free(test_margin);
+        cleanup(&t, &rows, &test_rows);
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for %zu batches", t.n_batches);
+    }
+    for (size_t b = 0; b < t.n_batches && rc == 0; b++) {
+        size_t pos = b * B, cnt = rows.n_rows - pos < B ? rows.n_rows - pos : B;
+        t.batch_rows[b] = cnt;
+        t.order[b] = (uint32_t)b;
+        for (int i = 0; i < W && rc == 0; i++) {
+            size_t lo = pos + cnt * (size_t)i / (size_t)W, hi = pos + cnt * (size_t)(i + 1) / (size_t)W;
+            fsgd_csr_t *sl = &t.slices[b * (size_t)W + (size_t)i];
+            for (size_t r = lo; r < hi && rc == 0; r++)
+                rc = fsgd_csr_append_rows(sl, &rows, t.perm[r], 1);
+        }
+    }
+    fsgd_csr_free(&rows); /* the slices hold every row now */
+    if (rc < 0) {
+        free(test_margin);
+        cleanup(&t, &rows, &test_rows);
+        return fsgd_err_fmt(err, errsz, rc, "out of memory cutting the data into batches");
+    }
+
+    atomic_init(&t.start.parties, (unsigned)W);
+    atomic_init(&t.done.parties, (unsigned)W);
+    int started = 1; /* worker 0 is this thread */
     for (; started < W; started++)
         if (pthread_create(&t.workers[started].thread, NULL, worker_main, &t.workers[started]) != 0)
             break;
     if (started < W) {
-        /* Cannot run with fewer parties than the barriers expect: stop those started. */
+        /* Release the threads that did start: only they and we will arrive. */
         fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cannot start worker thread %d", started);
         rc = FSGD_E_NOMEM;
-        W = started;
+        atomic_store(&t.start.parties, (unsigned)started);
     }
 
-    uint64_t rng = job->seed;
     double train_time = 0, loss_acc = 0;
     uint64_t loss_rows = 0;
     double last_report = now();
     for (int epoch = 1; epoch <= job->epochs && rc == 0 && W == t.n_workers; epoch++) {
         stats->epoch = epoch;
-        shuffle(t.perm, rows.n_rows, &rng);
-        for (size_t pos = 0; pos < rows.n_rows && rc == 0; pos += B) {
+        shuffle(t.order, t.n_batches, &rng);
+        for (size_t k = 0; k < t.n_batches && rc == 0; k++) {
             double s0 = now();
-            size_t cnt = rows.n_rows - pos < B ? rows.n_rows - pos : B;
+            size_t b = t.order[k], cnt = t.batch_rows[b];
             for (int i = 0; i < W; i++) {
-                t.workers[i].first = pos + cnt * (size_t)i / (size_t)W;
-                t.workers[i].count = pos + cnt * (size_t)(i + 1) / (size_t)W - t.workers[i].first;
+                t.workers[i].batch = &t.slices[b * (size_t)W + (size_t)i];
+                t.workers[i].batch_id = (int64_t)(b * (size_t)W + (size_t)i);
             }
             run_round(&t, PHASE_GRADIENT);
             double s1 = now();
@@ -449,8 +529,8 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                         break;
                     }
                     new_vals = nv;
-                    for (size_t k = 0; k < u->n; k++)
-                        new_vals[k] = t.adam.theta[u->keys[k]];
+                    for (size_t e = 0; e < u->n; e++)
+                        new_vals[e] = t.adam.theta[u->keys[e]];
                     for (int j = 0; j < W && rc == 0; j++)
                         rc = fsgd_backend_apply(t.workers[j].backend, u->keys, new_vals, u->n, err, errsz);
                 }
@@ -463,9 +543,9 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             stats->steps++;
             stats->rows += cnt;
             for (int i = 0; i < W; i++)
-                stats->nnz += t.workers[i].batch.nnz;
+                stats->nnz += t.workers[i].batch->nnz;
 
-            int last_step = pos + cnt >= rows.n_rows;
+            int last_step = k + 1 == t.n_batches;
             int eval_now = test_rows.n_rows &&
                            (last_step || (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
             stats->seconds = train_time;
@@ -489,16 +569,10 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         }
     }
     t.stop = 1;
-    if (W == t.n_workers) {
-        pthread_barrier_wait(&t.start);
-        for (int i = 0; i < W; i++)
-            pthread_join(t.workers[i].thread, NULL);
-    } else {
-        for (int i = 0; i < W; i++)
-            pthread_cancel(t.workers[i].thread), pthread_join(t.workers[i].thread, NULL);
-    }
-    pthread_barrier_destroy(&t.start);
-    pthread_barrier_destroy(&t.done);
+    if (started > 1)
+        spin_barrier_wait(&t.start);
+    for (int i = 1; i < started; i++)
+        pthread_join(t.workers[i].thread, NULL);
     sum_worker_stats(&t, stats);
     if (rc == 0) {
         rc = fsgd_model_init(model, job->model, dim, bias, (float)job->bias_value);
