@@ -698,28 +698,38 @@ static int fs_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t count
     uint32_t i = 0;
     size_t skip = 0; /* bits of kstart[0..] already read by the fast loop */
     if (key_bytes >= 8 && count > 0) {
-        /* 8-byte loads while they stay inside the key bytes; each key needs
-         * at most 7 + l + 32 <= 44 bits of one load. Errors (a zero delta
-         * after the first, a key >= dim) send everything to the checked loop
-         * below, which names the first bad key. */
-        const size_t last = key_bytes - 8;
+        /* A 64-bit bit buffer refilled from 8-byte loads that stay inside
+         * the key bytes (the refill ORs in at least 56 valid bits; bits it
+         * loads twice are the same bits), G keys per refill where G codes of
+         * the longest kind fit in 56 bits. Errors (a zero delta after the
+         * first, a key >= dim) send everything to the checked loop below,
+         * which names the first bad key. */
+        const uint8_t *p = kstart, *last = kstart + key_bytes - 8;
         const uint32_t lmask = (1u << l) - 1;
-        uint64_t pos = 0;
-        uint32_t zero = 0;
-        for (; i < count && (pos >> 3) <= last; i++) {
-            uint64_t w = load64le(kstart + (pos >> 3)) >> (pos & 7);
-            unsigned ln = lens[w & lmask];
-            uint32_t dk = (uint32_t)((w >> l) & ((1ull << ln) - 1));
-            pos += (unsigned)l + ln;
-            zero |= (dk == 0) & (i > 0);
-            key += dk;
-            out->keys[i] = (uint32_t)key;
+        unsigned maxn = (unsigned)l + lens[nlev - 1];
+        const uint32_t G = maxn * 4 <= 56 ? 4 : (maxn * 2 <= 56 ? 2 : 1);
+        uint64_t acc = 0;
+        unsigned have = 0;
+        uint32_t zeros = 0;
+        while (i + G <= count && p <= last) {
+            acc |= load64le(p) << have;
+            p += (63 - have) >> 3;
+            have |= 56;
+            for (uint32_t g = 0; g < G; g++) {
+                unsigned ln = lens[acc & lmask];
+                uint32_t dk = (uint32_t)((acc >> l) & ((1ull << ln) - 1));
+                acc >>= (unsigned)l + ln;
+                have -= (unsigned)l + ln;
+                zeros += dk == 0;
+                key += dk;
+                out->keys[i++] = (uint32_t)key;
+            }
         }
-        if (zero || key >= dim) {
+        if (i > 0 && (zeros > (out->keys[0] == 0) || key >= dim)) {
             i = 0;
             key = 0;
         } else {
-            skip = (size_t)pos;
+            skip = (size_t)(p - kstart) * 8 - have;
         }
     }
     bitr_t r = {kstart + skip / 8, kstart + key_bytes, 0, 0};
