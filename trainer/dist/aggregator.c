@@ -26,13 +26,16 @@
 #include "fsgd/le.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/reduce.h"
+#include "ctl.h"
 #include "wire.h"
 
 typedef struct agg {
     const fsgd_job_t *job;
     fsgd_agg_stats_t *s;
-    char tdata[128], tgrads[128], tmodel[128];
-    rd_kafka_t *prod, *grads_c, *scan_c;
+    char tdata[128], tgrads[128], tmodel[128], tctl[128];
+    rd_kafka_t *prod, *grads_c, *scan_c, *ctl_c;
+    ctl_json_t cj;
+    int expected;
     uint32_t gen;
     uint64_t step; /* last applied step */
     wire_state_t st;
@@ -349,6 +352,31 @@ static int publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size
     return 0;
 }
 
+/* --- NAME.ctl status events (best effort: a lost event never stops the job) --- */
+
+static void ctl_begin(agg_t *a, const char *event)
+{
+    cj_begin(&a->cj, event, a->job->name);
+    cj_u64(&a->cj, "gen", a->gen);
+}
+
+static void ctl_emit(agg_t *a, const char *event)
+{
+    if (cj_end(&a->cj) == 0)
+        ctl_send(a->prod, a->tctl, a->job->name, event, &a->cj);
+}
+
+static void ctl_member(agg_t *a, const char *event, uint32_t worker)
+{
+    ctl_begin(a, event);
+    cj_u64(&a->cj, "step", a->step);
+    cj_u64(&a->cj, "worker", worker);
+    cj_u32s(&a->cj, "live", a->live, a->nlive);
+    if (!strcmp(event, "worker_dropped"))
+        cj_u64(&a->cj, "timeout_ms", (uint64_t)a->job->step_timeout_ms);
+    ctl_emit(a, event);
+}
+
 /* --- the barrier --- */
 
 static int in_set(const uint32_t *s, size_t n, uint32_t v)
@@ -422,8 +450,8 @@ static void handle_grad(agg_t *a, const rd_kafka_message_t *m)
     }
     /* From here on the sender has answered the step, used or not. */
     add_set(&a->got, &a->ngot, &a->cap_got, f.sender);
-    if (!in_set(a->live, a->nlive, f.sender))
-        add_set(&a->live, &a->nlive, &a->cap_live, f.sender);
+    if (!in_set(a->live, a->nlive, f.sender) && add_set(&a->live, &a->nlive, &a->cap_live, f.sender) == 0)
+        ctl_member(a, "worker_joined", f.sender);
     int ok = 1;
     uint64_t rows = 0;
     for (uint32_t i = 0; i < g.nranges && ok; i++) {
@@ -590,6 +618,19 @@ static int apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *
         ep->rows = a->rows_epoch;
         FSGD_TRY(evaluate(a, &ep->test));
         a->s->test = ep->test;
+        ctl_begin(a, "epoch_end");
+        cj_u64(&a->cj, "epoch", a->st.epoch);
+        cj_u64(&a->cj, "step", a->step);
+        cj_u64(&a->cj, "rows", a->rows_epoch);
+        cj_u64(&a->cj, "dataset_rows", a->s->dataset_rows);
+        cj_f64(&a->cj, "train_loss", ep->train_loss);
+        cj_u64(&a->cj, "test_rows", ep->test.n);
+        cj_f64(&a->cj, "test_auc", ep->test.n ? ep->test.auc : NAN);
+        cj_f64(&a->cj, "test_logloss", ep->test.n ? ep->test.logloss : NAN);
+        cj_f64(&a->cj, "seconds", ep->seconds);
+        cj_f64(&a->cj, "seconds_from_step1", ep->seconds_from_step1);
+        cj_u64(&a->cj, "workers_live", a->nlive);
+        ctl_emit(a, "epoch_end");
         if (a->s->n_epochs < 64)
             a->s->n_epochs++;
         final = (int)a->st.epoch >= a->job->epochs;
@@ -722,6 +763,7 @@ static void agg_free(agg_t *a)
     fsgd_csr_free(&a->test);
     free(a->buf.p);
     free(a->step_ms);
+    cj_free(&a->cj);
 }
 
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
@@ -734,6 +776,8 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     fsgd_kbus_topic(a.tdata, sizeof a.tdata, job->name, "data");
     fsgd_kbus_topic(a.tgrads, sizeof a.tgrads, job->name, "grads");
     fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");
+    fsgd_kbus_topic(a.tctl, sizeof a.tctl, job->name, "ctl");
+    a.expected = expected_workers > 0 ? expected_workers : 1;
     int rc = 0;
     if (!(a.prod = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, job->brokers, NULL, err, errsz)) ||
         !(a.scan_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)) ||
@@ -742,8 +786,8 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     /* Make sure the job's topics exist on a real cluster (fsgd run creates
      * them on the embedded one); errors are not fatal here: the metadata
      * lookups below say what is missing. */
-    for (int i = 0; !rc && i < 2; i++) {
-        const char *t = i ? a.tmodel : a.tgrads;
+    for (int i = 0; !rc && i < 3; i++) {
+        const char *t = i == 0 ? a.tgrads : i == 1 ? a.tmodel : a.tctl;
         if (fsgd_kbus_partitions(a.prod, t, 2000, NULL, 0) < 0)
             fsgd_kbus_create_topic(a.prod, t, 1, NULL, 0);
     }
@@ -791,8 +835,21 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         rd_kafka_topic_partition_list_destroy(l);
     }
     a.t0 = now_s();
-    if (!rc)
+    if (!rc) {
+        ctl_begin(&a, "job_start");
+        cj_str(&a.cj, "codec", job->codec);
+        cj_u64(&a.cj, "dataset_rows", st->dataset_rows);
+        cj_u64(&a.cj, "dim", a.dim);
+        cj_u64(&a.cj, "weights", a.mdim);
+        cj_i64(&a.cj, "partitions", st->partitions);
+        cj_i64(&a.cj, "expected_workers", a.expected);
+        cj_i64(&a.cj, "epochs", job->epochs);
+        cj_f64(&a.cj, "batch", job->batch);
+        cj_u64(&a.cj, "step", a.step);
+        cj_i64(&a.cj, "resumed_from_step", st->resumed_from_step);
+        ctl_emit(&a, "job_start");
         rc = publish(&a, 1, 0, NULL, 0);
+    }
     if (!rc)
         begin_step(&a);
     a.first_step = 1;
@@ -827,13 +884,19 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
             if (!complete && t - a.step_start > timeout) {
                 /* Drop who did not answer; the consumer group moves their
                  * partitions, and the positions say where to resume. */
-                size_t k = 0;
+                size_t k = 0, nd = 0;
+                uint32_t dropped[64];
                 for (size_t i = 0; i < a.nlive; i++)
                     if (in_set(a.got, a.ngot, a.live[i]))
                         a.live[k++] = a.live[i];
-                    else
+                    else {
                         st->workers_dropped++;
+                        if (nd < 64)
+                            dropped[nd++] = a.live[i];
+                    }
                 a.nlive = k;
+                for (size_t i = 0; i < nd; i++)
+                    ctl_member(&a, "worker_dropped", dropped[i]);
                 complete = a.ngot > 0;
                 if (!complete)
                     a.step_start = t; /* nobody alive: keep waiting for anyone */
@@ -863,6 +926,28 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
             unlink(job->checkpoint); /* finished: a new run starts fresh */
     }
     st->seconds = a.seconds_before + now_s() - a.t0;
+    if (a.prod && (done || rc)) {
+        /* the job's last word on NAME.ctl: workers stop on a failure */
+        ctl_begin(&a, "job_end");
+        cj_str(&a.cj, "status", rc ? "failed" : "done");
+        cj_str(&a.cj, "error", rc ? err : NULL);
+        cj_str(&a.cj, "error_code", rc ? fsgd_err_name(rc) : NULL);
+        cj_u64(&a.cj, "steps", st->steps);
+        cj_i64(&a.cj, "epochs", st->n_epochs);
+        cj_u64(&a.cj, "rows_applied", st->rows_total);
+        cj_u64(&a.cj, "dataset_rows", st->dataset_rows);
+        cj_f64(&a.cj, "train_loss", st->n_epochs ? st->epochs[st->n_epochs - 1].train_loss : NAN);
+        cj_u64(&a.cj, "test_rows", st->test.n);
+        cj_f64(&a.cj, "test_auc", st->test.n ? st->test.auc : NAN);
+        cj_f64(&a.cj, "test_logloss", st->test.n ? st->test.logloss : NAN);
+        cj_f64(&a.cj, "seconds", st->seconds);
+        cj_u64(&a.cj, "bytes_up", st->bytes_up);
+        cj_u64(&a.cj, "bytes_down", st->bytes_down);
+        cj_u64(&a.cj, "workers_dropped", st->workers_dropped);
+        cj_u64(&a.cj, "empty_steps", st->empty_steps);
+        ctl_emit(&a, "job_end");
+        rd_kafka_flush(a.prod, 5000);
+    }
     if (job->metrics_json[0] && (done || rc)) {
         char e2[256];
         fsgd_agg_write_metrics(job, st, job->metrics_json, e2, sizeof e2);

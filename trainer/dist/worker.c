@@ -21,6 +21,7 @@
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "fsgd/libsvm.h"
+#include "ctl.h"
 #include "wire.h"
 
 typedef struct pcache {
@@ -33,10 +34,12 @@ typedef struct pcache {
 typedef struct worker {
     const fsgd_job_t *job;
     uint32_t id;
-    char tdata[128], tgrads[128], tmodel[128];
+    char tdata[128], tgrads[128], tmodel[128], tctl[128];
     rd_kafka_t *group, *fetch, *model_c, *prod;
     int32_t *assigned;
     int nassigned, have_assignment;
+    int assign_dirty; /* report the assignment on NAME.ctl */
+    ctl_json_t cj;
     int valid, final;
     uint32_t gen;
     uint64_t step;
@@ -102,6 +105,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e, rd_kafka_topic_p
         w->nassigned = 0;
         rd_kafka_assign(rk, NULL);
     }
+    w->assign_dirty = 1;
 }
 
 typedef struct load_ctx {
@@ -189,10 +193,48 @@ static int setup_model(worker_t *w, const wire_model_t *m)
     return 0;
 }
 
+/* Reports this worker's data partitions on NAME.ctl (the aggregator waits
+ * for a settled assignment before step 1). */
+static void report_assignment(worker_t *w, const char *event)
+{
+    cj_begin(&w->cj, event, w->job->name);
+    cj_u64(&w->cj, "worker", w->id);
+    cj_i32s(&w->cj, "partitions", w->assigned, (size_t)w->nassigned);
+    cj_u64(&w->cj, "assigned", (uint64_t)w->have_assignment);
+    if (cj_end(&w->cj) == 0)
+        ctl_send(w->prod, w->tctl, w->job->name, event, &w->cj);
+}
+
+/* NAME.ctl, read from where it ended when the worker started: the
+ * aggregator's job_end of our generation (or a later one) ends the worker:
+ * "failed" with the aggregator's error, "done" like the final model. */
+static int handle_ctl(worker_t *w, const rd_kafka_message_t *m)
+{
+    char ev[32], status[16], msg[400];
+    double gen = -1;
+    const char *j = m->payload;
+    if (!j || !ctl_get_str(j, m->len, "event", ev, sizeof ev) || strcmp(ev, "job_end") ||
+        !ctl_get_num(j, m->len, "gen", &gen) || !ctl_get_str(j, m->len, "status", status, sizeof status))
+        return 0;
+    if (gen < (double)w->gen)
+        return 0; /* an aggregator generation we have since left behind */
+    if (!strcmp(status, "failed")) {
+        if (!ctl_get_str(j, m->len, "error", msg, sizeof msg))
+            snprintf(msg, sizeof msg, "no detail");
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_STATE, "the aggregator (generation %.0f) failed for good: %s",
+                            gen, msg);
+    }
+    if (!strcmp(status, "done") && w->valid && (uint32_t)gen == w->gen)
+        w->final = 1;
+    return 0;
+}
+
 static int handle_model(worker_t *w, const rd_kafka_message_t *m)
 {
     if (m->err)
         return 0; /* transient broker errors: librdkafka retries */
+    if (m->rkt && !strcmp(rd_kafka_topic_name(m->rkt), w->tctl))
+        return handle_ctl(w, m);
     fsgd_kframe_t f;
     char e[256];
     if (fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e) < 0 || f.kind == FSGD_KMSG_GRAD) {
@@ -429,6 +471,7 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     fsgd_kbus_topic(w->tdata, sizeof w->tdata, job->name, "data");
     fsgd_kbus_topic(w->tgrads, sizeof w->tgrads, job->name, "grads");
     fsgd_kbus_topic(w->tmodel, sizeof w->tmodel, job->name, "model");
+    fsgd_kbus_topic(w->tctl, sizeof w->tctl, job->name, "ctl");
     char group[128];
     fsgd_kbus_topic(group, sizeof group, job->name, "workers");
     int rc = 0;
@@ -444,8 +487,12 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     if (!rc && !(w->group = fsgd_kbus_group_consumer(job->brokers, group, on_rebalance, w, err, errsz)))
         rc = FSGD_E_KAFKA;
     if (!rc) {
-        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+        /* the model from its start; NAME.ctl from now on (job_end events) */
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(2);
         rd_kafka_topic_partition_list_add(l, w->tmodel, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+        int64_t lo = 0, hi = 0;
+        if (rd_kafka_query_watermark_offsets(w->model_c, w->tctl, 0, &lo, &hi, 5000) == 0)
+            rd_kafka_topic_partition_list_add(l, w->tctl, 0)->offset = hi;
         rd_kafka_resp_err_t e = rd_kafka_assign(w->model_c, l);
         rd_kafka_topic_partition_list_destroy(l);
         if (e)
@@ -470,9 +517,18 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
         rd_kafka_message_t *gm = rd_kafka_consumer_poll(w->group, 0);
         if (gm)
             rd_kafka_message_destroy(gm);
+        if (w->assign_dirty) {
+            w->assign_dirty = 0;
+            report_assignment(w, "worker_assignment");
+        }
         rd_kafka_poll(w->prod, 0);
         if (ready && !w->final)
             rc = do_step(w);
+    }
+    if (w->prod) {
+        w->nassigned = 0;
+        w->have_assignment = 0;
+        report_assignment(w, "worker_leave");
     }
     if (w->prod && fsgd_kbus_flush(w->prod, 5000, NULL, 0) < 0)
         rd_kafka_purge(w->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
@@ -507,6 +563,7 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     free(w->buf.p);
     free(w->enc);
     wire_state_free(&w->st);
+    cj_free(&w->cj);
     free(w);
     return rc;
 }

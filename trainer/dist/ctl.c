@@ -1,0 +1,252 @@
+/* NAME.ctl events: a small JSON writer and reader (ctl.h). */
+#include "ctl.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fsgd/error.h"
+
+static void put(ctl_json_t *j, const char *s, size_t n)
+{
+    if (j->oom)
+        return;
+    if (j->n + n + 1 > j->cap) {
+        size_t nc = j->cap ? j->cap : 256;
+        while (nc < j->n + n + 1)
+            nc *= 2;
+        char *np = realloc(j->p, nc);
+        if (!np) {
+            j->oom = 1;
+            return;
+        }
+        j->p = np;
+        j->cap = nc;
+    }
+    memcpy(j->p + j->n, s, n);
+    j->n += n;
+    j->p[j->n] = '\0';
+}
+
+static void putf(ctl_json_t *j, const char *fmt, ...)
+{
+    char b[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        put(j, b, (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
+}
+
+static void put_string(ctl_json_t *j, const char *s)
+{
+    put(j, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            put(j, e, 2);
+        } else if (c < 0x20) {
+            putf(j, "\\u%04x", c);
+        } else {
+            put(j, (const char *)&c, 1);
+        }
+    }
+    put(j, "\"", 1);
+}
+
+static void key(ctl_json_t *j, const char *k)
+{
+    put(j, ", ", 2);
+    put_string(j, k);
+    put(j, ": ", 2);
+}
+
+void cj_begin(ctl_json_t *j, const char *event, const char *job)
+{
+    j->n = 0;
+    j->oom = 0;
+    put(j, "{\"event\": ", 10);
+    put_string(j, event);
+    cj_str(j, "job", job);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    cj_f64(j, "time", ts.tv_sec + ts.tv_nsec / 1e9);
+}
+
+void cj_str(ctl_json_t *j, const char *k, const char *v)
+{
+    key(j, k);
+    if (v)
+        put_string(j, v);
+    else
+        put(j, "null", 4);
+}
+
+void cj_u64(ctl_json_t *j, const char *k, uint64_t v)
+{
+    key(j, k);
+    putf(j, "%llu", (unsigned long long)v);
+}
+
+void cj_i64(ctl_json_t *j, const char *k, int64_t v)
+{
+    key(j, k);
+    putf(j, "%lld", (long long)v);
+}
+
+void cj_f64(ctl_json_t *j, const char *k, double v)
+{
+    key(j, k);
+    if (isfinite(v))
+        putf(j, "%.17g", v);
+    else
+        put(j, "null", 4);
+}
+
+void cj_u32s(ctl_json_t *j, const char *k, const uint32_t *v, size_t n)
+{
+    key(j, k);
+    put(j, "[", 1);
+    for (size_t i = 0; i < n; i++)
+        putf(j, i ? ", %u" : "%u", v[i]);
+    put(j, "]", 1);
+}
+
+void cj_i32s(ctl_json_t *j, const char *k, const int32_t *v, size_t n)
+{
+    key(j, k);
+    put(j, "[", 1);
+    for (size_t i = 0; i < n; i++)
+        putf(j, i ? ", %d" : "%d", (int)v[i]);
+    put(j, "]", 1);
+}
+
+int cj_end(ctl_json_t *j)
+{
+    put(j, "}", 1);
+    return j->oom ? FSGD_E_NOMEM : 0;
+}
+
+void cj_free(ctl_json_t *j)
+{
+    free(j->p);
+    memset(j, 0, sizeof *j);
+}
+
+int ctl_send(rd_kafka_t *prod, const char *topic, const char *job, const char *event, const ctl_json_t *j)
+{
+    if (!prod || j->oom || !j->p)
+        return FSGD_E_KAFKA;
+    rd_kafka_resp_err_t e =
+        rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
+                          RD_KAFKA_V_KEY(event, strlen(event)), RD_KAFKA_V_VALUE(j->p, j->n),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADER("fsgd.job", job, -1),
+                          RD_KAFKA_V_HEADER("fsgd.kind", "ctl", -1), RD_KAFKA_V_END);
+    rd_kafka_poll(prod, 0);
+    return e ? FSGD_E_KAFKA : 0;
+}
+
+/* Finds `"key"` followed by `:` outside strings at nesting depth 1; returns
+ * the position of the value (spaces skipped) or NULL. */
+static const char *find(const char *s, size_t len, const char *k)
+{
+    size_t kl = strlen(k);
+    int depth = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (c == '{' || c == '[')
+            depth++;
+        else if (c == '}' || c == ']')
+            depth--;
+        else if (c == '"') {
+            size_t b = i + 1, e = b;
+            while (e < len && s[e] != '"')
+                e += s[e] == '\\' ? 2 : 1;
+            if (e >= len)
+                return NULL;
+            i = e;
+            if (depth != 1 || e - b != kl || memcmp(s + b, k, kl))
+                continue;
+            size_t p = e + 1;
+            while (p < len && (s[p] == ' ' || s[p] == '\t' || s[p] == '\n' || s[p] == '\r'))
+                p++;
+            if (p >= len || s[p] != ':')
+                continue;
+            p++;
+            while (p < len && (s[p] == ' ' || s[p] == '\t' || s[p] == '\n' || s[p] == '\r'))
+                p++;
+            return p < len ? s + p : NULL;
+        }
+    }
+    return NULL;
+}
+
+int ctl_get_str(const char *json, size_t len, const char *k, char *out, size_t cap)
+{
+    const char *v = find(json, len, k), *end = json + len;
+    if (!v || *v != '"' || cap == 0)
+        return 0;
+    size_t n = 0;
+    for (v++; v < end && *v != '"'; v++) {
+        if (*v == '\\' && v + 1 < end)
+            v++;
+        if (n + 1 < cap)
+            out[n++] = *v;
+    }
+    out[n] = '\0';
+    return v < end;
+}
+
+int ctl_get_num(const char *json, size_t len, const char *k, double *val)
+{
+    const char *v = find(json, len, k), *end = json + len;
+    if (!v)
+        return 0;
+    char b[64];
+    size_t n = 0;
+    while (v + n < end && n + 1 < sizeof b && strchr("+-0123456789.eE", v[n]))
+        n++;
+    if (!n)
+        return 0;
+    memcpy(b, v, n);
+    b[n] = '\0';
+    char *ep;
+    double d = strtod(b, &ep);
+    if (ep == b || !isfinite(d))
+        return 0;
+    *val = d;
+    return 1;
+}
+
+int ctl_get_u32s(const char *json, size_t len, const char *k, uint32_t *out, size_t cap, size_t *n)
+{
+    const char *v = find(json, len, k), *end = json + len;
+    *n = 0;
+    if (!v || *v != '[')
+        return 0;
+    v++;
+    for (;;) {
+        while (v < end && (*v == ' ' || *v == ','))
+            v++;
+        if (v >= end)
+            return 0;
+        if (*v == ']')
+            return 1;
+        uint64_t x = 0;
+        int digits = 0;
+        while (v < end && *v >= '0' && *v <= '9' && digits < 11) {
+            x = x * 10 + (uint64_t)(*v++ - '0');
+            digits++;
+        }
+        if (!digits || x > UINT32_MAX)
+            return 0;
+        if (*n >= cap)
+            return 0;
+        out[(*n)++] = (uint32_t)x;
+    }
+}
