@@ -2,12 +2,14 @@
  * order, duplicate dropping by (kind, gen, sender, step, chunk), model
  * reassembly from a stream of frames, and chunked sends through the embedded
  * cluster read back with gap detection. */
+#include <lz4.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
+#include "fsgd/keys.h"
 #include "fsgd/le.h"
 #include "testlib.h"
 
@@ -179,6 +181,106 @@ static void test_model_stream(void)
     FSGD_ASSERT_CONTAINS(err, "at byte");
 }
 
+/* A packed delta (kind 4): snapshot of 1000 weights, then a delta touching
+ * every third key (raw values, then a run of equal values that LZ4 takes),
+ * reassembled exactly; truncations and corrupt value headers are errors. */
+static size_t snapshot_frame(uint8_t *out, uint32_t D)
+{
+    uint8_t *body = malloc(64 + 4 * D);
+    size_t n = state_body(body);
+    fsgd_le_put32(body + n, 1);
+    fsgd_le_put32(body + n + 4, 0);
+    fsgd_le_putf32(body + n + 8, 0.0f);
+    fsgd_le_put64(body + n + 12, D);
+    fsgd_le_put64(body + n + 20, D);
+    for (uint32_t i = 0; i < D; i++)
+        fsgd_le_putf32(body + n + 28 + 4 * i, 0.5f);
+    fsgd_kframe_t f = {.kind = FSGD_KMSG_SNAPSHOT, .gen = 3, .step = 0, .nchunks = 1, .body = body,
+                       .body_len = (uint32_t)(n + 28 + 4 * D)};
+    size_t r = fsgd_kframe_write(out, &f);
+    free(body);
+    return r;
+}
+
+static size_t pdelta_body(uint8_t *body, uint64_t step, int lz, uint32_t *keys, float *vals, size_t *nk)
+{
+    size_t n = state_body(body), k = 0, kl = 0;
+    for (uint32_t key = (uint32_t)step; key < 1000; key += 3) {
+        keys[k] = key;
+        vals[k] = lz ? 7.25f : (float)key * 0.001f - (float)step;
+        k++;
+    }
+    char err[256];
+    CU_ASSERT_EQUAL(fsgd_keys_encode(keys, k, body + n, fsgd_keys_bound(k), &kl, err, sizeof err), 0);
+    n += kl;
+    uint8_t raw[4000];
+    for (size_t i = 0; i < k; i++)
+        fsgd_le_putf32(raw + 4 * i, vals[i]);
+    uint8_t *h = body + n;
+    memset(h, 0, 8);
+    if (lz) {
+        int c = LZ4_compress_default((const char *)raw, (char *)h + 8, (int)(4 * k), 8000);
+        h[0] = 1;
+        fsgd_le_put32(h + 4, (uint32_t)c);
+        n += 8 + (size_t)c;
+    } else {
+        fsgd_le_put32(h + 4, (uint32_t)(4 * k));
+        memcpy(h + 8, raw, 4 * k);
+        n += 8 + 4 * k;
+    }
+    *nk = k;
+    return n;
+}
+
+static void test_packed_delta_stream(void)
+{
+    uint8_t *stream = malloc(64 * 1024), *body = malloc(16 * 1024);
+    uint32_t keys[400];
+    float vals[400];
+    size_t sl = snapshot_frame(stream, 1000), nk;
+    for (uint64_t step = 1; step <= 2; step++) {
+        size_t bl = pdelta_body(body, step, step == 2, keys, vals, &nk);
+        fsgd_kframe_t f = {.kind = FSGD_KMSG_DELTA_PACKED, .gen = 3, .step = step, .nchunks = 1, .body = body,
+                           .body_len = (uint32_t)bl};
+        sl += fsgd_kframe_write(stream + sl, &f);
+    }
+    fsgd_model_t m;
+    uint64_t step;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_assemble_stream(stream, sl, 0, &m, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(step, 2);
+    for (uint32_t i = 0; i < 1000; i++) {
+        float want = i % 3 == 2 ? 7.25f : i % 3 == 1 ? (float)i * 0.001f - 1.0f : 0.5f;
+        CU_ASSERT_EQUAL(m.w[i], want);
+    }
+    fsgd_model_free(&m);
+    /* corrupt packed deltas: a key count the stream does not hold, a bad value format, a
+     * value count that disagrees with the keys, truncated values */
+    size_t base = snapshot_frame(stream, 1000);
+    for (int bad = 0; bad < 4; bad++) {
+        size_t bl = pdelta_body(body, 1, 0, keys, vals, &nk), kl = 0;
+        size_t vh = 44;
+        uint32_t kn;
+        CU_ASSERT_EQUAL(fsgd_keys_peek(body + 44, bl - 44, 1000, &kn, &kl, err, sizeof err), 0);
+        vh += kl;
+        if (bad == 0)
+            fsgd_le_put32(body + 44, kn + 1); /* one key more than the stream holds */
+        else if (bad == 1)
+            body[vh] = 2;
+        else if (bad == 2)
+            fsgd_le_put32(body + vh + 4, (uint32_t)(4 * nk - 4));
+        else
+            bl -= 2;
+        fsgd_kframe_t f = {.kind = FSGD_KMSG_DELTA_PACKED, .gen = 3, .step = 1, .nchunks = 1, .body = body,
+                           .body_len = (uint32_t)bl};
+        size_t l2 = base + fsgd_kframe_write(stream + base, &f);
+        CU_ASSERT(fsgd_model_assemble_stream(stream, l2, 0, &m, &step, err, sizeof err) < 0);
+        CU_ASSERT(strstr(err, "delta") != NULL);
+    }
+    free(stream);
+    free(body);
+}
+
 typedef struct collect {
     int64_t first, last;
     size_t n, bytes;
@@ -242,6 +344,7 @@ void fsgd_test_register(void)
         {"frame rejects truncation, bit flips, bad fields", test_frame_rejects},
         {"chunk reassembly and duplicate dropping", test_reassembly_and_dups},
         {"model reassembly from a frame stream", test_model_stream},
+        {"packed deltas (kind 4): keys bit-packed, raw and LZ4 values", test_packed_delta_stream},
         {NULL, NULL},
     };
     static const fsgd_test_case_t mock[] = {

@@ -338,11 +338,12 @@ static int publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size
             rc = FSGD_E_NOMEM;
         for (size_t i = 0; !rc && i < n; i++)
             a->dec.vals[i] = a->adam.theta[keys[i]];
-        rc = rc ? rc : wire_delta_put(&a->buf, keys, a->dec.vals, n);
+        if (!rc)
+            FSGD_TRY(wire_pdelta_put(&a->buf, keys, a->dec.vals, n, a->err, a->errsz));
     }
     if (rc)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the model message");
-    fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : FSGD_KMSG_DELTA,
+    fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : FSGD_KMSG_DELTA_PACKED,
                        .flags = final ? FSGD_KFLAG_FINAL : 0, .gen = a->gen, .sender = 0, .step = a->step};
     uint64_t before = a->s->bytes_model;
     FSGD_TRY(fsgd_kbus_send(a->prod, a->tmodel, 0, a->job->name, &h, a->buf.p, a->buf.n, 0, &a->s->bytes_model,

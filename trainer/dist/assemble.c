@@ -65,7 +65,8 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
     if (!s->have || f.gen != s->gen || f.step <= s->step)
         return 0;
     uint64_t n = s->m.dim + (s->m.has_bias ? 1 : 0);
-    rc = wire_delta_get(body, blen, &off, n, &s->d, e, sizeof e);
+    rc = f.kind == FSGD_KMSG_DELTA_PACKED ? wire_pdelta_get(body, blen, &off, n, &s->d, e, sizeof e)
+                                          : wire_delta_get(body, blen, &off, n, &s->d, e, sizeof e);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "delta step %llu: %s", (unsigned long long)f.step, e);
     for (size_t i = 0; i < s->d.n; i++)

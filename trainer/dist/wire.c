@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "fsgd/error.h"
+#include "fsgd/keys.h"
 #include "fsgd/le.h"
+#include <lz4.h>
 
 int wire_put(wire_buf_t *b, const void *src, size_t n)
 {
@@ -216,6 +218,105 @@ int wire_delta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd
             return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "delta: non-finite value at byte %zu", *off + 4 * i);
     }
     *off += 4 * n;
+    out->n = n;
+    return 0;
+}
+
+int wire_pdelta_put(wire_buf_t *b, const uint32_t *keys, const float *vals, size_t n, char *err, size_t errsz)
+{
+    size_t kb = fsgd_keys_bound(n), raw = 4 * n;
+    size_t lzb = (size_t)LZ4_compressBound(raw > INT32_MAX ? 0 : (int)raw);
+    /* room for the keys, the value header and the larger of raw/LZ4 values */
+    size_t need = kb + 8 + (lzb > raw ? lzb : raw) + raw;
+    if (b->n + need > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->n + need)
+            nc *= 2;
+        uint8_t *np = realloc(b->p, nc);
+        if (!np)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "delta: out of memory");
+        b->p = np;
+        b->cap = nc;
+    }
+    size_t klen = 0;
+    FSGD_TRY(fsgd_keys_encode(keys, n, b->p + b->n, kb, &klen, err, errsz));
+    b->n += klen;
+    uint8_t *hdr = b->p + b->n;
+    uint8_t *vals_raw = hdr + 8 + (lzb > raw ? lzb : raw); /* scratch past the end */
+    for (size_t i = 0; i < n; i++)
+        fsgd_le_putf32(vals_raw + 4 * i, vals[i]);
+    int lz = raw >= 64 && raw <= INT32_MAX
+                 ? LZ4_compress_default((const char *)vals_raw, (char *)hdr + 8, (int)raw, (int)lzb)
+                 : 0;
+    if (lz > 0 && (size_t)lz < raw) {
+        hdr[0] = 1;
+        fsgd_le_put32(hdr + 4, (uint32_t)lz);
+    } else {
+        hdr[0] = 0;
+        memmove(hdr + 8, vals_raw, raw);
+        fsgd_le_put32(hdr + 4, (uint32_t)raw);
+        lz = (int)raw;
+    }
+    hdr[1] = hdr[2] = hdr[3] = 0;
+    b->n += 8 + (size_t)lz;
+    return 0;
+}
+
+int wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
+                    size_t errsz)
+{
+    uint32_t n = 0;
+    size_t ksz = 0;
+    char e[200];
+    int rc = fsgd_keys_peek(p + *off, len - *off, dim, &n, &ksz, e, sizeof e);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "delta at byte %zu: %s", *off, e);
+    if (fsgd_sparse_reserve(out, n) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "delta: out of memory");
+    rc = fsgd_keys_decode(p + *off, len - *off, dim, out->keys, n, &n, NULL, e, sizeof e);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "delta keys at byte %zu: %s", *off, e);
+    *off += ksz;
+    NEED(8, "delta values header");
+    const uint8_t *h = p + *off;
+    uint32_t stored = fsgd_le_get32(h + 4);
+    if (h[0] > 1 || h[1] || h[2] || h[3])
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "delta: value format %u / reserved bytes at byte %zu", h[0],
+                            *off);
+    *off += 8;
+    NEED(stored, "delta values");
+    size_t raw = 4 * (size_t)n;
+    const uint8_t *v = p + *off;
+    uint8_t *tmp = NULL;
+    if (h[0] == 0) {
+        if (stored != raw)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "delta: %u value bytes at byte %zu for %u keys",
+                                stored, *off - 4, n);
+    } else {
+        if (raw > INT32_MAX || stored > INT32_MAX || stored == 0 || raw > 255 * (size_t)stored + 16)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "delta: LZ4 values of %u bytes at byte %zu for %u keys",
+                                stored, *off - 4, n);
+        tmp = malloc(raw ? raw : 1);
+        if (!tmp)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "delta: out of memory");
+        int got = LZ4_decompress_safe((const char *)v, (char *)tmp, (int)stored, (int)raw);
+        if (got != (int)raw) {
+            free(tmp);
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                "delta: LZ4 values at byte %zu do not decompress to %zu bytes", *off, raw);
+        }
+        v = tmp;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        out->vals[i] = fsgd_le_getf32(v + 4 * i);
+        if (!isfinite(out->vals[i])) {
+            free(tmp);
+            return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "delta: non-finite value %u at byte %zu", i,
+                                *off + (h[0] ? 0 : 4 * (size_t)i));
+        }
+    }
+    free(tmp);
+    *off += stored;
     out->n = n;
     return 0;
 }

@@ -60,6 +60,14 @@ int wire_delta_put(wire_buf_t *b, const uint32_t *keys, const float *vals, size_
 int wire_delta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
                    size_t errsz);
 
+/* Packed delta (frame kind 4): a fsgd/keys.h block of the n keys, then
+ * u8 value format (0 raw, 1 LZ4 block), 3 reserved zero bytes, u32 stored_len,
+ * stored_len bytes: the n f32 values (LZ4-compressed when format 1). The
+ * encoder picks LZ4 only when it is smaller. */
+int wire_pdelta_put(wire_buf_t *b, const uint32_t *keys, const float *vals, size_t n, char *err, size_t errsz);
+int wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
+                    size_t errsz);
+
 /* Snapshot: u32 kind, u32 has_bias, f32 bias, u64 dim, u64 n, f32 w[n]. */
 typedef struct wire_model {
     uint32_t kind, has_bias;

@@ -295,7 +295,8 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
             wire_state_free(&s);
             return 0;
         }
-        if (wire_delta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e) < 0) {
+        if ((f.kind == FSGD_KMSG_DELTA_PACKED ? wire_pdelta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)
+                                              : wire_delta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)) < 0) {
             w->stats->corrupt++;
             w->valid = 0;
             wire_state_free(&s);

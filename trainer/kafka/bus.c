@@ -208,7 +208,7 @@ int fsgd_kbus_send(rd_kafka_t *rk, const char *topic, int32_t partition, const c
     uint8_t *buf = malloc((len < chunk_max ? len : chunk_max) + FSGD_KFRAME_OVERHEAD);
     if (!buf)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "send: out of memory");
-    static const char *kinds[] = {"", "grad", "delta", "snapshot"};
+    static const char *kinds[] = {"", "grad", "delta", "snapshot", "delta"};
     char key[32], step[24], sender[16], chunk[32];
     snprintf(key, sizeof key, "%u", hdr->sender);
     snprintf(step, sizeof step, "%llu", (unsigned long long)hdr->step);
@@ -227,7 +227,7 @@ int fsgd_kbus_send(rd_kafka_t *rk, const char *topic, int32_t partition, const c
             e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
                                   RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(buf, fl),
                                   RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADER("fsgd.job", job, -1),
-                                  RD_KAFKA_V_HEADER("fsgd.kind", kinds[hdr->kind <= 3 ? hdr->kind : 0], -1),
+                                  RD_KAFKA_V_HEADER("fsgd.kind", kinds[hdr->kind <= 4 ? hdr->kind : 0], -1),
                                   RD_KAFKA_V_HEADER("fsgd.step", step, -1),
                                   RD_KAFKA_V_HEADER("fsgd.sender", sender, -1),
                                   RD_KAFKA_V_HEADER("fsgd.chunk", chunk, -1), RD_KAFKA_V_END);
