@@ -378,6 +378,103 @@ static void ctl_member(agg_t *a, const char *event, uint32_t worker)
     ctl_emit(a, event);
 }
 
+/* --- start-up: wait for a settled consumer-group assignment --- */
+
+/* Why: workers answer step 1 as soon as they hold any assignment. When the
+ * group is still forming (a worker joins after the first members got their
+ * partitions, or the leader assigned before it saw the topic's partitions),
+ * step 1 completes and the group then revokes and reassigns everything: for
+ * the ~3 s of that rebalance every worker answers with no partitions and the
+ * steps carry no rows (empty_steps). So the aggregator opens the job only
+ * once the workers' own reports on NAME.ctl (worker_assignment, sent from
+ * their rebalance callbacks) show at least expected_workers workers whose
+ * latest partition sets are disjoint and cover every partition that still
+ * has rows: a group in mid-rebalance has overlapping sets (the old owners
+ * have not been told yet) or holes (revoked, not yet reassigned). */
+#define GATE_MAX_WORKERS 1024
+static int wait_assignment(agg_t *a, double timeout_s)
+{
+    double t0 = now_s();
+    a->s->assignment_settled = 0;
+    rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, a->job->brokers, NULL, a->err, a->errsz);
+    if (!c)
+        return FSGD_E_KAFKA;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, a->tctl, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_assign(c, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    uint32_t P = a->st.nparts, nw = 0;
+    uint32_t *ids = calloc(GATE_MAX_WORKERS, sizeof *ids), *tmp = calloc(P + 1, sizeof *tmp);
+    uint8_t *own = calloc((size_t)GATE_MAX_WORKERS * P, 1); /* own[w * P + p] */
+    uint32_t *owners = calloc(P + 1, sizeof *owners);
+    int rc = 0, dirty = 0;
+    if (!ids || !tmp || !own || !owners)
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    while (!rc && now_s() - t0 < timeout_s) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 20);
+        if (m) {
+            char ev[32];
+            double wid;
+            size_t np = 0;
+            const char *j = m->payload;
+            if (!m->err && j && ctl_get_str(j, m->len, "event", ev, sizeof ev) &&
+                (!strcmp(ev, "worker_assignment") || !strcmp(ev, "worker_leave")) &&
+                ctl_get_num(j, m->len, "worker", &wid) && wid >= 0 && wid <= UINT32_MAX &&
+                ctl_get_u32s(j, m->len, "partitions", tmp, P + 1, &np)) {
+                uint32_t id = (uint32_t)wid, k = 0;
+                while (k < nw && ids[k] != id)
+                    k++;
+                if (k == nw && nw < GATE_MAX_WORKERS && strcmp(ev, "worker_leave"))
+                    ids[nw++] = id;
+                if (k < nw) {
+                    memset(own + (size_t)k * P, 0, P);
+                    for (size_t i = 0; i < np; i++)
+                        if (tmp[i] < P)
+                            own[(size_t)k * P + tmp[i]] = 1;
+                    if (!strcmp(ev, "worker_leave")) { /* forget it: move the last one here */
+                        nw--;
+                        ids[k] = ids[nw];
+                        memcpy(own + (size_t)k * P, own + (size_t)nw * P, P);
+                    }
+                }
+                dirty = 1;
+            }
+            rd_kafka_message_destroy(m);
+            continue; /* read everything already there before judging */
+        }
+        rd_kafka_poll(a->prod, 0);
+        if (!dirty)
+            continue;
+        dirty = 0;
+        uint32_t holders = 0;
+        memset(owners, 0, P * sizeof *owners);
+        for (uint32_t k = 0; k < nw; k++) {
+            int any = 0;
+            for (uint32_t p = 0; p < P; p++)
+                if (own[(size_t)k * P + p]) {
+                    owners[p]++;
+                    any = 1;
+                }
+            holders += any;
+        }
+        int ok = nw >= (uint32_t)a->expected && holders > 0;
+        for (uint32_t p = 0; p < P && ok; p++)
+            ok = a->st.pos[p] >= a->st.end[p] ? owners[p] <= 1 : owners[p] == 1;
+        if (ok) {
+            a->s->assignment_settled = 1;
+            break;
+        }
+    }
+    a->s->assignment_wait_s = now_s() - t0;
+    free(ids);
+    free(tmp);
+    free(own);
+    free(owners);
+    rd_kafka_consumer_close(c);
+    rd_kafka_destroy(c);
+    return rc;
+}
+
 /* --- the barrier --- */
 
 static int in_set(const uint32_t *s, size_t n, uint32_t v)
@@ -702,6 +799,8 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
                 J(e->test.auc), J(e->test.logloss), i + 1 < s->n_epochs ? "," : "");
     }
     fprintf(f, "  ],\n");
+    fprintf(f, "  \"assignment_wait_seconds\": %.3f,\n  \"assignment_settled\": %d,\n", s->assignment_wait_s,
+            s->assignment_settled);
     fprintf(f, "  \"step1_at_seconds\": %.3f,\n  \"loss_window_steps\": %d,\n  \"loss_moving_average\": %.6f,\n",
             s->step1_at, FSGD_AGG_LOSS_WINDOW, J(s->loss_ma));
     fprintf(f, "  \"target_loss\": %.6f,\n  \"time_to_target_loss_s\": %.3f,\n  \"target_loss_step\": %llu,\n",
@@ -835,6 +934,9 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
             rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "assign %s failed", a.tgrads);
         rd_kafka_topic_partition_list_destroy(l);
     }
+    /* the opening snapshot waits until the consumer group has settled */
+    if (!rc)
+        rc = wait_assignment(&a, 60);
     a.t0 = now_s();
     if (!rc) {
         ctl_begin(&a, "job_start");
@@ -848,6 +950,8 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         cj_f64(&a.cj, "batch", job->batch);
         cj_u64(&a.cj, "step", a.step);
         cj_i64(&a.cj, "resumed_from_step", st->resumed_from_step);
+        cj_f64(&a.cj, "assignment_wait_seconds", st->assignment_wait_s);
+        cj_i64(&a.cj, "assignment_settled", st->assignment_settled);
         ctl_emit(&a, "job_start");
         rc = publish(&a, 1, 0, NULL, 0);
     }

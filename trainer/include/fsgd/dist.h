@@ -86,6 +86,12 @@ typedef struct fsgd_agg_stats {
      * target_step the step at which it was. */
     double step1_at, loss_ma, time_to_target;
     uint64_t target_step;
+    /* Start-up: seconds waited for a settled consumer-group assignment
+     * (every data partition with rows owned by exactly one of at least
+     * expected_workers workers, as reported on NAME.ctl) before step 1;
+     * assignment_settled 0 when the wait timed out and stepping started anyway. */
+    double assignment_wait_s;
+    int assignment_settled;
 } fsgd_agg_stats_t;
 
 #define FSGD_AGG_LOSS_WINDOW 8
