@@ -186,15 +186,10 @@ int fsgd_job_set(fsgd_job_t *job, const char *key, const char *value, char *err,
     return set_field(job, f, value, err, errsz);
 }
 
-/* YAML: a mapping of scalars, nested mappings flattened with '.'. */
-int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errsz)
+/* YAML: a mapping of scalars, nested mappings flattened with '.'. Runs the
+ * event loop over a parser whose input is set; path names the source. */
+static int load_yaml_events(fsgd_job_t *job, yaml_parser_t *parser, const char *path, char *err, size_t errsz)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open job file '%s': %s", path, strerror(errno));
-    yaml_parser_t parser;
-    yaml_parser_initialize(&parser);
-    yaml_parser_set_input_file(&parser, fp);
     char prefix[8][128];  /* key of each open mapping level */
     int depth = -1;       /* index of the innermost open mapping */
     int expecting_key[8] = {0};
@@ -202,9 +197,9 @@ int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errs
     int rc = FSGD_E_OK, done = 0;
     while (!done && rc == FSGD_E_OK) {
         yaml_event_t ev;
-        if (!yaml_parser_parse(&parser, &ev)) {
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1,
-                              parser.problem_mark.column + 1, parser.problem ? parser.problem : "YAML error");
+        if (!yaml_parser_parse(parser, &ev)) {
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: %s", path, parser->problem_mark.line + 1,
+                              parser->problem_mark.column + 1, parser->problem ? parser->problem : "YAML error");
             break;
         }
         size_t line = ev.start_mark.line + 1, col = ev.start_mark.column + 1;
@@ -267,6 +262,33 @@ int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errs
         }
         yaml_event_delete(&ev);
     }
+    return rc;
+}
+
+int fsgd_job_load_yaml_text(fsgd_job_t *job, const char *name, const char *text, size_t len, char *err,
+                            size_t errsz)
+{
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser))
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: cannot start the YAML parser", name);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    int rc = load_yaml_events(job, &parser, name, err, errsz);
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errsz)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open job file '%s': %s", path, strerror(errno));
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) {
+        fclose(fp);
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: cannot start the YAML parser", path);
+    }
+    yaml_parser_set_input_file(&parser, fp);
+    int rc = load_yaml_events(job, &parser, path, err, errsz);
     yaml_parser_delete(&parser);
     fclose(fp);
     return rc;

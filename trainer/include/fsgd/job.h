@@ -63,6 +63,11 @@ int fsgd_job_set(fsgd_job_t *job, const char *key, const char *value, char *err,
  * as an alias of "lr"). Errors name path:line:column and the key. */
 int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errsz);
 
+/* The same over len bytes of YAML text in memory; name stands for the path
+ * in error messages. */
+int fsgd_job_load_yaml_text(fsgd_job_t *job, const char *name, const char *text, size_t len, char *err,
+                            size_t errsz);
+
 /* Parses command-line flags: "--key value" or "--key=value" for every field
  * (dashes and underscores interchangeable), "--set key=value", "--job FILE"
  * or a positional .yaml or .yml file (loaded first, flags override). A positional

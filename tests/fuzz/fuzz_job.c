@@ -1,0 +1,28 @@
+/* Fuzz target: YAML job files. Any bytes either load into a job whose fields
+ * pass their own range checks, or fail with a message; never a crash, a hang
+ * or a read past the input. */
+#include <stdint.h>
+#include <string.h>
+
+#include "fsgd/job.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    char err[512];
+    err[0] = '\0';
+    int rc = fsgd_job_load_yaml_text(&job, "fuzz.yaml", (const char *)data, size, err, sizeof err);
+    if (rc < 0 && (err[0] == '\0' || strncmp(err, "fuzz.yaml", 9) != 0))
+        __builtin_trap(); /* every YAML error names the source */
+    if (rc == 0) {
+        /* whatever was accepted respects the table's bounds */
+        if (job.epochs < 1 || job.lr <= 0 || job.batch <= 0 || job.threads < 1 || job.beta1 < 0)
+            __builtin_trap();
+        if (memchr(job.data, '\0', sizeof job.data) == NULL || memchr(job.codec, '\0', sizeof job.codec) == NULL)
+            __builtin_trap();
+    }
+    return 0;
+}
