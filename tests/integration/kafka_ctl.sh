@@ -13,7 +13,7 @@ command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
 "$FSGD" run --broker-only --name ct --partitions 6 >"$tmp/broker.log" 2>&1 &
 BROKER_PID=$!
 WPIDS=()
-trap 'kill $BROKER_PID ${WPIDS[@]+"${WPIDS[@]}"} 2>/dev/null; cleanup' EXIT
+trap 'kill $BROKER_PID ${WPIDS[@]+"${WPIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
 for _ in $(seq 100); do grep -q '^brokers=' "$tmp/broker.log" && break; sleep 0.1; done
 brokers=$(sed -n 's/^brokers=//p' "$tmp/broker.log")
 head -n 12000 "$DATA/a9a" >"$tmp/rows"

@@ -12,7 +12,7 @@ STAGGER=${STAGGER:-0.7}
 RUNS=${RUNS:-3}
 head -n 8000 "$DATA/a9a" >"$tmp/rows"
 WP=()
-trap 'kill ${BROKER_PID:-} ${WP[@]+"${WP[@]}"} 2>/dev/null; cleanup' EXIT
+trap 'kill ${BROKER_PID:-} ${WP[@]+"${WP[@]}"} 2>/dev/null || true; cleanup' EXIT
 for run in $(seq "$RUNS"); do
     name=su$run
     "$FSGD" run --broker-only --name "$name" --partitions 12 >"$tmp/broker$run.log" 2>&1 &
@@ -33,6 +33,7 @@ for run in $(seq "$RUNS"); do
     for p in "${WP[@]}"; do wait "$p" || true; done
     WP=()
     kill $BROKER_PID 2>/dev/null; wait $BROKER_PID 2>/dev/null || true
+    BROKER_PID=
     "$PY" - "$tmp/m$run.json" "$run" <<'PYEOF'
 import json, sys
 m = json.load(open(sys.argv[1]))
