@@ -186,7 +186,7 @@ static void test_model_stream(void)
  * reassembled exactly; truncations and corrupt value headers are errors. */
 static size_t snapshot_frame(uint8_t *out, uint32_t D)
 {
-    uint8_t *body = malloc(64 + 4 * D);
+    uint8_t *body = malloc(128 + 4 * (size_t)D);
     size_t n = state_body(body);
     fsgd_le_put32(body + n, 1);
     fsgd_le_put32(body + n + 4, 0);
