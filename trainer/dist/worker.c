@@ -374,7 +374,17 @@ static int do_step(worker_t *w)
     double loss = 0;
     if (!rc && w->batch.n_rows > 0) {
         double t0 = now_s();
-        fsgd_grad_request_t req = {.batch = &w->batch, .batch_id = -1, .loss = (fsgd_loss_kind_t)w->kind,
+        /* The data topic never changes at an offset, so the ranges name the
+         * batch's content: a device backend may keep it resident and reuse it
+         * when the same ranges come round next epoch. FNV-1a, 62 bits. */
+        uint64_t id = 1469598103934665603ull;
+        for (uint32_t i = 0; i < nr; i++) {
+            uint64_t parts[3] = {rg[i].part, rg[i].start, rg[i].end};
+            for (int j = 0; j < 3; j++)
+                for (int k = 0; k < 8; k++)
+                    id = (id ^ ((parts[j] >> (8 * k)) & 0xFF)) * 1099511628211ull;
+        }
+        fsgd_grad_request_t req = {.batch = &w->batch, .batch_id = (int64_t)(id >> 2), .loss = (fsgd_loss_kind_t)w->kind,
                                    .scale = 1.0, .l2 = 0};
         /* A device that encodes on the card hands back only the message
          * (gradient and encoding fused; its time counts as gradient). */
