@@ -26,6 +26,7 @@
 #include "fsgd/le.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/reduce.h"
+#include "agg_ckpt.h"
 #include "ctl.h"
 #include "wire.h"
 
@@ -177,27 +178,32 @@ static void set_quota(agg_t *a)
 #define CKPT_MAGIC "FSGC"
 #define CKPT_VERSION 1
 
+/* The checkpoint bytes of a's state (seconds: training time so far) into *b. */
+static int ckpt_encode(agg_t *a, double seconds, wire_buf_t *b)
+{
+    int rc = wire_put(b, CKPT_MAGIC, 4) | wire_u32(b, CKPT_VERSION) | wire_u32(b, a->gen) | wire_u64(b, a->step) |
+             wire_u64(b, a->s->dataset_rows) | wire_u64(b, a->mdim) | wire_state_put(b, &a->st) |
+             wire_u64(b, a->adam.t) | wire_u64(b, a->rows_epoch) | wire_f64(b, a->loss_epoch) |
+             wire_u64(b, a->s->rows_total) | wire_f64(b, seconds) | wire_u32(b, (uint32_t)a->s->n_epochs);
+    for (int i = 0; i < a->s->n_epochs; i++) {
+        const fsgd_agg_epoch_t *e = &a->s->epochs[i];
+        rc |= wire_u32(b, (uint32_t)e->epoch) | wire_f64(b, e->seconds) | wire_f64(b, e->train_loss) |
+              wire_u64(b, e->rows) | wire_u64(b, e->test.n) | wire_f64(b, e->test.auc) |
+              wire_f64(b, e->test.logloss) | wire_f64(b, e->test.loss) | wire_f64(b, e->test.accuracy);
+    }
+    rc |= wire_put(b, a->adam.theta, a->mdim * 4) | wire_put(b, a->adam.m, a->mdim * 4) |
+          wire_put(b, a->adam.v, a->mdim * 4);
+    rc |= wire_u32(b, fsgd_crc32c(0, b->p, b->n));
+    return rc ? FSGD_E_NOMEM : 0;
+}
+
 static int ckpt_write(agg_t *a)
 {
     const char *path = a->job->checkpoint;
     if (!*path)
         return 0;
     wire_buf_t b = {0};
-    int rc = wire_put(&b, CKPT_MAGIC, 4) | wire_u32(&b, CKPT_VERSION) | wire_u32(&b, a->gen) |
-             wire_u64(&b, a->step) | wire_u64(&b, a->s->dataset_rows) | wire_u64(&b, a->mdim) |
-             wire_state_put(&b, &a->st) | wire_u64(&b, a->adam.t) | wire_u64(&b, a->rows_epoch) |
-             wire_f64(&b, a->loss_epoch) | wire_u64(&b, a->s->rows_total) |
-             wire_f64(&b, a->seconds_before + now_s() - a->t0) | wire_u32(&b, (uint32_t)a->s->n_epochs);
-    for (int i = 0; i < a->s->n_epochs; i++) {
-        const fsgd_agg_epoch_t *e = &a->s->epochs[i];
-        rc |= wire_u32(&b, (uint32_t)e->epoch) | wire_f64(&b, e->seconds) | wire_f64(&b, e->train_loss) |
-              wire_u64(&b, e->rows) | wire_u64(&b, e->test.n) | wire_f64(&b, e->test.auc) |
-              wire_f64(&b, e->test.logloss) | wire_f64(&b, e->test.loss) | wire_f64(&b, e->test.accuracy);
-    }
-    rc |= wire_put(&b, a->adam.theta, a->mdim * 4) | wire_put(&b, a->adam.m, a->mdim * 4) |
-          wire_put(&b, a->adam.v, a->mdim * 4);
-    rc |= wire_u32(&b, fsgd_crc32c(0, b.p, b.n));
-    if (rc) {
+    if (ckpt_encode(a, a->seconds_before + now_s() - a->t0, &b) < 0) {
         free(b.p);
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     }
@@ -217,27 +223,16 @@ static int ckpt_write(agg_t *a)
     return 0;
 }
 
-/* Restores a checkpoint written for the same data; returns 1 when resumed,
- * 0 when there is none. */
-static int ckpt_load(agg_t *a)
+/* Restores a checkpoint written for the same data from its bytes p[0, len)
+ * (path names it in messages); returns 1 when resumed. The state of a is
+ * changed only as far as the bytes were read. */
+static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
 {
-    const char *path = a->job->checkpoint;
-    if (!*path)
-        return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = n > 0 ? malloc((size_t)n) : NULL;
-    int ok = p && fread(p, 1, (size_t)n, f) == (size_t)n;
-    fclose(f);
     char e[256];
     int rc = 0;
-    size_t len = (size_t)n, off = 0;
+    size_t off = 0;
     wire_state_t s = {0};
-    if (!ok || len < 44 || memcmp(p, CKPT_MAGIC, 4) || fsgd_le_get32(p + 4) != CKPT_VERSION) {
+    if (!p || len < 44 || memcmp(p, CKPT_MAGIC, 4) || fsgd_le_get32(p + 4) != CKPT_VERSION) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d)", path,
                           CKPT_VERSION);
         goto out;
@@ -319,7 +314,70 @@ static int ckpt_load(agg_t *a)
     rc = 1;
 out:
     wire_state_free(&s);
+    return rc;
+}
+
+/* Restores a checkpoint written for the same data; returns 1 when resumed,
+ * 0 when there is none. */
+static int ckpt_load(agg_t *a)
+{
+    const char *path = a->job->checkpoint;
+    if (!*path)
+        return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = n > 0 ? malloc((size_t)n) : NULL;
+    int ok = p && fread(p, 1, (size_t)n, f) == (size_t)n;
+    fclose(f);
+    int rc = ckpt_parse(a, path, ok ? p : NULL, ok ? (size_t)n : 0);
     free(p);
+    return rc;
+}
+
+int agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t mdim, const wire_state_t *expect,
+                   uint8_t **reenc, size_t *reenc_len, char *err, size_t errsz)
+{
+    if (mdim > ((uint64_t)1 << 32))
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "checkpoint: %llu weights", (unsigned long long)mdim);
+    fsgd_agg_stats_t *st = calloc(1, sizeof *st);
+    agg_t *a = calloc(1, sizeof *a);
+    float *w = calloc(mdim ? 3 * (size_t)mdim : 1, sizeof *w);
+    int rc = st && a && w ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    if (!rc) {
+        a->s = st;
+        a->err = err;
+        a->errsz = errsz;
+        a->mdim = mdim;
+        st->dataset_rows = dataset_rows;
+        a->adam.dim = mdim;
+        a->adam.theta = w;
+        a->adam.m = w + mdim;
+        a->adam.v = w + 2 * mdim;
+        rc = wire_state_copy(&a->st, expect);
+        if (rc < 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    }
+    if (!rc)
+        rc = ckpt_parse(a, "<memory>", p, len);
+    if (rc == 1 && reenc) {
+        wire_buf_t b = {0};
+        if (ckpt_encode(a, a->seconds_before, &b) < 0) {
+            free(b.p);
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+        } else {
+            *reenc = b.p;
+            *reenc_len = b.n;
+        }
+    }
+    if (a)
+        wire_state_free(&a->st);
+    free(a);
+    free(st);
+    free(w);
     return rc;
 }
 

@@ -186,6 +186,77 @@ static const char *find(const char *s, size_t len, const char *k)
     return NULL;
 }
 
+/* 4 hex digits at v (before end) -> 0..0xffff, or -1 */
+static long hex4(const char *v, const char *end)
+{
+    if (end - v < 4)
+        return -1;
+    long x = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = v[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        x = x * 16 + d;
+    }
+    return x;
+}
+
+/* Decodes the escape after the backslash at *pv (JSON: \" \\ \/ \b \f \n
+ * \r \t \uXXXX, surrogate pairs joined) into u (UTF-8, up to 4 bytes);
+ * leaves *pv on the escape's last character. Anything else is taken
+ * literally, as before. Returns the bytes in u. */
+static int unescape(const char **pv, const char *end, char *u)
+{
+    const char *v = *pv + 1; /* past the backslash */
+    *pv = v;
+    switch (*v) {
+    case 'b': u[0] = '\b'; return 1;
+    case 'f': u[0] = '\f'; return 1;
+    case 'n': u[0] = '\n'; return 1;
+    case 'r': u[0] = '\r'; return 1;
+    case 't': u[0] = '\t'; return 1;
+    case 'u': break;
+    default: u[0] = *v; return 1;
+    }
+    long c = hex4(v + 1, end);
+    if (c < 0) {
+        u[0] = *v;
+        return 1;
+    }
+    v += 4;
+    if (c >= 0xd800 && c <= 0xdbff && end - v >= 7 && v[1] == '\\' && v[2] == 'u') {
+        long lo = hex4(v + 3, end);
+        if (lo >= 0xdc00 && lo <= 0xdfff) {
+            c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
+            v += 6;
+        }
+    }
+    if (c >= 0xd800 && c <= 0xdfff)
+        c = 0xfffd; /* a lone surrogate */
+    *pv = v;
+    if (c < 0x80) {
+        u[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        u[0] = (char)(0xc0 | (c >> 6));
+        u[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c < 0x10000) {
+        u[0] = (char)(0xe0 | (c >> 12));
+        u[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        u[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    u[0] = (char)(0xf0 | (c >> 18));
+    u[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+    u[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+    u[3] = (char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
 int ctl_get_str(const char *json, size_t len, const char *k, char *out, size_t cap)
 {
     const char *v = find(json, len, k), *end = json + len;
@@ -193,10 +264,14 @@ int ctl_get_str(const char *json, size_t len, const char *k, char *out, size_t c
         return 0;
     size_t n = 0;
     for (v++; v < end && *v != '"'; v++) {
+        char u[4];
+        int nu = 1;
+        u[0] = *v;
         if (*v == '\\' && v + 1 < end)
-            v++;
-        if (n + 1 < cap)
-            out[n++] = *v;
+            nu = unescape(&v, end, u);
+        for (int i = 0; i < nu; i++)
+            if (n + 1 < cap)
+                out[n++] = u[i];
     }
     out[n] = '\0';
     return v < end;

@@ -1,0 +1,81 @@
+/* Fuzz target: the aggregator's checkpoint loader (trainer/dist/aggregator.c
+ * through agg_ckpt_check, the code a restarted aggregator runs on its
+ * checkpoint file; KAFKA_FORMAT.md "Checkpoint").
+ *
+ * Input: one control byte, then the checkpoint bytes. Control bit 0: put
+ * the right CRC32C into the last 4 bytes first (so the fuzzer gets past the
+ * checksum); bit 1: expect the data the checkpoint itself names (its rows,
+ * weights and step state's partition ranges; weights up to 2^16), so it can
+ * be restored, otherwise a fixed small data set; bit 2: then change one of
+ * those expectations (picked by bits 3-4), which must make it fail.
+ * A restored checkpoint must write back to exactly the input bytes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/crc32c.h"
+#include "fsgd/error.h"
+#include "fsgd/le.h"
+
+#include "../../trainer/dist/agg_ckpt.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    uint8_t ctl = data[0];
+    size_t len = size - 1;
+    uint8_t *p = malloc(len ? len : 1);
+    if (!p)
+        return 0;
+    memcpy(p, data + 1, len);
+    if ((ctl & 1) && len >= 4)
+        fsgd_le_put32(p + len - 4, fsgd_crc32c(0, p, len - 4));
+    uint64_t rows = 1000, mdim = 124;
+    wire_state_t exp = {0};
+    if (wire_state_alloc(&exp, 2) < 0)
+        abort();
+    exp.end[0] = 600;
+    exp.end[1] = 400;
+    if ((ctl & 2) && len >= 36) {
+        rows = fsgd_le_get64(p + 20);
+        mdim = fsgd_le_get64(p + 28);
+        size_t off = 36;
+        char e[256];
+        if (wire_state_get(p, len, &off, &exp, e, sizeof e) < 0)
+            wire_state_alloc(&exp, 0);
+    }
+    int perturbed = 0;
+    if (ctl & 4) {
+        int which = (ctl >> 3) & 3;
+        if (which == 0)
+            rows++;
+        else if (which == 1)
+            mdim++;
+        else if (which == 2 && exp.nparts)
+            exp.end[exp.nparts - 1]++;
+        else
+            wire_state_alloc(&exp, exp.nparts + 1);
+        perturbed = 1;
+    }
+    if (mdim > (1u << 16)) {
+        wire_state_free(&exp);
+        free(p);
+        return 0;
+    }
+    uint8_t *re = NULL;
+    size_t relen = 0;
+    char err[512] = "";
+    int rc = agg_ckpt_check(p, len, rows, mdim, &exp, &re, &relen, err, sizeof err);
+    if (rc == 1) {
+        if (perturbed || relen != len || memcmp(re, p, len) != 0)
+            abort();
+    } else if (rc >= 0 || strncmp(err, "checkpoint", 10) != 0 || !memchr(err, '\0', sizeof err)) {
+        abort();
+    }
+    free(re);
+    wire_state_free(&exp);
+    free(p);
+    return 0;
+}

@@ -1,0 +1,137 @@
+/* Fuzz target: the NAME.ctl JSON reader (ctl_get_str / ctl_get_num /
+ * ctl_get_u32s in trainer/dist/ctl.c) and its agreement with the writer.
+ *
+ * Input byte 0, bit 0 set: the rest (after a size byte) is read as a message
+ * of any client: lookups of the fields fsgd reads, into small buffers with
+ * guard bytes; they must stay inside the message and the buffers, end
+ * strings with a NUL and count what they store. Bit 0 clear: the rest makes
+ * an event with the writer (cj_*: two strings of any bytes but NUL, a u64, an
+ * i64, an f64 and a u32 list), which the reader must read back exactly
+ * (non-finite f64 are written as null and then absent). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/le.h"
+
+#include "../../trainer/dist/ctl.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define GUARD 8
+
+static void read_any(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return;
+    size_t cap = 1 + data[0] % 48, ucap = data[0] % 8;
+    size_t len = size - 1;
+    char *j = malloc(len ? len : 1);
+    if (!j)
+        return;
+    memcpy(j, data + 1, len);
+    static const char *keys[] = {"event", "job", "gen", "worker", "partitions", "status", "error", "time", ""};
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        char out[48 + GUARD];
+        memset(out, 0x5a, sizeof out);
+        if (ctl_get_str(j, len, keys[k], out, cap)) {
+            if (!memchr(out, '\0', cap))
+                abort();
+        }
+        for (size_t i = cap; i < cap + GUARD; i++)
+            if (out[i] != 0x5a && !(i == cap && out[i] == 0x5a))
+                abort();
+        double d = 12345;
+        if (ctl_get_num(j, len, keys[k], &d) && !isfinite(d))
+            abort();
+        uint32_t u[8 + GUARD];
+        for (size_t i = 0; i < sizeof u / sizeof *u; i++)
+            u[i] = 0xdeadbeef;
+        size_t n = 99;
+        int got = ctl_get_u32s(j, len, keys[k], u, ucap, &n);
+        if (n > ucap || (got && n > ucap))
+            abort();
+        for (size_t i = ucap; i < sizeof u / sizeof *u; i++)
+            if (u[i] != 0xdeadbeef)
+                abort();
+    }
+    free(j);
+}
+
+/* a string of the bytes at *p up to a NUL (at most 60), advancing *p */
+static void take_str(const uint8_t **p, const uint8_t *end, char *out)
+{
+    size_t n = 0;
+    while (*p < end && **p && n < 60)
+        out[n++] = (char)*(*p)++;
+    if (*p < end)
+        (*p)++;
+    out[n] = '\0';
+}
+
+static void roundtrip(const uint8_t *data, size_t size)
+{
+    const uint8_t *p = data, *end = data + size;
+    char ev[61], job[61];
+    take_str(&p, end, ev);
+    take_str(&p, end, job);
+    uint8_t num[24] = {0};
+    size_t nn = (size_t)(end - p) < sizeof num ? (size_t)(end - p) : sizeof num;
+    memcpy(num, p, nn);
+    p += nn;
+    uint64_t u64 = fsgd_le_get64(num);
+    int64_t i64 = (int64_t)fsgd_le_get64(num + 8);
+    double f64 = fsgd_le_getf64(num + 16);
+    uint32_t parts[16];
+    size_t np = 0;
+    while (end - p >= 4 && np < 16) {
+        parts[np++] = fsgd_le_get32(p);
+        p += 4;
+    }
+    ctl_json_t cj = {0};
+    cj_begin(&cj, ev, job);
+    cj_u64(&cj, "gen", u64);
+    cj_i64(&cj, "step", i64);
+    cj_f64(&cj, "loss", f64);
+    cj_u32s(&cj, "partitions", parts, np);
+    cj_str(&cj, "error", job);
+    cj_str(&cj, "none", NULL);
+    if (cj_end(&cj) < 0) {
+        cj_free(&cj);
+        return;
+    }
+    char *j = malloc(cj.n);
+    if (!j)
+        abort();
+    memcpy(j, cj.p, cj.n); /* exactly the message, no NUL after it */
+    char s[64];
+    double d;
+    uint32_t back[16];
+    size_t nb = 0;
+    if (!ctl_get_str(j, cj.n, "event", s, sizeof s) || strcmp(s, ev) || !ctl_get_str(j, cj.n, "job", s, sizeof s) ||
+        strcmp(s, job) || !ctl_get_str(j, cj.n, "error", s, sizeof s) || strcmp(s, job) ||
+        ctl_get_str(j, cj.n, "none", s, sizeof s) || ctl_get_str(j, cj.n, "missing", s, sizeof s))
+        abort();
+    if (!ctl_get_num(j, cj.n, "gen", &d) || d != (double)u64 || !ctl_get_num(j, cj.n, "step", &d) ||
+        d != (double)i64 || !ctl_get_num(j, cj.n, "time", &d))
+        abort();
+    int have = ctl_get_num(j, cj.n, "loss", &d);
+    if (isfinite(f64) ? !have || memcmp(&d, &f64, sizeof d) : have)
+        abort();
+    if (!ctl_get_u32s(j, cj.n, "partitions", back, 16, &nb) || nb != np ||
+        (np && memcmp(back, parts, np * sizeof *parts)))
+        abort();
+    free(j);
+    cj_free(&cj);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    if (data[0] & 1)
+        read_any(data + 1, size - 1);
+    else
+        roundtrip(data + 1, size - 1);
+    return 0;
+}
