@@ -77,13 +77,20 @@ int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *
 
 #define DONE_RING 8192
 
+/* A message whose chunks are arriving. Memory grows with the chunks
+ * received, not with the count a frame announces (up to 65536): a stray
+ * frame costs its own bytes, not a table of 65536 entries. */
 typedef struct pending {
     uint8_t kind;
-    uint32_t gen, sender, nchunks, have;
+    uint32_t gen, sender, nchunks, have, cap;
     uint64_t step;
-    uint8_t **parts;
+    uint32_t *idx;       /* chunk index of the i-th chunk received */
+    uint8_t **parts;     /* its bytes */
     uint32_t *part_len;
+    uint8_t *seen;       /* bitmap of received indices, made once have > SEEN_AFTER */
 } pending_t;
+
+#define SEEN_AFTER 32
 
 typedef struct done_key {
     uint64_t step;
@@ -105,10 +112,63 @@ fsgd_kasm_t *fsgd_kasm_new(void) { return calloc(1, sizeof(fsgd_kasm_t)); }
 
 static void pending_free(pending_t *p)
 {
-    for (uint32_t i = 0; p->parts && i < p->nchunks; i++)
+    for (uint32_t i = 0; p->parts && i < p->have; i++)
         free(p->parts[i]);
+    free(p->idx);
     free(p->parts);
     free(p->part_len);
+    free(p->seen);
+}
+
+static int pending_has(const pending_t *p, uint32_t chunk)
+{
+    if (p->seen)
+        return (p->seen[chunk / 8] >> (chunk % 8)) & 1;
+    for (uint32_t i = 0; i < p->have; i++)
+        if (p->idx[i] == chunk)
+            return 1;
+    return 0;
+}
+
+/* Stores a copy of chunk (len bytes). 0 or FSGD_E_NOMEM (p unchanged). */
+static int pending_add(pending_t *p, uint32_t chunk, const uint8_t *body, uint32_t len)
+{
+    if (p->have == p->cap) {
+        uint32_t nc = p->cap ? 2 * p->cap : 4;
+        if (nc > p->nchunks)
+            nc = p->nchunks;
+        uint32_t *ni = realloc(p->idx, nc * sizeof *ni);
+        if (ni)
+            p->idx = ni;
+        uint8_t **np = realloc(p->parts, nc * sizeof *np);
+        if (np)
+            p->parts = np;
+        uint32_t *nl = realloc(p->part_len, nc * sizeof *nl);
+        if (nl)
+            p->part_len = nl;
+        if (!ni || !np || !nl)
+            return FSGD_E_NOMEM;
+        p->cap = nc;
+    }
+    if (!p->seen && p->have >= SEEN_AFTER) {
+        p->seen = calloc((p->nchunks + 7) / 8, 1);
+        if (!p->seen)
+            return FSGD_E_NOMEM;
+        for (uint32_t i = 0; i < p->have; i++)
+            p->seen[p->idx[i] / 8] |= (uint8_t)(1u << (p->idx[i] % 8));
+    }
+    uint8_t *c = malloc(len ? len : 1);
+    if (!c)
+        return FSGD_E_NOMEM;
+    if (len)
+        memcpy(c, body, len);
+    p->idx[p->have] = chunk;
+    p->parts[p->have] = c;
+    p->part_len[p->have] = len;
+    p->have++;
+    if (p->seen)
+        p->seen[chunk / 8] |= (uint8_t)(1u << (chunk % 8));
+    return 0;
 }
 
 void fsgd_kasm_destroy(fsgd_kasm_t *a)
@@ -174,12 +234,6 @@ int fsgd_kasm_feed(fsgd_kasm_t *a, const fsgd_kframe_t *f, const uint8_t **body,
         p->sender = f->sender;
         p->step = f->step;
         p->nchunks = f->nchunks;
-        p->parts = calloc(f->nchunks, sizeof *p->parts);
-        p->part_len = calloc(f->nchunks, sizeof *p->part_len);
-        if (!p->parts || !p->part_len) {
-            pending_free(p);
-            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
-        }
         a->n++;
     }
     pending_t *p = &a->p[i];
@@ -187,30 +241,38 @@ int fsgd_kasm_feed(fsgd_kasm_t *a, const fsgd_kframe_t *f, const uint8_t **body,
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "reassembly: sender %u step %llu chunk %u says %u chunks, earlier chunks said %u",
                             f->sender, (unsigned long long)f->step, f->chunk, f->nchunks, p->nchunks);
-    if (p->parts[f->chunk])
+    if (pending_has(p, f->chunk))
         return FSGD_KASM_DUP;
-    p->parts[f->chunk] = malloc(f->body_len ? f->body_len : 1);
-    if (!p->parts[f->chunk])
+    if (pending_add(p, f->chunk, f->body, f->body_len) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
-    memcpy(p->parts[f->chunk], f->body, f->body_len);
-    p->part_len[f->chunk] = f->body_len;
-    if (++p->have < p->nchunks)
+    if (p->have < p->nchunks)
         return FSGD_KASM_PENDING;
+    /* every index 0..n-1 arrived once: order[c] = where chunk c is */
+    uint32_t *order = malloc(p->nchunks * sizeof *order);
+    if (!order)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
     size_t total = 0;
-    for (uint32_t c = 0; c < p->nchunks; c++)
+    for (uint32_t c = 0; c < p->nchunks; c++) {
+        order[p->idx[c]] = c;
         total += p->part_len[c];
-    if (total > a->out_cap) {
-        uint8_t *no = realloc(a->out, total);
-        if (!no)
+    }
+    if (!a->out || total > a->out_cap) {
+        uint8_t *no = realloc(a->out, total ? total : 1);
+        if (!no) {
+            free(order);
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory for %zu bytes", total);
+        }
         a->out = no;
-        a->out_cap = total;
+        a->out_cap = total ? total : 1;
     }
     size_t off = 0;
     for (uint32_t c = 0; c < p->nchunks; c++) {
-        memcpy(a->out + off, p->parts[c], p->part_len[c]);
-        off += p->part_len[c];
+        uint32_t k = order[c];
+        if (p->part_len[k])
+            memcpy(a->out + off, p->parts[k], p->part_len[k]);
+        off += p->part_len[k];
     }
+    free(order);
     done_key_t *d = &a->done[a->done_next++ % DONE_RING];
     d->step = p->step;
     d->gen = p->gen;

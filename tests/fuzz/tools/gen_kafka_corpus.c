@@ -276,6 +276,23 @@ static void gen_kframe_assemble(void)
     krec(&s, 2, 1, 7, 0, 3, 1, 2, body.p, 5);
     krec(&s, 2, 1, 7, 0, 100, 0, 65536, body.p, 5);
     out("kframe", "huge_count_prune", s.p, s.n);
+    /* regression: a message whose chunks are all empty (the reassembler
+     * once copied into a NULL output buffer, UBSan) */
+    s.n = 0;
+    wire_put(&s, &c, 1);
+    krec(&s, 1, 0, 7, 2, 1, 0, 1, body.p, 0);
+    krec(&s, 1, 0, 7, 2, 2, 1, 2, body.p, 0);
+    krec(&s, 1, 0, 7, 2, 2, 0, 2, body.p, 0);
+    out("kframe", "regress_empty_body", s.p, s.n);
+    /* 40 chunks in a scrambled order with duplicates (past the reassembler's
+     * switch from a list to a bitmap of received chunks) */
+    s.n = 0;
+    wire_put(&s, &c, 1);
+    for (uint32_t i = 0; i < 44; i++) {
+        uint32_t k = (i * 17) % 40;
+        krec(&s, 4, 0, 7, 0, 6, k, 40, body.p + k, 3);
+    }
+    out("kframe", "many_chunks", s.p, s.n);
     /* invalid frames */
     static const struct {
         const char *name;
