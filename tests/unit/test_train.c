@@ -47,11 +47,15 @@ static void test_threads_agree(void)
     fsgd_train_stats_t s1, s3;
     fsgd_job_t job;
     base_job(&job);
+    job.batch = 8192; /* ~113k nonzeros a step: enough work for 3 threads */
+    job.epochs = 4;
     CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, NULL, data.max_col, &m1, &s1, NULL, NULL, err, sizeof err), 0);
     job.threads = 3;
     CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, NULL, data.max_col, &m3, &s3, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(s1.threads_used, 1);
+    CU_ASSERT_EQUAL(s3.threads_used, 3);
     CU_ASSERT_EQUAL(s1.steps, s3.steps);
-    CU_ASSERT_EQUAL(s1.rows, 2 * data.n_rows);
+    CU_ASSERT_EQUAL(s1.rows, 4 * data.n_rows);
     double worst = 0;
     for (uint64_t k = 0; k <= m1.dim; k++)
         worst = fmax(worst, fabs((double)m1.w[k] - m3.w[k]));
@@ -127,8 +131,10 @@ static void test_batch_fraction_and_steps(void)
     CU_ASSERT_EQUAL(st.rows, 300);
     fsgd_model_free(&m);
     job.batch = 30; /* 30, 30, 30, 10 */
+    job.threads = 4; /* ~100 nonzeros a step: too little to split, one thread does it */
     CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 10, &m, &st, NULL, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.steps, 12);
+    CU_ASSERT_EQUAL(st.threads_used, 1);
     fsgd_model_free(&m);
     fsgd_csr_free(&train);
 }

@@ -73,9 +73,14 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
     if (ctx->job->quiet)
         return;
     if (end_of_epoch < 0) {
-        fprintf(stderr, "fsgd: backend %s%s, codec %s, %d threads\n", s->backend,
+        fprintf(stderr, "fsgd: backend %s%s, codec %s, %d thread%s", s->backend,
                 strcmp(ctx->job->backend, "auto") ? "" : " (picked by backend: auto)", ctx->job->codec,
-                ctx->job->threads);
+                s->threads_used, s->threads_used == 1 ? "" : "s");
+        if (s->threads_used < ctx->job->threads)
+            fprintf(stderr, " of %d (a step has ~%.0f nonzeros; each thread needs %d to pay for its "
+                            "synchronisation: raise --batch to use more)", ctx->job->threads, s->nnz_per_step,
+                    FSGD_TRAIN_MIN_NNZ_PER_THREAD);
+        fputc('\n', stderr);
         return;
     }
     double rows_s = s->seconds > 0 ? (double)s->rows / s->seconds : 0;
@@ -120,8 +125,9 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
         fsgd_cli_error("cannot write metrics to '%s'", path);
         return -1;
     }
-    fprintf(f, "{\"model\": \"%s\", \"codec\": \"%s\", \"backend\": \"%s\", \"threads\": %d, ",
-            fsgd_loss_name(job->model), job->codec, job->backend, job->threads);
+    fprintf(f, "{\"model\": \"%s\", \"codec\": \"%s\", \"backend\": \"%s\", \"threads\": %d, "
+               "\"threads_requested\": %d, ",
+            fsgd_loss_name(job->model), job->codec, s->backend, s->threads_used, job->threads);
     fprintf(f, "\"train_rows\": %zu, \"dim\": %llu, \"epochs\": %d, \"steps\": %llu, ", n_train,
             (unsigned long long)dim, job->epochs, (unsigned long long)s->steps);
     fprintf(f, "\"test\": ");
@@ -208,7 +214,7 @@ int fsgd_cmd_train(int argc, char **argv)
     fsgd_train_evaluate(&model, &train, &train_m);
     printf("model %s, %llu features%s, %d epochs, %llu steps, codec %s, %d threads\n", fsgd_loss_name(job.model),
            (unsigned long long)dim, job.bias ? " + intercept" : "", job.epochs, (unsigned long long)st.steps,
-           job.codec, job.threads);
+           job.codec, st.threads_used);
     printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread; bytes %.0f/step, compression %.2fx\n",
            st.seconds, st.seconds > 0 ? st.rows / st.seconds : 0.0, st.t_grad > 0 ? st.nnz / st.t_grad : 0.0,
            st.steps ? (double)st.wire_bytes / st.steps : 0.0,

@@ -402,9 +402,23 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     if (rc == 0)
         rc = fsgd_adam_init(&t.adam, model_dim, &ap);
     t.perm = malloc(rows.n_rows * sizeof *t.perm);
+    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)rows.n_rows);
+    if (B < 1)
+        B = 1;
+    if (B > rows.n_rows)
+        B = rows.n_rows;
+    /* A thread pays two barrier crossings per step (microseconds, far more
+     * when the machine is busy); below ~FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros
+     * of work per thread a step is faster on fewer threads. */
+    double nnz_per_step = (double)B * (double)rows.nnz / (double)rows.n_rows;
     int W = job->threads < 1 ? 1 : job->threads;
     if (W > 64) /* the update merge keeps one cursor per thread on the stack */
         W = 64;
+    int fit = (int)(nnz_per_step / FSGD_TRAIN_MIN_NNZ_PER_THREAD);
+    if (W > 1 && fit < W)
+        W = fit < 1 ? 1 : fit;
+    stats->threads_used = W;
+    stats->nnz_per_step = nnz_per_step;
     t.n_workers = W;
     t.workers = calloc((size_t)W, sizeof *t.workers);
     double *test_margin = malloc((test_rows.n_rows ? test_rows.n_rows : 1) * sizeof *test_margin);
@@ -440,11 +454,6 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     if (progress)
         progress(ctx, stats, -1);
 
-    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)rows.n_rows);
-    if (B < 1)
-        B = 1;
-    if (B > rows.n_rows)
-        B = rows.n_rows;
 
     uint64_t rng = job->seed;
     shuffle(t.perm, rows.n_rows, &rng);

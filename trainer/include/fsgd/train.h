@@ -16,6 +16,10 @@
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
 
+/* Threads are only used when each gets at least this many nonzeros per step:
+ * smaller shares cost more in synchronisation than they save. */
+#define FSGD_TRAIN_MIN_NNZ_PER_THREAD 16384
+
 typedef struct fsgd_train_stats {
     uint64_t steps, rows, nnz;      /* processed so far (rows/nnz count each visit) */
     int epoch;                      /* 1-based current epoch */
@@ -28,6 +32,8 @@ typedef struct fsgd_train_stats {
     double time_to_target;          /* seconds when test AUC first reached job->target_auc, -1 if not */
     double best_test_auc;
     char backend[128];              /* the backend in use and its device ("auto" resolved) */
+    int threads_used;               /* job->threads, or fewer when steps are too small to split */
+    double nnz_per_step;            /* mean nonzeros in one step's batch */
 } fsgd_train_stats_t;
 
 /* Called once before the first step (end_of_epoch = -1: setup done, stats->backend set),
