@@ -306,6 +306,11 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
             off += 4;
         }
     }
+    if (off != len) { /* the layout is exact: anything more is another format */
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': %zu bytes past the end at byte %zu",
+                          path, len - off, off);
+        goto out;
+    }
     a->adam.t = t;
     wire_state_copy(&a->st, &s);
     a->step = step;
