@@ -334,6 +334,20 @@ static int ef_update(fsgd_codec_t *c, char *err, size_t errsz)
     return 0;
 }
 
+size_t fsgd_codec_frame_write(const fsgd_codec_t *c, uint8_t *msg, uint32_t count, size_t body_len)
+{
+    memcpy(msg, FSGD_CODEC_MAGIC, 4);
+    msg[4] = FSGD_CODEC_VERSION;
+    msg[5] = c->vt->id;
+    fsgd_le_put16(msg + 6, 0);
+    fsgd_le_put64(msg + 8, c->dim);
+    fsgd_le_put32(msg + 16, count);
+    fsgd_le_put32(msg + 20, (uint32_t)body_len);
+    size_t total = FSGD_CODEC_HDR + body_len;
+    fsgd_le_put32(msg + total, fsgd_crc32c(0, msg, total));
+    return total + FSGD_CODEC_TRAILER;
+}
+
 int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
                       size_t cap, size_t *out_len, char *err, size_t errsz)
 {
@@ -361,16 +375,7 @@ int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, 
         c->last = st;
         return rc;
     }
-    memcpy(out, FSGD_CODEC_MAGIC, 4);
-    out[4] = FSGD_CODEC_VERSION;
-    out[5] = c->vt->id;
-    fsgd_le_put16(out + 6, 0);
-    fsgd_le_put64(out + 8, c->dim);
-    fsgd_le_put32(out + 16, count);
-    fsgd_le_put32(out + 20, (uint32_t)blen);
-    size_t total = FSGD_CODEC_HDR + blen;
-    fsgd_le_put32(out + total, fsgd_crc32c(0, out, total));
-    total += FSGD_CODEC_TRAILER;
+    size_t total = fsgd_codec_frame_write(c, out, count, blen);
     if (c->ef)
         FSGD_TRY(ef_update(c, err, errsz));
     c->last.n_in = n;

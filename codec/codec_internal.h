@@ -178,4 +178,9 @@ static inline size_t bitr_used(const bitr_t *r, const uint8_t *start)
     return (size_t)(r->p - start) - (size_t)(r->nb / 8);
 }
 
+/* Writes the common frame around a body already at msg + FSGD_CODEC_HDR:
+ * magic, version, codec id, dim, count, body length, then the CRC32C after
+ * the body. Returns the message size. */
+size_t fsgd_codec_frame_write(const fsgd_codec_t *c, uint8_t *msg, uint32_t count, size_t body_len);
+
 #endif

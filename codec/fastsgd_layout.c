@@ -29,17 +29,8 @@ int fsgd_fastsgd_get_params(const fsgd_codec_t *c, fsgd_fastsgd_params_t *p, cha
 size_t fsgd_fastsgd_finish(fsgd_codec_t *c, uint8_t *msg, size_t body_len, uint32_t count, size_t n_in,
                            uint64_t key_bits)
 {
-    /* As fsgd_codec_encode (codec.c) and fs_encode (fastsgd.c) write them. */
-    memcpy(msg, FSGD_CODEC_MAGIC, 4);
-    msg[4] = FSGD_CODEC_VERSION;
-    msg[5] = c->vt->id;
-    fsgd_le_put16(msg + 6, 0);
-    fsgd_le_put64(msg + 8, c->dim);
-    fsgd_le_put32(msg + 16, count);
-    fsgd_le_put32(msg + 20, (uint32_t)body_len);
-    size_t total = FSGD_CODEC_HDR + body_len;
-    fsgd_le_put32(msg + total, fsgd_crc32c(0, msg, total));
-    total += FSGD_CODEC_TRAILER;
+    /* The same frame and statistics as fsgd_codec_encode writes. */
+    size_t total = fsgd_codec_frame_write(c, msg, count, body_len);
     int nlev = 1 << (int)c->p[P_L];
     memset(&c->last, 0, sizeof c->last);
     c->last.n_in = n_in;
