@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "codec_internal.h"
-#include "fsgd/crc32c.h"
 #include "fsgd/fastsgd_layout.h"
 
 /* Parameter order of fastsgd.c's table, then "ef" (appended by codec.c). */
