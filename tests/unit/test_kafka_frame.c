@@ -3,6 +3,7 @@
  * reassembly from a stream of frames, and chunked sends through the embedded
  * cluster read back with gap detection. */
 #include <lz4.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 #include "fsgd/keys.h"
 #include "fsgd/le.h"
 #include "testlib.h"
+#include "../../trainer/dist/wire.h"
 
 static size_t make_frame(uint8_t *out, uint8_t kind, uint32_t sender, uint64_t step, uint32_t chunk, uint32_t n,
                          const uint8_t *body, uint32_t len)
@@ -337,6 +339,35 @@ static void test_mock_send_read(void)
     fsgd_kmock_destroy(NULL);
 }
 
+static void test_snapshot_body(void)
+{
+    float w[5] = {0.5f, -1.25f, 0, 3, 0.125f};
+    wire_buf_t b = {0};
+    CU_ASSERT_EQUAL_FATAL(wire_model_put(&b, 1, 1, 1.0f, 4, w, 5), 0);
+    wire_model_t m;
+    size_t off = 0;
+    char err[256];
+    CU_ASSERT_EQUAL(wire_model_get(b.p, b.n, &off, &m, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(off, b.n);
+    CU_ASSERT_EQUAL(m.n, 5);
+    CU_ASSERT_EQUAL(fsgd_le_getf32(m.w + 4), -1.25f);
+    /* a non-finite weight or bias is refused, naming the weight and byte */
+    fsgd_le_putf32(b.p + 28 + 4 * 3, NAN);
+    off = 0;
+    CU_ASSERT_EQUAL(wire_model_get(b.p, b.n, &off, &m, err, sizeof err), FSGD_E_NONFINITE);
+    FSGD_ASSERT_CONTAINS(err, "weight 3 is not finite at byte 40");
+    fsgd_le_putf32(b.p + 28 + 4 * 3, 3);
+    fsgd_le_putf32(b.p + 8, INFINITY);
+    off = 0;
+    CU_ASSERT_EQUAL(wire_model_get(b.p, b.n, &off, &m, err, sizeof err), FSGD_E_NONFINITE);
+    FSGD_ASSERT_CONTAINS(err, "bias value is not finite at byte 8");
+    /* and a truncated one names what is missing */
+    fsgd_le_putf32(b.p + 8, 1);
+    off = 0;
+    CU_ASSERT_TRUE(wire_model_get(b.p, b.n - 1, &off, &m, err, sizeof err) < 0);
+    free(b.p);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t frame[] = {
@@ -345,6 +376,7 @@ void fsgd_test_register(void)
         {"chunk reassembly and duplicate dropping", test_reassembly_and_dups},
         {"model reassembly from a frame stream", test_model_stream},
         {"packed deltas (kind 4): keys bit-packed, raw and LZ4 values", test_packed_delta_stream},
+        {"snapshot bodies: round trip, non-finite and truncated refused", test_snapshot_body},
         {NULL, NULL},
     };
     static const fsgd_test_case_t mock[] = {

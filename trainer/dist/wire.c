@@ -345,6 +345,14 @@ int wire_model_get(const uint8_t *p, size_t len, size_t *off, wire_model_t *m, c
                             "snapshot: kind %u bias %u dim %llu weights %llu at byte %zu are inconsistent", m->kind,
                             m->has_bias, (unsigned long long)m->dim, (unsigned long long)m->n, *off - 28);
     NEED(m->n * 4, "snapshot weights");
+    if (!isfinite(m->bias))
+        return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "snapshot: bias value is not finite at byte %zu",
+                            *off - 20);
+    /* Deltas are checked value by value; a snapshot must be held to the same. */
+    for (uint64_t i = 0; i < m->n; i++)
+        if (!isfinite(fsgd_le_getf32(p + *off + 4 * i)))
+            return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "snapshot: weight %llu is not finite at byte %zu",
+                                (unsigned long long)i, *off + 4 * (size_t)i);
     m->w = p + *off;
     *off += m->n * 4;
     return 0;
