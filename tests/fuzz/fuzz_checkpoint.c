@@ -1,5 +1,5 @@
 /* Fuzz target: the aggregator's checkpoint loader (trainer/dist/aggregator.c
- * through agg_ckpt_check, the code a restarted aggregator runs on its
+ * through fsgd_agg_ckpt_check, the code a restarted aggregator runs on its
  * checkpoint file; KAFKA_FORMAT.md "Checkpoint").
  *
  * Input: one control byte, then the checkpoint bytes. Control bit 0: put
@@ -33,8 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((ctl & 1) && len >= 4)
         fsgd_le_put32(p + len - 4, fsgd_crc32c(0, p, len - 4));
     uint64_t rows = 1000, mdim = 124;
-    wire_state_t exp = {0};
-    if (wire_state_alloc(&exp, 2) < 0)
+    fsgd_wire_state_t exp = {0};
+    if (fsgd_wire_state_alloc(&exp, 2) < 0)
         abort();
     exp.end[0] = 600;
     exp.end[1] = 400;
@@ -43,8 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mdim = fsgd_le_get64(p + 28);
         size_t off = 36;
         char e[256];
-        if (wire_state_get(p, len, &off, &exp, e, sizeof e) < 0)
-            wire_state_alloc(&exp, 0);
+        if (fsgd_wire_state_get(p, len, &off, &exp, e, sizeof e) < 0)
+            fsgd_wire_state_alloc(&exp, 0);
     }
     int perturbed = 0;
     if (ctl & 4) {
@@ -56,18 +56,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         else if (which == 2 && exp.nparts)
             exp.end[exp.nparts - 1]++;
         else
-            wire_state_alloc(&exp, exp.nparts + 1);
+            fsgd_wire_state_alloc(&exp, exp.nparts + 1);
         perturbed = 1;
     }
     if (mdim > (1u << 16)) {
-        wire_state_free(&exp);
+        fsgd_wire_state_free(&exp);
         free(p);
         return 0;
     }
     uint8_t *re = NULL;
     size_t relen = 0;
     char err[512] = "";
-    int rc = agg_ckpt_check(p, len, rows, mdim, &exp, &re, &relen, err, sizeof err);
+    int rc = fsgd_agg_ckpt_check(p, len, rows, mdim, &exp, &re, &relen, err, sizeof err);
     if (rc == 1) {
         if (perturbed || relen != len || memcmp(re, p, len) != 0)
             abort();
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     free(re);
-    wire_state_free(&exp);
+    fsgd_wire_state_free(&exp);
     free(p);
     return 0;
 }

@@ -1,5 +1,5 @@
-/* Fuzz target: the NAME.ctl JSON reader (ctl_get_str / ctl_get_num /
- * ctl_get_u32s in trainer/dist/ctl.c) and its agreement with the writer.
+/* Fuzz target: the NAME.ctl JSON reader (fsgd_ctl_get_str / fsgd_ctl_get_num /
+ * fsgd_ctl_get_u32s in trainer/dist/ctl.c) and its agreement with the writer.
  *
  * Input byte 0, bit 0 set: the rest (after a size byte) is read as a message
  * of any client: lookups of the fields fsgd reads, into small buffers with
@@ -34,7 +34,7 @@ static void read_any(const uint8_t *data, size_t size)
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         char out[48 + GUARD];
         memset(out, 0x5a, sizeof out);
-        if (ctl_get_str(j, len, keys[k], out, cap)) {
+        if (fsgd_ctl_get_str(j, len, keys[k], out, cap)) {
             if (!memchr(out, '\0', cap))
                 abort();
         }
@@ -42,13 +42,13 @@ static void read_any(const uint8_t *data, size_t size)
             if (out[i] != 0x5a && !(i == cap && out[i] == 0x5a))
                 abort();
         double d = 12345;
-        if (ctl_get_num(j, len, keys[k], &d) && !isfinite(d))
+        if (fsgd_ctl_get_num(j, len, keys[k], &d) && !isfinite(d))
             abort();
         uint32_t u[8 + GUARD];
         for (size_t i = 0; i < sizeof u / sizeof *u; i++)
             u[i] = 0xdeadbeef;
         size_t n = 99;
-        int got = ctl_get_u32s(j, len, keys[k], u, ucap, &n);
+        int got = fsgd_ctl_get_u32s(j, len, keys[k], u, ucap, &n);
         if (n > ucap || (got && n > ucap))
             abort();
         for (size_t i = ucap; i < sizeof u / sizeof *u; i++)
@@ -88,16 +88,16 @@ static void roundtrip(const uint8_t *data, size_t size)
         parts[np++] = fsgd_le_get32(p);
         p += 4;
     }
-    ctl_json_t cj = {0};
-    cj_begin(&cj, ev, job);
-    cj_u64(&cj, "gen", u64);
-    cj_i64(&cj, "step", i64);
-    cj_f64(&cj, "loss", f64);
-    cj_u32s(&cj, "partitions", parts, np);
-    cj_str(&cj, "error", job);
-    cj_str(&cj, "none", NULL);
-    if (cj_end(&cj) < 0) {
-        cj_free(&cj);
+    fsgd_ctl_json_t cj = {0};
+    fsgd_cj_begin(&cj, ev, job);
+    fsgd_cj_u64(&cj, "gen", u64);
+    fsgd_cj_i64(&cj, "step", i64);
+    fsgd_cj_f64(&cj, "loss", f64);
+    fsgd_cj_u32s(&cj, "partitions", parts, np);
+    fsgd_cj_str(&cj, "error", job);
+    fsgd_cj_str(&cj, "none", NULL);
+    if (fsgd_cj_end(&cj) < 0) {
+        fsgd_cj_free(&cj);
         return;
     }
     char *j = malloc(cj.n);
@@ -108,21 +108,21 @@ static void roundtrip(const uint8_t *data, size_t size)
     double d;
     uint32_t back[16];
     size_t nb = 0;
-    if (!ctl_get_str(j, cj.n, "event", s, sizeof s) || strcmp(s, ev) || !ctl_get_str(j, cj.n, "job", s, sizeof s) ||
-        strcmp(s, job) || !ctl_get_str(j, cj.n, "error", s, sizeof s) || strcmp(s, job) ||
-        ctl_get_str(j, cj.n, "none", s, sizeof s) || ctl_get_str(j, cj.n, "missing", s, sizeof s))
+    if (!fsgd_ctl_get_str(j, cj.n, "event", s, sizeof s) || strcmp(s, ev) || !fsgd_ctl_get_str(j, cj.n, "job", s, sizeof s) ||
+        strcmp(s, job) || !fsgd_ctl_get_str(j, cj.n, "error", s, sizeof s) || strcmp(s, job) ||
+        fsgd_ctl_get_str(j, cj.n, "none", s, sizeof s) || fsgd_ctl_get_str(j, cj.n, "missing", s, sizeof s))
         abort();
-    if (!ctl_get_num(j, cj.n, "gen", &d) || d != (double)u64 || !ctl_get_num(j, cj.n, "step", &d) ||
-        d != (double)i64 || !ctl_get_num(j, cj.n, "time", &d))
+    if (!fsgd_ctl_get_num(j, cj.n, "gen", &d) || d != (double)u64 || !fsgd_ctl_get_num(j, cj.n, "step", &d) ||
+        d != (double)i64 || !fsgd_ctl_get_num(j, cj.n, "time", &d))
         abort();
-    int have = ctl_get_num(j, cj.n, "loss", &d);
+    int have = fsgd_ctl_get_num(j, cj.n, "loss", &d);
     if (isfinite(f64) ? !have || memcmp(&d, &f64, sizeof d) : have)
         abort();
-    if (!ctl_get_u32s(j, cj.n, "partitions", back, 16, &nb) || nb != np ||
+    if (!fsgd_ctl_get_u32s(j, cj.n, "partitions", back, 16, &nb) || nb != np ||
         (np && memcmp(back, parts, np * sizeof *parts)))
         abort();
     free(j);
-    cj_free(&cj);
+    fsgd_cj_free(&cj);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -39,7 +39,7 @@ static void check_sparse(const fsgd_sparse_t *s, uint64_t dim)
             abort();
 }
 
-static void same_bytes(const wire_buf_t *b, const uint8_t *p, size_t n)
+static void same_bytes(const fsgd_wire_buf_t *b, const uint8_t *p, size_t n)
 {
     if (b->n != n || (n && memcmp(b->p, p, n)))
         abort();
@@ -47,32 +47,32 @@ static void same_bytes(const wire_buf_t *b, const uint8_t *p, size_t n)
 
 static void check_state(const uint8_t *p, size_t len)
 {
-    wire_state_t s = {0};
+    fsgd_wire_state_t s = {0};
     size_t off = 0;
     char err[256] = "";
-    int rc = wire_state_get(p, len, &off, &s, err, sizeof err);
+    int rc = fsgd_wire_state_get(p, len, &off, &s, err, sizeof err);
     if (rc == 0) {
         if (off != 16 + 28 * (size_t)s.nparts || off > len)
             abort();
         for (uint32_t i = 0; i < s.nparts; i++)
             if (s.pos[i] < s.start[i] || s.pos[i] > s.end[i])
                 abort();
-        wire_buf_t b = {0};
-        if (wire_state_put(&b, &s) < 0)
+        fsgd_wire_buf_t b = {0};
+        if (fsgd_wire_state_put(&b, &s) < 0)
             abort();
         same_bytes(&b, p, off);
         free(b.p);
     } else {
         check_err(rc, err);
     }
-    wire_state_free(&s);
+    fsgd_wire_state_free(&s);
 }
 
 static void check_grad(const uint8_t *p, size_t len, uint32_t max_parts)
 {
-    wire_grad_t g;
+    fsgd_wire_grad_t g;
     char err[256] = "";
-    int rc = wire_grad_get(p, len, max_parts, &g, err, sizeof err);
+    int rc = fsgd_wire_grad_get(p, len, max_parts, &g, err, sizeof err);
     if (rc == 0) {
         if (g.nranges > max_parts || (g.rows == 0) != (g.nranges == 0) || !isfinite(g.loss_sum) ||
             !isfinite(g.t_grad) || !isfinite(g.t_encode))
@@ -83,8 +83,8 @@ static void check_grad(const uint8_t *p, size_t len, uint32_t max_parts)
         size_t head = 48 + 20 * (size_t)g.nranges + 4;
         if (g.codec != p + head || head + g.codec_len != len)
             abort();
-        wire_buf_t b = {0};
-        if (wire_grad_put(&b, &g) < 0)
+        fsgd_wire_buf_t b = {0};
+        if (fsgd_wire_grad_put(&b, &g) < 0)
             abort();
         same_bytes(&b, p, len);
         free(b.p);
@@ -101,9 +101,9 @@ static void check_model(const uint8_t *p, size_t len, int kind, uint64_t dim, in
     char err[256] = "";
     int rc = 0;
     if (with_state) {
-        wire_state_t s = {0};
-        rc = wire_state_get(p, len, &off, &s, err, sizeof err);
-        wire_state_free(&s);
+        fsgd_wire_state_t s = {0};
+        rc = fsgd_wire_state_get(p, len, &off, &s, err, sizeof err);
+        fsgd_wire_state_free(&s);
         if (rc < 0) {
             check_err(rc, err);
             return;
@@ -111,8 +111,8 @@ static void check_model(const uint8_t *p, size_t len, int kind, uint64_t dim, in
     }
     size_t start = off;
     if (kind == 3) {
-        wire_model_t m;
-        rc = wire_model_get(p, len, &off, &m, err, sizeof err);
+        fsgd_wire_model_t m;
+        rc = fsgd_wire_model_get(p, len, &off, &m, err, sizeof err);
         if (rc < 0) {
             check_err(rc, err);
             return;
@@ -125,8 +125,8 @@ static void check_model(const uint8_t *p, size_t len, int kind, uint64_t dim, in
             return;
         for (uint64_t i = 0; i < m.n; i++)
             w[i] = fsgd_le_getf32(m.w + 4 * i);
-        wire_buf_t b = {0};
-        if (wire_model_put(&b, m.kind, m.has_bias, m.bias, m.dim, w, m.n) < 0)
+        fsgd_wire_buf_t b = {0};
+        if (fsgd_wire_model_put(&b, m.kind, m.has_bias, m.bias, m.dim, w, m.n) < 0)
             abort();
         same_bytes(&b, p + start, off - start);
         free(b.p);
@@ -134,8 +134,8 @@ static void check_model(const uint8_t *p, size_t len, int kind, uint64_t dim, in
         return;
     }
     fsgd_sparse_t d = {0};
-    rc = kind == 4 ? wire_pdelta_get(p, len, &off, dim, &d, err, sizeof err)
-                   : wire_delta_get(p, len, &off, dim, &d, err, sizeof err);
+    rc = kind == 4 ? fsgd_wire_pdelta_get(p, len, &off, dim, &d, err, sizeof err)
+                   : fsgd_wire_delta_get(p, len, &off, dim, &d, err, sizeof err);
     if (rc < 0) {
         check_err(rc, err);
         fsgd_sparse_free(&d);
@@ -144,17 +144,17 @@ static void check_model(const uint8_t *p, size_t len, int kind, uint64_t dim, in
     check_sparse(&d, dim);
     if (off > len)
         abort();
-    wire_buf_t b = {0};
+    fsgd_wire_buf_t b = {0};
     if (kind == 2) {
-        if (off - start != 8 + 8 * d.n || wire_delta_put(&b, d.keys, d.vals, d.n) < 0)
+        if (off - start != 8 + 8 * d.n || fsgd_wire_delta_put(&b, d.keys, d.vals, d.n) < 0)
             abort();
         same_bytes(&b, p + start, off - start);
     } else {
-        if (wire_pdelta_put(&b, d.keys, d.vals, d.n, err, sizeof err) < 0)
+        if (fsgd_wire_pdelta_put(&b, d.keys, d.vals, d.n, err, sizeof err) < 0)
             abort();
         fsgd_sparse_t back = {0};
         size_t o2 = 0;
-        if (wire_pdelta_get(b.p, b.n, &o2, dim, &back, err, sizeof err) < 0 || o2 != b.n || back.n != d.n ||
+        if (fsgd_wire_pdelta_get(b.p, b.n, &o2, dim, &back, err, sizeof err) < 0 || o2 != b.n || back.n != d.n ||
             (d.n && (memcmp(back.keys, d.keys, d.n * sizeof *d.keys) ||
                      memcmp(back.vals, d.vals, d.n * sizeof *d.vals))))
             abort();

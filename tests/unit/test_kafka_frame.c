@@ -342,29 +342,29 @@ static void test_mock_send_read(void)
 static void test_snapshot_body(void)
 {
     float w[5] = {0.5f, -1.25f, 0, 3, 0.125f};
-    wire_buf_t b = {0};
-    CU_ASSERT_EQUAL_FATAL(wire_model_put(&b, 1, 1, 1.0f, 4, w, 5), 0);
-    wire_model_t m;
+    fsgd_wire_buf_t b = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_wire_model_put(&b, 1, 1, 1.0f, 4, w, 5), 0);
+    fsgd_wire_model_t m;
     size_t off = 0;
     char err[256];
-    CU_ASSERT_EQUAL(wire_model_get(b.p, b.n, &off, &m, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_wire_model_get(b.p, b.n, &off, &m, err, sizeof err), 0);
     CU_ASSERT_EQUAL(off, b.n);
     CU_ASSERT_EQUAL(m.n, 5);
     CU_ASSERT_EQUAL(fsgd_le_getf32(m.w + 4), -1.25f);
     /* a non-finite weight or bias is refused, naming the weight and byte */
     fsgd_le_putf32(b.p + 28 + 4 * 3, NAN);
     off = 0;
-    CU_ASSERT_EQUAL(wire_model_get(b.p, b.n, &off, &m, err, sizeof err), FSGD_E_NONFINITE);
+    CU_ASSERT_EQUAL(fsgd_wire_model_get(b.p, b.n, &off, &m, err, sizeof err), FSGD_E_NONFINITE);
     FSGD_ASSERT_CONTAINS(err, "weight 3 is not finite at byte 40");
     fsgd_le_putf32(b.p + 28 + 4 * 3, 3);
     fsgd_le_putf32(b.p + 8, INFINITY);
     off = 0;
-    CU_ASSERT_EQUAL(wire_model_get(b.p, b.n, &off, &m, err, sizeof err), FSGD_E_NONFINITE);
+    CU_ASSERT_EQUAL(fsgd_wire_model_get(b.p, b.n, &off, &m, err, sizeof err), FSGD_E_NONFINITE);
     FSGD_ASSERT_CONTAINS(err, "bias value is not finite at byte 8");
     /* and a truncated one names what is missing */
     fsgd_le_putf32(b.p + 8, 1);
     off = 0;
-    CU_ASSERT_TRUE(wire_model_get(b.p, b.n - 1, &off, &m, err, sizeof err) < 0);
+    CU_ASSERT_TRUE(fsgd_wire_model_get(b.p, b.n - 1, &off, &m, err, sizeof err) < 0);
     free(b.p);
 }
 

@@ -1034,7 +1034,7 @@ static int cuda_encodes_on_device(void *p, const fsgd_codec_t *codec)
 {
     (void)p;
     fsgd_fastsgd_params_t prm;
-    return fsd_params(codec, &prm, NULL, 0) == 0;
+    return fsgd_fsd_params(codec, &prm, NULL, 0) == 0;
 }
 
 /* FSGD_FASTSGD_DEVICE_LANES=1 forces the CPU-lane sum (tests the fallback). */
@@ -1050,7 +1050,7 @@ static int cuda_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_c
     cuda_state_t *s = (cuda_state_t *)p;
     *out_len = 0;
     fsgd_fastsgd_params_t prm;
-    if (fsd_params(codec, &prm, NULL, 0) < 0)
+    if (fsgd_fsd_params(codec, &prm, NULL, 0) < 0)
         return encode_on_host(s, req, codec, out, cap, out_len, loss_sum, err, errsz);
     int empty = 0;
     double loss = 0;
@@ -1107,7 +1107,7 @@ static int cuda_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_c
     if (sum.nonfinite != UINT32_MAX)
         CU_TRY(cudaMemcpy(&bad, v + sum.nonfinite, sizeof bad, cudaMemcpyDeviceToHost));
     fsd_plan_t pl;
-    FWD(fsd_plan_make(&prm, &sum, e->h_touched, &bad, cap, &pl, err, errsz));
+    FWD(fsgd_fsd_plan_make(&prm, &sum, e->h_touched, &bad, cap, &pl, err, errsz));
     size_t d = sum.count;
     uint8_t *body = out + FSGD_CODEC_FRAME_HEADER;
     if (d) {
@@ -1131,7 +1131,7 @@ static int cuda_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_c
         CU_TRY(cudaMemcpyAsync(body + pl.hdr + d, s->enc_words.p, pl.key_bytes, cudaMemcpyDeviceToHost, st));
         CU_TRY(cudaStreamSynchronize(st));
     }
-    fsd_write_header(body, &prm, &sum, &pl);
+    fsgd_fsd_write_header(body, &prm, &sum, &pl);
     *out_len = fsgd_fastsgd_finish(codec, out, pl.body_len, (uint32_t)d, n, pl.key_bits);
     *loss_sum += loss;
     return FSGD_E_OK;

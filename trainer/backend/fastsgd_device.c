@@ -11,7 +11,7 @@
 #include "fsgd/fastsgd.h"
 #include "fsgd/le.h"
 
-int fsd_params(const fsgd_codec_t *c, fsgd_fastsgd_params_t *p, char *err, size_t errsz)
+int fsgd_fsd_params(const fsgd_codec_t *c, fsgd_fastsgd_params_t *p, char *err, size_t errsz)
 {
     FSGD_TRY(fsgd_fastsgd_get_params(c, p, err, errsz));
     if (p->ef)
@@ -20,7 +20,7 @@ int fsd_params(const fsgd_codec_t *c, fsgd_fastsgd_params_t *p, char *err, size_
     return 0;
 }
 
-int fsd_plan_make(const fsgd_fastsgd_params_t *p, const fsd_summary_t *s, const uint32_t *keys,
+int fsgd_fsd_plan_make(const fsgd_fastsgd_params_t *p, const fsd_summary_t *s, const uint32_t *keys,
                   const float *bad_value, size_t cap, fsd_plan_t *pl, char *err, size_t errsz)
 {
     /* fsgd_codec_encode's checks, in its order. */
@@ -64,7 +64,7 @@ int fsd_plan_make(const fsgd_fastsgd_params_t *p, const fsd_summary_t *s, const 
     return 0;
 }
 
-void fsd_write_header(uint8_t *body, const fsgd_fastsgd_params_t *p, const fsd_summary_t *s,
+void fsgd_fsd_write_header(uint8_t *body, const fsgd_fastsgd_params_t *p, const fsd_summary_t *s,
                       const fsd_plan_t *pl)
 {
     fsgd_le_putf64(body, p->b);
@@ -138,7 +138,7 @@ int fsgd_fastsgd_device_emulate(fsgd_codec_t *c, const uint32_t *keys, const flo
 {
     *out_len = 0;
     fsgd_fastsgd_params_t p;
-    FSGD_TRY(fsd_params(c, &p, err, errsz));
+    FSGD_TRY(fsgd_fsd_params(c, &p, err, errsz));
     if (n > UINT32_MAX || n > p.dim)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec fastsgd: %zu entries for dim %llu", n,
                             (unsigned long long)p.dim);
@@ -201,7 +201,7 @@ int fsgd_fastsgd_device_emulate(fsgd_codec_t *c, const uint32_t *keys, const flo
     /* 4. the host's plan from the summary. */
     fsd_plan_t pl;
     float bad = s.nonfinite != UINT32_MAX ? vals[s.nonfinite] : 0;
-    rc = fsd_plan_make(&p, &s, keys, &bad, cap, &pl, err, errsz);
+    rc = fsgd_fsd_plan_make(&p, &s, keys, &bad, cap, &pl, err, errsz);
     if (rc < 0)
         goto done;
     /* 5. k_nbits, exclusive scan of the bit counts, k_pack (OR into zeroed words). */
@@ -231,7 +231,7 @@ int fsgd_fastsgd_device_emulate(fsgd_codec_t *c, const uint32_t *keys, const flo
     }
     /* 6. the "copy back" and the host's header, frame and CRC. */
     uint8_t *body = out + FSGD_CODEC_FRAME_HEADER;
-    fsd_write_header(body, &p, &s, &pl);
+    fsgd_fsd_write_header(body, &p, &s, &pl);
     memcpy(body + pl.hdr, codes, s.count);
     uint8_t *kb = body + pl.hdr + s.count;
     for (size_t i = 0; i < pl.key_bytes; i++)

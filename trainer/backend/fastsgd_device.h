@@ -27,18 +27,18 @@ typedef struct fsd_plan {
 /* Checks that c can be encoded by the device encoder (fastsgd, ef=0) and
  * fills *p. FSGD_E_UNSUPPORTED (error feedback: the residual is the codec
  * library's state) or FSGD_E_ARG (not fastsgd) otherwise. */
-int fsd_params(const fsgd_codec_t *c, fsgd_fastsgd_params_t *p, char *err, size_t errsz);
+int fsgd_fsd_params(const fsgd_codec_t *c, fsgd_fastsgd_params_t *p, char *err, size_t errsz);
 
 /* From the summary: lengths (paper, or optimal by the codec's dynamic
  * programme), flag table and sizes; the capacity checks and errors of
  * fsgd_codec_encode (cap is the whole message buffer). Also reports a
  * non-finite value as fsgd_codec_encode does (needs keys for the message;
  * keys may be NULL). */
-int fsd_plan_make(const fsgd_fastsgd_params_t *p, const fsd_summary_t *s, const uint32_t *keys,
+int fsgd_fsd_plan_make(const fsgd_fastsgd_params_t *p, const fsd_summary_t *s, const uint32_t *keys,
                   const float *bad_value, size_t cap, fsd_plan_t *pl, char *err, size_t errsz);
 
 /* Writes the fastsgd body header (FORMAT.md) at body. */
-void fsd_write_header(uint8_t *body, const fsgd_fastsgd_params_t *p, const fsd_summary_t *s,
+void fsgd_fsd_write_header(uint8_t *body, const fsgd_fastsgd_params_t *p, const fsd_summary_t *s,
                       const fsd_plan_t *pl);
 
 /* Runs the device pipeline sequentially on the host: the same reduction

@@ -14,7 +14,7 @@
  * when the checkpoint would be restored, or a negative error with err set.
  * When restored and reenc is not NULL, *reenc gets the checkpoint the
  * restored state writes (malloc'd, *reenc_len bytes; the caller frees). */
-int agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t mdim, const wire_state_t *expect,
+int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t mdim, const fsgd_wire_state_t *expect,
                    uint8_t **reenc, size_t *reenc_len, char *err, size_t errsz);
 
 #endif

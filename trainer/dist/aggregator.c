@@ -35,11 +35,11 @@ typedef struct agg {
     fsgd_agg_stats_t *s;
     char tdata[128], tgrads[128], tmodel[128], tctl[128];
     rd_kafka_t *prod, *grads_c, *scan_c, *ctl_c;
-    ctl_json_t cj;
+    fsgd_ctl_json_t cj;
     int expected;
     uint32_t gen;
     uint64_t step; /* last applied step */
-    wire_state_t st;
+    fsgd_wire_state_t st;
     uint64_t **rows_at; /* per partition: rows before offset (start + i) */
     uint64_t dim, mdim;
     fsgd_adam_t adam;
@@ -57,7 +57,7 @@ typedef struct agg {
     double first_deadline;
     fsgd_csr_t test;
     int have_test;
-    wire_buf_t buf;
+    fsgd_wire_buf_t buf;
     double *step_ms;
     size_t n_step_ms, cap_step_ms;
     double t0, seconds_before; /* training time before a restart */
@@ -108,7 +108,7 @@ static int scan_data(agg_t *a)
     int P = fsgd_kbus_partitions(a->scan_c, a->tdata, 15000, a->err, a->errsz);
     if (P < 0)
         return P;
-    FSGD_TRY(wire_state_alloc(&a->st, (uint32_t)P));
+    FSGD_TRY(fsgd_wire_state_alloc(&a->st, (uint32_t)P));
     a->rows_at = calloc((size_t)P, sizeof *a->rows_at);
     if (!a->rows_at)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
@@ -179,21 +179,21 @@ static void set_quota(agg_t *a)
 #define CKPT_VERSION 1
 
 /* The checkpoint bytes of a's state (seconds: training time so far) into *b. */
-static int ckpt_encode(agg_t *a, double seconds, wire_buf_t *b)
+static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
 {
-    int rc = wire_put(b, CKPT_MAGIC, 4) | wire_u32(b, CKPT_VERSION) | wire_u32(b, a->gen) | wire_u64(b, a->step) |
-             wire_u64(b, a->s->dataset_rows) | wire_u64(b, a->mdim) | wire_state_put(b, &a->st) |
-             wire_u64(b, a->adam.t) | wire_u64(b, a->rows_epoch) | wire_f64(b, a->loss_epoch) |
-             wire_u64(b, a->s->rows_total) | wire_f64(b, seconds) | wire_u32(b, (uint32_t)a->s->n_epochs);
+    int rc = fsgd_wire_put(b, CKPT_MAGIC, 4) | fsgd_wire_u32(b, CKPT_VERSION) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
+             fsgd_wire_u64(b, a->s->dataset_rows) | fsgd_wire_u64(b, a->mdim) | fsgd_wire_state_put(b, &a->st) |
+             fsgd_wire_u64(b, a->adam.t) | fsgd_wire_u64(b, a->rows_epoch) | fsgd_wire_f64(b, a->loss_epoch) |
+             fsgd_wire_u64(b, a->s->rows_total) | fsgd_wire_f64(b, seconds) | fsgd_wire_u32(b, (uint32_t)a->s->n_epochs);
     for (int i = 0; i < a->s->n_epochs; i++) {
         const fsgd_agg_epoch_t *e = &a->s->epochs[i];
-        rc |= wire_u32(b, (uint32_t)e->epoch) | wire_f64(b, e->seconds) | wire_f64(b, e->train_loss) |
-              wire_u64(b, e->rows) | wire_u64(b, e->test.n) | wire_f64(b, e->test.auc) |
-              wire_f64(b, e->test.logloss) | wire_f64(b, e->test.loss) | wire_f64(b, e->test.accuracy);
+        rc |= fsgd_wire_u32(b, (uint32_t)e->epoch) | fsgd_wire_f64(b, e->seconds) | fsgd_wire_f64(b, e->train_loss) |
+              fsgd_wire_u64(b, e->rows) | fsgd_wire_u64(b, e->test.n) | fsgd_wire_f64(b, e->test.auc) |
+              fsgd_wire_f64(b, e->test.logloss) | fsgd_wire_f64(b, e->test.loss) | fsgd_wire_f64(b, e->test.accuracy);
     }
-    rc |= wire_put(b, a->adam.theta, a->mdim * 4) | wire_put(b, a->adam.m, a->mdim * 4) |
-          wire_put(b, a->adam.v, a->mdim * 4);
-    rc |= wire_u32(b, fsgd_crc32c(0, b->p, b->n));
+    rc |= fsgd_wire_put(b, a->adam.theta, a->mdim * 4) | fsgd_wire_put(b, a->adam.m, a->mdim * 4) |
+          fsgd_wire_put(b, a->adam.v, a->mdim * 4);
+    rc |= fsgd_wire_u32(b, fsgd_crc32c(0, b->p, b->n));
     return rc ? FSGD_E_NOMEM : 0;
 }
 
@@ -202,7 +202,7 @@ static int ckpt_write(agg_t *a)
     const char *path = a->job->checkpoint;
     if (!*path)
         return 0;
-    wire_buf_t b = {0};
+    fsgd_wire_buf_t b = {0};
     if (ckpt_encode(a, a->seconds_before + now_s() - a->t0, &b) < 0) {
         free(b.p);
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
@@ -231,7 +231,7 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
     char e[256];
     int rc = 0;
     size_t off = 0;
-    wire_state_t s = {0};
+    fsgd_wire_state_t s = {0};
     if (!p || len < 44 || memcmp(p, CKPT_MAGIC, 4) || fsgd_le_get32(p + 4) != CKPT_VERSION) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d)", path,
                           CKPT_VERSION);
@@ -254,7 +254,7 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
                           (unsigned long long)a->s->dataset_rows, (unsigned long long)a->mdim);
         goto out;
     }
-    if ((rc = wire_state_get(p, len, &off, &s, e, sizeof e)) < 0) {
+    if ((rc = fsgd_wire_state_get(p, len, &off, &s, e, sizeof e)) < 0) {
         rc = fsgd_err_fmt(a->err, a->errsz, rc, "checkpoint '%s': %s", path, e);
         goto out;
     }
@@ -312,13 +312,13 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         goto out;
     }
     a->adam.t = t;
-    wire_state_copy(&a->st, &s);
+    fsgd_wire_state_copy(&a->st, &s);
     a->step = step;
     a->gen = gen;
     a->s->resumed_from_step = (int)step;
     rc = 1;
 out:
-    wire_state_free(&s);
+    fsgd_wire_state_free(&s);
     return rc;
 }
 
@@ -343,7 +343,7 @@ static int ckpt_load(agg_t *a)
     return rc;
 }
 
-int agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t mdim, const wire_state_t *expect,
+int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t mdim, const fsgd_wire_state_t *expect,
                    uint8_t **reenc, size_t *reenc_len, char *err, size_t errsz)
 {
     if (mdim > ((uint64_t)1 << 32))
@@ -362,14 +362,14 @@ int agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t
         a->adam.theta = w;
         a->adam.m = w + mdim;
         a->adam.v = w + 2 * mdim;
-        rc = wire_state_copy(&a->st, expect);
+        rc = fsgd_wire_state_copy(&a->st, expect);
         if (rc < 0)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     }
     if (!rc)
         rc = ckpt_parse(a, "<memory>", p, len);
     if (rc == 1 && reenc) {
-        wire_buf_t b = {0};
+        fsgd_wire_buf_t b = {0};
         if (ckpt_encode(a, a->seconds_before, &b) < 0) {
             free(b.p);
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
@@ -379,7 +379,7 @@ int agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t
         }
     }
     if (a)
-        wire_state_free(&a->st);
+        fsgd_wire_state_free(&a->st);
     free(a);
     free(st);
     free(w);
@@ -391,10 +391,10 @@ int agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t
 static int publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n)
 {
     a->buf.n = 0;
-    int rc = wire_state_put(&a->buf, &a->st);
+    int rc = fsgd_wire_state_put(&a->buf, &a->st);
     if (snapshot)
         rc = rc ? rc
-                : wire_model_put(&a->buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0, (float)a->job->bias_value,
+                : fsgd_wire_model_put(&a->buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0, (float)a->job->bias_value,
                                  a->dim, a->adam.theta, a->mdim);
     else {
         if (fsgd_sparse_reserve(&a->dec, n) < 0)
@@ -402,7 +402,7 @@ static int publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size
         for (size_t i = 0; !rc && i < n; i++)
             a->dec.vals[i] = a->adam.theta[keys[i]];
         if (!rc)
-            FSGD_TRY(wire_pdelta_put(&a->buf, keys, a->dec.vals, n, a->err, a->errsz));
+            FSGD_TRY(fsgd_wire_pdelta_put(&a->buf, keys, a->dec.vals, n, a->err, a->errsz));
     }
     if (rc)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the model message");
@@ -418,27 +418,27 @@ static int publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size
 
 /* --- NAME.ctl status events (best effort: a lost event never stops the job) --- */
 
-static void ctl_begin(agg_t *a, const char *event)
+static void fsgd_ctl_begin(agg_t *a, const char *event)
 {
-    cj_begin(&a->cj, event, a->job->name);
-    cj_u64(&a->cj, "gen", a->gen);
+    fsgd_cj_begin(&a->cj, event, a->job->name);
+    fsgd_cj_u64(&a->cj, "gen", a->gen);
 }
 
-static void ctl_emit(agg_t *a, const char *event)
+static void fsgd_ctl_emit(agg_t *a, const char *event)
 {
-    if (cj_end(&a->cj) == 0)
-        ctl_send(a->prod, a->tctl, a->job->name, event, &a->cj);
+    if (fsgd_cj_end(&a->cj) == 0)
+        fsgd_ctl_send(a->prod, a->tctl, a->job->name, event, &a->cj);
 }
 
-static void ctl_member(agg_t *a, const char *event, uint32_t worker)
+static void fsgd_ctl_member(agg_t *a, const char *event, uint32_t worker)
 {
-    ctl_begin(a, event);
-    cj_u64(&a->cj, "step", a->step);
-    cj_u64(&a->cj, "worker", worker);
-    cj_u32s(&a->cj, "live", a->live, a->nlive);
+    fsgd_ctl_begin(a, event);
+    fsgd_cj_u64(&a->cj, "step", a->step);
+    fsgd_cj_u64(&a->cj, "worker", worker);
+    fsgd_cj_u32s(&a->cj, "live", a->live, a->nlive);
     if (!strcmp(event, "worker_dropped"))
-        cj_u64(&a->cj, "timeout_ms", (uint64_t)a->job->step_timeout_ms);
-    ctl_emit(a, event);
+        fsgd_cj_u64(&a->cj, "timeout_ms", (uint64_t)a->job->step_timeout_ms);
+    fsgd_ctl_emit(a, event);
 }
 
 /* --- start-up: wait for a settled consumer-group assignment --- */
@@ -480,10 +480,10 @@ static int wait_assignment(agg_t *a, double timeout_s)
             double wid;
             size_t np = 0;
             const char *j = m->payload;
-            if (!m->err && j && ctl_get_str(j, m->len, "event", ev, sizeof ev) &&
+            if (!m->err && j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) &&
                 (!strcmp(ev, "worker_assignment") || !strcmp(ev, "worker_leave")) &&
-                ctl_get_num(j, m->len, "worker", &wid) && wid >= 0 && wid <= UINT32_MAX &&
-                ctl_get_u32s(j, m->len, "partitions", tmp, P + 1, &np)) {
+                fsgd_ctl_get_num(j, m->len, "worker", &wid) && wid >= 0 && wid <= UINT32_MAX &&
+                fsgd_ctl_get_u32s(j, m->len, "partitions", tmp, P + 1, &np)) {
                 uint32_t id = (uint32_t)wid, k = 0;
                 while (k < nw && ids[k] != id)
                     k++;
@@ -603,8 +603,8 @@ static void handle_grad(agg_t *a, const rd_kafka_message_t *m)
         a->s->stale++;
         return;
     }
-    wire_grad_t g;
-    if (wire_grad_get(body, len, a->st.nparts, &g, e, sizeof e) < 0) {
+    fsgd_wire_grad_t g;
+    if (fsgd_wire_grad_get(body, len, a->st.nparts, &g, e, sizeof e) < 0) {
         free(g.ranges);
         a->s->corrupt++;
         return;
@@ -612,11 +612,11 @@ static void handle_grad(agg_t *a, const rd_kafka_message_t *m)
     /* From here on the sender has answered the step, used or not. */
     add_set(&a->got, &a->ngot, &a->cap_got, f.sender);
     if (!in_set(a->live, a->nlive, f.sender) && add_set(&a->live, &a->nlive, &a->cap_live, f.sender) == 0)
-        ctl_member(a, "worker_joined", f.sender);
+        fsgd_ctl_member(a, "worker_joined", f.sender);
     int ok = 1;
     uint64_t rows = 0;
     for (uint32_t i = 0; i < g.nranges && ok; i++) {
-        const wire_range_t *rg = &g.ranges[i];
+        const fsgd_wire_range_t *rg = &g.ranges[i];
         if (a->claimed[rg->part] || rg->start != a->st.pos[rg->part] || rg->end > a->st.end[rg->part])
             ok = 0;
         else {
@@ -779,19 +779,19 @@ static int apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *
         ep->rows = a->rows_epoch;
         FSGD_TRY(evaluate(a, &ep->test));
         a->s->test = ep->test;
-        ctl_begin(a, "epoch_end");
-        cj_u64(&a->cj, "epoch", a->st.epoch);
-        cj_u64(&a->cj, "step", a->step);
-        cj_u64(&a->cj, "rows", a->rows_epoch);
-        cj_u64(&a->cj, "dataset_rows", a->s->dataset_rows);
-        cj_f64(&a->cj, "train_loss", ep->train_loss);
-        cj_u64(&a->cj, "test_rows", ep->test.n);
-        cj_f64(&a->cj, "test_auc", ep->test.n ? ep->test.auc : NAN);
-        cj_f64(&a->cj, "test_logloss", ep->test.n ? ep->test.logloss : NAN);
-        cj_f64(&a->cj, "seconds", ep->seconds);
-        cj_f64(&a->cj, "seconds_from_step1", ep->seconds_from_step1);
-        cj_u64(&a->cj, "workers_live", a->nlive);
-        ctl_emit(a, "epoch_end");
+        fsgd_ctl_begin(a, "epoch_end");
+        fsgd_cj_u64(&a->cj, "epoch", a->st.epoch);
+        fsgd_cj_u64(&a->cj, "step", a->step);
+        fsgd_cj_u64(&a->cj, "rows", a->rows_epoch);
+        fsgd_cj_u64(&a->cj, "dataset_rows", a->s->dataset_rows);
+        fsgd_cj_f64(&a->cj, "train_loss", ep->train_loss);
+        fsgd_cj_u64(&a->cj, "test_rows", ep->test.n);
+        fsgd_cj_f64(&a->cj, "test_auc", ep->test.n ? ep->test.auc : NAN);
+        fsgd_cj_f64(&a->cj, "test_logloss", ep->test.n ? ep->test.logloss : NAN);
+        fsgd_cj_f64(&a->cj, "seconds", ep->seconds);
+        fsgd_cj_f64(&a->cj, "seconds_from_step1", ep->seconds_from_step1);
+        fsgd_cj_u64(&a->cj, "workers_live", a->nlive);
+        fsgd_ctl_emit(a, "epoch_end");
         if (a->s->n_epochs < 64)
             a->s->n_epochs++;
         final = (int)a->st.epoch >= a->job->epochs;
@@ -913,7 +913,7 @@ static void agg_free(agg_t *a)
     for (uint32_t p = 0; a->rows_at && p < a->st.nparts; p++)
         free(a->rows_at[p]);
     free(a->rows_at);
-    wire_state_free(&a->st);
+    fsgd_wire_state_free(&a->st);
     fsgd_adam_free(&a->adam);
     fsgd_reducer_destroy(a->red);
     fsgd_sparse_free(&a->dec);
@@ -926,7 +926,7 @@ static void agg_free(agg_t *a)
     fsgd_csr_free(&a->test);
     free(a->buf.p);
     free(a->step_ms);
-    cj_free(&a->cj);
+    fsgd_cj_free(&a->cj);
 }
 
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
@@ -1002,20 +1002,20 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         rc = wait_assignment(&a, 60);
     a.t0 = now_s();
     if (!rc) {
-        ctl_begin(&a, "job_start");
-        cj_str(&a.cj, "codec", job->codec);
-        cj_u64(&a.cj, "dataset_rows", st->dataset_rows);
-        cj_u64(&a.cj, "dim", a.dim);
-        cj_u64(&a.cj, "weights", a.mdim);
-        cj_i64(&a.cj, "partitions", st->partitions);
-        cj_i64(&a.cj, "expected_workers", a.expected);
-        cj_i64(&a.cj, "epochs", job->epochs);
-        cj_f64(&a.cj, "batch", job->batch);
-        cj_u64(&a.cj, "step", a.step);
-        cj_i64(&a.cj, "resumed_from_step", st->resumed_from_step);
-        cj_f64(&a.cj, "assignment_wait_seconds", st->assignment_wait_s);
-        cj_i64(&a.cj, "assignment_settled", st->assignment_settled);
-        ctl_emit(&a, "job_start");
+        fsgd_ctl_begin(&a, "job_start");
+        fsgd_cj_str(&a.cj, "codec", job->codec);
+        fsgd_cj_u64(&a.cj, "dataset_rows", st->dataset_rows);
+        fsgd_cj_u64(&a.cj, "dim", a.dim);
+        fsgd_cj_u64(&a.cj, "weights", a.mdim);
+        fsgd_cj_i64(&a.cj, "partitions", st->partitions);
+        fsgd_cj_i64(&a.cj, "expected_workers", a.expected);
+        fsgd_cj_i64(&a.cj, "epochs", job->epochs);
+        fsgd_cj_f64(&a.cj, "batch", job->batch);
+        fsgd_cj_u64(&a.cj, "step", a.step);
+        fsgd_cj_i64(&a.cj, "resumed_from_step", st->resumed_from_step);
+        fsgd_cj_f64(&a.cj, "assignment_wait_seconds", st->assignment_wait_s);
+        fsgd_cj_i64(&a.cj, "assignment_settled", st->assignment_settled);
+        fsgd_ctl_emit(&a, "job_start");
         rc = publish(&a, 1, 0, NULL, 0);
     }
     if (!rc)
@@ -1064,7 +1064,7 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
                     }
                 a.nlive = k;
                 for (size_t i = 0; i < nd; i++)
-                    ctl_member(&a, "worker_dropped", dropped[i]);
+                    fsgd_ctl_member(&a, "worker_dropped", dropped[i]);
                 complete = a.ngot > 0;
                 if (!complete)
                     a.step_start = t; /* nobody alive: keep waiting for anyone */
@@ -1096,24 +1096,24 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     st->seconds = a.seconds_before + now_s() - a.t0;
     if (a.prod && (done || rc)) {
         /* the job's last word on NAME.ctl: workers stop on a failure */
-        ctl_begin(&a, "job_end");
-        cj_str(&a.cj, "status", rc ? "failed" : "done");
-        cj_str(&a.cj, "error", rc ? err : NULL);
-        cj_str(&a.cj, "error_code", rc ? fsgd_err_name(rc) : NULL);
-        cj_u64(&a.cj, "steps", st->steps);
-        cj_i64(&a.cj, "epochs", st->n_epochs);
-        cj_u64(&a.cj, "rows_applied", st->rows_total);
-        cj_u64(&a.cj, "dataset_rows", st->dataset_rows);
-        cj_f64(&a.cj, "train_loss", st->n_epochs ? st->epochs[st->n_epochs - 1].train_loss : NAN);
-        cj_u64(&a.cj, "test_rows", st->test.n);
-        cj_f64(&a.cj, "test_auc", st->test.n ? st->test.auc : NAN);
-        cj_f64(&a.cj, "test_logloss", st->test.n ? st->test.logloss : NAN);
-        cj_f64(&a.cj, "seconds", st->seconds);
-        cj_u64(&a.cj, "bytes_up", st->bytes_up);
-        cj_u64(&a.cj, "bytes_down", st->bytes_down);
-        cj_u64(&a.cj, "workers_dropped", st->workers_dropped);
-        cj_u64(&a.cj, "empty_steps", st->empty_steps);
-        ctl_emit(&a, "job_end");
+        fsgd_ctl_begin(&a, "job_end");
+        fsgd_cj_str(&a.cj, "status", rc ? "failed" : "done");
+        fsgd_cj_str(&a.cj, "error", rc ? err : NULL);
+        fsgd_cj_str(&a.cj, "error_code", rc ? fsgd_err_name(rc) : NULL);
+        fsgd_cj_u64(&a.cj, "steps", st->steps);
+        fsgd_cj_i64(&a.cj, "epochs", st->n_epochs);
+        fsgd_cj_u64(&a.cj, "rows_applied", st->rows_total);
+        fsgd_cj_u64(&a.cj, "dataset_rows", st->dataset_rows);
+        fsgd_cj_f64(&a.cj, "train_loss", st->n_epochs ? st->epochs[st->n_epochs - 1].train_loss : NAN);
+        fsgd_cj_u64(&a.cj, "test_rows", st->test.n);
+        fsgd_cj_f64(&a.cj, "test_auc", st->test.n ? st->test.auc : NAN);
+        fsgd_cj_f64(&a.cj, "test_logloss", st->test.n ? st->test.logloss : NAN);
+        fsgd_cj_f64(&a.cj, "seconds", st->seconds);
+        fsgd_cj_u64(&a.cj, "bytes_up", st->bytes_up);
+        fsgd_cj_u64(&a.cj, "bytes_down", st->bytes_down);
+        fsgd_cj_u64(&a.cj, "workers_dropped", st->workers_dropped);
+        fsgd_cj_u64(&a.cj, "empty_steps", st->empty_steps);
+        fsgd_ctl_emit(&a, "job_end");
         rd_kafka_flush(a.prod, 5000);
     }
     if (job->metrics_json[0] && (done || rc)) {

@@ -37,15 +37,15 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
         return fsgd_err_fmt(err, errsz, rc, "model topic: %s", e);
     if (rc != FSGD_KASM_DONE)
         return 0;
-    wire_state_t st = {0};
+    fsgd_wire_state_t st = {0};
     size_t off = 0;
-    rc = wire_state_get(body, blen, &off, &st, e, sizeof e);
-    wire_state_free(&st);
+    rc = fsgd_wire_state_get(body, blen, &off, &st, e, sizeof e);
+    fsgd_wire_state_free(&st);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "model message step %llu: %s", (unsigned long long)f.step, e);
     if (f.kind == FSGD_KMSG_SNAPSHOT) {
-        wire_model_t wm;
-        rc = wire_model_get(body, blen, &off, &wm, e, sizeof e);
+        fsgd_wire_model_t wm;
+        rc = fsgd_wire_model_get(body, blen, &off, &wm, e, sizeof e);
         if (rc < 0)
             return fsgd_err_fmt(err, errsz, rc, "snapshot step %llu: %s", (unsigned long long)f.step, e);
         if (s->have && f.gen < s->gen)
@@ -65,8 +65,8 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
     if (!s->have || f.gen != s->gen || f.step <= s->step)
         return 0;
     uint64_t n = s->m.dim + (s->m.has_bias ? 1 : 0);
-    rc = f.kind == FSGD_KMSG_DELTA_PACKED ? wire_pdelta_get(body, blen, &off, n, &s->d, e, sizeof e)
-                                          : wire_delta_get(body, blen, &off, n, &s->d, e, sizeof e);
+    rc = f.kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, blen, &off, n, &s->d, e, sizeof e)
+                                          : fsgd_wire_delta_get(body, blen, &off, n, &s->d, e, sizeof e);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "delta step %llu: %s", (unsigned long long)f.step, e);
     for (size_t i = 0; i < s->d.n; i++)

@@ -10,7 +10,7 @@
 
 #include "fsgd/error.h"
 
-static void put(ctl_json_t *j, const char *s, size_t n)
+static void put(fsgd_ctl_json_t *j, const char *s, size_t n)
 {
     if (j->oom)
         return;
@@ -31,7 +31,7 @@ static void put(ctl_json_t *j, const char *s, size_t n)
     j->p[j->n] = '\0';
 }
 
-static void putf(ctl_json_t *j, const char *fmt, ...)
+static void putf(fsgd_ctl_json_t *j, const char *fmt, ...)
 {
     char b[128];
     va_list ap;
@@ -42,7 +42,7 @@ static void putf(ctl_json_t *j, const char *fmt, ...)
         put(j, b, (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
 }
 
-static void put_string(ctl_json_t *j, const char *s)
+static void put_string(fsgd_ctl_json_t *j, const char *s)
 {
     put(j, "\"", 1);
     for (; *s; s++) {
@@ -59,26 +59,26 @@ static void put_string(ctl_json_t *j, const char *s)
     put(j, "\"", 1);
 }
 
-static void key(ctl_json_t *j, const char *k)
+static void key(fsgd_ctl_json_t *j, const char *k)
 {
     put(j, ", ", 2);
     put_string(j, k);
     put(j, ": ", 2);
 }
 
-void cj_begin(ctl_json_t *j, const char *event, const char *job)
+void fsgd_cj_begin(fsgd_ctl_json_t *j, const char *event, const char *job)
 {
     j->n = 0;
     j->oom = 0;
     put(j, "{\"event\": ", 10);
     put_string(j, event);
-    cj_str(j, "job", job);
+    fsgd_cj_str(j, "job", job);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    cj_f64(j, "time", ts.tv_sec + ts.tv_nsec / 1e9);
+    fsgd_cj_f64(j, "time", ts.tv_sec + ts.tv_nsec / 1e9);
 }
 
-void cj_str(ctl_json_t *j, const char *k, const char *v)
+void fsgd_cj_str(fsgd_ctl_json_t *j, const char *k, const char *v)
 {
     key(j, k);
     if (v)
@@ -87,19 +87,19 @@ void cj_str(ctl_json_t *j, const char *k, const char *v)
         put(j, "null", 4);
 }
 
-void cj_u64(ctl_json_t *j, const char *k, uint64_t v)
+void fsgd_cj_u64(fsgd_ctl_json_t *j, const char *k, uint64_t v)
 {
     key(j, k);
     putf(j, "%llu", (unsigned long long)v);
 }
 
-void cj_i64(ctl_json_t *j, const char *k, int64_t v)
+void fsgd_cj_i64(fsgd_ctl_json_t *j, const char *k, int64_t v)
 {
     key(j, k);
     putf(j, "%lld", (long long)v);
 }
 
-void cj_f64(ctl_json_t *j, const char *k, double v)
+void fsgd_cj_f64(fsgd_ctl_json_t *j, const char *k, double v)
 {
     key(j, k);
     if (isfinite(v))
@@ -108,7 +108,7 @@ void cj_f64(ctl_json_t *j, const char *k, double v)
         put(j, "null", 4);
 }
 
-void cj_u32s(ctl_json_t *j, const char *k, const uint32_t *v, size_t n)
+void fsgd_cj_u32s(fsgd_ctl_json_t *j, const char *k, const uint32_t *v, size_t n)
 {
     key(j, k);
     put(j, "[", 1);
@@ -117,7 +117,7 @@ void cj_u32s(ctl_json_t *j, const char *k, const uint32_t *v, size_t n)
     put(j, "]", 1);
 }
 
-void cj_i32s(ctl_json_t *j, const char *k, const int32_t *v, size_t n)
+void fsgd_cj_i32s(fsgd_ctl_json_t *j, const char *k, const int32_t *v, size_t n)
 {
     key(j, k);
     put(j, "[", 1);
@@ -126,19 +126,19 @@ void cj_i32s(ctl_json_t *j, const char *k, const int32_t *v, size_t n)
     put(j, "]", 1);
 }
 
-int cj_end(ctl_json_t *j)
+int fsgd_cj_end(fsgd_ctl_json_t *j)
 {
     put(j, "}", 1);
     return j->oom ? FSGD_E_NOMEM : 0;
 }
 
-void cj_free(ctl_json_t *j)
+void fsgd_cj_free(fsgd_ctl_json_t *j)
 {
     free(j->p);
     memset(j, 0, sizeof *j);
 }
 
-int ctl_send(rd_kafka_t *prod, const char *topic, const char *job, const char *event, const ctl_json_t *j)
+int fsgd_ctl_send(rd_kafka_t *prod, const char *topic, const char *job, const char *event, const fsgd_ctl_json_t *j)
 {
     if (!prod || j->oom || !j->p)
         return FSGD_E_KAFKA;
@@ -257,7 +257,7 @@ static int unescape(const char **pv, const char *end, char *u)
     return 4;
 }
 
-int ctl_get_str(const char *json, size_t len, const char *k, char *out, size_t cap)
+int fsgd_ctl_get_str(const char *json, size_t len, const char *k, char *out, size_t cap)
 {
     const char *v = find(json, len, k), *end = json + len;
     if (!v || *v != '"' || cap == 0)
@@ -277,7 +277,7 @@ int ctl_get_str(const char *json, size_t len, const char *k, char *out, size_t c
     return v < end;
 }
 
-int ctl_get_num(const char *json, size_t len, const char *k, double *val)
+int fsgd_ctl_get_num(const char *json, size_t len, const char *k, double *val)
 {
     const char *v = find(json, len, k), *end = json + len;
     if (!v)
@@ -298,7 +298,7 @@ int ctl_get_num(const char *json, size_t len, const char *k, double *val)
     return 1;
 }
 
-int ctl_get_u32s(const char *json, size_t len, const char *k, uint32_t *out, size_t cap, size_t *n)
+int fsgd_ctl_get_u32s(const char *json, size_t len, const char *k, uint32_t *out, size_t cap, size_t *n)
 {
     const char *v = find(json, len, k), *end = json + len;
     *n = 0;

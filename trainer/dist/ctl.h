@@ -11,32 +11,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct ctl_json {
+typedef struct fsgd_ctl_json {
     char *p;
     size_t n, cap;
     int oom;
-} ctl_json_t;
+} fsgd_ctl_json_t;
 
 /* {"event": EVENT, "job": JOB, "time": unix seconds (f64) */
-void cj_begin(ctl_json_t *j, const char *event, const char *job);
-void cj_str(ctl_json_t *j, const char *k, const char *v); /* NULL -> null */
-void cj_u64(ctl_json_t *j, const char *k, uint64_t v);
-void cj_i64(ctl_json_t *j, const char *k, int64_t v);
-void cj_f64(ctl_json_t *j, const char *k, double v); /* non-finite -> null */
-void cj_u32s(ctl_json_t *j, const char *k, const uint32_t *v, size_t n);
-void cj_i32s(ctl_json_t *j, const char *k, const int32_t *v, size_t n);
+void fsgd_cj_begin(fsgd_ctl_json_t *j, const char *event, const char *job);
+void fsgd_cj_str(fsgd_ctl_json_t *j, const char *k, const char *v); /* NULL -> null */
+void fsgd_cj_u64(fsgd_ctl_json_t *j, const char *k, uint64_t v);
+void fsgd_cj_i64(fsgd_ctl_json_t *j, const char *k, int64_t v);
+void fsgd_cj_f64(fsgd_ctl_json_t *j, const char *k, double v); /* non-finite -> null */
+void fsgd_cj_u32s(fsgd_ctl_json_t *j, const char *k, const uint32_t *v, size_t n);
+void fsgd_cj_i32s(fsgd_ctl_json_t *j, const char *k, const int32_t *v, size_t n);
 /* closes the object; 0 or FSGD_E_NOMEM */
-int cj_end(ctl_json_t *j);
-void cj_free(ctl_json_t *j);
+int fsgd_cj_end(fsgd_ctl_json_t *j);
+void fsgd_cj_free(fsgd_ctl_json_t *j);
 
 /* Produces j (closed) to topic partition 0 with key = event. Best effort:
  * returns 0 or FSGD_E_KAFKA (the caller decides whether that matters). */
-int ctl_send(rd_kafka_t *prod, const char *topic, const char *job, const char *event, const ctl_json_t *j);
+int fsgd_ctl_send(rd_kafka_t *prod, const char *topic, const char *job, const char *event, const fsgd_ctl_json_t *j);
 
 /* Field lookup in a flat JSON object: 1 found, 0 absent/mistyped. */
-int ctl_get_str(const char *json, size_t len, const char *key, char *out, size_t cap);
-int ctl_get_num(const char *json, size_t len, const char *key, double *v);
+int fsgd_ctl_get_str(const char *json, size_t len, const char *key, char *out, size_t cap);
+int fsgd_ctl_get_num(const char *json, size_t len, const char *key, double *v);
 /* Array of non-negative integers; *n gets the count (at most cap). */
-int ctl_get_u32s(const char *json, size_t len, const char *key, uint32_t *out, size_t cap, size_t *n);
+int fsgd_ctl_get_u32s(const char *json, size_t len, const char *key, uint32_t *out, size_t cap, size_t *n);
 
 #endif

@@ -10,7 +10,7 @@
 #include "fsgd/le.h"
 #include <lz4.h>
 
-int wire_put(wire_buf_t *b, const void *src, size_t n)
+int fsgd_wire_put(fsgd_wire_buf_t *b, const void *src, size_t n)
 {
     if (b->n + n > b->cap) {
         size_t nc = b->cap ? b->cap : 256;
@@ -28,32 +28,32 @@ int wire_put(wire_buf_t *b, const void *src, size_t n)
     return 0;
 }
 
-int wire_u32(wire_buf_t *b, uint32_t v)
+int fsgd_wire_u32(fsgd_wire_buf_t *b, uint32_t v)
 {
     uint8_t t[4];
     fsgd_le_put32(t, v);
-    return wire_put(b, t, 4);
+    return fsgd_wire_put(b, t, 4);
 }
-int wire_u64(wire_buf_t *b, uint64_t v)
+int fsgd_wire_u64(fsgd_wire_buf_t *b, uint64_t v)
 {
     uint8_t t[8];
     fsgd_le_put64(t, v);
-    return wire_put(b, t, 8);
+    return fsgd_wire_put(b, t, 8);
 }
-int wire_f32(wire_buf_t *b, float v)
+int fsgd_wire_f32(fsgd_wire_buf_t *b, float v)
 {
     uint8_t t[4];
     fsgd_le_putf32(t, v);
-    return wire_put(b, t, 4);
+    return fsgd_wire_put(b, t, 4);
 }
-int wire_f64(wire_buf_t *b, double v)
+int fsgd_wire_f64(fsgd_wire_buf_t *b, double v)
 {
     uint8_t t[8];
     fsgd_le_putf64(t, v);
-    return wire_put(b, t, 8);
+    return fsgd_wire_put(b, t, 8);
 }
 
-int wire_state_alloc(wire_state_t *s, uint32_t nparts)
+int fsgd_wire_state_alloc(fsgd_wire_state_t *s, uint32_t nparts)
 {
     free(s->start);
     free(s->pos);
@@ -67,7 +67,7 @@ int wire_state_alloc(wire_state_t *s, uint32_t nparts)
     return s->start && s->pos && s->end && s->quota ? 0 : FSGD_E_NOMEM;
 }
 
-void wire_state_free(wire_state_t *s)
+void fsgd_wire_state_free(fsgd_wire_state_t *s)
 {
     free(s->start);
     free(s->pos);
@@ -76,9 +76,9 @@ void wire_state_free(wire_state_t *s)
     memset(s, 0, sizeof *s);
 }
 
-int wire_state_copy(wire_state_t *dst, const wire_state_t *src)
+int fsgd_wire_state_copy(fsgd_wire_state_t *dst, const fsgd_wire_state_t *src)
 {
-    FSGD_TRY(wire_state_alloc(dst, src->nparts));
+    FSGD_TRY(fsgd_wire_state_alloc(dst, src->nparts));
     dst->epoch = src->epoch;
     dst->adam_t = src->adam_t;
     memcpy(dst->start, src->start, src->nparts * sizeof *dst->start);
@@ -88,11 +88,11 @@ int wire_state_copy(wire_state_t *dst, const wire_state_t *src)
     return 0;
 }
 
-int wire_state_put(wire_buf_t *b, const wire_state_t *s)
+int fsgd_wire_state_put(fsgd_wire_buf_t *b, const fsgd_wire_state_t *s)
 {
-    int rc = wire_u32(b, s->epoch) | wire_u32(b, s->nparts) | wire_u64(b, s->adam_t);
+    int rc = fsgd_wire_u32(b, s->epoch) | fsgd_wire_u32(b, s->nparts) | fsgd_wire_u64(b, s->adam_t);
     for (uint32_t i = 0; i < s->nparts; i++)
-        rc |= wire_u64(b, s->start[i]) | wire_u64(b, s->pos[i]) | wire_u64(b, s->end[i]) | wire_u32(b, s->quota[i]);
+        rc |= fsgd_wire_u64(b, s->start[i]) | fsgd_wire_u64(b, s->pos[i]) | fsgd_wire_u64(b, s->end[i]) | fsgd_wire_u32(b, s->quota[i]);
     return rc ? FSGD_E_NOMEM : 0;
 }
 
@@ -103,7 +103,7 @@ int wire_state_put(wire_buf_t *b, const wire_state_t *s)
                                 (size_t)(n), *off, len - *off);                                                \
     } while (0)
 
-int wire_state_get(const uint8_t *p, size_t len, size_t *off, wire_state_t *s, char *err, size_t errsz)
+int fsgd_wire_state_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_state_t *s, char *err, size_t errsz)
 {
     NEED(16, "step state");
     uint32_t epoch = fsgd_le_get32(p + *off), nparts = fsgd_le_get32(p + *off + 4);
@@ -112,7 +112,7 @@ int wire_state_get(const uint8_t *p, size_t len, size_t *off, wire_state_t *s, c
     if (nparts > 1000000)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "step state: %u partitions at byte %zu", nparts, *off - 12);
     NEED((size_t)nparts * 28, "step state partitions");
-    FSGD_TRY(wire_state_alloc(s, nparts));
+    FSGD_TRY(fsgd_wire_state_alloc(s, nparts));
     s->epoch = epoch;
     s->adam_t = t;
     for (uint32_t i = 0; i < nparts; i++) {
@@ -128,18 +128,18 @@ int wire_state_get(const uint8_t *p, size_t len, size_t *off, wire_state_t *s, c
     return 0;
 }
 
-int wire_grad_put(wire_buf_t *b, const wire_grad_t *g)
+int fsgd_wire_grad_put(fsgd_wire_buf_t *b, const fsgd_wire_grad_t *g)
 {
-    int rc = wire_u32(b, g->epoch) | wire_u32(b, g->nranges) | wire_u64(b, g->rows) | wire_f64(b, g->loss_sum) |
-             wire_f64(b, g->t_grad) | wire_f64(b, g->t_encode) | wire_u64(b, g->raw_entries);
+    int rc = fsgd_wire_u32(b, g->epoch) | fsgd_wire_u32(b, g->nranges) | fsgd_wire_u64(b, g->rows) | fsgd_wire_f64(b, g->loss_sum) |
+             fsgd_wire_f64(b, g->t_grad) | fsgd_wire_f64(b, g->t_encode) | fsgd_wire_u64(b, g->raw_entries);
     for (uint32_t i = 0; i < g->nranges; i++)
-        rc |= wire_u32(b, g->ranges[i].part) | wire_u64(b, g->ranges[i].start) | wire_u64(b, g->ranges[i].end);
-    rc |= wire_u32(b, g->codec_len);
-    rc |= wire_put(b, g->codec, g->codec_len);
+        rc |= fsgd_wire_u32(b, g->ranges[i].part) | fsgd_wire_u64(b, g->ranges[i].start) | fsgd_wire_u64(b, g->ranges[i].end);
+    rc |= fsgd_wire_u32(b, g->codec_len);
+    rc |= fsgd_wire_put(b, g->codec, g->codec_len);
     return rc ? FSGD_E_NOMEM : 0;
 }
 
-int wire_grad_get(const uint8_t *p, size_t len, uint32_t max_parts, wire_grad_t *g, char *err, size_t errsz)
+int fsgd_wire_grad_get(const uint8_t *p, size_t len, uint32_t max_parts, fsgd_wire_grad_t *g, char *err, size_t errsz)
 {
     size_t o = 0, *off = &o;
     memset(g, 0, sizeof *g);
@@ -183,17 +183,17 @@ int wire_grad_get(const uint8_t *p, size_t len, uint32_t max_parts, wire_grad_t 
     return 0;
 }
 
-int wire_delta_put(wire_buf_t *b, const uint32_t *keys, const float *vals, size_t n)
+int fsgd_wire_delta_put(fsgd_wire_buf_t *b, const uint32_t *keys, const float *vals, size_t n)
 {
-    int rc = wire_u64(b, n);
+    int rc = fsgd_wire_u64(b, n);
     for (size_t i = 0; i < n; i++)
-        rc |= wire_u32(b, keys[i]);
+        rc |= fsgd_wire_u32(b, keys[i]);
     for (size_t i = 0; i < n; i++)
-        rc |= wire_f32(b, vals[i]);
+        rc |= fsgd_wire_f32(b, vals[i]);
     return rc ? FSGD_E_NOMEM : 0;
 }
 
-int wire_delta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
+int fsgd_wire_delta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
                    size_t errsz)
 {
     NEED(8, "delta");
@@ -222,7 +222,7 @@ int wire_delta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd
     return 0;
 }
 
-int wire_pdelta_put(wire_buf_t *b, const uint32_t *keys, const float *vals, size_t n, char *err, size_t errsz)
+int fsgd_wire_pdelta_put(fsgd_wire_buf_t *b, const uint32_t *keys, const float *vals, size_t n, char *err, size_t errsz)
 {
     size_t kb = fsgd_keys_bound(n), raw = 4 * n;
     size_t lzb = (size_t)LZ4_compressBound(raw > INT32_MAX ? 0 : (int)raw);
@@ -262,7 +262,7 @@ int wire_pdelta_put(wire_buf_t *b, const uint32_t *keys, const float *vals, size
     return 0;
 }
 
-int wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
+int fsgd_wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
                     size_t errsz)
 {
     uint32_t n = 0;
@@ -321,16 +321,16 @@ int wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsg
     return 0;
 }
 
-int wire_model_put(wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim, const float *w,
+int fsgd_wire_model_put(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim, const float *w,
                    uint64_t n)
 {
-    int rc = wire_u32(b, kind) | wire_u32(b, has_bias) | wire_f32(b, bias) | wire_u64(b, dim) | wire_u64(b, n);
+    int rc = fsgd_wire_u32(b, kind) | fsgd_wire_u32(b, has_bias) | fsgd_wire_f32(b, bias) | fsgd_wire_u64(b, dim) | fsgd_wire_u64(b, n);
     for (uint64_t i = 0; i < n; i++)
-        rc |= wire_f32(b, w[i]);
+        rc |= fsgd_wire_f32(b, w[i]);
     return rc ? FSGD_E_NOMEM : 0;
 }
 
-int wire_model_get(const uint8_t *p, size_t len, size_t *off, wire_model_t *m, char *err, size_t errsz)
+int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err, size_t errsz)
 {
     NEED(28, "snapshot header");
     m->kind = fsgd_le_get32(p + *off);

@@ -8,7 +8,7 @@
 #include "fsgd/sparse.h"
 
 /* Step state that opens every model message: what the next step is. */
-typedef struct wire_state {
+typedef struct fsgd_wire_state {
     uint32_t epoch;     /* 1-based epoch the next step belongs to */
     uint32_t nparts;
     uint64_t adam_t;
@@ -16,67 +16,67 @@ typedef struct wire_state {
     uint64_t *pos;      /* next offset per data partition */
     uint64_t *end;      /* end offset (exclusive) per partition */
     uint32_t *quota;    /* rows to take per partition in the next step */
-} wire_state_t;
+} fsgd_wire_state_t;
 
-typedef struct wire_range {
+typedef struct fsgd_wire_range {
     uint32_t part;
     uint64_t start, end;
-} wire_range_t;
+} fsgd_wire_range_t;
 
-typedef struct wire_grad {
+typedef struct fsgd_wire_grad {
     uint32_t epoch;
     uint32_t nranges;
     uint64_t rows;
     double loss_sum, t_grad, t_encode;
     uint64_t raw_entries;
-    wire_range_t *ranges; /* borrowed / malloc'd by parse (caller frees) */
+    fsgd_wire_range_t *ranges; /* borrowed / malloc'd by parse (caller frees) */
     const uint8_t *codec; /* borrowed */
     uint32_t codec_len;
-} wire_grad_t;
+} fsgd_wire_grad_t;
 
-typedef struct wire_buf {
+typedef struct fsgd_wire_buf {
     uint8_t *p;
     size_t n, cap;
-} wire_buf_t;
+} fsgd_wire_buf_t;
 
-int wire_put(wire_buf_t *b, const void *src, size_t n);
-int wire_u32(wire_buf_t *b, uint32_t v);
-int wire_u64(wire_buf_t *b, uint64_t v);
-int wire_f32(wire_buf_t *b, float v);
-int wire_f64(wire_buf_t *b, double v);
+int fsgd_wire_put(fsgd_wire_buf_t *b, const void *src, size_t n);
+int fsgd_wire_u32(fsgd_wire_buf_t *b, uint32_t v);
+int fsgd_wire_u64(fsgd_wire_buf_t *b, uint64_t v);
+int fsgd_wire_f32(fsgd_wire_buf_t *b, float v);
+int fsgd_wire_f64(fsgd_wire_buf_t *b, double v);
 
-int wire_state_alloc(wire_state_t *s, uint32_t nparts);
-void wire_state_free(wire_state_t *s);
-int wire_state_copy(wire_state_t *dst, const wire_state_t *src);
-int wire_state_put(wire_buf_t *b, const wire_state_t *s);
+int fsgd_wire_state_alloc(fsgd_wire_state_t *s, uint32_t nparts);
+void fsgd_wire_state_free(fsgd_wire_state_t *s);
+int fsgd_wire_state_copy(fsgd_wire_state_t *dst, const fsgd_wire_state_t *src);
+int fsgd_wire_state_put(fsgd_wire_buf_t *b, const fsgd_wire_state_t *s);
 /* Parses a state at *off, advancing it. s is (re)allocated. */
-int wire_state_get(const uint8_t *p, size_t len, size_t *off, wire_state_t *s, char *err, size_t errsz);
+int fsgd_wire_state_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_state_t *s, char *err, size_t errsz);
 
-int wire_grad_put(wire_buf_t *b, const wire_grad_t *g);
-int wire_grad_get(const uint8_t *p, size_t len, uint32_t max_parts, wire_grad_t *g, char *err, size_t errsz);
+int fsgd_wire_grad_put(fsgd_wire_buf_t *b, const fsgd_wire_grad_t *g);
+int fsgd_wire_grad_get(const uint8_t *p, size_t len, uint32_t max_parts, fsgd_wire_grad_t *g, char *err, size_t errsz);
 
 /* Delta: u64 n, u32 keys[n] strictly increasing < dim, f32 vals[n]. */
-int wire_delta_put(wire_buf_t *b, const uint32_t *keys, const float *vals, size_t n);
-int wire_delta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
+int fsgd_wire_delta_put(fsgd_wire_buf_t *b, const uint32_t *keys, const float *vals, size_t n);
+int fsgd_wire_delta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
                    size_t errsz);
 
 /* Packed delta (frame kind 4): a fsgd/keys.h block of the n keys, then
  * u8 value format (0 raw, 1 LZ4 block), 3 reserved zero bytes, u32 stored_len,
  * stored_len bytes: the n f32 values (LZ4-compressed when format 1). The
  * encoder picks LZ4 only when it is smaller. */
-int wire_pdelta_put(wire_buf_t *b, const uint32_t *keys, const float *vals, size_t n, char *err, size_t errsz);
-int wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
+int fsgd_wire_pdelta_put(fsgd_wire_buf_t *b, const uint32_t *keys, const float *vals, size_t n, char *err, size_t errsz);
+int fsgd_wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
                     size_t errsz);
 
 /* Snapshot: u32 kind, u32 has_bias, f32 bias, u64 dim, u64 n, f32 w[n]. */
-typedef struct wire_model {
+typedef struct fsgd_wire_model {
     uint32_t kind, has_bias;
     float bias;
     uint64_t dim, n;
     const uint8_t *w; /* n little-endian floats, borrowed */
-} wire_model_t;
-int wire_model_put(wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim, const float *w,
+} fsgd_wire_model_t;
+int fsgd_wire_model_put(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim, const float *w,
                    uint64_t n);
-int wire_model_get(const uint8_t *p, size_t len, size_t *off, wire_model_t *m, char *err, size_t errsz);
+int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err, size_t errsz);
 
 #endif

@@ -39,11 +39,11 @@ typedef struct worker {
     int32_t *assigned;
     int nassigned, have_assignment;
     int assign_dirty; /* report the assignment on NAME.ctl */
-    ctl_json_t cj;
+    fsgd_ctl_json_t cj;
     int valid, final;
     uint32_t gen;
     uint64_t step;
-    wire_state_t st;
+    fsgd_wire_state_t st;
     uint64_t dim, mdim;
     int has_bias;
     float bias;
@@ -56,7 +56,7 @@ typedef struct worker {
     fsgd_kasm_t *as;
     fsgd_csr_t batch, tmp;
     fsgd_sparse_t g, delta;
-    wire_buf_t buf;
+    fsgd_wire_buf_t buf;
     uint8_t *enc;
     size_t enc_cap;
     uint32_t sent_gen;
@@ -168,7 +168,7 @@ static int load_partition(worker_t *w, uint32_t p)
     return 0;
 }
 
-static int setup_model(worker_t *w, const wire_model_t *m)
+static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
 {
     if (w->theta && w->mdim == m->n && w->kind == m->kind)
         return 0;
@@ -197,12 +197,12 @@ static int setup_model(worker_t *w, const wire_model_t *m)
  * for a settled assignment before step 1). */
 static void report_assignment(worker_t *w, const char *event)
 {
-    cj_begin(&w->cj, event, w->job->name);
-    cj_u64(&w->cj, "worker", w->id);
-    cj_i32s(&w->cj, "partitions", w->assigned, (size_t)w->nassigned);
-    cj_u64(&w->cj, "assigned", (uint64_t)w->have_assignment);
-    if (cj_end(&w->cj) == 0)
-        ctl_send(w->prod, w->tctl, w->job->name, event, &w->cj);
+    fsgd_cj_begin(&w->cj, event, w->job->name);
+    fsgd_cj_u64(&w->cj, "worker", w->id);
+    fsgd_cj_i32s(&w->cj, "partitions", w->assigned, (size_t)w->nassigned);
+    fsgd_cj_u64(&w->cj, "assigned", (uint64_t)w->have_assignment);
+    if (fsgd_cj_end(&w->cj) == 0)
+        fsgd_ctl_send(w->prod, w->tctl, w->job->name, event, &w->cj);
 }
 
 /* NAME.ctl, read from where it ended when the worker started: the
@@ -213,13 +213,13 @@ static int handle_ctl(worker_t *w, const rd_kafka_message_t *m)
     char ev[32], status[16], msg[400];
     double gen = -1;
     const char *j = m->payload;
-    if (!j || !ctl_get_str(j, m->len, "event", ev, sizeof ev) || strcmp(ev, "job_end") ||
-        !ctl_get_num(j, m->len, "gen", &gen) || !ctl_get_str(j, m->len, "status", status, sizeof status))
+    if (!j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) || strcmp(ev, "job_end") ||
+        !fsgd_ctl_get_num(j, m->len, "gen", &gen) || !fsgd_ctl_get_str(j, m->len, "status", status, sizeof status))
         return 0;
     if (gen < (double)w->gen)
         return 0; /* an aggregator generation we have since left behind */
     if (!strcmp(status, "failed")) {
-        if (!ctl_get_str(j, m->len, "error", msg, sizeof msg))
+        if (!fsgd_ctl_get_str(j, m->len, "error", msg, sizeof msg))
             snprintf(msg, sizeof msg, "no detail");
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_STATE, "the aggregator (generation %.0f) failed for good: %s",
                             gen, msg);
@@ -253,28 +253,28 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
         return 0;
     if (f.gen < w->gen)
         return 0; /* a message of an aggregator that has since restarted */
-    wire_state_t s = {0};
+    fsgd_wire_state_t s = {0};
     size_t off = 0;
-    int rc = wire_state_get(body, len, &off, &s, e, sizeof e);
+    int rc = fsgd_wire_state_get(body, len, &off, &s, e, sizeof e);
     if (rc < 0) {
         w->stats->corrupt++;
-        wire_state_free(&s);
+        fsgd_wire_state_free(&s);
         return 0;
     }
     if (f.kind == FSGD_KMSG_SNAPSHOT) {
-        wire_model_t mm;
-        if (wire_model_get(body, len, &off, &mm, e, sizeof e) < 0) {
+        fsgd_wire_model_t mm;
+        if (fsgd_wire_model_get(body, len, &off, &mm, e, sizeof e) < 0) {
             w->stats->corrupt++;
-            wire_state_free(&s);
+            fsgd_wire_state_free(&s);
             return 0;
         }
         if (w->valid && f.gen == w->gen && f.step < w->step) {
-            wire_state_free(&s);
+            fsgd_wire_state_free(&s);
             return 0;
         }
         rc = setup_model(w, &mm);
         if (rc < 0) {
-            wire_state_free(&s);
+            fsgd_wire_state_free(&s);
             return rc;
         }
         for (uint64_t i = 0; i < mm.n; i++)
@@ -285,45 +285,45 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
         w->valid = 1;
     } else {
         if (!w->valid || f.gen != w->gen || f.step <= w->step) {
-            wire_state_free(&s);
+            fsgd_wire_state_free(&s);
             return 0;
         }
         if (f.step != w->step + 1) {
             /* A delta is missing (evicted or skipped): wait for a snapshot. */
             w->valid = 0;
             w->stats->resyncs++;
-            wire_state_free(&s);
+            fsgd_wire_state_free(&s);
             return 0;
         }
-        if ((f.kind == FSGD_KMSG_DELTA_PACKED ? wire_pdelta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)
-                                              : wire_delta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)) < 0) {
+        if ((f.kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)
+                                              : fsgd_wire_delta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)) < 0) {
             w->stats->corrupt++;
             w->valid = 0;
-            wire_state_free(&s);
+            fsgd_wire_state_free(&s);
             return 0;
         }
         for (size_t i = 0; i < w->delta.n; i++)
             w->theta[w->delta.keys[i]] = w->delta.vals[i];
         rc = fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz);
         if (rc < 0) {
-            wire_state_free(&s);
+            fsgd_wire_state_free(&s);
             return rc;
         }
     }
     if (w->ncache && s.nparts != w->ncache) {
-        wire_state_free(&s);
+        fsgd_wire_state_free(&s);
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_STATE, "worker: data partitions changed from %u to %u",
                             w->ncache, s.nparts);
     }
     if (!w->ncache) {
         w->cache = calloc(s.nparts ? s.nparts : 1, sizeof *w->cache);
         if (!w->cache) {
-            wire_state_free(&s);
+            fsgd_wire_state_free(&s);
             return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
         }
         w->ncache = s.nparts;
     }
-    wire_state_free(&w->st);
+    fsgd_wire_state_free(&w->st);
     w->st = s;
     w->gen = f.gen;
     w->step = f.step;
@@ -346,8 +346,8 @@ static int do_step(worker_t *w)
 {
     uint64_t s = w->step + 1;
     fsgd_csr_clear(&w->batch);
-    wire_range_t ranges[1024];
-    wire_range_t *rg = w->nassigned <= 1024 ? ranges : malloc(w->nassigned * sizeof *rg);
+    fsgd_wire_range_t ranges[1024];
+    fsgd_wire_range_t *rg = w->nassigned <= 1024 ? ranges : malloc(w->nassigned * sizeof *rg);
     if (!rg)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     uint32_t nr = 0;
@@ -368,9 +368,9 @@ static int do_step(worker_t *w)
         uint64_t last = c->row_of[o - c->start];
         if (last > first)
             rc = fsgd_csr_append_rows(&w->batch, &c->rows, first, last - first);
-        rg[nr++] = (wire_range_t){(uint32_t)p, w->st.pos[p], o};
+        rg[nr++] = (fsgd_wire_range_t){(uint32_t)p, w->st.pos[p], o};
     }
-    wire_grad_t gm = {.epoch = w->st.epoch, .nranges = nr, .rows = w->batch.n_rows, .ranges = rg};
+    fsgd_wire_grad_t gm = {.epoch = w->st.epoch, .nranges = nr, .rows = w->batch.n_rows, .ranges = rg};
     double loss = 0;
     if (!rc && w->batch.n_rows > 0) {
         double t0 = now_s();
@@ -435,7 +435,7 @@ static int do_step(worker_t *w)
     }
     if (!rc) {
         w->buf.n = 0;
-        rc = wire_grad_put(&w->buf, &gm);
+        rc = fsgd_wire_grad_put(&w->buf, &gm);
     }
     if (!rc) {
         fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .gen = w->gen, .sender = w->id, .step = s};
@@ -573,8 +573,8 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     fsgd_sparse_free(&w->delta);
     free(w->buf.p);
     free(w->enc);
-    wire_state_free(&w->st);
-    cj_free(&w->cj);
+    fsgd_wire_state_free(&w->st);
+    fsgd_cj_free(&w->cj);
     free(w);
     return rc;
 }

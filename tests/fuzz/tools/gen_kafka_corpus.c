@@ -41,47 +41,47 @@ static void out(const char *dir, const char *name, const void *p, size_t n)
 }
 
 /* control byte(s) + body */
-static void out2(const char *dir, const char *name, const uint8_t *pre, size_t npre, const wire_buf_t *b)
+static void out2(const char *dir, const char *name, const uint8_t *pre, size_t npre, const fsgd_wire_buf_t *b)
 {
-    wire_buf_t o = {0};
-    wire_put(&o, pre, npre);
-    wire_put(&o, b->p, b->n);
+    fsgd_wire_buf_t o = {0};
+    fsgd_wire_put(&o, pre, npre);
+    fsgd_wire_put(&o, b->p, b->n);
     out(dir, name, o.p, o.n);
     free(o.p);
 }
 
-static void frame(wire_buf_t *s, uint8_t kind, uint16_t flags, uint32_t gen, uint32_t sender, uint64_t step,
+static void frame(fsgd_wire_buf_t *s, uint8_t kind, uint16_t flags, uint32_t gen, uint32_t sender, uint64_t step,
                   uint32_t chunk, uint32_t n, const uint8_t *body, size_t len)
 {
     fsgd_kframe_t f = {kind, flags, gen, sender, step, chunk, n, body, (uint32_t)len};
     uint8_t *tmp = malloc(len + FSGD_KFRAME_OVERHEAD);
     size_t w = fsgd_kframe_write(tmp, &f);
-    wire_put(s, tmp, w);
+    fsgd_wire_put(s, tmp, w);
     free(tmp);
 }
 
 /* a record of fuzz_kframe: u16 length + bytes */
-static void rec(wire_buf_t *s, const uint8_t *p, size_t n)
+static void rec(fsgd_wire_buf_t *s, const uint8_t *p, size_t n)
 {
     uint8_t l[2];
     fsgd_le_put16(l, (uint16_t)n);
-    wire_put(s, l, 2);
-    wire_put(s, p, n);
+    fsgd_wire_put(s, l, 2);
+    fsgd_wire_put(s, p, n);
 }
 
-static void krec(wire_buf_t *s, uint8_t kind, uint16_t flags, uint32_t gen, uint32_t sender, uint64_t step,
+static void krec(fsgd_wire_buf_t *s, uint8_t kind, uint16_t flags, uint32_t gen, uint32_t sender, uint64_t step,
                  uint32_t chunk, uint32_t n, const uint8_t *body, size_t len)
 {
-    wire_buf_t f = {0};
+    fsgd_wire_buf_t f = {0};
     frame(&f, kind, flags, gen, sender, step, chunk, n, body, len);
     rec(s, f.p, f.n);
     free(f.p);
 }
 
-static void state(wire_buf_t *b, uint32_t epoch, uint64_t t)
+static void state(fsgd_wire_buf_t *b, uint32_t epoch, uint64_t t)
 {
-    wire_state_t s = {0};
-    wire_state_alloc(&s, 3);
+    fsgd_wire_state_t s = {0};
+    fsgd_wire_state_alloc(&s, 3);
     s.epoch = epoch;
     s.adam_t = t;
     uint64_t ends[3] = {600, 400, 250};
@@ -91,24 +91,24 @@ static void state(wire_buf_t *b, uint32_t epoch, uint64_t t)
         s.pos[i] = 10 * t < ends[i] ? 10 * t : ends[i];
         s.quota[i] = 10;
     }
-    wire_state_put(b, &s);
-    wire_state_free(&s);
+    fsgd_wire_state_put(b, &s);
+    fsgd_wire_state_free(&s);
 }
 
 static uint8_t codec_msg[4096];
 static size_t codec_len;
 
-static void grad_body(wire_buf_t *b, int empty)
+static void grad_body(fsgd_wire_buf_t *b, int empty)
 {
-    wire_range_t r[2] = {{0, 0, 10}, {2, 0, 10}};
-    wire_grad_t g = {.epoch = 1, .nranges = empty ? 0 : 2, .rows = empty ? 0 : 20, .loss_sum = 13.5,
+    fsgd_wire_range_t r[2] = {{0, 0, 10}, {2, 0, 10}};
+    fsgd_wire_grad_t g = {.epoch = 1, .nranges = empty ? 0 : 2, .rows = empty ? 0 : 20, .loss_sum = 13.5,
                      .t_grad = 0.001, .t_encode = 0.0002, .raw_entries = empty ? 0 : 260, .ranges = r,
                      .codec = codec_msg, .codec_len = empty ? 0 : (uint32_t)codec_len};
     b->n = 0;
-    wire_grad_put(b, &g);
-    wire_grad_t back;
+    fsgd_wire_grad_put(b, &g);
+    fsgd_wire_grad_t back;
     char e[256];
-    if (wire_grad_get(b->p, b->n, 3, &back, e, sizeof e) < 0)
+    if (fsgd_wire_grad_get(b->p, b->n, 3, &back, e, sizeof e) < 0)
         die(e);
     free(back.ranges);
 }
@@ -125,18 +125,18 @@ static void delta_keys(uint32_t *k, float *v, size_t *n, int flat)
     *n = m;
 }
 
-static void snapshot(wire_buf_t *b, float base)
+static void snapshot(fsgd_wire_buf_t *b, float base)
 {
     float w[DIM + 1];
     for (int i = 0; i <= DIM; i++)
         w[i] = base + 0.001f * (float)i;
-    wire_model_put(b, 1, 1, 1.0f, DIM, w, DIM + 1);
+    fsgd_wire_model_put(b, 1, 1, 1.0f, DIM, w, DIM + 1);
 }
 
 static void gen_wire(void)
 {
     uint8_t pre[5];
-    wire_buf_t b = {0};
+    fsgd_wire_buf_t b = {0};
     uint32_t keys[DIM];
     float vals[DIM];
     size_t n;
@@ -162,28 +162,28 @@ static void gen_wire(void)
     pre[0] = 1;
     delta_keys(keys, vals, &n, 0);
     b.n = 0;
-    wire_delta_put(&b, keys, vals, n);
+    fsgd_wire_delta_put(&b, keys, vals, n);
     out2("wire", "delta", pre, 5, &b);
     fsgd_le_put32(b.p + 8 + 4 * 3, 1); /* key 3 below key 2 */
     out2("wire", "bad_delta_order", pre, 5, &b);
     /* 2: packed delta, raw and LZ4 values */
     pre[0] = 2;
     b.n = 0;
-    if (wire_pdelta_put(&b, keys, vals, n, e, sizeof e) < 0)
+    if (fsgd_wire_pdelta_put(&b, keys, vals, n, e, sizeof e) < 0)
         die(e);
     out2("wire", "pdelta_raw", pre, 5, &b);
     delta_keys(keys, vals, &n, 1);
     b.n = 0;
-    if (wire_pdelta_put(&b, keys, vals, n, e, sizeof e) < 0)
+    if (fsgd_wire_pdelta_put(&b, keys, vals, n, e, sizeof e) < 0)
         die(e);
     fsgd_sparse_t d = {0};
     size_t off = 0;
-    if (wire_pdelta_get(b.p, b.n, &off, DIM + 1, &d, e, sizeof e) < 0 || off != b.n)
+    if (fsgd_wire_pdelta_get(b.p, b.n, &off, DIM + 1, &d, e, sizeof e) < 0 || off != b.n)
         die(e);
     fsgd_sparse_free(&d);
     out2("wire", "pdelta_lz4", pre, 5, &b);
     b.n = 0;
-    if (wire_pdelta_put(&b, keys, vals, 0, e, sizeof e) < 0)
+    if (fsgd_wire_pdelta_put(&b, keys, vals, 0, e, sizeof e) < 0)
         die(e);
     out2("wire", "pdelta_empty", pre, 5, &b);
     /* 3: snapshot; 4: state */
@@ -204,12 +204,12 @@ static void gen_wire(void)
     pre[0] = 5;
     b.n = 0;
     state(&b, 1, 3);
-    wire_delta_put(&b, keys, vals, n);
+    fsgd_wire_delta_put(&b, keys, vals, n);
     out2("wire", "msg_delta", pre, 5, &b);
     pre[0] = 6;
     b.n = 0;
     state(&b, 1, 3);
-    wire_pdelta_put(&b, keys, vals, n, e, sizeof e);
+    fsgd_wire_pdelta_put(&b, keys, vals, n, e, sizeof e);
     out2("wire", "msg_pdelta", pre, 5, &b);
     pre[0] = 7;
     b.n = 0;
@@ -220,7 +220,7 @@ static void gen_wire(void)
 }
 
 /* a model message body of the given kind into b */
-static void model_body(wire_buf_t *b, int kind, uint64_t step, float base)
+static void model_body(fsgd_wire_buf_t *b, int kind, uint64_t step, float base)
 {
     uint32_t keys[DIM];
     float vals[DIM];
@@ -236,22 +236,22 @@ static void model_body(wire_buf_t *b, int kind, uint64_t step, float base)
     for (size_t i = 0; i < n; i++)
         vals[i] += base;
     if (kind == 2)
-        wire_delta_put(b, keys, vals, n);
-    else if (wire_pdelta_put(b, keys, vals, n, e, sizeof e) < 0)
+        fsgd_wire_delta_put(b, keys, vals, n);
+    else if (fsgd_wire_pdelta_put(b, keys, vals, n, e, sizeof e) < 0)
         die(e);
 }
 
 static void gen_kframe_assemble(void)
 {
-    wire_buf_t body = {0}, s = {0}, st = {0};
+    fsgd_wire_buf_t body = {0}, s = {0}, st = {0};
     uint8_t c = 0;
     /* fuzz_kframe */
     grad_body(&body, 0);
-    wire_put(&s, &c, 1);
+    fsgd_wire_put(&s, &c, 1);
     krec(&s, 1, 0, 7, 3, 1, 0, 1, body.p, body.n);
     out("kframe", "grad_single", s.p, s.n);
     s.n = 0;
-    wire_put(&s, &c, 1);
+    fsgd_wire_put(&s, &c, 1);
     model_body(&body, 3, 4, 0.1f);
     size_t third = body.n / 3;
     krec(&s, 3, 0, 7, 0, 4, 2, 3, body.p + 2 * third, body.n - 2 * third);
@@ -262,13 +262,13 @@ static void gen_kframe_assemble(void)
     krec(&s, 3, 0, 7, 0, 4, 1, 3, body.p + third, third); /* after completion */
     out("kframe", "chunks_out_of_order", s.p, s.n);
     s.n = 0;
-    wire_put(&s, &c, 1);
+    fsgd_wire_put(&s, &c, 1);
     krec(&s, 1, 0, 7, 1, 9, 0, 2, body.p, 10);
     krec(&s, 1, 0, 7, 1, 9, 1, 3, body.p, 10); /* count differs */
     krec(&s, 1, 0, 7, 1, 9, 1, 2, body.p, 0);
     out("kframe", "count_conflict", s.p, s.n);
     s.n = 0;
-    wire_put(&s, &c, 1);
+    fsgd_wire_put(&s, &c, 1);
     krec(&s, 2, 1, 7, 0, 100, 65535, 65536, body.p, 5); /* huge count */
     krec(&s, 2, 1, 7, 0, 3, 0, 2, body.p, 5);
     uint8_t below[2] = {50, 0};
@@ -279,7 +279,7 @@ static void gen_kframe_assemble(void)
     /* regression: a message whose chunks are all empty (the reassembler
      * once copied into a NULL output buffer, UBSan) */
     s.n = 0;
-    wire_put(&s, &c, 1);
+    fsgd_wire_put(&s, &c, 1);
     krec(&s, 1, 0, 7, 2, 1, 0, 1, body.p, 0);
     krec(&s, 1, 0, 7, 2, 2, 1, 2, body.p, 0);
     krec(&s, 1, 0, 7, 2, 2, 0, 2, body.p, 0);
@@ -287,7 +287,7 @@ static void gen_kframe_assemble(void)
     /* 40 chunks in a scrambled order with duplicates (past the reassembler's
      * switch from a list to a bitmap of received chunks) */
     s.n = 0;
-    wire_put(&s, &c, 1);
+    fsgd_wire_put(&s, &c, 1);
     for (uint32_t i = 0; i < 44; i++) {
         uint32_t k = (i * 17) % 40;
         krec(&s, 4, 0, 7, 0, 6, k, 40, body.p + k, 3);
@@ -301,20 +301,20 @@ static void gen_kframe_assemble(void)
     } bad[] = {{"bad_magic", 0, 'X'}, {"bad_version", 4, 2}, {"bad_kind", 5, 9}, {"bad_flags", 6, 2},
                {"bad_chunk", 24, 5}, {"bad_crc", 40, 0xff}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        wire_buf_t f = {0};
+        fsgd_wire_buf_t f = {0};
         frame(&f, 1, 0, 7, 3, 1, 0, 1, body.p, 60);
         f.p[bad[i].at] = bad[i].x;
         s.n = 0;
-        wire_put(&s, &c, 1);
+        fsgd_wire_put(&s, &c, 1);
         rec(&s, f.p, f.n);
         out("kframe", bad[i].name, s.p, s.n);
         free(f.p);
     }
     s.n = 0;
     c = 1; /* fix-up mode: lengths and CRCs are wrong on purpose */
-    wire_put(&s, &c, 1);
+    fsgd_wire_put(&s, &c, 1);
     {
-        wire_buf_t f = {0};
+        fsgd_wire_buf_t f = {0};
         frame(&f, 4, 0, 8, 0, 2, 0, 2, body.p, 70);
         memset(f.p + f.n - 4, 0, 4);
         fsgd_le_put32(f.p + 32, 9999);
@@ -328,9 +328,9 @@ static void gen_kframe_assemble(void)
     out("kframe", "fixup_two_chunks", s.p, s.n);
     c = 0;
     s.n = 0;
-    wire_put(&s, &c, 1);
+    fsgd_wire_put(&s, &c, 1);
     {
-        wire_buf_t f = {0};
+        fsgd_wire_buf_t f = {0};
         frame(&f, 1, 0, 7, 3, 1, 0, 1, body.p, 60);
         rec(&s, f.p, f.n - 7); /* truncated */
         free(f.p);
@@ -340,7 +340,7 @@ static void gen_kframe_assemble(void)
     /* fuzz_assemble: a whole job's model topic, with chunking */
     s.n = 0;
     c = 2; /* require FINAL */
-    wire_put(&s, &c, 1);
+    fsgd_wire_put(&s, &c, 1);
     model_body(&body, 3, 0, 0.0f);
     frame(&s, 3, 0, 20, 0, 0, 0, 1, body.p, body.n);
     model_body(&body, 4, 1, 0.1f);
@@ -388,42 +388,42 @@ static void gen_kframe_assemble(void)
 }
 
 /* A checkpoint as the aggregator writes it (KAFKA_FORMAT.md "Checkpoint"),
- * checked with agg_ckpt_check: it must restore and write back the same bytes. */
-static void ckpt(wire_buf_t *b, uint64_t rows, uint64_t mdim, const wire_state_t *s, uint32_t nepochs)
+ * checked with fsgd_agg_ckpt_check: it must restore and write back the same bytes. */
+static void ckpt(fsgd_wire_buf_t *b, uint64_t rows, uint64_t mdim, const fsgd_wire_state_t *s, uint32_t nepochs)
 {
     b->n = 0;
-    wire_put(b, "FSGC", 4);
-    wire_u32(b, 1);
-    wire_u32(b, 1700000000u);
-    wire_u64(b, 17);
-    wire_u64(b, rows);
-    wire_u64(b, mdim);
-    wire_state_put(b, s);
-    wire_u64(b, 17);
-    wire_u64(b, 170);
-    wire_f64(b, 91.25);
-    wire_u64(b, 1170);
-    wire_f64(b, 3.5);
-    wire_u32(b, nepochs);
+    fsgd_wire_put(b, "FSGC", 4);
+    fsgd_wire_u32(b, 1);
+    fsgd_wire_u32(b, 1700000000u);
+    fsgd_wire_u64(b, 17);
+    fsgd_wire_u64(b, rows);
+    fsgd_wire_u64(b, mdim);
+    fsgd_wire_state_put(b, s);
+    fsgd_wire_u64(b, 17);
+    fsgd_wire_u64(b, 170);
+    fsgd_wire_f64(b, 91.25);
+    fsgd_wire_u64(b, 1170);
+    fsgd_wire_f64(b, 3.5);
+    fsgd_wire_u32(b, nepochs);
     for (uint32_t i = 0; i < nepochs; i++) {
-        wire_u32(b, i + 1);
-        wire_f64(b, 1.5 * (i + 1));
-        wire_f64(b, 0.6 - 0.1 * i);
-        wire_u64(b, rows);
-        wire_u64(b, i ? 300 : 0);
-        wire_f64(b, 0.8);
-        wire_f64(b, 0.4);
-        wire_f64(b, 0.4);
-        wire_f64(b, 0.81);
+        fsgd_wire_u32(b, i + 1);
+        fsgd_wire_f64(b, 1.5 * (i + 1));
+        fsgd_wire_f64(b, 0.6 - 0.1 * i);
+        fsgd_wire_u64(b, rows);
+        fsgd_wire_u64(b, i ? 300 : 0);
+        fsgd_wire_f64(b, 0.8);
+        fsgd_wire_f64(b, 0.4);
+        fsgd_wire_f64(b, 0.4);
+        fsgd_wire_f64(b, 0.81);
     }
     for (int arr = 0; arr < 3; arr++)
         for (uint64_t i = 0; i < mdim; i++)
-            wire_f32(b, arr == 0 ? 0.01f * (float)i : arr == 1 ? -0.001f * (float)i : 1e-6f * (float)i);
-    wire_u32(b, fsgd_crc32c(0, b->p, b->n));
+            fsgd_wire_f32(b, arr == 0 ? 0.01f * (float)i : arr == 1 ? -0.001f * (float)i : 1e-6f * (float)i);
+    fsgd_wire_u32(b, fsgd_crc32c(0, b->p, b->n));
     uint8_t *re = NULL;
     size_t relen = 0;
     char e[256];
-    if (agg_ckpt_check(b->p, b->n, rows, mdim, s, &re, &relen, e, sizeof e) != 1 || relen != b->n ||
+    if (fsgd_agg_ckpt_check(b->p, b->n, rows, mdim, s, &re, &relen, e, sizeof e) != 1 || relen != b->n ||
         memcmp(re, b->p, relen))
         die(e);
     free(re);
@@ -431,8 +431,8 @@ static void ckpt(wire_buf_t *b, uint64_t rows, uint64_t mdim, const wire_state_t
 
 static void gen_checkpoint(void)
 {
-    wire_state_t s = {0};
-    wire_state_alloc(&s, 2); /* the fixed data of fuzz_checkpoint */
+    fsgd_wire_state_t s = {0};
+    fsgd_wire_state_alloc(&s, 2); /* the fixed data of fuzz_checkpoint */
     s.epoch = 2;
     s.adam_t = 17;
     s.end[0] = 600;
@@ -440,7 +440,7 @@ static void gen_checkpoint(void)
     s.pos[0] = 70;
     s.pos[1] = 100;
     s.quota[0] = s.quota[1] = 10;
-    wire_buf_t b = {0};
+    fsgd_wire_buf_t b = {0};
     uint8_t c = 0;
     ckpt(&b, 1000, 124, &s, 1);
     out2("checkpoint", "fixed_data", &c, 1, &b);
@@ -450,7 +450,7 @@ static void gen_checkpoint(void)
     out2("checkpoint", "self_data_rows_differ", &c, 1, &b);
     c = 2 | 4 | (2 << 3);
     out2("checkpoint", "self_data_range_differs", &c, 1, &b);
-    wire_state_alloc(&s, 5);
+    fsgd_wire_state_alloc(&s, 5);
     for (int i = 0; i < 5; i++) {
         s.start[i] = 100 * (uint64_t)i;
         s.pos[i] = s.start[i] + 5;
@@ -468,47 +468,47 @@ static void gen_checkpoint(void)
     out2("checkpoint", "bad_crc_fixed", &c, 1, &b);
     ckpt(&b, 250, 9, &s, 3);
     b.n -= 4 + 12; /* one weight short */
-    wire_u32(&b, fsgd_crc32c(0, b.p, b.n));
+    fsgd_wire_u32(&b, fsgd_crc32c(0, b.p, b.n));
     c = 2;
     out2("checkpoint", "truncated_weights", &c, 1, &b);
     out("checkpoint", "short", "\002FSGC\001\000\000\000", 9);
-    wire_state_free(&s);
+    fsgd_wire_state_free(&s);
     free(b.p);
 }
 
 static void gen_ctl(void)
 {
-    ctl_json_t j = {0};
+    fsgd_ctl_json_t j = {0};
     uint8_t c = 1, size = 40;
-    wire_buf_t b = {0};
+    fsgd_wire_buf_t b = {0};
     uint32_t parts[3] = {0, 4, 11};
 #define EMIT(name)                                                                                        \
     do {                                                                                                  \
-        cj_end(&j);                                                                                       \
+        fsgd_cj_end(&j);                                                                                       \
         b.n = 0;                                                                                          \
-        wire_put(&b, &c, 1);                                                                              \
-        wire_put(&b, &size, 1);                                                                           \
-        wire_put(&b, j.p, j.n);                                                                           \
+        fsgd_wire_put(&b, &c, 1);                                                                              \
+        fsgd_wire_put(&b, &size, 1);                                                                           \
+        fsgd_wire_put(&b, j.p, j.n);                                                                           \
         out("ctl", name, b.p, b.n);                                                                       \
     } while (0)
-    cj_begin(&j, "job_start", "a9a-dist");
-    cj_u64(&j, "gen", 1700000000u);
-    cj_str(&j, "codec", "fastsgd");
-    cj_u64(&j, "dataset_rows", 32561);
-    cj_i64(&j, "resumed_from_step", -1);
-    cj_f64(&j, "batch", 0.01);
+    fsgd_cj_begin(&j, "job_start", "a9a-dist");
+    fsgd_cj_u64(&j, "gen", 1700000000u);
+    fsgd_cj_str(&j, "codec", "fastsgd");
+    fsgd_cj_u64(&j, "dataset_rows", 32561);
+    fsgd_cj_i64(&j, "resumed_from_step", -1);
+    fsgd_cj_f64(&j, "batch", 0.01);
     EMIT("job_start");
-    cj_begin(&j, "worker_assignment", "a9a-dist");
-    cj_i64(&j, "worker", 3);
-    cj_u32s(&j, "partitions", parts, 3);
-    cj_i64(&j, "assigned", 1);
+    fsgd_cj_begin(&j, "worker_assignment", "a9a-dist");
+    fsgd_cj_i64(&j, "worker", 3);
+    fsgd_cj_u32s(&j, "partitions", parts, 3);
+    fsgd_cj_i64(&j, "assigned", 1);
     EMIT("worker_assignment");
-    cj_begin(&j, "job_end", "a9a-dist");
-    cj_u64(&j, "gen", 1700000001u);
-    cj_str(&j, "status", "failed");
-    cj_str(&j, "error", "checkpoint 'x\ty': \"crc\" \\ mismatch\n");
-    cj_str(&j, "error_code", "FSGD_E_CRC");
-    cj_f64(&j, "test_auc", 0.0 / 0.0);
+    fsgd_cj_begin(&j, "job_end", "a9a-dist");
+    fsgd_cj_u64(&j, "gen", 1700000001u);
+    fsgd_cj_str(&j, "status", "failed");
+    fsgd_cj_str(&j, "error", "checkpoint 'x\ty': \"crc\" \\ mismatch\n");
+    fsgd_cj_str(&j, "error_code", "FSGD_E_CRC");
+    fsgd_cj_f64(&j, "test_auc", 0.0 / 0.0);
     EMIT("job_end_failed");
     static const char *junk[] = {
         "{\"event\": \"worker_assignment\", \"nested\": {\"worker\": 9, \"partitions\": [1]}, \"worker\": 2, "
@@ -524,9 +524,9 @@ static void gen_ctl(void)
         snprintf(name, sizeof name, "junk_%zu", i);
         b.n = 0;
         size = (uint8_t)(7 * i);
-        wire_put(&b, &c, 1);
-        wire_put(&b, &size, 1);
-        wire_put(&b, junk[i], strlen(junk[i]));
+        fsgd_wire_put(&b, &c, 1);
+        fsgd_wire_put(&b, &size, 1);
+        fsgd_wire_put(&b, junk[i], strlen(junk[i]));
         out("ctl", name, b.p, b.n);
     }
     /* writer round trips: c = 0, event\0 job\0 u64 i64 f64 u32... */
@@ -539,19 +539,19 @@ static void gen_ctl(void)
     for (size_t i = 0; i < sizeof rt / sizeof *rt; i++) {
         b.n = 0;
         c = 0;
-        wire_put(&b, &c, 1);
-        wire_put(&b, rt[i].ev, strlen(rt[i].ev) + 1);
-        wire_put(&b, rt[i].job, strlen(rt[i].job) + 1);
-        wire_u64(&b, 1700000000ull + i);
-        wire_u64(&b, (uint64_t)-5);
-        wire_f64(&b, i == 3 ? 1.0 / 0.0 : 0.125 * (double)i);
+        fsgd_wire_put(&b, &c, 1);
+        fsgd_wire_put(&b, rt[i].ev, strlen(rt[i].ev) + 1);
+        fsgd_wire_put(&b, rt[i].job, strlen(rt[i].job) + 1);
+        fsgd_wire_u64(&b, 1700000000ull + i);
+        fsgd_wire_u64(&b, (uint64_t)-5);
+        fsgd_wire_f64(&b, i == 3 ? 1.0 / 0.0 : 0.125 * (double)i);
         for (uint32_t k = 0; k < 3 * i; k++)
-            wire_u32(&b, k * 1000003u);
+            fsgd_wire_u32(&b, k * 1000003u);
         out("ctl", rt[i].name, b.p, b.n);
         c = 1;
     }
     free(b.p);
-    cj_free(&j);
+    fsgd_cj_free(&j);
 }
 
 int main(int argc, char **argv)
