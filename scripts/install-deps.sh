@@ -5,7 +5,7 @@
 #   scripts/install-deps.sh --check  only report what is missing (exit 1 if any)
 set -eu
 build_pkgs="gcc make pkg-config librdkafka-dev liblz4-dev libyaml-dev libopenblas-dev libcunit1-dev"
-test_pkgs="python3 python3-sklearn liblinear-tools kcat clang libclang-rt-dev iproute2"
+test_pkgs="python3 python3-sklearn liblinear-tools kcat clang libclang-rt-dev iproute2 docker-compose"
 missing=()
 for p in $build_pkgs $test_pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
