@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "dist_cli.h"
 #include "fsgd/dist.h"
+#include "fsgd/error.h"
 #include "fsgd/kbus.h"
 
 static const char usage[] =
@@ -25,7 +26,8 @@ static const char usage[] =
     "Runs the producer, N worker processes and the aggregator of a job. Without --brokers an embedded\n"
     "Kafka-protocol cluster (librdkafka's mock) runs inside this process; its address is printed.\n"
     "Run-only options:\n"
-    "  --broker-only        start the embedded cluster (and the job's topics), print its address, wait\n"
+    "  --broker-only        start the embedded cluster (and the job's topics), print its address, wait;\n"
+    "                       with --brokers: create the job's topics there, print the address, exit\n"
     "  --no-produce         train on what is already in NAME.data (e.g. written with kcat)\n"
     "  --fault SPEC         embedded cluster fault injection, repeatable:\n"
     "                       broker-down:after=SEC,for=SEC[,broker=ID]\n"
@@ -121,6 +123,22 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
     return pid;
 }
 
+/* A real cluster: the job's topics with their settings (and leaders), and
+ * with check_unused a name no earlier job used: its model topic empty, its
+ * data topic too when this run loads the data (data_too). */
+static int real_topics(const fsgd_job_t *job, const char *brokers, int P, int check_unused, int data_too,
+                       char *err, size_t errsz)
+{
+    rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, brokers, NULL, err, errsz);
+    if (!rk)
+        return FSGD_E_KAFKA;
+    int rc = fsgd_dist_topics_create(job, rk, P, err, errsz);
+    if (!rc && check_unused)
+        rc = fsgd_dist_topics_unused(job, rk, data_too, err, errsz);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
 int fsgd_cmd_run(int argc, char **argv)
 {
     int broker_only = dcli_take(&argc, argv, "--broker-only", 0, NULL, NULL) != NULL;
@@ -180,8 +198,18 @@ int fsgd_cmd_run(int argc, char **argv)
         printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
                brokers, job.name, P);
         fflush(stdout);
-    } else if (P == 0) {
-        P = 12;
+    } else {
+        if (P == 0)
+            P = 12;
+        rc = real_topics(&job, brokers, P, !broker_only, !broker_only && !no_produce, err, sizeof err);
+        if (rc) {
+            fsgd_cli_error("run: %s", err);
+            return fsgd_cli_status(rc);
+        }
+        if (broker_only) { /* the topics are there: load them with kcat or fsgd produce */
+            printf("brokers=%s\n", brokers);
+            return 0;
+        }
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);

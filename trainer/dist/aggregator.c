@@ -409,8 +409,12 @@ static int publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size
     fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : FSGD_KMSG_DELTA_PACKED,
                        .flags = final ? FSGD_KFLAG_FINAL : 0, .gen = a->gen, .sender = 0, .step = a->step};
     uint64_t before = a->s->bytes_model;
-    FSGD_TRY(fsgd_kbus_send(a->prod, a->tmodel, 0, a->job->name, &h, a->buf.p, a->buf.n, 0, &a->s->bytes_model,
-                            a->err, a->errsz));
+    /* keys for the compacted model topic (fsgd_dist_topics_create) */
+    char key[32];
+    snprintf(key, sizeof key, snapshot ? "snapshot" : "delta.%llu",
+             (unsigned long long)(a->step % (uint64_t)(a->job->snapshot_every > 0 ? a->job->snapshot_every : 1)));
+    FSGD_TRY(fsgd_kbus_send_keyed(a->prod, a->tmodel, 0, a->job->name, &h, key, a->buf.p, a->buf.n, 0,
+                                  &a->s->bytes_model, a->err, a->errsz));
     a->s->bytes_down += (a->s->bytes_model - before) * (a->nlive ? a->nlive : 1);
     rd_kafka_poll(a->prod, 0);
     return 0;
@@ -946,14 +950,10 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         !(a.scan_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)) ||
         !(a.grads_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
         rc = FSGD_E_KAFKA;
-    /* Make sure the job's topics exist on a real cluster (fsgd run creates
-     * them on the embedded one); errors are not fatal here: the metadata
-     * lookups below say what is missing. */
-    for (int i = 0; !rc && i < 3; i++) {
-        const char *t = i == 0 ? a.tgrads : i == 1 ? a.tmodel : a.tctl;
-        if (fsgd_kbus_partitions(a.prod, t, 2000, NULL, 0) < 0)
-            fsgd_kbus_create_topic(a.prod, t, 1, NULL, 0);
-    }
+    /* The job's grads, model and ctl topics (fsgd produce or fsgd run made
+     * them; kept as they are when they exist), with leaders elected. */
+    if (!rc)
+        rc = fsgd_dist_topics_create(job, a.prod, 0, err, errsz);
     if (!rc)
         rc = scan_data(&a);
     if (!rc && job->test[0]) {

@@ -50,8 +50,12 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
     char *line = NULL;
     size_t cap = 0;
     fsgd_csr_t scratch = {0};
+    /* A real cluster: the job's topics with their settings; a name whose
+     * model topic holds a job already is refused (its rows would mix in). */
     if (partitions > 0)
-        rc = fsgd_kbus_create_topic(rk, topic, partitions, err, errsz);
+        rc = fsgd_dist_topics_create(job, rk, partitions, err, errsz);
+    if (!rc && partitions > 0)
+        rc = fsgd_dist_topics_unused(job, rk, 0, err, errsz);
     if (!rc && (P = fsgd_kbus_partitions(rk, topic, 10000, err, errsz)) < 0)
         rc = P;
     if (!rc) {

@@ -67,6 +67,10 @@ static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *
     rc = rc ? rc : set(c, "topic.metadata.refresh.interval.ms", "10000", err, errsz);
     /* A broker back after seconds is reconnected within a second. */
     rc = rc ? rc : set(c, "reconnect.backoff.max.ms", "1000", err, errsz);
+    /* fsgd creates its topics with the job's settings (replication,
+     * retention, compaction); a metadata lookup must never create one with
+     * the broker's defaults instead. */
+    rc = rc ? rc : set(c, "allow.auto.create.topics", "false", err, errsz);
     if (kind == FSGD_KCLIENT_PRODUCER) {
         /* Gradients and model messages: send at once; duplicates from retries
          * are dropped by the receivers (KAFKA_FORMAT.md), so no idempotence. */
@@ -129,18 +133,70 @@ rd_kafka_t *fsgd_kbus_group_consumer(const char *brokers, const char *group, fsg
     return client(FSGD_KCLIENT_CONSUMER, brokers, group, rebalance, opaque, err, errsz);
 }
 
-int fsgd_kbus_create_topic(rd_kafka_t *rk, const char *topic, int partitions, char *err, size_t errsz)
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ns = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ns, NULL);
+}
+
+/* Errors after which asking again is right: a topic just created whose
+ * partitions have no leader yet, a leader that moved (a broker stopped or
+ * restarted), a broker not answering for a moment. */
+static int retriable(rd_kafka_resp_err_t e)
+{
+    switch (e) {
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+    case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int fsgd_kbus_create_topic(rd_kafka_t *rk, const char *topic, int partitions, int replication,
+                           const char *const *configs, int timeout_ms, char *err, size_t errsz)
 {
     char e[512];
-    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, -1, e, sizeof e);
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, replication > 0 ? replication : -1, e, sizeof e);
     if (!nt)
         return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "create topic %s: %s", topic, e);
+    for (size_t i = 0; configs && configs[i] && configs[i + 1]; i += 2)
+        if (rd_kafka_NewTopic_set_config(nt, configs[i], configs[i + 1])) {
+            rd_kafka_NewTopic_destroy(nt);
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "create topic %s: bad config %s=%s", topic, configs[i],
+                                configs[i + 1]);
+        }
+    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    /* the controller answers once the topic is committed; leaders may still
+     * be missing then, which fsgd_kbus_partitions below waits for */
+    rd_kafka_AdminOptions_set_operation_timeout(opt, timeout_ms, NULL, 0);
+    rd_kafka_AdminOptions_set_request_timeout(opt, timeout_ms, NULL, 0);
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 15000);
+    rd_kafka_CreateTopics(rk, &nt, 1, opt, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
     int rc = 0;
     if (!ev) {
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_TIMEOUT, "create topic %s: no answer in 15 s", topic);
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_TIMEOUT, "create topic %s: no answer in %d ms", topic, timeout_ms);
     } else if (rd_kafka_event_error(ev)) {
         rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "create topic %s: %s", topic, rd_kafka_event_error_string(ev));
     } else {
@@ -150,15 +206,21 @@ int fsgd_kbus_create_topic(rd_kafka_t *rk, const char *topic, int partitions, ch
         for (size_t i = 0; i < n; i++) {
             rd_kafka_resp_err_t te = rd_kafka_topic_result_error(tr[i]);
             if (te && te != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
-                rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "create topic %s: %s", topic,
-                                  rd_kafka_topic_result_error_string(tr[i]));
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "create topic %s (%d partitions, replication %d): %s",
+                                  topic, partitions, replication, rd_kafka_topic_result_error_string(tr[i]));
         }
     }
     if (ev)
         rd_kafka_event_destroy(ev);
     rd_kafka_queue_destroy(q);
+    rd_kafka_AdminOptions_destroy(opt);
     rd_kafka_NewTopic_destroy(nt);
-    return rc;
+    if (rc)
+        return rc;
+    /* CreateTopics returns before the partitions have leaders: a produce or
+     * an offset query right after it fails with "Not leader for partition". */
+    int P = fsgd_kbus_partitions(rk, topic, timeout_ms, err, errsz);
+    return P < 0 ? P : 0;
 }
 
 int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err, size_t errsz)
@@ -166,38 +228,66 @@ int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char
     rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
-    int n = -1;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int n = -1, leaderless = -1;
+    double t0 = mono_ms();
     for (;;) {
-        e = rd_kafka_metadata(rk, 0, t, &md, timeout_ms);
+        double left = timeout_ms - (mono_ms() - t0);
+        e = rd_kafka_metadata(rk, 0, t, &md, left > 100 ? (int)left : 100);
         if (!e && md->topic_cnt == 1 && !md->topics[0].err && md->topics[0].partition_cnt > 0) {
-            n = md->topics[0].partition_cnt;
-            break;
-        }
-        if (!e && md->topic_cnt == 1)
+            const rd_kafka_metadata_topic_t *mt = &md->topics[0];
+            leaderless = -1;
+            for (int p = 0; p < mt->partition_cnt && leaderless < 0; p++)
+                if (mt->partitions[p].leader < 0 || mt->partitions[p].err) {
+                    leaderless = mt->partitions[p].id;
+                    e = mt->partitions[p].err ? mt->partitions[p].err : RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE;
+                }
+            if (leaderless < 0) {
+                n = mt->partition_cnt;
+                break;
+            }
+        } else if (!e && md->topic_cnt == 1) {
             e = md->topics[0].err;
+        }
         if (md)
             rd_kafka_metadata_destroy(md);
         md = NULL;
-        struct timespec t1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 > timeout_ms)
+        if (mono_ms() - t0 > timeout_ms)
             break;
-        struct timespec ns = {0, 100 * 1000000};
-        nanosleep(&ns, NULL);
+        sleep_ms(100);
     }
     if (md)
         rd_kafka_metadata_destroy(md);
     rd_kafka_topic_destroy(t);
+    if (n < 0 && leaderless >= 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_TIMEOUT, "topic %s: partition %d has no leader after %d ms: %s",
+                            topic, leaderless, timeout_ms, rd_kafka_err2str(e));
     if (n < 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "topic %s: no metadata: %s", topic,
+        return fsgd_err_fmt(err, errsz, e == RD_KAFKA_RESP_ERR__TIMED_OUT ? FSGD_E_TIMEOUT : FSGD_E_KAFKA,
+                            "topic %s: no metadata after %d ms: %s", topic, timeout_ms,
                             e ? rd_kafka_err2str(e) : "no partitions");
+    return n;
+}
+
+int fsgd_kbus_broker_count(rd_kafka_t *rk, int timeout_ms, char *err, size_t errsz)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, NULL, &md, timeout_ms);
+    if (e)
+        return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "cluster metadata: %s", rd_kafka_err2str(e));
+    int n = md->broker_cnt;
+    rd_kafka_metadata_destroy(md);
     return n;
 }
 
 int fsgd_kbus_send(rd_kafka_t *rk, const char *topic, int32_t partition, const char *job, const fsgd_kframe_t *hdr,
                    const uint8_t *body, size_t len, size_t chunk_max, uint64_t *wire, char *err, size_t errsz)
+{
+    return fsgd_kbus_send_keyed(rk, topic, partition, job, hdr, NULL, body, len, chunk_max, wire, err, errsz);
+}
+
+int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, const char *job,
+                         const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
+                         size_t chunk_max, uint64_t *wire, char *err, size_t errsz)
 {
     if (chunk_max == 0 || chunk_max > FSGD_KBUS_CHUNK_MAX)
         chunk_max = FSGD_KBUS_CHUNK_MAX;
@@ -222,6 +312,8 @@ int fsgd_kbus_send(rd_kafka_t *rk, const char *topic, int32_t partition, const c
         f.body_len = (uint32_t)bl;
         size_t fl = fsgd_kframe_write(buf, &f);
         snprintf(chunk, sizeof chunk, "%zu/%zu", i, n);
+        if (key_prefix)
+            snprintf(key, sizeof key, "%.20s.%zu", key_prefix, i);
         rd_kafka_resp_err_t e;
         for (;;) {
             e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
@@ -260,18 +352,28 @@ int fsgd_kbus_flush(rd_kafka_t *rk, int timeout_ms, char *err, size_t errsz)
 int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                          int timeout_ms, char *err, size_t errsz)
 {
-    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, topic, partition, lo, hi, timeout_ms);
-    if (e)
-        return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "watermarks of %s [%d]: %s", topic, (int)partition,
-                            rd_kafka_err2str(e));
-    return 0;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+    double t0 = mono_ms();
+    int tries = 0;
+    for (;;) {
+        double left = timeout_ms - (mono_ms() - t0);
+        rd_kafka_resp_err_t e =
+            rd_kafka_query_watermark_offsets(rk, topic, partition, lo, hi, left > 1000 ? (int)left : 1000);
+        tries++;
+        if (!e)
+            return 0;
+        if (!retriable(e) || mono_ms() - t0 + 200 > timeout_ms)
+            return fsgd_err_fmt(err, errsz, e == RD_KAFKA_RESP_ERR__TIMED_OUT ? FSGD_E_TIMEOUT : FSGD_E_KAFKA,
+                                "watermarks of %s [%d]: %s (%d tries in %.1f s)", topic, (int)partition,
+                                rd_kafka_err2str(e), tries, (mono_ms() - t0) / 1e3);
+        /* a leader that moved: fetch fresh metadata before asking again */
+        const struct rd_kafka_metadata *md = NULL;
+        rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+        if (t && rd_kafka_metadata(rk, 0, t, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            rd_kafka_metadata_destroy(md);
+        if (t)
+            rd_kafka_topic_destroy(t);
+        sleep_ms(tries < 5 ? 50 * tries : 200);
+    }
 }
 
 int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
@@ -288,11 +390,11 @@ int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partit
                             rd_kafka_err2str(e));
     int64_t next = start;
     int rc = 0;
-    double last = now_ms();
+    double last = mono_ms();
     while (next < end && rc == 0) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, 100);
         if (!m) {
-            if (now_ms() - last > timeout_ms)
+            if (mono_ms() - last > timeout_ms)
                 rc = fsgd_err_fmt(err, errsz, FSGD_E_TIMEOUT,
                                   "%s [%d]: no data for %d ms at offset %lld (reading up to %lld)", topic,
                                   (int)partition, timeout_ms, (long long)next, (long long)end);
@@ -333,7 +435,7 @@ int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partit
         if (m->offset < end)
             rc = fn(ctx, partition, m->offset, m->payload, m->len, err, errsz);
         next = m->offset + 1;
-        last = now_ms();
+        last = mono_ms();
         rd_kafka_message_destroy(m);
     }
     rd_kafka_assign(consumer, NULL);

@@ -14,6 +14,8 @@
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
 
+struct rd_kafka_s; /* librdkafka's rd_kafka_t */
+
 /* --- producer --- */
 
 typedef struct fsgd_produce_stats {
@@ -37,6 +39,27 @@ int fsgd_produce_partitions_needed(uint64_t bytes);
 int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *path, int partitions,
                       fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
                       size_t errsz);
+
+/* --- topics on a real cluster --- */
+
+/* The replication factor and min.insync.replicas of a job's topics on a
+ * cluster of `brokers` brokers: the job's values, or min(3, brokers) and 2
+ * (1 with fewer than 3 replicas). FSGD_E_ARG when the cluster cannot hold
+ * them. */
+int fsgd_dist_replication(const fsgd_job_t *job, int brokers, int *rf, int *min_isr, char *err, size_t errsz);
+
+/* Creates <job>.grads, .model, .ctl and, when data_partitions > 0, <job>.data
+ * with that many partitions, each with the job's replication and the
+ * retention/compaction settings of KAFKA_FORMAT.md, and waits until every
+ * partition has a leader. Existing topics are kept as they are. rk: any
+ * client of the cluster (rd_kafka_t *). */
+int fsgd_dist_topics_create(const fsgd_job_t *job, struct rd_kafka_s *rk, int data_partitions, char *err,
+                            size_t errsz);
+
+/* FSGD_E_STATE ("job name 'x' was used before ...") when <job>.model (and,
+ * with data_too, <job>.data) already holds messages: a finished or running
+ * job of the same name would mix with this one. */
+int fsgd_dist_topics_unused(const fsgd_job_t *job, struct rd_kafka_s *rk, int data_too, char *err, size_t errsz);
 
 /* --- worker --- */
 

@@ -97,19 +97,37 @@ typedef void (*fsgd_kbus_rebalance_fn)(rd_kafka_t *rk, rd_kafka_resp_err_t e, rd
 rd_kafka_t *fsgd_kbus_group_consumer(const char *brokers, const char *group, fsgd_kbus_rebalance_fn rebalance,
                                      void *opaque, char *err, size_t errsz);
 
-/* Creates topic with partitions on a real cluster through the admin API
- * (already existing is fine). Returns 0 or FSGD_E_KAFKA. */
-int fsgd_kbus_create_topic(rd_kafka_t *rk, const char *topic, int partitions, char *err, size_t errsz);
+/* Creates topic with partitions and replication (<= 0: the broker's
+ * default) and topic configs (name, value pairs ending with NULL; may be
+ * NULL) through the admin API, then waits until every partition has a
+ * leader: Kafka answers CreateTopics before leaders are elected. An existing
+ * topic is fine (its settings are left as they are). Everything within about
+ * timeout_ms. Returns 0, FSGD_E_TIMEOUT ("partition 3 has no leader after
+ * ...") or FSGD_E_KAFKA. */
+int fsgd_kbus_create_topic(rd_kafka_t *rk, const char *topic, int partitions, int replication,
+                           const char *const *configs, int timeout_ms, char *err, size_t errsz);
 
-/* Number of partitions of topic (waits up to timeout_ms for metadata).
- * Returns >= 1 or a negative error. */
+/* Number of partitions of topic, once every partition has a leader (waits up
+ * to timeout_ms for that). Returns >= 1 or a negative error naming the
+ * partition without a leader, or the topic without metadata. */
 int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err, size_t errsz);
+
+/* Brokers in the cluster's metadata. Returns >= 1 or FSGD_E_KAFKA. */
+int fsgd_kbus_broker_count(rd_kafka_t *rk, int timeout_ms, char *err, size_t errsz);
 
 /* Sends body as ceil(len / chunk_max) frames of (kind, flags, gen, sender,
  * step) to topic partition (RD_KAFKA_PARTITION_UA means by key). Adds the frame
  * bytes sent to *wire (may be NULL). Does not wait for delivery. */
 int fsgd_kbus_send(rd_kafka_t *rk, const char *topic, int32_t partition, const char *job, const fsgd_kframe_t *hdr,
                    const uint8_t *body, size_t len, size_t chunk_max, uint64_t *wire, char *err, size_t errsz);
+
+/* fsgd_kbus_send with Kafka key "<key_prefix>.<chunk index>" (prefix up to
+ * 20 characters) instead of the sender id: on a compacted topic the newest
+ * message of each key survives, so a repeating key names what a newer
+ * message replaces (KAFKA_FORMAT.md, NAME.model). */
+int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, const char *job,
+                         const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
+                         size_t chunk_max, uint64_t *wire, char *err, size_t errsz);
 
 /* Waits for every queued message to be delivered. FSGD_E_TIMEOUT/KAFKA. */
 int fsgd_kbus_flush(rd_kafka_t *rk, int timeout_ms, char *err, size_t errsz);
@@ -125,7 +143,10 @@ typedef int (*fsgd_kbus_msg_fn)(void *ctx, int32_t partition, int64_t offset, co
 int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                          int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
 
-/* Low and high watermarks (queried from the broker). */
+/* Low and high watermarks, queried from the partition's leader. Retriable
+ * errors (no leader yet, a leader that moved, a broker not answering) are
+ * retried with fresh metadata until timeout_ms; the error then says how
+ * often it asked. */
 int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                          int timeout_ms, char *err, size_t errsz);
 

@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# A real Apache Kafka broker (4.x, KRaft, combined broker+controller nodes) on
+# 127.0.0.1 for the integration suite and the network benchmark.
+#
+#   tests/kafka/broker.sh install             jars into build/kafka/lib (Maven; cached in ~/.m2)
+#   tests/kafka/broker.sh check               exit 0 when java and mvn are there, else say what is missing
+#   tests/kafka/broker.sh start DIR [N]       format N nodes (1 or 3) under DIR, start them, wait until
+#                                             every node answers; prints "brokers=HOST:PORT,..."
+#   tests/kafka/broker.sh stop DIR            stop every node of DIR (TERM, then KILL after 30 s)
+#   tests/kafka/broker.sh brokers DIR         the bootstrap list
+#   tests/kafka/broker.sh kill DIR K          kill -9 node K (1-based)
+#   tests/kafka/broker.sh stop-node DIR K     stop node K (TERM, then KILL), its log dir kept
+#   tests/kafka/broker.sh start-node DIR K    start node K again on its log dir, wait until it answers
+#   tests/kafka/broker.sh wait DIR [N]        wait until N nodes (default: all) are up in the metadata
+#
+# Each node listens on two free loopback ports (clients, controller); DIR/ports
+# keeps them so a node restarts on the same ones. The JVM heap is small
+# (FSGD_KAFKA_HEAP, default -Xmx512m) because CI machines have 2 cores and
+# other work on them. Logs: DIR/nodeK/server.log.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+LIB=${FSGD_KAFKA_LIB:-$ROOT/build/kafka/lib}
+HEAP=${FSGD_KAFKA_HEAP:--Xmx512m -Xms128m}
+START_TIMEOUT=${FSGD_KAFKA_START_TIMEOUT:-120}
+
+die() { echo "broker.sh: $*" >&2; exit 1; }
+
+check() {
+    local miss=()
+    command -v java >/dev/null || miss+=(java)
+    command -v mvn >/dev/null || miss+=(mvn)
+    command -v kcat >/dev/null || miss+=(kcat)
+    if [ ${#miss[@]} -gt 0 ]; then
+        echo "real Kafka broker unavailable: ${miss[*]} not installed (scripts/install-deps.sh installs them)"
+        return 1
+    fi
+}
+
+install() {
+    check >&2 || exit 1
+    # The stamp names the pom's content: a changed pom fetches again, an
+    # unchanged one does not even start Maven.
+    local sum
+    sum=$(cksum <"$HERE/pom.xml" | cut -d' ' -f1)
+    if [ -f "$LIB/.pom-$sum" ] && ls "$LIB"/kafka_2.13-*.jar >/dev/null 2>&1; then
+        return 0
+    fi
+    rm -rf "$LIB"
+    mkdir -p "$LIB"
+    mvn -q -B -f "$HERE/pom.xml" -Dkafka.lib="$LIB" dependency:copy-dependencies >"$LIB/../mvn.log" 2>&1 ||
+        { tail -20 "$LIB/../mvn.log" >&2; die "mvn dependency:copy-dependencies failed (log: $LIB/../mvn.log)"; }
+    ls "$LIB"/kafka_2.13-*.jar >/dev/null 2>&1 || die "Maven ran but $LIB has no kafka_2.13 jar"
+    touch "$LIB/.pom-$sum"
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+nodes_of() { wc -l <"$1/ports"; }
+port_of() { sed -n "${2}p" "$1/ports" | cut -d' ' -f1; }
+cport_of() { sed -n "${2}p" "$1/ports" | cut -d' ' -f2; }
+
+brokers() {
+    local dir=$1 n k out=()
+    n=$(nodes_of "$dir")
+    for ((k = 1; k <= n; k++)); do out+=("127.0.0.1:$(port_of "$dir" "$k")"); done
+    (IFS=,; echo "${out[*]}")
+}
+
+write_props() { # DIR K N
+    local dir=$1 k=$2 n=$3 voters=() j
+    for ((j = 1; j <= n; j++)); do voters+=("$j@127.0.0.1:$(cport_of "$dir" "$j")"); done
+    local rf=$((n < 3 ? n : 3))
+    mkdir -p "$dir/node$k/data"
+    cat >"$dir/node$k/server.properties" <<EOF
+process.roles=broker,controller
+node.id=$k
+controller.quorum.voters=$(IFS=,; echo "${voters[*]}")
+listeners=PLAINTEXT://127.0.0.1:$(port_of "$dir" "$k"),CONTROLLER://127.0.0.1:$(cport_of "$dir" "$k")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(port_of "$dir" "$k")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$dir/node$k/data
+# fsgd creates its topics itself, with the job's settings (KAFKA_FORMAT.md)
+auto.create.topics.enable=false
+num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=1
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+# few threads: CI machines have 2 cores
+num.network.threads=2
+num.io.threads=2
+background.threads=2
+num.recovery.threads.per.data.dir=1
+num.replica.fetchers=1
+log.cleaner.threads=1
+# small segments so compaction of NAME.model has something to clean in tests
+log.segment.bytes=67108864
+EOF
+}
+
+start_node() { # DIR K
+    local dir=$1 k=$2
+    [ -f "$dir/node$k/server.properties" ] || die "no node $k under $dir"
+    local pidf="$dir/node$k/pid"
+    if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then die "node $k already running (pid $(cat "$pidf"))"; fi
+    # shellcheck disable=SC2086
+    nohup java $HEAP -XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+        -Dlog4j2.configurationFile="$HERE/log4j2.properties" -Dkafka.logs.dir="$dir/node$k" \
+        -cp "$LIB/*" kafka.Kafka "$dir/node$k/server.properties" >>"$dir/node$k/server.log" 2>&1 </dev/null &
+    echo $! >"$pidf"
+}
+
+up_count() { # DIR: nodes listed in the cluster metadata, asked of any node
+    local out
+    out=$(kcat -L -b "$(brokers "$1")" -m 3 2>/dev/null | sed -n 's/^ *\([0-9]*\) brokers:$/\1/p' | head -1) || true
+    echo "${out:-0}"
+}
+
+wait_up() { # DIR WANT
+    local dir=$1 want=$2 i k n
+    n=$(nodes_of "$dir")
+    for ((i = 0; i < START_TIMEOUT * 2; i++)); do
+        for ((k = 1; k <= n; k++)); do
+            local pidf="$dir/node$k/pid"
+            if [ -f "$pidf" ] && ! kill -0 "$(cat "$pidf")" 2>/dev/null && [ ! -f "$dir/node$k/stopped" ]; then
+                tail -20 "$dir/node$k/server.log" >&2
+                die "node $k exited while starting (log: $dir/node$k/server.log)"
+            fi
+        done
+        [ "$(up_count "$dir")" -ge "$want" ] && return 0
+        sleep 0.5
+    done
+    die "$want node(s) not up after ${START_TIMEOUT} s (logs: $dir/node*/server.log)"
+}
+
+start() { # DIR N
+    local dir=$1 n=${2:-1} k
+    [ "$n" = 1 ] || [ "$n" = 3 ] || die "start: 1 or 3 nodes, not $n"
+    check >&2 || exit 1
+    ls "$LIB"/kafka_2.13-*.jar >/dev/null 2>&1 || die "no broker jars in $LIB: run tests/kafka/broker.sh install"
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    [ -f "$dir/ports" ] && die "$dir already holds a cluster (stop it, then remove the folder)"
+    : >"$dir/ports"
+    for ((k = 1; k <= n; k++)); do echo "$(free_port) $(free_port)" >>"$dir/ports"; done
+    local cid
+    cid=$(java -cp "$LIB/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)
+    [ -n "$cid" ] || die "kafka.tools.StorageTool random-uuid printed nothing"
+    for ((k = 1; k <= n; k++)); do
+        write_props "$dir" "$k" "$n"
+        java -Xmx256m -Dlog4j2.configurationFile="$HERE/log4j2.properties" -cp "$LIB/*" kafka.tools.StorageTool \
+            format -t "$cid" -c "$dir/node$k/server.properties" >"$dir/node$k/format.log" 2>&1 ||
+            { cat "$dir/node$k/format.log" >&2; die "formatting node $k failed"; }
+    done
+    for ((k = 1; k <= n; k++)); do start_node "$dir" "$k"; done
+    wait_up "$dir" "$n"
+    echo "brokers=$(brokers "$dir")"
+}
+
+stop_node() { # DIR K
+    local dir=$1 k=$2 pidf="$1/node$2/pid" pid i
+    [ -f "$pidf" ] || return 0
+    pid=$(cat "$pidf")
+    touch "$dir/node$k/stopped"
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        # a controlled shutdown moves leaders away first: seconds, not more
+        for ((i = 0; i < 300; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "broker.sh: node $k (pid $pid) ignored TERM for 30 s; killing it" >&2
+            kill -KILL "$pid" 2>/dev/null || true
+            for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        fi
+    fi
+    rm -f "$pidf"
+}
+
+stop() { # DIR: the nodes in parallel (a 3-node controlled shutdown otherwise takes the sum)
+    local dir=$1 n k pids=()
+    [ -f "$dir/ports" ] || return 0
+    n=$(nodes_of "$dir")
+    for ((k = 1; k <= n; k++)); do stop_node "$dir" "$k" & pids+=($!); done
+    for k in "${pids[@]}"; do wait "$k" || true; done
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+install) install ;;
+check) check ;;
+start) [ $# -ge 1 ] || die "start DIR [N]"; start "$1" "${2:-1}" ;;
+stop) [ $# -ge 1 ] || die "stop DIR"; stop "$1" ;;
+brokers) brokers "$1" ;;
+kill)
+    pidf="$1/node$2/pid"
+    [ -f "$pidf" ] || die "node $2 is not running"
+    touch "$1/node$2/stopped"
+    kill -KILL "$(cat "$pidf")"
+    rm -f "$pidf"
+    ;;
+stop-node) stop_node "$1" "$2" ;;
+start-node)
+    rm -f "$1/node$2/stopped"
+    start_node "$1" "$2"
+    wait_up "$1" "$(nodes_of "$1")"
+    ;;
+wait) wait_up "$1" "${2:-$(nodes_of "$1")}" ;;
+*) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
