@@ -1,12 +1,31 @@
 #!/usr/bin/env bash
 # Runs every unit test binary, replays every fuzz corpus, runs every
-# integration script, and prints one "N passed, N failed" line at the end.
+# integration script on the embedded Kafka cluster, then the kafka_* scripts
+# again on a real Apache Kafka broker, and prints one
+# "N passed, N failed, N skipped" line at the end.
+#
+# The real-broker pass (FSGD_KAFKA_REAL: auto (default), 1 = must run, 0 =
+# leave out) starts tests/kafka/broker.sh once with one node for the scripts
+# and once with three nodes for those marked "# real-kafka: cluster" (the
+# fault tests), and stops them when done, failed or interrupted. Without java,
+# mvn or kcat it says so in one line and counts as skipped, except under CI
+# (CI=true), where it must run. An integration script that exits 77 is
+# skipped (it printed why).
 set -u
 BUILD=${BUILD:-build}
 export FSGD=${FSGD:-bin/fsgd}
 export FSGD_DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/.." && pwd)/../shared/data}
-passed=0 failed=0 failures=()
-logdir=$(mktemp -d); trap 'rm -rf "$logdir"' EXIT
+BROKER_SH=tests/kafka/broker.sh
+passed=0 failed=0 skipped=0 failures=()
+logdir=$(mktemp -d)
+kdirs=()
+finish() {
+    local d
+    for d in ${kdirs[@]+"${kdirs[@]}"}; do "$BROKER_SH" stop "$d" >/dev/null 2>&1 || true; done
+    rm -rf "$logdir"
+}
+trap finish EXIT
+trap 'echo "interrupted: stopping the brokers"; exit 130' INT TERM
 
 for t in "$BUILD"/unit/test_*; do
     [ -x "$t" ] || continue
@@ -38,15 +57,66 @@ for r in "$BUILD"/fuzz-replay/fuzz_*; do
     fi
 done
 
+run_script() { # SCRIPT TAG: runs one integration script, counts it
+    local s=$1 tag=$2 rc=0 t0=$SECONDS
+    BUILD=$BUILD bash "$s" >"$logdir/integ.log" 2>&1 || rc=$?
+    if [ $rc -eq 0 ]; then
+        passed=$((passed + 1)); echo "ok   $s$tag ($((SECONDS - t0)) s)"
+    elif [ $rc -eq 77 ]; then
+        skipped=$((skipped + 1)); echo "skip $s$tag: $(sed -n 's/^SKIP: //p' "$logdir/integ.log" | tail -1)"
+    else
+        failed=$((failed + 1)); failures+=("$s$tag"); cat "$logdir/integ.log"
+    fi
+}
+
 for s in tests/integration/*.sh; do
     [ -f "$s" ] || continue
-    if BUILD=$BUILD bash "$s" >"$logdir/integ.log" 2>&1; then
-        passed=$((passed + 1)); echo "ok   $s"
-    else
-        failed=$((failed + 1)); failures+=("$s"); cat "$logdir/integ.log"
-    fi
+    run_script "$s" ""
 done
 
+# real_pass NODES SCRIPTS...: a fresh cluster of NODES brokers, the scripts on
+# it (FSGD_KAFKA=real), the cluster stopped.
+real_pass() {
+    local nodes=$1 dir s out
+    shift
+    dir=$(mktemp -d /tmp/fsgd-kafka.XXXXXX)
+    kdirs+=("$dir")
+    if ! out=$("$BROKER_SH" start "$dir/c" "$nodes" 2>&1); then
+        echo "$out" | tail -20
+        failed=$((failed + 1)); failures+=("real Kafka: $nodes-broker cluster did not start")
+        return
+    fi
+    echo "real Kafka: $nodes broker(s) at ${out#brokers=}"
+    for s in "$@"; do
+        FSGD_KAFKA=real FSGD_BROKERS=${out#brokers=} FSGD_KAFKA_DIR=$dir/c run_script "$s" " [real, $nodes broker(s)]"
+    done
+    "$BROKER_SH" stop "$dir/c"
+    rm -rf "$dir"
+}
+
+real=${FSGD_KAFKA_REAL:-auto}
+if [ "$real" != 0 ]; then
+    if ! why=$("$BROKER_SH" check); then
+        if [ "$real" = 1 ] || [ "${CI:-}" = true ]; then
+            failed=$((failed + 1)); failures+=("real Kafka pass: $why"); echo "FAIL $why"
+        else
+            skipped=$((skipped + 1)); echo "skip real Kafka pass: $why"
+        fi
+    elif ! "$BROKER_SH" install >"$logdir/install.log" 2>&1; then
+        cat "$logdir/install.log"
+        failed=$((failed + 1)); failures+=("real Kafka pass: broker install failed")
+    else
+        single=() cluster=()
+        for s in tests/integration/kafka_*.sh; do
+            if grep -q '^# real-kafka: cluster' "$s"; then cluster+=("$s"); else single+=("$s"); fi
+        done
+        real_pass 1 "${single[@]}"
+        real_pass 3 "${cluster[@]}"
+    fi
+else
+    echo "real Kafka pass left out (FSGD_KAFKA_REAL=0)"
+fi
+
 for f in "${failures[@]:-}"; do [ -n "$f" ] && echo "FAILED: $f"; done
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

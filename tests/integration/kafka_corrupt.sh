@@ -2,20 +2,22 @@
 # Corrupt messages in NAME.grads, written with kcat mid-run (random bytes, and
 # a frame with a flipped body byte): rejected and counted, the job finishes.
 set -euo pipefail
+# real-kafka: cluster
 . "$(dirname "$0")/lib/kafka.bash"
 command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
 ref=$(reference_auc)
-start_run "$tmp/run.log" --workers 3 --batch 128 --name cj --metrics-json "$tmp/m.json"
+name=$(job_name cj)
+start_run "$tmp/run.log" --workers 3 --batch 128 --name "$name" --metrics-json "$tmp/m.json"
 wait_for "$tmp/run.log" "epoch 1 step" 40 || { cat "$tmp/run.log"; exit 1; }
-brokers=$(sed -n 's/^fsgd: embedded Kafka cluster at \([^ ]*\) .*/\1/p' "$tmp/run.log")
+brokers=$(run_brokers "$tmp/run.log")
 # 1: random bytes
 head -c 300 /dev/urandom >"$tmp/junk1"
 # 2: a real gradient frame taken from the topic, one body byte flipped
-kcat -C -b "$brokers" -t cj.grads -o beginning -c 1 -e -f '%s' >"$tmp/frame" 2>/dev/null
+kcat -C -b "$brokers" -t "$name.grads" -o beginning -c 1 -e -f '%s' >"$tmp/frame" 2>/dev/null
 "$PY" -c 'import sys
 b=bytearray(open(sys.argv[1],"rb").read()); b[40]^=0xff; open(sys.argv[2],"wb").write(b)' "$tmp/frame" "$tmp/junk2"
 for f in junk1 junk2; do
-    kcat -P -b "$brokers" -t cj.grads -H fsgd.job=cj -H fsgd.step=1 "$tmp/$f"
+    kcat -P -b "$brokers" -t "$name.grads" -H "fsgd.job=$name" -H fsgd.step=1 "$tmp/$f"
 done
 finish_run "$tmp/run.log"
 COMMON+=(--batch 128)

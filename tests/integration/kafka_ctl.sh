@@ -10,15 +10,13 @@
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
-"$FSGD" run --broker-only --name ct --partitions 6 >"$tmp/broker.log" 2>&1 &
-BROKER_PID=$!
+ct=$(job_name ct)
 WPIDS=()
-trap 'kill $BROKER_PID ${WPIDS[@]+"${WPIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
-for _ in $(seq 100); do grep -q '^brokers=' "$tmp/broker.log" && break; sleep 0.1; done
-brokers=$(sed -n 's/^brokers=//p' "$tmp/broker.log")
+trap 'kill ${WPIDS[@]+"${WPIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
+kafka_cluster "$ct" 6
 head -n 12000 "$DATA/a9a" >"$tmp/rows"
-"$FSGD" produce --brokers "$brokers" --name ct --quiet "$tmp/rows"
-args=(--brokers "$brokers" --name ct --test "$DATA/a9a.t" --batch 64 --epochs 2 --lr 0.01 --quiet)
+"$FSGD" produce --brokers "$brokers" --name "$ct" --quiet "$tmp/rows"
+args=(--brokers "$brokers" --name "$ct" --test "$DATA/a9a.t" --batch 64 --epochs 2 --lr 0.01 --quiet)
 "$FSGD" aggregator "${args[@]}" --workers 3 --step-timeout-ms 1500 --metrics-json "$tmp/m.json" >"$tmp/agg.log" 2>&1 &
 AGG=$!
 for i in 1 2 3; do
@@ -27,22 +25,22 @@ for i in 1 2 3; do
 done
 # kill worker 3 once the job has started stepping
 for _ in $(seq 300); do
-    kcat -C -b "$brokers" -t ct.ctl -o beginning -e -q -f '%k\n' 2>/dev/null | grep -q worker_joined && break
+    kcat -C -b "$brokers" -t "$ct.ctl" -o beginning -e -q -f '%k\n' 2>/dev/null | grep -q worker_joined && break
     sleep 0.1
 done
 sleep 0.5
 kill -9 "${WPIDS[2]}"
 wait "$AGG" || { echo "aggregator failed"; cat "$tmp/agg.log"; exit 1; }
 wait "${WPIDS[0]}" "${WPIDS[1]}" || true
-kcat -C -b "$brokers" -t ct.ctl -o beginning -e -q -f '%k\t%s\n' >"$tmp/ctl.txt"
+kcat -C -b "$brokers" -t "$ct.ctl" -o beginning -e -q -f '%k\t%s\n' >"$tmp/ctl.txt"
 sed 's/^/  | /' "$tmp/ctl.txt" | cut -c1-200
-"$PY" - "$tmp/ctl.txt" "$tmp/m.json" <<'PYEOF'
+"$PY" - "$tmp/ctl.txt" "$tmp/m.json" "$ct" <<'PYEOF'
 import json, sys
 ev = []
 for line in open(sys.argv[1]):
     k, v = line.rstrip("\n").split("\t", 1)
     j = json.loads(v)
-    assert j["event"] == k and j["job"] == "ct" and j["time"] > 1.6e9, j
+    assert j["event"] == k and j["job"] == sys.argv[3] and j["time"] > 1.6e9, j
     ev.append(j)
 m = json.load(open(sys.argv[2]))
 kinds = [e["event"] for e in ev]
@@ -77,14 +75,12 @@ print("ctl events ok:", " ".join(kinds))
 PYEOF
 # An aggregator that fails for good (its test file is missing): job_end
 # "failed" with the error, and the workers waiting for it stop on their own.
-# (fresh topics: ct.model ends with the finished job's final model)
-kill $BROKER_PID
-"$FSGD" run --broker-only --name cf --partitions 2 >"$tmp/broker2.log" 2>&1 &
-BROKER_PID=$!
-for _ in $(seq 100); do grep -q '^brokers=' "$tmp/broker2.log" && break; sleep 0.1; done
-brokers=$(sed -n 's/^brokers=//p' "$tmp/broker2.log")
-"$FSGD" produce --brokers "$brokers" --name cf --quiet "$tmp/rows"
-args=(--brokers "$brokers" --name cf --test "$DATA/a9a.t" --batch 64 --epochs 2 --lr 0.01 --quiet)
+# (fresh topics: the first job's model topic ends with its final model)
+kafka_cluster_stop
+cf=$(job_name cf)
+kafka_cluster "$cf" 2
+"$FSGD" produce --brokers "$brokers" --name "$cf" --quiet "$tmp/rows"
+args=(--brokers "$brokers" --name "$cf" --test "$DATA/a9a.t" --batch 64 --epochs 2 --lr 0.01 --quiet)
 WPIDS=()
 for i in 1 2; do
     "$FSGD" worker "${args[@]}" --id "$i" >"$tmp/fw$i.log" 2>&1 &
@@ -101,7 +97,7 @@ for p in "${WPIDS[@]}"; do
     if wait "$p"; then echo "worker exited 0 after the aggregator failed"; exit 1; fi
 done
 WPIDS=()
-kcat -C -b "$brokers" -t cf.ctl -o beginning -e -q -f '%k\t%s\n' | grep "^job_end" | tail -1 >"$tmp/end.txt"
+kcat -C -b "$brokers" -t "$cf.ctl" -o beginning -e -q -f '%k\t%s\n' | grep "^job_end" | tail -1 >"$tmp/end.txt"
 cat "$tmp/end.txt" | cut -c1-300
 "$PY" -c 'import json,sys
 k, v = open(sys.argv[1]).read().split("\t", 1); j = json.loads(v)

@@ -6,27 +6,24 @@
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
-"$FSGD" run --broker-only --name kc --partitions 6 >"$tmp/broker.log" 2>&1 &
-BROKER_PID=$!
-trap 'kill $BROKER_PID 2>/dev/null; cleanup' EXIT
-for _ in $(seq 100); do grep -q '^brokers=' "$tmp/broker.log" && break; sleep 0.1; done
-brokers=$(sed -n 's/^brokers=//p' "$tmp/broker.log")
-echo "embedded cluster at $brokers"
+kc=$(job_name kc)
+kafka_cluster "$kc" 6
+echo "$KAFKA_MODE cluster at $brokers"
 head -n 8000 "$DATA/a9a" >"$tmp/rows"
-kcat -P -b "$brokers" -t kc.data -l "$tmp/rows"
-n=$(kcat -C -b "$brokers" -t kc.data -o beginning -e -q -f 'x\n' | wc -l)
+kcat -P -b "$brokers" -t "$kc.data" -l "$tmp/rows"
+n=$(kcat -C -b "$brokers" -t "$kc.data" -o beginning -e -q -f 'x\n' | wc -l)
 echo "kcat wrote $n rows"
 [ "$n" -eq 8000 ]
-"$FSGD" run --no-produce --brokers "$brokers" --name kc --workers 2 --test "$DATA/a9a.t" --batch 128 --epochs 2 \
+"$FSGD" run --no-produce --brokers "$brokers" --name "$kc" --workers 2 --test "$DATA/a9a.t" --batch 128 --epochs 2 \
     --out "$tmp/model.fsgd" --metrics-json "$tmp/m.json" >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; exit 1; }
 rows=$(json_get "$tmp/m.json" dataset_rows)
 auc=$(json_get "$tmp/m.json" test.auc)
 echo "trained on $rows rows from kcat, test auc $auc"
 [ "$rows" -eq 8000 ]
 awk -v a="$auc" 'BEGIN{exit !(a > 0.85)}'
-kcat -C -b "$brokers" -t kc.model -o beginning -e -q -f '%s' >"$tmp/model.stream"
+kcat -C -b "$brokers" -t "$kc.model" -o beginning -e -q -f '%s' >"$tmp/model.stream"
 "$FSGD" model assemble --input "$tmp/model.stream" --out "$tmp/assembled.fsgd"
 cmp "$tmp/model.fsgd" "$tmp/assembled.fsgd"
-"$FSGD" model assemble --brokers "$brokers" --name kc --out "$tmp/direct.fsgd"
+"$FSGD" model assemble --brokers "$brokers" --name "$kc" --out "$tmp/direct.fsgd"
 cmp "$tmp/model.fsgd" "$tmp/direct.fsgd"
 echo "kcat-read model topic reassembles into the identical model file"

@@ -12,13 +12,10 @@ STAGGER=${STAGGER:-0.7}
 RUNS=${RUNS:-3}
 head -n 8000 "$DATA/a9a" >"$tmp/rows"
 WP=()
-trap 'kill ${BROKER_PID:-} ${WP[@]+"${WP[@]}"} 2>/dev/null || true; cleanup' EXIT
+trap 'kill ${WP[@]+"${WP[@]}"} 2>/dev/null || true; cleanup' EXIT
 for run in $(seq "$RUNS"); do
-    name=su$run
-    "$FSGD" run --broker-only --name "$name" --partitions 12 >"$tmp/broker$run.log" 2>&1 &
-    BROKER_PID=$!
-    for _ in $(seq 100); do grep -q '^brokers=' "$tmp/broker$run.log" && break; sleep 0.1; done
-    brokers=$(sed -n 's/^brokers=//p' "$tmp/broker$run.log")
+    name=$(job_name su$run)
+    kafka_cluster "$name" 12
     "$FSGD" produce --brokers "$brokers" --name "$name" --quiet "$tmp/rows"
     args=(--brokers "$brokers" --name "$name" --batch 128 --epochs 1 --lr 0.01 --quiet)
     "$FSGD" aggregator "${args[@]}" --workers 4 --metrics-json "$tmp/m$run.json" >"$tmp/agg$run.log" 2>&1 &
@@ -32,8 +29,7 @@ for run in $(seq "$RUNS"); do
     wait $agg || { echo "aggregator failed"; cat "$tmp/agg$run.log"; exit 1; }
     for p in "${WP[@]}"; do wait "$p" || true; done
     WP=()
-    kill $BROKER_PID 2>/dev/null; wait $BROKER_PID 2>/dev/null || true
-    BROKER_PID=
+    kafka_cluster_stop
     "$PY" - "$tmp/m$run.json" "$run" <<'PYEOF'
 import json, sys
 m = json.load(open(sys.argv[1]))

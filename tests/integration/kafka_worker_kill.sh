@@ -4,6 +4,7 @@
 # at the last applied positions; every epoch applies exactly the dataset's
 # rows and the AUC stays within 0.005 of the fault-free reference.
 set -euo pipefail
+# real-kafka: cluster
 . "$(dirname "$0")/lib/kafka.bash"
 ref=$(reference_auc)
 start_run "$tmp/run.log" --workers 3 --batch 128 --step-timeout-ms 2000 --metrics-json "$tmp/m.json"

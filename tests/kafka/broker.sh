@@ -12,6 +12,9 @@
 #   tests/kafka/broker.sh stop-node DIR K     stop node K (TERM, then KILL), its log dir kept
 #   tests/kafka/broker.sh start-node DIR K    start node K again on its log dir, wait until it answers
 #   tests/kafka/broker.sh wait DIR [N]        wait until N nodes (default: all) are up in the metadata
+#   tests/kafka/broker.sh leader BROKERS TOPIC [PARTITION]   node id leading the partition (default 0)
+#   tests/kafka/broker.sh delete-records BROKERS TOPIC PARTITION OFFSET
+#                                             move the partition's log start to OFFSET (as retention does)
 #
 # Each node listens on two free loopback ports (clients, controller); DIR/ports
 # keeps them so a node restarts on the same ones. The JVM heap is small
@@ -216,5 +219,18 @@ start-node)
     wait_up "$1" "$(nodes_of "$1")"
     ;;
 wait) wait_up "$1" "${2:-$(nodes_of "$1")}" ;;
+leader)
+    kcat -L -b "$1" -t "$2" -m 5 2>/dev/null |
+        sed -n "s/^ *partition ${3:-0}, leader \([0-9-]*\),.*/\1/p" | head -1
+    ;;
+delete-records)
+    [ $# -eq 4 ] || die "delete-records BROKERS TOPIC PARTITION OFFSET"
+    f=$(mktemp)
+    printf '{"version":1,"partitions":[{"topic":"%s","partition":%d,"offset":%d}]}\n' "$2" "$3" "$4" >"$f"
+    java -Xmx256m -Dlog4j2.configurationFile="$HERE/log4j2.properties" -cp "$LIB/*" \
+        org.apache.kafka.tools.DeleteRecordsCommand --bootstrap-server "$1" --offset-json-file "$f" 2>&1 |
+        grep -v " INFO " || true
+    rm -f "$f"
+    ;;
 *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

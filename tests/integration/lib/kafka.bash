@@ -1,15 +1,80 @@
 # Shared by tests/integration/kafka_*.sh: a fault-free reference, a
 # distributed run in the background, and checks on its metrics JSON.
+#
+# Two brokers. FSGD_KAFKA unset or "mock": librdkafka's in-process cluster,
+# which `fsgd run` embeds. FSGD_KAFKA=real: the Apache Kafka broker(s) at
+# FSGD_BROKERS (tests/run_tests.sh starts them with tests/kafka/broker.sh;
+# FSGD_KAFKA_DIR is that script's folder, for tests that stop brokers). On a
+# real cluster every job gets a fresh name (job_name): topics outlive a job.
+# A test that cannot run in a mode says why and exits 77 (counted skipped).
 FSGD=${FSGD:-bin/fsgd}
 DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data}
 PY=/usr/bin/python3
+KAFKA_MODE=${FSGD_KAFKA:-mock}
+case "$KAFKA_MODE" in
+mock) ;;
+real) [ -n "${FSGD_BROKERS:-}" ] || { echo "FSGD_KAFKA=real needs FSGD_BROKERS"; exit 1; } ;;
+*) echo "FSGD_KAFKA must be mock or real, not '$KAFKA_MODE'"; exit 1 ;;
+esac
+BROKER_SH=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../kafka" && pwd)/broker.sh
 tmp=$(mktemp -d)
 RUN_PID=
+BROKER_PID=
 cleanup() {
     [ -n "$RUN_PID" ] && kill "$RUN_PID" 2>/dev/null && wait "$RUN_PID" 2>/dev/null
+    [ -n "$BROKER_PID" ] && kill "$BROKER_PID" 2>/dev/null && wait "$BROKER_PID" 2>/dev/null
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+
+skip() { echo "SKIP: $*"; exit 77; }
+mock_only() { [ "$KAFKA_MODE" = mock ] || skip "mock cluster only: $*"; }
+real_only() { [ "$KAFKA_MODE" = real ] || skip "real Kafka only: $*"; }
+# nodes in the real cluster (1 or 3); 0 on the mock
+kafka_nodes() { [ "$KAFKA_MODE" = real ] && wc -l <"$FSGD_KAFKA_DIR/ports" || echo 0; }
+
+# job_name BASE: BASE on the mock (a fresh cluster per run), BASE-<unique> on
+# a real cluster, whose topics outlive the job.
+job_name() {
+    if [ "$KAFKA_MODE" = real ]; then
+        echo "$1-$(date +%s%N | cut -c8-16)-$$"
+    else
+        echo "$1"
+    fi
+}
+
+# kafka_cluster NAME PARTITIONS: sets $brokers to a cluster holding the topics
+# of job NAME (NAME.data with PARTITIONS partitions). Mock: an embedded
+# cluster in the background (BROKER_PID); real: the topics made on it.
+kafka_cluster() {
+    local log="$tmp/broker-$1.log"
+    if [ "$KAFKA_MODE" = real ]; then
+        "$FSGD" run --broker-only --brokers "$FSGD_BROKERS" --name "$1" --partitions "$2" >"$log" 2>&1 ||
+            { cat "$log"; exit 1; }
+        brokers=$FSGD_BROKERS
+        return 0
+    fi
+    "$FSGD" run --broker-only --name "$1" --partitions "$2" >"$log" 2>&1 &
+    BROKER_PID=$!
+    for _ in $(seq 100); do grep -q '^brokers=' "$log" && break; sleep 0.1; done
+    brokers=$(sed -n 's/^brokers=//p' "$log")
+    [ -n "$brokers" ] || { cat "$log"; exit 1; }
+}
+kafka_cluster_stop() {
+    [ -n "$BROKER_PID" ] || return 0
+    kill "$BROKER_PID" 2>/dev/null || true
+    wait "$BROKER_PID" 2>/dev/null || true
+    BROKER_PID=
+}
+
+# run_brokers LOG: the bootstrap list of a started run
+run_brokers() {
+    if [ "$KAFKA_MODE" = real ]; then
+        echo "$FSGD_BROKERS"
+    else
+        sed -n 's/^fsgd: embedded Kafka cluster at \([^ ]*\) .*/\1/p' "$1"
+    fi
+}
 # Settings shared by the reference and the distributed runs.
 COMMON=(--data "$DATA/a9a" --test "$DATA/a9a.t" --batch 256 --epochs 3 --lr 0.01 --codec none)
 
@@ -28,10 +93,15 @@ reference_auc() {
 }
 
 # start_run LOG [args...]: fsgd run in the background.
+# On a real cluster it adds --brokers, and --name (fresh) unless given.
 start_run() {
-    local log=$1
+    local log=$1 extra=()
     shift
-    "$FSGD" run "${COMMON[@]}" "$@" >"$log" 2>&1 &
+    if [ "$KAFKA_MODE" = real ]; then
+        extra=(--brokers "$FSGD_BROKERS")
+        [[ " $* " == *" --name "* ]] || extra+=(--name "$(job_name run)")
+    fi
+    "$FSGD" run "${COMMON[@]}" "$@" ${extra[@]+"${extra[@]}"} >"$log" 2>&1 &
     RUN_PID=$!
 }
 
