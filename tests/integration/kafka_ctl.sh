@@ -12,7 +12,8 @@ set -euo pipefail
 command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
 ct=$(job_name ct)
 WPIDS=()
-trap 'kill ${WPIDS[@]+"${WPIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
+AGG=
+trap 'kill ${AGG:-} ${WPIDS[@]+"${WPIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
 kafka_cluster "$ct" 6
 head -n 12000 "$DATA/a9a" >"$tmp/rows"
 "$FSGD" produce --brokers "$brokers" --name "$ct" --quiet "$tmp/rows"

@@ -12,7 +12,8 @@ STAGGER=${STAGGER:-0.7}
 RUNS=${RUNS:-3}
 head -n 8000 "$DATA/a9a" >"$tmp/rows"
 WP=()
-trap 'kill ${WP[@]+"${WP[@]}"} 2>/dev/null || true; cleanup' EXIT
+agg=
+trap 'kill ${agg:-} ${WP[@]+"${WP[@]}"} 2>/dev/null || true; cleanup' EXIT
 for run in $(seq "$RUNS"); do
     name=$(job_name su$run)
     kafka_cluster "$name" 12

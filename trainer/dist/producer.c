@@ -50,11 +50,11 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
     char *line = NULL;
     size_t cap = 0;
     fsgd_csr_t scratch = {0};
-    /* A real cluster: the job's topics with their settings; a name whose
-     * model topic holds a job already is refused (its rows would mix in). */
-    if (partitions > 0)
-        rc = fsgd_dist_topics_create(job, rk, partitions, err, errsz);
-    if (!rc && partitions > 0)
+    /* The job's topics with their settings (existing ones are kept: the
+     * embedded cluster makes its own); a name whose model topic holds a job
+     * already is refused (the new rows would mix into a finished job). */
+    rc = fsgd_dist_topics_create(job, rk, partitions > 0 ? partitions : 12, err, errsz);
+    if (!rc)
         rc = fsgd_dist_topics_unused(job, rk, 0, err, errsz);
     if (!rc && (P = fsgd_kbus_partitions(rk, topic, 10000, err, errsz)) < 0)
         rc = P;

@@ -173,9 +173,30 @@ static int retriable(rd_kafka_resp_err_t e)
     }
 }
 
+static int topic_exists(rd_kafka_t *rk, const char *topic, int timeout_ms)
+{
+    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    int yes = 0;
+    if (t && rd_kafka_metadata(rk, 0, t, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        yes = md->topic_cnt == 1 && !md->topics[0].err && md->topics[0].partition_cnt > 0;
+        rd_kafka_metadata_destroy(md);
+    }
+    if (t)
+        rd_kafka_topic_destroy(t);
+    return yes;
+}
+
 int fsgd_kbus_create_topic(rd_kafka_t *rk, const char *topic, int partitions, int replication,
                            const char *const *configs, int timeout_ms, char *err, size_t errsz)
 {
+    /* An existing topic is kept as it is; asking first also spares clusters
+     * that cannot create topics (the embedded one has no controller for
+     * CreateTopics) a request that could only fail. */
+    if (topic_exists(rk, topic, timeout_ms < 5000 ? timeout_ms : 5000)) {
+        int P = fsgd_kbus_partitions(rk, topic, timeout_ms, err, errsz);
+        return P < 0 ? P : 0;
+    }
     char e[512];
     rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, replication > 0 ? replication : -1, e, sizeof e);
     if (!nt)

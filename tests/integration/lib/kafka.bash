@@ -26,6 +26,9 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+# a script stopped by a signal still runs its EXIT trap (and stops what it started)
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 skip() { echo "SKIP: $*"; exit 77; }
 mock_only() { [ "$KAFKA_MODE" = mock ] || skip "mock cluster only: $*"; }

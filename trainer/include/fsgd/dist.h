@@ -32,7 +32,8 @@ int fsgd_produce_partitions_needed(uint64_t bytes);
 
 /* Loads the LIBSVM file `path` into <job>.data on brokers, one row per
  * message, round-robin over the topic's partitions (created with
- * `partitions` when missing; 0 = keep). Lines are checked with the LIBSVM
+ * `partitions`, 0 = 12, when missing, with the job's other topics:
+ * fsgd_dist_topics_create; FSGD_E_STATE when <job>.model holds a job). Lines are checked with the LIBSVM
  * parser first (a bad row is an error naming file:line:column unless
  * job->skip_bad). After delivery every partition's log is checked: data the
  * broker dropped is FSGD_E_LOST with the reason. */
