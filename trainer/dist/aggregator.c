@@ -67,6 +67,7 @@ typedef struct agg {
     unsigned win_i;
     char *err;
     size_t errsz;
+    fsgd_klat_t lat_grads; /* produce-to-consume latency of NAME.grads frames */
 } agg_t;
 
 static double now_s(void)
@@ -583,6 +584,7 @@ static void handle_grad(agg_t *a, const rd_kafka_message_t *m)
 {
     if (m->err)
         return;
+    fsgd_klat_add(&a->lat_grads, m);
     fsgd_kframe_t f;
     char e[256];
     a->s->bytes_up += m->len;
@@ -697,6 +699,8 @@ static int cmp_d(const void *x, const void *y)
 
 static void latency_stats(agg_t *a)
 {
+    a->s->hop_grads_ms_p50 = fsgd_klat_quantile(&a->lat_grads, 0.5);
+    a->s->hop_grads_ms_p99 = fsgd_klat_quantile(&a->lat_grads, 0.99);
     if (!a->n_step_ms)
         return;
     double *c = malloc(a->n_step_ms * sizeof *c);
@@ -880,6 +884,8 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
             s->t_grad, s->t_encode, s->t_decode, s->t_wait, s->t_update);
     fprintf(f, "  \"step_latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p99\": %.3f},\n", s->step_ms_mean,
             s->step_ms_p50, s->step_ms_p99);
+    fprintf(f, "  \"hop_latency_ms\": {\"grads_p50\": %.3f, \"grads_p99\": %.3f},\n", s->hop_grads_ms_p50,
+            s->hop_grads_ms_p99);
     fprintf(f, "  \"bytes\": {\"up\": %llu, \"down\": %llu, \"model_published\": %llu, \"gradient_raw\": %llu, "
                "\"gradient_encoded\": %llu},\n",
             (unsigned long long)s->bytes_up, (unsigned long long)s->bytes_down, (unsigned long long)s->bytes_model,

@@ -66,6 +66,7 @@ typedef struct worker {
     int rc;
     char *err;
     size_t errsz;
+    fsgd_klat_t lat_model; /* produce-to-consume latency of NAME.model frames */
 } worker_t;
 
 static double now_s(void)
@@ -233,6 +234,7 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
 {
     if (m->err)
         return 0; /* transient broker errors: librdkafka retries */
+    fsgd_klat_add(&w->lat_model, m);
     if (m->rkt && !strcmp(rd_kafka_topic_name(m->rkt), w->tctl))
         return handle_ctl(w, m);
     fsgd_kframe_t f;
@@ -575,6 +577,8 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     free(w->enc);
     fsgd_wire_state_free(&w->st);
     fsgd_cj_free(&w->cj);
+    st->hop_model_ms_p50 = fsgd_klat_quantile(&w->lat_model, 0.5);
+    st->hop_model_ms_p99 = fsgd_klat_quantile(&w->lat_model, 0.99);
     free(w);
     return rc;
 }

@@ -320,7 +320,7 @@ int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, c
     if (!buf)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "send: out of memory");
     static const char *kinds[] = {"", "grad", "delta", "snapshot", "delta"};
-    char key[32], step[24], sender[16], chunk[32];
+    char key[32], step[24], sender[16], chunk[32], sent[24];
     snprintf(key, sizeof key, "%u", hdr->sender);
     snprintf(step, sizeof step, "%llu", (unsigned long long)hdr->step);
     snprintf(sender, sizeof sender, "%u", hdr->sender);
@@ -335,6 +335,9 @@ int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, c
         snprintf(chunk, sizeof chunk, "%zu/%zu", i, n);
         if (key_prefix)
             snprintf(key, sizeof key, "%.20s.%zu", key_prefix, i);
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        snprintf(sent, sizeof sent, "%lld", (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000);
         rd_kafka_resp_err_t e;
         for (;;) {
             e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
@@ -343,7 +346,8 @@ int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, c
                                   RD_KAFKA_V_HEADER("fsgd.kind", kinds[hdr->kind <= 4 ? hdr->kind : 0], -1),
                                   RD_KAFKA_V_HEADER("fsgd.step", step, -1),
                                   RD_KAFKA_V_HEADER("fsgd.sender", sender, -1),
-                                  RD_KAFKA_V_HEADER("fsgd.chunk", chunk, -1), RD_KAFKA_V_END);
+                                  RD_KAFKA_V_HEADER("fsgd.chunk", chunk, -1),
+                                  RD_KAFKA_V_HEADER("fsgd.sent_us", sent, -1), RD_KAFKA_V_END);
             if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
                 break;
             rd_kafka_poll(rk, 10);
@@ -461,6 +465,48 @@ int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partit
     }
     rd_kafka_assign(consumer, NULL);
     return rc;
+}
+
+void fsgd_klat_add(fsgd_klat_t *l, const rd_kafka_message_t *m)
+{
+    rd_kafka_headers_t *h = NULL;
+    const void *v = NULL;
+    size_t n = 0;
+    if (rd_kafka_message_headers(m, &h) || rd_kafka_header_get_last(h, "fsgd.sent_us", &v, &n) || !v || n == 0 ||
+        n >= 24)
+        return;
+    char buf[24];
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    char *end;
+    long long us = strtoll(buf, &end, 10);
+    if (*end || us <= 0)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double ms = ((double)now.tv_sec * 1e6 + now.tv_nsec / 1e3 - (double)us) / 1e3;
+    l->ms[l->n++ % FSGD_KLAT_CAP] = ms;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double fsgd_klat_quantile(const fsgd_klat_t *l, double q)
+{
+    size_t n = l->n < FSGD_KLAT_CAP ? (size_t)l->n : FSGD_KLAT_CAP;
+    if (!n)
+        return -1;
+    double *c = malloc(n * sizeof *c);
+    if (!c)
+        return -1;
+    memcpy(c, l->ms, n * sizeof *c);
+    qsort(c, n, sizeof *c, cmp_double);
+    double v = c[(size_t)(q * (double)(n - 1) + 0.5)];
+    free(c);
+    return v;
 }
 
 /* --- the embedded cluster --- */

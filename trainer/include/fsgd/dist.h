@@ -67,6 +67,7 @@ int fsgd_dist_topics_unused(const fsgd_job_t *job, struct rd_kafka_s *rk, int da
 typedef struct fsgd_worker_stats {
     uint64_t steps_sent, rows, bytes_up, bytes_down, corrupt, duplicates, resyncs;
     double t_grad, t_encode, t_wait;
+    double hop_model_ms_p50, hop_model_ms_p99; /* NAME.model produce-to-consume latency (-1: none) */
 } fsgd_worker_stats_t;
 
 /* Runs one worker until the aggregator publishes the final model, *stop
@@ -96,6 +97,7 @@ typedef struct fsgd_agg_stats {
     uint64_t bytes_up, bytes_model, bytes_down, raw_bytes, codec_bytes;
     double t_grad, t_encode, t_decode, t_wait, t_update, seconds;
     double step_ms_p50, step_ms_p99, step_ms_mean;
+    double hop_grads_ms_p50, hop_grads_ms_p99; /* NAME.grads produce-to-consume latency (-1: none) */
     double last_loss;
     int resumed_from_step; /* -1: fresh start */
     int n_epochs;

@@ -150,6 +150,24 @@ int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partit
 int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                          int timeout_ms, char *err, size_t errsz);
 
+/* Produce-to-consume latency of one hop. fsgd_kbus_send stamps every frame
+ * with the header fsgd.sent_us (wall clock, microseconds, text) when it hands
+ * it to librdkafka; a receiver adds each consumed message here and gets
+ * now - stamp: client queueing, the broker (replication with acks=all) and
+ * the fetch. Keeps the last FSGD_KLAT_CAP samples; plain data, zero it to
+ * start. Not thread safe. */
+#define FSGD_KLAT_CAP 8192
+typedef struct fsgd_klat {
+    double ms[FSGD_KLAT_CAP];
+    uint64_t n; /* samples added (the last FSGD_KLAT_CAP are kept) */
+} fsgd_klat_t;
+
+/* Adds m's latency (no-op for a message without the stamp). */
+void fsgd_klat_add(fsgd_klat_t *l, const rd_kafka_message_t *m);
+
+/* Quantile q (0..1) of the kept samples in ms; -1 without samples. */
+double fsgd_klat_quantile(const fsgd_klat_t *l, double q);
+
 /* "<job>.<suffix>" into out. */
 void fsgd_kbus_topic(char *out, size_t cap, const char *job, const char *suffix);
 
