@@ -12,6 +12,8 @@ build_pkgs="gcc make pkg-config librdkafka-dev liblz4-dev libyaml-dev libopenbla
 test_pkgs="python3 python3-sklearn liblinear-tools kcat clang libclang-rt-dev iproute2 docker-compose"
 # the real Kafka broker of the tests (tests/kafka): a JVM and Maven
 test_pkgs="$test_pkgs openjdk-17-jre-headless maven"
+# tests/bench/dist_net.sh: the 1 Gbit/s links (DNAT into the namespaces)
+test_pkgs="$test_pkgs iptables"
 missing=()
 for p in $build_pkgs $test_pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

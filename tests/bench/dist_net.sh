@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Distributed training over Kafka (the embedded cluster) with 2, 3 and 4
-# workers, codecs none and fastsgd, over plain loopback and over emulated
-# 1 Gbit/s links, all in one run, with fastsgd/none ratios per (link, workers).
+# Distributed training over Kafka with 2, 3 and 4 workers, codecs none and
+# fastsgd, over plain loopback and over emulated 1 Gbit/s links, on the
+# embedded cluster (mock) and on a real Apache Kafka broker (real,
+# tests/kafka/broker.sh, one node), all in one run, with fastsgd/none ratios
+# per (broker, link, workers) and real/mock ratios of step time and per-hop
+# latency.
 #
 # Data: CTR-shaped rows from `fsgd gen` (Zipf feature popularity), dimension
 # 2^20, ~100 nonzeros per row, a fixed global batch (rows per step, split over
 # the workers), so that each worker's raw gradient per step is a few hundred
 # KB (the aggregator's metrics report gradient_raw) and every worker count runs
-# the same algorithm. The dimension is capped by the embedded cluster: the
+# the same algorithm. The dimension is capped by the embedded cluster (the
+# real broker runs the same data, so the two compare): the
 # aggregator's full model snapshot (4 bytes per weight, chunked below 1 MiB)
 # goes to the single-partition model topic and must fit the mock's 5 MiB per
 # partition, so 2^20 weights (4 MiB) is the most it can hold; the data topic
-# gets one partition per 2 MiB of text (fsgd run --broker-only sizes it).
+# gets one partition per 2 MiB of text, at least 12 (fsgd run --broker-only
+# sizes it; the real broker gets the same count).
 #
 # Links. The mock brokers listen on 127.0.0.1 only and advertise 127.0.0.1 in
 # their metadata (librdkafka 2.0.2 has no listener setting), so a client in
@@ -28,6 +33,9 @@
 # parameter server next to the broker would). Only 10.201.x addresses inside
 # these namespaces are used. link=loopback runs the same processes in the
 # current namespace. Without root or `ip netns`, only loopback runs.
+# The real broker (a JVM, advertising 127.0.0.1:PORT too) runs where the mock
+# does: in B for link=1gbit, here for loopback; one broker per link, a fresh
+# job name per configuration.
 #
 # Measured per configuration, from the aggregator's metrics JSON:
 #   epoch_s           mean wall time of epochs 2..E (epoch 1 also loads the
@@ -39,9 +47,17 @@
 #                     aggregator / model frames published times live workers
 #   link_bytes_up/down (1gbit only) bytes the worker veths sent / received,
 #                     all traffic (data loading, Kafka protocol, TCP/IP)
+#   step_p50_ms       the aggregator's step time, p50 (a step: model out,
+#                     gradients back)
+#   hop_grads_p50_ms  produce-to-consume latency of NAME.grads frames, worker
+#                     -> broker -> aggregator, p50 (fsgd.sent_us header)
+#   hop_model_p50_ms  the same for NAME.model frames, aggregator -> broker ->
+#                     workers (median of the workers' p50s)
 # Env: DIST_NET_WORKERS ("2 3 4"), DIST_NET_EPOCHS (8), DIST_NET_ROWS (80000),
 # DIST_NET_BATCH (6000), DIST_NET_DIM (1048576), DIST_NET_NNZ (100),
-# DIST_NET_TARGET (0.45), DIST_NET_LINKS ("loopback 1gbit").
+# DIST_NET_TARGET (0.45), DIST_NET_LINKS ("loopback 1gbit"), DIST_NET_BROKERS
+# ("mock real"; real needs java, mvn, kcat: without them it says so and runs
+# mock only).
 set -euo pipefail
 FSGD=$(realpath "${FSGD:-bin/fsgd}")
 PY=/usr/bin/python3
@@ -53,6 +69,8 @@ dim=${DIST_NET_DIM:-1048576}
 nnz=${DIST_NET_NNZ:-100}
 target=${DIST_NET_TARGET:-0.45}
 want_links=${DIST_NET_LINKS:-loopback 1gbit}
+want_brokers=${DIST_NET_BROKERS:-mock real}
+BROKER_SH=$(cd "$(dirname "$0")/../kafka" && pwd)/broker.sh
 tmp=$(mktemp -d)
 tag=fdn$$
 NSB=$tag-b
@@ -60,10 +78,12 @@ maxw=0
 for w in $workers_list; do [ "$w" -gt "$maxw" ] && maxw=$w; done
 PIDS=()
 NETNS=()
+KDIRS=()
 cleanup() {
     local p n
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    for n in "${KDIRS[@]}"; do "$BROKER_SH" stop "$n" >/dev/null 2>&1 || true; done
     for n in "${NETNS[@]}"; do ip netns del "$n" 2>/dev/null || true; done
     rm -rf "$tmp"
 }
@@ -122,6 +142,22 @@ for l in $want_links; do
     fi
 done
 
+brokers_kinds=()
+for b in $want_brokers; do
+    if [ "$b" = real ]; then
+        if why=$("$BROKER_SH" check) && "$BROKER_SH" install >"$tmp/install.log" 2>&1; then
+            brokers_kinds+=(real)
+        else
+            echo "bench dist_net note=\"real Kafka broker unavailable (${why:-$(tail -1 "$tmp/install.log")}): mock only\""
+        fi
+    else
+        brokers_kinds+=("$b")
+    fi
+done
+data_bytes=$(stat -c %s "$tmp/train.svm")
+data_parts=$(((data_bytes + 2097151) / 2097152))
+[ "$data_parts" -lt 12 ] && data_parts=12
+
 # ns_pre NS: the command prefix that runs in namespace NS ("" = here). Used
 # directly (not through a shell function) so that $! of a background job is
 # the fsgd process itself (ip netns exec execs it) and kill reaches it.
@@ -136,30 +172,52 @@ veth_bytes() { # total tx and rx of the worker-side veths, "tx rx"
     echo "$tx $rx"
 }
 
-run_one() { # link workers codec: writes $tmp/LINK-W-CODEC.json and .env
-    local link=$1 w=$2 codec=$3 nsb="" i
-    local base="$tmp/$link-$w-$codec" name="dn$w$codec"
+REAL_BROKERS=
+# real_start LINK / real_stop LINK: one real broker per link, where the mock runs
+real_start() {
+    local nsb="" pb d=$tmp/kafka-$1
+    [ "$1" = 1gbit ] && nsb=$NSB
+    read -r -a pb <<<"$(ns_pre "$nsb")"
+    KDIRS+=("$d")
+    REAL_BROKERS=$(${pb[@]+"${pb[@]}"} "$BROKER_SH" start "$d" 1 | sed -n 's/^brokers=//p')
+    [ -n "$REAL_BROKERS" ]
+}
+real_stop() {
+    "$BROKER_SH" stop "$tmp/kafka-$1"
+    REAL_BROKERS=
+}
+
+run_one() { # broker link workers codec: writes $tmp/BROKER-LINK-W-CODEC.json and .env
+    local kind=$1 link=$2 w=$3 codec=$4 nsb="" i
+    local base="$tmp/$kind-$link-$w-$codec" name="dn$w$codec"
+    [ "$kind" = real ] && name="dn$w$codec-$link-$$"
     [ "$link" = 1gbit ] && nsb=$NSB
     local common=(--name "$name" --test "$tmp/test.svm" --dim "$dim" --epochs "$epochs" --batch "$batch"
-        --lr 0.01 --codec "$codec" --quiet)
-    local pb pw
+        --lr 0.01 --codec "$codec")
+    local pb pw broker=""
     read -r -a pb <<<"$(ns_pre "$nsb")"
-    ${pb[@]+"${pb[@]}"} "$FSGD" run --broker-only --name "$name" --data "$tmp/train.svm" >"$base.broker" 2>&1 &
-    local broker=$!
-    PIDS+=("$broker")
     local brokers=""
-    # The mock cluster's setup ops can each wait for its 1 s poll: with many
-    # partitions the embedded broker takes from 0.1 s to tens of seconds to start.
-    for ((i = 0; i < 900; i++)); do
-        brokers=$(sed -n 's/^brokers=//p' "$base.broker")
-        [ -n "$brokers" ] && break
-        sleep 0.1
-    done
-    [ -n "$brokers" ] || { echo "broker did not start:"; cat "$base.broker"; return 1; }
+    if [ "$kind" = real ]; then
+        brokers=$REAL_BROKERS
+        ${pb[@]+"${pb[@]}"} "$FSGD" run --broker-only --brokers "$brokers" --name "$name" --partitions "$data_parts" \
+            >"$base.broker" 2>&1 || { echo "topics not created:"; cat "$base.broker"; return 1; }
+    else
+        ${pb[@]+"${pb[@]}"} "$FSGD" run --broker-only --name "$name" --data "$tmp/train.svm" >"$base.broker" 2>&1 &
+        broker=$!
+        PIDS+=("$broker")
+        # The mock cluster's setup ops can each wait for its 1 s poll: with many
+        # partitions the embedded broker takes from 0.1 s to tens of seconds to start.
+        for ((i = 0; i < 900; i++)); do
+            brokers=$(sed -n 's/^brokers=//p' "$base.broker")
+            [ -n "$brokers" ] && break
+            sleep 0.1
+        done
+        [ -n "$brokers" ] || { echo "broker did not start:"; cat "$base.broker"; return 1; }
+    fi
     ${pb[@]+"${pb[@]}"} "$FSGD" produce --brokers "$brokers" --name "$name" --quiet "$tmp/train.svm" >"$base.produce" 2>&1
     local before="0 0"
     [ "$link" = 1gbit ] && before=$(veth_bytes)
-    ${pb[@]+"${pb[@]}"} "$FSGD" aggregator --brokers "$brokers" --workers "$w" "${common[@]}" \
+    ${pb[@]+"${pb[@]}"} "$FSGD" aggregator --brokers "$brokers" --workers "$w" "${common[@]}" --quiet \
         --target-loss "$target" --metrics-json "$base.json" >"$base.agg" 2>&1 &
     local agg=$!
     PIDS+=("$agg")
@@ -177,27 +235,32 @@ run_one() { # link workers codec: writes $tmp/LINK-W-CODEC.json and .env
     for i in "${wp[@]}"; do wait "$i" || true; done
     local after="0 0"
     [ "$link" = 1gbit ] && after=$(veth_bytes)
-    kill "$broker" 2>/dev/null || true
-    wait "$broker" 2>/dev/null || true
+    if [ -n "$broker" ]; then
+        kill "$broker" 2>/dev/null || true
+        wait "$broker" 2>/dev/null || true
+    fi
     PIDS=()
     if [ $rc -ne 0 ]; then
-        echo "bench dist_net error link=$link workers=$w codec=$codec: aggregator status $rc"
+        echo "bench dist_net error broker=$kind link=$link workers=$w codec=$codec: aggregator status $rc"
         tail -5 "$base.agg"
         return 1
     fi
     read -r b0 r0 <<<"$before"
     read -r b1 r1 <<<"$after"
-    echo "link_up=$((b1 - b0)) link_down=$((r1 - r0))" >"$base.env"
+    # the workers' NAME.model hop p50s (last line of each worker)
+    local hops
+    hops=$(sed -n 's/.*model hop p50 \([0-9.-]*\) ms.*/\1/p' "$base".w* | tr '\n' ',' | sed 's/,$//')
+    echo "link_up=$((b1 - b0)) link_down=$((r1 - r0)) model_hops=${hops:-}" >"$base.env"
 }
 
-report() { # link workers
-    "$PY" - "$tmp/$1-$2-none" "$tmp/$1-$2-fastsgd" "$1" "$2" <<'PYEOF'
-import json, sys
-link, w = sys.argv[3], sys.argv[4]
+report() { # broker link workers
+    "$PY" - "$tmp/$1-$2-$3-none" "$tmp/$1-$2-$3-fastsgd" "$1" "$2" "$3" <<'PYEOF'
+import json, statistics, sys
+kind, link, w = sys.argv[3], sys.argv[4], sys.argv[5]
 figs = {}
 for base, codec in ((sys.argv[1], "none"), (sys.argv[2], "fastsgd")):
     m = json.load(open(base + ".json"))
-    env = dict(kv.split("=") for kv in open(base + ".env").read().split())
+    env = dict(kv.split("=", 1) for kv in open(base + ".env").read().split())
     e = m["per_epoch"]
     assert all(x["rows"] == m["dataset_rows"] for x in e), "rows per epoch differ from the dataset"
     epoch_s = (e[-1]["seconds_from_step1"] - e[0]["seconds_from_step1"]) / max(1, len(e) - 1)
@@ -208,33 +271,68 @@ for base, codec in ((sys.argv[1], "none"), (sys.argv[2], "fastsgd")):
     link_fig = ""
     if link != "loopback":
         link_fig = " link_bytes_up=%s link_bytes_down=%s" % (env["link_up"], env["link_down"])
-    print("bench dist link=%s workers=%s codec=%s epoch_s=%.3f epoch1_s=%.3f time_to_target_s=%.3f target_step=%d "
-          "wire_bytes_up=%d wire_bytes_down=%d%s test_auc=%.5f grad_raw_kb_per_worker_step=%.0f compression=%.2f "
-          "step_p50_ms=%.2f steps=%d empty_steps=%d workers_dropped=%d join_s=%.2f" %
-          (link, w, codec, epoch_s, e[0]["seconds_from_step1"], f["ttt"], m["target_loss_step"], f["up"], f["down"],
-           link_fig, m["test"]["auc"], m["bytes"]["gradient_raw"] / steps / int(w) / 1024, m["compression_ratio"],
-           m["step_latency_ms"]["p50"], m["steps"], m["empty_steps"], m["workers"]["dropped"], m["step1_at_seconds"]))
+    hops = [float(x) for x in env.get("model_hops", "").split(",") if x and float(x) >= 0]
+    hop_model = statistics.median(hops) if hops else float("nan")
+    hop_grads = m.get("hop_latency_ms", {}).get("grads_p50", float("nan"))
+    print("bench dist broker=%s link=%s workers=%s codec=%s epoch_s=%.3f epoch1_s=%.3f time_to_target_s=%.3f "
+          "target_step=%d wire_bytes_up=%d wire_bytes_down=%d%s test_auc=%.5f grad_raw_kb_per_worker_step=%.0f "
+          "compression=%.2f step_p50_ms=%.2f hop_grads_p50_ms=%.3f hop_model_p50_ms=%.3f steps=%d empty_steps=%d "
+          "workers_dropped=%d join_s=%.2f" %
+          (kind, link, w, codec, epoch_s, e[0]["seconds_from_step1"], f["ttt"], m["target_loss_step"], f["up"],
+           f["down"], link_fig, m["test"]["auc"], m["bytes"]["gradient_raw"] / steps / int(w) / 1024,
+           m["compression_ratio"], m["step_latency_ms"]["p50"], hop_grads, hop_model, m["steps"], m["empty_steps"],
+           m["workers"]["dropped"], m["step1_at_seconds"]))
     if m["empty_steps"]:
         # a worker that joined the consumer group after step 1 makes the group
         # rebalance: steps wait for the new assignment and carry no rows
-        print("bench dist note=\"link=%s workers=%s codec=%s: %d empty steps (a consumer-group rebalance after step 1); "
-              "its epoch 1 and time to target include that stall\"" % (link, w, codec, m["empty_steps"]))
+        print("bench dist note=\"broker=%s link=%s workers=%s codec=%s: %d empty steps (a consumer-group rebalance "
+              "after step 1); its epoch 1 and time to target include that stall\"" % (kind, link, w, codec,
+                                                                                    m["empty_steps"]))
 a, b = figs["none"], figs["fastsgd"]
-print("bench dist_ratio link=%s workers=%s epoch_time_fastsgd_over_none=%.3f bytes_fastsgd_over_none=%.3f "
+print("bench dist_ratio broker=%s link=%s workers=%s epoch_time_fastsgd_over_none=%.3f bytes_fastsgd_over_none=%.3f "
       "bytes_up_fastsgd_over_none=%.3f time_to_target_fastsgd_over_none=%.3f" %
-      (link, w, b["epoch_s"] / a["epoch_s"], (b["up"] + b["down"]) / (a["up"] + a["down"]), b["up"] / a["up"],
+      (kind, link, w, b["epoch_s"] / a["epoch_s"], (b["up"] + b["down"]) / (a["up"] + a["down"]), b["up"] / a["up"],
        b["ttt"] / a["ttt"]))
+PYEOF
+}
+
+compare() { # link workers codec: real over mock, when both ran
+    [ -f "$tmp/mock-$1-$2-$3.json" ] && [ -f "$tmp/real-$1-$2-$3.json" ] || return 0
+    "$PY" - "$tmp/mock-$1-$2-$3" "$tmp/real-$1-$2-$3" "$1" "$2" "$3" <<'PYEOF'
+import json, statistics, sys
+out = {}
+for base, kind in ((sys.argv[1], "mock"), (sys.argv[2], "real")):
+    m = json.load(open(base + ".json"))
+    env = dict(kv.split("=", 1) for kv in open(base + ".env").read().split())
+    hops = [float(x) for x in env.get("model_hops", "").split(",") if x and float(x) >= 0]
+    out[kind] = (m["step_latency_ms"]["p50"], m.get("hop_latency_ms", {}).get("grads_p50", float("nan")),
+                 statistics.median(hops) if hops else float("nan"))
+(sm, gm, mm), (sr, gr, mr) = out["mock"], out["real"]
+print("bench dist_broker link=%s workers=%s codec=%s step_p50_ms_mock=%.2f step_p50_ms_real=%.2f "
+      "hop_grads_p50_ms_mock=%.3f hop_grads_p50_ms_real=%.3f hop_model_p50_ms_mock=%.3f hop_model_p50_ms_real=%.3f "
+      "step_p50_real_over_mock=%.3f" % (sys.argv[3], sys.argv[4], sys.argv[5], sm, sr, gm, gr, mm, mr, sr / sm))
 PYEOF
 }
 
 status=0
 for link in "${links[@]}"; do
-    for w in $workers_list; do
-        if run_one "$link" "$w" none && run_one "$link" "$w" fastsgd; then
-            report "$link" "$w" || status=1
-        else
+    for kind in "${brokers_kinds[@]}"; do
+        if [ "$kind" = real ] && ! real_start "$link"; then
+            echo "bench dist_net error broker=real link=$link: the broker did not start"
             status=1
+            continue
         fi
+        for w in $workers_list; do
+            if run_one "$kind" "$link" "$w" none && run_one "$kind" "$link" "$w" fastsgd; then
+                report "$kind" "$link" "$w" || status=1
+            else
+                status=1
+            fi
+        done
+        [ "$kind" = real ] && real_stop "$link"
+    done
+    for w in $workers_list; do
+        for codec in none fastsgd; do compare "$link" "$w" "$codec" || status=1; done
     done
 done
 exit $status
