@@ -79,6 +79,10 @@ size_t fsgd_backend_encoded_bound(const fsgd_codec_t *codec, const fsgd_csr_t *b
  * (only the message crosses the bus), 0 when it encodes on the host. */
 int fsgd_backend_encodes_on_device(const fsgd_backend_t *b, const fsgd_codec_t *codec);
 
+/* Loads all of θ (n weights, the whole model) into the backend, as after a
+ * snapshot; a backend that reads the host array in place does nothing. */
+int fsgd_backend_load(fsgd_backend_t *b, const float *theta, uint64_t n, char *err, size_t errsz);
+
 /* Space separated names of the backends built in ("cpu cuda"). Static. */
 const char *fsgd_backend_list(void);
 

@@ -42,6 +42,10 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
 
 typedef struct fsgd_worker_stats {
     uint64_t steps_sent, rows, bytes_up, bytes_down, corrupt, duplicates, resyncs;
+    /* Compressed downlink: replica checks that failed (then a resync), uplink
+     * messages the aggregator did not apply (residual put back), residuals
+     * dropped because the aggregator restarted from a checkpoint. */
+    uint64_t replica_mismatch, ef_undone, ef_discarded;
     double t_grad, t_encode, t_wait;
 } fsgd_worker_stats_t;
 
@@ -70,6 +74,11 @@ typedef struct fsgd_agg_stats {
     int epoch;
     uint64_t grads_accepted, duplicates, corrupt, stale, conflicts, workers_dropped, workers_live;
     uint64_t bytes_up, bytes_model, bytes_down, raw_bytes, codec_bytes;
+    /* Per step, for the benchmark: bytes a worker sent (mean over applied
+     * gradient messages) and bytes each worker received (the model message). */
+    uint64_t up_msgs, down_msgs, down_bytes_msg, replica_checks;
+    double t_down_encode;
+    char downlink[256]; /* "full" or the downlink codec spec */
     double t_grad, t_encode, t_decode, t_wait, t_update, seconds;
     double step_ms_p50, step_ms_p99, step_ms_mean;
     double last_loss;

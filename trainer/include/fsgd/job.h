@@ -33,6 +33,7 @@ typedef struct fsgd_job {
     int threads;                     /* local workers in `fsgd train` (default: cores) */
     char backend[32];                /* cpu | cuda | auto */
     char codec[256];                 /* codec spec, "none" by default */
+    char downlink[256];              /* auto | full | a lossy codec spec (fsgd/downlink.h) */
     /* output */
     char out[FSGD_JOB_PATH_MAX];          /* model file ("" -> none) */
     char metrics_json[FSGD_JOB_PATH_MAX]; /* metrics JSON ("" -> none) */
