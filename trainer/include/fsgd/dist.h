@@ -54,6 +54,14 @@ typedef struct fsgd_worker_stats {
 int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st, char *err,
                     size_t errsz);
 
+/* The embedded (mock) cluster keeps 5 MiB per partition and NAME.model has
+ * one partition: a snapshot and the deltas after it must fit. */
+#define FSGD_EMBEDDED_MAX_MODEL_WEIGHTS (1100u * 1000u)
+#define FSGD_EMBEDDED_MODEL_LIMIT_MSG                                                                          \
+    "a model of %llu weights needs %.1f MiB snapshots on the single-partition model topic; the embedded "    \
+    "cluster keeps 5 MiB per partition, so it holds at most %llu weights (about 2^20): run against a real "  \
+    "Kafka with --brokers HOST:PORT (docker compose up, or your cluster), or lower --dim"
+
 /* --- aggregator --- */
 
 typedef struct fsgd_agg_epoch {
