@@ -807,10 +807,7 @@ static int apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *
     uint64_t R = a->rows_step;
     size_t nt = 0;
     if (R > 0) {
-        FSGD_TRY(fsgd_reducer_take(a->red, 1.0 / (double)R, &a->g));
-        if (a->job->l2 > 0)
-            for (size_t i = 0; i < a->g.n; i++)
-                a->g.vals[i] += (float)(a->job->l2 * a->adam.theta[a->g.keys[i]]);
+        FSGD_TRY(fsgd_reducer_take_step(a->red, 1.0 / (double)R, a->job->l2, a->adam.theta, &a->g));
         fsgd_adam_step(&a->adam, a->g.keys, a->g.vals, a->g.n);
         nt = a->g.n;
         a->s->adam_steps++;
