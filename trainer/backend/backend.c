@@ -102,3 +102,13 @@ int fsgd_backend_encodes_on_device(const fsgd_backend_t *b, const fsgd_codec_t *
 }
 
 const char *fsgd_backend_list(void) { return fsgd_backend_cuda_built ? "cpu cuda" : "cpu"; }
+
+const char *fsgd_backend_cuda_build(void) { return fsgd_backend_cuda_build_info; }
+
+int fsgd_backend_available(const char *name, char *err, size_t errsz)
+{
+    const fsgd_backend_ops_t *ops = find_ops(name);
+    if (!ops)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unknown backend '%s' (built: %s)", name, fsgd_backend_list()), 0;
+    return ops->available(err, errsz);
+}

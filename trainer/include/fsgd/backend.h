@@ -82,4 +82,12 @@ int fsgd_backend_encodes_on_device(const fsgd_backend_t *b, const fsgd_codec_t *
 /* Space separated names of the backends built in ("cpu cuda"). Static. */
 const char *fsgd_backend_list(void);
 
+/* How the CUDA backend was built: "toolkit 13.0.88 at /usr/local/cuda,
+ * cuSPARSE 12.6.3, CUDA runtime API 13000", or "not built (...)". Static. */
+const char *fsgd_backend_cuda_build(void);
+
+/* 1 when the named backend can run here now; 0 with the reason in err
+ * ("cuda: no device (cudaGetDeviceCount: ...)", "cuda: built without CUDA"). */
+int fsgd_backend_available(const char *name, char *err, size_t errsz);
+
 #endif
