@@ -135,7 +135,9 @@ asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
-bench: all $(BENCHES)
+# deps first: tests/bench/peers_compare.sh needs LIBLINEAR and the venv it installs.
+bench: deps
+	$(MAKE) all $(BENCHES)
 	BUILD=$(BUILD) FSGD=$(FSGD) tests/bench/run_bench.sh
 
 FUZZ_SECONDS ?= 60
@@ -161,7 +163,9 @@ check: deps
 	$(MAKE) test
 	$(MAKE) asan
 
+# Keeps build/venv (scripts/install-peers.sh): rebuilding it means a download.
 clean:
-	rm -rf build build-asan bin
+	rm -rf build-asan bin
+	[ ! -d build ] || find build -mindepth 1 -maxdepth 1 ! -name venv -exec rm -rf {} +
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

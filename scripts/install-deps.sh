@@ -5,9 +5,12 @@
 #   scripts/install-deps.sh --check  only report what is missing (exit 1 if any)
 # Then, unless CUDA=0 or a complete toolkit is at CUDA_PATH (default
 # /usr/local/cuda), it installs NVIDIA's CUDA wheels into .deps/cuda so that
-# the CUDA backend is compiled and linked even here (install-cuda-wheels.sh).
+# the CUDA backend is compiled and linked even here (install-cuda-wheels.sh);
+# and last the pinned peer tools (Vowpal Wabbit, confluent-kafka) into
+# build/venv (install-peers.sh).
 set -eu
 cd "$(dirname "$0")/.."
+peers=scripts/install-peers.sh
 
 # The pieces the Makefile requires of a toolkit (see cuda_missing there).
 cuda_complete() {
@@ -29,10 +32,11 @@ for p in $build_pkgs $test_pkgs; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
     install_cuda "${1:-}"
-    exit 0
+    exec "$peers" "$@"
 fi
 if [ "${1:-}" = "--check" ]; then
     echo "missing packages: ${missing[*]}"
+    "$peers" --check || true
     exit 1
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -45,3 +49,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 install_cuda
+"$peers"
