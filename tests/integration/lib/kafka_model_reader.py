@@ -54,7 +54,7 @@ def need(cond, msg):
 
 # --- frame ---
 FRAME_HEADER = 36
-KIND_GRAD, KIND_DELTA, KIND_SNAPSHOT, KIND_PDELTA = 1, 2, 3, 4
+KIND_GRAD, KIND_DELTA, KIND_SNAPSHOT, KIND_PDELTA, KIND_CDELTA = 1, 2, 3, 4, 5
 FLAG_FINAL = 1
 
 
@@ -64,7 +64,7 @@ def parse_frame(v):
     need(v[0:4] == b'FSGK', 'bad magic %r' % bytes(v[0:4]))
     need(v[4] == 1, 'frame version %d' % v[4])
     kind, flags, gen, sender, step, chunk, nchunks, blen = struct.unpack_from('<BHIIQIII', v, 5)
-    need(1 <= kind <= 4, 'unknown kind %d' % kind)
+    need(1 <= kind <= 5, 'unknown kind %d' % kind)
     need(flags & ~FLAG_FINAL == 0, 'reserved flag bits 0x%x' % flags)
     need(1 <= nchunks <= 65536 and chunk < nchunks, 'chunk %d of %d' % (chunk, nchunks))
     need(len(v) == FRAME_HEADER + blen + 4, 'body length %d in a %d-byte value' % (blen, len(v)))
@@ -258,6 +258,9 @@ class ModelTopic:
         self.values.append(value)
         f = parse_frame(value)
         need(f['kind'] != KIND_GRAD, 'a gradient frame on the model topic')
+        # Coded deltas carry a lossy codec's message (codec/FORMAT.md), which
+        # this reader does not decode; jobs with codec none write kind 4.
+        need(f['kind'] != KIND_CDELTA, 'a coded delta (kind 5, lossy downlink): not decoded by this reader')
         got = self.asm.feed(f, index)
         if got is None:
             return
