@@ -66,6 +66,10 @@ int fsgd_dist_topics_unused(const fsgd_job_t *job, struct rd_kafka_s *rk, int da
 
 typedef struct fsgd_worker_stats {
     uint64_t steps_sent, rows, bytes_up, bytes_down, corrupt, duplicates, resyncs;
+    /* Compressed downlink: replica checks that failed (then a resync), uplink
+     * messages the aggregator did not apply (residual put back), residuals
+     * dropped because the aggregator restarted from a checkpoint. */
+    uint64_t replica_mismatch, ef_undone, ef_discarded;
     double t_grad, t_encode, t_wait;
     double hop_model_ms_p50, hop_model_ms_p99; /* NAME.model produce-to-consume latency (-1: none) */
 } fsgd_worker_stats_t;
@@ -74,6 +78,14 @@ typedef struct fsgd_worker_stats {
  * becomes nonzero (may be NULL), or an error. id 0 picks a random id. */
 int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st, char *err,
                     size_t errsz);
+
+/* The embedded (mock) cluster keeps 5 MiB per partition and NAME.model has
+ * one partition: a snapshot and the deltas after it must fit. */
+#define FSGD_EMBEDDED_MAX_MODEL_WEIGHTS (1100u * 1000u)
+#define FSGD_EMBEDDED_MODEL_LIMIT_MSG                                                                          \
+    "a model of %llu weights needs %.1f MiB snapshots on the single-partition model topic; the embedded "    \
+    "cluster keeps 5 MiB per partition, so it holds at most %llu weights (about 2^20): run against a real "  \
+    "Kafka with --brokers HOST:PORT (docker compose up, or your cluster), or lower --dim"
 
 /* --- aggregator --- */
 
@@ -95,6 +107,11 @@ typedef struct fsgd_agg_stats {
     int epoch;
     uint64_t grads_accepted, duplicates, corrupt, stale, conflicts, workers_dropped, workers_live;
     uint64_t bytes_up, bytes_model, bytes_down, raw_bytes, codec_bytes;
+    /* Per step, for the benchmark: bytes a worker sent (mean over applied
+     * gradient messages) and bytes each worker received (the model message). */
+    uint64_t up_msgs, down_msgs, down_bytes_msg, replica_checks;
+    double t_down_encode;
+    char downlink[256]; /* "full" or the downlink codec spec */
     double t_grad, t_encode, t_decode, t_wait, t_update, seconds;
     double step_ms_p50, step_ms_p99, step_ms_mean;
     double hop_grads_ms_p50, hop_grads_ms_p99; /* NAME.grads produce-to-consume latency (-1: none) */
