@@ -2,7 +2,7 @@
 # Outside clients on both ends of a job, written from trainer/KAFKA_FORMAT.md
 # with the confluent-kafka Python client (build/venv, scripts/install-peers.sh),
 # not fsgd's code: a producer writes a9a's rows into NAME.data of the embedded
-# broker, `fsgd run --no-produce` trains on them with 3 workers, and a reader
+# broker (or the real one, FSGD_KAFKA=real), `fsgd run --no-produce` trains on them with 3 workers, and a reader
 # decodes NAME.model (frames, CRC32C, chunks, snapshots, packed deltas) and
 # rebuilds the weights: the FINAL snapshot must equal the model file fsgd wrote
 # bit for bit, and at every snapshot the weights rebuilt from the previous one
@@ -22,20 +22,16 @@ EPOCHS=3
 # this small rarely writes LZ4 values).
 "$VPY" "$lib/kafka_model_reader.py" selftest "$root/tests/fuzz/corpus/wire"
 
-"$FSGD" run --broker-only --name oc --partitions 6 >"$tmp/broker.log" 2>&1 &
-BROKER_PID=$!
-trap 'kill $BROKER_PID 2>/dev/null; wait $BROKER_PID 2>/dev/null; cleanup' EXIT
-for _ in $(seq 100); do grep -q '^brokers=' "$tmp/broker.log" && break; sleep 0.1; done
-brokers=$(sed -n 's/^brokers=//p' "$tmp/broker.log")
-[ -n "$brokers" ] || { echo "embedded broker did not start:"; cat "$tmp/broker.log"; exit 1; }
-echo "embedded cluster at $brokers"
+oc=$(job_name oc)
+kafka_cluster "$oc" 6
+echo "$KAFKA_MODE cluster at $brokers"
 
-out=$("$VPY" "$lib/kafka_outside_producer.py" "$brokers" oc.data "$DATA/a9a")
+out=$("$VPY" "$lib/kafka_outside_producer.py" "$brokers" "$oc.data" "$DATA/a9a")
 echo "$out"
 written=$(sed -n 's/^produced \([0-9]*\) rows.*/\1/p' <<<"$out")
 [ -n "$written" ]
 
-"$FSGD" run --no-produce --brokers "$brokers" --name oc --workers 3 --test "$DATA/a9a.t" --epochs $EPOCHS \
+"$FSGD" run --no-produce --brokers "$brokers" --name "$oc" --workers 3 --test "$DATA/a9a.t" --epochs $EPOCHS \
     --out "$tmp/model.fsgd" --metrics-json "$tmp/m.json" >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; exit 1; }
 
 "$PY" - "$tmp/m.json" "$written" "$EPOCHS" <<'PYEOF'
@@ -48,4 +44,4 @@ ok = m["dataset_rows"] == written and len(per) == epochs and all(r == written fo
 sys.exit(0 if ok else 1)
 PYEOF
 
-"$VPY" "$lib/kafka_model_reader.py" read "$brokers" oc "$tmp/model.fsgd" "$FSGD"
+"$VPY" "$lib/kafka_model_reader.py" read "$brokers" "$oc" "$tmp/model.fsgd" "$FSGD"

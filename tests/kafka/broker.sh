@@ -13,6 +13,7 @@
 #   tests/kafka/broker.sh start-node DIR K    start node K again on its log dir, wait until it answers
 #   tests/kafka/broker.sh wait DIR [N]        wait until N nodes (default: all) are up in the metadata
 #   tests/kafka/broker.sh leader BROKERS TOPIC [PARTITION]   node id leading the partition (default 0)
+#   tests/kafka/broker.sh alter-topic BROKERS TOPIC k=v[,k=v]   change topic configs
 #   tests/kafka/broker.sh delete-records BROKERS TOPIC PARTITION OFFSET
 #                                             move the partition's log start to OFFSET (as retention does)
 #
@@ -107,8 +108,10 @@ background.threads=2
 num.recovery.threads.per.data.dir=1
 num.replica.fetchers=1
 log.cleaner.threads=1
-# small segments so compaction of NAME.model has something to clean in tests
 log.segment.bytes=67108864
+# the log cleaner looks for work every second (default 15 s), so a test of
+# NAME.model's compaction does not wait long
+log.cleaner.backoff.ms=1000
 EOF
 }
 
@@ -222,6 +225,12 @@ wait) wait_up "$1" "${2:-$(nodes_of "$1")}" ;;
 leader)
     kcat -L -b "$1" -t "$2" -m 5 2>/dev/null |
         sed -n "s/^ *partition ${3:-0}, leader \([0-9-]*\),.*/\1/p" | head -1
+    ;;
+alter-topic)
+    [ $# -eq 3 ] || die "alter-topic BROKERS TOPIC k=v[,k=v]"
+    java -Xmx256m -Dlog4j2.configurationFile="$HERE/log4j2.properties" -cp "$LIB/*" kafka.admin.ConfigCommand \
+        --bootstrap-server "$1" --alter --entity-type topics --entity-name "$2" --add-config "$3" 2>&1 |
+        grep -v " INFO " || true
     ;;
 delete-records)
     [ $# -eq 4 ] || die "delete-records BROKERS TOPIC PARTITION OFFSET"

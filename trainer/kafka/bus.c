@@ -401,8 +401,23 @@ int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, i
     }
 }
 
+static int read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
+                      int timeout_ms, int gaps, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+
 int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                          int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+{
+    return read_range(consumer, topic, partition, start, end, timeout_ms, 0, fn, ctx, err, errsz);
+}
+
+int fsgd_kbus_read_compacted(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
+                             int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+{
+    return read_range(consumer, topic, partition, start, end, timeout_ms, 1, fn, ctx, err, errsz);
+}
+
+static int read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
+                      int timeout_ms, int gaps, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
 {
     if (start >= end)
         return 0;
@@ -449,7 +464,7 @@ int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partit
             rd_kafka_message_destroy(m);
             continue;
         }
-        if (m->offset != next) {
+        if (m->offset != next && !gaps) {
             rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
                               "data lost: %s [%d]: expected offset %lld, got %lld (a gap or a log start past "
                               "the position)",

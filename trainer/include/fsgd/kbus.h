@@ -144,6 +144,13 @@ typedef int (*fsgd_kbus_msg_fn)(void *ctx, int32_t partition, int64_t offset, co
 int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                          int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
 
+/* The same for a compacted topic (NAME.model), whose log has holes where
+ * newer messages with the same key replaced older ones: offsets must only
+ * increase. The last offset before end must exist (compaction keeps the
+ * newest message, and never touches the active segment). */
+int fsgd_kbus_read_compacted(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
+                             int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+
 /* Low and high watermarks, queried from the partition's leader. Retriable
  * errors (no leader yet, a leader that moved, a broker not answering) are
  * retried with fresh metadata until timeout_ms; the error then says how
