@@ -320,7 +320,7 @@ int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, c
     if (!buf)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "send: out of memory");
     static const char *kinds[] = {"", "grad", "delta", "snapshot", "delta"};
-    char key[32], step[24], sender[16], chunk[32], sent[24];
+    char key[48], step[24], sender[16], chunk[48], sent[24];
     snprintf(key, sizeof key, "%u", hdr->sender);
     snprintf(step, sizeof step, "%llu", (unsigned long long)hdr->step);
     snprintf(sender, sizeof sender, "%u", hdr->sender);
