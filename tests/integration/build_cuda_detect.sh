@@ -25,7 +25,8 @@ features=$("$FSGD" features)
 if [ -n "$toolkit" ] && [ "${CUDA:-}" != 0 ]; then
     grep -q '^backends: cpu cuda$' <<<"$features" || { echo "toolkit at $toolkit but $FSGD has no CUDA backend:"; echo "$features"; exit 1; }
     grep -q '^cuda backend: toolkit [0-9.]* at ' <<<"$features" || { echo "features does not name the toolkit:"; echo "$features"; exit 1; }
-    ldd "$FSGD" | grep -q 'libcusparse\.so' || { echo "$FSGD does not link libcusparse"; ldd "$FSGD"; exit 1; }
+    ldd "$FSGD" >"$tmp/ldd.txt" # not piped into grep -q: its early exit would fail the pipe
+    grep -q 'libcusparse\.so' "$tmp/ldd.txt" || { echo "$FSGD does not link libcusparse"; cat "$tmp/ldd.txt"; exit 1; }
     echo "ok: $FSGD has the CUDA backend: $(grep '^cuda backend' <<<"$features")"
 else
     grep -q '^backends: cpu$' <<<"$features" || { echo "no toolkit (or CUDA=0) but: $features"; exit 1; }
