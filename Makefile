@@ -88,7 +88,7 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests, fuzz corpus replay and integration scripts; prints
-# "N passed, N failed" last and fails if anything failed.
+# "N passed, N failed, N skipped" last and fails if anything failed.
 test: all $(TESTS) $(REPLAYS)
 	BUILD=$(BUILD) FSGD=$(FSGD) tests/run_tests.sh
 

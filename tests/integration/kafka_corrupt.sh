@@ -3,7 +3,7 @@
 # a frame with a flipped body byte): rejected and counted, the job finishes.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
-command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
+needs_cmd kcat
 ref=$(reference_auc)
 start_run "$tmp/run.log" --workers 3 --batch 128 --name cj --metrics-json "$tmp/m.json"
 wait_for "$tmp/run.log" "epoch 1 step" 40 || { cat "$tmp/run.log"; exit 1; }

@@ -9,7 +9,7 @@
 # workers read it and exit promptly with that error.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
-command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
+needs_cmd kcat
 "$FSGD" run --broker-only --name ct --partitions 6 >"$tmp/broker.log" 2>&1 &
 BROKER_PID=$!
 WPIDS=()

@@ -5,7 +5,7 @@
 # the aggregator wrote (and so does reading the topic directly).
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
-command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
+needs_cmd kcat
 "$FSGD" run --broker-only --name kc --partitions 6 >"$tmp/broker.log" 2>&1 &
 BROKER_PID=$!
 trap 'kill $BROKER_PID 2>/dev/null; cleanup' EXIT

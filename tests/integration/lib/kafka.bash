@@ -3,6 +3,8 @@
 FSGD=${FSGD:-bin/fsgd}
 DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data}
 PY=/usr/bin/python3
+. "$(dirname "${BASH_SOURCE[0]}")/skip.bash"
+needs_data a9a a9a.t
 tmp=$(mktemp -d)
 RUN_PID=
 cleanup() {
