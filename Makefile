@@ -14,10 +14,47 @@
 BUILD     ?= build
 BIN       ?= bin
 CC        ?= cc
-CUDA_PATH ?= /usr/local/cuda
+# CUDA toolkit: CUDA_PATH if given; else /usr/local/cuda, as users expect;
+# else the project's own wheel-built toolkit (scripts/install-cuda-wheels.sh).
+# A toolkit counts only when every piece the backend needs is there, so a
+# partial one (nvcc without cuSPARSE, say) gives a CPU build and one line
+# saying what is missing, never a broken build.
+CUDA_WHEELS := .deps/cuda
+cuda_missing = $(strip \
+    $(if $(wildcard $(1)/bin/nvcc),,bin/nvcc) \
+    $(if $(wildcard $(1)/include/cuda_runtime.h),,include/cuda_runtime.h) \
+    $(if $(wildcard $(1)/include/cusparse.h),,include/cusparse.h) \
+    $(if $(wildcard $(1)/lib64/libcudart.so $(1)/lib/libcudart.so),,lib64/libcudart.so) \
+    $(if $(wildcard $(1)/lib64/libcusparse.so $(1)/lib/libcusparse.so),,lib64/libcusparse.so))
+CUDA_SEARCHED = under $(CUDA_PATH)
+ifeq ($(origin CUDA_PATH),undefined)
+  CUDA_SEARCHED := under /usr/local/cuda or $(CUDA_WHEELS)
+  CUDA_PATH := $(if $(call cuda_missing,/usr/local/cuda),$(if $(call cuda_missing,$(CUDA_WHEELS)),/usr/local/cuda,$(abspath $(CUDA_WHEELS))),/usr/local/cuda)
+endif
+CUDA_MISSING := $(call cuda_missing,$(CUDA_PATH))
+CUDA_LIBDIR  := $(firstword $(wildcard $(CUDA_PATH)/lib64/libcusparse.so $(CUDA_PATH)/lib/libcusparse.so))
+CUDA_LIBDIR  := $(abspath $(dir $(if $(CUDA_LIBDIR),$(CUDA_LIBDIR),$(CUDA_PATH)/lib64/)))
 NVCC      ?= $(CUDA_PATH)/bin/nvcc
-# CUDA=1 builds the CUDA backend, CUDA=0 leaves it out; default: when nvcc exists.
-CUDA      ?= $(if $(and $(wildcard $(NVCC)),$(wildcard trainer/backend/*.cu)),1,0)
+# CUDA=1 builds the CUDA backend (and fails at once if a piece is missing),
+# CUDA=0 leaves it out; default: on when the toolkit is complete.
+ifeq ($(origin CUDA),undefined)
+  ifneq ($(wildcard trainer/backend/*.cu),)
+    CUDA := $(if $(CUDA_MISSING),0,1)
+    ifneq ($(CUDA_MISSING),)
+      ifneq ($(MAKECMDGOALS),clean)
+        $(info fsgd: CUDA backend left out: $(CUDA_MISSING) not found $(CUDA_SEARCHED); building the CPU backend)
+      endif
+    endif
+  else
+    CUDA := 0
+  endif
+else ifeq ($(CUDA),1)
+  ifneq ($(CUDA_MISSING),)
+    $(error CUDA=1 but $(CUDA_MISSING) not found under $(CUDA_PATH) (set CUDA_PATH, run scripts/install-cuda-wheels.sh, or build with CUDA=0))
+  endif
+endif
+# What `fsgd features` reports: nvcc's release and the folder it came from.
+CUDA_TOOLKIT := $(if $(filter 1,$(CUDA)),$(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\), V\([0-9.]*\).*/\2/p') at $(abspath $(CUDA_PATH)))
 # Device targets; never -arch=native so images run on any listed GPU.
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
@@ -26,7 +63,9 @@ OPT       ?= -O2
 SAN       ?=
 
 WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter $(WERROR)
-CPPFLAGS = -Icodec/include -Idata/include -Itrainer/include -D_GNU_SOURCE -DFSGD_HAVE_CUDA=$(CUDA)
+CPPFLAGS = -Icodec/include -Idata/include -Itrainer/include -D_GNU_SOURCE -DFSGD_HAVE_CUDA=$(CUDA) \
+           -DFSGD_CUDA_TOOLKIT='"$(CUDA_TOOLKIT)"'
+
 CFLAGS   = -std=c11 $(OPT) -g $(WARN) -pthread -MMD -MP $(SAN)
 LDFLAGS  = -pthread $(SAN)
 LDLIBS   = -lrdkafka -llz4 -lyaml -lm
@@ -38,7 +77,7 @@ TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
 
-FLAGS_ID  := $(shell echo '$(CC) $(CPPFLAGS) $(CFLAGS) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
+FLAGS_ID  := $(shell echo '$(CC) $(subst ',,$(CPPFLAGS)) $(CFLAGS) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
 FLAGS_STAMP := $(BUILD)/.flags-$(FLAGS_ID)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -49,7 +88,7 @@ LIBFSGD   := $(BUILD)/libfsgd.a
 FSGD      := $(BIN)/fsgd
 
 ifeq ($(CUDA),1)
-  LDFLAGS += -L$(CUDA_PATH)/lib64 -Wl,-rpath,$(CUDA_PATH)/lib64
+  LDFLAGS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
   # cub (used by backend_cuda.cu) needs the C++ runtime; we link with $(CC).
   LDLIBS  += -lcusparse -lcudart -lstdc++
 endif
@@ -97,7 +136,9 @@ asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
-bench: all $(BENCHES)
+# deps first: tests/bench/peers_compare.sh needs LIBLINEAR and the venv it installs.
+bench: deps
+	$(MAKE) all $(BENCHES)
 	BUILD=$(BUILD) FSGD=$(FSGD) tests/bench/run_bench.sh
 
 FUZZ_SECONDS ?= 60
@@ -126,7 +167,9 @@ check: deps
 	$(MAKE) test
 	$(MAKE) asan
 
+# Keeps build/venv (scripts/install-peers.sh): rebuilding it means a download.
 clean:
-	rm -rf build build-asan bin
+	rm -rf build-asan bin
+	[ ! -d build ] || find build -mindepth 1 -maxdepth 1 ! -name venv -exec rm -rf {} +
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -214,7 +214,23 @@ int fsgd_codec_id(const fsgd_codec_t *c) { return c->vt->id; }
 int fsgd_codec_is_lossless(const fsgd_codec_t *c) { return !c->vt->lossy; }
 void fsgd_codec_last_stats(const fsgd_codec_t *c, fsgd_codec_stats_t *st) { *st = c->last; }
 const fsgd_sparse_t *fsgd_codec_residual(const fsgd_codec_t *c) { return &c->residual; }
-void fsgd_codec_reset(fsgd_codec_t *c) { c->residual.n = 0; }
+void fsgd_codec_reset(fsgd_codec_t *c)
+{
+    c->residual.n = 0;
+    c->can_undo = 0;
+}
+
+int fsgd_codec_undo_last(fsgd_codec_t *c)
+{
+    if (!c->ef || !c->can_undo)
+        return 0;
+    /* ef_update swapped the residual before the encode into nextres. */
+    fsgd_sparse_t t = c->residual;
+    c->residual = c->nextres;
+    c->nextres = t;
+    c->can_undo = 0;
+    return 1;
+}
 
 size_t fsgd_codec_bound(const fsgd_codec_t *c, size_t n)
 {
@@ -352,6 +368,7 @@ int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, 
                       size_t cap, size_t *out_len, char *err, size_t errsz)
 {
     *out_len = 0;
+    c->can_undo = 0;
     FSGD_TRY(check_input(c, keys, vals, n, err, errsz));
     if (c->ef) {
         FSGD_TRY(ef_merge(c, keys, vals, n, err, errsz));
@@ -376,8 +393,10 @@ int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, 
         return rc;
     }
     size_t total = fsgd_codec_frame_write(c, out, count, blen);
-    if (c->ef)
+    if (c->ef) {
         FSGD_TRY(ef_update(c, err, errsz));
+        c->can_undo = 1;
+    }
     c->last.n_in = n;
     c->last.n_sent = count;
     c->last.bytes = total;

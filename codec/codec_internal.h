@@ -44,7 +44,8 @@ struct fsgd_codec {
     fsgd_sparse_t residual;           /* error feedback memory (keys strictly increasing) */
     fsgd_sparse_t merged;             /* input + residual of the current call */
     fsgd_sparse_t sent;               /* what the decoder will see, when ef */
-    fsgd_sparse_t nextres;            /* residual being built */
+    fsgd_sparse_t nextres;            /* residual being built; after an encode, the one before it */
+    int can_undo;                     /* nextres holds the residual before the last encode */
     void *scratch;                    /* per-codec work memory, grown as needed */
     size_t scratch_cap;
     fsgd_codec_stats_t last;

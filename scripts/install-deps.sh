@@ -3,18 +3,40 @@
 # and something is missing; otherwise prints the exact apt-get line.
 #   scripts/install-deps.sh          build + test dependencies
 #   scripts/install-deps.sh --check  only report what is missing (exit 1 if any)
+# Then, unless CUDA=0 or a complete toolkit is at CUDA_PATH (default
+# /usr/local/cuda), it installs NVIDIA's CUDA wheels into .deps/cuda so that
+# the CUDA backend is compiled and linked even here (install-cuda-wheels.sh);
+# and last the pinned peer tools (Vowpal Wabbit, confluent-kafka) into
+# build/venv (install-peers.sh).
 set -eu
+cd "$(dirname "$0")/.."
+peers=scripts/install-peers.sh
+
+# The pieces the Makefile requires of a toolkit (see cuda_missing there).
+cuda_complete() {
+    [ -x "$1/bin/nvcc" ] && [ -f "$1/include/cuda_runtime.h" ] && [ -f "$1/include/cusparse.h" ] &&
+        { [ -e "$1/lib64/libcusparse.so" ] || [ -e "$1/lib/libcusparse.so" ]; } &&
+        { [ -e "$1/lib64/libcudart.so" ] || [ -e "$1/lib/libcudart.so" ]; }
+}
+install_cuda() {
+    [ "${CUDA:-}" = 0 ] && return 0
+    cuda_complete "${CUDA_PATH:-/usr/local/cuda}" && return 0
+    [ "${1:-}" = --check ] && { cuda_complete .deps/cuda || echo "missing: CUDA toolkit (scripts/install-cuda-wheels.sh)"; return 0; }
+    scripts/install-cuda-wheels.sh
+}
 build_pkgs="gcc make pkg-config librdkafka-dev liblz4-dev libyaml-dev libopenblas-dev libcunit1-dev"
-test_pkgs="python3 python3-sklearn liblinear-tools kcat clang libclang-rt-dev iproute2 docker-compose"
+test_pkgs="python3 python3-pip python3-venv python3-sklearn liblinear-tools kcat clang libclang-rt-dev iproute2 docker-compose"
 missing=()
 for p in $build_pkgs $test_pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-    exit 0
+    install_cuda "${1:-}"
+    exec "$peers" "$@"
 fi
 if [ "${1:-}" = "--check" ]; then
     echo "missing packages: ${missing[*]}"
+    "$peers" --check || true
     exit 1
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -26,3 +48,5 @@ echo "installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_cuda
+"$peers"

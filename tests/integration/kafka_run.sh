@@ -22,3 +22,12 @@ start_run "$tmp/run2.log" --workers 3 --metrics-json "$tmp/f.json"
 finish_run "$tmp/run2.log"
 check_metrics "$tmp/f.json" "$ref" 0.005
 echo "fastsgd compression ratio $(json_get "$tmp/f.json" compression_ratio)"
+# The downlink is compressed too, and every worker's replica passed every
+# check against the aggregator's (CRC32C of all weights every 64 steps).
+[ "$(json_get "$tmp/f.json" downlink.spec)" = fastsgd ]
+checks=$(json_get "$tmp/f.json" downlink.replica_checks)
+echo "downlink: $(json_get "$tmp/f.json" downlink.down_bytes_per_worker_step) B/worker/step down," \
+    "$(json_get "$tmp/f.json" downlink.up_bytes_per_worker_step) up, $checks replica checks"
+[ "$checks" -ge 5 ]
+[ "$(grep -c 'worker .* done: .* replica mismatches 0,' "$tmp/run2.log")" -eq 3 ] ||
+    { grep 'done:' "$tmp/run2.log"; echo "a worker's replica differed from the aggregator's"; exit 1; }

@@ -101,4 +101,28 @@ int fsgd_backend_encodes_on_device(const fsgd_backend_t *b, const fsgd_codec_t *
     return b->ops->encodes_on_device ? b->ops->encodes_on_device(b->state, codec) : 0;
 }
 
+int fsgd_backend_load(fsgd_backend_t *b, const float *theta, uint64_t n, char *err, size_t errsz)
+{
+    /* Through apply, key block by key block: no backend needs a second way
+     * in, and no key array the size of the model is built. */
+    uint32_t keys[4096];
+    for (uint64_t lo = 0; lo < n; lo += 4096) {
+        size_t m = n - lo < 4096 ? (size_t)(n - lo) : 4096;
+        for (size_t i = 0; i < m; i++)
+            keys[i] = (uint32_t)(lo + i);
+        FSGD_TRY(b->ops->apply(b->state, keys, theta + lo, m, err, errsz));
+    }
+    return 0;
+}
+
 const char *fsgd_backend_list(void) { return fsgd_backend_cuda_built ? "cpu cuda" : "cpu"; }
+
+const char *fsgd_backend_cuda_build(void) { return fsgd_backend_cuda_build_info; }
+
+int fsgd_backend_available(const char *name, char *err, size_t errsz)
+{
+    const fsgd_backend_ops_t *ops = find_ops(name);
+    if (!ops)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unknown backend '%s' (built: %s)", name, fsgd_backend_list()), 0;
+    return ops->available(err, errsz);
+}

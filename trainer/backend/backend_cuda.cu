@@ -1139,6 +1139,17 @@ static int cuda_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_c
 
 extern "C" const int fsgd_backend_cuda_built = 1;
 
+#ifndef FSGD_CUDA_TOOLKIT
+#define FSGD_CUDA_TOOLKIT "unknown"
+#endif
+#define FSGD_STR_(x) #x
+#define FSGD_STR(x) FSGD_STR_(x)
+/* Compile-time versions: what the binary was built against, not what the
+ * driver at run time offers (fsgd features asks the device separately). */
+extern "C" const char fsgd_backend_cuda_build_info[] =
+    "toolkit " FSGD_CUDA_TOOLKIT ", cuSPARSE " FSGD_STR(CUSPARSE_VER_MAJOR) "." FSGD_STR(CUSPARSE_VER_MINOR) "." FSGD_STR(
+        CUSPARSE_VER_PATCH) ", CUDA runtime API " FSGD_STR(CUDART_VERSION);
+
 extern "C" const fsgd_backend_ops_t fsgd_backend_cuda_ops = {
     "cuda", cuda_available, cuda_create, cuda_destroy, cuda_device, cuda_gradient, cuda_apply,
     cuda_gradient_encoded, cuda_encodes_on_device,

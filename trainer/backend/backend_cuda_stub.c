@@ -9,6 +9,7 @@
 #include <string.h>
 
 const int fsgd_backend_cuda_built = 0;
+const char fsgd_backend_cuda_build_info[] = "not built (no complete CUDA toolkit found, or CUDA=0)";
 
 static int cuda_unavailable(char *err, size_t errsz)
 {

@@ -27,5 +27,7 @@ extern const fsgd_backend_ops_t fsgd_backend_cpu_ops;
 extern const fsgd_backend_ops_t fsgd_backend_cuda_ops;
 /* 1 when CUDA code was compiled in. */
 extern const int fsgd_backend_cuda_built;
+/* What fsgd_backend_cuda_build() reports; defined beside the CUDA ops. */
+extern const char fsgd_backend_cuda_build_info[];
 
 #endif

@@ -1,6 +1,7 @@
 /* fsgd aggregator: the aggregator of a distributed job. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 #include "dist_cli.h"
@@ -70,6 +71,10 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     }
     fsgd_cli_cleanup_on_signal();
     fsgd_agg_stats_t st;
+    /* fsgd run passes its embedded cluster's limit down (not a job key). */
+    const char *maxw = getenv("FSGD_MAX_MODEL_WEIGHTS");
+    if (maxw)
+        job.max_model_weights = strtoull(maxw, NULL, 10);
     rc = fsgd_aggregator_run(&job, job.workers, &st, on_progress, on_log, &job, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("aggregator: %s", err);

@@ -301,6 +301,16 @@ int fsgd_cmd_run(int argc, char **argv)
                            job.data, bytes / 1e6, need, P);
             return FSGD_EXIT_USAGE;
         }
+        job.max_model_weights = FSGD_EMBEDDED_MAX_MODEL_WEIGHTS;
+        char maxw[32];
+        snprintf(maxw, sizeof maxw, "%llu", (unsigned long long)job.max_model_weights);
+        setenv("FSGD_MAX_MODEL_WEIGHTS", maxw, 1); /* read by the aggregator we spawn */
+        uint64_t weights = job.dim + (job.bias ? 1 : 0);
+        if (job.dim && weights > job.max_model_weights) {
+            fsgd_cli_error("run: " FSGD_EMBEDDED_MODEL_LIMIT_MSG, (unsigned long long)weights, weights * 4.0 / 1048576.0,
+                           (unsigned long long)job.max_model_weights);
+            return FSGD_EXIT_USAGE;
+        }
     } else if (P == 0) {
         P = 12;
     }

@@ -121,6 +121,12 @@ static int features(void)
     printf("fsgd %s\n", FSGD_VERSION);
     printf("backends: %s\n", fsgd_backend_list());
     printf("codecs: %s\n", fsgd_codec_list());
+    char why[256] = "";
+    int cuda_built = strstr(fsgd_backend_list(), "cuda") != NULL;
+    int have_device = cuda_built && fsgd_backend_available("cuda", why, sizeof why);
+    printf("cuda backend: %s\n", fsgd_backend_cuda_build());
+    if (cuda_built)
+        printf("cuda device check: %s\n", have_device ? "a device is available" : why);
     printf("kafka: librdkafka (embedded mock cluster available)\n");
     return 0;
 }

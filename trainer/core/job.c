@@ -43,6 +43,8 @@ static const field_t fields[] = {
     {"threads", "compute", F_INT, OFF(threads), 1, 1024, "local worker threads in fsgd train"},
     {"backend", "compute", F_STR, OFF(backend), 0, 0, "cpu | cuda | auto"},
     {"codec", "compute", F_STR, OFF(codec), 0, 0, "gradient codec spec, e.g. none, fastsgd:b=1.1,tau=128,l=2"},
+    {"downlink", "compute", F_STR, OFF(downlink), 0, 0,
+     "model updates to workers (fsgd run): auto (compressed with the codec when it is lossy), full (float32 values), or a lossy codec spec"},
     {"out", "output", F_STR, OFF(out), 0, 0, "model file to write"},
     {"metrics_json", "output", F_STR, OFF(metrics_json), 0, 0, "metrics JSON file to write"},
     {"target_auc", "output", F_DOUBLE, OFF(target_auc), 0, 1, "record the time when test AUC first reaches this"},
@@ -82,6 +84,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->threads = 2;
     snprintf(job->backend, sizeof job->backend, "cpu");
     snprintf(job->codec, sizeof job->codec, "none");
+    snprintf(job->downlink, sizeof job->downlink, "auto");
     snprintf(job->name, sizeof job->name, "fsgd");
     job->workers = 2;
     job->step_timeout_ms = 10000;

@@ -1,3 +1,4 @@
+#include "fsgd/adam.h"
 #include "fsgd/reduce.h"
 
 #include <stdlib.h>
@@ -63,18 +64,23 @@ int fsgd_reducer_add(fsgd_reducer_t *r, const uint32_t *keys, const float *vals,
     return FSGD_E_OK;
 }
 
-int fsgd_reducer_take(fsgd_reducer_t *r, double scale, fsgd_sparse_t *out)
+int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const float *theta, fsgd_sparse_t *out)
 {
     FSGD_TRY(fsgd_sparse_reserve(out, r->n_touched));
     fsgd_keysort(r->touched, r->n_touched);
     for (size_t i = 0; i < r->n_touched; i++) {
         uint32_t k = r->touched[i];
         out->keys[i] = k;
-        out->vals[i] = (float)(r->acc[k] * scale);
+        out->vals[i] = fsgd_adam_step_grad(r->acc[k], scale, l2, theta ? theta[k] : 0.0f);
         r->acc[k] = 0;
         r->seen[k] = 0;
     }
     out->n = r->n_touched;
     r->n_touched = 0;
     return FSGD_E_OK;
+}
+
+int fsgd_reducer_take(fsgd_reducer_t *r, double scale, fsgd_sparse_t *out)
+{
+    return fsgd_reducer_take_step(r, scale, 0, NULL, out);
 }

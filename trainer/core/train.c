@@ -237,7 +237,7 @@ static void worker_update(worker_t *w)
             if (pos[j] < end[j] && t->workers[j].decoded.keys[pos[j]] == k)
                 sum += t->workers[j].decoded.vals[pos[j]++];
         w->upd.keys[w->upd.n] = (uint32_t)k;
-        w->upd.vals[w->upd.n++] = (float)(sum * t->inv_rows + l2 * t->adam.theta[k]);
+        w->upd.vals[w->upd.n++] = fsgd_adam_step_grad(sum, t->inv_rows, l2, t->adam.theta[k]);
     }
     fsgd_adam_apply(&t->adam, w->upd.keys, w->upd.vals, w->upd.n);
 }

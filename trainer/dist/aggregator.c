@@ -21,6 +21,7 @@
 
 #include "fsgd/adam.h"
 #include "fsgd/codec.h"
+#include "fsgd/downlink.h"
 #include "fsgd/crc32c.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
@@ -63,6 +64,13 @@ typedef struct agg {
     fsgd_csr_t test;
     int have_test;
     fsgd_wire_buf_t buf;
+    /* Compressed downlink (NULL: touched keys' float32 values, kind 4). */
+    fsgd_downlink_t *down;
+    uint8_t *dmsg;
+    size_t dmsg_cap;
+    uint32_t *applied; /* senders whose gradients this step applied */
+    size_t napplied, cap_applied;
+    uint64_t up_entries_step; /* entries in this step's applied messages */
     double *step_ms;
     size_t n_step_ms, cap_step_ms;
     double t0, seconds_before; /* training time before a restart */
@@ -233,6 +241,9 @@ static int scan_data(agg_t *a)
     a->s->partitions = P;
     a->dim = a->job->dim ? a->job->dim : max_col;
     a->mdim = a->dim + (a->job->bias ? 1 : 0);
+    if (a->job->max_model_weights && a->mdim > a->job->max_model_weights)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, FSGD_EMBEDDED_MODEL_LIMIT_MSG, (unsigned long long)a->mdim,
+                            a->mdim * 4.0 / 1048576.0, (unsigned long long)a->job->max_model_weights);
     a->s->dim = a->dim;
     return 0;
 }
@@ -532,15 +543,84 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
 
 /* --- model topic --- */
 
+/* How often a coded delta carries the replica's checksum (steps). */
+#define FSGD_AGG_REPLICA_CHECK_EVERY 64
+
+static int cmp_u32(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The step's update as a coded delta (kind 5): Δ = θ − ρ over the touched
+ * keys, at most as many entries as the mean applied gradient message held,
+ * so a worker never receives more than it sends. */
+static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
+{
+    double t0 = now_s();
+    size_t budget = a->napplied ? (size_t)(a->up_entries_step / a->napplied) : 0;
+    size_t cap = fsgd_downlink_bound(a->down, n);
+    if (cap > a->dmsg_cap) {
+        uint8_t *nm = realloc(a->dmsg, cap);
+        if (!nm)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the downlink");
+        a->dmsg = nm;
+        a->dmsg_cap = cap;
+    }
+    size_t len = 0;
+    FSGD_TRY(fsgd_downlink_encode(a->down, a->adam.theta, keys, n, budget ? budget : 1, a->dmsg, cap, &len, a->err,
+                                  a->errsz));
+    uint32_t flags = 0, check = 0;
+    if ((a->step % FSGD_AGG_REPLICA_CHECK_EVERY) == 0) {
+        flags |= FSGD_WIRE_CDELTA_CHECK;
+        check = fsgd_downlink_checksum(fsgd_downlink_replica(a->down), a->mdim);
+        a->s->replica_checks++;
+    }
+    qsort(a->applied, a->napplied, sizeof *a->applied, cmp_u32);
+    a->s->t_down_encode += now_s() - t0;
+    return fsgd_wire_cdelta_put(&a->buf, flags, check, a->applied, (uint32_t)a->napplied, a->dmsg, (uint32_t)len);
+}
+
+/* job->downlink: "full" sends float32 values; "auto" compresses with the
+ * uplink codec when that is lossy (a lossless codec gets the exact values it
+ * promises); anything else is a lossy codec spec of its own. */
+static int downlink_setup(agg_t *a)
+{
+    const char *spec = a->job->downlink;
+    if (!strcmp(spec, "full"))
+        spec = NULL;
+    else if (!strcmp(spec, "auto") || !spec[0]) {
+        char e[256];
+        fsgd_codec_t *c = fsgd_codec_new(a->job->codec, a->mdim, e, sizeof e);
+        if (!c)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "codec: %s", e);
+        spec = fsgd_codec_is_lossless(c) ? NULL : a->job->codec;
+        fsgd_codec_destroy(c);
+    }
+    snprintf(a->s->downlink, sizeof a->s->downlink, "%s", spec ? spec : "full");
+    if (!spec)
+        return 0;
+    char e[256];
+    a->down = fsgd_downlink_new(spec, a->mdim, a->adam.theta, e, sizeof e);
+    if (!a->down)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "downlink '%s': %s", spec, e);
+    return 0;
+}
+
 static int publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n)
 {
     a->buf.n = 0;
     int rc = fsgd_wire_state_put(&a->buf, &a->st);
-    if (snapshot)
+    if (snapshot) {
         rc = rc ? rc
                 : fsgd_wire_model_put(&a->buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0, (float)a->job->bias_value,
                                  a->dim, a->adam.theta, a->mdim);
-    else {
+        if (a->down)
+            fsgd_downlink_sync(a->down, a->adam.theta); /* every worker now holds θ exactly */
+    } else if (a->down) {
+        if (!rc)
+            FSGD_TRY(put_coded_delta(a, keys, n));
+    } else {
         if (fsgd_sparse_reserve(&a->dec, n) < 0)
             rc = FSGD_E_NOMEM;
         for (size_t i = 0; !rc && i < n; i++)
@@ -550,12 +630,16 @@ static int publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size
     }
     if (rc)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the model message");
-    fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : FSGD_KMSG_DELTA_PACKED,
+    fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : a->down ? FSGD_KMSG_DELTA_CODED : FSGD_KMSG_DELTA_PACKED,
                        .flags = final ? FSGD_KFLAG_FINAL : 0, .gen = a->gen, .sender = 0, .step = a->step};
     uint64_t before = a->s->bytes_model;
     FSGD_TRY(fsgd_kbus_send(a->prod, a->tmodel, 0, a->job->name, &h, a->buf.p, a->buf.n, 0, &a->s->bytes_model,
                             a->err, a->errsz));
     a->s->bytes_down += (a->s->bytes_model - before) * (a->nlive ? a->nlive : 1);
+    if (!snapshot) {
+        a->s->down_msgs++;
+        a->s->down_bytes_msg += a->s->bytes_model - before;
+    }
     rd_kafka_poll(a->prod, 0);
     return 0;
 }
@@ -814,6 +898,8 @@ static int add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v)
 static void begin_step(agg_t *a)
 {
     a->ngot = 0;
+    a->napplied = 0;
+    a->up_entries_step = 0;
     memset(a->claimed, 0, a->st.nparts);
     memcpy(a->newpos, a->st.pos, a->st.nparts * sizeof *a->newpos);
     a->rows_step = 0;
@@ -1092,6 +1178,10 @@ static int handle_grad(agg_t *a, const rd_kafka_message_t *m)
     a->s->raw_bytes += 8 * g.raw_entries;
     a->s->codec_bytes += g.codec_len;
     a->s->grads_accepted++;
+    a->s->up_msgs++;
+    if (g.codec_len >= 20)
+        a->up_entries_step += fsgd_le_get32(g.codec + 16); /* entries in the message (FORMAT.md header) */
+    add_set(&a->applied, &a->napplied, &a->cap_applied, f.sender);
     free(g.ranges);
     return 0;
 }
@@ -1148,10 +1238,7 @@ static int apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *
     uint64_t R = a->rows_step;
     size_t nt = 0;
     if (R > 0) {
-        FSGD_TRY(fsgd_reducer_take(a->red, 1.0 / (double)R, &a->g));
-        if (a->job->l2 > 0)
-            for (size_t i = 0; i < a->g.n; i++)
-                a->g.vals[i] += (float)(a->job->l2 * a->adam.theta[a->g.keys[i]]);
+        FSGD_TRY(fsgd_reducer_take_step(a->red, 1.0 / (double)R, a->job->l2, a->adam.theta, &a->g));
         fsgd_adam_step(&a->adam, a->g.keys, a->g.vals, a->g.n);
         nt = a->g.n;
         a->s->adam_steps++;
@@ -1318,6 +1405,13 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
             (unsigned long long)s->raw_bytes, (unsigned long long)s->codec_bytes);
     fprintf(f, "  \"compression_ratio\": %.4f,\n",
             s->codec_bytes ? (double)s->raw_bytes / (double)s->codec_bytes : 0.0);
+    /* Per worker per step: what one worker sends (a gradient message, the
+     * mean over applied ones) and receives (the model delta message). */
+    fprintf(f, "  \"downlink\": {\"spec\": \"%s\", \"up_bytes_per_worker_step\": %.1f, "
+               "\"down_bytes_per_worker_step\": %.1f, \"replica_checks\": %llu, \"encode_seconds\": %.6g},\n",
+            s->downlink, s->up_msgs ? (double)s->bytes_up / (double)s->up_msgs : 0.0,
+            s->down_msgs ? (double)s->down_bytes_msg / (double)s->down_msgs : 0.0,
+            (unsigned long long)s->replica_checks, s->t_down_encode);
     /* the first four counters are the version-1 names, kept for readers of them */
     fprintf(f, "  \"messages\": {\"accepted\": %llu, \"duplicates_dropped\": %llu, \"corrupt_rejected\": %llu, "
                "\"stale\": %llu, \"conflicts\": %llu, \"consumer_errors\": %llu, \"rejected\": {",
@@ -1363,6 +1457,9 @@ static void agg_free(agg_t *a)
     fsgd_kasm_destroy(a->as);
     free(a->live);
     free(a->got);
+    free(a->applied);
+    free(a->dmsg);
+    fsgd_downlink_destroy(a->down);
     free(a->claimed);
     free(a->newpos);
     fsgd_csr_free(&a->test);
@@ -1449,6 +1546,8 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     int resumed = 0;
     if (!rc && (resumed = ckpt_load(&a)) < 0)
         rc = resumed;
+    if (!rc)
+        rc = downlink_setup(&a);
     if (!rc) {
         uint32_t now_gen = (uint32_t)time(NULL);
         a.gen = resumed ? (a.gen + 1 > now_gen ? a.gen + 1 : now_gen) : now_gen;

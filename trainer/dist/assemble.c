@@ -6,6 +6,8 @@
 
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
+#include "fsgd/codec.h"
+#include "fsgd/downlink.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "wire.h"
@@ -65,6 +67,24 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
     if (!s->have || f.gen != s->gen || f.step <= s->step)
         return 0;
     uint64_t n = s->m.dim + (s->m.has_bias ? 1 : 0);
+    if (f.kind == FSGD_KMSG_DELTA_CODED) {
+        /* Additive updates: one missing step and the sum is wrong; wait for
+         * the next snapshot instead. */
+        if (f.step != s->step + 1) {
+            s->have = 0;
+            return 0;
+        }
+        fsgd_wire_cdelta_t cd;
+        rc = fsgd_wire_cdelta_get(body, blen, &off, &cd, e, sizeof e);
+        if (rc == 0)
+            rc = fsgd_codec_decode(cd.msg, cd.msg_len, n, &s->d, e, sizeof e);
+        if (rc == 0)
+            rc = fsgd_downlink_apply(s->m.w, n, &s->d, e, sizeof e);
+        if (rc < 0)
+            return fsgd_err_fmt(err, errsz, rc, "coded delta step %llu: %s", (unsigned long long)f.step, e);
+        s->step = f.step;
+        return 0;
+    }
     rc = f.kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, blen, &off, n, &s->d, e, sizeof e)
                                           : fsgd_wire_delta_get(body, blen, &off, n, &s->d, e, sizeof e);
     if (rc < 0)

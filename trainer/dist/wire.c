@@ -357,3 +357,55 @@ int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_mod
     *off += m->n * 4;
     return 0;
 }
+
+int fsgd_wire_cdelta_put(fsgd_wire_buf_t *b, uint32_t flags, uint32_t check, const uint32_t *applied,
+                         uint32_t n_applied, const uint8_t *msg, uint32_t msg_len)
+{
+    int rc = fsgd_wire_u32(b, flags & 0xFF) | fsgd_wire_u32(b, check) | fsgd_wire_u32(b, n_applied);
+    for (uint32_t i = 0; i < n_applied; i++)
+        rc |= fsgd_wire_u32(b, applied[i]);
+    rc |= fsgd_wire_u32(b, msg_len) | fsgd_wire_put(b, msg, msg_len);
+    return rc ? FSGD_E_NOMEM : 0;
+}
+
+int fsgd_wire_cdelta_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_cdelta_t *d, char *err, size_t errsz)
+{
+    memset(d, 0, sizeof *d);
+    NEED(12, "coded delta header");
+    uint32_t fl = fsgd_le_get32(p + *off);
+    if (fl & ~FSGD_WIRE_CDELTA_CHECK)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "coded delta: flags/reserved 0x%08x at byte %zu", fl, *off);
+    d->flags = fl;
+    d->check = fsgd_le_get32(p + *off + 4);
+    d->n_applied = fsgd_le_get32(p + *off + 8);
+    *off += 12;
+    NEED(4 * (size_t)d->n_applied, "coded delta applied senders");
+    d->applied = p + *off;
+    for (uint32_t i = 1; i < d->n_applied; i++)
+        if (fsgd_le_get32(d->applied + 4 * i) <= fsgd_le_get32(d->applied + 4 * (i - 1)))
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "coded delta: applied senders not increasing at byte %zu",
+                                *off + 4 * (size_t)i);
+    *off += 4 * (size_t)d->n_applied;
+    NEED(4, "coded delta message length");
+    d->msg_len = fsgd_le_get32(p + *off);
+    *off += 4;
+    NEED(d->msg_len, "coded delta message");
+    d->msg = p + *off;
+    *off += d->msg_len;
+    return 0;
+}
+
+int fsgd_wire_cdelta_applied(const fsgd_wire_cdelta_t *d, uint32_t sender)
+{
+    uint32_t lo = 0, hi = d->n_applied;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2, v = fsgd_le_get32(d->applied + 4 * mid);
+        if (v == sender)
+            return 1;
+        if (v < sender)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}

@@ -68,6 +68,25 @@ int fsgd_wire_pdelta_put(fsgd_wire_buf_t *b, const uint32_t *keys, const float *
 int fsgd_wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim, fsgd_sparse_t *out, char *err,
                     size_t errsz);
 
+/* Coded delta (frame kind 5, the compressed downlink, fsgd/downlink.h):
+ * u8 flags (bit 0: check present), 3 reserved zero bytes, u32 check (CRC32C
+ * of the replica after this update, fsgd_downlink_checksum; 0 when absent),
+ * u32 n_applied, u32 applied[n_applied] (the senders whose gradients this
+ * step applied, increasing), u32 msg_len, msg_len bytes: an fsgd codec
+ * message (codec/FORMAT.md) of the update every replica adds. */
+#define FSGD_WIRE_CDELTA_CHECK 1u
+typedef struct fsgd_wire_cdelta {
+    uint32_t flags, check, n_applied;
+    const uint8_t *applied; /* n_applied little-endian u32, borrowed */
+    const uint8_t *msg;     /* borrowed */
+    uint32_t msg_len;
+} fsgd_wire_cdelta_t;
+int fsgd_wire_cdelta_put(fsgd_wire_buf_t *b, uint32_t flags, uint32_t check, const uint32_t *applied,
+                         uint32_t n_applied, const uint8_t *msg, uint32_t msg_len);
+int fsgd_wire_cdelta_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_cdelta_t *d, char *err, size_t errsz);
+/* 1 when sender is in the delta's applied list. */
+int fsgd_wire_cdelta_applied(const fsgd_wire_cdelta_t *d, uint32_t sender);
+
 /* Snapshot: u32 kind, u32 has_bias, f32 bias, u64 dim, u64 n, f32 w[n]. */
 typedef struct fsgd_wire_model {
     uint32_t kind, has_bias;

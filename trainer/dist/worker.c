@@ -17,6 +17,7 @@
 
 #include "fsgd/backend.h"
 #include "fsgd/codec.h"
+#include "fsgd/downlink.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
@@ -371,9 +372,20 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
         }
         for (uint64_t i = 0; i < mm.n; i++)
             w->theta[i] = fsgd_le_getf32(mm.w + 4 * i);
-        fsgd_backend_apply(w->be, NULL, NULL, 0, NULL, 0);
-        if (w->valid && f.gen != w->gen)
+        /* A device backend holds its own copy of θ: load all of it. */
+        rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz);
+        if (rc < 0) {
+            fsgd_wire_state_free(&s);
+            return rc;
+        }
+        if (w->valid && f.gen != w->gen) {
             w->stats->resyncs++;
+            /* A restarted aggregator replays the rows since its checkpoint:
+             * mass in the residual from those rows would be applied twice. */
+            if (fsgd_codec_residual(w->codec)->n)
+                w->stats->ef_discarded++;
+            fsgd_codec_reset(w->codec);
+        }
         w->valid = 1;
     } else {
         if (!w->valid || f.gen != w->gen || f.step <= w->step) {
@@ -387,21 +399,60 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
             fsgd_wire_state_free(&s);
             return 0;
         }
-        if ((f.kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)
-                                              : fsgd_wire_delta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)) < 0) {
-            /* A later delta tells a missing step apart (resync from a
-             * snapshot); until then the genuine message may still come. */
-            fsgd_kasm_forget(w->as, &f);
+        fsgd_wire_cdelta_t cd = {0};
+        int applied = 0; /* θ was changed before the error: only a snapshot can repair it */
+        if (f.kind == FSGD_KMSG_DELTA_CODED) {
+            rc = fsgd_wire_cdelta_get(body, len, &off, &cd, e, sizeof e);
+            if (rc == 0)
+                rc = fsgd_codec_decode(cd.msg, cd.msg_len, w->mdim, &w->delta, e, sizeof e);
+            /* Additive: θ += update, the same float additions as the
+             * aggregator's replica, so both stay bit-identical. */
+            if (rc == 0) {
+                applied = 1;
+                rc = fsgd_downlink_apply(w->theta, w->mdim, &w->delta, e, sizeof e);
+            }
+            for (size_t i = 0; rc == 0 && i < w->delta.n; i++)
+                w->delta.vals[i] = w->theta[w->delta.keys[i]];
+        } else {
+            rc = f.kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)
+                                                  : fsgd_wire_delta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e);
+            for (size_t i = 0; rc == 0 && i < w->delta.n; i++)
+                w->theta[w->delta.keys[i]] = w->delta.vals[i];
+        }
+        if (rc < 0) {
+            if (applied) {
+                w->valid = 0;
+            } else {
+                /* θ is untouched: a later delta tells a missing step apart
+                 * (resync from a snapshot); until then the genuine message
+                 * may still come. */
+                fsgd_kasm_forget(w->as, &f);
+            }
             reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
             fsgd_wire_state_free(&s);
             return 0;
         }
-        for (size_t i = 0; i < w->delta.n; i++)
-            w->theta[w->delta.keys[i]] = w->delta.vals[i];
         rc = fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz);
         if (rc < 0) {
             fsgd_wire_state_free(&s);
             return rc;
+        }
+        if (f.kind == FSGD_KMSG_DELTA_CODED) {
+            /* Our message for this step was not applied (rejected, stale,
+             * conflicting): its rows come round again, so restore the
+             * residual it carried rather than lose that mass. */
+            if (w->sent_gen == f.gen && w->sent_step == f.step && !fsgd_wire_cdelta_applied(&cd, w->id) &&
+                fsgd_codec_undo_last(w->codec))
+                w->stats->ef_undone++;
+            if ((cd.flags & FSGD_WIRE_CDELTA_CHECK) && fsgd_downlink_checksum(w->theta, w->mdim) != cd.check) {
+                /* Not the aggregator's replica: compute on nothing until the
+                 * next snapshot replaces θ. */
+                w->stats->replica_mismatch++;
+                w->stats->resyncs++;
+                w->valid = 0;
+                fsgd_wire_state_free(&s);
+                return 0;
+            }
         }
     }
     if (w->ncache && s.nparts != w->ncache) {

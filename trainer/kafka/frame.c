@@ -45,7 +45,7 @@ int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *
         return fsgd_err_fmt(err, errsz, FSGD_E_VERSION, "frame: version %u at byte 4, expected %u", buf[4],
                             FSGD_KFRAME_VERSION);
     f->kind = buf[5];
-    if (f->kind < FSGD_KMSG_GRAD || f->kind > FSGD_KMSG_DELTA_PACKED)
+    if (f->kind < FSGD_KMSG_GRAD || f->kind > FSGD_KMSG_DELTA_CODED)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "frame: unknown kind %u at byte 5", f->kind);
     f->flags = fsgd_le_get16(buf + 6);
     if (f->flags & ~KNOWN_FLAGS)

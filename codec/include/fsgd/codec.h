@@ -75,6 +75,14 @@ const fsgd_sparse_t *fsgd_codec_residual(const fsgd_codec_t *c);
 /* Forgets the residual (e.g. after a model snapshot). */
 void fsgd_codec_reset(fsgd_codec_t *c);
 
+/* The last message was not applied by its receiver: puts the residual back
+ * to what it was before that encode, as if the call never happened (the
+ * gradient itself is recomputed from the same rows, which were not consumed,
+ * so only the residual mass folded into the message needs restoring).
+ * Returns 1 when restored, 0 when there is nothing to undo (ef off, no
+ * encode since the last undo/reset). */
+int fsgd_codec_undo_last(fsgd_codec_t *c);
+
 /* Wire id of the codec (FORMAT.md), never renumbered. */
 int fsgd_codec_id(const fsgd_codec_t *c);
 

@@ -47,4 +47,13 @@ void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *gr
 /* Frees the arrays. NULL is a no-op. */
 void fsgd_adam_free(fsgd_adam_t *a);
 
+/* The one step gradient of key k that fsgd train and the aggregator both feed
+ * to Adam: the reduced sum times scale (1 / rows of the step) plus the L2
+ * term on the key's current weight, computed in double and rounded once, so
+ * the two trainers cannot drift apart. */
+static inline float fsgd_adam_step_grad(double sum, double scale, double l2, float theta_k)
+{
+    return (float)(sum * scale + l2 * (double)theta_k);
+}
+
 #endif

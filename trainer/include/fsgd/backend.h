@@ -79,7 +79,19 @@ size_t fsgd_backend_encoded_bound(const fsgd_codec_t *codec, const fsgd_csr_t *b
  * (only the message crosses the bus), 0 when it encodes on the host. */
 int fsgd_backend_encodes_on_device(const fsgd_backend_t *b, const fsgd_codec_t *codec);
 
+/* Loads all of θ (n weights, the whole model) into the backend, as after a
+ * snapshot; a backend that reads the host array in place does nothing. */
+int fsgd_backend_load(fsgd_backend_t *b, const float *theta, uint64_t n, char *err, size_t errsz);
+
 /* Space separated names of the backends built in ("cpu cuda"). Static. */
 const char *fsgd_backend_list(void);
+
+/* How the CUDA backend was built: "toolkit 13.0.88 at /usr/local/cuda,
+ * cuSPARSE 12.6.3, CUDA runtime API 13000", or "not built (...)". Static. */
+const char *fsgd_backend_cuda_build(void);
+
+/* 1 when the named backend can run here now; 0 with the reason in err
+ * ("cuda: no device (cudaGetDeviceCount: ...)", "cuda: built without CUDA"). */
+int fsgd_backend_available(const char *name, char *err, size_t errsz);
 
 #endif

@@ -48,6 +48,10 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
 typedef struct fsgd_worker_stats {
     uint64_t steps_sent, rows, bytes_up, bytes_down, corrupt, duplicates, resyncs;
     uint64_t resends; /* gradients sent again because their step stayed unanswered */
+    /* Compressed downlink: replica checks that failed (then a resync), uplink
+     * messages the aggregator did not apply (residual put back), residuals
+     * dropped because the aggregator restarted from a checkpoint. */
+    uint64_t replica_mismatch, ef_undone, ef_discarded;
     double t_grad, t_encode, t_wait;
 } fsgd_worker_stats_t;
 
@@ -56,6 +60,14 @@ typedef struct fsgd_worker_stats {
  * log (may be NULL) gets the first rejected model message of each reason. */
 int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
                     fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz);
+
+/* The embedded (mock) cluster keeps 5 MiB per partition and NAME.model has
+ * one partition: a snapshot and the deltas after it must fit. */
+#define FSGD_EMBEDDED_MAX_MODEL_WEIGHTS (1100u * 1000u)
+#define FSGD_EMBEDDED_MODEL_LIMIT_MSG                                                                          \
+    "a model of %llu weights needs %.1f MiB snapshots on the single-partition model topic; the embedded "    \
+    "cluster keeps 5 MiB per partition, so it holds at most %llu weights (about 2^20): run against a real "  \
+    "Kafka with --brokers HOST:PORT (docker compose up, or your cluster), or lower --dim"
 
 /* --- aggregator --- */
 
@@ -107,6 +119,11 @@ typedef struct fsgd_agg_stats {
     uint64_t consumer_errors;              /* transient errors from the NAME.grads consumer */
     uint64_t held_bytes_max, held_limit;   /* reassembly: most bytes of incomplete messages held, and the bound */
     uint64_t bytes_up, bytes_model, bytes_down, raw_bytes, codec_bytes;
+    /* Per step, for the benchmark: bytes a worker sent (mean over applied
+     * gradient messages) and bytes each worker received (the model message). */
+    uint64_t up_msgs, down_msgs, down_bytes_msg, replica_checks;
+    double t_down_encode;
+    char downlink[256]; /* "full" or the downlink codec spec */
     double t_grad, t_encode, t_decode, t_wait, t_update, seconds;
     double step_ms_p50, step_ms_p99, step_ms_mean;
     double last_loss;

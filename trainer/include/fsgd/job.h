@@ -19,6 +19,9 @@ typedef struct fsgd_job {
     double test_fraction;            /* used when test is "" (default 0.2) */
     int skip_bad;                    /* skip malformed rows (default 0: strict) */
     uint64_t dim;                    /* feature dimension; 0 -> from the data */
+    /* Not a job key: the most weights the cluster can carry in one snapshot
+     * (set by fsgd run for its embedded cluster; 0: no limit). */
+    uint64_t max_model_weights;
     /* model */
     fsgd_loss_kind_t model;          /* logistic | linear | svm (default logistic) */
     int bias;                        /* intercept on (default 1) */
@@ -33,6 +36,7 @@ typedef struct fsgd_job {
     int threads;                     /* local workers in `fsgd train` (default: cores) */
     char backend[32];                /* cpu | cuda | auto */
     char codec[256];                 /* codec spec, "none" by default */
+    char downlink[256];              /* auto | full | a lossy codec spec (fsgd/downlink.h) */
     /* output */
     char out[FSGD_JOB_PATH_MAX];          /* model file ("" -> none) */
     char metrics_json[FSGD_JOB_PATH_MAX]; /* metrics JSON ("" -> none) */

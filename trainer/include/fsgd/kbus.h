@@ -31,6 +31,7 @@ typedef enum fsgd_kmsg_kind {
     FSGD_KMSG_DELTA = 2,    /* aggregator -> workers, <job>.model: touched keys' new values */
     FSGD_KMSG_SNAPSHOT = 3, /* aggregator -> workers, <job>.model: the whole model */
     FSGD_KMSG_DELTA_PACKED = 4, /* <job>.model: touched keys' new values, keys bit-packed (fsgd/keys.h) */
+    FSGD_KMSG_DELTA_CODED = 5,  /* <job>.model: an update every replica adds, codec-compressed (fsgd/downlink.h) */
 } fsgd_kmsg_kind_t;
 
 #define FSGD_KFLAG_FINAL 1u /* model message: the job is finished */

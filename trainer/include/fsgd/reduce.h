@@ -22,4 +22,8 @@ int fsgd_reducer_add(fsgd_reducer_t *r, const uint32_t *keys, const float *vals,
 /* Writes scale * sum into out (replaced, keys increasing) and resets the reducer. */
 int fsgd_reducer_take(fsgd_reducer_t *r, double scale, fsgd_sparse_t *out);
 
+/* As fsgd_reducer_take, with out->vals[i] = fsgd_adam_step_grad(sum, scale,
+ * l2, theta[key]) (fsgd/adam.h): the step gradient Adam takes. */
+int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const float *theta, fsgd_sparse_t *out);
+
 #endif

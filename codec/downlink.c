@@ -1,0 +1,188 @@
+/* The compressed downlink (fsgd/downlink.h): Δ = θ − ρ encoded with a lossy
+ * codec, the decoded message added to the replica ρ. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/crc32c.h"
+#include "fsgd/downlink.h"
+#include "fsgd/le.h"
+
+struct fsgd_downlink {
+    fsgd_codec_t *codec;
+    uint64_t dim;
+    float *rho;
+    fsgd_sparse_t delta; /* Δ over the selected keys, keys increasing */
+    fsgd_sparse_t last;  /* the decoded message */
+    float *mag;          /* |Δ| scratch for the selection */
+    size_t mag_cap;
+};
+
+fsgd_downlink_t *fsgd_downlink_new(const char *codec_spec, uint64_t dim, const float *theta, char *err,
+                                   size_t errsz)
+{
+    fsgd_codec_t *probe = fsgd_codec_new(codec_spec, dim, err, errsz);
+    if (!probe)
+        return NULL;
+    int lossless = fsgd_codec_is_lossless(probe);
+    fsgd_codec_destroy(probe);
+    if (lossless) {
+        fsgd_err_fmt(err, errsz, FSGD_E_ARG, "downlink: codec '%s' is lossless; send the model itself", codec_spec);
+        return NULL;
+    }
+    /* The codec's own error feedback would keep a second residual next to
+     * θ − ρ and send that mass twice: turn it off. */
+    char spec[256];
+    int w = snprintf(spec, sizeof spec, "%s%sef=0", codec_spec, strchr(codec_spec, ':') ? "," : ":");
+    if (w < 0 || (size_t)w >= sizeof spec) {
+        fsgd_err_fmt(err, errsz, FSGD_E_ARG, "downlink: codec spec '%s' too long", codec_spec);
+        return NULL;
+    }
+    fsgd_downlink_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "downlink: out of memory");
+        return NULL;
+    }
+    d->dim = dim;
+    d->codec = fsgd_codec_new(spec, dim, err, errsz);
+    if (!d->codec) {
+        free(d);
+        return NULL;
+    }
+    d->rho = malloc((dim ? dim : 1) * sizeof *d->rho);
+    if (!d->rho) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "downlink: out of memory for a replica of %llu weights",
+                     (unsigned long long)dim);
+        fsgd_downlink_destroy(d);
+        return NULL;
+    }
+    fsgd_downlink_sync(d, theta);
+    return d;
+}
+
+void fsgd_downlink_destroy(fsgd_downlink_t *d)
+{
+    if (!d)
+        return;
+    fsgd_codec_destroy(d->codec);
+    free(d->rho);
+    fsgd_sparse_free(&d->delta);
+    fsgd_sparse_free(&d->last);
+    free(d->mag);
+    free(d);
+}
+
+void fsgd_downlink_sync(fsgd_downlink_t *d, const float *theta)
+{
+    memcpy(d->rho, theta, d->dim * sizeof *d->rho);
+}
+
+size_t fsgd_downlink_bound(const fsgd_downlink_t *d, size_t n) { return fsgd_codec_bound(d->codec, n); }
+
+const fsgd_sparse_t *fsgd_downlink_last(const fsgd_downlink_t *d) { return &d->last; }
+
+const float *fsgd_downlink_replica(const fsgd_downlink_t *d) { return d->rho; }
+
+/* The k-th smallest of a[0..n) (0-based, n > k), a reordered: quickselect
+ * with a three-way partition, so runs of equal values cannot stall it. */
+static float select_kth(float *a, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        float p = a[lo + (hi - lo) / 2], t;
+        size_t lt = lo, i = lo, gt = hi;
+        while (i < gt) {
+            if (a[i] < p) {
+                t = a[lt], a[lt++] = a[i], a[i++] = t;
+            } else if (a[i] > p) {
+                t = a[--gt], a[gt] = a[i], a[i] = t;
+            } else {
+                i++;
+            }
+        }
+        if (k < lt)
+            hi = lt;
+        else if (k >= gt)
+            lo = gt;
+        else
+            return p;
+    }
+    return a[lo];
+}
+
+int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t *keys, size_t n, size_t budget,
+                         uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz)
+{
+    *out_len = 0;
+    d->last.n = 0;
+    if (fsgd_sparse_reserve(&d->delta, n) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "downlink: out of memory");
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = keys[i];
+        if (k >= d->dim || (i && k <= keys[i - 1]))
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "downlink: key %u at %zu not increasing or >= dim %llu", k,
+                                i, (unsigned long long)d->dim);
+        float v = theta[k] - d->rho[k];
+        if (v != 0.0f) {
+            d->delta.keys[m] = k;
+            d->delta.vals[m++] = v;
+        }
+    }
+    if (budget && m > budget) {
+        /* Keep the budget largest |Δ|; the rest stays in θ − ρ. */
+        if (m > d->mag_cap) {
+            float *nm = realloc(d->mag, m * sizeof *nm);
+            if (!nm)
+                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "downlink: out of memory");
+            d->mag = nm;
+            d->mag_cap = m;
+        }
+        for (size_t i = 0; i < m; i++)
+            d->mag[i] = fabsf(d->delta.vals[i]);
+        float thr = select_kth(d->mag, m, m - budget); /* budget values are >= thr */
+        size_t above = 0;
+        for (size_t i = 0; i < m; i++)
+            above += fabsf(d->delta.vals[i]) > thr;
+        size_t ties = budget - above, o = 0;
+        for (size_t i = 0; i < m; i++) {
+            float a = fabsf(d->delta.vals[i]);
+            if (a > thr || (a == thr && ties && ties--)) {
+                d->delta.keys[o] = d->delta.keys[i];
+                d->delta.vals[o++] = d->delta.vals[i];
+            }
+        }
+        m = o;
+    }
+    d->delta.n = m;
+    FSGD_TRY(fsgd_codec_encode(d->codec, d->delta.keys, d->delta.vals, m, out, cap, out_len, err, errsz));
+    /* Decode our own message: ρ moves by exactly what the workers will add. */
+    FSGD_TRY(fsgd_codec_decode(out, *out_len, d->dim, &d->last, err, errsz));
+    return fsgd_downlink_apply(d->rho, d->dim, &d->last, err, errsz);
+}
+
+int fsgd_downlink_apply(float *rho, uint64_t dim, const fsgd_sparse_t *u, char *err, size_t errsz)
+{
+    for (size_t i = 0; i < u->n; i++)
+        if (u->keys[i] >= dim || !isfinite(rho[u->keys[i]] + u->vals[i]))
+            return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "downlink: key %u: weight %g + update %g is not finite",
+                                u->keys[i], u->keys[i] < dim ? rho[u->keys[i]] : 0.0, u->vals[i]);
+    for (size_t i = 0; i < u->n; i++)
+        rho[u->keys[i]] += u->vals[i];
+    return 0;
+}
+
+uint32_t fsgd_downlink_checksum(const float *rho, uint64_t dim)
+{
+    uint8_t buf[4096];
+    uint32_t crc = 0;
+    uint64_t i = 0;
+    while (i < dim) {
+        size_t k = 0;
+        for (; k < sizeof buf / 4 && i < dim; k++, i++)
+            fsgd_le_putf32(buf + 4 * k, rho[i]);
+        crc = fsgd_crc32c(crc, buf, 4 * k);
+    }
+    return crc;
+}
