@@ -18,7 +18,7 @@ ref=$(reference_auc)
 # of random text, 20 binary blobs) and big frames with valid CRCs from
 # worker 1 (the mock may drop the 5 MB one silently: it loses single
 # messages above ~2.5 MiB; the 1 MB one arrives)
-head -c 60000 /dev/urandom | base64 -w 300 | head -n 200 >"$tmp/junk.txt"
+head -c 45000 /dev/urandom | base64 -w 300 >"$tmp/junk.txt" # 200 lines (no `| head`: SIGPIPE under pipefail)
 blobs=()
 for i in $(seq 20); do head -c $((i * 97)) /dev/urandom >"$tmp/blob$i"; blobs+=("$tmp/blob$i"); done
 $FRAMES chunk "$tmp/big5" --sender 1 --step 1 --size 5000000
