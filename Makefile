@@ -1,6 +1,7 @@
 # fsgd build. `make` builds bin/fsgd and build/libfsgd.a; `make test` runs the
 # suite; `make asan` runs it under AddressSanitizer + UBSan; `make bench` runs
-# the benchmarks; `make fuzz` runs every fuzz target (FUZZ_SECONDS each).
+# the benchmarks; `make fuzz` runs every fuzz target (FUZZ_SECONDS each) and
+# fails when any of them finds a crash (inputs in $(BUILD)/fuzz/artifacts).
 #
 # Sources are found by globbing, so adding a file needs no Makefile edit:
 #   codec/ data/ trainer/   -> build/libfsgd.a   (except trainer/cli/)
@@ -127,7 +128,7 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests, fuzz corpus replay and integration scripts; prints
-# "N passed, N failed" last and fails if anything failed.
+# "N passed, N failed, N skipped" last and fails if anything failed.
 test: all $(TESTS) $(REPLAYS)
 	BUILD=$(BUILD) FSGD=$(FSGD) tests/run_tests.sh
 
@@ -142,8 +143,11 @@ bench: deps
 
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
+FUZZ_TARGETS ?=
+FUZZ_CORPUS  ?=
 fuzz:
-	BUILD=$(BUILD) FUZZ_CC=$(FUZZ_CC) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run_fuzz.sh
+	BUILD=$(BUILD) FUZZ_CC=$(FUZZ_CC) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" \
+	    FUZZ_CORPUS="$(FUZZ_CORPUS)" tests/fuzz/run_fuzz.sh
 
 check-deps:
 	@scripts/install-deps.sh --check

@@ -11,6 +11,9 @@
 # mvn or kcat it says so in one line and counts as skipped, except under CI
 # (CI=true), where it must run. An integration script that exits 77 is
 # skipped (it printed why).
+# A test that cannot run here (no GPU, no data set, no clang) is skipped,
+# never counted as passed: unit tests report skips in their
+# "fsgd-test: NAME: P passed, F failed, S skipped" line.
 set -u
 BUILD=${BUILD:-build}
 export FSGD=${FSGD:-bin/fsgd}
@@ -26,22 +29,25 @@ finish() {
 }
 trap finish EXIT
 trap 'echo "interrupted: stopping the brokers"; exit 130' INT TERM
+[ -d "$FSGD_DATA" ] || echo "note: test data directory $FSGD_DATA not found (set FSGD_DATA): tests that need it are skipped"
 
 for t in "$BUILD"/unit/test_*; do
     [ -x "$t" ] || continue
     log=$(mktemp)
     "$t" >"$log" 2>&1
     rc=$?
-    line=$(grep -E '^fsgd-test: .*: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
-    p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\1/' <<<"$line")
-    f=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\2/' <<<"$line")
-    p=${p:-0}; f=${f:-0}
+    line=$(grep -E '^fsgd-test: .*: [0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$log" | tail -1)
+    p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\1/' <<<"$line")
+    f=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\2/' <<<"$line")
+    s=$(sed -nE 's/.*, ([0-9]+) skipped$/\1/p' <<<"$line")
+    p=${p:-0}; f=${f:-0}; s=${s:-0}
     if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi   # crashed or asserted outside a test
-    passed=$((passed + p)); failed=$((failed + f))
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
     if [ $rc -ne 0 ]; then
         failures+=("$t"); cat "$log"
     else
-        echo "ok   $t ($p tests)"
+        echo "ok   $t ($p tests$([ "$s" -gt 0 ] && echo ", $s skipped"))"
+        grep -h '^fsgd-test: test data' "$log" || true
     fi
     rm -f "$log"
 done

@@ -38,10 +38,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     exp.end[0] = 600;
     exp.end[1] = 400;
-    if ((ctl & 2) && len >= 36) {
-        rows = fsgd_le_get64(p + 20);
-        mdim = fsgd_le_get64(p + 28);
-        size_t off = 36;
+    if ((ctl & 2) && len >= 40) { /* the header: magic, version, gen, step, rows, weights */
+        rows = fsgd_le_get64(p + 24);
+        mdim = fsgd_le_get64(p + 32);
+        size_t off = 40;
         char e[256];
         if (fsgd_wire_state_get(p, len, &off, &exp, e, sizeof e) < 0)
             fsgd_wire_state_alloc(&exp, 0);

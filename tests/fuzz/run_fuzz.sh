@@ -1,33 +1,70 @@
 #!/usr/bin/env bash
 # Builds every tests/fuzz/fuzz_*.c as a libFuzzer binary (clang,
 # -fsanitize=fuzzer,address,undefined) and runs each for FUZZ_SECONDS over a
-# scratch copy of its corpus (new inputs are kept in build/fuzz/corpus-*).
-set -eu
+# scratch copy of its corpus (new inputs are kept in $BUILD/fuzz/corpus-*).
+# Every target runs even after one fails; the script exits non-zero when any
+# target found a crash (or failed to build), listing them. Crash inputs go to
+# $BUILD/fuzz/artifacts/, never the working directory.
+#
+# FUZZ_ONLY=fuzz_x runs one target; FUZZ_TARGETS="a.c b.c" replaces the list
+# of target sources and FUZZ_CORPUS the corpus root (default
+# tests/fuzz/corpus; a target fuzz_x reads FUZZ_CORPUS/x), which is how
+# tests/integration/fuzz_tool.sh checks that a crash fails this script.
+set -euo pipefail
 BUILD=${BUILD:-build}
 FUZZ_CC=${FUZZ_CC:-clang}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 ONLY=${FUZZ_ONLY:-}
-mkdir -p "$BUILD/fuzz"
-srcs=$(find codec data trainer -name '*.c' -not -path 'trainer/cli/*' | sort)
+TARGETS=${FUZZ_TARGETS:-$(ls tests/fuzz/fuzz_*.c)}
+CORPUS=${FUZZ_CORPUS:-tests/fuzz/corpus}
+mkdir -p "$BUILD/fuzz/artifacts"
 flags="-std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DFSGD_HAVE_CUDA=0 \
        -Icodec/include -Idata/include -Itrainer/include"
-# The library once, with fuzzer instrumentation but no main.
+# The library once, with fuzzer instrumentation but no main, for the targets
+# that use it.
 objs=()
-for s in $srcs; do
-    o="$BUILD/fuzz/obj/${s%.c}.o"; mkdir -p "$(dirname "$o")"
-    if [ ! -f "$o" ] || [ "$s" -nt "$o" ]; then
-        $FUZZ_CC $flags -fsanitize=fuzzer-no-link -c "$s" -o "$o"
-    fi
-    objs+=("$o")
-done
-for f in tests/fuzz/fuzz_*.c; do
+build_lib() {
+    [ ${#objs[@]} -gt 0 ] && return 0
+    local s o
+    for s in $(find codec data trainer -name '*.c' -not -path 'trainer/cli/*' | sort); do
+        o="$BUILD/fuzz/obj/${s%.c}.o"; mkdir -p "$(dirname "$o")"
+        if [ ! -f "$o" ] || [ "$s" -nt "$o" ]; then
+            $FUZZ_CC $flags -fsanitize=fuzzer-no-link -c "$s" -o "$o"
+        fi
+        objs+=("$o")
+    done
+}
+failed=()
+for f in $TARGETS; do
     name=$(basename "$f" .c)
     [ -n "$ONLY" ] && [ "$name" != "$ONLY" ] && continue
-    $FUZZ_CC $flags "$f" "${objs[@]}" -lrdkafka -llz4 -lyaml -lm -pthread -o "$BUILD/fuzz/$name"
+    link=()
+    if grep -qE '#include "(fsgd/|\.\./)' "$f"; then
+        build_lib
+        link=("${objs[@]}" -lrdkafka -llz4 -lyaml -lm -pthread)
+    fi
+    if ! $FUZZ_CC $flags "$f" ${link[@]+"${link[@]}"} -o "$BUILD/fuzz/$name"; then
+        failed+=("$name (build)")
+        continue
+    fi
     work="$BUILD/fuzz/corpus-${name#fuzz_}"
     mkdir -p "$work"
-    cp -n tests/fuzz/corpus/"${name#fuzz_}"/* "$work"/ 2>/dev/null || true
+    for c in "$CORPUS/${name#fuzz_}"/*; do
+        [ -f "$c" ] && [ ! -e "$work/$(basename "$c")" ] && cp "$c" "$work/"
+    done
     echo "== $name for ${FUZZ_SECONDS}s"
-    "$BUILD/fuzz/$name" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 "$work" 2>&1 |
-        grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' || true
+    log="$BUILD/fuzz/$name.log"
+    rc=0
+    "$BUILD/fuzz/$name" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 \
+        -artifact_prefix="$BUILD/fuzz/artifacts/$name-" "$work" >"$log" 2>&1 || rc=$?
+    sed -n -E '/stat::number_of_executed_units|ERROR|SUMMARY|Done|deadly signal|Test unit written/p' "$log"
+    if [ $rc -ne 0 ]; then
+        failed+=("$name (exit $rc; log $log)")
+    fi
 done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "fuzzing failed: ${failed[*]}"
+    echo "crash inputs: $(ls "$BUILD/fuzz/artifacts" | tr '\n' ' ')"
+    exit 1
+fi
+echo "fuzzing: no target failed"

@@ -4,7 +4,7 @@
 set -euo pipefail
 # real-kafka: cluster
 . "$(dirname "$0")/lib/kafka.bash"
-command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
+needs_cmd kcat
 ref=$(reference_auc)
 name=$(job_name cj)
 start_run "$tmp/run.log" --workers 3 --batch 128 --name "$name" --metrics-json "$tmp/m.json"

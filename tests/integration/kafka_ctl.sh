@@ -9,7 +9,7 @@
 # workers read it and exit promptly with that error.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
-command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
+needs_cmd kcat
 ct=$(job_name ct)
 WPIDS=()
 AGG=

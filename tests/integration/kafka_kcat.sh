@@ -5,7 +5,7 @@
 # the aggregator wrote (and so does reading the topic directly).
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
-command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
+needs_cmd kcat
 kc=$(job_name kc)
 kafka_cluster "$kc" 6
 echo "$KAFKA_MODE cluster at $brokers"

@@ -8,6 +8,9 @@
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data}
+. "$(dirname "$0")/lib/skip.bash"
+needs_data a9a a9a.t
+needs_cmd liblinear-predict
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 test_file=$DATA/a9a.t

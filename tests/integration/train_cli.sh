@@ -5,6 +5,9 @@
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 D=${FSGD_DATA:-../shared/data}
+DATA=$D
+. "$(dirname "$0")/lib/skip.bash"
+needs_data a9a a9a.t ijcnn1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -46,7 +49,7 @@ for c in fastsgd "fastsgd:levels=optimal" "fastsgd:ef=1" logquant "topk:ratio=0.
 done
 
 # Bad input names the place and exits non-zero.
-printf '+1 1:1 2:1\n-1 3:1 2:0.5\n' > "$tmp/bad.svm"
+printf '+1 1:1 2:1\n-1 3:1 2:0.5\n-1 1:1\n' > "$tmp/bad.svm"
 if "$FSGD" train --data "$tmp/bad.svm" --quiet 2> "$tmp/err.txt"; then fail "accepted bad rows"; fi
 grep -q "bad.svm:2:" "$tmp/err.txt" || fail "error does not name line 2: $(cat "$tmp/err.txt")"
 "$FSGD" train --data "$tmp/bad.svm" --skip-bad --test-fraction 0 --epochs 1 --quiet 2> "$tmp/skip.txt" > /dev/null
@@ -57,4 +60,30 @@ if "$FSGD" train --data "$tmp/nope.svm" 2> "$tmp/err3.txt"; then fail "accepted 
 grep -q "nope.svm" "$tmp/err3.txt" || fail "missing file not named"
 if "$FSGD" train --data "$D/a9a" --codec "fastsgd:b=0.5" 2> "$tmp/err4.txt"; then fail "accepted bad codec"; fi
 grep -q "b" "$tmp/err4.txt" || fail "bad codec parameter not named"
+# Labels that do not fit the model stop before training, naming the file and
+# the labels (issue 12, finding 6): {1, 2} used to train "silently" with
+# train auc nan and exit 0; a single class gave AUC nan and exit 0.
+printf '1 1:1\n2 2:1\n1 1:0.5 2:1\n2 1:0.1\n' > "$tmp/l12.svm"
+rc=0; "$FSGD" train --data "$tmp/l12.svm" --quiet 2> "$tmp/err5.txt" || rc=$?
+[ $rc -eq 3 ] || fail "labels {1, 2}: exit $rc, expected 3 (bad input data)"
+grep -q "l12.svm: labels {1, 2}: a logistic model needs two classes labelled {0, 1} or {-1, 1}" "$tmp/err5.txt" ||
+    fail "labels {1, 2} not named: $(cat "$tmp/err5.txt")"
+printf '+1 1:1\n+1 2:1\n+1 1:0.5\n' > "$tmp/one.svm"
+rc=0; "$FSGD" train --data "$D/a9a" --test "$tmp/one.svm" --model svm --quiet 2> "$tmp/err6.txt" || rc=$?
+[ $rc -eq 3 ] || fail "single-class test file: exit $rc, expected 3"
+grep -q "one.svm: every row has label 1: a svm model needs both classes" "$tmp/err6.txt" ||
+    fail "single class not named: $(cat "$tmp/err6.txt")"
+# the same labels are fine for regression
+"$FSGD" train --data "$tmp/l12.svm" --model linear --test-fraction 0 --epochs 1 --quiet > /dev/null
+
+# Exit statuses are documented in --help, with distinct numbers
+"$FSGD" --help > "$tmp/help.txt"
+for n in 2 3 4 70 74 130 143; do
+    grep -qE "^ +$n  " "$tmp/help.txt" || fail "exit status $n not in fsgd --help"
+done
+"$FSGD" train --help | grep -q "exit status:" || fail "fsgd train --help has no exit statuses"
+rc=0; "$FSGD" train --data "$D/a9a" --epochz 3 2>/dev/null || rc=$?
+[ $rc -eq 2 ] || fail "unknown flag: exit $rc, expected 2"
+rc=0; "$FSGD" train --data "$tmp/nope.svm" 2>/dev/null || rc=$?
+[ $rc -eq 74 ] || fail "missing data file: exit $rc, expected 74"
 echo ok

@@ -5,10 +5,11 @@
  * and after model deltas. The CPU backend itself is checked against a
  * naive dense reference written here from the formulas.
  *
- * Without a CUDA device the device part prints "skipped: no CUDA device
- * (...)" and the test asserts that selecting "cuda" fails clearly
- * (FSGD_E_NOT_BUILT without CUDA, FSGD_E_DEVICE with CUDA but no device)
- * and that "auto" picks the CPU. */
+ * The device comparisons are test cases of their own ("cuda parity ...")
+ * that are reported as skipped without a CUDA device; the selection test
+ * then asserts that selecting "cuda" fails clearly (FSGD_E_NOT_BUILT
+ * without CUDA, FSGD_E_DEVICE with CUDA but no device) and that "auto"
+ * picks the CPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,18 +113,21 @@ static void reference_grad(const fsgd_csr_t *X, const float *theta, uint64_t dim
     free(seen);
 }
 
-static fsgd_csr_t load(const char *name)
+/* 1 with *out loaded; 0 when the data set is missing (the test is skipped). */
+static int load(const char *name, fsgd_csr_t *out)
 {
     fsgd_csr_t X;
     memset(&X, 0, sizeof X);
     const char *path = fsgd_test_data(name);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(path);
+    if (!path)
+        return 0;
     char err[256] = "";
     int rc = fsgd_libsvm_load(path, NULL, &X, NULL, err, sizeof err);
     if (rc < 0)
         fprintf(stderr, "\n  load %s: %s\n", path, err);
     CU_ASSERT_FATAL(rc == 0);
-    return X;
+    *out = X;
+    return 1;
 }
 
 /* Random rows over a wide model: columns spread over all 32 bits of [0, dim),
@@ -212,11 +216,6 @@ static void check_cpu(const fsgd_csr_t *batches, size_t nb, uint64_t dim, const 
 static void check_devices(const char *label, const fsgd_csr_t *batches, size_t nb, uint64_t dim, float *theta,
                           uint64_t *st)
 {
-    char why[512] = "";
-    if (!cuda_usable(why, sizeof why)) {
-        printf("\n  %s: skipped: no CUDA device (%s)\n", label, why);
-        return;
-    }
     char err[512] = "";
     fsgd_backend_t *cpu = fsgd_backend_new("cpu", dim, theta, err, sizeof err);
     fsgd_backend_t *dev = fsgd_backend_new("cuda", dim, theta, err, sizeof err);
@@ -296,16 +295,15 @@ static void check_devices(const char *label, const fsgd_csr_t *batches, size_t n
  * statistics, error feedback state) of the backend's own gradient: on the
  * CPU through the codec library, on a device by the device encoder for
  * fastsgd (ef=0), with the Σ|v| decided by the device tree and, forced, by
- * the CPU-lane fallback. Device part skipped without a device. */
-static void check_encoded(const char *label, const fsgd_csr_t *batches, size_t nb, uint64_t dim, const float *theta)
+ * the CPU-lane fallback (with_device; the caller has checked there is one). */
+static void check_encoded(const char *label, const fsgd_csr_t *batches, size_t nb, uint64_t dim, const float *theta,
+                          int with_device)
 {
     static const char *const specs[] = {"fastsgd", "fastsgd:levels=optimal,l=3", "fastsgd:b=1.01,tau=255,l=1",
                                         "fastsgd:b=2,tau=20,l=5", "fastsgd:ef=1", "none"};
     const size_t nspecs = sizeof specs / sizeof *specs;
-    char why[512] = "", err[512] = "";
-    int have_dev = cuda_usable(why, sizeof why);
-    if (!have_dev)
-        printf("\n  %s: device encoder skipped: no CUDA device (%s)\n", label, why);
+    char err[512] = "";
+    int have_dev = with_device;
     for (int bk = 0; bk < (have_dev ? 3 : 1); bk++) { /* cpu, cuda, cuda with the lane fallback forced */
         if (bk == 2)
             setenv("FSGD_FASTSGD_DEVICE_LANES", "1", 1);
@@ -366,9 +364,25 @@ static void check_encoded(const char *label, const fsgd_csr_t *batches, size_t n
 
 /* Batches of several sizes from a dataset: single rows, small and large
  * steps, and the whole file. */
-static void run_dataset(const char *name)
+static int device_or_skip(void)
 {
-    fsgd_csr_t all = load(name);
+    char why[512] = "", msg[600];
+    if (cuda_usable(why, sizeof why))
+        return 1;
+    snprintf(msg, sizeof msg, "no CUDA device (%s)", why);
+    fsgd_test_skip(msg);
+    return 0;
+}
+
+/* device 0: the CPU against the reference and the codec library; 1: every
+ * device against the CPU (skipped without one). */
+static void run_dataset(const char *name, int device)
+{
+    if (device && !device_or_skip())
+        return;
+    fsgd_csr_t all;
+    if (!load(name, &all))
+        return;
     uint64_t st = fsgd_test_seed() ^ 0x5eed;
     uint64_t dim = all.max_col + 3; /* a model a little wider than the data */
     float *theta = random_theta(dim, &st);
@@ -380,24 +394,34 @@ static void run_dataset(const char *name)
         batches[nb++] = slice(&all, first, sizes[i]);
     }
     batches[nb++] = slice(&all, 0, all.n_rows);
-    check_cpu(batches, nb, dim, theta);
-    check_devices(name, batches, nb, dim, theta, &st);
-    check_encoded(name, batches, nb, dim, theta);
+    if (device) {
+        check_devices(name, batches, nb, dim, theta, &st);
+        check_encoded(name, batches, nb, dim, theta, 1);
+    } else {
+        check_cpu(batches, nb, dim, theta);
+        check_encoded(name, batches, nb, dim, theta, 0);
+    }
     for (size_t i = 0; i < nb; i++)
         fsgd_csr_free(&batches[i]);
     fsgd_csr_free(&all);
     free(theta);
 }
 
-static void test_parity_a9a(void) { run_dataset("a9a"); }
+static void test_parity_a9a(void) { run_dataset("a9a", 0); }
 
-static void test_parity_reuters(void) { run_dataset("reuters"); }
+static void test_parity_reuters(void) { run_dataset("reuters", 0); }
+
+static void test_device_parity_a9a(void) { run_dataset("a9a", 1); }
+
+static void test_device_parity_reuters(void) { run_dataset("reuters", 1); }
 
 /* Wide random data: keys across the whole uint32 range of a large model
  * would need a 4 GiB θ, so use 2^22 keys (all radix digits of the columns
  * used) plus a batch of only empty rows and a batch with no rows. */
-static void test_parity_random_wide(void)
+static void random_wide(int device)
 {
+    if (device && !device_or_skip())
+        return;
     uint64_t st = fsgd_test_seed() ^ 0xc0ffee;
     uint64_t dim = (uint64_t)1 << 22;
     float *theta = random_theta(dim, &st);
@@ -409,13 +433,21 @@ static void test_parity_random_wide(void)
     for (int r = 0; r < 4; r++)
         CU_ASSERT_FATAL(fsgd_csr_append_row(&batches[3], r % 2 ? 1 : -1, NULL, NULL, 0) == 0);
     batches[4] = slice(&batches[1], 0, 0);
-    check_cpu(batches, 5, dim, theta);
-    check_devices("random wide", batches, 5, dim, theta, &st);
-    check_encoded("random wide", batches, 5, dim, theta);
+    if (device) {
+        check_devices("random wide", batches, 5, dim, theta, &st);
+        check_encoded("random wide", batches, 5, dim, theta, 1);
+    } else {
+        check_cpu(batches, 5, dim, theta);
+        check_encoded("random wide", batches, 5, dim, theta, 0);
+    }
     for (size_t i = 0; i < 5; i++)
         fsgd_csr_free(&batches[i]);
     free(theta);
 }
+
+static void test_parity_random_wide(void) { random_wide(0); }
+
+static void test_device_parity_random_wide(void) { random_wide(1); }
 
 /* Every backend refuses a batch wider than its model with FSGD_E_RANGE. */
 static void test_column_beyond_dim(void)
@@ -466,14 +498,14 @@ static void test_selection(void)
         FSGD_ASSERT_CONTAINS(why, "cuda: built without CUDA");
         CU_ASSERT_EQUAL(fsgd_cuda_probe(&one, 1, &probe, err, sizeof err), FSGD_E_NOT_BUILT);
         CU_ASSERT_STRING_EQUAL(fsgd_backend_name(a), "cpu");
-        printf("\n  skipped: no CUDA device (built without CUDA); auto -> %s\n", fsgd_backend_name(a));
+        printf("\n  no CUDA device (built without CUDA): cuda fails clearly, auto -> %s\n", fsgd_backend_name(a));
     } else if (!usable) {
         FSGD_ASSERT_CONTAINS(why, "cuda: no device (cudaGetDeviceCount: ");
         CU_ASSERT_EQUAL(fsgd_cuda_probe(&one, 1, &probe, err, sizeof err), FSGD_E_DEVICE);
         FSGD_ASSERT_CONTAINS(err, "cuda: no device");
         CU_ASSERT_STRING_EQUAL(fsgd_backend_name(a), "cpu");
         CU_ASSERT_STRING_EQUAL(fsgd_backend_device(a), "cpu");
-        printf("\n  skipped: no CUDA device (%s); auto -> %s\n", why, fsgd_backend_name(a));
+        printf("\n  no CUDA device (%s): cuda fails clearly, auto -> %s\n", why, fsgd_backend_name(a));
     } else {
         CU_ASSERT_STRING_EQUAL(fsgd_backend_name(a), "cuda");
         FSGD_ASSERT_CONTAINS(fsgd_backend_device(a), "cuda: ");
@@ -502,6 +534,9 @@ void fsgd_test_register(void)
         {"parity on a9a (3 losses, cached/uncached, deltas)", test_parity_a9a},
         {"parity on reuters (3 losses, cached/uncached, deltas)", test_parity_reuters},
         {"parity on random wide batches, empty rows, no rows", test_parity_random_wide},
+        {"cuda parity on a9a (3 losses, cached/uncached, deltas, encoder)", test_device_parity_a9a},
+        {"cuda parity on reuters (3 losses, cached/uncached, deltas, encoder)", test_device_parity_reuters},
+        {"cuda parity on random wide batches", test_device_parity_random_wide},
         {"a column beyond the model dim is refused", test_column_beyond_dim},
         {NULL, NULL},
     };

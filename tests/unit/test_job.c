@@ -113,6 +113,52 @@ static void test_flag_errors(void)
     FSGD_ASSERT_CONTAINS(err, "--data");
 }
 
+/* A key given twice in a YAML file is an error naming both lines (libyaml
+ * lets duplicates through; the second value used to win silently), also
+ * through an alias ("lr" and "optimizer.lr"). */
+static void test_yaml_duplicate_keys(void)
+{
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    char err[512] = "";
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "data: a.svm\nepochs: 3\nepochs: 4\n", err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "job.yaml:3:9: key 'epochs' is given twice (first at line 2)");
+    fsgd_job_defaults(&job);
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "lr: 0.1\noptimizer:\n  lr: 0.2\n", err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "job.yaml:3:7: key 'optimizer.lr' is given twice (first at line 1)");
+    fsgd_job_defaults(&job);
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "kafka:\n  sasl.username: a\n  sasl.username: b\n", err, sizeof err),
+                    FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "job.yaml:3:18: key 'kafka.sasl.username' is given twice (first at line 2)");
+    /* the same key in two different sections is two keys */
+    fsgd_job_defaults(&job);
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "data:\n  data: a.svm\n  test: b.svm\nepochs: 2\n", err, sizeof err), 0);
+}
+
+/* Kafka security settings: a kafka: map in YAML or repeated --kafka-opt;
+ * only security.*, sasl.*, ssl.* (and enable.ssl.certificate.verification). */
+static void test_kafka_options(void)
+{
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    char err[512] = "";
+    CU_ASSERT_EQUAL(load_yaml_text(&job,
+                                   "kafka:\n  security.protocol: SASL_SSL\n  sasl.mechanism: PLAIN\n"
+                                   "  ssl.ca.location: /etc/ca.pem\n",
+                                   err, sizeof err),
+                    0);
+    char *argv[] = {"run", "--kafka-opt", "sasl.username=fsgd", "--kafka-opt=sasl.password=a=b", NULL};
+    CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 4, argv, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(job.kafka, "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nssl.ca.location=/etc/ca.pem\n"
+                                      "sasl.username=fsgd\nsasl.password=a=b\n");
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "kafka.enable.ssl.certificate.verification", "false", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "kafka:\n  fetch.wait.max.ms: 500\n", err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "job.yaml:2:22: kafka option 'fetch.wait.max.ms' is not passed to Kafka clients");
+    char *bad[] = {"run", "--kafka-opt", "sasl.mechanism", NULL};
+    CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 3, bad, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "expected KEY=VALUE");
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -122,6 +168,8 @@ void fsgd_test_register(void)
         {"yaml syntax error names line", test_yaml_syntax_error_names_line},
         {"flags override yaml", test_flags_override_yaml},
         {"flag errors", test_flag_errors},
+        {"yaml duplicate keys name both lines", test_yaml_duplicate_keys},
+        {"kafka security options", test_kafka_options},
         {NULL, NULL},
     };
     fsgd_test_suite("job", cases);

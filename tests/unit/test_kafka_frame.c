@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsgd/crc32c.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/keys.h"
 #include "fsgd/le.h"
 #include "testlib.h"
+#include "../../trainer/dist/agg_ckpt.h"
 #include "../../trainer/dist/wire.h"
 
 static size_t make_frame(uint8_t *out, uint8_t kind, uint32_t sender, uint64_t step, uint32_t chunk, uint32_t n,
@@ -368,6 +370,111 @@ static void test_snapshot_body(void)
     free(b.p);
 }
 
+/* Reassembly with limits (what the aggregator sets): a chunk above the
+ * chunk size, a message past its bound and a full reassembler are refused
+ * and store nothing; held bytes are accounted; forget drops the pending
+ * chunks and the completion of one key, so a stray 2-chunk frame cannot
+ * block the genuine 1-chunk message of the same key. */
+static void test_reassembly_limits(void)
+{
+    static uint8_t big[FSGD_KBUS_CHUNK_MAX + 1];
+    fsgd_kasm_t *a = fsgd_kasm_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    fsgd_kasm_set_limits(a, 3000, 5000);
+    const uint8_t *out;
+    size_t olen;
+    char err[256];
+    fsgd_kframe_t f = {.kind = FSGD_KMSG_GRAD, .gen = 7, .sender = 1, .step = 5, .chunk = 0, .nchunks = 1,
+                       .body = big, .body_len = sizeof big};
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_E_RANGE);
+    FSGD_ASSERT_CONTAINS(err, "above the 524288-byte chunks fsgd writes");
+    f.nchunks = 2;
+    f.body_len = 2000;
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_KASM_PENDING);
+    CU_ASSERT_EQUAL(fsgd_kasm_held(a), 2000);
+    f.chunk = 1;
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_E_RANGE); /* 4000 > 3000 */
+    FSGD_ASSERT_CONTAINS(err, "grows past 3000 bytes");
+    CU_ASSERT_EQUAL(fsgd_kasm_held(a), 2000);
+    /* other senders fill the reassembler up to its total */
+    fsgd_kframe_t g = f;
+    g.sender = 2;
+    g.chunk = 0;
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &g, &out, &olen, err, sizeof err), FSGD_KASM_PENDING);
+    g.sender = 3;
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &g, &out, &olen, err, sizeof err), FSGD_E_RANGE);
+    FSGD_ASSERT_CONTAINS(err, "limit 5000");
+    CU_ASSERT_EQUAL(fsgd_kasm_held(a), 4000);
+    CU_ASSERT_EQUAL(fsgd_kasm_held_max(a), 4000);
+    /* the genuine 1-chunk message of sender 1 disagrees with the pending
+     * 2-chunk one: after forget, it goes through */
+    fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .gen = 7, .sender = 1, .step = 5, .chunk = 0, .nchunks = 1,
+                       .body = big, .body_len = 10};
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &h, &out, &olen, err, sizeof err), FSGD_E_FORMAT);
+    fsgd_kasm_forget(a, &h);
+    CU_ASSERT_EQUAL(fsgd_kasm_held(a), 2000);
+    CU_ASSERT_FALSE(fsgd_kasm_completed(a, &h));
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &h, &out, &olen, err, sizeof err), FSGD_KASM_DONE);
+    CU_ASSERT_EQUAL(olen, 10);
+    CU_ASSERT_TRUE(fsgd_kasm_completed(a, &h));
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &h, &out, &olen, err, sizeof err), FSGD_KASM_DUP);
+    /* a rejected message is forgotten: its next copy is taken again */
+    fsgd_kasm_forget(a, &h);
+    CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &h, &out, &olen, err, sizeof err), FSGD_KASM_DONE);
+    fsgd_kasm_prune(a, 6);
+    CU_ASSERT_EQUAL(fsgd_kasm_held(a), 0);
+    fsgd_kasm_destroy(a);
+}
+
+static uint8_t *read_corpus(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    static uint8_t buf[1 << 16];
+    *len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    return buf;
+}
+
+/* Checkpoints begin with a magic of their own ("FSGDCKPT", version 2);
+ * version 1 began with "FSGC", the codec messages' magic, and is refused
+ * by name. The bytes are the fuzz corpus's (control byte first). */
+static void test_checkpoint_magic(void)
+{
+    size_t len = 0;
+    uint8_t *p = read_corpus("tests/fuzz/corpus/checkpoint/fixed_data", &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(memcmp(p + 1, "FSGDCKPT\002\000\000\000", 12), 0);
+    fsgd_wire_state_t exp = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_wire_state_alloc(&exp, 2), 0);
+    exp.end[0] = 600;
+    exp.end[1] = 400;
+    char err[512] = "";
+    CU_ASSERT_EQUAL(fsgd_agg_ckpt_check(p + 1, len - 1, 1000, 124, &exp, NULL, NULL, err, sizeof err), 1);
+    p = read_corpus("tests/fuzz/corpus/checkpoint/old_magic_v1", &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    p++;
+    len--;
+    fsgd_le_put32(p + len - 4, fsgd_crc32c(0, p, len - 4));
+    int rc = fsgd_agg_ckpt_check(p, len, 1000, 124, &exp, NULL, NULL, err, sizeof err);
+    CU_ASSERT_EQUAL(rc, FSGD_E_VERSION);
+    FSGD_ASSERT_CONTAINS(err, "is in the version 1 format (magic FSGC) of an older fsgd");
+    fsgd_wire_state_free(&exp);
+}
+
+/* Kafka security settings are checked by librdkafka when set. */
+static void test_kafka_options_checked(void)
+{
+    char err[512] = "";
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options("security.protocol=plaintext\nsasl.mechanism=PLAIN\n", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options("security.protocol=bogus\n", err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "kafka option security.protocol");
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options("sasl.no.such.key=1\n", err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "sasl.no.such.key");
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options("", err, sizeof err), 0);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t frame[] = {
@@ -377,6 +484,9 @@ void fsgd_test_register(void)
         {"model reassembly from a frame stream", test_model_stream},
         {"packed deltas (kind 4): keys bit-packed, raw and LZ4 values", test_packed_delta_stream},
         {"snapshot bodies: round trip, non-finite and truncated refused", test_snapshot_body},
+        {"reassembly limits, held bytes, forget", test_reassembly_limits},
+        {"checkpoint magic: FSGDCKPT read, version 1 refused by name", test_checkpoint_magic},
+        {"kafka security options are checked when set", test_kafka_options_checked},
         {NULL, NULL},
     };
     static const fsgd_test_case_t mock[] = {

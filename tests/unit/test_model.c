@@ -376,8 +376,8 @@ static void test_save_errors_and_atomicity(void)
     CU_ASSERT_TRUE(same_model(&m, &r));
     fsgd_model_free(&r);
     CU_ASSERT_EQUAL(count_tmp_files(dir), 0);
-    CU_ASSERT_EQUAL(fsgd_model_save(&m, "/nonexistent-dir/x.fsgd", err, sizeof err), FSGD_E_IO);
-    FSGD_ASSERT_CONTAINS(err, "/nonexistent-dir/x.fsgd");
+    CU_ASSERT_EQUAL(fsgd_model_save(&m, "/nonexistent-dir/x.fsgd", err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "/nonexistent-dir/x.fsgd': directory '/nonexistent-dir': No such file or directory");
     /* without an intercept, w[dim] is not part of the model */
     m.w[4] = 5;
     CU_ASSERT_EQUAL(fsgd_model_save(&m, path, err, sizeof err), 0);
@@ -477,8 +477,7 @@ static size_t read_column(const char *path, int col, double *out, size_t cap)
  * both ignore features the model does not know. */
 static void test_export_matches_liblinear_predict(void)
 {
-    const char *data = fsgd_test_data("a9a.t");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(data);
+    FSGD_TEST_DATA(data, "a9a.t");
     const char *bin = fsgd_test_bin();
     uint64_t s = fsgd_test_seed() ^ 0xabc;
     const fsgd_loss_kind_t kinds[] = {FSGD_LOSS_LOGISTIC, FSGD_LOSS_HINGE, FSGD_LOSS_SQUARED};
@@ -544,6 +543,7 @@ static void test_cli_errors(void)
 {
     char out[4096], cmd[2048];
     const char *bin = fsgd_test_bin();
+    FSGD_TEST_DATA(a9a_t, "a9a.t");
     snprintf(cmd, sizeof cmd, "%s predict --help", bin);
     CU_ASSERT_EQUAL(fsgd_test_run(cmd, out, sizeof out), 0);
     FSGD_ASSERT_CONTAINS(out, "usage: fsgd predict --model M --data F");
@@ -567,15 +567,19 @@ static void test_cli_errors(void)
     CU_ASSERT_EQUAL_FATAL(fsgd_model_encode(&m, &enc, &len, err, sizeof err), 0);
     const char *mp = fsgd_test_tmp("cut.fsgd");
     fsgd_test_write_file(mp, enc, len - 11);
-    snprintf(cmd, sizeof cmd, "%s predict --model %s --data %s", bin, mp, fsgd_test_data("a9a.t"));
-    CU_ASSERT_EQUAL(fsgd_test_run(cmd, out, sizeof out), 1);
+    snprintf(cmd, sizeof cmd, "%s predict --model %s --data %s", bin, mp, a9a_t);
+    CU_ASSERT_EQUAL(fsgd_test_run(cmd, out, sizeof out), 3); /* bad input data */
     FSGD_ASSERT_CONTAINS(out, "cut.fsgd: truncated at byte 52 reading weight 1 of 2 (key) (file has 53 bytes)");
-    snprintf(cmd, sizeof cmd, "%s export --model %s --format liblinear --out /dev/null/x", bin, mp);
-    CU_ASSERT_EQUAL(fsgd_test_run(cmd, out, sizeof out), 1);
+    snprintf(cmd, sizeof cmd, "%s export --model %s --format liblinear --out %s", bin, mp, fsgd_test_tmp("cut.txt"));
+    CU_ASSERT_EQUAL(fsgd_test_run(cmd, out, sizeof out), 3);
     FSGD_ASSERT_CONTAINS(out, "cut.fsgd: truncated at byte 52");
+    /* an output that cannot be written is refused before the model is read */
+    snprintf(cmd, sizeof cmd, "%s export --model %s --format liblinear --out /dev/null/x", bin, mp);
+    CU_ASSERT_EQUAL(fsgd_test_run(cmd, out, sizeof out), 2);
+    FSGD_ASSERT_CONTAINS(out, "export: output '/dev/null/x'");
     /* --proba on a non-logistic model */
     fsgd_test_write_file(mp, enc, len);
-    snprintf(cmd, sizeof cmd, "%s predict --model %s --data %s --proba", bin, mp, fsgd_test_data("a9a.t"));
+    snprintf(cmd, sizeof cmd, "%s predict --model %s --data %s --proba", bin, mp, a9a_t);
     CU_ASSERT_EQUAL(fsgd_test_run(cmd, out, sizeof out), 2);
     FSGD_ASSERT_CONTAINS(out, "--proba needs a logistic model");
     free(enc);
@@ -585,8 +589,7 @@ static void test_cli_errors(void)
 /* fsgd predict's metrics equal fsgd_metrics_compute over the same margins. */
 static void test_predict_metrics(void)
 {
-    const char *data = fsgd_test_data("a9a.t");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(data);
+    FSGD_TEST_DATA(data, "a9a.t");
     fsgd_csr_t rows = {0};
     char err[512], cmd[2048];
     CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load(data, NULL, &rows, NULL, err, sizeof err), 0);
@@ -600,7 +603,7 @@ static void test_predict_metrics(void)
     fsgd_metrics_t want = fsgd_metrics_compute(m.kind, mg, rows.label, rows.n_rows);
     const char *mp = fsgd_test_tmp("pm.fsgd");
     CU_ASSERT_EQUAL_FATAL(fsgd_model_save(&m, mp, err, sizeof err), 0);
-    snprintf(cmd, sizeof cmd, "%s predict --model %s --data %s --out /dev/null", fsgd_test_bin(), mp, data);
+    snprintf(cmd, sizeof cmd, "%s predict --model %s --data %s --out - >/dev/null", fsgd_test_bin(), mp, data);
     char out[4096], line[512];
     CU_ASSERT_EQUAL(fsgd_test_run(cmd, out, sizeof out), 0);
     snprintf(line, sizeof line, "%zu rows: auc %.6f logloss %.6f accuracy %.6f", rows.n_rows, want.auc,

@@ -38,8 +38,7 @@ static void synthetic(fsgd_csr_t *m, size_t rows, uint32_t dim, int regression, 
 
 static void test_threads_agree(void)
 {
-    const char *path = fsgd_test_data("a9a");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(path);
+    FSGD_TEST_DATA(path, "a9a");
     fsgd_csr_t data = {0};
     char err[512];
     CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load(path, NULL, &data, NULL, err, sizeof err), 0);

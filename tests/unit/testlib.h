@@ -19,11 +19,23 @@ typedef struct fsgd_test_case {
 /* Adds a suite of a NULL-terminated case array. */
 void fsgd_test_suite(const char *name, const fsgd_test_case_t *cases);
 
+/* Marks the running test as skipped (it could not run here: no GPU, no
+ * data set, not root) and prints why. A skipped test counts neither as
+ * passed nor as failed, unless it also failed an assertion; the closing
+ * line reports "P passed, F failed, S skipped". The test should return
+ * right after. */
+void fsgd_test_skip(const char *why);
+
 /* Path of a file in the shared real datasets ("a9a" -> "../shared/data/a9a"
- * or $FSGD_DATA/a9a). Returns a static buffer; NULL if it does not exist,
- * and then the test should CU_PASS with a "skipped" note? No: the datasets
- * are part of the test environment, so a missing file is a failure. */
+ * or $FSGD_DATA/a9a). Returns a static buffer, or NULL when it does not
+ * exist: then the running test is marked skipped (the directory is named
+ * once per binary) and must return. FSGD_TEST_DATA does both. */
 const char *fsgd_test_data(const char *name);
+
+#define FSGD_TEST_DATA(var, name)                                                                         \
+    const char *var = fsgd_test_data(name);                                                              \
+    if (!var)                                                                                            \
+    return
 
 /* A fresh temporary directory for this test binary (removed at exit).
  * Returns the path joined with name in a static rotating buffer. */

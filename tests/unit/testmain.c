@@ -1,6 +1,7 @@
 /* The main() of every unit test binary: registers the file's suites, runs
  * them with CUnit's basic interface and exits non-zero on any failure. */
 #include <CUnit/Basic.h>
+#include <CUnit/TestRun.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -12,6 +13,35 @@
 
 static char tmp_dir[256];
 static uint64_t seed;
+
+/* Tests that called fsgd_test_skip (CUnit has no skip of its own). */
+static CU_pTest skipped[256];
+static unsigned n_skipped;
+
+void fsgd_test_skip(const char *why)
+{
+    CU_pTest t = CU_get_current_test();
+    printf("SKIPPED: %s ", why);
+    fflush(stdout);
+    for (unsigned i = 0; i < n_skipped; i++)
+        if (skipped[i] == t)
+            return;
+    if (n_skipped < sizeof skipped / sizeof *skipped)
+        skipped[n_skipped++] = t;
+}
+
+/* Skipped tests that did not also fail. */
+static unsigned count_skipped(void)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < n_skipped; i++) {
+        int failed = 0;
+        for (CU_pFailureRecord f = CU_get_failure_list(); f && !failed; f = f->pNext)
+            failed = f->pTest == skipped[i];
+        n += !failed;
+    }
+    return n;
+}
 
 void fsgd_test_suite(const char *name, const fsgd_test_case_t *cases)
 {
@@ -35,7 +65,12 @@ const char *fsgd_test_data(const char *name)
     const char *dir = getenv("FSGD_DATA");
     snprintf(p, 512, "%s/%s", dir ? dir : "../shared/data", name);
     if (access(p, R_OK) != 0) {
-        fprintf(stderr, "test data %s not found (set FSGD_DATA)\n", p);
+        static int said;
+        if (!said++)
+            fprintf(stderr, "\nfsgd-test: test data %s not found (set FSGD_DATA to the data sets' directory): "
+                            "tests that need it are skipped\n",
+                    p);
+        fsgd_test_skip("needs a shared data set");
         return NULL;
     }
     return p;
@@ -127,7 +162,8 @@ int main(int argc, char **argv)
     unsigned failed = CU_get_number_of_tests_failed();
     unsigned run = CU_get_number_of_tests_run();
     unsigned asserts_failed = CU_get_number_of_failures();
-    printf("fsgd-test: %s: %u passed, %u failed\n", argv[0], run - failed, failed);
+    unsigned skip = count_skipped();
+    printf("fsgd-test: %s: %u passed, %u failed, %u skipped\n", argv[0], run - failed - skip, failed, skip);
     CU_cleanup_registry();
     (void)argc;
     return (failed || asserts_failed) ? 1 : 0;

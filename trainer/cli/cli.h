@@ -22,8 +22,37 @@ void fsgd_cli_error(const char *fmt, ...)
 #endif
     ;
 
-/* Exit status for an fsgd_err_t: 0 ok, 2 usage/argument/parse errors,
- * 1 anything else. */
+/* Exit statuses of every fsgd command, defined once (fsgd --help prints
+ * this table; scripts may rely on the numbers). */
+#define FSGD_EXIT_LIST(X)                                                                                     \
+    X(OK, 0, "success")                                                                                       \
+    X(USAGE, 2, "bad usage: unknown option or bad value, job file error, refused output path or --workers")   \
+    X(DATA, 3, "bad input data: malformed rows, wrong or single-class labels, corrupt model or checkpoint")   \
+    X(BROKER, 4, "Kafka problem: broker unreachable or timed out, data lost, topics left by another job")    \
+    X(INTERNAL, 70, "internal error: out of memory, exactly-once violated, device failure")                   \
+    X(IO, 74, "a file could not be read or written (disk full, permissions)")                                 \
+    X(SIGINT, 130, "interrupted by SIGINT (128 + 2); fsgd run stopped every process it started")              \
+    X(SIGTERM, 143, "stopped by SIGTERM (128 + 15); fsgd run stopped every process it started")
+
+#define FSGD_EXIT_ENUM_(name, value, desc) FSGD_EXIT_##name = value,
+enum { FSGD_EXIT_LIST(FSGD_EXIT_ENUM_) };
+#undef FSGD_EXIT_ENUM_
+
+/* Exit status for an fsgd_err_t (0 for FSGD_E_OK): ARG, NOT_BUILT and
+ * UNSUPPORTED -> USAGE; PARSE, FORMAT, CRC, VERSION, TRUNCATED, RANGE,
+ * NONFINITE -> DATA; KAFKA, TIMEOUT, LOST -> BROKER; IO -> IO; the rest
+ * -> INTERNAL. */
 int fsgd_cli_status(int err);
+
+/* Prints the exit status table (for --help texts). */
+void fsgd_cli_print_exit_codes(void *file /* FILE* */);
+
+/* Installs SIGINT/SIGTERM/SIGHUP handlers that remove the temporary output
+ * files in flight (fsgd/outfile.h) and then die of the signal as before. */
+void fsgd_cli_cleanup_on_signal(void);
+
+/* Checks each non-empty output path with fsgd_outfile_check; prints the
+ * error prefixed with what ("train") and returns FSGD_EXIT_USAGE, or 0. */
+int fsgd_cli_check_outputs(const char *what, const char *const *paths, int n);
 
 #endif

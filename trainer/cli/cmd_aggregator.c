@@ -6,11 +6,23 @@
 #include "cli.h"
 #include "dist_cli.h"
 #include "fsgd/dist.h"
+#include "fsgd/kbus.h"
+#include "fsgd/outfile.h"
 
 static const char usage[] =
     "usage: fsgd aggregator [JOB.yaml] --brokers HOST:PORT [--name JOB] [--workers N] [--checkpoint FILE] [options]\n"
     "Gathers each step's gradients from the live workers, applies sparse Adam, publishes the model to\n"
-    "NAME.model, evaluates on --test at epoch ends and writes --out and --metrics-json.";
+    "NAME.model, evaluates on --test at epoch ends and writes --out and --metrics-json. Gradients are\n"
+    "taken only from members of the job (workers that reported their partitions on NAME.ctl) for the\n"
+    "step in progress; what is dropped is counted by reason and the first of each reason is printed.";
+
+static uint64_t rejected_total(const fsgd_agg_stats_t *s)
+{
+    uint64_t n = 0;
+    for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
+        n += s->rejected[r];
+    return n;
+}
 
 static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
 {
@@ -25,12 +37,18 @@ static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
         return;
     }
     fprintf(stderr,
-            "fsgd: epoch %d step %llu rows %llu/%llu loss %.5f %.0f rows/s step %.2f ms workers %llu dup %llu "
-            "corrupt %llu\n",
+            "fsgd: epoch %d step %llu rows %llu/%llu loss %.5f %.0f rows/s step %.2f ms workers %llu rejected %llu\n",
             s->epoch, (unsigned long long)s->steps, (unsigned long long)s->rows_epoch,
             (unsigned long long)s->dataset_rows, s->last_loss, s->seconds > 0 ? s->rows_total / s->seconds : 0,
-            s->step_ms_p50, (unsigned long long)s->workers_live, (unsigned long long)s->duplicates,
-            (unsigned long long)s->corrupt);
+            s->step_ms_p50, (unsigned long long)s->workers_live, (unsigned long long)rejected_total(s));
+}
+
+/* Rejections and waits are printed even with --quiet: they say why a job
+ * is slow or what was dropped. */
+static void on_log(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "fsgd: aggregator: %s\n", line);
 }
 
 int fsgd_cmd_aggregator(int argc, char **argv)
@@ -38,30 +56,39 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     fsgd_job_t job;
     int rc = dcli_job(argc, argv, usage, &job);
     if (rc)
-        return rc == 1 ? 0 : 2;
+        return rc == 1 ? 0 : rc;
     if (!job.brokers[0]) {
         fsgd_cli_error("aggregator: --brokers is required (fsgd run starts an embedded cluster and passes it)");
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
+    const char *outs[] = {job.out, job.metrics_json, job.checkpoint};
+    if ((rc = fsgd_cli_check_outputs("aggregator", outs, 3)) != 0)
+        return rc;
+    char err[FSGD_OUTFILE_PATH_MAX + 512];
+    if (fsgd_kbus_set_options(job.kafka, err, sizeof err) < 0) {
+        fsgd_cli_error("aggregator: %s", err);
+        return FSGD_EXIT_USAGE;
+    }
+    fsgd_cli_cleanup_on_signal();
     fsgd_agg_stats_t st;
-    char err[512];
     /* fsgd run passes its embedded cluster's limit down (not a job key). */
     const char *maxw = getenv("FSGD_MAX_MODEL_WEIGHTS");
     if (maxw)
         job.max_model_weights = strtoull(maxw, NULL, 10);
-    rc = fsgd_aggregator_run(&job, job.workers, &st, on_progress, &job, err, sizeof err);
+    rc = fsgd_aggregator_run(&job, job.workers, &st, on_progress, on_log, &job, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("aggregator: %s", err);
         return fsgd_cli_status(rc);
     }
     if (!job.quiet) {
         printf("test auc %.6f logloss %.6f | %d epochs, %llu steps, %.2f s, %.0f rows/s, step p50 %.2f ms | "
-               "up %llu B down %llu B ratio %.2f | dup %llu corrupt %llu stale %llu conflicts %llu dropped %llu\n",
+               "up %llu B down %llu B ratio %.2f | rejected",
                st.test.auc, st.test.logloss, st.n_epochs, (unsigned long long)st.adam_steps, st.seconds,
                st.seconds > 0 ? st.rows_total / st.seconds : 0, st.step_ms_p50, (unsigned long long)st.bytes_up,
-               (unsigned long long)st.bytes_down, st.codec_bytes ? (double)st.raw_bytes / st.codec_bytes : 0,
-               (unsigned long long)st.duplicates, (unsigned long long)st.corrupt, (unsigned long long)st.stale,
-               (unsigned long long)st.conflicts, (unsigned long long)st.workers_dropped);
+               (unsigned long long)st.bytes_down, st.codec_bytes ? (double)st.raw_bytes / st.codec_bytes : 0);
+        for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
+            printf(" %s %llu", fsgd_agg_reject_name(r), (unsigned long long)st.rejected[r]);
+        printf(" | dropped %llu\n", (unsigned long long)st.workers_dropped);
         if (job.out[0])
             printf("model: %s\n", job.out);
         if (job.metrics_json[0])

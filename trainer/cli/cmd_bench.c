@@ -326,7 +326,7 @@ int fsgd_cmd_bench(int argc, char **argv)
             return 0;
         }
         fsgd_cli_error("bench: expected 'bench codec' (fsgd bench --help)");
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
     bench_opts_t o = {0};
     const char *env = getenv("FSGD_DATA");
@@ -357,7 +357,7 @@ int fsgd_cmd_bench(int argc, char **argv)
         }
         if (!v) {
             fsgd_cli_error("bench codec: %s needs a value", a);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
         if (!strcmp(a, "--data-dir"))
             o.data_dir = v;
@@ -375,7 +375,7 @@ int fsgd_cmd_bench(int argc, char **argv)
             o.min_time = strtod(v, NULL);
         else {
             fsgd_cli_error("bench codec: unknown option %s", a);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
         i++;
     }
@@ -385,12 +385,12 @@ int fsgd_cmd_bench(int argc, char **argv)
     int nf = parse_list(o.batches, fracs, 16), nd = *o.dims ? parse_list(o.dims, dims, 16) : 0;
     if (nf <= 0 || nd < 0) {
         fsgd_cli_error("bench codec: bad --batches or --dims list");
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
     for (int i = 0; i < nf; i++)
         if (!(fracs[i] > 0 && fracs[i] <= 1)) {
             fsgd_cli_error("bench codec: batch fraction %g not in (0, 1]", fracs[i]);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
     printf("# fsgd bench codec: MB/s of raw 8-byte (key, value) pairs; ratios > 1 mean faster than the reference\n");
     int rc = 0;
@@ -399,14 +399,14 @@ int fsgd_cmd_bench(int argc, char **argv)
     char *save = NULL;
     for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save))
         if (bench_dataset(&o, name, fracs, nf) < 0)
-            rc = 1;
+            rc = FSGD_EXIT_DATA;
     for (int i = 0; i < nd; i++) {
         if (!(dims[i] >= 1 && dims[i] <= 4294967296.0)) {
             fsgd_cli_error("bench codec: dim %g out of range", dims[i]);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
         if (bench_synthetic(&o, (uint64_t)dims[i], fracs, nf) < 0)
-            rc = 1;
+            rc = FSGD_EXIT_INTERNAL;
     }
     return rc;
 }

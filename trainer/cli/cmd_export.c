@@ -1,10 +1,12 @@
 /* fsgd export: write a model file in another tool's format. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "fsgd/error.h"
 #include "fsgd/model.h"
+#include "fsgd/outfile.h"
 
 static const char usage_text[] =
     "usage: fsgd export --model M --format liblinear --out FILE\n"
@@ -13,7 +15,8 @@ static const char usage_text[] =
     "  --format liblinear   LIBLINEAR's text model (liblinear-predict reads it):\n"
     "                       logistic -> L2R_LR, svm -> L2R_L2LOSS_SVC,\n"
     "                       linear -> L2R_L2LOSS_SVR; labels \"1 -1\"\n"
-    "  --out FILE           output file (written atomically)\n";
+    "  --out FILE           output file (written atomically; must be absent or a regular file)\n"
+    "A model with more than 2^31-1 features cannot be exported (LIBLINEAR counts them in an int).\n";
 
 int fsgd_cmd_export(int argc, char **argv)
 {
@@ -23,6 +26,7 @@ int fsgd_cmd_export(int argc, char **argv)
         const char *name = argv[i];
         if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
             fputs(usage_text, stdout);
+            fsgd_cli_print_exit_codes(stdout);
             return 0;
         }
         const char *eq = strchr(name, '=');
@@ -35,7 +39,7 @@ int fsgd_cmd_export(int argc, char **argv)
             slot = &out;
         if (!slot) {
             fsgd_cli_error("export: unknown argument '%s' (fsgd export --help)", name);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
         if (eq) {
             *slot = eq + 1;
@@ -43,27 +47,35 @@ int fsgd_cmd_export(int argc, char **argv)
             *slot = argv[++i];
         } else {
             fsgd_cli_error("export: %s needs a value", name);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
     }
     if (!model || !format || !out) {
         fsgd_cli_error("export: %s is required (fsgd export --help)",
                        !model ? "--model" : !format ? "--format" : "--out");
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
     if (strcmp(format, "liblinear") != 0) {
         fsgd_cli_error("export: unknown format '%s' (known: liblinear)", format);
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
-    char err[512];
+    const char *outs[] = {out};
+    int rc = fsgd_cli_check_outputs("export", outs, 1);
+    if (rc)
+        return rc;
+    fsgd_cli_cleanup_on_signal();
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
     fsgd_model_t m;
-    int rc = fsgd_model_load(&m, model, err, sizeof err);
+    /* LIBLINEAR's nr_feature is an int: refuse a larger model from its
+     * header, before 2^32 weights are allocated and scanned. */
+    rc = fsgd_model_load_max(&m, model, INT_MAX, err, sizeof err);
     if (rc == 0) {
         rc = fsgd_model_export_liblinear(&m, out, err, sizeof err);
         fsgd_model_free(&m);
     }
     if (rc < 0) {
-        fsgd_cli_error("%s", err);
+        fsgd_cli_error("export: %s%s", err,
+                       rc == FSGD_E_RANGE ? " (LIBLINEAR counts features in an int: at most 2147483647)" : "");
         return fsgd_cli_status(rc);
     }
     return 0;

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "fsgd/error.h"
 #include "fsgd/gen.h"
+#include "fsgd/outfile.h"
 
 static void gen_usage(FILE *f)
 {
@@ -127,6 +128,7 @@ int fsgd_cmd_gen(int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             gen_usage(stdout);
+            fsgd_cli_print_exit_codes(stdout);
             return 0;
         }
         if (!strcmp(a, "--real")) {
@@ -157,11 +159,11 @@ int fsgd_cmd_gen(int argc, char **argv)
             known |= !strcmp(flag, valued[k]);
         if (!known) {
             fsgd_cli_error("gen: unknown option '%s' (fsgd gen --help)", a);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
         if (!v) {
             fsgd_cli_error("gen: %s needs a value", flag);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
         int rc = 0;
         if (!strcmp(flag, "--rows"))
@@ -193,56 +195,69 @@ int fsgd_cmd_gen(int argc, char **argv)
                 o.model = FSGD_GEN_LINEAR;
             else {
                 fsgd_cli_error("gen: --model expects logistic or linear, got '%s'", v);
-                return 2;
+                return FSGD_EXIT_USAGE;
             }
         }
         if (rc)
-            return 2;
+            return FSGD_EXIT_USAGE;
     }
 
-    char err[256];
+    const char *outs[] = {out_path && strcmp(out_path, "-") ? out_path : NULL, w_path};
+    int status = fsgd_cli_check_outputs("gen", outs, 2);
+    if (status)
+        return status;
+    fsgd_cli_cleanup_on_signal();
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
     fsgd_gen_t *g = fsgd_gen_new(&o, err, sizeof err);
     if (!g) {
         fsgd_cli_error("gen: %s", err);
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
-    FILE *out = stdout;
-    if (out_path && strcmp(out_path, "-")) {
-        out = fopen(out_path, "wb");
-        if (!out) {
-            fsgd_cli_error("gen: cannot create '%s': %s", out_path, strerror(errno));
-            fsgd_gen_destroy(g);
-            return 1;
+    if (w_path) {
+        fsgd_outfile_t wo;
+        FILE *wf = NULL;
+        int rc = fsgd_outfile_open(&wo, w_path, err, sizeof err);
+        if (rc == 0 && !(wf = fsgd_outfile_stream(&wo, err, sizeof err)))
+            rc = FSGD_E_IO;
+        if (rc == 0)
+            rc = fsgd_gen_write_weights(g, wf, err, sizeof err);
+        if (rc == 0)
+            rc = fsgd_outfile_commit(&wo, err, sizeof err);
+        else
+            fsgd_outfile_abort(&wo);
+        if (rc) {
+            fsgd_cli_error("gen: %s: %s", w_path, err);
+            status = fsgd_cli_status(rc);
         }
     }
-    int status = 0;
-    if (w_path) {
-        FILE *wf = fopen(w_path, "wb");
-        if (!wf) {
-            fsgd_cli_error("gen: cannot create '%s': %s", w_path, strerror(errno));
-            status = 1;
-        } else {
-            int rc = fsgd_gen_write_weights(g, wf, err, sizeof err);
-            if (fclose(wf) != 0 && rc == 0)
-                rc = FSGD_E_IO;
-            if (rc) {
-                fsgd_cli_error("gen: %s: %s", w_path, rc == FSGD_E_IO ? "write error" : err);
-                status = 1;
-            }
+    fsgd_outfile_t oo;
+    FILE *out = stdout;
+    int to_file = out_path && strcmp(out_path, "-");
+    if (!status && to_file) {
+        int rc = fsgd_outfile_open(&oo, out_path, err, sizeof err);
+        if (rc == 0 && !(out = fsgd_outfile_stream(&oo, err, sizeof err))) {
+            fsgd_outfile_abort(&oo);
+            rc = FSGD_E_IO;
+        }
+        if (rc) {
+            fsgd_cli_error("gen: %s", err);
+            status = fsgd_cli_status(rc);
         }
     }
     if (!status) {
         progress_t p = {rows, now_s(), 0, isatty(2), 0};
         p.last = p.t0;
         int rc = fsgd_gen_write(g, out, rows, quiet ? NULL : on_progress, &p, err, sizeof err);
+        if (rc == 0 && to_file)
+            rc = fsgd_outfile_commit(&oo, err, sizeof err);
+        else if (to_file)
+            fsgd_outfile_abort(&oo);
+        else if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+            rc = fsgd_err_fmt(err, sizeof err, FSGD_E_IO, "write error: %s", strerror(errno));
         if (rc) {
-            fsgd_cli_error("gen: %s: %s", out_path ? out_path : "stdout", err);
-            status = 1;
+            fsgd_cli_error("gen: %s: %s", to_file ? out_path : "stdout", err);
+            status = fsgd_cli_status(rc);
         }
-    }
-    if (out != stdout && fclose(out) != 0 && !status) {
-        fsgd_cli_error("gen: %s: write error: %s", out_path, strerror(errno));
-        status = 1;
     }
     fsgd_gen_destroy(g);
     return status;

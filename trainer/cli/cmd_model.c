@@ -7,9 +7,12 @@
 #include "dist_cli.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
+#include "fsgd/kbus.h"
+#include "fsgd/outfile.h"
 
 static const char usage[] =
     "usage: fsgd model assemble (--brokers HOST:PORT --name JOB | --input FILE|-) --out MODEL [--partial]\n"
+    "                           [--kafka-opt KEY=VALUE]...   (security.*, sasl.*, ssl.* settings)\n"
     "Rebuilds the model from JOB.model (the last snapshot plus later deltas), either read from\n"
     "the brokers or from a file of concatenated message values, e.g.\n"
     "  kcat -C -b HOST:PORT -t JOB.model -o beginning -e -f '%s' | fsgd model assemble --input - --out m.fsgd\n"
@@ -50,10 +53,11 @@ int fsgd_cmd_model(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "assemble")) {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
             puts(usage);
+            fsgd_cli_print_exit_codes(stdout);
             return 0;
         }
         fsgd_cli_error("model: expected 'assemble'\n%s", usage);
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
     argc--;
     argv++;
@@ -62,24 +66,42 @@ int fsgd_cmd_model(int argc, char **argv)
     const char *input = dcli_take(&argc, argv, "--input", 1, NULL, NULL);
     const char *out = dcli_take(&argc, argv, "--out", 1, NULL, NULL);
     int partial = dcli_take(&argc, argv, "--partial", 0, NULL, NULL) != NULL;
+    const char *kopts[16];
+    int n_kopts = 0;
+    dcli_take(&argc, argv, "--kafka-opt", 1, kopts, &n_kopts);
     if (dcli_take(&argc, argv, "--help", 0, NULL, NULL)) {
         puts(usage);
+        fsgd_cli_print_exit_codes(stdout);
         return 0;
     }
     if (argc > 1 || !out || (!input && (!brokers || !name))) {
         fsgd_cli_error("model assemble: %s\n%s", argc > 1 ? "unexpected argument" : "missing option", usage);
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
+    const char *outs[] = {out};
+    int st = fsgd_cli_check_outputs("model assemble", outs, 1);
+    if (st)
+        return st;
+    fsgd_cli_cleanup_on_signal();
+    /* the same security settings as fsgd run / worker / aggregator */
+    fsgd_job_t kj;
+    fsgd_job_defaults(&kj);
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    for (int i = 0; i < n_kopts; i++)
+        if (fsgd_job_set(&kj, "kafka_opt", kopts[i], err, sizeof err) < 0 ||
+            (i == n_kopts - 1 && fsgd_kbus_set_options(kj.kafka, err, sizeof err) < 0)) {
+            fsgd_cli_error("model assemble: %s", err);
+            return FSGD_EXIT_USAGE;
+        }
     fsgd_model_t m;
     uint64_t step = 0;
-    char err[512];
     int rc;
     if (input) {
         uint8_t *buf;
         size_t len;
         if (read_all(input, &buf, &len) < 0) {
             fsgd_cli_error("model assemble: cannot read '%s'", input);
-            return 1;
+            return FSGD_EXIT_IO;
         }
         rc = fsgd_model_assemble_stream(buf, len, !partial, &m, &step, err, sizeof err);
         free(buf);

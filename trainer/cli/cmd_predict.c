@@ -12,6 +12,7 @@
 #include "fsgd/libsvm.h"
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
+#include "fsgd/outfile.h"
 
 static const char usage_text[] =
     "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--quiet]\n"
@@ -20,7 +21,9 @@ static const char usage_text[] =
     "  --data F     LIBSVM rows to score ('-' for stdin)\n"
     "  --out FILE   one score per line: the margin x.w (+ bias), or with --proba the\n"
     "               probability of the positive class (logistic models only);\n"
-    "               default '-' (stdout)\n"
+    "               default '-' (stdout). Written to a temporary file renamed into\n"
+    "               place at the end: an error leaves an existing FILE as it was. FILE\n"
+    "               must be absent or a regular file (no device, FIFO or link)\n"
     "  --skip-bad   skip malformed rows (counted) instead of stopping at the first\n"
     "  --quiet      no metrics on stderr\n"
     "Features the model never saw (index > its dimension) count as zero. Metrics of the\n"
@@ -60,6 +63,7 @@ static int parse_args(int argc, char **argv, predict_args_t *a)
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage_text, stdout);
+            fsgd_cli_print_exit_codes(stdout);
             return 1;
         } else if ((v = opt_value(argc, argv, &i, "--model", &missing))) {
             a->model = v;
@@ -114,8 +118,15 @@ int fsgd_cmd_predict(int argc, char **argv)
     predict_args_t a;
     int prc = parse_args(argc, argv, &a);
     if (prc != 0)
-        return prc > 0 ? 0 : 2;
-    char err[512];
+        return prc > 0 ? 0 : FSGD_EXIT_USAGE;
+    int to_stdout = !strcmp(a.out, "-");
+    if (!to_stdout) {
+        const char *outs[] = {a.out};
+        if ((prc = fsgd_cli_check_outputs("predict", outs, 1)) != 0)
+            return prc;
+        fsgd_cli_cleanup_on_signal();
+    }
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
     fsgd_model_t m;
     int rc = fsgd_model_load(&m, a.model, err, sizeof err);
     if (rc < 0) {
@@ -125,22 +136,31 @@ int fsgd_cmd_predict(int argc, char **argv)
     if (a.proba && m.kind != FSGD_LOSS_LOGISTIC) {
         fsgd_cli_error("predict: --proba needs a logistic model; %s is %s", a.model, fsgd_loss_name(m.kind));
         fsgd_model_free(&m);
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
     fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad};
     fsgd_libsvm_reader_t *rd = fsgd_libsvm_open(a.data, &opts, err, sizeof err);
     if (!rd) {
         fsgd_cli_error("%s", err);
         fsgd_model_free(&m);
-        return 1;
+        return FSGD_EXIT_IO;
     }
-    int to_stdout = !strcmp(a.out, "-");
-    FILE *out = to_stdout ? stdout : fopen(a.out, "w");
-    if (!out) {
-        fsgd_cli_error("predict: cannot open '%s' for writing: %s", a.out, strerror(errno));
-        fsgd_libsvm_close(rd);
-        fsgd_model_free(&m);
-        return 1;
+    /* Scores go to a temporary file renamed over --out only when every row
+     * was scored: a parse error half way leaves an existing file intact. */
+    fsgd_outfile_t of;
+    FILE *out = stdout;
+    if (!to_stdout) {
+        rc = fsgd_outfile_open(&of, a.out, err, sizeof err);
+        if (rc == 0 && !(out = fsgd_outfile_stream(&of, err, sizeof err))) {
+            fsgd_outfile_abort(&of);
+            rc = FSGD_E_IO;
+        }
+        if (rc < 0) {
+            fsgd_cli_error("predict: %s", err);
+            fsgd_libsvm_close(rd);
+            fsgd_model_free(&m);
+            return fsgd_cli_status(rc);
+        }
     }
     /* Scores in the C locale whatever the process locale (thread-local switch). */
     locale_t c_loc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
@@ -171,7 +191,7 @@ int fsgd_cmd_predict(int argc, char **argv)
                 label = nl;
             if (!nm || !nl) {
                 fsgd_cli_error("predict: out of memory after %zu rows", n);
-                status = 1;
+                status = FSGD_EXIT_INTERNAL;
                 break;
             }
             cap = nc;
@@ -194,13 +214,14 @@ int fsgd_cmd_predict(int argc, char **argv)
         for (uint64_t i = 0; i < st->bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
             fprintf(stderr, "  %s\n", st->first_bad[i]);
     }
-    if (fflush(out) != 0 || ferror(out)) {
-        fsgd_cli_error("predict: write to '%s' failed: %s", a.out, strerror(errno));
-        status = 1;
-    }
-    if (!to_stdout && fclose(out) != 0 && status == 0) {
-        fsgd_cli_error("predict: closing '%s' failed: %s", a.out, strerror(errno));
-        status = 1;
+    if (to_stdout && (fflush(out) != 0 || ferror(out))) {
+        fsgd_cli_error("predict: write to stdout failed: %s", strerror(errno));
+        status = FSGD_EXIT_IO;
+    } else if (!to_stdout && status != 0) {
+        fsgd_outfile_abort(&of);
+    } else if (!to_stdout && (rc = fsgd_outfile_commit(&of, err, sizeof err)) < 0) {
+        fsgd_cli_error("predict: %s", err);
+        status = fsgd_cli_status(rc);
     }
     if (status == 0 && !a.quiet && n > 0)
         print_metrics(&m, a.data, margin, label, n);

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "dist_cli.h"
 #include "fsgd/dist.h"
+#include "fsgd/kbus.h"
 
 static const char usage[] =
     "usage: fsgd produce --brokers HOST:PORT --name JOB [--partitions N] FILE...\n"
@@ -23,13 +24,17 @@ int fsgd_cmd_produce(int argc, char **argv)
     fsgd_job_t job;
     int rc = dcli_job(argc, argv, usage, &job);
     if (rc)
-        return rc == 1 ? 0 : 2;
+        return rc == 1 ? 0 : rc;
     if (!job.brokers[0] || !job.data[0]) {
         fsgd_cli_error("produce: --brokers and a data file are required");
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
     fsgd_produce_stats_t st;
     char err[512];
+    if (fsgd_kbus_set_options(job.kafka, err, sizeof err) < 0) {
+        fsgd_cli_error("produce: %s", err);
+        return FSGD_EXIT_USAGE;
+    }
     rc = fsgd_produce_file(&job, job.brokers, job.data, job.partitions, &st, on_progress, &job, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("produce: %s", err);

@@ -4,12 +4,18 @@
  * starts the aggregator and W workers as processes of this same binary and
  * supervises them: a worker that dies is left to the barrier timeout and the
  * consumer group; an aggregator killed by a signal is restarted from its
- * checkpoint. */
+ * checkpoint.
+ *
+ * It owns what it starts: on SIGINT/SIGTERM it sends SIGTERM to every child,
+ * waits for all of them together for a grace period, SIGKILLs the rest and
+ * exits 128 + the signal; each child asks the kernel for SIGTERM when fsgd
+ * run dies (PR_SET_PDEATHSIG), so a `kill -9` of fsgd run leaves nothing. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +26,13 @@
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
+#include "fsgd/outfile.h"
+
+/* Worker processes per core at most: each runs librdkafka's threads and a
+ * busy poll loop; beyond a few per core they only slow each other down. */
+#define WORKERS_PER_CORE 8
+/* Seconds the children get to exit after SIGTERM before SIGKILL. */
+#define STOP_GRACE_S 5.0
 
 static const char usage[] =
     "usage: fsgd run [JOB.yaml] [--data FILE] [--test FILE] [--workers N] [--brokers LIST] [options]\n"
@@ -29,6 +42,9 @@ static const char usage[] =
     "  --broker-only        start the embedded cluster (and the job's topics), print its address, wait;\n"
     "                       with --brokers: create the job's topics there, print the address, exit\n"
     "  --no-produce         train on what is already in NAME.data (e.g. written with kcat)\n"
+    "  --fresh              delete the job's checkpoint (--checkpoint, or OUT.ckpt) if one exists and start over\n"
+    "  --resume             continue from the job's existing checkpoint (the same data must be produced)\n"
+    "                       (neither: an existing checkpoint is an error, never deleted silently)\n"
     "  --fault SPEC         embedded cluster fault injection, repeatable:\n"
     "                       broker-down:after=SEC,for=SEC[,broker=ID]\n"
     "                       produce-delay:after=SEC,rtt=MS[,count=N][,broker=ID]  (default broker 2 leads NAME.grads)";
@@ -114,8 +130,15 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
     }
     av[n] = NULL;
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        /* Die with fsgd run, even by SIGKILL. The parent may have died
+         * between fork and prctl: then we are already orphaned. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+            _exit(FSGD_EXIT_SIGTERM);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         execv("/proc/self/exe", av);
         _exit(127);
     }
@@ -139,10 +162,53 @@ static int real_topics(const fsgd_job_t *job, const char *brokers, int P, int ch
     return rc;
 }
 
+/* Sends SIGTERM to every pid (0 entries are skipped), waits for all of them
+ * at once for STOP_GRACE_S, SIGKILLs what is left and reaps it. pids are
+ * zeroed as they are reaped; *agg_status gets the status of agg if it was
+ * among them. */
+static void stop_all(pid_t *pids, int n, pid_t agg, int *agg_status)
+{
+    for (int i = 0; i < n; i++)
+        if (pids[i] > 0)
+            kill(pids[i], SIGTERM);
+    double deadline = now_s() + STOP_GRACE_S;
+    int killed = 0;
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < n; i++) {
+            if (pids[i] <= 0)
+                continue;
+            int st;
+            pid_t r = waitpid(pids[i], &st, WNOHANG);
+            if (r == pids[i] || (r < 0 && errno == ECHILD)) {
+                if (r == pids[i] && pids[i] == agg && agg_status)
+                    *agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                pids[i] = 0;
+            } else {
+                left++;
+            }
+        }
+        if (!left)
+            return;
+        if (!killed && now_s() > deadline) {
+            fsgd_cli_error("run: %d process(es) still running %.0f s after SIGTERM: sending SIGKILL", left,
+                           STOP_GRACE_S);
+            for (int i = 0; i < n; i++)
+                if (pids[i] > 0)
+                    kill(pids[i], SIGKILL);
+            killed = 1;
+        }
+        struct timespec ns = {0, 20 * 1000000};
+        nanosleep(&ns, NULL);
+    }
+}
+
 int fsgd_cmd_run(int argc, char **argv)
 {
     int broker_only = dcli_take(&argc, argv, "--broker-only", 0, NULL, NULL) != NULL;
     int no_produce = dcli_take(&argc, argv, "--no-produce", 0, NULL, NULL) != NULL;
+    int fresh = dcli_take(&argc, argv, "--fresh", 0, NULL, NULL) != NULL;
+    int resume = dcli_take(&argc, argv, "--resume", 0, NULL, NULL) != NULL;
     const char *fault_specs[16];
     int n_faults = 0;
     dcli_take(&argc, argv, "--fault", 1, fault_specs, &n_faults);
@@ -150,16 +216,55 @@ int fsgd_cmd_run(int argc, char **argv)
     for (int i = 0; i < n_faults; i++)
         if (parse_fault(fault_specs[i], &faults[i]) < 0) {
             fsgd_cli_error("run: bad --fault '%s'\n%s", fault_specs[i], usage);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
     fsgd_job_t job;
     int rc = dcli_job(argc, argv, usage, &job);
     if (rc)
-        return rc == 1 ? 0 : 2;
-    char err[512];
+        return rc == 1 ? 0 : rc;
+    char err[FSGD_OUTFILE_PATH_MAX + 512];
     if (!broker_only && !no_produce && !job.data[0]) {
         fsgd_cli_error("run: no data: give --data FILE, or --no-produce to use what is in %s.data", job.name);
-        return 2;
+        return FSGD_EXIT_USAGE;
+    }
+    if (fresh && resume) {
+        fsgd_cli_error("run: --fresh and --resume contradict each other");
+        return FSGD_EXIT_USAGE;
+    }
+    if (fsgd_kbus_set_options(job.kafka, err, sizeof err) < 0) {
+        fsgd_cli_error("run: %s", err);
+        return FSGD_EXIT_USAGE;
+    }
+    char ckpt[FSGD_JOB_PATH_MAX + 16];
+    int ckpt_tmp = 0; /* a per-run path nobody can resume from: removed at the end */
+    if (job.checkpoint[0])
+        snprintf(ckpt, sizeof ckpt, "%s", job.checkpoint);
+    else if (job.out[0])
+        snprintf(ckpt, sizeof ckpt, "%s.ckpt", job.out);
+    else {
+        snprintf(ckpt, sizeof ckpt, "/tmp/fsgd-%s-%d.ckpt", job.name, (int)getpid());
+        ckpt_tmp = 1;
+    }
+    /* Outputs are checked before the broker starts and the data is loaded:
+     * an unwritable --out fails now, not after the last epoch. */
+    if (!broker_only) {
+        const char *outs[] = {job.out, job.metrics_json, ckpt};
+        if ((rc = fsgd_cli_check_outputs("run", outs, 3)) != 0)
+            return rc;
+        struct stat cs;
+        if (lstat(ckpt, &cs) == 0) {
+            if (fresh || resume) {
+                /* removed (--fresh) once everything else has been checked */
+            } else {
+                fsgd_cli_error("run: checkpoint '%s' exists (left by an interrupted or failed run of job '%s'): "
+                               "--resume to continue from it, or --fresh to delete it and start over",
+                               ckpt, job.name);
+                return FSGD_EXIT_USAGE;
+            }
+        } else if (resume) {
+            fsgd_cli_error("run: --resume: there is no checkpoint '%s'", ckpt);
+            return FSGD_EXIT_USAGE;
+        }
     }
     fsgd_kmock_t *mock = NULL;
     char brokers[512];
@@ -175,7 +280,7 @@ int fsgd_cmd_run(int argc, char **argv)
             fsgd_cli_error("run: %s is %.1f MB; the embedded cluster keeps at most 5 MiB per partition, so it "
                            "needs at least %d partitions (got --partitions %d)",
                            job.data, bytes / 1e6, need, P);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
         job.max_model_weights = FSGD_EMBEDDED_MAX_MODEL_WEIGHTS;
         char maxw[32];
@@ -185,12 +290,52 @@ int fsgd_cmd_run(int argc, char **argv)
         if (job.dim && weights > job.max_model_weights) {
             fsgd_cli_error("run: " FSGD_EMBEDDED_MODEL_LIMIT_MSG, (unsigned long long)weights, weights * 4.0 / 1048576.0,
                            (unsigned long long)job.max_model_weights);
-            return 2;
+            return FSGD_EXIT_USAGE;
         }
+    } else if (P == 0) {
+        P = 12;
+    }
+    if (!broker_only) {
+        /* What the job and the machine can hold, before anything starts. */
+        int P_job = P;
+        if (brokers[0] && no_produce) {
+            rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, brokers, NULL, err, sizeof err);
+            char t[160];
+            fsgd_kbus_topic(t, sizeof t, job.name, "data");
+            int n = rk ? fsgd_kbus_partitions(rk, t, 10000, err, sizeof err) : -1;
+            if (rk)
+                rd_kafka_destroy(rk);
+            if (n < 0) {
+                fsgd_cli_error("run: %s", err);
+                return FSGD_EXIT_BROKER;
+            }
+            P_job = n;
+        }
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        long max_w = (cores > 0 ? cores : 1) * WORKERS_PER_CORE;
+        if (job.workers > P_job) {
+            fsgd_cli_error("run: --workers %d: %s.data has %d partitions, and a worker beyond that gets no rows "
+                           "(at most %d; --partitions N raises it)",
+                           job.workers, job.name, P_job, P_job);
+            return FSGD_EXIT_USAGE;
+        }
+        if (job.workers > max_w) {
+            fsgd_cli_error("run: --workers %d: this machine has %ld cores; at most %ld worker processes (%d per core)",
+                           job.workers, cores, max_w, WORKERS_PER_CORE);
+            return FSGD_EXIT_USAGE;
+        }
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (!brokers[0]) {
         mock = fsgd_kmock_new(3, err, sizeof err);
         if (!mock) {
             fsgd_cli_error("run: %s", err);
-            return 1;
+            return FSGD_EXIT_BROKER;
         }
         snprintf(brokers, sizeof brokers, "%s", fsgd_kmock_bootstraps(mock));
         static const char *sfx[] = {"data", "grads", "model", "ctl"};
@@ -203,7 +348,7 @@ int fsgd_cmd_run(int argc, char **argv)
         if (rc) {
             fsgd_cli_error("run: %s", err);
             fsgd_kmock_destroy(mock);
-            return 1;
+            return fsgd_cli_status(rc);
         }
         printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
                brokers, job.name, P);
@@ -211,7 +356,8 @@ int fsgd_cmd_run(int argc, char **argv)
     } else {
         if (P == 0)
             P = 12;
-        rc = real_topics(&job, brokers, P, !broker_only, !broker_only && !no_produce, err, sizeof err);
+        /* (a resumed job continues on its own topics) */
+        rc = real_topics(&job, brokers, P, !broker_only && !resume, !broker_only && !no_produce, err, sizeof err);
         if (rc) {
             fsgd_cli_error("run: %s", err);
             return fsgd_cli_status(rc);
@@ -221,8 +367,6 @@ int fsgd_cmd_run(int argc, char **argv)
             return 0;
         }
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
     if (broker_only) {
         printf("brokers=%s\n", brokers);
         fflush(stdout);
@@ -243,18 +387,33 @@ int fsgd_cmd_run(int argc, char **argv)
             fprintf(stderr, "fsgd: produced %llu rows (%.1f MB) into %s.data in %.2f s\n",
                     (unsigned long long)ps.rows, ps.bytes / 1e6, job.name, ps.seconds);
     }
-    char ckpt[FSGD_JOB_PATH_MAX + 16];
-    if (job.checkpoint[0])
-        snprintf(ckpt, sizeof ckpt, "%s", job.checkpoint);
-    else if (job.out[0])
-        snprintf(ckpt, sizeof ckpt, "%s.ckpt", job.out);
-    else
-        snprintf(ckpt, sizeof ckpt, "/tmp/fsgd-%s-%d.ckpt", job.name, (int)getpid());
-    unlink(ckpt); /* a fresh job; restarts within this run resume from it */
+    struct stat cs;
+    if (lstat(ckpt, &cs) == 0 && fresh) {
+        if (unlink(ckpt) != 0) {
+            fsgd_cli_error("run: cannot remove checkpoint '%s': %s", ckpt, strerror(errno));
+            fsgd_kmock_destroy(mock);
+            return FSGD_EXIT_IO;
+        }
+        fprintf(stderr, "fsgd: run: removed checkpoint %s (--fresh)\n", ckpt);
+    } else if (resume) {
+        fprintf(stderr, "fsgd: run: resuming from checkpoint %s (--resume)\n", ckpt);
+    }
+    if (got_signal) {
+        fsgd_cli_error("run: interrupted by signal %d before the job started", (int)got_signal);
+        fsgd_kmock_destroy(mock);
+        return 128 + (int)got_signal;
+    }
 
+    /* pids[0] is the aggregator, pids[1..W] the workers (0: exited) */
     int W = job.workers;
-    pid_t *wp = calloc((size_t)W, sizeof *wp);
-    pid_t agg = spawn("aggregator", argc, argv, brokers, ckpt, 0);
+    pid_t *pids = calloc((size_t)W + 1, sizeof *pids);
+    if (!pids) {
+        fsgd_cli_error("run: out of memory");
+        fsgd_kmock_destroy(mock);
+        return FSGD_EXIT_INTERNAL;
+    }
+    pid_t *wp = pids + 1;
+    pid_t agg = pids[0] = spawn("aggregator", argc, argv, brokers, ckpt, 0);
     printf("fsgd: aggregator pid %d\n", (int)agg);
     for (int i = 0; i < W; i++) {
         wp[i] = spawn("worker", argc, argv, brokers, NULL, i + 1);
@@ -262,11 +421,10 @@ int fsgd_cmd_run(int argc, char **argv)
     }
     fflush(stdout);
     double t0 = now_s();
-    int agg_status = -1, restarts = 0, workers_alive = W;
+    int agg_status = -1, restarts = 0, workers_alive = W, interrupted = 0;
     while (agg_status < 0) {
         if (got_signal) {
-            fsgd_cli_error("run: interrupted");
-            agg_status = 130;
+            interrupted = (int)got_signal;
             break;
         }
         double t = now_s() - t0;
@@ -296,13 +454,16 @@ int fsgd_cmd_run(int argc, char **argv)
             continue;
         }
         if (pid == agg) {
-            if (WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && restarts < 5) {
+            /* A crash (or kill -9) is restarted from the checkpoint; SIGTERM or
+             * SIGINT mean someone stopped it on purpose. */
+            if (WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT && restarts < 5) {
                 restarts++;
                 fprintf(stderr, "fsgd: aggregator killed by signal %d; restarting from %s\n", WTERMSIG(st), ckpt);
-                agg = spawn("aggregator", argc, argv, brokers, ckpt, 0);
+                agg = pids[0] = spawn("aggregator", argc, argv, brokers, ckpt, 0);
                 printf("fsgd: aggregator pid %d\n", (int)agg);
                 fflush(stdout);
             } else {
+                pids[0] = 0;
                 agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             }
             continue;
@@ -322,51 +483,64 @@ int fsgd_cmd_run(int argc, char **argv)
             /* Workers leave after the final model: give the aggregator a
              * moment to finish writing before calling it a failure. */
             double until = now_s() + 10;
-            while (now_s() < until && waitpid(agg, &st, WNOHANG) == 0) {
+            pid_t r = 0;
+            while (now_s() < until && !got_signal && (r = waitpid(agg, &st, WNOHANG)) == 0) {
                 struct timespec ns = {0, 20 * 1000000};
                 nanosleep(&ns, NULL);
             }
-            if (waitpid(agg, &st, WNOHANG) == 0 && kill(agg, 0) == 0) {
-                fsgd_cli_error("run: every worker has exited; stopping the aggregator");
-                kill(agg, SIGTERM);
-                waitpid(agg, &st, 0);
-                agg_status = 1;
-            } else {
+            if (r == agg) {
+                pids[0] = 0;
                 agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            } else if (!got_signal) {
+                fsgd_cli_error("run: every worker has exited; stopping the aggregator");
+                stop_all(pids, 1, agg, NULL);
+                agg_status = FSGD_EXIT_INTERNAL;
             }
         }
     }
-    if (agg_status != 0 && agg > 0)
-        kill(agg, SIGTERM);
-    /* Workers leave when they see the final model; give them a moment. */
-    double deadline = now_s() + (agg_status == 0 ? 15 : 0);
-    for (;;) {
-        int any = 0;
-        for (int i = 0; i < W; i++)
-            if (wp[i]) {
-                int st;
-                if (waitpid(wp[i], &st, WNOHANG) == wp[i])
-                    wp[i] = 0;
-                else
-                    any = 1;
-            }
-        if (!any)
-            break;
-        if (now_s() > deadline) {
+    if (interrupted) {
+        fsgd_cli_error("run: interrupted by signal %d: stopping the aggregator and %d worker(s)", interrupted,
+                       workers_alive);
+        stop_all(pids, W + 1, agg, NULL);
+    } else {
+        if (agg_status != 0)
+            stop_all(pids, 1, agg, NULL);
+        /* Workers leave when they see the final model; give them a moment,
+         * then stop them all together. */
+        double deadline = now_s() + (agg_status == 0 ? 15 : 0);
+        for (;;) {
+            int any = 0;
             for (int i = 0; i < W; i++)
                 if (wp[i]) {
-                    kill(wp[i], SIGTERM);
-                    waitpid(wp[i], NULL, 0);
-                    wp[i] = 0;
+                    int st;
+                    if (waitpid(wp[i], &st, WNOHANG) == wp[i])
+                        wp[i] = 0;
+                    else
+                        any = 1;
                 }
-            break;
+            if (!any || now_s() > deadline || got_signal)
+                break;
+            struct timespec ns = {0, 20 * 1000000};
+            nanosleep(&ns, NULL);
         }
-        struct timespec ns = {0, 20 * 1000000};
-        nanosleep(&ns, NULL);
+        stop_all(wp, W, 0, NULL);
+        if (got_signal)
+            interrupted = (int)got_signal;
     }
-    free(wp);
+    free(pids);
     fsgd_kmock_destroy(mock);
-    if (agg_status != 0)
+    int ckpt_left = lstat(ckpt, &cs) == 0;
+    if (ckpt_left && ckpt_tmp)
+        unlink(ckpt);
+    else if (ckpt_left && (interrupted || agg_status != 0))
+        fprintf(stderr, "fsgd: run: checkpoint kept at %s: fsgd run --resume continues from it, --fresh starts over\n",
+                ckpt);
+    if (interrupted)
+        return 128 + interrupted;
+    if (agg_status != 0) {
         fsgd_cli_error("run: aggregator failed (status %d)", agg_status);
-    return agg_status == 0 ? 0 : 1;
+        /* its own status says why (data, broker, ...); a crash is internal */
+        return agg_status > 0 && agg_status < 128 ? agg_status : FSGD_EXIT_INTERNAL;
+    }
+    return 0;
 }

@@ -11,6 +11,8 @@
 #include "fsgd/codec.h"
 #include "fsgd/job.h"
 #include "fsgd/libsvm.h"
+#include "fsgd/loss.h"
+#include "fsgd/outfile.h"
 #include "fsgd/train.h"
 
 static const char usage_line[] =
@@ -25,6 +27,7 @@ static double wall(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Loads a LIBSVM file; 0 or the exit status to return (the error printed). */
 static int load(const char *path, const fsgd_job_t *job, fsgd_csr_t *out)
 {
     fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad};
@@ -33,12 +36,20 @@ static int load(const char *path, const fsgd_job_t *job, fsgd_csr_t *out)
     int rc = fsgd_libsvm_load(path, &opts, out, &st, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("%s", err);
-        return rc;
+        return fsgd_cli_status(rc);
     }
     if (st.bad_rows) {
         fprintf(stderr, "fsgd: %s: skipped %llu malformed rows; first:\n", path, (unsigned long long)st.bad_rows);
         for (uint64_t i = 0; i < st.bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
             fprintf(stderr, "  %s\n", st.first_bad[i]);
+    }
+    /* Labels that do not fit the model are an error before any training:
+     * {1, 2} for logistic would train "silently" on one class. */
+    fsgd_label_set_t ls = {0};
+    fsgd_label_set_add(&ls, out->label, out->n_rows);
+    if (fsgd_loss_check_labels(job->model, &ls, err, sizeof err) < 0) {
+        fsgd_cli_error("%s: %s", path, err);
+        return FSGD_EXIT_DATA;
     }
     return 0;
 }
@@ -120,10 +131,17 @@ static void json_metrics(FILE *f, const fsgd_metrics_t *m)
 static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_train_stats_t *s,
                          const fsgd_metrics_t *train_m, size_t n_train, uint64_t dim)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fsgd_cli_error("cannot write metrics to '%s'", path);
-        return -1;
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    fsgd_outfile_t o;
+    FILE *f = NULL;
+    int rc = fsgd_outfile_open(&o, path, err, sizeof err);
+    if (rc == 0 && !(f = fsgd_outfile_stream(&o, err, sizeof err))) {
+        fsgd_outfile_abort(&o);
+        rc = FSGD_E_IO;
+    }
+    if (rc < 0) {
+        fsgd_cli_error("metrics: %s", err);
+        return rc;
     }
     fprintf(f, "{\"model\": \"%s\", \"codec\": \"%s\", \"backend\": \"%s\", \"threads\": %d, "
                "\"threads_requested\": %d, ",
@@ -150,7 +168,10 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     json_num(f, "decode", s->t_decode, 1);
     json_num(f, "update", s->t_update, 0);
     fprintf(f, "}}\n");
-    return fclose(f) == 0 ? 0 : -1;
+    rc = fsgd_outfile_commit(&o, err, sizeof err);
+    if (rc < 0)
+        fsgd_cli_error("metrics: %s", err);
+    return rc;
 }
 
 int fsgd_cmd_train(int argc, char **argv)
@@ -163,38 +184,51 @@ int fsgd_cmd_train(int argc, char **argv)
     int rc = fsgd_job_parse_args(&job, argc, argv, err, sizeof err);
     if (rc == 1) {
         fsgd_job_print_help(usage_line, stdout);
+        fsgd_cli_print_exit_codes(stdout);
         return 0;
     }
     if (rc == 0)
         rc = fsgd_job_check(&job, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("%s", err);
-        return fsgd_cli_status(rc);
+        return FSGD_EXIT_USAGE;
     }
-    /* Fail on a bad codec spec before spending time loading data. */
+    /* Fail on a bad codec spec or an output that cannot be written before
+     * spending time loading data and training. */
     fsgd_codec_t *probe = fsgd_codec_new(job.codec, 1u << 20, err, sizeof err);
     if (!probe) {
         fsgd_cli_error("codec: %s", err);
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
     fsgd_codec_destroy(probe);
+    const char *outs[] = {job.out, job.metrics_json};
+    if ((rc = fsgd_cli_check_outputs("train", outs, 2)) != 0)
+        return rc;
+    fsgd_cli_cleanup_on_signal();
 
     double t0 = wall();
     fsgd_csr_t train = {0}, test = {0};
-    if (load(job.data, &job, &train) < 0)
-        return 1;
+    if ((rc = load(job.data, &job, &train)) != 0) {
+        fsgd_csr_free(&train);
+        return rc;
+    }
     if (job.test[0]) {
-        if (load(job.test, &job, &test) < 0)
-            return 1;
+        if ((rc = load(job.test, &job, &test)) != 0) {
+            fsgd_csr_free(&train);
+            fsgd_csr_free(&test);
+            return rc;
+        }
     } else if (job.test_fraction > 0 && split(&train, job.test_fraction, job.seed, &test) < 0) {
         fsgd_cli_error("out of memory splitting the data");
-        return 1;
+        return FSGD_EXIT_INTERNAL;
     }
     uint64_t dim = job.dim ? job.dim : train.max_col;
     if (train.max_col > dim) {
         fsgd_cli_error("%s has feature index %llu > dim %llu", job.data, (unsigned long long)train.max_col,
                        (unsigned long long)dim);
-        return 1;
+        fsgd_csr_free(&train);
+        fsgd_csr_free(&test);
+        return FSGD_EXIT_DATA;
     }
     if (!job.quiet)
         fprintf(stderr, "fsgd: %zu train rows, %zu test rows, %llu features, %zu nonzeros; loaded in %.2fs\n",
@@ -208,7 +242,7 @@ int fsgd_cmd_train(int argc, char **argv)
         fsgd_cli_error("training failed: %s", err);
         fsgd_csr_free(&train);
         fsgd_csr_free(&test);
-        return 1;
+        return fsgd_cli_status(rc);
     }
     fsgd_metrics_t train_m;
     fsgd_train_evaluate(&model, &train, &train_m);
@@ -240,13 +274,14 @@ int fsgd_cmd_train(int argc, char **argv)
         rc = fsgd_model_save(&model, job.out, err, sizeof err);
         if (rc < 0) {
             fsgd_cli_error("%s", err);
-            status = 1;
+            status = fsgd_cli_status(rc);
         } else {
             printf("model written to %s\n", job.out);
         }
     }
-    if (job.metrics_json[0] && write_metrics(job.metrics_json, &job, &st, &train_m, train.n_rows, dim) < 0)
-        status = 1;
+    if (job.metrics_json[0] && (rc = write_metrics(job.metrics_json, &job, &st, &train_m, train.n_rows, dim)) < 0 &&
+        !status)
+        status = fsgd_cli_status(rc);
     fsgd_model_free(&model);
     fsgd_csr_free(&train);
     fsgd_csr_free(&test);

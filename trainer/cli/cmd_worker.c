@@ -1,18 +1,33 @@
 /* fsgd worker: one worker of a distributed job (usually started by fsgd run
  * or one container per worker with docker compose). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "dist_cli.h"
 #include "fsgd/dist.h"
+#include "fsgd/kbus.h"
 
 static volatile int stop_flag;
+
+/* The first SIGTERM/SIGINT stops the worker cleanly (it leaves the group
+ * and says so on NAME.ctl); a second one, or one while the brokers are gone
+ * and the clean exit hangs, ends it at once. */
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (stop_flag)
+        _exit(128 + sig);
     stop_flag = 1;
+}
+
+static void on_log(void *ctx, const char *line)
+{
+    const char *id = ctx;
+    fprintf(stderr, "fsgd: worker%s%s: %s\n", id ? " " : "", id ? id : "", line);
 }
 
 static const char usage[] = "usage: fsgd worker [JOB.yaml] --brokers HOST:PORT [--name JOB] [--id N] [options]\n"
@@ -25,16 +40,34 @@ int fsgd_cmd_worker(int argc, char **argv)
     fsgd_job_t job;
     int rc = dcli_job(argc, argv, usage, &job);
     if (rc)
-        return rc == 1 ? 0 : 2;
+        return rc == 1 ? 0 : rc;
     if (!job.brokers[0]) {
         fsgd_cli_error("worker: --brokers is required (fsgd run starts an embedded cluster and passes it)");
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
-    fsgd_worker_stats_t st;
+    unsigned long idv = 0;
+    if (id) {
+        char *end;
+        errno = 0;
+        idv = strtoul(id, &end, 10);
+        if (!*id || *end || errno || idv == 0 || idv > 0xffffffffUL) {
+            fsgd_cli_error("worker: --id expects a number 1..4294967295, got '%s'", id);
+            return FSGD_EXIT_USAGE;
+        }
+    }
     char err[512];
-    rc = fsgd_worker_run(&job, id ? (uint32_t)strtoul(id, NULL, 10) : 0, &stop_flag, &st, err, sizeof err);
+    if (fsgd_kbus_set_options(job.kafka, err, sizeof err) < 0) {
+        fsgd_cli_error("worker: %s", err);
+        return FSGD_EXIT_USAGE;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    fsgd_worker_stats_t st;
+    rc = fsgd_worker_run(&job, (uint32_t)idv, &stop_flag, &st, on_log, (void *)id, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("worker: %s", err);
         return fsgd_cli_status(rc);

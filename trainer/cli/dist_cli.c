@@ -51,11 +51,12 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
     int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
         fsgd_job_print_help(usage, stdout);
+        fsgd_cli_print_exit_codes(stdout);
         return 1;
     }
     if (rc < 0) {
         fsgd_cli_error("%s", err);
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
     return 0;
 }

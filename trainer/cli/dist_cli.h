@@ -12,7 +12,7 @@
 const char *dcli_take(int *argc, char **argv, const char *name, int has_value, const char **all, int *n_all);
 
 /* Parses the job flags; prints errors. 0 ok, 1 help printed (exit 0),
- * 2 usage error. */
+ * FSGD_EXIT_USAGE on a usage error. */
 int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job);
 
 #endif

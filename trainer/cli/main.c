@@ -1,4 +1,5 @@
 /* fsgd: dispatches to the subcommands. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "fsgd/backend.h"
 #include "fsgd/codec.h"
 #include "fsgd/error.h"
+#include "fsgd/outfile.h"
 #include "fsgd/version.h"
 
 typedef struct subcommand {
@@ -40,11 +42,68 @@ void fsgd_cli_error(const char *fmt, ...)
 
 int fsgd_cli_status(int err)
 {
-    if (err == FSGD_E_OK)
-        return 0;
-    if (err == FSGD_E_ARG || err == FSGD_E_PARSE)
-        return 2;
-    return 1;
+    switch (err) {
+    case FSGD_E_OK:
+        return FSGD_EXIT_OK;
+    case FSGD_E_ARG:
+    case FSGD_E_NOT_BUILT:
+    case FSGD_E_UNSUPPORTED:
+        return FSGD_EXIT_USAGE;
+    case FSGD_E_PARSE:
+    case FSGD_E_FORMAT:
+    case FSGD_E_CRC:
+    case FSGD_E_VERSION:
+    case FSGD_E_TRUNCATED:
+    case FSGD_E_RANGE:
+    case FSGD_E_NONFINITE:
+        return FSGD_EXIT_DATA;
+    case FSGD_E_KAFKA:
+    case FSGD_E_TIMEOUT:
+    case FSGD_E_LOST:
+        return FSGD_EXIT_BROKER;
+    case FSGD_E_IO:
+        return FSGD_EXIT_IO;
+    default:
+        return FSGD_EXIT_INTERNAL;
+    }
+}
+
+void fsgd_cli_print_exit_codes(void *file)
+{
+    FILE *out = file;
+    fprintf(out, "\nexit status:\n");
+#define FSGD_EXIT_ROW_(name, value, desc) fprintf(out, "  %3d  %s\n", value, desc);
+    FSGD_EXIT_LIST(FSGD_EXIT_ROW_)
+#undef FSGD_EXIT_ROW_
+}
+
+static void on_fatal_signal(int sig)
+{
+    fsgd_outfile_remove_temps();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void fsgd_cli_cleanup_on_signal(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+int fsgd_cli_check_outputs(const char *what, const char *const *paths, int n)
+{
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    for (int i = 0; i < n; i++)
+        if (paths[i] && paths[i][0] && fsgd_outfile_check(paths[i], err, sizeof err) < 0) {
+            fsgd_cli_error("%s: %s", what, err);
+            return FSGD_EXIT_USAGE;
+        }
+    return 0;
 }
 
 static void usage(FILE *out)
@@ -54,6 +113,7 @@ static void usage(FILE *out)
         fprintf(out, "  %-11s %s\n", subcommands[i].name, subcommands[i].summary);
     fprintf(out, "  %-11s %s\n", "features", "list what this binary was built with");
     fprintf(out, "\nquick start:  fsgd train --data train.svm --test test.svm --model logistic\n");
+    fsgd_cli_print_exit_codes(out);
 }
 
 static int features(void)
@@ -75,7 +135,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
-        return 2;
+        return FSGD_EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
@@ -89,5 +149,5 @@ int main(int argc, char **argv)
             return subcommands[i].run(argc - 1, argv + 1);
     fsgd_cli_error("unknown command '%s'", cmd);
     usage(stderr);
-    return 2;
+    return FSGD_EXIT_USAGE;
 }

@@ -11,7 +11,7 @@
 
 #include "fsgd/error.h"
 
-typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL } field_type_t;
+typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA } field_type_t;
 
 typedef struct field {
     const char *key;
@@ -61,6 +61,9 @@ static const field_t fields[] = {
     {"step_timeout_ms", "cluster", F_INT, OFF(step_timeout_ms), 100, 3.6e6, "drop a worker missing a step this long"},
     {"snapshot_every", "cluster", F_INT, OFF(snapshot_every), 1, 1e9, "full model snapshot every N steps"},
     {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
+    {"kafka_opt", "cluster", F_KAFKA, OFF(kafka), 0, 0,
+     "KEY=VALUE librdkafka security setting for every client, repeatable (YAML: a kafka: map); keys "
+     "security.*, sasl.*, ssl.*, enable.ssl.certificate.verification"},
     {"target_loss", "cluster", F_DOUBLE, OFF(target_loss), 0, 1e6,
      "aggregator: record seconds from step 1 until the training loss (mean of the last 8 steps) first reaches this (0: off)"},
 };
@@ -120,6 +123,36 @@ static const field_t *find_field(const char *key)
     return NULL;
 }
 
+/* Kafka settings fsgd passes to librdkafka: authentication and encryption
+ * only, so a job file cannot quietly change the latency, delivery or
+ * offset settings the exactly-once rules rely on (FSGD_RDKAFKA in the
+ * environment still sets anything, for experiments). */
+static int kafka_key_allowed(const char *k)
+{
+    return !strncmp(k, "security.", 9) || !strncmp(k, "sasl.", 5) || !strncmp(k, "ssl.", 4) ||
+           !strcmp(k, "enable.ssl.certificate.verification");
+}
+
+/* Appends "key=value\n" to job->kafka. */
+static int add_kafka(fsgd_job_t *job, const char *key, const char *value, char *err, size_t errsz)
+{
+    if (!*key || strchr(key, '=') || strchr(key, '\n') || strchr(value, '\n'))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka option '%s': expected KEY=VALUE", key);
+    if (!kafka_key_allowed(key))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "kafka option '%s' is not passed to Kafka clients: only security.*, sasl.*, ssl.* and "
+                            "enable.ssl.certificate.verification are (FSGD_RDKAFKA sets others)",
+                            key);
+    size_t used = strlen(job->kafka);
+    int n = snprintf(job->kafka + used, sizeof job->kafka - used, "%s=%s\n", key, value);
+    if (n < 0 || (size_t)n >= sizeof job->kafka - used) {
+        job->kafka[used] = '\0';
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka options: more than %zu characters",
+                            sizeof job->kafka - 1);
+    }
+    return FSGD_E_OK;
+}
+
 static int parse_bool(const char *v, int *out)
 {
     static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
@@ -150,6 +183,15 @@ static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char 
                                 value);
         *(int *)dst = b;
         return FSGD_E_OK;
+    }
+    case F_KAFKA: {
+        char kv[1200];
+        snprintf(kv, sizeof kv, "%s", value);
+        char *eq = strchr(kv, '=');
+        if (!eq)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected KEY=VALUE, got '%s'", f->key, value);
+        *eq = '\0';
+        return add_kafka(job, kv, eq + 1, err, errsz);
     }
     case F_MODEL: {
         fsgd_loss_kind_t k = fsgd_loss_parse(value);
@@ -187,6 +229,8 @@ static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char 
 
 int fsgd_job_set(fsgd_job_t *job, const char *key, const char *value, char *err, size_t errsz)
 {
+    if (!strncmp(key, "kafka.", 6))
+        return add_kafka(job, key + 6, value, err, errsz);
     const field_t *f = find_field(key);
     if (!f)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unknown key '%s' (see --help for the list)", key);
@@ -202,6 +246,13 @@ static int load_yaml_events(fsgd_job_t *job, yaml_parser_t *parser, const char *
     int expecting_key[8] = {0};
     char key[128] = "";
     int rc = FSGD_E_OK, done = 0;
+    /* A key given twice is an error (libyaml reports mappings as events and
+     * lets duplicates through): the second value would win silently. Aliases
+     * count as the same key ("lr" and "optimizer.lr"). */
+    size_t first_line[N_FIELDS] = {0};
+    char kafka_seen[32][512];
+    size_t kafka_line[32];
+    int n_kafka = 0;
     while (!done && rc == FSGD_E_OK) {
         yaml_event_t ev;
         if (!yaml_parser_parse(parser, &ev)) {
@@ -255,9 +306,34 @@ static int load_yaml_events(fsgd_job_t *job, yaml_parser_t *parser, const char *
                 strncat(full, key, sizeof full - strlen(full) - 1);
                 char why[640];
                 const field_t *f = find_field(full);
-                int r2 = f ? set_field(job, f, text, why, sizeof why) : FSGD_E_ARG;
-                if (!f)
+                size_t *first = NULL;
+                if (f) {
+                    first = &first_line[f - fields];
+                } else if (!strncmp(full, "kafka.", 6)) {
+                    int k = 0;
+                    while (k < n_kafka && strcmp(kafka_seen[k], full + 6))
+                        k++;
+                    if (k == n_kafka && n_kafka < 32) {
+                        snprintf(kafka_seen[n_kafka], sizeof kafka_seen[0], "%s", full + 6);
+                        kafka_line[n_kafka++] = 0;
+                    }
+                    if (k < n_kafka)
+                        first = &kafka_line[k];
+                }
+                int r2;
+                if (first && *first) {
+                    snprintf(why, sizeof why, "key '%s' is given twice (first at line %zu)", full, *first);
+                    r2 = FSGD_E_ARG;
+                } else if (f) {
+                    r2 = set_field(job, f, text, why, sizeof why);
+                } else if (!strncmp(full, "kafka.", 6)) {
+                    r2 = add_kafka(job, full + 6, text, why, sizeof why);
+                } else {
                     snprintf(why, sizeof why, "unknown key '%s'", full);
+                    r2 = FSGD_E_ARG;
+                }
+                if (first && !*first)
+                    *first = line;
                 if (r2 < 0)
                     rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s:%zu:%zu: %s", path, line, col, why);
                 expecting_key[depth] = 1;
@@ -401,6 +477,9 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
         break;
     case F_MODEL:
         snprintf(out, cap, "%s", fsgd_loss_name(*(const fsgd_loss_kind_t *)p));
+        break;
+    case F_KAFKA:
+        snprintf(out, cap, "none");
         break;
     }
 }

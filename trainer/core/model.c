@@ -18,6 +18,7 @@
 #include "fsgd/crc32c.h"
 #include "fsgd/error.h"
 #include "fsgd/le.h"
+#include "fsgd/outfile.h"
 
 #define MODEL_MAGIC "FSGDMODL"
 #define MODEL_VERSION 1
@@ -214,57 +215,6 @@ int fsgd_model_encode(const fsgd_model_t *m, uint8_t **out, size_t *len, char *e
     return FSGD_E_OK;
 }
 
-/* An open temporary file beside path, renamed over path on commit. */
-typedef struct atomic_file {
-    char tmp[4096];
-    int fd;
-} atomic_file_t;
-
-static int atomic_open(atomic_file_t *a, const char *path, char *err, size_t errsz)
-{
-    if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp.XXXXXX", path) >= sizeof a->tmp)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s: path too long", path);
-    a->fd = mkstemp(a->tmp);
-    if (a->fd < 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: cannot create temporary file %s: %s", path, a->tmp,
-                            strerror(errno));
-    /* mkstemp makes 0600; a model is an ordinary readable file. */
-    (void)fchmod(a->fd, 0644);
-    return FSGD_E_OK;
-}
-
-static void atomic_abort(atomic_file_t *a)
-{
-    if (a->fd >= 0)
-        close(a->fd);
-    a->fd = -1;
-    unlink(a->tmp);
-}
-
-/* fsync, close and rename; the old file (if any) stays until the rename. */
-static int atomic_commit(atomic_file_t *a, const char *path, char *err, size_t errsz)
-{
-    if (fsync(a->fd) != 0) {
-        int e = errno;
-        atomic_abort(a);
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: fsync failed: %s", path, strerror(e));
-    }
-    int rc = close(a->fd);
-    a->fd = -1;
-    if (rc != 0) {
-        int e = errno;
-        unlink(a->tmp);
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: close failed: %s", path, strerror(e));
-    }
-    if (rename(a->tmp, path) != 0) {
-        int e = errno;
-        unlink(a->tmp);
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: cannot rename %s into place: %s", path, a->tmp,
-                            strerror(e));
-    }
-    return FSGD_E_OK;
-}
-
 int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t errsz)
 {
     uint64_t nnz;
@@ -272,11 +222,11 @@ int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t e
     int rc = check_model(m, &nnz, why, sizeof why);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s: cannot save: %s", path, why);
-    atomic_file_t a;
-    FSGD_TRY(atomic_open(&a, path, err, errsz));
+    fsgd_outfile_t a;
+    FSGD_TRY(fsgd_outfile_open(&a, path, err, errsz));
     sink_t *s = malloc(sizeof *s);
     if (!s) {
-        atomic_abort(&a);
+        fsgd_outfile_abort(&a);
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
     }
     s->fd = a.fd;
@@ -286,11 +236,11 @@ int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t e
     if (encode_to(m, nnz, s) < 0 || sink_flush(s) < 0) {
         int e = errno;
         free(s);
-        atomic_abort(&a);
+        fsgd_outfile_abort(&a);
         return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: write failed: %s", path, strerror(e));
     }
     free(s);
-    return atomic_commit(&a, path, err, errsz);
+    return fsgd_outfile_commit(&a, err, errsz);
 }
 
 /* ---- reading ---------------------------------------------------------- */
@@ -443,6 +393,11 @@ int fsgd_model_load_mem(fsgd_model_t *m, const void *buf, size_t len, const char
 
 int fsgd_model_load(fsgd_model_t *m, const char *path, char *err, size_t errsz)
 {
+    return fsgd_model_load_max(m, path, 0, err, errsz);
+}
+
+int fsgd_model_load_max(fsgd_model_t *m, const char *path, uint64_t max_dim, char *err, size_t errsz)
+{
     memset(m, 0, sizeof *m);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -476,7 +431,7 @@ int fsgd_model_load(fsgd_model_t *m, const char *path, char *err, size_t errsz)
         got += (size_t)r;
     }
     close(fd);
-    int rc = fsgd_model_load_mem(m, buf, got, path, 0, err, errsz);
+    int rc = fsgd_model_load_mem(m, buf, got, path, max_dim, err, errsz);
     free(buf);
     return rc;
 }
@@ -501,13 +456,12 @@ int fsgd_model_export_liblinear(const fsgd_model_t *m, const char *path, char *e
     const char *solver = m->kind == FSGD_LOSS_LOGISTIC ? "L2R_LR"
                          : m->kind == FSGD_LOSS_HINGE  ? "L2R_L2LOSS_SVC"
                                                        : "L2R_L2LOSS_SVR";
-    atomic_file_t a;
-    FSGD_TRY(atomic_open(&a, path, err, errsz));
-    FILE *f = fdopen(a.fd, "w");
+    fsgd_outfile_t a;
+    FSGD_TRY(fsgd_outfile_open(&a, path, err, errsz));
+    FILE *f = fsgd_outfile_stream(&a, err, errsz);
     if (!f) {
-        int e = errno;
-        atomic_abort(&a);
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: %s", path, strerror(e));
+        fsgd_outfile_abort(&a);
+        return FSGD_E_IO;
     }
     /* Numbers in the C locale whatever the process locale is (thread-local switch). */
     locale_t c_loc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
@@ -523,17 +477,6 @@ int fsgd_model_export_liblinear(const fsgd_model_t *m, const char *path, char *e
         uselocale(old);
         freelocale(c_loc);
     }
-    int bad = ferror(f);
-    if (fflush(f) != 0)
-        bad = 1;
-    int e = errno;
-    /* Hand the descriptor back to atomic_commit: fsync + close + rename. */
-    int fd2 = dup(a.fd);
-    fclose(f);
-    a.fd = fd2;
-    if (bad || fd2 < 0) {
-        atomic_abort(&a);
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: write failed: %s", path, strerror(e));
-    }
-    return atomic_commit(&a, path, err, errsz);
+    /* flush, fsync, close and rename; a stream error is a write error */
+    return fsgd_outfile_commit(&a, err, errsz);
 }

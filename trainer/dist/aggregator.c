@@ -9,11 +9,14 @@
  * other gradient of the step claimed the partition, so every row is applied
  * exactly once per epoch whatever the consumer group does. The count of
  * rows applied per epoch is checked against the scan of the data topic. */
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fsgd/adam.h"
@@ -26,6 +29,8 @@
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "fsgd/libsvm.h"
+#include "fsgd/loss.h"
+#include "fsgd/outfile.h"
 #include "fsgd/reduce.h"
 #include "agg_ckpt.h"
 #include "ctl.h"
@@ -73,10 +78,79 @@ typedef struct agg {
     double win_loss[FSGD_AGG_LOSS_WINDOW];
     uint64_t win_rows[FSGD_AGG_LOSS_WINDOW];
     unsigned win_i;
+    /* NAME.ctl, followed for the whole run: who the members of the job are */
+    struct member *mem;
+    size_t nmem;
+    uint64_t ctl_seq;
+    double xmax, ymax; /* largest |feature value| (intercept included) and |label| in NAME.data */
+    fsgd_label_set_t labels;
+    fsgd_dist_log_fn log;
+    void *log_ctx;
+    uint8_t logged[FSGD_AGG_REJ_COUNT];
+    int kerr_seen[32], n_kerr;
+    double last_wait_log;
     char *err;
     size_t errsz;
     fsgd_klat_t lat_grads; /* produce-to-consume latency of NAME.grads frames */
 } agg_t;
+
+/* A worker that reported its partitions on NAME.ctl. */
+typedef struct member {
+    uint32_t id;
+    uint64_t seq; /* order of its latest report */
+    uint8_t *own; /* nparts bytes: the partitions of that report */
+} member_t;
+
+#define MAX_MEMBERS 1024
+
+static void agg_log(agg_t *a, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void agg_log(agg_t *a, const char *fmt, ...)
+{
+    if (!a->log)
+        return;
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    a->log(a->log_ctx, line);
+}
+
+#define FSGD_AGG_REJ_NAME_(name, text) text,
+static const char *const reject_names[] = {FSGD_AGG_REJECT_LIST(FSGD_AGG_REJ_NAME_)};
+#undef FSGD_AGG_REJ_NAME_
+
+const char *fsgd_agg_reject_name(int reason)
+{
+    return reason >= 0 && reason < FSGD_AGG_REJ_COUNT ? reject_names[reason] : "unknown";
+}
+
+/* Counts a dropped message; the first of each reason is logged with its
+ * detail (the rest only counted: a flood must not flood the log too). */
+static void reject(agg_t *a, int reason, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void reject(agg_t *a, int reason, const char *fmt, ...)
+{
+    a->s->rejected[reason]++;
+    if (a->logged[reason])
+        return;
+    a->logged[reason] = 1;
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    agg_log(a, "rejected a message on %s: %s: %s (further %s messages are only counted: metrics "
+               "messages.rejected.%s)",
+            a->tgrads, reject_names[reason], why, reject_names[reason], reject_names[reason]);
+}
 
 static double now_s(void)
 {
@@ -108,6 +182,14 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     c->rows += (uint64_t)n;
     if (c->tmp.max_col > c->max_col)
         c->max_col = c->tmp.max_col;
+    /* what bounds a genuine gradient (FSGD_AGG_GRAD_SLACK) and the labels */
+    for (size_t i = 0; i < c->tmp.nnz; i++)
+        if (fabs((double)c->tmp.val[i]) > c->a->xmax)
+            c->a->xmax = fabs((double)c->tmp.val[i]);
+    for (size_t r = 0; r < c->tmp.n_rows; r++)
+        if (fabs(c->tmp.label[r]) > c->a->ymax)
+            c->a->ymax = fabs(c->tmp.label[r]);
+    fsgd_label_set_add(&c->a->labels, c->tmp.label, c->tmp.n_rows);
     c->a->rows_at[c->p][offset - (int64_t)c->a->st.start[c->p] + 1] = c->rows;
     return 0;
 }
@@ -148,6 +230,11 @@ static int scan_data(agg_t *a)
         return rc;
     if (total == 0)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "topic %s holds no rows: produce data first", a->tdata);
+    char why[300];
+    if ((rc = fsgd_loss_check_labels(a->job->model, &a->labels, why, sizeof why)) < 0)
+        return fsgd_err_fmt(a->err, a->errsz, rc, "topic %s: %s", a->tdata, why);
+    if (a->job->bias && fabs(a->job->bias_value) > a->xmax)
+        a->xmax = fabs(a->job->bias_value);
     if (a->job->dim && max_col > a->job->dim)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_RANGE, "topic %s has feature %llu > dim %llu", a->tdata,
                             (unsigned long long)max_col, (unsigned long long)a->job->dim);
@@ -160,6 +247,35 @@ static int scan_data(agg_t *a)
                             a->mdim * 4.0 / 1048576.0, (unsigned long long)a->job->max_model_weights);
     a->s->dim = a->dim;
     return 0;
+}
+
+/* NAME.model that ends with the FINAL model of a job: the job name is used
+ * by a job that has finished, and a new one under it would be mixed with
+ * it (its workers would take that FINAL message for their own end). */
+static int last_final(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
+                      size_t errsz)
+{
+    fsgd_kframe_t f;
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) == 0 && (f.flags & FSGD_KFLAG_FINAL)) {
+        fsgd_kframe_t *out = ctx;
+        *out = f;
+        out->body = NULL;
+    }
+    return 0;
+}
+
+static int check_model_topic(agg_t *a)
+{
+    int64_t lo, hi;
+    if (fsgd_kbus_watermarks(a->scan_c, a->tmodel, 0, &lo, &hi, 10000, NULL, 0) < 0 || hi <= lo)
+        return 0;
+    fsgd_kframe_t f = {0};
+    if (fsgd_kbus_read_range(a->scan_c, a->tmodel, 0, hi - 1, hi, 5000, last_final, &f, NULL, 0) < 0 || !f.flags)
+        return 0;
+    return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                        "job name '%s' is taken: %s ends with the final model of a finished job (generation %u, "
+                        "step %llu, %lld messages); pick another --name, or delete the job's topics",
+                        a->job->name, a->tmodel, f.gen, (unsigned long long)f.step, (long long)(hi - lo));
 }
 
 static void set_quota(agg_t *a)
@@ -187,13 +303,17 @@ static void set_quota(agg_t *a)
 
 /* --- checkpoints --- */
 
-#define CKPT_MAGIC "FSGC"
-#define CKPT_VERSION 1
+/* A magic of its own: version 1 began with "FSGC", the codec messages' magic,
+ * so a checkpoint and a gradient could not be told apart by their first
+ * bytes. Version 1 files are refused with a message that says so. */
+#define CKPT_MAGIC "FSGDCKPT"
+#define CKPT_VERSION 2
+#define CKPT_HEADER 40 /* magic, version, gen, step, rows, weights */
 
 /* The checkpoint bytes of a's state (seconds: training time so far) into *b. */
 static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
 {
-    int rc = fsgd_wire_put(b, CKPT_MAGIC, 4) | fsgd_wire_u32(b, CKPT_VERSION) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
+    int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, CKPT_VERSION) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
              fsgd_wire_u64(b, a->s->dataset_rows) | fsgd_wire_u64(b, a->mdim) | fsgd_wire_state_put(b, &a->st) |
              fsgd_wire_u64(b, a->adam.t) | fsgd_wire_u64(b, a->rows_epoch) | fsgd_wire_f64(b, a->loss_epoch) |
              fsgd_wire_u64(b, a->s->rows_total) | fsgd_wire_f64(b, seconds) | fsgd_wire_u32(b, (uint32_t)a->s->n_epochs);
@@ -219,19 +339,30 @@ static int ckpt_write(agg_t *a)
         free(b.p);
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     }
-    char tmp[FSGD_JOB_PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    int ok = f && fwrite(b.p, 1, b.n, f) == b.n;
-    if (f && fflush(f) == 0)
-        fsync(fileno(f));
-    if (f && fclose(f) != 0)
-        ok = 0;
-    free(b.p);
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_IO, "checkpoint '%s': %m", path);
+    /* Through fsgd/outfile.h: a temporary file renamed into place, never over
+     * a device or through a link; removed on any error. */
+    fsgd_outfile_t o;
+    char e[FSGD_OUTFILE_PATH_MAX + 256];
+    int rc = fsgd_outfile_open(&o, path, e, sizeof e);
+    if (rc == 0) {
+        size_t off = 0;
+        while (off < b.n && rc == 0) {
+            ssize_t w = write(o.fd, b.p + off, b.n - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                rc = fsgd_err_fmt(e, sizeof e, FSGD_E_IO, "write failed: %s", strerror(errno));
+            else
+                off += (size_t)w;
+        }
+        if (rc == 0)
+            rc = fsgd_outfile_commit(&o, e, sizeof e);
+        else
+            fsgd_outfile_abort(&o);
     }
+    free(b.p);
+    if (rc < 0)
+        return fsgd_err_fmt(a->err, a->errsz, rc, "checkpoint: %s", e);
     return 0;
 }
 
@@ -244,7 +375,15 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
     int rc = 0;
     size_t off = 0;
     fsgd_wire_state_t s = {0};
-    if (!p || len < 44 || memcmp(p, CKPT_MAGIC, 4) || fsgd_le_get32(p + 4) != CKPT_VERSION) {
+    if (p && len >= 8 && !memcmp(p, "FSGC", 4) && fsgd_le_get32(p + 4) == 1) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_VERSION,
+                          "checkpoint '%s' is in the version 1 format (magic FSGC) of an older fsgd; this one reads "
+                          "version %d (magic %s): finish that job with the fsgd that wrote it, or remove the file "
+                          "to start over (fsgd run --fresh)",
+                          path, CKPT_VERSION, CKPT_MAGIC);
+        goto out;
+    }
+    if (!p || len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) || fsgd_le_get32(p + 8) != CKPT_VERSION) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d)", path,
                           CKPT_VERSION);
         goto out;
@@ -255,9 +394,9 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         goto out;
     }
     len -= 4;
-    uint32_t gen = fsgd_le_get32(p + 8);
-    uint64_t step = fsgd_le_get64(p + 12), rows = fsgd_le_get64(p + 20), mdim = fsgd_le_get64(p + 28);
-    off = 36;
+    uint32_t gen = fsgd_le_get32(p + 12);
+    uint64_t step = fsgd_le_get64(p + 16), rows = fsgd_le_get64(p + 24), mdim = fsgd_le_get64(p + 32);
+    off = CKPT_HEADER;
     if (rows != a->s->dataset_rows || mdim != a->mdim) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
                           "checkpoint '%s' is for other data (%llu rows, %llu weights; topic has %llu rows, %llu "
@@ -341,9 +480,14 @@ static int ckpt_load(agg_t *a)
     const char *path = a->job->checkpoint;
     if (!*path)
         return 0;
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return 0;
+    if (!S_ISREG(sb.st_mode)) /* never read a FIFO or device, never follow a link */
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s' exists and is not a regular file", path);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return 0;
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_IO, "checkpoint '%s': %s", path, strerror(errno));
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -543,88 +687,191 @@ static void fsgd_ctl_member(agg_t *a, const char *event, uint32_t worker)
  * latest partition sets are disjoint and cover every partition that still
  * has rows: a group in mid-rebalance has overlapping sets (the old owners
  * have not been told yet) or holes (revoked, not yet reassigned). */
-#define GATE_MAX_WORKERS 1024
+static member_t *member_find(agg_t *a, uint32_t id)
+{
+    for (size_t i = 0; i < a->nmem; i++)
+        if (a->mem[i].id == id)
+            return &a->mem[i];
+    return NULL;
+}
+
+/* Applies one NAME.ctl event: worker_assignment makes (or updates) a
+ * member, worker_leave forgets one. Anything else is ignored. */
+static void ctl_apply(agg_t *a, const rd_kafka_message_t *m)
+{
+    char ev[32];
+    double wid;
+    size_t np = 0;
+    uint32_t P = a->st.nparts;
+    const char *j = m->payload;
+    if (m->err || !j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) ||
+        (strcmp(ev, "worker_assignment") && strcmp(ev, "worker_leave")) ||
+        !fsgd_ctl_get_num(j, m->len, "worker", &wid) || !(wid >= 0 && wid <= UINT32_MAX))
+        return;
+    uint32_t *tmp = malloc((P + 1) * sizeof *tmp);
+    if (!tmp || !fsgd_ctl_get_u32s(j, m->len, "partitions", tmp, P + 1, &np)) {
+        free(tmp);
+        return;
+    }
+    uint32_t id = (uint32_t)wid;
+    member_t *w = member_find(a, id);
+    if (!strcmp(ev, "worker_leave")) {
+        if (w) {
+            free(w->own);
+            *w = a->mem[--a->nmem];
+        }
+        free(tmp);
+        return;
+    }
+    if (!w) {
+        uint8_t *own = a->nmem < MAX_MEMBERS ? calloc(P ? P : 1, 1) : NULL;
+        member_t *nm = own ? realloc(a->mem, (a->nmem + 1) * sizeof *nm) : NULL;
+        if (!own || !nm) {
+            /* (a flood of made-up workers must not grow memory without end) */
+            free(own);
+            if (nm)
+                a->mem = nm;
+            free(tmp);
+            return;
+        }
+        a->mem = nm;
+        w = &a->mem[a->nmem++];
+        w->id = id;
+        w->own = own;
+    }
+    memset(w->own, 0, P);
+    for (size_t i = 0; i < np; i++)
+        if (tmp[i] < P)
+            w->own[tmp[i]] = 1;
+    w->seq = ++a->ctl_seq;
+    free(tmp);
+}
+
+/* Reads what NAME.ctl has now (waiting up to timeout_ms for the first
+ * message); returns how many events were read. */
+static int ctl_drain(agg_t *a, int timeout_ms)
+{
+    int n = 0;
+    rd_kafka_message_t *m;
+    while (a->ctl_c && (m = rd_kafka_consumer_poll(a->ctl_c, n ? 0 : timeout_ms))) {
+        ctl_apply(a, m);
+        rd_kafka_message_destroy(m);
+        n++;
+    }
+    return n;
+}
+
+/* 1 when w is the latest reporter of at least one partition: it still holds
+ * rows. A worker that died keeps its last report, but once the group has
+ * moved its partitions the new owners' later reports supersede it. */
+static int member_holds(const agg_t *a, const member_t *w)
+{
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        if (!w->own[p])
+            continue;
+        int newer = 0;
+        for (size_t k = 0; k < a->nmem && !newer; k++)
+            newer = a->mem[k].seq > w->seq && a->mem[k].own[p];
+        if (!newer)
+            return 1;
+    }
+    return 0;
+}
+
+/* The ids of the members that hold partitions and have not answered this
+ * step, as text ("2, 5"); returns how many. */
+static size_t awaited(const agg_t *a, char *out, size_t cap)
+{
+    size_t n = 0, used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < a->nmem; i++) {
+        const member_t *w = &a->mem[i];
+        int answered = 0;
+        for (size_t k = 0; k < a->ngot && !answered; k++)
+            answered = a->got[k] == w->id;
+        if (answered || !member_holds(a, w))
+            continue;
+        if (used < cap)
+            used += (size_t)snprintf(out + used, cap - used, "%s%u", n ? ", " : "", w->id);
+        n++;
+    }
+    return n;
+}
+
+/* Why: workers answer step 1 as soon as they hold any assignment. When the
+ * group is still forming (a worker joins after the first members got their
+ * partitions, or the leader assigned before it saw the topic's partitions),
+ * step 1 completes and the group then revokes and reassigns everything: for
+ * the ~3 s of that rebalance every worker answers with no partitions and the
+ * steps carry no rows (empty_steps). So the aggregator opens the job only
+ * once the workers' own reports on NAME.ctl (worker_assignment, sent from
+ * their rebalance callbacks) show at least expected_workers workers whose
+ * latest partition sets are disjoint and cover every partition that still
+ * has rows: a group in mid-rebalance has overlapping sets (the old owners
+ * have not been told yet) or holes (revoked, not yet reassigned). The same
+ * reports make the membership that gradients are checked against. */
+/* Seconds a group that covers every partition must stay unchanged before
+ * the job starts with fewer workers than expected: longer than the
+ * consumers' session timeout (6 s, KAFKA_FORMAT.md), after which a member
+ * that died is out of the group and its partitions have moved. */
+#define SETTLE_WITHOUT_S 8.0
+
 static int wait_assignment(agg_t *a, double timeout_s)
 {
-    double t0 = now_s();
+    double t0 = now_s(), last_log = t0;
     a->s->assignment_settled = 0;
-    rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, a->job->brokers, NULL, a->err, a->errsz);
-    if (!c)
-        return FSGD_E_KAFKA;
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, a->tctl, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
-    rd_kafka_assign(c, l);
-    rd_kafka_topic_partition_list_destroy(l);
-    uint32_t P = a->st.nparts, nw = 0;
-    uint32_t *ids = calloc(GATE_MAX_WORKERS, sizeof *ids), *tmp = calloc(P + 1, sizeof *tmp);
-    uint8_t *own = calloc((size_t)GATE_MAX_WORKERS * P, 1); /* own[w * P + p] */
+    uint32_t P = a->st.nparts;
     uint32_t *owners = calloc(P + 1, sizeof *owners);
-    int rc = 0, dirty = 0;
-    if (!ids || !tmp || !own || !owners)
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-    while (!rc && now_s() - t0 < timeout_s) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 20);
-        if (m) {
-            char ev[32];
-            double wid;
-            size_t np = 0;
-            const char *j = m->payload;
-            if (!m->err && j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) &&
-                (!strcmp(ev, "worker_assignment") || !strcmp(ev, "worker_leave")) &&
-                fsgd_ctl_get_num(j, m->len, "worker", &wid) && wid >= 0 && wid <= UINT32_MAX &&
-                fsgd_ctl_get_u32s(j, m->len, "partitions", tmp, P + 1, &np)) {
-                uint32_t id = (uint32_t)wid, k = 0;
-                while (k < nw && ids[k] != id)
-                    k++;
-                if (k == nw && nw < GATE_MAX_WORKERS && strcmp(ev, "worker_leave"))
-                    ids[nw++] = id;
-                if (k < nw) {
-                    memset(own + (size_t)k * P, 0, P);
-                    for (size_t i = 0; i < np; i++)
-                        if (tmp[i] < P)
-                            own[(size_t)k * P + tmp[i]] = 1;
-                    if (!strcmp(ev, "worker_leave")) { /* forget it: move the last one here */
-                        nw--;
-                        ids[k] = ids[nw];
-                        memcpy(own + (size_t)k * P, own + (size_t)nw * P, P);
-                    }
-                }
-                dirty = 1;
-            }
-            rd_kafka_message_destroy(m);
-            continue; /* read everything already there before judging */
-        }
+    if (!owners)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    double last_change = t0;
+    int covered = 0; /* the latest reports are disjoint and cover every partition with rows */
+    while (now_s() - t0 < timeout_s) {
+        int n = ctl_drain(a, 20);
         rd_kafka_poll(a->prod, 0);
-        if (!dirty)
+        double t = now_s();
+        if (t - last_log >= 10) {
+            last_log = t;
+            agg_log(a, "waiting for workers: %zu of %d expected have reported their partitions on %s (%.0f s; "
+                       "starting anyway after %.0f s)",
+                    a->nmem, a->expected, a->tctl, t - t0, timeout_s);
+        }
+        if (!n) {
+            /* Fewer workers than expected, but the group has been stable
+             * longer than a session timeout: the others died or never came
+             * (a consumer that left is out of the group by then). */
+            if (covered && a->nmem < (size_t)a->expected && t - last_change >= SETTLE_WITHOUT_S) {
+                agg_log(a, "starting with %zu of %d expected workers: the group has held every partition for "
+                           "%.0f s without the others",
+                        a->nmem, a->expected, t - last_change);
+                a->s->assignment_settled = 1;
+                break;
+            }
             continue;
-        dirty = 0;
+        }
+        last_change = t;
         uint32_t holders = 0;
         memset(owners, 0, P * sizeof *owners);
-        for (uint32_t k = 0; k < nw; k++) {
+        for (size_t k = 0; k < a->nmem; k++) {
             int any = 0;
             for (uint32_t p = 0; p < P; p++)
-                if (own[(size_t)k * P + p]) {
+                if (a->mem[k].own[p]) {
                     owners[p]++;
                     any = 1;
                 }
             holders += any;
         }
-        int ok = nw >= (uint32_t)a->expected && holders > 0;
-        for (uint32_t p = 0; p < P && ok; p++)
-            ok = a->st.pos[p] >= a->st.end[p] ? owners[p] <= 1 : owners[p] == 1;
-        if (ok) {
+        covered = holders > 0;
+        for (uint32_t p = 0; p < P && covered; p++)
+            covered = a->st.pos[p] >= a->st.end[p] ? owners[p] <= 1 : owners[p] == 1;
+        if (covered && a->nmem >= (size_t)a->expected) {
             a->s->assignment_settled = 1;
             break;
         }
     }
     a->s->assignment_wait_s = now_s() - t0;
-    free(ids);
-    free(tmp);
-    free(own);
     free(owners);
-    rd_kafka_consumer_close(c);
-    rd_kafka_destroy(c);
-    return rc;
+    return 0;
 }
 
 /* --- the barrier --- */
@@ -666,45 +913,199 @@ static void begin_step(agg_t *a)
     fsgd_kasm_prune(a->as, a->step + 1);
 }
 
-static void handle_grad(agg_t *a, const rd_kafka_message_t *m)
+/* A consumer error on NAME.grads: fatal ones (librdkafka's fatal state, a
+ * topic or authorization that is gone) end the job with FSGD_E_KAFKA;
+ * transient ones (a broker down, a timeout) are retried by librdkafka,
+ * counted, and each kind logged once. */
+static int consumer_error(agg_t *a, const rd_kafka_message_t *m)
+{
+    rd_kafka_resp_err_t e = m->err;
+    if (e == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+        return 0;
+    char fatal[256];
+    if (rd_kafka_fatal_error(a->grads_c, fatal, sizeof fatal))
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: fatal: %s", a->tgrads, fatal);
+    switch (e) {
+    case RD_KAFKA_RESP_ERR__FATAL:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
+    case RD_KAFKA_RESP_ERR__AUTHENTICATION:
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: %s", a->tgrads,
+                            rd_kafka_message_errstr(m));
+    case RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE:
+    case RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET: {
+        /* Gradients were dropped by the broker before they were read (a
+         * burst pushed them past retention or the embedded cluster's 5 MiB).
+         * Nothing applied is lost: read on from what is left, and workers
+         * send a gradient again when its step is not answered. */
+        /* The partition's fetcher stopped (auto.offset.reset=error): assign
+         * again, that partition from its log start, the others from where
+         * they are. */
+        rd_kafka_topic_partition_list_t *l = NULL;
+        rd_kafka_resp_err_t ae = rd_kafka_assignment(a->grads_c, &l);
+        if (!ae)
+            ae = rd_kafka_position(a->grads_c, l);
+        for (int i = 0; !ae && i < l->cnt; i++)
+            if (l->elems[i].partition == m->partition || l->elems[i].offset < 0)
+                l->elems[i].offset = l->elems[i].partition == m->partition ? RD_KAFKA_OFFSET_BEGINNING
+                                                                            : RD_KAFKA_OFFSET_END;
+        if (!ae)
+            ae = rd_kafka_assign(a->grads_c, l);
+        if (l)
+            rd_kafka_topic_partition_list_destroy(l);
+        if (ae)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: %s, and reading on from the log "
+                                "start failed: %s", a->tgrads, rd_kafka_message_errstr(m), rd_kafka_err2str(ae));
+        a->s->consumer_errors++;
+        agg_log(a, "%s [%d]: messages were dropped by the broker before they were read (%s): reading on from the "
+                   "log start; workers send unanswered gradients again",
+                a->tgrads, (int)m->partition, rd_kafka_message_errstr(m));
+        return 0;
+    }
+    default:
+        break;
+    }
+    a->s->consumer_errors++;
+    for (int i = 0; i < a->n_kerr; i++)
+        if (a->kerr_seen[i] == (int)e)
+            return 0;
+    if (a->n_kerr < 32)
+        a->kerr_seen[a->n_kerr++] = (int)e;
+    agg_log(a, "%s consumer: %s (%s; librdkafka retries; counted in metrics messages.consumer_errors, this kind "
+               "logged once)",
+            a->tgrads, rd_kafka_message_errstr(m), rd_kafka_err2name(e));
+    return 0;
+}
+
+/* The largest value a genuine gradient of `rows` rows can hold
+ * (FSGD_AGG_GRAD_SLACK in fsgd/dist.h). */
+static double value_bound(const agg_t *a, uint64_t rows)
+{
+    double l = a->job->model == FSGD_LOSS_SQUARED ? 1 + a->ymax : 1;
+    return (double)rows * a->xmax * l * FSGD_AGG_GRAD_SLACK;
+}
+
+/* Takes one message from NAME.grads, or drops it with a reason. The order of
+ * the checks is the order of trust: a frame at all, from a member, for the
+ * step in progress (before anything is stored), then what it claims. */
+static int handle_grad(agg_t *a, const rd_kafka_message_t *m)
 {
     if (m->err)
-        return;
+        return consumer_error(a, m);
     fsgd_klat_add(&a->lat_grads, m);
     fsgd_kframe_t f;
     char e[256];
     a->s->bytes_up += m->len;
-    if (fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e) < 0 || f.kind != FSGD_KMSG_GRAD) {
-        a->s->corrupt++;
-        return;
+    if (fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e) < 0) {
+        reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: %s", (long long)m->offset, e);
+        return 0;
+    }
+    if (f.kind != FSGD_KMSG_GRAD) {
+        reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: a frame of kind %u, not a gradient", (long long)m->offset,
+               f.kind);
+        return 0;
+    }
+    if (f.body_len > FSGD_KBUS_CHUNK_MAX) {
+        reject(a, FSGD_AGG_REJ_OVERSIZE, "offset %lld: sender %u: a chunk of %u bytes; fsgd writes at most %u",
+               (long long)m->offset, f.sender, f.body_len, FSGD_KBUS_CHUNK_MAX);
+        return 0;
+    }
+    if (!member_find(a, f.sender)) {
+        /* its worker_assignment may be on its way: read NAME.ctl first */
+        ctl_drain(a, 0);
+        if (!member_find(a, f.sender)) {
+            reject(a, FSGD_AGG_REJ_FORGED,
+                   "sender %u is not a member of job %s (no worker_assignment from it on %s; %zu members)", f.sender,
+                   a->job->name, a->tctl, a->nmem);
+            return 0;
+        }
+    }
+    if (f.gen != a->gen) {
+        if (f.gen < a->gen)
+            reject(a, FSGD_AGG_REJ_STALE, "sender %u: generation %u, this aggregator's is %u", f.sender, f.gen,
+                   a->gen);
+        else
+            reject(a, FSGD_AGG_REJ_FORGED, "sender %u: generation %u is newer than this aggregator's %u", f.sender,
+                   f.gen, a->gen);
+        return 0;
+    }
+    if (f.step != a->step + 1) {
+        /* workers answer exactly the step after the last model message, so
+         * nothing else is ever kept (reassembly holds one step at most) */
+        if (f.step <= a->step && fsgd_kasm_completed(a->as, &f)) /* e.g. a produce retried by the client */
+            reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u: a copy of a message taken before",
+                   f.sender, (unsigned long long)f.step, f.chunk, f.nchunks);
+        else if (f.step <= a->step)
+            reject(a, FSGD_AGG_REJ_STALE, "sender %u: step %llu, already applied up to step %llu", f.sender,
+                   (unsigned long long)f.step, (unsigned long long)a->step);
+        else
+            reject(a, FSGD_AGG_REJ_FUTURE, "sender %u: step %llu while step %llu is in progress", f.sender,
+                   (unsigned long long)f.step, (unsigned long long)a->step + 1);
+        return 0;
     }
     const uint8_t *body;
     size_t len;
     int r = fsgd_kasm_feed(a->as, &f, &body, &len, e, sizeof e);
     if (r == FSGD_KASM_DUP) {
-        a->s->duplicates++;
-        return;
+        reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u seen before", f.sender,
+               (unsigned long long)f.step, f.chunk, f.nchunks);
+        return 0;
     }
+    if (r == FSGD_E_FORMAT) {
+        /* Its chunks disagree with what is pending under the same key: the
+         * newest frame wins, so junk left by someone else cannot block the
+         * genuine message when it comes. */
+        reject(a, FSGD_AGG_REJ_CORRUPT, "%s (the pending chunks are dropped)", e);
+        fsgd_kasm_forget(a->as, &f);
+        r = fsgd_kasm_feed(a->as, &f, &body, &len, e, sizeof e);
+    }
+    if (r == FSGD_E_NOMEM)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
     if (r < 0) {
-        a->s->corrupt++;
-        return;
+        reject(a, r == FSGD_E_RANGE ? FSGD_AGG_REJ_OVERSIZE : FSGD_AGG_REJ_CORRUPT, "%s", e);
+        return 0;
     }
+    a->s->held_bytes_max = fsgd_kasm_held_max(a->as);
     if (r != FSGD_KASM_DONE)
-        return;
-    if (f.gen != a->gen || f.step != a->step + 1 || in_set(a->got, a->ngot, f.sender)) {
-        a->s->stale++;
-        return;
+        return 0;
+    if (in_set(a->got, a->ngot, f.sender)) {
+        reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u already answered step %llu", f.sender,
+               (unsigned long long)f.step);
+        return 0;
     }
     fsgd_wire_grad_t g;
     if (fsgd_wire_grad_get(body, len, a->st.nparts, &g, e, sizeof e) < 0) {
         free(g.ranges);
-        a->s->corrupt++;
-        return;
+        fsgd_kasm_forget(a->as, &f); /* the genuine message may still come */
+        reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: %s", f.sender, (unsigned long long)f.step, e);
+        return 0;
     }
-    /* From here on the sender has answered the step, used or not. */
-    add_set(&a->got, &a->ngot, &a->cap_got, f.sender);
-    if (!in_set(a->live, a->nlive, f.sender) && add_set(&a->live, &a->nlive, &a->cap_live, f.sender) == 0)
-        fsgd_ctl_member(a, "worker_joined", f.sender);
+    int reason = -1;
+    char why[300] = "";
+    if (g.epoch != a->st.epoch) {
+        reason = FSGD_AGG_REJ_FORGED;
+        snprintf(why, sizeof why, "claims epoch %u, the job is in epoch %u", g.epoch, a->st.epoch);
+    } else if (g.rows == 0 && g.codec_len) {
+        reason = FSGD_AGG_REJ_FORGED;
+        snprintf(why, sizeof why, "0 rows but a gradient of %u bytes", g.codec_len);
+    } else if (g.loss_sum < 0 || g.t_grad < 0 || g.t_encode < 0 || g.raw_entries > a->mdim) {
+        reason = FSGD_AGG_REJ_FORGED;
+        snprintf(why, sizeof why, "loss %g, times %g/%g s or %llu raw entries (of %llu weights) are impossible",
+                 g.loss_sum, g.t_grad, g.t_encode, (unsigned long long)g.raw_entries, (unsigned long long)a->mdim);
+    }
+    if (reason >= 0) {
+        free(g.ranges);
+        fsgd_kasm_forget(a->as, &f);
+        reject(a, reason, "sender %u step %llu: %s", f.sender, (unsigned long long)f.step, why);
+        return 0;
+    }
+    /* A member that sent a well-formed gradient for the step has answered it,
+     * whether its ranges are taken or not (a rebalance can make them stale). */
     int ok = 1;
     uint64_t rows = 0;
     for (uint32_t i = 0; i < g.nranges && ok; i++) {
@@ -719,29 +1120,58 @@ static void handle_grad(agg_t *a, const rd_kafka_message_t *m)
             if (g.ranges[j].part == rg->part)
                 ok = 0;
     }
-    if (!ok) {
-        a->s->conflicts++; /* a partition claimed twice (a rebalance) or from a stale position */
+    if (ok && rows != g.rows) {
         free(g.ranges);
-        return;
+        fsgd_kasm_forget(a->as, &f);
+        reject(a, FSGD_AGG_REJ_FORGED, "sender %u step %llu: claims %llu rows, its ranges hold %llu", f.sender,
+               (unsigned long long)f.step, (unsigned long long)g.rows, (unsigned long long)rows);
+        return 0;
     }
-    if (rows != g.rows) {
-        a->s->corrupt++;
+    if (ok && g.rows && !g.codec_len) {
         free(g.ranges);
-        return;
+        fsgd_kasm_forget(a->as, &f);
+        reject(a, FSGD_AGG_REJ_FORGED, "sender %u step %llu: %llu rows but no gradient", f.sender,
+               (unsigned long long)f.step, (unsigned long long)g.rows);
+        return 0;
     }
-    if (g.codec_len) {
+    if (ok && g.codec_len) {
         double t0 = now_s();
         int rc = fsgd_codec_decode(g.codec, g.codec_len, a->mdim, &a->dec, e, sizeof e);
         a->s->t_decode += now_s() - t0;
-        if (rc < 0 || fsgd_reducer_add(a->red, a->dec.keys, a->dec.vals, a->dec.n) < 0) {
-            a->s->corrupt++;
+        if (rc < 0) {
             free(g.ranges);
-            return;
+            fsgd_kasm_forget(a->as, &f);
+            reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: gradient: %s", f.sender, (unsigned long long)f.step,
+                   e);
+            return 0;
         }
-    } else if (g.rows) {
-        a->s->corrupt++;
+        double bound = value_bound(a, g.rows);
+        for (size_t i = 0; i < a->dec.n; i++)
+            if (!isfinite(a->dec.vals[i]) || fabs((double)a->dec.vals[i]) > bound) {
+                free(g.ranges);
+                fsgd_kasm_forget(a->as, &f);
+                reject(a, FSGD_AGG_REJ_FORGED,
+                       "sender %u step %llu: value %g of key %u is beyond the bound %g for %llu rows (rows x max|x| "
+                       "%g x %g, FSGD_AGG_GRAD_SLACK)",
+                       f.sender, (unsigned long long)f.step, (double)a->dec.vals[i], a->dec.keys[i], bound,
+                       (unsigned long long)g.rows, a->xmax, FSGD_AGG_GRAD_SLACK);
+                return 0;
+            }
+    }
+    add_set(&a->got, &a->ngot, &a->cap_got, f.sender);
+    if (!in_set(a->live, a->nlive, f.sender) && add_set(&a->live, &a->nlive, &a->cap_live, f.sender) == 0)
+        fsgd_ctl_member(a, "worker_joined", f.sender);
+    if (!ok) {
+        /* a partition claimed twice (a rebalance) or from a stale position */
+        reject(a, FSGD_AGG_REJ_CONFLICT, "sender %u step %llu: a range starts off its partition's position or "
+                                          "another gradient of the step took the partition",
+               f.sender, (unsigned long long)f.step);
         free(g.ranges);
-        return;
+        return 0;
+    }
+    if (g.codec_len && fsgd_reducer_add(a->red, a->dec.keys, a->dec.vals, a->dec.n) < 0) {
+        free(g.ranges);
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory reducing a gradient");
     }
     for (uint32_t i = 0; i < g.nranges; i++) {
         a->claimed[g.ranges[i].part] = 1;
@@ -759,6 +1189,7 @@ static void handle_grad(agg_t *a, const rd_kafka_message_t *m)
         a->up_entries_step += fsgd_le_get32(g.codec + 16); /* entries in the message (FORMAT.md header) */
     add_set(&a->applied, &a->napplied, &a->cap_applied, f.sender);
     free(g.ranges);
+    return 0;
 }
 
 static int evaluate(agg_t *a, fsgd_metrics_t *out)
@@ -929,11 +1360,16 @@ static int apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *
 int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, const char *path, char *err,
                            size_t errsz)
 {
-    char tmp[FSGD_JOB_PATH_MAX + 16];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "metrics '%s': %m", path);
+    fsgd_outfile_t o;
+    char why[FSGD_OUTFILE_PATH_MAX + 256];
+    int rc = fsgd_outfile_open(&o, path, why, sizeof why);
+    FILE *f = rc == 0 ? fsgd_outfile_stream(&o, why, sizeof why) : NULL;
+    if (rc == 0 && !f) {
+        fsgd_outfile_abort(&o);
+        rc = FSGD_E_IO;
+    }
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "metrics: %s", why);
     double steps = s->adam_steps ? (double)s->adam_steps : 1;
 #define J(x) (isfinite(x) ? (x) : -1.0)
     fprintf(f, "{\n  \"mode\": \"distributed\",\n  \"job\": \"%s\",\n  \"codec\": \"%s\",\n", job->name, job->codec);
@@ -986,17 +1422,23 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
             s->downlink, s->up_msgs ? (double)s->bytes_up / (double)s->up_msgs : 0.0,
             s->down_msgs ? (double)s->down_bytes_msg / (double)s->down_msgs : 0.0,
             (unsigned long long)s->replica_checks, s->t_down_encode);
+    /* the first four counters are the version-1 names, kept for readers of them */
     fprintf(f, "  \"messages\": {\"accepted\": %llu, \"duplicates_dropped\": %llu, \"corrupt_rejected\": %llu, "
-               "\"stale\": %llu, \"conflicts\": %llu},\n",
-            (unsigned long long)s->grads_accepted, (unsigned long long)s->duplicates, (unsigned long long)s->corrupt,
-            (unsigned long long)s->stale, (unsigned long long)s->conflicts);
+               "\"stale\": %llu, \"conflicts\": %llu, \"consumer_errors\": %llu, \"rejected\": {",
+            (unsigned long long)s->grads_accepted, (unsigned long long)s->rejected[FSGD_AGG_REJ_DUPLICATE],
+            (unsigned long long)s->rejected[FSGD_AGG_REJ_CORRUPT], (unsigned long long)s->rejected[FSGD_AGG_REJ_STALE],
+            (unsigned long long)s->rejected[FSGD_AGG_REJ_CONFLICT], (unsigned long long)s->consumer_errors);
+    for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
+        fprintf(f, "%s\"%s\": %llu", r ? ", " : "", fsgd_agg_reject_name(r), (unsigned long long)s->rejected[r]);
+    fprintf(f, "}},\n");
+    fprintf(f, "  \"reassembly\": {\"held_bytes_max\": %llu, \"limit_bytes\": %llu},\n",
+            (unsigned long long)s->held_bytes_max, (unsigned long long)s->held_limit);
     fprintf(f, "  \"workers\": {\"live\": %llu, \"dropped\": %llu},\n  \"generation\": %u,\n  \"resumed_from_step\": %d\n}\n",
             (unsigned long long)s->workers_live, (unsigned long long)s->workers_dropped, s->gen,
             s->resumed_from_step);
 #undef J
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "metrics '%s': %m", path);
+    if ((rc = fsgd_outfile_commit(&o, why, sizeof why)) < 0)
+        return fsgd_err_fmt(err, errsz, rc, "metrics: %s", why);
     return 0;
 }
 
@@ -1034,15 +1476,22 @@ static void agg_free(agg_t *a)
     free(a->buf.p);
     free(a->step_ms);
     fsgd_cj_free(&a->cj);
+    if (a->ctl_c) {
+        rd_kafka_consumer_close(a->ctl_c);
+        rd_kafka_destroy(a->ctl_c);
+    }
+    for (size_t i = 0; i < a->nmem; i++)
+        free(a->mem[i].own);
+    free(a->mem);
 }
 
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
-                        fsgd_agg_progress_fn progress, void *ctx, char *err, size_t errsz)
+                        fsgd_agg_progress_fn progress, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz)
 {
     memset(st, 0, sizeof *st);
     st->resumed_from_step = -1;
     st->time_to_target = -1;
-    agg_t a = {.job = job, .s = st, .err = err, .errsz = errsz};
+    agg_t a = {.job = job, .s = st, .err = err, .errsz = errsz, .log = log, .log_ctx = ctx};
     fsgd_kbus_topic(a.tdata, sizeof a.tdata, job->name, "data");
     fsgd_kbus_topic(a.tgrads, sizeof a.tgrads, job->name, "grads");
     fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");
@@ -1057,6 +1506,8 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
      * them; kept as they are when they exist), with leaders elected. */
     if (!rc)
         rc = fsgd_dist_topics_create(job, a.prod, 0, err, errsz);
+    if (!rc)
+        rc = check_model_topic(&a);
     if (!rc)
         rc = scan_data(&a);
     if (!rc && job->test[0]) {
@@ -1075,6 +1526,27 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         a.newpos = calloc(a.st.nparts, sizeof *a.newpos);
         if (!a.red || !a.as || !a.claimed || !a.newpos)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    }
+    if (!rc) {
+        /* Reassembly holds only the step in progress, from members: at most
+         * a gradient's worth per member. A gradient is its header, ranges and
+         * a codec message of at most 8 bytes per weight plus framing. */
+        size_t msg = 65536 + (size_t)a.st.nparts * 20 + (size_t)a.mdim * 16;
+        size_t total = msg * (size_t)(a.expected + 2);
+        if (total < (size_t)64 << 20)
+            total = (size_t)64 << 20;
+        fsgd_kasm_set_limits(a.as, msg, total);
+        st->held_limit = total;
+    }
+    /* NAME.ctl from its start, for the whole run: the members of the job */
+    if (!rc && !(a.ctl_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
+        rc = FSGD_E_KAFKA;
+    if (!rc) {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, a.tctl, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+        if (rd_kafka_assign(a.ctl_c, l))
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "assign %s failed", a.tctl);
+        rd_kafka_topic_partition_list_destroy(l);
     }
     a.st.epoch = 1;
     int resumed = 0;
@@ -1133,17 +1605,30 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     while (!rc && !done) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(a.grads_c, 2);
         if (m) {
-            handle_grad(&a, m);
+            rc = handle_grad(&a, m);
             rd_kafka_message_destroy(m);
             /* drain what is already here before deciding */
             continue;
         }
         rd_kafka_poll(a.prod, 0);
+        ctl_drain(&a, 0);
         double t = now_s();
         int complete = 0;
+        char wait_for[256];
         if (a.first_step) {
-            complete = a.ngot >= (size_t)(expected_workers > 0 ? expected_workers : 1) ||
-                       (a.ngot > 0 && t > a.first_deadline);
+            /* Everyone expected, or everyone who still holds partitions: a
+             * worker that died before step 1 stops holding any once the
+             * group has moved them (KAFKA_FORMAT.md, "Start-up"). */
+            size_t missing = awaited(&a, wait_for, sizeof wait_for);
+            complete = a.ngot >= (size_t)a.expected || (a.ngot > 0 && (t > a.first_deadline || missing == 0));
+            if (!complete && t - a.step_start > 5 && t - a.last_wait_log >= 10) {
+                a.last_wait_log = t;
+                agg_log(&a, "step %llu: %zu of %d expected workers answered; waiting for %s (starting with those "
+                            "that answered after %.0f s more, or once the group moves the partitions of workers "
+                            "that are gone)",
+                        (unsigned long long)a.step + 1, a.ngot, a.expected,
+                        missing ? wait_for : "any worker", a.first_deadline - t);
+            }
             if (complete) {
                 /* the live set is exactly who answered */
                 a.nlive = 0;
@@ -1154,6 +1639,22 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
             complete = a.ngot > 0;
             for (size_t i = 0; i < a.nlive && complete; i++)
                 complete = in_set(a.got, a.ngot, a.live[i]);
+            /* once per step after 5 s, then every 30 s */
+            if (!complete && t - a.step_start > 5 && t - a.last_wait_log >= 30 &&
+                (a.nlive || t - a.step_start <= timeout)) {
+                a.last_wait_log = t;
+                size_t used = 0, n = 0;
+                for (size_t i = 0; i < a.nlive && used < sizeof wait_for; i++)
+                    if (!in_set(a.got, a.ngot, a.live[i]))
+                        used += (size_t)snprintf(wait_for + used, sizeof wait_for - used, "%s%u", n++ ? ", " : "",
+                                                 a.live[i]);
+                if (n)
+                    agg_log(&a, "step %llu: waiting %.0f s for worker(s) %s; dropped after %.1f s",
+                            (unsigned long long)a.step + 1, t - a.step_start, wait_for, timeout);
+                else
+                    agg_log(&a, "step %llu: no live worker; waiting for any member's gradient",
+                            (unsigned long long)a.step + 1);
+            }
             if (!complete && t - a.step_start > timeout) {
                 /* Drop who did not answer; the consumer group moves their
                  * partitions, and the positions say where to resume. */
@@ -1168,8 +1669,12 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
                             dropped[nd++] = a.live[i];
                     }
                 a.nlive = k;
-                for (size_t i = 0; i < nd; i++)
+                for (size_t i = 0; i < nd; i++) {
                     fsgd_ctl_member(&a, "worker_dropped", dropped[i]);
+                    agg_log(&a, "step %llu: dropped worker %u (no gradient for %.1f s); the group moves its "
+                                "partitions to the others",
+                            (unsigned long long)a.step + 1, dropped[i], timeout);
+                }
                 complete = a.ngot > 0;
                 if (!complete)
                     a.step_start = t; /* nobody alive: keep waiting for anyone */
@@ -1177,6 +1682,7 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         }
         if (!complete)
             continue;
+        a.last_wait_log = 0;
         a.first_step = 0;
         a.step_wait = t - a.step_start;
         rc = apply_step(&a, &done, progress, ctx);
@@ -1222,8 +1728,12 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         rd_kafka_flush(a.prod, 5000);
     }
     if (job->metrics_json[0] && (done || rc)) {
-        char e2[256];
-        fsgd_agg_write_metrics(job, st, job->metrics_json, e2, sizeof e2);
+        char e2[FSGD_OUTFILE_PATH_MAX + 300];
+        int mrc = fsgd_agg_write_metrics(job, st, job->metrics_json, e2, sizeof e2);
+        if (mrc < 0 && !rc) /* a finished job whose metrics are lost has failed */
+            rc = fsgd_err_fmt(err, errsz, mrc, "%s", e2);
+        else if (mrc < 0)
+            agg_log(&a, "%s", e2);
     }
     agg_free(&a);
     return rc;

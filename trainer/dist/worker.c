@@ -8,6 +8,8 @@
  * gradient is dropped or a partition moves, the next state says where to
  * resume (exactly once per epoch, KAFKA_FORMAT.md). Parsed partitions stay
  * cached (like RDD.cache), so later epochs do not read Kafka again. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -62,13 +64,43 @@ typedef struct worker {
     size_t enc_cap;
     uint32_t sent_gen;
     uint64_t sent_step;
-    double sent_at;
+    double sent_at, last_send; /* w->buf keeps the body sent last, for a resend */
+    int kerr_seen[16], n_kerr;
     fsgd_worker_stats_t *stats;
+    fsgd_dist_log_fn log;
+    void *log_ctx;
+    uint8_t logged_corrupt, logged_dup;
     int rc;
     char *err;
     size_t errsz;
     fsgd_klat_t lat_model; /* produce-to-consume latency of NAME.model frames */
 } worker_t;
+
+/* Counts a dropped model message; the first of each reason is logged. */
+static void reject(worker_t *w, int corrupt, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void reject(worker_t *w, int corrupt, const char *fmt, ...)
+{
+    uint8_t *logged = corrupt ? &w->logged_corrupt : &w->logged_dup;
+    if (corrupt)
+        w->stats->corrupt++;
+    else
+        w->stats->duplicates++;
+    if (*logged || !w->log)
+        return;
+    *logged = 1;
+    char why[400], line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "rejected a message on %s: %s: %s (further ones are only counted)", w->tmodel,
+             corrupt ? "corrupt" : "duplicate", why);
+    w->log(w->log_ctx, line);
+}
 
 static double now_s(void)
 {
@@ -160,6 +192,17 @@ static int load_partition(worker_t *w, uint32_t p)
     memset(c, 0, sizeof *c);
     c->start = w->st.start[p];
     c->end = w->st.end[p];
+    /* The positions come from a model message: the table below is one slot
+     * per offset, so they must name offsets the data topic really holds
+     * before anything is allocated for them. */
+    int64_t lo, hi;
+    FSGD_TRY(fsgd_kbus_watermarks(w->fetch, w->tdata, (int32_t)p, &lo, &hi, 10000, w->err, w->errsz));
+    if (c->start < (uint64_t)lo || c->end > (uint64_t)hi || c->start > c->end)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_FORMAT,
+                            "model message of step %llu says %s [%u] holds offsets [%llu, %llu), but the topic holds "
+                            "[%lld, %lld): refusing it (a model of another job on %s, or a forged one)",
+                            (unsigned long long)w->step, w->tdata, p, (unsigned long long)c->start,
+                            (unsigned long long)c->end, (long long)lo, (long long)hi, w->tmodel);
     c->row_of = calloc(c->end - c->start + 1, sizeof *c->row_of);
     if (!c->row_of)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory caching partition %u", p);
@@ -231,17 +274,63 @@ static int handle_ctl(worker_t *w, const rd_kafka_message_t *m)
     return 0;
 }
 
+/* An error from the model/ctl consumer. Messages the broker dropped before
+ * they were read (retention, the embedded cluster's 5 MiB) are skipped:
+ * deltas that went missing make the worker wait for a snapshot. Anything
+ * else is retried by librdkafka; each kind is logged once. */
+static void consumer_error(worker_t *w, const rd_kafka_message_t *m)
+{
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+        return;
+    int seen = 0;
+    for (int i = 0; i < w->n_kerr && !seen; i++)
+        seen = w->kerr_seen[i] == (int)m->err;
+    if (!seen && w->n_kerr < 16)
+        w->kerr_seen[w->n_kerr++] = (int)m->err;
+    const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : w->tmodel;
+    if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE || m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
+        /* the fetcher stopped (auto.offset.reset=error): assign again, the
+         * model from its log start, NAME.ctl from its end */
+        rd_kafka_topic_partition_list_t *l = NULL;
+        if (!rd_kafka_assignment(w->model_c, &l) && !rd_kafka_position(w->model_c, l)) {
+            for (int i = 0; i < l->cnt; i++)
+                if ((l->elems[i].partition == m->partition && !strcmp(l->elems[i].topic, topic)) ||
+                    l->elems[i].offset < 0)
+                    l->elems[i].offset =
+                        strcmp(l->elems[i].topic, w->tctl) ? RD_KAFKA_OFFSET_BEGINNING : RD_KAFKA_OFFSET_END;
+            rd_kafka_assign(w->model_c, l);
+        }
+        if (l)
+            rd_kafka_topic_partition_list_destroy(l);
+    }
+    if (!seen && w->log) {
+        char line[512];
+        snprintf(line, sizeof line, "%s consumer: %s (%s; %s)", topic, rd_kafka_message_errstr(m),
+                 rd_kafka_err2name(m->err),
+                 m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE || m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
+                     ? "messages dropped by the broker are skipped"
+                     : "librdkafka retries; this kind is logged once");
+        w->log(w->log_ctx, line);
+    }
+}
+
 static int handle_model(worker_t *w, const rd_kafka_message_t *m)
 {
-    if (m->err)
-        return 0; /* transient broker errors: librdkafka retries */
+    if (m->err) {
+        consumer_error(w, m);
+        return 0;
+    }
     fsgd_klat_add(&w->lat_model, m);
     if (m->rkt && !strcmp(rd_kafka_topic_name(m->rkt), w->tctl))
         return handle_ctl(w, m);
     fsgd_kframe_t f;
     char e[256];
-    if (fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e) < 0 || f.kind == FSGD_KMSG_GRAD) {
-        w->stats->corrupt++;
+    if (fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e) < 0) {
+        reject(w, 1, "offset %lld: %s", (long long)m->offset, e);
+        return 0;
+    }
+    if (f.kind == FSGD_KMSG_GRAD) {
+        reject(w, 1, "offset %lld: a gradient frame on the model topic", (long long)m->offset);
         return 0;
     }
     w->stats->bytes_down += m->len;
@@ -249,9 +338,10 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
     size_t len;
     int r = fsgd_kasm_feed(w->as, &f, &body, &len, e, sizeof e);
     if (r == FSGD_KASM_DUP)
-        w->stats->duplicates++;
+        reject(w, 0, "generation %u step %llu chunk %u/%u seen before", f.gen, (unsigned long long)f.step, f.chunk,
+               f.nchunks);
     if (r < 0)
-        w->stats->corrupt++;
+        reject(w, 1, "offset %lld: %s", (long long)m->offset, e);
     if (r != FSGD_KASM_DONE)
         return 0;
     if (f.gen < w->gen)
@@ -260,14 +350,16 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
     size_t off = 0;
     int rc = fsgd_wire_state_get(body, len, &off, &s, e, sizeof e);
     if (rc < 0) {
-        w->stats->corrupt++;
+        fsgd_kasm_forget(w->as, &f); /* the genuine message of this step may still come */
+        reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
         fsgd_wire_state_free(&s);
         return 0;
     }
     if (f.kind == FSGD_KMSG_SNAPSHOT) {
         fsgd_wire_model_t mm;
         if (fsgd_wire_model_get(body, len, &off, &mm, e, sizeof e) < 0) {
-            w->stats->corrupt++;
+            fsgd_kasm_forget(w->as, &f);
+            reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
             fsgd_wire_state_free(&s);
             return 0;
         }
@@ -310,14 +402,17 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
             return 0;
         }
         fsgd_wire_cdelta_t cd = {0};
+        int applied = 0; /* θ was changed before the error: only a snapshot can repair it */
         if (f.kind == FSGD_KMSG_DELTA_CODED) {
             rc = fsgd_wire_cdelta_get(body, len, &off, &cd, e, sizeof e);
             if (rc == 0)
                 rc = fsgd_codec_decode(cd.msg, cd.msg_len, w->mdim, &w->delta, e, sizeof e);
             /* Additive: θ += update, the same float additions as the
              * aggregator's replica, so both stay bit-identical. */
-            if (rc == 0)
+            if (rc == 0) {
+                applied = 1;
                 rc = fsgd_downlink_apply(w->theta, w->mdim, &w->delta, e, sizeof e);
+            }
             for (size_t i = 0; rc == 0 && i < w->delta.n; i++)
                 w->delta.vals[i] = w->theta[w->delta.keys[i]];
         } else {
@@ -327,8 +422,15 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
                 w->theta[w->delta.keys[i]] = w->delta.vals[i];
         }
         if (rc < 0) {
-            w->stats->corrupt++;
-            w->valid = 0;
+            if (applied) {
+                w->valid = 0;
+            } else {
+                /* θ is untouched: a later delta tells a missing step apart
+                 * (resync from a snapshot); until then the genuine message
+                 * may still come. */
+                fsgd_kasm_forget(w->as, &f);
+            }
+            reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
             fsgd_wire_state_free(&s);
             return 0;
         }
@@ -493,7 +595,7 @@ static int do_step(worker_t *w)
         return rc;
     w->sent_gen = w->gen;
     w->sent_step = s;
-    w->sent_at = now_s();
+    w->sent_at = w->last_send = now_s();
     w->stats->steps_sent++;
     w->stats->rows += gm.rows;
     return 0;
@@ -512,8 +614,8 @@ static uint32_t random_id(void)
     return v ? v : 1;
 }
 
-int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st, char *err,
-                    size_t errsz)
+int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
+                    fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz)
 {
     memset(st, 0, sizeof *st);
     worker_t *w = calloc(1, sizeof *w);
@@ -522,6 +624,8 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     w->job = job;
     w->id = id ? id : random_id();
     w->stats = st;
+    w->log = log;
+    w->log_ctx = log_ctx;
     w->err = err;
     w->errsz = errsz;
     fsgd_kbus_topic(w->tdata, sizeof w->tdata, job->name, "data");
@@ -562,6 +666,11 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
         if (e)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "subscribe %s: %s", w->tdata, rd_kafka_err2str(e));
     }
+    /* a quarter of the aggregator's patience, so it sees a resend before it
+     * drops this worker */
+    double resend_s = job->step_timeout_ms / 4000.0;
+    if (resend_s < 1)
+        resend_s = 1;
     while (!rc && !w->final && !(stop && *stop)) {
         int ready = w->valid && w->have_assignment && !(w->sent_gen == w->gen && w->sent_step == w->step + 1);
         rd_kafka_message_t *m = rd_kafka_consumer_poll(w->model_c, ready ? 0 : 5);
@@ -580,6 +689,17 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
         rd_kafka_poll(w->prod, 0);
         if (ready && !w->final)
             rc = do_step(w);
+        else if (!ready && w->valid && w->sent_gen == w->gen && w->sent_step == w->step + 1 &&
+                 now_s() - w->last_send > resend_s) {
+            /* The step is not answered: the gradient may have been dropped
+             * by the broker (or the aggregator dropped us meanwhile). Send
+             * the same message again; a copy is dropped as a duplicate. */
+            fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .gen = w->sent_gen, .sender = w->id, .step = w->sent_step};
+            rc = fsgd_kbus_send(w->prod, w->tgrads, RD_KAFKA_PARTITION_UA, w->job->name, &h, w->buf.p, w->buf.n, 0,
+                                &w->stats->bytes_up, w->err, w->errsz);
+            w->last_send = now_s();
+            w->stats->resends++;
+        }
     }
     if (w->prod) {
         w->nassigned = 0;

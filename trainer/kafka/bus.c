@@ -42,6 +42,44 @@ static int apply_env(rd_kafka_conf_t *c, char *err, size_t errsz)
     return 0;
 }
 
+/* Job-level settings (fsgd_kbus_set_options): "key=value\n" lines, applied
+ * to every client after fsgd's own and FSGD_RDKAFKA's. */
+static char job_options[4096];
+
+static int apply_lines(rd_kafka_conf_t *c, const char *lines, char *err, size_t errsz)
+{
+    char buf[sizeof job_options];
+    snprintf(buf, sizeof buf, "%s", lines);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka option '%s' is not key=value", tok);
+        *eq = '\0';
+        char e[256];
+        if (rd_kafka_conf_set(c, tok, eq + 1, e, sizeof e) != RD_KAFKA_CONF_OK)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka option %s: %s", tok, e);
+    }
+    return 0;
+}
+
+int fsgd_kbus_set_options(const char *lines, char *err, size_t errsz)
+{
+    if (!lines)
+        lines = "";
+    if (strlen(lines) >= sizeof job_options)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka options: more than %zu characters",
+                            sizeof job_options - 1);
+    /* Validate every setting now, against librdkafka itself, so a typo or a
+     * feature this librdkafka lacks (no SSL built in) fails before any work. */
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    int rc = apply_lines(c, lines, err, errsz);
+    rd_kafka_conf_destroy(c);
+    if (rc == 0)
+        snprintf(job_options, sizeof job_options, "%s", lines);
+    return rc;
+}
+
 static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
@@ -105,6 +143,7 @@ static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *
         rc = rc ? rc : set(c, "group.id", group, err, errsz);
     }
     rc = rc ? rc : apply_env(c, err, errsz);
+    rc = rc ? rc : apply_lines(c, job_options, err, errsz);
     if (rc) {
         rd_kafka_conf_destroy(c);
         return NULL;

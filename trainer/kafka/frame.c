@@ -88,6 +88,7 @@ typedef struct pending {
     uint8_t **parts;     /* its bytes */
     uint32_t *part_len;
     uint8_t *seen;       /* bitmap of received indices, made once have > SEEN_AFTER */
+    size_t bytes;        /* body bytes held */
 } pending_t;
 
 #define SEEN_AFTER 32
@@ -106,6 +107,8 @@ struct fsgd_kasm {
     size_t done_next;
     uint8_t *out;
     size_t out_cap;
+    size_t held, held_max;       /* body bytes in pending messages, now and at most */
+    size_t lim_msg, lim_total;   /* 0: no limit */
 };
 
 fsgd_kasm_t *fsgd_kasm_new(void) { return calloc(1, sizeof(fsgd_kasm_t)); }
@@ -166,6 +169,7 @@ static int pending_add(pending_t *p, uint32_t chunk, const uint8_t *body, uint32
     p->parts[p->have] = c;
     p->part_len[p->have] = len;
     p->have++;
+    p->bytes += len;
     if (p->seen)
         p->seen[chunk / 8] |= (uint8_t)(1u << (chunk % 8));
     return 0;
@@ -194,6 +198,7 @@ static int is_done(const fsgd_kasm_t *a, const fsgd_kframe_t *f)
 
 static void remove_pending(fsgd_kasm_t *a, size_t i)
 {
+    a->held -= a->p[i].bytes;
     pending_free(&a->p[i]);
     a->p[i] = a->p[--a->n];
 }
@@ -207,11 +212,51 @@ void fsgd_kasm_prune(fsgd_kasm_t *a, uint64_t below_step)
             i++;
 }
 
+void fsgd_kasm_set_limits(fsgd_kasm_t *a, size_t max_message, size_t max_total)
+{
+    a->lim_msg = max_message;
+    a->lim_total = max_total;
+}
+
+size_t fsgd_kasm_held(const fsgd_kasm_t *a) { return a->held; }
+
+int fsgd_kasm_completed(const fsgd_kasm_t *a, const fsgd_kframe_t *f) { return is_done(a, f); }
+
+size_t fsgd_kasm_held_max(const fsgd_kasm_t *a) { return a->held_max; }
+
+void fsgd_kasm_forget(fsgd_kasm_t *a, const fsgd_kframe_t *f)
+{
+    for (size_t i = 0; i < DONE_RING; i++) {
+        done_key_t *d = &a->done[i];
+        if (d->used && d->step == f->step && d->gen == f->gen && d->sender == f->sender && d->kind == f->kind)
+            d->used = 0;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        const pending_t *p = &a->p[i];
+        if (p->step == f->step && p->gen == f->gen && p->sender == f->sender && p->kind == f->kind) {
+            remove_pending(a, i);
+            break;
+        }
+    }
+}
+
 int fsgd_kasm_feed(fsgd_kasm_t *a, const fsgd_kframe_t *f, const uint8_t **body, size_t *len, char *err,
                    size_t errsz)
 {
     if (is_done(a, f))
         return FSGD_KASM_DUP;
+    /* With limits, no frame can make the reassembler hold more than a
+     * message's worth per message and max_total in all: senders never write
+     * chunks above FSGD_KBUS_CHUNK_MAX, so a larger one is not theirs. */
+    if (a->lim_msg && f->body_len > FSGD_KBUS_CHUNK_MAX)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE,
+                            "reassembly: sender %u step %llu chunk of %u bytes, above the %u-byte chunks fsgd writes",
+                            f->sender, (unsigned long long)f->step, f->body_len, FSGD_KBUS_CHUNK_MAX);
+    if (a->lim_total && a->held + f->body_len > a->lim_total)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE,
+                            "reassembly: sender %u step %llu: holding %zu bytes of incomplete messages already, "
+                            "limit %zu",
+                            f->sender, (unsigned long long)f->step, a->held, a->lim_total);
     size_t i;
     for (i = 0; i < a->n; i++) {
         pending_t *p = &a->p[i];
@@ -243,8 +288,22 @@ int fsgd_kasm_feed(fsgd_kasm_t *a, const fsgd_kframe_t *f, const uint8_t **body,
                             f->sender, (unsigned long long)f->step, f->chunk, f->nchunks, p->nchunks);
     if (pending_has(p, f->chunk))
         return FSGD_KASM_DUP;
-    if (pending_add(p, f->chunk, f->body, f->body_len) < 0)
+    if (a->lim_msg && p->bytes + f->body_len > a->lim_msg) {
+        size_t had = p->bytes;
+        if (p->have == 0)
+            remove_pending(a, i); /* made for this frame: leave nothing behind */
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE,
+                            "reassembly: sender %u step %llu: message of %u chunks grows past %zu bytes (%zu held)",
+                            f->sender, (unsigned long long)f->step, f->nchunks, a->lim_msg, had);
+    }
+    if (pending_add(p, f->chunk, f->body, f->body_len) < 0) {
+        if (p->have == 0)
+            remove_pending(a, i);
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
+    }
+    a->held += f->body_len;
+    if (a->held > a->held_max)
+        a->held_max = a->held;
     if (p->have < p->nchunks)
         return FSGD_KASM_PENDING;
     /* every index 0..n-1 arrived once: order[c] = where chunk c is */

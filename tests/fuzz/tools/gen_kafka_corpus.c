@@ -392,8 +392,8 @@ static void gen_kframe_assemble(void)
 static void ckpt(fsgd_wire_buf_t *b, uint64_t rows, uint64_t mdim, const fsgd_wire_state_t *s, uint32_t nepochs)
 {
     b->n = 0;
-    fsgd_wire_put(b, "FSGC", 4);
-    fsgd_wire_u32(b, 1);
+    fsgd_wire_put(b, "FSGDCKPT", 8);
+    fsgd_wire_u32(b, 2);
     fsgd_wire_u32(b, 1700000000u);
     fsgd_wire_u64(b, 17);
     fsgd_wire_u64(b, rows);
@@ -471,7 +471,12 @@ static void gen_checkpoint(void)
     fsgd_wire_u32(&b, fsgd_crc32c(0, b.p, b.n));
     c = 2;
     out2("checkpoint", "truncated_weights", &c, 1, &b);
-    out("checkpoint", "short", "\002FSGC\001\000\000\000", 9);
+    out("checkpoint", "short", "\002FSGDCKPT\002\000\000\000", 13);
+    /* version 1 began with the codec messages' magic: refused, by name */
+    ckpt(&b, 1000, 124, &s, 0);
+    memcpy(b.p, "FSGC\001\000\000\000", 8);
+    c = 1;
+    out2("checkpoint", "old_magic_v1", &c, 1, &b);
     fsgd_wire_state_free(&s);
     free(b.p);
 }

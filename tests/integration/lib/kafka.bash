@@ -10,6 +10,8 @@
 FSGD=${FSGD:-bin/fsgd}
 DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data}
 PY=/usr/bin/python3
+. "$(dirname "${BASH_SOURCE[0]}")/skip.bash"
+needs_data a9a a9a.t
 KAFKA_MODE=${FSGD_KAFKA:-mock}
 case "$KAFKA_MODE" in
 mock) ;;

@@ -15,6 +15,10 @@
 #include "fsgd/model.h"
 
 struct rd_kafka_s; /* librdkafka's rd_kafka_t */
+/* A line of news from a role, for the CLI to print: the first rejection of
+ * each reason, what a step is waiting for, a consumer error. Roles call it
+ * rarely (each reason once, waits every few seconds). */
+typedef void (*fsgd_dist_log_fn)(void *ctx, const char *line);
 
 /* --- producer --- */
 
@@ -66,6 +70,7 @@ int fsgd_dist_topics_unused(const fsgd_job_t *job, struct rd_kafka_s *rk, int da
 
 typedef struct fsgd_worker_stats {
     uint64_t steps_sent, rows, bytes_up, bytes_down, corrupt, duplicates, resyncs;
+    uint64_t resends; /* gradients sent again because their step stayed unanswered */
     /* Compressed downlink: replica checks that failed (then a resync), uplink
      * messages the aggregator did not apply (residual put back), residuals
      * dropped because the aggregator restarted from a checkpoint. */
@@ -75,9 +80,10 @@ typedef struct fsgd_worker_stats {
 } fsgd_worker_stats_t;
 
 /* Runs one worker until the aggregator publishes the final model, *stop
- * becomes nonzero (may be NULL), or an error. id 0 picks a random id. */
-int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st, char *err,
-                    size_t errsz);
+ * becomes nonzero (may be NULL), or an error. id 0 picks a random id.
+ * log (may be NULL) gets the first rejected model message of each reason. */
+int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
+                    fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz);
 
 /* The embedded (mock) cluster keeps 5 MiB per partition and NAME.model has
  * one partition: a snapshot and the deltas after it must fit. */
@@ -98,6 +104,33 @@ typedef struct fsgd_agg_epoch {
     fsgd_metrics_t test; /* n == 0 without test data */
 } fsgd_agg_epoch_t;
 
+/* Why the aggregator dropped a message from NAME.grads; counted in
+ * fsgd_agg_stats_t.rejected and in the metrics JSON as
+ * messages.rejected.<name>; the first of each reason is logged with detail. */
+#define FSGD_AGG_REJECT_LIST(X)                                                                               \
+    X(CORRUPT, "corrupt")     /* not a valid frame or body: magic, CRC, lengths, codec message */          \
+    X(FORGED, "forged")       /* well formed, but not from a member doing its step: unknown sender, a     \
+                                 newer generation, rows or epoch that do not match, values out of bound */   \
+    X(STALE, "stale")         /* for a step or generation already over */                                  \
+    X(FUTURE, "future")       /* for a step after the one in progress */                                   \
+    X(OVERSIZE, "oversize")   /* chunk or message larger than this job's can be, or reassembly full */     \
+    X(DUPLICATE, "duplicate") /* a copy of a chunk or message already taken */                              \
+    X(CONFLICT, "conflict")   /* rows another gradient of the step took, or not from the position */
+
+#define FSGD_AGG_REJ_ENUM_(name, text) FSGD_AGG_REJ_##name,
+typedef enum fsgd_agg_reject { FSGD_AGG_REJECT_LIST(FSGD_AGG_REJ_ENUM_) FSGD_AGG_REJ_COUNT } fsgd_agg_reject_t;
+#undef FSGD_AGG_REJ_ENUM_
+
+/* "corrupt", "forged", ... (static string). */
+const char *fsgd_agg_reject_name(int reason);
+
+/* A decoded gradient value may be at most rows * max|x| * L * this, where
+ * max|x| is the largest feature value in NAME.data (or the intercept's
+ * constant) and L is 1 for logistic and svm (|loss'| <= 1) and 1 + max|y|
+ * for linear: no worker can send more for its rows. The slack leaves room
+ * for error-feedback codecs, which carry unsent residuals across steps. */
+#define FSGD_AGG_GRAD_SLACK 1024.0
+
 typedef struct fsgd_agg_stats {
     uint64_t dataset_rows, dim;
     int partitions;
@@ -105,7 +138,10 @@ typedef struct fsgd_agg_stats {
     uint64_t steps, empty_steps, adam_steps, rows_total;
     uint64_t rows_epoch;  /* rows applied in the current epoch */
     int epoch;
-    uint64_t grads_accepted, duplicates, corrupt, stale, conflicts, workers_dropped, workers_live;
+    uint64_t grads_accepted, workers_dropped, workers_live;
+    uint64_t rejected[FSGD_AGG_REJ_COUNT]; /* by fsgd_agg_reject_t */
+    uint64_t consumer_errors;              /* transient errors from the NAME.grads consumer */
+    uint64_t held_bytes_max, held_limit;   /* reassembly: most bytes of incomplete messages held, and the bound */
     uint64_t bytes_up, bytes_model, bytes_down, raw_bytes, codec_bytes;
     /* Per step, for the benchmark: bytes a worker sent (mean over applied
      * gradient messages) and bytes each worker received (the model message). */
@@ -141,14 +177,19 @@ typedef struct fsgd_agg_stats {
 
 typedef void (*fsgd_agg_progress_fn)(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch);
 
-/* Runs the aggregator: scans <job>.data (rows, dimension, offsets), resumes
- * from job->checkpoint when present, waits for expected_workers on the
- * first step, then steps until job->epochs are done; writes job->out and
- * job->metrics_json. */
+/* Runs the aggregator: scans <job>.data (rows, dimension, offsets, labels),
+ * resumes from job->checkpoint when present, waits for expected_workers on
+ * the first step, then steps until job->epochs are done; writes job->out and
+ * job->metrics_json. Gradients are taken only from members of the job (a
+ * worker_assignment on NAME.ctl) for the step in progress, and checked
+ * (rows against the ranges they claim, values finite and within
+ * FSGD_AGG_GRAD_SLACK's bound); what is dropped is counted by reason and
+ * the first of each reason goes to log (may be NULL) with ctx. */
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
-                        fsgd_agg_progress_fn progress, void *ctx, char *err, size_t errsz);
+                        fsgd_agg_progress_fn progress, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz);
 
-/* Writes the metrics JSON of a finished (or failed) run. */
+/* Writes the metrics JSON of a finished (or failed) run through
+ * fsgd/outfile.h (0, or FSGD_E_ARG/IO naming the path). */
 int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *st, const char *path, char *err,
                            size_t errsz);
 

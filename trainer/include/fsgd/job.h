@@ -54,6 +54,7 @@ typedef struct fsgd_job {
     int snapshot_every;              /* full model snapshot every N steps */
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
     double target_loss;              /* aggregator: time from step 1 until the moving-average training loss reaches this (0: off) */
+    char kafka[4096];                /* librdkafka security settings, "key=value\n" lines (--kafka-opt, YAML kafka:) */
 } fsgd_job_t;
 
 /* Fills every field with its default. */
@@ -66,7 +67,9 @@ int fsgd_job_set(fsgd_job_t *job, const char *key, const char *value, char *err,
 
 /* Applies a YAML job file: a mapping of keys to scalars (nested mappings
  * flatten with '.': "optimizer: {lr: 0.1}" is key "optimizer.lr", accepted
- * as an alias of "lr"). Errors name path:line:column and the key. */
+ * as an alias of "lr"; "kafka: {sasl.mechanism: PLAIN}" adds a Kafka client
+ * setting, see kafka_opt). A key given twice (aliases included) is an
+ * error. Errors name path:line:column and the key. */
 int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errsz);
 
 /* The same over len bytes of YAML text in memory; name stands for the path

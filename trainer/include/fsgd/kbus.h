@@ -78,6 +78,27 @@ int fsgd_kasm_feed(fsgd_kasm_t *a, const fsgd_kframe_t *f, const uint8_t **body,
 /* Forgets pending messages older than step (of any sender) to bound memory. */
 void fsgd_kasm_prune(fsgd_kasm_t *a, uint64_t below_step);
 
+/* Bounds what a holds for incomplete messages (0: no bound, the default):
+ * a frame whose body is above FSGD_KBUS_CHUNK_MAX, that would grow its
+ * message past max_message bytes, or all pending messages past max_total,
+ * is refused by fsgd_kasm_feed with FSGD_E_RANGE (and not stored). */
+void fsgd_kasm_set_limits(fsgd_kasm_t *a, size_t max_message, size_t max_total);
+
+/* 1 when the message of f's (kind, gen, sender, step) was completed (among
+ * the last 8192): a copy of f would be a duplicate. */
+int fsgd_kasm_completed(const fsgd_kasm_t *a, const fsgd_kframe_t *f);
+
+/* Body bytes held in incomplete messages now, and the most ever held. */
+size_t fsgd_kasm_held(const fsgd_kasm_t *a);
+size_t fsgd_kasm_held_max(const fsgd_kasm_t *a);
+
+/* Forgets everything about the message of f's (kind, gen, sender, step):
+ * that it completed, so a later copy is reassembled again instead of dropped
+ * as a duplicate, and any chunks pending. For a receiver that rejected what
+ * it reassembled, or whose chunks disagree: a forged or stray message must
+ * not shadow the genuine one with the same key. */
+void fsgd_kasm_forget(fsgd_kasm_t *a, const fsgd_kframe_t *f);
+
 /* --- clients --- */
 
 typedef enum fsgd_kclient {
@@ -85,6 +106,15 @@ typedef enum fsgd_kclient {
     FSGD_KCLIENT_DATA_PRODUCER = 2, /* batched lz4 idempotent producer (data rows) */
     FSGD_KCLIENT_CONSUMER = 3,      /* consumer with low fetch wait */
 } fsgd_kclient_t;
+
+/* Settings for every client made after this call, as "key=value\n" lines
+ * (fsgd_job_t.kafka: authentication and encryption, e.g.
+ * security.protocol=SASL_SSL, sasl.mechanism=PLAIN, sasl.username=...,
+ * ssl.ca.location=...). Each is checked with librdkafka now: an unknown key
+ * or a value this librdkafka cannot use is FSGD_E_ARG naming it. They apply
+ * after fsgd's own settings and FSGD_RDKAFKA, so they win. Not thread safe:
+ * call before making clients. */
+int fsgd_kbus_set_options(const char *lines, char *err, size_t errsz);
 
 /* Makes a client of the given kind for brokers. group may be NULL (a
  * consumer used with assign only). Returns NULL with err set. */

@@ -29,14 +29,21 @@ void fsgd_model_free(fsgd_model_t *m);
 /* x·w (+ bias·w[dim]) for one row; columns >= dim are ignored (unseen features). */
 double fsgd_model_margin(const fsgd_model_t *m, const uint32_t *col, const float *val, size_t n);
 
-/* Writes the model file atomically (temp file + rename). Returns 0 or an
- * error naming the path. */
+/* Writes the model file atomically through fsgd/outfile.h (temp file +
+ * rename; a non-regular file or a link at path is refused with FSGD_E_ARG).
+ * Returns 0 or an error naming the path. */
 int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t errsz);
 
 /* Reads and checks a model file (magic, version, kind, lengths, CRC32C).
  * A truncated or corrupted file is FSGD_E_TRUNCATED / FSGD_E_CRC /
  * FSGD_E_FORMAT with err naming the path, field and byte offset. */
 int fsgd_model_load(fsgd_model_t *m, const char *path, char *err, size_t errsz);
+
+/* fsgd_model_load refusing a dimension above max_dim (0: no limit) with
+ * FSGD_E_RANGE before the weights are allocated: a caller that cannot use a
+ * larger model (LIBLINEAR export: INT_MAX) fails at once, not after
+ * allocating and scanning 2^32 weights. */
+int fsgd_model_load_max(fsgd_model_t *m, const char *path, uint64_t max_dim, char *err, size_t errsz);
 
 /* Reads and checks a model from memory (the same bytes as a file); name
  * (may be NULL: "model") starts every error message. max_dim (0: no limit

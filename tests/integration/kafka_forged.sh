@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Forged gradients (issue 12, finding 2): well-formed gradient frames written
+# into NAME.grads mid-job by someone who is not a worker -- codec none,
+# 0 rows, 124 keys x 3e37, from a made-up sender and impersonating worker 1
+# for the steps around the one in progress. The aggregator takes gradients
+# only from members of the job, for the step in progress, with rows and
+# values it can check: the job finishes with no worker dropped (a fake
+# sender used to stall every step for the timeout), its AUC within 0.005 of
+# a clean run, and the log names the reason. Kafka security settings pass
+# through to every client (--kafka-opt, YAML kafka:) and others are refused.
+set -euo pipefail
+. "$(dirname "$0")/lib/kafka.bash"
+needs_cmd kcat
+FRAMES="$PY $(dirname "$0")/lib/frames.py"
+COMMON+=(--batch 128)
+ref=$(reference_auc)
+start_run "$tmp/run.log" --workers 3 --name fj --metrics-json "$tmp/m.json"
+wait_for "$tmp/run.log" "epoch 1 step" 60 || { cat "$tmp/run.log"; exit 1; }
+brokers=$(sed -n 's/^fsgd: embedded Kafka cluster at \([^ ]*\) .*/\1/p' "$tmp/run.log")
+# the generation and step in progress, from the latest model message
+kcat -C -b "$brokers" -t fj.model -o -1 -c 1 -e -f '%s' >"$tmp/last" 2>/dev/null
+read -r gen step < <($FRAMES header "$tmp/last")
+echo "job at generation $gen step $step"
+# the issue's message: a sender that is no worker of the job
+$FRAMES grad "$tmp/f777" --gen "$gen" --sender 777 --step $((step + 1))
+files=("$tmp/f777")
+# worker 1 impersonated for the steps around the current one: whichever
+# lands on the step in progress must be refused for what it claims
+$FRAMES grad "$tmp/f1" --gen "$gen" --sender 1 --step "$step" --count 60
+kcat -P -b "$brokers" -t fj.grads -k 1 "${files[@]}" "$tmp"/f1.*
+finish_run "$tmp/run.log"
+check_metrics "$tmp/m.json" "$ref" 0.005
+grep "rejected a message on fj.grads: forged: sender 777 is not a member of job fj" "$tmp/run.log"
+forged=$(json_get "$tmp/m.json" messages.rejected.forged)
+dropped=$(json_get "$tmp/m.json" workers.dropped)
+echo "forged rejected: $forged, workers dropped: $dropped"
+[ "$forged" -ge 1 ]
+[ "$dropped" -eq 0 ]
+
+# Security settings: only security.*, sasl.*, ssl.* reach the clients ...
+rc=0
+"$FSGD" run "${COMMON[@]}" --workers 1 --kafka-opt fetch.wait.max.ms=500 >"$tmp/opt.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "kafka option 'fetch.wait.max.ms' is not passed to Kafka clients" "$tmp/opt.log"
+# ... librdkafka checks them before anything starts ...
+rc=0
+"$FSGD" run "${COMMON[@]}" --workers 1 --kafka-opt security.protocol=bogus >"$tmp/opt.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "kafka option security.protocol" "$tmp/opt.log"
+grep -q "embedded Kafka cluster" "$tmp/opt.log" && { echo "started before checking --kafka-opt"; exit 1; }
+# ... and every client uses them: SSL against the plaintext embedded broker
+# cannot connect, so the job stops with a broker error instead of training
+printf 'kafka:\n  security.protocol: ssl\n' >"$tmp/ssl.yaml"
+rc=0
+timeout 120 "$FSGD" run "$tmp/ssl.yaml" "${COMMON[@]}" --workers 1 >"$tmp/ssl.log" 2>&1 || rc=$?
+echo "run with security.protocol=ssl: status $rc"
+tail -2 "$tmp/ssl.log"
+[ $rc -eq 4 ]
