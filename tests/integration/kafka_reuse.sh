@@ -20,8 +20,8 @@ rc=0
 "$FSGD" run "${args[@]}" >"$tmp/second.log" 2>&1 || rc=$?
 cat "$tmp/second.log"
 [ $rc -eq 2 ]
-grep -q "run: job name 'ru' is already used on $brokers: ru.model holds [0-9]* messages, ru.grads holds [0-9]* messages" "$tmp/second.log"
-grep -q "Pick another --name" "$tmp/second.log"
+grep -q "run: job name 'ru' was used before on these brokers: ru.model holds [0-9]* messages" "$tmp/second.log"
+grep -q "choose a new --name" "$tmp/second.log"
 grep -q "aggregator pid" "$tmp/second.log" && { echo "processes were started"; exit 1; }
 # the aggregator on its own (a deployment without fsgd run) says the same
 rc=0

@@ -375,7 +375,11 @@ int fsgd_cmd_run(int argc, char **argv)
         fsgd_kmock_destroy(mock);
         return 0;
     }
-    if (!no_produce) {
+    /* A resumed job on real brokers continues on the rows its topic holds;
+     * the embedded cluster starts empty and needs them again. */
+    if (!no_produce && resume && !mock && !job.quiet)
+        fprintf(stderr, "fsgd: run: --resume: training on the rows already in %s.data\n", job.name);
+    if (!no_produce && !(resume && !mock)) {
         fsgd_produce_stats_t ps;
         rc = fsgd_produce_file(&job, brokers, job.data, mock ? 0 : P, &ps, NULL, NULL, err, sizeof err);
         if (rc < 0) {
