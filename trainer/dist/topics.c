@@ -85,7 +85,7 @@ int fsgd_dist_topics_unused(const fsgd_job_t *job, rd_kafka_t *rk, int data_too,
             held += hi - lo;
         }
         if (held > 0)
-            return fsgd_err_fmt(err, errsz, FSGD_E_STATE,
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, /* a usage error: pick another name */
                                 "job name '%s' was used before on these brokers: %s holds %lld messages (a job "
                                 "name is for one job: choose a new --name, or delete %s.data/.grads/.model/.ctl)",
                                 job->name, t, (long long)held, job->name);
