@@ -95,7 +95,7 @@ static void test_topics_on_embedded_cluster(void)
                     0);
     CU_ASSERT_EQUAL(fsgd_kbus_flush(p, 10000, err, sizeof err), 0);
     /* the name is now used: a second job of that name is refused */
-    CU_ASSERT_EQUAL(fsgd_dist_topics_unused(&job, p, 0, err, sizeof err), FSGD_E_STATE);
+    CU_ASSERT_EQUAL(fsgd_dist_topics_unused(&job, p, 0, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "job name 'tt' was used before on these brokers: tt.model holds 5 messages");
 
     rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, b, NULL, err, sizeof err);
