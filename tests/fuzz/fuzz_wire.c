@@ -1,5 +1,5 @@
 /* Fuzz target: the message body decoders of the distributed job
- * (trainer/dist/wire.c, trainer/KAFKA_FORMAT.md): gradient (kind 1), step
+ * (trainer/distributed/wire.c, trainer/KAFKA_FORMAT.md): gradient (kind 1), step
  * state, delta (kind 2), packed delta (kind 4) and snapshot (kind 3), alone
  * and as the model message bodies the workers and `fsgd model assemble`
  * read (step state, then the kind's part).
@@ -20,7 +20,7 @@
 #include "fsgd/le.h"
 #include "fsgd/sparse.h"
 
-#include "../../trainer/dist/wire.h"
+#include "../../trainer/distributed/wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* Bodies of the fsgd messages (trainer/KAFKA_FORMAT.md). Private to dist/. */
+/* Bodies of the fsgd messages (trainer/KAFKA_FORMAT.md). Private to trainer/distributed/. */
 #ifndef FSGD_DIST_WIRE_H
 #define FSGD_DIST_WIRE_H
 
