@@ -7,11 +7,15 @@
 
 #include "strategy_internal.h"
 
+extern const fsgd_strategy_vt_t fsgd_strategy_vt_efsign, fsgd_strategy_vt_gtopk, fsgd_strategy_vt_sketchml;
+
 static const fsgd_strategy_vt_t *const registry[] = {
     &fsgd_strategy_vt_fastsgd,
     &fsgd_strategy_vt_none,
     &fsgd_strategy_vt_logquant,
     &fsgd_strategy_vt_topk,
+    &fsgd_strategy_vt_efsign,
+    &fsgd_strategy_vt_gtopk,
 };
 #define N_STRATEGIES (sizeof registry / sizeof *registry)
 

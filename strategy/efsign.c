@@ -1,0 +1,311 @@
+/* Strategy "efsign": dist-EF-blockSGDM (Zheng, Huang, Kwok, NeurIPS 2019,
+ * Algorithm 4), two-way compressed with the blockwise scaled sign codec
+ * (codec/efsign.c).
+ *
+ * Worker i, step t (paper lines 5-9), with the stepsize folded in:
+ *   m      = mu·m + g                       (g = the step's gradient sum / rows)
+ *   p      = lr·(mu·m + g) + e              (Nesterov; e is lr·e_paper)
+ *   send     C(p)                           (efsign codec, ef=0)
+ *   e      = p − C(p)                       (exactly what compression dropped)
+ * Because C is homogeneous, C(lr·x) = lr·C(x): the message is lr times the
+ * paper's Δ_{t,i}, and e is lr times the paper's e_{t,i}. The paper's
+ * η_{t-1}/η_t factor is 1 for the constant stepsize used here.
+ *
+ * Aggregator (lines 10-12): sums the decoded messages; FSGD_OPT_APPLY makes
+ * θ −= sum / M, the paper's average; the downlink codes Δ = θ − ρ with the
+ * same codec, which is the server's compress(avg + ẽ) (strategy/FORMAT.md,
+ * "efsign": the algebra).
+ *
+ * Sparse gradients: with lazy=1 (default) momentum and residual move only
+ * on the keys of the step's gradient, as fsgd's sparse Adam does (the
+ * paper's vectors are dense; a dense momentum makes every key ever seen part
+ * of every message). lazy=0 is the paper verbatim: every key whose momentum
+ * or residual is nonzero is in p, so the message covers them all. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sparams.h"
+#include "strategy_internal.h"
+
+enum { SP_MU, SP_LR, SP_LAZY, SP_N };
+static const sparam_t efsign_sparams[SP_N] = {
+    {"mu", 0, 0.999, 0.9, 0, 0},
+    {"lr", 1e-9, 1e6, 0.1, 0, 0},
+    {"lazy", 0, 1, 1, 0, 0},
+};
+
+typedef struct efsign_worker {
+    uint64_t dim;
+    float mu, lr;
+    int lazy;
+    fsgd_codec_t *codec;
+    float *m, *e;          /* dim each */
+    uint32_t *sup, *sup_old; /* lazy=0: keys with m or e nonzero, increasing */
+    size_t nsup, nsup_old;
+    fsgd_sparse_t p;       /* this step's keys K and p over them */
+    float *m_old, *e_old;  /* m, e over K before the step (undo) */
+    size_t cap_old;
+    fsgd_sparse_t dec;     /* own message decoded */
+    size_t nres, nres_old; /* keys with e != 0 */
+    int sent;
+} efsign_worker_t;
+
+/* Codec spec and strategy parameters of a strategy spec. */
+static int efsign_split(const char *spec, sparam_t *ps, char *codec_spec, size_t sz, char *err, size_t errsz)
+{
+    char rest[160];
+    memcpy(ps, efsign_sparams, sizeof efsign_sparams);
+    FSGD_TRY(sparams_parse("efsign", spec, ps, SP_N, rest, sizeof rest, err, errsz));
+    if (ps[SP_LAZY].val != 0 && ps[SP_LAZY].val != 1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "strategy efsign: parameter lazy must be 0 or 1");
+    if (strstr(rest, "ef="))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "strategy efsign: parameter ef: the strategy keeps its own error feedback");
+    snprintf(codec_spec, sz, "efsign%s%s", rest[0] ? ":" : "", rest);
+    return 0;
+}
+
+static int efsign_check(const char *spec, uint64_t dim, char *err, size_t errsz)
+{
+    sparam_t ps[SP_N];
+    char cs[192];
+    FSGD_TRY(efsign_split(spec, ps, cs, sizeof cs, err, errsz));
+    fsgd_codec_t *c = fsgd_codec_new(cs, dim, err, errsz);
+    if (!c)
+        return FSGD_E_ARG;
+    fsgd_codec_destroy(c);
+    return 0;
+}
+
+static void efsign_worker_destroy(void *p)
+{
+    efsign_worker_t *w = p;
+    if (!w)
+        return;
+    fsgd_codec_destroy(w->codec);
+    free(w->m);
+    free(w->e);
+    free(w->sup);
+    free(w->sup_old);
+    free(w->m_old);
+    free(w->e_old);
+    fsgd_sparse_free(&w->p);
+    fsgd_sparse_free(&w->dec);
+    free(w);
+}
+
+static void *efsign_worker_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
+{
+    sparam_t ps[SP_N];
+    char cs[192], cs2[200];
+    if (efsign_split(spec, ps, cs, sizeof cs, err, errsz) < 0)
+        return NULL;
+    snprintf(cs2, sizeof cs2, "%s%sef=0", cs, strchr(cs, ':') ? "," : ":");
+    efsign_worker_t *w = calloc(1, sizeof *w);
+    if (!w) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy efsign: out of memory");
+        return NULL;
+    }
+    w->dim = dim;
+    w->mu = (float)ps[SP_MU].val;
+    w->lr = (float)ps[SP_LR].val;
+    w->lazy = (int)ps[SP_LAZY].val;
+    w->codec = fsgd_codec_new(cs2, dim, err, errsz);
+    if (!w->codec) {
+        efsign_worker_destroy(w);
+        return NULL;
+    }
+    w->m = calloc(dim ? dim : 1, sizeof *w->m);
+    w->e = calloc(dim ? dim : 1, sizeof *w->e);
+    if (!w->m || !w->e) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy efsign: out of memory for %llu weights",
+                     (unsigned long long)dim);
+        efsign_worker_destroy(w);
+        return NULL;
+    }
+    return w;
+}
+
+static size_t efsign_bound(const void *p, size_t n)
+{
+    const efsign_worker_t *w = p;
+    size_t k = n + (w->lazy ? 0 : w->nsup);
+    return fsgd_codec_bound(w->codec, k > w->dim ? (size_t)w->dim : k);
+}
+
+/* Puts m and e over K back to what they were before the step. */
+static void efsign_restore(efsign_worker_t *w, size_t nk)
+{
+    for (size_t i = 0; i < nk; i++) {
+        w->m[w->p.keys[i]] = w->m_old[i];
+        w->e[w->p.keys[i]] = w->e_old[i];
+    }
+    w->nres = w->nres_old;
+}
+
+static int efsign_encode(void *pw, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
+                         size_t cap, size_t *out_len, char *err, size_t errsz)
+{
+    efsign_worker_t *w = pw;
+    *out_len = 0;
+    for (size_t i = 0; i < n; i++)
+        if (keys[i] >= w->dim || (i && keys[i] <= keys[i - 1]) || !isfinite(vals[i]))
+            return fsgd_err_fmt(err, errsz, isfinite(vals[i]) ? FSGD_E_ARG : FSGD_E_NONFINITE,
+                                "strategy efsign: entry %zu (key %u, value %g) not increasing, >= dim or not finite",
+                                i, keys[i], (double)vals[i]);
+    size_t maxk = n + (w->lazy ? 0 : w->nsup);
+    if (fsgd_sparse_reserve(&w->p, maxk) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy efsign: out of memory");
+    if (maxk > w->cap_old) {
+        float *a = realloc(w->m_old, (maxk + 1) * sizeof *a), *b = a ? realloc(w->e_old, (maxk + 1) * sizeof *b) : NULL;
+        if (a)
+            w->m_old = a;
+        if (!b)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy efsign: out of memory");
+        w->e_old = b;
+        w->cap_old = maxk;
+    }
+    /* K = keys(g) (lazy) or keys(g) ∪ support; p over K (paper lines 5-6). */
+    double inv = 1.0 / (double)(rows ? rows : 1);
+    size_t i = 0, j = 0, nk = 0, ns = w->lazy ? 0 : w->nsup;
+    w->nres_old = w->nres;
+    while (i < n || j < ns) {
+        uint32_t k;
+        float g = 0;
+        if (j == ns || (i < n && keys[i] < w->sup[j])) {
+            k = keys[i];
+            g = (float)(vals[i++] * inv);
+        } else if (i == n || w->sup[j] < keys[i]) {
+            k = w->sup[j++];
+        } else {
+            k = keys[i];
+            g = (float)(vals[i++] * inv);
+            j++;
+        }
+        float mo = w->m[k], eo = w->e[k];
+        float mn = w->mu * mo + g;
+        float pv = w->lr * (w->mu * mn + g) + eo;
+        w->p.keys[nk] = k;
+        w->p.vals[nk] = pv;
+        w->m_old[nk] = mo;
+        w->e_old[nk++] = eo;
+        w->m[k] = mn;
+        if (!isfinite(pv) || !isfinite(mn)) {
+            efsign_restore(w, nk);
+            return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "strategy efsign: momentum step at key %u not finite",
+                                k);
+        }
+    }
+    w->p.n = nk;
+    int rc = fsgd_codec_encode(w->codec, w->p.keys, w->p.vals, nk, out, cap, out_len, err, errsz);
+    if (rc == 0)
+        rc = fsgd_codec_decode(out, *out_len, w->dim, &w->dec, err, errsz);
+    if (rc < 0) {
+        efsign_restore(w, nk);
+        *out_len = 0;
+        return rc;
+    }
+    /* e = p − C(p) (line 9): the decoded message's keys are a subset of K. */
+    size_t d = 0;
+    for (size_t t = 0; t < nk; t++) {
+        uint32_t k = w->p.keys[t];
+        float c = 0;
+        if (d < w->dec.n && w->dec.keys[d] == k)
+            c = w->dec.vals[d++];
+        float en = w->p.vals[t] - c;
+        w->nres += (en != 0) - (w->e_old[t] != 0);
+        w->e[k] = en;
+    }
+    if (!w->lazy) {
+        uint32_t *ns2 = malloc((nk + 1) * sizeof *ns2);
+        if (!ns2) {
+            efsign_restore(w, nk);
+            *out_len = 0;
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy efsign: out of memory");
+        }
+        size_t o = 0;
+        for (size_t t = 0; t < nk; t++)
+            if (w->m[w->p.keys[t]] != 0 || w->e[w->p.keys[t]] != 0)
+                ns2[o++] = w->p.keys[t];
+        free(w->sup_old);
+        w->sup_old = w->sup;
+        w->nsup_old = w->nsup;
+        w->sup = ns2;
+        w->nsup = o;
+    }
+    w->sent = 1;
+    return 0;
+}
+
+static void efsign_last_stats(const void *p, fsgd_codec_stats_t *st)
+{
+    fsgd_codec_last_stats(((const efsign_worker_t *)p)->codec, st);
+}
+
+static int efsign_after_step(void *p, int applied, const uint8_t *section, size_t len, char *err, size_t errsz)
+{
+    efsign_worker_t *w = p;
+    int restored = 0;
+    if (w->sent && !applied) {
+        /* The message was not applied: its rows come round again, so the
+         * step never happened for momentum and residual either. */
+        efsign_restore(w, w->p.n);
+        if (!w->lazy) {
+            uint32_t *t = w->sup;
+            w->sup = w->sup_old;
+            w->nsup = w->nsup_old;
+            w->sup_old = t;
+        }
+        restored = 1;
+    }
+    w->sent = 0;
+    return restored;
+}
+
+static int efsign_reset(void *p)
+{
+    efsign_worker_t *w = p;
+    int had = w->nres > 0;
+    memset(w->m, 0, w->dim * sizeof *w->m);
+    memset(w->e, 0, w->dim * sizeof *w->e);
+    w->nres = 0;
+    w->nsup = 0;
+    w->sent = 0;
+    return had;
+}
+
+static size_t efsign_residual_entries(const void *p) { return ((const efsign_worker_t *)p)->nres; }
+
+static void *efsign_agg_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
+{
+    sparam_t ps[SP_N];
+    char cs[192];
+    if (efsign_split(spec, ps, cs, sizeof cs, err, errsz) < 0)
+        return NULL;
+    fsgd_codec_agg_t *a = fsgd_codec_agg_new(cs, dim, seed, err, errsz);
+    if (a) /* the downlink's codec: the same compressor, without "ef" (the downlink sets ef=0) */
+        snprintf(a->spec, sizeof a->spec, "%s", cs);
+    return a;
+}
+
+const fsgd_strategy_vt_t fsgd_strategy_vt_efsign = {
+    .name = "efsign",
+    .check = efsign_check,
+    .worker_new = efsign_worker_new,
+    .worker_destroy = efsign_worker_destroy,
+    .device_codec = NULL,
+    .bound = efsign_bound,
+    .encode = efsign_encode,
+    .last_stats = efsign_last_stats,
+    .after_step = efsign_after_step,
+    .reset = efsign_reset,
+    .residual_entries = efsign_residual_entries,
+    .agg_new = efsign_agg_new,
+    .agg_destroy = fsgd_codec_agg_destroy,
+    .add = fsgd_codec_agg_add,
+    .take = fsgd_codec_agg_take,
+    .optimizer = FSGD_OPT_APPLY,
+    .downlink_spec = fsgd_codec_agg_downlink_spec,
+};
