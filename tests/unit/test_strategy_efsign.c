@@ -1,0 +1,294 @@
+/* Codec and strategy efsign (codec/efsign.c, strategy/efsign.c), through the
+ * public APIs with P simulated workers, one aggregator and the downlink:
+ * - the codec is the blockwise compressor ||p_G||_1/|G| · sign(p_G) and costs
+ *   1 bit per entry + 32 bits per block + the key block, both directions;
+ * - the worker's error feedback is exactly p − C(p) (a reference
+ *   implementation of Algorithm 4 in the test reproduces every uplink
+ *   message byte for byte, which it can only do while its residual equals
+ *   the worker's), and a message not applied leaves no trace;
+ * - the aggregator's error θ − ρ is the paper's ẽ (θ − ρ after the downlink
+ *   = Δ − C(Δ) with Δ = θ − ρ before it, to float rounding);
+ * - malformed messages are refused naming the field. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/codec.h"
+#include "fsgd/crc32c.h"
+#include "fsgd/downlink.h"
+#include "fsgd/error.h"
+#include "fsgd/le.h"
+#include "fsgd/reduce.h"
+#include "fsgd/strategy.h"
+#include "testlib.h"
+
+#define DIM 4000
+#define P 3
+#define B 16
+
+static float frand(uint64_t *s) { return (float)((double)(fsgd_test_rand(s) >> 11) / 9007199254740992.0) * 2 - 1; }
+
+static size_t rand_grad(uint64_t *s, uint32_t *keys, float *vals, size_t n)
+{
+    size_t m = 0;
+    for (uint32_t k = 0; k < DIM; k++)
+        if (fsgd_test_rand(s) % DIM < n) {
+            keys[m] = k;
+            vals[m++] = frand(s) * 3;
+        }
+    return m;
+}
+
+/* Body size of an efsign message of count entries: exactly 8 + key block +
+ * 4·ceil(count/B) + ceil(count/8). Returns the key block size. */
+static uint32_t check_size(const uint8_t *msg, size_t len, size_t count, size_t block)
+{
+    uint32_t klen = fsgd_le_get32(msg + 24 + 4);
+    size_t want = 24 + 8 + klen + 4 * ((count + block - 1) / block) + (count + 7) / 8 + 4;
+    CU_ASSERT_EQUAL(len, want);
+    CU_ASSERT_EQUAL(fsgd_le_get32(msg + 16), count);
+    return klen;
+}
+
+static void test_codec_blockwise(void)
+{
+    uint64_t s = fsgd_test_seed() ^ 0xE5;
+    char err[256];
+    fsgd_codec_t *c = fsgd_codec_new("efsign:block=5", DIM, err, sizeof err);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_STRING_EQUAL(fsgd_codec_spec(c), "efsign:block=5,ef=0");
+    uint32_t keys[DIM];
+    float vals[DIM];
+    fsgd_sparse_t dec = {0};
+    for (int t = 0; t < 50; t++) {
+        size_t n = rand_grad(&s, keys, vals, 1 + t * 7);
+        if (n > 3)
+            vals[n / 2] = 0; /* an exact zero is not sent */
+        size_t cap = fsgd_codec_bound(c, n), len;
+        uint8_t *msg = malloc(cap);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, msg, cap, &len, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
+        size_t nz = 0;
+        for (size_t i = 0; i < n; i++)
+            nz += vals[i] != 0;
+        CU_ASSERT_EQUAL_FATAL(dec.n, nz);
+        check_size(msg, len, nz, 5);
+        fsgd_codec_stats_t st;
+        fsgd_codec_last_stats(c, &st);
+        /* value bits: 1 per entry (bytes rounded) + 32 per block */
+        CU_ASSERT_EQUAL(st.value_bits, 8 * ((nz + 7) / 8) + 32 * ((nz + 4) / 5));
+        /* block by block: |v̂| = mean |v| of the block, sign kept */
+        size_t j = 0;
+        for (size_t b0 = 0; b0 < nz; b0 += 5) {
+            double l1 = 0;
+            size_t j0 = j, cnt = 0;
+            for (; j < n && cnt < 5; j++)
+                if (vals[j] != 0) {
+                    l1 += fabs(vals[j]);
+                    cnt++;
+                }
+            float scale = (float)(l1 / (double)cnt);
+            for (size_t q = j0, d = b0; q < j; q++)
+                if (vals[q] != 0) {
+                    CU_ASSERT_EQUAL(dec.keys[d], keys[q]);
+                    CU_ASSERT_EQUAL(dec.vals[d], vals[q] < 0 ? -scale : scale);
+                    d++;
+                }
+        }
+        free(msg);
+    }
+    fsgd_sparse_free(&dec);
+    fsgd_codec_destroy(c);
+}
+
+static void test_codec_rejects_malformed(void)
+{
+    char err[256];
+    fsgd_codec_t *c = fsgd_codec_new("efsign:block=4", 1000, err, sizeof err);
+    uint32_t keys[11] = {1, 2, 3, 50, 51, 90, 200, 300, 301, 302, 999};
+    float vals[11] = {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11};
+    uint8_t msg[512], bad[512];
+    size_t len;
+    CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, 11, msg, sizeof msg, &len, err, sizeof err), 0);
+    fsgd_sparse_t dec = {0};
+    for (size_t cut = 0; cut < len; cut++)
+        CU_ASSERT(fsgd_codec_decode(msg, cut, 1000, &dec, err, sizeof err) < 0);
+    /* body fields with the CRC fixed up, so the body checks are reached */
+    struct { size_t at; uint32_t v; const char *field; } cases[] = {
+        {24, 0, "efsign.block"},           {24, 3, "count"},
+        {28, 1000, "efsign.key_bytes"},    {32, 10, "efsign.keys"},
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        memcpy(bad, msg, len);
+        fsgd_le_put32(bad + cases[t].at, cases[t].v);
+        fsgd_le_put32(bad + len - 4, fsgd_crc32c(0, bad, len - 4));
+        CU_ASSERT(fsgd_codec_decode(bad, len, 1000, &dec, err, sizeof err) < 0);
+        FSGD_ASSERT_CONTAINS(err, cases[t].field);
+    }
+    /* a negative scale, and a padding sign bit */
+    uint32_t klen = fsgd_le_get32(msg + 28);
+    memcpy(bad, msg, len);
+    bad[24 + 8 + klen + 3] |= 0x80;
+    fsgd_le_put32(bad + len - 4, fsgd_crc32c(0, bad, len - 4));
+    CU_ASSERT_EQUAL(fsgd_codec_decode(bad, len, 1000, &dec, err, sizeof err), FSGD_E_FORMAT);
+    FSGD_ASSERT_CONTAINS(err, "efsign.scale");
+    memcpy(bad, msg, len);
+    bad[len - 5] |= 0x80; /* 11 entries: bits 3..7 of the last sign byte are padding */
+    fsgd_le_put32(bad + len - 4, fsgd_crc32c(0, bad, len - 4));
+    CU_ASSERT_EQUAL(fsgd_codec_decode(bad, len, 1000, &dec, err, sizeof err), FSGD_E_FORMAT);
+    FSGD_ASSERT_CONTAINS(err, "efsign.signs");
+    fsgd_sparse_free(&dec);
+    fsgd_codec_destroy(c);
+}
+
+/* The reference worker: Algorithm 4 lines 5-9 in the same float operations
+ * as strategy/efsign.c, lazy=1. */
+typedef struct ref {
+    float m[DIM], e[DIM];
+} ref_t;
+
+static void run_two_way(int lazy)
+{
+    uint64_t s = fsgd_test_seed() ^ (0xEF + (uint64_t)lazy);
+    const float mu = 0.9f, lr = 0.05f;
+    char spec[96], err[256];
+    snprintf(spec, sizeof spec, "efsign:block=%d,mu=0.9,lr=0.05,lazy=%d", B, lazy);
+    fsgd_sworker_t *w[P];
+    ref_t *ref = calloc(P, sizeof *ref);
+    for (int i = 0; i < P; i++)
+        CU_ASSERT_FATAL((w[i] = fsgd_sworker_new(spec, DIM, 1, err, sizeof err)) != NULL);
+    fsgd_sagg_t *a = fsgd_sagg_new(spec, DIM, 1, err, sizeof err);
+    CU_ASSERT_FATAL(a != NULL);
+    CU_ASSERT_EQUAL(fsgd_sagg_optimizer(a), FSGD_OPT_APPLY);
+    const char *dspec = fsgd_sagg_downlink_spec(a);
+    CU_ASSERT_FATAL(dspec != NULL);
+    CU_ASSERT_STRING_EQUAL(dspec, "efsign:block=16");
+    float *theta = calloc(DIM, sizeof *theta), *before = malloc(DIM * sizeof *before);
+    fsgd_downlink_t *dl = fsgd_downlink_new(dspec, DIM, theta, err, sizeof err);
+    CU_ASSERT_FATAL(dl != NULL);
+    char cs[64];
+    snprintf(cs, sizeof cs, "efsign:block=%d,ef=0", B);
+    fsgd_codec_t *rc = fsgd_codec_new(cs, DIM, err, sizeof err);
+    uint32_t *keys = malloc(DIM * 4), *pk = malloc(DIM * 4);
+    float *vals = malloc(DIM * 4), *pv = malloc(DIM * 4);
+    size_t cap = 64 + 2 * fsgd_codec_bound(rc, DIM);
+    uint8_t *msg = malloc(cap), *rmsg = malloc(cap), *down = malloc(cap);
+    fsgd_sparse_t dec = {0};
+    int mismatch = 0;
+    double worst_server = 0;
+    for (int step = 0; step < 60; step++) {
+        for (int i = 0; i < P; i++) {
+            size_t n = rand_grad(&s, keys, vals, 150), len = 0, rlen = 0;
+            uint64_t rows = 1 + fsgd_test_rand(&s) % 4;
+            CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w[i], keys, vals, n, rows, msg, cap, &len, err, sizeof err), 0);
+            /* the reference, over K = keys(g) (lazy) or every key with m or e nonzero */
+            size_t nk = 0, gi = 0;
+            for (uint32_t k = 0; k < DIM; k++) {
+                int in_g = gi < n && keys[gi] == k;
+                if (!in_g && (lazy || (ref[i].m[k] == 0 && ref[i].e[k] == 0)))
+                    continue;
+                float g = in_g ? (float)(vals[gi++] * (1.0 / (double)rows)) : 0;
+                float mn = mu * ref[i].m[k] + g;
+                pk[nk] = k;
+                pv[nk++] = lr * (mu * mn + g) + ref[i].e[k];
+                ref[i].m[k] = mn;
+            }
+            CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(rc, pk, pv, nk, rmsg, cap, &rlen, err, sizeof err), 0);
+            if (rlen != len || memcmp(rmsg, msg, len))
+                mismatch++;
+            CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
+            size_t klen = check_size(msg, len, dec.n, B);
+            CU_ASSERT(8.0 * (double)(len - 24 - 4 - 8) <= dec.n + 7 + 32.0 * ((dec.n + B - 1) / B) + 8.0 * klen);
+            for (size_t t = 0, d = 0; t < nk; t++) { /* e = p − C(p) */
+                float c = d < dec.n && dec.keys[d] == pk[t] ? dec.vals[d++] : 0;
+                ref[i].e[pk[t]] = pv[t] - c;
+            }
+            size_t nres = 0;
+            for (uint32_t k = 0; k < DIM; k++)
+                nres += ref[i].e[k] != 0;
+            CU_ASSERT_EQUAL(fsgd_sworker_residual_entries(w[i]), nres);
+            CU_ASSERT_EQUAL_FATAL(fsgd_sagg_add(a, (uint32_t)i, msg, len, 1e30, NULL, err, sizeof err), 0);
+        }
+        fsgd_reducer_t *r = fsgd_sagg_take(a, NULL, err, sizeof err);
+        CU_ASSERT_FATAL(r != NULL);
+        CU_ASSERT_EQUAL_FATAL(fsgd_reducer_take(r, 1.0 / P, &dec), 0); /* the average */
+        for (size_t t = 0; t < dec.n; t++) /* FSGD_OPT_APPLY */
+            theta[dec.keys[t]] -= dec.vals[t];
+        /* the server: Δ = θ − ρ over the touched keys, compressed, ρ += C(Δ) */
+        const float *rho = fsgd_downlink_replica(dl);
+        memcpy(before, rho, DIM * sizeof *before);
+        size_t dlen = 0, nt = dec.n;
+        memcpy(pk, dec.keys, nt * 4);
+        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(dl, theta, pk, nt, 0, down, cap, &dlen, err, sizeof err), 0);
+        const fsgd_sparse_t *u = fsgd_downlink_last(dl);
+        check_size(down, dlen, u->n, B);
+        /* ẽ' = Δ − C(Δ): θ − ρ after = (θ − ρ before) − decoded downlink */
+        for (size_t t = 0; t < u->n; t++) {
+            uint32_t k = u->keys[t];
+            double want = ((double)theta[k] - before[k]) - u->vals[t], got = (double)theta[k] - rho[k];
+            /* in units of the float rounding of ρ + C(Δ) */
+            double e = fabs(want - got) / (ldexp(fabs((double)rho[k]) + fabs((double)theta[k]), -23) + 1e-30);
+            worst_server = e > worst_server ? e : worst_server;
+        }
+        for (int i = 0; i < P; i++)
+            CU_ASSERT_EQUAL(fsgd_sworker_after_step(w[i], 1, NULL, 0, err, sizeof err), 0);
+    }
+    CU_ASSERT_EQUAL(mismatch, 0);
+    CU_ASSERT(worst_server <= 2);
+    if (worst_server > 2)
+        fprintf(stderr, "\n  server EF off by %g ulp\n", worst_server);
+    /* a message not applied: momentum and residual as before it */
+    size_t n = rand_grad(&s, keys, vals, 150), len, len2;
+    size_t before_res = fsgd_sworker_residual_entries(w[0]);
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w[0], keys, vals, n, 1, msg, cap, &len, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_sworker_after_step(w[0], 0, NULL, 0, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(fsgd_sworker_residual_entries(w[0]), before_res);
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w[0], keys, vals, n, 1, rmsg, cap, &len2, err, sizeof err), 0);
+    CU_ASSERT(len == len2 && !memcmp(msg, rmsg, len)); /* the same step again gives the same message */
+    for (int i = 0; i < P; i++)
+        fsgd_sworker_destroy(w[i]);
+    fsgd_sagg_destroy(a);
+    fsgd_downlink_destroy(dl);
+    fsgd_codec_destroy(rc);
+    fsgd_sparse_free(&dec);
+    free(ref);
+    free(theta);
+    free(before);
+    free(keys);
+    free(pk);
+    free(vals);
+    free(pv);
+    free(msg);
+    free(rmsg);
+    free(down);
+}
+
+static void test_two_way_lazy(void) { run_two_way(1); }
+static void test_two_way_dense(void) { run_two_way(0); }
+
+static void test_spec_errors(void)
+{
+    char err[256];
+    CU_ASSERT_EQUAL(fsgd_strategy_check("efsign", 100, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_strategy_check("efsign:block=64,mu=0.5,lr=0.2,lazy=0", 100, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_strategy_check("efsign:mu=1", 100, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "mu");
+    CU_ASSERT_EQUAL(fsgd_strategy_check("efsign:block=0", 100, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "block");
+    CU_ASSERT_EQUAL(fsgd_strategy_check("efsign:ef=1", 100, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "ef");
+}
+
+void fsgd_test_register(void)
+{
+    static const fsgd_test_case_t cases[] = {
+        {"codec: blockwise mean |v| with signs, 1 bit per entry + 32 per block", test_codec_blockwise},
+        {"codec: malformed messages refused naming the field", test_codec_rejects_malformed},
+        {"3 workers, lazy: worker EF = p − C(p) (reference byte for byte), server EF = Δ − C(Δ)",
+         test_two_way_lazy},
+        {"3 workers, dense momentum (paper verbatim): the same", test_two_way_dense},
+        {"spec errors name the parameter", test_spec_errors},
+        {NULL, NULL},
+    };
+    fsgd_test_suite("strategy efsign", cases);
+}
