@@ -52,21 +52,17 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
     return fsgd_wire_cdelta_put(&a->buf, flags, check, a->applied, (uint32_t)a->napplied, a->dmsg, (uint32_t)len);
 }
 
-/* job->downlink: "full" sends float32 values; "auto" compresses with the
- * uplink codec when that is lossy (a lossless codec gets the exact values it
- * promises); anything else is a lossy codec spec of its own. */
+/* job->downlink: "full" sends float32 values; "auto" compresses with what
+ * the strategy says (its uplink codec when that is lossy; a lossless one
+ * gets the exact values it promises); anything else is a lossy codec spec
+ * of its own. */
 int agg_downlink_setup(agg_t *a)
 {
     const char *spec = a->job->downlink;
     if (!strcmp(spec, "full"))
         spec = NULL;
     else if (!strcmp(spec, "auto") || !spec[0]) {
-        char e[256];
-        fsgd_codec_t *c = fsgd_codec_new(a->job->codec, a->mdim, e, sizeof e);
-        if (!c)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "codec: %s", e);
-        spec = fsgd_codec_is_lossless(c) ? NULL : a->job->codec;
-        fsgd_codec_destroy(c);
+        spec = fsgd_sagg_downlink_spec(a->strat);
     }
     snprintf(a->s->downlink, sizeof a->s->downlink, "%s", spec ? spec : "full");
     if (!spec)
@@ -82,6 +78,12 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
 {
     a->buf.n = 0;
     int rc = fsgd_wire_state_put(&a->buf, &a->st);
+    /* The strategy's feedback for the step this message closes (a snapshot
+     * closes one too), before the payload: trainer/KAFKA_FORMAT.md. */
+    size_t slen = 0;
+    const uint8_t *sec = snapshot && !a->step ? NULL : fsgd_sagg_section(a->strat, &slen);
+    if (slen)
+        rc = rc ? rc : fsgd_wire_u32(&a->buf, (uint32_t)slen) | fsgd_wire_put(&a->buf, sec, slen);
     if (snapshot) {
         rc = rc ? rc
                 : fsgd_wire_model_put(&a->buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0, (float)a->job->bias_value,
@@ -102,7 +104,7 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     if (rc)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the model message");
     fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : a->down ? FSGD_KMSG_DELTA_CODED : FSGD_KMSG_DELTA_PACKED,
-                       .flags = final ? FSGD_KFLAG_FINAL : 0, .gen = a->gen, .sender = 0, .step = a->step};
+                       .flags = (final ? FSGD_KFLAG_FINAL : 0) | (slen ? FSGD_KFLAG_SECTION : 0), .gen = a->gen, .sender = 0, .step = a->step};
     uint64_t before = a->s->bytes_model;
     /* keys for the compacted model topic (fsgd_dist_topics_create) */
     char key[32];

@@ -19,6 +19,7 @@
 #include "fsgd/loss.h"
 #include "fsgd/outfile.h"
 #include "fsgd/reduce.h"
+#include "fsgd/strategy.h"
 #include "agg_ckpt.h"
 #include "ctl.h"
 #include "wire.h"
@@ -36,7 +37,7 @@ typedef struct agg {
     uint64_t **rows_at; /* per partition: rows before offset (start + i) */
     uint64_t dim, mdim;
     fsgd_adam_t adam;
-    fsgd_reducer_t *red;
+    fsgd_sagg_t *strat; /* the compression strategy: decodes and reduces the step (fsgd/strategy.h) */
     fsgd_sparse_t dec, g;
     fsgd_kasm_t *as;
     uint32_t *live, *got;
