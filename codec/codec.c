@@ -14,6 +14,7 @@ static const fsgd_codec_vt_t *const registry[] = {
     &fsgd_codec_vt_logquant,
     &fsgd_codec_vt_topk,
     &fsgd_codec_vt_efsign,
+    &fsgd_codec_vt_sketchml,
 };
 #define N_CODECS (sizeof registry / sizeof *registry)
 
@@ -35,7 +36,7 @@ static const fsgd_codec_vt_t *find_by_id(int id)
     return NULL;
 }
 
-const char *fsgd_codec_list(void) { return "fastsgd none logquant topk efsign"; }
+const char *fsgd_codec_list(void) { return "fastsgd none logquant topk efsign sketchml"; }
 
 /* The parameter table of a codec with "ef" appended for lossy codecs. */
 static size_t n_params(const fsgd_codec_vt_t *vt) { return vt->n_params + (vt->lossy ? 1 : 0); }

@@ -16,6 +16,7 @@ static const fsgd_strategy_vt_t *const registry[] = {
     &fsgd_strategy_vt_topk,
     &fsgd_strategy_vt_efsign,
     &fsgd_strategy_vt_gtopk,
+    &fsgd_strategy_vt_sketchml,
 };
 #define N_STRATEGIES (sizeof registry / sizeof *registry)
 
