@@ -402,7 +402,7 @@ static int sketchml_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t
                 bg = g;
         uint32_t key = gk[cur[bg]];
         if (o && key <= out->keys[o - 1])
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field sketchml.deltas: key %u in two groups", key);
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field sketchml.deltas at offset %zu: key %u in two groups", off, key);
         out->keys[o] = key;
         out->vals[o] = gv[cur[bg]++];
     }
