@@ -33,8 +33,8 @@
 #include "sparams.h"
 #include "strategy_internal.h"
 
-#define GTK_MAGIC "GTKS"
-#define GTK_HDR 12 /* magic, version, 3 reserved, u32 k */
+#define GTK_MAGIC "GTK"
+#define GTK_HDR 8 /* u8 version, "GTK", u32 k (strategy/FORMAT.md) */
 
 enum { SP_K, SP_DENSITY, SP_N };
 static const sparam_t gtopk_sparams[SP_N] = {
@@ -192,25 +192,23 @@ static int gtopk_section_read(gtopk_worker_t *w, const uint8_t *s, size_t len, u
     if (len < GTK_HDR + 4)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gtopk section: field header at offset 0: %zu bytes < %d", len,
                             GTK_HDR + 4);
-    if (memcmp(s, GTK_MAGIC, 4))
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gtopk section: field magic at offset 0: not a gtopk section");
-    if (s[4] != 1)
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gtopk section: field version at offset 4: %u (supported: 1)",
-                            s[4]);
-    if (s[5] | s[6] | s[7])
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gtopk section: field reserved at offset 5: not zero");
+    if (s[0] != 1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gtopk section: field version at offset 0: %u (supported: 1)",
+                            s[0]);
+    if (memcmp(s + 1, GTK_MAGIC, 3))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gtopk section: field magic at offset 1: not a gtopk section");
     uint32_t want = fsgd_le_get32(s + len - 4), got = fsgd_crc32c(0, s, len - 4);
     if (want != got)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "gtopk section: field crc32c at offset %zu: stored %08x, computed %08x", len - 4, want, got);
-    uint32_t k = fsgd_le_get32(s + 8), kn = 0;
+    uint32_t k = fsgd_le_get32(s + 4), kn = 0;
     size_t size = 0;
     char kerr[160];
     if (fsgd_keys_peek(s + GTK_HDR, len - GTK_HDR - 4, w->dim, &kn, &size, kerr, sizeof kerr) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gtopk section: field keys at offset %d: %s", GTK_HDR, kerr);
     if (kn != k || size != len - GTK_HDR - 4)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
-                            "gtopk section: field k at offset 8: %u, the key block holds %u keys in %zu of %zu bytes", k,
+                            "gtopk section: field k at offset 4: %u, the key block holds %u keys in %zu of %zu bytes", k,
                             kn, size, len - GTK_HDR - 4);
     if (kn > w->sel_cap) {
         uint32_t *ns = realloc(w->sel, (kn + 1) * sizeof *ns);
@@ -437,10 +435,9 @@ static fsgd_reducer_t *gtopk_take(void *p, const fsgd_step_info_t *info, char *e
         a->section = nsct;
         a->section_cap = need;
     }
-    memcpy(a->section, GTK_MAGIC, 4);
-    a->section[4] = 1;
-    a->section[5] = a->section[6] = a->section[7] = 0;
-    fsgd_le_put32(a->section + 8, (uint32_t)ksel);
+    a->section[0] = 1;
+    memcpy(a->section + 1, GTK_MAGIC, 3);
+    fsgd_le_put32(a->section + 4, (uint32_t)ksel);
     if (fsgd_keys_encode(a->sel, ksel, a->section + GTK_HDR, need - GTK_HDR - 4, &kl, err, errsz) < 0)
         return NULL;
     fsgd_le_put32(a->section + GTK_HDR + kl, fsgd_crc32c(0, a->section, GTK_HDR + kl));
