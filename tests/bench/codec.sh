@@ -7,6 +7,6 @@ FSGD=${FSGD:-bin/fsgd}
 out=$("$FSGD" bench codec --quick)
 echo "$out"
 # Sanity: every codec produced a line, and FastSGD compresses.
-for c in none:lz4=0 none:lz4=1 fastsgd:b=1.1 logquant topk codec_l; do
+for c in none:lz4=0 none:lz4=1 fastsgd:b=1.1 logquant topk efsign sketchml source=kdd12 codec_l; do
     grep -q "$c" <<<"$out" || { echo "codec.sh: no result for $c" >&2; exit 1; }
 done

@@ -26,7 +26,7 @@ objs=()
 build_lib() {
     [ ${#objs[@]} -gt 0 ] && return 0
     local s o
-    for s in $(find codec data trainer -name '*.c' -not -path 'trainer/cli/*' | sort); do
+    for s in $(find common codec data strategy trainer -name '*.c' -not -path 'trainer/cli/*' | sort); do
         o="$BUILD/fuzz/obj/${s%.c}.o"; mkdir -p "$(dirname "$o")"
         if [ ! -f "$o" ] || [ "$s" -nt "$o" ]; then
             $FUZZ_CC $flags -fsanitize=fuzzer-no-link -c "$s" -o "$o"
