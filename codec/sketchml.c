@@ -2,8 +2,8 @@
  * system FastSGD compares itself with (fastsgd.txt, sections 1, 3.3, 4).
  * Implemented without handicaps, as the paper and its authors' code do it:
  *
- *  1. Quantile buckets. The q-1 splits are the exact quantiles of the
- *     message's values at ranks (i+1)/q (a quantile sketch approximates
+ *  1. Quantile buckets. The q-1 splits (q = min(q, n), at least 2) are the
+ *     exact quantiles of the message's values at ranks (i+1)/q (a quantile sketch approximates
  *     these; exact is the best a sketch can do). Bucket i holds the values
  *     in [split[i-1], split[i]) and decodes to the midpoint of its edges
  *     (min and max close the first and last), as the authors' Quantizer.
@@ -105,6 +105,10 @@ static int sketchml_encode(fsgd_codec_t *c, const uint32_t *keys, const float *v
     for (size_t i = 0; i < n; i++)
         if (vals[i] != 0.0f)
             sorted[m++] = vals[i];
+    /* n values have at most n distinct quantile buckets: fewer buckets cost
+     * less and decode the same (the q of the message is what counts) */
+    if (m < q)
+        q = m < 2 ? 2 : (uint32_t)m;
     if (cap < SK_FIXED + 4 * (size_t)q)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOSPACE, "sketchml: buffer of %zu body bytes", cap);
     uint8_t *binv = body + SK_FIXED;
