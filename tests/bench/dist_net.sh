@@ -53,6 +53,11 @@
 #                     -> broker -> aggregator, p50 (fsgd.sent_us header)
 #   hop_model_p50_ms  the same for NAME.model frames, aggregator -> broker ->
 #                     workers (median of the workers' p50s)
+# DIST_NET_CODECS ("none fastsgd") picks the strategies (--codec specs); with
+# more than these two, each gets a "bench dist_vs_none" line against none
+# (the strategies table of issue 13:
+#   DIST_NET_WORKERS=4 DIST_NET_LINKS=1gbit DIST_NET_BROKERS=mock \
+#   DIST_NET_CODECS="none fastsgd topk gtopk efsign sketchml" bash tests/bench/dist_net.sh).
 # Env: DIST_NET_WORKERS ("2 3 4"), DIST_NET_EPOCHS (8), DIST_NET_ROWS (80000),
 # DIST_NET_BATCH (6000), DIST_NET_DIM (1048576), DIST_NET_NNZ (100),
 # DIST_NET_TARGET (0.45), DIST_NET_LINKS ("loopback 1gbit"), DIST_NET_BROKERS
@@ -70,6 +75,9 @@ nnz=${DIST_NET_NNZ:-100}
 target=${DIST_NET_TARGET:-0.45}
 want_links=${DIST_NET_LINKS:-loopback 1gbit}
 want_brokers=${DIST_NET_BROKERS:-mock real}
+codecs=${DIST_NET_CODECS:-none fastsgd}
+# a codec spec as a name part (topics, files): [A-Za-z0-9-] only
+cname() { echo "$1" | tr -c 'A-Za-z0-9\n' '-'; }
 BROKER_SH=$(cd "$(dirname "$0")/../kafka" && pwd)/broker.sh
 tmp=$(mktemp -d)
 tag=fdn$$
@@ -189,8 +197,8 @@ real_stop() {
 
 run_one() { # broker link workers codec: writes $tmp/BROKER-LINK-W-CODEC.json and .env
     local kind=$1 link=$2 w=$3 codec=$4 nsb="" i
-    local base="$tmp/$kind-$link-$w-$codec" name="dn$w$codec"
-    [ "$kind" = real ] && name="dn$w$codec-$link-$$"
+    local base="$tmp/$kind-$link-$w-$(cname "$codec")" name="dn$w$(cname "$codec")"
+    [ "$kind" = real ] && name="dn$w$(cname "$codec")-$link-$$"
     [ "$link" = 1gbit ] && nsb=$NSB
     local common=(--name "$name" --test "$tmp/test.svm" --dim "$dim" --epochs "$epochs" --batch "$batch"
         --lr 0.01 --codec "$codec")
@@ -254,18 +262,21 @@ run_one() { # broker link workers codec: writes $tmp/BROKER-LINK-W-CODEC.json an
 }
 
 report() { # broker link workers
-    "$PY" - "$tmp/$1-$2-$3-none" "$tmp/$1-$2-$3-fastsgd" "$1" "$2" "$3" <<'PYEOF'
+    local pairs=() c
+    for c in $codecs; do pairs+=("$tmp/$1-$2-$3-$(cname "$c")" "$c"); done
+    "$PY" - "$1" "$2" "$3" "${pairs[@]}" <<'PYEOF'
 import json, statistics, sys
-kind, link, w = sys.argv[3], sys.argv[4], sys.argv[5]
+kind, link, w = sys.argv[1], sys.argv[2], sys.argv[3]
 figs = {}
-for base, codec in ((sys.argv[1], "none"), (sys.argv[2], "fastsgd")):
+for base, codec in zip(sys.argv[4::2], sys.argv[5::2]):
     m = json.load(open(base + ".json"))
     env = dict(kv.split("=", 1) for kv in open(base + ".env").read().split())
     e = m["per_epoch"]
     assert all(x["rows"] == m["dataset_rows"] for x in e), "rows per epoch differ from the dataset"
     epoch_s = (e[-1]["seconds_from_step1"] - e[0]["seconds_from_step1"]) / max(1, len(e) - 1)
     ttt = m["time_to_target_loss_s"]
-    f = dict(epoch_s=epoch_s, ttt=ttt if ttt >= 0 else float("nan"), up=m["bytes"]["up"], down=m["bytes"]["down"])
+    f = dict(epoch_s=epoch_s, ttt=ttt if ttt >= 0 else float("nan"), up=m["bytes"]["up"], down=m["bytes"]["down"],
+             auc=m["test"]["auc"], steps=max(1, m["steps"]))
     figs[codec] = f
     steps = max(1, m["steps"])
     link_fig = ""
@@ -288,6 +299,16 @@ for base, codec in ((sys.argv[1], "none"), (sys.argv[2], "fastsgd")):
         print("bench dist note=\"broker=%s link=%s workers=%s codec=%s: %d empty steps (a consumer-group rebalance "
               "after step 1); its epoch 1 and time to target include that stall\"" % (kind, link, w, codec,
                                                                                     m["empty_steps"]))
+for codec, f in figs.items():
+    if "none" in figs and codec != "none":
+        a = figs["none"]
+        print("bench dist_vs_none broker=%s link=%s workers=%s codec=%s bytes_up_per_worker_step=%.0f "
+              "bytes_down_per_worker_step=%.0f time_to_target_s=%.3f test_auc=%.5f auc_minus_none=%+.5f "
+              "bytes_over_none=%.4f time_to_target_over_none=%.3f" %
+              (kind, link, w, codec, f["up"] / f["steps"] / int(w), f["down"] / f["steps"] / int(w), f["ttt"], f["auc"],
+               f["auc"] - a["auc"], (f["up"] + f["down"]) / (a["up"] + a["down"]), f["ttt"] / a["ttt"]))
+if "none" not in figs or "fastsgd" not in figs:
+    sys.exit(0)
 a, b = figs["none"], figs["fastsgd"]
 print("bench dist_ratio broker=%s link=%s workers=%s epoch_time_fastsgd_over_none=%.3f bytes_fastsgd_over_none=%.3f "
       "bytes_up_fastsgd_over_none=%.3f time_to_target_fastsgd_over_none=%.3f" %
@@ -323,7 +344,9 @@ for link in "${links[@]}"; do
             continue
         fi
         for w in $workers_list; do
-            if run_one "$kind" "$link" "$w" none && run_one "$kind" "$link" "$w" fastsgd; then
+            ok=1
+            for c in $codecs; do run_one "$kind" "$link" "$w" "$c" || { ok=0; break; }; done
+            if [ $ok = 1 ]; then
                 report "$kind" "$link" "$w" || status=1
             else
                 status=1
@@ -332,7 +355,7 @@ for link in "${links[@]}"; do
         [ "$kind" = real ] && real_stop "$link"
     done
     for w in $workers_list; do
-        for codec in none fastsgd; do compare "$link" "$w" "$codec" || status=1; done
+        for codec in $codecs; do compare "$link" "$w" "$(cname "$codec")" || status=1; done
     done
 done
 exit $status
