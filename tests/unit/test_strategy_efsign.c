@@ -142,9 +142,11 @@ static void test_codec_rejects_malformed(void)
 }
 
 /* The reference worker: Algorithm 4 lines 5-9 in the same float operations
- * as strategy/efsign.c, lazy=1. */
+ * as strategy/efsign.c (lazy=1: over the gradient's keys, momentum decayed
+ * by mu^(gap-1) for the steps a key was absent; lazy=0: every key with m or e). */
 typedef struct ref {
     float m[DIM], e[DIM];
+    uint32_t last[DIM], t; /* lazy: the decay of momentum over the steps a key was not touched */
 } ref_t;
 
 static void run_two_way(int lazy)
@@ -183,12 +185,20 @@ static void run_two_way(int lazy)
             CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w[i], keys, vals, n, rows, msg, cap, &len, err, sizeof err), 0);
             /* the reference, over K = keys(g) (lazy) or every key with m or e nonzero */
             size_t nk = 0, gi = 0;
+            ref[i].t++;
             for (uint32_t k = 0; k < DIM; k++) {
                 int in_g = gi < n && keys[gi] == k;
                 if (!in_g && (lazy || (ref[i].m[k] == 0 && ref[i].e[k] == 0)))
                     continue;
                 float g = in_g ? (float)(vals[gi++] * (1.0 / (double)rows)) : 0;
-                float mn = mu * ref[i].m[k] + g;
+                float md = ref[i].m[k];
+                if (lazy) {
+                    uint32_t gap = ref[i].last[k] ? ref[i].t - ref[i].last[k] : 1;
+                    if (gap > 1 && md != 0)
+                        md *= powf(mu, (float)(gap - 1));
+                    ref[i].last[k] = ref[i].t;
+                }
+                float mn = mu * md + g;
                 pk[nk] = k;
                 pv[nk++] = lr * (mu * mn + g) + ref[i].e[k];
                 ref[i].m[k] = mn;
