@@ -3,31 +3,54 @@
  *
  *   C_B(v) = [ ||v_G1||_1/|G1| · sign(v_G1), ..., ||v_GB||_1/|GB| · sign(v_GB) ]
  *
- * For a sparse vector the blocks are taken over the entries present, in key
- * order: block b holds entries [b·B, min((b+1)·B, n)) of the nonzero
- * entries, so every block but the last has exactly B entries. Exact zeros
- * are not sent (sign(0) = 0 in the paper: they cost nothing and decode to
- * nothing). Each entry costs 1 sign bit, each block one float32 scale, and
- * the keys travel with the FastSGD key coder (fsgd/keys.h). C_B is
- * homogeneous, C_B(c·v) = c·C_B(v) for every real c, which the efsign
- * strategy relies on (strategy/FORMAT.md). Layout: codec/FORMAT.md. */
+ * The partition {G_b}: the paper takes one block per parameter tensor, whose
+ * entries "typically have similar magnitudes" (section 3.2), which is what
+ * makes the scale tight. A sparse linear model has no tensors, and blocks
+ * of consecutive keys mix hot and rare features whose magnitudes differ by
+ * orders (measured: two-way compression then trains to AUC 0.60 where
+ * uncompressed reaches 0.75, strategy/FORMAT.md). So entries are first put
+ * in one of C magnitude classes (the binary exponent of the largest |v|
+ * minus v's, capped at C-1: a factor 2 per class), and each class's entries,
+ * in key order, form blocks of B. classes=1 is key-order blocks. The class
+ * ids travel with the message (ceil(log2 C) bits per entry), so any decoder
+ * decodes any message. Exact zeros are not sent (sign(0) = 0 in the paper).
+ * Each entry costs 1 sign bit + its class id, each block one float32 scale,
+ * and the keys travel with the FastSGD key coder (fsgd/keys.h). C_B is
+ * homogeneous, C_B(c·v) = c·C_B(v) for every real c (the classes of c·v are
+ * those of v), which the efsign strategy relies on (strategy/FORMAT.md).
+ * Layout: codec/FORMAT.md. */
 #include <math.h>
 #include <string.h>
 
 #include "codec_internal.h"
 #include "fsgd/keys.h"
 
-enum { P_BLOCK };
+enum { P_BLOCK, P_CLASSES };
 static const codec_param_def_t efsign_params[] = {
     {"block", PARAM_INT, 1, 1048576, 0, 128, NULL},
+    {"classes", PARAM_INT, 1, 16, 0, 4, NULL},
 };
 
-#define EFSIGN_FIXED 8 /* block (u32), key_bytes (u32) */
+#define EFSIGN_FIXED 12 /* block (u32), key_bytes (u32), classes (u8), 3 reserved */
+
+static size_t class_bits(uint32_t C) { return (size_t)codec_bitlen(C - 1); }
 
 static size_t efsign_bound(const fsgd_codec_t *c, size_t n)
 {
-    size_t b = (size_t)c->p[P_BLOCK];
-    return EFSIGN_FIXED + fsgd_keys_bound(n) + 4 * ((n + b - 1) / b) + (n + 7) / 8;
+    size_t b = (size_t)c->p[P_BLOCK], C = (size_t)c->p[P_CLASSES];
+    return EFSIGN_FIXED + fsgd_keys_bound(n) + (n * class_bits((uint32_t)C) + 7) / 8 + 4 * (n / b + C + 1) +
+           (n + 7) / 8;
+}
+
+/* The magnitude class of v: the binary exponent of the largest |v| minus
+ * v's, capped at C-1, so a class holds values within a factor 2 of each
+ * other (the last class: everything smaller). */
+static inline uint32_t mag_class(int emax, float v, uint32_t C)
+{
+    int e;
+    frexpf(v, &e);
+    int d = emax - e;
+    return d <= 0 ? 0 : (uint32_t)d >= C ? C - 1 : (uint32_t)d;
 }
 
 static int efsign_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *body,
@@ -35,62 +58,83 @@ static int efsign_encode(fsgd_codec_t *c, const uint32_t *keys, const float *val
                          size_t errsz)
 {
     size_t B = (size_t)c->p[P_BLOCK];
-    /* the nonzero entries, keys first (scratch: n keys) */
-    if (fsgd_codec_scratch(c, n * 4 + 4) < 0)
+    uint32_t C = (uint32_t)c->p[P_CLASSES];
+    size_t cb = class_bits(C);
+    /* scratch: nonzero keys (4n), their input index (4n), class (4n), block sums (8(n+C+1)) */
+    if (fsgd_codec_scratch(c, 20 * n + 8 * (C + 2)) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "efsign: out of memory");
-    uint32_t *nzk = c->scratch;
+    uint32_t *nzk = c->scratch, *idx = nzk + n, *cls = idx + n;
+    double *l1 = (double *)(void *)(cls + n + (n & 1));
     size_t m = 0;
+    float vmax = 0;
     for (size_t i = 0; i < n; i++)
-        if (vals[i] != 0.0f)
-            nzk[m++] = keys[i];
-    size_t nb = (m + B - 1) / B;
+        if (vals[i] != 0.0f) {
+            nzk[m] = keys[i];
+            idx[m++] = (uint32_t)i;
+            vmax = fabsf(vals[i]) > vmax ? fabsf(vals[i]) : vmax;
+        }
+    int emax = 0;
+    frexpf(vmax, &emax);
+    size_t nc[16] = {0}, sbase[17] = {0};
+    for (size_t j = 0; j < m; j++) {
+        cls[j] = mag_class(emax, vals[idx[j]], C);
+        nc[cls[j]]++;
+    }
+    for (uint32_t k = 0; k < C; k++)
+        sbase[k + 1] = sbase[k] + (nc[k] + B - 1) / B;
+    size_t nb = sbase[C];
     if (cap < EFSIGN_FIXED)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOSPACE, "efsign: buffer of %zu body bytes", cap);
     size_t klen = 0;
     FSGD_TRY(fsgd_keys_encode(nzk, m, body + EFSIGN_FIXED, cap - EFSIGN_FIXED, &klen, err, errsz));
-    size_t need = EFSIGN_FIXED + klen + 4 * nb + (m + 7) / 8;
+    size_t cbytes = (m * cb + 7) / 8, need = EFSIGN_FIXED + klen + cbytes + 4 * nb + (m + 7) / 8;
     if (need > cap)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOSPACE, "efsign: need %zu body bytes, buffer has %zu", need, cap);
     fsgd_le_put32(body, (uint32_t)B);
     fsgd_le_put32(body + 4, (uint32_t)klen);
-    uint8_t *scales = body + EFSIGN_FIXED + klen, *signs = scales + 4 * nb;
+    body[8] = (uint8_t)C;
+    body[9] = body[10] = body[11] = 0;
+    uint8_t *cids = body + EFSIGN_FIXED + klen, *scales = cids + cbytes, *signs = scales + 4 * nb;
+    bitw_t bw = {cids, 0, 0};
+    if (cb)
+        for (size_t j = 0; j < m; j++)
+            bitw_put(&bw, cls[j], (int)cb);
+    bitw_end(&bw);
+    /* ||p_G||_1 / |G| per block: class by class, blocks of B in key order,
+     * summed in double in key order */
+    size_t pos[16] = {0};
+    memset(l1, 0, nb * sizeof *l1);
+    for (size_t j = 0; j < m; j++) {
+        uint32_t k = cls[j];
+        l1[sbase[k] + pos[k]++ / B] += fabs((double)vals[idx[j]]);
+    }
+    for (uint32_t k = 0; k < C; k++)
+        for (size_t b = sbase[k]; b < sbase[k + 1]; b++) {
+            size_t first = (b - sbase[k]) * B, size = nc[k] - first < B ? nc[k] - first : B;
+            float scale = (float)(l1[b] / (double)size);
+            if (!isfinite(scale))
+                scale = 3.40282347e38f; /* a sum beyond FLT_MAX saturates */
+            fsgd_le_putf32(scales + 4 * b, scale);
+            l1[b] = scale;
+        }
     memset(signs, 0, (m + 7) / 8);
-    size_t j = 0; /* index among the nonzero entries */
-    size_t i = 0; /* index in the input */
-    for (size_t b = 0; b < nb; b++) {
-        size_t lo = j, hi = j + B < m ? j + B : m;
-        /* ||p_G||_1 / |G|, summed in double in key order */
-        double l1 = 0;
-        size_t i0 = i;
-        for (size_t t = lo; t < hi; i++) {
-            if (vals[i] == 0.0f)
-                continue;
-            l1 += fabs((double)vals[i]);
-            t++;
+    memset(pos, 0, sizeof pos);
+    for (size_t j = 0; j < m; j++) {
+        float v = vals[idx[j]];
+        int neg = signbit(v) != 0;
+        signs[j >> 3] |= (uint8_t)(neg << (j & 7));
+        if (sent) {
+            float scale = (float)l1[sbase[cls[j]] + pos[cls[j]]++ / B];
+            sent->keys[j] = nzk[j];
+            sent->vals[j] = neg ? -scale : scale;
         }
-        float scale = (float)(l1 / (double)(hi - lo));
-        if (!isfinite(scale))
-            scale = 3.40282347e38f; /* a sum beyond FLT_MAX saturates */
-        fsgd_le_putf32(scales + 4 * b, scale);
-        for (size_t t = lo, q = i0; t < hi; q++) {
-            if (vals[q] == 0.0f)
-                continue;
-            int neg = signbit(vals[q]) != 0;
-            signs[t >> 3] |= (uint8_t)(neg << (t & 7));
-            if (sent) {
-                sent->keys[t] = keys[q];
-                sent->vals[t] = neg ? -scale : scale;
-            }
-            t++;
-        }
-        j = hi;
     }
     if (sent)
         sent->n = m;
     *body_len = need;
     *count = (uint32_t)m;
     c->last.key_bits = 8 * (uint64_t)klen;
-    c->last.value_bits = 32 * (uint64_t)nb + 8 * (uint64_t)((m + 7) / 8);
+    c->last.value_bits = 8 * (uint64_t)cbytes + 32 * (uint64_t)nb + 8 * (uint64_t)((m + 7) / 8);
     c->last.header_bytes = EFSIGN_FIXED;
     return 0;
 }
@@ -102,20 +146,26 @@ static int efsign_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t c
         return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "field efsign.block at offset %zu: body of %zu bytes < %d",
                             off, blen, EFSIGN_FIXED);
     const uint8_t *p = msg + off;
-    uint32_t B = fsgd_le_get32(p), klen = fsgd_le_get32(p + 4);
+    uint32_t B = fsgd_le_get32(p), klen = fsgd_le_get32(p + 4), C = p[8];
     if (B < 1 || B > 1048576)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field efsign.block at offset %zu: %u out of range [1, 2^20]",
                             off, B);
+    if (C < 1 || C > 16)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field efsign.classes at offset %zu: %u out of range [1, 16]",
+                            off + 8, C);
+    if (p[9] | p[10] | p[11])
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field efsign.reserved at offset %zu: not zero", off + 9);
     if (klen > blen - EFSIGN_FIXED)
         return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED,
                             "field efsign.key_bytes at offset %zu: %u bytes but %zu left in the body", off + 4, klen,
                             blen - EFSIGN_FIXED);
-    uint64_t nb = ((uint64_t)count + B - 1) / B, sbytes = ((uint64_t)count + 7) / 8;
-    uint64_t need = EFSIGN_FIXED + (uint64_t)klen + 4 * nb + sbytes;
-    if (need != blen)
-        return fsgd_err_fmt(err, errsz, need > blen ? FSGD_E_TRUNCATED : FSGD_E_FORMAT,
-                            "field count at offset 16: %u entries in blocks of %u need a body of %llu bytes, body has %zu",
-                            count, B, (unsigned long long)need, blen);
+    size_t cb = class_bits(C);
+    uint64_t cbytes = ((uint64_t)count * cb + 7) / 8, sbytes = ((uint64_t)count + 7) / 8;
+    /* the scales follow the class ids; at least ceil(count/B), at most that + C */
+    uint64_t fixed = EFSIGN_FIXED + (uint64_t)klen + cbytes + sbytes;
+    if (fixed > blen || (blen - fixed) % 4)
+        return fsgd_err_fmt(err, errsz, fixed > blen ? FSGD_E_TRUNCATED : FSGD_E_FORMAT,
+                            "field count at offset 16: %u entries do not fit a body of %zu bytes", count, blen);
     size_t koff = off + EFSIGN_FIXED;
     uint32_t kn = 0;
     size_t ksize = 0;
@@ -126,25 +176,56 @@ static int efsign_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t c
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "field efsign.keys at offset %zu: block of %u keys in %zu bytes, header says %u keys in %u",
                             koff, kn, ksize, count, klen);
+    /* class ids: counts per class, then the number of scales */
+    const uint8_t *cids = p + EFSIGN_FIXED + klen;
+    size_t coff = koff + klen;
+    uint64_t nc[16] = {0}, sbase[17] = {0};
+    bitr_t br = {cids, cids + cbytes, 0, 0};
+    for (uint32_t j = 0; j < count && cb; j++) {
+        uint32_t k = 0;
+        bitr_get(&br, (int)cb, &k); /* cbytes holds count·cb bits */
+        if (k >= C)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field efsign.classes at offset %zu: entry %u class %u >= %u",
+                                coff + (size_t)((uint64_t)j * cb / 8), j, k, C);
+        nc[k]++;
+    }
+    if (!cb)
+        nc[0] = count;
+    if (cb && (count * cb) % 8 && cids[cbytes - 1] >> ((count * cb) % 8))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field efsign.classes at offset %zu: padding bits set",
+                            coff + (size_t)cbytes - 1);
+    for (uint32_t k = 0; k < C; k++)
+        sbase[k + 1] = sbase[k] + (nc[k] + B - 1) / B;
+    uint64_t nb = sbase[C];
+    if (fixed + 4 * nb != blen)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "field count at offset 16: %u entries in %llu blocks need a body of %llu bytes, body has %zu",
+                            count, (unsigned long long)nb, (unsigned long long)(fixed + 4 * nb), blen);
     FSGD_TRY(codec_reserve(out, count, err, errsz));
     int rc = fsgd_keys_decode(p + EFSIGN_FIXED, klen, dim, out->keys, count, &kn, NULL, kerr, sizeof kerr);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "field efsign.keys at offset %zu: %s", koff, kerr);
-    const uint8_t *scales = p + EFSIGN_FIXED + klen, *signs = scales + 4 * nb;
-    size_t soff = off + EFSIGN_FIXED + klen;
+    const uint8_t *scales = cids + cbytes, *signs = scales + 4 * nb;
+    size_t soff = coff + (size_t)cbytes;
     for (uint64_t b = 0; b < nb; b++) {
         float s = fsgd_le_getf32(scales + 4 * b);
         if (!isfinite(s) || s < 0 || signbit(s))
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                                 "field efsign.scale at offset %zu: block %llu scale %g is not finite and >= 0",
                                 soff + 4 * (size_t)b, (unsigned long long)b, (double)s);
-        uint64_t lo = b * B, hi = lo + B < count ? lo + B : count;
-        for (uint64_t t = lo; t < hi; t++)
-            out->vals[t] = (signs[t >> 3] >> (t & 7)) & 1 ? -s : s;
     }
     if ((count & 7) && (signs[sbytes - 1] >> (count & 7)) != 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field efsign.signs at offset %zu: padding bits set",
                             soff + 4 * (size_t)nb + (size_t)sbytes - 1);
+    uint64_t pos[16] = {0};
+    bitr_t br2 = {cids, cids + cbytes, 0, 0};
+    for (uint32_t j = 0; j < count; j++) {
+        uint32_t k = 0;
+        if (cb)
+            bitr_get(&br2, (int)cb, &k);
+        float s = fsgd_le_getf32(scales + 4 * (sbase[k] + pos[k]++ / B));
+        out->vals[j] = (signs[j >> 3] >> (j & 7)) & 1 ? -s : s;
+    }
     out->n = count;
     return 0;
 }
@@ -155,7 +236,7 @@ const fsgd_codec_vt_t fsgd_codec_vt_efsign = {
     .lossy = 1,
     .ef_default = 0,
     .params = efsign_params,
-    .n_params = 1,
+    .n_params = 2,
     .bound = efsign_bound,
     .encode = efsign_encode,
     .decode = efsign_decode,

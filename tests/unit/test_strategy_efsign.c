@@ -39,72 +39,125 @@ static size_t rand_grad(uint64_t *s, uint32_t *keys, float *vals, size_t n)
     return m;
 }
 
-/* Body size of an efsign message of count entries: exactly 8 + key block +
- * 4·ceil(count/B) + ceil(count/8). Returns the key block size. */
+/* Body size of an efsign message of count entries: exactly 12 + key block +
+ * class ids + 4·nb + ceil(count/8), with ceil(count/B) <= nb <= that + C - 1.
+ * Returns the key block size; *value_bits gets the bits spent on values. */
+static uint32_t check_size_bits(const uint8_t *msg, size_t len, size_t count, size_t block, double *value_bits)
+{
+    uint32_t klen = fsgd_le_get32(msg + 24 + 4), C = msg[24 + 8], cb = 0;
+    while ((1u << cb) < C)
+        cb++;
+    size_t rest = len - 24 - 12 - klen - 4 - (count * cb + 7) / 8 - (count + 7) / 8, nb = rest / 4;
+    CU_ASSERT_EQUAL(rest % 4, 0);
+    CU_ASSERT(nb >= (count + block - 1) / block && nb <= (count + block - 1) / block + C - 1);
+    CU_ASSERT_EQUAL(fsgd_le_get32(msg + 16), count);
+    if (value_bits)
+        *value_bits = 8.0 * (double)((count * cb + 7) / 8 + (count + 7) / 8) + 32.0 * (double)nb;
+    return klen;
+}
+
 static uint32_t check_size(const uint8_t *msg, size_t len, size_t count, size_t block)
 {
-    uint32_t klen = fsgd_le_get32(msg + 24 + 4);
-    size_t want = 24 + 8 + klen + 4 * ((count + block - 1) / block) + (count + 7) / 8 + 4;
-    CU_ASSERT_EQUAL(len, want);
-    CU_ASSERT_EQUAL(fsgd_le_get32(msg + 16), count);
-    return klen;
+    return check_size_bits(msg, len, count, block, NULL);
+}
+
+/* The definition: C magnitude classes (binary exponent below the largest),
+ * each class's nonzero entries in key order in blocks of B, every entry
+ * decoding to ±(its block's mean |v|). */
+static void check_definition(const uint32_t *keys, const float *vals, size_t n, size_t blk, uint32_t C,
+                             const fsgd_sparse_t *dec)
+{
+    float vmax = 0;
+    for (size_t i = 0; i < n; i++)
+        vmax = fmaxf(vmax, fabsf(vals[i]));
+    int emax;
+    frexpf(vmax, &emax);
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        if (vals[i] != 0) {
+            CU_ASSERT_EQUAL(dec->keys[d], keys[i]);
+            d++;
+        }
+    CU_ASSERT_EQUAL_FATAL(d, dec->n);
+    for (uint32_t c = 0; c < C; c++) {
+        size_t in_block = 0;
+        double l1 = 0;
+        size_t members[64]; /* blk <= 64 */
+        size_t nm = 0;
+        for (size_t i = 0; i <= n; i++) {
+            int member = 0;
+            if (i < n && vals[i] != 0) {
+                int e;
+                frexpf(vals[i], &e);
+                int k = emax - e < 0 ? 0 : emax - e;
+                member = (uint32_t)(k >= (int)C ? (int)C - 1 : k) == c;
+            }
+            if (member) {
+                l1 += fabs(vals[i]);
+                members[nm++] = i;
+                in_block++;
+            }
+            if ((in_block == blk || (i == n && in_block)) && nm) {
+                float scale = (float)(l1 / (double)in_block);
+                for (size_t q = 0; q < nm; q++) {
+                    size_t at = 0; /* position of members[q] among the nonzero entries */
+                    for (size_t r = 0; r < members[q]; r++)
+                        at += vals[r] != 0;
+                    CU_ASSERT_EQUAL(dec->vals[at], vals[members[q]] < 0 ? -scale : scale);
+                }
+                in_block = 0;
+                nm = 0;
+                l1 = 0;
+            }
+        }
+    }
 }
 
 static void test_codec_blockwise(void)
 {
     uint64_t s = fsgd_test_seed() ^ 0xE5;
     char err[256];
-    fsgd_codec_t *c = fsgd_codec_new("efsign:block=5", DIM, err, sizeof err);
-    CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_STRING_EQUAL(fsgd_codec_spec(c), "efsign:block=5,ef=0");
-    uint32_t keys[DIM];
-    float vals[DIM];
+    const char *specs[] = {"efsign:block=5,classes=1", "efsign:block=5,classes=4", "efsign:block=3,classes=16"};
+    const uint32_t Cs[] = {1, 4, 16};
+    static uint32_t keys[DIM];
+    static float vals[DIM];
     fsgd_sparse_t dec = {0};
-    for (int t = 0; t < 50; t++) {
-        size_t n = rand_grad(&s, keys, vals, 1 + t * 7);
-        if (n > 3)
-            vals[n / 2] = 0; /* an exact zero is not sent */
-        size_t cap = fsgd_codec_bound(c, n), len;
-        uint8_t *msg = malloc(cap);
-        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, msg, cap, &len, err, sizeof err), 0);
-        CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
-        size_t nz = 0;
-        for (size_t i = 0; i < n; i++)
-            nz += vals[i] != 0;
-        CU_ASSERT_EQUAL_FATAL(dec.n, nz);
-        check_size(msg, len, nz, 5);
-        fsgd_codec_stats_t st;
-        fsgd_codec_last_stats(c, &st);
-        /* value bits: 1 per entry (bytes rounded) + 32 per block */
-        CU_ASSERT_EQUAL(st.value_bits, 8 * ((nz + 7) / 8) + 32 * ((nz + 4) / 5));
-        /* block by block: |v̂| = mean |v| of the block, sign kept */
-        size_t j = 0;
-        for (size_t b0 = 0; b0 < nz; b0 += 5) {
-            double l1 = 0;
-            size_t j0 = j, cnt = 0;
-            for (; j < n && cnt < 5; j++)
-                if (vals[j] != 0) {
-                    l1 += fabs(vals[j]);
-                    cnt++;
-                }
-            float scale = (float)(l1 / (double)cnt);
-            for (size_t q = j0, d = b0; q < j; q++)
-                if (vals[q] != 0) {
-                    CU_ASSERT_EQUAL(dec.keys[d], keys[q]);
-                    CU_ASSERT_EQUAL(dec.vals[d], vals[q] < 0 ? -scale : scale);
-                    d++;
-                }
+    for (int sp = 0; sp < 3; sp++) {
+        fsgd_codec_t *c = fsgd_codec_new(specs[sp], DIM, err, sizeof err);
+        CU_ASSERT_FATAL(c != NULL);
+        for (int t = 0; t < 30; t++) {
+            size_t n = rand_grad(&s, keys, vals, 1 + t * 7);
+            for (size_t i = 0; i < n; i++) /* magnitudes over 2^-12 .. 2^2 */
+                vals[i] = ldexpf(vals[i], -(int)(fsgd_test_rand(&s) % 12));
+            if (n > 3)
+                vals[n / 2] = 0; /* an exact zero is not sent */
+            size_t cap = fsgd_codec_bound(c, n), len;
+            uint8_t *msg = malloc(cap);
+            CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, msg, cap, &len, err, sizeof err), 0);
+            CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
+            size_t nz = 0;
+            for (size_t i = 0; i < n; i++)
+                nz += vals[i] != 0;
+            CU_ASSERT_EQUAL_FATAL(dec.n, nz);
+            double vbits = 0;
+            check_size_bits(msg, len, nz, sp == 2 ? 3 : 5, &vbits);
+            fsgd_codec_stats_t st;
+            fsgd_codec_last_stats(c, &st);
+            CU_ASSERT_EQUAL(st.value_bits, (uint64_t)vbits);
+            if (sp == 0) /* key-order blocks: exactly 1 bit per entry (bytes rounded) + 32 per block */
+                CU_ASSERT_EQUAL(st.value_bits, 8 * ((nz + 7) / 8) + 32 * ((nz + 4) / 5));
+            check_definition(keys, vals, n, sp == 2 ? 3 : 5, Cs[sp], &dec);
+            free(msg);
         }
-        free(msg);
+        fsgd_codec_destroy(c);
     }
     fsgd_sparse_free(&dec);
-    fsgd_codec_destroy(c);
 }
 
 static void test_codec_rejects_malformed(void)
 {
     char err[256];
-    fsgd_codec_t *c = fsgd_codec_new("efsign:block=4", 1000, err, sizeof err);
+    fsgd_codec_t *c = fsgd_codec_new("efsign:block=4,classes=1", 1000, err, sizeof err);
     uint32_t keys[11] = {1, 2, 3, 50, 51, 90, 200, 300, 301, 302, 999};
     float vals[11] = {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11};
     uint8_t msg[512], bad[512];
@@ -116,7 +169,8 @@ static void test_codec_rejects_malformed(void)
     /* body fields with the CRC fixed up, so the body checks are reached */
     struct { size_t at; uint32_t v; const char *field; } cases[] = {
         {24, 0, "efsign.block"},           {24, 3, "count"},
-        {28, 1000, "efsign.key_bytes"},    {32, 10, "efsign.keys"},
+        {28, 1000, "efsign.key_bytes"},    {36, 10, "efsign.keys"},
+        {32, 17, "efsign.classes"},        {32, 1 | 1 << 8, "efsign.reserved"},
     };
     for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
         memcpy(bad, msg, len);
@@ -128,7 +182,7 @@ static void test_codec_rejects_malformed(void)
     /* a negative scale, and a padding sign bit */
     uint32_t klen = fsgd_le_get32(msg + 28);
     memcpy(bad, msg, len);
-    bad[24 + 8 + klen + 3] |= 0x80;
+    bad[24 + 12 + klen + 3] |= 0x80;
     fsgd_le_put32(bad + len - 4, fsgd_crc32c(0, bad, len - 4));
     CU_ASSERT_EQUAL(fsgd_codec_decode(bad, len, 1000, &dec, err, sizeof err), FSGD_E_FORMAT);
     FSGD_ASSERT_CONTAINS(err, "efsign.scale");
@@ -169,7 +223,7 @@ static void run_two_way(int lazy)
     fsgd_downlink_t *dl = fsgd_downlink_new(dspec, DIM, theta, err, sizeof err);
     CU_ASSERT_FATAL(dl != NULL);
     char cs[64];
-    snprintf(cs, sizeof cs, "efsign:block=%d,ef=0", B);
+    snprintf(cs, sizeof cs, "efsign:block=%d,classes=4,ef=0", B);
     fsgd_codec_t *rc = fsgd_codec_new(cs, DIM, err, sizeof err);
     uint32_t *keys = malloc(DIM * 4), *pk = malloc(DIM * 4);
     float *vals = malloc(DIM * 4), *pv = malloc(DIM * 4);
@@ -207,8 +261,11 @@ static void run_two_way(int lazy)
             if (rlen != len || memcmp(rmsg, msg, len))
                 mismatch++;
             CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
-            size_t klen = check_size(msg, len, dec.n, B);
-            CU_ASSERT(8.0 * (double)(len - 24 - 4 - 8) <= dec.n + 7 + 32.0 * ((dec.n + B - 1) / B) + 8.0 * klen);
+            double vbits = 0;
+            size_t klen = check_size_bits(msg, len, dec.n, B, &vbits);
+            /* 1 sign bit + 2 class bits per entry + 32 per block (+ rounding, + one short block per class) */
+            CU_ASSERT(vbits <= 3.0 * dec.n + 14 + 32.0 * ((dec.n + B - 1) / B + 3));
+            CU_ASSERT(8.0 * (double)(len - 24 - 4 - 12) <= vbits + 8.0 * klen);
             for (size_t t = 0, d = 0; t < nk; t++) { /* e = p − C(p) */
                 float c = d < dec.n && dec.keys[d] == pk[t] ? dec.vals[d++] : 0;
                 ref[i].e[pk[t]] = pv[t] - c;
