@@ -2,11 +2,12 @@
  * system FastSGD compares itself with (fastsgd.txt, sections 1, 3.3, 4).
  * Implemented without handicaps, as the paper and its authors' code do it:
  *
- *  1. Quantile buckets. The q-1 splits (q = min(q, n), at least 2) are the
- *     exact quantiles of the message's values at ranks (i+1)/q (a quantile sketch approximates
- *     these; exact is the best a sketch can do). Bucket i holds the values
- *     in [split[i-1], split[i]) and decodes to the midpoint of its edges
- *     (min and max close the first and last), as the authors' Quantizer.
+ *  1. Quantile buckets. q = min(q, n) (at least 2) buckets, shared
+ *     between negative and positive values in proportion to their counts,
+ *     0 an edge between them; within each sign the splits are the exact
+ *     quantiles (a quantile sketch approximates these; exact is the best a
+ *     sketch can do). Bucket i decodes to the midpoint of its edges (min and
+ *     max close the first and last), as the authors' Quantizer.
  *  2. Grouped MinMaxSketch. Buckets are split into groups of q/groups
  *     buckets aligned on the bucket holding zero, so no group mixes signs of
  *     bucket distance; each group's keys insert their bucket index into a
@@ -118,27 +119,41 @@ static int sketchml_encode(fsgd_codec_t *c, const uint32_t *keys, const float *v
     } else {
         qsort(sorted, m, sizeof *sorted, cmp_float);
         float mn = sorted[0], mx = sorted[m - 1];
-        /* splits[i] = the value of rank (i+1)·m/q, i = 0..q-2 */
-        float *splits = malloc((q ? q : 1) * sizeof *splits);
-        if (!splits)
+        /* Zero is always a bucket edge, so no bucket holds both signs and a
+         * decoded value never has the wrong sign (the "reversed gradient"
+         * SketchML guards against; with a mixed bucket, a midpoint of the
+         * other sign reaches Adam, which scales any value to a full step).
+         * The q buckets are shared between the signs in proportion to their
+         * counts; within each sign the splits are its exact quantiles. */
+        size_t nneg = 0;
+        while (nneg < m && sorted[nneg] < 0)
+            nneg++;
+        size_t npos = m - nneg;
+        uint32_t qn = 0;
+        if (nneg) {
+            double want = floor((double)q * (double)nneg / (double)m + 0.5);
+            uint32_t hi = q - (npos ? 1 : 0);
+            qn = want < 1 ? 1 : want > hi ? hi : (uint32_t)want;
+        }
+        uint32_t qp = q - qn;
+        /* edges E[0..q]: E[i] and E[i+1] bound bucket i; splits = E[1..q-1] */
+        float *edge = malloc(((size_t)q + 1) * sizeof *edge);
+        if (!edge)
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "sketchml: out of memory");
-        for (uint32_t i = 0; i + 1 < q; i++) {
-            size_t r = (size_t)(((uint64_t)(i + 1) * m) / q);
-            splits[i] = sorted[r < m ? r : m - 1];
-        }
+        edge[0] = mn;
+        edge[q] = mx;
+        for (uint32_t i = 1; i < qn; i++)
+            edge[i] = sorted[(size_t)(((uint64_t)i * nneg) / qn)];
+        if (qn && qp)
+            edge[qn] = 0;
+        for (uint32_t i = 1; i < qp; i++)
+            edge[qn + i] = sorted[nneg + (size_t)(((uint64_t)i * npos) / qp)];
+        float *splits = edge + 1;
         /* bucket values: midpoints of the edges (authors' Quantizer.getValues) */
-        for (uint32_t i = 0; i < q; i++) {
-            double lo = i ? splits[i - 1] : mn, hi = i + 1 < q ? splits[i] : mx;
-            fsgd_le_putf32(binv + 4 * i, (float)(0.5 * ((double)lo + (double)hi)));
-        }
-        /* the zero bucket (authors' findZeroIdx) */
-        if (mn > 0)
-            zero = 0;
-        else if (mx < 0)
-            zero = q - 1;
-        else
-            while (zero < q - 1 && splits[zero] < 0)
-                zero++;
+        for (uint32_t i = 0; i < q; i++)
+            fsgd_le_putf32(binv + 4 * i, (float)(0.5 * ((double)edge[i] + (double)edge[i + 1])));
+        /* the zero bucket: the first positive one (all negative: the last) */
+        zero = qp ? qn : q - 1;
         /* bucket of each value: the number of splits <= v */
         for (size_t i = 0, j = 0; i < n; i++) {
             if (vals[i] == 0.0f)
@@ -154,7 +169,7 @@ static int sketchml_encode(fsgd_codec_t *c, const uint32_t *keys, const float *v
             }
             bin[j++] = lo;
         }
-        free(splits);
+        free(edge);
     }
     fsgd_le_put16(body, (uint16_t)q);
     body[2] = (uint8_t)G;
