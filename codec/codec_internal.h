@@ -19,7 +19,8 @@
 #define FSGD_CODEC_MAX_PARAMS 8
 
 /* Wire ids. Never renumber: they are in every message and golden file. */
-enum { CODEC_ID_NONE = 1, CODEC_ID_FASTSGD = 2, CODEC_ID_LOGQUANT = 3, CODEC_ID_TOPK = 4 };
+enum { CODEC_ID_NONE = 1, CODEC_ID_FASTSGD = 2, CODEC_ID_LOGQUANT = 3, CODEC_ID_TOPK = 4,
+       CODEC_ID_MQGRAD = 7 };
 
 typedef enum param_kind { PARAM_INT, PARAM_REAL, PARAM_ENUM } param_kind_t;
 
@@ -83,6 +84,7 @@ extern const fsgd_codec_vt_t fsgd_codec_vt_none;
 extern const fsgd_codec_vt_t fsgd_codec_vt_fastsgd;
 extern const fsgd_codec_vt_t fsgd_codec_vt_logquant;
 extern const fsgd_codec_vt_t fsgd_codec_vt_topk;
+extern const fsgd_codec_vt_t fsgd_codec_vt_mqgrad;
 
 /* Grows c->scratch to at least bytes. Returns 0 or FSGD_E_NOMEM. */
 int fsgd_codec_scratch(fsgd_codec_t *c, size_t bytes);
