@@ -7,10 +7,12 @@
 
 #include "strategy_internal.h"
 
-extern const fsgd_strategy_vt_t fsgd_strategy_vt_mqgrad; /* mqgrad.c */
+extern const fsgd_strategy_vt_t fsgd_strategy_vt_mqgrad;   /* mqgrad.c */
+extern const fsgd_strategy_vt_t fsgd_strategy_vt_gradiveq; /* gradiveq.c */
 
 static const fsgd_strategy_vt_t *const registry[] = {
     &fsgd_strategy_vt_fastsgd,
+    &fsgd_strategy_vt_gradiveq,
     &fsgd_strategy_vt_mqgrad,
     &fsgd_strategy_vt_none,
     &fsgd_strategy_vt_logquant,
