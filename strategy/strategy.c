@@ -166,6 +166,12 @@ const uint8_t *fsgd_sagg_section(const fsgd_sagg_t *a, size_t *len)
     return a->vt->section ? a->vt->section(a->s, len) : NULL;
 }
 
+int fsgd_sagg_plain_sum(const fsgd_sagg_t *a)
+{
+    return a->vt->add == fsgd_codec_agg_add && a->vt->take == fsgd_codec_agg_take && !a->vt->section &&
+           a->vt->optimizer == FSGD_OPT_ADAM;
+}
+
 fsgd_optimizer_t fsgd_sagg_optimizer(const fsgd_sagg_t *a) { return a->vt->optimizer; }
 
 const char *fsgd_sagg_downlink_spec(const fsgd_sagg_t *a) { return a->vt->downlink_spec(a->s); }
