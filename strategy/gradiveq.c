@@ -73,20 +73,20 @@ int fsgd_gv_section_parse(const uint8_t *s, size_t len, uint64_t dim, fsgd_gv_se
 {
     memset(out, 0, sizeof *out);
     if (len < FSGD_GV_SECTION_FIXED + 4)
-        return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "field gradiveq.section at offset 0: %zu bytes < %d", len,
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field gradiveq.section at offset 0: %zu bytes < %d", len,
                             FSGD_GV_SECTION_FIXED + 4);
-    if (memcmp(s, "GV", 2) != 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field gradiveq.magic at offset 0: not \"GV\"");
-    if (s[2] != 1)
-        return fsgd_err_fmt(err, errsz, FSGD_E_VERSION, "field gradiveq.version at offset 2: %u (supported: 1)", s[2]);
+    if (s[0] != 1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field gradiveq.version at offset 0: %u (supported: 1)", s[0]);
     uint32_t want = fsgd_le_get32(s + len - 4), got = fsgd_crc32c(0, s, len - 4);
     if (want != got)
-        return fsgd_err_fmt(err, errsz, FSGD_E_CRC, "field gradiveq.crc32c at offset %zu: stored %08x, computed %08x",
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field gradiveq.crc32c at offset %zu: stored %08x, computed %08x",
                             len - 4, want, got);
-    if (s[3] > 1)
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field gradiveq.mode at offset 3: %u (0 raw, 1 projections)",
-                            s[3]);
-    out->mode = s[3];
+    if (s[1] > 1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field gradiveq.mode at offset 1: %u (0 raw, 1 projections)",
+                            s[1]);
+    if (s[2] | s[3])
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field gradiveq.reserved at offset 2: not zero");
+    out->mode = s[1];
     out->basis = fsgd_le_get32(s + 4);
     out->K = fsgd_le_get32(s + 8);
     out->d = fsgd_le_get32(s + 12);
@@ -317,7 +317,8 @@ static int gv_after_step(void *p, int applied, const uint8_t *section, size_t le
     gv_worker_t *w = p;
     if (len > 0) {
         fsgd_gv_section_t s;
-        FSGD_TRY(fsgd_gv_section_parse(section, len, w->dim, &s, err, errsz));
+        if (fsgd_gv_section_parse(section, len, w->dim, &s, err, errsz) < 0)
+            return FSGD_E_FORMAT; /* state unchanged (strategy/FORMAT.md) */
         if (s.K > 0) { /* a new basis */
             uint32_t *k = malloc(sizeof(uint32_t) * s.K);
             float *U = malloc(sizeof(float) * (size_t)s.K * s.d), *x = malloc(sizeof(float) * s.K),
@@ -447,7 +448,8 @@ static int gv_add(void *p, uint32_t sender, const uint8_t *msg, size_t len, doub
 {
     gv_agg_t *a = p;
     fsgd_gv_msg_t m;
-    FSGD_TRY(fsgd_gv_msg_parse(msg, len, a->dim, &m, err, errsz));
+    if (fsgd_gv_msg_parse(msg, len, a->dim, &m, err, errsz) < 0)
+        return FSGD_E_FORMAT; /* whatever the reason, it does not decode (fsgd/strategy.h) */
     if (m.mode == 1 && (a->phase != PH_COMPRESS || m.basis != a->basis || m.d != a->d))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "field basis_id at offset 16: projections on basis %u (d %u); the aggregator %s", m.basis,
@@ -574,9 +576,9 @@ static void write_section(gv_agg_t *a, int mode, int with_basis)
 {
     uint8_t *s = a->section;
     uint32_t K = with_basis ? a->K : 0, d = with_basis ? a->d : 0;
-    memcpy(s, "GV", 2);
-    s[2] = 1;
-    s[3] = (uint8_t)mode;
+    s[0] = 1;
+    s[1] = (uint8_t)mode;
+    s[2] = s[3] = 0;
     fsgd_le_put32(s + 4, mode ? a->basis : 0);
     fsgd_le_put32(s + 8, K);
     fsgd_le_put32(s + 12, d);

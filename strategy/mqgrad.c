@@ -5,7 +5,9 @@
  * agent (mqgrad_agent.c) turns the step's mean loss and wall time into the
  * bits for the next step, which go to every worker in the feedback section
  * of the model message (strategy/FORMAT.md, "mqgrad"). The downlink's Δ is
- * quantized with the same bits (Alg. 1 line 54). */
+ * quantized with the same quantizer (Alg. 1 line 54), at down_bits (default
+ * max_bits): the trainer picks the downlink codec once per run, so it cannot
+ * follow the agent step by step. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,7 @@
 #include "mqgrad_agent.h"
 #include "strategy_internal.h"
 
-enum { P_BITS0, P_MIN, P_MAX, P_T, P_ALPHA, P_GAMMA, P_EPS, P_ETA, P_DISCOUNT, P_HIDDEN, P_LOWER, P_EF, P_N };
+enum { P_BITS0, P_MIN, P_MAX, P_T, P_ALPHA, P_GAMMA, P_EPS, P_ETA, P_DISCOUNT, P_HIDDEN, P_LOWER, P_EF, P_DOWN, P_N };
 
 static const fsgd_lparam_def_t mq_defs[P_N] = {
     {"bits0", 1, FSGD_MQGRAD_MIN_BITS, FSGD_MQGRAD_MAX_BITS, 2, "sec. 4.1: range starts at 2; bits only grow"},
@@ -31,10 +33,10 @@ static const fsgd_lparam_def_t mq_defs[P_N] = {
     {"hidden", 1, 1, 1024, 10, "sec. 4.1: 10 ReLU units"},
     {"lower", 1, 0, 1, 0, "beyond the paper: 1 allows lowering bits"},
     {"ef", 1, 0, 1, 0, "the paper has no error feedback"},
+    {"down_bits", 1, 0, FSGD_MQGRAD_MAX_BITS, 0, "downlink bits; 0: max_bits (the trainer fixes the downlink codec for a run)"},
 };
 
-#define SECTION_LEN 4
-static const uint8_t section_magic[2] = {'M', 'Q'};
+#define SECTION_LEN 4 /* version 1, bits, 2 reserved */
 
 typedef struct mq_params {
     double v[P_N];
@@ -47,6 +49,9 @@ static int mq_parse(const char *spec, mq_params_t *p, char *err, size_t errsz)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "strategy mqgrad: need min_bits <= bits0 <= max_bits (got %g, %g, %g)", p->v[P_MIN],
                             p->v[P_BITS0], p->v[P_MAX]);
+    if (p->v[P_DOWN] == 1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "strategy mqgrad: down_bits=1: 0 (max_bits) or %d..%d",
+                            FSGD_MQGRAD_MIN_BITS, FSGD_MQGRAD_MAX_BITS);
     return 0;
 }
 
@@ -107,20 +112,20 @@ static void mq_last_stats(const void *p, fsgd_codec_stats_t *st)
     fsgd_codec_worker_last_stats(((const mq_worker_t *)p)->cw, st);
 }
 
-/* Reads a section: the bits, or FSGD_E_FORMAT naming the field. */
+/* Reads a section (strategy/FORMAT.md): the bits, or FSGD_E_FORMAT naming the field. */
 static int section_bits(const uint8_t *s, size_t len, int lo, int hi, int *bits, char *err, size_t errsz)
 {
     if (len != SECTION_LEN)
-        return fsgd_err_fmt(err, errsz, len < SECTION_LEN ? FSGD_E_TRUNCATED : FSGD_E_FORMAT,
-                            "field mqgrad.section at offset 0: %zu bytes, expected %d", len, SECTION_LEN);
-    if (memcmp(s, section_magic, 2) != 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field mqgrad.magic at offset 0: not \"MQ\"");
-    if (s[2] != 1)
-        return fsgd_err_fmt(err, errsz, FSGD_E_VERSION, "field mqgrad.version at offset 2: %u (supported: 1)", s[2]);
-    if (s[3] < lo || s[3] > hi)
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field mqgrad.bits at offset 3: %u outside [%d, %d]", s[3], lo,
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field mqgrad.section at offset 0: %zu bytes, expected %d",
+                            len, SECTION_LEN);
+    if (s[0] != 1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field mqgrad.version at offset 0: %u (supported: 1)", s[0]);
+    if (s[1] < lo || s[1] > hi)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field mqgrad.bits at offset 1: %u outside [%d, %d]", s[1], lo,
                             hi);
-    *bits = s[3];
+    if (s[2] | s[3])
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "field mqgrad.reserved at offset 2: not zero");
+    *bits = s[1];
     return 0;
 }
 
@@ -161,10 +166,9 @@ static void mq_agg_destroy(void *p)
 
 static void set_bits(mq_agg_t *a, int bits)
 {
-    memcpy(a->section, section_magic, 2);
-    a->section[2] = 1;
-    a->section[3] = (uint8_t)bits;
-    snprintf(a->down, sizeof a->down, "mqgrad:bits=%d", bits);
+    a->section[0] = 1;
+    a->section[1] = (uint8_t)bits;
+    a->section[2] = a->section[3] = 0;
 }
 
 static void *mq_agg_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
@@ -201,6 +205,8 @@ static void *mq_agg_new(const char *spec, uint64_t dim, uint64_t seed, char *err
         return NULL;
     }
     set_bits(a, ap.bits0);
+    int db = (int)p.v[P_DOWN];
+    snprintf(a->down, sizeof a->down, "mqgrad:bits=%d", db ? db : ap.max_bits);
     a->last_bits_max = a->last_bits_min = 0;
     return a;
 }

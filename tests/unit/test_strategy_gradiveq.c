@@ -247,13 +247,13 @@ static void test_malformed(void)
     CU_ASSERT_EQUAL(fsgd_sagg_add(r.agg, 0, m, len, 1e30, NULL, err, sizeof err), 0);
     /* sections */
     fsgd_gv_section_t sec;
-    uint8_t s[64] = {'G', 'V', 1, 0};
+    uint8_t s[64] = {1, 0, 0, 0};
     fsgd_le_put32(s + 16, fsgd_crc32c(0, s, 16));
     CU_ASSERT_EQUAL(fsgd_gv_section_parse(s, 20, DIM, &sec, err, sizeof err), 0);
     const struct {
         int at, val;
         const char *field;
-    } bad[] = {{0, 'X', "magic"}, {2, 2, "version"}, {3, 2, "mode"}, {3, 1, "basis_id"}, {8, 1, "K"}, {12, 1, "d"}};
+    } bad[] = {{0, 2, "version"}, {1, 2, "mode"}, {2, 1, "reserved"}, {1, 1, "basis_id"}, {8, 1, "K"}, {12, 1, "d"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         uint8_t t[20];
         memcpy(t, s, 20);

@@ -194,7 +194,7 @@ static void test_section(void)
     size_t len;
     CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k, v, 3, 1, msg, sizeof msg, &len, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_mqgrad_message_bits(msg, len), 2);
-    uint8_t sec[4] = {'M', 'Q', 1, 6};
+    uint8_t sec[4] = {1, 6, 0, 0};
     CU_ASSERT_EQUAL(fsgd_sworker_after_step(w, 1, sec, 4, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k, v, 3, 1, msg, sizeof msg, &len, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_mqgrad_message_bits(msg, len), 6);
@@ -203,9 +203,9 @@ static void test_section(void)
         size_t len;
         const char *field;
     } bad[] = {
-        {{'M', 'Q', 1, 9}, 4, "mqgrad.bits"},   {{'M', 'Q', 1, 1}, 4, "mqgrad.bits"},
-        {{'M', 'Q', 2, 4}, 4, "mqgrad.version"}, {{'X', 'Q', 1, 4}, 4, "mqgrad.magic"},
-        {{'M', 'Q', 1}, 3, "mqgrad.section"},    {{'M', 'Q', 1, 4, 0}, 5, "mqgrad.section"},
+        {{1, 9, 0, 0}, 4, "mqgrad.bits"},    {{1, 1, 0, 0}, 4, "mqgrad.bits"},
+        {{2, 4, 0, 0}, 4, "mqgrad.version"}, {{1, 4, 0, 1}, 4, "mqgrad.reserved"},
+        {{1, 4, 0}, 3, "mqgrad.section"},    {{1, 4, 0, 0, 0}, 5, "mqgrad.section"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = '\0';
@@ -234,7 +234,7 @@ static void agent_run(const char *spec, uint64_t seed, int steps, int *bits, dou
         bits[s] = b = (int)fsgd_sagg_param(a, "bits");
         size_t len;
         const uint8_t *sec = fsgd_sagg_section(a, &len);
-        CU_ASSERT(len == 4 && sec[3] == b);
+        CU_ASSERT(len == 4 && sec[1] == b);
         if (q)
             q[s] = fsgd_sagg_param(a, "state_bits");
     }
