@@ -42,13 +42,14 @@ typedef struct sim_result {
     double modelled_s;     /* Σ modelled step times */
     double *param, *param2; /* per step (steps entries, malloc'd) */
     double *loss;          /* per step mean training loss */
+    double *tcum;          /* modelled time at the end of each step */
     float *theta;          /* final model (dim) */
     uint64_t dim;
 } sim_result_t;
 
 static void sim_free(sim_result_t *r)
 {
-    free(r->param), free(r->param2), free(r->loss), free(r->theta);
+    free(r->param), free(r->param2), free(r->loss), free(r->tcum), free(r->theta);
     memset(r, 0, sizeof *r);
 }
 
@@ -56,6 +57,19 @@ static int sim_load(const char *path, fsgd_csr_t *m, char *err, size_t errsz)
 {
     memset(m, 0, sizeof *m);
     return fsgd_libsvm_load(path, NULL, m, NULL, err, errsz);
+}
+
+/* Modelled seconds until the training loss averaged over the last 8 steps is
+ * first <= target; -1 when never. */
+static double sim_time_to(const sim_result_t *r, double target)
+{
+    double acc = 0;
+    for (size_t s = 0; s < r->steps; s++) {
+        acc += r->loss[s] - (s >= 8 ? r->loss[s - 8] : 0);
+        if (s >= 7 && acc / 8 <= target)
+            return r->tcum[s];
+    }
+    return -1;
 }
 
 static double sim_auc(const fsgd_csr_t *t, const float *theta, uint64_t dim)
@@ -102,7 +116,8 @@ static sim_result_t sim_run(const sim_cfg_t *cfg, const fsgd_csr_t *train, const
     r.param = calloc(steps + 1, sizeof(double));
     r.param2 = calloc(steps + 1, sizeof(double));
     r.loss = calloc(steps + 1, sizeof(double));
-    if (!agg || !w[P - 1] || (dspec && !down) || !gd || !keys || !vals || !touched || !r.param || !r.param2 || !r.loss)
+    r.tcum = calloc(steps + 1, sizeof(double));
+    if (!agg || !w[P - 1] || (dspec && !down) || !gd || !keys || !vals || !touched || !r.param || !r.param2 || !r.loss || !r.tcum)
         goto out;
     cap = fsgd_sworker_bound(w[0], dim) + 64;
     msg = malloc(cap);
@@ -150,6 +165,7 @@ static sim_result_t sim_run(const sim_cfg_t *cfg, const fsgd_csr_t *train, const
         }
         double secs = cfg->compute_s + max_bytes * 8 / cfg->link_bps;
         r.modelled_s += secs;
+        r.tcum[s] = r.modelled_s;
         fsgd_step_info_t info = {s + 1, per_step, loss_sum, secs, (uint32_t)P};
         fsgd_reducer_t *red = fsgd_sagg_take(agg, &info, r.err, sizeof r.err);
         if (!red || fsgd_reducer_take_step(red, 1.0 / (double)per_step, 0, adam.theta, &step) < 0)
