@@ -61,7 +61,7 @@ static int sim_load(const char *path, fsgd_csr_t *m, char *err, size_t errsz)
 
 /* Modelled seconds until the training loss averaged over the last 8 steps is
  * first <= target; -1 when never. */
-static double sim_time_to(const sim_result_t *r, double target)
+static inline double sim_time_to(const sim_result_t *r, double target)
 {
     double acc = 0;
     for (size_t s = 0; s < r->steps; s++) {

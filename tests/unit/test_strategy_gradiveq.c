@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "../../strategy/gradiveq.h"
+#include "fsgd/codec.h"
 #include "fsgd/crc32c.h"
 #include "fsgd/le.h"
 #include "fsgd/reduce.h"
@@ -98,6 +99,11 @@ static void rig_free(rig_t *r)
     fsgd_sagg_destroy(r->agg2);
 }
 
+/* Worker 0's last input, for the golden files. */
+static uint32_t last_k[DIM];
+static float last_v[DIM];
+static size_t last_n;
+
 /* One step: every worker encodes; agg gets the P messages. agg2 gets them
  * too, or (solo) one message of the sum of the P gradients from a worker
  * holding the same basis. Then both take; the sections go to every worker.
@@ -109,6 +115,8 @@ static int rig_step(rig_t *r, uint64_t step, int cold, int solo, double *sum1, d
     float v[DIM], total[HOT] = {0};
     for (int i = 0; i < P; i++) {
         size_t n = gen(&r->g[i], cold, k, v);
+        if (i == 0)
+            memcpy(last_k, k, sizeof k), memcpy(last_v, v, sizeof v), last_n = n;
         for (size_t j = 0; j < HOT; j++)
             total[j] += v[j];
         CU_ASSERT_FATAL(fsgd_sworker_encode(r->w[i], k, v, n, 10, r->msg[i], r->cap, &r->len[i], err, sizeof err) == 0);
@@ -312,13 +320,215 @@ static void test_a9a(void)
     fsgd_csr_free(&tr), fsgd_csr_free(&te);
 }
 
+/* ---- golden files (tests/golden/strategy/v1): a raw and a projection
+ * message and the section carrying their basis, with what they hold in
+ * gradiveq.txt. FSGD_GOLDEN_WRITE=1 build/unit/test_strategy_gradiveq writes
+ * them and the seed corpus of fuzz_gradiveq. ---- */
+
+#define GV_GOLDEN "tests/golden/strategy/v1"
+
+static void put_msg_txt(FILE *f, const char *what, const uint8_t *m, size_t len)
+{
+    fsgd_gv_msg_t g;
+    char err[256];
+    fsgd_sparse_t in = {0};
+    if (fsgd_gv_msg_parse(m, len, DIM, &g, err, sizeof err) ||
+        fsgd_codec_decode(g.inner, g.inner_len, DIM, &in, err, sizeof err)) {
+        fprintf(stderr, "golden %s: %s\n", what, err);
+        exit(1);
+    }
+    fprintf(f, "%s bytes %zu mode %d basis %u d %u rows %llu energy %a inner %zu\n", what, len, g.mode, g.basis, g.d,
+            (unsigned long long)g.rows, g.energy, in.n);
+    for (size_t i = 0; i < in.n; i++)
+        fprintf(f, "%s.inner %u %a\n", what, in.keys[i], (double)in.vals[i]);
+    for (uint32_t j = 0; j < g.d; j++)
+        fprintf(f, "%s.proj %u %a\n", what, j, (double)fsgd_le_getf32(g.proj_le + 4 * (size_t)j));
+    for (size_t i = 0; i < last_n; i++)
+        fprintf(f, "%s.in %u %a\n", what, last_k[i], (double)last_v[i]);
+    fsgd_sparse_free(&in);
+}
+
+static void gv_golden_write(void)
+{
+    rig_t r;
+    rig_init(&r, 11);
+    FILE *f = fopen(GV_GOLDEN "/gradiveq.txt", "w");
+    if (!f) {
+        fprintf(stderr, "cannot write " GV_GOLDEN "/gradiveq.txt\n");
+        exit(1);
+    }
+    fprintf(f, "# fsgd gradiveq golden files, format version 1 (see test_strategy_gradiveq.c), dim %d\n", DIM);
+    for (uint64_t step = 1; step <= 26; step++) {
+        rig_step(&r, step, 1, 0, NULL, NULL);
+        if (step == 3) {
+            fsgd_test_write_file(GV_GOLDEN "/gradiveq_raw.bin", r.msg[0], r.len[0]);
+            fsgd_test_write_file("tests/fuzz/corpus/gradiveq/golden_raw", r.msg[0], r.len[0]);
+            put_msg_txt(f, "raw", r.msg[0], r.len[0]);
+        }
+        if (step == 25) {
+            size_t len;
+            const uint8_t *sec = fsgd_sagg_section(r.agg, &len);
+            fsgd_test_write_file(GV_GOLDEN "/gradiveq_section.bin", sec, len);
+            fsgd_test_write_file("tests/fuzz/corpus/gradiveq/golden_section", sec, len);
+            fsgd_gv_section_t gs;
+            char err[256];
+            if (fsgd_gv_section_parse(sec, len, DIM, &gs, err, sizeof err)) {
+                fprintf(stderr, "golden section: %s\n", err);
+                exit(1);
+            }
+            fprintf(f, "section bytes %zu mode %d basis %u K %u d %u\n", len, gs.mode, gs.basis, gs.K, gs.d);
+            for (uint32_t i = 0; i < gs.K; i++)
+                fprintf(f, "section.key %u\n", fsgd_le_get32(gs.keys_le + 4 * (size_t)i));
+            for (size_t i = 0; i < (size_t)gs.K * gs.d; i++)
+                fprintf(f, "section.U %zu %a\n", i, (double)fsgd_le_getf32(gs.U_le + 4 * i));
+        }
+        if (step == 26) {
+            fsgd_test_write_file(GV_GOLDEN "/gradiveq_proj.bin", r.msg[0], r.len[0]);
+            fsgd_test_write_file("tests/fuzz/corpus/gradiveq/golden_proj", r.msg[0], r.len[0]);
+            put_msg_txt(f, "proj", r.msg[0], r.len[0]);
+        }
+    }
+    fclose(f);
+    rig_free(&r);
+    printf("gradiveq golden files written to " GV_GOLDEN "\n");
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    uint8_t *buf = malloc(1 << 20);
+    *len = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    return buf;
+}
+
+/* One message of gradiveq.txt against its .bin. U: the section's basis. */
+static void check_msg(const char *what, const char *bin, const float *U, uint32_t K, const uint32_t *skeys)
+{
+    size_t len = 0;
+    uint8_t *m = slurp(bin, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    FILE *f = fopen(GV_GOLDEN "/gradiveq.txt", "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[256], tag[32], val[64];
+    size_t wlen = 0, winner = 0, ni = 0, nin = 0;
+    int wmode = -1;
+    unsigned wbasis = 0, wd = 0, key;
+    unsigned long long wrows = 0;
+    double wenergy = 0, proj[64] = {0};
+    uint32_t ik[DIM], xk[DIM];
+    float iv[DIM], xv[DIM];
+    while (fgets(line, sizeof line, f)) {
+        char e[64];
+        if (sscanf(line, "%31s", tag) != 1 || strncmp(tag, what, strlen(what)))
+            continue;
+        if (!strcmp(tag, what))
+            sscanf(line, "%*s bytes %zu mode %d basis %u d %u rows %llu energy %63s inner %zu", &wlen, &wmode, &wbasis,
+                   &wd, &wrows, e, &winner), wenergy = strtod(e, NULL);
+        else if (sscanf(line, "%*s %u %63s", &key, val) == 2) {
+            if (strstr(tag, ".inner"))
+                ik[ni] = key, iv[ni++] = strtof(val, NULL);
+            else if (strstr(tag, ".proj") && key < 64)
+                proj[key] = strtod(val, NULL);
+            else if (strstr(tag, ".in"))
+                xk[nin] = key, xv[nin++] = strtof(val, NULL);
+        }
+    }
+    fclose(f);
+    fsgd_gv_msg_t g;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(fsgd_gv_msg_parse(m, len, DIM, &g, err, sizeof err), 0);
+    CU_ASSERT(len == wlen && g.mode == wmode && g.basis == wbasis && g.d == wd && g.rows == wrows &&
+              g.energy == wenergy);
+    fsgd_sparse_t in = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(g.inner, g.inner_len, DIM, &in, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(in.n, winner);
+    CU_ASSERT_EQUAL(in.n, ni);
+    for (size_t i = 0; i < in.n && i < ni; i++)
+        CU_ASSERT(in.keys[i] == ik[i] && in.vals[i] == iv[i]);
+    for (uint32_t j = 0; j < g.d; j++) {
+        /* the stored projection, and Uᵀx of the input from the definition (any BLAS: to float tolerance) */
+        double p = fsgd_le_getf32(g.proj_le + 4 * (size_t)j), ref = 0, mag = 0;
+        CU_ASSERT(p == proj[j]);
+        for (size_t i = 0, s = 0; i < nin; i++) {
+            while (s < K && skeys[s] < xk[i])
+                s++;
+            if (s < K && skeys[s] == xk[i])
+                ref += (double)U[s + (size_t)K * j] * xv[i], mag += fabs((double)U[s + (size_t)K * j] * xv[i]);
+        }
+        CU_ASSERT(fabs(p - ref) <= 1e-5 * (mag + 1e-30));
+    }
+    fsgd_sparse_free(&in);
+    free(m);
+}
+
+static void test_golden(void)
+{
+    size_t len = 0;
+    uint8_t *sec = slurp(GV_GOLDEN "/gradiveq_section.bin", &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sec);
+    fsgd_gv_section_t gs;
+    char err[256], line[256];
+    CU_ASSERT_EQUAL_FATAL(fsgd_gv_section_parse(sec, len, DIM, &gs, err, sizeof err), 0);
+    FILE *f = fopen(GV_GOLDEN "/gradiveq.txt", "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    unsigned K = 0, d = 0, basis = 0, nk = 0;
+    int mode = -1;
+    size_t blen = 0, nu = 0;
+    uint32_t keys[HOT];
+    float *U = calloc(HOT * HOT, sizeof(float));
+    while (fgets(line, sizeof line, f)) {
+        unsigned k;
+        size_t i;
+        char val[64];
+        if (sscanf(line, "section bytes %zu mode %d basis %u K %u d %u", &blen, &mode, &basis, &K, &d) == 5)
+            continue;
+        if (sscanf(line, "section.key %u", &k) == 1 && nk < HOT)
+            keys[nk++] = k;
+        else if (sscanf(line, "section.U %zu %63s", &i, val) == 2 && i < HOT * HOT)
+            U[i] = strtof(val, NULL), nu++;
+    }
+    fclose(f);
+    CU_ASSERT(blen == len && mode == gs.mode && basis == gs.basis && K == gs.K && d == gs.d && nk == K &&
+              nu == (size_t)K * d);
+    for (unsigned i = 0; i < nk; i++)
+        CU_ASSERT_EQUAL(fsgd_le_get32(gs.keys_le + 4 * (size_t)i), keys[i]);
+    for (size_t i = 0; i < nu; i++)
+        CU_ASSERT_EQUAL(fsgd_le_getf32(gs.U_le + 4 * i), U[i]);
+    check_msg("raw", GV_GOLDEN "/gradiveq_raw.bin", U, K, keys);
+    check_msg("proj", GV_GOLDEN "/gradiveq_proj.bin", U, K, keys);
+    /* a worker given the section projects a gradient with that basis */
+    fsgd_sworker_t *w = fsgd_sworker_new(SPEC, DIM, 1, err, sizeof err);
+    CU_ASSERT_EQUAL(fsgd_sworker_after_step(w, 1, sec, len, err, sizeof err), 0);
+    uint32_t k1[1] = {keys[0]};
+    float v1[1] = {2.0f};
+    uint8_t m[512];
+    size_t ml = 0;
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k1, v1, 1, 1, m, sizeof m, &ml, err, sizeof err), 0);
+    fsgd_gv_msg_t g;
+    CU_ASSERT_EQUAL_FATAL(fsgd_gv_msg_parse(m, ml, DIM, &g, err, sizeof err), 0);
+    CU_ASSERT(g.mode == 1 && g.basis == basis && g.d == d);
+    for (uint32_t j = 0; j < g.d; j++)
+        CU_ASSERT(fabsf(fsgd_le_getf32(g.proj_le + 4 * (size_t)j) - 2.0f * U[(size_t)K * j]) <= 1e-6f);
+    fsgd_sworker_destroy(w);
+    free(U), free(sec);
+}
+
 void fsgd_test_register(void)
 {
+    if (getenv("FSGD_GOLDEN_WRITE")) { /* the rig asserts: write from inside a test */
+        static const fsgd_test_case_t write[] = {{"write golden files", gv_golden_write}, {NULL, NULL}};
+        fsgd_test_suite("strategy_gradiveq_golden_write", write);
+        return;
+    }
     static const fsgd_test_case_t cases[] = {
         {"spec", test_spec},
         {"cycle, PCA rank, linearity of the compressed sum", test_cycle_and_linearity},
         {"malformed messages and sections name field and offset", test_malformed},
         {"a9a: 4 workers, auc within 0.01 of none", test_a9a},
+        {"golden files of format version 1", test_golden},
         {NULL, NULL},
     };
     fsgd_test_suite("strategy_gradiveq", cases);

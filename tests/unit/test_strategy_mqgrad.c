@@ -306,8 +306,158 @@ static void test_a9a(void)
     fsgd_csr_free(&tr), fsgd_csr_free(&te);
 }
 
+/* ---- golden files: tests/golden/codec/v1/mqgrad_*.bin must keep decoding
+ * to what the .txt says, and the encoder must keep writing the same bytes.
+ * FSGD_GOLDEN_WRITE=1 build/unit/test_strategy_mqgrad writes them (only ever
+ * for a new format version) and the seed corpus of fuzz_mqgrad. ---- */
+
+#define GOLDEN_DIR "tests/golden/codec/v1"
+
+typedef struct mq_golden {
+    const char *name, *spec;
+    uint64_t dim;
+    size_t n;
+    int shape; /* 0 spread keys, 1 clustered, 2 near 2^32, 3 all zero */
+} mq_golden_t;
+
+static const mq_golden_t mq_cases[] = {
+    {"mqgrad_b2", "mqgrad:bits=2", 1000, 40, 0},       {"mqgrad_b5", "mqgrad:bits=5", 1000000, 60, 1},
+    {"mqgrad_b8", "mqgrad:bits=8", 5000, 30, 0},       {"mqgrad_b16", "mqgrad:bits=16", 1ull << 32, 50, 2},
+    {"mqgrad_empty", "mqgrad:bits=3", 100, 0, 0},      {"mqgrad_zeros", "mqgrad:bits=4", 100, 10, 3},
+};
+
+static void mq_golden_input(const mq_golden_t *gc, uint32_t *k, float *v)
+{
+    uint64_t st = 0x60D0000ull + gc->n * 31 + (uint64_t)gc->shape;
+    uint64_t key = gc->shape == 2 ? gc->dim - 3 * gc->n : fsgd_test_rand(&st) % 7;
+    for (size_t i = 0; i < gc->n; i++) {
+        k[i] = (uint32_t)key;
+        uint64_t gap = gc->shape == 1 ? 1 + fsgd_test_rand(&st) % 3 : 1 + fsgd_test_rand(&st) % (gc->dim / (gc->n + 1));
+        key += gc->shape == 2 ? 1 + fsgd_test_rand(&st) % 3 : gap;
+        double mag = exp(-(double)(fsgd_test_rand(&st) % 1000) / 200.0);
+        v[i] = gc->shape == 3 || i % 13 == 5 ? 0 : (float)((fsgd_test_rand(&st) & 1) ? -mag : mag);
+    }
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    uint8_t *buf = malloc(1 << 20);
+    *len = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    return buf;
+}
+
+static void mq_golden_write(void)
+{
+    char err[256], path[512];
+    for (size_t t = 0; t < sizeof mq_cases / sizeof *mq_cases; t++) {
+        const mq_golden_t *gc = &mq_cases[t];
+        uint32_t k[256];
+        float v[256];
+        mq_golden_input(gc, k, v);
+        fsgd_codec_t *c = fsgd_codec_new(gc->spec, gc->dim, err, sizeof err);
+        uint8_t buf[8192];
+        size_t len = 0;
+        fsgd_sparse_t out = {0};
+        if (!c || fsgd_codec_encode(c, k, v, gc->n, buf, sizeof buf, &len, err, sizeof err) ||
+            fsgd_codec_decode(buf, len, gc->dim, &out, err, sizeof err)) {
+            fprintf(stderr, "golden %s: %s\n", gc->name, err);
+            exit(1);
+        }
+        snprintf(path, sizeof path, GOLDEN_DIR "/%s.bin", gc->name);
+        fsgd_test_write_file(path, buf, len);
+        snprintf(path, sizeof path, "tests/fuzz/corpus/mqgrad/golden_%s", gc->name);
+        fsgd_test_write_file(path, buf, len);
+        snprintf(path, sizeof path, GOLDEN_DIR "/%s.txt", gc->name);
+        FILE *f = fopen(path, "w");
+        fprintf(f, "# fsgd codec golden file, format version 1 (see test_strategy_mqgrad.c)\n");
+        fprintf(f, "spec %s\ndim %llu\nbytes %zu\n", fsgd_codec_spec(c), (unsigned long long)gc->dim, len);
+        for (size_t i = 0; i < gc->n; i++)
+            fprintf(f, "in %u %a\n", k[i], (double)v[i]);
+        for (size_t i = 0; i < out.n; i++)
+            fprintf(f, "dec %u %a\n", out.keys[i], (double)out.vals[i]);
+        fclose(f);
+        fsgd_sparse_free(&out);
+        fsgd_codec_destroy(c);
+    }
+    /* sections for the fuzzer */
+    for (int b = 2; b <= 8; b += 3) {
+        uint8_t sec[4] = {1, (uint8_t)b, 0, 0};
+        snprintf(path, sizeof path, "tests/fuzz/corpus/mqgrad/section_%d", b);
+        fsgd_test_write_file(path, sec, 4);
+    }
+    printf("mqgrad golden files written to " GOLDEN_DIR "\n");
+}
+
+static void test_golden(void)
+{
+    char path[512], err[256], line[256];
+    for (size_t t = 0; t < sizeof mq_cases / sizeof *mq_cases; t++) {
+        const mq_golden_t *gc = &mq_cases[t];
+        size_t len = 0;
+        snprintf(path, sizeof path, GOLDEN_DIR "/%s.bin", gc->name);
+        uint8_t *bin = slurp(path, &len);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(bin);
+        snprintf(path, sizeof path, GOLDEN_DIR "/%s.txt", gc->name);
+        FILE *f = fopen(path, "r");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fsgd_sparse_t out = {0}, in = {0}, want = {0};
+        fsgd_sparse_reserve(&in, 256);
+        fsgd_sparse_reserve(&want, 256);
+        uint64_t dim = 0;
+        char spec[200] = "";
+        while (fgets(line, sizeof line, f)) {
+            unsigned key;
+            char val[64];
+            if (sscanf(line, "spec %199s", spec) == 1 || sscanf(line, "dim %llu", (unsigned long long *)&dim) == 1)
+                continue;
+            if (sscanf(line, "in %u %63s", &key, val) == 2)
+                in.keys[in.n] = key, in.vals[in.n++] = strtof(val, NULL);
+            else if (sscanf(line, "dec %u %63s", &key, val) == 2)
+                want.keys[want.n] = key, want.vals[want.n++] = strtof(val, NULL);
+        }
+        fclose(f);
+        CU_ASSERT_EQUAL(dim, gc->dim);
+        int rc = fsgd_codec_decode(bin, len, dim, &out, err, sizeof err);
+        if (rc)
+            fprintf(stderr, "\n  %s: %s\n", gc->name, err);
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        CU_ASSERT_EQUAL_FATAL(out.n, want.n);
+        for (size_t i = 0; i < out.n; i++)
+            CU_ASSERT(out.keys[i] == want.keys[i] && out.vals[i] == want.vals[i]);
+        /* the definition gives the same values */
+        float ref[256];
+        int bits = fsgd_mqgrad_message_bits(bin, len);
+        reference(in.vals, in.n, bits, ref);
+        size_t j = 0;
+        for (size_t i = 0; i < in.n; i++)
+            if (ref[i] != 0) {
+                CU_ASSERT(j < out.n && out.keys[j] == in.keys[i] && out.vals[j] == ref[i]);
+                j++;
+            }
+        CU_ASSERT_EQUAL(j, out.n);
+        /* the encoder still writes the same bytes */
+        fsgd_codec_t *c = fsgd_codec_new(spec, dim, err, sizeof err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        uint8_t buf[8192];
+        size_t len2 = 0;
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, in.keys, in.vals, in.n, buf, sizeof buf, &len2, err, sizeof err), 0);
+        CU_ASSERT_TRUE(len2 == len && memcmp(buf, bin, len) == 0);
+        fsgd_codec_destroy(c);
+        fsgd_sparse_free(&out), fsgd_sparse_free(&in), fsgd_sparse_free(&want);
+        free(bin);
+    }
+}
+
 void fsgd_test_register(void)
 {
+    if (getenv("FSGD_GOLDEN_WRITE")) {
+        mq_golden_write();
+        exit(0);
+    }
     static const fsgd_test_case_t cases[] = {
         {"codec matches its definition, bits 2..16", test_codec_definition},
         {"malformed messages name field and offset", test_codec_malformed},
@@ -315,6 +465,7 @@ void fsgd_test_register(void)
         {"feedback section sets the bits", test_section},
         {"agent deterministic, paper's action set", test_agent_deterministic},
         {"a9a: 4 workers, auc within 0.01 of none", test_a9a},
+        {"golden files of format version 1", test_golden},
         {NULL, NULL},
     };
     fsgd_test_suite("strategy_mqgrad", cases);
