@@ -41,11 +41,11 @@
 enum { P_SLICE, P_LT, P_LC, P_WARMUP, P_COMPONENTS, P_LAMBDA, P_N };
 
 static const fsgd_lparam_def_t gv_defs[P_N] = {
-    {"slice", 1, 1, 4096, 128, "K: ours (the paper's K = multiple of F*D, e.g. 768, sec. 3)"},
+    {"slice", 1, 1, FSGD_GV_MAX_K, 128, "K: ours (the paper's K = multiple of F*D, e.g. 768, sec. 3)"},
     {"lt", 1, 2, 100000, 100, "L_t = 100, sec. 3 and 4"},
     {"lc", 1, 1, 10000000, 400, "L_c = 400, sec. 3 and 4"},
     {"warmup", 1, 0, 10000000, 100, "ours (the paper: 2,500 of 45,000 CNN iterations, sec. 4)"},
-    {"components", 1, 0, 4096, 0, "cap on d; 0: d from lambda alone (sec. 3)"},
+    {"components", 1, 0, FSGD_GV_MAX_K, 0, "cap on d; 0: d from lambda alone (sec. 3)"},
     {"lambda", 0, 0, 0.999999, 0.01, "lambda = 0.01, sec. 4"},
 };
 

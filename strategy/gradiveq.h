@@ -10,7 +10,7 @@
 
 #define FSGD_GV_MSG_FIXED 44     /* uplink container header */
 #define FSGD_GV_SECTION_FIXED 16 /* feedback section header */
-#define FSGD_GV_MAX_K 4096       /* largest slice */
+#define FSGD_GV_MAX_K 4000       /* largest slice: a section with K = d = 4000 stays below 64 MiB */
 
 typedef struct fsgd_gv_msg {
     int mode;                 /* 0 raw, 1 projections */
