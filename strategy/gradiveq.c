@@ -342,7 +342,16 @@ static int gv_after_step(void *p, int applied, const uint8_t *section, size_t le
     return fsgd_codec_worker_after_step(w->cw, applied, NULL, 0, err, errsz);
 }
 
-static int gv_reset(void *p) { return fsgd_codec_worker_reset(((gv_worker_t *)p)->cw); }
+/* A new aggregator generation: its basis ids start again at 1, so a basis
+ * held from the old one must go (raw messages until the new one arrives). */
+static int gv_reset(void *p)
+{
+    gv_worker_t *w = p;
+    int had = w->K > 0;
+    w->K = w->d = w->basis = 0;
+    w->mode = 0;
+    return fsgd_codec_worker_reset(w->cw) | had;
+}
 static size_t gv_residual(const void *p) { return fsgd_codec_worker_residual_entries(((const gv_worker_t *)p)->cw); }
 
 /* ---- aggregator ---- */

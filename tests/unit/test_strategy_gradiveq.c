@@ -273,6 +273,14 @@ static void test_malformed(void)
         FSGD_ASSERT_CONTAINS(err, "offset");
         CU_ASSERT(fsgd_sworker_after_step(r.w[1], 1, t, 20, err, sizeof err) < 0);
     }
+    /* refused sections left worker 1 projecting; a reset (new aggregator
+     * generation) drops worker 0's basis: raw until a new basis, and the
+     * aggregator takes raw messages in its compressed phase */
+    CU_ASSERT_EQUAL(fsgd_sworker_reset(r.w[0]), 1);
+    CU_ASSERT_EQUAL(rig_step(&r, step++, 1, 0, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(r.msg[1][5], 1);
+    CU_ASSERT_EQUAL(rig_step(&r, step++, 1, 0, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(fsgd_sagg_param(r.agg, "proj_senders"), P - 1);
     free(m), free(b);
     rig_free(&r);
 }
