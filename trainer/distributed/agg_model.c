@@ -23,13 +23,22 @@ static int cmp_u32(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* Down bytes are steered to this share of the mean uplink message: the rest
+ * is room for the model frame's step state and applied list. */
+#define DOWN_BYTES_SHARE 0.97
+
 /* The step's update as a coded delta (kind 5): Δ = θ − ρ over the touched
- * keys, at most as many entries as the mean applied gradient message held,
- * so a worker never receives more than it sends. */
+ * keys, at most as many entries as the mean applied gradient message held
+ * times down_scale, so a worker never receives more than it sends. The keys
+ * of a union of messages are sparser than one message's, so an entry costs
+ * a little more going down: down_scale follows the byte ratio of the last
+ * step (a feedback loop, no second encode). */
 static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
 {
     double t0 = agg_now();
-    size_t budget = a->napplied ? (size_t)(a->up_entries_step / a->napplied) : 0;
+    if (a->down_scale <= 0)
+        a->down_scale = 1.0;
+    size_t budget = a->napplied ? (size_t)(a->down_scale * (double)a->up_entries_step / (double)a->napplied) : 0;
     size_t cap = fsgd_downlink_bound(a->down, n);
     if (cap > a->dmsg_cap) {
         uint8_t *nm = realloc(a->dmsg, cap);
@@ -41,6 +50,11 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
     size_t len = 0;
     FSGD_TRY(fsgd_downlink_encode(a->down, a->adam.theta, keys, n, budget ? budget : 1, a->dmsg, cap, &len, a->err,
                                   a->errsz));
+    if (a->napplied && len > 0 && a->up_bytes_step > 0) {
+        double target = DOWN_BYTES_SHARE * (double)a->up_bytes_step / (double)a->napplied;
+        double s = a->down_scale * target / (double)len;
+        a->down_scale = s < 0.25 ? 0.25 : s > 1.0 ? 1.0 : s;
+    }
     uint32_t flags = 0, check = 0;
     if ((a->step % FSGD_AGG_REPLICA_CHECK_EVERY) == 0) {
         flags |= FSGD_WIRE_CDELTA_CHECK;

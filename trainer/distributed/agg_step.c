@@ -40,6 +40,7 @@ void agg_begin_step(agg_t *a)
     a->ngot = 0;
     a->napplied = 0;
     a->up_entries_step = 0;
+    a->up_bytes_step = 0;
     memset(a->claimed, 0, a->st.nparts);
     memcpy(a->newpos, a->st.pos, a->st.nparts * sizeof *a->newpos);
     a->rows_step = 0;
