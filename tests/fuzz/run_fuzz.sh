@@ -26,7 +26,7 @@ objs=()
 build_lib() {
     [ ${#objs[@]} -gt 0 ] && return 0
     local s o
-    for s in $(find codec data trainer -name '*.c' -not -path 'trainer/cli/*' | sort); do
+    for s in $(find common codec data strategy trainer -name '*.c' -not -path 'trainer/cli/*' | sort); do
         o="$BUILD/fuzz/obj/${s%.c}.o"; mkdir -p "$(dirname "$o")"
         if [ ! -f "$o" ] || [ "$s" -nt "$o" ]; then
             $FUZZ_CC $flags -fsanitize=fuzzer-no-link -c "$s" -o "$o"
@@ -41,7 +41,7 @@ for f in $TARGETS; do
     link=()
     if grep -qE '#include "(fsgd/|\.\./)' "$f"; then
         build_lib
-        link=("${objs[@]}" -lrdkafka -llz4 -lyaml -lm -pthread)
+        link=("${objs[@]}" -lrdkafka -llz4 -lyaml -llapacke -lopenblas -lm -pthread)
     fi
     if ! $FUZZ_CC $flags "$f" ${link[@]+"${link[@]}"} -o "$BUILD/fuzz/$name"; then
         failed+=("$name (build)")
