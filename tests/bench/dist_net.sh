@@ -186,7 +186,7 @@ veth_bytes() { # total tx and rx of the worker-side veths, "tx rx"
 REAL_BROKERS=
 # real_start LINK / real_stop LINK: one real broker per link, where the mock runs
 real_start() {
-    local nsb="" pb d=$tmp/kafka-$1
+    local nsb="" pb d=$tmp/kafka-$dim-$1
     [ "$1" != loopback ] && nsb=$NSB
     read -r -a pb <<<"$(ns_pre "$nsb")"
     KDIRS+=("$d")
@@ -194,7 +194,8 @@ real_start() {
     [ -n "$REAL_BROKERS" ]
 }
 real_stop() {
-    "$BROKER_SH" stop "$tmp/kafka-$1"
+    "$BROKER_SH" stop "$tmp/kafka-$dim-$1"
+    rm -rf "$tmp/kafka-$dim-$1"
     REAL_BROKERS=
 }
 
@@ -220,7 +221,7 @@ run_one() { # broker link workers codec: writes $tmp/runs/BROKER-DIM-LINK-W-CODE
         # The mock cluster's setup ops can each wait for its 1 s poll: with many
         # partitions the embedded broker takes from 0.1 s to tens of seconds to start.
         for ((i = 0; i < 900; i++)); do
-            brokers=$(sed -n 's/^brokers=//p' "$base.broker")
+            brokers=$(sed -n 's/^brokers=//p' "$base.broker" 2>/dev/null) || true
             [ -n "$brokers" ] && break
             sleep 0.1
         done
