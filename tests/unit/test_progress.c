@@ -44,6 +44,8 @@ static void test_eta(void)
     CU_ASSERT(fsgd_progress_eta(10, 0, 100) < 0);
     CU_ASSERT(fsgd_progress_eta(10, 5, 0) < 0);
     CU_ASSERT(fsgd_progress_eta(NAN, 5, 10) < 0);
+    CU_ASSERT(fsgd_progress_eta(0.5, 5, 10) < 0); /* too early to tell */
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_progress_eta(1, 5, 10), 1, 1e-12);
 }
 
 static void test_format(void)

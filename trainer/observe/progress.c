@@ -8,7 +8,8 @@
 
 double fsgd_progress_eta(double elapsed, double done, double total)
 {
-    if (!(done > 0) || !(total > 0) || !(elapsed >= 0) || !isfinite(elapsed))
+    /* under a second of work says nothing about the rate yet */
+    if (!(done > 0) || !(total > 0) || !(elapsed >= 1) || !isfinite(elapsed))
         return -1;
     if (done >= total)
         return 0;

@@ -21,7 +21,8 @@ typedef struct fsgd_progress_info {
 } fsgd_progress_info_t;
 
 /* Seconds left when `done` of `total` units took `elapsed` seconds at a
- * steady rate; -1 when it cannot be told yet (nothing done, no total). */
+ * steady rate; -1 when it cannot be told yet (nothing done, no total,
+ * under a second elapsed). */
 double fsgd_progress_eta(double elapsed, double done, double total);
 
 /* "45s", "3m07s", "2h05m", "3d04h" (rounded to whole seconds); "--" for a
