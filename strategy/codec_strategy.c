@@ -44,9 +44,7 @@ void fsgd_codec_worker_destroy(void *p)
 
 fsgd_codec_t *fsgd_codec_worker_device_codec(void *p)
 {
-    fsgd_codec_worker_t *w = p;
-    w->sent = 1; /* the device encodes with it: a message is on its way */
-    return w->codec;
+    return ((fsgd_codec_worker_t *)p)->codec;
 }
 
 size_t fsgd_codec_worker_bound(const void *p, size_t n) { return fsgd_codec_bound(((const fsgd_codec_worker_t *)p)->codec, n); }
@@ -55,10 +53,7 @@ int fsgd_codec_worker_encode(void *p, const uint32_t *keys, const float *vals, s
                              size_t cap, size_t *out_len, char *err, size_t errsz)
 {
     fsgd_codec_worker_t *w = p;
-    int rc = fsgd_codec_encode(w->codec, keys, vals, n, out, cap, out_len, err, errsz);
-    if (rc == 0)
-        w->sent = 1;
-    return rc;
+    return fsgd_codec_encode(w->codec, keys, vals, n, out, cap, out_len, err, errsz);
 }
 
 void fsgd_codec_worker_last_stats(const void *p, fsgd_codec_stats_t *st)
@@ -69,14 +64,10 @@ void fsgd_codec_worker_last_stats(const void *p, fsgd_codec_stats_t *st)
 int fsgd_codec_worker_after_step(void *p, int applied, const uint8_t *section, size_t len, char *err, size_t errsz)
 {
     fsgd_codec_worker_t *w = p;
-    int restored = 0;
     /* A message that was not applied (rejected, stale, conflicting): its
      * rows come round again, so restore the residual it carried rather than
-     * lose that mass. */
-    if (w->sent && !applied)
-        restored = fsgd_codec_undo_last(w->codec);
-    w->sent = 0;
-    return restored;
+     * lose that mass (the codec knows whether an encode is there to undo). */
+    return applied ? 0 : fsgd_codec_undo_last(w->codec);
 }
 
 int fsgd_codec_worker_reset(void *p)
@@ -84,7 +75,6 @@ int fsgd_codec_worker_reset(void *p)
     fsgd_codec_worker_t *w = p;
     int had = fsgd_codec_residual(w->codec)->n > 0;
     fsgd_codec_reset(w->codec);
-    w->sent = 0;
     return had;
 }
 
@@ -110,7 +100,8 @@ void *fsgd_codec_agg_new(const char *spec, uint64_t dim, uint64_t seed, char *er
         fsgd_codec_agg_destroy(a);
         return NULL;
     }
-    snprintf(a->spec, sizeof a->spec, "%s", fsgd_codec_spec(a->probe));
+    /* as given: the downlink turns the codec's own error feedback off */
+    snprintf(a->spec, sizeof a->spec, "%s", spec);
     return a;
 }
 
@@ -128,10 +119,14 @@ void fsgd_codec_agg_destroy(void *p)
 int fsgd_codec_agg_decode(fsgd_codec_agg_t *a, const uint8_t *msg, size_t len, double value_bound, char *err,
                           size_t errsz)
 {
-    FSGD_TRY(fsgd_codec_decode(msg, len, a->dim, &a->dec, err, errsz));
+    int rc = fsgd_codec_decode(msg, len, a->dim, &a->dec, err, errsz);
+    if (rc == FSGD_E_NOMEM)
+        return rc;
+    if (rc < 0) /* whatever the decoder found (CRC, length, key range): it does not decode */
+        return FSGD_E_FORMAT;
     for (size_t i = 0; i < a->dec.n; i++)
         if (!isfinite(a->dec.vals[i]) || fabs((double)a->dec.vals[i]) > value_bound) {
-            int rc = fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "value %g of key %u is beyond the bound %g",
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "value %g of key %u is beyond the bound %g",
                                   (double)a->dec.vals[i], a->dec.keys[i], value_bound);
             a->dec.n = 0;
             return rc;

@@ -43,8 +43,7 @@ extern const fsgd_strategy_vt_t fsgd_strategy_vt_none, fsgd_strategy_vt_fastsgd,
  * a worker that encodes with one codec (error feedback in the codec), and
  * an aggregator that decodes, checks bounds and sums into a reducer. */
 typedef struct fsgd_codec_worker {
-    fsgd_codec_t *codec;
-    int sent;           /* a message was encoded since the last after_step/reset */
+    fsgd_codec_t *codec; /* error feedback lives in its residual */
 } fsgd_codec_worker_t;
 
 typedef struct fsgd_codec_agg {

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "fsgd/codec.h"
+#include "fsgd/strategy.h"
 #include "fsgd/job.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/loss.h"
@@ -200,12 +201,10 @@ int fsgd_cmd_train(int argc, char **argv)
     }
     /* Fail on a bad codec spec or an output that cannot be written before
      * spending time loading data and training. */
-    fsgd_codec_t *probe = fsgd_codec_new(job.codec, 1u << 20, err, sizeof err);
-    if (!probe) {
+    if (fsgd_strategy_check(job.codec, 1u << 20, err, sizeof err) < 0) {
         fsgd_cli_error("codec: %s", err);
         return FSGD_EXIT_USAGE;
     }
-    fsgd_codec_destroy(probe);
     const char *outs[] = {job.out, job.metrics_json};
     if ((rc = fsgd_cli_check_outputs("train", outs, 2)) != 0)
         return rc;

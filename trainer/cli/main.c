@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "fsgd/backend.h"
 #include "fsgd/codec.h"
+#include "fsgd/strategy.h"
 #include "fsgd/error.h"
 #include "fsgd/outfile.h"
 #include "fsgd/version.h"
@@ -122,6 +123,7 @@ static int features(void)
     printf("fsgd %s\n", FSGD_VERSION);
     printf("backends: %s\n", fsgd_backend_list());
     printf("codecs: %s\n", fsgd_codec_list());
+    printf("strategies (--codec): %s\n", fsgd_strategy_list());
     char why[256] = "";
     int cuda_built = strstr(fsgd_backend_list(), "cuda") != NULL;
     int have_device = cuda_built && fsgd_backend_available("cuda", why, sizeof why);

@@ -229,29 +229,28 @@ int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m)
                (unsigned long long)f.step, (unsigned long long)g.rows);
         return 0;
     }
+    size_t entries = 0;
     if (ok && g.codec_len) {
         double t0 = agg_now();
-        int rc = fsgd_codec_decode(g.codec, g.codec_len, a->mdim, &a->dec, e, sizeof e);
+        int rc = fsgd_sagg_add(a->strat, f.sender, g.codec, g.codec_len, value_bound(a, g.rows), &entries, e, sizeof e);
         a->s->t_decode += agg_now() - t0;
+        if (rc == FSGD_E_NOMEM) {
+            free(g.ranges);
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
+        }
         if (rc < 0) {
             free(g.ranges);
             fsgd_kasm_forget(a->as, &f);
-            agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: gradient: %s", f.sender, (unsigned long long)f.step,
-                   e);
+            if (rc == FSGD_E_RANGE)
+                agg_reject(a, FSGD_AGG_REJ_FORGED,
+                           "sender %u step %llu: %s for %llu rows (rows x max|x| %g x %g, FSGD_AGG_GRAD_SLACK)",
+                           f.sender, (unsigned long long)f.step, e, (unsigned long long)g.rows, a->xmax,
+                           FSGD_AGG_GRAD_SLACK);
+            else
+                agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: gradient: %s", f.sender,
+                           (unsigned long long)f.step, e);
             return 0;
         }
-        double bound = value_bound(a, g.rows);
-        for (size_t i = 0; i < a->dec.n; i++)
-            if (!isfinite(a->dec.vals[i]) || fabs((double)a->dec.vals[i]) > bound) {
-                free(g.ranges);
-                fsgd_kasm_forget(a->as, &f);
-                agg_reject(a, FSGD_AGG_REJ_FORGED,
-                       "sender %u step %llu: value %g of key %u is beyond the bound %g for %llu rows (rows x max|x| "
-                       "%g x %g, FSGD_AGG_GRAD_SLACK)",
-                       f.sender, (unsigned long long)f.step, (double)a->dec.vals[i], a->dec.keys[i], bound,
-                       (unsigned long long)g.rows, a->xmax, FSGD_AGG_GRAD_SLACK);
-                return 0;
-            }
     }
     agg_add_set(&a->got, &a->ngot, &a->cap_got, f.sender);
     if (!agg_in_set(a->live, a->nlive, f.sender) && agg_add_set(&a->live, &a->nlive, &a->cap_live, f.sender) == 0)
@@ -263,10 +262,6 @@ int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m)
                f.sender, (unsigned long long)f.step);
         free(g.ranges);
         return 0;
-    }
-    if (g.codec_len && fsgd_reducer_add(a->red, a->dec.keys, a->dec.vals, a->dec.n) < 0) {
-        free(g.ranges);
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory reducing a gradient");
     }
     for (uint32_t i = 0; i < g.nranges; i++) {
         a->claimed[g.ranges[i].part] = 1;
@@ -280,8 +275,8 @@ int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m)
     a->s->codec_bytes += g.codec_len;
     a->s->grads_accepted++;
     a->s->up_msgs++;
-    if (g.codec_len >= 20)
-        a->up_entries_step += fsgd_le_get32(g.codec + 16); /* entries in the message (FORMAT.md header) */
+    a->up_entries_step += entries;
+    a->up_bytes_step += g.codec_len;
     agg_add_set(&a->applied, &a->napplied, &a->cap_applied, f.sender);
     free(g.ranges);
     return 0;

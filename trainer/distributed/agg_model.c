@@ -23,13 +23,22 @@ static int cmp_u32(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* Down bytes are steered to this share of the mean uplink message: the rest
+ * is room for the model frame's step state and applied list. */
+#define DOWN_BYTES_SHARE 0.97
+
 /* The step's update as a coded delta (kind 5): Δ = θ − ρ over the touched
- * keys, at most as many entries as the mean applied gradient message held,
- * so a worker never receives more than it sends. */
+ * keys, at most as many entries as the mean applied gradient message held
+ * times down_scale, so a worker never receives more than it sends. The keys
+ * of a union of messages are sparser than one message's, so an entry costs
+ * a little more going down: down_scale follows the byte ratio of the last
+ * step (a feedback loop, no second encode). */
 static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
 {
     double t0 = agg_now();
-    size_t budget = a->napplied ? (size_t)(a->up_entries_step / a->napplied) : 0;
+    if (a->down_scale <= 0)
+        a->down_scale = 1.0;
+    size_t budget = a->napplied ? (size_t)(a->down_scale * (double)a->up_entries_step / (double)a->napplied) : 0;
     size_t cap = fsgd_downlink_bound(a->down, n);
     if (cap > a->dmsg_cap) {
         uint8_t *nm = realloc(a->dmsg, cap);
@@ -41,6 +50,11 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
     size_t len = 0;
     FSGD_TRY(fsgd_downlink_encode(a->down, a->adam.theta, keys, n, budget ? budget : 1, a->dmsg, cap, &len, a->err,
                                   a->errsz));
+    if (a->napplied && len > 0 && a->up_bytes_step > 0) {
+        double target = DOWN_BYTES_SHARE * (double)a->up_bytes_step / (double)a->napplied;
+        double s = a->down_scale * target / (double)len;
+        a->down_scale = s < 0.25 ? 0.25 : s > 1.0 ? 1.0 : s;
+    }
     uint32_t flags = 0, check = 0;
     if ((a->step % FSGD_AGG_REPLICA_CHECK_EVERY) == 0) {
         flags |= FSGD_WIRE_CDELTA_CHECK;
@@ -52,21 +66,17 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
     return fsgd_wire_cdelta_put(&a->buf, flags, check, a->applied, (uint32_t)a->napplied, a->dmsg, (uint32_t)len);
 }
 
-/* job->downlink: "full" sends float32 values; "auto" compresses with the
- * uplink codec when that is lossy (a lossless codec gets the exact values it
- * promises); anything else is a lossy codec spec of its own. */
+/* job->downlink: "full" sends float32 values; "auto" compresses with what
+ * the strategy says (its uplink codec when that is lossy; a lossless one
+ * gets the exact values it promises); anything else is a lossy codec spec
+ * of its own. */
 int agg_downlink_setup(agg_t *a)
 {
     const char *spec = a->job->downlink;
     if (!strcmp(spec, "full"))
         spec = NULL;
     else if (!strcmp(spec, "auto") || !spec[0]) {
-        char e[256];
-        fsgd_codec_t *c = fsgd_codec_new(a->job->codec, a->mdim, e, sizeof e);
-        if (!c)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "codec: %s", e);
-        spec = fsgd_codec_is_lossless(c) ? NULL : a->job->codec;
-        fsgd_codec_destroy(c);
+        spec = fsgd_sagg_downlink_spec(a->strat);
     }
     snprintf(a->s->downlink, sizeof a->s->downlink, "%s", spec ? spec : "full");
     if (!spec)
@@ -82,6 +92,12 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
 {
     a->buf.n = 0;
     int rc = fsgd_wire_state_put(&a->buf, &a->st);
+    /* The strategy's feedback for the step this message closes (a snapshot
+     * closes one too), before the payload: trainer/KAFKA_FORMAT.md. */
+    size_t slen = 0;
+    const uint8_t *sec = snapshot && !a->step ? NULL : fsgd_sagg_section(a->strat, &slen);
+    if (slen)
+        rc = rc ? rc : fsgd_wire_u32(&a->buf, (uint32_t)slen) | fsgd_wire_put(&a->buf, sec, slen);
     if (snapshot) {
         rc = rc ? rc
                 : fsgd_wire_model_put(&a->buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0, (float)a->job->bias_value,
@@ -102,7 +118,7 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     if (rc)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the model message");
     fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : a->down ? FSGD_KMSG_DELTA_CODED : FSGD_KMSG_DELTA_PACKED,
-                       .flags = final ? FSGD_KFLAG_FINAL : 0, .gen = a->gen, .sender = 0, .step = a->step};
+                       .flags = (final ? FSGD_KFLAG_FINAL : 0) | (slen ? FSGD_KFLAG_SECTION : 0), .gen = a->gen, .sender = 0, .step = a->step};
     uint64_t before = a->s->bytes_model;
     /* keys for the compacted model topic (fsgd_dist_topics_create) */
     char key[32];

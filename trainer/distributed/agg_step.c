@@ -41,6 +41,7 @@ void agg_begin_step(agg_t *a)
     a->ngot = 0;
     a->napplied = 0;
     a->up_entries_step = 0;
+    a->up_bytes_step = 0;
     memset(a->claimed, 0, a->st.nparts);
     memcpy(a->newpos, a->st.pos, a->st.nparts * sizeof *a->newpos);
     a->rows_step = 0;
@@ -106,14 +107,29 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     a->s->t_wait += a->step_wait;
     uint64_t R = a->rows_step;
     size_t nt = 0;
-    if (R > 0) {
-        FSGD_TRY(fsgd_reducer_take_step(a->red, 1.0 / (double)R, a->job->l2, a->adam.theta, &a->g));
+    fsgd_step_info_t info = {.step = a->step + 1, .rows = R, .loss_sum = a->loss_step,
+                             .seconds = t0 - a->step_start, .n_senders = (uint32_t)a->napplied};
+    char e[256];
+    fsgd_reducer_t *red = fsgd_sagg_take(a->strat, &info, e, sizeof e);
+    if (!red)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: codec %s: %s", a->job->codec, e);
+    if (R > 0 && fsgd_sagg_optimizer(a->strat) == FSGD_OPT_APPLY) {
+        /* the workers ran the optimizer: the mean of what they sent is the step */
+        FSGD_TRY(fsgd_reducer_take(red, -1.0 / (double)(a->napplied ? a->napplied : 1), &a->g));
+        for (size_t i = 0; i < a->g.n; i++)
+            a->adam.theta[a->g.keys[i]] += a->g.vals[i];
+        a->adam.t++;
+        nt = a->g.n;
+        a->s->adam_steps++;
+        a->s->last_loss = a->loss_step / (double)R;
+    } else if (R > 0) {
+        FSGD_TRY(fsgd_reducer_take_step(red, 1.0 / (double)R, a->job->l2, a->adam.theta, &a->g));
         fsgd_adam_step(&a->adam, a->g.keys, a->g.vals, a->g.n);
         nt = a->g.n;
         a->s->adam_steps++;
         a->s->last_loss = a->loss_step / (double)R;
     } else {
-        FSGD_TRY(fsgd_reducer_take(a->red, 1.0, &a->g));
+        fsgd_reducer_clear(red);
         a->g.n = 0;
         a->s->empty_steps++;
     }

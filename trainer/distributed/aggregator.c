@@ -111,7 +111,7 @@ static void agg_free(agg_t *a)
     free(a->rows_at);
     fsgd_wire_state_free(&a->st);
     fsgd_adam_free(&a->adam);
-    fsgd_reducer_destroy(a->red);
+    fsgd_sagg_destroy(a->strat);
     fsgd_sparse_free(&a->dec);
     fsgd_sparse_free(&a->g);
     fsgd_kasm_destroy(a->as);
@@ -170,12 +170,17 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a.mdim);
     if (!rc) {
-        a.red = fsgd_reducer_new(a.mdim);
         a.as = fsgd_kasm_new();
         a.claimed = calloc(a.st.nparts, 1);
         a.newpos = calloc(a.st.nparts, sizeof *a.newpos);
-        if (!a.red || !a.as || !a.claimed || !a.newpos)
+        if (!a.as || !a.claimed || !a.newpos)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    }
+    if (!rc) {
+        char e[256];
+        a.strat = fsgd_sagg_new(job->codec, a.mdim, job->seed, e, sizeof e);
+        if (!a.strat)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec: %s", e);
     }
     if (!rc) {
         /* Reassembly holds only the step in progress, from members: at most

@@ -19,6 +19,7 @@
 #include "fsgd/loss.h"
 #include "fsgd/outfile.h"
 #include "fsgd/reduce.h"
+#include "fsgd/strategy.h"
 #include "agg_ckpt.h"
 #include "ctl.h"
 #include "wire.h"
@@ -36,7 +37,7 @@ typedef struct agg {
     uint64_t **rows_at; /* per partition: rows before offset (start + i) */
     uint64_t dim, mdim;
     fsgd_adam_t adam;
-    fsgd_reducer_t *red;
+    fsgd_sagg_t *strat; /* the compression strategy: decodes and reduces the step (fsgd/strategy.h) */
     fsgd_sparse_t dec, g;
     fsgd_kasm_t *as;
     uint32_t *live, *got;
@@ -58,6 +59,8 @@ typedef struct agg {
     uint32_t *applied; /* senders whose gradients this step applied */
     size_t napplied, cap_applied;
     uint64_t up_entries_step; /* entries in this step's applied messages */
+    uint64_t up_bytes_step;   /* their codec bytes */
+    double down_scale;        /* downlink budget / mean uplink entries, steered so down bytes <= up bytes */
     double *step_ms;
     size_t n_step_ms, cap_step_ms;
     double t0, seconds_before; /* training time before a restart */

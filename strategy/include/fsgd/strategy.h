@@ -117,8 +117,9 @@ void fsgd_sagg_destroy(fsgd_sagg_t *a);
 /* Decodes and reduces one sender's message for the current step. Every
  * decoded value must be finite and |v| <= value_bound (a forged or broken
  * sender), else FSGD_E_RANGE and nothing of it is kept; FSGD_E_FORMAT for
- * a message that does not decode. err names the field. *entries: the
- * entries the message carried (for the downlink budget). */
+ * a message that does not decode, whatever the reason (CRC, length, key
+ * range); FSGD_E_NOMEM. err names the field. *entries: the entries the
+ * message carried (for the downlink budget). */
 int fsgd_sagg_add(fsgd_sagg_t *a, uint32_t sender, const uint8_t *msg, size_t len, double value_bound,
                   size_t *entries, char *err, size_t errsz);
 
@@ -131,6 +132,11 @@ fsgd_reducer_t *fsgd_sagg_take(fsgd_sagg_t *a, const fsgd_step_info_t *info, cha
 /* The feedback section for the model message that closes this step (valid
  * until the next add/take); *len 0 when the strategy sends none. */
 const uint8_t *fsgd_sagg_section(const fsgd_sagg_t *a, size_t *len);
+
+/* 1 when the aggregator side is only "decode each message with
+ * fsgd_codec_decode and sum" (the codec strategies) with Adam on the sum:
+ * a caller may then decode and sum in parallel itself (fsgd train does). */
+int fsgd_sagg_plain_sum(const fsgd_sagg_t *a);
 
 /* How the aggregator applies the sum (see fsgd_optimizer_t). */
 fsgd_optimizer_t fsgd_sagg_optimizer(const fsgd_sagg_t *a);
