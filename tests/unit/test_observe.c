@@ -72,7 +72,7 @@ static void test_aggregator_metrics(void)
     fsgd_agg_stats_t *s = calloc(1, sizeof *s);
     /* without a start the hook keeps the trace only */
     s->steps = 1;
-    fsgd_observe_agg_step(s, 0.01);
+    fsgd_observe_agg_step(s, NULL, 0.01);
     CU_ASSERT_EQUAL(s->trace.seen, 1);
     CU_ASSERT_PTR_NULL(fsgd_observe_render());
     int rc = fsgd_observe_start(&job, "aggregator", 0, NULL, 0, &port, err, sizeof err);
@@ -96,10 +96,15 @@ static void test_aggregator_metrics(void)
     s->t_wait = 1.5;
     s->rejected[FSGD_AGG_REJ_FORGED] = 2;
     s->workers_live = 3;
-    fsgd_observe_agg_step(s, 0.003);
-    fsgd_observe_agg_step(s, -1); /* an empty step: not in the histogram */
-    s->steps = 9;                  /* a total that went back (a restart) */
-    fsgd_observe_agg_step(s, 0.2);
+    fsgd_observe_agg_step(s, NULL, 0.003);
+    fsgd_observe_agg_step(s, NULL, -1); /* an empty step: not in the histogram */
+    s->steps = 9; /* a total that went back (a restart) */
+    /* a real strategy: its live parameters (none of the codec strategies
+     * has one yet) add no series */
+    fsgd_sagg_t *strat = fsgd_sagg_new("fastsgd", 1000, 1, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL(strat);
+    fsgd_observe_agg_step(s, strat, 0.2);
+    fsgd_sagg_destroy(strat);
     char *t = fsgd_observe_render();
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     CU_ASSERT(has_line(t, "fsgd_steps_total 10"));
@@ -119,6 +124,7 @@ static void test_aggregator_metrics(void)
     CU_ASSERT(has_line(t, "fsgd_step_duration_seconds_count 2"));
     CU_ASSERT(has_line(t, "fsgd_strategy_param{strategy=\"fastsgd\",param=\"b\"} 1.1"));
     CU_ASSERT(has_line(t, "fsgd_strategy_param{strategy=\"fastsgd\",param=\"tau\"} 128"));
+    CU_ASSERT_PTR_NULL(strstr(t, "param=\"bits\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "fsgd_job_info{job=\"fsgd\",role=\"aggregator\",worker=\"0\",strategy=\"fastsgd\""));
     CU_ASSERT_PTR_NULL(strstr(t, "fsgd_resyncs_total")); /* a worker's */
     free(t);

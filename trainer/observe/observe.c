@@ -31,7 +31,18 @@ static struct {
         dataset_rows, dim;
     int phase[PH_COUNT];
     int rejected[FSGD_AGG_REJ_COUNT];
+    /* fsgd_strategy_param series by parameter name */
+    char strategy[256];
+    int nparams;
+    struct {
+        char name[32];
+        int id;
+    } params[32];
 } g;
+
+/* Parameters a strategy may change while it runs, asked for each step
+ * (fsgd_sagg_param answers NaN for those it does not have). */
+static const char *const live_params[] = {"bits", "k", "ratio", "b", "tau", "l"};
 
 static double now_s(void)
 {
@@ -68,8 +79,28 @@ static void strategy_name(const char *spec, char *buf, size_t n)
         *colon = '\0';
 }
 
+/* The fsgd_strategy_param series of a parameter, added on first use. */
+static int param_series(adder_t *a, const char *name)
+{
+    for (int i = 0; i < g.nparams; i++)
+        if (!strcmp(g.params[i].name, name))
+            return g.params[i].id;
+    if (g.nparams == (int)(sizeof g.params / sizeof *g.params) || strlen(name) >= sizeof g.params[0].name)
+        return -1;
+    const char *lab[] = {"strategy", g.strategy, "param", name, NULL};
+    int id = add(a, FSGD_PROM_GAUGE, "fsgd_strategy_param",
+                 "A parameter of the compression strategy: from its spec, or as it changes while the job runs "
+                 "(e.g. MQGrad's bits).",
+                 lab);
+    if (id >= 0) {
+        snprintf(g.params[g.nparams].name, sizeof g.params[0].name, "%s", name);
+        g.params[g.nparams++].id = id;
+    }
+    return id;
+}
+
 /* fsgd_strategy_param{strategy,param} for every numeric k=v of the spec. */
-static void strategy_params(adder_t *a, const char *spec, const char *strategy)
+static void strategy_params(adder_t *a, const char *spec)
 {
     const char *colon = strchr(spec, ':');
     if (!colon)
@@ -86,9 +117,7 @@ static void strategy_params(adder_t *a, const char *spec, const char *strategy)
         double v = strtod(eq + 1, &end);
         if (end == eq + 1 || *end)
             continue;
-        const char *lab[] = {"strategy", strategy, "param", kv, NULL};
-        int id = add(a, FSGD_PROM_GAUGE, "fsgd_strategy_param",
-                     "A parameter of the compression strategy in use (from its spec).", lab);
+        int id = param_series(a, kv);
         if (id >= 0)
             fsgd_prom_set(g.reg, id, v);
     }
@@ -107,13 +136,14 @@ int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker,
     adder_t a = {0, err, errsz};
     char strategy[sizeof job->codec], wid[16];
     strategy_name(job->codec, strategy, sizeof strategy);
+    snprintf(g.strategy, sizeof g.strategy, "%s", strategy);
     snprintf(wid, sizeof wid, "%u", worker);
     const char *info[] = {"job", job->name, "role", role, "worker", wid, "strategy", strategy, "version",
                           FSGD_VERSION, NULL};
     int id = add(&a, FSGD_PROM_GAUGE, "fsgd_job_info", "Always 1: what this process is (labels).", info);
     if (id >= 0)
         fsgd_prom_set(g.reg, id, 1);
-    strategy_params(&a, job->codec, strategy);
+    strategy_params(&a, job->codec);
     const char *up[] = {"direction", "up", "strategy", strategy, NULL};
     const char *down[] = {"direction", "down", "strategy", strategy, NULL};
     g.steps = add(&a, FSGD_PROM_COUNTER, "fsgd_steps_total",
@@ -209,7 +239,7 @@ static void set(int id, double v)
         fsgd_prom_set(g.reg, id, v);
 }
 
-void fsgd_observe_agg_step(fsgd_agg_stats_t *s, double step_seconds)
+void fsgd_observe_agg_step(fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, double step_seconds)
 {
     fsgd_trace_point_t pt = {.seconds = s->seconds,
                              .loss = s->adam_steps ? s->loss_ma : NAN,
@@ -254,6 +284,12 @@ void fsgd_observe_agg_step(fsgd_agg_stats_t *s, double step_seconds)
     set(g.dim, (double)s->dim);
     if (step_seconds >= 0)
         fsgd_prom_observe(g.reg, g.hist, step_seconds);
+    for (size_t i = 0; strat && i < sizeof live_params / sizeof *live_params; i++) {
+        double v = fsgd_sagg_param(strat, live_params[i]);
+        adder_t a = {0, NULL, 0};
+        int id = isnan(v) ? -1 : param_series(&a, live_params[i]);
+        set(id, v);
+    }
 }
 
 void fsgd_observe_worker_step(const fsgd_worker_stats_t *s)

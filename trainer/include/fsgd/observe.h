@@ -15,6 +15,7 @@
 
 #include "fsgd/dist.h"
 #include "fsgd/job.h"
+#include "fsgd/strategy.h"
 
 /* Serves this process's metrics on addr:port (addr NULL or "": 127.0.0.1;
  * port 0: any free port). role is "aggregator" or "worker"; worker is the
@@ -31,10 +32,12 @@ int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker,
 void fsgd_observe_stop(void);
 
 /* The aggregator's per-step hook: records the trace point of the step in
- * s->trace and, when started, copies s into the metrics and observes
+ * s->trace and, when started, copies s into the metrics, observes
  * step_seconds (< 0: an empty step, not observed) in
- * fsgd_step_duration_seconds. */
-void fsgd_observe_agg_step(fsgd_agg_stats_t *s, double step_seconds);
+ * fsgd_step_duration_seconds and sets fsgd_strategy_param from the
+ * parameters strat uses now (fsgd_sagg_param: "bits", ...; strat may be
+ * NULL). */
+void fsgd_observe_agg_step(fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, double step_seconds);
 
 /* The worker's per-step hook (after a gradient is sent): copies s into the
  * metrics and observes the time since the previous call as the step's
