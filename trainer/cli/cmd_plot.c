@@ -51,10 +51,9 @@ typedef struct run {
 static json_t *need(const run_t *r, json_t *obj, const char *key, json_type type, const char *where)
 {
     json_t *v = json_object_get(obj, key);
-    static const char *const tn[] = {"an object", "an array", "a string", "a number", "a number", "true", "false",
+    static const char *const tn[] = {"an object", "an array", "a string", "an integer", "a number", "true", "false",
                                      "null"};
-    int ok = v && (json_typeof(v) == type ||
-                   (type == JSON_REAL && json_is_number(v)));
+    int ok = v && (json_typeof(v) == type || (type == JSON_REAL && json_is_number(v)));
     if (!ok) {
         fsgd_cli_error("plot: %s: %s\"%s\" %s: expected %s (is it the --metrics-json of fsgd run?)", r->path, where,
                        key, v ? "has the wrong type" : "is missing", tn[type]);
