@@ -79,9 +79,8 @@ int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const 
     char *end;
     errno = 0;
     long v = strtol(p, &end, 10);
-    if (!*p || *end || errno || v < 0 || v + max_offset > 65535 || (v > 0 && v < 1024)) {
-        fsgd_cli_error("%s: --metrics-port expects 0 (any free port) or 1024..%d, got '%s'", who, 65535 - max_offset,
-                       p);
+    if (!*p || *end || errno || v < 0 || v + max_offset > 65535) {
+        fsgd_cli_error("%s: --metrics-port expects 0 (any free port) or 1..%d, got '%s'", who, 65535 - max_offset, p);
         return FSGD_EXIT_USAGE;
     }
     *port = (int)v;
