@@ -100,7 +100,7 @@ fsgd_prom_server_t *fsgd_prom_server_start(fsgd_prom_t *r, const char *addr, int
     s->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, sa,
                             MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
     if (!s->d) {
-        fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot serve metrics on %s%s%s:%d (port in use, or not an address "
+        fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot serve metrics on %s%s%s:%d (port in use, privileged, or not an address "
                      "of this machine)", strchr(addr, ':') ? "[" : "", addr, strchr(addr, ':') ? "]" : "", port);
         free(s);
         return NULL;
