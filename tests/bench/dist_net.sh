@@ -301,4 +301,16 @@ for dim in $dims; do
     done
 done
 "$PY" "$(dirname "$0")/lib/dist_net_report.py" "$tmp/runs" || status=1
+# The same comparison as pictures (fsgd plot, trainer/observe/METRICS.md): one
+# PNG per broker, dimension, link and worker count, its codecs side by side
+# (the first repeat of each).
+plots=${DIST_NET_PLOTS:-${BUILD:-build}/bench/dist_net}
+if command -v gnuplot >/dev/null && mkdir -p "$plots"; then
+    for g in $(ls "$tmp/runs"/*-r1.json 2>/dev/null | sed 's/-[^-]*-r1\.json$//' | sort -u); do
+        "$FSGD" plot "$g"-*-r1.json --out "$plots/$(basename "$g").png" --title "dist_net $(basename "$g")" >/dev/null &&
+            echo "bench dist_plot file=$plots/$(basename "$g").png" || status=1
+    done
+else
+    echo "bench dist_net note=\"no pictures: gnuplot is not installed\""
+fi
 exit $status
