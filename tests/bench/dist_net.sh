@@ -51,6 +51,8 @@
 #                     (gradient frames; model frames)
 #   link_bytes_up/down (shaped links) bytes the worker veths sent / received,
 #                     all traffic (data loading, Kafka protocol, TCP/IP)
+# DIST_NET_REPEATS (1): runs of each configuration, interleaved; times are
+# their medians (a busy machine makes single runs noisy).
 # Env: DIST_NET_EPOCHS (8), DIST_NET_ROWS (80000), DIST_NET_BATCH (6000),
 # DIST_NET_NNZ (100), DIST_NET_TARGET (0.45); real needs java, mvn, kcat:
 # without them it says so and runs mock only.
@@ -61,6 +63,7 @@ workers_list=${DIST_NET_WORKERS:-4}
 codecs=${DIST_NET_CODECS:-none fastsgd}
 dims=${DIST_NET_DIMS:-1048576 4194304}
 MOCK_MAX_WEIGHTS=1100000 # FSGD_EMBEDDED_MAX_MODEL_WEIGHTS
+repeats=${DIST_NET_REPEATS:-1}
 epochs=${DIST_NET_EPOCHS:-8}
 rows=${DIST_NET_ROWS:-80000}
 batch=${DIST_NET_BATCH:-6000}
@@ -186,7 +189,7 @@ veth_bytes() { # total tx and rx of the worker-side veths, "tx rx"
 REAL_BROKERS=
 # real_start LINK / real_stop LINK: one real broker per link, where the mock runs
 real_start() {
-    local nsb="" pb d=$tmp/kafka-$1
+    local nsb="" pb d=$tmp/kafka-$dim-$1
     [ "$1" != loopback ] && nsb=$NSB
     read -r -a pb <<<"$(ns_pre "$nsb")"
     KDIRS+=("$d")
@@ -194,15 +197,16 @@ real_start() {
     [ -n "$REAL_BROKERS" ]
 }
 real_stop() {
-    "$BROKER_SH" stop "$tmp/kafka-$1"
+    "$BROKER_SH" stop "$tmp/kafka-$dim-$1"
+    rm -rf "$tmp/kafka-$dim-$1"
     REAL_BROKERS=
 }
 
 run_one() { # broker link workers codec: writes $tmp/runs/BROKER-DIM-LINK-W-CODEC.json and .env
     local kind=$1 link=$2 w=$3 codec=$4 nsb="" i
     local cname=${codec//[^a-z0-9]/}
-    local base="$tmp/runs/$kind-$dim-$link-$w-$codec" name="dn$w$cname"
-    [ "$kind" = real ] && name="dn$w$cname-$dim-$link-$$"
+    local base="$tmp/runs/$kind-$dim-$link-$w-$codec-r$rep" name="dn$w$cname"
+    [ "$kind" = real ] && name="dn$w$cname-$dim-$link-$rep-$$"
     [ "$link" != loopback ] && nsb=$NSB
     local common=(--name "$name" --test "$tmp/test.svm" --dim "$dim" --epochs "$epochs" --batch "$batch"
         --lr 0.01 --codec "$codec")
@@ -220,7 +224,7 @@ run_one() { # broker link workers codec: writes $tmp/runs/BROKER-DIM-LINK-W-CODE
         # The mock cluster's setup ops can each wait for its 1 s poll: with many
         # partitions the embedded broker takes from 0.1 s to tens of seconds to start.
         for ((i = 0; i < 900; i++)); do
-            brokers=$(sed -n 's/^brokers=//p' "$base.broker")
+            brokers=$(sed -n 's/^brokers=//p' "$base.broker" 2>/dev/null) || true
             [ -n "$brokers" ] && break
             sleep 0.1
         done
@@ -285,9 +289,11 @@ for dim in $dims; do
                 status=1
                 continue
             fi
-            for w in $workers_list; do
-                for codec in $codecs; do
-                    run_one "$kind" "$link" "$w" "$codec" || status=1
+            for ((rep = 1; rep <= repeats; rep++)); do
+                for w in $workers_list; do
+                    for codec in $codecs; do
+                        run_one "$kind" "$link" "$w" "$codec" || status=1
+                    done
                 done
             done
             [ "$kind" = real ] && real_stop "$link"
@@ -295,4 +301,16 @@ for dim in $dims; do
     done
 done
 "$PY" "$(dirname "$0")/lib/dist_net_report.py" "$tmp/runs" || status=1
+# The same comparison as pictures (fsgd plot, trainer/observe/METRICS.md): one
+# PNG per broker, dimension, link and worker count, its codecs side by side
+# (the first repeat of each).
+plots=${DIST_NET_PLOTS:-${BUILD:-build}/bench/dist_net}
+if command -v gnuplot >/dev/null && mkdir -p "$plots"; then
+    for g in $(ls "$tmp/runs"/*-r1.json 2>/dev/null | sed 's/-[^-]*-r1\.json$//' | sort -u); do
+        "$FSGD" plot "$g"-*-r1.json --out "$plots/$(basename "$g").png" --title "dist_net $(basename "$g")" >/dev/null &&
+            echo "bench dist_plot file=$plots/$(basename "$g").png" || status=1
+    done
+else
+    echo "bench dist_net note=\"no pictures: gnuplot is not installed\""
+fi
 exit $status

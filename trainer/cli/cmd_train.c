@@ -14,6 +14,7 @@
 #include "fsgd/libsvm.h"
 #include "fsgd/loss.h"
 #include "fsgd/outfile.h"
+#include "fsgd/progress.h"
 #include "fsgd/train.h"
 
 static const char usage_line[] =
@@ -77,6 +78,7 @@ static int split(fsgd_csr_t *data, double fraction, uint64_t seed, fsgd_csr_t *t
 typedef struct progress_ctx {
     const fsgd_job_t *job;
     int tty;
+    size_t n_train; /* rows per epoch, for the ETA */
 } progress_ctx_t;
 
 static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
@@ -105,9 +107,12 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
         else
             snprintf(test, sizeof test, "  test auc %.4f logloss %.4f", s->test.auc, s->test.logloss);
     }
-    fprintf(stderr, "%sepoch %d/%d  step %llu  %.0f rows/s  loss %.4f  %.0f B/step  ratio %.2fx%s%s",
+    char eta[32]; /* fsgd/progress.h */
+    fsgd_progress_fmt_duration(eta, sizeof eta,
+                               fsgd_progress_eta(s->seconds, (double)s->rows, (double)ctx->n_train * ctx->job->epochs));
+    fprintf(stderr, "%sepoch %d/%d  step %llu  %.0f rows/s  loss %.4f  %.0f B/step  ratio %.2fx  ETA %s%s%s",
             ctx->tty ? "\r" : "", s->epoch, ctx->job->epochs, (unsigned long long)s->steps, rows_s, s->last_loss,
-            bytes_step, ratio, test, (end_of_epoch || !ctx->tty) ? "\n" : "\033[K");
+            bytes_step, ratio, eta, test, (end_of_epoch || !ctx->tty) ? "\n" : "\033[K");
 }
 
 static void json_num(FILE *f, const char *key, double v, int comma)
@@ -233,7 +238,7 @@ int fsgd_cmd_train(int argc, char **argv)
         fprintf(stderr, "fsgd: %zu train rows, %zu test rows, %llu features, %zu nonzeros; loaded in %.2fs\n",
                 train.n_rows, test.n_rows, (unsigned long long)dim, train.nnz, wall() - t0);
 
-    progress_ctx_t pctx = {.job = &job, .tty = isatty(2)};
+    progress_ctx_t pctx = {.job = &job, .tty = isatty(2), .n_train = train.n_rows};
     fsgd_model_t model = {0};
     fsgd_train_stats_t st;
     rc = fsgd_train(&job, &train, &test, dim, &model, &st, on_progress, &pctx, err, sizeof err);

@@ -28,11 +28,12 @@ static int cmp_u32(const void *x, const void *y)
 #define DOWN_BYTES_SHARE 0.97
 
 /* The step's update as a coded delta (kind 5): Δ = θ − ρ over the touched
- * keys, at most as many entries as the mean applied gradient message held
- * times down_scale, so a worker never receives more than it sends. The keys
- * of a union of messages are sparser than one message's, so an entry costs
- * a little more going down: down_scale follows the byte ratio of the last
- * step (a feedback loop, no second encode). */
+ * keys, at most the mean applied gradient message's entries times
+ * down_scale, so that a worker never receives more bytes than it sends.
+ * down_scale follows the byte ratio of the last step (a feedback loop, no
+ * second encode): a little under 1 when an entry costs the same both ways
+ * (the keys of a union of messages are sparser), above 1 when the downlink
+ * codec is cheaper per entry. */
 static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
 {
     double t0 = agg_now();
@@ -52,8 +53,10 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
                                   a->errsz));
     if (a->napplied && len > 0 && a->up_bytes_step > 0) {
         double target = DOWN_BYTES_SHARE * (double)a->up_bytes_step / (double)a->napplied;
-        double s = a->down_scale * target / (double)len;
-        a->down_scale = s < 0.25 ? 0.25 : s > 1.0 ? 1.0 : s;
+        /* up to the union of the step's messages: a downlink codec that spends
+         * fewer bits an entry than the uplink's carries more keys */
+        double s = a->down_scale * target / (double)len, most = (double)a->napplied;
+        a->down_scale = s < 0.25 ? 0.25 : s > most ? most : s;
     }
     uint32_t flags = 0, check = 0;
     if ((a->step % FSGD_AGG_REPLICA_CHECK_EVERY) == 0) {

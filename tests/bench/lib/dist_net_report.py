@@ -48,7 +48,7 @@ def main():
                    step_p50=m["step_latency_ms"]["p50"], hop_grads=m.get("hop_latency_ms", {}).get("grads_p50"),
                    hop_model=statistics.median(hops) if hops else float("nan"), m=m, w=w, steps=steps)
         key = (env["broker"], env["dim"], env["link"], env["workers"])
-        table.setdefault(key, {})[env["codec"]] = fig
+        table.setdefault(key, {}).setdefault(env["codec"], []).append(fig)
         link_fig = ""
         if env["link"] != "loopback":
             link_fig = " link_bytes_up=%s link_bytes_down=%s" % (env["link_up"], env["link_down"])
@@ -59,6 +59,14 @@ def main():
                m["target_loss_step"], epoch_s, fig["up"], fig["down"], fig["down"] / fig["up"] if fig["up"] else 0,
                fig["auc"], fig["step_p50"], fig["hop_grads"] or float("nan"), fig["hop_model"], m["steps"],
                m["empty_steps"], link_fig))
+    # repeats: the median run by time to target stands for the configuration
+    for codecs in table.values():
+        for codec, figs in codecs.items():
+            ttts = sorted(f["ttt"] for f in figs)
+            med = dict(sorted(figs, key=lambda f: f["ttt"])[len(figs) // 2])
+            med["epoch_s"] = statistics.median(f["epoch_s"] for f in figs)
+            med["ttt_runs"] = ",".join("%.3f" % t for t in ttts)
+            codecs[codec] = med
     for (broker, dim, link, w), codecs in sorted(table.items()):
         none = codecs.get("none")
         if not none:
@@ -66,17 +74,18 @@ def main():
         loop = table.get((broker, dim, "loopback", w), {}).get("none")
         bound = loop["ttt"] / none["ttt"] if loop and link != "loopback" else 1.0
         print("bench dist_bound broker=%s dim=%s link=%s workers=%s none_loopback_ttt_s=%.3f none_link_ttt_s=%.3f "
-              "bound=%.3f" % (broker, dim, link, w, loop["ttt"] if loop else float("nan"), none["ttt"], bound))
+              "bound=%.3f none_link_runs=%s" % (broker, dim, link, w, loop["ttt"] if loop else float("nan"),
+                                                none["ttt"], bound, none["ttt_runs"]))
         for codec, f in sorted(codecs.items()):
             if codec == "none":
                 continue
             r = f["ttt"] / none["ttt"]
             print("bench dist_ratio broker=%s dim=%s link=%s workers=%s codec=%s time_to_target_over_none=%.3f "
                   "bound=%.3f gap_to_bound=%.3f epoch_time_over_none=%.3f bytes_up_over_none=%.3f "
-                  "bytes_down_over_none=%.3f auc_minus_none=%+.5f" %
+                  "bytes_down_over_none=%.3f auc_minus_none=%+.5f runs=%s" %
                   (broker, dim, link, w, codec, r, bound, r / bound if bound > 0 else float("nan"),
                    f["epoch_s"] / none["epoch_s"], f["up"] / none["up"], f["down"] / none["down"],
-                   f["auc"] - none["auc"]))
+                   f["auc"] - none["auc"], f["ttt_runs"]))
     # the step floor: where a loopback step goes
     for (broker, dim, link, w), codecs in sorted(table.items()):
         if link != "loopback":
