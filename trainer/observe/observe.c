@@ -42,7 +42,7 @@ static struct {
 
 /* Parameters a strategy may change while it runs, asked for each step
  * (fsgd_sagg_param answers NaN for those it does not have). */
-static const char *const live_params[] = {"bits", "k", "ratio", "b", "tau", "l"};
+static const char *const live_params[] = {"bits", "energy", "k", "ratio", "b", "tau", "l"};
 
 static double now_s(void)
 {
@@ -246,7 +246,9 @@ void fsgd_observe_agg_step(fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, double
                              .step = s->steps,
                              .rows = s->rows_total,
                              .bytes_up = s->bytes_up,
-                             .bytes_down = s->bytes_down};
+                             .bytes_down = s->bytes_down,
+                             .bits = strat ? fsgd_sagg_param(strat, "bits") : NAN,
+                             .energy = strat ? fsgd_sagg_param(strat, "energy") : NAN};
     fsgd_trace_add(&s->trace, &pt);
     if (!g.reg || !g.agg)
         return;

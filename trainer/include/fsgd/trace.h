@@ -15,6 +15,8 @@ typedef struct fsgd_trace_point {
     double loss;         /* training loss (moving average over a few steps) */
     uint64_t step, rows; /* applied so far */
     uint64_t bytes_up, bytes_down;
+    double bits;   /* the strategy's live "bits" (MQGrad's choice), NaN when it has none */
+    double energy; /* the strategy's live "energy" (GradiVeQ's kept share), NaN when none */
 } fsgd_trace_point_t;
 
 typedef struct fsgd_trace {
@@ -31,8 +33,9 @@ void fsgd_trace_add(fsgd_trace_t *t, const fsgd_trace_point_t *pt);
 
 /* Writes `"trace": {...}` (no trailing comma or newline) into a JSON
  * object being written to f: column arrays seconds_from_step1 (seconds
- * minus t0), step, rows, loss, bytes_up, bytes_down, the kept points then
- * the last one when it was not kept. Non-finite losses are written as null. */
+ * minus t0), step, rows, loss, bytes_up, bytes_down, bits, energy, the
+ * kept points then the last one when it was not kept. Non-finite values are
+ * written as null. */
 void fsgd_trace_write_json(FILE *f, const fsgd_trace_t *t, double t0);
 
 #endif
