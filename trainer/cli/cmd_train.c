@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +20,27 @@ static const char usage_line[] =
     "usage: fsgd train [JOB.yaml] [--data FILE] [--test FILE] [--model logistic|linear|svm] [options]\n"
     "Trains a sparse linear model with sparse Adam on one machine, worker threads standing in\n"
     "for distributed workers. Prints progress and test metrics; --out writes the model.";
+
+/* Why the defaults are what they are; printed after the key list. */
+static const char defaults_note[] =
+    "\nDefaults of fsgd train, and why:\n"
+    "  l2 auto      λ = 1/n_train: LIBLINEAR's C = 1 (it minimises |w|²/2 + C·Σloss; fsgd the mean loss\n"
+    "               + λ|w|²/2, the same objective divided by C·n), so the penalty shrinks as data grows.\n"
+    "  epochs auto  holdout (10%) of the training rows is set aside; its loss is computed 4 times an\n"
+    "               epoch, training stops after 4 looks (one epoch) without a new best, at most\n"
+    "               max_epochs, and the weights of the best look are the model. A number of epochs\n"
+    "               trains exactly that many on all rows, no holdout and no early stopping, so\n"
+    "               --l2 0 --epochs N is plain Adam for N epochs.\n"
+    "  lr 0.01      Adam's step is about lr per touched weight whatever the gradient's scale; with\n"
+    "               early stopping keeping the best point, 0.01 at batch 256 converges on every\n"
+    "               shipped set in a few epochs and peaks within the first epochs on 1M-row CTR data.\n";
+
+/* Peak resident set of this process so far, in MiB (Linux: ru_maxrss in KiB). */
+static double peak_rss_mb(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : NAN;
+}
 
 static double wall(void)
 {
@@ -104,8 +126,13 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
         else
             snprintf(test, sizeof test, "  test auc %.4f logloss %.4f", s->test.auc, s->test.logloss);
     }
-    fprintf(stderr, "%sepoch %d/%d  step %llu  %.0f rows/s  loss %.4f  %.0f B/step  ratio %.2fx%s%s",
-            ctx->tty ? "\r" : "", s->epoch, ctx->job->epochs, (unsigned long long)s->steps, rows_s, s->last_loss,
+    char of[16];
+    if (ctx->job->epochs > 0)
+        snprintf(of, sizeof of, "%d", ctx->job->epochs);
+    else
+        snprintf(of, sizeof of, "auto");
+    fprintf(stderr, "%sepoch %d/%s  step %llu  %.0f rows/s  loss %.4f  %.0f B/step  ratio %.2fx%s%s",
+            ctx->tty ? "\r" : "", s->epoch, of, (unsigned long long)s->steps, rows_s, s->last_loss,
             bytes_step, ratio, test, (end_of_epoch || !ctx->tty) ? "\n" : "\033[K");
 }
 
@@ -129,7 +156,7 @@ static void json_metrics(FILE *f, const fsgd_metrics_t *m)
 }
 
 static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_train_stats_t *s,
-                         const fsgd_metrics_t *train_m, size_t n_train, uint64_t dim)
+                         const fsgd_metrics_t *train_m, size_t n_train, uint64_t dim, double process_s)
 {
     char err[FSGD_OUTFILE_PATH_MAX + 256];
     fsgd_outfile_t o;
@@ -148,6 +175,14 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
             fsgd_loss_name(job->model), job->codec, s->backend, s->threads_used, job->threads);
     fprintf(f, "\"train_rows\": %zu, \"dim\": %llu, \"epochs\": %d, \"steps\": %llu, ", n_train,
             (unsigned long long)dim, job->epochs, (unsigned long long)s->steps);
+    json_num(f, "epochs_run", s->epochs_run, 1);
+    json_num(f, "l2", s->l2, 1);
+    fprintf(f, "\"l2_auto\": %s, \"holdout_rows\": %zu, \"stopped_early\": %s, ", job->l2 < 0 ? "true" : "false",
+            s->holdout_rows, s->stopped_early ? "true" : "false");
+    json_num(f, "holdout_loss", s->holdout_rows ? s->holdout_loss : NAN, 1);
+    json_num(f, "best_epoch", s->holdout_rows ? s->best_epoch : NAN, 1);
+    json_num(f, "peak_rss_mb", peak_rss_mb(), 1);
+    json_num(f, "process_seconds", process_s, 1);
     fprintf(f, "\"test\": ");
     json_metrics(f, &s->test);
     fprintf(f, ", \"train\": ");
@@ -177,18 +212,19 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
 int fsgd_cmd_train(int argc, char **argv)
 {
     fsgd_job_t job;
-    fsgd_job_defaults(&job);
+    fsgd_job_train_defaults(&job);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     job.threads = cores > 0 ? (int)cores : 1;
     char err[1024] = "";
     int rc = fsgd_job_parse_args(&job, argc, argv, err, sizeof err);
     if (rc == 1) {
-        fsgd_job_print_help(usage_line, stdout);
+        fsgd_job_print_help_with(usage_line, &job, stdout);
+        fputs(defaults_note, stdout);
         fsgd_cli_print_exit_codes(stdout);
         return 0;
     }
     if (rc == 0)
-        rc = fsgd_job_check(&job, err, sizeof err);
+        rc = fsgd_job_check_train(&job, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
@@ -246,9 +282,12 @@ int fsgd_cmd_train(int argc, char **argv)
     }
     fsgd_metrics_t train_m;
     fsgd_train_evaluate(&model, &train, &train_m);
-    printf("model %s, %llu features%s, %d epochs, %llu steps, codec %s, %d threads\n", fsgd_loss_name(job.model),
-           (unsigned long long)dim, job.bias ? " + intercept" : "", job.epochs, (unsigned long long)st.steps,
-           job.codec, st.threads_used);
+    printf("model %s, %llu features%s, %.2f epochs, %llu steps, codec %s, %d threads, l2 %.3g%s\n",
+           fsgd_loss_name(job.model), (unsigned long long)dim, job.bias ? " + intercept" : "", st.epochs_run,
+           (unsigned long long)st.steps, job.codec, st.threads_used, st.l2, job.l2 < 0 ? " (auto: 1/n)" : "");
+    if (st.holdout_rows)
+        printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs%s\n", st.holdout_rows,
+               st.holdout_loss, st.best_epoch, st.stopped_early ? ", then no better for one epoch" : " (max_epochs reached)");
     printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread; bytes %.0f/step, compression %.2fx\n",
            st.seconds, st.seconds > 0 ? st.rows / st.seconds : 0.0, st.t_grad > 0 ? st.nnz / st.t_grad : 0.0,
            st.steps ? (double)st.wire_bytes / st.steps : 0.0,
@@ -279,7 +318,7 @@ int fsgd_cmd_train(int argc, char **argv)
             printf("model written to %s\n", job.out);
         }
     }
-    if (job.metrics_json[0] && (rc = write_metrics(job.metrics_json, &job, &st, &train_m, train.n_rows, dim)) < 0 &&
+    if (job.metrics_json[0] && (rc = write_metrics(job.metrics_json, &job, &st, &train_m, train.n_rows, dim, wall() - t0)) < 0 &&
         !status)
         status = fsgd_cli_status(rc);
     fsgd_model_free(&model);

@@ -32,13 +32,20 @@ static const field_t fields[] = {
     {"model", "model", F_MODEL, OFF(model), 0, 0, "logistic | linear | svm"},
     {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},
     {"bias_value", "model", F_DOUBLE, OFF(bias_value), 1e-6, 1e6, "value of the intercept's constant feature"},
-    {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6, "L2 strength λ, applied on touched keys"},
+    {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6,
+     "L2 strength λ on the mean loss, applied on touched keys; auto: 1/n_train, LIBLINEAR's C=1 "
+     "(C·Σloss + |w|²/2 divided by C·n)"},
     {"lr", "optimizer", F_DOUBLE, OFF(lr), 1e-12, 1e3, "Adam learning rate"},
     {"beta1", "optimizer", F_DOUBLE, OFF(beta1), 0, 0.999999, "Adam β1"},
     {"beta2", "optimizer", F_DOUBLE, OFF(beta2), 0, 0.999999999, "Adam β2"},
     {"eps", "optimizer", F_DOUBLE, OFF(eps), 1e-30, 1, "Adam ε"},
     {"batch", "optimizer", F_DOUBLE, OFF(batch), 1e-9, 1e12, "rows per step (>= 1) or fraction of the training rows (< 1)"},
-    {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6, "passes over the training data"},
+    {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6,
+     "passes over the training data, exactly; auto: until the loss on the holdout rows stops improving "
+     "(at most max_epochs), and the best weights seen are kept"},
+    {"max_epochs", "optimizer", F_INT, OFF(max_epochs), 1, 1e6, "most passes when epochs is auto"},
+    {"holdout", "optimizer", F_DOUBLE, OFF(holdout), 0, 0.5,
+     "fraction of the training rows held out to stop early when epochs is auto (unused otherwise)"},
     {"seed", "optimizer", F_U64, OFF(seed), 0, 1.8e19, "random seed (shuffling, split)"},
     {"threads", "compute", F_INT, OFF(threads), 1, 1024, "local worker threads in fsgd train"},
     {"backend", "compute", F_STR, OFF(backend), 0, 0, "cpu | cuda | auto"},
@@ -93,6 +100,22 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->workers = 2;
     job->step_timeout_ms = 10000;
     job->snapshot_every = 100;
+    job->max_epochs = 50;
+    job->holdout = 0.1;
+}
+
+void fsgd_job_train_defaults(fsgd_job_t *job)
+{
+    fsgd_job_defaults(job);
+    job->l2 = FSGD_JOB_AUTO;
+    job->epochs = 0;
+}
+
+/* Keys that also take "auto" (stored as FSGD_JOB_AUTO, or 0 for integers):
+ * fsgd train then picks the value from the data (see fsgd_train). */
+static int auto_ok(const field_t *f)
+{
+    return !strcmp(f->key, "l2") || !strcmp(f->key, "epochs");
 }
 
 static void normalize_key(const char *in, char *out, size_t cap)
@@ -204,6 +227,13 @@ static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char 
     case F_DOUBLE:
     case F_INT:
     case F_U64: {
+        if (auto_ok(f) && !strcmp(value, "auto")) {
+            if (f->type == F_DOUBLE)
+                *(double *)dst = FSGD_JOB_AUTO;
+            else
+                *(int *)dst = 0;
+            return FSGD_E_OK;
+        }
         errno = 0;
         double d = strtod(value, &end);
         while (end && isspace((unsigned char)*end))
@@ -464,10 +494,16 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
         snprintf(out, cap, "%s", *p ? p : "\"\"");
         break;
     case F_DOUBLE:
-        snprintf(out, cap, "%g", *(const double *)p);
+        if (auto_ok(f) && *(const double *)p == FSGD_JOB_AUTO)
+            snprintf(out, cap, "auto");
+        else
+            snprintf(out, cap, "%g", *(const double *)p);
         break;
     case F_INT:
-        snprintf(out, cap, "%d", *(const int *)p);
+        if (auto_ok(f) && *(const int *)p == 0)
+            snprintf(out, cap, "auto");
+        else
+            snprintf(out, cap, "%d", *(const int *)p);
         break;
     case F_U64:
         snprintf(out, cap, "%llu", (unsigned long long)*(const uint64_t *)p);
@@ -486,9 +522,15 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
 
 void fsgd_job_print_help(const char *usage_line, void *file)
 {
-    FILE *out = file;
     fsgd_job_t d;
     fsgd_job_defaults(&d);
+    fsgd_job_print_help_with(usage_line, &d, file);
+}
+
+void fsgd_job_print_help_with(const char *usage_line, const fsgd_job_t *defaults, void *file)
+{
+    FILE *out = file;
+    const fsgd_job_t d = *defaults;
     fprintf(out, "%s\n\nEvery option is also a key of a YAML job file (flat, or under its section)\n"
                  "and can be overridden with --set key=value. Booleans: --key, --no-key, --key=false.\n\n",
             usage_line);
@@ -515,5 +557,14 @@ int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "no training data: give --data FILE (or data: in the job file)");
     if (job->beta1 >= 1 || job->beta2 >= 1)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "Adam betas must be < 1");
+    return FSGD_E_OK;
+}
+
+int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
+{
+    FSGD_TRY(fsgd_job_check(job, err, errsz));
+    if (job->epochs == 0 && job->holdout <= 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "epochs auto stops on the holdout rows: give holdout > 0, or a number of epochs");
     return FSGD_E_OK;
 }

@@ -104,8 +104,12 @@ struct trainer {
     int stop;
     int phase;          /* PHASE_GRADIENT or PHASE_UPDATE: what the next round does */
     double inv_rows;    /* 1 / rows in the current step */
+    double l2;          /* λ in use: job->l2, or 1/n_train when it is auto */
     worker_t *workers;
     int n_workers;
+    fsgd_csr_t hold;    /* epochs auto: held-out rows for early stopping */
+    float *best;        /* epochs auto: θ at the lowest holdout loss so far */
+    double *hold_margin;
 };
 
 /* Copies src into dst with columns >= dim dropped and, when bias, the
@@ -224,7 +228,7 @@ static void worker_update(worker_t *w)
         w->rc = fsgd_err_fmt(w->err, sizeof w->err, FSGD_E_NOMEM, "out of memory reducing %zu entries", total);
         return;
     }
-    const double l2 = t->job->l2;
+    const double l2 = t->l2;
     for (;;) {
         uint64_t k = UINT64_MAX;
         for (int j = 0; j < W; j++)
@@ -367,6 +371,9 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
     free(t->slices);
     free(t->batch_rows);
     free(t->order);
+    fsgd_csr_free(&t->hold);
+    free(t->best);
+    free(t->hold_margin);
     fsgd_adam_free(&t->adam);
     fsgd_csr_free(rows);
     fsgd_csr_free(test_rows);
@@ -402,11 +409,33 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     if (rc == 0)
         rc = fsgd_adam_init(&t.adam, model_dim, &ap);
     t.perm = malloc(rows.n_rows * sizeof *t.perm);
-    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)rows.n_rows);
+    /* epochs auto: a random holdout fraction of the rows is never trained on;
+     * its mean loss decides when to stop (see hold_eval). */
+    const int auto_epochs = job->epochs <= 0;
+    size_t n_hold = 0;
+    if (auto_epochs) {
+        if (rows.n_rows < 2) {
+            cleanup(&t, &rows, &test_rows);
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "epochs auto needs at least 2 rows (one held out)");
+        }
+        n_hold = (size_t)(job->holdout * (double)rows.n_rows);
+        if (n_hold < 1)
+            n_hold = 1;
+        if (n_hold > rows.n_rows / 2)
+            n_hold = rows.n_rows / 2;
+    }
+    const size_t n_fit = rows.n_rows - n_hold;
+    /* l2 auto: LIBLINEAR minimises |w|²/2 + C·Σ loss_i; divided by C·n that
+     * is mean loss + |w|²/(2Cn), whose gradient term is λθ with λ = 1/(C·n).
+     * C = 1 is LIBLINEAR's default, so λ shrinks as the data grows. */
+    t.l2 = job->l2 < 0 ? 1.0 / (double)n_fit : job->l2;
+    stats->l2 = t.l2;
+    stats->holdout_rows = n_hold;
+    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)n_fit);
     if (B < 1)
         B = 1;
-    if (B > rows.n_rows)
-        B = rows.n_rows;
+    if (B > n_fit)
+        B = n_fit;
     /* A thread pays two barrier crossings per step (microseconds, far more
      * when the machine is busy); below ~FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros
      * of work per thread a step is faster on fewer threads. */
@@ -457,7 +486,9 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
 
     uint64_t rng = job->seed;
     shuffle(t.perm, rows.n_rows, &rng);
-    t.n_batches = (rows.n_rows + B - 1) / B;
+    for (size_t r = 0; r < n_hold && rc == 0; r++)
+        rc = fsgd_csr_append_rows(&t.hold, &rows, t.perm[r], 1);
+    t.n_batches = (n_fit + B - 1) / B;
     t.slices = calloc(t.n_batches * (size_t)W, sizeof *t.slices);
     t.batch_rows = malloc(t.n_batches * sizeof *t.batch_rows);
     t.order = malloc(t.n_batches * sizeof *t.order);
@@ -467,7 +498,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for %zu batches", t.n_batches);
     }
     for (size_t b = 0; b < t.n_batches && rc == 0; b++) {
-        size_t pos = b * B, cnt = rows.n_rows - pos < B ? rows.n_rows - pos : B;
+        size_t pos = n_hold + b * B, cnt = rows.n_rows - pos < B ? rows.n_rows - pos : B;
         t.batch_rows[b] = cnt;
         t.order[b] = (uint32_t)b;
         for (int i = 0; i < W && rc == 0; i++) {
@@ -500,10 +531,28 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     double train_time = 0, loss_acc = 0;
     uint64_t loss_rows = 0;
     double last_report = now();
-    for (int epoch = 1; epoch <= job->epochs && rc == 0 && W == t.n_workers; epoch++) {
+    const int max_epochs = auto_epochs ? job->max_epochs : job->epochs;
+    /* Early stopping looks at the holdout FSGD_TRAIN_HOLDOUT_EVALS times an
+     * epoch (on big data one epoch can already be past the best point) and
+     * stops after FSGD_TRAIN_PATIENCE looks without a new best. */
+    size_t hold_every = t.n_batches / FSGD_TRAIN_HOLDOUT_EVALS;
+    if (hold_every < 1)
+        hold_every = 1;
+    double best_loss = INFINITY;
+    int since_best = 0, stop_early = 0;
+    if (auto_epochs && rc == 0) {
+        t.best = malloc(model_dim * sizeof *t.best);
+        t.hold_margin = malloc(t.hold.n_rows * sizeof *t.hold_margin);
+        if (!t.best || !t.hold_margin)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
+    }
+    /* Test rows are scored during training only when someone looks: progress
+     * lines, --target-auc or --eval-every; otherwise once, at the end. */
+    const int test_live = !job->quiet || job->target_auc > 0 || job->eval_every > 0;
+    for (int epoch = 1; epoch <= max_epochs && !stop_early && rc == 0 && W == t.n_workers; epoch++) {
         stats->epoch = epoch;
         shuffle(t.order, t.n_batches, &rng);
-        for (size_t k = 0; k < t.n_batches && rc == 0; k++) {
+        for (size_t k = 0; k < t.n_batches && !stop_early && rc == 0; k++) {
             double s0 = now();
             size_t b = t.order[k], cnt = t.batch_rows[b];
             for (int i = 0; i < W; i++) {
@@ -555,8 +604,28 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                 stats->nnz += t.workers[i].batch->nnz;
 
             int last_step = k + 1 == t.n_batches;
-            int eval_now = test_rows.n_rows &&
-                           (last_step || (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
+            if (auto_epochs && (last_step || (k + 1) % hold_every == 0)) {
+                double h0 = now();
+                margins(t.adam.theta, model_dim, &t.hold, t.hold_margin);
+                fsgd_metrics_t hm = fsgd_metrics_compute(job->model, t.hold_margin, t.hold.label, t.hold.n_rows);
+                /* A new best must beat the old by a relative 1e-4, so that a
+                 * plateau of noise does not keep training going forever. */
+                if (hm.loss < best_loss * (1 - 1e-4)) {
+                    best_loss = hm.loss;
+                    since_best = 0;
+                    stats->best_epoch = (double)(epoch - 1) + (double)(k + 1) / (double)t.n_batches;
+                    memcpy(t.best, t.adam.theta, model_dim * sizeof *t.best);
+                } else if (++since_best >= FSGD_TRAIN_PATIENCE) {
+                    stop_early = 1;
+                }
+                stats->holdout_loss = best_loss;
+                double h1 = now();
+                stats->t_holdout += h1 - h0;
+                train_time += h1 - h0;
+            }
+            int eval_now = test_rows.n_rows && test_live &&
+                           (last_step || stop_early ||
+                            (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
             stats->seconds = train_time;
             if (eval_now) {
                 margins(t.adam.theta, model_dim, &test_rows, test_margin);
@@ -567,6 +636,8 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                     stats->time_to_target = train_time;
             }
             double tnow = now();
+            if (stop_early)
+                last_step = 1;
             if (progress && (last_step || tnow - last_report >= 1.0)) {
                 stats->last_loss = loss_rows ? loss_acc / (double)loss_rows : NAN;
                 sum_worker_stats(&t, stats);
@@ -583,10 +654,20 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     for (int i = 1; i < started; i++)
         pthread_join(t.workers[i].thread, NULL);
     sum_worker_stats(&t, stats);
+    stats->stopped_early = stop_early;
+    stats->epochs_run = t.n_batches ? (double)stats->steps / (double)t.n_batches : 0;
+    /* epochs auto keeps the weights of the best holdout loss, not the last. */
+    const float *final_w = auto_epochs && best_loss < INFINITY ? t.best : t.adam.theta;
+    if (rc == 0 && test_rows.n_rows) {
+        margins(final_w, model_dim, &test_rows, test_margin);
+        stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
+        if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
+            stats->best_test_auc = stats->test.auc;
+    }
     if (rc == 0) {
         rc = fsgd_model_init(model, job->model, dim, bias, (float)job->bias_value);
         if (rc == 0)
-            memcpy(model->w, t.adam.theta, model_dim * sizeof *model->w);
+            memcpy(model->w, final_w, model_dim * sizeof *model->w);
         else
             fsgd_err_fmt(err, errsz, rc, "out of memory for the model");
     }

@@ -20,6 +20,12 @@
  * smaller shares cost more in synchronisation than they save. */
 #define FSGD_TRAIN_MIN_NNZ_PER_THREAD 16384
 
+/* epochs auto: the holdout loss is computed this many times an epoch, and
+ * training stops after FSGD_TRAIN_PATIENCE of them without a new best
+ * (one epoch's worth). */
+#define FSGD_TRAIN_HOLDOUT_EVALS 4
+#define FSGD_TRAIN_PATIENCE 4
+
 typedef struct fsgd_train_stats {
     uint64_t steps, rows, nnz;      /* processed so far (rows/nnz count each visit) */
     int epoch;                      /* 1-based current epoch */
@@ -34,6 +40,13 @@ typedef struct fsgd_train_stats {
     char backend[128];              /* the backend in use and its device ("auto" resolved) */
     int threads_used;               /* job->threads, or fewer when steps are too small to split */
     double nnz_per_step;            /* mean nonzeros in one step's batch */
+    double l2;                      /* λ used (job->l2, or 1/n_train when auto) */
+    size_t holdout_rows;            /* rows held out for early stopping (epochs auto), else 0 */
+    double holdout_loss;            /* best mean loss on them */
+    double best_epoch;              /* epochs (fractional) done when that best was reached */
+    double epochs_run;              /* epochs (fractional) trained */
+    int stopped_early;              /* 1 when the holdout loss stopped improving before max_epochs */
+    double t_holdout;               /* seconds scoring the holdout rows (counted in seconds) */
 } fsgd_train_stats_t;
 
 /* Called once before the first step (end_of_epoch = -1: setup done, stats->backend set),
@@ -44,7 +57,9 @@ typedef void (*fsgd_train_progress_fn)(void *ctx, const fsgd_train_stats_t *s, i
  * dim is the feature dimension (every column of train/test must be < dim
  * except test columns, which are ignored when >= dim). On success *model
  * holds the weights (caller frees with fsgd_model_free) and *stats the
- * final figures. */
+ * final figures. With job->epochs 0 (auto) a job->holdout fraction of train
+ * is held out, training stops when its loss stops improving, and the model
+ * is the best one seen; job->l2 < 0 (auto) means λ = 1/n_train. */
 int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
                fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
                char *err, size_t errsz);
