@@ -33,16 +33,16 @@ static const field_t fields[] = {
     {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},
     {"bias_value", "model", F_DOUBLE, OFF(bias_value), 1e-6, 1e6, "value of the intercept's constant feature"},
     {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6,
-     "L2 strength λ on the mean loss, applied on touched keys; auto: 1/n_train, LIBLINEAR's C=1 "
-     "(C·Σloss + |w|²/2 divided by C·n)"},
-    {"lr", "optimizer", F_DOUBLE, OFF(lr), 1e-12, 1e3, "Adam learning rate"},
+     "L2 strength λ on the mean loss, applied on touched keys; fsgd train: auto = 1/n_train (LIBLINEAR's C=1)"},
+    {"lr", "optimizer", F_DOUBLE, OFF(lr), 1e-12, 1e3,
+     "Adam learning rate; fsgd train: auto = 0.15/sqrt(steps per epoch) in [0.001, 0.02], per-key bias corrections"},
     {"beta1", "optimizer", F_DOUBLE, OFF(beta1), 0, 0.999999, "Adam β1"},
     {"beta2", "optimizer", F_DOUBLE, OFF(beta2), 0, 0.999999999, "Adam β2"},
     {"eps", "optimizer", F_DOUBLE, OFF(eps), 1e-30, 1, "Adam ε"},
     {"batch", "optimizer", F_DOUBLE, OFF(batch), 1e-9, 1e12, "rows per step (>= 1) or fraction of the training rows (< 1)"},
     {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6,
-     "passes over the training data, exactly; auto: until the loss on the holdout rows stops improving "
-     "(at most max_epochs), and the best weights seen are kept"},
+     "passes over the training data, exactly; fsgd train: auto = until the holdout loss stops improving "
+     "(at most max_epochs), keeping the best weights"},
     {"max_epochs", "optimizer", F_INT, OFF(max_epochs), 1, 1e6, "most passes when epochs is auto"},
     {"holdout", "optimizer", F_DOUBLE, OFF(holdout), 0, 0.5,
      "fraction of the training rows held out to stop early when epochs is auto (unused otherwise)"},
@@ -108,6 +108,7 @@ void fsgd_job_train_defaults(fsgd_job_t *job)
 {
     fsgd_job_defaults(job);
     job->l2 = FSGD_JOB_AUTO;
+    job->lr = FSGD_JOB_AUTO;
     job->epochs = 0;
 }
 
@@ -115,7 +116,7 @@ void fsgd_job_train_defaults(fsgd_job_t *job)
  * fsgd train then picks the value from the data (see fsgd_train). */
 static int auto_ok(const field_t *f)
 {
-    return !strcmp(f->key, "l2") || !strcmp(f->key, "epochs");
+    return !strcmp(f->key, "l2") || !strcmp(f->key, "epochs") || !strcmp(f->key, "lr");
 }
 
 static void normalize_key(const char *in, char *out, size_t cap)

@@ -29,6 +29,7 @@ typedef struct fsgd_adam {
     float *theta;
     float *m;
     float *v;
+    uint32_t *count; /* per-key update counts, NULL unless fsgd_adam_count_keys was called */
 } fsgd_adam_t;
 
 /* Allocates θ, m, v of dim zeros. Returns 0 or FSGD_E_NOMEM. */
@@ -43,6 +44,14 @@ void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, siz
  * with fsgd_adam_advance first). fsgd_adam_step = advance + apply. */
 void fsgd_adam_advance(fsgd_adam_t *a);
 void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n);
+
+/* Switches to per-key bias corrections: key k's m and v are corrected with
+ * its own update count t_k (1 - β^t_k) rather than the global step t, so a
+ * key first seen late starts with a step of lr, not ~3.2·lr. Costs 4 bytes
+ * a key; fsgd train uses it, the Kafka aggregator does not. Call before the
+ * first step. Returns 0 or FSGD_E_NOMEM. Apply stays thread safe on
+ * disjoint key ranges. */
+int fsgd_adam_count_keys(fsgd_adam_t *a);
 
 /* Frees the arrays. NULL is a no-op. */
 void fsgd_adam_free(fsgd_adam_t *a);

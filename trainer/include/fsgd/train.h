@@ -26,6 +26,12 @@
 #define FSGD_TRAIN_HOLDOUT_EVALS 4
 #define FSGD_TRAIN_PATIENCE 4
 
+/* lr auto (job->lr < 0): FSGD_TRAIN_LR_AUTO_C / sqrt(steps per epoch),
+ * clamped to [MIN, MAX]; see fsgd_train. */
+#define FSGD_TRAIN_LR_AUTO_C 0.15
+#define FSGD_TRAIN_LR_AUTO_MIN 0.001
+#define FSGD_TRAIN_LR_AUTO_MAX 0.02
+
 typedef struct fsgd_train_stats {
     uint64_t steps, rows, nnz;      /* processed so far (rows/nnz count each visit) */
     int epoch;                      /* 1-based current epoch */
@@ -40,6 +46,7 @@ typedef struct fsgd_train_stats {
     char backend[128];              /* the backend in use and its device ("auto" resolved) */
     int threads_used;               /* job->threads, or fewer when steps are too small to split */
     double nnz_per_step;            /* mean nonzeros in one step's batch */
+    double lr;                      /* Adam learning rate used (job->lr, or the auto value) */
     double l2;                      /* λ used (job->l2, or 1/n_train when auto) */
     size_t holdout_rows;            /* rows held out for early stopping (epochs auto), else 0 */
     double holdout_loss;            /* best mean loss on them */
@@ -59,7 +66,9 @@ typedef void (*fsgd_train_progress_fn)(void *ctx, const fsgd_train_stats_t *s, i
  * holds the weights (caller frees with fsgd_model_free) and *stats the
  * final figures. With job->epochs 0 (auto) a job->holdout fraction of train
  * is held out, training stops when its loss stops improving, and the model
- * is the best one seen; job->l2 < 0 (auto) means λ = 1/n_train. */
+ * is the best one seen; job->l2 < 0 (auto) means λ = 1/n_train, job->lr < 0
+ * (auto) 0.15/sqrt(steps per epoch). Adam runs with per-key bias
+ * corrections (fsgd_adam_count_keys). */
 int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
                fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
                char *err, size_t errsz);
