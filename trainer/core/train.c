@@ -554,9 +554,6 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     /* Early stopping looks at the holdout FSGD_TRAIN_HOLDOUT_EVALS times an
      * epoch (on big data one epoch can already be past the best point) and
      * stops after FSGD_TRAIN_PATIENCE looks without a new best. */
-    size_t hold_every = t.n_batches / FSGD_TRAIN_HOLDOUT_EVALS;
-    if (hold_every < 1)
-        hold_every = 1;
     double best_loss = INFINITY;
     int since_best = 0, stop_early = 0;
     if (auto_epochs && rc == 0) {
@@ -623,7 +620,10 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                 stats->nnz += t.workers[i].batch->nnz;
 
             int last_step = k + 1 == t.n_batches;
-            if (auto_epochs && (last_step || (k + 1) % hold_every == 0)) {
+            /* Looks at evenly spread steps, the last of the epoch among them:
+             * exactly FSGD_TRAIN_HOLDOUT_EVALS an epoch (every step if fewer). */
+            const uint64_t E = FSGD_TRAIN_HOLDOUT_EVALS, nb = t.n_batches;
+            if (auto_epochs && (last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb)) {
                 double h0 = now();
                 margins(t.adam.theta, model_dim, &t.hold, t.hold_margin);
                 fsgd_metrics_t hm = fsgd_metrics_compute(job->model, t.hold_margin, t.hold.label, t.hold.n_rows);
