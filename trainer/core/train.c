@@ -651,8 +651,10 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                 stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
                 if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
                     stats->best_test_auc = stats->test.auc;
-                if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc)
+                if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
                     stats->time_to_target = train_time;
+                    stats->target_clock = now();
+                }
             }
             double tnow = now();
             if (stop_early)

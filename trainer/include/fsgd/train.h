@@ -42,6 +42,7 @@ typedef struct fsgd_train_stats {
     double t_grad, t_encode, t_decode, t_update; /* seconds in each phase (summed over threads for grad/codec) */
     fsgd_metrics_t test;            /* last evaluation (n == 0 before the first) */
     double time_to_target;          /* seconds when test AUC first reached job->target_auc, -1 if not */
+    double target_clock;            /* CLOCK_MONOTONIC seconds at that moment (whole-process timing), 0 if not */
     double best_test_auc;
     char backend[128];              /* the backend in use and its device ("auto" resolved) */
     int threads_used;               /* job->threads, or fewer when steps are too small to split */
