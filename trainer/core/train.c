@@ -17,6 +17,7 @@
 #include "fsgd/backend.h"
 #include "fsgd/codec.h"
 #include "fsgd/error.h"
+#include "fsgd/loss.h"
 
 static double now(void)
 {
@@ -625,12 +626,16 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             const uint64_t E = FSGD_TRAIN_HOLDOUT_EVALS, nb = t.n_batches;
             if (auto_epochs && (last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb)) {
                 double h0 = now();
+                /* the mean loss only: an AUC would sort the holdout at every look */
                 margins(t.adam.theta, model_dim, &t.hold, t.hold_margin);
-                fsgd_metrics_t hm = fsgd_metrics_compute(job->model, t.hold_margin, t.hold.label, t.hold.n_rows);
+                double hold_loss = 0;
+                for (size_t r = 0; r < t.hold.n_rows; r++)
+                    hold_loss += fsgd_loss_value(job->model, t.hold_margin[r], fsgd_loss_label(job->model, t.hold.label[r]));
+                hold_loss /= (double)t.hold.n_rows;
                 /* A new best must beat the old by a relative 1e-4, so that a
                  * plateau of noise does not keep training going forever. */
-                if (hm.loss < best_loss * (1 - 1e-4)) {
-                    best_loss = hm.loss;
+                if (hold_loss < best_loss * (1 - 1e-4)) {
+                    best_loss = hold_loss;
                     since_best = 0;
                     stats->best_epoch = (double)(epoch - 1) + (double)(k + 1) / (double)t.n_batches;
                     memcpy(t.best, t.adam.theta, model_dim * sizeof *t.best);
