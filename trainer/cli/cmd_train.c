@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "fsgd/codec.h"
+#include "fsgd/delim.h"
 #include "fsgd/job.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/loss.h"
@@ -40,6 +41,9 @@ static const char defaults_note[] =
     "               own updates (a rare key's steps stay about lr); an explicit lr is the plain lazy\n"
     "               Adam of fsgd run, so --l2 0 --lr 0.01 --epochs N matches fsgd run's defaults.\n";
 
+/* Hash-column use of the training file (hashed formats), for the metrics JSON. */
+static uint64_t hash_used, hash_collided;
+
 /* Peak resident set of this process so far, in MiB (Linux: ru_maxrss in KiB). */
 static double peak_rss_mb(void)
 {
@@ -54,13 +58,48 @@ static double wall(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Loads a LIBSVM file; 0 or the exit status to return (the error printed). */
-static int load(const char *path, const fsgd_job_t *job, fsgd_csr_t *out)
+/* The job's hashed-input spec: 1 with *spec filled for criteo/tsv:/csv:, 0
+ * for LIBSVM, or a negative error (printed). hash_bits overrides the spec's. */
+static int hashed_spec(const fsgd_job_t *job, fsgd_delim_spec_t *spec)
+{
+    if (!strcmp(job->format, "libsvm"))
+        return 0;
+    char err[512];
+    if (fsgd_delim_spec_parse(job->format, spec, err, sizeof err) < 0) {
+        fsgd_cli_error("format: %s", err);
+        return -1;
+    }
+    if (job->hash_bits)
+        spec->bits = (unsigned)job->hash_bits;
+    return 1;
+}
+
+/* Loads a LIBSVM file, or a delimited one when spec is not NULL (collisions
+ * counted and printed for the training file); 0 or the exit status to
+ * return (the error printed). */
+static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t *spec, int is_train,
+                fsgd_csr_t *out)
 {
     fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad};
-    fsgd_libsvm_stats_t st;
+    fsgd_libsvm_stats_t st = {0};
     char err[512];
-    int rc = fsgd_libsvm_load(path, &opts, out, &st, err, sizeof err);
+    int rc;
+    if (spec) {
+        fsgd_delim_stats_t ds;
+        rc = fsgd_delim_load(path, spec, is_train, out, &ds, err, sizeof err);
+        if (rc == 0 && is_train && !job->quiet)
+            fprintf(stderr, "fsgd: %s: %llu rows hashed into 2^%u columns: %llu columns used, %llu of them "
+                            "shared by 2+ distinct values (%.2f%%)\n",
+                    path, (unsigned long long)ds.rows, spec->bits, (unsigned long long)ds.slots_used,
+                    (unsigned long long)ds.slots_collided,
+                    ds.slots_used ? 100.0 * (double)ds.slots_collided / (double)ds.slots_used : 0.0);
+        if (rc == 0 && is_train) {
+            hash_used = ds.slots_used;
+            hash_collided = ds.slots_collided;
+        }
+    } else {
+        rc = fsgd_libsvm_load(path, &opts, out, &st, err, sizeof err);
+    }
     if (rc < 0) {
         fsgd_cli_error("%s", err);
         return fsgd_cli_status(rc);
@@ -189,6 +228,8 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     json_num(f, "holdout_loss", s->holdout_rows ? s->holdout_loss : NAN, 1);
     json_num(f, "best_epoch", s->holdout_rows ? s->best_epoch : NAN, 1);
     json_num(f, "peak_rss_mb", peak_rss_mb(), 1);
+    fprintf(f, "\"format\": \"%s\", \"hash_columns_used\": %llu, \"hash_columns_collided\": %llu, ",
+            job->format, (unsigned long long)hash_used, (unsigned long long)hash_collided);
     json_num(f, "process_seconds", wall() - t0, 1);
     fprintf(f, "\"test\": ");
     json_metrics(f, &s->test);
@@ -251,14 +292,27 @@ int fsgd_cmd_train(int argc, char **argv)
         return rc;
     fsgd_cli_cleanup_on_signal();
 
+    fsgd_delim_spec_t spec;
+    int hashed = hashed_spec(&job, &spec);
+    if (hashed < 0)
+        return FSGD_EXIT_USAGE;
+    if (hashed) {
+        uint64_t hdim = (uint64_t)1 << spec.bits;
+        if (job.dim && job.dim != hdim) {
+            fsgd_cli_error("dim %llu: a hashed format has 2^%u = %llu columns (set hash_bits, not dim)",
+                           (unsigned long long)job.dim, spec.bits, (unsigned long long)hdim);
+            return FSGD_EXIT_USAGE;
+        }
+        job.dim = hdim;
+    }
     double t0 = wall();
     fsgd_csr_t train = {0}, test = {0};
-    if ((rc = load(job.data, &job, &train)) != 0) {
+    if ((rc = load(job.data, &job, hashed ? &spec : NULL, 1, &train)) != 0) {
         fsgd_csr_free(&train);
         return rc;
     }
     if (job.test[0]) {
-        if ((rc = load(job.test, &job, &test)) != 0) {
+        if ((rc = load(job.test, &job, hashed ? &spec : NULL, 0, &test)) != 0) {
             fsgd_csr_free(&train);
             fsgd_csr_free(&test);
             return rc;
@@ -319,6 +373,8 @@ int fsgd_cmd_train(int argc, char **argv)
             printf("did not reach test auc %.4f\n", job.target_auc);
     }
     int status = 0;
+    if (hashed)
+        fsgd_delim_spec_format(&spec, model.input, sizeof model.input);
     if (job.out[0]) {
         rc = fsgd_model_save(&model, job.out, err, sizeof err);
         if (rc < 0) {

@@ -28,6 +28,11 @@ static const field_t fields[] = {
     {"test", "data", F_STR, OFF(test), 0, 0, "test data, LIBSVM file (default: split off the training data)"},
     {"test_fraction", "data", F_DOUBLE, OFF(test_fraction), 0, 0.9, "fraction held out when no test file"},
     {"skip_bad", "data", F_BOOL, OFF(skip_bad), 0, 1, "skip malformed rows (report them) instead of stopping"},
+    {"format", "data", F_STR, OFF(format), 0, 0,
+     "input format: libsvm, criteo (label, 13 integer and 26 categorical TSV columns), or a column spec "
+     "tsv:COLUMNS[:header=1][:bits=B][:seed=S] / csv:..., COLUMNS like label,num*13,cat*26,skip; "
+     "raw fields are hashed with xxHash into 2^bits columns (fsgd train, predict)"},
+    {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32, "hashed formats: 2^B feature columns (0: the spec's bits, default 24)"},
     {"dim", "data", F_U64, OFF(dim), 0, 4294967296.0, "feature dimension (0: from the data)"},
     {"model", "model", F_MODEL, OFF(model), 0, 0, "logistic | linear | svm"},
     {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},
@@ -81,6 +86,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
 {
     memset(job, 0, sizeof *job);
     job->test_fraction = 0.2;
+    snprintf(job->format, sizeof job->format, "libsvm");
     job->model = FSGD_LOSS_LOGISTIC;
     job->bias = 1;
     job->bias_value = 1;

@@ -22,6 +22,8 @@ typedef struct fsgd_job {
     char test[FSGD_JOB_PATH_MAX];    /* test file; "" -> split test_fraction off data */
     double test_fraction;            /* used when test is "" (default 0.2) */
     int skip_bad;                    /* skip malformed rows (default 0: strict) */
+    char format[512];                /* libsvm | criteo | tsv:COLUMNS[:opts] | csv:COLUMNS[:opts] (fsgd/delim.h) */
+    int hash_bits;                   /* hashed formats: 2^hash_bits columns (0: the spec's, default 24) */
     uint64_t dim;                    /* feature dimension; 0 -> from the data */
     /* Not a job key: the most weights the cluster can carry in one snapshot
      * (set by fsgd run for its embedded cluster; 0: no limit). */
