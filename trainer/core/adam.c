@@ -39,17 +39,17 @@ void fsgd_adam_advance(fsgd_adam_t *a) { a->t++; }
 static void apply_counted(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n)
 {
     const double b1 = a->p.beta1, b2 = a->p.beta2, lr = a->p.lr, eps = a->p.eps;
-    const double lb1 = log(b1), lb2 = log(b2);
+    const float *inv_c1 = a->corr, *inv_sqrt_c2 = a->corr + FSGD_ADAM_COUNT_MAX + 1;
     for (size_t i = 0; i < n; i++) {
         uint32_t k = keys[i];
-        uint32_t tk = ++a->count[k];
+        /* counts saturate: past FSGD_ADAM_COUNT_MAX both corrections are 1 in float */
+        unsigned tk = a->count[k] < FSGD_ADAM_COUNT_MAX ? ++a->count[k] : FSGD_ADAM_COUNT_MAX;
         double g = grad[i];
         double m = b1 * a->m[k] + (1 - b1) * g;
         double v = b2 * a->v[k] + (1 - b2) * g * g;
         a->m[k] = (float)m;
         a->v[k] = (float)v;
-        double c1 = -expm1((double)tk * lb1), c2 = -expm1((double)tk * lb2);
-        a->theta[k] = (float)(a->theta[k] - lr * (m / c1) / (sqrt(v / c2) + eps));
+        a->theta[k] = (float)(a->theta[k] - lr * (m * inv_c1[tk]) / (sqrt(v) * inv_sqrt_c2[tk] + eps));
     }
 }
 
@@ -58,7 +58,23 @@ int fsgd_adam_count_keys(fsgd_adam_t *a)
     if (a->count)
         return FSGD_E_OK;
     a->count = calloc(a->dim ? (size_t)a->dim : 1, sizeof *a->count);
-    return a->count ? FSGD_E_OK : FSGD_E_NOMEM;
+    /* 1/(1-β1^t) and 1/sqrt(1-β2^t) for every t a count can hold: two
+     * table reads instead of two expm1 calls per key and step */
+    a->corr = malloc(2 * (FSGD_ADAM_COUNT_MAX + 1) * sizeof *a->corr);
+    if (!a->count || !a->corr) {
+        free(a->count);
+        free(a->corr);
+        a->count = NULL;
+        a->corr = NULL;
+        return FSGD_E_NOMEM;
+    }
+    const double lb1 = log(a->p.beta1), lb2 = log(a->p.beta2);
+    a->corr[0] = a->corr[FSGD_ADAM_COUNT_MAX + 1] = 1; /* t = 0 is never used */
+    for (unsigned t = 1; t <= FSGD_ADAM_COUNT_MAX; t++) {
+        a->corr[t] = (float)(1 / -expm1((double)t * lb1));
+        a->corr[FSGD_ADAM_COUNT_MAX + 1 + t] = (float)(1 / sqrt(-expm1((double)t * lb2)));
+    }
+    return FSGD_E_OK;
 }
 
 void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n)
@@ -97,6 +113,8 @@ void fsgd_adam_free(fsgd_adam_t *a)
     free(a->m);
     free(a->v);
     free(a->count);
+    free(a->corr);
     a->count = NULL;
+    a->corr = NULL;
     a->theta = a->m = a->v = NULL;
 }

@@ -29,7 +29,8 @@ typedef struct fsgd_adam {
     float *theta;
     float *m;
     float *v;
-    uint32_t *count; /* per-key update counts, NULL unless fsgd_adam_count_keys was called */
+    uint16_t *count; /* per-key update counts (saturating), NULL unless fsgd_adam_count_keys was called */
+    float *corr;     /* with count: the bias-correction factors by count */
 } fsgd_adam_t;
 
 /* Allocates θ, m, v of dim zeros. Returns 0 or FSGD_E_NOMEM. */
@@ -45,9 +46,12 @@ void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, siz
 void fsgd_adam_advance(fsgd_adam_t *a);
 void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n);
 
+/* Per-key counts stop here: β2^32767 < 1e-14, so both corrections are 1. */
+#define FSGD_ADAM_COUNT_MAX 32767
+
 /* Switches to per-key bias corrections: key k's m and v are corrected with
  * its own update count t_k (1 - β^t_k) rather than the global step t, so a
- * key first seen late starts with a step of lr, not ~3.2·lr. Costs 4 bytes
+ * key first seen late starts with a step of lr, not ~3.2·lr. Costs 2 bytes
  * a key; fsgd train uses it, the Kafka aggregator does not. Call before the
  * first step. Returns 0 or FSGD_E_NOMEM. Apply stays thread safe on
  * disjoint key ranges. */
