@@ -138,6 +138,33 @@ static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_v
     return FSGD_E_OK;
 }
 
+/* Appends row r of src to dst as with_bias would copy it: columns >= dim
+ * dropped, the constant feature (dim, bias_value) added when bias. Building
+ * the batches straight from the caller's rows saves a whole copy of the data. */
+static int append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
+                         float bias_value)
+{
+    uint64_t lo = src->row_ptr[r], hi = src->row_ptr[r + 1];
+    FSGD_TRY(fsgd_csr_reserve(dst, 1, (size_t)(hi - lo) + (bias ? 1 : 0)));
+    size_t n = dst->nnz;
+    for (uint64_t i = lo; i < hi; i++) {
+        if (src->col[i] >= dim)
+            continue;
+        dst->col[n] = src->col[i];
+        dst->val[n++] = src->val[i];
+    }
+    if (bias) {
+        dst->col[n] = (uint32_t)dim;
+        dst->val[n++] = bias_value;
+    }
+    dst->label[dst->n_rows] = src->label[r];
+    dst->row_ptr[++dst->n_rows] = n;
+    dst->nnz = n;
+    if (n > (size_t)dst->row_ptr[dst->n_rows - 1] && (uint64_t)dst->col[n - 1] + 1 > dst->max_col)
+        dst->max_col = (uint64_t)dst->col[n - 1] + 1;
+    return FSGD_E_OK;
+}
+
 static void worker_step(worker_t *w)
 {
     trainer_t *t = w->t;
@@ -403,29 +430,29 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
 
     trainer_t t = {.job = job};
     fsgd_csr_t rows = {0}, test_rows = {0};
-    int rc = with_bias(train, dim, bias, (float)job->bias_value, &rows);
-    if (rc == 0 && test)
+    int rc = 0;
+    if (test)
         rc = with_bias(test, dim, bias, (float)job->bias_value, &test_rows);
     fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = job->beta1, .beta2 = job->beta2, .eps = job->eps};
     if (rc == 0)
         rc = fsgd_adam_init(&t.adam, model_dim, &ap);
-    t.perm = malloc(rows.n_rows * sizeof *t.perm);
+    t.perm = malloc(train->n_rows * sizeof *t.perm);
     /* epochs auto: a random holdout fraction of the rows is never trained on;
      * its mean loss decides when to stop (see hold_eval). */
     const int auto_epochs = job->epochs <= 0;
     size_t n_hold = 0;
     if (auto_epochs) {
-        if (rows.n_rows < 2) {
+        if (train->n_rows < 2) {
             cleanup(&t, &rows, &test_rows);
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "epochs auto needs at least 2 rows (one held out)");
         }
-        n_hold = (size_t)(job->holdout * (double)rows.n_rows);
+        n_hold = (size_t)(job->holdout * (double)train->n_rows);
         if (n_hold < 1)
             n_hold = 1;
-        if (n_hold > rows.n_rows / 2)
-            n_hold = rows.n_rows / 2;
+        if (n_hold > train->n_rows / 2)
+            n_hold = train->n_rows / 2;
     }
-    const size_t n_fit = rows.n_rows - n_hold;
+    const size_t n_fit = train->n_rows - n_hold;
     /* l2 auto: LIBLINEAR minimises |w|²/2 + C·Σ loss_i; divided by C·n that
      * is mean loss + |w|²/(2Cn), whose gradient term is λθ with λ = 1/(C·n).
      * C = 1 is LIBLINEAR's default, so λ shrinks as the data grows. */
@@ -459,7 +486,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     /* A thread pays two barrier crossings per step (microseconds, far more
      * when the machine is busy); below ~FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros
      * of work per thread a step is faster on fewer threads. */
-    double nnz_per_step = (double)B * (double)rows.nnz / (double)rows.n_rows;
+    double nnz_per_step = (double)B * (double)(train->nnz + (bias ? train->n_rows : 0)) / (double)train->n_rows;
     int W = job->threads < 1 ? 1 : job->threads;
     if (W > 64) /* the update merge keeps one cursor per thread on the stack */
         W = 64;
@@ -478,7 +505,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory setting up training (model dim %llu)",
                             (unsigned long long)model_dim);
     }
-    for (size_t i = 0; i < rows.n_rows; i++)
+    for (size_t i = 0; i < train->n_rows; i++)
         t.perm[i] = (uint32_t)i;
     for (int i = 0; i < W && rc == 0; i++) {
         worker_t *w = &t.workers[i];
@@ -505,9 +532,10 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
 
 
     uint64_t rng = job->seed;
-    shuffle(t.perm, rows.n_rows, &rng);
+    shuffle(t.perm, train->n_rows, &rng);
+    const float bv = (float)job->bias_value;
     for (size_t r = 0; r < n_hold && rc == 0; r++)
-        rc = fsgd_csr_append_rows(&t.hold, &rows, t.perm[r], 1);
+        rc = append_biased(&t.hold, train, t.perm[r], dim, bias, bv);
     t.n_batches = (n_fit + B - 1) / B;
     t.slices = calloc(t.n_batches * (size_t)W, sizeof *t.slices);
     t.batch_rows = malloc(t.n_batches * sizeof *t.batch_rows);
@@ -518,17 +546,16 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for %zu batches", t.n_batches);
     }
     for (size_t b = 0; b < t.n_batches && rc == 0; b++) {
-        size_t pos = n_hold + b * B, cnt = rows.n_rows - pos < B ? rows.n_rows - pos : B;
+        size_t pos = n_hold + b * B, cnt = train->n_rows - pos < B ? train->n_rows - pos : B;
         t.batch_rows[b] = cnt;
         t.order[b] = (uint32_t)b;
         for (int i = 0; i < W && rc == 0; i++) {
             size_t lo = pos + cnt * (size_t)i / (size_t)W, hi = pos + cnt * (size_t)(i + 1) / (size_t)W;
             fsgd_csr_t *sl = &t.slices[b * (size_t)W + (size_t)i];
             for (size_t r = lo; r < hi && rc == 0; r++)
-                rc = fsgd_csr_append_rows(sl, &rows, t.perm[r], 1);
+                rc = append_biased(sl, train, t.perm[r], dim, bias, bv);
         }
     }
-    fsgd_csr_free(&rows); /* the slices hold every row now */
     if (rc < 0) {
         free(test_margin);
         cleanup(&t, &rows, &test_rows);
