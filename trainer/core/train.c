@@ -141,8 +141,8 @@ static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_v
 /* Appends row r of src to dst as with_bias would copy it: columns >= dim
  * dropped, the constant feature (dim, bias_value) added when bias. Building
  * the batches straight from the caller's rows saves a whole copy of the data. */
-static int append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
-                         float bias_value)
+int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
+                             float bias_value)
 {
     uint64_t lo = src->row_ptr[r], hi = src->row_ptr[r + 1];
     FSGD_TRY(fsgd_csr_reserve(dst, 1, (size_t)(hi - lo) + (bias ? 1 : 0)));
@@ -453,10 +453,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             n_hold = train->n_rows / 2;
     }
     const size_t n_fit = train->n_rows - n_hold;
-    /* l2 auto: LIBLINEAR minimises |w|²/2 + C·Σ loss_i; divided by C·n that
-     * is mean loss + |w|²/(2Cn), whose gradient term is λθ with λ = 1/(C·n).
-     * C = 1 is LIBLINEAR's default, so λ shrinks as the data grows. */
-    t.l2 = job->l2 < 0 ? 1.0 / (double)n_fit : job->l2;
+    t.l2 = fsgd_train_auto_l2(job, n_fit);
     stats->l2 = t.l2;
     stats->holdout_rows = n_hold;
     size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)n_fit);
@@ -464,18 +461,8 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         B = 1;
     if (B > n_fit)
         B = n_fit;
-    /* lr auto: Adam moves a touched weight by about lr a step, whatever the
-     * gradient's scale, so what matters is how many steps an epoch has:
-     * lr = 0.15 / sqrt(steps per epoch), the 1/sqrt(T) step of SGD theory
-     * for a budget of about one epoch, kept within [0.001, 0.02]. On the
-     * shipped sets (30-180 steps an epoch) that is 0.01-0.02; on 1M-row CTR
-     * data (3500 steps) 0.0025, where 0.01 overfits the rare features
-     * within a quarter epoch. */
-    if (rc == 0 && job->lr < 0) {
-        double lr = FSGD_TRAIN_LR_AUTO_C / sqrt(ceil((double)n_fit / (double)B));
-        t.adam.p.lr = lr < FSGD_TRAIN_LR_AUTO_MIN ? FSGD_TRAIN_LR_AUTO_MIN
-                      : lr > FSGD_TRAIN_LR_AUTO_MAX ? FSGD_TRAIN_LR_AUTO_MAX : lr;
-    }
+    if (rc == 0)
+        t.adam.p.lr = fsgd_train_auto_lr(job, n_fit, B);
     stats->lr = t.adam.p.lr;
     /* Per-key bias corrections (fsgd/adam.h): rare keys take steps of about
      * lr instead of up to ~6·lr. They go with lr auto, which was chosen with
@@ -535,7 +522,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     shuffle(t.perm, train->n_rows, &rng);
     const float bv = (float)job->bias_value;
     for (size_t r = 0; r < n_hold && rc == 0; r++)
-        rc = append_biased(&t.hold, train, t.perm[r], dim, bias, bv);
+        rc = fsgd_train_append_biased(&t.hold, train, t.perm[r], dim, bias, bv);
     t.n_batches = (n_fit + B - 1) / B;
     t.slices = calloc(t.n_batches * (size_t)W, sizeof *t.slices);
     t.batch_rows = malloc(t.n_batches * sizeof *t.batch_rows);
@@ -553,7 +540,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             size_t lo = pos + cnt * (size_t)i / (size_t)W, hi = pos + cnt * (size_t)(i + 1) / (size_t)W;
             fsgd_csr_t *sl = &t.slices[b * (size_t)W + (size_t)i];
             for (size_t r = lo; r < hi && rc == 0; r++)
-                rc = append_biased(sl, train, t.perm[r], dim, bias, bv);
+                rc = fsgd_train_append_biased(sl, train, t.perm[r], dim, bias, bv);
         }
     }
     if (rc < 0) {

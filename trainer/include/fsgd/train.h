@@ -74,6 +74,32 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
                char *err, size_t errsz);
 
+/* Appends row r of src to dst with columns >= dim dropped and, when bias,
+ * the constant feature (dim, bias_value) added: the rows the trainers see.
+ * Returns 0 or FSGD_E_NOMEM. */
+int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
+                             float bias_value);
+
+/* fsgd_train's settings from the data: lr auto and l2 auto for n_fit
+ * training rows in steps of B (the job's values when not auto). */
+double fsgd_train_auto_lr(const fsgd_job_t *job, size_t n_fit, size_t B);
+double fsgd_train_auto_l2(const fsgd_job_t *job, size_t n_fit);
+
+/* Rows read from the cache at a time by fsgd_train_stream: with B rows a
+ * step, the memory for data is this chunk, whatever the file's size. */
+#define FSGD_TRAIN_STREAM_CHUNK 65536
+
+/* fsgd_train over a row cache (fsgd/rowcache.h) instead of rows in memory:
+ * each epoch reads the cache in chunks of FSGD_TRAIN_STREAM_CHUNK rows,
+ * shuffles the rows within a chunk and trains on them in steps of B, so
+ * memory is the model's state plus one chunk. One thread, CPU backend,
+ * codec none. hold (may be NULL; required for epochs auto) are held-out
+ * rows kept in memory for early stopping; test may be NULL. The same
+ * defaults (lr, l2, epochs auto) and statistics as fsgd_train. */
+int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
+                      const fsgd_csr_t *test, uint64_t dim, fsgd_model_t *model, fsgd_train_stats_t *stats,
+                      fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz);
+
 /* Evaluates a model on rows: margins then fsgd_metrics_compute. */
 int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out);
 
