@@ -293,6 +293,13 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
 int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
                     fsgd_delim_stats_t *stats, char *err, size_t errsz)
 {
+    return fsgd_delim_load_chunks(path, spec, count_collisions, out, 0, NULL, NULL, stats, err, errsz);
+}
+
+int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
+                           size_t chunk_rows, fsgd_delim_chunk_fn fn, void *ctx, fsgd_delim_stats_t *stats, char *err,
+                           size_t errsz)
+{
     int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
     if (fd < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
@@ -343,6 +350,10 @@ int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_c
             if (k < 0)
                 rc = k;
             r.st.rows += k == 1;
+            if (rc == 0 && fn && out->n_rows >= chunk_rows) {
+                rc = fn(ctx, out, err, errsz);
+                fsgd_csr_clear(out);
+            }
         }
         pos = nl ? (size_t)(nl - buf) + 1 : len;
     }
@@ -354,6 +365,10 @@ int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_c
     free(r.val);
     if (rc == 0 && out->n_rows == 0 && !out->row_ptr) /* an empty file still gives a valid CSR */
         rc = fsgd_csr_reserve(out, 0, 0);
+    if (rc == 0 && fn && out->n_rows) {
+        rc = fn(ctx, out, err, errsz);
+        fsgd_csr_clear(out);
+    }
     if (stats)
         *stats = r.st;
     return rc;

@@ -12,6 +12,7 @@
 #define MAGIC "FSGDROWS"
 #define HEADER 32
 #define BUF (4u << 20)
+#define ONES 0x80000000u /* record flag in n: every value is 1, none stored */
 
 struct fsgd_rowcache_writer {
     FILE *f;
@@ -82,24 +83,30 @@ int fsgd_rowcache_append(fsgd_rowcache_writer_t *w, const fsgd_csr_t *m, char *e
 {
     for (size_t r = 0; r < m->n_rows; r++) {
         uint64_t lo = m->row_ptr[r], n = m->row_ptr[r + 1] - lo;
-        size_t need = 8 + 8 * (size_t)n;
+        if (n >= ONES)
+            return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%s: a row of %llu entries (at most 2^31-1)", w->path,
+                                (unsigned long long)n);
+        int ones = 1;
+        for (uint64_t i = 0; i < n && ones; i++)
+            ones = m->val[lo + i] == 1.0f;
+        size_t need = 8 + (ones ? 4 : 8) * (size_t)n;
         if (w->len + need > BUF)
             FSGD_TRY(flush(w, err, errsz));
         if (need > BUF) { /* a huge row: straight through */
             uint8_t hd[8];
             fsgd_le_putf32(hd, (float)m->label[r]);
-            fsgd_le_put32(hd + 4, (uint32_t)n);
+            fsgd_le_put32(hd + 4, (uint32_t)n | (ones ? ONES : 0));
             if (fwrite(hd, 1, 8, w->f) != 8 || fwrite(m->col + lo, 4, n, w->f) != n ||
-                fwrite(m->val + lo, 4, n, w->f) != n)
+                (!ones && fwrite(m->val + lo, 4, n, w->f) != n))
                 return fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: write failed: %s", w->path, strerror(errno));
         } else {
             uint8_t *p = w->buf + w->len;
             fsgd_le_putf32(p, (float)m->label[r]);
-            fsgd_le_put32(p + 4, (uint32_t)n);
+            fsgd_le_put32(p + 4, (uint32_t)n | (ones ? ONES : 0));
             p += 8;
             for (uint64_t i = 0; i < n; i++, p += 4)
                 fsgd_le_put32(p, m->col[lo + i]);
-            for (uint64_t i = 0; i < n; i++, p += 4)
+            for (uint64_t i = 0; i < n && !ones; i++, p += 4)
                 fsgd_le_putf32(p, m->val[lo + i]);
             w->len += need;
         }
@@ -204,7 +211,10 @@ long fsgd_rowcache_read(fsgd_rowcache_reader_t *r, fsgd_csr_t *out, size_t max_r
         const uint8_t *p = r->buf + r->pos;
         float label = fsgd_le_getf32(p);
         uint32_t n = fsgd_le_get32(p + 4);
-        h = have(r, 8 + 8 * (size_t)n, err, errsz);
+        const int ones = (n & ONES) != 0;
+        n &= ~ONES;
+        const size_t rec = 8 + (ones ? 4 : 8) * (size_t)n;
+        h = have(r, rec, err, errsz);
         if (h != 0)
             return h < 0 ? h : FSGD_E_TRUNCATED;
         p = r->buf + r->pos + 8;
@@ -214,13 +224,13 @@ long fsgd_rowcache_read(fsgd_rowcache_reader_t *r, fsgd_csr_t *out, size_t max_r
         for (uint32_t i = 0; i < n; i++)
             out->col[base + i] = fsgd_le_get32(p + 4 * (size_t)i);
         for (uint32_t i = 0; i < n; i++)
-            out->val[base + i] = fsgd_le_getf32(p + 4 * ((size_t)n + i));
+            out->val[base + i] = ones ? 1.0f : fsgd_le_getf32(p + 4 * ((size_t)n + i));
         out->nnz += n;
         out->label[out->n_rows] = label;
         out->row_ptr[++out->n_rows] = out->nnz;
         if (n && (uint64_t)out->col[out->nnz - 1] + 1 > out->max_col)
             out->max_col = (uint64_t)out->col[out->nnz - 1] + 1;
-        r->pos += 8 + 8 * (size_t)n;
+        r->pos += rec;
         r->done++;
         got++;
     }

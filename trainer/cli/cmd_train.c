@@ -16,6 +16,7 @@
 #include "fsgd/loss.h"
 #include "fsgd/outfile.h"
 #include "fsgd/train.h"
+#include "train_cache.h"
 
 static const char usage_line[] =
     "usage: fsgd train [JOB.yaml] [--data FILE] [--test FILE] [--model logistic|linear|svm] [options]\n"
@@ -228,6 +229,7 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     json_num(f, "holdout_loss", s->holdout_rows ? s->holdout_loss : NAN, 1);
     json_num(f, "best_epoch", s->holdout_rows ? s->best_epoch : NAN, 1);
     json_num(f, "peak_rss_mb", peak_rss_mb(), 1);
+    fprintf(f, "\"streamed_from_cache\": %s, ", job->cache[0] ? "true" : "false");
     fprintf(f, "\"format\": \"%s\", \"hash_columns_used\": %llu, \"hash_columns_collided\": %llu, ",
             job->format, (unsigned long long)hash_used, (unsigned long long)hash_collided);
     json_num(f, "process_seconds", wall() - t0, 1);
@@ -257,6 +259,82 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     if (rc < 0)
         fsgd_cli_error("metrics: %s", err);
     return rc;
+}
+
+/* Prints the summary lines shared by both paths. */
+static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, uint64_t dim, size_t test_rows)
+{
+    printf("model %s, %llu features%s, %.2f epochs, %llu steps, codec %s, %d threads, lr %.3g%s, l2 %.3g%s\n",
+           fsgd_loss_name(job->model), (unsigned long long)dim, job->bias ? " + intercept" : "", st->epochs_run,
+           (unsigned long long)st->steps, job->codec, st->threads_used, st->lr, job->lr < 0 ? " (auto)" : "", st->l2,
+           job->l2 < 0 ? " (auto: 1/n)" : "");
+    if (st->holdout_rows)
+        printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs%s\n", st->holdout_rows,
+               st->holdout_loss, st->best_epoch,
+               st->stopped_early ? ", then no better for one epoch" : " (max_epochs reached)");
+    printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread\n", st->seconds,
+           st->seconds > 0 ? st->rows / st->seconds : 0.0, st->t_grad > 0 ? st->nnz / st->t_grad : 0.0);
+    if (test_rows && job->model == FSGD_LOSS_SQUARED)
+        printf("test  rmse %.5f (%zu rows)\n", st->test.rmse, test_rows);
+    else if (test_rows)
+        printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows)\n", st->test.auc, st->test.logloss,
+               st->test.accuracy, test_rows);
+}
+
+/* fsgd train --cache: the first pass writes the cache (holdout and test
+ * split set aside in memory), every epoch streams from it. The training
+ * rows are never all in memory, so they are not scored at the end. */
+static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, double t0)
+{
+    char err[1024];
+    fsgd_csr_t hold = {0}, test = {0};
+    uint64_t rows = 0, max_col = 0;
+    int rc = 0;
+    if (job->test[0] && (rc = load(job->test, job, spec, 0, &test)) != 0)
+        return rc;
+    rc = fsgd_train_cache_write(job, spec, job->test[0] ? 0 : job->test_fraction, &hold, &test, &rows, &max_col,
+                                err, sizeof err);
+    if (rc < 0) {
+        fsgd_cli_error("%s", err);
+        fsgd_csr_free(&hold);
+        fsgd_csr_free(&test);
+        return fsgd_cli_status(rc);
+    }
+    uint64_t dim = job->dim ? job->dim : (max_col > hold.max_col ? max_col : hold.max_col);
+    if (!job->quiet)
+        fprintf(stderr, "fsgd: %llu train rows cached in %s, %zu holdout and %zu test rows in memory, %llu "
+                        "features; first pass %.2fs\n",
+                (unsigned long long)rows, job->cache, hold.n_rows, test.n_rows, (unsigned long long)dim, wall() - t0);
+    progress_ctx_t pctx = {.job = job, .tty = isatty(2)};
+    fsgd_model_t model = {0};
+    fsgd_train_stats_t st;
+    rc = fsgd_train_stream(job, job->cache, &hold, &test, dim, &model, &st, on_progress, &pctx, err, sizeof err);
+    fsgd_csr_free(&hold);
+    if (rc < 0) {
+        fsgd_cli_error("training failed: %s", err);
+        fsgd_csr_free(&test);
+        return fsgd_cli_status(rc);
+    }
+    print_summary(job, &st, dim, test.n_rows);
+    int status = 0;
+    if (spec)
+        fsgd_delim_spec_format(spec, model.input, sizeof model.input);
+    if (job->out[0]) {
+        rc = fsgd_model_save(&model, job->out, err, sizeof err);
+        if (rc < 0) {
+            fsgd_cli_error("%s", err);
+            status = fsgd_cli_status(rc);
+        } else {
+            printf("model written to %s\n", job->out);
+        }
+    }
+    fsgd_metrics_t none = {.auc = NAN, .logloss = NAN, .accuracy = NAN, .rmse = NAN, .loss = NAN};
+    if (job->metrics_json[0] && (rc = write_metrics(job->metrics_json, job, &st, &none, (size_t)rows, dim, t0)) < 0 &&
+        !status)
+        status = fsgd_cli_status(rc);
+    fsgd_model_free(&model);
+    fsgd_csr_free(&test);
+    return status;
 }
 
 int fsgd_cmd_train(int argc, char **argv)
@@ -306,6 +384,8 @@ int fsgd_cmd_train(int argc, char **argv)
         job.dim = hdim;
     }
     double t0 = wall();
+    if (job.cache[0])
+        return train_from_cache(&job, hashed ? &spec : NULL, t0);
     fsgd_csr_t train = {0}, test = {0};
     if ((rc = load(job.data, &job, hashed ? &spec : NULL, 1, &train)) != 0) {
         fsgd_csr_free(&train);

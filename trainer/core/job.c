@@ -33,6 +33,9 @@ static const field_t fields[] = {
      "tsv:COLUMNS[:header=1][:bits=B][:seed=S] / csv:..., COLUMNS like label,num*13,cat*26,skip; "
      "raw fields are hashed with xxHash into 2^bits columns (fsgd train, predict)"},
     {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32, "hashed formats: 2^B feature columns (0: the spec's bits, default 24)"},
+    {"cache", "data", F_STR, OFF(cache), 0, 0,
+     "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
+     "from it, for files larger than memory (one thread; the holdout and test split are at most 100k rows each)"},
     {"dim", "data", F_U64, OFF(dim), 0, 4294967296.0, "feature dimension (0: from the data)"},
     {"model", "model", F_MODEL, OFF(model), 0, 0, "logistic | linear | svm"},
     {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},

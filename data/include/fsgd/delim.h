@@ -74,4 +74,15 @@ typedef struct fsgd_delim_stats {
 int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
                     fsgd_delim_stats_t *stats, char *err, size_t errsz);
 
+/* Called with every chunk_rows rows (fewer at the end); the rows are cleared
+ * after it returns. A negative return stops reading with that error. */
+typedef int (*fsgd_delim_chunk_fn)(void *ctx, const fsgd_csr_t *rows, char *err, size_t errsz);
+
+/* fsgd_delim_load handing the rows to fn in chunks instead of keeping them
+ * (fn NULL: keep them all, as fsgd_delim_load), so a file larger than memory
+ * can be read: out is the chunk buffer. */
+int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
+                           size_t chunk_rows, fsgd_delim_chunk_fn fn, void *ctx, fsgd_delim_stats_t *stats, char *err,
+                           size_t errsz);
+
 #endif

@@ -6,6 +6,8 @@
  *   header  magic "FSGDROWS" | u32 version (1) | u32 flags (0) |
  *           u64 rows | u64 max_col (1 + largest column)
  *   record  f32 label | u32 n | n x u32 column | n x f32 value
+ *           (when bit 31 of n is set every value is 1 and none is stored:
+ *           binary CTR rows take 4 bytes a nonzero)
  * rows and max_col are written when the writer is closed; a reader refuses
  * a file whose header does not match its length (an interrupted write). */
 #ifndef FSGD_ROWCACHE_H

@@ -24,6 +24,7 @@ typedef struct fsgd_job {
     int skip_bad;                    /* skip malformed rows (default 0: strict) */
     char format[512];                /* libsvm | criteo | tsv:COLUMNS[:opts] | csv:COLUMNS[:opts] (fsgd/delim.h) */
     int hash_bits;                   /* hashed formats: 2^hash_bits columns (0: the spec's, default 24) */
+    char cache[FSGD_JOB_PATH_MAX];   /* fsgd train: stream epochs from this binary row cache ("" -> in memory) */
     uint64_t dim;                    /* feature dimension; 0 -> from the data */
     /* Not a job key: the most weights the cluster can carry in one snapshot
      * (set by fsgd run for its embedded cluster; 0: no limit). */
