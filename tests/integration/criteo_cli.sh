@@ -52,4 +52,12 @@ rc=0; "$FSGD" train --data "$tmp/train.tsv" --format 'tsv:label,kat' --quiet 2> 
 awk -F'\t' 'BEGIN { OFS = ","; print "id,click,a,b,c" } { print NR, $1, $15, $16, $17 }' "$tmp/train.tsv" > "$tmp/t.csv"
 "$FSGD" train --data "$tmp/t.csv" --format 'csv:skip,label,cat*3:header=1' --hash-bits 16 --quiet \
     --test-fraction 0.1 | grep -q '^test  auc' || fail "csv spec did not train"
+# The same rows streamed through --cache train to the same quality.
+"$FSGD" train --data "$tmp/train.tsv" --test "$tmp/test.tsv" --format criteo --hash-bits 18 --quiet \
+    --cache "$tmp/c.cache" --metrics-json "$tmp/c.json" > /dev/null
+/usr/bin/python3 - "$tmp/c.json" "$tmp/m.json" <<'PY'
+import json, sys
+c, m = (json.load(open(p)) for p in sys.argv[1:3])
+assert c["streamed_from_cache"] and abs(c["test"]["auc"] - m["test"]["auc"]) < 0.01, (c["test"], m["test"])
+PY
 echo ok

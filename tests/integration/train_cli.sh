@@ -110,4 +110,18 @@ assert t["l2"] == 0 and t["lr"] == 0.01 and not t["lr_auto"], t
 PY
 rc=0; "$FSGD" train --data "$D/a9a" --holdout 0 2>"$tmp/h0.txt" || rc=$?
 [ $rc -eq 2 ] && grep -q holdout "$tmp/h0.txt" || fail "epochs auto with holdout 0: exit $rc, $(cat "$tmp/h0.txt")"
+# --cache: the first pass writes a binary row cache and every epoch streams
+# from it; the same defaults give the same quality as the in-memory path.
+"$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --quiet --cache "$tmp/a9a.cache" --out "$tmp/c.fsgd" \
+    --metrics-json "$tmp/cache.json" > /dev/null
+[ -s "$tmp/a9a.cache" ] || fail "no cache file"
+"$FSGD" predict --model "$tmp/c.fsgd" --data "$D/a9a.t" --out "$tmp/c.pred" 2> "$tmp/c.txt"
+/usr/bin/python3 - "$tmp/cache.json" "$tmp/auto.json" <<'PY'
+import json, sys
+c, a = (json.load(open(p)) for p in sys.argv[1:3])
+assert c["streamed_from_cache"] and not a["streamed_from_cache"], (c, a)
+assert abs(c["test"]["auc"] - a["test"]["auc"]) < 0.002, (c["test"], a["test"])
+assert 3000 < c["holdout_rows"] < 3600 and c["stopped_early"] and c["peak_rss_mb"] > 0, c
+PY
+grep -q "auc 0.90" "$tmp/c.txt" || fail "cached model predicts: $(cat "$tmp/c.txt")"
 echo ok
