@@ -566,9 +566,10 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     uint64_t loss_rows = 0;
     double last_report = now();
     const int max_epochs = auto_epochs ? job->max_epochs : job->epochs;
-    /* Early stopping looks at the holdout FSGD_TRAIN_HOLDOUT_EVALS times an
-     * epoch (on big data one epoch can already be past the best point) and
-     * stops after FSGD_TRAIN_PATIENCE looks without a new best. */
+    /* Early stopping looks at the holdout `looks` times an epoch (on big data
+     * one epoch can already be past the best point) and stops after
+     * FSGD_TRAIN_PATIENCE looks without a new best (fsgd/train.h). */
+    const uint64_t looks = fsgd_train_looks(n_fit, t.n_batches);
     double best_loss = INFINITY;
     int since_best = 0, stop_early = 0;
     if (auto_epochs && rc == 0) {
@@ -636,8 +637,8 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
 
             int last_step = k + 1 == t.n_batches;
             /* Looks at evenly spread steps, the last of the epoch among them:
-             * exactly FSGD_TRAIN_HOLDOUT_EVALS an epoch (every step if fewer). */
-            const uint64_t E = FSGD_TRAIN_HOLDOUT_EVALS, nb = t.n_batches;
+             * exactly `looks` an epoch (fsgd_train_looks). */
+            const uint64_t E = looks, nb = t.n_batches;
             if (auto_epochs && (last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb)) {
                 double h0 = now();
                 /* the mean loss only: an AUC would sort the holdout at every look */

@@ -26,3 +26,11 @@ double fsgd_train_auto_lr(const fsgd_job_t *job, size_t n_fit, size_t B)
     double lr = FSGD_TRAIN_LR_AUTO_C / sqrt(ceil((double)n_fit / (double)(B ? B : 1)));
     return lr < FSGD_TRAIN_LR_AUTO_MIN ? FSGD_TRAIN_LR_AUTO_MIN : lr > FSGD_TRAIN_LR_AUTO_MAX ? FSGD_TRAIN_LR_AUTO_MAX : lr;
 }
+
+uint64_t fsgd_train_looks(size_t n_fit, size_t steps_per_epoch)
+{
+    uint64_t e = ((uint64_t)n_fit + FSGD_TRAIN_LOOK_ROWS - 1) / FSGD_TRAIN_LOOK_ROWS;
+    if (e < FSGD_TRAIN_HOLDOUT_EVALS)
+        e = FSGD_TRAIN_HOLDOUT_EVALS;
+    return e < steps_per_epoch ? e : (uint64_t)steps_per_epoch;
+}

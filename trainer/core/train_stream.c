@@ -215,7 +215,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                 stats->nnz += s.batch.nnz;
                 step_in_epoch++;
                 int last_step = step_in_epoch == steps_per_epoch;
-                const uint64_t E = FSGD_TRAIN_HOLDOUT_EVALS, nb = steps_per_epoch;
+                const uint64_t E = fsgd_train_looks((size_t)n_fit, steps_per_epoch), nb = steps_per_epoch;
                 if (auto_epochs && (last_step || ((uint64_t)step_in_epoch * E) / nb !=
                                                      ((uint64_t)(step_in_epoch - 1) * E) / nb)) {
                     double h0 = now();

@@ -20,10 +20,15 @@
  * smaller shares cost more in synchronisation than they save. */
 #define FSGD_TRAIN_MIN_NNZ_PER_THREAD 16384
 
-/* epochs auto: the holdout loss is computed this many times an epoch, and
- * training stops after FSGD_TRAIN_PATIENCE of them without a new best
- * (one epoch's worth). */
+/* epochs auto: the holdout loss is computed at evenly spread steps,
+ * FSGD_TRAIN_HOLDOUT_EVALS times an epoch or once every
+ * FSGD_TRAIN_LOOK_ROWS training rows, whichever is more often, and
+ * training stops after FSGD_TRAIN_PATIENCE looks without a new best: one
+ * epoch on small data, 4 x 50k rows on big data, where an epoch is long and
+ * the holdout large enough for a short patience. fsgd_train_looks gives the
+ * number of looks an epoch. */
 #define FSGD_TRAIN_HOLDOUT_EVALS 4
+#define FSGD_TRAIN_LOOK_ROWS 50000
 #define FSGD_TRAIN_PATIENCE 4
 
 /* lr auto (job->lr < 0): FSGD_TRAIN_LR_AUTO_C / sqrt(steps per epoch),
@@ -84,6 +89,10 @@ int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, u
  * training rows in steps of B (the job's values when not auto). */
 double fsgd_train_auto_lr(const fsgd_job_t *job, size_t n_fit, size_t B);
 double fsgd_train_auto_l2(const fsgd_job_t *job, size_t n_fit);
+
+/* Holdout looks an epoch of n_fit rows: max(FSGD_TRAIN_HOLDOUT_EVALS,
+ * ceil(n_fit / FSGD_TRAIN_LOOK_ROWS)), at most the steps an epoch. */
+uint64_t fsgd_train_looks(size_t n_fit, size_t steps_per_epoch);
 
 /* Rows read from the cache at a time by fsgd_train_stream: with B rows a
  * step, the memory for data is this chunk, whatever the file's size. */
