@@ -254,7 +254,9 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     json_num(f, "gradient", s->t_grad, 1);
     json_num(f, "encode", s->t_encode, 1);
     json_num(f, "decode", s->t_decode, 1);
-    json_num(f, "update", s->t_update, 0);
+    json_num(f, "update", s->t_update, 1);
+    json_num(f, "gradient_round_wall", s->t_grad_round, 1);
+    json_num(f, "holdout", s->t_holdout, 0);
     fprintf(f, "}}\n");
     rc = fsgd_outfile_commit(&o, err, sizeof err);
     if (rc < 0)

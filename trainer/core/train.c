@@ -593,6 +593,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             }
             run_round(&t, PHASE_GRADIENT);
             double s1 = now();
+            stats->t_grad_round += s1 - s0;
             for (int i = 0; i < W && rc == 0; i++) {
                 worker_t *w = &t.workers[i];
                 if (w->rc < 0)

@@ -199,6 +199,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                     break;
                 double s1 = now();
                 stats->t_grad += s1 - s0;
+                stats->t_grad_round += s1 - s0;
                 /* the step gradient of fsgd_train: mean over the step's rows plus λθ */
                 const double inv = 1.0 / (double)cnt;
                 for (size_t e = 0; e < s.grad.n; e++)

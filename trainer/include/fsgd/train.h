@@ -45,6 +45,7 @@ typedef struct fsgd_train_stats {
     uint64_t raw_bytes;             /* 8 bytes per sent (key, value) pair */
     uint64_t wire_bytes;            /* encoded bytes of every thread's gradient */
     double t_grad, t_encode, t_decode, t_update; /* seconds in each phase (summed over threads for grad/codec) */
+    double t_grad_round;            /* wall seconds of the gradient rounds (all threads at once) */
     fsgd_metrics_t test;            /* last evaluation (n == 0 before the first) */
     double time_to_target;          /* seconds when test AUC first reached job->target_auc, -1 if not */
     double target_clock;            /* CLOCK_MONOTONIC seconds at that moment (whole-process timing), 0 if not */
