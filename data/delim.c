@@ -290,6 +290,30 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
     return 1;
 }
 
+long fsgd_delim_parse(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src, fsgd_csr_t *out,
+                      char *err, size_t errsz)
+{
+    reader_t r = {.spec = spec, .path = src ? src : "<buffer>"};
+    const char *p = buf, *e = buf + len;
+    long got = 0;
+    int rc = fsgd_csr_reserve(out, 0, 0);
+    while (rc == 0 && p < e) {
+        const char *nl = memchr(p, '\n', (size_t)(e - p));
+        const char *le = nl ? nl : e;
+        r.st.lines++;
+        if (!(spec->header && r.st.lines == 1)) {
+            int k = parse_row(&r, r.st.lines, p, le, out, err, errsz);
+            if (k < 0)
+                rc = k;
+            got += k == 1;
+        }
+        p = nl ? nl + 1 : e;
+    }
+    free(r.col);
+    free(r.val);
+    return rc < 0 ? rc : got;
+}
+
 int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
                     fsgd_delim_stats_t *stats, char *err, size_t errsz)
 {

@@ -74,6 +74,12 @@ typedef struct fsgd_delim_stats {
 int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
                     fsgd_delim_stats_t *stats, char *err, size_t errsz);
 
+/* Parses the lines of buf[0..len) (a header line first when spec says so)
+ * and appends the rows to out; src names the origin in errors. Returns the
+ * rows appended or a negative error ("src:line:col: ..."). */
+long fsgd_delim_parse(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src, fsgd_csr_t *out,
+                      char *err, size_t errsz);
+
 /* Called with every chunk_rows rows (fewer at the end); the rows are cleared
  * after it returns. A negative return stops reading with that error. */
 typedef int (*fsgd_delim_chunk_fn)(void *ctx, const fsgd_csr_t *rows, char *err, size_t errsz);
