@@ -31,10 +31,11 @@ static const char defaults_note[] =
     "               the data grows.\n"
     "  epochs auto  a holdout fraction (10%) of the training rows is set aside and never trained on;\n"
     "               its mean loss is computed 4 times an epoch or every 50k training rows, whichever\n"
-    "               is more often; training stops after 4 looks without a new best (by a relative\n"
-    "               1e-4: one epoch on small data, 200k rows on big data) or at max_epochs, and the\n"
-    "               weights of the best look are the model. A number of epochs trains exactly that\n"
-    "               many on all rows, with no holdout and no early stopping.\n"
+    "               is more often; training stops after 4 looks, or a quarter epoch if that is more,\n"
+    "               without a new best (by a relative 1e-4: one epoch on small data, 200k rows on 1M\n"
+    "               rows) or at max_epochs, and the weights of the best look are the model. A number\n"
+    "               of epochs trains exactly that many on all rows, with no holdout and no early\n"
+    "               stopping.\n"
     "  lr auto      0.15 / sqrt(steps per epoch), within [0.001, 0.02]: Adam moves a touched weight\n"
     "               by about lr a step whatever the gradient's scale, so the step must shrink as an\n"
     "               epoch gets more steps (SGD's 1/sqrt(T) for about one epoch). 0.01-0.02 on the\n"
@@ -45,6 +46,16 @@ static const char defaults_note[] =
 
 /* Hash-column use of the training file (hashed formats), for the metrics JSON. */
 static uint64_t hash_used, hash_collided;
+
+/* How early stopping ended, for the summary line. */
+static const char *stop_note(const fsgd_train_stats_t *st, char *buf, size_t cap)
+{
+    if (st->stopped_early)
+        snprintf(buf, cap, "then no better for %.2f epochs", st->patience_epochs);
+    else
+        snprintf(buf, cap, "max_epochs reached");
+    return buf;
+}
 
 /* Peak resident set of this process so far, in MiB (Linux: ru_maxrss in KiB). */
 static double peak_rss_mb(void)
@@ -269,14 +280,14 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
 /* Prints the summary lines shared by both paths. */
 static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, uint64_t dim, size_t test_rows)
 {
+    char note[96];
     printf("model %s, %llu features%s, %.2f epochs, %llu steps, codec %s, %d threads, lr %.3g%s, l2 %.3g%s\n",
            fsgd_loss_name(job->model), (unsigned long long)dim, job->bias ? " + intercept" : "", st->epochs_run,
            (unsigned long long)st->steps, job->codec, st->threads_used, st->lr, job->lr < 0 ? " (auto)" : "", st->l2,
            job->l2 < 0 ? " (auto: 1/n)" : "");
     if (st->holdout_rows)
-        printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs%s\n", st->holdout_rows,
-               st->holdout_loss, st->best_epoch,
-               st->stopped_early ? ", then no better for one epoch" : " (max_epochs reached)");
+        printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st->holdout_rows,
+               st->holdout_loss, st->best_epoch, stop_note(st, note, sizeof note));
     printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread\n", st->seconds,
            st->seconds > 0 ? st->rows / st->seconds : 0.0, st->t_grad > 0 ? st->nnz / st->t_grad : 0.0);
     if (test_rows && job->model == FSGD_LOSS_SQUARED)
@@ -434,9 +445,10 @@ int fsgd_cmd_train(int argc, char **argv)
            fsgd_loss_name(job.model), (unsigned long long)dim, job.bias ? " + intercept" : "", st.epochs_run,
            (unsigned long long)st.steps, job.codec, st.threads_used, st.lr, job.lr < 0 ? " (auto)" : "", st.l2,
            job.l2 < 0 ? " (auto: 1/n)" : "");
+    char note[96];
     if (st.holdout_rows)
-        printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs%s\n", st.holdout_rows,
-               st.holdout_loss, st.best_epoch, st.stopped_early ? ", then no better for one epoch" : " (max_epochs reached)");
+        printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st.holdout_rows,
+               st.holdout_loss, st.best_epoch, stop_note(&st, note, sizeof note));
     printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread; bytes %.0f/step, compression %.2fx\n",
            st.seconds, st.seconds > 0 ? st.rows / st.seconds : 0.0, st.t_grad > 0 ? st.nnz / st.t_grad : 0.0,
            st.steps ? (double)st.wire_bytes / st.steps : 0.0,

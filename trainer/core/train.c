@@ -568,8 +568,10 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     const int max_epochs = auto_epochs ? job->max_epochs : job->epochs;
     /* Early stopping looks at the holdout `looks` times an epoch (on big data
      * one epoch can already be past the best point) and stops after
-     * FSGD_TRAIN_PATIENCE looks without a new best (fsgd/train.h). */
+     * `patience` looks without a new best (fsgd/train.h). */
     const uint64_t looks = fsgd_train_looks(n_fit, t.n_batches);
+    const int patience = fsgd_train_patience(looks);
+    stats->patience_epochs = (double)patience / (double)looks;
     double best_loss = INFINITY;
     int since_best = 0, stop_early = 0;
     if (auto_epochs && rc == 0) {
@@ -655,7 +657,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                     since_best = 0;
                     stats->best_epoch = (double)(epoch - 1) + (double)(k + 1) / (double)t.n_batches;
                     memcpy(t.best, t.adam.theta, model_dim * sizeof *t.best);
-                } else if (++since_best >= FSGD_TRAIN_PATIENCE) {
+                } else if (++since_best >= patience) {
                     stop_early = 1;
                 }
                 stats->holdout_loss = best_loss;

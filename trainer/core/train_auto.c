@@ -34,3 +34,8 @@ uint64_t fsgd_train_looks(size_t n_fit, size_t steps_per_epoch)
         e = FSGD_TRAIN_HOLDOUT_EVALS;
     return e < steps_per_epoch ? e : (uint64_t)steps_per_epoch;
 }
+
+int fsgd_train_patience(uint64_t looks)
+{
+    return looks / 4 > FSGD_TRAIN_PATIENCE ? (int)(looks / 4) : FSGD_TRAIN_PATIENCE;
+}

@@ -167,6 +167,10 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     double best_loss = INFINITY, train_time = 0, loss_acc = 0, last_report = now();
     uint64_t loss_rows = 0;
     int since_best = 0, stop_early = 0;
+    {
+        uint64_t looks = fsgd_train_looks((size_t)n_fit, steps_per_epoch);
+        stats->patience_epochs = (double)fsgd_train_patience(looks) / (double)looks;
+    }
     for (int epoch = 1; epoch <= max_epochs && !stop_early && rc == 0; epoch++) {
         stats->epoch = epoch;
         rc = fsgd_rowcache_rewind(s.rd, err, errsz);
@@ -226,7 +230,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                         since_best = 0;
                         stats->best_epoch = (double)(epoch - 1) + (double)step_in_epoch / (double)nb;
                         memcpy(s.best, s.adam.theta, model_dim * sizeof *s.best);
-                    } else if (++since_best >= FSGD_TRAIN_PATIENCE) {
+                    } else if (++since_best >= fsgd_train_patience(E)) {
                         stop_early = 1;
                     }
                     stats->holdout_loss = best_loss;

@@ -22,11 +22,12 @@
 
 /* epochs auto: the holdout loss is computed at evenly spread steps,
  * FSGD_TRAIN_HOLDOUT_EVALS times an epoch or once every
- * FSGD_TRAIN_LOOK_ROWS training rows, whichever is more often, and
- * training stops after FSGD_TRAIN_PATIENCE looks without a new best: one
- * epoch on small data, 4 x 50k rows on big data, where an epoch is long and
- * the holdout large enough for a short patience. fsgd_train_looks gives the
- * number of looks an epoch. */
+ * FSGD_TRAIN_LOOK_ROWS training rows, whichever is more often
+ * (fsgd_train_looks), and training stops after fsgd_train_patience looks
+ * without a new best: FSGD_TRAIN_PATIENCE looks, or a quarter epoch when
+ * that is more. So one epoch on small data, 200k rows on 1M rows, a quarter
+ * epoch on bigger files: an epoch there is long and the holdout large, but
+ * a slow steady gain over 200k rows must not stop it. */
 #define FSGD_TRAIN_HOLDOUT_EVALS 4
 #define FSGD_TRAIN_LOOK_ROWS 50000
 #define FSGD_TRAIN_PATIENCE 4
@@ -60,6 +61,7 @@ typedef struct fsgd_train_stats {
     double best_epoch;              /* epochs (fractional) done when that best was reached */
     double epochs_run;              /* epochs (fractional) trained */
     int stopped_early;              /* 1 when the holdout loss stopped improving before max_epochs */
+    double patience_epochs;         /* epochs of looks without a new best that stop it */
     double t_holdout;               /* seconds scoring the holdout rows (counted in seconds) */
 } fsgd_train_stats_t;
 
@@ -94,6 +96,9 @@ double fsgd_train_auto_l2(const fsgd_job_t *job, size_t n_fit);
 /* Holdout looks an epoch of n_fit rows: max(FSGD_TRAIN_HOLDOUT_EVALS,
  * ceil(n_fit / FSGD_TRAIN_LOOK_ROWS)), at most the steps an epoch. */
 uint64_t fsgd_train_looks(size_t n_fit, size_t steps_per_epoch);
+
+/* Looks without a new best before stopping: max(FSGD_TRAIN_PATIENCE, looks / 4). */
+int fsgd_train_patience(uint64_t looks);
 
 /* Rows read from the cache at a time by fsgd_train_stream: with B rows a
  * step, the memory for data is this chunk, whatever the file's size. */
