@@ -111,7 +111,8 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
             hash_collided = ds.slots_collided;
         }
     } else {
-        rc = fsgd_libsvm_load(path, &opts, out, &st, err, sizeof err);
+        /* parsing is most of the load: split it over the job's threads */
+        rc = fsgd_libsvm_load_threads(path, &opts, job->threads, out, &st, err, sizeof err);
     }
     if (rc < 0) {
         fsgd_cli_error("%s", err);
