@@ -8,6 +8,7 @@
 #include "fsgd/libsvm.h"
 #include "fsgd/loss.h"
 #include "fsgd/rowcache.h"
+#include "fsgd/train.h"
 
 typedef struct pass {
     const fsgd_job_t *job;
@@ -39,7 +40,7 @@ static int take_chunk(void *ctx, const fsgd_csr_t *rows, char *err, size_t errsz
         fsgd_csr_t *to = &p->keep;
         if (u < p->test_p && p->test->n_rows < FSGD_TRAIN_CACHE_SET_ASIDE_MAX)
             to = p->test;
-        else if (u >= p->test_p && u < p->test_p + p->hold_p && p->hold->n_rows < FSGD_TRAIN_CACHE_SET_ASIDE_MAX)
+        else if (u >= p->test_p && u < p->test_p + p->hold_p && p->hold->n_rows < FSGD_TRAIN_HOLDOUT_MAX)
             to = p->hold;
         if (fsgd_csr_append_rows(to, rows, r, 1) < 0)
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory reading %s", p->job->data);

@@ -32,6 +32,9 @@
 #define FSGD_TRAIN_LOOK_ROWS 50000
 #define FSGD_TRAIN_PATIENCE 4
 
+/* epochs auto holds out job->holdout of the rows, at most this many. */
+#define FSGD_TRAIN_HOLDOUT_MAX 50000
+
 /* lr auto (job->lr < 0): FSGD_TRAIN_LR_AUTO_C / sqrt(steps per epoch),
  * clamped to [MIN, MAX]; see fsgd_train. */
 #define FSGD_TRAIN_LR_AUTO_C 0.15
