@@ -4,7 +4,7 @@
 # fails when any of them finds a crash (inputs in $(BUILD)/fuzz/artifacts).
 #
 # Sources are found by globbing, so adding a file needs no Makefile edit:
-#   codec/ data/ trainer/   -> build/libfsgd.a   (except trainer/cli/)
+#   common/ codec/ data/ strategy/ trainer/ -> build/libfsgd.a (except trainer/cli/)
 #   trainer/cli/*.c         -> bin/fsgd
 #   trainer/**/*.cu         -> built with nvcc when CUDA=1
 #   tests/unit/test_*.c     -> build/unit/test_*   (each with tests/unit/testmain.c)
@@ -63,14 +63,28 @@ OPT       ?= -O2
 SAN       ?=
 
 WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter $(WERROR)
-CPPFLAGS = -Icodec/include -Idata/include -Itrainer/include -D_GNU_SOURCE -DFSGD_HAVE_CUDA=$(CUDA) \
-           -DFSGD_CUDA_TOOLKIT='"$(CUDA_TOOLKIT)"'
+# Modules and what each may include (enforced: a module sees only the
+# headers of the modules below it):
+#   common/   errors, CRC32C, little-endian, sparse vectors, key sorting
+#   codec/    gradient codecs (common)
+#   data/     LIBSVM and generated data (common)
+#   strategy/ the two-way compression strategies (common, codec)
+#   trainer/  training, Kafka, the roles and the CLI (everything)
+INC_common   = -Icommon/include
+INC_codec    = $(INC_common) -Icodec/include
+INC_data     = $(INC_common) -Idata/include
+INC_strategy = $(INC_codec) -Istrategy/include
+INC_trainer  = $(INC_strategy) -Idata/include -Itrainer/include
+INC_tests    = $(INC_trainer)
+CPPFLAGS = -D_GNU_SOURCE -DFSGD_HAVE_CUDA=$(CUDA) -DFSGD_CUDA_TOOLKIT='"$(CUDA_TOOLKIT)"'
+# The include path of a source: its top folder's INC_ set.
+module_inc = $(INC_$(firstword $(subst /, ,$(1))))
 
 CFLAGS   = -std=c11 $(OPT) -g $(WARN) -pthread -MMD -MP $(SAN)
 LDFLAGS  = -pthread $(SAN)
-LDLIBS   = -lrdkafka -llz4 -lyaml -lm
+LDLIBS   = -lrdkafka -llz4 -lyaml -lmicrohttpd -ljansson -lm
 
-LIB_SRC   := $(shell find codec data trainer -name '*.c' -not -path 'trainer/cli/*' | sort)
+LIB_SRC   := $(shell find common codec data strategy trainer -name '*.c' -not -path 'trainer/cli/*' 2>/dev/null | sort)
 CLI_SRC   := $(sort $(wildcard trainer/cli/*.c))
 CU_SRC    := $(if $(filter 1,$(CUDA)),$(shell find trainer -name '*.cu' | sort))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
@@ -101,11 +115,11 @@ $(FLAGS_STAMP):
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(CPPFLAGS) -Xcompiler -Wall,-Wextra -MMD -MP -c $< -o $@
+	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(call module_inc,$<) $(CPPFLAGS) -Xcompiler -Wall,-Wextra -MMD -MP -c $< -o $@
 
 $(LIBFSGD): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -19,6 +19,30 @@ struct fsgd_downlink {
     size_t mag_cap;
 };
 
+/* codec_spec with any "ef=" parameter replaced by ef=0; the length written
+ * (>= sz: too long). */
+static int without_ef(const char *codec_spec, char *out, size_t sz)
+{
+    const char *colon = strchr(codec_spec, ':');
+    size_t used = 0;
+    int w = snprintf(out, sz, "%.*s:", (int)(colon ? (size_t)(colon - codec_spec) : strlen(codec_spec)), codec_spec);
+    if (w < 0 || (size_t)w >= sz)
+        return w;
+    used = (size_t)w;
+    for (const char *p = colon ? colon + 1 : NULL; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (!(len >= 3 && !strncmp(p, "ef=", 3))) {
+            w = snprintf(out + used, sz - used, "%.*s,", (int)len, p);
+            if (w < 0 || (size_t)w >= sz - used)
+                return (int)sz;
+            used += (size_t)w;
+        }
+        p += len + (p[len] == ',');
+    }
+    w = snprintf(out + used, sz - used, "ef=0");
+    return w < 0 || (size_t)w >= sz - used ? (int)sz : (int)(used + (size_t)w);
+}
+
 fsgd_downlink_t *fsgd_downlink_new(const char *codec_spec, uint64_t dim, const float *theta, char *err,
                                    size_t errsz)
 {
@@ -34,7 +58,7 @@ fsgd_downlink_t *fsgd_downlink_new(const char *codec_spec, uint64_t dim, const f
     /* The codec's own error feedback would keep a second residual next to
      * θ − ρ and send that mass twice: turn it off. */
     char spec[256];
-    int w = snprintf(spec, sizeof spec, "%s%sef=0", codec_spec, strchr(codec_spec, ':') ? "," : ":");
+    int w = without_ef(codec_spec, spec, sizeof spec);
     if (w < 0 || (size_t)w >= sizeof spec) {
         fsgd_err_fmt(err, errsz, FSGD_E_ARG, "downlink: codec spec '%s' too long", codec_spec);
         return NULL;

@@ -1,5 +1,5 @@
 /* Fuzz target: `fsgd model assemble`'s stream reader
- * (fsgd_model_assemble_stream, trainer/dist/assemble.c) over arbitrary
+ * (fsgd_model_assemble_stream, trainer/distributed/assemble.c) over arbitrary
  * bytes: what `kcat -C -t NAME.model -f '%s'` writes, concatenated frames.
  *
  * Input: one control byte, then the stream. Control bit 0: fix up the

@@ -15,7 +15,7 @@
 #include "fsgd/downlink.h"
 #include "fsgd/le.h"
 
-#include "../../trainer/dist/wire.h"
+#include "../../trainer/distributed/wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

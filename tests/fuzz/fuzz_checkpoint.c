@@ -1,4 +1,4 @@
-/* Fuzz target: the aggregator's checkpoint loader (trainer/dist/aggregator.c
+/* Fuzz target: the aggregator's checkpoint loader (trainer/distributed/aggregator.c
  * through fsgd_agg_ckpt_check, the code a restarted aggregator runs on its
  * checkpoint file; KAFKA_FORMAT.md "Checkpoint").
  *
@@ -16,7 +16,7 @@
 #include "fsgd/error.h"
 #include "fsgd/le.h"
 
-#include "../../trainer/dist/agg_ckpt.h"
+#include "../../trainer/distributed/agg_ckpt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* Fuzz target: the NAME.ctl JSON reader (fsgd_ctl_get_str / fsgd_ctl_get_num /
- * fsgd_ctl_get_u32s in trainer/dist/ctl.c) and its agreement with the writer.
+ * fsgd_ctl_get_u32s in trainer/distributed/ctl.c) and its agreement with the writer.
  *
  * Input byte 0, bit 0 set: the rest (after a size byte) is read as a message
  * of any client: lookups of the fields fsgd reads, into small buffers with
@@ -14,7 +14,7 @@
 
 #include "fsgd/le.h"
 
-#include "../../trainer/dist/ctl.h"
+#include "../../trainer/distributed/ctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,7 +19,7 @@ TARGETS=${FUZZ_TARGETS:-$(ls tests/fuzz/fuzz_*.c)}
 CORPUS=${FUZZ_CORPUS:-tests/fuzz/corpus}
 mkdir -p "$BUILD/fuzz/artifacts"
 flags="-std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DFSGD_HAVE_CUDA=0 \
-       -Icodec/include -Idata/include -Itrainer/include"
+       -Icommon/include -Icodec/include -Idata/include -Istrategy/include -Itrainer/include"
 # The library once, with fuzzer instrumentation but no main, for the targets
 # that use it.
 objs=()

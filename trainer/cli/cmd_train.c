@@ -11,10 +11,12 @@
 #include "cli.h"
 #include "fsgd/codec.h"
 #include "fsgd/delim.h"
+#include "fsgd/strategy.h"
 #include "fsgd/job.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/loss.h"
 #include "fsgd/outfile.h"
+#include "fsgd/progress.h"
 #include "fsgd/train.h"
 #include "train_cache.h"
 
@@ -159,6 +161,7 @@ static int split(fsgd_csr_t *data, double fraction, uint64_t seed, fsgd_csr_t *t
 typedef struct progress_ctx {
     const fsgd_job_t *job;
     int tty;
+    size_t n_train; /* rows per epoch, for the ETA */
 } progress_ctx_t;
 
 static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
@@ -194,9 +197,14 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
         snprintf(of, sizeof of, "%d", ctx->job->epochs);
     else
         snprintf(of, sizeof of, "auto");
-    fprintf(stderr, "%sepoch %d/%s  step %llu  %.0f rows/s  loss %.4f  %.0f B/step  ratio %.2fx%s%s",
-            ctx->tty ? "\r" : "", s->epoch, of, (unsigned long long)s->steps, rows_s, s->last_loss,
-            bytes_step, ratio, test, (end_of_epoch || !ctx->tty) ? "\n" : "\033[K");
+    /* epochs auto: the ETA is to max_epochs, an upper bound ("<=") */
+    const int epochs = ctx->job->epochs > 0 ? ctx->job->epochs : ctx->job->max_epochs;
+    char eta[32]; /* fsgd/progress.h */
+    fsgd_progress_fmt_duration(eta, sizeof eta,
+                               fsgd_progress_eta(s->seconds, (double)s->rows, (double)ctx->n_train * epochs));
+    fprintf(stderr, "%sepoch %d/%s  step %llu  %.0f rows/s  loss %.4f  %.0f B/step  ratio %.2fx  ETA %s%s%s%s",
+            ctx->tty ? "\r" : "", s->epoch, of, (unsigned long long)s->steps, rows_s, s->last_loss, bytes_step,
+            ratio, ctx->job->epochs > 0 ? "" : "<= ", eta, test, (end_of_epoch || !ctx->tty) ? "\n" : "\033[K");
 }
 
 static void json_num(FILE *f, const char *key, double v, int comma)
@@ -325,7 +333,7 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
         fprintf(stderr, "fsgd: %llu train rows cached in %s, %zu holdout and %zu test rows in memory, %llu "
                         "features; first pass %.2fs\n",
                 (unsigned long long)rows, job->cache, hold.n_rows, test.n_rows, (unsigned long long)dim, wall() - t0);
-    progress_ctx_t pctx = {.job = job, .tty = isatty(2)};
+    progress_ctx_t pctx = {.job = job, .tty = isatty(2), .n_train = (size_t)rows};
     fsgd_model_t model = {0};
     fsgd_train_stats_t st;
     rc = fsgd_train_stream(job, job->cache, &hold, &test, dim, &model, &st, on_progress, &pctx, err, sizeof err);
@@ -379,12 +387,10 @@ int fsgd_cmd_train(int argc, char **argv)
     }
     /* Fail on a bad codec spec or an output that cannot be written before
      * spending time loading data and training. */
-    fsgd_codec_t *probe = fsgd_codec_new(job.codec, 1u << 20, err, sizeof err);
-    if (!probe) {
+    if (fsgd_strategy_check(job.codec, 1u << 20, err, sizeof err) < 0) {
         fsgd_cli_error("codec: %s", err);
         return FSGD_EXIT_USAGE;
     }
-    fsgd_codec_destroy(probe);
     const char *outs[] = {job.out, job.metrics_json};
     if ((rc = fsgd_cli_check_outputs("train", outs, 2)) != 0)
         return rc;
@@ -433,7 +439,7 @@ int fsgd_cmd_train(int argc, char **argv)
         fprintf(stderr, "fsgd: %zu train rows, %zu test rows, %llu features, %zu nonzeros; loaded in %.2fs\n",
                 train.n_rows, test.n_rows, (unsigned long long)dim, train.nnz, wall() - t0);
 
-    progress_ctx_t pctx = {.job = &job, .tty = isatty(2)};
+    progress_ctx_t pctx = {.job = &job, .tty = isatty(2), .n_train = train.n_rows};
     fsgd_model_t model = {0};
     fsgd_train_stats_t st;
     rc = fsgd_train(&job, &train, &test, dim, &model, &st, on_progress, &pctx, err, sizeof err);

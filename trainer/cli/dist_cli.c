@@ -1,6 +1,8 @@
 #include "dist_cli.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -58,5 +60,29 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
+    return 0;
+}
+
+int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const char **addr, int *port)
+{
+    const char *p = dcli_take(argc, argv, "--metrics-port", 1, NULL, NULL);
+    const char *a = dcli_take(argc, argv, "--metrics-addr", 1, NULL, NULL);
+    *addr = a && *a ? a : "127.0.0.1";
+    *port = -1;
+    if (!p) {
+        if (a) {
+            fsgd_cli_error("%s: --metrics-addr needs --metrics-port", who);
+            return FSGD_EXIT_USAGE;
+        }
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (!*p || *end || errno || v < 0 || v + max_offset > 65535) {
+        fsgd_cli_error("%s: --metrics-port expects 0 (any free port) or 1..%d, got '%s'", who, 65535 - max_offset, p);
+        return FSGD_EXIT_USAGE;
+    }
+    *port = (int)v;
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "fsgd/backend.h"
 #include "fsgd/codec.h"
+#include "fsgd/strategy.h"
 #include "fsgd/error.h"
 #include "fsgd/outfile.h"
 #include "fsgd/version.h"
@@ -28,6 +29,7 @@ static const subcommand_t subcommands[] = {
     {"worker", fsgd_cmd_worker, "run one worker of a job"},
     {"aggregator", fsgd_cmd_aggregator, "run the aggregator of a job"},
     {"model", fsgd_cmd_model, "model topic tools (model assemble)"},
+    {"plot", fsgd_cmd_plot, "draw finished runs' metrics JSON with gnuplot (PNG or SVG)"},
 };
 
 void fsgd_cli_error(const char *fmt, ...)
@@ -121,6 +123,7 @@ static int features(void)
     printf("fsgd %s\n", FSGD_VERSION);
     printf("backends: %s\n", fsgd_backend_list());
     printf("codecs: %s\n", fsgd_codec_list());
+    printf("strategies (--codec): %s\n", fsgd_strategy_list());
     char why[256] = "";
     int cuda_built = strstr(fsgd_backend_list(), "cuda") != NULL;
     int have_device = cuda_built && fsgd_backend_available("cuda", why, sizeof why);

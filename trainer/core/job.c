@@ -57,7 +57,7 @@ static const field_t fields[] = {
     {"seed", "optimizer", F_U64, OFF(seed), 0, 1.8e19, "random seed (shuffling, split)"},
     {"threads", "compute", F_INT, OFF(threads), 1, 1024, "local worker threads in fsgd train"},
     {"backend", "compute", F_STR, OFF(backend), 0, 0, "cpu | cuda | auto"},
-    {"codec", "compute", F_STR, OFF(codec), 0, 0, "gradient codec spec, e.g. none, fastsgd:b=1.1,tau=128,l=2"},
+    {"codec", "compute", F_STR, OFF(codec), 0, 0, "compression strategy spec NAME:key=value,... (fsgd features lists them; strategy/FORMAT.md), e.g. none, fastsgd:b=1.1,tau=128,l=2, topk:ratio=0.01"},
     {"downlink", "compute", F_STR, OFF(downlink), 0, 0,
      "model updates to workers (fsgd run): auto (compressed with the codec when it is lossy), full (float32 values), or a lossy codec spec"},
     {"out", "output", F_STR, OFF(out), 0, 0, "model file to write"},

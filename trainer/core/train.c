@@ -16,6 +16,7 @@
 #include "fsgd/adam.h"
 #include "fsgd/backend.h"
 #include "fsgd/codec.h"
+#include "fsgd/strategy.h"
 #include "fsgd/error.h"
 #include "fsgd/loss.h"
 
@@ -73,12 +74,12 @@ typedef struct worker {
     trainer_t *t;
     pthread_t thread;
     fsgd_backend_t *backend;
-    fsgd_codec_t *codec;
+    fsgd_sworker_t *strat; /* the compression strategy's worker side */
     const fsgd_csr_t *batch; /* this step's rows (one of the trainer's slices) */
     int64_t batch_id;
     fsgd_sparse_t grad, decoded;
     uint8_t *wire;
-    size_t wire_cap;
+    size_t wire_cap, wire_len;
     double loss;
     int rc;
     char err[512];
@@ -108,6 +109,11 @@ struct trainer {
     double l2;          /* λ in use: job->l2, or 1/n_train when it is auto */
     worker_t *workers;
     int n_workers;
+    /* The strategy's aggregator side. When it only decodes and sums a codec
+     * message (plain), the threads do that in parallel themselves; else one
+     * thread feeds it every message, as the aggregator process does. */
+    fsgd_sagg_t *agg;
+    int plain;
     fsgd_csr_t hold;    /* epochs auto: held-out rows for early stopping */
     float *best;        /* epochs auto: θ at the lowest holdout loss so far */
     double *hold_margin;
@@ -176,15 +182,16 @@ static void worker_step(worker_t *w)
     fsgd_grad_request_t req = {.batch = w->batch, .batch_id = w->batch_id, .loss = t->job->model, .scale = 1.0, .l2 = 0};
     /* A device encoder returns only the message; gradient and encoding are
      * then one call and their time counts as gradient time. */
-    int fused = fsgd_backend_encodes_on_device(w->backend, w->codec);
+    fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat);
+    int fused = dc && fsgd_backend_encodes_on_device(w->backend, dc);
     size_t bound;
     if (fused) {
-        bound = fsgd_backend_encoded_bound(w->codec, w->batch);
+        bound = fsgd_backend_encoded_bound(dc, w->batch);
     } else {
         w->rc = fsgd_backend_gradient(w->backend, &req, &w->grad, &w->loss, w->err, sizeof w->err);
         if (w->rc < 0)
             return;
-        bound = fsgd_codec_bound(w->codec, w->grad.n);
+        bound = fsgd_sworker_bound(w->strat, w->grad.n);
     }
     double t1 = now();
     w->t_grad += t1 - t0;
@@ -200,23 +207,26 @@ static void worker_step(worker_t *w)
     size_t len = 0;
     uint64_t entries;
     if (fused) {
-        w->rc = fsgd_backend_gradient_encoded(w->backend, &req, w->codec, w->wire, w->wire_cap, &len, &w->loss,
+        w->rc = fsgd_backend_gradient_encoded(w->backend, &req, dc, w->wire, w->wire_cap, &len, &w->loss,
                                               w->err, sizeof w->err);
         fsgd_codec_stats_t cst;
-        fsgd_codec_last_stats(w->codec, &cst);
+        fsgd_codec_last_stats(dc, &cst);
         entries = cst.n_in;
         w->t_grad += now() - t1;
         t1 = now();
     } else {
-        w->rc = fsgd_codec_encode(w->codec, w->grad.keys, w->grad.vals, w->grad.n, w->wire, w->wire_cap, &len,
-                                  w->err, sizeof w->err);
+        w->rc = fsgd_sworker_encode(w->strat, w->grad.keys, w->grad.vals, w->grad.n, w->batch->n_rows, w->wire,
+                                    w->wire_cap, &len, w->err, sizeof w->err);
         entries = w->grad.n;
     }
     double t2 = now();
     w->t_encode += t2 - t1;
     if (w->rc < 0)
         return;
-    w->rc = fsgd_codec_decode(w->wire, len, t->adam.dim, &w->decoded, w->err, sizeof w->err);
+    w->wire_len = len;
+    w->decoded.n = 0;
+    if (t->plain)
+        w->rc = fsgd_codec_decode(w->wire, len, t->adam.dim, &w->decoded, w->err, sizeof w->err);
     w->t_decode += now() - t2;
     w->raw_bytes += 8 * entries;
     w->wire_bytes += len;
@@ -321,6 +331,46 @@ static void sum_worker_stats(const trainer_t *t, fsgd_train_stats_t *stats)
     }
 }
 
+/* One step through a strategy that is more than decode-and-sum, exactly as
+ * the aggregator process runs it (trainer/distributed/agg_step.c): every
+ * thread's message into the strategy, its sum into the optimizer, and its
+ * feedback back to every thread's worker side. The update lands in
+ * workers[0].upd (for device backends). */
+static int strategy_step(trainer_t *t, size_t rows, double loss_sum, double seconds, char *err, size_t errsz)
+{
+    char e[256];
+    for (int i = 0; i < t->n_workers; i++) {
+        worker_t *w = &t->workers[i];
+        w->upd.n = 0;
+        int rc = fsgd_sagg_add(t->agg, (uint32_t)i, w->wire, w->wire_len, INFINITY, NULL, e, sizeof e);
+        if (rc < 0)
+            return fsgd_err_fmt(err, errsz, rc, "worker %d: codec %s: %s", i, t->job->codec, e);
+    }
+    fsgd_step_info_t info = {.step = t->adam.t + 1, .rows = rows, .loss_sum = loss_sum, .seconds = seconds,
+                             .n_senders = (uint32_t)t->n_workers};
+    fsgd_reducer_t *red = fsgd_sagg_take(t->agg, &info, e, sizeof e);
+    if (!red)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "codec %s: %s", t->job->codec, e);
+    fsgd_sparse_t *u = &t->workers[0].upd;
+    if (fsgd_sagg_optimizer(t->agg) == FSGD_OPT_APPLY) {
+        FSGD_TRY(fsgd_reducer_take(red, -1.0 / t->n_workers, u));
+        for (size_t i = 0; i < u->n; i++)
+            t->adam.theta[u->keys[i]] += u->vals[i];
+        t->adam.t++;
+    } else {
+        FSGD_TRY(fsgd_reducer_take_step(red, t->inv_rows, t->l2, t->adam.theta, u));
+        fsgd_adam_step(&t->adam, u->keys, u->vals, u->n);
+    }
+    size_t slen;
+    const uint8_t *sec = fsgd_sagg_section(t->agg, &slen);
+    for (int i = 0; i < t->n_workers; i++) {
+        int rc = fsgd_sworker_after_step(t->workers[i].strat, 1, sec, slen, e, sizeof e);
+        if (rc < 0)
+            return fsgd_err_fmt(err, errsz, rc, "worker %d: feedback: %s", i, e);
+    }
+    return 0;
+}
+
 /* One round on every worker; the calling thread does worker 0's share. */
 static void run_round(trainer_t *t, int phase)
 {
@@ -384,7 +434,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
         for (int i = 0; i < t->n_workers; i++) {
             worker_t *w = &t->workers[i];
             fsgd_backend_destroy(w->backend);
-            fsgd_codec_destroy(w->codec);
+            fsgd_sworker_destroy(w->strat);
             fsgd_sparse_free(&w->grad);
             fsgd_sparse_free(&w->decoded);
             fsgd_sparse_free(&w->upd);
@@ -392,6 +442,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
         }
         free(t->workers);
     }
+    fsgd_sagg_destroy(t->agg);
     free(t->perm);
     if (t->slices)
         for (size_t i = 0; i < t->n_batches * (size_t)t->n_workers; i++)
@@ -507,10 +558,13 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             rc = FSGD_E_ARG;
             break;
         }
-        w->codec = fsgd_codec_new(job->codec, model_dim, err, errsz);
-        if (!w->codec)
+        w->strat = fsgd_sworker_new(job->codec, model_dim, job->seed + (uint64_t)i, err, errsz);
+        if (!w->strat)
             rc = FSGD_E_ARG;
     }
+    if (rc == 0 && !(t.agg = fsgd_sagg_new(job->codec, model_dim, job->seed, err, errsz)))
+        rc = FSGD_E_ARG;
+    t.plain = rc == 0 && fsgd_sagg_plain_sum(t.agg);
     if (rc < 0) {
         free(test_margin);
         cleanup(&t, &rows, &test_rows);
@@ -610,10 +664,19 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             if (rc < 0)
                 break;
             loss_rows += cnt;
-            split_keys(&t, model_dim);
             t.inv_rows = 1.0 / (double)cnt;
-            fsgd_adam_advance(&t.adam);
-            run_round(&t, PHASE_UPDATE);
+            if (t.plain) {
+                split_keys(&t, model_dim);
+                fsgd_adam_advance(&t.adam);
+                run_round(&t, PHASE_UPDATE);
+            } else {
+                double lsum = 0;
+                for (int i = 0; i < W; i++)
+                    lsum += t.workers[i].loss;
+                rc = strategy_step(&t, cnt, lsum, s1 - s0, err, errsz);
+                if (rc < 0)
+                    break;
+            }
             for (int i = 0; i < W && rc == 0; i++)
                 if (t.workers[i].rc < 0)
                     rc = fsgd_err_fmt(err, errsz, t.workers[i].rc, "worker %d: %s", i, t.workers[i].err);

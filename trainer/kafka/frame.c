@@ -12,7 +12,7 @@
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 
-#define KNOWN_FLAGS FSGD_KFLAG_FINAL
+#define KNOWN_FLAGS (FSGD_KFLAG_FINAL | FSGD_KFLAG_SECTION)
 
 size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f)
 {

@@ -19,9 +19,9 @@
 #include "fsgd/le.h"
 #include "fsgd/model.h"
 
-#include "../../../trainer/dist/agg_ckpt.h"
-#include "../../../trainer/dist/ctl.h"
-#include "../../../trainer/dist/wire.h"
+#include "../../../trainer/distributed/agg_ckpt.h"
+#include "../../../trainer/distributed/ctl.h"
+#include "../../../trainer/distributed/wire.h"
 
 static const char *root;
 

@@ -12,6 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fsgd/reduce.h"
+#include "fsgd/sparse.h"
+
 typedef struct fsgd_adam_params {
     double lr;    /* default 0.01 */
     double beta1; /* default 0.9 */
@@ -68,5 +71,10 @@ static inline float fsgd_adam_step_grad(double sum, double scale, double l2, flo
 {
     return (float)(sum * scale + l2 * (double)theta_k);
 }
+
+/* Drains a reducer (fsgd/reduce.h) into the step gradients Adam takes:
+ * out->vals[i] = fsgd_adam_step_grad(sum of key i, scale, l2, theta[key]),
+ * keys increasing. Returns 0 or FSGD_E_NOMEM. */
+int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const float *theta, fsgd_sparse_t *out);
 
 #endif

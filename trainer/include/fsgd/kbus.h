@@ -34,7 +34,8 @@ typedef enum fsgd_kmsg_kind {
     FSGD_KMSG_DELTA_CODED = 5,  /* <job>.model: an update every replica adds, codec-compressed (fsgd/downlink.h) */
 } fsgd_kmsg_kind_t;
 
-#define FSGD_KFLAG_FINAL 1u /* model message: the job is finished */
+#define FSGD_KFLAG_FINAL 1u   /* model message: the job is finished */
+#define FSGD_KFLAG_SECTION 2u /* model message: a strategy feedback section follows the state (fsgd/strategy.h) */
 
 /* One frame as it appears on the wire (body borrowed from the buffer). */
 typedef struct fsgd_kframe {

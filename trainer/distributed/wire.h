@@ -1,4 +1,4 @@
-/* Bodies of the fsgd messages (trainer/KAFKA_FORMAT.md). Private to dist/. */
+/* Bodies of the fsgd messages (trainer/KAFKA_FORMAT.md). Private to trainer/distributed/. */
 #ifndef FSGD_DIST_WIRE_H
 #define FSGD_DIST_WIRE_H
 
@@ -86,6 +86,13 @@ int fsgd_wire_cdelta_put(fsgd_wire_buf_t *b, uint32_t flags, uint32_t check, con
 int fsgd_wire_cdelta_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_cdelta_t *d, char *err, size_t errsz);
 /* 1 when sender is in the delta's applied list. */
 int fsgd_wire_cdelta_applied(const fsgd_wire_cdelta_t *d, uint32_t sender);
+
+/* Strategy feedback section (frame flag FSGD_KFLAG_SECTION, right after the
+ * state): u32 len (1 .. FSGD_WIRE_SECTION_MAX), len bytes the strategy
+ * defines (strategy/FORMAT.md). Sets *sec (borrowed) and *slen. */
+#define FSGD_WIRE_SECTION_MAX (64u << 20)
+int fsgd_wire_section_get(const uint8_t *p, size_t len, size_t *off, const uint8_t **sec, size_t *slen, char *err,
+                          size_t errsz);
 
 /* Snapshot: u32 kind, u32 has_bias, f32 bias, u64 dim, u64 n, f32 w[n]. */
 typedef struct fsgd_wire_model {

@@ -22,8 +22,15 @@ int fsgd_reducer_add(fsgd_reducer_t *r, const uint32_t *keys, const float *vals,
 /* Writes scale * sum into out (replaced, keys increasing) and resets the reducer. */
 int fsgd_reducer_take(fsgd_reducer_t *r, double scale, fsgd_sparse_t *out);
 
-/* As fsgd_reducer_take, with out->vals[i] = fsgd_adam_step_grad(sum, scale,
- * l2, theta[key]) (fsgd/adam.h): the step gradient Adam takes. */
-int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const float *theta, fsgd_sparse_t *out);
+/* The touched keys, sorted increasing (n of them; owned by r, valid until
+ * the next add/take/clear), and the running sum of one key. With
+ * fsgd_reducer_clear these let a caller drain the sums in double precision
+ * (the optimizer step, fsgd_reducer_take_step in fsgd/adam.h). */
+const uint32_t *fsgd_reducer_sorted_keys(fsgd_reducer_t *r, size_t *n);
+double fsgd_reducer_sum(const fsgd_reducer_t *r, uint32_t key);
+size_t fsgd_reducer_count(const fsgd_reducer_t *r);
+
+/* Empties the reducer (only the touched keys are reset). */
+void fsgd_reducer_clear(fsgd_reducer_t *r);
 
 #endif

@@ -43,6 +43,11 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
     size_t off = 0;
     rc = fsgd_wire_state_get(body, blen, &off, &st, e, sizeof e);
     fsgd_wire_state_free(&st);
+    if (rc == 0 && (f.flags & FSGD_KFLAG_SECTION)) {
+        const uint8_t *sec; /* the strategy's feedback: for workers only */
+        size_t slen;
+        rc = fsgd_wire_section_get(body, blen, &off, &sec, &slen, e, sizeof e);
+    }
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "model message step %llu: %s", (unsigned long long)f.step, e);
     if (f.kind == FSGD_KMSG_SNAPSHOT) {

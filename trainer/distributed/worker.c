@@ -17,10 +17,12 @@
 
 #include "fsgd/backend.h"
 #include "fsgd/codec.h"
+#include "fsgd/strategy.h"
 #include "fsgd/downlink.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
+#include "fsgd/observe.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "fsgd/libsvm.h"
@@ -53,7 +55,7 @@ typedef struct worker {
     uint32_t kind;
     float *theta;
     fsgd_backend_t *be;
-    fsgd_codec_t *codec;
+    fsgd_sworker_t *strat; /* the compression strategy (fsgd/strategy.h) */
     pcache_t *cache;
     uint32_t ncache;
     fsgd_kasm_t *as;
@@ -232,10 +234,26 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
     w->be = fsgd_backend_new(w->job->backend, w->mdim, w->theta, w->err, w->errsz);
     if (!w->be)
         return FSGD_E_DEVICE;
-    w->codec = fsgd_codec_new(w->job->codec, w->mdim, w->err, w->errsz);
-    if (!w->codec)
+    w->strat = fsgd_sworker_new(w->job->codec, w->mdim, w->job->seed + w->id, w->err, w->errsz);
+    if (!w->strat)
         return FSGD_E_ARG;
     return 0;
+}
+
+/* The model message f closes a step: when it is the step this worker sent
+ * a gradient for, the strategy learns whether that gradient was applied (a
+ * message that was not has its error-feedback mass restored: its rows come
+ * round again) and reads the aggregator's feedback section. */
+static void close_step(worker_t *w, const fsgd_kframe_t *f, int applied, const uint8_t *sec, size_t slen)
+{
+    if (w->sent_gen != f->gen || w->sent_step != f->step)
+        return;
+    char e[256];
+    int rc = fsgd_sworker_after_step(w->strat, applied, sec, slen, e, sizeof e);
+    if (rc == 1)
+        w->stats->ef_undone++;
+    else if (rc < 0)
+        reject(w, 1, "generation %u step %llu: feedback section: %s", f->gen, (unsigned long long)f->step, e);
 }
 
 /* Reports this worker's data partitions on NAME.ctl (the aggregator waits
@@ -349,6 +367,10 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
     fsgd_wire_state_t s = {0};
     size_t off = 0;
     int rc = fsgd_wire_state_get(body, len, &off, &s, e, sizeof e);
+    const uint8_t *sec = NULL; /* the strategy's feedback for the step this message closes */
+    size_t slen = 0;
+    if (rc == 0 && (f.flags & FSGD_KFLAG_SECTION))
+        rc = fsgd_wire_section_get(body, len, &off, &sec, &slen, e, sizeof e);
     if (rc < 0) {
         fsgd_kasm_forget(w->as, &f); /* the genuine message of this step may still come */
         reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
@@ -384,9 +406,10 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
             w->stats->resyncs++;
             /* A restarted aggregator replays the rows since its checkpoint:
              * mass in the residual from those rows would be applied twice. */
-            if (fsgd_codec_residual(w->codec)->n)
+            if (fsgd_sworker_reset(w->strat))
                 w->stats->ef_discarded++;
-            fsgd_codec_reset(w->codec);
+        } else {
+            close_step(w, &f, 1, sec, slen);
         }
         w->valid = 1;
     } else {
@@ -439,13 +462,9 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
             fsgd_wire_state_free(&s);
             return rc;
         }
+        /* Plain deltas carry no applied list: the step closed, ours was taken. */
+        close_step(w, &f, f.kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec, slen);
         if (f.kind == FSGD_KMSG_DELTA_CODED) {
-            /* Our message for this step was not applied (rejected, stale,
-             * conflicting): its rows come round again, so restore the
-             * residual it carried rather than lose that mass. */
-            if (w->sent_gen == f.gen && w->sent_step == f.step && !fsgd_wire_cdelta_applied(&cd, w->id) &&
-                fsgd_codec_undo_last(w->codec))
-                w->stats->ef_undone++;
             if ((cd.flags & FSGD_WIRE_CDELTA_CHECK) && fsgd_downlink_checksum(w->theta, w->mdim) != cd.check) {
                 /* Not the aggregator's replica: compute on nothing until the
                  * next snapshot replaces θ. */
@@ -535,13 +554,14 @@ static int do_step(worker_t *w)
                                    .scale = 1.0, .l2 = 0};
         /* A device that encodes on the card hands back only the message
          * (gradient and encoding fused; its time counts as gradient). */
-        int fused = fsgd_backend_encodes_on_device(w->be, w->codec);
+        fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat);
+        int fused = dc && fsgd_backend_encodes_on_device(w->be, dc);
         size_t cap = 0, elen = 0, raw_entries = 0;
         if (fused) {
-            cap = fsgd_backend_encoded_bound(w->codec, &w->batch);
+            cap = fsgd_backend_encoded_bound(dc, &w->batch);
         } else {
             rc = fsgd_backend_gradient(w->be, &req, &w->g, &loss, w->err, w->errsz);
-            cap = fsgd_codec_bound(w->codec, w->g.n);
+            cap = fsgd_sworker_bound(w->strat, w->g.n);
             raw_entries = w->g.n;
         }
         double t1 = now_s();
@@ -555,15 +575,15 @@ static int do_step(worker_t *w)
             }
         }
         if (!rc && fused) {
-            rc = fsgd_backend_gradient_encoded(w->be, &req, w->codec, w->enc, w->enc_cap, &elen, &loss, w->err,
+            rc = fsgd_backend_gradient_encoded(w->be, &req, dc, w->enc, w->enc_cap, &elen, &loss, w->err,
                                                w->errsz);
             fsgd_codec_stats_t cst;
-            fsgd_codec_last_stats(w->codec, &cst);
+            fsgd_codec_last_stats(dc, &cst);
             raw_entries = cst.n_in;
             t1 = now_s();
         } else if (!rc) {
-            rc = fsgd_codec_encode(w->codec, w->g.keys, w->g.vals, w->g.n, w->enc, w->enc_cap, &elen, w->err,
-                                   w->errsz);
+            rc = fsgd_sworker_encode(w->strat, w->g.keys, w->g.vals, w->g.n, gm.rows, w->enc, w->enc_cap, &elen,
+                                     w->err, w->errsz);
         }
         double t2 = now_s();
         gm.loss_sum = loss;
@@ -598,6 +618,7 @@ static int do_step(worker_t *w)
     w->sent_at = w->last_send = now_s();
     w->stats->steps_sent++;
     w->stats->rows += gm.rows;
+    fsgd_observe_worker_step(w->stats); /* /metrics */
     return 0;
 }
 
@@ -728,7 +749,7 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     }
     free(w->cache);
     fsgd_backend_destroy(w->be);
-    fsgd_codec_destroy(w->codec);
+    fsgd_sworker_destroy(w->strat);
     free(w->theta);
     free(w->assigned);
     fsgd_kasm_destroy(w->as);

@@ -409,3 +409,19 @@ int fsgd_wire_cdelta_applied(const fsgd_wire_cdelta_t *d, uint32_t sender)
     }
     return 0;
 }
+
+int fsgd_wire_section_get(const uint8_t *p, size_t len, size_t *off, const uint8_t **sec, size_t *slen, char *err,
+                          size_t errsz)
+{
+    if (*off > len || len - *off < 4)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "section: length at offset %zu: message ends", *off);
+    uint32_t n = fsgd_le_get32(p + *off);
+    if (n == 0 || n > FSGD_WIRE_SECTION_MAX || n > len - *off - 4)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "section: length %u at offset %zu: must be 1..%u and within the %zu bytes left", n, *off,
+                            FSGD_WIRE_SECTION_MAX, len - *off - 4);
+    *sec = p + *off + 4;
+    *slen = n;
+    *off += 4 + (size_t)n;
+    return 0;
+}

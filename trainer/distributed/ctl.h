@@ -1,4 +1,4 @@
-/* NAME.ctl: JSON status events (KAFKA_FORMAT.md, "NAME.ctl"). Private to dist/.
+/* NAME.ctl: JSON status events (KAFKA_FORMAT.md, "NAME.ctl"). Private to trainer/distributed/.
  *
  * Events are one JSON object per message, key = the event type. The
  * writer is a tiny append-only builder; the reader finds top-level fields

@@ -1,5 +1,5 @@
 /* The aggregator's checkpoint decoder (KAFKA_FORMAT.md, "Checkpoint"),
- * exposed for tests and the fuzz target. Private to dist/. */
+ * exposed for tests and the fuzz target. Private to trainer/distributed/. */
 #ifndef FSGD_DIST_AGG_CKPT_H
 #define FSGD_DIST_AGG_CKPT_H
 

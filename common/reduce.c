@@ -1,4 +1,3 @@
-#include "fsgd/adam.h"
 #include "fsgd/reduce.h"
 
 #include <stdlib.h>
@@ -64,23 +63,38 @@ int fsgd_reducer_add(fsgd_reducer_t *r, const uint32_t *keys, const float *vals,
     return FSGD_E_OK;
 }
 
-int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const float *theta, fsgd_sparse_t *out)
+const uint32_t *fsgd_reducer_sorted_keys(fsgd_reducer_t *r, size_t *n)
+{
+    fsgd_keysort(r->touched, r->n_touched);
+    *n = r->n_touched;
+    return r->touched;
+}
+
+double fsgd_reducer_sum(const fsgd_reducer_t *r, uint32_t key) { return key < r->dim ? r->acc[key] : 0.0; }
+
+void fsgd_reducer_clear(fsgd_reducer_t *r)
+{
+    for (size_t i = 0; i < r->n_touched; i++) {
+        r->acc[r->touched[i]] = 0;
+        r->seen[r->touched[i]] = 0;
+    }
+    r->n_touched = 0;
+}
+
+size_t fsgd_reducer_count(const fsgd_reducer_t *r) { return r->n_touched; }
+
+int fsgd_reducer_take(fsgd_reducer_t *r, double scale, fsgd_sparse_t *out)
 {
     FSGD_TRY(fsgd_sparse_reserve(out, r->n_touched));
     fsgd_keysort(r->touched, r->n_touched);
     for (size_t i = 0; i < r->n_touched; i++) {
         uint32_t k = r->touched[i];
         out->keys[i] = k;
-        out->vals[i] = fsgd_adam_step_grad(r->acc[k], scale, l2, theta ? theta[k] : 0.0f);
+        out->vals[i] = (float)(r->acc[k] * scale);
         r->acc[k] = 0;
         r->seen[k] = 0;
     }
     out->n = r->n_touched;
     r->n_touched = 0;
     return FSGD_E_OK;
-}
-
-int fsgd_reducer_take(fsgd_reducer_t *r, double scale, fsgd_sparse_t *out)
-{
-    return fsgd_reducer_take_step(r, scale, 0, NULL, out);
 }

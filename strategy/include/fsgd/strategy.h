@@ -1,0 +1,152 @@
+/* Compression strategies: everything one synchronous step of the
+ * worker–aggregator exchange does to the numbers, in one place.
+ *
+ *   worker      fsgd_sworker_encode(gradient)          -> uplink message
+ *   aggregator  fsgd_sagg_add(sender, message)  (each)    decode + reduce,
+ *               fsgd_sagg_take(&sum)                      or reduce in the
+ *                                                         compressed domain
+ *               optimizer step on sum (fsgd_sagg_optimizer says which)
+ *               fsgd_sagg_section(&bytes)              -> feedback section
+ *               downlink: Δ = θ − ρ coded with fsgd_sagg_downlink_spec
+ *                         (fsgd/downlink.h; θ − ρ is the aggregator's error
+ *                         feedback, so no mass is lost)
+ *   worker      applies the downlink (fsgd/downlink.h), then
+ *               fsgd_sworker_after_step(applied?, section)
+ *
+ * Messages are self-describing: any parameter that changes during a run
+ * (MQGrad's bits) is in the uplink message itself (codec/FORMAT.md), and
+ * what the aggregator tells the workers travels in the feedback section of
+ * the model message that closes the step (trainer/KAFKA_FORMAT.md), so any
+ * receiver decodes any step with no side channel.
+ *
+ * Key ranges: an aggregator instance only ever reduces the keys in the
+ * messages it is given, and a worker instance only the keys it is given. An
+ * aggregator split by key range runs one fsgd_sagg_t per range and its
+ * workers one fsgd_sworker_t per range; nothing here assumes one instance
+ * sees every key (a strategy whose selection is global, such as gTop-k,
+ * becomes exact per range).
+ *
+ * Specs: "name:key=value,..." as for codecs (fsgd/codec.h). The codec
+ * strategies (none, fastsgd, logquant, topk) take exactly their codec's
+ * spec. Adding a strategy: one file under strategy/ defining an
+ * fsgd_strategy_vt_t, and one line in strategy/registry.c. */
+#ifndef FSGD_STRATEGY_H
+#define FSGD_STRATEGY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/codec.h"
+#include "fsgd/error.h"
+#include "fsgd/reduce.h"
+#include "fsgd/sparse.h"
+
+typedef struct fsgd_sworker fsgd_sworker_t;
+typedef struct fsgd_sagg fsgd_sagg_t;
+
+/* What the aggregator does with the reduced sum of a step. */
+typedef enum fsgd_optimizer {
+    FSGD_OPT_ADAM = 0, /* sum / rows is the mean gradient: L2 + sparse Adam (fsgd/adam.h) */
+    FSGD_OPT_APPLY = 1 /* sum / workers is already a step: θ -= it (workers ran their own optimizer) */
+} fsgd_optimizer_t;
+
+/* What the aggregator knows about the step it is closing (for strategies
+ * that adapt: MQGrad's reward). */
+typedef struct fsgd_step_info {
+    uint64_t step;       /* the step being closed, 1-based */
+    uint64_t rows;       /* rows applied */
+    double loss_sum;     /* sum of the per-row training losses before the update */
+    double seconds;      /* wall time of the step */
+    uint32_t n_senders;  /* messages reduced */
+} fsgd_step_info_t;
+
+/* Lists the registered strategy names, space separated (static string). */
+const char *fsgd_strategy_list(void);
+
+/* Checks a spec without making an instance: 0, or FSGD_E_ARG with err
+ * naming the strategy or parameter. */
+int fsgd_strategy_check(const char *spec, uint64_t dim, char *err, size_t errsz);
+
+/* ---- worker side: one instance per worker (per key range) ---- */
+
+/* NULL with err on a bad spec or out of memory. seed: for strategies with
+ * randomness (the same seed gives the same run). */
+fsgd_sworker_t *fsgd_sworker_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz);
+void fsgd_sworker_destroy(fsgd_sworker_t *w);
+
+/* The uplink codec, for a device backend that encodes on the GPU with it
+ * (fsgd_backend_gradient_encoded), or NULL when the strategy must see the
+ * gradient itself first (momentum, projections): the caller then encodes
+ * with fsgd_sworker_encode. */
+fsgd_codec_t *fsgd_sworker_device_codec(fsgd_sworker_t *w);
+
+/* Upper bound on the uplink message for a gradient of n entries. */
+size_t fsgd_sworker_bound(const fsgd_sworker_t *w, size_t n);
+
+/* Encodes the step's gradient (n entries, keys strictly increasing < dim:
+ * the sum over the worker's rows, as fsgd_backend_gradient gives it; rows:
+ * how many) into out[0..cap). Error-feedback state is kept in w. */
+int fsgd_sworker_encode(fsgd_sworker_t *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
+                        uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz);
+
+/* Statistics of the last encode (fsgd/codec.h). */
+void fsgd_sworker_last_stats(const fsgd_sworker_t *w, fsgd_codec_stats_t *st);
+
+/* The step this worker sent a message for is closed. applied: whether the
+ * aggregator applied that message (the model message's applied list);
+ * section/len: the feedback section of that model message (len 0: none).
+ * A message that was not applied has its error-feedback mass restored; a
+ * strategy with feedback (gTop-k's put-back, MQGrad's bits) reads its
+ * section. Returns 1 when error-feedback mass was restored, 0 otherwise, or
+ * FSGD_E_FORMAT with err when the section is malformed (state unchanged). */
+int fsgd_sworker_after_step(fsgd_sworker_t *w, int applied, const uint8_t *section, size_t len, char *err,
+                            size_t errsz);
+
+/* The model was replaced by a snapshot of another aggregator generation:
+ * forget all error-feedback state. Returns 1 when state was discarded. */
+int fsgd_sworker_reset(fsgd_sworker_t *w);
+
+/* Entries held in error-feedback state (residual), for metrics. */
+size_t fsgd_sworker_residual_entries(const fsgd_sworker_t *w);
+
+/* ---- aggregator side: one instance per aggregator (per key range) ---- */
+
+fsgd_sagg_t *fsgd_sagg_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz);
+void fsgd_sagg_destroy(fsgd_sagg_t *a);
+
+/* Decodes and reduces one sender's message for the current step. Every
+ * decoded value must be finite and |v| <= value_bound (a forged or broken
+ * sender), else FSGD_E_RANGE and nothing of it is kept; FSGD_E_FORMAT for
+ * a message that does not decode, whatever the reason (CRC, length, key
+ * range); FSGD_E_NOMEM. err names the field. *entries: the entries the
+ * message carried (for the downlink budget). */
+int fsgd_sagg_add(fsgd_sagg_t *a, uint32_t sender, const uint8_t *msg, size_t len, double value_bound,
+                  size_t *entries, char *err, size_t errsz);
+
+/* Closes the reduction: returns the reducer holding the sum of the step
+ * that is to be applied (double precision, fsgd/reduce.h), which the
+ * caller drains (fsgd_reducer_take*) before the next add. NULL with err on
+ * failure (out of memory). */
+fsgd_reducer_t *fsgd_sagg_take(fsgd_sagg_t *a, const fsgd_step_info_t *info, char *err, size_t errsz);
+
+/* The feedback section for the model message that closes this step (valid
+ * until the next add/take); *len 0 when the strategy sends none. */
+const uint8_t *fsgd_sagg_section(const fsgd_sagg_t *a, size_t *len);
+
+/* 1 when the aggregator side is only "decode each message with
+ * fsgd_codec_decode and sum" (the codec strategies) with Adam on the sum:
+ * a caller may then decode and sum in parallel itself (fsgd train does). */
+int fsgd_sagg_plain_sum(const fsgd_sagg_t *a);
+
+/* How the aggregator applies the sum (see fsgd_optimizer_t). */
+fsgd_optimizer_t fsgd_sagg_optimizer(const fsgd_sagg_t *a);
+
+/* The lossy codec spec for the downlink's Δ when the job says "auto", or
+ * NULL when the strategy is lossless (the exact values go down). */
+const char *fsgd_sagg_downlink_spec(const fsgd_sagg_t *a);
+
+/* A strategy parameter the aggregator currently uses, for metrics (e.g.
+ * "bits"); NAN when it has none of that name. */
+double fsgd_sagg_param(const fsgd_sagg_t *a, const char *name);
+
+#endif

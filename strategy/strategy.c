@@ -1,0 +1,180 @@
+/* The strategy registry and the public wrappers: find the vtable by the
+ * spec's name, then dispatch. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy_internal.h"
+
+static const fsgd_strategy_vt_t *const registry[] = {
+    &fsgd_strategy_vt_fastsgd,
+    &fsgd_strategy_vt_none,
+    &fsgd_strategy_vt_logquant,
+    &fsgd_strategy_vt_topk,
+};
+#define N_STRATEGIES (sizeof registry / sizeof *registry)
+
+/* One side of a strategy: its vtable and the state that side's constructor
+ * made. Each public type holds exactly one, first (so a pointer to either
+ * converts to a pointer to its side and back, C11 6.7.2.1). */
+typedef struct side {
+    const fsgd_strategy_vt_t *vt;
+    void *s;
+} side_t;
+
+struct fsgd_sworker {
+    side_t side;
+};
+
+struct fsgd_sagg {
+    side_t side;
+};
+
+const char *fsgd_strategy_list(void)
+{
+    static char names[256];
+    if (!names[0])
+        for (size_t i = 0; i < N_STRATEGIES; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? " " : "", registry[i]->name);
+    return names;
+}
+
+int fsgd_strategy_spec_name(const char *spec, char *name, size_t sz)
+{
+    size_t len = strcspn(spec ? spec : "", ":");
+    if (len == 0 || len >= sz)
+        return FSGD_E_ARG;
+    memcpy(name, spec, len);
+    name[len] = '\0';
+    return 0;
+}
+
+static const fsgd_strategy_vt_t *find(const char *spec, char *err, size_t errsz)
+{
+    char name[64];
+    if (fsgd_strategy_spec_name(spec, name, sizeof name) < 0) {
+        fsgd_err_fmt(err, errsz, FSGD_E_ARG, "strategy: empty or overlong name in '%s'", spec ? spec : "");
+        return NULL;
+    }
+    for (size_t i = 0; i < N_STRATEGIES; i++)
+        if (!strcmp(registry[i]->name, name))
+            return registry[i];
+    fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unknown strategy '%s' (known: %s)", name, fsgd_strategy_list());
+    return NULL;
+}
+
+int fsgd_strategy_check(const char *spec, uint64_t dim, char *err, size_t errsz)
+{
+    const fsgd_strategy_vt_t *vt = find(spec, err, errsz);
+    return vt ? vt->check(spec, dim, err, errsz) : FSGD_E_ARG;
+}
+
+typedef void *(*state_new_fn)(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz);
+
+/* A side of the strategy the spec names, in a zeroed allocation of size
+ * bytes (a fsgd_sworker_t or fsgd_sagg_t). NULL with err on failure. */
+static void *instance_new(size_t size, const char *spec, uint64_t dim, uint64_t seed, int agg, char *err,
+                          size_t errsz)
+{
+    const fsgd_strategy_vt_t *vt = find(spec, err, errsz);
+    if (!vt)
+        return NULL;
+    side_t *in = calloc(1, size);
+    if (!in) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy %s: out of memory", vt->name);
+        return NULL;
+    }
+    state_new_fn make = agg ? vt->agg_new : vt->worker_new;
+    in->vt = vt;
+    in->s = make(spec, dim, seed, err, errsz);
+    if (!in->s) {
+        free(in);
+        return NULL;
+    }
+    return in;
+}
+
+fsgd_sworker_t *fsgd_sworker_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
+{
+    return instance_new(sizeof(fsgd_sworker_t), spec, dim, seed, 0, err, errsz);
+}
+
+void fsgd_sworker_destroy(fsgd_sworker_t *w)
+{
+    if (!w)
+        return;
+    w->side.vt->worker_destroy(w->side.s);
+    free(w);
+}
+
+fsgd_codec_t *fsgd_sworker_device_codec(fsgd_sworker_t *w)
+{
+    return w->side.vt->device_codec ? w->side.vt->device_codec(w->side.s) : NULL;
+}
+
+size_t fsgd_sworker_bound(const fsgd_sworker_t *w, size_t n) { return w->side.vt->bound(w->side.s, n); }
+
+int fsgd_sworker_encode(fsgd_sworker_t *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
+                        uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz)
+{
+    return w->side.vt->encode(w->side.s, keys, vals, n, rows, out, cap, out_len, err, errsz);
+}
+
+void fsgd_sworker_last_stats(const fsgd_sworker_t *w, fsgd_codec_stats_t *st) { w->side.vt->last_stats(w->side.s, st); }
+
+int fsgd_sworker_after_step(fsgd_sworker_t *w, int applied, const uint8_t *section, size_t len, char *err,
+                            size_t errsz)
+{
+    return w->side.vt->after_step(w->side.s, applied, section, len, err, errsz);
+}
+
+int fsgd_sworker_reset(fsgd_sworker_t *w) { return w->side.vt->reset(w->side.s); }
+
+size_t fsgd_sworker_residual_entries(const fsgd_sworker_t *w) { return w->side.vt->residual_entries(w->side.s); }
+
+fsgd_sagg_t *fsgd_sagg_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
+{
+    return instance_new(sizeof(fsgd_sagg_t), spec, dim, seed, 1, err, errsz);
+}
+
+void fsgd_sagg_destroy(fsgd_sagg_t *a)
+{
+    if (!a)
+        return;
+    a->side.vt->agg_destroy(a->side.s);
+    free(a);
+}
+
+int fsgd_sagg_add(fsgd_sagg_t *a, uint32_t sender, const uint8_t *msg, size_t len, double value_bound,
+                  size_t *entries, char *err, size_t errsz)
+{
+    size_t ignored;
+    return a->side.vt->add(a->side.s, sender, msg, len, value_bound, entries ? entries : &ignored, err, errsz);
+}
+
+fsgd_reducer_t *fsgd_sagg_take(fsgd_sagg_t *a, const fsgd_step_info_t *info, char *err, size_t errsz)
+{
+    return a->side.vt->take(a->side.s, info, err, errsz);
+}
+
+const uint8_t *fsgd_sagg_section(const fsgd_sagg_t *a, size_t *len)
+{
+    *len = 0;
+    return a->side.vt->section ? a->side.vt->section(a->side.s, len) : NULL;
+}
+
+int fsgd_sagg_plain_sum(const fsgd_sagg_t *a)
+{
+    return a->side.vt->add == fsgd_codec_agg_add && a->side.vt->take == fsgd_codec_agg_take && !a->side.vt->section &&
+           a->side.vt->optimizer == FSGD_OPT_ADAM;
+}
+
+fsgd_optimizer_t fsgd_sagg_optimizer(const fsgd_sagg_t *a) { return a->side.vt->optimizer; }
+
+const char *fsgd_sagg_downlink_spec(const fsgd_sagg_t *a) { return a->side.vt->downlink_spec(a->side.s); }
+
+double fsgd_sagg_param(const fsgd_sagg_t *a, const char *name)
+{
+    return a->side.vt->param ? a->side.vt->param(a->side.s, name) : (double)NAN;
+}

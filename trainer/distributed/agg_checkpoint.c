@@ -1,0 +1,255 @@
+/* The aggregator's checkpoint file: everything a restarted aggregator needs
+ * to go on from the last snapshot step (trainer/KAFKA_FORMAT.md). */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aggregator_internal.h"
+
+/* --- checkpoints --- */
+
+/* A magic of its own: version 1 began with "FSGC", the codec messages' magic,
+ * so a checkpoint and a gradient could not be told apart by their first
+ * bytes. Version 1 files are refused with a message that says so. */
+#define CKPT_MAGIC "FSGDCKPT"
+#define CKPT_VERSION 2
+#define CKPT_HEADER 40 /* magic, version, gen, step, rows, weights */
+
+/* The checkpoint bytes of a's state (seconds: training time so far) into *b. */
+static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
+{
+    int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, CKPT_VERSION) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
+             fsgd_wire_u64(b, a->s->dataset_rows) | fsgd_wire_u64(b, a->mdim) | fsgd_wire_state_put(b, &a->st) |
+             fsgd_wire_u64(b, a->adam.t) | fsgd_wire_u64(b, a->rows_epoch) | fsgd_wire_f64(b, a->loss_epoch) |
+             fsgd_wire_u64(b, a->s->rows_total) | fsgd_wire_f64(b, seconds) | fsgd_wire_u32(b, (uint32_t)a->s->n_epochs);
+    for (int i = 0; i < a->s->n_epochs; i++) {
+        const fsgd_agg_epoch_t *e = &a->s->epochs[i];
+        rc |= fsgd_wire_u32(b, (uint32_t)e->epoch) | fsgd_wire_f64(b, e->seconds) | fsgd_wire_f64(b, e->train_loss) |
+              fsgd_wire_u64(b, e->rows) | fsgd_wire_u64(b, e->test.n) | fsgd_wire_f64(b, e->test.auc) |
+              fsgd_wire_f64(b, e->test.logloss) | fsgd_wire_f64(b, e->test.loss) | fsgd_wire_f64(b, e->test.accuracy);
+    }
+    rc |= fsgd_wire_put(b, a->adam.theta, a->mdim * 4) | fsgd_wire_put(b, a->adam.m, a->mdim * 4) |
+          fsgd_wire_put(b, a->adam.v, a->mdim * 4);
+    rc |= fsgd_wire_u32(b, fsgd_crc32c(0, b->p, b->n));
+    return rc ? FSGD_E_NOMEM : 0;
+}
+
+int agg_ckpt_write(agg_t *a)
+{
+    const char *path = a->job->checkpoint;
+    if (!*path)
+        return 0;
+    fsgd_wire_buf_t b = {0};
+    if (ckpt_encode(a, a->seconds_before + agg_now() - a->t0, &b) < 0) {
+        free(b.p);
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    }
+    /* Through fsgd/outfile.h: a temporary file renamed into place, never over
+     * a device or through a link; removed on any error. */
+    fsgd_outfile_t o;
+    char e[FSGD_OUTFILE_PATH_MAX + 256];
+    int rc = fsgd_outfile_open(&o, path, e, sizeof e);
+    if (rc == 0) {
+        size_t off = 0;
+        while (off < b.n && rc == 0) {
+            ssize_t w = write(o.fd, b.p + off, b.n - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                rc = fsgd_err_fmt(e, sizeof e, FSGD_E_IO, "write failed: %s", strerror(errno));
+            else
+                off += (size_t)w;
+        }
+        if (rc == 0)
+            rc = fsgd_outfile_commit(&o, e, sizeof e);
+        else
+            fsgd_outfile_abort(&o);
+    }
+    free(b.p);
+    if (rc < 0)
+        return fsgd_err_fmt(a->err, a->errsz, rc, "checkpoint: %s", e);
+    return 0;
+}
+
+/* Restores a checkpoint written for the same data from its bytes p[0, len)
+ * (path names it in messages); returns 1 when resumed. The state of a is
+ * changed only as far as the bytes were read. */
+static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
+{
+    char e[256];
+    int rc = 0;
+    size_t off = 0;
+    fsgd_wire_state_t s = {0};
+    if (p && len >= 8 && !memcmp(p, "FSGC", 4) && fsgd_le_get32(p + 4) == 1) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_VERSION,
+                          "checkpoint '%s' is in the version 1 format (magic FSGC) of an older fsgd; this one reads "
+                          "version %d (magic %s): finish that job with the fsgd that wrote it, or remove the file "
+                          "to start over (fsgd run --fresh)",
+                          path, CKPT_VERSION, CKPT_MAGIC);
+        goto out;
+    }
+    if (!p || len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) || fsgd_le_get32(p + 8) != CKPT_VERSION) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d)", path,
+                          CKPT_VERSION);
+        goto out;
+    }
+    if (fsgd_le_get32(p + len - 4) != fsgd_crc32c(0, p, len - 4)) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_CRC, "checkpoint '%s': crc32c mismatch at byte %zu", path,
+                          len - 4);
+        goto out;
+    }
+    len -= 4;
+    uint32_t gen = fsgd_le_get32(p + 12);
+    uint64_t step = fsgd_le_get64(p + 16), rows = fsgd_le_get64(p + 24), mdim = fsgd_le_get64(p + 32);
+    off = CKPT_HEADER;
+    if (rows != a->s->dataset_rows || mdim != a->mdim) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+                          "checkpoint '%s' is for other data (%llu rows, %llu weights; topic has %llu rows, %llu "
+                          "weights): remove it to start over",
+                          path, (unsigned long long)rows, (unsigned long long)mdim,
+                          (unsigned long long)a->s->dataset_rows, (unsigned long long)a->mdim);
+        goto out;
+    }
+    if ((rc = fsgd_wire_state_get(p, len, &off, &s, e, sizeof e)) < 0) {
+        rc = fsgd_err_fmt(a->err, a->errsz, rc, "checkpoint '%s': %s", path, e);
+        goto out;
+    }
+    if (s.nparts != a->st.nparts) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "checkpoint '%s': %u partitions, topic has %u", path,
+                          s.nparts, a->st.nparts);
+        goto out;
+    }
+    for (uint32_t i = 0; i < s.nparts; i++)
+        if (s.start[i] != a->st.start[i] || s.end[i] != a->st.end[i]) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "checkpoint '%s': partition %u range differs", path, i);
+            goto out;
+        }
+    if (len - off < 8 + 8 + 8 + 8 + 8 + 4) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path, off);
+        goto out;
+    }
+    uint64_t t = fsgd_le_get64(p + off);
+    a->rows_epoch = fsgd_le_get64(p + off + 8);
+    a->loss_epoch = fsgd_le_getf64(p + off + 16);
+    a->s->rows_total = fsgd_le_get64(p + off + 24);
+    a->seconds_before = fsgd_le_getf64(p + off + 32);
+    uint32_t ne = fsgd_le_get32(p + off + 40);
+    off += 44;
+    if (ne > 64 || len - off < (size_t)ne * 68 + a->mdim * 12) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path, off);
+        goto out;
+    }
+    a->s->n_epochs = (int)ne;
+    for (uint32_t i = 0; i < ne; i++) {
+        fsgd_agg_epoch_t *ep = &a->s->epochs[i];
+        memset(ep, 0, sizeof *ep);
+        ep->epoch = (int)fsgd_le_get32(p + off);
+        ep->seconds = fsgd_le_getf64(p + off + 4);
+        ep->train_loss = fsgd_le_getf64(p + off + 12);
+        ep->rows = fsgd_le_get64(p + off + 20);
+        ep->test.n = (size_t)fsgd_le_get64(p + off + 28);
+        ep->test.auc = fsgd_le_getf64(p + off + 36);
+        ep->test.logloss = fsgd_le_getf64(p + off + 44);
+        ep->test.loss = fsgd_le_getf64(p + off + 52);
+        ep->test.accuracy = fsgd_le_getf64(p + off + 60);
+        ep->seconds_from_step1 = -1; /* measured by the aggregator before the restart */
+        off += 68;
+    }
+    for (int arr = 0; arr < 3; arr++) {
+        float *dst = arr == 0 ? a->adam.theta : arr == 1 ? a->adam.m : a->adam.v;
+        for (uint64_t i = 0; i < a->mdim; i++) {
+            dst[i] = fsgd_le_getf32(p + off);
+            off += 4;
+        }
+    }
+    if (off != len) { /* the layout is exact: anything more is another format */
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': %zu bytes past the end at byte %zu",
+                          path, len - off, off);
+        goto out;
+    }
+    a->adam.t = t;
+    fsgd_wire_state_copy(&a->st, &s);
+    a->step = step;
+    a->gen = gen;
+    a->s->resumed_from_step = (int)step;
+    rc = 1;
+out:
+    fsgd_wire_state_free(&s);
+    return rc;
+}
+
+/* Restores a checkpoint written for the same data; returns 1 when resumed,
+ * 0 when there is none. */
+int agg_ckpt_load(agg_t *a)
+{
+    const char *path = a->job->checkpoint;
+    if (!*path)
+        return 0;
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return 0;
+    if (!S_ISREG(sb.st_mode)) /* never read a FIFO or device, never follow a link */
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s' exists and is not a regular file", path);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_IO, "checkpoint '%s': %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = n > 0 ? malloc((size_t)n) : NULL;
+    int ok = p && fread(p, 1, (size_t)n, f) == (size_t)n;
+    fclose(f);
+    int rc = ckpt_parse(a, path, ok ? p : NULL, ok ? (size_t)n : 0);
+    free(p);
+    return rc;
+}
+
+int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t mdim, const fsgd_wire_state_t *expect,
+                   uint8_t **reenc, size_t *reenc_len, char *err, size_t errsz)
+{
+    if (mdim > ((uint64_t)1 << 32))
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "checkpoint: %llu weights", (unsigned long long)mdim);
+    fsgd_agg_stats_t *st = calloc(1, sizeof *st);
+    agg_t *a = calloc(1, sizeof *a);
+    float *w = calloc(mdim ? 3 * (size_t)mdim : 1, sizeof *w);
+    int rc = st && a && w ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    if (!rc) {
+        a->s = st;
+        a->err = err;
+        a->errsz = errsz;
+        a->mdim = mdim;
+        st->dataset_rows = dataset_rows;
+        a->adam.dim = mdim;
+        a->adam.theta = w;
+        a->adam.m = w + mdim;
+        a->adam.v = w + 2 * mdim;
+        rc = fsgd_wire_state_copy(&a->st, expect);
+        if (rc < 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    }
+    if (!rc)
+        rc = ckpt_parse(a, "<memory>", p, len);
+    if (rc == 1 && reenc) {
+        fsgd_wire_buf_t b = {0};
+        if (ckpt_encode(a, a->seconds_before, &b) < 0) {
+            free(b.p);
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+        } else {
+            *reenc = b.p;
+            *reenc_len = b.n;
+        }
+    }
+    if (a)
+        fsgd_wire_state_free(&a->st);
+    free(a);
+    free(st);
+    free(w);
+    return rc;
+}
+

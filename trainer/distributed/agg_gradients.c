@@ -1,0 +1,284 @@
+/* One message from NAME.grads: taken into the step, or dropped with a
+ * counted reason (fsgd_agg_reject_name). */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aggregator_internal.h"
+
+static int consumer_error(agg_t *a, const rd_kafka_message_t *m)
+{
+    rd_kafka_resp_err_t e = m->err;
+    if (e == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+        return 0;
+    char fatal[256];
+    if (rd_kafka_fatal_error(a->grads_c, fatal, sizeof fatal))
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: fatal: %s", a->tgrads, fatal);
+    switch (e) {
+    case RD_KAFKA_RESP_ERR__FATAL:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
+    case RD_KAFKA_RESP_ERR__AUTHENTICATION:
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: %s", a->tgrads,
+                            rd_kafka_message_errstr(m));
+    case RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE:
+    case RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET: {
+        /* Gradients were dropped by the broker before they were read (a
+         * burst pushed them past retention or the embedded cluster's 5 MiB).
+         * Nothing applied is lost: read on from what is left, and workers
+         * send a gradient again when its step is not answered. */
+        /* The partition's fetcher stopped (auto.offset.reset=error): assign
+         * again, that partition from its log start, the others from where
+         * they are. */
+        rd_kafka_topic_partition_list_t *l = NULL;
+        rd_kafka_resp_err_t ae = rd_kafka_assignment(a->grads_c, &l);
+        if (!ae)
+            ae = rd_kafka_position(a->grads_c, l);
+        for (int i = 0; !ae && i < l->cnt; i++)
+            if (l->elems[i].partition == m->partition || l->elems[i].offset < 0)
+                l->elems[i].offset = l->elems[i].partition == m->partition ? RD_KAFKA_OFFSET_BEGINNING
+                                                                            : RD_KAFKA_OFFSET_END;
+        if (!ae)
+            ae = rd_kafka_assign(a->grads_c, l);
+        if (l)
+            rd_kafka_topic_partition_list_destroy(l);
+        if (ae)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: %s, and reading on from the log "
+                                "start failed: %s", a->tgrads, rd_kafka_message_errstr(m), rd_kafka_err2str(ae));
+        a->s->consumer_errors++;
+        agg_log(a, "%s [%d]: messages were dropped by the broker before they were read (%s): reading on from the "
+                   "log start; workers send unanswered gradients again",
+                a->tgrads, (int)m->partition, rd_kafka_message_errstr(m));
+        return 0;
+    }
+    default:
+        break;
+    }
+    a->s->consumer_errors++;
+    for (int i = 0; i < a->n_kerr; i++)
+        if (a->kerr_seen[i] == (int)e)
+            return 0;
+    if (a->n_kerr < 32)
+        a->kerr_seen[a->n_kerr++] = (int)e;
+    agg_log(a, "%s consumer: %s (%s; librdkafka retries; counted in metrics messages.consumer_errors, this kind "
+               "logged once)",
+            a->tgrads, rd_kafka_message_errstr(m), rd_kafka_err2name(e));
+    return 0;
+}
+
+/* The largest value a genuine gradient of `rows` rows can hold
+ * (FSGD_AGG_GRAD_SLACK in fsgd/dist.h). */
+static double value_bound(const agg_t *a, uint64_t rows)
+{
+    double l = a->job->model == FSGD_LOSS_SQUARED ? 1 + a->ymax : 1;
+    return (double)rows * a->xmax * l * FSGD_AGG_GRAD_SLACK;
+}
+
+/* Takes one message from NAME.grads, or drops it with a reason. The order of
+ * the checks is the order of trust: a frame at all, from a member, for the
+ * step in progress (before anything is stored), then what it claims. */
+int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m)
+{
+    if (m->err)
+        return consumer_error(a, m);
+    fsgd_klat_add(&a->lat_grads, m);
+    fsgd_kframe_t f;
+    char e[256];
+    a->s->bytes_up += m->len;
+    if (fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e) < 0) {
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: %s", (long long)m->offset, e);
+        return 0;
+    }
+    if (f.kind != FSGD_KMSG_GRAD) {
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: a frame of kind %u, not a gradient", (long long)m->offset,
+               f.kind);
+        return 0;
+    }
+    if (f.body_len > FSGD_KBUS_CHUNK_MAX) {
+        agg_reject(a, FSGD_AGG_REJ_OVERSIZE, "offset %lld: sender %u: a chunk of %u bytes; fsgd writes at most %u",
+               (long long)m->offset, f.sender, f.body_len, FSGD_KBUS_CHUNK_MAX);
+        return 0;
+    }
+    if (!agg_member_find(a, f.sender)) {
+        /* its worker_assignment may be on its way: read NAME.ctl first */
+        agg_ctl_drain(a, 0);
+        if (!agg_member_find(a, f.sender)) {
+            agg_reject(a, FSGD_AGG_REJ_FORGED,
+                   "sender %u is not a member of job %s (no worker_assignment from it on %s; %zu members)", f.sender,
+                   a->job->name, a->tctl, a->nmem);
+            return 0;
+        }
+    }
+    if (f.gen != a->gen) {
+        if (f.gen < a->gen)
+            agg_reject(a, FSGD_AGG_REJ_STALE, "sender %u: generation %u, this aggregator's is %u", f.sender, f.gen,
+                   a->gen);
+        else
+            agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u: generation %u is newer than this aggregator's %u", f.sender,
+                   f.gen, a->gen);
+        return 0;
+    }
+    if (f.step != a->step + 1) {
+        /* workers answer exactly the step after the last model message, so
+         * nothing else is ever kept (reassembly holds one step at most) */
+        if (f.step <= a->step && fsgd_kasm_completed(a->as, &f)) /* e.g. a produce retried by the client */
+            agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u: a copy of a message taken before",
+                   f.sender, (unsigned long long)f.step, f.chunk, f.nchunks);
+        else if (f.step <= a->step)
+            agg_reject(a, FSGD_AGG_REJ_STALE, "sender %u: step %llu, already applied up to step %llu", f.sender,
+                   (unsigned long long)f.step, (unsigned long long)a->step);
+        else
+            agg_reject(a, FSGD_AGG_REJ_FUTURE, "sender %u: step %llu while step %llu is in progress", f.sender,
+                   (unsigned long long)f.step, (unsigned long long)a->step + 1);
+        return 0;
+    }
+    const uint8_t *body;
+    size_t len;
+    int r = fsgd_kasm_feed(a->as, &f, &body, &len, e, sizeof e);
+    if (r == FSGD_KASM_DUP) {
+        agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u seen before", f.sender,
+               (unsigned long long)f.step, f.chunk, f.nchunks);
+        return 0;
+    }
+    if (r == FSGD_E_FORMAT) {
+        /* Its chunks disagree with what is pending under the same key: the
+         * newest frame wins, so junk left by someone else cannot block the
+         * genuine message when it comes. */
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "%s (the pending chunks are dropped)", e);
+        fsgd_kasm_forget(a->as, &f);
+        r = fsgd_kasm_feed(a->as, &f, &body, &len, e, sizeof e);
+    }
+    if (r == FSGD_E_NOMEM)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
+    if (r < 0) {
+        agg_reject(a, r == FSGD_E_RANGE ? FSGD_AGG_REJ_OVERSIZE : FSGD_AGG_REJ_CORRUPT, "%s", e);
+        return 0;
+    }
+    a->s->held_bytes_max = fsgd_kasm_held_max(a->as);
+    if (r != FSGD_KASM_DONE)
+        return 0;
+    if (agg_in_set(a->got, a->ngot, f.sender)) {
+        agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u already answered step %llu", f.sender,
+               (unsigned long long)f.step);
+        return 0;
+    }
+    fsgd_wire_grad_t g;
+    if (fsgd_wire_grad_get(body, len, a->st.nparts, &g, e, sizeof e) < 0) {
+        free(g.ranges);
+        fsgd_kasm_forget(a->as, &f); /* the genuine message may still come */
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: %s", f.sender, (unsigned long long)f.step, e);
+        return 0;
+    }
+    int reason = -1;
+    char why[300] = "";
+    if (g.epoch != a->st.epoch) {
+        reason = FSGD_AGG_REJ_FORGED;
+        snprintf(why, sizeof why, "claims epoch %u, the job is in epoch %u", g.epoch, a->st.epoch);
+    } else if (g.rows == 0 && g.codec_len) {
+        reason = FSGD_AGG_REJ_FORGED;
+        snprintf(why, sizeof why, "0 rows but a gradient of %u bytes", g.codec_len);
+    } else if (g.loss_sum < 0 || g.t_grad < 0 || g.t_encode < 0 || g.raw_entries > a->mdim) {
+        reason = FSGD_AGG_REJ_FORGED;
+        snprintf(why, sizeof why, "loss %g, times %g/%g s or %llu raw entries (of %llu weights) are impossible",
+                 g.loss_sum, g.t_grad, g.t_encode, (unsigned long long)g.raw_entries, (unsigned long long)a->mdim);
+    }
+    if (reason >= 0) {
+        free(g.ranges);
+        fsgd_kasm_forget(a->as, &f);
+        agg_reject(a, reason, "sender %u step %llu: %s", f.sender, (unsigned long long)f.step, why);
+        return 0;
+    }
+    /* A member that sent a well-formed gradient for the step has answered it,
+     * whether its ranges are taken or not (a rebalance can make them stale). */
+    int ok = 1;
+    uint64_t rows = 0;
+    for (uint32_t i = 0; i < g.nranges && ok; i++) {
+        const fsgd_wire_range_t *rg = &g.ranges[i];
+        if (a->claimed[rg->part] || rg->start != a->st.pos[rg->part] || rg->end > a->st.end[rg->part])
+            ok = 0;
+        else {
+            uint64_t s0 = a->st.start[rg->part];
+            rows += a->rows_at[rg->part][rg->end - s0] - a->rows_at[rg->part][rg->start - s0];
+        }
+        for (uint32_t j = 0; j < i && ok; j++)
+            if (g.ranges[j].part == rg->part)
+                ok = 0;
+    }
+    if (ok && rows != g.rows) {
+        free(g.ranges);
+        fsgd_kasm_forget(a->as, &f);
+        agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u step %llu: claims %llu rows, its ranges hold %llu", f.sender,
+               (unsigned long long)f.step, (unsigned long long)g.rows, (unsigned long long)rows);
+        return 0;
+    }
+    if (ok && g.rows && !g.codec_len) {
+        free(g.ranges);
+        fsgd_kasm_forget(a->as, &f);
+        agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u step %llu: %llu rows but no gradient", f.sender,
+               (unsigned long long)f.step, (unsigned long long)g.rows);
+        return 0;
+    }
+    size_t entries = 0;
+    if (ok && g.codec_len) {
+        double t0 = agg_now();
+        int rc = fsgd_sagg_add(a->strat, f.sender, g.codec, g.codec_len, value_bound(a, g.rows), &entries, e, sizeof e);
+        a->s->t_decode += agg_now() - t0;
+        if (rc == FSGD_E_NOMEM) {
+            free(g.ranges);
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
+        }
+        if (rc < 0) {
+            free(g.ranges);
+            fsgd_kasm_forget(a->as, &f);
+            if (rc == FSGD_E_RANGE)
+                agg_reject(a, FSGD_AGG_REJ_FORGED,
+                           "sender %u step %llu: %s for %llu rows (rows x max|x| %g x %g, FSGD_AGG_GRAD_SLACK)",
+                           f.sender, (unsigned long long)f.step, e, (unsigned long long)g.rows, a->xmax,
+                           FSGD_AGG_GRAD_SLACK);
+            else
+                agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: gradient: %s", f.sender,
+                           (unsigned long long)f.step, e);
+            return 0;
+        }
+    }
+    agg_add_set(&a->got, &a->ngot, &a->cap_got, f.sender);
+    if (!agg_in_set(a->live, a->nlive, f.sender) && agg_add_set(&a->live, &a->nlive, &a->cap_live, f.sender) == 0)
+        agg_ctl_member(a, "worker_joined", f.sender);
+    if (!ok) {
+        /* a partition claimed twice (a rebalance) or from a stale position */
+        agg_reject(a, FSGD_AGG_REJ_CONFLICT, "sender %u step %llu: a range starts off its partition's position or "
+                                          "another gradient of the step took the partition",
+               f.sender, (unsigned long long)f.step);
+        free(g.ranges);
+        return 0;
+    }
+    for (uint32_t i = 0; i < g.nranges; i++) {
+        a->claimed[g.ranges[i].part] = 1;
+        a->newpos[g.ranges[i].part] = g.ranges[i].end;
+    }
+    a->rows_step += g.rows;
+    a->loss_step += g.loss_sum;
+    a->s->t_grad += g.t_grad;
+    a->s->t_encode += g.t_encode;
+    a->s->raw_bytes += 8 * g.raw_entries;
+    a->s->codec_bytes += g.codec_len;
+    a->s->grads_accepted++;
+    a->s->up_msgs++;
+    a->up_entries_step += entries;
+    a->up_bytes_step += g.codec_len;
+    agg_add_set(&a->applied, &a->napplied, &a->cap_applied, f.sender);
+    free(g.ranges);
+    return 0;
+}
+

@@ -1,0 +1,239 @@
+/* Who is in the job: NAME.ctl events, the members' partition reports, and
+ * the wait for a settled consumer-group assignment before step 1. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aggregator_internal.h"
+
+/* --- NAME.ctl status events (best effort: a lost event never stops the job) --- */
+
+void agg_ctl_begin(agg_t *a, const char *event)
+{
+    fsgd_cj_begin(&a->cj, event, a->job->name);
+    fsgd_cj_u64(&a->cj, "gen", a->gen);
+}
+
+void agg_ctl_emit(agg_t *a, const char *event)
+{
+    if (fsgd_cj_end(&a->cj) == 0)
+        fsgd_ctl_send(a->prod, a->tctl, a->job->name, event, &a->cj);
+}
+
+void agg_ctl_member(agg_t *a, const char *event, uint32_t worker)
+{
+    agg_ctl_begin(a, event);
+    fsgd_cj_u64(&a->cj, "step", a->step);
+    fsgd_cj_u64(&a->cj, "worker", worker);
+    fsgd_cj_u32s(&a->cj, "live", a->live, a->nlive);
+    if (!strcmp(event, "worker_dropped"))
+        fsgd_cj_u64(&a->cj, "timeout_ms", (uint64_t)a->job->step_timeout_ms);
+    agg_ctl_emit(a, event);
+}
+
+/* --- start-up: wait for a settled consumer-group assignment --- */
+
+/* Why: workers answer step 1 as soon as they hold any assignment. When the
+ * group is still forming (a worker joins after the first members got their
+ * partitions, or the leader assigned before it saw the topic's partitions),
+ * step 1 completes and the group then revokes and reassigns everything: for
+ * the ~3 s of that rebalance every worker answers with no partitions and the
+ * steps carry no rows (empty_steps). So the aggregator opens the job only
+ * once the workers' own reports on NAME.ctl (worker_assignment, sent from
+ * their rebalance callbacks) show at least expected_workers workers whose
+ * latest partition sets are disjoint and cover every partition that still
+ * has rows: a group in mid-rebalance has overlapping sets (the old owners
+ * have not been told yet) or holes (revoked, not yet reassigned). */
+member_t *agg_member_find(agg_t *a, uint32_t id)
+{
+    for (size_t i = 0; i < a->nmem; i++)
+        if (a->mem[i].id == id)
+            return &a->mem[i];
+    return NULL;
+}
+
+/* Applies one NAME.ctl event: worker_assignment makes (or updates) a
+ * member, worker_leave forgets one. Anything else is ignored. */
+static void ctl_apply(agg_t *a, const rd_kafka_message_t *m)
+{
+    char ev[32];
+    double wid;
+    size_t np = 0;
+    uint32_t P = a->st.nparts;
+    const char *j = m->payload;
+    if (m->err || !j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) ||
+        (strcmp(ev, "worker_assignment") && strcmp(ev, "worker_leave")) ||
+        !fsgd_ctl_get_num(j, m->len, "worker", &wid) || !(wid >= 0 && wid <= UINT32_MAX))
+        return;
+    uint32_t *tmp = malloc((P + 1) * sizeof *tmp);
+    if (!tmp || !fsgd_ctl_get_u32s(j, m->len, "partitions", tmp, P + 1, &np)) {
+        free(tmp);
+        return;
+    }
+    uint32_t id = (uint32_t)wid;
+    member_t *w = agg_member_find(a, id);
+    if (!strcmp(ev, "worker_leave")) {
+        if (w) {
+            free(w->own);
+            *w = a->mem[--a->nmem];
+        }
+        free(tmp);
+        return;
+    }
+    if (!w) {
+        uint8_t *own = a->nmem < MAX_MEMBERS ? calloc(P ? P : 1, 1) : NULL;
+        member_t *nm = own ? realloc(a->mem, (a->nmem + 1) * sizeof *nm) : NULL;
+        if (!own || !nm) {
+            /* (a flood of made-up workers must not grow memory without end) */
+            free(own);
+            if (nm)
+                a->mem = nm;
+            free(tmp);
+            return;
+        }
+        a->mem = nm;
+        w = &a->mem[a->nmem++];
+        w->id = id;
+        w->own = own;
+    }
+    memset(w->own, 0, P);
+    for (size_t i = 0; i < np; i++)
+        if (tmp[i] < P)
+            w->own[tmp[i]] = 1;
+    w->seq = ++a->ctl_seq;
+    free(tmp);
+}
+
+/* Reads what NAME.ctl has now (waiting up to timeout_ms for the first
+ * message); returns how many events were read. */
+int agg_ctl_drain(agg_t *a, int timeout_ms)
+{
+    int n = 0;
+    rd_kafka_message_t *m;
+    while (a->ctl_c && (m = rd_kafka_consumer_poll(a->ctl_c, n ? 0 : timeout_ms))) {
+        ctl_apply(a, m);
+        rd_kafka_message_destroy(m);
+        n++;
+    }
+    return n;
+}
+
+/* 1 when w is the latest reporter of at least one partition: it still holds
+ * rows. A worker that died keeps its last report, but once the group has
+ * moved its partitions the new owners' later reports supersede it. */
+static int member_holds(const agg_t *a, const member_t *w)
+{
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        if (!w->own[p])
+            continue;
+        int newer = 0;
+        for (size_t k = 0; k < a->nmem && !newer; k++)
+            newer = a->mem[k].seq > w->seq && a->mem[k].own[p];
+        if (!newer)
+            return 1;
+    }
+    return 0;
+}
+
+/* The ids of the members that hold partitions and have not answered this
+ * step, as text ("2, 5"); returns how many. */
+size_t agg_awaited(const agg_t *a, char *out, size_t cap)
+{
+    size_t n = 0, used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < a->nmem; i++) {
+        const member_t *w = &a->mem[i];
+        int answered = 0;
+        for (size_t k = 0; k < a->ngot && !answered; k++)
+            answered = a->got[k] == w->id;
+        if (answered || !member_holds(a, w))
+            continue;
+        if (used < cap)
+            used += (size_t)snprintf(out + used, cap - used, "%s%u", n ? ", " : "", w->id);
+        n++;
+    }
+    return n;
+}
+
+/* Why: workers answer step 1 as soon as they hold any assignment. When the
+ * group is still forming (a worker joins after the first members got their
+ * partitions, or the leader assigned before it saw the topic's partitions),
+ * step 1 completes and the group then revokes and reassigns everything: for
+ * the ~3 s of that rebalance every worker answers with no partitions and the
+ * steps carry no rows (empty_steps). So the aggregator opens the job only
+ * once the workers' own reports on NAME.ctl (worker_assignment, sent from
+ * their rebalance callbacks) show at least expected_workers workers whose
+ * latest partition sets are disjoint and cover every partition that still
+ * has rows: a group in mid-rebalance has overlapping sets (the old owners
+ * have not been told yet) or holes (revoked, not yet reassigned). The same
+ * reports make the membership that gradients are checked against. */
+/* Seconds a group that covers every partition must stay unchanged before
+ * the job starts with fewer workers than expected: longer than the
+ * consumers' session timeout (6 s, KAFKA_FORMAT.md), after which a member
+ * that died is out of the group and its partitions have moved. */
+#define SETTLE_WITHOUT_S 8.0
+
+int agg_wait_assignment(agg_t *a, double timeout_s)
+{
+    double t0 = agg_now(), last_log = t0;
+    a->s->assignment_settled = 0;
+    uint32_t P = a->st.nparts;
+    uint32_t *owners = calloc(P + 1, sizeof *owners);
+    if (!owners)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    double last_change = t0;
+    int covered = 0; /* the latest reports are disjoint and cover every partition with rows */
+    while (agg_now() - t0 < timeout_s) {
+        int n = agg_ctl_drain(a, 20);
+        rd_kafka_poll(a->prod, 0);
+        double t = agg_now();
+        if (t - last_log >= 10) {
+            last_log = t;
+            agg_log(a, "waiting for workers: %zu of %d expected have reported their partitions on %s (%.0f s; "
+                       "starting anyway after %.0f s)",
+                    a->nmem, a->expected, a->tctl, t - t0, timeout_s);
+        }
+        if (!n) {
+            /* Fewer workers than expected, but the group has been stable
+             * longer than a session timeout: the others died or never came
+             * (a consumer that left is out of the group by then). */
+            if (covered && a->nmem < (size_t)a->expected && t - last_change >= SETTLE_WITHOUT_S) {
+                agg_log(a, "starting with %zu of %d expected workers: the group has held every partition for "
+                           "%.0f s without the others",
+                        a->nmem, a->expected, t - last_change);
+                a->s->assignment_settled = 1;
+                break;
+            }
+            continue;
+        }
+        last_change = t;
+        uint32_t holders = 0;
+        memset(owners, 0, P * sizeof *owners);
+        for (size_t k = 0; k < a->nmem; k++) {
+            int any = 0;
+            for (uint32_t p = 0; p < P; p++)
+                if (a->mem[k].own[p]) {
+                    owners[p]++;
+                    any = 1;
+                }
+            holders += any;
+        }
+        covered = holders > 0;
+        for (uint32_t p = 0; p < P && covered; p++)
+            covered = a->st.pos[p] >= a->st.end[p] ? owners[p] <= 1 : owners[p] == 1;
+        if (covered && a->nmem >= (size_t)a->expected) {
+            a->s->assignment_settled = 1;
+            break;
+        }
+    }
+    a->s->assignment_wait_s = agg_now() - t0;
+    free(owners);
+    return 0;
+}
+

@@ -1,0 +1,101 @@
+/* The aggregator's metrics JSON (fsgd_agg_write_metrics). */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aggregator_internal.h"
+
+int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, const char *path, char *err,
+                           size_t errsz)
+{
+    fsgd_outfile_t o;
+    char why[FSGD_OUTFILE_PATH_MAX + 256];
+    int rc = fsgd_outfile_open(&o, path, why, sizeof why);
+    FILE *f = rc == 0 ? fsgd_outfile_stream(&o, why, sizeof why) : NULL;
+    if (rc == 0 && !f) {
+        fsgd_outfile_abort(&o);
+        rc = FSGD_E_IO;
+    }
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "metrics: %s", why);
+    double steps = s->adam_steps ? (double)s->adam_steps : 1;
+#define J(x) (isfinite(x) ? (x) : -1.0)
+    fprintf(f, "{\n  \"mode\": \"distributed\",\n  \"job\": \"%s\",\n  \"codec\": \"%s\",\n", job->name, job->codec);
+    fprintf(f, "  \"test\": {\"n\": %zu, \"auc\": %.6f, \"logloss\": %.6f, \"loss\": %.6f, \"accuracy\": %.6f},\n",
+            s->test.n, J(s->test.auc), J(s->test.logloss), J(s->test.loss), J(s->test.accuracy));
+    fprintf(f, "  \"train_seconds\": %.3f,\n  \"epochs\": %d,\n  \"steps\": %llu,\n  \"empty_steps\": %llu,\n",
+            s->seconds, s->n_epochs, (unsigned long long)s->adam_steps, (unsigned long long)s->empty_steps);
+    fprintf(f, "  \"dataset_rows\": %llu,\n  \"dim\": %llu,\n  \"partitions\": %d,\n",
+            (unsigned long long)s->dataset_rows, (unsigned long long)s->dim, s->partitions);
+    fprintf(f, "  \"rows_applied\": %llu,\n  \"rows_per_second\": %.1f,\n", (unsigned long long)s->rows_total,
+            s->seconds > 0 ? s->rows_total / s->seconds : 0);
+    fprintf(f, "  \"rows_per_epoch\": [");
+    for (int i = 0; i < s->n_epochs; i++)
+        fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)s->epochs[i].rows);
+    fprintf(f, "],\n  \"per_epoch\": [\n");
+    for (int i = 0; i < s->n_epochs; i++) {
+        const fsgd_agg_epoch_t *e = &s->epochs[i];
+        fprintf(f, "    {\"epoch\": %d, \"seconds\": %.3f, \"seconds_from_step1\": %.3f, \"train_loss\": %.6f, "
+                   "\"rows\": %llu, \"test_auc\": %.6f, \"test_logloss\": %.6f}%s\n",
+                e->epoch, e->seconds, e->seconds_from_step1, J(e->train_loss), (unsigned long long)e->rows,
+                J(e->test.auc), J(e->test.logloss), i + 1 < s->n_epochs ? "," : "");
+    }
+    fprintf(f, "  ],\n");
+    fprintf(f, "  \"assignment_wait_seconds\": %.3f,\n  \"assignment_settled\": %d,\n", s->assignment_wait_s,
+            s->assignment_settled);
+    fprintf(f, "  \"step1_at_seconds\": %.3f,\n  \"loss_window_steps\": %d,\n  \"loss_moving_average\": %.6f,\n",
+            s->step1_at, FSGD_AGG_LOSS_WINDOW, J(s->loss_ma));
+    fprintf(f, "  \"target_loss\": %.6f,\n  \"time_to_target_loss_s\": %.3f,\n  \"target_loss_step\": %llu,\n",
+            job->target_loss, s->time_to_target, (unsigned long long)s->target_step);
+    fprintf(f, "  \"per_step_seconds\": {\"gradient\": %.6g, \"encode\": %.6g, \"decode\": %.6g, \"comm_wait\": %.6g, "
+               "\"update\": %.6g},\n",
+            s->t_grad / steps, s->t_encode / steps, s->t_decode / steps, s->t_wait / steps, s->t_update / steps);
+    fprintf(f, "  \"total_seconds\": {\"gradient\": %.6g, \"encode\": %.6g, \"decode\": %.6g, \"comm_wait\": %.6g, "
+               "\"update\": %.6g},\n",
+            s->t_grad, s->t_encode, s->t_decode, s->t_wait, s->t_update);
+    fprintf(f, "  \"step_latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p99\": %.3f},\n", s->step_ms_mean,
+            s->step_ms_p50, s->step_ms_p99);
+    fprintf(f, "  \"hop_latency_ms\": {\"grads_p50\": %.3f, \"grads_p99\": %.3f},\n", s->hop_grads_ms_p50,
+            s->hop_grads_ms_p99);
+    fprintf(f, "  \"bytes\": {\"up\": %llu, \"down\": %llu, \"model_published\": %llu, \"gradient_raw\": %llu, "
+               "\"gradient_encoded\": %llu},\n",
+            (unsigned long long)s->bytes_up, (unsigned long long)s->bytes_down, (unsigned long long)s->bytes_model,
+            (unsigned long long)s->raw_bytes, (unsigned long long)s->codec_bytes);
+    fprintf(f, "  \"compression_ratio\": %.4f,\n",
+            s->codec_bytes ? (double)s->raw_bytes / (double)s->codec_bytes : 0.0);
+    /* Per worker per step: what one worker sends (a gradient message, the
+     * mean over applied ones) and receives (the model delta message). */
+    fprintf(f, "  \"downlink\": {\"spec\": \"%s\", \"up_bytes_per_worker_step\": %.1f, "
+               "\"down_bytes_per_worker_step\": %.1f, \"replica_checks\": %llu, \"encode_seconds\": %.6g},\n",
+            s->downlink, s->up_msgs ? (double)s->bytes_up / (double)s->up_msgs : 0.0,
+            s->down_msgs ? (double)s->down_bytes_msg / (double)s->down_msgs : 0.0,
+            (unsigned long long)s->replica_checks, s->t_down_encode);
+    /* the first four counters are the version-1 names, kept for readers of them */
+    fprintf(f, "  \"messages\": {\"accepted\": %llu, \"duplicates_dropped\": %llu, \"corrupt_rejected\": %llu, "
+               "\"stale\": %llu, \"conflicts\": %llu, \"consumer_errors\": %llu, \"rejected\": {",
+            (unsigned long long)s->grads_accepted, (unsigned long long)s->rejected[FSGD_AGG_REJ_DUPLICATE],
+            (unsigned long long)s->rejected[FSGD_AGG_REJ_CORRUPT], (unsigned long long)s->rejected[FSGD_AGG_REJ_STALE],
+            (unsigned long long)s->rejected[FSGD_AGG_REJ_CONFLICT], (unsigned long long)s->consumer_errors);
+    for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
+        fprintf(f, "%s\"%s\": %llu", r ? ", " : "", fsgd_agg_reject_name(r), (unsigned long long)s->rejected[r]);
+    fprintf(f, "}},\n");
+    fprintf(f, "  \"reassembly\": {\"held_bytes_max\": %llu, \"limit_bytes\": %llu},\n",
+            (unsigned long long)s->held_bytes_max, (unsigned long long)s->held_limit);
+    fputs("  ", f); /* the loss and bytes curves of fsgd plot */
+    fsgd_trace_write_json(f, &s->trace, s->step1_at);
+    fputs(",\n", f);
+    fprintf(f, "  \"workers\": {\"live\": %llu, \"dropped\": %llu},\n  \"generation\": %u,\n  \"resumed_from_step\": %d\n}\n",
+            (unsigned long long)s->workers_live, (unsigned long long)s->workers_dropped, s->gen,
+            s->resumed_from_step);
+#undef J
+    if ((rc = fsgd_outfile_commit(&o, why, sizeof why)) < 0)
+        return fsgd_err_fmt(err, errsz, rc, "metrics: %s", why);
+    return 0;
+}
+

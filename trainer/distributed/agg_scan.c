@@ -1,0 +1,134 @@
+/* The aggregator reads the data topic once: rows per offset (for exactly-once
+ * accounting), the dimension, labels and value bounds; and refuses a job
+ * name whose model topic ends with a finished job. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aggregator_internal.h"
+
+/* --- data scan --- */
+
+typedef struct scan_ctx {
+    agg_t *a;
+    uint32_t p;
+    fsgd_csr_t tmp;
+    uint64_t rows, max_col;
+} scan_ctx_t;
+
+static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
+                    size_t errsz)
+{
+    scan_ctx_t *c = ctx;
+    char src[200];
+    snprintf(src, sizeof src, "topic %s partition %d offset %lld", c->a->tdata, (int)partition, (long long)offset);
+    fsgd_csr_clear(&c->tmp);
+    fsgd_libsvm_opts_t o = {.skip_bad = c->a->job->skip_bad};
+    long n = fsgd_libsvm_parse(val, len, src, 1, &o, &c->tmp, NULL, err, errsz);
+    if (n < 0)
+        return (int)n;
+    c->rows += (uint64_t)n;
+    if (c->tmp.max_col > c->max_col)
+        c->max_col = c->tmp.max_col;
+    /* what bounds a genuine gradient (FSGD_AGG_GRAD_SLACK) and the labels */
+    for (size_t i = 0; i < c->tmp.nnz; i++)
+        if (fabs((double)c->tmp.val[i]) > c->a->xmax)
+            c->a->xmax = fabs((double)c->tmp.val[i]);
+    for (size_t r = 0; r < c->tmp.n_rows; r++)
+        if (fabs(c->tmp.label[r]) > c->a->ymax)
+            c->a->ymax = fabs(c->tmp.label[r]);
+    fsgd_label_set_add(&c->a->labels, c->tmp.label, c->tmp.n_rows);
+    c->a->rows_at[c->p][offset - (int64_t)c->a->st.start[c->p] + 1] = c->rows;
+    return 0;
+}
+
+int agg_scan_data(agg_t *a)
+{
+    int P = fsgd_kbus_partitions(a->scan_c, a->tdata, 15000, a->err, a->errsz);
+    if (P < 0)
+        return P;
+    FSGD_TRY(fsgd_wire_state_alloc(&a->st, (uint32_t)P));
+    a->rows_at = calloc((size_t)P, sizeof *a->rows_at);
+    if (!a->rows_at)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    scan_ctx_t c = {.a = a};
+    uint64_t total = 0, max_col = 0;
+    int rc = 0;
+    for (int p = 0; p < P && !rc; p++) {
+        int64_t lo, hi;
+        FSGD_TRY(fsgd_kbus_watermarks(a->scan_c, a->tdata, p, &lo, &hi, 10000, a->err, a->errsz));
+        if (lo != 0)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_LOST,
+                                "data lost: %s [%d] starts at offset %lld, not 0: rows were dropped before "
+                                "training (retention, or the embedded cluster's 5 MiB per partition)",
+                                a->tdata, p, (long long)lo);
+        a->st.start[p] = a->st.pos[p] = (uint64_t)lo;
+        a->st.end[p] = (uint64_t)hi;
+        a->rows_at[p] = calloc((size_t)(hi - lo) + 1, sizeof **a->rows_at);
+        if (!a->rows_at[p])
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+        c.p = (uint32_t)p;
+        c.rows = 0;
+        rc = fsgd_kbus_read_range(a->scan_c, a->tdata, p, lo, hi, 30000, scan_msg, &c, a->err, a->errsz);
+        total += c.rows;
+    }
+    max_col = c.max_col;
+    fsgd_csr_free(&c.tmp);
+    if (rc)
+        return rc;
+    if (total == 0)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "topic %s holds no rows: produce data first", a->tdata);
+    char why[300];
+    if ((rc = fsgd_loss_check_labels(a->job->model, &a->labels, why, sizeof why)) < 0)
+        return fsgd_err_fmt(a->err, a->errsz, rc, "topic %s: %s", a->tdata, why);
+    if (a->job->bias && fabs(a->job->bias_value) > a->xmax)
+        a->xmax = fabs(a->job->bias_value);
+    if (a->job->dim && max_col > a->job->dim)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_RANGE, "topic %s has feature %llu > dim %llu", a->tdata,
+                            (unsigned long long)max_col, (unsigned long long)a->job->dim);
+    a->s->dataset_rows = total;
+    a->s->partitions = P;
+    a->dim = a->job->dim ? a->job->dim : max_col;
+    a->mdim = a->dim + (a->job->bias ? 1 : 0);
+    if (a->job->max_model_weights && a->mdim > a->job->max_model_weights)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, FSGD_EMBEDDED_MODEL_LIMIT_MSG, (unsigned long long)a->mdim,
+                            a->mdim * 4.0 / 1048576.0, (unsigned long long)a->job->max_model_weights);
+    a->s->dim = a->dim;
+    return 0;
+}
+
+/* NAME.model that ends with the FINAL model of a job: the job name is used
+ * by a job that has finished, and a new one under it would be mixed with
+ * it (its workers would take that FINAL message for their own end). */
+static int last_final(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
+                      size_t errsz)
+{
+    fsgd_kframe_t f;
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) == 0 && (f.flags & FSGD_KFLAG_FINAL)) {
+        fsgd_kframe_t *out = ctx;
+        *out = f;
+        out->body = NULL;
+    }
+    return 0;
+}
+
+int agg_check_model_topic(agg_t *a)
+{
+    int64_t lo, hi;
+    if (fsgd_kbus_watermarks(a->scan_c, a->tmodel, 0, &lo, &hi, 10000, NULL, 0) < 0 || hi <= lo)
+        return 0;
+    fsgd_kframe_t f = {0};
+    if (fsgd_kbus_read_range(a->scan_c, a->tmodel, 0, hi - 1, hi, 5000, last_final, &f, NULL, 0) < 0 || !f.flags)
+        return 0;
+    return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                        "job name '%s' is taken: %s ends with the final model of a finished job (generation %u, "
+                        "step %llu, %lld messages); pick another --name, or delete the job's topics",
+                        a->job->name, a->tmodel, f.gen, (unsigned long long)f.step, (long long)(hi - lo));
+}
+

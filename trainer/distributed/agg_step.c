@@ -1,0 +1,237 @@
+/* Closing a step: the optimizer update, epoch accounting and evaluation,
+ * the next step's quotas, and step latency statistics. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aggregator_internal.h"
+#include "fsgd/observe.h"
+
+void agg_set_quota(agg_t *a)
+{
+    /* B rows per step split over the partitions that still have rows, so a
+     * step holds B rows however partitions are spread over workers. */
+    uint64_t B = a->job->batch >= 1 ? (uint64_t)a->job->batch
+                                    : (uint64_t)ceil(a->job->batch * (double)a->s->dataset_rows);
+    if (B < 1)
+        B = 1;
+    uint32_t active = 0;
+    for (uint32_t p = 0; p < a->st.nparts; p++)
+        active += a->st.pos[p] < a->st.end[p];
+    uint32_t i = 0;
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        if (a->st.pos[p] >= a->st.end[p]) {
+            a->st.quota[p] = 0;
+            continue;
+        }
+        uint64_t q = B / active + (i < B % active);
+        a->st.quota[p] = (uint32_t)(q ? q : 0);
+        i++;
+    }
+}
+
+void agg_begin_step(agg_t *a)
+{
+    a->ngot = 0;
+    a->napplied = 0;
+    a->up_entries_step = 0;
+    a->up_bytes_step = 0;
+    memset(a->claimed, 0, a->st.nparts);
+    memcpy(a->newpos, a->st.pos, a->st.nparts * sizeof *a->newpos);
+    a->rows_step = 0;
+    a->loss_step = 0;
+    a->step_start = agg_now();
+    fsgd_kasm_prune(a->as, a->step + 1);
+}
+
+/* A consumer error on NAME.grads: fatal ones (librdkafka's fatal state, a
+ * topic or authorization that is gone) end the job with FSGD_E_KAFKA;
+ * transient ones (a broker down, a timeout) are retried by librdkafka,
+ * counted, and each kind logged once. */
+static int evaluate(agg_t *a, fsgd_metrics_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!a->have_test)
+        return 0;
+    fsgd_model_t m = {.kind = a->job->model, .dim = a->dim, .has_bias = a->job->bias,
+                      .bias = (float)a->job->bias_value, .w = a->adam.theta};
+    size_t n = a->test.n_rows;
+    double *margin = malloc((n ? n : 1) * sizeof *margin);
+    if (!margin)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "evaluate: out of memory");
+    for (size_t r = 0; r < n; r++) {
+        uint64_t lo = a->test.row_ptr[r];
+        margin[r] = fsgd_model_margin(&m, a->test.col + lo, a->test.val + lo, a->test.row_ptr[r + 1] - lo);
+    }
+    *out = fsgd_metrics_compute(a->job->model, margin, a->test.label, n);
+    free(margin);
+    return 0;
+}
+
+static int cmp_d(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+void agg_latency_stats(agg_t *a)
+{
+    a->s->hop_grads_ms_p50 = fsgd_klat_quantile(&a->lat_grads, 0.5);
+    a->s->hop_grads_ms_p99 = fsgd_klat_quantile(&a->lat_grads, 0.99);
+    if (!a->n_step_ms)
+        return;
+    double *c = malloc(a->n_step_ms * sizeof *c);
+    if (!c)
+        return;
+    memcpy(c, a->step_ms, a->n_step_ms * sizeof *c);
+    qsort(c, a->n_step_ms, sizeof *c, cmp_d);
+    double sum = 0;
+    for (size_t i = 0; i < a->n_step_ms; i++)
+        sum += c[i];
+    a->s->step_ms_mean = sum / a->n_step_ms;
+    a->s->step_ms_p50 = c[a->n_step_ms / 2];
+    a->s->step_ms_p99 = c[(size_t)(0.99 * (a->n_step_ms - 1))];
+    free(c);
+}
+
+/* Applies the gathered step; sets *done at the end of the last epoch. */
+int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx)
+{
+    double t0 = agg_now();
+    a->s->t_wait += a->step_wait;
+    uint64_t R = a->rows_step;
+    size_t nt = 0;
+    fsgd_step_info_t info = {.step = a->step + 1, .rows = R, .loss_sum = a->loss_step,
+                             .seconds = t0 - a->step_start, .n_senders = (uint32_t)a->napplied};
+    char e[256];
+    fsgd_reducer_t *red = fsgd_sagg_take(a->strat, &info, e, sizeof e);
+    if (!red)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: codec %s: %s", a->job->codec, e);
+    if (R > 0 && fsgd_sagg_optimizer(a->strat) == FSGD_OPT_APPLY) {
+        /* the workers ran the optimizer: the mean of what they sent is the step */
+        FSGD_TRY(fsgd_reducer_take(red, -1.0 / (double)(a->napplied ? a->napplied : 1), &a->g));
+        for (size_t i = 0; i < a->g.n; i++)
+            a->adam.theta[a->g.keys[i]] += a->g.vals[i];
+        a->adam.t++;
+        nt = a->g.n;
+        a->s->adam_steps++;
+        a->s->last_loss = a->loss_step / (double)R;
+    } else if (R > 0) {
+        FSGD_TRY(fsgd_reducer_take_step(red, 1.0 / (double)R, a->job->l2, a->adam.theta, &a->g));
+        fsgd_adam_step(&a->adam, a->g.keys, a->g.vals, a->g.n);
+        nt = a->g.n;
+        a->s->adam_steps++;
+        a->s->last_loss = a->loss_step / (double)R;
+    } else {
+        fsgd_reducer_clear(red);
+        a->g.n = 0;
+        a->s->empty_steps++;
+    }
+    memcpy(a->st.pos, a->newpos, a->st.nparts * sizeof *a->newpos);
+    a->rows_epoch += R;
+    a->loss_epoch += a->loss_step;
+    a->s->rows_total += R;
+    a->step++;
+    a->s->steps = a->step;
+    /* Time from step 1, and the moving-average training loss that
+     * time-to-target is measured on (the group join and data loading before
+     * step 1 are left out). */
+    double tnow = agg_now();
+    if (a->t_step1 == 0) {
+        a->t_step1 = tnow;
+        a->s->step1_at = tnow - a->t0;
+    }
+    if (R > 0) {
+        a->win_loss[a->win_i % FSGD_AGG_LOSS_WINDOW] = a->loss_step;
+        a->win_rows[a->win_i % FSGD_AGG_LOSS_WINDOW] = R;
+        a->win_i++;
+        double ls = 0;
+        uint64_t rs = 0;
+        for (unsigned i = 0; i < FSGD_AGG_LOSS_WINDOW && i < a->win_i; i++) {
+            ls += a->win_loss[i];
+            rs += a->win_rows[i];
+        }
+        a->s->loss_ma = ls / (double)rs;
+        if (a->job->target_loss > 0 && a->s->time_to_target < 0 && a->s->loss_ma <= a->job->target_loss) {
+            a->s->time_to_target = tnow - a->t_step1;
+            a->s->target_step = a->step;
+        }
+    }
+    a->s->rows_epoch = a->rows_epoch;
+    int epoch_end = 1;
+    for (uint32_t p = 0; p < a->st.nparts; p++)
+        epoch_end &= a->st.pos[p] == a->st.end[p];
+    int final = 0;
+    if (epoch_end) {
+        if (a->rows_epoch != a->s->dataset_rows)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+                                "epoch %u applied %llu rows but the data has %llu: exactly-once violated",
+                                a->st.epoch, (unsigned long long)a->rows_epoch,
+                                (unsigned long long)a->s->dataset_rows);
+        fsgd_agg_epoch_t *ep = &a->s->epochs[a->s->n_epochs < 64 ? a->s->n_epochs : 63];
+        ep->epoch = (int)a->st.epoch;
+        ep->seconds = a->seconds_before + agg_now() - a->t0;
+        ep->seconds_from_step1 = agg_now() - a->t_step1;
+        ep->train_loss = a->loss_epoch / (double)a->rows_epoch;
+        ep->rows = a->rows_epoch;
+        FSGD_TRY(evaluate(a, &ep->test));
+        a->s->test = ep->test;
+        agg_ctl_begin(a, "epoch_end");
+        fsgd_cj_u64(&a->cj, "epoch", a->st.epoch);
+        fsgd_cj_u64(&a->cj, "step", a->step);
+        fsgd_cj_u64(&a->cj, "rows", a->rows_epoch);
+        fsgd_cj_u64(&a->cj, "dataset_rows", a->s->dataset_rows);
+        fsgd_cj_f64(&a->cj, "train_loss", ep->train_loss);
+        fsgd_cj_u64(&a->cj, "test_rows", ep->test.n);
+        fsgd_cj_f64(&a->cj, "test_auc", ep->test.n ? ep->test.auc : NAN);
+        fsgd_cj_f64(&a->cj, "test_logloss", ep->test.n ? ep->test.logloss : NAN);
+        fsgd_cj_f64(&a->cj, "seconds", ep->seconds);
+        fsgd_cj_f64(&a->cj, "seconds_from_step1", ep->seconds_from_step1);
+        fsgd_cj_u64(&a->cj, "workers_live", a->nlive);
+        agg_ctl_emit(a, "epoch_end");
+        if (a->s->n_epochs < 64)
+            a->s->n_epochs++;
+        final = (int)a->st.epoch >= a->job->epochs;
+        if (!final) {
+            a->st.epoch++;
+            memcpy(a->st.pos, a->st.start, a->st.nparts * sizeof *a->st.pos);
+            a->rows_epoch = 0;
+            a->loss_epoch = 0;
+        }
+    }
+    a->s->epoch = (int)a->st.epoch;
+    a->st.adam_t = a->adam.t;
+    agg_set_quota(a);
+    int snap = final || (a->job->snapshot_every > 0 && a->step % (uint64_t)a->job->snapshot_every == 0);
+    FSGD_TRY(agg_publish(a, snap, final, a->g.keys, nt));
+    if (!final && (snap || epoch_end))
+        FSGD_TRY(agg_ckpt_write(a));
+    a->s->t_update += agg_now() - t0;
+    if (a->n_step_ms == a->cap_step_ms) {
+        size_t nc = a->cap_step_ms ? 2 * a->cap_step_ms : 1024;
+        double *ns = realloc(a->step_ms, nc * sizeof *ns);
+        if (ns) {
+            a->step_ms = ns;
+            a->cap_step_ms = nc;
+        }
+    }
+    if (a->n_step_ms < a->cap_step_ms && R > 0)
+        a->step_ms[a->n_step_ms++] = (agg_now() - a->step_start) * 1e3;
+    a->s->seconds = a->seconds_before + agg_now() - a->t0;
+    a->s->workers_live = a->nlive;
+    if (epoch_end && progress) {
+        agg_latency_stats(a);
+        progress(ctx, a->s, 1);
+    }
+    fsgd_observe_agg_step(a->s, a->strat, R > 0 ? agg_now() - a->step_start : -1); /* trace, /metrics */
+    *done = final;
+    agg_begin_step(a);
+    return 0;
+}
+

@@ -1,0 +1,396 @@
+/* `fsgd aggregator`: the barrier, the reduction, sparse Adam, and the model
+ * topic (KAFKA_FORMAT.md).
+ *
+ * Step t+1 starts when the aggregator publishes the model message of step t:
+ * it carries the new values of the touched keys and the step state (for each
+ * data partition the epoch's offsets, the next position and the rows to
+ * take). Each gradient names the offset ranges it consumed; a range is
+ * accepted only if it starts at the partition's current position and no
+ * other gradient of the step claimed the partition, so every row is applied
+ * exactly once per epoch whatever the consumer group does. The count of
+ * rows applied per epoch is checked against the scan of the data topic. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aggregator_internal.h"
+
+void agg_log(agg_t *a, const char *fmt, ...)
+{
+    if (!a->log)
+        return;
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    a->log(a->log_ctx, line);
+}
+
+#define FSGD_AGG_REJ_NAME_(name, text) text,
+static const char *const agg_reject_names[] = {FSGD_AGG_REJECT_LIST(FSGD_AGG_REJ_NAME_)};
+#undef FSGD_AGG_REJ_NAME_
+
+const char *fsgd_agg_reject_name(int reason)
+{
+    return reason >= 0 && reason < FSGD_AGG_REJ_COUNT ? agg_reject_names[reason] : "unknown";
+}
+
+void agg_reject(agg_t *a, int reason, const char *fmt, ...)
+{
+    a->s->rejected[reason]++;
+    if (a->logged[reason])
+        return;
+    a->logged[reason] = 1;
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    agg_log(a, "rejected a message on %s: %s: %s (further %s messages are only counted: metrics "
+               "messages.rejected.%s)",
+            a->tgrads, agg_reject_names[reason], why, agg_reject_names[reason], agg_reject_names[reason]);
+}
+
+double agg_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* --- the barrier --- */
+
+int agg_in_set(const uint32_t *s, size_t n, uint32_t v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == v)
+            return 1;
+    return 0;
+}
+
+int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v)
+{
+    if (agg_in_set(*s, *n, v))
+        return 0;
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 16;
+        uint32_t *ns = realloc(*s, nc * sizeof *ns);
+        if (!ns)
+            return FSGD_E_NOMEM;
+        *s = ns;
+        *cap = nc;
+    }
+    (*s)[(*n)++] = v;
+    return 0;
+}
+
+
+static void agg_free(agg_t *a)
+{
+    if (a->grads_c) {
+        rd_kafka_consumer_close(a->grads_c);
+        rd_kafka_destroy(a->grads_c);
+    }
+    if (a->scan_c) {
+        rd_kafka_consumer_close(a->scan_c);
+        rd_kafka_destroy(a->scan_c);
+    }
+    if (a->prod) {
+        rd_kafka_purge(a->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_destroy(a->prod);
+    }
+    for (uint32_t p = 0; a->rows_at && p < a->st.nparts; p++)
+        free(a->rows_at[p]);
+    free(a->rows_at);
+    fsgd_wire_state_free(&a->st);
+    fsgd_adam_free(&a->adam);
+    fsgd_sagg_destroy(a->strat);
+    fsgd_sparse_free(&a->dec);
+    fsgd_sparse_free(&a->g);
+    fsgd_kasm_destroy(a->as);
+    free(a->live);
+    free(a->got);
+    free(a->applied);
+    free(a->dmsg);
+    fsgd_downlink_destroy(a->down);
+    free(a->claimed);
+    free(a->newpos);
+    fsgd_csr_free(&a->test);
+    free(a->buf.p);
+    free(a->step_ms);
+    fsgd_cj_free(&a->cj);
+    if (a->ctl_c) {
+        rd_kafka_consumer_close(a->ctl_c);
+        rd_kafka_destroy(a->ctl_c);
+    }
+    for (size_t i = 0; i < a->nmem; i++)
+        free(a->mem[i].own);
+    free(a->mem);
+}
+
+int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
+                        fsgd_agg_progress_fn progress, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz)
+{
+    memset(st, 0, sizeof *st);
+    st->resumed_from_step = -1;
+    st->time_to_target = -1;
+    agg_t a = {.job = job, .s = st, .err = err, .errsz = errsz, .log = log, .log_ctx = ctx};
+    fsgd_kbus_topic(a.tdata, sizeof a.tdata, job->name, "data");
+    fsgd_kbus_topic(a.tgrads, sizeof a.tgrads, job->name, "grads");
+    fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");
+    fsgd_kbus_topic(a.tctl, sizeof a.tctl, job->name, "ctl");
+    a.expected = expected_workers > 0 ? expected_workers : 1;
+    int rc = 0;
+    if (!(a.prod = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, job->brokers, NULL, err, errsz)) ||
+        !(a.scan_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)) ||
+        !(a.grads_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
+        rc = FSGD_E_KAFKA;
+    /* The job's grads, model and ctl topics (fsgd produce or fsgd run made
+     * them; kept as they are when they exist), with leaders elected. */
+    if (!rc)
+        rc = fsgd_dist_topics_create(job, a.prod, 0, err, errsz);
+    if (!rc)
+        rc = agg_check_model_topic(&a);
+    if (!rc)
+        rc = agg_scan_data(&a);
+    if (!rc && job->test[0]) {
+        fsgd_libsvm_opts_t o = {.skip_bad = job->skip_bad};
+        rc = fsgd_libsvm_load(job->test, &o, &a.test, NULL, err, errsz);
+        a.have_test = rc == 0;
+    }
+    fsgd_adam_params_t ap = {job->lr, job->beta1, job->beta2, job->eps};
+    if (!rc && fsgd_adam_init(&a.adam, a.mdim, &ap) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
+                          (unsigned long long)a.mdim);
+    if (!rc) {
+        a.as = fsgd_kasm_new();
+        a.claimed = calloc(a.st.nparts, 1);
+        a.newpos = calloc(a.st.nparts, sizeof *a.newpos);
+        if (!a.as || !a.claimed || !a.newpos)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    }
+    if (!rc) {
+        char e[256];
+        a.strat = fsgd_sagg_new(job->codec, a.mdim, job->seed, e, sizeof e);
+        if (!a.strat)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec: %s", e);
+    }
+    if (!rc) {
+        /* Reassembly holds only the step in progress, from members: at most
+         * a gradient's worth per member. A gradient is its header, ranges and
+         * a codec message of at most 8 bytes per weight plus framing. */
+        size_t msg = 65536 + (size_t)a.st.nparts * 20 + (size_t)a.mdim * 16;
+        size_t total = msg * (size_t)(a.expected + 2);
+        if (total < (size_t)64 << 20)
+            total = (size_t)64 << 20;
+        fsgd_kasm_set_limits(a.as, msg, total);
+        st->held_limit = total;
+    }
+    /* NAME.ctl from its start, for the whole run: the members of the job */
+    if (!rc && !(a.ctl_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
+        rc = FSGD_E_KAFKA;
+    if (!rc) {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, a.tctl, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+        if (rd_kafka_assign(a.ctl_c, l))
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "assign %s failed", a.tctl);
+        rd_kafka_topic_partition_list_destroy(l);
+    }
+    a.st.epoch = 1;
+    int resumed = 0;
+    if (!rc && (resumed = agg_ckpt_load(&a)) < 0)
+        rc = resumed;
+    if (!rc)
+        rc = agg_downlink_setup(&a);
+    if (!rc) {
+        uint32_t now_gen = (uint32_t)time(NULL);
+        a.gen = resumed ? (a.gen + 1 > now_gen ? a.gen + 1 : now_gen) : now_gen;
+        st->gen = a.gen;
+        agg_set_quota(&a);
+        a.st.adam_t = a.adam.t;
+        /* Gradients of earlier generations are ignored anyway; start at the end. */
+        int P = fsgd_kbus_partitions(a.grads_c, a.tgrads, 15000, err, errsz);
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(P > 0 ? P : 1);
+        for (int p = 0; p < P && !rc; p++) {
+            int64_t lo, hi;
+            rc = fsgd_kbus_watermarks(a.grads_c, a.tgrads, p, &lo, &hi, 10000, err, errsz);
+            rd_kafka_topic_partition_list_add(l, a.tgrads, p)->offset = hi;
+        }
+        if (P < 0)
+            rc = P;
+        if (!rc && rd_kafka_assign(a.grads_c, l))
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "assign %s failed", a.tgrads);
+        rd_kafka_topic_partition_list_destroy(l);
+    }
+    /* the opening snapshot waits until the consumer group has settled */
+    if (!rc)
+        rc = agg_wait_assignment(&a, 60);
+    a.t0 = agg_now();
+    if (!rc) {
+        agg_ctl_begin(&a, "job_start");
+        fsgd_cj_str(&a.cj, "codec", job->codec);
+        fsgd_cj_u64(&a.cj, "dataset_rows", st->dataset_rows);
+        fsgd_cj_u64(&a.cj, "dim", a.dim);
+        fsgd_cj_u64(&a.cj, "weights", a.mdim);
+        fsgd_cj_i64(&a.cj, "partitions", st->partitions);
+        fsgd_cj_i64(&a.cj, "expected_workers", a.expected);
+        fsgd_cj_i64(&a.cj, "epochs", job->epochs);
+        fsgd_cj_f64(&a.cj, "batch", job->batch);
+        fsgd_cj_u64(&a.cj, "step", a.step);
+        fsgd_cj_i64(&a.cj, "resumed_from_step", st->resumed_from_step);
+        fsgd_cj_f64(&a.cj, "assignment_wait_seconds", st->assignment_wait_s);
+        fsgd_cj_i64(&a.cj, "assignment_settled", st->assignment_settled);
+        agg_ctl_emit(&a, "job_start");
+        rc = agg_publish(&a, 1, 0, NULL, 0);
+    }
+    if (!rc)
+        agg_begin_step(&a);
+    a.first_step = 1;
+    a.first_deadline = agg_now() + 60;
+    int done = 0;
+    double last_progress = agg_now();
+    const double timeout = job->step_timeout_ms / 1e3;
+    while (!rc && !done) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(a.grads_c, 2);
+        if (m) {
+            rc = agg_handle_grad(&a, m);
+            rd_kafka_message_destroy(m);
+            /* drain what is already here before deciding */
+            continue;
+        }
+        rd_kafka_poll(a.prod, 0);
+        agg_ctl_drain(&a, 0);
+        double t = agg_now();
+        int complete = 0;
+        char wait_for[256];
+        if (a.first_step) {
+            /* Everyone expected, or everyone who still holds partitions: a
+             * worker that died before step 1 stops holding any once the
+             * group has moved them (KAFKA_FORMAT.md, "Start-up"). */
+            size_t missing = agg_awaited(&a, wait_for, sizeof wait_for);
+            complete = a.ngot >= (size_t)a.expected || (a.ngot > 0 && (t > a.first_deadline || missing == 0));
+            if (!complete && t - a.step_start > 5 && t - a.last_wait_log >= 10) {
+                a.last_wait_log = t;
+                agg_log(&a, "step %llu: %zu of %d expected workers answered; waiting for %s (starting with those "
+                            "that answered after %.0f s more, or once the group moves the partitions of workers "
+                            "that are gone)",
+                        (unsigned long long)a.step + 1, a.ngot, a.expected,
+                        missing ? wait_for : "any worker", a.first_deadline - t);
+            }
+            if (complete) {
+                /* the live set is exactly who answered */
+                a.nlive = 0;
+                for (size_t i = 0; i < a.ngot; i++)
+                    agg_add_set(&a.live, &a.nlive, &a.cap_live, a.got[i]);
+            }
+        } else {
+            complete = a.ngot > 0;
+            for (size_t i = 0; i < a.nlive && complete; i++)
+                complete = agg_in_set(a.got, a.ngot, a.live[i]);
+            /* once per step after 5 s, then every 30 s */
+            if (!complete && t - a.step_start > 5 && t - a.last_wait_log >= 30 &&
+                (a.nlive || t - a.step_start <= timeout)) {
+                a.last_wait_log = t;
+                size_t used = 0, n = 0;
+                for (size_t i = 0; i < a.nlive && used < sizeof wait_for; i++)
+                    if (!agg_in_set(a.got, a.ngot, a.live[i]))
+                        used += (size_t)snprintf(wait_for + used, sizeof wait_for - used, "%s%u", n++ ? ", " : "",
+                                                 a.live[i]);
+                if (n)
+                    agg_log(&a, "step %llu: waiting %.0f s for worker(s) %s; dropped after %.1f s",
+                            (unsigned long long)a.step + 1, t - a.step_start, wait_for, timeout);
+                else
+                    agg_log(&a, "step %llu: no live worker; waiting for any member's gradient",
+                            (unsigned long long)a.step + 1);
+            }
+            if (!complete && t - a.step_start > timeout) {
+                /* Drop who did not answer; the consumer group moves their
+                 * partitions, and the positions say where to resume. */
+                size_t k = 0, nd = 0;
+                uint32_t dropped[64];
+                for (size_t i = 0; i < a.nlive; i++)
+                    if (agg_in_set(a.got, a.ngot, a.live[i]))
+                        a.live[k++] = a.live[i];
+                    else {
+                        st->workers_dropped++;
+                        if (nd < 64)
+                            dropped[nd++] = a.live[i];
+                    }
+                a.nlive = k;
+                for (size_t i = 0; i < nd; i++) {
+                    agg_ctl_member(&a, "worker_dropped", dropped[i]);
+                    agg_log(&a, "step %llu: dropped worker %u (no gradient for %.1f s); the group moves its "
+                                "partitions to the others",
+                            (unsigned long long)a.step + 1, dropped[i], timeout);
+                }
+                complete = a.ngot > 0;
+                if (!complete)
+                    a.step_start = t; /* nobody alive: keep waiting for anyone */
+            }
+        }
+        if (!complete)
+            continue;
+        a.last_wait_log = 0;
+        a.first_step = 0;
+        a.step_wait = t - a.step_start;
+        rc = agg_apply_step(&a, &done, progress, ctx);
+        if (progress && agg_now() - last_progress >= 1.0) {
+            last_progress = agg_now();
+            agg_latency_stats(&a);
+            progress(ctx, st, 0);
+        }
+    }
+    if (!rc && done) {
+        agg_latency_stats(&a);
+        if (job->out[0]) {
+            fsgd_model_t mo = {.kind = job->model, .dim = a.dim, .has_bias = job->bias,
+                               .bias = (float)job->bias_value, .w = a.adam.theta};
+            rc = fsgd_model_save(&mo, job->out, err, errsz);
+        }
+        if (!rc)
+            rc = fsgd_kbus_flush(a.prod, 30000, err, errsz);
+        if (!rc && job->checkpoint[0])
+            unlink(job->checkpoint); /* finished: a new run starts fresh */
+    }
+    st->seconds = a.seconds_before + agg_now() - a.t0;
+    if (a.prod && (done || rc)) {
+        /* the job's last word on NAME.ctl: workers stop on a failure */
+        agg_ctl_begin(&a, "job_end");
+        fsgd_cj_str(&a.cj, "status", rc ? "failed" : "done");
+        fsgd_cj_str(&a.cj, "error", rc ? err : NULL);
+        fsgd_cj_str(&a.cj, "error_code", rc ? fsgd_err_name(rc) : NULL);
+        fsgd_cj_u64(&a.cj, "steps", st->steps);
+        fsgd_cj_i64(&a.cj, "epochs", st->n_epochs);
+        fsgd_cj_u64(&a.cj, "rows_applied", st->rows_total);
+        fsgd_cj_u64(&a.cj, "dataset_rows", st->dataset_rows);
+        fsgd_cj_f64(&a.cj, "train_loss", st->n_epochs ? st->epochs[st->n_epochs - 1].train_loss : NAN);
+        fsgd_cj_u64(&a.cj, "test_rows", st->test.n);
+        fsgd_cj_f64(&a.cj, "test_auc", st->test.n ? st->test.auc : NAN);
+        fsgd_cj_f64(&a.cj, "test_logloss", st->test.n ? st->test.logloss : NAN);
+        fsgd_cj_f64(&a.cj, "seconds", st->seconds);
+        fsgd_cj_u64(&a.cj, "bytes_up", st->bytes_up);
+        fsgd_cj_u64(&a.cj, "bytes_down", st->bytes_down);
+        fsgd_cj_u64(&a.cj, "workers_dropped", st->workers_dropped);
+        fsgd_cj_u64(&a.cj, "empty_steps", st->empty_steps);
+        agg_ctl_emit(&a, "job_end");
+        rd_kafka_flush(a.prod, 5000);
+    }
+    if (job->metrics_json[0] && (done || rc)) {
+        char e2[FSGD_OUTFILE_PATH_MAX + 300];
+        int mrc = fsgd_agg_write_metrics(job, st, job->metrics_json, e2, sizeof e2);
+        if (mrc < 0 && !rc) /* a finished job whose metrics are lost has failed */
+            rc = fsgd_err_fmt(err, errsz, mrc, "%s", e2);
+        else if (mrc < 0)
+            agg_log(&a, "%s", e2);
+    }
+    agg_free(&a);
+    return rc;
+}
+

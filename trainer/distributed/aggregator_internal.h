@@ -1,0 +1,143 @@
+/* Private to the aggregator (trainer/distributed/agg_*.c, aggregator.c):
+ * its state and the functions its files share. */
+#ifndef FSGD_AGGREGATOR_INTERNAL_H
+#define FSGD_AGGREGATOR_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/adam.h"
+#include "fsgd/codec.h"
+#include "fsgd/downlink.h"
+#include "fsgd/crc32c.h"
+#include "fsgd/csr.h"
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
+#include "fsgd/kbus.h"
+#include "fsgd/le.h"
+#include "fsgd/libsvm.h"
+#include "fsgd/loss.h"
+#include "fsgd/outfile.h"
+#include "fsgd/reduce.h"
+#include "fsgd/strategy.h"
+#include "agg_ckpt.h"
+#include "ctl.h"
+#include "wire.h"
+
+typedef struct agg {
+    const fsgd_job_t *job;
+    fsgd_agg_stats_t *s;
+    char tdata[128], tgrads[128], tmodel[128], tctl[128];
+    rd_kafka_t *prod, *grads_c, *scan_c, *ctl_c;
+    fsgd_ctl_json_t cj;
+    int expected;
+    uint32_t gen;
+    uint64_t step; /* last applied step */
+    fsgd_wire_state_t st;
+    uint64_t **rows_at; /* per partition: rows before offset (start + i) */
+    uint64_t dim, mdim;
+    fsgd_adam_t adam;
+    fsgd_sagg_t *strat; /* the compression strategy: decodes and reduces the step (fsgd/strategy.h) */
+    fsgd_sparse_t dec, g;
+    fsgd_kasm_t *as;
+    uint32_t *live, *got;
+    size_t nlive, ngot, cap_live, cap_got;
+    uint8_t *claimed;
+    uint64_t *newpos;
+    uint64_t rows_step, rows_epoch;
+    double loss_step, loss_epoch;
+    double step_start, step_wait;
+    int first_step;
+    double first_deadline;
+    fsgd_csr_t test;
+    int have_test;
+    fsgd_wire_buf_t buf;
+    /* Compressed downlink (NULL: touched keys' float32 values, kind 4). */
+    fsgd_downlink_t *down;
+    uint8_t *dmsg;
+    size_t dmsg_cap;
+    uint32_t *applied; /* senders whose gradients this step applied */
+    size_t napplied, cap_applied;
+    uint64_t up_entries_step; /* entries in this step's applied messages */
+    uint64_t up_bytes_step;   /* their codec bytes */
+    double down_scale;        /* downlink budget / mean uplink entries, steered so down bytes <= up bytes */
+    double *step_ms;
+    size_t n_step_ms, cap_step_ms;
+    double t0, seconds_before; /* training time before a restart */
+    double t_step1;            /* when this process applied its first step (0: not yet) */
+    double win_loss[FSGD_AGG_LOSS_WINDOW];
+    uint64_t win_rows[FSGD_AGG_LOSS_WINDOW];
+    unsigned win_i;
+    /* NAME.ctl, followed for the whole run: who the members of the job are */
+    struct member *mem;
+    size_t nmem;
+    uint64_t ctl_seq;
+    double xmax, ymax; /* largest |feature value| (intercept included) and |label| in NAME.data */
+    fsgd_label_set_t labels;
+    fsgd_dist_log_fn log;
+    void *log_ctx;
+    uint8_t logged[FSGD_AGG_REJ_COUNT];
+    int kerr_seen[32], n_kerr;
+    double last_wait_log;
+    char *err;
+    size_t errsz;
+    fsgd_klat_t lat_grads; /* produce-to-consume latency of NAME.grads frames */
+} agg_t;
+
+/* A worker that reported its partitions on NAME.ctl. */
+typedef struct member {
+    uint32_t id;
+    uint64_t seq; /* order of its latest report */
+    uint8_t *own; /* nparts bytes: the partitions of that report */
+} member_t;
+
+#define MAX_MEMBERS 1024
+
+/* aggregator.c: the main loop and what every part uses */
+void agg_log(agg_t *a, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Counts a dropped message; the first of each reason is logged with its
+ * detail (the rest only counted: a flood must not flood the log too). */
+void agg_reject(agg_t *a, int reason, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+double agg_now(void);
+int agg_in_set(const uint32_t *s, size_t n, uint32_t v);
+int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v);
+
+/* agg_scan.c: the data topic's rows, the model topic's last word */
+int agg_scan_data(agg_t *a);
+int agg_check_model_topic(agg_t *a);
+
+/* agg_checkpoint.c */
+int agg_ckpt_write(agg_t *a);
+int agg_ckpt_load(agg_t *a);
+
+/* agg_model.c: the model topic (snapshots and the downlink) */
+int agg_downlink_setup(agg_t *a);
+int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n);
+
+/* agg_members.c: NAME.ctl events and the job's members */
+void agg_ctl_begin(agg_t *a, const char *event);
+void agg_ctl_emit(agg_t *a, const char *event);
+void agg_ctl_member(agg_t *a, const char *event, uint32_t worker);
+member_t *agg_member_find(agg_t *a, uint32_t id);
+int agg_ctl_drain(agg_t *a, int timeout_ms);
+size_t agg_awaited(const agg_t *a, char *out, size_t cap);
+int agg_wait_assignment(agg_t *a, double timeout_s);
+
+/* agg_gradients.c: one message from NAME.grads, taken or dropped */
+int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m);
+
+/* agg_step.c: closing a step */
+void agg_set_quota(agg_t *a);
+void agg_begin_step(agg_t *a);
+int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx);
+void agg_latency_stats(agg_t *a);
+
+#endif
