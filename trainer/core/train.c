@@ -598,6 +598,11 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         for (int i = 0; i < W && rc == 0; i++) {
             size_t lo = pos + cnt * (size_t)i / (size_t)W, hi = pos + cnt * (size_t)(i + 1) / (size_t)W;
             fsgd_csr_t *sl = &t.slices[b * (size_t)W + (size_t)i];
+            /* exact size first: no regrowth (and copy) of the slice */
+            size_t nnz = 0;
+            for (size_t r = lo; r < hi; r++)
+                nnz += (size_t)(train->row_ptr[t.perm[r] + 1] - train->row_ptr[t.perm[r]]) + (bias ? 1 : 0);
+            rc = fsgd_csr_reserve(sl, hi - lo, nnz);
             for (size_t r = lo; r < hi && rc == 0; r++)
                 rc = fsgd_train_append_biased(sl, train, t.perm[r], dim, bias, bv);
         }
