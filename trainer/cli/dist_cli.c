@@ -60,6 +60,15 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
+    /* "auto" (early stopping, l2 from the row count, lr from the steps) is
+     * what fsgd train works out on one machine; the distributed roles take
+     * explicit values (their defaults: 20 epochs, l2 0, lr 0.01). */
+    const char *which = job->epochs < 1 ? "epochs" : job->l2 < 0 ? "l2" : job->lr <= 0 ? "lr" : NULL;
+    if (which) {
+        fsgd_cli_error("%s: 'auto' (or a value <= 0) is for fsgd train; a distributed job needs an explicit %s",
+                       which, which);
+        return FSGD_EXIT_USAGE;
+    }
     return 0;
 }
 
