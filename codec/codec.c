@@ -12,6 +12,7 @@ static const fsgd_codec_vt_t *const registry[] = {
     &fsgd_codec_vt_fastsgd,
     &fsgd_codec_vt_none,
     &fsgd_codec_vt_logquant,
+    &fsgd_codec_vt_mqgrad,
     &fsgd_codec_vt_topk,
     &fsgd_codec_vt_efsign,
     &fsgd_codec_vt_sketchml,
@@ -36,7 +37,7 @@ static const fsgd_codec_vt_t *find_by_id(int id)
     return NULL;
 }
 
-const char *fsgd_codec_list(void) { return "fastsgd none logquant topk efsign sketchml"; }
+const char *fsgd_codec_list(void) { return "fastsgd none logquant mqgrad topk efsign sketchml"; }
 
 /* The parameter table of a codec with "ef" appended for lossy codecs. */
 static size_t n_params(const fsgd_codec_vt_t *vt) { return vt->n_params + (vt->lossy ? 1 : 0); }

@@ -19,8 +19,8 @@
 #define FSGD_CODEC_MAX_PARAMS 8
 
 /* Wire ids. Never renumber: they are in every message and golden file. */
-enum { CODEC_ID_NONE = 1, CODEC_ID_FASTSGD = 2, CODEC_ID_LOGQUANT = 3, CODEC_ID_TOPK = 4 };
-enum { CODEC_ID_EFSIGN = 5, CODEC_ID_SKETCHML = 6 };
+enum { CODEC_ID_NONE = 1, CODEC_ID_FASTSGD = 2, CODEC_ID_LOGQUANT = 3, CODEC_ID_TOPK = 4,
+       CODEC_ID_EFSIGN = 5, CODEC_ID_SKETCHML = 6, CODEC_ID_MQGRAD = 7 };
 
 typedef enum param_kind { PARAM_INT, PARAM_REAL, PARAM_ENUM } param_kind_t;
 
@@ -84,6 +84,7 @@ extern const fsgd_codec_vt_t fsgd_codec_vt_none;
 extern const fsgd_codec_vt_t fsgd_codec_vt_fastsgd;
 extern const fsgd_codec_vt_t fsgd_codec_vt_logquant;
 extern const fsgd_codec_vt_t fsgd_codec_vt_topk;
+extern const fsgd_codec_vt_t fsgd_codec_vt_mqgrad;
 extern const fsgd_codec_vt_t fsgd_codec_vt_efsign;
 extern const fsgd_codec_vt_t fsgd_codec_vt_sketchml;
 

@@ -7,10 +7,16 @@
 
 #include "strategy_internal.h"
 
-extern const fsgd_strategy_vt_t fsgd_strategy_vt_efsign, fsgd_strategy_vt_gtopk, fsgd_strategy_vt_sketchml;
+extern const fsgd_strategy_vt_t fsgd_strategy_vt_mqgrad;   /* mqgrad.c */
+extern const fsgd_strategy_vt_t fsgd_strategy_vt_gradiveq; /* gradiveq.c */
+extern const fsgd_strategy_vt_t fsgd_strategy_vt_efsign;   /* efsign.c */
+extern const fsgd_strategy_vt_t fsgd_strategy_vt_gtopk;    /* gtopk.c */
+extern const fsgd_strategy_vt_t fsgd_strategy_vt_sketchml; /* codec_strategy.c */
 
 static const fsgd_strategy_vt_t *const registry[] = {
     &fsgd_strategy_vt_fastsgd,
+    &fsgd_strategy_vt_gradiveq,
+    &fsgd_strategy_vt_mqgrad,
     &fsgd_strategy_vt_none,
     &fsgd_strategy_vt_logquant,
     &fsgd_strategy_vt_topk,
@@ -20,14 +26,20 @@ static const fsgd_strategy_vt_t *const registry[] = {
 };
 #define N_STRATEGIES (sizeof registry / sizeof *registry)
 
-struct fsgd_sworker {
+/* One side of a strategy: its vtable and the state that side's constructor
+ * made. Each public type holds exactly one, first (so a pointer to either
+ * converts to a pointer to its side and back, C11 6.7.2.1). */
+typedef struct side {
     const fsgd_strategy_vt_t *vt;
     void *s;
+} side_t;
+
+struct fsgd_sworker {
+    side_t side;
 };
 
 struct fsgd_sagg {
-    const fsgd_strategy_vt_t *vt;
-    void *s;
+    side_t side;
 };
 
 const char *fsgd_strategy_list(void)
@@ -69,82 +81,79 @@ int fsgd_strategy_check(const char *spec, uint64_t dim, char *err, size_t errsz)
     return vt ? vt->check(spec, dim, err, errsz) : FSGD_E_ARG;
 }
 
-fsgd_sworker_t *fsgd_sworker_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
+typedef void *(*state_new_fn)(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz);
+
+/* A side of the strategy the spec names, in a zeroed allocation of size
+ * bytes (a fsgd_sworker_t or fsgd_sagg_t). NULL with err on failure. */
+static void *instance_new(size_t size, const char *spec, uint64_t dim, uint64_t seed, int agg, char *err,
+                          size_t errsz)
 {
     const fsgd_strategy_vt_t *vt = find(spec, err, errsz);
     if (!vt)
         return NULL;
-    fsgd_sworker_t *w = calloc(1, sizeof *w);
-    if (!w) {
+    side_t *in = calloc(1, size);
+    if (!in) {
         fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy %s: out of memory", vt->name);
         return NULL;
     }
-    w->vt = vt;
-    w->s = vt->worker_new(spec, dim, seed, err, errsz);
-    if (!w->s) {
-        free(w);
+    state_new_fn make = agg ? vt->agg_new : vt->worker_new;
+    in->vt = vt;
+    in->s = make(spec, dim, seed, err, errsz);
+    if (!in->s) {
+        free(in);
         return NULL;
     }
-    return w;
+    return in;
+}
+
+fsgd_sworker_t *fsgd_sworker_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
+{
+    return instance_new(sizeof(fsgd_sworker_t), spec, dim, seed, 0, err, errsz);
 }
 
 void fsgd_sworker_destroy(fsgd_sworker_t *w)
 {
     if (!w)
         return;
-    w->vt->worker_destroy(w->s);
+    w->side.vt->worker_destroy(w->side.s);
     free(w);
 }
 
 fsgd_codec_t *fsgd_sworker_device_codec(fsgd_sworker_t *w)
 {
-    return w->vt->device_codec ? w->vt->device_codec(w->s) : NULL;
+    return w->side.vt->device_codec ? w->side.vt->device_codec(w->side.s) : NULL;
 }
 
-size_t fsgd_sworker_bound(const fsgd_sworker_t *w, size_t n) { return w->vt->bound(w->s, n); }
+size_t fsgd_sworker_bound(const fsgd_sworker_t *w, size_t n) { return w->side.vt->bound(w->side.s, n); }
 
 int fsgd_sworker_encode(fsgd_sworker_t *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
                         uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz)
 {
-    return w->vt->encode(w->s, keys, vals, n, rows, out, cap, out_len, err, errsz);
+    return w->side.vt->encode(w->side.s, keys, vals, n, rows, out, cap, out_len, err, errsz);
 }
 
-void fsgd_sworker_last_stats(const fsgd_sworker_t *w, fsgd_codec_stats_t *st) { w->vt->last_stats(w->s, st); }
+void fsgd_sworker_last_stats(const fsgd_sworker_t *w, fsgd_codec_stats_t *st) { w->side.vt->last_stats(w->side.s, st); }
 
 int fsgd_sworker_after_step(fsgd_sworker_t *w, int applied, const uint8_t *section, size_t len, char *err,
                             size_t errsz)
 {
-    return w->vt->after_step(w->s, applied, section, len, err, errsz);
+    return w->side.vt->after_step(w->side.s, applied, section, len, err, errsz);
 }
 
-int fsgd_sworker_reset(fsgd_sworker_t *w) { return w->vt->reset(w->s); }
+int fsgd_sworker_reset(fsgd_sworker_t *w) { return w->side.vt->reset(w->side.s); }
 
-size_t fsgd_sworker_residual_entries(const fsgd_sworker_t *w) { return w->vt->residual_entries(w->s); }
+size_t fsgd_sworker_residual_entries(const fsgd_sworker_t *w) { return w->side.vt->residual_entries(w->side.s); }
 
 fsgd_sagg_t *fsgd_sagg_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
 {
-    const fsgd_strategy_vt_t *vt = find(spec, err, errsz);
-    if (!vt)
-        return NULL;
-    fsgd_sagg_t *a = calloc(1, sizeof *a);
-    if (!a) {
-        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy %s: out of memory", vt->name);
-        return NULL;
-    }
-    a->vt = vt;
-    a->s = vt->agg_new(spec, dim, seed, err, errsz);
-    if (!a->s) {
-        free(a);
-        return NULL;
-    }
-    return a;
+    return instance_new(sizeof(fsgd_sagg_t), spec, dim, seed, 1, err, errsz);
 }
 
 void fsgd_sagg_destroy(fsgd_sagg_t *a)
 {
     if (!a)
         return;
-    a->vt->agg_destroy(a->s);
+    a->side.vt->agg_destroy(a->side.s);
     free(a);
 }
 
@@ -152,31 +161,31 @@ int fsgd_sagg_add(fsgd_sagg_t *a, uint32_t sender, const uint8_t *msg, size_t le
                   size_t *entries, char *err, size_t errsz)
 {
     size_t ignored;
-    return a->vt->add(a->s, sender, msg, len, value_bound, entries ? entries : &ignored, err, errsz);
+    return a->side.vt->add(a->side.s, sender, msg, len, value_bound, entries ? entries : &ignored, err, errsz);
 }
 
 fsgd_reducer_t *fsgd_sagg_take(fsgd_sagg_t *a, const fsgd_step_info_t *info, char *err, size_t errsz)
 {
-    return a->vt->take(a->s, info, err, errsz);
+    return a->side.vt->take(a->side.s, info, err, errsz);
 }
 
 const uint8_t *fsgd_sagg_section(const fsgd_sagg_t *a, size_t *len)
 {
     *len = 0;
-    return a->vt->section ? a->vt->section(a->s, len) : NULL;
+    return a->side.vt->section ? a->side.vt->section(a->side.s, len) : NULL;
 }
 
 int fsgd_sagg_plain_sum(const fsgd_sagg_t *a)
 {
-    return a->vt->add == fsgd_codec_agg_add && a->vt->take == fsgd_codec_agg_take && !a->vt->section &&
-           a->vt->optimizer == FSGD_OPT_ADAM;
+    return a->side.vt->add == fsgd_codec_agg_add && a->side.vt->take == fsgd_codec_agg_take && !a->side.vt->section &&
+           a->side.vt->optimizer == FSGD_OPT_ADAM;
 }
 
-fsgd_optimizer_t fsgd_sagg_optimizer(const fsgd_sagg_t *a) { return a->vt->optimizer; }
+fsgd_optimizer_t fsgd_sagg_optimizer(const fsgd_sagg_t *a) { return a->side.vt->optimizer; }
 
-const char *fsgd_sagg_downlink_spec(const fsgd_sagg_t *a) { return a->vt->downlink_spec(a->s); }
+const char *fsgd_sagg_downlink_spec(const fsgd_sagg_t *a) { return a->side.vt->downlink_spec(a->side.s); }
 
 double fsgd_sagg_param(const fsgd_sagg_t *a, const char *name)
 {
-    return a->vt->param ? a->vt->param(a->s, name) : (double)NAN;
+    return a->side.vt->param ? a->side.vt->param(a->side.s, name) : (double)NAN;
 }

@@ -1,83 +1,76 @@
 #!/usr/bin/env bash
-# Distributed training over Kafka with 2, 3 and 4 workers, codecs none and
-# fastsgd, over plain loopback and over emulated 1 Gbit/s links, on the
-# embedded cluster (mock) and on a real Apache Kafka broker (real,
-# tests/kafka/broker.sh, one node), all in one run, with fastsgd/none ratios
-# per (broker, link, workers) and real/mock ratios of step time and per-hop
-# latency.
+# Distributed training over Kafka, every configuration in one invocation:
+# codecs (DIST_NET_CODECS, "none fastsgd"), worker counts (DIST_NET_WORKERS,
+# "4"), links (DIST_NET_LINKS, "loopback 1gbit 100mbit": loopback is the
+# testbed's limit, any other word is a tc rate), model dimensions
+# (DIST_NET_DIMS, "1048576 4194304") and brokers (DIST_NET_BROKERS, "mock
+# real": the embedded cluster and a real Apache Kafka broker,
+# tests/kafka/broker.sh, one node). The embedded cluster holds models up to
+# ~2^20 weights (its 5 MiB per partition; fsgd refuses larger ones there with
+# a message), so larger dimensions run on the real broker only.
 #
-# Data: CTR-shaped rows from `fsgd gen` (Zipf feature popularity), dimension
-# 2^20, ~100 nonzeros per row, a fixed global batch (rows per step, split over
-# the workers), so that each worker's raw gradient per step is a few hundred
-# KB (the aggregator's metrics report gradient_raw) and every worker count runs
-# the same algorithm. The dimension is capped by the embedded cluster (the
-# real broker runs the same data, so the two compare): the
-# aggregator's full model snapshot (4 bytes per weight, chunked below 1 MiB)
-# goes to the single-partition model topic and must fit the mock's 5 MiB per
-# partition, so 2^20 weights (4 MiB) is the most it can hold; the data topic
-# gets one partition per 2 MiB of text, at least 12 (fsgd run --broker-only
-# sizes it; the real broker gets the same count).
+# Printed, from the aggregators' metrics JSON:
+#   bench dist ...        one line per run: time to target, epoch time, bytes
+#                         up and down per worker per step, test AUC, step p50
+#   bench dist_ratio ...  per (broker, dim, link, workers) and codec: its time
+#                         to target over none's on the same link, and bytes
+#   bench dist_bound ...  per (broker, dim, link, workers): the bound any codec
+#                         can reach on that link, none on loopback over none on
+#                         the link, printed beside each codec's ratio
+#   bench dist_step ...   on loopback, the step broken down per step (ms):
+#                         worker gradient, encode, Kafka hops (grads, model),
+#                         aggregator decode + reduce, update (Adam + publish),
+#                         downlink encode, and what is left (waiting)
+#
+# Data: CTR-shaped rows from `fsgd gen` (Zipf feature popularity), ~100
+# nonzeros per row, a fixed global batch (rows per step, split over the
+# workers), so every worker count runs the same algorithm; the data topic
+# gets one partition per 2 MiB of text, at least 12.
 #
 # Links. The mock brokers listen on 127.0.0.1 only and advertise 127.0.0.1 in
 # their metadata (librdkafka 2.0.2 has no listener setting), so a client in
-# another namespace must still dial 127.0.0.1:PORT. For link=1gbit:
+# another namespace must still dial 127.0.0.1:PORT. For a shaped link:
 #   - the broker (fsgd run --broker-only), the producer and the aggregator run
 #     in a namespace of their own, B;
 #   - worker i runs in its own namespace Wi, joined to B by a veth pair
 #     (10.201.i.2 in Wi, 10.201.i.1 in B) shaped with
-#     `tc qdisc tbf rate 1gbit` on both ends (upload and download);
+#     `tc qdisc tbf rate RATE` on both ends (upload and download);
 #   - in Wi, iptables DNATs TCP to 127.0.0.1 to 10.201.i.1 (route_localnet,
 #     SNAT to 10.201.i.2); in B, PREROUTING DNATs it back to 127.0.0.1.
 # So every byte between a worker and the broker crosses that worker's own
-# 1 Gbit/s link; the aggregator talks to the broker over B's loopback (as a
-# parameter server next to the broker would). Only 10.201.x addresses inside
-# these namespaces are used. link=loopback runs the same processes in the
-# current namespace. Without root or `ip netns`, only loopback runs.
+# link; the aggregator talks to the broker over B's loopback (as a parameter
+# server next to the broker would). Only 10.201.x addresses inside these
+# namespaces are used. Without root or `ip netns`, only loopback runs.
 # The real broker (a JVM, advertising 127.0.0.1:PORT too) runs where the mock
-# does: in B for link=1gbit, here for loopback; one broker per link, a fresh
-# job name per configuration.
+# does: in B for shaped links, here for loopback.
 #
-# Measured per configuration, from the aggregator's metrics JSON:
-#   epoch_s           mean wall time of epochs 2..E (epoch 1 also loads the
-#                     data partitions into the workers' caches)
 #   time_to_target_s  seconds from step 1 (after the consumer-group join) until
 #                     the training loss averaged over the last 8 steps first
 #                     is <= DIST_NET_TARGET (the aggregator's --target-loss)
-#   wire_bytes_up/down Kafka record values: gradient frames received by the
-#                     aggregator / model frames published times live workers
-#   link_bytes_up/down (1gbit only) bytes the worker veths sent / received,
+#   up_B/down_B       Kafka record bytes one worker sends / receives per step
+#                     (gradient frames; model frames)
+#   link_bytes_up/down (shaped links) bytes the worker veths sent / received,
 #                     all traffic (data loading, Kafka protocol, TCP/IP)
-#   step_p50_ms       the aggregator's step time, p50 (a step: model out,
-#                     gradients back)
-#   hop_grads_p50_ms  produce-to-consume latency of NAME.grads frames, worker
-#                     -> broker -> aggregator, p50 (fsgd.sent_us header)
-#   hop_model_p50_ms  the same for NAME.model frames, aggregator -> broker ->
-#                     workers (median of the workers' p50s)
-# DIST_NET_CODECS ("none fastsgd") picks the strategies (--codec specs); with
-# more than these two, each gets a "bench dist_vs_none" line against none
-# (the strategies table of issue 13:
-#   DIST_NET_WORKERS=4 DIST_NET_LINKS=1gbit DIST_NET_BROKERS=mock \
-#   DIST_NET_CODECS="none fastsgd topk gtopk efsign sketchml" bash tests/bench/dist_net.sh).
-# Env: DIST_NET_WORKERS ("2 3 4"), DIST_NET_EPOCHS (8), DIST_NET_ROWS (80000),
-# DIST_NET_BATCH (6000), DIST_NET_DIM (1048576), DIST_NET_NNZ (100),
-# DIST_NET_TARGET (0.45), DIST_NET_LINKS ("loopback 1gbit"), DIST_NET_BROKERS
-# ("mock real"; real needs java, mvn, kcat: without them it says so and runs
-# mock only).
+# DIST_NET_REPEATS (1): runs of each configuration, interleaved; times are
+# their medians (a busy machine makes single runs noisy).
+# Env: DIST_NET_EPOCHS (8), DIST_NET_ROWS (80000), DIST_NET_BATCH (6000),
+# DIST_NET_NNZ (100), DIST_NET_TARGET (0.45); real needs java, mvn, kcat:
+# without them it says so and runs mock only.
 set -euo pipefail
 FSGD=$(realpath "${FSGD:-bin/fsgd}")
 PY=/usr/bin/python3
-workers_list=${DIST_NET_WORKERS:-2 3 4}
+workers_list=${DIST_NET_WORKERS:-4}
+codecs=${DIST_NET_CODECS:-none fastsgd}
+dims=${DIST_NET_DIMS:-1048576 4194304}
+MOCK_MAX_WEIGHTS=1100000 # FSGD_EMBEDDED_MAX_MODEL_WEIGHTS
+repeats=${DIST_NET_REPEATS:-1}
 epochs=${DIST_NET_EPOCHS:-8}
 rows=${DIST_NET_ROWS:-80000}
 batch=${DIST_NET_BATCH:-6000}
-dim=${DIST_NET_DIM:-1048576}
 nnz=${DIST_NET_NNZ:-100}
 target=${DIST_NET_TARGET:-0.45}
-want_links=${DIST_NET_LINKS:-loopback 1gbit}
+want_links=${DIST_NET_LINKS:-loopback 1gbit 100mbit}
 want_brokers=${DIST_NET_BROKERS:-mock real}
-codecs=${DIST_NET_CODECS:-none fastsgd}
-# a codec spec as a name part (topics, files): [A-Za-z0-9-] only
-cname() { echo "$1" | tr -c 'A-Za-z0-9\n' '-'; }
 BROKER_SH=$(cd "$(dirname "$0")/../kafka" && pwd)/broker.sh
 tmp=$(mktemp -d)
 tag=fdn$$
@@ -98,12 +91,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-"$FSGD" gen --rows $((rows + 5000)) --dim "$dim" --nnz "$nnz" --zipf 1.1 --seed 7 --quiet --out "$tmp/all.svm"
-head -n "$rows" "$tmp/all.svm" >"$tmp/train.svm"
-tail -n 5000 "$tmp/all.svm" >"$tmp/test.svm"
-rm "$tmp/all.svm"
-echo "bench dist_net_data rows=$rows test_rows=5000 dim=$dim nnz_mean=$nnz zipf=1.1 batch=$batch epochs=$epochs" \
-    "target_loss=$target bytes=$(stat -c %s "$tmp/train.svm")"
+make_data() { # dim: writes $tmp/train.svm and $tmp/test.svm
+    "$FSGD" gen --rows $((rows + 5000)) --dim "$1" --nnz "$nnz" --zipf 1.1 --seed 7 --quiet --out "$tmp/all.svm"
+    head -n "$rows" "$tmp/all.svm" >"$tmp/train.svm"
+    tail -n 5000 "$tmp/all.svm" >"$tmp/test.svm"
+    rm "$tmp/all.svm"
+    echo "bench dist_net_data rows=$rows test_rows=5000 dim=$1 nnz_mean=$nnz zipf=1.1 batch=$batch epochs=$epochs" \
+        "target_loss=$target bytes=$(stat -c %s "$tmp/train.svm")"
+}
 
 setup_netns() {
     [ "$(id -u)" = 0 ] || { echo "not root"; return 1; }
@@ -135,15 +130,29 @@ setup_netns() {
     done
 }
 
+# set_rate RATE: every worker link (both ends) shaped to RATE
+set_rate() {
+    local i
+    for ((i = 1; i <= maxw; i++)); do
+        ip netns exec "$tag-w$i" tc qdisc change dev "$tag-$i" root tbf rate "$1" burst 128kb latency 20ms
+        ip netns exec "$NSB" tc qdisc change dev "$tag-$i-b" root tbf rate "$1" burst 128kb latency 20ms
+    done
+}
+
 links=()
+have_netns=
 for l in $want_links; do
-    if [ "$l" = 1gbit ]; then
+    if [ "$l" != loopback ] && [ -n "$have_netns" ]; then
+        links+=("$l")
+    elif [ "$l" != loopback ]; then
         # not in $(...): the namespaces must be recorded in this shell for cleanup
         if setup_netns >"$tmp/netns.log" 2>&1; then
-            links+=(1gbit)
+            links+=("$l")
+            have_netns=1
         else
             echo "bench dist_net note=\"network namespaces unavailable ($(tr '\n"' ' ' <"$tmp/netns.log" | cut -c1-120)):" \
-                "1 Gbit/s link emulation skipped, loopback only\""
+                "link emulation skipped, loopback only\""
+            break
         fi
     else
         links+=("$l")
@@ -162,9 +171,6 @@ for b in $want_brokers; do
         brokers_kinds+=("$b")
     fi
 done
-data_bytes=$(stat -c %s "$tmp/train.svm")
-data_parts=$(((data_bytes + 2097151) / 2097152))
-[ "$data_parts" -lt 12 ] && data_parts=12
 
 # ns_pre NS: the command prefix that runs in namespace NS ("" = here). Used
 # directly (not through a shell function) so that $! of a background job is
@@ -183,23 +189,25 @@ veth_bytes() { # total tx and rx of the worker-side veths, "tx rx"
 REAL_BROKERS=
 # real_start LINK / real_stop LINK: one real broker per link, where the mock runs
 real_start() {
-    local nsb="" pb d=$tmp/kafka-$1
-    [ "$1" = 1gbit ] && nsb=$NSB
+    local nsb="" pb d=$tmp/kafka-$dim-$1
+    [ "$1" != loopback ] && nsb=$NSB
     read -r -a pb <<<"$(ns_pre "$nsb")"
     KDIRS+=("$d")
     REAL_BROKERS=$(${pb[@]+"${pb[@]}"} "$BROKER_SH" start "$d" 1 | sed -n 's/^brokers=//p')
     [ -n "$REAL_BROKERS" ]
 }
 real_stop() {
-    "$BROKER_SH" stop "$tmp/kafka-$1"
+    "$BROKER_SH" stop "$tmp/kafka-$dim-$1"
+    rm -rf "$tmp/kafka-$dim-$1"
     REAL_BROKERS=
 }
 
-run_one() { # broker link workers codec: writes $tmp/BROKER-LINK-W-CODEC.json and .env
+run_one() { # broker link workers codec: writes $tmp/runs/BROKER-DIM-LINK-W-CODEC.json and .env
     local kind=$1 link=$2 w=$3 codec=$4 nsb="" i
-    local base="$tmp/$kind-$link-$w-$(cname "$codec")" name="dn$w$(cname "$codec")"
-    [ "$kind" = real ] && name="dn$w$(cname "$codec")-$link-$$"
-    [ "$link" = 1gbit ] && nsb=$NSB
+    local cname=${codec//[^a-z0-9]/}
+    local base="$tmp/runs/$kind-$dim-$link-$w-$codec-r$rep" name="dn$w$cname"
+    [ "$kind" = real ] && name="dn$w$cname-$dim-$link-$rep-$$"
+    [ "$link" != loopback ] && nsb=$NSB
     local common=(--name "$name" --test "$tmp/test.svm" --dim "$dim" --epochs "$epochs" --batch "$batch"
         --lr 0.01 --codec "$codec")
     local pb pw broker=""
@@ -216,7 +224,7 @@ run_one() { # broker link workers codec: writes $tmp/BROKER-LINK-W-CODEC.json an
         # The mock cluster's setup ops can each wait for its 1 s poll: with many
         # partitions the embedded broker takes from 0.1 s to tens of seconds to start.
         for ((i = 0; i < 900; i++)); do
-            brokers=$(sed -n 's/^brokers=//p' "$base.broker")
+            brokers=$(sed -n 's/^brokers=//p' "$base.broker" 2>/dev/null) || true
             [ -n "$brokers" ] && break
             sleep 0.1
         done
@@ -224,7 +232,7 @@ run_one() { # broker link workers codec: writes $tmp/BROKER-LINK-W-CODEC.json an
     fi
     ${pb[@]+"${pb[@]}"} "$FSGD" produce --brokers "$brokers" --name "$name" --quiet "$tmp/train.svm" >"$base.produce" 2>&1
     local before="0 0"
-    [ "$link" = 1gbit ] && before=$(veth_bytes)
+    [ "$link" != loopback ] && before=$(veth_bytes)
     ${pb[@]+"${pb[@]}"} "$FSGD" aggregator --brokers "$brokers" --workers "$w" "${common[@]}" --quiet \
         --target-loss "$target" --metrics-json "$base.json" >"$base.agg" 2>&1 &
     local agg=$!
@@ -232,7 +240,7 @@ run_one() { # broker link workers codec: writes $tmp/BROKER-LINK-W-CODEC.json an
     local wp=()
     for ((i = 1; i <= w; i++)); do
         local wns=""
-        [ "$link" = 1gbit ] && wns=$tag-w$i
+        [ "$link" != loopback ] && wns=$tag-w$i
         read -r -a pw <<<"$(ns_pre "$wns")"
         ${pw[@]+"${pw[@]}"} "$FSGD" worker --brokers "$brokers" --id "$i" "${common[@]}" >"$base.w$i" 2>&1 &
         wp+=($!)
@@ -242,14 +250,14 @@ run_one() { # broker link workers codec: writes $tmp/BROKER-LINK-W-CODEC.json an
     wait "$agg" || rc=$?
     for i in "${wp[@]}"; do wait "$i" || true; done
     local after="0 0"
-    [ "$link" = 1gbit ] && after=$(veth_bytes)
+    [ "$link" != loopback ] && after=$(veth_bytes)
     if [ -n "$broker" ]; then
         kill "$broker" 2>/dev/null || true
         wait "$broker" 2>/dev/null || true
     fi
     PIDS=()
     if [ $rc -ne 0 ]; then
-        echo "bench dist_net error broker=$kind link=$link workers=$w codec=$codec: aggregator status $rc"
+        echo "bench dist_net error broker=$kind dim=$dim link=$link workers=$w codec=$codec: aggregator status $rc"
         tail -5 "$base.agg"
         return 1
     fi
@@ -258,104 +266,51 @@ run_one() { # broker link workers codec: writes $tmp/BROKER-LINK-W-CODEC.json an
     # the workers' NAME.model hop p50s (last line of each worker)
     local hops
     hops=$(sed -n 's/.*model hop p50 \([0-9.-]*\) ms.*/\1/p' "$base".w* | tr '\n' ',' | sed 's/,$//')
-    echo "link_up=$((b1 - b0)) link_down=$((r1 - r0)) model_hops=${hops:-}" >"$base.env"
-}
-
-report() { # broker link workers
-    local pairs=() c
-    for c in $codecs; do pairs+=("$tmp/$1-$2-$3-$(cname "$c")" "$c"); done
-    "$PY" - "$1" "$2" "$3" "${pairs[@]}" <<'PYEOF'
-import json, statistics, sys
-kind, link, w = sys.argv[1], sys.argv[2], sys.argv[3]
-figs = {}
-for base, codec in zip(sys.argv[4::2], sys.argv[5::2]):
-    m = json.load(open(base + ".json"))
-    env = dict(kv.split("=", 1) for kv in open(base + ".env").read().split())
-    e = m["per_epoch"]
-    assert all(x["rows"] == m["dataset_rows"] for x in e), "rows per epoch differ from the dataset"
-    epoch_s = (e[-1]["seconds_from_step1"] - e[0]["seconds_from_step1"]) / max(1, len(e) - 1)
-    ttt = m["time_to_target_loss_s"]
-    f = dict(epoch_s=epoch_s, ttt=ttt if ttt >= 0 else float("nan"), up=m["bytes"]["up"], down=m["bytes"]["down"],
-             auc=m["test"]["auc"], steps=max(1, m["steps"]))
-    figs[codec] = f
-    steps = max(1, m["steps"])
-    link_fig = ""
-    if link != "loopback":
-        link_fig = " link_bytes_up=%s link_bytes_down=%s" % (env["link_up"], env["link_down"])
-    hops = [float(x) for x in env.get("model_hops", "").split(",") if x and float(x) >= 0]
-    hop_model = statistics.median(hops) if hops else float("nan")
-    hop_grads = m.get("hop_latency_ms", {}).get("grads_p50", float("nan"))
-    print("bench dist broker=%s link=%s workers=%s codec=%s epoch_s=%.3f epoch1_s=%.3f time_to_target_s=%.3f "
-          "target_step=%d wire_bytes_up=%d wire_bytes_down=%d%s test_auc=%.5f grad_raw_kb_per_worker_step=%.0f "
-          "compression=%.2f step_p50_ms=%.2f hop_grads_p50_ms=%.3f hop_model_p50_ms=%.3f steps=%d empty_steps=%d "
-          "workers_dropped=%d join_s=%.2f" %
-          (kind, link, w, codec, epoch_s, e[0]["seconds_from_step1"], f["ttt"], m["target_loss_step"], f["up"],
-           f["down"], link_fig, m["test"]["auc"], m["bytes"]["gradient_raw"] / steps / int(w) / 1024,
-           m["compression_ratio"], m["step_latency_ms"]["p50"], hop_grads, hop_model, m["steps"], m["empty_steps"],
-           m["workers"]["dropped"], m["step1_at_seconds"]))
-    if m["empty_steps"]:
-        # a worker that joined the consumer group after step 1 makes the group
-        # rebalance: steps wait for the new assignment and carry no rows
-        print("bench dist note=\"broker=%s link=%s workers=%s codec=%s: %d empty steps (a consumer-group rebalance "
-              "after step 1); its epoch 1 and time to target include that stall\"" % (kind, link, w, codec,
-                                                                                    m["empty_steps"]))
-for codec, f in figs.items():
-    if "none" in figs and codec != "none":
-        a = figs["none"]
-        print("bench dist_vs_none broker=%s link=%s workers=%s codec=%s bytes_up_per_worker_step=%.0f "
-              "bytes_down_per_worker_step=%.0f time_to_target_s=%.3f test_auc=%.5f auc_minus_none=%+.5f "
-              "bytes_over_none=%.4f time_to_target_over_none=%.3f" %
-              (kind, link, w, codec, f["up"] / f["steps"] / int(w), f["down"] / f["steps"] / int(w), f["ttt"], f["auc"],
-               f["auc"] - a["auc"], (f["up"] + f["down"]) / (a["up"] + a["down"]), f["ttt"] / a["ttt"]))
-if "none" not in figs or "fastsgd" not in figs:
-    sys.exit(0)
-a, b = figs["none"], figs["fastsgd"]
-print("bench dist_ratio broker=%s link=%s workers=%s epoch_time_fastsgd_over_none=%.3f bytes_fastsgd_over_none=%.3f "
-      "bytes_up_fastsgd_over_none=%.3f time_to_target_fastsgd_over_none=%.3f" %
-      (kind, link, w, b["epoch_s"] / a["epoch_s"], (b["up"] + b["down"]) / (a["up"] + a["down"]), b["up"] / a["up"],
-       b["ttt"] / a["ttt"]))
-PYEOF
-}
-
-compare() { # link workers codec: real over mock, when both ran
-    [ -f "$tmp/mock-$1-$2-$3.json" ] && [ -f "$tmp/real-$1-$2-$3.json" ] || return 0
-    "$PY" - "$tmp/mock-$1-$2-$3" "$tmp/real-$1-$2-$3" "$1" "$2" "$3" <<'PYEOF'
-import json, statistics, sys
-out = {}
-for base, kind in ((sys.argv[1], "mock"), (sys.argv[2], "real")):
-    m = json.load(open(base + ".json"))
-    env = dict(kv.split("=", 1) for kv in open(base + ".env").read().split())
-    hops = [float(x) for x in env.get("model_hops", "").split(",") if x and float(x) >= 0]
-    out[kind] = (m["step_latency_ms"]["p50"], m.get("hop_latency_ms", {}).get("grads_p50", float("nan")),
-                 statistics.median(hops) if hops else float("nan"))
-(sm, gm, mm), (sr, gr, mr) = out["mock"], out["real"]
-print("bench dist_broker link=%s workers=%s codec=%s step_p50_ms_mock=%.2f step_p50_ms_real=%.2f "
-      "hop_grads_p50_ms_mock=%.3f hop_grads_p50_ms_real=%.3f hop_model_p50_ms_mock=%.3f hop_model_p50_ms_real=%.3f "
-      "step_p50_real_over_mock=%.3f" % (sys.argv[3], sys.argv[4], sys.argv[5], sm, sr, gm, gr, mm, mr, sr / sm))
-PYEOF
+    echo "broker=$kind dim=$dim link=$link workers=$w codec=$codec link_up=$((b1 - b0)) link_down=$((r1 - r0))" \
+        "model_hops=${hops:-}" >"$base.env"
 }
 
 status=0
-for link in "${links[@]}"; do
-    for kind in "${brokers_kinds[@]}"; do
-        if [ "$kind" = real ] && ! real_start "$link"; then
-            echo "bench dist_net error broker=real link=$link: the broker did not start"
-            status=1
-            continue
-        fi
-        for w in $workers_list; do
-            ok=1
-            for c in $codecs; do run_one "$kind" "$link" "$w" "$c" || { ok=0; break; }; done
-            if [ $ok = 1 ]; then
-                report "$kind" "$link" "$w" || status=1
-            else
-                status=1
+mkdir -p "$tmp/runs"
+for dim in $dims; do
+    make_data "$dim"
+    data_bytes=$(stat -c %s "$tmp/train.svm")
+    data_parts=$(((data_bytes + 2097151) / 2097152))
+    [ "$data_parts" -lt 12 ] && data_parts=12
+    for link in "${links[@]}"; do
+        [ "$link" != loopback ] && set_rate "$link"
+        for kind in "${brokers_kinds[@]}"; do
+            if [ "$kind" = mock ] && [ "$dim" -ge "$MOCK_MAX_WEIGHTS" ]; then
+                echo "bench dist_net note=\"dim=$dim: beyond the embedded cluster's ~2^20 weights; real broker only\""
+                continue
             fi
+            if [ "$kind" = real ] && ! real_start "$link"; then
+                echo "bench dist_net error broker=real link=$link: the broker did not start"
+                status=1
+                continue
+            fi
+            for ((rep = 1; rep <= repeats; rep++)); do
+                for w in $workers_list; do
+                    for codec in $codecs; do
+                        run_one "$kind" "$link" "$w" "$codec" || status=1
+                    done
+                done
+            done
+            [ "$kind" = real ] && real_stop "$link"
         done
-        [ "$kind" = real ] && real_stop "$link"
-    done
-    for w in $workers_list; do
-        for codec in $codecs; do compare "$link" "$w" "$(cname "$codec")" || status=1; done
     done
 done
+"$PY" "$(dirname "$0")/lib/dist_net_report.py" "$tmp/runs" || status=1
+# The same comparison as pictures (fsgd plot, trainer/observe/METRICS.md): one
+# PNG per broker, dimension, link and worker count, its codecs side by side
+# (the first repeat of each).
+plots=${DIST_NET_PLOTS:-${BUILD:-build}/bench/dist_net}
+if command -v gnuplot >/dev/null && mkdir -p "$plots"; then
+    for g in $(ls "$tmp/runs"/*-r1.json 2>/dev/null | sed 's/-[^-]*-r1\.json$//' | sort -u); do
+        "$FSGD" plot "$g"-*-r1.json --out "$plots/$(basename "$g").png" --title "dist_net $(basename "$g")" >/dev/null &&
+            echo "bench dist_plot file=$plots/$(basename "$g").png" || status=1
+    done
+else
+    echo "bench dist_net note=\"no pictures: gnuplot is not installed\""
+fi
 exit $status

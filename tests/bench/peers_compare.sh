@@ -8,8 +8,9 @@
 #
 # Each tool runs with its defaults, no tuning:
 #   fsgd       fsgd train --data TRAIN --test TEST --out M; fsgd predict (margins).
-#              --test only keeps train from splitting off 20% of TRAIN; it also
-#              evaluates the test set at every epoch end, which fsgd pays for.
+#              --test only keeps train from splitting off 20% of TRAIN; with
+#              --quiet fsgd scores it once, at the end, which it pays for.
+#              Defaults: l2, lr and epochs auto (early stopping on 10% of TRAIN).
 #   LIBLINEAR  liblinear-train -s 0 -B 1 (C=1); liblinear-predict -b 1.
 #   VW         --loss_function logistic (one online pass, 2^18 hashed weights),
 #              -f M; then -t -i M -p P. Labels -1/1. PEERS_VW_ARGS adds options.

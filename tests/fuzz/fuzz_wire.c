@@ -62,6 +62,16 @@ static void check_state(const uint8_t *p, size_t len)
             abort();
         same_bytes(&b, p, off);
         free(b.p);
+        /* what follows read as a strategy feedback section (flag SECTION) */
+        const uint8_t *sec;
+        size_t slen, at = off;
+        err[0] = '\0';
+        rc = fsgd_wire_section_get(p, len, &off, &sec, &slen, err, sizeof err);
+        if (rc == 0 && (slen == 0 || slen > FSGD_WIRE_SECTION_MAX || sec != p + at + 4 || off != at + 4 + slen ||
+                        off > len))
+            abort();
+        if (rc < 0)
+            check_err(rc, err);
     } else {
         check_err(rc, err);
     }

@@ -20,6 +20,13 @@ if command -v docker-compose >/dev/null; then
     grep -q "KAFKA_PROCESS_ROLES: broker,controller" <<<"$out"
     gpu=$(docker-compose -f docker-compose.yml --profile gpu config)
     grep -q "dockerfile: docker/Dockerfile.gpu" <<<"$gpu"
+    # the metrics profile: Prometheus with docker/prometheus.yml, scraping the port the roles serve on
+    prom=$(docker-compose -f docker-compose.yml --profile metrics config)
+    grep -q "image: prom/prometheus" <<<"$prom" || { echo "no prometheus service in the metrics profile"; exit 1; }
+    grep -q "docker/prometheus.yml:/etc/prometheus/prometheus.yml" <<<"$prom" || { echo "prometheus.yml not mounted"; exit 1; }
+    port=$(sed -n "s/^ *FSGD_METRICS_PORT: *'*\([0-9]*\).*/\1/p" <<<"$out" | head -1)
+    [ -n "$port" ] && [ "$(grep -c "aggregator:$port\|port: $port" docker/prometheus.yml)" -eq 2 ] ||
+        { echo "docker/prometheus.yml does not scrape FSGD_METRICS_PORT '$port'"; exit 1; }
     echo "docker-compose config: ok"
 else
     echo "docker-compose not installed: checking the file's references only"

@@ -86,4 +86,42 @@ rc=0; "$FSGD" train --data "$D/a9a" --epochz 3 2>/dev/null || rc=$?
 [ $rc -eq 2 ] || fail "unknown flag: exit $rc, expected 2"
 rc=0; "$FSGD" train --data "$tmp/nope.svm" 2>/dev/null || rc=$?
 [ $rc -eq 74 ] || fail "missing data file: exit $rc, expected 74"
+# The defaults: l2, lr and epochs auto, each explained in --help; a default run
+# holds rows out, stops early and says so in its metrics; --epochs N trains
+# exactly N epochs on every row.
+"$FSGD" train --help > "$tmp/thelp.txt"
+for k in '--l2 .*(default auto)' '--lr .*(default auto)' '--epochs .*(default auto)' 'Defaults of fsgd train' \
+    'l2 auto' 'epochs auto' 'lr auto'; do
+    grep -q -- "$k" "$tmp/thelp.txt" || fail "fsgd train --help lacks '$k'"
+done
+"$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --quiet --metrics-json "$tmp/auto.json" > "$tmp/auto.txt"
+grep -q '^early stopping: 3256 holdout rows' "$tmp/auto.txt" || fail "no early-stopping line: $(cat "$tmp/auto.txt")"
+"$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --quiet --epochs 2 --l2 0 --lr 0.01 --metrics-json "$tmp/two.json" >/dev/null
+/usr/bin/python3 - "$tmp/auto.json" "$tmp/two.json" <<'PY'
+import json, sys
+a, t = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["holdout_rows"] == 3256 and a["lr_auto"] and a["l2_auto"], a
+assert abs(a["l2"] - 1 / (32561 - 3256)) < 1e-12, a["l2"]
+assert a["stopped_early"] and 0 < a["best_epoch"] < a["epochs_run"] <= 50, a
+assert a["test"]["auc"] > 0.899, a["test"]
+assert 1 < a["peak_rss_mb"] < 4096 and a["process_seconds"] > 0, a
+assert t["holdout_rows"] == 0 and t["epochs_run"] == 2 and not t["stopped_early"], t
+assert t["l2"] == 0 and t["lr"] == 0.01 and not t["lr_auto"], t
+PY
+rc=0; "$FSGD" train --data "$D/a9a" --holdout 0 2>"$tmp/h0.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q holdout "$tmp/h0.txt" || fail "epochs auto with holdout 0: exit $rc, $(cat "$tmp/h0.txt")"
+# --cache: the first pass writes a binary row cache and every epoch streams
+# from it; the same defaults give the same quality as the in-memory path.
+"$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --quiet --cache "$tmp/a9a.cache" --out "$tmp/c.fsgd" \
+    --metrics-json "$tmp/cache.json" > /dev/null
+[ -s "$tmp/a9a.cache" ] || fail "no cache file"
+"$FSGD" predict --model "$tmp/c.fsgd" --data "$D/a9a.t" --out "$tmp/c.pred" 2> "$tmp/c.txt"
+/usr/bin/python3 - "$tmp/cache.json" "$tmp/auto.json" <<'PY'
+import json, sys
+c, a = (json.load(open(p)) for p in sys.argv[1:3])
+assert c["streamed_from_cache"] and not a["streamed_from_cache"], (c, a)
+assert abs(c["test"]["auc"] - a["test"]["auc"]) < 0.002, (c["test"], a["test"])
+assert 3000 < c["holdout_rows"] < 3600 and c["stopped_early"] and c["peak_rss_mb"] > 0, c
+PY
+grep -q "auc 0.90" "$tmp/c.txt" || fail "cached model predicts: $(cat "$tmp/c.txt")"
 echo ok

@@ -213,6 +213,44 @@ static void test_converges(void)
     fsgd_adam_free(&a);
 }
 
+/* Per-key counts: a key first touched at global step 1000 moves by lr (as
+ * dense Adam's first step), where the global-t corrections give ~2.5·lr;
+ * its later steps use its own count (checked against the formula). */
+static void test_counted_keys(void)
+{
+    fsgd_adam_params_t p = fsgd_adam_defaults();
+    fsgd_adam_t plain, counted;
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init(&plain, 4, &p), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init(&counted, 4, &p), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_count_keys(&counted), 0);
+    uint32_t k0 = 0, k3 = 3;
+    float g = 0.5f;
+    for (int t = 0; t < 999; t++) {
+        fsgd_adam_step(&plain, &k0, &g, 1);
+        fsgd_adam_step(&counted, &k0, &g, 1);
+    }
+    fsgd_adam_step(&plain, &k3, &g, 1);
+    fsgd_adam_step(&counted, &k3, &g, 1);
+    CU_ASSERT_DOUBLE_EQUAL(counted.theta[3], -p.lr, 1e-7);
+    double b1 = p.beta1, b2 = p.beta2;
+    double plain_step = p.lr * ((1 - b1) * g / (1 - pow(b1, 1000))) / (sqrt((1 - b2) * g * g / (1 - pow(b2, 1000))) + p.eps);
+    CU_ASSERT_DOUBLE_EQUAL(plain.theta[3], -plain_step, 1e-6);
+    CU_ASSERT_TRUE(plain_step > 2.5 * p.lr); /* sqrt(1 - 0.999^1000) / (sqrt(0.001) / 0.1) = 2.51 */
+    /* second touch of key 3: corrections of t_k = 2 */
+    float g2 = -0.25f;
+    double th = counted.theta[3];
+    fsgd_adam_step(&counted, &k3, &g2, 1);
+    double m = b1 * (1 - b1) * g + (1 - b1) * g2, v = b2 * (1 - b2) * g * g + (1 - b2) * g2 * g2;
+    double want = th - p.lr * (m / (1 - b1 * b1)) / (sqrt(v / (1 - b2 * b2)) + p.eps);
+    CU_ASSERT_DOUBLE_EQUAL(counted.theta[3], want, 1e-6);
+    CU_ASSERT_EQUAL(counted.keys[3].count, 2);
+    CU_ASSERT_EQUAL(counted.keys[0].count, 999);
+    /* key 0, touched every step, matches plain Adam (t_k = t) */
+    CU_ASSERT_DOUBLE_EQUAL(counted.theta[0], plain.theta[0], 1e-6);
+    fsgd_adam_free(&plain);
+    fsgd_adam_free(&counted);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -221,6 +259,7 @@ void fsgd_test_register(void)
         {"all keys every step: bitwise dense Adam", test_dense_equivalence},
         {"partial touches: differs only on skipped keys", test_lazy_differs_only_on_skipped_keys},
         {"converges on a quadratic", test_converges},
+        {"per-key counts: a late key's first step is lr", test_counted_keys},
         {NULL, NULL},
     };
     fsgd_test_suite("adam", cases);

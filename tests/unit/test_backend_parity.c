@@ -449,6 +449,45 @@ static void test_parity_random_wide(void) { random_wide(0); }
 
 static void test_device_parity_random_wide(void) { random_wide(1); }
 
+/* A worker that joins late or resyncs: its device backend was made over a
+ * zeroed θ, then a snapshot lands in the host array and fsgd_backend_load
+ * copies it in. Its gradients must then be the CPU's over the snapshot, not
+ * over zeros (skipped without a device). */
+static void test_device_loads_snapshot(void)
+{
+    if (!device_or_skip())
+        return;
+    uint64_t st = fsgd_test_seed() ^ 0x10ad;
+    uint64_t dim = 5000;
+    float *host = calloc(dim, sizeof *host);
+    float *snap = random_theta(dim, &st);
+    fsgd_csr_t X = random_csr(200, dim, 30, &st);
+    char err[512] = "";
+    fsgd_backend_t *dev = fsgd_backend_new("cuda", dim, host, err, sizeof err);
+    fsgd_backend_t *cpu = fsgd_backend_new("cpu", dim, snap, err, sizeof err);
+    CU_ASSERT_FATAL(host && dev && cpu);
+    memcpy(host, snap, dim * sizeof *host);
+    CU_ASSERT_EQUAL_FATAL(fsgd_backend_load(dev, host, dim, err, sizeof err), 0);
+    fsgd_grad_request_t req = {.batch = &X, .batch_id = -1, .loss = FSGD_LOSS_LOGISTIC, .scale = 1.0};
+    fsgd_sparse_t gd = {0}, gc = {0};
+    double ld = 0, lc = 0;
+    CU_ASSERT_EQUAL_FATAL(fsgd_backend_gradient(dev, &req, &gd, &ld, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_backend_gradient(cpu, &req, &gc, &lc, err, sizeof err), 0);
+    CU_ASSERT_DOUBLE_EQUAL(ld, lc, 1e-3 * (1 + fabs(lc)));
+    CU_ASSERT_EQUAL_FATAL(gd.n, gc.n);
+    for (size_t i = 0; i < gc.n; i++) {
+        CU_ASSERT_EQUAL(gd.keys[i], gc.keys[i]);
+        CU_ASSERT_DOUBLE_EQUAL(gd.vals[i], gc.vals[i], 1e-3 * (1 + fabs(gc.vals[i])));
+    }
+    fsgd_sparse_free(&gd);
+    fsgd_sparse_free(&gc);
+    fsgd_backend_destroy(dev);
+    fsgd_backend_destroy(cpu);
+    fsgd_csr_free(&X);
+    free(host);
+    free(snap);
+}
+
 /* Every backend refuses a batch wider than its model with FSGD_E_RANGE. */
 static void test_column_beyond_dim(void)
 {
@@ -538,6 +577,7 @@ void fsgd_test_register(void)
         {"cuda parity on reuters (3 losses, cached/uncached, deltas, encoder)", test_device_parity_reuters},
         {"cuda parity on random wide batches", test_device_parity_random_wide},
         {"a column beyond the model dim is refused", test_column_beyond_dim},
+        {"cuda backend over a zeroed model computes on the snapshot it is loaded with", test_device_loads_snapshot},
         {NULL, NULL},
     };
     fsgd_test_suite("backend_parity", cases);

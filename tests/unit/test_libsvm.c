@@ -752,9 +752,61 @@ static void test_sklearn_own_files(void)
     }
 }
 
+static int same_csr(const fsgd_csr_t *a, const fsgd_csr_t *b)
+{
+    return a->n_rows == b->n_rows && a->nnz == b->nnz && a->max_col == b->max_col &&
+           !memcmp(a->row_ptr, b->row_ptr, (a->n_rows + 1) * sizeof *a->row_ptr) &&
+           !memcmp(a->label, b->label, a->n_rows * sizeof *a->label) &&
+           !memcmp(a->col, b->col, a->nnz * sizeof *a->col) && !memcmp(a->val, b->val, a->nnz * sizeof *a->val);
+}
+
+/* Loading with threads gives the rows, counts and errors of one thread,
+ * over blocks small enough that lines straddle them. */
+static void test_load_threads(void)
+{
+    FSGD_TEST_DATA(path, "a9a");
+    char err[512], err1[512];
+    fsgd_csr_t one = {0};
+    fsgd_libsvm_stats_t s1, sn;
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load(path, NULL, &one, &s1, err, sizeof err), 0);
+    for (int t = 2; t <= 3; t++) {
+        for (size_t block = 4096; block <= (size_t)64 << 20; block *= 16384) {
+            fsgd_libsvm_opts_t o = {.read_buf = block};
+            fsgd_csr_t many = {0};
+            CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(path, &o, t, &many, &sn, err, sizeof err), 0);
+            CU_ASSERT_TRUE(same_csr(&one, &many));
+            CU_ASSERT_EQUAL(sn.lines, s1.lines);
+            CU_ASSERT_EQUAL(sn.rows, s1.rows);
+            CU_ASSERT_EQUAL(sn.bytes, s1.bytes);
+            fsgd_csr_free(&many);
+        }
+    }
+    /* a bad row late in the file: the same message, the rows before it kept */
+    const char *bad = fsgd_test_tmp("late_bad.svm");
+    FILE *f = fopen(bad, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < 3000; i++)
+        fprintf(f, "%s 1:%d 7:0.5\n", i % 2 ? "+1" : "-1", i % 5 + 1);
+    fprintf(f, "+1 3:1 2:1\n+1 1:1\n");
+    fclose(f);
+    fsgd_csr_t a = {0}, b = {0};
+    int r1 = fsgd_libsvm_load(bad, NULL, &a, &s1, err1, sizeof err1);
+    fsgd_libsvm_opts_t o = {.read_buf = 8192};
+    int r2 = fsgd_libsvm_load_threads(bad, &o, 3, &b, &sn, err, sizeof err);
+    CU_ASSERT_TRUE(r1 < 0);
+    CU_ASSERT_EQUAL(r2, r1);
+    CU_ASSERT_STRING_EQUAL(err, err1);
+    FSGD_ASSERT_CONTAINS(err, ":3001:");
+    CU_ASSERT_TRUE(same_csr(&a, &b));
+    fsgd_csr_free(&a);
+    fsgd_csr_free(&b);
+    fsgd_csr_free(&one);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
+        {"threads: same rows, counts and errors as one thread", test_load_threads},
         {"grammar: labels, qid, comments, blanks, tabs", test_basic},
         {"CRLF equals LF", test_crlf},
         {"errors name file:line:column", test_errors},

@@ -249,11 +249,12 @@ static void test_magic_and_version(void)
     CU_ASSERT_EQUAL(fsgd_model_load_mem(&m, "\x01\x02", 2, "x", 0, err, sizeof err), FSGD_E_FORMAT);
     FSGD_ASSERT_CONTAINS(err, "got \"\\x01\\x02\"");
 
-    uint8_t v2[256];
-    memcpy(v2, enc, len);
-    fsgd_le_put16(v2 + 8, 2);
-    CU_ASSERT_EQUAL(fsgd_model_load_mem(&m, v2, len, "new.fsgd", 0, err, sizeof err), FSGD_E_VERSION);
-    CU_ASSERT_STRING_EQUAL(err, "new.fsgd: unsupported model format version 2 at byte 8 (this build reads version 1)");
+    uint8_t v3[256];
+    memcpy(v3, enc, len);
+    fsgd_le_put16(v3 + 8, 3);
+    CU_ASSERT_EQUAL(fsgd_model_load_mem(&m, v3, len, "new.fsgd", 0, err, sizeof err), FSGD_E_VERSION);
+    CU_ASSERT_STRING_EQUAL(err,
+                           "new.fsgd: unsupported model format version 3 at byte 8 (this build reads versions 1 to 2)");
 
     CU_ASSERT_EQUAL(fsgd_model_load(&m, fsgd_test_tmp("missing.fsgd"), err, sizeof err), FSGD_E_IO);
     FSGD_ASSERT_CONTAINS(err, "missing.fsgd': No such file or directory");
@@ -614,9 +615,54 @@ static void test_predict_metrics(void)
     fsgd_csr_free(&rows);
 }
 
+/* Version 2: a model with an input spec records it after body_crc and reads
+ * it back; without one the bytes are version 1's. */
+static void test_input_section(void)
+{
+    fsgd_model_t m, back;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_init(&m, FSGD_LOSS_LOGISTIC, 16, 1, 1.0f), 0);
+    m.w[3] = 0.5f;
+    m.w[16] = -0.25f;
+    uint8_t *v1, *v2;
+    size_t l1, l2;
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_encode(&m, &v1, &l1, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_le_get16(v1 + 8), 1);
+    CU_ASSERT_EQUAL(l1, 48 + 8);
+    const char *spec = "tsv:label,num*13,cat*26:header=0:bits=4:seed=0";
+    snprintf(m.input, sizeof m.input, "%s", spec);
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_encode(&m, &v2, &l2, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_le_get16(v2 + 8), 2);
+    CU_ASSERT_EQUAL(v2[11], 3);
+    CU_ASSERT_EQUAL(l2, 48 + 8 + 8 + strlen(spec));
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_load_mem(&back, v2, l2, "v2", 0, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(back.input, spec);
+    CU_ASSERT_EQUAL(back.w[3], 0.5f);
+    CU_ASSERT_EQUAL(back.w[16], -0.25f);
+    fsgd_model_free(&back);
+    /* a damaged spec byte fails the input CRC, a cut one is named */
+    v2[l2 - 6] ^= 1;
+    CU_ASSERT_EQUAL(fsgd_model_load_mem(&back, v2, l2, "v2", 0, err, sizeof err), FSGD_E_CRC);
+    FSGD_ASSERT_CONTAINS(err, "input checksum mismatch");
+    v2[l2 - 6] ^= 1;
+    CU_ASSERT_EQUAL(fsgd_model_load_mem(&back, v2, l2 - 1, "v2", 0, err, sizeof err), FSGD_E_TRUNCATED);
+    FSGD_ASSERT_CONTAINS(err, "reading input_crc");
+    /* a version-1 file cannot carry the input flag */
+    uint8_t bad[64];
+    memcpy(bad, v1, l1);
+    bad[11] |= 2;
+    fsgd_le_put32(bad + 40, fsgd_crc32c(0, bad, 40));
+    CU_ASSERT_EQUAL(fsgd_model_load_mem(&back, bad, l1, "v1", 0, err, sizeof err), FSGD_E_FORMAT);
+    FSGD_ASSERT_CONTAINS(err, "reserved flag bits");
+    free(v1);
+    free(v2);
+    fsgd_model_free(&m);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t file[] = {
+        {"version 2 records the input spec; version 1 without", test_input_section},
         {"round trip, all kinds, with and without intercept", test_round_trip},
         {"dim 2^32 and the max_dim limit", test_large_sparse_dim},
         {"every truncation length names the field and offset", test_every_truncation},

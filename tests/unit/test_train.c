@@ -163,6 +163,103 @@ static void test_errors(void)
     fsgd_csr_free(&train);
 }
 
+/* fsgd train's defaults: a holdout of 10% is never trained on, λ = 1/n_fit,
+ * lr = 0.15/sqrt(steps per epoch) clamped, and training stops one epoch
+ * (4 looks) after the best holdout loss. */
+static void test_auto_defaults(void)
+{
+    uint64_t rng = 11;
+    fsgd_csr_t train = {0};
+    synthetic(&train, 2000, 40, 0, &rng);
+    char err[512];
+    fsgd_job_t job;
+    fsgd_job_train_defaults(&job);
+    job.quiet = 1;
+    job.threads = 1;
+    job.batch = 10;
+    CU_ASSERT_EQUAL(job.epochs, 0);
+    CU_ASSERT_TRUE(job.l2 < 0 && job.lr < 0);
+    CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), FSGD_E_ARG); /* no data file */
+    fsgd_model_t m = {0};
+    fsgd_train_stats_t st;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(st.holdout_rows, 200);
+    CU_ASSERT_DOUBLE_EQUAL(st.l2, 1.0 / 1800, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(st.lr, 0.15 / sqrt(180.0), 1e-12); /* 1800 rows / 10 = 180 steps an epoch */
+    CU_ASSERT_EQUAL(st.rows, st.steps * 10);                  /* only the 1800 kept rows are trained on */
+    CU_ASSERT_TRUE(st.holdout_loss > 0 && isfinite(st.holdout_loss));
+    CU_ASSERT_EQUAL(st.stopped_early, 1); /* separable data, lr ~0.011: converges well before 50 epochs */
+    CU_ASSERT_DOUBLE_EQUAL(st.epochs_run - st.best_epoch, 1.0, 1e-9); /* 4 looks = one epoch, then stop */
+    CU_ASSERT_TRUE(st.epochs_run <= job.max_epochs);
+    fsgd_model_free(&m);
+    /* lr auto stays within its clamp: 1 step an epoch gives 0.15, kept at 0.02 */
+    job.batch = 1e9;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_DOUBLE_EQUAL(st.lr, FSGD_TRAIN_LR_AUTO_MAX, 1e-15);
+    fsgd_model_free(&m);
+    /* max_epochs caps epochs auto */
+    job.batch = 10;
+    job.max_epochs = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(st.steps, 180);
+    CU_ASSERT_EQUAL(st.stopped_early, 0);
+    fsgd_model_free(&m);
+    fsgd_csr_free(&train);
+}
+
+/* An explicit number of epochs is exactly that: every row, no holdout, no
+ * early stopping, the given λ and lr. */
+static void test_explicit_epochs_exact(void)
+{
+    uint64_t rng = 12;
+    fsgd_csr_t train = {0};
+    synthetic(&train, 1000, 40, 0, &rng);
+    char err[512];
+    fsgd_job_t job;
+    fsgd_job_train_defaults(&job);
+    job.quiet = 1;
+    job.threads = 1;
+    job.batch = 100;
+    job.epochs = 7;
+    job.l2 = 0;
+    job.lr = 1.0; /* far too large: early stopping would cut it short */
+    fsgd_model_t m = {0};
+    fsgd_train_stats_t st;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(st.holdout_rows, 0);
+    CU_ASSERT_EQUAL(st.steps, 70);
+    CU_ASSERT_EQUAL(st.rows, 7000);
+    CU_ASSERT_EQUAL(st.stopped_early, 0);
+    CU_ASSERT_EQUAL(st.l2, 0);
+    CU_ASSERT_EQUAL(st.lr, 1.0);
+    fsgd_model_free(&m);
+    fsgd_csr_free(&train);
+}
+
+/* "auto" parses for l2, lr and epochs only; epochs auto needs a holdout. */
+static void test_auto_keys(void)
+{
+    fsgd_job_t job;
+    char err[512];
+    fsgd_job_defaults(&job);
+    CU_ASSERT_EQUAL(job.epochs, 20); /* fsgd run keeps fixed values */
+    CU_ASSERT_EQUAL(job.l2, 0);
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "epochs", "auto", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(job.epochs, 0);
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "l2", "auto", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(job.l2, FSGD_JOB_AUTO);
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "lr", "auto", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(job.lr, FSGD_JOB_AUTO);
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "batch", "auto", err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "epochs", "0", err, sizeof err), FSGD_E_ARG);
+    snprintf(job.data, sizeof job.data, "x.svm");
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "holdout", "0", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "holdout");
+    job.epochs = 3;
+    CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), 0);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -170,6 +267,9 @@ void fsgd_test_register(void)
         {"logistic, svm and linear learn known models", test_learns_known_models},
         {"batch as fraction and rows; steps per epoch", test_batch_fraction_and_steps},
         {"errors name the problem", test_errors},
+        {"auto defaults: holdout, l2 = 1/n, lr from steps, early stop", test_auto_defaults},
+        {"explicit epochs: exactly N, all rows, no early stop", test_explicit_epochs_exact},
+        {"auto values parse for l2, lr, epochs only", test_auto_keys},
         {NULL, NULL},
     };
     fsgd_test_suite("train", cases);

@@ -2,19 +2,23 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "dist_cli.h"
 #include "fsgd/dist.h"
 #include "fsgd/kbus.h"
+#include "fsgd/observe.h"
 #include "fsgd/outfile.h"
+#include "fsgd/progress.h"
 
 static const char usage[] =
     "usage: fsgd aggregator [JOB.yaml] --brokers HOST:PORT [--name JOB] [--workers N] [--checkpoint FILE] [options]\n"
     "Gathers each step's gradients from the live workers, applies sparse Adam, publishes the model to\n"
     "NAME.model, evaluates on --test at epoch ends and writes --out and --metrics-json. Gradients are\n"
     "taken only from members of the job (workers that reported their partitions on NAME.ctl) for the\n"
-    "step in progress; what is dropped is counted by reason and the first of each reason is printed.";
+    "step in progress; what is dropped is counted by reason and the first of each reason is printed.\n"
+    "Aggregator-only options:\n" DCLI_METRICS_HELP;
 
 static uint64_t rejected_total(const fsgd_agg_stats_t *s)
 {
@@ -24,37 +28,67 @@ static uint64_t rejected_total(const fsgd_agg_stats_t *s)
     return n;
 }
 
+typedef struct agg_cli {
+    const fsgd_job_t *job;
+    fsgd_progress_t *line; /* NULL: out of memory, prints nothing */
+} agg_cli_t;
+
 static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
 {
-    const fsgd_job_t *job = ctx;
-    if (job->quiet)
+    agg_cli_t *c = ctx;
+    if (c->job->quiet || !c->line)
         return;
     if (end_of_epoch) {
         const fsgd_agg_epoch_t *e = &s->epochs[s->n_epochs - 1];
-        fprintf(stderr, "fsgd: epoch %d done: %llu rows (dataset %llu), train loss %.5f, test auc %.5f logloss %.5f, %.2f s\n",
-                e->epoch, (unsigned long long)e->rows, (unsigned long long)s->dataset_rows, e->train_loss,
-                e->test.n ? e->test.auc : NAN, e->test.n ? e->test.logloss : NAN, e->seconds);
+        char l[512];
+        snprintf(l, sizeof l,
+                 "fsgd: epoch %d done: %llu rows (dataset %llu), train loss %.5f, test auc %.5f logloss %.5f, %.2f s",
+                 e->epoch, (unsigned long long)e->rows, (unsigned long long)s->dataset_rows, e->train_loss,
+                 e->test.n ? e->test.auc : NAN, e->test.n ? e->test.logloss : NAN, e->seconds);
+        fsgd_progress_println(c->line, l);
         return;
     }
-    fprintf(stderr,
-            "fsgd: epoch %d step %llu rows %llu/%llu loss %.5f %.0f rows/s step %.2f ms workers %llu rejected %llu\n",
-            s->epoch, (unsigned long long)s->steps, (unsigned long long)s->rows_epoch,
-            (unsigned long long)s->dataset_rows, s->last_loss, s->seconds > 0 ? s->rows_total / s->seconds : 0,
-            s->step_ms_p50, (unsigned long long)s->workers_live, (unsigned long long)rejected_total(s));
+    /* ETA from the rows applied since step 1 (the group join is not work) */
+    double total = (double)s->dataset_rows * c->job->epochs;
+    double done = (double)s->dataset_rows * (s->epoch - 1) + (double)s->rows_epoch;
+    double steps = s->steps ? (double)s->steps : 1;
+    char extra[160];
+    snprintf(extra, sizeof extra, "step %.2f ms  workers %llu  rejected %llu", s->step_ms_p50,
+             (unsigned long long)s->workers_live, (unsigned long long)rejected_total(s));
+    fsgd_progress_info_t i = {.prefix = "fsgd: ",
+                              .epoch = s->epoch,
+                              .epochs = c->job->epochs,
+                              .step = s->steps,
+                              .rows_per_s = s->seconds > 0 ? s->rows_total / s->seconds : 0,
+                              .loss = s->adam_steps ? s->loss_ma : NAN,
+                              .bytes_per_step = (double)(s->bytes_up + s->bytes_down) / steps,
+                              .eta_s = fsgd_progress_eta(s->seconds - s->step1_at, done, total),
+                              .extra = extra};
+    fsgd_progress_update(c->line, &i);
 }
 
 /* Rejections and waits are printed even with --quiet: they say why a job
  * is slow or what was dropped. */
 static void on_log(void *ctx, const char *line)
 {
-    (void)ctx;
-    fprintf(stderr, "fsgd: aggregator: %s\n", line);
+    agg_cli_t *c = ctx;
+    char l[1024];
+    snprintf(l, sizeof l, "fsgd: aggregator: %s", line);
+    if (c->line)
+        fsgd_progress_println(c->line, l); /* clears an in-place progress line first */
+    else
+        fprintf(stderr, "%s\n", l);
 }
 
 int fsgd_cmd_aggregator(int argc, char **argv)
 {
+    const char *maddr;
+    int mport;
+    int rc = dcli_metrics(&argc, argv, "aggregator", 0, &maddr, &mport);
+    if (rc)
+        return rc;
     fsgd_job_t job;
-    int rc = dcli_job(argc, argv, usage, &job);
+    rc = dcli_job(argc, argv, usage, &job);
     if (rc)
         return rc == 1 ? 0 : rc;
     if (!job.brokers[0]) {
@@ -75,7 +109,19 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     const char *maxw = getenv("FSGD_MAX_MODEL_WEIGHTS");
     if (maxw)
         job.max_model_weights = strtoull(maxw, NULL, 10);
-    rc = fsgd_aggregator_run(&job, job.workers, &st, on_progress, on_log, &job, err, sizeof err);
+    if (mport >= 0) {
+        int bound;
+        if ((rc = fsgd_observe_start(&job, "aggregator", 0, maddr, mport, &bound, err, sizeof err)) < 0) {
+            fsgd_cli_error("aggregator: %s", err);
+            return fsgd_cli_status(rc);
+        }
+        fprintf(stderr, "fsgd: aggregator metrics at http://%s%s%s:%d/metrics\n", strchr(maddr, ':') ? "[" : "",
+                maddr, strchr(maddr, ':') ? "]" : "", bound);
+    }
+    agg_cli_t cli = {&job, fsgd_progress_new(stderr, -1)};
+    rc = fsgd_aggregator_run(&job, job.workers, &st, on_progress, on_log, &cli, err, sizeof err);
+    fsgd_progress_destroy(cli.line);
+    fsgd_observe_stop();
     if (rc < 0) {
         fsgd_cli_error("aggregator: %s", err);
         return fsgd_cli_status(rc);

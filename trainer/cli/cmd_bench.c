@@ -344,7 +344,7 @@ static void bench_usage(FILE *f)
                "  --batches F,F      batch sizes as fractions of the rows (default 0.001,0.01,0.1)\n"
                "  --gen-rows N       rows of the synthetic set (default 1e6)\n"
                "  --codecs S;S       codec specs (default none;none:lz4=1;fastsgd;fastsgd:levels=optimal;\n"
-               "                     logquant;topk:ratio=0.01;efsign;sketchml)\n"
+               "                     logquant;topk:ratio=0.01;mqgrad:bits=2;mqgrad:bits=8;efsign;sketchml)\n"
                "  --min-time SEC     time per measurement (default 0.2, quick 0.03)\n"
                "  --no-sweep         skip the l sweep\n");
 }
@@ -366,7 +366,8 @@ int fsgd_cmd_bench(int argc, char **argv)
     o.dims = "1e6,1e7,1e8";
     o.batches = "0.001,0.01,0.1";
     o.gen_rows = 1000000;
-    o.codecs = "none;none:lz4=1;fastsgd;fastsgd:levels=optimal;logquant;topk:ratio=0.01;efsign;sketchml";
+    o.codecs = "none;none:lz4=1;fastsgd;fastsgd:levels=optimal;logquant;topk:ratio=0.01;mqgrad:bits=2;mqgrad:bits=8;"
+               "efsign;sketchml";
     o.min_time = -1;
     o.sweep = 1;
     for (int i = 2; i < argc; i++) {

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "fsgd/error.h"
 #include "fsgd/gen.h"
+#include "fsgd/gen_criteo.h"
 #include "fsgd/outfile.h"
 
 static void gen_usage(FILE *f)
@@ -31,6 +32,10 @@ static void gen_usage(FILE *f)
             "  --w-nnz N         nonzero weights, on the N most popular features (default min(D,1000))\n"
             "  --w-scale X       weights ~ N(0, X^2) (default 2/sqrt(K))\n"
             "  --real            values k/1000 (k uniform in 1..1000) instead of binary 1\n"
+            "  --format F        libsvm (default), or criteo: Criteo-shaped TSV (label, 13 integer and\n"
+            "                    26 hex categorical columns, empty fields missing) for fsgd train\n"
+            "                    --format criteo; uses --rows, --seed, --zipf, --bias, --w-scale (defaults\n"
+            "                    -1.2 and 0.35 there) and --dim as the largest vocabulary (default 2^20)\n"
             "  --out FILE        write here instead of stdout\n"
             "  --weights-out F   write the true model: one LIBSVM row, label = bias, index:weight\n"
             "  --quiet           no progress line\n"
@@ -117,13 +122,48 @@ static void on_progress(void *ctx, uint64_t rows, uint64_t bytes)
     fflush(stderr);
 }
 
+/* fsgd gen --format criteo: the rows to out_path (or stdout), written atomically. */
+static int write_criteo(const fsgd_gen_criteo_opts_t *co, const char *out_path, uint64_t rows, int quiet)
+{
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    fsgd_outfile_t oo;
+    FILE *out = stdout;
+    int to_file = out_path && strcmp(out_path, "-");
+    int rc = 0;
+    if (to_file) {
+        rc = fsgd_outfile_open(&oo, out_path, err, sizeof err);
+        if (rc == 0 && !(out = fsgd_outfile_stream(&oo, err, sizeof err))) {
+            fsgd_outfile_abort(&oo);
+            rc = FSGD_E_IO;
+        }
+        if (rc) {
+            fsgd_cli_error("gen: %s", err);
+            return fsgd_cli_status(rc);
+        }
+    }
+    progress_t p = {rows, now_s(), 0, isatty(2), 0};
+    p.last = p.t0;
+    rc = fsgd_gen_criteo_write(co, out, rows, quiet ? NULL : on_progress, &p, err, sizeof err);
+    if (rc == 0 && to_file)
+        rc = fsgd_outfile_commit(&oo, err, sizeof err);
+    else if (to_file)
+        fsgd_outfile_abort(&oo);
+    else if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+        rc = fsgd_err_fmt(err, sizeof err, FSGD_E_IO, "write error: %s", strerror(errno));
+    if (rc) {
+        fsgd_cli_error("gen: %s: %s", to_file ? out_path : "stdout", err);
+        return rc == FSGD_E_ARG ? FSGD_EXIT_USAGE : fsgd_cli_status(rc);
+    }
+    return 0;
+}
+
 int fsgd_cmd_gen(int argc, char **argv)
 {
     fsgd_gen_opts_t o;
     fsgd_gen_opts_default(&o);
     uint64_t rows = 10000;
     const char *out_path = NULL, *w_path = NULL;
-    int quiet = 0;
+    int quiet = 0, criteo = 0, bias_set = 0, w_scale_set = 0, dim_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -153,7 +193,8 @@ int fsgd_cmd_gen(int argc, char **argv)
                 v = argv[++i];
         }
         static const char *valued[] = {"--rows",  "--dim",   "--nnz",    "--zipf",    "--seed", "--model",
-                                       "--noise", "--bias",  "--w-nnz",  "--w-scale", "--out",  "--weights-out"};
+                                       "--noise", "--bias",  "--w-nnz",  "--w-scale", "--out",  "--weights-out",
+                                       "--format"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
             known |= !strcmp(flag, valued[k]);
@@ -166,6 +207,9 @@ int fsgd_cmd_gen(int argc, char **argv)
             return FSGD_EXIT_USAGE;
         }
         int rc = 0;
+        bias_set |= !strcmp(flag, "--bias");
+        w_scale_set |= !strcmp(flag, "--w-scale");
+        dim_set |= !strcmp(flag, "--dim");
         if (!strcmp(flag, "--rows"))
             rc = parse_count(flag, v, 0, 1ull << 53, &rows);
         else if (!strcmp(flag, "--dim"))
@@ -188,6 +232,13 @@ int fsgd_cmd_gen(int argc, char **argv)
             out_path = v;
         else if (!strcmp(flag, "--weights-out"))
             w_path = v;
+        else if (!strcmp(flag, "--format")) {
+            if (strcmp(v, "libsvm") && strcmp(v, "criteo")) {
+                fsgd_cli_error("gen: --format expects libsvm or criteo, got '%s'", v);
+                return FSGD_EXIT_USAGE;
+            }
+            criteo = !strcmp(v, "criteo");
+        }
         else if (!strcmp(flag, "--model")) {
             if (!strcmp(v, "logistic"))
                 o.model = FSGD_GEN_LOGISTIC;
@@ -208,6 +259,23 @@ int fsgd_cmd_gen(int argc, char **argv)
         return status;
     fsgd_cli_cleanup_on_signal();
     char err[FSGD_OUTFILE_PATH_MAX + 256];
+    if (criteo) {
+        if (w_path) {
+            fsgd_cli_error("gen: --weights-out is for --format libsvm only");
+            return FSGD_EXIT_USAGE;
+        }
+        fsgd_gen_criteo_opts_t co;
+        fsgd_gen_criteo_opts_default(&co);
+        co.seed = o.seed;
+        co.zipf = o.zipf;
+        if (bias_set)
+            co.bias = o.bias;
+        if (w_scale_set)
+            co.w_scale = o.w_scale;
+        if (dim_set)
+            co.vocab_bits = (unsigned)ceil(log2((double)o.dim));
+        return write_criteo(&co, out_path, rows, quiet);
+    }
     fsgd_gen_t *g = fsgd_gen_new(&o, err, sizeof err);
     if (!g) {
         fsgd_cli_error("gen: %s", err);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fsgd/delim.h"
 #include "fsgd/error.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/metrics.h"
@@ -16,7 +17,9 @@
 
 static const char usage_text[] =
     "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--quiet]\n"
-    "Scores every row of the LIBSVM file F with the model file M (fsgd train --out).\n"
+    "Scores every row of the LIBSVM file F with the model file M (fsgd train --out). A model\n"
+    "trained on raw delimited rows (--format criteo, tsv:..., csv:...) records how it hashed\n"
+    "them, and F is read and hashed the same way.\n"
     "  --model M    model file written by fsgd train\n"
     "  --data F     LIBSVM rows to score ('-' for stdin)\n"
     "  --out FILE   one score per line: the margin x.w (+ bias), or with --proba the\n"
@@ -138,9 +141,28 @@ int fsgd_cmd_predict(int argc, char **argv)
         fsgd_model_free(&m);
         return FSGD_EXIT_USAGE;
     }
+    /* A hashed model: parse its recorded spec and read the whole file with
+     * it (the delimited reader does not stream); the loop below then scores
+     * that one batch. */
+    fsgd_delim_spec_t spec;
+    fsgd_csr_t all = {0};
+    int hashed = m.input[0] != 0, hashed_done = 0;
+    if (hashed) {
+        rc = fsgd_delim_spec_parse(m.input, &spec, err, sizeof err);
+        if (rc == 0 && a.skip_bad)
+            rc = fsgd_err_fmt(err, sizeof err, FSGD_E_ARG, "--skip-bad is for LIBSVM input only");
+        if (rc == 0)
+            rc = fsgd_delim_load(a.data, &spec, 0, &all, NULL, err, sizeof err);
+        if (rc < 0) {
+            fsgd_cli_error("predict: %s (model input %s)", err, m.input);
+            fsgd_csr_free(&all);
+            fsgd_model_free(&m);
+            return rc == FSGD_E_ARG ? FSGD_EXIT_USAGE : fsgd_cli_status(rc);
+        }
+    }
     fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad};
-    fsgd_libsvm_reader_t *rd = fsgd_libsvm_open(a.data, &opts, err, sizeof err);
-    if (!rd) {
+    fsgd_libsvm_reader_t *rd = hashed ? NULL : fsgd_libsvm_open(a.data, &opts, err, sizeof err);
+    if (!rd && !hashed) {
         fsgd_cli_error("%s", err);
         fsgd_model_free(&m);
         return FSGD_EXIT_IO;
@@ -158,6 +180,7 @@ int fsgd_cmd_predict(int argc, char **argv)
         if (rc < 0) {
             fsgd_cli_error("predict: %s", err);
             fsgd_libsvm_close(rd);
+            fsgd_csr_free(&all);
             fsgd_model_free(&m);
             return fsgd_cli_status(rc);
         }
@@ -171,7 +194,18 @@ int fsgd_cmd_predict(int argc, char **argv)
     int status = 0;
     for (;;) {
         fsgd_csr_clear(&batch);
-        long got = fsgd_libsvm_read(rd, &batch, CHUNK_ROWS, err, sizeof err);
+        long got;
+        if (hashed) {
+            if (hashed_done)
+                break;
+            hashed_done = 1;
+            fsgd_csr_free(&batch);
+            batch = all; /* batch owns the rows from here */
+            memset(&all, 0, sizeof all);
+            got = (long)batch.n_rows;
+        } else {
+            got = fsgd_libsvm_read(rd, &batch, CHUNK_ROWS, err, sizeof err);
+        }
         if (got < 0) {
             fsgd_cli_error("%s", err);
             status = fsgd_cli_status((int)got);
@@ -207,8 +241,8 @@ int fsgd_cmd_predict(int argc, char **argv)
             fprintf(out, "%.17g\n", a.proba ? p : s);
         }
     }
-    const fsgd_libsvm_stats_t *st = fsgd_libsvm_stats(rd);
-    if (status == 0 && st->bad_rows) {
+    const fsgd_libsvm_stats_t *st = rd ? fsgd_libsvm_stats(rd) : NULL;
+    if (status == 0 && st && st->bad_rows) {
         fprintf(stderr, "fsgd predict: %s: skipped %llu malformed rows; first:\n", a.data,
                 (unsigned long long)st->bad_rows);
         for (uint64_t i = 0; i < st->bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)

@@ -47,7 +47,10 @@ static const char usage[] =
     "                       (neither: an existing checkpoint is an error, never deleted silently)\n"
     "  --fault SPEC         embedded cluster fault injection, repeatable:\n"
     "                       broker-down:after=SEC,for=SEC[,broker=ID]\n"
-    "                       produce-delay:after=SEC,rtt=MS[,count=N][,broker=ID]  (default broker 2 leads NAME.grads)";
+    "                       produce-delay:after=SEC,rtt=MS[,count=N][,broker=ID]  (default broker 2 leads NAME.grads)\n"
+    "  --metrics-port PORT  Prometheus metrics of every process: the aggregator on PORT, worker i on PORT+i\n"
+    "                       (http://ADDR:PORT/metrics; 0: each picks a free port and prints it)\n"
+    "  --metrics-addr ADDR  address they serve on (default 127.0.0.1; 0.0.0.0 for every interface)";
 
 static volatile sig_atomic_t got_signal;
 static void on_signal(int sig) { got_signal = sig; }
@@ -106,9 +109,13 @@ static int parse_fault(const char *spec, fault_t *f)
     return 0;
 }
 
+/* --metrics-port/--metrics-addr for the processes spawn starts (port -1: none). */
+static const char *metrics_addr;
+static int metrics_port = -1;
+
 static pid_t spawn(const char *role, int argc, char **argv, const char *brokers, const char *ckpt, int id)
 {
-    char **av = calloc((size_t)argc + 12, sizeof *av);
+    char **av = calloc((size_t)argc + 16, sizeof *av);
     if (!av)
         return -1;
     int n = 0;
@@ -127,6 +134,14 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
     if (ckpt) {
         av[n++] = "--checkpoint";
         av[n++] = (char *)ckpt;
+    }
+    char portbuf[16];
+    if (metrics_port >= 0) { /* the aggregator on the port, worker i on port + i */
+        snprintf(portbuf, sizeof portbuf, "%d", metrics_port ? metrics_port + (id > 0 ? id : 0) : 0);
+        av[n++] = "--metrics-port";
+        av[n++] = portbuf;
+        av[n++] = "--metrics-addr";
+        av[n++] = (char *)metrics_addr;
     }
     av[n] = NULL;
     fflush(NULL);
@@ -218,10 +233,18 @@ int fsgd_cmd_run(int argc, char **argv)
             fsgd_cli_error("run: bad --fault '%s'\n%s", fault_specs[i], usage);
             return FSGD_EXIT_USAGE;
         }
+    int rc = dcli_metrics(&argc, argv, "run", 0, &metrics_addr, &metrics_port);
+    if (rc)
+        return rc;
     fsgd_job_t job;
-    int rc = dcli_job(argc, argv, usage, &job);
+    rc = dcli_job(argc, argv, usage, &job);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (metrics_port > 0 && metrics_port + job.workers > 65535) {
+        fsgd_cli_error("run: --metrics-port %d: worker %d would need port %d (at most 65535)", metrics_port,
+                       job.workers, metrics_port + job.workers);
+        return FSGD_EXIT_USAGE;
+    }
     char err[FSGD_OUTFILE_PATH_MAX + 512];
     if (!broker_only && !no_produce && !job.data[0]) {
         fsgd_cli_error("run: no data: give --data FILE, or --no-produce to use what is in %s.data", job.name);

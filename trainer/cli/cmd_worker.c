@@ -11,6 +11,7 @@
 #include "dist_cli.h"
 #include "fsgd/dist.h"
 #include "fsgd/kbus.h"
+#include "fsgd/observe.h"
 
 static volatile int stop_flag;
 
@@ -32,13 +33,20 @@ static void on_log(void *ctx, const char *line)
 
 static const char usage[] = "usage: fsgd worker [JOB.yaml] --brokers HOST:PORT [--name JOB] [--id N] [options]\n"
                             "Joins the job's consumer group on NAME.data, computes gradients of the rows it is\n"
-                            "given, sends them to NAME.grads and follows NAME.model until the job ends.";
+                            "given, sends them to NAME.grads and follows NAME.model until the job ends.\n"
+                            "Worker-only options:\n"
+                            "  --id N               this worker's id (default: random)\n" DCLI_METRICS_HELP;
 
 int fsgd_cmd_worker(int argc, char **argv)
 {
     const char *id = dcli_take(&argc, argv, "--id", 1, NULL, NULL);
+    const char *maddr;
+    int mport;
+    int rc = dcli_metrics(&argc, argv, "worker", 0, &maddr, &mport);
+    if (rc)
+        return rc;
     fsgd_job_t job;
-    int rc = dcli_job(argc, argv, usage, &job);
+    rc = dcli_job(argc, argv, usage, &job);
     if (rc)
         return rc == 1 ? 0 : rc;
     if (!job.brokers[0]) {
@@ -66,8 +74,18 @@ int fsgd_cmd_worker(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    if (mport >= 0) {
+        int bound;
+        if ((rc = fsgd_observe_start(&job, "worker", (uint32_t)idv, maddr, mport, &bound, err, sizeof err)) < 0) {
+            fsgd_cli_error("worker: %s", err);
+            return fsgd_cli_status(rc);
+        }
+        fprintf(stderr, "fsgd: worker%s%s metrics at http://%s%s%s:%d/metrics\n", id ? " " : "", id ? id : "",
+                strchr(maddr, ':') ? "[" : "", maddr, strchr(maddr, ':') ? "]" : "", bound);
+    }
     fsgd_worker_stats_t st;
     rc = fsgd_worker_run(&job, (uint32_t)idv, &stop_flag, &st, on_log, (void *)id, err, sizeof err);
+    fsgd_observe_stop();
     if (rc < 0) {
         fsgd_cli_error("worker: %s", err);
         return fsgd_cli_status(rc);

@@ -1,6 +1,8 @@
 #include "dist_cli.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -58,5 +60,38 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
+    /* "auto" (early stopping, l2 from the row count, lr from the steps) is
+     * what fsgd train works out on one machine; the distributed roles take
+     * explicit values (their defaults: 20 epochs, l2 0, lr 0.01). */
+    const char *which = job->epochs < 1 ? "epochs" : job->l2 < 0 ? "l2" : job->lr <= 0 ? "lr" : NULL;
+    if (which) {
+        fsgd_cli_error("%s: 'auto' (or a value <= 0) is for fsgd train; a distributed job needs an explicit %s",
+                       which, which);
+        return FSGD_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const char **addr, int *port)
+{
+    const char *p = dcli_take(argc, argv, "--metrics-port", 1, NULL, NULL);
+    const char *a = dcli_take(argc, argv, "--metrics-addr", 1, NULL, NULL);
+    *addr = a && *a ? a : "127.0.0.1";
+    *port = -1;
+    if (!p) {
+        if (a) {
+            fsgd_cli_error("%s: --metrics-addr needs --metrics-port", who);
+            return FSGD_EXIT_USAGE;
+        }
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (!*p || *end || errno || v < 0 || v + max_offset > 65535) {
+        fsgd_cli_error("%s: --metrics-port expects 0 (any free port) or 1..%d, got '%s'", who, 65535 - max_offset, p);
+        return FSGD_EXIT_USAGE;
+    }
+    *port = (int)v;
     return 0;
 }

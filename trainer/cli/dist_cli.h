@@ -15,4 +15,16 @@ const char *dcli_take(int *argc, char **argv, const char *name, int has_value, c
  * FSGD_EXIT_USAGE on a usage error. */
 int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job);
 
+/* Takes --metrics-port PORT and --metrics-addr ADDR (fsgd/observe.h) out
+ * of argv. *port = -1 when no port was given (no metrics), 0 = any free
+ * port; max_offset: the largest number fsgd run adds to the port (its
+ * workers' ports). *addr defaults to 127.0.0.1. 0, or FSGD_EXIT_USAGE
+ * (printed). */
+int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const char **addr, int *port);
+
+/* The help lines of those options. */
+#define DCLI_METRICS_HELP                                                                                      \
+    "  --metrics-port PORT  serve Prometheus metrics on http://ADDR:PORT/metrics (0: any free port, printed)\n" \
+    "  --metrics-addr ADDR  address to serve them on (default 127.0.0.1; 0.0.0.0 for every interface)"
+
 #endif

@@ -29,6 +29,7 @@ static const subcommand_t subcommands[] = {
     {"worker", fsgd_cmd_worker, "run one worker of a job"},
     {"aggregator", fsgd_cmd_aggregator, "run the aggregator of a job"},
     {"model", fsgd_cmd_model, "model topic tools (model assemble)"},
+    {"plot", fsgd_cmd_plot, "draw finished runs' metrics JSON with gnuplot (PNG or SVG)"},
 };
 
 void fsgd_cli_error(const char *fmt, ...)

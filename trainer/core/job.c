@@ -28,21 +28,36 @@ static const field_t fields[] = {
     {"test", "data", F_STR, OFF(test), 0, 0, "test data, LIBSVM file (default: split off the training data)"},
     {"test_fraction", "data", F_DOUBLE, OFF(test_fraction), 0, 0.9, "fraction held out when no test file"},
     {"skip_bad", "data", F_BOOL, OFF(skip_bad), 0, 1, "skip malformed rows (report them) instead of stopping"},
+    {"format", "data", F_STR, OFF(format), 0, 0,
+     "input format: libsvm, criteo (label, 13 integer and 26 categorical TSV columns), or a column spec "
+     "tsv:COLUMNS[:header=1][:bits=B][:seed=S] / csv:..., COLUMNS like label,num*13,cat*26,skip; "
+     "raw fields are hashed with xxHash into 2^bits columns (fsgd train, predict)"},
+    {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32, "hashed formats: 2^B feature columns (0: the spec's bits, default 24)"},
+    {"cache", "data", F_STR, OFF(cache), 0, 0,
+     "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
+     "from it, for files larger than memory (one thread; the holdout and test split are at most 100k rows each)"},
     {"dim", "data", F_U64, OFF(dim), 0, 4294967296.0, "feature dimension (0: from the data)"},
     {"model", "model", F_MODEL, OFF(model), 0, 0, "logistic | linear | svm"},
     {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},
     {"bias_value", "model", F_DOUBLE, OFF(bias_value), 1e-6, 1e6, "value of the intercept's constant feature"},
-    {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6, "L2 strength λ, applied on touched keys"},
-    {"lr", "optimizer", F_DOUBLE, OFF(lr), 1e-12, 1e3, "Adam learning rate"},
+    {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6,
+     "L2 strength λ on the mean loss, applied on touched keys; fsgd train: auto = 1/n_train (LIBLINEAR's C=1)"},
+    {"lr", "optimizer", F_DOUBLE, OFF(lr), 1e-12, 1e3,
+     "Adam learning rate; fsgd train: auto = 0.15/sqrt(steps per epoch) in [0.001, 0.02], per-key bias corrections"},
     {"beta1", "optimizer", F_DOUBLE, OFF(beta1), 0, 0.999999, "Adam β1"},
     {"beta2", "optimizer", F_DOUBLE, OFF(beta2), 0, 0.999999999, "Adam β2"},
     {"eps", "optimizer", F_DOUBLE, OFF(eps), 1e-30, 1, "Adam ε"},
     {"batch", "optimizer", F_DOUBLE, OFF(batch), 1e-9, 1e12, "rows per step (>= 1) or fraction of the training rows (< 1)"},
-    {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6, "passes over the training data"},
+    {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6,
+     "passes over the training data, exactly; fsgd train: auto = until the holdout loss stops improving "
+     "(at most max_epochs), keeping the best weights"},
+    {"max_epochs", "optimizer", F_INT, OFF(max_epochs), 1, 1e6, "most passes when epochs is auto"},
+    {"holdout", "optimizer", F_DOUBLE, OFF(holdout), 0, 0.5,
+     "fraction of the training rows held out to stop early when epochs is auto (unused otherwise)"},
     {"seed", "optimizer", F_U64, OFF(seed), 0, 1.8e19, "random seed (shuffling, split)"},
     {"threads", "compute", F_INT, OFF(threads), 1, 1024, "local worker threads in fsgd train"},
     {"backend", "compute", F_STR, OFF(backend), 0, 0, "cpu | cuda | auto"},
-    {"codec", "compute", F_STR, OFF(codec), 0, 0, "gradient codec spec, e.g. none, fastsgd:b=1.1,tau=128,l=2"},
+    {"codec", "compute", F_STR, OFF(codec), 0, 0, "compression strategy spec NAME:key=value,... (fsgd features lists them; strategy/FORMAT.md), e.g. none, fastsgd:b=1.1,tau=128,l=2, topk:ratio=0.01"},
     {"downlink", "compute", F_STR, OFF(downlink), 0, 0,
      "model updates to workers (fsgd run): auto (compressed with the codec when it is lossy), full (float32 values), or a lossy codec spec"},
     {"out", "output", F_STR, OFF(out), 0, 0, "model file to write"},
@@ -74,6 +89,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
 {
     memset(job, 0, sizeof *job);
     job->test_fraction = 0.2;
+    snprintf(job->format, sizeof job->format, "libsvm");
     job->model = FSGD_LOSS_LOGISTIC;
     job->bias = 1;
     job->bias_value = 1;
@@ -93,6 +109,23 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->workers = 2;
     job->step_timeout_ms = 10000;
     job->snapshot_every = 100;
+    job->max_epochs = 50;
+    job->holdout = 0.1;
+}
+
+void fsgd_job_train_defaults(fsgd_job_t *job)
+{
+    fsgd_job_defaults(job);
+    job->l2 = FSGD_JOB_AUTO;
+    job->lr = FSGD_JOB_AUTO;
+    job->epochs = 0;
+}
+
+/* Keys that also take "auto" (stored as FSGD_JOB_AUTO, or 0 for integers):
+ * fsgd train then picks the value from the data (see fsgd_train). */
+static int auto_ok(const field_t *f)
+{
+    return !strcmp(f->key, "l2") || !strcmp(f->key, "epochs") || !strcmp(f->key, "lr");
 }
 
 static void normalize_key(const char *in, char *out, size_t cap)
@@ -204,6 +237,13 @@ static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char 
     case F_DOUBLE:
     case F_INT:
     case F_U64: {
+        if (auto_ok(f) && !strcmp(value, "auto")) {
+            if (f->type == F_DOUBLE)
+                *(double *)dst = FSGD_JOB_AUTO;
+            else
+                *(int *)dst = 0;
+            return FSGD_E_OK;
+        }
         errno = 0;
         double d = strtod(value, &end);
         while (end && isspace((unsigned char)*end))
@@ -464,10 +504,16 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
         snprintf(out, cap, "%s", *p ? p : "\"\"");
         break;
     case F_DOUBLE:
-        snprintf(out, cap, "%g", *(const double *)p);
+        if (auto_ok(f) && *(const double *)p == FSGD_JOB_AUTO)
+            snprintf(out, cap, "auto");
+        else
+            snprintf(out, cap, "%g", *(const double *)p);
         break;
     case F_INT:
-        snprintf(out, cap, "%d", *(const int *)p);
+        if (auto_ok(f) && *(const int *)p == 0)
+            snprintf(out, cap, "auto");
+        else
+            snprintf(out, cap, "%d", *(const int *)p);
         break;
     case F_U64:
         snprintf(out, cap, "%llu", (unsigned long long)*(const uint64_t *)p);
@@ -486,9 +532,15 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
 
 void fsgd_job_print_help(const char *usage_line, void *file)
 {
-    FILE *out = file;
     fsgd_job_t d;
     fsgd_job_defaults(&d);
+    fsgd_job_print_help_with(usage_line, &d, file);
+}
+
+void fsgd_job_print_help_with(const char *usage_line, const fsgd_job_t *defaults, void *file)
+{
+    FILE *out = file;
+    const fsgd_job_t d = *defaults;
     fprintf(out, "%s\n\nEvery option is also a key of a YAML job file (flat, or under its section)\n"
                  "and can be overridden with --set key=value. Booleans: --key, --no-key, --key=false.\n\n",
             usage_line);
@@ -515,5 +567,14 @@ int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "no training data: give --data FILE (or data: in the job file)");
     if (job->beta1 >= 1 || job->beta2 >= 1)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "Adam betas must be < 1");
+    return FSGD_E_OK;
+}
+
+int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
+{
+    FSGD_TRY(fsgd_job_check(job, err, errsz));
+    if (job->epochs == 0 && job->holdout <= 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "epochs auto stops on the holdout rows: give holdout > 0, or a number of epochs");
     return FSGD_E_OK;
 }

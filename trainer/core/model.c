@@ -21,7 +21,10 @@
 #include "fsgd/outfile.h"
 
 #define MODEL_MAGIC "FSGDMODL"
-#define MODEL_VERSION 1
+#define MODEL_VERSION 2    /* the newest this build writes and reads */
+#define MODEL_VERSION_MIN 1 /* version 1: no input section; still written for LIBSVM models */
+#define FLAG_BIAS 1u
+#define FLAG_INPUT 2u      /* version 2: an input section follows body_crc */
 #define HEADER_BYTES 44 /* up to and including header_crc */
 #define ENTRY_BYTES 8
 #define MAX_DIM (UINT64_C(1) << 32)
@@ -156,15 +159,33 @@ static void encode_header(const fsgd_model_t *m, uint64_t nnz, uint8_t h[HEADER_
 {
     memset(h, 0, HEADER_BYTES);
     memcpy(h, MODEL_MAGIC, 8);
-    fsgd_le_put16(h + 8, MODEL_VERSION);
+    /* Version 1 unless there is an input spec, so LIBSVM models stay readable
+     * by version-1 readers byte for byte. */
+    fsgd_le_put16(h + 8, m->input[0] ? 2 : 1);
     h[10] = (uint8_t)m->kind;
-    h[11] = m->has_bias ? 1 : 0;
+    h[11] = (uint8_t)((m->has_bias ? FLAG_BIAS : 0) | (m->input[0] ? FLAG_INPUT : 0));
     fsgd_le_put64(h + 16, m->dim);
     fsgd_le_put64(h + 24, nnz);
     fsgd_le_putf32(h + 32, m->bias);
     /* Without an intercept the bias weight is stored as +0 whatever w[dim] holds. */
     fsgd_le_putf32(h + 36, m->has_bias ? m->w[m->dim] : 0.0f);
     fsgd_le_put32(h + 40, fsgd_crc32c(0, h, 40));
+}
+
+/* Version 2's input section: u32 length, the spec text, u32 CRC32C of both. */
+static int encode_input(const fsgd_model_t *m, sink_t *s)
+{
+    size_t n = strnlen(m->input, FSGD_MODEL_INPUT_MAX - 1);
+    uint8_t b[4 + FSGD_MODEL_INPUT_MAX + 4];
+    fsgd_le_put32(b, (uint32_t)n);
+    memcpy(b + 4, m->input, n);
+    fsgd_le_put32(b + 4 + n, fsgd_crc32c(0, b, 4 + n));
+    return sink_put(s, b, 8 + n);
+}
+
+static size_t input_bytes(const fsgd_model_t *m)
+{
+    return m->input[0] ? 8 + strnlen(m->input, FSGD_MODEL_INPUT_MAX - 1) : 0;
 }
 
 /* Writes header, entries and body_crc into s. Returns 0 or -1 (write failed). */
@@ -187,7 +208,9 @@ static int encode_to(const fsgd_model_t *m, uint64_t nnz, sink_t *s)
     }
     uint8_t c[4];
     fsgd_le_put32(c, crc);
-    return sink_put(s, c, sizeof c);
+    if (sink_put(s, c, sizeof c) < 0)
+        return -1;
+    return m->input[0] ? encode_input(m, s) : 0;
 }
 
 int fsgd_model_encode(const fsgd_model_t *m, uint8_t **out, size_t *len, char *err, size_t errsz)
@@ -196,7 +219,7 @@ int fsgd_model_encode(const fsgd_model_t *m, uint8_t **out, size_t *len, char *e
     *out = NULL;
     *len = 0;
     FSGD_TRY(check_model(m, &nnz, err, errsz));
-    size_t total = HEADER_BYTES + (size_t)nnz * ENTRY_BYTES + 4;
+    size_t total = HEADER_BYTES + (size_t)nnz * ENTRY_BYTES + 4 + input_bytes(m);
     sink_t *s = malloc(sizeof *s);
     uint8_t *buf = malloc(total);
     if (!s || !buf) {
@@ -258,9 +281,10 @@ int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t e
 
 /* Validates buf completely; fills the header values. No allocation. */
 static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t max_dim, int *kind,
-                       int *has_bias, uint64_t *dim, uint64_t *nnz, float *bias, float *bias_w, char *err,
-                       size_t errsz)
+                       int *has_bias, uint64_t *dim, uint64_t *nnz, float *bias, float *bias_w, char *input,
+                       char *err, size_t errsz)
 {
+    input[0] = '\0';
     /* A file that does not start like a model is "not a model", however short. */
     size_t cmp = len < 8 ? len : 8;
     if (cmp > 0 && memcmp(p, MODEL_MAGIC, cmp) != 0) {
@@ -280,10 +304,10 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
     for (int f = F_MAGIC; f <= F_VERSION; f++)
         NEED(field[f].off, field[f].len, "%s", field[f].name);
     unsigned version = fsgd_le_get16(p + 8);
-    if (version != MODEL_VERSION)
+    if (version < MODEL_VERSION_MIN || version > MODEL_VERSION)
         return fsgd_err_fmt(err, errsz, FSGD_E_VERSION,
-                            "%s: unsupported model format version %u at byte 8 (this build reads version %d)", name,
-                            version, MODEL_VERSION);
+                            "%s: unsupported model format version %u at byte 8 (this build reads versions %d to %d)",
+                            name, version, MODEL_VERSION_MIN, MODEL_VERSION);
     for (int f = F_KIND; f < F_COUNT; f++)
         NEED(field[f].off, field[f].len, "%s", field[f].name);
     uint32_t hcrc = fsgd_le_get32(p + 40), hcalc = fsgd_crc32c(0, p, 40);
@@ -295,10 +319,16 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
     if (!valid_kind(*kind))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: unknown model kind %d at byte 10 (1 logistic, 2 linear, 3 svm)",
                             name, *kind);
-    if (p[11] & ~1u)
+    const unsigned known = version >= 2 ? FLAG_BIAS | FLAG_INPUT : FLAG_BIAS;
+    if (p[11] & ~known)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved flag bits set at byte 11 (flags 0x%02x)", name,
                             p[11]);
-    *has_bias = p[11] & 1;
+    if (version >= 2 && !(p[11] & FLAG_INPUT))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "%s: version 2 without an input section at byte 11 (flags 0x%02x; bit 1 must be set)",
+                            name, p[11]);
+    const int has_input = (p[11] & FLAG_INPUT) != 0;
+    *has_bias = p[11] & FLAG_BIAS;
     if (fsgd_le_get32(p + 12) != 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved field at byte 12 is 0x%08x, must be 0", name,
                             fsgd_le_get32(p + 12));
@@ -332,9 +362,32 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
              in < 4 ? "key" : "value");
     }
     NEED(end, 4, "body_crc after %llu weights", (unsigned long long)n);
-    if ((uint64_t)len > end + 4)
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: %llu trailing bytes at byte %llu after body_crc", name,
-                            (unsigned long long)(len - (end + 4)), (unsigned long long)(end + 4));
+    uint64_t tail = end + 4; /* end of the file as far as checked */
+    if (has_input) {
+        NEED(tail, 4, "input_len");
+        uint32_t il = fsgd_le_get32(p + tail);
+        if (il == 0 || il >= FSGD_MODEL_INPUT_MAX)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: input_len %u at byte %llu is outside 1..%d", name, il,
+                                (unsigned long long)tail, FSGD_MODEL_INPUT_MAX - 1);
+        NEED(tail + 4, il, "input (%u bytes)", il);
+        NEED(tail + 4 + il, 4, "input_crc");
+        uint32_t icrc = fsgd_le_get32(p + tail + 4 + il), icalc = fsgd_crc32c(0, p + tail, 4 + (size_t)il);
+        if (icrc != icalc)
+            return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
+                                "%s: input checksum mismatch at byte %llu (stored 0x%08x, computed 0x%08x)", name,
+                                (unsigned long long)(tail + 4 + il), icrc, icalc);
+        for (uint32_t i = 0; i < il; i++)
+            if (p[tail + 4 + i] < 0x20 || p[tail + 4 + i] > 0x7e)
+                return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: input byte %u at byte %llu is not printable ASCII",
+                                    name, i, (unsigned long long)(tail + 4 + i));
+        memcpy(input, p + tail + 4, il);
+        input[il] = '\0';
+        tail += 8 + il;
+    }
+    if ((uint64_t)len > tail)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: %llu trailing bytes at byte %llu after %s", name,
+                            (unsigned long long)(len - tail), (unsigned long long)tail,
+                            has_input ? "input_crc" : "body_crc");
     uint32_t bcrc = fsgd_le_get32(p + end), bcalc = fsgd_crc32c(0, p + HEADER_BYTES, (size_t)(end - HEADER_BYTES));
     if (bcrc != bcalc)
         return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
@@ -375,14 +428,16 @@ int fsgd_model_load_mem(fsgd_model_t *m, const void *buf, size_t len, const char
     if (!name)
         name = "model";
     const uint8_t *p = buf;
-    int kind, has_bias;
-    uint64_t dim, nnz;
-    float bias, bias_w;
-    FSGD_TRY(parse_check(p, len, name, max_dim, &kind, &has_bias, &dim, &nnz, &bias, &bias_w, err, errsz));
+    int kind = 0, has_bias = 0;
+    uint64_t dim = 0, nnz = 0;
+    float bias = 0, bias_w = 0;
+    char input[FSGD_MODEL_INPUT_MAX];
+    FSGD_TRY(parse_check(p, len, name, max_dim, &kind, &has_bias, &dim, &nnz, &bias, &bias_w, input, err, errsz));
     int rc = fsgd_model_init(m, (fsgd_loss_kind_t)kind, dim, has_bias, bias);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s: cannot allocate weights for dim %llu", name,
                             (unsigned long long)dim);
+    memcpy(m->input, input, sizeof input);
     for (uint64_t i = 0; i < nnz; i++) {
         const uint8_t *e = p + HEADER_BYTES + i * ENTRY_BYTES;
         m->w[fsgd_le_get32(e)] = fsgd_le_getf32(e + 4);

@@ -18,6 +18,7 @@
 #include "fsgd/codec.h"
 #include "fsgd/strategy.h"
 #include "fsgd/error.h"
+#include "fsgd/loss.h"
 
 static double now(void)
 {
@@ -105,6 +106,7 @@ struct trainer {
     int stop;
     int phase;          /* PHASE_GRADIENT or PHASE_UPDATE: what the next round does */
     double inv_rows;    /* 1 / rows in the current step */
+    double l2;          /* λ in use: job->l2, or 1/n_train when it is auto */
     worker_t *workers;
     int n_workers;
     /* The strategy's aggregator side. When it only decodes and sums a codec
@@ -112,6 +114,9 @@ struct trainer {
      * thread feeds it every message, as the aggregator process does. */
     fsgd_sagg_t *agg;
     int plain;
+    fsgd_csr_t hold;    /* epochs auto: held-out rows for early stopping */
+    float *best;        /* epochs auto: θ at the lowest holdout loss so far */
+    double *hold_margin;
 };
 
 /* Copies src into dst with columns >= dim dropped and, when bias, the
@@ -136,6 +141,33 @@ static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_v
     }
     dst->n_rows = src->n_rows;
     dst->max_col = dim + (bias ? 1 : 0);
+    return FSGD_E_OK;
+}
+
+/* Appends row r of src to dst as with_bias would copy it: columns >= dim
+ * dropped, the constant feature (dim, bias_value) added when bias. Building
+ * the batches straight from the caller's rows saves a whole copy of the data. */
+int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
+                             float bias_value)
+{
+    uint64_t lo = src->row_ptr[r], hi = src->row_ptr[r + 1];
+    FSGD_TRY(fsgd_csr_reserve(dst, 1, (size_t)(hi - lo) + (bias ? 1 : 0)));
+    size_t n = dst->nnz;
+    for (uint64_t i = lo; i < hi; i++) {
+        if (src->col[i] >= dim)
+            continue;
+        dst->col[n] = src->col[i];
+        dst->val[n++] = src->val[i];
+    }
+    if (bias) {
+        dst->col[n] = (uint32_t)dim;
+        dst->val[n++] = bias_value;
+    }
+    dst->label[dst->n_rows] = src->label[r];
+    dst->row_ptr[++dst->n_rows] = n;
+    dst->nnz = n;
+    if (n > (size_t)dst->row_ptr[dst->n_rows - 1] && (uint64_t)dst->col[n - 1] + 1 > dst->max_col)
+        dst->max_col = (uint64_t)dst->col[n - 1] + 1;
     return FSGD_E_OK;
 }
 
@@ -234,7 +266,7 @@ static void worker_update(worker_t *w)
         w->rc = fsgd_err_fmt(w->err, sizeof w->err, FSGD_E_NOMEM, "out of memory reducing %zu entries", total);
         return;
     }
-    const double l2 = t->job->l2;
+    const double l2 = t->l2;
     for (;;) {
         uint64_t k = UINT64_MAX;
         for (int j = 0; j < W; j++)
@@ -326,7 +358,7 @@ static int strategy_step(trainer_t *t, size_t rows, double loss_sum, double seco
             t->adam.theta[u->keys[i]] += u->vals[i];
         t->adam.t++;
     } else {
-        FSGD_TRY(fsgd_reducer_take_step(red, t->inv_rows, t->job->l2, t->adam.theta, u));
+        FSGD_TRY(fsgd_reducer_take_step(red, t->inv_rows, t->l2, t->adam.theta, u));
         fsgd_adam_step(&t->adam, u->keys, u->vals, u->n);
     }
     size_t slen;
@@ -418,6 +450,9 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
     free(t->slices);
     free(t->batch_rows);
     free(t->order);
+    fsgd_csr_free(&t->hold);
+    free(t->best);
+    free(t->hold_margin);
     fsgd_adam_free(&t->adam);
     fsgd_csr_free(rows);
     fsgd_csr_free(test_rows);
@@ -446,22 +481,55 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
 
     trainer_t t = {.job = job};
     fsgd_csr_t rows = {0}, test_rows = {0};
-    int rc = with_bias(train, dim, bias, (float)job->bias_value, &rows);
-    if (rc == 0 && test)
+    int rc = 0;
+    if (test)
         rc = with_bias(test, dim, bias, (float)job->bias_value, &test_rows);
     fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = job->beta1, .beta2 = job->beta2, .eps = job->eps};
     if (rc == 0)
         rc = fsgd_adam_init(&t.adam, model_dim, &ap);
-    t.perm = malloc(rows.n_rows * sizeof *t.perm);
-    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)rows.n_rows);
+    t.perm = malloc(train->n_rows * sizeof *t.perm);
+    /* epochs auto: a random holdout fraction of the rows is never trained on;
+     * its mean loss decides when to stop (see hold_eval). */
+    const int auto_epochs = job->epochs <= 0;
+    size_t n_hold = 0;
+    if (auto_epochs) {
+        if (train->n_rows < 2) {
+            cleanup(&t, &rows, &test_rows);
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "epochs auto needs at least 2 rows (one held out)");
+        }
+        n_hold = (size_t)(job->holdout * (double)train->n_rows);
+        /* 50k rows measure a mean loss to ~0.3% and, the same rows at every
+         * look, its changes far better; more would only cost look time and
+         * training rows. */
+        if (n_hold > FSGD_TRAIN_HOLDOUT_MAX)
+            n_hold = FSGD_TRAIN_HOLDOUT_MAX;
+        if (n_hold < 1)
+            n_hold = 1;
+        if (n_hold > train->n_rows / 2)
+            n_hold = train->n_rows / 2;
+    }
+    const size_t n_fit = train->n_rows - n_hold;
+    t.l2 = fsgd_train_auto_l2(job, n_fit);
+    stats->l2 = t.l2;
+    stats->holdout_rows = n_hold;
+    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)n_fit);
     if (B < 1)
         B = 1;
-    if (B > rows.n_rows)
-        B = rows.n_rows;
+    if (B > n_fit)
+        B = n_fit;
+    if (rc == 0)
+        t.adam.p.lr = fsgd_train_auto_lr(job, n_fit, B);
+    stats->lr = t.adam.p.lr;
+    /* Per-key bias corrections (fsgd/adam.h): rare keys take steps of about
+     * lr instead of up to ~6·lr. They go with lr auto, which was chosen with
+     * them; an explicit lr keeps the plain lazy Adam of fsgd run, so the two
+     * trainers still agree on the same settings. */
+    if (rc == 0 && job->lr < 0)
+        rc = fsgd_adam_count_keys(&t.adam);
     /* A thread pays two barrier crossings per step (microseconds, far more
      * when the machine is busy); below ~FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros
      * of work per thread a step is faster on fewer threads. */
-    double nnz_per_step = (double)B * (double)rows.nnz / (double)rows.n_rows;
+    double nnz_per_step = (double)B * (double)(train->nnz + (bias ? train->n_rows : 0)) / (double)train->n_rows;
     int W = job->threads < 1 ? 1 : job->threads;
     if (W > 64) /* the update merge keeps one cursor per thread on the stack */
         W = 64;
@@ -480,7 +548,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory setting up training (model dim %llu)",
                             (unsigned long long)model_dim);
     }
-    for (size_t i = 0; i < rows.n_rows; i++)
+    for (size_t i = 0; i < train->n_rows; i++)
         t.perm[i] = (uint32_t)i;
     for (int i = 0; i < W && rc == 0; i++) {
         worker_t *w = &t.workers[i];
@@ -510,8 +578,11 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
 
 
     uint64_t rng = job->seed;
-    shuffle(t.perm, rows.n_rows, &rng);
-    t.n_batches = (rows.n_rows + B - 1) / B;
+    shuffle(t.perm, train->n_rows, &rng);
+    const float bv = (float)job->bias_value;
+    for (size_t r = 0; r < n_hold && rc == 0; r++)
+        rc = fsgd_train_append_biased(&t.hold, train, t.perm[r], dim, bias, bv);
+    t.n_batches = (n_fit + B - 1) / B;
     t.slices = calloc(t.n_batches * (size_t)W, sizeof *t.slices);
     t.batch_rows = malloc(t.n_batches * sizeof *t.batch_rows);
     t.order = malloc(t.n_batches * sizeof *t.order);
@@ -521,17 +592,21 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for %zu batches", t.n_batches);
     }
     for (size_t b = 0; b < t.n_batches && rc == 0; b++) {
-        size_t pos = b * B, cnt = rows.n_rows - pos < B ? rows.n_rows - pos : B;
+        size_t pos = n_hold + b * B, cnt = train->n_rows - pos < B ? train->n_rows - pos : B;
         t.batch_rows[b] = cnt;
         t.order[b] = (uint32_t)b;
         for (int i = 0; i < W && rc == 0; i++) {
             size_t lo = pos + cnt * (size_t)i / (size_t)W, hi = pos + cnt * (size_t)(i + 1) / (size_t)W;
             fsgd_csr_t *sl = &t.slices[b * (size_t)W + (size_t)i];
+            /* exact size first: no regrowth (and copy) of the slice */
+            size_t nnz = 0;
+            for (size_t r = lo; r < hi; r++)
+                nnz += (size_t)(train->row_ptr[t.perm[r] + 1] - train->row_ptr[t.perm[r]]) + (bias ? 1 : 0);
+            rc = fsgd_csr_reserve(sl, hi - lo, nnz);
             for (size_t r = lo; r < hi && rc == 0; r++)
-                rc = fsgd_csr_append_rows(sl, &rows, t.perm[r], 1);
+                rc = fsgd_train_append_biased(sl, train, t.perm[r], dim, bias, bv);
         }
     }
-    fsgd_csr_free(&rows); /* the slices hold every row now */
     if (rc < 0) {
         free(test_margin);
         cleanup(&t, &rows, &test_rows);
@@ -554,10 +629,28 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     double train_time = 0, loss_acc = 0;
     uint64_t loss_rows = 0;
     double last_report = now();
-    for (int epoch = 1; epoch <= job->epochs && rc == 0 && W == t.n_workers; epoch++) {
+    const int max_epochs = auto_epochs ? job->max_epochs : job->epochs;
+    /* Early stopping looks at the holdout `looks` times an epoch (on big data
+     * one epoch can already be past the best point) and stops after
+     * `patience` looks without a new best (fsgd/train.h). */
+    const uint64_t looks = fsgd_train_looks(n_fit, t.n_batches);
+    const int patience = fsgd_train_patience(looks);
+    stats->patience_epochs = (double)patience / (double)looks;
+    double best_loss = INFINITY;
+    int since_best = 0, stop_early = 0;
+    if (auto_epochs && rc == 0) {
+        t.best = malloc(model_dim * sizeof *t.best);
+        t.hold_margin = malloc(t.hold.n_rows * sizeof *t.hold_margin);
+        if (!t.best || !t.hold_margin)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
+    }
+    /* Test rows are scored during training only when someone looks: progress
+     * lines, --target-auc or --eval-every; otherwise once, at the end. */
+    const int test_live = !job->quiet || job->target_auc > 0 || job->eval_every > 0;
+    for (int epoch = 1; epoch <= max_epochs && !stop_early && rc == 0 && W == t.n_workers; epoch++) {
         stats->epoch = epoch;
         shuffle(t.order, t.n_batches, &rng);
-        for (size_t k = 0; k < t.n_batches && rc == 0; k++) {
+        for (size_t k = 0; k < t.n_batches && !stop_early && rc == 0; k++) {
             double s0 = now();
             size_t b = t.order[k], cnt = t.batch_rows[b];
             for (int i = 0; i < W; i++) {
@@ -566,6 +659,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             }
             run_round(&t, PHASE_GRADIENT);
             double s1 = now();
+            stats->t_grad_round += s1 - s0;
             for (int i = 0; i < W && rc == 0; i++) {
                 worker_t *w = &t.workers[i];
                 if (w->rc < 0)
@@ -618,18 +712,49 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                 stats->nnz += t.workers[i].batch->nnz;
 
             int last_step = k + 1 == t.n_batches;
-            int eval_now = test_rows.n_rows &&
-                           (last_step || (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
+            /* Looks at evenly spread steps, the last of the epoch among them:
+             * exactly `looks` an epoch (fsgd_train_looks). */
+            const uint64_t E = looks, nb = t.n_batches;
+            if (auto_epochs && (last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb)) {
+                double h0 = now();
+                /* the mean loss only: an AUC would sort the holdout at every look */
+                margins(t.adam.theta, model_dim, &t.hold, t.hold_margin);
+                double hold_loss = 0;
+                for (size_t r = 0; r < t.hold.n_rows; r++)
+                    hold_loss += fsgd_loss_value(job->model, t.hold_margin[r], fsgd_loss_label(job->model, t.hold.label[r]));
+                hold_loss /= (double)t.hold.n_rows;
+                /* A new best must beat the old by a relative 1e-4, so that a
+                 * plateau of noise does not keep training going forever. */
+                if (hold_loss < best_loss * (1 - 1e-4)) {
+                    best_loss = hold_loss;
+                    since_best = 0;
+                    stats->best_epoch = (double)(epoch - 1) + (double)(k + 1) / (double)t.n_batches;
+                    memcpy(t.best, t.adam.theta, model_dim * sizeof *t.best);
+                } else if (++since_best >= patience) {
+                    stop_early = 1;
+                }
+                stats->holdout_loss = best_loss;
+                double h1 = now();
+                stats->t_holdout += h1 - h0;
+                train_time += h1 - h0;
+            }
+            int eval_now = test_rows.n_rows && test_live &&
+                           (last_step || stop_early ||
+                            (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
             stats->seconds = train_time;
             if (eval_now) {
                 margins(t.adam.theta, model_dim, &test_rows, test_margin);
                 stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
                 if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
                     stats->best_test_auc = stats->test.auc;
-                if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc)
+                if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
                     stats->time_to_target = train_time;
+                    stats->target_clock = now();
+                }
             }
             double tnow = now();
+            if (stop_early)
+                last_step = 1;
             if (progress && (last_step || tnow - last_report >= 1.0)) {
                 stats->last_loss = loss_rows ? loss_acc / (double)loss_rows : NAN;
                 sum_worker_stats(&t, stats);
@@ -646,10 +771,20 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     for (int i = 1; i < started; i++)
         pthread_join(t.workers[i].thread, NULL);
     sum_worker_stats(&t, stats);
+    stats->stopped_early = stop_early;
+    stats->epochs_run = t.n_batches ? (double)stats->steps / (double)t.n_batches : 0;
+    /* epochs auto keeps the weights of the best holdout loss, not the last. */
+    const float *final_w = auto_epochs && best_loss < INFINITY ? t.best : t.adam.theta;
+    if (rc == 0 && test_rows.n_rows) {
+        margins(final_w, model_dim, &test_rows, test_margin);
+        stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
+        if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
+            stats->best_test_auc = stats->test.auc;
+    }
     if (rc == 0) {
         rc = fsgd_model_init(model, job->model, dim, bias, (float)job->bias_value);
         if (rc == 0)
-            memcpy(model->w, t.adam.theta, model_dim * sizeof *model->w);
+            memcpy(model->w, final_w, model_dim * sizeof *model->w);
         else
             fsgd_err_fmt(err, errsz, rc, "out of memory for the model");
     }

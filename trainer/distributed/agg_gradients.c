@@ -276,6 +276,7 @@ int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m)
     a->s->grads_accepted++;
     a->s->up_msgs++;
     a->up_entries_step += entries;
+    a->up_bytes_step += g.codec_len;
     agg_add_set(&a->applied, &a->napplied, &a->cap_applied, f.sender);
     free(g.ranges);
     return 0;

@@ -87,6 +87,9 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fprintf(f, "}},\n");
     fprintf(f, "  \"reassembly\": {\"held_bytes_max\": %llu, \"limit_bytes\": %llu},\n",
             (unsigned long long)s->held_bytes_max, (unsigned long long)s->held_limit);
+    fputs("  ", f); /* the loss and bytes curves of fsgd plot */
+    fsgd_trace_write_json(f, &s->trace, s->step1_at);
+    fputs(",\n", f);
     fprintf(f, "  \"workers\": {\"live\": %llu, \"dropped\": %llu},\n  \"generation\": %u,\n  \"resumed_from_step\": %d\n}\n",
             (unsigned long long)s->workers_live, (unsigned long long)s->workers_dropped, s->gen,
             s->resumed_from_step);

@@ -23,13 +23,23 @@ static int cmp_u32(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* Down bytes are steered to this share of the mean uplink message: the rest
+ * is room for the model frame's step state and applied list. */
+#define DOWN_BYTES_SHARE 0.97
+
 /* The step's update as a coded delta (kind 5): Δ = θ − ρ over the touched
- * keys, at most as many entries as the mean applied gradient message held,
- * so a worker never receives more than it sends. */
+ * keys, at most the mean applied gradient message's entries times
+ * down_scale, so that a worker never receives more bytes than it sends.
+ * down_scale follows the byte ratio of the last step (a feedback loop, no
+ * second encode): a little under 1 when an entry costs the same both ways
+ * (the keys of a union of messages are sparser), above 1 when the downlink
+ * codec is cheaper per entry. */
 static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
 {
     double t0 = agg_now();
-    size_t budget = a->napplied ? (size_t)(a->up_entries_step / a->napplied) : 0;
+    if (a->down_scale <= 0)
+        a->down_scale = 1.0;
+    size_t budget = a->napplied ? (size_t)(a->down_scale * (double)a->up_entries_step / (double)a->napplied) : 0;
     size_t cap = fsgd_downlink_bound(a->down, n);
     if (cap > a->dmsg_cap) {
         uint8_t *nm = realloc(a->dmsg, cap);
@@ -41,6 +51,13 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
     size_t len = 0;
     FSGD_TRY(fsgd_downlink_encode(a->down, a->adam.theta, keys, n, budget ? budget : 1, a->dmsg, cap, &len, a->err,
                                   a->errsz));
+    if (a->napplied && len > 0 && a->up_bytes_step > 0) {
+        double target = DOWN_BYTES_SHARE * (double)a->up_bytes_step / (double)a->napplied;
+        /* up to the union of the step's messages: a downlink codec that spends
+         * fewer bits an entry than the uplink's carries more keys */
+        double s = a->down_scale * target / (double)len, most = (double)a->napplied;
+        a->down_scale = s < 0.25 ? 0.25 : s > most ? most : s;
+    }
     uint32_t flags = 0, check = 0;
     if ((a->step % FSGD_AGG_REPLICA_CHECK_EVERY) == 0) {
         flags |= FSGD_WIRE_CDELTA_CHECK;

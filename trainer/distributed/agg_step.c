@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
+#include "fsgd/observe.h"
 
 void agg_set_quota(agg_t *a)
 {
@@ -40,6 +41,7 @@ void agg_begin_step(agg_t *a)
     a->ngot = 0;
     a->napplied = 0;
     a->up_entries_step = 0;
+    a->up_bytes_step = 0;
     memset(a->claimed, 0, a->st.nparts);
     memcpy(a->newpos, a->st.pos, a->st.nparts * sizeof *a->newpos);
     a->rows_step = 0;
@@ -227,6 +229,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         agg_latency_stats(a);
         progress(ctx, a->s, 1);
     }
+    fsgd_observe_agg_step(a->s, a->strat, R > 0 ? agg_now() - a->step_start : -1); /* trace, /metrics */
     *done = final;
     agg_begin_step(a);
     return 0;

@@ -59,6 +59,8 @@ typedef struct agg {
     uint32_t *applied; /* senders whose gradients this step applied */
     size_t napplied, cap_applied;
     uint64_t up_entries_step; /* entries in this step's applied messages */
+    uint64_t up_bytes_step;   /* their codec bytes */
+    double down_scale;        /* downlink budget / mean uplink entries, steered so down bytes <= up bytes */
     double *step_ms;
     size_t n_step_ms, cap_step_ms;
     double t0, seconds_before; /* training time before a restart */

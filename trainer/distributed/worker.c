@@ -22,6 +22,7 @@
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
+#include "fsgd/observe.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "fsgd/libsvm.h"
@@ -617,6 +618,7 @@ static int do_step(worker_t *w)
     w->sent_at = w->last_send = now_s();
     w->stats->steps_sent++;
     w->stats->rows += gm.rows;
+    fsgd_observe_worker_step(w->stats); /* /metrics */
     return 0;
 }
 

@@ -69,6 +69,13 @@ void fsgd_libsvm_close(fsgd_libsvm_reader_t *r);
 int fsgd_libsvm_load(const char *path, const fsgd_libsvm_opts_t *opts, fsgd_csr_t *out,
                      fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
 
+/* fsgd_libsvm_load with the parsing split over threads (blocks of the file
+ * cut at line ends, parsed in parallel, rows appended in file order): the
+ * same rows, statistics and error messages as fsgd_libsvm_load, which it
+ * is for threads < 2 or stdin. */
+int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, int threads, fsgd_csr_t *out,
+                             fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
+
 /* Parses a buffer of one or more lines (e.g. a Kafka message value) and appends
  * the rows to out. src names the origin in error messages ("topic a9a.data
  * partition 2 offset 17"); first_line is the line number of buf's first line.

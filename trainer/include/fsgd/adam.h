@@ -25,6 +25,12 @@ typedef struct fsgd_adam_params {
 /* The defaults above. */
 fsgd_adam_params_t fsgd_adam_defaults(void);
 
+/* A key's Adam state with per-key counts (fsgd_adam_count_keys). */
+typedef struct fsgd_adam_key {
+    float m, v;
+    uint32_t count; /* updates so far, saturating at FSGD_ADAM_COUNT_MAX */
+} fsgd_adam_key_t;
+
 typedef struct fsgd_adam {
     fsgd_adam_params_t p;
     uint64_t dim;
@@ -32,6 +38,10 @@ typedef struct fsgd_adam {
     float *theta;
     float *m;
     float *v;
+    /* After fsgd_adam_count_keys: each key's m, v and update count side by
+     * side (m and v above are then NULL), and the correction factors by count. */
+    struct fsgd_adam_key *keys;
+    float *corr;
 } fsgd_adam_t;
 
 /* Allocates θ, m, v of dim zeros. Returns 0 or FSGD_E_NOMEM. */
@@ -46,6 +56,17 @@ void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, siz
  * with fsgd_adam_advance first). fsgd_adam_step = advance + apply. */
 void fsgd_adam_advance(fsgd_adam_t *a);
 void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n);
+
+/* Per-key counts stop here: β2^32767 < 1e-14, so both corrections are 1. */
+#define FSGD_ADAM_COUNT_MAX 32767
+
+/* Switches to per-key bias corrections: key k's m and v are corrected with
+ * its own update count t_k (1 - β^t_k) rather than the global step t, so a
+ * key first seen late starts with a step of lr, not ~3.2·lr. Costs 4 bytes
+ * a key (m, v and the count then live in one array of fsgd_adam_key_t); fsgd train uses it, the Kafka aggregator does not. Call before the
+ * first step. Returns 0 or FSGD_E_NOMEM. Apply stays thread safe on
+ * disjoint key ranges. */
+int fsgd_adam_count_keys(fsgd_adam_t *a);
 
 /* Frees the arrays. NULL is a no-op. */
 void fsgd_adam_free(fsgd_adam_t *a);

@@ -13,6 +13,7 @@
 #include "fsgd/job.h"
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
+#include "fsgd/trace.h"
 
 struct rd_kafka_s; /* librdkafka's rd_kafka_t */
 /* A line of news from a role, for the CLI to print: the first rejection of
@@ -171,6 +172,7 @@ typedef struct fsgd_agg_stats {
      * assignment_settled 0 when the wait timed out and stepping started anyway. */
     double assignment_wait_s;
     int assignment_settled;
+    fsgd_trace_t trace; /* loss and bytes over time, for fsgd plot (this process, from its start) */
 } fsgd_agg_stats_t;
 
 #define FSGD_AGG_LOSS_WINDOW 8

@@ -12,12 +12,19 @@
 
 #define FSGD_JOB_PATH_MAX 1024
 
+/* The value "auto" stores in a double key that accepts it (l2); integer
+ * keys that accept "auto" (epochs) store 0. */
+#define FSGD_JOB_AUTO (-1.0)
+
 typedef struct fsgd_job {
     /* data */
     char data[FSGD_JOB_PATH_MAX];    /* training LIBSVM file (or "" when fed by Kafka) */
     char test[FSGD_JOB_PATH_MAX];    /* test file; "" -> split test_fraction off data */
     double test_fraction;            /* used when test is "" (default 0.2) */
     int skip_bad;                    /* skip malformed rows (default 0: strict) */
+    char format[512];                /* libsvm | criteo | tsv:COLUMNS[:opts] | csv:COLUMNS[:opts] (fsgd/delim.h) */
+    int hash_bits;                   /* hashed formats: 2^hash_bits columns (0: the spec's, default 24) */
+    char cache[FSGD_JOB_PATH_MAX];   /* fsgd train: stream epochs from this binary row cache ("" -> in memory) */
     uint64_t dim;                    /* feature dimension; 0 -> from the data */
     /* Not a job key: the most weights the cluster can carry in one snapshot
      * (set by fsgd run for its embedded cluster; 0: no limit). */
@@ -26,11 +33,13 @@ typedef struct fsgd_job {
     fsgd_loss_kind_t model;          /* logistic | linear | svm (default logistic) */
     int bias;                        /* intercept on (default 1) */
     double bias_value;               /* value of the constant feature (default 1) */
-    double l2;                       /* λ on touched keys (default 0) */
+    double l2;                       /* λ on touched keys (default 0; fsgd train: auto = 1/n_train) */
     /* optimizer */
     double lr, beta1, beta2, eps;    /* Adam (defaults 0.01, 0.9, 0.999, 1e-8) */
     double batch;                    /* rows per step if >= 1, else fraction of training rows */
-    int epochs;                      /* passes over the data */
+    int epochs;                      /* passes over the data (fsgd train: 0 = auto, early stopping) */
+    int max_epochs;                  /* cap when epochs is auto (default 50) */
+    double holdout;                  /* rows held out for early stopping when epochs is auto (default 0.1) */
     uint64_t seed;
     /* compute */
     int threads;                     /* local workers in `fsgd train` (default: cores) */
@@ -60,6 +69,11 @@ typedef struct fsgd_job {
 /* Fills every field with its default. */
 void fsgd_job_defaults(fsgd_job_t *job);
 
+/* fsgd_job_defaults, then the single-machine trainer's own: l2 auto (1/n,
+ * LIBLINEAR's C=1) and epochs auto (early stopping on held-out rows). The
+ * Kafka roles keep fsgd_job_defaults' fixed values. */
+void fsgd_job_train_defaults(fsgd_job_t *job);
+
 /* Sets one field by its key ("lr", "model", "codec", ...) from text.
  * Unknown key or bad value -> FSGD_E_ARG with "key 'lr': expected a number
  * > 0, got 'abc'". */
@@ -87,7 +101,13 @@ int fsgd_job_parse_args(fsgd_job_t *job, int argc, char **argv, char *err, size_
 /* Writes a help text listing every key with its default and meaning. */
 void fsgd_job_print_help(const char *usage_line, void *file /* FILE* */);
 
+/* The help text with the given defaults (fsgd_job_train_defaults for fsgd train). */
+void fsgd_job_print_help_with(const char *usage_line, const fsgd_job_t *defaults, void *file /* FILE* */);
+
 /* Validates cross-field constraints (data given, batch > 0, ...). */
 int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz);
+
+/* fsgd_job_check plus what fsgd train needs (epochs auto needs holdout > 0). */
+int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz);
 
 #endif

@@ -11,12 +11,19 @@
 
 #include "fsgd/loss.h"
 
+/* Longest input spec a model records, terminator included. */
+#define FSGD_MODEL_INPUT_MAX 512
+
 typedef struct fsgd_model {
     fsgd_loss_kind_t kind;
     uint64_t dim;  /* feature columns (0-based cols < dim) */
     int has_bias;  /* 1: w has dim + 1 entries, w[dim] is the intercept weight */
     float bias;    /* value of the constant feature (usually 1) */
     float *w;
+    /* How rows become columns, when not LIBSVM: the canonical delimited-text
+     * spec (fsgd/delim.h, "tsv:label,num*13,cat*26:header=0:bits=24:seed=0")
+     * that predict must hash with. "" for LIBSVM models (written as version 1). */
+    char input[FSGD_MODEL_INPUT_MAX];
 } fsgd_model_t;
 
 /* Allocates a zero model (dim + 1 weights). Returns 0, FSGD_E_RANGE (dim > 2^32)

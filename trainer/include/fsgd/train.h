@@ -20,6 +20,27 @@
  * smaller shares cost more in synchronisation than they save. */
 #define FSGD_TRAIN_MIN_NNZ_PER_THREAD 16384
 
+/* epochs auto: the holdout loss is computed at evenly spread steps,
+ * FSGD_TRAIN_HOLDOUT_EVALS times an epoch or once every
+ * FSGD_TRAIN_LOOK_ROWS training rows, whichever is more often
+ * (fsgd_train_looks), and training stops after fsgd_train_patience looks
+ * without a new best: FSGD_TRAIN_PATIENCE looks, or a quarter epoch when
+ * that is more. So one epoch on small data, 200k rows on 1M rows, a quarter
+ * epoch on bigger files: an epoch there is long and the holdout large, but
+ * a slow steady gain over 200k rows must not stop it. */
+#define FSGD_TRAIN_HOLDOUT_EVALS 4
+#define FSGD_TRAIN_LOOK_ROWS 50000
+#define FSGD_TRAIN_PATIENCE 4
+
+/* epochs auto holds out job->holdout of the rows, at most this many. */
+#define FSGD_TRAIN_HOLDOUT_MAX 50000
+
+/* lr auto (job->lr < 0): FSGD_TRAIN_LR_AUTO_C / sqrt(steps per epoch),
+ * clamped to [MIN, MAX]; see fsgd_train. */
+#define FSGD_TRAIN_LR_AUTO_C 0.15
+#define FSGD_TRAIN_LR_AUTO_MIN 0.001
+#define FSGD_TRAIN_LR_AUTO_MAX 0.02
+
 typedef struct fsgd_train_stats {
     uint64_t steps, rows, nnz;      /* processed so far (rows/nnz count each visit) */
     int epoch;                      /* 1-based current epoch */
@@ -28,12 +49,23 @@ typedef struct fsgd_train_stats {
     uint64_t raw_bytes;             /* 8 bytes per sent (key, value) pair */
     uint64_t wire_bytes;            /* encoded bytes of every thread's gradient */
     double t_grad, t_encode, t_decode, t_update; /* seconds in each phase (summed over threads for grad/codec) */
+    double t_grad_round;            /* wall seconds of the gradient rounds (all threads at once) */
     fsgd_metrics_t test;            /* last evaluation (n == 0 before the first) */
     double time_to_target;          /* seconds when test AUC first reached job->target_auc, -1 if not */
+    double target_clock;            /* CLOCK_MONOTONIC seconds at that moment (whole-process timing), 0 if not */
     double best_test_auc;
     char backend[128];              /* the backend in use and its device ("auto" resolved) */
     int threads_used;               /* job->threads, or fewer when steps are too small to split */
     double nnz_per_step;            /* mean nonzeros in one step's batch */
+    double lr;                      /* Adam learning rate used (job->lr, or the auto value) */
+    double l2;                      /* λ used (job->l2, or 1/n_train when auto) */
+    size_t holdout_rows;            /* rows held out for early stopping (epochs auto), else 0 */
+    double holdout_loss;            /* best mean loss on them */
+    double best_epoch;              /* epochs (fractional) done when that best was reached */
+    double epochs_run;              /* epochs (fractional) trained */
+    int stopped_early;              /* 1 when the holdout loss stopped improving before max_epochs */
+    double patience_epochs;         /* epochs of looks without a new best that stop it */
+    double t_holdout;               /* seconds scoring the holdout rows (counted in seconds) */
 } fsgd_train_stats_t;
 
 /* Called once before the first step (end_of_epoch = -1: setup done, stats->backend set),
@@ -44,10 +76,47 @@ typedef void (*fsgd_train_progress_fn)(void *ctx, const fsgd_train_stats_t *s, i
  * dim is the feature dimension (every column of train/test must be < dim
  * except test columns, which are ignored when >= dim). On success *model
  * holds the weights (caller frees with fsgd_model_free) and *stats the
- * final figures. */
+ * final figures. With job->epochs 0 (auto) a job->holdout fraction of train
+ * is held out, training stops when its loss stops improving, and the model
+ * is the best one seen; job->l2 < 0 (auto) means λ = 1/n_train, job->lr < 0
+ * (auto) 0.15/sqrt(steps per epoch). Adam runs with per-key bias
+ * corrections (fsgd_adam_count_keys). */
 int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
                fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
                char *err, size_t errsz);
+
+/* Appends row r of src to dst with columns >= dim dropped and, when bias,
+ * the constant feature (dim, bias_value) added: the rows the trainers see.
+ * Returns 0 or FSGD_E_NOMEM. */
+int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
+                             float bias_value);
+
+/* fsgd_train's settings from the data: lr auto and l2 auto for n_fit
+ * training rows in steps of B (the job's values when not auto). */
+double fsgd_train_auto_lr(const fsgd_job_t *job, size_t n_fit, size_t B);
+double fsgd_train_auto_l2(const fsgd_job_t *job, size_t n_fit);
+
+/* Holdout looks an epoch of n_fit rows: max(FSGD_TRAIN_HOLDOUT_EVALS,
+ * ceil(n_fit / FSGD_TRAIN_LOOK_ROWS)), at most the steps an epoch. */
+uint64_t fsgd_train_looks(size_t n_fit, size_t steps_per_epoch);
+
+/* Looks without a new best before stopping: max(FSGD_TRAIN_PATIENCE, looks / 4). */
+int fsgd_train_patience(uint64_t looks);
+
+/* Rows read from the cache at a time by fsgd_train_stream: with B rows a
+ * step, the memory for data is this chunk, whatever the file's size. */
+#define FSGD_TRAIN_STREAM_CHUNK 65536
+
+/* fsgd_train over a row cache (fsgd/rowcache.h) instead of rows in memory:
+ * each epoch reads the cache in chunks of FSGD_TRAIN_STREAM_CHUNK rows,
+ * shuffles the rows within a chunk and trains on them in steps of B, so
+ * memory is the model's state plus one chunk. One thread, CPU backend,
+ * codec none. hold (may be NULL; required for epochs auto) are held-out
+ * rows kept in memory for early stopping; test may be NULL. The same
+ * defaults (lr, l2, epochs auto) and statistics as fsgd_train. */
+int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
+                      const fsgd_csr_t *test, uint64_t dim, fsgd_model_t *model, fsgd_train_stats_t *stats,
+                      fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz);
 
 /* Evaluates a model on rows: margins then fsgd_metrics_compute. */
 int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out);

@@ -1,0 +1,399 @@
+/* Delimited text (CSV/TSV/Criteo) to hashed CSR rows; see fsgd/delim.h. */
+#include "fsgd/delim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL /* header-only use: the hash is inlined into the loop */
+#include <xxhash.h>
+
+#include "fsgd/error.h"
+
+static const char *const kind_name[] = {"skip", "label", "num", "cat"};
+
+static int parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    if (len == 0 || len > 19)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* One COLUMNS item ("cat*26") appended to spec. */
+static int add_columns(fsgd_delim_spec_t *spec, const char *item, size_t len, char *err, size_t errsz)
+{
+    const char *star = memchr(item, '*', len);
+    size_t name_len = star ? (size_t)(star - item) : len;
+    uint64_t rep = 1;
+    if (star && (parse_u64(star + 1, len - name_len - 1, &rep) < 0 || rep == 0))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "columns: '%.*s': expected NAME*COUNT with COUNT >= 1",
+                            (int)len, item);
+    int kind = -1;
+    for (int k = 0; k < 4; k++)
+        if (strlen(kind_name[k]) == name_len && !memcmp(kind_name[k], item, name_len))
+            kind = k;
+    if (kind < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "columns: '%.*s' is not label, num, cat or skip", (int)name_len,
+                            item);
+    if (rep > FSGD_DELIM_MAX_COLS - spec->n_cols)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "columns: more than %d", FSGD_DELIM_MAX_COLS);
+    for (uint64_t i = 0; i < rep; i++) {
+        if (kind == FSGD_COL_LABEL) {
+            if (spec->label_col != (size_t)-1)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "columns: more than one label column");
+            spec->label_col = spec->n_cols;
+        }
+        spec->kind[spec->n_cols++] = (uint8_t)kind;
+    }
+    return FSGD_E_OK;
+}
+
+static int set_option(fsgd_delim_spec_t *spec, const char *opt, size_t len, char *err, size_t errsz)
+{
+    const char *eq = memchr(opt, '=', len);
+    uint64_t v;
+    if (!eq || parse_u64(eq + 1, len - (size_t)(eq - opt) - 1, &v) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "option '%.*s': expected NAME=NUMBER", (int)len, opt);
+    size_t nl = (size_t)(eq - opt);
+    if (nl == 6 && !memcmp(opt, "header", 6) && v <= 1)
+        spec->header = (int)v;
+    else if (nl == 4 && !memcmp(opt, "bits", 4) && v >= 1 && v <= 32)
+        spec->bits = (unsigned)v;
+    else if (nl == 4 && !memcmp(opt, "seed", 4))
+        spec->seed = v;
+    else
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "option '%.*s': expected header=0|1, bits=1..32 or seed=N", (int)len, opt);
+    return FSGD_E_OK;
+}
+
+int fsgd_delim_spec_parse(const char *text, fsgd_delim_spec_t *spec, char *err, size_t errsz)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->bits = 24;
+    spec->label_col = (size_t)-1;
+    if (!strcmp(text, "criteo"))
+        text = "tsv:label,num*13,cat*26";
+    if (!strncmp(text, "tsv:", 4))
+        spec->sep = '\t';
+    else if (!strncmp(text, "csv:", 4))
+        spec->sep = ',';
+    else
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "format '%s': expected libsvm, criteo, tsv:COLUMNS or csv:COLUMNS", text);
+    const char *p = text + 4;
+    const char *cols_end = strchr(p, ':');
+    if (!cols_end)
+        cols_end = p + strlen(p);
+    while (p < cols_end) {
+        const char *c = memchr(p, ',', (size_t)(cols_end - p));
+        const char *e = c ? c : cols_end;
+        FSGD_TRY(add_columns(spec, p, (size_t)(e - p), err, errsz));
+        p = c ? c + 1 : cols_end;
+    }
+    if (spec->label_col == (size_t)-1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "columns: no label column in '%s'", text);
+    p = cols_end;
+    while (*p == ':') {
+        p++;
+        const char *e = strchr(p, ':');
+        if (!e)
+            e = p + strlen(p);
+        FSGD_TRY(set_option(spec, p, (size_t)(e - p), err, errsz));
+        p = e;
+    }
+    return FSGD_E_OK;
+}
+
+int fsgd_delim_spec_format(const fsgd_delim_spec_t *spec, char *out, size_t cap)
+{
+    size_t n = 0;
+    int w = snprintf(out, cap, "%s:", spec->sep == '\t' ? "tsv" : "csv");
+    if (w < 0 || (size_t)w >= cap)
+        return FSGD_E_RANGE;
+    n = (size_t)w;
+    for (size_t i = 0; i < spec->n_cols;) {
+        size_t j = i;
+        while (j < spec->n_cols && spec->kind[j] == spec->kind[i])
+            j++;
+        w = j - i > 1 ? snprintf(out + n, cap - n, "%s%s*%zu", i ? "," : "", kind_name[spec->kind[i]], j - i)
+                      : snprintf(out + n, cap - n, "%s%s", i ? "," : "", kind_name[spec->kind[i]]);
+        if (w < 0 || (size_t)w >= cap - n)
+            return FSGD_E_RANGE;
+        n += (size_t)w;
+        i = j;
+    }
+    w = snprintf(out + n, cap - n, ":header=%d:bits=%u:seed=%llu", spec->header, spec->bits,
+                 (unsigned long long)spec->seed);
+    return w < 0 || (size_t)w >= cap - n ? FSGD_E_RANGE : FSGD_E_OK;
+}
+
+static uint64_t hash64(const fsgd_delim_spec_t *spec, size_t col, const char *text, size_t len)
+{
+    return XXH3_64bits_withSeed(text, len, spec->seed + col);
+}
+
+static uint32_t slot_of(const fsgd_delim_spec_t *spec, uint64_t h)
+{
+    return (uint32_t)(h >> (64 - spec->bits));
+}
+
+uint32_t fsgd_delim_hash(const fsgd_delim_spec_t *spec, size_t col, const char *text, size_t len)
+{
+    return slot_of(spec, hash64(spec, col, text, len));
+}
+
+typedef struct reader {
+    const fsgd_delim_spec_t *spec;
+    const char *path;
+    uint32_t *fp;            /* collision fingerprints, NULL when not counting */
+    fsgd_delim_stats_t st;
+    uint32_t *col;
+    float *val;
+    size_t cap;
+} reader_t;
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Criteo-style bucket of a num field: integers <= 2 as they are, larger
+ * values floor(ln(v)^2). Writes the token ("b:5") into buf; -1 if not a number. */
+static int num_token(const char *f, size_t len, char *buf, size_t cap, size_t *out_len)
+{
+    char tmp[64];
+    if (len >= sizeof tmp)
+        return -1;
+    memcpy(tmp, f, len);
+    tmp[len] = '\0';
+    char *end;
+    errno = 0;
+    double v = strtod(tmp, &end);
+    if (end == tmp || *end || !isfinite(v))
+        return -1;
+    long long b = v > 2 ? (long long)floor(log(v) * log(v)) : (long long)floor(v);
+    int w = snprintf(buf, cap, "b:%lld", b);
+    *out_len = (size_t)w;
+    return 0;
+}
+
+/* Records slot for collision counting: fp holds a 31-bit fingerprint of the
+ * first value seen in each slot, bit 31 marks a slot already counted as
+ * collided. */
+static void note_slot(reader_t *r, uint32_t slot, uint64_t h)
+{
+    uint32_t f = ((uint32_t)h & 0x7FFFFFFFu) | 1u;
+    uint32_t cur = r->fp[slot];
+    if (cur == 0) {
+        r->fp[slot] = f;
+        r->st.slots_used++;
+    } else if ((cur & 0x7FFFFFFFu) != f && !(cur & 0x80000000u)) {
+        r->fp[slot] = cur | 0x80000000u;
+        r->st.slots_collided++;
+    }
+}
+
+/* Parses one line [p, e) (no newline) into out. Returns 1 (row), 0 (blank) or an error. */
+static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e, fsgd_csr_t *out, char *err,
+                     size_t errsz)
+{
+    const fsgd_delim_spec_t *s = r->spec;
+    if (e > p && e[-1] == '\r')
+        e--;
+    if (p == e)
+        return 0;
+    const char *line = p;
+    size_t n = 0, field = 0;
+    double label = 0;
+    for (;;) {
+        const char *q = memchr(p, s->sep, (size_t)(e - p));
+        const char *fe = q ? q : e;
+        size_t len = (size_t)(fe - p);
+        if (field >= s->n_cols)
+            return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu: more than %zu fields", r->path,
+                                (unsigned long long)lineno, s->n_cols);
+        int kind = s->kind[field];
+        if (kind == FSGD_COL_LABEL) {
+            char tmp[64], *end;
+            if (len == 0 || len >= sizeof tmp)
+                return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu:%zu: column %zu (label): expected a number, got '%.*s'",
+                                    r->path, (unsigned long long)lineno, (size_t)(p - line) + 1, field + 1,
+                                    (int)(len > 40 ? 40 : len), p);
+            memcpy(tmp, p, len);
+            tmp[len] = '\0';
+            label = strtod(tmp, &end);
+            if (*end || !isfinite(label))
+                return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu:%zu: column %zu (label): expected a number, got '%.*s'",
+                                    r->path, (unsigned long long)lineno, (size_t)(p - line) + 1, field + 1,
+                                    (int)(len > 40 ? 40 : len), p);
+        } else if (kind != FSGD_COL_SKIP && len > 0) {
+            const char *text = p;
+            char tok[32];
+            if (kind == FSGD_COL_NUM) {
+                if (num_token(p, len, tok, sizeof tok, &len) < 0)
+                    return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu:%zu: column %zu (num): expected a number, got '%.*s'",
+                                        r->path, (unsigned long long)lineno, (size_t)(p - line) + 1, field + 1,
+                                        (int)(fe - p > 40 ? 40 : fe - p), p);
+                text = tok;
+            }
+            if (n == r->cap) {
+                size_t cap = r->cap ? r->cap * 2 : 64;
+                uint32_t *c = realloc(r->col, cap * sizeof *c);
+                if (c)
+                    r->col = c;
+                float *v = c ? realloc(r->val, cap * sizeof *v) : NULL;
+                if (!v)
+                    return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory", r->path,
+                                        (unsigned long long)lineno);
+                r->val = v;
+                r->cap = cap;
+            }
+            uint64_t h = hash64(s, field, text, len);
+            r->col[n++] = slot_of(s, h);
+            if (r->fp)
+                note_slot(r, slot_of(s, h), h);
+        }
+        field++;
+        if (!q)
+            break;
+        p = q + 1;
+    }
+    if (field != s->n_cols)
+        return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu: %zu fields, expected %zu", r->path,
+                            (unsigned long long)lineno, field, s->n_cols);
+    /* strictly increasing columns: sort, and merge fields that share a slot */
+    qsort(r->col, n, sizeof *r->col, cmp_u32);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && r->col[m - 1] == r->col[i]) {
+            r->val[m - 1] += 1;
+        } else {
+            r->col[m] = r->col[i];
+            r->val[m++] = 1;
+        }
+    }
+    if (fsgd_csr_append_row(out, label, r->col, r->val, m) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory", r->path, (unsigned long long)lineno);
+    return 1;
+}
+
+long fsgd_delim_parse(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src, fsgd_csr_t *out,
+                      char *err, size_t errsz)
+{
+    reader_t r = {.spec = spec, .path = src ? src : "<buffer>"};
+    const char *p = buf, *e = buf + len;
+    long got = 0;
+    int rc = fsgd_csr_reserve(out, 0, 0);
+    while (rc == 0 && p < e) {
+        const char *nl = memchr(p, '\n', (size_t)(e - p));
+        const char *le = nl ? nl : e;
+        r.st.lines++;
+        if (!(spec->header && r.st.lines == 1)) {
+            int k = parse_row(&r, r.st.lines, p, le, out, err, errsz);
+            if (k < 0)
+                rc = k;
+            got += k == 1;
+        }
+        p = nl ? nl + 1 : e;
+    }
+    free(r.col);
+    free(r.val);
+    return rc < 0 ? rc : got;
+}
+
+int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
+                    fsgd_delim_stats_t *stats, char *err, size_t errsz)
+{
+    return fsgd_delim_load_chunks(path, spec, count_collisions, out, 0, NULL, NULL, stats, err, errsz);
+}
+
+int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
+                           size_t chunk_rows, fsgd_delim_chunk_fn fn, void *ctx, fsgd_delim_stats_t *stats, char *err,
+                           size_t errsz)
+{
+    int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
+    if (fd < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    reader_t r = {.spec = spec, .path = path};
+    int rc = FSGD_E_OK;
+    if (count_collisions && !(r.fp = calloc((size_t)1 << spec->bits, sizeof *r.fp)))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for 2^%u collision fingerprints", spec->bits);
+    size_t cap = (size_t)4 << 20, len = 0, pos = 0;
+    char *buf = rc == 0 ? malloc(cap) : NULL;
+    if (rc == 0 && !buf)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+    int eof = 0;
+    while (rc == 0) {
+        char *nl = memchr(buf + pos, '\n', len - pos);
+        if (!nl && !eof) {
+            memmove(buf, buf + pos, len - pos);
+            len -= pos;
+            pos = 0;
+            if (len == cap) {
+                char *b = realloc(buf, cap * 2);
+                if (!b) {
+                    rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: line too long", path,
+                                      (unsigned long long)r.st.lines + 1);
+                    break;
+                }
+                buf = b;
+                cap *= 2;
+            }
+            ssize_t got = read(fd, buf + len, cap - len);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got < 0) {
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: read error after line %llu: %s", path,
+                                  (unsigned long long)r.st.lines, strerror(errno));
+                break;
+            }
+            if (got == 0)
+                eof = 1;
+            len += (size_t)got;
+            continue;
+        }
+        if (!nl && pos == len)
+            break;
+        char *le = nl ? nl : buf + len;
+        r.st.lines++;
+        if (!(spec->header && r.st.lines == 1)) {
+            int k = parse_row(&r, r.st.lines, buf + pos, le, out, err, errsz);
+            if (k < 0)
+                rc = k;
+            r.st.rows += k == 1;
+            if (rc == 0 && fn && out->n_rows >= chunk_rows) {
+                rc = fn(ctx, out, err, errsz);
+                fsgd_csr_clear(out);
+            }
+        }
+        pos = nl ? (size_t)(nl - buf) + 1 : len;
+    }
+    if (fd != 0)
+        close(fd);
+    free(buf);
+    free(r.fp);
+    free(r.col);
+    free(r.val);
+    if (rc == 0 && out->n_rows == 0 && !out->row_ptr) /* an empty file still gives a valid CSR */
+        rc = fsgd_csr_reserve(out, 0, 0);
+    if (rc == 0 && fn && out->n_rows) {
+        rc = fn(ctx, out, err, errsz);
+        fsgd_csr_clear(out);
+    }
+    if (stats)
+        *stats = r.st;
+    return rc;
+}

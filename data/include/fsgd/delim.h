@@ -1,0 +1,94 @@
+/* Delimited text rows (CSV, TSV, Criteo logs) with categorical columns,
+ * turned into hashed sparse rows.
+ *
+ * A spec names the separator and what each column is:
+ *   "criteo"                       = "tsv:label,num*13,cat*26" (Criteo's display-ad logs)
+ *   "tsv:COLUMNS[:OPT]..."         tab-separated
+ *   "csv:COLUMNS[:OPT]..."         comma-separated (no quoting: a field cannot hold a comma)
+ * COLUMNS is a comma-separated list of label | num | cat | skip, each with an
+ * optional *N repeat ("cat*26"); exactly one label column. OPTs:
+ *   header=1   the first line is a header and is skipped (default 0)
+ *   bits=B     features hash into 2^B columns, 1 <= B <= 32 (default 24)
+ *   seed=S     hash seed (default 0)
+ *
+ * Features: every non-empty field of a num or cat column is one feature of
+ * value 1 at column XXH3_64(field text, seed + column number) >> (64 - bits).
+ * A num field is first bucketed, as the Criteo challenge's winners did:
+ * integers v <= 2 stay v, larger values become floor(ln(v)^2), so the hash
+ * sees "b:<bucket>"; a num field that is not a number is an error. Empty
+ * fields are missing values and give no feature. Two fields of a row that hash
+ * to one column give one entry of value 2 (the row's columns stay strictly
+ * increasing). Labels: any finite number; > 0 is the positive class.
+ *
+ * Errors name the place like the LIBSVM reader: "file:line:col: column 3
+ * (num): expected a number, got 'x'" or "file:line: 39 fields, expected 40".
+ *
+ * The canonical text of a spec (fsgd_delim_spec_format) is what model files
+ * record, so predict hashes exactly as train did. */
+#ifndef FSGD_DELIM_H
+#define FSGD_DELIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/csr.h"
+
+#define FSGD_DELIM_MAX_COLS 1024
+#define FSGD_DELIM_SPEC_MAX 512
+
+enum { FSGD_COL_SKIP = 0, FSGD_COL_LABEL = 1, FSGD_COL_NUM = 2, FSGD_COL_CAT = 3 };
+
+typedef struct fsgd_delim_spec {
+    char sep;                /* '\t' or ',' */
+    int header;              /* skip the first line */
+    unsigned bits;           /* hash space 2^bits */
+    uint64_t seed;
+    size_t n_cols;
+    size_t label_col;
+    uint8_t kind[FSGD_DELIM_MAX_COLS];
+} fsgd_delim_spec_t;
+
+/* Parses a spec ("criteo", "tsv:...", "csv:..."). Returns 0 or FSGD_E_ARG
+ * with err naming the part ("columns: 'kat' is not label, num, cat or skip"). */
+int fsgd_delim_spec_parse(const char *text, fsgd_delim_spec_t *spec, char *err, size_t errsz);
+
+/* Writes the canonical text of spec ("tsv:label,num*13,cat*26:header=0:bits=24:seed=0"),
+ * which fsgd_delim_spec_parse reads back to the same spec. Returns 0, or
+ * FSGD_E_RANGE when cap is too small. */
+int fsgd_delim_spec_format(const fsgd_delim_spec_t *spec, char *out, size_t cap);
+
+/* The column (< 2^bits) that column number col with value text[0..len) hashes to. */
+uint32_t fsgd_delim_hash(const fsgd_delim_spec_t *spec, size_t col, const char *text, size_t len);
+
+typedef struct fsgd_delim_stats {
+    uint64_t lines, rows;
+    uint64_t slots_used;      /* distinct hash columns that got a feature (counted when counting) */
+    uint64_t slots_collided;  /* of those, columns that two or more distinct field values hashed to */
+} fsgd_delim_stats_t;
+
+/* Reads a whole file ("-": stdin) into out: one row per non-empty line (after
+ * the header). count_collisions keeps a 4-byte fingerprint per hash column
+ * (4·2^bits bytes) to fill slots_used / slots_collided; collisions between
+ * fingerprints that are themselves equal (1 in 2^32) go uncounted. Returns
+ * 0 or a negative fsgd_err_t with err "file:line[:col]: ..."; stats may be NULL. */
+int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
+                    fsgd_delim_stats_t *stats, char *err, size_t errsz);
+
+/* Parses the lines of buf[0..len) (a header line first when spec says so)
+ * and appends the rows to out; src names the origin in errors. Returns the
+ * rows appended or a negative error ("src:line:col: ..."). */
+long fsgd_delim_parse(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src, fsgd_csr_t *out,
+                      char *err, size_t errsz);
+
+/* Called with every chunk_rows rows (fewer at the end); the rows are cleared
+ * after it returns. A negative return stops reading with that error. */
+typedef int (*fsgd_delim_chunk_fn)(void *ctx, const fsgd_csr_t *rows, char *err, size_t errsz);
+
+/* fsgd_delim_load handing the rows to fn in chunks instead of keeping them
+ * (fn NULL: keep them all, as fsgd_delim_load), so a file larger than memory
+ * can be read: out is the chunk buffer. */
+int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
+                           size_t chunk_rows, fsgd_delim_chunk_fn fn, void *ctx, fsgd_delim_stats_t *stats, char *err,
+                           size_t errsz);
+
+#endif

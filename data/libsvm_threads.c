@@ -1,0 +1,170 @@
+/* Loading a LIBSVM file with several threads: the file is read in blocks,
+ * each block cut at line ends into one part per thread, the parts parsed in
+ * parallel by fsgd_libsvm_parse (which knows each part's first line number,
+ * so errors name the same file:line:col as the one-thread reader) and
+ * appended in order. Parsing is most of the load time; reading and the
+ * appends stay on the calling thread. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsgd/error.h"
+#include "fsgd/libsvm.h"
+
+#define BLOCK (64u << 20)
+#define MAX_PARTS 16
+
+typedef struct part {
+    const char *buf;
+    size_t len;
+    uint64_t first_line;
+    const char *path;
+    const fsgd_libsvm_opts_t *opts;
+    fsgd_csr_t rows;
+    fsgd_libsvm_stats_t st;
+    long got;
+    char err[512];
+} part_t;
+
+static void *parse_part(void *arg)
+{
+    part_t *p = arg;
+    p->got = fsgd_libsvm_parse(p->buf, p->len, p->path, p->first_line, p->opts, &p->rows, &p->st, p->err,
+                               sizeof p->err);
+    return NULL;
+}
+
+static size_t count_lines(const char *b, size_t n)
+{
+    size_t c = 0;
+    for (const char *e = b + n; (b = memchr(b, '\n', (size_t)(e - b))) != NULL; b++)
+        c++;
+    return c;
+}
+
+/* Parses region[0..len) (whole lines) in up to nt parts and appends the rows
+ * to out in order. Returns 0 or the first part's error (rows of earlier
+ * parts kept, as the one-thread reader keeps rows before an error). */
+static int parse_region(const char *region, size_t len, int nt, const char *path, const fsgd_libsvm_opts_t *opts,
+                        uint64_t *line, fsgd_csr_t *out, fsgd_libsvm_stats_t *st, char *err, size_t errsz)
+{
+    part_t parts[MAX_PARTS];
+    pthread_t tid[MAX_PARTS];
+    int started[MAX_PARTS] = {0};
+    size_t start = 0;
+    int n = 0;
+    for (int k = 0; k < nt && start < len; k++) {
+        size_t end = k == nt - 1 ? len : len * (size_t)(k + 1) / (size_t)nt;
+        if (end < start)
+            end = start;
+        const char *nl = end < len ? memchr(region + end, '\n', len - end) : NULL;
+        end = nl ? (size_t)(nl - region) + 1 : len;
+        parts[n] = (part_t){.buf = region + start, .len = end - start, .first_line = *line, .path = path, .opts = opts};
+        *line += count_lines(region + start, end - start);
+        start = end;
+        n++;
+    }
+    if (len && region[len - 1] != '\n')
+        (*line)++; /* a last line without a newline */
+    for (int k = 1; k < n; k++)
+        started[k] = pthread_create(&tid[k], NULL, parse_part, &parts[k]) == 0;
+    parse_part(&parts[0]);
+    for (int k = 1; k < n; k++) {
+        if (started[k])
+            pthread_join(tid[k], NULL);
+        else
+            parse_part(&parts[k]);
+    }
+    int rc = FSGD_E_OK;
+    for (int k = 0; k < n; k++) {
+        part_t *p = &parts[k];
+        if (rc == 0 && p->rows.n_rows) {
+            if (fsgd_csr_append_rows(out, &p->rows, 0, p->rows.n_rows) < 0)
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
+        }
+        if (rc == 0) {
+            st->lines += p->st.lines;
+            st->rows += p->st.rows;
+            st->bytes += p->st.bytes;
+            for (uint64_t i = 0; i < p->st.bad_rows; i++) {
+                if (st->bad_rows < FSGD_LIBSVM_BAD_KEPT && i < FSGD_LIBSVM_BAD_KEPT)
+                    memcpy(st->first_bad[st->bad_rows], p->st.first_bad[i], sizeof st->first_bad[0]);
+                st->bad_rows++;
+            }
+            if (p->got < 0)
+                rc = fsgd_err_fmt(err, errsz, (int)p->got, "%s", p->err);
+        }
+        fsgd_csr_free(&p->rows);
+    }
+    return rc;
+}
+
+int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, int threads, fsgd_csr_t *out,
+                             fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
+{
+    static const fsgd_libsvm_opts_t defaults;
+    if (!opts)
+        opts = &defaults;
+    if (threads < 2 || !strcmp(path, "-"))
+        return fsgd_libsvm_load(path, opts, out, stats, err, errsz);
+    if (threads > MAX_PARTS)
+        threads = MAX_PARTS;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    fsgd_libsvm_stats_t st = {0};
+    size_t cap = opts->read_buf ? opts->read_buf : BLOCK, len = 0; /* read_buf: small blocks in tests */
+    char *buf = malloc(cap);
+    int rc = buf ? fsgd_csr_reserve(out, 0, 0) : FSGD_E_NOMEM;
+    if (rc < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
+    uint64_t line = 1;
+    int eof = 0;
+    while (rc == 0 && !eof) {
+        while (len < cap) {
+            ssize_t got = read(fd, buf + len, cap - len);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got < 0) {
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: read error after line %llu: %s", path,
+                                  (unsigned long long)st.lines, strerror(errno));
+                break;
+            }
+            if (got == 0) {
+                eof = 1;
+                break;
+            }
+            len += (size_t)got;
+        }
+        if (rc < 0)
+            break;
+        /* whole lines only, unless the file ends here */
+        size_t cut = len;
+        if (!eof) {
+            const char *nl = len ? memrchr(buf, '\n', len) : NULL;
+            if (!nl) { /* one line longer than the block: grow */
+                char *b = realloc(buf, cap * 2);
+                if (!b) {
+                    rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: line too long", path,
+                                      (unsigned long long)line);
+                    break;
+                }
+                buf = b;
+                cap *= 2;
+                continue;
+            }
+            cut = (size_t)(nl - buf) + 1;
+        }
+        rc = parse_region(buf, cut, threads, path, opts, &line, out, &st, err, errsz);
+        memmove(buf, buf + cut, len - cut);
+        len -= cut;
+    }
+    close(fd);
+    free(buf);
+    if (stats)
+        *stats = st;
+    return rc;
+}

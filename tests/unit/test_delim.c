@@ -1,0 +1,140 @@
+/* Delimited-text input (fsgd/delim.h): specs round-trip, rows hash as
+ * documented, fields sharing a column merge, collisions are counted, and
+ * malformed rows name file:line:col. */
+#include <string.h>
+
+#include "fsgd/delim.h"
+#include "fsgd/error.h"
+#include "testlib.h"
+
+static void test_spec_parse_format(void)
+{
+    fsgd_delim_spec_t s, back;
+    char err[512], text[FSGD_DELIM_SPEC_MAX];
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("criteo", &s, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(s.sep, '\t');
+    CU_ASSERT_EQUAL(s.n_cols, 40);
+    CU_ASSERT_EQUAL(s.label_col, 0);
+    CU_ASSERT_EQUAL(s.kind[13], FSGD_COL_NUM);
+    CU_ASSERT_EQUAL(s.kind[14], FSGD_COL_CAT);
+    CU_ASSERT_EQUAL(s.bits, 24);
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_format(&s, text, sizeof text), 0);
+    CU_ASSERT_STRING_EQUAL(text, "tsv:label,num*13,cat*26:header=0:bits=24:seed=0");
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("csv:skip,label,cat*3,num:header=1:bits=12:seed=7", &s, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(s.sep, ',');
+    CU_ASSERT_EQUAL(s.label_col, 1);
+    CU_ASSERT_EQUAL(s.n_cols, 6);
+    CU_ASSERT_EQUAL(s.header, 1);
+    CU_ASSERT_EQUAL(s.seed, 7);
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_format(&s, text, sizeof text), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse(text, &back, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(memcmp(&s, &back, sizeof s), 0);
+    CU_ASSERT_EQUAL(fsgd_delim_spec_parse("tsv:cat*3", &s, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "no label column");
+    CU_ASSERT_EQUAL(fsgd_delim_spec_parse("tsv:label,kat", &s, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "'kat' is not label, num, cat or skip");
+    CU_ASSERT_EQUAL(fsgd_delim_spec_parse("tsv:label,label", &s, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_delim_spec_parse("tsv:label,cat:bits=33", &s, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_delim_spec_parse("svm:label", &s, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_delim_spec_parse("tsv:label,cat*0", &s, err, sizeof err), FSGD_E_ARG);
+}
+
+/* A row's columns are the documented hashes, sorted, with num fields
+ * bucketed and a shared column merged into one entry of value 2. */
+static void test_rows_hash_as_documented(void)
+{
+    fsgd_delim_spec_t s;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("tsv:label,num,cat,cat,skip:bits=20", &s, err, sizeof err), 0);
+    const char *path = fsgd_test_tmp("rows.tsv");
+    const char *text = "1\t100\tab\tcd\tzz\n"
+                       "0\t\t\tcd\tzz\r\n"
+                       "\n"
+                       "-1\t2\tab\tab\t\n";
+    fsgd_test_write_file(path, text, strlen(text));
+    fsgd_csr_t m = {0};
+    fsgd_delim_stats_t st;
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_load(path, &s, 1, &m, &st, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(m.n_rows, 3);
+    CU_ASSERT_EQUAL(st.lines, 4);
+    CU_ASSERT_EQUAL(m.label[0], 1);
+    CU_ASSERT_EQUAL(m.label[2], -1);
+    /* row 0: num 100 -> floor(ln(100)^2) = 21 */
+    uint32_t want[3] = {fsgd_delim_hash(&s, 1, "b:21", 4), fsgd_delim_hash(&s, 2, "ab", 2),
+                        fsgd_delim_hash(&s, 3, "cd", 2)};
+    CU_ASSERT_EQUAL_FATAL(m.row_ptr[1], 3);
+    for (int i = 0; i < 3; i++) {
+        int found = 0;
+        for (int k = 0; k < 3; k++)
+            found |= m.col[k] == want[i];
+        CU_ASSERT_TRUE(found);
+        CU_ASSERT_EQUAL(m.val[i], 1.0f);
+    }
+    CU_ASSERT_TRUE(m.col[0] < m.col[1] && m.col[1] < m.col[2]);
+    /* row 1: empty fields are missing; only cd */
+    CU_ASSERT_EQUAL(m.row_ptr[2] - m.row_ptr[1], 1);
+    CU_ASSERT_EQUAL(m.col[m.row_ptr[1]], want[2]);
+    /* row 2: "ab" in columns 2 and 3 hashes with different seeds: two entries */
+    CU_ASSERT_EQUAL(m.row_ptr[3] - m.row_ptr[2], 3);
+    CU_ASSERT_EQUAL(st.slots_used, 5); /* b:21, ab@2, cd@3, b:2, ab@3 (distinct unless they collide) */
+    CU_ASSERT_EQUAL(st.slots_collided, 0);
+    fsgd_csr_free(&m);
+
+    /* bits=1: two columns for 3+ distinct values, so some column is shared;
+     * fields of one row that share it merge into value 2 */
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("csv:label,cat*4:bits=1", &s, err, sizeof err), 0);
+    text = "1,a,b,c,d\n";
+    fsgd_test_write_file(path, text, strlen(text));
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_load(path, &s, 1, &m, &st, err, sizeof err), 0);
+    CU_ASSERT_TRUE(m.nnz >= 1 && m.nnz <= 2);
+    float sum = 0;
+    for (size_t i = 0; i < m.nnz; i++)
+        sum += m.val[i];
+    CU_ASSERT_EQUAL(sum, 4.0f);
+    CU_ASSERT_TRUE(st.slots_collided >= 1);
+    CU_ASSERT_EQUAL(st.slots_used, m.nnz);
+    fsgd_csr_free(&m);
+}
+
+static void expect_error(const char *spec_text, const char *text, int code, const char *msg)
+{
+    fsgd_delim_spec_t s;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse(spec_text, &s, err, sizeof err), 0);
+    const char *path = fsgd_test_tmp("bad.tsv");
+    fsgd_test_write_file(path, text, strlen(text));
+    fsgd_csr_t m = {0};
+    CU_ASSERT_EQUAL(fsgd_delim_load(path, &s, 0, &m, NULL, err, sizeof err), code);
+    FSGD_ASSERT_CONTAINS(err, path);
+    FSGD_ASSERT_CONTAINS(err, msg);
+    fsgd_csr_free(&m);
+}
+
+static void test_malformed_rows(void)
+{
+    expect_error("tsv:label,num,cat", "1\t2\tx\n0\t3\n", FSGD_E_PARSE, ":2: 2 fields, expected 3");
+    expect_error("tsv:label,num,cat", "1\t2\tx\t\n", FSGD_E_PARSE, ":1: more than 3 fields");
+    expect_error("tsv:label,num,cat", "1\t2\tx\n1\tabc\tx\n", FSGD_E_PARSE,
+                 ":2:3: column 2 (num): expected a number, got 'abc'");
+    expect_error("tsv:label,num,cat", "yes\t2\tx\n", FSGD_E_PARSE,
+                 ":1:1: column 1 (label): expected a number, got 'yes'");
+    expect_error("csv:label,cat:header=1", "click,site\n1,a\n,b\n", FSGD_E_PARSE,
+                 ":3:1: column 1 (label): expected a number, got ''");
+    fsgd_delim_spec_t s;
+    char err[512];
+    fsgd_csr_t m = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("criteo", &s, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_delim_load(fsgd_test_tmp("none.tsv"), &s, 0, &m, NULL, err, sizeof err), FSGD_E_IO);
+    FSGD_ASSERT_CONTAINS(err, "none.tsv");
+}
+
+void fsgd_test_register(void)
+{
+    static const fsgd_test_case_t cases[] = {
+        {"specs parse, format and round-trip; bad specs named", test_spec_parse_format},
+        {"rows hash as documented; shared columns merge; collisions counted", test_rows_hash_as_documented},
+        {"malformed rows name file:line:col", test_malformed_rows},
+        {NULL, NULL},
+    };
+    fsgd_test_suite("delim", cases);
+}

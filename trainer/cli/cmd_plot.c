@@ -1,0 +1,483 @@
+/* fsgd plot: pictures of finished runs from their metrics JSON (fsgd run
+ * --metrics-json): training loss against time and against bytes sent,
+ * test AUC per epoch, and the per-step time breakdown as stacked bars, one
+ * line (or bar) per run. gnuplot draws them: this command writes the data
+ * files and a gnuplot script into a temporary folder, runs gnuplot there
+ * and moves the picture into place through fsgd/outfile.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fsgd/error.h"
+#include "fsgd/outfile.h"
+
+extern char **environ;
+
+static const char usage[] =
+    "usage: fsgd plot RUN.json... --out FILE.png|FILE.svg [--size WxH] [--title TEXT] [--keep-script DIR]\n"
+    "Draws the metrics of finished distributed runs (fsgd run --metrics-json), one line or bar per run,\n"
+    "labelled by strategy and workers, in four panels: training loss against seconds since step 1,\n"
+    "training loss against bytes sent (gradients up + model updates down, all workers), test AUC per\n"
+    "epoch, and the time of a step split into gradient, encode, decode, wait and update (stacked bars).\n"
+    "The format follows the extension of --out. gnuplot must be installed (Debian: gnuplot-nox).\n"
+    "  --size WxH         picture size in pixels (default 1280x960)\n"
+    "  --title TEXT       title above the panels (default: the job name)\n"
+    "  --keep-script DIR  also write the gnuplot script and its data files into DIR (to restyle by hand)";
+
+#define MAX_RUNS 16
+#define PHASES 5
+static const char *const phase_key[PHASES] = {"gradient", "encode", "decode", "comm_wait", "update"};
+static const char *const phase_title[PHASES] = {"gradient", "encode", "decode", "wait", "update"};
+
+typedef struct run {
+    const char *path;
+    json_t *root;
+    char label[160];
+    char job[128];
+    int has_trace;
+} run_t;
+
+/* A field of an object that must be there with a type; NULL with the
+ * error printed. */
+static json_t *need(const run_t *r, json_t *obj, const char *key, json_type type, const char *where)
+{
+    json_t *v = json_object_get(obj, key);
+    static const char *const tn[] = {"an object", "an array", "a string", "an integer", "a number", "true", "false",
+                                     "null"};
+    int ok = v && (json_typeof(v) == type || (type == JSON_REAL && json_is_number(v)));
+    if (!ok) {
+        fsgd_cli_error("plot: %s: %s\"%s\" %s: expected %s (is it the --metrics-json of fsgd run?)", r->path, where,
+                       key, v ? "has the wrong type" : "is missing", tn[type]);
+        return NULL;
+    }
+    return v;
+}
+
+/* Loads and checks one run; 0 or an exit status (printed). */
+static int load_run(run_t *r)
+{
+    json_error_t e;
+    struct stat sb;
+    if (stat(r->path, &sb) != 0) {
+        fsgd_cli_error("plot: %s: %s", r->path, strerror(errno));
+        return FSGD_EXIT_IO;
+    }
+    r->root = json_load_file(r->path, JSON_REJECT_DUPLICATES, &e);
+    if (!r->root) {
+        fsgd_cli_error("plot: %s:%d:%d: not valid JSON: %s", r->path, e.line, e.column, e.text);
+        return FSGD_EXIT_DATA;
+    }
+    if (!json_is_object(r->root)) {
+        fsgd_cli_error("plot: %s: expected a JSON object (the --metrics-json of fsgd run)", r->path);
+        return FSGD_EXIT_DATA;
+    }
+    json_t *codec = need(r, r->root, "codec", JSON_STRING, "");
+    json_t *per = need(r, r->root, "per_epoch", JSON_ARRAY, "");
+    json_t *ps = need(r, r->root, "per_step_seconds", JSON_OBJECT, "");
+    if (!codec || !per || !ps)
+        return FSGD_EXIT_DATA;
+    for (int p = 0; p < PHASES; p++)
+        if (!need(r, ps, phase_key[p], JSON_REAL, "per_step_seconds."))
+            return FSGD_EXIT_DATA;
+    size_t i;
+    json_t *ep;
+    json_array_foreach(per, i, ep)
+    {
+        char where[64];
+        snprintf(where, sizeof where, "per_epoch[%zu].", i);
+        if (!json_is_object(ep)) {
+            fsgd_cli_error("plot: %s: per_epoch[%zu] is not an object", r->path, i);
+            return FSGD_EXIT_DATA;
+        }
+        if (!need(r, ep, "epoch", JSON_INTEGER, where) || !need(r, ep, "test_auc", JSON_REAL, where) ||
+            !need(r, ep, "train_loss", JSON_REAL, where) || !need(r, ep, "seconds_from_step1", JSON_REAL, where))
+            return FSGD_EXIT_DATA;
+    }
+    json_t *tr = json_object_get(r->root, "trace");
+    if (tr) {
+        static const char *const cols[] = {"seconds_from_step1", "loss", "bytes_up", "bytes_down"};
+        size_t n = 0;
+        for (int c = 0; c < 4; c++) {
+            json_t *a = need(r, tr, cols[c], JSON_ARRAY, "trace.");
+            if (!a)
+                return FSGD_EXIT_DATA;
+            if (c && json_array_size(a) != n) {
+                fsgd_cli_error("plot: %s: trace.%s has %zu values, trace.%s %zu", r->path, cols[c],
+                               json_array_size(a), cols[0], n);
+                return FSGD_EXIT_DATA;
+            }
+            n = json_array_size(a);
+        }
+        r->has_trace = 1;
+    }
+    json_t *w = json_object_get(r->root, "workers");
+    long long workers = -1;
+    if (json_is_object(w) && json_is_integer(json_object_get(w, "live")))
+        workers = json_integer_value(json_object_get(w, "live")) +
+                  (json_is_integer(json_object_get(w, "dropped")) ? json_integer_value(json_object_get(w, "dropped"))
+                                                                   : 0);
+    if (workers >= 0)
+        snprintf(r->label, sizeof r->label, "%s, %lld worker%s", json_string_value(codec), workers,
+                 workers == 1 ? "" : "s");
+    else
+        snprintf(r->label, sizeof r->label, "%s", json_string_value(codec));
+    json_t *job = json_object_get(r->root, "job");
+    snprintf(r->job, sizeof r->job, "%s", json_is_string(job) ? json_string_value(job) : "");
+    return 0;
+}
+
+static double num(json_t *v) { return json_is_number(v) ? json_number_value(v) : NAN; }
+
+/* A gnuplot single-quoted string: ' doubles; no other escapes apply. */
+static void gp_str(FILE *f, const char *s)
+{
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputc('\'', f);
+        if (*s != '\n')
+            fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+/* A gnuplot data-file string column: double quotes, with " left out. */
+static void dat_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++)
+        if (*s != '"' && *s != '\n')
+            fputc(*s, f);
+    fputc('"', f);
+}
+
+static FILE *open_in(const char *dir, const char *name, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s", dir, name);
+    return fopen(path, "w");
+}
+
+/* Writes the data files and plot.gp into dir; 0 or -1 (errno). */
+static int write_files(const char *dir, run_t *runs, int n, const char *fmt, int w, int h, const char *title,
+                       const char *picture)
+{
+    char path[FSGD_OUTFILE_PATH_MAX + 64];
+    FILE *f;
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        /* loss against time and bytes: the trace, or the epoch ends */
+        snprintf(name, sizeof name, "run%d.loss", i);
+        if (!(f = open_in(dir, name, path, sizeof path)))
+            return -1;
+        fprintf(f, "# seconds_from_step1 train_loss megabytes_sent\n");
+        json_t *tr = json_object_get(runs[i].root, "trace");
+        if (runs[i].has_trace) {
+            json_t *t = json_object_get(tr, "seconds_from_step1"), *l = json_object_get(tr, "loss"),
+                   *u = json_object_get(tr, "bytes_up"), *d = json_object_get(tr, "bytes_down");
+            for (size_t k = 0; k < json_array_size(t); k++) {
+                double loss = num(json_array_get(l, k));
+                fprintf(f, "%.6g %.8g %.8g\n", num(json_array_get(t, k)), isfinite(loss) ? loss : NAN,
+                        (num(json_array_get(u, k)) + num(json_array_get(d, k))) / 1e6);
+            }
+        } else {
+            size_t k;
+            json_t *ep;
+            json_array_foreach(json_object_get(runs[i].root, "per_epoch"), k, ep)
+                fprintf(f, "%.6g %.8g NaN\n", num(json_object_get(ep, "seconds_from_step1")),
+                        num(json_object_get(ep, "train_loss")));
+        }
+        if (fclose(f))
+            return -1;
+        snprintf(name, sizeof name, "run%d.auc", i);
+        if (!(f = open_in(dir, name, path, sizeof path)))
+            return -1;
+        fprintf(f, "# epoch test_auc\n");
+        size_t k;
+        json_t *ep;
+        json_array_foreach(json_object_get(runs[i].root, "per_epoch"), k, ep)
+        {
+            double auc = num(json_object_get(ep, "test_auc"));
+            fprintf(f, "%lld %.8g\n", (long long)json_integer_value(json_object_get(ep, "epoch")),
+                    auc >= 0 ? auc : NAN); /* -1: no test data */
+        }
+        if (fclose(f))
+            return -1;
+    }
+    if (!(f = open_in(dir, "breakdown.dat", path, sizeof path)))
+        return -1;
+    fprintf(f, "# run, milliseconds per step:");
+    for (int p = 0; p < PHASES; p++)
+        fprintf(f, " %s", phase_title[p]);
+    fputc('\n', f);
+    for (int i = 0; i < n; i++) {
+        dat_str(f, runs[i].label);
+        json_t *ps = json_object_get(runs[i].root, "per_step_seconds");
+        for (int p = 0; p < PHASES; p++)
+            fprintf(f, " %.6g", num(json_object_get(ps, phase_key[p])) * 1e3);
+        fputc('\n', f);
+    }
+    if (fclose(f))
+        return -1;
+
+    if (!(f = open_in(dir, "plot.gp", path, sizeof path)))
+        return -1;
+    fprintf(f, "# written by fsgd plot; run in this folder: gnuplot plot.gp\n");
+    if (!strcmp(fmt, "svg")) {
+        fprintf(f, "set terminal svg size %d,%d fixed noenhanced font 'sans,11' background rgb 'white'\n", w, h);
+    } else {
+        fprintf(f, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+                   "    set terminal pngcairo size %d,%d noenhanced font 'sans,10' background rgb 'white'\n"
+                   "} else {\n"
+                   "    set terminal png size %d,%d noenhanced\n}\n",
+                w, h, w, h);
+    }
+    fprintf(f, "set output ");
+    gp_str(f, picture);
+    fprintf(f, "\nset datafile missing NaN\nset grid\nset key top right\nset style data lines\n");
+    fprintf(f, "set multiplot layout 2,2 title ");
+    gp_str(f, title);
+    fputc('\n', f);
+    static const char *const panels[3][4] = {
+        {"training loss (moving average) against time", "seconds since step 1", "training loss", "1:2"},
+        {"training loss against bytes sent", "MB sent (up + down, all workers)", "training loss", "3:2"},
+        {"test AUC per epoch", "epoch", "test AUC", "1:2"}};
+    for (int pn = 0; pn < 3; pn++) {
+        fprintf(f, "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\n", panels[pn][0], panels[pn][1],
+                panels[pn][2]);
+        fprintf(f, pn == 2 ? "set xtics 1\n" : "set xtics autofreq\n");
+        fprintf(f, "plot ");
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "%s'run%d.%s' using %s with %s lw 2 lc %d title ", i ? ", \\\n     " : "", i,
+                    pn == 2 ? "auc" : "loss", panels[pn][3], pn == 2 || !runs[i].has_trace ? "linespoints" : "lines",
+                    i + 1);
+            gp_str(f, runs[i].label);
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "set title 'time of a step, by phase'\nset xlabel ''\nset ylabel 'milliseconds per step'\n"
+               "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 border -1\n"
+               "set boxwidth 0.6\nset yrange [0:*]\nset xtics autofreq\nset key outside right top\n");
+    fprintf(f, "plot 'breakdown.dat' using 2:xtic(1) title '%s'", phase_title[0]);
+    for (int p = 1; p < PHASES; p++)
+        fprintf(f, ", '' using %d title '%s'", p + 2, phase_title[p]);
+    fprintf(f, "\nunset multiplot\nset output\n");
+    return fclose(f) ? -1 : 0;
+}
+
+/* Runs gnuplot plot.gp in dir, its output in dir/gnuplot.log. 0, or the
+ * exit status (printed). */
+static int run_gnuplot(const char *dir)
+{
+    char log[FSGD_OUTFILE_PATH_MAX + 32];
+    snprintf(log, sizeof log, "%s/gnuplot.log", dir);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    /* gnuplot reads the data files relative to its working folder */
+    posix_spawn_file_actions_addchdir_np(&fa, dir);
+    char *argv[] = {"gnuplot", "plot.gp", NULL};
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        if (rc == ENOENT)
+            fsgd_cli_error("plot: gnuplot is not installed (not found on PATH): install it "
+                           "(Debian: apt-get install gnuplot-nox, or scripts/install-deps.sh)");
+        else
+            fsgd_cli_error("plot: cannot run gnuplot: %s", strerror(rc));
+        return rc == ENOENT ? FSGD_EXIT_USAGE : FSGD_EXIT_INTERNAL;
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        return 0;
+    /* exec failed in the child (posix_spawnp may report it only as 127) */
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+        fsgd_cli_error("plot: gnuplot is not installed (not found on PATH): install it "
+                       "(Debian: apt-get install gnuplot-nox, or scripts/install-deps.sh)");
+        return FSGD_EXIT_USAGE;
+    }
+    fsgd_cli_error("plot: gnuplot failed (%s %d); its output:", WIFEXITED(st) ? "status" : "signal",
+                   WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    FILE *f = fopen(log, "r");
+    char line[512];
+    for (int k = 0; f && k < 20 && fgets(line, sizeof line, f); k++)
+        fprintf(stderr, "  %s", line);
+    if (f)
+        fclose(f);
+    return FSGD_EXIT_INTERNAL;
+}
+
+/* Copies src to out through fsgd/outfile.h; 0 or an exit status. */
+static int install(const char *src, const char *out)
+{
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    FILE *in = fopen(src, "rb");
+    if (!in) {
+        fsgd_cli_error("plot: gnuplot wrote no picture (%s)", strerror(errno));
+        return FSGD_EXIT_INTERNAL;
+    }
+    fsgd_outfile_t o;
+    FILE *f = NULL;
+    int rc = fsgd_outfile_open(&o, out, err, sizeof err);
+    if (rc == 0 && !(f = fsgd_outfile_stream(&o, err, sizeof err))) {
+        fsgd_outfile_abort(&o);
+        rc = FSGD_E_IO;
+    }
+    if (rc < 0) {
+        fclose(in);
+        fsgd_cli_error("plot: %s", err);
+        return fsgd_cli_status(rc);
+    }
+    char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, in)) > 0)
+        fwrite(buf, 1, k, f);
+    int rerr = ferror(in);
+    fclose(in);
+    if (rerr) {
+        fsgd_outfile_abort(&o);
+        fsgd_cli_error("plot: reading gnuplot's picture failed");
+        return FSGD_EXIT_IO;
+    }
+    if ((rc = fsgd_outfile_commit(&o, err, sizeof err)) < 0) {
+        fsgd_cli_error("plot: %s", err);
+        return fsgd_cli_status(rc);
+    }
+    return 0;
+}
+
+static void remove_dir(const char *dir)
+{
+    static const char *const fixed[] = {"plot.gp", "breakdown.dat", "gnuplot.log", "picture"};
+    char p[FSGD_OUTFILE_PATH_MAX + 64];
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, fixed[i]);
+        unlink(p);
+    }
+    for (int i = 0; i < MAX_RUNS; i++) {
+        snprintf(p, sizeof p, "%s/run%d.loss", dir, i);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/run%d.auc", dir, i);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+int fsgd_cmd_plot(int argc, char **argv)
+{
+    const char *out = NULL, *title = NULL, *keep = NULL;
+    int w = 1280, h = 960;
+    run_t runs[MAX_RUNS];
+    int n = 0;
+    memset(runs, 0, sizeof runs);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("%s\n", usage);
+            fsgd_cli_print_exit_codes(stdout);
+            return 0;
+        }
+        int has_value = !strcmp(a, "--out") || !strcmp(a, "--size") || !strcmp(a, "--title") ||
+                        !strcmp(a, "--keep-script");
+        if (has_value && i + 1 >= argc) {
+            fsgd_cli_error("plot: %s needs a value\n%s", a, usage);
+            return FSGD_EXIT_USAGE;
+        }
+        if (!strcmp(a, "--out"))
+            out = argv[++i];
+        else if (!strcmp(a, "--title"))
+            title = argv[++i];
+        else if (!strcmp(a, "--keep-script"))
+            keep = argv[++i];
+        else if (!strcmp(a, "--size")) {
+            const char *s = argv[++i];
+            char x, extra;
+            if (sscanf(s, "%d%c%d%c", &w, &x, &h, &extra) != 3 || (x != 'x' && x != 'X') || w < 200 || h < 150 ||
+                w > 10000 || h > 10000) {
+                fsgd_cli_error("plot: --size expects WxH in pixels (200x150 .. 10000x10000), got '%s'", s);
+                return FSGD_EXIT_USAGE;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fsgd_cli_error("plot: unknown option '%s'\n%s", a, usage);
+            return FSGD_EXIT_USAGE;
+        } else if (n == MAX_RUNS) {
+            fsgd_cli_error("plot: at most %d runs in one picture", MAX_RUNS);
+            return FSGD_EXIT_USAGE;
+        } else {
+            runs[n++].path = a;
+        }
+    }
+    if (!out || !n) {
+        fsgd_cli_error("plot: %s\n%s", !n ? "no RUN.json given" : "--out FILE.png|FILE.svg is required", usage);
+        return FSGD_EXIT_USAGE;
+    }
+    const char *dot = strrchr(out, '.');
+    const char *fmt = dot && !strcasecmp(dot, ".png") ? "png" : dot && !strcasecmp(dot, ".svg") ? "svg" : NULL;
+    if (!fmt) {
+        fsgd_cli_error("plot: --out '%s': the picture's format comes from its extension: .png or .svg", out);
+        return FSGD_EXIT_USAGE;
+    }
+    const char *outs[] = {out};
+    int rc = fsgd_cli_check_outputs("plot", outs, 1);
+    for (int i = 0; !rc && i < n; i++)
+        rc = load_run(&runs[i]);
+    /* two runs of one strategy and size: tell them apart by file */
+    for (int i = 0; !rc && i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(runs[i].label, runs[j].label)) {
+                const char *b = strrchr(runs[i].path, '/');
+                size_t l = strlen(runs[i].label);
+                snprintf(runs[i].label + l, sizeof runs[i].label - l, " (%s)", b ? b + 1 : runs[i].path);
+                break;
+            }
+    if (!rc) {
+        const char *tmpdir = getenv("TMPDIR");
+        char d[FSGD_OUTFILE_PATH_MAX];
+        snprintf(d, sizeof d, "%s/fsgd-plot.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+        char tbuf[256];
+        snprintf(tbuf, sizeof tbuf, "fsgd runs of job %s", runs[0].job[0] ? runs[0].job : "?");
+        if (!title)
+            title = tbuf;
+        if (!mkdtemp(d)) {
+            fsgd_cli_error("plot: cannot make a temporary folder %s: %s", d, strerror(errno));
+            rc = FSGD_EXIT_IO;
+        } else {
+            if (write_files(d, runs, n, fmt, w, h, title, "picture") < 0) {
+                fsgd_cli_error("plot: cannot write gnuplot's files in %s: %s", d, strerror(errno));
+                rc = FSGD_EXIT_IO;
+            }
+            /* the same files, to restyle and rerun by hand (gnuplot plot.gp) */
+            if (!rc && keep && ((mkdir(keep, 0755) != 0 && errno != EEXIST) ||
+                                write_files(keep, runs, n, fmt, w, h, title, !strcmp(fmt, "svg") ? "plot.svg" : "plot.png") < 0)) {
+                fsgd_cli_error("plot: --keep-script %s: %s", keep, strerror(errno));
+                rc = FSGD_EXIT_IO;
+            }
+            if (!rc)
+                rc = run_gnuplot(d);
+            if (!rc) {
+                char pic[FSGD_OUTFILE_PATH_MAX + 16];
+                snprintf(pic, sizeof pic, "%s/picture", d);
+                rc = install(pic, out);
+            }
+            remove_dir(d);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        json_decref(runs[i].root);
+    if (!rc)
+        printf("plot: %s (%d run%s, %dx%d)\n", out, n, n == 1 ? "" : "s", w, h);
+    return rc;
+}

@@ -1,0 +1,277 @@
+/* fsgd_train over a row cache: bounded memory for files larger than RAM.
+ * The same step as fsgd_train with one thread and codec none (the raw
+ * gradient sums, divided by the step's rows, plus λθ, into sparse Adam), the
+ * same defaults and the same early stopping; only where the rows come from
+ * differs: chunks read from the cache each epoch, shuffled within a chunk. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fsgd/adam.h"
+#include "fsgd/backend.h"
+#include "fsgd/error.h"
+#include "fsgd/loss.h"
+#include "fsgd/rowcache.h"
+#include "fsgd/sparse.h"
+#include "fsgd/train.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double mean_loss(fsgd_loss_kind_t kind, const float *theta, uint64_t model_dim, const fsgd_csr_t *rows)
+{
+    double sum = 0;
+    for (size_t r = 0; r < rows->n_rows; r++) {
+        double m = 0;
+        for (uint64_t i = rows->row_ptr[r]; i < rows->row_ptr[r + 1]; i++)
+            if (rows->col[i] < model_dim)
+                m += (double)theta[rows->col[i]] * rows->val[i];
+        sum += fsgd_loss_value(kind, m, fsgd_loss_label(kind, rows->label[r]));
+    }
+    return rows->n_rows ? sum / (double)rows->n_rows : NAN;
+}
+
+static fsgd_metrics_t metrics(fsgd_loss_kind_t kind, const float *theta, uint64_t model_dim, const fsgd_csr_t *rows,
+                              double *margin)
+{
+    for (size_t r = 0; r < rows->n_rows; r++) {
+        double m = 0;
+        for (uint64_t i = rows->row_ptr[r]; i < rows->row_ptr[r + 1]; i++)
+            if (rows->col[i] < model_dim)
+                m += (double)theta[rows->col[i]] * rows->val[i];
+        margin[r] = m;
+    }
+    return fsgd_metrics_compute(kind, margin, rows->label, rows->n_rows);
+}
+
+/* Copies every row of src through fsgd_train_append_biased. */
+static int biased_copy(const fsgd_csr_t *src, uint64_t dim, int bias, float bv, fsgd_csr_t *dst)
+{
+    for (size_t r = 0; src && r < src->n_rows; r++)
+        FSGD_TRY(fsgd_train_append_biased(dst, src, r, dim, bias, bv));
+    return FSGD_E_OK;
+}
+
+typedef struct stream {
+    fsgd_rowcache_reader_t *rd;
+    fsgd_backend_t *backend;
+    fsgd_adam_t adam;
+    fsgd_csr_t chunk, batch, hold, test;
+    fsgd_sparse_t grad;
+    uint32_t *perm;
+    float *best;
+    double *margin;
+} stream_t;
+
+static void stream_free(stream_t *s)
+{
+    fsgd_rowcache_free(s->rd);
+    fsgd_backend_destroy(s->backend);
+    fsgd_adam_free(&s->adam);
+    fsgd_csr_free(&s->chunk);
+    fsgd_csr_free(&s->batch);
+    fsgd_csr_free(&s->hold);
+    fsgd_csr_free(&s->test);
+    fsgd_sparse_free(&s->grad);
+    free(s->perm);
+    free(s->best);
+    free(s->margin);
+}
+
+int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
+                      const fsgd_csr_t *test, uint64_t dim, fsgd_model_t *model, fsgd_train_stats_t *stats,
+                      fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz)
+{
+    memset(stats, 0, sizeof *stats);
+    stats->time_to_target = -1;
+    stats->best_test_auc = NAN;
+    stream_t s = {0};
+    uint64_t n_fit, max_col;
+    s.rd = fsgd_rowcache_open(cache_path, &n_fit, &max_col, err, errsz);
+    if (!s.rd)
+        return FSGD_E_IO;
+    const int auto_epochs = job->epochs <= 0;
+    int rc = FSGD_E_OK;
+    if (n_fit == 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "no training rows");
+    else if (max_col > dim)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "training data has column %llu >= dim %llu",
+                          (unsigned long long)max_col - 1, (unsigned long long)dim);
+    else if (auto_epochs && (!hold || hold->n_rows == 0))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "epochs auto needs holdout rows");
+    if (rc < 0) {
+        stream_free(&s);
+        return rc;
+    }
+    const int bias = job->bias;
+    const float bv = (float)job->bias_value;
+    const uint64_t model_dim = dim + (bias ? 1 : 0);
+    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)n_fit);
+    if (B < 1)
+        B = 1;
+    if (B > n_fit)
+        B = (size_t)n_fit;
+    const size_t steps_per_epoch = (size_t)((n_fit + B - 1) / B);
+    fsgd_adam_params_t ap = {.lr = fsgd_train_auto_lr(job, (size_t)n_fit, B), .beta1 = job->beta1,
+                             .beta2 = job->beta2, .eps = job->eps};
+    const double l2 = fsgd_train_auto_l2(job, (size_t)n_fit);
+    stats->lr = ap.lr;
+    stats->l2 = l2;
+    stats->threads_used = 1;
+    stats->holdout_rows = auto_epochs ? hold->n_rows : 0;
+    rc = fsgd_adam_init(&s.adam, model_dim, &ap);
+    if (rc == 0 && job->lr < 0)
+        rc = fsgd_adam_count_keys(&s.adam);
+    if (rc == 0 && auto_epochs)
+        rc = biased_copy(hold, dim, bias, bv, &s.hold);
+    if (rc == 0)
+        rc = biased_copy(test, dim, bias, bv, &s.test);
+    size_t n_margin = s.test.n_rows > 1 ? s.test.n_rows : 1;
+    s.perm = rc == 0 ? malloc(FSGD_TRAIN_STREAM_CHUNK * sizeof *s.perm) : NULL;
+    s.margin = s.perm ? malloc(n_margin * sizeof *s.margin) : NULL;
+    s.best = s.margin && auto_epochs ? malloc(model_dim * sizeof *s.best) : NULL;
+    if (rc == 0 && (!s.margin || (auto_epochs && !s.best)))
+        rc = FSGD_E_NOMEM;
+    if (rc < 0) {
+        stream_free(&s);
+        return fsgd_err_fmt(err, errsz, rc, "out of memory setting up training (model dim %llu)",
+                            (unsigned long long)model_dim);
+    }
+    s.backend = fsgd_backend_new("cpu", model_dim, s.adam.theta, err, errsz);
+    if (!s.backend) {
+        stream_free(&s);
+        return FSGD_E_ARG;
+    }
+    snprintf(stats->backend, sizeof stats->backend, "cpu (streaming from %s)", cache_path);
+    stats->nnz_per_step = (double)B; /* refined below once rows are seen */
+    if (progress)
+        progress(ctx, stats, -1);
+
+    uint64_t rng = job->seed;
+    const int max_epochs = auto_epochs ? job->max_epochs : job->epochs;
+    const int test_live = !job->quiet || job->target_auc > 0 || job->eval_every > 0;
+    double best_loss = INFINITY, train_time = 0, loss_acc = 0, last_report = now();
+    uint64_t loss_rows = 0;
+    int since_best = 0, stop_early = 0;
+    {
+        uint64_t looks = fsgd_train_looks((size_t)n_fit, steps_per_epoch);
+        stats->patience_epochs = (double)fsgd_train_patience(looks) / (double)looks;
+    }
+    for (int epoch = 1; epoch <= max_epochs && !stop_early && rc == 0; epoch++) {
+        stats->epoch = epoch;
+        rc = fsgd_rowcache_rewind(s.rd, err, errsz);
+        size_t step_in_epoch = 0;
+        long got;
+        while (rc == 0 && !stop_early && (got = fsgd_rowcache_read(s.rd, &s.chunk, FSGD_TRAIN_STREAM_CHUNK, err, errsz)) != 0) {
+            if (got < 0) {
+                rc = (int)got;
+                break;
+            }
+            for (size_t i = 0; i < (size_t)got; i++)
+                s.perm[i] = (uint32_t)i;
+            for (size_t i = (size_t)got; i > 1; i--) {
+                size_t j = (size_t)(splitmix(&rng) % i);
+                uint32_t tmp = s.perm[i - 1];
+                s.perm[i - 1] = s.perm[j];
+                s.perm[j] = tmp;
+            }
+            for (size_t lo = 0; lo < (size_t)got && rc == 0 && !stop_early; lo += B) {
+                double s0 = now();
+                size_t cnt = (size_t)got - lo < B ? (size_t)got - lo : B;
+                fsgd_csr_clear(&s.batch);
+                for (size_t i = lo; i < lo + cnt && rc == 0; i++)
+                    rc = fsgd_train_append_biased(&s.batch, &s.chunk, s.perm[i], dim, bias, bv);
+                fsgd_grad_request_t req = {.batch = &s.batch, .batch_id = -1, .loss = job->model, .scale = 1.0, .l2 = 0};
+                double loss = 0;
+                if (rc == 0)
+                    rc = fsgd_backend_gradient(s.backend, &req, &s.grad, &loss, err, errsz);
+                if (rc < 0)
+                    break;
+                double s1 = now();
+                stats->t_grad += s1 - s0;
+                stats->t_grad_round += s1 - s0;
+                /* the step gradient of fsgd_train: mean over the step's rows plus λθ */
+                const double inv = 1.0 / (double)cnt;
+                for (size_t e = 0; e < s.grad.n; e++)
+                    s.grad.vals[e] = fsgd_adam_step_grad(s.grad.vals[e], inv, l2, s.adam.theta[s.grad.keys[e]]);
+                fsgd_adam_advance(&s.adam);
+                fsgd_adam_apply(&s.adam, s.grad.keys, s.grad.vals, s.grad.n);
+                double s2 = now();
+                stats->t_update += s2 - s1;
+                train_time += s2 - s0;
+                loss_acc += loss;
+                loss_rows += cnt;
+                stats->steps++;
+                stats->rows += cnt;
+                stats->nnz += s.batch.nnz;
+                step_in_epoch++;
+                int last_step = step_in_epoch == steps_per_epoch;
+                const uint64_t E = fsgd_train_looks((size_t)n_fit, steps_per_epoch), nb = steps_per_epoch;
+                if (auto_epochs && (last_step || ((uint64_t)step_in_epoch * E) / nb !=
+                                                     ((uint64_t)(step_in_epoch - 1) * E) / nb)) {
+                    double h0 = now();
+                    double hl = mean_loss(job->model, s.adam.theta, model_dim, &s.hold);
+                    if (hl < best_loss * (1 - 1e-4)) {
+                        best_loss = hl;
+                        since_best = 0;
+                        stats->best_epoch = (double)(epoch - 1) + (double)step_in_epoch / (double)nb;
+                        memcpy(s.best, s.adam.theta, model_dim * sizeof *s.best);
+                    } else if (++since_best >= fsgd_train_patience(E)) {
+                        stop_early = 1;
+                    }
+                    stats->holdout_loss = best_loss;
+                    double h1 = now();
+                    stats->t_holdout += h1 - h0;
+                    train_time += h1 - h0;
+                }
+                stats->seconds = train_time;
+                if (s.test.n_rows && test_live && (last_step || stop_early)) {
+                    stats->test = metrics(job->model, s.adam.theta, model_dim, &s.test, s.margin);
+                    if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
+                        stats->time_to_target = train_time;
+                        stats->target_clock = now();
+                    }
+                }
+                double tnow = now();
+                if (progress && (last_step || stop_early || tnow - last_report >= 1.0)) {
+                    stats->last_loss = loss_rows ? loss_acc / (double)loss_rows : NAN;
+                    stats->nnz_per_step = (double)stats->nnz / (double)stats->steps;
+                    progress(ctx, stats, last_step || stop_early);
+                    last_report = tnow;
+                    loss_acc = 0;
+                    loss_rows = 0;
+                }
+            }
+        }
+    }
+    stats->stopped_early = stop_early;
+    stats->epochs_run = (double)stats->steps / (double)steps_per_epoch;
+    const float *final_w = auto_epochs && best_loss < INFINITY ? s.best : s.adam.theta;
+    if (rc == 0 && s.test.n_rows) {
+        stats->test = metrics(job->model, final_w, model_dim, &s.test, s.margin);
+        stats->best_test_auc = stats->test.auc;
+    }
+    if (rc == 0) {
+        rc = fsgd_model_init(model, job->model, dim, bias, bv);
+        if (rc == 0)
+            memcpy(model->w, final_w, model_dim * sizeof *model->w);
+        else
+            fsgd_err_fmt(err, errsz, rc, "out of memory for the model");
+    }
+    stream_free(&s);
+    return rc;
+}
