@@ -83,10 +83,29 @@ static size_t sketchml_bound(const fsgd_codec_t *c, size_t n)
     return SK_FIXED + 4 * q + ng * (SK_GROUP + 3) + n / 4 + 1 + 4 * n + rows * (n + ng) * 2;
 }
 
-static int cmp_float(const void *x, const void *y)
+/* Sorts m floats ascending (no NaN): an LSD radix sort on their bits mapped
+ * to unsigned order, 4 passes of 8 bits, tmp holding m words. */
+static void sort_floats(float *v, uint32_t *tmp, size_t m)
 {
-    float a = *(const float *)x, b = *(const float *)y;
-    return (a > b) - (a < b);
+    uint32_t *u = (uint32_t *)(void *)v;
+    for (size_t i = 0; i < m; i++)
+        u[i] = u[i] >> 31 ? ~u[i] : u[i] | 0x80000000u;
+    uint32_t *src = u, *dst = tmp;
+    for (int sh = 0; sh < 32; sh += 8) {
+        size_t cnt[257] = {0};
+        for (size_t i = 0; i < m; i++)
+            cnt[((src[i] >> sh) & 255) + 1]++;
+        for (int b = 0; b < 256; b++)
+            cnt[b + 1] += cnt[b];
+        for (size_t i = 0; i < m; i++)
+            dst[cnt[(src[i] >> sh) & 255]++] = src[i];
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    /* 4 passes: the result is back in u */
+    for (size_t i = 0; i < m; i++)
+        u[i] = u[i] >> 31 ? u[i] & 0x7fffffffu : ~u[i];
 }
 
 static int sketchml_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *body,
@@ -117,7 +136,7 @@ static int sketchml_encode(fsgd_codec_t *c, const uint32_t *keys, const float *v
     if (m == 0) {
         memset(body, 0, SK_FIXED + 4 * (size_t)q);
     } else {
-        qsort(sorted, m, sizeof *sorted, cmp_float);
+        sort_floats(sorted, order, m);
         float mn = sorted[0], mx = sorted[m - 1];
         /* Zero is always a bucket edge, so no bucket holds both signs and a
          * decoded value never has the wrong sign (the "reversed gradient"
