@@ -15,7 +15,7 @@ FRAMES="$PY $(dirname "$0")/lib/frames.py"
 COMMON+=(--batch 128)
 ref=$(reference_auc)
 start_run "$tmp/run.log" --workers 3 --name fj --metrics-json "$tmp/m.json"
-wait_for "$tmp/run.log" "epoch 1 step" 60 || { cat "$tmp/run.log"; exit 1; }
+wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
 brokers=$(sed -n 's/^fsgd: embedded Kafka cluster at \([^ ]*\) .*/\1/p' "$tmp/run.log")
 # the generation and step in progress, from the latest model message
 kcat -C -b "$brokers" -t fj.model -o -1 -c 1 -e -f '%s' >"$tmp/last" 2>/dev/null

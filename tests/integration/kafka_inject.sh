@@ -24,7 +24,7 @@ for i in $(seq 20); do head -c $((i * 97)) /dev/urandom >"$tmp/blob$i"; blobs+=(
 $FRAMES chunk "$tmp/big5" --sender 1 --step 1 --size 5000000
 $FRAMES chunk "$tmp/big1" --sender 1 --step 1 --size 1000000
 start_run "$tmp/run.log" --workers 3 --name ij --metrics-json "$tmp/m.json"
-wait_for "$tmp/run.log" "epoch 1 step" 60 || { cat "$tmp/run.log"; exit 1; }
+wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
 brokers=$(sed -n 's/^fsgd: embedded Kafka cluster at \([^ ]*\) .*/\1/p' "$tmp/run.log")
 kcat -C -b "$brokers" -t ij.model -o -1 -c 1 -e -f '%s' >"$tmp/last" 2>/dev/null
 read -r gen step < <($FRAMES header "$tmp/last")

@@ -15,7 +15,7 @@ ref=$(reference_auc)
 alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
 JOB=(--workers 3 --name st --snapshot-every 20 --out "$tmp/m.fsgd" --metrics-json "$tmp/m.json")
 start_run "$tmp/run.log" "${JOB[@]}"
-wait_for "$tmp/run.log" "epoch 1 step" 60 || { cat "$tmp/run.log"; exit 1; }
+wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
 for _ in $(seq 100); do [ -e "$tmp/m.fsgd.ckpt" ] && break; sleep 0.1; done
 pids=$(sed -n 's/^fsgd: \(aggregator\|worker [0-9]*\) pid \([0-9]*\)$/\2/p' "$tmp/run.log")
 [ "$(wc -w <<<"$pids")" -eq 4 ] || { echo "expected 4 child pids, got: $pids"; exit 1; }
