@@ -99,17 +99,26 @@ d = rn["downlink"]
 print("fsgd train: test AUC %.5f, %.1f s whole process, peak RSS %.0f MB" % (tr["test"]["auc"], train_s, train_kb / 1024))
 print("fsgd run --brokers (%s, %d workers, dim %d): test AUC %.5f, %.1f s whole process, %d steps" %
       (codec, W, rn["dim"], rn["test"]["auc"], wall, rn["steps"]))
+# per_epoch seconds count from the start of training (step 1 waits for the
+# consumer group to settle: step1_at_seconds); an epoch's own time is the
+# difference, and epoch 1's is counted from step 1
+prev, durs = None, []
 for e in rn["per_epoch"]:
-    print("  epoch %d: %.2f s, train loss %.5f" % (e["epoch"], e["seconds"], e["train_loss"]))
+    durs.append(e["seconds_from_step1"] if prev is None else e["seconds"] - prev)
+    prev = e["seconds"]
+print("  step 1 at %.2f s (topics, data watermarks, consumer group)" % rn["step1_at_seconds"])
+for e, dur in zip(rn["per_epoch"], durs):
+    print("  epoch %d: %.2f s, train loss %.5f, test AUC so far %s" % (e["epoch"], dur, e["train_loss"], e.get("test_auc", "-")))
 print("  rows per epoch %s (dataset %d)" % (rn["rows_per_epoch"], rn["dataset_rows"]))
-print("  per worker-step: %.0f B up, %.0f B down; model topic %.1f MB in all (%.0f B/step); step p50 %.1f ms p99 %.1f ms" %
+print("  per worker-step: %.0f B up, %.0f B down (coded deltas); model topic %.1f MB in all, snapshots included (%.0f B/step); "
+      "step p50 %.1f ms p99 %.1f ms" %
       (d["up_bytes_per_worker_step"], d["down_bytes_per_worker_step"], rn["bytes"]["model_published"] / 1e6,
        rn["bytes"]["model_published"] / max(rn["steps"], 1), rn["step_latency_ms"]["p50"], rn["step_latency_ms"]["p99"]))
 if disk:
     print("  broker disk for the job's topics: %.1f MB" % (disk / 1e6))
 print("  peak RSS (VmHWM): " + ", ".join("%s %.0f MB" % (k, int(v) / 1024) for k, v in sorted(peak.items())))
-for e in rn["per_epoch"]:
-    print("bench kafka_big epoch=%d seconds=%.3f" % (e["epoch"], e["seconds"]))
+for e, dur in zip(rn["per_epoch"], durs):
+    print("bench kafka_big epoch=%d seconds=%.3f" % (e["epoch"], dur))
 print("bench kafka_big dim=%d codec=%s workers=%d auc_run=%.5f auc_train=%.5f up_B_per_step=%.0f down_B_per_step=%.0f "
       "model_published_B=%d step_p50_ms=%.2f wall_s=%.1f train_wall_s=%.1f" %
       (rn["dim"], codec, W, rn["test"]["auc"], tr["test"]["auc"], d["up_bytes_per_worker_step"],
