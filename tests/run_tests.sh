@@ -5,7 +5,7 @@
 # "N passed, N failed, N skipped" line at the end.
 #
 # The real-broker pass (FSGD_KAFKA_REAL: auto (default), 1 = must run, 0 =
-# leave out) starts tests/kafka/broker.sh once with one node for the scripts
+# leave out, only = nothing but the real pass, which must run) starts tests/kafka/broker.sh once with one node for the scripts
 # and once with three nodes for those marked "# real-kafka: cluster" (the
 # fault tests), and stops them when done, failed or interrupted. Without java,
 # mvn or kcat it says so in one line and counts as skipped, except under CI
@@ -31,7 +31,10 @@ trap finish EXIT
 trap 'echo "interrupted: stopping the brokers"; exit 130' INT TERM
 [ -d "$FSGD_DATA" ] || echo "note: test data directory $FSGD_DATA not found (set FSGD_DATA): tests that need it are skipped"
 
+real=${FSGD_KAFKA_REAL:-auto}
+case "$real" in auto | 0 | 1 | only) ;; *) echo "FSGD_KAFKA_REAL must be auto, 0, 1 or only, not '$real'"; exit 2 ;; esac
 for t in "$BUILD"/unit/test_*; do
+    [ "$real" != only ] || break
     [ -x "$t" ] || continue
     log=$(mktemp)
     "$t" >"$log" 2>&1
@@ -53,6 +56,7 @@ for t in "$BUILD"/unit/test_*; do
 done
 
 for r in "$BUILD"/fuzz-replay/fuzz_*; do
+    [ "$real" != only ] || break
     [ -x "$r" ] || continue
     name=$(basename "$r")
     corpus=tests/fuzz/corpus/${name#fuzz_}
@@ -69,13 +73,14 @@ run_script() { # SCRIPT TAG: runs one integration script, counts it
     if [ $rc -eq 0 ]; then
         passed=$((passed + 1)); echo "ok   $s$tag ($((SECONDS - t0)) s)"
     elif [ $rc -eq 77 ]; then
-        skipped=$((skipped + 1)); echo "skip $s$tag: $(sed -n 's/^SKIP: //p' "$logdir/integ.log" | tail -1)"
+        skipped=$((skipped + 1)); echo "skip $s$tag: $(sed -nE 's/^(SKIP|skipped): //p' "$logdir/integ.log" | tail -1)"
     else
         failed=$((failed + 1)); failures+=("$s$tag"); cat "$logdir/integ.log"
     fi
 }
 
 for s in tests/integration/*.sh; do
+    [ "$real" != only ] || break
     [ -f "$s" ] || continue
     run_script "$s" ""
 done
@@ -100,10 +105,9 @@ real_pass() {
     rm -rf "$dir"
 }
 
-real=${FSGD_KAFKA_REAL:-auto}
 if [ "$real" != 0 ]; then
     if ! why=$("$BROKER_SH" check); then
-        if [ "$real" = 1 ] || [ "${CI:-}" = true ]; then
+        if [ "$real" != auto ] || [ "${CI:-}" = true ]; then
             failed=$((failed + 1)); failures+=("real Kafka pass: $why"); echo "FAIL $why"
         else
             skipped=$((skipped + 1)); echo "skip real Kafka pass: $why"

@@ -8,7 +8,7 @@ set -euo pipefail
 COMMON+=(--batch 128)
 ref=$(reference_auc)
 start_run "$tmp/run.log" --workers 3 --snapshot-every 20 --metrics-json "$tmp/m.json" --checkpoint "$tmp/agg.ckpt"
-wait_for "$tmp/run.log" "epoch 1 step" 40 || { cat "$tmp/run.log"; exit 1; }
+wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 40 || { cat "$tmp/run.log"; exit 1; }
 # kill once the first checkpoint is written (step 20), so the restart resumes
 # from it rather than starting over
 for _ in $(seq 600); do [ -s "$tmp/agg.ckpt" ] && break; sleep 0.1; done

@@ -16,7 +16,7 @@ name=$(job_name bk)
 node=
 trap '[ -n "$node" ] && "$BROKER_SH" start-node "$FSGD_KAFKA_DIR" "$node" >/dev/null 2>&1; cleanup' EXIT
 start_run "$tmp/run.log" --workers 3 --name "$name" --metrics-json "$tmp/m.json"
-wait_for "$tmp/run.log" "epoch 1 step" 60 || { cat "$tmp/run.log"; exit 1; }
+wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
 node=$("$BROKER_SH" leader "$FSGD_BROKERS" "$name.model")
 "$BROKER_SH" kill "$FSGD_KAFKA_DIR" "$node"
 echo "killed broker $node (kill -9; leader of $name.model)"

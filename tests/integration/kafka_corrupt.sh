@@ -8,7 +8,7 @@ needs_cmd kcat
 ref=$(reference_auc)
 name=$(job_name cj)
 start_run "$tmp/run.log" --workers 3 --batch 128 --name "$name" --metrics-json "$tmp/m.json"
-wait_for "$tmp/run.log" "epoch 1 step" 40 || { cat "$tmp/run.log"; exit 1; }
+wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 40 || { cat "$tmp/run.log"; exit 1; }
 brokers=$(run_brokers "$tmp/run.log")
 # 1: random bytes
 head -c 300 /dev/urandom >"$tmp/junk1"

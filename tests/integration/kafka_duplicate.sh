@@ -23,7 +23,7 @@ else
     command -v kcat >/dev/null || { echo "kcat not installed"; exit 1; }
     name=$(job_name dup)
     start_run "$tmp/run.log" --workers 3 --name "$name" --metrics-json "$tmp/m.json"
-    wait_for "$tmp/run.log" "epoch 1 step" 60 || { cat "$tmp/run.log"; exit 1; }
+    wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
     for o in 0 1 2; do
         kcat -C -b "$FSGD_BROKERS" -t "$name.grads" -p 0 -o "$o" -c 1 -e -q -f '%s' >"$tmp/f$o"
         test -s "$tmp/f$o"

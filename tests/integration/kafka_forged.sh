@@ -14,11 +14,13 @@ needs_cmd kcat
 FRAMES="$PY $(dirname "$0")/lib/frames.py"
 COMMON+=(--batch 128)
 ref=$(reference_auc)
-start_run "$tmp/run.log" --workers 3 --name fj --metrics-json "$tmp/m.json"
-wait_for "$tmp/run.log" "epoch 1 step" 60 || { cat "$tmp/run.log"; exit 1; }
-brokers=$(sed -n 's/^fsgd: embedded Kafka cluster at \([^ ]*\) .*/\1/p' "$tmp/run.log")
+# a fresh name on a real broker (topics outlive a job), fj on the mock
+job=$(job_name fj)
+start_run "$tmp/run.log" --workers 3 --name "$job" --metrics-json "$tmp/m.json"
+wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
+brokers=$(run_brokers "$tmp/run.log")
 # the generation and step in progress, from the latest model message
-kcat -C -b "$brokers" -t fj.model -o -1 -c 1 -e -f '%s' >"$tmp/last" 2>/dev/null
+kcat -C -b "$brokers" -t "$job.model" -o -1 -c 1 -e -f '%s' >"$tmp/last" 2>/dev/null
 read -r gen step < <($FRAMES header "$tmp/last")
 echo "job at generation $gen step $step"
 # the issue's message: a sender that is no worker of the job
@@ -27,10 +29,10 @@ files=("$tmp/f777")
 # worker 1 impersonated for the steps around the current one: whichever
 # lands on the step in progress must be refused for what it claims
 $FRAMES grad "$tmp/f1" --gen "$gen" --sender 1 --step "$step" --count 60
-kcat -P -b "$brokers" -t fj.grads -k 1 "${files[@]}" "$tmp"/f1.*
+kcat -P -b "$brokers" -t "$job.grads" -k 1 "${files[@]}" "$tmp"/f1.*
 finish_run "$tmp/run.log"
 check_metrics "$tmp/m.json" "$ref" 0.005
-grep "rejected a message on fj.grads: forged: sender 777 is not a member of job fj" "$tmp/run.log"
+grep "rejected a message on $job.grads: forged: sender 777 is not a member of job $job" "$tmp/run.log"
 forged=$(json_get "$tmp/m.json" messages.rejected.forged)
 dropped=$(json_get "$tmp/m.json" workers.dropped)
 echo "forged rejected: $forged, workers dropped: $dropped"

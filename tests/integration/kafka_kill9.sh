@@ -6,7 +6,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
 start_run "$tmp/run.log" --workers 3 --batch 128 --name k9
-wait_for "$tmp/run.log" "epoch 1 step" 60 || { cat "$tmp/run.log"; exit 1; }
+wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
 pids=$(sed -n 's/^fsgd: \(aggregator\|worker [0-9]*\) pid \([0-9]*\)$/\2/p' "$tmp/run.log")
 [ "$(wc -w <<<"$pids")" -eq 4 ] || { echo "expected 4 child pids, got: $pids"; exit 1; }
 kill -KILL "$RUN_PID"

@@ -8,7 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 ref=$(reference_auc)
 start_run "$tmp/run.log" --workers 3 --batch 128 --step-timeout-ms 2000 --metrics-json "$tmp/m.json"
-wait_for "$tmp/run.log" "epoch 1 step" 40 || { cat "$tmp/run.log"; exit 1; }
+wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 40 || { cat "$tmp/run.log"; exit 1; }
 sleep 0.3
 pid=$(sed -n 's/^fsgd: worker 2 pid \([0-9]*\)$/\1/p' "$tmp/run.log")
 kill -9 "$pid"

@@ -113,8 +113,9 @@ start_run() {
 wait_for() { # LOG PATTERN SECONDS
     local i
     for ((i = 0; i < $3 * 10; i++)); do
-        grep -q -- "$2" "$1" && return 0
-        kill -0 "$RUN_PID" 2>/dev/null || { grep -q -- "$2" "$1" && return 0; return 1; }
+        # -s: the background run may not have opened LOG yet
+        grep -qs -- "$2" "$1" && return 0
+        kill -0 "$RUN_PID" 2>/dev/null || { grep -qs -- "$2" "$1" && return 0; return 1; }
         sleep 0.1
     done
     return 1
@@ -126,6 +127,9 @@ finish_run() { # LOG: waits, fails loudly with the log on a non-zero exit
     RUN_PID=
     if [ $rc -ne 0 ]; then
         echo "fsgd run failed with status $rc:"
+        # the test sends no SIGTERM to a run it waits for: someone else did
+        [ $rc -eq 143 ] && grep -q "run: interrupted by signal 15" "$1" &&
+            echo "(fsgd run was stopped by a SIGTERM from outside this test)"
         cat "$1"
         exit 1
     fi
