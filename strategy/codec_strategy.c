@@ -100,8 +100,10 @@ void *fsgd_codec_agg_new(const char *spec, uint64_t dim, uint64_t seed, char *er
         fsgd_codec_agg_destroy(a);
         return NULL;
     }
-    /* as given: the downlink turns the codec's own error feedback off */
-    snprintf(a->spec, sizeof a->spec, "%s", spec);
+    /* as given (the downlink turns the codec's own error feedback off), but
+     * topk's own selection would cut the downlink's budget of the largest
+     * |Δ| down to its ratio of it a second time: it sends what it is given */
+    snprintf(a->spec, sizeof a->spec, "%s", !strcmp(fsgd_codec_name(a->probe), "topk") ? "topk:ratio=1" : spec);
     return a;
 }
 

@@ -49,6 +49,11 @@ static void test_registry(void)
     CU_ASSERT_FATAL(a != NULL);
     CU_ASSERT_STRING_EQUAL(fsgd_sagg_downlink_spec(a), "logquant");
     fsgd_sagg_destroy(a);
+    /* the downlink's budget already keeps the largest |Δ|: topk must not cut it again */
+    a = fsgd_sagg_new("topk:ratio=0.05", DIM, 1, err, sizeof err);
+    CU_ASSERT_FATAL(a != NULL);
+    CU_ASSERT_STRING_EQUAL(fsgd_sagg_downlink_spec(a), "topk:ratio=1");
+    fsgd_sagg_destroy(a);
 }
 
 /* Every worker's message through the aggregator side: the reducer holds
