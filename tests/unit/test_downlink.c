@@ -112,6 +112,39 @@ static void test_budget_keeps_largest(void)
     fsgd_downlink_destroy(d);
 }
 
+/* A key that steps touch often goes first: workers read it every step, so
+ * its pending Δ costs more than a larger one of a key read once. Keys 0..9
+ * are touched in 8 encodes with Δ = 1 each time; then a step also touches
+ * keys 10..19 with Δ = 4: weights 9·1 against 1·4, so 0..9 win the budget. */
+static void test_budget_prefers_hot_keys(void)
+{
+    float zero[20] = {0}, theta[20] = {0};
+    uint32_t keys[20];
+    for (uint32_t k = 0; k < 20; k++)
+        keys[k] = k;
+    char err[256];
+    fsgd_downlink_t *d = fsgd_downlink_new("logquant", 20, zero, err, sizeof err);
+    CU_ASSERT_FATAL(d != NULL);
+    size_t cap = fsgd_downlink_bound(d, 20), len;
+    uint8_t *msg = malloc(cap);
+    for (int step = 0; step < 8; step++) {
+        fsgd_downlink_sync(d, zero); /* nothing pending between the warm-up steps */
+        for (uint32_t k = 0; k < 10; k++)
+            theta[k] = 1.0f;
+        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, 10, 0, msg, cap, &len, err, sizeof err), 0);
+    }
+    fsgd_downlink_sync(d, zero);
+    for (uint32_t k = 10; k < 20; k++)
+        theta[k] = 4.0f;
+    CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, 20, 10, msg, cap, &len, err, sizeof err), 0);
+    const fsgd_sparse_t *u = fsgd_downlink_last(d);
+    CU_ASSERT(u->n >= 1 && u->n <= 10);
+    for (size_t i = 0; i < u->n; i++)
+        CU_ASSERT(u->keys[i] < 10);
+    free(msg);
+    fsgd_downlink_destroy(d);
+}
+
 static void test_refuses_lossless_and_bad_keys(void)
 {
     float theta[8] = {0};
@@ -190,6 +223,7 @@ void fsgd_test_register(void)
         {"logquant downlink: the same", test_logquant_replicas},
         {"topk downlink: the same", test_topk_replicas},
         {"budget keeps the largest |Δ|", test_budget_keeps_largest},
+        {"budget weighs |Δ| by how often steps touch the key", test_budget_prefers_hot_keys},
         {"lossless codecs, bad keys and non-finite updates are refused", test_refuses_lossless_and_bad_keys},
         {"codec_undo_last restores the residual of a rejected message", test_codec_undo_last},
         {NULL, NULL},

@@ -42,7 +42,9 @@ void fsgd_downlink_sync(fsgd_downlink_t *d, const float *theta);
 size_t fsgd_downlink_bound(const fsgd_downlink_t *d, size_t n);
 
 /* Encodes Δ = θ − ρ over keys[0..n) (strictly increasing, < dim): at most
- * budget entries, the largest |Δ| first (budget 0: all n), into out[0..cap).
+ * budget entries (budget 0: all n), first those of largest |Δ| times the
+ * number of encodes whose keys included the key (workers read hot keys
+ * most often, so their pending Δ costs most), into out[0..cap).
  * Then adds the decoded message to ρ. *out_len is the message size (an
  * fsgd codec message, codec/FORMAT.md). Returns 0 or a negative fsgd_err. */
 int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t *keys, size_t n, size_t budget,
