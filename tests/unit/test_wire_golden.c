@@ -69,7 +69,7 @@ static void build(fsgd_wire_buf_t *up, fsgd_wire_buf_t *down)
 
     fixed_vector(k, v, 40, 5);
     CU_ASSERT_FATAL(fsgd_codec_encode(c, k, v, 40, msg, sizeof msg, &len, err, sizeof err) == 0);
-    fsgd_wire_state_t s;
+    fsgd_wire_state_t s = {0};
     state(&s);
     body.n = 0;
     CU_ASSERT_FATAL(fsgd_wire_state_put(&body, &s) == 0);
