@@ -446,12 +446,19 @@ int fsgd_cmd_plot(int argc, char **argv)
     if (!rc) {
         const char *tmpdir = getenv("TMPDIR");
         char d[FSGD_OUTFILE_PATH_MAX];
-        snprintf(d, sizeof d, "%s/fsgd-plot.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+        /* mkdtemp(3)'s template: it replaces the six trailing X characters */
+        int dl = snprintf(d, sizeof d, "%s/fsgd-plot.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+        if (dl < 0 || (size_t)dl >= sizeof d) {
+            fsgd_cli_error("plot: TMPDIR '%s' is too long for a temporary folder name", tmpdir);
+            rc = FSGD_EXIT_USAGE;
+        }
         char tbuf[256];
         snprintf(tbuf, sizeof tbuf, "fsgd runs of job %s", runs[0].job[0] ? runs[0].job : "?");
         if (!title)
             title = tbuf;
-        if (!mkdtemp(d)) {
+        if (rc) {
+            /* nothing was made */
+        } else if (!mkdtemp(d)) {
             fsgd_cli_error("plot: cannot make a temporary folder %s: %s", d, strerror(errno));
             rc = FSGD_EXIT_IO;
         } else {
