@@ -188,17 +188,6 @@ static void write_files(void)
     printf("golden files written to " GOLDEN_DIR "\n");
 }
 
-static uint8_t *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    uint8_t *buf = malloc(1 << 20);
-    *len = fread(buf, 1, 1 << 20, f);
-    fclose(f);
-    return buf;
-}
-
 static void test_golden_v1(void)
 {
     char path[512], err[256], line[256];
@@ -206,7 +195,7 @@ static void test_golden_v1(void)
         const golden_case_t *gc = &cases_v1[t];
         size_t len = 0;
         snprintf(path, sizeof path, GOLDEN_DIR "/%s.bin", gc->name);
-        uint8_t *bin = read_file(path, &len);
+        uint8_t *bin = fsgd_test_read_file(path, &len);
         CU_ASSERT_PTR_NOT_NULL_FATAL(bin);
         snprintf(path, sizeof path, GOLDEN_DIR "/%s.txt", gc->name);
         FILE *f = fopen(path, "r");

@@ -49,17 +49,6 @@ static void make_input(const gcase_t *gc, uint32_t *k, float *v)
     }
 }
 
-static uint8_t *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    uint8_t *buf = malloc(1 << 20);
-    *len = fread(buf, 1, 1 << 20, f);
-    fclose(f);
-    return buf;
-}
-
 static void write_files(void)
 {
     char err[256], path[512];
@@ -111,7 +100,7 @@ static void test_golden(void)
         const gcase_t *gc = &cases[t];
         size_t len = 0;
         snprintf(path, sizeof path, GOLDEN_DIR "/%s.bin", gc->name);
-        uint8_t *bin = read_all(path, &len);
+        uint8_t *bin = fsgd_test_read_file(path, &len);
         CU_ASSERT_FATAL(bin != NULL);
         snprintf(path, sizeof path, GOLDEN_DIR "/%s.txt", gc->name);
         FILE *f = fopen(path, "r");

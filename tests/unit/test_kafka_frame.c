@@ -426,24 +426,13 @@ static void test_reassembly_limits(void)
     fsgd_kasm_destroy(a);
 }
 
-static uint8_t *read_corpus(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    static uint8_t buf[1 << 16];
-    *len = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    return buf;
-}
-
 /* Checkpoints begin with a magic of their own ("FSGDCKPT", version 2);
  * version 1 began with "FSGC", the codec messages' magic, and is refused
  * by name. The bytes are the fuzz corpus's (control byte first). */
 static void test_checkpoint_magic(void)
 {
     size_t len = 0;
-    uint8_t *p = read_corpus("tests/fuzz/corpus/checkpoint/fixed_data", &len);
+    uint8_t *p = fsgd_test_read_file("tests/fuzz/corpus/checkpoint/fixed_data", &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_EQUAL(memcmp(p + 1, "FSGDCKPT\002\000\000\000", 12), 0);
     fsgd_wire_state_t exp = {0};
@@ -452,12 +441,14 @@ static void test_checkpoint_magic(void)
     exp.end[1] = 400;
     char err[512] = "";
     CU_ASSERT_EQUAL(fsgd_agg_ckpt_check(p + 1, len - 1, 1000, 124, &exp, NULL, NULL, err, sizeof err), 1);
-    p = read_corpus("tests/fuzz/corpus/checkpoint/old_magic_v1", &len);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    p++;
+    free(p);
+    uint8_t *old = fsgd_test_read_file("tests/fuzz/corpus/checkpoint/old_magic_v1", &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(old);
+    p = old + 1;
     len--;
     fsgd_le_put32(p + len - 4, fsgd_crc32c(0, p, len - 4));
     int rc = fsgd_agg_ckpt_check(p, len, 1000, 124, &exp, NULL, NULL, err, sizeof err);
+    free(old);
     CU_ASSERT_EQUAL(rc, FSGD_E_VERSION);
     FSGD_ASSERT_CONTAINS(err, "is in the version 1 format (magic FSGC) of an older fsgd");
     fsgd_wire_state_free(&exp);

@@ -45,20 +45,6 @@ static int same_model(const fsgd_model_t *a, const fsgd_model_t *b)
     return memcmp(a->w, b->w, n * sizeof *a->w) == 0;
 }
 
-static uint8_t *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
-}
-
 static void test_round_trip(void)
 {
     uint64_t s = fsgd_test_seed() ^ 0x1234;
@@ -82,7 +68,7 @@ static void test_round_trip(void)
                 CU_ASSERT_TRUE(same_model(&m, &r));
                 /* the file holds exactly the nonzero weights */
                 size_t len;
-                uint8_t *bytes = read_all(path, &len);
+                uint8_t *bytes = fsgd_test_read_file(path, &len);
                 CU_ASSERT_EQUAL(len, 48 + 8 * fsgd_model_nnz(&m));
                 /* encode gives the same bytes as save */
                 uint8_t *enc;
@@ -165,7 +151,7 @@ static void test_every_truncation(void)
     char err[512];
     CU_ASSERT_EQUAL_FATAL(fsgd_model_save(&m, path, err, sizeof err), 0);
     size_t len;
-    uint8_t *full = read_all(path, &len);
+    uint8_t *full = fsgd_test_read_file(path, &len);
     CU_ASSERT_EQUAL_FATAL(len, 48 + 12 * 8);
     const char *tpath = fsgd_test_tmp("m.fsgd");
     for (size_t cut = 0; cut < len; cut++) {
@@ -416,7 +402,7 @@ static void test_export_text(void)
     const char *path = fsgd_test_tmp("ll.txt");
     CU_ASSERT_EQUAL_FATAL(fsgd_model_export_liblinear(&m, path, err, sizeof err), 0);
     size_t len;
-    char *t = (char *)read_all(path, &len);
+    char *t = (char *)fsgd_test_read_file(path, &len);
     t = realloc(t, len + 1);
     t[len] = 0;
     CU_ASSERT_STRING_EQUAL(t, "solver_type L2R_LR\nnr_class 2\nlabel 1 -1\nnr_feature 3\nbias 1\nw\n"
@@ -425,7 +411,7 @@ static void test_export_text(void)
     m.kind = FSGD_LOSS_SQUARED;
     m.has_bias = 0;
     CU_ASSERT_EQUAL_FATAL(fsgd_model_export_liblinear(&m, path, err, sizeof err), 0);
-    t = (char *)read_all(path, &len);
+    t = (char *)fsgd_test_read_file(path, &len);
     t = realloc(t, len + 1);
     t[len] = 0;
     CU_ASSERT_STRING_EQUAL(t, "solver_type L2R_L2LOSS_SVR\nnr_class 2\nnr_feature 3\nbias -1\nw\n"

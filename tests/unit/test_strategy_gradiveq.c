@@ -401,22 +401,11 @@ static void gv_golden_write(void)
     printf("gradiveq golden files written to " GV_GOLDEN "\n");
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    uint8_t *buf = malloc(1 << 20);
-    *len = fread(buf, 1, 1 << 20, f);
-    fclose(f);
-    return buf;
-}
-
 /* One message of gradiveq.txt against its .bin. U: the section's basis. */
 static void check_msg(const char *what, const char *bin, const float *U, uint32_t K, const uint32_t *skeys)
 {
     size_t len = 0;
-    uint8_t *m = slurp(bin, &len);
+    uint8_t *m = fsgd_test_read_file(bin, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     FILE *f = fopen(GV_GOLDEN "/gradiveq.txt", "r");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
@@ -475,7 +464,7 @@ static void check_msg(const char *what, const char *bin, const float *U, uint32_
 static void test_golden(void)
 {
     size_t len = 0;
-    uint8_t *sec = slurp(GV_GOLDEN "/gradiveq_section.bin", &len);
+    uint8_t *sec = fsgd_test_read_file(GV_GOLDEN "/gradiveq_section.bin", &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(sec);
     fsgd_gv_section_t gs;
     char err[256], line[256];

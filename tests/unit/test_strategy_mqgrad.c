@@ -349,17 +349,6 @@ static void mq_golden_input(const mq_golden_t *gc, uint32_t *k, float *v)
     }
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    uint8_t *buf = malloc(1 << 20);
-    *len = fread(buf, 1, 1 << 20, f);
-    fclose(f);
-    return buf;
-}
-
 static void mq_golden_write(void)
 {
     char err[256], path[512];
@@ -409,7 +398,7 @@ static void test_golden(void)
         const mq_golden_t *gc = &mq_cases[t];
         size_t len = 0;
         snprintf(path, sizeof path, GOLDEN_DIR "/%s.bin", gc->name);
-        uint8_t *bin = slurp(path, &len);
+        uint8_t *bin = fsgd_test_read_file(path, &len);
         CU_ASSERT_PTR_NOT_NULL_FATAL(bin);
         snprintf(path, sizeof path, GOLDEN_DIR "/%s.txt", gc->name);
         FILE *f = fopen(path, "r");

@@ -84,17 +84,6 @@ static void build(fsgd_wire_buf_t *up, fsgd_wire_buf_t *down)
     fsgd_codec_destroy(c);
 }
 
-static uint8_t *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    uint8_t *p = malloc(1 << 16);
-    *len = fread(p, 1, 1 << 16, f);
-    fclose(f);
-    return p;
-}
-
 static void test_encoders_match(void)
 {
     fsgd_wire_buf_t up = {0}, down = {0};
@@ -105,7 +94,7 @@ static void test_encoders_match(void)
         if (getenv("FSGD_GOLDEN_WRITE"))
             CU_ASSERT(fsgd_test_write_file(names[i], bufs[i]->p, bufs[i]->n) == 0);
         size_t len = 0;
-        uint8_t *want = read_file(names[i], &len);
+        uint8_t *want = fsgd_test_read_file(names[i], &len);
         CU_ASSERT_FATAL(want != NULL);
         CU_ASSERT_EQUAL(len, bufs[i]->n);
         CU_ASSERT(len == bufs[i]->n && memcmp(want, bufs[i]->p, len) == 0);
@@ -123,7 +112,7 @@ static void test_decoders_read(void)
     fsgd_sparse_t dec = {0};
     fsgd_kframe_t f;
     /* uplink */
-    uint8_t *p = read_file(GOLDEN_DIR "/grad_fastsgd.bin", &len);
+    uint8_t *p = fsgd_test_read_file(GOLDEN_DIR "/grad_fastsgd.bin", &len);
     CU_ASSERT_FATAL(p != NULL);
     CU_ASSERT_EQUAL_FATAL(fsgd_kframe_parse(p, len, &f, NULL, err, sizeof err), 0);
     CU_ASSERT(f.kind == FSGD_KMSG_GRAD && f.gen == 9 && f.sender == 3 && f.step == 18 && f.flags == 0);
@@ -141,7 +130,7 @@ static void test_decoders_read(void)
     free(g.ranges);
     free(p);
     /* downlink */
-    p = read_file(GOLDEN_DIR "/model_cdelta_section.bin", &len);
+    p = fsgd_test_read_file(GOLDEN_DIR "/model_cdelta_section.bin", &len);
     CU_ASSERT_FATAL(p != NULL);
     CU_ASSERT_EQUAL_FATAL(fsgd_kframe_parse(p, len, &f, NULL, err, sizeof err), 0);
     CU_ASSERT(f.kind == FSGD_KMSG_DELTA_CODED && f.flags == FSGD_KFLAG_SECTION && f.step == 18);

@@ -44,6 +44,10 @@ const char *fsgd_test_tmp(const char *name);
 /* Writes len bytes to path; returns 0 on success. */
 int fsgd_test_write_file(const char *path, const void *data, size_t len);
 
+/* The whole file at path in a malloc'd buffer (free it), its size in *len;
+ * NULL when it cannot be read. */
+uint8_t *fsgd_test_read_file(const char *path, size_t *len);
+
 /* The seed of this run (FSGD_TEST_SEED or time based); printed at start. */
 uint64_t fsgd_test_seed(void);
 

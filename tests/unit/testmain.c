@@ -112,6 +112,32 @@ int fsgd_test_write_file(const char *path, const void *data, size_t len)
     return (fclose(f) == 0 && w == len) ? 0 : -1;
 }
 
+uint8_t *fsgd_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        uint8_t *nb = realloc(buf, cap *= 2);
+        if (!nb)
+            free(buf);
+        buf = nb;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
 uint64_t fsgd_test_seed(void) { return seed; }
 
 uint64_t fsgd_test_rand(uint64_t *state)
