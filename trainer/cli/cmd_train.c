@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "fsgd/codec.h"
 #include "fsgd/delim.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/strategy.h"
 #include "fsgd/job.h"
 #include "fsgd/libsvm.h"
@@ -77,19 +78,18 @@ static double wall(void)
 }
 
 /* The job's hashed-input spec: 1 with *spec filled for criteo/tsv:/csv:, 0
- * for LIBSVM, or a negative error (printed). hash_bits overrides the spec's. */
+ * for LIBSVM, or a negative error (printed): fsgd/rowfmt.h decides, as it
+ * does for the distributed roles. hash_bits overrides the spec's. */
 static int hashed_spec(const fsgd_job_t *job, fsgd_delim_spec_t *spec)
 {
-    if (!strcmp(job->format, "libsvm"))
-        return 0;
+    fsgd_rowfmt_t f;
     char err[512];
-    if (fsgd_delim_spec_parse(job->format, spec, err, sizeof err) < 0) {
-        fsgd_cli_error("format: %s", err);
+    if (fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0) {
+        fsgd_cli_error("%s", err);
         return -1;
     }
-    if (job->hash_bits)
-        spec->bits = (unsigned)job->hash_bits;
-    return 1;
+    *spec = f.spec;
+    return f.hashed;
 }
 
 /* Loads a LIBSVM file, or a delimited one when spec is not NULL (collisions
@@ -401,13 +401,11 @@ int fsgd_cmd_train(int argc, char **argv)
     if (hashed < 0)
         return FSGD_EXIT_USAGE;
     if (hashed) {
-        uint64_t hdim = (uint64_t)1 << spec.bits;
-        if (job.dim && job.dim != hdim) {
-            fsgd_cli_error("dim %llu: a hashed format has 2^%u = %llu columns (set hash_bits, not dim)",
-                           (unsigned long long)job.dim, spec.bits, (unsigned long long)hdim);
+        fsgd_rowfmt_t f = {.hashed = 1, .spec = spec};
+        if (fsgd_rowfmt_dim(&f, job.dim, &job.dim, err, sizeof err) < 0) {
+            fsgd_cli_error("%s", err);
             return FSGD_EXIT_USAGE;
         }
-        job.dim = hdim;
     }
     double t0 = wall();
     if (job.cache[0])
