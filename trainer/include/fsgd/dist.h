@@ -96,7 +96,7 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
 #define FSGD_EMBEDDED_MODEL_LIMIT_MSG                                                                          \
     "a model of %llu weights needs %.1f MiB snapshots on the single-partition model topic; the embedded "    \
     "cluster keeps 5 MiB per partition, so it holds at most %llu weights (about 2^20): run against a real "  \
-    "Kafka with --brokers HOST:PORT (docker compose up, or your cluster), or lower --dim"
+    "Kafka with --brokers HOST:PORT (docker compose up, or your cluster), or lower --dim (--hash-bits for a hashed format)"
 
 /* --- aggregator --- */
 
