@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Raw CTR rows through the data topic (issue 11): fsgd gen --format criteo
+# Raw CTR rows through the data topic (issue 11). A job whose format,
+# hash_bits and dim disagree fails at startup in every role. fsgd gen --format criteo
 # writes train/test TSV; fsgd run --format criteo --hash-bits 18 produces the
 # raw lines, 3 workers hash them, the aggregator evaluates the raw test file.
 # Every epoch applies exactly the file's rows; the test AUC is clearly above
@@ -7,7 +8,8 @@
 # (the distributed run reorders rows per partition: measured gap ~0.004); the
 # model records the spec (v2), so fsgd predict on the raw test TSV gives the
 # run's AUC. Then a job whose spec has a header line (header=1): fsgd produce
-# skips it (the topic holds rows only), a malformed row written by an outside
+# skips it (the topic holds rows only) and, with skip_bad, a malformed line of
+# its file (reported as file:line:col); a malformed row written by an outside
 # client (kcat) stops the job with "topic T partition P offset O:1:COL:"
 # naming the column, and with skip_bad it is skipped and reported while the
 # job trains on the other rows.
@@ -21,6 +23,19 @@ COMMON=(--data "$tmp/train.tsv" --test "$tmp/test.tsv" --format criteo --hash-bi
     --lr 0.01 --codec none)
 ref=$(reference_auc)
 echo "fsgd train reference: test auc $ref"
+
+# 0. an inconsistent job fails at startup (exit 2) naming the key, in every role
+startup_error() { # WANT ROLE ARGS...: the role exits 2 saying WANT, before it touches a broker
+    local want=$1 rc=0
+    shift
+    "$FSGD" "$@" >"$tmp/startup.log" 2>&1 || rc=$?
+    [ $rc -eq 2 ] && grep -qF -- "$want" "$tmp/startup.log" ||
+        { echo "fsgd $*: exit $rc, expected 2 with '$want':"; cat "$tmp/startup.log"; exit 1; }
+}
+startup_error "dim 1000: a hashed format has 2^18 = 262144 columns (set hash_bits, not dim)" run "${COMMON[@]}" --dim 1000
+startup_error "format: columns: 'kat' is not label, num, cat or skip" worker --brokers 127.0.0.1:1 --data x --format 'tsv:label,kat'
+startup_error "hash_bits: 18 is for a hashed format" aggregator --brokers 127.0.0.1:1 --data x --hash-bits 18
+startup_error "dim 5: a hashed format has 2^24" produce --brokers 127.0.0.1:1 --name x --format criteo --dim 5 "$tmp/train.tsv"
 
 # 1. fsgd run through the data topic
 start_run "$tmp/run.log" --workers 3 --out "$tmp/model.fsgd" --metrics-json "$tmp/m.json"
@@ -51,16 +66,23 @@ PYEOF
 command -v kcat >/dev/null || { echo "SKIP (part 3): kcat is not installed"; exit 0; }
 spec='tsv:label,num*13,cat*26:header=1'
 hdr=$(printf 'label'; for i in $(seq 13); do printf '\tI%d' "$i"; done; for i in $(seq 26); do printf '\tC%d' "$i"; done)
-{ echo "$hdr"; head -n 3000 "$tmp/train.tsv"; } >"$tmp/h_train.tsv"
+# field 3 (a num column) is not a number
+printf '1\t2\tabc%s\n' "$(printf '\t%.0s' $(seq 37))" >"$tmp/badrow"
+# the file: a header, 3000 rows, and the bad row as line 5, which fsgd
+# produce --skip-bad leaves out and reports
+{ echo "$hdr"; head -n 3 "$tmp/train.tsv"; cat "$tmp/badrow"; sed -n 4,3000p "$tmp/train.tsv"; } >"$tmp/h_train.tsv"
 { echo "$hdr"; head -n 1000 "$tmp/test.tsv"; } >"$tmp/h_test.tsv"
 bad=$(job_name criteo_bad)
 kafka_cluster "$bad" 4
-"$FSGD" produce --brokers "$brokers" --name "$bad" --format "$spec" --hash-bits 16 "$tmp/h_train.tsv" \
+"$FSGD" produce --brokers "$brokers" --name "$bad" --format "$spec" --hash-bits 16 --skip-bad "$tmp/h_train.tsv" \
     2>"$tmp/produce.log" || { cat "$tmp/produce.log"; exit 1; }
-grep -q "produce done: 3000 rows" "$tmp/produce.log" || { cat "$tmp/produce.log"; exit 1; }
-# round robin: partition 0 holds rows 0, 4, ... (750 of them); the bad row is
-# its offset 750: field 3 (a num column) is not a number
-printf '1\t2\tabc%s\n' "$(printf '\t%.0s' $(seq 37))" >"$tmp/badrow"
+cat "$tmp/produce.log"
+grep -q "produce done: 3000 rows" "$tmp/produce.log" || { echo "header or bad row sent"; exit 1; }
+grep -qF "skipped 1 malformed rows (skip_bad); first:" "$tmp/produce.log" &&
+    grep -qF "h_train.tsv:5:5: column 3 (num): expected a number, got 'abc'" "$tmp/produce.log" ||
+    { echo "produce did not report the bad line"; exit 1; }
+# an outside client writes the bad row into the topic. Round robin: partition
+# 0 holds rows 0, 4, ... (750 of them), so it lands at its offset 750
 kcat -P -b "$brokers" -t "$bad.data" -p 0 "$tmp/badrow"
 JOB=(--no-produce --brokers "$brokers" --name "$bad" --format "$spec" --hash-bits 16 --test "$tmp/h_test.tsv"
     --workers 2 --epochs 2 --batch 256 --lr 0.01 --codec none)
