@@ -290,8 +290,9 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
     return 1;
 }
 
-long fsgd_delim_parse(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src, fsgd_csr_t *out,
-                      char *err, size_t errsz)
+/* The lines of buf as rows numbered from first_line; with header, the first is skipped. */
+static long parse_buf(const char *buf, size_t len, const fsgd_delim_spec_t *spec, int header, const char *src,
+                      uint64_t first_line, fsgd_csr_t *out, char *err, size_t errsz)
 {
     reader_t r = {.spec = spec, .path = src ? src : "<buffer>"};
     const char *p = buf, *e = buf + len;
@@ -301,8 +302,8 @@ long fsgd_delim_parse(const char *buf, size_t len, const fsgd_delim_spec_t *spec
         const char *nl = memchr(p, '\n', (size_t)(e - p));
         const char *le = nl ? nl : e;
         r.st.lines++;
-        if (!(spec->header && r.st.lines == 1)) {
-            int k = parse_row(&r, r.st.lines, p, le, out, err, errsz);
+        if (!(header && r.st.lines == 1)) {
+            int k = parse_row(&r, first_line + r.st.lines - 1, p, le, out, err, errsz);
             if (k < 0)
                 rc = k;
             got += k == 1;
@@ -312,6 +313,18 @@ long fsgd_delim_parse(const char *buf, size_t len, const fsgd_delim_spec_t *spec
     free(r.col);
     free(r.val);
     return rc < 0 ? rc : got;
+}
+
+long fsgd_delim_parse(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src, fsgd_csr_t *out,
+                      char *err, size_t errsz)
+{
+    return parse_buf(buf, len, spec, spec->header, src, 1, out, err, errsz);
+}
+
+long fsgd_delim_parse_rows(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src,
+                           uint64_t first_line, fsgd_csr_t *out, char *err, size_t errsz)
+{
+    return parse_buf(buf, len, spec, 0, src, first_line, out, err, errsz);
 }
 
 int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,

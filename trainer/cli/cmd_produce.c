@@ -1,4 +1,4 @@
-/* fsgd produce: load LIBSVM files into a job's data topic. */
+/* fsgd produce: load the rows of a file (the job's format) into its data topic. */
 #include <stdio.h>
 
 #include "cli.h"
@@ -7,9 +7,11 @@
 #include "fsgd/kbus.h"
 
 static const char usage[] =
-    "usage: fsgd produce --brokers HOST:PORT --name JOB [--partitions N] FILE...\n"
-    "Writes every row of the LIBSVM files to JOB.data, one row per message, round-robin over\n"
-    "the partitions (created when missing), lz4-batched by an idempotent producer.";
+    "usage: fsgd produce [JOB.yaml] --brokers HOST:PORT --name JOB [--format F] [--partitions N] FILE\n"
+    "Writes every row of FILE to JOB.data, one row per message, round-robin over\n"
+    "the partitions (created when missing), lz4-batched by an idempotent producer. Rows are\n"
+    "checked with the job's format (libsvm, criteo, tsv:/csv: specs) and sent as they are;\n"
+    "a spec's header line (header=1) is skipped, never sent: the topic holds rows only.";
 
 static void on_progress(void *ctx, const fsgd_produce_stats_t *s, int done)
 {
@@ -40,5 +42,6 @@ int fsgd_cmd_produce(int argc, char **argv)
         fsgd_cli_error("produce: %s", err);
         return fsgd_cli_status(rc);
     }
+    dcli_bad_rows(job.data, st.bad_rows, st.first_bad);
     return 0;
 }

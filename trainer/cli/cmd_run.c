@@ -413,6 +413,7 @@ int fsgd_cmd_run(int argc, char **argv)
         if (!job.quiet)
             fprintf(stderr, "fsgd: produced %llu rows (%.1f MB) into %s.data in %.2f s\n",
                     (unsigned long long)ps.rows, ps.bytes / 1e6, job.name, ps.seconds);
+        dcli_bad_rows(job.data, ps.bad_rows, ps.first_bad);
     }
     struct stat cs;
     if (lstat(ckpt, &cs) == 0 && fresh) {

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "fsgd/codec.h"
 #include "fsgd/delim.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/strategy.h"
 #include "fsgd/job.h"
 #include "fsgd/libsvm.h"
@@ -74,22 +75,6 @@ static double wall(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* The job's hashed-input spec: 1 with *spec filled for criteo/tsv:/csv:, 0
- * for LIBSVM, or a negative error (printed). hash_bits overrides the spec's. */
-static int hashed_spec(const fsgd_job_t *job, fsgd_delim_spec_t *spec)
-{
-    if (!strcmp(job->format, "libsvm"))
-        return 0;
-    char err[512];
-    if (fsgd_delim_spec_parse(job->format, spec, err, sizeof err) < 0) {
-        fsgd_cli_error("format: %s", err);
-        return -1;
-    }
-    if (job->hash_bits)
-        spec->bits = (unsigned)job->hash_bits;
-    return 1;
 }
 
 /* Loads a LIBSVM file, or a delimited one when spec is not NULL (collisions
@@ -396,29 +381,25 @@ int fsgd_cmd_train(int argc, char **argv)
         return rc;
     fsgd_cli_cleanup_on_signal();
 
-    fsgd_delim_spec_t spec;
-    int hashed = hashed_spec(&job, &spec);
-    if (hashed < 0)
+    /* The row format (fsgd/rowfmt.h, as for the distributed roles): a
+     * hashed one has 2^bits columns, so dim must be 0 or that. */
+    fsgd_rowfmt_t fmt;
+    if (fsgd_rowfmt_init(&fmt, job.format, job.hash_bits, job.skip_bad, err, sizeof err) < 0 ||
+        fsgd_rowfmt_dim(&fmt, job.dim, &job.dim, err, sizeof err) < 0) {
+        fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
-    if (hashed) {
-        uint64_t hdim = (uint64_t)1 << spec.bits;
-        if (job.dim && job.dim != hdim) {
-            fsgd_cli_error("dim %llu: a hashed format has 2^%u = %llu columns (set hash_bits, not dim)",
-                           (unsigned long long)job.dim, spec.bits, (unsigned long long)hdim);
-            return FSGD_EXIT_USAGE;
-        }
-        job.dim = hdim;
     }
+    const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;
     double t0 = wall();
     if (job.cache[0])
-        return train_from_cache(&job, hashed ? &spec : NULL, t0);
+        return train_from_cache(&job, spec, t0);
     fsgd_csr_t train = {0}, test = {0};
-    if ((rc = load(job.data, &job, hashed ? &spec : NULL, 1, &train)) != 0) {
+    if ((rc = load(job.data, &job, spec, 1, &train)) != 0) {
         fsgd_csr_free(&train);
         return rc;
     }
     if (job.test[0]) {
-        if ((rc = load(job.test, &job, hashed ? &spec : NULL, 0, &test)) != 0) {
+        if ((rc = load(job.test, &job, spec, 0, &test)) != 0) {
             fsgd_csr_free(&train);
             fsgd_csr_free(&test);
             return rc;
@@ -489,8 +470,7 @@ int fsgd_cmd_train(int argc, char **argv)
             printf("did not reach test auc %.4f\n", job.target_auc);
     }
     int status = 0;
-    if (hashed)
-        fsgd_delim_spec_format(&spec, model.input, sizeof model.input);
+    fsgd_rowfmt_input(&fmt, model.input, sizeof model.input);
     if (job.out[0]) {
         rc = fsgd_model_save(&model, job.out, err, sizeof err);
         if (rc < 0) {

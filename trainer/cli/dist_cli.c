@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fsgd/rowfmt.h"
 
 const char *dcli_take(int *argc, char **argv, const char *name, int has_value, const char **all, int *n_all)
 {
@@ -69,7 +70,26 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
                        which, which);
         return FSGD_EXIT_USAGE;
     }
+    /* The row format, before any role starts: a spec that does not parse,
+     * hash_bits without a hashed format, or a dim other than 2^bits. A
+     * hashed job's dim is 2^bits from here on (the embedded cluster's model
+     * limit is checked on it). */
+    fsgd_rowfmt_t f;
+    if (fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
+        fsgd_rowfmt_dim(&f, job->dim, &job->dim, err, sizeof err) < 0) {
+        fsgd_cli_error("%s", err);
+        return FSGD_EXIT_USAGE;
+    }
     return 0;
+}
+
+void dcli_bad_rows(const char *where, uint64_t n, const char (*first)[160])
+{
+    if (!n)
+        return;
+    fprintf(stderr, "fsgd: %s: skipped %llu malformed rows (skip_bad); first:\n", where, (unsigned long long)n);
+    for (uint64_t i = 0; i < n && i < FSGD_LIBSVM_BAD_KEPT; i++)
+        fprintf(stderr, "  %s\n", first[i]);
 }
 
 int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const char **addr, int *port)

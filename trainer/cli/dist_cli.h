@@ -3,6 +3,8 @@
 #ifndef FSGD_DIST_CLI_H
 #define FSGD_DIST_CLI_H
 
+#include <stdint.h>
+
 #include "fsgd/job.h"
 
 /* Removes every "--name VALUE" / "--name=VALUE" (has_value) or "--name"
@@ -11,9 +13,14 @@
  * repeated option are kept in *all / *n_all when all is not NULL. */
 const char *dcli_take(int *argc, char **argv, const char *name, int has_value, const char **all, int *n_all);
 
-/* Parses the job flags; prints errors. 0 ok, 1 help printed (exit 0),
+/* Parses the job flags and checks the row format (format, hash_bits, dim:
+ * fsgd/rowfmt.h; a hashed job's dim becomes 2^bits); prints errors. 0 ok, 1 help printed (exit 0),
  * FSGD_EXIT_USAGE on a usage error. */
 int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job);
+
+/* Prints "fsgd: WHERE: skipped N malformed rows (skip_bad); first:" and the
+ * first rows' errors (first: FSGD_LIBSVM_BAD_KEPT of them) when n > 0. */
+void dcli_bad_rows(const char *where, uint64_t n, const char (*first)[160]);
 
 /* Takes --metrics-port PORT and --metrics-addr ADDR (fsgd/observe.h) out
  * of argv. *port = -1 when no port was given (no metrics), 0 = any free

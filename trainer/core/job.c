@@ -24,15 +24,18 @@ typedef struct field {
 
 #define OFF(f) offsetof(fsgd_job_t, f), sizeof(((fsgd_job_t *)0)->f)
 static const field_t fields[] = {
-    {"data", "data", F_STR, OFF(data), 0, 0, "training data, LIBSVM file"},
-    {"test", "data", F_STR, OFF(test), 0, 0, "test data, LIBSVM file (default: split off the training data)"},
+    {"data", "data", F_STR, OFF(data), 0, 0, "training data, a file in the job's format"},
+    {"test", "data", F_STR, OFF(test), 0, 0, "test data, same format (default: split off the training data)"},
     {"test_fraction", "data", F_DOUBLE, OFF(test_fraction), 0, 0.9, "fraction held out when no test file"},
-    {"skip_bad", "data", F_BOOL, OFF(skip_bad), 0, 1, "skip malformed rows (report them) instead of stopping"},
+    {"skip_bad", "data", F_BOOL, OFF(skip_bad), 0, 1, "skip malformed rows (report them) instead of stopping: LIBSVM files, and NAME.data rows in any format (a delimited file still stops)"},
     {"format", "data", F_STR, OFF(format), 0, 0,
      "input format: libsvm, criteo (label, 13 integer and 26 categorical TSV columns), or a column spec "
      "tsv:COLUMNS[:header=1][:bits=B][:seed=S] / csv:..., COLUMNS like label,num*13,cat*26,skip; "
-     "raw fields are hashed with xxHash into 2^bits columns (fsgd train, predict)"},
-    {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32, "hashed formats: 2^B feature columns (0: the spec's bits, default 24)"},
+     "raw fields are hashed with xxHash into 2^bits columns (dim is then 2^bits); fsgd train, and fsgd run/produce/"
+     "worker/aggregator, which send the raw lines through NAME.data (a header=1 line is skipped, never sent; "
+     "outside clients must not send it); the model records the spec for fsgd predict"},
+    {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32,
+     "hashed formats: 2^B feature columns (0: the spec's bits, default 24; not with libsvm)"},
     {"cache", "data", F_STR, OFF(cache), 0, 0,
      "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
      "from it, for files larger than memory (one thread; the holdout and test split are at most 100k rows each)"},

@@ -20,6 +20,7 @@ typedef struct scan_ctx {
     uint32_t p;
     fsgd_csr_t tmp;
     uint64_t rows, max_col;
+    fsgd_libsvm_stats_t bad; /* skip_bad: the malformed rows skipped */
 } scan_ctx_t;
 
 static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
@@ -29,8 +30,7 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     char src[200];
     snprintf(src, sizeof src, "topic %s partition %d offset %lld", c->a->tdata, (int)partition, (long long)offset);
     fsgd_csr_clear(&c->tmp);
-    fsgd_libsvm_opts_t o = {.skip_bad = c->a->job->skip_bad};
-    long n = fsgd_libsvm_parse(val, len, src, 1, &o, &c->tmp, NULL, err, errsz);
+    long n = fsgd_rowfmt_parse(&c->a->fmt, val, len, src, 1, &c->tmp, &c->bad, err, errsz);
     if (n < 0)
         return (int)n;
     c->rows += (uint64_t)n;
@@ -82,6 +82,14 @@ int agg_scan_data(agg_t *a)
     fsgd_csr_free(&c.tmp);
     if (rc)
         return rc;
+    /* Rows an outside client wrote that do not parse: skipped (skip_bad)
+     * by the workers as here, never silently. */
+    if (c.bad.bad_rows) {
+        agg_log(a, "topic %s: skipped %llu malformed rows (skip_bad); first: %s", a->tdata,
+                (unsigned long long)c.bad.bad_rows, c.bad.first_bad[0]);
+        for (uint64_t i = 1; i < c.bad.bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
+            agg_log(a, "topic %s: skipped %s", a->tdata, c.bad.first_bad[i]);
+    }
     if (total == 0)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "topic %s holds no rows: produce data first", a->tdata);
     char why[300];
@@ -89,12 +97,14 @@ int agg_scan_data(agg_t *a)
         return fsgd_err_fmt(a->err, a->errsz, rc, "topic %s: %s", a->tdata, why);
     if (a->job->bias && fabs(a->job->bias_value) > a->xmax)
         a->xmax = fabs(a->job->bias_value);
-    if (a->job->dim && max_col > a->job->dim)
+    uint64_t dim; /* a hashed format's 2^bits, else the job's (0: the data's) */
+    FSGD_TRY(fsgd_rowfmt_dim(&a->fmt, a->job->dim, &dim, a->err, a->errsz));
+    if (dim && max_col > dim)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_RANGE, "topic %s has feature %llu > dim %llu", a->tdata,
-                            (unsigned long long)max_col, (unsigned long long)a->job->dim);
+                            (unsigned long long)max_col, (unsigned long long)dim);
     a->s->dataset_rows = total;
     a->s->partitions = P;
-    a->dim = a->job->dim ? a->job->dim : max_col;
+    a->dim = dim ? dim : max_col;
     a->mdim = a->dim + (a->job->bias ? 1 : 0);
     if (a->job->max_model_weights && a->mdim > a->job->max_model_weights)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, FSGD_EMBEDDED_MODEL_LIMIT_MSG, (unsigned long long)a->mdim,

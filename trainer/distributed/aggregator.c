@@ -147,10 +147,10 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");
     fsgd_kbus_topic(a.tctl, sizeof a.tctl, job->name, "ctl");
     a.expected = expected_workers > 0 ? expected_workers : 1;
-    int rc = 0;
-    if (!(a.prod = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, job->brokers, NULL, err, errsz)) ||
-        !(a.scan_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)) ||
-        !(a.grads_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
+    int rc = fsgd_rowfmt_init(&a.fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
+    if (!rc && (!(a.prod = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, job->brokers, NULL, err, errsz)) ||
+                !(a.scan_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)) ||
+                !(a.grads_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz))))
         rc = FSGD_E_KAFKA;
     /* The job's grads, model and ctl topics (fsgd produce or fsgd run made
      * them; kept as they are when they exist), with leaders elected. */
@@ -160,9 +160,8 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         rc = agg_check_model_topic(&a);
     if (!rc)
         rc = agg_scan_data(&a);
-    if (!rc && job->test[0]) {
-        fsgd_libsvm_opts_t o = {.skip_bad = job->skip_bad};
-        rc = fsgd_libsvm_load(job->test, &o, &a.test, NULL, err, errsz);
+    if (!rc && job->test[0]) { /* in the job's format, like the data topic */
+        rc = fsgd_rowfmt_load(&a.fmt, job->test, 1, &a.test, NULL, err, errsz);
         a.have_test = rc == 0;
     }
     fsgd_adam_params_t ap = {job->lr, job->beta1, job->beta2, job->eps};
@@ -352,6 +351,8 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         if (job->out[0]) {
             fsgd_model_t mo = {.kind = job->model, .dim = a.dim, .has_bias = job->bias,
                                .bias = (float)job->bias_value, .w = a.adam.theta};
+            /* a hashed format's spec (model v2): fsgd predict hashes raw rows the same way */
+            fsgd_rowfmt_input(&a.fmt, mo.input, sizeof mo.input);
             rc = fsgd_model_save(&mo, job->out, err, errsz);
         }
         if (!rc)

@@ -16,6 +16,7 @@
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "fsgd/libsvm.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/loss.h"
 #include "fsgd/outfile.h"
 #include "fsgd/reduce.h"
@@ -26,6 +27,7 @@
 
 typedef struct agg {
     const fsgd_job_t *job;
+    fsgd_rowfmt_t fmt; /* the job's row format: NAME.data, the test file, the model's input spec */
     fsgd_agg_stats_t *s;
     char tdata[128], tgrads[128], tmodel[128], tctl[128];
     rd_kafka_t *prod, *grads_c, *scan_c, *ctl_c;

@@ -1,5 +1,7 @@
-/* `fsgd produce`: LIBSVM rows into <job>.data, one row per message,
- * round-robin over partitions, batched and lz4-compressed by Kafka. */
+/* `fsgd produce`: the rows of a file into <job>.data, one row per message,
+ * round-robin over partitions, batched and lz4-compressed by Kafka. Each
+ * line is checked with the job's format (fsgd/rowfmt.h) and sent as it is;
+ * a delimited spec's header line is skipped (the topic holds rows only). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,7 @@
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
-#include "fsgd/libsvm.h"
+#include "fsgd/rowfmt.h"
 
 static double now_s(void)
 {
@@ -33,6 +35,8 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
                       size_t errsz)
 {
     memset(st, 0, sizeof *st);
+    fsgd_rowfmt_t fmt;
+    FSGD_TRY(fsgd_rowfmt_init(&fmt, job->format, job->hash_bits, job->skip_bad, err, errsz));
     char topic[128];
     fsgd_kbus_topic(topic, sizeof topic, job->name, "data");
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
@@ -70,7 +74,6 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
     st->partitions = P;
     double t0 = now_s(), last = t0;
     uint64_t lineno = 0;
-    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad};
     fsgd_libsvm_stats_t lst = {0};
     char src[1200];
     snprintf(src, sizeof src, "%s", path);
@@ -81,8 +84,10 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
         lineno++;
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = '\0';
+        if (lineno == 1 && fmt.hashed && fmt.spec.header)
+            continue; /* the header names the columns: never sent */
         fsgd_csr_clear(&scratch);
-        long r = fsgd_libsvm_parse(line, (size_t)n, src, lineno, &opts, &scratch, &lst, err, errsz);
+        long r = fsgd_rowfmt_parse(&fmt, line, (size_t)n, src, lineno, &scratch, &lst, err, errsz);
         if (r < 0) {
             rc = (int)r;
             break;
@@ -132,6 +137,8 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
                               (long long)lo0[p], (long long)hi0[p]);
     }
     st->seconds = now_s() - t0;
+    st->bad_rows = lst.bad_rows;
+    memcpy(st->first_bad, lst.first_bad, sizeof st->first_bad);
     if (!rc && progress)
         progress(ctx, st, 1);
     free(line);

@@ -25,7 +25,7 @@
 #include "fsgd/observe.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
-#include "fsgd/libsvm.h"
+#include "fsgd/rowfmt.h"
 #include "ctl.h"
 #include "wire.h"
 
@@ -38,6 +38,7 @@ typedef struct pcache {
 
 typedef struct worker {
     const fsgd_job_t *job;
+    fsgd_rowfmt_t fmt; /* how message values parse: the job's format */
     uint32_t id;
     char tdata[128], tgrads[128], tmodel[128], tctl[128];
     rd_kafka_t *group, *fetch, *model_c, *prod;
@@ -158,8 +159,9 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     char src[200];
     snprintf(src, sizeof src, "topic %s partition %d offset %lld", w->tdata, (int)partition, (long long)offset);
     fsgd_csr_clear(&w->tmp);
-    fsgd_libsvm_opts_t o = {.skip_bad = w->job->skip_bad};
-    long n = fsgd_libsvm_parse(val, len, src, 1, &o, &w->tmp, NULL, err, errsz);
+    /* a bad row fails here as in the aggregator's scan, or (skip_bad) is
+     * skipped as the scan skipped and reported it */
+    long n = fsgd_rowfmt_parse(&w->fmt, val, len, src, 1, &w->tmp, NULL, err, errsz);
     if (n < 0)
         return (int)n;
     for (size_t r = 0; r < w->tmp.n_rows; r++) {
@@ -655,9 +657,8 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     fsgd_kbus_topic(w->tctl, sizeof w->tctl, job->name, "ctl");
     char group[128];
     fsgd_kbus_topic(group, sizeof group, job->name, "workers");
-    int rc = 0;
-    w->as = fsgd_kasm_new();
-    if (!w->as)
+    int rc = fsgd_rowfmt_init(&w->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
+    if (!rc && !(w->as = fsgd_kasm_new()))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
     if (!rc && !(w->prod = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, job->brokers, NULL, err, errsz)))
         rc = FSGD_E_KAFKA;

@@ -80,6 +80,12 @@ int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_c
 long fsgd_delim_parse(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src, fsgd_csr_t *out,
                       char *err, size_t errsz);
 
+/* fsgd_delim_parse for rows without a header (a Kafka message value): every
+ * line of buf is a row, whatever spec->header says; lines are numbered from
+ * first_line in errors ("src:first_line:col: ..."). */
+long fsgd_delim_parse_rows(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src,
+                           uint64_t first_line, fsgd_csr_t *out, char *err, size_t errsz);
+
 /* Called with every chunk_rows rows (fewer at the end); the rows are cleared
  * after it returns. A negative return stops reading with that error. */
 typedef int (*fsgd_delim_chunk_fn)(void *ctx, const fsgd_csr_t *rows, char *err, size_t errsz);

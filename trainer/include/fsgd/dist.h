@@ -1,5 +1,5 @@
 /* The distributed roles of a job over Kafka (trainer/KAFKA_FORMAT.md):
- * the producer that loads LIBSVM rows into <job>.data, the workers, the
+ * the producer that loads rows (LIBSVM or the job's delimited format) into <job>.data, the workers, the
  * aggregator, and model reassembly from <job>.model.
  *
  * Every function blocks until its role is done and never prints; progress
@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "fsgd/job.h"
+#include "fsgd/libsvm.h"
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
 #include "fsgd/trace.h"
@@ -27,6 +28,8 @@ typedef struct fsgd_produce_stats {
     uint64_t rows, bytes;
     int partitions;
     double seconds;
+    uint64_t bad_rows;          /* malformed rows left out (skip_bad) */
+    char first_bad[FSGD_LIBSVM_BAD_KEPT][160]; /* "file:line:col: why" of the first of them */
 } fsgd_produce_stats_t;
 
 typedef void (*fsgd_produce_progress_fn)(void *ctx, const fsgd_produce_stats_t *s, int done);
@@ -35,12 +38,13 @@ typedef void (*fsgd_produce_progress_fn)(void *ctx, const fsgd_produce_stats_t *
  * partition passes its 5 MiB limit (uncompressed, with headroom). */
 int fsgd_produce_partitions_needed(uint64_t bytes);
 
-/* Loads the LIBSVM file `path` into <job>.data on brokers, one row per
+/* Loads the file `path` into <job>.data on brokers, one row per
  * message, round-robin over the topic's partitions (created with
  * `partitions`, 0 = 12, when missing, with the job's other topics:
- * fsgd_dist_topics_create; FSGD_E_STATE when <job>.model holds a job). Lines are checked with the LIBSVM
- * parser first (a bad row is an error naming file:line:column unless
- * job->skip_bad). After delivery every partition's log is checked: data the
+ * fsgd_dist_topics_create; FSGD_E_STATE when <job>.model holds a job). Lines are checked with the
+ * job's format first (fsgd/rowfmt.h: LIBSVM, or a criteo/tsv:/csv: spec whose header line is
+ * skipped, never sent) and sent as they are; a bad row is an error naming file:line:column unless
+ * job->skip_bad (then left out and counted in st). After delivery every partition's log is checked: data the
  * broker dropped is FSGD_E_LOST with the reason. */
 int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *path, int partitions,
                       fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
@@ -92,7 +96,7 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
 #define FSGD_EMBEDDED_MODEL_LIMIT_MSG                                                                          \
     "a model of %llu weights needs %.1f MiB snapshots on the single-partition model topic; the embedded "    \
     "cluster keeps 5 MiB per partition, so it holds at most %llu weights (about 2^20): run against a real "  \
-    "Kafka with --brokers HOST:PORT (docker compose up, or your cluster), or lower --dim"
+    "Kafka with --brokers HOST:PORT (docker compose up, or your cluster), or lower --dim (--hash-bits for a hashed format)"
 
 /* --- aggregator --- */
 

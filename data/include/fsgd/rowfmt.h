@@ -1,0 +1,55 @@
+/* A job's row format: LIBSVM, or delimited columns hashed by a spec
+ * (fsgd/delim.h). The one place that picks the parser for a file or a
+ * buffer, so fsgd train, the producer, the workers and the aggregator parse
+ * rows the same way from the job's `format`, `hash_bits` and `skip_bad`.
+ *
+ * Buffers (a line of a file being produced, a Kafka message value) hold rows
+ * only: a delimited spec's header line is skipped in files, never looked for
+ * in a buffer. With skip_bad a malformed row of a buffer is skipped and
+ * counted in the LIBSVM statistics (bad_rows, first_bad), in both formats. */
+#ifndef FSGD_ROWFMT_H
+#define FSGD_ROWFMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/csr.h"
+#include "fsgd/delim.h"
+#include "fsgd/libsvm.h"
+
+typedef struct fsgd_rowfmt {
+    int hashed;              /* 0: LIBSVM; 1: delimited, hashed by spec */
+    fsgd_delim_spec_t spec;  /* hashed: the parsed format with hash_bits applied */
+    fsgd_libsvm_opts_t opts; /* skip_bad (both formats) and the LIBSVM options */
+} fsgd_rowfmt_t;
+
+/* Reads format ("libsvm", "criteo", "tsv:...", "csv:...") and hash_bits
+ * (0: the spec's bits; 1..32 override them; LIBSVM takes none). Returns 0 or
+ * FSGD_E_ARG with err naming the job key ("format: columns: 'kat' is not
+ * ...", "hash_bits: 18 is for a hashed format, format is libsvm"). */
+int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int skip_bad, char *err, size_t errsz);
+
+/* The feature dimension of a job whose `dim` key is job_dim: a hashed format
+ * has 2^bits columns, so job_dim must be 0 or that; LIBSVM keeps job_dim (0:
+ * from the data). Returns 0 with *dim set, or FSGD_E_ARG naming `dim`. */
+int fsgd_rowfmt_dim(const fsgd_rowfmt_t *f, uint64_t job_dim, uint64_t *dim, char *err, size_t errsz);
+
+/* The canonical spec a model file records (model format v2) into
+ * out[0..cap): "" for LIBSVM. */
+void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap);
+
+/* Parses the rows of buf[0..len) (no header) and appends them to out; src
+ * names the origin in errors ("topic a.data partition 2 offset 17:1:5:
+ * column 3 (num): expected a number, got 'x'"), first_line numbers buf's
+ * first line. Blank lines (and LIBSVM comments) give no row. stats may be
+ * NULL. Returns the rows appended or a negative error. */
+long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
+                       fsgd_csr_t *out, fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
+
+/* Loads a whole file (a hashed spec's header skipped; LIBSVM parsed on
+ * `threads`). Malformed rows: LIBSVM skips them with skip_bad (stats may be
+ * NULL); a delimited file always stops at the first. Returns 0 or an error. */
+int fsgd_rowfmt_load(const fsgd_rowfmt_t *f, const char *path, int threads, fsgd_csr_t *out,
+                     fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
+
+#endif

@@ -1,0 +1,129 @@
+/* The job's row format: picks the LIBSVM or the delimited parser (fsgd/rowfmt.h). */
+#include <string.h>
+
+#include "fsgd/error.h"
+#include "fsgd/rowfmt.h"
+
+int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int skip_bad, char *err, size_t errsz)
+{
+    memset(f, 0, sizeof *f);
+    f->opts.skip_bad = skip_bad;
+    if (hash_bits < 0 || hash_bits > 32)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "hash_bits: %d is not in 1..32 (0: the format's bits)", hash_bits);
+    if (!format[0] || !strcmp(format, "libsvm")) {
+        if (hash_bits)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "hash_bits: %d is for a hashed format (criteo, tsv:, csv:), but format is libsvm",
+                                hash_bits);
+        return 0;
+    }
+    char e[400];
+    if (fsgd_delim_spec_parse(format, &f->spec, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+    if (hash_bits)
+        f->spec.bits = (unsigned)hash_bits;
+    f->hashed = 1;
+    return 0;
+}
+
+int fsgd_rowfmt_dim(const fsgd_rowfmt_t *f, uint64_t job_dim, uint64_t *dim, char *err, size_t errsz)
+{
+    *dim = job_dim;
+    if (!f->hashed)
+        return 0;
+    uint64_t h = (uint64_t)1 << f->spec.bits;
+    if (job_dim && job_dim != h)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "dim %llu: a hashed format has 2^%u = %llu columns (set hash_bits, not dim)",
+                            (unsigned long long)job_dim, f->spec.bits, (unsigned long long)h);
+    *dim = h;
+    return 0;
+}
+
+void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap)
+{
+    if (cap)
+        out[0] = '\0';
+    if (f->hashed && fsgd_delim_spec_format(&f->spec, out, cap) < 0 && cap)
+        out[0] = '\0';
+}
+
+/* skip_bad: a malformed row counted, its message kept among the first few
+ * (cut to the slot with "..." when longer, as the LIBSVM reader does) */
+static void note_bad(fsgd_libsvm_stats_t *st, const char *msg)
+{
+    if (st->bad_rows < FSGD_LIBSVM_BAD_KEPT) {
+        char *d = st->first_bad[st->bad_rows];
+        size_t cap = sizeof st->first_bad[0], n = strlen(msg);
+        if (n >= cap) {
+            memcpy(d, msg, cap - 4);
+            memcpy(d + cap - 4, "...", 4);
+        } else {
+            memcpy(d, msg, n + 1);
+        }
+    }
+    st->bad_rows++;
+}
+
+/* Delimited rows line by line, so that a bad one is skipped alone. */
+static long parse_delim(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
+                        fsgd_csr_t *out, fsgd_libsvm_stats_t *st, char *err, size_t errsz)
+{
+    if (!f->opts.skip_bad) {
+        long n = fsgd_delim_parse_rows(buf, len, &f->spec, src, first_line, out, err, errsz);
+        if (n > 0)
+            st->rows += (uint64_t)n;
+        return n;
+    }
+    const char *p = buf, *e = buf + len;
+    uint64_t line = first_line;
+    long got = 0;
+    char msg[512];
+    if (fsgd_csr_reserve(out, 0, 0) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", src);
+    for (; p < e; line++) {
+        const char *nl = memchr(p, '\n', (size_t)(e - p));
+        const char *le = nl ? nl : e;
+        long n = fsgd_delim_parse_rows(p, (size_t)(le - p), &f->spec, src, line, out, msg, sizeof msg);
+        st->lines++;
+        if (n == FSGD_E_NOMEM)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s", msg);
+        if (n < 0)
+            note_bad(st, msg);
+        else
+            got += n;
+        p = nl ? nl + 1 : e;
+    }
+    st->rows += (uint64_t)got;
+    return got;
+}
+
+long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
+                       fsgd_csr_t *out, fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
+{
+    fsgd_libsvm_stats_t local;
+    if (!stats) {
+        memset(&local, 0, sizeof local);
+        stats = &local;
+    }
+    if (!src)
+        src = "<buffer>";
+    if (!f->hashed)
+        return fsgd_libsvm_parse(buf, len, src, first_line, &f->opts, out, stats, err, errsz);
+    return parse_delim(f, buf, len, src, first_line, out, stats, err, errsz);
+}
+
+int fsgd_rowfmt_load(const fsgd_rowfmt_t *f, const char *path, int threads, fsgd_csr_t *out,
+                     fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
+{
+    if (!f->hashed)
+        return fsgd_libsvm_load_threads(path, &f->opts, threads, out, stats, err, errsz);
+    fsgd_delim_stats_t ds;
+    int rc = fsgd_delim_load(path, &f->spec, 0, out, &ds, err, errsz);
+    if (stats) {
+        memset(stats, 0, sizeof *stats);
+        stats->lines = ds.lines;
+        stats->rows = ds.rows;
+    }
+    return rc;
+}

@@ -1,0 +1,111 @@
+/* The job's row format (fsgd/rowfmt.h): format/hash_bits/dim checks name
+ * the job key; a buffer parses as the file's rows would (no header, line
+ * numbers from first_line); skip_bad skips and reports a bad delimited row
+ * alone, as LIBSVM does; the model's input spec is canonical. */
+#include <string.h>
+
+#include "fsgd/error.h"
+#include "fsgd/rowfmt.h"
+#include "testlib.h"
+
+static void test_init_and_dim(void)
+{
+    fsgd_rowfmt_t f;
+    char err[512];
+    uint64_t dim;
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "libsvm", 0, 0, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(f.hashed, 0);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_dim(&f, 0, &dim, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(dim, 0);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_dim(&f, 123, &dim, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(dim, 123);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_init(&f, "libsvm", 12, 0, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "hash_bits: 12 is for a hashed format");
+    CU_ASSERT_EQUAL(fsgd_rowfmt_init(&f, "tsv:label,kat", 0, 0, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "format: ");
+    FSGD_ASSERT_CONTAINS(err, "'kat' is not label, num, cat or skip");
+    CU_ASSERT_EQUAL(fsgd_rowfmt_init(&f, "criteo", 33, 0, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "hash_bits: 33");
+
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "criteo", 18, 0, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(f.hashed, 1);
+    CU_ASSERT_EQUAL(f.spec.bits, 18);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_dim(&f, 0, &dim, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(dim, 1u << 18);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_dim(&f, 1u << 18, &dim, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_dim(&f, 1000, &dim, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "dim 1000: a hashed format has 2^18 = 262144 columns (set hash_bits, not dim)");
+    char in[FSGD_DELIM_SPEC_MAX];
+    fsgd_rowfmt_input(&f, in, sizeof in);
+    CU_ASSERT_STRING_EQUAL(in, "tsv:label,num*13,cat*26:header=0:bits=18:seed=0");
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "libsvm", 0, 0, err, sizeof err), 0);
+    fsgd_rowfmt_input(&f, in, sizeof in);
+    CU_ASSERT_STRING_EQUAL(in, "");
+}
+
+/* A header=1 spec: the file loses its first line, a buffer never does. */
+static void test_buffer_rows_match_file(void)
+{
+    fsgd_rowfmt_t f;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "csv:label,cat,num:header=1", 12, 0, err, sizeof err), 0);
+    const char *file = "click,site,n\n1,a,3\n0,b,\n";
+    const char *path = fsgd_test_tmp("h.csv");
+    fsgd_test_write_file(path, file, strlen(file));
+    fsgd_csr_t a = {0}, b = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_load(&f, path, 1, &a, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(a.n_rows, 2);
+    const char *rows = "1,a,3\n0,b,\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows, 6, "m", 1, &b, NULL, err, sizeof err), 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows + 6, 5, "m", 1, &b, NULL, err, sizeof err), 1);
+    CU_ASSERT_EQUAL_FATAL(b.n_rows, 2);
+    CU_ASSERT_EQUAL(a.nnz, b.nnz);
+    CU_ASSERT_EQUAL(memcmp(a.row_ptr, b.row_ptr, 3 * sizeof *a.row_ptr), 0);
+    CU_ASSERT_EQUAL(memcmp(a.col, b.col, a.nnz * sizeof *a.col), 0);
+    CU_ASSERT_EQUAL(memcmp(a.label, b.label, 2 * sizeof *a.label), 0);
+    /* the header sent as a row is a malformed row, named by src:line:col */
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, file, 12, "topic t partition 1 offset 9", 1, &b, NULL, err, sizeof err),
+                    FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "topic t partition 1 offset 9:1:1: column 1 (label): expected a number, got 'click'");
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, "1,a,x", 5, "f.csv", 7, &b, NULL, err, sizeof err), FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "f.csv:7:5: column 3 (num): expected a number, got 'x'");
+    CU_ASSERT_EQUAL(b.n_rows, 2); /* no partial row */
+    fsgd_csr_free(&a);
+    fsgd_csr_free(&b);
+}
+
+/* skip_bad: the bad line alone is skipped, counted and kept, in both formats. */
+static void test_skip_bad(void)
+{
+    fsgd_rowfmt_t f;
+    char err[512];
+    fsgd_csr_t m = {0};
+    fsgd_libsvm_stats_t st;
+    memset(&st, 0, sizeof st);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "tsv:label,num,cat", 10, 1, err, sizeof err), 0);
+    const char *buf = "1\t2\ta\n1\tzz\tb\n\n0\t\tc\n1\t2\n";
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, buf, strlen(buf), "src", 1, &m, &st, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(m.n_rows, 2);
+    CU_ASSERT_EQUAL(st.bad_rows, 2);
+    CU_ASSERT_EQUAL(st.rows, 2);
+    FSGD_ASSERT_CONTAINS(st.first_bad[0], "src:2:3: column 2 (num): expected a number, got 'zz'");
+    FSGD_ASSERT_CONTAINS(st.first_bad[1], "src:5: 2 fields, expected 3");
+    fsgd_csr_clear(&m);
+    memset(&st, 0, sizeof st);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "libsvm", 0, 1, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, "1 3:x\n-1 2:1\n", 13, "src", 1, &m, &st, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(st.bad_rows, 1);
+    FSGD_ASSERT_CONTAINS(st.first_bad[0], "src:1:");
+    fsgd_csr_free(&m);
+}
+
+void fsgd_test_register(void)
+{
+    static const fsgd_test_case_t cases[] = {
+        {"format, hash_bits and dim checks name the job key; input spec", test_init_and_dim},
+        {"a buffer's rows are the file's rows (no header); errors name src:line:col", test_buffer_rows_match_file},
+        {"skip_bad skips and reports a bad row alone, both formats", test_skip_bad},
+        {NULL, NULL},
+    };
+    fsgd_test_suite("rowfmt", cases);
+}
