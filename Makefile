@@ -76,7 +76,13 @@ INC_data     = $(INC_common) -Idata/include
 INC_strategy = $(INC_codec) -Istrategy/include
 INC_trainer  = $(INC_strategy) -Idata/include -Itrainer/include
 INC_tests    = $(INC_trainer)
+# The CUDA backend is a plugin that fsgd loads only when asked for the cuda
+# backend (trainer/backend/backend_cuda_plugin.c), so a CPU run never loads
+# cuSPARSE: BIN/../lib/fsgd/backend_cuda.so.
+CUDA_PLUGIN := $(patsubst ./%,%,$(dir $(BIN)))lib/fsgd/backend_cuda.so
+PLUGIN    := $(if $(filter 1,$(CUDA)),$(CUDA_PLUGIN))
 CPPFLAGS = -D_GNU_SOURCE -DFSGD_HAVE_CUDA=$(CUDA) -DFSGD_CUDA_TOOLKIT='"$(CUDA_TOOLKIT)"'
+CPPFLAGS += $(if $(PLUGIN),-DFSGD_CUDA_PLUGIN_BUILT='"$(abspath $(PLUGIN))"')
 # The include path of a source: its top folder's INC_ set.
 module_inc = $(INC_$(firstword $(subst /, ,$(1))))
 
@@ -93,7 +99,8 @@ BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
 
 FLAGS_ID  := $(shell echo '$(CC) $(subst ',,$(CPPFLAGS)) $(CFLAGS) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
 FLAGS_STAMP := $(BUILD)/.flags-$(FLAGS_ID)
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS     := $(TEST_SRC:tests/unit/%.c=$(BUILD)/unit/%)
 REPLAYS   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
@@ -101,14 +108,14 @@ BENCHES   := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 LIBFSGD   := $(BUILD)/libfsgd.a
 FSGD      := $(BIN)/fsgd
 
+LDLIBS += -ldl
 ifeq ($(CUDA),1)
-  LDFLAGS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
-  # cub (used by backend_cuda.cu) needs the C++ runtime; we link with $(CC).
-  LDLIBS  += -lcusparse -lcudart -lstdc++
+  # The plugin calls fsgd functions of the executable that loads it.
+  LDFLAGS  += -rdynamic
 endif
 
 .PHONY: all test asan bench fuzz clean check-deps deps run check
-all: $(FSGD) $(LIBFSGD)
+all: $(FSGD) $(LIBFSGD) $(PLUGIN)
 
 $(FLAGS_STAMP):
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/.flags-* && touch $@
@@ -119,17 +126,22 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 
 $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(call module_inc,$<) $(CPPFLAGS) -Xcompiler -Wall,-Wextra -MMD -MP -c $< -o $@
+	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(call module_inc,$<) $(CPPFLAGS) -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP -c $< -o $@
+
+# cub (used by backend_cuda.cu) needs the C++ runtime; we link with $(CC).
+$(CUDA_PLUGIN): $(CU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -pthread $(CU_OBJ) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcusparse -lcudart -lstdc++ -o $@
 
 $(LIBFSGD): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(FSGD): $(CLI_OBJ) $(LIBFSGD)
+$(FSGD): $(CLI_OBJ) $(LIBFSGD) | $(PLUGIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIBFSGD) $(LDLIBS) -o $@
 
-$(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/testmain.o $(LIBFSGD)
+$(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/testmain.o $(LIBFSGD) | $(PLUGIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcunit -o $@
 
@@ -137,7 +149,7 @@ $(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD)
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD) | $(PLUGIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
@@ -183,7 +195,7 @@ check: deps
 
 # Keeps build/venv (scripts/install-peers.sh): rebuilding it means a download.
 clean:
-	rm -rf build-asan bin
+	rm -rf build-asan bin lib
 	[ ! -d build ] || find build -mindepth 1 -maxdepth 1 ! -name venv -exec rm -rf {} +
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CUDA detection can never break a build:
-#  1. the binary under test has the CUDA backend exactly when a complete
-#     toolkit was there to build it (and then links cuSPARSE);
+#  1. the binary under test has the CUDA backend (a plugin it loads only for
+#     the cuda backend, so a CPU run never loads cuSPARSE) exactly when a complete
+#     toolkit was there to build it (and then the plugin links cuSPARSE);
 #  2. a toolkit with nvcc but no cuSPARSE (a copy of the real one with the
 #     cuSPARSE files left out) gives a CPU build and one line naming cusparse.h;
 #  3. CUDA=1 with that toolkit fails at once, naming the piece and the path.
@@ -25,8 +26,20 @@ features=$("$FSGD" features)
 if [ -n "$toolkit" ] && [ "${CUDA:-}" != 0 ]; then
     grep -q '^backends: cpu cuda$' <<<"$features" || { echo "toolkit at $toolkit but $FSGD has no CUDA backend:"; echo "$features"; exit 1; }
     grep -q '^cuda backend: toolkit [0-9.]* at ' <<<"$features" || { echo "features does not name the toolkit:"; echo "$features"; exit 1; }
+    # The CUDA code is a plugin beside the binary, loaded only for the cuda
+    # backend: the binary links no CUDA library, the plugin links cuSPARSE,
+    # and a CPU run never loads it.
+    plugin=$(sed -n 's/^cuda backend: .*; plugin //p' <<<"$features")
+    [ -f "$plugin" ] || { echo "features names no loadable plugin:"; echo "$features"; exit 1; }
     ldd "$FSGD" >"$tmp/ldd.txt" # not piped into grep -q: its early exit would fail the pipe
-    grep -q 'libcusparse\.so' "$tmp/ldd.txt" || { echo "$FSGD does not link libcusparse"; cat "$tmp/ldd.txt"; exit 1; }
+    ! grep -q 'libcusparse\|libcudart' "$tmp/ldd.txt" || { echo "$FSGD links CUDA libraries itself"; cat "$tmp/ldd.txt"; exit 1; }
+    ldd "$plugin" >"$tmp/ldd.txt"
+    grep -q 'libcusparse\.so' "$tmp/ldd.txt" || { echo "$plugin does not link libcusparse"; cat "$tmp/ldd.txt"; exit 1; }
+    LD_DEBUG=libs "$FSGD" train --data data/sets/a9a --epochs 1 --quiet >/dev/null 2>"$tmp/lddebug.txt"
+    ! grep -q 'backend_cuda\.so\|libcusparse' "$tmp/lddebug.txt" || { echo "a CPU run loaded the CUDA plugin"; exit 1; }
+    FSGD_CUDA_PLUGIN=$tmp/none.so "$FSGD" features >"$tmp/f.txt"
+    grep -q "^cuda device check: cuda: cannot load the CUDA plugin: $tmp/none.so" "$tmp/f.txt" ||
+        { echo "a missing plugin is not named:"; cat "$tmp/f.txt"; exit 1; }
     echo "ok: $FSGD has the CUDA backend: $(grep '^cuda backend' <<<"$features")"
 else
     grep -q '^backends: cpu$' <<<"$features" || { echo "no toolkit (or CUDA=0) but: $features"; exit 1; }

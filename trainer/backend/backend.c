@@ -17,7 +17,7 @@ static const fsgd_backend_ops_t *find_ops(const char *name)
     if (!strcmp(name, "cpu"))
         return &fsgd_backend_cpu_ops;
     if (!strcmp(name, "cuda"))
-        return &fsgd_backend_cuda_ops;
+        return fsgd_backend_cuda();
     return NULL;
 }
 
@@ -27,7 +27,8 @@ fsgd_backend_t *fsgd_backend_new(const char *name, uint64_t dim, const float *ho
     const fsgd_backend_ops_t *ops;
     if (!strcmp(name, "auto")) {
         char why[256];
-        ops = fsgd_backend_cuda_ops.available(why, sizeof why) ? &fsgd_backend_cuda_ops : &fsgd_backend_cpu_ops;
+        const fsgd_backend_ops_t *cuda = fsgd_backend_cuda();
+        ops = cuda->available(why, sizeof why) ? cuda : &fsgd_backend_cpu_ops;
     } else {
         ops = find_ops(name);
         if (!ops) {
@@ -116,8 +117,6 @@ int fsgd_backend_load(fsgd_backend_t *b, const float *theta, uint64_t n, char *e
 }
 
 const char *fsgd_backend_list(void) { return fsgd_backend_cuda_built ? "cpu cuda" : "cpu"; }
-
-const char *fsgd_backend_cuda_build(void) { return fsgd_backend_cuda_build_info; }
 
 int fsgd_backend_available(const char *name, char *err, size_t errsz)
 {

@@ -32,7 +32,12 @@
  *
  * Errors name the failing call and the CUDA / cuSPARSE message. After a
  * device fault (sticky CUDA error) the instance stays unusable; every later
- * call fails with the same message. */
+ * call fails with the same message.
+ *
+ * This file is the whole of the CUDA plugin (lib/fsgd/backend_cuda.so,
+ * Makefile): backend_cuda_plugin.c loads it, and cuSPARSE with it, only when
+ * the cuda backend is asked for. The fsgd_* functions it calls come from the
+ * executable that loads it. */
 #include <cuda_runtime.h>
 #include <cusparse.h>
 #include <math_constants.h>
@@ -1137,20 +1142,20 @@ static int cuda_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_c
     return FSGD_E_OK;
 }
 
-extern "C" const int fsgd_backend_cuda_built = 1;
-
 #ifndef FSGD_CUDA_TOOLKIT
 #define FSGD_CUDA_TOOLKIT "unknown"
 #endif
 #define FSGD_STR_(x) #x
 #define FSGD_STR(x) FSGD_STR_(x)
-/* Compile-time versions: what the binary was built against, not what the
+/* Compile-time versions: what the plugin was built against, not what the
  * driver at run time offers (fsgd features asks the device separately). */
-extern "C" const char fsgd_backend_cuda_build_info[] =
+extern "C" const char fsgd_cuda_plugin_build_info[] =
     "toolkit " FSGD_CUDA_TOOLKIT ", cuSPARSE " FSGD_STR(CUSPARSE_VER_MAJOR) "." FSGD_STR(CUSPARSE_VER_MINOR) "." FSGD_STR(
         CUSPARSE_VER_PATCH) ", CUDA runtime API " FSGD_STR(CUDART_VERSION);
 
-extern "C" const fsgd_backend_ops_t fsgd_backend_cuda_ops = {
+/* What backend_cuda_plugin.c looks up after dlopen (FSGD_CUDA_PLUGIN_ABI). */
+extern "C" const int fsgd_cuda_plugin_abi = FSGD_CUDA_PLUGIN_ABI;
+extern "C" const fsgd_backend_ops_t fsgd_cuda_plugin_ops = {
     "cuda", cuda_available, cuda_create, cuda_destroy, cuda_device, cuda_gradient, cuda_apply,
     cuda_gradient_encoded, cuda_encodes_on_device,
 };
@@ -1266,7 +1271,7 @@ static int probe_in(cuda_state_t *s, const fsgd_csr_t *X, int reps, fsgd_cuda_pr
     return FSGD_E_OK;
 }
 
-extern "C" int fsgd_cuda_probe(const fsgd_csr_t *X, int reps, fsgd_cuda_probe_t *out, char *err, size_t errsz)
+extern "C" int fsgd_cuda_plugin_probe(const fsgd_csr_t *X, int reps, fsgd_cuda_probe_t *out, char *err, size_t errsz)
 {
     memset(out, 0, sizeof *out);
     if (!cuda_available(err, errsz))

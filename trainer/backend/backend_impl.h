@@ -23,11 +23,17 @@ typedef struct fsgd_backend_ops {
 } fsgd_backend_ops_t;
 
 extern const fsgd_backend_ops_t fsgd_backend_cpu_ops;
-/* Defined by backend_cuda.cu when built with CUDA, by backend_cuda_stub.c otherwise. */
-extern const fsgd_backend_ops_t fsgd_backend_cuda_ops;
-/* 1 when CUDA code was compiled in. */
+
+/* The CUDA backend (backend_cuda_plugin.c): its vtable, from the plugin
+ * loaded on first call when built with CUDA; otherwise, or when the plugin
+ * cannot be loaded, one whose available() says why. */
+const fsgd_backend_ops_t *fsgd_backend_cuda(void);
+
+/* 1 when the CUDA plugin was built with this binary. */
 extern const int fsgd_backend_cuda_built;
-/* What fsgd_backend_cuda_build() reports; defined beside the CUDA ops. */
-extern const char fsgd_backend_cuda_build_info[];
+
+/* Bumped whenever fsgd_backend_ops_t or the plugin's symbols change, so a
+ * stale plugin is refused by name instead of called through the wrong table. */
+#define FSGD_CUDA_PLUGIN_ABI 1
 
 #endif
