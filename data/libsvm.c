@@ -386,7 +386,7 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
     return 1;
 }
 
-static void note_bad(fsgd_libsvm_stats_t *st, const char *msg)
+void fsgd_libsvm_note_bad(fsgd_libsvm_stats_t *st, const char *msg)
 {
     if (st->bad_rows < FSGD_LIBSVM_BAD_KEPT) {
         /* Truncated to the slot, marked with "..." when it did not fit. */
@@ -526,7 +526,7 @@ long fsgd_libsvm_read(fsgd_libsvm_reader_t *r, fsgd_csr_t *out, size_t max_rows,
             r->stats.rows++;
         } else if (rc < 0) {
             if (r->opts.skip_bad && rc != FSGD_E_NOMEM) {
-                note_bad(&r->stats, msg);
+                fsgd_libsvm_note_bad(&r->stats, msg);
             } else {
                 r->failed = rc;
                 snprintf(r->errmsg, sizeof r->errmsg, "%s", msg);
@@ -605,7 +605,7 @@ long fsgd_libsvm_parse(const char *buf, size_t len, const char *src, uint64_t fi
             stats->rows++;
         } else if (rc < 0) {
             if (opts->skip_bad && rc != FSGD_E_NOMEM) {
-                note_bad(stats, msg);
+                fsgd_libsvm_note_bad(stats, msg);
             } else {
                 fsgd_err_fmt(err, errsz, rc, "%s", msg);
                 got = rc;

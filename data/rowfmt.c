@@ -48,23 +48,6 @@ void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap)
         out[0] = '\0';
 }
 
-/* skip_bad: a malformed row counted, its message kept among the first few
- * (cut to the slot with "..." when longer, as the LIBSVM reader does) */
-static void note_bad(fsgd_libsvm_stats_t *st, const char *msg)
-{
-    if (st->bad_rows < FSGD_LIBSVM_BAD_KEPT) {
-        char *d = st->first_bad[st->bad_rows];
-        size_t cap = sizeof st->first_bad[0], n = strlen(msg);
-        if (n >= cap) {
-            memcpy(d, msg, cap - 4);
-            memcpy(d + cap - 4, "...", 4);
-        } else {
-            memcpy(d, msg, n + 1);
-        }
-    }
-    st->bad_rows++;
-}
-
 /* Delimited rows line by line, so that a bad one is skipped alone. */
 static long parse_delim(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
                         fsgd_csr_t *out, fsgd_libsvm_stats_t *st, char *err, size_t errsz)
@@ -89,7 +72,7 @@ static long parse_delim(const fsgd_rowfmt_t *f, const char *buf, size_t len, con
         if (n == FSGD_E_NOMEM)
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s", msg);
         if (n < 0)
-            note_bad(st, msg);
+            fsgd_libsvm_note_bad(st, msg);
         else
             got += n;
         p = nl ? nl + 1 : e;

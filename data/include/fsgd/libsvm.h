@@ -44,6 +44,11 @@ typedef struct fsgd_libsvm_stats {
     char first_bad[FSGD_LIBSVM_BAD_KEPT][160]; /* "file:line:col: why" of the first bad rows */
 } fsgd_libsvm_stats_t;
 
+/* skip_bad: counts a malformed row in st and keeps msg among the first
+ * FSGD_LIBSVM_BAD_KEPT (cut to the slot, ending "...", when longer). For
+ * readers of other formats that report into the same statistics. */
+void fsgd_libsvm_note_bad(fsgd_libsvm_stats_t *st, const char *msg);
+
 typedef struct fsgd_libsvm_reader fsgd_libsvm_reader_t;
 
 /* Opens path for streaming ("-" is stdin). opts may be NULL for defaults.
