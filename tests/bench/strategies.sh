@@ -15,4 +15,5 @@ export DIST_NET_LINKS=${DIST_NET_LINKS:-1gbit}
 export DIST_NET_DIMS=${DIST_NET_DIMS:-1048576}
 export DIST_NET_BROKERS=${DIST_NET_BROKERS:-mock}
 export DIST_NET_TARGET=${DIST_NET_TARGET:-0.6}
+export DIST_NET_L2=${DIST_NET_L2:-0.003}
 exec bash "$(dirname "$0")/dist_net.sh"
