@@ -83,7 +83,7 @@ static int efsign_encode(fsgd_codec_t *c, const uint32_t *keys, const float *val
     if (fsgd_codec_scratch(c, 28 * n + 8 * (C + 3)) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "efsign: out of memory");
     uint32_t *nzk = c->scratch, *idx = nzk + n, *cls = idx + n, *ck = cls + n;
-    double *l1 = (double *)(void *)(ck + n + (n & 1));
+    double *l1 = (double *)(void *)(ck + n); /* 16n bytes in: 8-aligned */
     size_t m = 0;
     float vmax = 0;
     for (size_t i = 0; i < n; i++)
