@@ -3,21 +3,25 @@
  *
  *   C_B(v) = [ ||v_G1||_1/|G1| · sign(v_G1), ..., ||v_GB||_1/|GB| · sign(v_GB) ]
  *
- * The partition {G_b}: the paper takes one block per parameter tensor, whose
- * entries "typically have similar magnitudes" (section 3.2), which is what
- * makes the scale tight. A sparse linear model has no tensors, and blocks
- * of consecutive keys mix hot and rare features whose magnitudes differ by
- * orders (measured: two-way compression then trains to AUC 0.60 where
- * uncompressed reaches 0.75, strategy/FORMAT.md). So entries are first put
- * in one of C magnitude classes (the binary exponent of the largest |v|
- * minus v's, capped at C-1: a factor 2 per class), and each class's entries,
- * in key order, form blocks of B. classes=1 is key-order blocks. The class
- * ids travel with the message (ceil(log2 C) bits per entry), so any decoder
- * decodes any message. Exact zeros are not sent (sign(0) = 0 in the paper).
- * Each entry costs 1 sign bit + its class id, each block one float32 scale,
- * and the keys travel with the FastSGD key coder (fsgd/keys.h). C_B is
- * homogeneous, C_B(c·v) = c·C_B(v) for every real c (the classes of c·v are
- * those of v), which the efsign strategy relies on (strategy/FORMAT.md).
+ * The partition {G_b}: the paper leaves it open (an input of Algorithm 4;
+ * Proposition 1: C_B is δ-approximate with δ the worst block's
+ * ||v_G||_1^2 / (|G| ||v_G||_2^2), large when a block's magnitudes are
+ * similar, hence its one block per tensor). A sparse linear model has no
+ * tensors, and blocks of consecutive keys mix hot and rare features whose
+ * magnitudes differ by orders (measured: two-way compression then trains to
+ * AUC 0.60 where uncompressed reaches 0.75, strategy/FORMAT.md). So entries
+ * are first put in one of C magnitude classes (the binary exponent of the
+ * largest |v| minus v's, capped at C-1: a factor 2 per class), and each
+ * class's entries, in key order, form blocks of B. classes=1 is key-order
+ * blocks. The partition travels in the order of the keys (layout=keys, the
+ * default): one key block per class, so an entry costs the paper's 1 sign
+ * bit + 32/B and the receiver rebuilds the blocks from the keys alone; or,
+ * layout=ids, as a class id of ceil(log2 C) bits per entry after one key
+ * block. Either way any decoder decodes any message. Exact zeros are not
+ * sent (sign(0) = 0 in the paper). Keys travel with the FastSGD key coder
+ * (fsgd/keys.h). C_B is homogeneous, C_B(c·v) = c·C_B(v) for every real c
+ * (the classes of c·v are those of v), which the efsign strategy relies on
+ * (strategy/FORMAT.md).
  * Layout: codec/FORMAT.md. */
 #include <math.h>
 #include <stdlib.h>
