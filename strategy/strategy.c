@@ -183,6 +183,8 @@ int fsgd_sagg_plain_sum(const fsgd_sagg_t *a)
 
 fsgd_optimizer_t fsgd_sagg_optimizer(const fsgd_sagg_t *a) { return a->side.vt->optimizer; }
 
+fsgd_optimizer_t fsgd_sworker_optimizer(const fsgd_sworker_t *w) { return w->side.vt->optimizer; }
+
 const char *fsgd_sagg_downlink_spec(const fsgd_sagg_t *a) { return a->side.vt->downlink_spec(a->side.s); }
 
 double fsgd_sagg_param(const fsgd_sagg_t *a, const char *name)

@@ -54,7 +54,10 @@
 # DIST_NET_REPEATS (1): runs of each configuration, interleaved; times are
 # their medians (a busy machine makes single runs noisy).
 # Env: DIST_NET_EPOCHS (8), DIST_NET_ROWS (80000), DIST_NET_BATCH (6000),
-# DIST_NET_NNZ (100), DIST_NET_TARGET (0.45); real needs java, mvn, kcat:
+# DIST_NET_NNZ (100), DIST_NET_TARGET (0.45), DIST_NET_LR (0.01, Adam's
+# --lr), DIST_NET_L2 (0, --l2: λ on the mean loss; every strategy optimizes
+# the same objective, efsign's workers put λθ in their gradients),
+# DIST_NET_DOWNLINK (auto, --downlink); real needs java, mvn, kcat:
 # without them it says so and runs mock only.
 set -euo pipefail
 FSGD=$(realpath "${FSGD:-bin/fsgd}")
@@ -69,6 +72,9 @@ rows=${DIST_NET_ROWS:-80000}
 batch=${DIST_NET_BATCH:-6000}
 nnz=${DIST_NET_NNZ:-100}
 target=${DIST_NET_TARGET:-0.45}
+lr=${DIST_NET_LR:-0.01}
+l2=${DIST_NET_L2:-0}
+downlink=${DIST_NET_DOWNLINK:-auto}
 want_links=${DIST_NET_LINKS:-loopback 1gbit 100mbit}
 want_brokers=${DIST_NET_BROKERS:-mock real}
 BROKER_SH=$(cd "$(dirname "$0")/../kafka" && pwd)/broker.sh
@@ -97,7 +103,7 @@ make_data() { # dim: writes $tmp/train.svm and $tmp/test.svm
     tail -n 5000 "$tmp/all.svm" >"$tmp/test.svm"
     rm "$tmp/all.svm"
     echo "bench dist_net_data rows=$rows test_rows=5000 dim=$1 nnz_mean=$nnz zipf=1.1 batch=$batch epochs=$epochs" \
-        "target_loss=$target bytes=$(stat -c %s "$tmp/train.svm")"
+        "lr=$lr l2=$l2 target_loss=$target bytes=$(stat -c %s "$tmp/train.svm")"
 }
 
 setup_netns() {
@@ -209,7 +215,7 @@ run_one() { # broker link workers codec: writes $tmp/runs/BROKER-DIM-LINK-W-CODE
     [ "$kind" = real ] && name="dn$w$cname-$dim-$link-$rep-$$"
     [ "$link" != loopback ] && nsb=$NSB
     local common=(--name "$name" --test "$tmp/test.svm" --dim "$dim" --epochs "$epochs" --batch "$batch"
-        --lr 0.01 --codec "$codec")
+        --lr "$lr" --l2 "$l2" --downlink "$downlink" --codec "$codec")
     local pb pw broker=""
     read -r -a pb <<<"$(ns_pre "$nsb")"
     local brokers=""

@@ -39,7 +39,7 @@ for f in $TARGETS; do
     name=$(basename "$f" .c)
     [ -n "$ONLY" ] && [ "$name" != "$ONLY" ] && continue
     link=()
-    if grep -qE '#include "(fsgd/|\.\./)' "$f"; then
+    if grep -qE '#include "(fsgd/|\.\./|codec_fuzz\.h)' "$f"; then
         build_lib
         link=("${objs[@]}" -lrdkafka -llz4 -lyaml -lmicrohttpd -ljansson -llapacke -lopenblas -lm -pthread)
     fi

@@ -22,10 +22,15 @@ typedef struct gcase {
 } gcase_t;
 
 static const gcase_t cases[] = {
-    {"efsign_default", "efsign", 5000, 300},
+    /* layout=ids: the default until the classes moved into the key order */
+    {"efsign_default", "efsign:layout=ids", 5000, 300},
     {"efsign_block5", "efsign:block=5,classes=1", 1000, 23},
-    {"efsign_classes8", "efsign:block=4,classes=8", 3000, 90},
-    {"efsign_empty", "efsign", 100, 0},
+    {"efsign_classes8", "efsign:block=4,classes=8,layout=ids", 3000, 90},
+    {"efsign_empty", "efsign:layout=ids", 100, 0},
+    /* layout=keys, the default: one key block per class */
+    {"efsign_keys", "efsign", 5000, 300},
+    {"efsign_keys8", "efsign:block=4,classes=8", 3000, 90},
+    {"efsign_keysempty", "efsign", 100, 0},
     {"sketchml_default", "sketchml", 2000000, 1500},
     {"sketchml_small", "sketchml:q=8,groups=2,rows=3,col_ratio=0.5", 1000, 40},
     {"sketchml_single", "sketchml", 50, 1},

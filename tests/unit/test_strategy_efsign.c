@@ -17,6 +17,7 @@
 #include "fsgd/crc32c.h"
 #include "fsgd/downlink.h"
 #include "fsgd/error.h"
+#include "fsgd/keys.h"
 #include "fsgd/le.h"
 #include "fsgd/reduce.h"
 #include "fsgd/strategy.h"
@@ -39,13 +40,14 @@ static size_t rand_grad(uint64_t *s, uint32_t *keys, float *vals, size_t n)
     return m;
 }
 
-/* Body size of an efsign message of count entries: exactly 12 + key block +
- * class ids + 4·nb + ceil(count/8), with ceil(count/B) <= nb <= that + C - 1.
- * Returns the key block size; *value_bits gets the bits spent on values. */
+/* Body size of an efsign message of count entries: exactly 12 + key blocks +
+ * class ids (layout 0 only) + 4·nb + ceil(count/8), with ceil(count/B) <= nb
+ * <= that + C - 1. Returns the key bytes; *value_bits gets the bits spent on
+ * values. */
 static uint32_t check_size_bits(const uint8_t *msg, size_t len, size_t count, size_t block, double *value_bits)
 {
     uint32_t klen = fsgd_le_get32(msg + 24 + 4), C = msg[24 + 8], cb = 0;
-    while ((1u << cb) < C)
+    while ((1u << cb) < C && msg[24 + 9] == 0) /* layout 1: the key order carries the classes */
         cb++;
     size_t rest = len - 24 - 12 - klen - 4 - (count * cb + 7) / 8 - (count + 7) / 8, nb = rest / 4;
     CU_ASSERT_EQUAL(rest % 4, 0);
@@ -117,12 +119,13 @@ static void test_codec_blockwise(void)
 {
     uint64_t s = fsgd_test_seed() ^ 0xE5;
     char err[256];
-    const char *specs[] = {"efsign:block=5,classes=1", "efsign:block=5,classes=4", "efsign:block=3,classes=16"};
-    const uint32_t Cs[] = {1, 4, 16};
+    const char *specs[] = {"efsign:block=5,classes=1", "efsign:block=5,classes=4", "efsign:block=3,classes=16",
+                           "efsign:block=5,classes=4,layout=ids", "efsign:block=3,classes=16,layout=ids"};
+    const uint32_t Cs[] = {1, 4, 16, 4, 16};
     static uint32_t keys[DIM];
     static float vals[DIM];
     fsgd_sparse_t dec = {0};
-    for (int sp = 0; sp < 3; sp++) {
+    for (int sp = 0; sp < 5; sp++) {
         fsgd_codec_t *c = fsgd_codec_new(specs[sp], DIM, err, sizeof err);
         CU_ASSERT_FATAL(c != NULL);
         for (int t = 0; t < 30; t++) {
@@ -140,13 +143,17 @@ static void test_codec_blockwise(void)
                 nz += vals[i] != 0;
             CU_ASSERT_EQUAL_FATAL(dec.n, nz);
             double vbits = 0;
-            check_size_bits(msg, len, nz, sp == 2 ? 3 : 5, &vbits);
+            size_t blk = sp == 2 || sp == 4 ? 3 : 5;
+            check_size_bits(msg, len, nz, blk, &vbits);
             fsgd_codec_stats_t st;
             fsgd_codec_last_stats(c, &st);
             CU_ASSERT_EQUAL(st.value_bits, (uint64_t)vbits);
+            CU_ASSERT_EQUAL(st.key_bits, 8 * (uint64_t)fsgd_le_get32(msg + 28));
             if (sp == 0) /* key-order blocks: exactly 1 bit per entry (bytes rounded) + 32 per block */
                 CU_ASSERT_EQUAL(st.value_bits, 8 * ((nz + 7) / 8) + 32 * ((nz + 4) / 5));
-            check_definition(keys, vals, n, sp == 2 ? 3 : 5, Cs[sp], &dec);
+            if (sp < 3) /* layout=keys: 1 bit per entry + 32 per block, one short block per class at most */
+                CU_ASSERT(st.value_bits <= 8 * ((nz + 7) / 8) + 32 * ((nz + blk - 1) / blk + Cs[sp] - 1));
+            check_definition(keys, vals, n, blk, Cs[sp], &dec);
             free(msg);
         }
         fsgd_codec_destroy(c);
@@ -170,7 +177,8 @@ static void test_codec_rejects_malformed(void)
     struct { size_t at; uint32_t v; const char *field; } cases[] = {
         {24, 0, "efsign.block"},           {24, 3, "count"},
         {28, 1000, "efsign.key_bytes"},    {36, 10, "efsign.keys"},
-        {32, 17, "efsign.classes"},        {32, 1 | 1 << 8, "efsign.reserved"},
+        {32, 17, "efsign.classes"},        {32, 1 | 1 << 8, "efsign.layout"},
+        {32, 1 | 1 << 16, "efsign.reserved"},
     };
     for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
         memcpy(bad, msg, len);
@@ -193,6 +201,96 @@ static void test_codec_rejects_malformed(void)
     FSGD_ASSERT_CONTAINS(err, "efsign.signs");
     fsgd_sparse_free(&dec);
     fsgd_codec_destroy(c);
+}
+
+/* layout=keys (the default) and layout=ids carry the same partition: the
+ * same input decodes to the same entries, bit for bit; only the bytes
+ * differ (class ids per entry against one key block per class). */
+static void test_codec_layouts_agree(void)
+{
+    uint64_t s = fsgd_test_seed() ^ 0x1A7;
+    char err[256];
+    static uint32_t keys[DIM];
+    static float vals[DIM];
+    fsgd_sparse_t d1 = {0}, d2 = {0};
+    fsgd_codec_t *ck = fsgd_codec_new("efsign:block=7,classes=4", DIM, err, sizeof err);
+    fsgd_codec_t *ci = fsgd_codec_new("efsign:block=7,classes=4,layout=ids", DIM, err, sizeof err);
+    CU_ASSERT_FATAL(ck && ci);
+    for (int t = 0; t < 40; t++) {
+        size_t n = rand_grad(&s, keys, vals, 1 + t * 50);
+        for (size_t i = 0; i < n; i++)
+            vals[i] = ldexpf(vals[i], -(int)(fsgd_test_rand(&s) % 8));
+        size_t cap = fsgd_codec_bound(ck, n) + fsgd_codec_bound(ci, n), l1 = 0, l2 = 0;
+        uint8_t *m1 = malloc(cap), *m2 = malloc(cap);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(ck, keys, vals, n, m1, cap, &l1, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(ci, keys, vals, n, m2, cap, &l2, err, sizeof err), 0);
+        CU_ASSERT(l1 <= fsgd_codec_bound(ck, n));
+        CU_ASSERT_EQUAL(m1[24 + 9], 1);
+        CU_ASSERT_EQUAL(m2[24 + 9], 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(m1, l1, DIM, &d1, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(m2, l2, DIM, &d2, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(d1.n, d2.n);
+        CU_ASSERT(!memcmp(d1.keys, d2.keys, d1.n * 4) && !memcmp(d1.vals, d2.vals, d1.n * 4));
+        check_definition(keys, vals, n, 7, 4, &d1);
+        free(m1);
+        free(m2);
+    }
+    fsgd_codec_destroy(ck);
+    fsgd_codec_destroy(ci);
+    fsgd_sparse_free(&d1);
+    fsgd_sparse_free(&d2);
+}
+
+/* A message of layout 1 written by hand: C = 2, class 0 holds keys ck0,
+ * class 1 keys ck1, block B = 4, all signs positive, scales 1. */
+static size_t hand_message(uint8_t *msg, const uint32_t *ck0, size_t n0, const uint32_t *ck1, size_t n1)
+{
+    char err[128];
+    uint8_t *body = msg + 24;
+    size_t k0 = 0, k1 = 0;
+    CU_ASSERT_EQUAL_FATAL(fsgd_keys_encode(ck0, n0, body + 12, 256, &k0, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_keys_encode(ck1, n1, body + 12 + k0, 256, &k1, err, sizeof err), 0);
+    size_t nb = (n0 + 3) / 4 + (n1 + 3) / 4, count = n0 + n1, blen = 12 + k0 + k1 + 4 * nb + (count + 7) / 8;
+    fsgd_le_put32(body, 4);
+    fsgd_le_put32(body + 4, (uint32_t)(k0 + k1));
+    body[8] = 2;
+    body[9] = 1;
+    body[10] = body[11] = 0;
+    for (size_t b = 0; b < nb; b++)
+        fsgd_le_putf32(body + 12 + k0 + k1 + 4 * b, 1.0f);
+    memset(body + 12 + k0 + k1 + 4 * nb, 0, (count + 7) / 8);
+    memcpy(msg, "FSGC", 4);
+    msg[4] = 1;
+    msg[5] = 5;
+    msg[6] = msg[7] = 0;
+    fsgd_le_put64(msg + 8, 1000);
+    fsgd_le_put32(msg + 16, (uint32_t)count);
+    fsgd_le_put32(msg + 20, (uint32_t)blen);
+    fsgd_le_put32(msg + 24 + blen, fsgd_crc32c(0, msg, 24 + blen));
+    return 24 + blen + 4;
+}
+
+static void test_codec_layout_keys_malformed(void)
+{
+    char err[256];
+    uint8_t msg[1024];
+    fsgd_sparse_t dec = {0};
+    const uint32_t a[] = {5, 9, 40}, b[] = {7, 300};
+    size_t len = hand_message(msg, a, 3, b, 2);
+    CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, 1000, &dec, err, sizeof err), 0);
+    const uint32_t want[] = {5, 7, 9, 40, 300}; /* merged into key order */
+    CU_ASSERT_EQUAL_FATAL(dec.n, 5);
+    CU_ASSERT(!memcmp(dec.keys, want, sizeof want));
+    const uint32_t dup[] = {9};
+    len = hand_message(msg, a, 3, dup, 1); /* key 9 in both classes */
+    CU_ASSERT_EQUAL(fsgd_codec_decode(msg, len, 1000, &dec, err, sizeof err), FSGD_E_FORMAT);
+    FSGD_ASSERT_CONTAINS(err, "two classes");
+    /* count says one key more than the key blocks hold */
+    len = hand_message(msg, a, 3, b, 2);
+    fsgd_le_put32(msg + 16, 6);
+    fsgd_le_put32(msg + len - 4, fsgd_crc32c(0, msg, len - 4));
+    CU_ASSERT(fsgd_codec_decode(msg, len, 1000, &dec, err, sizeof err) < 0);
+    fsgd_sparse_free(&dec);
 }
 
 /* The reference worker: Algorithm 4 lines 5-9 in the same float operations
@@ -263,8 +361,9 @@ static void run_two_way(int lazy)
             CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
             double vbits = 0;
             size_t klen = check_size_bits(msg, len, dec.n, B, &vbits);
-            /* 1 sign bit + 2 class bits per entry + 32 per block (+ rounding, + one short block per class) */
-            CU_ASSERT(vbits <= 3.0 * dec.n + 14 + 32.0 * ((dec.n + B - 1) / B + 3));
+            /* the default (4 classes in the key order): 1 sign bit per entry + 32 per block (+ rounding,
+             * + one short block per class), the paper's 1 + 32/B */
+            CU_ASSERT(vbits <= 1.0 * dec.n + 7 + 32.0 * ((dec.n + B - 1) / B + 3));
             CU_ASSERT(8.0 * (double)(len - 24 - 4 - 12) <= vbits + 8.0 * klen);
             for (size_t t = 0, d = 0; t < nk; t++) { /* e = p − C(p) */
                 float c = d < dec.n && dec.keys[d] == pk[t] ? dec.vals[d++] : 0;
@@ -351,6 +450,8 @@ void fsgd_test_register(void)
     static const fsgd_test_case_t cases[] = {
         {"codec: blockwise mean |v| with signs, 1 bit per entry + 32 per block", test_codec_blockwise},
         {"codec: malformed messages refused naming the field", test_codec_rejects_malformed},
+        {"codec: classes in the key order decode as with class ids", test_codec_layouts_agree},
+        {"codec: key blocks per class merged, a key in two classes refused", test_codec_layout_keys_malformed},
         {"3 workers, lazy: worker EF = p − C(p) (reference byte for byte), server EF = Δ − C(Δ)",
          test_two_way_lazy},
         {"3 workers, dense momentum (paper verbatim): the same", test_two_way_dense},

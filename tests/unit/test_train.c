@@ -1,6 +1,7 @@
 /* The local trainer: thread-count invariance, convergence on data with a
  * known answer, batch semantics and argument errors. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "fsgd/error.h"
@@ -260,6 +261,42 @@ static void test_auto_keys(void)
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), 0);
 }
 
+/* A strategy whose workers run the optimizer (efsign: the aggregator only
+ * averages their steps) still gets the job's L2: the workers put λθ in their
+ * gradients. At a stationary point of mean logistic loss + λ|w|²/2,
+ * λ|w_k| = |∂loss/∂w_k| <= max |x| = 1, so λ = 5 keeps every weight near or
+ * below 0.2, where the unregularized run grows weights past 1. block=1 makes
+ * the compressor exact (mu=0: plain SGD). */
+static void test_apply_strategy_gets_l2(void)
+{
+    uint64_t rng = fsgd_test_seed();
+    fsgd_csr_t train = {0};
+    synthetic(&train, 2000, 40, 0, &rng);
+    char err[512];
+    fsgd_job_t job;
+    base_job(&job);
+    job.threads = 2;
+    job.epochs = 20;
+    job.batch = 100;
+    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0,lr=0.2");
+    double wmax[2] = {0, 0}, l2s[2] = {0, 5};
+    for (int i = 0; i < 2; i++) {
+        job.l2 = l2s[i];
+        fsgd_model_t m = {0};
+        fsgd_train_stats_t st;
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_DOUBLE_EQUAL(st.l2, l2s[i], 1e-12);
+        for (uint64_t k = 0; k <= m.dim; k++)
+            wmax[i] = fmax(wmax[i], fabs((double)m.w[k]));
+        fsgd_model_free(&m);
+    }
+    CU_ASSERT_TRUE(wmax[0] > 1.0);
+    CU_ASSERT_TRUE(wmax[1] < 0.3);
+    if (!(wmax[0] > 1.0 && wmax[1] < 0.3))
+        fprintf(stderr, "\n  max |w|: l2 0 %g, l2 5 %g\n", wmax[0], wmax[1]);
+    fsgd_csr_free(&train);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -270,6 +307,7 @@ void fsgd_test_register(void)
         {"auto defaults: holdout, l2 = 1/n, lr from steps, early stop", test_auto_defaults},
         {"explicit epochs: exactly N, all rows, no early stop", test_explicit_epochs_exact},
         {"auto values parse for l2, lr, epochs only", test_auto_keys},
+        {"efsign (workers run the optimizer) gets the job's l2", test_apply_strategy_gets_l2},
         {NULL, NULL},
     };
     fsgd_test_suite("train", cases);

@@ -180,6 +180,10 @@ static void worker_step(worker_t *w)
     /* Raw sums (scale 1, no λ): the reduction divides by the whole step's rows
      * and adds λθ once, exactly as the aggregator does. */
     fsgd_grad_request_t req = {.batch = w->batch, .batch_id = w->batch_id, .loss = t->job->model, .scale = 1.0, .l2 = 0};
+    /* A strategy whose workers run the optimizer (efsign: the aggregator only
+     * averages their steps) gets λθ per row in its gradient sum instead. */
+    if (fsgd_sworker_optimizer(w->strat) == FSGD_OPT_APPLY)
+        req.l2 = t->l2 * (double)w->batch->n_rows;
     /* A device encoder returns only the message; gradient and encoding are
      * then one call and their time counts as gradient time. */
     fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat);

@@ -554,6 +554,12 @@ static int do_step(worker_t *w)
         }
         fsgd_grad_request_t req = {.batch = &w->batch, .batch_id = (int64_t)(id >> 2), .loss = (fsgd_loss_kind_t)w->kind,
                                    .scale = 1.0, .l2 = 0};
+        /* Adam strategies: the aggregator adds λθ once (agg_step.c). A strategy
+         * whose workers run the optimizer (efsign) gets λ in its gradient sum,
+         * λθ per row on the replica's touched keys, so --l2 is the same
+         * objective for every strategy. */
+        if (fsgd_sworker_optimizer(w->strat) == FSGD_OPT_APPLY && w->job->l2 > 0)
+            req.l2 = w->job->l2 * (double)w->batch.n_rows;
         /* A device that encodes on the card hands back only the message
          * (gradient and encoding fused; its time counts as gradient). */
         fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat);

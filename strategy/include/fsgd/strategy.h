@@ -109,6 +109,12 @@ int fsgd_sworker_reset(fsgd_sworker_t *w);
 /* Entries held in error-feedback state (residual), for metrics. */
 size_t fsgd_sworker_residual_entries(const fsgd_sworker_t *w);
 
+/* The strategy's optimizer, as fsgd_sagg_optimizer. With FSGD_OPT_APPLY the
+ * worker's message is already a step, so the job's L2 penalty must be in the
+ * gradient the worker encodes (λ·rows·θ_k on the touched keys of a gradient
+ * sum over rows): the aggregator only averages. */
+fsgd_optimizer_t fsgd_sworker_optimizer(const fsgd_sworker_t *w);
+
 /* ---- aggregator side: one instance per aggregator (per key range) ---- */
 
 fsgd_sagg_t *fsgd_sagg_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz);
