@@ -31,16 +31,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sparams.h"
+#include "params.h"
 #include "strategy_internal.h"
 
 enum { SP_MU, SP_LR, SP_LAZY, SP_N };
-static const sparam_t efsign_sparams[SP_N] = {
+static const fsgd_sparam_def_t efsign_params[SP_N] = {
     /* mu 0.5, lr 0.5: measured (strategy/FORMAT.md, "efsign"); the paper's
      * mu = 0.9 with blocks over sparse keys diverged on the dist_net data */
-    {"mu", 0, 0.999, 0.5, 0, 0},
-    {"lr", 1e-9, 1e6, 0.5, 0, 0},
-    {"lazy", 0, 1, 1, 0, 0},
+    {"mu", 0, 0, 0.999, 0.5, "measured (strategy/FORMAT.md)"},
+    {"lr", 0, 1e-9, 1e6, 0.5, "measured (strategy/FORMAT.md)"},
+    {"lazy", 1, 0, 1, 1, "1: momentum moves on the step's keys only, as fsgd's sparse Adam"},
 };
 
 typedef struct efsign_worker {
@@ -63,13 +63,10 @@ typedef struct efsign_worker {
 } efsign_worker_t;
 
 /* Codec spec and strategy parameters of a strategy spec. */
-static int efsign_split(const char *spec, sparam_t *ps, char *codec_spec, size_t sz, char *err, size_t errsz)
+static int efsign_split(const char *spec, double *ps, char *codec_spec, size_t sz, char *err, size_t errsz)
 {
     char rest[160];
-    memcpy(ps, efsign_sparams, sizeof efsign_sparams);
-    FSGD_TRY(sparams_parse("efsign", spec, ps, SP_N, rest, sizeof rest, err, errsz));
-    if (ps[SP_LAZY].val != 0 && ps[SP_LAZY].val != 1)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "strategy efsign: parameter lazy must be 0 or 1");
+    FSGD_TRY(fsgd_sparams_parse("efsign", spec, efsign_params, SP_N, ps, NULL, rest, sizeof rest, err, errsz));
     if (strstr(rest, "ef="))
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "strategy efsign: parameter ef: the strategy keeps its own error feedback");
@@ -79,7 +76,7 @@ static int efsign_split(const char *spec, sparam_t *ps, char *codec_spec, size_t
 
 static int efsign_check(const char *spec, uint64_t dim, char *err, size_t errsz)
 {
-    sparam_t ps[SP_N];
+    double ps[SP_N];
     char cs[192];
     FSGD_TRY(efsign_split(spec, ps, cs, sizeof cs, err, errsz));
     fsgd_codec_t *c = fsgd_codec_new(cs, dim, err, errsz);
@@ -110,7 +107,7 @@ static void efsign_worker_destroy(void *p)
 
 static void *efsign_worker_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
 {
-    sparam_t ps[SP_N];
+    double ps[SP_N];
     char cs[192], cs2[200];
     if (efsign_split(spec, ps, cs, sizeof cs, err, errsz) < 0)
         return NULL;
@@ -121,9 +118,9 @@ static void *efsign_worker_new(const char *spec, uint64_t dim, uint64_t seed, ch
         return NULL;
     }
     w->dim = dim;
-    w->mu = (float)ps[SP_MU].val;
-    w->lr = (float)ps[SP_LR].val;
-    w->lazy = (int)ps[SP_LAZY].val;
+    w->mu = (float)ps[SP_MU];
+    w->lr = (float)ps[SP_LR];
+    w->lazy = (int)ps[SP_LAZY];
     w->codec = fsgd_codec_new(cs2, dim, err, errsz);
     if (!w->codec) {
         efsign_worker_destroy(w);
@@ -313,7 +310,7 @@ static size_t efsign_residual_entries(const void *p) { return ((const efsign_wor
 
 static void *efsign_agg_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
 {
-    sparam_t ps[SP_N];
+    double ps[SP_N];
     char cs[192];
     if (efsign_split(spec, ps, cs, sizeof cs, err, errsz) < 0)
         return NULL;

@@ -35,12 +35,12 @@
 #include "fsgd/le.h"
 #include "gradiveq.h"
 #include "gradiveq_pca.h"
-#include "learned_params.h"
+#include "params.h"
 #include "strategy_internal.h"
 
 enum { P_SLICE, P_LT, P_LC, P_WARMUP, P_COMPONENTS, P_LAMBDA, P_N };
 
-static const fsgd_lparam_def_t gv_defs[P_N] = {
+static const fsgd_sparam_def_t gv_defs[P_N] = {
     {"slice", 1, 1, FSGD_GV_MAX_K, 128, "K: ours (the paper's K = multiple of F*D, e.g. 768, sec. 3)"},
     {"lt", 1, 2, 100000, 100, "L_t = 100, sec. 3 and 4"},
     {"lc", 1, 1, 10000000, 400, "L_c = 400, sec. 3 and 4"},
@@ -53,7 +53,7 @@ static const fsgd_lparam_def_t gv_defs[P_N] = {
 
 static int gv_parse(const char *spec, double *v, char *err, size_t errsz)
 {
-    FSGD_TRY(fsgd_lparams_parse("gradiveq", spec, gv_defs, P_N, v, err, errsz));
+    FSGD_TRY(fsgd_sparams_parse("gradiveq", spec, gv_defs, P_N, v, NULL, NULL, 0, err, errsz));
     if (v[P_COMPONENTS] > v[P_SLICE])
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "strategy gradiveq: components=%g above slice=%g",
                             v[P_COMPONENTS], v[P_SLICE]);

@@ -30,32 +30,26 @@
 #include "fsgd/crc32c.h"
 #include "fsgd/keys.h"
 #include "fsgd/le.h"
-#include "sparams.h"
+#include "params.h"
 #include "strategy_internal.h"
 
 #define GTK_MAGIC "GTK"
 #define GTK_HDR 8 /* u8 version, "GTK", u32 k (strategy/FORMAT.md) */
 
 enum { SP_K, SP_DENSITY, SP_N };
-static const sparam_t gtopk_sparams[SP_N] = {
-    {"k", 1, 4294967296.0, 0, 0, 0},
-    {"density", 1e-9, 1, 0.001, 0, 0},
+static const fsgd_sparam_def_t gtopk_params[SP_N] = {
+    {"k", 1, 1, 4294967296.0, 0, "a count of entries"},
+    {"density", 0, 1e-9, 1, 0.001, "k = density x dim; 0.001 as in the paper's experiments"},
 };
 
 static int gtopk_k(const char *spec, uint64_t dim, size_t *k, char *err, size_t errsz)
 {
-    sparam_t ps[SP_N];
-    char rest[160];
-    memcpy(ps, gtopk_sparams, sizeof ps);
-    FSGD_TRY(sparams_parse("gtopk", spec, ps, SP_N, rest, sizeof rest, err, errsz));
-    if (rest[0])
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "strategy gtopk: unknown parameter in '%s' (known: k, density)",
-                            rest);
-    if (ps[SP_K].given && ps[SP_DENSITY].given)
+    double v[SP_N];
+    int given[SP_N];
+    FSGD_TRY(fsgd_sparams_parse("gtopk", spec, gtopk_params, SP_N, v, given, NULL, 0, err, errsz));
+    if (given[SP_K] && given[SP_DENSITY])
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "strategy gtopk: give k or density, not both");
-    if (ps[SP_K].given && ps[SP_K].val != floor(ps[SP_K].val))
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "strategy gtopk: parameter k must be an integer");
-    double kk = ps[SP_K].given ? ps[SP_K].val : ceil(ps[SP_DENSITY].val * (double)dim);
+    double kk = given[SP_K] ? v[SP_K] : ceil(v[SP_DENSITY] * (double)dim);
     *k = (size_t)(kk < 1 ? 1 : kk > (double)dim ? (double)dim : kk);
     return 0;
 }

@@ -14,13 +14,13 @@
 #include <string.h>
 
 #include "fsgd/mqgrad.h"
-#include "learned_params.h"
+#include "params.h"
 #include "mqgrad_agent.h"
 #include "strategy_internal.h"
 
 enum { P_BITS0, P_MIN, P_MAX, P_T, P_ALPHA, P_GAMMA, P_EPS, P_ETA, P_DISCOUNT, P_HIDDEN, P_LOWER, P_EF, P_DOWN, P_N };
 
-static const fsgd_lparam_def_t mq_defs[P_N] = {
+static const fsgd_sparam_def_t mq_defs[P_N] = {
     {"bits0", 1, FSGD_MQGRAD_MIN_BITS, FSGD_MQGRAD_MAX_BITS, 2, "sec. 4.1: range starts at 2; bits only grow"},
     {"min_bits", 1, FSGD_MQGRAD_MIN_BITS, FSGD_MQGRAD_MAX_BITS, 2, "sec. 4.1: 2 to 8 bits"},
     {"max_bits", 1, FSGD_MQGRAD_MIN_BITS, FSGD_MQGRAD_MAX_BITS, 8, "sec. 4.1: 2 to 8 bits"},
@@ -44,7 +44,7 @@ typedef struct mq_params {
 
 static int mq_parse(const char *spec, mq_params_t *p, char *err, size_t errsz)
 {
-    FSGD_TRY(fsgd_lparams_parse("mqgrad", spec, mq_defs, P_N, p->v, err, errsz));
+    FSGD_TRY(fsgd_sparams_parse("mqgrad", spec, mq_defs, P_N, p->v, NULL, NULL, 0, err, errsz));
     if (p->v[P_MIN] > p->v[P_MAX] || p->v[P_BITS0] < p->v[P_MIN] || p->v[P_BITS0] > p->v[P_MAX])
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "strategy mqgrad: need min_bits <= bits0 <= max_bits (got %g, %g, %g)", p->v[P_MIN],

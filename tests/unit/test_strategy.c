@@ -56,6 +56,48 @@ static void test_registry(void)
     fsgd_sagg_destroy(a);
 }
 
+/* The parameter lists of the strategies' own keys (strategy/params.c): each
+ * error names the strategy and the key; efsign passes what it does not know
+ * on to its codec, which then judges it. */
+static void test_strategy_params(void)
+{
+    static const struct {
+        const char *spec, *want; /* want NULL: accepted */
+    } cases[] = {
+        {"gtopk:k=100", NULL},
+        {"gtopk:density=0.01", NULL},
+        {"gtopk:k=100,density=0.01", "gtopk: give k or density, not both"},
+        {"gtopk:k=1.5", "gtopk: parameter k: '1.5' is not an integer"},
+        {"gtopk:k=0", "gtopk: parameter k=0 out of range"},
+        {"gtopk:kk=3", "gtopk: unknown parameter 'kk' (known: k, density)"},
+        {"gtopk:k=3,k=4", "gtopk: parameter k given twice"},
+        {"gtopk:k=3,", "gtopk: trailing ','"},
+        {"gtopk:", "gtopk: empty parameter list"},
+        {"efsign:mu=0.9,block=64", NULL},
+        {"efsign:mu=x", "efsign: parameter mu: 'x' is not a number"},
+        {"efsign:lazy=0.5", "efsign: parameter lazy: '0.5' is not an integer"},
+        {"efsign:lr", "efsign: parameter lr: expected lr=value"},
+        {"efsign:ef=1", "efsign: parameter ef: the strategy keeps its own error feedback"},
+        {"efsign:blok=64", "blok"}, /* passed on: the codec refuses it */
+        {"mqgrad:bits0=3", NULL},
+        {"mqgrad:bits0=40", "mqgrad: parameter bits0=40 out of range"},
+        {"gradiveq:lt=20", NULL},
+        {"gradiveq:nope=1", "gradiveq: unknown parameter 'nope'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char err[512] = "";
+        int rc = fsgd_strategy_check(cases[i].spec, DIM, err, sizeof err);
+        if (!cases[i].want) {
+            CU_ASSERT_EQUAL(rc, 0);
+            if (rc)
+                fprintf(stderr, "\n  %s: %s\n", cases[i].spec, err);
+        } else {
+            CU_ASSERT_EQUAL(rc, FSGD_E_ARG);
+            FSGD_ASSERT_CONTAINS(err, cases[i].want);
+        }
+    }
+}
+
 /* Every worker's message through the aggregator side: the reducer holds
  * exactly the sum of what fsgd_codec_decode makes of each message. */
 static void check_step(const char *spec)
@@ -176,6 +218,7 @@ void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"registry and specs", test_registry},
+        {"strategy parameter lists", test_strategy_params},
         {"one step: none", test_step_none},
         {"one step: fastsgd", test_step_fastsgd},
         {"one step: logquant", test_step_logquant},
