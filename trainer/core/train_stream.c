@@ -100,10 +100,12 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     stats->time_to_target = -1;
     stats->best_test_auc = NAN;
     stream_t s = {0};
-    uint64_t n_fit, max_col;
-    s.rd = fsgd_rowcache_open(cache_path, &n_fit, &max_col, err, errsz);
+    fsgd_rowcache_info_t info;
+    int why;
+    s.rd = fsgd_rowcache_open(cache_path, &info, &why, err, errsz);
     if (!s.rd)
-        return FSGD_E_IO;
+        return why;
+    const uint64_t n_fit = info.rows[FSGD_ROWCACHE_TRAIN], max_col = info.max_col[FSGD_ROWCACHE_TRAIN];
     const int auto_epochs = job->epochs <= 0;
     int rc = FSGD_E_OK;
     if (n_fit == 0)
