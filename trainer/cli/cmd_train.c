@@ -161,9 +161,7 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
         fprintf(stderr, "fsgd: backend %s%s, codec %s, %d thread%s", s->backend,
                 strcmp(ctx->job->backend, "auto") ? "" : " (picked by backend: auto)", ctx->job->codec,
                 s->threads_used, s->threads_used == 1 ? "" : "s");
-        if (ctx->job->cache[0])
-            fprintf(stderr, " (streaming from the cache runs one thread)");
-        else if (s->threads_used < ctx->job->threads)
+        if (s->threads_used < ctx->job->threads)
             fprintf(stderr, " of %d (a step has ~%.0f nonzeros; each thread needs %d to pay for its "
                             "synchronisation: raise --batch to use more)", ctx->job->threads, s->nnz_per_step,
                     FSGD_TRAIN_MIN_NNZ_PER_THREAD);

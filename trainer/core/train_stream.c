@@ -1,8 +1,12 @@
 /* fsgd_train over a row cache: bounded memory for files larger than RAM.
- * The same step as fsgd_train with one thread and codec none (the raw
- * gradient sums, divided by the step's rows, plus λθ, into sparse Adam), the
- * same defaults and the same early stopping; only where the rows come from
- * differs: chunks read from the cache each epoch, shuffled within a chunk. */
+ * The same step as fsgd_train with codec none (the raw gradient sums,
+ * divided by the step's rows, plus λθ, into sparse Adam), the same defaults
+ * and the same early stopping; only where the rows come from differs: chunks
+ * read from the cache each epoch, shuffled within a chunk. With threads, as
+ * fsgd_train decides them (FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros a thread
+ * a step), each step's rows are cut into one slice a thread and run through
+ * fsgd_train's own parallel step (fsgd/train_pool.h); one thread keeps the
+ * plain serial step. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +20,7 @@
 #include "fsgd/rowcache.h"
 #include "fsgd/sparse.h"
 #include "fsgd/train.h"
+#include "fsgd/train_pool.h"
 
 static double now(void)
 {
@@ -69,6 +74,9 @@ static int biased_copy(const fsgd_csr_t *src, uint64_t dim, int bias, float bv, 
 typedef struct stream {
     fsgd_rowcache_reader_t *rd;
     fsgd_backend_t *backend;
+    fsgd_train_pool_t *pool; /* threads > 1: the parallel step */
+    fsgd_csr_t *slices;      /* threads > 1: this step's slice for each thread */
+    int n_slices;
     fsgd_adam_t adam;
     fsgd_csr_t chunk, batch, hold, test;
     fsgd_sparse_t grad;
@@ -81,6 +89,10 @@ static void stream_free(stream_t *s)
 {
     fsgd_rowcache_free(s->rd);
     fsgd_backend_destroy(s->backend);
+    fsgd_train_pool_free(s->pool);
+    for (int i = 0; s->slices && i < s->n_slices; i++)
+        fsgd_csr_free(&s->slices[i]);
+    free(s->slices);
     fsgd_adam_free(&s->adam);
     fsgd_csr_free(&s->chunk);
     fsgd_csr_free(&s->batch);
@@ -133,11 +145,38 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     const double l2 = fsgd_train_auto_l2(job, (size_t)n_fit);
     stats->lr = ap.lr;
     stats->l2 = l2;
-    stats->threads_used = 1;
     stats->holdout_rows = auto_epochs ? hold->n_rows : 0;
-    rc = fsgd_adam_init(&s.adam, model_dim, &ap);
-    if (rc == 0 && job->lr < 0)
-        rc = fsgd_adam_count_keys(&s.adam);
+    /* Threads as fsgd_train picks them, from the nonzeros a step has: the
+     * first chunk's rows stand for the file (read again in epoch 1). */
+    long first = fsgd_rowcache_read(s.rd, &s.chunk, FSGD_TRAIN_STREAM_CHUNK, err, errsz);
+    if (first < 0) {
+        stream_free(&s);
+        return (int)first;
+    }
+    double nnz_per_step = first > 0 ? (double)B * ((double)s.chunk.nnz / (double)first + (bias ? 1 : 0)) : 0;
+    int W = job->threads < 1 ? 1 : job->threads > 64 ? 64 : job->threads;
+    int fit = (int)(nnz_per_step / FSGD_TRAIN_MIN_NNZ_PER_THREAD);
+    if (W > 1 && fit < W)
+        W = fit < 1 ? 1 : fit;
+    stats->threads_used = W;
+    stats->nnz_per_step = nnz_per_step;
+    fsgd_adam_t *adam = &s.adam;
+    if (W > 1) {
+        s.pool = fsgd_train_pool_new(job, model_dim, &ap, job->lr < 0, l2, W, err, errsz);
+        s.slices = calloc((size_t)W, sizeof *s.slices);
+        if (!s.pool || !s.slices) {
+            if (s.pool)
+                fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+            stream_free(&s);
+            return FSGD_E_NOMEM;
+        }
+        s.n_slices = W;
+        adam = fsgd_train_pool_adam(s.pool);
+    } else {
+        rc = fsgd_adam_init(&s.adam, model_dim, &ap);
+        if (rc == 0 && job->lr < 0)
+            rc = fsgd_adam_count_keys(&s.adam);
+    }
     if (rc == 0 && auto_epochs)
         rc = biased_copy(hold, dim, bias, bv, &s.hold);
     if (rc == 0)
@@ -153,13 +192,13 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
         return fsgd_err_fmt(err, errsz, rc, "out of memory setting up training (model dim %llu)",
                             (unsigned long long)model_dim);
     }
-    s.backend = fsgd_backend_new("cpu", model_dim, s.adam.theta, err, errsz);
-    if (!s.backend) {
+    if (W == 1)
+        s.backend = fsgd_backend_new("cpu", model_dim, s.adam.theta, err, errsz);
+    if (W == 1 && !s.backend) {
         stream_free(&s);
         return FSGD_E_ARG;
     }
     snprintf(stats->backend, sizeof stats->backend, "cpu (streaming from %s)", cache_path);
-    stats->nnz_per_step = (double)B; /* refined below once rows are seen */
     if (progress)
         progress(ctx, stats, -1);
 
@@ -194,6 +233,31 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
             for (size_t lo = 0; lo < (size_t)got && rc == 0 && !stop_early; lo += B) {
                 double s0 = now();
                 size_t cnt = (size_t)got - lo < B ? (size_t)got - lo : B;
+                if (s.pool) {
+                    /* one slice a thread, as fsgd_train cuts a batch */
+                    size_t nnz = 0;
+                    for (int w = 0; w < W && rc == 0; w++) {
+                        fsgd_csr_t *sl = &s.slices[w];
+                        fsgd_csr_clear(sl);
+                        for (size_t i = lo + cnt * (size_t)w / (size_t)W; i < lo + cnt * (size_t)(w + 1) / (size_t)W && rc == 0; i++)
+                            rc = fsgd_train_append_biased(sl, &s.chunk, s.perm[i], dim, bias, bv);
+                        nnz += sl->nnz;
+                    }
+                    double loss = 0, t_round = 0;
+                    if (rc == 0)
+                        rc = fsgd_train_pool_step(s.pool, s.slices, cnt, &loss, &t_round, err, errsz);
+                    if (rc < 0)
+                        break;
+                    double s2 = now();
+                    stats->t_grad_round += t_round;
+                    stats->t_update += s2 - s0 - t_round;
+                    train_time += s2 - s0;
+                    loss_acc += loss;
+                    loss_rows += cnt;
+                    stats->steps++;
+                    stats->rows += cnt;
+                    stats->nnz += nnz;
+                } else {
                 fsgd_csr_clear(&s.batch);
                 for (size_t i = lo; i < lo + cnt && rc == 0; i++)
                     rc = fsgd_train_append_biased(&s.batch, &s.chunk, s.perm[i], dim, bias, bv);
@@ -209,9 +273,9 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                 /* the step gradient of fsgd_train: mean over the step's rows plus λθ */
                 const double inv = 1.0 / (double)cnt;
                 for (size_t e = 0; e < s.grad.n; e++)
-                    s.grad.vals[e] = fsgd_adam_step_grad(s.grad.vals[e], inv, l2, s.adam.theta[s.grad.keys[e]]);
-                fsgd_adam_advance(&s.adam);
-                fsgd_adam_apply(&s.adam, s.grad.keys, s.grad.vals, s.grad.n);
+                    s.grad.vals[e] = fsgd_adam_step_grad(s.grad.vals[e], inv, l2, adam->theta[s.grad.keys[e]]);
+                fsgd_adam_advance(adam);
+                fsgd_adam_apply(adam, s.grad.keys, s.grad.vals, s.grad.n);
                 double s2 = now();
                 stats->t_update += s2 - s1;
                 train_time += s2 - s0;
@@ -220,18 +284,19 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                 stats->steps++;
                 stats->rows += cnt;
                 stats->nnz += s.batch.nnz;
+                }
                 step_in_epoch++;
                 int last_step = step_in_epoch == steps_per_epoch;
                 const uint64_t E = fsgd_train_looks((size_t)n_fit, steps_per_epoch), nb = steps_per_epoch;
                 if (auto_epochs && (last_step || ((uint64_t)step_in_epoch * E) / nb !=
                                                      ((uint64_t)(step_in_epoch - 1) * E) / nb)) {
                     double h0 = now();
-                    double hl = mean_loss(job->model, s.adam.theta, model_dim, &s.hold);
+                    double hl = mean_loss(job->model, adam->theta, model_dim, &s.hold);
                     if (hl < best_loss * (1 - 1e-4)) {
                         best_loss = hl;
                         since_best = 0;
                         stats->best_epoch = (double)(epoch - 1) + (double)step_in_epoch / (double)nb;
-                        memcpy(s.best, s.adam.theta, model_dim * sizeof *s.best);
+                        memcpy(s.best, adam->theta, model_dim * sizeof *s.best);
                     } else if (++since_best >= fsgd_train_patience(E)) {
                         stop_early = 1;
                     }
@@ -242,7 +307,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                 }
                 stats->seconds = train_time;
                 if (s.test.n_rows && test_live && (last_step || stop_early)) {
-                    stats->test = metrics(job->model, s.adam.theta, model_dim, &s.test, s.margin);
+                    stats->test = metrics(job->model, adam->theta, model_dim, &s.test, s.margin);
                     if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
                         stats->time_to_target = train_time;
                         stats->target_clock = now();
@@ -252,6 +317,8 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                 if (progress && (last_step || stop_early || tnow - last_report >= 1.0)) {
                     stats->last_loss = loss_rows ? loss_acc / (double)loss_rows : NAN;
                     stats->nnz_per_step = (double)stats->nnz / (double)stats->steps;
+                    if (s.pool)
+                        fsgd_train_pool_stats(s.pool, stats);
                     progress(ctx, stats, last_step || stop_early);
                     last_report = tnow;
                     loss_acc = 0;
@@ -260,9 +327,11 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
             }
         }
     }
+    if (s.pool)
+        fsgd_train_pool_stats(s.pool, stats);
     stats->stopped_early = stop_early;
     stats->epochs_run = (double)stats->steps / (double)steps_per_epoch;
-    const float *final_w = auto_epochs && best_loss < INFINITY ? s.best : s.adam.theta;
+    const float *final_w = auto_epochs && best_loss < INFINITY ? s.best : adam->theta;
     if (rc == 0 && s.test.n_rows) {
         stats->test = metrics(job->model, final_w, model_dim, &s.test, s.margin);
         stats->best_test_auc = stats->test.auc;
