@@ -104,6 +104,53 @@ static void stream_free(stream_t *s)
     free(s->margin);
 }
 
+/* One step on rows perm[lo, lo + cnt) of the chunk, on this thread: the
+ * step gradient of fsgd_train (mean over the step's rows plus λθ) into Adam. */
+static int step_serial(stream_t *s, const fsgd_job_t *job, fsgd_adam_t *adam, size_t lo, size_t cnt, uint64_t dim,
+                       int bias, float bv, double l2, double *loss, size_t *nnz, fsgd_train_stats_t *stats, char *err,
+                       size_t errsz)
+{
+    double s0 = now();
+    fsgd_csr_clear(&s->batch);
+    for (size_t i = lo; i < lo + cnt; i++)
+        FSGD_TRY(fsgd_train_append_biased(&s->batch, &s->chunk, s->perm[i], dim, bias, bv));
+    fsgd_grad_request_t req = {.batch = &s->batch, .batch_id = -1, .loss = job->model, .scale = 1.0, .l2 = 0};
+    FSGD_TRY(fsgd_backend_gradient(s->backend, &req, &s->grad, loss, err, errsz));
+    double s1 = now();
+    stats->t_grad += s1 - s0;
+    stats->t_grad_round += s1 - s0;
+    const double inv = 1.0 / (double)cnt;
+    for (size_t e = 0; e < s->grad.n; e++)
+        s->grad.vals[e] = fsgd_adam_step_grad(s->grad.vals[e], inv, l2, adam->theta[s->grad.keys[e]]);
+    fsgd_adam_advance(adam);
+    fsgd_adam_apply(adam, s->grad.keys, s->grad.vals, s->grad.n);
+    stats->t_update += now() - s1;
+    *nnz = s->batch.nnz;
+    return FSGD_E_OK;
+}
+
+/* The same step over W threads: the rows cut into one slice a thread, as
+ * fsgd_train cuts a batch, through its parallel step (fsgd/train_pool.h). */
+static int step_threads(stream_t *s, int W, size_t lo, size_t cnt, uint64_t dim, int bias, float bv, double *loss,
+                        size_t *nnz, fsgd_train_stats_t *stats, char *err, size_t errsz)
+{
+    double s0 = now();
+    *nnz = 0;
+    for (int w = 0; w < W; w++) {
+        fsgd_csr_t *sl = &s->slices[w];
+        fsgd_csr_clear(sl);
+        const size_t a = lo + cnt * (size_t)w / (size_t)W, b = lo + cnt * (size_t)(w + 1) / (size_t)W;
+        for (size_t i = a; i < b; i++)
+            FSGD_TRY(fsgd_train_append_biased(sl, &s->chunk, s->perm[i], dim, bias, bv));
+        *nnz += sl->nnz;
+    }
+    double t_round = 0;
+    FSGD_TRY(fsgd_train_pool_step(s->pool, s->slices, cnt, loss, &t_round, err, errsz));
+    stats->t_grad_round += t_round;
+    stats->t_update += now() - s0 - t_round;
+    return FSGD_E_OK;
+}
+
 int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
                       const fsgd_csr_t *test, uint64_t dim, fsgd_model_t *model, fsgd_train_stats_t *stats,
                       fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz)
@@ -233,58 +280,18 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
             for (size_t lo = 0; lo < (size_t)got && rc == 0 && !stop_early; lo += B) {
                 double s0 = now();
                 size_t cnt = (size_t)got - lo < B ? (size_t)got - lo : B;
-                if (s.pool) {
-                    /* one slice a thread, as fsgd_train cuts a batch */
-                    size_t nnz = 0;
-                    for (int w = 0; w < W && rc == 0; w++) {
-                        fsgd_csr_t *sl = &s.slices[w];
-                        fsgd_csr_clear(sl);
-                        for (size_t i = lo + cnt * (size_t)w / (size_t)W; i < lo + cnt * (size_t)(w + 1) / (size_t)W && rc == 0; i++)
-                            rc = fsgd_train_append_biased(sl, &s.chunk, s.perm[i], dim, bias, bv);
-                        nnz += sl->nnz;
-                    }
-                    double loss = 0, t_round = 0;
-                    if (rc == 0)
-                        rc = fsgd_train_pool_step(s.pool, s.slices, cnt, &loss, &t_round, err, errsz);
-                    if (rc < 0)
-                        break;
-                    double s2 = now();
-                    stats->t_grad_round += t_round;
-                    stats->t_update += s2 - s0 - t_round;
-                    train_time += s2 - s0;
-                    loss_acc += loss;
-                    loss_rows += cnt;
-                    stats->steps++;
-                    stats->rows += cnt;
-                    stats->nnz += nnz;
-                } else {
-                fsgd_csr_clear(&s.batch);
-                for (size_t i = lo; i < lo + cnt && rc == 0; i++)
-                    rc = fsgd_train_append_biased(&s.batch, &s.chunk, s.perm[i], dim, bias, bv);
-                fsgd_grad_request_t req = {.batch = &s.batch, .batch_id = -1, .loss = job->model, .scale = 1.0, .l2 = 0};
                 double loss = 0;
-                if (rc == 0)
-                    rc = fsgd_backend_gradient(s.backend, &req, &s.grad, &loss, err, errsz);
+                size_t nnz = 0;
+                rc = s.pool ? step_threads(&s, W, lo, cnt, dim, bias, bv, &loss, &nnz, stats, err, errsz)
+                            : step_serial(&s, job, adam, lo, cnt, dim, bias, bv, l2, &loss, &nnz, stats, err, errsz);
                 if (rc < 0)
                     break;
-                double s1 = now();
-                stats->t_grad += s1 - s0;
-                stats->t_grad_round += s1 - s0;
-                /* the step gradient of fsgd_train: mean over the step's rows plus λθ */
-                const double inv = 1.0 / (double)cnt;
-                for (size_t e = 0; e < s.grad.n; e++)
-                    s.grad.vals[e] = fsgd_adam_step_grad(s.grad.vals[e], inv, l2, adam->theta[s.grad.keys[e]]);
-                fsgd_adam_advance(adam);
-                fsgd_adam_apply(adam, s.grad.keys, s.grad.vals, s.grad.n);
-                double s2 = now();
-                stats->t_update += s2 - s1;
-                train_time += s2 - s0;
+                train_time += now() - s0;
                 loss_acc += loss;
                 loss_rows += cnt;
                 stats->steps++;
                 stats->rows += cnt;
-                stats->nnz += s.batch.nnz;
-                }
+                stats->nnz += nnz;
                 step_in_epoch++;
                 int last_step = step_in_epoch == steps_per_epoch;
                 const uint64_t E = fsgd_train_looks((size_t)n_fit, steps_per_epoch), nb = steps_per_epoch;
