@@ -2,6 +2,7 @@
  * known answer, batch semantics and argument errors. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fsgd/error.h"
 #include "fsgd/libsvm.h"
@@ -70,12 +71,14 @@ static void test_threads_agree(void)
 
 /* fsgd_train_stream with threads: each step's rows cut into one slice a
  * thread, through fsgd_train's parallel step; the 1-thread model up to the
- * order of float sums. Too little work a step keeps one thread. */
+ * order of float sums. Too little work a step keeps one step thread, and
+ * the reader thread alone changes nothing. 140000 rows: three chunks an
+ * epoch, so the reader thread fills both of its buffers; two epochs. */
 static void test_stream_threads_agree(void)
 {
     uint64_t rng = 7;
     fsgd_csr_t data = {0};
-    synthetic(&data, 20000, 64, 0, &rng);
+    synthetic(&data, 140000, 64, 0, &rng);
     const char *path = fsgd_test_tmp("stream.cache");
     char err[512];
     fsgd_rowcache_writer_t *w = fsgd_rowcache_create(path, err, sizeof err);
@@ -92,6 +95,12 @@ static void test_stream_threads_agree(void)
     CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &m3, &s3, NULL, NULL, err, sizeof err), 0);
     job.batch = 256; /* ~1.5k nonzeros a step: one thread is faster */
     CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &ms, &ss, NULL, NULL, err, sizeof err), 0);
+    /* ... while the reader thread reads ahead: the very same model as 1 thread */
+    fsgd_model_t ms1 = {0};
+    job.threads = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &ms1, &ss, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(memcmp(ms.w, ms1.w, (ms.dim + 1) * sizeof *ms.w), 0);
+    fsgd_model_free(&ms1);
     CU_ASSERT_EQUAL(s1.threads_used, 1);
     CU_ASSERT_EQUAL(s3.threads_used, 3);
     CU_ASSERT_EQUAL(ss.threads_used, 1);

@@ -6,8 +6,11 @@
  * fsgd_train decides them (FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros a thread
  * a step), each step's rows are cut into one slice a thread and run through
  * fsgd_train's own parallel step (fsgd/train_pool.h); one thread keeps the
- * plain serial step. */
+ * plain serial step. With --threads > 1 a reader thread also reads the next
+ * chunk while the step loop trains on this one (the same rows in the same
+ * order: the model does not depend on it). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,14 +74,88 @@ static int biased_copy(const fsgd_csr_t *src, uint64_t dim, int bias, float bv, 
     return FSGD_E_OK;
 }
 
+/* The reader thread: fills one chunk while the other is trained on. */
+typedef struct prefetch {
+    pthread_t thread;
+    int running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    fsgd_rowcache_reader_t *rd;
+    fsgd_csr_t *into; /* the chunk to fill */
+    int state;        /* 0 idle, 1 a read asked for, 2 read done */
+    int stop;
+    long got;
+    char err[512];
+} prefetch_t;
+
+static void *prefetch_main(void *arg)
+{
+    prefetch_t *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->state != 1 && !p->stop)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stop)
+            break;
+        pthread_mutex_unlock(&p->mu);
+        long got = fsgd_rowcache_read(p->rd, p->into, FSGD_TRAIN_STREAM_CHUNK, p->err, sizeof p->err);
+        pthread_mutex_lock(&p->mu);
+        p->got = got;
+        p->state = 2;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void prefetch_ask(prefetch_t *p, fsgd_csr_t *into)
+{
+    pthread_mutex_lock(&p->mu);
+    p->into = into;
+    p->state = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Waits for the read asked for, if any: its result (0 when none was asked). */
+static long prefetch_wait(prefetch_t *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->state == 1)
+        pthread_cond_wait(&p->cv, &p->mu);
+    long got = p->state == 2 ? p->got : 0;
+    p->state = 0;
+    pthread_mutex_unlock(&p->mu);
+    return got;
+}
+
+static void prefetch_stop(prefetch_t *p)
+{
+    if (!p->running)
+        return;
+    prefetch_wait(p);
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    p->running = 0;
+}
+
 typedef struct stream {
     fsgd_rowcache_reader_t *rd;
+    prefetch_t pf;
+    fsgd_csr_t chunks[2]; /* the one trained on, the one being read (prefetch) */
+    fsgd_csr_t *chunk;    /* this step loop's rows */
+    int filling;          /* prefetch: the chunk the reader fills */
     fsgd_backend_t *backend;
     fsgd_train_pool_t *pool; /* threads > 1: the parallel step */
     fsgd_csr_t *slices;      /* threads > 1: this step's slice for each thread */
     int n_slices;
     fsgd_adam_t adam;
-    fsgd_csr_t chunk, batch, hold, test;
+    fsgd_csr_t batch, hold, test;
     fsgd_sparse_t grad;
     uint32_t *perm;
     float *best;
@@ -87,6 +164,7 @@ typedef struct stream {
 
 static void stream_free(stream_t *s)
 {
+    prefetch_stop(&s->pf);
     fsgd_rowcache_free(s->rd);
     fsgd_backend_destroy(s->backend);
     fsgd_train_pool_free(s->pool);
@@ -94,7 +172,8 @@ static void stream_free(stream_t *s)
         fsgd_csr_free(&s->slices[i]);
     free(s->slices);
     fsgd_adam_free(&s->adam);
-    fsgd_csr_free(&s->chunk);
+    fsgd_csr_free(&s->chunks[0]);
+    fsgd_csr_free(&s->chunks[1]);
     fsgd_csr_free(&s->batch);
     fsgd_csr_free(&s->hold);
     fsgd_csr_free(&s->test);
@@ -113,7 +192,7 @@ static int step_serial(stream_t *s, const fsgd_job_t *job, fsgd_adam_t *adam, si
     double s0 = now();
     fsgd_csr_clear(&s->batch);
     for (size_t i = lo; i < lo + cnt; i++)
-        FSGD_TRY(fsgd_train_append_biased(&s->batch, &s->chunk, s->perm[i], dim, bias, bv));
+        FSGD_TRY(fsgd_train_append_biased(&s->batch, s->chunk, s->perm[i], dim, bias, bv));
     fsgd_grad_request_t req = {.batch = &s->batch, .batch_id = -1, .loss = job->model, .scale = 1.0, .l2 = 0};
     FSGD_TRY(fsgd_backend_gradient(s->backend, &req, &s->grad, loss, err, errsz));
     double s1 = now();
@@ -141,7 +220,7 @@ static int step_threads(stream_t *s, int W, size_t lo, size_t cnt, uint64_t dim,
         fsgd_csr_clear(sl);
         const size_t a = lo + cnt * (size_t)w / (size_t)W, b = lo + cnt * (size_t)(w + 1) / (size_t)W;
         for (size_t i = a; i < b; i++)
-            FSGD_TRY(fsgd_train_append_biased(sl, &s->chunk, s->perm[i], dim, bias, bv));
+            FSGD_TRY(fsgd_train_append_biased(sl, s->chunk, s->perm[i], dim, bias, bv));
         *nnz += sl->nnz;
     }
     double t_round = 0;
@@ -149,6 +228,40 @@ static int step_threads(stream_t *s, int W, size_t lo, size_t cnt, uint64_t dim,
     stats->t_grad_round += t_round;
     stats->t_update += now() - s0 - t_round;
     return FSGD_E_OK;
+}
+
+/* Back to the first train row (the reader thread idle first) and, with the
+ * reader thread, the first chunk asked for. */
+static int epoch_start(stream_t *s, char *err, size_t errsz)
+{
+    if (s->pf.running)
+        prefetch_wait(&s->pf);
+    FSGD_TRY(fsgd_rowcache_rewind(s->rd, err, errsz));
+    if (s->pf.running) {
+        s->filling = 0;
+        prefetch_ask(&s->pf, &s->chunks[0]);
+    }
+    return FSGD_E_OK;
+}
+
+/* The epoch's next chunk into s->chunk: its rows (0 at the end) or an error. */
+static long next_chunk(stream_t *s, char *err, size_t errsz)
+{
+    if (!s->pf.running) {
+        s->chunk = &s->chunks[0];
+        return fsgd_rowcache_read(s->rd, s->chunk, FSGD_TRAIN_STREAM_CHUNK, err, errsz);
+    }
+    long got = prefetch_wait(&s->pf);
+    if (got < 0) {
+        snprintf(err, errsz, "%s", s->pf.err);
+        return got;
+    }
+    s->chunk = &s->chunks[s->filling];
+    if (got > 0) {
+        s->filling ^= 1;
+        prefetch_ask(&s->pf, &s->chunks[s->filling]);
+    }
+    return got;
 }
 
 int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
@@ -195,12 +308,12 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     stats->holdout_rows = auto_epochs ? hold->n_rows : 0;
     /* Threads as fsgd_train picks them, from the nonzeros a step has: the
      * first chunk's rows stand for the file (read again in epoch 1). */
-    long first = fsgd_rowcache_read(s.rd, &s.chunk, FSGD_TRAIN_STREAM_CHUNK, err, errsz);
+    long first = fsgd_rowcache_read(s.rd, &s.chunks[0], FSGD_TRAIN_STREAM_CHUNK, err, errsz);
     if (first < 0) {
         stream_free(&s);
         return (int)first;
     }
-    double nnz_per_step = first > 0 ? (double)B * ((double)s.chunk.nnz / (double)first + (bias ? 1 : 0)) : 0;
+    double nnz_per_step = first > 0 ? (double)B * ((double)s.chunks[0].nnz / (double)first + (bias ? 1 : 0)) : 0;
     int W = job->threads < 1 ? 1 : job->threads > 64 ? 64 : job->threads;
     int fit = (int)(nnz_per_step / FSGD_TRAIN_MIN_NNZ_PER_THREAD);
     if (W > 1 && fit < W)
@@ -246,6 +359,16 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
         return FSGD_E_ARG;
     }
     snprintf(stats->backend, sizeof stats->backend, "cpu (streaming from %s)", cache_path);
+    if (job->threads > 1) {
+        s.pf.rd = s.rd;
+        pthread_mutex_init(&s.pf.mu, NULL);
+        pthread_cond_init(&s.pf.cv, NULL);
+        s.pf.running = pthread_create(&s.pf.thread, NULL, prefetch_main, &s.pf) == 0;
+        if (!s.pf.running) { /* read on this thread instead */
+            pthread_mutex_destroy(&s.pf.mu);
+            pthread_cond_destroy(&s.pf.cv);
+        }
+    }
     if (progress)
         progress(ctx, stats, -1);
 
@@ -261,10 +384,10 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     }
     for (int epoch = 1; epoch <= max_epochs && !stop_early && rc == 0; epoch++) {
         stats->epoch = epoch;
-        rc = fsgd_rowcache_rewind(s.rd, err, errsz);
+        rc = epoch_start(&s, err, errsz);
         size_t step_in_epoch = 0;
         long got;
-        while (rc == 0 && !stop_early && (got = fsgd_rowcache_read(s.rd, &s.chunk, FSGD_TRAIN_STREAM_CHUNK, err, errsz)) != 0) {
+        while (rc == 0 && !stop_early && (got = next_chunk(&s, err, errsz)) != 0) {
             if (got < 0) {
                 rc = (int)got;
                 break;
