@@ -16,7 +16,7 @@
 #include "fsgd/rowcache.h"
 #include "fsgd/train.h"
 
-#define META_CAP (2 * PATH_MAX + 1024)
+#define META_CAP (PATH_MAX + 4096)
 
 typedef struct pass {
     const fsgd_job_t *job;
@@ -70,9 +70,9 @@ static int key_meta(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double
     char real[PATH_MAX];
     if (stat(job->data, &st) != 0 || !realpath(job->data, real))
         return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot read data '%s': %s", job->data, strerror(errno));
-    char fmt[512] = "libsvm";
-    if (spec)
-        fsgd_delim_spec_format(spec, fmt, sizeof fmt);
+    char fmt[2048] = "libsvm";
+    if (spec && fsgd_delim_spec_format(spec, fmt, sizeof fmt) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "--cache: the format spec is too long to record");
     const double hold_p = job->epochs <= 0 ? job->holdout : 0;
     char seed[32] = "unused";
     if (hold_p > 0 || test_fraction > 0)
