@@ -89,6 +89,7 @@ typedef struct worker {
     /* update phase: this thread's key range [key_lo, key_hi) of the step */
     uint64_t key_lo, key_hi;
     fsgd_sparse_t upd; /* the reduced gradient on that range */
+    fsgd_csr_t own;    /* the slice this thread builds when the trainer has a fill hook */
 } worker_t;
 
 struct trainer {
@@ -115,6 +116,10 @@ struct trainer {
      * thread feeds it every message, as the aggregator process does. */
     fsgd_sagg_t *agg;
     int plain;
+    /* fsgd_train_pool_step: each thread builds its own slice of the step
+     * first (NULL in fsgd_train, whose slices are cut once). */
+    fsgd_train_pool_fill_fn fill;
+    void *fill_ctx;
     fsgd_csr_t hold;    /* epochs auto: held-out rows for early stopping */
     float *best;        /* epochs auto: θ at the lowest holdout loss so far */
     double *hold_margin;
@@ -177,6 +182,12 @@ static void worker_step(worker_t *w)
     trainer_t *t = w->t;
     w->loss = 0;
     w->rc = 0;
+    if (t->fill) {
+        w->rc = t->fill(t->fill_ctx, (int)(w - t->workers), &w->own, w->err, sizeof w->err);
+        if (w->rc < 0)
+            return;
+        w->batch = &w->own;
+    }
     double t0 = now();
     /* Raw sums (scale 1, no λ): the reduction divides by the whole step's rows
      * and adds λθ once, exactly as the aggregator does. */
@@ -439,6 +450,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
             fsgd_sparse_free(&w->grad);
             fsgd_sparse_free(&w->decoded);
             fsgd_sparse_free(&w->upd);
+            fsgd_csr_free(&w->own);
             free(w->wire);
         }
         free(t->workers);
@@ -861,21 +873,24 @@ fsgd_adam_t *fsgd_train_pool_adam(fsgd_train_pool_t *p)
     return &p->t.adam;
 }
 
-int fsgd_train_pool_step(fsgd_train_pool_t *p, const fsgd_csr_t *slices, size_t rows, double *loss,
-                         double *t_round, char *err, size_t errsz)
+int fsgd_train_pool_step(fsgd_train_pool_t *p, fsgd_train_pool_fill_fn fill, void *ctx, size_t rows,
+                         double *loss, size_t *nnz, double *t_round, char *err, size_t errsz)
 {
     trainer_t *t = &p->t;
     const int W = t->n_workers;
     double s0 = now();
-    for (int i = 0; i < W; i++)
-        t->workers[i].batch = &slices[i];
+    t->fill = fill;
+    t->fill_ctx = ctx;
     run_round(t, PHASE_GRADIENT);
+    t->fill = NULL;
     *t_round = now() - s0;
     *loss = 0;
+    *nnz = 0;
     for (int i = 0; i < W; i++) {
         if (t->workers[i].rc < 0)
             return fsgd_err_fmt(err, errsz, t->workers[i].rc, "worker %d: %s", i, t->workers[i].err);
         *loss += t->workers[i].loss;
+        *nnz += t->workers[i].own.nnz;
     }
     t->inv_rows = 1.0 / (double)rows;
     split_keys(t, t->adam.dim);

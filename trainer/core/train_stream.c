@@ -4,9 +4,9 @@
  * and the same early stopping; only where the rows come from differs: chunks
  * read from the cache each epoch, shuffled within a chunk. With threads, as
  * fsgd_train decides them (FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros a thread
- * a step), each step's rows are cut into one slice a thread and run through
- * fsgd_train's own parallel step (fsgd/train_pool.h); one thread keeps the
- * plain serial step. With --threads > 1 a reader thread also reads the next
+ * a step), each step's rows are cut into one slice a thread (each thread
+ * copying its own) and run through fsgd_train's own parallel step
+ * (fsgd/train_pool.h); one thread keeps the plain serial step. With --threads > 1 a reader thread also reads the next
  * chunk while the step loop trains on this one (the same rows in the same
  * order: the model does not depend on it). */
 #include <math.h>
@@ -152,8 +152,6 @@ typedef struct stream {
     int filling;          /* prefetch: the chunk the reader fills */
     fsgd_backend_t *backend;
     fsgd_train_pool_t *pool; /* threads > 1: the parallel step */
-    fsgd_csr_t *slices;      /* threads > 1: this step's slice for each thread */
-    int n_slices;
     fsgd_adam_t adam;
     fsgd_csr_t batch, hold, test;
     fsgd_sparse_t grad;
@@ -168,9 +166,6 @@ static void stream_free(stream_t *s)
     fsgd_rowcache_free(s->rd);
     fsgd_backend_destroy(s->backend);
     fsgd_train_pool_free(s->pool);
-    for (int i = 0; s->slices && i < s->n_slices; i++)
-        fsgd_csr_free(&s->slices[i]);
-    free(s->slices);
     fsgd_adam_free(&s->adam);
     fsgd_csr_free(&s->chunks[0]);
     fsgd_csr_free(&s->chunks[1]);
@@ -209,22 +204,35 @@ static int step_serial(stream_t *s, const fsgd_job_t *job, fsgd_adam_t *adam, si
 }
 
 /* The same step over W threads: the rows cut into one slice a thread, as
- * fsgd_train cuts a batch, through its parallel step (fsgd/train_pool.h). */
+ * fsgd_train cuts a batch, each thread copying its own slice, then
+ * fsgd_train's parallel step (fsgd/train_pool.h). */
+typedef struct fill_ctx {
+    const stream_t *s;
+    size_t lo, cnt;
+    int W;
+    uint64_t dim;
+    int bias;
+    float bv;
+} fill_ctx_t;
+
+static int fill_slice(void *ctx, int w, fsgd_csr_t *slice, char *err, size_t errsz)
+{
+    const fill_ctx_t *f = ctx;
+    fsgd_csr_clear(slice);
+    const size_t a = f->lo + f->cnt * (size_t)w / (size_t)f->W, b = f->lo + f->cnt * (size_t)(w + 1) / (size_t)f->W;
+    for (size_t i = a; i < b; i++)
+        if (fsgd_train_append_biased(slice, f->s->chunk, f->s->perm[i], f->dim, f->bias, f->bv) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for a slice of %zu rows", b - a);
+    return FSGD_E_OK;
+}
+
 static int step_threads(stream_t *s, int W, size_t lo, size_t cnt, uint64_t dim, int bias, float bv, double *loss,
                         size_t *nnz, fsgd_train_stats_t *stats, char *err, size_t errsz)
 {
     double s0 = now();
-    *nnz = 0;
-    for (int w = 0; w < W; w++) {
-        fsgd_csr_t *sl = &s->slices[w];
-        fsgd_csr_clear(sl);
-        const size_t a = lo + cnt * (size_t)w / (size_t)W, b = lo + cnt * (size_t)(w + 1) / (size_t)W;
-        for (size_t i = a; i < b; i++)
-            FSGD_TRY(fsgd_train_append_biased(sl, s->chunk, s->perm[i], dim, bias, bv));
-        *nnz += sl->nnz;
-    }
+    fill_ctx_t f = {.s = s, .lo = lo, .cnt = cnt, .W = W, .dim = dim, .bias = bias, .bv = bv};
     double t_round = 0;
-    FSGD_TRY(fsgd_train_pool_step(s->pool, s->slices, cnt, loss, &t_round, err, errsz));
+    FSGD_TRY(fsgd_train_pool_step(s->pool, fill_slice, &f, cnt, loss, nnz, &t_round, err, errsz));
     stats->t_grad_round += t_round;
     stats->t_update += now() - s0 - t_round;
     return FSGD_E_OK;
@@ -323,14 +331,10 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     fsgd_adam_t *adam = &s.adam;
     if (W > 1) {
         s.pool = fsgd_train_pool_new(job, model_dim, &ap, job->lr < 0, l2, W, err, errsz);
-        s.slices = calloc((size_t)W, sizeof *s.slices);
-        if (!s.pool || !s.slices) {
-            if (s.pool)
-                fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+        if (!s.pool) {
             stream_free(&s);
             return FSGD_E_NOMEM;
         }
-        s.n_slices = W;
         adam = fsgd_train_pool_adam(s.pool);
     } else {
         rc = fsgd_adam_init(&s.adam, model_dim, &ap);
