@@ -60,4 +60,12 @@ import json, sys
 c, m = (json.load(open(p)) for p in sys.argv[1:3])
 assert c["streamed_from_cache"] and abs(c["test"]["auc"] - m["test"]["auc"]) < 0.01, (c["test"], m["test"])
 PY
+# Run again: the cache is reused; other hash bits make it be rewritten.
+"$FSGD" train --data "$tmp/train.tsv" --test "$tmp/test.tsv" --format criteo --hash-bits 18 --quiet \
+    --cache "$tmp/c.cache" > /dev/null 2> "$tmp/c2.txt"
+grep -q "^fsgd: reusing cache $tmp/c.cache" "$tmp/c2.txt" || fail "criteo cache not reused: $(cat "$tmp/c2.txt")"
+"$FSGD" train --data "$tmp/train.tsv" --test "$tmp/test.tsv" --format criteo --hash-bits 17 --quiet \
+    --cache "$tmp/c.cache" > /dev/null 2> "$tmp/c3.txt"
+grep -q "was written from $tmp/train.tsv (format differs): rewriting" "$tmp/c3.txt" ||
+    fail "hash bits: $(cat "$tmp/c3.txt")"
 echo ok

@@ -3,9 +3,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fsgd/error.h"
 #include "fsgd/libsvm.h"
+#include "fsgd/rowcache.h"
 #include "fsgd/train.h"
 #include "testlib.h"
 
@@ -65,6 +67,55 @@ static void test_threads_agree(void)
         fprintf(stderr, "\n  max |w1 - w3| = %g\n", worst);
     fsgd_model_free(&m1);
     fsgd_model_free(&m3);
+    fsgd_csr_free(&data);
+}
+
+/* fsgd_train_stream with threads: each step's rows cut into one slice a
+ * thread, through fsgd_train's parallel step; the 1-thread model up to the
+ * order of float sums. Too little work a step keeps one step thread, and
+ * the reader thread alone changes nothing. 140000 rows: three chunks an
+ * epoch, so the reader thread fills both of its buffers; two epochs. */
+static void test_stream_threads_agree(void)
+{
+    uint64_t rng = 7;
+    fsgd_csr_t data = {0};
+    synthetic(&data, 140000, 64, 0, &rng);
+    const char *path = fsgd_test_tmp("stream.cache");
+    char err[512];
+    fsgd_rowcache_writer_t *w = fsgd_rowcache_create(path, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowcache_append(w, &data, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowcache_close(w, NULL, NULL, NULL, err, sizeof err), 0);
+    fsgd_model_t m1 = {0}, m3 = {0}, ms = {0};
+    fsgd_train_stats_t s1, s3, ss;
+    fsgd_job_t job;
+    base_job(&job);
+    job.batch = 12000; /* ~70k nonzeros a step (chunks cut the last step short) */
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &m1, &s1, NULL, NULL, err, sizeof err), 0);
+    job.threads = 3;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &m3, &s3, NULL, NULL, err, sizeof err), 0);
+    job.batch = 256; /* ~1.5k nonzeros a step: one thread is faster */
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &ms, &ss, NULL, NULL, err, sizeof err), 0);
+    /* ... while the reader thread reads ahead: the very same model as 1 thread */
+    fsgd_model_t ms1 = {0};
+    job.threads = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &ms1, &ss, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(memcmp(ms.w, ms1.w, (ms.dim + 1) * sizeof *ms.w), 0);
+    fsgd_model_free(&ms1);
+    CU_ASSERT_EQUAL(s1.threads_used, 1);
+    CU_ASSERT_EQUAL(s3.threads_used, 3);
+    CU_ASSERT_EQUAL(ss.threads_used, 1);
+    CU_ASSERT_EQUAL(s1.steps, s3.steps);
+    CU_ASSERT_EQUAL(s3.rows, 2 * data.n_rows);
+    double worst = 0;
+    for (uint64_t k = 0; k <= m1.dim; k++)
+        worst = fmax(worst, fabs((double)m1.w[k] - m3.w[k]));
+    CU_ASSERT_TRUE(worst < 1e-5);
+    if (worst >= 1e-5)
+        fprintf(stderr, "\n  max |w1 - w3| = %g\n", worst);
+    fsgd_model_free(&m1);
+    fsgd_model_free(&m3);
+    fsgd_model_free(&ms);
     fsgd_csr_free(&data);
 }
 
@@ -301,6 +352,7 @@ void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"1 and 3 threads train the same model", test_threads_agree},
+        {"streaming from a cache: 1 and 3 threads train the same model", test_stream_threads_agree},
         {"logistic, svm and linear learn known models", test_learns_known_models},
         {"batch as fraction and rows; steps per epoch", test_batch_fraction_and_steps},
         {"errors name the problem", test_errors},

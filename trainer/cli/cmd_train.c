@@ -50,6 +50,9 @@ static const char defaults_note[] =
 /* Hash-column use of the training file (hashed formats), for the metrics JSON. */
 static uint64_t hash_used, hash_collided;
 
+/* fsgd train --cache found a cache made from the same input and read no text. */
+static int cache_reused;
+
 /* Rows of the training file scored for the "train auc" line. */
 #define TRAIN_METRICS_ROWS 100000
 
@@ -158,9 +161,7 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
         fprintf(stderr, "fsgd: backend %s%s, codec %s, %d thread%s", s->backend,
                 strcmp(ctx->job->backend, "auto") ? "" : " (picked by backend: auto)", ctx->job->codec,
                 s->threads_used, s->threads_used == 1 ? "" : "s");
-        if (ctx->job->cache[0])
-            fprintf(stderr, " (streaming from the cache runs one thread)");
-        else if (s->threads_used < ctx->job->threads)
+        if (s->threads_used < ctx->job->threads)
             fprintf(stderr, " of %d (a step has ~%.0f nonzeros; each thread needs %d to pay for its "
                             "synchronisation: raise --batch to use more)", ctx->job->threads, s->nnz_per_step,
                     FSGD_TRAIN_MIN_NNZ_PER_THREAD);
@@ -240,7 +241,8 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     json_num(f, "holdout_loss", s->holdout_rows ? s->holdout_loss : NAN, 1);
     json_num(f, "best_epoch", s->holdout_rows ? s->best_epoch : NAN, 1);
     json_num(f, "peak_rss_mb", peak_rss_mb(), 1);
-    fprintf(f, "\"streamed_from_cache\": %s, ", job->cache[0] ? "true" : "false");
+    fprintf(f, "\"streamed_from_cache\": %s, \"cache_reused\": %s, ", job->cache[0] ? "true" : "false",
+            cache_reused ? "true" : "false");
     fprintf(f, "\"format\": \"%s\", \"hash_columns_used\": %llu, \"hash_columns_collided\": %llu, ",
             job->format, (unsigned long long)hash_used, (unsigned long long)hash_collided);
     json_num(f, "process_seconds", wall() - t0, 1);
@@ -295,8 +297,10 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
 }
 
 /* fsgd train --cache: the first pass writes the cache (holdout and test
- * split set aside in memory), every epoch streams from it. The training
- * rows are never all in memory, so they are not scored at the end. */
+ * split set aside in memory and in the cache's own sections), or a cache
+ * made from the same input is reused without reading the text; every epoch
+ * streams from it. The training rows are never all in memory, so they are
+ * not scored at the end. */
 static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, double t0)
 {
     char err[1024];
@@ -305,8 +309,9 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
     int rc = 0;
     if (job->test[0] && (rc = load(job->test, job, spec, 0, &test)) != 0)
         return rc;
-    rc = fsgd_train_cache_write(job, spec, job->test[0] ? 0 : job->test_fraction, &hold, &test, &rows, &max_col,
-                                err, sizeof err);
+    int reused = 0;
+    rc = fsgd_train_cache_prepare(job, spec, job->test[0] ? 0 : job->test_fraction, &hold, &test, &rows, &max_col,
+                                  &reused, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("%s", err);
         fsgd_csr_free(&hold);
@@ -314,7 +319,14 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
         return fsgd_cli_status(rc);
     }
     uint64_t dim = job->dim ? job->dim : (max_col > hold.max_col ? max_col : hold.max_col);
-    if (!job->quiet)
+    /* said even with --quiet: whether the text was read is worth knowing */
+    cache_reused = reused;
+    if (reused)
+        fprintf(stderr, "fsgd: reusing cache %s (written from %s, unchanged): %llu train rows, %zu holdout and %zu "
+                        "test rows, %llu features; opened in %.2fs\n",
+                job->cache, job->data, (unsigned long long)rows, hold.n_rows, test.n_rows, (unsigned long long)dim,
+                wall() - t0);
+    else if (!job->quiet)
         fprintf(stderr, "fsgd: %llu train rows cached in %s, %zu holdout and %zu test rows in memory, %llu "
                         "features; first pass %.2fs\n",
                 (unsigned long long)rows, job->cache, hold.n_rows, test.n_rows, (unsigned long long)dim, wall() - t0);

@@ -1,5 +1,8 @@
 /* fsgd train --cache: the first pass over the training text, written to a
- * binary row cache with the holdout and test rows set aside in memory. */
+ * binary row cache (fsgd/rowcache.h) with the holdout and test rows set
+ * aside in memory and stored in the cache's own sections; or, when the
+ * cache is already there and was made from the same input, those rows read
+ * back from it without reading the text. */
 #ifndef FSGD_CLI_TRAIN_CACHE_H
 #define FSGD_CLI_TRAIN_CACHE_H
 
@@ -18,11 +21,22 @@
 /* Reads job->data (LIBSVM, or delimited with spec) in chunks and writes the
  * rows to job->cache, except a random job->holdout fraction (epochs auto)
  * into hold (at most FSGD_TRAIN_HOLDOUT_MAX rows) and, when test_fraction >
- * 0, a random test_fraction into test (at most FSGD_TRAIN_CACHE_SET_ASIDE_MAX). Checks the labels
+ * 0, a random test_fraction into test (at most FSGD_TRAIN_CACHE_SET_ASIDE_MAX);
+ * those go into the cache's holdout and test sections too. Checks the labels
  * against the model kind. *rows gets the cached rows, *max_col 1 + their
- * largest column. Returns 0 or an fsgd error with err set. */
-int fsgd_train_cache_write(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double test_fraction,
-                           fsgd_csr_t *hold, fsgd_csr_t *test, uint64_t *rows, uint64_t *max_col, char *err,
-                           size_t errsz);
+ * largest column.
+ *
+ * When job->cache already holds a finished cache whose metadata matches this
+ * input (the source's real path, size, mtime and inode; the row format spec
+ * and hash bits; skip_bad; the test and holdout fractions and, when either
+ * is used, the seed; the set-aside limits), nothing is read from job->data:
+ * hold and test come from the cache's sections and *reused is set to 1. A
+ * cache that differs, is of another version, unfinished, cut short or
+ * corrupt is rewritten, with a line on stderr saying why; a file there that
+ * is not a row cache at all is an error (it is not overwritten).
+ * Returns 0 or an fsgd error with err set. */
+int fsgd_train_cache_prepare(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double test_fraction,
+                             fsgd_csr_t *hold, fsgd_csr_t *test, uint64_t *rows, uint64_t *max_col, int *reused,
+                             char *err, size_t errsz);
 
 #endif

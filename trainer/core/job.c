@@ -38,7 +38,11 @@ static const field_t fields[] = {
      "hashed formats: 2^B feature columns (0: the spec's bits, default 24; not with libsvm)"},
     {"cache", "data", F_STR, OFF(cache), 0, 0,
      "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
-     "from it, for files larger than memory (one thread; the holdout and test split are at most 100k rows each)"},
+     "from it, for files larger than memory (the holdout and test split, at most 50k and 100k rows, are kept "
+     "in it too). A later run with the same cache reuses it without reading the text when it was made from "
+     "the same file (path, size, mtime), format, hash bits, skip_bad, holdout/test fraction and seed; "
+     "otherwise, or when it is cut short or corrupt, it is rewritten with a line saying why. --threads "
+     "splits each step as in memory"},
     {"dim", "data", F_U64, OFF(dim), 0, 4294967296.0, "feature dimension (0: from the data)"},
     {"model", "model", F_MODEL, OFF(model), 0, 0, "logistic | linear | svm"},
     {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},

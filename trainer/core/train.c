@@ -1,5 +1,6 @@
 /* Local data-parallel training: worker threads + one reducing thread. */
 #include "fsgd/train.h"
+#include "fsgd/train_pool.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -88,6 +89,7 @@ typedef struct worker {
     /* update phase: this thread's key range [key_lo, key_hi) of the step */
     uint64_t key_lo, key_hi;
     fsgd_sparse_t upd; /* the reduced gradient on that range */
+    fsgd_csr_t own;    /* the slice this thread builds when the trainer has a fill hook */
 } worker_t;
 
 struct trainer {
@@ -114,6 +116,10 @@ struct trainer {
      * thread feeds it every message, as the aggregator process does. */
     fsgd_sagg_t *agg;
     int plain;
+    /* fsgd_train_pool_step: each thread builds its own slice of the step
+     * first (NULL in fsgd_train, whose slices are cut once). */
+    fsgd_train_pool_fill_fn fill;
+    void *fill_ctx;
     fsgd_csr_t hold;    /* epochs auto: held-out rows for early stopping */
     float *best;        /* epochs auto: θ at the lowest holdout loss so far */
     double *hold_margin;
@@ -176,6 +182,12 @@ static void worker_step(worker_t *w)
     trainer_t *t = w->t;
     w->loss = 0;
     w->rc = 0;
+    if (t->fill) {
+        w->rc = t->fill(t->fill_ctx, (int)(w - t->workers), &w->own, w->err, sizeof w->err);
+        if (w->rc < 0)
+            return;
+        w->batch = &w->own;
+    }
     double t0 = now();
     /* Raw sums (scale 1, no λ): the reduction divides by the whole step's rows
      * and adds λθ once, exactly as the aggregator does. */
@@ -442,6 +454,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
             fsgd_sparse_free(&w->grad);
             fsgd_sparse_free(&w->decoded);
             fsgd_sparse_free(&w->upd);
+            fsgd_csr_free(&w->own);
             free(w->wire);
         }
         free(t->workers);
@@ -796,4 +809,119 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     free(test_margin);
     cleanup(&t, &rows, &test_rows);
     return rc;
+}
+
+/* ---- fsgd/train_pool.h: the step engine above for fsgd_train_stream ---- */
+
+struct fsgd_train_pool {
+    trainer_t t;
+    int started; /* threads running, this one included */
+};
+
+fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim, const fsgd_adam_params_t *ap,
+                                       int count_keys, double l2, int threads, char *err, size_t errsz)
+{
+    if (threads < 1 || threads > 64) {
+        fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%d threads: 1 to 64", threads);
+        return NULL;
+    }
+    fsgd_train_pool_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    trainer_t *t = &p->t;
+    t->job = job;
+    t->l2 = l2;
+    t->n_workers = threads;
+    p->started = 1;
+    int rc = fsgd_adam_init(&t->adam, model_dim, ap);
+    if (rc == 0 && count_keys)
+        rc = fsgd_adam_count_keys(&t->adam);
+    if (rc == 0 && !(t->workers = calloc((size_t)threads, sizeof *t->workers)))
+        rc = FSGD_E_NOMEM;
+    if (rc < 0) {
+        fsgd_err_fmt(err, errsz, rc, "out of memory setting up training (model dim %llu)",
+                     (unsigned long long)model_dim);
+        fsgd_train_pool_free(p);
+        return NULL;
+    }
+    /* the streaming step: CPU backend, codec none (a plain decode-and-sum) */
+    for (int i = 0; i < threads && rc == 0; i++) {
+        worker_t *w = &t->workers[i];
+        w->t = t;
+        w->batch_id = -1;
+        if (!(w->backend = fsgd_backend_new("cpu", model_dim, t->adam.theta, err, errsz)) ||
+            !(w->strat = fsgd_sworker_new("none", model_dim, job->seed + (uint64_t)i, err, errsz)))
+            rc = FSGD_E_ARG;
+    }
+    if (rc == 0 && !(t->agg = fsgd_sagg_new("none", model_dim, job->seed, err, errsz)))
+        rc = FSGD_E_ARG;
+    if (rc == 0 && !(t->plain = fsgd_sagg_plain_sum(t->agg)))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_STATE, "codec none is not a plain sum");
+    atomic_init(&t->start.parties, (unsigned)threads);
+    atomic_init(&t->done.parties, (unsigned)threads);
+    for (; rc == 0 && p->started < threads; p->started++)
+        if (pthread_create(&t->workers[p->started].thread, NULL, worker_main, &t->workers[p->started]) != 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cannot start worker thread %d", p->started);
+    if (rc < 0) {
+        atomic_store(&t->start.parties, (unsigned)p->started);
+        fsgd_train_pool_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+fsgd_adam_t *fsgd_train_pool_adam(fsgd_train_pool_t *p)
+{
+    return &p->t.adam;
+}
+
+int fsgd_train_pool_step(fsgd_train_pool_t *p, fsgd_train_pool_fill_fn fill, void *ctx, size_t rows,
+                         double *loss, size_t *nnz, double *t_round, char *err, size_t errsz)
+{
+    trainer_t *t = &p->t;
+    const int W = t->n_workers;
+    double s0 = now();
+    t->fill = fill;
+    t->fill_ctx = ctx;
+    run_round(t, PHASE_GRADIENT);
+    t->fill = NULL;
+    *t_round = now() - s0;
+    *loss = 0;
+    *nnz = 0;
+    for (int i = 0; i < W; i++) {
+        if (t->workers[i].rc < 0)
+            return fsgd_err_fmt(err, errsz, t->workers[i].rc, "worker %d: %s", i, t->workers[i].err);
+        *loss += t->workers[i].loss;
+        *nnz += t->workers[i].own.nnz;
+    }
+    t->inv_rows = 1.0 / (double)rows;
+    split_keys(t, t->adam.dim);
+    fsgd_adam_advance(&t->adam);
+    run_round(t, PHASE_UPDATE);
+    for (int i = 0; i < W; i++)
+        if (t->workers[i].rc < 0)
+            return fsgd_err_fmt(err, errsz, t->workers[i].rc, "worker %d: %s", i, t->workers[i].err);
+    return FSGD_E_OK;
+}
+
+void fsgd_train_pool_stats(const fsgd_train_pool_t *p, fsgd_train_stats_t *stats)
+{
+    sum_worker_stats(&p->t, stats);
+}
+
+void fsgd_train_pool_free(fsgd_train_pool_t *p)
+{
+    if (!p)
+        return;
+    trainer_t *t = &p->t;
+    t->stop = 1;
+    if (p->started > 1)
+        spin_barrier_wait(&t->start);
+    for (int i = 1; i < p->started; i++)
+        pthread_join(t->workers[i].thread, NULL);
+    fsgd_csr_t none = {0}, none2 = {0};
+    cleanup(t, &none, &none2);
+    free(p);
 }

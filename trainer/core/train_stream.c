@@ -1,9 +1,16 @@
 /* fsgd_train over a row cache: bounded memory for files larger than RAM.
- * The same step as fsgd_train with one thread and codec none (the raw
- * gradient sums, divided by the step's rows, plus λθ, into sparse Adam), the
- * same defaults and the same early stopping; only where the rows come from
- * differs: chunks read from the cache each epoch, shuffled within a chunk. */
+ * The same step as fsgd_train with codec none (the raw gradient sums,
+ * divided by the step's rows, plus λθ, into sparse Adam), the same defaults
+ * and the same early stopping; only where the rows come from differs: chunks
+ * read from the cache each epoch, shuffled within a chunk. With threads, as
+ * fsgd_train decides them (FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros a thread
+ * a step), each step's rows are cut into one slice a thread (each thread
+ * copying its own) and run through fsgd_train's own parallel step
+ * (fsgd/train_pool.h); one thread keeps the plain serial step. With --threads > 1 a reader thread also reads the next
+ * chunk while the step loop trains on this one (the same rows in the same
+ * order: the model does not depend on it). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +23,7 @@
 #include "fsgd/rowcache.h"
 #include "fsgd/sparse.h"
 #include "fsgd/train.h"
+#include "fsgd/train_pool.h"
 
 static double now(void)
 {
@@ -66,11 +74,86 @@ static int biased_copy(const fsgd_csr_t *src, uint64_t dim, int bias, float bv, 
     return FSGD_E_OK;
 }
 
+/* The reader thread: fills one chunk while the other is trained on. */
+typedef struct prefetch {
+    pthread_t thread;
+    int running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    fsgd_rowcache_reader_t *rd;
+    fsgd_csr_t *into; /* the chunk to fill */
+    int state;        /* 0 idle, 1 a read asked for, 2 read done */
+    int stop;
+    long got;
+    char err[512];
+} prefetch_t;
+
+static void *prefetch_main(void *arg)
+{
+    prefetch_t *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->state != 1 && !p->stop)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stop)
+            break;
+        pthread_mutex_unlock(&p->mu);
+        long got = fsgd_rowcache_read(p->rd, p->into, FSGD_TRAIN_STREAM_CHUNK, p->err, sizeof p->err);
+        pthread_mutex_lock(&p->mu);
+        p->got = got;
+        p->state = 2;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void prefetch_ask(prefetch_t *p, fsgd_csr_t *into)
+{
+    pthread_mutex_lock(&p->mu);
+    p->into = into;
+    p->state = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Waits for the read asked for, if any: its result (0 when none was asked). */
+static long prefetch_wait(prefetch_t *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->state == 1)
+        pthread_cond_wait(&p->cv, &p->mu);
+    long got = p->state == 2 ? p->got : 0;
+    p->state = 0;
+    pthread_mutex_unlock(&p->mu);
+    return got;
+}
+
+static void prefetch_stop(prefetch_t *p)
+{
+    if (!p->running)
+        return;
+    prefetch_wait(p);
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    p->running = 0;
+}
+
 typedef struct stream {
     fsgd_rowcache_reader_t *rd;
+    prefetch_t pf;
+    fsgd_csr_t chunks[2]; /* the one trained on, the one being read (prefetch) */
+    fsgd_csr_t *chunk;    /* this step loop's rows */
+    int filling;          /* prefetch: the chunk the reader fills */
     fsgd_backend_t *backend;
+    fsgd_train_pool_t *pool; /* threads > 1: the parallel step */
     fsgd_adam_t adam;
-    fsgd_csr_t chunk, batch, hold, test;
+    fsgd_csr_t batch, hold, test;
     fsgd_sparse_t grad;
     uint32_t *perm;
     float *best;
@@ -79,10 +162,13 @@ typedef struct stream {
 
 static void stream_free(stream_t *s)
 {
+    prefetch_stop(&s->pf);
     fsgd_rowcache_free(s->rd);
     fsgd_backend_destroy(s->backend);
+    fsgd_train_pool_free(s->pool);
     fsgd_adam_free(&s->adam);
-    fsgd_csr_free(&s->chunk);
+    fsgd_csr_free(&s->chunks[0]);
+    fsgd_csr_free(&s->chunks[1]);
     fsgd_csr_free(&s->batch);
     fsgd_csr_free(&s->hold);
     fsgd_csr_free(&s->test);
@@ -90,6 +176,100 @@ static void stream_free(stream_t *s)
     free(s->perm);
     free(s->best);
     free(s->margin);
+}
+
+/* One step on rows perm[lo, lo + cnt) of the chunk, on this thread: the
+ * step gradient of fsgd_train (mean over the step's rows plus λθ) into Adam. */
+static int step_serial(stream_t *s, const fsgd_job_t *job, fsgd_adam_t *adam, size_t lo, size_t cnt, uint64_t dim,
+                       int bias, float bv, double l2, double *loss, size_t *nnz, fsgd_train_stats_t *stats, char *err,
+                       size_t errsz)
+{
+    double s0 = now();
+    fsgd_csr_clear(&s->batch);
+    for (size_t i = lo; i < lo + cnt; i++)
+        FSGD_TRY(fsgd_train_append_biased(&s->batch, s->chunk, s->perm[i], dim, bias, bv));
+    fsgd_grad_request_t req = {.batch = &s->batch, .batch_id = -1, .loss = job->model, .scale = 1.0, .l2 = 0};
+    FSGD_TRY(fsgd_backend_gradient(s->backend, &req, &s->grad, loss, err, errsz));
+    double s1 = now();
+    stats->t_grad += s1 - s0;
+    stats->t_grad_round += s1 - s0;
+    const double inv = 1.0 / (double)cnt;
+    for (size_t e = 0; e < s->grad.n; e++)
+        s->grad.vals[e] = fsgd_adam_step_grad(s->grad.vals[e], inv, l2, adam->theta[s->grad.keys[e]]);
+    fsgd_adam_advance(adam);
+    fsgd_adam_apply(adam, s->grad.keys, s->grad.vals, s->grad.n);
+    stats->t_update += now() - s1;
+    *nnz = s->batch.nnz;
+    return FSGD_E_OK;
+}
+
+/* The same step over W threads: the rows cut into one slice a thread, as
+ * fsgd_train cuts a batch, each thread copying its own slice, then
+ * fsgd_train's parallel step (fsgd/train_pool.h). */
+typedef struct fill_ctx {
+    const stream_t *s;
+    size_t lo, cnt;
+    int W;
+    uint64_t dim;
+    int bias;
+    float bv;
+} fill_ctx_t;
+
+static int fill_slice(void *ctx, int w, fsgd_csr_t *slice, char *err, size_t errsz)
+{
+    const fill_ctx_t *f = ctx;
+    fsgd_csr_clear(slice);
+    const size_t a = f->lo + f->cnt * (size_t)w / (size_t)f->W, b = f->lo + f->cnt * (size_t)(w + 1) / (size_t)f->W;
+    for (size_t i = a; i < b; i++)
+        if (fsgd_train_append_biased(slice, f->s->chunk, f->s->perm[i], f->dim, f->bias, f->bv) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for a slice of %zu rows", b - a);
+    return FSGD_E_OK;
+}
+
+static int step_threads(stream_t *s, int W, size_t lo, size_t cnt, uint64_t dim, int bias, float bv, double *loss,
+                        size_t *nnz, fsgd_train_stats_t *stats, char *err, size_t errsz)
+{
+    double s0 = now();
+    fill_ctx_t f = {.s = s, .lo = lo, .cnt = cnt, .W = W, .dim = dim, .bias = bias, .bv = bv};
+    double t_round = 0;
+    FSGD_TRY(fsgd_train_pool_step(s->pool, fill_slice, &f, cnt, loss, nnz, &t_round, err, errsz));
+    stats->t_grad_round += t_round;
+    stats->t_update += now() - s0 - t_round;
+    return FSGD_E_OK;
+}
+
+/* Back to the first train row (the reader thread idle first) and, with the
+ * reader thread, the first chunk asked for. */
+static int epoch_start(stream_t *s, char *err, size_t errsz)
+{
+    if (s->pf.running)
+        prefetch_wait(&s->pf);
+    FSGD_TRY(fsgd_rowcache_rewind(s->rd, err, errsz));
+    if (s->pf.running) {
+        s->filling = 0;
+        prefetch_ask(&s->pf, &s->chunks[0]);
+    }
+    return FSGD_E_OK;
+}
+
+/* The epoch's next chunk into s->chunk: its rows (0 at the end) or an error. */
+static long next_chunk(stream_t *s, char *err, size_t errsz)
+{
+    if (!s->pf.running) {
+        s->chunk = &s->chunks[0];
+        return fsgd_rowcache_read(s->rd, s->chunk, FSGD_TRAIN_STREAM_CHUNK, err, errsz);
+    }
+    long got = prefetch_wait(&s->pf);
+    if (got < 0) {
+        snprintf(err, errsz, "%s", s->pf.err);
+        return got;
+    }
+    s->chunk = &s->chunks[s->filling];
+    if (got > 0) {
+        s->filling ^= 1;
+        prefetch_ask(&s->pf, &s->chunks[s->filling]);
+    }
+    return got;
 }
 
 int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
@@ -100,10 +280,12 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     stats->time_to_target = -1;
     stats->best_test_auc = NAN;
     stream_t s = {0};
-    uint64_t n_fit, max_col;
-    s.rd = fsgd_rowcache_open(cache_path, &n_fit, &max_col, err, errsz);
+    fsgd_rowcache_info_t info;
+    int why;
+    s.rd = fsgd_rowcache_open(cache_path, &info, &why, err, errsz);
     if (!s.rd)
-        return FSGD_E_IO;
+        return why;
+    const uint64_t n_fit = info.rows[FSGD_ROWCACHE_TRAIN], max_col = info.max_col[FSGD_ROWCACHE_TRAIN];
     const int auto_epochs = job->epochs <= 0;
     int rc = FSGD_E_OK;
     if (n_fit == 0)
@@ -131,11 +313,34 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     const double l2 = fsgd_train_auto_l2(job, (size_t)n_fit);
     stats->lr = ap.lr;
     stats->l2 = l2;
-    stats->threads_used = 1;
     stats->holdout_rows = auto_epochs ? hold->n_rows : 0;
-    rc = fsgd_adam_init(&s.adam, model_dim, &ap);
-    if (rc == 0 && job->lr < 0)
-        rc = fsgd_adam_count_keys(&s.adam);
+    /* Threads as fsgd_train picks them, from the nonzeros a step has: the
+     * first chunk's rows stand for the file (read again in epoch 1). */
+    long first = fsgd_rowcache_read(s.rd, &s.chunks[0], FSGD_TRAIN_STREAM_CHUNK, err, errsz);
+    if (first < 0) {
+        stream_free(&s);
+        return (int)first;
+    }
+    double nnz_per_step = first > 0 ? (double)B * ((double)s.chunks[0].nnz / (double)first + (bias ? 1 : 0)) : 0;
+    int W = job->threads < 1 ? 1 : job->threads > 64 ? 64 : job->threads;
+    int fit = (int)(nnz_per_step / FSGD_TRAIN_MIN_NNZ_PER_THREAD);
+    if (W > 1 && fit < W)
+        W = fit < 1 ? 1 : fit;
+    stats->threads_used = W;
+    stats->nnz_per_step = nnz_per_step;
+    fsgd_adam_t *adam = &s.adam;
+    if (W > 1) {
+        s.pool = fsgd_train_pool_new(job, model_dim, &ap, job->lr < 0, l2, W, err, errsz);
+        if (!s.pool) {
+            stream_free(&s);
+            return FSGD_E_NOMEM;
+        }
+        adam = fsgd_train_pool_adam(s.pool);
+    } else {
+        rc = fsgd_adam_init(&s.adam, model_dim, &ap);
+        if (rc == 0 && job->lr < 0)
+            rc = fsgd_adam_count_keys(&s.adam);
+    }
     if (rc == 0 && auto_epochs)
         rc = biased_copy(hold, dim, bias, bv, &s.hold);
     if (rc == 0)
@@ -151,13 +356,23 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
         return fsgd_err_fmt(err, errsz, rc, "out of memory setting up training (model dim %llu)",
                             (unsigned long long)model_dim);
     }
-    s.backend = fsgd_backend_new("cpu", model_dim, s.adam.theta, err, errsz);
-    if (!s.backend) {
+    if (W == 1)
+        s.backend = fsgd_backend_new("cpu", model_dim, s.adam.theta, err, errsz);
+    if (W == 1 && !s.backend) {
         stream_free(&s);
         return FSGD_E_ARG;
     }
     snprintf(stats->backend, sizeof stats->backend, "cpu (streaming from %s)", cache_path);
-    stats->nnz_per_step = (double)B; /* refined below once rows are seen */
+    if (job->threads > 1) {
+        s.pf.rd = s.rd;
+        pthread_mutex_init(&s.pf.mu, NULL);
+        pthread_cond_init(&s.pf.cv, NULL);
+        s.pf.running = pthread_create(&s.pf.thread, NULL, prefetch_main, &s.pf) == 0;
+        if (!s.pf.running) { /* read on this thread instead */
+            pthread_mutex_destroy(&s.pf.mu);
+            pthread_cond_destroy(&s.pf.cv);
+        }
+    }
     if (progress)
         progress(ctx, stats, -1);
 
@@ -173,10 +388,10 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     }
     for (int epoch = 1; epoch <= max_epochs && !stop_early && rc == 0; epoch++) {
         stats->epoch = epoch;
-        rc = fsgd_rowcache_rewind(s.rd, err, errsz);
+        rc = epoch_start(&s, err, errsz);
         size_t step_in_epoch = 0;
         long got;
-        while (rc == 0 && !stop_early && (got = fsgd_rowcache_read(s.rd, &s.chunk, FSGD_TRAIN_STREAM_CHUNK, err, errsz)) != 0) {
+        while (rc == 0 && !stop_early && (got = next_chunk(&s, err, errsz)) != 0) {
             if (got < 0) {
                 rc = (int)got;
                 break;
@@ -192,44 +407,30 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
             for (size_t lo = 0; lo < (size_t)got && rc == 0 && !stop_early; lo += B) {
                 double s0 = now();
                 size_t cnt = (size_t)got - lo < B ? (size_t)got - lo : B;
-                fsgd_csr_clear(&s.batch);
-                for (size_t i = lo; i < lo + cnt && rc == 0; i++)
-                    rc = fsgd_train_append_biased(&s.batch, &s.chunk, s.perm[i], dim, bias, bv);
-                fsgd_grad_request_t req = {.batch = &s.batch, .batch_id = -1, .loss = job->model, .scale = 1.0, .l2 = 0};
                 double loss = 0;
-                if (rc == 0)
-                    rc = fsgd_backend_gradient(s.backend, &req, &s.grad, &loss, err, errsz);
+                size_t nnz = 0;
+                rc = s.pool ? step_threads(&s, W, lo, cnt, dim, bias, bv, &loss, &nnz, stats, err, errsz)
+                            : step_serial(&s, job, adam, lo, cnt, dim, bias, bv, l2, &loss, &nnz, stats, err, errsz);
                 if (rc < 0)
                     break;
-                double s1 = now();
-                stats->t_grad += s1 - s0;
-                stats->t_grad_round += s1 - s0;
-                /* the step gradient of fsgd_train: mean over the step's rows plus λθ */
-                const double inv = 1.0 / (double)cnt;
-                for (size_t e = 0; e < s.grad.n; e++)
-                    s.grad.vals[e] = fsgd_adam_step_grad(s.grad.vals[e], inv, l2, s.adam.theta[s.grad.keys[e]]);
-                fsgd_adam_advance(&s.adam);
-                fsgd_adam_apply(&s.adam, s.grad.keys, s.grad.vals, s.grad.n);
-                double s2 = now();
-                stats->t_update += s2 - s1;
-                train_time += s2 - s0;
+                train_time += now() - s0;
                 loss_acc += loss;
                 loss_rows += cnt;
                 stats->steps++;
                 stats->rows += cnt;
-                stats->nnz += s.batch.nnz;
+                stats->nnz += nnz;
                 step_in_epoch++;
                 int last_step = step_in_epoch == steps_per_epoch;
                 const uint64_t E = fsgd_train_looks((size_t)n_fit, steps_per_epoch), nb = steps_per_epoch;
                 if (auto_epochs && (last_step || ((uint64_t)step_in_epoch * E) / nb !=
                                                      ((uint64_t)(step_in_epoch - 1) * E) / nb)) {
                     double h0 = now();
-                    double hl = mean_loss(job->model, s.adam.theta, model_dim, &s.hold);
+                    double hl = mean_loss(job->model, adam->theta, model_dim, &s.hold);
                     if (hl < best_loss * (1 - 1e-4)) {
                         best_loss = hl;
                         since_best = 0;
                         stats->best_epoch = (double)(epoch - 1) + (double)step_in_epoch / (double)nb;
-                        memcpy(s.best, s.adam.theta, model_dim * sizeof *s.best);
+                        memcpy(s.best, adam->theta, model_dim * sizeof *s.best);
                     } else if (++since_best >= fsgd_train_patience(E)) {
                         stop_early = 1;
                     }
@@ -240,7 +441,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                 }
                 stats->seconds = train_time;
                 if (s.test.n_rows && test_live && (last_step || stop_early)) {
-                    stats->test = metrics(job->model, s.adam.theta, model_dim, &s.test, s.margin);
+                    stats->test = metrics(job->model, adam->theta, model_dim, &s.test, s.margin);
                     if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
                         stats->time_to_target = train_time;
                         stats->target_clock = now();
@@ -250,6 +451,8 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                 if (progress && (last_step || stop_early || tnow - last_report >= 1.0)) {
                     stats->last_loss = loss_rows ? loss_acc / (double)loss_rows : NAN;
                     stats->nnz_per_step = (double)stats->nnz / (double)stats->steps;
+                    if (s.pool)
+                        fsgd_train_pool_stats(s.pool, stats);
                     progress(ctx, stats, last_step || stop_early);
                     last_report = tnow;
                     loss_acc = 0;
@@ -258,9 +461,11 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
             }
         }
     }
+    if (s.pool)
+        fsgd_train_pool_stats(s.pool, stats);
     stats->stopped_early = stop_early;
     stats->epochs_run = (double)stats->steps / (double)steps_per_epoch;
-    const float *final_w = auto_epochs && best_loss < INFINITY ? s.best : s.adam.theta;
+    const float *final_w = auto_epochs && best_loss < INFINITY ? s.best : adam->theta;
     if (rc == 0 && s.test.n_rows) {
         stats->test = metrics(job->model, final_w, model_dim, &s.test, s.margin);
         stats->best_test_auc = stats->test.auc;

@@ -110,8 +110,9 @@ int fsgd_train_patience(uint64_t looks);
 /* fsgd_train over a row cache (fsgd/rowcache.h) instead of rows in memory:
  * each epoch reads the cache in chunks of FSGD_TRAIN_STREAM_CHUNK rows,
  * shuffles the rows within a chunk and trains on them in steps of B, so
- * memory is the model's state plus one chunk. One thread, CPU backend,
- * codec none. hold (may be NULL; required for epochs auto) are held-out
+ * memory is the model's state plus one chunk. CPU backend, codec none;
+ * job->threads as fsgd_train picks them (each step's rows cut into one
+ * slice a thread, fsgd/train_pool.h). hold (may be NULL; required for epochs auto) are held-out
  * rows kept in memory for early stopping; test may be NULL. The same
  * defaults (lr, l2, epochs auto) and statistics as fsgd_train. */
 int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
