@@ -281,8 +281,10 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
     if (field != s->n_cols)
         return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu: %zu fields, expected %zu", r->path,
                             (unsigned long long)lineno, field, s->n_cols);
-    /* strictly increasing columns: sort, and merge fields that share a slot */
-    qsort(r->col, n, sizeof *r->col, cmp_u32);
+    /* strictly increasing columns: sort, and merge fields that share a slot
+     * (a row without features has r->col NULL, which qsort must not get) */
+    if (n > 1)
+        qsort(r->col, n, sizeof *r->col, cmp_u32);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && r->col[m - 1] == r->col[i]) {
