@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,9 +183,15 @@ static int num_token(const char *f, size_t len, char *buf, size_t cap, size_t *o
     char *end;
     errno = 0;
     double v = strtod(tmp, &end);
-    if (end == tmp || *end || !isfinite(v))
+    if (end != tmp + len || len == 0 || !isfinite(v)) /* the whole field: a NUL inside is not a number */
         return -1;
-    long long b = v > 2 ? (long long)floor(log(v) * log(v)) : (long long)floor(v);
+    long long b;
+    if (v > 2)
+        b = (long long)floor(log(v) * log(v));
+    else if (v < (double)LLONG_MIN) /* all share its bucket: converting them is undefined */
+        b = LLONG_MIN;
+    else
+        b = (long long)floor(v);
     int w = snprintf(buf, cap, "b:%lld", b);
     *out_len = (size_t)w;
     return 0;
@@ -235,7 +242,7 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
             memcpy(tmp, p, len);
             tmp[len] = '\0';
             label = strtod(tmp, &end);
-            if (*end || !isfinite(label))
+            if (end != tmp + len || !isfinite(label)) /* the whole field: a NUL inside is not a number */
                 return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu:%zu: column %zu (label): expected a number, got '%.*s'",
                                     r->path, (unsigned long long)lineno, (size_t)(p - line) + 1, field + 1,
                                     (int)(len > 40 ? 40 : len), p);
@@ -274,8 +281,10 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
     if (field != s->n_cols)
         return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu: %zu fields, expected %zu", r->path,
                             (unsigned long long)lineno, field, s->n_cols);
-    /* strictly increasing columns: sort, and merge fields that share a slot */
-    qsort(r->col, n, sizeof *r->col, cmp_u32);
+    /* strictly increasing columns: sort, and merge fields that share a slot
+     * (a row without features has r->col NULL, which qsort must not get) */
+    if (n > 1)
+        qsort(r->col, n, sizeof *r->col, cmp_u32);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && r->col[m - 1] == r->col[i]) {

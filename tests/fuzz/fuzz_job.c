@@ -18,8 +18,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc < 0 && (err[0] == '\0' || strncmp(err, "fuzz.yaml", 9) != 0))
         __builtin_trap(); /* every YAML error names the source */
     if (rc == 0) {
-        /* whatever was accepted respects the table's bounds */
-        if (job.epochs < 1 || job.lr <= 0 || job.batch <= 0 || job.threads < 1 || job.beta1 < 0)
+        /* whatever was accepted respects the table's bounds; "auto" (fsgd
+         * train picks the value) stores epochs 0 and lr FSGD_JOB_AUTO */
+        if (job.epochs < 0 || (job.lr <= 0 && job.lr != FSGD_JOB_AUTO) || job.batch <= 0 || job.threads < 1 ||
+            job.beta1 < 0)
             __builtin_trap();
         if (memchr(job.data, '\0', sizeof job.data) == NULL || memchr(job.codec, '\0', sizeof job.codec) == NULL)
             __builtin_trap();

@@ -99,7 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             continue;
         }
         if (used != FSGD_KFRAME_OVERHEAD + (size_t)f.body_len || used > len || f.body != p + FSGD_KFRAME_HEADER ||
-            f.kind < 1 || f.kind > 4 || (f.flags & ~FSGD_KFLAG_FINAL) || f.nchunks == 0 ||
+            f.kind < FSGD_KMSG_GRAD || f.kind > FSGD_KMSG_DELTA_CODED ||
+            (f.flags & ~(FSGD_KFLAG_FINAL | FSGD_KFLAG_SECTION)) || f.nchunks == 0 ||
             f.nchunks > FSGD_KBUS_MAX_CHUNKS || f.chunk >= f.nchunks)
             abort();
         if (fsgd_kframe_write(scratch, &f) != used || memcmp(scratch, p, used) != 0)

@@ -3,8 +3,9 @@
 # -fsanitize=fuzzer,address,undefined) and runs each for FUZZ_SECONDS over a
 # scratch copy of its corpus (new inputs are kept in $BUILD/fuzz/corpus-*).
 # Every target runs even after one fails; the script exits non-zero when any
-# target found a crash (or failed to build), listing them. Crash inputs go to
-# $BUILD/fuzz/artifacts/, never the working directory.
+# target found a crash or undefined behaviour (or failed to build), listing
+# them. Crash inputs go to $BUILD/fuzz/artifacts/, never the working
+# directory.
 #
 # FUZZ_ONLY=fuzz_x runs one target; FUZZ_TARGETS="a.c b.c" replaces the list
 # of target sources and FUZZ_CORPUS the corpus root (default
@@ -18,7 +19,10 @@ ONLY=${FUZZ_ONLY:-}
 TARGETS=${FUZZ_TARGETS:-$(ls tests/fuzz/fuzz_*.c)}
 CORPUS=${FUZZ_CORPUS:-tests/fuzz/corpus}
 mkdir -p "$BUILD/fuzz/artifacts"
-flags="-std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DFSGD_HAVE_CUDA=0 \
+# -fno-sanitize-recover: undefined behaviour is a finding (it stops the run
+# and fails the target), as under `make asan`, not a line in the log.
+flags="-std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+       -D_GNU_SOURCE -DFSGD_HAVE_CUDA=0 \
        -Icommon/include -Icodec/include -Idata/include -Istrategy/include -Itrainer/include"
 # The library once, with fuzzer instrumentation but no main, for the targets
 # that use it.
@@ -26,6 +30,12 @@ objs=()
 build_lib() {
     [ ${#objs[@]} -gt 0 ] && return 0
     local s o
+    # Objects built with other flags (or another compiler) are rebuilt.
+    if [ "$(cat "$BUILD/fuzz/obj/.flags" 2>/dev/null)" != "$FUZZ_CC $flags" ]; then
+        rm -rf "$BUILD/fuzz/obj"
+        mkdir -p "$BUILD/fuzz/obj"
+        echo "$FUZZ_CC $flags" >"$BUILD/fuzz/obj/.flags"
+    fi
     for s in $(find common codec data strategy trainer -name '*.c' -not -path 'trainer/cli/*' | sort); do
         o="$BUILD/fuzz/obj/${s%.c}.o"; mkdir -p "$(dirname "$o")"
         if [ ! -f "$o" ] || [ "$s" -nt "$o" ]; then

@@ -5,12 +5,14 @@
 # tiny target that aborts on an input in its (temporary) corpus must make
 # `make fuzz FUZZ_SECONDS=5` fail, with the crash input under $BUILD/fuzz/
 # and nothing in the working directory; the same target without that input
-# passes.
+# passes. Undefined behaviour is a finding too: an input that overflows a
+# signed int must fail it the same way (UBSan used to print and go on).
 set -euo pipefail
 . "$(dirname "$0")/lib/skip.bash"
 needs_cmd clang
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cat >"$tmp/fuzz_selftest.c" <<'C'
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +28,13 @@ static uint64_t fnv(const uint8_t *p, size_t n)
 }
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char key[] = "CRASH now";
+    static const char key[] = "CRASH now", ub[] = "UB now";
     if (fnv(data, size) == fnv((const uint8_t *)key, sizeof key - 1))
         abort();
+    if (fnv(data, size) == fnv((const uint8_t *)ub, sizeof ub - 1)) {
+        volatile int big = INT_MAX;
+        return big + (int)size; /* signed overflow */
+    }
     return 0;
 }
 C
@@ -52,6 +58,16 @@ cat "$tmp/crash.log"
 [ $rc -ne 0 ] || { echo "make fuzz exited 0 although a target crashed"; exit 1; }
 grep -q "fuzzing failed: fuzz_selftest" "$tmp/crash.log"
 ls "$tmp/build2/fuzz/artifacts/" | grep -q '^fuzz_selftest-crash-' || { echo "no crash input under build/"; exit 1; }
+# undefined behaviour on an input in the corpus: make fuzz fails too
+rm "$tmp/corpus/selftest/crash-input"
+printf 'UB now' >"$tmp/corpus/selftest/ub-input"
+rc=0
+make --no-print-directory fuzz FUZZ_SECONDS=5 BUILD="$tmp/build3" FUZZ_TARGETS="$tmp/fuzz_selftest.c" \
+    FUZZ_CORPUS="$tmp/corpus" >"$tmp/ub.log" 2>&1 || rc=$?
+cat "$tmp/ub.log"
+[ $rc -ne 0 ] || { echo "make fuzz exited 0 although a target hit undefined behaviour"; exit 1; }
+grep -q "fuzzing failed: fuzz_selftest" "$tmp/ub.log"
+grep -q "runtime error: signed integer overflow" "$tmp/build3/fuzz/fuzz_selftest.log"
 after=$(ls crash-* leak-* timeout-* 2>/dev/null || true)
 [ "$before" = "$after" ] || { echo "crash files left in $(pwd): $after"; exit 1; }
-echo "make fuzz fails on a crash and keeps the input in build/fuzz/artifacts"
+echo "make fuzz fails on a crash or undefined behaviour and keeps the input in build/fuzz/artifacts"

@@ -128,12 +128,52 @@ static void test_malformed_rows(void)
     FSGD_ASSERT_CONTAINS(err, "none.tsv");
 }
 
+/* Fields the fuzzer (fuzz_rowfmt) found mishandled: a NUL byte inside a label
+ * or num field was cut off by strtod and the rest ignored ("1\0x" read as 1);
+ * a num field below LLONG_MIN was converted to long long (undefined). */
+static void test_nul_and_huge_negative_fields(void)
+{
+    fsgd_delim_spec_t s;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("csv:label,num,cat", &s, err, sizeof err), 0);
+    static const char label_nul[] = "1\0x,3,a\n", num_nul[] = "1,3\0x,a\n";
+    fsgd_csr_t m = {0};
+    CU_ASSERT_EQUAL(fsgd_delim_parse_rows(label_nul, sizeof label_nul - 1, &s, "t", 1, &m, err, sizeof err),
+                    FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "t:1:1: column 1 (label): expected a number");
+    CU_ASSERT_EQUAL(fsgd_delim_parse_rows(num_nul, sizeof num_nul - 1, &s, "t", 1, &m, err, sizeof err),
+                    FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "t:1:3: column 2 (num): expected a number");
+    CU_ASSERT_EQUAL(m.n_rows, 0);
+    /* A NUL in a cat field is part of the value. */
+    static const char cat_nul[] = "1,3,a\0b\n";
+    CU_ASSERT_EQUAL(fsgd_delim_parse_rows(cat_nul, sizeof cat_nul - 1, &s, "t", 1, &m, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(m.col[m.row_ptr[0]] == fsgd_delim_hash(&s, 2, "a\0b", 3) ||
+                        m.col[m.row_ptr[0] + 1] == fsgd_delim_hash(&s, 2, "a\0b", 3),
+                    1);
+    fsgd_csr_free(&m);
+
+    /* Below LLONG_MIN: one bucket, LLONG_MIN's; -2^63 itself is in range. */
+    const char *text = "1,-1e300,a\n1,-9223372036854775808,a\n1,-1e19,a\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_parse_rows(text, strlen(text), &s, "t", 1, &m, err, sizeof err), 3);
+    uint32_t want = fsgd_delim_hash(&s, 1, "b:-9223372036854775808", 22);
+    for (size_t r = 0; r < 3; r++) {
+        int found = 0;
+        for (uint64_t j = m.row_ptr[r]; j < m.row_ptr[r + 1]; j++)
+            found |= m.col[j] == want;
+        CU_ASSERT_TRUE(found);
+    }
+    fsgd_csr_free(&m);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"specs parse, format and round-trip; bad specs named", test_spec_parse_format},
         {"rows hash as documented; shared columns merge; collisions counted", test_rows_hash_as_documented},
         {"malformed rows name file:line:col", test_malformed_rows},
+        {"a NUL in a label or num field is an error; num below LLONG_MIN buckets as LLONG_MIN",
+         test_nul_and_huge_negative_fields},
         {NULL, NULL},
     };
     fsgd_test_suite("delim", cases);
