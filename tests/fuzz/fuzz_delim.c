@@ -11,14 +11,9 @@
 #include "fsgd/csr.h"
 #include "fsgd/delim.h"
 #include "fsgd/error.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                          \
-    do {                                                                                                  \
-        if (!(c))                                                                                         \
-            __builtin_trap();                                                                             \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -12,14 +12,9 @@
 #include "fsgd/csr.h"
 #include "fsgd/error.h"
 #include "fsgd/libsvm.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                          \
-    do {                                                                                                  \
-        if (!(c))                                                                                         \
-            __builtin_trap();                                                                             \
-    } while (0)
 
 static void check_csr(const fsgd_csr_t *m, const fsgd_libsvm_opts_t *o)
 {

@@ -30,14 +30,9 @@
 #include "fsgd/error.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/rowfmt.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                          \
-    do {                                                                                                  \
-        if (!(c))                                                                                         \
-            __builtin_trap();                                                                             \
-    } while (0)
 
 #define SRC "topic t.data partition 2 offset 17"
 
