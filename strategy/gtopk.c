@@ -369,7 +369,12 @@ static fsgd_reducer_t *gtopk_take(void *p, const fsgd_step_info_t *info, char *e
 {
     gtopk_agg_t *a = p;
     size_t n = 0;
-    const uint32_t *keys = fsgd_reducer_sorted_keys(a->all, &n);
+    const uint32_t *keys;
+    const double *sums;
+    if (fsgd_reducer_sorted(a->all, &keys, &sums, &n) < 0) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy gtopk: out of memory");
+        return NULL;
+    }
     if (n + 1 > a->sel_cap) {
         uint32_t *ns = realloc(a->sel, (n + 1) * sizeof *ns);
         ranked_t *nr = ns ? realloc(a->rank, (n + 1) * sizeof *nr) : NULL;
@@ -386,7 +391,7 @@ static fsgd_reducer_t *gtopk_take(void *p, const fsgd_step_info_t *info, char *e
     ranked_t *r = a->rank;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        double v = fsgd_reducer_sum(a->all, keys[i]);
+        double v = sums[i];
         if (v != 0) {
             r[m].mag = fabs(v);
             r[m++].key = keys[i];

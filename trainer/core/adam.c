@@ -132,12 +132,14 @@ void fsgd_adam_free(fsgd_adam_t *a)
 
 int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const float *theta, fsgd_sparse_t *out)
 {
+    const uint32_t *keys;
+    const double *sums;
     size_t n;
-    const uint32_t *keys = fsgd_reducer_sorted_keys(r, &n);
+    FSGD_TRY(fsgd_reducer_sorted(r, &keys, &sums, &n));
     FSGD_TRY(fsgd_sparse_reserve(out, n));
     for (size_t i = 0; i < n; i++) {
         out->keys[i] = keys[i];
-        out->vals[i] = fsgd_adam_step_grad(fsgd_reducer_sum(r, keys[i]), scale, l2, theta ? theta[keys[i]] : 0.0f);
+        out->vals[i] = fsgd_adam_step_grad(sums[i], scale, l2, theta ? theta[keys[i]] : 0.0f);
     }
     out->n = n;
     fsgd_reducer_clear(r);

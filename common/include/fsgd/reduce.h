@@ -1,7 +1,8 @@
 /* Reducing sparse gradients: sum any number of sparse vectors over a model
  * dimension, then take the (scaled) sum as one sparse vector with strictly
- * increasing keys. Dense accumulator reset only on touched keys. Not thread
- * safe: one reducer per reducing thread. */
+ * increasing keys. Sorted inputs are merged; others go through a dense
+ * accumulator reset only on touched keys (reduce.c). Not thread safe: one
+ * reducer per reducing thread. */
 #ifndef FSGD_REDUCE_H
 #define FSGD_REDUCE_H
 
@@ -29,6 +30,10 @@ int fsgd_reducer_take(fsgd_reducer_t *r, double scale, fsgd_sparse_t *out);
 const uint32_t *fsgd_reducer_sorted_keys(fsgd_reducer_t *r, size_t *n);
 double fsgd_reducer_sum(const fsgd_reducer_t *r, uint32_t key);
 size_t fsgd_reducer_count(const fsgd_reducer_t *r);
+/* The touched keys, sorted, and their sums beside them (owned by r, valid
+ * until the next add/take/clear): draining a step in key order without a
+ * lookup a key. Returns 0 or FSGD_E_NOMEM. */
+int fsgd_reducer_sorted(fsgd_reducer_t *r, const uint32_t **keys, const double **sums, size_t *n);
 
 /* Empties the reducer (only the touched keys are reset). */
 void fsgd_reducer_clear(fsgd_reducer_t *r);
