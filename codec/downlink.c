@@ -8,6 +8,7 @@
 #include "fsgd/crc32c.h"
 #include "fsgd/downlink.h"
 #include "fsgd/le.h"
+#include "fsgd/prefetch.h"
 
 struct fsgd_downlink {
     fsgd_codec_t *codec;
@@ -176,6 +177,12 @@ int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t 
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t k = keys[i];
+        if (i + FSGD_PREFETCH_AHEAD < n && keys[i + FSGD_PREFETCH_AHEAD] < d->dim) {
+            uint32_t f = keys[i + FSGD_PREFETCH_AHEAD];
+            FSGD_PREFETCH(&d->touched[f]);
+            FSGD_PREFETCH(&theta[f]);
+            FSGD_PREFETCH(&d->rho[f]);
+        }
         if (k >= d->dim || (i && k <= keys[i - 1]))
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "downlink: key %u at %zu not increasing or >= dim %llu", k,
                                 i, (unsigned long long)d->dim);
@@ -214,12 +221,18 @@ int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t 
 
 int fsgd_downlink_apply(float *rho, uint64_t dim, const fsgd_sparse_t *u, char *err, size_t errsz)
 {
-    for (size_t i = 0; i < u->n; i++)
+    for (size_t i = 0; i < u->n; i++) {
+        if (i + FSGD_PREFETCH_AHEAD < u->n && u->keys[i + FSGD_PREFETCH_AHEAD] < dim)
+            FSGD_PREFETCH(&rho[u->keys[i + FSGD_PREFETCH_AHEAD]]);
         if (u->keys[i] >= dim || !isfinite(rho[u->keys[i]] + u->vals[i]))
             return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "downlink: key %u: weight %g + update %g is not finite",
                                 u->keys[i], u->keys[i] < dim ? rho[u->keys[i]] : 0.0, u->vals[i]);
-    for (size_t i = 0; i < u->n; i++)
+    }
+    for (size_t i = 0; i < u->n; i++) {
+        if (i + FSGD_PREFETCH_AHEAD < u->n)
+            FSGD_PREFETCH(&rho[u->keys[i + FSGD_PREFETCH_AHEAD]]);
         rho[u->keys[i]] += u->vals[i];
+    }
     return 0;
 }
 

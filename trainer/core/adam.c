@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fsgd/error.h"
+#include "fsgd/prefetch.h"
 
 fsgd_adam_params_t fsgd_adam_defaults(void)
 {
@@ -42,6 +43,10 @@ static void apply_counted(const fsgd_adam_t *a, const uint32_t *keys, const floa
     const float *inv_c1 = a->corr, *inv_sqrt_c2 = a->corr + FSGD_ADAM_COUNT_MAX + 1;
     for (size_t i = 0; i < n; i++) {
         uint32_t k = keys[i];
+        if (i + FSGD_PREFETCH_AHEAD < n) {
+            FSGD_PREFETCH(&a->keys[keys[i + FSGD_PREFETCH_AHEAD]]);
+            FSGD_PREFETCH(&a->theta[keys[i + FSGD_PREFETCH_AHEAD]]);
+        }
         fsgd_adam_key_t *s = &a->keys[k];
         /* counts saturate: past FSGD_ADAM_COUNT_MAX both corrections are 1 in float */
         unsigned tk = s->count < FSGD_ADAM_COUNT_MAX ? ++s->count : FSGD_ADAM_COUNT_MAX;
@@ -138,8 +143,11 @@ int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const flo
     FSGD_TRY(fsgd_reducer_sorted(r, &keys, &sums, &n));
     FSGD_TRY(fsgd_sparse_reserve(out, n));
     for (size_t i = 0; i < n; i++) {
+        if (theta && l2 != 0 && i + FSGD_PREFETCH_AHEAD < n)
+            FSGD_PREFETCH(&theta[keys[i + FSGD_PREFETCH_AHEAD]]);
         out->keys[i] = keys[i];
-        out->vals[i] = fsgd_adam_step_grad(sums[i], scale, l2, theta ? theta[keys[i]] : 0.0f);
+        /* l2 = 0: θ's term is 0·θ, so θ (a miss a key) is not read */
+        out->vals[i] = fsgd_adam_step_grad(sums[i], scale, l2, theta && l2 != 0 ? theta[keys[i]] : 0.0f);
     }
     out->n = n;
     fsgd_reducer_clear(r);
