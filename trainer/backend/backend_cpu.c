@@ -8,6 +8,7 @@
 #include "backend_impl.h"
 #include "fsgd/error.h"
 #include "fsgd/keysort.h"
+#include "fsgd/prefetch.h"
 #include "../core/loss_formulas.h"
 
 typedef struct cpu_state {
@@ -81,6 +82,12 @@ static int cpu_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *
     double loss = 0;
     for (size_t r = 0; r < X->n_rows; r++) {
         uint64_t lo = X->row_ptr[r], hi = X->row_ptr[r + 1];
+        /* The next row's weights and sums: its misses overlap this row's work. */
+        if (r + 1 < X->n_rows)
+            for (uint64_t i = hi, e = X->row_ptr[r + 2]; i < e; i++) {
+                FSGD_PREFETCH(&s->theta[X->col[i]]);
+                FSGD_PREFETCH(&s->acc[X->col[i]]);
+            }
         double m = 0;
         for (uint64_t i = lo; i < hi; i++)
             m += (double)s->theta[X->col[i]] * X->val[i];
@@ -108,8 +115,11 @@ static int cpu_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *
     }
     for (size_t i = 0; i < n_touched; i++) {
         uint32_t k = s->touched[i];
+        if (i + FSGD_PREFETCH_AHEAD < n_touched)
+            FSGD_PREFETCH(&s->acc[s->touched[i + FSGD_PREFETCH_AHEAD]]);
         out->keys[i] = k;
-        out->vals[i] = (float)(s->acc[k] * req->scale + req->l2 * s->theta[k]);
+        /* l2 = 0: the term is 0·θ, so θ (a miss a key) is not read */
+        out->vals[i] = (float)(s->acc[k] * req->scale + (req->l2 != 0 ? req->l2 * s->theta[k] : 0.0));
         s->acc[k] = 0;
         s->seen[k >> 6] = 0;
     }
