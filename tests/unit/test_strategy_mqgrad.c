@@ -347,20 +347,27 @@ static void test_a9a(void)
     sim_result_t mq = sim_run(&cfg, &tr, &te), mq2 = sim_run(&cfg, &tr, &te);
     cfg.spec = "mqgrad:lower=1";
     sim_result_t low = sim_run(&cfg, &tr, &te);
+    cfg.spec = "mqgrad:norm=1";
+    sim_result_t nm = sim_run(&cfg, &tr, &te);
     if (!mq.ok)
         printf("\n%s\n", mq.err);
-    CU_ASSERT_FATAL(mq.ok && mq2.ok && low.ok);
+    CU_ASSERT_FATAL(mq.ok && mq2.ok && low.ok && nm.ok);
     size_t S = mq.steps, q = S / 10;
-    double first = 0, last = 0, lfirst = 0, llast = 0;
+    double first = 0, last = 0, lfirst = 0, llast = 0, nfirst = 0, nlast = 0;
     for (size_t s = 0; s < q; s++) {
         first += mq.param2[s] / q, last += mq.param2[S - q + s] / q;
         lfirst += low.param2[s] / q, llast += low.param2[S - q + s] / q;
+        nfirst += nm.param2[s] / q, nlast += nm.param2[S - q + s] / q;
     }
     printf("\n  a9a 4 workers x 64 rows, %zu steps, modelled 2 ms + 1 Gbit/s: none auc %.4f up %.0f B "
            "to-target(0.35) %.3f s; mqgrad auc %.4f up %.0f B to-target %.3f s, bits first tenth %.2f last "
            "tenth %.2f; lower=1 auc %.4f up %.0f B to-target %.3f s, bits %.2f -> %.2f\n",
            S, none.auc, none.bytes_up, sim_time_to(&none, 0.35), mq.auc, mq.bytes_up, sim_time_to(&mq, 0.35), first,
            last, low.auc, low.bytes_up, sim_time_to(&low, 0.35), lfirst, llast);
+    printf("  norm=1 auc %.4f up %.0f B to-target %.3f s, bits %.2f -> %.2f\n", nm.auc, nm.bytes_up,
+           sim_time_to(&nm, 0.35), nfirst, nlast);
+    CU_ASSERT(fabs(nm.auc - none.auc) <= 0.01);
+    CU_ASSERT(nlast > nfirst + 1); /* the schedule holds in the run's own units too */
     CU_ASSERT(fabs(mq.auc - none.auc) <= 0.01);
     CU_ASSERT(fabs(low.auc - none.auc) <= 0.01);
     CU_ASSERT(mq.bytes_up < none.bytes_up);
@@ -369,7 +376,7 @@ static void test_a9a(void)
     /* deterministic for a seed: the same bits every step, the same model */
     CU_ASSERT_EQUAL(memcmp(mq.param, mq2.param, sizeof(double) * S), 0);
     CU_ASSERT_EQUAL(memcmp(mq.theta, mq2.theta, sizeof(float) * mq.dim), 0);
-    sim_free(&low);
+    sim_free(&low), sim_free(&nm);
     sim_free(&none), sim_free(&mq), sim_free(&mq2);
     fsgd_csr_free(&tr), fsgd_csr_free(&te);
 }
