@@ -18,7 +18,7 @@
 #include "mqgrad_agent.h"
 #include "strategy_internal.h"
 
-enum { P_BITS0, P_MIN, P_MAX, P_T, P_ALPHA, P_GAMMA, P_EPS, P_ETA, P_DISCOUNT, P_HIDDEN, P_LOWER, P_EF, P_DOWN, P_N };
+enum { P_BITS0, P_MIN, P_MAX, P_T, P_ALPHA, P_GAMMA, P_EPS, P_ETA, P_DISCOUNT, P_HIDDEN, P_LOWER, P_EF, P_DOWN, P_NORM, P_N };
 
 static const fsgd_sparam_def_t mq_defs[P_N] = {
     {"bits0", 1, FSGD_MQGRAD_MIN_BITS, FSGD_MQGRAD_MAX_BITS, 2, "sec. 4.1: range starts at 2; bits only grow"},
@@ -34,6 +34,7 @@ static const fsgd_sparam_def_t mq_defs[P_N] = {
     {"lower", 1, 0, 1, 0, "beyond the paper: 1 allows lowering bits"},
     {"ef", 1, 0, 1, 0, "the paper has no error feedback"},
     {"down_bits", 1, 0, FSGD_MQGRAD_MAX_BITS, 0, "downlink bits; 0: max_bits (the trainer fixes the downlink codec for a run)"},
+    {"norm", 1, 0, 1, 0, "beyond the paper: 1 measures losses in the run's first loss and time in its fastest MDP window"},
 };
 
 #define SECTION_LEN 4 /* version 1, bits, 2 reserved */
@@ -196,6 +197,7 @@ static void *mq_agg_new(const char *spec, uint64_t dim, uint64_t seed, char *err
         .bits0 = (int)p.v[P_BITS0],
         .hidden = (int)p.v[P_HIDDEN],
         .lower = (int)p.v[P_LOWER],
+        .norm = (int)p.v[P_NORM],
     };
     a->agent = a->ca ? fsgd_mq_agent_new(&ap, seed) : NULL;
     if (!a->agent) {

@@ -9,7 +9,9 @@
  *   state   s_t = [n_t, L̄_t],  n_t = n_{t-1} + argmax_a Q(s_{t-1}, a)   (eq. 3)
  *   reward  r_{t-1} = -β / c_t · γ                                       (eq. 2)
  *           β: least-squares slope of L̄_t^i over i = 1..T, c_t: the
- *           window's time in milliseconds (at least 1, c ∈ Z+)
+ *           window's time in milliseconds (at least 1, c ∈ Z+); with norm=1
+ *           L̄ (for β and the Q inputs) is divided by the first loss and c_t
+ *           by the fastest window's ms so far (beyond the paper)
  *   action  a_t ε-greedy over {0, +1} ({-1, 0, +1} with lower=1), keeping
  *           n_t + a_t within [min_bits, max_bits]                    (π, sec. 3.3)
  *   SARSA   v += η [r_{t-1} + δ Q(s_t, a_t) - Q(s_{t-1}, a_{t-1})] ∂Q(s_{t-1}, a_{t-1})/∂v
@@ -36,6 +38,7 @@ struct fsgd_mq_agent {
     uint64_t rng;
     /* window being collected */
     double lbar;               /* last smoothed loss */
+    double l_ref, c_ref;       /* norm=1: the run's loss and time units (first loss, fastest window's ms) */
     int have_lbar;
     double win[MAXT];
     int nwin;
@@ -176,6 +179,23 @@ static void mdp_step(fsgd_mq_agent_t *a)
     const fsgd_mq_agent_params_t *p = &a->p;
     double x[MAXT], q[3];
     memcpy(x, a->win, sizeof(double) * (size_t)p->T);
+    double c_ms = a->secs * 1000.0;
+    if (!(c_ms >= 1))
+        c_ms = 1;
+    if (p->norm) {
+        /* γ = 300 and the Q network's inputs fit the paper's units (its
+         * CIFAR-10 loss, ms on its cluster); on a flatter loss or faster steps
+         * the rewards sit orders of magnitude below the Q network's initial
+         * outputs, which ε-exploration then never corrects. So L̄ is in units
+         * of the run's first loss and c in units of its fastest window (not
+         * the first: that one carries start-up): eq. (2) times c_ref / l_ref,
+         * a constant once c_ref settles, so rewards keep the paper's order. */
+        if (a->t < 0 || c_ms < a->c_ref)
+            a->c_ref = c_ms;
+        for (int i = 0; i < p->T; i++)
+            x[i] /= a->l_ref;
+        c_ms /= a->c_ref;
+    }
     int n;
     if (a->t < 0) {
         n = p->bits0;
@@ -194,9 +214,6 @@ static void mdp_step(fsgd_mq_agent_t *a)
             act = others[no > 1 ? (int)(splitmix(&a->rng) % (uint64_t)no) : 0];
     }
     if (a->t >= 0) {
-        double c_ms = a->secs * 1000.0;
-        if (!(c_ms >= 1))
-            c_ms = 1;
         double r = -slope(x, p->T) / c_ms * p->gamma; /* eq. (2) */
         int o_prev = a->n_prev + a->a_prev - p->min_bits;
         double target = r + p->discount * q[act + 1];
@@ -216,6 +233,8 @@ int fsgd_mq_agent_step(fsgd_mq_agent_t *a, double loss, double seconds)
 {
     if (!isfinite(loss))
         return a->bits;
+    if (!a->have_lbar) /* norm=1's loss unit; a zero first loss would divide by 0 */
+        a->l_ref = fabs(loss) > 0 ? fabs(loss) : 1;
     a->lbar = a->have_lbar ? a->p.alpha * loss + (1 - a->p.alpha) * a->lbar : loss; /* eq. (1) */
     a->have_lbar = 1;
     a->win[a->nwin++] = a->lbar;

@@ -18,6 +18,8 @@ typedef struct fsgd_mq_agent_params {
     int bits0;          /* n_0 */
     int hidden;         /* hidden ReLU units (sec. 4.1: 10) */
     int lower;          /* 1: the action set is {-1, 0, +1} (beyond the paper: lowering allowed) */
+    int norm;           /* 1: losses in units of the run's first loss, c in units of its fastest
+                         * MDP window (beyond the paper; see strategy/FORMAT.md) */
 } fsgd_mq_agent_params_t;
 
 typedef struct fsgd_mq_agent fsgd_mq_agent_t;

@@ -172,6 +172,9 @@ static void test_strategy_spec(void)
     char err[256];
     CU_ASSERT_EQUAL(fsgd_strategy_check("mqgrad", 100, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_strategy_check("mqgrad:T=5,alpha=0.01,gamma=300,eps=0.1,eta=0.1,lower=1", 100, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_strategy_check("mqgrad:norm=1", 100, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_strategy_check("mqgrad:norm=2", 100, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "norm");
     CU_ASSERT_EQUAL(fsgd_strategy_check("mqgrad:bits0=9", 100, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "bits0");
     CU_ASSERT_EQUAL(fsgd_strategy_check("mqgrad:T=1", 100, err, sizeof err), FSGD_E_ARG);
@@ -220,15 +223,20 @@ static void test_section(void)
 
 /* The aggregator's bits for a loss curve: a training-like curve with a step
  * time that grows with the bits. */
-static void agent_run(const char *spec, uint64_t seed, int steps, int *bits, double *q)
+/* The agent through the strategy API on a synthetic run: loss falling
+ * towards a floor, steps slower with more bits; losses times lscale and
+ * step times times tscale (powers of 2 keep every sum exact). Per step:
+ * the bits, the state's bits (q) and the last reward (reward). */
+static void agent_run_scaled(const char *spec, uint64_t seed, int steps, double lscale, double tscale, int *bits,
+                             double *q, double *reward)
 {
     char err[256];
     fsgd_sagg_t *a = fsgd_sagg_new(spec, DIM, seed, err, sizeof err);
     CU_ASSERT_FATAL(a != NULL);
     int b = 2;
     for (int s = 0; s < steps; s++) {
-        double loss = 0.3 + 0.4 * exp(-s / 150.0) + 0.002 * sin(s * 0.7);
-        fsgd_step_info_t info = {(uint64_t)s + 1, 100, loss * 100, 0.004 + 0.001 * b, 4};
+        double loss = (0.3 + 0.4 * exp(-s / 150.0) + 0.002 * sin(s * 0.7)) * lscale;
+        fsgd_step_info_t info = {(uint64_t)s + 1, 100, loss * 100, (0.004 + 0.001 * b) * tscale, 4};
         char e2[64];
         CU_ASSERT_FATAL(fsgd_sagg_take(a, &info, e2, sizeof e2) != NULL);
         bits[s] = b = (int)fsgd_sagg_param(a, "bits");
@@ -237,8 +245,15 @@ static void agent_run(const char *spec, uint64_t seed, int steps, int *bits, dou
         CU_ASSERT(len == 4 && sec[1] == b);
         if (q)
             q[s] = fsgd_sagg_param(a, "state_bits");
+        if (reward)
+            reward[s] = fsgd_sagg_param(a, "reward");
     }
     fsgd_sagg_destroy(a);
+}
+
+static void agent_run(const char *spec, uint64_t seed, int steps, int *bits, double *q)
+{
+    agent_run_scaled(spec, seed, steps, 1, 1, bits, q, NULL);
 }
 
 static void test_agent_deterministic(void)
@@ -270,6 +285,49 @@ static void test_agent_deterministic(void)
     CU_ASSERT(down > 0);
 }
 
+/* norm=1: the agent sees losses in units of the run's first loss and times
+ * in units of its fastest MDP window, so a run in other units (a loss 4096
+ * times smaller, steps 8 times slower) gets the same rewards and the same
+ * bits; with the paper's units (norm=0) the reward scales with them. */
+static void test_agent_norm(void)
+{
+    enum { N = 3000 };
+    static int b1[N], b2[N];
+    static double r1[N], r2[N], q1[N], q2[N];
+    const double ls = 0x1p-12, ts = 8;
+    /* bits fixed at 2: the rewards depend on the losses and times alone */
+    agent_run_scaled("mqgrad:max_bits=2,norm=0", 5, 100, 1, 1, b1, NULL, r1);
+    agent_run_scaled("mqgrad:max_bits=2,norm=0", 5, 100, ls, ts, b2, NULL, r2);
+    agent_run_scaled("mqgrad:max_bits=2,norm=1", 5, 100, 1, 1, b1, NULL, q1);
+    agent_run_scaled("mqgrad:max_bits=2,norm=1", 5, 100, ls, ts, b2, NULL, q2);
+    CU_ASSERT(isnan(r1[8]) && isnan(q1[8])); /* no reward before the second MDP step */
+    /* eq. (2) in the run's units: times c_ref / l_ref = 30 ms (5 steps of 6 ms) / 0.7 */
+    for (int s = 9; s < 100; s++) {
+        CU_ASSERT(r1[s] > 0); /* the loss falls */
+        CU_ASSERT_DOUBLE_EQUAL(r2[s] / r1[s], ls / ts, 1e-12 * ls / ts);
+        CU_ASSERT_DOUBLE_EQUAL(q1[s], r1[s] * 30 / 0.7, 1e-9 * fabs(q1[s]));
+        CU_ASSERT_EQUAL(q2[s], q1[s]);
+    }
+    /* the whole agent: same bits, same rewards */
+    agent_run_scaled("mqgrad:norm=1", 42, N, 1, 1, b1, q1, r1);
+    agent_run_scaled("mqgrad:norm=1", 42, N, ls, ts, b2, q2, r2);
+    CU_ASSERT_EQUAL(memcmp(b1, b2, sizeof b1), 0);
+    for (int s = 9; s < N; s++)
+        if (r1[s] != r2[s]) {
+            CU_FAIL("norm=1: rewards depend on the units");
+            break;
+        }
+    /* and it raises the bits step by step as the loss flattens (here 3, 4,
+     * 6, 8 at a tenth, a quarter, half and the end), in any units. With the
+     * paper's units a loss this small gives rewards far below the Q
+     * network's initial outputs: those decide the bits at the start (here 6)
+     * and nothing moves them afterwards. */
+    CU_ASSERT(q1[N - 1] - q1[N / 10] > 1);
+    CU_ASSERT(q1[N / 2] > q1[N / 10]);
+    agent_run_scaled("mqgrad:norm=0", 42, N, ls, ts, b2, q2, r2);
+    CU_ASSERT_EQUAL(q2[N - 1], q2[N / 10]);
+}
+
 static void test_a9a(void)
 {
     FSGD_TEST_DATA(trp, "a9a");
@@ -289,20 +347,27 @@ static void test_a9a(void)
     sim_result_t mq = sim_run(&cfg, &tr, &te), mq2 = sim_run(&cfg, &tr, &te);
     cfg.spec = "mqgrad:lower=1";
     sim_result_t low = sim_run(&cfg, &tr, &te);
+    cfg.spec = "mqgrad:norm=1";
+    sim_result_t nm = sim_run(&cfg, &tr, &te);
     if (!mq.ok)
         printf("\n%s\n", mq.err);
-    CU_ASSERT_FATAL(mq.ok && mq2.ok && low.ok);
+    CU_ASSERT_FATAL(mq.ok && mq2.ok && low.ok && nm.ok);
     size_t S = mq.steps, q = S / 10;
-    double first = 0, last = 0, lfirst = 0, llast = 0;
+    double first = 0, last = 0, lfirst = 0, llast = 0, nfirst = 0, nlast = 0;
     for (size_t s = 0; s < q; s++) {
         first += mq.param2[s] / q, last += mq.param2[S - q + s] / q;
         lfirst += low.param2[s] / q, llast += low.param2[S - q + s] / q;
+        nfirst += nm.param2[s] / q, nlast += nm.param2[S - q + s] / q;
     }
     printf("\n  a9a 4 workers x 64 rows, %zu steps, modelled 2 ms + 1 Gbit/s: none auc %.4f up %.0f B "
            "to-target(0.35) %.3f s; mqgrad auc %.4f up %.0f B to-target %.3f s, bits first tenth %.2f last "
            "tenth %.2f; lower=1 auc %.4f up %.0f B to-target %.3f s, bits %.2f -> %.2f\n",
            S, none.auc, none.bytes_up, sim_time_to(&none, 0.35), mq.auc, mq.bytes_up, sim_time_to(&mq, 0.35), first,
            last, low.auc, low.bytes_up, sim_time_to(&low, 0.35), lfirst, llast);
+    printf("  norm=1 auc %.4f up %.0f B to-target %.3f s, bits %.2f -> %.2f\n", nm.auc, nm.bytes_up,
+           sim_time_to(&nm, 0.35), nfirst, nlast);
+    CU_ASSERT(fabs(nm.auc - none.auc) <= 0.01);
+    CU_ASSERT(nlast > nfirst + 1); /* the schedule holds in the run's own units too */
     CU_ASSERT(fabs(mq.auc - none.auc) <= 0.01);
     CU_ASSERT(fabs(low.auc - none.auc) <= 0.01);
     CU_ASSERT(mq.bytes_up < none.bytes_up);
@@ -311,7 +376,7 @@ static void test_a9a(void)
     /* deterministic for a seed: the same bits every step, the same model */
     CU_ASSERT_EQUAL(memcmp(mq.param, mq2.param, sizeof(double) * S), 0);
     CU_ASSERT_EQUAL(memcmp(mq.theta, mq2.theta, sizeof(float) * mq.dim), 0);
-    sim_free(&low);
+    sim_free(&low), sim_free(&nm);
     sim_free(&none), sim_free(&mq), sim_free(&mq2);
     fsgd_csr_free(&tr), fsgd_csr_free(&te);
 }
@@ -463,6 +528,7 @@ void fsgd_test_register(void)
         {"strategy spec", test_strategy_spec},
         {"feedback section sets the bits", test_section},
         {"agent deterministic, paper's action set", test_agent_deterministic},
+        {"agent norm=1: rewards and bits independent of units", test_agent_norm},
         {"a9a: 4 workers, auc within 0.01 of none", test_a9a},
         {"golden files of format version 1", test_golden},
         {NULL, NULL},
