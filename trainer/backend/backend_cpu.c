@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend_impl.h"
+#include "fsgd/bigalloc.h"
 #include "fsgd/error.h"
 #include "fsgd/keysort.h"
 #include "../core/loss_formulas.h"
@@ -35,8 +36,8 @@ static void cpu_destroy(void *p)
     cpu_state_t *s = p;
     if (!s)
         return;
-    free(s->acc);
-    free(s->seen);
+    fsgd_big_free(s->acc);
+    fsgd_big_free(s->seen);
     free(s->touched);
     fsgd_sparse_free(&s->grad);
     free(s);
@@ -45,7 +46,8 @@ static void cpu_destroy(void *p)
 static void *cpu_create(uint64_t dim, const float *host_theta, char *err, size_t errsz)
 {
     cpu_state_t *s = calloc(1, sizeof *s);
-    if (!s || !(s->acc = calloc(dim ? dim : 1, sizeof *s->acc)) || !(s->seen = calloc(dim / 64 + 1, sizeof *s->seen))) {
+    if (!s || !(s->acc = fsgd_big_calloc(dim ? dim : 1, sizeof *s->acc)) ||
+        !(s->seen = fsgd_big_calloc(dim / 64 + 1, sizeof *s->seen))) {
         cpu_destroy(s);
         fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cpu backend: cannot allocate accumulators for dim %llu",
                      (unsigned long long)dim);
