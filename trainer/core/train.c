@@ -117,6 +117,10 @@ struct trainer {
      * thread feeds it every message, as the aggregator process does. */
     fsgd_sagg_t *agg;
     int plain;
+    /* codec "none" with a plain sum: the message would decode to the
+     * gradient itself, so each thread hands its gradient straight to the
+     * reduction, skipping encode, CRC and decode (~5% of a CTR step). */
+    int direct;
     /* fsgd_train_pool_step: each thread builds its own slice of the step
      * first (NULL in fsgd_train, whose slices are cut once). */
     fsgd_train_pool_fill_fn fill;
@@ -212,6 +216,22 @@ static void worker_step(worker_t *w)
     }
     double t1 = now();
     w->t_grad += t1 - t0;
+    if (t->direct && !fused) {
+        /* what decode would have refused: a non-finite value */
+        for (size_t i = 0; i < w->grad.n; i++)
+            if (!isfinite(w->grad.vals[i])) {
+                w->rc = fsgd_err_fmt(w->err, sizeof w->err, FSGD_E_NONFINITE, "non-finite gradient of key %u",
+                                     w->grad.keys[i]);
+                return;
+            }
+        fsgd_sparse_t tmp = w->decoded;
+        w->decoded = w->grad;
+        w->grad = tmp;
+        w->wire_len = bound; /* codec none's message length, exactly */
+        w->raw_bytes += 8 * (uint64_t)w->decoded.n;
+        w->wire_bytes += bound;
+        return;
+    }
     if (bound > w->wire_cap) {
         uint8_t *p = realloc(w->wire, bound);
         if (!p) {
@@ -583,6 +603,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     if (rc == 0 && !(t.agg = fsgd_sagg_new(job->codec, model_dim, job->seed, err, errsz)))
         rc = FSGD_E_ARG;
     t.plain = rc == 0 && fsgd_sagg_plain_sum(t.agg);
+    t.direct = t.plain && strcmp(job->codec, "none") == 0;
     if (rc < 0) {
         free(test_margin);
         cleanup(&t, &rows, &test_rows);
@@ -860,6 +881,7 @@ fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim
         rc = FSGD_E_ARG;
     if (rc == 0 && !(t->plain = fsgd_sagg_plain_sum(t->agg)))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_STATE, "codec none is not a plain sum");
+    t->direct = t->plain;
     atomic_init(&t->start.parties, (unsigned)threads);
     atomic_init(&t->done.parties, (unsigned)threads);
     for (; rc == 0 && p->started < threads; p->started++)
