@@ -43,6 +43,12 @@ static void apply_counted(const fsgd_adam_t *a, const uint32_t *keys, const floa
     const float *inv_c1 = a->corr, *inv_sqrt_c2 = a->corr + FSGD_ADAM_COUNT_MAX + 1;
     for (size_t i = 0; i < n; i++) {
         uint32_t k = keys[i];
+        /* keys are scattered: fetch a later key's state (and θ) while
+         * this one computes, the loop alone keeps too few misses in flight */
+        if (i + 16 < n) {
+            __builtin_prefetch(&a->keys[keys[i + 16]], 1, 3);
+            __builtin_prefetch(&a->theta[keys[i + 16]], 1, 3);
+        }
         fsgd_adam_key_t *s = &a->keys[k];
         /* counts saturate: past FSGD_ADAM_COUNT_MAX both corrections are 1 in float */
         unsigned tk = s->count < FSGD_ADAM_COUNT_MAX ? ++s->count : FSGD_ADAM_COUNT_MAX;
@@ -102,6 +108,11 @@ void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *gr
     }
     for (size_t i = 0; i < n; i++) {
         uint32_t k = keys[i];
+        if (i + 16 < n) { /* as in apply_counted */
+            __builtin_prefetch(&a->m[keys[i + 16]], 1, 3);
+            __builtin_prefetch(&a->v[keys[i + 16]], 1, 3);
+            __builtin_prefetch(&a->theta[keys[i + 16]], 1, 3);
+        }
         double g = grad[i];
         double m = b1 * a->m[k] + (1 - b1) * g;
         double v = b2 * a->v[k] + (1 - b2) * g * g;
