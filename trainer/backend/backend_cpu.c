@@ -84,6 +84,10 @@ static int cpu_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *
     for (size_t r = 0; r < X->n_rows; r++) {
         uint64_t lo = X->row_ptr[r], hi = X->row_ptr[r + 1];
         double m = 0;
+        /* θ of the next rows, while this row's misses are waited for */
+        uint64_t ahead = hi + (hi - lo) < X->nnz ? hi + (hi - lo) : X->nnz;
+        for (uint64_t i = hi; i < ahead; i++)
+            __builtin_prefetch(&s->theta[X->col[i]], 0, 3);
         for (uint64_t i = lo; i < hi; i++)
             m += (double)s->theta[X->col[i]] * X->val[i];
         double y = fsgd_loss_label(req->loss, X->label[r]);
