@@ -444,6 +444,11 @@ static void margins(const float *theta, uint64_t model_dim, const fsgd_csr_t *ro
 {
     for (size_t r = 0; r < rows->n_rows; r++) {
         double m = 0;
+        /* θ of the next row, while this row's misses are waited for */
+        if (r + 1 < rows->n_rows)
+            for (uint64_t i = rows->row_ptr[r + 1]; i < rows->row_ptr[r + 2]; i++)
+                if (rows->col[i] < model_dim)
+                    __builtin_prefetch(&theta[rows->col[i]], 0, 3);
         for (uint64_t i = rows->row_ptr[r]; i < rows->row_ptr[r + 1]; i++)
             if (rows->col[i] < model_dim)
                 m += (double)theta[rows->col[i]] * rows->val[i];
