@@ -182,6 +182,16 @@ int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, u
     return FSGD_E_OK;
 }
 
+static void prefetch_row(const fsgd_csr_t *X, size_t r)
+{
+    uint64_t lo = X->row_ptr[r], hi = X->row_ptr[r + 1];
+    for (uint64_t i = lo; i < hi; i += 16) {
+        __builtin_prefetch(X->col + i, 0, 0);
+        __builtin_prefetch(X->val + i, 0, 0);
+    }
+    __builtin_prefetch(X->label + r, 0, 0);
+}
+
 static void worker_step(worker_t *w)
 {
     trainer_t *t = w->t;
@@ -647,8 +657,15 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             for (size_t r = lo; r < hi; r++)
                 nnz += (size_t)(train->row_ptr[t.perm[r] + 1] - train->row_ptr[t.perm[r]]) + (bias ? 1 : 0);
             rc = fsgd_csr_reserve(sl, hi - lo, nnz);
-            for (size_t r = lo; r < hi && rc == 0; r++)
+            for (size_t r = lo; r < hi && rc == 0; r++) {
+                /* rows are read in shuffled order: fetch one a few rows
+                 * ahead, each a miss otherwise */
+                if (r + 8 < hi)
+                    __builtin_prefetch(&train->row_ptr[t.perm[r + 8]], 0, 0);
+                if (r + 4 < hi)
+                    prefetch_row(train, t.perm[r + 4]);
                 rc = fsgd_train_append_biased(sl, train, t.perm[r], dim, bias, bv);
+            }
         }
     }
     if (rc < 0) {
