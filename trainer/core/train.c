@@ -450,12 +450,13 @@ static void shuffle(uint32_t *p, size_t n, uint64_t *rng)
     }
 }
 
-static void margins(const float *theta, uint64_t model_dim, const fsgd_csr_t *rows, double *out)
+static void margins_range(const float *theta, uint64_t model_dim, const fsgd_csr_t *rows, size_t lo, size_t hi,
+                          double *out)
 {
-    for (size_t r = 0; r < rows->n_rows; r++) {
+    for (size_t r = lo; r < hi; r++) {
         double m = 0;
         /* θ of the next row, while this row's misses are waited for */
-        if (r + 1 < rows->n_rows)
+        if (r + 1 < hi)
             for (uint64_t i = rows->row_ptr[r + 1]; i < rows->row_ptr[r + 2]; i++)
                 if (rows->col[i] < model_dim)
                     __builtin_prefetch(&theta[rows->col[i]], 0, 3);
@@ -464,6 +465,55 @@ static void margins(const float *theta, uint64_t model_dim, const fsgd_csr_t *ro
                 m += (double)theta[rows->col[i]] * rows->val[i];
         out[r] = m;
     }
+}
+
+/* Scoring rows (holdout looks, test) on all the job's threads: chunks of
+ * rows taken from a shared counter, so a thread that starts late or is
+ * preempted leaves its share to the others. Each row's sum is the same on
+ * any thread. Threads are started per call: a call scores tens of
+ * thousands of rows, far more than a thread's start costs. */
+typedef struct margins_job {
+    const float *theta;
+    uint64_t dim;
+    const fsgd_csr_t *rows;
+    double *out;
+    atomic_size_t next;
+} margins_job_t;
+
+#define MARGINS_CHUNK 2048
+
+static void *margins_chunks(void *arg)
+{
+    margins_job_t *j = arg;
+    const size_t n = j->rows->n_rows;
+    for (;;) {
+        size_t lo = atomic_fetch_add(&j->next, MARGINS_CHUNK);
+        if (lo >= n)
+            return NULL;
+        margins_range(j->theta, j->dim, j->rows, lo, n - lo < MARGINS_CHUNK ? n : lo + MARGINS_CHUNK, j->out);
+    }
+}
+
+static void margins(int threads, const float *theta, uint64_t model_dim, const fsgd_csr_t *rows, double *out)
+{
+    size_t most = rows->n_rows / (2 * MARGINS_CHUNK); /* at least two chunks a thread */
+    if (threads > 16)
+        threads = 16;
+    if ((size_t)threads > most)
+        threads = (int)most;
+    if (threads < 2) {
+        margins_range(theta, model_dim, rows, 0, rows->n_rows, out);
+        return;
+    }
+    margins_job_t j = {.theta = theta, .dim = model_dim, .rows = rows, .out = out};
+    atomic_init(&j.next, 0);
+    pthread_t tid[16];
+    int started = 0;
+    while (started < threads - 1 && pthread_create(&tid[started], NULL, margins_chunks, &j) == 0)
+        started++;
+    margins_chunks(&j); /* alone if no thread started */
+    for (int i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
 }
 
 int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out)
@@ -779,7 +829,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
             if (auto_epochs && (last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb)) {
                 double h0 = now();
                 /* the mean loss only: an AUC would sort the holdout at every look */
-                margins(t.adam.theta, model_dim, &t.hold, t.hold_margin);
+                margins(job->threads, t.adam.theta, model_dim, &t.hold, t.hold_margin);
                 double hold_loss = 0;
                 for (size_t r = 0; r < t.hold.n_rows; r++)
                     hold_loss += fsgd_loss_value(job->model, t.hold_margin[r], fsgd_loss_label(job->model, t.hold.label[r]));
@@ -804,7 +854,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                             (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
             stats->seconds = train_time;
             if (eval_now) {
-                margins(t.adam.theta, model_dim, &test_rows, test_margin);
+                margins(job->threads, t.adam.theta, model_dim, &test_rows, test_margin);
                 stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
                 if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
                     stats->best_test_auc = stats->test.auc;
@@ -837,7 +887,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     /* epochs auto keeps the weights of the best holdout loss, not the last. */
     const float *final_w = auto_epochs && best_loss < INFINITY ? t.best : t.adam.theta;
     if (rc == 0 && test_rows.n_rows) {
-        margins(final_w, model_dim, &test_rows, test_margin);
+        margins(job->threads, final_w, model_dim, &test_rows, test_margin);
         stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
         if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
             stats->best_test_auc = stats->test.auc;
