@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "backend_impl.h"
-#include "fsgd/bigalloc.h"
 #include "fsgd/error.h"
 #include "fsgd/keysort.h"
 #include "../core/loss_formulas.h"
@@ -51,8 +50,8 @@ static void cpu_destroy(void *p)
     cpu_state_t *s = p;
     if (!s)
         return;
-    fsgd_big_free(s->acc);
-    fsgd_big_free(s->seen);
+    free(s->acc);
+    free(s->seen);
     free(s->touched);
     free(s->tab);
     free(s->slot_of);
@@ -63,8 +62,7 @@ static void cpu_destroy(void *p)
 static void *cpu_create(uint64_t dim, const float *host_theta, char *err, size_t errsz)
 {
     cpu_state_t *s = calloc(1, sizeof *s);
-    if (!s || !(s->acc = fsgd_big_calloc(dim ? dim : 1, sizeof *s->acc)) ||
-        !(s->seen = fsgd_big_calloc(dim / 64 + 1, sizeof *s->seen))) {
+    if (!s || !(s->acc = calloc(dim ? dim : 1, sizeof *s->acc)) || !(s->seen = calloc(dim / 64 + 1, sizeof *s->seen))) {
         cpu_destroy(s);
         fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cpu backend: cannot allocate accumulators for dim %llu",
                      (unsigned long long)dim);

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsgd/bigalloc.h"
 #include "fsgd/error.h"
 
 fsgd_adam_params_t fsgd_adam_defaults(void)
@@ -18,9 +17,9 @@ int fsgd_adam_init(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_t *p)
     a->p = p ? *p : fsgd_adam_defaults();
     a->dim = dim;
     size_t n = dim ? (size_t)dim : 1;
-    a->theta = fsgd_big_calloc(n, sizeof *a->theta);
-    a->m = fsgd_big_calloc(n, sizeof *a->m);
-    a->v = fsgd_big_calloc(n, sizeof *a->v);
+    a->theta = calloc(n, sizeof *a->theta);
+    a->m = calloc(n, sizeof *a->m);
+    a->v = calloc(n, sizeof *a->v);
     if (!a->theta || !a->m || !a->v) {
         fsgd_adam_free(a);
         return FSGD_E_NOMEM;
@@ -68,12 +67,12 @@ int fsgd_adam_count_keys(fsgd_adam_t *a)
     /* m, v and the count of a key side by side: one cache line a key
      * instead of three scattered arrays (most of a sparse step's cost is
      * these misses). The separate m and v are not needed any more. */
-    a->keys = fsgd_big_calloc(a->dim ? (size_t)a->dim : 1, sizeof *a->keys);
+    a->keys = calloc(a->dim ? (size_t)a->dim : 1, sizeof *a->keys);
     /* 1/(1-β1^t) and 1/sqrt(1-β2^t) for every t a count can hold: two
      * table reads instead of two expm1 calls per key and step */
     a->corr = malloc(2 * (FSGD_ADAM_COUNT_MAX + 1) * sizeof *a->corr);
     if (!a->keys || !a->corr) {
-        fsgd_big_free(a->keys);
+        free(a->keys);
         free(a->corr);
         a->keys = NULL;
         a->corr = NULL;
@@ -83,8 +82,8 @@ int fsgd_adam_count_keys(fsgd_adam_t *a)
         a->keys[k].m = a->m[k];
         a->keys[k].v = a->v[k];
     }
-    fsgd_big_free(a->m);
-    fsgd_big_free(a->v);
+    free(a->m);
+    free(a->v);
     a->m = a->v = NULL;
     const double lb1 = log(a->p.beta1), lb2 = log(a->p.beta2);
     a->corr[0] = a->corr[FSGD_ADAM_COUNT_MAX + 1] = 1; /* t = 0 is never used */
@@ -132,10 +131,10 @@ void fsgd_adam_free(fsgd_adam_t *a)
 {
     if (!a)
         return;
-    fsgd_big_free(a->theta);
-    fsgd_big_free(a->m);
-    fsgd_big_free(a->v);
-    fsgd_big_free(a->keys);
+    free(a->theta);
+    free(a->m);
+    free(a->v);
+    free(a->keys);
     free(a->corr);
     a->keys = NULL;
     a->corr = NULL;

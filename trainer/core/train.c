@@ -16,7 +16,6 @@
 
 #include "fsgd/adam.h"
 #include "fsgd/backend.h"
-#include "fsgd/bigalloc.h"
 #include "fsgd/codec.h"
 #include "fsgd/strategy.h"
 #include "fsgd/error.h"
@@ -554,7 +553,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
     free(t->batch_rows);
     free(t->order);
     fsgd_csr_free(&t->hold);
-    fsgd_big_free(t->best);
+    free(t->best);
     free(t->hold_margin);
     fsgd_adam_free(&t->adam);
     fsgd_csr_free(rows);
@@ -750,7 +749,7 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     double best_loss = INFINITY;
     int since_best = 0, stop_early = 0;
     if (auto_epochs && rc == 0) {
-        t.best = fsgd_big_calloc(model_dim, sizeof *t.best);
+        t.best = malloc(model_dim * sizeof *t.best);
         t.hold_margin = malloc(t.hold.n_rows * sizeof *t.hold_margin);
         if (!t.best || !t.hold_margin)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
