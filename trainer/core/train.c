@@ -191,6 +191,62 @@ static void prefetch_row(const fsgd_csr_t *X, size_t r)
     __builtin_prefetch(X->label + r, 0, 0);
 }
 
+/* Cutting the shuffled rows into the batches' slices, on up to two threads
+ * (the copy is memory bound, and each slice its own allocation): chunks of
+ * batches from a shared counter, so the slices are the same whoever cuts
+ * them. */
+typedef struct cut_job {
+    trainer_t *t;
+    const fsgd_csr_t *train;
+    size_t n_hold, B;
+    uint64_t dim;
+    int bias;
+    float bv;
+    atomic_size_t next;
+    atomic_int rc;
+} cut_job_t;
+
+#define CUT_CHUNK 64
+
+static void *cut_batches(void *arg)
+{
+    cut_job_t *j = arg;
+    trainer_t *t = j->t;
+    const fsgd_csr_t *train = j->train;
+    const size_t W = (size_t)t->n_workers;
+    for (;;) {
+        size_t b0 = atomic_fetch_add(&j->next, CUT_CHUNK);
+        if (b0 >= t->n_batches || atomic_load(&j->rc) < 0)
+            return NULL;
+        size_t b1 = t->n_batches - b0 < CUT_CHUNK ? t->n_batches : b0 + CUT_CHUNK;
+        for (size_t b = b0; b < b1; b++) {
+            size_t pos = j->n_hold + b * j->B, cnt = t->batch_rows[b];
+            for (size_t i = 0; i < W; i++) {
+                size_t lo = pos + cnt * i / W, hi = pos + cnt * (i + 1) / W;
+                fsgd_csr_t *sl = &t->slices[b * W + i];
+                /* exact size first: no regrowth (and copy) of the slice */
+                size_t nnz = 0;
+                for (size_t r = lo; r < hi; r++)
+                    nnz += (size_t)(train->row_ptr[t->perm[r] + 1] - train->row_ptr[t->perm[r]]) + (j->bias ? 1 : 0);
+                int rc = fsgd_csr_reserve(sl, hi - lo, nnz);
+                for (size_t r = lo; r < hi && rc == 0; r++) {
+                    /* rows are read in shuffled order: fetch one a few rows
+                     * ahead, each a miss otherwise */
+                    if (r + 8 < hi)
+                        __builtin_prefetch(&train->row_ptr[t->perm[r + 8]], 0, 0);
+                    if (r + 4 < hi)
+                        prefetch_row(train, t->perm[r + 4]);
+                    rc = fsgd_train_append_biased(sl, train, t->perm[r], j->dim, j->bias, j->bv);
+                }
+                if (rc < 0) {
+                    atomic_store(&j->rc, rc);
+                    return NULL;
+                }
+            }
+        }
+    }
+}
+
 static void worker_step(worker_t *w)
 {
     trainer_t *t = w->t;
@@ -694,28 +750,22 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         cleanup(&t, &rows, &test_rows);
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for %zu batches", t.n_batches);
     }
-    for (size_t b = 0; b < t.n_batches && rc == 0; b++) {
-        size_t pos = n_hold + b * B, cnt = train->n_rows - pos < B ? train->n_rows - pos : B;
-        t.batch_rows[b] = cnt;
+    for (size_t b = 0; b < t.n_batches; b++) {
+        size_t pos = n_hold + b * B;
+        t.batch_rows[b] = train->n_rows - pos < B ? train->n_rows - pos : B;
         t.order[b] = (uint32_t)b;
-        for (int i = 0; i < W && rc == 0; i++) {
-            size_t lo = pos + cnt * (size_t)i / (size_t)W, hi = pos + cnt * (size_t)(i + 1) / (size_t)W;
-            fsgd_csr_t *sl = &t.slices[b * (size_t)W + (size_t)i];
-            /* exact size first: no regrowth (and copy) of the slice */
-            size_t nnz = 0;
-            for (size_t r = lo; r < hi; r++)
-                nnz += (size_t)(train->row_ptr[t.perm[r] + 1] - train->row_ptr[t.perm[r]]) + (bias ? 1 : 0);
-            rc = fsgd_csr_reserve(sl, hi - lo, nnz);
-            for (size_t r = lo; r < hi && rc == 0; r++) {
-                /* rows are read in shuffled order: fetch one a few rows
-                 * ahead, each a miss otherwise */
-                if (r + 8 < hi)
-                    __builtin_prefetch(&train->row_ptr[t.perm[r + 8]], 0, 0);
-                if (r + 4 < hi)
-                    prefetch_row(train, t.perm[r + 4]);
-                rc = fsgd_train_append_biased(sl, train, t.perm[r], dim, bias, bv);
-            }
-        }
+    }
+    if (rc == 0) {
+        cut_job_t cj = {.t = &t, .train = train, .n_hold = n_hold, .B = B, .dim = dim, .bias = bias, .bv = bv};
+        atomic_init(&cj.next, 0);
+        atomic_init(&cj.rc, 0);
+        pthread_t helper;
+        int helped = job->threads > 1 && t.n_batches >= 2 * CUT_CHUNK &&
+                     pthread_create(&helper, NULL, cut_batches, &cj) == 0;
+        cut_batches(&cj);
+        if (helped)
+            pthread_join(helper, NULL);
+        rc = atomic_load(&cj.rc);
     }
     if (rc < 0) {
         free(test_margin);
