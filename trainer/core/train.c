@@ -378,8 +378,13 @@ static void worker_update(worker_t *w)
             break;
         double sum = 0;
         for (int j = 0; j < W; j++)
-            if (pos[j] < end[j] && t->workers[j].decoded.keys[pos[j]] == k)
+            if (pos[j] < end[j] && t->workers[j].decoded.keys[pos[j]] == k) {
+                /* θ of a key 16 ahead: another thread's gradient may have
+                 * been the last to read it, so it is not in this core's cache */
+                if (W > 1 && pos[j] + 16 < end[j])
+                    __builtin_prefetch(&t->adam.theta[t->workers[j].decoded.keys[pos[j] + 16]], 0, 3);
                 sum += t->workers[j].decoded.vals[pos[j]++];
+            }
         w->upd.keys[w->upd.n] = (uint32_t)k;
         w->upd.vals[w->upd.n++] = fsgd_adam_step_grad(sum, t->inv_rows, l2, t->adam.theta[k]);
     }
