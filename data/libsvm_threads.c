@@ -47,9 +47,13 @@ static size_t count_lines(const char *b, size_t n)
 
 /* Parses region[0..len) (whole lines) in up to nt parts and appends the rows
  * to out in order. Returns 0 or the first part's error (rows of earlier
- * parts kept, as the one-thread reader keeps rows before an error). */
+ * parts kept, as the one-thread reader keeps rows before an error). keep[k]
+ * is part k's row buffer, emptied and kept for the next region: a fresh one
+ * per region would fault in (and the kernel zero) as much memory again as
+ * the whole data set. */
 static int parse_region(const char *region, size_t len, int nt, const char *path, const fsgd_libsvm_opts_t *opts,
-                        uint64_t *line, fsgd_csr_t *out, fsgd_libsvm_stats_t *st, char *err, size_t errsz)
+                        uint64_t *line, fsgd_csr_t *out, fsgd_libsvm_stats_t *st, fsgd_csr_t *keep, char *err,
+                        size_t errsz)
 {
     part_t parts[MAX_PARTS];
     pthread_t tid[MAX_PARTS];
@@ -62,7 +66,8 @@ static int parse_region(const char *region, size_t len, int nt, const char *path
             end = start;
         const char *nl = end < len ? memchr(region + end, '\n', len - end) : NULL;
         end = nl ? (size_t)(nl - region) + 1 : len;
-        parts[n] = (part_t){.buf = region + start, .len = end - start, .first_line = *line, .path = path, .opts = opts};
+        parts[n] = (part_t){.buf = region + start, .len = end - start, .first_line = *line, .path = path, .opts = opts,
+                            .rows = keep[n]};
         *line += count_lines(region + start, end - start);
         start = end;
         n++;
@@ -97,7 +102,8 @@ static int parse_region(const char *region, size_t len, int nt, const char *path
             if (p->got < 0)
                 rc = fsgd_err_fmt(err, errsz, (int)p->got, "%s", p->err);
         }
-        fsgd_csr_free(&p->rows);
+        fsgd_csr_clear(&p->rows);
+        keep[k] = p->rows;
     }
     return rc;
 }
@@ -123,6 +129,7 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
     uint64_t line = 1;
     int eof = 0;
+    fsgd_csr_t keep[MAX_PARTS] = {{0}};
     while (rc == 0 && !eof) {
         while (len < cap) {
             ssize_t got = read(fd, buf + len, cap - len);
@@ -158,12 +165,14 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
             }
             cut = (size_t)(nl - buf) + 1;
         }
-        rc = parse_region(buf, cut, threads, path, opts, &line, out, &st, err, errsz);
+        rc = parse_region(buf, cut, threads, path, opts, &line, out, &st, keep, err, errsz);
         memmove(buf, buf + cut, len - cut);
         len -= cut;
     }
     close(fd);
     free(buf);
+    for (int k = 0; k < MAX_PARTS; k++)
+        fsgd_csr_free(&keep[k]);
     if (stats)
         *stats = st;
     return rc;

@@ -210,6 +210,39 @@ static void check_cpu(const fsgd_csr_t *batches, size_t nb, uint64_t dim, const 
     fsgd_backend_destroy(cpu);
 }
 
+/* The CPU backend sums a batch of up to 2^20 nonzeros in a hash table and a
+ * larger one in a dense array; both must give the reference bit for bit
+ * (the same additions in the same order), also on a table reused by a
+ * smaller batch after a larger one. */
+static void test_cpu_accumulators_bitwise(void)
+{
+    uint64_t st = fsgd_test_seed() ^ 0xACC;
+    const uint64_t dim = 1 << 16;
+    float *theta = random_theta(dim, &st);
+    /* 2^20 / 40 rows of up to 80 nonzeros: past the table's limit */
+    fsgd_csr_t big = random_csr(40000, dim, 80, &st), small = slice(&big, 0, 300);
+    CU_ASSERT_FATAL(big.nnz > ((size_t)1 << 20));
+    char err[256];
+    fsgd_backend_t *cpu = fsgd_backend_new("cpu", dim, theta, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cpu);
+    fsgd_sparse_t ref = {0}, got = {0};
+    const fsgd_csr_t *order[] = {&small, &big, &small};
+    for (size_t i = 0; i < 3; i++) {
+        double ls_ref = 0, ls = 0;
+        reference_grad(order[i], theta, dim, FSGD_LOSS_LOGISTIC, 0.5, 1e-3, &ref, &ls_ref);
+        CU_ASSERT_FATAL(grad_of(cpu, order[i], -1, FSGD_LOSS_LOGISTIC, 0.5, 1e-3, &got, &ls) == 0);
+        CU_ASSERT_EQUAL_FATAL(got.n, ref.n);
+        CU_ASSERT_EQUAL(memcmp(got.keys, ref.keys, ref.n * sizeof *ref.keys), 0);
+        CU_ASSERT_EQUAL(memcmp(got.vals, ref.vals, ref.n * sizeof *ref.vals), 0);
+    }
+    fsgd_sparse_free(&ref);
+    fsgd_sparse_free(&got);
+    fsgd_backend_destroy(cpu);
+    fsgd_csr_free(&big);
+    fsgd_csr_free(&small);
+    free(theta);
+}
+
 /* Every other available backend against the CPU: uncached, cached (first
  * call uploads, later calls hit), after deltas applied to θ, and again
  * through a second instance whose cache budget forces evictions. */
@@ -577,6 +610,7 @@ void fsgd_test_register(void)
         {"cuda parity on reuters (3 losses, cached/uncached, deltas, encoder)", test_device_parity_reuters},
         {"cuda parity on random wide batches", test_device_parity_random_wide},
         {"a column beyond the model dim is refused", test_column_beyond_dim},
+        {"cpu: hashed and dense accumulators give the reference bit for bit", test_cpu_accumulators_bitwise},
         {"cuda backend over a zeroed model computes on the snapshot it is loaded with", test_device_loads_snapshot},
         {NULL, NULL},
     };

@@ -1,6 +1,6 @@
-/* The CPU backend: margins row by row, then the transposed product into a
- * dense accumulator that is reset only on the keys the batch touched, so a
- * step costs O(nnz + touched·log touched) however large the model is. */
+/* The CPU backend: margins row by row, then the transposed product into an
+ * accumulator that is reset only on the keys the batch touched, so a step
+ * costs O(nnz + touched·log touched) however large the model is. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,13 @@
 #include "fsgd/keysort.h"
 #include "fsgd/prefetch.h"
 #include "../core/loss_formulas.h"
+
+typedef struct cpu_slot {
+    uint64_t tag; /* key + 1; 0: empty */
+    double sum;
+} cpu_slot_t;
+
+#define HASH_MAX_NNZ ((size_t)1 << 20)
 
 typedef struct cpu_state {
     uint64_t dim;
@@ -21,6 +28,14 @@ typedef struct cpu_state {
     uint64_t *seen;
     uint32_t *touched;
     size_t touched_cap;
+    /* The accumulator of a batch of up to HASH_MAX_NNZ nonzeros: an open
+     * addressing table of at least twice its nonzeros, which stays in
+     * cache, where acc (a miss on nearly every key of a big model) is
+     * mostly never touched. Each key's sum takes the same additions in the
+     * same order either way. */
+    struct cpu_slot *tab;
+    size_t tab_bits;
+    uint32_t *slot_of; /* the slot of touched[i] until touched is sorted */
     fsgd_sparse_t grad; /* gradient_encoded's gradient */
 } cpu_state_t;
 
@@ -39,6 +54,8 @@ static void cpu_destroy(void *p)
     free(s->acc);
     free(s->seen);
     free(s->touched);
+    free(s->tab);
+    free(s->slot_of);
     fsgd_sparse_free(&s->grad);
     free(s);
 }
@@ -63,6 +80,78 @@ static const char *cpu_device(void *p)
     return "cpu";
 }
 
+static inline size_t slot_find(const cpu_slot_t *tab, size_t bits, uint32_t k)
+{
+    size_t mask = ((size_t)1 << bits) - 1, h = (size_t)((k * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+    while (tab[h].tag != (uint64_t)k + 1 && tab[h].tag != 0)
+        h = (h + 1) & mask;
+    return h;
+}
+
+/* cpu_gradient with the accumulator in the hash table (s->tab). */
+static int cpu_gradient_hashed(cpu_state_t *s, const fsgd_grad_request_t *req, fsgd_sparse_t *out,
+                               double *loss_sum, char *err, size_t errsz)
+{
+    const fsgd_csr_t *X = req->batch;
+    size_t bits = 6;
+    while (((size_t)1 << bits) < 2 * X->nnz)
+        bits++;
+    if (bits > s->tab_bits) {
+        free(s->tab);
+        s->tab = calloc((size_t)1 << bits, sizeof *s->tab);
+        s->tab_bits = s->tab ? bits : 0;
+        if (!s->tab)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cpu backend: out of memory");
+    }
+    /* the table in use is its first 2^bits slots, always cleared after use */
+    cpu_slot_t *tab = s->tab;
+    size_t n_touched = 0;
+    double loss = 0;
+    for (size_t r = 0; r < X->n_rows; r++) {
+        uint64_t lo = X->row_ptr[r], hi = X->row_ptr[r + 1];
+        double m = 0;
+        /* θ of the next rows, while this row's misses are waited for */
+        uint64_t ahead = hi + (hi - lo) < X->nnz ? hi + (hi - lo) : X->nnz;
+        for (uint64_t i = hi; i < ahead; i++)
+            __builtin_prefetch(&s->theta[X->col[i]], 0, 3);
+        for (uint64_t i = lo; i < hi; i++)
+            m += (double)s->theta[X->col[i]] * X->val[i];
+        double y = fsgd_loss_label(req->loss, X->label[r]);
+        loss += fsgd_loss_formula_value(req->loss, m, y);
+        double g = fsgd_loss_formula_deriv(req->loss, m, y);
+        for (uint64_t i = lo; i < hi; i++) {
+            uint32_t k = X->col[i];
+            size_t h = slot_find(tab, bits, k);
+            if (!tab[h].tag) {
+                tab[h].tag = (uint64_t)k + 1;
+                s->slot_of[n_touched] = (uint32_t)h;
+                s->touched[n_touched++] = k;
+            }
+            tab[h].sum += g * X->val[i];
+        }
+    }
+    int rc = fsgd_sparse_reserve(out, n_touched);
+    if (rc == 0) {
+        fsgd_keysort(s->touched, n_touched);
+        for (size_t i = 0; i < n_touched; i++) {
+            uint32_t k = s->touched[i];
+            out->keys[i] = k;
+            out->vals[i] = (float)(tab[slot_find(tab, bits, k)].sum * req->scale + req->l2 * s->theta[k]);
+        }
+        out->n = n_touched;
+        *loss_sum += loss;
+    }
+    /* cleared only now: an emptied slot would cut the probe chains of the
+     * lookups above */
+    for (size_t i = 0; i < n_touched; i++) {
+        tab[s->slot_of[i]].tag = 0;
+        tab[s->slot_of[i]].sum = 0;
+    }
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "cpu backend: out of memory for %zu gradient entries", n_touched);
+    return FSGD_E_OK;
+}
+
 static int cpu_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *out, double *loss_sum,
                         char *err, size_t errsz)
 {
@@ -76,8 +165,14 @@ static int cpu_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *
         if (!t)
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cpu backend: out of memory");
         s->touched = t;
+        uint32_t *so = realloc(s->slot_of, X->nnz * sizeof *so);
+        if (!so)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cpu backend: out of memory");
+        s->slot_of = so;
         s->touched_cap = X->nnz;
     }
+    if (X->nnz <= HASH_MAX_NNZ)
+        return cpu_gradient_hashed(s, req, out, loss_sum, err, errsz);
     size_t n_touched = 0;
     double loss = 0;
     for (size_t r = 0; r < X->n_rows; r++) {

@@ -106,6 +106,11 @@ void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *gr
     }
     for (size_t i = 0; i < n; i++) {
         uint32_t k = keys[i];
+        if (i + FSGD_PREFETCH_AHEAD < n) { /* as in apply_counted */
+            FSGD_PREFETCH(&a->m[keys[i + FSGD_PREFETCH_AHEAD]]);
+            FSGD_PREFETCH(&a->v[keys[i + FSGD_PREFETCH_AHEAD]]);
+            FSGD_PREFETCH(&a->theta[keys[i + FSGD_PREFETCH_AHEAD]]);
+        }
         double g = grad[i];
         double m = b1 * a->m[k] + (1 - b1) * g;
         double v = b2 * a->v[k] + (1 - b2) * g * g;

@@ -3,7 +3,9 @@
  * W threads play the distributed roles on one machine: each step the batch
  * of B rows is split over the threads, every thread computes the raw
  * gradient sum of its part with its backend and passes it through the job's
- * codec (encode + decode, as on the wire), then one reduction takes the mean
+ * codec (encode + decode, as on the wire; codec "none", lossless, hands
+ * the gradient over as it is, its message length still counted), then one
+ * reduction takes the mean
  * over B, adds λθ on the touched keys and applies one sparse Adam step —
  * the same math as the workers and the aggregator. */
 #ifndef FSGD_TRAIN_H
