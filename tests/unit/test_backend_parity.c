@@ -210,14 +210,16 @@ static void check_cpu(const fsgd_csr_t *batches, size_t nb, uint64_t dim, const 
     fsgd_backend_destroy(cpu);
 }
 
-/* The CPU backend sums a batch of up to 2^20 nonzeros in a hash table and a
- * larger one in a dense array; both must give the reference bit for bit
- * (the same additions in the same order), also on a table reused by a
- * smaller batch after a larger one. */
+/* The CPU backend sums a batch of up to 2^20 nonzeros in a hash table when
+ * the dense array is at least 16 times the table's size, and otherwise in
+ * the dense array; both must give the reference bit for bit (the same
+ * additions in the same order), also on a table reused by a smaller batch
+ * after a larger one. At 2^21 weights the 300-row batch (~12k nonzeros, a
+ * 512 KiB table against 16 MiB) takes the table, the big one the array. */
 static void test_cpu_accumulators_bitwise(void)
 {
     uint64_t st = fsgd_test_seed() ^ 0xACC;
-    const uint64_t dim = 1 << 16;
+    const uint64_t dim = 1 << 21;
     float *theta = random_theta(dim, &st);
     /* 2^20 / 40 rows of up to 80 nonzeros: past the table's limit */
     fsgd_csr_t big = random_csr(40000, dim, 80, &st), small = slice(&big, 0, 300);
