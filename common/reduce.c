@@ -59,13 +59,20 @@ void fsgd_reducer_destroy(fsgd_reducer_t *r)
     free(r);
 }
 
+/* The next capacity at or above need, doubling from cap (1024 at first). */
+static size_t grown(size_t cap, size_t need)
+{
+    cap = cap ? cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    return cap;
+}
+
 static int reserve_merged(fsgd_reducer_t *r, size_t need)
 {
     if (need <= r->cap)
         return FSGD_E_OK;
-    size_t cap = r->cap ? r->cap : 1024;
-    while (cap < need)
-        cap *= 2;
+    size_t cap = grown(r->cap, need);
     uint32_t *k = realloc(r->keys, cap * sizeof *k);
     if (k)
         r->keys = k;
@@ -87,9 +94,7 @@ static int reserve_touched(fsgd_reducer_t *r, size_t need)
 {
     if (need <= r->touched_cap)
         return FSGD_E_OK;
-    size_t cap = r->touched_cap ? r->touched_cap : 1024;
-    while (cap < need)
-        cap *= 2;
+    size_t cap = grown(r->touched_cap, need);
     uint32_t *t = realloc(r->touched, cap * sizeof *t);
     if (!t)
         return FSGD_E_NOMEM;

@@ -88,6 +88,25 @@ static inline size_t slot_find(const cpu_slot_t *tab, size_t bits, uint32_t k)
     return h;
 }
 
+/* Row r's loss derivative at its margin x_r·θ; adds its loss to *loss. */
+static inline double row_deriv(const cpu_state_t *s, const fsgd_csr_t *X, size_t r, fsgd_loss_kind_t kind,
+                               double *loss)
+{
+    double m = 0;
+    for (uint64_t i = X->row_ptr[r]; i < X->row_ptr[r + 1]; i++)
+        m += (double)s->theta[X->col[i]] * X->val[i];
+    double y = fsgd_loss_label(kind, X->label[r]);
+    *loss += fsgd_loss_formula_value(kind, m, y);
+    return fsgd_loss_formula_deriv(kind, m, y);
+}
+
+/* A key's gradient from its summed derivatives; l2 = 0: the term is 0·θ,
+ * so θ (a miss a key) is not read. */
+static inline float drain_value(const cpu_state_t *s, const fsgd_grad_request_t *req, double sum, uint32_t k)
+{
+    return (float)(sum * req->scale + (req->l2 != 0 ? req->l2 * s->theta[k] : 0.0));
+}
+
 /* Slots of the table for a batch of nnz nonzeros: at least twice as many. */
 static size_t table_bits(size_t nnz)
 {
@@ -127,16 +146,11 @@ static int cpu_gradient_hashed(cpu_state_t *s, const fsgd_grad_request_t *req, f
     double loss = 0;
     for (size_t r = 0; r < X->n_rows; r++) {
         uint64_t lo = X->row_ptr[r], hi = X->row_ptr[r + 1];
-        double m = 0;
         /* θ of the next rows, while this row's misses are waited for */
         uint64_t ahead = hi + (hi - lo) < X->nnz ? hi + (hi - lo) : X->nnz;
         for (uint64_t i = hi; i < ahead; i++)
             __builtin_prefetch(&s->theta[X->col[i]], 0, 3);
-        for (uint64_t i = lo; i < hi; i++)
-            m += (double)s->theta[X->col[i]] * X->val[i];
-        double y = fsgd_loss_label(req->loss, X->label[r]);
-        loss += fsgd_loss_formula_value(req->loss, m, y);
-        double g = fsgd_loss_formula_deriv(req->loss, m, y);
+        double g = row_deriv(s, X, r, req->loss, &loss);
         for (uint64_t i = lo; i < hi; i++) {
             uint32_t k = X->col[i];
             size_t h = slot_find(tab, bits, k);
@@ -154,7 +168,7 @@ static int cpu_gradient_hashed(cpu_state_t *s, const fsgd_grad_request_t *req, f
         for (size_t i = 0; i < n_touched; i++) {
             uint32_t k = s->touched[i];
             out->keys[i] = k;
-            out->vals[i] = (float)(tab[slot_find(tab, bits, k)].sum * req->scale + req->l2 * s->theta[k]);
+            out->vals[i] = drain_value(s, req, tab[slot_find(tab, bits, k)].sum, k);
         }
         out->n = n_touched;
         *loss_sum += loss;
@@ -201,12 +215,7 @@ static int cpu_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *
                 FSGD_PREFETCH(&s->theta[X->col[i]]);
                 FSGD_PREFETCH(&s->acc[X->col[i]]);
             }
-        double m = 0;
-        for (uint64_t i = lo; i < hi; i++)
-            m += (double)s->theta[X->col[i]] * X->val[i];
-        double y = fsgd_loss_label(req->loss, X->label[r]);
-        loss += fsgd_loss_formula_value(req->loss, m, y);
-        double g = fsgd_loss_formula_deriv(req->loss, m, y);
+        double g = row_deriv(s, X, r, req->loss, &loss);
         for (uint64_t i = lo; i < hi; i++) {
             uint32_t k = X->col[i];
             uint64_t bit = 1ull << (k & 63);
@@ -231,8 +240,7 @@ static int cpu_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *
         if (i + FSGD_PREFETCH_AHEAD < n_touched)
             FSGD_PREFETCH(&s->acc[s->touched[i + FSGD_PREFETCH_AHEAD]]);
         out->keys[i] = k;
-        /* l2 = 0: the term is 0·θ, so θ (a miss a key) is not read */
-        out->vals[i] = (float)(s->acc[k] * req->scale + (req->l2 != 0 ? req->l2 * s->theta[k] : 0.0));
+        out->vals[i] = drain_value(s, req, s->acc[k], k);
         s->acc[k] = 0;
         s->seen[k >> 6] = 0;
     }
