@@ -367,13 +367,19 @@ size_t fsgd_codec_frame_write(const fsgd_codec_t *c, uint8_t *msg, uint32_t coun
     return total + FSGD_CODEC_TRAILER;
 }
 
-int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
-                      size_t cap, size_t *out_len, char *err, size_t errsz)
+/* fsgd_codec_encode; when sent != NULL (ef off), also what the decoder of
+ * the message will produce. */
+static int encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out, size_t cap,
+                  size_t *out_len, fsgd_sparse_t *sent, char *err, size_t errsz)
 {
     *out_len = 0;
     c->can_undo = 0;
     FSGD_TRY(check_input(c, keys, vals, n, err, errsz));
-    if (c->ef) {
+    if (sent) {
+        if (fsgd_sparse_reserve(sent, n) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "codec %s: out of memory", c->vt->name);
+        sent->n = 0;
+    } else if (c->ef) {
         FSGD_TRY(ef_merge(c, keys, vals, n, err, errsz));
         keys = c->merged.keys;
         vals = c->merged.vals;
@@ -390,13 +396,13 @@ int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, 
     size_t blen = 0;
     uint32_t count = 0;
     int rc = c->vt->encode(c, keys, vals, n, out + FSGD_CODEC_HDR, cap - FSGD_CODEC_HDR - FSGD_CODEC_TRAILER,
-                           &blen, &count, c->ef ? &c->sent : NULL, err, errsz);
+                           &blen, &count, sent ? sent : c->ef ? &c->sent : NULL, err, errsz);
     if (rc < 0) {
         c->last = st;
         return rc;
     }
     size_t total = fsgd_codec_frame_write(c, out, count, blen);
-    if (c->ef) {
+    if (c->ef && !sent) {
         FSGD_TRY(ef_update(c, err, errsz));
         c->can_undo = 1;
     }
@@ -406,6 +412,21 @@ int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, 
     c->last.header_bytes += FSGD_CODEC_HDR + FSGD_CODEC_TRAILER;
     *out_len = total;
     return 0;
+}
+
+int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
+                      size_t cap, size_t *out_len, char *err, size_t errsz)
+{
+    return encode(c, keys, vals, n, out, cap, out_len, NULL, err, errsz);
+}
+
+int fsgd_codec_encode_sent(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
+                           size_t cap, size_t *out_len, fsgd_sparse_t *sent, char *err, size_t errsz)
+{
+    if (c->ef)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec %s: encode_sent needs ef=0 (the residual keeps what "
+                            "was not sent)", c->vt->name);
+    return encode(c, keys, vals, n, out, cap, out_len, sent, err, errsz);
 }
 
 int fsgd_codec_decode(const uint8_t *msg, size_t len, uint64_t dim, fsgd_sparse_t *out, char *err,

@@ -10,6 +10,10 @@
 #include "fsgd/le.h"
 #include "fsgd/prefetch.h"
 
+/* Priority bins for the budget's selection (select_budget). */
+#define PRI_BIN_SHIFT 20
+#define PRI_BINS (1u << (31 - PRI_BIN_SHIFT))
+
 struct fsgd_downlink {
     fsgd_codec_t *codec;
     uint64_t dim;
@@ -17,9 +21,10 @@ struct fsgd_downlink {
     fsgd_sparse_t delta; /* Δ over the selected keys, keys increasing */
     fsgd_sparse_t last;  /* the decoded message */
     float *pri;          /* priority of each Δ entry (see priority()) */
-    float *mag;          /* a copy of pri that the selection reorders */
+    float *mag;          /* scratch of the selection: the entries of one priority bin */
     size_t mag_cap;
     uint16_t *touched;   /* per key: encodes whose keys included it (saturating) */
+    uint32_t hist[PRI_BINS]; /* priorities per pri_bin() */
 };
 
 /* codec_spec with any "ef=" parameter replaced by ef=0; the length written
@@ -141,6 +146,41 @@ static float select_kth(float *a, size_t n, size_t k)
     return a[lo];
 }
 
+/* Priorities are floats >= 0, whose bit patterns order as they do: the top
+ * bits (exponent, 3 mantissa bits) put each in one of PRI_BINS bins, counted
+ * while the priorities are computed. The bin holding the budget-th largest
+ * is found from the counts, and only that bin's entries go through
+ * select_kth: a pass over the priorities instead of quickselect's several
+ * (which was half of the aggregator's downlink encode). */
+
+static inline uint32_t pri_bin(float p)
+{
+    uint32_t u;
+    memcpy(&u, &p, sizeof u);
+    return u >> PRI_BIN_SHIFT;
+}
+
+/* The budget-th largest of pri[0..m) (m > budget > 0), given the bin counts;
+ * *above: how many are strictly larger. mag is scratch for m floats. */
+static float select_budget(const float *pri, size_t m, size_t budget, const uint32_t *hist, float *mag,
+                           size_t *above)
+{
+    size_t larger = 0;
+    uint32_t b = PRI_BINS - 1;
+    while (larger + hist[b] < budget)
+        larger += hist[b--];
+    size_t c = 0;
+    for (size_t i = 0; i < m; i++) {
+        mag[c] = pri[i];
+        c += pri_bin(pri[i]) == b;
+    }
+    float thr = select_kth(mag, c, c - (budget - larger)); /* budget - larger of the bin are >= thr */
+    for (size_t i = 0; i < c; i++)
+        larger += mag[i] > thr;
+    *above = larger;
+    return thr;
+}
+
 /* Which pending Δ to send first: a key's pending Δ hurts each time a worker
  * computes a gradient on the stale replica, and workers read a key about as
  * often as steps touch it, so |Δ| is weighted by how many steps touched the
@@ -175,6 +215,7 @@ int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t 
     /* One pass over the dim-sized arrays (each key a random access into
      * three of them); the selection below reads only the compact Δ. */
     size_t m = 0;
+    memset(d->hist, 0, sizeof d->hist);
     for (size_t i = 0; i < n; i++) {
         uint32_t k = keys[i];
         if (i + FSGD_PREFETCH_AHEAD < n && keys[i + FSGD_PREFETCH_AHEAD] < d->dim) {
@@ -190,32 +231,33 @@ int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t 
             d->touched[k]++;
         float v = theta[k] - d->rho[k];
         if (v != 0.0f) {
+            float p = priority(v, d->touched[k]);
             d->delta.keys[m] = k;
             d->delta.vals[m] = v;
-            d->pri[m++] = priority(v, d->touched[k]);
+            d->pri[m++] = p;
+            d->hist[pri_bin(p)]++;
         }
     }
     if (budget && m > budget) {
         /* Keep the budget largest priorities; the rest stays in θ − ρ. */
-        memcpy(d->mag, d->pri, m * sizeof *d->mag);
-        float thr = select_kth(d->mag, m, m - budget); /* budget values are >= thr */
-        size_t above = 0;
-        for (size_t i = 0; i < m; i++)
-            above += d->pri[i] > thr;
+        size_t above;
+        float thr = select_budget(d->pri, m, budget, d->hist, d->mag, &above);
         size_t ties = budget - above, o = 0;
+        /* Branch-free: which entries pass is as good as random. */
         for (size_t i = 0; i < m; i++) {
             float a = d->pri[i];
-            if (a > thr || (a == thr && ties && ties--)) {
-                d->delta.keys[o] = d->delta.keys[i];
-                d->delta.vals[o++] = d->delta.vals[i];
-            }
+            size_t tie = a == thr && ties > 0;
+            ties -= tie;
+            d->delta.keys[o] = d->delta.keys[i];
+            d->delta.vals[o] = d->delta.vals[i];
+            o += (a > thr) | tie;
         }
         m = o;
     }
     d->delta.n = m;
-    FSGD_TRY(fsgd_codec_encode(d->codec, d->delta.keys, d->delta.vals, m, out, cap, out_len, err, errsz));
-    /* Decode our own message: ρ moves by exactly what the workers will add. */
-    FSGD_TRY(fsgd_codec_decode(out, *out_len, d->dim, &d->last, err, errsz));
+    /* ρ moves by exactly what the workers will decode and add. */
+    FSGD_TRY(fsgd_codec_encode_sent(d->codec, d->delta.keys, d->delta.vals, m, out, cap, out_len, &d->last, err,
+                                    errsz));
     return fsgd_downlink_apply(d->rho, d->dim, &d->last, err, errsz);
 }
 

@@ -425,6 +425,52 @@ static void test_error_feedback(void)
     fsgd_sparse_free(&merged);
 }
 
+/* encode_sent reports, bit for bit, what a decoder of its message produces,
+ * for every codec (the downlink moves its replica by it); it refuses a codec
+ * with error feedback, whose residual would not see what was sent. */
+static void test_encode_sent_is_decoded(void)
+{
+    static const char *specs[] = {"fastsgd", "fastsgd:levels=optimal,l=3", "fastsgd:b=2,tau=4", "logquant:ef=0",
+                                  "topk:k=7,ef=0", "efsign:ef=0", "sketchml:ef=0", "mqgrad:ef=0", "none"};
+    fsgd_sparse_t g = {0}, out = {0}, sent = {0};
+    msgbuf_t m = {0};
+    char err[256];
+    for (int r = 0; r < 90; r++) {
+        uint64_t seed = case_seed(r + 400000), s = seed;
+        const char *spec = specs[r % (sizeof specs / sizeof *specs)];
+        uint64_t dim = 1 + fsgd_test_rand(&s) % 100000;
+        tu_gradient(&s, dim, pick_n(&s, dim), (int)(fsgd_test_rand(&s) % 4), &g);
+        fsgd_codec_t *c = fsgd_codec_new(spec, dim, err, sizeof err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        size_t need = fsgd_codec_bound(c, g.n);
+        if (need > m.cap) {
+            m.p = realloc(m.p, need);
+            m.cap = need;
+        }
+        CU_ASSERT_EQUAL_FATAL(
+            fsgd_codec_encode_sent(c, g.keys, g.vals, g.n, m.p, m.cap, &m.len, &sent, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(decode(&m, dim, &out), 0);
+        CU_ASSERT_EQUAL(sent.n, out.n);
+        size_t n = sent.n < out.n ? sent.n : out.n;
+        CU_ASSERT(memcmp(sent.keys, out.keys, n * sizeof *out.keys) == 0);
+        CU_ASSERT(memcmp(sent.vals, out.vals, n * sizeof *out.vals) == 0);
+        if (sent.n != out.n || memcmp(sent.vals, out.vals, n * sizeof *out.vals))
+            fprintf(stderr, "\n  seed %llu %s: sent differs from decoded\n", (unsigned long long)seed, spec);
+        fsgd_codec_destroy(c);
+    }
+    fsgd_codec_t *c = fsgd_codec_new("fastsgd:ef=1", 100, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    uint32_t k = 3;
+    float v = 1;
+    CU_ASSERT_EQUAL(fsgd_codec_encode_sent(c, &k, &v, 1, m.p, m.cap, &m.len, &sent, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "needs ef=0");
+    fsgd_codec_destroy(c);
+    free(m.p);
+    fsgd_sparse_free(&g);
+    fsgd_sparse_free(&out);
+    fsgd_sparse_free(&sent);
+}
+
 /* Every single-byte change and every truncation of a valid message is rejected. */
 static void test_corruption_rejected(void)
 {
@@ -475,6 +521,7 @@ void fsgd_test_register(void)
         {"level_table", test_level_table},
         {"other_codecs", test_other_codecs},
         {"error_feedback", test_error_feedback},
+        {"encode_sent_is_decoded", test_encode_sent_is_decoded},
         {"corruption_rejected", test_corruption_rejected},
         {NULL, NULL},
     };

@@ -112,6 +112,65 @@ static void test_budget_keeps_largest(void)
     fsgd_downlink_destroy(d);
 }
 
+/* The budget takes exactly the budget largest |Δ| (ties: lower keys first),
+ * checked against a sort, over magnitudes spread across many binades and
+ * crowded into one, with many ties. topk:ratio=1 sends what it is given. */
+static int by_mag_then_key(const void *x, const void *y)
+{
+    const float *a = x, *b = y; /* (|Δ|, key) pairs */
+    if (a[0] != b[0])
+        return a[0] < b[0] ? 1 : -1;
+    return (a[1] > b[1]) - (a[1] < b[1]);
+}
+
+static int cmp_key(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
+static void test_budget_selects_exactly(void)
+{
+    uint64_t s = 77;
+    float zero[DIM] = {0}, theta[DIM], pairs[2 * DIM];
+    uint32_t keys[DIM], want[DIM];
+    char err[256];
+    for (int round = 0; round < 40; round++) {
+        size_t n = rand_keys(&s, keys, 1 + fsgd_test_rand(&s) % DIM, DIM);
+        int shape = round % 3;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            float u = frand(&s);
+            float v = shape == 0   ? ldexpf(u, (int)(fsgd_test_rand(&s) % 60) - 30) /* many binades */
+                      : shape == 1 ? 1.0f + fabsf(u) * 0x1p-10f                 /* one bin */
+                                   : (float)(fsgd_test_rand(&s) % 5) * (u < 0 ? -1 : 1); /* ties, zeros */
+            theta[keys[i]] = v;
+            if (v != 0.0f) {
+                pairs[2 * m] = fabsf(v);
+                pairs[2 * m++ + 1] = (float)keys[i]; /* keys < 2^24: exact */
+            }
+        }
+        size_t budget = 1 + fsgd_test_rand(&s) % n;
+        qsort(pairs, m, 2 * sizeof *pairs, by_mag_then_key);
+        size_t nw = m < budget ? m : budget;
+        for (size_t i = 0; i < nw; i++)
+            want[i] = (uint32_t)pairs[2 * i + 1];
+        qsort(want, nw, sizeof *want, cmp_key);
+        fsgd_downlink_t *d = fsgd_downlink_new("topk:ratio=1", DIM, zero, err, sizeof err);
+        CU_ASSERT_FATAL(d != NULL);
+        size_t cap = fsgd_downlink_bound(d, n), len;
+        uint8_t *msg = malloc(cap);
+        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, n, budget, msg, cap, &len, err, sizeof err), 0);
+        const fsgd_sparse_t *u = fsgd_downlink_last(d);
+        CU_ASSERT_EQUAL(u->n, nw);
+        CU_ASSERT(u->n == nw && memcmp(u->keys, want, nw * sizeof *want) == 0);
+        free(msg);
+        fsgd_downlink_destroy(d);
+        for (size_t i = 0; i < n; i++)
+            theta[keys[i]] = 0;
+    }
+}
+
 /* A key that steps touch often goes first: workers read it every step, so
  * its pending Δ costs more than a larger one of a key read once. Keys 0..9
  * are touched in 8 encodes with Δ = 1 each time; then a step also touches
@@ -223,6 +282,7 @@ void fsgd_test_register(void)
         {"logquant downlink: the same", test_logquant_replicas},
         {"topk downlink: the same", test_topk_replicas},
         {"budget keeps the largest |Δ|", test_budget_keeps_largest},
+        {"budget takes exactly the largest |Δ|, ties by key", test_budget_selects_exactly},
         {"budget weighs |Δ| by how often steps touch the key", test_budget_prefers_hot_keys},
         {"lossless codecs, bad keys and non-finite updates are refused", test_refuses_lossless_and_bad_keys},
         {"codec_undo_last restores the residual of a rejected message", test_codec_undo_last},
