@@ -152,7 +152,6 @@ static float select_kth(float *a, size_t n, size_t k)
  * is found from the counts, and only that bin's entries go through
  * select_kth: a pass over the priorities instead of quickselect's several
  * (which was half of the aggregator's downlink encode). */
-
 static inline uint32_t pri_bin(float p)
 {
     uint32_t u;

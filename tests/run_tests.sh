@@ -67,11 +67,18 @@ for r in "$BUILD"/fuzz-replay/fuzz_*; do
     fi
 done
 
+SLOW_PASS_S=${FSGD_SLOW_PASS_S:-120}
 run_script() { # SCRIPT TAG: runs one integration script, counts it
     local s=$1 tag=$2 rc=0 t0=$SECONDS
     BUILD=$BUILD bash "$s" >"$logdir/integ.log" 2>&1 || rc=$?
     if [ $rc -eq 0 ]; then
         passed=$((passed + 1)); echo "ok   $s$tag ($((SECONDS - t0)) s)"
+        # A pass that took minutes shows where its time went (an intermittent
+        # stall is otherwise invisible in CI's output).
+        if [ $((SECONDS - t0)) -ge $SLOW_PASS_S ]; then
+            echo "     slow pass, the end of its output:"
+            tail -20 "$logdir/integ.log" | sed 's/^/     | /'
+        fi
     elif [ $rc -eq 77 ]; then
         skipped=$((skipped + 1)); echo "skip $s$tag: $(sed -nE 's/^(SKIP|skipped): //p' "$logdir/integ.log" | tail -1)"
     else

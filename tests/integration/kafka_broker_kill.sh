@@ -19,6 +19,7 @@ start_run "$tmp/run.log" --workers 3 --name "$name" --metrics-json "$tmp/m.json"
 wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
 node=$("$BROKER_SH" leader "$FSGD_BROKERS" "$name.model")
 "$BROKER_SH" kill "$FSGD_KAFKA_DIR" "$node"
+t_kill=$SECONDS
 echo "killed broker $node (kill -9; leader of $name.model)"
 others=$(tr ',' '\n' <<<"$FSGD_BROKERS" | sed -n "$((node % 3 + 1))p")
 for _ in $(seq 300); do
@@ -26,9 +27,11 @@ for _ in $(seq 300); do
     [ -n "$l" ] && [ "$l" != "$node" ] && [ "$l" != -1 ] && break
     sleep 0.1
 done
-echo "leader of $name.model now: broker $l"
+echo "leader of $name.model now: broker $l ($((SECONDS - t_kill)) s after the kill)"
 [ "$l" != "$node" ]
 finish_run "$tmp/run.log"
+echo "the job ended $((SECONDS - t_kill)) s after the kill; what it waited for:"
+grep -E "waiting|dropped after|resync|retry|timed out" "$tmp/run.log" | grep -v " done: " | tail -8 || true
 check_metrics "$tmp/m.json" "$ref" 0.005
 "$BROKER_SH" start-node "$FSGD_KAFKA_DIR" "$node"
 node=
