@@ -9,6 +9,7 @@
 #include "fsgd/codec.h"
 #include "fsgd/downlink.h"
 #include "fsgd/error.h"
+#include "fsgd/keysort.h"
 #include "testlib.h"
 
 #define DIM 5000
@@ -123,12 +124,6 @@ static int by_mag_then_key(const void *x, const void *y)
     return (a[1] > b[1]) - (a[1] < b[1]);
 }
 
-static int cmp_key(const void *x, const void *y)
-{
-    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-    return (a > b) - (a < b);
-}
-
 static void test_budget_selects_exactly(void)
 {
     uint64_t s = 77;
@@ -155,7 +150,7 @@ static void test_budget_selects_exactly(void)
         size_t nw = m < budget ? m : budget;
         for (size_t i = 0; i < nw; i++)
             want[i] = (uint32_t)pairs[2 * i + 1];
-        qsort(want, nw, sizeof *want, cmp_key);
+        fsgd_keysort(want, nw);
         fsgd_downlink_t *d = fsgd_downlink_new("topk:ratio=1", DIM, zero, err, sizeof err);
         CU_ASSERT_FATAL(d != NULL);
         size_t cap = fsgd_downlink_bound(d, n), len;
