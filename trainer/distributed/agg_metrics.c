@@ -85,6 +85,11 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
         fprintf(f, "%s\"%s\": %llu", r ? ", " : "", fsgd_agg_reject_name(r), (unsigned long long)s->rejected[r]);
     fprintf(f, "}},\n");
+    fprintf(f, "  \"lr\": %.17g,\n  \"l2\": %.17g,\n  \"holdout_rows\": %llu,\n  \"holdout_looks\": %llu,\n",
+            s->lr, s->l2, (unsigned long long)s->holdout_rows, (unsigned long long)s->looks);
+    if (s->holdout_rows)
+        fprintf(f, "  \"best_epoch\": %.4f,\n  \"holdout_loss\": %.17g,\n  \"epochs_run\": %.4f,\n  \"stopped_early\": %s,\n",
+                s->best_epoch, s->holdout_loss, s->epochs_run, s->stopped_early ? "true" : "false");
     fprintf(f, "  \"staleness\": {\"tau\": %d, \"held_early\": %llu, \"stale_applied\": %llu, \"lag_max\": %u},\n",
             s->tau, (unsigned long long)s->grads_early, (unsigned long long)s->grads_stale, s->lag_max);
     fprintf(f, "  \"reassembly\": {\"held_bytes_max\": %llu, \"limit_bytes\": %llu},\n",

@@ -123,7 +123,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         a->s->adam_steps++;
         a->s->last_loss = a->loss_step / (double)R;
     } else if (R > 0) {
-        FSGD_TRY(fsgd_reducer_take_step(red, 1.0 / (double)R, a->job->l2, a->adam.theta, &a->g));
+        FSGD_TRY(fsgd_reducer_take_step(red, 1.0 / (double)R, a->l2, a->adam.theta, &a->g));
         fsgd_adam_step(&a->adam, a->g.keys, a->g.vals, a->g.n);
         nt = a->g.n;
         a->s->adam_steps++;
@@ -164,10 +164,12 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         }
     }
     a->s->rows_epoch = a->rows_epoch;
+    int stop = 0; /* epochs auto: the holdout loss stopped improving */
+    FSGD_TRY(agg_auto_look(a, R, &stop));
     int epoch_end = 1;
     for (uint32_t p = 0; p < a->st.nparts; p++)
         epoch_end &= a->st.pos[p] == a->st.end[p];
-    int final = 0;
+    int final = stop;
     if (epoch_end) {
         if (a->rows_epoch != a->s->dataset_rows)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
@@ -197,13 +199,17 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         agg_ctl_emit(a, "epoch_end");
         if (a->s->n_epochs < 64)
             a->s->n_epochs++;
-        final = (int)a->st.epoch >= a->job->epochs;
+        final |= (int)a->st.epoch >= (a->job->epochs ? a->job->epochs : a->job->max_epochs);
         if (!final) {
             a->st.epoch++;
             memcpy(a->st.pos, a->st.start, a->st.nparts * sizeof *a->st.pos);
             a->rows_epoch = 0;
             a->loss_epoch = 0;
         }
+    }
+    if (final && a->best) {
+        agg_auto_finish(a); /* the best weights are the job's model */
+        FSGD_TRY(evaluate(a, &a->s->test));
     }
     a->s->epoch = (int)a->st.epoch;
     a->st.adam_t = a->adam.t;

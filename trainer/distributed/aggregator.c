@@ -116,6 +116,7 @@ static void agg_free(agg_t *a)
     fsgd_sparse_free(&a->g);
     fsgd_kasm_destroy(a->as);
     agg_early_free(a);
+    agg_auto_free(a);
     free(a->live);
     free(a->got);
     free(a->applied);
@@ -161,12 +162,19 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         rc = agg_check_model_topic(&a);
     if (!rc)
         rc = agg_scan_data(&a);
+    if (!rc)
+        rc = agg_auto_setup(&a);
     if (!rc && job->test[0]) { /* in the job's format, like the data topic */
         rc = fsgd_rowfmt_load(&a.fmt, job->test, 1, &a.test, NULL, err, errsz);
         a.have_test = rc == 0;
     }
-    fsgd_adam_params_t ap = {job->lr, job->beta1, job->beta2, job->eps};
+    fsgd_adam_params_t ap = {a.lr, job->beta1, job->beta2, job->eps};
     if (!rc && fsgd_adam_init(&a.adam, a.mdim, &ap) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
+                          (unsigned long long)a.mdim);
+    /* lr auto: each key's bias corrections count its own updates, as in
+     * fsgd train (a key first seen late steps by about lr, not 3-6 lr) */
+    if (!rc && job->lr < 0 && fsgd_adam_count_keys(&a.adam) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a.mdim);
     if (!rc) {
@@ -244,7 +252,11 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         fsgd_cj_u64(&a.cj, "weights", a.mdim);
         fsgd_cj_i64(&a.cj, "partitions", st->partitions);
         fsgd_cj_i64(&a.cj, "expected_workers", a.expected);
-        fsgd_cj_i64(&a.cj, "epochs", job->epochs);
+        fsgd_cj_i64(&a.cj, "epochs", job->epochs); /* 0: auto, at most max_epochs */
+        fsgd_cj_f64(&a.cj, "lr", a.lr);
+        fsgd_cj_f64(&a.cj, "l2", a.l2);
+        fsgd_cj_u64(&a.cj, "holdout_rows", st->holdout_rows);
+        fsgd_cj_i64(&a.cj, "staleness", a.tau);
         fsgd_cj_f64(&a.cj, "batch", job->batch);
         fsgd_cj_u64(&a.cj, "step", a.step);
         fsgd_cj_i64(&a.cj, "resumed_from_step", st->resumed_from_step);

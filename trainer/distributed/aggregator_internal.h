@@ -87,6 +87,14 @@ typedef struct agg {
     int tau;               /* the staleness bound (job key staleness, strategy permitting) */
     struct agg_early *early; /* frames of steps after the open one, up to τ ahead (agg_early.c) */
     size_t nearly, cap_early, early_bytes;
+    /* The job's auto defaults (agg_auto.c): λ and lr in force, and for
+     * epochs auto the held-out rows and the best weights seen */
+    double l2, lr;
+    fsgd_csr_t hold;
+    float *best;
+    int have_best, since_best, patience;
+    double best_loss;
+    uint64_t look_rows, rows_since_look;
 } agg_t;
 
 /* A worker that reported its partitions on NAME.ctl. */
@@ -140,6 +148,15 @@ int agg_wait_assignment(agg_t *a, double timeout_s);
 int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m);
 /* The same for a frame's bytes (offset: for messages only). */
 int agg_take_frame(agg_t *a, const void *payload, size_t len, int64_t offset);
+
+/* agg_auto.c: l2, lr and epochs auto (after agg_scan_data) */
+int agg_auto_setup(agg_t *a);
+/* After a step of rows: a holdout look when one is due; *stop when the
+ * holdout loss has not improved for the patience. */
+int agg_auto_look(agg_t *a, uint64_t rows, int *stop);
+/* The job ends: the best weights seen replace θ when they are better. */
+void agg_auto_finish(agg_t *a);
+void agg_auto_free(agg_t *a);
 
 /* agg_early.c: gradients of steps after the open one (bounded staleness) */
 int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t len, int64_t offset);

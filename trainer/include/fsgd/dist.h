@@ -150,6 +150,14 @@ typedef struct fsgd_agg_stats {
     uint64_t grads_early, grads_stale;
     unsigned lag_max;
     int tau; /* the bound in force */
+    /* What the job's auto defaults chose (agg_auto.c): the values in force,
+     * rows held out for early stopping (epochs auto), holdout looks, the
+     * epoch (fractional) of the best look and its mean loss, whether the
+     * run stopped on patience, and the epochs trained (fractional). */
+    double lr, l2;
+    uint64_t holdout_rows, looks;
+    double best_epoch, holdout_loss, epochs_run;
+    int stopped_early;
     uint64_t rejected[FSGD_AGG_REJ_COUNT]; /* by fsgd_agg_reject_t */
     uint64_t consumer_errors;              /* transient errors from the NAME.grads consumer */
     uint64_t held_bytes_max, held_limit;   /* reassembly: most bytes of incomplete messages held, and the bound */

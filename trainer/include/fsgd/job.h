@@ -18,7 +18,7 @@
 
 /* The default bounded delay τ (job key staleness; why this value: README,
  * "fsgd run defaults"). */
-#define FSGD_JOB_STALENESS_DEFAULT 0
+#define FSGD_JOB_STALENESS_DEFAULT 4
 
 typedef struct fsgd_job {
     /* data */
