@@ -104,9 +104,15 @@ PLUGIN    := $(if $(filter 1,$(CUDA)),$(CUDA_PLUGIN))
 CPPFLAGS = -D_GNU_SOURCE -DFSGD_HAVE_CUDA=$(CUDA) -DFSGD_CUDA_TOOLKIT='"$(CUDA_TOOLKIT)"'
 CPPFLAGS += $(if $(PLUGIN),-DFSGD_CUDA_PLUGIN_BUILT='"$(abspath $(PLUGIN))"')
 # The include path of a source: its top folder's INC_ set; under trainer/,
-# its folder's INC_trainer_ set.
-module_inc = $(if $(filter trainer,$(firstword $(subst /, ,$(1)))),$(call trainer_inc,$(word 2,$(subst /, ,$(1)))),$(INC_$(firstword $(subst /, ,$(1)))))
+# its folder's INC_trainer_ set; last, LAYERING.
+module_inc = $(if $(filter trainer,$(firstword $(subst /, ,$(1)))),$(call trainer_inc,$(word 2,$(subst /, ,$(1)))),$(INC_$(firstword $(subst /, ,$(1))))) -I$(LAYERING)
 trainer_inc = $(or $(INC_trainer_$(1)),$(error trainer/$(1)/ has no include path: add INC_trainer_$(1) to the Makefile's list of modules))
+# A public header that a module may not include is found only here, last on
+# every path: a stub whose #error names the header's module, so the
+# compiler's "In file included from trainer/core/x.c:3" says who included
+# it (tests/integration/include_direction.sh).
+PUBLIC_HDRS := $(sort $(wildcard */include/fsgd/*.h trainer/*/include/fsgd/*.h))
+LAYERING    := $(BUILD)/layering
 
 CFLAGS   = -std=c11 $(OPT) -g $(WARN) -pthread -MMD -MP $(SAN)
 LDFLAGS  = -pthread $(SAN)
@@ -142,11 +148,18 @@ all: $(FSGD) $(LIBFSGD) $(PLUGIN)
 $(FLAGS_STAMP):
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/.flags-* && touch $@
 
-$(BUILD)/%.o: %.c $(FLAGS_STAMP)
+$(LAYERING)/.stamp: $(PUBLIC_HDRS)
+	@rm -rf $(LAYERING) && mkdir -p $(LAYERING)/fsgd
+	@for h in $(PUBLIC_HDRS); do \
+	    printf '#error "fsgd/%s belongs to %s/, which this module may not include (the modules and their order: Makefile)"\n' \
+	        "$${h##*/}" "$${h%/include/fsgd/*}" >$(LAYERING)/fsgd/$${h##*/}; \
+	done && touch $@
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP) | $(LAYERING)/.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
+$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | $(LAYERING)/.stamp
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(call module_inc,$<) $(CPPFLAGS) -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP -c $< -o $@
 
