@@ -18,6 +18,9 @@ cd "$(dirname "$0")/../.."
 repo=$(pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# The Makefile in the scratch tree, without the variables of a make that runs
+# this suite (make asan's BUILD, SAN, ...).
+clean_make() { env -i PATH="$PATH" HOME="${HOME:-/root}" make --no-print-directory -C "$tmp" -f "$repo/Makefile" "$@"; }
 
 # What each module may include, besides itself; trainer/cli sees everything.
 declare -A below=(
@@ -73,7 +76,7 @@ for m in $modules; do
     done
 done
 echo "probes: ${#targets[@]} (${#hdrs[@]} public headers in each of $(wc -w <<<"$modules") modules)"
-make -C "$tmp" -f "$repo/Makefile" -k CUDA=0 WERROR= "${targets[@]}" >"$tmp/make.log" 2>&1 || true
+clean_make -k CUDA=0 "${targets[@]}" >"$tmp/make.log" 2>&1 || true
 # Direct includes of a stub: "In file included from M/probe__H.c:1:" then
 # "build/layering/fsgd/H.h:1:2: error: #error "fsgd/H.h belongs to OWNER/, ...".
 awk '/^In file included from .*probe__[a-z0-9_]*\.c:1:$/ { f = $5; sub(/:1:$/, "", f); next }
@@ -122,7 +125,7 @@ fi
 printf '#include "fsgd/loss_formulas.h"\n__global__ void probe_ok(double *y) { *y = fsgd_loss_formula_value(1, 0, 1); }\n' \
     >"$tmp/trainer/backend/probe_ok.cu"
 printf '#include "fsgd/train.h"\n__global__ void probe_bad(void) {}\n' >"$tmp/trainer/backend/probe_bad.cu"
-make -C "$tmp" -f "$repo/Makefile" -k CUDA=1 CUDA_PATH="$toolkit" CUDA_ARCH="-gencode arch=compute_80,code=sm_80" \
+clean_make -k CUDA=1 CUDA_PATH="$toolkit" CUDA_ARCH="-gencode arch=compute_80,code=sm_80" \
     build/trainer/backend/probe_ok.cu.o build/trainer/backend/probe_bad.cu.o >"$tmp/nvcc.log" 2>&1 || true
 [ -f "$tmp/build/trainer/backend/probe_ok.cu.o" ] ||
     { echo "FAIL: nvcc could not build a backend .cu that includes fsgd/loss_formulas.h:"; tail -20 "$tmp/nvcc.log"; exit 1; }
