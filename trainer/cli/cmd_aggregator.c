@@ -67,14 +67,14 @@ static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
     fsgd_progress_update(c->line, &i);
 }
 
-/* Rejections and waits are printed even with --quiet: they say why a job
- * is slow or what was dropped. */
 /* Each step's stats to /metrics (a no-op without --metrics-port). */
 static void on_step(void *ctx, const fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, double step_seconds)
 {
     fsgd_observe_agg_step(s, strat, step_seconds);
 }
 
+/* Rejections and waits are printed even with --quiet: they say why a job
+ * is slow or what was dropped. */
 static void on_log(void *ctx, const char *line)
 {
     agg_cli_t *c = ctx;
