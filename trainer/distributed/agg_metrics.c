@@ -1,4 +1,6 @@
-/* The aggregator's metrics JSON (fsgd_agg_write_metrics). */
+/* The aggregator's record of its run: the metrics JSON
+ * (fsgd_agg_write_metrics), and each closed step's trace point and the
+ * caller's step hook (agg_step_emit). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -106,3 +108,18 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     return 0;
 }
 
+void agg_step_emit(agg_t *a, double step_seconds)
+{
+    fsgd_agg_stats_t *s = a->s;
+    fsgd_trace_point_t pt = {.seconds = s->seconds,
+                             .loss = s->adam_steps ? s->loss_ma : NAN,
+                             .step = s->steps,
+                             .rows = s->rows_total,
+                             .bytes_up = s->bytes_up,
+                             .bytes_down = s->bytes_down,
+                             .bits = a->strat ? fsgd_sagg_param(a->strat, "bits") : NAN,
+                             .energy = a->strat ? fsgd_sagg_param(a->strat, "energy") : NAN};
+    fsgd_trace_add(&s->trace, &pt);
+    if (a->on_step)
+        a->on_step(a->log_ctx, s, a->strat, step_seconds);
+}

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
-#include "fsgd/observe.h"
 
 void agg_set_quota(agg_t *a)
 {
@@ -235,7 +234,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         agg_latency_stats(a);
         progress(ctx, a->s, 1);
     }
-    fsgd_observe_agg_step(a->s, a->strat, R > 0 ? agg_now() - a->step_start : -1); /* trace, /metrics */
+    agg_step_emit(a, R > 0 ? agg_now() - a->step_start : -1); /* trace, the caller's hook (/metrics) */
     *done = final;
     agg_begin_step(a);
     return 0;

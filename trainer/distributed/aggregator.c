@@ -138,12 +138,13 @@ static void agg_free(agg_t *a)
 }
 
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
-                        fsgd_agg_progress_fn progress, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz)
+                        fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
+                        char *err, size_t errsz)
 {
     memset(st, 0, sizeof *st);
     st->resumed_from_step = -1;
     st->time_to_target = -1;
-    agg_t a = {.job = job, .s = st, .err = err, .errsz = errsz, .log = log, .log_ctx = ctx};
+    agg_t a = {.job = job, .s = st, .err = err, .errsz = errsz, .log = log, .on_step = on_step, .log_ctx = ctx};
     fsgd_kbus_topic(a.tdata, sizeof a.tdata, job->name, "data");
     fsgd_kbus_topic(a.tgrads, sizeof a.tgrads, job->name, "grads");
     fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");

@@ -77,6 +77,7 @@ typedef struct agg {
     double xmax, ymax; /* largest |feature value| (intercept included) and |label| in NAME.data */
     fsgd_label_set_t labels;
     fsgd_dist_log_fn log;
+    fsgd_agg_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
     void *log_ctx;
     uint8_t logged[FSGD_AGG_REJ_COUNT];
     int kerr_seen[32], n_kerr;
@@ -169,5 +170,9 @@ void agg_set_quota(agg_t *a);
 void agg_begin_step(agg_t *a);
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx);
 void agg_latency_stats(agg_t *a);
+
+/* agg_metrics.c: a closed step's point in the trace, then the caller's step
+ * hook (step_seconds < 0: an empty step) */
+void agg_step_emit(agg_t *a, double step_seconds);
 
 #endif
