@@ -201,6 +201,26 @@ static void json_num(FILE *f, const char *key, double v, int comma)
         fprintf(f, "\"%s\": %.10g%s", key, v, comma ? ", " : "");
 }
 
+/* A JSON string: quotes, backslashes and control bytes escaped; "" as null. */
+static void json_str(FILE *f, const char *s)
+{
+    if (!*s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
 static void json_metrics(FILE *f, const fsgd_metrics_t *m)
 {
     fprintf(f, "{\"n\": %zu, ", m->n);
@@ -233,6 +253,18 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     fprintf(f, "\"train_rows\": %zu, \"dim\": %llu, \"epochs\": %d, \"steps\": %llu, ", n_train,
             (unsigned long long)dim, job->epochs, (unsigned long long)s->steps);
     json_num(f, "epochs_run", s->epochs_run, 1);
+    fprintf(f, "\"optimizer\": \"%s\", ", fsgd_optimizer_name(job->optimizer));
+    if (job->optimizer == FSGD_OPTIMIZER_FTRL) {
+        json_num(f, "alpha", s->alpha, 1);
+        fprintf(f, "\"alpha_auto\": %s, ", job->alpha < 0 ? "true" : "false");
+        json_num(f, "beta", job->beta, 1);
+    }
+    json_num(f, "l1", job->l1, 1);
+    fprintf(f, "\"weights_nonzero\": %llu, \"weights_touched\": %llu, ", (unsigned long long)s->weights_nonzero,
+            (unsigned long long)s->weights_touched);
+    fprintf(f, "\"init\": ");
+    json_str(f, job->init);
+    fprintf(f, ", ");
     json_num(f, "lr", s->lr, 1);
     fprintf(f, "\"lr_auto\": %s, ", job->lr < 0 ? "true" : "false");
     json_num(f, "l2", s->l2, 1);
@@ -276,14 +308,35 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     return rc;
 }
 
+/* "lr 0.0025 (auto)" for Adam, "ftrl alpha 0.1 beta 1 l1 2e-06" for FTRL. */
+static const char *optimizer_note(const fsgd_job_t *job, const fsgd_train_stats_t *st, char *buf, size_t cap)
+{
+    if (job->optimizer == FSGD_OPTIMIZER_FTRL)
+        snprintf(buf, cap, "ftrl alpha %.3g%s beta %.3g l1 %.3g", st->alpha, job->alpha < 0 ? " (auto)" : "",
+                 job->beta, job->l1);
+    else
+        snprintf(buf, cap, "lr %.3g%s", st->lr, job->lr < 0 ? " (auto)" : "");
+    return buf;
+}
+
+/* How sparse the model is: what L1 buys. */
+static void print_weights(const fsgd_train_stats_t *st)
+{
+    printf("weights: %llu nonzero of %llu touched (%.1f%%)\n", (unsigned long long)st->weights_nonzero,
+           (unsigned long long)st->weights_touched,
+           st->weights_touched ? 100.0 * (double)st->weights_nonzero / (double)st->weights_touched : 0.0);
+}
+
 /* Prints the summary lines shared by both paths. */
 static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, uint64_t dim, size_t test_rows)
 {
     char note[96];
-    printf("model %s, %llu features%s, %.2f epochs, %llu steps, codec %s, %d threads, lr %.3g%s, l2 %.3g%s\n",
+    char opt[160];
+    printf("model %s, %llu features%s, %.2f epochs, %llu steps, codec %s, %d threads, %s, l2 %.3g%s\n",
            fsgd_loss_name(job->model), (unsigned long long)dim, job->bias ? " + intercept" : "", st->epochs_run,
-           (unsigned long long)st->steps, job->codec, st->threads_used, st->lr, job->lr < 0 ? " (auto)" : "", st->l2,
-           job->l2 < 0 ? " (auto: 1/n)" : "");
+           (unsigned long long)st->steps, job->codec, st->threads_used, optimizer_note(job, st, opt, sizeof opt),
+           st->l2, job->l2 < 0 ? " (auto: 1/n)" : "");
+    print_weights(st);
     if (st->holdout_rows)
         printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st->holdout_rows,
                st->holdout_loss, st->best_epoch, stop_note(st, note, sizeof note));
@@ -452,10 +505,12 @@ int fsgd_cmd_train(int argc, char **argv)
         head.nnz = (size_t)head.row_ptr[TRAIN_METRICS_ROWS];
     }
     fsgd_train_evaluate(&model, &head, &train_m);
-    printf("model %s, %llu features%s, %.2f epochs, %llu steps, codec %s, %d threads, lr %.3g%s, l2 %.3g%s\n",
+    char opt[160];
+    printf("model %s, %llu features%s, %.2f epochs, %llu steps, codec %s, %d threads, %s, l2 %.3g%s\n",
            fsgd_loss_name(job.model), (unsigned long long)dim, job.bias ? " + intercept" : "", st.epochs_run,
-           (unsigned long long)st.steps, job.codec, st.threads_used, st.lr, job.lr < 0 ? " (auto)" : "", st.l2,
+           (unsigned long long)st.steps, job.codec, st.threads_used, optimizer_note(&job, &st, opt, sizeof opt), st.l2,
            job.l2 < 0 ? " (auto: 1/n)" : "");
+    print_weights(&st);
     char note[96];
     if (st.holdout_rows)
         printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st.holdout_rows,

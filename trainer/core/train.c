@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "fsgd/adam.h"
+#include "fsgd/ftrl.h"
 #include "fsgd/backend.h"
 #include "fsgd/codec.h"
 #include "fsgd/strategy.h"
@@ -103,7 +104,10 @@ struct trainer {
     size_t *batch_rows;      /* rows of each batch */
     uint32_t *order;         /* batch order of the current epoch */
     size_t n_batches;
-    fsgd_adam_t adam;
+    fsgd_adam_t adam;   /* θ and the step count; Adam's state unless ftrl */
+    /* optimizer ftrl: FTRL-Proximal's z and n; its weights are adam.theta */
+    int ftrl_on;
+    fsgd_ftrl_t ftrl;
     spin_barrier_t start, done; /* the calling thread is worker 0 and a party of both */
     int stop;
     int phase;          /* PHASE_GRADIENT or PHASE_UPDATE: what the next round does */
@@ -386,9 +390,15 @@ static void worker_update(worker_t *w)
                 sum += t->workers[j].decoded.vals[pos[j]++];
             }
         w->upd.keys[w->upd.n] = (uint32_t)k;
-        w->upd.vals[w->upd.n++] = fsgd_adam_step_grad(sum, t->inv_rows, l2, t->adam.theta[k]);
+        /* ftrl: the round's gradient is the sum over its rows; L2 is in
+         * FTRL's closed form (fsgd/ftrl.h), not in the gradient */
+        w->upd.vals[w->upd.n++] =
+            t->ftrl_on ? (float)sum : fsgd_adam_step_grad(sum, t->inv_rows, l2, t->adam.theta[k]);
     }
-    fsgd_adam_apply(&t->adam, w->upd.keys, w->upd.vals, w->upd.n);
+    if (t->ftrl_on)
+        fsgd_ftrl_apply(&t->ftrl, t->adam.theta, w->upd.keys, w->upd.vals, w->upd.n);
+    else
+        fsgd_adam_apply(&t->adam, w->upd.keys, w->upd.vals, w->upd.n);
 }
 
 static void *worker_main(void *arg)
@@ -464,6 +474,11 @@ static int strategy_step(trainer_t *t, size_t rows, double loss_sum, double seco
         for (size_t i = 0; i < u->n; i++)
             t->adam.theta[u->keys[i]] += u->vals[i];
         t->adam.t++;
+    } else if (t->ftrl_on) {
+        /* FTRL takes the step's summed gradient, without λθ (fsgd/ftrl.h) */
+        FSGD_TRY(fsgd_reducer_take_step(red, 1.0, 0, NULL, u));
+        fsgd_adam_advance(&t->adam);
+        fsgd_ftrl_apply(&t->ftrl, t->adam.theta, u->keys, u->vals, u->n);
     } else {
         FSGD_TRY(fsgd_reducer_take_step(red, t->inv_rows, t->l2, t->adam.theta, u));
         fsgd_adam_step(&t->adam, u->keys, u->vals, u->n);
@@ -617,6 +632,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
     free(t->best);
     free(t->hold_margin);
     fsgd_adam_free(&t->adam);
+    fsgd_ftrl_free(&t->ftrl);
     fsgd_csr_free(rows);
     fsgd_csr_free(test_rows);
 }
@@ -625,7 +641,33 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
                char *err, size_t errsz)
 {
+    return fsgd_train_from(job, train, test, dim, NULL, model, stats, progress, ctx, err, errsz);
+}
+
+int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz)
+{
+    if (init->dim != dim)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model has dim %llu, the data %llu",
+                            (unsigned long long)init->dim, (unsigned long long)dim);
+    if (init->kind != job->model)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model is %s, the job trains %s", fsgd_loss_name(init->kind),
+                            fsgd_loss_name(job->model));
+    if (init->has_bias != (job->bias ? 1 : 0) || (init->has_bias && init->bias != (float)job->bias_value))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "init model has %s%.6g, the job %s%.6g (bias, bias_value)",
+                            init->has_bias ? "an intercept of feature value " : "no intercept",
+                            init->has_bias ? (double)init->bias : 0.0,
+                            job->bias ? "an intercept of feature value " : "no intercept",
+                            job->bias ? job->bias_value : 0.0);
+    return FSGD_E_OK;
+}
+
+int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
+                    const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
+                    fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz)
+{
     memset(stats, 0, sizeof *stats);
+    stats->alpha = NAN;
     stats->time_to_target = -1;
     stats->best_test_auc = NAN;
     if (train->n_rows == 0)
@@ -642,14 +684,18 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "dim %llu plus the intercept exceeds 2^32 keys",
                             (unsigned long long)dim);
 
+    if (init)
+        FSGD_TRY(fsgd_train_check_init(job, dim, init, err, errsz));
+
     trainer_t t = {.job = job};
     fsgd_csr_t rows = {0}, test_rows = {0};
     int rc = 0;
     if (test)
         rc = with_bias(test, dim, bias, (float)job->bias_value, &test_rows);
     fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = job->beta1, .beta2 = job->beta2, .eps = job->eps};
+    const int ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL;
     if (rc == 0)
-        rc = fsgd_adam_init(&t.adam, model_dim, &ap);
+        rc = ftrl ? fsgd_adam_init_weights(&t.adam, model_dim) : fsgd_adam_init(&t.adam, model_dim, &ap);
     t.perm = malloc(train->n_rows * sizeof *t.perm);
     /* epochs auto: a random holdout fraction of the rows is never trained on;
      * its mean loss decides when to stop (see hold_eval). */
@@ -687,8 +733,31 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
      * lr instead of up to ~6·lr. They go with lr auto, which was chosen with
      * them; an explicit lr keeps the plain lazy Adam of fsgd run, so the two
      * trainers still agree on the same settings. */
-    if (rc == 0 && job->lr < 0)
+    if (rc == 0 && job->lr < 0 && !ftrl)
         rc = fsgd_adam_count_keys(&t.adam);
+    if (rc == 0 && ftrl) {
+        /* fsgd's objective is mean loss + l1|w|₁ + l2/2|w|²; FTRL's rounds
+         * sum their rows' losses, so its λ1 and λ2 are those times the
+         * training rows (l2 auto: λ2 = 1, LIBLINEAR's C = 1). */
+        fsgd_ftrl_params_t fp = {.alpha = fsgd_train_auto_alpha(job, n_fit, B), .beta = job->beta,
+                                 .l1 = job->l1 * (double)n_fit, .l2 = t.l2 * (double)n_fit};
+        stats->alpha = fp.alpha;
+        rc = fsgd_ftrl_init(&t.ftrl, model_dim, &fp);
+        if (rc == FSGD_E_ARG) {
+            cleanup(&t, &rows, &test_rows);
+            return fsgd_err_fmt(err, errsz, rc, "ftrl: alpha %g must be > 0, beta %g, l1 %g and l2 %g >= 0",
+                                fp.alpha, job->beta, job->l1, t.l2);
+        }
+        t.ftrl_on = rc == 0;
+        stats->lr = NAN;
+    }
+    /* Warm start: the weights before the backends are made (a device
+     * backend copies θ when it starts); FTRL's z is set to give them back. */
+    if (rc == 0 && init) {
+        memcpy(t.adam.theta, init->w, model_dim * sizeof *t.adam.theta);
+        if (ftrl)
+            fsgd_ftrl_start_from(&t.ftrl, t.adam.theta);
+    }
     /* A thread pays two barrier crossings per step (microseconds, far more
      * when the machine is busy); below ~FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros
      * of work per thread a step is faster on fewer threads. */
@@ -729,6 +798,11 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         rc = FSGD_E_ARG;
     t.plain = rc == 0 && fsgd_sagg_plain_sum(t.agg);
     t.direct = t.plain && strcmp(job->codec, "none") == 0;
+    if (rc == 0 && ftrl && fsgd_sagg_optimizer(t.agg) == FSGD_OPT_APPLY)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                          "codec %s runs the optimizer on the workers (the aggregator only averages their steps): "
+                          "it cannot be combined with optimizer ftrl",
+                          job->codec);
     if (rc < 0) {
         free(test_margin);
         cleanup(&t, &rows, &test_rows);
@@ -940,6 +1014,12 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     stats->epochs_run = t.n_batches ? (double)stats->steps / (double)t.n_batches : 0;
     /* epochs auto keeps the weights of the best holdout loss, not the last. */
     const float *final_w = auto_epochs && best_loss < INFINITY ? t.best : t.adam.theta;
+    stats->weights_touched = t.ftrl_on ? fsgd_ftrl_touched(&t.ftrl) : fsgd_adam_touched(&t.adam);
+    if (stats->weights_touched > dim) /* the intercept is not a feature */
+        stats->weights_touched = dim;
+    stats->weights_nonzero = 0;
+    for (uint64_t k = 0; k < dim; k++)
+        stats->weights_nonzero += final_w[k] != 0;
     if (rc == 0 && test_rows.n_rows) {
         margins(job->threads, final_w, model_dim, &test_rows, test_margin);
         stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);

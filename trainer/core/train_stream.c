@@ -278,6 +278,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
 {
     memset(stats, 0, sizeof *stats);
     stats->time_to_target = -1;
+    stats->alpha = NAN;
     stats->best_test_auc = NAN;
     stream_t s = {0};
     fsgd_rowcache_info_t info;
@@ -466,6 +467,11 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     stats->stopped_early = stop_early;
     stats->epochs_run = (double)stats->steps / (double)steps_per_epoch;
     const float *final_w = auto_epochs && best_loss < INFINITY ? s.best : adam->theta;
+    stats->weights_touched = fsgd_adam_touched(adam);
+    if (stats->weights_touched > dim) /* the intercept is not a feature */
+        stats->weights_touched = dim;
+    for (uint64_t k = 0; k < dim; k++)
+        stats->weights_nonzero += final_w[k] != 0;
     if (rc == 0 && s.test.n_rows) {
         stats->test = metrics(job->model, final_w, model_dim, &s.test, s.margin);
         stats->best_test_auc = stats->test.auc;

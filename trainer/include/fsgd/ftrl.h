@@ -31,9 +31,8 @@ typedef struct fsgd_ftrl_params {
     double l2;    /* λ2, >= 0 */
 } fsgd_ftrl_params_t;
 
-/* fsgd train's defaults (α 0.1, β 1, λ1 0, λ2 0): the paper's β = 1, and the
- * α its practitioners start from. */
-#define FSGD_FTRL_ALPHA 0.1
+/* fsgd train's default β: the paper's (α is picked from the data,
+ * fsgd_train_auto_alpha). */
 #define FSGD_FTRL_BETA 1.0
 
 typedef struct fsgd_ftrl {
