@@ -175,21 +175,27 @@ static void normalize_key(const char *in, char *out, size_t cap)
     out[i] = '\0';
 }
 
+/* The key an alias stands for, or k itself. */
+static const char *unalias(const char *k)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (!strcmp(aliases[i].alias, k))
+            return aliases[i].key;
+    return k;
+}
+
 static const field_t *find_field(const char *key)
 {
     char k[128];
     normalize_key(key, k, sizeof k);
-    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
-        if (!strcmp(aliases[i].alias, k))
-            snprintf(k, sizeof k, "%s", aliases[i].key);
     for (size_t i = 0; i < N_FIELDS; i++)
-        if (!strcmp(fields[i].key, k))
+        if (!strcmp(fields[i].key, unalias(k)))
             return &fields[i];
     /* "optimizer.lr" is an alias of "lr" when the section matches. */
     const char *dot = strrchr(k, '.');
     if (dot) {
         for (size_t i = 0; i < N_FIELDS; i++)
-            if (!strcmp(fields[i].key, dot + 1) && strlen(fields[i].section) == (size_t)(dot - k) &&
+            if (!strcmp(fields[i].key, unalias(dot + 1)) && strlen(fields[i].section) == (size_t)(dot - k) &&
                 !strncmp(fields[i].section, k, (size_t)(dot - k)))
                 return &fields[i];
     }
