@@ -534,6 +534,81 @@ static void test_optimizer_options(void)
     fsgd_csr_free(&train);
 }
 
+/* Warm start: a run from a model with a rate too small to move anything
+ * gives that model back (Adam and FTRL, whose z is set from the weights);
+ * a model of another dim, loss, intercept or bias value is refused, naming
+ * what differs; a real continuation improves on a short first run. */
+static void test_warm_start(void)
+{
+    uint64_t rng = fsgd_test_seed();
+    fsgd_csr_t train = {0}, test = {0};
+    synthetic(&train, 3000, 40, 0, &rng);
+    synthetic(&test, 1000, 40, 0, &rng);
+    char err[512];
+    fsgd_job_t job;
+    base_job(&job);
+    job.epochs = 3;
+    job.lr = 0.05;
+    fsgd_model_t a = {0};
+    fsgd_train_stats_t sa;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, &test, 40, &a, &sa, NULL, NULL, err, sizeof err), 0);
+    for (int opt = 0; opt < 2; opt++) {
+        base_job(&job);
+        job.epochs = 1;
+        if (opt) {
+            job.optimizer = FSGD_OPTIMIZER_FTRL;
+            job.alpha = 1e-9;
+        } else {
+            job.lr = 1e-9;
+        }
+        fsgd_model_t b = {0};
+        fsgd_train_stats_t sb;
+        CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, &test, 40, &a, &b, &sb, NULL, NULL, err, sizeof err), 0);
+        double worst = 0;
+        for (uint64_t k = 0; k <= 40; k++)
+            worst = fmax(worst, fabs((double)a.w[k] - b.w[k]));
+        CU_ASSERT_TRUE(worst < 1e-5);
+        CU_ASSERT_DOUBLE_EQUAL(sb.test.auc, sa.test.auc, 1e-4);
+        if (worst >= 1e-5)
+            fprintf(stderr, "\n  %s warm start moved a weight by %g\n", opt ? "ftrl" : "adam", worst);
+        fsgd_model_free(&b);
+    }
+
+    /* continuing: 1 epoch, then 4 more from it, beats the 1-epoch model */
+    base_job(&job);
+    job.lr = 0.01;
+    job.epochs = 1;
+    fsgd_model_t one = {0}, more = {0};
+    fsgd_train_stats_t s1, s2;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, &test, 40, &one, &s1, NULL, NULL, err, sizeof err), 0);
+    job.epochs = 4;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, &test, 40, &one, &more, &s2, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_TRUE(s2.test.logloss < s1.test.logloss);
+    fsgd_model_free(&one);
+    fsgd_model_free(&more);
+
+    /* what does not fit */
+    fsgd_model_t m = {0};
+    fsgd_train_stats_t st;
+    base_job(&job);
+    CU_ASSERT_EQUAL(fsgd_train_from(&job, &train, &test, 41, &a, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "dim 40, this job 41");
+    job.model = FSGD_LOSS_HINGE;
+    CU_ASSERT_EQUAL(fsgd_train_from(&job, &train, &test, 40, &a, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "svm");
+    base_job(&job);
+    job.bias = 0;
+    CU_ASSERT_EQUAL(fsgd_train_from(&job, &train, &test, 40, &a, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "intercept");
+    base_job(&job);
+    job.bias_value = 2;
+    CU_ASSERT_EQUAL(fsgd_train_from(&job, &train, &test, 40, &a, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "bias_value");
+    fsgd_model_free(&a);
+    fsgd_csr_free(&train);
+    fsgd_csr_free(&test);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -549,6 +624,7 @@ void fsgd_test_register(void)
         {"ftrl learns known models; 1 and 3 threads agree; through gtopk", test_ftrl_learns},
         {"ftrl l1 zeros the uninformative weights", test_ftrl_l1_sparse},
         {"optimizer options: errors, VW names, YAML, fsgd run refuses ftrl", test_optimizer_options},
+        {"warm start: the model back, continuation, mismatches refused", test_warm_start},
         {NULL, NULL},
     };
     fsgd_test_suite("train", cases);

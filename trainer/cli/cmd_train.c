@@ -322,9 +322,13 @@ static const char *optimizer_note(const fsgd_job_t *job, const fsgd_train_stats_
 /* How sparse the model is: what L1 buys. */
 static void print_weights(const fsgd_train_stats_t *st)
 {
-    printf("weights: %llu nonzero of %llu touched (%.1f%%)\n", (unsigned long long)st->weights_nonzero,
-           (unsigned long long)st->weights_touched,
-           st->weights_touched ? 100.0 * (double)st->weights_nonzero / (double)st->weights_touched : 0.0);
+    if (st->weights_nonzero <= st->weights_touched && st->weights_touched)
+        printf("weights: %llu nonzero of %llu touched (%.1f%%)\n", (unsigned long long)st->weights_nonzero,
+               (unsigned long long)st->weights_touched,
+               100.0 * (double)st->weights_nonzero / (double)st->weights_touched);
+    else /* a warm start's weights need no touch to be nonzero */
+        printf("weights: %llu nonzero, %llu touched in this run\n", (unsigned long long)st->weights_nonzero,
+               (unsigned long long)st->weights_touched);
 }
 
 /* Prints the summary lines shared by both paths. */
@@ -415,6 +419,49 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
     return status;
 }
 
+/* --init, before any data is read: loads the model to start from and
+ * checks its input format (the trainer cannot), loss and intercept. 0 or
+ * the exit status (error printed). */
+static int load_init(const fsgd_job_t *job, const fsgd_rowfmt_t *fmt, fsgd_model_t *init)
+{
+    char err[1024], input[FSGD_MODEL_INPUT_MAX];
+    int rc = fsgd_model_load(init, job->init, err, sizeof err);
+    if (rc < 0) {
+        fsgd_cli_error("init: %s", err);
+        return fsgd_cli_status(rc);
+    }
+    fsgd_rowfmt_input(fmt, input, sizeof input);
+    if (strcmp(init->input, input)) {
+        fsgd_cli_error("init: %s was trained on input %s, this job reads %s: its weights would belong to other "
+                       "features", job->init, init->input[0] ? init->input : "libsvm",
+                       input[0] ? input : "libsvm");
+        return FSGD_EXIT_USAGE;
+    }
+    if (fsgd_train_check_init(job, init->dim, init, err, sizeof err) < 0) { /* dim: see init_dim */
+        fsgd_cli_error("init: %s: %s", job->init, err);
+        return FSGD_EXIT_USAGE;
+    }
+    if (!job->quiet)
+        fprintf(stderr, "fsgd: starting from %s: %llu nonzero weights of %llu\n", job->init,
+                (unsigned long long)fsgd_model_nnz(init), (unsigned long long)init->dim);
+    return 0;
+}
+
+/* --init, once the data is read: without --dim the model's dim stands, so a
+ * day of data that lacks the highest features continues the same model;
+ * data beyond it, or another --dim, is refused. 0 or the exit status. */
+static int init_dim(const fsgd_job_t *job, const fsgd_model_t *init, const fsgd_csr_t *train, uint64_t *dim)
+{
+    if (!job->dim && train->max_col <= init->dim)
+        *dim = init->dim;
+    if (*dim != init->dim) {
+        fsgd_cli_error("init: %s has dim %llu, this job %llu (%s)", job->init, (unsigned long long)init->dim,
+                       (unsigned long long)*dim, job->dim ? "dim" : "the data's largest feature index");
+        return FSGD_EXIT_USAGE;
+    }
+    return 0;
+}
+
 int fsgd_cmd_train(int argc, char **argv)
 {
     fsgd_job_t job;
@@ -458,13 +505,20 @@ int fsgd_cmd_train(int argc, char **argv)
     double t0 = wall();
     if (job.cache[0])
         return train_from_cache(&job, spec, t0);
+    fsgd_model_t init = {0};
+    if (job.init[0] && (rc = load_init(&job, &fmt, &init)) != 0) {
+        fsgd_model_free(&init);
+        return rc;
+    }
     fsgd_csr_t train = {0}, test = {0};
     if ((rc = load(job.data, &job, spec, 1, &train)) != 0) {
+        fsgd_model_free(&init);
         fsgd_csr_free(&train);
         return rc;
     }
     if (job.test[0]) {
         if ((rc = load(job.test, &job, spec, 0, &test)) != 0) {
+            fsgd_model_free(&init);
             fsgd_csr_free(&train);
             fsgd_csr_free(&test);
             return rc;
@@ -474,9 +528,16 @@ int fsgd_cmd_train(int argc, char **argv)
         return FSGD_EXIT_INTERNAL;
     }
     uint64_t dim = job.dim ? job.dim : train.max_col;
+    if (job.init[0] && (rc = init_dim(&job, &init, &train, &dim)) != 0) {
+        fsgd_model_free(&init);
+        fsgd_csr_free(&train);
+        fsgd_csr_free(&test);
+        return rc;
+    }
     if (train.max_col > dim) {
         fsgd_cli_error("%s has feature index %llu > dim %llu", job.data, (unsigned long long)train.max_col,
                        (unsigned long long)dim);
+        fsgd_model_free(&init);
         fsgd_csr_free(&train);
         fsgd_csr_free(&test);
         return FSGD_EXIT_DATA;
@@ -488,7 +549,9 @@ int fsgd_cmd_train(int argc, char **argv)
     progress_ctx_t pctx = {.job = &job, .tty = isatty(2), .n_train = train.n_rows};
     fsgd_model_t model = {0};
     fsgd_train_stats_t st;
-    rc = fsgd_train(&job, &train, &test, dim, &model, &st, on_progress, &pctx, err, sizeof err);
+    rc = fsgd_train_from(&job, &train, &test, dim, job.init[0] ? &init : NULL, &model, &st, on_progress, &pctx, err,
+                         sizeof err);
+    fsgd_model_free(&init);
     if (rc < 0) {
         fsgd_cli_error("training failed: %s", err);
         fsgd_csr_free(&train);

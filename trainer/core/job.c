@@ -678,6 +678,8 @@ int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                                 "optimizer ftrl does not stream from a cache yet: drop cache, or use adam");
     }
+    if (job->init[0] && job->cache[0])
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init does not combine with cache yet: drop one of them");
     return FSGD_E_OK;
 }
 

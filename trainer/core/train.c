@@ -647,18 +647,17 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
 int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz)
 {
     if (init->dim != dim)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model has dim %llu, the data %llu",
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model has dim %llu, this job %llu",
                             (unsigned long long)init->dim, (unsigned long long)dim);
     if (init->kind != job->model)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model is %s, the job trains %s", fsgd_loss_name(init->kind),
-                            fsgd_loss_name(job->model));
-    if (init->has_bias != (job->bias ? 1 : 0) || (init->has_bias && init->bias != (float)job->bias_value))
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                            "init model has %s%.6g, the job %s%.6g (bias, bias_value)",
-                            init->has_bias ? "an intercept of feature value " : "no intercept",
-                            init->has_bias ? (double)init->bias : 0.0,
-                            job->bias ? "an intercept of feature value " : "no intercept",
-                            job->bias ? job->bias_value : 0.0);
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model is %s, this job trains %s",
+                            fsgd_loss_name(init->kind), fsgd_loss_name(job->model));
+    if (init->has_bias != (job->bias ? 1 : 0))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model has %s, this job %s (bias)",
+                            init->has_bias ? "an intercept" : "no intercept", job->bias ? "has one" : "has none");
+    if (init->has_bias && init->bias != (float)job->bias_value)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model's intercept feature is %g, this job's %g (bias_value)",
+                            (double)init->bias, job->bias_value);
     return FSGD_E_OK;
 }
 
