@@ -609,6 +609,71 @@ static void test_warm_start(void)
     fsgd_csr_free(&test);
 }
 
+/* --save-state and --init resume: with one step an epoch (the whole data,
+ * so shuffling changes nothing but the order of float sums) 2 epochs, saved
+ * with state through a model file and resumed for 2 more, give the 4-epoch
+ * model -- for plain Adam (global t), Adam with per-key counts and FTRL;
+ * resumed from the weights alone they do not (the state matters). */
+static void test_resume_state(void)
+{
+    uint64_t rng = fsgd_test_seed();
+    fsgd_csr_t train = {0};
+    synthetic(&train, 2000, 40, 0, &rng);
+    char err[512];
+    const char *path = fsgd_test_tmp("resume.fsgd");
+    for (int variant = 0; variant < 3; variant++) {
+        fsgd_job_t job;
+        base_job(&job);
+        job.batch = 2000; /* every row in one step */
+        job.l2 = 1e-3;
+        if (variant == 0)
+            job.lr = 0.05;
+        else if (variant == 1)
+            job.lr = FSGD_JOB_AUTO;
+        else
+            job.optimizer = FSGD_OPTIMIZER_FTRL, job.alpha = 0.5, job.l1 = 1e-3;
+        const fsgd_model_state_kind_t kind = fsgd_train_state_kind(&job);
+        fsgd_model_t full = {0}, half = {0}, loaded = {0}, resumed = {0}, cold = {0};
+        fsgd_train_stats_t st;
+        job.epochs = 4;
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &full, &st, NULL, NULL, err, sizeof err), 0);
+        job.epochs = 2;
+        job.save_state = 1;
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &half, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(half.state.kind, kind);
+        CU_ASSERT_TRUE(half.state.n >= 40);
+        CU_ASSERT_EQUAL(half.state.step, kind == FSGD_MODEL_STATE_FTRL ? 0u : 2u);
+        CU_ASSERT_EQUAL_FATAL(fsgd_model_save(&half, path, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_model_load(&loaded, path, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(loaded.state.kind, kind);
+        CU_ASSERT_EQUAL(loaded.state.n, half.state.n);
+        job.save_state = 0;
+        CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, NULL, 40, &loaded, &resumed, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(st.init_state, 1);
+        fsgd_model_state_t keep = loaded.state; /* the weights alone */
+        loaded.state = (fsgd_model_state_t){0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, NULL, 40, &loaded, &cold, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(st.init_state, 0);
+        loaded.state = keep;
+        double d_resumed = 0, d_cold = 0;
+        for (uint64_t k = 0; k <= 40; k++) {
+            d_resumed = fmax(d_resumed, fabs((double)full.w[k] - resumed.w[k]));
+            d_cold = fmax(d_cold, fabs((double)full.w[k] - cold.w[k]));
+        }
+        CU_ASSERT_TRUE(d_resumed < 1e-5);
+        CU_ASSERT_TRUE(d_cold > 1e-4);
+        if (d_resumed >= 1e-5 || d_cold <= 1e-4)
+            fprintf(stderr, "\n  %s: max |w| difference to 4 epochs: resumed %g, weights only %g\n",
+                    fsgd_model_state_name(kind), d_resumed, d_cold);
+        fsgd_model_free(&full);
+        fsgd_model_free(&half);
+        fsgd_model_free(&loaded);
+        fsgd_model_free(&resumed);
+        fsgd_model_free(&cold);
+    }
+    fsgd_csr_free(&train);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -625,6 +690,7 @@ void fsgd_test_register(void)
         {"ftrl l1 zeros the uninformative weights", test_ftrl_l1_sparse},
         {"optimizer options: errors, VW names, YAML, fsgd run refuses ftrl", test_optimizer_options},
         {"warm start: the model back, continuation, mismatches refused", test_warm_start},
+        {"save_state + init resume Adam (both kinds) and FTRL exactly", test_resume_state},
         {NULL, NULL},
     };
     fsgd_test_suite("train", cases);

@@ -264,7 +264,8 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
             (unsigned long long)s->weights_touched);
     fprintf(f, "\"init\": ");
     json_str(f, job->init);
-    fprintf(f, ", ");
+    fprintf(f, ", \"init_state\": %s, \"save_state\": %s, ", s->init_state ? "true" : "false",
+            job->save_state ? "true" : "false");
     json_num(f, "lr", s->lr, 1);
     fprintf(f, "\"lr_auto\": %s, ", job->lr < 0 ? "true" : "false");
     json_num(f, "l2", s->l2, 1);
@@ -441,9 +442,19 @@ static int load_init(const fsgd_job_t *job, const fsgd_rowfmt_t *fmt, fsgd_model
         fsgd_cli_error("init: %s: %s", job->init, err);
         return FSGD_EXIT_USAGE;
     }
+    const fsgd_model_state_kind_t want = fsgd_train_state_kind(job), have = init->state.kind;
+    char note[160];
+    if (have == want)
+        snprintf(note, sizeof note, "and its %s state (%llu keys, step %llu)", fsgd_model_state_name(have),
+                 (unsigned long long)init->state.n, (unsigned long long)init->state.step);
+    else if (have == FSGD_MODEL_STATE_NONE)
+        snprintf(note, sizeof note, "weights only (no optimizer state in the file: --save-state writes it)");
+    else
+        snprintf(note, sizeof note, "weights only: its state is %s's, this run trains %s",
+                 fsgd_model_state_name(have), fsgd_model_state_name(want));
     if (!job->quiet)
-        fprintf(stderr, "fsgd: starting from %s: %llu nonzero weights of %llu\n", job->init,
-                (unsigned long long)fsgd_model_nnz(init), (unsigned long long)init->dim);
+        fprintf(stderr, "fsgd: starting from %s: %llu nonzero weights of %llu, %s\n", job->init,
+                (unsigned long long)fsgd_model_nnz(init), (unsigned long long)init->dim, note);
     return 0;
 }
 

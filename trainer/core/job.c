@@ -84,6 +84,9 @@ static const field_t fields[] = {
      "model updates to workers (fsgd run): auto (compressed with the codec when it is lossy), full (float32 values), or a lossy codec spec"},
     {"out", "output", F_STR, OFF(out), 0, 0, "model file to write"},
     {"metrics_json", "output", F_STR, OFF(metrics_json), 0, 0, "metrics JSON file to write"},
+    {"save_state", "output", F_BOOL, OFF(save_state), 0, 1,
+     "fsgd train: also write the optimizer state (Adam's m, v and counts, or FTRL's z and n; 16 bytes a touched "
+     "key) into the model file, so that --init resumes training where it stopped (VW: --save_resume)"},
     {"target_auc", "output", F_DOUBLE, OFF(target_auc), 0, 1, "record the time when test AUC first reaches this"},
     {"eval_every", "output", F_INT, OFF(eval_every), 0, 1e9, "also evaluate every N steps (0: at epoch ends)"},
     {"quiet", "output", F_BOOL, OFF(quiet), 0, 1, "no progress lines"},
@@ -112,7 +115,8 @@ _Static_assert(N_FIELDS <= 128, "fsgd_job_t.given holds 128 bits");
  * the optimizer inside an optimizer: mapping. */
 static const struct {
     const char *alias, *key;
-} aliases[] = {{"ftrl_alpha", "alpha"}, {"ftrl_beta", "beta"}, {"optimizer.name", "optimizer"}};
+} aliases[] = {{"ftrl_alpha", "alpha"}, {"ftrl_beta", "beta"}, {"optimizer.name", "optimizer"},
+               {"save_resume", "save_state"}};
 
 void fsgd_job_defaults(fsgd_job_t *job)
 {
@@ -680,6 +684,13 @@ int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
     }
     if (job->init[0] && job->cache[0])
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init does not combine with cache yet: drop one of them");
+    if (job->save_state && job->cache[0])
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "save_state does not combine with cache yet: drop one of them");
+    if (job->save_state && strcmp(job->codec, "none"))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "save_state keeps the optimizer's state only: codec %s's own state (error feedback, "
+                            "momentum) would be lost; use codec none",
+                            job->codec);
     return FSGD_E_OK;
 }
 
@@ -689,8 +700,8 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "optimizer %s is for fsgd train so far; the distributed aggregator runs Adam",
                             fsgd_optimizer_name(job->optimizer));
-    static const char *train_only[] = {"l1", "alpha", "beta", "init"};
-    for (size_t i = 0; i < 4; i++)
+    static const char *train_only[] = {"l1", "alpha", "beta", "init", "save_state"};
+    for (size_t i = 0; i < 5; i++)
         if (fsgd_job_given(job, train_only[i]))
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s is for fsgd train so far (the aggregator runs Adam)",
                                 train_only[i]);

@@ -644,6 +644,69 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     return fsgd_train_from(job, train, test, dim, NULL, model, stats, progress, ctx, err, errsz);
 }
 
+fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_job_t *job)
+{
+    return job->optimizer == FSGD_OPTIMIZER_FTRL ? FSGD_MODEL_STATE_FTRL
+           : job->lr < 0                         ? FSGD_MODEL_STATE_ADAM_COUNTED
+                                                 : FSGD_MODEL_STATE_ADAM;
+}
+
+/* --init with a state of this run's kind: the optimizer continues where the
+ * saved run stopped (keys without state keep what fsgd_ftrl_start_from or
+ * zero moments gave them). */
+static void resume_state(trainer_t *t, const fsgd_model_state_t *st)
+{
+    for (uint64_t i = 0; i < st->n; i++) {
+        uint32_t k = st->keys[i];
+        if (st->kind == FSGD_MODEL_STATE_FTRL) {
+            t->ftrl.z[k] = st->a[i];
+            t->ftrl.n[k] = st->b[i];
+        } else if (st->kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
+            t->adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = st->c[i]};
+        } else {
+            t->adam.m[k] = st->a[i];
+            t->adam.v[k] = st->b[i];
+        }
+    }
+    t->adam.t = st->step;
+}
+
+/* --save-state: the optimizer's per-key state of every key that has any,
+ * into the model (fsgd/model.h). */
+static int save_state(const trainer_t *t, fsgd_model_state_kind_t kind, uint64_t model_dim, fsgd_model_t *model)
+{
+    uint64_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t i = 0;
+        for (uint64_t k = 0; k < model_dim; k++) {
+            float a, b;
+            uint32_t c = 0;
+            if (kind == FSGD_MODEL_STATE_FTRL) {
+                a = t->ftrl.z[k], b = t->ftrl.n[k];
+            } else if (kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
+                a = t->adam.keys[k].m, b = t->adam.keys[k].v, c = t->adam.keys[k].count;
+            } else {
+                a = t->adam.m[k], b = t->adam.v[k];
+            }
+            if (a == 0 && b == 0 && c == 0)
+                continue;
+            if (pass == 1) {
+                model->state.keys[i] = (uint32_t)k;
+                model->state.a[i] = a;
+                model->state.b[i] = b;
+                model->state.c[i] = c;
+            }
+            i++;
+        }
+        if (pass == 0) {
+            n = i;
+            FSGD_TRY(fsgd_model_state_alloc(model, kind, n));
+        }
+    }
+    model->state.step = kind == FSGD_MODEL_STATE_FTRL ? 0 : t->adam.t;
+    return FSGD_E_OK;
+}
+
 int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz)
 {
     if (init->dim != dim)
@@ -756,6 +819,10 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
         memcpy(t.adam.theta, init->w, model_dim * sizeof *t.adam.theta);
         if (ftrl)
             fsgd_ftrl_start_from(&t.ftrl, t.adam.theta);
+        if (init->state.kind == fsgd_train_state_kind(job)) {
+            resume_state(&t, &init->state);
+            stats->init_state = 1;
+        }
     }
     /* A thread pays two barrier crossings per step (microseconds, far more
      * when the machine is busy); below ~FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros
@@ -1029,7 +1096,9 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
         rc = fsgd_model_init(model, job->model, dim, bias, (float)job->bias_value);
         if (rc == 0)
             memcpy(model->w, final_w, model_dim * sizeof *model->w);
-        else
+        if (rc == 0 && job->save_state)
+            rc = save_state(&t, fsgd_train_state_kind(job), model_dim, model);
+        if (rc < 0)
             fsgd_err_fmt(err, errsz, rc, "out of memory for the model");
     }
     free(new_vals);

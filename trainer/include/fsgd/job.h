@@ -56,6 +56,7 @@ typedef struct fsgd_job {
     /* output */
     char out[FSGD_JOB_PATH_MAX];          /* model file ("" -> none) */
     char metrics_json[FSGD_JOB_PATH_MAX]; /* metrics JSON ("" -> none) */
+    int save_state;                  /* fsgd train: write the optimizer state into the model file (version 3) */
     double target_auc;               /* record time when test AUC first reaches this (0: off) */
     int eval_every;                  /* evaluate on test every N steps as well as at epoch ends (0: epochs only) */
     int quiet;                       /* no progress lines */

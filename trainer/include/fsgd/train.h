@@ -77,6 +77,7 @@ typedef struct fsgd_train_stats {
     double t_holdout;               /* seconds scoring the holdout rows (counted in seconds) */
     uint64_t weights_touched;       /* feature weights the optimizer updated at least once */
     uint64_t weights_nonzero;       /* nonzero feature weights of the final model (intercept not counted) */
+    int init_state;                 /* warm start: 1 the init model's optimizer state was resumed, 0 not */
 } fsgd_train_stats_t;
 
 /* Called once before the first step (end_of_epoch = -1: setup done, stats->backend set),
@@ -103,6 +104,11 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
 int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
                     const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
                     fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz);
+
+/* The optimizer state this job trains with and --save-state writes:
+ * ftrl, Adam with per-key counts (lr auto) or plain Adam (an explicit lr).
+ * fsgd_train_from resumes a model's state only when it is of this kind. */
+fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_job_t *job);
 
 /* Can a job over dim features start from init? 0, or FSGD_E_ARG with err
  * naming what differs: dim, loss, intercept or bias value. */
