@@ -510,23 +510,10 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
         tail += 8 + il;
     }
     if (has_state) {
+        /* The length (from state_n) and the CRC first, as for the header:
+         * damage to kind, step or an entry is reported as damage. */
         const uint64_t s0 = tail;
-        NEED(s0, 1, "state_kind");
-        int sk = p[s0];
-        if (sk < FSGD_MODEL_STATE_ADAM || sk > FSGD_MODEL_STATE_FTRL)
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
-                                "%s: unknown state kind %d at byte %llu (1 adam, 2 adam with per-key counts, 3 ftrl)",
-                                name, sk, (unsigned long long)s0);
-        NEED(s0 + 1, 3, "state reserved bytes");
-        if (p[s0 + 1] | p[s0 + 2] | p[s0 + 3])
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved state bytes at byte %llu must be 0", name,
-                                (unsigned long long)s0 + 1);
-        NEED(s0 + 4, 8, "state_step");
-        uint64_t step = fsgd_le_get64(p + s0 + 4);
-        if (sk == FSGD_MODEL_STATE_FTRL && step)
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state_step %llu at byte %llu: ftrl state has none", name,
-                                (unsigned long long)step, (unsigned long long)s0 + 4);
-        NEED(s0 + 12, 8, "state_n");
+        NEED(s0, STATE_HEAD, "state header (kind, step, state_n)");
         const uint64_t sn = fsgd_le_get64(p + s0 + 12), limit = *dim + (*has_bias ? 1 : 0);
         if (sn > limit)
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state_n %llu at byte %llu exceeds the %llu keys", name,
@@ -543,6 +530,18 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
             return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
                                 "%s: state checksum mismatch at byte %llu (stored 0x%08x, computed 0x%08x)", name,
                                 (unsigned long long)send, scrc, scalc);
+        int sk = p[s0];
+        if (sk < FSGD_MODEL_STATE_ADAM || sk > FSGD_MODEL_STATE_FTRL)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                "%s: unknown state kind %d at byte %llu (1 adam, 2 adam with per-key counts, 3 ftrl)",
+                                name, sk, (unsigned long long)s0);
+        if (p[s0 + 1] | p[s0 + 2] | p[s0 + 3])
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved state bytes at byte %llu must be 0", name,
+                                (unsigned long long)s0 + 1);
+        uint64_t step = fsgd_le_get64(p + s0 + 4);
+        if (sk == FSGD_MODEL_STATE_FTRL && step)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state_step %llu at byte %llu: ftrl state has none", name,
+                                (unsigned long long)step, (unsigned long long)s0 + 4);
         uint32_t prev = 0;
         for (uint64_t i = 0; i < sn; i++) {
             const uint8_t *e = p + e0 + i * STATE_ENTRY;
