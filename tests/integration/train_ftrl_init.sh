@@ -3,7 +3,8 @@
 # reaches Adam's test AUC on a9a; L1 makes the model sparse, the summary and
 # metrics JSON count its nonzero weights and the model file stores only
 # those; options the chosen optimizer would ignore are errors naming them;
-# --init continues a saved model and refuses one that does not fit.
+# --init continues a saved model (with its optimizer state after
+# --save-state) and refuses one that does not fit.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 DATA=${FSGD_DATA:-../shared/data}
@@ -77,6 +78,20 @@ for a, b in (("adam", "same"), ("l1", "same_l1")):
 m = json.load(open(f"{t}/same.json"))
 assert m["init"].endswith("adam.fsgd"), m["init"]
 PY
+# --save-state: the optimizer's state goes into the model file (version 3)
+# and --init resumes it when the optimizer matches, else takes the weights.
+tr --optimizer ftrl --l1 3e-4 --save-state --out "$tmp/st.fsgd" > /dev/null
+py -c 'import struct,sys; b=open(sys.argv[1],"rb").read(); assert struct.unpack_from("<H",b,8)[0]==3 and b[11]&4, b[8:12]' "$tmp/st.fsgd"
+"$FSGD" predict --model "$tmp/st.fsgd" --data "$D/a9a.t" --out "$tmp/p.txt" --quiet
+trv() { "$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --threads 1 "$@"; } # not quiet: says what it resumed
+trv --optimizer ftrl --l1 3e-4 --init "$tmp/st.fsgd" --epochs 1 --metrics-json "$tmp/r.json" 2> "$tmp/r.err" > /dev/null
+grep -q "and its ftrl state ([0-9]* keys" "$tmp/r.err" || fail "resume not said: $(cat "$tmp/r.err")"
+py -c 'import json,sys; assert json.load(open(sys.argv[1]))["init_state"] is True' "$tmp/r.json"
+trv --init "$tmp/st.fsgd" --epochs 1 --metrics-json "$tmp/w.json" 2> "$tmp/w.err" > /dev/null
+grep -q "weights only: its state is ftrl's, this run trains adam" "$tmp/w.err" || fail "mismatch not said: $(cat "$tmp/w.err")"
+py -c 'import json,sys; assert json.load(open(sys.argv[1]))["init_state"] is False' "$tmp/w.json"
+expect_err "save-state with a lossy codec" "save_state keeps the optimizer's state only" tr --save-state --codec fastsgd
+
 # model, intercept, dim and input format must match
 expect_err "init svm" "this job trains svm" tr --init "$tmp/adam.fsgd" --model svm
 expect_err "init no intercept" "intercept" tr --init "$tmp/adam.fsgd" --no-bias
