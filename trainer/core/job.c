@@ -100,6 +100,9 @@ static const field_t fields[] = {
      "topics' min.insync.replicas: acks=all writes need this many replicas (0: 2 with 3+ replicas, else 1)"},
     {"step_timeout_ms", "cluster", F_INT, OFF(step_timeout_ms), 100, 3.6e6, "drop a worker missing a step this long"},
     {"snapshot_every", "cluster", F_INT, OFF(snapshot_every), 1, 1e9, "full model snapshot every N steps"},
+    {"staleness", "cluster", F_INT, OFF(staleness), 0, 255,
+     "bounded delay τ: a worker may send the gradient of step t+1+τ while the model of step t is the newest it "
+     "has (0: synchronous; gTop-k and GradiVeQ always run at 0)"},
     {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
     {"kafka_opt", "cluster", F_KAFKA, OFF(kafka), 0, 0,
      "KEY=VALUE librdkafka security setting for every client, repeatable (YAML: a kafka: map); keys "
@@ -142,6 +145,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->workers = 2;
     job->step_timeout_ms = 10000;
     job->snapshot_every = 100;
+    job->staleness = FSGD_JOB_STALENESS_DEFAULT;
     job->max_epochs = 50;
     job->holdout = 0.1;
     job->optimizer = FSGD_OPTIMIZER_ADAM;

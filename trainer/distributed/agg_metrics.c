@@ -85,6 +85,8 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
         fprintf(f, "%s\"%s\": %llu", r ? ", " : "", fsgd_agg_reject_name(r), (unsigned long long)s->rejected[r]);
     fprintf(f, "}},\n");
+    fprintf(f, "  \"staleness\": {\"tau\": %d, \"held_early\": %llu, \"stale_applied\": %llu, \"lag_max\": %u},\n",
+            s->tau, (unsigned long long)s->grads_early, (unsigned long long)s->grads_stale, s->lag_max);
     fprintf(f, "  \"reassembly\": {\"held_bytes_max\": %llu, \"limit_bytes\": %llu},\n",
             (unsigned long long)s->held_bytes_max, (unsigned long long)s->held_limit);
     fputs("  ", f); /* the loss and bytes curves of fsgd plot */

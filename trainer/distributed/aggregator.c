@@ -115,6 +115,7 @@ static void agg_free(agg_t *a)
     fsgd_sparse_free(&a->dec);
     fsgd_sparse_free(&a->g);
     fsgd_kasm_destroy(a->as);
+    agg_early_free(a);
     free(a->live);
     free(a->got);
     free(a->applied);
@@ -180,6 +181,9 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         a.strat = fsgd_sagg_new(job->codec, a.mdim, job->seed, e, sizeof e);
         if (!a.strat)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec: %s", e);
+        a.tau = st->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
+        if (!rc && a.tau != job->staleness)
+            agg_log(&a, "staleness %d asked, 0 used: strategy %s runs in lockstep", job->staleness, job->codec);
     }
     if (!rc) {
         /* Reassembly holds only the step in progress, from members: at most
@@ -256,8 +260,10 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     int done = 0;
     double last_progress = agg_now();
     const double timeout = job->step_timeout_ms / 1e3;
+    int opened_with_held = 0; /* the open step took held gradients: it may be complete already */
     while (!rc && !done) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(a.grads_c, 2);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(a.grads_c, opened_with_held ? 0 : 2);
+        opened_with_held = 0;
         if (m) {
             rc = agg_handle_grad(&a, m);
             rd_kafka_message_destroy(m);
@@ -340,6 +346,11 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         a.first_step = 0;
         a.step_wait = t - a.step_start;
         rc = agg_apply_step(&a, &done, progress, ctx);
+        if (!rc && !done) {
+            opened_with_held = a.nearly > 0 || a.ngot > 0;
+            rc = agg_early_replay(&a);
+            opened_with_held |= a.ngot > 0;
+        }
         if (progress && agg_now() - last_progress >= 1.0) {
             last_progress = agg_now();
             agg_latency_stats(&a);

@@ -84,6 +84,9 @@ typedef struct agg {
     char *err;
     size_t errsz;
     fsgd_klat_t lat_grads; /* produce-to-consume latency of NAME.grads frames */
+    int tau;               /* the staleness bound (job key staleness, strategy permitting) */
+    struct agg_early *early; /* frames of steps after the open one, up to τ ahead (agg_early.c) */
+    size_t nearly, cap_early, early_bytes;
 } agg_t;
 
 /* A worker that reported its partitions on NAME.ctl. */
@@ -135,6 +138,14 @@ int agg_wait_assignment(agg_t *a, double timeout_s);
 
 /* agg_gradients.c: one message from NAME.grads, taken or dropped */
 int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m);
+/* The same for a frame's bytes (offset: for messages only). */
+int agg_take_frame(agg_t *a, const void *payload, size_t len, int64_t offset);
+
+/* agg_early.c: gradients of steps after the open one (bounded staleness) */
+int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t len, int64_t offset);
+/* Takes the held frames of the step just opened, in arrival order. */
+int agg_early_replay(agg_t *a);
+void agg_early_free(agg_t *a);
 
 /* agg_step.c: closing a step */
 void agg_set_quota(agg_t *a);

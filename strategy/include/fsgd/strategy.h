@@ -42,6 +42,12 @@
 #include "fsgd/sparse.h"
 
 typedef struct fsgd_sworker fsgd_sworker_t;
+
+/* The bounded delay the strategy of spec runs at when the job asks for
+ * staleness: staleness itself, or 0 for a strategy whose worker must see the
+ * outcome of its last message before it encodes the next (gtopk, gradiveq,
+ * efsign). */
+int fsgd_strategy_max_lag(const char *spec, int staleness);
 typedef struct fsgd_sagg fsgd_sagg_t;
 
 /* What the aggregator does with the reduced sum of a step. */

@@ -144,6 +144,12 @@ typedef struct fsgd_agg_stats {
     uint64_t rows_epoch;  /* rows applied in the current epoch */
     int epoch;
     uint64_t grads_accepted, workers_dropped, workers_live;
+    /* Bounded staleness: frames that arrived before their step opened (held,
+     * then taken), gradients applied that were computed on an older model
+     * than the step before theirs, and the largest such lag. */
+    uint64_t grads_early, grads_stale;
+    unsigned lag_max;
+    int tau; /* the bound in force */
     uint64_t rejected[FSGD_AGG_REJ_COUNT]; /* by fsgd_agg_reject_t */
     uint64_t consumer_errors;              /* transient errors from the NAME.grads consumer */
     uint64_t held_bytes_max, held_limit;   /* reassembly: most bytes of incomplete messages held, and the bound */

@@ -19,6 +19,10 @@
 /* The optimizer of fsgd train (job key "optimizer"). */
 typedef enum fsgd_job_optimizer { FSGD_OPTIMIZER_ADAM = 0, FSGD_OPTIMIZER_FTRL = 1 } fsgd_job_optimizer_t;
 
+/* The default bounded delay τ (job key staleness; why this value: README,
+ * "fsgd run defaults"). */
+#define FSGD_JOB_STALENESS_DEFAULT 0
+
 typedef struct fsgd_job {
     /* data */
     char data[FSGD_JOB_PATH_MAX];    /* training LIBSVM file (or "" when fed by Kafka) */
@@ -69,6 +73,7 @@ typedef struct fsgd_job {
     int min_insync_replicas;         /* topics' min.insync.replicas (0 = 2 with 3+ replicas, else 1) */
     int step_timeout_ms;             /* drop a worker that misses a step by this long */
     int snapshot_every;              /* full model snapshot every N steps */
+    int staleness;                   /* τ: a gradient may be computed on a model up to τ steps old (0: BSP) */
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
     double target_loss;              /* aggregator: time from step 1 until the moving-average training loss reaches this (0: off) */
     char kafka[4096];                /* librdkafka security settings, "key=value\n" lines (--kafka-opt, YAML kafka:) */
