@@ -471,8 +471,8 @@ static void test_ftrl_l1_sparse(void)
 }
 
 /* Options one optimizer would ignore are errors naming them; fsgd run's
- * roles refuse ftrl; a strategy whose workers run their own optimizer
- * cannot run under ftrl. */
+ * roles take ftrl with an explicit alpha, not init or save_state; a
+ * strategy whose workers run their own optimizer cannot run under ftrl. */
 static void test_optimizer_options(void)
 {
     fsgd_job_t job;
@@ -502,8 +502,12 @@ static void test_optimizer_options(void)
     CU_ASSERT_DOUBLE_EQUAL(job.beta, 0.5, 0);
     CU_ASSERT_DOUBLE_EQUAL(job.l1, 2e-6, 0);
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_job_check_dist(&job, err, sizeof err), 0); /* an explicit alpha */
+    job.alpha = FSGD_JOB_AUTO;
     CU_ASSERT_EQUAL(fsgd_job_check_dist(&job, err, sizeof err), FSGD_E_ARG);
-    FSGD_ASSERT_CONTAINS(err, "optimizer ftrl");
+    FSGD_ASSERT_CONTAINS(err, "explicit alpha");
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "save_state", "true", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_job_check_dist(&job, err, sizeof err), FSGD_E_ARG);
     static const char twice[] = "optimizer: ftrl\nalpha: 0.1\nftrl_alpha: 0.2\n";
     fsgd_job_train_defaults(&job);
     CU_ASSERT_EQUAL(fsgd_job_load_yaml_text(&job, "j.yaml", twice, sizeof twice - 1, err, sizeof err), FSGD_E_ARG);
@@ -516,7 +520,7 @@ static void test_optimizer_options(void)
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "alpha is FTRL's");
     CU_ASSERT_EQUAL(fsgd_job_check_dist(&job, err, sizeof err), FSGD_E_ARG);
-    FSGD_ASSERT_CONTAINS(err, "alpha");
+    FSGD_ASSERT_CONTAINS(err, "alpha is FTRL's");
     fsgd_job_defaults(&job);
     CU_ASSERT_EQUAL(fsgd_job_check_dist(&job, err, sizeof err), 0);
 
@@ -688,7 +692,7 @@ void fsgd_test_register(void)
         {"efsign (workers run the optimizer) gets the job's l2", test_apply_strategy_gets_l2},
         {"ftrl learns known models; 1 and 3 threads agree; through gtopk", test_ftrl_learns},
         {"ftrl l1 zeros the uninformative weights", test_ftrl_l1_sparse},
-        {"optimizer options: errors, VW names, YAML, fsgd run refuses ftrl", test_optimizer_options},
+        {"optimizer options: errors, VW names, YAML, what fsgd run takes", test_optimizer_options},
         {"warm start: the model back, continuation, mismatches refused", test_warm_start},
         {"save_state + init resume Adam (both kinds) and FTRL exactly", test_resume_state},
         {NULL, NULL},

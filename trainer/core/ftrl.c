@@ -26,6 +26,19 @@ int fsgd_ftrl_init(fsgd_ftrl_t *f, uint64_t dim, const fsgd_ftrl_params_t *p)
     return FSGD_E_OK;
 }
 
+int fsgd_ftrl_init_over(fsgd_ftrl_t *f, uint64_t dim, const fsgd_ftrl_params_t *p, float *z, float *n)
+{
+    memset(f, 0, sizeof *f);
+    if (!(p->alpha > 0) || !isfinite(p->alpha) || !(p->beta >= 0) || !isfinite(p->beta) || !(p->l1 >= 0) ||
+        !isfinite(p->l1) || !(p->l2 >= 0) || !isfinite(p->l2))
+        return FSGD_E_ARG;
+    f->p = *p;
+    f->dim = dim;
+    f->z = z;
+    f->n = n;
+    return FSGD_E_OK;
+}
+
 /* Algorithm 1, the weight of coordinate i from z_i and n_i. */
 static inline double weight(double alpha, double beta, double l1, double l2, double z, double n)
 {

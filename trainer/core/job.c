@@ -655,14 +655,10 @@ int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz)
     return FSGD_E_OK;
 }
 
-int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
+/* An option the chosen optimizer would ignore is a mistake worth stopping
+ * for: --l1 with Adam would train a dense model. */
+static int check_optimizer(const fsgd_job_t *job, char *err, size_t errsz)
 {
-    FSGD_TRY(fsgd_job_check(job, err, errsz));
-    if (job->epochs == 0 && job->holdout <= 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                            "epochs auto stops on the holdout rows: give holdout > 0, or a number of epochs");
-    /* An option the chosen optimizer would ignore is a mistake worth
-     * stopping for: --l1 with Adam would train a dense model. */
     if (job->optimizer == FSGD_OPTIMIZER_ADAM) {
         if (job->l1 > 0)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
@@ -682,6 +678,18 @@ int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
                                     "%s is Adam's; optimizer ftrl takes alpha and beta (its per-coordinate rate "
                                     "alpha/(beta + sqrt(sum of g^2)))",
                                     adam_only[i]);
+    }
+    return FSGD_E_OK;
+}
+
+int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
+{
+    FSGD_TRY(fsgd_job_check(job, err, errsz));
+    if (job->epochs == 0 && job->holdout <= 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "epochs auto stops on the holdout rows: give holdout > 0, or a number of epochs");
+    FSGD_TRY(check_optimizer(job, err, errsz));
+    if (job->optimizer == FSGD_OPTIMIZER_FTRL) {
         if (job->cache[0])
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                                 "optimizer ftrl does not stream from a cache yet: drop cache, or use adam");
@@ -700,14 +708,13 @@ int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
 
 int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
 {
-    if (job->optimizer != FSGD_OPTIMIZER_ADAM)
+    FSGD_TRY(check_optimizer(job, err, errsz));
+    if (job->optimizer == FSGD_OPTIMIZER_FTRL && job->alpha < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                            "optimizer %s is for fsgd train so far; the distributed aggregator runs Adam",
-                            fsgd_optimizer_name(job->optimizer));
-    static const char *train_only[] = {"l1", "alpha", "beta", "init", "save_state"};
-    for (size_t i = 0; i < 5; i++)
+                            "alpha auto is for fsgd train; a distributed ftrl job needs an explicit alpha");
+    static const char *train_only[] = {"init", "save_state"};
+    for (size_t i = 0; i < 2; i++)
         if (fsgd_job_given(job, train_only[i]))
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s is for fsgd train so far (the aggregator runs Adam)",
-                                train_only[i]);
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s is for fsgd train so far", train_only[i]);
     return FSGD_E_OK;
 }

@@ -169,6 +169,14 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     if (!rc && fsgd_adam_init(&a.adam, a.mdim, &ap) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a.mdim);
+    if (!rc && job->optimizer == FSGD_OPTIMIZER_FTRL) {
+        /* λ1, λ2 as in fsgd train: the mean-loss l1, l2 times the rows of an epoch */
+        double n = (double)st->dataset_rows;
+        fsgd_ftrl_params_t fp = {.alpha = job->alpha, .beta = job->beta, .l1 = job->l1 * n, .l2 = job->l2 * n};
+        if (fsgd_ftrl_init_over(&a.ftrl, a.mdim, &fp, a.adam.m, a.adam.v) < 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", job->alpha);
+        a.ftrl_on = rc == 0;
+    }
     if (!rc) {
         a.as = fsgd_kasm_new();
         a.claimed = calloc(a.st.nparts, 1);
@@ -181,6 +189,10 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         a.strat = fsgd_sagg_new(job->codec, a.mdim, job->seed, e, sizeof e);
         if (!a.strat)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec: %s", e);
+        if (!rc && a.ftrl_on && fsgd_sagg_optimizer(a.strat) == FSGD_OPT_APPLY)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                              "codec %s runs the optimizer on the workers: it cannot be combined with optimizer ftrl",
+                              job->codec);
         a.tau = st->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
         if (!rc && a.tau != job->staleness)
             agg_log(&a, "staleness %d asked, 0 used: strategy %s runs in lockstep", job->staleness, job->codec);

@@ -46,6 +46,12 @@ typedef struct fsgd_ftrl {
  * (α <= 0, or β, λ1, λ2 negative or not finite) or FSGD_E_NOMEM. */
 int fsgd_ftrl_init(fsgd_ftrl_t *f, uint64_t dim, const fsgd_ftrl_params_t *p);
 
+/* fsgd_ftrl_init over the caller's zeroed arrays z and n (dim floats each),
+ * which stay the caller's: fsgd_ftrl_free must not be called. The Kafka
+ * aggregator keeps z and n where Adam's m and v are, so its checkpoint
+ * carries them as it carries m and v. Returns 0 or FSGD_E_ARG. */
+int fsgd_ftrl_init_over(fsgd_ftrl_t *f, uint64_t dim, const fsgd_ftrl_params_t *p, float *z, float *n);
+
 /* w_k from z_k and n_k (the closed form above). */
 float fsgd_ftrl_weight(const fsgd_ftrl_params_t *p, float z, float n);
 

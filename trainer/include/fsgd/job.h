@@ -129,8 +129,8 @@ int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz);
 int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz);
 
 /* The optimizer options of a distributed role (fsgd run, worker,
- * aggregator): Adam only so far, so ftrl, l1, alpha, beta and init are
- * refused with a message naming the option. */
+ * aggregator): as fsgd train's, but ftrl needs an explicit alpha, and
+ * init and save_state are fsgd train's only so far. */
 int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz);
 
 /* 1 when the key (as in the table: "lr", "alpha") was set explicitly. */
