@@ -42,7 +42,7 @@ print("ftrl: test auc %.5f (adam %.5f), alpha %.3g; l1 3e-4: %d of %d weights no
          f["weights_nonzero"], l["test"]["auc"]))
 PY
 
-# Options the optimizer would ignore, and fsgd run (Adam only so far).
+# Options the optimizer would ignore, and what fsgd run does not take.
 expect_err() { # WHAT PATTERN cmd...
     local what=$1 pat=$2
     shift 2
