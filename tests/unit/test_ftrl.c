@@ -180,7 +180,8 @@ static void test_first_step(void)
     }
     CU_ASSERT_EQUAL(w[5], 0.0f); /* |z| = 0.05 <= λ1 */
     CU_ASSERT_TRUE(w[0] == 0 && w[2] == 0 && w[3] == 0 && f.z[0] == 0 && f.n[3] == 0);
-    CU_ASSERT_EQUAL(fsgd_ftrl_touched(&f), 3);
+    CU_ASSERT_EQUAL(fsgd_ftrl_touched(&f, 6), 3);
+    CU_ASSERT_EQUAL(fsgd_ftrl_touched(&f, 5), 2); /* key 5 left out */
     fsgd_ftrl_free(&f);
     fsgd_ftrl_free(NULL);
 }
@@ -196,7 +197,7 @@ static void test_start_from(void)
     fsgd_ftrl_start_from(&f, w);
     for (int k = 0; k < 5; k++)
         CU_ASSERT_DOUBLE_EQUAL(fsgd_ftrl_weight(&p, f.z[k], f.n[k]), w[k], 1e-6 * (1 + fabs(w[k])));
-    CU_ASSERT_EQUAL(fsgd_ftrl_touched(&f), 0);
+    CU_ASSERT_EQUAL(fsgd_ftrl_touched(&f, 5), 0);
     /* a small gradient moves a warm weight a little against it, not back to 0 */
     uint32_t k1 = 1;
     float g = 1e-3f;

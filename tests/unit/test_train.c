@@ -678,6 +678,59 @@ static void test_resume_state(void)
     fsgd_csr_free(&train);
 }
 
+/* optimizer ftrl streaming from a cache: 1 and 3 step threads agree (the
+ * pool's update is FTRL's), and the model learns what the in-memory FTRL
+ * learns from the same rows (different shuffles: AUC within 0.005), L1
+ * zeros included. */
+static void test_stream_ftrl(void)
+{
+    uint64_t rng = 11;
+    fsgd_csr_t data = {0}, test = {0};
+    synthetic(&data, 60000, 64, 0, &rng);
+    synthetic(&test, 5000, 64, 0, &rng);
+    const char *path = fsgd_test_tmp("ftrl.cache");
+    char err[512];
+    fsgd_rowcache_writer_t *w = fsgd_rowcache_create(path, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowcache_append(w, &data, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowcache_close(w, NULL, NULL, NULL, err, sizeof err), 0);
+    fsgd_job_t job;
+    base_job(&job);
+    job.optimizer = FSGD_OPTIMIZER_FTRL;
+    job.alpha = 0.1;
+    job.l1 = 2e-5;
+    job.batch = 12000;
+    fsgd_model_t m1 = {0}, m3 = {0}, mm = {0};
+    fsgd_train_stats_t s1, s3, sm;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, &test, 64, &m1, &s1, NULL, NULL, err, sizeof err), 0);
+    job.threads = 3;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, &test, 64, &m3, &s3, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(s3.threads_used, 3);
+    CU_ASSERT_DOUBLE_EQUAL(s1.alpha, 0.1, 0);
+    double worst = 0;
+    for (uint64_t k = 0; k <= m1.dim; k++)
+        worst = fmax(worst, fabs((double)m1.w[k] - m3.w[k]));
+    CU_ASSERT_TRUE(worst < 1e-5);
+    job.threads = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, &test, 64, &mm, &sm, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_TRUE(fabs(s1.test.auc - sm.test.auc) < 0.005);
+    CU_ASSERT_TRUE(s1.test.auc > 0.95);
+    int seen[64] = {0}, present = 0; /* the columns with a nonzero value somewhere */
+    for (size_t i = 0; i < data.nnz; i++)
+        if (data.val[i] != 0 && !seen[data.col[i]])
+            seen[data.col[i]] = 1, present++;
+    CU_ASSERT_EQUAL(s1.weights_touched, (uint64_t)present);
+    CU_ASSERT_EQUAL(s1.weights_nonzero, fsgd_model_nnz(&m1));
+    if (worst >= 1e-5 || fabs(s1.test.auc - sm.test.auc) >= 0.005)
+        fprintf(stderr, "\n  stream ftrl: max |w1 - w3| %g, auc %g vs in memory %g\n", worst, s1.test.auc,
+                sm.test.auc);
+    fsgd_model_free(&m1);
+    fsgd_model_free(&m3);
+    fsgd_model_free(&mm);
+    fsgd_csr_free(&data);
+    fsgd_csr_free(&test);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -695,6 +748,7 @@ void fsgd_test_register(void)
         {"optimizer options: errors, VW names, YAML, what fsgd run takes", test_optimizer_options},
         {"warm start: the model back, continuation, mismatches refused", test_warm_start},
         {"save_state + init resume Adam (both kinds) and FTRL exactly", test_resume_state},
+        {"ftrl streaming from a cache: threads agree, learns as in memory", test_stream_ftrl},
         {NULL, NULL},
     };
     fsgd_test_suite("train", cases);

@@ -135,14 +135,14 @@ void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, siz
     fsgd_adam_apply(a, keys, grad, n);
 }
 
-uint64_t fsgd_adam_touched(const fsgd_adam_t *a)
+uint64_t fsgd_adam_touched(const fsgd_adam_t *a, uint64_t n_keys)
 {
-    uint64_t c = 0;
+    uint64_t c = 0, n = n_keys < a->dim ? n_keys : a->dim;
     if (a->keys)
-        for (uint64_t k = 0; k < a->dim; k++)
+        for (uint64_t k = 0; k < n; k++)
             c += a->keys[k].count > 0;
     else if (a->v)
-        for (uint64_t k = 0; k < a->dim; k++)
+        for (uint64_t k = 0; k < n; k++)
             c += a->v[k] > 0;
     return c;
 }

@@ -83,10 +83,10 @@ void fsgd_ftrl_start_from(fsgd_ftrl_t *f, const float *w)
     }
 }
 
-uint64_t fsgd_ftrl_touched(const fsgd_ftrl_t *f)
+uint64_t fsgd_ftrl_touched(const fsgd_ftrl_t *f, uint64_t n_keys)
 {
     uint64_t c = 0;
-    for (uint64_t k = 0; k < f->dim; k++)
+    for (uint64_t k = 0; k < f->dim && k < n_keys; k++)
         c += f->n[k] > 0;
     return c;
 }

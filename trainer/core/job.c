@@ -689,11 +689,6 @@ int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "epochs auto stops on the holdout rows: give holdout > 0, or a number of epochs");
     FSGD_TRY(check_optimizer(job, err, errsz));
-    if (job->optimizer == FSGD_OPTIMIZER_FTRL) {
-        if (job->cache[0])
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                                "optimizer ftrl does not stream from a cache yet: drop cache, or use adam");
-    }
     if (job->init[0] && job->cache[0])
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init does not combine with cache yet: drop one of them");
     if (job->save_state && job->cache[0])

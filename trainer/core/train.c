@@ -1080,9 +1080,8 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
     stats->epochs_run = t.n_batches ? (double)stats->steps / (double)t.n_batches : 0;
     /* epochs auto keeps the weights of the best holdout loss, not the last. */
     const float *final_w = auto_epochs && best_loss < INFINITY ? t.best : t.adam.theta;
-    stats->weights_touched = t.ftrl_on ? fsgd_ftrl_touched(&t.ftrl) : fsgd_adam_touched(&t.adam);
-    if (stats->weights_touched > dim) /* the intercept is not a feature */
-        stats->weights_touched = dim;
+    /* features only: the intercept (key dim) is not one */
+    stats->weights_touched = t.ftrl_on ? fsgd_ftrl_touched(&t.ftrl, dim) : fsgd_adam_touched(&t.adam, dim);
     stats->weights_nonzero = 0;
     for (uint64_t k = 0; k < dim; k++)
         stats->weights_nonzero += final_w[k] != 0;
@@ -1115,7 +1114,8 @@ struct fsgd_train_pool {
 };
 
 fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim, const fsgd_adam_params_t *ap,
-                                       int count_keys, double l2, int threads, char *err, size_t errsz)
+                                       int count_keys, const fsgd_ftrl_params_t *ftrl, double l2, int threads,
+                                       char *err, size_t errsz)
 {
     if (threads < 1 || threads > 64) {
         fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%d threads: 1 to 64", threads);
@@ -1131,9 +1131,17 @@ fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim
     t->l2 = l2;
     t->n_workers = threads;
     p->started = 1;
-    int rc = fsgd_adam_init(&t->adam, model_dim, ap);
-    if (rc == 0 && count_keys)
-        rc = fsgd_adam_count_keys(&t->adam);
+    int rc;
+    if (ftrl) {
+        rc = fsgd_adam_init_weights(&t->adam, model_dim);
+        if (rc == 0)
+            rc = fsgd_ftrl_init(&t->ftrl, model_dim, ftrl);
+        t->ftrl_on = rc == 0;
+    } else {
+        rc = fsgd_adam_init(&t->adam, model_dim, ap);
+        if (rc == 0 && count_keys)
+            rc = fsgd_adam_count_keys(&t->adam);
+    }
     if (rc == 0 && !(t->workers = calloc((size_t)threads, sizeof *t->workers)))
         rc = FSGD_E_NOMEM;
     if (rc < 0) {
@@ -1172,6 +1180,11 @@ fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim
 fsgd_adam_t *fsgd_train_pool_adam(fsgd_train_pool_t *p)
 {
     return &p->t.adam;
+}
+
+uint64_t fsgd_train_pool_touched(const fsgd_train_pool_t *p, uint64_t n_keys)
+{
+    return p->t.ftrl_on ? fsgd_ftrl_touched(&p->t.ftrl, n_keys) : fsgd_adam_touched(&p->t.adam, n_keys);
 }
 
 int fsgd_train_pool_step(fsgd_train_pool_t *p, fsgd_train_pool_fill_fn fill, void *ctx, size_t rows,

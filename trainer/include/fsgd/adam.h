@@ -73,9 +73,9 @@ void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *gr
  * disjoint key ranges. */
 int fsgd_adam_count_keys(fsgd_adam_t *a);
 
-/* Keys updated at least once (nonzero v, or a nonzero count after
- * fsgd_adam_count_keys); 0 for fsgd_adam_init_weights. */
-uint64_t fsgd_adam_touched(const fsgd_adam_t *a);
+/* Keys below n_keys updated at least once (nonzero v, or a nonzero count
+ * after fsgd_adam_count_keys); 0 for fsgd_adam_init_weights. */
+uint64_t fsgd_adam_touched(const fsgd_adam_t *a, uint64_t n_keys);
 
 /* Frees the arrays. NULL is a no-op. */
 void fsgd_adam_free(fsgd_adam_t *a);

@@ -65,8 +65,9 @@ void fsgd_ftrl_apply(const fsgd_ftrl_t *f, float *w, const uint32_t *keys, const
  * whose closed form gives w_k (z_k = -w_k (β/α + λ2) - sgn(w_k) λ1). */
 void fsgd_ftrl_start_from(fsgd_ftrl_t *f, const float *w);
 
-/* Keys touched so far (n_k > 0). */
-uint64_t fsgd_ftrl_touched(const fsgd_ftrl_t *f);
+/* Keys below n_keys touched so far (n_k > 0): n_keys = the feature count
+ * leaves the intercept's key out. */
+uint64_t fsgd_ftrl_touched(const fsgd_ftrl_t *f, uint64_t n_keys);
 
 /* Frees z and n. NULL is a no-op. */
 void fsgd_ftrl_free(fsgd_ftrl_t *f);
