@@ -90,6 +90,15 @@ py -c 'import json,sys; assert json.load(open(sys.argv[1]))["init_state"] is Tru
 trv --init "$tmp/st.fsgd" --epochs 1 --metrics-json "$tmp/w.json" 2> "$tmp/w.err" > /dev/null
 grep -q "weights only: its state is ftrl's, this run trains adam" "$tmp/w.err" || fail "mismatch not said: $(cat "$tmp/w.err")"
 py -c 'import json,sys; assert json.load(open(sys.argv[1]))["init_state"] is False' "$tmp/w.json"
+# fsgd model info says what the file holds; export says how sparse it is
+"$FSGD" model info "$tmp/st.fsgd" > "$tmp/info.txt"
+grep -q "^format version: 3$" "$tmp/info.txt" || fail "model info: $(cat "$tmp/info.txt")"
+grep -q "^optimizer state: ftrl, [0-9]* keys, step 0$" "$tmp/info.txt" || fail "model info: $(cat "$tmp/info.txt")"
+nz=$(py -c 'import json,sys; print(json.load(open(sys.argv[1]))["weights_nonzero"])' "$tmp/l1.json")
+"$FSGD" model info "$tmp/l1.fsgd" | grep -q "^nonzero weights: $nz " || fail "model info nonzero count"
+"$FSGD" model info "$tmp/l1.fsgd" | grep -q "^optimizer state: none$" || fail "model info: state of l1.fsgd"
+"$FSGD" export --model "$tmp/l1.fsgd" --format liblinear --out "$tmp/l1.txt" | grep -q "$nz nonzero weights" ||
+    fail "export does not count the nonzero weights"
 expect_err "save-state with a lossy codec" "save_state keeps the optimizer's state only" tr --save-state --codec fastsgd
 
 # model, intercept, dim and input format must match
