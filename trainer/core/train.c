@@ -1080,11 +1080,11 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
     stats->epochs_run = t.n_batches ? (double)stats->steps / (double)t.n_batches : 0;
     /* epochs auto keeps the weights of the best holdout loss, not the last. */
     const float *final_w = auto_epochs && best_loss < INFINITY ? t.best : t.adam.theta;
-    /* features only: the intercept (key dim) is not one */
-    stats->weights_touched = t.ftrl_on ? fsgd_ftrl_touched(&t.ftrl, dim) : fsgd_adam_touched(&t.adam, dim);
-    stats->weights_nonzero = 0;
-    for (uint64_t k = 0; k < dim; k++)
-        stats->weights_nonzero += final_w[k] != 0;
+    if (rc == 0) { /* features only: the intercept (key dim) is not one */
+        stats->weights_touched = t.ftrl_on ? fsgd_ftrl_touched(&t.ftrl, dim) : fsgd_adam_touched(&t.adam, dim);
+        for (uint64_t k = 0; k < dim; k++)
+            stats->weights_nonzero += final_w[k] != 0;
+    }
     if (rc == 0 && test_rows.n_rows) {
         margins(job->threads, final_w, model_dim, &test_rows, test_margin);
         stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
