@@ -45,7 +45,11 @@ static const char defaults_note[] =
     "               shipped sets, 0.0025 on 1M-row CTR data, where 0.01 overfits the rare features\n"
     "               within a quarter epoch. With lr auto, Adam's bias corrections count each key's\n"
     "               own updates (a rare key's steps stay about lr); an explicit lr is the plain lazy\n"
-    "               Adam of fsgd run, so --l2 0 --lr 0.01 --epochs N matches fsgd run's defaults.\n";
+    "               Adam of fsgd run, so --l2 0 --lr 0.01 --epochs N matches fsgd run's defaults.\n"
+    "  alpha auto   (--optimizer ftrl) 2 / sqrt(steps per epoch), within [0.01, 0.5]: FTRL's step takes\n"
+    "               the sum of the step's rows' gradients, so as with lr a longer epoch needs a smaller\n"
+    "               rate (0.033 on 1M-row CTR data, 0.15-0.4 on the shipped sets). l1 and l2 stay on\n"
+    "               the mean loss; FTRL's λ1, λ2 are them times the training rows.\n";
 
 /* Hash-column use of the training file (hashed formats), for the metrics JSON. */
 static uint64_t hash_used, hash_collided;
