@@ -67,6 +67,10 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
         fsgd_cli_error("epochs auto stops on held-out rows: give holdout > 0, or a number of epochs");
         return FSGD_EXIT_USAGE;
     }
+    if (fsgd_job_check_dist(job, err, sizeof err) < 0) {
+        fsgd_cli_error("%s", err);
+        return FSGD_EXIT_USAGE;
+    }
     /* The row format, before any role starts: a spec that does not parse,
      * hash_bits without a hashed format, or a dim other than 2^bits. A
      * hashed job's dim is 2^bits from here on (the embedded cluster's model

@@ -81,6 +81,7 @@ int agg_auto_setup(agg_t *a)
         B = 1;
     a->l2 = fsgd_train_auto_l2(job, n);
     a->lr = fsgd_train_auto_lr(job, n, B);
+    a->alpha = fsgd_train_auto_alpha(job, n, B);
     uint64_t steps = (n + B - 1) / B;
     uint64_t looks = fsgd_train_looks(n, steps);
     a->look_rows = (n + looks - 1) / looks;

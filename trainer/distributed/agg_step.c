@@ -121,6 +121,14 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         nt = a->g.n;
         a->s->adam_steps++;
         a->s->last_loss = a->loss_step / (double)R;
+    } else if (R > 0 && a->ftrl_on) {
+        /* FTRL takes the step's summed gradient; λ2 is in its closed form */
+        FSGD_TRY(fsgd_reducer_take_step(red, 1.0, 0, NULL, &a->g));
+        a->adam.t++;
+        fsgd_ftrl_apply(&a->ftrl, a->adam.theta, a->g.keys, a->g.vals, a->g.n);
+        nt = a->g.n;
+        a->s->adam_steps++;
+        a->s->last_loss = a->loss_step / (double)R;
     } else if (R > 0) {
         FSGD_TRY(fsgd_reducer_take_step(red, 1.0 / (double)R, a->l2, a->adam.theta, &a->g));
         fsgd_adam_step(&a->adam, a->g.keys, a->g.vals, a->g.n);

@@ -173,9 +173,18 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     if (!rc && fsgd_adam_init(&a.adam, a.mdim, &ap) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a.mdim);
-    /* lr auto: each key's bias corrections count its own updates, as in
-     * fsgd train (a key first seen late steps by about lr, not 3-6 lr) */
-    if (!rc && job->lr < 0 && fsgd_adam_count_keys(&a.adam) < 0)
+    if (!rc && job->optimizer == FSGD_OPTIMIZER_FTRL) {
+        /* λ1, λ2 as in fsgd train: the mean-loss l1, l2 (auto resolved) times the rows of an epoch */
+        double n = (double)st->dataset_rows;
+        fsgd_ftrl_params_t fp = {.alpha = a.alpha, .beta = job->beta, .l1 = job->l1 * n, .l2 = a.l2 * n};
+        if (fsgd_ftrl_init_over(&a.ftrl, a.mdim, &fp, a.adam.m, a.adam.v) < 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", a.alpha);
+        a.ftrl_on = rc == 0;
+    }
+    /* lr auto (Adam): each key's bias corrections count its own updates, as
+     * in fsgd train (a key first seen late steps by about lr, not 3-6 lr);
+     * FTRL keeps z and n in Adam's m and v */
+    if (!rc && !a.ftrl_on && job->lr < 0 && fsgd_adam_count_keys(&a.adam) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a.mdim);
     if (!rc) {
@@ -190,6 +199,10 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         a.strat = fsgd_sagg_new(job->codec, a.mdim, job->seed, e, sizeof e);
         if (!a.strat)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec: %s", e);
+        if (!rc && a.ftrl_on && fsgd_sagg_optimizer(a.strat) == FSGD_OPT_APPLY)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                              "codec %s runs the optimizer on the workers: it cannot be combined with optimizer ftrl",
+                              job->codec);
         a.tau = st->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
         if (!rc && a.tau != job->staleness)
             agg_log(&a, "staleness %d asked, 0 used: strategy %s runs in lockstep", job->staleness, job->codec);

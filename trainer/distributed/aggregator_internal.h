@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "fsgd/adam.h"
+#include "fsgd/ftrl.h"
 #include "fsgd/codec.h"
 #include "fsgd/downlink.h"
 #include "fsgd/crc32c.h"
@@ -39,6 +40,10 @@ typedef struct agg {
     uint64_t **rows_at; /* per partition: rows before offset (start + i) */
     uint64_t dim, mdim;
     fsgd_adam_t adam;
+    /* optimizer ftrl: FTRL-Proximal's z and n live in adam.m and adam.v
+     * (unused then), so checkpoints carry them unchanged */
+    int ftrl_on;
+    fsgd_ftrl_t ftrl;
     fsgd_sagg_t *strat; /* the compression strategy: decodes and reduces the step (fsgd/strategy.h) */
     fsgd_sparse_t dec, g;
     fsgd_kasm_t *as;
@@ -90,7 +95,7 @@ typedef struct agg {
     size_t nearly, cap_early, early_bytes;
     /* The job's auto defaults (agg_auto.c): λ and lr in force, and for
      * epochs auto the held-out rows and the best weights seen */
-    double l2, lr;
+    double l2, lr, alpha;
     fsgd_csr_t hold;
     float *best;
     int have_best, since_best, patience;
