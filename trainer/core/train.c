@@ -1,4 +1,5 @@
 /* Local data-parallel training: worker threads + one reducing thread. */
+#include "fsgd/step.h"
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
 
@@ -465,24 +466,11 @@ static int strategy_step(trainer_t *t, size_t rows, double loss_sum, double seco
     }
     fsgd_step_info_t info = {.step = t->adam.t + 1, .rows = rows, .loss_sum = loss_sum, .seconds = seconds,
                              .n_senders = (uint32_t)t->n_workers};
-    fsgd_reducer_t *red = fsgd_sagg_take(t->agg, &info, e, sizeof e);
-    if (!red)
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "codec %s: %s", t->job->codec, e);
-    fsgd_sparse_t *u = &t->workers[0].upd;
-    if (fsgd_sagg_optimizer(t->agg) == FSGD_OPT_APPLY) {
-        FSGD_TRY(fsgd_reducer_take(red, -1.0 / t->n_workers, u));
-        for (size_t i = 0; i < u->n; i++)
-            t->adam.theta[u->keys[i]] += u->vals[i];
-        t->adam.t++;
-    } else if (t->ftrl_on) {
-        /* FTRL takes the step's summed gradient, without λθ (fsgd/ftrl.h) */
-        FSGD_TRY(fsgd_reducer_take_step(red, 1.0, 0, NULL, u));
-        fsgd_adam_advance(&t->adam);
-        fsgd_ftrl_apply(&t->ftrl, t->adam.theta, u->keys, u->vals, u->n);
-    } else {
-        FSGD_TRY(fsgd_reducer_take_step(red, t->inv_rows, t->l2, t->adam.theta, u));
-        fsgd_adam_step(&t->adam, u->keys, u->vals, u->n);
-    }
+    /* the aggregator's own step function (fsgd/step.h) */
+    fsgd_step_opt_t opt = {.adam = &t->adam, .ftrl = t->ftrl_on ? &t->ftrl : NULL, .l2 = t->l2};
+    int src = fsgd_step_apply(&opt, t->agg, &info, &t->workers[0].upd, e, sizeof e);
+    if (src < 0)
+        return fsgd_err_fmt(err, errsz, src, "codec %s: %s", t->job->codec, e);
     size_t slen;
     const uint8_t *sec = fsgd_sagg_section(t->agg, &slen);
     for (int i = 0; i < t->n_workers; i++) {

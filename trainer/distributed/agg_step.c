@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
+#include "fsgd/step.h"
 
 void agg_set_quota(agg_t *a)
 {
@@ -109,35 +110,16 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     fsgd_step_info_t info = {.step = a->step + 1, .rows = R, .loss_sum = a->loss_step,
                              .seconds = t0 - a->step_start, .n_senders = (uint32_t)a->napplied};
     char e[256];
-    fsgd_reducer_t *red = fsgd_sagg_take(a->strat, &info, e, sizeof e);
-    if (!red)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: codec %s: %s", a->job->codec, e);
-    if (R > 0 && fsgd_sagg_optimizer(a->strat) == FSGD_OPT_APPLY) {
-        /* the workers ran the optimizer: the mean of what they sent is the step */
-        FSGD_TRY(fsgd_reducer_take(red, -1.0 / (double)(a->napplied ? a->napplied : 1), &a->g));
-        for (size_t i = 0; i < a->g.n; i++)
-            a->adam.theta[a->g.keys[i]] += a->g.vals[i];
-        a->adam.t++;
-        nt = a->g.n;
-        a->s->adam_steps++;
-        a->s->last_loss = a->loss_step / (double)R;
-    } else if (R > 0 && a->ftrl_on) {
-        /* FTRL takes the step's summed gradient; λ2 is in its closed form */
-        FSGD_TRY(fsgd_reducer_take_step(red, 1.0, 0, NULL, &a->g));
-        a->adam.t++;
-        fsgd_ftrl_apply(&a->ftrl, a->adam.theta, a->g.keys, a->g.vals, a->g.n);
-        nt = a->g.n;
-        a->s->adam_steps++;
-        a->s->last_loss = a->loss_step / (double)R;
-    } else if (R > 0) {
-        FSGD_TRY(fsgd_reducer_take_step(red, 1.0 / (double)R, a->l2, a->adam.theta, &a->g));
-        fsgd_adam_step(&a->adam, a->g.keys, a->g.vals, a->g.n);
+    /* the step function fsgd train runs too (fsgd/step.h) */
+    fsgd_step_opt_t opt = {.adam = &a->adam, .ftrl = a->ftrl_on ? &a->ftrl : NULL, .l2 = a->l2};
+    int src = fsgd_step_apply(&opt, a->strat, &info, &a->g, e, sizeof e);
+    if (src < 0)
+        return fsgd_err_fmt(a->err, a->errsz, src, "aggregator: codec %s: %s", a->job->codec, e);
+    if (R > 0) {
         nt = a->g.n;
         a->s->adam_steps++;
         a->s->last_loss = a->loss_step / (double)R;
     } else {
-        fsgd_reducer_clear(red);
-        a->g.n = 0;
         a->s->empty_steps++;
     }
     memcpy(a->st.pos, a->newpos, a->st.nparts * sizeof *a->newpos);
