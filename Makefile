@@ -114,7 +114,7 @@ ifeq ($(CUDA),1)
   LDFLAGS  += -rdynamic
 endif
 
-.PHONY: all test asan bench fuzz clean check-deps deps run check
+.PHONY: all test asan bench fuzz clean check-deps deps run check data
 all: $(FSGD) $(LIBFSGD) $(PLUGIN)
 
 $(FLAGS_STAMP):
@@ -141,7 +141,17 @@ $(FSGD): $(CLI_OBJ) $(LIBFSGD) | $(PLUGIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIBFSGD) $(LDLIBS) -o $@
 
-$(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/testmain.o $(LIBFSGD) | $(PLUGIN)
+# The data sets of data/sets (some xz-compressed), unpacked and checked
+# against data/sets/SHA256SUMS: tests and benchmarks read them there (or in
+# $FSGD_DATA), so a clone needs nothing beside it.
+DATA_DIR   := $(BUILD)/datasets
+DATA_STAMP := $(DATA_DIR)/.sha256sums
+data: $(DATA_STAMP)
+$(DATA_STAMP): data/sets/SHA256SUMS $(wildcard data/sets/*.xz) scripts/unpack-data.sh
+	scripts/unpack-data.sh $(DATA_DIR) >/dev/null && touch $@
+$(BUILD)/tests/unit/testmain.o: CPPFLAGS += -DFSGD_TEST_DATA_DIR='"$(DATA_DIR)"'
+
+$(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/testmain.o $(LIBFSGD) | $(PLUGIN) $(DATA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcunit -o $@
 
@@ -149,13 +159,13 @@ $(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD) | $(PLUGIN)
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD) | $(PLUGIN) $(DATA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests, fuzz corpus replay and integration scripts; prints
 # "N passed, N failed, N skipped" last and fails if anything failed.
-test: all $(TESTS) $(REPLAYS)
+test: all $(TESTS) $(REPLAYS) data
 	BUILD=$(BUILD) FSGD=$(FSGD) tests/run_tests.sh
 
 asan:
