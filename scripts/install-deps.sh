@@ -36,6 +36,9 @@ test_pkgs="$test_pkgs openjdk-17-jre-headless maven"
 test_pkgs="$test_pkgs iptables"
 # fsgd plot draws with gnuplot; the /metrics test scrapes with curl
 test_pkgs="$test_pkgs gnuplot-nox curl"
+# tests/integration/compose_up.sh: docker-compose.yml run for real on a Docker
+# daemon the test starts, its Debian base image made with debootstrap
+test_pkgs="$test_pkgs docker.io debootstrap"
 missing=()
 for p in $build_pkgs $test_pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
