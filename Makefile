@@ -106,6 +106,11 @@ TESTS     := $(TEST_SRC:tests/unit/%.c=$(BUILD)/unit/%)
 REPLAYS   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 BENCHES   := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 LIBFSGD   := $(BUILD)/libfsgd.a
+# The shared library the Python package (python/) loads with ctypes: the
+# library and the CLI's commands (fsgd.train is fsgd_cmd_train), compiled
+# position-independent into $(BUILD)/pic; lib/libfsgd.so beside the CUDA plugin.
+PIC_OBJ   := $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(CLI_SRC:%.c=$(BUILD)/pic/%.o)
+SHLIB     := $(patsubst ./%,%,$(dir $(BIN)))lib/libfsgd.so
 FSGD      := $(BIN)/fsgd
 
 LDLIBS += -ldl
@@ -114,7 +119,7 @@ ifeq ($(CUDA),1)
   LDFLAGS  += -rdynamic
 endif
 
-.PHONY: all test asan bench fuzz clean check-deps deps run check data
+.PHONY: all test asan bench fuzz clean check-deps deps run check data shlib
 all: $(FSGD) $(LIBFSGD) $(PLUGIN)
 
 $(FLAGS_STAMP):
@@ -132,6 +137,15 @@ $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
 $(CUDA_PLUGIN): $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -pthread $(CU_OBJ) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcusparse -lcudart -lstdc++ -o $@
+
+$(BUILD)/pic/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+
+shlib: $(SHLIB)
+$(SHLIB): $(PIC_OBJ) | $(PLUGIN)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) $(PIC_OBJ) $(LDLIBS) -o $@
 
 $(LIBFSGD): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -165,7 +179,7 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD) | $(PLUGIN) $(DATA_STAMP)
 
 # Unit tests, fuzz corpus replay and integration scripts; prints
 # "N passed, N failed, N skipped" last and fails if anything failed.
-test: all $(TESTS) $(REPLAYS) data
+test: all $(TESTS) $(REPLAYS) data $(SHLIB)
 	BUILD=$(BUILD) FSGD=$(FSGD) tests/run_tests.sh
 
 asan:
