@@ -39,6 +39,9 @@ test_pkgs="$test_pkgs gnuplot-nox curl"
 # tests/integration/compose_up.sh: docker-compose.yml run for real on a Docker
 # daemon the test starts, its Debian base image made with debootstrap
 test_pkgs="$test_pkgs docker.io debootstrap"
+# tests/integration/python_pkg.sh: the Python package's tests (NumPy, SciPy and
+# scikit-learn come with python3-sklearn)
+test_pkgs="$test_pkgs python3-pytest"
 missing=()
 for p in $build_pkgs $test_pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
