@@ -11,7 +11,7 @@ lib=$(cd "$(dirname "$FSGD")/.." && pwd)/lib/libfsgd.so
 [ -f "$lib" ] || { echo "FAIL: $lib not built (make shlib)"; exit 1; }
 "$PY" -c 'import numpy, pytest' 2>/dev/null || skip "Debian's python3 lacks numpy/pytest (apt-get install python3-sklearn python3-pytest)"
 run=()
-if nm -D "$lib" | grep -q ' __asan_init'; then
+if nm -D "$lib" | grep ' __asan_init' >/dev/null; then
     run=(env "LD_PRELOAD=$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)" ASAN_OPTIONS=detect_leaks=0)
 fi
 cd "$root"

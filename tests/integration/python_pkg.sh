@@ -25,6 +25,12 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+run=()
+if nm -D "$lib" | grep ' __asan_init' >/dev/null; then
+    # libasan must be the process's first library; Python's leaks are not fsgd's
+    run=(env "LD_PRELOAD=$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+        ASAN_OPTIONS=detect_leaks=0)
+fi
 venv=$root/$BUILD/pyvenv
 [ -x "$venv/bin/python" ] || "$PY" -m venv --system-site-packages "$venv"
 # --no-build-isolation --no-deps: setuptools and the dependencies are Debian's
@@ -32,15 +38,9 @@ FSGD_LIB=$lib "$venv/bin/python" -m pip install -q --no-build-isolation --no-dep
     >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log"; echo "FAIL: pip install ./python"; exit 1; }
 rm -rf python/build python/*.egg-info
 # the installed package, not python/fsgd of the checkout
-where=$(cd "$tmp" && "$venv/bin/python" -c 'import fsgd; print(fsgd.__file__)')
+where=$(cd "$tmp" && ${run[@]+"${run[@]}"} "$venv/bin/python" -c 'import fsgd; print(fsgd.__file__)')
 case $where in "$venv"/*) ;; *) echo "FAIL: fsgd imported from $where, not the venv"; exit 1 ;; esac
 
-run=()
-if nm -D "$lib" | grep -q ' __asan_init'; then
-    # libasan must be the process's first library; Python's leaks are not fsgd's
-    run=(env "LD_PRELOAD=$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
-        ASAN_OPTIONS=detect_leaks=0)
-fi
 FSGD=$root/$FSGD ${run[@]+"${run[@]}"} "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs python/tests
 
 # The README's example, as written, from a folder holding the repository's data/.
