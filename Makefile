@@ -217,9 +217,10 @@ check: deps
 	$(MAKE) test
 	$(MAKE) asan
 
-# Keeps build/venv (scripts/install-peers.sh): rebuilding it means a download.
+# Keeps build/venv (scripts/install-peers.sh) and build/compose-cache
+# (tests/integration/compose_up.sh's debootstrap): rebuilding them means a download.
 clean:
 	rm -rf build-asan bin lib
-	[ ! -d build ] || find build -mindepth 1 -maxdepth 1 ! -name venv -exec rm -rf {} +
+	[ ! -d build ] || find build -mindepth 1 -maxdepth 1 ! -name venv ! -name compose-cache -exec rm -rf {} +
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
