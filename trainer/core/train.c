@@ -1,5 +1,6 @@
 /* Local data-parallel training: worker threads + one reducing thread. */
 #include "fsgd/step.h"
+#include "train_stale.h"
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
 
@@ -132,6 +133,8 @@ struct trainer {
     fsgd_csr_t hold;    /* epochs auto: held-out rows for early stopping */
     float *best;        /* epochs auto: θ at the lowest holdout loss so far */
     double *hold_margin;
+    fsgd_stale_t stale;   /* --staleness τ: gradients on the model of τ steps before */
+    fsgd_sparse_t before; /* θ before the step's update on its keys (stale) */
 };
 
 /* Copies src into dst with columns >= dim dropped and, when bias, the
@@ -467,10 +470,13 @@ static int strategy_step(trainer_t *t, size_t rows, double loss_sum, double seco
     fsgd_step_info_t info = {.step = t->adam.t + 1, .rows = rows, .loss_sum = loss_sum, .seconds = seconds,
                              .n_senders = (uint32_t)t->n_workers};
     /* the aggregator's own step function (fsgd/step.h) */
-    fsgd_step_opt_t opt = {.adam = &t->adam, .ftrl = t->ftrl_on ? &t->ftrl : NULL, .l2 = t->l2};
+    fsgd_step_opt_t opt = {.adam = &t->adam, .ftrl = t->ftrl_on ? &t->ftrl : NULL, .l2 = t->l2,
+                           .before = t->stale.tau ? &t->before : NULL};
     int src = fsgd_step_apply(&opt, t->agg, &info, &t->workers[0].upd, e, sizeof e);
     if (src < 0)
         return fsgd_err_fmt(err, errsz, src, "codec %s: %s", t->job->codec, e);
+    if (t->stale.tau && fsgd_stale_push(&t->stale, &t->before, t->adam.theta) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
     size_t slen;
     const uint8_t *sec = fsgd_sagg_section(t->agg, &slen);
     for (int i = 0; i < t->n_workers; i++) {
@@ -617,6 +623,8 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
     free(t->batch_rows);
     free(t->order);
     fsgd_csr_free(&t->hold);
+    fsgd_stale_free(&t->stale);
+    fsgd_sparse_free(&t->before);
     free(t->best);
     free(t->hold_margin);
     fsgd_adam_free(&t->adam);
@@ -852,6 +860,19 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
         rc = FSGD_E_ARG;
     t.plain = rc == 0 && fsgd_sagg_plain_sum(t.agg);
     t.direct = t.plain && strcmp(job->codec, "none") == 0;
+    /* --staleness τ (only when given: fsgd run's default is not fsgd train's):
+     * the distributed run's bounded delay, simulated through the strategy's
+     * aggregator side, as the aggregator process runs it */
+    int tau = fsgd_job_given(job, "staleness") ? fsgd_strategy_max_lag(job->codec, job->staleness) : 0;
+    if (rc == 0 && tau > 0) {
+        if (strcmp(fsgd_backend_name(t.workers[0].backend), "cpu") != 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "staleness %d: simulated on the cpu backend only (--backend cpu)",
+                              tau);
+        else if (fsgd_stale_init(&t.stale, tau) < 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+        t.plain = t.direct = 0;
+    }
+    stats->staleness = tau;
     if (rc == 0 && ftrl && fsgd_sagg_optimizer(t.agg) == FSGD_OPT_APPLY)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers (the aggregator only averages their steps): "
@@ -950,7 +971,9 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
                 t.workers[i].batch = &t.slices[b * (size_t)W + (size_t)i];
                 t.workers[i].batch_id = (int64_t)(b * (size_t)W + (size_t)i);
             }
+            fsgd_stale_rewind(&t.stale, t.adam.theta);
             run_round(&t, PHASE_GRADIENT);
+            fsgd_stale_replay(&t.stale, t.adam.theta);
             double s1 = now();
             stats->t_grad_round += s1 - s0;
             for (int i = 0; i < W && rc == 0; i++) {
