@@ -17,6 +17,7 @@
 #include "fsgd/trace.h"
 
 struct rd_kafka_s; /* librdkafka's rd_kafka_t */
+struct fsgd_bus;  /* fsgd/bus.h */
 /* A line of news from a role, for the CLI to print: the first rejection of
  * each reason, what a step is waiting for, a consumer error. Roles call it
  * rarely (each reason once, waits every few seconds). */
@@ -89,6 +90,9 @@ typedef struct fsgd_worker_stats {
  * log (may be NULL) gets the first rejected model message of each reason. */
 int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
                     fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz);
+/* The same on bus (job->brokers unused); bus outlives the call. */
+int fsgd_worker_run_bus(struct fsgd_bus *bus, const fsgd_job_t *job, uint32_t id, volatile int *stop,
+                        fsgd_worker_stats_t *st, fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz);
 
 /* The embedded (mock) cluster keeps 5 MiB per partition and NAME.model has
  * one partition: a snapshot and the deltas after it must fit. */
@@ -199,6 +203,10 @@ typedef void (*fsgd_agg_progress_fn)(void *ctx, const fsgd_agg_stats_t *s, int e
  * the first of each reason goes to log (may be NULL) with ctx. */
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
                         fsgd_agg_progress_fn progress, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz);
+/* The same on bus (job->brokers unused); bus outlives the call. */
+int fsgd_aggregator_run_bus(struct fsgd_bus *bus, const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
+                            fsgd_agg_progress_fn progress, fsgd_dist_log_fn log, void *ctx, char *err,
+                            size_t errsz);
 
 /* Writes the metrics JSON of a finished (or failed) run through
  * fsgd/outfile.h (0, or FSGD_E_ARG/IO naming the path). */
