@@ -262,6 +262,7 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     double last_progress = agg_now();
     const double timeout = job->step_timeout_ms / 1e3;
     int opened_with_held = 0; /* the open step took held gradients: it may be complete already */
+    uint64_t idle_snapshot = UINT64_MAX; /* the step whose model went out again as a snapshot */
     while (!rc && !done) {
         fsgd_bus_msg_t *m = fsgd_bus_poll(a.grads_c, opened_with_held ? 0 : 2);
         opened_with_held = 0;
@@ -339,6 +340,13 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
                 complete = a.ngot > 0;
                 if (!complete)
                     a.step_start = t; /* nobody alive: keep waiting for anyone */
+                if (!complete && idle_snapshot != a.step) {
+                    /* Workers that lost a model delta compute nothing until
+                     * a snapshot, and only steps make snapshots: with all of
+                     * them waiting the job would stall. Once per step. */
+                    idle_snapshot = a.step;
+                    rc = agg_publish(&a, 1, 0, NULL, 0);
+                }
             }
         }
         if (!complete)
