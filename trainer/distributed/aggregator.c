@@ -129,13 +129,24 @@ static void agg_free(agg_t *a)
  * KAFKA_FORMAT.md), after which a dead member's partitions have moved. */
 #define IDLE_WAIT_S 8.0
 
-/* 1 when a partition has rows left in the epoch. */
-static int rows_left(const agg_t *a)
+/* 1 when the epoch has rows left and every partition holding them is
+ * orphaned: its latest owner on NAME.ctl is no live worker (a dropped one
+ * whose partitions the group has not moved yet), or it has none. */
+static int rows_orphaned(const agg_t *a)
 {
-    for (uint32_t p = 0; p < a->st.nparts; p++)
-        if (a->st.pos[p] < a->st.end[p])
-            return 1;
-    return 0;
+    int left = 0;
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        if (a->st.pos[p] >= a->st.end[p])
+            continue;
+        left = 1;
+        const member_t *owner = NULL;
+        for (size_t k = 0; k < a->nmem; k++)
+            if (a->mem[k].own[p] && (!owner || a->mem[k].seq > owner->seq))
+                owner = &a->mem[k];
+        if (owner && agg_in_set(a->live, a->nlive, owner->id))
+            return 0;
+    }
+    return left;
 }
 
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
@@ -277,7 +288,6 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     const double timeout = job->step_timeout_ms / 1e3;
     int opened_with_held = 0; /* the open step took held gradients: it may be complete already */
     uint64_t idle_snapshot = UINT64_MAX; /* the step whose model went out again as a snapshot */
-    uint64_t seq_open = a.ctl_seq; /* NAME.ctl reports read when the open step began */
     while (!rc && !done) {
         fsgd_bus_msg_t *m = fsgd_bus_poll(a.grads_c, opened_with_held ? 0 : 2);
         opened_with_held = 0;
@@ -366,20 +376,19 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         }
         if (!complete)
             continue;
-        if (!a.first_step && a.rows_step == 0 && rows_left(&a) && a.ctl_seq == seq_open &&
-            t - a.step_start < (timeout > IDLE_WAIT_S ? timeout : IDLE_WAIT_S)) {
-            /* Everyone live answered without rows while the epoch has rows
-             * left: the partitions that hold them are with nobody alive (a
-             * dropped worker's, until its session ends and the group moves
-             * them). Stepping now would spin through hundreds of empty
-             * steps; wait for the next assignment report on NAME.ctl. */
+        if (!a.first_step && a.rows_step == 0 && t - a.step_start < (timeout > IDLE_WAIT_S ? timeout : IDLE_WAIT_S) &&
+            rows_orphaned(&a)) {
+            /* Everyone live answered without rows, and the rows left are in
+             * partitions of nobody alive (a dropped worker's, until its
+             * session ends and the group moves them). Stepping now would
+             * spin through hundreds of empty steps; wait for the new
+             * owners' assignment reports on NAME.ctl. */
             continue;
         }
         a.last_wait_log = 0;
         a.first_step = 0;
         a.step_wait = t - a.step_start;
         rc = agg_apply_step(&a, &done, progress, ctx);
-        seq_open = a.ctl_seq;
         if (!rc && !done) {
             opened_with_held = a.nearly > 0 || a.ngot > 0;
             rc = agg_early_replay(&a);
