@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fsgd/bus.h"
 #include "fsgd/dist.h"
@@ -123,6 +124,9 @@ static void run_init(run_t *r, int nworkers, int epochs)
     r->job.quiet = 1;
     r->nworkers = nworkers;
     r->expected = nworkers;
+    /* a role that never ends fails the binary (SIGALRM) instead of
+     * hanging make test */
+    alarm(120);
     r->bus = fsgd_bus_mem_new();
     for (int i = 0; i < MAX_W; i++) {
         r->view[i] = fsgd_bus_mem_view(r->bus, i + 1);
@@ -138,6 +142,7 @@ static void run_free(run_t *r)
         fsgd_bus_destroy(r->view[i]);
     fsgd_bus_destroy(r->bus);
     cur = NULL;
+    alarm(0);
 }
 
 /* FSGD_ROLES_LOG=1 shows what the roles say. */
