@@ -74,38 +74,30 @@ static const char *repo_file(const char *rel)
     return NULL;
 }
 
-/* NAME.data: the first DATA_ROWS rows of a9a, one per message, round robin
- * over PARTS partitions. */
+/* NAME.data: the first DATA_ROWS rows of a9a through fsgd_produce_file_bus
+ * (one per message, round robin over PARTS partitions), with the job's
+ * other topics, as fsgd run makes them before its roles start. */
 static int load_data(run_t *r)
 {
     const char *path = repo_file("data/sets/a9a");
-    if (!path)
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (!f)
         return -1;
-    char t[128];
-    fsgd_kbus_topic(t, sizeof t, r->job.name, "data");
-    if (fsgd_bus_mem_topic(r->bus, t, PARTS))
+    const char *rows = fsgd_test_tmp("rows.libsvm");
+    FILE *o = fopen(rows, "w");
+    char line[4096];
+    for (int n = 0; o && n < DATA_ROWS && fgets(line, sizeof line, f); n++)
+        fputs(line, o);
+    fclose(f);
+    if (!o || fclose(o))
         return -1;
     char err[256];
-    fsgd_bus_client_t *p = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_DATA_PRODUCER, err, sizeof err);
-    /* the job's topics exist before its roles start, as with fsgd run */
-    FILE *f = p && fsgd_bus_topics_create(p, &r->job, err, sizeof err) == 0 ? fopen(path, "r") : NULL;
-    if (!p || !f) {
-        fsgd_bus_client_destroy(p);
-        if (f)
-            fclose(f);
-        return -1;
-    }
-    char line[4096];
-    int n = 0, rc = 0;
-    while (n < DATA_ROWS && !rc && fgets(line, sizeof line, f)) {
-        size_t len = strlen(line);
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = '\0';
-        rc = fsgd_bus_produce(p, t, n % PARTS, "row", line, len, r->job.name, "data", err, sizeof err);
-        n++;
-    }
-    fclose(f);
-    fsgd_bus_client_destroy(p);
+    fsgd_produce_stats_t st;
+    int rc = fsgd_produce_file_bus(r->bus, &r->job, rows, PARTS, &st, NULL, NULL, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n  produce: %s\n", err);
+    CU_ASSERT_EQUAL(st.rows, DATA_ROWS);
+    CU_ASSERT_EQUAL(st.partitions, PARTS);
     return rc;
 }
 

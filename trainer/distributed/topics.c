@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
@@ -71,24 +72,10 @@ int fsgd_dist_topics_create(const fsgd_job_t *job, rd_kafka_t *rk, int data_part
 
 int fsgd_dist_topics_unused(const fsgd_job_t *job, rd_kafka_t *rk, int data_too, char *err, size_t errsz)
 {
-    static const char *sfx[] = {"model", "data"};
-    for (int i = 0; i < (data_too ? 2 : 1); i++) {
-        char t[128];
-        fsgd_kbus_topic(t, sizeof t, job->name, sfx[i]);
-        int P = fsgd_kbus_partitions(rk, t, 10000, err, errsz);
-        if (P < 0)
-            return P;
-        int64_t held = 0;
-        for (int p = 0; p < P; p++) {
-            int64_t lo, hi;
-            FSGD_TRY(fsgd_kbus_watermarks(rk, t, p, &lo, &hi, 10000, err, errsz));
-            held += hi - lo;
-        }
-        if (held > 0)
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, /* a usage error: pick another name */
-                                "job name '%s' was used before on these brokers: %s holds %lld messages (a job "
-                                "name is for one job: choose a new --name, or delete %s.data/.grads/.model/.ctl)",
-                                job->name, t, (long long)held, job->name);
-    }
-    return 0;
+    fsgd_bus_client_t *c = fsgd_bus_kafka_borrow(rk);
+    if (!c)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+    int rc = fsgd_bus_topics_unused(c, job, data_too, err, errsz);
+    fsgd_bus_client_destroy(c);
+    return rc;
 }

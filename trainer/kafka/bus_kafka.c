@@ -18,6 +18,7 @@ typedef struct kclient {
     fsgd_bus_client_t base;
     rd_kafka_t *rk;
     int consumer;
+    int borrowed; /* rk is the caller's */
     char topic[256]; /* a group consumer's topic */
     fsgd_bus_rebalance_fn rebalance;
     void *opaque;
@@ -125,6 +126,10 @@ static fsgd_bus_client_t *k_client_new(fsgd_bus_t *b, fsgd_kclient_t kind, const
 static void k_client_destroy(fsgd_bus_client_t *bc)
 {
     kclient_t *c = (kclient_t *)bc;
+    if (c->borrowed) {
+        free(c);
+        return;
+    }
     if (c->consumer) {
         rd_kafka_consumer_close(c->rk);
     } else {
@@ -149,10 +154,22 @@ static int k_produce(fsgd_bus_client_t *bc, const char *topic, int32_t partition
                      size_t len, const char *job, const char *kind, char *err, size_t errsz)
 {
     kclient_t *c = (kclient_t *)bc;
-    rd_kafka_resp_err_t e = rd_kafka_producev(
-        c->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition < 0 ? RD_KAFKA_PARTITION_UA : partition),
-        RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE((void *)val, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_HEADER("fsgd.job", job, -1), RD_KAFKA_V_HEADER("fsgd.kind", kind, -1), RD_KAFKA_V_END);
+    int32_t part = partition < 0 ? RD_KAFKA_PARTITION_UA : partition;
+    rd_kafka_resp_err_t e;
+    for (;;) {
+        if (job)
+            e = rd_kafka_producev(c->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                                  RD_KAFKA_V_KEY(key, key ? strlen(key) : 0), RD_KAFKA_V_VALUE((void *)val, len),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADER("fsgd.job", job, -1),
+                                  RD_KAFKA_V_HEADER("fsgd.kind", kind, -1), RD_KAFKA_V_END);
+        else
+            e = rd_kafka_producev(c->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                                  RD_KAFKA_V_KEY(key, key ? strlen(key) : 0), RD_KAFKA_V_VALUE((void *)val, len),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            break;
+        rd_kafka_poll(c->rk, 10); /* a full queue: let deliveries drain it */
+    }
     rd_kafka_poll(c->rk, 0);
     if (e)
         return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce to %s: %s", topic, rd_kafka_err2str(e));
@@ -335,9 +352,24 @@ static int k_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
                      : fsgd_kbus_read_range(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz);
 }
 
-static int k_topics_create(fsgd_bus_client_t *bc, const fsgd_job_t *job, char *err, size_t errsz)
+static int k_topics_create(fsgd_bus_client_t *bc, const fsgd_job_t *job, int data_partitions, char *err,
+                           size_t errsz)
 {
-    return fsgd_dist_topics_create(job, ((kclient_t *)bc)->rk, 0, err, errsz);
+    return fsgd_dist_topics_create(job, ((kclient_t *)bc)->rk, data_partitions, err, errsz);
+}
+
+fsgd_bus_client_t *fsgd_bus_kafka_borrow(rd_kafka_t *rk)
+{
+    /* a bus of its own that frees itself with the client: the client is
+     * its only user */
+    static kbus_t borrowed_bus = {.base = {&kafka_ops}};
+    kclient_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->base.bus = &borrowed_bus.base;
+    c->rk = rk;
+    c->borrowed = 1;
+    return &c->base;
 }
 
 static const fsgd_bus_ops_t kafka_ops = {

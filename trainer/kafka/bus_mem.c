@@ -786,16 +786,17 @@ static int m_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
     return rc;
 }
 
-static int m_topics_create(fsgd_bus_client_t *bc, const fsgd_job_t *job, char *err, size_t errsz)
+static int m_topics_create(fsgd_bus_client_t *bc, const fsgd_job_t *job, int data_partitions, char *err,
+                           size_t errsz)
 {
     mclient_t *c = (mclient_t *)bc;
-    static const char *sfx[] = {"grads", "model", "ctl"};
+    static const char *sfx[] = {"data", "grads", "model", "ctl"};
     int rc = 0;
     pthread_mutex_lock(&c->cl->mu);
-    for (int i = 0; i < 3 && !rc; i++) {
+    for (int i = data_partitions > 0 ? 0 : 1; i < 4 && !rc; i++) {
         char t[300];
         fsgd_kbus_topic(t, sizeof t, job->name, sfx[i]);
-        rc = topic_locked(c->cl, t, 1);
+        rc = topic_locked(c->cl, t, i == 0 ? data_partitions : 1);
     }
     pthread_mutex_unlock(&c->cl->mu);
     return rc ? fsgd_err_fmt(err, errsz, rc, "bus: out of memory") : 0;

@@ -70,6 +70,9 @@ typedef void (*fsgd_bus_rebalance_fn)(void *opaque, int assigned, const int32_t 
 
 /* librdkafka against brokers ("host:port,..."). NULL with err set. */
 fsgd_bus_t *fsgd_bus_kafka_new(const char *brokers, char *err, size_t errsz);
+/* A client of the librdkafka bus over rk, which the caller keeps (destroy
+ * the result with fsgd_bus_client_destroy; rk stays). NULL without memory. */
+fsgd_bus_client_t *fsgd_bus_kafka_borrow(rd_kafka_t *rk);
 void fsgd_bus_destroy(fsgd_bus_t *b);
 
 /* --- clients (fsgd_kclient_t kinds of fsgd/kbus.h) --- */
@@ -89,8 +92,8 @@ void fsgd_bus_client_destroy(fsgd_bus_client_t *c);
 int fsgd_bus_send(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *job,
                   const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
                   uint64_t *wire, char *err, size_t errsz);
-/* One message as it is (a NAME.ctl event), with headers fsgd.job and
- * fsgd.kind. */
+/* One message as it is (a NAME.ctl event, a data row): key NULL for none;
+ * with job, headers fsgd.job and fsgd.kind (job NULL: no headers). */
 int fsgd_bus_produce(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *key,
                      const void *val, size_t len, const char *job, const char *kind, char *err, size_t errsz);
 /* Serves delivery reports and callbacks without blocking. */
@@ -121,8 +124,13 @@ int fsgd_bus_watermarks(fsgd_bus_client_t *c, const char *topic, int32_t partiti
                         int timeout_ms, char *err, size_t errsz);
 int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
                         int timeout_ms, int compacted, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
-/* The job's grads, model and ctl topics (fsgd_dist_topics_create). */
-int fsgd_bus_topics_create(fsgd_bus_client_t *c, const fsgd_job_t *job, char *err, size_t errsz);
+/* The job's grads, model and ctl topics and, when data_partitions > 0,
+ * NAME.data (fsgd_dist_topics_create). */
+int fsgd_bus_topics_create(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_partitions, char *err,
+                           size_t errsz);
+/* FSGD_E_ARG when NAME.model (and, with data_too, NAME.data) holds messages
+ * (fsgd_dist_topics_unused). */
+int fsgd_bus_topics_unused(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_too, char *err, size_t errsz);
 
 /* Adds a message's latency to l (no-op when unknown). */
 void fsgd_bus_lat_add(fsgd_klat_t *l, const fsgd_bus_msg_t *m);
