@@ -14,6 +14,7 @@
 #include "fsgd/error.h"
 #include "fsgd/job.h"
 #include "fsgd/kbus.h"
+#include "fsgd/model.h"
 #include "testlib.h"
 
 #define MAX_W 4
@@ -231,9 +232,22 @@ static void test_clean(void)
     run_t r;
     run_init(&r, 3, 2);
     NEED_DATA(&r);
+    snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("clean.model"));
     start(&r);
     finish(&r);
     check_epochs(&r, 2);
+    /* the model topic (last snapshot and the deltas after it) holds the
+     * aggregator's final model bit for bit */
+    fsgd_model_t saved = {0}, topic = {0};
+    char err[512];
+    uint64_t step = 0;
+    CU_ASSERT_EQUAL(fsgd_model_load(&saved, r.job.out, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_assemble_topic_bus(r.bus, r.job.name, 1, &topic, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(step, r.ast.steps);
+    CU_ASSERT_TRUE(saved.w && topic.w && saved.dim == topic.dim &&
+                   !memcmp(saved.w, topic.w, (saved.dim + (saved.has_bias ? 1 : 0)) * sizeof *saved.w));
+    fsgd_model_free(&saved);
+    fsgd_model_free(&topic);
     CU_ASSERT_TRUE(r.ast.test.n > 0 && r.ast.test.auc > 0.88);
     for (int i = 0; i < FSGD_AGG_REJ_COUNT; i++)
         CU_ASSERT_EQUAL(r.ast.rejected[i], 0);

@@ -230,5 +230,8 @@ int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final
  * assembles it as above. */
 int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_final, fsgd_model_t *m,
                               uint64_t *step, char *err, size_t errsz);
+/* The same on bus. */
+int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
+                                  uint64_t *step, char *err, size_t errsz);
 
 #endif
