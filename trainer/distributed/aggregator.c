@@ -288,6 +288,7 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     const double timeout = job->step_timeout_ms / 1e3;
     int opened_with_held = 0; /* the open step took held gradients: it may be complete already */
     uint64_t idle_snapshot = UINT64_MAX; /* the step whose model went out again as a snapshot */
+    uint64_t idle_logged = 0;            /* the step whose wait for moved partitions was logged */
     while (!rc && !done) {
         fsgd_bus_msg_t *m = fsgd_bus_poll(a.grads_c, opened_with_held ? 0 : 2);
         opened_with_held = 0;
@@ -383,6 +384,12 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
              * session ends and the group moves them). Stepping now would
              * spin through hundreds of empty steps; wait for the new
              * owners' assignment reports on NAME.ctl. */
+            if (idle_logged != a.step + 1) {
+                idle_logged = a.step + 1;
+                agg_log(&a, "step %llu: every live worker answered without rows; the rows left are in partitions "
+                            "of workers no longer live: waiting for the group to move them (at most %.0f s)",
+                        (unsigned long long)a.step + 1, timeout > IDLE_WAIT_S ? timeout : IDLE_WAIT_S);
+            }
             continue;
         }
         a.last_wait_log = 0;
