@@ -262,6 +262,54 @@ static void test_clean(void)
     run_free(&r);
 }
 
+/* τ = 0 is synchronous: every step reduces the same rows of the same
+ * partitions whatever order the gradients arrive in, so two runs end with
+ * the same model bit for bit, one of them with worker 1 always last (the
+ * reference for changes to the step). */
+/* Worker 1's gradients arrive 3 ms late: a different arrival order. */
+static fsgd_bus_fault_t late_w1(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                int *delay_ms)
+{
+    fsgd_kframe_t f;
+    if (!strstr(topic, ".grads") || fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0 || f.sender != 1)
+        return FSGD_BUS_DELIVER;
+    *delay_ms = 3;
+    return FSGD_BUS_DELAY;
+}
+
+static void run_model(int nworkers, fsgd_bus_hook_fn hook, fsgd_model_t *m)
+{
+    run_t r;
+    run_init(&r, nworkers, 1);
+    if (load_data(&r) != 0) {
+        run_free(&r);
+        return;
+    }
+    fsgd_bus_mem_set_hook(r.bus, hook, NULL);
+    snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("sync.model"));
+    start(&r);
+    finish(&r);
+    check_epochs(&r, 1);
+    char err[512];
+    CU_ASSERT_EQUAL(fsgd_model_load(m, r.job.out, err, sizeof err), 0);
+    run_free(&r);
+}
+
+static void test_sync_deterministic(void)
+{
+    if (!repo_file("data/sets/a9a")) {
+        fsgd_test_skip("needs data/sets/a9a");
+        return;
+    }
+    fsgd_model_t a = {0}, b = {0};
+    run_model(3, NULL, &a);
+    run_model(3, late_w1, &b);
+    size_t n = a.dim + (a.has_bias ? 1 : 0);
+    CU_ASSERT_TRUE(a.w && b.w && a.dim == b.dim && !memcmp(a.w, b.w, n * sizeof *a.w));
+    fsgd_model_free(&a);
+    fsgd_model_free(&b);
+}
+
 /* --- duplicates: every message of grads and model stored twice --- */
 
 static fsgd_bus_fault_t dup_all(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
@@ -512,6 +560,7 @@ void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"a clean run trains a9a rows to a sane AUC", test_clean},
+        {"tau 0: two runs end with the same model bit for bit", test_sync_deterministic},
         {"duplicated grads and model messages are dropped, rows once", test_duplicates},
         {"a lost model delta, tau 0: the stalled step ends in a snapshot", test_lost_delta_stall},
         {"a lost model delta, tau 2: the gap makes workers resync", test_lost_delta_gap},
