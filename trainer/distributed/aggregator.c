@@ -183,7 +183,7 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     /* The job's grads, model and ctl topics (fsgd produce or fsgd run made
      * them; kept as they are when they exist), with leaders elected. */
     if (!rc)
-        rc = fsgd_bus_topics_create(a.prod, job, 0, err, errsz);
+        rc = fsgd_dist_topics_create_bus(a.prod, job, 0, err, errsz);
     if (!rc)
         rc = agg_check_model_topic(&a);
     if (!rc)

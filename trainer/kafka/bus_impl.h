@@ -28,7 +28,9 @@ typedef struct fsgd_bus_ops {
                       int timeout_ms, char *err, size_t errsz);
     int (*read_range)(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
                       int timeout_ms, int compacted, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
-    int (*topics_create)(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_partitions, char *err, size_t errsz);
+    int (*create_topic)(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,
+                        const char *const *configs, int timeout_ms, char *err, size_t errsz);
+    int (*broker_count)(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz);
 } fsgd_bus_ops_t;
 
 struct fsgd_bus {

@@ -1,12 +1,12 @@
 /* The bus (fsgd/bus.h) over librdkafka: each call is the librdkafka call
  * the roles made before the seam, so behaviour and bytes are unchanged. */
 #include <librdkafka/rdkafka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "bus_impl.h"
-#include "fsgd/dist.h"
 #include "fsgd/error.h"
 
 typedef struct kbus {
@@ -352,10 +352,16 @@ static int k_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
                      : fsgd_kbus_read_range(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz);
 }
 
-static int k_topics_create(fsgd_bus_client_t *bc, const fsgd_job_t *job, int data_partitions, char *err,
-                           size_t errsz)
+static int k_create_topic(fsgd_bus_client_t *bc, const char *topic, int partitions, int replication,
+                          const char *const *configs, int timeout_ms, char *err, size_t errsz)
 {
-    return fsgd_dist_topics_create(job, ((kclient_t *)bc)->rk, data_partitions, err, errsz);
+    return fsgd_kbus_create_topic(((kclient_t *)bc)->rk, topic, partitions, replication, configs, timeout_ms, err,
+                                  errsz);
+}
+
+static int k_broker_count(fsgd_bus_client_t *bc, int timeout_ms, char *err, size_t errsz)
+{
+    return fsgd_kbus_broker_count(((kclient_t *)bc)->rk, timeout_ms, err, errsz);
 }
 
 fsgd_bus_client_t *fsgd_bus_kafka_borrow(rd_kafka_t *rk)
@@ -388,5 +394,6 @@ static const fsgd_bus_ops_t kafka_ops = {
     .partitions = k_partitions,
     .watermarks = k_watermarks,
     .read_range = k_read_range,
-    .topics_create = k_topics_create,
+    .create_topic = k_create_topic,
+    .broker_count = k_broker_count,
 };

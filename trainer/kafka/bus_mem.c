@@ -786,20 +786,19 @@ static int m_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
     return rc;
 }
 
-static int m_topics_create(fsgd_bus_client_t *bc, const fsgd_job_t *job, int data_partitions, char *err,
-                           size_t errsz)
+static int m_create_topic(fsgd_bus_client_t *bc, const char *topic, int partitions, int replication,
+                          const char *const *configs, int timeout_ms, char *err, size_t errsz)
 {
     mclient_t *c = (mclient_t *)bc;
-    static const char *sfx[] = {"data", "grads", "model", "ctl"};
-    int rc = 0;
     pthread_mutex_lock(&c->cl->mu);
-    for (int i = data_partitions > 0 ? 0 : 1; i < 4 && !rc; i++) {
-        char t[300];
-        fsgd_kbus_topic(t, sizeof t, job->name, sfx[i]);
-        rc = topic_locked(c->cl, t, i == 0 ? data_partitions : 1);
-    }
+    int rc = topic_locked(c->cl, topic, partitions);
     pthread_mutex_unlock(&c->cl->mu);
     return rc ? fsgd_err_fmt(err, errsz, rc, "bus: out of memory") : 0;
+}
+
+static int m_broker_count(fsgd_bus_client_t *bc, int timeout_ms, char *err, size_t errsz)
+{
+    return 1;
 }
 
 static const fsgd_bus_ops_t mem_ops = {
@@ -818,5 +817,6 @@ static const fsgd_bus_ops_t mem_ops = {
     .partitions = m_partitions,
     .watermarks = m_watermarks,
     .read_range = m_read_range,
-    .topics_create = m_topics_create,
+    .create_topic = m_create_topic,
+    .broker_count = m_broker_count,
 };

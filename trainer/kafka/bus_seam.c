@@ -1,5 +1,4 @@
 /* The bus interface (fsgd/bus.h): dispatch to the implementation. */
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "bus_impl.h"
@@ -95,34 +94,15 @@ int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partiti
     return c->bus->ops->read_range(c, topic, partition, start, end, timeout_ms, compacted, fn, ctx, err, errsz);
 }
 
-int fsgd_bus_topics_create(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_partitions, char *err,
-                           size_t errsz)
+int fsgd_bus_create_topic(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,
+                          const char *const *configs, int timeout_ms, char *err, size_t errsz)
 {
-    return c->bus->ops->topics_create(c, job, data_partitions, err, errsz);
+    return c->bus->ops->create_topic(c, topic, partitions, replication, configs, timeout_ms, err, errsz);
 }
 
-int fsgd_bus_topics_unused(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_too, char *err, size_t errsz)
+int fsgd_bus_broker_count(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz)
 {
-    static const char *sfx[] = {"model", "data"};
-    for (int i = 0; i < (data_too ? 2 : 1); i++) {
-        char t[128];
-        fsgd_kbus_topic(t, sizeof t, job->name, sfx[i]);
-        int P = fsgd_bus_partitions(c, t, 10000, err, errsz);
-        if (P < 0)
-            return P;
-        int64_t held = 0;
-        for (int p = 0; p < P; p++) {
-            int64_t lo, hi;
-            FSGD_TRY(fsgd_bus_watermarks(c, t, p, &lo, &hi, 10000, err, errsz));
-            held += hi - lo;
-        }
-        if (held > 0)
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, /* a usage error: pick another name */
-                                "job name '%s' was used before on these brokers: %s holds %lld messages (a job "
-                                "name is for one job: choose a new --name, or delete %s.data/.grads/.model/.ctl)",
-                                job->name, t, (long long)held, job->name);
-    }
-    return 0;
+    return c->bus->ops->broker_count(c, timeout_ms, err, errsz);
 }
 
 void fsgd_bus_lat_add(fsgd_klat_t *l, const fsgd_bus_msg_t *m)

@@ -18,7 +18,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fsgd/job.h"
 #include "fsgd/kbus.h"
 
 typedef struct fsgd_bus fsgd_bus_t;
@@ -124,13 +123,11 @@ int fsgd_bus_watermarks(fsgd_bus_client_t *c, const char *topic, int32_t partiti
                         int timeout_ms, char *err, size_t errsz);
 int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
                         int timeout_ms, int compacted, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
-/* The job's grads, model and ctl topics and, when data_partitions > 0,
- * NAME.data (fsgd_dist_topics_create). */
-int fsgd_bus_topics_create(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_partitions, char *err,
-                           size_t errsz);
-/* FSGD_E_ARG when NAME.model (and, with data_too, NAME.data) holds messages
- * (fsgd_dist_topics_unused). */
-int fsgd_bus_topics_unused(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_too, char *err, size_t errsz);
+/* As fsgd_kbus_create_topic (an existing topic is kept as it is) and
+ * fsgd_kbus_broker_count. A job's topics: fsgd_dist_topics_create_bus. */
+int fsgd_bus_create_topic(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,
+                          const char *const *configs, int timeout_ms, char *err, size_t errsz);
+int fsgd_bus_broker_count(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz);
 
 /* Adds a message's latency to l (no-op when unknown). */
 void fsgd_bus_lat_add(fsgd_klat_t *l, const fsgd_bus_msg_t *m);

@@ -17,7 +17,8 @@
 #include "fsgd/trace.h"
 
 struct rd_kafka_s; /* librdkafka's rd_kafka_t */
-struct fsgd_bus;  /* fsgd/bus.h */
+struct fsgd_bus;        /* fsgd/bus.h */
+struct fsgd_bus_client; /* fsgd/bus.h */
 /* A line of news from a role, for the CLI to print: the first rejection of
  * each reason, what a step is waiting for, a consumer error. Roles call it
  * rarely (each reason once, waits every few seconds). */
@@ -70,11 +71,16 @@ int fsgd_dist_replication(const fsgd_job_t *job, int brokers, int *rf, int *min_
  * client of the cluster (rd_kafka_t *). */
 int fsgd_dist_topics_create(const fsgd_job_t *job, struct rd_kafka_s *rk, int data_partitions, char *err,
                             size_t errsz);
+/* The same with a client of any bus (fsgd/bus.h). */
+int fsgd_dist_topics_create_bus(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_partitions, char *err,
+                                size_t errsz);
 
 /* FSGD_E_STATE ("job name 'x' was used before ...") when <job>.model (and,
  * with data_too, <job>.data) already holds messages: a finished or running
  * job of the same name would mix with this one. */
 int fsgd_dist_topics_unused(const fsgd_job_t *job, struct rd_kafka_s *rk, int data_too, char *err, size_t errsz);
+int fsgd_dist_topics_unused_bus(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_too, char *err,
+                                size_t errsz);
 
 /* --- worker --- */
 
