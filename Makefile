@@ -64,18 +64,39 @@ SAN       ?=
 
 WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter $(WERROR)
 # Modules and what each may include (enforced: a module sees only the
-# headers of the modules below it):
+# public headers, M/include/fsgd/, of the modules below it; its own private
+# headers sit beside its sources):
 #   common/   errors, CRC32C, little-endian, sparse vectors, key sorting
 #   codec/    gradient codecs (common)
 #   data/     LIBSVM and generated data (common)
 #   strategy/ the two-way compression strategies (common, codec)
-#   trainer/  training, Kafka, the roles and the CLI (everything)
+#   trainer/  one module per folder, each with its own public headers:
+#     loss/        the three losses, as C and as CUDA device code (common)
+#     backend/     gradients on the CPU and CUDA backends (loss; codec, data)
+#     core/        jobs, models, Adam, metrics, output files, fsgd train
+#                  (backend, loss; strategy, data)
+#     kafka/       Kafka clients, topic names and frames (core and what it
+#                  sees: a job's Kafka settings)
+#     distributed/ the producer, worker and aggregator roles (kafka and what
+#                  it sees)
+#     observe/     /metrics, progress lines (distributed and what it sees)
+#     cli/         the commands (everything)
+# So core calls the backends, which share loss/'s formulas (not core's);
+# the roles emit their step statistics through hooks (fsgd/dist.h) that the
+# CLI wires to observe/. A folder of trainer/ needs its INC_trainer_ line.
 INC_common   = -Icommon/include
 INC_codec    = $(INC_common) -Icodec/include
 INC_data     = $(INC_common) -Idata/include
 INC_strategy = $(INC_codec) -Istrategy/include
-INC_trainer  = $(INC_strategy) -Idata/include -Itrainer/include
-INC_tests    = $(INC_trainer)
+INC_trainer_loss        = $(INC_common) -Itrainer/loss/include
+INC_trainer_backend     = $(INC_codec) -Idata/include -Itrainer/loss/include -Itrainer/backend/include
+INC_trainer_core        = $(INC_strategy) -Idata/include -Itrainer/loss/include -Itrainer/backend/include \
+                          -Itrainer/core/include
+INC_trainer_kafka       = $(INC_trainer_core) -Itrainer/kafka/include
+INC_trainer_distributed = $(INC_trainer_kafka) -Itrainer/distributed/include
+INC_trainer_observe     = $(INC_trainer_distributed) -Itrainer/observe/include
+INC_trainer_cli         = $(INC_trainer_observe)
+INC_tests    = $(INC_trainer_cli)
 # The CUDA backend is a plugin that fsgd loads only when asked for the cuda
 # backend (trainer/backend/backend_cuda_plugin.c), so a CPU run never loads
 # cuSPARSE: BIN/../lib/fsgd/backend_cuda.so.
@@ -83,8 +104,16 @@ CUDA_PLUGIN := $(patsubst ./%,%,$(dir $(BIN)))lib/fsgd/backend_cuda.so
 PLUGIN    := $(if $(filter 1,$(CUDA)),$(CUDA_PLUGIN))
 CPPFLAGS = -D_GNU_SOURCE -DFSGD_HAVE_CUDA=$(CUDA) -DFSGD_CUDA_TOOLKIT='"$(CUDA_TOOLKIT)"'
 CPPFLAGS += $(if $(PLUGIN),-DFSGD_CUDA_PLUGIN_BUILT='"$(abspath $(PLUGIN))"')
-# The include path of a source: its top folder's INC_ set.
-module_inc = $(INC_$(firstword $(subst /, ,$(1))))
+# The include path of a source: its top folder's INC_ set; under trainer/,
+# its folder's INC_trainer_ set; last, LAYERING.
+module_inc = $(if $(filter trainer,$(firstword $(subst /, ,$(1)))),$(call trainer_inc,$(word 2,$(subst /, ,$(1)))),$(INC_$(firstword $(subst /, ,$(1))))) -I$(LAYERING)
+trainer_inc = $(or $(INC_trainer_$(1)),$(error trainer/$(1)/ has no include path: add INC_trainer_$(1) to the Makefile's list of modules))
+# A public header that a module may not include is found only here, last on
+# every path: a stub whose #error names the header's module, so the
+# compiler's "In file included from trainer/core/x.c:3" says who included
+# it (tests/integration/include_direction.sh).
+PUBLIC_HDRS := $(sort $(wildcard */include/fsgd/*.h trainer/*/include/fsgd/*.h))
+LAYERING    := $(BUILD)/layering
 
 CFLAGS   = -std=c11 $(OPT) -g $(WARN) -pthread -MMD -MP $(SAN)
 LDFLAGS  = -pthread $(SAN)
@@ -106,6 +135,11 @@ TESTS     := $(TEST_SRC:tests/unit/%.c=$(BUILD)/unit/%)
 REPLAYS   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 BENCHES   := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 LIBFSGD   := $(BUILD)/libfsgd.a
+# The shared library the Python package (python/) loads with ctypes: the
+# library and the CLI's commands (fsgd.train is fsgd_cmd_train), compiled
+# position-independent into $(BUILD)/pic; lib/libfsgd.so beside the CUDA plugin.
+PIC_OBJ   := $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(CLI_SRC:%.c=$(BUILD)/pic/%.o)
+SHLIB     := $(patsubst ./%,%,$(dir $(BIN)))lib/libfsgd.so
 FSGD      := $(BIN)/fsgd
 
 LDLIBS += -ldl
@@ -114,17 +148,24 @@ ifeq ($(CUDA),1)
   LDFLAGS  += -rdynamic
 endif
 
-.PHONY: all test asan bench fuzz clean check-deps deps run check
+.PHONY: all test asan bench fuzz clean check-deps deps run check data shlib
 all: $(FSGD) $(LIBFSGD) $(PLUGIN)
 
 $(FLAGS_STAMP):
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/.flags-* && touch $@
 
-$(BUILD)/%.o: %.c $(FLAGS_STAMP)
+$(LAYERING)/.stamp: $(PUBLIC_HDRS)
+	@rm -rf $(LAYERING) && mkdir -p $(LAYERING)/fsgd
+	@for h in $(PUBLIC_HDRS); do \
+	    printf '#error "fsgd/%s belongs to %s/, which this module may not include (the modules and their order: Makefile)"\n' \
+	        "$${h##*/}" "$${h%/include/fsgd/*}" >$(LAYERING)/fsgd/$${h##*/}; \
+	done && touch $@
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP) | $(LAYERING)/.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
+$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | $(LAYERING)/.stamp
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(call module_inc,$<) $(CPPFLAGS) -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP -c $< -o $@
 
@@ -132,6 +173,15 @@ $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
 $(CUDA_PLUGIN): $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -pthread $(CU_OBJ) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcusparse -lcudart -lstdc++ -o $@
+
+$(BUILD)/pic/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+
+shlib: $(SHLIB)
+$(SHLIB): $(PIC_OBJ) | $(PLUGIN)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) $(PIC_OBJ) $(LDLIBS) -o $@
 
 $(LIBFSGD): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -141,7 +191,17 @@ $(FSGD): $(CLI_OBJ) $(LIBFSGD) | $(PLUGIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIBFSGD) $(LDLIBS) -o $@
 
-$(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/testmain.o $(LIBFSGD) | $(PLUGIN)
+# The data sets of data/sets (some xz-compressed), unpacked and checked
+# against data/sets/SHA256SUMS: tests and benchmarks read them there (or in
+# $FSGD_DATA), so a clone needs nothing beside it.
+DATA_DIR   := $(BUILD)/datasets
+DATA_STAMP := $(DATA_DIR)/.sha256sums
+data: $(DATA_STAMP)
+$(DATA_STAMP): data/sets/SHA256SUMS $(wildcard data/sets/*.xz) scripts/unpack-data.sh
+	scripts/unpack-data.sh $(DATA_DIR) >/dev/null && touch $@
+$(BUILD)/tests/unit/testmain.o: CPPFLAGS += -DFSGD_TEST_DATA_DIR='"$(DATA_DIR)"'
+
+$(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/testmain.o $(LIBFSGD) | $(PLUGIN) $(DATA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcunit -o $@
 
@@ -149,13 +209,13 @@ $(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD) | $(PLUGIN)
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD) | $(PLUGIN) $(DATA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests, fuzz corpus replay and integration scripts; prints
 # "N passed, N failed, N skipped" last and fails if anything failed.
-test: all $(TESTS) $(REPLAYS)
+test: all $(TESTS) $(REPLAYS) data $(SHLIB)
 	BUILD=$(BUILD) FSGD=$(FSGD) tests/run_tests.sh
 
 asan:
@@ -193,9 +253,10 @@ check: deps
 	$(MAKE) test
 	$(MAKE) asan
 
-# Keeps build/venv (scripts/install-peers.sh): rebuilding it means a download.
+# Keeps build/venv (scripts/install-peers.sh) and build/compose-cache
+# (tests/integration/compose_up.sh's debootstrap): rebuilding them means a download.
 clean:
 	rm -rf build-asan bin lib
-	[ ! -d build ] || find build -mindepth 1 -maxdepth 1 ! -name venv -exec rm -rf {} +
+	[ ! -d build ] || find build -mindepth 1 -maxdepth 1 ! -name venv ! -name compose-cache -exec rm -rf {} +
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

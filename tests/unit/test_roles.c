@@ -114,6 +114,7 @@ static void run_init(run_t *r, int nworkers, int epochs)
     r->job.lr = 0.05;
     r->job.step_timeout_ms = 1500;
     r->job.snapshot_every = 20;
+    r->job.staleness = 0; /* synchronous unless a test says otherwise */
     r->job.quiet = 1;
     r->nworkers = nworkers;
     r->expected = nworkers;
@@ -151,7 +152,7 @@ static void on_log(void *ctx, const char *line)
 static void *agg_main(void *arg)
 {
     run_t *r = arg;
-    r->arc = fsgd_aggregator_run_bus(r->bus, &r->job, r->expected, &r->ast, NULL, on_log, (void *)"agg", r->aerr,
+    r->arc = fsgd_aggregator_run_bus(r->bus, &r->job, r->expected, &r->ast, NULL, NULL, on_log, (void *)"agg", r->aerr,
                                      sizeof r->aerr);
     return NULL;
 }
@@ -161,7 +162,7 @@ static void *worker_main(void *arg)
     int i = *(int *)arg;
     run_t *r = cur;
     static const char *names[MAX_W] = {"w1", "w2", "w3", "w4"};
-    r->wrc[i] = fsgd_worker_run_bus(r->view[i], &r->job, (uint32_t)(i + 1), &r->stop[i], &r->wst[i], on_log,
+    r->wrc[i] = fsgd_worker_run_bus(r->view[i], &r->job, (uint32_t)(i + 1), &r->stop[i], &r->wst[i], NULL, on_log,
                                     (void *)names[i], r->werr[i], sizeof r->werr[i]);
     return NULL;
 }

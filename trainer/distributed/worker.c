@@ -23,7 +23,6 @@
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
-#include "fsgd/observe.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "fsgd/rowfmt.h"
@@ -73,6 +72,7 @@ typedef struct worker {
     int kerr_seen[16], n_kerr;
     fsgd_worker_stats_t *stats;
     fsgd_dist_log_fn log;
+    fsgd_worker_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
     void *log_ctx;
     uint8_t logged_corrupt, logged_dup;
     int rc;
@@ -662,7 +662,8 @@ static int do_step(worker_t *w)
     w->sent_at = w->last_send = now_s();
     w->stats->steps_sent++;
     w->stats->rows += gm.rows;
-    fsgd_observe_worker_step(w->stats); /* /metrics */
+    if (w->on_step) /* the caller's hook (/metrics) */
+        w->on_step(w->log_ctx, w->stats);
     return 0;
 }
 
@@ -680,20 +681,21 @@ static uint32_t random_id(void)
 }
 
 int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
-                    fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz)
+                    fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz)
 {
     fsgd_bus_t *bus = fsgd_bus_kafka_new(job->brokers, err, errsz);
     if (!bus) {
         memset(st, 0, sizeof *st);
         return FSGD_E_NOMEM;
     }
-    int rc = fsgd_worker_run_bus(bus, job, id, stop, st, log, log_ctx, err, errsz);
+    int rc = fsgd_worker_run_bus(bus, job, id, stop, st, on_step, log, log_ctx, err, errsz);
     fsgd_bus_destroy(bus);
     return rc;
 }
 
 int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, volatile int *stop,
-                        fsgd_worker_stats_t *st, fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz)
+                        fsgd_worker_stats_t *st, fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *log_ctx,
+                        char *err, size_t errsz)
 {
     memset(st, 0, sizeof *st);
     worker_t *w = calloc(1, sizeof *w);
@@ -703,6 +705,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     w->id = id ? id : random_id();
     w->stats = st;
     w->log = log;
+    w->on_step = on_step;
     w->log_ctx = log_ctx;
     w->err = err;
     w->errsz = errsz;

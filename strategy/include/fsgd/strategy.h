@@ -29,7 +29,7 @@
  * Specs: "name:key=value,..." as for codecs (fsgd/codec.h). The codec
  * strategies (none, fastsgd, logquant, topk) take exactly their codec's
  * spec. Adding a strategy: one file under strategy/ defining an
- * fsgd_strategy_vt_t, and one line in strategy/registry.c. */
+ * fsgd_strategy_vt_t, and one line in the registry of strategy/strategy.c. */
 #ifndef FSGD_STRATEGY_H
 #define FSGD_STRATEGY_H
 
