@@ -12,28 +12,18 @@
 
 #include "aggregator_internal.h"
 
-static int consumer_error(agg_t *a, const rd_kafka_message_t *m)
+static int consumer_error(agg_t *a, const fsgd_bus_msg_t *m)
 {
-    rd_kafka_resp_err_t e = m->err;
-    if (e == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+    int e = m->code;
+    if (m->err == FSGD_BUS_EOF)
         return 0;
     char fatal[256];
-    if (rd_kafka_fatal_error(a->grads_c, fatal, sizeof fatal))
+    if (fsgd_bus_fatal(a->grads_c, fatal, sizeof fatal))
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: fatal: %s", a->tgrads, fatal);
-    switch (e) {
-    case RD_KAFKA_RESP_ERR__FATAL:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
-    case RD_KAFKA_RESP_ERR__AUTHENTICATION:
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: %s", a->tgrads,
-                            rd_kafka_message_errstr(m));
-    case RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE:
-    case RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET: {
+    switch (m->err) {
+    case FSGD_BUS_FATAL:
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: %s", a->tgrads, m->errstr);
+    case FSGD_BUS_LOST: {
         /* Gradients were dropped by the broker before they were read (a
          * burst pushed them past retention or the embedded cluster's 5 MiB).
          * Nothing applied is lost: read on from what is left, and workers
@@ -41,25 +31,14 @@ static int consumer_error(agg_t *a, const rd_kafka_message_t *m)
         /* The partition's fetcher stopped (auto.offset.reset=error): assign
          * again, that partition from its log start, the others from where
          * they are. */
-        rd_kafka_topic_partition_list_t *l = NULL;
-        rd_kafka_resp_err_t ae = rd_kafka_assignment(a->grads_c, &l);
-        if (!ae)
-            ae = rd_kafka_position(a->grads_c, l);
-        for (int i = 0; !ae && i < l->cnt; i++)
-            if (l->elems[i].partition == m->partition || l->elems[i].offset < 0)
-                l->elems[i].offset = l->elems[i].partition == m->partition ? RD_KAFKA_OFFSET_BEGINNING
-                                                                            : RD_KAFKA_OFFSET_END;
-        if (!ae)
-            ae = rd_kafka_assign(a->grads_c, l);
-        if (l)
-            rd_kafka_topic_partition_list_destroy(l);
-        if (ae)
+        char re[256];
+        if (fsgd_bus_restart(a->grads_c, a->tgrads, m->partition, FSGD_BUS_OFFSET_BEGINNING, re, sizeof re))
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: %s, and reading on from the log "
-                                "start failed: %s", a->tgrads, rd_kafka_message_errstr(m), rd_kafka_err2str(ae));
+                                "start failed: %s", a->tgrads, m->errstr, re);
         a->s->consumer_errors++;
         agg_log(a, "%s [%d]: messages were dropped by the broker before they were read (%s): reading on from the "
                    "log start; workers send unanswered gradients again",
-                a->tgrads, (int)m->partition, rd_kafka_message_errstr(m));
+                a->tgrads, (int)m->partition, m->errstr);
         return 0;
     }
     default:
@@ -67,13 +46,13 @@ static int consumer_error(agg_t *a, const rd_kafka_message_t *m)
     }
     a->s->consumer_errors++;
     for (int i = 0; i < a->n_kerr; i++)
-        if (a->kerr_seen[i] == (int)e)
+        if (a->kerr_seen[i] == e)
             return 0;
     if (a->n_kerr < 32)
         a->kerr_seen[a->n_kerr++] = (int)e;
     agg_log(a, "%s consumer: %s (%s; librdkafka retries; counted in metrics messages.consumer_errors, this kind "
                "logged once)",
-            a->tgrads, rd_kafka_message_errstr(m), rd_kafka_err2name(e));
+            a->tgrads, m->errstr, m->errname);
     return 0;
 }
 
@@ -88,13 +67,13 @@ static double value_bound(const agg_t *a, uint64_t rows)
 /* Takes one message from NAME.grads, or drops it with a reason. The order of
  * the checks is the order of trust: a frame at all, from a member, for the
  * step in progress (before anything is stored), then what it claims. */
-int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m)
+int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m)
 {
     if (m->err)
         return consumer_error(a, m);
-    fsgd_klat_add(&a->lat_grads, m);
+    fsgd_bus_lat_add(&a->lat_grads, m);
     a->s->bytes_up += m->len;
-    return agg_take_frame(a, m->payload, m->len, m->offset);
+    return agg_take_frame(a, m->val, m->len, m->offset);
 }
 
 int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)

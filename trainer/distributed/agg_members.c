@@ -60,13 +60,13 @@ member_t *agg_member_find(agg_t *a, uint32_t id)
 
 /* Applies one NAME.ctl event: worker_assignment makes (or updates) a
  * member, worker_leave forgets one. Anything else is ignored. */
-static void ctl_apply(agg_t *a, const rd_kafka_message_t *m)
+static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
 {
     char ev[32];
     double wid;
     size_t np = 0;
     uint32_t P = a->st.nparts;
-    const char *j = m->payload;
+    const char *j = m->val;
     if (m->err || !j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) ||
         (strcmp(ev, "worker_assignment") && strcmp(ev, "worker_leave")) ||
         !fsgd_ctl_get_num(j, m->len, "worker", &wid) || !(wid >= 0 && wid <= UINT32_MAX))
@@ -115,10 +115,10 @@ static void ctl_apply(agg_t *a, const rd_kafka_message_t *m)
 int agg_ctl_drain(agg_t *a, int timeout_ms)
 {
     int n = 0;
-    rd_kafka_message_t *m;
-    while (a->ctl_c && (m = rd_kafka_consumer_poll(a->ctl_c, n ? 0 : timeout_ms))) {
+    fsgd_bus_msg_t *m;
+    while (a->ctl_c && (m = fsgd_bus_poll(a->ctl_c, n ? 0 : timeout_ms))) {
         ctl_apply(a, m);
-        rd_kafka_message_destroy(m);
+        fsgd_bus_msg_destroy(m);
         n++;
     }
     return n;
@@ -191,7 +191,7 @@ int agg_wait_assignment(agg_t *a, double timeout_s)
     int covered = 0; /* the latest reports are disjoint and cover every partition with rows */
     while (agg_now() - t0 < timeout_s) {
         int n = agg_ctl_drain(a, 20);
-        rd_kafka_poll(a->prod, 0);
+        fsgd_bus_serve(a->prod);
         double t = agg_now();
         if (t - last_log >= 10) {
             last_log = t;

@@ -127,14 +127,14 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     char key[32];
     snprintf(key, sizeof key, snapshot ? "snapshot" : "delta.%llu",
              (unsigned long long)(a->step % a->snap_every));
-    FSGD_TRY(fsgd_kbus_send_keyed(a->prod, a->tmodel, 0, a->job->name, &h, key, a->buf.p, a->buf.n, 0,
-                                  &a->s->bytes_model, a->err, a->errsz));
+    FSGD_TRY(fsgd_bus_send(a->prod, a->tmodel, 0, a->job->name, &h, key, a->buf.p, a->buf.n, &a->s->bytes_model,
+                           a->err, a->errsz));
     a->s->bytes_down += (a->s->bytes_model - before) * (a->nlive ? a->nlive : 1);
     if (!snapshot) {
         a->s->down_msgs++;
         a->s->down_bytes_msg += a->s->bytes_model - before;
     }
-    rd_kafka_poll(a->prod, 0);
+    fsgd_bus_serve(a->prod);
     return 0;
 }
 

@@ -50,7 +50,7 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
 
 int agg_scan_data(agg_t *a)
 {
-    int P = fsgd_kbus_partitions(a->scan_c, a->tdata, 15000, a->err, a->errsz);
+    int P = fsgd_bus_partitions(a->scan_c, a->tdata, 15000, a->err, a->errsz);
     if (P < 0)
         return P;
     FSGD_TRY(fsgd_wire_state_alloc(&a->st, (uint32_t)P));
@@ -62,7 +62,7 @@ int agg_scan_data(agg_t *a)
     int rc = 0;
     for (int p = 0; p < P && !rc; p++) {
         int64_t lo, hi;
-        FSGD_TRY(fsgd_kbus_watermarks(a->scan_c, a->tdata, p, &lo, &hi, 10000, a->err, a->errsz));
+        FSGD_TRY(fsgd_bus_watermarks(a->scan_c, a->tdata, p, &lo, &hi, 10000, a->err, a->errsz));
         if (lo != 0)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_LOST,
                                 "data lost: %s [%d] starts at offset %lld, not 0: rows were dropped before "
@@ -75,7 +75,7 @@ int agg_scan_data(agg_t *a)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
         c.p = (uint32_t)p;
         c.rows = 0;
-        rc = fsgd_kbus_read_range(a->scan_c, a->tdata, p, lo, hi, 30000, scan_msg, &c, a->err, a->errsz);
+        rc = fsgd_bus_read_range(a->scan_c, a->tdata, p, lo, hi, 30000, 0, scan_msg, &c, a->err, a->errsz);
         total += c.rows;
     }
     max_col = c.max_col;
@@ -131,10 +131,10 @@ static int last_final(void *ctx, int32_t partition, int64_t offset, const void *
 int agg_check_model_topic(agg_t *a)
 {
     int64_t lo, hi;
-    if (fsgd_kbus_watermarks(a->scan_c, a->tmodel, 0, &lo, &hi, 10000, NULL, 0) < 0 || hi <= lo)
+    if (fsgd_bus_watermarks(a->scan_c, a->tmodel, 0, &lo, &hi, 10000, NULL, 0) < 0 || hi <= lo)
         return 0;
     fsgd_kframe_t f = {0};
-    if (fsgd_kbus_read_range(a->scan_c, a->tmodel, 0, hi - 1, hi, 5000, last_final, &f, NULL, 0) < 0 || !f.flags)
+    if (fsgd_bus_read_range(a->scan_c, a->tmodel, 0, hi - 1, hi, 5000, 0, last_final, &f, NULL, 0) < 0 || !f.flags)
         return 0;
     return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                         "job name '%s' is taken: %s ends with the final model of a finished job (generation %u, "

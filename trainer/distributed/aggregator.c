@@ -94,18 +94,9 @@ int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v)
 
 static void agg_free(agg_t *a)
 {
-    if (a->grads_c) {
-        rd_kafka_consumer_close(a->grads_c);
-        rd_kafka_destroy(a->grads_c);
-    }
-    if (a->scan_c) {
-        rd_kafka_consumer_close(a->scan_c);
-        rd_kafka_destroy(a->scan_c);
-    }
-    if (a->prod) {
-        rd_kafka_purge(a->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-        rd_kafka_destroy(a->prod);
-    }
+    fsgd_bus_client_destroy(a->grads_c);
+    fsgd_bus_client_destroy(a->scan_c);
+    fsgd_bus_client_destroy(a->prod); /* drops what is not delivered */
     for (uint32_t p = 0; a->rows_at && p < a->st.nparts; p++)
         free(a->rows_at[p]);
     free(a->rows_at);
@@ -128,18 +119,54 @@ static void agg_free(agg_t *a)
     free(a->buf.p);
     free(a->step_ms);
     fsgd_cj_free(&a->cj);
-    if (a->ctl_c) {
-        rd_kafka_consumer_close(a->ctl_c);
-        rd_kafka_destroy(a->ctl_c);
-    }
+    fsgd_bus_client_destroy(a->ctl_c);
     for (size_t i = 0; i < a->nmem; i++)
         free(a->mem[i].own);
     free(a->mem);
 }
 
+/* How long a step whose answers carry no rows waits for the group to move
+ * partitions: longer than the consumers' session timeout (6 s,
+ * KAFKA_FORMAT.md), after which a dead member's partitions have moved. */
+#define IDLE_WAIT_S 8.0
+
+/* 1 when the epoch has rows left and every partition holding them is
+ * orphaned: its latest owner on NAME.ctl is no live worker (a dropped one
+ * whose partitions the group has not moved yet), or it has none. */
+static int rows_orphaned(const agg_t *a)
+{
+    int left = 0;
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        if (a->st.pos[p] >= a->st.end[p])
+            continue;
+        left = 1;
+        const member_t *owner = NULL;
+        for (size_t k = 0; k < a->nmem; k++)
+            if (a->mem[k].own[p] && (!owner || a->mem[k].seq > owner->seq))
+                owner = &a->mem[k];
+        if (owner && agg_in_set(a->live, a->nlive, owner->id))
+            return 0;
+    }
+    return left;
+}
+
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
                         fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
                         char *err, size_t errsz)
+{
+    fsgd_bus_t *bus = fsgd_bus_kafka_new(job->brokers, err, errsz);
+    if (!bus) {
+        memset(st, 0, sizeof *st);
+        return FSGD_E_NOMEM;
+    }
+    int rc = fsgd_aggregator_run_bus(bus, job, expected_workers, st, progress, on_step, log, ctx, err, errsz);
+    fsgd_bus_destroy(bus);
+    return rc;
+}
+
+int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
+                            fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
+                            char *err, size_t errsz)
 {
     memset(st, 0, sizeof *st);
     st->resumed_from_step = -1;
@@ -151,14 +178,14 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     fsgd_kbus_topic(a.tctl, sizeof a.tctl, job->name, "ctl");
     a.expected = expected_workers > 0 ? expected_workers : 1;
     int rc = fsgd_rowfmt_init(&a.fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
-    if (!rc && (!(a.prod = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, job->brokers, NULL, err, errsz)) ||
-                !(a.scan_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)) ||
-                !(a.grads_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz))))
+    if (!rc && (!(a.prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)) ||
+                !(a.scan_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)) ||
+                !(a.grads_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz))))
         rc = FSGD_E_KAFKA;
     /* The job's grads, model and ctl topics (fsgd produce or fsgd run made
      * them; kept as they are when they exist), with leaders elected. */
     if (!rc)
-        rc = fsgd_dist_topics_create(job, a.prod, 0, err, errsz);
+        rc = fsgd_dist_topics_create_bus(a.prod, job, 0, err, errsz);
     if (!rc)
         rc = agg_check_model_topic(&a);
     if (!rc)
@@ -219,14 +246,11 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         st->held_limit = total;
     }
     /* NAME.ctl from its start, for the whole run: the members of the job */
-    if (!rc && !(a.ctl_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
+    if (!rc && !(a.ctl_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
         rc = FSGD_E_KAFKA;
     if (!rc) {
-        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-        rd_kafka_topic_partition_list_add(l, a.tctl, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
-        if (rd_kafka_assign(a.ctl_c, l))
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "assign %s failed", a.tctl);
-        rd_kafka_topic_partition_list_destroy(l);
+        fsgd_bus_tp_t l = {a.tctl, 0, FSGD_BUS_OFFSET_BEGINNING};
+        rc = fsgd_bus_assign(a.ctl_c, &l, 1, err, errsz);
     }
     a.st.epoch = 1;
     int resumed = 0;
@@ -241,18 +265,20 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         agg_set_quota(&a);
         a.st.adam_t = a.adam.t;
         /* Gradients of earlier generations are ignored anyway; start at the end. */
-        int P = fsgd_kbus_partitions(a.grads_c, a.tgrads, 15000, err, errsz);
-        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(P > 0 ? P : 1);
-        for (int p = 0; p < P && !rc; p++) {
+        int P = fsgd_bus_partitions(a.grads_c, a.tgrads, 15000, err, errsz);
+        fsgd_bus_tp_t *l = calloc(P > 0 ? (size_t)P : 1, sizeof *l);
+        if (!l)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+        for (int p = 0; l && p < P && !rc; p++) {
             int64_t lo, hi;
-            rc = fsgd_kbus_watermarks(a.grads_c, a.tgrads, p, &lo, &hi, 10000, err, errsz);
-            rd_kafka_topic_partition_list_add(l, a.tgrads, p)->offset = hi;
+            rc = fsgd_bus_watermarks(a.grads_c, a.tgrads, p, &lo, &hi, 10000, err, errsz);
+            l[p] = (fsgd_bus_tp_t){a.tgrads, p, hi};
         }
         if (P < 0)
             rc = P;
-        if (!rc && rd_kafka_assign(a.grads_c, l))
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "assign %s failed", a.tgrads);
-        rd_kafka_topic_partition_list_destroy(l);
+        if (!rc)
+            rc = fsgd_bus_assign(a.grads_c, l, P, err, errsz);
+        free(l);
     }
     /* the opening snapshot waits until the consumer group has settled */
     if (!rc)
@@ -287,16 +313,18 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     double last_progress = agg_now();
     const double timeout = job->step_timeout_ms / 1e3;
     int opened_with_held = 0; /* the open step took held gradients: it may be complete already */
+    uint64_t idle_snapshot = UINT64_MAX; /* the step whose model went out again as a snapshot */
+    uint64_t idle_logged = 0;            /* the step whose wait for moved partitions was logged */
     while (!rc && !done) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(a.grads_c, opened_with_held ? 0 : 2);
+        fsgd_bus_msg_t *m = fsgd_bus_poll(a.grads_c, opened_with_held ? 0 : 2);
         opened_with_held = 0;
         if (m) {
             rc = agg_handle_grad(&a, m);
-            rd_kafka_message_destroy(m);
+            fsgd_bus_msg_destroy(m);
             /* drain what is already here before deciding */
             continue;
         }
-        rd_kafka_poll(a.prod, 0);
+        fsgd_bus_serve(a.prod);
         agg_ctl_drain(&a, 0);
         double t = agg_now();
         int complete = 0;
@@ -364,10 +392,32 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
                 complete = a.ngot > 0;
                 if (!complete)
                     a.step_start = t; /* nobody alive: keep waiting for anyone */
+                if (!complete && idle_snapshot != a.step) {
+                    /* Workers that lost a model delta compute nothing until
+                     * a snapshot, and only steps make snapshots: with all of
+                     * them waiting the job would stall. Once per step. */
+                    idle_snapshot = a.step;
+                    rc = agg_publish(&a, 1, 0, NULL, 0);
+                }
             }
         }
         if (!complete)
             continue;
+        if (!a.first_step && a.rows_step == 0 && t - a.step_start < (timeout > IDLE_WAIT_S ? timeout : IDLE_WAIT_S) &&
+            rows_orphaned(&a)) {
+            /* Everyone live answered without rows, and the rows left are in
+             * partitions of nobody alive (a dropped worker's, until its
+             * session ends and the group moves them). Stepping now would
+             * spin through hundreds of empty steps; wait for the new
+             * owners' assignment reports on NAME.ctl. */
+            if (idle_logged != a.step + 1) {
+                idle_logged = a.step + 1;
+                agg_log(&a, "step %llu: every live worker answered without rows; the rows left are in partitions "
+                            "of workers no longer live: waiting for the group to move them (at most %.0f s)",
+                        (unsigned long long)a.step + 1, timeout > IDLE_WAIT_S ? timeout : IDLE_WAIT_S);
+            }
+            continue;
+        }
         a.last_wait_log = 0;
         a.first_step = 0;
         a.step_wait = t - a.step_start;
@@ -393,7 +443,7 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
             rc = fsgd_model_save(&mo, job->out, err, errsz);
         }
         if (!rc)
-            rc = fsgd_kbus_flush(a.prod, 30000, err, errsz);
+            rc = fsgd_bus_flush(a.prod, 30000, err, errsz);
         if (!rc && job->checkpoint[0])
             unlink(job->checkpoint); /* finished: a new run starts fresh */
     }
@@ -418,7 +468,7 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         fsgd_cj_u64(&a.cj, "workers_dropped", st->workers_dropped);
         fsgd_cj_u64(&a.cj, "empty_steps", st->empty_steps);
         agg_ctl_emit(&a, "job_end");
-        rd_kafka_flush(a.prod, 5000);
+        fsgd_bus_flush(a.prod, 5000, NULL, 0);
     }
     if (job->metrics_json[0] && (done || rc)) {
         char e2[FSGD_OUTFILE_PATH_MAX + 300];

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "fsgd/adam.h"
+#include "fsgd/bus.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/codec.h"
 #include "fsgd/downlink.h"
@@ -31,7 +32,7 @@ typedef struct agg {
     fsgd_rowfmt_t fmt; /* the job's row format: NAME.data, the test file, the model's input spec */
     fsgd_agg_stats_t *s;
     char tdata[128], tgrads[128], tmodel[128], tctl[128];
-    rd_kafka_t *prod, *grads_c, *scan_c, *ctl_c;
+    fsgd_bus_client_t *prod, *grads_c, *scan_c, *ctl_c;
     fsgd_ctl_json_t cj;
     int expected;
     uint32_t gen;
@@ -152,7 +153,7 @@ size_t agg_awaited(const agg_t *a, char *out, size_t cap);
 int agg_wait_assignment(agg_t *a, double timeout_s);
 
 /* agg_gradients.c: one message from NAME.grads, taken or dropped */
-int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m);
+int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m);
 /* The same for a frame's bytes (offset: for messages only). */
 int agg_take_frame(agg_t *a, const void *payload, size_t len, int64_t offset);
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/codec.h"
@@ -165,27 +166,39 @@ static int topic_msg(void *ctx, int32_t partition, int64_t offset, const void *v
 int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_final, fsgd_model_t *m,
                               uint64_t *step, char *err, size_t errsz)
 {
+    fsgd_bus_t *bus = fsgd_bus_kafka_new(brokers, err, errsz);
+    if (!bus) {
+        memset(m, 0, sizeof *m);
+        return FSGD_E_NOMEM;
+    }
+    int rc = fsgd_model_assemble_topic_bus(bus, job, require_final, m, step, err, errsz);
+    fsgd_bus_destroy(bus);
+    return rc;
+}
+
+int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
+                                  uint64_t *step, char *err, size_t errsz)
+{
     memset(m, 0, sizeof *m);
     char topic[128];
     fsgd_kbus_topic(topic, sizeof topic, job, "model");
-    rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, brokers, NULL, err, errsz);
+    fsgd_bus_client_t *c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz);
     if (!c)
         return FSGD_E_KAFKA;
     asm_state_t s = {0};
     int rc = (s.as = fsgd_kasm_new()) ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
     int64_t lo = 0, hi = 0;
     if (!rc)
-        rc = fsgd_kbus_watermarks(c, topic, 0, &lo, &hi, 10000, err, errsz);
+        rc = fsgd_bus_watermarks(c, topic, 0, &lo, &hi, 10000, err, errsz);
     topic_ctx_t t = {&s};
     /* A log start past 0 is fine here: the snapshots are there for it. */
     if (!rc)
         /* NAME.model is compacted on real clusters: offsets may skip */
-        rc = fsgd_kbus_read_compacted(c, topic, 0, lo, hi, 30000, topic_msg, &t, err, errsz);
+        rc = fsgd_bus_read_range(c, topic, 0, lo, hi, 30000, 1, topic_msg, &t, err, errsz);
     if (!rc)
         rc = finish(&s, require_final, m, step, err, errsz);
     else
         finish(&s, 0, m, NULL, NULL, 0), fsgd_model_free(m);
-    rd_kafka_consumer_close(c);
-    rd_kafka_destroy(c);
+    fsgd_bus_client_destroy(c);
     return rc;
 }

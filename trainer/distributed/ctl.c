@@ -138,17 +138,12 @@ void fsgd_cj_free(fsgd_ctl_json_t *j)
     memset(j, 0, sizeof *j);
 }
 
-int fsgd_ctl_send(rd_kafka_t *prod, const char *topic, const char *job, const char *event, const fsgd_ctl_json_t *j)
+int fsgd_ctl_send(fsgd_bus_client_t *prod, const char *topic, const char *job, const char *event,
+                  const fsgd_ctl_json_t *j)
 {
     if (!prod || j->oom || !j->p)
         return FSGD_E_KAFKA;
-    rd_kafka_resp_err_t e =
-        rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
-                          RD_KAFKA_V_KEY(event, strlen(event)), RD_KAFKA_V_VALUE(j->p, j->n),
-                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADER("fsgd.job", job, -1),
-                          RD_KAFKA_V_HEADER("fsgd.kind", "ctl", -1), RD_KAFKA_V_END);
-    rd_kafka_poll(prod, 0);
-    return e ? FSGD_E_KAFKA : 0;
+    return fsgd_bus_produce(prod, topic, 0, event, j->p, j->n, job, "ctl", NULL, 0) ? FSGD_E_KAFKA : 0;
 }
 
 /* Finds `"key"` followed by `:` outside strings at nesting depth 1; returns

@@ -7,9 +7,10 @@
 #ifndef FSGD_DIST_CTL_H
 #define FSGD_DIST_CTL_H
 
-#include <librdkafka/rdkafka.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "fsgd/bus.h"
 
 typedef struct fsgd_ctl_json {
     char *p;
@@ -31,7 +32,7 @@ void fsgd_cj_free(fsgd_ctl_json_t *j);
 
 /* Produces j (closed) to topic partition 0 with key = event. Best effort:
  * returns 0 or FSGD_E_KAFKA (the caller decides whether that matters). */
-int fsgd_ctl_send(rd_kafka_t *prod, const char *topic, const char *job, const char *event, const fsgd_ctl_json_t *j);
+int fsgd_ctl_send(fsgd_bus_client_t *prod, const char *topic, const char *job, const char *event, const fsgd_ctl_json_t *j);
 
 /* Field lookup in a flat JSON object: 1 found, 0 absent/mistyped. */
 int fsgd_ctl_get_str(const char *json, size_t len, const char *key, char *out, size_t cap);

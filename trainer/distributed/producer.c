@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fsgd/bus.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
@@ -34,6 +35,20 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
                       fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
                       size_t errsz)
 {
+    fsgd_bus_t *bus = fsgd_bus_kafka_new(brokers, err, errsz);
+    if (!bus) {
+        memset(st, 0, sizeof *st);
+        return FSGD_E_NOMEM;
+    }
+    int rc = fsgd_produce_file_bus(bus, job, path, partitions, st, progress, ctx, err, errsz);
+    fsgd_bus_destroy(bus);
+    return rc;
+}
+
+int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const char *path, int partitions,
+                          fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
+                          size_t errsz)
+{
     memset(st, 0, sizeof *st);
     fsgd_rowfmt_t fmt;
     FSGD_TRY(fsgd_rowfmt_init(&fmt, job->format, job->hash_bits, job->skip_bad, err, errsz));
@@ -42,7 +57,7 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f)
         return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %m", path);
-    rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_DATA_PRODUCER, brokers, NULL, err, errsz);
+    fsgd_bus_client_t *rk = fsgd_bus_client_new(bus, FSGD_KCLIENT_DATA_PRODUCER, err, errsz);
     if (!rk) {
         if (f != stdin)
             fclose(f);
@@ -57,10 +72,10 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
     /* The job's topics with their settings (existing ones are kept: the
      * embedded cluster makes its own); a name whose model topic holds a job
      * already is refused (the new rows would mix into a finished job). */
-    rc = fsgd_dist_topics_create(job, rk, partitions > 0 ? partitions : 12, err, errsz);
+    rc = fsgd_dist_topics_create_bus(rk, job, partitions > 0 ? partitions : 12, err, errsz);
     if (!rc)
-        rc = fsgd_dist_topics_unused(job, rk, 0, err, errsz);
-    if (!rc && (P = fsgd_kbus_partitions(rk, topic, 10000, err, errsz)) < 0)
+        rc = fsgd_dist_topics_unused_bus(rk, job, 0, err, errsz);
+    if (!rc && (P = fsgd_bus_partitions(rk, topic, 10000, err, errsz)) < 0)
         rc = P;
     if (!rc) {
         lo0 = calloc(P, sizeof *lo0);
@@ -70,7 +85,7 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
     }
     for (int p = 0; !rc && p < P; p++)
-        rc = fsgd_kbus_watermarks(rk, topic, p, &lo0[p], &hi0[p], 10000, err, errsz);
+        rc = fsgd_bus_watermarks(rk, topic, p, &lo0[p], &hi0[p], 10000, err, errsz);
     st->partitions = P;
     double t0 = now_s(), last = t0;
     uint64_t lineno = 0;
@@ -95,23 +110,15 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
         if (r == 0)
             continue; /* blank, comment, or skipped bad row */
         int32_t p = (int32_t)(st->rows % (uint64_t)P);
-        rd_kafka_resp_err_t e;
-        for (;;) {
-            e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(p), RD_KAFKA_V_VALUE(line, n),
-                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-            if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
-                break;
-            rd_kafka_poll(rk, 10);
-        }
-        if (e) {
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce %s:%llu to %s: %s", path,
-                              (unsigned long long)lineno, topic, rd_kafka_err2str(e));
+        /* no key, no headers: the row as it is */
+        char e[256];
+        if (fsgd_bus_produce(rk, topic, p, NULL, line, (size_t)n, NULL, NULL, e, sizeof e)) {
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce %s:%llu: %s", path, (unsigned long long)lineno, e);
             break;
         }
         sent[p]++;
         st->rows++;
         st->bytes += (uint64_t)n + 1;
-        rd_kafka_poll(rk, 0);
         double t = now_s();
         if (progress && t - last >= 1.0) {
             last = t;
@@ -122,12 +129,12 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
     if (!rc && ferror(f))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "reading '%s': %m", path);
     if (!rc)
-        rc = fsgd_kbus_flush(rk, 120000, err, errsz);
+        rc = fsgd_bus_flush(rk, 120000, err, errsz);
     /* Check that the broker kept everything: the mock cluster silently drops
      * the oldest data past 5 MiB per partition, real Kafka by retention. */
     for (int p = 0; !rc && p < P; p++) {
         int64_t lo, hi;
-        rc = fsgd_kbus_watermarks(rk, topic, p, &lo, &hi, 10000, err, errsz);
+        rc = fsgd_bus_watermarks(rk, topic, p, &lo, &hi, 10000, err, errsz);
         if (!rc && (lo != lo0[p] || hi - lo != hi0[p] - lo0[p] + (int64_t)sent[p]))
             rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
                               "data lost: %s [%d] holds offsets [%lld, %lld) after writing %llu rows onto "
@@ -148,6 +155,6 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
     fsgd_csr_free(&scratch);
     if (f != stdin)
         fclose(f);
-    rd_kafka_destroy(rk);
+    fsgd_bus_client_destroy(rk);
     return rc;
 }

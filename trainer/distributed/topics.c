@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
@@ -35,7 +36,18 @@ int fsgd_dist_replication(const fsgd_job_t *job, int brokers, int *rf, int *min_
 
 int fsgd_dist_topics_create(const fsgd_job_t *job, rd_kafka_t *rk, int data_partitions, char *err, size_t errsz)
 {
-    int nb = fsgd_kbus_broker_count(rk, 10000, err, errsz);
+    fsgd_bus_client_t *c = fsgd_bus_kafka_borrow(rk);
+    if (!c)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+    int rc = fsgd_dist_topics_create_bus(c, job, data_partitions, err, errsz);
+    fsgd_bus_client_destroy(c);
+    return rc;
+}
+
+int fsgd_dist_topics_create_bus(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_partitions, char *err,
+                                size_t errsz)
+{
+    int nb = fsgd_bus_broker_count(c, 10000, err, errsz);
     if (nb < 0)
         return nb;
     int rf, m;
@@ -64,24 +76,35 @@ int fsgd_dist_topics_create(const fsgd_job_t *job, rd_kafka_t *rk, int data_part
     for (int i = data_partitions > 0 ? 0 : 1; i < 4; i++) {
         char t[128];
         fsgd_kbus_topic(t, sizeof t, job->name, sfx[i]);
-        FSGD_TRY(fsgd_kbus_create_topic(rk, t, i == 0 ? data_partitions : 1, rf, cf[i], 30000, err, errsz));
+        FSGD_TRY(fsgd_bus_create_topic(c, t, i == 0 ? data_partitions : 1, rf, cf[i], 30000, err, errsz));
     }
     return 0;
 }
 
 int fsgd_dist_topics_unused(const fsgd_job_t *job, rd_kafka_t *rk, int data_too, char *err, size_t errsz)
 {
+    fsgd_bus_client_t *c = fsgd_bus_kafka_borrow(rk);
+    if (!c)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+    int rc = fsgd_dist_topics_unused_bus(c, job, data_too, err, errsz);
+    fsgd_bus_client_destroy(c);
+    return rc;
+}
+
+int fsgd_dist_topics_unused_bus(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_too, char *err,
+                                size_t errsz)
+{
     static const char *sfx[] = {"model", "data"};
     for (int i = 0; i < (data_too ? 2 : 1); i++) {
         char t[128];
         fsgd_kbus_topic(t, sizeof t, job->name, sfx[i]);
-        int P = fsgd_kbus_partitions(rk, t, 10000, err, errsz);
+        int P = fsgd_bus_partitions(c, t, 10000, err, errsz);
         if (P < 0)
             return P;
         int64_t held = 0;
         for (int p = 0; p < P; p++) {
             int64_t lo, hi;
-            FSGD_TRY(fsgd_kbus_watermarks(rk, t, p, &lo, &hi, 10000, err, errsz));
+            FSGD_TRY(fsgd_bus_watermarks(c, t, p, &lo, &hi, 10000, err, errsz));
             held += hi - lo;
         }
         if (held > 0)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fsgd/backend.h"
+#include "fsgd/bus.h"
 #include "fsgd/codec.h"
 #include "fsgd/strategy.h"
 #include "fsgd/downlink.h"
@@ -41,7 +42,7 @@ typedef struct worker {
     fsgd_rowfmt_t fmt; /* how message values parse: the job's format */
     uint32_t id;
     char tdata[128], tgrads[128], tmodel[128], tctl[128];
-    rd_kafka_t *group, *fetch, *model_c, *prod;
+    fsgd_bus_client_t *group, *fetch, *model_c, *prod;
     int32_t *assigned;
     int nassigned, have_assignment;
     int assign_dirty; /* report the assignment on NAME.ctl */
@@ -117,35 +118,21 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e, rd_kafka_topic_partition_list_t *parts, void *opaque)
+/* The group consumer only tracks ownership; rows are read by offset
+ * through the fetch consumer. parts are sorted. */
+static void on_rebalance(void *opaque, int assigned, const int32_t *parts, int n)
 {
     worker_t *w = opaque;
-    if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        int32_t *a = realloc(w->assigned, (parts->cnt ? parts->cnt : 1) * sizeof *a);
+    if (assigned) {
+        int32_t *a = realloc(w->assigned, (n ? n : 1) * sizeof *a);
         if (!a)
             return;
         w->assigned = a;
-        w->nassigned = 0;
-        for (int i = 0; i < parts->cnt; i++) {
-            if (!strcmp(parts->elems[i].topic, w->tdata))
-                w->assigned[w->nassigned++] = parts->elems[i].partition;
-            /* The group consumer only tracks ownership; rows are read by
-             * offset through the fetch consumer. */
-            parts->elems[i].offset = RD_KAFKA_OFFSET_END;
-        }
-        qsort(w->assigned, w->nassigned, sizeof *w->assigned, cmp_i32);
-        rd_kafka_assign(rk, parts);
-        rd_kafka_pause_partitions(rk, parts);
+        memcpy(w->assigned, parts, (size_t)n * sizeof *a);
+        w->nassigned = n;
         w->have_assignment = 1;
     } else {
         w->nassigned = 0;
-        rd_kafka_assign(rk, NULL);
     }
     w->assign_dirty = 1;
     w->hold = 1;
@@ -206,7 +193,7 @@ static int load_partition(worker_t *w, uint32_t p)
      * per offset, so they must name offsets the data topic really holds
      * before anything is allocated for them. */
     int64_t lo, hi;
-    FSGD_TRY(fsgd_kbus_watermarks(w->fetch, w->tdata, (int32_t)p, &lo, &hi, 10000, w->err, w->errsz));
+    FSGD_TRY(fsgd_bus_watermarks(w->fetch, w->tdata, (int32_t)p, &lo, &hi, 10000, w->err, w->errsz));
     if (c->start < (uint64_t)lo || c->end > (uint64_t)hi || c->start > c->end)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_FORMAT,
                             "model message of step %llu says %s [%u] holds offsets [%llu, %llu), but the topic holds "
@@ -217,8 +204,8 @@ static int load_partition(worker_t *w, uint32_t p)
     if (!c->row_of)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory caching partition %u", p);
     load_ctx_t l = {w, c};
-    FSGD_TRY(fsgd_kbus_read_range(w->fetch, w->tdata, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000,
-                                  load_msg, &l, w->err, w->errsz));
+    FSGD_TRY(fsgd_bus_read_range(w->fetch, w->tdata, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000, 0,
+                                 load_msg, &l, w->err, w->errsz));
     c->loaded = 1;
     return 0;
 }
@@ -298,11 +285,11 @@ static void report_assignment(worker_t *w, const char *event)
 /* NAME.ctl, read from where it ended when the worker started: the
  * aggregator's job_end of our generation (or a later one) ends the worker:
  * "failed" with the aggregator's error, "done" like the final model. */
-static int handle_ctl(worker_t *w, const rd_kafka_message_t *m)
+static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
 {
     char ev[32], status[16], msg[400];
     double gen = -1;
-    const char *j = m->payload;
+    const char *j = m->val;
     if (!j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) || strcmp(ev, "job_end") ||
         !fsgd_ctl_get_num(j, m->len, "gen", &gen) || !fsgd_ctl_get_str(j, m->len, "status", status, sizeof status))
         return 0;
@@ -323,54 +310,42 @@ static int handle_ctl(worker_t *w, const rd_kafka_message_t *m)
  * they were read (retention, the embedded cluster's 5 MiB) are skipped:
  * deltas that went missing make the worker wait for a snapshot. Anything
  * else is retried by librdkafka; each kind is logged once. */
-static void consumer_error(worker_t *w, const rd_kafka_message_t *m)
+static void consumer_error(worker_t *w, const fsgd_bus_msg_t *m)
 {
-    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+    if (m->err == FSGD_BUS_EOF)
         return;
     int seen = 0;
     for (int i = 0; i < w->n_kerr && !seen; i++)
-        seen = w->kerr_seen[i] == (int)m->err;
+        seen = w->kerr_seen[i] == m->code;
     if (!seen && w->n_kerr < 16)
-        w->kerr_seen[w->n_kerr++] = (int)m->err;
-    const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : w->tmodel;
-    if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE || m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
-        /* the fetcher stopped (auto.offset.reset=error): assign again, the
-         * model from its log start, NAME.ctl from its end */
-        rd_kafka_topic_partition_list_t *l = NULL;
-        if (!rd_kafka_assignment(w->model_c, &l) && !rd_kafka_position(w->model_c, l)) {
-            for (int i = 0; i < l->cnt; i++)
-                if ((l->elems[i].partition == m->partition && !strcmp(l->elems[i].topic, topic)) ||
-                    l->elems[i].offset < 0)
-                    l->elems[i].offset =
-                        strcmp(l->elems[i].topic, w->tctl) ? RD_KAFKA_OFFSET_BEGINNING : RD_KAFKA_OFFSET_END;
-            rd_kafka_assign(w->model_c, l);
-        }
-        if (l)
-            rd_kafka_topic_partition_list_destroy(l);
-    }
+        w->kerr_seen[w->n_kerr++] = m->code;
+    const char *topic = m->topic && m->topic[0] ? m->topic : w->tmodel;
+    if (m->err == FSGD_BUS_LOST)
+        /* the fetcher stopped: the model again from its log start, NAME.ctl
+         * from its end */
+        fsgd_bus_restart(w->model_c, topic, m->partition,
+                         strcmp(topic, w->tctl) ? FSGD_BUS_OFFSET_BEGINNING : FSGD_BUS_OFFSET_END, NULL, 0);
     if (!seen && w->log) {
         char line[512];
-        snprintf(line, sizeof line, "%s consumer: %s (%s; %s)", topic, rd_kafka_message_errstr(m),
-                 rd_kafka_err2name(m->err),
-                 m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE || m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
-                     ? "messages dropped by the broker are skipped"
-                     : "librdkafka retries; this kind is logged once");
+        snprintf(line, sizeof line, "%s consumer: %s (%s; %s)", topic, m->errstr, m->errname,
+                 m->err == FSGD_BUS_LOST ? "messages dropped by the broker are skipped"
+                                         : "librdkafka retries; this kind is logged once");
         w->log(w->log_ctx, line);
     }
 }
 
-static int handle_model(worker_t *w, const rd_kafka_message_t *m)
+static int handle_model(worker_t *w, const fsgd_bus_msg_t *m)
 {
     if (m->err) {
         consumer_error(w, m);
         return 0;
     }
-    fsgd_klat_add(&w->lat_model, m);
-    if (m->rkt && !strcmp(rd_kafka_topic_name(m->rkt), w->tctl))
+    fsgd_bus_lat_add(&w->lat_model, m);
+    if (!strcmp(m->topic, w->tctl))
         return handle_ctl(w, m);
     fsgd_kframe_t f;
     char e[256];
-    if (fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e) < 0) {
+    if (fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e) < 0) {
         reject(w, 1, "offset %lld: %s", (long long)m->offset, e);
         return 0;
     }
@@ -531,7 +506,7 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
         /* The final model of an earlier job on the same topics: only the end
          * of the log counts for a worker that took no part. */
         int64_t lo, hi;
-        if (rd_kafka_query_watermark_offsets(w->model_c, w->tmodel, 0, &lo, &hi, 5000) == 0 && m->offset + 1 < hi)
+        if (fsgd_bus_watermarks(w->model_c, w->tmodel, 0, &lo, &hi, 5000, NULL, 0) == 0 && m->offset + 1 < hi)
             w->final = 0;
     }
     return 0;
@@ -671,8 +646,8 @@ static int do_step(worker_t *w)
     uint16_t flags = (uint16_t)(ahead << FSGD_KFLAG_LAG_SHIFT);
     if (!rc) {
         fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = flags, .gen = w->gen, .sender = w->id, .step = s};
-        rc = fsgd_kbus_send(w->prod, w->tgrads, RD_KAFKA_PARTITION_UA, w->job->name, &h, w->buf.p, w->buf.n, 0,
-                            &w->stats->bytes_up, w->err, w->errsz);
+        rc = fsgd_bus_send(w->prod, w->tgrads, FSGD_BUS_PARTITION_ANY, w->job->name, &h, NULL, w->buf.p, w->buf.n,
+                           &w->stats->bytes_up, w->err, w->errsz);
     }
     if (!rc && inflight_push(&w->fl, s, w->gen, flags, gm.rows, rg, nr, w->buf.p, w->buf.n) < 0)
         rc = fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
@@ -708,6 +683,20 @@ static uint32_t random_id(void)
 int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
                     fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz)
 {
+    fsgd_bus_t *bus = fsgd_bus_kafka_new(job->brokers, err, errsz);
+    if (!bus) {
+        memset(st, 0, sizeof *st);
+        return FSGD_E_NOMEM;
+    }
+    int rc = fsgd_worker_run_bus(bus, job, id, stop, st, on_step, log, log_ctx, err, errsz);
+    fsgd_bus_destroy(bus);
+    return rc;
+}
+
+int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, volatile int *stop,
+                        fsgd_worker_stats_t *st, fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *log_ctx,
+                        char *err, size_t errsz)
+{
     memset(st, 0, sizeof *st);
     worker_t *w = calloc(1, sizeof *w);
     if (!w)
@@ -729,34 +718,23 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     int rc = fsgd_rowfmt_init(&w->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
     if (!rc && !(w->as = fsgd_kasm_new()))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
-    if (!rc && !(w->prod = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, job->brokers, NULL, err, errsz)))
+    if (!rc && !(w->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)))
         rc = FSGD_E_KAFKA;
-    if (!rc && !(w->fetch = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
+    if (!rc && !(w->fetch = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
         rc = FSGD_E_KAFKA;
-    if (!rc && !(w->model_c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job->brokers, NULL, err, errsz)))
-        rc = FSGD_E_KAFKA;
-    if (!rc && !(w->group = fsgd_kbus_group_consumer(job->brokers, group, on_rebalance, w, err, errsz)))
+    if (!rc && !(w->model_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
         rc = FSGD_E_KAFKA;
     if (!rc) {
         /* the model from its start; NAME.ctl from now on (job_end events) */
-        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(2);
-        rd_kafka_topic_partition_list_add(l, w->tmodel, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+        fsgd_bus_tp_t l[2] = {{w->tmodel, 0, FSGD_BUS_OFFSET_BEGINNING}};
+        int n = 1;
         int64_t lo = 0, hi = 0;
-        if (rd_kafka_query_watermark_offsets(w->model_c, w->tctl, 0, &lo, &hi, 5000) == 0)
-            rd_kafka_topic_partition_list_add(l, w->tctl, 0)->offset = hi;
-        rd_kafka_resp_err_t e = rd_kafka_assign(w->model_c, l);
-        rd_kafka_topic_partition_list_destroy(l);
-        if (e)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "assign %s: %s", w->tmodel, rd_kafka_err2str(e));
+        if (fsgd_bus_watermarks(w->model_c, w->tctl, 0, &lo, &hi, 5000, NULL, 0) == 0)
+            l[n++] = (fsgd_bus_tp_t){w->tctl, 0, hi};
+        rc = fsgd_bus_assign(w->model_c, l, n, err, errsz);
     }
-    if (!rc) {
-        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-        rd_kafka_topic_partition_list_add(l, w->tdata, RD_KAFKA_PARTITION_UA);
-        rd_kafka_resp_err_t e = rd_kafka_subscribe(w->group, l);
-        rd_kafka_topic_partition_list_destroy(l);
-        if (e)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "subscribe %s: %s", w->tdata, rd_kafka_err2str(e));
-    }
+    if (!rc && !(w->group = fsgd_bus_group_new(bus, group, w->tdata, on_rebalance, w, err, errsz)))
+        rc = FSGD_E_KAFKA;
     /* a quarter of the aggregator's patience, so it sees a resend before it
      * drops this worker */
     double resend_s = job->step_timeout_ms / 4000.0;
@@ -767,22 +745,20 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
         int ready = may_send(w);
         /* blocked on the model: what the step's round trip costs this worker */
         double tw = !ready && w->valid && w->have_assignment ? now_s() : 0;
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->model_c, ready ? 0 : 5);
+        fsgd_bus_msg_t *m = fsgd_bus_poll(w->model_c, ready ? 0 : 5);
         if (tw > 0)
             w->stats->t_wait += now_s() - tw;
         if (m) {
             rc = handle_model(w, m);
-            rd_kafka_message_destroy(m);
+            fsgd_bus_msg_destroy(m);
             continue;
         }
-        rd_kafka_message_t *gm = rd_kafka_consumer_poll(w->group, 0);
-        if (gm)
-            rd_kafka_message_destroy(gm);
+        fsgd_bus_msg_destroy(fsgd_bus_poll(w->group, 0));
         if (w->assign_dirty) {
             w->assign_dirty = 0;
             report_assignment(w, "worker_assignment");
         }
-        rd_kafka_poll(w->prod, 0);
+        fsgd_bus_serve(w->prod);
         if (ready && !w->final)
             rc = do_step(w);
         else if (!ready && w->valid && inflight_ahead(&w->fl, w->gen, w->step) > 0 &&
@@ -796,8 +772,8 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
                     continue;
                 fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = e->flags, .gen = e->gen, .sender = w->id,
                                    .step = e->step};
-                rc = fsgd_kbus_send(w->prod, w->tgrads, RD_KAFKA_PARTITION_UA, w->job->name, &h, e->body.p,
-                                    e->body.n, 0, &w->stats->bytes_up, w->err, w->errsz);
+                rc = fsgd_bus_send(w->prod, w->tgrads, FSGD_BUS_PARTITION_ANY, w->job->name, &h, NULL, e->body.p,
+                                   e->body.n, &w->stats->bytes_up, w->err, w->errsz);
                 w->stats->resends++;
             }
             w->last_send = now_s();
@@ -808,22 +784,12 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
         w->have_assignment = 0;
         report_assignment(w, "worker_leave");
     }
-    if (w->prod && fsgd_kbus_flush(w->prod, 5000, NULL, 0) < 0)
-        rd_kafka_purge(w->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    if (w->group) {
-        rd_kafka_consumer_close(w->group);
-        rd_kafka_destroy(w->group);
-    }
-    if (w->model_c) {
-        rd_kafka_consumer_close(w->model_c);
-        rd_kafka_destroy(w->model_c);
-    }
-    if (w->fetch) {
-        rd_kafka_consumer_close(w->fetch);
-        rd_kafka_destroy(w->fetch);
-    }
     if (w->prod)
-        rd_kafka_destroy(w->prod);
+        fsgd_bus_flush(w->prod, 5000, NULL, 0); /* what is left is dropped below */
+    fsgd_bus_client_destroy(w->group);
+    fsgd_bus_client_destroy(w->model_c);
+    fsgd_bus_client_destroy(w->fetch);
+    fsgd_bus_client_destroy(w->prod);
     for (uint32_t i = 0; i < w->ncache; i++) {
         fsgd_csr_free(&w->cache[i].rows);
         free(w->cache[i].row_of);

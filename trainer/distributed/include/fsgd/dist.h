@@ -18,6 +18,8 @@
 #include "fsgd/trace.h"
 
 struct rd_kafka_s; /* librdkafka's rd_kafka_t */
+struct fsgd_bus;        /* fsgd/bus.h */
+struct fsgd_bus_client; /* fsgd/bus.h */
 /* A line of news from a role, for the CLI to print: the first rejection of
  * each reason, what a step is waiting for, a consumer error. Roles call it
  * rarely (each reason once, waits every few seconds). */
@@ -50,6 +52,10 @@ int fsgd_produce_partitions_needed(uint64_t bytes);
 int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *path, int partitions,
                       fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
                       size_t errsz);
+/* The same on bus; bus outlives the call. */
+int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const char *path, int partitions,
+                          fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
+                          size_t errsz);
 
 /* --- topics on a real cluster --- */
 
@@ -66,11 +72,16 @@ int fsgd_dist_replication(const fsgd_job_t *job, int brokers, int *rf, int *min_
  * client of the cluster (rd_kafka_t *). */
 int fsgd_dist_topics_create(const fsgd_job_t *job, struct rd_kafka_s *rk, int data_partitions, char *err,
                             size_t errsz);
+/* The same with a client of any bus (fsgd/bus.h). */
+int fsgd_dist_topics_create_bus(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_partitions, char *err,
+                                size_t errsz);
 
 /* FSGD_E_STATE ("job name 'x' was used before ...") when <job>.model (and,
  * with data_too, <job>.data) already holds messages: a finished or running
  * job of the same name would mix with this one. */
 int fsgd_dist_topics_unused(const fsgd_job_t *job, struct rd_kafka_s *rk, int data_too, char *err, size_t errsz);
+int fsgd_dist_topics_unused_bus(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_too, char *err,
+                                size_t errsz);
 
 /* --- worker --- */
 
@@ -96,6 +107,10 @@ typedef void (*fsgd_worker_step_fn)(void *ctx, const fsgd_worker_stats_t *s);
  * be NULL) the first rejected model message of each reason; both with ctx. */
 int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
                     fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz);
+/* The same on bus (job->brokers unused); bus outlives the call. */
+int fsgd_worker_run_bus(struct fsgd_bus *bus, const fsgd_job_t *job, uint32_t id, volatile int *stop,
+                        fsgd_worker_stats_t *st, fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
+                        char *err, size_t errsz);
 
 /* The embedded (mock) cluster keeps 5 MiB per partition and NAME.model has
  * one partition: a snapshot and the deltas after it must fit. */
@@ -225,6 +240,10 @@ typedef void (*fsgd_agg_step_fn)(void *ctx, const fsgd_agg_stats_t *s, const fsg
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
                         fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
                         char *err, size_t errsz);
+/* The same on bus (job->brokers unused); bus outlives the call. */
+int fsgd_aggregator_run_bus(struct fsgd_bus *bus, const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
+                            fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
+                            char *err, size_t errsz);
 
 /* Writes the metrics JSON of a finished (or failed) run through
  * fsgd/outfile.h (0, or FSGD_E_ARG/IO naming the path). */
@@ -244,5 +263,8 @@ int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final
  * assembles it as above. */
 int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_final, fsgd_model_t *m,
                               uint64_t *step, char *err, size_t errsz);
+/* The same on bus. */
+int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
+                                  uint64_t *step, char *err, size_t errsz);
 
 #endif

@@ -1,0 +1,172 @@
+/* The transport seam of a distributed job: what the worker and the
+ * aggregator need from a message bus, with librdkafka behind it
+ * (fsgd_bus_kafka_new) and an in-memory one beside it (fsgd_bus_mem_new,
+ * for tests of the roles without a broker).
+ *
+ * A bus is a cluster; clients made from it produce and consume. Messages
+ * keep Kafka's model: topics of partitions, each an append-only log with
+ * offsets, low/high watermarks, consumer groups that spread a topic's
+ * partitions over their members. The frames sent are those of fsgd/kbus.h
+ * (KAFKA_FORMAT.md), byte for byte, whichever bus carries them.
+ *
+ * Nothing here prints; errors go to the caller's buffer. A client is used
+ * by one thread at a time; a bus may be shared by the clients of many
+ * threads. */
+#ifndef FSGD_BUS_H
+#define FSGD_BUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/kbus.h"
+
+typedef struct fsgd_bus fsgd_bus_t;
+typedef struct fsgd_bus_client fsgd_bus_client_t;
+
+#define FSGD_BUS_OFFSET_BEGINNING (-2) /* a partition's log start */
+#define FSGD_BUS_OFFSET_END (-1)       /* a partition's end: only what comes later */
+#define FSGD_BUS_PARTITION_ANY (-1)    /* send: the partition by key */
+
+/* Why a consumed message is an error instead of data. */
+typedef enum fsgd_bus_err {
+    FSGD_BUS_OK = 0,
+    FSGD_BUS_EOF = 1,       /* end of a partition (informational) */
+    FSGD_BUS_LOST = 2,      /* the position left the log (retention): that partition's fetch stopped */
+    FSGD_BUS_FATAL = 3,     /* the client cannot go on (topic gone, authorization, fatal state) */
+    FSGD_BUS_TRANSIENT = 4, /* retried by the client */
+} fsgd_bus_err_t;
+
+/* One consumed message or error, owned by the client until
+ * fsgd_bus_msg_destroy. */
+typedef struct fsgd_bus_msg {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    const void *val;
+    size_t len;
+    int err;             /* fsgd_bus_err_t */
+    int code;            /* the implementation's own error code (tells kinds apart in logs) */
+    const char *errstr;  /* for err: what happened */
+    const char *errname; /* for err: the code's name */
+    double lat_ms;       /* produce-to-consume latency; < 0 when unknown */
+    fsgd_bus_client_t *client; /* the owner (private) */
+} fsgd_bus_msg_t;
+
+/* A partition and where to read it from (an offset or FSGD_BUS_OFFSET_*). */
+typedef struct fsgd_bus_tp {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+} fsgd_bus_tp_t;
+
+/* A group consumer's partitions of its topic changed: assigned (sorted
+ * partition numbers, n of them) or revoked (n == 0). Called from
+ * fsgd_bus_poll on the consumer's thread. The client only tracks
+ * ownership: it reads nothing of the subscribed topic. */
+typedef void (*fsgd_bus_rebalance_fn)(void *opaque, int assigned, const int32_t *parts, int n);
+
+/* --- buses --- */
+
+/* librdkafka against brokers ("host:port,..."). NULL with err set. */
+fsgd_bus_t *fsgd_bus_kafka_new(const char *brokers, char *err, size_t errsz);
+/* A client of the librdkafka bus over rk, which the caller keeps (destroy
+ * the result with fsgd_bus_client_destroy; rk stays). NULL without memory. */
+fsgd_bus_client_t *fsgd_bus_kafka_borrow(rd_kafka_t *rk);
+void fsgd_bus_destroy(fsgd_bus_t *b);
+
+/* --- clients (fsgd_kclient_t kinds of fsgd/kbus.h) --- */
+
+fsgd_bus_client_t *fsgd_bus_client_new(fsgd_bus_t *b, fsgd_kclient_t kind, char *err, size_t errsz);
+/* A member of consumer group `group` on `topic`: its partitions go to
+ * rebalance with opaque. */
+fsgd_bus_client_t *fsgd_bus_group_new(fsgd_bus_t *b, const char *group, const char *topic,
+                                      fsgd_bus_rebalance_fn rebalance, void *opaque, char *err, size_t errsz);
+/* Leaves the group, drops what a producer has not delivered, frees c. */
+void fsgd_bus_client_destroy(fsgd_bus_client_t *c);
+
+/* --- producing --- */
+
+/* fsgd_kbus_send_keyed of fsgd/kbus.h on this bus: body as frames of hdr,
+ * key "<key_prefix>.<chunk>" or (key_prefix NULL) the sender id. */
+int fsgd_bus_send(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *job,
+                  const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
+                  uint64_t *wire, char *err, size_t errsz);
+/* One message as it is (a NAME.ctl event, a data row): key NULL for none;
+ * with job, headers fsgd.job and fsgd.kind (job NULL: no headers). */
+int fsgd_bus_produce(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *key,
+                     const void *val, size_t len, const char *job, const char *kind, char *err, size_t errsz);
+/* Serves delivery reports and callbacks without blocking. */
+void fsgd_bus_serve(fsgd_bus_client_t *c);
+/* Waits for every queued message to be delivered. FSGD_E_TIMEOUT/KAFKA. */
+int fsgd_bus_flush(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz);
+
+/* --- consuming --- */
+
+/* Reads from exactly these partitions (n == 0: none). */
+int fsgd_bus_assign(fsgd_bus_client_t *c, const fsgd_bus_tp_t *tps, int n, char *err, size_t errsz);
+/* After a FSGD_BUS_LOST message: reads partition of topic again from offset,
+ * the others of the assignment from where they are. */
+int fsgd_bus_restart(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t offset, char *err,
+                     size_t errsz);
+/* The next message or error, waiting up to timeout_ms; NULL when none. */
+fsgd_bus_msg_t *fsgd_bus_poll(fsgd_bus_client_t *c, int timeout_ms);
+void fsgd_bus_msg_destroy(fsgd_bus_msg_t *m);
+/* 1 with the reason in buf when c is in a fatal state. */
+int fsgd_bus_fatal(fsgd_bus_client_t *c, char *buf, size_t cap);
+
+/* --- topics --- */
+
+/* As fsgd_kbus_partitions, fsgd_kbus_watermarks, fsgd_kbus_read_range /
+ * fsgd_kbus_read_compacted (compacted != 0) of fsgd/kbus.h. */
+int fsgd_bus_partitions(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz);
+int fsgd_bus_watermarks(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
+                        int timeout_ms, char *err, size_t errsz);
+int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
+                        int timeout_ms, int compacted, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+/* As fsgd_kbus_create_topic (an existing topic is kept as it is) and
+ * fsgd_kbus_broker_count. A job's topics: fsgd_dist_topics_create_bus. */
+int fsgd_bus_create_topic(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,
+                          const char *const *configs, int timeout_ms, char *err, size_t errsz);
+int fsgd_bus_broker_count(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz);
+
+/* Adds a message's latency to l (no-op when unknown). */
+void fsgd_bus_lat_add(fsgd_klat_t *l, const fsgd_bus_msg_t *m);
+
+/* --- the in-memory bus --- */
+
+/* One process: topics are growable logs, consumer groups assign partitions
+ * round-robin over their members in join order (deterministic). Thread
+ * safe. */
+fsgd_bus_t *fsgd_bus_mem_new(void);
+
+/* Makes topic with partitions (an existing one is kept). 0 or FSGD_E_NOMEM. */
+int fsgd_bus_mem_topic(fsgd_bus_t *b, const char *topic, int partitions);
+
+/* Fault hooks. The hook sees every message produced (before it is stored)
+ * and says what happens to it. */
+typedef enum fsgd_bus_fault {
+    FSGD_BUS_DELIVER = 0,
+    FSGD_BUS_DROP = 1,      /* never stored */
+    FSGD_BUS_DUPLICATE = 2, /* stored twice (a retried produce) */
+    FSGD_BUS_DELAY = 3,     /* stored after *delay_ms (later messages may pass it) */
+} fsgd_bus_fault_t;
+typedef fsgd_bus_fault_t (*fsgd_bus_hook_fn)(void *ctx, const char *topic, int32_t partition, const void *val,
+                                             size_t len, int *delay_ms);
+/* Sets the hook (NULL: deliver everything). Called with the bus locked: it
+ * must not call the bus. */
+void fsgd_bus_mem_set_hook(fsgd_bus_t *b, fsgd_bus_hook_fn fn, void *ctx);
+
+/* A bus that shares b's topics and groups, whose clients are tagged member
+ * (fsgd_bus_mem_kill). Destroy it with fsgd_bus_destroy before b. */
+fsgd_bus_t *fsgd_bus_mem_view(fsgd_bus_t *b, int member);
+
+/* Kills every client of the views of member, as a crashed process: what it
+ * sends from now on is lost, it reads nothing more, and its consumer-group
+ * memberships end after session_ms (the group's session timeout). */
+void fsgd_bus_mem_kill(fsgd_bus_t *b, int member, int session_ms);
+
+/* Drops the messages of partition before offset, as retention would (a
+ * reader there gets FSGD_BUS_LOST). */
+void fsgd_bus_mem_truncate(fsgd_bus_t *b, const char *topic, int32_t partition, int64_t offset);
+
+#endif
