@@ -40,11 +40,27 @@ lib.fsgd_cmd_predict.restype = ctypes.c_int
 MODEL_INPUT_MAX = 512
 
 
+class _ModelState(ctypes.Structure):
+    """fsgd_model_state_t (trainer/core/include/fsgd/model.h)."""
+    _fields_ = [("kind", ctypes.c_int), ("step", ctypes.c_uint64), ("n", ctypes.c_uint64),
+                ("keys", ctypes.POINTER(ctypes.c_uint32)), ("a", ctypes.POINTER(ctypes.c_float)),
+                ("b", ctypes.POINTER(ctypes.c_float)), ("c", ctypes.POINTER(ctypes.c_uint32))]
+
+
 class _Model(ctypes.Structure):
-    """fsgd_model_t (trainer/include/fsgd/model.h)."""
+    """fsgd_model_t (trainer/core/include/fsgd/model.h)."""
     _fields_ = [("kind", ctypes.c_int), ("dim", ctypes.c_uint64), ("has_bias", ctypes.c_int),
                 ("bias", ctypes.c_float), ("w", ctypes.POINTER(ctypes.c_float)),
-                ("input", ctypes.c_char * MODEL_INPUT_MAX)]
+                ("input", ctypes.c_char * MODEL_INPUT_MAX), ("state", _ModelState)]
+
+
+# The library writes whole structs: a layout that drifted from the C one
+# would corrupt the heap, so refuse to load instead.
+lib.fsgd_model_struct_size.argtypes = []
+lib.fsgd_model_struct_size.restype = ctypes.c_size_t
+if lib.fsgd_model_struct_size() != ctypes.sizeof(_Model):
+    raise ImportError("fsgd: libfsgd's fsgd_model_t is %d bytes, this package's %d: reinstall the package "
+                      "with the library it was built with" % (lib.fsgd_model_struct_size(), ctypes.sizeof(_Model)))
 
 
 lib.fsgd_model_load.argtypes = [ctypes.POINTER(_Model), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]

@@ -106,7 +106,7 @@ def test_errors_carry_message_and_category(tmp_path, a9a):
 def test_training_releases_the_gil(a9a):
     # While fsgd trains in a thread, this thread keeps running: no gap as long
     # as the training (which a held GIL would make).
-    done, t = [], threading.Thread(target=lambda: done.append(fsgd.train(a9a[0], epochs=40, threads=1)))
+    done, t = [], threading.Thread(target=lambda: done.append(fsgd.train(a9a[0], epochs=200, threads=1)))
     t0 = time.monotonic()
     t.start()
     last, gap = time.monotonic(), 0.0
