@@ -56,4 +56,18 @@ void fsgd_cli_cleanup_on_signal(void);
  * error prefixed with what ("train") and returns FSGD_EXIT_USAGE, or 0. */
 int fsgd_cli_check_outputs(const char *what, const char *const *paths, int n);
 
+/* A path a command reads or writes, with the option that named it. */
+typedef struct {
+    const char *opt;  /* "--out", "--data", "job file", ... */
+    const char *path; /* NULL, "" and "-" (stdin/stdout) are skipped */
+} fsgd_cli_path_t;
+
+/* Refuses a command whose outputs name (fsgd_outfile_same: by identity,
+ * not spelling) one of its inputs or another of its outputs: a path
+ * mistake must never replace the training data with a model. Prints which
+ * options collide and returns FSGD_EXIT_USAGE, or 0. Call before any file
+ * is opened for writing. */
+int fsgd_cli_check_distinct(const char *what, const fsgd_cli_path_t *outs, int nout, const fsgd_cli_path_t *ins,
+                            int nin);
+
 #endif

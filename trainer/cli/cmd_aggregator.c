@@ -95,6 +95,11 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         fsgd_cli_error("aggregator: --brokers is required (fsgd run starts an embedded cluster and passes it)");
         return FSGD_EXIT_USAGE;
     }
+    const fsgd_cli_path_t wr[] = {
+        {"--out", job.out}, {"--metrics-json", job.metrics_json}, {"--checkpoint", job.checkpoint}};
+    const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file}};
+    if ((rc = fsgd_cli_check_distinct("aggregator", wr, 3, rd, 3)) != 0)
+        return rc;
     const char *outs[] = {job.out, job.metrics_json, job.checkpoint};
     if ((rc = fsgd_cli_check_outputs("aggregator", outs, 3)) != 0)
         return rc;

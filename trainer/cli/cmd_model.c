@@ -78,8 +78,13 @@ int fsgd_cmd_model(int argc, char **argv)
         fsgd_cli_error("model assemble: %s\n%s", argc > 1 ? "unexpected argument" : "missing option", usage);
         return FSGD_EXIT_USAGE;
     }
+    const fsgd_cli_path_t wr[] = {{"--out", out}};
+    const fsgd_cli_path_t rd[] = {{"--input", input}};
+    int st = fsgd_cli_check_distinct("model assemble", wr, 1, rd, 1);
+    if (st)
+        return st;
     const char *outs[] = {out};
-    int st = fsgd_cli_check_outputs("model assemble", outs, 1);
+    st = fsgd_cli_check_outputs("model assemble", outs, 1);
     if (st)
         return st;
     fsgd_cli_cleanup_on_signal();

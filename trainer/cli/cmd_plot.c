@@ -430,8 +430,27 @@ int fsgd_cmd_plot(int argc, char **argv)
         fsgd_cli_error("plot: --out '%s': the picture's format comes from its extension: .png or .svg", out);
         return FSGD_EXIT_USAGE;
     }
+    /* --keep-script DIR writes fixed names there: none may be a run's JSON */
+    fsgd_cli_path_t wr[2 + 2 * MAX_RUNS + 2] = {{"--out", out}};
+    char kept[2 + 2 * MAX_RUNS + 2][FSGD_OUTFILE_PATH_MAX + 32];
+    int nw = 1;
+    if (keep) {
+        const char *fixed[] = {"plot.gp", "breakdown.dat", !strcmp(fmt, "svg") ? "plot.svg" : "plot.png"};
+        for (int i = 0; i < 3 + 2 * n; i++, nw++) {
+            if (i < 3)
+                snprintf(kept[nw], sizeof kept[nw], "%s/%s", keep, fixed[i]);
+            else
+                snprintf(kept[nw], sizeof kept[nw], "%s/run%d.%s", keep, (i - 3) / 2, (i - 3) % 2 ? "auc" : "loss");
+            wr[nw] = (fsgd_cli_path_t){"--keep-script", kept[nw]};
+        }
+    }
+    fsgd_cli_path_t rd[MAX_RUNS];
+    for (int i = 0; i < n; i++)
+        rd[i] = (fsgd_cli_path_t){"RUN.json", runs[i].path};
+    int rc = fsgd_cli_check_distinct("plot", wr, nw, rd, n);
     const char *outs[] = {out};
-    int rc = fsgd_cli_check_outputs("plot", outs, 1);
+    if (!rc)
+        rc = fsgd_cli_check_outputs("plot", outs, 1);
     for (int i = 0; !rc && i < n; i++)
         rc = load_run(&runs[i]);
     /* two runs of one strategy and size: tell them apart by file */

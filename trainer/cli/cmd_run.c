@@ -271,10 +271,22 @@ int fsgd_cmd_run(int argc, char **argv)
     /* Outputs are checked before the broker starts and the data is loaded:
      * an unwritable --out fails now, not after the last epoch. */
     if (!broker_only) {
+        const fsgd_cli_path_t wr[] = {{"--out", job.out}, {"--metrics-json", job.metrics_json},
+                                      {job.checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)", ckpt}};
+        const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file}};
+        if ((rc = fsgd_cli_check_distinct("run", wr, 3, rd, 3)) != 0)
+            return rc;
         const char *outs[] = {job.out, job.metrics_json, ckpt};
         if ((rc = fsgd_cli_check_outputs("run", outs, 3)) != 0)
             return rc;
         struct stat cs;
+        if (lstat(ckpt, &cs) == 0 && fsgd_ckpt_probe(ckpt) < 0) {
+            /* only a file fsgd made is resumed from or deleted */
+            fsgd_cli_error("run: checkpoint path '%s' holds a file that is not an fsgd checkpoint (no FSGDCKPT "
+                           "header): fsgd will neither resume from it nor delete it; give --checkpoint another path",
+                           ckpt);
+            return FSGD_EXIT_USAGE;
+        }
         if (lstat(ckpt, &cs) == 0) {
             if (fresh || resume) {
                 /* removed (--fresh) once everything else has been checked */
@@ -417,6 +429,11 @@ int fsgd_cmd_run(int argc, char **argv)
     }
     struct stat cs;
     if (lstat(ckpt, &cs) == 0 && fresh) {
+        if (fsgd_ckpt_probe(ckpt) < 0) { /* replaced since the check: still never delete it */
+            fsgd_cli_error("run: '%s' is no longer an fsgd checkpoint: not deleting it", ckpt);
+            fsgd_kmock_destroy(mock);
+            return FSGD_EXIT_USAGE;
+        }
         if (unlink(ckpt) != 0) {
             fsgd_cli_error("run: cannot remove checkpoint '%s': %s", ckpt, strerror(errno));
             fsgd_kmock_destroy(mock);
@@ -558,7 +575,7 @@ int fsgd_cmd_run(int argc, char **argv)
     free(pids);
     fsgd_kmock_destroy(mock);
     int ckpt_left = lstat(ckpt, &cs) == 0;
-    if (ckpt_left && ckpt_tmp)
+    if (ckpt_left && ckpt_tmp && fsgd_ckpt_probe(ckpt) > 0)
         unlink(ckpt);
     else if (ckpt_left && (interrupted || agg_status != 0))
         fprintf(stderr, "fsgd: run: checkpoint kept at %s: fsgd run --resume continues from it, --fresh starts over\n",

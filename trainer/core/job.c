@@ -421,6 +421,8 @@ int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errs
     int rc = load_yaml_events(job, &parser, path, err, errsz);
     yaml_parser_delete(&parser);
     fclose(fp);
+    if (!rc)
+        snprintf(job->job_file, sizeof job->job_file, "%s", path);
     return rc;
 }
 

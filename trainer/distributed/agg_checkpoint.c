@@ -210,6 +210,26 @@ int agg_ckpt_load(agg_t *a)
     return rc;
 }
 
+int fsgd_ckpt_probe(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISREG(sb.st_mode))
+        return -1;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    uint8_t h[8];
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (n == 8 && !memcmp(h, CKPT_MAGIC, 8))
+        return 1;
+    if (n == 8 && !memcmp(h, "FSGC", 4) && fsgd_le_get32(h + 4) == 1)
+        return 2;
+    return -1;
+}
+
 int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t mdim, const fsgd_wire_state_t *expect,
                    uint8_t **reenc, size_t *reenc_len, char *err, size_t errsz)
 {

@@ -199,6 +199,13 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
 int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *st, const char *path, char *err,
                            size_t errsz);
 
+/* What is at a checkpoint path, by its header (lstat; never follows a
+ * link): 0 nothing, 1 an fsgd checkpoint (magic FSGDCKPT), 2 a version 1
+ * checkpoint of an older fsgd (FSGC, version 1), -1 anything else (another
+ * kind of file, a link, a directory, unreadable). fsgd deletes a file at a
+ * checkpoint path only when this says 1 or 2. */
+int fsgd_ckpt_probe(const char *path);
+
 /* --- model topic --- */
 
 /* Rebuilds the model from concatenated model-topic frames (what
