@@ -520,6 +520,9 @@ int fsgd_cmd_run(int argc, char **argv)
                 if (WIFSIGNALED(st))
                     fprintf(stderr, "fsgd: worker %d (pid %d) killed by signal %d; the others carry on\n", i + 1,
                             (int)pid, WTERMSIG(st));
+                else if (WEXITSTATUS(st) == FSGD_EXIT_SIGTERM || WEXITSTATUS(st) == FSGD_EXIT_SIGINT)
+                    fprintf(stderr, "fsgd: worker %d (pid %d) stopped by a signal (status %d); the others carry on\n",
+                            i + 1, (int)pid, WEXITSTATUS(st));
                 else if (WEXITSTATUS(st))
                     fprintf(stderr, "fsgd: worker %d (pid %d) failed with status %d\n", i + 1, (int)pid,
                             WEXITSTATUS(st));

@@ -22,7 +22,7 @@ static void on_signal(int sig)
 {
     if (stop_flag)
         _exit(128 + sig);
-    stop_flag = 1;
+    stop_flag = sig; /* the exit status says which signal stopped it */
 }
 
 static void on_log(void *ctx, const char *line)
@@ -101,5 +101,6 @@ int fsgd_cmd_worker(int argc, char **argv)
                 (unsigned long long)st.duplicates, (unsigned long long)st.corrupt, (unsigned long long)st.resyncs,
                 (unsigned long long)st.replica_mismatch, (unsigned long long)st.ef_undone,
                 (unsigned long long)st.ef_discarded, st.hop_model_ms_p50, st.hop_model_ms_p99);
-    return 0;
+    /* stopped by a signal, even cleanly: 128 + it, as fsgd run documents */
+    return stop_flag ? 128 + stop_flag : 0;
 }

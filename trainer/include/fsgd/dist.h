@@ -158,8 +158,9 @@ typedef struct fsgd_agg_stats {
     double hop_grads_ms_p50, hop_grads_ms_p99; /* NAME.grads produce-to-consume latency (-1: none) */
     double last_loss;
     int resumed_from_step; /* -1: fresh start */
-    int n_epochs;
-    fsgd_agg_epoch_t epochs[64];
+    int n_epochs;              /* epochs finished, every one of them */
+    fsgd_agg_epoch_t *epochs;  /* n_epochs entries (fsgd_agg_epoch_next grows it; fsgd_agg_stats_free) */
+    int epochs_cap;
     fsgd_metrics_t test;
     /* Timing from step 1 (this aggregator process; restarted on a resume):
      * step1_at is seconds from the aggregator's start until step 1 was
@@ -193,6 +194,13 @@ typedef void (*fsgd_agg_progress_fn)(void *ctx, const fsgd_agg_stats_t *s, int e
  * the first of each reason goes to log (may be NULL) with ctx. */
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
                         fsgd_agg_progress_fn progress, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz);
+
+/* The entry for epoch n_epochs + 1 (zeroed; the caller counts it in by
+ * incrementing n_epochs), growing s->epochs; NULL when out of memory. */
+fsgd_agg_epoch_t *fsgd_agg_epoch_next(fsgd_agg_stats_t *s);
+
+/* Frees what s owns (its epochs); s stays valid and empty. NULL: no-op. */
+void fsgd_agg_stats_free(fsgd_agg_stats_t *s);
 
 /* Writes the metrics JSON of a finished (or failed) run through
  * fsgd/outfile.h (0, or FSGD_E_ARG/IO naming the path). */
