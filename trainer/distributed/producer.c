@@ -128,11 +128,20 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
     for (int p = 0; !rc && p < P; p++) {
         int64_t lo, hi;
         rc = fsgd_kbus_watermarks(rk, topic, p, &lo, &hi, 10000, err, errsz);
-        if (!rc && (lo != lo0[p] || hi - lo != hi0[p] - lo0[p] + (int64_t)sent[p]))
+        /* More rows than were written: another writer at the same time, most
+         * likely a second job of the same name (not the broker's doing). */
+        if (!rc && lo == lo0[p] && hi - lo > hi0[p] - lo0[p] + (int64_t)sent[p])
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
+                              "%s [%d] holds offsets [%lld, %lld) after this producer wrote %llu rows onto [%lld, "
+                              "%lld): another client wrote %lld rows into it at the same time. Is another job of "
+                              "the same name running on these brokers? A job name is for one job at a time",
+                              topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p], (long long)lo0[p],
+                              (long long)hi0[p], (long long)(hi - hi0[p] - (int64_t)sent[p]));
+        else if (!rc && (lo != lo0[p] || hi - lo != hi0[p] - lo0[p] + (int64_t)sent[p]))
             rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
                               "data lost: %s [%d] holds offsets [%lld, %lld) after writing %llu rows onto "
-                              "[%lld, %lld): the broker dropped data (the embedded cluster keeps at most 5 MiB "
-                              "per partition; use more partitions)",
+                              "[%lld, %lld): the broker dropped data (on a real cluster: the topic's retention; "
+                              "the embedded cluster keeps at most 5 MiB per partition: use more partitions)",
                               topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p],
                               (long long)lo0[p], (long long)hi0[p]);
     }
