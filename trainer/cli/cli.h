@@ -41,7 +41,7 @@ enum { FSGD_EXIT_LIST(FSGD_EXIT_ENUM_) };
 
 /* Exit status for an fsgd_err_t (0 for FSGD_E_OK): ARG, NOT_BUILT and
  * UNSUPPORTED -> USAGE; PARSE, FORMAT, CRC, VERSION, TRUNCATED, RANGE,
- * NONFINITE -> DATA; KAFKA, TIMEOUT, LOST -> BROKER; IO -> IO; the rest
+ * NONFINITE, AUTH -> DATA; KAFKA, TIMEOUT, LOST -> BROKER; IO -> IO; the rest
  * -> INTERNAL. */
 int fsgd_cli_status(int err);
 

@@ -109,8 +109,9 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     }
     const fsgd_cli_path_t wr[] = {
         {"--out", job.out}, {"--metrics-json", job.metrics_json}, {"--checkpoint", job.checkpoint}};
-    const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file}};
-    if ((rc = fsgd_cli_check_distinct("aggregator", wr, 3, rd, 3)) != 0)
+    const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
+                                      {"--job-key-file", job.job_key_file}};
+    if ((rc = fsgd_cli_check_distinct("aggregator", wr, 3, rd, 4)) != 0)
         return rc;
     const char *outs[] = {job.out, job.metrics_json, job.checkpoint};
     if ((rc = fsgd_cli_check_outputs("aggregator", outs, 3)) != 0)
@@ -120,6 +121,8 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         fsgd_cli_error("aggregator: %s", err);
         return FSGD_EXIT_USAGE;
     }
+    if ((rc = dcli_auth(&job, "aggregator")) != 0)
+        return rc;
     fsgd_cli_cleanup_on_signal();
     fsgd_agg_stats_t st;
     /* fsgd run passes its embedded cluster's limit down (not a job key). */

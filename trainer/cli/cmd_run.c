@@ -23,6 +23,7 @@
 
 #include "cli.h"
 #include "dist_cli.h"
+#include "fsgd/auth.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
@@ -113,6 +114,21 @@ static int parse_fault(const char *spec, fault_t *f)
 static const char *metrics_addr;
 static int metrics_port = -1;
 
+/* The job key file the processes spawn starts read (NULL: none). */
+static const char *spawn_key;
+
+/* A key fsgd run made for its own job: removed when fsgd run ends (a
+ * kill -9 leaves it, mode 600 in a mode 700 folder under /tmp). */
+static char made_key_dir[64], made_key[96];
+
+static void remove_made_key(void)
+{
+    if (made_key[0])
+        unlink(made_key);
+    if (made_key_dir[0])
+        rmdir(made_key_dir);
+}
+
 static pid_t spawn(const char *role, int argc, char **argv, const char *brokers, const char *ckpt, int id)
 {
     char **av = calloc((size_t)argc + 16, sizeof *av);
@@ -134,6 +150,10 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
     if (ckpt) {
         av[n++] = "--checkpoint";
         av[n++] = (char *)ckpt;
+    }
+    if (spawn_key) {
+        av[n++] = "--job-key-file";
+        av[n++] = (char *)spawn_key;
     }
     char portbuf[16];
     if (metrics_port >= 0) { /* the aggregator on the port, worker i on port + i */
@@ -273,8 +293,9 @@ int fsgd_cmd_run(int argc, char **argv)
     if (!broker_only) {
         const fsgd_cli_path_t wr[] = {{"--out", job.out}, {"--metrics-json", job.metrics_json},
                                       {job.checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)", ckpt}};
-        const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file}};
-        if ((rc = fsgd_cli_check_distinct("run", wr, 3, rd, 3)) != 0)
+        const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
+                                      {"--job-key-file", job.job_key_file}};
+        if ((rc = fsgd_cli_check_distinct("run", wr, 3, rd, 4)) != 0)
             return rc;
         const char *outs[] = {job.out, job.metrics_json, ckpt};
         if ((rc = fsgd_cli_check_outputs("run", outs, 3)) != 0)
@@ -410,6 +431,31 @@ int fsgd_cmd_run(int argc, char **argv)
         fsgd_kmock_destroy(mock);
         return 0;
     }
+    /* Every message of the job is authenticated: with the given key, or one
+     * made here for this run, which only its processes read. */
+    if (!job.job_key_file[0]) {
+        snprintf(made_key_dir, sizeof made_key_dir, "/tmp/fsgd-key-XXXXXX");
+        if (!mkdtemp(made_key_dir)) {
+            made_key_dir[0] = '\0';
+            fsgd_cli_error("run: cannot make a folder for the job key: %s", strerror(errno));
+            fsgd_kmock_destroy(mock);
+            return FSGD_EXIT_IO;
+        }
+        atexit(remove_made_key);
+        snprintf(made_key, sizeof made_key, "%s/job.key", made_key_dir);
+        if ((rc = fsgd_auth_key_generate(made_key, err, sizeof err)) < 0) {
+            made_key[0] = '\0';
+            fsgd_cli_error("run: %s", err);
+            fsgd_kmock_destroy(mock);
+            return fsgd_cli_status(rc);
+        }
+        snprintf(job.job_key_file, sizeof job.job_key_file, "%s", made_key);
+    }
+    if ((rc = dcli_auth(&job, "run")) != 0) {
+        fsgd_kmock_destroy(mock);
+        return rc;
+    }
+    spawn_key = job.job_key_file;
     /* A resumed job on real brokers continues on the rows its topic holds;
      * the embedded cluster starts empty and needs them again. */
     if (!no_produce && resume && !mock && !job.quiet)

@@ -58,6 +58,7 @@ int fsgd_cli_status(int err)
     case FSGD_E_TRUNCATED:
     case FSGD_E_RANGE:
     case FSGD_E_NONFINITE:
+    case FSGD_E_AUTH:
         return FSGD_EXIT_DATA;
     case FSGD_E_KAFKA:
     case FSGD_E_TIMEOUT:

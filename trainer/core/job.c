@@ -83,6 +83,9 @@ static const field_t fields[] = {
     {"step_timeout_ms", "cluster", F_INT, OFF(step_timeout_ms), 100, 3.6e6, "drop a worker missing a step this long"},
     {"snapshot_every", "cluster", F_INT, OFF(snapshot_every), 1, 1e9, "full model snapshot every N steps"},
     {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
+    {"job_key_file", "cluster", F_STR, OFF(job_key_file), 0, 0,
+     "file with the job key (64 hex digits, mode 600) that authenticates every message on the job's topics; "
+     "fsgd run makes one for its job when none is given"},
     {"kafka_opt", "cluster", F_KAFKA, OFF(kafka), 0, 0,
      "KEY=VALUE librdkafka security setting for every client, repeatable (YAML: a kafka: map); keys "
      "security.*, sasl.*, ssl.*, enable.ssl.certificate.verification"},

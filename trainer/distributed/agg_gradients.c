@@ -96,8 +96,10 @@ int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m)
     fsgd_kframe_t f;
     char e[256];
     a->s->bytes_up += m->len;
-    if (fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e) < 0) {
-        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: %s", (long long)m->offset, e);
+    int prc = fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e);
+    if (prc < 0) {
+        agg_reject(a, prc == FSGD_E_AUTH ? FSGD_AGG_REJ_UNAUTH : FSGD_AGG_REJ_CORRUPT, "offset %lld: %s",
+                   (long long)m->offset, e);
         return 0;
     }
     if (f.kind != FSGD_KMSG_GRAD) {

@@ -1,5 +1,6 @@
 /* NAME.ctl events: a small JSON writer and reader (ctl.h). */
 #include "ctl.h"
+#include "fsgd/auth.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -142,13 +143,46 @@ int fsgd_ctl_send(rd_kafka_t *prod, const char *topic, const char *job, const ch
 {
     if (!prod || j->oom || !j->p)
         return FSGD_E_KAFKA;
+    /* the tag covers the key too: an event cannot be relabelled */
+    char mac[FSGD_AUTH_TAG_HEX + 1] = "";
+    if (fsgd_auth_enabled())
+        fsgd_auth_tag_hex(mac, FSGD_AUTH_CTL, event, strlen(event) + 1, j->p, j->n);
     rd_kafka_resp_err_t e =
-        rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
-                          RD_KAFKA_V_KEY(event, strlen(event)), RD_KAFKA_V_VALUE(j->p, j->n),
-                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADER("fsgd.job", job, -1),
-                          RD_KAFKA_V_HEADER("fsgd.kind", "ctl", -1), RD_KAFKA_V_END);
+        mac[0] ? rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
+                                   RD_KAFKA_V_KEY(event, strlen(event)), RD_KAFKA_V_VALUE(j->p, j->n),
+                                   RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADER("fsgd.job", job, -1),
+                                   RD_KAFKA_V_HEADER("fsgd.kind", "ctl", -1),
+                                   RD_KAFKA_V_HEADER(FSGD_CTL_MAC_HEADER, mac, -1), RD_KAFKA_V_END)
+               : rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
+                                   RD_KAFKA_V_KEY(event, strlen(event)), RD_KAFKA_V_VALUE(j->p, j->n),
+                                   RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADER("fsgd.job", job, -1),
+                                   RD_KAFKA_V_HEADER("fsgd.kind", "ctl", -1), RD_KAFKA_V_END);
     rd_kafka_poll(prod, 0);
     return e ? FSGD_E_KAFKA : 0;
+}
+
+int fsgd_ctl_verify(const rd_kafka_message_t *m, char *why, size_t whysz)
+{
+    if (!fsgd_auth_enabled())
+        return 0;
+    rd_kafka_headers_t *h = NULL;
+    const void *mac = NULL;
+    size_t mlen = 0;
+    if (m->err || rd_kafka_message_headers(m, &h) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        rd_kafka_header_get_last(h, FSGD_CTL_MAC_HEADER, &mac, &mlen) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return fsgd_err_fmt(why, whysz, FSGD_E_AUTH, "offset %lld: no %s header and this job is authenticated",
+                            (long long)m->offset, FSGD_CTL_MAC_HEADER);
+    /* the key is hashed with its terminating zero: (key, value) pairs never
+     * run into each other */
+    char event[64];
+    size_t kl = m->key_len < sizeof event - 1 ? m->key_len : sizeof event - 1;
+    memcpy(event, m->key ? m->key : "", m->key ? kl : 0);
+    event[m->key ? kl : 0] = '\0';
+    if (m->key_len >= sizeof event || memchr(event, '\0', m->key ? kl : 0) ||
+        !fsgd_auth_check_hex(mac, mlen, FSGD_AUTH_CTL, event, strlen(event) + 1, m->payload, m->len))
+        return fsgd_err_fmt(why, whysz, FSGD_E_AUTH, "offset %lld: the %s tag is not this job key's",
+                            (long long)m->offset, FSGD_CTL_MAC_HEADER);
+    return 0;
 }
 
 /* Finds `"key"` followed by `:` outside strings at nesting depth 1; returns

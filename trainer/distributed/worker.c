@@ -72,7 +72,7 @@ typedef struct worker {
     fsgd_worker_stats_t *stats;
     fsgd_dist_log_fn log;
     void *log_ctx;
-    uint8_t logged_corrupt, logged_dup;
+    uint8_t logged_corrupt, logged_dup, logged_unauth;
     int rc;
     char *err;
     size_t errsz;
@@ -85,10 +85,14 @@ static void reject(worker_t *w, int corrupt, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* corrupt: 1 corrupt, 0 duplicate, REJECT_UNAUTH without a valid tag */
+#define REJECT_UNAUTH 2
 static void reject(worker_t *w, int corrupt, const char *fmt, ...)
 {
-    uint8_t *logged = corrupt ? &w->logged_corrupt : &w->logged_dup;
-    if (corrupt)
+    uint8_t *logged = corrupt == REJECT_UNAUTH ? &w->logged_unauth : corrupt ? &w->logged_corrupt : &w->logged_dup;
+    if (corrupt == REJECT_UNAUTH)
+        w->stats->unauthenticated++;
+    else if (corrupt)
         w->stats->corrupt++;
     else
         w->stats->duplicates++;
@@ -101,7 +105,7 @@ static void reject(worker_t *w, int corrupt, const char *fmt, ...)
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     snprintf(line, sizeof line, "rejected a message on %s: %s: %s (further ones are only counted)", w->tmodel,
-             corrupt ? "corrupt" : "duplicate", why);
+             corrupt == REJECT_UNAUTH ? "unauthenticated" : corrupt ? "corrupt" : "duplicate", why);
     w->log(w->log_ctx, line);
 }
 
@@ -278,6 +282,10 @@ static int handle_ctl(worker_t *w, const rd_kafka_message_t *m)
     char ev[32], status[16], msg[400];
     double gen = -1;
     const char *j = m->payload;
+    if (fsgd_ctl_verify(m, msg, sizeof msg) < 0) {
+        reject(w, REJECT_UNAUTH, "%s %s", w->tctl, msg);
+        return 0;
+    }
     if (!j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) || strcmp(ev, "job_end") ||
         !fsgd_ctl_get_num(j, m->len, "gen", &gen) || !fsgd_ctl_get_str(j, m->len, "status", status, sizeof status))
         return 0;
@@ -345,8 +353,9 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
         return handle_ctl(w, m);
     fsgd_kframe_t f;
     char e[256];
-    if (fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e) < 0) {
-        reject(w, 1, "offset %lld: %s", (long long)m->offset, e);
+    int prc = fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e);
+    if (prc < 0) {
+        reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "offset %lld: %s", (long long)m->offset, e);
         return 0;
     }
     if (f.kind == FSGD_KMSG_GRAD) {

@@ -407,7 +407,7 @@ int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, c
     if (n > FSGD_KBUS_MAX_CHUNKS)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "message of %zu bytes needs %zu chunks (max %u)", len, n,
                             FSGD_KBUS_MAX_CHUNKS);
-    uint8_t *buf = malloc((len < chunk_max ? len : chunk_max) + FSGD_KFRAME_OVERHEAD);
+    uint8_t *buf = malloc((len < chunk_max ? len : chunk_max) + FSGD_KFRAME_OVERHEAD + FSGD_KFRAME_TAG);
     if (!buf)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "send: out of memory");
     static const char *kinds[] = {"", "grad", "delta", "snapshot", "delta"};

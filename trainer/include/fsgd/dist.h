@@ -76,6 +76,7 @@ int fsgd_dist_topics_unused(const fsgd_job_t *job, struct rd_kafka_s *rk, int da
 typedef struct fsgd_worker_stats {
     uint64_t steps_sent, rows, bytes_up, bytes_down, corrupt, duplicates, resyncs;
     uint64_t resends; /* gradients sent again because their step stayed unanswered */
+    uint64_t unauthenticated; /* NAME.model and NAME.ctl messages without a valid tag (a job with a key) */
     /* Compressed downlink: replica checks that failed (then a resync), uplink
      * messages the aggregator did not apply (residual put back), residuals
      * dropped because the aggregator restarted from a checkpoint. */
@@ -120,7 +121,8 @@ typedef struct fsgd_agg_epoch {
     X(FUTURE, "future")       /* for a step after the one in progress */                                   \
     X(OVERSIZE, "oversize")   /* chunk or message larger than this job's can be, or reassembly full */     \
     X(DUPLICATE, "duplicate") /* a copy of a chunk or message already taken */                              \
-    X(CONFLICT, "conflict")   /* rows another gradient of the step took, or not from the position */
+    X(CONFLICT, "conflict")   /* rows another gradient of the step took, or not from the position */      \
+    X(UNAUTH, "unauthenticated") /* the job has a key and the message (grads or ctl) has no valid tag */
 
 #define FSGD_AGG_REJ_ENUM_(name, text) FSGD_AGG_REJ_##name,
 typedef enum fsgd_agg_reject { FSGD_AGG_REJECT_LIST(FSGD_AGG_REJ_ENUM_) FSGD_AGG_REJ_COUNT } fsgd_agg_reject_t;

@@ -36,6 +36,8 @@ typedef enum fsgd_kmsg_kind {
 
 #define FSGD_KFLAG_FINAL 1u   /* model message: the job is finished */
 #define FSGD_KFLAG_SECTION 2u /* model message: a strategy feedback section follows the state (fsgd/strategy.h) */
+#define FSGD_KFLAG_AUTH 4u    /* a FSGD_KFRAME_TAG-byte tag under the job key follows the CRC32C (fsgd/auth.h) */
+#define FSGD_KFRAME_TAG 32    /* = FSGD_AUTH_TAG_BYTES */
 
 /* One frame as it appears on the wire (body borrowed from the buffer). */
 typedef struct fsgd_kframe {
@@ -51,14 +53,24 @@ typedef struct fsgd_kframe {
 } fsgd_kframe_t;
 
 /* Writes frame f (with f->body) into out, which must hold
- * f->body_len + FSGD_KFRAME_OVERHEAD bytes. Returns the bytes written. */
+ * f->body_len + FSGD_KFRAME_OVERHEAD + FSGD_KFRAME_TAG bytes. With a job key
+ * set (fsgd/auth.h) the frame gets flag FSGD_KFLAG_AUTH and its tag after
+ * the CRC; without one neither. Returns the bytes written. */
 size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f);
 
 /* Parses and checks one frame at the start of buf (magic, version, reserved
  * bits, kind, chunk < nchunks, length against len, CRC32C). *used (may be
  * NULL) gets the frame's size, so concatenated frames can be walked. body
- * points into buf. Returns 0 or FSGD_E_FORMAT/TRUNCATED/CRC/VERSION. */
+ * points into buf. With a job key set, a frame without FSGD_KFLAG_AUTH and a
+ * valid tag is refused (FSGD_E_AUTH); without one, so is a frame that has a
+ * tag (it cannot be checked: give the job key). Returns 0 or
+ * FSGD_E_FORMAT/TRUNCATED/CRC/VERSION/AUTH. */
 int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err, size_t errsz);
+
+/* The same checks but the tag's: for looking at frames of other runs (is a
+ * job name in use?), never for acting on them. */
+int fsgd_kframe_parse_unverified(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err,
+                                 size_t errsz);
 
 /* Reassembles chunked messages and drops duplicates. */
 typedef struct fsgd_kasm fsgd_kasm_t;
