@@ -24,7 +24,8 @@ rc=0
 limit=2097152
 ldd "$FSGD" >"$tmp/ldd.txt" 2>&1 || true
 grep -q libasan "$tmp/ldd.txt" && limit=unlimited
-(ulimit -v $limit; exec timeout 120 "$FSGD" worker --brokers "$brokers" --name mb --id 1 --quiet) >"$tmp/w.log" 2>&1 || rc=$?
+(ulimit -v $limit; exec timeout 120 "$FSGD" worker --brokers "$brokers" --name mb --id 1 --quiet \
+    --job-key-file "$FSGD_JOB_KEY") >"$tmp/w.log" 2>&1 || rc=$?
 cat "$tmp/w.log"
 [ $rc -eq 3 ]
 grep -q "model message of step 0 says mb.data \[[01]\] holds offsets \[0, 1099511627776), but the topic holds \[0, 250)" "$tmp/w.log"

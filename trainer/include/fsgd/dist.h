@@ -221,7 +221,9 @@ int fsgd_ckpt_probe(const char *path);
 /* Rebuilds the model from concatenated model-topic frames (what
  * `kcat -C -t <job>.model -e -f '%s'` prints): the last complete snapshot
  * plus every later delta. require_final: fail unless the job's final
- * snapshot was seen. On success *m owns fresh weights. */
+ * snapshot was seen. On success *m owns fresh weights. With a job key set
+ * (fsgd/auth.h), frames without its tag are skipped, and on success err
+ * then says how many (it is left as it was otherwise). */
 int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final, fsgd_model_t *m, uint64_t *step,
                                char *err, size_t errsz);
 
