@@ -15,6 +15,9 @@
 
 static volatile int stop_flag;
 
+/* How long a starting worker waits for the brokers to describe NAME.data. */
+#define WORKER_CONNECT_TIMEOUT_MS 15000
+
 /* The first SIGTERM/SIGINT stops the worker cleanly (it leaves the group
  * and says so on NAME.ctl); a second one, or one while the brokers are gone
  * and the clean exit hangs, ends it at once. */
@@ -84,6 +87,24 @@ int fsgd_cmd_worker(int argc, char **argv)
         }
         fprintf(stderr, "fsgd: worker%s%s metrics at http://%s%s%s:%d/metrics\n", id ? " " : "", id ? id : "",
                 strchr(maddr, ':') ? "[" : "", maddr, strchr(maddr, ':') ? "]" : "", bound);
+    }
+    /* Say what it waits for, and give up in bounded time on brokers that do
+     * not answer (a worker used to look alive for minutes, saying nothing). */
+    if (!job.quiet)
+        fprintf(stderr, "fsgd: worker%s%s: connecting to %s (job %s)\n", id ? " " : "", id ? id : "", job.brokers,
+                job.name);
+    {
+        char t[160];
+        fsgd_kbus_topic(t, sizeof t, job.name, "data");
+        rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job.brokers, NULL, err, sizeof err);
+        int n = rk ? fsgd_kbus_partitions(rk, t, WORKER_CONNECT_TIMEOUT_MS, err, sizeof err) : -1;
+        if (rk)
+            rd_kafka_destroy(rk);
+        if (n < 0) {
+            fsgd_cli_error("worker: brokers %s: no answer about %s within %d s: %s", job.brokers, t,
+                           WORKER_CONNECT_TIMEOUT_MS / 1000, err);
+            return FSGD_EXIT_BROKER;
+        }
     }
     fsgd_worker_stats_t st;
     rc = fsgd_worker_run(&job, (uint32_t)idv, &stop_flag, &st, on_log, (void *)id, err, sizeof err);
