@@ -6,7 +6,8 @@
 #     SVM run prints and records no logloss (its scores are margins);
 #  3. a standalone worker stopped by SIGTERM exits 143;
 #  4. --resume with another --model, or other data: refused, exit 2 (not 70),
-#     the checkpoint kept.
+#     the checkpoint kept;
+# and a worker on brokers that never answer fails in bounded time (part 3).
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 PY=/usr/bin/python3
@@ -66,6 +67,18 @@ wait $wpid || rc=$?
 [ $rc -eq 143 ] || fail "worker stopped by SIGTERM exited $rc, expected 143: $(cat "$tmp/worker.txt")"
 kill $BG 2>/dev/null; wait $BG 2>/dev/null || true
 BG=
+
+# (issue 27, part 3) a worker pointed at brokers that do not answer says what
+# it waits for at once and fails with exit 4 naming them, in bounded time
+t0=$(date +%s)
+rc=0
+timeout 60 "$FSGD" worker --brokers 127.0.0.1:1 --name nobody --id 1 >"$tmp/unreach.txt" 2>&1 || rc=$?
+t=$(($(date +%s) - t0))
+[ $rc -eq 4 ] || fail "worker on a dead broker exited $rc after $t s: $(cat "$tmp/unreach.txt")"
+grep -q "connecting to 127.0.0.1:1" "$tmp/unreach.txt" || fail "no line saying what it waits for"
+grep -q "brokers 127.0.0.1:1: no answer about nobody.data within 15 s" "$tmp/unreach.txt" ||
+    fail "$(cat "$tmp/unreach.txt")"
+[ $t -le 30 ] || fail "the worker took $t s to give up"
 
 # 4: a checkpoint left by an interrupted run, then --resume with another
 #    model or other data: exit 2 naming the mismatch, checkpoint kept
