@@ -33,7 +33,11 @@ $FRAMES snapshot "$tmp/snap" --key none --gen "$gen" --step $((step + 100000)) -
 $FRAMES delta "$tmp/delta" --key none --gen "$gen" --step $((step + 1)) --parts 12 --end 3000
 $FRAMES grad "$tmp/g1" --key none --gen "$gen" --sender 1 --step $((step + 1)) --rows 0 --value 1
 $FRAMES grad "$tmp/g2" --key "$tmp/other.key" --gen "$gen" --sender 2 --step $((step + 1)) --rows 0 --value 1
-kcat -P -b "$brokers" -t "$job.model" -p 0 -k snapshot.0 "$tmp/snap" "$tmp/delta"
+# and, independent of keys, a snapshot of this generation far ahead, signed
+# with the job key (an insider's, or a keyless job's): no snapshot of this
+# run can be that far past the workers' model, so it is refused too
+$FRAMES snapshot "$tmp/snapk" --gen "$gen" --step $((step + 100000)) --parts 12 --end 3000 --dim 123
+kcat -P -b "$brokers" -t "$job.model" -p 0 -k snapshot.0 "$tmp/snap" "$tmp/delta" "$tmp/snapk"
 kcat -P -b "$brokers" -t "$job.grads" -k 1 "$tmp/g1" "$tmp/g2"
 for status in done failed; do
     printf '{"event": "job_end", "job": "%s", "time": 0, "gen": %s, "status": "%s", "error": "forged"}' \
@@ -51,6 +55,8 @@ for i in 1 2; do
     echo "worker $i: ${n:-?} unauthenticated messages dropped"
     [ -n "$n" ] && [ "$n" -ge 4 ] || { echo "worker $i did not drop them all"; exit 1; }
 done
+grep -q "worker 1: rejected a message on $job.model: corrupt: generation $gen: a snapshot of step $((step + 100000)).*not from this run" \
+    "$tmp/run.log" || { echo "the far snapshot with the job key's tag was not refused"; exit 1; }
 grep -q "the aggregator (generation [0-9]*) failed for good: forged" "$tmp/run.log" &&
     { echo "a forged job_end reached a worker"; exit 1; }
 

@@ -400,6 +400,18 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
             fsgd_wire_state_free(&s);
             return 0;
         }
+        /* Every step publishes one model message and every snapshot_every-th
+         * is a snapshot: a reader in step cannot meet a snapshot of its own
+         * generation further ahead. One that is could not come from this run
+         * (a forged one, issue 27): taking it would stall the job. */
+        if (w->valid && f.gen == w->gen && f.step > w->step + (uint64_t)w->job->snapshot_every) {
+            reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past this worker's model (step %llu, "
+                         "snapshot_every %d): not from this run",
+                   f.gen, (unsigned long long)f.step, (unsigned long long)(f.step - w->step),
+                   (unsigned long long)w->step, w->job->snapshot_every);
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
         rc = setup_model(w, &mm);
         if (rc < 0) {
             fsgd_wire_state_free(&s);

@@ -403,7 +403,9 @@ def cmd_read(brokers, name, model_path, fsgd):
         except FormatError as e:
             raise FormatError('%s.model offset %d: %s' % (name, off, e))
     need(t.snapshots, 'no complete snapshot on %s.model' % name)
-    gen, step, final, snap = max(t.snapshots, key=lambda s: (s[0], s[1]))
+    # the highest generation's FINAL snapshot (a later-step one of that generation
+    # that is not FINAL cannot be the job's: it ended at its FINAL one)
+    gen, step, final, snap = max(t.snapshots, key=lambda s: (s[0], s[2], s[1]))
     need(final, 'the last snapshot (step %d) is not FINAL: the job did not finish' % step)
     want = read_model_file(model_path)
     same_model('FINAL snapshot (generation %d, step %d) vs %s' % (gen, step, model_path),
