@@ -19,7 +19,7 @@ ref=$(reference_auc)
 job=$(job_name au)
 # a cluster that outlives the run (the model topic is read after it)
 kafka_cluster "$job" 12
-"$FSGD" produce --brokers "$brokers" --name "$job" --quiet "$DATA/a9a"
+"$FSGD" produce --brokers "$brokers" --name "$job" --quiet "$DATA/a9a" --job-key-file "$FSGD_JOB_KEY"
 start_run "$tmp/run.log" --no-produce --brokers "$brokers" --workers 2 --name "$job" --metrics-json "$tmp/m.json" \
     --out "$tmp/model.fsgd"
 wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
@@ -83,4 +83,31 @@ if [ -x "$VPY" ] && "$VPY" -c 'import confluent_kafka' 2>/dev/null; then
 else
     echo "note: no confluent-kafka in build/venv: the Python reader's check is left out"
 fi
+
+# NAME.data: rows fsgd produce wrote with the key carry its tag; a row an
+# outside client wrote without one stops the job before step 1 (exit 3,
+# naming its offset) unless the job allows unsigned rows, and a row whose
+# tag is wrong stops it even then
+rows_job() { # NAME EXTRA_ROW_ARGS...: signed rows, then one more row from kcat
+    local n=$1
+    shift
+    head -n 2000 "$DATA/a9a" >"$tmp/rows"
+    "$FSGD" produce --brokers "$brokers" --name "$n" --partitions 2 --quiet "$tmp/rows" --job-key-file "$FSGD_JOB_KEY" \
+        2>/dev/null
+    head -n 1 "$DATA/a9a" | kcat -P -b "$brokers" -t "$n.data" -p 0 "$@"
+}
+R=(--no-produce --brokers "$brokers" --workers 1 --epochs 1 --batch 500 --job-key-file "$FSGD_JOB_KEY" --quiet)
+n2=$(job_name au2)
+rows_job "$n2"
+rc=0
+"$FSGD" run "${R[@]}" --name "$n2" >"$tmp/r2.log" 2>&1 || rc=$?
+[ $rc -eq 3 ] && grep -q "topic $n2.data partition 0 offset [0-9]*: a row without a tag" "$tmp/r2.log" ||
+    { echo "an unsigned row: status $rc"; cat "$tmp/r2.log"; exit 1; }
+"$FSGD" run "${R[@]}" --name "$n2" --unsigned-rows >"$tmp/r2u.log" 2>&1 || { cat "$tmp/r2u.log"; exit 1; }
+n3=$(job_name au3)
+rows_job "$n3" -H "fsgd.mac=$(printf '0%.0s' $(seq 64))"
+rc=0
+"$FSGD" run "${R[@]}" --name "$n3" --unsigned-rows >"$tmp/r3.log" 2>&1 || rc=$?
+[ $rc -eq 3 ] && grep -q "topic $n3.data partition 0 offset [0-9]*: a row whose tag is not this job key's" "$tmp/r3.log" ||
+    { echo "a row with a wrong tag: status $rc"; cat "$tmp/r3.log"; exit 1; }
 echo ok

@@ -15,7 +15,7 @@ n=$(kcat -C -b "$brokers" -t "$kc.data" -o beginning -e -q -f 'x\n' | wc -l)
 echo "kcat wrote $n rows"
 [ "$n" -eq 8000 ]
 "$FSGD" run --no-produce --brokers "$brokers" --name "$kc" --workers 2 --test "$DATA/a9a.t" --batch 128 --epochs 2 \
-    --job-key-file "$FSGD_JOB_KEY" \
+    --job-key-file "$FSGD_JOB_KEY" --unsigned-rows \
     --out "$tmp/model.fsgd" --metrics-json "$tmp/m.json" >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; exit 1; }
 rows=$(json_get "$tmp/m.json" dataset_rows)
 auc=$(json_get "$tmp/m.json" test.auc)

@@ -114,8 +114,10 @@ static int parse_fault(const char *spec, fault_t *f)
 static const char *metrics_addr;
 static int metrics_port = -1;
 
-/* The job key file the processes spawn starts read (NULL: none). */
+/* The job key file the processes spawn starts read (NULL: none), and
+ * whether they must accept rows without its tag. */
 static const char *spawn_key;
+static int spawn_unsigned_rows;
 
 /* A key fsgd run made for its own job: removed when fsgd run ends (a
  * kill -9 leaves it, mode 600 in a mode 700 folder under /tmp). */
@@ -155,6 +157,8 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
         av[n++] = "--job-key-file";
         av[n++] = (char *)spawn_key;
     }
+    if (spawn_unsigned_rows)
+        av[n++] = "--unsigned-rows";
     char portbuf[16];
     if (metrics_port >= 0) { /* the aggregator on the port, worker i on port + i */
         snprintf(portbuf, sizeof portbuf, "%d", metrics_port ? metrics_port + (id > 0 ? id : 0) : 0);
@@ -450,6 +454,12 @@ int fsgd_cmd_run(int argc, char **argv)
             return fsgd_cli_status(rc);
         }
         snprintf(job.job_key_file, sizeof job.job_key_file, "%s", made_key);
+        /* rows already on NAME.data (--no-produce) were written before this
+         * key existed: they cannot carry its tag */
+        if (no_produce && !job.unsigned_rows) {
+            job.unsigned_rows = 1;
+            spawn_unsigned_rows = 1;
+        }
     }
     if ((rc = dcli_auth(&job, "run")) != 0) {
         fsgd_kmock_destroy(mock);

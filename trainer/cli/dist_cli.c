@@ -100,12 +100,16 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
     }
     int rc = fsgd_auth_set_key(key);
     sodium_memzero(key, sizeof key);
+    fsgd_auth_set_unsigned_rows(job->unsigned_rows);
     if (rc < 0) {
         fsgd_cli_error("%s: libsodium did not start", who);
         return FSGD_EXIT_INTERNAL;
     }
     fprintf(stderr, "fsgd: %s: job %s: messages on %s.grads, .model and .ctl are authenticated (job key from %s); "
-                    "unauthenticated ones are dropped and counted\n", who, job->name, job->name, job->job_key_file);
+                    "unauthenticated ones are dropped and counted; rows on %s.data %s\n", who, job->name, job->name,
+            job->job_key_file, job->name,
+            job->unsigned_rows ? "may come without a tag (unsigned_rows), a tag that is there is checked"
+                               : "must carry the key's tag");
     return 0;
 }
 

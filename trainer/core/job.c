@@ -86,6 +86,9 @@ static const field_t fields[] = {
     {"job_key_file", "cluster", F_STR, OFF(job_key_file), 0, 0,
      "file with the job key (64 hex digits, mode 600) that authenticates every message on the job's topics; "
      "fsgd run makes one for its job when none is given"},
+    {"unsigned_rows", "cluster", F_BOOL, OFF(unsigned_rows), 0, 1,
+     "with a job key: accept rows on NAME.data that carry no tag (written by kcat or another client without the "
+     "key); a tag that is there is always checked"},
     {"kafka_opt", "cluster", F_KAFKA, OFF(kafka), 0, 0,
      "KEY=VALUE librdkafka security setting for every client, repeatable (YAML: a kafka: map); keys "
      "security.*, sasl.*, ssl.*, enable.ssl.certificate.verification"},

@@ -75,7 +75,7 @@ int agg_scan_data(agg_t *a)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
         c.p = (uint32_t)p;
         c.rows = 0;
-        rc = fsgd_kbus_read_range(a->scan_c, a->tdata, p, lo, hi, 30000, scan_msg, &c, a->err, a->errsz);
+        rc = fsgd_kbus_read_rows(a->scan_c, a->tdata, p, lo, hi, 30000, scan_msg, &c, a->err, a->errsz);
         total += c.rows;
     }
     max_col = c.max_col;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fsgd/auth.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
@@ -95,10 +96,19 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
         if (r == 0)
             continue; /* blank, comment, or skipped bad row */
         int32_t p = (int32_t)(st->rows % (uint64_t)P);
+        /* with a job key, each row message carries its tag (KAFKA_FORMAT.md) */
+        char mac[FSGD_AUTH_TAG_HEX + 1] = "";
+        if (fsgd_auth_enabled())
+            fsgd_auth_tag_hex(mac, FSGD_AUTH_DATA, line, n, NULL, 0);
         rd_kafka_resp_err_t e;
         for (;;) {
-            e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(p), RD_KAFKA_V_VALUE(line, n),
-                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+            if (mac[0])
+                e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(p), RD_KAFKA_V_VALUE(line, n),
+                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                      RD_KAFKA_V_HEADER(FSGD_KBUS_MAC_HEADER, mac, -1), RD_KAFKA_V_END);
+            else
+                e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(p), RD_KAFKA_V_VALUE(line, n),
+                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
             if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
                 break;
             rd_kafka_poll(rk, 10);

@@ -215,7 +215,7 @@ static int load_partition(worker_t *w, uint32_t p)
     if (!c->row_of)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory caching partition %u", p);
     load_ctx_t l = {w, c};
-    FSGD_TRY(fsgd_kbus_read_range(w->fetch, w->tdata, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000,
+    FSGD_TRY(fsgd_kbus_read_rows(w->fetch, w->tdata, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000,
                                   load_msg, &l, w->err, w->errsz));
     c->loaded = 1;
     return 0;

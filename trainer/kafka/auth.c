@@ -31,6 +31,19 @@ int fsgd_auth_set_key(const uint8_t *key)
 
 int fsgd_auth_enabled(void) { return have_key; }
 
+static int unsigned_rows;
+
+void fsgd_auth_set_unsigned_rows(int allowed) { unsigned_rows = allowed != 0; }
+
+int fsgd_auth_row_ok(const void *hex, size_t hexlen, const void *value, size_t len)
+{
+    if (!have_key)
+        return 1;
+    if (!hex)
+        return unsigned_rows;
+    return fsgd_auth_check_hex(hex, hexlen, FSGD_AUTH_DATA, value, len, NULL, 0);
+}
+
 void fsgd_auth_tag(uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,
                    const void *b, size_t blen)
 {

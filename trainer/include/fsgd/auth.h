@@ -48,6 +48,16 @@ int fsgd_auth_set_key(const uint8_t *key);
 /* 1 when a job key is set. */
 int fsgd_auth_enabled(void);
 
+/* NAME.data rows: with a job key, every message must carry a tag unless
+ * the job allows unsigned rows (job key unsigned_rows: rows an outside
+ * client writes with kcat). Set before any role starts. */
+void fsgd_auth_set_unsigned_rows(int allowed);
+
+/* 1 when a NAME.data message with this (hex) tag header (NULL when absent)
+ * and value may be used: no key, unsigned rows allowed and no tag, or a
+ * valid tag. A tag that is present is always checked. */
+int fsgd_auth_row_ok(const void *hex, size_t hexlen, const void *value, size_t len);
+
 /* tag = BLAKE2b-256 keyed with the job key over (domain, a[0, alen),
  * b[0, blen)); b may be NULL. Thread safe. Only when enabled. */
 void fsgd_auth_tag(uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,

@@ -187,6 +187,15 @@ typedef int (*fsgd_kbus_msg_fn)(void *ctx, int32_t partition, int64_t offset, co
 int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                          int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
 
+/* The same for NAME.data: every message must pass fsgd_auth_row_ok (its
+ * tag in the Kafka header FSGD_KBUS_MAC_HEADER) before fn sees it; one that
+ * does not stops the read with FSGD_E_AUTH naming its offset. */
+int fsgd_kbus_read_rows(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
+                        int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+
+/* The Kafka header that carries a data row's or a ctl event's tag (hex). */
+#define FSGD_KBUS_MAC_HEADER "fsgd.mac"
+
 /* The same for a compacted topic (NAME.model), whose log has holes where
  * newer messages with the same key replaced older ones: offsets must only
  * increase. The last offset before end must exist (compaction keeps the
