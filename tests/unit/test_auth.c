@@ -155,12 +155,38 @@ static void test_frames(void)
     CU_ASSERT_EQUAL(fsgd_kframe_parse_unverified(a, n - 1, &f, NULL, err, sizeof err), FSGD_E_TRUNCATED);
 }
 
+/* NAME.data rows: no key, anything; a key, a valid tag; unsigned rows
+ * allowed, no tag too, but a wrong tag never. */
+static void test_rows(void)
+{
+    const char row[] = "+1 3:1 7:0.5";
+    char hex[FSGD_AUTH_TAG_HEX + 1];
+    fsgd_auth_set_key(NULL);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(NULL, 0, row, strlen(row)), 1);
+    set_key(key_hex);
+    fsgd_auth_set_unsigned_rows(0);
+    fsgd_auth_tag_hex(hex, FSGD_AUTH_DATA, row, strlen(row), NULL, 0);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, row, strlen(row)), 1);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, row, strlen(row) - 1), 0);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(NULL, 0, row, strlen(row)), 0);
+    fsgd_auth_set_unsigned_rows(1);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(NULL, 0, row, strlen(row)), 1);
+    hex[0] = hex[0] == '0' ? '1' : '0';
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, row, strlen(row)), 0);
+    /* a frame's tag of the same bytes is not a row's */
+    fsgd_auth_tag_hex(hex, FSGD_AUTH_FRAME, row, strlen(row), NULL, 0);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, row, strlen(row)), 0);
+    fsgd_auth_set_unsigned_rows(0);
+    fsgd_auth_set_key(NULL);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"key files: permissions, owner, links, content, never echoed", test_key_file_checks},
         {"tags: keyed BLAKE2b-256 with a domain byte", test_tag_value},
         {"frames: tagged with a key, refused without a valid tag", test_frames},
+        {"data rows: tagged, or unsigned where the job allows", test_rows},
         {NULL, NULL},
     };
     fsgd_test_suite("authenticated messages", cases);
