@@ -80,6 +80,12 @@ grep -q "brokers 127.0.0.1:1: no answer about nobody.data within 15 s" "$tmp/unr
     fail "$(cat "$tmp/unreach.txt")"
 [ $t -le 30 ] || fail "the worker took $t s to give up"
 
+# (part 3) what the embedded cluster cannot honour is refused up front
+rc=0
+"$FSGD" "${R[@]}" --epochs 1 --replication-factor 3 >"$tmp/rf.txt" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "the embedded cluster keeps one replica" "$tmp/rf.txt" || fail "rf 3: $rc $(cat "$tmp/rf.txt")"
+grep -q "embedded Kafka cluster at" "$tmp/rf.txt" && fail "started a cluster before refusing --replication-factor"
+
 # 4: a checkpoint left by an interrupted run, then --resume with another
 #    model or other data: exit 2 naming the mismatch, checkpoint kept
 "$FSGD" "${R[@]}" --epochs 100000 --snapshot-every 1 --checkpoint "$tmp/c.ckpt" >"$tmp/long.txt" 2>&1 &

@@ -332,6 +332,13 @@ int fsgd_cmd_run(int argc, char **argv)
     int P = job.partitions;
     struct stat sb;
     uint64_t bytes = (!no_produce && job.data[0] && stat(job.data, &sb) == 0) ? (uint64_t)sb.st_size : 0;
+    if (!brokers[0] && (job.replication_factor > 1 || job.min_insync_replicas > 1)) {
+        /* refused, not ignored: the user asked for a durability it cannot give */
+        fsgd_cli_error("run: the embedded cluster keeps one replica of each topic: --replication-factor %d and "
+                       "--min-insync-replicas %d apply to a real cluster (--brokers HOST:PORT)",
+                       job.replication_factor, job.min_insync_replicas);
+        return FSGD_EXIT_USAGE;
+    }
     if (!brokers[0]) {
         int need = fsgd_produce_partitions_needed(bytes);
         if (P == 0)
