@@ -47,7 +47,9 @@ finish_run "$tmp/run.log"
 check_metrics "$tmp/m.json" "$ref" 0.005
 unauth=$(json_get "$tmp/m.json" messages.rejected.unauthenticated)
 echo "aggregator: $unauth unauthenticated messages dropped"
-[ "$unauth" -ge 4 ] || { echo "expected >= 4 (2 gradients, 2 job_end)"; exit 1; }
+# the 2 gradients at least; the job_end events too when the aggregator read
+# NAME.ctl after them (it reads it between steps, best effort)
+[ "$unauth" -ge 2 ] || { echo "expected >= 2 (the 2 gradients)"; exit 1; }
 grep "rejected a message on $job.grads: unauthenticated" "$tmp/run.log"
 # each worker read the snapshot, the delta and both job_end events: dropped
 for i in 1 2; do
