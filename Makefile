@@ -64,18 +64,39 @@ SAN       ?=
 
 WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter $(WERROR)
 # Modules and what each may include (enforced: a module sees only the
-# headers of the modules below it):
+# public headers, M/include/fsgd/, of the modules below it; its own private
+# headers sit beside its sources):
 #   common/   errors, CRC32C, little-endian, sparse vectors, key sorting
 #   codec/    gradient codecs (common)
 #   data/     LIBSVM and generated data (common)
 #   strategy/ the two-way compression strategies (common, codec)
-#   trainer/  training, Kafka, the roles and the CLI (everything)
+#   trainer/  one module per folder, each with its own public headers:
+#     loss/        the three losses, as C and as CUDA device code (common)
+#     backend/     gradients on the CPU and CUDA backends (loss; codec, data)
+#     core/        jobs, models, Adam, metrics, output files, fsgd train
+#                  (backend, loss; strategy, data)
+#     kafka/       Kafka clients, topic names and frames (core and what it
+#                  sees: a job's Kafka settings)
+#     distributed/ the producer, worker and aggregator roles (kafka and what
+#                  it sees)
+#     observe/     /metrics, progress lines (distributed and what it sees)
+#     cli/         the commands (everything)
+# So core calls the backends, which share loss/'s formulas (not core's);
+# the roles emit their step statistics through hooks (fsgd/dist.h) that the
+# CLI wires to observe/. A folder of trainer/ needs its INC_trainer_ line.
 INC_common   = -Icommon/include
 INC_codec    = $(INC_common) -Icodec/include
 INC_data     = $(INC_common) -Idata/include
 INC_strategy = $(INC_codec) -Istrategy/include
-INC_trainer  = $(INC_strategy) -Idata/include -Itrainer/include
-INC_tests    = $(INC_trainer)
+INC_trainer_loss        = $(INC_common) -Itrainer/loss/include
+INC_trainer_backend     = $(INC_codec) -Idata/include -Itrainer/loss/include -Itrainer/backend/include
+INC_trainer_core        = $(INC_strategy) -Idata/include -Itrainer/loss/include -Itrainer/backend/include \
+                          -Itrainer/core/include
+INC_trainer_kafka       = $(INC_trainer_core) -Itrainer/kafka/include
+INC_trainer_distributed = $(INC_trainer_kafka) -Itrainer/distributed/include
+INC_trainer_observe     = $(INC_trainer_distributed) -Itrainer/observe/include
+INC_trainer_cli         = $(INC_trainer_observe)
+INC_tests    = $(INC_trainer_cli)
 # The CUDA backend is a plugin that fsgd loads only when asked for the cuda
 # backend (trainer/backend/backend_cuda_plugin.c), so a CPU run never loads
 # cuSPARSE: BIN/../lib/fsgd/backend_cuda.so.
@@ -83,8 +104,16 @@ CUDA_PLUGIN := $(patsubst ./%,%,$(dir $(BIN)))lib/fsgd/backend_cuda.so
 PLUGIN    := $(if $(filter 1,$(CUDA)),$(CUDA_PLUGIN))
 CPPFLAGS = -D_GNU_SOURCE -DFSGD_HAVE_CUDA=$(CUDA) -DFSGD_CUDA_TOOLKIT='"$(CUDA_TOOLKIT)"'
 CPPFLAGS += $(if $(PLUGIN),-DFSGD_CUDA_PLUGIN_BUILT='"$(abspath $(PLUGIN))"')
-# The include path of a source: its top folder's INC_ set.
-module_inc = $(INC_$(firstword $(subst /, ,$(1))))
+# The include path of a source: its top folder's INC_ set; under trainer/,
+# its folder's INC_trainer_ set; last, LAYERING.
+module_inc = $(if $(filter trainer,$(firstword $(subst /, ,$(1)))),$(call trainer_inc,$(word 2,$(subst /, ,$(1)))),$(INC_$(firstword $(subst /, ,$(1))))) -I$(LAYERING)
+trainer_inc = $(or $(INC_trainer_$(1)),$(error trainer/$(1)/ has no include path: add INC_trainer_$(1) to the Makefile's list of modules))
+# A public header that a module may not include is found only here, last on
+# every path: a stub whose #error names the header's module, so the
+# compiler's "In file included from trainer/core/x.c:3" says who included
+# it (tests/integration/include_direction.sh).
+PUBLIC_HDRS := $(sort $(wildcard */include/fsgd/*.h trainer/*/include/fsgd/*.h))
+LAYERING    := $(BUILD)/layering
 
 CFLAGS   = -std=c11 $(OPT) -g $(WARN) -pthread -MMD -MP $(SAN)
 LDFLAGS  = -pthread $(SAN)
@@ -120,11 +149,18 @@ all: $(FSGD) $(LIBFSGD) $(PLUGIN)
 $(FLAGS_STAMP):
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/.flags-* && touch $@
 
-$(BUILD)/%.o: %.c $(FLAGS_STAMP)
+$(LAYERING)/.stamp: $(PUBLIC_HDRS)
+	@rm -rf $(LAYERING) && mkdir -p $(LAYERING)/fsgd
+	@for h in $(PUBLIC_HDRS); do \
+	    printf '#error "fsgd/%s belongs to %s/, which this module may not include (the modules and their order: Makefile)"\n' \
+	        "$${h##*/}" "$${h%/include/fsgd/*}" >$(LAYERING)/fsgd/$${h##*/}; \
+	done && touch $@
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP) | $(LAYERING)/.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
+$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | $(LAYERING)/.stamp
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(call module_inc,$<) $(CPPFLAGS) -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP -c $< -o $@
 

@@ -329,6 +329,7 @@ const fsgd_strategy_vt_t fsgd_strategy_vt_efsign = {
     .bound = efsign_bound,
     .encode = efsign_encode,
     .last_stats = efsign_last_stats,
+    .lockstep = 1,
     .after_step = efsign_after_step,
     .reset = efsign_reset,
     .residual_entries = efsign_residual_entries,

@@ -737,6 +737,7 @@ const fsgd_strategy_vt_t fsgd_strategy_vt_gradiveq = {
     .bound = gv_bound,
     .encode = gv_encode,
     .last_stats = gv_last_stats,
+    .lockstep = 1,
     .after_step = gv_after_step,
     .reset = gv_reset,
     .residual_entries = gv_residual,

@@ -462,6 +462,7 @@ const fsgd_strategy_vt_t fsgd_strategy_vt_gtopk = {
     .bound = gtopk_bound,
     .encode = gtopk_encode,
     .last_stats = gtopk_last_stats,
+    .lockstep = 1,
     .after_step = gtopk_after_step,
     .reset = gtopk_reset,
     .residual_entries = gtopk_residual_entries,

@@ -42,6 +42,8 @@ struct fsgd_sagg {
     side_t side;
 };
 
+static const fsgd_strategy_vt_t *find(const char *spec, char *err, size_t errsz);
+
 const char *fsgd_strategy_list(void)
 {
     static char names[256];
@@ -49,6 +51,13 @@ const char *fsgd_strategy_list(void)
         for (size_t i = 0; i < N_STRATEGIES; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? " " : "", registry[i]->name);
     return names;
+}
+
+int fsgd_strategy_max_lag(const char *spec, int staleness)
+{
+    char e[8];
+    const fsgd_strategy_vt_t *vt = find(spec, e, sizeof e);
+    return vt && vt->lockstep ? 0 : staleness;
 }
 
 int fsgd_strategy_spec_name(const char *spec, char *name, size_t sz)

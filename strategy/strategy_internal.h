@@ -33,6 +33,11 @@ typedef struct fsgd_strategy_vt {
     fsgd_optimizer_t optimizer;
     const char *(*downlink_spec)(const void *a);             /* NULL result: lossless */
     double (*param)(const void *a, const char *name);        /* may be NULL */
+    /* 1: a worker's next message depends on the outcome of its last one
+     * (gTop-k's put-back, GradiVeQ's basis shared by all of a step's
+     * messages, efsign's momentum and residual restored for one message),
+     * so it never runs ahead of the model (staleness 0). */
+    int lockstep;
 } fsgd_strategy_vt_t;
 
 /* The codec strategies (codec_strategy.c) share one implementation. */

@@ -27,7 +27,9 @@
 #   bench peers set=S tool=T wall_s=.. train_s=.. predict_s=.. rss_mb=.. test_auc=..
 #   bench peers set=S train_rows=.. test_rows=.. fsgd_over_liblinear=W_fsgd/W_ll
 #     fsgd_over_vw=W_fsgd/W_vw auc_fsgd=.. auc_liblinear=.. auc_vw=..
-# (ratios of wall_s: below 1 means fsgd took less time).
+#     rss_mb_fsgd=.. rss_mb_liblinear=.. rss_mb_vw=.. fsgd_rss_over_vw=R_fsgd/R_vw
+# (ratios of wall_s and of peak RSS: below 1 means fsgd took less time or
+# memory). PEERS_FSGD_ARGS adds options to fsgd train (e.g. --optimizer ftrl).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -37,6 +39,7 @@ VENV=${FSGD_VENV:-$root/build/venv}
 PY=${PY:-/usr/bin/python3}
 CTR_ROWS=${PEERS_CTR_ROWS:-1000000}
 VW_ARGS=${PEERS_VW_ARGS:-}
+read -r -a FSGD_ARGS <<<"${PEERS_FSGD_ARGS:-}"
 
 die() { echo "peers_compare: $*" >&2; exit 1; }
 [ -x "$FSGD" ] || die "fsgd binary $FSGD not found (make)"
@@ -75,7 +78,8 @@ PYEOF
 }
 
 # tool SET TOOL TEST FORMAT PRED: measures $train_cmd and $predict_cmd (arrays)
-# and prints the tool's line; leaves its wall seconds and AUC in W_<tool>, A_<tool>.
+# and prints the tool's line; leaves its wall seconds, AUC and peak RSS (MB) in
+# W_<tool>, A_<tool>, R_<tool>.
 tool() {
     local set=$1 t=$2 test=$3 fmt=$4 pred=$5 extra=${6:-} tw tr pw pr auc
     measure "$set.$t.train" "${train_cmd[@]}"
@@ -85,9 +89,9 @@ tool() {
     auc=$("$PY" "$here/lib/peers_auc.py" "$test" "$fmt" "$pred")
     printf -v "W_$t" '%s' "$(awk -v a="$tw" -v b="$pw" 'BEGIN{printf "%.2f", a + b}')"
     printf -v "A_$t" '%s' "$auc"
-    local w=W_$t
-    echo "bench peers set=$set tool=$t wall_s=${!w} train_s=$tw predict_s=$pw" \
-        "rss_mb=$(awk -v a="$tr" -v b="$pr" 'BEGIN{printf "%.1f", (a > b ? a : b) / 1024}')" \
+    printf -v "R_$t" '%s' "$(awk -v a="$tr" -v b="$pr" 'BEGIN{printf "%.1f", (a > b ? a : b) / 1024}')"
+    local w=W_$t r=R_$t
+    echo "bench peers set=$set tool=$t wall_s=${!w} train_s=$tw predict_s=$pw rss_mb=${!r}" \
         "test_auc=$auc$extra"
 }
 
@@ -101,7 +105,7 @@ rows() { grep -c '[^[:space:]]' "$1"; }
 compare() { # SET TRAIN TEST
     local set=$1 train=$2 test=$3 d=$tmp/$1 t0 t1 conv
     mkdir -p "$d"
-    train_cmd=("$FSGD" train --data "$train" --test "$test" --out "$d/fsgd.model" --quiet)
+    train_cmd=("$FSGD" train --data "$train" --test "$test" --out "$d/fsgd.model" --quiet ${FSGD_ARGS[@]+"${FSGD_ARGS[@]}"})
     predict_cmd=("$FSGD" predict --model "$d/fsgd.model" --data "$test" --out "$d/fsgd.pred" --quiet)
     tool "$set" fsgd "$test" score "$d/fsgd.pred"
 
@@ -120,7 +124,8 @@ compare() { # SET TRAIN TEST
 
     echo "bench peers set=$set train_rows=$(rows "$train") test_rows=$(rows "$test")" \
         "fsgd_over_liblinear=$(ratio "$W_fsgd" "$W_liblinear") fsgd_over_vw=$(ratio "$W_fsgd" "$W_vw")" \
-        "auc_fsgd=$A_fsgd auc_liblinear=$A_liblinear auc_vw=$A_vw"
+        "auc_fsgd=$A_fsgd auc_liblinear=$A_liblinear auc_vw=$A_vw" \
+        "rss_mb_fsgd=$R_fsgd rss_mb_liblinear=$R_liblinear rss_mb_vw=$R_vw fsgd_rss_over_vw=$(ratio "$R_fsgd" "$R_vw")"
     rm -rf "$d"
 }
 

@@ -25,6 +25,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             __builtin_trap();
         if (memchr(job.data, '\0', sizeof job.data) == NULL || memchr(job.codec, '\0', sizeof job.codec) == NULL)
             __builtin_trap();
+        /* the optimizer is one of the two; alpha > 0 or auto; l1 >= 0 */
+        if ((job.optimizer != FSGD_OPTIMIZER_ADAM && job.optimizer != FSGD_OPTIMIZER_FTRL) ||
+            (job.alpha <= 0 && job.alpha != FSGD_JOB_AUTO) || job.l1 < 0 || memchr(job.init, '\0', sizeof job.init) == NULL)
+            __builtin_trap();
     }
     return 0;
 }

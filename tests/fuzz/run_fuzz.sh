@@ -21,9 +21,10 @@ CORPUS=${FUZZ_CORPUS:-tests/fuzz/corpus}
 mkdir -p "$BUILD/fuzz/artifacts"
 # -fno-sanitize-recover: undefined behaviour is a finding (it stops the run
 # and fails the target), as under `make asan`, not a line in the log.
+# Every module's public headers (make checks which module may use which).
 flags="-std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
        -D_GNU_SOURCE -DFSGD_HAVE_CUDA=0 \
-       -Icommon/include -Icodec/include -Idata/include -Istrategy/include -Itrainer/include"
+       -Icommon/include -Icodec/include -Idata/include -Istrategy/include $(printf -- '-I%s ' trainer/*/include)"
 # The library once, with fuzzer instrumentation but no main, for the targets
 # that use it.
 objs=()

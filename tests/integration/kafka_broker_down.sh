@@ -14,7 +14,10 @@ set -euo pipefail
 COMMON+=(--batch 128)
 ref=$(reference_auc)
 if [ "$KAFKA_MODE" = mock ]; then
-    start_run "$tmp/run.log" --workers 3 --fault broker-down:after=6,for=3,broker=2 --metrics-json "$tmp/m.json"
+    # staleness 0: the job must outlast the 3 s outage (ahead of the model
+    # it can finish first)
+    start_run "$tmp/run.log" --workers 3 --staleness 0 --fault broker-down:after=6,for=3,broker=2 \
+        --metrics-json "$tmp/m.json"
     finish_run "$tmp/run.log"
     grep "fault: broker 2 down" "$tmp/run.log"
     grep "fault: broker 2 up" "$tmp/run.log"

@@ -17,7 +17,8 @@ trap 'kill ${AGG:-} ${WPIDS[@]+"${WPIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
 kafka_cluster "$ct" 6
 head -n 12000 "$DATA/a9a" >"$tmp/rows"
 "$FSGD" produce --brokers "$brokers" --name "$ct" --quiet "$tmp/rows"
-args=(--brokers "$brokers" --name "$ct" --test "$DATA/a9a.t" --batch 64 --epochs 2 --lr 0.01 --quiet)
+# staleness 0: in lockstep the job runs long enough to kill a worker mid-run
+args=(--brokers "$brokers" --name "$ct" --test "$DATA/a9a.t" --batch 64 --epochs 2 --lr 0.01 --staleness 0 --quiet)
 "$FSGD" aggregator "${args[@]}" --workers 3 --step-timeout-ms 1500 --metrics-json "$tmp/m.json" >"$tmp/agg.log" 2>&1 &
 AGG=$!
 for i in 1 2 3; do

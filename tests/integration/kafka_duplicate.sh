@@ -13,8 +13,10 @@ set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 ref=$(reference_auc)
 if [ "$KAFKA_MODE" = mock ]; then
+    # staleness 0: the delayed reply must be a gradient's, which in lockstep
+    # the 6th produce request to broker 2 is
     FSGD_RDKAFKA="socket.timeout.ms=1500" \
-        start_run "$tmp/run.log" --workers 3 --fault produce-delay:after=6,rtt=3000,count=1,broker=2 \
+        start_run "$tmp/run.log" --workers 3 --staleness 0 --fault produce-delay:after=6,rtt=3000,count=1,broker=2 \
         --metrics-json "$tmp/m.json"
     finish_run "$tmp/run.log"; grep -v "^fsgd: epoch [0-9]* step" "$tmp/run.log" | sed "s/^/  | /"
     grep "produce replies of broker 2 delayed" "$tmp/run.log"

@@ -235,12 +235,12 @@ static void test_magic_and_version(void)
     CU_ASSERT_EQUAL(fsgd_model_load_mem(&m, "\x01\x02", 2, "x", 0, err, sizeof err), FSGD_E_FORMAT);
     FSGD_ASSERT_CONTAINS(err, "got \"\\x01\\x02\"");
 
-    uint8_t v3[256];
-    memcpy(v3, enc, len);
-    fsgd_le_put16(v3 + 8, 3);
-    CU_ASSERT_EQUAL(fsgd_model_load_mem(&m, v3, len, "new.fsgd", 0, err, sizeof err), FSGD_E_VERSION);
+    uint8_t v4[256];
+    memcpy(v4, enc, len);
+    fsgd_le_put16(v4 + 8, 4);
+    CU_ASSERT_EQUAL(fsgd_model_load_mem(&m, v4, len, "new.fsgd", 0, err, sizeof err), FSGD_E_VERSION);
     CU_ASSERT_STRING_EQUAL(err,
-                           "new.fsgd: unsupported model format version 3 at byte 8 (this build reads versions 1 to 2)");
+                           "new.fsgd: unsupported model format version 4 at byte 8 (this build reads versions 1 to 3)");
 
     CU_ASSERT_EQUAL(fsgd_model_load(&m, fsgd_test_tmp("missing.fsgd"), err, sizeof err), FSGD_E_IO);
     FSGD_ASSERT_CONTAINS(err, "missing.fsgd': No such file or directory");
@@ -645,10 +645,148 @@ static void test_input_section(void)
     fsgd_model_free(&m);
 }
 
+/* A model with an FTRL state of 3 keys (one the intercept's, key dim). */
+static void state_model(fsgd_model_t *m, int with_input)
+{
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_init(m, FSGD_LOSS_LOGISTIC, 16, 1, 1.0f), 0);
+    m->w[3] = 0.5f;
+    m->w[16] = -0.25f;
+    if (with_input)
+        snprintf(m->input, sizeof m->input, "csv:label,cat*3:header=1:bits=4:seed=0");
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_state_alloc(m, FSGD_MODEL_STATE_FTRL, 3), 0);
+    const uint32_t keys[3] = {3, 9, 16};
+    const float z[3] = {-7.5f, 0.25f, 3.0f}, n[3] = {4.0f, 1.0f, 9.0f};
+    for (int i = 0; i < 3; i++)
+        m->state.keys[i] = keys[i], m->state.a[i] = z[i], m->state.b[i] = n[i];
+}
+
+/* Rewrites the state CRC of a version 3 buffer after an edit at byte off of
+ * its state section (which starts at s0 and has n entries). */
+static void fix_state_crc(uint8_t *b, size_t s0, uint64_t n)
+{
+    size_t end = s0 + 20 + 16 * (size_t)n;
+    fsgd_le_put32(b + end, fsgd_crc32c(0, b + s0, end - s0));
+}
+
+/* Version 3: the optimizer state section after body_crc (and the input
+ * section) round-trips; every damaged or cut byte of it is named; its value
+ * rules hold for reader and writer. */
+static void test_state_section(void)
+{
+    char err[512];
+    for (int with_input = 0; with_input < 2; with_input++) {
+        fsgd_model_t m, back;
+        state_model(&m, with_input);
+        uint8_t *enc;
+        size_t len;
+        CU_ASSERT_EQUAL_FATAL(fsgd_model_encode(&m, &enc, &len, err, sizeof err), 0);
+        const size_t s0 = 48 + 8 * 1 + (with_input ? 8 + strlen(m.input) : 0);
+        CU_ASSERT_EQUAL(len, s0 + 20 + 16 * 3 + 4);
+        CU_ASSERT_EQUAL(fsgd_le_get16(enc + 8), 3);
+        CU_ASSERT_EQUAL(enc[11], 1 | (with_input ? 2 : 0) | 4);
+        CU_ASSERT_EQUAL(enc[s0], FSGD_MODEL_STATE_FTRL);
+        CU_ASSERT_EQUAL_FATAL(fsgd_model_load_mem(&back, enc, len, "v3", 0, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(back.state.kind, FSGD_MODEL_STATE_FTRL);
+        CU_ASSERT_EQUAL_FATAL(back.state.n, 3);
+        for (int i = 0; i < 3; i++) {
+            CU_ASSERT_EQUAL(back.state.keys[i], m.state.keys[i]);
+            CU_ASSERT_EQUAL(back.state.a[i], m.state.a[i]);
+            CU_ASSERT_EQUAL(back.state.b[i], m.state.b[i]);
+        }
+        CU_ASSERT_STRING_EQUAL(back.input, m.input);
+        CU_ASSERT_EQUAL(back.w[16], -0.25f);
+        fsgd_model_free(&back);
+        /* every flipped byte of the section fails its CRC; every cut names it */
+        uint8_t *bad = malloc(len);
+        for (size_t i = s0; i < len; i++) {
+            memcpy(bad, enc, len);
+            bad[i] ^= 0x10;
+            int rc = fsgd_model_load_mem(&back, bad, len, "flip", 0, err, sizeof err);
+            if (i >= s0 + 12 && i < s0 + 20) { /* state_n: more keys than dim, or bytes missing */
+                CU_ASSERT_TRUE(rc == FSGD_E_FORMAT || rc == FSGD_E_TRUNCATED);
+            } else {
+                CU_ASSERT_EQUAL(rc, FSGD_E_CRC);
+            }
+            CU_ASSERT_PTR_NULL(back.w);
+        }
+        for (size_t cut = s0; cut < len; cut++) {
+            int rc = fsgd_model_load_mem(&back, enc, cut, "cut", 0, err, sizeof err);
+            CU_ASSERT_EQUAL(rc, FSGD_E_TRUNCATED);
+            FSGD_ASSERT_CONTAINS(err, "state");
+        }
+        /* the rules, each with a correct CRC */
+        struct {
+            size_t off;
+            uint32_t val;
+            int width;
+            const char *msg;
+        } rules[] = {
+            {0, 7, 1, "unknown state kind 7"},
+            {1, 1, 1, "reserved state bytes"},
+            {4, 5, 4, "ftrl state has none"},           /* step of an ftrl state */
+            {12, 18, 4, "exceeds the 17 keys"},          /* n > dim + 1 */
+            {20 + 16, 2, 4, "not above the previous key"}, /* second key 2 < 3 */
+            {20 + 32, 17, 4, "key beyond dim"},           /* third key 17 > dim */
+            {20 + 8, 0xBF800000u, 4, "negative"},         /* n = -1.0f */
+            {20 + 4, 0x7F800000u, 4, "not finite"},       /* z = inf */
+            {20 + 12, 1, 4, "count must be 0"},
+        };
+        for (size_t r = 0; r < sizeof rules / sizeof *rules; r++) {
+            memcpy(bad, enc, len);
+            if (rules[r].width == 1)
+                bad[s0 + rules[r].off] = (uint8_t)rules[r].val;
+            else
+                fsgd_le_put32(bad + s0 + rules[r].off, rules[r].val);
+            if (rules[r].off != 12)
+                fix_state_crc(bad, s0, 3);
+            expect_bad(bad, len, FSGD_E_FORMAT, rules[r].msg);
+        }
+        /* a version 3 file must carry the state flag; version 2 must not */
+        memcpy(bad, enc, len);
+        bad[11] &= (uint8_t)~4;
+        fsgd_le_put32(bad + 40, fsgd_crc32c(0, bad, 40));
+        expect_bad(bad, len, FSGD_E_FORMAT, "version 3 without a state section");
+        memcpy(bad, enc, len);
+        fsgd_le_put16(bad + 8, 2);
+        bad[11] |= 2; /* v2 needs its input flag: then bit 2 is what is wrong */
+        fsgd_le_put32(bad + 40, fsgd_crc32c(0, bad, 40));
+        expect_bad(bad, len, FSGD_E_FORMAT, "reserved flag bits");
+        free(bad);
+        free(enc);
+        /* the writer refuses what the reader would */
+        m.state.keys[2] = 17;
+        CU_ASSERT_EQUAL(fsgd_model_encode(&m, &enc, &len, err, sizeof err), FSGD_E_ARG);
+        FSGD_ASSERT_CONTAINS(err, "state entry 2 (key 17)");
+        m.state.keys[2] = 16;
+        m.state.c[0] = 1;
+        CU_ASSERT_EQUAL(fsgd_model_encode(&m, &enc, &len, err, sizeof err), FSGD_E_ARG);
+        fsgd_model_free(&m);
+    }
+    /* Adam with counts: the count rule; and the writer's version */
+    fsgd_model_t m, back;
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_init(&m, FSGD_LOSS_SQUARED, 4, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_state_alloc(&m, FSGD_MODEL_STATE_ADAM_COUNTED, 1), 0);
+    m.state.step = 12345;
+    m.state.keys[0] = 3, m.state.a[0] = -0.5f, m.state.b[0] = 0.25f, m.state.c[0] = 32767;
+    uint8_t *enc;
+    size_t len;
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_encode(&m, &enc, &len, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_load_mem(&back, enc, len, "adam", 0, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(back.state.step, 12345);
+    CU_ASSERT_EQUAL(back.state.c[0], 32767);
+    fsgd_model_free(&back);
+    fsgd_le_put32(enc + 48 + 20 + 12, 32768); /* no weights: the state starts at byte 48 */
+    fix_state_crc(enc, 48, 1);
+    expect_bad(enc, len, FSGD_E_FORMAT, "count above 32767");
+    free(enc);
+    fsgd_model_free(&m);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t file[] = {
         {"version 2 records the input spec; version 1 without", test_input_section},
+        {"version 3: the optimizer state section, its damage and rules", test_state_section},
         {"round trip, all kinds, with and without intercept", test_round_trip},
         {"dim 2^32 and the max_dim limit", test_large_sparse_dim},
         {"every truncation length names the field and offset", test_every_truncation},

@@ -9,7 +9,7 @@
 #include "fsgd/error.h"
 #include "fsgd/keysort.h"
 #include "fsgd/prefetch.h"
-#include "../core/loss_formulas.h"
+#include "fsgd/loss_formulas.h"
 
 typedef struct cpu_slot {
     uint64_t tag; /* key + 1; 0: empty */

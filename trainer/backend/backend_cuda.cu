@@ -61,7 +61,7 @@ extern "C" {
 #include "backend_impl.h"
 #include "fsgd/error.h"
 #include "fsgd/loss.h"
-#include "../core/loss_formulas.h"
+#include "fsgd/loss_formulas.h"
 }
 
 /* ---------------------------------------------------------------- errors */
@@ -157,7 +157,7 @@ __global__ void k_gather(const float *theta, const uint32_t *touched, size_t t, 
     GRID_STRIDE(j, t) theta_c[j] = (double)theta[touched[j]];
 }
 
-/* The formulas of trainer/core/loss.c, shared through loss_formulas.h. */
+/* The formulas of trainer/loss/loss.c, shared through fsgd/loss_formulas.h. */
 __device__ static double d_label(int kind, double y) { return fsgd_loss_formula_label(kind, y); }
 __device__ static double d_loss_value(int kind, double m, double y) { return fsgd_loss_formula_value(kind, m, y); }
 __device__ static double d_loss_deriv(int kind, double m, double y) { return fsgd_loss_formula_deriv(kind, m, y); }

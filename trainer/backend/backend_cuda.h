@@ -1,8 +1,9 @@
 /* Private: device measurements for tests/bench/bench_backend.c.
  *
- * Implemented in backend_cuda.cu when built with CUDA, by
- * backend_cuda_stub.c (returning FSGD_E_NOT_BUILT) otherwise, so the
- * benchmark links either way. Not part of the public API. */
+ * fsgd_cuda_probe is in backend_cuda_plugin.c, which always builds: it runs
+ * the plugin's probe (backend_cuda.cu) when the plugin loads, and otherwise
+ * returns the reason it did not (FSGD_E_NOT_BUILT in a build without CUDA),
+ * so the benchmark links either way. Not part of the public API. */
 #ifndef FSGD_BACKEND_CUDA_H
 #define FSGD_BACKEND_CUDA_H
 

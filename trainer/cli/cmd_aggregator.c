@@ -79,6 +79,12 @@ static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
     fsgd_progress_update(c->line, &i);
 }
 
+/* Each step's stats to /metrics (a no-op without --metrics-port). */
+static void on_step(void *ctx, const fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, double step_seconds)
+{
+    fsgd_observe_agg_step(s, strat, step_seconds);
+}
+
 /* Rejections and waits are printed even with --quiet: they say why a job
  * is slow or what was dropped. */
 static void on_log(void *ctx, const char *line)
@@ -139,7 +145,7 @@ int fsgd_cmd_aggregator(int argc, char **argv)
                 maddr, strchr(maddr, ':') ? "]" : "", bound);
     }
     agg_cli_t cli = {&job, fsgd_progress_new(stderr, -1)};
-    rc = fsgd_aggregator_run(&job, job.workers, &st, on_progress, on_log, &cli, err, sizeof err);
+    rc = fsgd_aggregator_run(&job, job.workers, &st, on_progress, on_step, on_log, &cli, err, sizeof err);
     fsgd_progress_destroy(cli.line);
     fsgd_observe_stop();
     if (rc < 0) {

@@ -76,6 +76,9 @@ int fsgd_cmd_export(int argc, char **argv)
     rc = fsgd_model_load_max(&m, model, INT_MAX, err, sizeof err);
     if (rc == 0) {
         rc = fsgd_model_export_liblinear(&m, out, err, sizeof err);
+        if (rc == 0) /* LIBLINEAR's text is dense: say how sparse the model is */
+            printf("exported %s: %llu features, %llu nonzero weights%s\n", out, (unsigned long long)m.dim,
+                   (unsigned long long)fsgd_model_nnz(&m), m.has_bias ? " + intercept" : "");
         fsgd_model_free(&m);
     }
     if (rc < 0) {

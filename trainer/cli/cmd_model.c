@@ -11,7 +11,10 @@
 #include "fsgd/outfile.h"
 
 static const char usage[] =
-    "usage: fsgd model assemble (--brokers HOST:PORT --name JOB | --input FILE|-) --out MODEL [--partial]\n"
+    "usage: fsgd model info MODEL\n"
+    "Prints what a model file holds: its loss, dim, intercept, nonzero weights, input format and\n"
+    "optimizer state (--save-state), and the format version.\n"
+    "       fsgd model assemble (--brokers HOST:PORT --name JOB | --input FILE|-) --out MODEL [--partial]\n"
     "                           [--kafka-opt KEY=VALUE]...   (security.*, sasl.*, ssl.* settings)\n"
     "                           [--job-key-file FILE]   (the job's key: only messages with its tag are assembled;\n"
     "                                                    without it an authenticated topic is refused)\n"
@@ -50,15 +53,50 @@ static int read_all(const char *path, uint8_t **out, size_t *len)
     return b ? 0 : -1;
 }
 
+/* fsgd model info: one line a field, for people and for grep. */
+static int model_info(int argc, char **argv)
+{
+    if (argc != 3) {
+        fsgd_cli_error("model info: expected one model file\n%s", usage);
+        return FSGD_EXIT_USAGE;
+    }
+    char err[1024];
+    fsgd_model_t m;
+    int rc = fsgd_model_load(&m, argv[2], err, sizeof err);
+    if (rc < 0) {
+        fsgd_cli_error("model info: %s", err);
+        return fsgd_cli_status(rc);
+    }
+    const uint64_t nnz = fsgd_model_nnz(&m);
+    const int version = m.state.kind != FSGD_MODEL_STATE_NONE ? 3 : m.input[0] ? 2 : 1;
+    printf("model: %s\nformat version: %d\nloss: %s\ndim: %llu\n", argv[2], version, fsgd_loss_name(m.kind),
+           (unsigned long long)m.dim);
+    if (m.has_bias)
+        printf("intercept: %.9g (feature value %g)\n", (double)m.w[m.dim], (double)m.bias);
+    else
+        printf("intercept: none\n");
+    printf("nonzero weights: %llu (%.2f%% of dim)\n", (unsigned long long)nnz, 100.0 * (double)nnz / (double)m.dim);
+    printf("input: %s\n", m.input[0] ? m.input : "libsvm");
+    if (m.state.kind != FSGD_MODEL_STATE_NONE)
+        printf("optimizer state: %s, %llu keys, step %llu\n", fsgd_model_state_name(m.state.kind),
+               (unsigned long long)m.state.n, (unsigned long long)m.state.step);
+    else
+        printf("optimizer state: none\n");
+    fsgd_model_free(&m);
+    return 0;
+}
+
 int fsgd_cmd_model(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "info"))
+        return model_info(argc, argv);
     if (argc < 2 || strcmp(argv[1], "assemble")) {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
             puts(usage);
             fsgd_cli_print_exit_codes(stdout);
             return 0;
         }
-        fsgd_cli_error("model: expected 'assemble'\n%s", usage);
+        fsgd_cli_error("model: expected 'info' or 'assemble'\n%s", usage);
         return FSGD_EXIT_USAGE;
     }
     argc--;

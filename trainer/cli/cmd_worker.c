@@ -28,6 +28,12 @@ static void on_signal(int sig)
     stop_flag = sig; /* the exit status says which signal stopped it */
 }
 
+/* Each step's stats to /metrics (a no-op without --metrics-port). */
+static void on_step(void *ctx, const fsgd_worker_stats_t *s)
+{
+    fsgd_observe_worker_step(s);
+}
+
 static void on_log(void *ctx, const char *line)
 {
     const char *id = ctx;
@@ -107,7 +113,7 @@ int fsgd_cmd_worker(int argc, char **argv)
         }
     }
     fsgd_worker_stats_t st;
-    rc = fsgd_worker_run(&job, (uint32_t)idv, &stop_flag, &st, on_log, (void *)id, err, sizeof err);
+    rc = fsgd_worker_run(&job, (uint32_t)idv, &stop_flag, &st, on_step, on_log, (void *)id, err, sizeof err);
     fsgd_observe_stop();
     if (rc < 0) {
         fsgd_cli_error("worker: %s", err);

@@ -52,10 +52,12 @@ const char *dcli_take(int *argc, char **argv, const char *name, int has_value, c
 int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
 {
     char err[512];
-    fsgd_job_defaults(job);
+    fsgd_job_train_defaults(job); /* l2, lr and epochs auto, as fsgd train's (agg_auto.c) */
     int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
-        fsgd_job_print_help(usage, stdout);
+        fsgd_job_t d;
+        fsgd_job_train_defaults(&d);
+        fsgd_job_print_help_with(usage, &d, stdout);
         fsgd_cli_print_exit_codes(stdout);
         return 1;
     }
@@ -63,13 +65,12 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
-    /* "auto" (early stopping, l2 from the row count, lr from the steps) is
-     * what fsgd train works out on one machine; the distributed roles take
-     * explicit values (their defaults: 20 epochs, l2 0, lr 0.01). */
-    const char *which = job->epochs < 1 ? "epochs" : job->l2 < 0 ? "l2" : job->lr <= 0 ? "lr" : NULL;
-    if (which) {
-        fsgd_cli_error("%s: 'auto' (or a value <= 0) is for fsgd train; a distributed job needs an explicit %s",
-                       which, which);
+    if (job->epochs == 0 && job->holdout <= 0) {
+        fsgd_cli_error("epochs auto stops on held-out rows: give holdout > 0, or a number of epochs");
+        return FSGD_EXIT_USAGE;
+    }
+    if (fsgd_job_check_dist(job, err, sizeof err) < 0) {
+        fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
     /* The row format, before any role starts: a spec that does not parse,

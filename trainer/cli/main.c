@@ -28,7 +28,7 @@ static const subcommand_t subcommands[] = {
     {"produce", fsgd_cmd_produce, "load LIBSVM files into a job's Kafka data topic"},
     {"worker", fsgd_cmd_worker, "run one worker of a job"},
     {"aggregator", fsgd_cmd_aggregator, "run the aggregator of a job"},
-    {"model", fsgd_cmd_model, "model topic tools (model assemble)"},
+    {"model", fsgd_cmd_model, "model file and topic tools (model info, model assemble)"},
     {"plot", fsgd_cmd_plot, "draw finished runs' metrics JSON with gnuplot (PNG or SVG)"},
 };
 

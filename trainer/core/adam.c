@@ -28,6 +28,15 @@ int fsgd_adam_init(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_t *p)
     return FSGD_E_OK;
 }
 
+int fsgd_adam_init_weights(fsgd_adam_t *a, uint64_t dim)
+{
+    memset(a, 0, sizeof *a);
+    a->p = fsgd_adam_defaults();
+    a->dim = dim;
+    a->theta = calloc(dim ? (size_t)dim : 1, sizeof *a->theta);
+    return a->theta ? FSGD_E_OK : FSGD_E_NOMEM;
+}
+
 void fsgd_adam_advance(fsgd_adam_t *a) { a->t++; }
 
 /* Bias corrections from each key's own update count t_k instead of the
@@ -124,6 +133,18 @@ void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, siz
 {
     fsgd_adam_advance(a);
     fsgd_adam_apply(a, keys, grad, n);
+}
+
+uint64_t fsgd_adam_touched(const fsgd_adam_t *a, uint64_t n_keys)
+{
+    uint64_t c = 0, n = n_keys < a->dim ? n_keys : a->dim;
+    if (a->keys)
+        for (uint64_t k = 0; k < n; k++)
+            c += a->keys[k].count > 0;
+    else if (a->v)
+        for (uint64_t k = 0; k < n; k++)
+            c += a->v[k] > 0;
+    return c;
 }
 
 void fsgd_adam_free(fsgd_adam_t *a)

@@ -10,8 +10,9 @@
 #include <yaml.h>
 
 #include "fsgd/error.h"
+#include "fsgd/ftrl.h"
 
-typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA } field_type_t;
+typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER } field_type_t;
 
 typedef struct field {
     const char *key;
@@ -48,7 +49,21 @@ static const field_t fields[] = {
     {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},
     {"bias_value", "model", F_DOUBLE, OFF(bias_value), 1e-6, 1e6, "value of the intercept's constant feature"},
     {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6,
-     "L2 strength λ on the mean loss, applied on touched keys; fsgd train: auto = 1/n_train (LIBLINEAR's C=1)"},
+     "L2 strength λ on the mean loss, applied on touched keys; fsgd train: auto = 1/n_train (LIBLINEAR's C=1); "
+     "with ftrl, FTRL's λ2 = l2·n_train"},
+    {"l1", "model", F_DOUBLE, OFF(l1), 0, 1e6,
+     "L1 strength on the mean loss (objective mean loss + l1·|w|₁ + l2/2·|w|²), optimizer ftrl only: FTRL's "
+     "λ1 = l1·n_train; weights whose |z| stays below λ1 are exactly 0 and not stored"},
+    {"init", "model", F_STR, OFF(init), 0, 0,
+     "fsgd train: start from this model file (its weights) instead of zeros; it must have the data's dim, "
+     "the same model (loss), intercept and input format"},
+    {"optimizer", "optimizer", F_OPTIMIZER, OFF(optimizer), 0, 0,
+     "adam | ftrl: sparse Adam, or FTRL-Proximal with per-coordinate rates (McMahan et al. KDD'13; "
+     "fsgd train only); YAML optimizer: ftrl, or optimizer.name"},
+    {"alpha", "optimizer", F_DOUBLE, OFF(alpha), 1e-12, 1e6,
+     "ftrl: α of the per-coordinate rate α/(β + sqrt(Σg²)) (VW: --ftrl_alpha); auto = 2/sqrt(steps per epoch) "
+     "in [0.01, 0.5]"},
+    {"beta", "optimizer", F_DOUBLE, OFF(beta), 0, 1e6, "ftrl: β of that rate (VW: --ftrl_beta)"},
     {"lr", "optimizer", F_DOUBLE, OFF(lr), 1e-12, 1e3,
      "Adam learning rate; fsgd train: auto = 0.15/sqrt(steps per epoch) in [0.001, 0.02], per-key bias corrections"},
     {"beta1", "optimizer", F_DOUBLE, OFF(beta1), 0, 0.999999, "Adam β1"},
@@ -69,6 +84,9 @@ static const field_t fields[] = {
      "model updates to workers (fsgd run): auto (compressed with the codec when it is lossy), full (float32 values), or a lossy codec spec"},
     {"out", "output", F_STR, OFF(out), 0, 0, "model file to write"},
     {"metrics_json", "output", F_STR, OFF(metrics_json), 0, 0, "metrics JSON file to write"},
+    {"save_state", "output", F_BOOL, OFF(save_state), 0, 1,
+     "fsgd train: also write the optimizer state (Adam's m, v and counts, or FTRL's z and n; 16 bytes a touched "
+     "key) into the model file, so that --init resumes training where it stopped (VW: --save_resume)"},
     {"target_auc", "output", F_DOUBLE, OFF(target_auc), 0, 1, "record the time when test AUC first reaches this"},
     {"eval_every", "output", F_INT, OFF(eval_every), 0, 1e9, "also evaluate every N steps (0: at epoch ends)"},
     {"quiet", "output", F_BOOL, OFF(quiet), 0, 1, "no progress lines"},
@@ -82,6 +100,9 @@ static const field_t fields[] = {
      "topics' min.insync.replicas: acks=all writes need this many replicas (0: 2 with 3+ replicas, else 1)"},
     {"step_timeout_ms", "cluster", F_INT, OFF(step_timeout_ms), 100, 3.6e6, "drop a worker missing a step this long"},
     {"snapshot_every", "cluster", F_INT, OFF(snapshot_every), 1, 1e9, "full model snapshot every N steps"},
+    {"staleness", "cluster", F_INT, OFF(staleness), 0, 255,
+     "bounded delay τ: a worker may send the gradient of step t+1+τ while the model of step t is the newest it "
+     "has (0: synchronous; gTop-k and GradiVeQ always run at 0)"},
     {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
     {"job_key_file", "cluster", F_STR, OFF(job_key_file), 0, 0,
      "file with the job key (64 hex digits, mode 600) that authenticates every message on the job's topics; "
@@ -97,6 +118,14 @@ static const field_t fields[] = {
 };
 #undef OFF
 #define N_FIELDS (sizeof fields / sizeof *fields)
+_Static_assert(N_FIELDS <= 128, "fsgd_job_t.given holds 128 bits");
+
+/* Other names of a key: VW's names of FTRL's rate, and optimizer.name for
+ * the optimizer inside an optimizer: mapping. */
+static const struct {
+    const char *alias, *key;
+} aliases[] = {{"ftrl_alpha", "alpha"}, {"ftrl_beta", "beta"}, {"optimizer.name", "optimizer"},
+               {"save_resume", "save_state"}};
 
 void fsgd_job_defaults(fsgd_job_t *job)
 {
@@ -122,8 +151,17 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->workers = 2;
     job->step_timeout_ms = 10000;
     job->snapshot_every = 100;
+    job->staleness = FSGD_JOB_STALENESS_DEFAULT;
     job->max_epochs = 50;
     job->holdout = 0.1;
+    job->optimizer = FSGD_OPTIMIZER_ADAM;
+    job->alpha = FSGD_JOB_AUTO;
+    job->beta = FSGD_FTRL_BETA;
+}
+
+const char *fsgd_optimizer_name(fsgd_job_optimizer_t o)
+{
+    return o == FSGD_OPTIMIZER_FTRL ? "ftrl" : "adam";
 }
 
 void fsgd_job_train_defaults(fsgd_job_t *job)
@@ -138,7 +176,7 @@ void fsgd_job_train_defaults(fsgd_job_t *job)
  * fsgd train then picks the value from the data (see fsgd_train). */
 static int auto_ok(const field_t *f)
 {
-    return !strcmp(f->key, "l2") || !strcmp(f->key, "epochs") || !strcmp(f->key, "lr");
+    return !strcmp(f->key, "l2") || !strcmp(f->key, "epochs") || !strcmp(f->key, "lr") || !strcmp(f->key, "alpha");
 }
 
 static void normalize_key(const char *in, char *out, size_t cap)
@@ -151,18 +189,27 @@ static void normalize_key(const char *in, char *out, size_t cap)
     out[i] = '\0';
 }
 
+/* The key an alias stands for, or k itself. */
+static const char *unalias(const char *k)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (!strcmp(aliases[i].alias, k))
+            return aliases[i].key;
+    return k;
+}
+
 static const field_t *find_field(const char *key)
 {
     char k[128];
     normalize_key(key, k, sizeof k);
     for (size_t i = 0; i < N_FIELDS; i++)
-        if (!strcmp(fields[i].key, k))
+        if (!strcmp(fields[i].key, unalias(k)))
             return &fields[i];
     /* "optimizer.lr" is an alias of "lr" when the section matches. */
     const char *dot = strrchr(k, '.');
     if (dot) {
         for (size_t i = 0; i < N_FIELDS; i++)
-            if (!strcmp(fields[i].key, dot + 1) && strlen(fields[i].section) == (size_t)(dot - k) &&
+            if (!strcmp(fields[i].key, unalias(dot + 1)) && strlen(fields[i].section) == (size_t)(dot - k) &&
                 !strncmp(fields[i].section, k, (size_t)(dot - k)))
                 return &fields[i];
     }
@@ -211,7 +258,26 @@ static int parse_bool(const char *v, int *out)
     return -1;
 }
 
+static int set_value(fsgd_job_t *job, const field_t *f, const char *value, char *err, size_t errsz);
+
 static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char *err, size_t errsz)
+{
+    FSGD_TRY(set_value(job, f, value, err, errsz));
+    size_t i = (size_t)(f - fields);
+    job->given[i / 64] |= UINT64_C(1) << (i % 64);
+    return FSGD_E_OK;
+}
+
+int fsgd_job_given(const fsgd_job_t *job, const char *key)
+{
+    const field_t *f = find_field(key);
+    if (!f)
+        return 0;
+    size_t i = (size_t)(f - fields);
+    return (job->given[i / 64] >> (i % 64)) & 1;
+}
+
+static int set_value(fsgd_job_t *job, const field_t *f, const char *value, char *err, size_t errsz)
 {
     char *dst = (char *)job + f->offset;
     char *end;
@@ -245,6 +311,15 @@ static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char 
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected logistic, linear or svm, got '%s'",
                                 f->key, value);
         *(fsgd_loss_kind_t *)dst = k;
+        return FSGD_E_OK;
+    }
+    case F_OPTIMIZER: {
+        if (!strcmp(value, "adam"))
+            *(fsgd_job_optimizer_t *)dst = FSGD_OPTIMIZER_ADAM;
+        else if (!strcmp(value, "ftrl"))
+            *(fsgd_job_optimizer_t *)dst = FSGD_OPTIMIZER_FTRL;
+        else
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected adam or ftrl, got '%s'", f->key, value);
         return FSGD_E_OK;
     }
     case F_DOUBLE:
@@ -542,6 +617,9 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
     case F_KAFKA:
         snprintf(out, cap, "none");
         break;
+    case F_OPTIMIZER:
+        snprintf(out, cap, "%s", fsgd_optimizer_name(*(const fsgd_job_optimizer_t *)p));
+        break;
     }
 }
 
@@ -585,11 +663,58 @@ int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz)
     return FSGD_E_OK;
 }
 
+/* An option the chosen optimizer would ignore is a mistake worth stopping
+ * for: --l1 with Adam would train a dense model. */
+static int check_optimizer(const fsgd_job_t *job, char *err, size_t errsz)
+{
+    if (job->optimizer == FSGD_OPTIMIZER_ADAM) {
+        if (job->l1 > 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "l1 %g needs optimizer ftrl (--optimizer ftrl): Adam has no L1 step and would "
+                                "train a dense model",
+                                job->l1);
+        static const char *ftrl_only[] = {"alpha", "beta"};
+        for (size_t i = 0; i < 2; i++)
+            if (fsgd_job_given(job, ftrl_only[i]))
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                    "%s is FTRL's (--optimizer ftrl); Adam's step size is lr", ftrl_only[i]);
+    } else {
+        static const char *adam_only[] = {"lr", "beta1", "beta2", "eps"};
+        for (size_t i = 0; i < 4; i++)
+            if (fsgd_job_given(job, adam_only[i]))
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                    "%s is Adam's; optimizer ftrl takes alpha and beta (its per-coordinate rate "
+                                    "alpha/(beta + sqrt(sum of g^2)))",
+                                    adam_only[i]);
+    }
+    return FSGD_E_OK;
+}
+
 int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
 {
     FSGD_TRY(fsgd_job_check(job, err, errsz));
     if (job->epochs == 0 && job->holdout <= 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "epochs auto stops on the holdout rows: give holdout > 0, or a number of epochs");
+    FSGD_TRY(check_optimizer(job, err, errsz));
+    if (job->init[0] && job->cache[0])
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init does not combine with cache yet: drop one of them");
+    if (job->save_state && job->cache[0])
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "save_state does not combine with cache yet: drop one of them");
+    if (job->save_state && strcmp(job->codec, "none"))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "save_state keeps the optimizer's state only: codec %s's own state (error feedback, "
+                            "momentum) would be lost; use codec none",
+                            job->codec);
+    return FSGD_E_OK;
+}
+
+int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
+{
+    FSGD_TRY(check_optimizer(job, err, errsz));
+    static const char *train_only[] = {"init", "save_state"};
+    for (size_t i = 0; i < 2; i++)
+        if (fsgd_job_given(job, train_only[i]))
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s is for fsgd train so far", train_only[i]);
     return FSGD_E_OK;
 }

@@ -21,10 +21,13 @@
 #include "fsgd/outfile.h"
 
 #define MODEL_MAGIC "FSGDMODL"
-#define MODEL_VERSION 2    /* the newest this build writes and reads */
+#define MODEL_VERSION 3    /* the newest this build writes and reads */
 #define MODEL_VERSION_MIN 1 /* version 1: no input section; still written for LIBSVM models */
 #define FLAG_BIAS 1u
-#define FLAG_INPUT 2u      /* version 2: an input section follows body_crc */
+#define FLAG_INPUT 2u      /* version 2 and 3: an input section follows body_crc */
+#define FLAG_STATE 4u      /* version 3: an optimizer state section follows (required there) */
+#define STATE_HEAD 20      /* kind, reserved, step, n */
+#define STATE_ENTRY 16     /* key, a, b, c */
 #define HEADER_BYTES 44 /* up to and including header_crc */
 #define ENTRY_BYTES 8
 #define MAX_DIM (UINT64_C(1) << 32)
@@ -54,12 +57,75 @@ int fsgd_model_init(fsgd_model_t *m, fsgd_loss_kind_t kind, uint64_t dim, int ha
     return FSGD_E_OK;
 }
 
+static void state_free(fsgd_model_state_t *st)
+{
+    free(st->keys);
+    free(st->a);
+    free(st->b);
+    free(st->c);
+    memset(st, 0, sizeof *st);
+}
+
 void fsgd_model_free(fsgd_model_t *m)
 {
     if (!m)
         return;
     free(m->w);
+    state_free(&m->state);
     memset(m, 0, sizeof *m);
+}
+
+int fsgd_model_state_alloc(fsgd_model_t *m, fsgd_model_state_kind_t kind, uint64_t n)
+{
+    state_free(&m->state);
+    if (n > (uint64_t)SIZE_MAX / sizeof(float))
+        return FSGD_E_NOMEM;
+    size_t k = n ? (size_t)n : 1;
+    fsgd_model_state_t *st = &m->state;
+    st->keys = calloc(k, sizeof *st->keys);
+    st->a = calloc(k, sizeof *st->a);
+    st->b = calloc(k, sizeof *st->b);
+    st->c = calloc(k, sizeof *st->c);
+    if (!st->keys || !st->a || !st->b || !st->c) {
+        state_free(st);
+        return FSGD_E_NOMEM;
+    }
+    st->kind = kind;
+    st->n = n;
+    return FSGD_E_OK;
+}
+
+const char *fsgd_model_state_name(fsgd_model_state_kind_t kind)
+{
+    switch (kind) {
+    case FSGD_MODEL_STATE_ADAM:
+        return "adam";
+    case FSGD_MODEL_STATE_ADAM_COUNTED:
+        return "adam (per-key counts)";
+    case FSGD_MODEL_STATE_FTRL:
+        return "ftrl";
+    default:
+        return "none";
+    }
+}
+
+/* The rules of a state section's values (MODEL_FORMAT.md), for writer and
+ * reader alike: NULL when entry i is valid, else what is wrong. */
+static const char *state_entry_problem(int kind, uint64_t step, uint64_t limit, uint32_t key, uint32_t prev,
+                                       uint64_t i, float a, float b, uint32_t c)
+{
+    (void)step;
+    if (key >= limit)
+        return "key beyond dim (+1 for the intercept)";
+    if (i > 0 && key <= prev)
+        return "key not above the previous key";
+    if (!isfinite(a) || !isfinite(b))
+        return "value not finite";
+    if (b < 0)
+        return "second value (v or n) negative";
+    if (kind == FSGD_MODEL_STATE_ADAM_COUNTED ? c > 32767 : c != 0)
+        return kind == FSGD_MODEL_STATE_ADAM_COUNTED ? "count above 32767" : "count must be 0";
+    return NULL;
 }
 
 double fsgd_model_margin(const fsgd_model_t *m, const uint32_t *col, const float *val, size_t n)
@@ -152,6 +218,24 @@ static int check_model(const fsgd_model_t *m, uint64_t *nnz, char *err, size_t e
         n += k < m->dim && m->w[k] != 0;
     }
     *nnz = n;
+    const fsgd_model_state_t *st = &m->state;
+    if (st->kind != FSGD_MODEL_STATE_NONE) {
+        if (st->kind < FSGD_MODEL_STATE_ADAM || st->kind > FSGD_MODEL_STATE_FTRL)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "model state kind %d is unknown", (int)st->kind);
+        if (st->kind == FSGD_MODEL_STATE_FTRL && st->step)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "ftrl state with a step count");
+        const uint64_t limit = m->dim + (m->has_bias ? 1 : 0);
+        if (st->n > limit)
+            return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%llu state entries for %llu keys",
+                                (unsigned long long)st->n, (unsigned long long)limit);
+        for (uint64_t i = 0; i < st->n; i++) {
+            const char *why = state_entry_problem(st->kind, st->step, limit, st->keys[i], i ? st->keys[i - 1] : 0, i,
+                                                  st->a[i], st->b[i], st->c[i]);
+            if (why)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "model state entry %llu (key %u): %s",
+                                    (unsigned long long)i, st->keys[i], why);
+        }
+    }
     return FSGD_E_OK;
 }
 
@@ -161,9 +245,10 @@ static void encode_header(const fsgd_model_t *m, uint64_t nnz, uint8_t h[HEADER_
     memcpy(h, MODEL_MAGIC, 8);
     /* Version 1 unless there is an input spec, so LIBSVM models stay readable
      * by version-1 readers byte for byte. */
-    fsgd_le_put16(h + 8, m->input[0] ? 2 : 1);
+    const int state = m->state.kind != FSGD_MODEL_STATE_NONE;
+    fsgd_le_put16(h + 8, state ? 3 : m->input[0] ? 2 : 1);
     h[10] = (uint8_t)m->kind;
-    h[11] = (uint8_t)((m->has_bias ? FLAG_BIAS : 0) | (m->input[0] ? FLAG_INPUT : 0));
+    h[11] = (uint8_t)((m->has_bias ? FLAG_BIAS : 0) | (m->input[0] ? FLAG_INPUT : 0) | (state ? FLAG_STATE : 0));
     fsgd_le_put64(h + 16, m->dim);
     fsgd_le_put64(h + 24, nnz);
     fsgd_le_putf32(h + 32, m->bias);
@@ -188,6 +273,37 @@ static size_t input_bytes(const fsgd_model_t *m)
     return m->input[0] ? 8 + strnlen(m->input, FSGD_MODEL_INPUT_MAX - 1) : 0;
 }
 
+static size_t state_bytes(const fsgd_model_t *m)
+{
+    return m->state.kind != FSGD_MODEL_STATE_NONE ? STATE_HEAD + (size_t)m->state.n * STATE_ENTRY + 4 : 0;
+}
+
+/* Version 3's state section: kind, reserved, step, n, the entries, CRC32C. */
+static int encode_state(const fsgd_model_t *m, sink_t *s)
+{
+    const fsgd_model_state_t *st = &m->state;
+    uint8_t h[STATE_HEAD] = {0};
+    h[0] = (uint8_t)st->kind;
+    fsgd_le_put64(h + 4, st->step);
+    fsgd_le_put64(h + 12, st->n);
+    uint32_t crc = fsgd_crc32c(0, h, sizeof h);
+    if (sink_put(s, h, sizeof h) < 0)
+        return -1;
+    for (uint64_t i = 0; i < st->n; i++) {
+        uint8_t e[STATE_ENTRY];
+        fsgd_le_put32(e, st->keys[i]);
+        fsgd_le_putf32(e + 4, st->a[i]);
+        fsgd_le_putf32(e + 8, st->b[i]);
+        fsgd_le_put32(e + 12, st->c[i]);
+        crc = fsgd_crc32c(crc, e, sizeof e);
+        if (sink_put(s, e, sizeof e) < 0)
+            return -1;
+    }
+    uint8_t c[4];
+    fsgd_le_put32(c, crc);
+    return sink_put(s, c, sizeof c);
+}
+
 /* Writes header, entries and body_crc into s. Returns 0 or -1 (write failed). */
 static int encode_to(const fsgd_model_t *m, uint64_t nnz, sink_t *s)
 {
@@ -210,7 +326,9 @@ static int encode_to(const fsgd_model_t *m, uint64_t nnz, sink_t *s)
     fsgd_le_put32(c, crc);
     if (sink_put(s, c, sizeof c) < 0)
         return -1;
-    return m->input[0] ? encode_input(m, s) : 0;
+    if (m->input[0] && encode_input(m, s) < 0)
+        return -1;
+    return m->state.kind != FSGD_MODEL_STATE_NONE ? encode_state(m, s) : 0;
 }
 
 int fsgd_model_encode(const fsgd_model_t *m, uint8_t **out, size_t *len, char *err, size_t errsz)
@@ -219,7 +337,7 @@ int fsgd_model_encode(const fsgd_model_t *m, uint8_t **out, size_t *len, char *e
     *out = NULL;
     *len = 0;
     FSGD_TRY(check_model(m, &nnz, err, errsz));
-    size_t total = HEADER_BYTES + (size_t)nnz * ENTRY_BYTES + 4 + input_bytes(m);
+    size_t total = HEADER_BYTES + (size_t)nnz * ENTRY_BYTES + 4 + input_bytes(m) + state_bytes(m);
     sink_t *s = malloc(sizeof *s);
     uint8_t *buf = malloc(total);
     if (!s || !buf) {
@@ -282,9 +400,10 @@ int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t e
 /* Validates buf completely; fills the header values. No allocation. */
 static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t max_dim, int *kind,
                        int *has_bias, uint64_t *dim, uint64_t *nnz, float *bias, float *bias_w, char *input,
-                       char *err, size_t errsz)
+                       uint64_t *state_off, char *err, size_t errsz)
 {
     input[0] = '\0';
+    *state_off = 0;
     /* A file that does not start like a model is "not a model", however short. */
     size_t cmp = len < 8 ? len : 8;
     if (cmp > 0 && memcmp(p, MODEL_MAGIC, cmp) != 0) {
@@ -319,15 +438,21 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
     if (!valid_kind(*kind))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: unknown model kind %d at byte 10 (1 logistic, 2 linear, 3 svm)",
                             name, *kind);
-    const unsigned known = version >= 2 ? FLAG_BIAS | FLAG_INPUT : FLAG_BIAS;
+    const unsigned known = version >= 3 ? FLAG_BIAS | FLAG_INPUT | FLAG_STATE
+                           : version == 2 ? FLAG_BIAS | FLAG_INPUT
+                                          : FLAG_BIAS;
     if (p[11] & ~known)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved flag bits set at byte 11 (flags 0x%02x)", name,
                             p[11]);
-    if (version >= 2 && !(p[11] & FLAG_INPUT))
+    if (version == 2 && !(p[11] & FLAG_INPUT))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "%s: version 2 without an input section at byte 11 (flags 0x%02x; bit 1 must be set)",
                             name, p[11]);
-    const int has_input = (p[11] & FLAG_INPUT) != 0;
+    if (version == 3 && !(p[11] & FLAG_STATE))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "%s: version 3 without a state section at byte 11 (flags 0x%02x; bit 2 must be set)",
+                            name, p[11]);
+    const int has_input = (p[11] & FLAG_INPUT) != 0, has_state = (p[11] & FLAG_STATE) != 0;
     *has_bias = p[11] & FLAG_BIAS;
     if (fsgd_le_get32(p + 12) != 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved field at byte 12 is 0x%08x, must be 0", name,
@@ -384,10 +509,57 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
         input[il] = '\0';
         tail += 8 + il;
     }
+    if (has_state) {
+        /* The length (from state_n) and the CRC first, as for the header:
+         * damage to kind, step or an entry is reported as damage. */
+        const uint64_t s0 = tail;
+        NEED(s0, STATE_HEAD, "state header (kind, step, state_n)");
+        const uint64_t sn = fsgd_le_get64(p + s0 + 12), limit = *dim + (*has_bias ? 1 : 0);
+        if (sn > limit)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state_n %llu at byte %llu exceeds the %llu keys", name,
+                                (unsigned long long)sn, (unsigned long long)s0 + 12, (unsigned long long)limit);
+        const uint64_t e0 = s0 + STATE_HEAD, send = e0 + sn * STATE_ENTRY; /* sn <= 2^32 + 1: no overflow */
+        if ((uint64_t)len < send) {
+            uint64_t i = ((uint64_t)len - e0) / STATE_ENTRY;
+            NEED(e0 + i * STATE_ENTRY, STATE_ENTRY, "state entry %llu of %llu", (unsigned long long)i,
+                 (unsigned long long)sn);
+        }
+        NEED(send, 4, "state_crc after %llu state entries", (unsigned long long)sn);
+        uint32_t scrc = fsgd_le_get32(p + send), scalc = fsgd_crc32c(0, p + s0, (size_t)(send - s0));
+        if (scrc != scalc)
+            return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
+                                "%s: state checksum mismatch at byte %llu (stored 0x%08x, computed 0x%08x)", name,
+                                (unsigned long long)send, scrc, scalc);
+        int sk = p[s0];
+        if (sk < FSGD_MODEL_STATE_ADAM || sk > FSGD_MODEL_STATE_FTRL)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                "%s: unknown state kind %d at byte %llu (1 adam, 2 adam with per-key counts, 3 ftrl)",
+                                name, sk, (unsigned long long)s0);
+        if (p[s0 + 1] | p[s0 + 2] | p[s0 + 3])
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved state bytes at byte %llu must be 0", name,
+                                (unsigned long long)s0 + 1);
+        uint64_t step = fsgd_le_get64(p + s0 + 4);
+        if (sk == FSGD_MODEL_STATE_FTRL && step)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state_step %llu at byte %llu: ftrl state has none", name,
+                                (unsigned long long)step, (unsigned long long)s0 + 4);
+        uint32_t prev = 0;
+        for (uint64_t i = 0; i < sn; i++) {
+            const uint8_t *e = p + e0 + i * STATE_ENTRY;
+            uint32_t key = fsgd_le_get32(e);
+            const char *why = state_entry_problem(sk, step, limit, key, prev, i, fsgd_le_getf32(e + 4),
+                                                  fsgd_le_getf32(e + 8), fsgd_le_get32(e + 12));
+            if (why)
+                return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state entry %llu (key %u) at byte %llu: %s", name,
+                                    (unsigned long long)i, key, (unsigned long long)(e - p), why);
+            prev = key;
+        }
+        *state_off = s0;
+        tail = send + 4;
+    }
     if ((uint64_t)len > tail)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: %llu trailing bytes at byte %llu after %s", name,
                             (unsigned long long)(len - tail), (unsigned long long)tail,
-                            has_input ? "input_crc" : "body_crc");
+                            has_state ? "state_crc" : has_input ? "input_crc" : "body_crc");
     uint32_t bcrc = fsgd_le_get32(p + end), bcalc = fsgd_crc32c(0, p + HEADER_BYTES, (size_t)(end - HEADER_BYTES));
     if (bcrc != bcalc)
         return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
@@ -432,7 +604,9 @@ int fsgd_model_load_mem(fsgd_model_t *m, const void *buf, size_t len, const char
     uint64_t dim = 0, nnz = 0;
     float bias = 0, bias_w = 0;
     char input[FSGD_MODEL_INPUT_MAX];
-    FSGD_TRY(parse_check(p, len, name, max_dim, &kind, &has_bias, &dim, &nnz, &bias, &bias_w, input, err, errsz));
+    uint64_t state_off;
+    FSGD_TRY(parse_check(p, len, name, max_dim, &kind, &has_bias, &dim, &nnz, &bias, &bias_w, input, &state_off, err,
+                         errsz));
     int rc = fsgd_model_init(m, (fsgd_loss_kind_t)kind, dim, has_bias, bias);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s: cannot allocate weights for dim %llu", name,
@@ -443,6 +617,24 @@ int fsgd_model_load_mem(fsgd_model_t *m, const void *buf, size_t len, const char
         m->w[fsgd_le_get32(e)] = fsgd_le_getf32(e + 4);
     }
     m->w[dim] = has_bias ? bias_w : 0.0f;
+    if (state_off) {
+        const uint8_t *sp = p + state_off;
+        uint64_t sn = fsgd_le_get64(sp + 12);
+        rc = fsgd_model_state_alloc(m, (fsgd_model_state_kind_t)sp[0], sn);
+        if (rc < 0) {
+            fsgd_model_free(m);
+            return fsgd_err_fmt(err, errsz, rc, "%s: cannot allocate %llu state entries", name,
+                                (unsigned long long)sn);
+        }
+        m->state.step = fsgd_le_get64(sp + 4);
+        for (uint64_t i = 0; i < sn; i++) {
+            const uint8_t *e = sp + STATE_HEAD + i * STATE_ENTRY;
+            m->state.keys[i] = fsgd_le_get32(e);
+            m->state.a[i] = fsgd_le_getf32(e + 4);
+            m->state.b[i] = fsgd_le_getf32(e + 8);
+            m->state.c[i] = fsgd_le_get32(e + 12);
+        }
+    }
     return FSGD_E_OK;
 }
 

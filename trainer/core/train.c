@@ -1,4 +1,5 @@
 /* Local data-parallel training: worker threads + one reducing thread. */
+#include "fsgd/step.h"
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
 
@@ -15,6 +16,7 @@
 #include <time.h>
 
 #include "fsgd/adam.h"
+#include "fsgd/ftrl.h"
 #include "fsgd/backend.h"
 #include "fsgd/codec.h"
 #include "fsgd/strategy.h"
@@ -103,7 +105,10 @@ struct trainer {
     size_t *batch_rows;      /* rows of each batch */
     uint32_t *order;         /* batch order of the current epoch */
     size_t n_batches;
-    fsgd_adam_t adam;
+    fsgd_adam_t adam;   /* θ and the step count; Adam's state unless ftrl */
+    /* optimizer ftrl: FTRL-Proximal's z and n; its weights are adam.theta */
+    int ftrl_on;
+    fsgd_ftrl_t ftrl;
     spin_barrier_t start, done; /* the calling thread is worker 0 and a party of both */
     int stop;
     int phase;          /* PHASE_GRADIENT or PHASE_UPDATE: what the next round does */
@@ -386,9 +391,15 @@ static void worker_update(worker_t *w)
                 sum += t->workers[j].decoded.vals[pos[j]++];
             }
         w->upd.keys[w->upd.n] = (uint32_t)k;
-        w->upd.vals[w->upd.n++] = fsgd_adam_step_grad(sum, t->inv_rows, l2, t->adam.theta[k]);
+        /* ftrl: the round's gradient is the sum over its rows; L2 is in
+         * FTRL's closed form (fsgd/ftrl.h), not in the gradient */
+        w->upd.vals[w->upd.n++] =
+            t->ftrl_on ? (float)sum : fsgd_adam_step_grad(sum, t->inv_rows, l2, t->adam.theta[k]);
     }
-    fsgd_adam_apply(&t->adam, w->upd.keys, w->upd.vals, w->upd.n);
+    if (t->ftrl_on)
+        fsgd_ftrl_apply(&t->ftrl, t->adam.theta, w->upd.keys, w->upd.vals, w->upd.n);
+    else
+        fsgd_adam_apply(&t->adam, w->upd.keys, w->upd.vals, w->upd.n);
 }
 
 static void *worker_main(void *arg)
@@ -455,19 +466,11 @@ static int strategy_step(trainer_t *t, size_t rows, double loss_sum, double seco
     }
     fsgd_step_info_t info = {.step = t->adam.t + 1, .rows = rows, .loss_sum = loss_sum, .seconds = seconds,
                              .n_senders = (uint32_t)t->n_workers};
-    fsgd_reducer_t *red = fsgd_sagg_take(t->agg, &info, e, sizeof e);
-    if (!red)
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "codec %s: %s", t->job->codec, e);
-    fsgd_sparse_t *u = &t->workers[0].upd;
-    if (fsgd_sagg_optimizer(t->agg) == FSGD_OPT_APPLY) {
-        FSGD_TRY(fsgd_reducer_take(red, -1.0 / t->n_workers, u));
-        for (size_t i = 0; i < u->n; i++)
-            t->adam.theta[u->keys[i]] += u->vals[i];
-        t->adam.t++;
-    } else {
-        FSGD_TRY(fsgd_reducer_take_step(red, t->inv_rows, t->l2, t->adam.theta, u));
-        fsgd_adam_step(&t->adam, u->keys, u->vals, u->n);
-    }
+    /* the aggregator's own step function (fsgd/step.h) */
+    fsgd_step_opt_t opt = {.adam = &t->adam, .ftrl = t->ftrl_on ? &t->ftrl : NULL, .l2 = t->l2};
+    int src = fsgd_step_apply(&opt, t->agg, &info, &t->workers[0].upd, e, sizeof e);
+    if (src < 0)
+        return fsgd_err_fmt(err, errsz, src, "codec %s: %s", t->job->codec, e);
     size_t slen;
     const uint8_t *sec = fsgd_sagg_section(t->agg, &slen);
     for (int i = 0; i < t->n_workers; i++) {
@@ -617,6 +620,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
     free(t->best);
     free(t->hold_margin);
     fsgd_adam_free(&t->adam);
+    fsgd_ftrl_free(&t->ftrl);
     fsgd_csr_free(rows);
     fsgd_csr_free(test_rows);
 }
@@ -625,7 +629,95 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
                char *err, size_t errsz)
 {
+    return fsgd_train_from(job, train, test, dim, NULL, model, stats, progress, ctx, err, errsz);
+}
+
+fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_job_t *job)
+{
+    return job->optimizer == FSGD_OPTIMIZER_FTRL ? FSGD_MODEL_STATE_FTRL
+           : job->lr < 0                         ? FSGD_MODEL_STATE_ADAM_COUNTED
+                                                 : FSGD_MODEL_STATE_ADAM;
+}
+
+/* --init with a state of this run's kind: the optimizer continues where the
+ * saved run stopped (keys without state keep what fsgd_ftrl_start_from or
+ * zero moments gave them). */
+static void resume_state(trainer_t *t, const fsgd_model_state_t *st)
+{
+    for (uint64_t i = 0; i < st->n; i++) {
+        uint32_t k = st->keys[i];
+        if (st->kind == FSGD_MODEL_STATE_FTRL) {
+            t->ftrl.z[k] = st->a[i];
+            t->ftrl.n[k] = st->b[i];
+        } else if (st->kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
+            t->adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = st->c[i]};
+        } else {
+            t->adam.m[k] = st->a[i];
+            t->adam.v[k] = st->b[i];
+        }
+    }
+    t->adam.t = st->step;
+}
+
+/* --save-state: the optimizer's per-key state of every key that has any,
+ * into the model (fsgd/model.h). */
+static int save_state(const trainer_t *t, fsgd_model_state_kind_t kind, uint64_t model_dim, fsgd_model_t *model)
+{
+    uint64_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t i = 0;
+        for (uint64_t k = 0; k < model_dim; k++) {
+            float a, b;
+            uint32_t c = 0;
+            if (kind == FSGD_MODEL_STATE_FTRL) {
+                a = t->ftrl.z[k], b = t->ftrl.n[k];
+            } else if (kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
+                a = t->adam.keys[k].m, b = t->adam.keys[k].v, c = t->adam.keys[k].count;
+            } else {
+                a = t->adam.m[k], b = t->adam.v[k];
+            }
+            if (a == 0 && b == 0 && c == 0)
+                continue;
+            if (pass == 1) {
+                model->state.keys[i] = (uint32_t)k;
+                model->state.a[i] = a;
+                model->state.b[i] = b;
+                model->state.c[i] = c;
+            }
+            i++;
+        }
+        if (pass == 0) {
+            n = i;
+            FSGD_TRY(fsgd_model_state_alloc(model, kind, n));
+        }
+    }
+    model->state.step = kind == FSGD_MODEL_STATE_FTRL ? 0 : t->adam.t;
+    return FSGD_E_OK;
+}
+
+int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz)
+{
+    if (init->dim != dim)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model has dim %llu, this job %llu",
+                            (unsigned long long)init->dim, (unsigned long long)dim);
+    if (init->kind != job->model)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model is %s, this job trains %s",
+                            fsgd_loss_name(init->kind), fsgd_loss_name(job->model));
+    if (init->has_bias != (job->bias ? 1 : 0))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model has %s, this job %s (bias)",
+                            init->has_bias ? "an intercept" : "no intercept", job->bias ? "has one" : "has none");
+    if (init->has_bias && init->bias != (float)job->bias_value)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model's intercept feature is %g, this job's %g (bias_value)",
+                            (double)init->bias, job->bias_value);
+    return FSGD_E_OK;
+}
+
+int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
+                    const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
+                    fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz)
+{
     memset(stats, 0, sizeof *stats);
+    stats->alpha = NAN;
     stats->time_to_target = -1;
     stats->best_test_auc = NAN;
     if (train->n_rows == 0)
@@ -642,14 +734,18 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "dim %llu plus the intercept exceeds 2^32 keys",
                             (unsigned long long)dim);
 
+    if (init)
+        FSGD_TRY(fsgd_train_check_init(job, dim, init, err, errsz));
+
     trainer_t t = {.job = job};
     fsgd_csr_t rows = {0}, test_rows = {0};
     int rc = 0;
     if (test)
         rc = with_bias(test, dim, bias, (float)job->bias_value, &test_rows);
     fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = job->beta1, .beta2 = job->beta2, .eps = job->eps};
+    const int ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL;
     if (rc == 0)
-        rc = fsgd_adam_init(&t.adam, model_dim, &ap);
+        rc = ftrl ? fsgd_adam_init_weights(&t.adam, model_dim) : fsgd_adam_init(&t.adam, model_dim, &ap);
     t.perm = malloc(train->n_rows * sizeof *t.perm);
     /* epochs auto: a random holdout fraction of the rows is never trained on;
      * its mean loss decides when to stop (see hold_eval). */
@@ -687,8 +783,35 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
      * lr instead of up to ~6·lr. They go with lr auto, which was chosen with
      * them; an explicit lr keeps the plain lazy Adam of fsgd run, so the two
      * trainers still agree on the same settings. */
-    if (rc == 0 && job->lr < 0)
+    if (rc == 0 && job->lr < 0 && !ftrl)
         rc = fsgd_adam_count_keys(&t.adam);
+    if (rc == 0 && ftrl) {
+        /* fsgd's objective is mean loss + l1|w|₁ + l2/2|w|²; FTRL's rounds
+         * sum their rows' losses, so its λ1 and λ2 are those times the
+         * training rows (l2 auto: λ2 = 1, LIBLINEAR's C = 1). */
+        fsgd_ftrl_params_t fp = {.alpha = fsgd_train_auto_alpha(job, n_fit, B), .beta = job->beta,
+                                 .l1 = job->l1 * (double)n_fit, .l2 = t.l2 * (double)n_fit};
+        stats->alpha = fp.alpha;
+        rc = fsgd_ftrl_init(&t.ftrl, model_dim, &fp);
+        if (rc == FSGD_E_ARG) {
+            cleanup(&t, &rows, &test_rows);
+            return fsgd_err_fmt(err, errsz, rc, "ftrl: alpha %g must be > 0, beta %g, l1 %g and l2 %g >= 0",
+                                fp.alpha, job->beta, job->l1, t.l2);
+        }
+        t.ftrl_on = rc == 0;
+        stats->lr = NAN;
+    }
+    /* Warm start: the weights before the backends are made (a device
+     * backend copies θ when it starts); FTRL's z is set to give them back. */
+    if (rc == 0 && init) {
+        memcpy(t.adam.theta, init->w, model_dim * sizeof *t.adam.theta);
+        if (ftrl)
+            fsgd_ftrl_start_from(&t.ftrl, t.adam.theta);
+        if (init->state.kind == fsgd_train_state_kind(job)) {
+            resume_state(&t, &init->state);
+            stats->init_state = 1;
+        }
+    }
     /* A thread pays two barrier crossings per step (microseconds, far more
      * when the machine is busy); below ~FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros
      * of work per thread a step is faster on fewer threads. */
@@ -729,6 +852,11 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         rc = FSGD_E_ARG;
     t.plain = rc == 0 && fsgd_sagg_plain_sum(t.agg);
     t.direct = t.plain && strcmp(job->codec, "none") == 0;
+    if (rc == 0 && ftrl && fsgd_sagg_optimizer(t.agg) == FSGD_OPT_APPLY)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                          "codec %s runs the optimizer on the workers (the aggregator only averages their steps): "
+                          "it cannot be combined with optimizer ftrl",
+                          job->codec);
     if (rc < 0) {
         free(test_margin);
         cleanup(&t, &rows, &test_rows);
@@ -940,6 +1068,11 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
     stats->epochs_run = t.n_batches ? (double)stats->steps / (double)t.n_batches : 0;
     /* epochs auto keeps the weights of the best holdout loss, not the last. */
     const float *final_w = auto_epochs && best_loss < INFINITY ? t.best : t.adam.theta;
+    if (rc == 0) { /* features only: the intercept (key dim) is not one */
+        stats->weights_touched = t.ftrl_on ? fsgd_ftrl_touched(&t.ftrl, dim) : fsgd_adam_touched(&t.adam, dim);
+        for (uint64_t k = 0; k < dim; k++)
+            stats->weights_nonzero += final_w[k] != 0;
+    }
     if (rc == 0 && test_rows.n_rows) {
         margins(job->threads, final_w, model_dim, &test_rows, test_margin);
         stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
@@ -950,7 +1083,9 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
         rc = fsgd_model_init(model, job->model, dim, bias, (float)job->bias_value);
         if (rc == 0)
             memcpy(model->w, final_w, model_dim * sizeof *model->w);
-        else
+        if (rc == 0 && job->save_state)
+            rc = save_state(&t, fsgd_train_state_kind(job), model_dim, model);
+        if (rc < 0)
             fsgd_err_fmt(err, errsz, rc, "out of memory for the model");
     }
     free(new_vals);
@@ -967,7 +1102,8 @@ struct fsgd_train_pool {
 };
 
 fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim, const fsgd_adam_params_t *ap,
-                                       int count_keys, double l2, int threads, char *err, size_t errsz)
+                                       int count_keys, const fsgd_ftrl_params_t *ftrl, double l2, int threads,
+                                       char *err, size_t errsz)
 {
     if (threads < 1 || threads > 64) {
         fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%d threads: 1 to 64", threads);
@@ -983,9 +1119,17 @@ fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim
     t->l2 = l2;
     t->n_workers = threads;
     p->started = 1;
-    int rc = fsgd_adam_init(&t->adam, model_dim, ap);
-    if (rc == 0 && count_keys)
-        rc = fsgd_adam_count_keys(&t->adam);
+    int rc;
+    if (ftrl) {
+        rc = fsgd_adam_init_weights(&t->adam, model_dim);
+        if (rc == 0)
+            rc = fsgd_ftrl_init(&t->ftrl, model_dim, ftrl);
+        t->ftrl_on = rc == 0;
+    } else {
+        rc = fsgd_adam_init(&t->adam, model_dim, ap);
+        if (rc == 0 && count_keys)
+            rc = fsgd_adam_count_keys(&t->adam);
+    }
     if (rc == 0 && !(t->workers = calloc((size_t)threads, sizeof *t->workers)))
         rc = FSGD_E_NOMEM;
     if (rc < 0) {
@@ -1024,6 +1168,11 @@ fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim
 fsgd_adam_t *fsgd_train_pool_adam(fsgd_train_pool_t *p)
 {
     return &p->t.adam;
+}
+
+uint64_t fsgd_train_pool_touched(const fsgd_train_pool_t *p, uint64_t n_keys)
+{
+    return p->t.ftrl_on ? fsgd_ftrl_touched(&p->t.ftrl, n_keys) : fsgd_adam_touched(&p->t.adam, n_keys);
 }
 
 int fsgd_train_pool_step(fsgd_train_pool_t *p, fsgd_train_pool_fill_fn fill, void *ctx, size_t rows,

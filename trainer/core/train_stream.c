@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "fsgd/adam.h"
+#include "fsgd/ftrl.h"
 #include "fsgd/backend.h"
 #include "fsgd/error.h"
 #include "fsgd/loss.h"
@@ -153,6 +154,8 @@ typedef struct stream {
     fsgd_backend_t *backend;
     fsgd_train_pool_t *pool; /* threads > 1: the parallel step */
     fsgd_adam_t adam;
+    int ftrl_on; /* optimizer ftrl, one thread: FTRL's z and n; θ is adam.theta */
+    fsgd_ftrl_t ftrl;
     fsgd_csr_t batch, hold, test;
     fsgd_sparse_t grad;
     uint32_t *perm;
@@ -167,6 +170,7 @@ static void stream_free(stream_t *s)
     fsgd_backend_destroy(s->backend);
     fsgd_train_pool_free(s->pool);
     fsgd_adam_free(&s->adam);
+    fsgd_ftrl_free(&s->ftrl);
     fsgd_csr_free(&s->chunks[0]);
     fsgd_csr_free(&s->chunks[1]);
     fsgd_csr_free(&s->batch);
@@ -193,11 +197,15 @@ static int step_serial(stream_t *s, const fsgd_job_t *job, fsgd_adam_t *adam, si
     double s1 = now();
     stats->t_grad += s1 - s0;
     stats->t_grad_round += s1 - s0;
-    const double inv = 1.0 / (double)cnt;
-    for (size_t e = 0; e < s->grad.n; e++)
-        s->grad.vals[e] = fsgd_adam_step_grad(s->grad.vals[e], inv, l2, adam->theta[s->grad.keys[e]]);
     fsgd_adam_advance(adam);
-    fsgd_adam_apply(adam, s->grad.keys, s->grad.vals, s->grad.n);
+    if (s->ftrl_on) { /* the summed gradient, λ2 in FTRL's closed form (fsgd/ftrl.h) */
+        fsgd_ftrl_apply(&s->ftrl, adam->theta, s->grad.keys, s->grad.vals, s->grad.n);
+    } else {
+        const double inv = 1.0 / (double)cnt;
+        for (size_t e = 0; e < s->grad.n; e++)
+            s->grad.vals[e] = fsgd_adam_step_grad(s->grad.vals[e], inv, l2, adam->theta[s->grad.keys[e]]);
+        fsgd_adam_apply(adam, s->grad.keys, s->grad.vals, s->grad.n);
+    }
     stats->t_update += now() - s1;
     *nnz = s->batch.nnz;
     return FSGD_E_OK;
@@ -278,6 +286,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
 {
     memset(stats, 0, sizeof *stats);
     stats->time_to_target = -1;
+    stats->alpha = NAN;
     stats->best_test_auc = NAN;
     stream_t s = {0};
     fsgd_rowcache_info_t info;
@@ -313,6 +322,14 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     const double l2 = fsgd_train_auto_l2(job, (size_t)n_fit);
     stats->lr = ap.lr;
     stats->l2 = l2;
+    /* optimizer ftrl: λ1, λ2 as in fsgd_train (the mean-loss l1, l2 times the rows) */
+    const int ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL;
+    const fsgd_ftrl_params_t fp = {.alpha = fsgd_train_auto_alpha(job, (size_t)n_fit, B), .beta = job->beta,
+                                   .l1 = job->l1 * (double)n_fit, .l2 = l2 * (double)n_fit};
+    if (ftrl) {
+        stats->alpha = fp.alpha;
+        stats->lr = NAN;
+    }
     stats->holdout_rows = auto_epochs ? hold->n_rows : 0;
     /* Threads as fsgd_train picks them, from the nonzeros a step has: the
      * first chunk's rows stand for the file (read again in epoch 1). */
@@ -330,12 +347,20 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     stats->nnz_per_step = nnz_per_step;
     fsgd_adam_t *adam = &s.adam;
     if (W > 1) {
-        s.pool = fsgd_train_pool_new(job, model_dim, &ap, job->lr < 0, l2, W, err, errsz);
+        s.pool = fsgd_train_pool_new(job, model_dim, &ap, job->lr < 0, ftrl ? &fp : NULL, l2, W, err, errsz);
         if (!s.pool) {
             stream_free(&s);
             return FSGD_E_NOMEM;
         }
         adam = fsgd_train_pool_adam(s.pool);
+    } else if (ftrl) {
+        rc = fsgd_adam_init_weights(&s.adam, model_dim);
+        if (rc == 0 && (rc = fsgd_ftrl_init(&s.ftrl, model_dim, &fp)) == FSGD_E_ARG) {
+            stream_free(&s);
+            return fsgd_err_fmt(err, errsz, rc, "ftrl: alpha %g must be > 0, beta %g, l1 %g and l2 %g >= 0", fp.alpha,
+                                fp.beta, job->l1, l2);
+        }
+        s.ftrl_on = rc == 0;
     } else {
         rc = fsgd_adam_init(&s.adam, model_dim, &ap);
         if (rc == 0 && job->lr < 0)
@@ -466,6 +491,12 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     stats->stopped_early = stop_early;
     stats->epochs_run = (double)stats->steps / (double)steps_per_epoch;
     const float *final_w = auto_epochs && best_loss < INFINITY ? s.best : adam->theta;
+    /* features only: the intercept (key dim) is not one */
+    stats->weights_touched = s.ftrl_on ? fsgd_ftrl_touched(&s.ftrl, dim)
+                             : s.pool ? fsgd_train_pool_touched(s.pool, dim)
+                                      : fsgd_adam_touched(adam, dim);
+    for (uint64_t k = 0; k < dim; k++)
+        stats->weights_nonzero += final_w[k] != 0;
     if (rc == 0 && s.test.n_rows) {
         stats->test = metrics(job->model, final_w, model_dim, &s.test, s.margin);
         stats->best_test_auc = stats->test.auc;

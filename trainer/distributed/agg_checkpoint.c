@@ -18,17 +18,23 @@
  * so a checkpoint and a gradient could not be told apart by their first
  * bytes. Version 1 files are refused with a message that says so. */
 #define CKPT_MAGIC "FSGDCKPT"
-/* Version 3 adds the model kind and intercept after v[D], so --resume of a
- * job with another --model is refused; version 2 files are still read. */
-#define CKPT_VERSION 3
+/* Version 3 (main): each key's Adam update count after v (u16 each), when
+ * Adam counts keys (lr auto). Versions 4 and 5: 2 and 3 with the model kind
+ * and intercept after everything (u32 each), so --resume of a job with
+ * another --model is refused. 2 and 3 are still read. */
+#define CKPT_VERSION 4
+#define CKPT_VERSION_COUNTS 5
+#define CKPT_VERSION_OLD 2
+#define CKPT_VERSION_OLD_COUNTS 3
 #define CKPT_HEADER 40 /* magic, version, gen, step, rows, weights */
 
 /* The checkpoint bytes of a's state (seconds: training time so far) into *b. */
 static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
 {
-    /* the aggregator writes the current version; a re-encode of a read file
+    int counted = a->adam.keys != NULL;
+    /* the aggregator writes the current versions; a re-encode of a read file
      * (fsgd_agg_ckpt_check) writes its version back */
-    uint32_t version = a->job ? CKPT_VERSION : a->ckpt_version;
+    uint32_t version = a->job ? (counted ? CKPT_VERSION_COUNTS : CKPT_VERSION) : a->ckpt_version;
     int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, version) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
              fsgd_wire_u64(b, a->s->dataset_rows) | fsgd_wire_u64(b, a->mdim) | fsgd_wire_state_put(b, &a->st) |
              fsgd_wire_u64(b, a->adam.t) | fsgd_wire_u64(b, a->rows_epoch) | fsgd_wire_f64(b, a->loss_epoch) |
@@ -39,9 +45,19 @@ static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
               fsgd_wire_u64(b, e->rows) | fsgd_wire_u64(b, e->test.n) | fsgd_wire_f64(b, e->test.auc) |
               fsgd_wire_f64(b, e->test.logloss) | fsgd_wire_f64(b, e->test.loss) | fsgd_wire_f64(b, e->test.accuracy);
     }
-    rc |= fsgd_wire_put(b, a->adam.theta, a->mdim * 4) | fsgd_wire_put(b, a->adam.m, a->mdim * 4) |
-          fsgd_wire_put(b, a->adam.v, a->mdim * 4);
-    if (version >= 3)
+    rc |= fsgd_wire_put(b, a->adam.theta, a->mdim * 4);
+    if (!counted)
+        rc |= fsgd_wire_put(b, a->adam.m, a->mdim * 4) | fsgd_wire_put(b, a->adam.v, a->mdim * 4);
+    for (uint64_t i = 0; counted && i < a->mdim; i++)
+        rc |= fsgd_wire_f32(b, a->adam.keys[i].m);
+    for (uint64_t i = 0; counted && i < a->mdim; i++)
+        rc |= fsgd_wire_f32(b, a->adam.keys[i].v);
+    for (uint64_t i = 0; counted && i < a->mdim && !rc; i++) {
+        uint8_t c[2];
+        fsgd_le_put16(c, (uint16_t)a->adam.keys[i].count);
+        rc |= fsgd_wire_put(b, c, 2);
+    }
+    if (version >= CKPT_VERSION)
         rc |= fsgd_wire_u32(b, a->job ? (uint32_t)a->job->model : a->ckpt_model) |
               fsgd_wire_u32(b, a->job ? (a->job->bias ? 1u : 0u) : a->ckpt_bias);
     rc |= fsgd_wire_u32(b, fsgd_crc32c(0, b->p, b->n));
@@ -103,9 +119,18 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         goto out;
     }
     const uint32_t version = p && len >= 12 ? fsgd_le_get32(p + 8) : 0;
-    if (!p || len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) || version < 2 || version > CKPT_VERSION) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d)", path,
-                          CKPT_VERSION);
+    if (!p || len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) || version < CKPT_VERSION_OLD ||
+        version > CKPT_VERSION_COUNTS) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d to v%d)",
+                          path, CKPT_VERSION_OLD, CKPT_VERSION_COUNTS);
+        goto out;
+    }
+    int counted = version == CKPT_VERSION_COUNTS || version == CKPT_VERSION_OLD_COUNTS;
+    if (counted != (a->adam.keys != NULL)) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+                          "checkpoint '%s' was written with %s, this job has %s: resume with the lr it was written with",
+                          path, counted ? "lr auto (per-key Adam counts)" : "an explicit lr",
+                          a->adam.keys ? "lr auto" : "an explicit lr");
         goto out;
     }
     if (fsgd_le_get32(p + len - 4) != fsgd_crc32c(0, p, len - 4)) {
@@ -152,7 +177,7 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
     a->seconds_before = fsgd_le_getf64(p + off + 32);
     uint32_t ne = fsgd_le_get32(p + off + 40);
     off += 44;
-    if (len - off < (uint64_t)ne * 68 + a->mdim * 12 + (version >= 3 ? 8 : 0)) {
+    if (len - off < (uint64_t)ne * 68 + a->mdim * (counted ? 14 : 12) + (version >= CKPT_VERSION ? 8 : 0)) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path, off);
         goto out;
     }
@@ -176,14 +201,28 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         ep->seconds_from_step1 = -1; /* measured by the aggregator before the restart */
         off += 68;
     }
-    for (int arr = 0; arr < 3; arr++) {
-        float *dst = arr == 0 ? a->adam.theta : arr == 1 ? a->adam.m : a->adam.v;
-        for (uint64_t i = 0; i < a->mdim; i++) {
-            dst[i] = fsgd_le_getf32(p + off);
-            off += 4;
+    for (uint64_t i = 0; i < a->mdim; i++, off += 4)
+        a->adam.theta[i] = fsgd_le_getf32(p + off);
+    for (int arr = 1; arr < 3; arr++)
+        for (uint64_t i = 0; i < a->mdim; i++, off += 4) {
+            float x = fsgd_le_getf32(p + off);
+            if (counted && arr == 1)
+                a->adam.keys[i].m = x;
+            else if (counted)
+                a->adam.keys[i].v = x;
+            else
+                (arr == 1 ? a->adam.m : a->adam.v)[i] = x;
         }
+    for (uint64_t i = 0; counted && i < a->mdim; i++, off += 2) {
+        uint16_t c = fsgd_le_get16(p + off);
+        if (c > FSGD_ADAM_COUNT_MAX) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': key %llu count %u at byte %zu > %d",
+                              path, (unsigned long long)i, c, off, FSGD_ADAM_COUNT_MAX);
+            goto out;
+        }
+        a->adam.keys[i].count = c;
     }
-    if (version >= 3) {
+    if (version >= CKPT_VERSION) {
         a->ckpt_model = fsgd_le_get32(p + off);
         a->ckpt_bias = fsgd_le_get32(p + off + 4);
         off += 8;
@@ -267,18 +306,19 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "checkpoint: %llu weights", (unsigned long long)mdim);
     fsgd_agg_stats_t *st = calloc(1, sizeof *st);
     agg_t *a = calloc(1, sizeof *a);
-    float *w = calloc(mdim ? 3 * (size_t)mdim : 1, sizeof *w);
-    int rc = st && a && w ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    int rc = st && a ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    fsgd_adam_params_t ap = fsgd_adam_defaults();
+    if (!rc && fsgd_adam_init(&a->adam, mdim, &ap) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    /* the Adam mode the file was written in (a restarted aggregator has its job's) */
+    if (!rc && len >= 12 && (fsgd_le_get32(p + 8) == CKPT_VERSION_COUNTS || fsgd_le_get32(p + 8) == CKPT_VERSION_OLD_COUNTS) && fsgd_adam_count_keys(&a->adam) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     if (!rc) {
         a->s = st;
         a->err = err;
         a->errsz = errsz;
         a->mdim = mdim;
         st->dataset_rows = dataset_rows;
-        a->adam.dim = mdim;
-        a->adam.theta = w;
-        a->adam.m = w + mdim;
-        a->adam.v = w + 2 * mdim;
         rc = fsgd_wire_state_copy(&a->st, expect);
         if (rc < 0)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
@@ -295,12 +335,13 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
             *reenc_len = b.n;
         }
     }
-    if (a)
+    if (a) {
         fsgd_wire_state_free(&a->st);
+        fsgd_adam_free(&a->adam);
+    }
     free(a);
     fsgd_agg_stats_free(st);
     free(st);
-    free(w);
     return rc;
 }
 

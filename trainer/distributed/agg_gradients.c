@@ -93,23 +93,28 @@ int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m)
     if (m->err)
         return consumer_error(a, m);
     fsgd_klat_add(&a->lat_grads, m);
+    a->s->bytes_up += m->len;
+    return agg_take_frame(a, m->payload, m->len, m->offset);
+}
+
+int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
+{
     fsgd_kframe_t f;
     char e[256];
-    a->s->bytes_up += m->len;
-    int prc = fsgd_kframe_parse(m->payload, m->len, &f, NULL, e, sizeof e);
+    int prc = fsgd_kframe_parse(payload, plen, &f, NULL, e, sizeof e);
     if (prc < 0) {
         agg_reject(a, prc == FSGD_E_AUTH ? FSGD_AGG_REJ_UNAUTH : FSGD_AGG_REJ_CORRUPT, "offset %lld: %s",
-                   (long long)m->offset, e);
+                   (long long)offset, e);
         return 0;
     }
     if (f.kind != FSGD_KMSG_GRAD) {
-        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: a frame of kind %u, not a gradient", (long long)m->offset,
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: a frame of kind %u, not a gradient", (long long)offset,
                f.kind);
         return 0;
     }
     if (f.body_len > FSGD_KBUS_CHUNK_MAX) {
         agg_reject(a, FSGD_AGG_REJ_OVERSIZE, "offset %lld: sender %u: a chunk of %u bytes; fsgd writes at most %u",
-               (long long)m->offset, f.sender, f.body_len, FSGD_KBUS_CHUNK_MAX);
+               (long long)offset, f.sender, f.body_len, FSGD_KBUS_CHUNK_MAX);
         return 0;
     }
     if (!agg_member_find(a, f.sender)) {
@@ -131,9 +136,24 @@ int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m)
                    f.gen, a->gen);
         return 0;
     }
+    unsigned lag = (f.flags & FSGD_KFLAG_LAG_MASK) >> FSGD_KFLAG_LAG_SHIFT;
+    if (lag > (unsigned)a->tau || lag >= f.step) {
+        agg_reject(a, FSGD_AGG_REJ_STALE,
+                   "sender %u step %llu: computed on the model of step %lld, %u steps before; the job's staleness "
+                   "bound is %d", f.sender, (unsigned long long)f.step, (long long)f.step - 1 - (long long)lag, lag,
+                   a->tau);
+        return 0;
+    }
+    if (f.step > a->step + 1 && f.step <= a->step + 1 + (uint64_t)a->tau) {
+        /* Bounded staleness: a worker runs up to τ steps ahead of the model
+         * it has; its gradient waits here until its step opens, since steps
+         * are applied in order whatever order they arrive in. */
+        return agg_early_hold(a, &f, payload, plen, offset);
+    }
     if (f.step != a->step + 1) {
-        /* workers answer exactly the step after the last model message, so
-         * nothing else is ever kept (reassembly holds one step at most) */
+        /* Workers answer at most τ steps past the last model message, so
+         * nothing else is ever kept (reassembly holds the open step; later
+         * ones wait whole in agg_early.c) */
         if (f.step <= a->step && fsgd_kasm_completed(a->as, &f)) /* e.g. a produce retried by the client */
             agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u: a copy of a message taken before",
                    f.sender, (unsigned long long)f.step, f.chunk, f.nchunks);
@@ -279,6 +299,11 @@ int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m)
     a->s->up_msgs++;
     a->up_entries_step += entries;
     a->up_bytes_step += g.codec_len;
+    if (lag) {
+        a->s->grads_stale++;
+        if (lag > a->s->lag_max)
+            a->s->lag_max = lag;
+    }
     agg_add_set(&a->applied, &a->napplied, &a->cap_applied, f.sender);
     free(g.ranges);
     return 0;

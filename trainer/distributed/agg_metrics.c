@@ -1,4 +1,6 @@
-/* The aggregator's metrics JSON (fsgd_agg_write_metrics). */
+/* The aggregator's record of its run: the metrics JSON
+ * (fsgd_agg_write_metrics), and each closed step's trace point and the
+ * caller's step hook (agg_step_emit). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -128,6 +130,13 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
         fprintf(f, "%s\"%s\": %llu", r ? ", " : "", fsgd_agg_reject_name(r), (unsigned long long)s->rejected[r]);
     fprintf(f, "}},\n");
+    fprintf(f, "  \"lr\": %.17g,\n  \"l2\": %.17g,\n  \"holdout_rows\": %llu,\n  \"holdout_looks\": %llu,\n",
+            s->lr, s->l2, (unsigned long long)s->holdout_rows, (unsigned long long)s->looks);
+    if (s->holdout_rows)
+        fprintf(f, "  \"best_epoch\": %.4f,\n  \"holdout_loss\": %.17g,\n  \"epochs_run\": %.4f,\n  \"stopped_early\": %s,\n",
+                s->best_epoch, s->holdout_loss, s->epochs_run, s->stopped_early ? "true" : "false");
+    fprintf(f, "  \"staleness\": {\"tau\": %d, \"held_early\": %llu, \"stale_applied\": %llu, \"lag_max\": %u},\n",
+            s->tau, (unsigned long long)s->grads_early, (unsigned long long)s->grads_stale, s->lag_max);
     fprintf(f, "  \"reassembly\": {\"held_bytes_max\": %llu, \"limit_bytes\": %llu},\n",
             (unsigned long long)s->held_bytes_max, (unsigned long long)s->held_limit);
     fputs("  ", f); /* the loss and bytes curves of fsgd plot */
@@ -142,3 +151,18 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     return 0;
 }
 
+void agg_step_emit(agg_t *a, double step_seconds)
+{
+    fsgd_agg_stats_t *s = a->s;
+    fsgd_trace_point_t pt = {.seconds = s->seconds,
+                             .loss = s->adam_steps ? s->loss_ma : NAN,
+                             .step = s->steps,
+                             .rows = s->rows_total,
+                             .bytes_up = s->bytes_up,
+                             .bytes_down = s->bytes_down,
+                             .bits = a->strat ? fsgd_sagg_param(a->strat, "bits") : NAN,
+                             .energy = a->strat ? fsgd_sagg_param(a->strat, "energy") : NAN};
+    fsgd_trace_add(&s->trace, &pt);
+    if (a->on_step)
+        a->on_step(a->log_ctx, s, a->strat, step_seconds);
+}

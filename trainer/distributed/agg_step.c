@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
-#include "fsgd/observe.h"
+#include "fsgd/step.h"
 
 void agg_set_quota(agg_t *a)
 {
@@ -110,27 +110,16 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     fsgd_step_info_t info = {.step = a->step + 1, .rows = R, .loss_sum = a->loss_step,
                              .seconds = t0 - a->step_start, .n_senders = (uint32_t)a->napplied};
     char e[256];
-    fsgd_reducer_t *red = fsgd_sagg_take(a->strat, &info, e, sizeof e);
-    if (!red)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: codec %s: %s", a->job->codec, e);
-    if (R > 0 && fsgd_sagg_optimizer(a->strat) == FSGD_OPT_APPLY) {
-        /* the workers ran the optimizer: the mean of what they sent is the step */
-        FSGD_TRY(fsgd_reducer_take(red, -1.0 / (double)(a->napplied ? a->napplied : 1), &a->g));
-        for (size_t i = 0; i < a->g.n; i++)
-            a->adam.theta[a->g.keys[i]] += a->g.vals[i];
-        a->adam.t++;
-        nt = a->g.n;
-        a->s->adam_steps++;
-        a->s->last_loss = a->loss_step / (double)R;
-    } else if (R > 0) {
-        FSGD_TRY(fsgd_reducer_take_step(red, 1.0 / (double)R, a->job->l2, a->adam.theta, &a->g));
-        fsgd_adam_step(&a->adam, a->g.keys, a->g.vals, a->g.n);
+    /* the step function fsgd train runs too (fsgd/step.h) */
+    fsgd_step_opt_t opt = {.adam = &a->adam, .ftrl = a->ftrl_on ? &a->ftrl : NULL, .l2 = a->l2};
+    int src = fsgd_step_apply(&opt, a->strat, &info, &a->g, e, sizeof e);
+    if (src < 0)
+        return fsgd_err_fmt(a->err, a->errsz, src, "aggregator: codec %s: %s", a->job->codec, e);
+    if (R > 0) {
         nt = a->g.n;
         a->s->adam_steps++;
         a->s->last_loss = a->loss_step / (double)R;
     } else {
-        fsgd_reducer_clear(red);
-        a->g.n = 0;
         a->s->empty_steps++;
     }
     memcpy(a->st.pos, a->newpos, a->st.nparts * sizeof *a->newpos);
@@ -164,10 +153,12 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         }
     }
     a->s->rows_epoch = a->rows_epoch;
+    int stop = 0; /* epochs auto: the holdout loss stopped improving */
+    FSGD_TRY(agg_auto_look(a, R, &stop));
     int epoch_end = 1;
     for (uint32_t p = 0; p < a->st.nparts; p++)
         epoch_end &= a->st.pos[p] == a->st.end[p];
-    int final = 0;
+    int final = stop;
     if (epoch_end) {
         if (a->rows_epoch != a->s->dataset_rows)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
@@ -198,13 +189,17 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         fsgd_cj_u64(&a->cj, "workers_live", a->nlive);
         agg_ctl_emit(a, "epoch_end");
         a->s->n_epochs++;
-        final = (int)a->st.epoch >= a->job->epochs;
+        final |= (int)a->st.epoch >= (a->job->epochs ? a->job->epochs : a->job->max_epochs);
         if (!final) {
             a->st.epoch++;
             memcpy(a->st.pos, a->st.start, a->st.nparts * sizeof *a->st.pos);
             a->rows_epoch = 0;
             a->loss_epoch = 0;
         }
+    }
+    if (final && a->best) {
+        agg_auto_finish(a); /* the best weights are the job's model */
+        FSGD_TRY(evaluate(a, &a->s->test));
     }
     a->s->epoch = (int)a->st.epoch;
     a->st.adam_t = a->adam.t;
@@ -230,7 +225,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         agg_latency_stats(a);
         progress(ctx, a->s, 1);
     }
-    fsgd_observe_agg_step(a->s, a->strat, R > 0 ? agg_now() - a->step_start : -1); /* trace, /metrics */
+    agg_step_emit(a, R > 0 ? agg_now() - a->step_start : -1); /* trace, the caller's hook (/metrics) */
     *done = final;
     agg_begin_step(a);
     return 0;

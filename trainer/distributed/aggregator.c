@@ -115,6 +115,8 @@ static void agg_free(agg_t *a)
     fsgd_sparse_free(&a->dec);
     fsgd_sparse_free(&a->g);
     fsgd_kasm_destroy(a->as);
+    agg_early_free(a);
+    agg_auto_free(a);
     free(a->live);
     free(a->got);
     free(a->applied);
@@ -136,12 +138,13 @@ static void agg_free(agg_t *a)
 }
 
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
-                        fsgd_agg_progress_fn progress, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz)
+                        fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
+                        char *err, size_t errsz)
 {
     memset(st, 0, sizeof *st);
     st->resumed_from_step = -1;
     st->time_to_target = -1;
-    agg_t a = {.job = job, .s = st, .err = err, .errsz = errsz, .log = log, .log_ctx = ctx};
+    agg_t a = {.job = job, .s = st, .err = err, .errsz = errsz, .log = log, .on_step = on_step, .log_ctx = ctx};
     fsgd_kbus_topic(a.tdata, sizeof a.tdata, job->name, "data");
     fsgd_kbus_topic(a.tgrads, sizeof a.tgrads, job->name, "grads");
     fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");
@@ -160,12 +163,28 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         rc = agg_check_model_topic(&a);
     if (!rc)
         rc = agg_scan_data(&a);
+    if (!rc)
+        rc = agg_auto_setup(&a);
     if (!rc && job->test[0]) { /* in the job's format, like the data topic */
         rc = fsgd_rowfmt_load(&a.fmt, job->test, 1, &a.test, NULL, err, errsz);
         a.have_test = rc == 0;
     }
-    fsgd_adam_params_t ap = {job->lr, job->beta1, job->beta2, job->eps};
+    fsgd_adam_params_t ap = {a.lr, job->beta1, job->beta2, job->eps};
     if (!rc && fsgd_adam_init(&a.adam, a.mdim, &ap) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
+                          (unsigned long long)a.mdim);
+    if (!rc && job->optimizer == FSGD_OPTIMIZER_FTRL) {
+        /* λ1, λ2 as in fsgd train: the mean-loss l1, l2 (auto resolved) times the rows of an epoch */
+        double n = (double)st->dataset_rows;
+        fsgd_ftrl_params_t fp = {.alpha = a.alpha, .beta = job->beta, .l1 = job->l1 * n, .l2 = a.l2 * n};
+        if (fsgd_ftrl_init_over(&a.ftrl, a.mdim, &fp, a.adam.m, a.adam.v) < 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", a.alpha);
+        a.ftrl_on = rc == 0;
+    }
+    /* lr auto (Adam): each key's bias corrections count its own updates, as
+     * in fsgd train (a key first seen late steps by about lr, not 3-6 lr);
+     * FTRL keeps z and n in Adam's m and v */
+    if (!rc && !a.ftrl_on && job->lr < 0 && fsgd_adam_count_keys(&a.adam) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a.mdim);
     if (!rc) {
@@ -180,6 +199,13 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         a.strat = fsgd_sagg_new(job->codec, a.mdim, job->seed, e, sizeof e);
         if (!a.strat)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec: %s", e);
+        if (!rc && a.ftrl_on && fsgd_sagg_optimizer(a.strat) == FSGD_OPT_APPLY)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                              "codec %s runs the optimizer on the workers: it cannot be combined with optimizer ftrl",
+                              job->codec);
+        a.tau = st->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
+        if (!rc && a.tau != job->staleness)
+            agg_log(&a, "staleness %d asked, 0 used: strategy %s runs in lockstep", job->staleness, job->codec);
     }
     if (!rc) {
         /* Reassembly holds only the step in progress, from members: at most
@@ -240,7 +266,11 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         fsgd_cj_u64(&a.cj, "weights", a.mdim);
         fsgd_cj_i64(&a.cj, "partitions", st->partitions);
         fsgd_cj_i64(&a.cj, "expected_workers", a.expected);
-        fsgd_cj_i64(&a.cj, "epochs", job->epochs);
+        fsgd_cj_i64(&a.cj, "epochs", job->epochs); /* 0: auto, at most max_epochs */
+        fsgd_cj_f64(&a.cj, "lr", a.lr);
+        fsgd_cj_f64(&a.cj, "l2", a.l2);
+        fsgd_cj_u64(&a.cj, "holdout_rows", st->holdout_rows);
+        fsgd_cj_i64(&a.cj, "staleness", a.tau);
         fsgd_cj_f64(&a.cj, "batch", job->batch);
         fsgd_cj_u64(&a.cj, "step", a.step);
         fsgd_cj_i64(&a.cj, "resumed_from_step", st->resumed_from_step);
@@ -256,8 +286,10 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     int done = 0;
     double last_progress = agg_now();
     const double timeout = job->step_timeout_ms / 1e3;
+    int opened_with_held = 0; /* the open step took held gradients: it may be complete already */
     while (!rc && !done) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(a.grads_c, 2);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(a.grads_c, opened_with_held ? 0 : 2);
+        opened_with_held = 0;
         if (m) {
             rc = agg_handle_grad(&a, m);
             rd_kafka_message_destroy(m);
@@ -340,6 +372,11 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
         a.first_step = 0;
         a.step_wait = t - a.step_start;
         rc = agg_apply_step(&a, &done, progress, ctx);
+        if (!rc && !done) {
+            opened_with_held = a.nearly > 0 || a.ngot > 0;
+            rc = agg_early_replay(&a);
+            opened_with_held |= a.ngot > 0;
+        }
         if (progress && agg_now() - last_progress >= 1.0) {
             last_progress = agg_now();
             agg_latency_stats(&a);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "fsgd/adam.h"
+#include "fsgd/ftrl.h"
 #include "fsgd/codec.h"
 #include "fsgd/downlink.h"
 #include "fsgd/crc32c.h"
@@ -40,6 +41,10 @@ typedef struct agg {
     uint64_t **rows_at; /* per partition: rows before offset (start + i) */
     uint64_t dim, mdim;
     fsgd_adam_t adam;
+    /* optimizer ftrl: FTRL-Proximal's z and n live in adam.m and adam.v
+     * (unused then), so checkpoints carry them unchanged */
+    int ftrl_on;
+    fsgd_ftrl_t ftrl;
     fsgd_sagg_t *strat; /* the compression strategy: decodes and reduces the step (fsgd/strategy.h) */
     fsgd_sparse_t dec, g;
     fsgd_kasm_t *as;
@@ -78,6 +83,7 @@ typedef struct agg {
     double xmax, ymax; /* largest |feature value| (intercept included) and |label| in NAME.data */
     fsgd_label_set_t labels;
     fsgd_dist_log_fn log;
+    fsgd_agg_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
     void *log_ctx;
     uint8_t logged[FSGD_AGG_REJ_COUNT];
     int kerr_seen[32], n_kerr;
@@ -85,6 +91,17 @@ typedef struct agg {
     char *err;
     size_t errsz;
     fsgd_klat_t lat_grads; /* produce-to-consume latency of NAME.grads frames */
+    int tau;               /* the staleness bound (job key staleness, strategy permitting) */
+    struct agg_early *early; /* frames of steps after the open one, up to τ ahead (agg_early.c) */
+    size_t nearly, cap_early, early_bytes;
+    /* The job's auto defaults (agg_auto.c): λ and lr in force, and for
+     * epochs auto the held-out rows and the best weights seen */
+    double l2, lr, alpha;
+    fsgd_csr_t hold;
+    float *best;
+    int have_best, since_best, patience;
+    double best_loss;
+    uint64_t look_rows, rows_since_look;
 } agg_t;
 
 /* A worker that reported its partitions on NAME.ctl. */
@@ -136,11 +153,32 @@ int agg_wait_assignment(agg_t *a, double timeout_s);
 
 /* agg_gradients.c: one message from NAME.grads, taken or dropped */
 int agg_handle_grad(agg_t *a, const rd_kafka_message_t *m);
+/* The same for a frame's bytes (offset: for messages only). */
+int agg_take_frame(agg_t *a, const void *payload, size_t len, int64_t offset);
+
+/* agg_auto.c: l2, lr and epochs auto (after agg_scan_data) */
+int agg_auto_setup(agg_t *a);
+/* After a step of rows: a holdout look when one is due; *stop when the
+ * holdout loss has not improved for the patience. */
+int agg_auto_look(agg_t *a, uint64_t rows, int *stop);
+/* The job ends: the best weights seen replace θ when they are better. */
+void agg_auto_finish(agg_t *a);
+void agg_auto_free(agg_t *a);
+
+/* agg_early.c: gradients of steps after the open one (bounded staleness) */
+int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t len, int64_t offset);
+/* Takes the held frames of the step just opened, in arrival order. */
+int agg_early_replay(agg_t *a);
+void agg_early_free(agg_t *a);
 
 /* agg_step.c: closing a step */
 void agg_set_quota(agg_t *a);
 void agg_begin_step(agg_t *a);
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx);
 void agg_latency_stats(agg_t *a);
+
+/* agg_metrics.c: a closed step's point in the trace, then the caller's step
+ * hook (step_seconds < 0: an empty step) */
+void agg_step_emit(agg_t *a, double step_seconds);
 
 #endif

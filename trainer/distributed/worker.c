@@ -22,11 +22,11 @@
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
-#include "fsgd/observe.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "fsgd/rowfmt.h"
 #include "ctl.h"
+#include "inflight.h"
 #include "wire.h"
 
 typedef struct pcache {
@@ -71,12 +71,17 @@ typedef struct worker {
     int kerr_seen[16], n_kerr;
     fsgd_worker_stats_t *stats;
     fsgd_dist_log_fn log;
+    fsgd_worker_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
     void *log_ctx;
     uint8_t logged_corrupt, logged_dup, logged_unauth;
     int rc;
     char *err;
     size_t errsz;
     fsgd_klat_t lat_model; /* produce-to-consume latency of NAME.model frames */
+    int tau;                   /* bounded delay: steps this worker may run past its model */
+    int hold;                  /* the assignment changed: no step ahead until the model catches up */
+    inflight_queue_t fl;       /* gradients sent whose steps are not closed yet */
+    uint64_t *next_pos;        /* per partition: where this worker's next step starts */
 } worker_t;
 
 /* Counts a dropped model message; the first of each reason is logged. */
@@ -147,6 +152,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e, rd_kafka_topic_p
         rd_kafka_assign(rk, NULL);
     }
     w->assign_dirty = 1;
+    w->hold = 1;
 }
 
 typedef struct load_ctx {
@@ -252,8 +258,27 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
  * round again) and reads the aggregator's feedback section. */
 static void close_step(worker_t *w, const fsgd_kframe_t *f, int applied, const uint8_t *sec, size_t slen)
 {
-    if (w->sent_gen != f->gen || w->sent_step != f->step)
+    /* steps closed without a word to us (a resync skipped them) go as before */
+    while (w->fl.n && (w->fl.e[0].gen != f->gen || w->fl.e[0].step < f->step))
+        inflight_pop(&w->fl);
+    if (!w->fl.n || w->fl.e[0].step != f->step)
         return;
+    int doomed = w->fl.e[0].doomed;
+    inflight_pop(&w->fl);
+    if (doomed)
+        return; /* the strategy forgot it when it was doomed */
+    if (!applied && w->fl.n) {
+        /* Not applied, with later gradients encoded on top of it: a strategy
+         * can restore only its last message, and those later ones started
+         * where this one ended, so the aggregator refuses them too. Forget
+         * the error-feedback state (counted) and start again from the
+         * model's positions. */
+        for (size_t i = 0; i < w->fl.n; i++)
+            w->fl.e[i].doomed = 1;
+        if (fsgd_sworker_reset(w->strat))
+            w->stats->ef_discarded++;
+        return;
+    }
     char e[256];
     int rc = fsgd_sworker_after_step(w->strat, applied, sec, slen, e, sizeof e);
     if (rc == 1)
@@ -427,6 +452,7 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
         }
         if (w->valid && f.gen != w->gen) {
             w->stats->resyncs++;
+            inflight_clear(&w->fl);
             /* A restarted aggregator replays the rows since its checkpoint:
              * mass in the residual from those rows would be applied twice. */
             if (fsgd_sworker_reset(w->strat))
@@ -516,6 +542,11 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
     w->st = s;
     w->gen = f.gen;
     w->step = f.step;
+    uint64_t *np = realloc(w->next_pos, (s.nparts ? s.nparts : 1) * sizeof *np);
+    if (!np)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+    w->next_pos = np;
+    inflight_project(&w->fl, w->gen, w->step, w->st.pos, w->st.nparts, w->next_pos);
     w->final = (f.flags & FSGD_KFLAG_FINAL) != 0;
     if (w->final && !(w->sent_gen == f.gen)) {
         /* The final model of an earlier job on the same topics: only the end
@@ -524,16 +555,41 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
         if (rd_kafka_query_watermark_offsets(w->model_c, w->tmodel, 0, &lo, &hi, 5000) == 0 && m->offset + 1 < hi)
             w->final = 0;
     }
-    if (w->sent_at > 0 && w->sent_gen == f.gen && w->sent_step == f.step) {
-        w->stats->t_wait += now_s() - w->sent_at;
-        w->sent_at = 0;
+    return 0;
+}
+
+/* Whether this worker's next step, ahead of the model, has rows to take
+ * (a worker with none answers each step only when it opens). */
+static int rows_ahead(const worker_t *w)
+{
+    for (int i = 0; i < w->nassigned; i++) {
+        int32_t p = w->assigned[i];
+        if (p >= 0 && (uint32_t)p < w->st.nparts && w->next_pos[p] < w->st.end[p] && w->st.quota[p] > 0)
+            return 1;
     }
     return 0;
 }
 
+/* May the worker send its next gradient now? Always once the model has
+ * answered all it sent; up to τ steps ahead of the model when it has rows
+ * for them (bounded staleness). */
+static int may_send(worker_t *w)
+{
+    if (!w->valid || !w->have_assignment)
+        return 0;
+    uint64_t ahead = inflight_ahead(&w->fl, w->gen, w->step);
+    if (ahead == 0) {
+        w->hold = 0;
+        return 1;
+    }
+    return ahead <= (uint64_t)w->tau && !w->hold && rows_ahead(w);
+}
+
 static int do_step(worker_t *w)
 {
-    uint64_t s = w->step + 1;
+    uint64_t ahead = inflight_ahead(&w->fl, w->gen, w->step);
+    uint64_t s = w->step + 1 + ahead; /* computed on the model of step s - 1 - ahead */
+    const uint64_t *pos = w->next_pos;
     fsgd_csr_clear(&w->batch);
     fsgd_wire_range_t ranges[1024];
     fsgd_wire_range_t *rg = w->nassigned <= 1024 ? ranges : malloc(w->nassigned * sizeof *rg);
@@ -545,19 +601,19 @@ static int do_step(worker_t *w)
         int32_t p = w->assigned[i];
         if (p < 0 || (uint32_t)p >= w->st.nparts)
             continue;
-        if (w->st.pos[p] >= w->st.end[p] || w->st.quota[p] == 0)
+        if (pos[p] >= w->st.end[p] || w->st.quota[p] == 0)
             continue;
         rc = load_partition(w, (uint32_t)p);
         if (rc)
             break;
         pcache_t *c = &w->cache[p];
-        uint64_t o = w->st.pos[p], first = c->row_of[o - c->start];
+        uint64_t o = pos[p], first = c->row_of[o - c->start];
         while (o < c->end && c->row_of[o - c->start] - first < w->st.quota[p])
             o++;
         uint64_t last = c->row_of[o - c->start];
         if (last > first)
             rc = fsgd_csr_append_rows(&w->batch, &c->rows, first, last - first);
-        rg[nr++] = (fsgd_wire_range_t){(uint32_t)p, w->st.pos[p], o};
+        rg[nr++] = (fsgd_wire_range_t){(uint32_t)p, pos[p], o};
     }
     fsgd_wire_grad_t gm = {.epoch = w->st.epoch, .nranges = nr, .rows = w->batch.n_rows, .ranges = rg};
     double loss = 0;
@@ -633,11 +689,16 @@ static int do_step(worker_t *w)
         w->buf.n = 0;
         rc = fsgd_wire_grad_put(&w->buf, &gm);
     }
+    uint16_t flags = (uint16_t)(ahead << FSGD_KFLAG_LAG_SHIFT);
     if (!rc) {
-        fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .gen = w->gen, .sender = w->id, .step = s};
+        fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = flags, .gen = w->gen, .sender = w->id, .step = s};
         rc = fsgd_kbus_send(w->prod, w->tgrads, RD_KAFKA_PARTITION_UA, w->job->name, &h, w->buf.p, w->buf.n, 0,
                             &w->stats->bytes_up, w->err, w->errsz);
     }
+    if (!rc && inflight_push(&w->fl, s, w->gen, flags, gm.rows, rg, nr, w->buf.p, w->buf.n) < 0)
+        rc = fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+    for (uint32_t i = 0; !rc && i < nr; i++)
+        w->next_pos[rg[i].part] = rg[i].end;
     if (rg != ranges)
         free(rg);
     if (rc)
@@ -647,7 +708,8 @@ static int do_step(worker_t *w)
     w->sent_at = w->last_send = now_s();
     w->stats->steps_sent++;
     w->stats->rows += gm.rows;
-    fsgd_observe_worker_step(w->stats); /* /metrics */
+    if (w->on_step) /* the caller's hook (/metrics) */
+        w->on_step(w->log_ctx, w->stats);
     return 0;
 }
 
@@ -665,7 +727,7 @@ static uint32_t random_id(void)
 }
 
 int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
-                    fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz)
+                    fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz)
 {
     memset(st, 0, sizeof *st);
     worker_t *w = calloc(1, sizeof *w);
@@ -675,6 +737,7 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     w->id = id ? id : random_id();
     w->stats = st;
     w->log = log;
+    w->on_step = on_step;
     w->log_ctx = log_ctx;
     w->err = err;
     w->errsz = errsz;
@@ -720,9 +783,14 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     double resend_s = job->step_timeout_ms / 4000.0;
     if (resend_s < 1)
         resend_s = 1;
+    w->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
     while (!rc && !w->final && !(stop && *stop)) {
-        int ready = w->valid && w->have_assignment && !(w->sent_gen == w->gen && w->sent_step == w->step + 1);
+        int ready = may_send(w);
+        /* blocked on the model: what the step's round trip costs this worker */
+        double tw = !ready && w->valid && w->have_assignment ? now_s() : 0;
         rd_kafka_message_t *m = rd_kafka_consumer_poll(w->model_c, ready ? 0 : 5);
+        if (tw > 0)
+            w->stats->t_wait += now_s() - tw;
         if (m) {
             rc = handle_model(w, m);
             rd_kafka_message_destroy(m);
@@ -738,16 +806,22 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
         rd_kafka_poll(w->prod, 0);
         if (ready && !w->final)
             rc = do_step(w);
-        else if (!ready && w->valid && w->sent_gen == w->gen && w->sent_step == w->step + 1 &&
+        else if (!ready && w->valid && inflight_ahead(&w->fl, w->gen, w->step) > 0 &&
                  now_s() - w->last_send > resend_s) {
-            /* The step is not answered: the gradient may have been dropped
+            /* The steps are not answered: a gradient may have been dropped
              * by the broker (or the aggregator dropped us meanwhile). Send
-             * the same message again; a copy is dropped as a duplicate. */
-            fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .gen = w->sent_gen, .sender = w->id, .step = w->sent_step};
-            rc = fsgd_kbus_send(w->prod, w->tgrads, RD_KAFKA_PARTITION_UA, w->job->name, &h, w->buf.p, w->buf.n, 0,
-                                &w->stats->bytes_up, w->err, w->errsz);
+             * the same messages again; a copy is dropped as a duplicate. */
+            for (size_t i = 0; !rc && i < w->fl.n; i++) {
+                const inflight_t *e = &w->fl.e[i];
+                if (e->gen != w->gen || e->step <= w->step)
+                    continue;
+                fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = e->flags, .gen = e->gen, .sender = w->id,
+                                   .step = e->step};
+                rc = fsgd_kbus_send(w->prod, w->tgrads, RD_KAFKA_PARTITION_UA, w->job->name, &h, e->body.p,
+                                    e->body.n, 0, &w->stats->bytes_up, w->err, w->errsz);
+                w->stats->resends++;
+            }
             w->last_send = now_s();
-            w->stats->resends++;
         }
     }
     if (w->prod) {
@@ -788,6 +862,8 @@ int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd
     free(w->buf.p);
     free(w->enc);
     fsgd_wire_state_free(&w->st);
+    inflight_free(&w->fl);
+    free(w->next_pos);
     fsgd_cj_free(&w->cj);
     st->hop_model_ms_p50 = fsgd_klat_quantile(&w->lat_model, 0.5);
     st->hop_model_ms_p99 = fsgd_klat_quantile(&w->lat_model, 0.99);

@@ -55,9 +55,10 @@ static int parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used,
     if (f->kind < FSGD_KMSG_GRAD || f->kind > FSGD_KMSG_DELTA_CODED)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "frame: unknown kind %u at byte 5", f->kind);
     f->flags = fsgd_le_get16(buf + 6);
-    if (f->flags & ~KNOWN_FLAGS)
+    unsigned known = KNOWN_FLAGS | (f->kind == FSGD_KMSG_GRAD ? FSGD_KFLAG_LAG_MASK : 0);
+    if (f->flags & ~known)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "frame: reserved flag bits 0x%x set at byte 6",
-                            f->flags & ~KNOWN_FLAGS);
+                            f->flags & ~known);
     f->gen = fsgd_le_get32(buf + 8);
     f->sender = fsgd_le_get32(buf + 12);
     f->step = fsgd_le_get64(buf + 16);

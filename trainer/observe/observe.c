@@ -1,6 +1,7 @@
 /* A role's metrics on /metrics (fsgd/observe.h): the families, and the
- * copy from the role's stats struct into them. The loops call one hook per
- * step; everything else is here, so the loops stay as they were. */
+ * copy from the role's stats struct into them. The roles emit their stats
+ * once a step through a hook the CLI points here; everything else is here,
+ * so the loops stay as they were. */
 #include "fsgd/observe.h"
 
 #include <math.h>
@@ -239,17 +240,8 @@ static void set(int id, double v)
         fsgd_prom_set(g.reg, id, v);
 }
 
-void fsgd_observe_agg_step(fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, double step_seconds)
+void fsgd_observe_agg_step(const fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, double step_seconds)
 {
-    fsgd_trace_point_t pt = {.seconds = s->seconds,
-                             .loss = s->adam_steps ? s->loss_ma : NAN,
-                             .step = s->steps,
-                             .rows = s->rows_total,
-                             .bytes_up = s->bytes_up,
-                             .bytes_down = s->bytes_down,
-                             .bits = strat ? fsgd_sagg_param(strat, "bits") : NAN,
-                             .energy = strat ? fsgd_sagg_param(strat, "energy") : NAN};
-    fsgd_trace_add(&s->trace, &pt);
     if (!g.reg || !g.agg)
         return;
     set(g.steps, (double)s->steps);

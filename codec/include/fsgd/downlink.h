@@ -3,8 +3,9 @@
  *
  * The aggregator keeps the true model θ (Adam's) and a replica ρ: exactly
  * what every worker holds, bit for bit. Each step it encodes
- * Δ = θ − ρ over the keys the step touched with a lossy codec, decodes its
- * own message and adds the result to ρ, as every worker does. What the
+ * Δ = θ − ρ over the keys the step touched with a lossy codec and adds to ρ
+ * what the message decodes to, as every worker does (the encoder reports it,
+ * fsgd_codec_encode_sent: no decode of its own message). What the
  * codec did not carry stays in θ − ρ and goes out the next time the key is
  * touched (or with the next snapshot, which sets ρ = θ): error feedback with
  * no separate residual, and no mass is ever lost.
@@ -45,7 +46,8 @@ size_t fsgd_downlink_bound(const fsgd_downlink_t *d, size_t n);
  * budget entries (budget 0: all n), first those of largest |Δ| times the
  * number of encodes whose keys included the key (workers read hot keys
  * most often, so their pending Δ costs most), into out[0..cap).
- * Then adds the decoded message to ρ. *out_len is the message size (an
+ * Then adds to ρ what the message decodes to (fsgd_downlink_last), without
+ * decoding it. *out_len is the message size (an
  * fsgd codec message, codec/FORMAT.md). Returns 0 or a negative fsgd_err. */
 int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t *keys, size_t n, size_t budget,
                          uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz);

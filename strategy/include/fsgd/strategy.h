@@ -29,7 +29,7 @@
  * Specs: "name:key=value,..." as for codecs (fsgd/codec.h). The codec
  * strategies (none, fastsgd, logquant, topk) take exactly their codec's
  * spec. Adding a strategy: one file under strategy/ defining an
- * fsgd_strategy_vt_t, and one line in strategy/registry.c. */
+ * fsgd_strategy_vt_t, and one line in the registry of strategy/strategy.c. */
 #ifndef FSGD_STRATEGY_H
 #define FSGD_STRATEGY_H
 
@@ -42,6 +42,12 @@
 #include "fsgd/sparse.h"
 
 typedef struct fsgd_sworker fsgd_sworker_t;
+
+/* The bounded delay the strategy of spec runs at when the job asks for
+ * staleness: staleness itself, or 0 for a strategy whose worker must see the
+ * outcome of its last message before it encodes the next (gtopk, gradiveq,
+ * efsign). */
+int fsgd_strategy_max_lag(const char *spec, int staleness);
 typedef struct fsgd_sagg fsgd_sagg_t;
 
 /* What the aggregator does with the reduced sum of a step. */

@@ -3,7 +3,8 @@
  * with the real encoders. Not part of the build; run from the repository
  * root after `make`:
  *
- *   cc -std=c11 -D_GNU_SOURCE -Icodec/include -Idata/include -Itrainer/include \
+ *   cc -std=c11 -D_GNU_SOURCE -Icommon/include -Icodec/include -Idata/include -Istrategy/include \
+ *      -Itrainer/loss/include -Itrainer/core/include -Itrainer/kafka/include -Itrainer/distributed/include \
  *      tests/fuzz/tools/gen_kafka_corpus.c build/libfsgd.a -lrdkafka -llz4 -lyaml -lm -pthread \
  *      -o /tmp/gen_kafka_corpus && /tmp/gen_kafka_corpus tests/fuzz/corpus
  *

@@ -38,6 +38,10 @@ typedef enum fsgd_kmsg_kind {
 #define FSGD_KFLAG_SECTION 2u /* model message: a strategy feedback section follows the state (fsgd/strategy.h) */
 #define FSGD_KFLAG_AUTH 4u    /* a FSGD_KFRAME_TAG-byte tag under the job key follows the CRC32C (fsgd/auth.h) */
 #define FSGD_KFRAME_TAG 32    /* = FSGD_AUTH_TAG_BYTES */
+/* Gradient frame, bits 8-15: its lag, so the gradient of step s was computed
+ * on the model of step s - 1 - lag (bounded staleness, job key staleness). */
+#define FSGD_KFLAG_LAG_SHIFT 8
+#define FSGD_KFLAG_LAG_MASK 0xFF00u
 
 /* One frame as it appears on the wire (body borrowed from the buffer). */
 typedef struct fsgd_kframe {

@@ -1,7 +1,10 @@
-/* Private: the three losses' value and derivative as inline functions that
- * compile both as C (trainer/core/loss.c) and as CUDA device code
- * (trainer/backend/backend_cuda.cu), so both backends compute the same
- * formulas. y must already be mapped (±1 for classification). */
+/* The three losses' value and derivative as inline functions that compile
+ * both as C (trainer/loss/loss.c, the CPU backend) and as CUDA device code
+ * (trainer/backend/backend_cuda.cu), so every backend computes the same
+ * formulas. A leaf: it needs only fsgd/loss.h, so the backends below core/
+ * share it without including core/. Not an API: call fsgd_loss_value and
+ * fsgd_loss_deriv (fsgd/loss.h) elsewhere. y must already be mapped (±1 for
+ * classification). */
 #ifndef FSGD_LOSS_FORMULAS_H
 #define FSGD_LOSS_FORMULAS_H
 

@@ -43,6 +43,12 @@
 #define FSGD_TRAIN_LR_AUTO_MIN 0.001
 #define FSGD_TRAIN_LR_AUTO_MAX 0.02
 
+/* alpha auto (optimizer ftrl): FSGD_TRAIN_ALPHA_AUTO_C / sqrt(steps per
+ * epoch), clamped to [MIN, MAX]; see fsgd_train_auto_alpha. */
+#define FSGD_TRAIN_ALPHA_AUTO_C 2.0
+#define FSGD_TRAIN_ALPHA_AUTO_MIN 0.01
+#define FSGD_TRAIN_ALPHA_AUTO_MAX 0.5
+
 typedef struct fsgd_train_stats {
     uint64_t steps, rows, nnz;      /* processed so far (rows/nnz count each visit) */
     int epoch;                      /* 1-based current epoch */
@@ -61,6 +67,7 @@ typedef struct fsgd_train_stats {
     double nnz_per_step;            /* mean nonzeros in one step's batch */
     double lr;                      /* Adam learning rate used (job->lr, or the auto value) */
     double l2;                      /* λ used (job->l2, or 1/n_train when auto) */
+    double alpha;                   /* FTRL's α used (job->alpha, or the auto value); NAN with Adam */
     size_t holdout_rows;            /* rows held out for early stopping (epochs auto), else 0 */
     double holdout_loss;            /* best mean loss on them */
     double best_epoch;              /* epochs (fractional) done when that best was reached */
@@ -68,6 +75,9 @@ typedef struct fsgd_train_stats {
     int stopped_early;              /* 1 when the holdout loss stopped improving before max_epochs */
     double patience_epochs;         /* epochs of looks without a new best that stop it */
     double t_holdout;               /* seconds scoring the holdout rows (counted in seconds) */
+    uint64_t weights_touched;       /* feature weights the optimizer updated at least once */
+    uint64_t weights_nonzero;       /* nonzero feature weights of the final model (intercept not counted) */
+    int init_state;                 /* warm start: 1 the init model's optimizer state was resumed, 0 not */
 } fsgd_train_stats_t;
 
 /* Called once before the first step (end_of_epoch = -1: setup done, stats->backend set),
@@ -87,6 +97,23 @@ int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t 
                fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
                char *err, size_t errsz);
 
+/* fsgd_train starting from init's weights (NULL: zeros) instead of zeros:
+ * init must have dim, the job's loss, intercept and bias value
+ * (fsgd_train_check_init). Adam's state starts at zero; FTRL's z is set so
+ * that its weights are init's (fsgd_ftrl_start_from). */
+int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
+                    const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
+                    fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz);
+
+/* The optimizer state this job trains with and --save-state writes:
+ * ftrl, Adam with per-key counts (lr auto) or plain Adam (an explicit lr).
+ * fsgd_train_from resumes a model's state only when it is of this kind. */
+fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_job_t *job);
+
+/* Can a job over dim features start from init? 0, or FSGD_E_ARG with err
+ * naming what differs: dim, loss, intercept or bias value. */
+int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz);
+
 /* Appends row r of src to dst with columns >= dim dropped and, when bias,
  * the constant feature (dim, bias_value) added: the rows the trainers see.
  * Returns 0 or FSGD_E_NOMEM. */
@@ -97,6 +124,7 @@ int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, u
  * training rows in steps of B (the job's values when not auto). */
 double fsgd_train_auto_lr(const fsgd_job_t *job, size_t n_fit, size_t B);
 double fsgd_train_auto_l2(const fsgd_job_t *job, size_t n_fit);
+double fsgd_train_auto_alpha(const fsgd_job_t *job, size_t n_fit, size_t B);
 
 /* Holdout looks an epoch of n_fit rows: max(FSGD_TRAIN_HOLDOUT_EVALS,
  * ceil(n_fit / FSGD_TRAIN_LOOK_ROWS)), at most the steps an epoch. */

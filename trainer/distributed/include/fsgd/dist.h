@@ -14,6 +14,7 @@
 #include "fsgd/libsvm.h"
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
+#include "fsgd/strategy.h"
 #include "fsgd/trace.h"
 
 struct rd_kafka_s; /* librdkafka's rd_kafka_t */
@@ -85,11 +86,17 @@ typedef struct fsgd_worker_stats {
     double hop_model_ms_p50, hop_model_ms_p99; /* NAME.model produce-to-consume latency (-1: none) */
 } fsgd_worker_stats_t;
 
+/* A worker's step statistics, emitted after each gradient it sends, on the
+ * worker's thread: the caller shows them (the CLI wires them to /metrics,
+ * fsgd_observe_worker_step). s is valid during the call only. */
+typedef void (*fsgd_worker_step_fn)(void *ctx, const fsgd_worker_stats_t *s);
+
 /* Runs one worker until the aggregator publishes the final model, *stop
  * becomes nonzero (may be NULL), or an error. id 0 picks a random id.
- * log (may be NULL) gets the first rejected model message of each reason. */
+ * on_step (may be NULL) gets the stats after each gradient sent; log (may
+ * be NULL) the first rejected model message of each reason; both with ctx. */
 int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
-                    fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz);
+                    fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz);
 
 /* The embedded (mock) cluster keeps 5 MiB per partition and NAME.model has
  * one partition: a snapshot and the deltas after it must fit. */
@@ -146,6 +153,20 @@ typedef struct fsgd_agg_stats {
     uint64_t rows_epoch;  /* rows applied in the current epoch */
     int epoch;
     uint64_t grads_accepted, workers_dropped, workers_live;
+    /* Bounded staleness: frames that arrived before their step opened (held,
+     * then taken), gradients applied that were computed on an older model
+     * than the step before theirs, and the largest such lag. */
+    uint64_t grads_early, grads_stale;
+    unsigned lag_max;
+    int tau; /* the bound in force */
+    /* What the job's auto defaults chose (agg_auto.c): the values in force,
+     * rows held out for early stopping (epochs auto), holdout looks, the
+     * epoch (fractional) of the best look and its mean loss, whether the
+     * run stopped on patience, and the epochs trained (fractional). */
+    double lr, l2;
+    uint64_t holdout_rows, looks;
+    double best_epoch, holdout_loss, epochs_run;
+    int stopped_early;
     uint64_t rejected[FSGD_AGG_REJ_COUNT]; /* by fsgd_agg_reject_t */
     uint64_t consumer_errors;              /* transient errors from the NAME.grads consumer */
     uint64_t held_bytes_max, held_limit;   /* reassembly: most bytes of incomplete messages held, and the bound */
@@ -186,6 +207,15 @@ typedef struct fsgd_agg_stats {
 
 typedef void (*fsgd_agg_progress_fn)(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch);
 
+/* The aggregator's step statistics, emitted after each step (empty ones
+ * too) on the aggregator's thread, once the step is in s (and in s->trace,
+ * which the aggregator keeps itself): the caller shows them (the CLI wires
+ * them to /metrics, fsgd_observe_agg_step). strat is the strategy in force,
+ * for its live parameters (fsgd_sagg_param); step_seconds the step's
+ * duration, < 0 for an empty step. s and strat are valid during the call only. */
+typedef void (*fsgd_agg_step_fn)(void *ctx, const fsgd_agg_stats_t *s, const fsgd_sagg_t *strat,
+                                 double step_seconds);
+
 /* Runs the aggregator: scans <job>.data (rows, dimension, offsets, labels),
  * resumes from job->checkpoint when present, waits for expected_workers on
  * the first step, then steps until job->epochs are done; writes job->out and
@@ -193,9 +223,11 @@ typedef void (*fsgd_agg_progress_fn)(void *ctx, const fsgd_agg_stats_t *s, int e
  * worker_assignment on NAME.ctl) for the step in progress, and checked
  * (rows against the ranges they claim, values finite and within
  * FSGD_AGG_GRAD_SLACK's bound); what is dropped is counted by reason and
- * the first of each reason goes to log (may be NULL) with ctx. */
+ * the first of each reason goes to log. progress (every second and at each
+ * epoch end), on_step (after each step) and log may be NULL; each gets ctx. */
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
-                        fsgd_agg_progress_fn progress, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz);
+                        fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
+                        char *err, size_t errsz);
 
 /* The entry for epoch n_epochs + 1 (zeroed; the caller counts it in by
  * incrementing n_epochs), growing s->epochs; NULL when out of memory. */

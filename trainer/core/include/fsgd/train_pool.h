@@ -8,6 +8,7 @@
 #define FSGD_TRAIN_POOL_H
 
 #include "fsgd/adam.h"
+#include "fsgd/ftrl.h"
 #include "fsgd/csr.h"
 #include "fsgd/job.h"
 #include "fsgd/train.h"
@@ -20,9 +21,15 @@ typedef struct fsgd_train_pool fsgd_train_pool_t;
 typedef int (*fsgd_train_pool_fill_fn)(void *ctx, int worker, fsgd_csr_t *slice, char *err, size_t errsz);
 
 /* Starts threads - 1 worker threads (1..64) over a new Adam state of
- * model_dim keys (per-key counts when count_keys; λ = l2). NULL with err set. */
+ * model_dim keys (per-key counts when count_keys; λ = l2), or, when ftrl is
+ * not NULL, an FTRL-Proximal state with those parameters (fsgd/ftrl.h; ap,
+ * count_keys and l2 unused). NULL with err set. */
 fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim, const fsgd_adam_params_t *ap,
-                                       int count_keys, double l2, int threads, char *err, size_t errsz);
+                                       int count_keys, const fsgd_ftrl_params_t *ftrl, double l2, int threads,
+                                       char *err, size_t errsz);
+
+/* Keys below n_keys the pool's optimizer updated at least once. */
+uint64_t fsgd_train_pool_touched(const fsgd_train_pool_t *p, uint64_t n_keys);
 
 /* The pool's Adam state (θ is the model). */
 fsgd_adam_t *fsgd_train_pool_adam(fsgd_train_pool_t *p);

@@ -14,6 +14,27 @@
 /* Longest input spec a model records, terminator included. */
 #define FSGD_MODEL_INPUT_MAX 512
 
+/* The optimizer state a model file may carry (format version 3), so that
+ * fsgd train --init resumes training where it stopped. */
+typedef enum fsgd_model_state_kind {
+    FSGD_MODEL_STATE_NONE = 0,
+    FSGD_MODEL_STATE_ADAM = 1,         /* a = m, b = v, c = 0; step = Adam's global t */
+    FSGD_MODEL_STATE_ADAM_COUNTED = 2, /* a = m, b = v, c = the key's update count (fsgd_adam_count_keys) */
+    FSGD_MODEL_STATE_FTRL = 3          /* a = z, b = n (>= 0), c = 0 (fsgd/ftrl.h) */
+} fsgd_model_state_kind_t;
+
+/* Per-key state of the keys that have any (keys strictly increasing, below
+ * dim + has_bias: the intercept's key is dim), in parallel arrays owned by
+ * the model. */
+typedef struct fsgd_model_state {
+    fsgd_model_state_kind_t kind;
+    uint64_t step;
+    uint64_t n;
+    uint32_t *keys;
+    float *a, *b;
+    uint32_t *c;
+} fsgd_model_state_t;
+
 typedef struct fsgd_model {
     fsgd_loss_kind_t kind;
     uint64_t dim;  /* feature columns (0-based cols < dim) */
@@ -24,13 +45,22 @@ typedef struct fsgd_model {
      * spec (fsgd/delim.h, "tsv:label,num*13,cat*26:header=0:bits=24:seed=0")
      * that predict must hash with. "" for LIBSVM models (written as version 1). */
     char input[FSGD_MODEL_INPUT_MAX];
+    /* Optimizer state (kind NONE: none, the file is version 1 or 2). */
+    fsgd_model_state_t state;
 } fsgd_model_t;
 
 /* Allocates a zero model (dim + 1 weights). Returns 0, FSGD_E_RANGE (dim > 2^32)
  * or FSGD_E_NOMEM. */
 int fsgd_model_init(fsgd_model_t *m, fsgd_loss_kind_t kind, uint64_t dim, int has_bias, float bias);
 
-/* Frees w and zeroes the struct. NULL is a no-op. */
+/* Allocates room for n state entries of the given kind (zeroed, state.n = n).
+ * Returns 0 or FSGD_E_NOMEM. */
+int fsgd_model_state_alloc(fsgd_model_t *m, fsgd_model_state_kind_t kind, uint64_t n);
+
+/* "adam", "adam (per-key counts)", "ftrl" or "none". */
+const char *fsgd_model_state_name(fsgd_model_state_kind_t kind);
+
+/* Frees w and the state and zeroes the struct. NULL is a no-op. */
 void fsgd_model_free(fsgd_model_t *m);
 
 /* x·w (+ bias·w[dim]) for one row; columns >= dim are ignored (unseen features). */

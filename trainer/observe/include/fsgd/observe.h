@@ -1,12 +1,14 @@
 /* What a distributed role shows while it runs: its metrics on /metrics
  * (fsgd/prom.h) for Prometheus, read from the role's own stats struct.
  *
- * One role per process (fsgd aggregator, fsgd worker), so the state is
- * process-wide: fsgd_observe_start before the role runs, the role's loop
- * calls one hook per step, fsgd_observe_stop at the end. Without a start
- * the hooks only do what the run needs anyway (the aggregator's trace).
- * Start, stop and the hooks run on the role's thread; the HTTP thread only
- * renders the registry, under its lock. */
+ * The roles know nothing of this: they emit their stats through their step
+ * hooks (fsgd_agg_step_fn, fsgd_worker_step_fn in fsgd/dist.h), and the
+ * caller (the CLI) passes them on to the functions below. One role per
+ * process (fsgd aggregator, fsgd worker), so the state is process-wide:
+ * fsgd_observe_start before the role runs, one call per step from the
+ * role's hook, fsgd_observe_stop at the end. Without a start the step
+ * functions do nothing. Start, stop and the step functions run on the
+ * role's thread; the HTTP thread only renders the registry, under its lock. */
 #ifndef FSGD_OBSERVE_H
 #define FSGD_OBSERVE_H
 
@@ -31,17 +33,16 @@ int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker,
 /* Stops the server and frees the registry; a no-op when not started. */
 void fsgd_observe_stop(void);
 
-/* The aggregator's per-step hook: records the trace point of the step in
- * s->trace and, when started, copies s into the metrics, observes
- * step_seconds (< 0: an empty step, not observed) in
- * fsgd_step_duration_seconds and sets fsgd_strategy_param from the
- * parameters strat uses now (fsgd_sagg_param: "bits", ...; strat may be
- * NULL). */
-void fsgd_observe_agg_step(fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, double step_seconds);
+/* An aggregator's step (what its fsgd_agg_step_fn gets): when started,
+ * copies s into the metrics, observes step_seconds (< 0: an empty step, not
+ * observed) in fsgd_step_duration_seconds and sets fsgd_strategy_param from
+ * the parameters strat uses now (fsgd_sagg_param: "bits", ...; strat may be
+ * NULL). A no-op when not started. */
+void fsgd_observe_agg_step(const fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, double step_seconds);
 
-/* The worker's per-step hook (after a gradient is sent): copies s into the
- * metrics and observes the time since the previous call as the step's
- * duration. A no-op when not started. */
+/* A worker's step (what its fsgd_worker_step_fn gets, after a gradient is
+ * sent): copies s into the metrics and observes the time since the previous
+ * call as the step's duration. A no-op when not started. */
 void fsgd_observe_worker_step(const fsgd_worker_stats_t *s);
 
 /* The rendered metrics (malloc'ed, caller frees) for tests; NULL when not

@@ -16,6 +16,13 @@
  * keys that accept "auto" (epochs) store 0. */
 #define FSGD_JOB_AUTO (-1.0)
 
+/* The optimizer of fsgd train (job key "optimizer"). */
+typedef enum fsgd_job_optimizer { FSGD_OPTIMIZER_ADAM = 0, FSGD_OPTIMIZER_FTRL = 1 } fsgd_job_optimizer_t;
+
+/* The default bounded delay τ (job key staleness; why this value: README,
+ * "fsgd run defaults"). */
+#define FSGD_JOB_STALENESS_DEFAULT 4
+
 typedef struct fsgd_job {
     /* data */
     char data[FSGD_JOB_PATH_MAX];    /* training LIBSVM file (or "" when fed by Kafka) */
@@ -34,7 +41,11 @@ typedef struct fsgd_job {
     int bias;                        /* intercept on (default 1) */
     double bias_value;               /* value of the constant feature (default 1) */
     double l2;                       /* λ on touched keys (default 0; fsgd train: auto = 1/n_train) */
+    double l1;                       /* L1 strength on the mean loss (ftrl only; default 0) */
     /* optimizer */
+    fsgd_job_optimizer_t optimizer;     /* adam (default) | ftrl (fsgd train) */
+    double alpha, beta;              /* FTRL's α and β (defaults auto, 1) */
+    char init[FSGD_JOB_PATH_MAX];    /* fsgd train: start from this model file ("" -> zeros) */
     double lr, beta1, beta2, eps;    /* Adam (defaults 0.01, 0.9, 0.999, 1e-8) */
     double batch;                    /* rows per step if >= 1, else fraction of training rows */
     int epochs;                      /* passes over the data (fsgd train: 0 = auto, early stopping) */
@@ -49,6 +60,7 @@ typedef struct fsgd_job {
     /* output */
     char out[FSGD_JOB_PATH_MAX];          /* model file ("" -> none) */
     char metrics_json[FSGD_JOB_PATH_MAX]; /* metrics JSON ("" -> none) */
+    int save_state;                  /* fsgd train: write the optimizer state into the model file (version 3) */
     double target_auc;               /* record time when test AUC first reaches this (0: off) */
     int eval_every;                  /* evaluate on test every N steps as well as at epoch ends (0: epochs only) */
     int quiet;                       /* no progress lines */
@@ -61,6 +73,7 @@ typedef struct fsgd_job {
     int min_insync_replicas;         /* topics' min.insync.replicas (0 = 2 with 3+ replicas, else 1) */
     int step_timeout_ms;             /* drop a worker that misses a step by this long */
     int snapshot_every;              /* full model snapshot every N steps */
+    int staleness;                   /* τ: a gradient may be computed on a model up to τ steps old (0: BSP) */
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
     double target_loss;              /* aggregator: time from step 1 until the moving-average training loss reaches this (0: off) */
     char kafka[4096];                /* librdkafka security settings, "key=value\n" lines (--kafka-opt, YAML kafka:) */
@@ -69,6 +82,10 @@ typedef struct fsgd_job {
     /* Not a job key: the last job file loaded ("" -> none), an input that
      * no output of the command may name. */
     char job_file[FSGD_JOB_PATH_MAX];
+    /* Not a job key: bit i set when field i of the key table was given (flag,
+     * --set or YAML), so a check can refuse an option that the chosen
+     * optimizer would ignore (fsgd_job_given). */
+    uint64_t given[2];
 } fsgd_job_t;
 
 /* Fills every field with its default. */
@@ -112,7 +129,19 @@ void fsgd_job_print_help_with(const char *usage_line, const fsgd_job_t *defaults
 /* Validates cross-field constraints (data given, batch > 0, ...). */
 int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz);
 
-/* fsgd_job_check plus what fsgd train needs (epochs auto needs holdout > 0). */
+/* fsgd_job_check plus what fsgd train needs (epochs auto needs holdout > 0,
+ * the options of the optimizer in use and none of the other's). */
 int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz);
+
+/* The optimizer options of a distributed role (fsgd run, worker,
+ * aggregator): as fsgd train's (alpha auto is the aggregator's, from the
+ * rows it trains on), but init and save_state are fsgd train's only so far. */
+int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz);
+
+/* 1 when the key (as in the table: "lr", "alpha") was set explicitly. */
+int fsgd_job_given(const fsgd_job_t *job, const char *key);
+
+/* "adam" or "ftrl". */
+const char *fsgd_optimizer_name(fsgd_job_optimizer_t o);
 
 #endif

@@ -1,13 +1,13 @@
+/* The three losses (fsgd/loss.h); the formulas themselves are in
+ * fsgd/loss_formulas.h, shared with the CUDA device code. */
 #include "fsgd/loss.h"
 
-#include <stdlib.h>
-
-#include "loss_formulas.h"
-
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fsgd/error.h"
+#include "fsgd/loss_formulas.h"
 
 const char *fsgd_loss_name(fsgd_loss_kind_t k)
 {

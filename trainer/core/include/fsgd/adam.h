@@ -47,6 +47,11 @@ typedef struct fsgd_adam {
 /* Allocates θ, m, v of dim zeros. Returns 0 or FSGD_E_NOMEM. */
 int fsgd_adam_init(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_t *p);
 
+/* θ alone, m and v not allocated: for a trainer whose optimizer is another
+ * (fsgd/ftrl.h) but whose backends and model read θ here and count steps
+ * in t. fsgd_adam_apply must not be called on it. Returns 0 or FSGD_E_NOMEM. */
+int fsgd_adam_init_weights(fsgd_adam_t *a, uint64_t dim);
+
 /* One step with a sparse gradient (keys strictly increasing, < dim):
  * increments t, updates m, v, θ on those keys only. */
 void fsgd_adam_step(fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n);
@@ -67,6 +72,10 @@ void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *gr
  * first step. Returns 0 or FSGD_E_NOMEM. Apply stays thread safe on
  * disjoint key ranges. */
 int fsgd_adam_count_keys(fsgd_adam_t *a);
+
+/* Keys below n_keys updated at least once (nonzero v, or a nonzero count
+ * after fsgd_adam_count_keys); 0 for fsgd_adam_init_weights. */
+uint64_t fsgd_adam_touched(const fsgd_adam_t *a, uint64_t n_keys);
 
 /* Frees the arrays. NULL is a no-op. */
 void fsgd_adam_free(fsgd_adam_t *a);

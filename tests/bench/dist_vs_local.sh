@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Does the distributed run pay for itself? The same job, in one invocation:
+# `fsgd train` (2 threads) against `fsgd run --workers 2` with staleness 0
+# and with the default, each with its defaults (l2, lr and epochs auto: early
+# stopping on held-out rows), whole process against whole process, on the
+# embedded broker and on a real Apache Kafka broker (tests/kafka/broker.sh,
+# one node on loopback). Data: fsgd gen CTR-shaped rows (40 nonzeros a row,
+# Zipf), DVL_ROWS training rows (default 1e6) and DVL_TEST_ROWS test rows
+# (100k).
+#   DVL_DIMS     "BROKERS:DIM ..." (default "mock,real:2^20 real:2^24"; the
+#                embedded cluster holds about 2^20 weights)
+#   DVL_TAUS     staleness values (default "0 default")
+#   DVL_ARGS     extra options for both commands (e.g. "--codec fastsgd")
+#   DVL_RUN_ARGS extra options for fsgd run only (e.g. "--batch 1024")
+# Lines:
+#   bench dist_vs_local dim=D broker=train wall_s=.. test_auc=.. epochs=..
+#   bench dist_vs_local dim=D broker=B tau=T wall_s=.. ratio_run_over_train=..
+#     test_auc=.. auc_minus_train=.. train_s=.. step1_s=.. busy=.. step_p50_ms=..
+#     grad_ms=.. encode_ms=.. decode_ms=.. comm_wait_ms=.. update_ms=.. epochs=..
+# busy: worker compute + encode over the run's training seconds (all workers).
+# The machine has 2 cores: the workers, the aggregator and the broker share
+# them, so ratio_run_over_train is a whole-job figure, not a speed-up bound.
+set -euo pipefail
+FSGD=${FSGD:-bin/fsgd}
+ROWS=${DVL_ROWS:-1000000}
+TEST_ROWS=${DVL_TEST_ROWS:-100000}
+DIMS=${DVL_DIMS:-mock,real:2^20 real:2^24}
+TAUS=${DVL_TAUS:-0 default}
+read -r -a ARGS <<<"${DVL_ARGS:-}"
+read -r -a RUN_ARGS <<<"${DVL_RUN_ARGS:-}"
+BROKER_SH=$(cd "$(dirname "$0")/../kafka" && pwd)/broker.sh
+tmp=$(mktemp -d)
+kdir=""
+cleanup() {
+    [ -z "$kdir" ] || "$BROKER_SH" stop "$kdir" >/dev/null 2>&1 || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now() { date +%s.%N; }
+sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b - a}'; }
+real_brokers=""
+need_real() {
+    [ -n "$real_brokers" ] && return 0
+    if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+        echo "bench dist_vs_local: no java/mvn: real-broker rows skipped" >&2
+        return 1
+    fi
+    kdir=$tmp/kafka
+    real_brokers=$("$BROKER_SH" start "$kdir" 1 | sed -n 's/^brokers=//p')
+    [ -n "$real_brokers" ]
+}
+
+for spec in $DIMS; do
+    brokers=${spec%%:*}
+    dim=${spec#*:}
+    "$FSGD" gen --rows $((ROWS + TEST_ROWS)) --dim "$dim" --nnz 40 --seed 1 --quiet --out "$tmp/all.svm"
+    head -n "$ROWS" "$tmp/all.svm" >"$tmp/train.svm"
+    tail -n "$TEST_ROWS" "$tmp/all.svm" >"$tmp/test.svm"
+    rm -f "$tmp/all.svm"
+    t0=$(now)
+    "$FSGD" train --data "$tmp/train.svm" --test "$tmp/test.svm" --threads 2 "${ARGS[@]}" --quiet \
+        --metrics-json "$tmp/train.json" >/dev/null
+    train_wall=$(sub "$t0" "$(now)")
+    read -r train_auc train_epochs < <(python3 -c "import json; m = json.load(open('$tmp/train.json'))
+print(m['test']['auc'], m.get('epochs_run', m.get('epochs')))")
+    echo "bench dist_vs_local dim=$dim broker=train wall_s=$train_wall test_auc=$train_auc epochs=$train_epochs"
+    for b in ${brokers//,/ }; do
+        bargs=()
+        if [ "$b" = real ]; then
+            need_real || continue
+            bargs=(--brokers "$real_brokers")
+        fi
+        for tau in $TAUS; do
+            targs=()
+            [ "$tau" = default ] || targs=(--staleness "$tau")
+            name=dvl$$_${b}_${tau}_${RANDOM}
+            t0=$(now)
+            "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers 2 --name "$name" "${bargs[@]}" \
+                "${targs[@]}" "${ARGS[@]}" "${RUN_ARGS[@]}" --quiet --metrics-json "$tmp/run.json" \
+                >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log" >&2; exit 1; }
+            wall=$(sub "$t0" "$(now)")
+            python3 - "$tmp/run.json" "$wall" "$train_wall" "$train_auc" "$dim" "$b" "$tau" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+wall, twall, tauc = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+dim, broker, tau = sys.argv[5], sys.argv[6], m["staleness"]["tau"]
+ps, tot = m["per_step_seconds"], m["total_seconds"]
+train_s = m["train_seconds"]
+busy = (tot["gradient"] + tot["encode"]) / (2 * train_s) if train_s > 0 else 0
+print(f"bench dist_vs_local dim={dim} broker={broker} tau={tau} wall_s={wall:.3f} "
+      f"ratio_run_over_train={wall / twall:.2f} test_auc={m['test']['auc']:.5f} "
+      f"auc_minus_train={m['test']['auc'] - tauc:+.4f} train_s={train_s:.3f} step1_s={m['step1_at_seconds']:.2f} "
+      f"busy={busy:.3f} step_p50_ms={m['step_latency_ms']['p50']:.3f} grad_ms={1e3 * ps['gradient']:.3f} "
+      f"encode_ms={1e3 * ps['encode']:.3f} decode_ms={1e3 * ps['decode']:.3f} "
+      f"comm_wait_ms={1e3 * ps['comm_wait']:.3f} update_ms={1e3 * ps['update']:.3f} "
+      f"epochs={m.get('epochs_run', m['epochs'])} steps={m['steps']} lr={m['lr']:.5f}")
+EOF
+        done
+    done
+done

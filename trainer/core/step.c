@@ -1,0 +1,36 @@
+/* The one step function (fsgd/step.h). */
+#include "fsgd/step.h"
+
+#include "fsgd/error.h"
+#include "fsgd/reduce.h"
+
+int fsgd_step_apply(const fsgd_step_opt_t *o, fsgd_sagg_t *agg, const fsgd_step_info_t *info, fsgd_sparse_t *out,
+                    char *err, size_t errsz)
+{
+    char e[256];
+    fsgd_reducer_t *red = fsgd_sagg_take(agg, info, e, sizeof e);
+    if (!red)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy: %s", e);
+    fsgd_adam_t *a = o->adam;
+    if (info->rows == 0) {
+        fsgd_reducer_clear(red);
+        out->n = 0;
+        return 0;
+    }
+    if (fsgd_sagg_optimizer(agg) == FSGD_OPT_APPLY) {
+        /* the workers ran the optimizer: the mean of what they sent is the step */
+        FSGD_TRY(fsgd_reducer_take(red, -1.0 / (double)(info->n_senders ? info->n_senders : 1), out));
+        for (size_t i = 0; i < out->n; i++)
+            a->theta[out->keys[i]] += out->vals[i];
+        a->t++;
+    } else if (o->ftrl) {
+        /* FTRL takes the step's summed gradient, without λθ (fsgd/ftrl.h) */
+        FSGD_TRY(fsgd_reducer_take_step(red, 1.0, 0, NULL, out));
+        fsgd_adam_advance(a);
+        fsgd_ftrl_apply(o->ftrl, a->theta, out->keys, out->vals, out->n);
+    } else {
+        FSGD_TRY(fsgd_reducer_take_step(red, 1.0 / (double)info->rows, o->l2, a->theta, out));
+        fsgd_adam_step(a, out->keys, out->vals, out->n);
+    }
+    return 0;
+}

@@ -1,0 +1,153 @@
+/* The distributed job's data-dependent defaults, as fsgd train's
+ * (trainer/core/train_auto.c): l2 auto (λ = 1/n_train), lr auto (0.15 /
+ * sqrt(steps per epoch)), and epochs auto: the aggregator holds out the last
+ * rows of every data partition (a temporal split: the newest rows, as a CTR
+ * team validates), scores their mean loss at fsgd train's looks, keeps the
+ * best weights and stops after fsgd train's patience without a new best.
+ * The held-out rows are cut from the epoch's offsets (the state's end), so
+ * the workers never load them and exactly-once still counts every training
+ * row. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregator_internal.h"
+#include "fsgd/model.h"
+#include "fsgd/train.h"
+
+typedef struct hold_ctx {
+    agg_t *a;
+} hold_ctx_t;
+
+static int hold_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
+                    size_t errsz)
+{
+    hold_ctx_t *c = ctx;
+    char src[200];
+    snprintf(src, sizeof src, "topic %s partition %d offset %lld", c->a->tdata, (int)partition, (long long)offset);
+    long n = fsgd_rowfmt_parse(&c->a->fmt, val, len, src, 1, &c->a->hold, NULL, err, errsz);
+    return n < 0 ? (int)n : 0;
+}
+
+/* Moves the end of each partition back over its newest offsets until the
+ * tail holds its share of H rows, and reads those rows into a->hold. */
+static int cut_holdout(agg_t *a, uint64_t H)
+{
+    uint64_t total = a->s->dataset_rows, held = 0;
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        uint64_t s0 = a->st.start[p], end = a->st.end[p];
+        uint64_t rows_p = a->rows_at[p][end - s0];
+        uint64_t share = (uint64_t)ceil((double)H * (double)rows_p / (double)total);
+        uint64_t o = end;
+        while (o > s0 && rows_p - a->rows_at[p][o - s0] < share)
+            o--;
+        if (o == s0 && o < end)
+            o++; /* a partition keeps a training row */
+        if (o >= end)
+            continue;
+        hold_ctx_t c = {a};
+        FSGD_TRY(fsgd_kbus_read_range(a->scan_c, a->tdata, (int32_t)p, (int64_t)o, (int64_t)end, 30000, hold_msg,
+                                      &c, a->err, a->errsz));
+        held += rows_p - a->rows_at[p][o - s0];
+        a->st.end[p] = o;
+    }
+    a->s->dataset_rows = total - held;
+    a->s->holdout_rows = held;
+    return 0;
+}
+
+int agg_auto_setup(agg_t *a)
+{
+    const fsgd_job_t *job = a->job;
+    uint64_t total = a->s->dataset_rows;
+    if (job->epochs == 0) {
+        uint64_t H = (uint64_t)(job->holdout * (double)total);
+        if (H > FSGD_TRAIN_HOLDOUT_MAX)
+            H = FSGD_TRAIN_HOLDOUT_MAX;
+        if (H == 0 || H >= total)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                                "epochs auto holds out %.0f%% of %llu rows: too few to stop on; give --epochs N",
+                                100 * job->holdout, (unsigned long long)total);
+        FSGD_TRY(cut_holdout(a, H));
+        a->best = malloc((a->mdim ? a->mdim : 1) * sizeof *a->best);
+        if (!a->best)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the best weights");
+        a->best_loss = INFINITY;
+    }
+    uint64_t n = a->s->dataset_rows;
+    uint64_t B = job->batch >= 1 ? (uint64_t)job->batch : (uint64_t)ceil(job->batch * (double)n);
+    if (B < 1)
+        B = 1;
+    a->l2 = fsgd_train_auto_l2(job, n);
+    a->lr = fsgd_train_auto_lr(job, n, B);
+    a->alpha = fsgd_train_auto_alpha(job, n, B);
+    uint64_t steps = (n + B - 1) / B;
+    uint64_t looks = fsgd_train_looks(n, steps);
+    a->look_rows = (n + looks - 1) / looks;
+    a->patience = fsgd_train_patience(looks);
+    a->s->lr = a->lr;
+    a->s->l2 = a->l2;
+    return 0;
+}
+
+static double holdout_loss(const agg_t *a)
+{
+    fsgd_model_t m = {.kind = a->job->model, .dim = a->dim, .has_bias = a->job->bias,
+                      .bias = (float)a->job->bias_value, .w = a->adam.theta};
+    double sum = 0;
+    for (size_t r = 0; r < a->hold.n_rows; r++) {
+        uint64_t lo = a->hold.row_ptr[r];
+        double mg = fsgd_model_margin(&m, a->hold.col + lo, a->hold.val + lo, a->hold.row_ptr[r + 1] - lo);
+        sum += fsgd_loss_value(a->job->model, mg, a->hold.label[r]);
+    }
+    return sum / (double)(a->hold.n_rows ? a->hold.n_rows : 1);
+}
+
+int agg_auto_look(agg_t *a, uint64_t rows, int *stop)
+{
+    *stop = 0;
+    if (!a->best)
+        return 0;
+    a->rows_since_look += rows;
+    if (a->rows_since_look < a->look_rows)
+        return 0;
+    a->rows_since_look = 0;
+    double loss = holdout_loss(a);
+    a->s->looks++;
+    double epochs_done = (double)(a->st.epoch - 1) + (double)a->rows_epoch / (double)a->s->dataset_rows;
+    if (loss < a->best_loss) {
+        a->best_loss = loss;
+        a->since_best = 0;
+        a->s->best_epoch = epochs_done;
+        a->s->holdout_loss = loss;
+        memcpy(a->best, a->adam.theta, a->mdim * sizeof *a->best);
+        a->have_best = 1;
+    } else if (++a->since_best >= a->patience) {
+        a->s->stopped_early = 1;
+        *stop = 1;
+    }
+    a->s->epochs_run = epochs_done;
+    return 0;
+}
+
+void agg_auto_finish(agg_t *a)
+{
+    if (!a->best)
+        return;
+    a->s->epochs_run = (double)(a->st.epoch - 1) + (double)a->rows_epoch / (double)a->s->dataset_rows;
+    if (a->rows_epoch == 0 || a->rows_epoch == a->s->dataset_rows)
+        a->s->epochs_run = (double)a->s->n_epochs;
+    if (!a->have_best) /* no look yet: the weights as they are */
+        return;
+    double loss = holdout_loss(a);
+    if (loss > a->best_loss) /* the last look's weights may be past the best */
+        memcpy(a->adam.theta, a->best, a->mdim * sizeof *a->best);
+}
+
+void agg_auto_free(agg_t *a)
+{
+    free(a->best);
+    a->best = NULL;
+    fsgd_csr_free(&a->hold);
+}
