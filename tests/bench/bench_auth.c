@@ -1,5 +1,5 @@
 /* Cost of authenticated frames (fsgd/auth.h, issue 27): writing and parsing
- * a frame with a job key (CRC32C + keyed BLAKE2b-256 tag) against without
+ * a frame with a job key (CRC32C + a nonce and Poly1305 tag under a per-message key) against without
  * (CRC32C only), per frame size from a small gradient to a full 512 KiB
  * chunk, and what that makes per step of a 2^22-weight job: each step every
  * worker signs its gradient and verifies the model message, the aggregator

@@ -8,7 +8,8 @@
  * newline. Otherwise the bytes are a frame, parsed under a fixed key; with
  * control bit 0 its body length, CRC32C and tag are fixed first (signed with
  * the key), so the fuzzer gets past them. An accepted frame must carry flag
- * AUTH and re-write to exactly its bytes; a frame accepted under the key is
+ * AUTH and re-write to its bytes but the tag (a fresh nonce) with a tag that
+ * verifies; a frame accepted under the key is
  * refused under another key and, unsigned, without one. */
 #include <ctype.h>
 #include <stdio.h>
@@ -91,7 +92,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!(f.flags & FSGD_KFLAG_AUTH) || used > len ||
             used != FSGD_KFRAME_OVERHEAD + FSGD_KFRAME_TAG + (size_t)f.body_len)
             abort();
-        if (fsgd_kframe_write(again, &f) != used || memcmp(again, buf, used) != 0)
+        /* written again: the same bytes but the tag, whose nonce is fresh,
+         * and that tag verifies too */
+        fsgd_kframe_t g;
+        if (fsgd_kframe_write(again, &f) != used || memcmp(again, buf, used - FSGD_KFRAME_TAG) != 0 ||
+            fsgd_kframe_parse(again, used, &g, NULL, err, sizeof err) != 0)
             abort();
         uint8_t other[FSGD_AUTH_KEY_BYTES];
         key_of(other, 2);

@@ -1,7 +1,7 @@
 /* Authenticated messages (fsgd/auth.h, issue 27): key files are checked
  * (permissions, owner, links, content) and never echoed in errors; tags
- * are keyed BLAKE2b-256 with a domain byte (the RFC 7693 test key gives the
- * value Python's hashlib computes); frames carry a tag with a key set and
+ * are a nonce and Poly1305 under a one-time key from keyed BLAKE2b (the
+ * value tests/integration/lib/auth.py computes); frames carry a tag with a key set and
  * are refused without a valid one; frames of another key, a flipped tag
  * byte, a dropped flag all fail. */
 #include <fcntl.h>
@@ -88,17 +88,25 @@ static void set_key(const char *hex)
 static void test_tag_value(void)
 {
     set_key(key_hex);
-    /* python3 -c 'import hashlib; print(hashlib.blake2b(b"1\x01abc",
-     *   key=bytes(range(32)), digest_size=32).hexdigest())' */
-    char hex[FSGD_AUTH_TAG_HEX + 1];
-    fsgd_auth_tag_hex(hex, FSGD_AUTH_FRAME, "abc", 3, NULL, 0);
-    CU_ASSERT_STRING_EQUAL(hex, "5c092cf20344789adb21ba12cd9af8aec75e50ac6d4dbc75d1702935efaf8f3c");
-    CU_ASSERT_EQUAL(fsgd_auth_check_hex(hex, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 1);
-    /* another domain, other bytes, a split that differs, a short tag */
-    CU_ASSERT_EQUAL(fsgd_auth_check_hex(hex, FSGD_AUTH_TAG_HEX, FSGD_AUTH_CTL, "abc", 3, NULL, 0), 0);
-    CU_ASSERT_EQUAL(fsgd_auth_check_hex(hex, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abd", 3, NULL, 0), 0);
-    CU_ASSERT_EQUAL(fsgd_auth_check_hex(hex, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "ab", 2, "c", 1), 1);
-    CU_ASSERT_EQUAL(fsgd_auth_check_hex(hex, FSGD_AUTH_TAG_HEX - 2, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 0);
+    /* nonce 00..0f; tests/integration/lib/auth.py computes the same:
+     * Poly1305 (RFC 8439) of "abc" under BLAKE2b(key=00..1f, "1" 0x01 nonce) */
+    static const char want[] = "000102030405060708090a0b0c0d0e0f6a06a260e291cf4e2c625e39c9ae3658";
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(want, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 1);
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(want, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "ab", 2, "c", 1), 1);
+    /* another domain, other bytes, a short tag */
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(want, FSGD_AUTH_TAG_HEX, FSGD_AUTH_CTL, "abc", 3, NULL, 0), 0);
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(want, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abd", 3, NULL, 0), 0);
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(want, FSGD_AUTH_TAG_HEX - 2, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 0);
+    /* fresh nonces: two tags of one message differ, both verify */
+    char h1[FSGD_AUTH_TAG_HEX + 1], h2[FSGD_AUTH_TAG_HEX + 1];
+    fsgd_auth_tag_hex(h1, FSGD_AUTH_FRAME, "abc", 3, NULL, 0);
+    fsgd_auth_tag_hex(h2, FSGD_AUTH_FRAME, "abc", 3, NULL, 0);
+    CU_ASSERT(strcmp(h1, h2) != 0);
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(h1, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 1);
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(h2, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 1);
+    /* a nonce changed under the same Poly1305 tag */
+    h1[0] = h1[0] == '0' ? '1' : '0';
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(h1, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 0);
     fsgd_auth_set_key(NULL);
 }
 
@@ -184,7 +192,7 @@ void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"key files: permissions, owner, links, content, never echoed", test_key_file_checks},
-        {"tags: keyed BLAKE2b-256 with a domain byte", test_tag_value},
+        {"tags: nonce + Poly1305 under a per-message key, domain-separated", test_tag_value},
         {"frames: tagged with a key, refused without a valid tag", test_frames},
         {"data rows: tagged, or unsigned where the job allows", test_rows},
         {NULL, NULL},

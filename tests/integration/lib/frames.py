@@ -16,18 +16,19 @@ format documents, not from fsgd's code.
   frames.py delta OUT --gen G --step T --parts P --end E
       a model delta frame (kind 2, version 1's): the same step state, then
       weight 0 set to 1000
-Frames are signed with the job key (flag AUTH and a keyed BLAKE2b-256 tag
-after the CRC, KAFKA_FORMAT.md "Authentication") read from --key FILE, by
+Frames are signed with the job key (flag AUTH and a tag after the CRC,
+lib/auth.py, KAFKA_FORMAT.md "Authentication") read from --key FILE, by
 default $FSGD_JOB_KEY; --key none writes them unsigned, as an outsider
 without the key would.
 With --count K, K files OUT.0 .. OUT.K-1 are written, the i-th for step
 T + i (and with --senders W, from sender i % W + 1).
 """
 import argparse
-import hashlib
 import os
 import struct
 import sys
+
+import auth
 
 _TABLE = []
 for _i in range(256):
@@ -61,7 +62,7 @@ def frame(kind, gen, sender, step, chunk, nchunks, body, flags=0):
     m = h + body
     m += struct.pack("<I", crc32c(m))
     if KEY:
-        m += hashlib.blake2b(b"1\x01" + m, key=KEY, digest_size=32).digest()
+        m += auth.tag(KEY, auth.FRAME, m)
     return m
 
 

@@ -7,8 +7,8 @@ to compare against. Pure Python; only `read` needs confluent-kafka.
 
 Authentication (KAFKA_FORMAT.md, "Authentication"): with the job key (a
 file of 64 hex digits named by $FSGD_JOB_KEY) every frame must carry flag
-AUTH and a keyed BLAKE2b-256 tag (hashlib, the same function as libsodium's
-crypto_generichash) after its CRC; frames without a valid tag are skipped
+AUTH and a valid tag after its CRC (lib/auth.py: a nonce and Poly1305 under a
+per-message key from keyed BLAKE2b, standard library only); frames without a valid tag are skipped
 and counted, never assembled. Without a key a tagged frame is an error (it
 cannot be checked).
 
@@ -27,11 +27,11 @@ usage:
       (tests/fuzz/corpus/wire/pdelta_raw, pdelta_lz4: the LZ4 path, which a
       small job rarely takes) and checks them against the keys and values
       tests/fuzz/tools/gen_kafka_corpus.c encoded."""
-import hashlib
-import hmac
 import os
 import struct
 import sys
+
+import auth
 
 # --- CRC32C (Castagnoli, reflected 0x82F63B78, init and final xor ~0) ---
 _CRC_TABLE = []
@@ -102,8 +102,7 @@ def parse_frame(v):
     elif not tag:
         raise Unauthenticated('no tag (flag AUTH unset)')
     else:
-        mac = hashlib.blake2b(b'1\x01' + bytes(v[:end]), key=KEY, digest_size=TAG).digest()
-        if not hmac.compare_digest(mac, bytes(v[end:end + TAG])):
+        if not auth.check(KEY, auth.FRAME, bytes(v[:end]), bytes(v[end:end + TAG])):
             raise Unauthenticated('the tag is not this job key\'s')
     return dict(kind=kind, flags=flags, gen=gen, sender=sender, step=step, chunk=chunk,
                 nchunks=nchunks, body=bytes(v[FRAME_HEADER:FRAME_HEADER + blen]))

@@ -4,13 +4,14 @@ per message, no key, round-robin over NAME.data's partitions, lz4, linger 5 ms,
 idempotent. After delivery it checks what the spec's loss detection checks:
 every partition's log starts at 0 and the high watermarks add up to the rows
 written. Prints "produced N rows to P partitions". With $FSGD_JOB_KEY (a job
-key file) every row carries its tag in the header fsgd.mac: keyed BLAKE2b-256
-of b"1\\x03" + the value, 64 hex digits (KAFKA_FORMAT.md, "Authentication").
+key file) every row carries its tag in the header fsgd.mac, 64 hex digits
+(lib/auth.py, domain 3 over the value; KAFKA_FORMAT.md, "Authentication").
 
 usage: kafka_outside_producer.py BROKERS TOPIC LIBSVM_FILE"""
-import hashlib
 import os
 import sys
+
+import auth
 
 from confluent_kafka import KafkaException, Producer, TopicPartition, Consumer
 
@@ -43,8 +44,7 @@ def main():
                 try:
                     headers = None
                     if key:
-                        tag = hashlib.blake2b(b'1\x03' + line, key=key, digest_size=32).hexdigest()
-                        headers = [('fsgd.mac', tag)]
+                        headers = [('fsgd.mac', auth.tag(key, auth.DATA, line).hex())]
                     p.produce(topic, value=line, partition=parts[rows % len(parts)], on_delivery=delivered,
                               headers=headers)
                     break

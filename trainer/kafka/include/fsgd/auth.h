@@ -3,10 +3,12 @@
  *
  * A job key is 32 random bytes kept in a file as 64 hex digits (a trailing
  * newline allowed). Every fsgd process of the job loads it; every message it
- * writes on a job topic carries a tag, keyed BLAKE2b-256 (libsodium's
- * crypto_generichash) over a domain byte and the message's bytes, and every
- * message it reads must carry a valid one. The primitive is libsodium's,
- * never code of our own; tags are compared in constant time.
+ * writes on a job topic carries a tag — a fresh 16-byte nonce and the
+ * Poly1305 tag (crypto_onetimeauth) of the message's bytes under a one-time
+ * key, keyed BLAKE2b (crypto_generichash) of the job key over the scheme's
+ * version, a domain byte and the nonce — and every message it reads must
+ * carry a valid one. The primitives are libsodium's, never code of our own;
+ * tags are compared in constant time.
  *
  * The key is process-wide (like the Kafka security options, fsgd/kbus.h):
  * set once by main before any role starts, read by the frame, control and
@@ -19,7 +21,8 @@
 #include <stdint.h>
 
 #define FSGD_AUTH_KEY_BYTES 32
-#define FSGD_AUTH_TAG_BYTES 32
+#define FSGD_AUTH_NONCE_BYTES 16
+#define FSGD_AUTH_TAG_BYTES 32 /* a random nonce, then a Poly1305 tag */
 #define FSGD_AUTH_TAG_HEX (2 * FSGD_AUTH_TAG_BYTES) /* a tag in a Kafka header, hex digits */
 
 /* What a tag covers: one domain per kind of message, so a tag made for one
@@ -58,8 +61,9 @@ void fsgd_auth_set_unsigned_rows(int allowed);
  * valid tag. A tag that is present is always checked. */
 int fsgd_auth_row_ok(const void *hex, size_t hexlen, const void *value, size_t len);
 
-/* tag = BLAKE2b-256 keyed with the job key over (domain, a[0, alen),
- * b[0, blen)); b may be NULL. Thread safe. Only when enabled. */
+/* tag = a random nonce and the Poly1305 tag of a[0, alen) b[0, blen) under
+ * the one-time key of (domain, nonce); b may be NULL. Thread safe. Only when
+ * enabled. */
 void fsgd_auth_tag(uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,
                    const void *b, size_t blen);
 
