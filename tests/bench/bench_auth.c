@@ -65,10 +65,10 @@ int main(void)
         printf("bench auth bytes=%u plain_us=%.2f keyed_us=%.2f tag_us=%.2f tag_mb_s=%.0f\n", sizes[s], plain * 1e6,
                keyed * 1e6, tag / 2 * 1e6, sizes[s] / (tag / 2) / 1e6);
     }
-    /* A 2^22-weight step with fastsgd gradients of ~40k keys (a few bytes a
-     * key) and packed deltas of the touched keys (~8 bytes a key): what the
-     * frames carry, from the big-model runs' bytes per worker-step. */
-    const double dim = 4194304, workers = 2, grad = 200e3, delta = 320e3, snapshot_every = 100;
+    /* A 2^22-weight step as tests/kafka/big_model.sh measured it (DIM=2^22,
+     * fastsgd, batch 1000, 2 workers): 17013 B up and 16770 B down per
+     * worker-step; a 16 MiB snapshot every 100 steps. */
+    const double dim = 4194304, workers = 2, grad = 17013, delta = 16770, snapshot_every = 100;
     double snap = 4 * dim;
     double worker_bytes = grad + delta + snap / snapshot_every;
     double agg_bytes = workers * grad + delta + snap / snapshot_every;
