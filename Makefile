@@ -135,6 +135,11 @@ TESTS     := $(TEST_SRC:tests/unit/%.c=$(BUILD)/unit/%)
 REPLAYS   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 BENCHES   := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 LIBFSGD   := $(BUILD)/libfsgd.a
+# The shared library the Python package (python/) loads with ctypes: the
+# library and the CLI's commands (fsgd.train is fsgd_cmd_train), compiled
+# position-independent into $(BUILD)/pic; lib/libfsgd.so beside the CUDA plugin.
+PIC_OBJ   := $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(CLI_SRC:%.c=$(BUILD)/pic/%.o)
+SHLIB     := $(patsubst ./%,%,$(dir $(BIN)))lib/libfsgd.so
 FSGD      := $(BIN)/fsgd
 
 LDLIBS += -ldl
@@ -143,7 +148,7 @@ ifeq ($(CUDA),1)
   LDFLAGS  += -rdynamic
 endif
 
-.PHONY: all test asan bench fuzz clean check-deps deps run check
+.PHONY: all test asan bench fuzz clean check-deps deps run check data shlib
 all: $(FSGD) $(LIBFSGD) $(PLUGIN)
 
 $(FLAGS_STAMP):
@@ -169,6 +174,15 @@ $(CUDA_PLUGIN): $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -pthread $(CU_OBJ) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcusparse -lcudart -lstdc++ -o $@
 
+$(BUILD)/pic/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+
+shlib: $(SHLIB)
+$(SHLIB): $(PIC_OBJ) | $(PLUGIN)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) $(PIC_OBJ) $(LDLIBS) -o $@
+
 $(LIBFSGD): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -177,7 +191,17 @@ $(FSGD): $(CLI_OBJ) $(LIBFSGD) | $(PLUGIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIBFSGD) $(LDLIBS) -o $@
 
-$(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/testmain.o $(LIBFSGD) | $(PLUGIN)
+# The data sets of data/sets (some xz-compressed), unpacked and checked
+# against data/sets/SHA256SUMS: tests and benchmarks read them there (or in
+# $FSGD_DATA), so a clone needs nothing beside it.
+DATA_DIR   := $(BUILD)/datasets
+DATA_STAMP := $(DATA_DIR)/.sha256sums
+data: $(DATA_STAMP)
+$(DATA_STAMP): data/sets/SHA256SUMS $(wildcard data/sets/*.xz) scripts/unpack-data.sh
+	scripts/unpack-data.sh $(DATA_DIR) >/dev/null && touch $@
+$(BUILD)/tests/unit/testmain.o: CPPFLAGS += -DFSGD_TEST_DATA_DIR='"$(DATA_DIR)"'
+
+$(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/testmain.o $(LIBFSGD) | $(PLUGIN) $(DATA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcunit -o $@
 
@@ -185,13 +209,13 @@ $(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD) | $(PLUGIN)
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD) | $(PLUGIN) $(DATA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests, fuzz corpus replay and integration scripts; prints
 # "N passed, N failed, N skipped" last and fails if anything failed.
-test: all $(TESTS) $(REPLAYS)
+test: all $(TESTS) $(REPLAYS) data $(SHLIB)
 	BUILD=$(BUILD) FSGD=$(FSGD) tests/run_tests.sh
 
 asan:
@@ -229,9 +253,10 @@ check: deps
 	$(MAKE) test
 	$(MAKE) asan
 
-# Keeps build/venv (scripts/install-peers.sh): rebuilding it means a download.
+# Keeps build/venv (scripts/install-peers.sh) and build/compose-cache
+# (tests/integration/compose_up.sh's debootstrap): rebuilding them means a download.
 clean:
 	rm -rf build-asan bin lib
-	[ ! -d build ] || find build -mindepth 1 -maxdepth 1 ! -name venv -exec rm -rf {} +
+	[ ! -d build ] || find build -mindepth 1 -maxdepth 1 ! -name venv ! -name compose-cache -exec rm -rf {} +
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

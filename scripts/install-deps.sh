@@ -28,13 +28,20 @@ install_cuda() {
     scripts/install-cuda-wheels.sh
 }
 build_pkgs="gcc make pkg-config librdkafka-dev liblz4-dev libyaml-dev libopenblas-dev liblapacke-dev libcunit1-dev libmicrohttpd-dev libjansson-dev libxxhash-dev libsodium-dev"
-test_pkgs="python3 python3-pip python3-venv python3-sklearn liblinear-tools kcat clang libclang-rt-dev iproute2 docker-compose"
+# xz-utils: the compressed data sets (data/sets/*.xz, scripts/unpack-data.sh)
+test_pkgs="xz-utils python3 python3-pip python3-venv python3-sklearn liblinear-tools kcat clang libclang-rt-dev iproute2 docker-compose"
 # the real Kafka broker of the tests (tests/kafka): a JVM and Maven
 test_pkgs="$test_pkgs openjdk-17-jre-headless maven"
 # tests/bench/dist_net.sh: the 1 Gbit/s links (DNAT into the namespaces)
 test_pkgs="$test_pkgs iptables"
 # fsgd plot draws with gnuplot; the /metrics test scrapes with curl
 test_pkgs="$test_pkgs gnuplot-nox curl"
+# tests/integration/compose_up.sh: docker-compose.yml run for real on a Docker
+# daemon the test starts, its Debian base image made with debootstrap
+test_pkgs="$test_pkgs docker.io debootstrap"
+# tests/integration/python_pkg.sh: the Python package's tests (NumPy, SciPy and
+# scikit-learn come with python3-sklearn)
+test_pkgs="$test_pkgs python3-pytest"
 missing=()
 for p in $build_pkgs $test_pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,7 +17,12 @@
 set -u
 BUILD=${BUILD:-build}
 export FSGD=${FSGD:-bin/fsgd}
-export FSGD_DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/.." && pwd)/../shared/data}
+# The data sets: the repository's own (data/sets, unpacked and checked into
+# $BUILD/datasets) unless FSGD_DATA names another folder.
+if [ -z "${FSGD_DATA:-}" ]; then
+    FSGD_DATA=$(scripts/unpack-data.sh "$BUILD/datasets") || { echo "FAIL: scripts/unpack-data.sh"; exit 1; }
+fi
+export FSGD_DATA
 BROKER_SH=tests/kafka/broker.sh
 passed=0 failed=0 skipped=0 failures=()
 logdir=$(mktemp -d)
@@ -29,7 +34,7 @@ finish() {
 }
 trap finish EXIT
 trap 'echo "interrupted: stopping the brokers"; exit 130' INT TERM
-[ -d "$FSGD_DATA" ] || echo "note: test data directory $FSGD_DATA not found (set FSGD_DATA): tests that need it are skipped"
+[ -d "$FSGD_DATA" ] || echo "note: test data directory FSGD_DATA=$FSGD_DATA not found: tests that need it are skipped"
 
 real=${FSGD_KAFKA_REAL:-auto}
 case "$real" in auto | 0 | 1 | only) ;; *) echo "FSGD_KAFKA_REAL must be auto, 0, 1 or only, not '$real'"; exit 2 ;; esac

@@ -69,7 +69,7 @@ static int load_file(dataset_t *d, const char *name)
 {
     const char *dir = getenv("FSGD_DATA");
     char path[1024], err[256];
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "../shared/data", name);
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "build/datasets", name);
     memset(d, 0, sizeof *d);
     d->name = name;
     if (fsgd_libsvm_load(path, NULL, &d->all, NULL, err, sizeof err) < 0) {

@@ -99,8 +99,8 @@ int main(void)
 {
     const char *dir = getenv("FSGD_DATA");
     char tp[512], sp[512], err[256];
-    snprintf(tp, sizeof tp, "%s/a9a", dir ? dir : "../shared/data");
-    snprintf(sp, sizeof sp, "%s/a9a.t", dir ? dir : "../shared/data");
+    snprintf(tp, sizeof tp, "%s/a9a", dir ? dir : "build/datasets");
+    snprintf(sp, sizeof sp, "%s/a9a.t", dir ? dir : "build/datasets");
     fsgd_csr_t tr, te;
     if (sim_load(tp, &tr, err, sizeof err) || sim_load(sp, &te, err, sizeof err)) {
         printf("bench strategy_sim data=a9a skipped: %s\n", err);

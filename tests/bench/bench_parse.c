@@ -98,7 +98,7 @@ int main(int argc, char **argv)
 {
     const char *dir = getenv("FSGD_DATA");
     if (!dir)
-        dir = "../shared/data";
+        dir = "build/datasets";
     char *buf = malloc(BUF);
     int rc = 0;
     const char *files[] = {"a9a", "a9a.t", "w8a", "ijcnn1", "ijcnn1.t", "reuters", "reuters.t"};

@@ -32,7 +32,7 @@
 #     fsgd_reaches_target=yes|no (the default run's final AUC >= target)
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
-DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data}
+DATA=${FSGD_DATA:-$("$(dirname "$0")/../../scripts/unpack-data.sh" "${BUILD:-build}/datasets")}
 REPEATS=${BENCH_REPEATS:-3}
 CTR_ROWS=${BENCH_CTR_ROWS:-1000000}
 . "$(dirname "$0")/../integration/lib/liblinear.bash"

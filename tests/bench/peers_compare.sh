@@ -34,7 +34,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 FSGD=${FSGD:-bin/fsgd}
-DATA=${FSGD_DATA:-$root/../shared/data}
+DATA=${FSGD_DATA:-$("$root/scripts/unpack-data.sh" "$root/${BUILD:-build}/datasets")}
 VENV=${FSGD_VENV:-$root/build/venv}
 PY=${PY:-/usr/bin/python3}
 CTR_ROWS=${PEERS_CTR_ROWS:-1000000}

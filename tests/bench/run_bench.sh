@@ -5,7 +5,7 @@
 set -eu
 BUILD=${BUILD:-build}
 FSGD=${FSGD:-bin/fsgd}
-export FSGD_DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data}
+export FSGD_DATA=${FSGD_DATA:-$(scripts/unpack-data.sh "$BUILD/datasets")}
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
     echo "== $b"

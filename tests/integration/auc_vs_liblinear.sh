@@ -9,9 +9,9 @@
 # checks it against a brute-force pair count).
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
-DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data}
 . "$(dirname "$0")/lib/liblinear.bash"
 . "$(dirname "$0")/lib/skip.bash"
+DATA=$(data_dir)
 needs_data a9a a9a.t w8a ijcnn1 ijcnn1.t reuters reuters.t
 needs_cmd liblinear-train liblinear-predict
 tmp=$(mktemp -d)

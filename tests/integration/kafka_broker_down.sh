@@ -25,9 +25,9 @@ if [ "$KAFKA_MODE" = mock ]; then
     exit 0
 fi
 [ "$(kafka_nodes)" -ge 3 ] || skip "needs the 3-broker cluster (FSGD_KAFKA_DIR with 3 nodes)"
-# smaller steps, so the job still runs when the broker is back (a JVM start
-# takes seconds)
-COMMON+=(--batch 48)
+# smaller steps, in lockstep, so the job still runs when the broker is back
+# (a JVM start takes seconds)
+COMMON+=(--batch 48 --staleness 0)
 ref=$(reference_auc)
 name=$(job_name bd)
 node=

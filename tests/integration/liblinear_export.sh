@@ -7,8 +7,8 @@
 # reports equals the one fsgd predict reports.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
-DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data}
 . "$(dirname "$0")/lib/skip.bash"
+DATA=$(data_dir)
 needs_data a9a a9a.t
 needs_cmd liblinear-predict
 tmp=$(mktemp -d)

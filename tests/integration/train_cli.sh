@@ -4,9 +4,9 @@
 # stops with an error that names the place.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
-D=${FSGD_DATA:-../shared/data}
-DATA=$D
 . "$(dirname "$0")/lib/skip.bash"
+DATA=$(data_dir)
+D=$DATA
 needs_data a9a a9a.t ijcnn1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -26,10 +26,13 @@ void fsgd_test_suite(const char *name, const fsgd_test_case_t *cases);
  * right after. */
 void fsgd_test_skip(const char *why);
 
-/* Path of a file in the shared real datasets ("a9a" -> "../shared/data/a9a"
- * or $FSGD_DATA/a9a). Returns a static buffer, or NULL when it does not
- * exist: then the running test is marked skipped (the directory is named
- * once per binary) and must return. FSGD_TEST_DATA does both. */
+/* Path of a real data set ("a9a" -> $FSGD_DATA/a9a, else build/datasets/a9a:
+ * the repository's data/sets, which the Makefile unpacks there before it
+ * links a test). Returns a static buffer, or NULL when it does not exist:
+ * then the running test is marked skipped (the directory is named once per
+ * binary), or failed when the folder is the unpacked repository's (it has
+ * scripts/unpack-data.sh's .sha256sums stamp: the repository lacks a set a
+ * test needs), and must return. FSGD_TEST_DATA does both. */
 const char *fsgd_test_data(const char *name);
 
 #define FSGD_TEST_DATA(var, name)                                                                         \

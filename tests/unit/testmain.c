@@ -11,6 +11,12 @@
 
 #include "testlib.h"
 
+/* The Makefile sets it to $(BUILD)/datasets, relative to the repository root
+ * where the tests run. */
+#ifndef FSGD_TEST_DATA_DIR
+#define FSGD_TEST_DATA_DIR "build/datasets"
+#endif
+
 static char tmp_dir[256];
 static uint64_t seed;
 
@@ -63,14 +69,25 @@ const char *fsgd_test_data(const char *name)
     static int slot;
     char *p = path[slot++ & 3];
     const char *dir = getenv("FSGD_DATA");
-    snprintf(p, 512, "%s/%s", dir ? dir : "../shared/data", name);
+    if (!dir || !*dir)
+        dir = FSGD_TEST_DATA_DIR;
+    snprintf(p, 512, "%s/%s", dir, name);
     if (access(p, R_OK) != 0) {
+        char stamp[512];
+        snprintf(stamp, sizeof stamp, "%s/.sha256sums", dir);
+        if (access(stamp, R_OK) == 0) {
+            fprintf(stderr, "\nfsgd-test: test data %s not found in the repository's data sets: "
+                            "make data unpacks them; a set it lacks belongs in data/sets (README, SHA256SUMS)\n",
+                    p);
+            CU_FAIL("a data set the repository does not ship");
+            return NULL;
+        }
         static int said;
         if (!said++)
             fprintf(stderr, "\nfsgd-test: test data %s not found (set FSGD_DATA to the data sets' directory): "
                             "tests that need it are skipped\n",
                     p);
-        fsgd_test_skip("needs a shared data set");
+        fsgd_test_skip("needs a data set");
         return NULL;
     }
     return p;

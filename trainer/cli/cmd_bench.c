@@ -338,7 +338,8 @@ static void bench_usage(FILE *f)
                "KDD12-shaped keys (source=kdd12; paper Table V: SketchML 9.95, FastSGD 6.04 bits/key).\n"
                "\n"
                "  --quick            a short run (a9a, 10^6 dims, two batch sizes)\n"
-               "  --data-dir DIR     datasets directory (default $FSGD_DATA or ../shared/data)\n"
+               "  --data-dir DIR     datasets directory (default $FSGD_DATA, else build/datasets:\n"
+               "                     make data fills it from data/sets)\n"
                "  --datasets A,B     dataset files (default a9a,w8a,ijcnn1,reuters)\n"
                "  --dims D,D         synthetic dimensions (default 1e6,1e7,1e8)\n"
                "  --batches F,F      batch sizes as fractions of the rows (default 0.001,0.01,0.1)\n"
@@ -361,7 +362,7 @@ int fsgd_cmd_bench(int argc, char **argv)
     }
     bench_opts_t o = {0};
     const char *env = getenv("FSGD_DATA");
-    o.data_dir = env ? env : "../shared/data";
+    o.data_dir = env ? env : "build/datasets";
     o.datasets = "a9a,w8a,ijcnn1,reuters";
     o.dims = "1e6,1e7,1e8";
     o.batches = "0.001,0.01,0.1";

@@ -86,6 +86,17 @@ int agg_auto_setup(agg_t *a)
     uint64_t looks = fsgd_train_looks(n, steps);
     a->look_rows = (n + looks - 1) / looks;
     a->patience = fsgd_train_patience(looks);
+    /* snapshot_every auto: a snapshot is 4 bytes a weight; one every
+     * weights / 4096 steps costs 16 KiB a step whatever the model's size,
+     * and at least 100 steps apart. The embedded cluster keeps 5 MiB a
+     * partition: the snapshot and the deltas after it must fit, so 100. */
+    if (job->snapshot_every > 0)
+        a->snap_every = (uint64_t)job->snapshot_every;
+    else if (job->max_model_weights)
+        a->snap_every = 100;
+    else
+        a->snap_every = a->mdim / 4096 > 100 ? a->mdim / 4096 : 100;
+    a->s->snapshot_every = a->snap_every;
     a->s->lr = a->lr;
     a->s->l2 = a->l2;
     return 0;

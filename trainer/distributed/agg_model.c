@@ -126,7 +126,7 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     /* keys for the compacted model topic (fsgd_dist_topics_create) */
     char key[32];
     snprintf(key, sizeof key, snapshot ? "snapshot" : "delta.%llu",
-             (unsigned long long)(a->step % (uint64_t)(a->job->snapshot_every > 0 ? a->job->snapshot_every : 1)));
+             (unsigned long long)(a->step % a->snap_every));
     FSGD_TRY(fsgd_kbus_send_keyed(a->prod, a->tmodel, 0, a->job->name, &h, key, a->buf.p, a->buf.n, 0,
                                   &a->s->bytes_model, a->err, a->errsz));
     a->s->bytes_down += (a->s->bytes_model - before) * (a->nlive ? a->nlive : 1);

@@ -204,7 +204,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     a->s->epoch = (int)a->st.epoch;
     a->st.adam_t = a->adam.t;
     agg_set_quota(a);
-    int snap = final || (a->job->snapshot_every > 0 && a->step % (uint64_t)a->job->snapshot_every == 0);
+    int snap = final || a->step % a->snap_every == 0;
     FSGD_TRY(agg_publish(a, snap, final, a->g.keys, nt));
     if (!final && (snap || epoch_end))
         FSGD_TRY(agg_ckpt_write(a));

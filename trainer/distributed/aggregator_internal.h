@@ -102,6 +102,7 @@ typedef struct agg {
     int have_best, since_best, patience;
     double best_loss;
     uint64_t look_rows, rows_since_look;
+    uint64_t snap_every; /* snapshot_every in force (auto resolved) */
 } agg_t;
 
 /* A worker that reported its partitions on NAME.ctl. */

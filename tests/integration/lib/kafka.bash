@@ -8,9 +8,9 @@
 # real cluster every job gets a fresh name (job_name): topics outlive a job.
 # A test that cannot run in a mode says why and exits 77 (counted skipped).
 FSGD=${FSGD:-bin/fsgd}
-DATA=${FSGD_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data}
 PY=/usr/bin/python3
 . "$(dirname "${BASH_SOURCE[0]}")/skip.bash"
+DATA=$(data_dir)
 needs_data a9a a9a.t
 KAFKA_MODE=${FSGD_KAFKA:-mock}
 case "$KAFKA_MODE" in

@@ -1,0 +1,225 @@
+"""fsgd from Python: train, load and use fsgd's sparse linear models.
+
+    import fsgd
+    model = fsgd.train("train.svm", test="test.svm", epochs=5, seed=1)
+    scores = model.decision_function(X)     # X: SciPy CSR or NumPy, 0-based columns
+    model.save("m.fsgd")
+
+`train` takes the options of `fsgd train` as keywords (epochs=5, l2="auto",
+codec="fastsgd", skip_bad=True, ...; `fsgd train --help`) and calls the same
+code, so the model equals the one `fsgd train` writes with those options.
+Data: a file path, a SciPy sparse matrix or NumPy array with labels, or raw
+text rows with format= (criteo, tsv:..., csv:...). Failures raise
+fsgd.FsgdError (message and exit category). The GIL is released while fsgd
+works.
+"""
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from . import _lib
+from .errors import BrokerError, DataError, FsgdError, FsgdIOError, UsageError, error_for
+
+__all__ = ["train", "load", "Model", "FsgdError", "UsageError", "DataError", "BrokerError", "FsgdIOError"]
+__version__ = "0.1.0"
+
+_KINDS = {1: "logistic", 2: "linear", 3: "svm"}
+
+
+def _flags(options):
+    """Keyword options as fsgd flags: epochs=5 -> --epochs 5; True -> --key;
+    False -> --key=false; None is left out."""
+    out = []
+    for k, v in options.items():
+        if v is None:
+            continue
+        flag = "--" + k.replace("_", "-")
+        if v is True:
+            out.append(flag)
+        elif v is False:
+            out.append(flag + "=false")
+        else:
+            out += [flag, str(v)]
+    return out
+
+
+def _is_path(x):
+    return isinstance(x, (str, os.PathLike))
+
+
+def _write_libsvm(path, X, y):
+    """X (SciPy sparse or 2-D NumPy; column j is LIBSVM index j + 1) and labels
+    y as a LIBSVM file; values as repr, so float32 data reads back exactly."""
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # NumPy input needs no SciPy
+        sp = None
+    if sp is not None and sp.issparse(X):
+        X = sp.csr_matrix(X)
+        X.sort_indices()
+    else:
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise UsageError("X must be 2-D (rows x features)", 2)
+    y = np.asarray(y).ravel()
+    if y.shape[0] != X.shape[0]:
+        raise UsageError(f"{X.shape[0]} rows but {y.shape[0]} labels", 2)
+    with open(path, "w") as f:
+        for i in range(X.shape[0]):
+            if sp is not None and sp.issparse(X):
+                lo, hi = X.indptr[i], X.indptr[i + 1]
+                cols, vals = X.indices[lo:hi], X.data[lo:hi]
+            else:
+                cols = np.flatnonzero(X[i])
+                vals = X[i, cols]
+            f.write(repr(float(y[i])) + "".join(f" {c + 1}:{float(v)!r}" for c, v in zip(cols, vals)) + "\n")
+
+
+def _data_file(tmp, name, data, y, fmt):
+    """A file fsgd can read for data given as a path, arrays or raw rows."""
+    if data is None or _is_path(data):
+        return data
+    path = os.path.join(tmp, name)
+    if fmt not in (None, "libsvm") or (isinstance(data, (list, tuple)) and data and isinstance(data[0], str)):
+        with open(path, "w") as f:  # raw text rows, one per line
+            for row in data:
+                f.write(row.rstrip("\n") + "\n")
+        return path
+    if y is None:
+        raise UsageError(f"{name}: arrays need their labels (y)", 2)
+    _write_libsvm(path, data, y)
+    return path
+
+
+def train(data=None, y=None, *, test=None, test_y=None, format=None, job=None, **options):
+    """Trains a model as `fsgd train` does and returns it (Model).
+
+    data, test: a file path; a SciPy sparse matrix or NumPy array (with y,
+    test_y: labels, -1/+1 or 0/1 for classification); or a list of raw text
+    rows (format= names their layout). job: a YAML job file. options: any
+    `fsgd train` option, as a keyword (underscores for dashes). The metrics
+    of the run (the metrics JSON) are in model.metrics."""
+    with tempfile.TemporaryDirectory(prefix="fsgd-") as tmp:
+        args = ["train"]
+        if job is not None:
+            args.append(str(job))
+        d = _data_file(tmp, "train", data, y, format)
+        t = _data_file(tmp, "test", test, test_y, format)
+        if d is not None:
+            args += ["--data", str(d)]
+        if t is not None:
+            args += ["--test", str(t)]
+        if format is not None:
+            args += ["--format", format]
+        out = os.path.join(tmp, "model.fsgd")
+        mj = os.path.join(tmp, "metrics.json")
+        options.setdefault("quiet", True)
+        args += _flags(options) + ["--out", out, "--metrics-json", mj]
+        stdout, _ = _lib.run_command(_lib.lib.fsgd_cmd_train, args)
+        model = load(out)
+        with open(mj) as f:
+            model.metrics = json.load(f)
+        model.output = stdout
+        return model
+
+
+def load(path):
+    """Reads a model file (fsgd's format, checked: CRC32C, lengths)."""
+    kind, dim, has_bias, bias, w, spec = _lib.load_model(path)
+    return Model(_KINDS.get(kind, str(kind)), dim, np.frombuffer(w, dtype="<f4").copy(), has_bias, bias, spec,
+                 Path(path).read_bytes())
+
+
+class Model:
+    """A trained linear model. kind: "logistic", "linear" or "svm"; weights:
+    float32 array of dim feature weights (column j: LIBSVM index j + 1);
+    intercept: the bias weight (0 without one) applied to the constant
+    feature bias_value; input_spec: the delimited-row spec it hashes raw rows
+    with ("" for LIBSVM)."""
+
+    def __init__(self, kind, dim, w, has_bias, bias_value, input_spec, data):
+        self.kind = kind
+        self.dim = int(dim)
+        self.has_bias = has_bias
+        self.bias_value = float(bias_value)
+        self._w = w
+        self.input_spec = input_spec
+        self._bytes = data
+        self.metrics = None
+        self.output = ""
+
+    @property
+    def weights(self):
+        return self._w[: self.dim]
+
+    @property
+    def intercept(self):
+        return float(self._w[self.dim]) if self.has_bias else 0.0
+
+    def to_bytes(self):
+        """The model file's bytes."""
+        return self._bytes
+
+    def save(self, path):
+        """Writes the model file (what fsgd predict and export read)."""
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(self._bytes)
+        os.replace(tmp, path)
+
+    load = staticmethod(load)
+
+    def decision_function(self, X):
+        """Margins x.w + intercept * bias_value, one per row (float64). X: SciPy
+        sparse or NumPy (columns beyond dim are unseen features: ignored), or,
+        for a model of raw rows, a list of such rows or a file path (scored by
+        fsgd predict, which hashes them)."""
+        if _is_path(X) or (isinstance(X, (list, tuple)) and X and isinstance(X[0], str)):
+            return self._predict_rows(X)
+        try:
+            import scipy.sparse as sp
+        except ImportError:
+            sp = None
+        w = self.weights.astype(np.float64)
+        if sp is not None and sp.issparse(X):
+            X = sp.csr_matrix(X)
+            if X.shape[1] > self.dim:
+                X = X[:, : self.dim]
+            m = X @ w[: X.shape[1]]
+        else:
+            X = np.asarray(X, dtype=np.float64)
+            n = min(X.shape[1], self.dim)
+            m = X[:, :n] @ w[:n]
+        return np.asarray(m).ravel() + self.intercept * self.bias_value
+
+    def _predict_rows(self, rows):
+        with tempfile.TemporaryDirectory(prefix="fsgd-") as tmp:
+            path = rows
+            if not _is_path(rows):
+                path = os.path.join(tmp, "rows")
+                with open(path, "w") as f:
+                    for r in rows:
+                        f.write(r.rstrip("\n") + "\n")
+            mp = os.path.join(tmp, "model.fsgd")
+            self.save(mp)
+            out = os.path.join(tmp, "scores")
+            _lib.run_command(_lib.lib.fsgd_cmd_predict,
+                             ["predict", "--model", mp, "--data", str(path), "--out", out, "--quiet"])
+            return np.loadtxt(out, dtype=np.float64, ndmin=1)
+
+    def predict_proba(self, X):
+        """P(y = +1) per row (logistic models)."""
+        if self.kind != "logistic":
+            raise UsageError(f"predict_proba needs a logistic model, not {self.kind}", 2)
+        return 1.0 / (1.0 + np.exp(-self.decision_function(X)))
+
+    def predict(self, X):
+        """Labels +1/-1 (margin > 0) for classifiers, values for linear models."""
+        m = self.decision_function(X)
+        return m if self.kind == "linear" else np.where(m > 0, 1.0, -1.0)
+
+    def __repr__(self):
+        return f"fsgd.Model({self.kind}, dim={self.dim}, intercept={self.has_bias})"

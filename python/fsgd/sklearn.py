@@ -1,0 +1,97 @@
+"""scikit-learn estimators on fsgd.train: FsgdClassifier (logistic
+regression or linear SVM; more than two classes one-vs-rest) and
+FsgdRegressor (linear regression). Parameters are fsgd train's options,
+with its defaults ("auto": the data decide, `fsgd train --help`)."""
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_X_y, check_array
+
+from . import train as _train
+
+
+def _fit_one(est, X, y, model):
+    return _train(X, y, model=model, epochs=est.epochs, lr=est.lr, l2=est.l2, batch=est.batch, seed=est.seed,
+                  codec=est.codec, threads=est.threads, bias=est.fit_intercept)
+
+
+class _FsgdBase(BaseEstimator):
+    def __init__(self, *, epochs="auto", lr="auto", l2="auto", batch=256, seed=1, codec="none", threads=1,
+                 fit_intercept=True):
+        self.epochs = epochs
+        self.lr = lr
+        self.l2 = l2
+        self.batch = batch
+        self.seed = seed
+        self.codec = codec
+        self.threads = threads
+        self.fit_intercept = fit_intercept
+
+    def _check_X(self, X):
+        check_is_fitted(self, "models_")
+        X = check_array(X, accept_sparse="csr", dtype=np.float64)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input")
+        return X
+
+    def _margins(self, X):
+        X = self._check_X(X)
+        return np.column_stack([m.decision_function(X) for m in self.models_])
+
+    def _more_tags(self):
+        return {"poor_score": True}
+
+
+class FsgdClassifier(ClassifierMixin, _FsgdBase):
+    """loss: "logistic" (predict_proba) or "svm" (hinge)."""
+
+    def __init__(self, loss="logistic", *, epochs="auto", lr="auto", l2="auto", batch=256, seed=1, codec="none",
+                 threads=1, fit_intercept=True):
+        super().__init__(epochs=epochs, lr=lr, l2=l2, batch=batch, seed=seed, codec=codec, threads=threads,
+                         fit_intercept=fit_intercept)
+        self.loss = loss
+
+    def fit(self, X, y):
+        X, y = check_X_y(X, y, accept_sparse="csr", dtype=np.float64)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        if len(self.classes_) < 2:
+            raise ValueError(f"FsgdClassifier needs samples of at least 2 classes; got 1 class: {self.classes_[0]}")
+        self.n_features_in_ = X.shape[1]
+        pos = [self.classes_[1]] if len(self.classes_) == 2 else list(self.classes_)  # one-vs-rest
+        self.models_ = [_fit_one(self, X, np.where(y == c, 1.0, -1.0), self.loss) for c in pos]
+        return self
+
+    def decision_function(self, X):
+        m = self._margins(X)
+        return m[:, 0] if m.shape[1] == 1 else m
+
+    def predict(self, X):
+        m = self._margins(X)
+        if m.shape[1] == 1:
+            return self.classes_[(m[:, 0] > 0).astype(int)]
+        return self.classes_[np.argmax(m, axis=1)]
+
+    @available_if(lambda self: self.loss == "logistic")  # hinge loss: no probabilities
+    def predict_proba(self, X):
+        p = 1.0 / (1.0 + np.exp(-self._margins(X)))
+        if p.shape[1] == 1:
+            return np.column_stack([1.0 - p[:, 0], p[:, 0]])
+        return p / p.sum(axis=1, keepdims=True)  # one-vs-rest, normalised
+
+
+class FsgdRegressor(RegressorMixin, _FsgdBase):
+    """Linear regression (squared loss)."""
+
+    def fit(self, X, y):
+        X, y = check_X_y(X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
+        if X.shape[0] < 2:  # fsgd train holds a row out to stop early
+            raise ValueError(f"FsgdRegressor needs at least 2 samples; got n_samples = {X.shape[0]}")
+        self.n_features_in_ = X.shape[1]
+        self.models_ = [_fit_one(self, X, y, "linear")]
+        return self
+
+    def predict(self, X):
+        return self._margins(X)[:, 0]

@@ -1,0 +1,40 @@
+"""The scikit-learn estimators: scikit-learn's own checks, and a real fit."""
+import warnings
+from unittest import SkipTest
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_svmlight_file
+from sklearn.metrics import roc_auc_score
+from sklearn.utils.estimator_checks import check_estimator
+
+from fsgd.sklearn import FsgdClassifier, FsgdRegressor
+
+
+def _checks():
+    for est in (FsgdClassifier(), FsgdClassifier("svm"), FsgdRegressor()):
+        for e, check in check_estimator(est, generate_only=True):
+            name = getattr(check, "func", check).__name__
+            yield pytest.param(e, check, id=f"{type(est).__name__}-{getattr(est, 'loss', 'linear')}-{name}")
+
+
+@pytest.mark.parametrize("est,check", _checks())
+def test_check_estimator(est, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            check(est)
+        except SkipTest as e:  # scikit-learn's own reason (pandas missing, ...)
+            pytest.skip(str(e))
+
+
+def test_classifier_on_a9a(a9a):
+    X, y = load_svmlight_file(str(a9a[0]), zero_based=False, n_features=123)
+    Xt, yt = load_svmlight_file(str(a9a[1]), zero_based=False, n_features=123)
+    clf = FsgdClassifier(seed=3).fit(X, y)
+    assert list(clf.classes_) == [-1.0, 1.0]
+    assert roc_auc_score(yt, clf.predict_proba(Xt)[:, 1]) > 0.895
+    assert clf.score(Xt, yt) > 0.84
+    assert clf.get_params()["seed"] == 3
+    assert clf.set_params(epochs=2).get_params()["epochs"] == 2
+    np.testing.assert_array_equal(clf.predict(Xt[:10]), np.where(clf.decision_function(Xt[:10]) > 0, 1.0, -1.0))
