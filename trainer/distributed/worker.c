@@ -429,11 +429,16 @@ static int handle_model(worker_t *w, const rd_kafka_message_t *m)
          * is a snapshot: a reader in step cannot meet a snapshot of its own
          * generation further ahead. One that is could not come from this run
          * (a forged one, issue 27): taking it would stall the job. */
-        if (w->valid && f.gen == w->gen && f.step > w->step + (uint64_t)w->job->snapshot_every) {
-            reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past this worker's model (step %llu, "
-                         "snapshot_every %d): not from this run",
+        /* snapshot_every auto is max(100, weights / 4096) (agg_auto.c);
+         * twice the gap leaves room to spare */
+        const uint64_t every = w->job->snapshot_every > 0 ? (uint64_t)w->job->snapshot_every
+                               : w->mdim / 4096 > 100       ? w->mdim / 4096
+                                                            : 100;
+        if (w->valid && f.gen == w->gen && f.step > w->step + 2 * every) {
+            reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past this worker's model (step %llu; "
+                         "snapshots come every %llu steps): not from this run",
                    f.gen, (unsigned long long)f.step, (unsigned long long)(f.step - w->step),
-                   (unsigned long long)w->step, w->job->snapshot_every);
+                   (unsigned long long)w->step, (unsigned long long)every);
             fsgd_wire_state_free(&s);
             return 0;
         }
