@@ -4,7 +4,8 @@
 # staleness 4 workers run ahead of their model: gradients wait for their step
 # and are applied with a lag of at most 4, every epoch still applies exactly
 # the dataset's rows, and the test AUC stays within 0.003 of staleness 0 (the
-# default's promise, README "fsgd run defaults"). gTop-k runs in lockstep
+# default's promise, README "fsgd run defaults") and of fsgd train
+# --staleness 4, which simulates the delay in one process. gTop-k runs in lockstep
 # whatever the job asks. Then the defaults of fsgd run (l2, lr, epochs auto:
 # early stopping on held-out rows) end within 0.003 of fsgd train's.
 set -euo pipefail
@@ -26,6 +27,16 @@ s0, s4 = (json.load(open(p))["staleness"] for p in sys.argv[1:])
 print("staleness 0:", s0, "\nstaleness 4:", s4)
 assert s0 == {"tau": 0, "held_early": 0, "stale_applied": 0, "lag_max": 0}, s0
 assert s4["tau"] == 4 and s4["stale_applied"] > 0 and s4["held_early"] > 0 and 1 <= s4["lag_max"] <= 4, s4
+PYEOF
+# fsgd train --staleness 4 simulates the same bounded delay in one process
+# (each gradient on the model of 4 steps before, the most a worker lags)
+"$FSGD" train "${COMMON[@]}" --staleness 4 --threads 3 --quiet --metrics-json "$tmp/t4.json" >/dev/null
+[ "$(json_get "$tmp/t4.json" staleness)" = 4 ] || { echo "fsgd train did not simulate staleness 4"; exit 1; }
+"$PY" - "$tmp/t4.json" "$tmp/s4.json" <<'PYEOF'
+import json, sys
+t, r = (json.load(open(p))["test"]["auc"] for p in sys.argv[1:])
+print("staleness 4: fsgd train (simulated) auc %.5f, fsgd run %.5f" % (t, r))
+assert abs(t - r) <= 0.003
 PYEOF
 # gTop-k reads each message's outcome before the next: lockstep
 COMMON=("${COMMON[@]/fastsgd/gtopk}")

@@ -257,7 +257,7 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     fprintf(f, "\"train_rows\": %zu, \"dim\": %llu, \"epochs\": %d, \"steps\": %llu, ", n_train,
             (unsigned long long)dim, job->epochs, (unsigned long long)s->steps);
     json_num(f, "epochs_run", s->epochs_run, 1);
-    fprintf(f, "\"optimizer\": \"%s\", ", fsgd_optimizer_name(job->optimizer));
+    fprintf(f, "\"optimizer\": \"%s\", \"staleness\": %d, ", fsgd_optimizer_name(job->optimizer), s->staleness);
     if (job->optimizer == FSGD_OPTIMIZER_FTRL) {
         json_num(f, "alpha", s->alpha, 1);
         fprintf(f, "\"alpha_auto\": %s, ", job->alpha < 0 ? "true" : "false");

@@ -4,6 +4,20 @@
 #include "fsgd/error.h"
 #include "fsgd/reduce.h"
 
+/* θ of out's keys into o->before, when asked (fsgd train --staleness). */
+static int keep_before(const fsgd_step_opt_t *o, const fsgd_sparse_t *out)
+{
+    if (!o->before)
+        return 0;
+    FSGD_TRY(fsgd_sparse_reserve(o->before, out->n));
+    for (size_t i = 0; i < out->n; i++) {
+        o->before->keys[i] = out->keys[i];
+        o->before->vals[i] = o->adam->theta[out->keys[i]];
+    }
+    o->before->n = out->n;
+    return 0;
+}
+
 int fsgd_step_apply(const fsgd_step_opt_t *o, fsgd_sagg_t *agg, const fsgd_step_info_t *info, fsgd_sparse_t *out,
                     char *err, size_t errsz)
 {
@@ -15,21 +29,24 @@ int fsgd_step_apply(const fsgd_step_opt_t *o, fsgd_sagg_t *agg, const fsgd_step_
     if (info->rows == 0) {
         fsgd_reducer_clear(red);
         out->n = 0;
-        return 0;
+        return keep_before(o, out);
     }
     if (fsgd_sagg_optimizer(agg) == FSGD_OPT_APPLY) {
         /* the workers ran the optimizer: the mean of what they sent is the step */
         FSGD_TRY(fsgd_reducer_take(red, -1.0 / (double)(info->n_senders ? info->n_senders : 1), out));
+        FSGD_TRY(keep_before(o, out));
         for (size_t i = 0; i < out->n; i++)
             a->theta[out->keys[i]] += out->vals[i];
         a->t++;
     } else if (o->ftrl) {
         /* FTRL takes the step's summed gradient, without λθ (fsgd/ftrl.h) */
         FSGD_TRY(fsgd_reducer_take_step(red, 1.0, 0, NULL, out));
+        FSGD_TRY(keep_before(o, out));
         fsgd_adam_advance(a);
         fsgd_ftrl_apply(o->ftrl, a->theta, out->keys, out->vals, out->n);
     } else {
         FSGD_TRY(fsgd_reducer_take_step(red, 1.0 / (double)info->rows, o->l2, a->theta, out));
+        FSGD_TRY(keep_before(o, out));
         fsgd_adam_step(a, out->keys, out->vals, out->n);
     }
     return 0;

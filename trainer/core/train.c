@@ -1,5 +1,6 @@
 /* Local data-parallel training: worker threads + one reducing thread. */
 #include "fsgd/step.h"
+#include "train_stale.h"
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
 
@@ -132,6 +133,8 @@ struct trainer {
     fsgd_csr_t hold;    /* epochs auto: held-out rows for early stopping */
     float *best;        /* epochs auto: θ at the lowest holdout loss so far */
     double *hold_margin;
+    fsgd_stale_t stale;   /* --staleness τ: gradients on the model of τ steps before */
+    fsgd_sparse_t before; /* θ before the step's update on its keys (stale) */
 };
 
 /* Copies src into dst with columns >= dim dropped and, when bias, the
@@ -467,10 +470,13 @@ static int strategy_step(trainer_t *t, size_t rows, double loss_sum, double seco
     fsgd_step_info_t info = {.step = t->adam.t + 1, .rows = rows, .loss_sum = loss_sum, .seconds = seconds,
                              .n_senders = (uint32_t)t->n_workers};
     /* the aggregator's own step function (fsgd/step.h) */
-    fsgd_step_opt_t opt = {.adam = &t->adam, .ftrl = t->ftrl_on ? &t->ftrl : NULL, .l2 = t->l2};
+    fsgd_step_opt_t opt = {.adam = &t->adam, .ftrl = t->ftrl_on ? &t->ftrl : NULL, .l2 = t->l2,
+                           .before = t->stale.tau ? &t->before : NULL};
     int src = fsgd_step_apply(&opt, t->agg, &info, &t->workers[0].upd, e, sizeof e);
     if (src < 0)
         return fsgd_err_fmt(err, errsz, src, "codec %s: %s", t->job->codec, e);
+    if (t->stale.tau && fsgd_stale_push(&t->stale, &t->before, t->adam.theta) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
     size_t slen;
     const uint8_t *sec = fsgd_sagg_section(t->agg, &slen);
     for (int i = 0; i < t->n_workers; i++) {
@@ -617,6 +623,8 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
     free(t->batch_rows);
     free(t->order);
     fsgd_csr_free(&t->hold);
+    fsgd_stale_free(&t->stale);
+    fsgd_sparse_free(&t->before);
     free(t->best);
     free(t->hold_margin);
     fsgd_adam_free(&t->adam);
@@ -712,6 +720,54 @@ int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_
     return FSGD_E_OK;
 }
 
+/* The optimizer of fsgd train: λ and lr for n_fit rows in steps of B (auto
+ * or the job's), Adam with per-key counts (lr auto) or FTRL-Proximal, and a
+ * warm start from init. t->adam is allocated. FSGD_E_ARG with err for FTRL
+ * parameters that make no sense; other errors without a message. */
+static int setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, size_t B, const fsgd_model_t *init,
+                           fsgd_train_stats_t *stats, char *err, size_t errsz)
+{
+    const fsgd_job_t *job = t->job;
+    const int ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL;
+    int rc = 0;
+    t->l2 = fsgd_train_auto_l2(job, n_fit);
+    stats->l2 = t->l2;
+    t->adam.p.lr = fsgd_train_auto_lr(job, n_fit, B);
+    stats->lr = t->adam.p.lr;
+    /* Per-key bias corrections (fsgd/adam.h): rare keys take steps of about
+     * lr instead of up to ~6·lr. They go with lr auto, which was chosen with
+     * them; an explicit lr keeps the plain lazy Adam of fsgd run, so the two
+     * trainers still agree on the same settings. */
+    if (job->lr < 0 && !ftrl)
+        rc = fsgd_adam_count_keys(&t->adam);
+    if (rc == 0 && ftrl) {
+        /* fsgd's objective is mean loss + l1|w|₁ + l2/2|w|²; FTRL's rounds
+         * sum their rows' losses, so its λ1 and λ2 are those times the
+         * training rows (l2 auto: λ2 = 1, LIBLINEAR's C = 1). */
+        fsgd_ftrl_params_t fp = {.alpha = fsgd_train_auto_alpha(job, n_fit, B), .beta = job->beta,
+                                 .l1 = job->l1 * (double)n_fit, .l2 = t->l2 * (double)n_fit};
+        stats->alpha = fp.alpha;
+        rc = fsgd_ftrl_init(&t->ftrl, model_dim, &fp);
+        if (rc == FSGD_E_ARG)
+            return fsgd_err_fmt(err, errsz, rc, "ftrl: alpha %g must be > 0, beta %g, l1 %g and l2 %g >= 0",
+                                fp.alpha, job->beta, job->l1, t->l2);
+        t->ftrl_on = rc == 0;
+        stats->lr = NAN;
+    }
+    /* Warm start: the weights before the backends are made (a device
+     * backend copies θ when it starts); FTRL's z is set to give them back. */
+    if (rc == 0 && init) {
+        memcpy(t->adam.theta, init->w, model_dim * sizeof *t->adam.theta);
+        if (ftrl)
+            fsgd_ftrl_start_from(&t->ftrl, t->adam.theta);
+        if (init->state.kind == fsgd_train_state_kind(job)) {
+            resume_state(t, &init->state);
+            stats->init_state = 1;
+        }
+    }
+    return rc < 0 ? FSGD_E_NOMEM : 0;
+}
+
 int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
                     const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
                     fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz)
@@ -768,48 +824,17 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
             n_hold = train->n_rows / 2;
     }
     const size_t n_fit = train->n_rows - n_hold;
-    t.l2 = fsgd_train_auto_l2(job, n_fit);
-    stats->l2 = t.l2;
     stats->holdout_rows = n_hold;
     size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)n_fit);
     if (B < 1)
         B = 1;
     if (B > n_fit)
         B = n_fit;
-    if (rc == 0)
-        t.adam.p.lr = fsgd_train_auto_lr(job, n_fit, B);
-    stats->lr = t.adam.p.lr;
-    /* Per-key bias corrections (fsgd/adam.h): rare keys take steps of about
-     * lr instead of up to ~6·lr. They go with lr auto, which was chosen with
-     * them; an explicit lr keeps the plain lazy Adam of fsgd run, so the two
-     * trainers still agree on the same settings. */
-    if (rc == 0 && job->lr < 0 && !ftrl)
-        rc = fsgd_adam_count_keys(&t.adam);
-    if (rc == 0 && ftrl) {
-        /* fsgd's objective is mean loss + l1|w|₁ + l2/2|w|²; FTRL's rounds
-         * sum their rows' losses, so its λ1 and λ2 are those times the
-         * training rows (l2 auto: λ2 = 1, LIBLINEAR's C = 1). */
-        fsgd_ftrl_params_t fp = {.alpha = fsgd_train_auto_alpha(job, n_fit, B), .beta = job->beta,
-                                 .l1 = job->l1 * (double)n_fit, .l2 = t.l2 * (double)n_fit};
-        stats->alpha = fp.alpha;
-        rc = fsgd_ftrl_init(&t.ftrl, model_dim, &fp);
+    if (rc == 0) {
+        rc = setup_optimizer(&t, model_dim, n_fit, B, init, stats, err, errsz);
         if (rc == FSGD_E_ARG) {
             cleanup(&t, &rows, &test_rows);
-            return fsgd_err_fmt(err, errsz, rc, "ftrl: alpha %g must be > 0, beta %g, l1 %g and l2 %g >= 0",
-                                fp.alpha, job->beta, job->l1, t.l2);
-        }
-        t.ftrl_on = rc == 0;
-        stats->lr = NAN;
-    }
-    /* Warm start: the weights before the backends are made (a device
-     * backend copies θ when it starts); FTRL's z is set to give them back. */
-    if (rc == 0 && init) {
-        memcpy(t.adam.theta, init->w, model_dim * sizeof *t.adam.theta);
-        if (ftrl)
-            fsgd_ftrl_start_from(&t.ftrl, t.adam.theta);
-        if (init->state.kind == fsgd_train_state_kind(job)) {
-            resume_state(&t, &init->state);
-            stats->init_state = 1;
+            return rc;
         }
     }
     /* A thread pays two barrier crossings per step (microseconds, far more
@@ -852,6 +877,19 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
         rc = FSGD_E_ARG;
     t.plain = rc == 0 && fsgd_sagg_plain_sum(t.agg);
     t.direct = t.plain && strcmp(job->codec, "none") == 0;
+    /* --staleness τ (only when given: fsgd run's default is not fsgd train's):
+     * the distributed run's bounded delay, simulated through the strategy's
+     * aggregator side, as the aggregator process runs it */
+    int tau = fsgd_job_given(job, "staleness") ? fsgd_strategy_max_lag(job->codec, job->staleness) : 0;
+    if (rc == 0 && tau > 0) {
+        if (strcmp(fsgd_backend_name(t.workers[0].backend), "cpu") != 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "staleness %d: simulated on the cpu backend only (--backend cpu)",
+                              tau);
+        else if (fsgd_stale_init(&t.stale, tau) < 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+        t.plain = t.direct = 0;
+    }
+    stats->staleness = tau;
     if (rc == 0 && ftrl && fsgd_sagg_optimizer(t.agg) == FSGD_OPT_APPLY)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers (the aggregator only averages their steps): "
@@ -950,7 +988,9 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
                 t.workers[i].batch = &t.slices[b * (size_t)W + (size_t)i];
                 t.workers[i].batch_id = (int64_t)(b * (size_t)W + (size_t)i);
             }
+            fsgd_stale_rewind(&t.stale, t.adam.theta);
             run_round(&t, PHASE_GRADIENT);
+            fsgd_stale_replay(&t.stale, t.adam.theta);
             double s1 = now();
             stats->t_grad_round += s1 - s0;
             for (int i = 0; i < W && rc == 0; i++) {

@@ -297,6 +297,11 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     const uint64_t n_fit = info.rows[FSGD_ROWCACHE_TRAIN], max_col = info.max_col[FSGD_ROWCACHE_TRAIN];
     const int auto_epochs = job->epochs <= 0;
     int rc = FSGD_E_OK;
+    if (fsgd_job_given(job, "staleness") && job->staleness > 0) {
+        fsgd_rowcache_free(s.rd);
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "staleness %d is simulated in memory only: leave out --cache, or --staleness", job->staleness);
+    }
     if (n_fit == 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "no training rows");
     else if (max_col > dim)

@@ -28,24 +28,6 @@
 #define CKPT_VERSION_OLD_COUNTS 3
 #define CKPT_HEADER 40 /* magic, version, gen, step, rows, weights */
 
-/* n more bytes at the end of b, to be written by the caller (NULL: out of
- * memory): the per-key arrays without a call a value. */
-static uint8_t *ckpt_space(fsgd_wire_buf_t *b, size_t n)
-{
-    if (b->n + n > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + n)
-            nc *= 2;
-        uint8_t *np = realloc(b->p, nc);
-        if (!np)
-            return NULL;
-        b->p = np;
-        b->cap = nc;
-    }
-    b->n += n;
-    return b->p + b->n - n;
-}
-
 /* The checkpoint bytes of a's state (seconds: training time so far) into *b. */
 static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
 {
@@ -66,7 +48,7 @@ static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
     rc |= fsgd_wire_put(b, a->adam.theta, a->mdim * 4);
     if (!counted)
         rc |= fsgd_wire_put(b, a->adam.m, a->mdim * 4) | fsgd_wire_put(b, a->adam.v, a->mdim * 4);
-    uint8_t *o = counted && !rc ? ckpt_space(b, a->mdim * 10) : NULL;
+    uint8_t *o = counted && !rc ? fsgd_wire_space(b, a->mdim * 10) : NULL;
     if (counted && !o)
         rc = FSGD_E_NOMEM;
     for (uint64_t i = 0; o && i < a->mdim; i++, o += 4)

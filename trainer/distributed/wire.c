@@ -10,7 +10,7 @@
 #include "fsgd/le.h"
 #include <lz4.h>
 
-int fsgd_wire_put(fsgd_wire_buf_t *b, const void *src, size_t n)
+uint8_t *fsgd_wire_space(fsgd_wire_buf_t *b, size_t n)
 {
     if (b->n + n > b->cap) {
         size_t nc = b->cap ? b->cap : 256;
@@ -18,13 +18,21 @@ int fsgd_wire_put(fsgd_wire_buf_t *b, const void *src, size_t n)
             nc *= 2;
         uint8_t *np = realloc(b->p, nc);
         if (!np)
-            return FSGD_E_NOMEM;
+            return NULL;
         b->p = np;
         b->cap = nc;
     }
-    if (n)
-        memcpy(b->p + b->n, src, n);
     b->n += n;
+    return b->p + b->n - n;
+}
+
+int fsgd_wire_put(fsgd_wire_buf_t *b, const void *src, size_t n)
+{
+    uint8_t *o = fsgd_wire_space(b, n);
+    if (!o)
+        return FSGD_E_NOMEM;
+    if (n)
+        memcpy(o, src, n);
     return 0;
 }
 

@@ -40,6 +40,8 @@ typedef struct fsgd_wire_buf {
 } fsgd_wire_buf_t;
 
 int fsgd_wire_put(fsgd_wire_buf_t *b, const void *src, size_t n);
+/* n more bytes at the end of b for the caller to write (NULL: out of memory). */
+uint8_t *fsgd_wire_space(fsgd_wire_buf_t *b, size_t n);
 int fsgd_wire_u32(fsgd_wire_buf_t *b, uint32_t v);
 int fsgd_wire_u64(fsgd_wire_buf_t *b, uint64_t v);
 int fsgd_wire_f32(fsgd_wire_buf_t *b, float v);

@@ -23,6 +23,7 @@ typedef struct fsgd_step_opt {
     fsgd_adam_t *adam; /* θ, Adam's state and the step count t */
     fsgd_ftrl_t *ftrl; /* non-NULL: FTRL-Proximal (its z, n) instead of Adam */
     double l2;         /* λ on the mean loss (Adam; FTRL has it in its params) */
+    fsgd_sparse_t *before; /* non-NULL: receives θ before the update on out's keys */
 } fsgd_step_opt_t;
 
 /* Takes the step's reduction from agg (fsgd_sagg_take with *info) and

@@ -51,6 +51,7 @@
 
 typedef struct fsgd_train_stats {
     uint64_t steps, rows, nnz;      /* processed so far (rows/nnz count each visit) */
+    int staleness;                  /* --staleness τ simulated (0: none) */
     int epoch;                      /* 1-based current epoch */
     double seconds;                 /* training time so far, evaluation excluded */
     double last_loss;               /* mean training loss over the recent steps */
