@@ -15,6 +15,9 @@ set -euo pipefail
 needs_cmd kcat
 lib=$(cd "$(dirname "$0")/lib" && pwd)
 FRAMES="$PY $lib/frames.py"
+# small steps: the job must still be running when the forgeries land
+# (with 256-row steps a9a's 3 epochs take about a second on an idle machine)
+COMMON+=(--batch 32)
 ref=$(reference_auc)
 job=$(job_name au)
 # a cluster that outlives the run (the model topic is read after it)
@@ -28,6 +31,7 @@ grep -q "messages on $job.grads, .model and .ctl are authenticated" "$tmp/run.lo
 kcat -C -b "$brokers" -t "$job.model" -o -1 -c 1 -e -f '%s' >"$tmp/last" 2>/dev/null
 read -r gen step < <($FRAMES header "$tmp/last")
 echo "job at generation $gen step $step"
+grep -q "run: aggregator failed\|^test auc" "$tmp/run.log" && { echo "the job ended before the forgeries"; exit 1; }
 (umask 077 && od -An -vtx1 -N32 /dev/urandom | tr -d ' \n' >"$tmp/other.key" && echo >>"$tmp/other.key")
 $FRAMES snapshot "$tmp/snap" --key none --gen "$gen" --step $((step + 100000)) --parts 12 --end 3000 --dim 123
 $FRAMES delta "$tmp/delta" --key none --gen "$gen" --step $((step + 1)) --parts 12 --end 3000
