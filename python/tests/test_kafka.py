@@ -47,10 +47,15 @@ def test_read_model_equals_the_aggregators_file(tmp_path, fsgd_bin, a9a, brokers
     name = "py" + uuid.uuid4().hex[:8]
     rows = tmp_path / "rows"
     rows.write_text("".join(open(a9a[0]).readlines()[:4000]))
+    # the job's key, so its authenticated model topic can be read after the run
+    key = tmp_path / "job.key"
+    key.write_text(os.urandom(32).hex() + "\n")
+    key.chmod(0o600)
     subprocess.run([str(fsgd_bin), "run", "--brokers", brokers, "--name", name, "--data", rows, "--test", a9a[1],
-                    "--workers", "2", "--epochs", "2", "--codec", "none", "--quiet", "--out", tmp_path / "m.fsgd"],
+                    "--workers", "2", "--epochs", "2", "--codec", "none", "--quiet", "--out", tmp_path / "m.fsgd",
+                    "--job-key-file", key],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
-    m = read_model(brokers, name)
+    m = read_model(brokers, name, job_key_file=key)
     assert m.to_bytes() == (tmp_path / "m.fsgd").read_bytes()
     assert m.kind == "logistic" and 100 < m.dim <= 123
 

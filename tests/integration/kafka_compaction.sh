@@ -16,9 +16,10 @@ kafka_cluster "$name" 4
 "$BROKER_SH" alter-topic "$brokers" "$name.model" \
     "segment.ms=100,min.cleanable.dirty.ratio=0.01,min.compaction.lag.ms=0"
 head -n 8000 "$DATA/a9a" >"$tmp/rows"
-"$FSGD" produce --brokers "$brokers" --name "$name" --quiet "$tmp/rows"
+"$FSGD" produce --brokers "$brokers" --name "$name" --quiet "$tmp/rows" --job-key-file "$FSGD_JOB_KEY"
 "$FSGD" run --no-produce --brokers "$brokers" --name "$name" --workers 2 --test "$DATA/a9a.t" --batch 128 \
-    --epochs 2 --snapshot-every 10 --out "$tmp/model.fsgd" --metrics-json "$tmp/m.json" >"$tmp/run.log" 2>&1 ||
+    --epochs 2 --snapshot-every 10 --out "$tmp/model.fsgd" --metrics-json "$tmp/m.json" \
+    --job-key-file "$FSGD_JOB_KEY" >"$tmp/run.log" 2>&1 ||
     { cat "$tmp/run.log"; exit 1; }
 count() { kcat -C -b "$brokers" -t "$name.model" -o beginning -e -q -f 'x\n' | wc -l; }
 # messages written = the last offset + 1 (offsets start at 0 and compaction
@@ -33,6 +34,6 @@ for _ in $(seq 120); do
 done
 echo "left after compaction: $n messages"
 [ "$n" -lt "$written" ] || { echo "the log cleaner removed nothing in 60 s"; exit 1; }
-"$FSGD" model assemble --brokers "$brokers" --name "$name" --out "$tmp/late.fsgd"
+"$FSGD" model assemble --brokers "$brokers" --name "$name" --out "$tmp/late.fsgd" --job-key-file "$FSGD_JOB_KEY"
 cmp "$tmp/model.fsgd" "$tmp/late.fsgd"
 echo "a reader after compaction rebuilds the final model byte for byte"

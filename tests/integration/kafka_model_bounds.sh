@@ -15,7 +15,7 @@ trap 'kill $BROKER_PID 2>/dev/null; cleanup' EXIT
 for _ in $(seq 100); do grep -q '^brokers=' "$tmp/broker.log" && break; sleep 0.1; done
 brokers=$(sed -n 's/^brokers=//p' "$tmp/broker.log")
 head -n 500 "$DATA/a9a" >"$tmp/rows"
-"$FSGD" produce --brokers "$brokers" --name mb --quiet "$tmp/rows"
+"$FSGD" produce --brokers "$brokers" --name mb --quiet "$tmp/rows" --job-key-file "$FSGD_JOB_KEY"
 $FRAMES snapshot "$tmp/snap" --gen 7 --step 0 --parts 2 --end $((1 << 40)) --dim 123
 kcat -P -b "$brokers" -t mb.model -k 0 "$tmp/snap"
 rc=0
@@ -24,7 +24,8 @@ rc=0
 limit=2097152
 ldd "$FSGD" >"$tmp/ldd.txt" 2>&1 || true
 grep -q libasan "$tmp/ldd.txt" && limit=unlimited
-(ulimit -v $limit; exec timeout 120 "$FSGD" worker --brokers "$brokers" --name mb --id 1 --quiet) >"$tmp/w.log" 2>&1 || rc=$?
+(ulimit -v $limit; exec timeout 120 "$FSGD" worker --brokers "$brokers" --name mb --id 1 --quiet \
+    --job-key-file "$FSGD_JOB_KEY") >"$tmp/w.log" 2>&1 || rc=$?
 cat "$tmp/w.log"
 [ $rc -eq 3 ]
 grep -q "model message of step 0 says mb.data \[[01]\] holds offsets \[0, 1099511627776), but the topic holds \[0, 250)" "$tmp/w.log"

@@ -32,6 +32,7 @@ written=$(sed -n 's/^produced \([0-9]*\) rows.*/\1/p' <<<"$out")
 [ -n "$written" ]
 
 "$FSGD" run --no-produce --brokers "$brokers" --name "$oc" --workers 3 --test "$DATA/a9a.t" --epochs $EPOCHS \
+    --job-key-file "$FSGD_JOB_KEY" \
     --out "$tmp/model.fsgd" --metrics-json "$tmp/m.json" >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; exit 1; }
 
 "$PY" - "$tmp/m.json" "$written" "$EPOCHS" <<'PYEOF'

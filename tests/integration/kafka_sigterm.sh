@@ -54,8 +54,9 @@ check_metrics "$tmp/m.json" "$ref" 0.005
 [ "$(json_get "$tmp/m.json" resumed_from_step)" -gt 0 ]
 [ ! -e "$tmp/m.fsgd.ckpt" ]   # a finished job removes its checkpoint
 # --workers against what the job and the machine hold, before anything
-# starts (and before --fresh deletes anything)
-cp /dev/null "$tmp/m.fsgd.ckpt"
+# starts (and before --fresh deletes anything); a file with a checkpoint's
+# header, since --fresh deletes nothing else (issue 27)
+printf 'FSGDCKPT' >"$tmp/m.fsgd.ckpt"
 rc=0
 "$FSGD" run "${COMMON[@]}" "${JOB[@]}" --fresh --workers 13 >"$tmp/w13.log" 2>&1 || rc=$?
 cat "$tmp/w13.log"

@@ -11,7 +11,7 @@
 static void put(fsgd_bus_client_t *p, const char *topic, int32_t part, const char *text)
 {
     char err[256];
-    CU_ASSERT_EQUAL(fsgd_bus_produce(p, topic, part, "k", text, strlen(text), "job", "ctl", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_bus_produce(p, topic, part, "k", text, strlen(text), "job", "ctl", NULL, err, sizeof err), 0);
 }
 
 /* The next message's text ("" for none, "!" for an error). */

@@ -201,6 +201,39 @@ static void test_abort_and_signal_cleanup(void)
     CU_ASSERT_EQUAL(kind_of(fsgd_test_tmp("a.txt")), 0);
 }
 
+/* Outputs are compared with inputs by identity: spellings, hard and
+ * symbolic links of one file are the same; absent paths by directory and
+ * name; different files are not. */
+static void test_same_by_identity(void)
+{
+    char a[512], b[512], c[600], sub[512];
+    snprintf(a, sizeof a, "%s", fsgd_test_tmp("same_a.txt"));
+    snprintf(b, sizeof b, "%s", fsgd_test_tmp("same_b.txt"));
+    snprintf(sub, sizeof sub, "%s", fsgd_test_tmp("same_sub"));
+    FILE *f = fopen(a, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
+    CU_ASSERT_EQUAL(fsgd_outfile_same(a, a), 1);
+    snprintf(c, sizeof c, "%s/../same_a.txt", sub);
+    CU_ASSERT_EQUAL(fsgd_outfile_same(a, c), 1);
+    CU_ASSERT_EQUAL(fsgd_outfile_same(a, b), 0); /* b absent, a present */
+    CU_ASSERT_EQUAL_FATAL(link(a, b), 0);
+    CU_ASSERT_EQUAL(fsgd_outfile_same(a, b), 1); /* a hard link */
+    unlink(b);
+    CU_ASSERT_EQUAL_FATAL(symlink(a, b), 0);
+    CU_ASSERT_EQUAL(fsgd_outfile_same(b, a), 1); /* through a link */
+    unlink(b);
+    snprintf(c, sizeof c, "%s/../same_b.txt", sub);
+    CU_ASSERT_EQUAL(fsgd_outfile_same(b, c), 1); /* both absent, one place */
+    snprintf(c, sizeof c, "%s/same_b.txt", sub);
+    CU_ASSERT_EQUAL(fsgd_outfile_same(b, c), 0); /* both absent, two places */
+    CU_ASSERT_EQUAL(fsgd_outfile_same(a, ""), 0);
+    CU_ASSERT_EQUAL(fsgd_outfile_same(NULL, a), 0);
+    unlink(a);
+    rmdir(sub);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -211,6 +244,7 @@ void fsgd_test_register(void)
         {"a device node is refused and left alone", test_device_node_refused},
         {"commit checks the target again", test_commit_rechecks_target},
         {"abort and signal-time cleanup leave no temporary file", test_abort_and_signal_cleanup},
+        {"paths are compared by identity", test_same_by_identity},
         {NULL, NULL},
     };
     fsgd_test_suite("output files", cases);

@@ -41,7 +41,7 @@ enum { FSGD_EXIT_LIST(FSGD_EXIT_ENUM_) };
 
 /* Exit status for an fsgd_err_t (0 for FSGD_E_OK): ARG, NOT_BUILT and
  * UNSUPPORTED -> USAGE; PARSE, FORMAT, CRC, VERSION, TRUNCATED, RANGE,
- * NONFINITE -> DATA; KAFKA, TIMEOUT, LOST -> BROKER; IO -> IO; the rest
+ * NONFINITE, AUTH -> DATA; KAFKA, TIMEOUT, LOST -> BROKER; IO -> IO; the rest
  * -> INTERNAL. */
 int fsgd_cli_status(int err);
 
@@ -55,5 +55,19 @@ void fsgd_cli_cleanup_on_signal(void);
 /* Checks each non-empty output path with fsgd_outfile_check; prints the
  * error prefixed with what ("train") and returns FSGD_EXIT_USAGE, or 0. */
 int fsgd_cli_check_outputs(const char *what, const char *const *paths, int n);
+
+/* A path a command reads or writes, with the option that named it. */
+typedef struct {
+    const char *opt;  /* "--out", "--data", "job file", ... */
+    const char *path; /* NULL, "" and "-" (stdin/stdout) are skipped */
+} fsgd_cli_path_t;
+
+/* Refuses a command whose outputs name (fsgd_outfile_same: by identity,
+ * not spelling) one of its inputs or another of its outputs: a path
+ * mistake must never replace the training data with a model. Prints which
+ * options collide and returns FSGD_EXIT_USAGE, or 0. Call before any file
+ * is opened for writing. */
+int fsgd_cli_check_distinct(const char *what, const fsgd_cli_path_t *outs, int nout, const fsgd_cli_path_t *ins,
+                            int nin);
 
 #endif

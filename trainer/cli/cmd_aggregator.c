@@ -33,6 +33,19 @@ typedef struct agg_cli {
     fsgd_progress_t *line; /* NULL: out of memory, prints nothing */
 } agg_cli_t;
 
+/* "test auc A logloss L" for what was measured: "no test set" without test
+ * rows (never a made-up 0), and no logloss for the SVM, whose scores are
+ * margins, not probabilities. */
+static void test_text(char *out, size_t cap, const fsgd_job_t *job, const fsgd_metrics_t *t, int prec)
+{
+    if (!t->n)
+        snprintf(out, cap, "test: no test set (give --test FILE)");
+    else if (job->model == FSGD_LOSS_HINGE)
+        snprintf(out, cap, "test auc %.*f accuracy %.*f", prec, t->auc, prec, t->accuracy);
+    else
+        snprintf(out, cap, "test auc %.*f logloss %.*f", prec, t->auc, prec, t->logloss);
+}
+
 static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
 {
     agg_cli_t *c = ctx;
@@ -40,11 +53,10 @@ static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
         return;
     if (end_of_epoch) {
         const fsgd_agg_epoch_t *e = &s->epochs[s->n_epochs - 1];
-        char l[512];
-        snprintf(l, sizeof l,
-                 "fsgd: epoch %d done: %llu rows (dataset %llu), train loss %.5f, test auc %.5f logloss %.5f, %.2f s",
-                 e->epoch, (unsigned long long)e->rows, (unsigned long long)s->dataset_rows, e->train_loss,
-                 e->test.n ? e->test.auc : NAN, e->test.n ? e->test.logloss : NAN, e->seconds);
+        char l[512], t[128];
+        test_text(t, sizeof t, c->job, &e->test, 5);
+        snprintf(l, sizeof l, "fsgd: epoch %d done: %llu rows (dataset %llu), train loss %.5f, %s, %.2f s", e->epoch,
+                 (unsigned long long)e->rows, (unsigned long long)s->dataset_rows, e->train_loss, t, e->seconds);
         fsgd_progress_println(c->line, l);
         return;
     }
@@ -101,6 +113,12 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         fsgd_cli_error("aggregator: --brokers is required (fsgd run starts an embedded cluster and passes it)");
         return FSGD_EXIT_USAGE;
     }
+    const fsgd_cli_path_t wr[] = {
+        {"--out", job.out}, {"--metrics-json", job.metrics_json}, {"--checkpoint", job.checkpoint}};
+    const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
+                                      {"--job-key-file", job.job_key_file}};
+    if ((rc = fsgd_cli_check_distinct("aggregator", wr, 3, rd, 4)) != 0)
+        return rc;
     const char *outs[] = {job.out, job.metrics_json, job.checkpoint};
     if ((rc = fsgd_cli_check_outputs("aggregator", outs, 3)) != 0)
         return rc;
@@ -109,6 +127,8 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         fsgd_cli_error("aggregator: %s", err);
         return FSGD_EXIT_USAGE;
     }
+    if ((rc = dcli_auth(&job, "aggregator")) != 0)
+        return rc;
     fsgd_cli_cleanup_on_signal();
     fsgd_agg_stats_t st;
     /* fsgd run passes its embedded cluster's limit down (not a job key). */
@@ -129,13 +149,16 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     fsgd_progress_destroy(cli.line);
     fsgd_observe_stop();
     if (rc < 0) {
+        fsgd_agg_stats_free(&st);
         fsgd_cli_error("aggregator: %s", err);
         return fsgd_cli_status(rc);
     }
     if (!job.quiet) {
-        printf("test auc %.6f logloss %.6f | %d epochs, %llu steps, %.2f s, %.0f rows/s, step p50 %.2f ms | "
+        char t[128];
+        test_text(t, sizeof t, &job, &st.test, 6);
+        printf("%s | %d epochs, %llu steps, %.2f s, %.0f rows/s, step p50 %.2f ms | "
                "up %llu B down %llu B ratio %.2f | rejected",
-               st.test.auc, st.test.logloss, st.n_epochs, (unsigned long long)st.adam_steps, st.seconds,
+               t, st.n_epochs, (unsigned long long)st.adam_steps, st.seconds,
                st.seconds > 0 ? st.rows_total / st.seconds : 0, st.step_ms_p50, (unsigned long long)st.bytes_up,
                (unsigned long long)st.bytes_down, st.codec_bytes ? (double)st.raw_bytes / st.codec_bytes : 0);
         for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
@@ -147,5 +170,6 @@ int fsgd_cmd_aggregator(int argc, char **argv)
             printf("metrics: %s\n", job.metrics_json);
         fflush(stdout);
     }
+    fsgd_agg_stats_free(&st);
     return 0;
 }

@@ -59,8 +59,13 @@ int fsgd_cmd_export(int argc, char **argv)
         fsgd_cli_error("export: unknown format '%s' (known: liblinear)", format);
         return FSGD_EXIT_USAGE;
     }
+    const fsgd_cli_path_t wr[] = {{"--out", out}};
+    const fsgd_cli_path_t rd[] = {{"--model", model}};
+    int rc = fsgd_cli_check_distinct("export", wr, 1, rd, 1);
+    if (rc)
+        return rc;
     const char *outs[] = {out};
-    int rc = fsgd_cli_check_outputs("export", outs, 1);
+    rc = fsgd_cli_check_outputs("export", outs, 1);
     if (rc)
         return rc;
     fsgd_cli_cleanup_on_signal();

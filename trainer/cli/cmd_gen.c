@@ -254,7 +254,10 @@ int fsgd_cmd_gen(int argc, char **argv)
     }
 
     const char *outs[] = {out_path && strcmp(out_path, "-") ? out_path : NULL, w_path};
-    int status = fsgd_cli_check_outputs("gen", outs, 2);
+    const fsgd_cli_path_t wr[] = {{"--out", outs[0]}, {"--weights-out", w_path}};
+    int status = fsgd_cli_check_distinct("gen", wr, 2, NULL, 0);
+    if (!status)
+        status = fsgd_cli_check_outputs("gen", outs, 2);
     if (status)
         return status;
     fsgd_cli_cleanup_on_signal();

@@ -16,6 +16,8 @@ static const char usage[] =
     "optimizer state (--save-state), and the format version.\n"
     "       fsgd model assemble (--brokers HOST:PORT --name JOB | --input FILE|-) --out MODEL [--partial]\n"
     "                           [--kafka-opt KEY=VALUE]...   (security.*, sasl.*, ssl.* settings)\n"
+    "                           [--job-key-file FILE]   (the job's key: only messages with its tag are assembled;\n"
+    "                                                    without it an authenticated topic is refused)\n"
     "Rebuilds the model from JOB.model (the last snapshot plus later deltas), either read from\n"
     "the brokers or from a file of concatenated message values, e.g.\n"
     "  kcat -C -b HOST:PORT -t JOB.model -o beginning -e -f '%s' | fsgd model assemble --input - --out m.fsgd\n"
@@ -103,6 +105,7 @@ int fsgd_cmd_model(int argc, char **argv)
     const char *name = dcli_take(&argc, argv, "--name", 1, NULL, NULL);
     const char *input = dcli_take(&argc, argv, "--input", 1, NULL, NULL);
     const char *out = dcli_take(&argc, argv, "--out", 1, NULL, NULL);
+    const char *key_file = dcli_take(&argc, argv, "--job-key-file", 1, NULL, NULL);
     int partial = dcli_take(&argc, argv, "--partial", 0, NULL, NULL) != NULL;
     const char *kopts[16];
     int n_kopts = 0;
@@ -116,8 +119,13 @@ int fsgd_cmd_model(int argc, char **argv)
         fsgd_cli_error("model assemble: %s\n%s", argc > 1 ? "unexpected argument" : "missing option", usage);
         return FSGD_EXIT_USAGE;
     }
+    const fsgd_cli_path_t wr[] = {{"--out", out}};
+    const fsgd_cli_path_t rd[] = {{"--input", input}, {"--job-key-file", key_file}};
+    int st = fsgd_cli_check_distinct("model assemble", wr, 1, rd, 2);
+    if (st)
+        return st;
     const char *outs[] = {out};
-    int st = fsgd_cli_check_outputs("model assemble", outs, 1);
+    st = fsgd_cli_check_outputs("model assemble", outs, 1);
     if (st)
         return st;
     fsgd_cli_cleanup_on_signal();
@@ -131,9 +139,16 @@ int fsgd_cmd_model(int argc, char **argv)
             fsgd_cli_error("model assemble: %s", err);
             return FSGD_EXIT_USAGE;
         }
+    if (key_file) {
+        snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", key_file);
+        snprintf(kj.name, sizeof kj.name, "%s", name ? name : "(from --input)");
+        if ((st = dcli_auth(&kj, "model assemble")) != 0)
+            return st;
+    }
     fsgd_model_t m;
     uint64_t step = 0;
     int rc;
+    err[0] = '\0';
     if (input) {
         uint8_t *buf;
         size_t len;
@@ -146,6 +161,8 @@ int fsgd_cmd_model(int argc, char **argv)
     } else {
         rc = fsgd_model_assemble_topic(brokers, name, !partial, &m, &step, err, sizeof err);
     }
+    if (rc == 0 && err[0])
+        fprintf(stderr, "fsgd: model assemble: %s\n", err); /* frames of another key skipped */
     if (rc == 0)
         rc = fsgd_model_save(&m, out, err, sizeof err);
     if (rc < 0) {

@@ -98,7 +98,9 @@ static int load_run(run_t *r)
             fsgd_cli_error("plot: %s: per_epoch[%zu] is not an object", r->path, i);
             return FSGD_EXIT_DATA;
         }
-        if (!need(r, ep, "epoch", JSON_INTEGER, where) || !need(r, ep, "test_auc", JSON_REAL, where) ||
+        /* test_auc is null in a run without a test set (older runs wrote -1) */
+        if (!need(r, ep, "epoch", JSON_INTEGER, where) ||
+            (!json_is_null(json_object_get(ep, "test_auc")) && !need(r, ep, "test_auc", JSON_REAL, where)) ||
             !need(r, ep, "train_loss", JSON_REAL, where) || !need(r, ep, "seconds_from_step1", JSON_REAL, where))
             return FSGD_EXIT_DATA;
     }
@@ -205,7 +207,8 @@ static int write_files(const char *dir, run_t *runs, int n, const char *fmt, int
         json_t *ep;
         json_array_foreach(json_object_get(runs[i].root, "per_epoch"), k, ep)
         {
-            double auc = num(json_object_get(ep, "test_auc"));
+            json_t *ta = json_object_get(ep, "test_auc");
+            double auc = json_is_number(ta) ? num(ta) : -1;
             fprintf(f, "%lld %.8g\n", (long long)json_integer_value(json_object_get(ep, "epoch")),
                     auc >= 0 ? auc : NAN); /* -1: no test data */
         }
@@ -250,9 +253,25 @@ static int write_files(const char *dir, run_t *runs, int n, const char *fmt, int
         {"training loss (moving average) against time", "seconds since step 1", "training loss", "1:2"},
         {"training loss against bytes sent", "MB sent (up + down, all workers)", "training loss", "3:2"},
         {"test AUC per epoch", "epoch", "test AUC", "1:2"}};
+    /* runs without a test set have no AUC: an empty panel that says so
+     * (gnuplot refuses a plot of nothing but missing points) */
+    int any_auc = 0;
+    for (int i = 0; i < n; i++) {
+        size_t k;
+        json_t *ep;
+        json_array_foreach(json_object_get(runs[i].root, "per_epoch"), k, ep)
+        {
+            json_t *ta = json_object_get(ep, "test_auc");
+            any_auc |= json_is_number(ta) && num(ta) >= 0;
+        }
+    }
     for (int pn = 0; pn < 3; pn++) {
         fprintf(f, "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\n", panels[pn][0], panels[pn][1],
                 panels[pn][2]);
+        if (pn == 2 && !any_auc) {
+            fprintf(f, "set title 'test AUC per epoch: no test set in these runs'\nplot [0:1] [0:1] -1 notitle\n");
+            continue;
+        }
         fprintf(f, pn == 2 ? "set xtics 1\n" : "set xtics autofreq\n");
         fprintf(f, "plot ");
         for (int i = 0; i < n; i++) {
@@ -430,8 +449,27 @@ int fsgd_cmd_plot(int argc, char **argv)
         fsgd_cli_error("plot: --out '%s': the picture's format comes from its extension: .png or .svg", out);
         return FSGD_EXIT_USAGE;
     }
+    /* --keep-script DIR writes fixed names there: none may be a run's JSON */
+    fsgd_cli_path_t wr[2 + 2 * MAX_RUNS + 2] = {{"--out", out}};
+    char kept[2 + 2 * MAX_RUNS + 2][FSGD_OUTFILE_PATH_MAX + 32];
+    int nw = 1;
+    if (keep) {
+        const char *fixed[] = {"plot.gp", "breakdown.dat", !strcmp(fmt, "svg") ? "plot.svg" : "plot.png"};
+        for (int i = 0; i < 3 + 2 * n; i++, nw++) {
+            if (i < 3)
+                snprintf(kept[nw], sizeof kept[nw], "%s/%s", keep, fixed[i]);
+            else
+                snprintf(kept[nw], sizeof kept[nw], "%s/run%d.%s", keep, (i - 3) / 2, (i - 3) % 2 ? "auc" : "loss");
+            wr[nw] = (fsgd_cli_path_t){"--keep-script", kept[nw]};
+        }
+    }
+    fsgd_cli_path_t rd[MAX_RUNS];
+    for (int i = 0; i < n; i++)
+        rd[i] = (fsgd_cli_path_t){"RUN.json", runs[i].path};
+    int rc = fsgd_cli_check_distinct("plot", wr, nw, rd, n);
     const char *outs[] = {out};
-    int rc = fsgd_cli_check_outputs("plot", outs, 1);
+    if (!rc)
+        rc = fsgd_cli_check_outputs("plot", outs, 1);
     for (int i = 0; !rc && i < n; i++)
         rc = load_run(&runs[i]);
     /* two runs of one strategy and size: tell them apart by file */

@@ -124,6 +124,10 @@ int fsgd_cmd_predict(int argc, char **argv)
         return prc > 0 ? 0 : FSGD_EXIT_USAGE;
     int to_stdout = !strcmp(a.out, "-");
     if (!to_stdout) {
+        const fsgd_cli_path_t wr[] = {{"--out", a.out}};
+        const fsgd_cli_path_t rd[] = {{"--model", a.model}, {"--data", a.data}};
+        if ((prc = fsgd_cli_check_distinct("predict", wr, 1, rd, 2)) != 0)
+            return prc;
         const char *outs[] = {a.out};
         if ((prc = fsgd_cli_check_outputs("predict", outs, 1)) != 0)
             return prc;

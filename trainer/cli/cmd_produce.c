@@ -37,6 +37,8 @@ int fsgd_cmd_produce(int argc, char **argv)
         fsgd_cli_error("produce: %s", err);
         return FSGD_EXIT_USAGE;
     }
+    if ((rc = dcli_auth(&job, "produce")) != 0) /* rows are tagged with the job key */
+        return rc;
     rc = fsgd_produce_file(&job, job.brokers, job.data, job.partitions, &st, on_progress, &job, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("produce: %s", err);

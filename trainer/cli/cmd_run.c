@@ -23,6 +23,7 @@
 
 #include "cli.h"
 #include "dist_cli.h"
+#include "fsgd/auth.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
@@ -113,6 +114,23 @@ static int parse_fault(const char *spec, fault_t *f)
 static const char *metrics_addr;
 static int metrics_port = -1;
 
+/* The job key file the processes spawn starts read (NULL: none), and
+ * whether they must accept rows without its tag. */
+static const char *spawn_key;
+static int spawn_unsigned_rows;
+
+/* A key fsgd run made for its own job: removed when fsgd run ends (a
+ * kill -9 leaves it, mode 600 in a mode 700 folder under /tmp). */
+static char made_key_dir[64], made_key[96];
+
+static void remove_made_key(void)
+{
+    if (made_key[0])
+        unlink(made_key);
+    if (made_key_dir[0])
+        rmdir(made_key_dir);
+}
+
 static pid_t spawn(const char *role, int argc, char **argv, const char *brokers, const char *ckpt, int id)
 {
     char **av = calloc((size_t)argc + 16, sizeof *av);
@@ -135,6 +153,12 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
         av[n++] = "--checkpoint";
         av[n++] = (char *)ckpt;
     }
+    if (spawn_key) {
+        av[n++] = "--job-key-file";
+        av[n++] = (char *)spawn_key;
+    }
+    if (spawn_unsigned_rows)
+        av[n++] = "--unsigned-rows";
     char portbuf[16];
     if (metrics_port >= 0) { /* the aggregator on the port, worker i on port + i */
         snprintf(portbuf, sizeof portbuf, "%d", metrics_port ? metrics_port + (id > 0 ? id : 0) : 0);
@@ -271,10 +295,23 @@ int fsgd_cmd_run(int argc, char **argv)
     /* Outputs are checked before the broker starts and the data is loaded:
      * an unwritable --out fails now, not after the last epoch. */
     if (!broker_only) {
+        const fsgd_cli_path_t wr[] = {{"--out", job.out}, {"--metrics-json", job.metrics_json},
+                                      {job.checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)", ckpt}};
+        const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
+                                      {"--job-key-file", job.job_key_file}};
+        if ((rc = fsgd_cli_check_distinct("run", wr, 3, rd, 4)) != 0)
+            return rc;
         const char *outs[] = {job.out, job.metrics_json, ckpt};
         if ((rc = fsgd_cli_check_outputs("run", outs, 3)) != 0)
             return rc;
         struct stat cs;
+        if (lstat(ckpt, &cs) == 0 && fsgd_ckpt_probe(ckpt) < 0) {
+            /* only a file fsgd made is resumed from or deleted */
+            fsgd_cli_error("run: checkpoint path '%s' holds a file that is not an fsgd checkpoint (no FSGDCKPT "
+                           "header): fsgd will neither resume from it nor delete it; give --checkpoint another path",
+                           ckpt);
+            return FSGD_EXIT_USAGE;
+        }
         if (lstat(ckpt, &cs) == 0) {
             if (fresh || resume) {
                 /* removed (--fresh) once everything else has been checked */
@@ -295,6 +332,13 @@ int fsgd_cmd_run(int argc, char **argv)
     int P = job.partitions;
     struct stat sb;
     uint64_t bytes = (!no_produce && job.data[0] && stat(job.data, &sb) == 0) ? (uint64_t)sb.st_size : 0;
+    if (!brokers[0] && (job.replication_factor > 1 || job.min_insync_replicas > 1)) {
+        /* refused, not ignored: the user asked for a durability it cannot give */
+        fsgd_cli_error("run: the embedded cluster keeps one replica of each topic: --replication-factor %d and "
+                       "--min-insync-replicas %d apply to a real cluster (--brokers HOST:PORT)",
+                       job.replication_factor, job.min_insync_replicas);
+        return FSGD_EXIT_USAGE;
+    }
     if (!brokers[0]) {
         int need = fsgd_produce_partitions_needed(bytes);
         if (P == 0)
@@ -400,6 +444,37 @@ int fsgd_cmd_run(int argc, char **argv)
         fsgd_kmock_destroy(mock);
         return 0;
     }
+    /* Every message of the job is authenticated: with the given key, or one
+     * made here for this run, which only its processes read. */
+    if (!job.job_key_file[0]) {
+        snprintf(made_key_dir, sizeof made_key_dir, "/tmp/fsgd-key-XXXXXX");
+        if (!mkdtemp(made_key_dir)) {
+            made_key_dir[0] = '\0';
+            fsgd_cli_error("run: cannot make a folder for the job key: %s", strerror(errno));
+            fsgd_kmock_destroy(mock);
+            return FSGD_EXIT_IO;
+        }
+        atexit(remove_made_key);
+        snprintf(made_key, sizeof made_key, "%s/job.key", made_key_dir);
+        if ((rc = fsgd_auth_key_generate(made_key, err, sizeof err)) < 0) {
+            made_key[0] = '\0';
+            fsgd_cli_error("run: %s", err);
+            fsgd_kmock_destroy(mock);
+            return fsgd_cli_status(rc);
+        }
+        snprintf(job.job_key_file, sizeof job.job_key_file, "%s", made_key);
+        /* rows already on NAME.data (--no-produce) were written before this
+         * key existed: they cannot carry its tag */
+        if (no_produce && !job.unsigned_rows) {
+            job.unsigned_rows = 1;
+            spawn_unsigned_rows = 1;
+        }
+    }
+    if ((rc = dcli_auth(&job, "run")) != 0) {
+        fsgd_kmock_destroy(mock);
+        return rc;
+    }
+    spawn_key = job.job_key_file;
     /* A resumed job on real brokers continues on the rows its topic holds;
      * the embedded cluster starts empty and needs them again. */
     if (!no_produce && resume && !mock && !job.quiet)
@@ -419,6 +494,11 @@ int fsgd_cmd_run(int argc, char **argv)
     }
     struct stat cs;
     if (lstat(ckpt, &cs) == 0 && fresh) {
+        if (fsgd_ckpt_probe(ckpt) < 0) { /* replaced since the check: still never delete it */
+            fsgd_cli_error("run: '%s' is no longer an fsgd checkpoint: not deleting it", ckpt);
+            fsgd_kmock_destroy(mock);
+            return FSGD_EXIT_USAGE;
+        }
         if (unlink(ckpt) != 0) {
             fsgd_cli_error("run: cannot remove checkpoint '%s': %s", ckpt, strerror(errno));
             fsgd_kmock_destroy(mock);
@@ -505,6 +585,9 @@ int fsgd_cmd_run(int argc, char **argv)
                 if (WIFSIGNALED(st))
                     fprintf(stderr, "fsgd: worker %d (pid %d) killed by signal %d; the others carry on\n", i + 1,
                             (int)pid, WTERMSIG(st));
+                else if (WEXITSTATUS(st) == FSGD_EXIT_SIGTERM || WEXITSTATUS(st) == FSGD_EXIT_SIGINT)
+                    fprintf(stderr, "fsgd: worker %d (pid %d) stopped by a signal (status %d); the others carry on\n",
+                            i + 1, (int)pid, WEXITSTATUS(st));
                 else if (WEXITSTATUS(st))
                     fprintf(stderr, "fsgd: worker %d (pid %d) failed with status %d\n", i + 1, (int)pid,
                             WEXITSTATUS(st));
@@ -560,7 +643,7 @@ int fsgd_cmd_run(int argc, char **argv)
     free(pids);
     fsgd_kmock_destroy(mock);
     int ckpt_left = lstat(ckpt, &cs) == 0;
-    if (ckpt_left && ckpt_tmp)
+    if (ckpt_left && ckpt_tmp && fsgd_ckpt_probe(ckpt) > 0)
         unlink(ckpt);
     else if (ckpt_left && (interrupted || agg_status != 0))
         fprintf(stderr, "fsgd: run: checkpoint kept at %s: fsgd run --resume continues from it, --fresh starts over\n",

@@ -15,6 +15,9 @@
 
 static volatile int stop_flag;
 
+/* How long a starting worker waits for the brokers to describe NAME.data. */
+#define WORKER_CONNECT_TIMEOUT_MS 15000
+
 /* The first SIGTERM/SIGINT stops the worker cleanly (it leaves the group
  * and says so on NAME.ctl); a second one, or one while the brokers are gone
  * and the clean exit hangs, ends it at once. */
@@ -22,7 +25,7 @@ static void on_signal(int sig)
 {
     if (stop_flag)
         _exit(128 + sig);
-    stop_flag = 1;
+    stop_flag = sig; /* the exit status says which signal stopped it */
 }
 
 /* Each step's stats to /metrics (a no-op without --metrics-port). */
@@ -74,6 +77,8 @@ int fsgd_cmd_worker(int argc, char **argv)
         fsgd_cli_error("worker: %s", err);
         return FSGD_EXIT_USAGE;
     }
+    if ((rc = dcli_auth(&job, "worker")) != 0)
+        return rc;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -89,6 +94,24 @@ int fsgd_cmd_worker(int argc, char **argv)
         fprintf(stderr, "fsgd: worker%s%s metrics at http://%s%s%s:%d/metrics\n", id ? " " : "", id ? id : "",
                 strchr(maddr, ':') ? "[" : "", maddr, strchr(maddr, ':') ? "]" : "", bound);
     }
+    /* Say what it waits for, and give up in bounded time on brokers that do
+     * not answer (a worker used to look alive for minutes, saying nothing). */
+    if (!job.quiet)
+        fprintf(stderr, "fsgd: worker%s%s: connecting to %s (job %s)\n", id ? " " : "", id ? id : "", job.brokers,
+                job.name);
+    {
+        char t[160];
+        fsgd_kbus_topic(t, sizeof t, job.name, "data");
+        rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job.brokers, NULL, err, sizeof err);
+        int n = rk ? fsgd_kbus_partitions(rk, t, WORKER_CONNECT_TIMEOUT_MS, err, sizeof err) : -1;
+        if (rk)
+            rd_kafka_destroy(rk);
+        if (n < 0) {
+            fsgd_cli_error("worker: brokers %s: no answer about %s within %d s: %s", job.brokers, t,
+                           WORKER_CONNECT_TIMEOUT_MS / 1000, err);
+            return FSGD_EXIT_BROKER;
+        }
+    }
     fsgd_worker_stats_t st;
     rc = fsgd_worker_run(&job, (uint32_t)idv, &stop_flag, &st, on_step, on_log, (void *)id, err, sizeof err);
     fsgd_observe_stop();
@@ -99,13 +122,15 @@ int fsgd_cmd_worker(int argc, char **argv)
     if (!job.quiet)
         fprintf(stderr,
                 "fsgd: worker%s%s done: %llu steps, %llu rows, up %llu B, down %llu B, grad %.3f s, encode %.3f s, "
-                "wait %.3f s, dropped %llu duplicate and %llu corrupt model messages, resyncs %llu, "
+                "wait %.3f s, dropped %llu duplicate, %llu corrupt and %llu unauthenticated model/ctl messages, resyncs %llu, "
                 "replica mismatches %llu, residual restored %llu / discarded %llu, model hop p50 %.3f ms "
                 "p99 %.3f ms\n",
                 id ? " " : "", id ? id : "", (unsigned long long)st.steps_sent, (unsigned long long)st.rows,
                 (unsigned long long)st.bytes_up, (unsigned long long)st.bytes_down, st.t_grad, st.t_encode, st.t_wait,
-                (unsigned long long)st.duplicates, (unsigned long long)st.corrupt, (unsigned long long)st.resyncs,
+                (unsigned long long)st.duplicates, (unsigned long long)st.corrupt,
+                (unsigned long long)st.unauthenticated, (unsigned long long)st.resyncs,
                 (unsigned long long)st.replica_mismatch, (unsigned long long)st.ef_undone,
                 (unsigned long long)st.ef_discarded, st.hop_model_ms_p50, st.hop_model_ms_p99);
-    return 0;
+    /* stopped by a signal, even cleanly: 128 + it, as fsgd run documents */
+    return stop_flag ? 128 + stop_flag : 0;
 }

@@ -1,11 +1,13 @@
 #include "dist_cli.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "fsgd/auth.h"
 #include "fsgd/rowfmt.h"
 
 const char *dcli_take(int *argc, char **argv, const char *name, int has_value, const char **all, int *n_all)
@@ -81,6 +83,34 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
+    return 0;
+}
+
+int dcli_auth(const fsgd_job_t *job, const char *who)
+{
+    if (!job->job_key_file[0]) {
+        fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
+                        "to its topics can steer it\n", who, job->name);
+        return 0;
+    }
+    uint8_t key[FSGD_AUTH_KEY_BYTES];
+    char err[FSGD_JOB_PATH_MAX + 256];
+    if (fsgd_auth_key_load(job->job_key_file, key, err, sizeof err) < 0) {
+        fsgd_cli_error("%s: %s", who, err);
+        return FSGD_EXIT_USAGE;
+    }
+    int rc = fsgd_auth_set_key(key);
+    sodium_memzero(key, sizeof key);
+    fsgd_auth_set_unsigned_rows(job->unsigned_rows);
+    if (rc < 0) {
+        fsgd_cli_error("%s: libsodium did not start", who);
+        return FSGD_EXIT_INTERNAL;
+    }
+    fprintf(stderr, "fsgd: %s: job %s: messages on %s.grads, .model and .ctl are authenticated (job key from %s); "
+                    "unauthenticated ones are dropped and counted; rows on %s.data %s\n", who, job->name, job->name,
+            job->job_key_file, job->name,
+            job->unsigned_rows ? "may come without a tag (unsigned_rows), a tag that is there is checked"
+                               : "must carry the key's tag");
     return 0;
 }
 

@@ -29,6 +29,11 @@ void dcli_bad_rows(const char *where, uint64_t n, const char (*first)[160]);
  * (printed). */
 int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const char **addr, int *port);
 
+/* Loads job->job_key_file (when set) as the process's job key
+ * (fsgd/auth.h) and prints one line saying which topics are authenticated,
+ * or that none are. 0, or FSGD_EXIT_USAGE with the key file's error printed. */
+int dcli_auth(const fsgd_job_t *job, const char *who);
+
 /* The help lines of those options. */
 #define DCLI_METRICS_HELP                                                                                      \
     "  --metrics-port PORT  serve Prometheus metrics on http://ADDR:PORT/metrics (0: any free port, printed)\n" \

@@ -58,6 +58,7 @@ int fsgd_cli_status(int err)
     case FSGD_E_TRUNCATED:
     case FSGD_E_RANGE:
     case FSGD_E_NONFINITE:
+    case FSGD_E_AUTH:
         return FSGD_EXIT_DATA;
     case FSGD_E_KAFKA:
     case FSGD_E_TIMEOUT:
@@ -105,6 +106,34 @@ int fsgd_cli_check_outputs(const char *what, const char *const *paths, int n)
             fsgd_cli_error("%s: %s", what, err);
             return FSGD_EXIT_USAGE;
         }
+    return 0;
+}
+
+static int path_given(const char *p)
+{
+    return p && p[0] && strcmp(p, "-") != 0;
+}
+
+int fsgd_cli_check_distinct(const char *what, const fsgd_cli_path_t *outs, int nout, const fsgd_cli_path_t *ins,
+                            int nin)
+{
+    for (int i = 0; i < nout; i++) {
+        if (!path_given(outs[i].path))
+            continue;
+        for (int j = 0; j < nin; j++)
+            if (path_given(ins[j].path) && fsgd_outfile_same(outs[i].path, ins[j].path)) {
+                fsgd_cli_error("%s: %s '%s' is the same file as %s '%s': an output never replaces an input; "
+                               "name another %s",
+                               what, outs[i].opt, outs[i].path, ins[j].opt, ins[j].path, outs[i].opt);
+                return FSGD_EXIT_USAGE;
+            }
+        for (int j = 0; j < i; j++)
+            if (path_given(outs[j].path) && fsgd_outfile_same(outs[i].path, outs[j].path)) {
+                fsgd_cli_error("%s: %s '%s' and %s '%s' are the same file: each output needs a path of its own",
+                               what, outs[j].opt, outs[j].path, outs[i].opt, outs[i].path);
+                return FSGD_EXIT_USAGE;
+            }
+    }
     return 0;
 }
 

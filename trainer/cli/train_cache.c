@@ -61,7 +61,12 @@ static int take_chunk(void *ctx, const fsgd_csr_t *rows, char *err, size_t errsz
 }
 
 /* The metadata lines that decide whether a cache fits this run: what it
- * was made from and what decided the rows set aside. The labels line is
+ * was made from and what decided the rows set aside. The change time
+ * (ctime) is there because mtime alone can be put back (touch -d, cp -p,
+ * an editor that keeps it) after an edit of the same size; ctime is set by
+ * the kernel on every write and cannot be set from user space, so an
+ * edit in place always shows. It also moves on chmod or a new hard link:
+ * then the cache is rewritten, a cost, never a stale row. The labels line is
  * appended after the pass and is not compared. */
 static int key_meta(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double test_fraction, char *out,
                     size_t cap, char *err, size_t errsz)
@@ -78,9 +83,10 @@ static int key_meta(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double
     if (hold_p > 0 || test_fraction > 0)
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)job->seed);
     int n = snprintf(out, cap,
-                     "source=%s\nsize=%lld\nmtime=%lld.%09ld\ninode=%llu:%llu\nformat=%s\nskip_bad=%d\n"
-                     "test_fraction=%.17g\nholdout=%.17g\nseed=%s\nset_aside_max=%d %d\n",
+                     "source=%s\nsize=%lld\nmtime=%lld.%09ld\nctime=%lld.%09ld\ninode=%llu:%llu\nformat=%s\n"
+                     "skip_bad=%d\ntest_fraction=%.17g\nholdout=%.17g\nseed=%s\nset_aside_max=%d %d\n",
                      real, (long long)st.st_size, (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec,
+                     (long long)st.st_ctim.tv_sec, (long)st.st_ctim.tv_nsec,
                      (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, fmt, job->skip_bad ? 1 : 0,
                      test_fraction, hold_p, seed, FSGD_TRAIN_CACHE_SET_ASIDE_MAX, FSGD_TRAIN_HOLDOUT_MAX);
     if (n < 0 || (size_t)n >= cap)

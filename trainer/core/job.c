@@ -106,6 +106,12 @@ static const field_t fields[] = {
      "bounded delay τ: a worker may send the gradient of step t+1+τ while the model of step t is the newest it "
      "has (0: synchronous; gTop-k and GradiVeQ always run at 0)"},
     {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
+    {"job_key_file", "cluster", F_STR, OFF(job_key_file), 0, 0,
+     "file with the job key (64 hex digits, mode 600) that authenticates every message on the job's topics; "
+     "fsgd run makes one for its job when none is given"},
+    {"unsigned_rows", "cluster", F_BOOL, OFF(unsigned_rows), 0, 1,
+     "with a job key: accept rows on NAME.data that carry no tag (written by kcat or another client without the "
+     "key); a tag that is there is always checked"},
     {"kafka_opt", "cluster", F_KAFKA, OFF(kafka), 0, 0,
      "KEY=VALUE librdkafka security setting for every client, repeatable (YAML: a kafka: map); keys "
      "security.*, sasl.*, ssl.*, enable.ssl.certificate.verification"},
@@ -499,6 +505,8 @@ int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errs
     int rc = load_yaml_events(job, &parser, path, err, errsz);
     yaml_parser_delete(&parser);
     fclose(fp);
+    if (!rc)
+        snprintf(job->job_file, sizeof job->job_file, "%s", path);
     return rc;
 }
 

@@ -133,6 +133,58 @@ static int open_temp(const char *path, char *tmp, size_t cap, char *err, size_t 
     return fsgd_err_fmt(err, errsz, FSGD_E_IO, "output '%s': no free temporary name", path);
 }
 
+/* --- identity --- */
+
+typedef struct {
+    int exists; /* 1: dev/ino are the file's; 0: the directory's, base is the name in it */
+    dev_t dev;
+    ino_t ino;
+    const char *base;
+    size_t base_len;
+} ident_t;
+
+static int ident_of(const char *path, ident_t *id)
+{
+    struct stat st;
+    memset(id, 0, sizeof *id);
+    if (stat(path, &st) == 0) {
+        id->exists = 1;
+        id->dev = st.st_dev;
+        id->ino = st.st_ino;
+        return 0;
+    }
+    /* Absent: name it by its directory's identity and its last component,
+     * so "d/x" and "d/../d/x" agree before either is created. */
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    char dir[FSGD_OUTFILE_PATH_MAX];
+    if (b == 0)
+        snprintf(dir, sizeof dir, ".");
+    else if ((size_t)snprintf(dir, sizeof dir, "%.*s", (int)b, path) >= sizeof dir)
+        return -1;
+    if (stat(dir, &st) != 0)
+        return -1;
+    id->dev = st.st_dev;
+    id->ino = st.st_ino;
+    id->base = path + b;
+    id->base_len = n - b;
+    return 0;
+}
+
+int fsgd_outfile_same(const char *a, const char *b)
+{
+    ident_t x, y;
+    if (!a || !b || !*a || !*b || ident_of(a, &x) < 0 || ident_of(b, &y) < 0)
+        return 0;
+    if (x.exists != y.exists || x.dev != y.dev || x.ino != y.ino)
+        return 0;
+    return x.exists || (x.base_len == y.base_len && !memcmp(x.base, y.base, x.base_len));
+}
+
 int fsgd_outfile_check(const char *path, char *err, size_t errsz)
 {
     if (!path || !*path)

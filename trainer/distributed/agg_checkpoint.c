@@ -18,17 +18,24 @@
  * so a checkpoint and a gradient could not be told apart by their first
  * bytes. Version 1 files are refused with a message that says so. */
 #define CKPT_MAGIC "FSGDCKPT"
-#define CKPT_VERSION 2
-/* Version 3: the same with each key's Adam update count after v (u16 each),
- * written when Adam counts keys (lr auto: fsgd_adam_count_keys). */
-#define CKPT_VERSION_COUNTS 3
+/* Version 3 (main): each key's Adam update count after v (u16 each), when
+ * Adam counts keys (lr auto). Versions 4 and 5: 2 and 3 with the model kind
+ * and intercept after everything (u32 each), so --resume of a job with
+ * another --model is refused. 2 and 3 are still read. */
+#define CKPT_VERSION 4
+#define CKPT_VERSION_COUNTS 5
+#define CKPT_VERSION_OLD 2
+#define CKPT_VERSION_OLD_COUNTS 3
 #define CKPT_HEADER 40 /* magic, version, gen, step, rows, weights */
 
 /* The checkpoint bytes of a's state (seconds: training time so far) into *b. */
 static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
 {
     int counted = a->adam.keys != NULL;
-    int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, counted ? CKPT_VERSION_COUNTS : CKPT_VERSION) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
+    /* the aggregator writes the current versions; a re-encode of a read file
+     * (fsgd_agg_ckpt_check) writes its version back */
+    uint32_t version = a->job ? (counted ? CKPT_VERSION_COUNTS : CKPT_VERSION) : a->ckpt_version;
+    int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, version) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
              fsgd_wire_u64(b, a->s->dataset_rows) | fsgd_wire_u64(b, a->mdim) | fsgd_wire_state_put(b, &a->st) |
              fsgd_wire_u64(b, a->adam.t) | fsgd_wire_u64(b, a->rows_epoch) | fsgd_wire_f64(b, a->loss_epoch) |
              fsgd_wire_u64(b, a->s->rows_total) | fsgd_wire_f64(b, seconds) | fsgd_wire_u32(b, (uint32_t)a->s->n_epochs);
@@ -50,6 +57,9 @@ static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
         fsgd_le_putf32(o, a->adam.keys[i].v);
     for (uint64_t i = 0; o && i < a->mdim; i++, o += 2)
         fsgd_le_put16(o, (uint16_t)a->adam.keys[i].count);
+    if (version >= CKPT_VERSION)
+        rc |= fsgd_wire_u32(b, a->job ? (uint32_t)a->job->model : a->ckpt_model) |
+              fsgd_wire_u32(b, a->job ? (a->job->bias ? 1u : 0u) : a->ckpt_bias);
     rc |= fsgd_wire_u32(b, fsgd_crc32c(0, b->p, b->n));
     return rc ? FSGD_E_NOMEM : 0;
 }
@@ -108,13 +118,14 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
                           path, CKPT_VERSION, CKPT_MAGIC);
         goto out;
     }
-    if (!p || len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) ||
-        (fsgd_le_get32(p + 8) != CKPT_VERSION && fsgd_le_get32(p + 8) != CKPT_VERSION_COUNTS)) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d or v%d)",
-                          path, CKPT_VERSION, CKPT_VERSION_COUNTS);
+    const uint32_t version = p && len >= 12 ? fsgd_le_get32(p + 8) : 0;
+    if (!p || len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) || version < CKPT_VERSION_OLD ||
+        version > CKPT_VERSION_COUNTS) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d to v%d)",
+                          path, CKPT_VERSION_OLD, CKPT_VERSION_COUNTS);
         goto out;
     }
-    int counted = fsgd_le_get32(p + 8) == CKPT_VERSION_COUNTS;
+    int counted = version == CKPT_VERSION_COUNTS || version == CKPT_VERSION_OLD_COUNTS;
     if (counted != (a->adam.keys != NULL)) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
                           "checkpoint '%s' was written with %s, this job has %s: resume with the lr it was written with",
@@ -131,10 +142,12 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
     uint32_t gen = fsgd_le_get32(p + 12);
     uint64_t step = fsgd_le_get64(p + 16), rows = fsgd_le_get64(p + 24), mdim = fsgd_le_get64(p + 32);
     off = CKPT_HEADER;
+    /* A checkpoint of another job is the user's mistake (--resume), not
+     * fsgd's: FSGD_E_ARG, exit 2. */
     if (rows != a->s->dataset_rows || mdim != a->mdim) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "checkpoint '%s' is for other data (%llu rows, %llu weights; topic has %llu rows, %llu "
-                          "weights): remove it to start over",
+                          "weights): resume with the data it was written for, or start over (fsgd run --fresh)",
                           path, (unsigned long long)rows, (unsigned long long)mdim,
                           (unsigned long long)a->s->dataset_rows, (unsigned long long)a->mdim);
         goto out;
@@ -144,13 +157,13 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         goto out;
     }
     if (s.nparts != a->st.nparts) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "checkpoint '%s': %u partitions, topic has %u", path,
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s': %u partitions, topic has %u", path,
                           s.nparts, a->st.nparts);
         goto out;
     }
     for (uint32_t i = 0; i < s.nparts; i++)
         if (s.start[i] != a->st.start[i] || s.end[i] != a->st.end[i]) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "checkpoint '%s': partition %u range differs", path, i);
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s': partition %u range differs", path, i);
             goto out;
         }
     if (len - off < 8 + 8 + 8 + 8 + 8 + 4) {
@@ -164,14 +177,18 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
     a->seconds_before = fsgd_le_getf64(p + off + 32);
     uint32_t ne = fsgd_le_get32(p + off + 40);
     off += 44;
-    if (ne > 64 || len - off < (size_t)ne * 68 + a->mdim * (counted ? 14 : 12)) {
+    if (len - off < (uint64_t)ne * 68 + a->mdim * (counted ? 14 : 12) + (version >= CKPT_VERSION ? 8 : 0)) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path, off);
         goto out;
     }
-    a->s->n_epochs = (int)ne;
-    for (uint32_t i = 0; i < ne; i++) {
-        fsgd_agg_epoch_t *ep = &a->s->epochs[i];
-        memset(ep, 0, sizeof *ep);
+    /* every epoch of the run (bounded by the bytes above, 68 each) */
+    a->s->n_epochs = 0;
+    for (uint32_t i = 0; i < ne; i++, a->s->n_epochs++) {
+        fsgd_agg_epoch_t *ep = fsgd_agg_epoch_next(a->s);
+        if (!ep) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "checkpoint '%s': out of memory", path);
+            goto out;
+        }
         ep->epoch = (int)fsgd_le_get32(p + off);
         ep->seconds = fsgd_le_getf64(p + off + 4);
         ep->train_loss = fsgd_le_getf64(p + off + 12);
@@ -205,6 +222,21 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         }
         a->adam.keys[i].count = c;
     }
+    if (version >= CKPT_VERSION) {
+        a->ckpt_model = fsgd_le_get32(p + off);
+        a->ckpt_bias = fsgd_le_get32(p + off + 4);
+        off += 8;
+        if (a->job && (a->ckpt_model != (uint32_t)a->job->model || a->ckpt_bias != (a->job->bias ? 1u : 0u))) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                              "checkpoint '%s' was written by a %s job%s; this job is %s%s: resume with the same "
+                              "--model, or start over (fsgd run --fresh)",
+                              path, fsgd_loss_name((fsgd_loss_kind_t)a->ckpt_model),
+                              a->ckpt_bias ? " with an intercept" : " without an intercept",
+                              fsgd_loss_name(a->job->model), a->job->bias ? " with an intercept" : " without an intercept");
+            goto out;
+        }
+    }
+    a->ckpt_version = version;
     if (off != len) { /* the layout is exact: anything more is another format */
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': %zu bytes past the end at byte %zu",
                           path, len - off, off);
@@ -247,6 +279,26 @@ int agg_ckpt_load(agg_t *a)
     return rc;
 }
 
+int fsgd_ckpt_probe(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISREG(sb.st_mode))
+        return -1;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    uint8_t h[8];
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (n == 8 && !memcmp(h, CKPT_MAGIC, 8))
+        return 1;
+    if (n == 8 && !memcmp(h, "FSGC", 4) && fsgd_le_get32(h + 4) == 1)
+        return 2;
+    return -1;
+}
+
 int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t mdim, const fsgd_wire_state_t *expect,
                    uint8_t **reenc, size_t *reenc_len, char *err, size_t errsz)
 {
@@ -259,7 +311,7 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
     if (!rc && fsgd_adam_init(&a->adam, mdim, &ap) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     /* the Adam mode the file was written in (a restarted aggregator has its job's) */
-    if (!rc && len >= 12 && fsgd_le_get32(p + 8) == CKPT_VERSION_COUNTS && fsgd_adam_count_keys(&a->adam) < 0)
+    if (!rc && len >= 12 && (fsgd_le_get32(p + 8) == CKPT_VERSION_COUNTS || fsgd_le_get32(p + 8) == CKPT_VERSION_OLD_COUNTS) && fsgd_adam_count_keys(&a->adam) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     if (!rc) {
         a->s = st;
@@ -288,6 +340,7 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
         fsgd_adam_free(&a->adam);
     }
     free(a);
+    fsgd_agg_stats_free(st);
     free(st);
     return rc;
 }

@@ -80,8 +80,10 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
 {
     fsgd_kframe_t f;
     char e[256];
-    if (fsgd_kframe_parse(payload, plen, &f, NULL, e, sizeof e) < 0) {
-        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: %s", (long long)offset, e);
+    int prc = fsgd_kframe_parse(payload, plen, &f, NULL, e, sizeof e);
+    if (prc < 0) {
+        agg_reject(a, prc == FSGD_E_AUTH ? FSGD_AGG_REJ_UNAUTH : FSGD_AGG_REJ_CORRUPT, "offset %lld: %s",
+                   (long long)offset, e);
         return 0;
     }
     if (f.kind != FSGD_KMSG_GRAD) {

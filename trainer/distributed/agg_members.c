@@ -67,6 +67,11 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
     size_t np = 0;
     uint32_t P = a->st.nparts;
     const char *j = m->val;
+    char why[256];
+    if (!m->err && fsgd_ctl_verify(m, why, sizeof why) < 0) {
+        agg_reject(a, FSGD_AGG_REJ_UNAUTH, "%s %s", a->tctl, why);
+        return;
+    }
     if (m->err || !j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) ||
         (strcmp(ev, "worker_assignment") && strcmp(ev, "worker_leave")) ||
         !fsgd_ctl_get_num(j, m->len, "worker", &wid) || !(wid >= 0 && wid <= UINT32_MAX))

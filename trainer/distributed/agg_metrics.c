@@ -13,6 +13,39 @@
 
 #include "aggregator_internal.h"
 
+fsgd_agg_epoch_t *fsgd_agg_epoch_next(fsgd_agg_stats_t *s)
+{
+    if (s->n_epochs >= s->epochs_cap) {
+        int cap = s->epochs_cap ? 2 * s->epochs_cap : 64;
+        fsgd_agg_epoch_t *e = realloc(s->epochs, (size_t)cap * sizeof *e);
+        if (!e)
+            return NULL;
+        s->epochs = e;
+        s->epochs_cap = cap;
+    }
+    fsgd_agg_epoch_t *e = &s->epochs[s->n_epochs];
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+void fsgd_agg_stats_free(fsgd_agg_stats_t *s)
+{
+    if (!s)
+        return;
+    free(s->epochs);
+    s->epochs = NULL;
+    s->n_epochs = s->epochs_cap = 0;
+}
+
+/* A JSON number, or null when it was not measured (or is not finite). */
+static void jnum(char *out, size_t cap, double x, int measured)
+{
+    if (measured && isfinite(x))
+        snprintf(out, cap, "%.6f", x);
+    else
+        snprintf(out, cap, "null");
+}
+
 int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, const char *path, char *err,
                            size_t errsz)
 {
@@ -29,8 +62,16 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     double steps = s->adam_steps ? (double)s->adam_steps : 1;
 #define J(x) (isfinite(x) ? (x) : -1.0)
     fprintf(f, "{\n  \"mode\": \"distributed\",\n  \"job\": \"%s\",\n  \"codec\": \"%s\",\n", job->name, job->codec);
-    fprintf(f, "  \"test\": {\"n\": %zu, \"auc\": %.6f, \"logloss\": %.6f, \"loss\": %.6f, \"accuracy\": %.6f},\n",
-            s->test.n, J(s->test.auc), J(s->test.logloss), J(s->test.loss), J(s->test.accuracy));
+    /* Without test rows nothing was measured: null, never 0. The SVM's
+     * scores are margins, so it has no logloss. */
+    char auc[32], ll[32], loss[32], acc[32];
+    const int svm = job->model == FSGD_LOSS_HINGE;
+    jnum(auc, sizeof auc, s->test.auc, s->test.n);
+    jnum(ll, sizeof ll, s->test.logloss, s->test.n && !svm);
+    jnum(loss, sizeof loss, s->test.loss, s->test.n);
+    jnum(acc, sizeof acc, s->test.accuracy, s->test.n);
+    fprintf(f, "  \"test\": {\"n\": %zu, \"auc\": %s, \"logloss\": %s, \"loss\": %s, \"accuracy\": %s},\n", s->test.n,
+            auc, ll, loss, acc);
     fprintf(f, "  \"train_seconds\": %.3f,\n  \"epochs\": %d,\n  \"steps\": %llu,\n  \"empty_steps\": %llu,\n",
             s->seconds, s->n_epochs, (unsigned long long)s->adam_steps, (unsigned long long)s->empty_steps);
     fprintf(f, "  \"dataset_rows\": %llu,\n  \"dim\": %llu,\n  \"partitions\": %d,\n",
@@ -43,10 +84,12 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fprintf(f, "],\n  \"per_epoch\": [\n");
     for (int i = 0; i < s->n_epochs; i++) {
         const fsgd_agg_epoch_t *e = &s->epochs[i];
+        jnum(auc, sizeof auc, e->test.auc, e->test.n);
+        jnum(ll, sizeof ll, e->test.logloss, e->test.n && !svm);
         fprintf(f, "    {\"epoch\": %d, \"seconds\": %.3f, \"seconds_from_step1\": %.3f, \"train_loss\": %.6f, "
-                   "\"rows\": %llu, \"test_auc\": %.6f, \"test_logloss\": %.6f}%s\n",
-                e->epoch, e->seconds, e->seconds_from_step1, J(e->train_loss), (unsigned long long)e->rows,
-                J(e->test.auc), J(e->test.logloss), i + 1 < s->n_epochs ? "," : "");
+                   "\"rows\": %llu, \"test_auc\": %s, \"test_logloss\": %s}%s\n",
+                e->epoch, e->seconds, e->seconds_from_step1, J(e->train_loss), (unsigned long long)e->rows, auc, ll,
+                i + 1 < s->n_epochs ? "," : "");
     }
     fprintf(f, "  ],\n");
     fprintf(f, "  \"assignment_wait_seconds\": %.3f,\n  \"assignment_settled\": %d,\n", s->assignment_wait_s,

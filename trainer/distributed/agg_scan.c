@@ -75,7 +75,8 @@ int agg_scan_data(agg_t *a)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
         c.p = (uint32_t)p;
         c.rows = 0;
-        rc = fsgd_bus_read_range(a->scan_c, a->tdata, p, lo, hi, 30000, 0, scan_msg, &c, a->err, a->errsz);
+        rc = fsgd_bus_read_range(a->scan_c, a->tdata, p, lo, hi, 30000, FSGD_BUS_READ_ROWS, scan_msg, &c, a->err,
+                                 a->errsz);
         total += c.rows;
     }
     max_col = c.max_col;
@@ -120,7 +121,7 @@ static int last_final(void *ctx, int32_t partition, int64_t offset, const void *
                       size_t errsz)
 {
     fsgd_kframe_t f;
-    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) == 0 && (f.flags & FSGD_KFLAG_FINAL)) {
+    if (fsgd_kframe_parse_unverified(val, len, &f, NULL, NULL, 0) == 0 && (f.flags & FSGD_KFLAG_FINAL)) {
         fsgd_kframe_t *out = ctx;
         *out = f;
         out->body = NULL;

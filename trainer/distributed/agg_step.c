@@ -165,7 +165,9 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
                                 "epoch %u applied %llu rows but the data has %llu: exactly-once violated",
                                 a->st.epoch, (unsigned long long)a->rows_epoch,
                                 (unsigned long long)a->s->dataset_rows);
-        fsgd_agg_epoch_t *ep = &a->s->epochs[a->s->n_epochs < 64 ? a->s->n_epochs : 63];
+        fsgd_agg_epoch_t *ep = fsgd_agg_epoch_next(a->s);
+        if (!ep)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "epoch %u: out of memory", a->st.epoch);
         ep->epoch = (int)a->st.epoch;
         ep->seconds = a->seconds_before + agg_now() - a->t0;
         ep->seconds_from_step1 = agg_now() - a->t_step1;
@@ -186,8 +188,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         fsgd_cj_f64(&a->cj, "seconds_from_step1", ep->seconds_from_step1);
         fsgd_cj_u64(&a->cj, "workers_live", a->nlive);
         agg_ctl_emit(a, "epoch_end");
-        if (a->s->n_epochs < 64)
-            a->s->n_epochs++;
+        a->s->n_epochs++;
         final |= (int)a->st.epoch >= (a->job->epochs ? a->job->epochs : a->job->max_epochs);
         if (!final) {
             a->st.epoch++;

@@ -38,6 +38,7 @@ typedef struct agg {
     uint32_t gen;
     uint64_t step; /* last applied step */
     fsgd_wire_state_t st;
+    uint32_t ckpt_version, ckpt_model, ckpt_bias; /* of the checkpoint read (agg_checkpoint.c) */
     uint64_t **rows_at; /* per partition: rows before offset (start + i) */
     uint64_t dim, mdim;
     fsgd_adam_t adam;

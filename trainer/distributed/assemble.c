@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fsgd/bus.h"
+#include "fsgd/auth.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/codec.h"
@@ -22,6 +23,7 @@ typedef struct asm_state {
     int final;
     fsgd_sparse_t d;
     uint64_t bad;
+    uint64_t unauth; /* frames without this job key's tag, skipped */
 } asm_state_t;
 
 static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t errsz)
@@ -29,6 +31,13 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
     fsgd_kframe_t f;
     char e[256];
     int rc = fsgd_kframe_parse(p, len, &f, NULL, e, sizeof e);
+    /* With the job key, a frame that is not the job's (a forged snapshot
+     * appended to the topic) is skipped, never assembled; without the key an
+     * authenticated topic cannot be read at all (the parse says so). */
+    if (rc == FSGD_E_AUTH && fsgd_auth_enabled()) {
+        s->unauth++;
+        return 0;
+    }
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "model topic: %s", e);
     if (f.kind == FSGD_KMSG_GRAD)
@@ -116,6 +125,14 @@ static int finish(asm_state_t *s, int require_final, fsgd_model_t *m, uint64_t *
         memset(&s->m, 0, sizeof s->m);
         if (step)
             *step = s->step;
+        if (s->unauth)
+            fsgd_err_fmt(err, errsz, 0, "skipped %llu messages without this job key's tag",
+                         (unsigned long long)s->unauth);
+    } else if (s->unauth) {
+        size_t n = strlen(err);
+        if (n < errsz)
+            snprintf(err + n, errsz - n, " (and %llu messages without this job key's tag were skipped)",
+                     (unsigned long long)s->unauth);
     }
     fsgd_model_free(&s->m);
     fsgd_sparse_free(&s->d);
@@ -135,7 +152,8 @@ int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final
         fsgd_kframe_t f;
         size_t used = 0;
         char e[256];
-        int rc = fsgd_kframe_parse(buf + off, len - off, &f, &used, e, sizeof e);
+        /* the frame's length first; feed checks its tag */
+        int rc = fsgd_kframe_parse_unverified(buf + off, len - off, &f, &used, e, sizeof e);
         if (rc == 0)
             rc = feed(&s, buf + off, used, e, sizeof e);
         if (rc < 0) {

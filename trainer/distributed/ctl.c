@@ -1,5 +1,6 @@
 /* NAME.ctl events: a small JSON writer and reader (ctl.h). */
 #include "ctl.h"
+#include "fsgd/auth.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -143,7 +144,34 @@ int fsgd_ctl_send(fsgd_bus_client_t *prod, const char *topic, const char *job, c
 {
     if (!prod || j->oom || !j->p)
         return FSGD_E_KAFKA;
-    return fsgd_bus_produce(prod, topic, 0, event, j->p, j->n, job, "ctl", NULL, 0) ? FSGD_E_KAFKA : 0;
+    /* the tag covers the key too: an event cannot be relabelled */
+    char mac[FSGD_AUTH_TAG_HEX + 1] = "";
+    if (fsgd_auth_enabled())
+        fsgd_auth_tag_hex(mac, FSGD_AUTH_CTL, event, strlen(event) + 1, j->p, j->n);
+    return fsgd_bus_produce(prod, topic, 0, event, j->p, j->n, job, "ctl", mac[0] ? mac : NULL, NULL, 0) ? FSGD_E_KAFKA
+                                                                                                          : 0;
+}
+
+int fsgd_ctl_verify(const fsgd_bus_msg_t *m, char *why, size_t whysz)
+{
+    if (!fsgd_auth_enabled())
+        return 0;
+    const void *mac = m->mac;
+    size_t mlen = m->mac_len;
+    if (m->err || !mac)
+        return fsgd_err_fmt(why, whysz, FSGD_E_AUTH, "offset %lld: no %s header and this job is authenticated",
+                            (long long)m->offset, FSGD_CTL_MAC_HEADER);
+    /* the key is hashed with its terminating zero: (key, value) pairs never
+     * run into each other */
+    char event[64];
+    size_t kl = m->key_len < sizeof event - 1 ? m->key_len : sizeof event - 1;
+    memcpy(event, m->key ? m->key : "", m->key ? kl : 0);
+    event[m->key ? kl : 0] = '\0';
+    if (m->key_len >= sizeof event || memchr(event, '\0', m->key ? kl : 0) ||
+        !fsgd_auth_check_hex(mac, mlen, FSGD_AUTH_CTL, event, strlen(event) + 1, m->val, m->len))
+        return fsgd_err_fmt(why, whysz, FSGD_E_AUTH, "offset %lld: the %s tag is not this job key's",
+                            (long long)m->offset, FSGD_CTL_MAC_HEADER);
+    return 0;
 }
 
 /* Finds `"key"` followed by `:` outside strings at nesting depth 1; returns

@@ -34,6 +34,14 @@ void fsgd_cj_free(fsgd_ctl_json_t *j);
  * returns 0 or FSGD_E_KAFKA (the caller decides whether that matters). */
 int fsgd_ctl_send(fsgd_bus_client_t *prod, const char *topic, const char *job, const char *event, const fsgd_ctl_json_t *j);
 
+/* The Kafka header that carries an event's tag (hex) when the job has a key. */
+#define FSGD_CTL_MAC_HEADER "fsgd.mac"
+
+/* 0 when m may be acted on: no job key is set, or m carries a valid tag
+ * (FSGD_CTL_MAC_HEADER) over its key and value; FSGD_E_AUTH with why set
+ * otherwise (the caller drops and counts it). */
+int fsgd_ctl_verify(const fsgd_bus_msg_t *m, char *why, size_t whysz);
+
 /* Field lookup in a flat JSON object: 1 found, 0 absent/mistyped. */
 int fsgd_ctl_get_str(const char *json, size_t len, const char *key, char *out, size_t cap);
 int fsgd_ctl_get_num(const char *json, size_t len, const char *key, double *v);

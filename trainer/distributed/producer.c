@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "fsgd/bus.h"
+#include "fsgd/auth.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
@@ -110,9 +111,12 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
         if (r == 0)
             continue; /* blank, comment, or skipped bad row */
         int32_t p = (int32_t)(st->rows % (uint64_t)P);
-        /* no key, no headers: the row as it is */
+        /* with a job key, each row message carries its tag (KAFKA_FORMAT.md) */
+        char mac[FSGD_AUTH_TAG_HEX + 1] = "";
+        if (fsgd_auth_enabled())
+            fsgd_auth_tag_hex(mac, FSGD_AUTH_DATA, line, n, NULL, 0);
         char e[256];
-        if (fsgd_bus_produce(rk, topic, p, NULL, line, (size_t)n, NULL, NULL, e, sizeof e)) {
+        if (fsgd_bus_produce(rk, topic, p, NULL, line, (size_t)n, NULL, NULL, mac[0] ? mac : NULL, e, sizeof e)) {
             rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce %s:%llu: %s", path, (unsigned long long)lineno, e);
             break;
         }
@@ -135,11 +139,20 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     for (int p = 0; !rc && p < P; p++) {
         int64_t lo, hi;
         rc = fsgd_bus_watermarks(rk, topic, p, &lo, &hi, 10000, err, errsz);
-        if (!rc && (lo != lo0[p] || hi - lo != hi0[p] - lo0[p] + (int64_t)sent[p]))
+        /* More rows than were written: another writer at the same time, most
+         * likely a second job of the same name (not the broker's doing). */
+        if (!rc && lo == lo0[p] && hi - lo > hi0[p] - lo0[p] + (int64_t)sent[p])
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
+                              "%s [%d] holds offsets [%lld, %lld) after this producer wrote %llu rows onto [%lld, "
+                              "%lld): another client wrote %lld rows into it at the same time. Is another job of "
+                              "the same name running on these brokers? A job name is for one job at a time",
+                              topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p], (long long)lo0[p],
+                              (long long)hi0[p], (long long)(hi - hi0[p] - (int64_t)sent[p]));
+        else if (!rc && (lo != lo0[p] || hi - lo != hi0[p] - lo0[p] + (int64_t)sent[p]))
             rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
                               "data lost: %s [%d] holds offsets [%lld, %lld) after writing %llu rows onto "
-                              "[%lld, %lld): the broker dropped data (the embedded cluster keeps at most 5 MiB "
-                              "per partition; use more partitions)",
+                              "[%lld, %lld): the broker dropped data (on a real cluster: the topic's retention; "
+                              "the embedded cluster keeps at most 5 MiB per partition: use more partitions)",
                               topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p],
                               (long long)lo0[p], (long long)hi0[p]);
     }

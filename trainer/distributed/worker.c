@@ -74,7 +74,7 @@ typedef struct worker {
     fsgd_dist_log_fn log;
     fsgd_worker_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
     void *log_ctx;
-    uint8_t logged_corrupt, logged_dup;
+    uint8_t logged_corrupt, logged_dup, logged_unauth;
     int rc;
     char *err;
     size_t errsz;
@@ -91,10 +91,14 @@ static void reject(worker_t *w, int corrupt, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* corrupt: 1 corrupt, 0 duplicate, REJECT_UNAUTH without a valid tag */
+#define REJECT_UNAUTH 2
 static void reject(worker_t *w, int corrupt, const char *fmt, ...)
 {
-    uint8_t *logged = corrupt ? &w->logged_corrupt : &w->logged_dup;
-    if (corrupt)
+    uint8_t *logged = corrupt == REJECT_UNAUTH ? &w->logged_unauth : corrupt ? &w->logged_corrupt : &w->logged_dup;
+    if (corrupt == REJECT_UNAUTH)
+        w->stats->unauthenticated++;
+    else if (corrupt)
         w->stats->corrupt++;
     else
         w->stats->duplicates++;
@@ -107,7 +111,7 @@ static void reject(worker_t *w, int corrupt, const char *fmt, ...)
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     snprintf(line, sizeof line, "rejected a message on %s: %s: %s (further ones are only counted)", w->tmodel,
-             corrupt ? "corrupt" : "duplicate", why);
+             corrupt == REJECT_UNAUTH ? "unauthenticated" : corrupt ? "corrupt" : "duplicate", why);
     w->log(w->log_ctx, line);
 }
 
@@ -204,8 +208,8 @@ static int load_partition(worker_t *w, uint32_t p)
     if (!c->row_of)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory caching partition %u", p);
     load_ctx_t l = {w, c};
-    FSGD_TRY(fsgd_bus_read_range(w->fetch, w->tdata, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000, 0,
-                                 load_msg, &l, w->err, w->errsz));
+    FSGD_TRY(fsgd_bus_read_range(w->fetch, w->tdata, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000,
+                                 FSGD_BUS_READ_ROWS, load_msg, &l, w->err, w->errsz));
     c->loaded = 1;
     return 0;
 }
@@ -290,6 +294,10 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
     char ev[32], status[16], msg[400];
     double gen = -1;
     const char *j = m->val;
+    if (fsgd_ctl_verify(m, msg, sizeof msg) < 0) {
+        reject(w, REJECT_UNAUTH, "%s %s", w->tctl, msg);
+        return 0;
+    }
     if (!j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) || strcmp(ev, "job_end") ||
         !fsgd_ctl_get_num(j, m->len, "gen", &gen) || !fsgd_ctl_get_str(j, m->len, "status", status, sizeof status))
         return 0;
@@ -345,8 +353,9 @@ static int handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         return handle_ctl(w, m);
     fsgd_kframe_t f;
     char e[256];
-    if (fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e) < 0) {
-        reject(w, 1, "offset %lld: %s", (long long)m->offset, e);
+    int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e);
+    if (prc < 0) {
+        reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "offset %lld: %s", (long long)m->offset, e);
         return 0;
     }
     if (f.kind == FSGD_KMSG_GRAD) {
@@ -388,6 +397,23 @@ static int handle_model(worker_t *w, const fsgd_bus_msg_t *m)
             return 0;
         }
         if (w->valid && f.gen == w->gen && f.step < w->step) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        /* Every step publishes one model message and every snapshot_every-th
+         * is a snapshot: a reader in step cannot meet a snapshot of its own
+         * generation further ahead. One that is could not come from this run
+         * (a forged one, issue 27): taking it would stall the job. */
+        /* snapshot_every auto is max(100, weights / 4096) (agg_auto.c);
+         * twice the gap leaves room to spare */
+        const uint64_t every = w->job->snapshot_every > 0 ? (uint64_t)w->job->snapshot_every
+                               : w->mdim / 4096 > 100       ? w->mdim / 4096
+                                                            : 100;
+        if (w->valid && f.gen == w->gen && f.step > w->step + 2 * every) {
+            reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past this worker's model (step %llu; "
+                         "snapshots come every %llu steps): not from this run",
+                   f.gen, (unsigned long long)f.step, (unsigned long long)(f.step - w->step),
+                   (unsigned long long)w->step, (unsigned long long)every);
             fsgd_wire_state_free(&s);
             return 0;
         }

@@ -9,6 +9,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
+#include "fsgd/auth.h"
 
 void fsgd_kbus_topic(char *out, size_t cap, const char *job, const char *suffix)
 {
@@ -407,7 +408,7 @@ int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, c
     if (n > FSGD_KBUS_MAX_CHUNKS)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "message of %zu bytes needs %zu chunks (max %u)", len, n,
                             FSGD_KBUS_MAX_CHUNKS);
-    uint8_t *buf = malloc((len < chunk_max ? len : chunk_max) + FSGD_KFRAME_OVERHEAD);
+    uint8_t *buf = malloc((len < chunk_max ? len : chunk_max) + FSGD_KFRAME_OVERHEAD + FSGD_KFRAME_TAG);
     if (!buf)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "send: out of memory");
     static const char *kinds[] = {"", "grad", "delta", "snapshot", "delta"};
@@ -501,15 +502,25 @@ int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partit
     return read_range(consumer, topic, partition, start, end, timeout_ms, 0, fn, ctx, err, errsz);
 }
 
+int fsgd_kbus_read_rows(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
+                        int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+{
+    return read_range(consumer, topic, partition, start, end, timeout_ms, 2, fn, ctx, err, errsz);
+}
+
 int fsgd_kbus_read_compacted(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                              int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
 {
     return read_range(consumer, topic, partition, start, end, timeout_ms, 1, fn, ctx, err, errsz);
 }
 
+/* gaps: 1 offsets may have holes (compaction); 2 no holes, and every
+ * message a row message whose tag is checked (fsgd_auth_row_ok). */
 static int read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                       int timeout_ms, int gaps, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
 {
+    const int rows = gaps == 2;
+    gaps = gaps == 1;
     if (start >= end)
         return 0;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
@@ -563,7 +574,22 @@ static int read_range(rd_kafka_t *consumer, const char *topic, int32_t partition
             rd_kafka_message_destroy(m);
             break;
         }
-        if (m->offset < end)
+        if (m->offset < end && rows) {
+            rd_kafka_headers_t *h = NULL;
+            const void *mac = NULL;
+            size_t ml = 0;
+            if (rd_kafka_message_headers(m, &h) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+                rd_kafka_header_get_last(h, FSGD_KBUS_MAC_HEADER, &mac, &ml) != RD_KAFKA_RESP_ERR_NO_ERROR)
+                mac = NULL;
+            if (!fsgd_auth_row_ok(mac, ml, m->payload, m->len))
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
+                                  "topic %s partition %d offset %lld: %s: the job is authenticated and its rows "
+                                  "must be written with its key (fsgd produce --job-key-file), or the job must "
+                                  "allow unsigned rows (unsigned_rows: 1, for kcat and other outside producers)",
+                                  topic, (int)partition, (long long)m->offset,
+                                  mac ? "a row whose tag is not this job key's" : "a row without a tag");
+        }
+        if (m->offset < end && !rc)
             rc = fn(ctx, partition, m->offset, m->payload, m->len, err, errsz);
         next = m->offset + 1;
         last = mono_ms();

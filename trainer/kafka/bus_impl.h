@@ -14,7 +14,7 @@ typedef struct fsgd_bus_ops {
                 const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len, uint64_t *wire,
                 char *err, size_t errsz);
     int (*produce)(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *key, const void *val,
-                   size_t len, const char *job, const char *kind, char *err, size_t errsz);
+                   size_t len, const char *job, const char *kind, const char *mac, char *err, size_t errsz);
     void (*serve)(fsgd_bus_client_t *c);
     int (*flush)(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz);
     int (*assign)(fsgd_bus_client_t *c, const fsgd_bus_tp_t *tps, int n, char *err, size_t errsz);
@@ -27,7 +27,7 @@ typedef struct fsgd_bus_ops {
     int (*watermarks)(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                       int timeout_ms, char *err, size_t errsz);
     int (*read_range)(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
-                      int timeout_ms, int compacted, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+                      int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
     int (*create_topic)(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,
                         const char *const *configs, int timeout_ms, char *err, size_t errsz);
     int (*broker_count)(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz);

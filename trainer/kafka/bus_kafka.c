@@ -151,21 +151,30 @@ static int k_send(fsgd_bus_client_t *bc, const char *topic, int32_t partition, c
 }
 
 static int k_produce(fsgd_bus_client_t *bc, const char *topic, int32_t partition, const char *key, const void *val,
-                     size_t len, const char *job, const char *kind, char *err, size_t errsz)
+                     size_t len, const char *job, const char *kind, const char *mac, char *err, size_t errsz)
 {
     kclient_t *c = (kclient_t *)bc;
     int32_t part = partition < 0 ? RD_KAFKA_PARTITION_UA : partition;
     rd_kafka_resp_err_t e;
     for (;;) {
-        if (job)
-            e = rd_kafka_producev(c->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+        rd_kafka_headers_t *h = NULL;
+        if (job || mac) {
+            h = rd_kafka_headers_new(3);
+            if (job) {
+                rd_kafka_header_add(h, "fsgd.job", -1, job, -1);
+                rd_kafka_header_add(h, "fsgd.kind", -1, kind, -1);
+            }
+            if (mac)
+                rd_kafka_header_add(h, FSGD_KBUS_MAC_HEADER, -1, mac, -1);
+        }
+        e = h ? rd_kafka_producev(c->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
                                   RD_KAFKA_V_KEY(key, key ? strlen(key) : 0), RD_KAFKA_V_VALUE((void *)val, len),
-                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADER("fsgd.job", job, -1),
-                                  RD_KAFKA_V_HEADER("fsgd.kind", kind, -1), RD_KAFKA_V_END);
-        else
-            e = rd_kafka_producev(c->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END)
+              : rd_kafka_producev(c->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
                                   RD_KAFKA_V_KEY(key, key ? strlen(key) : 0), RD_KAFKA_V_VALUE((void *)val, len),
                                   RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        if (e && h) /* producev owns the headers only when it succeeds */
+            rd_kafka_headers_destroy(h);
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
             break;
         rd_kafka_poll(c->rk, 10); /* a full queue: let deliveries drain it */
@@ -318,6 +327,12 @@ static fsgd_bus_msg_t *k_poll(fsgd_bus_client_t *bc, int timeout_ms)
     m->errstr = rm->err ? rd_kafka_message_errstr(rm) : "";
     m->errname = rm->err ? rd_kafka_err2name(rm->err) : "";
     m->lat_ms = rm->err ? -1 : latency_ms(rm);
+    m->key = rm->key;
+    m->key_len = rm->key_len;
+    rd_kafka_headers_t *h = NULL;
+    if (!rm->err && rd_kafka_message_headers(rm, &h) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        rd_kafka_header_get_last(h, FSGD_KBUS_MAC_HEADER, &m->mac, &m->mac_len) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        m->mac = NULL;
     return m;
 }
 
@@ -345,11 +360,13 @@ static int k_watermarks(fsgd_bus_client_t *bc, const char *topic, int32_t partit
 }
 
 static int k_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partition, int64_t start, int64_t end,
-                        int timeout_ms, int compacted, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+                        int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
 {
     rd_kafka_t *rk = ((kclient_t *)bc)->rk;
-    return compacted ? fsgd_kbus_read_compacted(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz)
-                     : fsgd_kbus_read_range(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz);
+    if (mode == FSGD_BUS_READ_ROWS)
+        return fsgd_kbus_read_rows(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz);
+    return mode ? fsgd_kbus_read_compacted(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz)
+                : fsgd_kbus_read_range(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz);
 }
 
 static int k_create_topic(fsgd_bus_client_t *bc, const char *topic, int partitions, int replication,

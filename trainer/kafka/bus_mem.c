@@ -11,12 +11,16 @@
 #include <time.h>
 
 #include "bus_impl.h"
+#include "fsgd/auth.h"
 #include "fsgd/error.h"
 
+/* A stored message: its value, then (in the same allocation) its key and
+ * its fsgd.mac tag, each NUL-terminated, when it has them (length -1: none). */
 typedef struct mmsg {
     uint8_t *val;
     size_t len;
     double sent; /* monotonic seconds */
+    int32_t klen, mlen;
 } mmsg_t;
 
 typedef struct mpart {
@@ -34,9 +38,10 @@ typedef struct mdelayed {
     double due;
     int topic;
     int32_t partition;
-    uint8_t *val;
+    uint8_t *val; /* packed as in mmsg_t */
     size_t len;
     double sent;
+    int32_t klen, mlen;
 } mdelayed_t;
 
 struct mclient;
@@ -153,25 +158,67 @@ static int topic_locked(mcluster_t *cl, const char *name, int partitions)
     return 0;
 }
 
-static int append(mcluster_t *cl, int topic, int32_t partition, const void *val, size_t len, double sent)
+/* The bytes a stored message takes: value, key and tag (mmsg_t). */
+static size_t packed_size(size_t len, int32_t klen, int32_t mlen)
+{
+    return len + (klen >= 0 ? (size_t)klen + 1 : 0) + (mlen >= 0 ? (size_t)mlen + 1 : 0) + 1;
+}
+
+/* val, key and mac in one allocation (NULL: out of memory). */
+static uint8_t *pack(const void *val, size_t len, const char *key, const char *mac, int32_t *klen, int32_t *mlen)
+{
+    *klen = key ? (int32_t)strlen(key) : -1;
+    *mlen = mac ? (int32_t)strlen(mac) : -1;
+    uint8_t *v = malloc(packed_size(len, *klen, *mlen));
+    if (!v)
+        return NULL;
+    if (len)
+        memcpy(v, val, len);
+    size_t o = len;
+    if (key) {
+        memcpy(v + o, key, (size_t)*klen + 1);
+        o += (size_t)*klen + 1;
+    }
+    if (mac)
+        memcpy(v + o, mac, (size_t)*mlen + 1);
+    return v;
+}
+
+/* Points m's key and mac into packed bytes p (as pack wrote them). */
+static void unpack(fsgd_bus_msg_t *m, const uint8_t *p, size_t len, int32_t klen, int32_t mlen)
+{
+    m->key = klen >= 0 ? p + len : NULL;
+    m->key_len = klen >= 0 ? (size_t)klen : 0;
+    m->mac = mlen >= 0 ? p + len + (klen >= 0 ? (size_t)klen + 1 : 0) : NULL;
+    m->mac_len = mlen >= 0 ? (size_t)mlen : 0;
+}
+
+/* Stores packed bytes v (taken over). */
+static int append_packed(mcluster_t *cl, int topic, int32_t partition, uint8_t *v, size_t len, int32_t klen,
+                         int32_t mlen, double sent)
 {
     mpart_t *p = &cl->t[topic]->p[partition];
     if (p->hi == p->cap) {
         int64_t nc = p->cap ? 2 * p->cap : 64;
         mmsg_t *nl = realloc(p->log, (size_t)nc * sizeof *nl);
-        if (!nl)
+        if (!nl) {
+            free(v);
             return FSGD_E_NOMEM;
+        }
         p->log = nl;
         p->cap = nc;
     }
-    uint8_t *v = malloc(len ? len : 1);
-    if (!v)
-        return FSGD_E_NOMEM;
-    if (len)
-        memcpy(v, val, len);
-    p->log[p->hi++] = (mmsg_t){v, len, sent};
+    p->log[p->hi++] = (mmsg_t){v, len, sent, klen, mlen};
     pthread_cond_broadcast(&cl->cv);
     return 0;
+}
+
+static int append(mcluster_t *cl, int topic, int32_t partition, const void *val, size_t len, const char *key,
+                  const char *mac, double sent)
+{
+    int32_t kl, ml;
+    uint8_t *v = pack(val, len, key, mac, &kl, &ml);
+    return v ? append_packed(cl, topic, partition, v, len, kl, ml, sent) : FSGD_E_NOMEM;
 }
 
 /* Stores the delayed messages whose time has come. */
@@ -182,8 +229,7 @@ static void deliver_due(mcluster_t *cl)
     for (int i = 0; i < cl->nd; i++) {
         mdelayed_t *d = &cl->d[i];
         if (d->due <= now) {
-            append(cl, d->topic, d->partition, d->val, d->len, d->sent);
-            free(d->val);
+            append_packed(cl, d->topic, d->partition, d->val, d->len, d->klen, d->mlen, d->sent);
         } else {
             cl->d[k++] = *d;
         }
@@ -463,7 +509,7 @@ static void m_client_destroy(fsgd_bus_client_t *bc)
 
 /* Stores one message through the fault hook. Called locked. */
 static int produce_locked(mclient_t *c, const char *topic, int32_t partition, const void *val, size_t len,
-                          char *err, size_t errsz)
+                          const char *key, const char *mac, char *err, size_t errsz)
 {
     mcluster_t *cl = c->cl;
     if (is_dead(cl, c->tag))
@@ -491,17 +537,16 @@ static int produce_locked(mclient_t *c, const char *topic, int32_t partition, co
             cl->d = nd;
             cl->capd = nc;
         }
-        uint8_t *v = malloc(len ? len : 1);
+        int32_t kl, ml;
+        uint8_t *v = pack(val, len, key, mac, &kl, &ml);
         if (!v)
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "bus: out of memory");
-        if (len)
-            memcpy(v, val, len);
-        cl->d[cl->nd++] = (mdelayed_t){now + delay_ms / 1e3, ti, partition, v, len, now};
+        cl->d[cl->nd++] = (mdelayed_t){now + delay_ms / 1e3, ti, partition, v, len, now, kl, ml};
         return 0;
     }
-    int rc = append(cl, ti, partition, val, len, now);
+    int rc = append(cl, ti, partition, val, len, key, mac, now);
     if (!rc && f == FSGD_BUS_DUPLICATE)
-        rc = append(cl, ti, partition, val, len, now);
+        rc = append(cl, ti, partition, val, len, key, mac, now);
     return rc ? fsgd_err_fmt(err, errsz, rc, "bus: out of memory") : 0;
 }
 
@@ -529,7 +574,7 @@ static int m_send(fsgd_bus_client_t *bc, const char *topic, int32_t partition, c
         f.body = body + off;
         f.body_len = (uint32_t)bl;
         size_t fl = fsgd_kframe_write(buf, &f);
-        rc = produce_locked(c, topic, partition, buf, fl, err, errsz);
+        rc = produce_locked(c, topic, partition, buf, fl, NULL, NULL, err, errsz);
         if (!rc && wire)
             *wire += fl;
     }
@@ -539,11 +584,11 @@ static int m_send(fsgd_bus_client_t *bc, const char *topic, int32_t partition, c
 }
 
 static int m_produce(fsgd_bus_client_t *bc, const char *topic, int32_t partition, const char *key, const void *val,
-                     size_t len, const char *job, const char *kind, char *err, size_t errsz)
+                     size_t len, const char *job, const char *kind, const char *mac, char *err, size_t errsz)
 {
     mclient_t *c = (mclient_t *)bc;
     pthread_mutex_lock(&c->cl->mu);
-    int rc = produce_locked(c, topic, partition, val, len, err, errsz);
+    int rc = produce_locked(c, topic, partition, val, len, key, mac, err, errsz);
     pthread_mutex_unlock(&c->cl->mu);
     return rc;
 }
@@ -675,15 +720,16 @@ static fsgd_bus_msg_t *m_poll(fsgd_bus_client_t *bc, int timeout_ms)
                 const mmsg_t *s = &p->log[a->pos];
                 fsgd_bus_msg_t *m = new_msg(c, a->topic, a->partition, a->pos);
                 mmsg_out_t *o = (mmsg_out_t *)m;
-                if (m && !(o->copy = malloc(s->len ? s->len : 1))) {
+                size_t full = packed_size(s->len, s->klen, s->mlen);
+                if (m && !(o->copy = malloc(full))) {
                     free(o);
                     m = NULL;
                 }
                 if (m) {
-                    if (s->len)
-                        memcpy(o->copy, s->val, s->len);
+                    memcpy(o->copy, s->val, full);
                     m->val = o->copy;
                     m->len = s->len;
+                    unpack(m, o->copy, s->len, s->klen, s->mlen);
                     m->lat_ms = (mono() - s->sent) * 1e3;
                     a->pos++;
                 }
@@ -751,10 +797,11 @@ static int m_watermarks(fsgd_bus_client_t *bc, const char *topic, int32_t partit
 }
 
 static int m_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partition, int64_t start, int64_t end,
-                        int timeout_ms, int compacted, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+                        int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
 {
     mclient_t *c = (mclient_t *)bc;
     int rc = 0;
+    fsgd_bus_msg_t tag = {0}; /* the key and mac of the offset read */
     for (int64_t o = start; o < end && !rc; o++) {
         pthread_mutex_lock(&c->cl->mu);
         int ti = find_topic(c->cl, topic);
@@ -771,14 +818,20 @@ static int m_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
         else if (o >= p->hi)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_TIMEOUT, "%s [%d]: no data at offset %lld (reading up to %lld)",
                               topic, (int)partition, (long long)o, (long long)end);
-        else if (!(copy = malloc(p->log[o].len ? p->log[o].len : 1)))
+        else if (!(copy = malloc(packed_size(p->log[o].len, p->log[o].klen, p->log[o].mlen))))
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "bus: out of memory");
         else {
             len = p->log[o].len;
-            if (len)
-                memcpy(copy, p->log[o].val, len);
+            memcpy(copy, p->log[o].val, packed_size(len, p->log[o].klen, p->log[o].mlen));
+            unpack(&tag, copy, len, p->log[o].klen, p->log[o].mlen);
         }
         pthread_mutex_unlock(&c->cl->mu);
+        if (!rc && mode == FSGD_BUS_READ_ROWS && !fsgd_auth_row_ok(tag.mac, tag.mac_len, copy, len))
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
+                              "topic %s partition %d offset %lld: %s: the job is authenticated and its rows must be "
+                              "written with its key, or the job must allow unsigned rows",
+                              topic, (int)partition, (long long)o,
+                              tag.mac ? "a row whose tag is not this job key's" : "a row without a tag");
         if (!rc)
             rc = fn(ctx, partition, o, copy, len, err, errsz);
         free(copy);

@@ -35,9 +35,10 @@ int fsgd_bus_send(fsgd_bus_client_t *c, const char *topic, int32_t partition, co
 }
 
 int fsgd_bus_produce(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *key,
-                     const void *val, size_t len, const char *job, const char *kind, char *err, size_t errsz)
+                     const void *val, size_t len, const char *job, const char *kind, const char *mac, char *err,
+                     size_t errsz)
 {
-    return c->bus->ops->produce(c, topic, partition, key, val, len, job, kind, err, errsz);
+    return c->bus->ops->produce(c, topic, partition, key, val, len, job, kind, mac, err, errsz);
 }
 
 void fsgd_bus_serve(fsgd_bus_client_t *c)
@@ -89,9 +90,9 @@ int fsgd_bus_watermarks(fsgd_bus_client_t *c, const char *topic, int32_t partiti
 }
 
 int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
-                        int timeout_ms, int compacted, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+                        int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
 {
-    return c->bus->ops->read_range(c, topic, partition, start, end, timeout_ms, compacted, fn, ctx, err, errsz);
+    return c->bus->ops->read_range(c, topic, partition, start, end, timeout_ms, mode, fn, ctx, err, errsz);
 }
 
 int fsgd_bus_create_topic(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,

@@ -3,23 +3,26 @@
  * Layout, little-endian:
  *   0 magic "FSGK" | 4 version u8 | 5 kind u8 | 6 flags u16 | 8 gen u32 |
  *   12 sender u32 | 16 step u64 | 24 chunk u32 | 28 nchunks u32 |
- *   32 body_len u32 | 36 body | 36+len crc32c u32 of bytes [0, 36+len). */
+ *   32 body_len u32 | 36 body | 36+len crc32c u32 of bytes [0, 36+len) |
+ *   with flag AUTH: 40+len tag (32 bytes, fsgd/auth.h) of bytes [0, 40+len). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsgd/auth.h"
 #include "fsgd/crc32c.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 
-#define KNOWN_FLAGS (FSGD_KFLAG_FINAL | FSGD_KFLAG_SECTION)
+#define KNOWN_FLAGS (FSGD_KFLAG_FINAL | FSGD_KFLAG_SECTION | FSGD_KFLAG_AUTH)
 
 size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f)
 {
     memcpy(out, FSGD_KFRAME_MAGIC, 4);
     out[4] = FSGD_KFRAME_VERSION;
     out[5] = f->kind;
-    fsgd_le_put16(out + 6, f->flags);
+    const int auth = fsgd_auth_enabled();
+    fsgd_le_put16(out + 6, (uint16_t)((f->flags & ~FSGD_KFLAG_AUTH) | (auth ? FSGD_KFLAG_AUTH : 0)));
     fsgd_le_put32(out + 8, f->gen);
     fsgd_le_put32(out + 12, f->sender);
     fsgd_le_put64(out + 16, f->step);
@@ -30,10 +33,14 @@ size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f)
         memcpy(out + FSGD_KFRAME_HEADER, f->body, f->body_len);
     size_t n = FSGD_KFRAME_HEADER + (size_t)f->body_len;
     fsgd_le_put32(out + n, fsgd_crc32c(0, out, n));
-    return n + 4;
+    if (!auth)
+        return n + 4;
+    fsgd_auth_tag(out + n + 4, FSGD_AUTH_FRAME, out, n + 4, NULL, 0);
+    return n + 4 + FSGD_KFRAME_TAG;
 }
 
-int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err, size_t errsz)
+static int parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, int verify, char *err,
+                 size_t errsz)
 {
     memset(f, 0, sizeof *f);
     if (len < FSGD_KFRAME_OVERHEAD)
@@ -68,10 +75,37 @@ int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *
     if (want != got)
         return fsgd_err_fmt(err, errsz, FSGD_E_CRC, "frame: crc32c 0x%08x at byte %zu, computed 0x%08x", want, n,
                             got);
+    size_t total = n + 4;
+    if (f->flags & FSGD_KFLAG_AUTH) {
+        if (len - total < FSGD_KFRAME_TAG)
+            return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "frame: flag AUTH but %zu bytes of tag at byte %zu",
+                                len - total, total);
+        total += FSGD_KFRAME_TAG;
+    }
+    /* CRC32C finds accidents; the tag, made with the job key, finds
+     * messages that did not come from the job's processes */
+    if (verify && fsgd_auth_enabled() && !(f->flags & FSGD_KFLAG_AUTH))
+        return fsgd_err_fmt(err, errsz, FSGD_E_AUTH, "frame: no tag (flag AUTH unset) and this job is authenticated");
+    if (verify && fsgd_auth_enabled() && !fsgd_auth_check(buf + n + 4, FSGD_AUTH_FRAME, buf, n + 4, NULL, 0))
+        return fsgd_err_fmt(err, errsz, FSGD_E_AUTH, "frame: the tag at byte %zu is not this job key's", n + 4);
+    if (verify && !fsgd_auth_enabled() && (f->flags & FSGD_KFLAG_AUTH))
+        return fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
+                            "frame: authenticated (flag AUTH) but no job key was given to check it (--job-key-file)");
     f->body = buf + FSGD_KFRAME_HEADER;
     if (used)
-        *used = n + 4;
+        *used = total;
     return 0;
+}
+
+int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err, size_t errsz)
+{
+    return parse(buf, len, f, used, 1, err, errsz);
+}
+
+int fsgd_kframe_parse_unverified(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err,
+                                 size_t errsz)
+{
+    return parse(buf, len, f, used, 0, err, errsz);
 }
 
 /* --- reassembly --- */

@@ -29,7 +29,8 @@
     X(NOSPACE, -15, "output buffer too small")               \
     X(STATE, -16, "invalid state")                           \
     X(LOST, -17, "data lost")                                \
-    X(UNSUPPORTED, -18, "unsupported")
+    X(UNSUPPORTED, -18, "unsupported")                      \
+    X(AUTH, -19, "message not authenticated")
 
 #define FSGD_ERROR_ENUM_(name, value, desc) FSGD_E_##name = value,
 typedef enum fsgd_err { FSGD_ERROR_LIST(FSGD_ERROR_ENUM_) } fsgd_err_t;

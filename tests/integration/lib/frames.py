@@ -10,9 +10,16 @@ format documents, not from fsgd's code.
       a gradient frame (kind 1): no ranges, codec none with N keys of value V
   frames.py chunk OUT --gen G --sender S --step T --chunk I --nchunks N --size B
       one chunk of a frame of random body bytes, valid CRC
-  frames.py snapshot OUT --gen G --step T --parts P --end E --dim D
+  frames.py snapshot OUT --gen G --step T --parts P --end E --dim D [--final]
       a model snapshot frame (kind 3): step state of P partitions each
       claiming offsets [0, E), then a zero model of D features + intercept
+  frames.py delta OUT --gen G --step T --parts P --end E
+      a model delta frame (kind 2, version 1's): the same step state, then
+      weight 0 set to 1000
+Frames are signed with the job key (flag AUTH and a tag after the CRC,
+lib/auth.py, KAFKA_FORMAT.md "Authentication") read from --key FILE, by
+default $FSGD_JOB_KEY; --key none writes them unsigned, as an outsider
+without the key would.
 With --count K, K files OUT.0 .. OUT.K-1 are written, the i-th for step
 T + i (and with --senders W, from sender i % W + 1).
 """
@@ -20,6 +27,8 @@ import argparse
 import os
 import struct
 import sys
+
+import auth
 
 _TABLE = []
 for _i in range(256):
@@ -37,10 +46,24 @@ def crc32c(data):
     return c ^ 0xFFFFFFFF
 
 
-def frame(kind, gen, sender, step, chunk, nchunks, body):
-    h = b"FSGK" + struct.pack("<BBHIIQIII", 1, kind, 0, gen, sender, step, chunk, nchunks, len(body))
+KEY = None
+
+
+def load_key(path):
+    if not path or path == "none":
+        return None
+    return bytes.fromhex(open(path).read().strip())
+
+
+def frame(kind, gen, sender, step, chunk, nchunks, body, flags=0):
+    if KEY:
+        flags |= 4
+    h = b"FSGK" + struct.pack("<BBHIIQIII", 1, kind, flags, gen, sender, step, chunk, nchunks, len(body))
     m = h + body
-    return m + struct.pack("<I", crc32c(m))
+    m += struct.pack("<I", crc32c(m))
+    if KEY:
+        m += auth.tag(KEY, auth.FRAME, m)
+    return m
 
 
 def codec_none(dim, keys, values):
@@ -56,16 +79,26 @@ def grad_body(epoch, rows, codec):
     return struct.pack("<IIQdddQ", epoch, 0, rows, 0.0, 0.0, 0.0, 0) + struct.pack("<I", len(codec)) + codec
 
 
-def snapshot_body(parts, end, dim):
+def state(parts, end):
     st = struct.pack("<IIQ", 1, parts, 0)
     for _ in range(parts):
         st += struct.pack("<QQQI", 0, 0, end, 10)
-    return st + struct.pack("<IIfQQ", 1, 1, 1.0, dim, dim + 1) + b"\0\0\0\0" * (dim + 1)
+    return st
+
+
+def snapshot_body(parts, end, dim):
+    return state(parts, end) + struct.pack("<IIfQQ", 1, 1, 1.0, dim, dim + 1) + b"\0\0\0\0" * (dim + 1)
+
+
+def delta_body(parts, end):
+    return state(parts, end) + struct.pack("<QIf", 1, 0, 1000.0)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["header", "grad", "chunk", "snapshot"])
+    ap.add_argument("what", choices=["header", "grad", "chunk", "snapshot", "delta"])
+    ap.add_argument("--key", default=os.environ.get("FSGD_JOB_KEY"))
+    ap.add_argument("--final", action="store_true")
     ap.add_argument("path")
     ap.add_argument("--gen", type=int, default=0)
     ap.add_argument("--sender", type=int, default=0)
@@ -83,6 +116,8 @@ def main():
     ap.add_argument("--parts", type=int, default=1)
     ap.add_argument("--end", type=int, default=0)
     a = ap.parse_args()
+    global KEY
+    KEY = load_key(a.key)
     if a.what == "header":
         b = open(a.path, "rb").read()
         if len(b) < 40 or b[:4] != b"FSGK":
@@ -94,7 +129,9 @@ def main():
         step = a.step + i if a.count else a.step
         sender = i % a.senders + 1 if a.senders else a.sender
         if a.what == "snapshot":
-            out = frame(3, a.gen, 0, step, 0, 1, snapshot_body(a.parts, a.end, a.dim))
+            out = frame(3, a.gen, 0, step, 0, 1, snapshot_body(a.parts, a.end, a.dim), 1 if a.final else 0)
+        elif a.what == "delta":
+            out = frame(2, a.gen, 0, step, 0, 1, delta_body(a.parts, a.end))
         elif a.what == "grad":
             keys = list(range(a.keys))
             body = grad_body(a.epoch, a.rows, codec_none(a.dim, keys, [a.value] * a.keys))

@@ -80,8 +80,15 @@ run_brokers() {
         sed -n 's/^fsgd: embedded Kafka cluster at \([^ ]*\) .*/\1/p' "$1"
     fi
 }
+# The job key of the tests' runs (fsgd run would make its own and remove it
+# at the end): outside readers (fsgd model assemble, kafka_model_reader.py)
+# check tags with it, and lib/frames.py signs with it unless told --key none.
+FSGD_JOB_KEY=$tmp/job.key
+(umask 077 && od -An -vtx1 -N32 /dev/urandom | tr -d ' \n' >"$FSGD_JOB_KEY" && echo >>"$FSGD_JOB_KEY")
+export FSGD_JOB_KEY
 # Settings shared by the reference and the distributed runs.
-COMMON=(--data "$DATA/a9a" --test "$DATA/a9a.t" --batch 256 --epochs 3 --lr 0.01 --codec none)
+COMMON=(--data "$DATA/a9a" --test "$DATA/a9a.t" --batch 256 --epochs 3 --lr 0.01 --codec none
+    --job-key-file "$FSGD_JOB_KEY")
 
 json_get() { # file dotted.key
     "$PY" -c 'import json,sys

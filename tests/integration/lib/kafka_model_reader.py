@@ -5,6 +5,13 @@ packed deltas (kind 4: bit-packed keys, raw or LZ4-block values) and v1
 deltas (kind 2). Also a reader of fsgd model files (trainer/MODEL_FORMAT.md),
 to compare against. Pure Python; only `read` needs confluent-kafka.
 
+Authentication (KAFKA_FORMAT.md, "Authentication"): with the job key (a
+file of 64 hex digits named by $FSGD_JOB_KEY) every frame must carry flag
+AUTH and a valid tag after its CRC (lib/auth.py: a nonce and Poly1305 under a
+per-message key from keyed BLAKE2b, standard library only); frames without a valid tag are skipped
+and counted, never assembled. Without a key a tagged frame is an error (it
+cannot be checked).
+
 usage:
   kafka_model_reader.py read BROKERS NAME MODEL_FILE FSGD
       reads NAME.model from its log start to its high watermark and rebuilds
@@ -20,8 +27,11 @@ usage:
       (tests/fuzz/corpus/wire/pdelta_raw, pdelta_lz4: the LZ4 path, which a
       small job rarely takes) and checks them against the keys and values
       tests/fuzz/tools/gen_kafka_corpus.c encoded."""
+import os
 import struct
 import sys
+
+import auth
 
 # --- CRC32C (Castagnoli, reflected 0x82F63B78, init and final xor ~0) ---
 _CRC_TABLE = []
@@ -47,6 +57,18 @@ class FormatError(Exception):
     pass
 
 
+class Unauthenticated(FormatError):
+    pass
+
+
+def load_key():
+    path = os.environ.get('FSGD_JOB_KEY')
+    return bytes.fromhex(open(path).read().strip()) if path else None
+
+
+KEY = load_key()
+
+
 def need(cond, msg):
     if not cond:
         raise FormatError(msg)
@@ -56,6 +78,8 @@ def need(cond, msg):
 FRAME_HEADER = 36
 KIND_GRAD, KIND_DELTA, KIND_SNAPSHOT, KIND_PDELTA, KIND_CDELTA = 1, 2, 3, 4, 5
 FLAG_FINAL = 1
+FLAG_AUTH = 4
+TAG = 32
 
 
 def parse_frame(v):
@@ -65,12 +89,21 @@ def parse_frame(v):
     need(v[4] == 1, 'frame version %d' % v[4])
     kind, flags, gen, sender, step, chunk, nchunks, blen = struct.unpack_from('<BHIIQIII', v, 5)
     need(1 <= kind <= 5, 'unknown kind %d' % kind)
-    need(flags & ~FLAG_FINAL == 0, 'reserved flag bits 0x%x' % flags)
+    need(flags & ~(FLAG_FINAL | FLAG_AUTH) == 0, 'reserved flag bits 0x%x' % flags)
     need(1 <= nchunks <= 65536 and chunk < nchunks, 'chunk %d of %d' % (chunk, nchunks))
-    need(len(v) == FRAME_HEADER + blen + 4, 'body length %d in a %d-byte value' % (blen, len(v)))
+    tag = TAG if flags & FLAG_AUTH else 0
+    need(len(v) == FRAME_HEADER + blen + 4 + tag, 'body length %d in a %d-byte value' % (blen, len(v)))
     want, = struct.unpack_from('<I', v, FRAME_HEADER + blen)
     got = crc32c(v[:FRAME_HEADER + blen])
     need(want == got, 'crc32c 0x%08x, computed 0x%08x' % (want, got))
+    end = FRAME_HEADER + blen + 4
+    if KEY is None:
+        need(not tag, 'an authenticated frame (flag AUTH) and no job key ($FSGD_JOB_KEY) to check it')
+    elif not tag:
+        raise Unauthenticated('no tag (flag AUTH unset)')
+    else:
+        if not auth.check(KEY, auth.FRAME, bytes(v[:end]), bytes(v[end:end + TAG])):
+            raise Unauthenticated('the tag is not this job key\'s')
     return dict(kind=kind, flags=flags, gen=gen, sender=sender, step=step, chunk=chunk,
                 nchunks=nchunks, body=bytes(v[FRAME_HEADER:FRAME_HEADER + blen]))
 
@@ -252,11 +285,16 @@ class ModelTopic:
         self.deltas = 0
         self.lz4_deltas = 0
         self.keys_applied = 0
+        self.unauthenticated = 0
 
     def feed(self, value):
         index = len(self.values)
         self.values.append(value)
-        f = parse_frame(value)
+        try:
+            f = parse_frame(value)
+        except Unauthenticated:
+            self.unauthenticated += 1  # not the job's: skipped, never assembled
+            return
         need(f['kind'] != KIND_GRAD, 'a gradient frame on the model topic')
         # Coded deltas carry a lossy codec's message (codec/FORMAT.md), which
         # this reader does not decode; jobs with codec none write kind 4.
@@ -364,11 +402,15 @@ def cmd_read(brokers, name, model_path, fsgd):
         except FormatError as e:
             raise FormatError('%s.model offset %d: %s' % (name, off, e))
     need(t.snapshots, 'no complete snapshot on %s.model' % name)
-    gen, step, final, snap = max(t.snapshots, key=lambda s: (s[0], s[1]))
+    # the highest generation's FINAL snapshot (a later-step one of that generation
+    # that is not FINAL cannot be the job's: it ended at its FINAL one)
+    gen, step, final, snap = max(t.snapshots, key=lambda s: (s[0], s[2], s[1]))
     need(final, 'the last snapshot (step %d) is not FINAL: the job did not finish' % step)
     want = read_model_file(model_path)
     same_model('FINAL snapshot (generation %d, step %d) vs %s' % (gen, step, model_path),
                as_model(snap, snap['w']), want)
+    if t.unauthenticated:
+        print('%s.model: %d messages without this job key\'s tag skipped' % (name, t.unauthenticated))
     print('%s.model: offsets [%d, %d), %d duplicates dropped, %d snapshots, %d deltas (%d with LZ4 values, '
           '%d keys); the FINAL snapshot (generation %d, step %d) equals %s bit for bit: %d nonzero weights '
           '+ intercept, %d features' % (name, lo, hi, t.asm.duplicates, len(t.snapshots), t.deltas,
@@ -386,7 +428,8 @@ def cmd_read(brokers, name, model_path, fsgd):
             stream, out = os.path.join(d, 'prefix'), os.path.join(d, 'partial.fsgd')
             with open(stream, 'wb') as f:
                 f.write(b''.join(t.values[:b['prefix']]))
-            r = subprocess.run([fsgd, 'model', 'assemble', '--partial', '--input', stream, '--out', out],
+            keyed = ['--job-key-file', os.environ['FSGD_JOB_KEY']] if KEY else []
+            r = subprocess.run([fsgd, 'model', 'assemble', '--partial', '--input', stream, '--out', out] + keyed,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             need(r.returncode == 0, 'fsgd model assemble --partial failed: %s' % r.stderr.strip())
             same_model('step %d (snapshot + deltas) vs fsgd model assemble of offsets [%d, %d)'

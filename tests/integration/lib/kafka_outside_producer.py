@@ -3,10 +3,15 @@ client (not fsgd's code), following trainer/KAFKA_FORMAT.md: one LIBSVM row
 per message, no key, round-robin over NAME.data's partitions, lz4, linger 5 ms,
 idempotent. After delivery it checks what the spec's loss detection checks:
 every partition's log starts at 0 and the high watermarks add up to the rows
-written. Prints "produced N rows to P partitions".
+written. Prints "produced N rows to P partitions". With $FSGD_JOB_KEY (a job
+key file) every row carries its tag in the header fsgd.mac, 64 hex digits
+(lib/auth.py, domain 3 over the value; KAFKA_FORMAT.md, "Authentication").
 
 usage: kafka_outside_producer.py BROKERS TOPIC LIBSVM_FILE"""
+import os
 import sys
+
+import auth
 
 from confluent_kafka import KafkaException, Producer, TopicPartition, Consumer
 
@@ -27,6 +32,8 @@ def main():
         if err is not None:
             errors.append(err)
 
+    key_path = os.environ.get('FSGD_JOB_KEY')
+    key = bytes.fromhex(open(key_path).read().strip()) if key_path else None
     rows = 0
     with open(path, 'rb') as f:
         for line in f:
@@ -35,7 +42,11 @@ def main():
                 continue
             while True:
                 try:
-                    p.produce(topic, value=line, partition=parts[rows % len(parts)], on_delivery=delivered)
+                    headers = None
+                    if key:
+                        headers = [('fsgd.mac', auth.tag(key, auth.DATA, line).hex())]
+                    p.produce(topic, value=line, partition=parts[rows % len(parts)], on_delivery=delivered,
+                              headers=headers)
                     break
                 except BufferError:  # local queue full: let deliveries drain it
                     p.poll(0.1)

@@ -77,6 +77,11 @@ typedef struct fsgd_job {
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
     double target_loss;              /* aggregator: time from step 1 until the moving-average training loss reaches this (0: off) */
     char kafka[4096];                /* librdkafka security settings, "key=value\n" lines (--kafka-opt, YAML kafka:) */
+    char job_key_file[FSGD_JOB_PATH_MAX]; /* key that authenticates every message on the job's topics (fsgd/auth.h) */
+    int unsigned_rows;               /* with a key: NAME.data may hold rows without its tag (outside producers) */
+    /* Not a job key: the last job file loaded ("" -> none), an input that
+     * no output of the command may name. */
+    char job_file[FSGD_JOB_PATH_MAX];
     /* Not a job key: bit i set when field i of the key table was given (flag,
      * --set or YAML), so a check can refuse an option that the chosen
      * optimizer would ignore (fsgd_job_given). */

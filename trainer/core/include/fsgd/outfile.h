@@ -57,6 +57,14 @@ int fsgd_outfile_commit(fsgd_outfile_t *o, char *err, size_t errsz);
  * closed o. */
 void fsgd_outfile_abort(fsgd_outfile_t *o);
 
+/* 1 when paths a and b name the same file, by identity, not by spelling:
+ * two existing files are the same when their device and inode are (so a
+ * hard link, a symbolic link or "./x" against "x" are all caught; links
+ * are followed); a path that does not exist yet is the same as another
+ * when both are absent and their directories (device and inode) and last
+ * components are equal. 0 otherwise, and for NULL or empty paths. */
+int fsgd_outfile_same(const char *a, const char *b);
+
 /* Removes every temporary file still open in this process. Async-signal-
  * safe: for a SIGINT/SIGTERM handler before the process dies. */
 void fsgd_outfile_remove_temps(void);

@@ -88,6 +88,7 @@ int fsgd_dist_topics_unused_bus(struct fsgd_bus_client *c, const fsgd_job_t *job
 typedef struct fsgd_worker_stats {
     uint64_t steps_sent, rows, bytes_up, bytes_down, corrupt, duplicates, resyncs;
     uint64_t resends; /* gradients sent again because their step stayed unanswered */
+    uint64_t unauthenticated; /* NAME.model and NAME.ctl messages without a valid tag (a job with a key) */
     /* Compressed downlink: replica checks that failed (then a resync), uplink
      * messages the aggregator did not apply (residual put back), residuals
      * dropped because the aggregator restarted from a checkpoint. */
@@ -142,7 +143,8 @@ typedef struct fsgd_agg_epoch {
     X(FUTURE, "future")       /* for a step after the one in progress */                                   \
     X(OVERSIZE, "oversize")   /* chunk or message larger than this job's can be, or reassembly full */     \
     X(DUPLICATE, "duplicate") /* a copy of a chunk or message already taken */                              \
-    X(CONFLICT, "conflict")   /* rows another gradient of the step took, or not from the position */
+    X(CONFLICT, "conflict")   /* rows another gradient of the step took, or not from the position */      \
+    X(UNAUTH, "unauthenticated") /* the job has a key and the message (grads or ctl) has no valid tag */
 
 #define FSGD_AGG_REJ_ENUM_(name, text) FSGD_AGG_REJ_##name,
 typedef enum fsgd_agg_reject { FSGD_AGG_REJECT_LIST(FSGD_AGG_REJ_ENUM_) FSGD_AGG_REJ_COUNT } fsgd_agg_reject_t;
@@ -194,8 +196,9 @@ typedef struct fsgd_agg_stats {
     double hop_grads_ms_p50, hop_grads_ms_p99; /* NAME.grads produce-to-consume latency (-1: none) */
     double last_loss;
     int resumed_from_step; /* -1: fresh start */
-    int n_epochs;
-    fsgd_agg_epoch_t epochs[64];
+    int n_epochs;              /* epochs finished, every one of them */
+    fsgd_agg_epoch_t *epochs;  /* n_epochs entries (fsgd_agg_epoch_next grows it; fsgd_agg_stats_free) */
+    int epochs_cap;
     fsgd_metrics_t test;
     /* Timing from step 1 (this aggregator process; restarted on a resume):
      * step1_at is seconds from the aggregator's start until step 1 was
@@ -245,17 +248,33 @@ int fsgd_aggregator_run_bus(struct fsgd_bus *bus, const fsgd_job_t *job, int exp
                             fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
                             char *err, size_t errsz);
 
+/* The entry for epoch n_epochs + 1 (zeroed; the caller counts it in by
+ * incrementing n_epochs), growing s->epochs; NULL when out of memory. */
+fsgd_agg_epoch_t *fsgd_agg_epoch_next(fsgd_agg_stats_t *s);
+
+/* Frees what s owns (its epochs); s stays valid and empty. NULL: no-op. */
+void fsgd_agg_stats_free(fsgd_agg_stats_t *s);
+
 /* Writes the metrics JSON of a finished (or failed) run through
  * fsgd/outfile.h (0, or FSGD_E_ARG/IO naming the path). */
 int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *st, const char *path, char *err,
                            size_t errsz);
+
+/* What is at a checkpoint path, by its header (lstat; never follows a
+ * link): 0 nothing, 1 an fsgd checkpoint (magic FSGDCKPT), 2 a version 1
+ * checkpoint of an older fsgd (FSGC, version 1), -1 anything else (another
+ * kind of file, a link, a directory, unreadable). fsgd deletes a file at a
+ * checkpoint path only when this says 1 or 2. */
+int fsgd_ckpt_probe(const char *path);
 
 /* --- model topic --- */
 
 /* Rebuilds the model from concatenated model-topic frames (what
  * `kcat -C -t <job>.model -e -f '%s'` prints): the last complete snapshot
  * plus every later delta. require_final: fail unless the job's final
- * snapshot was seen. On success *m owns fresh weights. */
+ * snapshot was seen. On success *m owns fresh weights. With a job key set
+ * (fsgd/auth.h), frames without its tag are skipped, and on success err
+ * then says how many (it is left as it was otherwise). */
 int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final, fsgd_model_t *m, uint64_t *step,
                                char *err, size_t errsz);
 

@@ -49,6 +49,10 @@ typedef struct fsgd_bus_msg {
     const char *errstr;  /* for err: what happened */
     const char *errname; /* for err: the code's name */
     double lat_ms;       /* produce-to-consume latency; < 0 when unknown */
+    const void *key;     /* the message's key (NULL: none) */
+    size_t key_len;
+    const void *mac;     /* its fsgd.mac header (NULL: none): the tag of an authenticated job (fsgd/auth.h) */
+    size_t mac_len;
     fsgd_bus_client_t *client; /* the owner (private) */
 } fsgd_bus_msg_t;
 
@@ -92,9 +96,11 @@ int fsgd_bus_send(fsgd_bus_client_t *c, const char *topic, int32_t partition, co
                   const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
                   uint64_t *wire, char *err, size_t errsz);
 /* One message as it is (a NAME.ctl event, a data row): key NULL for none;
- * with job, headers fsgd.job and fsgd.kind (job NULL: no headers). */
+ * with job, headers fsgd.job and fsgd.kind (job NULL: no headers); mac (a
+ * NUL-terminated hex tag, NULL: none) goes in header fsgd.mac. */
 int fsgd_bus_produce(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *key,
-                     const void *val, size_t len, const char *job, const char *kind, char *err, size_t errsz);
+                     const void *val, size_t len, const char *job, const char *kind, const char *mac, char *err,
+                     size_t errsz);
 /* Serves delivery reports and callbacks without blocking. */
 void fsgd_bus_serve(fsgd_bus_client_t *c);
 /* Waits for every queued message to be delivered. FSGD_E_TIMEOUT/KAFKA. */
@@ -116,13 +122,19 @@ int fsgd_bus_fatal(fsgd_bus_client_t *c, char *buf, size_t cap);
 
 /* --- topics --- */
 
+/* read_range modes: a compacted topic's range (keys may be gone), or data
+ * rows, each checked against the job key when the job has one
+ * (fsgd_kbus_read_rows); 0: every offset, as it is. */
+#define FSGD_BUS_READ_COMPACTED 1
+#define FSGD_BUS_READ_ROWS 2
+
 /* As fsgd_kbus_partitions, fsgd_kbus_watermarks, fsgd_kbus_read_range /
- * fsgd_kbus_read_compacted (compacted != 0) of fsgd/kbus.h. */
+ * fsgd_kbus_read_compacted / fsgd_kbus_read_rows (mode) of fsgd/kbus.h. */
 int fsgd_bus_partitions(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz);
 int fsgd_bus_watermarks(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                         int timeout_ms, char *err, size_t errsz);
 int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
-                        int timeout_ms, int compacted, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+                        int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
 /* As fsgd_kbus_create_topic (an existing topic is kept as it is) and
  * fsgd_kbus_broker_count. A job's topics: fsgd_dist_topics_create_bus. */
 int fsgd_bus_create_topic(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,

@@ -36,6 +36,8 @@ typedef enum fsgd_kmsg_kind {
 
 #define FSGD_KFLAG_FINAL 1u   /* model message: the job is finished */
 #define FSGD_KFLAG_SECTION 2u /* model message: a strategy feedback section follows the state (fsgd/strategy.h) */
+#define FSGD_KFLAG_AUTH 4u    /* a FSGD_KFRAME_TAG-byte tag under the job key follows the CRC32C (fsgd/auth.h) */
+#define FSGD_KFRAME_TAG 32    /* = FSGD_AUTH_TAG_BYTES */
 /* Gradient frame, bits 8-15: its lag, so the gradient of step s was computed
  * on the model of step s - 1 - lag (bounded staleness, job key staleness). */
 #define FSGD_KFLAG_LAG_SHIFT 8
@@ -55,14 +57,24 @@ typedef struct fsgd_kframe {
 } fsgd_kframe_t;
 
 /* Writes frame f (with f->body) into out, which must hold
- * f->body_len + FSGD_KFRAME_OVERHEAD bytes. Returns the bytes written. */
+ * f->body_len + FSGD_KFRAME_OVERHEAD + FSGD_KFRAME_TAG bytes. With a job key
+ * set (fsgd/auth.h) the frame gets flag FSGD_KFLAG_AUTH and its tag after
+ * the CRC; without one neither. Returns the bytes written. */
 size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f);
 
 /* Parses and checks one frame at the start of buf (magic, version, reserved
  * bits, kind, chunk < nchunks, length against len, CRC32C). *used (may be
  * NULL) gets the frame's size, so concatenated frames can be walked. body
- * points into buf. Returns 0 or FSGD_E_FORMAT/TRUNCATED/CRC/VERSION. */
+ * points into buf. With a job key set, a frame without FSGD_KFLAG_AUTH and a
+ * valid tag is refused (FSGD_E_AUTH); without one, so is a frame that has a
+ * tag (it cannot be checked: give the job key). Returns 0 or
+ * FSGD_E_FORMAT/TRUNCATED/CRC/VERSION/AUTH. */
 int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err, size_t errsz);
+
+/* The same checks but the tag's: for looking at frames of other runs (is a
+ * job name in use?), never for acting on them. */
+int fsgd_kframe_parse_unverified(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err,
+                                 size_t errsz);
 
 /* Reassembles chunked messages and drops duplicates. */
 typedef struct fsgd_kasm fsgd_kasm_t;
@@ -178,6 +190,15 @@ typedef int (*fsgd_kbus_msg_fn)(void *ctx, int32_t partition, int64_t offset, co
  * timeout_ms is FSGD_E_TIMEOUT. Leaves the consumer unassigned. */
 int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                          int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+
+/* The same for NAME.data: every message must pass fsgd_auth_row_ok (its
+ * tag in the Kafka header FSGD_KBUS_MAC_HEADER) before fn sees it; one that
+ * does not stops the read with FSGD_E_AUTH naming its offset. */
+int fsgd_kbus_read_rows(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
+                        int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+
+/* The Kafka header that carries a data row's or a ctl event's tag (hex). */
+#define FSGD_KBUS_MAC_HEADER "fsgd.mac"
 
 /* The same for a compacted topic (NAME.model), whose log has holes where
  * newer messages with the same key replaced older ones: offsets must only

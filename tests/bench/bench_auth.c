@@ -1,0 +1,82 @@
+/* Cost of authenticated frames (fsgd/auth.h, issue 27): writing and parsing
+ * a frame with a job key (CRC32C + a nonce and Poly1305 tag under a per-message key) against without
+ * (CRC32C only), per frame size from a small gradient to a full 512 KiB
+ * chunk, and what that makes per step of a 2^22-weight job: each step every
+ * worker signs its gradient and verifies the model message, the aggregator
+ * verifies W gradients and signs one model message, and every
+ * snapshot_every steps a snapshot of 4 * 2^22 bytes is signed once and
+ * verified by every worker (amortized over the steps between snapshots).
+ * Prints: bench auth bytes=N plain_us=... keyed_us=... tag_us=... tag_mb_s=...
+ *         bench auth_step dim=... workers=... grad_bytes=... delta_bytes=...
+ *               snapshot_every=... mac_ms_per_step=... (the busiest process: a worker) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fsgd/auth.h"
+#include "fsgd/kbus.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Seconds per write+parse of one frame of len body bytes (best of 5). */
+static double time_frame(uint8_t *buf, const uint8_t *body, uint32_t len)
+{
+    fsgd_kframe_t f = {.kind = FSGD_KMSG_DELTA_PACKED, .gen = 1, .step = 1, .nchunks = 1, .body = body,
+                       .body_len = len};
+    int reps = (int)(64e6 / (len + 64)) + 1;
+    double best = 1e9;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_s();
+        for (int i = 0; i < reps; i++) {
+            size_t n = fsgd_kframe_write(buf, &f);
+            fsgd_kframe_t g;
+            if (fsgd_kframe_parse(buf, n, &g, NULL, NULL, 0) != 0)
+                abort();
+        }
+        double t = (now_s() - t0) / reps;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+int main(void)
+{
+    const uint32_t sizes[] = {4096, 65536, 524288};
+    uint8_t *body = malloc(FSGD_KBUS_CHUNK_MAX), *buf = malloc(FSGD_KBUS_CHUNK_MAX + 128);
+    if (!body || !buf)
+        return 1;
+    for (uint32_t i = 0; i < FSGD_KBUS_CHUNK_MAX; i++)
+        body[i] = (uint8_t)(i * 2654435761u >> 24);
+    uint8_t key[FSGD_AUTH_KEY_BYTES] = {1, 2, 3};
+    double tag_s_per_byte = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        fsgd_auth_set_key(NULL);
+        double plain = time_frame(buf, body, sizes[s]);
+        fsgd_auth_set_key(key);
+        double keyed = time_frame(buf, body, sizes[s]);
+        double tag = keyed - plain; /* one tag made and one checked */
+        tag_s_per_byte = tag / 2 / sizes[s];
+        printf("bench auth bytes=%u plain_us=%.2f keyed_us=%.2f tag_us=%.2f tag_mb_s=%.0f\n", sizes[s], plain * 1e6,
+               keyed * 1e6, tag / 2 * 1e6, sizes[s] / (tag / 2) / 1e6);
+    }
+    /* A 2^22-weight step as tests/kafka/big_model.sh measured it (DIM=2^22,
+     * fastsgd, batch 1000, 2 workers): 17013 B up and 16770 B down per
+     * worker-step; a 16 MiB snapshot every 100 steps. */
+    const double dim = 4194304, workers = 2, grad = 17013, delta = 16770, snapshot_every = 100;
+    double snap = 4 * dim;
+    double worker_bytes = grad + delta + snap / snapshot_every;
+    double agg_bytes = workers * grad + delta + snap / snapshot_every;
+    double busiest = worker_bytes > agg_bytes ? worker_bytes : agg_bytes;
+    printf("bench auth_step dim=%.0f workers=%.0f grad_bytes=%.0f delta_bytes=%.0f snapshot_every=%.0f "
+           "mac_ms_per_step=%.3f\n",
+           dim, workers, grad, delta, snapshot_every, busiest * tag_s_per_byte * 1e3);
+    free(body);
+    free(buf);
+    return 0;
+}

@@ -1,0 +1,45 @@
+"""fsgd message tags (trainer/KAFKA_FORMAT.md, "Authentication"), written
+from the format document with the standard library only: a tag is a 16-byte
+nonce and the Poly1305 tag (RFC 8439) of the message under the one-time key
+BLAKE2b(key=job key, digest 32 bytes) of b"1", the domain byte and the nonce.
+Domains: 1 frames (bytes up to and with the CRC), 2 NAME.ctl events (the
+Kafka key, a zero byte, the value), 3 NAME.data rows (the value)."""
+import hashlib
+import hmac
+import os
+
+FRAME, CTL, DATA = 1, 2, 3
+TAG = 32
+
+
+def poly1305(key, msg):
+    r = int.from_bytes(key[:16], 'little') & 0x0ffffffc0ffffffc0ffffffc0fffffff
+    s = int.from_bytes(key[16:32], 'little')
+    p = (1 << 130) - 5
+    acc = 0
+    for i in range(0, len(msg), 16):
+        acc = (acc + int.from_bytes(msg[i:i + 16] + b'\x01', 'little')) * r % p
+    return ((acc + s) & ((1 << 128) - 1)).to_bytes(16, 'little')
+
+
+# RFC 8439 section 2.5.2
+assert poly1305(bytes.fromhex('85d6be7857556d337f4452fe42d506a80103808afb0db2fd4abff6af4149f51b'),
+                b'Cryptographic Forum Research Group').hex() == 'a8061dc1305136c6c22b8baf0c0127a9'
+
+
+def _poly(key, domain, nonce, msg):
+    otk = hashlib.blake2b(b'1' + bytes([domain]) + nonce, key=key, digest_size=32).digest()
+    return poly1305(otk, msg)
+
+
+def tag(key, domain, msg, nonce=None):
+    nonce = os.urandom(16) if nonce is None else nonce
+    return nonce + _poly(key, domain, nonce, msg)
+
+
+def check(key, domain, msg, t):
+    return len(t) == TAG and hmac.compare_digest(_poly(key, domain, bytes(t[:16]), bytes(msg)), bytes(t[16:]))
+
+
+def load_key(path):
+    return bytes.fromhex(open(path).read().strip()) if path and path != 'none' else None

@@ -1,0 +1,182 @@
+/* Job keys and message tags (fsgd/auth.h): libsodium does the
+ * cryptography (keyed BLAKE2b, the CSPRNG, constant-time comparison). */
+#include "fsgd/auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fsgd/error.h"
+
+static uint8_t job_key[FSGD_AUTH_KEY_BYTES];
+static int have_key;
+
+int fsgd_auth_set_key(const uint8_t *key)
+{
+    if (!key) {
+        sodium_memzero(job_key, sizeof job_key);
+        have_key = 0;
+        return 0;
+    }
+    if (sodium_init() < 0)
+        return FSGD_E_STATE;
+    memcpy(job_key, key, sizeof job_key);
+    have_key = 1;
+    return 0;
+}
+
+int fsgd_auth_enabled(void) { return have_key; }
+
+static int unsigned_rows;
+
+void fsgd_auth_set_unsigned_rows(int allowed) { unsigned_rows = allowed != 0; }
+
+int fsgd_auth_row_ok(const void *hex, size_t hexlen, const void *value, size_t len)
+{
+    if (!have_key)
+        return 1;
+    if (!hex)
+        return unsigned_rows;
+    return fsgd_auth_check_hex(hex, hexlen, FSGD_AUTH_DATA, value, len, NULL, 0);
+}
+
+/* A tag is a 16-byte nonce and the Poly1305 tag of the message under a key
+ * used for this message only: BLAKE2b keyed with the job key over (the
+ * scheme's version '1', the domain, the nonce). That is NaCl's secretbox
+ * construction (a PRF gives each message its own one-time key), chosen over
+ * keyed BLAKE2b on the whole message because Poly1305 runs about 3.5 times
+ * faster on a snapshot's megabytes (tests/bench/bench_auth.c); the domain
+ * in the key derivation keeps one kind of message's tag from passing as
+ * another's. */
+static void one_time_key(uint8_t otk[crypto_onetimeauth_KEYBYTES], fsgd_auth_domain_t domain, const uint8_t *nonce)
+{
+    uint8_t in[2 + FSGD_AUTH_NONCE_BYTES] = {'1', (uint8_t)domain};
+    memcpy(in + 2, nonce, FSGD_AUTH_NONCE_BYTES);
+    crypto_generichash(otk, crypto_onetimeauth_KEYBYTES, in, sizeof in, job_key, sizeof job_key);
+}
+
+static void poly(uint8_t out[crypto_onetimeauth_BYTES], fsgd_auth_domain_t domain, const uint8_t *nonce,
+                 const void *a, size_t alen, const void *b, size_t blen)
+{
+    uint8_t otk[crypto_onetimeauth_KEYBYTES];
+    one_time_key(otk, domain, nonce);
+    crypto_onetimeauth_state st;
+    crypto_onetimeauth_init(&st, otk);
+    crypto_onetimeauth_update(&st, a, alen);
+    if (b && blen)
+        crypto_onetimeauth_update(&st, b, blen);
+    crypto_onetimeauth_final(&st, out);
+    sodium_memzero(otk, sizeof otk);
+}
+
+void fsgd_auth_tag(uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,
+                   const void *b, size_t blen)
+{
+    randombytes_buf(tag, FSGD_AUTH_NONCE_BYTES);
+    poly(tag + FSGD_AUTH_NONCE_BYTES, domain, tag, a, alen, b, blen);
+}
+
+int fsgd_auth_check(const uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,
+                    const void *b, size_t blen)
+{
+    uint8_t want[crypto_onetimeauth_BYTES];
+    poly(want, domain, tag, a, alen, b, blen);
+    return sodium_memcmp(want, tag + FSGD_AUTH_NONCE_BYTES, crypto_onetimeauth_BYTES) == 0;
+}
+
+void fsgd_auth_tag_hex(char *hex_out, fsgd_auth_domain_t domain, const void *a, size_t alen, const void *b,
+                       size_t blen)
+{
+    uint8_t tag[FSGD_AUTH_TAG_BYTES];
+    fsgd_auth_tag(tag, domain, a, alen, b, blen);
+    sodium_bin2hex(hex_out, FSGD_AUTH_TAG_HEX + 1, tag, sizeof tag);
+}
+
+int fsgd_auth_check_hex(const void *hex, size_t len, fsgd_auth_domain_t domain, const void *a, size_t alen,
+                        const void *b, size_t blen)
+{
+    uint8_t tag[FSGD_AUTH_TAG_BYTES];
+    size_t n = 0;
+    if (!hex || len != FSGD_AUTH_TAG_HEX ||
+        sodium_hex2bin(tag, sizeof tag, hex, len, NULL, &n, NULL) != 0 || n != sizeof tag)
+        return 0;
+    return fsgd_auth_check(tag, domain, a, alen, b, blen);
+}
+
+int fsgd_auth_key_load(const char *path, uint8_t key[FSGD_AUTH_KEY_BYTES], char *err, size_t errsz)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "job key file '%s': %s", path,
+                            errno == ELOOP ? "a symbolic link (name the file itself)" : strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "job key file '%s': %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "job key file '%s' is not a regular file", path);
+    else if (st.st_uid != geteuid())
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "job key file '%s' belongs to uid %u, not to this user (%u)", path,
+                          (unsigned)st.st_uid, (unsigned)geteuid());
+    else if (st.st_mode & 077)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                          "job key file '%s' has mode %04o: others may read it; chmod 600 it (a key others can "
+                          "read authenticates nothing)",
+                          path, (unsigned)(st.st_mode & 07777));
+    char buf[2 * FSGD_AUTH_KEY_BYTES + 2];
+    ssize_t n = 0;
+    if (!rc) {
+        n = read(fd, buf, sizeof buf);
+        if (n < 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "job key file '%s': %s", path, strerror(errno));
+    }
+    close(fd);
+    if (rc)
+        return rc;
+    size_t len = (size_t)n;
+    if (len == sizeof buf || (len == sizeof buf - 1 && buf[len - 1] != '\n'))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "job key file '%s': more than %d hex digits", path,
+                          2 * FSGD_AUTH_KEY_BYTES);
+    if (!rc && len && buf[len - 1] == '\n')
+        len--;
+    size_t got = 0;
+    if (!rc && (len != 2 * FSGD_AUTH_KEY_BYTES ||
+                sodium_hex2bin(key, FSGD_AUTH_KEY_BYTES, buf, len, NULL, &got, NULL) != 0 ||
+                got != FSGD_AUTH_KEY_BYTES))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "job key file '%s': expected %d hex digits (fsgd run makes one)",
+                          path, 2 * FSGD_AUTH_KEY_BYTES);
+    sodium_memzero(buf, sizeof buf);
+    if (rc)
+        sodium_memzero(key, FSGD_AUTH_KEY_BYTES);
+    return rc;
+}
+
+int fsgd_auth_key_generate(const char *path, char *err, size_t errsz)
+{
+    if (sodium_init() < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "libsodium did not start");
+    uint8_t key[FSGD_AUTH_KEY_BYTES];
+    char hex[2 * FSGD_AUTH_KEY_BYTES + 2];
+    randombytes_buf(key, sizeof key);
+    sodium_bin2hex(hex, sizeof hex, key, sizeof key);
+    sodium_memzero(key, sizeof key);
+    size_t len = strlen(hex);
+    hex[len++] = '\n';
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int rc = 0;
+    if (fd < 0)
+        rc = fsgd_err_fmt(err, errsz, errno == EEXIST ? FSGD_E_ARG : FSGD_E_IO, "job key file '%s': %s", path,
+                          strerror(errno));
+    else if (fchmod(fd, 0600) != 0 || write(fd, hex, len) != (ssize_t)len || fsync(fd) != 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "job key file '%s': %s", path, strerror(errno));
+    if (fd >= 0 && close(fd) != 0 && !rc)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "job key file '%s': %s", path, strerror(errno));
+    if (rc && fd >= 0)
+        unlink(path);
+    sodium_memzero(hex, sizeof hex);
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* Authenticated messages on a job's topics (trainer/KAFKA_FORMAT.md,
+ * "Authentication").
+ *
+ * A job key is 32 random bytes kept in a file as 64 hex digits (a trailing
+ * newline allowed). Every fsgd process of the job loads it; every message it
+ * writes on a job topic carries a tag — a fresh 16-byte nonce and the
+ * Poly1305 tag (crypto_onetimeauth) of the message's bytes under a one-time
+ * key, keyed BLAKE2b (crypto_generichash) of the job key over the scheme's
+ * version, a domain byte and the nonce — and every message it reads must
+ * carry a valid one. The primitives are libsodium's, never code of our own;
+ * tags are compared in constant time.
+ *
+ * The key is process-wide (like the Kafka security options, fsgd/kbus.h):
+ * set once by main before any role starts, read by the frame, control and
+ * data paths. It is never printed, logged or written anywhere but the key
+ * file that fsgd_auth_key_generate makes. */
+#ifndef FSGD_AUTH_H
+#define FSGD_AUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FSGD_AUTH_KEY_BYTES 32
+#define FSGD_AUTH_NONCE_BYTES 16
+#define FSGD_AUTH_TAG_BYTES 32 /* a random nonce, then a Poly1305 tag */
+#define FSGD_AUTH_TAG_HEX (2 * FSGD_AUTH_TAG_BYTES) /* a tag in a Kafka header, hex digits */
+
+/* What a tag covers: one domain per kind of message, so a tag made for one
+ * can never pass as another's. */
+typedef enum fsgd_auth_domain {
+    FSGD_AUTH_FRAME = 1, /* NAME.grads and NAME.model frames: every byte up to and with the CRC32C */
+    FSGD_AUTH_CTL = 2,   /* NAME.ctl: the Kafka key (event type), a zero byte, the JSON value */
+    FSGD_AUTH_DATA = 3,  /* NAME.data: the message value (rows as text) */
+} fsgd_auth_domain_t;
+
+/* Reads a key file: a regular file (never a link), owned by this user,
+ * readable by nobody else (mode & 077 == 0, as ssh asks of a private key),
+ * holding exactly 64 hex digits and an optional newline. 0, or FSGD_E_ARG
+ * naming the file and what is wrong (never its content). */
+int fsgd_auth_key_load(const char *path, uint8_t key[FSGD_AUTH_KEY_BYTES], char *err, size_t errsz);
+
+/* Makes a new key file at path (O_EXCL, mode 0600) from libsodium's CSPRNG.
+ * Fails when the file exists. 0, or FSGD_E_ARG/IO naming the path. */
+int fsgd_auth_key_generate(const char *path, char *err, size_t errsz);
+
+/* Sets the process's job key (NULL: messages are neither tagged nor
+ * checked, the default). Copies the key. 0, or FSGD_E_STATE when libsodium
+ * cannot start. Call before any role thread starts. */
+int fsgd_auth_set_key(const uint8_t *key);
+
+/* 1 when a job key is set. */
+int fsgd_auth_enabled(void);
+
+/* NAME.data rows: with a job key, every message must carry a tag unless
+ * the job allows unsigned rows (job key unsigned_rows: rows an outside
+ * client writes with kcat). Set before any role starts. */
+void fsgd_auth_set_unsigned_rows(int allowed);
+
+/* 1 when a NAME.data message with this (hex) tag header (NULL when absent)
+ * and value may be used: no key, unsigned rows allowed and no tag, or a
+ * valid tag. A tag that is present is always checked. */
+int fsgd_auth_row_ok(const void *hex, size_t hexlen, const void *value, size_t len);
+
+/* tag = a random nonce and the Poly1305 tag of a[0, alen) b[0, blen) under
+ * the one-time key of (domain, nonce); b may be NULL. Thread safe. Only when
+ * enabled. */
+void fsgd_auth_tag(uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,
+                   const void *b, size_t blen);
+
+/* 1 when tag is the tag of (domain, a, b) under the job key (constant-time
+ * comparison), else 0. */
+int fsgd_auth_check(const uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,
+                    const void *b, size_t blen);
+
+/* The same with the tag as FSGD_AUTH_TAG_HEX hex digits (a Kafka header
+ * value, len bytes, not NUL-terminated): hex_out gets FSGD_AUTH_TAG_HEX + 1
+ * bytes (NUL-terminated). */
+void fsgd_auth_tag_hex(char *hex_out, fsgd_auth_domain_t domain, const void *a, size_t alen, const void *b,
+                       size_t blen);
+int fsgd_auth_check_hex(const void *hex, size_t len, fsgd_auth_domain_t domain, const void *a, size_t alen,
+                        const void *b, size_t blen);
+
+#endif
