@@ -131,6 +131,7 @@ static void run_init(run_t *r, int nworkers, int epochs)
 
 static void run_free(run_t *r)
 {
+    fsgd_agg_stats_free(&r->ast);
     fsgd_bus_mem_set_hook(r->bus, NULL, NULL);
     for (int i = 0; i < MAX_W; i++)
         fsgd_bus_destroy(r->view[i]);
