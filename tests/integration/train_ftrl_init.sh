@@ -7,9 +7,9 @@
 # --save-state) and refuses one that does not fit.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
-DATA=${FSGD_DATA:-../shared/data}
-D=$DATA
 . "$(dirname "$0")/lib/skip.bash"
+DATA=$(data_dir)
+D=$DATA
 needs_data a9a a9a.t
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
