@@ -242,6 +242,15 @@ static void stop_all(pid_t *pids, int n, pid_t agg, int *agg_status)
     }
 }
 
+/* Stops the workers started ahead of the aggregator when the job cannot
+ * start after all (the data failed to load, a signal). */
+static void abort_start(pid_t *wp, int W, pid_t *pids, fsgd_kmock_t *mock)
+{
+    stop_all(wp, W, 0, NULL);
+    free(pids);
+    fsgd_kmock_destroy(mock);
+}
+
 int fsgd_cmd_run(int argc, char **argv)
 {
     int broker_only = dcli_take(&argc, argv, "--broker-only", 0, NULL, NULL) != NULL;
@@ -475,6 +484,23 @@ int fsgd_cmd_run(int argc, char **argv)
         return rc;
     }
     spawn_key = job.job_key_file;
+    /* pids[0] is the aggregator, pids[1..W] the workers (0: exited). The
+     * workers start first: joining the consumer group takes seconds (the
+     * coordinator's initial rebalance delay: 3 s on the embedded cluster and
+     * by default on Kafka), and that wait overlaps loading the data. */
+    int W = job.workers;
+    pid_t *pids = calloc((size_t)W + 1, sizeof *pids);
+    if (!pids) {
+        fsgd_cli_error("run: out of memory");
+        fsgd_kmock_destroy(mock);
+        return FSGD_EXIT_INTERNAL;
+    }
+    pid_t *wp = pids + 1;
+    for (int i = 0; i < W; i++) {
+        wp[i] = spawn("worker", argc, argv, brokers, NULL, i + 1);
+        printf("fsgd: worker %d pid %d\n", i + 1, (int)wp[i]);
+    }
+    fflush(stdout);
     /* A resumed job on real brokers continues on the rows its topic holds;
      * the embedded cluster starts empty and needs them again. */
     if (!no_produce && resume && !mock && !job.quiet)
@@ -484,7 +510,7 @@ int fsgd_cmd_run(int argc, char **argv)
         rc = fsgd_produce_file(&job, brokers, job.data, mock ? 0 : P, &ps, NULL, NULL, err, sizeof err);
         if (rc < 0) {
             fsgd_cli_error("run: produce: %s", err);
-            fsgd_kmock_destroy(mock);
+            abort_start(wp, W, pids, mock);
             return fsgd_cli_status(rc);
         }
         if (!job.quiet)
@@ -496,12 +522,12 @@ int fsgd_cmd_run(int argc, char **argv)
     if (lstat(ckpt, &cs) == 0 && fresh) {
         if (fsgd_ckpt_probe(ckpt) < 0) { /* replaced since the check: still never delete it */
             fsgd_cli_error("run: '%s' is no longer an fsgd checkpoint: not deleting it", ckpt);
-            fsgd_kmock_destroy(mock);
+            abort_start(wp, W, pids, mock);
             return FSGD_EXIT_USAGE;
         }
         if (unlink(ckpt) != 0) {
             fsgd_cli_error("run: cannot remove checkpoint '%s': %s", ckpt, strerror(errno));
-            fsgd_kmock_destroy(mock);
+            abort_start(wp, W, pids, mock);
             return FSGD_EXIT_IO;
         }
         fprintf(stderr, "fsgd: run: removed checkpoint %s (--fresh)\n", ckpt);
@@ -510,25 +536,12 @@ int fsgd_cmd_run(int argc, char **argv)
     }
     if (got_signal) {
         fsgd_cli_error("run: interrupted by signal %d before the job started", (int)got_signal);
-        fsgd_kmock_destroy(mock);
+        abort_start(wp, W, pids, mock);
         return 128 + (int)got_signal;
     }
 
-    /* pids[0] is the aggregator, pids[1..W] the workers (0: exited) */
-    int W = job.workers;
-    pid_t *pids = calloc((size_t)W + 1, sizeof *pids);
-    if (!pids) {
-        fsgd_cli_error("run: out of memory");
-        fsgd_kmock_destroy(mock);
-        return FSGD_EXIT_INTERNAL;
-    }
-    pid_t *wp = pids + 1;
     pid_t agg = pids[0] = spawn("aggregator", argc, argv, brokers, ckpt, 0);
     printf("fsgd: aggregator pid %d\n", (int)agg);
-    for (int i = 0; i < W; i++) {
-        wp[i] = spawn("worker", argc, argv, brokers, NULL, i + 1);
-        printf("fsgd: worker %d pid %d\n", i + 1, (int)wp[i]);
-    }
     fflush(stdout);
     double t0 = now_s();
     int agg_status = -1, restarts = 0, workers_alive = W, interrupted = 0;
