@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsgd/auth.h"
 #include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
@@ -312,6 +313,90 @@ static void test_sync_deterministic(void)
     fsgd_model_free(&b);
 }
 
+/* --- the producer's data summary in place of the aggregator's scan --- */
+
+/* Drops the producer's data_summary event: the aggregator has to scan. */
+static fsgd_bus_fault_t no_summary(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                   int *delay_ms)
+{
+    (void)ctx;
+    (void)partition;
+    (void)delay_ms;
+    return strstr(topic, ".ctl") && val && memmem(val, len, "\"data_summary\"", 14) ? FSGD_BUS_DROP
+                                                                                    : FSGD_BUS_DELIVER;
+}
+
+typedef struct summary_run {
+    fsgd_model_t m;
+    int from_summary;
+    uint64_t rows;
+} summary_run_t;
+
+/* One epoch with 2 workers; extra_row: an outside client appends a row
+ * (with the job's tag) after the producer's, so the summary no longer
+ * describes the topic. */
+static void summary_run(fsgd_bus_hook_fn hook, int extra_row, summary_run_t *out)
+{
+    run_t r;
+    run_init(&r, 2, 1);
+    fsgd_bus_mem_set_hook(r.bus, hook, NULL);
+    if (load_data(&r) != 0) {
+        run_free(&r);
+        return;
+    }
+    char err[512];
+    if (extra_row) {
+        fsgd_bus_client_t *c = fsgd_bus_client_new(r.bus, FSGD_KCLIENT_DATA_PRODUCER, err, sizeof err);
+        const char *row = "+1 3:1 11:1 14:1";
+        char mac[FSGD_AUTH_TAG_HEX + 1];
+        fsgd_auth_tag_hex(mac, FSGD_AUTH_DATA, row, strlen(row), NULL, 0);
+        CU_ASSERT_EQUAL(fsgd_bus_produce(c, "roles.data", 0, NULL, row, strlen(row), NULL, NULL, mac, err, sizeof err),
+                        0);
+        CU_ASSERT_EQUAL(fsgd_bus_flush(c, 5000, err, sizeof err), 0);
+        fsgd_bus_client_destroy(c);
+    }
+    snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("summary.model"));
+    start(&r);
+    finish(&r);
+    CU_ASSERT_EQUAL(r.arc, 0);
+    out->from_summary = r.ast.data_from_summary;
+    out->rows = r.ast.dataset_rows;
+    CU_ASSERT_EQUAL(fsgd_model_load(&out->m, r.job.out, err, sizeof err), 0);
+    run_free(&r);
+}
+
+static void test_data_summary(void)
+{
+    if (!repo_file("data/sets/a9a")) {
+        fsgd_test_skip("needs data/sets/a9a");
+        return;
+    }
+    /* the summary is trusted only from an authenticated job */
+    uint8_t key[FSGD_AUTH_KEY_BYTES];
+    for (size_t i = 0; i < sizeof key; i++)
+        key[i] = (uint8_t)(rand() & 0xFF);
+    CU_ASSERT_EQUAL_FATAL(fsgd_auth_set_key(key), 0);
+    summary_run_t with = {0}, without = {0}, appended = {0};
+    summary_run(NULL, 0, &with);
+    summary_run(no_summary, 0, &without);
+    summary_run(NULL, 1, &appended);
+    CU_ASSERT_EQUAL(with.from_summary, 1);
+    CU_ASSERT_EQUAL(with.rows, DATA_ROWS);
+    CU_ASSERT_EQUAL(without.from_summary, 0);
+    CU_ASSERT_EQUAL(without.rows, DATA_ROWS);
+    /* what the summary said is what the scan finds: the same model, bit for bit */
+    size_t n = with.m.dim + (with.m.has_bias ? 1 : 0);
+    CU_ASSERT_TRUE(with.m.w && without.m.w && with.m.dim == without.m.dim &&
+                   !memcmp(with.m.w, without.m.w, n * sizeof *with.m.w));
+    /* a topic that changed since: scanned, the new row counted */
+    CU_ASSERT_EQUAL(appended.from_summary, 0);
+    CU_ASSERT_EQUAL(appended.rows, DATA_ROWS + 1);
+    fsgd_model_free(&with.m);
+    fsgd_model_free(&without.m);
+    fsgd_model_free(&appended.m);
+    fsgd_auth_set_key(NULL);
+}
+
 /* --- duplicates: every message of grads and model stored twice --- */
 
 static fsgd_bus_fault_t dup_all(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
@@ -563,6 +648,7 @@ void fsgd_test_register(void)
     static const fsgd_test_case_t cases[] = {
         {"a clean run trains a9a rows to a sane AUC", test_clean},
         {"tau 0: two runs end with the same model bit for bit", test_sync_deterministic},
+        {"the producer's data summary replaces the scan, and only when it fits", test_data_summary},
         {"duplicated grads and model messages are dropped, rows once", test_duplicates},
         {"a lost model delta, tau 0: the stalled step ends in a snapshot", test_lost_delta_stall},
         {"a lost model delta, tau 2: the gap makes workers resync", test_lost_delta_gap},

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
+#include "data_summary.h"
 
 /* --- data scan --- */
 
@@ -48,6 +49,47 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     return 0;
 }
 
+/* The producer's summary (data_summary.h) in place of the scan, when it
+ * describes exactly what the topic holds now: 1 used, 0 not (scan), < 0
+ * error. */
+static int from_summary(agg_t *a, int P, uint64_t *total, uint64_t *max_col)
+{
+    fsgd_data_summary_t *s = malloc(sizeof *s);
+    if (!s)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    int rc = fsgd_data_summary_read(a->scan_c, a->job, s, a->err, a->errsz);
+    if (rc == 1 && s->nparts != (uint32_t)P)
+        rc = 0;
+    int64_t *lo = rc == 1 ? calloc((size_t)P, sizeof *lo) : NULL, *hi = lo ? calloc((size_t)P, sizeof *hi) : NULL;
+    if (rc == 1 && (!lo || !hi))
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    if (rc == 1 && (rc = fsgd_bus_watermarks_all(a->scan_c, a->tdata, P, lo, hi, 10000, a->err, a->errsz)) == 0)
+        rc = 1;
+    for (int p = 0; rc == 1 && p < P; p++)
+        rc = lo[p] == 0 && hi[p] == (int64_t)s->ends[p] ? 1 : 0;
+    free(lo);
+    free(hi);
+    for (int p = 0; rc == 1 && p < P; p++) {
+        a->st.start[p] = a->st.pos[p] = 0;
+        a->st.end[p] = s->ends[p];
+        a->rows_at[p] = malloc(((size_t)s->ends[p] + 1) * sizeof **a->rows_at);
+        if (!a->rows_at[p])
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+        for (uint64_t o = 0; rc == 1 && o <= s->ends[p]; o++)
+            a->rows_at[p][o] = o; /* one row per message */
+    }
+    if (rc == 1) {
+        *total = s->rows;
+        *max_col = s->max_col;
+        a->labels = s->labels;
+        a->xmax = s->xmax;
+        a->ymax = s->ymax;
+        a->s->data_from_summary = 1;
+    }
+    free(s);
+    return rc;
+}
+
 int agg_scan_data(agg_t *a)
 {
     int P = fsgd_bus_partitions(a->scan_c, a->tdata, 15000, a->err, a->errsz);
@@ -59,26 +101,45 @@ int agg_scan_data(agg_t *a)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     scan_ctx_t c = {.a = a};
     uint64_t total = 0, max_col = 0;
-    int rc = 0;
-    for (int p = 0; p < P && !rc; p++) {
-        int64_t lo, hi;
-        FSGD_TRY(fsgd_bus_watermarks(a->scan_c, a->tdata, p, &lo, &hi, 10000, a->err, a->errsz));
-        if (lo != 0)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_LOST,
-                                "data lost: %s [%d] starts at offset %lld, not 0: rows were dropped before "
-                                "training (retention, or the embedded cluster's 5 MiB per partition)",
-                                a->tdata, p, (long long)lo);
+    int rc = from_summary(a, P, &total, &max_col);
+    if (rc < 0)
+        return rc;
+    int to_read = P;
+    if (rc == 1) {
+        c.max_col = max_col;
+        to_read = 0;
+    }
+    rc = 0;
+    int64_t *los = to_read ? calloc((size_t)to_read, sizeof *los) : NULL;
+    int64_t *his = to_read ? calloc((size_t)to_read, sizeof *his) : NULL;
+    if (to_read && (!los || !his))
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    if (!rc && to_read)
+        rc = fsgd_bus_watermarks_all(a->scan_c, a->tdata, to_read, los, his, 10000, a->err, a->errsz);
+    for (int p = 0; p < to_read && !rc; p++) {
+        int64_t lo = los[p], hi = his[p];
+        if (lo != 0) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_LOST,
+                              "data lost: %s [%d] starts at offset %lld, not 0: rows were dropped before "
+                              "training (retention, or the embedded cluster's 5 MiB per partition)",
+                              a->tdata, p, (long long)lo);
+            break;
+        }
         a->st.start[p] = a->st.pos[p] = (uint64_t)lo;
         a->st.end[p] = (uint64_t)hi;
         a->rows_at[p] = calloc((size_t)(hi - lo) + 1, sizeof **a->rows_at);
-        if (!a->rows_at[p])
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+        if (!a->rows_at[p]) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+            break;
+        }
         c.p = (uint32_t)p;
         c.rows = 0;
         rc = fsgd_bus_read_range(a->scan_c, a->tdata, p, lo, hi, 30000, FSGD_BUS_READ_ROWS, scan_msg, &c, a->err,
                                  a->errsz);
         total += c.rows;
     }
+    free(los);
+    free(his);
     max_col = c.max_col;
     fsgd_csr_free(&c.tmp);
     if (rc)

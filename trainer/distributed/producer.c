@@ -14,6 +14,7 @@
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/rowfmt.h"
+#include "data_summary.h"
 
 static double now_s(void)
 {
@@ -70,6 +71,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     char *line = NULL;
     size_t cap = 0;
     fsgd_csr_t scratch = {0};
+    fsgd_data_summary_t *sum = calloc(1, sizeof *sum);
     /* The job's topics with their settings (existing ones are kept: the
      * embedded cluster makes its own); a name whose model topic holds a job
      * already is refused (the new rows would mix into a finished job). */
@@ -85,8 +87,8 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
         if (!lo0 || !hi0 || !sent)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
     }
-    for (int p = 0; !rc && p < P; p++)
-        rc = fsgd_bus_watermarks(rk, topic, p, &lo0[p], &hi0[p], 10000, err, errsz);
+    if (!rc)
+        rc = fsgd_bus_watermarks_all(rk, topic, P, lo0, hi0, 10000, err, errsz);
     st->partitions = P;
     double t0 = now_s(), last = t0;
     uint64_t lineno = 0;
@@ -110,6 +112,8 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
         }
         if (r == 0)
             continue; /* blank, comment, or skipped bad row */
+        if (sum)
+            fsgd_data_summary_add(sum, &scratch);
         int32_t p = (int32_t)(st->rows % (uint64_t)P);
         /* with a job key, each row message carries its tag (KAFKA_FORMAT.md) */
         char mac[FSGD_AUTH_TAG_HEX + 1] = "";
@@ -136,9 +140,14 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
         rc = fsgd_bus_flush(rk, 120000, err, errsz);
     /* Check that the broker kept everything: the mock cluster silently drops
      * the oldest data past 5 MiB per partition, real Kafka by retention. */
+    int64_t *lo1 = P > 0 ? calloc((size_t)P, sizeof *lo1) : NULL;
+    int64_t *hi1 = P > 0 ? calloc((size_t)P, sizeof *hi1) : NULL;
+    if (!rc && P > 0 && (!lo1 || !hi1))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
+    if (!rc && P > 0)
+        rc = fsgd_bus_watermarks_all(rk, topic, P, lo1, hi1, 10000, err, errsz);
     for (int p = 0; !rc && p < P; p++) {
-        int64_t lo, hi;
-        rc = fsgd_bus_watermarks(rk, topic, p, &lo, &hi, 10000, err, errsz);
+        int64_t lo = lo1[p], hi = hi1[p];
         /* More rows than were written: another writer at the same time, most
          * likely a second job of the same name (not the broker's doing). */
         if (!rc && lo == lo0[p] && hi - lo > hi0[p] - lo0[p] + (int64_t)sent[p])
@@ -156,6 +165,21 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
                               topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p],
                               (long long)lo0[p], (long long)hi0[p]);
     }
+    /* Rows into an empty topic: every message is one row, and the summary
+     * of them spares the aggregator reading the whole topic back. */
+    int was_empty = P > 0 && P <= FSGD_SUMMARY_MAX_PARTS;
+    for (int p = 0; was_empty && p < P; p++)
+        was_empty = lo0[p] == 0 && hi0[p] == 0 && sent[p] <= UINT32_MAX;
+    if (!rc && sum && was_empty && st->rows > 0) {
+        sum->nparts = (uint32_t)P;
+        for (int p = 0; p < P; p++)
+            sum->ends[p] = (uint32_t)sent[p];
+        if (fsgd_data_summary_send(rk, job, sum) == 0)
+            rc = fsgd_bus_flush(rk, 30000, err, errsz);
+    }
+    free(sum);
+    free(lo1);
+    free(hi1);
     st->seconds = now_s() - t0;
     st->bad_rows = lst.bad_rows;
     memcpy(st->first_bad, lst.first_bad, sizeof st->first_bad);

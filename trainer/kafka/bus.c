@@ -493,6 +493,36 @@ int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, i
     }
 }
 
+int fsgd_kbus_watermarks_all(rd_kafka_t *rk, const char *topic, int n, int64_t *lo, int64_t *hi, int timeout_ms,
+                             char *err, size_t errsz)
+{
+    /* ListOffsets for every partition at once, one request per leader (for
+     * the earliest, then the latest offsets), not two round trips for each
+     * partition: 44 partitions took a second on the embedded cluster. Any
+     * trouble falls back to the one-by-one query, which retries. */
+    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (int pass = 0; pass < 2 && !e && n > 0; pass++) {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+        for (int p = 0; p < n; p++)
+            rd_kafka_topic_partition_list_add(l, topic, p)->offset = pass ? RD_KAFKA_OFFSET_END
+                                                                          : RD_KAFKA_OFFSET_BEGINNING;
+        e = rd_kafka_offsets_for_times(rk, l, timeout_ms < 5000 ? timeout_ms : 5000);
+        for (int i = 0; i < l->cnt && !e; i++) {
+            const rd_kafka_topic_partition_t *tp = &l->elems[i];
+            if (tp->err || tp->offset < 0 || tp->partition < 0 || tp->partition >= n)
+                e = tp->err ? tp->err : RD_KAFKA_RESP_ERR__BAD_MSG;
+            else
+                (pass ? hi : lo)[tp->partition] = tp->offset;
+        }
+        if (!e && l->cnt != n)
+            e = RD_KAFKA_RESP_ERR__BAD_MSG;
+        rd_kafka_topic_partition_list_destroy(l);
+    }
+    for (int p = 0; e && p < n; p++)
+        FSGD_TRY(fsgd_kbus_watermarks(rk, topic, p, &lo[p], &hi[p], timeout_ms, err, errsz));
+    return 0;
+}
+
 static int read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                       int timeout_ms, int gaps, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
 

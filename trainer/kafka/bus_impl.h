@@ -26,6 +26,9 @@ typedef struct fsgd_bus_ops {
     int (*partitions)(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz);
     int (*watermarks)(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                       int timeout_ms, char *err, size_t errsz);
+    /* NULL: watermarks, partition by partition */
+    int (*watermarks_all)(fsgd_bus_client_t *c, const char *topic, int n, int64_t *lo, int64_t *hi, int timeout_ms,
+                          char *err, size_t errsz);
     int (*read_range)(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
                       int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
     int (*create_topic)(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,

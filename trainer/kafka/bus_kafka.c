@@ -359,6 +359,12 @@ static int k_watermarks(fsgd_bus_client_t *bc, const char *topic, int32_t partit
     return fsgd_kbus_watermarks(((kclient_t *)bc)->rk, topic, partition, lo, hi, timeout_ms, err, errsz);
 }
 
+static int k_watermarks_all(fsgd_bus_client_t *bc, const char *topic, int n, int64_t *lo, int64_t *hi,
+                            int timeout_ms, char *err, size_t errsz)
+{
+    return fsgd_kbus_watermarks_all(((kclient_t *)bc)->rk, topic, n, lo, hi, timeout_ms, err, errsz);
+}
+
 static int k_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partition, int64_t start, int64_t end,
                         int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
 {
@@ -410,6 +416,7 @@ static const fsgd_bus_ops_t kafka_ops = {
     .fatal = k_fatal,
     .partitions = k_partitions,
     .watermarks = k_watermarks,
+    .watermarks_all = k_watermarks_all,
     .read_range = k_read_range,
     .create_topic = k_create_topic,
     .broker_count = k_broker_count,

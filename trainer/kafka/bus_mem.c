@@ -561,7 +561,7 @@ static int m_send(fsgd_bus_client_t *bc, const char *topic, int32_t partition, c
     if (n > FSGD_KBUS_MAX_CHUNKS)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "message of %zu bytes needs %zu chunks (max %u)", len, n,
                             FSGD_KBUS_MAX_CHUNKS);
-    uint8_t *buf = malloc((len < cm ? len : cm) + FSGD_KFRAME_OVERHEAD);
+    uint8_t *buf = malloc((len < cm ? len : cm) + FSGD_KFRAME_OVERHEAD + FSGD_KFRAME_TAG);
     if (!buf)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "send: out of memory");
     int rc = 0;

@@ -89,6 +89,16 @@ int fsgd_bus_watermarks(fsgd_bus_client_t *c, const char *topic, int32_t partiti
     return c->bus->ops->watermarks(c, topic, partition, lo, hi, timeout_ms, err, errsz);
 }
 
+int fsgd_bus_watermarks_all(fsgd_bus_client_t *c, const char *topic, int n, int64_t *lo, int64_t *hi, int timeout_ms,
+                            char *err, size_t errsz)
+{
+    if (c->bus->ops->watermarks_all)
+        return c->bus->ops->watermarks_all(c, topic, n, lo, hi, timeout_ms, err, errsz);
+    for (int p = 0; p < n; p++)
+        FSGD_TRY(c->bus->ops->watermarks(c, topic, p, &lo[p], &hi[p], timeout_ms, err, errsz));
+    return 0;
+}
+
 int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
                         int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
 {

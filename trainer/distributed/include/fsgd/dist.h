@@ -215,6 +215,9 @@ typedef struct fsgd_agg_stats {
      * assignment_settled 0 when the wait timed out and stepping started anyway. */
     double assignment_wait_s;
     int assignment_settled;
+    /* 1: what the data topic holds came from its producer's data_summary on
+     * NAME.ctl, not from reading the whole topic */
+    int data_from_summary;
     fsgd_trace_t trace; /* loss and bytes over time, for fsgd plot (this process, from its start) */
 } fsgd_agg_stats_t;
 

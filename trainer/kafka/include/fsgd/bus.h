@@ -133,6 +133,10 @@ int fsgd_bus_fatal(fsgd_bus_client_t *c, char *buf, size_t cap);
 int fsgd_bus_partitions(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz);
 int fsgd_bus_watermarks(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                         int timeout_ms, char *err, size_t errsz);
+/* Watermarks of partitions 0..n-1 of topic (lo, hi: n each), at once where
+ * the bus can (one request per leader). */
+int fsgd_bus_watermarks_all(fsgd_bus_client_t *c, const char *topic, int n, int64_t *lo, int64_t *hi, int timeout_ms,
+                            char *err, size_t errsz);
 int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
                         int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
 /* As fsgd_kbus_create_topic (an existing topic is kept as it is) and

@@ -213,6 +213,9 @@ int fsgd_kbus_read_compacted(rd_kafka_t *consumer, const char *topic, int32_t pa
  * often it asked. */
 int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                          int timeout_ms, char *err, size_t errsz);
+/* The same for partitions 0..n-1 of topic at once (lo, hi: n each). */
+int fsgd_kbus_watermarks_all(rd_kafka_t *rk, const char *topic, int n, int64_t *lo, int64_t *hi, int timeout_ms,
+                             char *err, size_t errsz);
 
 /* Produce-to-consume latency of one hop. fsgd_kbus_send stamps every frame
  * with the header fsgd.sent_us (wall clock, microseconds, text) when it hands

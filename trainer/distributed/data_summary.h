@@ -1,0 +1,42 @@
+/* A producer's account of the rows it wrote into NAME.data: what the
+ * aggregator would otherwise learn by reading and parsing the whole topic
+ * before step 1 (agg_scan.c). Sent as a `data_summary` event on NAME.ctl,
+ * authenticated like every event (KAFKA_FORMAT.md). Private to
+ * trainer/distributed/. */
+#ifndef FSGD_DIST_DATA_SUMMARY_H
+#define FSGD_DIST_DATA_SUMMARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsgd/bus.h"
+#include "fsgd/csr.h"
+#include "fsgd/job.h"
+#include "fsgd/loss.h"
+
+/* Partitions a summary can describe (the event stays well under a message). */
+#define FSGD_SUMMARY_MAX_PARTS 4096
+
+typedef struct fsgd_data_summary {
+    uint32_t nparts;
+    uint32_t ends[FSGD_SUMMARY_MAX_PARTS]; /* partition p holds offsets [0, ends[p]), one row each */
+    uint64_t rows, max_col;               /* rows = the sum of ends */
+    fsgd_label_set_t labels;
+    double xmax, ymax; /* largest |feature value| and |label| */
+} fsgd_data_summary_t;
+
+/* Counts the parsed rows of one message (one row: fsgd produce writes a row
+ * per message) into s. */
+void fsgd_data_summary_add(fsgd_data_summary_t *s, const fsgd_csr_t *rows);
+
+/* Sends s on the job's NAME.ctl. Best effort, as every event. */
+int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_job_t *job, const fsgd_data_summary_t *s);
+
+/* Reads the newest authenticated data_summary of job on NAME.ctl (what the
+ * topic holds now) into s: 1 found, 0 none (or no job key: an event anyone
+ * could write is not trusted for this), < 0 error. c: a consumer client,
+ * left unassigned. */
+int fsgd_data_summary_read(fsgd_bus_client_t *c, const fsgd_job_t *job, fsgd_data_summary_t *s, char *err,
+                           size_t errsz);
+
+#endif
