@@ -397,6 +397,33 @@ static void test_data_summary(void)
     fsgd_auth_set_key(NULL);
 }
 
+/* --- checkpoints paced by their cost, not written at every snapshot --- */
+
+static void test_checkpoint_pacing(void)
+{
+    CU_ASSERT_TRUE(fsgd_agg_ckpt_due(0, 0, 0));         /* the first at once */
+    CU_ASSERT_FALSE(fsgd_agg_ckpt_due(1, 0.5, 0.1));    /* 0.5 s after one that took 0.1 s: not yet */
+    CU_ASSERT_FALSE(fsgd_agg_ckpt_due(5, 1.99, 0.1));
+    CU_ASSERT_TRUE(fsgd_agg_ckpt_due(5, 2.0, 0.1));     /* 20 times its cost */
+    CU_ASSERT_TRUE(fsgd_agg_ckpt_due(5, 0.001, 0.0));   /* free ones: every snapshot */
+    run_t r;
+    run_init(&r, 2, 2);
+    NEED_DATA(&r);
+    r.job.snapshot_every = 1; /* a snapshot every step: 50 steps */
+    snprintf(r.job.checkpoint, sizeof r.job.checkpoint, "%s", fsgd_test_tmp("pacing.ckpt"));
+    start(&r);
+    finish(&r);
+    check_epochs(&r, 2);
+    /* the first at once, then at most 1/FSGD_AGG_CKPT_COST_RATIO of the time */
+    CU_ASSERT_TRUE(r.ast.checkpoints >= 1);
+    CU_ASSERT_TRUE(r.ast.checkpoints < r.ast.steps);
+    CU_ASSERT_TRUE(r.ast.checkpoint_s <= r.ast.seconds / FSGD_AGG_CKPT_COST_RATIO + 0.05);
+    if (r.ast.checkpoints >= r.ast.steps)
+        fprintf(stderr, "\n  %llu checkpoints in %llu steps\n", (unsigned long long)r.ast.checkpoints,
+                (unsigned long long)r.ast.steps);
+    run_free(&r);
+}
+
 /* --- duplicates: every message of grads and model stored twice --- */
 
 static fsgd_bus_fault_t dup_all(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
@@ -649,6 +676,7 @@ void fsgd_test_register(void)
         {"a clean run trains a9a rows to a sane AUC", test_clean},
         {"tau 0: two runs end with the same model bit for bit", test_sync_deterministic},
         {"the producer's data summary replaces the scan, and only when it fits", test_data_summary},
+        {"checkpoints are paced by their cost, not written at every snapshot", test_checkpoint_pacing},
         {"duplicated grads and model messages are dropped, rows once", test_duplicates},
         {"a lost model delta, tau 0: the stalled step ends in a snapshot", test_lost_delta_stall},
         {"a lost model delta, tau 2: the gap makes workers resync", test_lost_delta_gap},

@@ -95,6 +95,8 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fprintf(f, "  \"assignment_wait_seconds\": %.3f,\n  \"assignment_settled\": %d,\n", s->assignment_wait_s,
             s->assignment_settled);
     fprintf(f, "  \"data_scan\": \"%s\",\n", s->data_from_summary ? "summary" : "topic");
+    fprintf(f, "  \"checkpoints\": {\"written\": %llu, \"seconds\": %.3f},\n", (unsigned long long)s->checkpoints,
+            s->checkpoint_s);
     fprintf(f, "  \"step1_at_seconds\": %.3f,\n  \"loss_window_steps\": %d,\n  \"loss_moving_average\": %.6f,\n",
             s->step1_at, FSGD_AGG_LOSS_WINDOW, J(s->loss_ma));
     fprintf(f, "  \"target_loss\": %.6f,\n  \"time_to_target_loss_s\": %.3f,\n  \"target_loss_step\": %llu,\n",

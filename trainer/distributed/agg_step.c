@@ -206,7 +206,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     agg_set_quota(a);
     int snap = final || a->step % a->snap_every == 0;
     FSGD_TRY(agg_publish(a, snap, final, a->g.keys, nt));
-    if (!final && (snap || epoch_end))
+    if (!final && (snap || epoch_end) && agg_ckpt_due(a))
         FSGD_TRY(agg_ckpt_write(a));
     a->s->t_update += agg_now() - t0;
     if (a->n_step_ms == a->cap_step_ms) {

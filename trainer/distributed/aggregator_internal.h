@@ -104,6 +104,9 @@ typedef struct agg {
     double best_loss;
     uint64_t look_rows, rows_since_look;
     uint64_t snap_every; /* snapshot_every in force (auto resolved) */
+    /* checkpoints written by this process, when the last one ended and what it took (agg_ckpt_due) */
+    uint64_t ckpt_n;
+    double ckpt_at, ckpt_cost;
 } agg_t;
 
 /* A worker that reported its partitions on NAME.ctl. */
@@ -138,6 +141,10 @@ int agg_check_model_topic(agg_t *a);
 
 /* agg_checkpoint.c */
 int agg_ckpt_write(agg_t *a);
+/* 1 when a snapshot step should also write the checkpoint: the first one of
+ * this process, then once the time since the last is at least
+ * FSGD_AGG_CKPT_COST_RATIO times what writing it took. */
+int agg_ckpt_due(const agg_t *a);
 int agg_ckpt_load(agg_t *a);
 
 /* agg_model.c: the model topic (snapshots and the downlink) */

@@ -218,10 +218,23 @@ typedef struct fsgd_agg_stats {
     /* 1: what the data topic holds came from its producer's data_summary on
      * NAME.ctl, not from reading the whole topic */
     int data_from_summary;
+    /* checkpoints written by this process and the seconds they took: after
+     * the first, one is written when the time since the last is at least
+     * FSGD_AGG_CKPT_COST_RATIO times what that one took */
+    uint64_t checkpoints;
+    double checkpoint_s;
     fsgd_trace_t trace; /* loss and bytes over time, for fsgd plot (this process, from its start) */
 } fsgd_agg_stats_t;
 
 #define FSGD_AGG_LOSS_WINDOW 8
+
+/* The aggregator's checkpoint pacing: 1 when a snapshot step should also
+ * write the checkpoint, given how many this process wrote, the seconds since
+ * the last ended and what it took: the first at once, then once the time
+ * since is at least FSGD_AGG_CKPT_COST_RATIO times its cost, so checkpoints
+ * take at most about 1/FSGD_AGG_CKPT_COST_RATIO of the run. */
+#define FSGD_AGG_CKPT_COST_RATIO 20
+int fsgd_agg_ckpt_due(uint64_t written, double since_last_s, double last_cost_s);
 
 typedef void (*fsgd_agg_progress_fn)(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch);
 
