@@ -60,6 +60,7 @@ typedef struct worker {
     fsgd_sworker_t *strat; /* the compression strategy (fsgd/strategy.h) */
     pcache_t *cache;
     uint32_t ncache;
+    int64_t *wm_lo, *wm_hi; /* NAME.data's watermarks as last asked (ncache of each), NULL before */
     fsgd_kasm_t *as;
     fsgd_csr_t batch, tmp;
     fsgd_sparse_t g, delta;
@@ -183,6 +184,36 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     return 0;
 }
 
+/* The watermarks of NAME.data partition p, asked for every partition at
+ * once (one request per leader: one by one, the first step spent 20 ms a
+ * partition on them) and asked again when `need` is past the high one. */
+static int data_watermarks(worker_t *w, uint32_t p, uint64_t need, int64_t *lo, int64_t *hi)
+{
+    if (!w->wm_lo || need > (uint64_t)w->wm_hi[p]) {
+        if (!w->wm_lo) {
+            w->wm_lo = calloc(w->ncache, sizeof *w->wm_lo);
+            w->wm_hi = calloc(w->ncache, sizeof *w->wm_hi);
+            if (!w->wm_lo || !w->wm_hi) {
+                free(w->wm_lo);
+                free(w->wm_hi);
+                w->wm_lo = w->wm_hi = NULL;
+                return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+            }
+        }
+        int rc = fsgd_bus_watermarks_all(w->fetch, w->tdata, (int)w->ncache, w->wm_lo, w->wm_hi, 10000, w->err,
+                                         w->errsz);
+        if (rc) {
+            free(w->wm_lo);
+            free(w->wm_hi);
+            w->wm_lo = w->wm_hi = NULL;
+            return rc;
+        }
+    }
+    *lo = w->wm_lo[p];
+    *hi = w->wm_hi[p];
+    return 0;
+}
+
 static int load_partition(worker_t *w, uint32_t p)
 {
     pcache_t *c = &w->cache[p];
@@ -196,8 +227,8 @@ static int load_partition(worker_t *w, uint32_t p)
     /* The positions come from a model message: the table below is one slot
      * per offset, so they must name offsets the data topic really holds
      * before anything is allocated for them. */
-    int64_t lo, hi;
-    FSGD_TRY(fsgd_bus_watermarks(w->fetch, w->tdata, (int32_t)p, &lo, &hi, 10000, w->err, w->errsz));
+    int64_t lo = 0, hi = 0;
+    FSGD_TRY(data_watermarks(w, p, c->end, &lo, &hi));
     if (c->start < (uint64_t)lo || c->end > (uint64_t)hi || c->start > c->end)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_FORMAT,
                             "model message of step %llu says %s [%u] holds offsets [%llu, %llu), but the topic holds "
@@ -746,6 +777,11 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
     if (!rc && !(w->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)))
         rc = FSGD_E_KAFKA;
+    /* The producer learns where NAME.grads lives now, not at the first
+     * gradient: an unknown topic's metadata came back only after librdkafka's
+     * refresh backoff, and step 1 waited half a second for it. */
+    if (!rc)
+        fsgd_bus_partitions(w->prod, w->tgrads, 5000, NULL, 0);
     if (!rc && !(w->fetch = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
         rc = FSGD_E_KAFKA;
     if (!rc && !(w->model_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
@@ -821,6 +857,8 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         free(w->cache[i].row_of);
     }
     free(w->cache);
+    free(w->wm_lo);
+    free(w->wm_hi);
     fsgd_backend_destroy(w->be);
     fsgd_sworker_destroy(w->strat);
     free(w->theta);
