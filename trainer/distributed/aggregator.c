@@ -311,6 +311,7 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     a.first_deadline = agg_now() + 60;
     int done = 0;
     double last_progress = agg_now();
+    int shown_step1 = 0;
     const double timeout = job->step_timeout_ms / 1e3;
     int opened_with_held = 0; /* the open step took held gradients: it may be complete already */
     uint64_t idle_snapshot = UINT64_MAX; /* the step whose model went out again as a snapshot */
@@ -427,7 +428,9 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
             rc = agg_early_replay(&a);
             opened_with_held |= a.ngot > 0;
         }
-        if (progress && agg_now() - last_progress >= 1.0) {
+        /* once a second, and as soon as step 1 is in: the job has started */
+        if (progress && (agg_now() - last_progress >= 1.0 || (st->steps >= 1 && !shown_step1))) {
+            shown_step1 = st->steps >= 1;
             last_progress = agg_now();
             agg_latency_stats(&a);
             progress(ctx, st, 0);
