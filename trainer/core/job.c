@@ -106,6 +106,14 @@ static const field_t fields[] = {
      "bounded delay τ: a worker may send the gradient of step t+1+τ while the model of step t is the newest it "
      "has (0: synchronous; gTop-k and GradiVeQ always run at 0)"},
     {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
+    {"follow", "cluster", F_BOOL, OFF(follow), 0, 1,
+     "continuous training (fsgd run, worker, aggregator): keep consuming NAME.data as rows arrive, publish a "
+     "numbered model version every snapshot_every steps (alias version_every) or version_seconds, score each "
+     "step's rows before training on them (progressive validation: it replaces the holdout, so epochs, "
+     "max_epochs and holdout do not apply) and stop only on SIGTERM/SIGINT, with a final version and checkpoint"},
+    {"version_seconds", "cluster", F_DOUBLE, OFF(version_seconds), 0.01, 1e9,
+     "follow: also publish a model version (snapshot and checkpoint) when this many seconds have passed since "
+     "the last one and rows were trained since"},
     {"job_key_file", "cluster", F_STR, OFF(job_key_file), 0, 0,
      "file with the job key (64 hex digits, mode 600) that authenticates every message on the job's topics; "
      "fsgd run makes one for its job when none is given"},
@@ -127,7 +135,7 @@ _Static_assert(N_FIELDS <= 128, "fsgd_job_t.given holds 128 bits");
 static const struct {
     const char *alias, *key;
 } aliases[] = {{"ftrl_alpha", "alpha"}, {"ftrl_beta", "beta"}, {"optimizer.name", "optimizer"},
-               {"save_resume", "save_state"}};
+               {"save_resume", "save_state"}, {"version_every", "snapshot_every"}};
 
 void fsgd_job_defaults(fsgd_job_t *job)
 {
@@ -159,6 +167,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->optimizer = FSGD_OPTIMIZER_ADAM;
     job->alpha = FSGD_JOB_AUTO;
     job->beta = FSGD_FTRL_BETA;
+    job->version_seconds = 60;
 }
 
 const char *fsgd_optimizer_name(fsgd_job_optimizer_t o)
@@ -719,5 +728,15 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
     for (size_t i = 0; i < 2; i++)
         if (fsgd_job_given(job, train_only[i]))
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s is for fsgd train so far", train_only[i]);
+    /* follow: rows keep coming, so there is no epoch to count or hold out from */
+    static const char *not_follow[] = {"epochs", "max_epochs", "holdout"};
+    for (size_t i = 0; i < 3 && job->follow; i++)
+        if (fsgd_job_given(job, not_follow[i]))
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "%s does not apply with follow: training goes on until SIGTERM, and progressive "
+                                "validation (each step scored before it is trained on) replaces the holdout",
+                                not_follow[i]);
+    if (fsgd_job_given(job, "version_seconds") && !job->follow)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "version_seconds needs follow");
     return FSGD_E_OK;
 }

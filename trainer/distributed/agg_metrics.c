@@ -143,6 +143,11 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fputs("  ", f); /* the loss and bytes curves of fsgd plot */
     fsgd_trace_write_json(f, &s->trace, s->step1_at);
     fputs(",\n", f);
+    if (s->follow) /* progressive validation (agg_follow.c) */
+        fprintf(f, "  \"follow\": {\"version\": %llu, \"progressive_rows\": %llu, \"progressive_logloss\": %.6f, "
+                   "\"window_rows\": %llu, \"progressive_auc\": %.6f, \"window_logloss\": %.6f},\n",
+                (unsigned long long)s->version, (unsigned long long)s->pv_rows, J(s->pv_logloss),
+                (unsigned long long)s->pv_window_rows, J(s->pv_auc), J(s->pv_window_logloss));
     fprintf(f, "  \"workers\": {\"live\": %llu, \"dropped\": %llu},\n  \"generation\": %u,\n  \"resumed_from_step\": %d\n}\n",
             (unsigned long long)s->workers_live, (unsigned long long)s->workers_dropped, s->gen,
             s->resumed_from_step);

@@ -108,6 +108,7 @@ static void agg_free(agg_t *a)
     fsgd_kasm_destroy(a->as);
     agg_early_free(a);
     agg_auto_free(a);
+    agg_follow_free(a);
     free(a->live);
     free(a->got);
     free(a->applied);
@@ -252,10 +253,14 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         fsgd_bus_tp_t l = {a.tctl, 0, FSGD_BUS_OFFSET_BEGINNING};
         rc = fsgd_bus_assign(a.ctl_c, &l, 1, err, errsz);
     }
+    if (!rc && job->follow)
+        rc = agg_follow_setup(&a);
     a.st.epoch = 1;
     int resumed = 0;
     if (!rc && (resumed = agg_ckpt_load(&a)) < 0)
         rc = resumed;
+    if (!rc && resumed && a.follow)
+        rc = agg_follow_resumed(&a);
     if (!rc)
         rc = agg_downlink_setup(&a);
     if (!rc) {
@@ -316,6 +321,11 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     uint64_t idle_snapshot = UINT64_MAX; /* the step whose model went out again as a snapshot */
     uint64_t idle_logged = 0;            /* the step whose wait for moved partitions was logged */
     while (!rc && !done) {
+        if (a.follow && agg_follow_stopping()) {
+            rc = agg_follow_finish(&a);
+            done = 1;
+            break;
+        }
         fsgd_bus_msg_t *m = fsgd_bus_poll(a.grads_c, opened_with_held ? 0 : 2);
         opened_with_held = 0;
         if (m) {
@@ -418,6 +428,10 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
             }
             continue;
         }
+        if (a.follow && !a.first_step && (rc = agg_follow_hold(&a)) != 0) {
+            rc = rc < 0 ? rc : 0; /* 1: waiting for rows */
+            continue;
+        }
         a.last_wait_log = 0;
         a.first_step = 0;
         a.step_wait = t - a.step_start;
@@ -430,6 +444,8 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         if (progress && agg_now() - last_progress >= 1.0) {
             last_progress = agg_now();
             agg_latency_stats(&a);
+            if (a.follow)
+                agg_follow_stats(&a);
             progress(ctx, st, 0);
         }
     }
@@ -444,8 +460,8 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         }
         if (!rc)
             rc = fsgd_bus_flush(a.prod, 30000, err, errsz);
-        if (!rc && job->checkpoint[0])
-            unlink(job->checkpoint); /* finished: a new run starts fresh */
+        if (!rc && job->checkpoint[0] && !a.follow)
+            unlink(job->checkpoint); /* finished: a new run starts fresh (a stopped follow job resumes) */
     }
     st->seconds = a.seconds_before + agg_now() - a.t0;
     if (a.prod && (done || rc)) {
