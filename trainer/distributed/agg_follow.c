@@ -378,13 +378,14 @@ int agg_follow_finish(agg_t *a)
 
 /* --- checkpoint --- */
 
-/* u64 version, u64 pv_rows, f64 pv_loss_sum, u64 dataset_rows, u32 nparts,
- * u64 trained[nparts] */
+/* u64 version, u64 pv_rows, f64 pv_loss_sum, u32 nparts, u64 trained[nparts]
+ * (the rows seen so far are the header's dataset rows) */
+#define FOLLOW_CKPT_FIXED 28
 int agg_follow_ckpt_put(const agg_t *a, fsgd_wire_buf_t *b)
 {
     const struct agg_follow *f = a->follow;
     int rc = fsgd_wire_u64(b, f->version) | fsgd_wire_u64(b, f->pv_rows) | fsgd_wire_f64(b, f->pv_loss_sum) |
-             fsgd_wire_u64(b, a->s->dataset_rows) | fsgd_wire_u32(b, f->nparts);
+             fsgd_wire_u32(b, f->nparts);
     for (uint32_t p = 0; p < f->nparts; p++)
         rc |= fsgd_wire_u64(b, f->trained[p]);
     return rc ? FSGD_E_NOMEM : 0;
@@ -392,24 +393,24 @@ int agg_follow_ckpt_put(const agg_t *a, fsgd_wire_buf_t *b)
 
 int agg_follow_ckpt_get(agg_t *a, const char *path, const uint8_t *p, size_t len, size_t *off)
 {
-    if (len - *off < 36)
+    if (len - *off < FOLLOW_CKPT_FIXED)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path, *off);
-    uint32_t n = fsgd_le_get32(p + *off + 32);
+    uint32_t n = fsgd_le_get32(p + *off + 24);
     if (n != a->st.nparts)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT,
                             "checkpoint '%s': follow section of %u partitions, the state has %u (byte %zu)", path, n,
-                            a->st.nparts, *off + 32);
-    if ((len - *off - 36) / 8 < n)
+                            a->st.nparts, *off + 24);
+    if ((len - *off - FOLLOW_CKPT_FIXED) / 8 < n)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path,
-                            *off + 36);
+                            *off + FOLLOW_CKPT_FIXED);
     if (!a->follow)
         FSGD_TRY(follow_alloc(a, n)); /* a checkpoint read without a job (fsgd_agg_ckpt_check) */
     struct agg_follow *f = a->follow;
     f->version = fsgd_le_get64(p + *off);
     f->pv_rows = fsgd_le_get64(p + *off + 8);
     f->pv_loss_sum = fsgd_le_getf64(p + *off + 16);
-    a->s->dataset_rows = fsgd_le_get64(p + *off + 24);
-    *off += 36;
+    a->s->dataset_rows = fsgd_le_get64(p + 24); /* the header's: the rows the job has seen */
+    *off += FOLLOW_CKPT_FIXED;
     for (uint32_t i = 0; i < n; i++, *off += 8)
         f->trained[i] = fsgd_le_get64(p + *off);
     return 0;

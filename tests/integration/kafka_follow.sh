@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# fsgd run --follow (continuous training): a producer writes generated rows
+# into NAME.data while the job trains; three model versions are read from
+# NAME.model while it runs (fsgd model assemble --partial and fsgd predict
+# --brokers) and scored on held-out rows; the progressive AUC rises; the
+# aggregator is killed with -9 half way and restarted by fsgd run from its
+# checkpoint; SIGTERM ends the job with a final version, in which every
+# partition's position is its end offset and its trained rows are exactly
+# the rows it holds (kcat counts them): no row lost or trained twice.
+set -euo pipefail
+. "$(dirname "$0")/lib/kafka.bash"
+needs_cmd kcat
+ROWS0=6000 CHUNK=6000 CHUNKS=6 TEST=6000 DIM=5000
+total=$((ROWS0 + CHUNK * CHUNKS))
+"$FSGD" gen --rows $((total + TEST)) --dim $DIM --nnz 15 --seed 29 --quiet --out "$tmp/all.svm"
+head -n $ROWS0 "$tmp/all.svm" >"$tmp/d0.svm"
+tail -n $TEST "$tmp/all.svm" >"$tmp/test.svm"
+for ((c = 0; c < CHUNKS; c++)); do
+    sed -n "$((ROWS0 + c * CHUNK + 1)),$((ROWS0 + (c + 1) * CHUNK))p" "$tmp/all.svm" >"$tmp/chunk$c.svm"
+done
+name=$(job_name follow)
+extra=()
+[ "$KAFKA_MODE" = real ] && extra=(--brokers "$FSGD_BROKERS")
+"$FSGD" run --follow --data "$tmp/d0.svm" --test "$tmp/test.svm" --dim $DIM --workers 2 --partitions 4 \
+    --name "$name" --checkpoint "$tmp/agg.ckpt" --version-seconds 1 --lr 0.01 --batch 256 \
+    --job-key-file "$FSGD_JOB_KEY" --metrics-json "$tmp/m.json" ${extra[@]+"${extra[@]}"} >"$tmp/run.log" 2>&1 &
+RUN_PID=$!
+wait_for "$tmp/run.log" "aggregator: version 1 " 90 || { echo "no version 1"; cat "$tmp/run.log"; exit 1; }
+brokers=$(run_brokers "$tmp/run.log")
+key=(--job-key-file "$FSGD_JOB_KEY")
+
+# the producer: a chunk a second into the topic of the running job
+(for ((c = 0; c < CHUNKS; c++)); do
+    "$FSGD" produce --follow --brokers "$brokers" --name "$name" "${key[@]}" "$tmp/chunk$c.svm" >"$tmp/produce$c.log" 2>&1 ||
+        { echo "produce $c failed"; cat "$tmp/produce$c.log"; exit 1; }
+    sleep 1
+done) &
+PRODUCER=$!
+
+versions() { grep -c "aggregator: version [0-9]* " "$tmp/run.log" || true; }
+# read_version I: the newest model from the topic, once a version newer than
+# the last one read is out; its step and its test AUC
+read_version() {
+    local seen=$(versions) i
+    for ((i = 0; i < 300 && $(versions) <= seen; i++)); do sleep 0.1; done
+    "$FSGD" model assemble --partial --brokers "$brokers" --name "$name" "${key[@]}" --out "$tmp/v$1.fsgd" \
+        >"$tmp/v$1.out" 2>"$tmp/v$1.err" || { cat "$tmp/v$1.err"; exit 1; }
+    step[$1]=$(sed -n 's/.*(step \([0-9]*\),.*/\1/p' "$tmp/v$1.out")
+    "$FSGD" predict --model "$tmp/v$1.fsgd" --data "$tmp/test.svm" --out "$tmp/scores" 2>"$tmp/p$1.err"
+    auc[$1]=$(sed -n 's/.*rows: auc \([0-9.]*\) .*/\1/p' "$tmp/p$1.err")
+    echo "model read from $name.model: step ${step[$1]}, test auc ${auc[$1]}"
+}
+declare -a step auc
+read_version 1
+read_version 2
+# kill -9 the aggregator once it has a checkpoint, while rows keep coming
+for _ in $(seq 300); do [ -s "$tmp/agg.ckpt" ] && break; sleep 0.1; done
+pid=$(sed -n 's/^fsgd: aggregator pid \([0-9]*\)$/\1/p' "$tmp/run.log" | tail -1)
+kill -9 "$pid"
+echo "killed the aggregator (pid $pid)"
+wait_for "$tmp/run.log" "follow: resumed at version" 60 || { echo "no resume"; cat "$tmp/run.log"; exit 1; }
+read_version 3
+wait "$PRODUCER"
+# all rows trained: a version says so
+wait_for "$tmp/run.log" "step [0-9]*): $total rows trained" 120 ||
+    { echo "never reached $total rows"; grep "version" "$tmp/run.log" | tail -5; exit 1; }
+# fsgd predict straight from the topic scores the newest model
+"$FSGD" predict --brokers "$brokers" --name "$name" "${key[@]}" --data "$tmp/test.svm" --out "$tmp/scores" \
+    2>"$tmp/p_topic.err"
+grep "fsgd predict: the model of job" "$tmp/p_topic.err"
+topic_auc=$(sed -n 's/.*rows: auc \([0-9.]*\) .*/\1/p' "$tmp/p_topic.err")
+# rows per partition as the broker holds them (one row a message)
+kcat -C -b "$brokers" -t "$name.data" -o beginning -e -q -f '%p\n' | sort -n | uniq -c |
+    awk '{print $2 ":" $1}' >"$tmp/held"
+echo "rows per partition on $name.data: $(tr '\n' ' ' <"$tmp/held")"
+kill -TERM "$RUN_PID"
+rc=0
+wait "$RUN_PID" || rc=$?
+RUN_PID=
+[ $rc -eq 143 ] || { echo "fsgd run ended with $rc, not 143 (SIGTERM)"; cat "$tmp/run.log"; exit 1; }
+grep "follow: stopped on request" "$tmp/run.log"
+grep "restarting from" "$tmp/run.log"
+last=$(grep "aggregator: version [0-9]* " "$tmp/run.log" | tail -1)
+first=$(grep "aggregator: version [0-9]* " "$tmp/run.log" | head -1)
+echo "first: $first"
+echo "last:  $last"
+"$PY" - "$tmp/held" "$last" "$first" "$total" "$tmp/m.json" "${step[*]}" "${auc[*]}" "$topic_auc" <<'PYEOF'
+import json, re, sys
+held = dict(l.strip().split(":") for l in open(sys.argv[1]) if l.strip())
+last, first, total = sys.argv[2], sys.argv[3], int(sys.argv[4])
+m = json.load(open(sys.argv[5]))
+steps = [int(s) for s in sys.argv[6].split()]
+aucs = [float(a) for a in sys.argv[7].split()]
+topic_auc = float(sys.argv[8])
+ok = True
+def check(cond, what):
+    global ok
+    print(("ok   " if cond else "FAIL ") + what)
+    ok &= bool(cond)
+parts = dict((p, (int(pos), int(rows))) for p, pos, rows in re.findall(r"(\d+):(\d+)/(\d+)", last.split("partition:position/rows")[1]))
+check(int(re.search(r"\): (\d+) rows trained", last).group(1)) == total, "the final version trained %d rows" % total)
+check(sorted(parts) == sorted(held), "every partition in the final version: %s" % sorted(parts))
+for p, (pos, rows) in sorted(parts.items()):
+    check(pos == int(held[p]) and rows == int(held[p]),
+          "partition %s: position %d, rows trained %d, rows held %s" % (p, pos, rows, held[p]))
+auc_of = lambda line: float(re.search(r"rows: auc ([0-9.]+)", line).group(1))
+check(auc_of(first) < 0.6 and auc_of(last) > auc_of(first) + 0.1,
+      "progressive auc rose: %.4f -> %.4f" % (auc_of(first), auc_of(last)))
+check(len(steps) == 3 and steps[0] < steps[1], "three versions read from the topic, steps %s" % steps)
+check(all(a > 0.6 for a in aucs) and topic_auc >= aucs[0] - 0.01,
+      "their test aucs %s, fsgd predict --brokers at the end %.4f" % (aucs, topic_auc))
+f = m.get("follow", {})
+check(f.get("progressive_rows") == total and f.get("version", 0) >= 4, "metrics JSON follow: %s" % f)
+sys.exit(0 if ok else 1)
+PYEOF
