@@ -130,8 +130,8 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     const fsgd_cli_path_t wr[] = {
         {"--out", job.out}, {"--metrics-json", job.metrics_json}, {"--checkpoint", job.checkpoint}};
     const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
-                                      {"--job-key-file", job.job_key_file}};
-    if ((rc = fsgd_cli_check_distinct("aggregator", wr, 3, rd, 4)) != 0)
+                                      {"--job-key-file", job.job_key_file}, {"--init", job.init}};
+    if ((rc = fsgd_cli_check_distinct("aggregator", wr, 3, rd, 5)) != 0)
         return rc;
     const char *outs[] = {job.out, job.metrics_json, job.checkpoint};
     if ((rc = fsgd_cli_check_outputs("aggregator", outs, 3)) != 0)

@@ -55,8 +55,9 @@ static const field_t fields[] = {
      "L1 strength on the mean loss (objective mean loss + l1·|w|₁ + l2/2·|w|²), optimizer ftrl only: FTRL's "
      "λ1 = l1·n_train; weights whose |z| stays below λ1 are exactly 0 and not stored"},
     {"init", "model", F_STR, OFF(init), 0, 0,
-     "fsgd train: start from this model file (its weights) instead of zeros; it must have the data's dim, "
-     "the same model (loss), intercept and input format"},
+     "start from this model file (its weights, and its optimizer state when it has this run's: --save-state) "
+     "instead of zeros; it must have the data's dim, the same model (loss), intercept and input format; fsgd "
+     "run/aggregator: a checkpoint found at start wins over it"},
     {"optimizer", "optimizer", F_OPTIMIZER, OFF(optimizer), 0, 0,
      "adam | ftrl: sparse Adam, or FTRL-Proximal with per-coordinate rates (McMahan et al. KDD'13; "
      "fsgd train only); YAML optimizer: ftrl, or optimizer.name"},
@@ -724,8 +725,8 @@ int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
 int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
 {
     FSGD_TRY(check_optimizer(job, err, errsz));
-    static const char *train_only[] = {"init", "save_state"};
-    for (size_t i = 0; i < 2; i++)
+    static const char *train_only[] = {"save_state"};
+    for (size_t i = 0; i < 1; i++)
         if (fsgd_job_given(job, train_only[i]))
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s is for fsgd train so far", train_only[i]);
     /* follow: rows keep coming, so there is no epoch to count or hold out from */

@@ -143,6 +143,13 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fputs("  ", f); /* the loss and bytes curves of fsgd plot */
     fsgd_trace_write_json(f, &s->trace, s->step1_at);
     fputs(",\n", f);
+    if (job->init[0]) { /* --init (agg_init.c) */
+        fputs("  \"init\": \"", f);
+        for (const char *c = job->init; *c; c++) /* a path: escape what JSON must */
+            fprintf(f, (unsigned char)*c < 0x20 ? "\\u%04x" : *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+        fputs("\"", f);
+        fprintf(f, ",\n  \"init_state\": %s,\n", s->init_state ? "true" : "false");
+    }
     if (s->follow) /* progressive validation (agg_follow.c) */
         fprintf(f, "  \"follow\": {\"version\": %llu, \"progressive_rows\": %llu, \"progressive_logloss\": %.6f, "
                    "\"window_rows\": %llu, \"progressive_auc\": %.6f, \"window_logloss\": %.6f},\n",

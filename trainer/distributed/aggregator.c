@@ -109,6 +109,7 @@ static void agg_free(agg_t *a)
     agg_early_free(a);
     agg_auto_free(a);
     agg_follow_free(a);
+    agg_init_free(a);
     free(a->live);
     free(a->got);
     free(a->applied);
@@ -191,6 +192,8 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         rc = agg_check_model_topic(&a);
     if (!rc)
         rc = agg_scan_data(&a);
+    if (!rc && job->init[0])
+        rc = agg_init_load(&a);
     if (!rc)
         rc = agg_auto_setup(&a);
     if (!rc && job->test[0]) { /* in the job's format, like the data topic */
@@ -215,6 +218,8 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     if (!rc && !a.ftrl_on && job->lr < 0 && fsgd_adam_count_keys(&a.adam) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a.mdim);
+    if (!rc && a.init)
+        rc = agg_init_apply(&a); /* before the checkpoint, which wins */
     if (!rc) {
         a.as = fsgd_kasm_new();
         a.claimed = calloc(a.st.nparts, 1);

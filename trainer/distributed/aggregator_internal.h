@@ -105,6 +105,7 @@ typedef struct agg {
     uint64_t look_rows, rows_since_look;
     uint64_t snap_every; /* snapshot_every in force (auto resolved) */
     struct agg_follow *follow; /* job key follow: continuous training (agg_follow.c); NULL otherwise */
+    struct fsgd_model *init;   /* job key init: the model to start from, until applied (agg_init.c) */
 } agg_t;
 
 /* A worker that reported its partitions on NAME.ctl. */
@@ -173,6 +174,13 @@ int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t
 /* Takes the held frames of the step just opened, in arrival order. */
 int agg_early_replay(agg_t *a);
 void agg_early_free(agg_t *a);
+
+/* agg_init.c: --init MODEL. load (after agg_scan_data: checks it against
+ * the job and the data, may take its dim), apply (once the optimizer is
+ * allocated: its weights and state). */
+int agg_init_load(agg_t *a);
+int agg_init_apply(agg_t *a);
+void agg_init_free(agg_t *a);
 
 /* agg_follow.c: continuous training (job key follow) */
 int agg_follow_setup(agg_t *a);

@@ -222,6 +222,7 @@ typedef struct fsgd_agg_stats {
      * on them (VW's progressive loss). pv_rows and pv_logloss count every row
      * since the job began; pv_auc and pv_window_logloss the newest
      * pv_window_rows of them. */
+    int init_state; /* --init: the model's optimizer state was taken too */
     int follow;
     uint64_t version;
     uint64_t pv_rows, pv_window_rows;
