@@ -24,7 +24,7 @@ extra=()
 [ "$KAFKA_MODE" = real ] && extra=(--brokers "$FSGD_BROKERS")
 job=(--follow --data "$tmp/d0.svm" --test "$tmp/test.svm" --dim $DIM --workers 2 --partitions 4 --name "$name"
     --checkpoint "$tmp/agg.ckpt" --version-seconds 1 --lr 0.01 --batch 256 --job-key-file "$FSGD_JOB_KEY"
-    --metrics-json "$tmp/m.json" ${extra[@]+"${extra[@]}"})
+    --metrics-json "$tmp/m.json" --metrics-port 0 ${extra[@]+"${extra[@]}"})
 "$FSGD" run "${job[@]}" >"$tmp/run.log" 2>&1 &
 RUN_PID=$!
 wait_for "$tmp/run.log" "aggregator: version 1 " 90 || { echo "no version 1"; cat "$tmp/run.log"; exit 1; }
@@ -62,6 +62,22 @@ kill -9 "$pid"
 echo "killed the aggregator (pid $pid)"
 wait_for "$tmp/run.log" "follow: resumed at version" 60 || { echo "no resume"; cat "$tmp/run.log"; exit 1; }
 read_version 3
+# /metrics of the (restarted) aggregator and its progress line carry the versions and progressive figures
+port=$(sed -n 's|^fsgd: aggregator metrics at http://[^ ]*:\([0-9]*\)/metrics$|\1|p' "$tmp/run.log" | tail -1)
+for _ in $(seq 50); do
+    "$PY" - "$port" >"$tmp/prom" 2>/dev/null <<'PYEOF' && break
+import re, sys, urllib.request
+t = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+v = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(fsgd_model_version|fsgd_progressive_auc|fsgd_progressive_rows_total) (\S+)$", t, re.M)}
+print(v)
+sys.exit(0 if v.get("fsgd_model_version", 0) >= 1 and v.get("fsgd_progressive_auc", 0) > 0.6 and v.get("fsgd_progressive_rows_total", 0) > 0 else 1)
+PYEOF
+    sleep 0.2
+done
+echo "/metrics: $(cat "$tmp/prom")"
+grep -q "fsgd_model_version" "$tmp/prom" || { echo "no follow series on /metrics (port $port)"; exit 1; }
+grep -m1 "version [0-9]*  progressive auc [0-9.]* logloss" "$tmp/run.log" >/dev/null ||
+    { echo "no progressive figures in the progress line"; exit 1; }
 wait "$PRODUCER"
 # all rows trained: a version says so
 wait_for "$tmp/run.log" "step [0-9]*): $total rows trained" 120 ||
