@@ -14,7 +14,10 @@ def read_model(brokers, name, *, partial=False, kafka_opts=None, job_key_file=No
     `fsgd model assemble` the integration tests check against an outside
     decoder). A finished job's model equals the file its aggregator wrote, bit
     for bit. partial=True also takes a job still running (else: FsgdError
-    unless the final snapshot is there). kafka_opts: librdkafka security
+    unless the final snapshot is there); for a job that follows its data
+    topic (fsgd run --follow) that is its newest model version plus the
+    steps after it, and once it stopped its last version, which equals the
+    aggregator's --out file. kafka_opts: librdkafka security
     settings {"security.protocol": ...}. job_key_file: the job's key file
     (trainer/KAFKA_FORMAT.md, "Authentication"): only messages with its tag
     are assembled; without it a job's authenticated topic (every fsgd run's)

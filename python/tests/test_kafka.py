@@ -67,3 +67,51 @@ def test_read_model_errors(brokers):
     # a real broker has no such topic; the embedded cluster makes an empty one
     assert (e.value.category, e.value.category == "data") in (("broker", False), ("data", True))
     assert name in e.value.message or "no complete snapshot" in e.value.message, e.value.message
+
+
+def test_read_model_of_a_following_job(tmp_path, fsgd_bin, a9a, brokers):
+    """fsgd run --follow: read_model(partial=True) takes the newest version
+    while the job trains on rows that keep arriving; after SIGTERM the
+    newest version on the topic is the model file the aggregator wrote."""
+    name = "pyf" + uuid.uuid4().hex[:8]
+    lines = open(a9a[0]).readlines()
+    (tmp_path / "d0").write_text("".join(lines[:3000]))
+    (tmp_path / "d1").write_text("".join(lines[3000:6000]))
+    key = tmp_path / "job.key"
+    key.write_text(os.urandom(32).hex() + "\n")
+    key.chmod(0o600)
+    log = open(tmp_path / "run.log", "w+")
+    run = subprocess.Popen([str(fsgd_bin), "run", "--follow", "--brokers", brokers, "--name", name, "--data",
+                            tmp_path / "d0", "--dim", "123", "--workers", "2", "--lr", "0.05", "--version-seconds",
+                            "0.5", "--out", tmp_path / "m.fsgd", "--checkpoint", tmp_path / "ck",
+                            "--job-key-file", key], stdout=log, stderr=subprocess.STDOUT)
+
+    def versions():
+        log.seek(0)
+        return sum("aggregator: version " in ln for ln in log)
+
+    def wait_version(n):
+        for _ in range(600):
+            if versions() >= n:
+                return
+            assert run.poll() is None, "fsgd run --follow exited"
+            time.sleep(0.1)
+        pytest.fail("no version %d in 60 s" % n)
+
+    try:
+        wait_version(1)
+        first = read_model(brokers, name, partial=True, job_key_file=key)
+        subprocess.run([str(fsgd_bin), "produce", "--follow", "--brokers", brokers, "--name", name,
+                        "--job-key-file", key, tmp_path / "d1"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=120)
+        wait_version(versions() + 2)
+        later = read_model(brokers, name, partial=True, job_key_file=key)
+        assert first.dim == later.dim == 123 and first.kind == later.kind == "logistic"
+        assert first.to_bytes() != later.to_bytes()  # trained on the new rows since
+    finally:
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+        log.close()
+    assert run.returncode == 128 + signal.SIGTERM
+    newest = read_model(brokers, name, partial=True, job_key_file=key)
+    assert newest.to_bytes() == (tmp_path / "m.fsgd").read_bytes()

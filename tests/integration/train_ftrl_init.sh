@@ -55,7 +55,8 @@ expect_err "VW's name with adam" "beta is FTRL's" tr --ftrl_beta 0.5
 expect_err "lr with ftrl" "lr is Adam's" tr --optimizer ftrl --lr 0.01
 expect_err "unknown optimizer" "expected adam or ftrl" tr --optimizer sgd
 expect_err "ftrl with efsign" "optimizer ftrl" tr --optimizer ftrl --codec efsign
-expect_err "fsgd run with init" "init is for fsgd train" "$FSGD" run --data "$D/a9a" --init "$tmp/adam.fsgd" --epochs 1
+# (fsgd run --init: tests/integration/kafka_init.sh; --save-state is fsgd train's only)
+expect_err "fsgd run with save-state" "save_state is for fsgd train" "$FSGD" run --data "$D/a9a" --save-state --epochs 1
 
 # --init: a rate too small to move anything gives the model back; a real
 # continuation trains on from it.

@@ -1,5 +1,6 @@
 /* fsgd aggregator: the aggregator of a distributed job. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@ static const char usage[] =
     "NAME.model, evaluates on --test at epoch ends and writes --out and --metrics-json. Gradients are\n"
     "taken only from members of the job (workers that reported their partitions on NAME.ctl) for the\n"
     "step in progress; what is dropped is counted by reason and the first of each reason is printed.\n"
+    "With --follow it trains until SIGTERM/SIGINT, which end it with a final model version, the checkpoint,\n"
+    "--out and --metrics-json (progressive validation replaces the holdout: no epochs, no early stop).\n"
     "Aggregator-only options:\n" DCLI_METRICS_HELP;
 
 static uint64_t rejected_total(const fsgd_agg_stats_t *s)
@@ -64,17 +67,21 @@ static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
     double total = (double)s->dataset_rows * c->job->epochs;
     double done = (double)s->dataset_rows * (s->epoch - 1) + (double)s->rows_epoch;
     double steps = s->steps ? (double)s->steps : 1;
-    char extra[160];
-    snprintf(extra, sizeof extra, "step %.2f ms  workers %llu  rejected %llu", s->step_ms_p50,
+    char extra[256];
+    int n = 0;
+    if (s->follow) /* progressive validation: the newest rows, scored before they were trained on */
+        n = snprintf(extra, sizeof extra, "version %llu  progressive auc %.4f logloss %.4f  ",
+                     (unsigned long long)s->version, s->pv_auc, s->pv_window_logloss);
+    snprintf(extra + n, sizeof extra - (size_t)n, "step %.2f ms  workers %llu  rejected %llu", s->step_ms_p50,
              (unsigned long long)s->workers_live, (unsigned long long)rejected_total(s));
     fsgd_progress_info_t i = {.prefix = "fsgd: ",
                               .epoch = s->epoch,
-                              .epochs = c->job->epochs,
+                              .epochs = s->follow ? 0 : c->job->epochs,
                               .step = s->steps,
                               .rows_per_s = s->seconds > 0 ? s->rows_total / s->seconds : 0,
                               .loss = s->adam_steps ? s->loss_ma : NAN,
                               .bytes_per_step = (double)(s->bytes_up + s->bytes_down) / steps,
-                              .eta_s = fsgd_progress_eta(s->seconds - s->step1_at, done, total),
+                              .eta_s = s->follow ? -1 : fsgd_progress_eta(s->seconds - s->step1_at, done, total),
                               .extra = extra};
     fsgd_progress_update(c->line, &i);
 }
@@ -98,6 +105,13 @@ static void on_log(void *ctx, const char *line)
         fprintf(stderr, "%s\n", l);
 }
 
+static void on_follow_signal(int sig)
+{
+    (void)sig;
+    fsgd_agg_follow_stop();
+    fsgd_cli_cleanup_on_signal();
+}
+
 int fsgd_cmd_aggregator(int argc, char **argv)
 {
     const char *maddr;
@@ -116,8 +130,8 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     const fsgd_cli_path_t wr[] = {
         {"--out", job.out}, {"--metrics-json", job.metrics_json}, {"--checkpoint", job.checkpoint}};
     const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
-                                      {"--job-key-file", job.job_key_file}};
-    if ((rc = fsgd_cli_check_distinct("aggregator", wr, 3, rd, 4)) != 0)
+                                      {"--job-key-file", job.job_key_file}, {"--init", job.init}};
+    if ((rc = fsgd_cli_check_distinct("aggregator", wr, 3, rd, 5)) != 0)
         return rc;
     const char *outs[] = {job.out, job.metrics_json, job.checkpoint};
     if ((rc = fsgd_cli_check_outputs("aggregator", outs, 3)) != 0)
@@ -130,6 +144,15 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     if ((rc = dcli_auth(&job, "aggregator")) != 0)
         return rc;
     fsgd_cli_cleanup_on_signal();
+    if (job.follow) {
+        /* SIGTERM/SIGINT end a follow job cleanly; a second one as before */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_follow_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     fsgd_agg_stats_t st;
     /* fsgd run passes its embedded cluster's limit down (not a job key). */
     const char *maxw = getenv("FSGD_MAX_MODEL_WEIGHTS");

@@ -8,6 +8,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dist_cli.h"
+#include "fsgd/dist.h"
+#include "fsgd/job.h"
 #include "fsgd/delim.h"
 #include "fsgd/error.h"
 #include "fsgd/libsvm.h"
@@ -17,10 +20,16 @@
 
 static const char usage_text[] =
     "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--quiet]\n"
+    "       fsgd predict --brokers HOST:PORT --name JOB [--job-key-file FILE] --data F [...]\n"
     "Scores every row of the LIBSVM file F with the model file M (fsgd train --out). A model\n"
     "trained on raw delimited rows (--format criteo, tsv:..., csv:...) records how it hashed\n"
     "them, and F is read and hashed the same way.\n"
     "  --model M    model file written by fsgd train\n"
+    "  --brokers B, --name JOB  instead of --model: the job's newest model on its topic JOB.model\n"
+    "               (a running job's too, e.g. fsgd run --follow: its last snapshot and the\n"
+    "               updates after it, as fsgd model assemble --partial rebuilds it); the model's\n"
+    "               step goes to stderr. --job-key-file: the job's key (fsgd run's topics are\n"
+    "               authenticated)\n"
     "  --data F     LIBSVM rows to score ('-' for stdin)\n"
     "  --out FILE   one score per line: the margin x.w (+ bias), or with --proba the\n"
     "               probability of the positive class (logistic models only);\n"
@@ -37,6 +46,7 @@ static const char usage_text[] =
 
 typedef struct predict_args {
     const char *model, *data, *out;
+    const char *brokers, *name, *key_file; /* the model from a job's topic instead of a file */
     int proba, skip_bad, quiet;
 } predict_args_t;
 
@@ -70,6 +80,12 @@ static int parse_args(int argc, char **argv, predict_args_t *a)
             return 1;
         } else if ((v = opt_value(argc, argv, &i, "--model", &missing))) {
             a->model = v;
+        } else if ((v = opt_value(argc, argv, &i, "--brokers", &missing))) {
+            a->brokers = v;
+        } else if ((v = opt_value(argc, argv, &i, "--name", &missing))) {
+            a->name = v;
+        } else if ((v = opt_value(argc, argv, &i, "--job-key-file", &missing))) {
+            a->key_file = v;
         } else if ((v = opt_value(argc, argv, &i, "--data", &missing))) {
             a->data = v;
         } else if ((v = opt_value(argc, argv, &i, "--out", &missing))) {
@@ -88,10 +104,21 @@ static int parse_args(int argc, char **argv, predict_args_t *a)
             return -1;
         }
     }
-    if (!a->model || !a->data) {
-        fsgd_cli_error("predict: %s is required (fsgd predict --help)", !a->model ? "--model" : "--data");
+    if (a->model && (a->brokers || a->name)) {
+        fsgd_cli_error("predict: --model or --brokers/--name, not both");
         return -1;
     }
+    if (!a->model && (!a->brokers != !a->name)) {
+        fsgd_cli_error("predict: --brokers and --name go together (the model of job NAME on those brokers)");
+        return -1;
+    }
+    if ((!a->model && !a->brokers) || !a->data) {
+        fsgd_cli_error("predict: %s is required (fsgd predict --help)", !a->data ? "--data" : "--model");
+        return -1;
+    }
+    if (!a->model)
+        a->model = a->name; /* how messages name the model */
+    return 0;
     return 0;
 }
 
@@ -116,6 +143,18 @@ static void print_metrics(const fsgd_model_t *m, const char *data, const double 
                 r.accuracy);
 }
 
+/* The job key that checks the topic's tags (as fsgd model assemble). */
+static int topic_auth(const predict_args_t *a)
+{
+    if (!a->key_file)
+        return 0;
+    fsgd_job_t kj;
+    fsgd_job_defaults(&kj);
+    snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", a->key_file);
+    snprintf(kj.name, sizeof kj.name, "%s", a->name);
+    return dcli_auth(&kj, "predict");
+}
+
 int fsgd_cmd_predict(int argc, char **argv)
 {
     predict_args_t a;
@@ -135,7 +174,18 @@ int fsgd_cmd_predict(int argc, char **argv)
     }
     char err[FSGD_OUTFILE_PATH_MAX + 256];
     fsgd_model_t m;
-    int rc = fsgd_model_load(&m, a.model, err, sizeof err);
+    int rc;
+    if (a.brokers) {
+        if ((prc = topic_auth(&a)) != 0)
+            return prc;
+        uint64_t step = 0;
+        rc = fsgd_model_assemble_topic(a.brokers, a.name, 0, &m, &step, err, sizeof err);
+        if (rc == 0 && !a.quiet)
+            fprintf(stderr, "fsgd predict: the model of job %s at step %llu, from %s.model\n", a.name,
+                    (unsigned long long)step, a.name);
+    } else {
+        rc = fsgd_model_load(&m, a.model, err, sizeof err);
+    }
     if (rc < 0) {
         fsgd_cli_error("%s", err);
         return fsgd_cli_status(rc);

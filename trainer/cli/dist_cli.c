@@ -65,6 +65,10 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
+    /* follow: no epochs, no holdout (fsgd_job_check_dist refuses them given);
+     * the aggregator never ends an epoch (agg_follow.c) */
+    if (job->follow && !fsgd_job_given(job, "epochs"))
+        job->epochs = 1;
     if (job->epochs == 0 && job->holdout <= 0) {
         fsgd_cli_error("epochs auto stops on held-out rows: give holdout > 0, or a number of epochs");
         return FSGD_EXIT_USAGE;

@@ -55,8 +55,9 @@ static const field_t fields[] = {
      "L1 strength on the mean loss (objective mean loss + l1·|w|₁ + l2/2·|w|²), optimizer ftrl only: FTRL's "
      "λ1 = l1·n_train; weights whose |z| stays below λ1 are exactly 0 and not stored"},
     {"init", "model", F_STR, OFF(init), 0, 0,
-     "fsgd train: start from this model file (its weights) instead of zeros; it must have the data's dim, "
-     "the same model (loss), intercept and input format"},
+     "start from this model file (its weights, and its optimizer state when it has this run's: --save-state) "
+     "instead of zeros; it must have the data's dim, the same model (loss), intercept and input format; fsgd "
+     "run/aggregator: a checkpoint found at start wins over it"},
     {"optimizer", "optimizer", F_OPTIMIZER, OFF(optimizer), 0, 0,
      "adam | ftrl: sparse Adam, or FTRL-Proximal with per-coordinate rates (McMahan et al. KDD'13; "
      "fsgd train only); YAML optimizer: ftrl, or optimizer.name"},
@@ -106,6 +107,14 @@ static const field_t fields[] = {
      "bounded delay τ: a worker may send the gradient of step t+1+τ while the model of step t is the newest it "
      "has (0: synchronous; gTop-k and GradiVeQ always run at 0)"},
     {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
+    {"follow", "cluster", F_BOOL, OFF(follow), 0, 1,
+     "continuous training (fsgd run, worker, aggregator): keep consuming NAME.data as rows arrive, publish a "
+     "numbered model version every snapshot_every steps (alias version_every) or version_seconds, score each "
+     "step's rows before training on them (progressive validation: it replaces the holdout, so epochs, "
+     "max_epochs and holdout do not apply) and stop only on SIGTERM/SIGINT, with a final version and checkpoint"},
+    {"version_seconds", "cluster", F_DOUBLE, OFF(version_seconds), 0.01, 1e9,
+     "follow: also publish a model version (snapshot and checkpoint) when this many seconds have passed since "
+     "the last one and rows were trained since"},
     {"job_key_file", "cluster", F_STR, OFF(job_key_file), 0, 0,
      "file with the job key (64 hex digits, mode 600) that authenticates every message on the job's topics; "
      "fsgd run makes one for its job when none is given"},
@@ -127,7 +136,7 @@ _Static_assert(N_FIELDS <= 128, "fsgd_job_t.given holds 128 bits");
 static const struct {
     const char *alias, *key;
 } aliases[] = {{"ftrl_alpha", "alpha"}, {"ftrl_beta", "beta"}, {"optimizer.name", "optimizer"},
-               {"save_resume", "save_state"}};
+               {"save_resume", "save_state"}, {"version_every", "snapshot_every"}};
 
 void fsgd_job_defaults(fsgd_job_t *job)
 {
@@ -159,6 +168,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->optimizer = FSGD_OPTIMIZER_ADAM;
     job->alpha = FSGD_JOB_AUTO;
     job->beta = FSGD_FTRL_BETA;
+    job->version_seconds = 60;
 }
 
 const char *fsgd_optimizer_name(fsgd_job_optimizer_t o)
@@ -715,9 +725,19 @@ int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
 int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
 {
     FSGD_TRY(check_optimizer(job, err, errsz));
-    static const char *train_only[] = {"init", "save_state"};
-    for (size_t i = 0; i < 2; i++)
+    static const char *train_only[] = {"save_state"};
+    for (size_t i = 0; i < 1; i++)
         if (fsgd_job_given(job, train_only[i]))
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s is for fsgd train so far", train_only[i]);
+    /* follow: rows keep coming, so there is no epoch to count or hold out from */
+    static const char *not_follow[] = {"epochs", "max_epochs", "holdout"};
+    for (size_t i = 0; i < 3 && job->follow; i++)
+        if (fsgd_job_given(job, not_follow[i]))
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "%s does not apply with follow: training goes on until SIGTERM, and progressive "
+                                "validation (each step scored before it is trained on) replaces the holdout",
+                                not_follow[i]);
+    if (fsgd_job_given(job, "version_seconds") && !job->follow)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "version_seconds needs follow");
     return FSGD_E_OK;
 }

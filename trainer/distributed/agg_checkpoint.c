@@ -26,6 +26,13 @@
 #define CKPT_VERSION_COUNTS 5
 #define CKPT_VERSION_OLD 2
 #define CKPT_VERSION_OLD_COUNTS 3
+/* Versions 6 and 7: 4 and 5 of a follow job, with its section after
+ * everything (agg_follow_ckpt_put): the version number, the progressive
+ * loss, the rows seen and the rows trained per partition. A follow job's
+ * windows move on with the topic, so its ranges are not checked against a
+ * new scan; the windows are checked against the topic instead. */
+#define CKPT_FOLLOW_SHIFT 2
+#define CKPT_VERSION_MAX (CKPT_VERSION_COUNTS + CKPT_FOLLOW_SHIFT)
 #define CKPT_HEADER 40 /* magic, version, gen, step, rows, weights */
 
 /* The checkpoint bytes of a's state (seconds: training time so far) into *b. */
@@ -35,6 +42,9 @@ static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
     /* the aggregator writes the current versions; a re-encode of a read file
      * (fsgd_agg_ckpt_check) writes its version back */
     uint32_t version = a->job ? (counted ? CKPT_VERSION_COUNTS : CKPT_VERSION) : a->ckpt_version;
+    if (a->job && a->follow)
+        version += CKPT_FOLLOW_SHIFT;
+    const uint32_t follow_v = version > CKPT_VERSION_COUNTS;
     int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, version) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
              fsgd_wire_u64(b, a->s->dataset_rows) | fsgd_wire_u64(b, a->mdim) | fsgd_wire_state_put(b, &a->st) |
              fsgd_wire_u64(b, a->adam.t) | fsgd_wire_u64(b, a->rows_epoch) | fsgd_wire_f64(b, a->loss_epoch) |
@@ -60,6 +70,8 @@ static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
     if (version >= CKPT_VERSION)
         rc |= fsgd_wire_u32(b, a->job ? (uint32_t)a->job->model : a->ckpt_model) |
               fsgd_wire_u32(b, a->job ? (a->job->bias ? 1u : 0u) : a->ckpt_bias);
+    if (follow_v && !rc)
+        rc = agg_follow_ckpt_put(a, b);
     rc |= fsgd_wire_u32(b, fsgd_crc32c(0, b->p, b->n));
     return rc ? FSGD_E_NOMEM : 0;
 }
@@ -136,11 +148,20 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
                           path, CKPT_VERSION, CKPT_MAGIC);
         goto out;
     }
-    const uint32_t version = p && len >= 12 ? fsgd_le_get32(p + 8) : 0;
-    if (!p || len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) || version < CKPT_VERSION_OLD ||
-        version > CKPT_VERSION_COUNTS) {
+    const uint32_t file_version = p && len >= 12 ? fsgd_le_get32(p + 8) : 0;
+    if (!p || len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) || file_version < CKPT_VERSION_OLD ||
+        file_version > CKPT_VERSION_MAX) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d to v%d)",
-                          path, CKPT_VERSION_OLD, CKPT_VERSION_COUNTS);
+                          path, CKPT_VERSION_OLD, CKPT_VERSION_MAX);
+        goto out;
+    }
+    const int follow_v = file_version > CKPT_VERSION_COUNTS;
+    const uint32_t version = follow_v ? file_version - CKPT_FOLLOW_SHIFT : file_version;
+    if (a->job && follow_v != (a->follow != NULL)) {
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                          "checkpoint '%s' was written by a job %s follow; this one runs %s it: resume it the way it "
+                          "ran, or start over (fsgd run --fresh)",
+                          path, follow_v ? "with" : "without", a->follow ? "with" : "without");
         goto out;
     }
     int counted = version == CKPT_VERSION_COUNTS || version == CKPT_VERSION_OLD_COUNTS;
@@ -162,7 +183,7 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
     off = CKPT_HEADER;
     /* A checkpoint of another job is the user's mistake (--resume), not
      * fsgd's: FSGD_E_ARG, exit 2. */
-    if (rows != a->s->dataset_rows || mdim != a->mdim) {
+    if ((!follow_v && rows != a->s->dataset_rows) || mdim != a->mdim) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "checkpoint '%s' is for other data (%llu rows, %llu weights; topic has %llu rows, %llu "
                           "weights): resume with the data it was written for, or start over (fsgd run --fresh)",
@@ -179,7 +200,7 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
                           s.nparts, a->st.nparts);
         goto out;
     }
-    for (uint32_t i = 0; i < s.nparts; i++)
+    for (uint32_t i = 0; i < s.nparts && !follow_v; i++)
         if (s.start[i] != a->st.start[i] || s.end[i] != a->st.end[i]) {
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s': partition %u range differs", path, i);
             goto out;
@@ -254,7 +275,16 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
             goto out;
         }
     }
-    a->ckpt_version = version;
+    if (follow_v) {
+        /* the windows are checked against the topic once restored (agg_follow_resumed) */
+        fsgd_wire_state_t keep = a->st;
+        a->st = s; /* the section's partition count is the state's */
+        rc = agg_follow_ckpt_get(a, path, p, len, &off);
+        a->st = keep;
+        if (rc < 0)
+            goto out;
+    }
+    a->ckpt_version = file_version;
     if (off != len) { /* the layout is exact: anything more is another format */
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': %zu bytes past the end at byte %zu",
                           path, len - off, off);
@@ -356,6 +386,7 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
     if (a) {
         fsgd_wire_state_free(&a->st);
         fsgd_adam_free(&a->adam);
+        agg_follow_free(a);
     }
     free(a);
     fsgd_agg_stats_free(st);

@@ -146,6 +146,18 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fputs("  ", f); /* the loss and bytes curves of fsgd plot */
     fsgd_trace_write_json(f, &s->trace, s->step1_at);
     fputs(",\n", f);
+    if (job->init[0]) { /* --init (agg_init.c) */
+        fputs("  \"init\": \"", f);
+        for (const char *c = job->init; *c; c++) /* a path: escape what JSON must */
+            fprintf(f, (unsigned char)*c < 0x20 ? "\\u%04x" : *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+        fputs("\"", f);
+        fprintf(f, ",\n  \"init_state\": %s,\n", s->init_state ? "true" : "false");
+    }
+    if (s->follow) /* progressive validation (agg_follow.c) */
+        fprintf(f, "  \"follow\": {\"version\": %llu, \"progressive_rows\": %llu, \"progressive_logloss\": %.6f, "
+                   "\"window_rows\": %llu, \"progressive_auc\": %.6f, \"window_logloss\": %.6f},\n",
+                (unsigned long long)s->version, (unsigned long long)s->pv_rows, J(s->pv_logloss),
+                (unsigned long long)s->pv_window_rows, J(s->pv_auc), J(s->pv_window_logloss));
     fprintf(f, "  \"workers\": {\"live\": %llu, \"dropped\": %llu},\n  \"generation\": %u,\n  \"resumed_from_step\": %d\n}\n",
             (unsigned long long)s->workers_live, (unsigned long long)s->workers_dropped, s->gen,
             s->resumed_from_step);

@@ -112,6 +112,8 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     char e[256];
     /* the step function fsgd train runs too (fsgd/step.h) */
     fsgd_step_opt_t opt = {.adam = &a->adam, .ftrl = a->ftrl_on ? &a->ftrl : NULL, .l2 = a->l2};
+    if (a->follow)
+        FSGD_TRY(agg_follow_score(a)); /* progressive validation: before θ moves */
     int src = fsgd_step_apply(&opt, a->strat, &info, &a->g, e, sizeof e);
     if (src < 0)
         return fsgd_err_fmt(a->err, a->errsz, src, "aggregator: codec %s: %s", a->job->codec, e);
@@ -155,9 +157,11 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     a->s->rows_epoch = a->rows_epoch;
     int stop = 0; /* epochs auto: the holdout loss stopped improving */
     FSGD_TRY(agg_auto_look(a, R, &stop));
-    int epoch_end = 1;
+    int epoch_end = !a->follow; /* follow: the data never ends; dry windows move on */
     for (uint32_t p = 0; p < a->st.nparts; p++)
         epoch_end &= a->st.pos[p] == a->st.end[p];
+    if (a->follow)
+        FSGD_TRY(agg_follow_after_step(a));
     int final = stop;
     if (epoch_end) {
         if (a->rows_epoch != a->s->dataset_rows)
@@ -204,9 +208,13 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     a->s->epoch = (int)a->st.epoch;
     a->st.adam_t = a->adam.t;
     agg_set_quota(a);
-    int snap = final || a->step % a->snap_every == 0;
+    int snap = final || a->step % a->snap_every == 0 || (a->follow && agg_follow_version_due(a));
     FSGD_TRY(agg_publish(a, snap, final, a->g.keys, nt));
-    if (!final && (snap || epoch_end) && agg_ckpt_due(a))
+    if (a->follow && snap)
+        FSGD_TRY(agg_follow_published(a));
+    /* a follow version comes with its checkpoint (a restart resumes from
+     * the two together); otherwise checkpoints are paced by their cost */
+    if (!final && (snap || epoch_end) && (a->follow || agg_ckpt_due(a)))
         FSGD_TRY(agg_ckpt_write(a));
     a->s->t_update += agg_now() - t0;
     if (a->n_step_ms == a->cap_step_ms) {

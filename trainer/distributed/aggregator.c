@@ -108,6 +108,8 @@ static void agg_free(agg_t *a)
     fsgd_kasm_destroy(a->as);
     agg_early_free(a);
     agg_auto_free(a);
+    agg_follow_free(a);
+    agg_init_free(a);
     free(a->live);
     free(a->got);
     free(a->applied);
@@ -190,6 +192,8 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         rc = agg_check_model_topic(&a);
     if (!rc)
         rc = agg_scan_data(&a);
+    if (!rc && job->init[0])
+        rc = agg_init_load(&a);
     if (!rc)
         rc = agg_auto_setup(&a);
     if (!rc && job->test[0]) { /* in the job's format, like the data topic */
@@ -214,6 +218,8 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     if (!rc && !a.ftrl_on && job->lr < 0 && fsgd_adam_count_keys(&a.adam) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a.mdim);
+    if (!rc && a.init)
+        rc = agg_init_apply(&a); /* before the checkpoint, which wins */
     if (!rc) {
         a.as = fsgd_kasm_new();
         a.claimed = calloc(a.st.nparts, 1);
@@ -252,10 +258,14 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         fsgd_bus_tp_t l = {a.tctl, 0, FSGD_BUS_OFFSET_BEGINNING};
         rc = fsgd_bus_assign(a.ctl_c, &l, 1, err, errsz);
     }
+    if (!rc && job->follow)
+        rc = agg_follow_setup(&a);
     a.st.epoch = 1;
     int resumed = 0;
     if (!rc && (resumed = agg_ckpt_load(&a)) < 0)
         rc = resumed;
+    if (!rc && resumed && a.follow)
+        rc = agg_follow_resumed(&a);
     if (!rc)
         rc = agg_downlink_setup(&a);
     if (!rc) {
@@ -317,6 +327,11 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     uint64_t idle_snapshot = UINT64_MAX; /* the step whose model went out again as a snapshot */
     uint64_t idle_logged = 0;            /* the step whose wait for moved partitions was logged */
     while (!rc && !done) {
+        if (a.follow && agg_follow_stopping()) {
+            rc = agg_follow_finish(&a);
+            done = 1;
+            break;
+        }
         fsgd_bus_msg_t *m = fsgd_bus_poll(a.grads_c, opened_with_held ? 0 : 2);
         opened_with_held = 0;
         if (m) {
@@ -419,6 +434,10 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
             }
             continue;
         }
+        if (a.follow && !a.first_step && (rc = agg_follow_hold(&a)) != 0) {
+            rc = rc < 0 ? rc : 0; /* 1: waiting for rows */
+            continue;
+        }
         a.last_wait_log = 0;
         a.first_step = 0;
         a.step_wait = t - a.step_start;
@@ -433,6 +452,8 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
             shown_step1 = st->steps >= 1;
             last_progress = agg_now();
             agg_latency_stats(&a);
+            if (a.follow)
+                agg_follow_stats(&a);
             progress(ctx, st, 0);
         }
     }
@@ -447,8 +468,8 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         }
         if (!rc)
             rc = fsgd_bus_flush(a.prod, 30000, err, errsz);
-        if (!rc && job->checkpoint[0])
-            unlink(job->checkpoint); /* finished: a new run starts fresh */
+        if (!rc && job->checkpoint[0] && !a.follow)
+            unlink(job->checkpoint); /* finished: a new run starts fresh (a stopped follow job resumes) */
     }
     st->seconds = a.seconds_before + agg_now() - a.t0;
     if (a.prod && (done || rc)) {

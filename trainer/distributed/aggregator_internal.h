@@ -107,6 +107,8 @@ typedef struct agg {
     /* checkpoints written by this process, when the last one ended and what it took (agg_ckpt_due) */
     uint64_t ckpt_n;
     double ckpt_at, ckpt_cost;
+    struct agg_follow *follow; /* job key follow: continuous training (agg_follow.c); NULL otherwise */
+    struct fsgd_model *init;   /* job key init: the model to start from, until applied (agg_init.c) */
 } agg_t;
 
 /* A worker that reported its partitions on NAME.ctl. */
@@ -179,6 +181,36 @@ int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t
 /* Takes the held frames of the step just opened, in arrival order. */
 int agg_early_replay(agg_t *a);
 void agg_early_free(agg_t *a);
+
+/* agg_init.c: --init MODEL. load (after agg_scan_data: checks it against
+ * the job and the data, may take its dim), apply (once the optimizer is
+ * allocated: its weights and state). */
+int agg_init_load(agg_t *a);
+int agg_init_apply(agg_t *a);
+void agg_init_free(agg_t *a);
+
+/* agg_follow.c: continuous training (job key follow) */
+int agg_follow_setup(agg_t *a);
+void agg_follow_free(agg_t *a);
+int agg_follow_stopping(void);
+/* 1 while the gathered step is empty, every window's rows are applied and
+ * no new rows (nor a version) are due: the step waits for data. */
+int agg_follow_hold(agg_t *a);
+/* Progressive validation: scores the gathered step's rows with θ before the
+ * step trains on them. */
+int agg_follow_score(agg_t *a);
+void agg_follow_stats(agg_t *a);
+int agg_follow_version_due(const agg_t *a);
+/* After a step: windows of partitions that ran dry move on to new rows. */
+int agg_follow_after_step(agg_t *a);
+/* A snapshot just went out as a version: number it, announce it on NAME.ctl. */
+int agg_follow_published(agg_t *a);
+/* SIGTERM: a final version and the checkpoint. */
+int agg_follow_finish(agg_t *a);
+int agg_follow_ckpt_put(const agg_t *a, fsgd_wire_buf_t *b);
+int agg_follow_ckpt_get(agg_t *a, const char *path, const uint8_t *p, size_t len, size_t *off);
+/* After a checkpoint was restored: its windows read again from the topic. */
+int agg_follow_resumed(agg_t *a);
 
 /* agg_step.c: closing a step */
 void agg_set_quota(agg_t *a);

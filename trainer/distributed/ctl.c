@@ -118,6 +118,15 @@ void fsgd_cj_u32s(fsgd_ctl_json_t *j, const char *k, const uint32_t *v, size_t n
     put(j, "]", 1);
 }
 
+void fsgd_cj_u64s(fsgd_ctl_json_t *j, const char *k, const uint64_t *v, size_t n)
+{
+    key(j, k);
+    put(j, "[", 1);
+    for (size_t i = 0; i < n; i++)
+        putf(j, i ? ", %llu" : "%llu", (unsigned long long)v[i]);
+    put(j, "]", 1);
+}
+
 void fsgd_cj_i32s(fsgd_ctl_json_t *j, const char *k, const int32_t *v, size_t n)
 {
     key(j, k);

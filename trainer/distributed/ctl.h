@@ -25,6 +25,7 @@ void fsgd_cj_u64(fsgd_ctl_json_t *j, const char *k, uint64_t v);
 void fsgd_cj_i64(fsgd_ctl_json_t *j, const char *k, int64_t v);
 void fsgd_cj_f64(fsgd_ctl_json_t *j, const char *k, double v); /* non-finite -> null */
 void fsgd_cj_u32s(fsgd_ctl_json_t *j, const char *k, const uint32_t *v, size_t n);
+void fsgd_cj_u64s(fsgd_ctl_json_t *j, const char *k, const uint64_t *v, size_t n);
 void fsgd_cj_i32s(fsgd_ctl_json_t *j, const char *k, const int32_t *v, size_t n);
 /* closes the object; 0 or FSGD_E_NOMEM */
 int fsgd_cj_end(fsgd_ctl_json_t *j);

@@ -74,9 +74,11 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     fsgd_data_summary_t *sum = calloc(1, sizeof *sum);
     /* The job's topics with their settings (existing ones are kept: the
      * embedded cluster makes its own); a name whose model topic holds a job
-     * already is refused (the new rows would mix into a finished job). */
+     * already is refused (the new rows would mix into a finished job),
+     * unless the job follows its data topic (follow: rows are meant to
+     * arrive while it trains). */
     rc = fsgd_dist_topics_create_bus(rk, job, partitions > 0 ? partitions : 12, err, errsz);
-    if (!rc)
+    if (!rc && !job->follow)
         rc = fsgd_dist_topics_unused_bus(rk, job, 0, err, errsz);
     if (!rc && (P = fsgd_bus_partitions(rk, topic, 10000, err, errsz)) < 0)
         rc = P;

@@ -30,6 +30,7 @@ static struct {
     int steps, empty_steps, rows, epoch, loss, loss_ma, auc, logloss, test_rows, up, down, model_bytes, raw,
         enc, ratio, hist, live, dropped, consumer_errors, resyncs, resends, replica, replica_checks, seconds,
         dataset_rows, dim;
+    int version, pv_auc, pv_logloss, pv_rows; /* follow: model versions, progressive validation */
     int phase[PH_COUNT];
     int rejected[FSGD_AGG_REJ_COUNT];
     /* fsgd_strategy_param series by parameter name */
@@ -178,6 +179,18 @@ int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker,
     g.empty_steps = g.epoch = g.loss = g.loss_ma = g.auc = g.logloss = g.test_rows = g.model_bytes = g.raw = g.enc =
         g.ratio = g.live = g.dropped = g.consumer_errors = g.resyncs = g.resends = g.replica = g.replica_checks =
             g.seconds = g.dataset_rows = g.dim = -1;
+    g.version = g.pv_auc = g.pv_logloss = g.pv_rows = -1;
+    if (agg && job->follow) {
+        g.version = add(&a, FSGD_PROM_GAUGE, "fsgd_model_version", "follow: the newest model version published.", NULL);
+        g.pv_auc = add(&a, FSGD_PROM_GAUGE, "fsgd_progressive_auc",
+                       "follow: AUC of the newest rows, each scored before it was trained on (NaN before).", NULL);
+        g.pv_logloss = add(&a, FSGD_PROM_GAUGE, "fsgd_progressive_logloss",
+                           "follow: mean loss of the newest rows, each scored before it was trained on.", NULL);
+        g.pv_rows = add(&a, FSGD_PROM_COUNTER, "fsgd_progressive_rows_total",
+                        "follow: rows scored before training since the job began.", NULL);
+        fsgd_prom_set(g.reg, g.pv_auc, NAN);
+        fsgd_prom_set(g.reg, g.pv_logloss, NAN);
+    }
     if (agg) {
         g.empty_steps = add(&a, FSGD_PROM_COUNTER, "fsgd_empty_steps_total", "Steps that applied no rows.", NULL);
         g.epoch = add(&a, FSGD_PROM_GAUGE, "fsgd_epoch", "The epoch in progress (1-based).", NULL);
@@ -276,6 +289,12 @@ void fsgd_observe_agg_step(const fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, 
     set(g.seconds, s->seconds);
     set(g.dataset_rows, (double)s->dataset_rows);
     set(g.dim, (double)s->dim);
+    if (s->follow && s->pv_window_rows) {
+        set(g.version, (double)s->version);
+        set(g.pv_auc, s->pv_auc);
+        set(g.pv_logloss, s->pv_window_logloss);
+        set(g.pv_rows, (double)s->pv_rows);
+    }
     if (step_seconds >= 0)
         fsgd_prom_observe(g.reg, g.hist, step_seconds);
     for (size_t i = 0; strat && i < sizeof live_params / sizeof *live_params; i++) {

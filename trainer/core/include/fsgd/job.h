@@ -75,6 +75,8 @@ typedef struct fsgd_job {
     int snapshot_every;              /* full model snapshot every N steps (0: auto, agg_auto.c) */
     int staleness;                   /* τ: a gradient may be computed on a model up to τ steps old (0: BSP) */
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
+    int follow;                      /* continuous training: consume NAME.data as rows arrive, until SIGTERM */
+    double version_seconds;          /* follow: a model version at least this often (seconds, default 60) */
     double target_loss;              /* aggregator: time from step 1 until the moving-average training loss reaches this (0: off) */
     char kafka[4096];                /* librdkafka security settings, "key=value\n" lines (--kafka-opt, YAML kafka:) */
     char job_key_file[FSGD_JOB_PATH_MAX]; /* key that authenticates every message on the job's topics (fsgd/auth.h) */

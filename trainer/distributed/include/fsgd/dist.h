@@ -224,7 +224,23 @@ typedef struct fsgd_agg_stats {
     uint64_t checkpoints;
     double checkpoint_s;
     fsgd_trace_t trace; /* loss and bytes over time, for fsgd plot (this process, from its start) */
+    /* follow (continuous training, agg_follow.c): the model versions
+     * published (the newest's number, kept across restarts), and progressive
+     * validation: each step's rows scored by the model before that step trains
+     * on them (VW's progressive loss). pv_rows and pv_logloss count every row
+     * since the job began; pv_auc and pv_window_logloss the newest
+     * pv_window_rows of them. */
+    int init_state; /* --init: the model's optimizer state was taken too */
+    int follow;
+    uint64_t version;
+    uint64_t pv_rows, pv_window_rows;
+    double pv_logloss, pv_auc, pv_window_logloss;
 } fsgd_agg_stats_t;
+
+/* follow: asks a running aggregator to stop (async-signal-safe; the CLI's
+ * SIGTERM/SIGINT handler): it publishes a final version, writes its
+ * checkpoint, --out and the metrics JSON, and returns 0. */
+void fsgd_agg_follow_stop(void);
 
 #define FSGD_AGG_LOSS_WINDOW 8
 

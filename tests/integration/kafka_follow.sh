@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# fsgd run --follow (continuous training): a producer writes generated rows
+# into NAME.data while the job trains; three model versions are read from
+# NAME.model while it runs (fsgd model assemble --partial and fsgd predict
+# --brokers) and scored on held-out rows; the progressive AUC rises; the
+# aggregator is killed with -9 half way and restarted by fsgd run from its
+# checkpoint; SIGTERM ends the job with a final version, in which every
+# partition's position is its end offset and its trained rows are exactly
+# the rows it holds (kcat counts them): no row lost or trained twice.
+set -euo pipefail
+. "$(dirname "$0")/lib/kafka.bash"
+needs_cmd kcat
+ROWS0=6000 CHUNK=6000 CHUNKS=6 TEST=6000 DIM=5000
+total=$((ROWS0 + CHUNK * CHUNKS))
+# one chunk more for the resumed run (real broker)
+"$FSGD" gen --rows $((total + CHUNK + TEST)) --dim $DIM --nnz 15 --seed 29 --quiet --out "$tmp/all.svm"
+head -n $ROWS0 "$tmp/all.svm" >"$tmp/d0.svm"
+tail -n $TEST "$tmp/all.svm" >"$tmp/test.svm"
+for ((c = 0; c <= CHUNKS; c++)); do
+    sed -n "$((ROWS0 + c * CHUNK + 1)),$((ROWS0 + (c + 1) * CHUNK))p" "$tmp/all.svm" >"$tmp/chunk$c.svm"
+done
+name=$(job_name follow)
+extra=()
+[ "$KAFKA_MODE" = real ] && extra=(--brokers "$FSGD_BROKERS")
+job=(--follow --data "$tmp/d0.svm" --test "$tmp/test.svm" --dim $DIM --workers 2 --partitions 4 --name "$name"
+    --checkpoint "$tmp/agg.ckpt" --version-seconds 1 --lr 0.01 --batch 256 --job-key-file "$FSGD_JOB_KEY"
+    --metrics-json "$tmp/m.json" --metrics-port 0 ${extra[@]+"${extra[@]}"})
+"$FSGD" run "${job[@]}" >"$tmp/run.log" 2>&1 &
+RUN_PID=$!
+wait_for "$tmp/run.log" "aggregator: version 1 " 90 || { echo "no version 1"; cat "$tmp/run.log"; exit 1; }
+brokers=$(run_brokers "$tmp/run.log")
+key=(--job-key-file "$FSGD_JOB_KEY")
+
+# the producer: a chunk a second into the topic of the running job
+(for ((c = 0; c < CHUNKS; c++)); do
+    "$FSGD" produce --follow --brokers "$brokers" --name "$name" "${key[@]}" "$tmp/chunk$c.svm" >"$tmp/produce$c.log" 2>&1 ||
+        { echo "produce $c failed"; cat "$tmp/produce$c.log"; exit 1; }
+    sleep 1
+done) &
+PRODUCER=$!
+
+versions() { grep -c "aggregator: version [0-9]* " "$tmp/run.log" || true; }
+# read_version I: the newest model from the topic, once a version newer than
+# the last one read is out; its step and its test AUC
+read_version() {
+    local seen=$(versions) i
+    for ((i = 0; i < 300 && $(versions) <= seen; i++)); do sleep 0.1; done
+    "$FSGD" model assemble --partial --brokers "$brokers" --name "$name" "${key[@]}" --out "$tmp/v$1.fsgd" \
+        >"$tmp/v$1.out" 2>"$tmp/v$1.err" || { cat "$tmp/v$1.err"; exit 1; }
+    step[$1]=$(sed -n 's/.*(step \([0-9]*\),.*/\1/p' "$tmp/v$1.out")
+    "$FSGD" predict --model "$tmp/v$1.fsgd" --data "$tmp/test.svm" --out "$tmp/scores" 2>"$tmp/p$1.err"
+    auc[$1]=$(sed -n 's/.*rows: auc \([0-9.]*\) .*/\1/p' "$tmp/p$1.err")
+    echo "model read from $name.model: step ${step[$1]}, test auc ${auc[$1]}"
+}
+declare -a step auc
+read_version 1
+read_version 2
+# kill -9 the aggregator once it has a checkpoint, while rows keep coming
+for _ in $(seq 300); do [ -s "$tmp/agg.ckpt" ] && break; sleep 0.1; done
+pid=$(sed -n 's/^fsgd: aggregator pid \([0-9]*\)$/\1/p' "$tmp/run.log" | tail -1)
+kill -9 "$pid"
+echo "killed the aggregator (pid $pid)"
+wait_for "$tmp/run.log" "follow: resumed at version" 60 || { echo "no resume"; cat "$tmp/run.log"; exit 1; }
+read_version 3
+# /metrics of the (restarted) aggregator and its progress line carry the versions and progressive figures
+port=$(sed -n 's|^fsgd: aggregator metrics at http://[^ ]*:\([0-9]*\)/metrics$|\1|p' "$tmp/run.log" | tail -1)
+for _ in $(seq 50); do
+    "$PY" - "$port" >"$tmp/prom" 2>/dev/null <<'PYEOF' && break
+import re, sys, urllib.request
+t = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+v = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(fsgd_model_version|fsgd_progressive_auc|fsgd_progressive_rows_total) (\S+)$", t, re.M)}
+print(v)
+sys.exit(0 if v.get("fsgd_model_version", 0) >= 1 and v.get("fsgd_progressive_auc", 0) > 0.6 and v.get("fsgd_progressive_rows_total", 0) > 0 else 1)
+PYEOF
+    sleep 0.2
+done
+echo "/metrics: $(cat "$tmp/prom")"
+grep -q "fsgd_model_version" "$tmp/prom" || { echo "no follow series on /metrics (port $port)"; exit 1; }
+grep -m1 "version [0-9]*  progressive auc [0-9.]* logloss" "$tmp/run.log" >/dev/null ||
+    { echo "no progressive figures in the progress line"; exit 1; }
+wait "$PRODUCER"
+# all rows trained: a version says so
+wait_for "$tmp/run.log" "step [0-9]*): $total rows trained" 120 ||
+    { echo "never reached $total rows"; grep "version" "$tmp/run.log" | tail -5; exit 1; }
+# fsgd predict straight from the topic scores the newest model
+"$FSGD" predict --brokers "$brokers" --name "$name" "${key[@]}" --data "$tmp/test.svm" --out "$tmp/scores" \
+    2>"$tmp/p_topic.err"
+grep "fsgd predict: the model of job" "$tmp/p_topic.err"
+topic_auc=$(sed -n 's/.*rows: auc \([0-9.]*\) .*/\1/p' "$tmp/p_topic.err")
+# stop_and_check LOG ROWS: counts the rows per partition the broker holds,
+# stops the job with SIGTERM, checks its final version against them
+stop_and_check() {
+    kcat -C -b "$brokers" -t "$name.data" -o beginning -e -q -f '%p\n' | sort -n | uniq -c |
+        awk '{print $2 ":" $1}' >"$tmp/held"
+    echo "rows per partition on $name.data: $(tr '\n' ' ' <"$tmp/held")"
+    kill -TERM "$RUN_PID"
+    local rc=0
+    wait "$RUN_PID" || rc=$?
+    RUN_PID=
+    [ $rc -eq 143 ] || { echo "fsgd run ended with $rc, not 143 (SIGTERM)"; cat "$1"; exit 1; }
+    grep "follow: stopped on request" "$1"
+    local last=$(grep "aggregator: version [0-9]* " "$1" | tail -1)
+    echo "last version: $last"
+    "$PY" - "$tmp/held" "$last" "$2" <<'PYEOF'
+import re, sys
+held = dict(l.strip().split(":") for l in open(sys.argv[1]) if l.strip())
+last, total = sys.argv[2], int(sys.argv[3])
+parts = dict((p, (int(pos), int(rows))) for p, pos, rows in
+             re.findall(r"(\d+):(\d+)/(\d+)", last.split("partition:position/rows")[1]))
+ok = int(re.search(r"\): (\d+) rows trained", last).group(1)) == total and sorted(parts) == sorted(held)
+print("%s the final version trained %d rows of %d, partitions %s" % ("ok  " if ok else "FAIL", int(re.search(r"\): (\d+) rows trained", last).group(1)), total, sorted(parts)))
+for p, (pos, rows) in sorted(parts.items()):
+    good = pos == int(held[p]) and rows == int(held[p])
+    print("%s partition %s: position %d, rows trained %d, rows held %s" % ("ok  " if good else "FAIL", p, pos, rows, held[p]))
+    ok &= good
+sys.exit(0 if ok else 1)
+PYEOF
+}
+stop_and_check "$tmp/run.log" $total
+grep "restarting from" "$tmp/run.log"
+grep "follow: resumed at version" "$tmp/run.log"
+first=$(grep "aggregator: version [0-9]* " "$tmp/run.log" | head -1)
+last=$(grep "aggregator: version [0-9]* " "$tmp/run.log" | tail -1)
+"$PY" - "$last" "$first" "$total" "$tmp/m.json" "${step[*]}" "${auc[*]}" "$topic_auc" <<'PYEOF'
+import json, re, sys
+last, first, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
+m = json.load(open(sys.argv[4]))
+steps = [int(s) for s in sys.argv[5].split()]
+aucs = [float(a) for a in sys.argv[6].split()]
+topic_auc = float(sys.argv[7])
+ok = True
+def check(cond, what):
+    global ok
+    print(("ok   " if cond else "FAIL ") + what)
+    ok &= bool(cond)
+auc_of = lambda line: float(re.search(r"rows: auc ([0-9.]+)", line).group(1))
+check(auc_of(first) < 0.6 and auc_of(last) > auc_of(first) + 0.1,
+      "progressive auc rose: %.4f -> %.4f" % (auc_of(first), auc_of(last)))
+# the third read is of the restarted aggregator's generation, which went on
+# from its checkpoint: its step may be below the second read's
+check(len(steps) == 3 and steps[0] < steps[1] and steps[2] > 0, "three versions read from the topic, steps %s" % steps)
+check(all(a > 0.6 for a in aucs) and topic_auc >= aucs[0] - 0.01,
+      "their test aucs %s, fsgd predict --brokers at the end %.4f" % (aucs, topic_auc))
+f = m.get("follow", {})
+check(f.get("progressive_rows") == total and f.get("version", 0) >= 4, "metrics JSON follow: %s" % f)
+sys.exit(0 if ok else 1)
+PYEOF
+[ "$KAFKA_MODE" = real ] || exit 0
+
+# a real broker keeps the topics: the stopped job resumes where it stopped
+"$FSGD" run --resume "${job[@]}" >"$tmp/run2.log" 2>&1 &
+RUN_PID=$!
+wait_for "$tmp/run2.log" "follow: resumed at version" 60 || { echo "no resume"; cat "$tmp/run2.log"; exit 1; }
+"$FSGD" produce --follow --brokers "$brokers" --name "$name" "${key[@]}" "$tmp/chunk$CHUNKS.svm" >"$tmp/produce.log" 2>&1 ||
+    { cat "$tmp/produce.log"; exit 1; }
+wait_for "$tmp/run2.log" "step [0-9]*): $((total + CHUNK)) rows trained" 120 ||
+    { echo "the resumed job never reached $((total + CHUNK)) rows"; grep "version" "$tmp/run2.log" | tail -5; exit 1; }
+stop_and_check "$tmp/run2.log" $((total + CHUNK))

@@ -1,0 +1,444 @@
+/* follow (fsgd run --follow): continuous training from NAME.data.
+ *
+ * The step state already names, per data partition, a window of offsets
+ * [start, end) and the next position. In follow mode the window of a
+ * partition whose rows are all applied moves on to what arrived since:
+ * start = pos = the old end, end = the partition's end now (at most
+ * FOLLOW_WINDOW_MAX offsets further). Workers need nothing new: they load a
+ * window whenever the state names another one, and every row is still
+ * accepted exactly once because a range must start at the partition's
+ * position. Epochs never end; a version (a snapshot on NAME.model, the
+ * checkpoint and a model_version event on NAME.ctl) goes out every
+ * snapshot_every steps or version_seconds. Each step's rows are scored by θ
+ * before the step trains on them: progressive validation, VW's progressive
+ * loss, which a stream needs instead of a holdout. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregator_internal.h"
+#include "fsgd/metrics.h"
+#include "fsgd/model.h"
+
+/* Offsets a moved window takes at most: what one partition's rows cost the
+ * aggregator's and a worker's memory between two moves. */
+#define FOLLOW_WINDOW_MAX 65536
+/* Rows of the windowed progressive AUC and logloss (a running figure: the
+ * cumulative one would hide how good the model is now). */
+#define FOLLOW_PV_WINDOW 20000
+/* How often a job with no rows left looks for new ones, and how often a job
+ * still training looks for partitions that ran dry. */
+#define FOLLOW_POLL_IDLE_S 0.05
+#define FOLLOW_POLL_BUSY_S 0.5
+
+typedef struct follow_part {
+    int loaded;
+    uint64_t start, end; /* the window cached below */
+    fsgd_csr_t rows;     /* its parsed rows (no intercept column) */
+    uint64_t *row_of;    /* end - start + 1 entries: first row of each offset */
+} follow_part_t;
+
+struct agg_follow {
+    uint32_t nparts;
+    follow_part_t *part;
+    uint64_t *trained; /* rows trained per partition since the job began (in the checkpoint) */
+    uint64_t version;
+    double last_version_t;
+    uint64_t rows_at_version; /* rows_total when the last version went out */
+    double last_poll;
+    double pv_loss_sum; /* progressive loss over pv_rows rows (in the checkpoint) */
+    uint64_t pv_rows;
+    double *win_m, *win_y; /* the newest FOLLOW_PV_WINDOW scored rows: margin, label */
+    size_t win_n, win_i;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+void fsgd_agg_follow_stop(void)
+{
+    stop_requested = 1;
+}
+
+int agg_follow_stopping(void)
+{
+    return stop_requested != 0;
+}
+
+static int follow_alloc(agg_t *a, uint32_t nparts)
+{
+    struct agg_follow *f = calloc(1, sizeof *f);
+    if (f) {
+        f->nparts = nparts;
+        f->part = calloc(nparts ? nparts : 1, sizeof *f->part);
+        f->trained = calloc(nparts ? nparts : 1, sizeof *f->trained);
+        f->win_m = malloc(FOLLOW_PV_WINDOW * sizeof *f->win_m);
+        f->win_y = malloc(FOLLOW_PV_WINDOW * sizeof *f->win_y);
+    }
+    a->follow = f;
+    if (!f || !f->part || !f->trained || !f->win_m || !f->win_y)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "follow: out of memory");
+    return 0;
+}
+
+int agg_follow_setup(agg_t *a)
+{
+    FSGD_TRY(follow_alloc(a, a->st.nparts));
+    a->follow->last_version_t = agg_now();
+    a->s->follow = 1;
+    agg_log(a, "follow: training on %s as rows arrive; a model version every %llu steps or %g s; progressive "
+               "validation over the newest %d rows",
+            a->tdata, (unsigned long long)a->snap_every, a->job->version_seconds, FOLLOW_PV_WINDOW);
+    return 0;
+}
+
+void agg_follow_free(agg_t *a)
+{
+    struct agg_follow *f = a->follow;
+    if (!f)
+        return;
+    for (uint32_t p = 0; f->part && p < f->nparts; p++) {
+        fsgd_csr_free(&f->part[p].rows);
+        free(f->part[p].row_of);
+    }
+    free(f->part);
+    free(f->trained);
+    free(f->win_m);
+    free(f->win_y);
+    free(f);
+    a->follow = NULL;
+}
+
+/* --- windows --- */
+
+typedef struct load_ctx {
+    agg_t *a;
+    uint32_t p;
+    follow_part_t *fp;
+    int64_t next; /* the next offset expected: offsets without a row (a gap) keep the count */
+} load_ctx_t;
+
+static void mark_upto(load_ctx_t *c, int64_t offset)
+{
+    uint64_t *ra = c->a->rows_at[c->p];
+    for (; c->next < offset; c->next++) {
+        uint64_t i = (uint64_t)(c->next - (int64_t)c->fp->start) + 1;
+        c->fp->row_of[i] = ra[i] = c->fp->rows.n_rows;
+    }
+}
+
+static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
+                    size_t errsz)
+{
+    load_ctx_t *c = ctx;
+    agg_t *a = c->a;
+    fsgd_csr_t *rows = &c->fp->rows;
+    char src[200];
+    snprintf(src, sizeof src, "topic %s partition %d offset %lld", a->tdata, (int)partition, (long long)offset);
+    if (offset < c->next || (uint64_t)offset >= c->fp->end)
+        return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "%s: outside the window read [%lld, %llu)", src,
+                            (long long)c->next, (unsigned long long)c->fp->end);
+    mark_upto(c, offset);
+    size_t first = rows->n_rows, nnz0 = rows->nnz;
+    long n = fsgd_rowfmt_parse(&a->fmt, val, len, src, 1, rows, NULL, err, errsz);
+    if (n < 0)
+        return (int)n;
+    /* the rows that came since the model's shape was fixed must fit it */
+    for (size_t i = nnz0; i < rows->nnz; i++) {
+        if (rows->col[i] >= a->dim)
+            return fsgd_err_fmt(err, errsz, FSGD_E_RANGE,
+                                "%s: feature %u > dim %llu of the model being trained (follow fixes the dimension "
+                                "when it starts: give --dim, or use a hashed --format)",
+                                src, rows->col[i] + 1, (unsigned long long)a->dim);
+        if (fabs((double)rows->val[i]) > a->xmax)
+            a->xmax = fabs((double)rows->val[i]);
+    }
+    for (size_t r = first; r < rows->n_rows; r++)
+        if (fabs(rows->label[r]) > a->ymax)
+            a->ymax = fabs(rows->label[r]);
+    fsgd_label_set_add(&a->labels, rows->label + first, rows->n_rows - first);
+    char why[300];
+    int rc = fsgd_loss_check_labels(a->job->model, &a->labels, why, sizeof why);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "%s: %s", src, why);
+    c->next = offset + 1;
+    uint64_t i = (uint64_t)(offset - (int64_t)c->fp->start) + 1;
+    c->fp->row_of[i] = a->rows_at[c->p][i] = rows->n_rows;
+    return 0;
+}
+
+/* Reads offsets [s, e) of partition p: the rows for scoring, and the
+ * aggregator's row counts per offset (rows_at) for the window. */
+static int load_window(agg_t *a, uint32_t p, uint64_t s, uint64_t e)
+{
+    follow_part_t *fp = &a->follow->part[p];
+    fsgd_csr_clear(&fp->rows);
+    free(fp->row_of);
+    fp->loaded = 0;
+    fp->row_of = calloc(e - s + 1, sizeof *fp->row_of);
+    uint64_t *ra = realloc(a->rows_at[p], (e - s + 1) * sizeof *ra);
+    if (!fp->row_of || !ra)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "follow: out of memory for partition %u", p);
+    a->rows_at[p] = ra;
+    ra[0] = 0;
+    fp->start = s;
+    fp->end = e;
+    load_ctx_t c = {a, p, fp, (int64_t)s};
+    if (e > s)
+        FSGD_TRY(fsgd_bus_read_range(a->scan_c, a->tdata, (int32_t)p, (int64_t)s, (int64_t)e, 30000,
+                                     FSGD_BUS_READ_ROWS, load_msg, &c, a->err, a->errsz));
+    mark_upto(&c, (int64_t)e);
+    fp->loaded = 1;
+    return 0;
+}
+
+/* Moves the window of every partition whose rows are all applied on to the
+ * rows that arrived since; returns how many moved. idle: nothing is left to
+ * train (look often), else look now and then. */
+static int refill(agg_t *a, int idle)
+{
+    struct agg_follow *f = a->follow;
+    double now = agg_now();
+    if (now - f->last_poll < (idle ? FOLLOW_POLL_IDLE_S : FOLLOW_POLL_BUSY_S))
+        return 0;
+    f->last_poll = now;
+    int moved = 0;
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        uint64_t end = a->st.end[p];
+        if (a->st.pos[p] < end)
+            continue;
+        int64_t lo, hi;
+        FSGD_TRY(fsgd_bus_watermarks(a->scan_c, a->tdata, (int32_t)p, &lo, &hi, 10000, a->err, a->errsz));
+        if (lo > (int64_t)end)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_LOST,
+                                "data lost: %s [%u] now starts at offset %lld, but offset %llu is the next to train: "
+                                "rows were dropped before training (retention too short for the job's pace)",
+                                a->tdata, p, (long long)lo, (unsigned long long)end);
+        if (hi <= (int64_t)end)
+            continue;
+        uint64_t e = (uint64_t)hi - end > FOLLOW_WINDOW_MAX ? end + FOLLOW_WINDOW_MAX : (uint64_t)hi;
+        FSGD_TRY(load_window(a, p, end, e));
+        a->st.start[p] = a->st.pos[p] = a->newpos[p] = end;
+        a->st.end[p] = e;
+        a->s->dataset_rows += a->rows_at[p][e - end];
+        moved++;
+    }
+    return moved;
+}
+
+int agg_follow_hold(agg_t *a)
+{
+    if (stop_requested || a->rows_step > 0)
+        return 0;
+    for (uint32_t p = 0; p < a->st.nparts; p++)
+        if (a->st.pos[p] < a->st.end[p])
+            return 0; /* rows are left: whether they come is the workers' business */
+    if (agg_follow_version_due(a))
+        return 0; /* the empty step carries the version out */
+    int moved = refill(a, 1);
+    return moved < 0 ? moved : moved == 0;
+}
+
+/* --- progressive validation --- */
+
+int agg_follow_score(agg_t *a)
+{
+    struct agg_follow *f = a->follow;
+    fsgd_model_t m = {.kind = a->job->model, .dim = a->dim, .has_bias = a->job->bias,
+                      .bias = (float)a->job->bias_value, .w = a->adam.theta};
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        if (a->newpos[p] == a->st.pos[p])
+            continue;
+        follow_part_t *fp = &f->part[p];
+        if (!fp->loaded || fp->start != a->st.start[p] || fp->end != a->st.end[p])
+            FSGD_TRY(load_window(a, p, a->st.start[p], a->st.end[p]));
+        uint64_t r0 = fp->row_of[a->st.pos[p] - fp->start], r1 = fp->row_of[a->newpos[p] - fp->start];
+        const fsgd_csr_t *x = &fp->rows;
+        for (uint64_t r = r0; r < r1; r++) {
+            uint64_t lo = x->row_ptr[r];
+            double mg = fsgd_model_margin(&m, x->col + lo, x->val + lo, x->row_ptr[r + 1] - lo);
+            f->pv_loss_sum += fsgd_loss_value(a->job->model, mg, fsgd_loss_label(a->job->model, x->label[r]));
+            f->win_m[f->win_i] = mg;
+            f->win_y[f->win_i] = x->label[r];
+            f->win_i = (f->win_i + 1) % FOLLOW_PV_WINDOW;
+            if (f->win_n < FOLLOW_PV_WINDOW)
+                f->win_n++;
+        }
+        f->pv_rows += r1 - r0;
+        f->trained[p] += r1 - r0;
+    }
+    return 0;
+}
+
+/* The progressive figures into the stats (the window's AUC sorts it: at a
+ * version and at most once a second for the progress line). */
+void agg_follow_stats(agg_t *a)
+{
+    struct agg_follow *f = a->follow;
+    a->s->version = f->version;
+    a->s->pv_rows = f->pv_rows;
+    a->s->pv_logloss = f->pv_rows ? f->pv_loss_sum / (double)f->pv_rows : NAN;
+    a->s->pv_window_rows = f->win_n;
+    fsgd_metrics_t mt = fsgd_metrics_compute(a->job->model, f->win_m, f->win_y, f->win_n);
+    a->s->pv_auc = f->win_n ? mt.auc : NAN;
+    a->s->pv_window_logloss = f->win_n ? mt.loss : NAN;
+}
+
+/* --- versions --- */
+
+int agg_follow_version_due(const agg_t *a)
+{
+    const struct agg_follow *f = a->follow;
+    return a->s->rows_total > f->rows_at_version && agg_now() - f->last_version_t >= a->job->version_seconds;
+}
+
+int agg_follow_after_step(agg_t *a)
+{
+    int moved = refill(a, 0);
+    return moved < 0 ? moved : 0;
+}
+
+/* The version's model on --test (the same rows every version: comparable). */
+static int test_version(agg_t *a)
+{
+    if (!a->have_test)
+        return 0;
+    fsgd_model_t m = {.kind = a->job->model, .dim = a->dim, .has_bias = a->job->bias,
+                      .bias = (float)a->job->bias_value, .w = a->adam.theta};
+    size_t n = a->test.n_rows;
+    double *margin = malloc((n ? n : 1) * sizeof *margin);
+    if (!margin)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "follow: out of memory scoring the test rows");
+    for (size_t r = 0; r < n; r++) {
+        uint64_t lo = a->test.row_ptr[r];
+        margin[r] = fsgd_model_margin(&m, a->test.col + lo, a->test.val + lo, a->test.row_ptr[r + 1] - lo);
+    }
+    a->s->test = fsgd_metrics_compute(a->job->model, margin, a->test.label, n);
+    free(margin);
+    return 0;
+}
+
+int agg_follow_published(agg_t *a)
+{
+    struct agg_follow *f = a->follow;
+    f->version++;
+    f->last_version_t = agg_now();
+    f->rows_at_version = a->s->rows_total;
+    agg_follow_stats(a);
+    FSGD_TRY(test_version(a));
+    agg_ctl_begin(a, "model_version");
+    fsgd_cj_u64(&a->cj, "version", f->version);
+    fsgd_cj_u64(&a->cj, "step", a->step);
+    fsgd_cj_u64(&a->cj, "rows", a->s->rows_total);
+    fsgd_cj_u64(&a->cj, "pv_rows", f->pv_rows);
+    fsgd_cj_f64(&a->cj, "pv_logloss", a->s->pv_logloss);
+    fsgd_cj_u64(&a->cj, "pv_window_rows", f->win_n);
+    fsgd_cj_f64(&a->cj, "pv_auc", a->s->pv_auc);
+    fsgd_cj_f64(&a->cj, "pv_window_logloss", a->s->pv_window_logloss);
+    if (a->s->test.n) {
+        fsgd_cj_u64(&a->cj, "test_rows", a->s->test.n);
+        fsgd_cj_f64(&a->cj, "test_auc", a->s->test.auc);
+        fsgd_cj_f64(&a->cj, "test_logloss", a->s->test.logloss);
+    }
+    fsgd_cj_u64s(&a->cj, "positions", a->st.pos, a->st.nparts);
+    fsgd_cj_u64s(&a->cj, "rows_by_partition", f->trained, a->st.nparts);
+    agg_ctl_emit(a, "model_version");
+    /* positions and rows per partition, so a reader can check that every row
+     * up to each position was trained exactly once */
+    char parts[512];
+    size_t used = 0;
+    for (uint32_t p = 0; p < a->st.nparts && used < sizeof parts - 48; p++)
+        used += (size_t)snprintf(parts + used, sizeof parts - used, "%s%u:%llu/%llu", p ? " " : "", p,
+                                 (unsigned long long)a->st.pos[p], (unsigned long long)f->trained[p]);
+    char test[96] = "";
+    if (a->s->test.n)
+        snprintf(test, sizeof test, "; test auc %.5f logloss %.5f", a->s->test.auc, a->s->test.logloss);
+    agg_log(a, "version %llu (generation %u, step %llu): %llu rows trained; progressive logloss %.5f, last %llu "
+               "rows: auc %.5f logloss %.5f%s; partition:position/rows %s",
+            (unsigned long long)f->version, a->gen, (unsigned long long)a->step,
+            (unsigned long long)a->s->rows_total, a->s->pv_logloss, (unsigned long long)f->win_n, a->s->pv_auc,
+            a->s->pv_window_logloss, test, parts);
+    return 0;
+}
+
+int agg_follow_finish(agg_t *a)
+{
+    /* the open step's gradients are dropped: its rows are the first a
+     * restart trains (its positions are not in the state) */
+    FSGD_TRY(agg_publish(a, 1, 0, NULL, 0));
+    FSGD_TRY(agg_follow_published(a));
+    FSGD_TRY(agg_ckpt_write(a));
+    stop_requested = 0; /* taken: a later aggregator in this process runs (tests) */
+    agg_log(a, "follow: stopped on request at step %llu with version %llu; the checkpoint%s%s continues it",
+            (unsigned long long)a->step, (unsigned long long)a->follow->version, a->job->checkpoint[0] ? " " : "",
+            a->job->checkpoint);
+    return 0;
+}
+
+/* --- checkpoint --- */
+
+/* u64 version, u64 pv_rows, f64 pv_loss_sum, u32 nparts, u64 trained[nparts]
+ * (the rows seen so far are the header's dataset rows) */
+#define FOLLOW_CKPT_FIXED 28
+int agg_follow_ckpt_put(const agg_t *a, fsgd_wire_buf_t *b)
+{
+    const struct agg_follow *f = a->follow;
+    int rc = fsgd_wire_u64(b, f->version) | fsgd_wire_u64(b, f->pv_rows) | fsgd_wire_f64(b, f->pv_loss_sum) |
+             fsgd_wire_u32(b, f->nparts);
+    for (uint32_t p = 0; p < f->nparts; p++)
+        rc |= fsgd_wire_u64(b, f->trained[p]);
+    return rc ? FSGD_E_NOMEM : 0;
+}
+
+int agg_follow_ckpt_get(agg_t *a, const char *path, const uint8_t *p, size_t len, size_t *off)
+{
+    if (len - *off < FOLLOW_CKPT_FIXED)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path, *off);
+    uint32_t n = fsgd_le_get32(p + *off + 24);
+    if (n != a->st.nparts)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT,
+                            "checkpoint '%s': follow section of %u partitions, the state has %u (byte %zu)", path, n,
+                            a->st.nparts, *off + 24);
+    if ((len - *off - FOLLOW_CKPT_FIXED) / 8 < n)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path,
+                            *off + FOLLOW_CKPT_FIXED);
+    if (!a->follow)
+        FSGD_TRY(follow_alloc(a, n)); /* a checkpoint read without a job (fsgd_agg_ckpt_check) */
+    struct agg_follow *f = a->follow;
+    f->version = fsgd_le_get64(p + *off);
+    f->pv_rows = fsgd_le_get64(p + *off + 8);
+    f->pv_loss_sum = fsgd_le_getf64(p + *off + 16);
+    a->s->dataset_rows = fsgd_le_get64(p + 24); /* the header's: the rows the job has seen */
+    *off += FOLLOW_CKPT_FIXED;
+    for (uint32_t i = 0; i < n; i++, *off += 8)
+        f->trained[i] = fsgd_le_get64(p + *off);
+    return 0;
+}
+
+int agg_follow_resumed(agg_t *a)
+{
+    struct agg_follow *f = a->follow;
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        int64_t lo, hi;
+        FSGD_TRY(fsgd_bus_watermarks(a->scan_c, a->tdata, (int32_t)p, &lo, &hi, 10000, a->err, a->errsz));
+        if (a->st.start[p] > a->st.pos[p] || a->st.pos[p] > a->st.end[p] || (int64_t)a->st.pos[p] < lo ||
+            (int64_t)a->st.end[p] > hi)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                                "checkpoint '%s': %s [%u] window [%llu, %llu) at %llu, but the topic holds [%lld, "
+                                "%lld): another job's checkpoint, or rows were dropped; start over (fsgd run --fresh)",
+                                a->job->checkpoint, a->tdata, p, (unsigned long long)a->st.start[p],
+                                (unsigned long long)a->st.end[p], (unsigned long long)a->st.pos[p], (long long)lo,
+                                (long long)hi);
+        /* rows before the position were trained: read from there on */
+        if ((int64_t)a->st.start[p] < lo)
+            a->st.start[p] = a->st.pos[p];
+        FSGD_TRY(load_window(a, p, a->st.start[p], a->st.end[p]));
+    }
+    f->rows_at_version = a->s->rows_total;
+    f->last_version_t = agg_now();
+    agg_follow_stats(a);
+    agg_log(a, "follow: resumed at version %llu, step %llu, %llu rows trained", (unsigned long long)f->version,
+            (unsigned long long)a->step, (unsigned long long)a->s->rows_total);
+    return 0;
+}

@@ -1,0 +1,95 @@
+/* --init MODEL for fsgd run / fsgd aggregator: the aggregator starts from a
+ * saved model (its weights, and its optimizer state when the file has this
+ * job's kind, fsgd train --save-state) instead of zeros, as fsgd train
+ * --init does. A model of another loss, intercept, input format (hashing
+ * spec) or dimension is refused, naming what differs. A checkpoint found
+ * at start wins over it: a restarted aggregator goes on from its own state. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregator_internal.h"
+#include "fsgd/model.h"
+#include "fsgd/train.h"
+
+int agg_init_load(agg_t *a)
+{
+    const fsgd_job_t *job = a->job;
+    fsgd_model_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "init: out of memory");
+    char e[FSGD_JOB_PATH_MAX + 256];
+    int rc = fsgd_model_load(m, job->init, e, sizeof e);
+    if (rc < 0) {
+        free(m);
+        return fsgd_err_fmt(a->err, a->errsz, rc, "init: %s", e);
+    }
+    char input[sizeof m->input];
+    fsgd_rowfmt_input(&a->fmt, input, sizeof input);
+    uint64_t dim = a->dim;
+    /* without --dim (and a hashed format's 2^bits) the data's dim is what
+     * the topic shows so far: the model's stands when it is not smaller */
+    if (!job->dim && !input[0] && a->dim <= m->dim)
+        dim = m->dim;
+    if (strcmp(m->input, input))
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                          "init: %s was trained on input %s, this job reads %s: its weights would belong to other "
+                          "features",
+                          job->init, m->input[0] ? m->input : "libsvm", input[0] ? input : "libsvm");
+    else if ((rc = fsgd_train_check_init(job, dim, m, e, sizeof e)) < 0)
+        rc = fsgd_err_fmt(a->err, a->errsz, rc, "init: %s: %s", job->init, e);
+    if (rc < 0) {
+        fsgd_model_free(m);
+        free(m);
+        return rc;
+    }
+    a->dim = a->s->dim = dim;
+    a->mdim = dim + (job->bias ? 1 : 0);
+    a->init = m;
+    return 0;
+}
+
+int agg_init_apply(agg_t *a)
+{
+    fsgd_model_t *m = a->init;
+    const fsgd_model_state_t *st = &m->state;
+    memcpy(a->adam.theta, m->w, a->mdim * sizeof *a->adam.theta);
+    if (a->ftrl_on)
+        fsgd_ftrl_start_from(&a->ftrl, a->adam.theta); /* z gives the weights back */
+    const int resume = st->kind != FSGD_MODEL_STATE_NONE && st->kind == fsgd_train_state_kind(a->job);
+    for (uint64_t i = 0; resume && i < st->n; i++) {
+        uint32_t k = st->keys[i];
+        if (k >= a->mdim)
+            continue; /* fsgd_model_load checked the keys against its dim */
+        if (st->kind == FSGD_MODEL_STATE_FTRL) {
+            a->ftrl.z[k] = st->a[i];
+            a->ftrl.n[k] = st->b[i];
+        } else if (st->kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
+            a->adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = st->c[i]};
+        } else {
+            a->adam.m[k] = st->a[i];
+            a->adam.v[k] = st->b[i];
+        }
+    }
+    if (resume && st->kind != FSGD_MODEL_STATE_FTRL)
+        a->adam.t = st->step;
+    agg_log(a, "starting from %s: %llu nonzero weights of %llu, %s", a->job->init,
+            (unsigned long long)fsgd_model_nnz(m), (unsigned long long)m->dim,
+            resume ? "with its optimizer state"
+                   : st->kind != FSGD_MODEL_STATE_NONE ? "its optimizer state is another kind: the optimizer starts afresh"
+                                                       : "the optimizer starts afresh");
+    a->s->init_state = resume;
+    fsgd_model_free(m);
+    free(m);
+    a->init = NULL;
+    return 0;
+}
+
+void agg_init_free(agg_t *a)
+{
+    if (a->init) {
+        fsgd_model_free(a->init);
+        free(a->init);
+        a->init = NULL;
+    }
+}
