@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "fsgd/auth.h"
+#include "fsgd/kbus.h"
 #include "fsgd/rowfmt.h"
 
 const char *dcli_take(int *argc, char **argv, const char *name, int has_value, const char **all, int *n_all)
@@ -111,6 +112,19 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
             job->job_key_file, job->name,
             job->unsigned_rows ? "may come without a tag (unsigned_rows), a tag that is there is checked"
                                : "must carry the key's tag");
+    return 0;
+}
+
+int dcli_connect(const fsgd_job_t *job, const char *who)
+{
+    if (!job->quiet)
+        fprintf(stderr, "fsgd: %s: connecting to %s (job %s; giving up after %.1f s, connect_timeout_ms)\n", who,
+                job->brokers, job->name, job->connect_timeout_ms / 1e3);
+    char err[1024];
+    if (fsgd_kbus_connect(job->brokers, job->connect_timeout_ms, err, sizeof err) < 0) {
+        fsgd_cli_error("%s: %s", who, err);
+        return FSGD_EXIT_BROKER;
+    }
     return 0;
 }
 
