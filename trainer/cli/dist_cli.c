@@ -103,6 +103,7 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
     int rc = fsgd_auth_set_key(key);
     sodium_memzero(key, sizeof key);
     fsgd_auth_set_unsigned_rows(job->unsigned_rows);
+    fsgd_auth_set_skip_bad_rows(job->skip_bad);
     if (rc < 0) {
         fsgd_cli_error("%s: libsodium did not start", who);
         return FSGD_EXIT_INTERNAL;
@@ -111,6 +112,7 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
                     "unauthenticated ones are dropped and counted; rows on %s.data %s\n", who, job->name, job->name,
             job->job_key_file, job->name,
             job->unsigned_rows ? "may come without a tag (unsigned_rows), a tag that is there is checked"
+            : job->skip_bad    ? "must carry the key's tag (skip_bad: a row message without it is skipped and counted)"
                                : "must carry the key's tag");
     return 0;
 }
