@@ -19,16 +19,18 @@ kcat -P -b "$brokers" -t "$job.data" -l "$tmp/flipped"
 forged=$(printf '%064d' 7)
 head -n 3 "$tmp/flipped" | kcat -P -b "$brokers" -t "$job.data" -H "fsgd.mac=$forged"
 outsiders=303
+# which of them a role meets first depends on how the partitioner spread them
+why="a row (without a tag|whose tag is not this job key's)"
 
 rc=0
 "$FSGD" run "${COMMON[@]}" --no-produce --brokers "$brokers" --name "$job" --workers 2 >"$tmp/strict.log" 2>&1 || rc=$?
-[ $rc -eq 3 ] && grep -q "topic $job.data partition [0-9]* offset [0-9]*: a row without a tag" "$tmp/strict.log" ||
+[ $rc -eq 3 ] && grep -Eq "topic $job.data partition [0-9]+ offset [0-9]+: $why" "$tmp/strict.log" ||
     { echo "without skip_bad: exit $rc"; cat "$tmp/strict.log"; exit 1; }
-echo "ok: without skip_bad the job stops: $(grep -o "offset [0-9]*: a row without a tag" "$tmp/strict.log" | head -1)"
+echo "ok: without skip_bad the job stops: $(grep -Eo "offset [0-9]+: $why" "$tmp/strict.log" | head -1)"
 
 "$FSGD" run "${COMMON[@]}" --no-produce --brokers "$brokers" --name "$job" --workers 2 --skip-bad \
     --metrics-json "$tmp/m.json" >"$tmp/skip.log" 2>&1 || { echo "with skip_bad:"; cat "$tmp/skip.log"; exit 1; }
-grep -q "skipped $outsiders row messages without this job key's tag (skip_bad); first: topic $job.data partition [0-9]* offset [0-9]*: a row without a tag" "$tmp/skip.log" ||
+grep -Eq "skipped $outsiders row messages without this job key's tag \(skip_bad\); first: topic $job.data partition [0-9]+ offset [0-9]+: $why" "$tmp/skip.log" ||
     { echo "the aggregator does not say what it skipped:"; cat "$tmp/skip.log"; exit 1; }
 check_metrics "$tmp/m.json" "$ref" 0.005 || { echo "with skip_bad: wrong rows or AUC"; exit 1; }
 echo "ok: with skip_bad the $outsiders unauthenticated rows are skipped and counted"
