@@ -76,7 +76,7 @@ timeout 60 "$FSGD" worker --brokers 127.0.0.1:1 --name nobody --id 1 >"$tmp/unre
 t=$(($(date +%s) - t0))
 [ $rc -eq 4 ] || fail "worker on a dead broker exited $rc after $t s: $(cat "$tmp/unreach.txt")"
 grep -q "connecting to 127.0.0.1:1" "$tmp/unreach.txt" || fail "no line saying what it waits for"
-grep -q "brokers 127.0.0.1:1: no answer about nobody.data within 15 s" "$tmp/unreach.txt" ||
+grep -q "brokers 127.0.0.1:1: no connection within 15.0 s: .*Connection refused" "$tmp/unreach.txt" ||
     fail "$(cat "$tmp/unreach.txt")"
 [ $t -le 30 ] || fail "the worker took $t s to give up"
 

@@ -16,9 +16,16 @@
 #   tests/kafka/broker.sh alter-topic BROKERS TOPIC k=v[,k=v]   change topic configs
 #   tests/kafka/broker.sh delete-records BROKERS TOPIC PARTITION OFFSET
 #                                             move the partition's log start to OFFSET (as retention does)
+#   tests/kafka/broker.sh secure DIR          the secure listeners: prints "tls=HOST:PORT,..." and
+#                                             "sasl_ssl=HOST:PORT,...", or why there are none (exit 1)
 #
-# Each node listens on two free loopback ports (clients, controller); DIR/ports
-# keeps them so a node restarts on the same ones. The JVM heap is small
+# Each node listens on free loopback ports: PLAINTEXT for clients, CONTROLLER,
+# and, where openssl is installed, SSL and SASL_SSL (SCRAM-SHA-256, PLAIN) for the
+# security tests; DIR/ports keeps them so a node restarts on the same ones.
+# DIR/security holds what those tests need: ca.pem (the CA that signed the
+# brokers' certificate, for IP 127.0.0.1), other-ca.pem (a CA that did not),
+# scram.user and scram.password (mode 600; a user made at format time, also
+# known to PLAIN). The JVM heap is small
 # (FSGD_KAFKA_HEAP, default -Xmx512m) because CI machines have 2 cores and
 # other work on them. Logs: DIR/nodeK/server.log.
 set -euo pipefail
@@ -65,28 +72,76 @@ free_port() {
 nodes_of() { wc -l <"$1/ports"; }
 port_of() { sed -n "${2}p" "$1/ports" | cut -d' ' -f1; }
 cport_of() { sed -n "${2}p" "$1/ports" | cut -d' ' -f2; }
+tport_of() { sed -n "${2}p" "$1/ports" | cut -s -d' ' -f3; } # SSL
+sport_of() { sed -n "${2}p" "$1/ports" | cut -s -d' ' -f4; } # SASL_SSL
+secure_of() { [ -f "$1/security/ca.pem" ] && [ -n "$(tport_of "$1" 1)" ]; }
 
-brokers() {
-    local dir=$1 n k out=()
+# The certificates and the SCRAM user of a cluster's secure listeners: a CA,
+# the brokers' key and certificate (one for all nodes: they all listen on
+# 127.0.0.1) in a PKCS12 key store, and a second CA that signed nothing, for
+# the tests of a wrong trust store. Short-lived: a test cluster lives minutes.
+make_security() { # DIR
+    local s=$1/security
+    mkdir -p "$s"
+    chmod 700 "$s"
+    (
+        set -e
+        cd "$s"
+        ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+        openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 2 -subj /CN=fsgd-test-ca
+        openssl req -x509 "${ec[@]}" -keyout other-ca.key -out other-ca.pem -days 2 -subj /CN=fsgd-other-ca
+        openssl req "${ec[@]}" -keyout broker.key -out broker.csr -subj /CN=127.0.0.1
+        # librdkafka checks the address it connected to (127.0.0.1) against
+        # the certificate's names
+        printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:127.0.0.1,DNS:localhost' 'basicConstraints=CA:FALSE' \
+            'extendedKeyUsage=serverAuth' >broker.ext
+        openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 2 \
+            -extfile broker.ext
+        openssl rand -hex 16 >store.password
+        openssl pkcs12 -export -in broker.pem -inkey broker.key -out broker.p12 -name broker \
+            -passout "file:store.password"
+        echo fsgd >scram.user
+        (umask 077 && openssl rand -hex 12 >scram.password)
+    ) >"$s/openssl.log" 2>&1 || { cat "$s/openssl.log" >&2; die "making the test certificates failed"; }
+}
+
+brokers() { # DIR [PORT_FUNCTION]
+    local dir=$1 of=${2:-port_of} n k out=()
     n=$(nodes_of "$dir")
-    for ((k = 1; k <= n; k++)); do out+=("127.0.0.1:$(port_of "$dir" "$k")"); done
+    for ((k = 1; k <= n; k++)); do out+=("127.0.0.1:$("$of" "$dir" "$k")"); done
     (IFS=,; echo "${out[*]}")
+}
+
+secure() { # DIR
+    if ! secure_of "$1"; then
+        command -v openssl >/dev/null || { echo "no secure listeners: openssl is not installed"; return 1; }
+        echo "no secure listeners: the cluster in $1 was started without them"
+        return 1
+    fi
+    echo "tls=$(brokers "$1" tport_of)"
+    echo "sasl_ssl=$(brokers "$1" sport_of)"
 }
 
 write_props() { # DIR K N
     local dir=$1 k=$2 n=$3 voters=() j
     for ((j = 1; j <= n; j++)); do voters+=("$j@127.0.0.1:$(cport_of "$dir" "$j")"); done
     local rf=$((n < 3 ? n : 3))
+    local plain="PLAINTEXT://127.0.0.1:$(port_of "$dir" "$k")" ctl="CONTROLLER://127.0.0.1:$(cport_of "$dir" "$k")"
+    local secure="" map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+    if secure_of "$dir"; then
+        secure=",SSL://127.0.0.1:$(tport_of "$dir" "$k"),SASL_SSL://127.0.0.1:$(sport_of "$dir" "$k")"
+        map+=",SSL:SSL,SASL_SSL:SASL_SSL"
+    fi
     mkdir -p "$dir/node$k/data"
     cat >"$dir/node$k/server.properties" <<EOF
 process.roles=broker,controller
 node.id=$k
 controller.quorum.voters=$(IFS=,; echo "${voters[*]}")
-listeners=PLAINTEXT://127.0.0.1:$(port_of "$dir" "$k"),CONTROLLER://127.0.0.1:$(cport_of "$dir" "$k")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(port_of "$dir" "$k")
+listeners=$plain,$ctl$secure
+advertised.listeners=$plain$secure
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=$map
 log.dirs=$dir/node$k/data
 # fsgd creates its topics itself, with the job's settings (KAFKA_FORMAT.md)
 auto.create.topics.enable=false
@@ -113,6 +168,20 @@ log.segment.bytes=67108864
 # NAME.model's compaction does not wait long
 log.cleaner.backoff.ms=1000
 EOF
+    if secure_of "$dir"; then
+        cat >>"$dir/node$k/server.properties" <<EOF
+# the security tests' listeners: SSL, and SASL_SSL with SCRAM-SHA-256 and
+# PLAIN for the same user (librdkafka before 2.6.1 cannot do SCRAM with
+# Kafka 3.8.1 and later: librdkafka#4895); clients present no certificate
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$dir/security/broker.p12
+ssl.keystore.password=$(cat "$dir/security/store.password")
+ssl.client.auth=none
+sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$(cat "$dir/security/scram.user")="$(cat "$dir/security/scram.password")";
+EOF
+    fi
 }
 
 start_node() { # DIR K
@@ -159,14 +228,21 @@ start() { # DIR N
     dir=$(cd "$dir" && pwd)
     [ -f "$dir/ports" ] && die "$dir already holds a cluster (stop it, then remove the folder)"
     : >"$dir/ports"
-    for ((k = 1; k <= n; k++)); do echo "$(free_port) $(free_port)" >>"$dir/ports"; done
+    local scram=()
+    if command -v openssl >/dev/null; then
+        for ((k = 1; k <= n; k++)); do echo "$(free_port) $(free_port) $(free_port) $(free_port)" >>"$dir/ports"; done
+        make_security "$dir"
+        scram=(--add-scram "SCRAM-SHA-256=[name=$(cat "$dir/security/scram.user"),password=$(cat "$dir/security/scram.password")]")
+    else
+        for ((k = 1; k <= n; k++)); do echo "$(free_port) $(free_port)" >>"$dir/ports"; done
+    fi
     local cid
     cid=$(java -cp "$LIB/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)
     [ -n "$cid" ] || die "kafka.tools.StorageTool random-uuid printed nothing"
     for ((k = 1; k <= n; k++)); do
         write_props "$dir" "$k" "$n"
         java -Xmx256m -Dlog4j2.configurationFile="$HERE/log4j2.properties" -cp "$LIB/*" kafka.tools.StorageTool \
-            format -t "$cid" -c "$dir/node$k/server.properties" >"$dir/node$k/format.log" 2>&1 ||
+            format -t "$cid" -c "$dir/node$k/server.properties" ${scram[@]+"${scram[@]}"} >"$dir/node$k/format.log" 2>&1 ||
             { cat "$dir/node$k/format.log" >&2; die "formatting node $k failed"; }
     done
     for ((k = 1; k <= n; k++)); do start_node "$dir" "$k"; done
@@ -208,6 +284,7 @@ check) check ;;
 start) [ $# -ge 1 ] || die "start DIR [N]"; start "$1" "${2:-1}" ;;
 stop) [ $# -ge 1 ] || die "stop DIR"; stop "$1" ;;
 brokers) brokers "$1" ;;
+secure) [ $# -ge 1 ] || die "secure DIR"; secure "$(cd "$1" && pwd)" ;;
 kill)
     pidf="$1/node$2/pid"
     [ -f "$pidf" ] || die "node $2 is not running"
@@ -241,5 +318,5 @@ delete-records)
         grep -v " INFO " || true
     rm -f "$f"
     ;;
-*) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+*) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

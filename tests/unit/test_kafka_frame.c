@@ -4,8 +4,11 @@
  * cluster read back with gap detection. */
 #include <lz4.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fsgd/crc32c.h"
 #include "fsgd/dist.h"
@@ -466,6 +469,80 @@ static void test_kafka_options_checked(void)
     CU_ASSERT_EQUAL(fsgd_kbus_set_options("", err, sizeof err), 0);
 }
 
+static const char *secret_file(const char *name, const char *content, mode_t mode)
+{
+    const char *p = fsgd_test_tmp(name);
+    unlink(p);
+    FILE *f = fopen(p, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(content, f);
+    fclose(f);
+    chmod(p, mode);
+    return p;
+}
+
+/* KEY_file=PATH: KEY gets the file's first line (librdkafka checks it as if
+ * given inline), from a file only this user may read; errors name the file,
+ * never what it holds. */
+static void test_kafka_option_files(void)
+{
+    char err[512] = "", lines[1200];
+    snprintf(lines, sizeof lines, "security.protocol_file=%s\n", secret_file("proto", "ssl\n", 0600));
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), 0);
+    /* the content is what is set: a value librdkafka refuses fails as inline */
+    const char *bogus = secret_file("bogus", "s3cret-bogus\n", 0600);
+    snprintf(lines, sizeof lines, "sasl.username=u\nsecurity.protocol_file=%s\n", bogus);
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "kafka option security.protocol");
+    static const struct {
+        const char *content;
+        mode_t mode;
+        const char *why;
+    } bad[] = {
+        {"s3cret-one\n", 0644, "has mode 0644: others may read it"},
+        {"s3cret-one\n", 0640, "has mode 0640"},
+        {"s3cret-one\ns3cret-two\n", 0600, "holds more than one line"},
+        {"", 0600, "is empty"},
+        {"\n", 0600, "is empty"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *p = secret_file("pw", bad[i].content, bad[i].mode);
+        snprintf(lines, sizeof lines, "sasl.password_file=%s\n", p);
+        err[0] = '\0';
+        CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), FSGD_E_ARG);
+        FSGD_ASSERT_CONTAINS(err, "kafka option sasl.password_file");
+        FSGD_ASSERT_CONTAINS(err, p);
+        FSGD_ASSERT_CONTAINS(err, bad[i].why);
+        CU_ASSERT_PTR_NULL(strstr(err, "s3cret"));
+    }
+    /* a link to a good file: refused (name the file itself) */
+    const char *good = secret_file("good", "s3cret-good\n", 0600), *link = fsgd_test_tmp("link");
+    unlink(link);
+    CU_ASSERT_EQUAL(symlink(good, link), 0);
+    snprintf(lines, sizeof lines, "sasl.password_file=%s\n", link);
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "a symbolic link");
+    snprintf(lines, sizeof lines, "sasl.password_file=%s\n", fsgd_test_tmp("no-such-file"));
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "No such file");
+    snprintf(lines, sizeof lines, "sasl.password_file=%s\nsasl.username=u\n", good);
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options("", err, sizeof err), 0);
+}
+
+/* Brokers that never answer: a bounded wait, then an error naming them and
+ * librdkafka's cause (port 1, tcpmux: nothing listens there). */
+static void test_connect_bounded(void)
+{
+    char err[1024] = "";
+    CU_ASSERT_EQUAL(fsgd_kbus_set_options("", err, sizeof err), 0);
+    int rc = fsgd_kbus_connect("127.0.0.1:1", 1500, err, sizeof err);
+    CU_ASSERT_EQUAL(rc, FSGD_E_KAFKA);
+    FSGD_ASSERT_CONTAINS(err, "brokers 127.0.0.1:1: no connection within 1.5 s");
+    FSGD_ASSERT_CONTAINS(err, "Connection refused");
+    FSGD_ASSERT_CONTAINS(err, "(_TRANSPORT)");
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t frame[] = {
@@ -478,6 +555,8 @@ void fsgd_test_register(void)
         {"reassembly limits, held bytes, forget", test_reassembly_limits},
         {"checkpoint magic: FSGDCKPT read, version 1 refused by name", test_checkpoint_magic},
         {"kafka security options are checked when set", test_kafka_options_checked},
+        {"kafka options from files: KEY_file, permissions, never the content", test_kafka_option_files},
+        {"connecting to brokers that never answer: bounded, with the cause", test_connect_bounded},
         {NULL, NULL},
     };
     static const fsgd_test_case_t mock[] = {

@@ -530,6 +530,13 @@ static void test_lost_delta_gap(void)
 
 /* --- bounded staleness --- */
 
+static void wait_steps(const run_t *r, uint64_t steps)
+{
+    double t0 = now_s();
+    while (*(volatile uint64_t *)&r->ast.steps < steps && now_s() - t0 < 60)
+        sleep_ms(5);
+}
+
 /* The generation of the job's aggregator, from its first model message. */
 static uint32_t agg_gen(run_t *r)
 {
@@ -595,14 +602,74 @@ static void test_staleness(void)
     run_free(&r);
 }
 
-/* --- membership --- */
+/* --- a generation NAME.ctl never announced (issue 27) --- */
 
-static void wait_steps(const run_t *r, uint64_t steps)
+/* Copies of the aggregator's first snapshot (one chunk: a9a's 124 weights)
+ * with a generation of the caller's choice: valid layout and CRC32C, what
+ * anyone who can write to NAME.model could send. Without the job key only
+ * the generation check stands in the way. */
+static void send_snapshot_as(run_t *r, uint32_t gen)
 {
+    char t[128], err[256];
+    fsgd_kbus_topic(t, sizeof t, r->job.name, "model");
+    fsgd_bus_client_t *c = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_CONSUMER, err, sizeof err);
+    fsgd_bus_tp_t tp = {t, 0, FSGD_BUS_OFFSET_BEGINNING};
+    CU_ASSERT_EQUAL(fsgd_bus_assign(c, &tp, 1, err, sizeof err), 0);
+    int sent = 0;
     double t0 = now_s();
-    while (*(volatile uint64_t *)&r->ast.steps < steps && now_s() - t0 < 60)
-        sleep_ms(5);
+    while (!sent && now_s() - t0 < 20) {
+        fsgd_bus_msg_t *m = fsgd_bus_poll(c, 100);
+        fsgd_kframe_t f;
+        if (m && !m->err && fsgd_kframe_parse(m->val, m->len, &f, NULL, NULL, 0) == 0 &&
+            f.kind == FSGD_KMSG_SNAPSHOT && f.nchunks == 1) {
+            fsgd_bus_client_t *p = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_PRODUCER, err, sizeof err);
+            fsgd_kframe_t h = f;
+            h.gen = gen;
+            CU_ASSERT_EQUAL(fsgd_bus_send(p, t, 0, r->job.name, &h, NULL, f.body, f.body_len, NULL, err, sizeof err),
+                            0);
+            fsgd_bus_client_destroy(p);
+            sent = 1;
+        }
+        fsgd_bus_msg_destroy(m);
+    }
+    CU_ASSERT_TRUE(sent);
+    fsgd_bus_client_destroy(c);
 }
+
+/* Mid-job, snapshots of the next generation and of one far ahead: neither
+ * was announced by a job_start on NAME.ctl, so no worker takes them (taking
+ * one, a worker would follow a model nobody updates and send gradients of
+ * a generation the aggregator drops: the job would end with "no live
+ * worker"). Each worker counts both as corrupt; every epoch applies every
+ * row once. */
+static void test_unannounced_generation(void)
+{
+    run_t r;
+    run_init(&r, 2, 2);
+    NEED_DATA(&r);
+    fsgd_bus_mem_set_hook(r.bus, slow_model, NULL);
+    start(&r);
+    uint32_t gen = agg_gen(&r);
+    CU_ASSERT_TRUE(gen != 0);
+    wait_steps(&r, 3);
+    send_snapshot_as(&r, gen + 1);
+    send_snapshot_as(&r, gen + 100000);
+    finish(&r);
+    check_epochs(&r, 2);
+    CU_ASSERT_EQUAL(r.ast.workers_dropped, 0);
+    CU_ASSERT_TRUE(r.ast.test.auc > 0.85);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(r.wrc[i], 0);
+        CU_ASSERT_EQUAL(r.wst[i].resyncs, 0); /* never left the aggregator's generation */
+        CU_ASSERT_TRUE(r.wst[i].corrupt >= 2);
+        if (r.wst[i].corrupt < 2 || r.wst[i].resyncs)
+            fprintf(stderr, "\n  worker %d: %llu corrupt, %llu resyncs\n", i + 1,
+                    (unsigned long long)r.wst[i].corrupt, (unsigned long long)r.wst[i].resyncs);
+    }
+    run_free(&r);
+}
+
+/* --- membership --- */
 
 static void test_late_join(void)
 {
@@ -681,6 +748,7 @@ void fsgd_test_register(void)
         {"a lost model delta, tau 0: the stalled step ends in a snapshot", test_lost_delta_stall},
         {"a lost model delta, tau 2: the gap makes workers resync", test_lost_delta_gap},
         {"staleness: within tau taken and counted, beyond rejected", test_staleness},
+        {"snapshots of a generation NAME.ctl never announced are not taken", test_unannounced_generation},
         {"a worker joining late takes partitions", test_late_join},
         {"a worker dropped mid-epoch: rows once, no empty steps", test_worker_dropped},
         {"a worker dropped mid-epoch, its session ending first", test_worker_dropped_session_first},

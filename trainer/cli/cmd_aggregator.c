@@ -141,7 +141,7 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         fsgd_cli_error("aggregator: %s", err);
         return FSGD_EXIT_USAGE;
     }
-    if ((rc = dcli_auth(&job, "aggregator")) != 0)
+    if ((rc = dcli_auth(&job, "aggregator")) != 0 || (rc = dcli_connect(&job, "aggregator")) != 0)
         return rc;
     fsgd_cli_cleanup_on_signal();
     if (job.follow) {

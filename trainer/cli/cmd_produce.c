@@ -39,6 +39,8 @@ int fsgd_cmd_produce(int argc, char **argv)
     }
     if ((rc = dcli_auth(&job, "produce")) != 0) /* rows are tagged with the job key */
         return rc;
+    if ((rc = dcli_connect(&job, "produce")) != 0)
+        return rc;
     rc = fsgd_produce_file(&job, job.brokers, job.data, job.partitions, &st, on_progress, &job, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("produce: %s", err);

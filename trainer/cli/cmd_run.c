@@ -434,6 +434,8 @@ int fsgd_cmd_run(int argc, char **argv)
     } else {
         if (P == 0)
             P = 12;
+        if ((rc = dcli_connect(&job, "run")) != 0)
+            return rc;
         /* (a resumed job continues on its own topics) */
         rc = real_topics(&job, brokers, P, !broker_only && !resume, !broker_only && !no_produce, err, sizeof err);
         if (rc) {

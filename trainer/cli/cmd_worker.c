@@ -15,9 +15,6 @@
 
 static volatile int stop_flag;
 
-/* How long a starting worker waits for the brokers to describe NAME.data. */
-#define WORKER_CONNECT_TIMEOUT_MS 15000
-
 /* The first SIGTERM/SIGINT stops the worker cleanly (it leaves the group
  * and says so on NAME.ctl); a second one, or one while the brokers are gone
  * and the clean exit hangs, ends it at once. */
@@ -96,19 +93,20 @@ int fsgd_cmd_worker(int argc, char **argv)
     }
     /* Say what it waits for, and give up in bounded time on brokers that do
      * not answer (a worker used to look alive for minutes, saying nothing). */
-    if (!job.quiet)
-        fprintf(stderr, "fsgd: worker%s%s: connecting to %s (job %s)\n", id ? " " : "", id ? id : "", job.brokers,
-                job.name);
+    char who[48];
+    snprintf(who, sizeof who, "worker%s%s", id ? " " : "", id ? id : "");
+    if ((rc = dcli_connect(&job, who)) != 0)
+        return rc;
     {
         char t[160];
         fsgd_kbus_topic(t, sizeof t, job.name, "data");
         rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job.brokers, NULL, err, sizeof err);
-        int n = rk ? fsgd_kbus_partitions(rk, t, WORKER_CONNECT_TIMEOUT_MS, err, sizeof err) : -1;
+        int n = rk ? fsgd_kbus_partitions(rk, t, job.connect_timeout_ms, err, sizeof err) : -1;
         if (rk)
             rd_kafka_destroy(rk);
         if (n < 0) {
-            fsgd_cli_error("worker: brokers %s: no answer about %s within %d s: %s", job.brokers, t,
-                           WORKER_CONNECT_TIMEOUT_MS / 1000, err);
+            fsgd_cli_error("worker: brokers %s: no answer about %s within %.1f s: %s", job.brokers, t,
+                           job.connect_timeout_ms / 1e3, err);
             return FSGD_EXIT_BROKER;
         }
     }

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "fsgd/auth.h"
+#include "fsgd/kbus.h"
 #include "fsgd/rowfmt.h"
 
 const char *dcli_take(int *argc, char **argv, const char *name, int has_value, const char **all, int *n_all)
@@ -106,6 +107,7 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
     int rc = fsgd_auth_set_key(key);
     sodium_memzero(key, sizeof key);
     fsgd_auth_set_unsigned_rows(job->unsigned_rows);
+    fsgd_auth_set_skip_bad_rows(job->skip_bad);
     if (rc < 0) {
         fsgd_cli_error("%s: libsodium did not start", who);
         return FSGD_EXIT_INTERNAL;
@@ -114,7 +116,21 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
                     "unauthenticated ones are dropped and counted; rows on %s.data %s\n", who, job->name, job->name,
             job->job_key_file, job->name,
             job->unsigned_rows ? "may come without a tag (unsigned_rows), a tag that is there is checked"
+            : job->skip_bad    ? "must carry the key's tag (skip_bad: a row message without it is skipped and counted)"
                                : "must carry the key's tag");
+    return 0;
+}
+
+int dcli_connect(const fsgd_job_t *job, const char *who)
+{
+    if (!job->quiet)
+        fprintf(stderr, "fsgd: %s: connecting to %s (job %s; giving up after %.1f s, connect_timeout_ms)\n", who,
+                job->brokers, job->name, job->connect_timeout_ms / 1e3);
+    char err[1024];
+    if (fsgd_kbus_connect(job->brokers, job->connect_timeout_ms, err, sizeof err) < 0) {
+        fsgd_cli_error("%s: %s", who, err);
+        return FSGD_EXIT_BROKER;
+    }
     return 0;
 }
 

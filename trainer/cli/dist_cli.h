@@ -34,6 +34,11 @@ int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const 
  * or that none are. 0, or FSGD_EXIT_USAGE with the key file's error printed. */
 int dcli_auth(const fsgd_job_t *job, const char *who);
 
+/* Says which brokers the role waits for, then waits at most
+ * job->connect_timeout_ms for them to answer (TLS and SASL included). 0, or
+ * FSGD_EXIT_BROKER with the brokers and the cause printed. */
+int dcli_connect(const fsgd_job_t *job, const char *who);
+
 /* The help lines of those options. */
 #define DCLI_METRICS_HELP                                                                                      \
     "  --metrics-port PORT  serve Prometheus metrics on http://ADDR:PORT/metrics (0: any free port, printed)\n" \

@@ -100,6 +100,9 @@ static const field_t fields[] = {
     {"min_insync_replicas", "cluster", F_INT, OFF(min_insync_replicas), 0, 32,
      "topics' min.insync.replicas: acks=all writes need this many replicas (0: 2 with 3+ replicas, else 1)"},
     {"step_timeout_ms", "cluster", F_INT, OFF(step_timeout_ms), 100, 3.6e6, "drop a worker missing a step this long"},
+    {"connect_timeout_ms", "cluster", F_INT, OFF(connect_timeout_ms), 100, 3.6e6,
+     "every role's bound on reaching the brokers at start (TLS handshake and SASL included): past it, exit 4 "
+     "naming the broker and librdkafka's cause"},
     {"snapshot_every", "cluster", F_INT, OFF(snapshot_every), 1, 1e9,
      "full model snapshot (and checkpoint) every N steps; auto = max(100, weights / 4096), so a snapshot costs "
      "the same 16 KiB a step whatever the model's size (100 on the embedded cluster, which keeps 5 MiB a partition)"},
@@ -161,6 +164,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
     snprintf(job->name, sizeof job->name, "fsgd");
     job->workers = 2;
     job->step_timeout_ms = 10000;
+    job->connect_timeout_ms = 15000;
     job->snapshot_every = 0; /* auto */
     job->staleness = FSGD_JOB_STALENESS_DEFAULT;
     job->max_epochs = 50;

@@ -47,7 +47,7 @@ static int cut_holdout(agg_t *a, uint64_t H)
         if (o >= end)
             continue;
         hold_ctx_t c = {a};
-        FSGD_TRY(fsgd_bus_read_range(a->scan_c, a->tdata, (int32_t)p, (int64_t)o, (int64_t)end, 30000, 0, hold_msg,
+        FSGD_TRY(fsgd_bus_read_range(a->scan_c, a->tdata, (int32_t)p, (int64_t)o, (int64_t)end, 30000, FSGD_BUS_READ_ROWS, hold_msg,
                                      &c, a->err, a->errsz));
         held += rows_p - a->rows_at[p][o - s0];
         a->st.end[p] = o;

@@ -13,6 +13,7 @@
 
 #include "aggregator_internal.h"
 #include "data_summary.h"
+#include "fsgd/auth.h"
 
 /* --- data scan --- */
 
@@ -152,6 +153,11 @@ int agg_scan_data(agg_t *a)
         for (uint64_t i = 1; i < c.bad.bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
             agg_log(a, "topic %s: skipped %s", a->tdata, c.bad.first_bad[i]);
     }
+    char first[256];
+    uint64_t unauth = fsgd_auth_skipped_rows(first, sizeof first);
+    if (unauth) /* skip_bad: rows without the job key's tag, read as empty by every role */
+        agg_log(a, "topic %s: skipped %llu row messages without this job key's tag (skip_bad); first: %s", a->tdata,
+                (unsigned long long)unauth, first);
     if (total == 0)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "topic %s holds no rows: produce data first", a->tdata);
     char why[300];

@@ -84,6 +84,17 @@ typedef struct worker {
     int hold;                  /* the assignment changed: no step ahead until the model catches up */
     inflight_queue_t fl;       /* gradients sent whose steps are not closed yet */
     uint64_t *next_pos;        /* per partition: where this worker's next step starts */
+    /* Generations NAME.ctl announced (job_start): a model message of a newer
+     * one could not come from this job's run. ctl_read: NAME.ctl is followed */
+    int ctl_read;
+    uint32_t ctl_gen;
+    uint64_t ctl_step;
+    /* the newest snapshot of a generation not announced yet, kept until its
+     * job_start comes (the two topics are not ordered against each other) */
+    fsgd_kframe_t parked_f;
+    uint8_t *parked;
+    size_t parked_len;
+    int64_t parked_off;
 } worker_t;
 
 /* Counts a dropped model message; the first of each reason is logged. */
@@ -320,6 +331,9 @@ static void report_assignment(worker_t *w, const char *event)
 /* NAME.ctl, read from where it ended when the worker started: the
  * aggregator's job_end of our generation (or a later one) ends the worker:
  * "failed" with the aggregator's error, "done" like the final model. */
+static int unannounced(const worker_t *w, const fsgd_kframe_t *f);
+static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset);
+
 static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
 {
     char ev[32], status[16], msg[400];
@@ -327,6 +341,22 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
     const char *j = m->val;
     if (fsgd_ctl_verify(m, msg, sizeof msg) < 0) {
         reject(w, REJECT_UNAUTH, "%s %s", w->tctl, msg);
+        return 0;
+    }
+    double step = 0;
+    if (j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "job_start") &&
+        fsgd_ctl_get_num(j, m->len, "gen", &gen) && fsgd_ctl_get_num(j, m->len, "step", &step) && gen >= 1 &&
+        gen <= 4294967295.0 && (uint32_t)gen > w->ctl_gen) {
+        w->ctl_gen = (uint32_t)gen;
+        w->ctl_step = step >= 0 ? (uint64_t)step : 0;
+        if (w->parked && !unannounced(w, &w->parked_f)) {
+            fsgd_kframe_t f = w->parked_f;
+            uint8_t *body = w->parked;
+            w->parked = NULL;
+            int rc = f.gen < w->gen ? 0 : apply_model(w, &f, body, w->parked_len, w->parked_off);
+            free(body);
+            return rc;
+        }
         return 0;
     }
     if (!j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) || strcmp(ev, "job_end") ||
@@ -373,6 +403,38 @@ static void consumer_error(worker_t *w, const fsgd_bus_msg_t *m)
     }
 }
 
+/* Generation check, independent of keys (issue 27): once the worker holds
+ * a model or NAME.ctl announced a run, a model message of a generation
+ * beyond the newest announced one is not this job's (a restarted
+ * aggregator announces its generation before its first snapshot). */
+static int unannounced(const worker_t *w, const fsgd_kframe_t *f)
+{
+    return w->ctl_read && f->gen > w->gen && f->gen > w->ctl_gen && (w->gen || w->ctl_gen);
+}
+
+/* A parked snapshot that was never announced: dropped and counted. */
+static void unpark(worker_t *w, int count)
+{
+    if (w->parked && count)
+        reject(w, 1, "generation %u step %llu: a snapshot of a generation %s.ctl never announced (newest announced "
+                     "%u, this worker's %u): not from this job's run",
+               w->parked_f.gen, (unsigned long long)w->parked_f.step, w->job->name, w->ctl_gen, w->gen);
+    free(w->parked);
+    w->parked = NULL;
+}
+
+static void park(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, int64_t offset)
+{
+    unpark(w, 1); /* an older one: its job_start did not come before this one */
+    if (!(w->parked = malloc(len ? len : 1)))
+        return;
+    memcpy(w->parked, body, len);
+    w->parked_f = *f;
+    w->parked_len = len;
+    w->parked_off = offset;
+    fsgd_kasm_forget(w->as, f); /* a copy after its job_start is taken as new */
+}
+
 static int handle_model(worker_t *w, const fsgd_bus_msg_t *m)
 {
     if (m->err) {
@@ -406,6 +468,18 @@ static int handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         return 0;
     if (f.gen < w->gen)
         return 0; /* a message of an aggregator that has since restarted */
+    if (unannounced(w, &f)) {
+        if (f.kind == FSGD_KMSG_SNAPSHOT)
+            park(w, &f, body, len, m->offset);
+        return 0; /* a delta of a generation this worker does not hold is of no use anyway */
+    }
+    return apply_model(w, &f, body, len, m->offset);
+}
+
+static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset)
+{
+    const fsgd_kframe_t f = *fp;
+    char e[256];
     fsgd_wire_state_t s = {0};
     size_t off = 0;
     int rc = fsgd_wire_state_get(body, len, &off, &s, e, sizeof e);
@@ -445,6 +519,16 @@ static int handle_model(worker_t *w, const fsgd_bus_msg_t *m)
                          "snapshots come every %llu steps): not from this run",
                    f.gen, (unsigned long long)f.step, (unsigned long long)(f.step - w->step),
                    (unsigned long long)w->step, (unsigned long long)every);
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        /* the first snapshot of an announced generation is at the step its
+         * job_start named */
+        if (w->ctl_read && f.gen != w->gen && f.gen == w->ctl_gen && f.step > w->ctl_step + 2 * every) {
+            reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past the step %s.ctl announced (%llu): "
+                         "not from this run",
+                   f.gen, (unsigned long long)f.step, (unsigned long long)(f.step - w->ctl_step), w->job->name,
+                   (unsigned long long)w->ctl_step);
             fsgd_wire_state_free(&s);
             return 0;
         }
@@ -563,7 +647,7 @@ static int handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         /* The final model of an earlier job on the same topics: only the end
          * of the log counts for a worker that took no part. */
         int64_t lo, hi;
-        if (fsgd_bus_watermarks(w->model_c, w->tmodel, 0, &lo, &hi, 5000, NULL, 0) == 0 && m->offset + 1 < hi)
+        if (fsgd_bus_watermarks(w->model_c, w->tmodel, 0, &lo, &hi, 5000, NULL, 0) == 0 && offset + 1 < hi)
             w->final = 0;
     }
     return 0;
@@ -793,6 +877,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         int64_t lo = 0, hi = 0;
         if (fsgd_bus_watermarks(w->model_c, w->tctl, 0, &lo, &hi, 5000, NULL, 0) == 0)
             l[n++] = (fsgd_bus_tp_t){w->tctl, 0, hi};
+        w->ctl_read = n == 2;
         rc = fsgd_bus_assign(w->model_c, l, n, err, errsz);
     }
     if (!rc && !(w->group = fsgd_bus_group_new(bus, group, w->tdata, on_rebalance, w, err, errsz)))
@@ -841,6 +926,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
             w->last_send = now_s();
         }
     }
+    unpark(w, 1);
     if (w->prod) {
         w->nassigned = 0;
         w->have_assignment = 0;

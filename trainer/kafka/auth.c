@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +35,33 @@ int fsgd_auth_enabled(void) { return have_key; }
 static int unsigned_rows;
 
 void fsgd_auth_set_unsigned_rows(int allowed) { unsigned_rows = allowed != 0; }
+
+static int skip_bad_rows;
+static pthread_mutex_t skipped_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t skipped;
+static char first_skipped[256];
+
+void fsgd_auth_set_skip_bad_rows(int skip) { skip_bad_rows = skip != 0; }
+int fsgd_auth_skip_bad_rows(void) { return skip_bad_rows; }
+
+void fsgd_auth_note_skipped_row(const char *topic, int32_t partition, int64_t offset, const char *why)
+{
+    pthread_mutex_lock(&skipped_mu);
+    if (!skipped++)
+        snprintf(first_skipped, sizeof first_skipped, "topic %s partition %d offset %lld: %s", topic,
+                 (int)partition, (long long)offset, why);
+    pthread_mutex_unlock(&skipped_mu);
+}
+
+uint64_t fsgd_auth_skipped_rows(char *first, size_t cap)
+{
+    pthread_mutex_lock(&skipped_mu);
+    uint64_t n = skipped;
+    if (first && cap)
+        snprintf(first, cap, "%s", first_skipped);
+    pthread_mutex_unlock(&skipped_mu);
+    return n;
+}
 
 int fsgd_auth_row_ok(const void *hex, size_t hexlen, const void *value, size_t len)
 {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bus_impl.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/auth.h"
@@ -69,22 +70,30 @@ int fsgd_kbus_set_options(const char *lines, char *err, size_t errsz)
 {
     if (!lines)
         lines = "";
-    if (strlen(lines) >= sizeof job_options)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka options: more than %zu characters",
-                            sizeof job_options - 1);
+    /* KEY_file=PATH lines become KEY=the file's content: a secret never on
+     * a command line (ps shows those) nor in a job file. */
+    char resolved[sizeof job_options];
+    FSGD_TRY(fsgd_kbus_resolve_files(lines, resolved, sizeof resolved, err, errsz));
     /* Validate every setting now, against librdkafka itself, so a typo or a
      * feature this librdkafka lacks (no SSL built in) fails before any work. */
     rd_kafka_conf_t *c = rd_kafka_conf_new();
-    int rc = apply_lines(c, lines, err, errsz);
+    int rc = apply_lines(c, resolved, err, errsz);
     rd_kafka_conf_destroy(c);
     if (rc == 0)
-        snprintf(job_options, sizeof job_options, "%s", lines);
+        memcpy(job_options, resolved, sizeof job_options);
+    fsgd_kbus_wipe(resolved, sizeof resolved);
     return rc;
+}
+
+const char *fsgd_kbus_options(void)
+{
+    return job_options;
 }
 
 static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
+    fsgd_kbus_note_log(level, fac, buf); /* why a connection failed: connect.c */
     /* The library never prints; FSGD_KAFKA_DEBUG=1 shows librdkafka's log. */
     static int show = -1;
     if (show < 0)
@@ -144,9 +153,11 @@ static const char *fetch_wait_ms(const char *brokers)
 }
 
 static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *group,
-                          fsgd_kbus_rebalance_fn rebalance, void *opaque, char *err, size_t errsz)
+                          fsgd_kbus_rebalance_fn rebalance, void *opaque, int watch, char *err, size_t errsz)
 {
     rd_kafka_conf_t *c = rd_kafka_conf_new();
+    if (watch)
+        fsgd_kbus_conf_watch(c);
     if (rebalance) {
         rd_kafka_conf_set_rebalance_cb(c, rebalance);
         rd_kafka_conf_set_opaque(c, opaque);
@@ -216,13 +227,18 @@ static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *
 
 rd_kafka_t *fsgd_kbus_client(fsgd_kclient_t kind, const char *brokers, const char *group, char *err, size_t errsz)
 {
-    return client(kind, brokers, group, NULL, NULL, err, errsz);
+    return client(kind, brokers, group, NULL, NULL, 0, err, errsz);
+}
+
+rd_kafka_t *fsgd_kbus_client_watched(const char *brokers, char *err, size_t errsz)
+{
+    return client(FSGD_KCLIENT_PRODUCER, brokers, NULL, NULL, NULL, 1, err, errsz);
 }
 
 rd_kafka_t *fsgd_kbus_group_consumer(const char *brokers, const char *group, fsgd_kbus_rebalance_fn rebalance,
                                      void *opaque, char *err, size_t errsz)
 {
-    return client(FSGD_KCLIENT_CONSUMER, brokers, group, rebalance, opaque, err, errsz);
+    return client(FSGD_KCLIENT_CONSUMER, brokers, group, rebalance, opaque, 0, err, errsz);
 }
 
 static double mono_ms(void)
@@ -611,6 +627,15 @@ static int read_range(rd_kafka_t *consumer, const char *topic, int32_t partition
             if (rd_kafka_message_headers(m, &h) != RD_KAFKA_RESP_ERR_NO_ERROR ||
                 rd_kafka_header_get_last(h, FSGD_KBUS_MAC_HEADER, &mac, &ml) != RD_KAFKA_RESP_ERR_NO_ERROR)
                 mac = NULL;
+            if (!fsgd_auth_row_ok(mac, ml, m->payload, m->len) && fsgd_auth_skip_bad_rows()) {
+                fsgd_auth_note_skipped_row(topic, partition, m->offset,
+                                           mac ? "a row whose tag is not this job key's" : "a row without a tag");
+                rc = fn(ctx, partition, m->offset, "", 0, err, errsz); /* no rows at this offset */
+                next = m->offset + 1;
+                last = mono_ms();
+                rd_kafka_message_destroy(m);
+                continue;
+            }
             if (!fsgd_auth_row_ok(mac, ml, m->payload, m->len))
                 rc = fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
                                   "topic %s partition %d offset %lld: %s: the job is authenticated and its rows "

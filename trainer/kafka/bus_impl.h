@@ -44,4 +44,32 @@ struct fsgd_bus_client {
     fsgd_bus_t *bus;
 };
 
+/* --- bus.c, connect.c and kopt_file.c share these (Kafka clients only) --- */
+
+/* The job's Kafka options as set (KEY_file lines resolved). */
+const char *fsgd_kbus_options(void);
+
+/* Every librdkafka log line passes here: connect.c keeps the newest
+ * connection failure (facility FAIL) to say why brokers were not reached. */
+void fsgd_kbus_note_log(int level, const char *fac, const char *buf);
+
+/* Installs connect.c's error callback on a configuration: the error codes
+ * of failed connections (only for the start-up check's client, which polls
+ * them: other clients keep librdkafka's default handling). */
+struct rd_kafka_conf_s;
+void fsgd_kbus_conf_watch(struct rd_kafka_conf_s *c);
+
+/* A producer client as fsgd_kbus_client makes one, its errors watched. */
+struct rd_kafka_s;
+struct rd_kafka_s *fsgd_kbus_client_watched(const char *brokers, char *err, size_t errsz);
+
+/* Copies "key=value\n" lines to out, replacing each KEY_file=PATH line by
+ * KEY=the first line of PATH (a regular file, not a link, owned by this
+ * user, mode & 077 == 0). Errors name the key and the path, never the
+ * content. */
+int fsgd_kbus_resolve_files(const char *lines, char *out, size_t cap, char *err, size_t errsz);
+
+/* Zeroes memory that held a secret (not optimised away). */
+void fsgd_kbus_wipe(void *p, size_t n);
+
 #endif

@@ -72,6 +72,7 @@ typedef struct fsgd_job {
     int replication_factor;          /* replicas of each topic on a real cluster (0 = min(3, brokers); 1 embedded) */
     int min_insync_replicas;         /* topics' min.insync.replicas (0 = 2 with 3+ replicas, else 1) */
     int step_timeout_ms;             /* drop a worker that misses a step by this long */
+    int connect_timeout_ms;          /* a role gives up (exit 4) on brokers that do not answer by then */
     int snapshot_every;              /* full model snapshot every N steps (0: auto, agg_auto.c) */
     int staleness;                   /* τ: a gradient may be computed on a model up to τ steps old (0: BSP) */
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */

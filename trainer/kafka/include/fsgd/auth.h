@@ -61,6 +61,18 @@ void fsgd_auth_set_unsigned_rows(int allowed);
  * valid tag. A tag that is present is always checked. */
 int fsgd_auth_row_ok(const void *hex, size_t hexlen, const void *value, size_t len);
 
+/* skip_bad for NAME.data (job key skip_bad): a row message that fails
+ * fsgd_auth_row_ok is read as an empty message (no rows) and counted,
+ * instead of stopping the job; every role reads it so, so the rows per
+ * offset agree. Set before any role starts. */
+void fsgd_auth_set_skip_bad_rows(int skip);
+int fsgd_auth_skip_bad_rows(void);
+/* Counts one such row; the first is remembered as "topic T partition P
+ * offset O: why". Thread safe. */
+void fsgd_auth_note_skipped_row(const char *topic, int32_t partition, int64_t offset, const char *why);
+/* Rows skipped so far in this process, and the first one (may be ""). */
+uint64_t fsgd_auth_skipped_rows(char *first, size_t cap);
+
 /* tag = a random nonce and the Poly1305 tag of a[0, alen) b[0, blen) under
  * the one-time key of (domain, nonce); b may be NULL. Thread safe. Only when
  * enabled. */

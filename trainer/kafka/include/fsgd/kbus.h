@@ -129,9 +129,22 @@ typedef enum fsgd_kclient {
  * security.protocol=SASL_SSL, sasl.mechanism=PLAIN, sasl.username=...,
  * ssl.ca.location=...). Each is checked with librdkafka now: an unknown key
  * or a value this librdkafka cannot use is FSGD_E_ARG naming it. They apply
- * after fsgd's own settings and FSGD_RDKAFKA, so they win. Not thread safe:
- * call before making clients. */
+ * after fsgd's own settings and FSGD_RDKAFKA, so they win. A line
+ * KEY_file=PATH sets KEY to the first line of the file PATH, which must be
+ * a regular file owned by this user and readable by nobody else (secrets:
+ * sasl.password_file, ssl.key.password_file). Not thread safe: call before
+ * making clients. */
 int fsgd_kbus_set_options(const char *lines, char *err, size_t errsz);
+
+/* Waits up to timeout_ms for brokers to answer a metadata request (the TLS
+ * handshake and SASL authentication done): every role's first contact, so
+ * a wrong address, certificate or password fails in bounded time. A cause
+ * that waiting cannot cure (certificate not trusted, authentication
+ * refused), seen twice, ends the wait early. 0, or FSGD_E_KAFKA with err
+ * naming the brokers and librdkafka's cause, e.g. "ssl://127.0.0.1:9093/
+ * bootstrap: SSL handshake failed: ... certificate verify failed ...
+ * (_SSL)". */
+int fsgd_kbus_connect(const char *brokers, int timeout_ms, char *err, size_t errsz);
 
 /* Makes a client of the given kind for brokers. group may be NULL (a
  * consumer used with assign only). Returns NULL with err set. */

@@ -1,0 +1,125 @@
+/* Reaching the brokers at start, in bounded time, with the reason when it
+ * fails (fsgd/kbus.h: fsgd_kbus_connect). */
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "bus_impl.h"
+#include "fsgd/error.h"
+#include "fsgd/kbus.h"
+
+/* librdkafka says why a connection failed only in its log (facility FAIL,
+ * from its broker threads: "ssl://127.0.0.1:9093/bootstrap: SSL handshake
+ * failed: ... certificate verify failed ...") and, for some causes, with an
+ * error code on the error callback. Both are kept, the newest of each. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char last_fail[512];
+static rd_kafka_resp_err_t last_code;
+
+void fsgd_kbus_note_log(int level, const char *fac, const char *buf)
+{
+    if (level > 4 || !fac || strcmp(fac, "FAIL") != 0 || !buf)
+        return;
+    /* "[thrd:ssl://h:p/bootstrap]: ssl://h:p/bootstrap: why": the thread's name is said again */
+    if (!strncmp(buf, "[thrd:", 6)) {
+        const char *e = strstr(buf, "]: ");
+        if (e)
+            buf = e + 3;
+    }
+    pthread_mutex_lock(&lock);
+    snprintf(last_fail, sizeof last_fail, "%s", buf);
+    pthread_mutex_unlock(&lock);
+}
+
+static void on_error(rd_kafka_t *rk, int code, const char *reason, void *opaque)
+{
+    (void)rk, (void)opaque;
+    pthread_mutex_lock(&lock);
+    /* _ALL_BROKERS_DOWN follows the error that says why */
+    if (code != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || !last_code)
+        last_code = (rd_kafka_resp_err_t)code;
+    if (!last_fail[0] && reason)
+        snprintf(last_fail, sizeof last_fail, "%s", reason);
+    pthread_mutex_unlock(&lock);
+}
+
+void fsgd_kbus_conf_watch(rd_kafka_conf_t *c)
+{
+    rd_kafka_conf_set_error_cb(c, on_error);
+}
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Causes that do not go away by waiting: a certificate not trusted, a
+ * password refused. Seen twice (librdkafka reconnects within a second), the
+ * wait ends early. */
+static int lasting(rd_kafka_resp_err_t e)
+{
+    return e == RD_KAFKA_RESP_ERR__SSL || e == RD_KAFKA_RESP_ERR__AUTHENTICATION ||
+           e == RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED;
+}
+
+/* librdkafka before 2.6.1 computes the SCRAM proof over a nonce that Kafka
+ * 3.8.1 and later refuse (librdkafka#4895, Kafka's fix of CVE-2024-56128):
+ * the broker then says "invalid credentials", as for a wrong password. */
+static const char *scram_hint(void)
+{
+    if (rd_kafka_version() >= 0x020601ff || !strstr(fsgd_kbus_options(), "sasl.mechanism=SCRAM"))
+        return "";
+    return "; note: this librdkafka is older than 2.6.1, whose SCRAM Kafka 3.8.1 and later refuse as invalid "
+           "credentials whatever the password (librdkafka#4895): use sasl.mechanism=PLAIN over SASL_SSL, or a "
+           "newer librdkafka";
+}
+
+int fsgd_kbus_connect(const char *brokers, int timeout_ms, char *err, size_t errsz)
+{
+    pthread_mutex_lock(&lock);
+    last_fail[0] = '\0';
+    last_code = RD_KAFKA_RESP_ERR_NO_ERROR;
+    pthread_mutex_unlock(&lock);
+    char e[512];
+    rd_kafka_t *rk = fsgd_kbus_client_watched(brokers, e, sizeof e);
+    if (!rk)
+        return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "brokers %s: %s", brokers, e);
+    const double start = mono_ms(), end = start + timeout_ms;
+    int ok = 0, lasting_seen = 0;
+    rd_kafka_resp_err_t mdrc = RD_KAFKA_RESP_ERR__TIMED_OUT;
+    for (;;) {
+        double left = end - mono_ms();
+        if (left <= 0)
+            break;
+        const struct rd_kafka_metadata *md = NULL;
+        mdrc = rd_kafka_metadata(rk, 0, NULL, &md, left < 1000 ? (int)left + 1 : 1000);
+        if (mdrc == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            rd_kafka_metadata_destroy(md);
+            ok = 1;
+            break;
+        }
+        rd_kafka_poll(rk, 0); /* serves on_error */
+        pthread_mutex_lock(&lock);
+        int now = lasting(last_code);
+        pthread_mutex_unlock(&lock);
+        if (now && ++lasting_seen >= 2)
+            break;
+    }
+    /* the cause before rd_kafka_destroy, which logs failures of its own */
+    pthread_mutex_lock(&lock);
+    char why[sizeof last_fail];
+    snprintf(why, sizeof why, "%s", last_fail[0] ? last_fail : rd_kafka_err2str(mdrc));
+    const char *name = last_code ? rd_kafka_err2name(last_code) : rd_kafka_err2name(mdrc);
+    pthread_mutex_unlock(&lock);
+    rd_kafka_destroy(rk);
+    if (ok)
+        return 0;
+    const double now = mono_ms();
+    return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "brokers %s: no connection %s %.1f s: %s (%s)%s", brokers,
+                        now < end ? "after" : "within", (now < end ? now - start : timeout_ms) / 1e3, why, name,
+                        scram_hint());
+}
