@@ -9,12 +9,16 @@
  * i64, an f64 and a u32 list), which the reader must read back exactly
  * (non-finite f64 are written as null and then absent). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fsgd/le.h"
 
+#include "fsgd/job.h"
+
 #include "../../trainer/distributed/ctl.h"
+#include "../../trainer/distributed/data_summary.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -54,6 +58,22 @@ static void read_any(const uint8_t *data, size_t size)
         for (size_t i = ucap; i < sizeof u / sizeof *u; i++)
             if (u[i] != 0xdeadbeef)
                 abort();
+    }
+    /* a producer's data_summary (of job "fsgd", format libsvm): what it
+     * accepts adds up */
+    static fsgd_job_t job;
+    static fsgd_data_summary_t sum;
+    if (!job.format[0]) {
+        fsgd_job_defaults(&job);
+        snprintf(job.name, sizeof job.name, "fsgd");
+    }
+    if (fsgd_data_summary_parse(j, len, &job, &sum)) {
+        uint64_t total = 0;
+        for (uint32_t p = 0; p < sum.nparts; p++)
+            total += sum.ends[p];
+        if (sum.nparts == 0 || sum.nparts > FSGD_SUMMARY_MAX_PARTS || total != sum.rows || sum.labels.n < 0 ||
+            sum.labels.n > FSGD_LABELS_KEPT || !(sum.xmax >= 0) || !(sum.ymax >= 0))
+            abort();
     }
     free(j);
 }

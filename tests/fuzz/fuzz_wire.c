@@ -127,20 +127,33 @@ static void check_model(const uint8_t *p, size_t len, int kind, uint64_t dim, in
             check_err(rc, err);
             return;
         }
-        if (m.kind < 1 || m.kind > 3 || m.has_bias > 1 || m.n != m.dim + m.has_bias ||
-            off - start != 28 + 4 * m.n || off > len || m.w != p + start + 28)
+        int sparse = m.w == NULL;
+        if (m.kind < 1 || m.kind > 3 || m.has_bias > 1 || m.n != m.dim + m.has_bias || off > len ||
+            off - start != (sparse ? 36 + 8 * m.nnz : 28 + 4 * m.n) ||
+            (sparse ? m.kv != p + start + 36 : m.w != p + start + 28))
             abort();
-        float *w = malloc(m.n ? 4 * m.n : 1);
-        if (!w)
+        float *w = malloc(m.n ? 4 * m.n : 1), *again = malloc(m.n ? 4 * m.n : 1);
+        if (!w || !again) {
+            free(w);
+            free(again);
             return;
-        for (uint64_t i = 0; i < m.n; i++)
-            w[i] = fsgd_le_getf32(m.w + 4 * i);
+        }
+        fsgd_wire_model_weights(&m, w);
+        /* re-encoded (dense or sparse, whichever is smaller), it decodes to
+         * the same weights bit for bit */
         fsgd_wire_buf_t b = {0};
         if (fsgd_wire_model_put(&b, m.kind, m.has_bias, m.bias, m.dim, w, m.n) < 0)
             abort();
-        same_bytes(&b, p + start, off - start);
+        fsgd_wire_model_t m2;
+        size_t off2 = 0;
+        if (fsgd_wire_model_get(b.p, b.n, &off2, &m2, err, sizeof err) < 0 || off2 != b.n || m2.n != m.n)
+            abort();
+        fsgd_wire_model_weights(&m2, again);
+        if (memcmp(w, again, 4 * m.n))
+            abort();
         free(b.p);
         free(w);
+        free(again);
         return;
     }
     fsgd_sparse_t d = {0};

@@ -373,6 +373,59 @@ static void test_snapshot_body(void)
     free(b.p);
 }
 
+/* A model that is mostly +0.0 (a fresh one, an L1 one) goes as (index,
+ * weight) pairs: -0.0 is a weight like any other, so the copy is the same
+ * bit for bit; indices must increase and stay below n. */
+static void test_snapshot_sparse(void)
+{
+    enum { N = 1001 };
+    float *w = calloc(N, sizeof *w), *back = malloc(N * sizeof *back);
+    CU_ASSERT_FATAL(w && back);
+    w[3] = 0.75f;
+    w[500] = -0.0f;
+    w[N - 1] = -2.5f; /* the intercept */
+    fsgd_wire_buf_t b = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_wire_model_put(&b, 1, 1, 1.0f, N - 1, w, N), 0);
+    CU_ASSERT_EQUAL(b.n, 28 + 8 + 3 * 8);
+    fsgd_wire_model_t m;
+    size_t off = 0;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(fsgd_wire_model_get(b.p, b.n, &off, &m, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(off, b.n);
+    CU_ASSERT_EQUAL(m.has_bias, 1);
+    CU_ASSERT_EQUAL(m.nnz, 3);
+    CU_ASSERT_PTR_NULL(m.w);
+    memset(back, 0xFF, N * sizeof *back);
+    fsgd_wire_model_weights(&m, back);
+    CU_ASSERT_EQUAL(memcmp(w, back, N * sizeof *w), 0);
+    /* all +0.0: no pairs at all */
+    fsgd_wire_buf_t z = {0};
+    float *zero = calloc(N, sizeof *zero);
+    CU_ASSERT_EQUAL(fsgd_wire_model_put(&z, 1, 0, 1.0f, N, zero, N), 0);
+    CU_ASSERT_EQUAL(z.n, 36);
+    /* indices out of order, or past n, are refused with their byte */
+    fsgd_le_put32(b.p + 36 + 8, 2); /* second pair's index 500 -> 2 < 3 */
+    off = 0;
+    CU_ASSERT_EQUAL(fsgd_wire_model_get(b.p, b.n, &off, &m, err, sizeof err), FSGD_E_FORMAT);
+    FSGD_ASSERT_CONTAINS(err, "weight index 2 at byte 44");
+    fsgd_le_put32(b.p + 36 + 8, 500);
+    fsgd_le_put32(b.p + 36 + 16, N);
+    off = 0;
+    CU_ASSERT_EQUAL(fsgd_wire_model_get(b.p, b.n, &off, &m, err, sizeof err), FSGD_E_FORMAT);
+    /* a count beyond the weights, and a truncated list */
+    fsgd_le_put32(b.p + 36 + 16, N - 1);
+    off = 0;
+    CU_ASSERT_TRUE(fsgd_wire_model_get(b.p, b.n - 1, &off, &m, err, sizeof err) < 0);
+    fsgd_le_put64(b.p + 28, N + 1);
+    off = 0;
+    CU_ASSERT_EQUAL(fsgd_wire_model_get(b.p, b.n, &off, &m, err, sizeof err), FSGD_E_FORMAT);
+    free(b.p);
+    free(z.p);
+    free(zero);
+    free(w);
+    free(back);
+}
+
 /* Reassembly with limits (what the aggregator sets): a chunk above the
  * chunk size, a message past its bound and a full reassembler are refused
  * and store nothing; held bytes are accounted; forget drops the pending
@@ -552,6 +605,7 @@ void fsgd_test_register(void)
         {"model reassembly from a frame stream", test_model_stream},
         {"packed deltas (kind 4): keys bit-packed, raw and LZ4 values", test_packed_delta_stream},
         {"snapshot bodies: round trip, non-finite and truncated refused", test_snapshot_body},
+        {"a mostly zero snapshot goes as pairs, the same bit for bit", test_snapshot_sparse},
         {"reassembly limits, held bytes, forget", test_reassembly_limits},
         {"checkpoint magic: FSGDCKPT read, version 1 refused by name", test_checkpoint_magic},
         {"kafka security options are checked when set", test_kafka_options_checked},

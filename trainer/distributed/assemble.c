@@ -71,8 +71,7 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
         rc = fsgd_model_init(&s->m, (fsgd_loss_kind_t)wm.kind, wm.dim, (int)wm.has_bias, wm.bias);
         if (rc < 0)
             return fsgd_err_fmt(err, errsz, rc, "snapshot: out of memory");
-        for (uint64_t i = 0; i < wm.n; i++)
-            s->m.w[i] = fsgd_le_getf32(wm.w + 4 * i);
+        fsgd_wire_model_weights(&wm, s->m.w);
         s->have = 1;
         s->gen = f.gen;
         s->step = f.step;

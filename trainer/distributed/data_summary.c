@@ -54,8 +54,7 @@ int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_job_t *job, const
     return rc;
 }
 
-/* 1 when json is a data_summary of this job's rows, parsed into s. */
-static int parse(const char *json, size_t len, const fsgd_job_t *job, fsgd_data_summary_t *s)
+int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_job_t *job, fsgd_data_summary_t *s)
 {
     char ev[32], name[sizeof job->name], fmt[sizeof job->format];
     double hb, rows, max_col, more, n;
@@ -121,7 +120,7 @@ int fsgd_data_summary_read(fsgd_bus_client_t *c, const fsgd_job_t *job, fsgd_dat
             continue;
         if (!m->err && m->offset >= next) {
             next = m->offset + 1;
-            if (m->val && fsgd_ctl_verify(m, NULL, 0) == 0 && parse(m->val, m->len, job, tmp)) {
+            if (m->val && fsgd_ctl_verify(m, NULL, 0) == 0 && fsgd_data_summary_parse(m->val, m->len, job, tmp)) {
                 *s = *tmp;
                 found = 1;
             }

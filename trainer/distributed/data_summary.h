@@ -32,6 +32,10 @@ void fsgd_data_summary_add(fsgd_data_summary_t *s, const fsgd_csr_t *rows);
 /* Sends s on the job's NAME.ctl. Best effort, as every event. */
 int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_job_t *job, const fsgd_data_summary_t *s);
 
+/* 1 when json (len bytes) is a well-formed data_summary of job's rows
+ * (its name, format and hash_bits), parsed into s; 0 otherwise. */
+int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_job_t *job, fsgd_data_summary_t *s);
+
 /* Reads the newest authenticated data_summary of job on NAME.ctl (what the
  * topic holds now) into s: 1 found, 0 none (or no job key: an event anyone
  * could write is not trusted for this), < 0 error. c: a consumer client,

@@ -329,34 +329,91 @@ int fsgd_wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim
     return 0;
 }
 
-int fsgd_wire_model_put(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim, const float *w,
-                   uint64_t n)
+/* A weight that is exactly +0.0 (bit pattern 0): -0.0 is sent as it is, so
+ * the receiver's copy stays identical bit for bit. */
+static int is_plus_zero(float v)
 {
-    int rc = fsgd_wire_u32(b, kind) | fsgd_wire_u32(b, has_bias) | fsgd_wire_f32(b, bias) | fsgd_wire_u64(b, dim) | fsgd_wire_u64(b, n);
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u == 0;
+}
+
+int fsgd_wire_model_put(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim, const float *w,
+                        uint64_t n)
+{
+    uint64_t nnz = 0;
     for (uint64_t i = 0; i < n; i++)
-        rc |= fsgd_wire_f32(b, w[i]);
-    return rc ? FSGD_E_NOMEM : 0;
+        nnz += !is_plus_zero(w[i]);
+    /* pairs are 8 bytes against 4 a weight: sparse below half full */
+    int sparse = n <= UINT32_MAX && nnz * 8 + 8 < n * 4;
+    int rc = fsgd_wire_u32(b, kind) | fsgd_wire_u32(b, has_bias | (sparse ? FSGD_WIRE_MODEL_SPARSE : 0)) |
+             fsgd_wire_f32(b, bias) | fsgd_wire_u64(b, dim) | fsgd_wire_u64(b, n);
+    if (rc)
+        return FSGD_E_NOMEM;
+    if (sparse) {
+        rc = fsgd_wire_u64(b, nnz);
+        for (uint64_t i = 0; i < n && !rc; i++)
+            if (!is_plus_zero(w[i]))
+                rc = fsgd_wire_u32(b, (uint32_t)i) | fsgd_wire_f32(b, w[i]);
+        return rc ? FSGD_E_NOMEM : 0;
+    }
+    uint8_t *out = fsgd_wire_space(b, n * 4);
+    if (!out)
+        return FSGD_E_NOMEM;
+    for (uint64_t i = 0; i < n; i++)
+        fsgd_le_putf32(out + 4 * i, w[i]);
+    return 0;
 }
 
 int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err, size_t errsz)
 {
     NEED(28, "snapshot header");
+    size_t at = *off;
     m->kind = fsgd_le_get32(p + *off);
-    m->has_bias = fsgd_le_get32(p + *off + 4);
+    uint32_t bias_word = fsgd_le_get32(p + *off + 4);
+    m->has_bias = bias_word & ~FSGD_WIRE_MODEL_SPARSE;
+    int sparse = (bias_word & FSGD_WIRE_MODEL_SPARSE) != 0;
     m->bias = fsgd_le_getf32(p + *off + 8);
     m->dim = fsgd_le_get64(p + *off + 12);
     m->n = fsgd_le_get64(p + *off + 20);
+    m->w = m->kv = NULL;
+    m->nnz = 0;
     *off += 28;
     if (m->kind < 1 || m->kind > 3 || m->has_bias > 1 || m->dim > ((uint64_t)1 << 32) ||
         m->n != m->dim + m->has_bias)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "snapshot: kind %u bias %u dim %llu weights %llu at byte %zu are inconsistent", m->kind,
-                            m->has_bias, (unsigned long long)m->dim, (unsigned long long)m->n, *off - 28);
-    NEED(m->n * 4, "snapshot weights");
+                            bias_word, (unsigned long long)m->dim, (unsigned long long)m->n, at);
     if (!isfinite(m->bias))
-        return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "snapshot: bias value is not finite at byte %zu",
-                            *off - 20);
-    /* Deltas are checked value by value; a snapshot must be held to the same. */
+        return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "snapshot: bias value is not finite at byte %zu", at + 8);
+    if (sparse) {
+        NEED(8, "snapshot weight count");
+        uint64_t nnz = fsgd_le_get64(p + *off);
+        if (nnz > m->n)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "snapshot: %llu nonzero weights of %llu at byte %zu",
+                                (unsigned long long)nnz, (unsigned long long)m->n, *off);
+        *off += 8;
+        NEED(nnz * 8, "snapshot weights");
+        /* Deltas are checked value by value; a snapshot is held to the same. */
+        int64_t prev = -1;
+        for (uint64_t i = 0; i < nnz; i++) {
+            const uint8_t *q = p + *off + 8 * i;
+            uint32_t k = fsgd_le_get32(q);
+            if ((int64_t)k <= prev || k >= m->n)
+                return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                    "snapshot: weight index %u at byte %zu is not increasing and below %llu", k,
+                                    (size_t)(q - p), (unsigned long long)m->n);
+            if (!isfinite(fsgd_le_getf32(q + 4)))
+                return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "snapshot: weight %u is not finite at byte %zu",
+                                    k, (size_t)(q - p) + 4);
+            prev = k;
+        }
+        m->kv = p + *off;
+        m->nnz = nnz;
+        *off += nnz * 8;
+        return 0;
+    }
+    NEED(m->n * 4, "snapshot weights");
     for (uint64_t i = 0; i < m->n; i++)
         if (!isfinite(fsgd_le_getf32(p + *off + 4 * i)))
             return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "snapshot: weight %llu is not finite at byte %zu",
@@ -364,6 +421,18 @@ int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_mod
     m->w = p + *off;
     *off += m->n * 4;
     return 0;
+}
+
+void fsgd_wire_model_weights(const fsgd_wire_model_t *m, float *out)
+{
+    if (m->w) {
+        for (uint64_t i = 0; i < m->n; i++)
+            out[i] = fsgd_le_getf32(m->w + 4 * i);
+        return;
+    }
+    memset(out, 0, m->n * sizeof *out);
+    for (uint64_t i = 0; i < m->nnz; i++)
+        out[fsgd_le_get32(m->kv + 8 * i)] = fsgd_le_getf32(m->kv + 8 * i + 4);
 }
 
 int fsgd_wire_cdelta_put(fsgd_wire_buf_t *b, uint32_t flags, uint32_t check, const uint32_t *applied,

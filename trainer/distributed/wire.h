@@ -101,10 +101,18 @@ typedef struct fsgd_wire_model {
     uint32_t kind, has_bias;
     float bias;
     uint64_t dim, n;
-    const uint8_t *w; /* n little-endian floats, borrowed */
+    const uint8_t *w;  /* dense: n little-endian floats, borrowed; NULL when sparse */
+    const uint8_t *kv; /* sparse: nnz (u32 index, f32 weight) pairs, indices increasing, borrowed */
+    uint64_t nnz;
 } fsgd_wire_model_t;
+/* The has_bias word's bit 1: the weights that are not +0.0 as (index,
+ * weight) pairs, written when that is smaller (a fresh model, an L1 one,
+ * a wide one early on: KAFKA_FORMAT.md). */
+#define FSGD_WIRE_MODEL_SPARSE 2u
 int fsgd_wire_model_put(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim, const float *w,
                    uint64_t n);
 int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err, size_t errsz);
+/* m's n weights into out, dense or sparse alike. */
+void fsgd_wire_model_weights(const fsgd_wire_model_t *m, float *out);
 
 #endif

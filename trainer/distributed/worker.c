@@ -537,8 +537,7 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
             fsgd_wire_state_free(&s);
             return rc;
         }
-        for (uint64_t i = 0; i < mm.n; i++)
-            w->theta[i] = fsgd_le_getf32(mm.w + 4 * i);
+        fsgd_wire_model_weights(&mm, w->theta);
         /* A device backend holds its own copy of θ: load all of it. */
         rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz);
         if (rc < 0) {
