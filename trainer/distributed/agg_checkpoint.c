@@ -80,13 +80,21 @@ static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
  * milliseconds at 2^20 weights, seconds at 2^24. Written at every snapshot
  * (every 100 steps on the embedded cluster) it was most of the aggregator's
  * time on small steps; paced by its own cost it takes at most 1/20 of the
- * run, and a crash loses at most about 20 times that much progress. */
-int fsgd_agg_ckpt_due(uint64_t written, double since_last_s, double last_cost_s)
+ * run, and a crash loses at most about 20 times that much progress (a small
+ * model's first checkpoint comes with the first snapshot; at 2^24 weights
+ * only after about half a minute of training). */
+int fsgd_agg_ckpt_due(double since_last_s, double last_cost_s)
 {
-    return written == 0 || since_last_s >= FSGD_AGG_CKPT_COST_RATIO * last_cost_s;
+    return since_last_s >= FSGD_AGG_CKPT_COST_RATIO * last_cost_s;
 }
 
-int agg_ckpt_due(const agg_t *a) { return fsgd_agg_ckpt_due(a->ckpt_n, agg_now() - a->ckpt_at, a->ckpt_cost); }
+int agg_ckpt_due(const agg_t *a)
+{
+    if (a->ckpt_n)
+        return fsgd_agg_ckpt_due(agg_now() - a->ckpt_at, a->ckpt_cost);
+    /* θ, Adam's m and v (or FTRL's z and n), per-key counts: 16 bytes a weight */
+    return fsgd_agg_ckpt_due(agg_now() - a->t0, 16.0 * (double)a->mdim / FSGD_AGG_CKPT_EST_BYTES_S);
+}
 
 int agg_ckpt_write(agg_t *a)
 {

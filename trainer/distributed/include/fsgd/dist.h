@@ -245,12 +245,14 @@ void fsgd_agg_follow_stop(void);
 #define FSGD_AGG_LOSS_WINDOW 8
 
 /* The aggregator's checkpoint pacing: 1 when a snapshot step should also
- * write the checkpoint, given how many this process wrote, the seconds since
- * the last ended and what it took: the first at once, then once the time
- * since is at least FSGD_AGG_CKPT_COST_RATIO times its cost, so checkpoints
- * take at most about 1/FSGD_AGG_CKPT_COST_RATIO of the run. */
+ * write the checkpoint, given the seconds since the last one ended and what
+ * it took (before the first: since training began, and the cost estimated
+ * from its size at FSGD_AGG_CKPT_EST_BYTES_S): once the time since is at
+ * least FSGD_AGG_CKPT_COST_RATIO times the cost, so checkpoints take at most
+ * about 1/FSGD_AGG_CKPT_COST_RATIO of the run. */
 #define FSGD_AGG_CKPT_COST_RATIO 20
-int fsgd_agg_ckpt_due(uint64_t written, double since_last_s, double last_cost_s);
+#define FSGD_AGG_CKPT_EST_BYTES_S 200e6
+int fsgd_agg_ckpt_due(double since_last_s, double last_cost_s);
 
 typedef void (*fsgd_agg_progress_fn)(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch);
 
