@@ -158,13 +158,34 @@ static const char *fetch_wait_ms(const char *brokers)
     return cluster_is_mock(brokers) ? FETCH_WAIT_MOCK_MS : FETCH_WAIT_REAL_MS;
 }
 
-/* Rows are compressed for the network; the embedded cluster is this
- * machine's memory, where lz4 only costs the producer a quarter of its CPU
- * and every reader the decompression (its 5 MiB a partition is sized for
- * uncompressed text: fsgd_produce_partitions_needed). */
+/* 1 when every bootstrap address is this machine's loopback. */
+static int all_loopback(const char *brokers)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", brokers);
+    char *save = NULL;
+    int n = 0;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++) {
+        while (*tok == ' ')
+            tok++;
+        char *colon = strrchr(tok, ':');
+        if (colon && tok[0] != '[')
+            *colon = '\0';
+        if (strncmp(tok, "127.", 4) && strcmp(tok, "localhost") && strncmp(tok, "[::1]", 5))
+            return 0;
+    }
+    return n > 0;
+}
+
+/* Rows are compressed for the network. The embedded cluster is this
+ * machine's memory and a broker on loopback its page cache: there lz4 only
+ * costs the producer a third of its CPU (1M CTR rows, 417 MB: 3.5 s of CPU
+ * against 2.4 s without) and every reader the decompression. (The embedded
+ * cluster's 5 MiB a partition is sized for uncompressed text:
+ * fsgd_produce_partitions_needed.) */
 static const char *data_compression(const char *brokers)
 {
-    return cluster_is_mock(brokers) ? "none" : "lz4";
+    return all_loopback(brokers) || cluster_is_mock(brokers) ? "none" : "lz4";
 }
 
 static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *group,
