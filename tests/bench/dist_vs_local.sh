@@ -15,8 +15,13 @@
 # Lines:
 #   bench dist_vs_local dim=D broker=train wall_s=.. test_auc=.. epochs=..
 #   bench dist_vs_local dim=D broker=B tau=T wall_s=.. ratio_run_over_train=..
-#     test_auc=.. auc_minus_train=.. train_s=.. step1_s=.. busy=.. step_p50_ms=..
+#     test_auc=.. auc_minus_train=.. produce_s=.. other_s=.. train_s=.. step1_s=..
+#     busy=.. step_p50_ms=..
 #     grad_ms=.. encode_ms=.. decode_ms=.. comm_wait_ms=.. update_ms=.. epochs=..
+# produce_s: loading the file into NAME.data (fsgd run's own line); train_s:
+# the aggregator's training seconds (from the settled group: step 1, which
+# loads the workers' partitions, takes step1_s of it); other_s: the rest of the
+# wall time (process start, topic set-up, the group join beyond produce_s).
 # busy: worker compute + encode over the run's training seconds (all workers).
 # The machine has 2 cores: the workers, the aggregator and the broker share
 # them, so ratio_run_over_train is a whole-job figure, not a speed-up bound.
@@ -78,12 +83,14 @@ print(m['test']['auc'], m.get('epochs_run', m.get('epochs')))")
             name=dvl$$_${b}_${tau}_${RANDOM}
             t0=$(now)
             "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers 2 --name "$name" "${bargs[@]}" \
-                "${targs[@]}" "${ARGS[@]}" "${RUN_ARGS[@]}" --quiet --metrics-json "$tmp/run.json" \
+                "${targs[@]}" "${ARGS[@]}" "${RUN_ARGS[@]}" --metrics-json "$tmp/run.json" \
                 >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log" >&2; exit 1; }
             wall=$(sub "$t0" "$(now)")
-            python3 - "$tmp/run.json" "$wall" "$train_wall" "$train_auc" "$dim" "$b" "$tau" <<'EOF'
+            produce_s=$(sed -n 's/^fsgd: produced .* in \([0-9.]*\) s$/\1/p' "$tmp/run.log")
+            python3 - "$tmp/run.json" "$wall" "$train_wall" "$train_auc" "$dim" "$b" "$tau" "${produce_s:-0}" <<'EOF'
 import json, sys
 m = json.load(open(sys.argv[1]))
+produce_s = float(sys.argv[8])
 wall, twall, tauc = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 dim, broker, tau = sys.argv[5], sys.argv[6], m["staleness"]["tau"]
 ps, tot = m["per_step_seconds"], m["total_seconds"]
@@ -91,7 +98,8 @@ train_s = m["train_seconds"]
 busy = (tot["gradient"] + tot["encode"]) / (2 * train_s) if train_s > 0 else 0
 print(f"bench dist_vs_local dim={dim} broker={broker} tau={tau} wall_s={wall:.3f} "
       f"ratio_run_over_train={wall / twall:.2f} test_auc={m['test']['auc']:.5f} "
-      f"auc_minus_train={m['test']['auc'] - tauc:+.4f} train_s={train_s:.3f} step1_s={m['step1_at_seconds']:.2f} "
+      f"auc_minus_train={m['test']['auc'] - tauc:+.4f} produce_s={produce_s:.2f} "
+      f"other_s={wall - produce_s - train_s:.2f} train_s={train_s:.3f} step1_s={m['step1_at_seconds']:.2f} "
       f"busy={busy:.3f} step_p50_ms={m['step_latency_ms']['p50']:.3f} grad_ms={1e3 * ps['gradient']:.3f} "
       f"encode_ms={1e3 * ps['encode']:.3f} decode_ms={1e3 * ps['decode']:.3f} "
       f"comm_wait_ms={1e3 * ps['comm_wait']:.3f} update_ms={1e3 * ps['update']:.3f} "
