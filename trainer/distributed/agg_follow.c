@@ -299,26 +299,6 @@ int agg_follow_after_step(agg_t *a)
     return moved < 0 ? moved : 0;
 }
 
-/* The version's model on --test (the same rows every version: comparable). */
-static int test_version(agg_t *a)
-{
-    if (!a->have_test)
-        return 0;
-    fsgd_model_t m = {.kind = a->job->model, .dim = a->dim, .has_bias = a->job->bias,
-                      .bias = (float)a->job->bias_value, .w = a->adam.theta};
-    size_t n = a->test.n_rows;
-    double *margin = malloc((n ? n : 1) * sizeof *margin);
-    if (!margin)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "follow: out of memory scoring the test rows");
-    for (size_t r = 0; r < n; r++) {
-        uint64_t lo = a->test.row_ptr[r];
-        margin[r] = fsgd_model_margin(&m, a->test.col + lo, a->test.val + lo, a->test.row_ptr[r + 1] - lo);
-    }
-    a->s->test = fsgd_metrics_compute(a->job->model, margin, a->test.label, n);
-    free(margin);
-    return 0;
-}
-
 int agg_follow_published(agg_t *a)
 {
     struct agg_follow *f = a->follow;
@@ -326,7 +306,8 @@ int agg_follow_published(agg_t *a)
     f->last_version_t = agg_now();
     f->rows_at_version = a->s->rows_total;
     agg_follow_stats(a);
-    FSGD_TRY(test_version(a));
+    /* the version's model on --test: the same rows every version, comparable */
+    FSGD_TRY(agg_evaluate(a, &a->s->test));
     agg_ctl_begin(a, "model_version");
     fsgd_cj_u64(&a->cj, "version", f->version);
     fsgd_cj_u64(&a->cj, "step", a->step);

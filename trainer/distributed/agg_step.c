@@ -54,7 +54,7 @@ void agg_begin_step(agg_t *a)
  * topic or authorization that is gone) end the job with FSGD_E_KAFKA;
  * transient ones (a broker down, a timeout) are retried by librdkafka,
  * counted, and each kind logged once. */
-static int evaluate(agg_t *a, fsgd_metrics_t *out)
+int agg_evaluate(agg_t *a, fsgd_metrics_t *out)
 {
     memset(out, 0, sizeof *out);
     if (!a->have_test)
@@ -177,7 +177,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         ep->seconds_from_step1 = agg_now() - a->t_step1;
         ep->train_loss = a->loss_epoch / (double)a->rows_epoch;
         ep->rows = a->rows_epoch;
-        FSGD_TRY(evaluate(a, &ep->test));
+        FSGD_TRY(agg_evaluate(a, &ep->test));
         a->s->test = ep->test;
         agg_ctl_begin(a, "epoch_end");
         fsgd_cj_u64(&a->cj, "epoch", a->st.epoch);
@@ -203,7 +203,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     }
     if (final && a->best) {
         agg_auto_finish(a); /* the best weights are the job's model */
-        FSGD_TRY(evaluate(a, &a->s->test));
+        FSGD_TRY(agg_evaluate(a, &a->s->test));
     }
     a->s->epoch = (int)a->st.epoch;
     a->st.adam_t = a->adam.t;

@@ -216,6 +216,8 @@ int agg_follow_resumed(agg_t *a);
 void agg_set_quota(agg_t *a);
 void agg_begin_step(agg_t *a);
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx);
+/* The model's metrics on the job's test rows (zeroed without them). */
+int agg_evaluate(agg_t *a, fsgd_metrics_t *out);
 void agg_latency_stats(agg_t *a);
 
 /* agg_metrics.c: a closed step's point in the trace, then the caller's step
