@@ -7,7 +7,8 @@
  * With a CUDA device, in the same run: device-to-device copy bandwidth,
  * SpMV throughput as a fraction of it, gradient rows/s of the device
  * (first epoch uploads, later epochs hit the batch cache) against the CPU,
- * and end-to-end epoch time (gradient, host update, apply) per backend.
+ * and end-to-end epoch time (gradient, host update, apply) per backend,
+ * each with its ratio to the CPU (> 1: the device is faster).
  * Without one it prints the CPU figures and a "skipped" line.
  *
  * Output: "bench <name> key=value ..." lines.
@@ -184,6 +185,7 @@ static int reps_for(const dataset_t *d)
     return reps < 1 ? 1 : reps > 50 ? 50 : reps;
 }
 
+/* Returns rows/s per thread. */
 static double cpu_throughput(const dataset_t *d, const float *theta, int threads)
 {
     pthread_t tid[64];
@@ -233,7 +235,8 @@ static double epoch(fsgd_backend_t *b, const dataset_t *d, float *theta)
     return s;
 }
 
-static void device_part(const dataset_t *d, double cpu_rows_per_s)
+/* cpu1: rows/s of one CPU thread; cpun: of all threads (nthreads) together. */
+static void device_part(const dataset_t *d, double cpu1, double cpun, int nthreads)
 {
     char err[512];
     fsgd_cuda_probe_t p;
@@ -261,24 +264,29 @@ static void device_part(const dataset_t *d, double cpu_rows_per_s)
     double cached = (now() - t0) / reps;
     double rows = (double)d->all.n_rows;
     printf("bench backend_cuda_grad data=%s batch=%d rows_per_s_upload=%.4g rows_per_s_cached=%.4g "
-           "nnz_per_s_cached=%.4g vs_cpu_1thread=%.2f\n",
-           d->name, BATCH_ROWS, rows / first, rows / cached, (double)d->all.nnz / cached,
-           rows / cached / cpu_rows_per_s);
+           "nnz_per_s_cached=%.4g vs_cpu_1thread=%.2f vs_cpu_%dthreads=%.2f\n",
+           d->name, BATCH_ROWS, rows / first, rows / cached, (double)d->all.nnz / cached, rows / cached / cpu1,
+           nthreads, rows / cached / cpun);
     fsgd_sparse_free(&g);
     fsgd_backend_destroy(b);
 
     /* End-to-end epochs, both backends from the same θ. */
     const char *names[] = {"cpu", "cuda"};
+    double e1[2], e2[2];
     for (int i = 0; i < 2; i++) {
         /* θ carries on from the previous backend's epochs: same work either way. */
         fsgd_backend_t *e = fsgd_backend_new(names[i], d->dim, theta, err, sizeof err);
         if (!e)
             die(names[i], err);
-        double e1 = epoch(e, d, theta), e2 = epoch(e, d, theta);
+        e1[i] = epoch(e, d, theta);
+        e2[i] = epoch(e, d, theta);
         printf("bench backend_epoch data=%s backend=%s batch=%d epoch1_s=%.4f epoch2_s=%.4f\n", d->name, names[i],
-               BATCH_ROWS, e1, e2);
+               BATCH_ROWS, e1[i], e2[i]);
         fsgd_backend_destroy(e);
     }
+    /* > 1: the device is faster; epoch 1 uploads every batch, epoch 2 hits the cache. */
+    printf("bench backend_epoch_ratio data=%s batch=%d cpu_over_cuda_epoch1=%.2f cpu_over_cuda_epoch2=%.2f\n", d->name,
+           BATCH_ROWS, e1[0] / e1[1], e2[0] / e2[1]);
     free(theta);
 }
 
@@ -307,12 +315,12 @@ int main(void)
 
     for (size_t i = 0; i < n_sets; i++) {
         float *theta = make_theta(sets[i].dim);
-        double cpu1 = cpu_throughput(&sets[i], theta, 1);
+        double cpu1 = cpu_throughput(&sets[i], theta, 1), cpun = cpu1;
         if (threads > 1)
-            cpu_throughput(&sets[i], theta, threads);
+            cpun = cpu_throughput(&sets[i], theta, threads) * threads;
         free(theta);
         if (have_device)
-            device_part(&sets[i], cpu1);
+            device_part(&sets[i], cpu1, cpun, threads);
     }
     if (!have_device)
         printf("bench backend_cuda skipped=\"%s\"\n", why);

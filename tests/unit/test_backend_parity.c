@@ -300,10 +300,14 @@ static void check_devices(const char *label, const fsgd_csr_t *batches, size_t n
 
     /* A ~20 KiB cache: large batches go through the scratch area, small ones
      * under 4 ids each overflow it, so batches are evicted and uploaded
-     * again; none of that may change a result. */
+     * again; none of that may change a result. This instance also takes its
+     * memory with plain cudaMalloc/cudaFree instead of the stream-ordered pool
+     * (FSGD_CUDA_POOL=0), the path of devices without pools. */
     setenv("FSGD_CUDA_CACHE_MB", "0.02", 1);
+    setenv("FSGD_CUDA_POOL", "0", 1);
     dev = fsgd_backend_new("cuda", dim, theta, err, sizeof err);
     unsetenv("FSGD_CUDA_CACHE_MB");
+    unsetenv("FSGD_CUDA_POOL");
     if (!dev)
         fprintf(stderr, "\n  cuda backend with a small cache: %s\n", err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(dev);
