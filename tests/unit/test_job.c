@@ -137,6 +137,22 @@ static void test_yaml_duplicate_keys(void)
 
 /* Kafka security settings: a kafka: map in YAML or repeated --kafka-opt;
  * only security.*, sasl.*, ssl.* (and enable.ssl.certificate.verification). */
+/* auto: cpu for a process's share of a step below FSGD_AUTO_CUDA_MIN_ROWS,
+ * as it is at or above it or when the share is unknown; a named backend is
+ * never changed. */
+static void test_backend_auto(void)
+{
+    fsgd_job_t j;
+    fsgd_job_defaults(&j);
+    snprintf(j.backend, sizeof j.backend, "auto");
+    CU_ASSERT_STRING_EQUAL(fsgd_job_backend(&j, 256), "cpu");
+    CU_ASSERT_STRING_EQUAL(fsgd_job_backend(&j, FSGD_AUTO_CUDA_MIN_ROWS - 1), "cpu");
+    CU_ASSERT_STRING_EQUAL(fsgd_job_backend(&j, FSGD_AUTO_CUDA_MIN_ROWS), "auto");
+    CU_ASSERT_STRING_EQUAL(fsgd_job_backend(&j, 0), "auto");
+    snprintf(j.backend, sizeof j.backend, "cuda");
+    CU_ASSERT_STRING_EQUAL(fsgd_job_backend(&j, 256), "cuda");
+}
+
 static void test_kafka_options(void)
 {
     fsgd_job_t job;
@@ -170,6 +186,7 @@ void fsgd_test_register(void)
         {"flag errors", test_flag_errors},
         {"yaml duplicate keys name both lines", test_yaml_duplicate_keys},
         {"kafka security options", test_kafka_options},
+        {"backend auto takes the GPU only for large steps", test_backend_auto},
         {NULL, NULL},
     };
     fsgd_test_suite("job", cases);

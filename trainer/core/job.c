@@ -79,7 +79,7 @@ static const field_t fields[] = {
      "fraction of the training rows held out to stop early when epochs is auto (unused otherwise)"},
     {"seed", "optimizer", F_U64, OFF(seed), 0, 1.8e19, "random seed (shuffling, split)"},
     {"threads", "compute", F_INT, OFF(threads), 1, 1024, "local worker threads in fsgd train"},
-    {"backend", "compute", F_STR, OFF(backend), 0, 0, "cpu | cuda | auto"},
+    {"backend", "compute", F_STR, OFF(backend), 0, 0, "cpu | cuda | auto (cuda when a device answers and each process gets 2048+ rows a step)"},
     {"codec", "compute", F_STR, OFF(codec), 0, 0, "compression strategy spec NAME:key=value,... (fsgd features lists them; strategy/FORMAT.md), e.g. none, fastsgd:b=1.1,tau=128,l=2, topk:ratio=0.01"},
     {"downlink", "compute", F_STR, OFF(downlink), 0, 0,
      "model updates to workers (fsgd run): auto (compressed with the codec when it is lossy), full (float32 values), or a lossy codec spec"},
@@ -173,6 +173,13 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->alpha = FSGD_JOB_AUTO;
     job->beta = FSGD_FTRL_BETA;
     job->version_seconds = 60;
+}
+
+const char *fsgd_job_backend(const fsgd_job_t *job, double rows_per_process)
+{
+    if (!strcmp(job->backend, "auto") && rows_per_process > 0 && rows_per_process < FSGD_AUTO_CUDA_MIN_ROWS)
+        return "cpu";
+    return job->backend;
 }
 
 const char *fsgd_optimizer_name(fsgd_job_optimizer_t o)

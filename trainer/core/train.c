@@ -864,7 +864,8 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
     for (int i = 0; i < W && rc == 0; i++) {
         worker_t *w = &t.workers[i];
         w->t = &t;
-        w->backend = fsgd_backend_new(job->backend, model_dim, t.adam.theta, err, errsz);
+        w->backend = fsgd_backend_new(fsgd_job_backend(job, job->batch >= 1 ? job->batch / W : 0), model_dim,
+                                      t.adam.theta, err, errsz);
         if (!w->backend) {
             rc = FSGD_E_ARG;
             break;

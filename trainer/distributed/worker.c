@@ -272,7 +272,9 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
     if (!w->theta)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for %llu weights",
                             (unsigned long long)w->mdim);
-    w->be = fsgd_backend_new(w->job->backend, w->mdim, w->theta, w->err, w->errsz);
+    /* a worker's share of a step (a fraction of the data: unknown here) */
+    double share = w->job->batch >= 1 ? w->job->batch / (w->job->workers > 0 ? w->job->workers : 1) : 0;
+    w->be = fsgd_backend_new(fsgd_job_backend(w->job, share), w->mdim, w->theta, w->err, w->errsz);
     if (!w->be)
         return FSGD_E_DEVICE;
     w->strat = fsgd_sworker_new(w->job->codec, w->mdim, w->job->seed + w->id, w->err, w->errsz);

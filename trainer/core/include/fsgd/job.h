@@ -129,6 +129,16 @@ void fsgd_job_print_help(const char *usage_line, void *file /* FILE* */);
 /* The help text with the given defaults (fsgd_job_train_defaults for fsgd train). */
 void fsgd_job_print_help_with(const char *usage_line, const fsgd_job_t *defaults, void *file /* FILE* */);
 
+/* Rows of a step each process must get (a worker of fsgd run, a thread of
+ * fsgd train) before backend auto takes the GPU: on an H100 the device lost
+ * to one CPU core at 256 rows a step and won twice over at 4096
+ * (trainer/backend/CUDA.md). */
+#define FSGD_AUTO_CUDA_MIN_ROWS 2048
+/* The backend to create for job: job->backend, except that auto is cpu when
+ * each process's share of a step, rows_per_process, is below
+ * FSGD_AUTO_CUDA_MIN_ROWS (<= 0: unknown, auto stays auto). */
+const char *fsgd_job_backend(const fsgd_job_t *job, double rows_per_process);
+
 /* Validates cross-field constraints (data given, batch > 0, ...). */
 int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz);
 
