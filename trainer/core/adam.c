@@ -64,7 +64,13 @@ static void apply_counted(const fsgd_adam_t *a, const uint32_t *keys, const floa
         double v = b2 * s->v + (1 - b2) * g * g;
         s->m = (float)m;
         s->v = (float)v;
-        a->theta[k] = (float)(a->theta[k] - lr * (m * inv_c1[tk]) / (sqrt(v) * inv_sqrt_c2[tk] + eps));
+        double lr_k = lr;
+        if (a->rarity) {
+            /* lr auto's 0.15/sqrt(steps an epoch) with the steps that touch k */
+            float r = sqrtf(a->rarity[k]);
+            lr_k = lr * (r < a->rarity_cap ? r : a->rarity_cap);
+        }
+        a->theta[k] = (float)(a->theta[k] - lr_k * (m * inv_c1[tk]) / (sqrt(v) * inv_sqrt_c2[tk] + eps));
     }
 }
 

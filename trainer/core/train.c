@@ -115,6 +115,8 @@ struct trainer {
     int phase;          /* PHASE_GRADIENT or PHASE_UPDATE: what the next round does */
     double inv_rows;    /* 1 / rows in the current step */
     double l2;          /* λ in use: job->l2, or 1/n_train when it is auto */
+    /* λ's factor for each key (NULL: 1), see key_l2_scale */
+    float *l2_scale;
     worker_t *workers;
     int n_workers;
     /* The strategy's aggregator side. When it only decodes and sums a codec
@@ -253,6 +255,44 @@ static void *cut_batches(void *arg)
             }
         }
     }
+}
+
+/* λθ is added to a key's gradient only in the steps that touch it (lazy,
+ * as the aggregator does), so over an epoch a key in nb_k of the n_batches
+ * batches got λ·nb_k/n_batches of the λ of the objective, mean loss +
+ * λ/2|w|²: the rare keys, where the penalty matters most, went nearly
+ * unregularized (measured on 27k rows with 1% positives: 0.69 test AUC
+ * after 10 epochs against LIBLINEAR's 0.786 at C = 1, 0.78 with this
+ * factor). Each touch adds λ·n_batches/nb_k instead, so an epoch's sum of
+ * steps is the full gradient's, as in full-batch descent. The batches are
+ * fixed for the run, so nb_k is exact. Returns the factors (malloc'd) or
+ * NULL when out of memory. */
+static float *key_l2_scale(const trainer_t *t, uint64_t model_dim)
+{
+    float *nb = calloc(model_dim ? (size_t)model_dim : 1, sizeof *nb);
+    uint32_t *last = malloc((model_dim ? (size_t)model_dim : 1) * sizeof *last);
+    if (!nb || !last) {
+        free(nb);
+        free(last);
+        return NULL;
+    }
+    memset(last, 0xff, (size_t)model_dim * sizeof *last);
+    const size_t W = (size_t)t->n_workers;
+    for (size_t b = 0; b < t->n_batches; b++)
+        for (size_t i = 0; i < W; i++) {
+            const fsgd_csr_t *sl = &t->slices[b * W + i];
+            for (size_t e = 0; e < sl->nnz; e++) {
+                uint32_t k = sl->col[e];
+                if (last[k] != (uint32_t)b) {
+                    last[k] = (uint32_t)b;
+                    nb[k] += 1;
+                }
+            }
+        }
+    free(last);
+    for (uint64_t k = 0; k < model_dim; k++)
+        nb[k] = nb[k] > 0 ? (float)((double)t->n_batches / nb[k]) : 1;
+    return nb;
 }
 
 static void worker_step(worker_t *w)
@@ -397,7 +437,8 @@ static void worker_update(worker_t *w)
         /* ftrl: the round's gradient is the sum over its rows; L2 is in
          * FTRL's closed form (fsgd/ftrl.h), not in the gradient */
         w->upd.vals[w->upd.n++] =
-            t->ftrl_on ? (float)sum : fsgd_adam_step_grad(sum, t->inv_rows, l2, t->adam.theta[k]);
+            t->ftrl_on ? (float)sum
+                       : fsgd_adam_step_grad(sum, t->inv_rows, t->l2_scale ? l2 * t->l2_scale[k] : l2, t->adam.theta[k]);
     }
     if (t->ftrl_on)
         fsgd_ftrl_apply(&t->ftrl, t->adam.theta, w->upd.keys, w->upd.vals, w->upd.n);
@@ -622,6 +663,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
     free(t->slices);
     free(t->batch_rows);
     free(t->order);
+    free(t->l2_scale);
     fsgd_csr_free(&t->hold);
     fsgd_stale_free(&t->stale);
     fsgd_sparse_free(&t->before);
@@ -805,8 +847,26 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
     t.perm = malloc(train->n_rows * sizeof *t.perm);
     /* epochs auto: a random holdout fraction of the rows is never trained on;
      * its mean loss decides when to stop (see hold_eval). */
-    const int auto_epochs = job->epochs <= 0;
+    int auto_epochs = job->epochs <= 0, noisy_epochs = 0;
     size_t n_hold = 0;
+    if (auto_epochs && job->model != FSGD_LOSS_SQUARED) {
+        /* a holdout with a few dozen rows of the rarer class judges by
+         * those rows alone: training stopped after 2-3 epochs on 27k rows
+         * with 1% positives, 0.04 test AUC short of LIBLINEAR's C = 1 */
+        size_t pos = 0;
+        for (size_t i = 0; i < train->n_rows; i++)
+            pos += train->label[i] > 0;
+        size_t rare = pos < train->n_rows - pos ? pos : train->n_rows - pos;
+        double held = job->holdout * (double)train->n_rows;
+        if (held > FSGD_TRAIN_HOLDOUT_MAX)
+            held = FSGD_TRAIN_HOLDOUT_MAX;
+        double rare_held = (double)rare * held / (double)train->n_rows;
+        if (rare_held < FSGD_TRAIN_HOLDOUT_MIN_CLASS) {
+            auto_epochs = 0;
+            noisy_epochs = fsgd_train_noisy_epochs(train->n_rows, job->max_epochs);
+            stats->holdout_rare = rare_held;
+        }
+    }
     if (auto_epochs) {
         if (train->n_rows < 2) {
             cleanup(&t, &rows, &test_rows);
@@ -837,6 +897,11 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
             return rc;
         }
     }
+    /* with lr auto (whose Adam was tuned with it); an explicit lr keeps fsgd
+     * run's start at 0 */
+    const int tuned = rc == 0 && job->lr < 0 && !ftrl;
+    if (tuned && bias && !init && job->model == FSGD_LOSS_LOGISTIC)
+        t.adam.theta[dim] = fsgd_train_start_intercept(train->label, train->n_rows, job->bias_value);
     /* A thread pays two barrier crossings per step (microseconds, far more
      * when the machine is busy); below ~FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros
      * of work per thread a step is faster on fewer threads. */
@@ -944,6 +1009,23 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
         return fsgd_err_fmt(err, errsz, rc, "out of memory cutting the data into batches");
     }
 
+    /* Only without a holdout: with one (large data), early stopping does
+     * the rare keys' regularizing, and the factors' array cost a cache miss
+     * a key and step (1M-row CTR set: same test AUC, ~15% slower). */
+    if (rc == 0 && tuned && noisy_epochs && t.plain && t.l2 > 0 && !(t.l2_scale = key_l2_scale(&t, model_dim))) {
+        free(test_margin);
+        cleanup(&t, &rows, &test_rows);
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for the keys' l2 factors");
+    }
+    /* Without a holdout the run must come near the
+     * regularized optimum within its fixed epochs, and a rare key moved by
+     * about lr a touch gets there last: lr·sqrt(rarity) gave +0.004 test AUC
+     * on 27k rows with 1% positives. With a holdout on large data it only
+     * overfits the rare keys (1M-row CTR set: 0.767 against 0.781). */
+    if (t.l2_scale) {
+        t.adam.rarity = t.l2_scale;
+        t.adam.rarity_cap = (float)(FSGD_TRAIN_KEY_LR_MAX / t.adam.p.lr);
+    }
     atomic_init(&t.start.parties, (unsigned)W);
     atomic_init(&t.done.parties, (unsigned)W);
     int started = 1; /* worker 0 is this thread */
@@ -960,7 +1042,7 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
     double train_time = 0, loss_acc = 0;
     uint64_t loss_rows = 0;
     double last_report = now();
-    const int max_epochs = auto_epochs ? job->max_epochs : job->epochs;
+    const int max_epochs = auto_epochs ? job->max_epochs : noisy_epochs ? noisy_epochs : job->epochs;
     /* Early stopping looks at the holdout `looks` times an epoch (on big data
      * one epoch can already be past the best point) and stops after
      * `patience` looks without a new best (fsgd/train.h). */

@@ -55,3 +55,25 @@ int fsgd_train_patience(uint64_t looks)
 {
     return looks / 4 > FSGD_TRAIN_PATIENCE ? (int)(looks / 4) : FSGD_TRAIN_PATIENCE;
 }
+
+int fsgd_train_noisy_epochs(size_t n_rows, int max_epochs)
+{
+    double e = ceil((double)FSGD_TRAIN_NOISY_ROWS / (double)(n_rows ? n_rows : 1));
+    if (e < FSGD_TRAIN_NOISY_MIN_EPOCHS)
+        e = FSGD_TRAIN_NOISY_MIN_EPOCHS;
+    return e > (double)max_epochs ? max_epochs : (int)e;
+}
+
+/* Starting the intercept at 0 (p = 0.5) on data with 1% positives makes
+ * the first steps push every feature down with the intercept; Adam moves a
+ * rare feature by about lr a touch, so that push takes many epochs to undo
+ * (measured on 27k rows, 1% positives: 0.69 test AUC after 10 epochs from
+ * 0, 0.75 from the log-odds). */
+float fsgd_train_start_intercept(const double *label, size_t n, double bias_value)
+{
+    double pos = 0;
+    for (size_t i = 0; i < n; i++)
+        pos += label[i] > 0;
+    double p = (pos + 0.5) / ((double)n + 1);
+    return (float)(log(p / (1 - p)) / (bias_value != 0 ? bias_value : 1));
+}
