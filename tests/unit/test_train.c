@@ -444,6 +444,50 @@ static void test_apply_strategy_gets_l2(void)
     fsgd_csr_free(&train);
 }
 
+/* efsign's stepsize auto: with the job's lr auto and no lr in the spec,
+ * fsgd train gives efsign 2/sqrt(steps per epoch), the same model as that
+ * value written in the spec; an lr in the spec, or the job's lr given,
+ * keeps the strategy's own. */
+static void test_efsign_lr_auto(void)
+{
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_efsign_lr(80000, 6000), 2 / sqrt(14.0), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_efsign_lr(100, 1000), FSGD_TRAIN_EFSIGN_LR_MAX, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_efsign_lr(1u << 30, 1), FSGD_TRAIN_EFSIGN_LR_MIN, 1e-12);
+    uint64_t rng = fsgd_test_seed();
+    fsgd_csr_t train = {0};
+    synthetic(&train, 2000, 40, 0, &rng);
+    char err[512];
+    fsgd_job_t job;
+    base_job(&job);
+    job.lr = -1;
+    job.l2 = 0;
+    job.epochs = 1;
+    job.batch = 100;
+    fsgd_model_t a = {0}, b = {0}, c = {0};
+    fsgd_train_stats_t st;
+    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0");
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &a, &st, NULL, NULL, err, sizeof err), 0);
+    double lr = fsgd_train_auto_efsign_lr(2000, 100); /* 20 steps: 0.447 */
+    CU_ASSERT_DOUBLE_EQUAL(st.codec_lr, lr, 1e-12);
+    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0,lr=%.4g", lr);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &b, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(st.codec_lr, 0);
+    CU_ASSERT_EQUAL(memcmp(a.w, b.w, (a.dim + 1) * sizeof *a.w), 0);
+    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0");
+    job.lr = 0.01; /* the job's lr given: efsign keeps its default 0.5 */
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &c, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(st.codec_lr, 0);
+    fsgd_model_free(&b);
+    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0,lr=0.5");
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &b, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(memcmp(b.w, c.w, (b.dim + 1) * sizeof *b.w), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(a.w, c.w, (a.dim + 1) * sizeof *a.w), 0);
+    fsgd_model_free(&a);
+    fsgd_model_free(&b);
+    fsgd_model_free(&c);
+    fsgd_csr_free(&train);
+}
+
 /* optimizer ftrl learns the known models as Adam does, with 1 and 3
  * threads alike (the update is per key, on disjoint key ranges), and
  * through a strategy that is more than decode-and-sum (gtopk: one thread
@@ -840,6 +884,7 @@ void fsgd_test_register(void)
         {"rare positives: epochs and intercept start", test_rare_positive_helpers},
         {"auto values parse for l2, lr, epochs only", test_auto_keys},
         {"efsign (workers run the optimizer) gets the job's l2", test_apply_strategy_gets_l2},
+        {"efsign's stepsize auto from the steps an epoch", test_efsign_lr_auto},
         {"ftrl learns known models; 1 and 3 threads agree; through gtopk", test_ftrl_learns},
         {"ftrl l1 zeros the uninformative weights", test_ftrl_l1_sparse},
         {"optimizer options: errors, VW names, YAML, what fsgd run takes", test_optimizer_options},

@@ -49,10 +49,12 @@ static const char defaults_note[] =
     "               within a quarter epoch. With lr auto, Adam's bias corrections count each key's\n"
     "               own updates (a rare key's steps stay about lr); an explicit lr is the plain lazy\n"
     "               Adam of fsgd run, so --l2 0 --lr 0.01 --epochs N matches fsgd run's defaults.\n"
-    "               Also with lr auto and no holdout (below): a key's λθ, added only in the steps that touch it, is scaled\n"
-    "               by steps an epoch / its steps an epoch, so every key gets the objective's λ (rare\n"
-    "               keys went nearly unregularized), and a logistic model's intercept starts at the\n"
-    "               log-odds of the positive share, not at 0.\n"
+    "               Also with lr auto: a logistic model's intercept starts at the log-odds of the\n"
+    "               positive share, not at 0; when no rows are held out (epochs auto, above), a\n"
+    "               key's λθ, added only in the steps that touch it, is scaled by steps an epoch /\n"
+    "               its steps an epoch, so every key gets the objective's λ (rare keys went nearly\n"
+    "               unregularized); --codec efsign (momentum SGD on the workers) gets a stepsize of\n"
+    "               2 / sqrt(steps per epoch), within [0.01, 1], unless its spec gives lr.\n"
     "  alpha auto   (--optimizer ftrl) 2 / sqrt(steps per epoch), within [0.01, 0.5]: FTRL's step takes\n"
     "               the sum of the step's rows' gradients, so as with lr a longer epoch needs a smaller\n"
     "               rate (0.033 on 1M-row CTR data, 0.15-0.4 on the shipped sets). l1 and l2 stay on\n"
@@ -283,6 +285,7 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     fprintf(f, "\"l2_auto\": %s, \"holdout_rows\": %zu, \"stopped_early\": %s, ", job->l2 < 0 ? "true" : "false",
             s->holdout_rows, s->stopped_early ? "true" : "false");
     json_num(f, "holdout_rare_rows", s->holdout_rare, 1);
+    json_num(f, "efsign_lr_auto", s->codec_lr > 0 ? s->codec_lr : NAN, 1);
     json_num(f, "holdout_loss", s->holdout_rows ? s->holdout_loss : NAN, 1);
     json_num(f, "best_epoch", s->holdout_rows ? s->best_epoch : NAN, 1);
     json_num(f, "peak_rss_mb", peak_rss_mb(), 1);
@@ -354,6 +357,8 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
            (unsigned long long)st->steps, job->codec, st->threads_used, optimizer_note(job, st, opt, sizeof opt),
            st->l2, job->l2 < 0 ? " (auto: 1/n)" : "");
     print_weights(st);
+    if (st->codec_lr > 0)
+        printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st->codec_lr);
     if (st->holdout_rare > 0)
         printf("epochs: no holdout (it would hold ~%.0f rows of the rarer class, a noisy judge): %.0f epochs on all rows\n",
                st->holdout_rare, st->epochs_run);
@@ -605,6 +610,8 @@ int fsgd_cmd_train(int argc, char **argv)
            job.l2 < 0 ? " (auto: 1/n)" : "");
     print_weights(&st);
     char note[96];
+    if (st.codec_lr > 0)
+        printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st.codec_lr);
     if (st.holdout_rare > 0)
         printf("epochs: no holdout (it would hold ~%.0f rows of the rarer class, a noisy judge): %.0f epochs on all rows\n",
                st.holdout_rare, st.epochs_run);

@@ -295,6 +295,28 @@ static float *key_l2_scale(const trainer_t *t, uint64_t model_dim)
     return nb;
 }
 
+/* The codec spec the run uses: the job's, with efsign's stepsize added
+ * when neither it nor the job's lr is given (fsgd_train_auto_efsign_lr).
+ * Sets *lr_set to that stepsize, else 0. */
+static void run_codec(const fsgd_job_t *job, size_t n_fit, size_t B, char *out, size_t outsz, double *lr_set)
+{
+    *lr_set = 0;
+    snprintf(out, outsz, "%s", job->codec);
+    const char *colon = strchr(job->codec, ':');
+    size_t name_len = colon ? (size_t)(colon - job->codec) : strlen(job->codec);
+    if (job->lr >= 0 || name_len != 6 || strncmp(job->codec, "efsign", 6) != 0)
+        return;
+    for (const char *p = colon; p; p = strchr(p + 1, ','))
+        if (strncmp(p + 1, "lr=", 3) == 0)
+            return;
+    double lr = fsgd_train_auto_efsign_lr(n_fit, B);
+    int n = snprintf(out, outsz, "%s%slr=%.4g", job->codec, colon ? "," : ":", lr);
+    if (n < 0 || (size_t)n >= outsz) /* no room: the job's spec as it is */
+        snprintf(out, outsz, "%s", job->codec);
+    else
+        *lr_set = lr;
+}
+
 static void worker_step(worker_t *w)
 {
     trainer_t *t = w->t;
@@ -926,6 +948,8 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
     }
     for (size_t i = 0; i < train->n_rows; i++)
         t.perm[i] = (uint32_t)i;
+    char codec[sizeof job->codec + 32];
+    run_codec(job, n_fit, B, codec, sizeof codec, &stats->codec_lr);
     for (int i = 0; i < W && rc == 0; i++) {
         worker_t *w = &t.workers[i];
         w->t = &t;
@@ -934,11 +958,11 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
             rc = FSGD_E_ARG;
             break;
         }
-        w->strat = fsgd_sworker_new(job->codec, model_dim, job->seed + (uint64_t)i, err, errsz);
+        w->strat = fsgd_sworker_new(codec, model_dim, job->seed + (uint64_t)i, err, errsz);
         if (!w->strat)
             rc = FSGD_E_ARG;
     }
-    if (rc == 0 && !(t.agg = fsgd_sagg_new(job->codec, model_dim, job->seed, err, errsz)))
+    if (rc == 0 && !(t.agg = fsgd_sagg_new(codec, model_dim, job->seed, err, errsz)))
         rc = FSGD_E_ARG;
     t.plain = rc == 0 && fsgd_sagg_plain_sum(t.agg);
     t.direct = t.plain && strcmp(job->codec, "none") == 0;

@@ -83,6 +83,7 @@ typedef struct fsgd_train_stats {
     double l2;                      /* λ used (job->l2, or 1/n_train when auto) */
     double alpha;                   /* FTRL's α used (job->alpha, or the auto value); NAN with Adam */
     size_t holdout_rows;            /* rows held out for early stopping (epochs auto), else 0 */
+    double codec_lr;                /* efsign's η set by fsgd_train_auto_efsign_lr, else 0 */
     double holdout_rare;            /* epochs auto, none held out: the rows of the rarer class a holdout would
                                      * have had (< FSGD_TRAIN_HOLDOUT_MIN_CLASS); else 0 */
     double holdout_loss;            /* best mean loss on them */
@@ -155,6 +156,14 @@ int fsgd_train_noisy_epochs(size_t n_rows, int max_epochs);
  * positive labels (with half a row of each class added, so never infinite),
  * divided by the intercept feature's value. */
 float fsgd_train_start_intercept(const double *label, size_t n, double bias_value);
+
+/* efsign's stepsize η when its spec has none and the job's lr is auto:
+ * FSGD_TRAIN_EFSIGN_LR_C / sqrt(steps per epoch), within [MIN, MAX] (the
+ * 1/sqrt(T) stepsize of the paper's Corollary 3, T about an epoch). */
+#define FSGD_TRAIN_EFSIGN_LR_C 2.0
+#define FSGD_TRAIN_EFSIGN_LR_MIN 0.01
+#define FSGD_TRAIN_EFSIGN_LR_MAX 1.0
+double fsgd_train_auto_efsign_lr(size_t n_fit, size_t B);
 
 /* Looks without a new best before stopping: max(FSGD_TRAIN_PATIENCE, looks / 4). */
 int fsgd_train_patience(uint64_t looks);
