@@ -488,6 +488,53 @@ static void test_efsign_lr_auto(void)
     fsgd_csr_free(&train);
 }
 
+/* fsgd_train_from_shrinking trains the model fsgd_train_from trains,
+ * bit for bit, and leaves the first keep_rows training rows as they were
+ * and the test rows freed; keep_rows above the row count keeps them all. */
+static void test_train_shrinking(void)
+{
+    uint64_t rng = fsgd_test_seed();
+    fsgd_csr_t train = {0}, test = {0}, train2 = {0}, test2 = {0};
+    synthetic(&train, 3000, 40, 0, &rng);
+    synthetic(&test, 500, 40, 0, &rng);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&train2, &train, 0, train.n_rows), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&test2, &test, 0, test.n_rows), 0);
+    char err[512];
+    fsgd_job_t job;
+    fsgd_job_train_defaults(&job);
+    job.quiet = 1;
+    job.threads = 2;
+    job.batch = 50;
+    fsgd_model_t a = {0}, b = {0};
+    fsgd_train_stats_t sa, sb;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, &test, 40, NULL, &a, &sa, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        fsgd_train_from_shrinking(&job, &train2, 100, &test2, 40, NULL, &b, &sb, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(memcmp(a.w, b.w, (a.dim + 1) * sizeof *a.w), 0);
+    CU_ASSERT_EQUAL(sa.steps, sb.steps);
+    CU_ASSERT_DOUBLE_EQUAL(sa.test.auc, sb.test.auc, 0);
+    CU_ASSERT_EQUAL(train2.n_rows, 100);
+    CU_ASSERT_EQUAL(train2.nnz, (size_t)train.row_ptr[100]);
+    CU_ASSERT_EQUAL(memcmp(train2.row_ptr, train.row_ptr, 101 * sizeof *train.row_ptr), 0);
+    CU_ASSERT_EQUAL(memcmp(train2.col, train.col, train2.nnz * sizeof *train.col), 0);
+    CU_ASSERT_EQUAL(memcmp(train2.val, train.val, train2.nnz * sizeof *train.val), 0);
+    CU_ASSERT_EQUAL(memcmp(train2.label, train.label, 100 * sizeof *train.label), 0);
+    CU_ASSERT_EQUAL(test2.n_rows, 0);
+    CU_ASSERT_PTR_NULL(test2.col);
+    fsgd_model_free(&b);
+    fsgd_csr_free(&train2);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&train2, &train, 0, train.n_rows), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        fsgd_train_from_shrinking(&job, &train2, 5000, NULL, 40, NULL, &b, &sb, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(train2.n_rows, 3000);
+    CU_ASSERT_EQUAL(memcmp(train2.col, train.col, train.nnz * sizeof *train.col), 0);
+    fsgd_model_free(&a);
+    fsgd_model_free(&b);
+    fsgd_csr_free(&train);
+    fsgd_csr_free(&test);
+    fsgd_csr_free(&train2);
+}
+
 /* optimizer ftrl learns the known models as Adam does, with 1 and 3
  * threads alike (the update is per key, on disjoint key ranges), and
  * through a strategy that is more than decode-and-sum (gtopk: one thread
@@ -885,6 +932,7 @@ void fsgd_test_register(void)
         {"auto values parse for l2, lr, epochs only", test_auto_keys},
         {"efsign (workers run the optimizer) gets the job's l2", test_apply_strategy_gets_l2},
         {"efsign's stepsize auto from the steps an epoch", test_efsign_lr_auto},
+        {"shrinking: the same model, the head of the rows kept, the test rows freed", test_train_shrinking},
         {"ftrl learns known models; 1 and 3 threads agree; through gtopk", test_ftrl_learns},
         {"ftrl l1 zeros the uninformative weights", test_ftrl_l1_sparse},
         {"optimizer options: errors, VW names, YAML, what fsgd run takes", test_optimizer_options},

@@ -584,8 +584,10 @@ int fsgd_cmd_train(int argc, char **argv)
     progress_ctx_t pctx = {.job = &job, .tty = isatty(2), .n_train = train.n_rows};
     fsgd_model_t model = {0};
     fsgd_train_stats_t st;
-    rc = fsgd_train_from(&job, &train, &test, dim, job.init[0] ? &init : NULL, &model, &st, on_progress, &pctx, err,
-                         sizeof err);
+    /* only the rows scored for the train line are read after training */
+    const size_t n_train = train.n_rows, n_test = test.n_rows;
+    rc = fsgd_train_from_shrinking(&job, &train, TRAIN_METRICS_ROWS, &test, dim, job.init[0] ? &init : NULL, &model,
+                                   &st, on_progress, &pctx, err, sizeof err);
     fsgd_model_free(&init);
     if (rc < 0) {
         fsgd_cli_error("training failed: %s", err);
@@ -624,14 +626,14 @@ int fsgd_cmd_train(int argc, char **argv)
            st.wire_bytes ? (double)st.raw_bytes / st.wire_bytes : 0.0);
     if (job.model == FSGD_LOSS_SQUARED) {
         printf("train rmse %.5f\n", train_m.rmse);
-        if (test.n_rows)
-            printf("test  rmse %.5f (%zu rows)\n", st.test.rmse, test.n_rows);
+        if (n_test)
+            printf("test  rmse %.5f (%zu rows)\n", st.test.rmse, n_test);
     } else {
         printf("train auc %.5f  logloss %.5f  accuracy %.5f (%zu rows%s)\n", train_m.auc, train_m.logloss,
-               train_m.accuracy, train_m.n, train_m.n < train.n_rows ? ", the first" : "");
-        if (test.n_rows)
+               train_m.accuracy, train_m.n, train_m.n < n_train ? ", the first" : "");
+        if (n_test)
             printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows)\n", st.test.auc, st.test.logloss,
-                   st.test.accuracy, test.n_rows);
+                   st.test.accuracy, n_test);
     }
     if (job.target_auc > 0) {
         if (st.time_to_target >= 0)
@@ -650,7 +652,7 @@ int fsgd_cmd_train(int argc, char **argv)
             printf("model written to %s\n", job.out);
         }
     }
-    if (job.metrics_json[0] && (rc = write_metrics(job.metrics_json, &job, &st, &train_m, train.n_rows, dim, t0)) < 0 &&
+    if (job.metrics_json[0] && (rc = write_metrics(job.metrics_json, &job, &st, &train_m, n_train, dim, t0)) < 0 &&
         !status)
         status = fsgd_cli_status(rc);
     fsgd_model_free(&model);

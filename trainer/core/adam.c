@@ -92,10 +92,15 @@ int fsgd_adam_count_keys(fsgd_adam_t *a)
         a->corr = NULL;
         return FSGD_E_NOMEM;
     }
-    for (uint64_t k = 0; k < a->dim; k++) { /* keep any state already there */
-        a->keys[k].m = a->m[k];
-        a->keys[k].v = a->v[k];
-    }
+    /* keep any state already there; only its nonzero entries are written,
+     * so a fresh state's pages stay unmapped (zero) until a key's first
+     * update instead of all 12 bytes a key being resident at once (2^24
+     * keys: 201 MB while the rows are still being cut into batches) */
+    for (uint64_t k = 0; k < a->dim; k++)
+        if (a->m[k] != 0 || a->v[k] != 0) {
+            a->keys[k].m = a->m[k];
+            a->keys[k].v = a->v[k];
+        }
     free(a->m);
     free(a->v);
     a->m = a->v = NULL;

@@ -832,9 +832,52 @@ static int setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, size_
     return rc < 0 ? FSGD_E_NOMEM : 0;
 }
 
+/* Cuts m down to its first rows rows, giving the rest of its arrays back
+ * (a shrinking realloc of a large block unmaps its tail). */
+static void keep_head(fsgd_csr_t *m, size_t rows)
+{
+    if (rows >= m->n_rows)
+        return;
+    size_t nnz = (size_t)m->row_ptr[rows];
+    m->n_rows = m->cap_rows = rows;
+    m->nnz = m->cap_nnz = nnz;
+    void *p;
+    if ((p = realloc(m->col, (nnz ? nnz : 1) * sizeof *m->col)))
+        m->col = p;
+    if ((p = realloc(m->val, (nnz ? nnz : 1) * sizeof *m->val)))
+        m->val = p;
+    if ((p = realloc(m->label, (rows ? rows : 1) * sizeof *m->label)))
+        m->label = p;
+    if ((p = realloc(m->row_ptr, (rows + 1) * sizeof *m->row_ptr)))
+        m->row_ptr = p;
+}
+
+static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t *shrink, size_t keep_rows,
+                      const fsgd_csr_t *test, fsgd_csr_t *free_test, uint64_t dim, const fsgd_model_t *init, fsgd_model_t *model,
+                      fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx, char *err,
+                      size_t errsz);
+
 int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
                     const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
                     fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz)
+{
+    return train_impl(job, train, NULL, 0, test, NULL, dim, init, model, stats, progress, ctx, err, errsz);
+}
+
+int fsgd_train_from_shrinking(const fsgd_job_t *job, fsgd_csr_t *train, size_t keep_rows, fsgd_csr_t *test,
+                              uint64_t dim, const fsgd_model_t *init, fsgd_model_t *model,
+                              fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx, char *err,
+                              size_t errsz)
+{
+    int rc = train_impl(job, train, train, keep_rows, test, test, dim, init, model, stats, progress, ctx, err, errsz);
+    fsgd_csr_free(test); /* if an early error left it whole */
+    return rc;
+}
+
+static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t *shrink, size_t keep_rows,
+                      const fsgd_csr_t *test, fsgd_csr_t *free_test, uint64_t dim, const fsgd_model_t *init, fsgd_model_t *model,
+                      fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx, char *err,
+                      size_t errsz)
 {
     memset(stats, 0, sizeof *stats);
     stats->alpha = NAN;
@@ -862,6 +905,10 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
     int rc = 0;
     if (test)
         rc = with_bias(test, dim, bias, (float)job->bias_value, &test_rows);
+    if (rc == 0 && free_test) {
+        fsgd_csr_free(free_test); /* copied: not read again */
+        test = NULL;
+    }
     fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = job->beta1, .beta2 = job->beta2, .eps = job->eps};
     const int ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL;
     if (rc == 0)
@@ -1031,6 +1078,11 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
         free(test_margin);
         cleanup(&t, &rows, &test_rows);
         return fsgd_err_fmt(err, errsz, rc, "out of memory cutting the data into batches");
+    }
+    /* the batches and the holdout have their copies: train is not read again */
+    if (shrink) {
+        keep_head(shrink, keep_rows);
+        train = NULL;
     }
 
     /* Only without a holdout: with one (large data), early stopping does

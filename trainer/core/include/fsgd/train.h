@@ -122,6 +122,17 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
                     const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
                     fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz);
 
+/* fsgd_train_from that frees what it no longer reads: *test once copied
+ * (with the intercept; it is then empty, n_rows 0), and once the rows are
+ * cut into the step batches (which hold their own copy), all of *train but
+ * its first keep_rows rows, so a big file is not held twice through
+ * training (1M CTR rows: ~320 MB). On an error before that they may be
+ * whole; n_rows says which. */
+int fsgd_train_from_shrinking(const fsgd_job_t *job, fsgd_csr_t *train, size_t keep_rows, fsgd_csr_t *test,
+                              uint64_t dim, const fsgd_model_t *init, fsgd_model_t *model,
+                              fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx, char *err,
+                              size_t errsz);
+
 /* The optimizer state this job trains with and --save-state writes:
  * ftrl, Adam with per-key counts (lr auto) or plain Adam (an explicit lr).
  * fsgd_train_from resumes a model's state only when it is of this kind. */
