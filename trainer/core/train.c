@@ -832,6 +832,17 @@ static int setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, size_
     return rc < 0 ? FSGD_E_NOMEM : 0;
 }
 
+/* Writes every page of p (each byte keeps its value), so that the pages
+ * are mapped now rather than at their first use. */
+static void touch_pages(void *p, size_t bytes)
+{
+    volatile unsigned char *c = p;
+    for (size_t i = 0; i < bytes; i += 4096)
+        c[i] = c[i];
+    if (bytes)
+        c[bytes - 1] = c[bytes - 1];
+}
+
 /* Cuts m down to its first rows rows, giving the rest of its arrays back
  * (a shrinking realloc of a large block unmaps its tail). */
 static void keep_head(fsgd_csr_t *m, size_t rows)
@@ -1084,6 +1095,12 @@ static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t
         keep_head(shrink, keep_rows);
         train = NULL;
     }
+    /* Adam's per-key state was left unmapped at setup, so that it did not
+     * add to the two copies of the rows above (fsgd_adam_count_keys); it is
+     * mapped now, outside the steps, as it was before that: 49k page
+     * faults for 2^24 keys, 0.25 s, not charged to the first steps */
+    if (t.adam.keys)
+        touch_pages(t.adam.keys, (size_t)model_dim * sizeof *t.adam.keys);
 
     /* Only without a holdout: with one (large data), early stopping does
      * the rare keys' regularizing, and the factors' array cost a cache miss
@@ -1264,6 +1281,11 @@ static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t
     sum_worker_stats(&t, stats);
     stats->stopped_early = stop_early;
     stats->epochs_run = t.n_batches ? (double)stats->steps / (double)t.n_batches : 0;
+    /* The batches are not read again: their memory goes before the model's
+     * copy of the weights is made. */
+    if (t.slices)
+        for (size_t i = 0; i < t.n_batches * (size_t)t.n_workers; i++)
+            fsgd_csr_free(&t.slices[i]);
     /* epochs auto keeps the weights of the best holdout loss, not the last. */
     const float *final_w = auto_epochs && best_loss < INFINITY ? t.best : t.adam.theta;
     if (rc == 0) { /* features only: the intercept (key dim) is not one */
