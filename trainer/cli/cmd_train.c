@@ -360,7 +360,8 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
     if (st->codec_lr > 0)
         printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st->codec_lr);
     if (st->holdout_rare > 0)
-        printf("epochs: no holdout (it would hold ~%.0f rows of the rarer class, a noisy judge): %.0f epochs on all rows\n",
+        printf("epochs: no holdout (it would hold ~%.0f rows of the rarer class, a noisy judge): "
+               "%.0f epochs on all rows\n",
                st->holdout_rare, st->epochs_run);
     if (st->holdout_rows)
         printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st->holdout_rows,
@@ -615,7 +616,8 @@ int fsgd_cmd_train(int argc, char **argv)
     if (st.codec_lr > 0)
         printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st.codec_lr);
     if (st.holdout_rare > 0)
-        printf("epochs: no holdout (it would hold ~%.0f rows of the rarer class, a noisy judge): %.0f epochs on all rows\n",
+        printf("epochs: no holdout (it would hold ~%.0f rows of the rarer class, a noisy judge): "
+               "%.0f epochs on all rows\n",
                st.holdout_rare, st.epochs_run);
     if (st.holdout_rows)
         printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st.holdout_rows,
