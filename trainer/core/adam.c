@@ -46,6 +46,29 @@ void fsgd_adam_advance(fsgd_adam_t *a) { a->t++; }
  * (1-β1)/sqrt(1-β2) ≈ 3.2·lr, and up to ~6.5·lr by its 10th touch, on
  * exactly the rare keys that overfit. With t_k every key's steps are about
  * lr, as in dense Adam. */
+/* apply_counted with key k's step lr·min(sqrt(rarity[k]), rarity_cap):
+ * lr auto's 0.15/sqrt(steps an epoch) with the steps that touch k. Its own
+ * loop, so that the common case's keeps its code. */
+static void apply_counted_rarity(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n)
+{
+    const double b1 = a->p.beta1, b2 = a->p.beta2, lr = a->p.lr, eps = a->p.eps;
+    const float *inv_c1 = a->corr, *inv_sqrt_c2 = a->corr + FSGD_ADAM_COUNT_MAX + 1;
+    const float *rarity = a->rarity, cap = a->rarity_cap;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = keys[i];
+        fsgd_adam_key_t *s = &a->keys[k];
+        unsigned tk = s->count < FSGD_ADAM_COUNT_MAX ? ++s->count : FSGD_ADAM_COUNT_MAX;
+        double g = grad[i];
+        double m = b1 * s->m + (1 - b1) * g;
+        double v = b2 * s->v + (1 - b2) * g * g;
+        s->m = (float)m;
+        s->v = (float)v;
+        float r = sqrtf(rarity[k]);
+        double lr_k = lr * (r < cap ? r : cap);
+        a->theta[k] = (float)(a->theta[k] - lr_k * (m * inv_c1[tk]) / (sqrt(v) * inv_sqrt_c2[tk] + eps));
+    }
+}
+
 static void apply_counted(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n)
 {
     const double b1 = a->p.beta1, b2 = a->p.beta2, lr = a->p.lr, eps = a->p.eps;
@@ -64,13 +87,7 @@ static void apply_counted(const fsgd_adam_t *a, const uint32_t *keys, const floa
         double v = b2 * s->v + (1 - b2) * g * g;
         s->m = (float)m;
         s->v = (float)v;
-        double lr_k = lr;
-        if (a->rarity) {
-            /* lr auto's 0.15/sqrt(steps an epoch) with the steps that touch k */
-            float r = sqrtf(a->rarity[k]);
-            lr_k = lr * (r < a->rarity_cap ? r : a->rarity_cap);
-        }
-        a->theta[k] = (float)(a->theta[k] - lr_k * (m * inv_c1[tk]) / (sqrt(v) * inv_sqrt_c2[tk] + eps));
+        a->theta[k] = (float)(a->theta[k] - lr * (m * inv_c1[tk]) / (sqrt(v) * inv_sqrt_c2[tk] + eps));
     }
 }
 
@@ -121,7 +138,10 @@ void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *gr
     const double c2 = 1 - pow(b2, (double)a->t);
     const double lr = a->p.lr, eps = a->p.eps;
     if (a->keys) {
-        apply_counted(a, keys, grad, n);
+        if (a->rarity)
+            apply_counted_rarity(a, keys, grad, n);
+        else
+            apply_counted(a, keys, grad, n);
         return;
     }
     for (size_t i = 0; i < n; i++) {

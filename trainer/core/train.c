@@ -439,6 +439,7 @@ static void worker_update(worker_t *w)
         return;
     }
     const double l2 = t->l2;
+    const float *const l2_scale = t->l2_scale;
     for (;;) {
         uint64_t k = UINT64_MAX;
         for (int j = 0; j < W; j++)
@@ -460,8 +461,7 @@ static void worker_update(worker_t *w)
          * FTRL's closed form (fsgd/ftrl.h), not in the gradient */
         w->upd.vals[w->upd.n++] =
             t->ftrl_on ? (float)sum
-                       : fsgd_adam_step_grad(sum, t->inv_rows, t->l2_scale ? l2 * t->l2_scale[k] : l2,
-                                             t->adam.theta[k]);
+                       : fsgd_adam_step_grad(sum, t->inv_rows, l2_scale ? l2 * l2_scale[k] : l2, t->adam.theta[k]);
     }
     if (t->ftrl_on)
         fsgd_ftrl_apply(&t->ftrl, t->adam.theta, w->upd.keys, w->upd.vals, w->upd.n);
