@@ -103,6 +103,8 @@ struct fsgd_gen {
     uint64_t mask, key[3], mult[3];
     unsigned shift;
     float *w; /* weights by rank, w_nnz entries */
+    float *w_dense; /* weights of the dense features 0..dense-1 */
+    uint64_t zdim;  /* features the Zipf ranks map to: dim - dense, ids dense..dim-1 */
     size_t max_row;
     uint64_t *pairs; /* (id << 32 | rank) of the row being drawn */
     char *out;       /* write buffer */
@@ -134,8 +136,8 @@ uint32_t fsgd_gen_feature(const fsgd_gen_t *g, uint64_t rank)
     uint64_t x = rank;
     do
         x = mix_once(g, x);
-    while (x >= g->o.dim);
-    return (uint32_t)x;
+    while (x >= g->zdim);
+    return (uint32_t)(x + g->o.dense);
 }
 
 fsgd_gen_t *fsgd_gen_new(const fsgd_gen_opts_t *o, char *err, size_t errsz)
@@ -157,6 +159,10 @@ fsgd_gen_t *fsgd_gen_new(const fsgd_gen_opts_t *o, char *err, size_t errsz)
         fsgd_err_fmt(err, errsz, FSGD_E_ARG, "noise, bias and w_scale must be finite (noise, w_scale >= 0)");
         return NULL;
     }
+    if (o->dense > 4096 || o->dense >= o->dim) {
+        fsgd_err_fmt(err, errsz, FSGD_E_ARG, "dense %u out of range 0..min(4096, dim-1)", o->dense);
+        return NULL;
+    }
     if (o->model != FSGD_GEN_LOGISTIC && o->model != FSGD_GEN_LINEAR) {
         fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unknown label model %d", (int)o->model);
         return NULL;
@@ -167,10 +173,11 @@ fsgd_gen_t *fsgd_gen_new(const fsgd_gen_opts_t *o, char *err, size_t errsz)
         return NULL;
     }
     g->o = *o;
+    g->zdim = o->dim - o->dense;
     if (!g->o.w_nnz)
         g->o.w_nnz = o->dim < 1000 ? o->dim : 1000;
-    if (g->o.w_nnz > o->dim)
-        g->o.w_nnz = o->dim;
+    if (g->o.w_nnz > g->zdim)
+        g->o.w_nnz = g->zdim;
     if (g->o.w_nnz > MAX_W_NNZ) {
         fsgd_err_fmt(err, errsz, FSGD_E_ARG, "w_nnz %llu above %llu", (unsigned long long)g->o.w_nnz,
                      (unsigned long long)MAX_W_NNZ);
@@ -179,10 +186,10 @@ fsgd_gen_t *fsgd_gen_new(const fsgd_gen_opts_t *o, char *err, size_t errsz)
     }
     if (g->o.w_scale == 0)
         g->o.w_scale = 2.0 / sqrt(o->nnz);
-    fsgd_zipf_init(&g->zipf, o->dim, o->zipf);
+    fsgd_zipf_init(&g->zipf, g->zdim, o->zipf);
 
     uint64_t ks = o->seed ^ 0x5eedF00DCafeull;
-    while ((1ull << g->bits) < o->dim)
+    while ((1ull << g->bits) < g->zdim)
         g->bits++;
     g->mask = g->bits == 64 ? ~0ull : (1ull << g->bits) - 1;
     g->shift = g->bits / 2 + 1;
@@ -192,12 +199,13 @@ fsgd_gen_t *fsgd_gen_new(const fsgd_gen_opts_t *o, char *err, size_t errsz)
     }
 
     double rows_max = floor(2 * o->nnz - 1);
-    g->max_row = (size_t)(rows_max < (double)o->dim ? rows_max : (double)o->dim);
+    g->max_row = (size_t)(rows_max < (double)g->zdim ? rows_max : (double)g->zdim) + o->dense;
     g->w = malloc(g->o.w_nnz * sizeof *g->w);
+    g->w_dense = malloc((o->dense ? o->dense : 1) * sizeof *g->w_dense);
     g->pairs = malloc((g->max_row * 2 + 1) * sizeof *g->pairs);
     g->out_cap = (1u << 20) + g->max_row * 24 + 64;
     g->out = malloc(g->out_cap);
-    if (!g->w || !g->pairs || !g->out) {
+    if (!g->w || !g->w_dense || !g->pairs || !g->out) {
         fsgd_gen_destroy(g);
         fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
         return NULL;
@@ -205,6 +213,9 @@ fsgd_gen_t *fsgd_gen_new(const fsgd_gen_opts_t *o, char *err, size_t errsz)
     uint64_t ws = o->seed ^ 0x77E16475ull;
     for (uint64_t i = 0; i < g->o.w_nnz; i++)
         g->w[i] = (float)(normal(&ws) * g->o.w_scale);
+    uint64_t ds = o->seed ^ 0xDE45Eull; /* its own stream: dense 0 leaves every other draw as it was */
+    for (uint32_t i = 0; i < o->dense; i++)
+        g->w_dense[i] = (float)(normal(&ds) * g->o.w_scale);
     g->rng = o->seed;
     splitmix64(&g->rng);
     return g;
@@ -215,6 +226,7 @@ void fsgd_gen_destroy(fsgd_gen_t *g)
     if (!g)
         return;
     free(g->w);
+    free(g->w_dense);
     free(g->pairs);
     free(g->out);
     free(g);
@@ -226,6 +238,8 @@ float fsgd_gen_weight(const fsgd_gen_t *g, uint32_t col)
 {
     /* Only the w_nnz most popular ranks have weights: invert by scanning
      * them (tests and tools only; the hot path works on ranks). */
+    if (col < g->o.dense)
+        return g->w_dense[col];
     for (uint64_t r = 0; r < g->o.w_nnz; r++)
         if (fsgd_gen_feature(g, r) == col)
             return g->w[r];
@@ -267,8 +281,8 @@ size_t fsgd_gen_next(fsgd_gen_t *g, uint32_t *col, float *val, double *label, do
 {
     double span = 2 * g->o.nnz - 1;
     size_t k = 1 + (size_t)(uniform(&g->rng) * span);
-    if (k > g->max_row)
-        k = g->max_row;
+    if (k > g->max_row - g->o.dense)
+        k = g->max_row - g->o.dense;
     /* Distinct ranks: draw, dedupe, top up; a bounded number of extra draws
      * (a tiny dim with a steep Zipf can make k distinct ranks rare). */
     size_t n = 0, budget = 20 * k + 100;
@@ -288,13 +302,20 @@ size_t fsgd_gen_next(fsgd_gen_t *g, uint32_t *col, float *val, double *label, do
     else
         qsort(g->pairs, n, sizeof *g->pairs, cmp_u64);
     double m = g->o.bias;
+    const uint32_t D = g->o.dense;
+    for (uint32_t i = 0; i < D; i++) {
+        col[i] = i;
+        val[i] = (float)((double)(1 + splitmix64(&g->rng) % 1000) / 1000.0);
+        m += (double)g->w_dense[i] * val[i];
+    }
     for (size_t i = 0; i < n; i++) {
         uint32_t rank = (uint32_t)g->pairs[i];
-        col[i] = (uint32_t)(g->pairs[i] >> 32);
-        val[i] = g->o.real_values ? (float)((double)(1 + splitmix64(&g->rng) % 1000) / 1000.0) : 1.0f;
+        col[D + i] = (uint32_t)(g->pairs[i] >> 32);
+        val[D + i] = g->o.real_values ? (float)((double)(1 + splitmix64(&g->rng) % 1000) / 1000.0) : 1.0f;
         if (rank < g->o.w_nnz)
-            m += (double)g->w[rank] * val[i];
+            m += (double)g->w[rank] * val[D + i];
     }
+    n += D;
     if (margin)
         *margin = m;
     double noisy = g->o.noise > 0 ? m + g->o.noise * normal(&g->rng) : m;
@@ -347,7 +368,7 @@ int fsgd_gen_write(fsgd_gen_t *g, FILE *out, uint64_t rows, fsgd_gen_progress_fn
             *p++ = ' ';
             p = put_u64(p, (uint64_t)col[i] + 1);
             *p++ = ':';
-            if (!g->o.real_values) {
+            if (val[i] == 1.0f) { /* binary, or k = 1000 */
                 *p++ = '1';
             } else {
                 unsigned q = (unsigned)lrint((double)val[i] * 1000.0);
@@ -405,6 +426,9 @@ int fsgd_gen_write_weights(const fsgd_gen_t *g, FILE *out, char *err, size_t err
             g->o.model == FSGD_GEN_LINEAR ? "linear" : "logistic", (unsigned long long)g->o.dim, g->o.nnz,
             g->o.zipf, (unsigned long long)g->o.seed, g->o.noise);
     fprintf(out, "%.17g", g->o.bias);
+    for (uint32_t i = 0; i < g->o.dense; i++)
+        if (g->w_dense[i] != 0.0f)
+            fprintf(out, " %u:%.9g", i + 1, (double)g->w_dense[i]);
     for (uint64_t i = 0; i < n; i++) {
         float w = g->w[(uint32_t)pairs[i]];
         if (w != 0.0f)

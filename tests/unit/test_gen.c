@@ -371,6 +371,69 @@ static void test_weights(void)
     }
 }
 
+/* --dense D: every row starts with features 0..D-1, real values in (0, 1]
+ * that differ from row to row; the Zipf features follow, binary, at ids
+ * >= D; the weights file holds the dense weights and still reproduces the
+ * margin. */
+static void test_dense(void)
+{
+    fsgd_gen_opts_t o;
+    fsgd_gen_opts_default(&o);
+    o.dim = 50000;
+    o.nnz = 12;
+    o.seed = fsgd_test_seed();
+    o.w_nnz = 300;
+    o.dense = 25;
+    char err[512];
+    fsgd_gen_t *g = fsgd_gen_new(&o, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_EQUAL(fsgd_gen_max_row(g), 23 + 25);
+    const char *wpath = fsgd_test_tmp("wd.svm");
+    FILE *f = fopen(wpath, "wb");
+    CU_ASSERT_EQUAL(fsgd_gen_write_weights(g, f, err, sizeof err), 0);
+    fclose(f);
+    fsgd_csr_t w = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load(wpath, NULL, &w, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(w.nnz, 300 + 25);
+    float *wd = calloc(o.dim, sizeof *wd);
+    for (size_t j = 0; j < w.nnz; j++)
+        wd[w.col[j]] = w.val[j];
+    for (uint32_t j = 0; j < 25; j++)
+        CU_ASSERT_EQUAL(fsgd_gen_weight(g, j), wd[j]);
+    CU_ASSERT_TRUE(fsgd_gen_feature(g, 0) >= 25);
+    size_t cap = fsgd_gen_max_row(g);
+    uint32_t *col = malloc(cap * 4);
+    float *val = malloc(cap * 4);
+    int shape_ok = 1, margins_ok = 1;
+    double first_sum = 0;
+    for (int r = 0; r < 2000; r++) {
+        double label, margin;
+        size_t k = fsgd_gen_next(g, col, val, &label, &margin);
+        shape_ok &= k > 25;
+        double mw = w.label[0];
+        for (size_t j = 0; j < k; j++) {
+            if (j < 25)
+                shape_ok &= col[j] == j && val[j] > 0 && val[j] <= 1;
+            else
+                shape_ok &= col[j] >= 25 && col[j] > col[j - 1] && val[j] == 1.0f;
+            mw += (double)wd[col[j]] * val[j];
+        }
+        first_sum += val[0];
+        margins_ok &= fabs(mw - margin) < 1e-9;
+    }
+    CU_ASSERT_TRUE(shape_ok);
+    CU_ASSERT_TRUE(margins_ok);
+    CU_ASSERT_DOUBLE_EQUAL(first_sum / 2000, 0.5, 0.03); /* k/1000, k uniform: mean 0.5005 */
+    o.dense = 50000; /* all dense: no Zipf feature left */
+    CU_ASSERT_PTR_NULL(fsgd_gen_new(&o, err, sizeof err));
+    FSGD_ASSERT_CONTAINS(err, "dense 50000 out of range");
+    free(col);
+    free(val);
+    free(wd);
+    fsgd_csr_free(&w);
+    fsgd_gen_destroy(g);
+}
+
 static void test_bad_opts(void)
 {
     fsgd_gen_opts_t o;
@@ -398,6 +461,7 @@ void fsgd_test_register(void)
         {"rows: valid LIBSVM, nnz bounds, skew", test_shape},
         {"deterministic per seed (library and CLI)", test_determinism},
         {"weights file reproduces the label model", test_weights},
+        {"dense real-valued features before the Zipf ones", test_dense},
         {"bad options are rejected", test_bad_opts},
         {NULL, NULL},
     };

@@ -229,16 +229,20 @@ static void test_auto_defaults(void)
     job.quiet = 1;
     job.threads = 1;
     job.batch = 10;
+    /* half held out: ~500 rows of each class, a holdout worth judging by
+     * (FSGD_TRAIN_HOLDOUT_MIN_CLASS) */
+    job.holdout = 0.5;
     CU_ASSERT_EQUAL(job.epochs, 0);
     CU_ASSERT_TRUE(job.l2 < 0 && job.lr < 0);
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), FSGD_E_ARG); /* no data file */
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
     CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(st.holdout_rows, 200);
-    CU_ASSERT_DOUBLE_EQUAL(st.l2, 1.0 / 1800, 1e-15);
-    CU_ASSERT_DOUBLE_EQUAL(st.lr, 0.15 / sqrt(180.0), 1e-12); /* 1800 rows / 10 = 180 steps an epoch */
-    CU_ASSERT_EQUAL(st.rows, st.steps * 10);                  /* only the 1800 kept rows are trained on */
+    CU_ASSERT_EQUAL(st.holdout_rows, 1000);
+    CU_ASSERT_EQUAL(st.holdout_rare, 0);
+    CU_ASSERT_DOUBLE_EQUAL(st.l2, 1.0 / 1000, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(st.lr, 0.15 / sqrt(100.0), 1e-12); /* 1000 rows / 10 = 100 steps an epoch */
+    CU_ASSERT_EQUAL(st.rows, st.steps * 10);                  /* only the 1000 kept rows are trained on */
     CU_ASSERT_TRUE(st.holdout_loss > 0 && isfinite(st.holdout_loss));
     CU_ASSERT_EQUAL(st.stopped_early, 1); /* separable data, lr ~0.011: converges well before 50 epochs */
     CU_ASSERT_DOUBLE_EQUAL(st.epochs_run - st.best_epoch, 1.0, 1e-9); /* 4 looks = one epoch, then stop */
@@ -253,10 +257,102 @@ static void test_auto_defaults(void)
     job.batch = 10;
     job.max_epochs = 1;
     CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(st.steps, 180);
+    CU_ASSERT_EQUAL(st.steps, 100);
     CU_ASSERT_EQUAL(st.stopped_early, 0);
     fsgd_model_free(&m);
     fsgd_csr_free(&train);
+}
+
+/* Mean logistic loss + λ/2·(w0² + w1² + b²) over rows (x0, x1, y), the
+ * intercept's feature 1; its minimum by full-batch gradient descent, with
+ * λ·lazy1 instead of λ on w1 (lazy1 < 1: the penalty a key gets when λθ is
+ * added only in the steps that touch it). */
+static void rare_optimum(const fsgd_csr_t *d, double lambda, double lazy1, double w[3])
+{
+    w[0] = w[1] = w[2] = 0;
+    for (int it = 0; it < 200000; it++) {
+        double g[3] = {lambda * w[0], lambda * w[1] * lazy1, lambda * w[2]};
+        for (size_t r = 0; r < d->n_rows; r++) {
+            double x[3] = {0, 0, 1};
+            for (uint64_t e = d->row_ptr[r]; e < d->row_ptr[r + 1]; e++)
+                x[d->col[e]] = d->val[e];
+            double y = d->label[r] > 0 ? 1 : -1, m = w[0] * x[0] + w[1] * x[1] + w[2];
+            double dl = -y / (1 + exp(y * m)) / (double)d->n_rows;
+            for (int k = 0; k < 3; k++)
+                g[k] += dl * x[k];
+        }
+        for (int k = 0; k < 3; k++)
+            w[k] -= 2.0 * g[k];
+    }
+}
+
+/* 400 rows, 8 positive: a 10% holdout would hold ~1 positive, so the
+ * defaults hold none out and train fsgd_train_noisy_epochs epochs on all
+ * rows; key 1 is in one (positive) row, 1 of the 40 steps an epoch, and
+ * must still end near the optimum of mean loss + λ/2|w|² with λ = 1/400
+ * (LIBLINEAR's C = 1), far from where λ on its one touch an epoch leads. */
+static void test_rare_positive_defaults(void)
+{
+    fsgd_csr_t d = {0};
+    for (size_t r = 0; r < 400; r++) {
+        uint32_t col[2];
+        float val[2];
+        size_t n = 0;
+        if (r % 2 == 0) {
+            col[n] = 0;
+            val[n++] = 1;
+        }
+        if (r == 7) {
+            col[n] = 1;
+            val[n++] = 1;
+        }
+        double y = r % 50 == 7 ? 1 : -1; /* rows 7, 57, ..., 357 */
+        CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&d, y, col, val, n), 0);
+    }
+    char err[512];
+    fsgd_job_t job;
+    fsgd_job_train_defaults(&job);
+    job.quiet = 1;
+    job.threads = 1;
+    job.batch = 10;
+    job.max_epochs = 400; /* enough touches of key 1 to reach either optimum */
+    fsgd_model_t m = {0};
+    fsgd_train_stats_t st;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &d, NULL, 2, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(st.holdout_rows, 0);
+    CU_ASSERT_DOUBLE_EQUAL(st.holdout_rare, 0.8, 1e-9); /* 8 positives · 40 / 400 */
+    CU_ASSERT_EQUAL(st.stopped_early, 0);
+    CU_ASSERT_DOUBLE_EQUAL(st.epochs_run, fsgd_train_noisy_epochs(400, job.max_epochs), 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(st.l2, 1.0 / 400, 1e-15);
+    double opt[3], lazy[3];
+    rare_optimum(&d, 1.0 / 400, 1, opt);
+    rare_optimum(&d, 1.0 / 400, 1.0 / 40, lazy);
+    CU_ASSERT_TRUE(fabs(opt[1] - lazy[1]) > 1); /* the test can tell the two apart */
+    printf("\n  rare key: fsgd %.3f, optimum %.3f (lazy λ: %.3f); intercept %.3f, optimum %.3f\n", (double)m.w[1],
+           opt[1], lazy[1], (double)m.w[2], opt[2]);
+    CU_ASSERT_DOUBLE_EQUAL(m.w[1], opt[1], 0.25);
+    CU_ASSERT_DOUBLE_EQUAL(m.w[0], opt[0], 0.25);
+    CU_ASSERT_DOUBLE_EQUAL(m.w[2], opt[2], 0.25);
+    fsgd_model_free(&m);
+    fsgd_csr_free(&d);
+}
+
+/* The helpers behind it: epochs max(10, 250k / n) within max_epochs, and
+ * the intercept's start at the log-odds of the positive share. */
+static void test_rare_positive_helpers(void)
+{
+    CU_ASSERT_EQUAL(fsgd_train_noisy_epochs(27000, 50), 10);
+    CU_ASSERT_EQUAL(fsgd_train_noisy_epochs(10000, 50), 25);
+    CU_ASSERT_EQUAL(fsgd_train_noisy_epochs(400, 50), 50);
+    CU_ASSERT_EQUAL(fsgd_train_noisy_epochs(400, 7), 7);
+    double label[100];
+    for (int i = 0; i < 100; i++)
+        label[i] = i < 9 ? 1 : -1;
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_start_intercept(label, 100, 1), log(9.5 / 91.5), 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_start_intercept(label, 100, 2), log(9.5 / 91.5) / 2, 1e-6);
+    for (int i = 0; i < 100; i++)
+        label[i] = 0; /* "1/0" files: all negative, still finite */
+    CU_ASSERT_TRUE(isfinite(fsgd_train_start_intercept(label, 100, 1)));
 }
 
 /* An explicit number of epochs is exactly that: every row, no holdout, no
@@ -346,6 +442,97 @@ static void test_apply_strategy_gets_l2(void)
     if (!(wmax[0] > 1.0 && wmax[1] < 0.3))
         fprintf(stderr, "\n  max |w|: l2 0 %g, l2 5 %g\n", wmax[0], wmax[1]);
     fsgd_csr_free(&train);
+}
+
+/* efsign's stepsize auto: with the job's lr auto and no lr in the spec,
+ * fsgd train gives efsign 2/sqrt(steps per epoch), the same model as that
+ * value written in the spec; an lr in the spec, or the job's lr given,
+ * keeps the strategy's own. */
+static void test_efsign_lr_auto(void)
+{
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_efsign_lr(80000, 6000), 2 / sqrt(14.0), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_efsign_lr(100, 1000), FSGD_TRAIN_EFSIGN_LR_MAX, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_efsign_lr(1u << 30, 1), FSGD_TRAIN_EFSIGN_LR_MIN, 1e-12);
+    uint64_t rng = fsgd_test_seed();
+    fsgd_csr_t train = {0};
+    synthetic(&train, 2000, 40, 0, &rng);
+    char err[512];
+    fsgd_job_t job;
+    base_job(&job);
+    job.lr = -1;
+    job.l2 = 0;
+    job.epochs = 1;
+    job.batch = 100;
+    fsgd_model_t a = {0}, b = {0}, c = {0};
+    fsgd_train_stats_t st;
+    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0");
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &a, &st, NULL, NULL, err, sizeof err), 0);
+    double lr = fsgd_train_auto_efsign_lr(2000, 100); /* 20 steps: 0.447 */
+    CU_ASSERT_DOUBLE_EQUAL(st.codec_lr, lr, 1e-12);
+    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0,lr=%.4g", lr);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &b, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(st.codec_lr, 0);
+    CU_ASSERT_EQUAL(memcmp(a.w, b.w, (a.dim + 1) * sizeof *a.w), 0);
+    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0");
+    job.lr = 0.01; /* the job's lr given: efsign keeps its default 0.5 */
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &c, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(st.codec_lr, 0);
+    fsgd_model_free(&b);
+    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0,lr=0.5");
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &b, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(memcmp(b.w, c.w, (b.dim + 1) * sizeof *b.w), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(a.w, c.w, (a.dim + 1) * sizeof *a.w), 0);
+    fsgd_model_free(&a);
+    fsgd_model_free(&b);
+    fsgd_model_free(&c);
+    fsgd_csr_free(&train);
+}
+
+/* fsgd_train_from_shrinking trains the model fsgd_train_from trains,
+ * bit for bit, and leaves the first keep_rows training rows as they were
+ * and the test rows freed; keep_rows above the row count keeps them all. */
+static void test_train_shrinking(void)
+{
+    uint64_t rng = fsgd_test_seed();
+    fsgd_csr_t train = {0}, test = {0}, train2 = {0}, test2 = {0};
+    synthetic(&train, 3000, 40, 0, &rng);
+    synthetic(&test, 500, 40, 0, &rng);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&train2, &train, 0, train.n_rows), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&test2, &test, 0, test.n_rows), 0);
+    char err[512];
+    fsgd_job_t job;
+    fsgd_job_train_defaults(&job);
+    job.quiet = 1;
+    job.threads = 2;
+    job.batch = 50;
+    fsgd_model_t a = {0}, b = {0};
+    fsgd_train_stats_t sa, sb;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, &test, 40, NULL, &a, &sa, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        fsgd_train_from_shrinking(&job, &train2, 100, &test2, 40, NULL, &b, &sb, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(memcmp(a.w, b.w, (a.dim + 1) * sizeof *a.w), 0);
+    CU_ASSERT_EQUAL(sa.steps, sb.steps);
+    CU_ASSERT_DOUBLE_EQUAL(sa.test.auc, sb.test.auc, 0);
+    CU_ASSERT_EQUAL(train2.n_rows, 100);
+    CU_ASSERT_EQUAL(train2.nnz, (size_t)train.row_ptr[100]);
+    CU_ASSERT_EQUAL(memcmp(train2.row_ptr, train.row_ptr, 101 * sizeof *train.row_ptr), 0);
+    CU_ASSERT_EQUAL(memcmp(train2.col, train.col, train2.nnz * sizeof *train.col), 0);
+    CU_ASSERT_EQUAL(memcmp(train2.val, train.val, train2.nnz * sizeof *train.val), 0);
+    CU_ASSERT_EQUAL(memcmp(train2.label, train.label, 100 * sizeof *train.label), 0);
+    CU_ASSERT_EQUAL(test2.n_rows, 0);
+    CU_ASSERT_PTR_NULL(test2.col);
+    fsgd_model_free(&b);
+    fsgd_csr_free(&train2);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&train2, &train, 0, train.n_rows), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        fsgd_train_from_shrinking(&job, &train2, 5000, NULL, 40, NULL, &b, &sb, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(train2.n_rows, 3000);
+    CU_ASSERT_EQUAL(memcmp(train2.col, train.col, train.nnz * sizeof *train.col), 0);
+    fsgd_model_free(&a);
+    fsgd_model_free(&b);
+    fsgd_csr_free(&train);
+    fsgd_csr_free(&test);
+    fsgd_csr_free(&train2);
 }
 
 /* optimizer ftrl learns the known models as Adam does, with 1 and 3
@@ -740,8 +927,12 @@ void fsgd_test_register(void)
         {"errors name the problem", test_errors},
         {"auto defaults: holdout, l2 = 1/n, lr from steps, early stop", test_auto_defaults},
         {"explicit epochs: exactly N, all rows, no early stop", test_explicit_epochs_exact},
+        {"rare positives: no holdout, every key near the l2 optimum", test_rare_positive_defaults},
+        {"rare positives: epochs and intercept start", test_rare_positive_helpers},
         {"auto values parse for l2, lr, epochs only", test_auto_keys},
         {"efsign (workers run the optimizer) gets the job's l2", test_apply_strategy_gets_l2},
+        {"efsign's stepsize auto from the steps an epoch", test_efsign_lr_auto},
+        {"shrinking: the same model, the head of the rows kept, the test rows freed", test_train_shrinking},
         {"ftrl learns known models; 1 and 3 threads agree; through gtopk", test_ftrl_learns},
         {"ftrl l1 zeros the uninformative weights", test_ftrl_l1_sparse},
         {"optimizer options: errors, VW names, YAML, what fsgd run takes", test_optimizer_options},

@@ -32,6 +32,9 @@ static void gen_usage(FILE *f)
             "  --w-nnz N         nonzero weights, on the N most popular features (default min(D,1000))\n"
             "  --w-scale X       weights ~ N(0, X^2) (default 2/sqrt(K))\n"
             "  --real            values k/1000 (k uniform in 1..1000) instead of binary 1\n"
+            "  --dense N         also N real-valued features k/1000 in every row, indices 1..N, with\n"
+            "                    weights like the others; the Zipf features are then N+1..D (numeric\n"
+            "                    columns before one-hot ones, as in CTR logs) (default 0)\n"
             "  --format F        libsvm (default), or criteo: Criteo-shaped TSV (label, 13 integer and\n"
             "                    26 hex categorical columns, empty fields missing) for fsgd train\n"
             "                    --format criteo; uses --rows, --seed, --zipf, --bias, --w-scale (defaults\n"
@@ -194,7 +197,7 @@ int fsgd_cmd_gen(int argc, char **argv)
         }
         static const char *valued[] = {"--rows",  "--dim",   "--nnz",    "--zipf",    "--seed", "--model",
                                        "--noise", "--bias",  "--w-nnz",  "--w-scale", "--out",  "--weights-out",
-                                       "--format"};
+                                       "--format", "--dense"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
             known |= !strcmp(flag, valued[k]);
@@ -228,6 +231,11 @@ int fsgd_cmd_gen(int argc, char **argv)
             rc = parse_count(flag, v, 0, 1ull << 32, &o.w_nnz);
         else if (!strcmp(flag, "--w-scale"))
             rc = parse_real(flag, v, &o.w_scale);
+        else if (!strcmp(flag, "--dense")) {
+            uint64_t d = 0;
+            rc = parse_count(flag, v, 0, 4096, &d);
+            o.dense = (uint32_t)d;
+        }
         else if (!strcmp(flag, "--out"))
             out_path = v;
         else if (!strcmp(flag, "--weights-out"))

@@ -38,7 +38,10 @@ static const char defaults_note[] =
     "               without a new best (by a relative 1e-4: one epoch on small data, 200k rows on 1M\n"
     "               rows) or at max_epochs, and the weights of the best look are the model. A number\n"
     "               of epochs trains exactly that many on all rows, with no holdout and no early\n"
-    "               stopping.\n"
+    "               stopping. A holdout that would hold fewer than 200 rows of the rarer class (27k\n"
+    "               rows with 1% positives: ~27) is too noisy a judge: then nothing is held out and\n"
+    "               max(10, 250k rows / n) epochs run on all rows, a rare key's step lr·sqrt(steps\n"
+    "               an epoch / its steps an epoch), at most 0.1.\n"
     "  lr auto      0.15 / sqrt(steps per epoch), within [0.001, 0.02]: Adam moves a touched weight\n"
     "               by about lr a step whatever the gradient's scale, so the step must shrink as an\n"
     "               epoch gets more steps (SGD's 1/sqrt(T) for about one epoch). 0.01-0.02 on the\n"
@@ -46,6 +49,12 @@ static const char defaults_note[] =
     "               within a quarter epoch. With lr auto, Adam's bias corrections count each key's\n"
     "               own updates (a rare key's steps stay about lr); an explicit lr is the plain lazy\n"
     "               Adam of fsgd run, so --l2 0 --lr 0.01 --epochs N matches fsgd run's defaults.\n"
+    "               Also with lr auto: a logistic model's intercept starts at the log-odds of the\n"
+    "               positive share, not at 0; when no rows are held out (epochs auto, above), a\n"
+    "               key's λθ, added only in the steps that touch it, is scaled by steps an epoch /\n"
+    "               its steps an epoch, so every key gets the objective's λ (rare keys went nearly\n"
+    "               unregularized); --codec efsign (momentum SGD on the workers) gets a stepsize of\n"
+    "               2 / sqrt(steps per epoch), within [0.01, 1], unless its spec gives lr.\n"
     "  alpha auto   (--optimizer ftrl) 2 / sqrt(steps per epoch), within [0.01, 0.5]: FTRL's step takes\n"
     "               the sum of the step's rows' gradients, so as with lr a longer epoch needs a smaller\n"
     "               rate (0.033 on 1M-row CTR data, 0.15-0.4 on the shipped sets). l1 and l2 stay on\n"
@@ -275,6 +284,8 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     json_num(f, "l2", s->l2, 1);
     fprintf(f, "\"l2_auto\": %s, \"holdout_rows\": %zu, \"stopped_early\": %s, ", job->l2 < 0 ? "true" : "false",
             s->holdout_rows, s->stopped_early ? "true" : "false");
+    json_num(f, "holdout_rare_rows", s->holdout_rare, 1);
+    json_num(f, "efsign_lr_auto", s->codec_lr > 0 ? s->codec_lr : NAN, 1);
     json_num(f, "holdout_loss", s->holdout_rows ? s->holdout_loss : NAN, 1);
     json_num(f, "best_epoch", s->holdout_rows ? s->best_epoch : NAN, 1);
     json_num(f, "peak_rss_mb", peak_rss_mb(), 1);
@@ -346,6 +357,12 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
            (unsigned long long)st->steps, job->codec, st->threads_used, optimizer_note(job, st, opt, sizeof opt),
            st->l2, job->l2 < 0 ? " (auto: 1/n)" : "");
     print_weights(st);
+    if (st->codec_lr > 0)
+        printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st->codec_lr);
+    if (st->holdout_rare > 0)
+        printf("epochs: no holdout (it would hold ~%.0f rows of the rarer class, a noisy judge): "
+               "%.0f epochs on all rows\n",
+               st->holdout_rare, st->epochs_run);
     if (st->holdout_rows)
         printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st->holdout_rows,
                st->holdout_loss, st->best_epoch, stop_note(st, note, sizeof note));
@@ -568,8 +585,10 @@ int fsgd_cmd_train(int argc, char **argv)
     progress_ctx_t pctx = {.job = &job, .tty = isatty(2), .n_train = train.n_rows};
     fsgd_model_t model = {0};
     fsgd_train_stats_t st;
-    rc = fsgd_train_from(&job, &train, &test, dim, job.init[0] ? &init : NULL, &model, &st, on_progress, &pctx, err,
-                         sizeof err);
+    /* only the rows scored for the train line are read after training */
+    const size_t n_train = train.n_rows, n_test = test.n_rows;
+    rc = fsgd_train_from_shrinking(&job, &train, TRAIN_METRICS_ROWS, &test, dim, job.init[0] ? &init : NULL, &model,
+                                   &st, on_progress, &pctx, err, sizeof err);
     fsgd_model_free(&init);
     if (rc < 0) {
         fsgd_cli_error("training failed: %s", err);
@@ -594,6 +613,12 @@ int fsgd_cmd_train(int argc, char **argv)
            job.l2 < 0 ? " (auto: 1/n)" : "");
     print_weights(&st);
     char note[96];
+    if (st.codec_lr > 0)
+        printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st.codec_lr);
+    if (st.holdout_rare > 0)
+        printf("epochs: no holdout (it would hold ~%.0f rows of the rarer class, a noisy judge): "
+               "%.0f epochs on all rows\n",
+               st.holdout_rare, st.epochs_run);
     if (st.holdout_rows)
         printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st.holdout_rows,
                st.holdout_loss, st.best_epoch, stop_note(&st, note, sizeof note));
@@ -603,14 +628,14 @@ int fsgd_cmd_train(int argc, char **argv)
            st.wire_bytes ? (double)st.raw_bytes / st.wire_bytes : 0.0);
     if (job.model == FSGD_LOSS_SQUARED) {
         printf("train rmse %.5f\n", train_m.rmse);
-        if (test.n_rows)
-            printf("test  rmse %.5f (%zu rows)\n", st.test.rmse, test.n_rows);
+        if (n_test)
+            printf("test  rmse %.5f (%zu rows)\n", st.test.rmse, n_test);
     } else {
         printf("train auc %.5f  logloss %.5f  accuracy %.5f (%zu rows%s)\n", train_m.auc, train_m.logloss,
-               train_m.accuracy, train_m.n, train_m.n < train.n_rows ? ", the first" : "");
-        if (test.n_rows)
+               train_m.accuracy, train_m.n, train_m.n < n_train ? ", the first" : "");
+        if (n_test)
             printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows)\n", st.test.auc, st.test.logloss,
-                   st.test.accuracy, test.n_rows);
+                   st.test.accuracy, n_test);
     }
     if (job.target_auc > 0) {
         if (st.time_to_target >= 0)
@@ -629,7 +654,7 @@ int fsgd_cmd_train(int argc, char **argv)
             printf("model written to %s\n", job.out);
         }
     }
-    if (job.metrics_json[0] && (rc = write_metrics(job.metrics_json, &job, &st, &train_m, train.n_rows, dim, t0)) < 0 &&
+    if (job.metrics_json[0] && (rc = write_metrics(job.metrics_json, &job, &st, &train_m, n_train, dim, t0)) < 0 &&
         !status)
         status = fsgd_cli_status(rc);
     fsgd_model_free(&model);

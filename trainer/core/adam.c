@@ -46,6 +46,29 @@ void fsgd_adam_advance(fsgd_adam_t *a) { a->t++; }
  * (1-β1)/sqrt(1-β2) ≈ 3.2·lr, and up to ~6.5·lr by its 10th touch, on
  * exactly the rare keys that overfit. With t_k every key's steps are about
  * lr, as in dense Adam. */
+/* apply_counted with key k's step lr·min(sqrt(rarity[k]), rarity_cap):
+ * lr auto's 0.15/sqrt(steps an epoch) with the steps that touch k. Its own
+ * loop, so that the common case's keeps its code. */
+static void apply_counted_rarity(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n)
+{
+    const double b1 = a->p.beta1, b2 = a->p.beta2, lr = a->p.lr, eps = a->p.eps;
+    const float *inv_c1 = a->corr, *inv_sqrt_c2 = a->corr + FSGD_ADAM_COUNT_MAX + 1;
+    const float *rarity = a->rarity, cap = a->rarity_cap;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = keys[i];
+        fsgd_adam_key_t *s = &a->keys[k];
+        unsigned tk = s->count < FSGD_ADAM_COUNT_MAX ? ++s->count : FSGD_ADAM_COUNT_MAX;
+        double g = grad[i];
+        double m = b1 * s->m + (1 - b1) * g;
+        double v = b2 * s->v + (1 - b2) * g * g;
+        s->m = (float)m;
+        s->v = (float)v;
+        float r = sqrtf(rarity[k]);
+        double lr_k = lr * (r < cap ? r : cap);
+        a->theta[k] = (float)(a->theta[k] - lr_k * (m * inv_c1[tk]) / (sqrt(v) * inv_sqrt_c2[tk] + eps));
+    }
+}
+
 static void apply_counted(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n)
 {
     const double b1 = a->p.beta1, b2 = a->p.beta2, lr = a->p.lr, eps = a->p.eps;
@@ -86,10 +109,15 @@ int fsgd_adam_count_keys(fsgd_adam_t *a)
         a->corr = NULL;
         return FSGD_E_NOMEM;
     }
-    for (uint64_t k = 0; k < a->dim; k++) { /* keep any state already there */
-        a->keys[k].m = a->m[k];
-        a->keys[k].v = a->v[k];
-    }
+    /* keep any state already there; only its nonzero entries are written,
+     * so a fresh state's pages stay unmapped (zero) until a key's first
+     * update instead of all 12 bytes a key being resident at once (2^24
+     * keys: 201 MB while the rows are still being cut into batches) */
+    for (uint64_t k = 0; k < a->dim; k++)
+        if (a->m[k] != 0 || a->v[k] != 0) {
+            a->keys[k].m = a->m[k];
+            a->keys[k].v = a->v[k];
+        }
     free(a->m);
     free(a->v);
     a->m = a->v = NULL;
@@ -110,7 +138,10 @@ void fsgd_adam_apply(const fsgd_adam_t *a, const uint32_t *keys, const float *gr
     const double c2 = 1 - pow(b2, (double)a->t);
     const double lr = a->p.lr, eps = a->p.eps;
     if (a->keys) {
-        apply_counted(a, keys, grad, n);
+        if (a->rarity)
+            apply_counted_rarity(a, keys, grad, n);
+        else
+            apply_counted(a, keys, grad, n);
         return;
     }
     for (size_t i = 0; i < n; i++) {

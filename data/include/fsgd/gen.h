@@ -30,6 +30,9 @@ typedef struct fsgd_gen_opts {
     uint64_t w_nnz;         /* nonzero weights on the w_nnz most popular features (0: min(dim, 1000)) */
     double w_scale;         /* weights ~ N(0, w_scale^2) (0: 2 / sqrt(nnz)) */
     int real_values;        /* values k/1000, k uniform in 1..1000, instead of 1 */
+    uint32_t dense;         /* 0, or every row also has features 0..dense-1 with values k/1000 and
+                             * weights ~ N(0, w_scale^2); the Zipf features are then ids dense..dim-1
+                             * (numeric columns before one-hot ones, as in a CTR log); < dim, <= 4096 */
 } fsgd_gen_opts_t;
 
 /* dim 1000000, nnz 20, zipf 1.1, seed 1, logistic, noise 0, bias 0, defaults for the rest. */

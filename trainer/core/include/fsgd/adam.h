@@ -42,6 +42,11 @@ typedef struct fsgd_adam {
      * side (m and v above are then NULL), and the correction factors by count. */
     struct fsgd_adam_key *keys;
     float *corr;
+    /* With counted keys, optional (NULL: lr for every key), not owned: key
+     * k's step is lr·min(sqrt(rarity[k]), rarity_cap), rarity being the
+     * steps an epoch over the steps that touch k (fsgd train, lr auto). */
+    const float *rarity;
+    float rarity_cap;
 } fsgd_adam_t;
 
 /* Allocates θ, m, v of dim zeros. Returns 0 or FSGD_E_NOMEM. */

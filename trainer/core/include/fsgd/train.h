@@ -37,11 +37,24 @@
 /* epochs auto holds out job->holdout of the rows, at most this many. */
 #define FSGD_TRAIN_HOLDOUT_MAX 50000
 
+/* epochs auto on labels of two classes: a holdout expected to hold fewer
+ * rows of the rarer class than this is too noisy a judge (its loss is
+ * mostly those few rows'), so no rows are held out and the run trains
+ * fsgd_train_noisy_epochs epochs on all of them instead. */
+#define FSGD_TRAIN_HOLDOUT_MIN_CLASS 200
+/* ... that many epochs: enough for this many rows, at least
+ * FSGD_TRAIN_NOISY_MIN_EPOCHS, at most max_epochs. */
+#define FSGD_TRAIN_NOISY_ROWS 250000
+#define FSGD_TRAIN_NOISY_MIN_EPOCHS 10
+
 /* lr auto (job->lr < 0): FSGD_TRAIN_LR_AUTO_C / sqrt(steps per epoch),
  * clamped to [MIN, MAX]; see fsgd_train. */
 #define FSGD_TRAIN_LR_AUTO_C 0.15
 #define FSGD_TRAIN_LR_AUTO_MIN 0.001
 #define FSGD_TRAIN_LR_AUTO_MAX 0.02
+/* lr auto, per key: lr·sqrt(steps an epoch / steps touching the key), the
+ * same rule with the key's own steps, at most this. */
+#define FSGD_TRAIN_KEY_LR_MAX 0.1
 
 /* alpha auto (optimizer ftrl): FSGD_TRAIN_ALPHA_AUTO_C / sqrt(steps per
  * epoch), clamped to [MIN, MAX]; see fsgd_train_auto_alpha. */
@@ -70,6 +83,9 @@ typedef struct fsgd_train_stats {
     double l2;                      /* λ used (job->l2, or 1/n_train when auto) */
     double alpha;                   /* FTRL's α used (job->alpha, or the auto value); NAN with Adam */
     size_t holdout_rows;            /* rows held out for early stopping (epochs auto), else 0 */
+    double codec_lr;                /* efsign's η set by fsgd_train_auto_efsign_lr, else 0 */
+    double holdout_rare;            /* epochs auto, none held out: the rows of the rarer class a holdout would
+                                     * have had (< FSGD_TRAIN_HOLDOUT_MIN_CLASS); else 0 */
     double holdout_loss;            /* best mean loss on them */
     double best_epoch;              /* epochs (fractional) done when that best was reached */
     double epochs_run;              /* epochs (fractional) trained */
@@ -106,6 +122,17 @@ int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_c
                     const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
                     fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz);
 
+/* fsgd_train_from that frees what it no longer reads: *test once copied
+ * (with the intercept; it is then empty, n_rows 0), and once the rows are
+ * cut into the step batches (which hold their own copy), all of *train but
+ * its first keep_rows rows, so a big file is not held twice through
+ * training (1M CTR rows: ~320 MB). On an error before that they may be
+ * whole; n_rows says which. */
+int fsgd_train_from_shrinking(const fsgd_job_t *job, fsgd_csr_t *train, size_t keep_rows, fsgd_csr_t *test,
+                              uint64_t dim, const fsgd_model_t *init, fsgd_model_t *model,
+                              fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx, char *err,
+                              size_t errsz);
+
 /* The optimizer state this job trains with and --save-state writes:
  * ftrl, Adam with per-key counts (lr auto) or plain Adam (an explicit lr).
  * fsgd_train_from resumes a model's state only when it is of this kind. */
@@ -130,6 +157,24 @@ double fsgd_train_auto_alpha(const fsgd_job_t *job, size_t n_fit, size_t B);
 /* Holdout looks an epoch of n_fit rows: max(FSGD_TRAIN_HOLDOUT_EVALS,
  * ceil(n_fit / FSGD_TRAIN_LOOK_ROWS)), at most the steps an epoch. */
 uint64_t fsgd_train_looks(size_t n_fit, size_t steps_per_epoch);
+
+/* Epochs of an epochs-auto run whose holdout would be too noisy
+ * (FSGD_TRAIN_HOLDOUT_MIN_CLASS): max(FSGD_TRAIN_NOISY_MIN_EPOCHS,
+ * ceil(FSGD_TRAIN_NOISY_ROWS / n_rows)), at most max_epochs. */
+int fsgd_train_noisy_epochs(size_t n_rows, int max_epochs);
+
+/* The intercept's start for a logistic model: the log-odds of the share of
+ * positive labels (with half a row of each class added, so never infinite),
+ * divided by the intercept feature's value. */
+float fsgd_train_start_intercept(const double *label, size_t n, double bias_value);
+
+/* efsign's stepsize η when its spec has none and the job's lr is auto:
+ * FSGD_TRAIN_EFSIGN_LR_C / sqrt(steps per epoch), within [MIN, MAX] (the
+ * 1/sqrt(T) stepsize of the paper's Corollary 3, T about an epoch). */
+#define FSGD_TRAIN_EFSIGN_LR_C 2.0
+#define FSGD_TRAIN_EFSIGN_LR_MIN 0.01
+#define FSGD_TRAIN_EFSIGN_LR_MAX 1.0
+double fsgd_train_auto_efsign_lr(size_t n_fit, size_t B);
 
 /* Looks without a new best before stopping: max(FSGD_TRAIN_PATIENCE, looks / 4). */
 int fsgd_train_patience(uint64_t looks);
