@@ -150,13 +150,29 @@ def parse_state(b, off):
 
 
 def parse_snapshot(b, off):
-    """u32 kind, u32 has_bias, f32 bias, u64 features, u64 n = features + has_bias, f32 w[n]."""
+    """u32 kind, u32 flags (bit 0 has_bias, bit 1 sparse), f32 bias, u64 features,
+    u64 n = features + has_bias, then f32 w[n], or (sparse) u64 nnz and nnz x
+    {u32 j, f32 w[j]} with j increasing and < n, every other weight +0.0."""
     need(len(b) - off >= 28, 'snapshot header truncated')
-    kind, has_bias, bias, dim, n = struct.unpack_from('<IIfQQ', b, off)
+    kind, flags, bias, dim, n = struct.unpack_from('<IIfQQ', b, off)
     off += 28
-    need(1 <= kind <= 3 and has_bias <= 1 and n == dim + has_bias, 'snapshot header inconsistent')
-    need(len(b) - off == 4 * n, 'snapshot of %d weights has %d bytes' % (n, len(b) - off))
-    w = list(struct.unpack_from('<%df' % n, b, off))
+    has_bias, sparse = flags & 1, (flags >> 1) & 1
+    need(1 <= kind <= 3 and flags <= 3 and n == dim + has_bias, 'snapshot header inconsistent')
+    if sparse:
+        need(len(b) - off >= 8, 'sparse snapshot count truncated')
+        (nnz,) = struct.unpack_from('<Q', b, off)
+        off += 8
+        need(nnz <= n and len(b) - off == 8 * nnz, 'sparse snapshot of %d pairs has %d bytes' % (nnz, len(b) - off))
+        w = [0.0] * n
+        prev = -1
+        for i in range(nnz):
+            j, x = struct.unpack_from('<If', b, off + 8 * i)
+            need(prev < j < n, 'sparse snapshot index %d out of order or range' % j)
+            w[j] = x
+            prev = j
+    else:
+        need(len(b) - off == 4 * n, 'snapshot of %d weights has %d bytes' % (n, len(b) - off))
+        w = list(struct.unpack_from('<%df' % n, b, off))
     need(all(x == x and abs(x) != float('inf') for x in w), 'non-finite snapshot weight')
     return dict(kind=kind, has_bias=has_bias, bias=bias, dim=dim, w=w)
 
@@ -458,6 +474,14 @@ def cmd_selftest(corpus):
         need(got_keys == keys, '%s: keys %s' % (name, got_keys[:8]))
         need([f32bits(v) for v in got_vals] == vals, '%s: values differ' % name)
         print('%s: %d keys, value format %d (%s), decoded as encoded' % (name, len(keys), fmt, ('raw', 'LZ4')[fmt]))
+    # a sparse snapshot (weights that are not +0.0 as pairs): 1000 features
+    # and an intercept, w[3] = 0.5 and the intercept -1.0
+    b = open('%s/snapshot_sparse' % corpus, 'rb').read()[5:]
+    snap = parse_snapshot(b, 0)
+    need(snap['has_bias'] == 1 and snap['dim'] == 1000 and len(snap['w']) == 1001, 'snapshot_sparse: shape')
+    need(snap['w'][3] == 0.5 and snap['w'][1000] == -1.0 and sum(1 for x in snap['w'] if x) == 2,
+         'snapshot_sparse: weights')
+    print('snapshot_sparse: 1001 weights, 2 listed, decoded as encoded')
 
 
 def main():
