@@ -242,335 +242,493 @@ static void stop_all(pid_t *pids, int n, pid_t agg, int *agg_status)
     }
 }
 
+/* What the phases of fsgd run share. pids[0] is the aggregator, pids[1..W]
+ * (wp) the workers; 0 marks one that has exited. */
+typedef struct run {
+    int argc;
+    char **argv;
+    int broker_only, no_produce, fresh, resume;
+    fault_t faults[16];
+    int n_faults;
+    fsgd_job_t job;
+    char err[FSGD_OUTFILE_PATH_MAX + 512];
+    char ckpt[FSGD_JOB_PATH_MAX + 16];
+    int ckpt_tmp; /* a per-run path nobody can resume from: removed at the end */
+    fsgd_kmock_t *mock;
+    char brokers[512];
+    int P; /* partitions of NAME.data */
+    int W;
+    pid_t *pids, *wp;
+    pid_t agg;
+    int agg_status, restarts, workers_alive, interrupted;
+} run_t;
+
+/* A phase that lets the run go on returns RUN_ON; anything else is the
+ * exit status of fsgd run. */
+#define RUN_ON (-1)
+
 /* Stops the workers started ahead of the aggregator when the job cannot
  * start after all (the data failed to load, a signal). */
-static void abort_start(pid_t *wp, int W, pid_t *pids, fsgd_kmock_t *mock)
+static void abort_start(run_t *r)
 {
-    stop_all(wp, W, 0, NULL);
-    free(pids);
-    fsgd_kmock_destroy(mock);
+    stop_all(r->wp, r->W, 0, NULL);
+    free(r->pids);
+    fsgd_kmock_destroy(r->mock);
 }
 
-int fsgd_cmd_run(int argc, char **argv)
+static int run_options(run_t *r)
 {
-    int broker_only = dcli_take(&argc, argv, "--broker-only", 0, NULL, NULL) != NULL;
-    int no_produce = dcli_take(&argc, argv, "--no-produce", 0, NULL, NULL) != NULL;
-    int fresh = dcli_take(&argc, argv, "--fresh", 0, NULL, NULL) != NULL;
-    int resume = dcli_take(&argc, argv, "--resume", 0, NULL, NULL) != NULL;
+    r->broker_only = dcli_take(&r->argc, r->argv, "--broker-only", 0, NULL, NULL) != NULL;
+    r->no_produce = dcli_take(&r->argc, r->argv, "--no-produce", 0, NULL, NULL) != NULL;
+    r->fresh = dcli_take(&r->argc, r->argv, "--fresh", 0, NULL, NULL) != NULL;
+    r->resume = dcli_take(&r->argc, r->argv, "--resume", 0, NULL, NULL) != NULL;
     const char *fault_specs[16];
-    int n_faults = 0;
-    dcli_take(&argc, argv, "--fault", 1, fault_specs, &n_faults);
-    fault_t faults[16];
-    for (int i = 0; i < n_faults; i++)
-        if (parse_fault(fault_specs[i], &faults[i]) < 0) {
+    dcli_take(&r->argc, r->argv, "--fault", 1, fault_specs, &r->n_faults);
+    for (int i = 0; i < r->n_faults; i++)
+        if (parse_fault(fault_specs[i], &r->faults[i]) < 0) {
             fsgd_cli_error("run: bad --fault '%s'\n%s", fault_specs[i], usage);
             return FSGD_EXIT_USAGE;
         }
-    int rc = dcli_metrics(&argc, argv, "run", 0, &metrics_addr, &metrics_port);
+    int rc = dcli_metrics(&r->argc, r->argv, "run", 0, &metrics_addr, &metrics_port);
     if (rc)
         return rc;
-    fsgd_job_t job;
-    rc = dcli_job(argc, argv, usage, &job);
+    fsgd_job_t *job = &r->job;
+    rc = dcli_job(r->argc, r->argv, usage, job);
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (metrics_port > 0 && metrics_port + job.workers > 65535) {
+    if (metrics_port > 0 && metrics_port + job->workers > 65535) {
         fsgd_cli_error("run: --metrics-port %d: worker %d would need port %d (at most 65535)", metrics_port,
-                       job.workers, metrics_port + job.workers);
+                       job->workers, metrics_port + job->workers);
         return FSGD_EXIT_USAGE;
     }
-    char err[FSGD_OUTFILE_PATH_MAX + 512];
-    if (!broker_only && !no_produce && !job.data[0]) {
-        fsgd_cli_error("run: no data: give --data FILE, or --no-produce to use what is in %s.data", job.name);
+    if (!r->broker_only && !r->no_produce && !job->data[0]) {
+        fsgd_cli_error("run: no data: give --data FILE, or --no-produce to use what is in %s.data", job->name);
         return FSGD_EXIT_USAGE;
     }
-    if (fresh && resume) {
+    if (r->fresh && r->resume) {
         fsgd_cli_error("run: --fresh and --resume contradict each other");
         return FSGD_EXIT_USAGE;
     }
-    if (fsgd_kbus_set_options(job.kafka, err, sizeof err) < 0) {
-        fsgd_cli_error("run: %s", err);
+    if (fsgd_kbus_set_options(job->kafka, r->err, sizeof r->err) < 0) {
+        fsgd_cli_error("run: %s", r->err);
         return FSGD_EXIT_USAGE;
     }
-    char ckpt[FSGD_JOB_PATH_MAX + 16];
-    int ckpt_tmp = 0; /* a per-run path nobody can resume from: removed at the end */
-    if (job.checkpoint[0])
-        snprintf(ckpt, sizeof ckpt, "%s", job.checkpoint);
-    else if (job.out[0])
-        snprintf(ckpt, sizeof ckpt, "%s.ckpt", job.out);
+    return RUN_ON;
+}
+
+static void run_pick_checkpoint(run_t *r)
+{
+    const fsgd_job_t *job = &r->job;
+    if (job->checkpoint[0])
+        snprintf(r->ckpt, sizeof r->ckpt, "%s", job->checkpoint);
+    else if (job->out[0])
+        snprintf(r->ckpt, sizeof r->ckpt, "%s.ckpt", job->out);
     else {
-        snprintf(ckpt, sizeof ckpt, "/tmp/fsgd-%s-%d.ckpt", job.name, (int)getpid());
-        ckpt_tmp = 1;
+        snprintf(r->ckpt, sizeof r->ckpt, "/tmp/fsgd-%s-%d.ckpt", job->name, (int)getpid());
+        r->ckpt_tmp = 1;
     }
-    /* Outputs are checked before the broker starts and the data is loaded:
-     * an unwritable --out fails now, not after the last epoch. */
-    if (!broker_only) {
-        const fsgd_cli_path_t wr[] = {{"--out", job.out}, {"--metrics-json", job.metrics_json},
-                                      {job.checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)", ckpt}};
-        const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
-                                      {"--job-key-file", job.job_key_file}};
-        if ((rc = fsgd_cli_check_distinct("run", wr, 3, rd, 4)) != 0)
-            return rc;
-        const char *outs[] = {job.out, job.metrics_json, ckpt};
-        if ((rc = fsgd_cli_check_outputs("run", outs, 3)) != 0)
-            return rc;
-        struct stat cs;
-        if (lstat(ckpt, &cs) == 0 && fsgd_ckpt_probe(ckpt) < 0) {
-            /* only a file fsgd made is resumed from or deleted */
-            fsgd_cli_error("run: checkpoint path '%s' holds a file that is not an fsgd checkpoint (no FSGDCKPT "
-                           "header): fsgd will neither resume from it nor delete it; give --checkpoint another path",
-                           ckpt);
+}
+
+/* Outputs are checked before the broker starts and the data is loaded:
+ * an unwritable --out fails now, not after the last epoch. */
+static int run_check_outputs(run_t *r)
+{
+    const fsgd_job_t *job = &r->job;
+    const char *ckpt = r->ckpt;
+    const fsgd_cli_path_t wr[] = {{"--out", job->out}, {"--metrics-json", job->metrics_json},
+                                  {job->checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)", ckpt}};
+    const fsgd_cli_path_t rd[] = {{"--data", job->data}, {"--test", job->test}, {"job file", job->job_file},
+                                  {"--job-key-file", job->job_key_file}};
+    int rc;
+    if ((rc = fsgd_cli_check_distinct("run", wr, 3, rd, 4)) != 0)
+        return rc;
+    const char *outs[] = {job->out, job->metrics_json, ckpt};
+    if ((rc = fsgd_cli_check_outputs("run", outs, 3)) != 0)
+        return rc;
+    struct stat cs;
+    if (lstat(ckpt, &cs) == 0 && fsgd_ckpt_probe(ckpt) < 0) {
+        /* only a file fsgd made is resumed from or deleted */
+        fsgd_cli_error("run: checkpoint path '%s' holds a file that is not an fsgd checkpoint (no FSGDCKPT "
+                       "header): fsgd will neither resume from it nor delete it; give --checkpoint another path",
+                       ckpt);
+        return FSGD_EXIT_USAGE;
+    }
+    if (lstat(ckpt, &cs) == 0) {
+        if (r->fresh || r->resume) {
+            /* removed (--fresh) once everything else has been checked */
+        } else {
+            fsgd_cli_error("run: checkpoint '%s' exists (left by an interrupted or failed run of job '%s'): "
+                           "--resume to continue from it, or --fresh to delete it and start over",
+                           ckpt, job->name);
             return FSGD_EXIT_USAGE;
         }
-        if (lstat(ckpt, &cs) == 0) {
-            if (fresh || resume) {
-                /* removed (--fresh) once everything else has been checked */
-            } else {
-                fsgd_cli_error("run: checkpoint '%s' exists (left by an interrupted or failed run of job '%s'): "
-                               "--resume to continue from it, or --fresh to delete it and start over",
-                               ckpt, job.name);
-                return FSGD_EXIT_USAGE;
-            }
-        } else if (resume) {
-            fsgd_cli_error("run: --resume: there is no checkpoint '%s'", ckpt);
-            return FSGD_EXIT_USAGE;
-        }
+    } else if (r->resume) {
+        fsgd_cli_error("run: --resume: there is no checkpoint '%s'", ckpt);
+        return FSGD_EXIT_USAGE;
     }
-    fsgd_kmock_t *mock = NULL;
-    char brokers[512];
-    snprintf(brokers, sizeof brokers, "%s", job.brokers);
-    int P = job.partitions;
+    return RUN_ON;
+}
+
+/* The partitions of NAME.data and, on the embedded cluster, the limits its
+ * memory sets (the model's size is passed on to the aggregator). */
+static int run_size_cluster(run_t *r)
+{
+    fsgd_job_t *job = &r->job;
+    snprintf(r->brokers, sizeof r->brokers, "%s", job->brokers);
+    r->P = job->partitions;
     struct stat sb;
-    uint64_t bytes = (!no_produce && job.data[0] && stat(job.data, &sb) == 0) ? (uint64_t)sb.st_size : 0;
-    if (!brokers[0] && (job.replication_factor > 1 || job.min_insync_replicas > 1)) {
+    uint64_t bytes = (!r->no_produce && job->data[0] && stat(job->data, &sb) == 0) ? (uint64_t)sb.st_size : 0;
+    if (!r->brokers[0] && (job->replication_factor > 1 || job->min_insync_replicas > 1)) {
         /* refused, not ignored: the user asked for a durability it cannot give */
         fsgd_cli_error("run: the embedded cluster keeps one replica of each topic: --replication-factor %d and "
                        "--min-insync-replicas %d apply to a real cluster (--brokers HOST:PORT)",
-                       job.replication_factor, job.min_insync_replicas);
+                       job->replication_factor, job->min_insync_replicas);
         return FSGD_EXIT_USAGE;
     }
-    if (!brokers[0]) {
+    if (!r->brokers[0]) {
         int need = fsgd_produce_partitions_needed(bytes);
-        if (P == 0)
-            P = need > 12 ? need : 12;
-        else if (P < need) {
+        if (r->P == 0)
+            r->P = need > 12 ? need : 12;
+        else if (r->P < need) {
             fsgd_cli_error("run: %s is %.1f MB; the embedded cluster keeps at most 5 MiB per partition, so it "
                            "needs at least %d partitions (got --partitions %d)",
-                           job.data, bytes / 1e6, need, P);
+                           job->data, bytes / 1e6, need, r->P);
             return FSGD_EXIT_USAGE;
         }
-        job.max_model_weights = FSGD_EMBEDDED_MAX_MODEL_WEIGHTS;
+        job->max_model_weights = FSGD_EMBEDDED_MAX_MODEL_WEIGHTS;
         char maxw[32];
-        snprintf(maxw, sizeof maxw, "%llu", (unsigned long long)job.max_model_weights);
+        snprintf(maxw, sizeof maxw, "%llu", (unsigned long long)job->max_model_weights);
         setenv("FSGD_MAX_MODEL_WEIGHTS", maxw, 1); /* read by the aggregator we spawn */
-        uint64_t weights = job.dim + (job.bias ? 1 : 0);
-        if (job.dim && weights > job.max_model_weights) {
+        uint64_t weights = job->dim + (job->bias ? 1 : 0);
+        if (job->dim && weights > job->max_model_weights) {
             fsgd_cli_error("run: " FSGD_EMBEDDED_MODEL_LIMIT_MSG, (unsigned long long)weights, weights * 4.0 / 1048576.0,
-                           (unsigned long long)job.max_model_weights);
+                           (unsigned long long)job->max_model_weights);
             return FSGD_EXIT_USAGE;
         }
-    } else if (P == 0) {
-        P = 12;
+    } else if (r->P == 0) {
+        r->P = 12;
     }
-    if (!broker_only) {
-        /* What the job and the machine can hold, before anything starts. */
-        int P_job = P;
-        if (brokers[0] && no_produce) {
-            rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, brokers, NULL, err, sizeof err);
-            char t[160];
-            fsgd_kbus_topic(t, sizeof t, job.name, "data");
-            int n = rk ? fsgd_kbus_partitions(rk, t, 10000, err, sizeof err) : -1;
-            if (rk)
-                rd_kafka_destroy(rk);
-            if (n < 0) {
-                fsgd_cli_error("run: %s", err);
-                return FSGD_EXIT_BROKER;
-            }
-            P_job = n;
+    return RUN_ON;
+}
+
+/* What the job and the machine can hold, before anything starts. */
+static int run_check_workers(run_t *r)
+{
+    const fsgd_job_t *job = &r->job;
+    int P_job = r->P;
+    if (r->brokers[0] && r->no_produce) {
+        rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, r->brokers, NULL, r->err, sizeof r->err);
+        char t[160];
+        fsgd_kbus_topic(t, sizeof t, job->name, "data");
+        int n = rk ? fsgd_kbus_partitions(rk, t, 10000, r->err, sizeof r->err) : -1;
+        if (rk)
+            rd_kafka_destroy(rk);
+        if (n < 0) {
+            fsgd_cli_error("run: %s", r->err);
+            return FSGD_EXIT_BROKER;
         }
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        long max_w = (cores > 0 ? cores : 1) * WORKERS_PER_CORE;
-        if (job.workers > P_job) {
-            fsgd_cli_error("run: --workers %d: %s.data has %d partitions, and a worker beyond that gets no rows "
-                           "(at most %d; --partitions N raises it)",
-                           job.workers, job.name, P_job, P_job);
-            return FSGD_EXIT_USAGE;
-        }
-        if (job.workers > max_w) {
-            fsgd_cli_error("run: --workers %d: this machine has %ld cores; at most %ld worker processes (%d per core)",
-                           job.workers, cores, max_w, WORKERS_PER_CORE);
-            return FSGD_EXIT_USAGE;
-        }
+        P_job = n;
     }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long max_w = (cores > 0 ? cores : 1) * WORKERS_PER_CORE;
+    if (job->workers > P_job) {
+        fsgd_cli_error("run: --workers %d: %s.data has %d partitions, and a worker beyond that gets no rows "
+                       "(at most %d; --partitions N raises it)",
+                       job->workers, job->name, P_job, P_job);
+        return FSGD_EXIT_USAGE;
+    }
+    if (job->workers > max_w) {
+        fsgd_cli_error("run: --workers %d: this machine has %ld cores; at most %ld worker processes (%d per core)",
+                       job->workers, cores, max_w, WORKERS_PER_CORE);
+        return FSGD_EXIT_USAGE;
+    }
+    return RUN_ON;
+}
+
+static void run_catch_signals(void)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    if (!brokers[0]) {
-        mock = fsgd_kmock_new(3, err, sizeof err);
-        if (!mock) {
-            fsgd_cli_error("run: %s", err);
-            return FSGD_EXIT_BROKER;
-        }
-        snprintf(brokers, sizeof brokers, "%s", fsgd_kmock_bootstraps(mock));
-        static const char *sfx[] = {"data", "grads", "model", "ctl"};
-        for (int i = 0; i < 4 && !rc; i++) {
-            char t[128];
-            fsgd_kbus_topic(t, sizeof t, job.name, sfx[i]);
-            /* grads led by broker 2, model by 3 (the fault tests name them);
-             * data keeps the mock's own spread over the brokers: setting a
-             * leader costs the mock a second per partition */
-            rc = fsgd_kmock_topic(mock, t, i == 0 ? P : 1, i == 0 ? -1 : i, err, sizeof err);
-        }
-        if (rc) {
-            fsgd_cli_error("run: %s", err);
-            fsgd_kmock_destroy(mock);
-            return fsgd_cli_status(rc);
-        }
-        printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
-               brokers, job.name, P);
-        fflush(stdout);
-    } else {
-        if (P == 0)
-            P = 12;
-        if ((rc = dcli_connect(&job, "run")) != 0)
-            return rc;
-        /* (a resumed job continues on its own topics) */
-        rc = real_topics(&job, brokers, P, !broker_only && !resume, !broker_only && !no_produce, err, sizeof err);
-        if (rc) {
-            fsgd_cli_error("run: %s", err);
-            return fsgd_cli_status(rc);
-        }
-        if (broker_only) { /* the topics are there: load them with kcat or fsgd produce */
-            printf("brokers=%s\n", brokers);
-            return 0;
-        }
+}
+
+static int run_start_embedded(run_t *r)
+{
+    r->mock = fsgd_kmock_new(3, r->err, sizeof r->err);
+    if (!r->mock) {
+        fsgd_cli_error("run: %s", r->err);
+        return FSGD_EXIT_BROKER;
     }
-    if (broker_only) {
-        printf("brokers=%s\n", brokers);
-        fflush(stdout);
-        while (!got_signal)
-            pause();
-        fsgd_kmock_destroy(mock);
+    snprintf(r->brokers, sizeof r->brokers, "%s", fsgd_kmock_bootstraps(r->mock));
+    static const char *sfx[] = {"data", "grads", "model", "ctl"};
+    int rc = 0;
+    for (int i = 0; i < 4 && !rc; i++) {
+        char t[128];
+        fsgd_kbus_topic(t, sizeof t, r->job.name, sfx[i]);
+        /* grads led by broker 2, model by 3 (the fault tests name them);
+         * data keeps the mock's own spread over the brokers: setting a
+         * leader costs the mock a second per partition */
+        rc = fsgd_kmock_topic(r->mock, t, i == 0 ? r->P : 1, i == 0 ? -1 : i, r->err, sizeof r->err);
+    }
+    if (rc) {
+        fsgd_cli_error("run: %s", r->err);
+        fsgd_kmock_destroy(r->mock);
+        r->mock = NULL;
+        return fsgd_cli_status(rc);
+    }
+    printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
+           r->brokers, r->job.name, r->P);
+    fflush(stdout);
+    return RUN_ON;
+}
+
+static int run_make_real_topics(run_t *r)
+{
+    if (r->P == 0)
+        r->P = 12;
+    int rc;
+    if ((rc = dcli_connect(&r->job, "run")) != 0)
+        return rc;
+    /* (a resumed job continues on its own topics) */
+    rc = real_topics(&r->job, r->brokers, r->P, !r->broker_only && !r->resume, !r->broker_only && !r->no_produce,
+                     r->err, sizeof r->err);
+    if (rc) {
+        fsgd_cli_error("run: %s", r->err);
+        return fsgd_cli_status(rc);
+    }
+    if (r->broker_only) { /* the topics are there: load them with kcat or fsgd produce */
+        printf("brokers=%s\n", r->brokers);
         return 0;
     }
-    /* Every message of the job is authenticated: with the given key, or one
-     * made here for this run, which only its processes read. */
-    if (!job.job_key_file[0]) {
+    return RUN_ON;
+}
+
+/* --broker-only on the embedded cluster: it lives as long as this process. */
+static int run_serve_broker_only(run_t *r)
+{
+    printf("brokers=%s\n", r->brokers);
+    fflush(stdout);
+    while (!got_signal)
+        pause();
+    fsgd_kmock_destroy(r->mock);
+    return 0;
+}
+
+/* Every message of the job is authenticated: with the given key, or one
+ * made here for this run, which only its processes read. */
+static int run_job_key(run_t *r)
+{
+    fsgd_job_t *job = &r->job;
+    int rc;
+    if (!job->job_key_file[0]) {
         snprintf(made_key_dir, sizeof made_key_dir, "/tmp/fsgd-key-XXXXXX");
         if (!mkdtemp(made_key_dir)) {
             made_key_dir[0] = '\0';
             fsgd_cli_error("run: cannot make a folder for the job key: %s", strerror(errno));
-            fsgd_kmock_destroy(mock);
+            fsgd_kmock_destroy(r->mock);
             return FSGD_EXIT_IO;
         }
         atexit(remove_made_key);
         snprintf(made_key, sizeof made_key, "%s/job.key", made_key_dir);
-        if ((rc = fsgd_auth_key_generate(made_key, err, sizeof err)) < 0) {
+        if ((rc = fsgd_auth_key_generate(made_key, r->err, sizeof r->err)) < 0) {
             made_key[0] = '\0';
-            fsgd_cli_error("run: %s", err);
-            fsgd_kmock_destroy(mock);
+            fsgd_cli_error("run: %s", r->err);
+            fsgd_kmock_destroy(r->mock);
             return fsgd_cli_status(rc);
         }
-        snprintf(job.job_key_file, sizeof job.job_key_file, "%s", made_key);
+        snprintf(job->job_key_file, sizeof job->job_key_file, "%s", made_key);
         /* rows already on NAME.data (--no-produce) were written before this
          * key existed: they cannot carry its tag */
-        if (no_produce && !job.unsigned_rows) {
-            job.unsigned_rows = 1;
+        if (r->no_produce && !job->unsigned_rows) {
+            job->unsigned_rows = 1;
             spawn_unsigned_rows = 1;
         }
     }
-    if ((rc = dcli_auth(&job, "run")) != 0) {
-        fsgd_kmock_destroy(mock);
+    if ((rc = dcli_auth(job, "run")) != 0) {
+        fsgd_kmock_destroy(r->mock);
         return rc;
     }
-    spawn_key = job.job_key_file;
-    /* pids[0] is the aggregator, pids[1..W] the workers (0: exited). The
-     * workers start first: joining the consumer group takes seconds (the
-     * coordinator's initial rebalance delay: 3 s on the embedded cluster and
-     * by default on Kafka), and that wait overlaps loading the data. */
-    int W = job.workers;
-    pid_t *pids = calloc((size_t)W + 1, sizeof *pids);
-    if (!pids) {
+    spawn_key = job->job_key_file;
+    return RUN_ON;
+}
+
+/* The workers start before the data is loaded: joining the consumer group
+ * takes seconds (the coordinator's initial rebalance delay: 3 s on the
+ * embedded cluster and by default on Kafka), and that wait overlaps
+ * loading the data. */
+static int run_spawn_workers(run_t *r)
+{
+    r->W = r->job.workers;
+    r->pids = calloc((size_t)r->W + 1, sizeof *r->pids);
+    if (!r->pids) {
         fsgd_cli_error("run: out of memory");
-        fsgd_kmock_destroy(mock);
+        fsgd_kmock_destroy(r->mock);
         return FSGD_EXIT_INTERNAL;
     }
-    pid_t *wp = pids + 1;
-    for (int i = 0; i < W; i++) {
-        wp[i] = spawn("worker", argc, argv, brokers, NULL, i + 1);
-        printf("fsgd: worker %d pid %d\n", i + 1, (int)wp[i]);
+    r->wp = r->pids + 1;
+    for (int i = 0; i < r->W; i++) {
+        r->wp[i] = spawn("worker", r->argc, r->argv, r->brokers, NULL, i + 1);
+        printf("fsgd: worker %d pid %d\n", i + 1, (int)r->wp[i]);
     }
     fflush(stdout);
-    /* A resumed job on real brokers continues on the rows its topic holds;
-     * the embedded cluster starts empty and needs them again. */
-    if (!no_produce && resume && !mock && !job.quiet)
-        fprintf(stderr, "fsgd: run: --resume: training on the rows already in %s.data\n", job.name);
-    if (!no_produce && !(resume && !mock)) {
+    return RUN_ON;
+}
+
+/* A resumed job on real brokers continues on the rows its topic holds;
+ * the embedded cluster starts empty and needs them again. */
+static int run_produce(run_t *r)
+{
+    fsgd_job_t *job = &r->job;
+    if (!r->no_produce && r->resume && !r->mock && !job->quiet)
+        fprintf(stderr, "fsgd: run: --resume: training on the rows already in %s.data\n", job->name);
+    if (!r->no_produce && !(r->resume && !r->mock)) {
         fsgd_produce_stats_t ps;
-        rc = fsgd_produce_file(&job, brokers, job.data, mock ? 0 : P, &ps, NULL, NULL, err, sizeof err);
+        int rc = fsgd_produce_file(job, r->brokers, job->data, r->mock ? 0 : r->P, &ps, NULL, NULL, r->err,
+                                   sizeof r->err);
         if (rc < 0) {
-            fsgd_cli_error("run: produce: %s", err);
-            abort_start(wp, W, pids, mock);
+            fsgd_cli_error("run: produce: %s", r->err);
+            abort_start(r);
             return fsgd_cli_status(rc);
         }
-        if (!job.quiet)
+        if (!job->quiet)
             fprintf(stderr, "fsgd: produced %llu rows (%.1f MB) into %s.data in %.2f s\n",
-                    (unsigned long long)ps.rows, ps.bytes / 1e6, job.name, ps.seconds);
-        dcli_bad_rows(job.data, ps.bad_rows, ps.first_bad);
+                    (unsigned long long)ps.rows, ps.bytes / 1e6, job->name, ps.seconds);
+        dcli_bad_rows(job->data, ps.bad_rows, ps.first_bad);
     }
+    return RUN_ON;
+}
+
+/* --fresh deletes the checkpoint only now that everything else has been
+ * checked; a signal received while starting stops here. */
+static int run_before_aggregator(run_t *r)
+{
+    const char *ckpt = r->ckpt;
     struct stat cs;
-    if (lstat(ckpt, &cs) == 0 && fresh) {
+    if (lstat(ckpt, &cs) == 0 && r->fresh) {
         if (fsgd_ckpt_probe(ckpt) < 0) { /* replaced since the check: still never delete it */
             fsgd_cli_error("run: '%s' is no longer an fsgd checkpoint: not deleting it", ckpt);
-            abort_start(wp, W, pids, mock);
+            abort_start(r);
             return FSGD_EXIT_USAGE;
         }
         if (unlink(ckpt) != 0) {
             fsgd_cli_error("run: cannot remove checkpoint '%s': %s", ckpt, strerror(errno));
-            abort_start(wp, W, pids, mock);
+            abort_start(r);
             return FSGD_EXIT_IO;
         }
         fprintf(stderr, "fsgd: run: removed checkpoint %s (--fresh)\n", ckpt);
-    } else if (resume) {
+    } else if (r->resume) {
         fprintf(stderr, "fsgd: run: resuming from checkpoint %s (--resume)\n", ckpt);
     }
     if (got_signal) {
         fsgd_cli_error("run: interrupted by signal %d before the job started", (int)got_signal);
-        abort_start(wp, W, pids, mock);
+        abort_start(r);
         return 128 + (int)got_signal;
     }
+    return RUN_ON;
+}
 
-    pid_t agg = pids[0] = spawn("aggregator", argc, argv, brokers, ckpt, 0);
-    printf("fsgd: aggregator pid %d\n", (int)agg);
+static void run_spawn_aggregator(run_t *r)
+{
+    r->agg = r->pids[0] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
+    printf("fsgd: aggregator pid %d\n", (int)r->agg);
     fflush(stdout);
+}
+
+/* --fault: each fault starts once t seconds into the job; a broker taken
+ * down comes back after its duration. */
+static void run_inject_faults(run_t *r, double t)
+{
+    for (int i = 0; i < r->n_faults && r->mock; i++) {
+        fault_t *f = &r->faults[i];
+        if (f->state == 0 && t >= f->after) {
+            if (f->kind == 1) {
+                fsgd_kmock_broker_down(r->mock, f->broker, 1);
+                fprintf(stderr, "fsgd: fault: broker %d down for %.1f s\n", f->broker, f->dur);
+            } else {
+                fsgd_kmock_delay_produce(r->mock, f->broker, f->count, f->rtt);
+                fprintf(stderr, "fsgd: fault: next %d produce replies of broker %d delayed %d ms\n", f->count,
+                        f->broker, f->rtt);
+            }
+            f->state = 1;
+        } else if (f->state == 1 && f->kind == 1 && t >= f->after + f->dur) {
+            fsgd_kmock_broker_down(r->mock, f->broker, 0);
+            fprintf(stderr, "fsgd: fault: broker %d up\n", f->broker);
+            f->state = 2;
+        }
+    }
+}
+
+/* A crash (or kill -9) is restarted from the checkpoint; SIGTERM or
+ * SIGINT mean someone stopped it on purpose. */
+static void run_aggregator_exited(run_t *r, int st)
+{
+    if (WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT && r->restarts < 5) {
+        r->restarts++;
+        fprintf(stderr, "fsgd: aggregator killed by signal %d; restarting from %s\n", WTERMSIG(st), r->ckpt);
+        run_spawn_aggregator(r);
+    } else {
+        r->pids[0] = 0;
+        r->agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+}
+
+static void run_worker_exited(run_t *r, pid_t pid, int st)
+{
+    for (int i = 0; i < r->W; i++)
+        if (r->wp[i] == pid) {
+            r->wp[i] = 0;
+            r->workers_alive--;
+            if (WIFSIGNALED(st))
+                fprintf(stderr, "fsgd: worker %d (pid %d) killed by signal %d; the others carry on\n", i + 1,
+                        (int)pid, WTERMSIG(st));
+            else if (WEXITSTATUS(st) == FSGD_EXIT_SIGTERM || WEXITSTATUS(st) == FSGD_EXIT_SIGINT)
+                fprintf(stderr, "fsgd: worker %d (pid %d) stopped by a signal (status %d); the others carry on\n",
+                        i + 1, (int)pid, WEXITSTATUS(st));
+            else if (WEXITSTATUS(st))
+                fprintf(stderr, "fsgd: worker %d (pid %d) failed with status %d\n", i + 1, (int)pid,
+                        WEXITSTATUS(st));
+        }
+}
+
+/* Workers leave after the final model: give the aggregator a moment to
+ * finish writing before calling it a failure. */
+static void run_workers_gone(run_t *r)
+{
+    double until = now_s() + 10;
+    pid_t r_pid = 0;
+    int st = 0;
+    while (now_s() < until && !got_signal && (r_pid = waitpid(r->agg, &st, WNOHANG)) == 0) {
+        struct timespec ns = {0, 20 * 1000000};
+        nanosleep(&ns, NULL);
+    }
+    if (r_pid == r->agg) {
+        r->pids[0] = 0;
+        r->agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    } else if (!got_signal) {
+        fsgd_cli_error("run: every worker has exited; stopping the aggregator");
+        stop_all(r->pids, 1, r->agg, NULL);
+        r->agg_status = FSGD_EXIT_INTERNAL;
+    }
+}
+
+/* Until the aggregator ends or a signal comes: faults in time, a crashed
+ * aggregator restarted, workers that leave reported. */
+static void run_supervise(run_t *r)
+{
     double t0 = now_s();
-    int agg_status = -1, restarts = 0, workers_alive = W, interrupted = 0;
-    while (agg_status < 0) {
+    r->agg_status = -1;
+    r->restarts = 0;
+    r->workers_alive = r->W;
+    r->interrupted = 0;
+    while (r->agg_status < 0) {
         if (got_signal) {
-            interrupted = (int)got_signal;
+            r->interrupted = (int)got_signal;
             break;
         }
-        double t = now_s() - t0;
-        for (int i = 0; i < n_faults && mock; i++) {
-            fault_t *f = &faults[i];
-            if (f->state == 0 && t >= f->after) {
-                if (f->kind == 1) {
-                    fsgd_kmock_broker_down(mock, f->broker, 1);
-                    fprintf(stderr, "fsgd: fault: broker %d down for %.1f s\n", f->broker, f->dur);
-                } else {
-                    fsgd_kmock_delay_produce(mock, f->broker, f->count, f->rtt);
-                    fprintf(stderr, "fsgd: fault: next %d produce replies of broker %d delayed %d ms\n", f->count,
-                            f->broker, f->rtt);
-                }
-                f->state = 1;
-            } else if (f->state == 1 && f->kind == 1 && t >= f->after + f->dur) {
-                fsgd_kmock_broker_down(mock, f->broker, 0);
-                fprintf(stderr, "fsgd: fault: broker %d up\n", f->broker);
-                f->state = 2;
-            }
-        }
+        run_inject_faults(r, now_s() - t0);
         int st;
         pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid <= 0) {
@@ -578,97 +736,98 @@ int fsgd_cmd_run(int argc, char **argv)
             nanosleep(&ns, NULL);
             continue;
         }
-        if (pid == agg) {
-            /* A crash (or kill -9) is restarted from the checkpoint; SIGTERM or
-             * SIGINT mean someone stopped it on purpose. */
-            if (WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT && restarts < 5) {
-                restarts++;
-                fprintf(stderr, "fsgd: aggregator killed by signal %d; restarting from %s\n", WTERMSIG(st), ckpt);
-                agg = pids[0] = spawn("aggregator", argc, argv, brokers, ckpt, 0);
-                printf("fsgd: aggregator pid %d\n", (int)agg);
-                fflush(stdout);
-            } else {
-                pids[0] = 0;
-                agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            }
+        if (pid == r->agg) {
+            run_aggregator_exited(r, st);
             continue;
         }
-        for (int i = 0; i < W; i++)
-            if (wp[i] == pid) {
-                wp[i] = 0;
-                workers_alive--;
-                if (WIFSIGNALED(st))
-                    fprintf(stderr, "fsgd: worker %d (pid %d) killed by signal %d; the others carry on\n", i + 1,
-                            (int)pid, WTERMSIG(st));
-                else if (WEXITSTATUS(st) == FSGD_EXIT_SIGTERM || WEXITSTATUS(st) == FSGD_EXIT_SIGINT)
-                    fprintf(stderr, "fsgd: worker %d (pid %d) stopped by a signal (status %d); the others carry on\n",
-                            i + 1, (int)pid, WEXITSTATUS(st));
-                else if (WEXITSTATUS(st))
-                    fprintf(stderr, "fsgd: worker %d (pid %d) failed with status %d\n", i + 1, (int)pid,
-                            WEXITSTATUS(st));
-            }
-        if (workers_alive == 0) {
-            /* Workers leave after the final model: give the aggregator a
-             * moment to finish writing before calling it a failure. */
-            double until = now_s() + 10;
-            pid_t r = 0;
-            while (now_s() < until && !got_signal && (r = waitpid(agg, &st, WNOHANG)) == 0) {
-                struct timespec ns = {0, 20 * 1000000};
-                nanosleep(&ns, NULL);
-            }
-            if (r == agg) {
-                pids[0] = 0;
-                agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            } else if (!got_signal) {
-                fsgd_cli_error("run: every worker has exited; stopping the aggregator");
-                stop_all(pids, 1, agg, NULL);
-                agg_status = FSGD_EXIT_INTERNAL;
-            }
-        }
+        run_worker_exited(r, pid, st);
+        if (r->workers_alive == 0)
+            run_workers_gone(r);
     }
-    if (interrupted) {
-        fsgd_cli_error("run: interrupted by signal %d: stopping the aggregator and %d worker(s)", interrupted,
-                       workers_alive);
-        stop_all(pids, W + 1, agg, NULL);
-    } else {
-        if (agg_status != 0)
-            stop_all(pids, 1, agg, NULL);
-        /* Workers leave when they see the final model; give them a moment,
-         * then stop them all together. */
-        double deadline = now_s() + (agg_status == 0 ? 15 : 0);
-        for (;;) {
-            int any = 0;
-            for (int i = 0; i < W; i++)
-                if (wp[i]) {
-                    int st;
-                    if (waitpid(wp[i], &st, WNOHANG) == wp[i])
-                        wp[i] = 0;
-                    else
-                        any = 1;
-                }
-            if (!any || now_s() > deadline || got_signal)
-                break;
-            struct timespec ns = {0, 20 * 1000000};
-            nanosleep(&ns, NULL);
-        }
-        stop_all(wp, W, 0, NULL);
-        if (got_signal)
-            interrupted = (int)got_signal;
+}
+
+static void run_tear_down(run_t *r)
+{
+    if (r->interrupted) {
+        fsgd_cli_error("run: interrupted by signal %d: stopping the aggregator and %d worker(s)", r->interrupted,
+                       r->workers_alive);
+        stop_all(r->pids, r->W + 1, r->agg, NULL);
+        return;
     }
-    free(pids);
-    fsgd_kmock_destroy(mock);
-    int ckpt_left = lstat(ckpt, &cs) == 0;
-    if (ckpt_left && ckpt_tmp && fsgd_ckpt_probe(ckpt) > 0)
-        unlink(ckpt);
-    else if (ckpt_left && (interrupted || agg_status != 0))
+    if (r->agg_status != 0)
+        stop_all(r->pids, 1, r->agg, NULL);
+    /* Workers leave when they see the final model; give them a moment,
+     * then stop them all together. */
+    double deadline = now_s() + (r->agg_status == 0 ? 15 : 0);
+    for (;;) {
+        int any = 0;
+        for (int i = 0; i < r->W; i++)
+            if (r->wp[i]) {
+                int st;
+                if (waitpid(r->wp[i], &st, WNOHANG) == r->wp[i])
+                    r->wp[i] = 0;
+                else
+                    any = 1;
+            }
+        if (!any || now_s() > deadline || got_signal)
+            break;
+        struct timespec ns = {0, 20 * 1000000};
+        nanosleep(&ns, NULL);
+    }
+    stop_all(r->wp, r->W, 0, NULL);
+    if (got_signal)
+        r->interrupted = (int)got_signal;
+}
+
+/* Frees what is left, says where a checkpoint stays, and picks the status. */
+static int run_finish(run_t *r)
+{
+    free(r->pids);
+    fsgd_kmock_destroy(r->mock);
+    struct stat cs;
+    int ckpt_left = lstat(r->ckpt, &cs) == 0;
+    if (ckpt_left && r->ckpt_tmp && fsgd_ckpt_probe(r->ckpt) > 0)
+        unlink(r->ckpt);
+    else if (ckpt_left && (r->interrupted || r->agg_status != 0))
         fprintf(stderr, "fsgd: run: checkpoint kept at %s: fsgd run --resume continues from it, --fresh starts over\n",
-                ckpt);
-    if (interrupted)
-        return 128 + interrupted;
-    if (agg_status != 0) {
-        fsgd_cli_error("run: aggregator failed (status %d)", agg_status);
+                r->ckpt);
+    if (r->interrupted)
+        return 128 + r->interrupted;
+    if (r->agg_status != 0) {
+        fsgd_cli_error("run: aggregator failed (status %d)", r->agg_status);
         /* its own status says why (data, broker, ...); a crash is internal */
-        return agg_status > 0 && agg_status < 128 ? agg_status : FSGD_EXIT_INTERNAL;
+        return r->agg_status > 0 && r->agg_status < 128 ? r->agg_status : FSGD_EXIT_INTERNAL;
     }
     return 0;
+}
+
+int fsgd_cmd_run(int argc, char **argv)
+{
+    static run_t run; /* large (the job, paths); one per process */
+    run_t *r = &run;
+    memset(r, 0, sizeof *r);
+    r->argc = argc;
+    r->argv = argv;
+    int rc;
+    if ((rc = run_options(r)) != RUN_ON)
+        return rc;
+    run_pick_checkpoint(r);
+    if (!r->broker_only && (rc = run_check_outputs(r)) != RUN_ON)
+        return rc;
+    if ((rc = run_size_cluster(r)) != RUN_ON)
+        return rc;
+    if (!r->broker_only && (rc = run_check_workers(r)) != RUN_ON)
+        return rc;
+    run_catch_signals();
+    if ((rc = r->brokers[0] ? run_make_real_topics(r) : run_start_embedded(r)) != RUN_ON)
+        return rc;
+    if (r->broker_only)
+        return run_serve_broker_only(r);
+    if ((rc = run_job_key(r)) != RUN_ON || (rc = run_spawn_workers(r)) != RUN_ON ||
+        (rc = run_produce(r)) != RUN_ON || (rc = run_before_aggregator(r)) != RUN_ON)
+        return rc;
+    run_spawn_aggregator(r);
+    run_supervise(r);
+    run_tear_down(r);
+    return run_finish(r);
 }

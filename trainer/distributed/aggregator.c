@@ -166,6 +166,414 @@ int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_st
     return rc;
 }
 
+/* The clients, the job's topics, the data topic's scan and summary, the
+ * model to start from, the auto defaults and the test set. */
+static int agg_open(agg_t *a, fsgd_bus_t *bus)
+{
+    const fsgd_job_t *job = a->job;
+    char *err = a->err;
+    size_t errsz = a->errsz;
+    int rc = fsgd_rowfmt_init(&a->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
+    if (!rc && (!(a->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)) ||
+                !(a->scan_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)) ||
+                !(a->grads_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz))))
+        rc = FSGD_E_KAFKA;
+    /* The job's grads, model and ctl topics (fsgd produce or fsgd run made
+     * them; kept as they are when they exist), with leaders elected. */
+    if (!rc)
+        rc = fsgd_dist_topics_create_bus(a->prod, job, 0, err, errsz);
+    if (!rc)
+        rc = agg_check_model_topic(a);
+    if (!rc)
+        rc = agg_scan_data(a);
+    if (!rc && job->init[0])
+        rc = agg_init_load(a);
+    if (!rc)
+        rc = agg_auto_setup(a);
+    if (!rc && job->test[0]) { /* in the job's format, like the data topic */
+        rc = fsgd_rowfmt_load(&a->fmt, job->test, 1, &a->test, NULL, err, errsz);
+        a->have_test = rc == 0;
+    }
+    return rc;
+}
+
+/* Adam or FTRL over the model, once the auto defaults have fixed lr and
+ * λ; the model of job key init goes in before the checkpoint, which wins. */
+static int agg_setup_optimizer(agg_t *a)
+{
+    const fsgd_job_t *job = a->job;
+    int rc = 0;
+    fsgd_adam_params_t ap = {a->lr, job->beta1, job->beta2, job->eps};
+    if (fsgd_adam_init(&a->adam, a->mdim, &ap) < 0)
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
+                          (unsigned long long)a->mdim);
+    if (!rc && job->optimizer == FSGD_OPTIMIZER_FTRL) {
+        /* λ1, λ2 as in fsgd train: the mean-loss l1, l2 (auto resolved) times the rows of an epoch */
+        double n = (double)a->s->dataset_rows;
+        fsgd_ftrl_params_t fp = {.alpha = a->alpha, .beta = job->beta, .l1 = job->l1 * n, .l2 = a->l2 * n};
+        if (fsgd_ftrl_init_over(&a->ftrl, a->mdim, &fp, a->adam.m, a->adam.v) < 0)
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", a->alpha);
+        a->ftrl_on = rc == 0;
+    }
+    /* lr auto (Adam): each key's bias corrections count its own updates, as
+     * in fsgd train (a key first seen late steps by about lr, not 3-6 lr);
+     * FTRL keeps z and n in Adam's m and v */
+    if (!rc && !a->ftrl_on && job->lr < 0 && fsgd_adam_count_keys(&a->adam) < 0)
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
+                          (unsigned long long)a->mdim);
+    if (!rc && a->init)
+        rc = agg_init_apply(a); /* before the checkpoint, which wins */
+    return rc;
+}
+
+/* Reassembly of the gradients, the per-partition claims of a step, and the
+ * compression strategy that decodes and reduces them. */
+static int agg_setup_reduction(agg_t *a)
+{
+    const fsgd_job_t *job = a->job;
+    int rc = 0;
+    a->as = fsgd_kasm_new();
+    a->claimed = calloc(a->st.nparts, 1);
+    a->newpos = calloc(a->st.nparts, sizeof *a->newpos);
+    if (!a->as || !a->claimed || !a->newpos)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    char e[256];
+    a->strat = fsgd_sagg_new(job->codec, a->mdim, job->seed, e, sizeof e);
+    if (!a->strat)
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "codec: %s", e);
+    if (!rc && a->ftrl_on && fsgd_sagg_optimizer(a->strat) == FSGD_OPT_APPLY)
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                          "codec %s runs the optimizer on the workers: it cannot be combined with optimizer ftrl",
+                          job->codec);
+    a->tau = a->s->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
+    if (!rc && a->tau != job->staleness)
+        agg_log(a, "staleness %d asked, 0 used: strategy %s runs in lockstep", job->staleness, job->codec);
+    if (rc)
+        return rc;
+    /* Reassembly holds only the step in progress, from members: at most
+     * a gradient's worth per member. A gradient is its header, ranges and
+     * a codec message of at most 8 bytes per weight plus framing. */
+    size_t msg = 65536 + (size_t)a->st.nparts * 20 + (size_t)a->mdim * 16;
+    size_t total = msg * (size_t)(a->expected + 2);
+    if (total < (size_t)64 << 20)
+        total = (size_t)64 << 20;
+    fsgd_kasm_set_limits(a->as, msg, total);
+    a->s->held_limit = total;
+    return 0;
+}
+
+/* NAME.ctl from its start, for the whole run: the members of the job */
+static int agg_open_ctl(agg_t *a, fsgd_bus_t *bus)
+{
+    if (!(a->ctl_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, a->err, a->errsz)))
+        return FSGD_E_KAFKA;
+    fsgd_bus_tp_t l = {a->tctl, 0, FSGD_BUS_OFFSET_BEGINNING};
+    int rc = fsgd_bus_assign(a->ctl_c, &l, 1, a->err, a->errsz);
+    if (!rc && a->job->follow)
+        rc = agg_follow_setup(a);
+    return rc;
+}
+
+/* A new generation (later than the checkpoint's), and NAME.grads read from
+ * its end: gradients of earlier generations are ignored anyway. */
+static int agg_assign_grads(agg_t *a, int resumed)
+{
+    int rc = 0;
+    uint32_t now_gen = (uint32_t)time(NULL);
+    a->gen = resumed ? (a->gen + 1 > now_gen ? a->gen + 1 : now_gen) : now_gen;
+    a->s->gen = a->gen;
+    agg_set_quota(a);
+    a->st.adam_t = a->adam.t;
+    int P = fsgd_bus_partitions(a->grads_c, a->tgrads, 15000, a->err, a->errsz);
+    fsgd_bus_tp_t *l = calloc(P > 0 ? (size_t)P : 1, sizeof *l);
+    if (!l)
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    for (int p = 0; l && p < P && !rc; p++) {
+        int64_t lo, hi;
+        rc = fsgd_bus_watermarks(a->grads_c, a->tgrads, p, &lo, &hi, 10000, a->err, a->errsz);
+        l[p] = (fsgd_bus_tp_t){a->tgrads, p, hi};
+    }
+    if (P < 0)
+        rc = P;
+    if (!rc)
+        rc = fsgd_bus_assign(a->grads_c, l, P, a->err, a->errsz);
+    free(l);
+    return rc;
+}
+
+/* job_start on NAME.ctl, then the opening snapshot that starts step 1. */
+static int agg_start_job(agg_t *a)
+{
+    const fsgd_job_t *job = a->job;
+    const fsgd_agg_stats_t *st = a->s;
+    agg_ctl_begin(a, "job_start");
+    fsgd_cj_str(&a->cj, "codec", job->codec);
+    fsgd_cj_u64(&a->cj, "dataset_rows", st->dataset_rows);
+    fsgd_cj_u64(&a->cj, "dim", a->dim);
+    fsgd_cj_u64(&a->cj, "weights", a->mdim);
+    fsgd_cj_i64(&a->cj, "partitions", st->partitions);
+    fsgd_cj_i64(&a->cj, "expected_workers", a->expected);
+    fsgd_cj_i64(&a->cj, "epochs", job->epochs); /* 0: auto, at most max_epochs */
+    fsgd_cj_f64(&a->cj, "lr", a->lr);
+    fsgd_cj_f64(&a->cj, "l2", a->l2);
+    fsgd_cj_u64(&a->cj, "holdout_rows", st->holdout_rows);
+    fsgd_cj_i64(&a->cj, "staleness", a->tau);
+    fsgd_cj_f64(&a->cj, "batch", job->batch);
+    fsgd_cj_u64(&a->cj, "step", a->step);
+    fsgd_cj_i64(&a->cj, "resumed_from_step", st->resumed_from_step);
+    fsgd_cj_f64(&a->cj, "assignment_wait_seconds", st->assignment_wait_s);
+    fsgd_cj_i64(&a->cj, "assignment_settled", st->assignment_settled);
+    agg_ctl_emit(a, "job_start");
+    int rc = agg_publish(a, 1, 0, NULL, 0);
+    if (!rc)
+        agg_begin_step(a);
+    return rc;
+}
+
+/* What the step loop keeps from one turn to the next. */
+typedef struct agg_loop {
+    fsgd_agg_progress_fn progress;
+    void *ctx;
+    double timeout;                 /* step_timeout_ms in seconds */
+    int opened_with_held;           /* the open step took held gradients: it may be complete already */
+    uint64_t idle_snapshot;         /* the step whose model went out again as a snapshot */
+    uint64_t idle_logged;           /* the step whose wait for moved partitions was logged */
+    double last_progress;
+    int shown_step1;
+} agg_loop_t;
+
+/* Step 1 waits for everyone expected, or everyone who still holds
+ * partitions: a worker that died before step 1 stops holding any once the
+ * group has moved them (KAFKA_FORMAT.md, "Start-up"). */
+static int agg_first_step_complete(agg_t *a, double t)
+{
+    char wait_for[256];
+    size_t missing = agg_awaited(a, wait_for, sizeof wait_for);
+    int complete = a->ngot >= (size_t)a->expected || (a->ngot > 0 && (t > a->first_deadline || missing == 0));
+    if (!complete && t - a->step_start > 5 && t - a->last_wait_log >= 10) {
+        a->last_wait_log = t;
+        agg_log(a, "step %llu: %zu of %d expected workers answered; waiting for %s (starting with those "
+                   "that answered after %.0f s more, or once the group moves the partitions of workers "
+                   "that are gone)",
+                (unsigned long long)a->step + 1, a->ngot, a->expected, missing ? wait_for : "any worker",
+                a->first_deadline - t);
+    }
+    if (complete) {
+        /* the live set is exactly who answered */
+        a->nlive = 0;
+        for (size_t i = 0; i < a->ngot; i++)
+            agg_add_set(&a->live, &a->nlive, &a->cap_live, a->got[i]);
+    }
+    return complete;
+}
+
+/* Once per step after 5 s, then every 30 s: who the step waits for. */
+static void agg_log_waiting(agg_t *a, double t, double timeout)
+{
+    char wait_for[256];
+    a->last_wait_log = t;
+    size_t used = 0, n = 0;
+    for (size_t i = 0; i < a->nlive && used < sizeof wait_for; i++)
+        if (!agg_in_set(a->got, a->ngot, a->live[i]))
+            used += (size_t)snprintf(wait_for + used, sizeof wait_for - used, "%s%u", n++ ? ", " : "", a->live[i]);
+    if (n)
+        agg_log(a, "step %llu: waiting %.0f s for worker(s) %s; dropped after %.1f s", (unsigned long long)a->step + 1,
+                t - a->step_start, wait_for, timeout);
+    else
+        agg_log(a, "step %llu: no live worker; waiting for any member's gradient", (unsigned long long)a->step + 1);
+}
+
+/* Past the step timeout: drop who did not answer; the consumer group moves
+ * their partitions, and the positions say where to resume. Returns whether
+ * the step can go ahead with who answered; *rc gets a failed snapshot. */
+static int agg_drop_silent(agg_t *a, agg_loop_t *l, double t, int *rc)
+{
+    size_t k = 0, nd = 0;
+    uint32_t dropped[64];
+    for (size_t i = 0; i < a->nlive; i++)
+        if (agg_in_set(a->got, a->ngot, a->live[i]))
+            a->live[k++] = a->live[i];
+        else {
+            a->s->workers_dropped++;
+            if (nd < 64)
+                dropped[nd++] = a->live[i];
+        }
+    a->nlive = k;
+    for (size_t i = 0; i < nd; i++) {
+        agg_ctl_member(a, "worker_dropped", dropped[i]);
+        agg_log(a, "step %llu: dropped worker %u (no gradient for %.1f s); the group moves its "
+                   "partitions to the others",
+                (unsigned long long)a->step + 1, dropped[i], l->timeout);
+    }
+    int complete = a->ngot > 0;
+    if (!complete)
+        a->step_start = t; /* nobody alive: keep waiting for anyone */
+    if (!complete && l->idle_snapshot != a->step) {
+        /* Workers that lost a model delta compute nothing until a snapshot,
+         * and only steps make snapshots: with all of them waiting the job
+         * would stall. Once per step. */
+        l->idle_snapshot = a->step;
+        *rc = agg_publish(a, 1, 0, NULL, 0);
+    }
+    return complete;
+}
+
+/* A later step waits for every live worker, until the step timeout. */
+static int agg_step_complete(agg_t *a, agg_loop_t *l, double t, int *rc)
+{
+    int complete = a->ngot > 0;
+    for (size_t i = 0; i < a->nlive && complete; i++)
+        complete = agg_in_set(a->got, a->ngot, a->live[i]);
+    if (!complete && t - a->step_start > 5 && t - a->last_wait_log >= 30 &&
+        (a->nlive || t - a->step_start <= l->timeout))
+        agg_log_waiting(a, t, l->timeout);
+    if (!complete && t - a->step_start > l->timeout)
+        complete = agg_drop_silent(a, l, t, rc);
+    return complete;
+}
+
+/* 1 when the step should wait: everyone live answered without rows, and the
+ * rows left are in partitions of nobody alive (a dropped worker's, until
+ * its session ends and the group moves them). Stepping now would spin
+ * through hundreds of empty steps; the new owners' assignment reports on
+ * NAME.ctl end the wait. */
+static int agg_wait_orphaned(agg_t *a, agg_loop_t *l, double t)
+{
+    double limit = l->timeout > IDLE_WAIT_S ? l->timeout : IDLE_WAIT_S;
+    if (!(!a->first_step && a->rows_step == 0 && t - a->step_start < limit && rows_orphaned(a)))
+        return 0;
+    if (l->idle_logged != a->step + 1) {
+        l->idle_logged = a->step + 1;
+        agg_log(a, "step %llu: every live worker answered without rows; the rows left are in partitions "
+                   "of workers no longer live: waiting for the group to move them (at most %.0f s)",
+                (unsigned long long)a->step + 1, limit);
+    }
+    return 1;
+}
+
+/* Applies the complete step and opens the next with the gradients already
+ * held for it (staleness). */
+static int agg_take_step(agg_t *a, agg_loop_t *l, double t, int *done)
+{
+    a->last_wait_log = 0;
+    a->first_step = 0;
+    a->step_wait = t - a->step_start;
+    int rc = agg_apply_step(a, done, l->progress, l->ctx);
+    if (!rc && !*done) {
+        l->opened_with_held = a->nearly > 0 || a->ngot > 0;
+        rc = agg_early_replay(a);
+        l->opened_with_held |= a->ngot > 0;
+    }
+    return rc;
+}
+
+/* once a second, and as soon as step 1 is in: the job has started */
+static void agg_show_progress(agg_t *a, agg_loop_t *l)
+{
+    const fsgd_agg_stats_t *st = a->s;
+    if (l->progress && (agg_now() - l->last_progress >= 1.0 || (st->steps >= 1 && !l->shown_step1))) {
+        l->shown_step1 = st->steps >= 1;
+        l->last_progress = agg_now();
+        agg_latency_stats(a);
+        if (a->follow)
+            agg_follow_stats(a);
+        l->progress(l->ctx, a->s, 0);
+    }
+}
+
+/* The steps, until the last epoch (*done) or a failure. */
+static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
+{
+    int rc = 0;
+    while (!rc && !*done) {
+        if (a->follow && agg_follow_stopping()) {
+            rc = agg_follow_finish(a);
+            *done = 1;
+            break;
+        }
+        fsgd_bus_msg_t *m = fsgd_bus_poll(a->grads_c, l->opened_with_held ? 0 : 2);
+        l->opened_with_held = 0;
+        if (m) {
+            rc = agg_handle_grad(a, m);
+            fsgd_bus_msg_destroy(m);
+            /* drain what is already here before deciding */
+            continue;
+        }
+        fsgd_bus_serve(a->prod);
+        agg_ctl_drain(a, 0);
+        double t = agg_now();
+        int complete = a->first_step ? agg_first_step_complete(a, t) : agg_step_complete(a, l, t, &rc);
+        if (!complete || agg_wait_orphaned(a, l, t))
+            continue;
+        if (a->follow && !a->first_step && (rc = agg_follow_hold(a)) != 0) {
+            rc = rc < 0 ? rc : 0; /* 1: waiting for rows */
+            continue;
+        }
+        rc = agg_take_step(a, l, t, done);
+        agg_show_progress(a, l);
+    }
+    return rc;
+}
+
+/* The trained model to --out, everything sent; a finished job's checkpoint
+ * goes (a stopped follow job keeps it to resume). */
+static int agg_save_final(agg_t *a)
+{
+    const fsgd_job_t *job = a->job;
+    int rc = 0;
+    agg_latency_stats(a);
+    if (job->out[0]) {
+        fsgd_model_t mo = {.kind = job->model, .dim = a->dim, .has_bias = job->bias,
+                           .bias = (float)job->bias_value, .w = a->adam.theta};
+        /* a hashed format's spec (model v2): fsgd predict hashes raw rows the same way */
+        fsgd_rowfmt_input(&a->fmt, mo.input, sizeof mo.input);
+        rc = fsgd_model_save(&mo, job->out, a->err, a->errsz);
+    }
+    if (!rc)
+        rc = fsgd_bus_flush(a->prod, 30000, a->err, a->errsz);
+    if (!rc && job->checkpoint[0] && !a->follow)
+        unlink(job->checkpoint); /* finished: a new run starts fresh (a stopped follow job resumes) */
+    return rc;
+}
+
+/* the job's last word on NAME.ctl: workers stop on a failure */
+static void agg_end_job(agg_t *a, int rc)
+{
+    const fsgd_agg_stats_t *st = a->s;
+    agg_ctl_begin(a, "job_end");
+    fsgd_cj_str(&a->cj, "status", rc ? "failed" : "done");
+    fsgd_cj_str(&a->cj, "error", rc ? a->err : NULL);
+    fsgd_cj_str(&a->cj, "error_code", rc ? fsgd_err_name(rc) : NULL);
+    fsgd_cj_u64(&a->cj, "steps", st->steps);
+    fsgd_cj_i64(&a->cj, "epochs", st->n_epochs);
+    fsgd_cj_u64(&a->cj, "rows_applied", st->rows_total);
+    fsgd_cj_u64(&a->cj, "dataset_rows", st->dataset_rows);
+    fsgd_cj_f64(&a->cj, "train_loss", st->n_epochs ? st->epochs[st->n_epochs - 1].train_loss : NAN);
+    fsgd_cj_u64(&a->cj, "test_rows", st->test.n);
+    fsgd_cj_f64(&a->cj, "test_auc", st->test.n ? st->test.auc : NAN);
+    fsgd_cj_f64(&a->cj, "test_logloss", st->test.n ? st->test.logloss : NAN);
+    fsgd_cj_f64(&a->cj, "seconds", st->seconds);
+    fsgd_cj_u64(&a->cj, "bytes_up", st->bytes_up);
+    fsgd_cj_u64(&a->cj, "bytes_down", st->bytes_down);
+    fsgd_cj_u64(&a->cj, "workers_dropped", st->workers_dropped);
+    fsgd_cj_u64(&a->cj, "empty_steps", st->empty_steps);
+    agg_ctl_emit(a, "job_end");
+    fsgd_bus_flush(a->prod, 5000, NULL, 0);
+}
+
+/* --metrics-json; returns rc, or the failure to write them: a finished job
+ * whose metrics are lost has failed. */
+static int agg_save_metrics(agg_t *a, int rc)
+{
+    char e2[FSGD_OUTFILE_PATH_MAX + 300];
+    int mrc = fsgd_agg_write_metrics(a->job, a->s, a->job->metrics_json, e2, sizeof e2);
+    if (mrc < 0 && !rc)
+        rc = fsgd_err_fmt(a->err, a->errsz, mrc, "%s", e2);
+    else if (mrc < 0)
+        agg_log(a, "%s", e2);
+    return rc;
+}
+
 int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
                             fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
                             char *err, size_t errsz)
@@ -179,87 +587,13 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");
     fsgd_kbus_topic(a.tctl, sizeof a.tctl, job->name, "ctl");
     a.expected = expected_workers > 0 ? expected_workers : 1;
-    int rc = fsgd_rowfmt_init(&a.fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
-    if (!rc && (!(a.prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)) ||
-                !(a.scan_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)) ||
-                !(a.grads_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz))))
-        rc = FSGD_E_KAFKA;
-    /* The job's grads, model and ctl topics (fsgd produce or fsgd run made
-     * them; kept as they are when they exist), with leaders elected. */
+    int rc = agg_open(&a, bus);
     if (!rc)
-        rc = fsgd_dist_topics_create_bus(a.prod, job, 0, err, errsz);
+        rc = agg_setup_optimizer(&a);
     if (!rc)
-        rc = agg_check_model_topic(&a);
+        rc = agg_setup_reduction(&a);
     if (!rc)
-        rc = agg_scan_data(&a);
-    if (!rc && job->init[0])
-        rc = agg_init_load(&a);
-    if (!rc)
-        rc = agg_auto_setup(&a);
-    if (!rc && job->test[0]) { /* in the job's format, like the data topic */
-        rc = fsgd_rowfmt_load(&a.fmt, job->test, 1, &a.test, NULL, err, errsz);
-        a.have_test = rc == 0;
-    }
-    fsgd_adam_params_t ap = {a.lr, job->beta1, job->beta2, job->eps};
-    if (!rc && fsgd_adam_init(&a.adam, a.mdim, &ap) < 0)
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
-                          (unsigned long long)a.mdim);
-    if (!rc && job->optimizer == FSGD_OPTIMIZER_FTRL) {
-        /* λ1, λ2 as in fsgd train: the mean-loss l1, l2 (auto resolved) times the rows of an epoch */
-        double n = (double)st->dataset_rows;
-        fsgd_ftrl_params_t fp = {.alpha = a.alpha, .beta = job->beta, .l1 = job->l1 * n, .l2 = a.l2 * n};
-        if (fsgd_ftrl_init_over(&a.ftrl, a.mdim, &fp, a.adam.m, a.adam.v) < 0)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", a.alpha);
-        a.ftrl_on = rc == 0;
-    }
-    /* lr auto (Adam): each key's bias corrections count its own updates, as
-     * in fsgd train (a key first seen late steps by about lr, not 3-6 lr);
-     * FTRL keeps z and n in Adam's m and v */
-    if (!rc && !a.ftrl_on && job->lr < 0 && fsgd_adam_count_keys(&a.adam) < 0)
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
-                          (unsigned long long)a.mdim);
-    if (!rc && a.init)
-        rc = agg_init_apply(&a); /* before the checkpoint, which wins */
-    if (!rc) {
-        a.as = fsgd_kasm_new();
-        a.claimed = calloc(a.st.nparts, 1);
-        a.newpos = calloc(a.st.nparts, sizeof *a.newpos);
-        if (!a.as || !a.claimed || !a.newpos)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-    }
-    if (!rc) {
-        char e[256];
-        a.strat = fsgd_sagg_new(job->codec, a.mdim, job->seed, e, sizeof e);
-        if (!a.strat)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec: %s", e);
-        if (!rc && a.ftrl_on && fsgd_sagg_optimizer(a.strat) == FSGD_OPT_APPLY)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                              "codec %s runs the optimizer on the workers: it cannot be combined with optimizer ftrl",
-                              job->codec);
-        a.tau = st->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
-        if (!rc && a.tau != job->staleness)
-            agg_log(&a, "staleness %d asked, 0 used: strategy %s runs in lockstep", job->staleness, job->codec);
-    }
-    if (!rc) {
-        /* Reassembly holds only the step in progress, from members: at most
-         * a gradient's worth per member. A gradient is its header, ranges and
-         * a codec message of at most 8 bytes per weight plus framing. */
-        size_t msg = 65536 + (size_t)a.st.nparts * 20 + (size_t)a.mdim * 16;
-        size_t total = msg * (size_t)(a.expected + 2);
-        if (total < (size_t)64 << 20)
-            total = (size_t)64 << 20;
-        fsgd_kasm_set_limits(a.as, msg, total);
-        st->held_limit = total;
-    }
-    /* NAME.ctl from its start, for the whole run: the members of the job */
-    if (!rc && !(a.ctl_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
-        rc = FSGD_E_KAFKA;
-    if (!rc) {
-        fsgd_bus_tp_t l = {a.tctl, 0, FSGD_BUS_OFFSET_BEGINNING};
-        rc = fsgd_bus_assign(a.ctl_c, &l, 1, err, errsz);
-    }
-    if (!rc && job->follow)
-        rc = agg_follow_setup(&a);
+        rc = agg_open_ctl(&a, bus);
     a.st.epoch = 1;
     int resumed = 0;
     if (!rc && (resumed = agg_ckpt_load(&a)) < 0)
@@ -268,241 +602,28 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         rc = agg_follow_resumed(&a);
     if (!rc)
         rc = agg_downlink_setup(&a);
-    if (!rc) {
-        uint32_t now_gen = (uint32_t)time(NULL);
-        a.gen = resumed ? (a.gen + 1 > now_gen ? a.gen + 1 : now_gen) : now_gen;
-        st->gen = a.gen;
-        agg_set_quota(&a);
-        a.st.adam_t = a.adam.t;
-        /* Gradients of earlier generations are ignored anyway; start at the end. */
-        int P = fsgd_bus_partitions(a.grads_c, a.tgrads, 15000, err, errsz);
-        fsgd_bus_tp_t *l = calloc(P > 0 ? (size_t)P : 1, sizeof *l);
-        if (!l)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-        for (int p = 0; l && p < P && !rc; p++) {
-            int64_t lo, hi;
-            rc = fsgd_bus_watermarks(a.grads_c, a.tgrads, p, &lo, &hi, 10000, err, errsz);
-            l[p] = (fsgd_bus_tp_t){a.tgrads, p, hi};
-        }
-        if (P < 0)
-            rc = P;
-        if (!rc)
-            rc = fsgd_bus_assign(a.grads_c, l, P, err, errsz);
-        free(l);
-    }
+    if (!rc)
+        rc = agg_assign_grads(&a, resumed);
     /* the opening snapshot waits until the consumer group has settled */
     if (!rc)
         rc = agg_wait_assignment(&a, 60);
     a.t0 = agg_now();
-    if (!rc) {
-        agg_ctl_begin(&a, "job_start");
-        fsgd_cj_str(&a.cj, "codec", job->codec);
-        fsgd_cj_u64(&a.cj, "dataset_rows", st->dataset_rows);
-        fsgd_cj_u64(&a.cj, "dim", a.dim);
-        fsgd_cj_u64(&a.cj, "weights", a.mdim);
-        fsgd_cj_i64(&a.cj, "partitions", st->partitions);
-        fsgd_cj_i64(&a.cj, "expected_workers", a.expected);
-        fsgd_cj_i64(&a.cj, "epochs", job->epochs); /* 0: auto, at most max_epochs */
-        fsgd_cj_f64(&a.cj, "lr", a.lr);
-        fsgd_cj_f64(&a.cj, "l2", a.l2);
-        fsgd_cj_u64(&a.cj, "holdout_rows", st->holdout_rows);
-        fsgd_cj_i64(&a.cj, "staleness", a.tau);
-        fsgd_cj_f64(&a.cj, "batch", job->batch);
-        fsgd_cj_u64(&a.cj, "step", a.step);
-        fsgd_cj_i64(&a.cj, "resumed_from_step", st->resumed_from_step);
-        fsgd_cj_f64(&a.cj, "assignment_wait_seconds", st->assignment_wait_s);
-        fsgd_cj_i64(&a.cj, "assignment_settled", st->assignment_settled);
-        agg_ctl_emit(&a, "job_start");
-        rc = agg_publish(&a, 1, 0, NULL, 0);
-    }
     if (!rc)
-        agg_begin_step(&a);
+        rc = agg_start_job(&a);
     a.first_step = 1;
     a.first_deadline = agg_now() + 60;
     int done = 0;
-    double last_progress = agg_now();
-    int shown_step1 = 0;
-    const double timeout = job->step_timeout_ms / 1e3;
-    int opened_with_held = 0; /* the open step took held gradients: it may be complete already */
-    uint64_t idle_snapshot = UINT64_MAX; /* the step whose model went out again as a snapshot */
-    uint64_t idle_logged = 0;            /* the step whose wait for moved partitions was logged */
-    while (!rc && !done) {
-        if (a.follow && agg_follow_stopping()) {
-            rc = agg_follow_finish(&a);
-            done = 1;
-            break;
-        }
-        fsgd_bus_msg_t *m = fsgd_bus_poll(a.grads_c, opened_with_held ? 0 : 2);
-        opened_with_held = 0;
-        if (m) {
-            rc = agg_handle_grad(&a, m);
-            fsgd_bus_msg_destroy(m);
-            /* drain what is already here before deciding */
-            continue;
-        }
-        fsgd_bus_serve(a.prod);
-        agg_ctl_drain(&a, 0);
-        double t = agg_now();
-        int complete = 0;
-        char wait_for[256];
-        if (a.first_step) {
-            /* Everyone expected, or everyone who still holds partitions: a
-             * worker that died before step 1 stops holding any once the
-             * group has moved them (KAFKA_FORMAT.md, "Start-up"). */
-            size_t missing = agg_awaited(&a, wait_for, sizeof wait_for);
-            complete = a.ngot >= (size_t)a.expected || (a.ngot > 0 && (t > a.first_deadline || missing == 0));
-            if (!complete && t - a.step_start > 5 && t - a.last_wait_log >= 10) {
-                a.last_wait_log = t;
-                agg_log(&a, "step %llu: %zu of %d expected workers answered; waiting for %s (starting with those "
-                            "that answered after %.0f s more, or once the group moves the partitions of workers "
-                            "that are gone)",
-                        (unsigned long long)a.step + 1, a.ngot, a.expected,
-                        missing ? wait_for : "any worker", a.first_deadline - t);
-            }
-            if (complete) {
-                /* the live set is exactly who answered */
-                a.nlive = 0;
-                for (size_t i = 0; i < a.ngot; i++)
-                    agg_add_set(&a.live, &a.nlive, &a.cap_live, a.got[i]);
-            }
-        } else {
-            complete = a.ngot > 0;
-            for (size_t i = 0; i < a.nlive && complete; i++)
-                complete = agg_in_set(a.got, a.ngot, a.live[i]);
-            /* once per step after 5 s, then every 30 s */
-            if (!complete && t - a.step_start > 5 && t - a.last_wait_log >= 30 &&
-                (a.nlive || t - a.step_start <= timeout)) {
-                a.last_wait_log = t;
-                size_t used = 0, n = 0;
-                for (size_t i = 0; i < a.nlive && used < sizeof wait_for; i++)
-                    if (!agg_in_set(a.got, a.ngot, a.live[i]))
-                        used += (size_t)snprintf(wait_for + used, sizeof wait_for - used, "%s%u", n++ ? ", " : "",
-                                                 a.live[i]);
-                if (n)
-                    agg_log(&a, "step %llu: waiting %.0f s for worker(s) %s; dropped after %.1f s",
-                            (unsigned long long)a.step + 1, t - a.step_start, wait_for, timeout);
-                else
-                    agg_log(&a, "step %llu: no live worker; waiting for any member's gradient",
-                            (unsigned long long)a.step + 1);
-            }
-            if (!complete && t - a.step_start > timeout) {
-                /* Drop who did not answer; the consumer group moves their
-                 * partitions, and the positions say where to resume. */
-                size_t k = 0, nd = 0;
-                uint32_t dropped[64];
-                for (size_t i = 0; i < a.nlive; i++)
-                    if (agg_in_set(a.got, a.ngot, a.live[i]))
-                        a.live[k++] = a.live[i];
-                    else {
-                        st->workers_dropped++;
-                        if (nd < 64)
-                            dropped[nd++] = a.live[i];
-                    }
-                a.nlive = k;
-                for (size_t i = 0; i < nd; i++) {
-                    agg_ctl_member(&a, "worker_dropped", dropped[i]);
-                    agg_log(&a, "step %llu: dropped worker %u (no gradient for %.1f s); the group moves its "
-                                "partitions to the others",
-                            (unsigned long long)a.step + 1, dropped[i], timeout);
-                }
-                complete = a.ngot > 0;
-                if (!complete)
-                    a.step_start = t; /* nobody alive: keep waiting for anyone */
-                if (!complete && idle_snapshot != a.step) {
-                    /* Workers that lost a model delta compute nothing until
-                     * a snapshot, and only steps make snapshots: with all of
-                     * them waiting the job would stall. Once per step. */
-                    idle_snapshot = a.step;
-                    rc = agg_publish(&a, 1, 0, NULL, 0);
-                }
-            }
-        }
-        if (!complete)
-            continue;
-        if (!a.first_step && a.rows_step == 0 && t - a.step_start < (timeout > IDLE_WAIT_S ? timeout : IDLE_WAIT_S) &&
-            rows_orphaned(&a)) {
-            /* Everyone live answered without rows, and the rows left are in
-             * partitions of nobody alive (a dropped worker's, until its
-             * session ends and the group moves them). Stepping now would
-             * spin through hundreds of empty steps; wait for the new
-             * owners' assignment reports on NAME.ctl. */
-            if (idle_logged != a.step + 1) {
-                idle_logged = a.step + 1;
-                agg_log(&a, "step %llu: every live worker answered without rows; the rows left are in partitions "
-                            "of workers no longer live: waiting for the group to move them (at most %.0f s)",
-                        (unsigned long long)a.step + 1, timeout > IDLE_WAIT_S ? timeout : IDLE_WAIT_S);
-            }
-            continue;
-        }
-        if (a.follow && !a.first_step && (rc = agg_follow_hold(&a)) != 0) {
-            rc = rc < 0 ? rc : 0; /* 1: waiting for rows */
-            continue;
-        }
-        a.last_wait_log = 0;
-        a.first_step = 0;
-        a.step_wait = t - a.step_start;
-        rc = agg_apply_step(&a, &done, progress, ctx);
-        if (!rc && !done) {
-            opened_with_held = a.nearly > 0 || a.ngot > 0;
-            rc = agg_early_replay(&a);
-            opened_with_held |= a.ngot > 0;
-        }
-        /* once a second, and as soon as step 1 is in: the job has started */
-        if (progress && (agg_now() - last_progress >= 1.0 || (st->steps >= 1 && !shown_step1))) {
-            shown_step1 = st->steps >= 1;
-            last_progress = agg_now();
-            agg_latency_stats(&a);
-            if (a.follow)
-                agg_follow_stats(&a);
-            progress(ctx, st, 0);
-        }
-    }
-    if (!rc && done) {
-        agg_latency_stats(&a);
-        if (job->out[0]) {
-            fsgd_model_t mo = {.kind = job->model, .dim = a.dim, .has_bias = job->bias,
-                               .bias = (float)job->bias_value, .w = a.adam.theta};
-            /* a hashed format's spec (model v2): fsgd predict hashes raw rows the same way */
-            fsgd_rowfmt_input(&a.fmt, mo.input, sizeof mo.input);
-            rc = fsgd_model_save(&mo, job->out, err, errsz);
-        }
-        if (!rc)
-            rc = fsgd_bus_flush(a.prod, 30000, err, errsz);
-        if (!rc && job->checkpoint[0] && !a.follow)
-            unlink(job->checkpoint); /* finished: a new run starts fresh (a stopped follow job resumes) */
-    }
+    agg_loop_t l = {.progress = progress, .ctx = ctx, .timeout = job->step_timeout_ms / 1e3,
+                    .idle_snapshot = UINT64_MAX, .last_progress = agg_now()};
+    if (!rc)
+        rc = agg_step_loop(&a, &l, &done);
+    if (!rc && done)
+        rc = agg_save_final(&a);
     st->seconds = a.seconds_before + agg_now() - a.t0;
-    if (a.prod && (done || rc)) {
-        /* the job's last word on NAME.ctl: workers stop on a failure */
-        agg_ctl_begin(&a, "job_end");
-        fsgd_cj_str(&a.cj, "status", rc ? "failed" : "done");
-        fsgd_cj_str(&a.cj, "error", rc ? err : NULL);
-        fsgd_cj_str(&a.cj, "error_code", rc ? fsgd_err_name(rc) : NULL);
-        fsgd_cj_u64(&a.cj, "steps", st->steps);
-        fsgd_cj_i64(&a.cj, "epochs", st->n_epochs);
-        fsgd_cj_u64(&a.cj, "rows_applied", st->rows_total);
-        fsgd_cj_u64(&a.cj, "dataset_rows", st->dataset_rows);
-        fsgd_cj_f64(&a.cj, "train_loss", st->n_epochs ? st->epochs[st->n_epochs - 1].train_loss : NAN);
-        fsgd_cj_u64(&a.cj, "test_rows", st->test.n);
-        fsgd_cj_f64(&a.cj, "test_auc", st->test.n ? st->test.auc : NAN);
-        fsgd_cj_f64(&a.cj, "test_logloss", st->test.n ? st->test.logloss : NAN);
-        fsgd_cj_f64(&a.cj, "seconds", st->seconds);
-        fsgd_cj_u64(&a.cj, "bytes_up", st->bytes_up);
-        fsgd_cj_u64(&a.cj, "bytes_down", st->bytes_down);
-        fsgd_cj_u64(&a.cj, "workers_dropped", st->workers_dropped);
-        fsgd_cj_u64(&a.cj, "empty_steps", st->empty_steps);
-        agg_ctl_emit(&a, "job_end");
-        fsgd_bus_flush(a.prod, 5000, NULL, 0);
-    }
-    if (job->metrics_json[0] && (done || rc)) {
-        char e2[FSGD_OUTFILE_PATH_MAX + 300];
-        int mrc = fsgd_agg_write_metrics(job, st, job->metrics_json, e2, sizeof e2);
-        if (mrc < 0 && !rc) /* a finished job whose metrics are lost has failed */
-            rc = fsgd_err_fmt(err, errsz, mrc, "%s", e2);
-        else if (mrc < 0)
-            agg_log(&a, "%s", e2);
-    }
+    if (a.prod && (done || rc))
+        agg_end_job(&a, rc);
+    if (job->metrics_json[0] && (done || rc))
+        rc = agg_save_metrics(&a, rc);
     agg_free(&a);
     return rc;
 }
-
