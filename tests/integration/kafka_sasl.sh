@@ -4,10 +4,11 @@
 # The password reaches fsgd only as a file (--kafka-opt
 # sasl.password_file=PATH, mode 600): never on a command line, in a log or
 # in the metrics. A job trains with SCRAM-SHA-256 where this librdkafka can
-# (2.6.1 and later: older ones compute a proof Kafka 3.8.1+ refuses,
-# librdkafka#4895 — there fsgd must say so, and the job trains with PLAIN
-# over the same TLS). A wrong password fails with exit 4 naming the broker
-# and the cause; a password file others may read is refused (exit 2).
+# (2.6.1 and later: older ones send a nonce Kafka 4 refuses, librdkafka#4895
+# — there fsgd must say so, and the job trains with PLAIN over the same TLS;
+# kafka_scram.sh trains such a librdkafka over SCRAM with Kafka 3.9.1). A
+# wrong password fails with exit 4 naming the broker and the cause; a
+# password file others may read is refused (exit 2).
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 real_only "the embedded (mock) cluster has no SASL listener"
@@ -42,11 +43,11 @@ train SCRAM-SHA-256 "$tmp/scram.log" || rc=$?
 mech=SCRAM-SHA-256
 if [ $rc -ne 0 ]; then
     # only the librdkafka of librdkafka#4895 may fail here, and it must say why
-    [ $rc -eq 4 ] && grep -q "older than 2.6.1, whose SCRAM Kafka 3.8.1 and later refuse" "$tmp/scram.log" ||
+    [ $rc -eq 4 ] && grep -q "older than 2.6.1, whose SCRAM Kafka 4.0 and later refuse" "$tmp/scram.log" ||
         { echo "SCRAM-SHA-256 with the right password: exit $rc"; cat "$tmp/scram.log"; exit 1; }
     grep -q "brokers $sasl: no connection .*(_AUTHENTICATION)" "$tmp/scram.log" ||
         { echo "SCRAM failure without broker and cause:"; cat "$tmp/scram.log"; exit 1; }
-    echo "note: this librdkafka cannot do SCRAM with Kafka 4 (librdkafka#4895), as fsgd said; training with PLAIN over SASL_SSL"
+    echo "note: this librdkafka cannot do SCRAM with Kafka 4 (librdkafka#4895), as fsgd said; training with PLAIN over SASL_SSL (kafka_scram.sh: SCRAM with Kafka 3.9.1)"
     no_secret "$tmp/scram.log"
     mech=PLAIN
     train PLAIN "$tmp/plain.log" || { echo "training over SASL_SSL (PLAIN) failed:"; cat "$tmp/plain.log"; exit 1; }

@@ -25,13 +25,17 @@
 # DIR/security holds what those tests need: ca.pem (the CA that signed the
 # brokers' certificate, for IP 127.0.0.1), other-ca.pem (a CA that did not),
 # scram.user and scram.password (mode 600; a user made at format time, also
-# known to PLAIN). The JVM heap is small
+# known to PLAIN). FSGD_KAFKA_VERSION picks another broker version than the
+# pom's (4.1.1), into build/kafka-VERSION/lib: 3.9.1 for the SCRAM test
+# (librdkafka before 2.6.1 cannot do SCRAM with Kafka 4: librdkafka#4895).
+# The JVM heap is small
 # (FSGD_KAFKA_HEAP, default -Xmx512m) because CI machines have 2 cores and
 # other work on them. Logs: DIR/nodeK/server.log.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-LIB=${FSGD_KAFKA_LIB:-$ROOT/build/kafka/lib}
+VERSION=${FSGD_KAFKA_VERSION:-}
+LIB=${FSGD_KAFKA_LIB:-$ROOT/build/kafka${VERSION:+-$VERSION}/lib}
 HEAP=${FSGD_KAFKA_HEAP:--Xmx512m -Xms128m}
 START_TIMEOUT=${FSGD_KAFKA_START_TIMEOUT:-120}
 
@@ -53,15 +57,15 @@ install() {
     # The stamp names the pom's content: a changed pom fetches again, an
     # unchanged one does not even start Maven.
     local sum
-    sum=$(cksum <"$HERE/pom.xml" | cut -d' ' -f1)
+    sum=$( (cat "$HERE/pom.xml"; echo "$VERSION") | cksum | cut -d' ' -f1)
     if [ -f "$LIB/.pom-$sum" ] && ls "$LIB"/kafka_2.13-*.jar >/dev/null 2>&1; then
         return 0
     fi
     rm -rf "$LIB"
     mkdir -p "$LIB"
-    mvn -q -B -f "$HERE/pom.xml" -Dkafka.lib="$LIB" dependency:copy-dependencies >"$LIB/../mvn.log" 2>&1 ||
+    mvn -q -B -f "$HERE/pom.xml" -Dkafka.lib="$LIB" ${VERSION:+-Dkafka.version="$VERSION"} dependency:copy-dependencies >"$LIB/../mvn.log" 2>&1 ||
         { tail -20 "$LIB/../mvn.log" >&2; die "mvn dependency:copy-dependencies failed (log: $LIB/../mvn.log)"; }
-    ls "$LIB"/kafka_2.13-*.jar >/dev/null 2>&1 || die "Maven ran but $LIB has no kafka_2.13 jar"
+    ls "$LIB"/kafka_2.13-"${VERSION:-}"*.jar >/dev/null 2>&1 || die "Maven ran but $LIB has no kafka_2.13-${VERSION:-} jar"
     touch "$LIB/.pom-$sum"
 }
 
@@ -172,7 +176,8 @@ EOF
         cat >>"$dir/node$k/server.properties" <<EOF
 # the security tests' listeners: SSL, and SASL_SSL with SCRAM-SHA-256 and
 # PLAIN for the same user (librdkafka before 2.6.1 cannot do SCRAM with
-# Kafka 3.8.1 and later: librdkafka#4895); clients present no certificate
+# Kafka 4.0 and later, librdkafka#4895: FSGD_KAFKA_VERSION=3.9.1 can);
+# clients present no certificate
 ssl.keystore.type=PKCS12
 ssl.keystore.location=$dir/security/broker.p12
 ssl.keystore.password=$(cat "$dir/security/store.password")

@@ -66,16 +66,17 @@ static int lasting(rd_kafka_resp_err_t e)
            e == RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED;
 }
 
-/* librdkafka before 2.6.1 computes the SCRAM proof over a nonce that Kafka
- * 3.8.1 and later refuse (librdkafka#4895, Kafka's fix of CVE-2024-56128):
- * the broker then says "invalid credentials", as for a wrong password. */
+/* librdkafka before 2.6.1 sends the client nonce twice in its SCRAM
+ * client-final-message (librdkafka#4895); Kafka 3.x lets it pass, Kafka 4.0
+ * and later check the nonce strictly (RFC 5802) and say "invalid
+ * credentials", as for a wrong password. fsgd cannot tell the two apart. */
 static const char *scram_hint(void)
 {
     if (rd_kafka_version() >= 0x020601ff || !strstr(fsgd_kbus_options(), "sasl.mechanism=SCRAM"))
         return "";
-    return "; note: this librdkafka is older than 2.6.1, whose SCRAM Kafka 3.8.1 and later refuse as invalid "
-           "credentials whatever the password (librdkafka#4895): use sasl.mechanism=PLAIN over SASL_SSL, or a "
-           "newer librdkafka";
+    return "; note: this librdkafka is older than 2.6.1, whose SCRAM Kafka 4.0 and later refuse as invalid "
+           "credentials whatever the password (librdkafka#4895; Kafka 3.x accepts it): with such a broker use "
+           "sasl.mechanism=PLAIN over SASL_SSL, or a newer librdkafka";
 }
 
 int fsgd_kbus_connect(const char *brokers, int timeout_ms, char *err, size_t errsz)
