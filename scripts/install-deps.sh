@@ -50,6 +50,8 @@ kafka_jars() {
     # the tests' broker; without java/mvn it says so and the suite skips it
     if command -v java >/dev/null && command -v mvn >/dev/null; then
         tests/kafka/broker.sh install
+        # kafka_scram.sh's broker: Debian's librdkafka cannot do SCRAM with Kafka 4
+        FSGD_KAFKA_VERSION=3.9.1 tests/kafka/broker.sh install
     fi
 }
 if [ ${#missing[@]} -eq 0 ]; then
