@@ -887,11 +887,57 @@ int fsgd_train_from_shrinking(const fsgd_job_t *job, fsgd_csr_t *train, size_t k
     return rc;
 }
 
-static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t *shrink, size_t keep_rows,
-                      const fsgd_csr_t *test, fsgd_csr_t *free_test, uint64_t dim, const fsgd_model_t *init,
-                      fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
-                      char *err, size_t errsz)
+/* What the phases of train_impl share: the call's arguments, the trainer,
+ * what set-up decides (holdout, batch size, threads) and the epoch loop's
+ * running sums. */
+typedef struct train_run {
+    const fsgd_job_t *job;
+    const fsgd_csr_t *train; /* NULL once shrunk: not read again */
+    fsgd_csr_t *shrink;
+    size_t keep_rows;
+    const fsgd_csr_t *test;
+    fsgd_csr_t *free_test;
+    uint64_t dim, model_dim;
+    int bias, ftrl;
+    const fsgd_model_t *init;
+    fsgd_model_t *model;
+    fsgd_train_stats_t *stats;
+    fsgd_train_progress_fn progress;
+    void *ctx;
+    char *err;
+    size_t errsz;
+    trainer_t t;
+    fsgd_csr_t rows, test_rows;
+    int auto_epochs, noisy_epochs;
+    int tuned; /* lr auto with Adam: the settings it was tuned with */
+    size_t n_hold, n_fit, B;
+    double *test_margin;
+    float *new_vals; /* device backends: the new θ of a step's keys */
+    uint64_t rng;
+    int started; /* threads running, this one included */
+    int max_epochs, test_live, patience;
+    uint64_t looks;
+    double best_loss;
+    int since_best, stop_early;
+    double train_time, loss_acc, last_report;
+    uint64_t loss_rows;
+} train_run_t;
+
+/* Gives back everything set-up made; returns rc. */
+static int train_fail(train_run_t *r, int rc)
 {
+    free(r->test_margin);
+    cleanup(&r->t, &r->rows, &r->test_rows);
+    return rc;
+}
+
+/* The call's limits, checked before anything is allocated. */
+static int train_check(train_run_t *r)
+{
+    fsgd_train_stats_t *stats = r->stats;
+    const fsgd_csr_t *train = r->train;
+    char *err = r->err;
+    size_t errsz = r->errsz;
     memset(stats, 0, sizeof *stats);
     stats->alpha = NAN;
     stats->time_to_target = -1;
@@ -901,37 +947,46 @@ static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t
     if (train->n_rows > UINT32_MAX)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%zu training rows: at most 2^32-1 in one process",
                             train->n_rows);
-    if (train->max_col > dim)
+    if (train->max_col > r->dim)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "training data has column %llu >= dim %llu",
-                            (unsigned long long)train->max_col - 1, (unsigned long long)dim);
-    const int bias = job->bias;
-    const uint64_t model_dim = dim + (bias ? 1 : 0);
-    if (model_dim > (uint64_t)UINT32_MAX + 1)
+                            (unsigned long long)train->max_col - 1, (unsigned long long)r->dim);
+    if (r->model_dim > (uint64_t)UINT32_MAX + 1)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "dim %llu plus the intercept exceeds 2^32 keys",
-                            (unsigned long long)dim);
+                            (unsigned long long)r->dim);
+    if (r->init)
+        FSGD_TRY(fsgd_train_check_init(r->job, r->dim, r->init, err, errsz));
+    return 0;
+}
 
-    if (init)
-        FSGD_TRY(fsgd_train_check_init(job, dim, init, err, errsz));
-
-    trainer_t t = {.job = job};
-    fsgd_csr_t rows = {0}, test_rows = {0};
+/* The test rows' copy (with the intercept feature), θ and the row order.
+ * Its failure is reported with set-up's other allocations (train_setup). */
+static int train_alloc(train_run_t *r)
+{
+    const fsgd_job_t *job = r->job;
     int rc = 0;
-    if (test)
-        rc = with_bias(test, dim, bias, (float)job->bias_value, &test_rows);
-    if (rc == 0 && free_test) {
-        fsgd_csr_free(free_test); /* copied: not read again */
-        test = NULL;
+    if (r->test)
+        rc = with_bias(r->test, r->dim, r->bias, (float)job->bias_value, &r->test_rows);
+    if (rc == 0 && r->free_test) {
+        fsgd_csr_free(r->free_test); /* copied: not read again */
+        r->test = NULL;
     }
     fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = job->beta1, .beta2 = job->beta2, .eps = job->eps};
-    const int ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL;
     if (rc == 0)
-        rc = ftrl ? fsgd_adam_init_weights(&t.adam, model_dim) : fsgd_adam_init(&t.adam, model_dim, &ap);
-    t.perm = malloc(train->n_rows * sizeof *t.perm);
-    /* epochs auto: a random holdout fraction of the rows is never trained on;
-     * its mean loss decides when to stop (see hold_eval). */
-    int auto_epochs = job->epochs <= 0, noisy_epochs = 0;
-    size_t n_hold = 0;
-    if (auto_epochs && job->model != FSGD_LOSS_SQUARED) {
+        rc = r->ftrl ? fsgd_adam_init_weights(&r->t.adam, r->model_dim)
+                     : fsgd_adam_init(&r->t.adam, r->model_dim, &ap);
+    r->t.perm = malloc(r->train->n_rows * sizeof *r->t.perm);
+    return rc;
+}
+
+/* epochs auto: a random holdout fraction of the rows is never trained on;
+ * its mean loss decides when to stop (see train_look_holdout). Too few
+ * rows of the rarer class for that: fixed epochs instead (noisy_epochs). */
+static int train_pick_holdout(train_run_t *r)
+{
+    const fsgd_job_t *job = r->job;
+    const fsgd_csr_t *train = r->train;
+    r->auto_epochs = job->epochs <= 0;
+    if (r->auto_epochs && job->model != FSGD_LOSS_SQUARED) {
         /* a holdout with a few dozen rows of the rarer class judges by
          * those rows alone: training stopped after 2-3 epochs on 27k rows
          * with 1% positives, 0.04 test AUC short of LIBLINEAR's C = 1 */
@@ -944,376 +999,531 @@ static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t
             held = FSGD_TRAIN_HOLDOUT_MAX;
         double rare_held = (double)rare * held / (double)train->n_rows;
         if (rare_held < FSGD_TRAIN_HOLDOUT_MIN_CLASS) {
-            auto_epochs = 0;
-            noisy_epochs = fsgd_train_noisy_epochs(train->n_rows, job->max_epochs);
-            stats->holdout_rare = rare_held;
+            r->auto_epochs = 0;
+            r->noisy_epochs = fsgd_train_noisy_epochs(train->n_rows, job->max_epochs);
+            r->stats->holdout_rare = rare_held;
         }
     }
-    if (auto_epochs) {
-        if (train->n_rows < 2) {
-            cleanup(&t, &rows, &test_rows);
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "epochs auto needs at least 2 rows (one held out)");
-        }
-        n_hold = (size_t)(job->holdout * (double)train->n_rows);
-        /* 50k rows measure a mean loss to ~0.3% and, the same rows at every
-         * look, its changes far better; more would only cost look time and
-         * training rows. */
-        if (n_hold > FSGD_TRAIN_HOLDOUT_MAX)
-            n_hold = FSGD_TRAIN_HOLDOUT_MAX;
-        if (n_hold < 1)
-            n_hold = 1;
-        if (n_hold > train->n_rows / 2)
-            n_hold = train->n_rows / 2;
-    }
-    const size_t n_fit = train->n_rows - n_hold;
-    stats->holdout_rows = n_hold;
-    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)n_fit);
+    if (!r->auto_epochs)
+        return 0;
+    if (train->n_rows < 2)
+        return fsgd_err_fmt(r->err, r->errsz, FSGD_E_ARG, "epochs auto needs at least 2 rows (one held out)");
+    size_t n_hold = (size_t)(job->holdout * (double)train->n_rows);
+    /* 50k rows measure a mean loss to ~0.3% and, the same rows at every
+     * look, its changes far better; more would only cost look time and
+     * training rows. */
+    if (n_hold > FSGD_TRAIN_HOLDOUT_MAX)
+        n_hold = FSGD_TRAIN_HOLDOUT_MAX;
+    if (n_hold < 1)
+        n_hold = 1;
+    if (n_hold > train->n_rows / 2)
+        n_hold = train->n_rows / 2;
+    r->n_hold = n_hold;
+    return 0;
+}
+
+/* The rows trained on and the rows of a step (the job's, or its fraction
+ * of them), within 1 .. n_fit. */
+static void train_pick_batch(train_run_t *r)
+{
+    const fsgd_job_t *job = r->job;
+    r->n_fit = r->train->n_rows - r->n_hold;
+    r->stats->holdout_rows = r->n_hold;
+    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)r->n_fit);
     if (B < 1)
         B = 1;
-    if (B > n_fit)
-        B = n_fit;
-    if (rc == 0) {
-        rc = setup_optimizer(&t, model_dim, n_fit, B, init, stats, err, errsz);
-        if (rc == FSGD_E_ARG) {
-            cleanup(&t, &rows, &test_rows);
-            return rc;
-        }
-    }
-    /* with lr auto (whose Adam was tuned with it); an explicit lr keeps fsgd
-     * run's start at 0 */
-    const int tuned = rc == 0 && job->lr < 0 && !ftrl;
-    if (tuned && bias && !init && job->model == FSGD_LOSS_LOGISTIC)
-        t.adam.theta[dim] = fsgd_train_start_intercept(train->label, train->n_rows, job->bias_value);
-    /* A thread pays two barrier crossings per step (microseconds, far more
-     * when the machine is busy); below ~FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros
-     * of work per thread a step is faster on fewer threads. */
-    double nnz_per_step = (double)B * (double)(train->nnz + (bias ? train->n_rows : 0)) / (double)train->n_rows;
+    if (B > r->n_fit)
+        B = r->n_fit;
+    r->B = B;
+}
+
+/* A thread pays two barrier crossings per step (microseconds, far more
+ * when the machine is busy); below ~FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros
+ * of work per thread a step is faster on fewer threads. Allocates the
+ * workers and the test rows' margins. */
+static void train_pick_threads(train_run_t *r)
+{
+    const fsgd_job_t *job = r->job;
+    const fsgd_csr_t *train = r->train;
+    double nnz_per_step =
+        (double)r->B * (double)(train->nnz + (r->bias ? train->n_rows : 0)) / (double)train->n_rows;
     int W = job->threads < 1 ? 1 : job->threads;
     if (W > 64) /* the update merge keeps one cursor per thread on the stack */
         W = 64;
     int fit = (int)(nnz_per_step / FSGD_TRAIN_MIN_NNZ_PER_THREAD);
     if (W > 1 && fit < W)
         W = fit < 1 ? 1 : fit;
-    stats->threads_used = W;
-    stats->nnz_per_step = nnz_per_step;
-    t.n_workers = W;
-    t.workers = calloc((size_t)W, sizeof *t.workers);
-    double *test_margin = malloc((test_rows.n_rows ? test_rows.n_rows : 1) * sizeof *test_margin);
-    float *new_vals = NULL;
-    if (rc < 0 || !t.perm || !t.workers || !test_margin) {
-        free(test_margin);
-        cleanup(&t, &rows, &test_rows);
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory setting up training (model dim %llu)",
-                            (unsigned long long)model_dim);
-    }
-    for (size_t i = 0; i < train->n_rows; i++)
-        t.perm[i] = (uint32_t)i;
+    r->stats->threads_used = W;
+    r->stats->nnz_per_step = nnz_per_step;
+    r->t.n_workers = W;
+    r->t.workers = calloc((size_t)W, sizeof *r->t.workers);
+    r->test_margin = malloc((r->test_rows.n_rows ? r->test_rows.n_rows : 1) * sizeof *r->test_margin);
+}
+
+/* Each thread's backend and worker side of the strategy, on the run's
+ * codec spec, and the strategy's aggregator side. */
+static int train_open_strategy(train_run_t *r)
+{
+    const fsgd_job_t *job = r->job;
+    trainer_t *t = &r->t;
+    const int W = t->n_workers;
+    int rc = 0;
     char codec[sizeof job->codec + 32];
-    run_codec(job, n_fit, B, codec, sizeof codec, &stats->codec_lr);
+    run_codec(job, r->n_fit, r->B, codec, sizeof codec, &r->stats->codec_lr);
     for (int i = 0; i < W && rc == 0; i++) {
-        worker_t *w = &t.workers[i];
-        w->t = &t;
-        w->backend = fsgd_backend_new(fsgd_job_backend(job, job->batch >= 1 ? job->batch / W : 0), model_dim,
-                                      t.adam.theta, err, errsz);
+        worker_t *w = &t->workers[i];
+        w->t = t;
+        w->backend = fsgd_backend_new(fsgd_job_backend(job, job->batch >= 1 ? job->batch / W : 0), r->model_dim,
+                                      t->adam.theta, r->err, r->errsz);
         if (!w->backend) {
             rc = FSGD_E_ARG;
             break;
         }
-        w->strat = fsgd_sworker_new(codec, model_dim, job->seed + (uint64_t)i, err, errsz);
+        w->strat = fsgd_sworker_new(codec, r->model_dim, job->seed + (uint64_t)i, r->err, r->errsz);
         if (!w->strat)
             rc = FSGD_E_ARG;
     }
-    if (rc == 0 && !(t.agg = fsgd_sagg_new(codec, model_dim, job->seed, err, errsz)))
+    if (rc == 0 && !(t->agg = fsgd_sagg_new(codec, r->model_dim, job->seed, r->err, r->errsz)))
         rc = FSGD_E_ARG;
-    t.plain = rc == 0 && fsgd_sagg_plain_sum(t.agg);
-    t.direct = t.plain && strcmp(job->codec, "none") == 0;
-    /* --staleness τ (only when given: fsgd run's default is not fsgd train's):
-     * the distributed run's bounded delay, simulated through the strategy's
-     * aggregator side, as the aggregator process runs it */
+    t->plain = rc == 0 && fsgd_sagg_plain_sum(t->agg);
+    t->direct = t->plain && strcmp(job->codec, "none") == 0;
+    return rc;
+}
+
+/* --staleness τ (only when given: fsgd run's default is not fsgd train's):
+ * the distributed run's bounded delay, simulated through the strategy's
+ * aggregator side, as the aggregator process runs it. Then what the
+ * strategy cannot be combined with. rc: set-up's so far (the staleness
+ * stat is set either way). */
+static int train_check_strategy(train_run_t *r, int rc)
+{
+    const fsgd_job_t *job = r->job;
+    trainer_t *t = &r->t;
     int tau = fsgd_job_given(job, "staleness") ? fsgd_strategy_max_lag(job->codec, job->staleness) : 0;
     if (rc == 0 && tau > 0) {
-        if (strcmp(fsgd_backend_name(t.workers[0].backend), "cpu") != 0)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "staleness %d: simulated on the cpu backend only (--backend cpu)",
-                              tau);
-        else if (fsgd_stale_init(&t.stale, tau) < 0)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
-        t.plain = t.direct = 0;
+        if (strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") != 0)
+            rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_ARG,
+                              "staleness %d: simulated on the cpu backend only (--backend cpu)", tau);
+        else if (fsgd_stale_init(&t->stale, tau) < 0)
+            rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory");
+        t->plain = t->direct = 0;
     }
-    stats->staleness = tau;
-    if (rc == 0 && ftrl && fsgd_sagg_optimizer(t.agg) == FSGD_OPT_APPLY)
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+    r->stats->staleness = tau;
+    if (rc == 0 && r->ftrl && fsgd_sagg_optimizer(t->agg) == FSGD_OPT_APPLY)
+        rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers (the aggregator only averages their steps): "
                           "it cannot be combined with optimizer ftrl",
                           job->codec);
-    if (rc < 0) {
-        free(test_margin);
-        cleanup(&t, &rows, &test_rows);
-        return rc;
+    return rc;
+}
+
+/* Everything before the rows are shuffled: holdout and batch size, the
+ * optimizer (and the intercept's start), threads, backends and strategy.
+ * On an error all is given back. */
+static int train_setup(train_run_t *r)
+{
+    int rc = train_alloc(r);
+    int hrc = train_pick_holdout(r);
+    if (hrc < 0)
+        return train_fail(r, hrc);
+    train_pick_batch(r);
+    if (rc == 0) {
+        rc = setup_optimizer(&r->t, r->model_dim, r->n_fit, r->B, r->init, r->stats, r->err, r->errsz);
+        if (rc == FSGD_E_ARG)
+            return train_fail(r, rc);
     }
+    /* with lr auto (whose Adam was tuned with it); an explicit lr keeps fsgd
+     * run's start at 0 */
+    r->tuned = rc == 0 && r->job->lr < 0 && !r->ftrl;
+    if (r->tuned && r->bias && !r->init && r->job->model == FSGD_LOSS_LOGISTIC)
+        r->t.adam.theta[r->dim] = fsgd_train_start_intercept(r->train->label, r->train->n_rows, r->job->bias_value);
+    train_pick_threads(r);
+    if (rc < 0 || !r->t.perm || !r->t.workers || !r->test_margin)
+        return train_fail(r, fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM,
+                                          "out of memory setting up training (model dim %llu)",
+                                          (unsigned long long)r->model_dim));
+    for (size_t i = 0; i < r->train->n_rows; i++)
+        r->t.perm[i] = (uint32_t)i;
+    rc = train_check_strategy(r, train_open_strategy(r));
+    if (rc < 0)
+        return train_fail(r, rc);
+    snprintf(r->stats->backend, sizeof r->stats->backend, "%s (%s)", fsgd_backend_name(r->t.workers[0].backend),
+             fsgd_backend_device(r->t.workers[0].backend));
+    if (r->progress)
+        r->progress(r->ctx, r->stats, -1);
+    return 0;
+}
 
-    snprintf(stats->backend, sizeof stats->backend, "%s (%s)", fsgd_backend_name(t.workers[0].backend),
-             fsgd_backend_device(t.workers[0].backend));
-    if (progress)
-        progress(ctx, stats, -1);
-
-
-    uint64_t rng = job->seed;
-    shuffle(t.perm, train->n_rows, &rng);
-    const float bv = (float)job->bias_value;
-    for (size_t r = 0; r < n_hold && rc == 0; r++)
-        rc = fsgd_train_append_biased(&t.hold, train, t.perm[r], dim, bias, bv);
-    t.n_batches = (n_fit + B - 1) / B;
-    t.slices = calloc(t.n_batches * (size_t)W, sizeof *t.slices);
-    t.batch_rows = malloc(t.n_batches * sizeof *t.batch_rows);
-    t.order = malloc(t.n_batches * sizeof *t.order);
-    if (!t.slices || !t.batch_rows || !t.order) {
-        free(test_margin);
-        cleanup(&t, &rows, &test_rows);
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for %zu batches", t.n_batches);
-    }
-    for (size_t b = 0; b < t.n_batches; b++) {
-        size_t pos = n_hold + b * B;
-        t.batch_rows[b] = train->n_rows - pos < B ? train->n_rows - pos : B;
-        t.order[b] = (uint32_t)b;
+/* The rows in the seed's random order: the first n_hold the holdout, the
+ * rest cut into the batches' per-thread slices (cut_batches). */
+static int train_cut(train_run_t *r)
+{
+    trainer_t *t = &r->t;
+    const fsgd_csr_t *train = r->train;
+    const size_t W = (size_t)t->n_workers;
+    int rc = 0;
+    r->rng = r->job->seed;
+    shuffle(t->perm, train->n_rows, &r->rng);
+    const float bv = (float)r->job->bias_value;
+    for (size_t i = 0; i < r->n_hold && rc == 0; i++)
+        rc = fsgd_train_append_biased(&t->hold, train, t->perm[i], r->dim, r->bias, bv);
+    t->n_batches = (r->n_fit + r->B - 1) / r->B;
+    t->slices = calloc(t->n_batches * W, sizeof *t->slices);
+    t->batch_rows = malloc(t->n_batches * sizeof *t->batch_rows);
+    t->order = malloc(t->n_batches * sizeof *t->order);
+    if (!t->slices || !t->batch_rows || !t->order)
+        return train_fail(r, fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for %zu batches",
+                                          t->n_batches));
+    for (size_t b = 0; b < t->n_batches; b++) {
+        size_t pos = r->n_hold + b * r->B;
+        t->batch_rows[b] = train->n_rows - pos < r->B ? train->n_rows - pos : r->B;
+        t->order[b] = (uint32_t)b;
     }
     if (rc == 0) {
-        cut_job_t cj = {.t = &t, .train = train, .n_hold = n_hold, .B = B, .dim = dim, .bias = bias, .bv = bv};
+        cut_job_t cj = {.t = t, .train = train, .n_hold = r->n_hold, .B = r->B, .dim = r->dim, .bias = r->bias,
+                        .bv = bv};
         atomic_init(&cj.next, 0);
         atomic_init(&cj.rc, 0);
         pthread_t helper;
-        int helped = job->threads > 1 && t.n_batches >= 2 * CUT_CHUNK &&
+        int helped = r->job->threads > 1 && t->n_batches >= 2 * CUT_CHUNK &&
                      pthread_create(&helper, NULL, cut_batches, &cj) == 0;
         cut_batches(&cj);
         if (helped)
             pthread_join(helper, NULL);
         rc = atomic_load(&cj.rc);
     }
-    if (rc < 0) {
-        free(test_margin);
-        cleanup(&t, &rows, &test_rows);
-        return fsgd_err_fmt(err, errsz, rc, "out of memory cutting the data into batches");
-    }
+    if (rc < 0)
+        return train_fail(r, fsgd_err_fmt(r->err, r->errsz, rc, "out of memory cutting the data into batches"));
+    return 0;
+}
+
+/* After the cut, before the steps: the caller's rows go, Adam's key state
+ * is mapped, and the keys' l2 (and lr) factors are made where they help. */
+static int train_prepare_steps(train_run_t *r)
+{
+    trainer_t *t = &r->t;
     /* the batches and the holdout have their copies: train is not read again */
-    if (shrink) {
-        keep_head(shrink, keep_rows);
-        train = NULL;
+    if (r->shrink) {
+        keep_head(r->shrink, r->keep_rows);
+        r->train = NULL;
     }
     /* Adam's per-key state was left unmapped at setup, so that it did not
      * add to the two copies of the rows above (fsgd_adam_count_keys); it is
      * mapped now, outside the steps, as it was before that: 49k page
      * faults for 2^24 keys, 0.25 s, not charged to the first steps */
-    if (t.adam.keys)
-        touch_pages(t.adam.keys, (size_t)model_dim * sizeof *t.adam.keys);
-
+    if (t->adam.keys)
+        touch_pages(t->adam.keys, (size_t)r->model_dim * sizeof *t->adam.keys);
     /* Only without a holdout: with one (large data), early stopping does
      * the rare keys' regularizing, and the factors' array cost a cache miss
      * a key and step (1M-row CTR set: same test AUC, ~15% slower). */
-    if (rc == 0 && tuned && noisy_epochs && t.plain && t.l2 > 0 && !(t.l2_scale = key_l2_scale(&t, model_dim))) {
-        free(test_margin);
-        cleanup(&t, &rows, &test_rows);
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for the keys' l2 factors");
-    }
+    if (r->tuned && r->noisy_epochs && t->plain && t->l2 > 0 && !(t->l2_scale = key_l2_scale(t, r->model_dim)))
+        return train_fail(r, fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for the keys' l2 factors"));
     /* Without a holdout the run must come near the regularized optimum
      * within its fixed epochs, and a rare key moved by about lr a touch gets
      * there last: lr·sqrt(rarity) gave +0.003 test AUC on 27k rows with 1%
      * positives (three seeds). With a holdout on large data it only
      * overfits the rare keys (1M-row CTR set: 0.767 against 0.781). */
-    if (t.l2_scale) {
-        t.adam.rarity = t.l2_scale;
-        t.adam.rarity_cap = (float)(FSGD_TRAIN_KEY_LR_MAX / t.adam.p.lr);
+    if (t->l2_scale) {
+        t->adam.rarity = t->l2_scale;
+        t->adam.rarity_cap = (float)(FSGD_TRAIN_KEY_LR_MAX / t->adam.p.lr);
     }
-    atomic_init(&t.start.parties, (unsigned)W);
-    atomic_init(&t.done.parties, (unsigned)W);
-    int started = 1; /* worker 0 is this thread */
-    for (; started < W; started++)
-        if (pthread_create(&t.workers[started].thread, NULL, worker_main, &t.workers[started]) != 0)
-            break;
-    if (started < W) {
-        /* Release the threads that did start: only they and we will arrive. */
-        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cannot start worker thread %d", started);
-        rc = FSGD_E_NOMEM;
-        atomic_store(&t.start.parties, (unsigned)started);
-    }
+    return 0;
+}
 
-    double train_time = 0, loss_acc = 0;
-    uint64_t loss_rows = 0;
-    double last_report = now();
-    const int max_epochs = auto_epochs ? job->max_epochs : noisy_epochs ? noisy_epochs : job->epochs;
-    /* Early stopping looks at the holdout `looks` times an epoch (on big data
-     * one epoch can already be past the best point) and stops after
-     * `patience` looks without a new best (fsgd/train.h). */
-    const uint64_t looks = fsgd_train_looks(n_fit, t.n_batches);
-    const int patience = fsgd_train_patience(looks);
-    stats->patience_epochs = (double)patience / (double)looks;
-    double best_loss = INFINITY;
-    int since_best = 0, stop_early = 0;
-    if (auto_epochs && rc == 0) {
-        t.best = malloc(model_dim * sizeof *t.best);
-        t.hold_margin = malloc(t.hold.n_rows * sizeof *t.hold_margin);
-        if (!t.best || !t.hold_margin)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
+/* Worker threads 1..W-1 (this thread is worker 0). When one cannot start,
+ * the barriers count only those that did, so they can be released. */
+static int train_start_threads(train_run_t *r)
+{
+    trainer_t *t = &r->t;
+    const int W = t->n_workers;
+    atomic_init(&t->start.parties, (unsigned)W);
+    atomic_init(&t->done.parties, (unsigned)W);
+    r->started = 1;
+    for (; r->started < W; r->started++)
+        if (pthread_create(&t->workers[r->started].thread, NULL, worker_main, &t->workers[r->started]) != 0)
+            break;
+    if (r->started < W) {
+        fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "cannot start worker thread %d", r->started);
+        atomic_store(&t->start.parties, (unsigned)r->started);
+        return FSGD_E_NOMEM;
+    }
+    return 0;
+}
+
+/* The epoch loop's limits. Early stopping looks at the holdout `looks`
+ * times an epoch (on big data one epoch can already be past the best
+ * point) and stops after `patience` looks without a new best
+ * (fsgd/train.h). */
+static int train_loop_setup(train_run_t *r, int rc)
+{
+    const fsgd_job_t *job = r->job;
+    trainer_t *t = &r->t;
+    r->last_report = now();
+    r->max_epochs = r->auto_epochs ? job->max_epochs : r->noisy_epochs ? r->noisy_epochs : job->epochs;
+    r->looks = fsgd_train_looks(r->n_fit, t->n_batches);
+    r->patience = fsgd_train_patience(r->looks);
+    r->stats->patience_epochs = (double)r->patience / (double)r->looks;
+    r->best_loss = INFINITY;
+    if (r->auto_epochs && rc == 0) {
+        t->best = malloc(r->model_dim * sizeof *t->best);
+        t->hold_margin = malloc(t->hold.n_rows * sizeof *t->hold_margin);
+        if (!t->best || !t->hold_margin)
+            rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM,
+                              "out of memory for the early-stopping copy of the model");
     }
     /* Test rows are scored during training only when someone looks: progress
      * lines, --target-auc or --eval-every; otherwise once, at the end. */
-    const int test_live = !job->quiet || job->target_auc > 0 || job->eval_every > 0;
-    for (int epoch = 1; epoch <= max_epochs && !stop_early && rc == 0 && W == t.n_workers; epoch++) {
-        stats->epoch = epoch;
-        shuffle(t.order, t.n_batches, &rng);
-        for (size_t k = 0; k < t.n_batches && !stop_early && rc == 0; k++) {
-            double s0 = now();
-            size_t b = t.order[k], cnt = t.batch_rows[b];
-            for (int i = 0; i < W; i++) {
-                t.workers[i].batch = &t.slices[b * (size_t)W + (size_t)i];
-                t.workers[i].batch_id = (int64_t)(b * (size_t)W + (size_t)i);
-            }
-            fsgd_stale_rewind(&t.stale, t.adam.theta);
-            run_round(&t, PHASE_GRADIENT);
-            fsgd_stale_replay(&t.stale, t.adam.theta);
-            double s1 = now();
-            stats->t_grad_round += s1 - s0;
-            for (int i = 0; i < W && rc == 0; i++) {
-                worker_t *w = &t.workers[i];
-                if (w->rc < 0)
-                    rc = fsgd_err_fmt(err, errsz, w->rc, "worker %d: %s", i, w->err);
-                loss_acc += w->loss;
-            }
-            if (rc < 0)
-                break;
-            loss_rows += cnt;
-            t.inv_rows = 1.0 / (double)cnt;
-            if (t.plain) {
-                split_keys(&t, model_dim);
-                fsgd_adam_advance(&t.adam);
-                run_round(&t, PHASE_UPDATE);
-            } else {
-                double lsum = 0;
-                for (int i = 0; i < W; i++)
-                    lsum += t.workers[i].loss;
-                rc = strategy_step(&t, cnt, lsum, s1 - s0, err, errsz);
-                if (rc < 0)
-                    break;
-            }
-            for (int i = 0; i < W && rc == 0; i++)
-                if (t.workers[i].rc < 0)
-                    rc = fsgd_err_fmt(err, errsz, t.workers[i].rc, "worker %d: %s", i, t.workers[i].err);
-            if (rc == 0 && strcmp(fsgd_backend_name(t.workers[0].backend), "cpu") != 0) {
-                /* Device backends keep their own θ: send them the new values. */
-                for (int i = 0; i < W && rc == 0; i++) {
-                    const fsgd_sparse_t *u = &t.workers[i].upd;
-                    float *nv = realloc(new_vals, (u->n ? u->n : 1) * sizeof *nv);
-                    if (!nv) {
-                        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
-                        break;
-                    }
-                    new_vals = nv;
-                    for (size_t e = 0; e < u->n; e++)
-                        new_vals[e] = t.adam.theta[u->keys[e]];
-                    for (int j = 0; j < W && rc == 0; j++)
-                        rc = fsgd_backend_apply(t.workers[j].backend, u->keys, new_vals, u->n, err, errsz);
-                }
-            }
-            if (rc < 0)
-                break;
-            double s2 = now();
-            stats->t_update += s2 - s1;
-            train_time += s2 - s0;
-            stats->steps++;
-            stats->rows += cnt;
-            for (int i = 0; i < W; i++)
-                stats->nnz += t.workers[i].batch->nnz;
+    r->test_live = !job->quiet || job->target_auc > 0 || job->eval_every > 0;
+    return rc;
+}
 
-            int last_step = k + 1 == t.n_batches;
-            /* Looks at evenly spread steps, the last of the epoch among them:
-             * exactly `looks` an epoch (fsgd_train_looks). */
-            const uint64_t E = looks, nb = t.n_batches;
-            if (auto_epochs && (last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb)) {
-                double h0 = now();
-                /* the mean loss only: an AUC would sort the holdout at every look */
-                margins(job->threads, t.adam.theta, model_dim, &t.hold, t.hold_margin);
-                double hold_loss = 0;
-                for (size_t r = 0; r < t.hold.n_rows; r++)
-                    hold_loss += fsgd_loss_value(job->model, t.hold_margin[r], fsgd_loss_label(job->model, t.hold.label[r]));
-                hold_loss /= (double)t.hold.n_rows;
-                /* A new best must beat the old by a relative 1e-4, so that a
-                 * plateau of noise does not keep training going forever. */
-                if (hold_loss < best_loss * (1 - 1e-4)) {
-                    best_loss = hold_loss;
-                    since_best = 0;
-                    stats->best_epoch = (double)(epoch - 1) + (double)(k + 1) / (double)t.n_batches;
-                    memcpy(t.best, t.adam.theta, model_dim * sizeof *t.best);
-                } else if (++since_best >= patience) {
-                    stop_early = 1;
-                }
-                stats->holdout_loss = best_loss;
-                double h1 = now();
-                stats->t_holdout += h1 - h0;
-                train_time += h1 - h0;
-            }
-            int eval_now = test_rows.n_rows && test_live &&
-                           (last_step || stop_early ||
-                            (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
-            stats->seconds = train_time;
-            if (eval_now) {
-                margins(job->threads, t.adam.theta, model_dim, &test_rows, test_margin);
-                stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
-                if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
-                    stats->best_test_auc = stats->test.auc;
-                if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
-                    stats->time_to_target = train_time;
-                    stats->target_clock = now();
-                }
-            }
-            double tnow = now();
-            if (stop_early)
-                last_step = 1;
-            if (progress && (last_step || tnow - last_report >= 1.0)) {
-                stats->last_loss = loss_rows ? loss_acc / (double)loss_rows : NAN;
-                sum_worker_stats(&t, stats);
-                progress(ctx, stats, last_step);
-                last_report = tnow;
-                loss_acc = 0;
-                loss_rows = 0;
-            }
+/* Device backends keep their own θ: send them the new values. */
+static int train_send_theta(train_run_t *r)
+{
+    trainer_t *t = &r->t;
+    const int W = t->n_workers;
+    int rc = 0;
+    for (int i = 0; i < W && rc == 0; i++) {
+        const fsgd_sparse_t *u = &t->workers[i].upd;
+        float *nv = realloc(r->new_vals, (u->n ? u->n : 1) * sizeof *nv);
+        if (!nv)
+            return fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory");
+        r->new_vals = nv;
+        for (size_t e = 0; e < u->n; e++)
+            r->new_vals[e] = t->adam.theta[u->keys[e]];
+        for (int j = 0; j < W && rc == 0; j++)
+            rc = fsgd_backend_apply(t->workers[j].backend, u->keys, r->new_vals, u->n, r->err, r->errsz);
+    }
+    return rc;
+}
+
+/* One step on batch b: every thread's gradient round, then the update (the
+ * threads' own reduction when the strategy only sums, else the strategy's
+ * step as the aggregator takes it). */
+static int train_step(train_run_t *r, size_t b)
+{
+    trainer_t *t = &r->t;
+    fsgd_train_stats_t *stats = r->stats;
+    const int W = t->n_workers;
+    int rc = 0;
+    double s0 = now();
+    size_t cnt = t->batch_rows[b];
+    for (int i = 0; i < W; i++) {
+        t->workers[i].batch = &t->slices[b * (size_t)W + (size_t)i];
+        t->workers[i].batch_id = (int64_t)(b * (size_t)W + (size_t)i);
+    }
+    fsgd_stale_rewind(&t->stale, t->adam.theta);
+    run_round(t, PHASE_GRADIENT);
+    fsgd_stale_replay(&t->stale, t->adam.theta);
+    double s1 = now();
+    stats->t_grad_round += s1 - s0;
+    for (int i = 0; i < W && rc == 0; i++) {
+        worker_t *w = &t->workers[i];
+        if (w->rc < 0)
+            rc = fsgd_err_fmt(r->err, r->errsz, w->rc, "worker %d: %s", i, w->err);
+        r->loss_acc += w->loss;
+    }
+    if (rc < 0)
+        return rc;
+    r->loss_rows += cnt;
+    t->inv_rows = 1.0 / (double)cnt;
+    if (t->plain) {
+        split_keys(t, r->model_dim);
+        fsgd_adam_advance(&t->adam);
+        run_round(t, PHASE_UPDATE);
+    } else {
+        double lsum = 0;
+        for (int i = 0; i < W; i++)
+            lsum += t->workers[i].loss;
+        rc = strategy_step(t, cnt, lsum, s1 - s0, r->err, r->errsz);
+        if (rc < 0)
+            return rc;
+    }
+    for (int i = 0; i < W && rc == 0; i++)
+        if (t->workers[i].rc < 0)
+            rc = fsgd_err_fmt(r->err, r->errsz, t->workers[i].rc, "worker %d: %s", i, t->workers[i].err);
+    if (rc == 0 && strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") != 0)
+        rc = train_send_theta(r);
+    if (rc < 0)
+        return rc;
+    double s2 = now();
+    stats->t_update += s2 - s1;
+    r->train_time += s2 - s0;
+    stats->steps++;
+    stats->rows += cnt;
+    for (int i = 0; i < W; i++)
+        stats->nnz += t->workers[i].batch->nnz;
+    return 0;
+}
+
+/* epochs auto: the holdout's mean loss after step k of the epoch, at
+ * evenly spread steps, the last of the epoch among them: exactly `looks`
+ * an epoch (fsgd_train_looks). Keeps θ at a new best; stops early after
+ * `patience` looks without one. */
+static void train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step)
+{
+    const fsgd_job_t *job = r->job;
+    trainer_t *t = &r->t;
+    fsgd_train_stats_t *stats = r->stats;
+    const uint64_t E = r->looks, nb = t->n_batches;
+    if (!r->auto_epochs || !(last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb))
+        return;
+    double h0 = now();
+    /* the mean loss only: an AUC would sort the holdout at every look */
+    margins(job->threads, t->adam.theta, r->model_dim, &t->hold, t->hold_margin);
+    double hold_loss = 0;
+    for (size_t i = 0; i < t->hold.n_rows; i++)
+        hold_loss += fsgd_loss_value(job->model, t->hold_margin[i], fsgd_loss_label(job->model, t->hold.label[i]));
+    hold_loss /= (double)t->hold.n_rows;
+    /* A new best must beat the old by a relative 1e-4, so that a
+     * plateau of noise does not keep training going forever. */
+    if (hold_loss < r->best_loss * (1 - 1e-4)) {
+        r->best_loss = hold_loss;
+        r->since_best = 0;
+        stats->best_epoch = (double)(epoch - 1) + (double)(k + 1) / (double)t->n_batches;
+        memcpy(t->best, t->adam.theta, r->model_dim * sizeof *t->best);
+    } else if (++r->since_best >= r->patience) {
+        r->stop_early = 1;
+    }
+    stats->holdout_loss = r->best_loss;
+    double h1 = now();
+    stats->t_holdout += h1 - h0;
+    r->train_time += h1 - h0;
+}
+
+/* The test metrics on the current θ, when someone looks (test_live) at the
+ * epoch's end, at an early stop and every --eval-every steps; the time
+ * --target-auc was first reached. */
+static void train_eval_test(train_run_t *r, int last_step)
+{
+    const fsgd_job_t *job = r->job;
+    fsgd_train_stats_t *stats = r->stats;
+    int eval_now = r->test_rows.n_rows && r->test_live &&
+                   (last_step || r->stop_early ||
+                    (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
+    stats->seconds = r->train_time;
+    if (!eval_now)
+        return;
+    margins(job->threads, r->t.adam.theta, r->model_dim, &r->test_rows, r->test_margin);
+    stats->test = fsgd_metrics_compute(job->model, r->test_margin, r->test_rows.label, r->test_rows.n_rows);
+    if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
+        stats->best_test_auc = stats->test.auc;
+    if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
+        stats->time_to_target = r->train_time;
+        stats->target_clock = now();
+    }
+}
+
+/* A progress line at the epoch's end (or an early stop) and at most once a
+ * second otherwise, with the mean training loss since the last. */
+static void train_report(train_run_t *r, int last_step)
+{
+    double tnow = now();
+    if (r->stop_early)
+        last_step = 1;
+    if (!r->progress || !(last_step || tnow - r->last_report >= 1.0))
+        return;
+    r->stats->last_loss = r->loss_rows ? r->loss_acc / (double)r->loss_rows : NAN;
+    sum_worker_stats(&r->t, r->stats);
+    r->progress(r->ctx, r->stats, last_step);
+    r->last_report = tnow;
+    r->loss_acc = 0;
+    r->loss_rows = 0;
+}
+
+/* The epochs: each visits the batches in a new random order. Returns rc,
+ * or the first step's error. */
+static int train_epochs(train_run_t *r, int rc)
+{
+    trainer_t *t = &r->t;
+    for (int epoch = 1; epoch <= r->max_epochs && !r->stop_early && rc == 0; epoch++) {
+        r->stats->epoch = epoch;
+        shuffle(t->order, t->n_batches, &r->rng);
+        for (size_t k = 0; k < t->n_batches && !r->stop_early && rc == 0; k++) {
+            rc = train_step(r, t->order[k]);
+            if (rc < 0)
+                break;
+            int last_step = k + 1 == t->n_batches;
+            train_look_holdout(r, epoch, k, last_step);
+            train_eval_test(r, last_step);
+            train_report(r, last_step);
         }
     }
-    t.stop = 1;
-    if (started > 1)
-        spin_barrier_wait(&t.start);
-    for (int i = 1; i < started; i++)
-        pthread_join(t.workers[i].thread, NULL);
-    sum_worker_stats(&t, stats);
-    stats->stopped_early = stop_early;
-    stats->epochs_run = t.n_batches ? (double)stats->steps / (double)t.n_batches : 0;
+    return rc;
+}
+
+/* Releases the worker threads from their wait for a round and joins them. */
+static void train_stop_threads(train_run_t *r)
+{
+    trainer_t *t = &r->t;
+    t->stop = 1;
+    if (r->started > 1)
+        spin_barrier_wait(&t->start);
+    for (int i = 1; i < r->started; i++)
+        pthread_join(t->workers[i].thread, NULL);
+}
+
+/* The run's end: its stats, the final weights' test metrics and the model.
+ * epochs auto keeps the weights of the best holdout loss, not the last. */
+static int train_finish(train_run_t *r, int rc)
+{
+    const fsgd_job_t *job = r->job;
+    trainer_t *t = &r->t;
+    fsgd_train_stats_t *stats = r->stats;
+    sum_worker_stats(t, stats);
+    stats->stopped_early = r->stop_early;
+    stats->epochs_run = t->n_batches ? (double)stats->steps / (double)t->n_batches : 0;
     /* The batches are not read again: their memory goes before the model's
      * copy of the weights is made. */
-    if (t.slices)
-        for (size_t i = 0; i < t.n_batches * (size_t)t.n_workers; i++)
-            fsgd_csr_free(&t.slices[i]);
-    /* epochs auto keeps the weights of the best holdout loss, not the last. */
-    const float *final_w = auto_epochs && best_loss < INFINITY ? t.best : t.adam.theta;
+    if (t->slices)
+        for (size_t i = 0; i < t->n_batches * (size_t)t->n_workers; i++)
+            fsgd_csr_free(&t->slices[i]);
+    const float *final_w = r->auto_epochs && r->best_loss < INFINITY ? t->best : t->adam.theta;
     if (rc == 0) { /* features only: the intercept (key dim) is not one */
-        stats->weights_touched = t.ftrl_on ? fsgd_ftrl_touched(&t.ftrl, dim) : fsgd_adam_touched(&t.adam, dim);
-        for (uint64_t k = 0; k < dim; k++)
+        stats->weights_touched = t->ftrl_on ? fsgd_ftrl_touched(&t->ftrl, r->dim) : fsgd_adam_touched(&t->adam, r->dim);
+        for (uint64_t k = 0; k < r->dim; k++)
             stats->weights_nonzero += final_w[k] != 0;
     }
-    if (rc == 0 && test_rows.n_rows) {
-        margins(job->threads, final_w, model_dim, &test_rows, test_margin);
-        stats->test = fsgd_metrics_compute(job->model, test_margin, test_rows.label, test_rows.n_rows);
+    if (rc == 0 && r->test_rows.n_rows) {
+        margins(job->threads, final_w, r->model_dim, &r->test_rows, r->test_margin);
+        stats->test = fsgd_metrics_compute(job->model, r->test_margin, r->test_rows.label, r->test_rows.n_rows);
         if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
             stats->best_test_auc = stats->test.auc;
     }
     if (rc == 0) {
-        rc = fsgd_model_init(model, job->model, dim, bias, (float)job->bias_value);
+        rc = fsgd_model_init(r->model, job->model, r->dim, r->bias, (float)job->bias_value);
         if (rc == 0)
-            memcpy(model->w, final_w, model_dim * sizeof *model->w);
+            memcpy(r->model->w, final_w, r->model_dim * sizeof *r->model->w);
         if (rc == 0 && job->save_state)
-            rc = save_state(&t, fsgd_train_state_kind(job), model_dim, model);
+            rc = save_state(t, fsgd_train_state_kind(job), r->model_dim, r->model);
         if (rc < 0)
-            fsgd_err_fmt(err, errsz, rc, "out of memory for the model");
+            fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
     }
-    free(new_vals);
-    free(test_margin);
-    cleanup(&t, &rows, &test_rows);
+    return rc;
+}
+
+static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t *shrink, size_t keep_rows,
+                      const fsgd_csr_t *test, fsgd_csr_t *free_test, uint64_t dim, const fsgd_model_t *init,
+                      fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
+                      char *err, size_t errsz)
+{
+    train_run_t r = {.job = job, .train = train, .shrink = shrink, .keep_rows = keep_rows, .test = test,
+                     .free_test = free_test, .dim = dim, .model_dim = dim + (job->bias ? 1 : 0),
+                     .bias = job->bias, .ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL, .init = init,
+                     .model = model, .stats = stats, .progress = progress, .ctx = ctx, .err = err,
+                     .errsz = errsz, .t = {.job = job}};
+    int rc;
+    if ((rc = train_check(&r)) < 0 || (rc = train_setup(&r)) < 0 || (rc = train_cut(&r)) < 0 ||
+        (rc = train_prepare_steps(&r)) < 0)
+        return rc;
+    rc = train_start_threads(&r);
+    rc = train_loop_setup(&r, rc);
+    rc = train_epochs(&r, rc);
+    train_stop_threads(&r);
+    rc = train_finish(&r, rc);
+    free(r.new_vals);
+    free(r.test_margin);
+    cleanup(&r.t, &r.rows, &r.test_rows);
     return rc;
 }
 
