@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "fsgd/error.h"
+#include "fsgd/input.h"
 
 static const char *const kind_name[] = {"skip", "label", "num", "cat"};
 
@@ -351,6 +352,9 @@ int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int 
         return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
     reader_t r = {.spec = spec, .path = path};
     int rc = FSGD_E_OK;
+    const int stream = fsgd_input_is_stream(fd);
+    const uint64_t stream_max = fsgd_input_stream_max();
+    uint64_t read_total = 0;
     if (count_collisions && !(r.fp = calloc((size_t)1 << spec->bits, sizeof *r.fp)))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for 2^%u collision fingerprints", spec->bits);
     size_t cap = (size_t)4 << 20, len = 0, pos = 0;
@@ -364,6 +368,10 @@ int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int 
             memmove(buf, buf + pos, len - pos);
             len -= pos;
             pos = 0;
+            if (len == cap && cap >= FSGD_INPUT_MAX_LINE) {
+                rc = fsgd_input_line_error(err, errsz, path, r.st.lines + 1);
+                break;
+            }
             if (len == cap) {
                 char *b = realloc(buf, cap * 2);
                 if (!b) {
@@ -385,6 +393,11 @@ int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int 
             if (got == 0)
                 eof = 1;
             len += (size_t)got;
+            read_total += (uint64_t)got;
+            if (stream && read_total > stream_max) {
+                rc = fsgd_input_stream_error(err, errsz, path, read_total);
+                break;
+            }
             continue;
         }
         if (!nl && pos == len)

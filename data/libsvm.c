@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fsgd/error.h"
+#include "fsgd/input.h"
 
 #define DEFAULT_BUF (4u << 20)
 #define MAX_INDEX_1BASED 4294967296ull /* 2^32: column 2^32 - 1 */
@@ -52,6 +53,8 @@ struct fsgd_libsvm_reader {
     fsgd_libsvm_stats_t stats;
     sort_scratch_t scratch;
     char *path;
+    int stream;                /* not a regular file: bounded (fsgd/input.h) */
+    uint64_t read_total, stream_max;
 };
 
 static inline int is_ws(unsigned char c)
@@ -443,6 +446,8 @@ fsgd_libsvm_reader_t *fsgd_libsvm_open(const char *path, const fsgd_libsvm_opts_
         (void)posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
     }
+    r->stream = fsgd_input_is_stream(r->fd);
+    r->stream_max = fsgd_input_stream_max();
     return r;
 }
 
@@ -456,6 +461,8 @@ static int refill(fsgd_libsvm_reader_t *r)
         r->pos = 0;
     }
     if (r->end == r->cap) { /* one line fills the buffer: grow */
+        if (r->cap >= FSGD_INPUT_MAX_LINE)
+            return fsgd_input_line_error(r->errmsg, sizeof r->errmsg, r->path, r->stats.lines + 1);
         size_t cap = r->cap * 2;
         char *b = cap > r->cap ? realloc(r->buf, cap) : NULL;
         if (!b)
@@ -469,6 +476,9 @@ static int refill(fsgd_libsvm_reader_t *r)
         ssize_t n = read(r->fd, r->buf + r->end, r->cap - r->end);
         if (n > 0) {
             r->end += (size_t)n;
+            r->read_total += (uint64_t)n;
+            if (r->stream && r->read_total > r->stream_max)
+                return fsgd_input_stream_error(r->errmsg, sizeof r->errmsg, r->path, r->read_total);
             return 0;
         }
         if (n == 0) {

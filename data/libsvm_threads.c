@@ -6,12 +6,14 @@
  * appends stay on the calling thread. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fsgd/error.h"
+#include "fsgd/input.h"
 #include "fsgd/libsvm.h"
 
 #define BLOCK (64u << 20)
@@ -118,9 +120,15 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
         return fsgd_libsvm_load(path, opts, out, stats, err, errsz);
     if (threads > MAX_PARTS)
         threads = MAX_PARTS;
+    /* a FIFO or a device goes to the reader that bounds streams, unopened
+     * here: a FIFO's writer sees its reader close and stops */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return fsgd_libsvm_load(path, opts, out, stats, err, errsz);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
+
     fsgd_libsvm_stats_t st = {0};
     size_t cap = opts->read_buf ? opts->read_buf : BLOCK, len = 0; /* read_buf: small blocks in tests */
     char *buf = malloc(cap);
@@ -152,6 +160,10 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
         size_t cut = len;
         if (!eof) {
             const char *nl = len ? memrchr(buf, '\n', len) : NULL;
+            if (!nl && cap >= FSGD_INPUT_MAX_LINE) {
+                rc = fsgd_input_line_error(err, errsz, path, line);
+                break;
+            }
             if (!nl) { /* one line longer than the block: grow */
                 char *b = realloc(buf, cap * 2);
                 if (!b) {

@@ -12,6 +12,7 @@
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
+#include "fsgd/input.h"
 #include "fsgd/kbus.h"
 #include "fsgd/rowfmt.h"
 #include "data_summary.h"
@@ -47,6 +48,51 @@ int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *pa
     return rc;
 }
 
+/* Lines of f, each at most FSGD_INPUT_MAX_LINE bytes: getline would grow
+ * without end on an input with no line end (a stream from /dev/zero). */
+typedef struct line_reader {
+    FILE *f;
+    char *buf;
+    size_t cap, pos, len;
+    int eof;
+} line_reader_t;
+
+/* The next line (its '\n' replaced by a NUL) in *line and its length; -1 at
+ * the end, -2 for a line past the bound, -3 out of memory. */
+static ssize_t next_line(line_reader_t *r, char **line)
+{
+    for (;;) {
+        char *nl = r->len > r->pos ? memchr(r->buf + r->pos, '\n', r->len - r->pos) : NULL;
+        if (nl || (r->eof && r->pos < r->len)) {
+            size_t n = nl ? (size_t)(nl - (r->buf + r->pos)) : r->len - r->pos;
+            *line = r->buf + r->pos;
+            (*line)[n] = '\0'; /* the '\n', or the spare byte kept below */
+            r->pos += n + (nl ? 1 : 0);
+            return (ssize_t)n;
+        }
+        if (r->eof)
+            return -1;
+        if (r->pos) /* (the first call has no buffer yet) */
+            memmove(r->buf, r->buf + r->pos, r->len - r->pos);
+        r->len -= r->pos;
+        r->pos = 0;
+        if (r->len + 1 >= r->cap) { /* one spare byte for the last line's NUL */
+            if (r->cap > FSGD_INPUT_MAX_LINE)
+                return -2;
+            size_t cap = r->cap ? 2 * r->cap : (size_t)1 << 20;
+            char *b = realloc(r->buf, cap);
+            if (!b)
+                return -3;
+            r->buf = b;
+            r->cap = cap;
+        }
+        size_t got = fread(r->buf + r->len, 1, r->cap - 1 - r->len, r->f);
+        r->len += got;
+        if (got == 0)
+            r->eof = 1;
+    }
+}
+
 int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const char *path, int partitions,
                           fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
                           size_t errsz)
@@ -68,8 +114,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     int rc = 0, P = 0;
     int64_t *lo0 = NULL, *hi0 = NULL;
     uint64_t *sent = NULL;
-    char *line = NULL;
-    size_t cap = 0;
+    line_reader_t lr = {.f = f};
     fsgd_csr_t scratch = {0};
     fsgd_data_summary_t *sum = calloc(1, sizeof *sum);
     /* The job's topics with their settings (existing ones are kept: the
@@ -98,10 +143,16 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     char src[1200];
     snprintf(src, sizeof src, "%s", path);
     while (!rc) {
-        ssize_t n = getline(&line, &cap, f);
-        if (n < 0)
+        char *line;
+        ssize_t n = next_line(&lr, &line);
+        if (n == -1)
             break;
         lineno++;
+        if (n < 0) {
+            rc = n == -2 ? fsgd_input_line_error(err, errsz, path, lineno)
+                         : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory reading '%s'", path);
+            break;
+        }
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = '\0';
         if (lineno == 1 && fmt.hashed && fmt.spec.header)
@@ -187,7 +238,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     memcpy(st->first_bad, lst.first_bad, sizeof st->first_bad);
     if (!rc && progress)
         progress(ctx, st, 1);
-    free(line);
+    free(lr.buf);
     free(lo0);
     free(hi0);
     free(sent);
