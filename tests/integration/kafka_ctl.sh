@@ -17,20 +17,22 @@ trap 'kill ${AGG:-} ${WPIDS[@]+"${WPIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
 kafka_cluster "$ct" 6
 head -n 12000 "$DATA/a9a" >"$tmp/rows"
 "$FSGD" produce --brokers "$brokers" --name "$ct" --quiet "$tmp/rows"
-# staleness 0: in lockstep the job runs long enough to kill a worker mid-run
-args=(--brokers "$brokers" --name "$ct" --test "$DATA/a9a.t" --batch 64 --epochs 2 --lr 0.01 --staleness 0 --quiet)
+# staleness 0 and steps of 32 rows: in lockstep the job runs long enough
+# (750 steps) to kill a worker mid-run on a fast machine
+args=(--brokers "$brokers" --name "$ct" --test "$DATA/a9a.t" --batch 32 --epochs 2 --lr 0.01 --staleness 0 --quiet)
 "$FSGD" aggregator "${args[@]}" --workers 3 --step-timeout-ms 1500 --metrics-json "$tmp/m.json" >"$tmp/agg.log" 2>&1 &
 AGG=$!
 for i in 1 2 3; do
     "$FSGD" worker "${args[@]}" --id "$i" >"$tmp/w$i.log" 2>&1 &
     WPIDS+=($!)
 done
-# kill worker 3 once the job has started stepping
+# kill worker 3 once it has joined (the job then waits for it at the next
+# step until the step timeout drops it, so the kill cannot come too early)
 for _ in $(seq 300); do
-    kcat -C -b "$brokers" -t "$ct.ctl" -o beginning -e -q -f '%k\n' 2>/dev/null | grep -q worker_joined && break
+    kcat -C -b "$brokers" -t "$ct.ctl" -o beginning -e -q -f '%s\n' 2>/dev/null |
+        grep -q '"event": "worker_joined".*"worker": 3,' && break
     sleep 0.1
 done
-sleep 0.5
 kill -9 "${WPIDS[2]}"
 wait "$AGG" || { echo "aggregator failed"; cat "$tmp/agg.log"; exit 1; }
 wait "${WPIDS[0]}" "${WPIDS[1]}" || true
