@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "fsgd/error.h"
+#include "fsgd/rowblock.h"
 #include "fsgd/rowfmt.h"
 
 int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int skip_bad, char *err, size_t errsz)
@@ -15,6 +16,7 @@ int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int sk
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                                 "hash_bits: %d is for a hashed format (criteo, tsv:, csv:), but format is libsvm",
                                 hash_bits);
+        f->block_id = fsgd_rowblock_format_id("");
         return 0;
     }
     char e[400];
@@ -23,6 +25,9 @@ int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int sk
     if (hash_bits)
         f->spec.bits = (unsigned)hash_bits;
     f->hashed = 1;
+    char canon[16384]; /* 1024 columns of any kinds fit */
+    fsgd_rowfmt_input(f, canon, sizeof canon);
+    f->block_id = fsgd_rowblock_format_id(canon);
     return 0;
 }
 
@@ -94,6 +99,25 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
     if (!f->hashed)
         return fsgd_libsvm_parse(buf, len, src, first_line, &f->opts, out, stats, err, errsz);
     return parse_delim(f, buf, len, src, first_line, out, stats, err, errsz);
+}
+
+long fsgd_rowfmt_parse_msg(const fsgd_rowfmt_t *f, const void *buf, size_t len, const char *src, fsgd_csr_t *out,
+                           fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
+{
+    if (!fsgd_rowblock_is(buf, len))
+        return fsgd_rowfmt_parse(f, buf, len, src, 1, out, stats, err, errsz);
+    char msg[512];
+    long n = fsgd_rowblock_decode(buf, len, f->block_id, src, out, msg, sizeof msg);
+    if (n >= 0) {
+        if (stats)
+            stats->rows += (uint64_t)n;
+        return n;
+    }
+    if (n != FSGD_E_FORMAT || !f->opts.skip_bad)
+        return fsgd_err_fmt(err, errsz, (int)n, "%s", msg);
+    if (stats)
+        fsgd_libsvm_note_bad(stats, msg);
+    return 0;
 }
 
 int fsgd_rowfmt_load(const fsgd_rowfmt_t *f, const char *path, int threads, fsgd_csr_t *out,

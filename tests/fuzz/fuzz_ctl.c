@@ -69,8 +69,12 @@ static void read_any(const uint8_t *data, size_t size)
     }
     if (fsgd_data_summary_parse(j, len, &job, &sum)) {
         uint64_t total = 0;
-        for (uint32_t p = 0; p < sum.nparts; p++)
-            total += sum.ends[p];
+        for (uint32_t p = 0; p < sum.nparts; p++) {
+            total += sum.part_rows[p];
+            /* every message a full block but a partition's last */
+            if (sum.block_rows < 1 || sum.ends[p] != ((uint64_t)sum.part_rows[p] + sum.block_rows - 1) / sum.block_rows)
+                abort();
+        }
         if (sum.nparts == 0 || sum.nparts > FSGD_SUMMARY_MAX_PARTS || total != sum.rows || sum.labels.n < 0 ||
             sum.labels.n > FSGD_LABELS_KEPT || !(sum.xmax >= 0) || !(sum.ymax >= 0))
             abort();

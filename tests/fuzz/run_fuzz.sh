@@ -52,7 +52,7 @@ for f in $TARGETS; do
     link=()
     if grep -qE '#include "(fsgd/|\.\./|codec_fuzz\.h)' "$f"; then
         build_lib
-        link=("${objs[@]}" -lrdkafka -llz4 -lyaml -lmicrohttpd -ljansson -llapacke -lopenblas -lm -pthread)
+        link=("${objs[@]}" -lrdkafka -llz4 -lyaml -lmicrohttpd -ljansson -lsodium -llapacke -lopenblas -lm -pthread)
     fi
     if ! $FUZZ_CC $flags "$f" ${link[@]+"${link[@]}"} -o "$BUILD/fuzz/$name"; then
         failed+=("$name (build)")

@@ -22,7 +22,7 @@ ref=$(reference_auc)
 job=$(job_name au)
 # a cluster that outlives the run (the model topic is read after it)
 kafka_cluster "$job" 12
-"$FSGD" produce --brokers "$brokers" --name "$job" --quiet "$DATA/a9a" --job-key-file "$FSGD_JOB_KEY"
+"$FSGD" produce --brokers "$brokers" --name "$job" --batch 32 --quiet "$DATA/a9a" --job-key-file "$FSGD_JOB_KEY"
 start_run "$tmp/run.log" --no-produce --brokers "$brokers" --workers 2 --name "$job" --metrics-json "$tmp/m.json" \
     --out "$tmp/model.fsgd"
 wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }

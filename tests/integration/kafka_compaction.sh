@@ -16,7 +16,7 @@ kafka_cluster "$name" 4
 "$BROKER_SH" alter-topic "$brokers" "$name.model" \
     "segment.ms=100,min.cleanable.dirty.ratio=0.01,min.compaction.lag.ms=0"
 head -n 8000 "$DATA/a9a" >"$tmp/rows"
-"$FSGD" produce --brokers "$brokers" --name "$name" --quiet "$tmp/rows" --job-key-file "$FSGD_JOB_KEY"
+"$FSGD" produce --brokers "$brokers" --name "$name" --batch 128 --quiet "$tmp/rows" --job-key-file "$FSGD_JOB_KEY"
 "$FSGD" run --no-produce --brokers "$brokers" --name "$name" --workers 2 --test "$DATA/a9a.t" --batch 128 \
     --epochs 2 --snapshot-every 10 --out "$tmp/model.fsgd" --metrics-json "$tmp/m.json" \
     --job-key-file "$FSGD_JOB_KEY" >"$tmp/run.log" 2>&1 ||

@@ -16,7 +16,7 @@ AGG=
 trap 'kill ${AGG:-} ${WPIDS[@]+"${WPIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
 kafka_cluster "$ct" 6
 head -n 12000 "$DATA/a9a" >"$tmp/rows"
-"$FSGD" produce --brokers "$brokers" --name "$ct" --quiet "$tmp/rows"
+"$FSGD" produce --brokers "$brokers" --name "$ct" --batch 32 --quiet "$tmp/rows"
 # staleness 0 and steps of 32 rows: in lockstep the job runs long enough
 # (750 steps) to kill a worker mid-run on a fast machine
 args=(--brokers "$brokers" --name "$ct" --test "$DATA/a9a.t" --batch 32 --epochs 2 --lr 0.01 --staleness 0 --quiet)
@@ -83,7 +83,7 @@ PYEOF
 kafka_cluster_stop
 cf=$(job_name cf)
 kafka_cluster "$cf" 2
-"$FSGD" produce --brokers "$brokers" --name "$cf" --quiet "$tmp/rows"
+"$FSGD" produce --brokers "$brokers" --name "$cf" --batch 64 --quiet "$tmp/rows"
 args=(--brokers "$brokers" --name "$cf" --test "$DATA/a9a.t" --batch 64 --epochs 2 --lr 0.01 --quiet)
 WPIDS=()
 for i in 1 2; do

@@ -25,11 +25,12 @@ if [ "$KAFKA_MODE" = real ]; then
     echo "mock-only parts not run here: the producer's 5 MiB loss check and the partition count check are about the embedded cluster's size limit"
     exit 0
 fi
-# ~12 MB of rows with random values (lz4 cannot squeeze them under 5 MiB)
-awk 'BEGIN{srand(7); for (r = 0; r < 60000; r++) { l = (r % 2) ? "+1" : "-1";
+# ~22 MB of rows with random values: 11 MB as row blocks (4 bytes a value),
+# which lz4 cannot squeeze under 5 MiB
+awk 'BEGIN{srand(7); for (r = 0; r < 150000; r++) { l = (r % 2) ? "+1" : "-1";
     for (k = 1; k <= 12; k++) l = l " " (k * 9 + int(rand() * 9)) ":" rand(); print l } }' >"$tmp/big"
 if "$FSGD" run --data "$tmp/big" --partitions 1 --workers 1 >"$tmp/r.log" 2>&1; then
-    echo "run accepted 12 MB in one partition"; exit 1
+    echo "run accepted 22 MB in one partition"; exit 1
 fi
 grep "needs at least" "$tmp/r.log"
 kafka_cluster lost 1

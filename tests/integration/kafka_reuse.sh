@@ -12,7 +12,7 @@ trap 'kill $BROKER_PID 2>/dev/null; cleanup' EXIT
 for _ in $(seq 100); do grep -q '^brokers=' "$tmp/broker.log" && break; sleep 0.1; done
 brokers=$(sed -n 's/^brokers=//p' "$tmp/broker.log")
 head -n 4000 "$DATA/a9a" >"$tmp/rows"
-"$FSGD" produce --brokers "$brokers" --name ru --quiet "$tmp/rows"
+"$FSGD" produce --brokers "$brokers" --name ru --batch 128 --quiet "$tmp/rows"
 args=(--no-produce --brokers "$brokers" --name ru --test "$DATA/a9a.t" --workers 2 --epochs 1 --batch 128 --quiet)
 "$FSGD" run "${args[@]}" >"$tmp/first.log" 2>&1 || { cat "$tmp/first.log"; exit 1; }
 echo "first job done"

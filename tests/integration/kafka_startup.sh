@@ -17,7 +17,7 @@ trap 'kill ${agg:-} ${WP[@]+"${WP[@]}"} 2>/dev/null || true; cleanup' EXIT
 for run in $(seq "$RUNS"); do
     name=$(job_name su$run)
     kafka_cluster "$name" 12
-    "$FSGD" produce --brokers "$brokers" --name "$name" --quiet "$tmp/rows"
+    "$FSGD" produce --brokers "$brokers" --name "$name" --batch 128 --quiet "$tmp/rows"
     args=(--brokers "$brokers" --name "$name" --batch 128 --epochs 1 --lr 0.01 --quiet)
     "$FSGD" aggregator "${args[@]}" --workers 4 --metrics-json "$tmp/m$run.json" >"$tmp/agg$run.log" 2>&1 &
     agg=$!

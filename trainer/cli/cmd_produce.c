@@ -7,11 +7,14 @@
 #include "fsgd/kbus.h"
 
 static const char usage[] =
-    "usage: fsgd produce [JOB.yaml] --brokers HOST:PORT --name JOB [--format F] [--partitions N] FILE\n"
-    "Writes every row of FILE to JOB.data, one row per message, round-robin over\n"
-    "the partitions (created when missing), lz4-batched by an idempotent producer. Rows are\n"
-    "checked with the job's format (libsvm, criteo, tsv:/csv: specs) and sent as they are;\n"
-    "a spec's header line (header=1) is skipped, never sent: the topic holds rows only.";
+    "usage: fsgd produce [JOB.yaml] --brokers HOST:PORT --name JOB [--format F] [--partitions N]\n"
+    "                    [--batch B] [--block-rows K] FILE\n"
+    "Writes every row of FILE to JOB.data, parsed once with the job's format (libsvm,\n"
+    "criteo, tsv:/csv: specs), in binary blocks of K rows a message (trainer/KAFKA_FORMAT.md),\n"
+    "round-robin over the partitions (created when missing), by an idempotent producer.\n"
+    "K is batch / partitions by default, so that a step takes one message of each partition:\n"
+    "give the job's --batch (a step takes whole messages), or --block-rows 1 for one text\n"
+    "row a message as any other client writes. A spec's header line (header=1) is never sent.";
 
 static void on_progress(void *ctx, const fsgd_produce_stats_t *s, int done)
 {

@@ -95,6 +95,8 @@ static const field_t fields[] = {
     {"brokers", "cluster", F_STR, OFF(brokers), 0, 0, "Kafka bootstrap servers (empty: embedded cluster)"},
     {"workers", "cluster", F_INT, OFF(workers), 1, 1024, "worker processes in fsgd run"},
     {"partitions", "cluster", F_INT, OFF(partitions), 0, 100000, "data topic partitions (0: auto)"},
+    {"block_rows", "cluster", F_INT, OFF(block_rows), 0, 4096,
+     "rows per data message fsgd writes (0: auto, from batch and partitions; 1: one text row a message)"},
     {"replication_factor", "cluster", F_INT, OFF(replication_factor), 0, 32,
      "replicas of each job topic on a real cluster (0: min(3, brokers); the embedded cluster keeps 1)"},
     {"min_insync_replicas", "cluster", F_INT, OFF(min_insync_replicas), 0, 32,

@@ -26,7 +26,7 @@ static int hold_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     hold_ctx_t *c = ctx;
     char src[200];
     snprintf(src, sizeof src, "topic %s partition %d offset %lld", c->a->tdata, (int)partition, (long long)offset);
-    long n = fsgd_rowfmt_parse(&c->a->fmt, val, len, src, 1, &c->a->hold, NULL, err, errsz);
+    long n = fsgd_rowfmt_parse_msg(&c->a->fmt, val, len, src, &c->a->hold, NULL, err, errsz);
     return n < 0 ? (int)n : 0;
 }
 
@@ -57,6 +57,24 @@ static int cut_holdout(agg_t *a, uint64_t H)
     return 0;
 }
 
+/* A step takes whole messages, at least one of each partition with rows
+ * left: blocks written for a larger batch (fsgd produce with another
+ * --batch, or --block-rows) make the steps larger than the job's batch. */
+static void warn_big_blocks(agg_t *a, uint64_t B)
+{
+    uint64_t msgs = 0, rows = 0;
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        msgs += a->st.end[p] - a->st.start[p];
+        rows += a->rows_at[p][a->st.end[p] - a->st.start[p]];
+    }
+    double per_msg = msgs ? (double)rows / (double)msgs : 0, share = (double)B / (a->st.nparts ? a->st.nparts : 1);
+    if (per_msg > 1.5 * share && per_msg > 1.5)
+        agg_log(a, "%s holds %.0f rows a message, and a step takes whole messages: a step of batch %llu over %u "
+                "partitions takes about %.0f rows, not %llu (produce the rows with the job's batch, or "
+                "--block-rows %.0f)", a->tdata, per_msg, (unsigned long long)B, a->st.nparts,
+                per_msg * a->st.nparts, (unsigned long long)B, share < 1 ? 1 : floor(share));
+}
+
 int agg_auto_setup(agg_t *a)
 {
     const fsgd_job_t *job = a->job;
@@ -79,6 +97,7 @@ int agg_auto_setup(agg_t *a)
     uint64_t B = job->batch >= 1 ? (uint64_t)job->batch : (uint64_t)ceil(job->batch * (double)n);
     if (B < 1)
         B = 1;
+    warn_big_blocks(a, B);
     a->l2 = fsgd_train_auto_l2(job, n);
     a->lr = fsgd_train_auto_lr(job, n, B);
     a->alpha = fsgd_train_auto_alpha(job, n, B);

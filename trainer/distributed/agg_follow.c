@@ -141,7 +141,7 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
                             (long long)c->next, (unsigned long long)c->fp->end);
     mark_upto(c, offset);
     size_t first = rows->n_rows, nnz0 = rows->nnz;
-    long n = fsgd_rowfmt_parse(&a->fmt, val, len, src, 1, rows, NULL, err, errsz);
+    long n = fsgd_rowfmt_parse_msg(&a->fmt, val, len, src, rows, NULL, err, errsz);
     if (n < 0)
         return (int)n;
     /* the rows that came since the model's shape was fixed must fit it */

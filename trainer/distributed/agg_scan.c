@@ -32,7 +32,7 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     char src[200];
     snprintf(src, sizeof src, "topic %s partition %d offset %lld", c->a->tdata, (int)partition, (long long)offset);
     fsgd_csr_clear(&c->tmp);
-    long n = fsgd_rowfmt_parse(&c->a->fmt, val, len, src, 1, &c->tmp, &c->bad, err, errsz);
+    long n = fsgd_rowfmt_parse_msg(&c->a->fmt, val, len, src, &c->tmp, &c->bad, err, errsz);
     if (n < 0)
         return (int)n;
     c->rows += (uint64_t)n;
@@ -76,8 +76,11 @@ static int from_summary(agg_t *a, int P, uint64_t *total, uint64_t *max_col)
         a->rows_at[p] = malloc(((size_t)s->ends[p] + 1) * sizeof **a->rows_at);
         if (!a->rows_at[p])
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-        for (uint64_t o = 0; rc == 1 && o <= s->ends[p]; o++)
-            a->rows_at[p][o] = o; /* one row per message */
+        /* full blocks of block_rows, the last one of a partition the rest */
+        for (uint64_t o = 0; rc == 1 && o <= s->ends[p]; o++) {
+            uint64_t r = o * s->block_rows;
+            a->rows_at[p][o] = r < s->part_rows[p] ? r : s->part_rows[p];
+        }
     }
     if (rc == 1) {
         *total = s->rows;

@@ -47,6 +47,8 @@ int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_job_t *job, const
     for (int i = 0; i < s->labels.n && i < FSGD_LABELS_KEPT; i++)
         fsgd_cj_f64(&j, lk[i], s->labels.v[i]);
     fsgd_cj_u32s(&j, "ends", s->ends, s->nparts);
+    fsgd_cj_u64(&j, "block_rows", s->block_rows);
+    fsgd_cj_u32s(&j, "part_rows", s->part_rows, s->nparts);
     int rc = fsgd_cj_end(&j);
     if (!rc)
         rc = fsgd_ctl_send(prod, topic, job->name, EVENT, &j);
@@ -74,12 +76,21 @@ int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_job_t *job,
             return 0;
     s->labels.n = (int)n;
     s->labels.more = more != 0;
-    size_t np = 0;
-    if (!fsgd_ctl_get_u32s(json, len, "ends", s->ends, FSGD_SUMMARY_MAX_PARTS, &np) || np == 0)
+    size_t np = 0, nr = 0;
+    double k;
+    if (!fsgd_ctl_get_u32s(json, len, "ends", s->ends, FSGD_SUMMARY_MAX_PARTS, &np) || np == 0 ||
+        !fsgd_ctl_get_u32s(json, len, "part_rows", s->part_rows, FSGD_SUMMARY_MAX_PARTS, &nr) || nr != np ||
+        !fsgd_ctl_get_num(json, len, "block_rows", &k) || !(k >= 1 && k <= UINT32_MAX) || k != floor(k))
         return 0;
+    s->block_rows = (uint32_t)k;
     uint64_t sum = 0;
-    for (size_t p = 0; p < np; p++)
-        sum += s->ends[p];
+    for (size_t p = 0; p < np; p++) {
+        /* full blocks but for the last one of a partition */
+        uint64_t msgs = ((uint64_t)s->part_rows[p] + s->block_rows - 1) / s->block_rows;
+        if (msgs != s->ends[p])
+            return 0;
+        sum += s->part_rows[p];
+    }
     if (sum != (uint64_t)rows || !(s->xmax >= 0) || !(s->ymax >= 0))
         return 0;
     s->nparts = (uint32_t)np;

@@ -19,14 +19,15 @@
 
 typedef struct fsgd_data_summary {
     uint32_t nparts;
-    uint32_t ends[FSGD_SUMMARY_MAX_PARTS]; /* partition p holds offsets [0, ends[p]), one row each */
-    uint64_t rows, max_col;               /* rows = the sum of ends */
+    uint32_t ends[FSGD_SUMMARY_MAX_PARTS];      /* partition p holds offsets [0, ends[p]) */
+    uint32_t part_rows[FSGD_SUMMARY_MAX_PARTS]; /* and part_rows[p] rows in them */
+    uint32_t block_rows; /* rows a message, but for the last of a partition (which holds the rest) */
+    uint64_t rows, max_col; /* rows = the sum of part_rows */
     fsgd_label_set_t labels;
     double xmax, ymax; /* largest |feature value| and |label| */
 } fsgd_data_summary_t;
 
-/* Counts the parsed rows of one message (one row: fsgd produce writes a row
- * per message) into s. */
+/* Counts parsed rows into s (max column, labels, value bounds, rows). */
 void fsgd_data_summary_add(fsgd_data_summary_t *s, const fsgd_csr_t *rows);
 
 /* Sends s on the job's NAME.ctl. Best effort, as every event. */

@@ -2,6 +2,7 @@
  * round-robin over partitions, batched and lz4-compressed by Kafka. Each
  * line is checked with the job's format (fsgd/rowfmt.h) and sent as it is;
  * a delimited spec's header line is skipped (the topic holds rows only). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "fsgd/error.h"
 #include "fsgd/input.h"
 #include "fsgd/kbus.h"
+#include "fsgd/rowblock.h"
 #include "fsgd/rowfmt.h"
 #include "data_summary.h"
 
@@ -93,6 +95,70 @@ static ssize_t next_line(line_reader_t *r, char **line)
     }
 }
 
+uint32_t fsgd_produce_block_rows(const fsgd_job_t *job, int partitions)
+{
+    if (job->block_rows > 0)
+        return (uint32_t)job->block_rows;
+    /* A step takes batch / partitions rows of each partition, in whole
+     * messages: blocks of that many rows make it one message a partition
+     * (a batch given as a fraction: the default's 256). */
+    double B = job->batch >= 1 ? job->batch : 256;
+    double k = floor(B / (partitions > 0 ? partitions : 1));
+    return k < 1 ? 1 : k > FSGD_PRODUCE_BLOCK_MAX_ROWS ? FSGD_PRODUCE_BLOCK_MAX_ROWS : (uint32_t)k;
+}
+
+/* Where rows go and what is counted of them. */
+typedef struct block_out {
+    fsgd_bus_client_t *rk;
+    const char *topic;
+    int P;
+    const fsgd_rowfmt_t *fmt;
+    fsgd_data_summary_t *sum;
+    fsgd_produce_stats_t *st;
+    uint64_t *sent;      /* messages a partition */
+    uint32_t *part_rows; /* rows a partition */
+    const char *path;
+    uint64_t lineno;
+    uint8_t *buf;
+    size_t cap;
+} block_out_t;
+
+/* Sends rows as one message to the next partition round-robin: the text
+ * line given (one row), or else a row block of them. */
+static int send_rows(block_out_t *o, const fsgd_csr_t *rows, const char *line, size_t n, char *err, size_t errsz)
+{
+    const void *val = line;
+    size_t len = n;
+    if (!line) {
+        size_t need = fsgd_rowblock_bound(rows, 0, rows->n_rows);
+        if (need > o->cap) {
+            uint8_t *b = realloc(o->buf, need);
+            if (!b)
+                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
+            o->buf = b;
+            o->cap = need;
+        }
+        len = fsgd_rowblock_encode(rows, 0, rows->n_rows, o->fmt->block_id, o->buf);
+        val = o->buf;
+    }
+    int32_t p = (int32_t)(o->st->messages % (uint64_t)o->P);
+    /* with a job key, each row message carries its tag (KAFKA_FORMAT.md) */
+    char mac[FSGD_AUTH_TAG_HEX + 1] = "";
+    if (fsgd_auth_enabled())
+        fsgd_auth_tag_hex(mac, FSGD_AUTH_DATA, val, len, NULL, 0);
+    char e[256];
+    if (fsgd_bus_produce(o->rk, o->topic, p, NULL, val, len, NULL, NULL, mac[0] ? mac : NULL, e, sizeof e))
+        return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce %s:%llu: %s", o->path, (unsigned long long)o->lineno,
+                            e);
+    if (o->sum)
+        fsgd_data_summary_add(o->sum, rows);
+    o->sent[p]++;
+    o->part_rows[p] += (uint32_t)rows->n_rows;
+    o->st->messages++;
+    o->st->rows += rows->n_rows;
+    return 0;
+}
+
 int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const char *path, int partitions,
                           fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
                           size_t errsz)
@@ -115,7 +181,8 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     int64_t *lo0 = NULL, *hi0 = NULL;
     uint64_t *sent = NULL;
     line_reader_t lr = {.f = f};
-    fsgd_csr_t scratch = {0};
+    fsgd_csr_t one = {0}, block = {0};
+    uint32_t *part_rows = NULL;
     fsgd_data_summary_t *sum = calloc(1, sizeof *sum);
     /* The job's topics with their settings (existing ones are kept: the
      * embedded cluster makes its own); a name whose model topic holds a job
@@ -131,7 +198,8 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
         lo0 = calloc(P, sizeof *lo0);
         hi0 = calloc(P, sizeof *hi0);
         sent = calloc(P, sizeof *sent);
-        if (!lo0 || !hi0 || !sent)
+        part_rows = calloc(P, sizeof *part_rows);
+        if (!lo0 || !hi0 || !sent || !part_rows)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
     }
     if (!rc)
@@ -142,6 +210,13 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     fsgd_libsvm_stats_t lst = {0};
     char src[1200];
     snprintf(src, sizeof src, "%s", path);
+    /* Rows go out in binary blocks of K rows (fsgd/rowblock.h), round-robin
+     * over the partitions; block_rows 1 keeps one text row a message. */
+    const uint32_t K = P > 0 ? fsgd_produce_block_rows(job, P) : 1;
+    const int text = job->block_rows == 1;
+    int uniform = 1; /* every block K rows but the last: the summary can say where rows are */
+    block_out_t out = {.rk = rk, .topic = topic, .P = P, .fmt = &fmt, .sum = sum, .st = st, .sent = sent,
+                       .part_rows = part_rows, .path = path};
     while (!rc) {
         char *line;
         ssize_t n = next_line(&lr, &line);
@@ -157,29 +232,37 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
             line[--n] = '\0';
         if (lineno == 1 && fmt.hashed && fmt.spec.header)
             continue; /* the header names the columns: never sent */
-        fsgd_csr_clear(&scratch);
-        long r = fsgd_rowfmt_parse(&fmt, line, (size_t)n, src, lineno, &scratch, &lst, err, errsz);
+        fsgd_csr_clear(&one);
+        long r = fsgd_rowfmt_parse(&fmt, line, (size_t)n, src, lineno, &one, &lst, err, errsz);
         if (r < 0) {
             rc = (int)r;
             break;
         }
         if (r == 0)
             continue; /* blank, comment, or skipped bad row */
-        if (sum)
-            fsgd_data_summary_add(sum, &scratch);
-        int32_t p = (int32_t)(st->rows % (uint64_t)P);
-        /* with a job key, each row message carries its tag (KAFKA_FORMAT.md) */
-        char mac[FSGD_AUTH_TAG_HEX + 1] = "";
-        if (fsgd_auth_enabled())
-            fsgd_auth_tag_hex(mac, FSGD_AUTH_DATA, line, n, NULL, 0);
-        char e[256];
-        if (fsgd_bus_produce(rk, topic, p, NULL, line, (size_t)n, NULL, NULL, mac[0] ? mac : NULL, e, sizeof e)) {
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce %s:%llu: %s", path, (unsigned long long)lineno, e);
-            break;
-        }
-        sent[p]++;
-        st->rows++;
         st->bytes += (uint64_t)n + 1;
+        out.lineno = lineno;
+        if (text) {
+            rc = send_rows(&out, &one, line, (size_t)n, err, errsz);
+        } else {
+            /* a block stays well under a message's 1 MB: a row that would
+             * take it past goes into the next one */
+            if (block.n_rows > 0 && fsgd_rowblock_bound(&block, 0, block.n_rows) +
+                                            fsgd_rowblock_bound(&one, 0, one.n_rows) > FSGD_PRODUCE_BLOCK_BYTES) {
+                uniform = 0;
+                rc = send_rows(&out, &block, NULL, 0, err, errsz);
+                fsgd_csr_clear(&block);
+            }
+            if (!rc && fsgd_csr_append_rows(&block, &one, 0, one.n_rows) < 0)
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
+            if (!rc && block.n_rows >= K) {
+                uniform &= block.n_rows == K;
+                rc = send_rows(&out, &block, NULL, 0, err, errsz);
+                fsgd_csr_clear(&block);
+            }
+        }
+        if (rc)
+            break;
         double t = now_s();
         if (progress && t - last >= 1.0) {
             last = t;
@@ -187,6 +270,9 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
             progress(ctx, st, 0);
         }
     }
+    if (!rc && block.n_rows > 0)
+        rc = send_rows(&out, &block, NULL, 0, err, errsz);
+    free(out.buf);
     if (!rc && ferror(f))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "reading '%s': %m", path);
     if (!rc)
@@ -223,10 +309,13 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     int was_empty = P > 0 && P <= FSGD_SUMMARY_MAX_PARTS;
     for (int p = 0; was_empty && p < P; p++)
         was_empty = lo0[p] == 0 && hi0[p] == 0 && sent[p] <= UINT32_MAX;
-    if (!rc && sum && was_empty && st->rows > 0) {
+    if (!rc && sum && was_empty && uniform && st->rows > 0) {
         sum->nparts = (uint32_t)P;
-        for (int p = 0; p < P; p++)
+        sum->block_rows = text ? 1 : K;
+        for (int p = 0; p < P; p++) {
             sum->ends[p] = (uint32_t)sent[p];
+            sum->part_rows[p] = part_rows[p];
+        }
         if (fsgd_data_summary_send(rk, job, sum) == 0)
             rc = fsgd_bus_flush(rk, 30000, err, errsz);
     }
@@ -242,7 +331,9 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     free(lo0);
     free(hi0);
     free(sent);
-    fsgd_csr_free(&scratch);
+    fsgd_csr_free(&one);
+    fsgd_csr_free(&block);
+    free(part_rows);
     if (f != stdin)
         fclose(f);
     fsgd_bus_client_destroy(rk);

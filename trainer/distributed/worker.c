@@ -170,7 +170,7 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     fsgd_csr_clear(&w->tmp);
     /* a bad row fails here as in the aggregator's scan, or (skip_bad) is
      * skipped as the scan skipped and reported it */
-    long n = fsgd_rowfmt_parse(&w->fmt, val, len, src, 1, &w->tmp, NULL, err, errsz);
+    long n = fsgd_rowfmt_parse_msg(&w->fmt, val, len, src, &w->tmp, NULL, err, errsz);
     if (n < 0)
         return (int)n;
     for (size_t r = 0; r < w->tmp.n_rows; r++) {
@@ -703,9 +703,16 @@ static int do_step(worker_t *w)
         if (rc)
             break;
         pcache_t *c = &w->cache[p];
+        /* Whole messages, as many as come nearest the quota (a row block
+         * holds many rows), and one at least; messages of no rows (a bad
+         * row skipped) go with the rows before them, never alone */
         uint64_t o = pos[p], first = c->row_of[o - c->start];
-        while (o < c->end && c->row_of[o - c->start] - first < w->st.quota[p])
+        while (o < c->end) {
+            uint64_t taken = c->row_of[o - c->start] - first, next = c->row_of[o + 1 - c->start] - (first + taken);
+            if (taken > 0 && next > 0 && 2 * taken + next >= 2 * (uint64_t)w->st.quota[p])
+                break;
             o++;
+        }
         uint64_t last = c->row_of[o - c->start];
         if (last > first)
             rc = fsgd_csr_append_rows(&w->batch, &c->rows, first, last - first);

@@ -21,6 +21,7 @@ typedef struct fsgd_rowfmt {
     int hashed;              /* 0: LIBSVM; 1: delimited, hashed by spec */
     fsgd_delim_spec_t spec;  /* hashed: the parsed format with hash_bits applied */
     fsgd_libsvm_opts_t opts; /* skip_bad (both formats) and the LIBSVM options */
+    uint32_t block_id;       /* the format id of row blocks of these rows (fsgd/rowblock.h) */
 } fsgd_rowfmt_t;
 
 /* Reads format ("libsvm", "criteo", "tsv:...", "csv:...") and hash_bits
@@ -45,6 +46,13 @@ void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap);
  * NULL. Returns the rows appended or a negative error. */
 long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
                        fsgd_csr_t *out, fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
+
+/* One Kafka message value of NAME.data: a row block (fsgd/rowblock.h) of
+ * this format's rows, or text rows as fsgd_rowfmt_parse reads them (from
+ * line 1). A block that does not decode is an error, or with skip_bad one
+ * bad row, skipped whole. Returns the rows appended or a negative error. */
+long fsgd_rowfmt_parse_msg(const fsgd_rowfmt_t *f, const void *buf, size_t len, const char *src, fsgd_csr_t *out,
+                           fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
 
 /* Loads a whole file (a hashed spec's header skipped; LIBSVM parsed on
  * `threads`). Malformed rows: LIBSVM skips them with skip_bad (stats may be

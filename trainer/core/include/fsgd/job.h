@@ -69,6 +69,7 @@ typedef struct fsgd_job {
     char brokers[512];               /* "" -> embedded mock cluster */
     int workers;                     /* worker processes (default 2) */
     int partitions;                  /* data topic partitions (default 0 = auto) */
+    int block_rows;                  /* rows per NAME.data message from fsgd's producer (0 = auto) */
     int replication_factor;          /* replicas of each topic on a real cluster (0 = min(3, brokers); 1 embedded) */
     int min_insync_replicas;         /* topics' min.insync.replicas (0 = 2 with 3+ replicas, else 1) */
     int step_timeout_ms;             /* drop a worker that misses a step by this long */

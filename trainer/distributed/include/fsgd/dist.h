@@ -29,6 +29,7 @@ typedef void (*fsgd_dist_log_fn)(void *ctx, const char *line);
 
 typedef struct fsgd_produce_stats {
     uint64_t rows, bytes;
+    uint64_t messages; /* rows go out in blocks of fsgd_produce_block_rows */
     int partitions;
     double seconds;
     uint64_t bad_rows;          /* malformed rows left out (skip_bad) */
@@ -36,6 +37,14 @@ typedef struct fsgd_produce_stats {
 } fsgd_produce_stats_t;
 
 typedef void (*fsgd_produce_progress_fn)(void *ctx, const fsgd_produce_stats_t *s, int done);
+
+/* Rows a NAME.data message of fsgd's producer holds at most: the job's
+ * block_rows, or (0: auto) batch / partitions, so that a step takes one
+ * message of each partition; between 1 and FSGD_PRODUCE_BLOCK_MAX_ROWS. A
+ * block also stays under FSGD_PRODUCE_BLOCK_BYTES (the broker's 1 MB). */
+#define FSGD_PRODUCE_BLOCK_MAX_ROWS 1024
+#define FSGD_PRODUCE_BLOCK_BYTES (768u * 1024u)
+uint32_t fsgd_produce_block_rows(const fsgd_job_t *job, int partitions);
 
 /* Partitions needed for a file of `bytes` on the embedded cluster so no
  * partition passes its 5 MiB limit (uncompressed, with headroom). */
