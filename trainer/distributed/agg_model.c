@@ -1,5 +1,5 @@
 /* The model topic: snapshots, and the per-step update (float32 values, or
- * the compressed downlink Δ = θ − ρ of fsgd/downlink.h). */
+ * the strategy's coded downlink Δ = θ − ρ, fsgd_sagg_downlink_encode). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -40,7 +40,7 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
     if (a->down_scale <= 0)
         a->down_scale = 1.0;
     size_t budget = a->napplied ? (size_t)(a->down_scale * (double)a->up_entries_step / (double)a->napplied) : 0;
-    size_t cap = fsgd_downlink_bound(a->down, n);
+    size_t cap = fsgd_sagg_downlink_bound(a->strat, n);
     if (cap > a->dmsg_cap) {
         uint8_t *nm = realloc(a->dmsg, cap);
         if (!nm)
@@ -49,8 +49,8 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
         a->dmsg_cap = cap;
     }
     size_t len = 0;
-    FSGD_TRY(fsgd_downlink_encode(a->down, a->adam.theta, keys, n, budget ? budget : 1, a->dmsg, cap, &len, a->err,
-                                  a->errsz));
+    FSGD_TRY(fsgd_sagg_downlink_encode(a->strat, a->adam.theta, keys, n, budget ? budget : 1, a->dmsg, cap, &len,
+                                       a->err, a->errsz));
     if (a->napplied && len > 0 && a->up_bytes_step > 0) {
         double target = DOWN_BYTES_SHARE * (double)a->up_bytes_step / (double)a->napplied;
         /* up to the union of the step's messages: a downlink codec that spends
@@ -61,7 +61,7 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
     uint32_t flags = 0, check = 0;
     if ((a->step % FSGD_AGG_REPLICA_CHECK_EVERY) == 0) {
         flags |= FSGD_WIRE_CDELTA_CHECK;
-        check = fsgd_downlink_checksum(fsgd_downlink_replica(a->down), a->mdim);
+        check = fsgd_sagg_downlink_check(a->strat);
         a->s->replica_checks++;
     }
     qsort(a->applied, a->napplied, sizeof *a->applied, cmp_u32);
@@ -75,25 +75,14 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
  * of its own. */
 int agg_downlink_setup(agg_t *a)
 {
-    const char *spec = a->job->downlink;
-    if (!strcmp(spec, "full"))
-        spec = NULL;
-    else if (!strcmp(spec, "auto") || !spec[0]) {
-        spec = fsgd_sagg_downlink_spec(a->strat);
-    }
-    snprintf(a->s->downlink, sizeof a->s->downlink, "%s", spec ? spec : "full");
-    if (!spec)
-        return 0;
-    char e[256];
-    a->down = fsgd_downlink_new(spec, a->mdim, a->adam.theta, e, sizeof e);
-    if (!a->down)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "downlink '%s': %s", spec, e);
-    return 0;
+    return fsgd_sagg_downlink_open(a->strat, a->job->downlink, a->adam.theta, a->s->downlink, sizeof a->s->downlink,
+                                   a->err, a->errsz);
 }
 
 int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n)
 {
     a->buf.n = 0;
+    int coded = fsgd_sagg_downlink_coded(a->strat);
     int rc = fsgd_wire_state_put(&a->buf, &a->st);
     /* The strategy's feedback for the step this message closes (a snapshot
      * closes one too), before the payload: trainer/KAFKA_FORMAT.md. */
@@ -105,9 +94,9 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
         rc = rc ? rc
                 : fsgd_wire_model_put(&a->buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0, (float)a->job->bias_value,
                                  a->dim, a->adam.theta, a->mdim);
-        if (a->down)
-            fsgd_downlink_sync(a->down, a->adam.theta); /* every worker now holds θ exactly */
-    } else if (a->down) {
+        if (coded)
+            fsgd_sagg_downlink_sync(a->strat, a->adam.theta); /* every worker now holds θ exactly */
+    } else if (coded) {
         if (!rc)
             FSGD_TRY(put_coded_delta(a, keys, n));
     } else {
@@ -120,7 +109,7 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     }
     if (rc)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the model message");
-    fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : a->down ? FSGD_KMSG_DELTA_CODED : FSGD_KMSG_DELTA_PACKED,
+    fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : coded ? FSGD_KMSG_DELTA_CODED : FSGD_KMSG_DELTA_PACKED,
                        .flags = (final ? FSGD_KFLAG_FINAL : 0) | (slen ? FSGD_KFLAG_SECTION : 0), .gen = a->gen, .sender = 0, .step = a->step};
     uint64_t before = a->s->bytes_model;
     /* keys for the compacted model topic (fsgd_dist_topics_create) */

@@ -114,7 +114,6 @@ static void agg_free(agg_t *a)
     free(a->got);
     free(a->applied);
     free(a->dmsg);
-    fsgd_downlink_destroy(a->down);
     free(a->claimed);
     free(a->newpos);
     fsgd_csr_free(&a->test);

@@ -10,7 +10,6 @@
 #include "fsgd/bus.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/codec.h"
-#include "fsgd/downlink.h"
 #include "fsgd/crc32c.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
@@ -61,8 +60,9 @@ typedef struct agg {
     fsgd_csr_t test;
     int have_test;
     fsgd_wire_buf_t buf;
-    /* Compressed downlink (NULL: touched keys' float32 values, kind 4). */
-    fsgd_downlink_t *down;
+    /* The coded downlink's message (the strategy holds the downlink itself:
+     * fsgd_sagg_downlink_coded; without one, touched keys' float32 values
+     * go down, kind 4). */
     uint8_t *dmsg;
     size_t dmsg_cap;
     uint32_t *applied; /* senders whose gradients this step applied */
