@@ -15,7 +15,7 @@
 #include "fsgd/le.h"
 #include "fsgd/strategy.h"
 
-#include "../../trainer/distributed/wire.h"
+#include "wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
