@@ -10,6 +10,7 @@
 #   tests/unit/test_*.c     -> build/unit/test_*   (each with tests/unit/testmain.c)
 #   tests/fuzz/fuzz_*.c     -> build/fuzz-replay/fuzz_* (replay driver), build/fuzz/ (libFuzzer)
 #   tests/bench/bench_*.c   -> build/bench/bench_*
+#   tests/fuzz/tools/*.c    -> build/fuzz-tools/* (on request)
 
 BUILD     ?= build
 BIN       ?= bin
@@ -97,6 +98,22 @@ INC_trainer_distributed = $(INC_trainer_kafka) -Itrainer/distributed/include
 INC_trainer_observe     = $(INC_trainer_distributed) -Itrainer/observe/include
 INC_trainer_cli         = $(INC_trainer_observe)
 INC_tests    = $(INC_trainer_cli)
+# Tests that look inside a module include its private headers (those beside
+# its sources) by plain name, through an -I for that folder that only the
+# tests listed here get; any other test that tries does not build (and no
+# test reaches a folder with "../": tests/integration/include_direction.sh).
+PRIVATE_DIRS := codec strategy trainer/backend trainer/core trainer/distributed tests/unit
+PRIVATE_codec               := test_codec_fastpath
+PRIVATE_strategy            := test_strategy_gradiveq fuzz_gradiveq
+PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_backend
+PRIVATE_trainer/core        := test_train_stale
+PRIVATE_trainer/distributed := test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire \
+                               gen_kafka_corpus
+PRIVATE_tests/unit          := bench_learned
+private_inc = $(strip $(foreach d,$(PRIVATE_DIRS),$(if $(filter $(1),$(PRIVATE_$(d))),-I$(d))))
+# The same for tests/fuzz/run_fuzz.sh, which builds the fuzz targets itself:
+# "fuzz_x=folder" pairs.
+FUZZ_PRIVATE := $(foreach d,$(PRIVATE_DIRS),$(addsuffix =$(d),$(filter fuzz_%,$(PRIVATE_$(d)))))
 # The CUDA backend is a plugin that fsgd loads only when asked for the cuda
 # backend (trainer/backend/backend_cuda_plugin.c), so a CPU run never loads
 # cuSPARSE: BIN/../lib/fsgd/backend_cuda.so.
@@ -105,8 +122,9 @@ PLUGIN    := $(if $(filter 1,$(CUDA)),$(CUDA_PLUGIN))
 CPPFLAGS = -D_GNU_SOURCE -DFSGD_HAVE_CUDA=$(CUDA) -DFSGD_CUDA_TOOLKIT='"$(CUDA_TOOLKIT)"'
 CPPFLAGS += $(if $(PLUGIN),-DFSGD_CUDA_PLUGIN_BUILT='"$(abspath $(PLUGIN))"')
 # The include path of a source: its top folder's INC_ set; under trainer/,
-# its folder's INC_trainer_ set; last, LAYERING.
-module_inc = $(if $(filter trainer,$(firstword $(subst /, ,$(1)))),$(call trainer_inc,$(word 2,$(subst /, ,$(1)))),$(INC_$(firstword $(subst /, ,$(1))))) -I$(LAYERING)
+# its folder's INC_trainer_ set; under tests/, the private folders it is
+# listed for; last, LAYERING.
+module_inc = $(if $(filter trainer,$(firstword $(subst /, ,$(1)))),$(call trainer_inc,$(word 2,$(subst /, ,$(1)))),$(INC_$(firstword $(subst /, ,$(1))))) $(if $(filter tests,$(firstword $(subst /, ,$(1)))),$(call private_inc,$(basename $(notdir $(1))))) -I$(LAYERING)
 trainer_inc = $(or $(INC_trainer_$(1)),$(error trainer/$(1)/ has no include path: add INC_trainer_$(1) to the Makefile's list of modules))
 # A public header that a module may not include is found only here, last on
 # every path: a stub whose #error names the header's module, so the
@@ -213,6 +231,11 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD) | $(PLUGIN) $(DATA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# The generator of the Kafka-side fuzz seeds (run by hand: its comment).
+$(BUILD)/fuzz-tools/%: $(BUILD)/tests/fuzz/tools/%.o $(LIBFSGD)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 # Unit tests, fuzz corpus replay and integration scripts; prints
 # "N passed, N failed, N skipped" last and fails if anything failed.
 test: all $(TESTS) $(REPLAYS) data $(SHLIB)
@@ -233,7 +256,7 @@ FUZZ_TARGETS ?=
 FUZZ_CORPUS  ?=
 fuzz:
 	BUILD=$(BUILD) FUZZ_CC=$(FUZZ_CC) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" \
-	    FUZZ_CORPUS="$(FUZZ_CORPUS)" tests/fuzz/run_fuzz.sh
+	    FUZZ_CORPUS="$(FUZZ_CORPUS)" FUZZ_PRIVATE="$(FUZZ_PRIVATE)" tests/fuzz/run_fuzz.sh
 
 check-deps:
 	@scripts/install-deps.sh --check

@@ -26,22 +26,6 @@ static const fsgd_strategy_vt_t *const registry[] = {
 };
 #define N_STRATEGIES (sizeof registry / sizeof *registry)
 
-/* One side of a strategy: its vtable and the state that side's constructor
- * made. Each public type holds exactly one, first (so a pointer to either
- * converts to a pointer to its side and back, C11 6.7.2.1). */
-typedef struct side {
-    const fsgd_strategy_vt_t *vt;
-    void *s;
-} side_t;
-
-struct fsgd_sworker {
-    side_t side;
-};
-
-struct fsgd_sagg {
-    side_t side;
-};
-
 static const fsgd_strategy_vt_t *find(const char *spec, char *err, size_t errsz);
 
 const char *fsgd_strategy_list(void)
@@ -155,7 +139,10 @@ size_t fsgd_sworker_residual_entries(const fsgd_sworker_t *w) { return w->side.v
 
 fsgd_sagg_t *fsgd_sagg_new(const char *spec, uint64_t dim, uint64_t seed, char *err, size_t errsz)
 {
-    return instance_new(sizeof(fsgd_sagg_t), spec, dim, seed, 1, err, errsz);
+    fsgd_sagg_t *a = instance_new(sizeof(fsgd_sagg_t), spec, dim, seed, 1, err, errsz);
+    if (a)
+        a->dim = dim;
+    return a;
 }
 
 void fsgd_sagg_destroy(fsgd_sagg_t *a)
@@ -163,6 +150,7 @@ void fsgd_sagg_destroy(fsgd_sagg_t *a)
     if (!a)
         return;
     a->side.vt->agg_destroy(a->side.s);
+    fsgd_downlink_destroy(a->down);
     free(a);
 }
 

@@ -4,6 +4,7 @@
 #ifndef FSGD_STRATEGY_INTERNAL_H
 #define FSGD_STRATEGY_INTERNAL_H
 
+#include "fsgd/downlink.h"
 #include "fsgd/strategy.h"
 
 typedef struct fsgd_strategy_vt {
@@ -39,6 +40,24 @@ typedef struct fsgd_strategy_vt {
      * so it never runs ahead of the model (staleness 0). */
     int lockstep;
 } fsgd_strategy_vt_t;
+
+/* One side of a strategy: its vtable and the state that side's constructor
+ * made. Each public type holds exactly one, first (so a pointer to either
+ * converts to a pointer to its side and back, C11 6.7.2.1). */
+typedef struct side {
+    const fsgd_strategy_vt_t *vt;
+    void *s;
+} side_t;
+
+struct fsgd_sworker {
+    side_t side;
+};
+
+struct fsgd_sagg {
+    side_t side;
+    uint64_t dim;
+    fsgd_downlink_t *down; /* the coded downlink (NULL: none open), strategy_downlink.c */
+};
 
 /* The codec strategies (codec_strategy.c) share one implementation. */
 extern const fsgd_strategy_vt_t fsgd_strategy_vt_none, fsgd_strategy_vt_fastsgd, fsgd_strategy_vt_logquant,

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../trainer/backend/backend_cuda.h"
+#include "backend_cuda.h"
 #include "fsgd/backend.h"
 #include "fsgd/csr.h"
 #include "fsgd/error.h"

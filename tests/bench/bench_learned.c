@@ -19,7 +19,7 @@
  * only. */
 #include <stdio.h>
 
-#include "../unit/strategy_sim.h"
+#include "strategy_sim.h"
 #include "fsgd/gen.h"
 
 static void run_set(const char *data, const fsgd_csr_t *tr, const fsgd_csr_t *te, size_t batch, int epochs,

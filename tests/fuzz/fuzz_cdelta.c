@@ -1,6 +1,7 @@
 /* Fuzz target: the coded delta (frame kind 5, trainer/KAFKA_FORMAT.md) as a
  * worker reads it: the body decoder, then the codec message inside, then the
- * additive update on a replica (fsgd/downlink.h).
+ * additive update on a replica, through the strategy's worker side
+ * (fsgd_sworker_downlink_decode/apply), as worker.c calls them.
  *
  * Input: bytes 0..3 the model dimension (1 + x mod 2^20), the rest the body.
  * Whatever decodes must hold: applied senders increasing and findable, the
@@ -11,11 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsgd/codec.h"
-#include "fsgd/downlink.h"
 #include "fsgd/le.h"
+#include "fsgd/strategy.h"
 
-#include "../../trainer/distributed/wire.h"
+#include "wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -53,13 +53,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(b.p);
     free(applied);
     fsgd_sparse_t u = {0};
-    if (fsgd_codec_decode(cd.msg, cd.msg_len, dim, &u, err, sizeof err) == 0) {
+    if (fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, dim, &u, err, sizeof err) == 0) {
         float *rho = calloc(dim, sizeof *rho);
         if (rho) {
             for (size_t i = 0; i < u.n; i++)
                 if (u.keys[i] >= dim || (i && u.keys[i] <= u.keys[i - 1]))
                     abort();
-            if (fsgd_downlink_apply(rho, dim, &u, err, sizeof err) == 0)
+            if (fsgd_sworker_downlink_apply(rho, dim, &u, err, sizeof err) == 0)
                 for (size_t i = 0; i < u.n; i++)
                     if (!isfinite(rho[u.keys[i]]))
                         abort();

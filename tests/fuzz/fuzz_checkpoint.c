@@ -18,7 +18,7 @@
 #include "fsgd/error.h"
 #include "fsgd/le.h"
 
-#include "../../trainer/distributed/agg_ckpt.h"
+#include "agg_ckpt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

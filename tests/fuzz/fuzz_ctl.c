@@ -17,8 +17,8 @@
 
 #include "fsgd/job.h"
 
-#include "../../trainer/distributed/ctl.h"
-#include "../../trainer/distributed/data_summary.h"
+#include "ctl.h"
+#include "data_summary.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

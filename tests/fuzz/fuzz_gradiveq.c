@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../strategy/gradiveq.h"
+#include "gradiveq.h"
 #include "fsgd/crc32c.h"
 #include "fsgd/le.h"
 #include "fsgd/reduce.h"

@@ -20,7 +20,7 @@
 #include "fsgd/le.h"
 #include "fsgd/sparse.h"
 
-#include "../../trainer/distributed/wire.h"
+#include "wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -50,11 +50,16 @@ for f in $TARGETS; do
     name=$(basename "$f" .c)
     [ -n "$ONLY" ] && [ "$name" != "$ONLY" ] && continue
     link=()
-    if grep -qE '#include "(fsgd/|\.\./|codec_fuzz\.h)' "$f"; then
+    # the private headers this target may include (the Makefile's PRIVATE_ lists)
+    private=()
+    for p in ${FUZZ_PRIVATE:-}; do
+        if [ "${p%%=*}" = "$name" ]; then private+=("-I${p#*=}"); fi
+    done
+    if [ ${#private[@]} -gt 0 ] || grep -qE '#include "(fsgd/|codec_fuzz\.h)' "$f"; then
         build_lib
-        link=("${objs[@]}" -lrdkafka -llz4 -lyaml -lmicrohttpd -ljansson -lsodium -llapacke -lopenblas -lm -pthread)
+        link=("${objs[@]}" -lrdkafka -llz4 -lyaml -lmicrohttpd -ljansson -lsodium -llapacke -lopenblas -lm -ldl -pthread)
     fi
-    if ! $FUZZ_CC $flags "$f" ${link[@]+"${link[@]}"} -o "$BUILD/fuzz/$name"; then
+    if ! $FUZZ_CC $flags ${private[@]+"${private[@]}"} "$f" ${link[@]+"${link[@]}"} -o "$BUILD/fuzz/$name"; then
         failed+=("$name (build)")
         continue
     fi

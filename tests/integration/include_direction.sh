@@ -10,9 +10,10 @@
 # probes of a header the module may include build, the others fail with
 # that message. The table below states the order on its own, so a change to
 # the Makefile's include paths that lets a module see more (or less) fails
-# here. Also: no source under trainer/ steps around the include paths with
-# "../", and with a CUDA toolkit the CUDA plugin's sources (nvcc) are held
-# to the same rule.
+# here. Also: no source under trainer/ or tests/ steps around the include
+# paths with "../"; a test sees a module's private headers only when the
+# Makefile lists it for that folder (PRIVATE_...); and with a CUDA toolkit
+# the CUDA plugin's sources (nvcc) are held to the same rule.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
@@ -50,12 +51,14 @@ for d in trainer/*/; do
     [ "${below[$m]+set}" ] || { echo "FAIL: $m has sources but is not in this test's table"; exit 1; }
 done
 
-# 1. No "../" includes under trainer/ (they would reach any folder's files).
-if grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"\.\./' trainer; then
-    echo "FAIL: the includes above step out of their folder with ../: include a public header (fsgd/...) instead"
+# 1. No "../" includes under trainer/ or tests/ (they would reach any
+# folder's files).
+if grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"\.\./' trainer tests; then
+    echo "FAIL: the includes above step out of their folder with ../: include a public header (fsgd/...)," \
+        "or for a test a private one by plain name with the test listed in the Makefile's PRIVATE_ lists"
     exit 1
 fi
-echo "ok: no source under trainer/ includes a path starting with ../"
+echo "ok: no source under trainer/ or tests/ includes a path starting with ../"
 
 # 2. The probes: the scratch tree has every public header dir (linked) and,
 # in each module's folder, a probe per header.
@@ -107,6 +110,22 @@ done
 [ $bad = 0 ] || exit 1
 echo "ok: each module builds with the headers of the modules below it and fails on the others, e.g.:"
 grep -m1 -A1 '^In file included from trainer/core/probe__dist.c:1:$' "$tmp/make.log" | sed 's/^/    /'
+
+# 2b. A test's private headers: test_kafka_frame is listed for
+# trainer/distributed (PRIVATE_trainer/distributed), so "wire.h" is found;
+# a test that is not listed cannot find it.
+mkdir -p "$tmp/tests/unit"
+ln -s "$repo/trainer/distributed/wire.h" "$tmp/trainer/distributed/wire.h"
+for t in test_kafka_frame test_probe_unlisted; do
+    printf '#include "wire.h"\ntypedef int fsgd_probe_t;\n' >"$tmp/tests/unit/$t.c"
+done
+clean_make -k CUDA=0 build/tests/unit/test_kafka_frame.o build/tests/unit/test_probe_unlisted.o \
+    >"$tmp/private.log" 2>&1 || true
+[ -f "$tmp/build/tests/unit/test_kafka_frame.o" ] ||
+    { echo "FAIL: test_kafka_frame is listed for trainer/distributed but cannot include wire.h:"; tail -8 "$tmp/private.log"; exit 1; }
+[ ! -f "$tmp/build/tests/unit/test_probe_unlisted.o" ] && grep -q 'wire.h: No such file' "$tmp/private.log" ||
+    { echo "FAIL: a test not listed for trainer/distributed included its wire.h (or failed otherwise):"; tail -8 "$tmp/private.log"; exit 1; }
+echo "ok: a test listed for trainer/distributed includes wire.h by plain name; one not listed cannot"
 
 # 3. The CUDA plugin (nvcc, the same include paths): a .cu in trainer/backend
 # may use loss/'s formulas but not core/'s headers.

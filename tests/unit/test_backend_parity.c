@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../trainer/backend/backend_cuda.h"
+#include "backend_cuda.h"
 #include "fsgd/backend.h"
 #include "fsgd/csr.h"
 #include "fsgd/error.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../codec/fastsgd_fast.h"
+#include "fastsgd_fast.h"
 #include "codec_testutil.h"
 #include "fsgd/codec.h"
 #include "fsgd/crc32c.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../trainer/backend/fastsgd_device.h"
+#include "fastsgd_device.h"
 #include "fsgd/codec.h"
 #include "fsgd/fastsgd.h"
 #include "testlib.h"

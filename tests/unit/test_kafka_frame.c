@@ -17,8 +17,8 @@
 #include "fsgd/keys.h"
 #include "fsgd/le.h"
 #include "testlib.h"
-#include "../../trainer/distributed/agg_ckpt.h"
-#include "../../trainer/distributed/wire.h"
+#include "agg_ckpt.h"
+#include "wire.h"
 
 static size_t make_frame(uint8_t *out, uint8_t kind, uint32_t sender, uint64_t step, uint32_t chunk, uint32_t n,
                          const uint8_t *body, uint32_t len)

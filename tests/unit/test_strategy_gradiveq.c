@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../../strategy/gradiveq.h"
+#include "gradiveq.h"
 #include "fsgd/codec.h"
 #include "fsgd/crc32c.h"
 #include "fsgd/le.h"

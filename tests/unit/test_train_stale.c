@@ -3,7 +3,7 @@
  * updates share (trainer/core/train_stale.h). */
 #include <string.h>
 
-#include "../../trainer/core/train_stale.h"
+#include "train_stale.h"
 #include "fsgd/error.h"
 #include "testlib.h"
 

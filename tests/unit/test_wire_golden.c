@@ -13,7 +13,7 @@
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "testlib.h"
-#include "../../trainer/distributed/wire.h"
+#include "wire.h"
 
 #define GOLDEN_DIR "tests/golden/kafka/v1"
 #define DIM 5000

@@ -26,12 +26,12 @@ static int hold_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     hold_ctx_t *c = ctx;
     char src[200];
     snprintf(src, sizeof src, "topic %s partition %d offset %lld", c->a->tdata, (int)partition, (long long)offset);
-    long n = fsgd_rowfmt_parse_msg(&c->a->fmt, val, len, src, &c->a->hold, NULL, err, errsz);
+    long n = fsgd_rowfmt_parse_msg(&c->a->fmt, val, len, src, &c->a->tune.hold, NULL, err, errsz);
     return n < 0 ? (int)n : 0;
 }
 
 /* Moves the end of each partition back over its newest offsets until the
- * tail holds its share of H rows, and reads those rows into a->hold. */
+ * tail holds its share of H rows, and reads those rows into a->tune.hold. */
 static int cut_holdout(agg_t *a, uint64_t H)
 {
     uint64_t total = a->s->dataset_rows, held = 0;
@@ -88,72 +88,73 @@ int agg_auto_setup(agg_t *a)
                                 "epochs auto holds out %.0f%% of %llu rows: too few to stop on; give --epochs N",
                                 100 * job->holdout, (unsigned long long)total);
         FSGD_TRY(cut_holdout(a, H));
-        a->best = malloc((a->mdim ? a->mdim : 1) * sizeof *a->best);
-        if (!a->best)
+        a->tune.best = malloc((a->mdim ? a->mdim : 1) * sizeof *a->tune.best);
+        if (!a->tune.best)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the best weights");
-        a->best_loss = INFINITY;
+        a->tune.best_loss = INFINITY;
     }
     uint64_t n = a->s->dataset_rows;
     uint64_t B = job->batch >= 1 ? (uint64_t)job->batch : (uint64_t)ceil(job->batch * (double)n);
     if (B < 1)
         B = 1;
     warn_big_blocks(a, B);
-    a->l2 = fsgd_train_auto_l2(job, n);
-    a->lr = fsgd_train_auto_lr(job, n, B);
-    a->alpha = fsgd_train_auto_alpha(job, n, B);
+    a->tune.l2 = fsgd_train_auto_l2(job, n);
+    a->tune.lr = fsgd_train_auto_lr(job, n, B);
+    a->tune.alpha = fsgd_train_auto_alpha(job, n, B);
     uint64_t steps = (n + B - 1) / B;
     uint64_t looks = fsgd_train_looks(n, steps);
-    a->look_rows = (n + looks - 1) / looks;
-    a->patience = fsgd_train_patience(looks);
+    a->tune.look_rows = (n + looks - 1) / looks;
+    a->tune.patience = fsgd_train_patience(looks);
     /* snapshot_every auto: a snapshot is 4 bytes a weight; one every
      * weights / 4096 steps costs 16 KiB a step whatever the model's size,
      * and at least 100 steps apart. The embedded cluster keeps 5 MiB a
      * partition: the snapshot and the deltas after it must fit, so 100. */
     if (job->snapshot_every > 0)
-        a->snap_every = (uint64_t)job->snapshot_every;
+        a->model.snap_every = (uint64_t)job->snapshot_every;
     else if (job->max_model_weights)
-        a->snap_every = 100;
+        a->model.snap_every = 100;
     else
-        a->snap_every = a->mdim / 4096 > 100 ? a->mdim / 4096 : 100;
-    a->s->snapshot_every = a->snap_every;
-    a->s->lr = a->lr;
-    a->s->l2 = a->l2;
+        a->model.snap_every = a->mdim / 4096 > 100 ? a->mdim / 4096 : 100;
+    a->s->snapshot_every = a->model.snap_every;
+    a->s->lr = a->tune.lr;
+    a->s->l2 = a->tune.l2;
     return 0;
 }
 
 static double holdout_loss(const agg_t *a)
 {
     fsgd_model_t m = {.kind = a->job->model, .dim = a->dim, .has_bias = a->job->bias,
-                      .bias = (float)a->job->bias_value, .w = a->adam.theta};
+                      .bias = (float)a->job->bias_value, .w = a->model.adam.theta};
     double sum = 0;
-    for (size_t r = 0; r < a->hold.n_rows; r++) {
-        uint64_t lo = a->hold.row_ptr[r];
-        double mg = fsgd_model_margin(&m, a->hold.col + lo, a->hold.val + lo, a->hold.row_ptr[r + 1] - lo);
-        sum += fsgd_loss_value(a->job->model, mg, a->hold.label[r]);
+    for (size_t r = 0; r < a->tune.hold.n_rows; r++) {
+        uint64_t lo = a->tune.hold.row_ptr[r];
+        double mg =
+            fsgd_model_margin(&m, a->tune.hold.col + lo, a->tune.hold.val + lo, a->tune.hold.row_ptr[r + 1] - lo);
+        sum += fsgd_loss_value(a->job->model, mg, a->tune.hold.label[r]);
     }
-    return sum / (double)(a->hold.n_rows ? a->hold.n_rows : 1);
+    return sum / (double)(a->tune.hold.n_rows ? a->tune.hold.n_rows : 1);
 }
 
 int agg_auto_look(agg_t *a, uint64_t rows, int *stop)
 {
     *stop = 0;
-    if (!a->best)
+    if (!a->tune.best)
         return 0;
-    a->rows_since_look += rows;
-    if (a->rows_since_look < a->look_rows)
+    a->tune.rows_since_look += rows;
+    if (a->tune.rows_since_look < a->tune.look_rows)
         return 0;
-    a->rows_since_look = 0;
+    a->tune.rows_since_look = 0;
     double loss = holdout_loss(a);
     a->s->looks++;
-    double epochs_done = (double)(a->st.epoch - 1) + (double)a->rows_epoch / (double)a->s->dataset_rows;
-    if (loss < a->best_loss) {
-        a->best_loss = loss;
-        a->since_best = 0;
+    double epochs_done = (double)(a->st.epoch - 1) + (double)a->open.rows_epoch / (double)a->s->dataset_rows;
+    if (loss < a->tune.best_loss) {
+        a->tune.best_loss = loss;
+        a->tune.since_best = 0;
         a->s->best_epoch = epochs_done;
         a->s->holdout_loss = loss;
-        memcpy(a->best, a->adam.theta, a->mdim * sizeof *a->best);
-        a->have_best = 1;
-    } else if (++a->since_best >= a->patience) {
+        memcpy(a->tune.best, a->model.adam.theta, a->mdim * sizeof *a->tune.best);
+        a->tune.have_best = 1;
+    } else if (++a->tune.since_best >= a->tune.patience) {
         a->s->stopped_early = 1;
         *stop = 1;
     }
@@ -163,21 +164,21 @@ int agg_auto_look(agg_t *a, uint64_t rows, int *stop)
 
 void agg_auto_finish(agg_t *a)
 {
-    if (!a->best)
+    if (!a->tune.best)
         return;
-    a->s->epochs_run = (double)(a->st.epoch - 1) + (double)a->rows_epoch / (double)a->s->dataset_rows;
-    if (a->rows_epoch == 0 || a->rows_epoch == a->s->dataset_rows)
+    a->s->epochs_run = (double)(a->st.epoch - 1) + (double)a->open.rows_epoch / (double)a->s->dataset_rows;
+    if (a->open.rows_epoch == 0 || a->open.rows_epoch == a->s->dataset_rows)
         a->s->epochs_run = (double)a->s->n_epochs;
-    if (!a->have_best) /* no look yet: the weights as they are */
+    if (!a->tune.have_best) /* no look yet: the weights as they are */
         return;
     double loss = holdout_loss(a);
-    if (loss > a->best_loss) /* the last look's weights may be past the best */
-        memcpy(a->adam.theta, a->best, a->mdim * sizeof *a->best);
+    if (loss > a->tune.best_loss) /* the last look's weights may be past the best */
+        memcpy(a->model.adam.theta, a->tune.best, a->mdim * sizeof *a->tune.best);
 }
 
 void agg_auto_free(agg_t *a)
 {
-    free(a->best);
-    a->best = NULL;
-    fsgd_csr_free(&a->hold);
+    free(a->tune.best);
+    a->tune.best = NULL;
+    fsgd_csr_free(&a->tune.hold);
 }

@@ -38,16 +38,17 @@
 /* The checkpoint bytes of a's state (seconds: training time so far) into *b. */
 static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
 {
-    int counted = a->adam.keys != NULL;
+    int counted = a->model.adam.keys != NULL;
     /* the aggregator writes the current versions; a re-encode of a read file
      * (fsgd_agg_ckpt_check) writes its version back */
-    uint32_t version = a->job ? (counted ? CKPT_VERSION_COUNTS : CKPT_VERSION) : a->ckpt_version;
+    uint32_t version = a->job ? (counted ? CKPT_VERSION_COUNTS : CKPT_VERSION) : a->ckpt.version;
     if (a->job && a->follow)
         version += CKPT_FOLLOW_SHIFT;
     const uint32_t follow_v = version > CKPT_VERSION_COUNTS;
     int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, version) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
              fsgd_wire_u64(b, a->s->dataset_rows) | fsgd_wire_u64(b, a->mdim) | fsgd_wire_state_put(b, &a->st) |
-             fsgd_wire_u64(b, a->adam.t) | fsgd_wire_u64(b, a->rows_epoch) | fsgd_wire_f64(b, a->loss_epoch) |
+             fsgd_wire_u64(b, a->model.adam.t) | fsgd_wire_u64(b, a->open.rows_epoch) |
+             fsgd_wire_f64(b, a->open.loss_epoch) |
              fsgd_wire_u64(b, a->s->rows_total) | fsgd_wire_f64(b, seconds) | fsgd_wire_u32(b, (uint32_t)a->s->n_epochs);
     for (int i = 0; i < a->s->n_epochs; i++) {
         const fsgd_agg_epoch_t *e = &a->s->epochs[i];
@@ -55,21 +56,21 @@ static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
               fsgd_wire_u64(b, e->rows) | fsgd_wire_u64(b, e->test.n) | fsgd_wire_f64(b, e->test.auc) |
               fsgd_wire_f64(b, e->test.logloss) | fsgd_wire_f64(b, e->test.loss) | fsgd_wire_f64(b, e->test.accuracy);
     }
-    rc |= fsgd_wire_put(b, a->adam.theta, a->mdim * 4);
+    rc |= fsgd_wire_put(b, a->model.adam.theta, a->mdim * 4);
     if (!counted)
-        rc |= fsgd_wire_put(b, a->adam.m, a->mdim * 4) | fsgd_wire_put(b, a->adam.v, a->mdim * 4);
+        rc |= fsgd_wire_put(b, a->model.adam.m, a->mdim * 4) | fsgd_wire_put(b, a->model.adam.v, a->mdim * 4);
     uint8_t *o = counted && !rc ? fsgd_wire_space(b, a->mdim * 10) : NULL;
     if (counted && !o)
         rc = FSGD_E_NOMEM;
     for (uint64_t i = 0; o && i < a->mdim; i++, o += 4)
-        fsgd_le_putf32(o, a->adam.keys[i].m);
+        fsgd_le_putf32(o, a->model.adam.keys[i].m);
     for (uint64_t i = 0; o && i < a->mdim; i++, o += 4)
-        fsgd_le_putf32(o, a->adam.keys[i].v);
+        fsgd_le_putf32(o, a->model.adam.keys[i].v);
     for (uint64_t i = 0; o && i < a->mdim; i++, o += 2)
-        fsgd_le_put16(o, (uint16_t)a->adam.keys[i].count);
+        fsgd_le_put16(o, (uint16_t)a->model.adam.keys[i].count);
     if (version >= CKPT_VERSION)
-        rc |= fsgd_wire_u32(b, a->job ? (uint32_t)a->job->model : a->ckpt_model) |
-              fsgd_wire_u32(b, a->job ? (a->job->bias ? 1u : 0u) : a->ckpt_bias);
+        rc |= fsgd_wire_u32(b, a->job ? (uint32_t)a->job->model : a->ckpt.model) |
+              fsgd_wire_u32(b, a->job ? (a->job->bias ? 1u : 0u) : a->ckpt.bias);
     if (follow_v && !rc)
         rc = agg_follow_ckpt_put(a, b);
     rc |= fsgd_wire_u32(b, fsgd_crc32c(0, b->p, b->n));
@@ -90,10 +91,10 @@ int fsgd_agg_ckpt_due(double since_last_s, double last_cost_s)
 
 int agg_ckpt_due(const agg_t *a)
 {
-    if (a->ckpt_n)
-        return fsgd_agg_ckpt_due(agg_now() - a->ckpt_at, a->ckpt_cost);
+    if (a->ckpt.n)
+        return fsgd_agg_ckpt_due(agg_now() - a->ckpt.at, a->ckpt.cost);
     /* θ, Adam's m and v (or FTRL's z and n), per-key counts: 16 bytes a weight */
-    return fsgd_agg_ckpt_due(agg_now() - a->t0, 16.0 * (double)a->mdim / FSGD_AGG_CKPT_EST_BYTES_S);
+    return fsgd_agg_ckpt_due(agg_now() - a->clock.t0, 16.0 * (double)a->mdim / FSGD_AGG_CKPT_EST_BYTES_S);
 }
 
 int agg_ckpt_write(agg_t *a)
@@ -103,7 +104,7 @@ int agg_ckpt_write(agg_t *a)
         return 0;
     double t0 = agg_now();
     fsgd_wire_buf_t b = {0};
-    if (ckpt_encode(a, a->seconds_before + agg_now() - a->t0, &b) < 0) {
+    if (ckpt_encode(a, a->clock.seconds_before + agg_now() - a->clock.t0, &b) < 0) {
         free(b.p);
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     }
@@ -131,11 +132,11 @@ int agg_ckpt_write(agg_t *a)
     free(b.p);
     if (rc < 0)
         return fsgd_err_fmt(a->err, a->errsz, rc, "checkpoint: %s", e);
-    a->ckpt_n++;
-    a->ckpt_at = agg_now();
-    a->ckpt_cost = a->ckpt_at - t0;
-    a->s->checkpoints = a->ckpt_n;
-    a->s->checkpoint_s += a->ckpt_cost;
+    a->ckpt.n++;
+    a->ckpt.at = agg_now();
+    a->ckpt.cost = a->ckpt.at - t0;
+    a->s->checkpoints = a->ckpt.n;
+    a->s->checkpoint_s += a->ckpt.cost;
     return 0;
 }
 
@@ -173,11 +174,11 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         goto out;
     }
     int counted = version == CKPT_VERSION_COUNTS || version == CKPT_VERSION_OLD_COUNTS;
-    if (counted != (a->adam.keys != NULL)) {
+    if (counted != (a->model.adam.keys != NULL)) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
                           "checkpoint '%s' was written with %s, this job has %s: resume with the lr it was written with",
                           path, counted ? "lr auto (per-key Adam counts)" : "an explicit lr",
-                          a->adam.keys ? "lr auto" : "an explicit lr");
+                          a->model.adam.keys ? "lr auto" : "an explicit lr");
         goto out;
     }
     if (fsgd_le_get32(p + len - 4) != fsgd_crc32c(0, p, len - 4)) {
@@ -218,10 +219,10 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         goto out;
     }
     uint64_t t = fsgd_le_get64(p + off);
-    a->rows_epoch = fsgd_le_get64(p + off + 8);
-    a->loss_epoch = fsgd_le_getf64(p + off + 16);
+    a->open.rows_epoch = fsgd_le_get64(p + off + 8);
+    a->open.loss_epoch = fsgd_le_getf64(p + off + 16);
     a->s->rows_total = fsgd_le_get64(p + off + 24);
-    a->seconds_before = fsgd_le_getf64(p + off + 32);
+    a->clock.seconds_before = fsgd_le_getf64(p + off + 32);
     uint32_t ne = fsgd_le_get32(p + off + 40);
     off += 44;
     if (len - off < (uint64_t)ne * 68 + a->mdim * (counted ? 14 : 12) + (version >= CKPT_VERSION ? 8 : 0)) {
@@ -249,16 +250,16 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         off += 68;
     }
     for (uint64_t i = 0; i < a->mdim; i++, off += 4)
-        a->adam.theta[i] = fsgd_le_getf32(p + off);
+        a->model.adam.theta[i] = fsgd_le_getf32(p + off);
     for (int arr = 1; arr < 3; arr++)
         for (uint64_t i = 0; i < a->mdim; i++, off += 4) {
             float x = fsgd_le_getf32(p + off);
             if (counted && arr == 1)
-                a->adam.keys[i].m = x;
+                a->model.adam.keys[i].m = x;
             else if (counted)
-                a->adam.keys[i].v = x;
+                a->model.adam.keys[i].v = x;
             else
-                (arr == 1 ? a->adam.m : a->adam.v)[i] = x;
+                (arr == 1 ? a->model.adam.m : a->model.adam.v)[i] = x;
         }
     for (uint64_t i = 0; counted && i < a->mdim; i++, off += 2) {
         uint16_t c = fsgd_le_get16(p + off);
@@ -267,18 +268,18 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
                               path, (unsigned long long)i, c, off, FSGD_ADAM_COUNT_MAX);
             goto out;
         }
-        a->adam.keys[i].count = c;
+        a->model.adam.keys[i].count = c;
     }
     if (version >= CKPT_VERSION) {
-        a->ckpt_model = fsgd_le_get32(p + off);
-        a->ckpt_bias = fsgd_le_get32(p + off + 4);
+        a->ckpt.model = fsgd_le_get32(p + off);
+        a->ckpt.bias = fsgd_le_get32(p + off + 4);
         off += 8;
-        if (a->job && (a->ckpt_model != (uint32_t)a->job->model || a->ckpt_bias != (a->job->bias ? 1u : 0u))) {
+        if (a->job && (a->ckpt.model != (uint32_t)a->job->model || a->ckpt.bias != (a->job->bias ? 1u : 0u))) {
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                               "checkpoint '%s' was written by a %s job%s; this job is %s%s: resume with the same "
                               "--model, or start over (fsgd run --fresh)",
-                              path, fsgd_loss_name((fsgd_loss_kind_t)a->ckpt_model),
-                              a->ckpt_bias ? " with an intercept" : " without an intercept",
+                              path, fsgd_loss_name((fsgd_loss_kind_t)a->ckpt.model),
+                              a->ckpt.bias ? " with an intercept" : " without an intercept",
                               fsgd_loss_name(a->job->model), a->job->bias ? " with an intercept" : " without an intercept");
             goto out;
         }
@@ -292,13 +293,13 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         if (rc < 0)
             goto out;
     }
-    a->ckpt_version = file_version;
+    a->ckpt.version = file_version;
     if (off != len) { /* the layout is exact: anything more is another format */
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': %zu bytes past the end at byte %zu",
                           path, len - off, off);
         goto out;
     }
-    a->adam.t = t;
+    a->model.adam.t = t;
     fsgd_wire_state_copy(&a->st, &s);
     a->step = step;
     a->gen = gen;
@@ -364,10 +365,12 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
     agg_t *a = calloc(1, sizeof *a);
     int rc = st && a ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     fsgd_adam_params_t ap = fsgd_adam_defaults();
-    if (!rc && fsgd_adam_init(&a->adam, mdim, &ap) < 0)
+    if (!rc && fsgd_adam_init(&a->model.adam, mdim, &ap) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     /* the Adam mode the file was written in (a restarted aggregator has its job's) */
-    if (!rc && len >= 12 && (fsgd_le_get32(p + 8) == CKPT_VERSION_COUNTS || fsgd_le_get32(p + 8) == CKPT_VERSION_OLD_COUNTS) && fsgd_adam_count_keys(&a->adam) < 0)
+    if (!rc && len >= 12 &&
+        (fsgd_le_get32(p + 8) == CKPT_VERSION_COUNTS || fsgd_le_get32(p + 8) == CKPT_VERSION_OLD_COUNTS) &&
+        fsgd_adam_count_keys(&a->model.adam) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     if (!rc) {
         a->s = st;
@@ -383,7 +386,7 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
         rc = ckpt_parse(a, "<memory>", p, len);
     if (rc == 1 && reenc) {
         fsgd_wire_buf_t b = {0};
-        if (ckpt_encode(a, a->seconds_before, &b) < 0) {
+        if (ckpt_encode(a, a->clock.seconds_before, &b) < 0) {
             free(b.p);
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
         } else {
@@ -393,7 +396,7 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
     }
     if (a) {
         fsgd_wire_state_free(&a->st);
-        fsgd_adam_free(&a->adam);
+        fsgd_adam_free(&a->model.adam);
         agg_follow_free(a);
     }
     free(a);

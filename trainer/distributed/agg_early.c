@@ -23,33 +23,33 @@ typedef struct agg_early {
 
 int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t len, int64_t offset)
 {
-    for (size_t i = 0; i < a->nearly; i++) {
-        const agg_early_t *h = &a->early[i];
+    for (size_t i = 0; i < a->open.nearly; i++) {
+        const agg_early_t *h = &a->open.early[i];
         if (h->step == f->step && h->sender == f->sender && h->chunk == f->chunk) {
             agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u: held for its step already",
                        f->sender, (unsigned long long)f->step, f->chunk, f->nchunks);
             return 0;
         }
     }
-    if (a->early_bytes + len > EARLY_BYTES_MAX) {
+    if (a->open.early_bytes + len > EARLY_BYTES_MAX) {
         agg_reject(a, FSGD_AGG_REJ_OVERSIZE, "sender %u step %llu: %zu bytes already wait for later steps",
-                   f->sender, (unsigned long long)f->step, a->early_bytes);
+                   f->sender, (unsigned long long)f->step, a->open.early_bytes);
         return 0;
     }
-    if (a->nearly == a->cap_early) {
-        size_t nc = a->cap_early ? 2 * a->cap_early : 64;
-        agg_early_t *ne = realloc(a->early, nc * sizeof *ne);
+    if (a->open.nearly == a->open.cap_early) {
+        size_t nc = a->open.cap_early ? 2 * a->open.cap_early : 64;
+        agg_early_t *ne = realloc(a->open.early, nc * sizeof *ne);
         if (!ne)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-        a->early = ne;
-        a->cap_early = nc;
+        a->open.early = ne;
+        a->open.cap_early = nc;
     }
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     memcpy(copy, payload, len);
-    a->early[a->nearly++] = (agg_early_t){f->step, f->sender, f->chunk, offset, copy, len};
-    a->early_bytes += len;
+    a->open.early[a->open.nearly++] = (agg_early_t){f->step, f->sender, f->chunk, offset, copy, len};
+    a->open.early_bytes += len;
     a->s->grads_early++;
     return 0;
 }
@@ -57,23 +57,23 @@ int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t
 int agg_early_replay(agg_t *a)
 {
     uint64_t open = a->step + 1;
-    size_t k = 0, n = a->nearly;
+    size_t k = 0, n = a->open.nearly;
     agg_early_t *take = NULL;
     size_t ntake = 0;
     /* Split first: taking a frame may hold nothing new (its step is open),
      * but keep the list consistent whatever agg_take_frame does. */
     for (size_t i = 0; i < n; i++) {
-        agg_early_t h = a->early[i];
+        agg_early_t h = a->open.early[i];
         if (h.step > open) {
-            a->early[k++] = h;
+            a->open.early[k++] = h;
             continue;
         }
         if (!take && !(take = malloc(n * sizeof *take)))
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-        a->early_bytes -= h.len;
+        a->open.early_bytes -= h.len;
         take[ntake++] = h; /* h.step < open: its step closed without it (a drop); taking it rejects it as stale */
     }
-    a->nearly = k;
+    a->open.nearly = k;
     int rc = 0;
     for (size_t i = 0; i < ntake; i++) {
         if (!rc)
@@ -86,9 +86,9 @@ int agg_early_replay(agg_t *a)
 
 void agg_early_free(agg_t *a)
 {
-    for (size_t i = 0; i < a->nearly; i++)
-        free(a->early[i].bytes);
-    free(a->early);
-    a->early = NULL;
-    a->nearly = a->cap_early = a->early_bytes = 0;
+    for (size_t i = 0; i < a->open.nearly; i++)
+        free(a->open.early[i].bytes);
+    free(a->open.early);
+    a->open.early = NULL;
+    a->open.nearly = a->open.cap_early = a->open.early_bytes = 0;
 }

@@ -89,7 +89,7 @@ int agg_follow_setup(agg_t *a)
     a->s->follow = 1;
     agg_log(a, "follow: training on %s as rows arrive; a model version every %llu steps or %g s; progressive "
                "validation over the newest %d rows",
-            a->tdata, (unsigned long long)a->snap_every, a->job->version_seconds, FOLLOW_PV_WINDOW);
+            a->tdata, (unsigned long long)a->model.snap_every, a->job->version_seconds, FOLLOW_PV_WINDOW);
     return 0;
 }
 
@@ -219,7 +219,7 @@ static int refill(agg_t *a, int idle)
             continue;
         uint64_t e = (uint64_t)hi - end > FOLLOW_WINDOW_MAX ? end + FOLLOW_WINDOW_MAX : (uint64_t)hi;
         FSGD_TRY(load_window(a, p, end, e));
-        a->st.start[p] = a->st.pos[p] = a->newpos[p] = end;
+        a->st.start[p] = a->st.pos[p] = a->open.newpos[p] = end;
         a->st.end[p] = e;
         a->s->dataset_rows += a->rows_at[p][e - end];
         moved++;
@@ -229,7 +229,7 @@ static int refill(agg_t *a, int idle)
 
 int agg_follow_hold(agg_t *a)
 {
-    if (stop_requested || a->rows_step > 0)
+    if (stop_requested || a->open.rows_step > 0)
         return 0;
     for (uint32_t p = 0; p < a->st.nparts; p++)
         if (a->st.pos[p] < a->st.end[p])
@@ -246,14 +246,14 @@ int agg_follow_score(agg_t *a)
 {
     struct agg_follow *f = a->follow;
     fsgd_model_t m = {.kind = a->job->model, .dim = a->dim, .has_bias = a->job->bias,
-                      .bias = (float)a->job->bias_value, .w = a->adam.theta};
+                      .bias = (float)a->job->bias_value, .w = a->model.adam.theta};
     for (uint32_t p = 0; p < a->st.nparts; p++) {
-        if (a->newpos[p] == a->st.pos[p])
+        if (a->open.newpos[p] == a->st.pos[p])
             continue;
         follow_part_t *fp = &f->part[p];
         if (!fp->loaded || fp->start != a->st.start[p] || fp->end != a->st.end[p])
             FSGD_TRY(load_window(a, p, a->st.start[p], a->st.end[p]));
-        uint64_t r0 = fp->row_of[a->st.pos[p] - fp->start], r1 = fp->row_of[a->newpos[p] - fp->start];
+        uint64_t r0 = fp->row_of[a->st.pos[p] - fp->start], r1 = fp->row_of[a->open.newpos[p] - fp->start];
         const fsgd_csr_t *x = &fp->rows;
         for (uint64_t r = r0; r < r1; r++) {
             uint64_t lo = x->row_ptr[r];

@@ -71,7 +71,7 @@ int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m)
 {
     if (m->err)
         return consumer_error(a, m);
-    fsgd_bus_lat_add(&a->lat_grads, m);
+    fsgd_bus_lat_add(&a->clock.lat_grads, m);
     a->s->bytes_up += m->len;
     return agg_take_frame(a, m->val, m->len, m->offset);
 }
@@ -102,7 +102,7 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
         if (!agg_member_find(a, f.sender)) {
             agg_reject(a, FSGD_AGG_REJ_FORGED,
                    "sender %u is not a member of job %s (no worker_assignment from it on %s; %zu members)", f.sender,
-                   a->job->name, a->tctl, a->nmem);
+                   a->job->name, a->tctl, a->members.nmem);
             return 0;
         }
     }
@@ -116,14 +116,14 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
         return 0;
     }
     unsigned lag = (f.flags & FSGD_KFLAG_LAG_MASK) >> FSGD_KFLAG_LAG_SHIFT;
-    if (lag > (unsigned)a->tau || lag >= f.step) {
+    if (lag > (unsigned)a->open.tau || lag >= f.step) {
         agg_reject(a, FSGD_AGG_REJ_STALE,
                    "sender %u step %llu: computed on the model of step %lld, %u steps before; the job's staleness "
                    "bound is %d", f.sender, (unsigned long long)f.step, (long long)f.step - 1 - (long long)lag, lag,
-                   a->tau);
+                   a->open.tau);
         return 0;
     }
-    if (f.step > a->step + 1 && f.step <= a->step + 1 + (uint64_t)a->tau) {
+    if (f.step > a->step + 1 && f.step <= a->step + 1 + (uint64_t)a->open.tau) {
         /* Bounded staleness: a worker runs up to τ steps ahead of the model
          * it has; its gradient waits here until its step opens, since steps
          * are applied in order whatever order they arrive in. */
@@ -133,7 +133,7 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
         /* Workers answer at most τ steps past the last model message, so
          * nothing else is ever kept (reassembly holds the open step; later
          * ones wait whole in agg_early.c) */
-        if (f.step <= a->step && fsgd_kasm_completed(a->as, &f)) /* e.g. a produce retried by the client */
+        if (f.step <= a->step && fsgd_kasm_completed(a->open.as, &f)) /* e.g. a produce retried by the client */
             agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u: a copy of a message taken before",
                    f.sender, (unsigned long long)f.step, f.chunk, f.nchunks);
         else if (f.step <= a->step)
@@ -146,7 +146,7 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
     }
     const uint8_t *body;
     size_t len;
-    int r = fsgd_kasm_feed(a->as, &f, &body, &len, e, sizeof e);
+    int r = fsgd_kasm_feed(a->open.as, &f, &body, &len, e, sizeof e);
     if (r == FSGD_KASM_DUP) {
         agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u seen before", f.sender,
                (unsigned long long)f.step, f.chunk, f.nchunks);
@@ -157,8 +157,8 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
          * newest frame wins, so junk left by someone else cannot block the
          * genuine message when it comes. */
         agg_reject(a, FSGD_AGG_REJ_CORRUPT, "%s (the pending chunks are dropped)", e);
-        fsgd_kasm_forget(a->as, &f);
-        r = fsgd_kasm_feed(a->as, &f, &body, &len, e, sizeof e);
+        fsgd_kasm_forget(a->open.as, &f);
+        r = fsgd_kasm_feed(a->open.as, &f, &body, &len, e, sizeof e);
     }
     if (r == FSGD_E_NOMEM)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
@@ -166,10 +166,10 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
         agg_reject(a, r == FSGD_E_RANGE ? FSGD_AGG_REJ_OVERSIZE : FSGD_AGG_REJ_CORRUPT, "%s", e);
         return 0;
     }
-    a->s->held_bytes_max = fsgd_kasm_held_max(a->as);
+    a->s->held_bytes_max = fsgd_kasm_held_max(a->open.as);
     if (r != FSGD_KASM_DONE)
         return 0;
-    if (agg_in_set(a->got, a->ngot, f.sender)) {
+    if (agg_in_set(a->members.got, a->members.ngot, f.sender)) {
         agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u already answered step %llu", f.sender,
                (unsigned long long)f.step);
         return 0;
@@ -177,7 +177,7 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
     fsgd_wire_grad_t g;
     if (fsgd_wire_grad_get(body, len, a->st.nparts, &g, e, sizeof e) < 0) {
         free(g.ranges);
-        fsgd_kasm_forget(a->as, &f); /* the genuine message may still come */
+        fsgd_kasm_forget(a->open.as, &f); /* the genuine message may still come */
         agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: %s", f.sender, (unsigned long long)f.step, e);
         return 0;
     }
@@ -196,7 +196,7 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
     }
     if (reason >= 0) {
         free(g.ranges);
-        fsgd_kasm_forget(a->as, &f);
+        fsgd_kasm_forget(a->open.as, &f);
         agg_reject(a, reason, "sender %u step %llu: %s", f.sender, (unsigned long long)f.step, why);
         return 0;
     }
@@ -206,7 +206,7 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
     uint64_t rows = 0;
     for (uint32_t i = 0; i < g.nranges && ok; i++) {
         const fsgd_wire_range_t *rg = &g.ranges[i];
-        if (a->claimed[rg->part] || rg->start != a->st.pos[rg->part] || rg->end > a->st.end[rg->part])
+        if (a->open.claimed[rg->part] || rg->start != a->st.pos[rg->part] || rg->end > a->st.end[rg->part])
             ok = 0;
         else {
             uint64_t s0 = a->st.start[rg->part];
@@ -218,14 +218,14 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
     }
     if (ok && rows != g.rows) {
         free(g.ranges);
-        fsgd_kasm_forget(a->as, &f);
+        fsgd_kasm_forget(a->open.as, &f);
         agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u step %llu: claims %llu rows, its ranges hold %llu", f.sender,
                (unsigned long long)f.step, (unsigned long long)g.rows, (unsigned long long)rows);
         return 0;
     }
     if (ok && g.rows && !g.codec_len) {
         free(g.ranges);
-        fsgd_kasm_forget(a->as, &f);
+        fsgd_kasm_forget(a->open.as, &f);
         agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u step %llu: %llu rows but no gradient", f.sender,
                (unsigned long long)f.step, (unsigned long long)g.rows);
         return 0;
@@ -233,7 +233,8 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
     size_t entries = 0;
     if (ok && g.codec_len) {
         double t0 = agg_now();
-        int rc = fsgd_sagg_add(a->strat, f.sender, g.codec, g.codec_len, value_bound(a, g.rows), &entries, e, sizeof e);
+        int rc = fsgd_sagg_add(a->model.strat, f.sender, g.codec, g.codec_len, value_bound(a, g.rows), &entries, e,
+                               sizeof e);
         a->s->t_decode += agg_now() - t0;
         if (rc == FSGD_E_NOMEM) {
             free(g.ranges);
@@ -241,7 +242,7 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
         }
         if (rc < 0) {
             free(g.ranges);
-            fsgd_kasm_forget(a->as, &f);
+            fsgd_kasm_forget(a->open.as, &f);
             if (rc == FSGD_E_RANGE)
                 agg_reject(a, FSGD_AGG_REJ_FORGED,
                            "sender %u step %llu: %s for %llu rows (rows x max|x| %g x %g, FSGD_AGG_GRAD_SLACK)",
@@ -253,8 +254,9 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
             return 0;
         }
     }
-    agg_add_set(&a->got, &a->ngot, &a->cap_got, f.sender);
-    if (!agg_in_set(a->live, a->nlive, f.sender) && agg_add_set(&a->live, &a->nlive, &a->cap_live, f.sender) == 0)
+    agg_add_set(&a->members.got, &a->members.ngot, &a->members.cap_got, f.sender);
+    if (!agg_in_set(a->members.live, a->members.nlive, f.sender) &&
+        agg_add_set(&a->members.live, &a->members.nlive, &a->members.cap_live, f.sender) == 0)
         agg_ctl_member(a, "worker_joined", f.sender);
     if (!ok) {
         /* a partition claimed twice (a rebalance) or from a stale position */
@@ -265,25 +267,25 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
         return 0;
     }
     for (uint32_t i = 0; i < g.nranges; i++) {
-        a->claimed[g.ranges[i].part] = 1;
-        a->newpos[g.ranges[i].part] = g.ranges[i].end;
+        a->open.claimed[g.ranges[i].part] = 1;
+        a->open.newpos[g.ranges[i].part] = g.ranges[i].end;
     }
-    a->rows_step += g.rows;
-    a->loss_step += g.loss_sum;
+    a->open.rows_step += g.rows;
+    a->open.loss_step += g.loss_sum;
     a->s->t_grad += g.t_grad;
     a->s->t_encode += g.t_encode;
     a->s->raw_bytes += 8 * g.raw_entries;
     a->s->codec_bytes += g.codec_len;
     a->s->grads_accepted++;
     a->s->up_msgs++;
-    a->up_entries_step += entries;
-    a->up_bytes_step += g.codec_len;
+    a->open.up_entries_step += entries;
+    a->open.up_bytes_step += g.codec_len;
     if (lag) {
         a->s->grads_stale++;
         if (lag > a->s->lag_max)
             a->s->lag_max = lag;
     }
-    agg_add_set(&a->applied, &a->napplied, &a->cap_applied, f.sender);
+    agg_add_set(&a->open.applied, &a->open.napplied, &a->open.cap_applied, f.sender);
     free(g.ranges);
     return 0;
 }

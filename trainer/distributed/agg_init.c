@@ -45,34 +45,34 @@ int agg_init_load(agg_t *a)
     }
     a->dim = a->s->dim = dim;
     a->mdim = dim + (job->bias ? 1 : 0);
-    a->init = m;
+    a->model.init = m;
     return 0;
 }
 
 int agg_init_apply(agg_t *a)
 {
-    fsgd_model_t *m = a->init;
+    fsgd_model_t *m = a->model.init;
     const fsgd_model_state_t *st = &m->state;
-    memcpy(a->adam.theta, m->w, a->mdim * sizeof *a->adam.theta);
-    if (a->ftrl_on)
-        fsgd_ftrl_start_from(&a->ftrl, a->adam.theta); /* z gives the weights back */
+    memcpy(a->model.adam.theta, m->w, a->mdim * sizeof *a->model.adam.theta);
+    if (a->model.ftrl_on)
+        fsgd_ftrl_start_from(&a->model.ftrl, a->model.adam.theta); /* z gives the weights back */
     const int resume = st->kind != FSGD_MODEL_STATE_NONE && st->kind == fsgd_train_state_kind(a->job);
     for (uint64_t i = 0; resume && i < st->n; i++) {
         uint32_t k = st->keys[i];
         if (k >= a->mdim)
             continue; /* fsgd_model_load checked the keys against its dim */
         if (st->kind == FSGD_MODEL_STATE_FTRL) {
-            a->ftrl.z[k] = st->a[i];
-            a->ftrl.n[k] = st->b[i];
+            a->model.ftrl.z[k] = st->a[i];
+            a->model.ftrl.n[k] = st->b[i];
         } else if (st->kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
-            a->adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = st->c[i]};
+            a->model.adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = st->c[i]};
         } else {
-            a->adam.m[k] = st->a[i];
-            a->adam.v[k] = st->b[i];
+            a->model.adam.m[k] = st->a[i];
+            a->model.adam.v[k] = st->b[i];
         }
     }
     if (resume && st->kind != FSGD_MODEL_STATE_FTRL)
-        a->adam.t = st->step;
+        a->model.adam.t = st->step;
     agg_log(a, "starting from %s: %llu nonzero weights of %llu, %s", a->job->init,
             (unsigned long long)fsgd_model_nnz(m), (unsigned long long)m->dim,
             resume ? "with its optimizer state"
@@ -81,15 +81,15 @@ int agg_init_apply(agg_t *a)
     a->s->init_state = resume;
     fsgd_model_free(m);
     free(m);
-    a->init = NULL;
+    a->model.init = NULL;
     return 0;
 }
 
 void agg_init_free(agg_t *a)
 {
-    if (a->init) {
-        fsgd_model_free(a->init);
-        free(a->init);
-        a->init = NULL;
+    if (a->model.init) {
+        fsgd_model_free(a->model.init);
+        free(a->model.init);
+        a->model.init = NULL;
     }
 }

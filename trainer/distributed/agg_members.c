@@ -31,7 +31,7 @@ void agg_ctl_member(agg_t *a, const char *event, uint32_t worker)
     agg_ctl_begin(a, event);
     fsgd_cj_u64(&a->cj, "step", a->step);
     fsgd_cj_u64(&a->cj, "worker", worker);
-    fsgd_cj_u32s(&a->cj, "live", a->live, a->nlive);
+    fsgd_cj_u32s(&a->cj, "live", a->members.live, a->members.nlive);
     if (!strcmp(event, "worker_dropped"))
         fsgd_cj_u64(&a->cj, "timeout_ms", (uint64_t)a->job->step_timeout_ms);
     agg_ctl_emit(a, event);
@@ -52,9 +52,9 @@ void agg_ctl_member(agg_t *a, const char *event, uint32_t worker)
  * have not been told yet) or holes (revoked, not yet reassigned). */
 member_t *agg_member_find(agg_t *a, uint32_t id)
 {
-    for (size_t i = 0; i < a->nmem; i++)
-        if (a->mem[i].id == id)
-            return &a->mem[i];
+    for (size_t i = 0; i < a->members.nmem; i++)
+        if (a->members.mem[i].id == id)
+            return &a->members.mem[i];
     return NULL;
 }
 
@@ -86,24 +86,24 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
     if (!strcmp(ev, "worker_leave")) {
         if (w) {
             free(w->own);
-            *w = a->mem[--a->nmem];
+            *w = a->members.mem[--a->members.nmem];
         }
         free(tmp);
         return;
     }
     if (!w) {
-        uint8_t *own = a->nmem < MAX_MEMBERS ? calloc(P ? P : 1, 1) : NULL;
-        member_t *nm = own ? realloc(a->mem, (a->nmem + 1) * sizeof *nm) : NULL;
+        uint8_t *own = a->members.nmem < MAX_MEMBERS ? calloc(P ? P : 1, 1) : NULL;
+        member_t *nm = own ? realloc(a->members.mem, (a->members.nmem + 1) * sizeof *nm) : NULL;
         if (!own || !nm) {
             /* (a flood of made-up workers must not grow memory without end) */
             free(own);
             if (nm)
-                a->mem = nm;
+                a->members.mem = nm;
             free(tmp);
             return;
         }
-        a->mem = nm;
-        w = &a->mem[a->nmem++];
+        a->members.mem = nm;
+        w = &a->members.mem[a->members.nmem++];
         w->id = id;
         w->own = own;
     }
@@ -111,7 +111,7 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
     for (size_t i = 0; i < np; i++)
         if (tmp[i] < P)
             w->own[tmp[i]] = 1;
-    w->seq = ++a->ctl_seq;
+    w->seq = ++a->members.ctl_seq;
     free(tmp);
 }
 
@@ -138,8 +138,8 @@ static int member_holds(const agg_t *a, const member_t *w)
         if (!w->own[p])
             continue;
         int newer = 0;
-        for (size_t k = 0; k < a->nmem && !newer; k++)
-            newer = a->mem[k].seq > w->seq && a->mem[k].own[p];
+        for (size_t k = 0; k < a->members.nmem && !newer; k++)
+            newer = a->members.mem[k].seq > w->seq && a->members.mem[k].own[p];
         if (!newer)
             return 1;
     }
@@ -152,11 +152,11 @@ size_t agg_awaited(const agg_t *a, char *out, size_t cap)
 {
     size_t n = 0, used = 0;
     out[0] = '\0';
-    for (size_t i = 0; i < a->nmem; i++) {
-        const member_t *w = &a->mem[i];
+    for (size_t i = 0; i < a->members.nmem; i++) {
+        const member_t *w = &a->members.mem[i];
         int answered = 0;
-        for (size_t k = 0; k < a->ngot && !answered; k++)
-            answered = a->got[k] == w->id;
+        for (size_t k = 0; k < a->members.ngot && !answered; k++)
+            answered = a->members.got[k] == w->id;
         if (answered || !member_holds(a, w))
             continue;
         if (used < cap)
@@ -202,16 +202,16 @@ int agg_wait_assignment(agg_t *a, double timeout_s)
             last_log = t;
             agg_log(a, "waiting for workers: %zu of %d expected have reported their partitions on %s (%.0f s; "
                        "starting anyway after %.0f s)",
-                    a->nmem, a->expected, a->tctl, t - t0, timeout_s);
+                    a->members.nmem, a->members.expected, a->tctl, t - t0, timeout_s);
         }
         if (!n) {
             /* Fewer workers than expected, but the group has been stable
              * longer than a session timeout: the others died or never came
              * (a consumer that left is out of the group by then). */
-            if (covered && a->nmem < (size_t)a->expected && t - last_change >= SETTLE_WITHOUT_S) {
+            if (covered && a->members.nmem < (size_t)a->members.expected && t - last_change >= SETTLE_WITHOUT_S) {
                 agg_log(a, "starting with %zu of %d expected workers: the group has held every partition for "
                            "%.0f s without the others",
-                        a->nmem, a->expected, t - last_change);
+                        a->members.nmem, a->members.expected, t - last_change);
                 a->s->assignment_settled = 1;
                 break;
             }
@@ -220,10 +220,10 @@ int agg_wait_assignment(agg_t *a, double timeout_s)
         last_change = t;
         uint32_t holders = 0;
         memset(owners, 0, P * sizeof *owners);
-        for (size_t k = 0; k < a->nmem; k++) {
+        for (size_t k = 0; k < a->members.nmem; k++) {
             int any = 0;
             for (uint32_t p = 0; p < P; p++)
-                if (a->mem[k].own[p]) {
+                if (a->members.mem[k].own[p]) {
                     owners[p]++;
                     any = 1;
                 }
@@ -232,7 +232,7 @@ int agg_wait_assignment(agg_t *a, double timeout_s)
         covered = holders > 0;
         for (uint32_t p = 0; p < P && covered; p++)
             covered = a->st.pos[p] >= a->st.end[p] ? owners[p] <= 1 : owners[p] == 1;
-        if (covered && a->nmem >= (size_t)a->expected) {
+        if (covered && a->members.nmem >= (size_t)a->members.expected) {
             a->s->assignment_settled = 1;
             break;
         }

@@ -176,9 +176,9 @@ void agg_step_emit(agg_t *a, double step_seconds)
                              .rows = s->rows_total,
                              .bytes_up = s->bytes_up,
                              .bytes_down = s->bytes_down,
-                             .bits = a->strat ? fsgd_sagg_param(a->strat, "bits") : NAN,
-                             .energy = a->strat ? fsgd_sagg_param(a->strat, "energy") : NAN};
+                             .bits = a->model.strat ? fsgd_sagg_param(a->model.strat, "bits") : NAN,
+                             .energy = a->model.strat ? fsgd_sagg_param(a->model.strat, "energy") : NAN};
     fsgd_trace_add(&s->trace, &pt);
     if (a->on_step)
-        a->on_step(a->log_ctx, s, a->strat, step_seconds);
+        a->on_step(a->log_ctx, s, a->model.strat, step_seconds);
 }

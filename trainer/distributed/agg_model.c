@@ -1,5 +1,5 @@
 /* The model topic: snapshots, and the per-step update (float32 values, or
- * the compressed downlink Δ = θ − ρ of fsgd/downlink.h). */
+ * the strategy's coded downlink Δ = θ − ρ, fsgd_sagg_downlink_encode). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -37,36 +37,39 @@ static int cmp_u32(const void *x, const void *y)
 static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
 {
     double t0 = agg_now();
-    if (a->down_scale <= 0)
-        a->down_scale = 1.0;
-    size_t budget = a->napplied ? (size_t)(a->down_scale * (double)a->up_entries_step / (double)a->napplied) : 0;
-    size_t cap = fsgd_downlink_bound(a->down, n);
-    if (cap > a->dmsg_cap) {
-        uint8_t *nm = realloc(a->dmsg, cap);
+    if (a->model.down_scale <= 0)
+        a->model.down_scale = 1.0;
+    size_t budget = a->open.napplied
+                        ? (size_t)(a->model.down_scale * (double)a->open.up_entries_step / (double)a->open.napplied)
+                        : 0;
+    size_t cap = fsgd_sagg_downlink_bound(a->model.strat, n);
+    if (cap > a->model.dmsg_cap) {
+        uint8_t *nm = realloc(a->model.dmsg, cap);
         if (!nm)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the downlink");
-        a->dmsg = nm;
-        a->dmsg_cap = cap;
+        a->model.dmsg = nm;
+        a->model.dmsg_cap = cap;
     }
     size_t len = 0;
-    FSGD_TRY(fsgd_downlink_encode(a->down, a->adam.theta, keys, n, budget ? budget : 1, a->dmsg, cap, &len, a->err,
-                                  a->errsz));
-    if (a->napplied && len > 0 && a->up_bytes_step > 0) {
-        double target = DOWN_BYTES_SHARE * (double)a->up_bytes_step / (double)a->napplied;
+    FSGD_TRY(fsgd_sagg_downlink_encode(a->model.strat, a->model.adam.theta, keys, n, budget ? budget : 1, a->model.dmsg,
+                                       cap, &len, a->err, a->errsz));
+    if (a->open.napplied && len > 0 && a->open.up_bytes_step > 0) {
+        double target = DOWN_BYTES_SHARE * (double)a->open.up_bytes_step / (double)a->open.napplied;
         /* up to the union of the step's messages: a downlink codec that spends
          * fewer bits an entry than the uplink's carries more keys */
-        double s = a->down_scale * target / (double)len, most = (double)a->napplied;
-        a->down_scale = s < 0.25 ? 0.25 : s > most ? most : s;
+        double s = a->model.down_scale * target / (double)len, most = (double)a->open.napplied;
+        a->model.down_scale = s < 0.25 ? 0.25 : s > most ? most : s;
     }
     uint32_t flags = 0, check = 0;
     if ((a->step % FSGD_AGG_REPLICA_CHECK_EVERY) == 0) {
         flags |= FSGD_WIRE_CDELTA_CHECK;
-        check = fsgd_downlink_checksum(fsgd_downlink_replica(a->down), a->mdim);
+        check = fsgd_sagg_downlink_check(a->model.strat);
         a->s->replica_checks++;
     }
-    qsort(a->applied, a->napplied, sizeof *a->applied, cmp_u32);
+    qsort(a->open.applied, a->open.napplied, sizeof *a->open.applied, cmp_u32);
     a->s->t_down_encode += agg_now() - t0;
-    return fsgd_wire_cdelta_put(&a->buf, flags, check, a->applied, (uint32_t)a->napplied, a->dmsg, (uint32_t)len);
+    return fsgd_wire_cdelta_put(&a->model.buf, flags, check, a->open.applied, (uint32_t)a->open.napplied, a->model.dmsg,
+                                (uint32_t)len);
 }
 
 /* job->downlink: "full" sends float32 values; "auto" compresses with what
@@ -75,61 +78,50 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
  * of its own. */
 int agg_downlink_setup(agg_t *a)
 {
-    const char *spec = a->job->downlink;
-    if (!strcmp(spec, "full"))
-        spec = NULL;
-    else if (!strcmp(spec, "auto") || !spec[0]) {
-        spec = fsgd_sagg_downlink_spec(a->strat);
-    }
-    snprintf(a->s->downlink, sizeof a->s->downlink, "%s", spec ? spec : "full");
-    if (!spec)
-        return 0;
-    char e[256];
-    a->down = fsgd_downlink_new(spec, a->mdim, a->adam.theta, e, sizeof e);
-    if (!a->down)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "downlink '%s': %s", spec, e);
-    return 0;
+    return fsgd_sagg_downlink_open(a->model.strat, a->job->downlink, a->model.adam.theta, a->s->downlink,
+                                   sizeof a->s->downlink, a->err, a->errsz);
 }
 
 int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n)
 {
-    a->buf.n = 0;
-    int rc = fsgd_wire_state_put(&a->buf, &a->st);
+    a->model.buf.n = 0;
+    int coded = fsgd_sagg_downlink_coded(a->model.strat);
+    int rc = fsgd_wire_state_put(&a->model.buf, &a->st);
     /* The strategy's feedback for the step this message closes (a snapshot
      * closes one too), before the payload: trainer/KAFKA_FORMAT.md. */
     size_t slen = 0;
-    const uint8_t *sec = snapshot && !a->step ? NULL : fsgd_sagg_section(a->strat, &slen);
+    const uint8_t *sec = snapshot && !a->step ? NULL : fsgd_sagg_section(a->model.strat, &slen);
     if (slen)
-        rc = rc ? rc : fsgd_wire_u32(&a->buf, (uint32_t)slen) | fsgd_wire_put(&a->buf, sec, slen);
+        rc = rc ? rc : fsgd_wire_u32(&a->model.buf, (uint32_t)slen) | fsgd_wire_put(&a->model.buf, sec, slen);
     if (snapshot) {
         rc = rc ? rc
-                : fsgd_wire_model_put(&a->buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0, (float)a->job->bias_value,
-                                 a->dim, a->adam.theta, a->mdim);
-        if (a->down)
-            fsgd_downlink_sync(a->down, a->adam.theta); /* every worker now holds θ exactly */
-    } else if (a->down) {
+                : fsgd_wire_model_put(&a->model.buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0,
+                                      (float)a->job->bias_value, a->dim, a->model.adam.theta, a->mdim);
+        if (coded)
+            fsgd_sagg_downlink_sync(a->model.strat, a->model.adam.theta); /* every worker now holds θ exactly */
+    } else if (coded) {
         if (!rc)
             FSGD_TRY(put_coded_delta(a, keys, n));
     } else {
-        if (fsgd_sparse_reserve(&a->dec, n) < 0)
+        if (fsgd_sparse_reserve(&a->model.dec, n) < 0)
             rc = FSGD_E_NOMEM;
         for (size_t i = 0; !rc && i < n; i++)
-            a->dec.vals[i] = a->adam.theta[keys[i]];
+            a->model.dec.vals[i] = a->model.adam.theta[keys[i]];
         if (!rc)
-            FSGD_TRY(fsgd_wire_pdelta_put(&a->buf, keys, a->dec.vals, n, a->err, a->errsz));
+            FSGD_TRY(fsgd_wire_pdelta_put(&a->model.buf, keys, a->model.dec.vals, n, a->err, a->errsz));
     }
     if (rc)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the model message");
-    fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : a->down ? FSGD_KMSG_DELTA_CODED : FSGD_KMSG_DELTA_PACKED,
+    fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : coded ? FSGD_KMSG_DELTA_CODED : FSGD_KMSG_DELTA_PACKED,
                        .flags = (final ? FSGD_KFLAG_FINAL : 0) | (slen ? FSGD_KFLAG_SECTION : 0), .gen = a->gen, .sender = 0, .step = a->step};
     uint64_t before = a->s->bytes_model;
     /* keys for the compacted model topic (fsgd_dist_topics_create) */
     char key[32];
     snprintf(key, sizeof key, snapshot ? "snapshot" : "delta.%llu",
-             (unsigned long long)(a->step % a->snap_every));
-    FSGD_TRY(fsgd_bus_send(a->prod, a->tmodel, 0, a->job->name, &h, key, a->buf.p, a->buf.n, &a->s->bytes_model,
-                           a->err, a->errsz));
-    a->s->bytes_down += (a->s->bytes_model - before) * (a->nlive ? a->nlive : 1);
+             (unsigned long long)(a->step % a->model.snap_every));
+    FSGD_TRY(fsgd_bus_send(a->prod, a->tmodel, 0, a->job->name, &h, key, a->model.buf.p, a->model.buf.n,
+                           &a->s->bytes_model, a->err, a->errsz));
+    a->s->bytes_down += (a->s->bytes_model - before) * (a->members.nlive ? a->members.nlive : 1);
     if (!snapshot) {
         a->s->down_msgs++;
         a->s->down_bytes_msg += a->s->bytes_model - before;

@@ -38,16 +38,16 @@ void agg_set_quota(agg_t *a)
 
 void agg_begin_step(agg_t *a)
 {
-    a->ngot = 0;
-    a->napplied = 0;
-    a->up_entries_step = 0;
-    a->up_bytes_step = 0;
-    memset(a->claimed, 0, a->st.nparts);
-    memcpy(a->newpos, a->st.pos, a->st.nparts * sizeof *a->newpos);
-    a->rows_step = 0;
-    a->loss_step = 0;
-    a->step_start = agg_now();
-    fsgd_kasm_prune(a->as, a->step + 1);
+    a->members.ngot = 0;
+    a->open.napplied = 0;
+    a->open.up_entries_step = 0;
+    a->open.up_bytes_step = 0;
+    memset(a->open.claimed, 0, a->st.nparts);
+    memcpy(a->open.newpos, a->st.pos, a->st.nparts * sizeof *a->open.newpos);
+    a->open.rows_step = 0;
+    a->open.loss_step = 0;
+    a->clock.step_start = agg_now();
+    fsgd_kasm_prune(a->open.as, a->step + 1);
 }
 
 /* A consumer error on NAME.grads: fatal ones (librdkafka's fatal state, a
@@ -60,7 +60,7 @@ int agg_evaluate(agg_t *a, fsgd_metrics_t *out)
     if (!a->have_test)
         return 0;
     fsgd_model_t m = {.kind = a->job->model, .dim = a->dim, .has_bias = a->job->bias,
-                      .bias = (float)a->job->bias_value, .w = a->adam.theta};
+                      .bias = (float)a->job->bias_value, .w = a->model.adam.theta};
     size_t n = a->test.n_rows;
     double *margin = malloc((n ? n : 1) * sizeof *margin);
     if (!margin)
@@ -82,21 +82,21 @@ static int cmp_d(const void *x, const void *y)
 
 void agg_latency_stats(agg_t *a)
 {
-    a->s->hop_grads_ms_p50 = fsgd_klat_quantile(&a->lat_grads, 0.5);
-    a->s->hop_grads_ms_p99 = fsgd_klat_quantile(&a->lat_grads, 0.99);
-    if (!a->n_step_ms)
+    a->s->hop_grads_ms_p50 = fsgd_klat_quantile(&a->clock.lat_grads, 0.5);
+    a->s->hop_grads_ms_p99 = fsgd_klat_quantile(&a->clock.lat_grads, 0.99);
+    if (!a->clock.n_step_ms)
         return;
-    double *c = malloc(a->n_step_ms * sizeof *c);
+    double *c = malloc(a->clock.n_step_ms * sizeof *c);
     if (!c)
         return;
-    memcpy(c, a->step_ms, a->n_step_ms * sizeof *c);
-    qsort(c, a->n_step_ms, sizeof *c, cmp_d);
+    memcpy(c, a->clock.step_ms, a->clock.n_step_ms * sizeof *c);
+    qsort(c, a->clock.n_step_ms, sizeof *c, cmp_d);
     double sum = 0;
-    for (size_t i = 0; i < a->n_step_ms; i++)
+    for (size_t i = 0; i < a->clock.n_step_ms; i++)
         sum += c[i];
-    a->s->step_ms_mean = sum / a->n_step_ms;
-    a->s->step_ms_p50 = c[a->n_step_ms / 2];
-    a->s->step_ms_p99 = c[(size_t)(0.99 * (a->n_step_ms - 1))];
+    a->s->step_ms_mean = sum / a->clock.n_step_ms;
+    a->s->step_ms_p50 = c[a->clock.n_step_ms / 2];
+    a->s->step_ms_p99 = c[(size_t)(0.99 * (a->clock.n_step_ms - 1))];
     free(c);
 }
 
@@ -104,29 +104,29 @@ void agg_latency_stats(agg_t *a)
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx)
 {
     double t0 = agg_now();
-    a->s->t_wait += a->step_wait;
-    uint64_t R = a->rows_step;
+    a->s->t_wait += a->clock.step_wait;
+    uint64_t R = a->open.rows_step;
     size_t nt = 0;
-    fsgd_step_info_t info = {.step = a->step + 1, .rows = R, .loss_sum = a->loss_step,
-                             .seconds = t0 - a->step_start, .n_senders = (uint32_t)a->napplied};
+    fsgd_step_info_t info = {.step = a->step + 1, .rows = R, .loss_sum = a->open.loss_step,
+                             .seconds = t0 - a->clock.step_start, .n_senders = (uint32_t)a->open.napplied};
     char e[256];
     /* the step function fsgd train runs too (fsgd/step.h) */
-    fsgd_step_opt_t opt = {.adam = &a->adam, .ftrl = a->ftrl_on ? &a->ftrl : NULL, .l2 = a->l2};
+    fsgd_step_opt_t opt = {.adam = &a->model.adam, .ftrl = a->model.ftrl_on ? &a->model.ftrl : NULL, .l2 = a->tune.l2};
     if (a->follow)
         FSGD_TRY(agg_follow_score(a)); /* progressive validation: before θ moves */
-    int src = fsgd_step_apply(&opt, a->strat, &info, &a->g, e, sizeof e);
+    int src = fsgd_step_apply(&opt, a->model.strat, &info, &a->open.g, e, sizeof e);
     if (src < 0)
         return fsgd_err_fmt(a->err, a->errsz, src, "aggregator: codec %s: %s", a->job->codec, e);
     if (R > 0) {
-        nt = a->g.n;
+        nt = a->open.g.n;
         a->s->adam_steps++;
-        a->s->last_loss = a->loss_step / (double)R;
+        a->s->last_loss = a->open.loss_step / (double)R;
     } else {
         a->s->empty_steps++;
     }
-    memcpy(a->st.pos, a->newpos, a->st.nparts * sizeof *a->newpos);
-    a->rows_epoch += R;
-    a->loss_epoch += a->loss_step;
+    memcpy(a->st.pos, a->open.newpos, a->st.nparts * sizeof *a->open.newpos);
+    a->open.rows_epoch += R;
+    a->open.loss_epoch += a->open.loss_step;
     a->s->rows_total += R;
     a->step++;
     a->s->steps = a->step;
@@ -134,27 +134,27 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
      * time-to-target is measured on (the group join and data loading before
      * step 1 are left out). */
     double tnow = agg_now();
-    if (a->t_step1 == 0) {
-        a->t_step1 = tnow;
-        a->s->step1_at = tnow - a->t0;
+    if (a->clock.t_step1 == 0) {
+        a->clock.t_step1 = tnow;
+        a->s->step1_at = tnow - a->clock.t0;
     }
     if (R > 0) {
-        a->win_loss[a->win_i % FSGD_AGG_LOSS_WINDOW] = a->loss_step;
-        a->win_rows[a->win_i % FSGD_AGG_LOSS_WINDOW] = R;
-        a->win_i++;
+        a->clock.win_loss[a->clock.win_i % FSGD_AGG_LOSS_WINDOW] = a->open.loss_step;
+        a->clock.win_rows[a->clock.win_i % FSGD_AGG_LOSS_WINDOW] = R;
+        a->clock.win_i++;
         double ls = 0;
         uint64_t rs = 0;
-        for (unsigned i = 0; i < FSGD_AGG_LOSS_WINDOW && i < a->win_i; i++) {
-            ls += a->win_loss[i];
-            rs += a->win_rows[i];
+        for (unsigned i = 0; i < FSGD_AGG_LOSS_WINDOW && i < a->clock.win_i; i++) {
+            ls += a->clock.win_loss[i];
+            rs += a->clock.win_rows[i];
         }
         a->s->loss_ma = ls / (double)rs;
         if (a->job->target_loss > 0 && a->s->time_to_target < 0 && a->s->loss_ma <= a->job->target_loss) {
-            a->s->time_to_target = tnow - a->t_step1;
+            a->s->time_to_target = tnow - a->clock.t_step1;
             a->s->target_step = a->step;
         }
     }
-    a->s->rows_epoch = a->rows_epoch;
+    a->s->rows_epoch = a->open.rows_epoch;
     int stop = 0; /* epochs auto: the holdout loss stopped improving */
     FSGD_TRY(agg_auto_look(a, R, &stop));
     int epoch_end = !a->follow; /* follow: the data never ends; dry windows move on */
@@ -164,25 +164,25 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         FSGD_TRY(agg_follow_after_step(a));
     int final = stop;
     if (epoch_end) {
-        if (a->rows_epoch != a->s->dataset_rows)
+        if (a->open.rows_epoch != a->s->dataset_rows)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
                                 "epoch %u applied %llu rows but the data has %llu: exactly-once violated",
-                                a->st.epoch, (unsigned long long)a->rows_epoch,
+                                a->st.epoch, (unsigned long long)a->open.rows_epoch,
                                 (unsigned long long)a->s->dataset_rows);
         fsgd_agg_epoch_t *ep = fsgd_agg_epoch_next(a->s);
         if (!ep)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "epoch %u: out of memory", a->st.epoch);
         ep->epoch = (int)a->st.epoch;
-        ep->seconds = a->seconds_before + agg_now() - a->t0;
-        ep->seconds_from_step1 = agg_now() - a->t_step1;
-        ep->train_loss = a->loss_epoch / (double)a->rows_epoch;
-        ep->rows = a->rows_epoch;
+        ep->seconds = a->clock.seconds_before + agg_now() - a->clock.t0;
+        ep->seconds_from_step1 = agg_now() - a->clock.t_step1;
+        ep->train_loss = a->open.loss_epoch / (double)a->open.rows_epoch;
+        ep->rows = a->open.rows_epoch;
         FSGD_TRY(agg_evaluate(a, &ep->test));
         a->s->test = ep->test;
         agg_ctl_begin(a, "epoch_end");
         fsgd_cj_u64(&a->cj, "epoch", a->st.epoch);
         fsgd_cj_u64(&a->cj, "step", a->step);
-        fsgd_cj_u64(&a->cj, "rows", a->rows_epoch);
+        fsgd_cj_u64(&a->cj, "rows", a->open.rows_epoch);
         fsgd_cj_u64(&a->cj, "dataset_rows", a->s->dataset_rows);
         fsgd_cj_f64(&a->cj, "train_loss", ep->train_loss);
         fsgd_cj_u64(&a->cj, "test_rows", ep->test.n);
@@ -190,26 +190,26 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         fsgd_cj_f64(&a->cj, "test_logloss", ep->test.n ? ep->test.logloss : NAN);
         fsgd_cj_f64(&a->cj, "seconds", ep->seconds);
         fsgd_cj_f64(&a->cj, "seconds_from_step1", ep->seconds_from_step1);
-        fsgd_cj_u64(&a->cj, "workers_live", a->nlive);
+        fsgd_cj_u64(&a->cj, "workers_live", a->members.nlive);
         agg_ctl_emit(a, "epoch_end");
         a->s->n_epochs++;
         final |= (int)a->st.epoch >= (a->job->epochs ? a->job->epochs : a->job->max_epochs);
         if (!final) {
             a->st.epoch++;
             memcpy(a->st.pos, a->st.start, a->st.nparts * sizeof *a->st.pos);
-            a->rows_epoch = 0;
-            a->loss_epoch = 0;
+            a->open.rows_epoch = 0;
+            a->open.loss_epoch = 0;
         }
     }
-    if (final && a->best) {
+    if (final && a->tune.best) {
         agg_auto_finish(a); /* the best weights are the job's model */
         FSGD_TRY(agg_evaluate(a, &a->s->test));
     }
     a->s->epoch = (int)a->st.epoch;
-    a->st.adam_t = a->adam.t;
+    a->st.adam_t = a->model.adam.t;
     agg_set_quota(a);
-    int snap = final || a->step % a->snap_every == 0 || (a->follow && agg_follow_version_due(a));
-    FSGD_TRY(agg_publish(a, snap, final, a->g.keys, nt));
+    int snap = final || a->step % a->model.snap_every == 0 || (a->follow && agg_follow_version_due(a));
+    FSGD_TRY(agg_publish(a, snap, final, a->open.g.keys, nt));
     if (a->follow && snap)
         FSGD_TRY(agg_follow_published(a));
     /* a follow version comes with its checkpoint (a restart resumes from
@@ -217,23 +217,23 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     if (!final && (snap || epoch_end) && (a->follow || agg_ckpt_due(a)))
         FSGD_TRY(agg_ckpt_write(a));
     a->s->t_update += agg_now() - t0;
-    if (a->n_step_ms == a->cap_step_ms) {
-        size_t nc = a->cap_step_ms ? 2 * a->cap_step_ms : 1024;
-        double *ns = realloc(a->step_ms, nc * sizeof *ns);
+    if (a->clock.n_step_ms == a->clock.cap_step_ms) {
+        size_t nc = a->clock.cap_step_ms ? 2 * a->clock.cap_step_ms : 1024;
+        double *ns = realloc(a->clock.step_ms, nc * sizeof *ns);
         if (ns) {
-            a->step_ms = ns;
-            a->cap_step_ms = nc;
+            a->clock.step_ms = ns;
+            a->clock.cap_step_ms = nc;
         }
     }
-    if (a->n_step_ms < a->cap_step_ms && R > 0)
-        a->step_ms[a->n_step_ms++] = (agg_now() - a->step_start) * 1e3;
-    a->s->seconds = a->seconds_before + agg_now() - a->t0;
-    a->s->workers_live = a->nlive;
+    if (a->clock.n_step_ms < a->clock.cap_step_ms && R > 0)
+        a->clock.step_ms[a->clock.n_step_ms++] = (agg_now() - a->clock.step_start) * 1e3;
+    a->s->seconds = a->clock.seconds_before + agg_now() - a->clock.t0;
+    a->s->workers_live = a->members.nlive;
     if (epoch_end && progress) {
         agg_latency_stats(a);
         progress(ctx, a->s, 1);
     }
-    agg_step_emit(a, R > 0 ? agg_now() - a->step_start : -1); /* trace, the caller's hook (/metrics) */
+    agg_step_emit(a, R > 0 ? agg_now() - a->clock.step_start : -1); /* trace, the caller's hook (/metrics) */
     *done = final;
     agg_begin_step(a);
     return 0;

@@ -101,30 +101,29 @@ static void agg_free(agg_t *a)
         free(a->rows_at[p]);
     free(a->rows_at);
     fsgd_wire_state_free(&a->st);
-    fsgd_adam_free(&a->adam);
-    fsgd_sagg_destroy(a->strat);
-    fsgd_sparse_free(&a->dec);
-    fsgd_sparse_free(&a->g);
-    fsgd_kasm_destroy(a->as);
+    fsgd_adam_free(&a->model.adam);
+    fsgd_sagg_destroy(a->model.strat);
+    fsgd_sparse_free(&a->model.dec);
+    fsgd_sparse_free(&a->open.g);
+    fsgd_kasm_destroy(a->open.as);
     agg_early_free(a);
     agg_auto_free(a);
     agg_follow_free(a);
     agg_init_free(a);
-    free(a->live);
-    free(a->got);
-    free(a->applied);
-    free(a->dmsg);
-    fsgd_downlink_destroy(a->down);
-    free(a->claimed);
-    free(a->newpos);
+    free(a->members.live);
+    free(a->members.got);
+    free(a->open.applied);
+    free(a->model.dmsg);
+    free(a->open.claimed);
+    free(a->open.newpos);
     fsgd_csr_free(&a->test);
-    free(a->buf.p);
-    free(a->step_ms);
+    free(a->model.buf.p);
+    free(a->clock.step_ms);
     fsgd_cj_free(&a->cj);
     fsgd_bus_client_destroy(a->ctl_c);
-    for (size_t i = 0; i < a->nmem; i++)
-        free(a->mem[i].own);
-    free(a->mem);
+    for (size_t i = 0; i < a->members.nmem; i++)
+        free(a->members.mem[i].own);
+    free(a->members.mem);
 }
 
 /* How long a step whose answers carry no rows waits for the group to move
@@ -143,10 +142,10 @@ static int rows_orphaned(const agg_t *a)
             continue;
         left = 1;
         const member_t *owner = NULL;
-        for (size_t k = 0; k < a->nmem; k++)
-            if (a->mem[k].own[p] && (!owner || a->mem[k].seq > owner->seq))
-                owner = &a->mem[k];
-        if (owner && agg_in_set(a->live, a->nlive, owner->id))
+        for (size_t k = 0; k < a->members.nmem; k++)
+            if (a->members.mem[k].own[p] && (!owner || a->members.mem[k].seq > owner->seq))
+                owner = &a->members.mem[k];
+        if (owner && agg_in_set(a->members.live, a->members.nlive, owner->id))
             return 0;
     }
     return left;
@@ -203,25 +202,25 @@ static int agg_setup_optimizer(agg_t *a)
 {
     const fsgd_job_t *job = a->job;
     int rc = 0;
-    fsgd_adam_params_t ap = {a->lr, job->beta1, job->beta2, job->eps};
-    if (fsgd_adam_init(&a->adam, a->mdim, &ap) < 0)
+    fsgd_adam_params_t ap = {a->tune.lr, job->beta1, job->beta2, job->eps};
+    if (fsgd_adam_init(&a->model.adam, a->mdim, &ap) < 0)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a->mdim);
     if (!rc && job->optimizer == FSGD_OPTIMIZER_FTRL) {
         /* λ1, λ2 as in fsgd train: the mean-loss l1, l2 (auto resolved) times the rows of an epoch */
         double n = (double)a->s->dataset_rows;
-        fsgd_ftrl_params_t fp = {.alpha = a->alpha, .beta = job->beta, .l1 = job->l1 * n, .l2 = a->l2 * n};
-        if (fsgd_ftrl_init_over(&a->ftrl, a->mdim, &fp, a->adam.m, a->adam.v) < 0)
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", a->alpha);
-        a->ftrl_on = rc == 0;
+        fsgd_ftrl_params_t fp = {.alpha = a->tune.alpha, .beta = job->beta, .l1 = job->l1 * n, .l2 = a->tune.l2 * n};
+        if (fsgd_ftrl_init_over(&a->model.ftrl, a->mdim, &fp, a->model.adam.m, a->model.adam.v) < 0)
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", a->tune.alpha);
+        a->model.ftrl_on = rc == 0;
     }
     /* lr auto (Adam): each key's bias corrections count its own updates, as
      * in fsgd train (a key first seen late steps by about lr, not 3-6 lr);
      * FTRL keeps z and n in Adam's m and v */
-    if (!rc && !a->ftrl_on && job->lr < 0 && fsgd_adam_count_keys(&a->adam) < 0)
+    if (!rc && !a->model.ftrl_on && job->lr < 0 && fsgd_adam_count_keys(&a->model.adam) < 0)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a->mdim);
-    if (!rc && a->init)
+    if (!rc && a->model.init)
         rc = agg_init_apply(a); /* before the checkpoint, which wins */
     return rc;
 }
@@ -232,21 +231,21 @@ static int agg_setup_reduction(agg_t *a)
 {
     const fsgd_job_t *job = a->job;
     int rc = 0;
-    a->as = fsgd_kasm_new();
-    a->claimed = calloc(a->st.nparts, 1);
-    a->newpos = calloc(a->st.nparts, sizeof *a->newpos);
-    if (!a->as || !a->claimed || !a->newpos)
+    a->open.as = fsgd_kasm_new();
+    a->open.claimed = calloc(a->st.nparts, 1);
+    a->open.newpos = calloc(a->st.nparts, sizeof *a->open.newpos);
+    if (!a->open.as || !a->open.claimed || !a->open.newpos)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     char e[256];
-    a->strat = fsgd_sagg_new(job->codec, a->mdim, job->seed, e, sizeof e);
-    if (!a->strat)
+    a->model.strat = fsgd_sagg_new(job->codec, a->mdim, job->seed, e, sizeof e);
+    if (!a->model.strat)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "codec: %s", e);
-    if (!rc && a->ftrl_on && fsgd_sagg_optimizer(a->strat) == FSGD_OPT_APPLY)
+    if (!rc && a->model.ftrl_on && fsgd_sagg_optimizer(a->model.strat) == FSGD_OPT_APPLY)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers: it cannot be combined with optimizer ftrl",
                           job->codec);
-    a->tau = a->s->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
-    if (!rc && a->tau != job->staleness)
+    a->open.tau = a->s->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
+    if (!rc && a->open.tau != job->staleness)
         agg_log(a, "staleness %d asked, 0 used: strategy %s runs in lockstep", job->staleness, job->codec);
     if (rc)
         return rc;
@@ -254,10 +253,10 @@ static int agg_setup_reduction(agg_t *a)
      * a gradient's worth per member. A gradient is its header, ranges and
      * a codec message of at most 8 bytes per weight plus framing. */
     size_t msg = 65536 + (size_t)a->st.nparts * 20 + (size_t)a->mdim * 16;
-    size_t total = msg * (size_t)(a->expected + 2);
+    size_t total = msg * (size_t)(a->members.expected + 2);
     if (total < (size_t)64 << 20)
         total = (size_t)64 << 20;
-    fsgd_kasm_set_limits(a->as, msg, total);
+    fsgd_kasm_set_limits(a->open.as, msg, total);
     a->s->held_limit = total;
     return 0;
 }
@@ -283,7 +282,7 @@ static int agg_assign_grads(agg_t *a, int resumed)
     a->gen = resumed ? (a->gen + 1 > now_gen ? a->gen + 1 : now_gen) : now_gen;
     a->s->gen = a->gen;
     agg_set_quota(a);
-    a->st.adam_t = a->adam.t;
+    a->st.adam_t = a->model.adam.t;
     int P = fsgd_bus_partitions(a->grads_c, a->tgrads, 15000, a->err, a->errsz);
     fsgd_bus_tp_t *l = calloc(P > 0 ? (size_t)P : 1, sizeof *l);
     if (!l)
@@ -312,12 +311,12 @@ static int agg_start_job(agg_t *a)
     fsgd_cj_u64(&a->cj, "dim", a->dim);
     fsgd_cj_u64(&a->cj, "weights", a->mdim);
     fsgd_cj_i64(&a->cj, "partitions", st->partitions);
-    fsgd_cj_i64(&a->cj, "expected_workers", a->expected);
+    fsgd_cj_i64(&a->cj, "expected_workers", a->members.expected);
     fsgd_cj_i64(&a->cj, "epochs", job->epochs); /* 0: auto, at most max_epochs */
-    fsgd_cj_f64(&a->cj, "lr", a->lr);
-    fsgd_cj_f64(&a->cj, "l2", a->l2);
+    fsgd_cj_f64(&a->cj, "lr", a->tune.lr);
+    fsgd_cj_f64(&a->cj, "l2", a->tune.l2);
     fsgd_cj_u64(&a->cj, "holdout_rows", st->holdout_rows);
-    fsgd_cj_i64(&a->cj, "staleness", a->tau);
+    fsgd_cj_i64(&a->cj, "staleness", a->open.tau);
     fsgd_cj_f64(&a->cj, "batch", job->batch);
     fsgd_cj_u64(&a->cj, "step", a->step);
     fsgd_cj_i64(&a->cj, "resumed_from_step", st->resumed_from_step);
@@ -349,20 +348,21 @@ static int agg_first_step_complete(agg_t *a, double t)
 {
     char wait_for[256];
     size_t missing = agg_awaited(a, wait_for, sizeof wait_for);
-    int complete = a->ngot >= (size_t)a->expected || (a->ngot > 0 && (t > a->first_deadline || missing == 0));
-    if (!complete && t - a->step_start > 5 && t - a->last_wait_log >= 10) {
+    int complete = a->members.ngot >= (size_t)a->members.expected ||
+                   (a->members.ngot > 0 && (t > a->open.first_deadline || missing == 0));
+    if (!complete && t - a->clock.step_start > 5 && t - a->last_wait_log >= 10) {
         a->last_wait_log = t;
         agg_log(a, "step %llu: %zu of %d expected workers answered; waiting for %s (starting with those "
                    "that answered after %.0f s more, or once the group moves the partitions of workers "
                    "that are gone)",
-                (unsigned long long)a->step + 1, a->ngot, a->expected, missing ? wait_for : "any worker",
-                a->first_deadline - t);
+                (unsigned long long)a->step + 1, a->members.ngot, a->members.expected,
+                missing ? wait_for : "any worker", a->open.first_deadline - t);
     }
     if (complete) {
         /* the live set is exactly who answered */
-        a->nlive = 0;
-        for (size_t i = 0; i < a->ngot; i++)
-            agg_add_set(&a->live, &a->nlive, &a->cap_live, a->got[i]);
+        a->members.nlive = 0;
+        for (size_t i = 0; i < a->members.ngot; i++)
+            agg_add_set(&a->members.live, &a->members.nlive, &a->members.cap_live, a->members.got[i]);
     }
     return complete;
 }
@@ -373,12 +373,13 @@ static void agg_log_waiting(agg_t *a, double t, double timeout)
     char wait_for[256];
     a->last_wait_log = t;
     size_t used = 0, n = 0;
-    for (size_t i = 0; i < a->nlive && used < sizeof wait_for; i++)
-        if (!agg_in_set(a->got, a->ngot, a->live[i]))
-            used += (size_t)snprintf(wait_for + used, sizeof wait_for - used, "%s%u", n++ ? ", " : "", a->live[i]);
+    for (size_t i = 0; i < a->members.nlive && used < sizeof wait_for; i++)
+        if (!agg_in_set(a->members.got, a->members.ngot, a->members.live[i]))
+            used += (size_t)snprintf(wait_for + used, sizeof wait_for - used, "%s%u", n++ ? ", " : "",
+                                     a->members.live[i]);
     if (n)
         agg_log(a, "step %llu: waiting %.0f s for worker(s) %s; dropped after %.1f s", (unsigned long long)a->step + 1,
-                t - a->step_start, wait_for, timeout);
+                t - a->clock.step_start, wait_for, timeout);
     else
         agg_log(a, "step %llu: no live worker; waiting for any member's gradient", (unsigned long long)a->step + 1);
 }
@@ -390,24 +391,24 @@ static int agg_drop_silent(agg_t *a, agg_loop_t *l, double t, int *rc)
 {
     size_t k = 0, nd = 0;
     uint32_t dropped[64];
-    for (size_t i = 0; i < a->nlive; i++)
-        if (agg_in_set(a->got, a->ngot, a->live[i]))
-            a->live[k++] = a->live[i];
+    for (size_t i = 0; i < a->members.nlive; i++)
+        if (agg_in_set(a->members.got, a->members.ngot, a->members.live[i]))
+            a->members.live[k++] = a->members.live[i];
         else {
             a->s->workers_dropped++;
             if (nd < 64)
-                dropped[nd++] = a->live[i];
+                dropped[nd++] = a->members.live[i];
         }
-    a->nlive = k;
+    a->members.nlive = k;
     for (size_t i = 0; i < nd; i++) {
         agg_ctl_member(a, "worker_dropped", dropped[i]);
         agg_log(a, "step %llu: dropped worker %u (no gradient for %.1f s); the group moves its "
                    "partitions to the others",
                 (unsigned long long)a->step + 1, dropped[i], l->timeout);
     }
-    int complete = a->ngot > 0;
+    int complete = a->members.ngot > 0;
     if (!complete)
-        a->step_start = t; /* nobody alive: keep waiting for anyone */
+        a->clock.step_start = t; /* nobody alive: keep waiting for anyone */
     if (!complete && l->idle_snapshot != a->step) {
         /* Workers that lost a model delta compute nothing until a snapshot,
          * and only steps make snapshots: with all of them waiting the job
@@ -421,13 +422,13 @@ static int agg_drop_silent(agg_t *a, agg_loop_t *l, double t, int *rc)
 /* A later step waits for every live worker, until the step timeout. */
 static int agg_step_complete(agg_t *a, agg_loop_t *l, double t, int *rc)
 {
-    int complete = a->ngot > 0;
-    for (size_t i = 0; i < a->nlive && complete; i++)
-        complete = agg_in_set(a->got, a->ngot, a->live[i]);
-    if (!complete && t - a->step_start > 5 && t - a->last_wait_log >= 30 &&
-        (a->nlive || t - a->step_start <= l->timeout))
+    int complete = a->members.ngot > 0;
+    for (size_t i = 0; i < a->members.nlive && complete; i++)
+        complete = agg_in_set(a->members.got, a->members.ngot, a->members.live[i]);
+    if (!complete && t - a->clock.step_start > 5 && t - a->last_wait_log >= 30 &&
+        (a->members.nlive || t - a->clock.step_start <= l->timeout))
         agg_log_waiting(a, t, l->timeout);
-    if (!complete && t - a->step_start > l->timeout)
+    if (!complete && t - a->clock.step_start > l->timeout)
         complete = agg_drop_silent(a, l, t, rc);
     return complete;
 }
@@ -440,7 +441,7 @@ static int agg_step_complete(agg_t *a, agg_loop_t *l, double t, int *rc)
 static int agg_wait_orphaned(agg_t *a, agg_loop_t *l, double t)
 {
     double limit = l->timeout > IDLE_WAIT_S ? l->timeout : IDLE_WAIT_S;
-    if (!(!a->first_step && a->rows_step == 0 && t - a->step_start < limit && rows_orphaned(a)))
+    if (!(!a->open.first_step && a->open.rows_step == 0 && t - a->clock.step_start < limit && rows_orphaned(a)))
         return 0;
     if (l->idle_logged != a->step + 1) {
         l->idle_logged = a->step + 1;
@@ -456,13 +457,13 @@ static int agg_wait_orphaned(agg_t *a, agg_loop_t *l, double t)
 static int agg_take_step(agg_t *a, agg_loop_t *l, double t, int *done)
 {
     a->last_wait_log = 0;
-    a->first_step = 0;
-    a->step_wait = t - a->step_start;
+    a->open.first_step = 0;
+    a->clock.step_wait = t - a->clock.step_start;
     int rc = agg_apply_step(a, done, l->progress, l->ctx);
     if (!rc && !*done) {
-        l->opened_with_held = a->nearly > 0 || a->ngot > 0;
+        l->opened_with_held = a->open.nearly > 0 || a->members.ngot > 0;
         rc = agg_early_replay(a);
-        l->opened_with_held |= a->ngot > 0;
+        l->opened_with_held |= a->members.ngot > 0;
     }
     return rc;
 }
@@ -502,10 +503,10 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
         fsgd_bus_serve(a->prod);
         agg_ctl_drain(a, 0);
         double t = agg_now();
-        int complete = a->first_step ? agg_first_step_complete(a, t) : agg_step_complete(a, l, t, &rc);
+        int complete = a->open.first_step ? agg_first_step_complete(a, t) : agg_step_complete(a, l, t, &rc);
         if (!complete || agg_wait_orphaned(a, l, t))
             continue;
-        if (a->follow && !a->first_step && (rc = agg_follow_hold(a)) != 0) {
+        if (a->follow && !a->open.first_step && (rc = agg_follow_hold(a)) != 0) {
             rc = rc < 0 ? rc : 0; /* 1: waiting for rows */
             continue;
         }
@@ -524,7 +525,7 @@ static int agg_save_final(agg_t *a)
     agg_latency_stats(a);
     if (job->out[0]) {
         fsgd_model_t mo = {.kind = job->model, .dim = a->dim, .has_bias = job->bias,
-                           .bias = (float)job->bias_value, .w = a->adam.theta};
+                           .bias = (float)job->bias_value, .w = a->model.adam.theta};
         /* a hashed format's spec (model v2): fsgd predict hashes raw rows the same way */
         fsgd_rowfmt_input(&a->fmt, mo.input, sizeof mo.input);
         rc = fsgd_model_save(&mo, job->out, a->err, a->errsz);
@@ -586,7 +587,7 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     fsgd_kbus_topic(a.tgrads, sizeof a.tgrads, job->name, "grads");
     fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");
     fsgd_kbus_topic(a.tctl, sizeof a.tctl, job->name, "ctl");
-    a.expected = expected_workers > 0 ? expected_workers : 1;
+    a.members.expected = expected_workers > 0 ? expected_workers : 1;
     int rc = agg_open(&a, bus);
     if (!rc)
         rc = agg_setup_optimizer(&a);
@@ -607,11 +608,11 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     /* the opening snapshot waits until the consumer group has settled */
     if (!rc)
         rc = agg_wait_assignment(&a, 60);
-    a.t0 = agg_now();
+    a.clock.t0 = agg_now();
     if (!rc)
         rc = agg_start_job(&a);
-    a.first_step = 1;
-    a.first_deadline = agg_now() + 60;
+    a.open.first_step = 1;
+    a.open.first_deadline = agg_now() + 60;
     int done = 0;
     agg_loop_t l = {.progress = progress, .ctx = ctx, .timeout = job->step_timeout_ms / 1e3,
                     .idle_snapshot = UINT64_MAX, .last_progress = agg_now()};
@@ -619,7 +620,7 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         rc = agg_step_loop(&a, &l, &done);
     if (!rc && done)
         rc = agg_save_final(&a);
-    st->seconds = a.seconds_before + agg_now() - a.t0;
+    st->seconds = a.clock.seconds_before + agg_now() - a.clock.t0;
     if (a.prod && (done || rc))
         agg_end_job(&a, rc);
     if (job->metrics_json[0] && (done || rc))

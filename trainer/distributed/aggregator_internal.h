@@ -10,7 +10,6 @@
 #include "fsgd/bus.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/codec.h"
-#include "fsgd/downlink.h"
 #include "fsgd/crc32c.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
@@ -27,62 +26,120 @@
 #include "ctl.h"
 #include "wire.h"
 
+/* The aggregator's state, by concern; each agg_*.c touches the groups it
+ * needs. */
+
+/* NAME.ctl's members, and who sent the open step (agg_members.c,
+ * agg_gradients.c). */
+typedef struct agg_members {
+    int expected;          /* workers the job waits for at its start */
+    uint32_t *live, *got;  /* members in the job; senders of the open step */
+    size_t nlive, ngot, cap_live, cap_got;
+    struct member *mem;    /* NAME.ctl, followed for the whole run: who the members of the job are */
+    size_t nmem;
+    uint64_t ctl_seq;
+} agg_members_t;
+
+/* The open step (agg_gradients.c gathers it, agg_step.c applies it) and
+ * the epoch so far. */
+typedef struct agg_open_step {
+    fsgd_kasm_t *as;    /* reassembly of the step's gradient frames */
+    uint8_t *claimed;   /* per partition: the step has rows of it */
+    uint64_t *newpos;
+    uint64_t rows_step, rows_epoch;
+    double loss_step, loss_epoch;
+    int first_step;
+    double first_deadline;
+    fsgd_sparse_t g;    /* the step's reduced gradient */
+    uint32_t *applied;  /* senders whose gradients this step applied */
+    size_t napplied, cap_applied;
+    uint64_t up_entries_step; /* entries in this step's applied messages */
+    uint64_t up_bytes_step;   /* their codec bytes */
+    int tau;                  /* the staleness bound (job key staleness, strategy permitting) */
+    struct agg_early *early;  /* frames of steps after the open one, up to τ ahead (agg_early.c) */
+    size_t nearly, cap_early, early_bytes;
+} agg_open_step_t;
+
+/* The model, its optimizer and strategy, and what goes down the model
+ * topic (agg_model.c). */
+typedef struct agg_model_state {
+    fsgd_adam_t adam;
+    /* optimizer ftrl: FTRL-Proximal's z and n live in adam.m and adam.v
+     * (unused then), so checkpoints carry them unchanged */
+    int ftrl_on;
+    fsgd_ftrl_t ftrl;
+    fsgd_sagg_t *strat;      /* the strategy: decodes and reduces the step, codes the downlink (fsgd/strategy.h) */
+    struct fsgd_model *init; /* job key init: the model to start from, until applied (agg_init.c) */
+    fsgd_wire_buf_t buf;     /* the model message being built */
+    fsgd_sparse_t dec;       /* the touched keys' values of a float32 delta */
+    /* The coded downlink's message (the strategy holds the downlink itself:
+     * fsgd_sagg_downlink_coded; without one, touched keys' float32 values
+     * go down, kind 4). */
+    uint8_t *dmsg;
+    size_t dmsg_cap;
+    double down_scale;   /* downlink budget / mean uplink entries, steered so down bytes <= up bytes */
+    uint64_t snap_every; /* snapshot_every in force (auto resolved) */
+} agg_model_state_t;
+
+/* The job's auto defaults (agg_auto.c): λ and lr in force, and for epochs
+ * auto the held-out rows and the best weights seen. */
+typedef struct agg_tune {
+    double l2, lr, alpha;
+    fsgd_csr_t hold;
+    float *best;
+    int have_best, since_best, patience;
+    double best_loss;
+    uint64_t look_rows, rows_since_look;
+} agg_tune_t;
+
+/* Time and the step statistics kept over it (agg_step.c). */
+typedef struct agg_clock {
+    double t0, seconds_before; /* training time before a restart */
+    double t_step1;            /* when this process applied its first step (0: not yet) */
+    double step_start, step_wait;
+    double *step_ms;
+    size_t n_step_ms, cap_step_ms;
+    double win_loss[FSGD_AGG_LOSS_WINDOW];
+    uint64_t win_rows[FSGD_AGG_LOSS_WINDOW];
+    unsigned win_i;
+    fsgd_klat_t lat_grads; /* produce-to-consume latency of NAME.grads frames */
+} agg_clock_t;
+
+/* Checkpoints (agg_checkpoint.c): the one read, and those written by this
+ * process, when the last one ended and what it took (agg_ckpt_due). */
+typedef struct agg_ckpt_state {
+    uint32_t version, model, bias; /* of the checkpoint read */
+    uint64_t n;
+    double at, cost;
+} agg_ckpt_state_t;
+
 typedef struct agg {
+    /* the job, its topics and data (agg_scan.c) */
     const fsgd_job_t *job;
     fsgd_rowfmt_t fmt; /* the job's row format: NAME.data, the test file, the model's input spec */
     fsgd_agg_stats_t *s;
     char tdata[128], tgrads[128], tmodel[128], tctl[128];
     fsgd_bus_client_t *prod, *grads_c, *scan_c, *ctl_c;
     fsgd_ctl_json_t cj;
-    int expected;
     uint32_t gen;
     uint64_t step; /* last applied step */
     fsgd_wire_state_t st;
-    uint32_t ckpt_version, ckpt_model, ckpt_bias; /* of the checkpoint read (agg_checkpoint.c) */
     uint64_t **rows_at; /* per partition: rows before offset (start + i) */
     uint64_t dim, mdim;
-    fsgd_adam_t adam;
-    /* optimizer ftrl: FTRL-Proximal's z and n live in adam.m and adam.v
-     * (unused then), so checkpoints carry them unchanged */
-    int ftrl_on;
-    fsgd_ftrl_t ftrl;
-    fsgd_sagg_t *strat; /* the compression strategy: decodes and reduces the step (fsgd/strategy.h) */
-    fsgd_sparse_t dec, g;
-    fsgd_kasm_t *as;
-    uint32_t *live, *got;
-    size_t nlive, ngot, cap_live, cap_got;
-    uint8_t *claimed;
-    uint64_t *newpos;
-    uint64_t rows_step, rows_epoch;
-    double loss_step, loss_epoch;
-    double step_start, step_wait;
-    int first_step;
-    double first_deadline;
     fsgd_csr_t test;
     int have_test;
-    fsgd_wire_buf_t buf;
-    /* Compressed downlink (NULL: touched keys' float32 values, kind 4). */
-    fsgd_downlink_t *down;
-    uint8_t *dmsg;
-    size_t dmsg_cap;
-    uint32_t *applied; /* senders whose gradients this step applied */
-    size_t napplied, cap_applied;
-    uint64_t up_entries_step; /* entries in this step's applied messages */
-    uint64_t up_bytes_step;   /* their codec bytes */
-    double down_scale;        /* downlink budget / mean uplink entries, steered so down bytes <= up bytes */
-    double *step_ms;
-    size_t n_step_ms, cap_step_ms;
-    double t0, seconds_before; /* training time before a restart */
-    double t_step1;            /* when this process applied its first step (0: not yet) */
-    double win_loss[FSGD_AGG_LOSS_WINDOW];
-    uint64_t win_rows[FSGD_AGG_LOSS_WINDOW];
-    unsigned win_i;
-    /* NAME.ctl, followed for the whole run: who the members of the job are */
-    struct member *mem;
-    size_t nmem;
-    uint64_t ctl_seq;
     double xmax, ymax; /* largest |feature value| (intercept included) and |label| in NAME.data */
     fsgd_label_set_t labels;
+    struct agg_follow *follow; /* job key follow: continuous training (agg_follow.c); NULL otherwise */
+
+    agg_members_t members;
+    agg_open_step_t open;
+    agg_model_state_t model;
+    agg_tune_t tune;
+    agg_clock_t clock;
+    agg_ckpt_state_t ckpt;
+
+    /* what the aggregator says, and to whom */
     fsgd_dist_log_fn log;
     fsgd_agg_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
     void *log_ctx;
@@ -91,24 +148,6 @@ typedef struct agg {
     double last_wait_log;
     char *err;
     size_t errsz;
-    fsgd_klat_t lat_grads; /* produce-to-consume latency of NAME.grads frames */
-    int tau;               /* the staleness bound (job key staleness, strategy permitting) */
-    struct agg_early *early; /* frames of steps after the open one, up to τ ahead (agg_early.c) */
-    size_t nearly, cap_early, early_bytes;
-    /* The job's auto defaults (agg_auto.c): λ and lr in force, and for
-     * epochs auto the held-out rows and the best weights seen */
-    double l2, lr, alpha;
-    fsgd_csr_t hold;
-    float *best;
-    int have_best, since_best, patience;
-    double best_loss;
-    uint64_t look_rows, rows_since_look;
-    uint64_t snap_every; /* snapshot_every in force (auto resolved) */
-    /* checkpoints written by this process, when the last one ended and what it took (agg_ckpt_due) */
-    uint64_t ckpt_n;
-    double ckpt_at, ckpt_cost;
-    struct agg_follow *follow; /* job key follow: continuous training (agg_follow.c); NULL otherwise */
-    struct fsgd_model *init;   /* job key init: the model to start from, until applied (agg_init.c) */
 } agg_t;
 
 /* A worker that reported its partitions on NAME.ctl. */

@@ -8,8 +8,7 @@
 #include "fsgd/auth.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
-#include "fsgd/codec.h"
-#include "fsgd/downlink.h"
+#include "fsgd/strategy.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "wire.h"
@@ -91,9 +90,9 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
         fsgd_wire_cdelta_t cd;
         rc = fsgd_wire_cdelta_get(body, blen, &off, &cd, e, sizeof e);
         if (rc == 0)
-            rc = fsgd_codec_decode(cd.msg, cd.msg_len, n, &s->d, e, sizeof e);
+            rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, n, &s->d, e, sizeof e);
         if (rc == 0)
-            rc = fsgd_downlink_apply(s->m.w, n, &s->d, e, sizeof e);
+            rc = fsgd_sworker_downlink_apply(s->m.w, n, &s->d, e, sizeof e);
         if (rc < 0)
             return fsgd_err_fmt(err, errsz, rc, "coded delta step %llu: %s", (unsigned long long)f.step, e);
         s->step = f.step;

@@ -72,7 +72,7 @@ int fsgd_wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim
 
 /* Coded delta (frame kind 5, the compressed downlink, fsgd/downlink.h):
  * u8 flags (bit 0: check present), 3 reserved zero bytes, u32 check (CRC32C
- * of the replica after this update, fsgd_downlink_checksum; 0 when absent),
+ * of the replica after this update, fsgd_sagg_downlink_check; 0 when absent),
  * u32 n_applied, u32 applied[n_applied] (the senders whose gradients this
  * step applied, increasing), u32 msg_len, msg_len bytes: an fsgd codec
  * message (codec/FORMAT.md) of the update every replica adds. */

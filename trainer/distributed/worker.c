@@ -19,7 +19,6 @@
 #include "fsgd/bus.h"
 #include "fsgd/codec.h"
 #include "fsgd/strategy.h"
-#include "fsgd/downlink.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
@@ -574,12 +573,12 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
         if (f.kind == FSGD_KMSG_DELTA_CODED) {
             rc = fsgd_wire_cdelta_get(body, len, &off, &cd, e, sizeof e);
             if (rc == 0)
-                rc = fsgd_codec_decode(cd.msg, cd.msg_len, w->mdim, &w->delta, e, sizeof e);
+                rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, w->mdim, &w->delta, e, sizeof e);
             /* Additive: θ += update, the same float additions as the
              * aggregator's replica, so both stay bit-identical. */
             if (rc == 0) {
                 applied = 1;
-                rc = fsgd_downlink_apply(w->theta, w->mdim, &w->delta, e, sizeof e);
+                rc = fsgd_sworker_downlink_apply(w->theta, w->mdim, &w->delta, e, sizeof e);
             }
             for (size_t i = 0; rc == 0 && i < w->delta.n; i++)
                 w->delta.vals[i] = w->theta[w->delta.keys[i]];
@@ -610,7 +609,7 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
         /* Plain deltas carry no applied list: the step closed, ours was taken. */
         close_step(w, &f, f.kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec, slen);
         if (f.kind == FSGD_KMSG_DELTA_CODED) {
-            if ((cd.flags & FSGD_WIRE_CDELTA_CHECK) && fsgd_downlink_checksum(w->theta, w->mdim) != cd.check) {
+            if ((cd.flags & FSGD_WIRE_CDELTA_CHECK) && !fsgd_sworker_downlink_verify(w->theta, w->mdim, cd.check)) {
                 /* Not the aggregator's replica: compute on nothing until the
                  * next snapshot replaces θ. */
                 w->stats->replica_mismatch++;

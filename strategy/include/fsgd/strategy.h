@@ -7,10 +7,11 @@
  *                                                         compressed domain
  *               optimizer step on sum (fsgd_sagg_optimizer says which)
  *               fsgd_sagg_section(&bytes)              -> feedback section
- *               downlink: Δ = θ − ρ coded with fsgd_sagg_downlink_spec
- *                         (fsgd/downlink.h; θ − ρ is the aggregator's error
- *                         feedback, so no mass is lost)
- *   worker      applies the downlink (fsgd/downlink.h), then
+ *               fsgd_sagg_downlink_encode(θ, keys)     -> downlink: Δ = θ − ρ
+ *                         (θ − ρ is the aggregator's error feedback, so no
+ *                         mass is lost)
+ *   worker      fsgd_sworker_downlink_decode + _apply (θ += update), now and
+ *               then fsgd_sworker_downlink_verify (θ == ρ), then
  *               fsgd_sworker_after_step(applied?, section)
  *
  * Messages are self-describing: any parameter that changes during a run
@@ -115,6 +116,25 @@ int fsgd_sworker_reset(fsgd_sworker_t *w);
 /* Entries held in error-feedback state (residual), for metrics. */
 size_t fsgd_sworker_residual_entries(const fsgd_sworker_t *w);
 
+/* The downlink as a worker reads it. These need no instance: the message
+ * names its codec (codec/FORMAT.md), so anything holding a replica of the
+ * model (a worker, the model assembler, a fuzz target) applies it alike.
+ *
+ * Decodes a coded downlink message of a model of dim weights into update
+ * (keys strictly increasing, < dim; caller owns it, reused across calls).
+ * 0, or FSGD_E_FORMAT with err naming the field; θ is not touched. */
+int fsgd_sworker_downlink_decode(const uint8_t *msg, size_t len, uint64_t dim, fsgd_sparse_t *update, char *err,
+                                 size_t errsz);
+
+/* θ += update, the same float additions in the same order as the
+ * aggregator's replica, so both stay bit-identical. 0, or FSGD_E_NONFINITE
+ * (θ unchanged) when a sum would not be finite. */
+int fsgd_sworker_downlink_apply(float *theta, uint64_t dim, const fsgd_sparse_t *update, char *err, size_t errsz);
+
+/* 1 when θ (dim weights) is the aggregator's replica whose check value the
+ * model message carried (fsgd_sagg_downlink_check), 0 when it is not. */
+int fsgd_sworker_downlink_verify(const float *theta, uint64_t dim, uint32_t check);
+
 /* The strategy's optimizer, as fsgd_sagg_optimizer. With FSGD_OPT_APPLY the
  * worker's message is already a step, so the job's L2 penalty must be in the
  * gradient the worker encodes (λ·rows·θ_k on the touched keys of a gradient
@@ -160,5 +180,36 @@ const char *fsgd_sagg_downlink_spec(const fsgd_sagg_t *a);
 /* A strategy parameter the aggregator currently uses, for metrics (e.g.
  * "bits"); NAN when it has none of that name. */
 double fsgd_sagg_param(const fsgd_sagg_t *a, const char *name);
+
+/* The downlink as the aggregator sends it: it keeps a replica ρ of what
+ * every worker holds and codes Δ = θ − ρ (fsgd/downlink.h says how).
+ *
+ * Opens it for the job's downlink key: "full" (or NULL) opens none (the
+ * caller sends float32 values); "auto" or "" codes with
+ * fsgd_sagg_downlink_spec (none for a lossless strategy); anything else is
+ * a lossy codec spec. ρ starts at theta (dim weights of fsgd_sagg_new).
+ * Writes the spec in use ("full" when none) to used[0..usedsz). 0, or
+ * FSGD_E_ARG with err naming the spec. Call once, before the first encode. */
+int fsgd_sagg_downlink_open(fsgd_sagg_t *a, const char *job_downlink, const float *theta, char *used, size_t usedsz,
+                            char *err, size_t errsz);
+
+/* 1 when a coded downlink is open (the model message is a coded delta), 0
+ * when float32 values go down. The calls below need one open. */
+int fsgd_sagg_downlink_coded(const fsgd_sagg_t *a);
+
+/* Upper bound on a downlink message over n keys. */
+size_t fsgd_sagg_downlink_bound(const fsgd_sagg_t *a, size_t n);
+
+/* Codes Δ = θ − ρ over keys[0..n) (strictly increasing), at most budget
+ * entries (0: all n), into out[0..cap), and adds to ρ what a worker will
+ * add (fsgd_downlink_encode). Returns 0 or a negative fsgd_err. */
+int fsgd_sagg_downlink_encode(fsgd_sagg_t *a, const float *theta, const uint32_t *keys, size_t n, size_t budget,
+                              uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz);
+
+/* The check value of ρ, for fsgd_sworker_downlink_verify. */
+uint32_t fsgd_sagg_downlink_check(const fsgd_sagg_t *a);
+
+/* ρ = θ: a snapshot went down, so every worker now holds θ exactly. */
+void fsgd_sagg_downlink_sync(fsgd_sagg_t *a, const float *theta);
 
 #endif

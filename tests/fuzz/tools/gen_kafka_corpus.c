@@ -1,12 +1,8 @@
 /* One-off generator of the seed corpora of the Kafka-side fuzz targets
  * (fuzz_kframe, fuzz_wire, fuzz_assemble, fuzz_checkpoint, fuzz_ctl), made
- * with the real encoders. Not part of the build; run from the repository
- * root after `make`:
+ * with the real encoders. Not part of `make`; run from the repository root:
  *
- *   cc -std=c11 -D_GNU_SOURCE -Icommon/include -Icodec/include -Idata/include -Istrategy/include \
- *      -Itrainer/loss/include -Itrainer/core/include -Itrainer/kafka/include -Itrainer/distributed/include \
- *      tests/fuzz/tools/gen_kafka_corpus.c build/libfsgd.a -lrdkafka -llz4 -lyaml -lm -pthread \
- *      -o /tmp/gen_kafka_corpus && /tmp/gen_kafka_corpus tests/fuzz/corpus
+ *   make build/fuzz-tools/gen_kafka_corpus && build/fuzz-tools/gen_kafka_corpus tests/fuzz/corpus
  *
  * Every valid seed is checked with its decoder before it is written. */
 #include <stdio.h>
@@ -20,9 +16,9 @@
 #include "fsgd/le.h"
 #include "fsgd/model.h"
 
-#include "../../../trainer/distributed/agg_ckpt.h"
-#include "../../../trainer/distributed/ctl.h"
-#include "../../../trainer/distributed/wire.h"
+#include "agg_ckpt.h"
+#include "ctl.h"
+#include "wire.h"
 
 static const char *root;
 
