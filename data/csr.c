@@ -45,14 +45,43 @@ int fsgd_csr_reserve(fsgd_csr_t *m, size_t rows, size_t nnz)
         uint32_t *col = realloc(m->col, n * sizeof *col);
         if (!col)
             return FSGD_E_NOMEM;
+        int binary = m->col && !m->val;
         m->col = col;
-        float *val = realloc(m->val, n * sizeof *val);
-        if (!val)
-            return FSGD_E_NOMEM;
-        m->val = val;
+        if (!binary) {
+            float *val = realloc(m->val, n * sizeof *val);
+            if (!val)
+                return FSGD_E_NOMEM;
+            m->val = val;
+        }
         m->cap_nnz = n;
     }
     return FSGD_E_OK;
+}
+
+int fsgd_csr_init_binary(fsgd_csr_t *m, size_t rows, size_t nnz)
+{
+    memset(m, 0, sizeof *m);
+    m->row_ptr = malloc((rows + 1) * sizeof *m->row_ptr);
+    m->label = malloc((rows ? rows : 1) * sizeof *m->label);
+    m->col = malloc((nnz ? nnz : 1) * sizeof *m->col); /* non-NULL: what marks it binary */
+    if (!m->row_ptr || !m->label || !m->col) {
+        fsgd_csr_free(m);
+        return FSGD_E_NOMEM;
+    }
+    m->row_ptr[0] = 0;
+    m->cap_rows = rows;
+    m->cap_nnz = nnz ? nnz : 1;
+    return FSGD_E_OK;
+}
+
+int fsgd_csr_all_ones(const fsgd_csr_t *m)
+{
+    if (!m->val)
+        return 1;
+    for (size_t i = 0; i < m->nnz; i++)
+        if (m->val[i] != 1.0f)
+            return 0;
+    return 1;
 }
 
 int fsgd_csr_append_row(fsgd_csr_t *m, double label, const uint32_t *col, const float *val, size_t n)

@@ -139,22 +139,40 @@ struct trainer {
     fsgd_sparse_t before; /* θ before the step's update on its keys (stale) */
 };
 
-/* Copies src into dst with columns >= dim dropped and, when bias, the
- * constant feature (dim, bias_value) appended to every row. */
+/* The rows' copies can be binary batches (fsgd/csr.h: no values, half the
+ * memory) when every value, the intercept's included, is 1. */
+static int ones_with_bias(const fsgd_csr_t *rows, int bias, float bias_value)
+{
+    return (!bias || bias_value == 1.0f) && fsgd_csr_all_ones(rows);
+}
+
+/* An empty dst with room for rows rows and nnz nonzeros, binary when
+ * binary. */
+static int csr_room(fsgd_csr_t *dst, size_t rows, size_t nnz, int binary)
+{
+    return binary ? fsgd_csr_init_binary(dst, rows, nnz) : fsgd_csr_reserve(dst, rows, nnz);
+}
+
+/* Copies src into dst (empty) with columns >= dim dropped and, when bias,
+ * the constant feature (dim, bias_value) appended to every row; dst is a
+ * binary batch when every value of src and bias_value are 1. */
 static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_value, fsgd_csr_t *dst)
 {
-    FSGD_TRY(fsgd_csr_reserve(dst, src->n_rows, src->nnz + (bias ? src->n_rows : 0)));
+    FSGD_TRY(csr_room(dst, src->n_rows, src->nnz + (bias ? src->n_rows : 0),
+                      ones_with_bias(src, bias, bias_value)));
     for (size_t r = 0; r < src->n_rows; r++) {
         uint64_t lo = src->row_ptr[r], hi = src->row_ptr[r + 1];
         for (uint64_t i = lo; i < hi; i++) {
             if (src->col[i] >= dim)
                 continue;
-            dst->col[dst->nnz] = src->col[i];
-            dst->val[dst->nnz++] = src->val[i];
+            if (dst->val)
+                dst->val[dst->nnz] = src->val[i];
+            dst->col[dst->nnz++] = src->col[i];
         }
         if (bias) {
-            dst->col[dst->nnz] = (uint32_t)dim;
-            dst->val[dst->nnz++] = bias_value;
+            if (dst->val)
+                dst->val[dst->nnz] = bias_value;
+            dst->col[dst->nnz++] = (uint32_t)dim;
         }
         dst->label[r] = src->label[r];
         dst->row_ptr[r + 1] = dst->nnz;
@@ -165,8 +183,10 @@ static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_v
 }
 
 /* Appends row r of src to dst as with_bias would copy it: columns >= dim
- * dropped, the constant feature (dim, bias_value) added when bias. Building
- * the batches straight from the caller's rows saves a whole copy of the data. */
+ * dropped, the constant feature (dim, bias_value) added when bias; no
+ * values when dst is a binary batch (src's are 1 then, and need not be
+ * there). Building the batches straight from the caller's rows saves a
+ * whole copy of the data. */
 int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
                              float bias_value)
 {
@@ -176,12 +196,14 @@ int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, u
     for (uint64_t i = lo; i < hi; i++) {
         if (src->col[i] >= dim)
             continue;
-        dst->col[n] = src->col[i];
-        dst->val[n++] = src->val[i];
+        if (dst->val)
+            dst->val[n] = src->val[i];
+        dst->col[n++] = src->col[i];
     }
     if (bias) {
-        dst->col[n] = (uint32_t)dim;
-        dst->val[n++] = bias_value;
+        if (dst->val)
+            dst->val[n] = bias_value;
+        dst->col[n++] = (uint32_t)dim;
     }
     dst->label[dst->n_rows] = src->label[r];
     dst->row_ptr[++dst->n_rows] = n;
@@ -191,12 +213,14 @@ int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, u
     return FSGD_E_OK;
 }
 
-static void prefetch_row(const fsgd_csr_t *X, size_t r)
+/* Row r's arrays, its values only when with_val (a binary copy reads none). */
+static void prefetch_row(const fsgd_csr_t *X, size_t r, int with_val)
 {
     uint64_t lo = X->row_ptr[r], hi = X->row_ptr[r + 1];
     for (uint64_t i = lo; i < hi; i += 16) {
         __builtin_prefetch(X->col + i, 0, 0);
-        __builtin_prefetch(X->val + i, 0, 0);
+        if (with_val)
+            __builtin_prefetch(X->val + i, 0, 0);
     }
     __builtin_prefetch(X->label + r, 0, 0);
 }
@@ -212,6 +236,7 @@ typedef struct cut_job {
     uint64_t dim;
     int bias;
     float bv;
+    int binary; /* slices without values (fsgd/csr.h) */
     atomic_size_t next;
     atomic_int rc;
 } cut_job_t;
@@ -238,14 +263,14 @@ static void *cut_batches(void *arg)
                 size_t nnz = 0;
                 for (size_t r = lo; r < hi; r++)
                     nnz += (size_t)(train->row_ptr[t->perm[r] + 1] - train->row_ptr[t->perm[r]]) + (j->bias ? 1 : 0);
-                int rc = fsgd_csr_reserve(sl, hi - lo, nnz);
+                int rc = csr_room(sl, hi - lo, nnz, j->binary);
                 for (size_t r = lo; r < hi && rc == 0; r++) {
                     /* rows are read in shuffled order: fetch one a few rows
                      * ahead, each a miss otherwise */
                     if (r + 8 < hi)
                         __builtin_prefetch(&train->row_ptr[t->perm[r + 8]], 0, 0);
                     if (r + 4 < hi)
-                        prefetch_row(train, t->perm[r + 4]);
+                        prefetch_row(train, t->perm[r + 4], !j->binary);
                     rc = fsgd_train_append_biased(sl, train, t->perm[r], j->dim, j->bias, j->bv);
                 }
                 if (rc < 0) {
@@ -594,8 +619,8 @@ static void margins_range(const float *theta, uint64_t model_dim, const fsgd_csr
                 if (rows->col[i] < model_dim)
                     __builtin_prefetch(&theta[rows->col[i]], 0, 3);
         for (uint64_t i = rows->row_ptr[r]; i < rows->row_ptr[r + 1]; i++)
-            if (rows->col[i] < model_dim)
-                m += (double)theta[rows->col[i]] * rows->val[i];
+            if (rows->col[i] < model_dim) /* a binary batch's values are 1 */
+                m += (double)theta[rows->col[i]] * (rows->val ? rows->val[i] : 1.0f);
         out[r] = m;
     }
 }
@@ -862,6 +887,19 @@ static void keep_head(fsgd_csr_t *m, size_t rows)
         m->label = p;
     if ((p = realloc(m->row_ptr, (rows + 1) * sizeof *m->row_ptr)))
         m->row_ptr = p;
+}
+
+/* Gives back m's values past its first rows rows (a shrinking realloc of
+ * a large block unmaps its tail); its rows stay, and those values must not
+ * be read again. */
+static void drop_values_after(fsgd_csr_t *m, size_t rows)
+{
+    if (rows >= m->n_rows || !m->val)
+        return;
+    size_t nnz = (size_t)m->row_ptr[rows];
+    void *p = realloc(m->val, (nnz ? nnz : 1) * sizeof *m->val);
+    if (p)
+        m->val = p;
 }
 
 static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t *shrink, size_t keep_rows,
@@ -1165,8 +1203,22 @@ static int train_cut(train_run_t *r)
     r->rng = r->job->seed;
     shuffle(t->perm, train->n_rows, &r->rng);
     const float bv = (float)r->job->bias_value;
+    /* Binary rows (CTR data) are copied without their values, half the
+     * memory: the holdout always (scored here), the slices where the
+     * backend reads such batches (cpu). */
+    const int ones = ones_with_bias(train, r->bias, bv);
+    const int binary = ones && strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") == 0;
+    size_t hold_nnz = 0;
+    for (size_t i = 0; i < r->n_hold; i++)
+        hold_nnz += (size_t)(train->row_ptr[t->perm[i] + 1] - train->row_ptr[t->perm[i]]) + (r->bias ? 1 : 0);
+    if (r->n_hold)
+        rc = csr_room(&t->hold, r->n_hold, hold_nnz, ones);
     for (size_t i = 0; i < r->n_hold && rc == 0; i++)
         rc = fsgd_train_append_biased(&t->hold, train, t->perm[i], r->dim, r->bias, bv);
+    /* then no copy reads the caller's values (all 1): those past the rows
+     * it keeps go before the slices are made */
+    if (binary && r->shrink)
+        drop_values_after(r->shrink, r->keep_rows);
     t->n_batches = (r->n_fit + r->B - 1) / r->B;
     t->slices = calloc(t->n_batches * W, sizeof *t->slices);
     t->batch_rows = malloc(t->n_batches * sizeof *t->batch_rows);
@@ -1181,7 +1233,7 @@ static int train_cut(train_run_t *r)
     }
     if (rc == 0) {
         cut_job_t cj = {.t = t, .train = train, .n_hold = r->n_hold, .B = r->B, .dim = r->dim, .bias = r->bias,
-                        .bv = bv};
+                        .bv = bv, .binary = binary};
         atomic_init(&cj.next, 0);
         atomic_init(&cj.rc, 0);
         pthread_t helper;
