@@ -1,6 +1,7 @@
 /* Local data-parallel training: worker threads + one reducing thread. */
 #include "fsgd/step.h"
 #include "train_stale.h"
+#include "train_best.h"
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
 
@@ -133,7 +134,7 @@ struct trainer {
     fsgd_train_pool_fill_fn fill;
     void *fill_ctx;
     fsgd_csr_t hold;    /* epochs auto: held-out rows for early stopping */
-    float *best;        /* epochs auto: θ at the lowest holdout loss so far */
+    fsgd_best_t best;   /* epochs auto: θ at the lowest holdout loss so far */
     double *hold_margin;
     fsgd_stale_t stale;   /* --staleness τ: gradients on the model of τ steps before */
     fsgd_sparse_t before; /* θ before the step's update on its keys (stale) */
@@ -715,7 +716,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
     fsgd_csr_free(&t->hold);
     fsgd_stale_free(&t->stale);
     fsgd_sparse_free(&t->before);
-    free(t->best);
+    fsgd_best_close(&t->best);
     free(t->hold_margin);
     fsgd_adam_free(&t->adam);
     fsgd_ftrl_free(&t->ftrl);
@@ -1317,9 +1318,9 @@ static int train_loop_setup(train_run_t *r, int rc)
     r->stats->patience_epochs = (double)r->patience / (double)r->looks;
     r->best_loss = INFINITY;
     if (r->auto_epochs && rc == 0) {
-        t->best = malloc(r->model_dim * sizeof *t->best);
+        int brc = fsgd_best_open(&t->best, (size_t)r->model_dim);
         t->hold_margin = malloc(t->hold.n_rows * sizeof *t->hold_margin);
-        if (!t->best || !t->hold_margin)
+        if (brc < 0 || !t->hold_margin)
             rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM,
                               "out of memory for the early-stopping copy of the model");
     }
@@ -1411,15 +1412,16 @@ static int train_step(train_run_t *r, size_t b)
 /* epochs auto: the holdout's mean loss after step k of the epoch, at
  * evenly spread steps, the last of the epoch among them: exactly `looks`
  * an epoch (fsgd_train_looks). Keeps θ at a new best; stops early after
- * `patience` looks without one. */
-static void train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step)
+ * `patience` looks without one. Returns 0 or FSGD_E_NOMEM (with err). */
+static int train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step)
 {
     const fsgd_job_t *job = r->job;
     trainer_t *t = &r->t;
     fsgd_train_stats_t *stats = r->stats;
     const uint64_t E = r->looks, nb = t->n_batches;
     if (!r->auto_epochs || !(last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb))
-        return;
+        return 0;
+    int rc = 0;
     double h0 = now();
     /* the mean loss only: an AUC would sort the holdout at every look */
     margins(job->threads, t->adam.theta, r->model_dim, &t->hold, t->hold_margin);
@@ -1433,7 +1435,8 @@ static void train_look_holdout(train_run_t *r, int epoch, size_t k, int last_ste
         r->best_loss = hold_loss;
         r->since_best = 0;
         stats->best_epoch = (double)(epoch - 1) + (double)(k + 1) / (double)t->n_batches;
-        memcpy(t->best, t->adam.theta, r->model_dim * sizeof *t->best);
+        if (fsgd_best_save(&t->best, t->adam.theta) < 0)
+            rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
     } else if (++r->since_best >= r->patience) {
         r->stop_early = 1;
     }
@@ -1441,6 +1444,7 @@ static void train_look_holdout(train_run_t *r, int epoch, size_t k, int last_ste
     double h1 = now();
     stats->t_holdout += h1 - h0;
     r->train_time += h1 - h0;
+    return rc;
 }
 
 /* The test metrics on the current θ, when someone looks (test_live) at the
@@ -1496,7 +1500,8 @@ static int train_epochs(train_run_t *r, int rc)
             if (rc < 0)
                 break;
             int last_step = k + 1 == t->n_batches;
-            train_look_holdout(r, epoch, k, last_step);
+            if ((rc = train_look_holdout(r, epoch, k, last_step)) < 0)
+                break;
             train_eval_test(r, last_step);
             train_report(r, last_step);
         }
@@ -1530,7 +1535,17 @@ static int train_finish(train_run_t *r, int rc)
     if (t->slices)
         for (size_t i = 0; i < t->n_batches * (size_t)t->n_workers; i++)
             fsgd_csr_free(&t->slices[i]);
-    const float *final_w = r->auto_epochs && r->best_loss < INFINITY ? t->best : t->adam.theta;
+    /* the model's weights: epochs auto's best, read back (train_best.h) */
+    if (rc == 0) {
+        rc = fsgd_model_init(r->model, job->model, r->dim, r->bias, (float)job->bias_value);
+        if (rc < 0)
+            fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
+        else if (r->auto_epochs && r->best_loss < INFINITY)
+            rc = fsgd_best_load(&t->best, r->model->w, r->err, r->errsz);
+        else
+            memcpy(r->model->w, t->adam.theta, r->model_dim * sizeof *r->model->w);
+    }
+    const float *final_w = r->model->w;
     if (rc == 0) { /* features only: the intercept (key dim) is not one */
         stats->weights_touched = t->ftrl_on ? fsgd_ftrl_touched(&t->ftrl, r->dim) : fsgd_adam_touched(&t->adam, r->dim);
         for (uint64_t k = 0; k < r->dim; k++)
@@ -1542,15 +1557,8 @@ static int train_finish(train_run_t *r, int rc)
         if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
             stats->best_test_auc = stats->test.auc;
     }
-    if (rc == 0) {
-        rc = fsgd_model_init(r->model, job->model, r->dim, r->bias, (float)job->bias_value);
-        if (rc == 0)
-            memcpy(r->model->w, final_w, r->model_dim * sizeof *r->model->w);
-        if (rc == 0 && job->save_state)
-            rc = save_state(t, fsgd_train_state_kind(job), r->model_dim, r->model);
-        if (rc < 0)
-            fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
-    }
+    if (rc == 0 && job->save_state && (rc = save_state(t, fsgd_train_state_kind(job), r->model_dim, r->model)) < 0)
+        fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
     return rc;
 }
 
