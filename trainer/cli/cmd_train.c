@@ -99,7 +99,8 @@ static double wall(void)
 static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t *spec, int is_train,
                 fsgd_csr_t *out)
 {
-    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad};
+    /* binary rows held without their values: fsgd train reads such batches */
+    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .binary = 1};
     fsgd_libsvm_stats_t st = {0};
     char err[512];
     int rc;
@@ -144,6 +145,11 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
 static int split(fsgd_csr_t *data, double fraction, uint64_t seed, fsgd_csr_t *test)
 {
     fsgd_csr_t keep = {0};
+    /* binary rows stay binary (fsgd/csr.h) */
+    if (!data->val && (fsgd_csr_init_binary(&keep, 0, 0) < 0 || (!test->col && fsgd_csr_init_binary(test, 0, 0) < 0))) {
+        fsgd_csr_free(&keep);
+        return FSGD_E_NOMEM;
+    }
     uint64_t s = seed ^ 0x5DEECE66DULL;
     for (size_t r = 0; r < data->n_rows; r++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;

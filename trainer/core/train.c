@@ -2,6 +2,7 @@
 #include "fsgd/step.h"
 #include "train_stale.h"
 #include "train_best.h"
+#include "train_spill.h"
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
 
@@ -94,6 +95,7 @@ typedef struct worker {
     uint64_t key_lo, key_hi;
     fsgd_sparse_t upd; /* the reduced gradient on that range */
     fsgd_csr_t own;    /* the slice this thread builds when the trainer has a fill hook */
+    fsgd_csr_t spilled; /* the slice read back when the batches are in a file (train_spill.h) */
 } worker_t;
 
 struct trainer {
@@ -104,6 +106,7 @@ struct trainer {
      * can keep each slice resident across epochs (batch_id). Each epoch
      * visits the batches in a new random order. */
     fsgd_csr_t *slices;      /* n_batches * n_workers */
+    fsgd_spill_t spill;      /* where the slices are kept in a temporary file */
     size_t *batch_rows;      /* rows of each batch */
     uint32_t *order;         /* batch order of the current epoch */
     size_t n_batches;
@@ -167,7 +170,7 @@ static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_v
             if (src->col[i] >= dim)
                 continue;
             if (dst->val)
-                dst->val[dst->nnz] = src->val[i];
+                dst->val[dst->nnz] = src->val ? src->val[i] : 1.0f;
             dst->col[dst->nnz++] = src->col[i];
         }
         if (bias) {
@@ -198,7 +201,7 @@ int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, u
         if (src->col[i] >= dim)
             continue;
         if (dst->val)
-            dst->val[n] = src->val[i];
+            dst->val[n] = src->val ? src->val[i] : 1.0f;
         dst->col[n++] = src->col[i];
     }
     if (bias) {
@@ -220,7 +223,7 @@ static void prefetch_row(const fsgd_csr_t *X, size_t r, int with_val)
     uint64_t lo = X->row_ptr[r], hi = X->row_ptr[r + 1];
     for (uint64_t i = lo; i < hi; i += 16) {
         __builtin_prefetch(X->col + i, 0, 0);
-        if (with_val)
+        if (with_val && X->val)
             __builtin_prefetch(X->val + i, 0, 0);
     }
     __builtin_prefetch(X->label + r, 0, 0);
@@ -278,6 +281,7 @@ static void *cut_batches(void *arg)
                     atomic_store(&j->rc, rc);
                     return NULL;
                 }
+                fsgd_spill_put(&t->spill, b * W + i, sl);
             }
         }
     }
@@ -304,9 +308,17 @@ static float *key_l2_scale(const trainer_t *t, uint64_t model_dim)
     }
     memset(last, 0xff, (size_t)model_dim * sizeof *last);
     const size_t W = (size_t)t->n_workers;
+    fsgd_csr_t buf = {0};
     for (size_t b = 0; b < t->n_batches; b++)
         for (size_t i = 0; i < W; i++) {
-            const fsgd_csr_t *sl = &t->slices[b * W + i];
+            const fsgd_csr_t *sl;
+            char err[256];
+            if (fsgd_spill_get(&t->spill, b * W + i, &t->slices[b * W + i], &buf, &sl, err, sizeof err) < 0) {
+                free(nb);
+                free(last);
+                fsgd_csr_free(&buf);
+                return NULL;
+            }
             for (size_t e = 0; e < sl->nnz; e++) {
                 uint32_t k = sl->col[e];
                 if (last[k] != (uint32_t)b) {
@@ -316,6 +328,7 @@ static float *key_l2_scale(const trainer_t *t, uint64_t model_dim)
             }
         }
     free(last);
+    fsgd_csr_free(&buf);
     for (uint64_t k = 0; k < model_dim; k++)
         nb[k] = nb[k] > 0 ? (float)((double)t->n_batches / nb[k]) : 1;
     return nb;
@@ -353,6 +366,11 @@ static void worker_step(worker_t *w)
         if (w->rc < 0)
             return;
         w->batch = &w->own;
+    } else if (t->spill.file) {
+        w->rc = fsgd_spill_get(&t->spill, (size_t)w->batch_id, w->batch, &w->spilled, &w->batch, w->err,
+                               sizeof w->err);
+        if (w->rc < 0)
+            return;
     }
     double t0 = now();
     /* Raw sums (scale 1, no λ): the reduction divides by the whole step's rows
@@ -678,12 +696,25 @@ static void margins(int threads, const float *theta, uint64_t model_dim, const f
 int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out)
 {
     double *m = malloc((rows->n_rows ? rows->n_rows : 1) * sizeof *m);
-    if (!m)
+    /* a binary batch's values: 1 for the longest row */
+    size_t longest = 0;
+    for (size_t r = 0; r < rows->n_rows && !rows->val; r++)
+        if (rows->row_ptr[r + 1] - rows->row_ptr[r] > longest)
+            longest = (size_t)(rows->row_ptr[r + 1] - rows->row_ptr[r]);
+    float *ones = rows->val ? NULL : malloc((longest ? longest : 1) * sizeof *ones);
+    if (!m || (!rows->val && !ones)) {
+        free(m);
+        free(ones);
         return FSGD_E_NOMEM;
+    }
+    for (size_t i = 0; i < longest; i++)
+        ones[i] = 1.0f;
     for (size_t r = 0; r < rows->n_rows; r++) {
         uint64_t lo = rows->row_ptr[r];
-        m[r] = fsgd_model_margin(model, rows->col + lo, rows->val + lo, (size_t)(rows->row_ptr[r + 1] - lo));
+        m[r] = fsgd_model_margin(model, rows->col + lo, rows->val ? rows->val + lo : ones,
+                                 (size_t)(rows->row_ptr[r + 1] - lo));
     }
+    free(ones);
     *out = fsgd_metrics_compute(model->kind, m, rows->label, rows->n_rows);
     free(m);
     return FSGD_E_OK;
@@ -700,6 +731,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
             fsgd_sparse_free(&w->decoded);
             fsgd_sparse_free(&w->upd);
             fsgd_csr_free(&w->own);
+            fsgd_csr_free(&w->spilled);
             free(w->wire);
         }
         free(t->workers);
@@ -710,6 +742,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
         for (size_t i = 0; i < t->n_batches * (size_t)t->n_workers; i++)
             fsgd_csr_free(&t->slices[i]);
     free(t->slices);
+    fsgd_spill_close(&t->spill);
     free(t->batch_rows);
     free(t->order);
     free(t->l2_scale);
@@ -882,12 +915,28 @@ static void keep_head(fsgd_csr_t *m, size_t rows)
     void *p;
     if ((p = realloc(m->col, (nnz ? nnz : 1) * sizeof *m->col)))
         m->col = p;
-    if ((p = realloc(m->val, (nnz ? nnz : 1) * sizeof *m->val)))
+    if (m->val && (p = realloc(m->val, (nnz ? nnz : 1) * sizeof *m->val)))
         m->val = p;
     if ((p = realloc(m->label, (rows ? rows : 1) * sizeof *m->label)))
         m->label = p;
     if ((p = realloc(m->row_ptr, (rows + 1) * sizeof *m->row_ptr)))
         m->row_ptr = p;
+}
+
+/* Batches of at least this many bytes are kept in a temporary file
+ * (train_spill.h): FSGD_SPILL_MB MiB (0: always, as tests use; negative:
+ * never), else 64 MiB. Smaller batches cost little memory, and reading
+ * them back a step at a time would be a syscall more a step for nothing. */
+static uint64_t spill_min_bytes(void)
+{
+    const char *e = getenv("FSGD_SPILL_MB");
+    if (e && *e) {
+        char *end;
+        double mb = strtod(e, &end);
+        if (*end == 0 && mb == mb)
+            return mb < 0 ? UINT64_MAX : (uint64_t)(mb * 1048576.0);
+    }
+    return (uint64_t)64 << 20;
 }
 
 /* Gives back m's values past its first rows rows (a shrinking realloc of
@@ -1220,6 +1269,12 @@ static int train_cut(train_run_t *r)
      * it keeps go before the slices are made */
     if (binary && r->shrink)
         drop_values_after(r->shrink, r->keep_rows);
+    /* Large batches go to a temporary file as they are cut (train_spill.h),
+     * on the cpu backend (a device one keeps them on the device) */
+    uint64_t batch_bytes =
+        fsgd_spill_bytes(r->n_fit, train->nnz + (r->bias ? train->n_rows : 0), binary) + W * sizeof(uint64_t);
+    if (rc == 0 && strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") == 0 && batch_bytes >= spill_min_bytes())
+        rc = fsgd_spill_open(&t->spill, ((r->n_fit + r->B - 1) / r->B) * W, binary);
     t->n_batches = (r->n_fit + r->B - 1) / r->B;
     t->slices = calloc(t->n_batches * W, sizeof *t->slices);
     t->batch_rows = malloc(t->n_batches * sizeof *t->batch_rows);
@@ -1535,6 +1590,19 @@ static int train_finish(train_run_t *r, int rc)
     if (t->slices)
         for (size_t i = 0; i < t->n_batches * (size_t)t->n_workers; i++)
             fsgd_csr_free(&t->slices[i]);
+    if (rc == 0) /* features only: the intercept (key dim) is not one */
+        stats->weights_touched = t->ftrl_on ? fsgd_ftrl_touched(&t->ftrl, r->dim) : fsgd_adam_touched(&t->adam, r->dim);
+    /* The optimizer's per-key state is not read again unless the model
+     * keeps it: it goes before the model's weights are made (1M x 2^24
+     * CTR set: 201 MB, else a peak of its own at the end) */
+    if (!job->save_state) {
+        free(t->adam.keys);
+        free(t->adam.m);
+        free(t->adam.v);
+        t->adam.keys = NULL;
+        t->adam.m = t->adam.v = NULL;
+        fsgd_ftrl_free(&t->ftrl);
+    }
     /* the model's weights: epochs auto's best, read back (train_best.h) */
     if (rc == 0) {
         rc = fsgd_model_init(r->model, job->model, r->dim, r->bias, (float)job->bias_value);
@@ -1546,8 +1614,7 @@ static int train_finish(train_run_t *r, int rc)
             memcpy(r->model->w, t->adam.theta, r->model_dim * sizeof *r->model->w);
     }
     const float *final_w = r->model->w;
-    if (rc == 0) { /* features only: the intercept (key dim) is not one */
-        stats->weights_touched = t->ftrl_on ? fsgd_ftrl_touched(&t->ftrl, r->dim) : fsgd_adam_touched(&t->adam, r->dim);
+    if (rc == 0) {
         for (uint64_t k = 0; k < r->dim; k++)
             stats->weights_nonzero += final_w[k] != 0;
     }

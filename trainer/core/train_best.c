@@ -1,41 +1,19 @@
 /* Early stopping's best weights in an unlinked temporary file (train_best.h). */
 #include "train_best.h"
+#include "train_tmpfile.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fsgd/error.h"
 
-/* A file with no name in dir: O_TMPFILE where the file system has it (no
- * moment where a name exists), else a named one unlinked at once. */
-static int open_unnamed(const char *dir)
-{
-#ifdef O_TMPFILE
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        return fd;
-#endif
-    char path[PATH_MAX];
-    int n = snprintf(path, sizeof path, "%s/fsgd-best-XXXXXX", dir);
-    if (n < 0 || (size_t)n >= sizeof path)
-        return -1;
-    int fd2 = mkostemp(path, O_CLOEXEC);
-    if (fd2 >= 0)
-        unlink(path);
-    return fd2;
-}
-
 int fsgd_best_open(fsgd_best_t *b, size_t n)
 {
     memset(b, 0, sizeof *b);
     b->n = n;
-    const char *dir = getenv("TMPDIR");
-    b->fd = open_unnamed(dir && dir[0] ? dir : "/tmp");
+    b->fd = fsgd_train_tmpfile();
     b->file = b->fd >= 0;
     if (!b->file && !(b->mem = malloc((n ? n : 1) * sizeof *b->mem)))
         return FSGD_E_NOMEM;
