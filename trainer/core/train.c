@@ -783,7 +783,9 @@ static void resume_state(trainer_t *t, const fsgd_model_state_t *st)
             t->ftrl.z[k] = st->a[i];
             t->ftrl.n[k] = st->b[i];
         } else if (st->kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
-            t->adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = st->c[i]};
+            t->adam.keys[k] = (fsgd_adam_key_t){
+                .m = st->a[i], .v = st->b[i],
+                .count = (uint16_t)(st->c[i] < FSGD_ADAM_COUNT_MAX ? st->c[i] : FSGD_ADAM_COUNT_MAX)};
         } else {
             t->adam.m[k] = st->a[i];
             t->adam.v[k] = st->b[i];
