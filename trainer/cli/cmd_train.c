@@ -295,6 +295,9 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     json_num(f, "holdout_loss", s->holdout_rows ? s->holdout_loss : NAN, 1);
     json_num(f, "best_epoch", s->holdout_rows ? s->best_epoch : NAN, 1);
     json_num(f, "peak_rss_mb", peak_rss_mb(), 1);
+    json_num(f, "batch_mb", (double)s->batch_bytes / 1048576.0, 1);
+    json_num(f, "batch_mb_on_disk", (double)s->batch_bytes_on_disk / 1048576.0, 1);
+    fprintf(f, "\"batches_binary\": %s, ", s->batches_binary ? "true" : "false");
     fprintf(f, "\"streamed_from_cache\": %s, \"cache_reused\": %s, ", job->cache[0] ? "true" : "false",
             cache_reused ? "true" : "false");
     fprintf(f, "\"format\": \"%s\", \"hash_columns_used\": %llu, \"hash_columns_collided\": %llu, ",

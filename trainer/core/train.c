@@ -243,6 +243,7 @@ typedef struct cut_job {
     float bv;
     int binary; /* slices without values (fsgd/csr.h) */
     atomic_size_t next;
+    atomic_uint_least64_t bytes, on_disk; /* the slices', and those put in the spill file */
     atomic_int rc;
 } cut_job_t;
 
@@ -282,7 +283,11 @@ static void *cut_batches(void *arg)
                     atomic_store(&j->rc, rc);
                     return NULL;
                 }
+                uint64_t bytes = fsgd_spill_bytes(sl->n_rows, sl->nnz, sl->val == NULL);
                 fsgd_spill_put(&t->spill, b * W + i, sl);
+                atomic_fetch_add(&j->bytes, bytes);
+                if (!sl->col) /* in the file now */
+                    atomic_fetch_add(&j->on_disk, bytes);
             }
         }
     }
@@ -1295,6 +1300,8 @@ static int train_cut(train_run_t *r)
                         .bv = bv, .binary = binary};
         atomic_init(&cj.next, 0);
         atomic_init(&cj.rc, 0);
+        atomic_init(&cj.bytes, 0);
+        atomic_init(&cj.on_disk, 0);
         pthread_t helper;
         int helped = r->job->threads > 1 && t->n_batches >= 2 * CUT_CHUNK &&
                      pthread_create(&helper, NULL, cut_batches, &cj) == 0;
@@ -1302,6 +1309,9 @@ static int train_cut(train_run_t *r)
         if (helped)
             pthread_join(helper, NULL);
         rc = atomic_load(&cj.rc);
+        r->stats->batch_bytes = atomic_load(&cj.bytes);
+        r->stats->batch_bytes_on_disk = atomic_load(&cj.on_disk);
+        r->stats->batches_binary = binary;
     }
     if (rc < 0)
         return train_fail(r, fsgd_err_fmt(r->err, r->errsz, rc, "out of memory cutting the data into batches"));
