@@ -45,14 +45,43 @@ int fsgd_csr_reserve(fsgd_csr_t *m, size_t rows, size_t nnz)
         uint32_t *col = realloc(m->col, n * sizeof *col);
         if (!col)
             return FSGD_E_NOMEM;
+        int binary = m->col && !m->val;
         m->col = col;
-        float *val = realloc(m->val, n * sizeof *val);
-        if (!val)
-            return FSGD_E_NOMEM;
-        m->val = val;
+        if (!binary) {
+            float *val = realloc(m->val, n * sizeof *val);
+            if (!val)
+                return FSGD_E_NOMEM;
+            m->val = val;
+        }
         m->cap_nnz = n;
     }
     return FSGD_E_OK;
+}
+
+int fsgd_csr_init_binary(fsgd_csr_t *m, size_t rows, size_t nnz)
+{
+    memset(m, 0, sizeof *m);
+    m->row_ptr = malloc((rows + 1) * sizeof *m->row_ptr);
+    m->label = malloc((rows ? rows : 1) * sizeof *m->label);
+    m->col = malloc((nnz ? nnz : 1) * sizeof *m->col); /* non-NULL: what marks it binary */
+    if (!m->row_ptr || !m->label || !m->col) {
+        fsgd_csr_free(m);
+        return FSGD_E_NOMEM;
+    }
+    m->row_ptr[0] = 0;
+    m->cap_rows = rows;
+    m->cap_nnz = nnz ? nnz : 1;
+    return FSGD_E_OK;
+}
+
+int fsgd_csr_all_ones(const fsgd_csr_t *m)
+{
+    if (!m->val)
+        return 1;
+    for (size_t i = 0; i < m->nnz; i++)
+        if (m->val[i] != 1.0f)
+            return 0;
+    return 1;
 }
 
 int fsgd_csr_append_row(fsgd_csr_t *m, double label, const uint32_t *col, const float *val, size_t n)
@@ -72,14 +101,37 @@ int fsgd_csr_append_row(fsgd_csr_t *m, double label, const uint32_t *col, const 
     return FSGD_E_OK;
 }
 
+/* A binary batch given values: 1 for every nonzero so far. */
+static int give_values(fsgd_csr_t *m)
+{
+    float *val = malloc((m->cap_nnz ? m->cap_nnz : 1) * sizeof *val);
+    if (!val)
+        return FSGD_E_NOMEM;
+    for (size_t i = 0; i < m->nnz; i++)
+        val[i] = 1.0f;
+    m->val = val;
+    return FSGD_E_OK;
+}
+
 int fsgd_csr_append_rows(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t first, size_t count)
 {
     if (count == 0)
         return FSGD_E_OK;
     uint64_t lo = src->row_ptr[first], hi = src->row_ptr[first + count];
     FSGD_TRY(fsgd_csr_reserve(dst, count, (size_t)(hi - lo)));
+    /* a binary dst stays binary while the rows' values are all 1 */
+    if (!dst->val && src->val)
+        for (uint64_t i = lo; i < hi; i++)
+            if (src->val[i] != 1.0f) {
+                FSGD_TRY(give_values(dst));
+                break;
+            }
     memcpy(dst->col + dst->nnz, src->col + lo, (size_t)(hi - lo) * sizeof *src->col);
-    memcpy(dst->val + dst->nnz, src->val + lo, (size_t)(hi - lo) * sizeof *src->val);
+    if (dst->val && src->val)
+        memcpy(dst->val + dst->nnz, src->val + lo, (size_t)(hi - lo) * sizeof *src->val);
+    else if (dst->val)
+        for (uint64_t i = lo; i < hi; i++)
+            dst->val[dst->nnz + (i - lo)] = 1.0f;
     for (size_t r = 0; r < count; r++) {
         dst->label[dst->n_rows + r] = src->label[first + r];
         dst->row_ptr[dst->n_rows + r + 1] = dst->nnz + (src->row_ptr[first + r + 1] - lo);

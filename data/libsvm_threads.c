@@ -132,7 +132,9 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
     fsgd_libsvm_stats_t st = {0};
     size_t cap = opts->read_buf ? opts->read_buf : BLOCK, len = 0; /* read_buf: small blocks in tests */
     char *buf = malloc(cap);
-    int rc = buf ? fsgd_csr_reserve(out, 0, 0) : FSGD_E_NOMEM;
+    int rc = !buf                          ? FSGD_E_NOMEM
+             : opts->binary && !out->col ? fsgd_csr_init_binary(out, 0, 0)
+                                         : fsgd_csr_reserve(out, 0, 0);
     if (rc < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
     uint64_t line = 1;

@@ -155,8 +155,8 @@ static int append(fsgd_rowcache_writer_t *w, const fsgd_csr_t *m, char *err, siz
         if (n >= ONES)
             return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%s: a row of %llu entries (at most 2^31-1)", w->path,
                                 (unsigned long long)n);
-        int ones = 1;
-        for (uint64_t i = 0; i < n && ones; i++)
+        int ones = 1; /* a binary batch (fsgd/csr.h): every row */
+        for (uint64_t i = 0; i < n && ones && m->val; i++)
             ones = m->val[lo + i] == 1.0f;
         size_t need = 8 + (ones ? 4 : 8) * (size_t)n;
         if (w->len + need > BUF)

@@ -1,5 +1,6 @@
 /* Fuzz target for the LIBSVM parser (fsgd_libsvm_parse), strict and
- * skip_bad, under several option sets. Checks invariants instead of just
+ * skip_bad, under several option sets, and the rows' copy into a binary
+ * batch (as fsgd_libsvm_opts_t.binary keeps them). Checks invariants instead of just
  * "no crash": the CSR is well formed (row_ptr monotone, columns strictly
  * increasing and within max_col / max_dim, finite values and labels), strict
  * mode yields a prefix of what skip_bad yields, every line is accounted
@@ -35,6 +36,24 @@ static void check_csr(const fsgd_csr_t *m, const fsgd_libsvm_opts_t *o)
         }
     }
     CHECK(maxc == m->max_col);
+}
+
+/* The rows appended to a binary batch (fsgd/csr.h), a row, then two,
+ * three... at a time, as the threaded reader appends its parts: the same
+ * rows, values 1 where the batch held none, and values only once a row had
+ * one other than 1. */
+static void check_binary_copy(const fsgd_csr_t *m)
+{
+    fsgd_csr_t b;
+    CHECK(fsgd_csr_init_binary(&b, 0, 0) == 0);
+    for (size_t r = 0, k = 1; r < m->n_rows; r += k, k++)
+        CHECK(fsgd_csr_append_rows(&b, m, r, m->n_rows - r < k ? m->n_rows - r : k) == 0);
+    CHECK(b.n_rows == m->n_rows && b.nnz == m->nnz && b.max_col == m->max_col);
+    CHECK((b.val == NULL) == (fsgd_csr_all_ones(m) != 0));
+    CHECK(!memcmp(b.row_ptr, m->row_ptr, (m->n_rows + 1) * sizeof *m->row_ptr));
+    for (size_t i = 0; i < m->nnz; i++)
+        CHECK(b.col[i] == m->col[i] && (b.val ? b.val[i] : 1.0f) == m->val[i]);
+    fsgd_csr_free(&b);
 }
 
 static size_t count_lines(const uint8_t *d, size_t n)
@@ -81,6 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(!memcmp(strict.col, skip.col, strict.nnz * sizeof *strict.col));
             CHECK(!memcmp(strict.val, skip.val, strict.nnz * sizeof *strict.val));
         }
+        check_binary_copy(&skip);
         fsgd_csr_free(&strict);
         fsgd_csr_free(&skip);
     }

@@ -89,6 +89,33 @@ static void test_round_trip(void)
     fsgd_csr_free(&back);
 }
 
+/* A binary batch (fsgd/csr.h: no values) is written as the same rows with
+ * their values of 1 are: the same file, byte for byte. */
+static void test_binary_batch(void)
+{
+    uint32_t c0[] = {0, 5, 9}, c1[] = {3};
+    float ones[] = {1, 1, 1};
+    fsgd_csr_t valued = {0}, bin;
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&valued, 1, c0, ones, 3), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&valued, -1, c1, ones, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_init_binary(&bin, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&bin, &valued, 0, 2), 0);
+    CU_ASSERT_PTR_NULL_FATAL(bin.val);
+    const char *pa = fsgd_test_tmp("valued.cache"), *pb = fsgd_test_tmp("binary.cache");
+    long sa = write_cache(pa, &valued, "m\n"), sb = write_cache(pb, &bin, "m\n");
+    CU_ASSERT_EQUAL_FATAL(sa, sb);
+    size_t la, lb;
+    uint8_t *a = fsgd_test_read_file(pa, &la), *b = fsgd_test_read_file(pb, &lb);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL(la, lb);
+    CU_ASSERT_EQUAL(memcmp(a, b, la), 0);
+    free(a);
+    free(b);
+    fsgd_csr_free(&valued);
+    fsgd_csr_free(&bin);
+}
+
 static void flip_byte(const char *path, long at)
 {
     FILE *f = fopen(path, "r+b");
@@ -195,6 +222,7 @@ void fsgd_test_register(void)
     static const fsgd_test_case_t cases[] = {
         {"rows, holdout and test sections and metadata round-trip; binary rows store no values", test_round_trip},
         {"cut, unfinished, old-version and corrupt caches are errors naming the file and the fault", test_damage},
+        {"a binary batch is written as its rows with values of 1", test_binary_batch},
         {NULL, NULL},
     };
     fsgd_test_suite("rowcache", cases);

@@ -93,8 +93,12 @@ static inline double row_deriv(const cpu_state_t *s, const fsgd_csr_t *X, size_t
                                double *loss)
 {
     double m = 0;
-    for (uint64_t i = X->row_ptr[r]; i < X->row_ptr[r + 1]; i++)
-        m += (double)s->theta[X->col[i]] * X->val[i];
+    if (X->val)
+        for (uint64_t i = X->row_ptr[r]; i < X->row_ptr[r + 1]; i++)
+            m += (double)s->theta[X->col[i]] * X->val[i];
+    else /* a binary batch (fsgd/csr.h): θ times 1, the same sum */
+        for (uint64_t i = X->row_ptr[r]; i < X->row_ptr[r + 1]; i++)
+            m += (double)s->theta[X->col[i]];
     double y = fsgd_loss_label(kind, X->label[r]);
     *loss += fsgd_loss_formula_value(kind, m, y);
     return fsgd_loss_formula_deriv(kind, m, y);
@@ -159,7 +163,7 @@ static int cpu_gradient_hashed(cpu_state_t *s, const fsgd_grad_request_t *req, f
                 s->slot_of[n_touched] = (uint32_t)h;
                 s->touched[n_touched++] = k;
             }
-            tab[h].sum += g * X->val[i];
+            tab[h].sum += X->val ? g * X->val[i] : g;
         }
     }
     int rc = fsgd_sparse_reserve(out, n_touched);
@@ -223,7 +227,7 @@ static int cpu_gradient(void *p, const fsgd_grad_request_t *req, fsgd_sparse_t *
                 s->seen[k >> 6] |= bit;
                 s->touched[n_touched++] = k;
             }
-            s->acc[k] += g * X->val[i];
+            s->acc[k] += X->val ? g * X->val[i] : g;
         }
     }
     fsgd_keysort(s->touched, n_touched);

@@ -99,7 +99,8 @@ static double wall(void)
 static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t *spec, int is_train,
                 fsgd_csr_t *out)
 {
-    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad};
+    /* binary rows held without their values: fsgd train reads such batches */
+    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .binary = 1};
     fsgd_libsvm_stats_t st = {0};
     char err[512];
     int rc;
@@ -144,6 +145,11 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
 static int split(fsgd_csr_t *data, double fraction, uint64_t seed, fsgd_csr_t *test)
 {
     fsgd_csr_t keep = {0};
+    /* binary rows stay binary (fsgd/csr.h) */
+    if (!data->val && (fsgd_csr_init_binary(&keep, 0, 0) < 0 || (!test->col && fsgd_csr_init_binary(test, 0, 0) < 0))) {
+        fsgd_csr_free(&keep);
+        return FSGD_E_NOMEM;
+    }
     uint64_t s = seed ^ 0x5DEECE66DULL;
     for (size_t r = 0; r < data->n_rows; r++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -289,6 +295,9 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     json_num(f, "holdout_loss", s->holdout_rows ? s->holdout_loss : NAN, 1);
     json_num(f, "best_epoch", s->holdout_rows ? s->best_epoch : NAN, 1);
     json_num(f, "peak_rss_mb", peak_rss_mb(), 1);
+    json_num(f, "batch_mb", (double)s->batch_bytes / 1048576.0, 1);
+    json_num(f, "batch_mb_on_disk", (double)s->batch_bytes_on_disk / 1048576.0, 1);
+    fprintf(f, "\"batches_binary\": %s, ", s->batches_binary ? "true" : "false");
     fprintf(f, "\"streamed_from_cache\": %s, \"cache_reused\": %s, ", job->cache[0] ? "true" : "false",
             cache_reused ? "true" : "false");
     fprintf(f, "\"format\": \"%s\", \"hash_columns_used\": %llu, \"hash_columns_collided\": %llu, ",

@@ -1,9 +1,12 @@
 /* Local data-parallel training: worker threads + one reducing thread. */
 #include "fsgd/step.h"
 #include "train_stale.h"
+#include "train_best.h"
+#include "train_spill.h"
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
 
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <limits.h>
@@ -93,6 +96,7 @@ typedef struct worker {
     uint64_t key_lo, key_hi;
     fsgd_sparse_t upd; /* the reduced gradient on that range */
     fsgd_csr_t own;    /* the slice this thread builds when the trainer has a fill hook */
+    fsgd_csr_t spilled; /* the slice read back when the batches are in a file (train_spill.h) */
 } worker_t;
 
 struct trainer {
@@ -103,6 +107,7 @@ struct trainer {
      * can keep each slice resident across epochs (batch_id). Each epoch
      * visits the batches in a new random order. */
     fsgd_csr_t *slices;      /* n_batches * n_workers */
+    fsgd_spill_t spill;      /* where the slices are kept in a temporary file */
     size_t *batch_rows;      /* rows of each batch */
     uint32_t *order;         /* batch order of the current epoch */
     size_t n_batches;
@@ -133,28 +138,46 @@ struct trainer {
     fsgd_train_pool_fill_fn fill;
     void *fill_ctx;
     fsgd_csr_t hold;    /* epochs auto: held-out rows for early stopping */
-    float *best;        /* epochs auto: θ at the lowest holdout loss so far */
+    fsgd_best_t best;   /* epochs auto: θ at the lowest holdout loss so far */
     double *hold_margin;
     fsgd_stale_t stale;   /* --staleness τ: gradients on the model of τ steps before */
     fsgd_sparse_t before; /* θ before the step's update on its keys (stale) */
 };
 
-/* Copies src into dst with columns >= dim dropped and, when bias, the
- * constant feature (dim, bias_value) appended to every row. */
+/* The rows' copies can be binary batches (fsgd/csr.h: no values, half the
+ * memory) when every value, the intercept's included, is 1. */
+static int ones_with_bias(const fsgd_csr_t *rows, int bias, float bias_value)
+{
+    return (!bias || bias_value == 1.0f) && fsgd_csr_all_ones(rows);
+}
+
+/* An empty dst with room for rows rows and nnz nonzeros, binary when
+ * binary. */
+static int csr_room(fsgd_csr_t *dst, size_t rows, size_t nnz, int binary)
+{
+    return binary ? fsgd_csr_init_binary(dst, rows, nnz) : fsgd_csr_reserve(dst, rows, nnz);
+}
+
+/* Copies src into dst (empty) with columns >= dim dropped and, when bias,
+ * the constant feature (dim, bias_value) appended to every row; dst is a
+ * binary batch when every value of src and bias_value are 1. */
 static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_value, fsgd_csr_t *dst)
 {
-    FSGD_TRY(fsgd_csr_reserve(dst, src->n_rows, src->nnz + (bias ? src->n_rows : 0)));
+    FSGD_TRY(csr_room(dst, src->n_rows, src->nnz + (bias ? src->n_rows : 0),
+                      ones_with_bias(src, bias, bias_value)));
     for (size_t r = 0; r < src->n_rows; r++) {
         uint64_t lo = src->row_ptr[r], hi = src->row_ptr[r + 1];
         for (uint64_t i = lo; i < hi; i++) {
             if (src->col[i] >= dim)
                 continue;
-            dst->col[dst->nnz] = src->col[i];
-            dst->val[dst->nnz++] = src->val[i];
+            if (dst->val)
+                dst->val[dst->nnz] = src->val ? src->val[i] : 1.0f;
+            dst->col[dst->nnz++] = src->col[i];
         }
         if (bias) {
-            dst->col[dst->nnz] = (uint32_t)dim;
-            dst->val[dst->nnz++] = bias_value;
+            if (dst->val)
+                dst->val[dst->nnz] = bias_value;
+            dst->col[dst->nnz++] = (uint32_t)dim;
         }
         dst->label[r] = src->label[r];
         dst->row_ptr[r + 1] = dst->nnz;
@@ -165,8 +188,10 @@ static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_v
 }
 
 /* Appends row r of src to dst as with_bias would copy it: columns >= dim
- * dropped, the constant feature (dim, bias_value) added when bias. Building
- * the batches straight from the caller's rows saves a whole copy of the data. */
+ * dropped, the constant feature (dim, bias_value) added when bias; no
+ * values when dst is a binary batch (src's are 1 then, and need not be
+ * there). Building the batches straight from the caller's rows saves a
+ * whole copy of the data. */
 int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
                              float bias_value)
 {
@@ -176,12 +201,14 @@ int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, u
     for (uint64_t i = lo; i < hi; i++) {
         if (src->col[i] >= dim)
             continue;
-        dst->col[n] = src->col[i];
-        dst->val[n++] = src->val[i];
+        if (dst->val)
+            dst->val[n] = src->val ? src->val[i] : 1.0f;
+        dst->col[n++] = src->col[i];
     }
     if (bias) {
-        dst->col[n] = (uint32_t)dim;
-        dst->val[n++] = bias_value;
+        if (dst->val)
+            dst->val[n] = bias_value;
+        dst->col[n++] = (uint32_t)dim;
     }
     dst->label[dst->n_rows] = src->label[r];
     dst->row_ptr[++dst->n_rows] = n;
@@ -191,12 +218,14 @@ int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, u
     return FSGD_E_OK;
 }
 
-static void prefetch_row(const fsgd_csr_t *X, size_t r)
+/* Row r's arrays, its values only when with_val (a binary copy reads none). */
+static void prefetch_row(const fsgd_csr_t *X, size_t r, int with_val)
 {
     uint64_t lo = X->row_ptr[r], hi = X->row_ptr[r + 1];
     for (uint64_t i = lo; i < hi; i += 16) {
         __builtin_prefetch(X->col + i, 0, 0);
-        __builtin_prefetch(X->val + i, 0, 0);
+        if (with_val && X->val)
+            __builtin_prefetch(X->val + i, 0, 0);
     }
     __builtin_prefetch(X->label + r, 0, 0);
 }
@@ -212,7 +241,9 @@ typedef struct cut_job {
     uint64_t dim;
     int bias;
     float bv;
+    int binary; /* slices without values (fsgd/csr.h) */
     atomic_size_t next;
+    atomic_uint_least64_t bytes, on_disk; /* the slices', and those put in the spill file */
     atomic_int rc;
 } cut_job_t;
 
@@ -238,20 +269,25 @@ static void *cut_batches(void *arg)
                 size_t nnz = 0;
                 for (size_t r = lo; r < hi; r++)
                     nnz += (size_t)(train->row_ptr[t->perm[r] + 1] - train->row_ptr[t->perm[r]]) + (j->bias ? 1 : 0);
-                int rc = fsgd_csr_reserve(sl, hi - lo, nnz);
+                int rc = csr_room(sl, hi - lo, nnz, j->binary);
                 for (size_t r = lo; r < hi && rc == 0; r++) {
                     /* rows are read in shuffled order: fetch one a few rows
                      * ahead, each a miss otherwise */
                     if (r + 8 < hi)
                         __builtin_prefetch(&train->row_ptr[t->perm[r + 8]], 0, 0);
                     if (r + 4 < hi)
-                        prefetch_row(train, t->perm[r + 4]);
+                        prefetch_row(train, t->perm[r + 4], !j->binary);
                     rc = fsgd_train_append_biased(sl, train, t->perm[r], j->dim, j->bias, j->bv);
                 }
                 if (rc < 0) {
                     atomic_store(&j->rc, rc);
                     return NULL;
                 }
+                uint64_t bytes = fsgd_spill_bytes(sl->n_rows, sl->nnz, sl->val == NULL);
+                fsgd_spill_put(&t->spill, b * W + i, sl);
+                atomic_fetch_add(&j->bytes, bytes);
+                if (!sl->col) /* in the file now */
+                    atomic_fetch_add(&j->on_disk, bytes);
             }
         }
     }
@@ -278,9 +314,17 @@ static float *key_l2_scale(const trainer_t *t, uint64_t model_dim)
     }
     memset(last, 0xff, (size_t)model_dim * sizeof *last);
     const size_t W = (size_t)t->n_workers;
+    fsgd_csr_t buf = {0};
     for (size_t b = 0; b < t->n_batches; b++)
         for (size_t i = 0; i < W; i++) {
-            const fsgd_csr_t *sl = &t->slices[b * W + i];
+            const fsgd_csr_t *sl;
+            char err[256];
+            if (fsgd_spill_get(&t->spill, b * W + i, &t->slices[b * W + i], &buf, &sl, err, sizeof err) < 0) {
+                free(nb);
+                free(last);
+                fsgd_csr_free(&buf);
+                return NULL;
+            }
             for (size_t e = 0; e < sl->nnz; e++) {
                 uint32_t k = sl->col[e];
                 if (last[k] != (uint32_t)b) {
@@ -290,6 +334,7 @@ static float *key_l2_scale(const trainer_t *t, uint64_t model_dim)
             }
         }
     free(last);
+    fsgd_csr_free(&buf);
     for (uint64_t k = 0; k < model_dim; k++)
         nb[k] = nb[k] > 0 ? (float)((double)t->n_batches / nb[k]) : 1;
     return nb;
@@ -327,6 +372,11 @@ static void worker_step(worker_t *w)
         if (w->rc < 0)
             return;
         w->batch = &w->own;
+    } else if (t->spill.file) {
+        w->rc = fsgd_spill_get(&t->spill, (size_t)w->batch_id, w->batch, &w->spilled, &w->batch, w->err,
+                               sizeof w->err);
+        if (w->rc < 0)
+            return;
     }
     double t0 = now();
     /* Raw sums (scale 1, no λ): the reduction divides by the whole step's rows
@@ -594,8 +644,8 @@ static void margins_range(const float *theta, uint64_t model_dim, const fsgd_csr
                 if (rows->col[i] < model_dim)
                     __builtin_prefetch(&theta[rows->col[i]], 0, 3);
         for (uint64_t i = rows->row_ptr[r]; i < rows->row_ptr[r + 1]; i++)
-            if (rows->col[i] < model_dim)
-                m += (double)theta[rows->col[i]] * rows->val[i];
+            if (rows->col[i] < model_dim) /* a binary batch's values are 1 */
+                m += (double)theta[rows->col[i]] * (rows->val ? rows->val[i] : 1.0f);
         out[r] = m;
     }
 }
@@ -652,12 +702,25 @@ static void margins(int threads, const float *theta, uint64_t model_dim, const f
 int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out)
 {
     double *m = malloc((rows->n_rows ? rows->n_rows : 1) * sizeof *m);
-    if (!m)
+    /* a binary batch's values: 1 for the longest row */
+    size_t longest = 0;
+    for (size_t r = 0; r < rows->n_rows && !rows->val; r++)
+        if (rows->row_ptr[r + 1] - rows->row_ptr[r] > longest)
+            longest = (size_t)(rows->row_ptr[r + 1] - rows->row_ptr[r]);
+    float *ones = rows->val ? NULL : malloc((longest ? longest : 1) * sizeof *ones);
+    if (!m || (!rows->val && !ones)) {
+        free(m);
+        free(ones);
         return FSGD_E_NOMEM;
+    }
+    for (size_t i = 0; i < longest; i++)
+        ones[i] = 1.0f;
     for (size_t r = 0; r < rows->n_rows; r++) {
         uint64_t lo = rows->row_ptr[r];
-        m[r] = fsgd_model_margin(model, rows->col + lo, rows->val + lo, (size_t)(rows->row_ptr[r + 1] - lo));
+        m[r] = fsgd_model_margin(model, rows->col + lo, rows->val ? rows->val + lo : ones,
+                                 (size_t)(rows->row_ptr[r + 1] - lo));
     }
+    free(ones);
     *out = fsgd_metrics_compute(model->kind, m, rows->label, rows->n_rows);
     free(m);
     return FSGD_E_OK;
@@ -674,6 +737,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
             fsgd_sparse_free(&w->decoded);
             fsgd_sparse_free(&w->upd);
             fsgd_csr_free(&w->own);
+            fsgd_csr_free(&w->spilled);
             free(w->wire);
         }
         free(t->workers);
@@ -684,13 +748,14 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
         for (size_t i = 0; i < t->n_batches * (size_t)t->n_workers; i++)
             fsgd_csr_free(&t->slices[i]);
     free(t->slices);
+    fsgd_spill_close(&t->spill);
     free(t->batch_rows);
     free(t->order);
     free(t->l2_scale);
     fsgd_csr_free(&t->hold);
     fsgd_stale_free(&t->stale);
     fsgd_sparse_free(&t->before);
-    free(t->best);
+    fsgd_best_close(&t->best);
     free(t->hold_margin);
     fsgd_adam_free(&t->adam);
     fsgd_ftrl_free(&t->ftrl);
@@ -723,7 +788,9 @@ static void resume_state(trainer_t *t, const fsgd_model_state_t *st)
             t->ftrl.z[k] = st->a[i];
             t->ftrl.n[k] = st->b[i];
         } else if (st->kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
-            t->adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = st->c[i]};
+            t->adam.keys[k] = (fsgd_adam_key_t){
+                .m = st->a[i], .v = st->b[i],
+                .count = (uint16_t)(st->c[i] < FSGD_ADAM_COUNT_MAX ? st->c[i] : FSGD_ADAM_COUNT_MAX)};
         } else {
             t->adam.m[k] = st->a[i];
             t->adam.v[k] = st->b[i];
@@ -856,12 +923,41 @@ static void keep_head(fsgd_csr_t *m, size_t rows)
     void *p;
     if ((p = realloc(m->col, (nnz ? nnz : 1) * sizeof *m->col)))
         m->col = p;
-    if ((p = realloc(m->val, (nnz ? nnz : 1) * sizeof *m->val)))
+    if (m->val && (p = realloc(m->val, (nnz ? nnz : 1) * sizeof *m->val)))
         m->val = p;
     if ((p = realloc(m->label, (rows ? rows : 1) * sizeof *m->label)))
         m->label = p;
     if ((p = realloc(m->row_ptr, (rows + 1) * sizeof *m->row_ptr)))
         m->row_ptr = p;
+}
+
+/* Batches of at least this many bytes are kept in a temporary file
+ * (train_spill.h): FSGD_SPILL_MB MiB (0: always, as tests use; negative:
+ * never), else 64 MiB. Smaller batches cost little memory, and reading
+ * them back a step at a time would be a syscall more a step for nothing. */
+static uint64_t spill_min_bytes(void)
+{
+    const char *e = getenv("FSGD_SPILL_MB");
+    if (e && *e) {
+        char *end;
+        double mb = strtod(e, &end);
+        if (*end == 0 && mb == mb)
+            return mb < 0 ? UINT64_MAX : (uint64_t)(mb * 1048576.0);
+    }
+    return (uint64_t)64 << 20;
+}
+
+/* Gives back m's values past its first rows rows (a shrinking realloc of
+ * a large block unmaps its tail); its rows stay, and those values must not
+ * be read again. */
+static void drop_values_after(fsgd_csr_t *m, size_t rows)
+{
+    if (rows >= m->n_rows || !m->val)
+        return;
+    size_t nnz = (size_t)m->row_ptr[rows];
+    void *p = realloc(m->val, (nnz ? nnz : 1) * sizeof *m->val);
+    if (p)
+        m->val = p;
 }
 
 static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t *shrink, size_t keep_rows,
@@ -1165,8 +1261,28 @@ static int train_cut(train_run_t *r)
     r->rng = r->job->seed;
     shuffle(t->perm, train->n_rows, &r->rng);
     const float bv = (float)r->job->bias_value;
+    /* Binary rows (CTR data) are copied without their values, half the
+     * memory: the holdout always (scored here), the slices where the
+     * backend reads such batches (cpu). */
+    const int ones = ones_with_bias(train, r->bias, bv);
+    const int binary = ones && strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") == 0;
+    size_t hold_nnz = 0;
+    for (size_t i = 0; i < r->n_hold; i++)
+        hold_nnz += (size_t)(train->row_ptr[t->perm[i] + 1] - train->row_ptr[t->perm[i]]) + (r->bias ? 1 : 0);
+    if (r->n_hold)
+        rc = csr_room(&t->hold, r->n_hold, hold_nnz, ones);
     for (size_t i = 0; i < r->n_hold && rc == 0; i++)
         rc = fsgd_train_append_biased(&t->hold, train, t->perm[i], r->dim, r->bias, bv);
+    /* then no copy reads the caller's values (all 1): those past the rows
+     * it keeps go before the slices are made */
+    if (binary && r->shrink)
+        drop_values_after(r->shrink, r->keep_rows);
+    /* Large batches go to a temporary file as they are cut (train_spill.h),
+     * on the cpu backend (a device one keeps them on the device) */
+    uint64_t batch_bytes =
+        fsgd_spill_bytes(r->n_fit, train->nnz + (r->bias ? train->n_rows : 0), binary) + W * sizeof(uint64_t);
+    if (rc == 0 && strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") == 0 && batch_bytes >= spill_min_bytes())
+        rc = fsgd_spill_open(&t->spill, ((r->n_fit + r->B - 1) / r->B) * W, binary);
     t->n_batches = (r->n_fit + r->B - 1) / r->B;
     t->slices = calloc(t->n_batches * W, sizeof *t->slices);
     t->batch_rows = malloc(t->n_batches * sizeof *t->batch_rows);
@@ -1181,9 +1297,11 @@ static int train_cut(train_run_t *r)
     }
     if (rc == 0) {
         cut_job_t cj = {.t = t, .train = train, .n_hold = r->n_hold, .B = r->B, .dim = r->dim, .bias = r->bias,
-                        .bv = bv};
+                        .bv = bv, .binary = binary};
         atomic_init(&cj.next, 0);
         atomic_init(&cj.rc, 0);
+        atomic_init(&cj.bytes, 0);
+        atomic_init(&cj.on_disk, 0);
         pthread_t helper;
         int helped = r->job->threads > 1 && t->n_batches >= 2 * CUT_CHUNK &&
                      pthread_create(&helper, NULL, cut_batches, &cj) == 0;
@@ -1191,6 +1309,9 @@ static int train_cut(train_run_t *r)
         if (helped)
             pthread_join(helper, NULL);
         rc = atomic_load(&cj.rc);
+        r->stats->batch_bytes = atomic_load(&cj.bytes);
+        r->stats->batch_bytes_on_disk = atomic_load(&cj.on_disk);
+        r->stats->batches_binary = binary;
     }
     if (rc < 0)
         return train_fail(r, fsgd_err_fmt(r->err, r->errsz, rc, "out of memory cutting the data into batches"));
@@ -1207,6 +1328,12 @@ static int train_prepare_steps(train_run_t *r)
         keep_head(r->shrink, r->keep_rows);
         r->train = NULL;
     }
+    free(t->perm); /* the cut's order */
+    t->perm = NULL;
+    /* The cut's slices were small blocks of the heap, most of them freed
+     * again (written to the file): give those pages back before Adam's
+     * state is mapped (1M-row CTR set: ~20 MB of the peak). */
+    malloc_trim(0);
     /* Adam's per-key state was left unmapped at setup, so that it did not
      * add to the two copies of the rows above (fsgd_adam_count_keys); it is
      * mapped now, outside the steps, as it was before that: 49k page
@@ -1265,9 +1392,9 @@ static int train_loop_setup(train_run_t *r, int rc)
     r->stats->patience_epochs = (double)r->patience / (double)r->looks;
     r->best_loss = INFINITY;
     if (r->auto_epochs && rc == 0) {
-        t->best = malloc(r->model_dim * sizeof *t->best);
+        int brc = fsgd_best_open(&t->best, (size_t)r->model_dim);
         t->hold_margin = malloc(t->hold.n_rows * sizeof *t->hold_margin);
-        if (!t->best || !t->hold_margin)
+        if (brc < 0 || !t->hold_margin)
             rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM,
                               "out of memory for the early-stopping copy of the model");
     }
@@ -1359,15 +1486,16 @@ static int train_step(train_run_t *r, size_t b)
 /* epochs auto: the holdout's mean loss after step k of the epoch, at
  * evenly spread steps, the last of the epoch among them: exactly `looks`
  * an epoch (fsgd_train_looks). Keeps θ at a new best; stops early after
- * `patience` looks without one. */
-static void train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step)
+ * `patience` looks without one. Returns 0 or FSGD_E_NOMEM (with err). */
+static int train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step)
 {
     const fsgd_job_t *job = r->job;
     trainer_t *t = &r->t;
     fsgd_train_stats_t *stats = r->stats;
     const uint64_t E = r->looks, nb = t->n_batches;
     if (!r->auto_epochs || !(last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb))
-        return;
+        return 0;
+    int rc = 0;
     double h0 = now();
     /* the mean loss only: an AUC would sort the holdout at every look */
     margins(job->threads, t->adam.theta, r->model_dim, &t->hold, t->hold_margin);
@@ -1381,7 +1509,8 @@ static void train_look_holdout(train_run_t *r, int epoch, size_t k, int last_ste
         r->best_loss = hold_loss;
         r->since_best = 0;
         stats->best_epoch = (double)(epoch - 1) + (double)(k + 1) / (double)t->n_batches;
-        memcpy(t->best, t->adam.theta, r->model_dim * sizeof *t->best);
+        if (fsgd_best_save(&t->best, t->adam.theta) < 0)
+            rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
     } else if (++r->since_best >= r->patience) {
         r->stop_early = 1;
     }
@@ -1389,6 +1518,7 @@ static void train_look_holdout(train_run_t *r, int epoch, size_t k, int last_ste
     double h1 = now();
     stats->t_holdout += h1 - h0;
     r->train_time += h1 - h0;
+    return rc;
 }
 
 /* The test metrics on the current θ, when someone looks (test_live) at the
@@ -1444,7 +1574,8 @@ static int train_epochs(train_run_t *r, int rc)
             if (rc < 0)
                 break;
             int last_step = k + 1 == t->n_batches;
-            train_look_holdout(r, epoch, k, last_step);
+            if ((rc = train_look_holdout(r, epoch, k, last_step)) < 0)
+                break;
             train_eval_test(r, last_step);
             train_report(r, last_step);
         }
@@ -1478,9 +1609,31 @@ static int train_finish(train_run_t *r, int rc)
     if (t->slices)
         for (size_t i = 0; i < t->n_batches * (size_t)t->n_workers; i++)
             fsgd_csr_free(&t->slices[i]);
-    const float *final_w = r->auto_epochs && r->best_loss < INFINITY ? t->best : t->adam.theta;
-    if (rc == 0) { /* features only: the intercept (key dim) is not one */
+    if (rc == 0) /* features only: the intercept (key dim) is not one */
         stats->weights_touched = t->ftrl_on ? fsgd_ftrl_touched(&t->ftrl, r->dim) : fsgd_adam_touched(&t->adam, r->dim);
+    /* The optimizer's per-key state is not read again unless the model
+     * keeps it: it goes before the model's weights are made (1M x 2^24
+     * CTR set: 201 MB, else a peak of its own at the end) */
+    if (!job->save_state) {
+        free(t->adam.keys);
+        free(t->adam.m);
+        free(t->adam.v);
+        t->adam.keys = NULL;
+        t->adam.m = t->adam.v = NULL;
+        fsgd_ftrl_free(&t->ftrl);
+    }
+    /* the model's weights: epochs auto's best, read back (train_best.h) */
+    if (rc == 0) {
+        rc = fsgd_model_init(r->model, job->model, r->dim, r->bias, (float)job->bias_value);
+        if (rc < 0)
+            fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
+        else if (r->auto_epochs && r->best_loss < INFINITY)
+            rc = fsgd_best_load(&t->best, r->model->w, r->err, r->errsz);
+        else
+            memcpy(r->model->w, t->adam.theta, r->model_dim * sizeof *r->model->w);
+    }
+    const float *final_w = r->model->w;
+    if (rc == 0) {
         for (uint64_t k = 0; k < r->dim; k++)
             stats->weights_nonzero += final_w[k] != 0;
     }
@@ -1490,15 +1643,8 @@ static int train_finish(train_run_t *r, int rc)
         if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
             stats->best_test_auc = stats->test.auc;
     }
-    if (rc == 0) {
-        rc = fsgd_model_init(r->model, job->model, r->dim, r->bias, (float)job->bias_value);
-        if (rc == 0)
-            memcpy(r->model->w, final_w, r->model_dim * sizeof *r->model->w);
-        if (rc == 0 && job->save_state)
-            rc = save_state(t, fsgd_train_state_kind(job), r->model_dim, r->model);
-        if (rc < 0)
-            fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
-    }
+    if (rc == 0 && job->save_state && (rc = save_state(t, fsgd_train_state_kind(job), r->model_dim, r->model)) < 0)
+        fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
     return rc;
 }
 

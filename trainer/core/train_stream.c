@@ -25,6 +25,7 @@
 #include "fsgd/sparse.h"
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
+#include "train_best.h"
 
 static double now(void)
 {
@@ -159,7 +160,7 @@ typedef struct stream {
     fsgd_csr_t batch, hold, test;
     fsgd_sparse_t grad;
     uint32_t *perm;
-    float *best;
+    fsgd_best_t best; /* epochs auto: θ at the best look, in a temporary file (train_best.h) */
     double *margin;
 } stream_t;
 
@@ -178,7 +179,7 @@ static void stream_free(stream_t *s)
     fsgd_csr_free(&s->test);
     fsgd_sparse_free(&s->grad);
     free(s->perm);
-    free(s->best);
+    fsgd_best_close(&s->best);
     free(s->margin);
 }
 
@@ -378,8 +379,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     size_t n_margin = s.test.n_rows > 1 ? s.test.n_rows : 1;
     s.perm = rc == 0 ? malloc(FSGD_TRAIN_STREAM_CHUNK * sizeof *s.perm) : NULL;
     s.margin = s.perm ? malloc(n_margin * sizeof *s.margin) : NULL;
-    s.best = s.margin && auto_epochs ? malloc(model_dim * sizeof *s.best) : NULL;
-    if (rc == 0 && (!s.margin || (auto_epochs && !s.best)))
+    if (rc == 0 && (!s.margin || (auto_epochs && fsgd_best_open(&s.best, (size_t)model_dim) < 0)))
         rc = FSGD_E_NOMEM;
     if (rc < 0) {
         stream_free(&s);
@@ -460,7 +460,9 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                         best_loss = hl;
                         since_best = 0;
                         stats->best_epoch = (double)(epoch - 1) + (double)step_in_epoch / (double)nb;
-                        memcpy(s.best, adam->theta, model_dim * sizeof *s.best);
+                        if (fsgd_best_save(&s.best, adam->theta) < 0 && rc == 0)
+                            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM,
+                                              "out of memory for the early-stopping copy of the model");
                     } else if (++since_best >= fsgd_train_patience(E)) {
                         stop_early = 1;
                     }
@@ -495,7 +497,10 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
         fsgd_train_pool_stats(s.pool, stats);
     stats->stopped_early = stop_early;
     stats->epochs_run = (double)stats->steps / (double)steps_per_epoch;
-    const float *final_w = auto_epochs && best_loss < INFINITY ? s.best : adam->theta;
+    /* θ is not trained on again: the best look's weights come back into it */
+    if (rc == 0 && auto_epochs && best_loss < INFINITY)
+        rc = fsgd_best_load(&s.best, adam->theta, err, errsz);
+    const float *final_w = adam->theta;
     /* features only: the intercept (key dim) is not one */
     stats->weights_touched = s.ftrl_on ? fsgd_ftrl_touched(&s.ftrl, dim)
                              : s.pool ? fsgd_train_pool_touched(s.pool, dim)

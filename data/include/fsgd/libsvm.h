@@ -32,6 +32,9 @@ typedef struct fsgd_libsvm_opts {
     uint64_t max_dim;   /* when nonzero, an index whose 0-based column is >= max_dim is an error */
     size_t read_buf;    /* initial read buffer of a reader in bytes (0: 4 MiB); it grows to hold
                            the longest line */
+    int binary;         /* fsgd_libsvm_load_threads into an empty out: out is a binary batch
+                           (fsgd/csr.h, no values) while every value read is 1, half the
+                           memory of CTR rows; the caller must accept one */
 } fsgd_libsvm_opts_t;
 
 #define FSGD_LIBSVM_BAD_KEPT 5 /* how many bad-row locations are remembered */

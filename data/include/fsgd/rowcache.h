@@ -57,7 +57,8 @@ fsgd_rowcache_writer_t *fsgd_rowcache_create(const char *path, char *err, size_t
  * closes after fsgd_rowcache_close); name is for messages. */
 fsgd_rowcache_writer_t *fsgd_rowcache_create_stream(FILE *f, const char *name, char *err, size_t errsz);
 
-/* Appends every row of m to the train section. Returns 0 or FSGD_E_IO / FSGD_E_NOMEM. */
+/* Appends every row of m (a binary batch too, fsgd/csr.h) to the train section.
+ * Returns 0 or FSGD_E_IO / FSGD_E_NOMEM. */
 int fsgd_rowcache_append(fsgd_rowcache_writer_t *w, const fsgd_csr_t *m, char *err, size_t errsz);
 
 /* Writes hold and test (either may be NULL: empty) as their sections, meta

@@ -72,6 +72,9 @@ typedef struct fsgd_train_stats {
     uint64_t wire_bytes;            /* encoded bytes of every thread's gradient */
     double t_grad, t_encode, t_decode, t_update; /* seconds in each phase (summed over threads for grad/codec) */
     double t_grad_round;            /* wall seconds of the gradient rounds (all threads at once) */
+    uint64_t batch_bytes;           /* the step batches' size, binary (no values) or not */
+    int batches_binary;             /* 1: every value was 1, the batches hold none */
+    uint64_t batch_bytes_on_disk;   /* of batch_bytes, those kept in a temporary file, not memory */
     fsgd_metrics_t test;            /* last evaluation (n == 0 before the first) */
     double time_to_target;          /* seconds when test AUC first reached job->target_auc, -1 if not */
     double target_clock;            /* CLOCK_MONOTONIC seconds at that moment (whole-process timing), 0 if not */

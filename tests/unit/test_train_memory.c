@@ -1,0 +1,396 @@
+/* What keeps fsgd train's memory down without changing its model: binary
+ * batches (fsgd/csr.h: no values where every value is 1), LIBSVM rows
+ * loaded that way, the step batches in a temporary file
+ * (trainer/core/train_spill.h) and early stopping's best weights in one
+ * (train_best.h). Each is checked against the layout it replaces: the same
+ * rows, the same gradients, the same model byte for byte. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../trainer/core/train_best.h"
+#include "../../trainer/core/train_spill.h"
+#include "fsgd/backend.h"
+#include "fsgd/csr.h"
+#include "fsgd/error.h"
+#include "fsgd/libsvm.h"
+#include "fsgd/sparse.h"
+#include "fsgd/train.h"
+#include "testlib.h"
+
+/* rows random binary rows over dim columns (some empty), labels ±1. */
+static void binary_rows(fsgd_csr_t *m, size_t rows, uint32_t dim, uint64_t *rng)
+{
+    uint32_t col[64];
+    float one[64];
+    for (size_t i = 0; i < 64; i++)
+        one[i] = 1.0f;
+    for (size_t r = 0; r < rows; r++) {
+        size_t n = 0;
+        for (uint32_t c = (uint32_t)(fsgd_test_rand(rng) % 9); c < dim && n < 64;
+             c += 1 + (uint32_t)(fsgd_test_rand(rng) % 9))
+            col[n++] = c;
+        double y = (col[0] % 3 == 0) != (fsgd_test_rand(rng) % 10 == 0) ? 1 : -1;
+        CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(m, y, col, one, n), 0);
+    }
+}
+
+/* The same rows (max_col aside: a shrunk batch keeps its old one). */
+static void same_rows(const fsgd_csr_t *a, const fsgd_csr_t *b)
+{
+    CU_ASSERT_EQUAL_FATAL(a->n_rows, b->n_rows);
+    CU_ASSERT_EQUAL_FATAL(a->nnz, b->nnz);
+    CU_ASSERT_EQUAL(memcmp(a->row_ptr, b->row_ptr, (a->n_rows + 1) * sizeof *a->row_ptr), 0);
+    CU_ASSERT_EQUAL(memcmp(a->label, b->label, a->n_rows * sizeof *a->label), 0);
+    CU_ASSERT_EQUAL(memcmp(a->col, b->col, a->nnz * sizeof *a->col), 0);
+    for (size_t i = 0; i < a->nnz; i++) {
+        float va = a->val ? a->val[i] : 1.0f, vb = b->val ? b->val[i] : 1.0f;
+        if (va != vb) {
+            CU_FAIL("values differ");
+            fprintf(stderr, "\n  value %zu: %g against %g\n", i, (double)va, (double)vb);
+            return;
+        }
+    }
+}
+
+/* A binary batch stays one through reserve and appends of binary rows;
+ * a value other than 1 gives it values, 1 for those before; a binary
+ * source appended to a batch with values reads as ones. */
+static void test_csr_binary(void)
+{
+    uint64_t rng = fsgd_test_seed();
+    fsgd_csr_t src = {0}, bin, valued = {0};
+    binary_rows(&src, 300, 500, &rng);
+    CU_ASSERT_TRUE(fsgd_csr_all_ones(&src));
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_init_binary(&bin, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&bin, &src, 0, 100), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&bin, &src, 100, 200), 0); /* grows */
+    CU_ASSERT_PTR_NULL(bin.val);
+    CU_ASSERT_TRUE(fsgd_csr_all_ones(&bin));
+    same_rows(&bin, &src);
+    CU_ASSERT_EQUAL(bin.max_col, src.max_col);
+    /* binary into valued: ones */
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&valued, &bin, 0, bin.n_rows), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(valued.val);
+    same_rows(&valued, &src);
+    /* a row with a 0.5 turns bin into a batch with values */
+    uint32_t c[2] = {3, 7};
+    float v[2] = {1.0f, 0.5f};
+    fsgd_csr_t odd = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&odd, 1, c, v, 2), 0);
+    CU_ASSERT_FALSE(fsgd_csr_all_ones(&odd));
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&bin, &odd, 0, 1), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bin.val);
+    CU_ASSERT_EQUAL(bin.n_rows, 301);
+    CU_ASSERT_EQUAL(bin.val[src.nnz - 1], 1.0f);
+    CU_ASSERT_EQUAL(bin.val[src.nnz], 1.0f);
+    CU_ASSERT_EQUAL(bin.val[src.nnz + 1], 0.5f);
+    CU_ASSERT_EQUAL(bin.col[src.nnz + 1], 7);
+    fsgd_csr_free(&src);
+    fsgd_csr_free(&bin);
+    fsgd_csr_free(&valued);
+    fsgd_csr_free(&odd);
+}
+
+/* load_threads with binary: a binary file is loaded without values, the
+ * same rows as the plain load; a file with another value gets values, as
+ * the plain load has them. Small read blocks: many regions appended. */
+static void test_libsvm_binary_load(void)
+{
+    const char *bin_path = fsgd_test_tmp("bin.svm"), *mixed_path = fsgd_test_tmp("mixed.svm");
+    char text[64 * 1024];
+    size_t len = 0;
+    uint64_t rng = 11;
+    for (int r = 0; r < 1000; r++) {
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s", r % 3 ? "+1" : "-1");
+        for (unsigned c = 1 + (unsigned)(fsgd_test_rand(&rng) % 5); c < 400; c += 1 + (unsigned)(fsgd_test_rand(&rng) % 90))
+            len += (size_t)snprintf(text + len, sizeof text - len, " %u:1", c);
+        len += (size_t)snprintf(text + len, sizeof text - len, "\n");
+    }
+    CU_ASSERT_TRUE_FATAL(len < sizeof text - 64);
+    CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(bin_path, text, len), 0);
+    /* the same with one 2.5 in the middle of the file */
+    char *mid = strstr(text + len / 2, ":1");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mid);
+    char mixed[sizeof text + 8];
+    size_t at = (size_t)(mid - text) + 1;
+    memcpy(mixed, text, at);
+    memcpy(mixed + at, "2.5", 3);
+    memcpy(mixed + at + 3, text + at + 1, len - at - 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(mixed_path, mixed, len + 2), 0);
+    const char *paths[2] = {bin_path, mixed_path};
+    for (int f = 0; f < 2; f++) {
+        fsgd_libsvm_opts_t plain = {.read_buf = 4096}, bin = {.read_buf = 4096, .binary = 1};
+        fsgd_csr_t a = {0}, b = {0};
+        char err[512];
+        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(paths[f], &plain, 2, &a, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(paths[f], &bin, 2, &b, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(a.n_rows, 1000);
+        CU_ASSERT_PTR_NOT_NULL(a.val);
+        if (f == 0)
+            CU_ASSERT_PTR_NULL(b.val);
+        if (f == 1)
+            CU_ASSERT_PTR_NOT_NULL(b.val);
+        same_rows(&a, &b);
+        fsgd_csr_free(&a);
+        fsgd_csr_free(&b);
+    }
+}
+
+/* The cpu backend's gradient of a binary batch is the gradient of the same
+ * batch with every value 1 written out, bit for bit, on both of its
+ * accumulators (a small model: dense; 2^22 keys: the hash table). */
+static void test_cpu_binary_gradient(void)
+{
+    uint64_t rng = fsgd_test_seed();
+    const uint64_t dims[2] = {600, 1u << 22};
+    for (int d = 0; d < 2; d++) {
+        fsgd_csr_t valued = {0}, bin;
+        binary_rows(&valued, 200, 500, &rng);
+        CU_ASSERT_EQUAL_FATAL(fsgd_csr_init_binary(&bin, 0, 0), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&bin, &valued, 0, valued.n_rows), 0);
+        CU_ASSERT_PTR_NULL_FATAL(bin.val);
+        float *theta = malloc(dims[d] * sizeof *theta);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(theta);
+        for (uint64_t k = 0; k < dims[d]; k++)
+            theta[k] = (float)((double)(fsgd_test_rand(&rng) % 2001) / 1000.0 - 1.0);
+        char err[256];
+        fsgd_backend_t *be = fsgd_backend_new("cpu", dims[d], theta, err, sizeof err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+        const fsgd_loss_kind_t losses[3] = {FSGD_LOSS_LOGISTIC, FSGD_LOSS_SQUARED, FSGD_LOSS_HINGE};
+        for (int l = 0; l < 3; l++) {
+            fsgd_sparse_t ga = {0}, gb = {0};
+            double la = 0, lb = 0;
+            fsgd_grad_request_t req = {.batch = &valued, .batch_id = -1, .loss = losses[l], .scale = 0.01, .l2 = 1e-3};
+            CU_ASSERT_EQUAL_FATAL(fsgd_backend_gradient(be, &req, &ga, &la, err, sizeof err), 0);
+            req.batch = &bin;
+            CU_ASSERT_EQUAL_FATAL(fsgd_backend_gradient(be, &req, &gb, &lb, err, sizeof err), 0);
+            CU_ASSERT_EQUAL_FATAL(ga.n, gb.n);
+            CU_ASSERT_TRUE(ga.n > 100);
+            CU_ASSERT_EQUAL(memcmp(ga.keys, gb.keys, ga.n * sizeof *ga.keys), 0);
+            CU_ASSERT_EQUAL(memcmp(ga.vals, gb.vals, ga.n * sizeof *ga.vals), 0);
+            CU_ASSERT_EQUAL(memcmp(&la, &lb, sizeof la), 0);
+            fsgd_sparse_free(&ga);
+            fsgd_sparse_free(&gb);
+        }
+        fsgd_backend_destroy(be);
+        free(theta);
+        fsgd_csr_free(&valued);
+        fsgd_csr_free(&bin);
+    }
+}
+
+/* Slices put in the spill file come back as they were, binary or not,
+ * and the slice entries keep their sizes only; without a temporary
+ * directory every slice stays in memory and get hands it back as it is. */
+static void test_spill_roundtrip(void)
+{
+    uint64_t rng = fsgd_test_seed();
+    for (int binary = 0; binary < 2; binary++) {
+        fsgd_csr_t orig[3] = {{0}}, kept[3] = {{0}};
+        for (int i = 0; i < 3; i++) {
+            CU_ASSERT_EQUAL_FATAL(fsgd_csr_reserve(&orig[i], 0, 0), 0);
+            binary_rows(&orig[i], (size_t)(i * 40), 300, &rng); /* slice 0: no rows */
+            CU_ASSERT_EQUAL_FATAL(binary ? fsgd_csr_init_binary(&kept[i], 0, 0) : fsgd_csr_reserve(&kept[i], 0, 0), 0);
+            CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&kept[i], &orig[i], 0, orig[i].n_rows), 0);
+        }
+        fsgd_spill_t s;
+        CU_ASSERT_EQUAL_FATAL(fsgd_spill_open(&s, 3, binary), 0);
+        CU_ASSERT_TRUE_FATAL(s.file);
+        for (int i = 2; i >= 0; i--)
+            fsgd_spill_put(&s, (size_t)i, &kept[i]);
+        for (int i = 0; i < 3; i++) {
+            CU_ASSERT_PTR_NULL(kept[i].col);
+            CU_ASSERT_EQUAL(kept[i].n_rows, orig[i].n_rows);
+        }
+        fsgd_csr_t buf = {0};
+        char err[256];
+        for (int pass = 0; pass < 2; pass++) /* each slice twice, into the one buffer */
+            for (int i = 0; i < 3; i++) {
+                const fsgd_csr_t *got;
+                CU_ASSERT_EQUAL_FATAL(fsgd_spill_get(&s, (size_t)i, &kept[i], &buf, &got, err, sizeof err), 0);
+                CU_ASSERT_PTR_EQUAL(got, &buf);
+                CU_ASSERT_EQUAL(got->val == NULL, binary);
+                same_rows(got, &orig[i]);
+            }
+        fsgd_spill_close(&s);
+        fsgd_csr_free(&buf);
+        for (int i = 0; i < 3; i++) {
+            fsgd_csr_free(&orig[i]);
+            fsgd_csr_free(&kept[i]);
+        }
+    }
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("TMPDIR", fsgd_test_tmp("no/such/dir"), 1);
+    fsgd_csr_t one = {0};
+    binary_rows(&one, 10, 50, &rng);
+    fsgd_spill_t s;
+    CU_ASSERT_EQUAL_FATAL(fsgd_spill_open(&s, 1, 0), 0);
+    CU_ASSERT_FALSE(s.file);
+    fsgd_spill_put(&s, 0, &one);
+    CU_ASSERT_PTR_NOT_NULL(one.col);
+    const fsgd_csr_t *got;
+    char err[256];
+    CU_ASSERT_EQUAL(fsgd_spill_get(&s, 0, &one, NULL, &got, err, sizeof err), 0);
+    CU_ASSERT_PTR_EQUAL(got, &one);
+    fsgd_spill_close(&s);
+    fsgd_csr_free(&one);
+    if (saved)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    free(saved);
+}
+
+/* The best weights come back as last saved, from the file or, without a
+ * temporary directory, from memory; none saved is an error. */
+static void test_best_store(void)
+{
+    const size_t n = 100000;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *out = malloc(n * sizeof *out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a && b && out ? a : NULL);
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (float)i * 0.5f;
+        b[i] = -(float)i;
+    }
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    for (int no_dir = 0; no_dir < 2; no_dir++) {
+        if (no_dir)
+            setenv("TMPDIR", fsgd_test_tmp("no/such/dir"), 1);
+        fsgd_best_t best;
+        char err[256];
+        CU_ASSERT_EQUAL_FATAL(fsgd_best_open(&best, n), 0);
+        CU_ASSERT_EQUAL(best.file, !no_dir);
+        CU_ASSERT_EQUAL(fsgd_best_load(&best, out, err, sizeof err), FSGD_E_ARG);
+        CU_ASSERT_EQUAL_FATAL(fsgd_best_save(&best, a), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_best_save(&best, b), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_best_load(&best, out, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(memcmp(out, b, n * sizeof *out), 0);
+        fsgd_best_close(&best);
+        fsgd_best_close(&best); /* closed: a no-op */
+    }
+    if (saved)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    free(saved);
+    free(a);
+    free(b);
+    free(out);
+}
+
+static void train_job(fsgd_job_t *job)
+{
+    fsgd_job_train_defaults(job);
+    job->quiet = 1;
+    job->threads = 2;
+}
+
+/* a9a is binary: the defaults (early stopping, its best weights in a
+ * file) train from binary batches, in memory and spilled to a file, the
+ * model the same rows train with their values written out. Those carry one
+ * more nonzero of value 0 in a column of no other row (not binary any
+ * more): it adds exactly 0 to every sum, and that column's weight stays 0. */
+static void test_same_model_a9a(void)
+{
+    FSGD_TEST_DATA(path, "a9a");
+    fsgd_csr_t data = {0}, zero = {0};
+    char err[512];
+    fsgd_libsvm_opts_t bin = {.binary = 1};
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(path, &bin, 2, &data, NULL, err, sizeof err), 0);
+    CU_ASSERT_PTR_NULL_FATAL(data.val); /* a9a's values are all 1 */
+    const uint64_t dim = data.max_col + 1, extra = data.max_col;
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&zero, &data, 0, data.n_rows), 0);
+    /* row 0 gets (extra, 0) at its end: rebuild it */
+    fsgd_csr_t valued = {0};
+    for (size_t r = 0; r < zero.n_rows; r++) {
+        uint32_t col[256];
+        float val[256];
+        size_t lo = (size_t)zero.row_ptr[r], n = (size_t)(zero.row_ptr[r + 1] - lo);
+        CU_ASSERT_TRUE_FATAL(n < 255);
+        memcpy(col, zero.col + lo, n * sizeof *col);
+        memcpy(val, zero.val + lo, n * sizeof *val);
+        if (r == 0) {
+            col[n] = (uint32_t)extra;
+            val[n++] = 0.0f;
+        }
+        CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&valued, zero.label[r], col, val, n), 0);
+    }
+    CU_ASSERT_FALSE(fsgd_csr_all_ones(&valued));
+    fsgd_job_t job;
+    train_job(&job);
+    fsgd_model_t ref = {0}, mem = {0}, spilled = {0};
+    fsgd_train_stats_t sr, sm, ss;
+    setenv("FSGD_SPILL_MB", "-1", 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &valued, NULL, dim, &ref, &sr, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, NULL, dim, &mem, &sm, NULL, NULL, err, sizeof err), 0);
+    setenv("FSGD_SPILL_MB", "0", 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, NULL, dim, &spilled, &ss, NULL, NULL, err, sizeof err), 0);
+    unsetenv("FSGD_SPILL_MB");
+    CU_ASSERT_TRUE(sr.holdout_rows > 0); /* early stopping ran: the best weights came back */
+    CU_ASSERT_TRUE(sr.steps > 0);
+    CU_ASSERT_EQUAL(sr.steps, sm.steps);
+    CU_ASSERT_EQUAL(sr.steps, ss.steps);
+    CU_ASSERT_EQUAL(ref.w[extra], 0.0f);
+    CU_ASSERT_EQUAL(memcmp(ref.w, mem.w, (dim + 1) * sizeof *ref.w), 0);
+    CU_ASSERT_EQUAL(memcmp(ref.w, spilled.w, (dim + 1) * sizeof *ref.w), 0);
+    fsgd_model_free(&ref);
+    fsgd_model_free(&mem);
+    fsgd_model_free(&spilled);
+    fsgd_csr_free(&data);
+    fsgd_csr_free(&zero);
+    fsgd_csr_free(&valued);
+}
+
+/* Spilled batches with 3 step threads and the shrinking entry point, on
+ * binary rows loaded without values: the model of the same job with the
+ * batches in memory, and the kept head of the rows as loaded. */
+static void test_spill_threads_shrinking(void)
+{
+    uint64_t rng = fsgd_test_seed();
+    fsgd_csr_t a = {0}, b, head = {0};
+    binary_rows(&a, 30000, 2000, &rng);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_init_binary(&b, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&b, &a, 0, a.n_rows), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&head, &a, 0, 100), 0);
+    fsgd_job_t job;
+    train_job(&job);
+    job.threads = 3;
+    job.batch = 6000; /* ~100k nonzeros a step: 3 step threads */
+    fsgd_model_t ma = {0}, mb = {0};
+    fsgd_train_stats_t sa, sb;
+    char err[512];
+    setenv("FSGD_SPILL_MB", "-1", 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &a, NULL, 2000, &ma, &sa, NULL, NULL, err, sizeof err), 0);
+    setenv("FSGD_SPILL_MB", "0", 1);
+    CU_ASSERT_EQUAL_FATAL(
+        fsgd_train_from_shrinking(&job, &b, 100, NULL, 2000, NULL, &mb, &sb, NULL, NULL, err, sizeof err), 0);
+    unsetenv("FSGD_SPILL_MB");
+    CU_ASSERT_EQUAL(sa.threads_used, 3);
+    CU_ASSERT_EQUAL(sb.threads_used, 3);
+    CU_ASSERT_EQUAL(memcmp(ma.w, mb.w, 2001 * sizeof *ma.w), 0);
+    same_rows(&b, &head);
+    fsgd_model_free(&ma);
+    fsgd_model_free(&mb);
+    fsgd_csr_free(&a);
+    fsgd_csr_free(&b);
+    fsgd_csr_free(&head);
+}
+
+void fsgd_test_register(void)
+{
+    static const fsgd_test_case_t cases[] = {
+        {"binary batches: reserve, appends, values when one is not 1", test_csr_binary},
+        {"libsvm threads binary: no values for 0/1 data, the same rows", test_libsvm_binary_load},
+        {"cpu backend: binary batch gradient = all-ones batch, both accumulators", test_cpu_binary_gradient},
+        {"spill file: slices back as put, in memory without a tmp dir", test_spill_roundtrip},
+        {"best weights: file or memory, the last saved", test_best_store},
+        {"a9a: binary, in memory and spilled, the model of the valued rows", test_same_model_a9a},
+        {"spilled, 3 threads, shrinking: the in-memory model and head", test_spill_threads_shrinking},
+        {NULL, NULL},
+    };
+    fsgd_test_suite("train_memory", cases);
+}
