@@ -65,7 +65,9 @@ int agg_init_apply(agg_t *a)
             a->model.ftrl.z[k] = st->a[i];
             a->model.ftrl.n[k] = st->b[i];
         } else if (st->kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
-            a->model.adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = st->c[i]};
+            /* counts saturate (fsgd/adam.h): a file's larger one must not wrap */
+            uint32_t c = st->c[i] > FSGD_ADAM_COUNT_MAX ? FSGD_ADAM_COUNT_MAX : st->c[i];
+            a->model.adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = (uint16_t)c};
         } else {
             a->model.adam.m[k] = st->a[i];
             a->model.adam.v[k] = st->b[i];
