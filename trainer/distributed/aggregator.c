@@ -174,7 +174,7 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
     size_t errsz = a->errsz;
     int rc = fsgd_rowfmt_init(&a->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
     if (!rc && (!(a->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)) ||
-                !(a->scan_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)) ||
+                !(a->scan_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)) ||
                 !(a->grads_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz))))
         rc = FSGD_E_KAFKA;
     /* The job's grads, model and ctl topics (fsgd produce or fsgd run made

@@ -873,7 +873,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
      * refresh backoff, and step 1 waited half a second for it. */
     if (!rc)
         fsgd_bus_partitions(w->prod, w->tgrads, 5000, NULL, 0);
-    if (!rc && !(w->fetch = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
+    if (!rc && !(w->fetch = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)))
         rc = FSGD_E_KAFKA;
     if (!rc && !(w->model_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
         rc = FSGD_E_KAFKA;

@@ -94,7 +94,7 @@ static fsgd_bus_client_t *k_client_new(fsgd_bus_t *b, fsgd_kclient_t kind, const
         return NULL;
     }
     c->base.bus = b;
-    c->consumer = kind == FSGD_KCLIENT_CONSUMER;
+    c->consumer = FSGD_KCLIENT_IS_CONSUMER(kind);
     if (rebalance) {
         snprintf(c->topic, sizeof c->topic, "%s", topic);
         c->rebalance = rebalance;

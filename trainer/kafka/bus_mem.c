@@ -441,7 +441,7 @@ static fsgd_bus_client_t *m_client_new(fsgd_bus_t *bb, fsgd_kclient_t kind, cons
     c->base.bus = bb;
     c->cl = cl;
     c->tag = b->tag;
-    c->consumer = kind == FSGD_KCLIENT_CONSUMER;
+    c->consumer = FSGD_KCLIENT_IS_CONSUMER(kind);
     if (!rebalance)
         return &c->base;
     c->rebalance = rebalance;

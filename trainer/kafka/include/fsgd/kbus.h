@@ -122,7 +122,11 @@ typedef enum fsgd_kclient {
     FSGD_KCLIENT_PRODUCER = 1,      /* low latency producer (gradients, model) */
     FSGD_KCLIENT_DATA_PRODUCER = 2, /* batched lz4 idempotent producer (data rows) */
     FSGD_KCLIENT_CONSUMER = 3,      /* consumer with low fetch wait */
+    FSGD_KCLIENT_READER = 4,        /* consumer of ranges that end at or below the high watermark */
 } fsgd_kclient_t;
+
+/* A consumer of either kind. */
+#define FSGD_KCLIENT_IS_CONSUMER(k) ((k) == FSGD_KCLIENT_CONSUMER || (k) == FSGD_KCLIENT_READER)
 
 /* Settings for every client made after this call, as "key=value\n" lines
  * (fsgd_job_t.kafka: authentication and encryption, e.g.
