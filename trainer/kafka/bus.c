@@ -120,6 +120,10 @@ static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const ch
  * partition: 1.2 s to read 12 partitions' tails). Readers are assigned
  * only while they read, so a short wait costs nothing when idle. */
 #define FETCH_WAIT_READER_MS "2"
+/* A member learns of a rebalance (a worker joining, one leaving) from its
+ * next heartbeat's answer: at 1 s, each of a job's joins could hold the
+ * group, and step 1, back that long. */
+#define HEARTBEAT_MS "200"
 
 static int cluster_is_mock(const char *brokers)
 {
@@ -242,7 +246,7 @@ static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *
         rc = rc ? rc : set(c, "auto.offset.reset", "error", err, errsz);
         rc = rc ? rc : set(c, "enable.partition.eof", "false", err, errsz);
         rc = rc ? rc : set(c, "session.timeout.ms", "6000", err, errsz);
-        rc = rc ? rc : set(c, "heartbeat.interval.ms", "1000", err, errsz);
+        rc = rc ? rc : set(c, "heartbeat.interval.ms", HEARTBEAT_MS, err, errsz);
         char g[300];
         if (!group) {
             snprintf(g, sizeof g, "fsgd-assign-%ld-%d", (long)time(NULL), rand());
