@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../trainer/core/train_best.h"
-#include "../../trainer/core/train_spill.h"
+#include "train_best.h"
+#include "train_spill.h"
 #include "fsgd/backend.h"
 #include "fsgd/csr.h"
 #include "fsgd/error.h"
