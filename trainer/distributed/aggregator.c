@@ -181,6 +181,16 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
      * them; kept as they are when they exist), with leaders elected. */
     if (!rc)
         rc = fsgd_dist_topics_create_bus(a->prod, job, 0, err, errsz);
+    /* NAME.ctl from its start, for the whole run: the members of the job.
+     * Assigned now, read once the data is known: a consumer's first fetch
+     * waits for its connection and metadata (0.5 s), which the scan and
+     * the test set hide. */
+    if (!rc && !(a->ctl_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
+        rc = FSGD_E_KAFKA;
+    if (!rc) {
+        fsgd_bus_tp_t l = {a->tctl, 0, FSGD_BUS_OFFSET_BEGINNING};
+        rc = fsgd_bus_assign(a->ctl_c, &l, 1, err, errsz);
+    }
     if (!rc)
         rc = agg_check_model_topic(a);
     if (!rc)
@@ -261,16 +271,11 @@ static int agg_setup_reduction(agg_t *a)
     return 0;
 }
 
-/* NAME.ctl from its start, for the whole run: the members of the job */
+/* Continuous training's state, once NAME.ctl is being read (agg_open). */
 static int agg_open_ctl(agg_t *a, fsgd_bus_t *bus)
 {
-    if (!(a->ctl_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, a->err, a->errsz)))
-        return FSGD_E_KAFKA;
-    fsgd_bus_tp_t l = {a->tctl, 0, FSGD_BUS_OFFSET_BEGINNING};
-    int rc = fsgd_bus_assign(a->ctl_c, &l, 1, a->err, a->errsz);
-    if (!rc && a->job->follow)
-        rc = agg_follow_setup(a);
-    return rc;
+    (void)bus;
+    return a->job->follow ? agg_follow_setup(a) : 0;
 }
 
 /* A new generation (later than the checkpoint's), and NAME.grads read from
