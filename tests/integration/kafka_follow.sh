@@ -139,7 +139,9 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     ok &= bool(cond)
 auc_of = lambda line: float(re.search(r"rows: auc ([0-9.]+)", line).group(1))
-check(auc_of(first) < 0.6 and auc_of(last) > auc_of(first) + 0.1,
+# (how many rows version 1 has seen depends on the machine: a fast one trains
+# the first 6000 before its first second is out)
+check(auc_of(first) < 0.75 and auc_of(last) > auc_of(first) + 0.05,
       "progressive auc rose: %.4f -> %.4f" % (auc_of(first), auc_of(last)))
 # the third read is of the restarted aggregator's generation, which went on
 # from its checkpoint: its step may be below the second read's
