@@ -31,6 +31,7 @@
 
 typedef struct pcache {
     int loaded;
+    int raw; /* read before the model's shape was known: no intercept, dimension unchecked */
     uint64_t start, end;
     fsgd_csr_t rows;  /* parsed rows, bias column appended */
     uint64_t *row_of; /* end - start + 1 entries: first row of each offset */
@@ -94,6 +95,8 @@ typedef struct worker {
     uint8_t *parked;
     size_t parked_len;
     int64_t parked_off;
+    int prefetch_due;       /* the producer's data_summary came: read partitions before the first model */
+    int prefetch_next;      /* the next of assigned[] to read */
 } worker_t;
 
 /* Counts a dropped model message; the first of each reason is logged. */
@@ -151,11 +154,13 @@ static void on_rebalance(void *opaque, int assigned, const int32_t *parts, int n
     }
     w->assign_dirty = 1;
     w->hold = 1;
+    w->prefetch_next = 0;
 }
 
 typedef struct load_ctx {
     worker_t *w;
     pcache_t *c;
+    int raw; /* rows as they are (prefetch): the model's shape is not known yet */
 } load_ctx_t;
 
 static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
@@ -174,6 +179,10 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
         return (int)n;
     for (size_t r = 0; r < w->tmp.n_rows; r++) {
         uint64_t lo = w->tmp.row_ptr[r], hi = w->tmp.row_ptr[r + 1];
+        if (l->raw) {
+            FSGD_TRY(fsgd_csr_append_row(&c->rows, w->tmp.label[r], w->tmp.col + lo, w->tmp.val + lo, hi - lo));
+            continue;
+        }
         if (hi > lo && w->tmp.col[hi - 1] >= w->dim)
             return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%s: feature %u >= model dim %llu", src,
                                 w->tmp.col[hi - 1] + 1, (unsigned long long)w->dim);
@@ -224,11 +233,52 @@ static int data_watermarks(worker_t *w, uint32_t p, uint64_t need, int64_t *lo, 
     return 0;
 }
 
+/* Rows read ahead (prefetch_one), made what load_msg makes: cut at the
+ * epoch's end, checked against the model's dimension, the intercept
+ * appended. 0 done; 1 not usable (read again). */
+static int finish_raw(worker_t *w, pcache_t *c, uint64_t end)
+{
+    if (end < c->start || end > c->end)
+        return 1;
+    size_t n = (size_t)c->row_of[end - c->start];
+    fsgd_csr_t rows = {0};
+    if (fsgd_csr_reserve(&rows, n, (size_t)c->rows.row_ptr[n] + (w->has_bias ? n : 0)) < 0)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+    for (size_t r = 0; r < n; r++) {
+        uint64_t lo = c->rows.row_ptr[r], hi = c->rows.row_ptr[r + 1];
+        if (hi > lo && c->rows.col[hi - 1] >= w->dim) {
+            fsgd_csr_free(&rows);
+            return 1; /* read again: load_msg names the offset */
+        }
+        memcpy(rows.col + rows.nnz, c->rows.col + lo, (hi - lo) * sizeof *rows.col);
+        memcpy(rows.val + rows.nnz, c->rows.val + lo, (hi - lo) * sizeof *rows.val);
+        rows.nnz += hi - lo;
+        if (w->has_bias) {
+            rows.col[rows.nnz] = (uint32_t)w->dim;
+            rows.val[rows.nnz++] = w->bias;
+        }
+        rows.label[r] = c->rows.label[r];
+        rows.row_ptr[r + 1] = rows.nnz;
+    }
+    rows.n_rows = n;
+    rows.max_col = w->has_bias ? w->dim + 1 : c->rows.max_col;
+    fsgd_csr_free(&c->rows);
+    c->rows = rows;
+    c->end = end;
+    c->raw = 0;
+    return 0;
+}
+
 static int load_partition(worker_t *w, uint32_t p)
 {
     pcache_t *c = &w->cache[p];
-    if (c->loaded && c->start == w->st.start[p] && c->end == w->st.end[p])
+    if (c->loaded && !c->raw && c->start == w->st.start[p] && c->end == w->st.end[p])
         return 0;
+    if (c->loaded && c->raw && c->start == w->st.start[p]) {
+        int rc = finish_raw(w, c, w->st.end[p]);
+        if (rc <= 0)
+            return rc;
+    }
     fsgd_csr_free(&c->rows);
     free(c->row_of);
     memset(c, 0, sizeof *c);
@@ -248,11 +298,60 @@ static int load_partition(worker_t *w, uint32_t p)
     c->row_of = calloc(c->end - c->start + 1, sizeof *c->row_of);
     if (!c->row_of)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory caching partition %u", p);
-    load_ctx_t l = {w, c};
+    load_ctx_t l = {w, c, 0};
     FSGD_TRY(fsgd_bus_read_range(w->fetch, w->tdata, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000,
                                  FSGD_BUS_READ_ROWS, load_msg, &l, w->err, w->errsz));
     c->loaded = 1;
     return 0;
+}
+
+/* Before the first model message: once the producer's data_summary says
+ * NAME.data is complete (fsgd run starts its workers before it produces),
+ * an assigned partition's rows [log start, high watermark) are read while
+ * the aggregator sets up, one partition a call, so that step 1 finds them
+ * (load_partition cuts them at the epoch's end). Best effort: a failure
+ * leaves the partition to load_partition, which reports it. */
+static void prefetch_one(worker_t *w)
+{
+    if (!w->ncache) {
+        int P = fsgd_bus_partitions(w->fetch, w->tdata, 10000, w->err, w->errsz);
+        w->cache = P > 0 ? calloc((size_t)P, sizeof *w->cache) : NULL;
+        if (!w->cache) {
+            w->prefetch_due = 0;
+            return;
+        }
+        w->ncache = (uint32_t)P;
+    }
+    while (w->prefetch_next < w->nassigned) {
+        int32_t p = w->assigned[w->prefetch_next++];
+        if (p < 0 || (uint32_t)p >= w->ncache || w->cache[p].loaded)
+            continue;
+        pcache_t *c = &w->cache[p];
+        int64_t lo = 0, hi = 0;
+        if (data_watermarks(w, (uint32_t)p, 0, &lo, &hi) || hi <= lo)
+            continue;
+        c->start = (uint64_t)lo;
+        c->end = (uint64_t)hi;
+        c->row_of = calloc((size_t)(hi - lo) + 1, sizeof *c->row_of);
+        load_ctx_t l = {w, c, 1};
+        if (c->row_of && fsgd_bus_read_range(w->fetch, w->tdata, p, lo, hi, 30000, FSGD_BUS_READ_ROWS, load_msg, &l,
+                                             w->err, w->errsz) == 0) {
+            c->loaded = c->raw = 1;
+            w->stats->prefetched++;
+        } else {
+            fsgd_csr_free(&c->rows);
+            free(c->row_of);
+            memset(c, 0, sizeof *c);
+        }
+        return;
+    }
+    w->prefetch_due = 0;
+    if (w->log && w->stats->prefetched) {
+        char line[300];
+        snprintf(line, sizeof line, "read %llu partitions of %s ahead of the first model",
+                 (unsigned long long)w->stats->prefetched, w->tdata);
+        w->log(w->log_ctx, line);
+    }
 }
 
 static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
@@ -345,6 +444,10 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
         return 0;
     }
     double step = 0;
+    if (j && !w->valid && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "data_summary")) {
+        w->prefetch_due = 1;
+        return 0;
+    }
     if (j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "job_start") &&
         fsgd_ctl_get_num(j, m->len, "gen", &gen) && fsgd_ctl_get_num(j, m->len, "step", &step) && gen >= 1 &&
         gen <= 4294967295.0 && (uint32_t)gen > w->ctl_gen) {
@@ -915,6 +1018,8 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         fsgd_bus_serve(w->prod);
         if (ready && !w->final)
             rc = do_step(w);
+        else if (!w->valid && w->prefetch_due && w->have_assignment)
+            prefetch_one(w);
         else if (!ready && w->valid && inflight_ahead(&w->fl, w->gen, w->step) > 0 &&
                  now_s() - w->last_send > resend_s) {
             /* The steps are not answered: a gradient may have been dropped
