@@ -5,7 +5,8 @@
 # the model's shape (no intercept, the dimension unchecked), finished at
 # step 1 ("read 4 partitions of NAME.data ahead of the first model"). The
 # model is the one of a job whose worker came after the data and read nothing
-# ahead: byte for byte, one worker in lockstep (staleness 0).
+# ahead: byte for byte, one worker in lockstep (staleness 0). Real brokers
+# only: on the embedded cluster a worker reads nothing ahead.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 needs_cmd kcat
@@ -23,9 +24,13 @@ for _ in $(seq 300); do
     sleep 0.1
 done
 "$FSGD" produce --brokers "$brokers" --name "$ahead" --batch 128 --quiet "$tmp/rows" --job-key-file "$FSGD_JOB_KEY"
-for _ in $(seq 300); do grep -q "ahead of the first model" "$tmp/w_ahead.log" && break; sleep 0.1; done
-grep "read 4 partitions of $ahead.data ahead of the first model" "$tmp/w_ahead.log" ||
-    { echo "the waiting worker did not read ahead"; cat "$tmp/w_ahead.log"; exit 1; }
+if [ "$KAFKA_MODE" = real ]; then
+    for _ in $(seq 300); do grep -q "ahead of the first model" "$tmp/w_ahead.log" && break; sleep 0.1; done
+    grep "read 4 partitions of $ahead.data ahead of the first model" "$tmp/w_ahead.log" ||
+        { echo "the waiting worker did not read ahead"; cat "$tmp/w_ahead.log"; exit 1; }
+else
+    sleep 1 # (the embedded cluster's partitions are read at step 1: slow there, 70-100 ms each)
+fi
 "$FSGD" aggregator --brokers "$brokers" --name "$ahead" --workers 1 "${job[@]}" --out "$tmp/ahead.fsgd" \
     >"$tmp/a_ahead.log" 2>&1 || { cat "$tmp/a_ahead.log"; exit 1; }
 wait "$WPID" || { echo "worker failed"; cat "$tmp/w_ahead.log"; exit 1; }
@@ -42,5 +47,7 @@ WPID=$!
 wait "$WPID" || { echo "worker failed"; cat "$tmp/w_late.log"; exit 1; }
 WPID=
 grep -q "ahead of the first model" "$tmp/w_late.log" && { echo "the late worker read ahead"; exit 1; }
+[ "$KAFKA_MODE" = real ] || ! grep -q "ahead of the first model" "$tmp/w_ahead.log" ||
+    { echo "a worker read ahead on the embedded cluster"; exit 1; }
 cmp "$tmp/ahead.fsgd" "$tmp/late.fsgd"
 echo "the same model, byte for byte, with and without reading ahead"

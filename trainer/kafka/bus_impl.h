@@ -31,6 +31,10 @@ typedef struct fsgd_bus_ops {
                           char *err, size_t errsz);
     int (*read_range)(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
                       int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+    /* NULL: read_range, partition by partition */
+    int (*read_rows_parts)(fsgd_bus_client_t *c, const char *topic, int n, const int32_t *parts,
+                           const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
+                           void *ctx, char *err, size_t errsz);
     int (*create_topic)(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,
                         const char *const *configs, int timeout_ms, char *err, size_t errsz);
     int (*broker_count)(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz);

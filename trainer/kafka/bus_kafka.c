@@ -375,6 +375,21 @@ static int k_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
                 : fsgd_kbus_read_range(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz);
 }
 
+static int k_read_rows_parts(fsgd_bus_client_t *bc, const char *topic, int n, const int32_t *parts,
+                             const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
+                             void *ctx, char *err, size_t errsz)
+{
+    rd_kafka_t *rk = ((kclient_t *)bc)->rk;
+    /* librdkafka's mock serves many partitions at once far slower than one
+     * at a time (86 partitions of 2 MiB: 17 s against 6 s) */
+    if (fsgd_kbus_is_mock(((kbus_t *)bc->bus)->brokers)) {
+        for (int i = 0; i < n; i++)
+            FSGD_TRY(fsgd_kbus_read_rows(rk, topic, parts[i], starts[i], ends[i], timeout_ms, fn, ctx, err, errsz));
+        return 0;
+    }
+    return fsgd_kbus_read_rows_parts(rk, topic, n, parts, starts, ends, timeout_ms, fn, ctx, err, errsz);
+}
+
 static int k_create_topic(fsgd_bus_client_t *bc, const char *topic, int partitions, int replication,
                           const char *const *configs, int timeout_ms, char *err, size_t errsz)
 {
@@ -418,6 +433,7 @@ static const fsgd_bus_ops_t kafka_ops = {
     .watermarks = k_watermarks,
     .watermarks_all = k_watermarks_all,
     .read_range = k_read_range,
+    .read_rows_parts = k_read_rows_parts,
     .create_topic = k_create_topic,
     .broker_count = k_broker_count,
 };

@@ -105,6 +105,18 @@ int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partiti
     return c->bus->ops->read_range(c, topic, partition, start, end, timeout_ms, mode, fn, ctx, err, errsz);
 }
 
+int fsgd_bus_read_rows_parts(fsgd_bus_client_t *c, const char *topic, int n, const int32_t *parts,
+                             const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
+                             void *ctx, char *err, size_t errsz)
+{
+    if (c->bus->ops->read_rows_parts)
+        return c->bus->ops->read_rows_parts(c, topic, n, parts, starts, ends, timeout_ms, fn, ctx, err, errsz);
+    for (int i = 0; i < n; i++)
+        FSGD_TRY(c->bus->ops->read_range(c, topic, parts[i], starts[i], ends[i], timeout_ms, FSGD_BUS_READ_ROWS, fn,
+                                         ctx, err, errsz));
+    return 0;
+}
+
 int fsgd_bus_create_topic(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,
                           const char *const *configs, int timeout_ms, char *err, size_t errsz)
 {

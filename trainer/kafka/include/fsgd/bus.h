@@ -139,6 +139,11 @@ int fsgd_bus_watermarks_all(fsgd_bus_client_t *c, const char *topic, int n, int6
                             char *err, size_t errsz);
 int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
                         int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+/* Data rows (FSGD_BUS_READ_ROWS) of several partitions at once, as
+ * fsgd_kbus_read_rows_parts, where the bus can (else one after another). */
+int fsgd_bus_read_rows_parts(fsgd_bus_client_t *c, const char *topic, int n, const int32_t *parts,
+                             const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
+                             void *ctx, char *err, size_t errsz);
 /* As fsgd_kbus_create_topic (an existing topic is kept as it is) and
  * fsgd_kbus_broker_count. A job's topics: fsgd_dist_topics_create_bus. */
 int fsgd_bus_create_topic(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,

@@ -214,6 +214,17 @@ int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partit
 int fsgd_kbus_read_rows(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                         int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
 
+/* 1 when brokers is librdkafka's mock cluster (the embedded one), asked once
+ * per bootstrap list. */
+int fsgd_kbus_is_mock(const char *brokers);
+
+/* The same for ranges [starts[i], ends[i]) of partitions parts[i] (n of
+ * each, distinct partitions), assigned at once: each partition's messages in
+ * offset order, partitions interleaved. */
+int fsgd_kbus_read_rows_parts(rd_kafka_t *consumer, const char *topic, int n, const int32_t *parts,
+                              const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
+                              void *ctx, char *err, size_t errsz);
+
 /* The Kafka header that carries a data row's or a ctl event's tag (hex). */
 #define FSGD_KBUS_MAC_HEADER "fsgd.mac"
 
