@@ -29,6 +29,9 @@ typedef struct part {
     fsgd_libsvm_stats_t st;
     long got;
     char err[512];
+    fsgd_csr_t *dst; /* append_parts: where the rows go, from row and nz on */
+    size_t row, nz;
+    int appended;
 } part_t;
 
 static void *parse_part(void *arg)
@@ -45,6 +48,74 @@ static size_t count_lines(const char *b, size_t n)
     for (const char *e = b + n; (b = memchr(b, '\n', (size_t)(e - b))) != NULL; b++)
         c++;
     return c;
+}
+
+/* Copies part p's rows into p->dst at rows p->row.., nonzeros p->nz.. (room
+ * made, the layouts alike: both binary or both with values). */
+static void *copy_part(void *arg)
+{
+    part_t *p = arg;
+    const fsgd_csr_t *src = &p->rows;
+    fsgd_csr_t *dst = p->dst;
+    if (!src->n_rows)
+        return NULL;
+    if (src->nnz) {
+        memcpy(dst->col + p->nz, src->col, src->nnz * sizeof *src->col);
+        if (src->val)
+            memcpy(dst->val + p->nz, src->val, src->nnz * sizeof *src->val);
+    }
+    memcpy(dst->label + p->row, src->label, src->n_rows * sizeof *src->label);
+    for (size_t r = 0; r < src->n_rows; r++)
+        dst->row_ptr[p->row + r + 1] = p->nz + src->row_ptr[r + 1];
+    return NULL;
+}
+
+/* Appends the parsed parts up to the first that failed (the rows before its
+ * error kept) to out, each on its own thread: one thread copying them all
+ * (~150 MB for 900k CTR rows) kept the other cores idle. Only where every
+ * part is laid out as out is (binary or with values); the others are left
+ * to fsgd_csr_append_rows (appended stays 0). Returns 0 or -1 (no memory). */
+static int append_parts(part_t *parts, int n, fsgd_csr_t *out)
+{
+    size_t rows = 0, nnz = 0;
+    int m = 0;
+    while (m < n) {
+        const fsgd_csr_t *r = &parts[m].rows;
+        if (r->n_rows && (r->val == NULL) != (out->val == NULL))
+            return 0;
+        rows += r->n_rows;
+        nnz += r->nnz;
+        if (parts[m++].got < 0)
+            break;
+    }
+    if (fsgd_csr_reserve(out, rows, nnz) < 0)
+        return -1;
+    pthread_t tid[MAX_PARTS];
+    int started[MAX_PARTS] = {0};
+    size_t row = out->n_rows, nz = out->nnz;
+    for (int k = 0; k < m; k++) {
+        part_t *p = &parts[k];
+        p->dst = out;
+        p->row = row;
+        p->nz = nz;
+        p->appended = 1;
+        row += p->rows.n_rows;
+        nz += p->rows.nnz;
+        if (p->rows.n_rows && p->rows.max_col > out->max_col)
+            out->max_col = p->rows.max_col;
+        if (k > 0)
+            started[k] = pthread_create(&tid[k], NULL, copy_part, p) == 0;
+    }
+    for (int k = 0; k < m; k++) {
+        if (!started[k])
+            copy_part(&parts[k]);
+    }
+    for (int k = 1; k < m; k++)
+        if (started[k])
+            pthread_join(tid[k], NULL);
+    out->n_rows = row;
+    out->nnz = nz;
+    return 0;
 }
 
 /* Parses region[0..len) (whole lines) in up to nt parts and appends the rows
@@ -85,10 +156,11 @@ static int parse_region(const char *region, size_t len, int nt, const char *path
         else
             parse_part(&parts[k]);
     }
-    int rc = FSGD_E_OK;
+    int rc = append_parts(parts, n, out) < 0 ? fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path)
+                                              : FSGD_E_OK;
     for (int k = 0; k < n; k++) {
         part_t *p = &parts[k];
-        if (rc == 0 && p->rows.n_rows) {
+        if (!p->appended && rc == 0 && p->rows.n_rows) {
             if (fsgd_csr_append_rows(out, &p->rows, 0, p->rows.n_rows) < 0)
                 rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
         }
