@@ -800,6 +800,27 @@ static void test_load_threads(void)
     CU_ASSERT_TRUE(same_csr(&a, &b));
     fsgd_csr_free(&a);
     fsgd_csr_free(&b);
+    /* a line longer than two blocks between short ones: its block grows
+     * while the next is being read, the rows are those of one thread */
+    const char *wide = fsgd_test_tmp("wide_line.svm");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f = fopen(wide, "w"));
+    for (int i = 0; i < 500; i++)
+        fprintf(f, "%s 1:%d 7:0.5\n", i % 2 ? "+1" : "-1", i % 5 + 1);
+    fputs("+1", f);
+    for (int k = 1; k <= 2000; k++)
+        fprintf(f, " %d:0.25", k);
+    fputs("\n", f);
+    for (int i = 0; i < 500; i++)
+        fprintf(f, "-1 2:%d\n", i % 3 + 1);
+    fclose(f);
+    fsgd_csr_t w1 = {0}, wn = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load(wide, NULL, &w1, &s1, err1, sizeof err1), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(wide, &o, 2, &wn, &sn, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(w1.n_rows, 1001);
+    CU_ASSERT_TRUE(same_csr(&w1, &wn));
+    CU_ASSERT_EQUAL(sn.lines, s1.lines);
+    fsgd_csr_free(&w1);
+    fsgd_csr_free(&wn);
     fsgd_csr_free(&one);
 }
 

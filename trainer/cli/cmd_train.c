@@ -1,6 +1,7 @@
 /* fsgd train: load LIBSVM data, train locally with worker threads, report
  * metrics, write the model and a metrics JSON. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -384,6 +385,22 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
                st->test.accuracy, test_rows);
 }
 
+/* The model file is written (and synced) on a thread of its own while the
+ * training metrics are scored: the two only read the model. */
+typedef struct model_write {
+    const fsgd_model_t *model;
+    const char *path;
+    int rc;
+    char err[1024];
+} model_write_t;
+
+static void *write_model(void *arg)
+{
+    model_write_t *mw = arg;
+    mw->rc = fsgd_model_save(mw->model, mw->path, mw->err, sizeof mw->err);
+    return NULL;
+}
+
 /* fsgd train --cache: the first pass writes the cache (holdout and test
  * split set aside in memory and in the cache's own sections), or a cache
  * made from the same input is reused without reading the text; every epoch
@@ -605,6 +622,10 @@ int fsgd_cmd_train(int argc, char **argv)
         fsgd_csr_free(&test);
         return fsgd_cli_status(rc);
     }
+    fsgd_rowfmt_input(&fmt, model.input, sizeof model.input);
+    model_write_t mw = {.model = &model, .path = job.out};
+    pthread_t writer;
+    int writing = job.out[0] && pthread_create(&writer, NULL, write_model, &mw) == 0;
     /* Training metrics on at most TRAIN_METRICS_ROWS rows (the first,
      * the file's order): scoring and sorting all of a big file costs
      * seconds for an informational figure; the line and the JSON say n. */
@@ -653,12 +674,14 @@ int fsgd_cmd_train(int argc, char **argv)
             printf("did not reach test auc %.4f\n", job.target_auc);
     }
     int status = 0;
-    fsgd_rowfmt_input(&fmt, model.input, sizeof model.input);
+    if (writing)
+        pthread_join(writer, NULL);
+    else if (job.out[0])
+        write_model(&mw);
     if (job.out[0]) {
-        rc = fsgd_model_save(&model, job.out, err, sizeof err);
-        if (rc < 0) {
-            fsgd_cli_error("%s", err);
-            status = fsgd_cli_status(rc);
+        if (mw.rc < 0) {
+            fsgd_cli_error("%s", mw.err);
+            status = fsgd_cli_status(mw.rc);
         } else {
             printf("model written to %s\n", job.out);
         }
