@@ -743,9 +743,12 @@ static int read_ranges(rd_kafka_t *consumer, const char *topic, int n, const int
                 rc = fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
                                   "topic %s partition %d offset %lld: %s: the job is authenticated and its rows "
                                   "must be written with its key (fsgd produce --job-key-file), or the job must "
-                                  "allow unsigned rows (unsigned_rows: 1, for kcat and other outside producers)",
+                                  "allow unsigned rows (unsigned_rows: 1, for kcat and other outside producers)%s",
                                   topic, (int)partition, (long long)m->offset,
-                                  mac ? "a row whose tag is not this job key's" : "a row without a tag");
+                                  mac ? "a row whose tag is not this job key's" : "a row without a tag",
+                                  mac ? "; rows signed with another key: is another job of the same name writing "
+                                        "into the topic?"
+                                      : "");
             }
         }
         if (m->offset < ends[i] && !rc && !skip)
