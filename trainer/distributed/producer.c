@@ -291,14 +291,14 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
          * likely a second job of the same name (not the broker's doing). */
         if (!rc && lo == lo0[p] && hi - lo > hi0[p] - lo0[p] + (int64_t)sent[p])
             rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
-                              "%s [%d] holds offsets [%lld, %lld) after this producer wrote %llu rows onto [%lld, "
-                              "%lld): another client wrote %lld rows into it at the same time. Is another job of "
+                              "%s [%d] holds offsets [%lld, %lld) after this producer wrote %llu messages onto [%lld, "
+                              "%lld): another client wrote %lld messages into it at the same time. Is another job of "
                               "the same name running on these brokers? A job name is for one job at a time",
                               topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p], (long long)lo0[p],
                               (long long)hi0[p], (long long)(hi - hi0[p] - (int64_t)sent[p]));
         else if (!rc && (lo != lo0[p] || hi - lo != hi0[p] - lo0[p] + (int64_t)sent[p]))
             rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
-                              "data lost: %s [%d] holds offsets [%lld, %lld) after writing %llu rows onto "
+                              "data lost: %s [%d] holds offsets [%lld, %lld) after writing %llu messages onto "
                               "[%lld, %lld): the broker dropped data (on a real cluster: the topic's retention; "
                               "the embedded cluster keeps at most 5 MiB per partition: use more partitions)",
                               topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p],
