@@ -18,7 +18,8 @@ int fsgd_train_tmpfile(void)
     if (fd >= 0)
         return fd;
 #endif
-    /* a file system without O_TMPFILE: a name, unlinked at once */
+    /* a file system without O_TMPFILE: a name, unlinked at once (the six Xs
+     * are the template mkostemp replaces, not a marker) */
     char path[PATH_MAX];
     int n = snprintf(path, sizeof path, "%s/fsgd-tmp-XXXXXX", dir);
     if (n < 0 || (size_t)n >= sizeof path)
