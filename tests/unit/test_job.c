@@ -4,6 +4,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/job.h"
+#include "fsgd/train.h"
 #include "testlib.h"
 
 static int load_yaml_text(fsgd_job_t *job, const char *text, char *err, size_t errsz)
@@ -175,6 +176,34 @@ static void test_kafka_options(void)
     FSGD_ASSERT_CONTAINS(err, "expected KEY=VALUE");
 }
 
+/* batch auto: 256 rows a worker, at most n / 2000 when that is above 256;
+ * explicit rows and fractions as given. */
+static void test_batch_auto(void)
+{
+    fsgd_job_t job;
+    fsgd_job_dist_defaults(&job);
+    CU_ASSERT_EQUAL(job.batch, FSGD_JOB_AUTO);
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 1000000, 1), 256);     /* fsgd train */
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 949851, 2), 474);      /* the cap */
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 10000000, 2), 512);    /* 256 a worker */
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 10000000, 8), 2048);
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 32561, 3), 256);       /* a9a: never below 256 */
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 100, 4), 256);
+    char err[256];
+    char *argv[] = {"x", "--batch", "100", NULL};
+    CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 3, argv, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 10000000, 8), 100);
+    job.batch = 0.001;
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 1000000, 8), 1000);
+    job.batch = 1e-9;
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 1000, 8), 1);
+    char *argv2[] = {"x", "--batch", "auto", NULL};
+    CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 3, argv2, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(job.batch, FSGD_JOB_AUTO);
+    fsgd_job_train_defaults(&job);
+    CU_ASSERT_EQUAL(job.batch, 256); /* fsgd train's default stays 256 rows */
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -187,6 +216,7 @@ void fsgd_test_register(void)
         {"yaml duplicate keys name both lines", test_yaml_duplicate_keys},
         {"kafka security options", test_kafka_options},
         {"backend auto takes the GPU only for large steps", test_backend_auto},
+        {"batch auto: 256 rows a worker, 2000 steps an epoch", test_batch_auto},
         {NULL, NULL},
     };
     fsgd_test_suite("job", cases);

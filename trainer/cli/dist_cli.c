@@ -53,11 +53,11 @@ const char *dcli_take(int *argc, char **argv, const char *name, int has_value, c
 int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
 {
     char err[512];
-    fsgd_job_train_defaults(job); /* l2, lr and epochs auto, as fsgd train's (agg_auto.c) */
+    fsgd_job_dist_defaults(job); /* l2, lr, epochs and batch auto (agg_auto.c) */
     int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
         fsgd_job_t d;
-        fsgd_job_train_defaults(&d);
+        fsgd_job_dist_defaults(&d);
         fsgd_job_print_help_with(usage, &d, stdout);
         fsgd_cli_print_exit_codes(stdout);
         return 1;

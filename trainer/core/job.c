@@ -70,7 +70,9 @@ static const field_t fields[] = {
     {"beta1", "optimizer", F_DOUBLE, OFF(beta1), 0, 0.999999, "Adam β1"},
     {"beta2", "optimizer", F_DOUBLE, OFF(beta2), 0, 0.999999999, "Adam β2"},
     {"eps", "optimizer", F_DOUBLE, OFF(eps), 1e-30, 1, "Adam ε"},
-    {"batch", "optimizer", F_DOUBLE, OFF(batch), 1e-9, 1e12, "rows per step (>= 1) or fraction of the training rows (< 1)"},
+    {"batch", "optimizer", F_DOUBLE, OFF(batch), 1e-9, 1e12,
+     "rows per step (>= 1) or fraction of the training rows (< 1); auto = 256 rows a worker (fsgd train: 256), "
+     "at most n_train / 2000 when that is above 256 (fsgd run, aggregator)"},
     {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6,
      "passes over the training data, exactly; fsgd train: auto = until the holdout loss stops improving "
      "(at most max_epochs), keeping the best weights"},
@@ -197,12 +199,18 @@ void fsgd_job_train_defaults(fsgd_job_t *job)
     job->epochs = 0;
 }
 
+void fsgd_job_dist_defaults(fsgd_job_t *job)
+{
+    fsgd_job_train_defaults(job);
+    job->batch = FSGD_JOB_AUTO;
+}
+
 /* Keys that also take "auto" (stored as FSGD_JOB_AUTO, or 0 for integers):
  * fsgd train then picks the value from the data (see fsgd_train). */
 static int auto_ok(const field_t *f)
 {
     return !strcmp(f->key, "l2") || !strcmp(f->key, "epochs") || !strcmp(f->key, "lr") || !strcmp(f->key, "alpha") ||
-           !strcmp(f->key, "snapshot_every");
+           !strcmp(f->key, "snapshot_every") || !strcmp(f->key, "batch");
 }
 
 static void normalize_key(const char *in, char *out, size_t cap)

@@ -1144,7 +1144,7 @@ static void train_pick_batch(train_run_t *r)
     const fsgd_job_t *job = r->job;
     r->n_fit = r->train->n_rows - r->n_hold;
     r->stats->holdout_rows = r->n_hold;
-    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)r->n_fit);
+    size_t B = (size_t)fsgd_train_auto_batch(job, r->n_fit, 1);
     if (B < 1)
         B = 1;
     if (B > r->n_fit)
@@ -1188,7 +1188,7 @@ static int train_open_strategy(train_run_t *r)
     for (int i = 0; i < W && rc == 0; i++) {
         worker_t *w = &t->workers[i];
         w->t = t;
-        w->backend = fsgd_backend_new(fsgd_job_backend(job, job->batch >= 1 ? job->batch / W : 0), r->model_dim,
+        w->backend = fsgd_backend_new(fsgd_job_backend(job, (double)r->B / W), r->model_dim,
                                       t->adam.theta, r->err, r->errsz);
         if (!w->backend) {
             rc = FSGD_E_ARG;

@@ -43,6 +43,28 @@ double fsgd_train_auto_alpha(const fsgd_job_t *job, size_t n_fit, size_t B)
                                            : a;
 }
 
+/* A distributed step costs a round trip over the broker and the
+ * aggregator's update whatever its rows, so each worker takes the rows of a
+ * single-process step (measured: at 1M CTR rows and 2 workers, 512-row
+ * steps end 0.0007 test AUC below 256-row ones in fsgd train). Larger steps
+ * mean fewer updates an epoch: at least 2000 steps an epoch keeps the loss
+ * of 1024-row steps (0.0018 below at 1M rows, 930 steps) away. */
+uint64_t fsgd_train_auto_batch(const fsgd_job_t *job, uint64_t n_fit, int workers)
+{
+    double B;
+    if (job->batch >= 1)
+        B = floor(job->batch);
+    else if (job->batch > 0)
+        B = ceil(job->batch * (double)n_fit);
+    else {
+        B = (double)FSGD_TRAIN_BATCH_AUTO * (workers > 1 ? workers : 1);
+        double cap = floor((double)n_fit / FSGD_TRAIN_BATCH_MIN_STEPS);
+        if (B > cap)
+            B = cap > FSGD_TRAIN_BATCH_AUTO ? cap : FSGD_TRAIN_BATCH_AUTO;
+    }
+    return B < 1 ? 1 : (uint64_t)B;
+}
+
 uint64_t fsgd_train_looks(size_t n_fit, size_t steps_per_epoch)
 {
     uint64_t e = ((uint64_t)n_fit + FSGD_TRAIN_LOOK_ROWS - 1) / FSGD_TRAIN_LOOK_ROWS;

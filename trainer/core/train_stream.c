@@ -317,7 +317,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     const int bias = job->bias;
     const float bv = (float)job->bias_value;
     const uint64_t model_dim = dim + (bias ? 1 : 0);
-    size_t B = job->batch >= 1 ? (size_t)job->batch : (size_t)ceil(job->batch * (double)n_fit);
+    size_t B = (size_t)fsgd_train_auto_batch(job, n_fit, 1);
     if (B < 1)
         B = 1;
     if (B > n_fit)

@@ -6,7 +6,9 @@
  * best weights and stops after fsgd train's patience without a new best.
  * The held-out rows are cut from the epoch's offsets (the state's end), so
  * the workers never load them and exactly-once still counts every training
- * row. */
+ * row. The best weights are copied key by key: only the keys that steps
+ * moved since the last best look (a 2^24 model is 64 MiB, a look's worth of
+ * steps touches a few percent of it). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,15 +90,16 @@ int agg_auto_setup(agg_t *a)
                                 "epochs auto holds out %.0f%% of %llu rows: too few to stop on; give --epochs N",
                                 100 * job->holdout, (unsigned long long)total);
         FSGD_TRY(cut_holdout(a, H));
-        a->tune.best = malloc((a->mdim ? a->mdim : 1) * sizeof *a->tune.best);
-        if (!a->tune.best)
+        a->tune.best = calloc(a->mdim ? a->mdim : 1, sizeof *a->tune.best);
+        a->tune.moved = calloc(a->mdim / 64 + 1, sizeof *a->tune.moved);
+        if (!a->tune.best || !a->tune.moved)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the best weights");
         a->tune.best_loss = INFINITY;
     }
     uint64_t n = a->s->dataset_rows;
-    uint64_t B = job->batch >= 1 ? (uint64_t)job->batch : (uint64_t)ceil(job->batch * (double)n);
-    if (B < 1)
-        B = 1;
+    uint64_t B = fsgd_train_auto_batch(job, n, a->members.expected);
+    a->tune.batch = B;
+    a->s->batch = B;
     warn_big_blocks(a, B);
     a->tune.l2 = fsgd_train_auto_l2(job, n);
     a->tune.lr = fsgd_train_auto_lr(job, n, B);
@@ -135,11 +138,60 @@ static double holdout_loss(const agg_t *a)
     return sum / (double)(a->tune.hold.n_rows ? a->tune.hold.n_rows : 1);
 }
 
-int agg_auto_look(agg_t *a, uint64_t rows, int *stop)
+void agg_auto_start(agg_t *a, int theta_zero)
+{
+    /* best (calloc'd) equals a θ of zeros; other weights are copied whole
+     * at the first look */
+    a->tune.have_best = a->tune.best && theta_zero;
+}
+
+/* Marks the keys a step moved; a key is listed once until the next copy. */
+static int mark_moved(agg_t *a, const uint32_t *keys, size_t n)
+{
+    agg_tune_t *t = &a->tune;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = keys[i];
+        uint64_t bit = (uint64_t)1 << (k & 63);
+        if (k >= a->mdim || t->moved[k >> 6] & bit)
+            continue;
+        if (t->n_moved == t->cap_moved) {
+            size_t nc = t->cap_moved ? 2 * t->cap_moved : 65536;
+            uint32_t *nk = realloc(t->moved_keys, nc * sizeof *nk);
+            if (!nk)
+                return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for moved keys");
+            t->moved_keys = nk;
+            t->cap_moved = nc;
+        }
+        t->moved[k >> 6] |= bit;
+        t->moved_keys[t->n_moved++] = k;
+    }
+    return 0;
+}
+
+/* best := θ (have_best: θ differs from best only at the moved keys); from
+ * there `moved` starts again. */
+static void copy_best(agg_t *a)
+{
+    agg_tune_t *t = &a->tune;
+    const float *theta = a->model.adam.theta;
+    if (!t->have_best)
+        memcpy(t->best, theta, a->mdim * sizeof *t->best);
+    for (size_t i = 0; i < t->n_moved; i++) {
+        uint32_t k = t->moved_keys[i];
+        if (t->have_best)
+            t->best[k] = theta[k];
+        t->moved[k >> 6] = 0;
+    }
+    t->n_moved = 0;
+    t->have_best = 1;
+}
+
+int agg_auto_look(agg_t *a, const uint32_t *keys, size_t n, uint64_t rows, int *stop)
 {
     *stop = 0;
     if (!a->tune.best)
         return 0;
+    FSGD_TRY(mark_moved(a, keys, n));
     a->tune.rows_since_look += rows;
     if (a->tune.rows_since_look < a->tune.look_rows)
         return 0;
@@ -152,8 +204,8 @@ int agg_auto_look(agg_t *a, uint64_t rows, int *stop)
         a->tune.since_best = 0;
         a->s->best_epoch = epochs_done;
         a->s->holdout_loss = loss;
-        memcpy(a->tune.best, a->model.adam.theta, a->mdim * sizeof *a->tune.best);
-        a->tune.have_best = 1;
+        copy_best(a);
+        a->tune.looked = 1;
     } else if (++a->tune.since_best >= a->tune.patience) {
         a->s->stopped_early = 1;
         *stop = 1;
@@ -169,16 +221,24 @@ void agg_auto_finish(agg_t *a)
     a->s->epochs_run = (double)(a->st.epoch - 1) + (double)a->open.rows_epoch / (double)a->s->dataset_rows;
     if (a->open.rows_epoch == 0 || a->open.rows_epoch == a->s->dataset_rows)
         a->s->epochs_run = (double)a->s->n_epochs;
-    if (!a->tune.have_best) /* no look yet: the weights as they are */
+    if (!a->tune.looked) /* no look yet: the weights as they are */
         return;
     double loss = holdout_loss(a);
-    if (loss > a->tune.best_loss) /* the last look's weights may be past the best */
-        memcpy(a->model.adam.theta, a->tune.best, a->mdim * sizeof *a->tune.best);
+    if (loss > a->tune.best_loss) { /* the last look's weights may be past the best */
+        for (size_t i = 0; i < a->tune.n_moved; i++) {
+            uint32_t k = a->tune.moved_keys[i];
+            a->model.adam.theta[k] = a->tune.best[k];
+        }
+    }
 }
 
 void agg_auto_free(agg_t *a)
 {
     free(a->tune.best);
+    free(a->tune.moved);
+    free(a->tune.moved_keys);
     a->tune.best = NULL;
+    a->tune.moved = NULL;
+    a->tune.moved_keys = NULL;
     fsgd_csr_free(&a->tune.hold);
 }

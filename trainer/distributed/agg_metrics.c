@@ -134,6 +134,7 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
         fprintf(f, "%s\"%s\": %llu", r ? ", " : "", fsgd_agg_reject_name(r), (unsigned long long)s->rejected[r]);
     fprintf(f, "}},\n");
     fprintf(f, "  \"snapshot_every\": %llu,\n", (unsigned long long)s->snapshot_every);
+    fprintf(f, "  \"batch\": %llu,\n", (unsigned long long)s->batch);
     fprintf(f, "  \"lr\": %.17g,\n  \"l2\": %.17g,\n  \"holdout_rows\": %llu,\n  \"holdout_looks\": %llu,\n",
             s->lr, s->l2, (unsigned long long)s->holdout_rows, (unsigned long long)s->looks);
     if (s->holdout_rows)

@@ -12,15 +12,16 @@
 
 #include "aggregator_internal.h"
 #include "fsgd/step.h"
+#include "fsgd/train.h"
 
 void agg_set_quota(agg_t *a)
 {
     /* B rows per step split over the partitions that still have rows, so a
      * step holds B rows however partitions are spread over workers. */
-    uint64_t B = a->job->batch >= 1 ? (uint64_t)a->job->batch
-                                    : (uint64_t)ceil(a->job->batch * (double)a->s->dataset_rows);
-    if (B < 1)
-        B = 1;
+    /* a fraction follows the data (continuous training: it grows); auto
+     * was fixed with lr at the start */
+    uint64_t B = a->job->batch > 0 && a->job->batch < 1 ? fsgd_train_auto_batch(a->job, a->s->dataset_rows, 1)
+                                                        : a->tune.batch;
     uint32_t active = 0;
     for (uint32_t p = 0; p < a->st.nparts; p++)
         active += a->st.pos[p] < a->st.end[p];
@@ -156,7 +157,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     }
     a->s->rows_epoch = a->open.rows_epoch;
     int stop = 0; /* epochs auto: the holdout loss stopped improving */
-    FSGD_TRY(agg_auto_look(a, R, &stop));
+    FSGD_TRY(agg_auto_look(a, a->open.g.keys, nt, R, &stop));
     int epoch_end = !a->follow; /* follow: the data never ends; dry windows move on */
     for (uint32_t p = 0; p < a->st.nparts; p++)
         epoch_end &= a->st.pos[p] == a->st.end[p];

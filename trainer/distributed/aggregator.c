@@ -322,7 +322,7 @@ static int agg_start_job(agg_t *a)
     fsgd_cj_f64(&a->cj, "l2", a->tune.l2);
     fsgd_cj_u64(&a->cj, "holdout_rows", st->holdout_rows);
     fsgd_cj_i64(&a->cj, "staleness", a->open.tau);
-    fsgd_cj_f64(&a->cj, "batch", job->batch);
+    fsgd_cj_f64(&a->cj, "batch", (double)a->tune.batch);
     fsgd_cj_u64(&a->cj, "step", a->step);
     fsgd_cj_i64(&a->cj, "resumed_from_step", st->resumed_from_step);
     fsgd_cj_f64(&a->cj, "assignment_wait_seconds", st->assignment_wait_s);
@@ -615,6 +615,7 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         rc = agg_follow_resumed(&a);
     if (!rc)
         rc = agg_downlink_setup(&a);
+    agg_auto_start(&a, !job->init[0] && !resumed);
     if (!rc)
         rc = agg_assign_grads(&a, resumed);
     /* the opening snapshot waits until the consumer group has settled */

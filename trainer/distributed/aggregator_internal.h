@@ -85,9 +85,13 @@ typedef struct agg_model_state {
  * auto the held-out rows and the best weights seen. */
 typedef struct agg_tune {
     double l2, lr, alpha;
+    uint64_t batch; /* rows a step (batch auto resolved) */
     fsgd_csr_t hold;
-    float *best;
-    int have_best, since_best, patience;
+    float *best; /* equal to θ but at the keys moved since the best look */
+    uint64_t *moved; /* a bit a key: moved since the best look */
+    uint32_t *moved_keys;
+    size_t n_moved, cap_moved;
+    int have_best, looked, since_best, patience;
     double best_loss;
     uint64_t look_rows, rows_since_look;
 } agg_tune_t;
@@ -208,9 +212,13 @@ int agg_take_frame(agg_t *a, const void *payload, size_t len, int64_t offset);
 
 /* agg_auto.c: l2, lr and epochs auto (after agg_scan_data) */
 int agg_auto_setup(agg_t *a);
-/* After a step of rows: a holdout look when one is due; *stop when the
- * holdout loss has not improved for the patience. */
-int agg_auto_look(agg_t *a, uint64_t rows, int *stop);
+/* Before step 1: whether θ starts at zero (no init model, no checkpoint),
+ * so that the best weights start equal to it without a copy. */
+void agg_auto_start(agg_t *a, int theta_zero);
+/* After a step of rows that moved the weights of keys[0..n): a holdout look
+ * when one is due; *stop when the holdout loss has not improved for the
+ * patience. */
+int agg_auto_look(agg_t *a, const uint32_t *keys, size_t n, uint64_t rows, int *stop);
 /* The job ends: the best weights seen replace θ when they are better. */
 void agg_auto_finish(agg_t *a);
 void agg_auto_free(agg_t *a);

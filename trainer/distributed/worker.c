@@ -25,6 +25,7 @@
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "fsgd/rowfmt.h"
+#include "fsgd/train.h"
 #include "ctl.h"
 #include "inflight.h"
 #include "wire.h"
@@ -425,7 +426,9 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for %llu weights",
                             (unsigned long long)w->mdim);
     /* a worker's share of a step (a fraction of the data: unknown here) */
-    double share = w->job->batch >= 1 ? w->job->batch / (w->job->workers > 0 ? w->job->workers : 1) : 0;
+    double share = w->job->batch >= 1       ? w->job->batch / (w->job->workers > 0 ? w->job->workers : 1)
+                   : w->job->batch == FSGD_JOB_AUTO ? FSGD_TRAIN_BATCH_AUTO
+                                                    : 0;
     w->be = fsgd_backend_new(fsgd_job_backend(w->job, share), w->mdim, w->theta, w->err, w->errsz);
     if (!w->be)
         return FSGD_E_DEVICE;

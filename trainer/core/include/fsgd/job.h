@@ -100,6 +100,10 @@ void fsgd_job_defaults(fsgd_job_t *job);
  * Kafka roles keep fsgd_job_defaults' fixed values. */
 void fsgd_job_train_defaults(fsgd_job_t *job);
 
+/* fsgd_job_train_defaults, then batch auto (fsgd_train_auto_batch): the
+ * distributed roles (fsgd run, aggregator, worker, produce). */
+void fsgd_job_dist_defaults(fsgd_job_t *job);
+
 /* Sets one field by its key ("lr", "model", "codec", ...) from text.
  * Unknown key or bad value -> FSGD_E_ARG with "key 'lr': expected a number
  * > 0, got 'abc'". */

@@ -50,6 +50,9 @@
 /* lr auto (job->lr < 0): FSGD_TRAIN_LR_AUTO_C / sqrt(steps per epoch),
  * clamped to [MIN, MAX]; see fsgd_train. */
 #define FSGD_TRAIN_LR_AUTO_C 0.15
+/* batch auto: rows a worker, and the fewest steps an epoch above that */
+#define FSGD_TRAIN_BATCH_AUTO 256
+#define FSGD_TRAIN_BATCH_MIN_STEPS 2000.0
 #define FSGD_TRAIN_LR_AUTO_MIN 0.001
 #define FSGD_TRAIN_LR_AUTO_MAX 0.02
 /* lr auto, per key: lr·sqrt(steps an epoch / steps touching the key), the
@@ -156,6 +159,12 @@ int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, u
 double fsgd_train_auto_lr(const fsgd_job_t *job, size_t n_fit, size_t B);
 double fsgd_train_auto_l2(const fsgd_job_t *job, size_t n_fit);
 double fsgd_train_auto_alpha(const fsgd_job_t *job, size_t n_fit, size_t B);
+
+/* Rows a step for n_fit training rows over `workers` processes: the job's
+ * batch (rows, or a fraction of n_fit), or batch auto: FSGD_TRAIN_BATCH_AUTO
+ * rows a worker (one process: fsgd train's 256), at most n_fit /
+ * FSGD_TRAIN_BATCH_MIN_STEPS when that is above 256. At least 1. */
+uint64_t fsgd_train_auto_batch(const fsgd_job_t *job, uint64_t n_fit, int workers);
 
 /* Holdout looks an epoch of n_fit rows: max(FSGD_TRAIN_HOLDOUT_EVALS,
  * ceil(n_fit / FSGD_TRAIN_LOOK_ROWS)), at most the steps an epoch. */

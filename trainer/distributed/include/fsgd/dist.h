@@ -189,7 +189,7 @@ typedef struct fsgd_agg_stats {
      * epoch (fractional) of the best look and its mean loss, whether the
      * run stopped on patience, and the epochs trained (fractional). */
     double lr, l2;
-    uint64_t holdout_rows, looks, snapshot_every;
+    uint64_t holdout_rows, looks, snapshot_every, batch;
     double best_epoch, holdout_loss, epochs_run;
     int stopped_early;
     uint64_t rejected[FSGD_AGG_REJ_COUNT]; /* by fsgd_agg_reject_t */

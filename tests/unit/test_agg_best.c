@@ -1,0 +1,126 @@
+/* The aggregator's best weights (epochs auto, agg_auto.c) are copied key by
+ * key: at every new best look they equal θ exactly, and at the end θ goes
+ * back to them exactly when the last weights score worse, whether θ started
+ * at zero (no copy at all before the first look) or not (one whole copy). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregator_internal.h"
+#include "fsgd/job.h"
+#include "fsgd/loss.h"
+#include "fsgd/model.h"
+#include "testlib.h"
+
+#define DIM 4096
+#define HOLD_ROWS 64
+#define STEPS 300
+
+static double hold_loss(const fsgd_csr_t *h, const float *theta)
+{
+    fsgd_model_t m = {.kind = FSGD_LOSS_LOGISTIC, .dim = DIM, .w = (float *)theta};
+    double sum = 0;
+    for (size_t r = 0; r < h->n_rows; r++) {
+        uint64_t lo = h->row_ptr[r];
+        sum += fsgd_loss_value(FSGD_LOSS_LOGISTIC, fsgd_model_margin(&m, h->col + lo, h->val + lo, h->row_ptr[r + 1] - lo),
+                               h->label[r]);
+    }
+    return sum / (double)h->n_rows;
+}
+
+static void run_case(int theta_zero)
+{
+    uint64_t seed = fsgd_test_seed() + (uint64_t)theta_zero;
+    fsgd_job_t job;
+    fsgd_job_dist_defaults(&job);
+    job.bias = 0;
+    fsgd_agg_stats_t st = {0};
+    st.dataset_rows = 1000;
+    agg_t a = {.job = &job, .s = &st, .dim = DIM, .mdim = DIM};
+    char err[256];
+    a.err = err;
+    a.errsz = sizeof err;
+    a.st.epoch = 1;
+    float *theta = calloc(DIM, sizeof *theta), *want = calloc(DIM, sizeof *want);
+    a.model.adam.theta = theta;
+    a.tune.best = calloc(DIM, sizeof *a.tune.best);
+    a.tune.moved = calloc(DIM / 64 + 1, sizeof *a.tune.moved);
+    CU_ASSERT_FATAL(theta && want && a.tune.best && a.tune.moved);
+    if (!theta_zero)
+        for (int k = 0; k < DIM; k++)
+            theta[k] = (float)((double)(fsgd_test_rand(&seed) % 200) / 100.0 - 1.0);
+    /* held-out rows over a few hundred keys, so that a step's keys move the loss */
+    fsgd_csr_t *h = &a.tune.hold;
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_reserve(h, HOLD_ROWS, HOLD_ROWS * 8), 0);
+    h->row_ptr[0] = 0;
+    for (int r = 0; r < HOLD_ROWS; r++) {
+        uint64_t at = h->row_ptr[r];
+        for (int j = 0; j < 8; j++) {
+            h->col[at + j] = (uint32_t)(j * 40 + fsgd_test_rand(&seed) % 40);
+            h->val[at + j] = 1.0f;
+        }
+        h->label[r] = fsgd_test_rand(&seed) % 2 ? 1.0 : -1.0;
+        h->row_ptr[r + 1] = at + 8;
+    }
+    h->n_rows = HOLD_ROWS;
+    h->nnz = HOLD_ROWS * 8;
+    a.tune.look_rows = 3; /* a look every 3 steps of one row */
+    a.tune.patience = 1000;
+    a.tune.best_loss = INFINITY;
+    agg_auto_start(&a, theta_zero);
+    int bests = 0;
+    uint32_t keys[64];
+    for (int step = 0; step < STEPS; step++) {
+        size_t n = 0;
+        for (size_t i = 0; i < 1 + fsgd_test_rand(&seed) % 64; i++) {
+            uint32_t k = (uint32_t)(fsgd_test_rand(&seed) % (step % 2 ? 320 : DIM)); /* keys repeat */
+            theta[k] += (float)((double)(fsgd_test_rand(&seed) % 200) / 400.0 - 0.25);
+            keys[n++] = k;
+        }
+        double before = a.tune.best_loss;
+        int stop = 0;
+        CU_ASSERT_EQUAL_FATAL(agg_auto_look(&a, keys, n, 1, &stop), 0);
+        if (a.tune.best_loss < before) { /* a new best: best equals θ now */
+            bests++;
+            CU_ASSERT_EQUAL(memcmp(a.tune.best, theta, DIM * sizeof *theta), 0);
+            CU_ASSERT_DOUBLE_EQUAL(a.tune.best_loss, hold_loss(h, theta), 1e-12);
+            memcpy(want, theta, DIM * sizeof *theta);
+        }
+    }
+    CU_ASSERT(bests >= 2);
+    /* moves that make the holdout loss worse, then the end of the job */
+    for (int r = 0; r < HOLD_ROWS; r++)
+        for (uint64_t j = h->row_ptr[r]; j < h->row_ptr[r + 1]; j++) {
+            theta[h->col[j]] -= (float)(3.0 * h->label[r]);
+            keys[0] = h->col[j];
+            int stop = 0;
+            CU_ASSERT_EQUAL_FATAL(agg_auto_look(&a, keys, 1, 0, &stop), 0);
+        }
+    CU_ASSERT(hold_loss(h, theta) > a.tune.best_loss);
+    agg_auto_finish(&a);
+    CU_ASSERT_EQUAL(memcmp(theta, want, DIM * sizeof *theta), 0);
+    a.model.adam.theta = NULL;
+    agg_auto_free(&a);
+    free(theta);
+    free(want);
+}
+
+static void test_best_from_zero(void)
+{
+    run_case(1);
+}
+
+static void test_best_from_weights(void)
+{
+    run_case(0);
+}
+
+void fsgd_test_register(void)
+{
+    static const fsgd_test_case_t cases[] = {
+        {"best weights key by key, θ from zero", test_best_from_zero},
+        {"best weights key by key, θ from a model", test_best_from_weights},
+        {NULL, NULL},
+    };
+    fsgd_test_suite("agg_best", cases);
+}
