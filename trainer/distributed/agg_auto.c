@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "aggregator_internal.h"
+#include "fsgd/holdout.h"
 #include "fsgd/model.h"
 #include "fsgd/train.h"
 
@@ -90,6 +91,11 @@ int agg_auto_setup(agg_t *a)
                                 "epochs auto holds out %.0f%% of %llu rows: too few to stop on; give --epochs N",
                                 100 * job->holdout, (unsigned long long)total);
         FSGD_TRY(cut_holdout(a, H));
+        /* scored over the rows' own keys (fsgd/holdout.h); the rows go */
+        int hrc = fsgd_holdout_init(&a->tune.holdout, &a->tune.hold, a->dim);
+        fsgd_csr_free(&a->tune.hold);
+        if (hrc)
+            return fsgd_err_fmt(a->err, a->errsz, hrc, "aggregator: out of memory for the held-out rows");
         a->tune.best = calloc(a->mdim ? a->mdim : 1, sizeof *a->tune.best);
         a->tune.moved = calloc(a->mdim / 64 + 1, sizeof *a->tune.moved);
         if (!a->tune.best || !a->tune.moved)
@@ -124,18 +130,10 @@ int agg_auto_setup(agg_t *a)
     return 0;
 }
 
-static double holdout_loss(const agg_t *a)
+static double holdout_loss(agg_t *a)
 {
-    fsgd_model_t m = {.kind = a->job->model, .dim = a->dim, .has_bias = a->job->bias,
-                      .bias = (float)a->job->bias_value, .w = a->model.adam.theta};
-    double sum = 0;
-    for (size_t r = 0; r < a->tune.hold.n_rows; r++) {
-        uint64_t lo = a->tune.hold.row_ptr[r];
-        double mg =
-            fsgd_model_margin(&m, a->tune.hold.col + lo, a->tune.hold.val + lo, a->tune.hold.row_ptr[r + 1] - lo);
-        sum += fsgd_loss_value(a->job->model, mg, a->tune.hold.label[r]);
-    }
-    return sum / (double)(a->tune.hold.n_rows ? a->tune.hold.n_rows : 1);
+    return fsgd_holdout_loss(&a->tune.holdout, a->job->model, a->model.adam.theta, a->job->bias,
+                             (float)a->job->bias_value);
 }
 
 void agg_auto_start(agg_t *a, int theta_zero)
@@ -241,4 +239,5 @@ void agg_auto_free(agg_t *a)
     a->tune.moved = NULL;
     a->tune.moved_keys = NULL;
     fsgd_csr_free(&a->tune.hold);
+    fsgd_holdout_free(&a->tune.holdout);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "fsgd/adam.h"
+#include "fsgd/holdout.h"
 #include "fsgd/bus.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/codec.h"
@@ -86,7 +87,8 @@ typedef struct agg_model_state {
 typedef struct agg_tune {
     double l2, lr, alpha;
     uint64_t batch; /* rows a step (batch auto resolved) */
-    fsgd_csr_t hold;
+    fsgd_csr_t hold;          /* the held-out rows as read, until scored */
+    fsgd_holdout_t holdout;   /* ... as scored (fsgd/holdout.h) */
     float *best; /* equal to θ but at the keys moved since the best look */
     uint64_t *moved; /* a bit a key: moved since the best look */
     uint32_t *moved_keys;
