@@ -819,11 +819,14 @@ int fsgd_cmd_run(int argc, char **argv)
     if (!r->broker_only && (rc = run_check_workers(r)) != RUN_ON)
         return rc;
     run_catch_signals();
+    /* a bad key file is refused before any cluster starts or topic is made */
+    if (!r->broker_only && (rc = run_job_key(r)) != RUN_ON)
+        return rc;
     if ((rc = r->brokers[0] ? run_make_real_topics(r) : run_start_embedded(r)) != RUN_ON)
         return rc;
     if (r->broker_only)
         return run_serve_broker_only(r);
-    if ((rc = run_job_key(r)) != RUN_ON || (rc = run_spawn_workers(r)) != RUN_ON ||
+    if ((rc = run_spawn_workers(r)) != RUN_ON ||
         (rc = run_produce(r)) != RUN_ON || (rc = run_before_aggregator(r)) != RUN_ON)
         return rc;
     run_spawn_aggregator(r);
