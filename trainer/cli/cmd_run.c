@@ -385,6 +385,13 @@ static int run_size_cluster(run_t *r)
                        job->replication_factor, job->min_insync_replicas);
         return FSGD_EXIT_USAGE;
     }
+    if (!r->brokers[0] && job->kafka[0]) {
+        /* it listens in PLAINTEXT only: TLS or SASL would fail at the first connect, after the cluster started */
+        fsgd_cli_error("run: the embedded cluster speaks PLAINTEXT only: the Kafka setting %.*s (--kafka-opt, YAML "
+                       "kafka:) applies to a real cluster (--brokers HOST:PORT)",
+                       (int)strcspn(job->kafka, "="), job->kafka); /* its name only: a value may be a secret */
+        return FSGD_EXIT_USAGE;
+    }
     if (!r->brokers[0]) {
         int need = fsgd_produce_partitions_needed(bytes);
         if (r->P == 0)
