@@ -6,7 +6,8 @@
 # command line. The key fsgd run makes when none is given is a mode-600
 # file in a mode-700 folder while the job runs, and gone once a SIGTERM
 # ended the run. A key file others may read is refused before anything
-# starts, naming the file and its mode, without echoing the key.
+# starts, naming the file and its mode, without echoing the key, whether
+# given by --job-key-file or by the job file's job_key_file.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 needs_cmd kcat
@@ -96,4 +97,10 @@ rc=0
     { echo "a key file of mode 644: exit $rc"; cat "$tmp/run4.log"; exit 1; }
 grep -q "embedded Kafka cluster at" "$tmp/run4.log" && { echo "started a cluster before refusing the key file"; exit 1; }
 [ -z "$(holds_key "$tmp/run4.log")" ] || { echo "the refusal echoes the key"; exit 1; }
+# the same through the job file's job_key_file: the YAML key is read and checked alike
+printf 'job_key_file: %s\n' "$tmp/open.key" >"$tmp/job.yaml"
+rc=0
+"$FSGD" run "$tmp/job.yaml" "${R[@]}" --name "$(job_name ks5)" --epochs 1 >"$tmp/run5.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "job key file '$tmp/open.key'.*mode 0644" "$tmp/run5.log" ||
+    { echo "job_key_file in YAML, mode 644: exit $rc"; cat "$tmp/run5.log"; exit 1; }
 echo ok
