@@ -2,8 +2,8 @@
 # The job key stays secret (issue 27, its closing paragraph). A job given
 # --job-key-file writes the key, as hex or as its 32 raw bytes, into none
 # of its outputs (the log, the metrics JSON, the model file, the
-# checkpoint, the model topic), and no process of the job has it on its
-# command line. The key fsgd run makes when none is given is a mode-600
+# checkpoint, the model topic, the Prometheus endpoints), and no process of
+# the job has it on its command line. The key fsgd run makes when none is given is a mode-600
 # file in a mode-700 folder while the job runs, and gone once a SIGTERM
 # ended the run. A key file others may read is refused before anything
 # starts, naming the file and its mode, without echoing the key, whether
@@ -71,15 +71,42 @@ leaks=$(holds_key "${files[@]}")
 [ -z "$leaks" ] || { echo "the job key is in: $leaks"; exit 1; }
 echo "ok: the key is in none of ${#files[@]} outputs nor on any command line"
 
-# 2. the key fsgd run makes itself: mode 600 in a mode-700 folder, removed
-#    when a SIGTERM ends the run
-"$FSGD" run "${R[@]}" --name "$(job_name ks3)" --epochs 100000 >"$tmp/run3.log" 2>&1 &
+# 2. the key fsgd run makes itself: mode 600 in a mode-700 folder, in none
+#    of the Prometheus endpoints' answers, removed when a SIGTERM ends the run
+base=$("$PY" - <<'PORTS'
+import random, socket
+for _ in range(200):
+    b, socks = random.randrange(20000, 60000), []
+    try:
+        for p in range(b, b + 3):
+            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
+        print(b); break
+    except OSError:
+        pass
+    finally:
+        for s in socks: s.close()
+PORTS
+)
+"$FSGD" run "${R[@]}" --name "$(job_name ks3)" --epochs 100000 --metrics-port "$base" >"$tmp/run3.log" 2>&1 &
 RUN_PID=$!
 wait_for "$tmp/run3.log" "job key from " 60 || { echo "no startup line about the key"; cat "$tmp/run3.log"; exit 1; }
 made=$(sed -n 's/.*(job key from \([^)]*\)).*/\1/p' "$tmp/run3.log" | head -n 1)
 [ -n "$made" ] && [ "$made" != "$FSGD_JOB_KEY" ] || { echo "the run did not make a key: '$made'"; exit 1; }
 [ "$(stat -c %a "$made")" = 600 ] && [ "$(stat -c %a "$(dirname "$made")")" = 700 ] ||
     { echo "made key $made: mode $(stat -c %a "$made"), folder $(stat -c %a "$(dirname "$made")")"; exit 1; }
+hex=$(head -c 64 "$made")
+if command -v curl >/dev/null; then
+    for who in "aggregator" "worker 1" "worker 2"; do
+        wait_for "$tmp/run3.log" "^fsgd: $who metrics at " 60 || { echo "no '$who metrics at' line"; cat "$tmp/run3.log"; exit 1; }
+        url=$(sed -n "s/^fsgd: $who metrics at //p" "$tmp/run3.log" | tail -n 1)
+        curl -fsS --max-time 5 "$url" >"$tmp/prom-${who/ /}.txt" || { echo "scraping $url failed"; exit 1; }
+    done
+    leaks=$(holds_key "$tmp"/prom-*.txt)
+    [ -z "$leaks" ] || { echo "the made key is in: $leaks"; exit 1; }
+    echo "ok: the made key is in none of 3 metrics endpoints' answers ($(cat "$tmp"/prom-*.txt | wc -l) lines)"
+else
+    echo "note: no curl: the Prometheus endpoints are not scraped"
+fi
 kill -TERM $RUN_PID
 rc=0
 wait $RUN_PID || rc=$?
@@ -96,6 +123,7 @@ rc=0
 [ $rc -eq 2 ] && grep -q "job key file '$tmp/open.key'.*mode 0644" "$tmp/run4.log" ||
     { echo "a key file of mode 644: exit $rc"; cat "$tmp/run4.log"; exit 1; }
 grep -q "embedded Kafka cluster at" "$tmp/run4.log" && { echo "started a cluster before refusing the key file"; exit 1; }
+hex=$(head -c 64 "$FSGD_JOB_KEY")
 [ -z "$(holds_key "$tmp/run4.log")" ] || { echo "the refusal echoes the key"; exit 1; }
 # the same through the job file's job_key_file: the YAML key is read and checked alike
 printf 'job_key_file: %s\n' "$tmp/open.key" >"$tmp/job.yaml"
