@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded waits (issue 27, part 3): every role pointed at an address where
+# Bounded waits (issue 27, part 3): every role, and fsgd model assemble, pointed at an address where
 # nothing listens says which brokers it waits for, then gives up after
 # connect_timeout_ms with exit 4 and a message naming the broker and
 # librdkafka's cause. The port is one this script bound and closed, so
@@ -28,3 +28,5 @@ check run run --name nowhere --data "$tmp/rows.svm" --epochs 1
 check produce produce --name nowhere "$tmp/rows.svm"
 check aggregator aggregator --name nowhere --data "$tmp/rows.svm"
 check worker worker --name nowhere --id 1
+check assemble model assemble --name nowhere --out "$tmp/m.fsgd"
+[ ! -e "$tmp/m.fsgd" ] || { echo "assemble: wrote a model without a broker"; exit 1; }

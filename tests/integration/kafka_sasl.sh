@@ -69,6 +69,15 @@ grep -q "brokers $sasl: no connection .*SASL authentication error.*(_AUTHENTICAT
     { echo "wrong password: the message does not name the broker and the cause:"; cat "$tmp/wrong.log"; exit 1; }
 grep -qF "not-$password" "$tmp/wrong.log" && { echo "the wrong password was printed"; exit 1; }
 echo "ok: wrong password: exit 4 after $took s: $(grep -o "no connection.*" "$tmp/wrong.log" | cut -c1-150)"
+# fsgd model assemble too, with the same bound and message
+rc=0
+# shellcheck disable=SC2046
+timeout 300 "$FSGD" model assemble --brokers "$sasl" --name "$(job_name sasl-bad)" --out "$tmp/never.fsgd" \
+    $(opts "$mech" "$tmp/wrong-pw") >"$tmp/wrong-asm.log" 2>&1 || rc=$?
+[ $rc -eq 4 ] && grep -q "brokers $sasl: no connection .*SASL authentication error.*(_AUTHENTICATION)" "$tmp/wrong-asm.log" ||
+    { echo "assemble, wrong password: exit $rc"; cat "$tmp/wrong-asm.log"; exit 1; }
+[ ! -e "$tmp/never.fsgd" ] && no_secret "$tmp/wrong-asm.log"
+echo "ok: model assemble, wrong password: exit 4"
 
 # a password file others may read: refused before anything starts
 chmod 644 "$tmp/pw"

@@ -5,7 +5,7 @@
 # reaches the fault-free AUC +- 0.005. A client trusting another CA, and
 # one speaking PLAINTEXT to the TLS port, fail: exit 4 with a message naming
 # the broker and the cause, for fsgd run and for the roles started by hand
-# (fsgd produce, aggregator, worker). How long each took is printed, not
+# (fsgd produce, aggregator, worker) and fsgd model assemble. How long each took is printed, not
 # asserted; the bound is connect_timeout_ms (default 15 s).
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
@@ -47,6 +47,9 @@ expect_refused aggregator-wrong-ca "certificate verify failed" \
     aggregator --brokers "$tls" --name "$(job_name tls-ca)" --data "$tmp/rows.svm" "${WRONG_CA[@]}"
 expect_refused worker-wrong-ca "certificate verify failed" \
     worker --brokers "$tls" --name "$(job_name tls-ca)" --id 1 "${WRONG_CA[@]}"
+expect_refused assemble-wrong-ca "certificate verify failed" \
+    model assemble --brokers "$tls" --name "$(job_name tls-ca)" --out "$tmp/never.fsgd" "${WRONG_CA[@]}"
+[ ! -e "$tmp/never.fsgd" ] || { echo "assemble wrote a model without a connection"; exit 1; }
 # PLAINTEXT to the TLS port: the broker never answers a request in clear,
 # so only the bound ends the wait (kept short here)
 expect_refused run-plaintext "security.protocol" \

@@ -20,6 +20,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$FSGD" gen --rows 100 --dim 20 --nnz 4 --seed 4 --quiet --out "$tmp/t.svm"
 "$FSGD" gen --rows 200 --dim 20 --nnz 4 --seed 5 --quiet --out "$tmp/other.svm"
 R=(run --data "$tmp/d.svm" --batch 300 --workers 1)
+# bigger than one partition of the embedded cluster holds (5 MiB)
+"$FSGD" gen --rows 100000 --dim 1000 --nnz 10 --seed 6 --quiet --out "$tmp/big.svm"
 
 # 1 and 2: 70 epochs (one step each), no --test
 "$FSGD" "${R[@]}" --epochs 70 --metrics-json "$tmp/m.json" >"$tmp/run1.txt" 2>&1 || fail "run: $(tail "$tmp/run1.txt")"
@@ -85,6 +87,14 @@ rc=0
 "$FSGD" "${R[@]}" --epochs 1 --replication-factor 3 >"$tmp/rf.txt" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "the embedded cluster keeps one replica" "$tmp/rf.txt" || fail "rf 3: $rc $(cat "$tmp/rf.txt")"
 grep -q "embedded Kafka cluster at" "$tmp/rf.txt" && fail "started a cluster before refusing --replication-factor"
+rc=0
+"$FSGD" "${R[@]}" --epochs 1 --min-insync-replicas 2 >"$tmp/isr.txt" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "the embedded cluster keeps one replica" "$tmp/isr.txt" || fail "min-insync 2: $rc $(cat "$tmp/isr.txt")"
+rc=0
+"$FSGD" "${R[@]}" --epochs 1 --partitions 1 --data "$tmp/big.svm" >"$tmp/parts.txt" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "the embedded cluster keeps at most 5 MiB per partition" "$tmp/parts.txt" ||
+    fail "a 6 MB file on 1 partition: $rc $(cat "$tmp/parts.txt")"
+grep -q "embedded Kafka cluster at" "$tmp/isr.txt" "$tmp/parts.txt" && fail "started a cluster before refusing"
 
 # 4: a checkpoint left by an interrupted run, then --resume with another
 #    model or other data: exit 2 naming the mismatch, checkpoint kept

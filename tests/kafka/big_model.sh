@@ -5,7 +5,9 @@
 # settings. Reports test AUC of both, seconds per epoch, bytes per
 # worker-step up and down, model bytes published, the broker's disk use for
 # the job, and peak memory (VmHWM) of the aggregator, each worker, the broker
-# JVM and the fsgd train reference. Prints `bench kafka_big ...` lines.
+# JVM and the fsgd train reference. Prints `bench kafka_big ...` lines, and
+# the job key's MAC per step against the step's p50 (`bench auth_job`, from
+# build/bench/bench_auth with this job's figures).
 #
 #   tests/kafka/big_model.sh                   starts a 1-node broker (broker.sh), stops it at the end
 #   FSGD_BROKERS=h:p tests/kafka/big_model.sh  uses a running broker
@@ -126,5 +128,16 @@ print("bench kafka_big dim=%d codec=%s workers=%d auc_run=%.5f auc_train=%.5f up
 ok = all(r == rn["dataset_rows"] for r in rn["rows_per_epoch"]) and abs(rn["test"]["auc"] - tr["test"]["auc"]) <= tol
 print("kafka_big: %s (rows per epoch equal the dataset, |AUC difference| %.5f, tolerance %.3f)" %
       ("ok" if ok else "FAILED", abs(rn["test"]["auc"] - tr["test"]["auc"]), tol))
+with open(sys.argv[3] + ".auth", "w") as f:
+    f.write("%.3f %.0f %.0f %d\n" % (rn["step_latency_ms"]["p50"], d["up_bytes_per_worker_step"],
+                                    rn["bytes"]["model_published"] / max(rn["steps"], 1), W))
 sys.exit(0 if ok else 1)
 PYEOF
+# the job key's share of this job's step (issue 27: under 3%), from its own figures
+bench_auth=$root/${BUILD:-build}/bench/bench_auth
+if [ -x "$bench_auth" ]; then
+    read -r a_step a_up a_model a_w <"$tmp/peak.auth"
+    "$bench_auth" "$a_step" "$a_up" "$a_model" "$a_w" | grep "^bench auth_job"
+else
+    echo "note: no $bench_auth (make $bench_auth): the MAC's share of the step is not measured"
+fi

@@ -16,6 +16,8 @@ static const char usage[] =
     "optimizer state (--save-state), and the format version.\n"
     "       fsgd model assemble (--brokers HOST:PORT --name JOB | --input FILE|-) --out MODEL [--partial]\n"
     "                           [--kafka-opt KEY=VALUE]...   (security.*, sasl.*, ssl.* settings)\n"
+    "                           [--connect-timeout-ms MS]   (give up on brokers that do not answer, exit 4;\n"
+    "                                                        default 15000)\n"
     "                           [--job-key-file FILE]   (the job's key: only messages with its tag are assembled;\n"
     "                                                    without it an authenticated topic is refused)\n"
     "Rebuilds the model from JOB.model (the last snapshot plus later deltas), either read from\n"
@@ -107,6 +109,7 @@ int fsgd_cmd_model(int argc, char **argv)
     const char *out = dcli_take(&argc, argv, "--out", 1, NULL, NULL);
     const char *key_file = dcli_take(&argc, argv, "--job-key-file", 1, NULL, NULL);
     int partial = dcli_take(&argc, argv, "--partial", 0, NULL, NULL) != NULL;
+    const char *connect_ms = dcli_take(&argc, argv, "--connect-timeout-ms", 1, NULL, NULL);
     const char *kopts[16];
     int n_kopts = 0;
     dcli_take(&argc, argv, "--kafka-opt", 1, kopts, &n_kopts);
@@ -139,6 +142,10 @@ int fsgd_cmd_model(int argc, char **argv)
             fsgd_cli_error("model assemble: %s", err);
             return FSGD_EXIT_USAGE;
         }
+    if (connect_ms && fsgd_job_set(&kj, "connect_timeout_ms", connect_ms, err, sizeof err) < 0) {
+        fsgd_cli_error("model assemble: %s", err);
+        return FSGD_EXIT_USAGE;
+    }
     if (key_file) {
         snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", key_file);
         snprintf(kj.name, sizeof kj.name, "%s", name ? name : "(from --input)");
@@ -159,6 +166,11 @@ int fsgd_cmd_model(int argc, char **argv)
         rc = fsgd_model_assemble_stream(buf, len, !partial, &m, &step, err, sizeof err);
         free(buf);
     } else {
+        /* the roles' bound: an unreachable broker or a failed handshake is said within connect_timeout_ms */
+        snprintf(kj.brokers, sizeof kj.brokers, "%s", brokers);
+        snprintf(kj.name, sizeof kj.name, "%s", name);
+        if ((st = dcli_connect(&kj, "model assemble")) != 0)
+            return st;
         rc = fsgd_model_assemble_topic(brokers, name, !partial, &m, &step, err, sizeof err);
     }
     if (rc == 0 && err[0])

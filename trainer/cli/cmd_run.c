@@ -385,6 +385,13 @@ static int run_size_cluster(run_t *r)
                        job->replication_factor, job->min_insync_replicas);
         return FSGD_EXIT_USAGE;
     }
+    if (!r->brokers[0] && job->kafka[0]) {
+        /* it listens in PLAINTEXT only: TLS or SASL would fail at the first connect, after the cluster started */
+        fsgd_cli_error("run: the embedded cluster speaks PLAINTEXT only: the Kafka setting %.*s (--kafka-opt, YAML "
+                       "kafka:) applies to a real cluster (--brokers HOST:PORT)",
+                       (int)strcspn(job->kafka, "="), job->kafka); /* its name only: a value may be a secret */
+        return FSGD_EXIT_USAGE;
+    }
     if (!r->brokers[0]) {
         int need = fsgd_produce_partitions_needed(bytes);
         if (r->P == 0)
@@ -819,11 +826,14 @@ int fsgd_cmd_run(int argc, char **argv)
     if (!r->broker_only && (rc = run_check_workers(r)) != RUN_ON)
         return rc;
     run_catch_signals();
+    /* a bad key file is refused before any cluster starts or topic is made */
+    if (!r->broker_only && (rc = run_job_key(r)) != RUN_ON)
+        return rc;
     if ((rc = r->brokers[0] ? run_make_real_topics(r) : run_start_embedded(r)) != RUN_ON)
         return rc;
     if (r->broker_only)
         return run_serve_broker_only(r);
-    if ((rc = run_job_key(r)) != RUN_ON || (rc = run_spawn_workers(r)) != RUN_ON ||
+    if ((rc = run_spawn_workers(r)) != RUN_ON ||
         (rc = run_produce(r)) != RUN_ON || (rc = run_before_aggregator(r)) != RUN_ON)
         return rc;
     run_spawn_aggregator(r);
