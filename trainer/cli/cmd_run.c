@@ -11,6 +11,7 @@
  * exits 128 + the signal; each child asks the kernel for SIGTERM when fsgd
  * run dies (PR_SET_PDEATHSIG), so a `kill -9` of fsgd run leaves nothing. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,6 +260,7 @@ typedef struct run {
     int P; /* partitions of NAME.data */
     int W;
     pid_t *pids, *wp;
+    int agg_go; /* the pipe that tells an aggregator started during the produce that the data is written; -1 */
     pid_t agg;
     int agg_status, restarts, workers_alive, interrupted;
 } run_t;
@@ -271,7 +273,10 @@ typedef struct run {
  * start after all (the data failed to load, a signal). */
 static void abort_start(run_t *r)
 {
-    stop_all(r->wp, r->W, 0, NULL);
+    if (r->agg_go >= 0)
+        close(r->agg_go); /* the aggregator waiting for the data: no data comes */
+    r->agg_go = -1;
+    stop_all(r->pids, r->W + 1, r->agg, NULL); /* pids[0]: the aggregator, when started */
     free(r->pids);
     fsgd_kmock_destroy(r->mock);
 }
@@ -584,14 +589,22 @@ static int run_spawn_workers(run_t *r)
     return RUN_ON;
 }
 
+/* Whether fsgd run writes NAME.data now (a resumed job on real brokers
+ * trains on the rows already there). */
+static int run_produces(const run_t *r)
+{
+    return !r->no_produce && !(r->resume && !r->mock);
+}
+
 /* A resumed job on real brokers continues on the rows its topic holds;
  * the embedded cluster starts empty and needs them again. */
+
 static int run_produce(run_t *r)
 {
     fsgd_job_t *job = &r->job;
     if (!r->no_produce && r->resume && !r->mock && !job->quiet)
         fprintf(stderr, "fsgd: run: --resume: training on the rows already in %s.data\n", job->name);
-    if (!r->no_produce && !(r->resume && !r->mock)) {
+    if (run_produces(r)) {
         fsgd_produce_stats_t ps;
         int rc = fsgd_produce_file(job, r->brokers, job->data, r->mock ? 0 : r->P, &ps, NULL, NULL, r->err,
                                    sizeof r->err);
@@ -642,6 +655,38 @@ static void run_spawn_aggregator(run_t *r)
     r->agg = r->pids[0] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
     printf("fsgd: aggregator pid %d\n", (int)r->agg);
     fflush(stdout);
+}
+
+/* The aggregator starts while the producer writes NAME.data: it connects,
+ * reads the test set and joins NAME.ctl meanwhile, then waits on a pipe for
+ * the word that the data is written (agg_await_producer). */
+static int run_spawn_aggregator_early(run_t *r)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        fsgd_cli_error("run: pipe: %s", strerror(errno));
+        abort_start(r);
+        return FSGD_EXIT_IO;
+    }
+    fcntl(fds[1], F_SETFD, FD_CLOEXEC); /* the aggregator gets the read end only */
+    char fdv[16];
+    snprintf(fdv, sizeof fdv, "%d", fds[0]);
+    setenv("FSGD_AGG_AWAIT_FD", fdv, 1);
+    run_spawn_aggregator(r);
+    unsetenv("FSGD_AGG_AWAIT_FD"); /* a restarted aggregator finds the data written */
+    close(fds[0]);
+    r->agg_go = fds[1];
+    return RUN_ON;
+}
+
+static void run_data_written(run_t *r)
+{
+    if (r->agg_go < 0)
+        return;
+    if (write(r->agg_go, "1", 1) != 1) /* the aggregator is gone: supervision reports it */
+        fprintf(stderr, "fsgd: run: could not tell the aggregator that the data is written: %s\n", strerror(errno));
+    close(r->agg_go);
+    r->agg_go = -1;
 }
 
 /* --fault: each fault starts once t seconds into the job; a broker taken
@@ -813,6 +858,7 @@ int fsgd_cmd_run(int argc, char **argv)
     static run_t run; /* large (the job, paths); one per process */
     run_t *r = &run;
     memset(r, 0, sizeof *r);
+    r->agg_go = -1;
     r->argc = argc;
     r->argv = argv;
     int rc;
@@ -833,10 +879,15 @@ int fsgd_cmd_run(int argc, char **argv)
         return rc;
     if (r->broker_only)
         return run_serve_broker_only(r);
-    if ((rc = run_spawn_workers(r)) != RUN_ON ||
-        (rc = run_produce(r)) != RUN_ON || (rc = run_before_aggregator(r)) != RUN_ON)
+    if ((rc = run_spawn_workers(r)) != RUN_ON || (rc = run_before_aggregator(r)) != RUN_ON)
         return rc;
-    run_spawn_aggregator(r);
+    if (run_produces(r)) {
+        if ((rc = run_spawn_aggregator_early(r)) != RUN_ON || (rc = run_produce(r)) != RUN_ON)
+            return rc;
+        run_data_written(r);
+    } else {
+        run_spawn_aggregator(r);
+    }
     run_supervise(r);
     run_tear_down(r);
     return run_finish(r);

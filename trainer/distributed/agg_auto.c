@@ -19,26 +19,75 @@
 #include "fsgd/model.h"
 #include "fsgd/train.h"
 
+/* The held-out messages as read, kept per partition so that they are
+ * parsed in partition and offset order whatever order the partitions'
+ * fetches interleave in (the holdout's rows, and so its loss, stay the same
+ * bit for bit). */
+typedef struct hold_msg {
+    int64_t offset;
+    uint8_t *bytes;
+    size_t len;
+} hold_msg_t;
+
 typedef struct hold_ctx {
     agg_t *a;
+    hold_msg_t **msgs; /* per partition */
+    size_t *n, *cap;
 } hold_ctx_t;
 
-static int hold_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
-                    size_t errsz)
+static int hold_keep(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
+                     size_t errsz)
 {
     hold_ctx_t *c = ctx;
-    char src[200];
-    snprintf(src, sizeof src, "topic %s partition %d offset %lld", c->a->tdata, (int)partition, (long long)offset);
-    long n = fsgd_rowfmt_parse_msg(&c->a->fmt, val, len, src, &c->a->tune.hold, NULL, err, errsz);
-    return n < 0 ? (int)n : 0;
+    uint32_t p = (uint32_t)partition;
+    if (partition < 0 || p >= c->a->st.nparts)
+        return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "held-out rows: a message of partition %d", (int)partition);
+    if (c->n[p] == c->cap[p]) {
+        size_t nc = c->cap[p] ? 2 * c->cap[p] : 256;
+        hold_msg_t *nm = realloc(c->msgs[p], nc * sizeof *nm);
+        if (!nm)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for the held-out rows");
+        c->msgs[p] = nm;
+        c->cap[p] = nc;
+    }
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for the held-out rows");
+    if (len)
+        memcpy(copy, val, len);
+    c->msgs[p][c->n[p]++] = (hold_msg_t){offset, copy, len};
+    return 0;
+}
+
+/* Parses the kept messages into a->tune.hold, partition by partition. */
+static int hold_parse(agg_t *a, const hold_ctx_t *c)
+{
+    for (uint32_t p = 0; p < a->st.nparts; p++)
+        for (size_t i = 0; i < c->n[p]; i++) {
+            const hold_msg_t *m = &c->msgs[p][i];
+            char src[200];
+            snprintf(src, sizeof src, "topic %s partition %u offset %lld", a->tdata, p, (long long)m->offset);
+            long n = fsgd_rowfmt_parse_msg(&a->fmt, m->bytes, m->len, src, &a->tune.hold, NULL, a->err, a->errsz);
+            if (n < 0)
+                return (int)n;
+        }
+    return 0;
 }
 
 /* Moves the end of each partition back over its newest offsets until the
- * tail holds its share of H rows, and reads those rows into a->tune.hold. */
+ * tail holds its share of H rows, and reads those rows into a->tune.hold
+ * (every partition's tail in one read where the bus can). */
 static int cut_holdout(agg_t *a, uint64_t H)
 {
     uint64_t total = a->s->dataset_rows, held = 0;
-    for (uint32_t p = 0; p < a->st.nparts; p++) {
+    uint32_t P = a->st.nparts, nr = 0;
+    int32_t *parts = calloc(P ? P : 1, sizeof *parts);
+    int64_t *starts = calloc(P ? P : 1, sizeof *starts), *ends = calloc(P ? P : 1, sizeof *ends);
+    hold_ctx_t c = {a, calloc(P ? P : 1, sizeof *c.msgs), calloc(P ? P : 1, sizeof *c.n), calloc(P ? P : 1, sizeof *c.cap)};
+    int rc = parts && starts && ends && c.msgs && c.n && c.cap
+                 ? 0
+                 : fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the held-out rows");
+    for (uint32_t p = 0; !rc && p < P; p++) {
         uint64_t s0 = a->st.start[p], end = a->st.end[p];
         uint64_t rows_p = a->rows_at[p][end - s0];
         uint64_t share = (uint64_t)ceil((double)H * (double)rows_p / (double)total);
@@ -49,12 +98,30 @@ static int cut_holdout(agg_t *a, uint64_t H)
             o++; /* a partition keeps a training row */
         if (o >= end)
             continue;
-        hold_ctx_t c = {a};
-        FSGD_TRY(fsgd_bus_read_range(a->scan_c, a->tdata, (int32_t)p, (int64_t)o, (int64_t)end, 30000, FSGD_BUS_READ_ROWS, hold_msg,
-                                     &c, a->err, a->errsz));
+        parts[nr] = (int32_t)p;
+        starts[nr] = (int64_t)o;
+        ends[nr++] = (int64_t)end;
         held += rows_p - a->rows_at[p][o - s0];
         a->st.end[p] = o;
     }
+    if (!rc && nr)
+        rc = fsgd_bus_read_rows_parts(a->scan_c, a->tdata, (int)nr, parts, starts, ends, 30000, hold_keep, &c, a->err,
+                                      a->errsz);
+    if (!rc)
+        rc = hold_parse(a, &c);
+    for (uint32_t p = 0; c.msgs && c.n && p < P; p++) {
+        for (size_t i = 0; i < c.n[p]; i++)
+            free(c.msgs[p][i].bytes);
+        free(c.msgs[p]);
+    }
+    free(c.msgs);
+    free(c.n);
+    free(c.cap);
+    free(parts);
+    free(starts);
+    free(ends);
+    if (rc)
+        return rc;
     a->s->dataset_rows = total - held;
     a->s->holdout_rows = held;
     return 0;

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <limits.h>
+#include <poll.h>
 
 #include "aggregator_internal.h"
 #include "data_summary.h"
@@ -92,6 +94,38 @@ static int from_summary(agg_t *a, int P, uint64_t *total, uint64_t *max_col)
     }
     free(s);
     return rc;
+}
+
+int agg_await_producer(agg_t *a)
+{
+    const char *v = getenv("FSGD_AGG_AWAIT_FD");
+    char *end = NULL;
+    long fd = v ? strtol(v, &end, 10) : -1;
+    if (!v || !*v || *end || fd < 0 || fd > INT_MAX)
+        return 0;
+    double t0 = agg_now();
+    char go = 0;
+    ssize_t n;
+    for (;;) {
+        struct pollfd pfd = {.fd = (int)fd, .events = POLLIN};
+        int r = poll(&pfd, 1, 10000);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0) {
+            agg_log(a, "waiting for fsgd run's producer to finish writing %s (%.0f s)", a->tdata, agg_now() - t0);
+            continue;
+        }
+        n = read((int)fd, &go, 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        break;
+    }
+    close((int)fd);
+    unsetenv("FSGD_AGG_AWAIT_FD");
+    if (n != 1 || go != '1')
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+                            "aggregator: fsgd run stopped before its producer had written %s", a->tdata);
+    return 0;
 }
 
 int agg_scan_data(agg_t *a)

@@ -193,16 +193,18 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
     }
     if (!rc)
         rc = agg_check_model_topic(a);
+    if (!rc && job->test[0]) { /* in the job's format, like the data topic */
+        rc = fsgd_rowfmt_load(&a->fmt, job->test, 1, &a->test, NULL, err, errsz);
+        a->have_test = rc == 0;
+    }
+    if (!rc)
+        rc = agg_await_producer(a);
     if (!rc)
         rc = agg_scan_data(a);
     if (!rc && job->init[0])
         rc = agg_init_load(a);
     if (!rc)
         rc = agg_auto_setup(a);
-    if (!rc && job->test[0]) { /* in the job's format, like the data topic */
-        rc = fsgd_rowfmt_load(&a->fmt, job->test, 1, &a->test, NULL, err, errsz);
-        a->have_test = rc == 0;
-    }
     return rc;
 }
 

@@ -212,6 +212,14 @@ int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m);
 /* The same for a frame's bytes (offset: for messages only). */
 int agg_take_frame(agg_t *a, const void *payload, size_t len, int64_t offset);
 
+/* agg_scan.c: started by fsgd run while its producer still writes
+ * NAME.data (environment FSGD_AGG_AWAIT_FD: a pipe from fsgd run), the
+ * aggregator opens its clients and reads the test set meanwhile, then
+ * waits here for the pipe's "1" (the data is written), saying every 10 s
+ * what it waits for; the pipe closed without it is an error. Without the
+ * variable it returns at once. */
+int agg_await_producer(agg_t *a);
+
 /* agg_auto.c: l2, lr and epochs auto (after agg_scan_data) */
 int agg_auto_setup(agg_t *a);
 /* Before step 1: whether θ starts at zero (no init model, no checkpoint),

@@ -97,7 +97,14 @@ typedef struct worker {
     size_t parked_len;
     int64_t parked_off;
     int prefetch_due;       /* the producer's data_summary came: read partitions before the first model */
+    int prefetch_done;      /* ... and they were read to the end */
+    int prefetch_on;        /* a real broker: read ahead (the embedded cluster reads partitions slowly) */
+    double prefetch_last;   /* when the assigned partitions were last read on (while the producer writes) */
+    int prefetch_parts;     /* partitions read ahead */
 } worker_t;
+
+/* How often the partitions are read on while the producer writes them. */
+#define PREFETCH_EVERY_S 0.05
 
 /* Counts a dropped model message; the first of each reason is logged. */
 static void reject(worker_t *w, int corrupt, const char *fmt, ...)
@@ -350,15 +357,18 @@ static int load_partition(worker_t *w, uint32_t p)
     return 0;
 }
 
-/* Before the first model message: once the producer's data_summary says
- * NAME.data is complete (fsgd run starts its workers before it produces),
- * the assigned partitions' rows [log start, high watermark) are read while
- * the aggregator sets up, so that step 1 finds them (prepare_partition cuts
- * them at the epoch's end). Best effort: a failure leaves the partitions to
- * step 1, which reports it. */
-static void prefetch_all(worker_t *w)
+/* Before the first model message, the assigned partitions are read ahead
+ * as they are (no intercept, no dimension: the model's shape is not known
+ * yet) while fsgd run's producer still writes them and the aggregator sets
+ * up, so that step 1 finds them (prepare_partition cuts them at the epoch's
+ * end): each call reads on from what is cached to the partitions' high
+ * watermarks. Once the producer's data_summary has come (the topic is
+ * complete), a last call reads to the end. Best effort: a failure leaves
+ * the partitions to step 1, which reports it. */
+static void prefetch_more(worker_t *w)
 {
-    w->prefetch_due = 0;
+    int final = w->prefetch_due;
+    w->prefetch_last = now_s();
     if (!w->ncache) {
         int P = fsgd_bus_partitions(w->fetch, w->tdata, 10000, w->err, w->errsz);
         w->cache = P > 0 ? calloc((size_t)P, sizeof *w->cache) : NULL;
@@ -366,29 +376,50 @@ static void prefetch_all(worker_t *w)
             return;
         w->ncache = (uint32_t)P;
     }
+    int64_t *wlo = calloc(w->ncache, sizeof *wlo), *whi = calloc(w->ncache, sizeof *whi);
     size_t na = (size_t)(w->nassigned ? w->nassigned : 1);
     int32_t *parts = malloc(na * sizeof *parts);
     int64_t *lo = malloc(na * sizeof *lo), *hi = malloc(na * sizeof *hi);
     int n = 0;
-    for (int i = 0; parts && lo && hi && i < w->nassigned; i++) {
+    int rc = wlo && whi && parts && lo && hi
+                 ? fsgd_bus_watermarks_all(w->fetch, w->tdata, (int)w->ncache, wlo, whi, 10000, w->err, w->errsz)
+                 : -1;
+    /* while the group still spreads its partitions (a first member holds
+     * them all), reading them would be reading another worker's share */
+    int spread = final || w->job->workers < 1 ||
+                 (uint32_t)w->nassigned <= (w->ncache + (uint32_t)w->job->workers - 1) / (uint32_t)w->job->workers;
+    for (int i = 0; !rc && spread && i < w->nassigned; i++) {
         int32_t p = w->assigned[i];
-        if (p < 0 || (uint32_t)p >= w->ncache || w->cache[p].loaded)
+        if (p < 0 || (uint32_t)p >= w->ncache)
             continue;
         pcache_t *c = &w->cache[p];
-        if (data_watermarks(w, (uint32_t)p, 0, &lo[n], &hi[n]) || hi[n] <= lo[n] ||
-            !(c->row_of = calloc((size_t)(hi[n] - lo[n]) + 1, sizeof *c->row_of)))
+        if (c->loaded && !c->raw)
             continue;
-        c->start = (uint64_t)lo[n];
-        c->end = (uint64_t)hi[n];
-        parts[n++] = p;
+        uint64_t from = c->loaded ? c->end : (uint64_t)wlo[p];
+        if (whi[p] <= (int64_t)from || (c->loaded && c->start < (uint64_t)wlo[p]))
+            continue;
+        /* one slot an offset: the first row of each, for the epoch's cut */
+        size_t slots = (size_t)((uint64_t)whi[p] - (c->loaded ? c->start : from)) + 1;
+        uint64_t *ro = realloc(c->row_of, slots * sizeof *ro);
+        if (!ro)
+            continue;
+        if (!c->loaded) {
+            ro[0] = 0;
+            c->start = c->end = from;
+        }
+        c->row_of = ro;
+        parts[n] = p;
+        lo[n] = (int64_t)from;
+        hi[n++] = whi[p];
     }
     load_ctx_t l = {w, NULL, 1};
-    int rc = n > 0 ? fsgd_bus_read_rows_parts(w->fetch, w->tdata, n, parts, lo, hi, 30000, load_msg, &l, w->err,
-                                              w->errsz)
-                   : -1;
+    if (!rc && n > 0)
+        rc = fsgd_bus_read_rows_parts(w->fetch, w->tdata, n, parts, lo, hi, 30000, load_msg, &l, w->err, w->errsz);
     for (int i = 0; i < n; i++) {
         pcache_t *c = &w->cache[parts[i]];
         if (rc == 0) {
+            w->prefetch_parts += !c->loaded;
+            c->end = (uint64_t)hi[i];
             c->loaded = c->raw = 1;
         } else {
             fsgd_csr_free(&c->rows);
@@ -396,14 +427,19 @@ static void prefetch_all(worker_t *w)
             memset(c, 0, sizeof *c);
         }
     }
-    if (rc == 0) {
-        w->stats->prefetched += (uint64_t)n;
-        if (w->log) {
+    if (final) {
+        w->prefetch_due = 0;
+        w->prefetch_done = 1;
+        w->stats->prefetched += (uint64_t)w->prefetch_parts;
+        if (w->log && w->prefetch_parts) {
             char line[300];
-            snprintf(line, sizeof line, "read %d partitions of %s ahead of the first model", n, w->tdata);
+            snprintf(line, sizeof line, "read %d partitions of %s ahead of the first model", w->prefetch_parts,
+                     w->tdata);
             w->log(w->log_ctx, line);
         }
     }
+    free(wlo);
+    free(whi);
     free(parts);
     free(lo);
     free(hi);
@@ -502,9 +538,7 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
     }
     double step = 0;
     if (j && !w->valid && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "data_summary")) {
-        /* not on the embedded cluster, whose partitions are read slowly
-         * (70-100 ms each: reading 87 ahead held the first model 9 s) */
-        w->prefetch_due = w->job->brokers[0] && !fsgd_kbus_is_mock(w->job->brokers);
+        w->prefetch_due = w->prefetch_on; /* the topic is complete: read it to the end */
         return 0;
     }
     if (j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "job_start") &&
@@ -1057,6 +1091,9 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     if (resend_s < 1)
         resend_s = 1;
     w->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
+    /* not on the embedded cluster, whose partitions are read slowly
+     * (70-100 ms each: reading 87 ahead held the first model 9 s) */
+    w->prefetch_on = job->brokers[0] && !fsgd_kbus_is_mock(job->brokers);
     while (!rc && !w->final && !(stop && *stop)) {
         int ready = may_send(w);
         /* blocked on the model: what the step's round trip costs this worker */
@@ -1077,8 +1114,9 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         fsgd_bus_serve(w->prod);
         if (ready && !w->final)
             rc = do_step(w);
-        else if (!w->valid && w->prefetch_due && w->have_assignment)
-            prefetch_all(w);
+        else if (!w->valid && w->have_assignment && !w->prefetch_done &&
+                 (w->prefetch_due || (w->prefetch_on && now_s() - w->prefetch_last >= PREFETCH_EVERY_S)))
+            prefetch_more(w);
         else if (!ready && w->valid && inflight_ahead(&w->fl, w->gen, w->step) > 0 &&
                  now_s() - w->last_send > resend_s) {
             /* The steps are not answered: a gradient may have been dropped

@@ -412,7 +412,7 @@ int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char
     rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
-    int n = -1, leaderless = -1;
+    int n = -1, leaderless = -1, wait_ms = 5;
     double t0 = mono_ms();
     for (;;) {
         double left = timeout_ms - (mono_ms() - t0);
@@ -437,7 +437,10 @@ int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char
         md = NULL;
         if (mono_ms() - t0 > timeout_ms)
             break;
-        sleep_ms(100);
+        /* a new topic's leaders come within tens of ms on a small cluster:
+         * look again soon, then back off to 100 ms */
+        sleep_ms(wait_ms);
+        wait_ms = wait_ms < 50 ? 2 * wait_ms : 100;
     }
     if (md)
         rd_kafka_metadata_destroy(md);
