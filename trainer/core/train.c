@@ -1617,6 +1617,21 @@ static void train_stop_threads(train_run_t *r)
         pthread_join(t->workers[i].thread, NULL);
 }
 
+/* The model's weights take θ's memory where the sizes agree (an intercept:
+ * both dim + 1) and nothing reads θ after: its pages are mapped (huge
+ * pages, touched by the steps), where a fresh array's 2^24 floats took
+ * 16k page faults to fill (the best weights read back, or θ copied). */
+static int adopt_theta(train_run_t *r)
+{
+    trainer_t *t = &r->t;
+    if (!t->adam.theta || r->model_dim != r->dim + 1 || r->job->save_state)
+        return 0;
+    free(r->model->w);
+    r->model->w = t->adam.theta;
+    t->adam.theta = NULL; /* the model frees it now */
+    return 1;
+}
+
 /* The run's end: its stats, the final weights' test metrics and the model.
  * epochs auto keeps the weights of the best holdout loss, not the last. */
 static int train_finish(train_run_t *r, int rc)
@@ -1650,10 +1665,13 @@ static int train_finish(train_run_t *r, int rc)
         rc = fsgd_model_init(r->model, job->model, r->dim, r->bias, (float)job->bias_value);
         if (rc < 0)
             fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
-        else if (r->auto_epochs && r->best_loss < INFINITY)
-            rc = fsgd_best_load(&t->best, r->model->w, r->err, r->errsz);
-        else
-            memcpy(r->model->w, t->adam.theta, r->model_dim * sizeof *r->model->w);
+        else {
+            int adopted = adopt_theta(r);
+            if (r->auto_epochs && r->best_loss < INFINITY)
+                rc = fsgd_best_load(&t->best, r->model->w, r->err, r->errsz);
+            else if (!adopted)
+                memcpy(r->model->w, t->adam.theta, r->model_dim * sizeof *r->model->w);
+        }
     }
     const float *final_w = r->model->w;
     if (rc == 0) {
