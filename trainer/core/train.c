@@ -3,6 +3,7 @@
 #include "train_stale.h"
 #include "train_best.h"
 #include "train_spill.h"
+#include "train_pages.h"
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
 
@@ -1030,6 +1031,7 @@ typedef struct train_run {
     float *new_vals; /* device backends: the new θ of a step's keys */
     uint64_t rng;
     int started; /* threads running, this one included */
+    fsgd_pages_t theta_pages; /* θ mapped on a helper during the cut */
     int max_epochs, test_live, patience;
     uint64_t looks;
     double best_loss;
@@ -1041,6 +1043,7 @@ typedef struct train_run {
 /* Gives back everything set-up made; returns rc. */
 static int train_fail(train_run_t *r, int rc)
 {
+    fsgd_pages_join(&r->theta_pages);
     free(r->test_margin);
     cleanup(&r->t, &r->rows, &r->test_rows);
     return rc;
@@ -1339,11 +1342,33 @@ static int train_cut(train_run_t *r)
     return 0;
 }
 
+/* Adam's key state, mapped before the first step (it touches every page):
+ * with a second thread, half of it by a helper (train_pages.h). Nothing
+ * else reads or writes it yet. */
+static void map_key_state(train_run_t *r, void *keys, size_t bytes)
+{
+    advise_huge_pages(keys, bytes);
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t mid = ((uintptr_t)keys + bytes / 2 + huge - 1) & ~(huge - 1);
+    size_t low = mid < (uintptr_t)keys + bytes ? (size_t)(mid - (uintptr_t)keys) : bytes;
+    fsgd_pages_t upper = {0};
+    if (r->job->threads > 1 && low < bytes)
+        fsgd_pages_start(&upper, (char *)keys + low, bytes - low);
+    if (!upper.running)
+        low = bytes;
+    if (!fsgd_pages_map(keys, low))
+        touch_pages(keys, low);
+    fsgd_pages_join(&upper);
+    if (low < bytes && !upper.mapped)
+        touch_pages((char *)keys + low, bytes - low);
+}
+
 /* After the cut, before the steps: the caller's rows go, Adam's key state
  * is mapped, and the keys' l2 (and lr) factors are made where they help. */
 static int train_prepare_steps(train_run_t *r)
 {
     trainer_t *t = &r->t;
+    fsgd_pages_join(&r->theta_pages);
     /* the batches and the holdout have their copies: train is not read again */
     if (r->shrink) {
         keep_head(r->shrink, r->keep_rows);
@@ -1359,10 +1384,8 @@ static int train_prepare_steps(train_run_t *r)
      * add to the two copies of the rows above (fsgd_adam_count_keys); it is
      * mapped now, outside the steps, as it was before that: 49k page
      * faults for 2^24 keys, 0.25 s, not charged to the first steps */
-    if (t->adam.keys) {
-        advise_huge_pages(t->adam.keys, (size_t)r->model_dim * sizeof *t->adam.keys);
-        touch_pages(t->adam.keys, (size_t)r->model_dim * sizeof *t->adam.keys);
-    }
+    if (t->adam.keys)
+        map_key_state(r, t->adam.keys, (size_t)r->model_dim * sizeof *t->adam.keys);
     /* Only without a holdout: with one (large data), early stopping does
      * the rare keys' regularizing, and the factors' array cost a cache miss
      * a key and step (1M-row CTR set: same test AUC, ~15% slower). */
@@ -1700,8 +1723,13 @@ static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t
                      .model = model, .stats = stats, .progress = progress, .ctx = ctx, .err = err,
                      .errsz = errsz, .t = {.job = job}};
     int rc;
-    if ((rc = train_check(&r)) < 0 || (rc = train_setup(&r)) < 0 || (rc = train_cut(&r)) < 0 ||
-        (rc = train_prepare_steps(&r)) < 0)
+    if ((rc = train_check(&r)) < 0 || (rc = train_setup(&r)) < 0)
+        return rc;
+    /* θ's pages, every one touched by the first step, are mapped while the
+     * rows are cut (train_pages.h) */
+    if (job->threads > 1 && r.t.adam.theta)
+        fsgd_pages_start(&r.theta_pages, r.t.adam.theta, (size_t)r.model_dim * sizeof *r.t.adam.theta);
+    if ((rc = train_cut(&r)) < 0 || (rc = train_prepare_steps(&r)) < 0)
         return rc;
     rc = train_start_threads(&r);
     rc = train_loop_setup(&r, rc);
