@@ -6,6 +6,7 @@
  * the calling thread, and the next block is read while this one is parsed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -70,6 +71,23 @@ static void *copy_part(void *arg)
     return NULL;
 }
 
+/* The rows' arrays and the read blocks are filled from end to end once:
+ * on transparent huge pages where the system gives them on request, a page
+ * fault per 2 MiB instead of per 4 KiB (900k CTR rows: ~50k faults fewer in
+ * the load). The bytes are the same; a partly filled huge page's rest may
+ * count in the RSS, at most 2 MiB an array. */
+static void advise_huge(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+    if (p && bytes >= ((size_t)4 << 20) && hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 /* Appends the parsed parts up to the first that failed (the rows before its
  * error kept) to out, each on its own thread: one thread copying them all
  * (~150 MB for 900k CTR rows) kept the other cores idle. Only where every
@@ -90,6 +108,10 @@ static int append_parts(part_t *parts, int n, fsgd_csr_t *out)
     }
     if (fsgd_csr_reserve(out, rows, nnz) < 0)
         return -1;
+    advise_huge(out->col, out->cap_nnz * sizeof *out->col);
+    advise_huge(out->val, out->val ? out->cap_nnz * sizeof *out->val : 0);
+    advise_huge(out->row_ptr, (out->cap_rows + 1) * sizeof *out->row_ptr);
+    advise_huge(out->label, out->cap_rows * sizeof *out->label);
     pthread_t tid[MAX_PARTS];
     int started[MAX_PARTS] = {0};
     size_t row = out->n_rows, nz = out->nnz;
@@ -253,6 +275,8 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
      * instead of between the parses with the parsing threads idle. */
     size_t cap = opts->read_buf ? opts->read_buf : BLOCK; /* read_buf: small blocks in tests */
     block_t blk[2] = {{.fd = fd, .cap = cap, .buf = malloc(cap)}, {.fd = fd, .cap = cap, .buf = malloc(cap)}};
+    advise_huge(blk[0].buf, cap);
+    advise_huge(blk[1].buf, cap);
     int rc = !blk[0].buf || !blk[1].buf ? FSGD_E_NOMEM
              : opts->binary && !out->col ? fsgd_csr_init_binary(out, 0, 0)
                                          : fsgd_csr_reserve(out, 0, 0);

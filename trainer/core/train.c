@@ -854,6 +854,24 @@ int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_
     return FSGD_E_OK;
 }
 
+/* θ and Adam's key state are read and written at random keys every step
+ * (1M x 2^24 CTR set: 67 and 168 MB): with 4 KiB pages nearly every key's
+ * access is a TLB miss, and mapping them took 49k page faults. Transparent
+ * huge pages where the system gives them on request (THP "madvise", as
+ * here): the same arithmetic, and all their pages were touched anyway (the
+ * keys' by touch_pages, θ's at random keys), so the same RSS. */
+static void advise_huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 /* The optimizer of fsgd train: λ and lr for n_fit rows in steps of B (auto
  * or the job's), Adam with per-key counts (lr auto) or FTRL-Proximal, and a
  * warm start from init. t->adam is allocated. FSGD_E_ARG with err for FTRL
@@ -872,8 +890,16 @@ static int setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, size_
      * lr instead of up to ~6·lr. They go with lr auto, which was chosen with
      * them; an explicit lr keeps the plain lazy Adam of fsgd run, so the two
      * trainers still agree on the same settings. */
-    if (job->lr < 0 && !ftrl)
+    if (job->lr < 0 && !ftrl) {
+        /* it reads every key's m and v once, then frees them: most were
+         * never written, and a read of such a page maps the zero page, a
+         * fault per 4 KiB (2^24 keys: 33k faults) or, advised, per 2 MiB */
+        if (t->adam.m && t->adam.v) {
+            advise_huge_pages(t->adam.m, (size_t)t->adam.dim * sizeof *t->adam.m);
+            advise_huge_pages(t->adam.v, (size_t)t->adam.dim * sizeof *t->adam.v);
+        }
         rc = fsgd_adam_count_keys(&t->adam);
+    }
     if (rc == 0 && ftrl) {
         /* fsgd's objective is mean loss + l1|w|₁ + l2/2|w|²; FTRL's rounds
          * sum their rows' losses, so its λ1 and λ2 are those times the
@@ -900,24 +926,6 @@ static int setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, size_
         }
     }
     return rc < 0 ? FSGD_E_NOMEM : 0;
-}
-
-/* θ and Adam's key state are read and written at random keys every step
- * (1M x 2^24 CTR set: 67 and 168 MB): with 4 KiB pages nearly every key's
- * access is a TLB miss, and mapping them took 49k page faults. Transparent
- * huge pages where the system gives them on request (THP "madvise", as
- * here): the same arithmetic, and all their pages were touched anyway (the
- * keys' by touch_pages, θ's at random keys), so the same RSS. */
-static void advise_huge_pages(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
 }
 
 /* Writes every page of p (each byte keeps its value), so that the pages
