@@ -30,6 +30,7 @@ typedef struct part {
     fsgd_libsvm_stats_t st;
     long got;
     char err[512];
+    int ones;        /* a binary load: every value parsed is 1 (only the columns are copied) */
     fsgd_csr_t *dst; /* append_parts: where the rows go, from row and nz on */
     size_t row, nz;
     int appended;
@@ -40,6 +41,11 @@ static void *parse_part(void *arg)
     part_t *p = arg;
     p->got = fsgd_libsvm_parse(p->buf, p->len, p->path, p->first_line, p->opts, &p->rows, &p->st, p->err,
                                sizeof p->err);
+    /* checked here, on the part's own thread, rather than by the calling
+     * thread's fsgd_csr_append_rows (CTR data: every part) */
+    p->ones = p->opts->binary && p->rows.val;
+    for (size_t i = 0; p->ones && i < p->rows.nnz; i++)
+        p->ones = p->rows.val[i] == 1.0f;
     return NULL;
 }
 
@@ -52,7 +58,8 @@ static size_t count_lines(const char *b, size_t n)
 }
 
 /* Copies part p's rows into p->dst at rows p->row.., nonzeros p->nz.. (room
- * made, the layouts alike: both binary or both with values). */
+ * made, the layouts alike: both binary, both with values, or a binary dst
+ * and a part whose values are all 1). */
 static void *copy_part(void *arg)
 {
     part_t *p = arg;
@@ -62,7 +69,7 @@ static void *copy_part(void *arg)
         return NULL;
     if (src->nnz) {
         memcpy(dst->col + p->nz, src->col, src->nnz * sizeof *src->col);
-        if (src->val)
+        if (src->val && dst->val) /* else a binary dst and values all 1 */
             memcpy(dst->val + p->nz, src->val, src->nnz * sizeof *src->val);
     }
     memcpy(dst->label + p->row, src->label, src->n_rows * sizeof *src->label);
@@ -71,11 +78,11 @@ static void *copy_part(void *arg)
     return NULL;
 }
 
-/* The rows' arrays and the read blocks are filled from end to end once:
- * on transparent huge pages where the system gives them on request, a page
- * fault per 2 MiB instead of per 4 KiB (900k CTR rows: ~50k faults fewer in
- * the load). The bytes are the same; a partly filled huge page's rest may
- * count in the RSS, at most 2 MiB an array. */
+/* The two read blocks are filled from end to end for every block: on
+ * transparent huge pages where the system gives them on request, a page
+ * fault per 2 MiB instead of per 4 KiB (16k faults fewer). Not the rows'
+ * arrays: grown by realloc, on huge pages they held 77 MB more at the peak
+ * (900k CTR rows). */
 static void advise_huge(void *p, size_t bytes)
 {
 #ifdef MADV_HUGEPAGE
@@ -91,15 +98,17 @@ static void advise_huge(void *p, size_t bytes)
 /* Appends the parsed parts up to the first that failed (the rows before its
  * error kept) to out, each on its own thread: one thread copying them all
  * (~150 MB for 900k CTR rows) kept the other cores idle. Only where every
- * part is laid out as out is (binary or with values); the others are left
- * to fsgd_csr_append_rows (appended stays 0). Returns 0 or -1 (no memory). */
+ * part is laid out as out is (binary, or all its values 1, or with values
+ * into rows with values); the others are left to fsgd_csr_append_rows
+ * (appended stays 0). Returns 0 or -1 (no memory). */
 static int append_parts(part_t *parts, int n, fsgd_csr_t *out)
 {
     size_t rows = 0, nnz = 0;
     int m = 0;
     while (m < n) {
         const fsgd_csr_t *r = &parts[m].rows;
-        if (r->n_rows && (r->val == NULL) != (out->val == NULL))
+        int alike = (r->val == NULL) == (out->val == NULL) || (!out->val && parts[m].ones);
+        if (r->n_rows && !alike)
             return 0;
         rows += r->n_rows;
         nnz += r->nnz;
@@ -108,10 +117,6 @@ static int append_parts(part_t *parts, int n, fsgd_csr_t *out)
     }
     if (fsgd_csr_reserve(out, rows, nnz) < 0)
         return -1;
-    advise_huge(out->col, out->cap_nnz * sizeof *out->col);
-    advise_huge(out->val, out->val ? out->cap_nnz * sizeof *out->val : 0);
-    advise_huge(out->row_ptr, (out->cap_rows + 1) * sizeof *out->row_ptr);
-    advise_huge(out->label, out->cap_rows * sizeof *out->label);
     pthread_t tid[MAX_PARTS];
     int started[MAX_PARTS] = {0};
     size_t row = out->n_rows, nz = out->nnz;
