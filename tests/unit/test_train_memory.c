@@ -123,12 +123,16 @@ static void test_libsvm_binary_load(void)
     memcpy(mixed + at + 3, text + at + 1, len - at - 1);
     CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(mixed_path, mixed, len + 2), 0);
     const char *paths[2] = {bin_path, mixed_path};
-    for (int f = 0; f < 2; f++) {
+    /* parts whose values are all 1 are copied by threads, columns only; a
+     * block with a part holding the 2.5 goes through the one-thread append
+     * (on 3 and 5 threads, the 2.5 is in a later part than the first) */
+    for (int run = 0; run < 6; run++) {
+        int f = run % 2, threads = run < 2 ? 2 : run < 4 ? 3 : 5;
         fsgd_libsvm_opts_t plain = {.read_buf = 4096}, bin = {.read_buf = 4096, .binary = 1};
         fsgd_csr_t a = {0}, b = {0};
         char err[512];
-        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(paths[f], &plain, 2, &a, NULL, err, sizeof err), 0);
-        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(paths[f], &bin, 2, &b, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load(paths[f], &plain, &a, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(paths[f], &bin, threads, &b, NULL, err, sizeof err), 0);
         CU_ASSERT_EQUAL(a.n_rows, 1000);
         CU_ASSERT_PTR_NOT_NULL(a.val);
         if (f == 0)
