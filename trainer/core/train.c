@@ -1704,6 +1704,9 @@ static int train_finish(train_run_t *r, int rc)
                 memcpy(r->model->w, t->adam.theta, r->model_dim * sizeof *r->model->w);
         }
     }
+    /* the caller may write the model while the test rows are scored */
+    if (rc == 0 && r->progress && !job->save_state)
+        r->progress(r->ctx, stats, FSGD_TRAIN_MODEL_READY);
     const float *final_w = r->model->w;
     if (rc == 0) {
         for (uint64_t k = 0; k < r->dim; k++)
