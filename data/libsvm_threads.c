@@ -6,6 +6,7 @@
  * the calling thread, and the next block is read while this one is parsed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ typedef struct part {
     fsgd_libsvm_stats_t st;
     long got;
     char err[512];
+    int ones;        /* a binary load: every value parsed is 1 (only the columns are copied) */
     fsgd_csr_t *dst; /* append_parts: where the rows go, from row and nz on */
     size_t row, nz;
     int appended;
@@ -39,6 +41,11 @@ static void *parse_part(void *arg)
     part_t *p = arg;
     p->got = fsgd_libsvm_parse(p->buf, p->len, p->path, p->first_line, p->opts, &p->rows, &p->st, p->err,
                                sizeof p->err);
+    /* checked here, on the part's own thread, rather than by the calling
+     * thread's fsgd_csr_append_rows (CTR data: every part) */
+    p->ones = p->opts->binary && p->rows.val;
+    for (size_t i = 0; p->ones && i < p->rows.nnz; i++)
+        p->ones = p->rows.val[i] == 1.0f;
     return NULL;
 }
 
@@ -51,7 +58,8 @@ static size_t count_lines(const char *b, size_t n)
 }
 
 /* Copies part p's rows into p->dst at rows p->row.., nonzeros p->nz.. (room
- * made, the layouts alike: both binary or both with values). */
+ * made, the layouts alike: both binary, both with values, or a binary dst
+ * and a part whose values are all 1). */
 static void *copy_part(void *arg)
 {
     part_t *p = arg;
@@ -61,7 +69,7 @@ static void *copy_part(void *arg)
         return NULL;
     if (src->nnz) {
         memcpy(dst->col + p->nz, src->col, src->nnz * sizeof *src->col);
-        if (src->val)
+        if (src->val && dst->val) /* else a binary dst and values all 1 */
             memcpy(dst->val + p->nz, src->val, src->nnz * sizeof *src->val);
     }
     memcpy(dst->label + p->row, src->label, src->n_rows * sizeof *src->label);
@@ -70,18 +78,37 @@ static void *copy_part(void *arg)
     return NULL;
 }
 
+/* The two read blocks are filled from end to end for every block: on
+ * transparent huge pages where the system gives them on request, a page
+ * fault per 2 MiB instead of per 4 KiB (16k faults fewer). Not the rows'
+ * arrays: grown by realloc, on huge pages they held 77 MB more at the peak
+ * (900k CTR rows). */
+static void advise_huge(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+    if (p && bytes >= ((size_t)4 << 20) && hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 /* Appends the parsed parts up to the first that failed (the rows before its
  * error kept) to out, each on its own thread: one thread copying them all
  * (~150 MB for 900k CTR rows) kept the other cores idle. Only where every
- * part is laid out as out is (binary or with values); the others are left
- * to fsgd_csr_append_rows (appended stays 0). Returns 0 or -1 (no memory). */
+ * part is laid out as out is (binary, or all its values 1, or with values
+ * into rows with values); the others are left to fsgd_csr_append_rows
+ * (appended stays 0). Returns 0 or -1 (no memory). */
 static int append_parts(part_t *parts, int n, fsgd_csr_t *out)
 {
     size_t rows = 0, nnz = 0;
     int m = 0;
     while (m < n) {
         const fsgd_csr_t *r = &parts[m].rows;
-        if (r->n_rows && (r->val == NULL) != (out->val == NULL))
+        int alike = (r->val == NULL) == (out->val == NULL) || (!out->val && parts[m].ones);
+        if (r->n_rows && !alike)
             return 0;
         rows += r->n_rows;
         nnz += r->nnz;
@@ -253,6 +280,8 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
      * instead of between the parses with the parsing threads idle. */
     size_t cap = opts->read_buf ? opts->read_buf : BLOCK; /* read_buf: small blocks in tests */
     block_t blk[2] = {{.fd = fd, .cap = cap, .buf = malloc(cap)}, {.fd = fd, .cap = cap, .buf = malloc(cap)}};
+    advise_huge(blk[0].buf, cap);
+    advise_huge(blk[1].buf, cap);
     int rc = !blk[0].buf || !blk[1].buf ? FSGD_E_NOMEM
              : opts->binary && !out->col ? fsgd_csr_init_binary(out, 0, 0)
                                          : fsgd_csr_reserve(out, 0, 0);

@@ -917,6 +917,68 @@ static void test_stream_ftrl(void)
     fsgd_csr_free(&test);
 }
 
+/* What FSGD_TRAIN_MODEL_READY promises: said once, after the setup call,
+ * with the model's final weights (a copy taken then is the model returned)
+ * and its shape; not with save_state (the state is written into the model
+ * after). */
+typedef struct ready_seen {
+    fsgd_model_t *model;
+    int setup, ready, after_ready;
+    float *w;
+    uint64_t dim;
+} ready_seen_t;
+
+static void on_ready(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
+{
+    (void)s;
+    ready_seen_t *r = p;
+    if (end_of_epoch == -1)
+        r->setup++;
+    else if (end_of_epoch == FSGD_TRAIN_MODEL_READY) {
+        r->ready++;
+        r->dim = r->model->dim;
+        free(r->w);
+        r->w = malloc((r->model->dim + 1) * sizeof *r->w);
+        memcpy(r->w, r->model->w, (r->model->dim + 1) * sizeof *r->w);
+    } else if (r->ready)
+        r->after_ready++;
+}
+
+static void test_model_ready(void)
+{
+    uint64_t rng = 5;
+    fsgd_csr_t train = {0}, test = {0};
+    synthetic(&train, 30000, 40, 0, &rng); /* enough rows for a holdout */
+    synthetic(&test, 500, 40, 0, &rng);
+    char err[512];
+    fsgd_job_t job;
+    fsgd_job_train_defaults(&job);
+    job.threads = 2;
+    job.batch = 256;
+    for (int save_state = 0; save_state < 2; save_state++) {
+        job.save_state = save_state;
+        fsgd_model_t m = {0};
+        fsgd_train_stats_t st;
+        ready_seen_t seen = {.model = &m};
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, &test, 40, &m, &st, on_ready, &seen, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(seen.setup, 1);
+        CU_ASSERT_EQUAL(seen.after_ready, 0);
+        CU_ASSERT_TRUE(st.holdout_rows > 0); /* the best weights, read back */
+        if (save_state) {
+            CU_ASSERT_EQUAL(seen.ready, 0);
+        } else {
+            CU_ASSERT_EQUAL(seen.ready, 1);
+            CU_ASSERT_EQUAL(seen.dim, 40);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(seen.w);
+            CU_ASSERT_EQUAL(memcmp(seen.w, m.w, 41 * sizeof *m.w), 0);
+        }
+        free(seen.w);
+        fsgd_model_free(&m);
+    }
+    fsgd_csr_free(&train);
+    fsgd_csr_free(&test);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -939,6 +1001,7 @@ void fsgd_test_register(void)
         {"warm start: the model back, continuation, mismatches refused", test_warm_start},
         {"save_state + init resume Adam (both kinds) and FTRL exactly", test_resume_state},
         {"ftrl streaming from a cache: threads agree, learns as in memory", test_stream_ftrl},
+        {"model ready: said once with the final weights, not with save_state", test_model_ready},
         {NULL, NULL},
     };
     fsgd_test_suite("train", cases);

@@ -5,11 +5,14 @@
  * (train_best.h). Each is checked against the layout it replaces: the same
  * rows, the same gradients, the same model byte for byte. */
 #include <math.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train_best.h"
+#include "train_pages.h"
 #include "train_spill.h"
 #include "fsgd/backend.h"
 #include "fsgd/csr.h"
@@ -120,12 +123,16 @@ static void test_libsvm_binary_load(void)
     memcpy(mixed + at + 3, text + at + 1, len - at - 1);
     CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(mixed_path, mixed, len + 2), 0);
     const char *paths[2] = {bin_path, mixed_path};
-    for (int f = 0; f < 2; f++) {
+    /* parts whose values are all 1 are copied by threads, columns only; a
+     * block with a part holding the 2.5 goes through the one-thread append
+     * (on 3 and 5 threads, the 2.5 is in a later part than the first) */
+    for (int run = 0; run < 6; run++) {
+        int f = run % 2, threads = run < 2 ? 2 : run < 4 ? 3 : 5;
         fsgd_libsvm_opts_t plain = {.read_buf = 4096}, bin = {.read_buf = 4096, .binary = 1};
         fsgd_csr_t a = {0}, b = {0};
         char err[512];
-        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(paths[f], &plain, 2, &a, NULL, err, sizeof err), 0);
-        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(paths[f], &bin, 2, &b, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load(paths[f], &plain, &a, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(paths[f], &bin, threads, &b, NULL, err, sizeof err), 0);
         CU_ASSERT_EQUAL(a.n_rows, 1000);
         CU_ASSERT_PTR_NOT_NULL(a.val);
         if (f == 0)
@@ -380,6 +387,104 @@ static void test_spill_threads_shrinking(void)
     fsgd_csr_free(&head);
 }
 
+/* Resident pages of this process (/proc/self/statm), or -1. */
+static long resident_pages(void)
+{
+    long size = -1, res = -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &res) != 2)
+            res = -1;
+        fclose(f);
+    }
+    return res;
+}
+
+typedef struct pages_writer {
+    unsigned char *p;
+    size_t bytes;
+} pages_writer_t;
+
+/* Writes a pattern every 4097 bytes: pages being mapped by the helper
+ * meanwhile must keep every byte written. */
+static void *write_pattern(void *arg)
+{
+    pages_writer_t *w = arg;
+    for (size_t i = 0; i < w->bytes; i += 4097)
+        w->p[i] = (unsigned char)(1 + i % 251);
+    return NULL;
+}
+
+/* The page mapper: the pages are resident after it (RSS grows by the
+ * array), and not one byte changes, even with another thread writing to
+ * the array while it maps. */
+static void test_pages_map(void)
+{
+    const size_t bytes = (size_t)64 << 20;
+    unsigned char *p = calloc(bytes, 1); /* this size: fresh pages, not yet mapped */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    p[12345] = 7;
+    long before = resident_pages();
+    fsgd_pages_t m;
+    fsgd_pages_start(&m, p + bytes / 2, bytes / 2);
+    pages_writer_t w = {.p = p, .bytes = bytes};
+    pthread_t tid;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&tid, NULL, write_pattern, &w), 0);
+    int here = fsgd_pages_map(p, bytes / 2);
+    pthread_join(tid, NULL);
+    fsgd_pages_join(&m);
+    CU_ASSERT_FALSE(m.running);
+    size_t wrong = 0;
+    for (size_t i = 0; i < bytes; i++) {
+        unsigned char want = i % 4097 == 0 ? (unsigned char)(1 + i % 251) : i == 12345 ? 7 : 0;
+        wrong += p[i] != want;
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+    if (!here || !m.mapped) {
+        free(p);
+        fsgd_test_skip("no MADV_POPULATE_WRITE here (Linux < 5.14): the pages fault at first use");
+        return;
+    }
+    long after = resident_pages();
+    long page = sysconf(_SC_PAGESIZE);
+    if (before >= 0 && after >= 0)
+        CU_ASSERT_TRUE((after - before) * page >= (long)(bytes - (bytes >> 4))); /* all but a few pages */
+    fsgd_pages_join(&m); /* joined: a no-op */
+    free(p);
+}
+
+/* fsgd train on two threads maps θ and the key state on helpers (one step
+ * thread still: the steps are small), and the model's weights take θ's
+ * memory where --save-state does not keep it: the model of one thread and
+ * of --save-state, byte for byte. */
+static void test_pages_same_model(void)
+{
+    uint64_t rng = 7;
+    fsgd_csr_t a = {0};
+    binary_rows(&a, 20000, 3000, &rng);
+    fsgd_job_t job;
+    train_job(&job);
+    fsgd_model_t one = {0}, two = {0}, kept = {0};
+    fsgd_train_stats_t s1, s2, s3;
+    char err[512];
+    job.threads = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &a, NULL, 3000, &one, &s1, NULL, NULL, err, sizeof err), 0);
+    job.threads = 2;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &a, NULL, 3000, &two, &s2, NULL, NULL, err, sizeof err), 0);
+    job.save_state = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &a, NULL, 3000, &kept, &s3, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(s2.threads_used, 1);
+    CU_ASSERT_TRUE(s1.holdout_rows > 0); /* the best weights were read back into θ's memory */
+    CU_ASSERT_TRUE(s1.steps > 0);
+    CU_ASSERT_EQUAL(s1.steps, s2.steps);
+    CU_ASSERT_EQUAL(memcmp(one.w, two.w, 3001 * sizeof *one.w), 0);
+    CU_ASSERT_EQUAL(memcmp(one.w, kept.w, 3001 * sizeof *one.w), 0);
+    fsgd_model_free(&one);
+    fsgd_model_free(&two);
+    fsgd_model_free(&kept);
+    fsgd_csr_free(&a);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -390,6 +495,8 @@ void fsgd_test_register(void)
         {"best weights: file or memory, the last saved", test_best_store},
         {"a9a: binary, in memory and spilled, the model of the valued rows", test_same_model_a9a},
         {"spilled, 3 threads, shrinking: the in-memory model and head", test_spill_threads_shrinking},
+        {"page mapper: resident after, no byte changed, with a writer", test_pages_map},
+        {"pages mapped on helpers, θ adopted: the same model", test_pages_same_model},
         {NULL, NULL},
     };
     fsgd_test_suite("train_memory", cases);

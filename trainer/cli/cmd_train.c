@@ -166,15 +166,44 @@ static int split(fsgd_csr_t *data, double fraction, uint64_t seed, fsgd_csr_t *t
     return 0;
 }
 
+typedef struct model_write {
+    const fsgd_model_t *model;
+    const char *path;
+    int rc;
+    char err[1024];
+} model_write_t;
+
+static void *write_model(void *arg)
+{
+    model_write_t *mw = arg;
+    mw->rc = fsgd_model_save(mw->model, mw->path, mw->err, sizeof mw->err);
+    return NULL;
+}
+
 typedef struct progress_ctx {
     const fsgd_job_t *job;
     int tty;
     size_t n_train; /* rows per epoch, for the ETA */
+    /* in memory: the model is written on a thread of its own from the moment
+     * its weights are final (FSGD_TRAIN_MODEL_READY), while the trainer scores
+     * the test rows and this thread the train line's */
+    fsgd_model_t *model;
+    const fsgd_rowfmt_t *fmt;
+    model_write_t *mw;
+    pthread_t writer;
+    int writing;
 } progress_ctx_t;
 
 static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
 {
     progress_ctx_t *ctx = p;
+    if (end_of_epoch == FSGD_TRAIN_MODEL_READY) {
+        if (ctx->mw && ctx->job->out[0] && !ctx->writing) {
+            fsgd_rowfmt_input(ctx->fmt, ctx->model->input, sizeof ctx->model->input);
+            ctx->writing = pthread_create(&ctx->writer, NULL, write_model, ctx->mw) == 0;
+        }
+        return;
+    }
     if (ctx->job->quiet)
         return;
     if (end_of_epoch < 0) {
@@ -387,20 +416,6 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
 
 /* The model file is written (and synced) on a thread of its own while the
  * training metrics are scored: the two only read the model. */
-typedef struct model_write {
-    const fsgd_model_t *model;
-    const char *path;
-    int rc;
-    char err[1024];
-} model_write_t;
-
-static void *write_model(void *arg)
-{
-    model_write_t *mw = arg;
-    mw->rc = fsgd_model_save(mw->model, mw->path, mw->err, sizeof mw->err);
-    return NULL;
-}
-
 /* fsgd train --cache: the first pass writes the cache (holdout and test
  * split set aside in memory and in the cache's own sections), or a cache
  * made from the same input is reused without reading the text; every epoch
@@ -608,8 +623,10 @@ int fsgd_cmd_train(int argc, char **argv)
         fprintf(stderr, "fsgd: %zu train rows, %zu test rows, %llu features, %zu nonzeros; loaded in %.2fs\n",
                 train.n_rows, test.n_rows, (unsigned long long)dim, train.nnz, wall() - t0);
 
-    progress_ctx_t pctx = {.job = &job, .tty = isatty(2), .n_train = train.n_rows};
     fsgd_model_t model = {0};
+    model_write_t mw = {.model = &model, .path = job.out};
+    progress_ctx_t pctx = {.job = &job, .tty = isatty(2), .n_train = train.n_rows, .model = &model, .fmt = &fmt,
+                           .mw = &mw};
     fsgd_train_stats_t st;
     /* only the rows scored for the train line are read after training */
     const size_t n_train = train.n_rows, n_test = test.n_rows;
@@ -617,15 +634,18 @@ int fsgd_cmd_train(int argc, char **argv)
                                    &st, on_progress, &pctx, err, sizeof err);
     fsgd_model_free(&init);
     if (rc < 0) {
+        if (pctx.writing)
+            pthread_join(pctx.writer, NULL);
         fsgd_cli_error("training failed: %s", err);
         fsgd_csr_free(&train);
         fsgd_csr_free(&test);
         return fsgd_cli_status(rc);
     }
-    fsgd_rowfmt_input(&fmt, model.input, sizeof model.input);
-    model_write_t mw = {.model = &model, .path = job.out};
-    pthread_t writer;
-    int writing = job.out[0] && pthread_create(&writer, NULL, write_model, &mw) == 0;
+    /* where the trainer did not say when the model was ready (--save-state) */
+    if (!pctx.writing) {
+        fsgd_rowfmt_input(&fmt, model.input, sizeof model.input);
+        pctx.writing = job.out[0] && pthread_create(&pctx.writer, NULL, write_model, &mw) == 0;
+    }
     /* Training metrics on at most TRAIN_METRICS_ROWS rows (the first,
      * the file's order): scoring and sorting all of a big file costs
      * seconds for an informational figure; the line and the JSON say n. */
@@ -674,8 +694,8 @@ int fsgd_cmd_train(int argc, char **argv)
             printf("did not reach test auc %.4f\n", job.target_auc);
     }
     int status = 0;
-    if (writing)
-        pthread_join(writer, NULL);
+    if (pctx.writing)
+        pthread_join(pctx.writer, NULL);
     else if (job.out[0])
         write_model(&mw);
     if (job.out[0]) {

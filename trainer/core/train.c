@@ -3,6 +3,7 @@
 #include "train_stale.h"
 #include "train_best.h"
 #include "train_spill.h"
+#include "train_pages.h"
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
 
@@ -853,6 +854,24 @@ int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_
     return FSGD_E_OK;
 }
 
+/* θ and Adam's key state are read and written at random keys every step
+ * (1M x 2^24 CTR set: 67 and 168 MB): with 4 KiB pages nearly every key's
+ * access is a TLB miss, and mapping them took 49k page faults. Transparent
+ * huge pages where the system gives them on request (THP "madvise", as
+ * here): the same arithmetic, and all their pages were touched anyway (the
+ * keys' by touch_pages, θ's at random keys), so the same RSS. */
+static void advise_huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 /* The optimizer of fsgd train: λ and lr for n_fit rows in steps of B (auto
  * or the job's), Adam with per-key counts (lr auto) or FTRL-Proximal, and a
  * warm start from init. t->adam is allocated. FSGD_E_ARG with err for FTRL
@@ -871,8 +890,16 @@ static int setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, size_
      * lr instead of up to ~6·lr. They go with lr auto, which was chosen with
      * them; an explicit lr keeps the plain lazy Adam of fsgd run, so the two
      * trainers still agree on the same settings. */
-    if (job->lr < 0 && !ftrl)
+    if (job->lr < 0 && !ftrl) {
+        /* it reads every key's m and v once, then frees them: most were
+         * never written, and a read of such a page maps the zero page, a
+         * fault per 4 KiB (2^24 keys: 33k faults) or, advised, per 2 MiB */
+        if (t->adam.m && t->adam.v) {
+            advise_huge_pages(t->adam.m, (size_t)t->adam.dim * sizeof *t->adam.m);
+            advise_huge_pages(t->adam.v, (size_t)t->adam.dim * sizeof *t->adam.v);
+        }
         rc = fsgd_adam_count_keys(&t->adam);
+    }
     if (rc == 0 && ftrl) {
         /* fsgd's objective is mean loss + l1|w|₁ + l2/2|w|²; FTRL's rounds
          * sum their rows' losses, so its λ1 and λ2 are those times the
@@ -899,24 +926,6 @@ static int setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, size_
         }
     }
     return rc < 0 ? FSGD_E_NOMEM : 0;
-}
-
-/* θ and Adam's key state are read and written at random keys every step
- * (1M x 2^24 CTR set: 67 and 168 MB): with 4 KiB pages nearly every key's
- * access is a TLB miss, and mapping them took 49k page faults. Transparent
- * huge pages where the system gives them on request (THP "madvise", as
- * here): the same arithmetic, and all their pages were touched anyway (the
- * keys' by touch_pages, θ's at random keys), so the same RSS. */
-static void advise_huge_pages(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
 }
 
 /* Writes every page of p (each byte keeps its value), so that the pages
@@ -1030,6 +1039,7 @@ typedef struct train_run {
     float *new_vals; /* device backends: the new θ of a step's keys */
     uint64_t rng;
     int started; /* threads running, this one included */
+    fsgd_pages_t theta_pages; /* θ mapped on a helper during the cut */
     int max_epochs, test_live, patience;
     uint64_t looks;
     double best_loss;
@@ -1041,6 +1051,7 @@ typedef struct train_run {
 /* Gives back everything set-up made; returns rc. */
 static int train_fail(train_run_t *r, int rc)
 {
+    fsgd_pages_join(&r->theta_pages);
     free(r->test_margin);
     cleanup(&r->t, &r->rows, &r->test_rows);
     return rc;
@@ -1339,11 +1350,33 @@ static int train_cut(train_run_t *r)
     return 0;
 }
 
+/* Adam's key state, mapped before the first step (it touches every page):
+ * with a second thread, half of it by a helper (train_pages.h). Nothing
+ * else reads or writes it yet. */
+static void map_key_state(train_run_t *r, void *keys, size_t bytes)
+{
+    advise_huge_pages(keys, bytes);
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t mid = ((uintptr_t)keys + bytes / 2 + huge - 1) & ~(huge - 1);
+    size_t low = mid < (uintptr_t)keys + bytes ? (size_t)(mid - (uintptr_t)keys) : bytes;
+    fsgd_pages_t upper = {0};
+    if (r->job->threads > 1 && low < bytes)
+        fsgd_pages_start(&upper, (char *)keys + low, bytes - low);
+    if (!upper.running)
+        low = bytes;
+    if (!fsgd_pages_map(keys, low))
+        touch_pages(keys, low);
+    fsgd_pages_join(&upper);
+    if (low < bytes && !upper.mapped)
+        touch_pages((char *)keys + low, bytes - low);
+}
+
 /* After the cut, before the steps: the caller's rows go, Adam's key state
  * is mapped, and the keys' l2 (and lr) factors are made where they help. */
 static int train_prepare_steps(train_run_t *r)
 {
     trainer_t *t = &r->t;
+    fsgd_pages_join(&r->theta_pages);
     /* the batches and the holdout have their copies: train is not read again */
     if (r->shrink) {
         keep_head(r->shrink, r->keep_rows);
@@ -1359,10 +1392,8 @@ static int train_prepare_steps(train_run_t *r)
      * add to the two copies of the rows above (fsgd_adam_count_keys); it is
      * mapped now, outside the steps, as it was before that: 49k page
      * faults for 2^24 keys, 0.25 s, not charged to the first steps */
-    if (t->adam.keys) {
-        advise_huge_pages(t->adam.keys, (size_t)r->model_dim * sizeof *t->adam.keys);
-        touch_pages(t->adam.keys, (size_t)r->model_dim * sizeof *t->adam.keys);
-    }
+    if (t->adam.keys)
+        map_key_state(r, t->adam.keys, (size_t)r->model_dim * sizeof *t->adam.keys);
     /* Only without a holdout: with one (large data), early stopping does
      * the rare keys' regularizing, and the factors' array cost a cache miss
      * a key and step (1M-row CTR set: same test AUC, ~15% slower). */
@@ -1617,6 +1648,21 @@ static void train_stop_threads(train_run_t *r)
         pthread_join(t->workers[i].thread, NULL);
 }
 
+/* The model's weights take θ's memory where the sizes agree (an intercept:
+ * both dim + 1) and nothing reads θ after: its pages are mapped (huge
+ * pages, touched by the steps), where a fresh array's 2^24 floats took
+ * 16k page faults to fill (the best weights read back, or θ copied). */
+static int adopt_theta(train_run_t *r)
+{
+    trainer_t *t = &r->t;
+    if (!t->adam.theta || r->model_dim != r->dim + 1 || r->job->save_state)
+        return 0;
+    free(r->model->w);
+    r->model->w = t->adam.theta;
+    t->adam.theta = NULL; /* the model frees it now */
+    return 1;
+}
+
 /* The run's end: its stats, the final weights' test metrics and the model.
  * epochs auto keeps the weights of the best holdout loss, not the last. */
 static int train_finish(train_run_t *r, int rc)
@@ -1650,11 +1696,17 @@ static int train_finish(train_run_t *r, int rc)
         rc = fsgd_model_init(r->model, job->model, r->dim, r->bias, (float)job->bias_value);
         if (rc < 0)
             fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
-        else if (r->auto_epochs && r->best_loss < INFINITY)
-            rc = fsgd_best_load(&t->best, r->model->w, r->err, r->errsz);
-        else
-            memcpy(r->model->w, t->adam.theta, r->model_dim * sizeof *r->model->w);
+        else {
+            int adopted = adopt_theta(r);
+            if (r->auto_epochs && r->best_loss < INFINITY)
+                rc = fsgd_best_load(&t->best, r->model->w, r->err, r->errsz);
+            else if (!adopted)
+                memcpy(r->model->w, t->adam.theta, r->model_dim * sizeof *r->model->w);
+        }
     }
+    /* the caller may write the model while the test rows are scored */
+    if (rc == 0 && r->progress && !job->save_state)
+        r->progress(r->ctx, stats, FSGD_TRAIN_MODEL_READY);
     const float *final_w = r->model->w;
     if (rc == 0) {
         for (uint64_t k = 0; k < r->dim; k++)
@@ -1682,8 +1734,13 @@ static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t
                      .model = model, .stats = stats, .progress = progress, .ctx = ctx, .err = err,
                      .errsz = errsz, .t = {.job = job}};
     int rc;
-    if ((rc = train_check(&r)) < 0 || (rc = train_setup(&r)) < 0 || (rc = train_cut(&r)) < 0 ||
-        (rc = train_prepare_steps(&r)) < 0)
+    if ((rc = train_check(&r)) < 0 || (rc = train_setup(&r)) < 0)
+        return rc;
+    /* θ's pages, every one touched by the first step, are mapped while the
+     * rows are cut (train_pages.h) */
+    if (job->threads > 1 && r.t.adam.theta)
+        fsgd_pages_start(&r.theta_pages, r.t.adam.theta, (size_t)r.model_dim * sizeof *r.t.adam.theta);
+    if ((rc = train_cut(&r)) < 0 || (rc = train_prepare_steps(&r)) < 0)
         return rc;
     rc = train_start_threads(&r);
     rc = train_loop_setup(&r, rc);

@@ -104,8 +104,13 @@ typedef struct fsgd_train_stats {
 } fsgd_train_stats_t;
 
 /* Called once before the first step (end_of_epoch = -1: setup done, stats->backend set),
- * about once a second and at every epoch end (end_of_epoch = 1). */
+ * about once a second and at every epoch end (end_of_epoch = 1); in memory
+ * (not fsgd_train_stream) and without job->save_state, once more with
+ * FSGD_TRAIN_MODEL_READY when the model's weights and shape are final, before
+ * the test rows are scored: from then on the trainer only reads the model,
+ * so the caller may start writing it (model->input is the caller's to set). */
 typedef void (*fsgd_train_progress_fn)(void *ctx, const fsgd_train_stats_t *s, int end_of_epoch);
+#define FSGD_TRAIN_MODEL_READY (-2)
 
 /* Trains on `train` (test may be NULL or empty) with the job's settings.
  * dim is the feature dimension (every column of train/test must be < dim
