@@ -1,7 +1,8 @@
-/* The aggregator's best weights (epochs auto, agg_auto.c) are copied key by
- * key: at every new best look they equal θ exactly, and at the end θ goes
- * back to them exactly when the last weights score worse, whether θ started
- * at zero (no copy at all before the first look) or not (one whole copy). */
+/* The aggregator's best weights (epochs auto, agg_auto.c) are never copied:
+ * an undo log of θ before each step's update, emptied at every new best,
+ * gives θ back exactly as it was at the best look when the last weights
+ * score worse, whether keys repeat within a step or across steps, θ starts
+ * at zero or not, and the log is compacted on the way (a small model). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,9 +44,9 @@ static void run_case(int theta_zero)
     a.st.epoch = 1;
     float *theta = calloc(DIM, sizeof *theta), *want = calloc(DIM, sizeof *want);
     a.model.adam.theta = theta;
-    a.tune.best = calloc(DIM, sizeof *a.tune.best);
-    a.tune.moved = calloc(DIM / 64 + 1, sizeof *a.tune.moved);
-    CU_ASSERT_FATAL(theta && want && a.tune.best && a.tune.moved);
+    a.tune.track = 1;
+    CU_ASSERT_FATAL(theta && want);
+    CU_ASSERT_EQUAL_FATAL(fsgd_sparse_reserve(&a.tune.before, 80), 0);
     if (!theta_zero)
         for (int k = 0; k < DIM; k++)
             theta[k] = (float)((double)(fsgd_test_rand(&seed) % 200) / 100.0 - 1.0);
@@ -68,34 +69,59 @@ static void run_case(int theta_zero)
     a.tune.look_rows = 3; /* a look every 3 steps of one row */
     a.tune.patience = 1000;
     a.tune.best_loss = INFINITY;
-    agg_auto_start(&a, theta_zero);
     int bests = 0;
-    uint32_t keys[64];
+    uint32_t keys[80];
     for (int step = 0; step < STEPS; step++) {
-        size_t n = 0;
-        for (size_t i = 0; i < 1 + fsgd_test_rand(&seed) % 64; i++) {
-            uint32_t k = (uint32_t)(fsgd_test_rand(&seed) % (step % 2 ? 320 : DIM)); /* keys repeat */
+        /* a step: distinct keys (a reduced gradient's), θ before the update kept as the step function keeps it */
+        size_t n = 0, want_n = 1 + fsgd_test_rand(&seed) % 64;
+        while (n < want_n) {
+            uint32_t k = (uint32_t)(fsgd_test_rand(&seed) % (step % 2 ? 320 : DIM)); /* keys repeat across steps */
+            int dup = 0;
+            for (size_t i = 0; i < n; i++)
+                dup |= keys[i] == k;
+            if (dup)
+                continue;
+            keys[n] = k;
+            a.tune.before.keys[n] = k;
+            a.tune.before.vals[n++] = theta[k];
             theta[k] += (float)((double)(fsgd_test_rand(&seed) % 200) / 400.0 - 0.25);
-            keys[n++] = k;
         }
+        if (step % 3 == 0) { /* a step that fits a held-out row: the loss falls now and then */
+            size_t r = fsgd_test_rand(&seed) % HOLD_ROWS;
+            for (uint64_t j = h->row_ptr[r]; j < h->row_ptr[r + 1]; j++) {
+                int dup = 0;
+                for (size_t i = 0; i < n; i++)
+                    dup |= keys[i] == h->col[j];
+                if (dup)
+                    continue;
+                keys[n] = h->col[j];
+                a.tune.before.keys[n] = h->col[j];
+                a.tune.before.vals[n++] = theta[h->col[j]];
+                theta[h->col[j]] += (float)(0.3 * h->label[r]);
+            }
+        }
+        a.tune.before.n = n;
         double before = a.tune.best_loss;
         int stop = 0;
-        CU_ASSERT_EQUAL_FATAL(agg_auto_look(&a, keys, n, 1, &stop), 0);
-        if (a.tune.best_loss < before) { /* a new best: best equals θ now */
+        CU_ASSERT_EQUAL_FATAL(agg_auto_look(&a, 1, &stop), 0);
+        if (a.tune.best_loss < before) { /* a new best: the log starts again */
             bests++;
-            CU_ASSERT_EQUAL(memcmp(a.tune.best, theta, DIM * sizeof *theta), 0);
+            CU_ASSERT_EQUAL(a.tune.n_undo, 0);
             CU_ASSERT(a.tune.best_loss == hold_loss(h, theta)); /* fsgd/holdout.h: bit for bit */
             memcpy(want, theta, DIM * sizeof *theta);
         }
     }
     CU_ASSERT(bests >= 2);
+    CU_ASSERT(a.tune.cap_undo >= DIM); /* the log was compacted on the way (one entry a key at most then) */
     /* moves that make the holdout loss worse, then the end of the job */
     for (int r = 0; r < HOLD_ROWS; r++)
         for (uint64_t j = h->row_ptr[r]; j < h->row_ptr[r + 1]; j++) {
+            a.tune.before.keys[0] = h->col[j];
+            a.tune.before.vals[0] = theta[h->col[j]];
+            a.tune.before.n = 1;
             theta[h->col[j]] -= (float)(3.0 * h->label[r]);
-            keys[0] = h->col[j];
             int stop = 0;
-            CU_ASSERT_EQUAL_FATAL(agg_auto_look(&a, keys, 1, 0, &stop), 0);
+            CU_ASSERT_EQUAL_FATAL(agg_auto_look(&a, 0, &stop), 0);
         }
     CU_ASSERT(hold_loss(h, theta) > a.tune.best_loss);
     agg_auto_finish(&a);

@@ -6,9 +6,10 @@
  * best weights and stops after fsgd train's patience without a new best.
  * The held-out rows are cut from the epoch's offsets (the state's end), so
  * the workers never load them and exactly-once still counts every training
- * row. The best weights are copied key by key: only the keys that steps
- * moved since the last best look (a 2^24 model is 64 MiB, a look's worth of
- * steps touches a few percent of it). */
+ * row. The best look's weights are never copied: every step's θ before its
+ * update goes into an undo log, emptied at each new best, and written back
+ * newest first when the last weights score worse (a 2^24 model is 64 MiB; a
+ * step moves a few thousand keys). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,10 +164,7 @@ int agg_auto_setup(agg_t *a)
         fsgd_csr_free(&a->tune.hold);
         if (hrc)
             return fsgd_err_fmt(a->err, a->errsz, hrc, "aggregator: out of memory for the held-out rows");
-        a->tune.best = calloc(a->mdim ? a->mdim : 1, sizeof *a->tune.best);
-        a->tune.moved = calloc(a->mdim / 64 + 1, sizeof *a->tune.moved);
-        if (!a->tune.best || !a->tune.moved)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the best weights");
+        a->tune.track = 1;
         a->tune.best_loss = INFINITY;
     }
     uint64_t n = a->s->dataset_rows;
@@ -203,60 +201,64 @@ static double holdout_loss(agg_t *a)
                              (float)a->job->bias_value);
 }
 
-void agg_auto_start(agg_t *a, int theta_zero)
-{
-    /* best (calloc'd) equals a θ of zeros; other weights are copied whole
-     * at the first look */
-    a->tune.have_best = a->tune.best && theta_zero;
-}
-
-/* Marks the keys a step moved; a key is listed once until the next copy. */
-static int mark_moved(agg_t *a, const uint32_t *keys, size_t n)
+/* Keeps, of the undo log, each key's oldest entry (the value at the best
+ * look): the log then holds at most one entry a key. */
+static int undo_compact(agg_t *a)
 {
     agg_tune_t *t = &a->tune;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t k = keys[i];
-        uint64_t bit = (uint64_t)1 << (k & 63);
-        if (k >= a->mdim || t->moved[k >> 6] & bit)
+    uint64_t *seen = calloc(a->mdim / 64 + 1, sizeof *seen);
+    if (!seen)
+        return FSGD_E_NOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_undo; i++) {
+        uint32_t key = t->undo_k[i];
+        uint64_t bit = (uint64_t)1 << (key & 63);
+        if (seen[key >> 6] & bit)
             continue;
-        if (t->n_moved == t->cap_moved) {
-            size_t nc = t->cap_moved ? 2 * t->cap_moved : 65536;
-            uint32_t *nk = realloc(t->moved_keys, nc * sizeof *nk);
-            if (!nk)
-                return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for moved keys");
-            t->moved_keys = nk;
-            t->cap_moved = nc;
-        }
-        t->moved[k >> 6] |= bit;
-        t->moved_keys[t->n_moved++] = k;
+        seen[key >> 6] |= bit;
+        t->undo_k[k] = key;
+        t->undo_v[k++] = t->undo_v[i];
     }
+    t->n_undo = k;
+    free(seen);
     return 0;
 }
 
-/* best := θ (have_best: θ differs from best only at the moved keys); from
- * there `moved` starts again. */
-static void copy_best(agg_t *a)
+/* Appends the step's θ-before to the undo log: sequential writes, no lookup
+ * a key (the keys' θ was just read by the update). A log past the model's
+ * own size keeps one entry a key; it grows when that is not enough. */
+static int undo_push(agg_t *a, const fsgd_sparse_t *before)
 {
     agg_tune_t *t = &a->tune;
-    const float *theta = a->model.adam.theta;
-    if (!t->have_best)
-        memcpy(t->best, theta, a->mdim * sizeof *t->best);
-    for (size_t i = 0; i < t->n_moved; i++) {
-        uint32_t k = t->moved_keys[i];
-        if (t->have_best)
-            t->best[k] = theta[k];
-        t->moved[k >> 6] = 0;
+    if (t->n_undo + before->n > t->cap_undo) {
+        if (t->cap_undo >= a->mdim && undo_compact(a) < 0)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the undo log");
+        size_t nc = t->cap_undo ? t->cap_undo : a->mdim < 65536 ? (size_t)a->mdim + 1 : 65536;
+        while (t->n_undo + before->n > nc)
+            nc *= 2;
+        if (nc > t->cap_undo) {
+            uint32_t *nk = realloc(t->undo_k, nc * sizeof *nk);
+            if (nk)
+                t->undo_k = nk;
+            float *nv = nk ? realloc(t->undo_v, nc * sizeof *nv) : NULL;
+            if (!nk || !nv)
+                return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the undo log");
+            t->undo_v = nv;
+            t->cap_undo = nc;
+        }
     }
-    t->n_moved = 0;
-    t->have_best = 1;
+    memcpy(t->undo_k + t->n_undo, before->keys, before->n * sizeof *before->keys);
+    memcpy(t->undo_v + t->n_undo, before->vals, before->n * sizeof *before->vals);
+    t->n_undo += before->n;
+    return 0;
 }
 
-int agg_auto_look(agg_t *a, const uint32_t *keys, size_t n, uint64_t rows, int *stop)
+int agg_auto_look(agg_t *a, uint64_t rows, int *stop)
 {
     *stop = 0;
-    if (!a->tune.best)
+    if (!a->tune.track)
         return 0;
-    FSGD_TRY(mark_moved(a, keys, n));
+    FSGD_TRY(undo_push(a, &a->tune.before));
     a->tune.rows_since_look += rows;
     if (a->tune.rows_since_look < a->tune.look_rows)
         return 0;
@@ -269,7 +271,7 @@ int agg_auto_look(agg_t *a, const uint32_t *keys, size_t n, uint64_t rows, int *
         a->tune.since_best = 0;
         a->s->best_epoch = epochs_done;
         a->s->holdout_loss = loss;
-        copy_best(a);
+        a->tune.n_undo = 0; /* θ is the best now */
         a->tune.looked = 1;
     } else if (++a->tune.since_best >= a->tune.patience) {
         a->s->stopped_early = 1;
@@ -281,7 +283,7 @@ int agg_auto_look(agg_t *a, const uint32_t *keys, size_t n, uint64_t rows, int *
 
 void agg_auto_finish(agg_t *a)
 {
-    if (!a->tune.best)
+    if (!a->tune.track)
         return;
     a->s->epochs_run = (double)(a->st.epoch - 1) + (double)a->open.rows_epoch / (double)a->s->dataset_rows;
     if (a->open.rows_epoch == 0 || a->open.rows_epoch == a->s->dataset_rows)
@@ -289,22 +291,20 @@ void agg_auto_finish(agg_t *a)
     if (!a->tune.looked) /* no look yet: the weights as they are */
         return;
     double loss = holdout_loss(a);
-    if (loss > a->tune.best_loss) { /* the last look's weights may be past the best */
-        for (size_t i = 0; i < a->tune.n_moved; i++) {
-            uint32_t k = a->tune.moved_keys[i];
-            a->model.adam.theta[k] = a->tune.best[k];
-        }
-    }
+    if (loss > a->tune.best_loss) /* the last look's weights may be past the best: undo, newest first */
+        for (size_t i = a->tune.n_undo; i-- > 0;)
+            a->model.adam.theta[a->tune.undo_k[i]] = a->tune.undo_v[i];
+    a->tune.n_undo = 0;
 }
 
 void agg_auto_free(agg_t *a)
 {
-    free(a->tune.best);
-    free(a->tune.moved);
-    free(a->tune.moved_keys);
-    a->tune.best = NULL;
-    a->tune.moved = NULL;
-    a->tune.moved_keys = NULL;
+    free(a->tune.undo_k);
+    free(a->tune.undo_v);
+    a->tune.undo_k = NULL;
+    a->tune.undo_v = NULL;
+    a->tune.n_undo = a->tune.cap_undo = 0;
+    fsgd_sparse_free(&a->tune.before);
     fsgd_csr_free(&a->tune.hold);
     fsgd_holdout_free(&a->tune.holdout);
 }

@@ -112,7 +112,8 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
                              .seconds = t0 - a->clock.step_start, .n_senders = (uint32_t)a->open.napplied};
     char e[256];
     /* the step function fsgd train runs too (fsgd/step.h) */
-    fsgd_step_opt_t opt = {.adam = &a->model.adam, .ftrl = a->model.ftrl_on ? &a->model.ftrl : NULL, .l2 = a->tune.l2};
+    fsgd_step_opt_t opt = {.adam = &a->model.adam, .ftrl = a->model.ftrl_on ? &a->model.ftrl : NULL, .l2 = a->tune.l2,
+                           .before = a->tune.track ? &a->tune.before : NULL};
     if (a->follow)
         FSGD_TRY(agg_follow_score(a)); /* progressive validation: before θ moves */
     int src = fsgd_step_apply(&opt, a->model.strat, &info, &a->open.g, e, sizeof e);
@@ -157,7 +158,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     }
     a->s->rows_epoch = a->open.rows_epoch;
     int stop = 0; /* epochs auto: the holdout loss stopped improving */
-    FSGD_TRY(agg_auto_look(a, a->open.g.keys, nt, R, &stop));
+    FSGD_TRY(agg_auto_look(a, R, &stop));
     int epoch_end = !a->follow; /* follow: the data never ends; dry windows move on */
     for (uint32_t p = 0; p < a->st.nparts; p++)
         epoch_end &= a->st.pos[p] == a->st.end[p];
@@ -202,7 +203,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
             a->open.loss_epoch = 0;
         }
     }
-    if (final && a->tune.best) {
+    if (final && a->tune.track) {
         agg_auto_finish(a); /* the best weights are the job's model */
         FSGD_TRY(agg_evaluate(a, &a->s->test));
     }

@@ -617,7 +617,6 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         rc = agg_follow_resumed(&a);
     if (!rc)
         rc = agg_downlink_setup(&a);
-    agg_auto_start(&a, !job->init[0] && !resumed);
     if (!rc)
         rc = agg_assign_grads(&a, resumed);
     /* the opening snapshot waits until the consumer group has settled */

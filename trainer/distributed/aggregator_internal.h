@@ -89,11 +89,14 @@ typedef struct agg_tune {
     uint64_t batch; /* rows a step (batch auto resolved) */
     fsgd_csr_t hold;          /* the held-out rows as read, until scored */
     fsgd_holdout_t holdout;   /* ... as scored (fsgd/holdout.h) */
-    float *best; /* equal to θ but at the keys moved since the best look */
-    uint64_t *moved; /* a bit a key: moved since the best look */
-    uint32_t *moved_keys;
-    size_t n_moved, cap_moved;
-    int have_best, looked, since_best, patience;
+    int track;           /* epochs auto: the best look's weights can be restored */
+    fsgd_sparse_t before; /* θ at the step's keys before its update (fsgd/step.h) */
+    /* θ's values before every update since the best look, oldest first:
+     * written back newest first, they give the best look's θ */
+    uint32_t *undo_k;
+    float *undo_v;
+    size_t n_undo, cap_undo;
+    int looked, since_best, patience;
     double best_loss;
     uint64_t look_rows, rows_since_look;
 } agg_tune_t;
@@ -222,13 +225,10 @@ int agg_await_producer(agg_t *a);
 
 /* agg_auto.c: l2, lr and epochs auto (after agg_scan_data) */
 int agg_auto_setup(agg_t *a);
-/* Before step 1: whether θ starts at zero (no init model, no checkpoint),
- * so that the best weights start equal to it without a copy. */
-void agg_auto_start(agg_t *a, int theta_zero);
-/* After a step of rows that moved the weights of keys[0..n): a holdout look
- * when one is due; *stop when the holdout loss has not improved for the
- * patience. */
-int agg_auto_look(agg_t *a, const uint32_t *keys, size_t n, uint64_t rows, int *stop);
+/* After a step of rows (tune.before: θ before its update, at its keys): a
+ * holdout look when one is due; *stop when the holdout loss has not
+ * improved for the patience. */
+int agg_auto_look(agg_t *a, uint64_t rows, int *stop);
 /* The job ends: the best weights seen replace θ when they are better. */
 void agg_auto_finish(agg_t *a);
 void agg_auto_free(agg_t *a);
