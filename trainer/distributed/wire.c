@@ -253,9 +253,18 @@ int fsgd_wire_pdelta_put(fsgd_wire_buf_t *b, const uint32_t *keys, const float *
     uint8_t *vals_raw = hdr + 8 + (lzb > raw ? lzb : raw); /* scratch past the end */
     for (size_t i = 0; i < n; i++)
         fsgd_le_putf32(vals_raw + 4 * i, vals[i]);
-    int lz = raw >= 64 && raw <= INT32_MAX
+    /* Adam's weights are close to random floats: LZ4 rarely saves a tenth
+     * of them, and then costs both sides CPU on every step for nothing; a
+     * message that did not save it sends the next ones raw, trying again
+     * every FSGD_WIRE_LZ4_RETRY messages (which bytes go is still decided
+     * by the result alone: raw or LZ4, whichever is smaller when tried) */
+    int lz = raw >= 64 && raw <= INT32_MAX && !b->lz4_skip
                  ? LZ4_compress_default((const char *)vals_raw, (char *)hdr + 8, (int)raw, (int)lzb)
                  : 0;
+    if (b->lz4_skip)
+        b->lz4_skip--;
+    else if (raw >= 64 && (lz <= 0 || (size_t)lz * 10 > raw * 9))
+        b->lz4_skip = FSGD_WIRE_LZ4_RETRY - 1;
     if (lz > 0 && (size_t)lz < raw) {
         hdr[0] = 1;
         fsgd_le_put32(hdr + 4, (uint32_t)lz);

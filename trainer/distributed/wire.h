@@ -34,9 +34,14 @@ typedef struct fsgd_wire_grad {
     uint32_t codec_len;
 } fsgd_wire_grad_t;
 
+/* A packed delta whose values LZ4 shrank by less than a tenth: the next
+ * FSGD_WIRE_LZ4_RETRY - 1 go raw. */
+#define FSGD_WIRE_LZ4_RETRY 16
+
 typedef struct fsgd_wire_buf {
     uint8_t *p;
     size_t n, cap;
+    unsigned lz4_skip; /* packed deltas: messages to send raw before LZ4 is tried again */
 } fsgd_wire_buf_t;
 
 int fsgd_wire_put(fsgd_wire_buf_t *b, const void *src, size_t n);
