@@ -344,6 +344,48 @@ static void test_mock_send_read(void)
     fsgd_kmock_destroy(NULL);
 }
 
+/* Incompressible values: the message that tried LZ4 is followed by
+ * FSGD_WIRE_LZ4_RETRY - 1 raw ones, then LZ4 is tried again; compressible
+ * values keep LZ4. Every message decodes to its values exactly. */
+static void test_packed_delta_lz4_skip(void)
+{
+    enum { N = 512 };
+    uint32_t keys[N];
+    float noisy[N], flat[N];
+    uint64_t seed = fsgd_test_seed();
+    for (uint32_t i = 0; i < N; i++) {
+        keys[i] = 3 * i;
+        noisy[i] = (float)((double)fsgd_test_rand(&seed) / 18446744073709551616.0 - 0.5);
+        flat[i] = 0.25f;
+    }
+    char err[256];
+    fsgd_wire_buf_t b = {0};
+    int tried = 0;
+    for (int m = 0; m < 2 * FSGD_WIRE_LZ4_RETRY + 1; m++) {
+        unsigned skip_before = b.lz4_skip;
+        b.n = 0;
+        CU_ASSERT_EQUAL_FATAL(fsgd_wire_pdelta_put(&b, keys, noisy, N, err, sizeof err), 0);
+        tried += skip_before == 0;
+        CU_ASSERT_EQUAL(b.lz4_skip, skip_before ? skip_before - 1 : FSGD_WIRE_LZ4_RETRY - 1);
+        size_t off = 0;
+        fsgd_sparse_t d = {0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_wire_pdelta_get(b.p, b.n, &off, 3 * N, &d, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(d.n, N);
+        CU_ASSERT_EQUAL(memcmp(d.vals, noisy, sizeof noisy), 0);
+        fsgd_sparse_free(&d);
+    }
+    CU_ASSERT_EQUAL(tried, 3); /* messages 0, 16 and 32 */
+    fsgd_wire_buf_t c = {0};
+    for (int m = 0; m < 3; m++) {
+        c.n = 0;
+        CU_ASSERT_EQUAL_FATAL(fsgd_wire_pdelta_put(&c, keys, flat, N, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(c.lz4_skip, 0);
+        CU_ASSERT(c.n < 4 * N); /* the values went compressed */
+    }
+    free(b.p);
+    free(c.p);
+}
+
 static void test_snapshot_body(void)
 {
     float w[5] = {0.5f, -1.25f, 0, 3, 0.125f};
@@ -604,6 +646,7 @@ void fsgd_test_register(void)
         {"chunk reassembly and duplicate dropping", test_reassembly_and_dups},
         {"model reassembly from a frame stream", test_model_stream},
         {"packed deltas (kind 4): keys bit-packed, raw and LZ4 values", test_packed_delta_stream},
+        {"packed deltas: LZ4 that does not pay is left out for a while, values intact", test_packed_delta_lz4_skip},
         {"snapshot bodies: round trip, non-finite and truncated refused", test_snapshot_body},
         {"a mostly zero snapshot goes as pairs, the same bit for bit", test_snapshot_sparse},
         {"reassembly limits, held bytes, forget", test_reassembly_limits},
