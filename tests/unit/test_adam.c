@@ -251,6 +251,37 @@ static void test_counted_keys(void)
     fsgd_adam_free(&counted);
 }
 
+/* fsgd_adam_init_counted is fsgd_adam_init + fsgd_adam_count_keys without
+ * the separate m and v: the same updates, bit for bit. */
+static void test_init_counted(void)
+{
+    enum { DIM = 300, STEPS = 40 };
+    fsgd_adam_params_t p = fsgd_adam_defaults();
+    p.lr = 0.05;
+    fsgd_adam_t x, y;
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init(&x, DIM, &p), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_count_keys(&x), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init_counted(&y, DIM, &p), 0);
+    CU_ASSERT(y.m == NULL && y.v == NULL && y.keys != NULL);
+    uint64_t seed = fsgd_test_seed();
+    uint32_t keys[DIM];
+    float g[DIM];
+    for (int t = 0; t < STEPS; t++) {
+        size_t n = 0;
+        for (uint32_t k = 0; k < DIM; k++)
+            if (fsgd_test_rand(&seed) % 4 == 0) {
+                keys[n] = k;
+                g[n++] = (float)((double)(fsgd_test_rand(&seed) % 2001) / 1000.0 - 1.0);
+            }
+        fsgd_adam_step(&x, keys, g, n);
+        fsgd_adam_step(&y, keys, g, n);
+    }
+    CU_ASSERT_EQUAL(memcmp(x.theta, y.theta, DIM * sizeof *x.theta), 0);
+    CU_ASSERT_EQUAL(memcmp(x.keys, y.keys, DIM * sizeof *x.keys), 0);
+    fsgd_adam_free(&x);
+    fsgd_adam_free(&y);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -260,6 +291,7 @@ void fsgd_test_register(void)
         {"partial touches: differs only on skipped keys", test_lazy_differs_only_on_skipped_keys},
         {"converges on a quadratic", test_converges},
         {"per-key counts: a late key's first step is lr", test_counted_keys},
+        {"init counted: the same updates as init + count_keys", test_init_counted},
         {NULL, NULL},
     };
     fsgd_test_suite("adam", cases);

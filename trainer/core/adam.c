@@ -91,13 +91,12 @@ static void apply_counted(const fsgd_adam_t *a, const uint32_t *keys, const floa
     }
 }
 
-int fsgd_adam_count_keys(fsgd_adam_t *a)
+/* The per-key state (zero) and the correction tables. */
+static int alloc_counted(fsgd_adam_t *a)
 {
-    if (a->keys)
-        return FSGD_E_OK;
     /* m, v and the count of a key side by side: one cache line a key
      * instead of three scattered arrays (most of a sparse step's cost is
-     * these misses). The separate m and v are not needed any more. */
+     * these misses). */
     a->keys = calloc(a->dim ? (size_t)a->dim : 1, sizeof *a->keys);
     /* 1/(1-β1^t) and 1/sqrt(1-β2^t) for every t a count can hold: two
      * table reads instead of two expm1 calls per key and step */
@@ -109,6 +108,20 @@ int fsgd_adam_count_keys(fsgd_adam_t *a)
         a->corr = NULL;
         return FSGD_E_NOMEM;
     }
+    const double lb1 = log(a->p.beta1), lb2 = log(a->p.beta2);
+    a->corr[0] = a->corr[FSGD_ADAM_COUNT_MAX + 1] = 1; /* t = 0 is never used */
+    for (unsigned t = 1; t <= FSGD_ADAM_COUNT_MAX; t++) {
+        a->corr[t] = (float)(1 / -expm1((double)t * lb1));
+        a->corr[FSGD_ADAM_COUNT_MAX + 1 + t] = (float)(1 / sqrt(-expm1((double)t * lb2)));
+    }
+    return FSGD_E_OK;
+}
+
+int fsgd_adam_count_keys(fsgd_adam_t *a)
+{
+    if (a->keys)
+        return FSGD_E_OK;
+    FSGD_TRY(alloc_counted(a));
     /* keep any state already there; only its nonzero entries are written,
      * so a fresh state's pages stay unmapped (zero) until a key's first
      * update instead of all 12 bytes a key being resident at once (2^24
@@ -118,14 +131,22 @@ int fsgd_adam_count_keys(fsgd_adam_t *a)
             a->keys[k].m = a->m[k];
             a->keys[k].v = a->v[k];
         }
+    /* the separate m and v are not needed any more */
     free(a->m);
     free(a->v);
     a->m = a->v = NULL;
-    const double lb1 = log(a->p.beta1), lb2 = log(a->p.beta2);
-    a->corr[0] = a->corr[FSGD_ADAM_COUNT_MAX + 1] = 1; /* t = 0 is never used */
-    for (unsigned t = 1; t <= FSGD_ADAM_COUNT_MAX; t++) {
-        a->corr[t] = (float)(1 / -expm1((double)t * lb1));
-        a->corr[FSGD_ADAM_COUNT_MAX + 1 + t] = (float)(1 / sqrt(-expm1((double)t * lb2)));
+    return FSGD_E_OK;
+}
+
+int fsgd_adam_init_counted(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_t *p)
+{
+    memset(a, 0, sizeof *a);
+    a->p = p ? *p : fsgd_adam_defaults();
+    a->dim = dim;
+    a->theta = calloc(dim ? (size_t)dim : 1, sizeof *a->theta);
+    if (!a->theta || alloc_counted(a) < 0) {
+        fsgd_adam_free(a);
+        return FSGD_E_NOMEM;
     }
     return FSGD_E_OK;
 }

@@ -215,7 +215,12 @@ static int agg_setup_optimizer(agg_t *a)
     const fsgd_job_t *job = a->job;
     int rc = 0;
     fsgd_adam_params_t ap = {a->tune.lr, job->beta1, job->beta2, job->eps};
-    if (fsgd_adam_init(&a->model.adam, a->mdim, &ap) < 0)
+    /* lr auto (Adam): each key's bias corrections count its own updates, as
+     * in fsgd train (a key first seen late steps by about lr, not 3-6 lr);
+     * FTRL keeps z and n in Adam's m and v */
+    int counted = job->lr < 0 && job->optimizer != FSGD_OPTIMIZER_FTRL;
+    if ((counted ? fsgd_adam_init_counted(&a->model.adam, a->mdim, &ap) : fsgd_adam_init(&a->model.adam, a->mdim, &ap)) <
+        0)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a->mdim);
     if (!rc && job->optimizer == FSGD_OPTIMIZER_FTRL) {
@@ -226,12 +231,6 @@ static int agg_setup_optimizer(agg_t *a)
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", a->tune.alpha);
         a->model.ftrl_on = rc == 0;
     }
-    /* lr auto (Adam): each key's bias corrections count its own updates, as
-     * in fsgd train (a key first seen late steps by about lr, not 3-6 lr);
-     * FTRL keeps z and n in Adam's m and v */
-    if (!rc && !a->model.ftrl_on && job->lr < 0 && fsgd_adam_count_keys(&a->model.adam) < 0)
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
-                          (unsigned long long)a->mdim);
     if (!rc && a->model.init)
         rc = agg_init_apply(a); /* before the checkpoint, which wins */
     return rc;
