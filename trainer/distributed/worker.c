@@ -33,6 +33,7 @@
 typedef struct pcache {
     int loaded;
     int raw; /* read before the model's shape was known: no intercept, dimension unchecked */
+    int bias_slot; /* raw rows end with a slot for the intercept (col 0 until the model's dim is known) */
     uint64_t start, end;
     fsgd_csr_t rows;  /* parsed rows, bias column appended */
     uint64_t *row_of; /* end - start + 1 entries: first row of each offset */
@@ -187,6 +188,17 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
         uint64_t lo = w->tmp.row_ptr[r], hi = w->tmp.row_ptr[r + 1];
         if (l->raw) {
             FSGD_TRY(fsgd_csr_append_row(&c->rows, w->tmp.label[r], w->tmp.col + lo, w->tmp.val + lo, hi - lo));
+            if (w->job->bias) {
+                /* the intercept's place, so that finish_raw need not copy
+                 * the rows to make room for it */
+                uint32_t zero = 0;
+                float bv = (float)w->job->bias_value;
+                FSGD_TRY(fsgd_csr_reserve(&c->rows, 0, 1));
+                c->rows.col[c->rows.nnz] = zero;
+                c->rows.val[c->rows.nnz++] = bv;
+                c->rows.row_ptr[c->rows.n_rows] = c->rows.nnz;
+                c->bias_slot = 1;
+            }
             continue;
         }
         if (hi > lo && w->tmp.col[hi - 1] >= w->dim)
@@ -247,11 +259,26 @@ static int finish_raw(worker_t *w, pcache_t *c, uint64_t end)
     if (end < c->start || end > c->end)
         return 1;
     size_t n = (size_t)c->row_of[end - c->start];
+    if (c->bias_slot && w->has_bias && w->bias == (float)w->job->bias_value) {
+        /* in place: the slots get the intercept's column; every other
+         * column (the slots' are 0) must be below the model's dim */
+        if (c->rows.max_col > w->dim)
+            return 1; /* read again: load_msg names the offset */
+        for (size_t r = 0; r < n; r++)
+            c->rows.col[c->rows.row_ptr[r + 1] - 1] = (uint32_t)w->dim;
+        c->rows.n_rows = n;
+        c->rows.nnz = (size_t)c->rows.row_ptr[n];
+        c->rows.max_col = w->dim + 1;
+        c->end = end;
+        c->raw = c->bias_slot = 0;
+        return 0;
+    }
+    size_t slot = c->bias_slot ? 1 : 0; /* an intercept's slot the model has no use for */
     fsgd_csr_t rows = {0};
     if (fsgd_csr_reserve(&rows, n, (size_t)c->rows.row_ptr[n] + (w->has_bias ? n : 0)) < 0)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     for (size_t r = 0; r < n; r++) {
-        uint64_t lo = c->rows.row_ptr[r], hi = c->rows.row_ptr[r + 1];
+        uint64_t lo = c->rows.row_ptr[r], hi = c->rows.row_ptr[r + 1] - slot;
         if (hi > lo && c->rows.col[hi - 1] >= w->dim) {
             fsgd_csr_free(&rows);
             return 1; /* read again: load_msg names the offset */
@@ -271,7 +298,7 @@ static int finish_raw(worker_t *w, pcache_t *c, uint64_t end)
     fsgd_csr_free(&c->rows);
     c->rows = rows;
     c->end = end;
-    c->raw = 0;
+    c->raw = c->bias_slot = 0;
     return 0;
 }
 
@@ -419,6 +446,7 @@ static void prefetch_more(worker_t *w)
         pcache_t *c = &w->cache[parts[i]];
         if (rc == 0) {
             w->prefetch_parts += !c->loaded;
+            w->stats->prefetched += !c->loaded;
             c->end = (uint64_t)hi[i];
             c->loaded = c->raw = 1;
         } else {
@@ -430,7 +458,6 @@ static void prefetch_more(worker_t *w)
     if (final) {
         w->prefetch_due = 0;
         w->prefetch_done = 1;
-        w->stats->prefetched += (uint64_t)w->prefetch_parts;
         if (w->log && w->prefetch_parts) {
             char line[300];
             snprintf(line, sizeof line, "read %d partitions of %s ahead of the first model", w->prefetch_parts,
