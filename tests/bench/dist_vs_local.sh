@@ -12,12 +12,18 @@
 #   DVL_TAUS     staleness values (default "0 default")
 #   DVL_ARGS     extra options for both commands (e.g. "--codec fastsgd")
 #   DVL_RUN_ARGS extra options for fsgd run only (e.g. "--batch 1024")
+#   DVL_REPEAT   rounds (default 1): each round runs fsgd train, then every
+#                fsgd run, and a run's ratio is against its round's train; with
+#                more than one, a median line per configuration closes
 # Lines:
 #   bench dist_vs_local dim=D broker=train wall_s=.. test_auc=.. epochs=..
 #   bench dist_vs_local dim=D broker=B tau=T wall_s=.. ratio_run_over_train=..
 #     test_auc=.. auc_minus_train=.. produce_s=.. other_s=.. train_s=.. step1_s=..
 #     busy=.. step_p50_ms=..
 #     grad_ms=.. encode_ms=.. decode_ms=.. comm_wait_ms=.. update_ms=.. epochs=..
+#     steps=.. batch=.. lr=.. train_wall_s=.. round=..
+#   bench dist_vs_local_median dim=D broker=B tau=T rounds=N ratio=.. wall_s=..
+#     train_wall_s=.. auc_minus_train=..   (DVL_REPEAT > 1: medians)
 # produce_s: loading the file into NAME.data (fsgd run's own line); train_s:
 # the aggregator's training seconds (from the settled group: step 1, which
 # loads the workers' partitions, takes step1_s of it); other_s: the rest of the
@@ -31,6 +37,7 @@ ROWS=${DVL_ROWS:-1000000}
 TEST_ROWS=${DVL_TEST_ROWS:-100000}
 DIMS=${DVL_DIMS:-mock,real:2^20 real:2^24}
 TAUS=${DVL_TAUS:-0 default}
+REPEAT=${DVL_REPEAT:-1}
 read -r -a ARGS <<<"${DVL_ARGS:-}"
 read -r -a RUN_ARGS <<<"${DVL_RUN_ARGS:-}"
 BROKER_SH=$(cd "$(dirname "$0")/../kafka" && pwd)/broker.sh
@@ -64,13 +71,14 @@ for spec in $DIMS; do
     head -n "$ROWS" "$tmp/all.svm" >"$tmp/train.svm"
     tail -n "$TEST_ROWS" "$tmp/all.svm" >"$tmp/test.svm"
     rm -f "$tmp/all.svm"
+    for round in $(seq "$REPEAT"); do
     t0=$(now)
     "$FSGD" train --data "$tmp/train.svm" --test "$tmp/test.svm" --threads 2 "${ARGS[@]}" --quiet \
         --metrics-json "$tmp/train.json" >/dev/null
     train_wall=$(sub "$t0" "$(now)")
     read -r train_auc train_epochs < <(python3 -c "import json; m = json.load(open('$tmp/train.json'))
 print(m['test']['auc'], m.get('epochs_run', m.get('epochs')))")
-    echo "bench dist_vs_local dim=$dim broker=train wall_s=$train_wall test_auc=$train_auc epochs=$train_epochs"
+    echo "bench dist_vs_local dim=$dim broker=train wall_s=$train_wall test_auc=$train_auc epochs=$train_epochs round=$round"
     for b in ${brokers//,/ }; do
         bargs=()
         if [ "$b" = real ]; then
@@ -87,7 +95,8 @@ print(m['test']['auc'], m.get('epochs_run', m.get('epochs')))")
                 >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log" >&2; exit 1; }
             wall=$(sub "$t0" "$(now)")
             produce_s=$(sed -n 's/^fsgd: produced .* in \([0-9.]*\) s$/\1/p' "$tmp/run.log")
-            python3 - "$tmp/run.json" "$wall" "$train_wall" "$train_auc" "$dim" "$b" "$tau" "${produce_s:-0}" <<'EOF'
+            python3 - "$tmp/run.json" "$wall" "$train_wall" "$train_auc" "$dim" "$b" "$tau" "${produce_s:-0}" \
+                "$round" <<'EOF' | tee -a "$tmp/lines"
 import json, sys
 m = json.load(open(sys.argv[1]))
 produce_s = float(sys.argv[8])
@@ -103,8 +112,24 @@ print(f"bench dist_vs_local dim={dim} broker={broker} tau={tau} wall_s={wall:.3f
       f"busy={busy:.3f} step_p50_ms={m['step_latency_ms']['p50']:.3f} grad_ms={1e3 * ps['gradient']:.3f} "
       f"encode_ms={1e3 * ps['encode']:.3f} decode_ms={1e3 * ps['decode']:.3f} "
       f"comm_wait_ms={1e3 * ps['comm_wait']:.3f} update_ms={1e3 * ps['update']:.3f} "
-      f"epochs={m.get('epochs_run', m['epochs'])} steps={m['steps']} lr={m['lr']:.5f}")
+      f"epochs={m.get('epochs_run', m['epochs'])} steps={m['steps']} batch={m.get('batch', 0)} lr={m['lr']:.5f} "
+      f"train_wall_s={twall:.3f} round={sys.argv[9]}")
 EOF
         done
     done
+    done
 done
+if [ "$REPEAT" -gt 1 ] && [ -s "$tmp/lines" ]; then
+    python3 - "$tmp/lines" <<'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    f = dict(kv.split("=", 1) for kv in line.split()[2:])
+    runs.setdefault((f["dim"], f["broker"], f["tau"]), []).append(f)
+for (dim, broker, tau), fs in runs.items():
+    med = lambda k: statistics.median(float(f[k]) for f in fs)
+    print(f"bench dist_vs_local_median dim={dim} broker={broker} tau={tau} rounds={len(fs)} "
+          f"ratio={med('ratio_run_over_train'):.2f} wall_s={med('wall_s'):.3f} "
+          f"train_wall_s={med('train_wall_s'):.3f} auc_minus_train={med('auc_minus_train'):+.4f}")
+EOF
+fi
