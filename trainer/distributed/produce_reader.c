@@ -82,7 +82,8 @@ static void read_into(fsgd_produce_reader_t *r, slot_t *s)
     s->last = 0;
     if (grow(&s->buf, &s->cap, r->carry_len + r->chunk) < 0)
         goto nomem;
-    memcpy(s->buf, r->carry, r->carry_len);
+    if (r->carry_len)
+        memcpy(s->buf, r->carry, r->carry_len);
     s->len = r->carry_len;
     r->carry_len = 0;
     size_t cut;
@@ -115,9 +116,11 @@ static void read_into(fsgd_produce_reader_t *r, slot_t *s)
         if (grow(&s->buf, &s->cap, 2 * s->cap) < 0)
             goto nomem;
     }
-    if (grow(&r->carry, &r->carry_cap, s->len - cut) < 0)
-        goto nomem;
-    memcpy(r->carry, s->buf + cut, s->len - cut);
+    if (s->len > cut) {
+        if (grow(&r->carry, &r->carry_cap, s->len - cut) < 0)
+            goto nomem;
+        memcpy(r->carry, s->buf + cut, s->len - cut);
+    }
     r->carry_len = s->len - cut;
     s->len = cut;
     s->first_line = r->line;
