@@ -3,7 +3,8 @@
  * order, same partitions, same data summary), whatever the chunks the file
  * is read and parsed in on the producer's threads (FSGD_PRODUCE_CHUNK_KB: a
  * chunk of 1 KiB cuts blocks and lines across many of them, one of 64 KiB
- * is shorter than the wide rows' lines). The reference below is that plain
+ * is shorter than the wide rows' lines), and parsed on the sending thread
+ * alone (FSGD_PRODUCE_THREADS=0). The reference below is that plain
  * producer: each line stripped of its line end and parsed alone, appended
  * to the block, the block sent at K rows or before a row that would take
  * it past FSGD_PRODUCE_BLOCK_BYTES, round-robin over the partitions. */
@@ -74,8 +75,9 @@ typedef struct outcome {
     fsgd_produce_stats_t st;
 } outcome_t;
 
-static void produce(const char *path, const fsgd_job_t *job, int P, int chunk_kb, outcome_t *o)
+static void produce(const char *path, const fsgd_job_t *job, int P, int chunk_kb, const char *threads, outcome_t *o)
 {
+    setenv("FSGD_PRODUCE_THREADS", threads, 1);
     memset(o, 0, sizeof *o);
     char kb[32];
     snprintf(kb, sizeof kb, "%d", chunk_kb);
@@ -88,6 +90,7 @@ static void produce(const char *path, const fsgd_job_t *job, int P, int chunk_kb
     o->rc = fsgd_produce_file_bus(bus, job, path, P, &o->st, NULL, NULL, o->err, sizeof o->err);
     fsgd_bus_destroy(bus);
     unsetenv("FSGD_PRODUCE_CHUNK_KB");
+    unsetenv("FSGD_PRODUCE_THREADS");
 }
 
 typedef struct ref_block {
@@ -171,10 +174,13 @@ static void check_file(const char *path, const fsgd_job_t *job, int P)
     int uniform;
     uint64_t *ends = calloc(P, sizeof *ends), *part_rows = calloc(P, sizeof *part_rows);
     reference(path, job, P, &ref, &lst, &uniform, ends, part_rows);
-    static const int chunks_kb[] = {0, 1, 64};
+    /* each chunk size on two parsing threads; 1 KiB also parsed by the
+     * sending thread itself (FSGD_PRODUCE_THREADS=0) */
+    static const int chunks_kb[] = {0, 1, 64, 1};
+    static const char *threads[] = {"2", "2", "2", "0"};
     for (size_t c = 0; c < sizeof chunks_kb / sizeof *chunks_kb; c++) {
         outcome_t got;
-        produce(path, job, P, chunks_kb[c], &got);
+        produce(path, job, P, chunks_kb[c], threads[c], &got);
         CU_ASSERT_EQUAL(got.rc, ref.rc);
         if (ref.rc) {
             CU_ASSERT_STRING_EQUAL(got.err, ref.err);
@@ -194,8 +200,8 @@ static void check_file(const char *path, const fsgd_job_t *job, int P)
                     !memcmp(got.m.val[i], ref.m.val[i], ref.m.len[i]);
         CU_ASSERT_EQUAL(same, ref.m.n);
         if (same != ref.m.n || got.m.n != ref.m.n)
-            fprintf(stderr, "\n  %s, chunk %d KiB: %zu of %zu messages as the plain producer's (it sent %zu)\n", path,
-                    chunks_kb[c], same, ref.m.n, got.m.n);
+            fprintf(stderr, "\n  %s, chunk %d KiB, %s threads: %zu of %zu messages as the plain producer's (it sent %zu)\n",
+                    path, chunks_kb[c], threads[c], same, ref.m.n, got.m.n);
         /* a summary when every block but the last is K rows, saying so */
         if (!ref.rc && uniform && ref.st.rows) {
             char want[256];

@@ -208,8 +208,11 @@ fsgd_produce_reader_t *fsgd_produce_reader_new(FILE *f, const char *path, const 
     pthread_mutex_init(&r->m, NULL);
     pthread_cond_init(&r->cv_free, NULL);
     pthread_cond_init(&r->cv_ready, NULL);
-    /* without threads (none could start) the caller parses each chunk itself */
-    for (int i = 0; i < THREADS; i++) {
+    /* without threads (none could start, or FSGD_PRODUCE_THREADS=0: the
+     * bench's one-thread reference) the caller parses each chunk itself */
+    const char *th = getenv("FSGD_PRODUCE_THREADS");
+    int threads = th && *th ? atoi(th) : THREADS;
+    for (int i = 0; i < threads && i < THREADS; i++) {
         if (pthread_create(&r->tid[r->nthreads], NULL, parser_main, r) != 0)
             break;
         r->nthreads++;

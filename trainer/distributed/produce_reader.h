@@ -28,9 +28,10 @@ typedef struct fsgd_produce_reader fsgd_produce_reader_t;
  * in errors ("path:LINE:COL: ..."), parsed as fmt (outlives the reader).
  * A hashed spec's header line is skipped. A line with no end within
  * FSGD_INPUT_MAX_LINE bytes ends the input with an error naming its line.
- * chunk_bytes: the text a chunk holds (0: 2 MiB; FSGD_PRODUCE_CHUNK_KB
- * in the environment overrides it, for tests). Returns NULL when out of
- * memory. */
+ * chunk_bytes: the text a chunk holds (0: 2 MiB). For tests and the
+ * bench, FSGD_PRODUCE_CHUNK_KB in the environment overrides it, and
+ * FSGD_PRODUCE_THREADS (0..2, default 2) sets the parsing threads (0: the
+ * caller parses each chunk in _next). Returns NULL when out of memory. */
 fsgd_produce_reader_t *fsgd_produce_reader_new(FILE *f, const char *path, const fsgd_rowfmt_t *fmt,
                                                size_t chunk_bytes);
 
