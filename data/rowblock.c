@@ -49,10 +49,15 @@ static uint8_t *put_le64(uint8_t *p, uint64_t v)
     return p;
 }
 
+size_t fsgd_rowblock_bound_n(size_t count, size_t nnz)
+{
+    return FSGD_ROWBLOCK_HEADER + 5 + count * (8 + 5) + nnz * (5 + 4);
+}
+
 size_t fsgd_rowblock_bound(const fsgd_csr_t *rows, size_t first, size_t count)
 {
     size_t nnz = count ? (size_t)(rows->row_ptr[first + count] - rows->row_ptr[first]) : 0;
-    return FSGD_ROWBLOCK_HEADER + 5 + count * (8 + 5) + nnz * (5 + 4);
+    return fsgd_rowblock_bound_n(count, nnz);
 }
 
 static int all_ones(const float *v, size_t n)

@@ -135,10 +135,43 @@ static void test_block_rows_rule(void)
     CU_ASSERT_EQUAL(fsgd_produce_block_rows(&job, 12), 7);
 }
 
+/* The bytes of a block, written out by hand from the layout in
+ * fsgd/rowblock.h: an encoder that reads the same but writes other bytes
+ * would change NAME.data for every reader. */
+static void test_golden_bytes(void)
+{
+    fsgd_csr_t rows = {0};
+    const uint32_t c0[] = {0, 5, 300}, c1[] = {2097155}, c3[] = {127, 128, 16511, 4294967295u};
+    const float v0[] = {1, 1, 1}, v1[] = {0.5f}, v3[] = {1, 1, 1, 1};
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&rows, 1.0, c0, v0, 3), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&rows, -1.5, c1, v1, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&rows, 0.0, NULL, NULL, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&rows, 2.0, c3, v3, 4), 0);
+    static const uint8_t want[] = {
+        0x00, 'F', 'R', 'B', 0x01, 0x44, 0x33, 0x22, 0x11, 0x04, /* magic, version, format id, 4 rows */
+        0, 0, 0, 0, 0, 0, 0xF0, 0x3F, 0x07, 0x00, 0x04, 0xA6, 0x02, /* 1.0; 3 ones; 0, +5, +295 */
+        0, 0, 0, 0, 0, 0, 0xF8, 0xBF, 0x02, 0x83, 0x80, 0x80, 0x01, 0, 0, 0, 0x3F, /* -1.5; 1 value; 2097155; 0.5f */
+        0, 0, 0, 0, 0, 0, 0, 0, 0x01,                                         /* 0.0; no nonzeros */
+        0, 0, 0, 0, 0, 0, 0, 0x40, 0x09, 0x7F, 0x00, 0xFE, 0x7F,             /* 2.0; 4 ones; 127, +1, +16383 */
+        0xFF, 0xFE, 0xFE, 0xFF, 0x0F,                                         /* +4294950784: 5 bytes */
+    };
+    uint8_t got[256];
+    CU_ASSERT_TRUE_FATAL(fsgd_rowblock_bound(&rows, 0, 4) <= sizeof got);
+    size_t len = fsgd_rowblock_encode(&rows, 0, 4, 0x11223344u, got);
+    CU_ASSERT_EQUAL(len, sizeof want);
+    CU_ASSERT_TRUE(len == sizeof want && !memcmp(got, want, len));
+    /* rows [1, 3) alone: the same row bytes, after their own header */
+    len = fsgd_rowblock_encode(&rows, 1, 2, 0x11223344u, got);
+    CU_ASSERT_EQUAL(len, 10 + 13 + 4 + 9);
+    CU_ASSERT_TRUE(got[9] == 2 && !memcmp(got + 10, want + 23, 13 + 4 + 9));
+    fsgd_csr_free(&rows);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"a block holds the rows the text parser gives (LIBSVM, tsv, csv)", test_same_rows_as_text},
+        {"a block's bytes, written out by hand", test_golden_bytes},
         {"another format's or a damaged block is refused whole; skip_bad skips it", test_refused_whole},
         {"rows a message: batch / partitions, or the job's block_rows", test_block_rows_rule},
         {NULL, NULL},

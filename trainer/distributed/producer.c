@@ -1,7 +1,9 @@
-/* `fsgd produce`: the rows of a file into <job>.data, one row per message,
- * round-robin over partitions, batched and lz4-compressed by Kafka. Each
- * line is checked with the job's format (fsgd/rowfmt.h) and sent as it is;
- * a delimited spec's header line is skipped (the topic holds rows only). */
+/* `fsgd produce`: the rows of a file into <job>.data, round-robin over
+ * partitions: row blocks of K parsed rows (fsgd/rowblock.h), parsed on two
+ * threads ahead of the sends (produce_reader.h), or with block_rows 1 one
+ * text row a message, each line checked with the job's format
+ * (fsgd/rowfmt.h) and sent as it is. A delimited spec's header line is
+ * skipped (the topic holds rows only). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 #include "fsgd/rowblock.h"
 #include "fsgd/rowfmt.h"
 #include "data_summary.h"
+#include "produce_reader.h"
 
 static double now_s(void)
 {
@@ -121,16 +124,24 @@ typedef struct block_out {
     uint64_t lineno;
     uint8_t *buf;
     size_t cap;
+    /* cutting blocks out of parsed chunks */
+    uint32_t K;
+    int uniform;         /* every block K rows but the last */
+    size_t block_rows;   /* rows and nonzeros of the block being cut */
+    size_t block_nnz;
+    fsgd_csr_t pending;  /* its rows from chunks before this one */
 } block_out_t;
 
-/* Sends rows as one message to the next partition round-robin: the text
- * line given (one row), or else a row block of them. */
-static int send_rows(block_out_t *o, const fsgd_csr_t *rows, const char *line, size_t n, char *err, size_t errsz)
+/* Sends rows [first, first + count) of rows as one message to the next
+ * partition round-robin: the text line given (one row), or else a row
+ * block of them, encoded straight from the parsed rows. */
+static int send_rows(block_out_t *o, const fsgd_csr_t *rows, size_t first, size_t count, const char *line, size_t n,
+                     char *err, size_t errsz)
 {
     const void *val = line;
     size_t len = n;
     if (!line) {
-        size_t need = fsgd_rowblock_bound(rows, 0, rows->n_rows);
+        size_t need = fsgd_rowblock_bound(rows, first, count);
         if (need > o->cap) {
             uint8_t *b = realloc(o->buf, need);
             if (!b)
@@ -138,7 +149,7 @@ static int send_rows(block_out_t *o, const fsgd_csr_t *rows, const char *line, s
             o->buf = b;
             o->cap = need;
         }
-        len = fsgd_rowblock_encode(rows, 0, rows->n_rows, o->fmt->block_id, o->buf);
+        len = fsgd_rowblock_encode(rows, first, count, o->fmt->block_id, o->buf);
         val = o->buf;
     }
     int32_t p = (int32_t)(o->st->messages % (uint64_t)o->P);
@@ -150,12 +161,65 @@ static int send_rows(block_out_t *o, const fsgd_csr_t *rows, const char *line, s
     if (fsgd_bus_produce(o->rk, o->topic, p, NULL, val, len, NULL, NULL, mac[0] ? mac : NULL, e, sizeof e))
         return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce %s:%llu: %s", o->path, (unsigned long long)o->lineno,
                             e);
-    if (o->sum)
-        fsgd_data_summary_add(o->sum, rows);
+    if (o->sum) { /* the summary reads labels and values: a view of the rows sent */
+        fsgd_csr_t v = *rows;
+        uint64_t lo = rows->row_ptr[first];
+        v.n_rows = count;
+        v.nnz = (size_t)(rows->row_ptr[first + count] - lo);
+        v.row_ptr = rows->row_ptr + first;
+        v.col = rows->col + lo;
+        v.val = rows->val ? rows->val + lo : NULL;
+        v.label = rows->label + first;
+        fsgd_data_summary_add(o->sum, &v);
+    }
     o->sent[p]++;
-    o->part_rows[p] += (uint32_t)rows->n_rows;
+    o->part_rows[p] += (uint32_t)count;
     o->st->messages++;
-    o->st->rows += rows->n_rows;
+    o->st->rows += count;
+    return 0;
+}
+
+/* Sends the block being cut: the pending rows and rows [first, first +
+ * count) of c. Without pending rows straight from c, no copy. */
+static int send_block(block_out_t *o, const fsgd_csr_t *c, size_t first, size_t count, char *err, size_t errsz)
+{
+    int rc;
+    if (o->pending.n_rows == 0) {
+        rc = send_rows(o, c, first, count, NULL, 0, err, errsz);
+    } else {
+        if (count && fsgd_csr_append_rows(&o->pending, c, first, count) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
+        rc = send_rows(o, &o->pending, 0, o->pending.n_rows, NULL, 0, err, errsz);
+        fsgd_csr_clear(&o->pending);
+    }
+    o->block_rows = o->block_nnz = 0;
+    return rc;
+}
+
+/* Cuts a chunk's rows into blocks as they come: a block ends after K rows,
+ * or before a row that would take its bound past FSGD_PRODUCE_BLOCK_BYTES
+ * (a message stays well under the broker's 1 MB). A block the chunk ends
+ * in the middle of is kept pending for the next chunk. */
+static int cut_blocks(block_out_t *o, const fsgd_csr_t *c, char *err, size_t errsz)
+{
+    size_t start = 0; /* c's first row in the block being cut */
+    for (size_t i = 0; i < c->n_rows; i++) {
+        size_t k = (size_t)(c->row_ptr[i + 1] - c->row_ptr[i]);
+        if (o->block_rows > 0 && fsgd_rowblock_bound_n(o->block_rows, o->block_nnz) + fsgd_rowblock_bound_n(1, k) >
+                                     FSGD_PRODUCE_BLOCK_BYTES) {
+            o->uniform = 0;
+            FSGD_TRY(send_block(o, c, start, i - start, err, errsz));
+            start = i;
+        }
+        o->block_rows++;
+        o->block_nnz += k;
+        if (o->block_rows >= o->K) {
+            FSGD_TRY(send_block(o, c, start, i + 1 - start, err, errsz));
+            start = i + 1;
+        }
+    }
+    if (start < c->n_rows && fsgd_csr_append_rows(&o->pending, c, start, c->n_rows - start) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
     return 0;
 }
 
@@ -181,7 +245,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     int64_t *lo0 = NULL, *hi0 = NULL;
     uint64_t *sent = NULL;
     line_reader_t lr = {.f = f};
-    fsgd_csr_t one = {0}, block = {0};
+    fsgd_csr_t one = {0};
     uint32_t *part_rows = NULL;
     fsgd_data_summary_t *sum = calloc(1, sizeof *sum);
     /* The job's topics with their settings (existing ones are kept: the
@@ -214,10 +278,39 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
      * over the partitions; block_rows 1 keeps one text row a message. */
     const uint32_t K = P > 0 ? fsgd_produce_block_rows(job, P) : 1;
     const int text = job->block_rows == 1;
-    int uniform = 1; /* every block K rows but the last: the summary can say where rows are */
+    /* uniform: every block K rows but the last, so the summary can say where rows are */
     block_out_t out = {.rk = rk, .topic = topic, .P = P, .fmt = &fmt, .sum = sum, .st = st, .sent = sent,
-                       .part_rows = part_rows, .path = path};
-    while (!rc) {
+                       .part_rows = part_rows, .path = path, .K = K, .uniform = 1};
+    fsgd_produce_reader_t *reader = NULL;
+    if (!rc && !text && !(reader = fsgd_produce_reader_new(f, path, &fmt, 0)))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
+    while (!rc && reader) {
+        const fsgd_produce_chunk_t *c = fsgd_produce_reader_next(reader);
+        if (!c)
+            break;
+        out.lineno = c->end_line;
+        st->bytes += c->bytes;
+        rc = cut_blocks(&out, &c->rows, err, errsz);
+        lst.lines += c->st.lines;
+        lst.rows += c->st.rows;
+        for (uint64_t i = 0; i < c->st.bad_rows; i++) {
+            if (lst.bad_rows < FSGD_LIBSVM_BAD_KEPT && i < FSGD_LIBSVM_BAD_KEPT)
+                memcpy(lst.first_bad[lst.bad_rows], c->st.first_bad[i], sizeof lst.first_bad[0]);
+            lst.bad_rows++;
+        }
+        if (!rc && c->rc)
+            rc = fsgd_err_fmt(err, errsz, c->rc, "%s", c->err);
+        double t = now_s();
+        if (!rc && progress && t - last >= 1.0) {
+            last = t;
+            st->seconds = t - t0;
+            progress(ctx, st, 0);
+        }
+    }
+    if (!rc && reader && out.block_rows > 0)
+        rc = send_block(&out, &out.pending, 0, 0, err, errsz);
+    fsgd_produce_reader_destroy(reader);
+    while (!rc && text) {
         char *line;
         ssize_t n = next_line(&lr, &line);
         if (n == -1)
@@ -242,25 +335,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
             continue; /* blank, comment, or skipped bad row */
         st->bytes += (uint64_t)n + 1;
         out.lineno = lineno;
-        if (text) {
-            rc = send_rows(&out, &one, line, (size_t)n, err, errsz);
-        } else {
-            /* a block stays well under a message's 1 MB: a row that would
-             * take it past goes into the next one */
-            if (block.n_rows > 0 && fsgd_rowblock_bound(&block, 0, block.n_rows) +
-                                            fsgd_rowblock_bound(&one, 0, one.n_rows) > FSGD_PRODUCE_BLOCK_BYTES) {
-                uniform = 0;
-                rc = send_rows(&out, &block, NULL, 0, err, errsz);
-                fsgd_csr_clear(&block);
-            }
-            if (!rc && fsgd_csr_append_rows(&block, &one, 0, one.n_rows) < 0)
-                rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
-            if (!rc && block.n_rows >= K) {
-                uniform &= block.n_rows == K;
-                rc = send_rows(&out, &block, NULL, 0, err, errsz);
-                fsgd_csr_clear(&block);
-            }
-        }
+        rc = send_rows(&out, &one, 0, one.n_rows, line, (size_t)n, err, errsz);
         if (rc)
             break;
         double t = now_s();
@@ -270,8 +345,6 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
             progress(ctx, st, 0);
         }
     }
-    if (!rc && block.n_rows > 0)
-        rc = send_rows(&out, &block, NULL, 0, err, errsz);
     free(out.buf);
     if (!rc && ferror(f))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "reading '%s': %m", path);
@@ -309,7 +382,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     int was_empty = P > 0 && P <= FSGD_SUMMARY_MAX_PARTS;
     for (int p = 0; was_empty && p < P; p++)
         was_empty = lo0[p] == 0 && hi0[p] == 0 && sent[p] <= UINT32_MAX;
-    if (!rc && sum && was_empty && uniform && st->rows > 0) {
+    if (!rc && sum && was_empty && out.uniform && st->rows > 0) {
         sum->nparts = (uint32_t)P;
         sum->block_rows = text ? 1 : K;
         for (int p = 0; p < P; p++) {
@@ -332,7 +405,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     free(hi0);
     free(sent);
     fsgd_csr_free(&one);
-    fsgd_csr_free(&block);
+    fsgd_csr_free(&out.pending);
     free(part_rows);
     if (f != stdin)
         fclose(f);

@@ -32,6 +32,9 @@ int fsgd_rowblock_is(const void *buf, size_t len);
  * otherwise): FNV-1a over "fsgd-rows:" and the spec. */
 uint32_t fsgd_rowblock_format_id(const char *canonical_spec);
 
+/* Most bytes a block of count rows holding nnz nonzeros takes. */
+size_t fsgd_rowblock_bound_n(size_t count, size_t nnz);
+
 /* Most bytes fsgd_rowblock_encode writes for rows [first, first + count). */
 size_t fsgd_rowblock_bound(const fsgd_csr_t *rows, size_t first, size_t count);
 
