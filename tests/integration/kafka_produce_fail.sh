@@ -32,8 +32,9 @@ sleep 0.5
 [ -z "$(left_behind "$name")" ] || { echo "processes left behind:"; left_behind "$name"; exit 1; }
 echo "malformed row: exit $rc, the file and line named, nothing left behind"
 
-# SIGTERM while the producer writes: the aggregator waits for data that
-# never comes; fsgd run stops everything and exits 143
+# SIGTERM while the producer writes: it stops at its next chunk, the
+# aggregator waits for data that never comes; fsgd run stops everything and
+# exits 143
 big=$tmp/big.svm
 "$FSGD" gen --rows 400000 --dim 2^20 --nnz 40 --seed 3 --quiet --out "$big"
 name=$(job_name pterm)
@@ -45,6 +46,10 @@ wait "$RUN_PID" || rc=$?
 RUN_PID=
 sed "s/^/  | /" "$tmp/term.log"
 [ "$rc" -eq 143 ] || { echo "fsgd run exited $rc on SIGTERM during the produce, not 143"; exit 1; }
+# the producer stops at its next chunk: not after the whole file
+grep -q "^fsgd: produced" "$tmp/term.log" && { echo "the produce went on to the end after SIGTERM"; exit 1; }
+grep -q "interrupted by signal 15 while writing $name.data" "$tmp/term.log" ||
+    { echo "no word that the produce was interrupted"; exit 1; }
 sleep 0.5
 [ -z "$(left_behind "$name")" ] || { echo "processes left behind:"; left_behind "$name"; exit 1; }
 echo "SIGTERM during the produce: exit 143, nothing left behind"

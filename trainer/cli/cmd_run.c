@@ -55,7 +55,11 @@ static const char usage[] =
     "  --metrics-addr ADDR  address they serve on (default 127.0.0.1; 0.0.0.0 for every interface)";
 
 static volatile sig_atomic_t got_signal;
-static void on_signal(int sig) { got_signal = sig; }
+static void on_signal(int sig)
+{
+    got_signal = sig;
+    fsgd_produce_stop(); /* a produce under way stops at its next chunk */
+}
 
 static double now_s(void)
 {
@@ -608,6 +612,12 @@ static int run_produce(run_t *r)
         fsgd_produce_stats_t ps;
         int rc = fsgd_produce_file(job, r->brokers, job->data, r->mock ? 0 : r->P, &ps, NULL, NULL, r->err,
                                    sizeof r->err);
+        if (rc < 0 && got_signal) {
+            fsgd_cli_error("run: interrupted by signal %d while writing %s.data: stopping the aggregator and %d "
+                           "worker(s)", (int)got_signal, job->name, r->W);
+            abort_start(r);
+            return 128 + (int)got_signal;
+        }
         if (rc < 0) {
             fsgd_cli_error("run: produce: %s", r->err);
             abort_start(r);

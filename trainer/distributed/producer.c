@@ -5,6 +5,7 @@
  * (fsgd/rowfmt.h) and sent as it is. A delimited spec's header line is
  * skipped (the topic holds rows only). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,19 @@
 #include "fsgd/rowfmt.h"
 #include "data_summary.h"
 #include "produce_reader.h"
+
+/* fsgd_produce_stop: set from a signal handler, read between chunks */
+static volatile sig_atomic_t produce_stop;
+
+void fsgd_produce_stop(void)
+{
+    produce_stop = 1;
+}
+
+static int stopped(char *err, size_t errsz)
+{
+    return produce_stop ? fsgd_err_fmt(err, errsz, FSGD_E_STATE, "produce: stopped by a signal") : 0;
+}
 
 static double now_s(void)
 {
@@ -290,7 +304,9 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
             break;
         out.lineno = c->end_line;
         st->bytes += c->bytes;
-        rc = cut_blocks(&out, &c->rows, err, errsz);
+        rc = stopped(err, errsz);
+        if (!rc)
+            rc = cut_blocks(&out, &c->rows, err, errsz);
         lst.lines += c->st.lines;
         lst.rows += c->st.rows;
         for (uint64_t i = 0; i < c->st.bad_rows; i++) {
@@ -325,6 +341,8 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
             line[--n] = '\0';
         if (lineno == 1 && fmt.hashed && fmt.spec.header)
             continue; /* the header names the columns: never sent */
+        if ((rc = stopped(err, errsz)) != 0)
+            break;
         fsgd_csr_clear(&one);
         long r = fsgd_rowfmt_parse(&fmt, line, (size_t)n, src, lineno, &one, &lst, err, errsz);
         if (r < 0) {

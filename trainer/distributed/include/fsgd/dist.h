@@ -61,6 +61,9 @@ int fsgd_produce_partitions_needed(uint64_t bytes);
 int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *path, int partitions,
                       fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
                       size_t errsz);
+/* Makes a running fsgd_produce_file stop before its next chunk of rows,
+ * with an error (async-signal-safe: for a signal handler). */
+void fsgd_produce_stop(void);
 /* The same on bus; bus outlives the call. */
 int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const char *path, int partitions,
                           fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
