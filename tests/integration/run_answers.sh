@@ -7,7 +7,8 @@
 #  3. a standalone worker stopped by SIGTERM exits 143;
 #  4. --resume with another --model, or other data: refused, exit 2 (not 70),
 #     the checkpoint kept;
-# and a worker on brokers that never answer fails in bounded time (part 3).
+# and a worker on brokers that never answer fails in bounded time (part 3);
+# a missing --data or --test file is refused before anything starts.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 PY=/usr/bin/python3
@@ -95,6 +96,14 @@ rc=0
 [ $rc -eq 2 ] && grep -q "the embedded cluster keeps at most 5 MiB per partition" "$tmp/parts.txt" ||
     fail "a 6 MB file on 1 partition: $rc $(cat "$tmp/parts.txt")"
 grep -q "embedded Kafka cluster at" "$tmp/isr.txt" "$tmp/parts.txt" && fail "started a cluster before refusing"
+# an input that cannot be read is said before any cluster or process starts
+for opt in --data --test; do
+    rc=0
+    "$FSGD" "${R[@]}" --epochs 1 "$opt" "$tmp/no-such.svm" >"$tmp/noin.txt" 2>&1 || rc=$?
+    [ $rc -eq 74 ] && grep -q "run: $opt '$tmp/no-such.svm': No such file or directory" "$tmp/noin.txt" ||
+        fail "missing $opt: $rc $(cat "$tmp/noin.txt")"
+    grep -qE "embedded Kafka cluster at|worker 1 pid" "$tmp/noin.txt" && fail "started before refusing a missing $opt"
+done
 
 # 4: a checkpoint left by an interrupted run, then --resume with another
 #    model or other data: exit 2 naming the mismatch, checkpoint kept

@@ -354,6 +354,16 @@ static int run_check_outputs(run_t *r)
     const char *outs[] = {job->out, job->metrics_json, ckpt};
     if ((rc = fsgd_cli_check_outputs("run", outs, 3)) != 0)
         return rc;
+    /* the inputs are read once the workers run: one that cannot be is said
+     * before anything starts (a resumed job on real brokers reads no file) */
+    const char *in[] = {r->no_produce || (r->resume && job->brokers[0]) || !strcmp(job->data, "-") ? "" : job->data,
+                        job->test};
+    const char *in_opt[] = {"--data", "--test"};
+    for (int i = 0; i < 2; i++)
+        if (in[i][0] && access(in[i], R_OK) != 0) {
+            fsgd_cli_error("run: %s '%s': %s", in_opt[i], in[i], strerror(errno));
+            return fsgd_cli_status(FSGD_E_IO);
+        }
     struct stat cs;
     if (lstat(ckpt, &cs) == 0 && fsgd_ckpt_probe(ckpt) < 0) {
         /* only a file fsgd made is resumed from or deleted */
