@@ -384,7 +384,8 @@ static void test_explicit_epochs_exact(void)
     fsgd_csr_free(&train);
 }
 
-/* "auto" parses for l2, lr and epochs only; epochs auto needs a holdout. */
+/* "auto" parses for l2, lr, epochs and batch, not for other keys; epochs
+ * auto needs a holdout. */
 static void test_auto_keys(void)
 {
     fsgd_job_t job;
@@ -398,7 +399,9 @@ static void test_auto_keys(void)
     CU_ASSERT_EQUAL(job.l2, FSGD_JOB_AUTO);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "lr", "auto", err, sizeof err), 0);
     CU_ASSERT_EQUAL(job.lr, FSGD_JOB_AUTO);
-    CU_ASSERT_EQUAL(fsgd_job_set(&job, "batch", "auto", err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "batch", "auto", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(job.batch, FSGD_JOB_AUTO);
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "beta1", "auto", err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "epochs", "0", err, sizeof err), FSGD_E_ARG);
     snprintf(job.data, sizeof job.data, "x.svm");
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "holdout", "0", err, sizeof err), 0);
@@ -991,7 +994,7 @@ void fsgd_test_register(void)
         {"explicit epochs: exactly N, all rows, no early stop", test_explicit_epochs_exact},
         {"rare positives: no holdout, every key near the l2 optimum", test_rare_positive_defaults},
         {"rare positives: epochs and intercept start", test_rare_positive_helpers},
-        {"auto values parse for l2, lr, epochs only", test_auto_keys},
+        {"auto values parse for l2, lr, epochs, batch only", test_auto_keys},
         {"efsign (workers run the optimizer) gets the job's l2", test_apply_strategy_gets_l2},
         {"efsign's stepsize auto from the steps an epoch", test_efsign_lr_auto},
         {"shrinking: the same model, the head of the rows kept, the test rows freed", test_train_shrinking},
