@@ -1091,11 +1091,15 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
     if (!rc && !(w->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)))
         rc = FSGD_E_KAFKA;
-    /* The producer learns where NAME.grads lives now, not at the first
-     * gradient: an unknown topic's metadata came back only after librdkafka's
-     * refresh backoff, and step 1 waited half a second for it. */
-    if (!rc)
+    /* The producer learns where NAME.grads and NAME.ctl live now, not at
+     * their first message: an unknown topic's metadata came back only after
+     * librdkafka's refresh backoff, and step 1 waited half a second for it
+     * (the first worker_assignment on NAME.ctl reached the broker 0.9 s
+     * after it was made, and the aggregator waited for it). */
+    if (!rc) {
         fsgd_bus_partitions(w->prod, w->tgrads, 5000, NULL, 0);
+        fsgd_bus_partitions(w->prod, w->tctl, 5000, NULL, 0);
+    }
     if (!rc && !(w->fetch = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)))
         rc = FSGD_E_KAFKA;
     if (!rc && !(w->model_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
