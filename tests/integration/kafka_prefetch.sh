@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A worker that is waiting when the data arrives (fsgd run starts its workers
-# before it writes NAME.data) reads its partitions once the producer's
-# data_summary is on NAME.ctl, while the aggregator is not there yet: without
-# the model's shape (no intercept, the dimension unchecked), finished at
-# step 1 ("read 4 partitions of NAME.data ahead of the first model"). The
-# model is the one of a job whose worker came after the data and read nothing
-# ahead: byte for byte, one worker in lockstep (staleness 0). Real brokers
+# before it writes NAME.data) reads its partitions as the rows come and to
+# their end once the producer's data_summary is on NAME.ctl, while the
+# aggregator is not there yet: without the model's shape (an intercept's slot,
+# the dimension unchecked), finished at step 1 ("read 4 partitions of
+# NAME.data ahead of the first model"). The model is the one of a job whose
+# worker came after the data (it sees no data_summary, says nothing of reading
+# ahead): byte for byte, one worker in lockstep (staleness 0). Real brokers
 # only: on the embedded cluster a worker reads nothing ahead.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
@@ -36,7 +37,7 @@ fi
 wait "$WPID" || { echo "worker failed"; cat "$tmp/w_ahead.log"; exit 1; }
 WPID=
 kafka_cluster_stop
-# 2: the data first, then the worker: nothing to read ahead
+# 2: the data first, then the worker
 late=$(job_name late)
 kafka_cluster "$late" 4
 "$FSGD" produce --brokers "$brokers" --name "$late" --batch 128 --quiet "$tmp/rows" --job-key-file "$FSGD_JOB_KEY"
