@@ -71,8 +71,8 @@ static const field_t fields[] = {
     {"beta2", "optimizer", F_DOUBLE, OFF(beta2), 0, 0.999999999, "Adam β2"},
     {"eps", "optimizer", F_DOUBLE, OFF(eps), 1e-30, 1, "Adam ε"},
     {"batch", "optimizer", F_DOUBLE, OFF(batch), 1e-9, 1e12,
-     "rows per step (>= 1) or fraction of the training rows (< 1); auto = 256 rows a worker (fsgd train: 256), "
-     "at most n_train / 2000 when that is above 256 (fsgd run, aggregator)"},
+     "rows per step (>= 1) or fraction of the training rows (< 1); auto = 256 rows a worker, capped at "
+     "max(256, n_train / 2000) (fsgd run and its roles; fsgd train's auto is 256)"},
     {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6,
      "passes over the training data, exactly; fsgd train: auto = until the holdout loss stops improving "
      "(at most max_epochs), keeping the best weights"},
