@@ -1138,6 +1138,8 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
             continue;
         }
         fsgd_bus_msg_destroy(fsgd_bus_poll(w->group, 0));
+        if (!w->valid)
+            fsgd_bus_group_nudge(w->group); /* before step 1: the group's join, now */
         if (w->assign_dirty) {
             w->assign_dirty = 0;
             report_assignment(w, "worker_assignment");

@@ -16,6 +16,8 @@ typedef struct fsgd_bus_ops {
     int (*produce)(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *key, const void *val,
                    size_t len, const char *job, const char *kind, const char *mac, char *err, size_t errsz);
     void (*serve)(fsgd_bus_client_t *c);
+    /* NULL: nothing to do (fsgd_bus_group_nudge) */
+    void (*group_nudge)(fsgd_bus_client_t *c);
     int (*flush)(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz);
     int (*assign)(fsgd_bus_client_t *c, const fsgd_bus_tp_t *tps, int n, char *err, size_t errsz);
     int (*restart)(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t offset, char *err,

@@ -190,6 +190,13 @@ static void k_serve(fsgd_bus_client_t *bc)
     rd_kafka_poll(((kclient_t *)bc)->rk, 0);
 }
 
+static void k_group_nudge(fsgd_bus_client_t *bc)
+{
+    rd_kafka_topic_partition_list_t *l = NULL;
+    if (!rd_kafka_assignment(((kclient_t *)bc)->rk, &l) && l)
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
 static int k_flush(fsgd_bus_client_t *bc, int timeout_ms, char *err, size_t errsz)
 {
     return fsgd_kbus_flush(((kclient_t *)bc)->rk, timeout_ms, err, errsz);
@@ -423,6 +430,7 @@ static const fsgd_bus_ops_t kafka_ops = {
     .send = k_send,
     .produce = k_produce,
     .serve = k_serve,
+    .group_nudge = k_group_nudge,
     .flush = k_flush,
     .assign = k_assign,
     .restart = k_restart,

@@ -46,6 +46,12 @@ void fsgd_bus_serve(fsgd_bus_client_t *c)
     c->bus->ops->serve(c);
 }
 
+void fsgd_bus_group_nudge(fsgd_bus_client_t *c)
+{
+    if (c->bus->ops->group_nudge)
+        c->bus->ops->group_nudge(c);
+}
+
 int fsgd_bus_flush(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz)
 {
     return c->bus->ops->flush(c, timeout_ms, err, errsz);
