@@ -14,9 +14,10 @@ set -euo pipefail
 COMMON+=(--batch 128)
 ref=$(reference_auc)
 if [ "$KAFKA_MODE" = mock ]; then
-    # staleness 0: the job must outlast the 3 s outage (ahead of the model
-    # it can finish first)
-    start_run "$tmp/run.log" --workers 3 --staleness 0 --fault broker-down:after=6,for=3,broker=2 \
+    # staleness 0 and steps of 32 rows: the job must still run 4 s after the
+    # data is written and outlast the 3 s outage (at 128 rows a step it ended
+    # first once start-up overlapped the produce, and the fault never came)
+    start_run "$tmp/run.log" --workers 3 --staleness 0 --batch 32 --fault broker-down:after=4,for=3,broker=2 \
         --metrics-json "$tmp/m.json"
     finish_run "$tmp/run.log"
     grep "fault: broker 2 down" "$tmp/run.log"
