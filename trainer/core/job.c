@@ -113,6 +113,9 @@ static const field_t fields[] = {
     {"staleness", "cluster", F_INT, OFF(staleness), 0, 255,
      "bounded delay τ: a worker may send the gradient of step t+1+τ while the model of step t is the newest it "
      "has (0: synchronous; gTop-k and GradiVeQ always run at 0)"},
+    {"shards", "cluster", F_INT, OFF(shards), 1, 64,
+     "aggregator shards: the model's keys split over S aggregator processes (key k to shard k mod S), each "
+     "holding its part of the weights and optimizer state; fsgd train simulates the same split in one process"},
     {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
     {"follow", "cluster", F_BOOL, OFF(follow), 0, 1,
      "continuous training (fsgd run, worker, aggregator): keep consuming NAME.data as rows arrive, publish a "
@@ -171,6 +174,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->connect_timeout_ms = 15000;
     job->snapshot_every = 0; /* auto */
     job->staleness = FSGD_JOB_STALENESS_DEFAULT;
+    job->shards = 1;
     job->max_epochs = 50;
     job->holdout = 0.1;
     job->optimizer = FSGD_OPTIMIZER_ADAM;

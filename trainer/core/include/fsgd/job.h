@@ -76,6 +76,7 @@ typedef struct fsgd_job {
     int connect_timeout_ms;          /* a role gives up (exit 4) on brokers that do not answer by then */
     int snapshot_every;              /* full model snapshot every N steps (0: auto, agg_auto.c) */
     int staleness;                   /* τ: a gradient may be computed on a model up to τ steps old (0: BSP) */
+    int shards;                      /* aggregator shards S: key k belongs to shard k mod S (fsgd/shard.h) */
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
     int follow;                      /* continuous training: consume NAME.data as rows arrive, until SIGTERM */
     double version_seconds;          /* follow: a model version at least this often (seconds, default 60) */
