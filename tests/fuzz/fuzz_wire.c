@@ -128,11 +128,13 @@ static void check_model(const uint8_t *p, size_t len, int kind, uint64_t dim, in
             return;
         }
         int sparse = m.w == NULL;
+        size_t head = m.shards > 1 ? 36 : 28;
         if (m.kind < 1 || m.kind > 3 || m.has_bias > 1 || m.n != m.dim + m.has_bias || off > len ||
-            off - start != (sparse ? 36 + 8 * m.nnz : 28 + 4 * m.n) ||
-            (sparse ? m.kv != p + start + 36 : m.w != p + start + 28))
+            m.nloc > m.n || m.shard >= m.shards ||
+            off - start != (sparse ? head + 8 + 8 * m.nnz : head + 4 * m.nloc) ||
+            (sparse ? m.kv != p + start + head + 8 : m.w != p + start + head))
             abort();
-        float *w = malloc(m.n ? 4 * m.n : 1), *again = malloc(m.n ? 4 * m.n : 1);
+        float *w = malloc(m.nloc ? 4 * m.nloc : 1), *again = malloc(m.nloc ? 4 * m.nloc : 1);
         if (!w || !again) {
             free(w);
             free(again);
@@ -142,14 +144,15 @@ static void check_model(const uint8_t *p, size_t len, int kind, uint64_t dim, in
         /* re-encoded (dense or sparse, whichever is smaller), it decodes to
          * the same weights bit for bit */
         fsgd_wire_buf_t b = {0};
-        if (fsgd_wire_model_put(&b, m.kind, m.has_bias, m.bias, m.dim, w, m.n) < 0)
+        if (fsgd_wire_model_put_shard(&b, m.kind, m.has_bias, m.bias, m.dim, w, m.n, m.shard, m.shards) < 0)
             abort();
         fsgd_wire_model_t m2;
         size_t off2 = 0;
-        if (fsgd_wire_model_get(b.p, b.n, &off2, &m2, err, sizeof err) < 0 || off2 != b.n || m2.n != m.n)
+        if (fsgd_wire_model_get(b.p, b.n, &off2, &m2, err, sizeof err) < 0 || off2 != b.n || m2.n != m.n ||
+            m2.nloc != m.nloc || m2.shard != m.shard || m2.shards != m.shards)
             abort();
         fsgd_wire_model_weights(&m2, again);
-        if (memcmp(w, again, 4 * m.n))
+        if (memcmp(w, again, 4 * m.nloc))
             abort();
         free(b.p);
         free(w);

@@ -16,6 +16,7 @@
 #include "fsgd/kbus.h"
 #include "fsgd/keys.h"
 #include "fsgd/le.h"
+#include "fsgd/shard.h"
 #include "testlib.h"
 #include "agg_ckpt.h"
 #include "wire.h"
@@ -415,6 +416,49 @@ static void test_snapshot_body(void)
     free(b.p);
 }
 
+/* A shard's snapshot: dim and n are the whole model's, the weights are the
+ * shard's local ones (dense or sparse); the shard words are checked. */
+static void test_snapshot_shard(void)
+{
+    enum { N = 1001, S = 3 };
+    for (uint32_t shard = 0; shard < S; shard++) {
+        uint64_t nl = fsgd_shard_dim(N, shard, S);
+        float *w = malloc(nl * sizeof *w), *back = malloc(nl * sizeof *back);
+        CU_ASSERT_FATAL(w && back);
+        for (uint64_t i = 0; i < nl; i++)
+            w[i] = (float)(i * S + shard) * 0.5f - 7.0f;
+        for (int sparse = 0; sparse < 2; sparse++) {
+            if (sparse)
+                for (uint64_t i = 1; i < nl; i++)
+                    w[i] = i % 50 ? 0.0f : w[i];
+            fsgd_wire_buf_t b = {0};
+            CU_ASSERT_EQUAL_FATAL(fsgd_wire_model_put_shard(&b, 2, 1, 1.0f, N - 1, w, N, shard, S), 0);
+            fsgd_wire_model_t m;
+            size_t off = 0;
+            char err[256];
+            CU_ASSERT_EQUAL_FATAL(fsgd_wire_model_get(b.p, b.n, &off, &m, err, sizeof err), 0);
+            CU_ASSERT_EQUAL(off, b.n);
+            CU_ASSERT_EQUAL(m.n, N);
+            CU_ASSERT_EQUAL(m.dim, N - 1);
+            CU_ASSERT_EQUAL(m.has_bias, 1);
+            CU_ASSERT_EQUAL(m.shard, shard);
+            CU_ASSERT_EQUAL(m.shards, S);
+            CU_ASSERT_EQUAL(m.nloc, nl);
+            CU_ASSERT_EQUAL(m.w == NULL, sparse);
+            fsgd_wire_model_weights(&m, back);
+            CU_ASSERT_EQUAL(memcmp(w, back, nl * sizeof *w), 0);
+            /* a shard past the count is refused */
+            fsgd_le_put32(b.p + 28, S);
+            off = 0;
+            CU_ASSERT_EQUAL(fsgd_wire_model_get(b.p, b.n, &off, &m, err, sizeof err), FSGD_E_FORMAT);
+            FSGD_ASSERT_CONTAINS(err, "shard 3 of 3");
+            free(b.p);
+        }
+        free(w);
+        free(back);
+    }
+}
+
 /* A model that is mostly +0.0 (a fresh one, an L1 one) goes as (index,
  * weight) pairs: -0.0 is a weight like any other, so the copy is the same
  * bit for bit; indices must increase and stay below n. */
@@ -649,6 +693,7 @@ void fsgd_test_register(void)
         {"packed deltas: LZ4 that does not pay is left out for a while, values intact", test_packed_delta_lz4_skip},
         {"snapshot bodies: round trip, non-finite and truncated refused", test_snapshot_body},
         {"a mostly zero snapshot goes as pairs, the same bit for bit", test_snapshot_sparse},
+        {"a shard's snapshot: its local weights, the shard words checked", test_snapshot_shard},
         {"reassembly limits, held bytes, forget", test_reassembly_limits},
         {"checkpoint magic: FSGDCKPT read, version 1 refused by name", test_checkpoint_magic},
         {"kafka security options are checked when set", test_kafka_options_checked},

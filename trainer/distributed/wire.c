@@ -8,6 +8,7 @@
 #include "fsgd/error.h"
 #include "fsgd/keys.h"
 #include "fsgd/le.h"
+#include "fsgd/shard.h"
 #include <lz4.h>
 
 uint8_t *fsgd_wire_space(fsgd_wire_buf_t *b, size_t n)
@@ -350,13 +351,23 @@ static int is_plus_zero(float v)
 int fsgd_wire_model_put(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim, const float *w,
                         uint64_t n)
 {
+    return fsgd_wire_model_put_shard(b, kind, has_bias, bias, dim, w, n, 0, 1);
+}
+
+int fsgd_wire_model_put_shard(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim,
+                              const float *w, uint64_t n_all, uint32_t shard, uint32_t shards)
+{
+    uint64_t n = shards > 1 ? fsgd_shard_dim(n_all, shard, shards) : n_all;
     uint64_t nnz = 0;
     for (uint64_t i = 0; i < n; i++)
         nnz += !is_plus_zero(w[i]);
     /* pairs are 8 bytes against 4 a weight: sparse below half full */
     int sparse = n <= UINT32_MAX && nnz * 8 + 8 < n * 4;
-    int rc = fsgd_wire_u32(b, kind) | fsgd_wire_u32(b, has_bias | (sparse ? FSGD_WIRE_MODEL_SPARSE : 0)) |
-             fsgd_wire_f32(b, bias) | fsgd_wire_u64(b, dim) | fsgd_wire_u64(b, n);
+    uint32_t flags = has_bias | (sparse ? FSGD_WIRE_MODEL_SPARSE : 0) | (shards > 1 ? FSGD_WIRE_MODEL_SHARD : 0);
+    int rc = fsgd_wire_u32(b, kind) | fsgd_wire_u32(b, flags) | fsgd_wire_f32(b, bias) | fsgd_wire_u64(b, dim) |
+             fsgd_wire_u64(b, n_all);
+    if (shards > 1)
+        rc |= fsgd_wire_u32(b, shard) | fsgd_wire_u32(b, shards);
     if (rc)
         return FSGD_E_NOMEM;
     if (sparse) {
@@ -380,27 +391,39 @@ int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_mod
     size_t at = *off;
     m->kind = fsgd_le_get32(p + *off);
     uint32_t bias_word = fsgd_le_get32(p + *off + 4);
-    m->has_bias = bias_word & ~FSGD_WIRE_MODEL_SPARSE;
+    m->has_bias = bias_word & ~(FSGD_WIRE_MODEL_SPARSE | FSGD_WIRE_MODEL_SHARD);
     int sparse = (bias_word & FSGD_WIRE_MODEL_SPARSE) != 0;
     m->bias = fsgd_le_getf32(p + *off + 8);
     m->dim = fsgd_le_get64(p + *off + 12);
     m->n = fsgd_le_get64(p + *off + 20);
     m->w = m->kv = NULL;
     m->nnz = 0;
+    m->shard = 0;
+    m->shards = 1;
     *off += 28;
     if (m->kind < 1 || m->kind > 3 || m->has_bias > 1 || m->dim > ((uint64_t)1 << 32) ||
         m->n != m->dim + m->has_bias)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "snapshot: kind %u bias %u dim %llu weights %llu at byte %zu are inconsistent", m->kind,
                             bias_word, (unsigned long long)m->dim, (unsigned long long)m->n, at);
+    if (bias_word & FSGD_WIRE_MODEL_SHARD) {
+        NEED(8, "snapshot shard");
+        m->shard = fsgd_le_get32(p + *off);
+        m->shards = fsgd_le_get32(p + *off + 4);
+        if (m->shards < 2 || m->shards > FSGD_SHARDS_MAX || m->shard >= m->shards)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "snapshot: shard %u of %u at byte %zu", m->shard,
+                                m->shards, *off);
+        *off += 8;
+    }
+    m->nloc = fsgd_shard_dim(m->n, m->shard, m->shards);
     if (!isfinite(m->bias))
         return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "snapshot: bias value is not finite at byte %zu", at + 8);
     if (sparse) {
         NEED(8, "snapshot weight count");
         uint64_t nnz = fsgd_le_get64(p + *off);
-        if (nnz > m->n)
+        if (nnz > m->nloc)
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "snapshot: %llu nonzero weights of %llu at byte %zu",
-                                (unsigned long long)nnz, (unsigned long long)m->n, *off);
+                                (unsigned long long)nnz, (unsigned long long)m->nloc, *off);
         *off += 8;
         NEED(nnz * 8, "snapshot weights");
         /* Deltas are checked value by value; a snapshot is held to the same. */
@@ -408,10 +431,10 @@ int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_mod
         for (uint64_t i = 0; i < nnz; i++) {
             const uint8_t *q = p + *off + 8 * i;
             uint32_t k = fsgd_le_get32(q);
-            if ((int64_t)k <= prev || k >= m->n)
+            if ((int64_t)k <= prev || k >= m->nloc)
                 return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                                     "snapshot: weight index %u at byte %zu is not increasing and below %llu", k,
-                                    (size_t)(q - p), (unsigned long long)m->n);
+                                    (size_t)(q - p), (unsigned long long)m->nloc);
             if (!isfinite(fsgd_le_getf32(q + 4)))
                 return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "snapshot: weight %u is not finite at byte %zu",
                                     k, (size_t)(q - p) + 4);
@@ -422,24 +445,24 @@ int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_mod
         *off += nnz * 8;
         return 0;
     }
-    NEED(m->n * 4, "snapshot weights");
-    for (uint64_t i = 0; i < m->n; i++)
+    NEED(m->nloc * 4, "snapshot weights");
+    for (uint64_t i = 0; i < m->nloc; i++)
         if (!isfinite(fsgd_le_getf32(p + *off + 4 * i)))
             return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "snapshot: weight %llu is not finite at byte %zu",
                                 (unsigned long long)i, *off + 4 * (size_t)i);
     m->w = p + *off;
-    *off += m->n * 4;
+    *off += m->nloc * 4;
     return 0;
 }
 
 void fsgd_wire_model_weights(const fsgd_wire_model_t *m, float *out)
 {
     if (m->w) {
-        for (uint64_t i = 0; i < m->n; i++)
+        for (uint64_t i = 0; i < m->nloc; i++)
             out[i] = fsgd_le_getf32(m->w + 4 * i);
         return;
     }
-    memset(out, 0, m->n * sizeof *out);
+    memset(out, 0, m->nloc * sizeof *out);
     for (uint64_t i = 0; i < m->nnz; i++)
         out[fsgd_le_get32(m->kv + 8 * i)] = fsgd_le_getf32(m->kv + 8 * i + 4);
 }

@@ -101,11 +101,16 @@ int fsgd_wire_cdelta_applied(const fsgd_wire_cdelta_t *d, uint32_t sender);
 int fsgd_wire_section_get(const uint8_t *p, size_t len, size_t *off, const uint8_t **sec, size_t *slen, char *err,
                           size_t errsz);
 
-/* Snapshot: u32 kind, u32 has_bias, f32 bias, u64 dim, u64 n, f32 w[n]. */
+/* Snapshot: u32 kind, u32 has_bias, f32 bias, u64 dim, u64 n, f32 w[n].
+ * A shard's snapshot (flag FSGD_WIRE_MODEL_SHARD) adds u32 shard, u32
+ * shards after n and holds only that shard's nloc weights, in local key
+ * order (fsgd/shard.h); dim and n stay the whole model's. */
 typedef struct fsgd_wire_model {
     uint32_t kind, has_bias;
     float bias;
     uint64_t dim, n;
+    uint32_t shard, shards; /* 0 and 1 when not sharded */
+    uint64_t nloc;          /* weights this message holds: n, or the shard's part */
     const uint8_t *w;  /* dense: n little-endian floats, borrowed; NULL when sparse */
     const uint8_t *kv; /* sparse: nnz (u32 index, f32 weight) pairs, indices increasing, borrowed */
     uint64_t nnz;
@@ -114,10 +119,16 @@ typedef struct fsgd_wire_model {
  * weight) pairs, written when that is smaller (a fresh model, an L1 one,
  * a wide one early on: KAFKA_FORMAT.md). */
 #define FSGD_WIRE_MODEL_SPARSE 2u
+#define FSGD_WIRE_MODEL_SHARD 4u
 int fsgd_wire_model_put(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim, const float *w,
                    uint64_t n);
+/* Shard `shard` of `shards` of a model of n weights: w holds its
+ * fsgd_shard_dim(n, shard, shards) local weights. shards 1 is the plain
+ * snapshot above. */
+int fsgd_wire_model_put_shard(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim,
+                              const float *w, uint64_t n, uint32_t shard, uint32_t shards);
 int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err, size_t errsz);
-/* m's n weights into out, dense or sparse alike. */
+/* m's nloc weights into out, dense or sparse alike (a shard's: local keys). */
 void fsgd_wire_model_weights(const fsgd_wire_model_t *m, float *out);
 
 #endif
