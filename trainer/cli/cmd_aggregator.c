@@ -21,7 +21,9 @@ static const char usage[] =
     "step in progress; what is dropped is counted by reason and the first of each reason is printed.\n"
     "With --follow it trains until SIGTERM/SIGINT, which end it with a final model version, the checkpoint,\n"
     "--out and --metrics-json (progressive validation replaces the holdout: no epochs, no early stop).\n"
-    "Aggregator-only options:\n" DCLI_METRICS_HELP;
+    "Aggregator-only options:\n"
+    "  --shard I/S          run shard I (0 to S-1) of a job with S aggregator shards (job key shards): it owns\n"
+    "                       the keys k with k mod S = I; shard 0 leads, the others follow its steps\n" DCLI_METRICS_HELP;
 
 static uint64_t rejected_total(const fsgd_agg_stats_t *s)
 {
@@ -119,10 +121,23 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     int rc = dcli_metrics(&argc, argv, "aggregator", 0, &maddr, &mport);
     if (rc)
         return rc;
+    const char *shard_spec = NULL;
+    shard_spec = dcli_take(&argc, argv, "--shard", 1, NULL, NULL);
     fsgd_job_t job;
     rc = dcli_job(argc, argv, usage, &job);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (shard_spec) {
+        unsigned si, sn;
+        char tail;
+        if (sscanf(shard_spec, "%u/%u%c", &si, &sn, &tail) != 2 || sn < 1 || sn > 64 || si >= sn) {
+            fsgd_cli_error("aggregator: --shard '%s': expected I/S with 0 <= I < S <= 64, e.g. --shard 1/4",
+                           shard_spec);
+            return FSGD_EXIT_USAGE;
+        }
+        job.shard = si;
+        job.shards = (int)sn;
+    }
     if (!job.brokers[0]) {
         fsgd_cli_error("aggregator: --brokers is required (fsgd run starts an embedded cluster and passes it)");
         return FSGD_EXIT_USAGE;

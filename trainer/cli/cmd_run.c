@@ -314,6 +314,14 @@ static int run_options(run_t *r)
         fsgd_cli_error("run: no data: give --data FILE, or --no-produce to use what is in %s.data", job->name);
         return FSGD_EXIT_USAGE;
     }
+    if (job->shards > 1) {
+        /* the roles run sharded (fsgd aggregator --shard I/S); fsgd run does
+         * not start S aggregators and assemble their model yet */
+        fsgd_cli_error("run: --shards %d: fsgd run does not start sharded aggregators yet; run fsgd produce, "
+                       "fsgd aggregator --shard I/%d for I = 0..%d and fsgd worker with --shards %d by hand",
+                       job->shards, job->shards, job->shards - 1, job->shards);
+        return FSGD_EXIT_USAGE;
+    }
     if (r->fresh && r->resume) {
         fsgd_cli_error("run: --fresh and --resume contradict each other");
         return FSGD_EXIT_USAGE;

@@ -188,7 +188,7 @@ int agg_auto_setup(agg_t *a)
     else if (job->max_model_weights)
         a->model.snap_every = 100;
     else
-        a->model.snap_every = a->mdim / 4096 > 100 ? a->mdim / 4096 : 100;
+        a->model.snap_every = a->gweights / 4096 > 100 ? a->gweights / 4096 : 100;
     a->s->snapshot_every = a->model.snap_every;
     a->s->lr = a->tune.lr;
     a->s->l2 = a->tune.l2;

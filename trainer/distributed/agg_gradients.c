@@ -123,6 +123,8 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
                    a->open.tau);
         return 0;
     }
+    if (a->lead && f.step == a->step + 1 && !agg_lead_decided(a, f.step))
+        return agg_early_hold(a, &f, payload, plen, offset); /* shard 0 has not decided the step yet */
     if (f.step > a->step + 1 && f.step <= a->step + 1 + (uint64_t)a->open.tau) {
         /* Bounded staleness: a worker runs up to τ steps ahead of the model
          * it has; its gradient waits here until its step opens, since steps
@@ -189,10 +191,10 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
     } else if (g.rows == 0 && g.codec_len) {
         reason = FSGD_AGG_REJ_FORGED;
         snprintf(why, sizeof why, "0 rows but a gradient of %u bytes", g.codec_len);
-    } else if (g.loss_sum < 0 || g.t_grad < 0 || g.t_encode < 0 || g.raw_entries > a->mdim) {
+    } else if (g.loss_sum < 0 || g.t_grad < 0 || g.t_encode < 0 || g.raw_entries > a->gweights) {
         reason = FSGD_AGG_REJ_FORGED;
         snprintf(why, sizeof why, "loss %g, times %g/%g s or %llu raw entries (of %llu weights) are impossible",
-                 g.loss_sum, g.t_grad, g.t_encode, (unsigned long long)g.raw_entries, (unsigned long long)a->mdim);
+                 g.loss_sum, g.t_grad, g.t_encode, (unsigned long long)g.raw_entries, (unsigned long long)a->gweights);
     }
     if (reason >= 0) {
         free(g.ranges);
@@ -216,6 +218,8 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
             if (g.ranges[j].part == rg->part)
                 ok = 0;
     }
+    if (ok && a->lead && !agg_lead_applied(a, g.ranges, g.nranges))
+        ok = 0; /* shard 0 did not apply these ranges in this step */
     if (ok && rows != g.rows) {
         free(g.ranges);
         fsgd_kasm_forget(a->open.as, &f);

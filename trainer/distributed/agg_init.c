@@ -44,7 +44,7 @@ int agg_init_load(agg_t *a)
         return rc;
     }
     a->dim = a->s->dim = dim;
-    a->mdim = dim + (job->bias ? 1 : 0);
+    a->mdim = a->gweights = dim + (job->bias ? 1 : 0);
     a->model.init = m;
     return 0;
 }

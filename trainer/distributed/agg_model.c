@@ -95,8 +95,9 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
         rc = rc ? rc : fsgd_wire_u32(&a->model.buf, (uint32_t)slen) | fsgd_wire_put(&a->model.buf, sec, slen);
     if (snapshot) {
         rc = rc ? rc
-                : fsgd_wire_model_put(&a->model.buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0,
-                                      (float)a->job->bias_value, a->dim, a->model.adam.theta, a->mdim);
+                : fsgd_wire_model_put_shard(&a->model.buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0,
+                                            (float)a->job->bias_value, a->dim, a->model.adam.theta, a->gweights,
+                                            a->shard, a->shards);
         if (coded)
             fsgd_sagg_downlink_sync(a->model.strat, a->model.adam.theta); /* every worker now holds θ exactly */
     } else if (coded) {
@@ -113,13 +114,13 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     if (rc)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the model message");
     fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : coded ? FSGD_KMSG_DELTA_CODED : FSGD_KMSG_DELTA_PACKED,
-                       .flags = (final ? FSGD_KFLAG_FINAL : 0) | (slen ? FSGD_KFLAG_SECTION : 0), .gen = a->gen, .sender = 0, .step = a->step};
+                       .flags = (final ? FSGD_KFLAG_FINAL : 0) | (slen ? FSGD_KFLAG_SECTION : 0), .gen = a->gen, .sender = a->shard, .step = a->step};
     uint64_t before = a->s->bytes_model;
     /* keys for the compacted model topic (fsgd_dist_topics_create) */
     char key[32];
     snprintf(key, sizeof key, snapshot ? "snapshot" : "delta.%llu",
              (unsigned long long)(a->step % a->model.snap_every));
-    FSGD_TRY(fsgd_bus_send(a->prod, a->tmodel, 0, a->job->name, &h, key, a->model.buf.p, a->model.buf.n,
+    FSGD_TRY(fsgd_bus_send(a->prod, a->tmodel, (int32_t)a->shard, a->job->name, &h, key, a->model.buf.p, a->model.buf.n,
                            &a->s->bytes_model, a->err, a->errsz));
     a->s->bytes_down += (a->s->bytes_model - before) * (a->members.nlive ? a->members.nlive : 1);
     if (!snapshot) {

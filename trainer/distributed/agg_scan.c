@@ -211,6 +211,7 @@ int agg_scan_data(agg_t *a)
     a->s->partitions = P;
     a->dim = dim ? dim : max_col;
     a->mdim = a->dim + (a->job->bias ? 1 : 0);
+    agg_shard_dims(a);
     if (a->job->max_model_weights && a->mdim > a->job->max_model_weights)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, FSGD_EMBEDDED_MODEL_LIMIT_MSG, (unsigned long long)a->mdim,
                             a->mdim * 4.0 / 1048576.0, (unsigned long long)a->job->max_model_weights);

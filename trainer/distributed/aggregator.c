@@ -121,6 +121,7 @@ static void agg_free(agg_t *a)
     free(a->clock.step_ms);
     fsgd_cj_free(&a->cj);
     fsgd_bus_client_destroy(a->ctl_c);
+    agg_lead_free(a);
     for (size_t i = 0; i < a->members.nmem; i++)
         free(a->members.mem[i].own);
     free(a->members.mem);
@@ -193,7 +194,12 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
     }
     if (!rc)
         rc = agg_check_model_topic(a);
-    if (!rc && job->test[0]) { /* in the job's format, like the data topic */
+    if (!rc)
+        rc = agg_lead_open(a, bus);
+    if (!rc && job->test[0] && a->shards > 1)
+        agg_log(a, "shard %u of %u: the test set is scored on the whole model, by fsgd run once the shards end",
+                a->shard, a->shards);
+    else if (!rc && job->test[0]) { /* in the job's format, like the data topic */
         rc = fsgd_rowfmt_load(&a->fmt, job->test, 1, &a->test, NULL, err, errsz);
         a->have_test = rc == 0;
     }
@@ -290,6 +296,9 @@ static int agg_assign_grads(agg_t *a, int resumed)
     agg_set_quota(a);
     a->st.adam_t = a->model.adam.t;
     int P = fsgd_bus_partitions(a->grads_c, a->tgrads, 15000, a->err, a->errsz);
+    if (a->shards > 1 && P >= 0 && P < (int)a->shards)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "topic %s has %d partitions; %u shards need one each",
+                            a->tgrads, P, a->shards);
     fsgd_bus_tp_t *l = calloc(P > 0 ? (size_t)P : 1, sizeof *l);
     if (!l)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
@@ -300,7 +309,9 @@ static int agg_assign_grads(agg_t *a, int resumed)
     }
     if (P < 0)
         rc = P;
-    if (!rc)
+    if (!rc && a->shards > 1) /* a shard reads its own partition only */
+        rc = fsgd_bus_assign(a->grads_c, &l[a->shard], 1, a->err, a->errsz);
+    else if (!rc)
         rc = fsgd_bus_assign(a->grads_c, l, P, a->err, a->errsz);
     free(l);
     return rc;
@@ -311,11 +322,19 @@ static int agg_start_job(agg_t *a)
 {
     const fsgd_job_t *job = a->job;
     const fsgd_agg_stats_t *st = a->s;
+    if (a->lead) { /* a following shard: shard 0's job_start announces the run */
+        FSGD_TRY(agg_lead_wait_start(a));
+        int rc = agg_publish(a, 1, 0, NULL, 0);
+        if (!rc)
+            agg_begin_step(a);
+        return rc;
+    }
     agg_ctl_begin(a, "job_start");
     fsgd_cj_str(&a->cj, "codec", job->codec);
     fsgd_cj_u64(&a->cj, "dataset_rows", st->dataset_rows);
     fsgd_cj_u64(&a->cj, "dim", a->dim);
-    fsgd_cj_u64(&a->cj, "weights", a->mdim);
+    fsgd_cj_u64(&a->cj, "weights", a->gweights);
+    fsgd_cj_i64(&a->cj, "shards", a->shards);
     fsgd_cj_i64(&a->cj, "partitions", st->partitions);
     fsgd_cj_i64(&a->cj, "expected_workers", a->members.expected);
     fsgd_cj_i64(&a->cj, "epochs", job->epochs); /* 0: auto, at most max_epochs */
@@ -516,6 +535,14 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
         fsgd_bus_serve(a->prod);
         agg_ctl_drain(a, 0);
         double t = agg_now();
+        if (a->lead) { /* a following shard: shard 0 decides the step */
+            if ((rc = agg_lead_poll(a)) != 0 || (rc = agg_lead_check_alive(a, l->timeout)) != 0)
+                break;
+            if (agg_lead_complete(a))
+                rc = agg_take_step(a, l, t, done);
+            agg_show_progress(a, l);
+            continue;
+        }
         int complete = a->open.first_step ? agg_first_step_complete(a, t) : agg_step_complete(a, l, t, &rc);
         if (!complete || agg_wait_orphaned(a, l, t))
             continue;
@@ -601,7 +628,9 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");
     fsgd_kbus_topic(a.tctl, sizeof a.tctl, job->name, "ctl");
     a.members.expected = expected_workers > 0 ? expected_workers : 1;
-    int rc = agg_open(&a, bus);
+    int rc = agg_shard_setup(&a);
+    if (!rc)
+        rc = agg_open(&a, bus);
     if (!rc)
         rc = agg_setup_optimizer(&a);
     if (!rc)
@@ -619,7 +648,7 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     if (!rc)
         rc = agg_assign_grads(&a, resumed);
     /* the opening snapshot waits until the consumer group has settled */
-    if (!rc)
+    if (!rc && !a.lead)
         rc = agg_wait_assignment(&a, 60);
     a.clock.t0 = agg_now();
     if (!rc)

@@ -134,7 +134,10 @@ typedef struct agg {
     uint64_t step; /* last applied step */
     fsgd_wire_state_t st;
     uint64_t **rows_at; /* per partition: rows before offset (start + i) */
-    uint64_t dim, mdim;
+    uint64_t dim, mdim; /* features; weights this process holds (its shard's part) */
+    uint64_t gweights;  /* the whole model's weights (= mdim unsharded) */
+    uint32_t shard, shards; /* agg_shard.c: which keys this process owns */
+    struct agg_lead *lead;  /* a following shard: shard 0's step states (agg_shard.c) */
     fsgd_csr_t test;
     int have_test;
     double xmax, ymax; /* largest |feature value| (intercept included) and |label| in NAME.data */
@@ -276,6 +279,29 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
 /* The model's metrics on the job's test rows (zeroed without them). */
 int agg_evaluate(agg_t *a, fsgd_metrics_t *out);
 void agg_latency_stats(agg_t *a);
+
+/* agg_shard.c: a sharded aggregator (job key shards). setup: the shard's
+ * identity and what a sharded job refuses; dims: after the scan, mdim
+ * becomes the shard's part. A following shard (shard > 0) reads shard 0's
+ * step states (lead_open, lead_poll: takes the open step's held gradients
+ * once its state is in); it takes a gradient only when its ranges are ones
+ * the leader applied (lead_applied), and applies the step when its ranges
+ * cover the leader's (lead_complete). */
+int agg_shard_setup(agg_t *a);
+void agg_shard_dims(agg_t *a);
+int agg_lead_open(agg_t *a, fsgd_bus_t *bus);
+void agg_lead_free(agg_t *a);
+int agg_lead_poll(agg_t *a);
+int agg_lead_decided(const agg_t *a, uint64_t step);
+int agg_lead_applied(const agg_t *a, const fsgd_wire_range_t *r, uint32_t n);
+int agg_lead_complete(agg_t *a);
+/* seconds since the leader's last message (0 when not following) */
+double agg_lead_silent(const agg_t *a);
+/* Before its opening snapshot: shard 0's, whose generation it takes. */
+int agg_lead_wait_start(agg_t *a);
+/* Fails when shard 0 stays silent, or a step it decided cannot be
+ * completed here, past max(60 s, 3 step timeouts). */
+int agg_lead_check_alive(agg_t *a, double step_timeout);
 
 /* agg_metrics.c: a closed step's point in the trace, then the caller's step
  * hook (step_seconds < 0: an empty step) */

@@ -76,7 +76,9 @@ int fsgd_dist_topics_create_bus(fsgd_bus_client_t *c, const fsgd_job_t *job, int
     for (int i = data_partitions > 0 ? 0 : 1; i < 4; i++) {
         char t[128];
         fsgd_kbus_topic(t, sizeof t, job->name, sfx[i]);
-        FSGD_TRY(fsgd_bus_create_topic(c, t, i == 0 ? data_partitions : 1, rf, cf[i], 30000, err, errsz));
+        /* grads and model: a partition per aggregator shard (KAFKA_FORMAT.md) */
+        int parts = i == 0 ? data_partitions : i == 3 || job->shards < 2 ? 1 : job->shards;
+        FSGD_TRY(fsgd_bus_create_topic(c, t, parts, rf, cf[i], 30000, err, errsz));
     }
     return 0;
 }

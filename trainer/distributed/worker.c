@@ -25,6 +25,7 @@
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "fsgd/rowfmt.h"
+#include "fsgd/shard.h"
 #include "fsgd/train.h"
 #include "ctl.h"
 #include "inflight.h"
@@ -102,6 +103,23 @@ typedef struct worker {
     int prefetch_on;        /* a real broker: read ahead (the embedded cluster reads partitions slowly) */
     double prefetch_last;   /* when the assigned partitions were last read on (while the producer writes) */
     int prefetch_parts;     /* partitions read ahead */
+    /* A sharded job (job key shards S > 1): shard I's model messages come
+     * with sender I on partition I of NAME.model and hold its keys as local
+     * keys (fsgd/shard.h); each has its own step, and the worker's model is
+     * at the oldest of them, with shard 0's (the leader's) step state of
+     * that step. Each shard's part of a gradient has its own strategy. */
+    uint32_t shards;
+    uint64_t sh_step[FSGD_SHARDS_MAX];
+    int sh_valid[FSGD_SHARDS_MAX];
+    fsgd_sworker_t *sh_strat[FSGD_SHARDS_MAX];
+    fsgd_sparse_t sh_part[FSGD_SHARDS_MAX];
+    float *sh_local;         /* one shard's weights as read from a snapshot, or gathered for a check */
+    struct lead_state {      /* shard 0's states of the steps the others have not reached */
+        uint64_t step;
+        int final;
+        fsgd_wire_state_t st;
+    } *lead;
+    size_t nlead, cap_lead;
 } worker_t;
 
 /* How often the partitions are read on while the producer writes them. */
@@ -498,6 +516,12 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
     w->strat = fsgd_sworker_new(w->job->codec, w->mdim, w->job->seed + w->id, w->err, w->errsz);
     if (!w->strat)
         return FSGD_E_ARG;
+    for (uint32_t i = 0; w->shards > 1 && i < w->shards; i++)
+        if (!(w->sh_strat[i] = fsgd_sworker_new(w->job->codec, fsgd_shard_dim(w->mdim, i, w->shards),
+                                                w->job->seed + w->id + i, w->err, w->errsz)))
+            return FSGD_E_ARG;
+    if (w->shards > 1 && !(w->sh_local = malloc((w->mdim / w->shards + 1) * sizeof *w->sh_local)))
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     return 0;
 }
 
@@ -553,6 +577,8 @@ static void report_assignment(worker_t *w, const char *event)
  * "failed" with the aggregator's error, "done" like the final model. */
 static int unannounced(const worker_t *w, const fsgd_kframe_t *f);
 static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset);
+static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t step, int final, int64_t offset);
+static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset);
 
 static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
 {
@@ -692,6 +718,10 @@ static int handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         return 0;
     if (f.gen < w->gen)
         return 0; /* a message of an aggregator that has since restarted */
+    /* shards' snapshots of a new generation come on S partitions, in any
+     * order against NAME.ctl's job_start: not parked (one slot) */
+    if (w->shards > 1)
+        return apply_model_shard(w, &f, body, len, m->offset);
     if (unannounced(w, &f)) {
         if (f.kind == FSGD_KMSG_SNAPSHOT)
             park(w, &f, body, len, m->offset);
@@ -843,6 +873,12 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
             }
         }
     }
+    return adopt_state(w, s, f.gen, f.step, (f.flags & FSGD_KFLAG_FINAL) != 0, offset);
+}
+
+/* The model of step `step` is in θ: its state s (taken) says what comes next. */
+static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t step, int final, int64_t offset)
+{
     if (w->ncache && s.nparts != w->ncache) {
         fsgd_wire_state_free(&s);
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_STATE, "worker: data partitions changed from %u to %u",
@@ -858,15 +894,15 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
     }
     fsgd_wire_state_free(&w->st);
     w->st = s;
-    w->gen = f.gen;
-    w->step = f.step;
+    w->gen = gen;
+    w->step = step;
     uint64_t *np = realloc(w->next_pos, (s.nparts ? s.nparts : 1) * sizeof *np);
     if (!np)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     w->next_pos = np;
     inflight_project(&w->fl, w->gen, w->step, w->st.pos, w->st.nparts, w->next_pos);
-    w->final = (f.flags & FSGD_KFLAG_FINAL) != 0;
-    if (w->final && !(w->sent_gen == f.gen)) {
+    w->final = final;
+    if (w->final && !(w->sent_gen == gen)) {
         /* The final model of an earlier job on the same topics: only the end
          * of the log counts for a worker that took no part. */
         int64_t lo, hi;
@@ -874,6 +910,229 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
             w->final = 0;
     }
     return 0;
+}
+
+/* Shard I's message closed step `step`: its strategy learns whether this
+ * worker's part was applied (as close_step does for the whole model). */
+static void close_shard_step(worker_t *w, uint32_t shard, uint32_t gen, uint64_t step, int applied)
+{
+    for (size_t i = 0; i < w->fl.n; i++) {
+        inflight_t *e = &w->fl.e[i];
+        if (e->gen != gen || e->step != step)
+            continue;
+        if (e->doomed)
+            return;
+        if (!applied && i + 1 < w->fl.n) {
+            /* later parts started where this one ended: the shards refuse them too */
+            for (size_t j = i + 1; j < w->fl.n; j++)
+                w->fl.e[j].doomed = 1;
+            for (uint32_t s = 0; s < w->shards; s++)
+                if (fsgd_sworker_reset(w->sh_strat[s]))
+                    w->stats->ef_discarded++;
+            return;
+        }
+        char e2[256];
+        int rc = fsgd_sworker_after_step(w->sh_strat[shard], applied, NULL, 0, e2, sizeof e2);
+        if (rc == 1)
+            w->stats->ef_undone++;
+        else if (rc < 0)
+            reject(w, 1, "shard %u step %llu: feedback: %s", shard, (unsigned long long)step, e2);
+        return;
+    }
+}
+
+/* After shard messages: the model is at the oldest shard's step, with the
+ * leader's state of that step; nothing to compute on while a shard waits
+ * for a snapshot or the leader's state is not in. */
+static int combine_shards(worker_t *w, uint32_t gen, int64_t offset)
+{
+    uint64_t step = UINT64_MAX;
+    int valid = w->theta != NULL;
+    for (uint32_t i = 0; i < w->shards; i++) {
+        valid &= w->sh_valid[i];
+        if (w->sh_step[i] < step)
+            step = w->sh_step[i];
+    }
+    size_t at = w->nlead;
+    for (size_t i = 0; valid && i < w->nlead; i++)
+        if (w->lead[i].step == step)
+            at = i;
+    if (!valid || at == w->nlead) {
+        w->valid = 0;
+        return 0;
+    }
+    if (w->valid && w->gen == gen && w->step == step)
+        return 0;
+    fsgd_wire_state_t s = {0};
+    if (fsgd_wire_state_copy(&s, &w->lead[at].st) < 0)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+    int final = w->lead[at].final;
+    /* states before this step are spent */
+    size_t k = 0;
+    for (size_t i = 0; i < w->nlead; i++)
+        if (w->lead[i].step >= step)
+            w->lead[k++] = w->lead[i];
+        else
+            fsgd_wire_state_free(&w->lead[i].st);
+    w->nlead = k;
+    while (w->fl.n && (w->fl.e[0].gen != gen || w->fl.e[0].step <= step))
+        inflight_pop(&w->fl);
+    w->valid = 1;
+    return adopt_state(w, s, gen, step, final, offset);
+}
+
+static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset)
+{
+    const fsgd_kframe_t f = *fp;
+    const uint32_t S = w->shards, I = f.sender;
+    char e[256];
+    if (I >= S) {
+        reject(w, 1, "generation %u step %llu: a model message from shard %u; the job has %u", f.gen,
+               (unsigned long long)f.step, I, S);
+        return 0;
+    }
+    if (f.flags & FSGD_KFLAG_SECTION) {
+        reject(w, 1, "shard %u step %llu: a strategy section, which sharded jobs do not carry", I,
+               (unsigned long long)f.step);
+        return 0;
+    }
+    fsgd_wire_state_t s = {0};
+    size_t off = 0;
+    int rc = fsgd_wire_state_get(body, len, &off, &s, e, sizeof e);
+    if (rc < 0) {
+        fsgd_kasm_forget(w->as, &f);
+        reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
+        fsgd_wire_state_free(&s);
+        return 0;
+    }
+    if (f.gen != w->gen && w->theta) { /* a new generation: every shard starts again from a snapshot */
+        if (f.kind != FSGD_KMSG_SNAPSHOT) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if (w->gen) {
+            w->stats->resyncs++;
+            inflight_clear(&w->fl);
+            for (uint32_t i = 0; i < S; i++) {
+                w->sh_valid[i] = 0;
+                if (fsgd_sworker_reset(w->sh_strat[i]))
+                    w->stats->ef_discarded++;
+            }
+        }
+        w->gen = f.gen;
+        w->valid = 0;
+    }
+    if (f.kind == FSGD_KMSG_SNAPSHOT) {
+        fsgd_wire_model_t mm;
+        if (fsgd_wire_model_get(body, len, &off, &mm, e, sizeof e) < 0 || mm.shards != S || mm.shard != I) {
+            if (mm.shards != S || mm.shard != I)
+                snprintf(e, sizeof e, "a snapshot of shard %u of %u on shard %u's stream of %u", mm.shard,
+                         mm.shards, I, S);
+            fsgd_kasm_forget(w->as, &f);
+            reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if (w->sh_valid[I] && f.step < w->sh_step[I]) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if ((rc = setup_model(w, &mm)) < 0) {
+            fsgd_wire_state_free(&s);
+            return rc;
+        }
+        if (!w->gen)
+            w->gen = f.gen;
+        fsgd_wire_model_weights(&mm, w->sh_local);
+        for (uint64_t i = 0; i < mm.nloc; i++)
+            w->theta[fsgd_shard_global(i, I, S)] = w->sh_local[i];
+        if ((rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz)) < 0) {
+            fsgd_wire_state_free(&s);
+            return rc;
+        }
+        close_shard_step(w, I, f.gen, f.step, 1);
+        w->sh_valid[I] = 1;
+        w->sh_step[I] = f.step;
+    } else {
+        if (!w->sh_valid[I] || f.step <= w->sh_step[I]) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if (f.step != w->sh_step[I] + 1) { /* a delta is missing: wait for this shard's snapshot */
+            w->sh_valid[I] = 0;
+            w->valid = 0;
+            w->stats->resyncs++;
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        const uint64_t nloc = fsgd_shard_dim(w->mdim, I, S);
+        fsgd_wire_cdelta_t cd = {0};
+        if (f.kind == FSGD_KMSG_DELTA_CODED) {
+            rc = fsgd_wire_cdelta_get(body, len, &off, &cd, e, sizeof e);
+            if (rc == 0)
+                rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, nloc, &w->delta, e, sizeof e);
+        } else if (f.kind == FSGD_KMSG_DELTA_PACKED) {
+            rc = fsgd_wire_pdelta_get(body, len, &off, nloc, &w->delta, e, sizeof e);
+        } else {
+            rc = fsgd_wire_delta_get(body, len, &off, nloc, &w->delta, e, sizeof e);
+        }
+        if (rc < 0) {
+            fsgd_kasm_forget(w->as, &f);
+            reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        for (size_t i = 0; i < w->delta.n; i++)
+            w->delta.keys[i] = (uint32_t)fsgd_shard_global(w->delta.keys[i], I, S);
+        if (f.kind == FSGD_KMSG_DELTA_CODED) {
+            /* additive, the same float additions as the shard's replica */
+            rc = fsgd_sworker_downlink_apply(w->theta, w->mdim, &w->delta, e, sizeof e);
+            if (rc < 0) {
+                w->sh_valid[I] = 0;
+                w->valid = 0;
+                reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
+                fsgd_wire_state_free(&s);
+                return 0;
+            }
+            for (size_t i = 0; i < w->delta.n; i++)
+                w->delta.vals[i] = w->theta[w->delta.keys[i]];
+        } else {
+            for (size_t i = 0; i < w->delta.n; i++)
+                w->theta[w->delta.keys[i]] = w->delta.vals[i];
+        }
+        if ((rc = fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz)) < 0) {
+            fsgd_wire_state_free(&s);
+            return rc;
+        }
+        close_shard_step(w, I, f.gen, f.step,
+                         f.kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1);
+        w->sh_step[I] = f.step;
+        if (f.kind == FSGD_KMSG_DELTA_CODED && (cd.flags & FSGD_WIRE_CDELTA_CHECK)) {
+            for (uint64_t i = 0; i < nloc; i++)
+                w->sh_local[i] = w->theta[fsgd_shard_global(i, I, S)];
+            if (!fsgd_sworker_downlink_verify(w->sh_local, nloc, cd.check)) {
+                w->stats->replica_mismatch++;
+                w->stats->resyncs++;
+                w->sh_valid[I] = 0;
+            }
+        }
+    }
+    if (I == 0) { /* the leader's state: what the step after it takes */
+        if (w->nlead == w->cap_lead) {
+            size_t nc = w->cap_lead ? 2 * w->cap_lead : 16;
+            struct lead_state *nl = realloc(w->lead, nc * sizeof *nl);
+            if (!nl) {
+                fsgd_wire_state_free(&s);
+                return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+            }
+            w->lead = nl;
+            w->cap_lead = nc;
+        }
+        w->lead[w->nlead++] = (struct lead_state){f.step, (f.flags & FSGD_KFLAG_FINAL) != 0, s};
+    } else {
+        fsgd_wire_state_free(&s);
+    }
+    return combine_shards(w, f.gen, offset);
 }
 
 /* Whether this worker's next step, ahead of the model, has rows to take
@@ -901,6 +1160,76 @@ static int may_send(worker_t *w)
         return 1;
     }
     return ahead <= (uint64_t)w->tau && !w->hold && rows_ahead(w);
+}
+
+/* Sends one gradient body framed for step s to partition `shard` of NAME.grads. */
+static int send_grad(worker_t *w, uint32_t shard, uint32_t gen, uint64_t s, uint16_t flags, const uint8_t *body,
+                     size_t len)
+{
+    fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = flags, .gen = gen, .sender = w->id, .step = s};
+    return fsgd_bus_send(w->prod, w->tgrads, w->shards > 1 ? (int32_t)shard : FSGD_BUS_PARTITION_ANY, w->job->name,
+                         &h, NULL, body, len, &w->stats->bytes_up, w->err, w->errsz);
+}
+
+/* A sharded job: the step's gradient (w->g, global keys) split by shard,
+ * each part encoded by its shard's strategy and sent to its partition with
+ * the same header (ranges, rows, loss). w->buf keeps the parts for a
+ * resend: per shard u32 length, then the body. */
+static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint16_t flags)
+{
+    fsgd_wire_buf_t one = {0};
+    int rc = gm->rows ? fsgd_shard_split(&w->g, w->shards, w->sh_part) : 0;
+    if (rc < 0)
+        return fsgd_err_fmt(w->err, w->errsz, rc, "worker: out of memory");
+    w->buf.n = 0;
+    double t0 = now_s();
+    for (uint32_t i = 0; i < w->shards && !rc; i++) {
+        size_t elen = 0;
+        if (gm->rows) {
+            const fsgd_sparse_t *part = &w->sh_part[i];
+            size_t cap = fsgd_sworker_bound(w->sh_strat[i], part->n);
+            if (cap > w->enc_cap) {
+                uint8_t *ne = realloc(w->enc, cap);
+                if (!ne) {
+                    rc = fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+                    break;
+                }
+                w->enc = ne;
+                w->enc_cap = cap;
+            }
+            rc = fsgd_sworker_encode(w->sh_strat[i], part->keys, part->vals, part->n, gm->rows, w->enc, w->enc_cap,
+                                     &elen, w->err, w->errsz);
+        }
+        gm->codec = w->enc;
+        gm->codec_len = (uint32_t)elen;
+        one.n = 0;
+        if (!rc)
+            rc = fsgd_wire_grad_put(&one, gm);
+        if (!rc)
+            rc = fsgd_wire_u32(&w->buf, (uint32_t)one.n) | fsgd_wire_put(&w->buf, one.p, one.n) ? FSGD_E_NOMEM : 0;
+        if (!rc)
+            rc = send_grad(w, i, w->gen, s, flags, one.p, one.n);
+    }
+    w->stats->t_encode += now_s() - t0;
+    free(one.p);
+    return rc;
+}
+
+/* Sends again an inflight body (a sharded one: each part to its shard). */
+static int resend_body(worker_t *w, const inflight_t *e)
+{
+    if (w->shards == 1)
+        return send_grad(w, 0, e->gen, e->step, e->flags, e->body.p, e->body.n);
+    size_t off = 0;
+    for (uint32_t i = 0; i < w->shards && off + 4 <= e->body.n; i++) {
+        uint32_t n = fsgd_le_get32(e->body.p + off);
+        off += 4;
+        if (n > e->body.n - off)
+            break;
+        FSGD_TRY(send_grad(w, i, e->gen, e->step, e->flags, e->body.p + off, n));
+        off += n;
+    }
+    return 0;
 }
 
 static int do_step(worker_t *w)
@@ -965,7 +1294,7 @@ static int do_step(worker_t *w)
         /* A device that encodes on the card hands back only the message
          * (gradient and encoding fused; its time counts as gradient). */
         fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat);
-        int fused = dc && fsgd_backend_encodes_on_device(w->be, dc);
+        int fused = w->shards == 1 && dc && fsgd_backend_encodes_on_device(w->be, dc);
         size_t cap = 0, elen = 0, raw_entries = 0;
         if (fused) {
             cap = fsgd_backend_encoded_bound(dc, &w->batch);
@@ -991,7 +1320,7 @@ static int do_step(worker_t *w)
             fsgd_codec_last_stats(dc, &cst);
             raw_entries = cst.n_in;
             t1 = now_s();
-        } else if (!rc) {
+        } else if (!rc && w->shards == 1) {
             rc = fsgd_sworker_encode(w->strat, w->g.keys, w->g.vals, w->g.n, gm.rows, w->enc, w->enc_cap, &elen,
                                      w->err, w->errsz);
         }
@@ -1010,15 +1339,16 @@ static int do_step(worker_t *w)
         struct timespec ns = {0, 20 * 1000000};
         nanosleep(&ns, NULL);
     }
-    if (!rc) {
+    uint16_t flags = (uint16_t)(ahead << FSGD_KFLAG_LAG_SHIFT);
+    if (!rc && w->shards > 1) {
+        rc = send_shard_parts(w, &gm, s, flags);
+    } else if (!rc) {
         w->buf.n = 0;
         rc = fsgd_wire_grad_put(&w->buf, &gm);
-    }
-    uint16_t flags = (uint16_t)(ahead << FSGD_KFLAG_LAG_SHIFT);
-    if (!rc) {
         fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = flags, .gen = w->gen, .sender = w->id, .step = s};
-        rc = fsgd_bus_send(w->prod, w->tgrads, FSGD_BUS_PARTITION_ANY, w->job->name, &h, NULL, w->buf.p, w->buf.n,
-                           &w->stats->bytes_up, w->err, w->errsz);
+        if (!rc)
+            rc = fsgd_bus_send(w->prod, w->tgrads, FSGD_BUS_PARTITION_ANY, w->job->name, &h, NULL, w->buf.p,
+                               w->buf.n, &w->stats->bytes_up, w->err, w->errsz);
     }
     if (!rc && inflight_push(&w->fl, s, w->gen, flags, gm.rows, rg, nr, w->buf.p, w->buf.n) < 0)
         rc = fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
@@ -1074,6 +1404,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
     w->job = job;
     w->id = id ? id : random_id();
+    w->shards = job->shards > 1 ? (uint32_t)job->shards : 1;
     w->stats = st;
     w->log = log;
     w->on_step = on_step;
@@ -1106,12 +1437,15 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         rc = FSGD_E_KAFKA;
     if (!rc) {
         /* the model from its start; NAME.ctl from now on (job_end events) */
-        fsgd_bus_tp_t l[2] = {{w->tmodel, 0, FSGD_BUS_OFFSET_BEGINNING}};
-        int n = 1;
+        /* a sharded job: every shard's partition */
+        fsgd_bus_tp_t l[FSGD_SHARDS_MAX + 1];
+        int n = 0;
+        for (uint32_t i = 0; i < w->shards; i++)
+            l[n++] = (fsgd_bus_tp_t){w->tmodel, (int32_t)i, FSGD_BUS_OFFSET_BEGINNING};
         int64_t lo = 0, hi = 0;
         if (fsgd_bus_watermarks(w->model_c, w->tctl, 0, &lo, &hi, 5000, NULL, 0) == 0)
             l[n++] = (fsgd_bus_tp_t){w->tctl, 0, hi};
-        w->ctl_read = n == 2;
+        w->ctl_read = n == (int)w->shards + 1;
         rc = fsgd_bus_assign(w->model_c, l, n, err, errsz);
     }
     if (!rc && !(w->group = fsgd_bus_group_new(bus, group, w->tdata, on_rebalance, w, err, errsz)))
@@ -1159,10 +1493,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
                 const inflight_t *e = &w->fl.e[i];
                 if (e->gen != w->gen || e->step <= w->step)
                     continue;
-                fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = e->flags, .gen = e->gen, .sender = w->id,
-                                   .step = e->step};
-                rc = fsgd_bus_send(w->prod, w->tgrads, FSGD_BUS_PARTITION_ANY, w->job->name, &h, NULL, e->body.p,
-                                   e->body.n, &w->stats->bytes_up, w->err, w->errsz);
+                rc = resend_body(w, e);
                 w->stats->resends++;
             }
             w->last_send = now_s();
@@ -1189,6 +1520,14 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     free(w->wm_hi);
     fsgd_backend_destroy(w->be);
     fsgd_sworker_destroy(w->strat);
+    for (uint32_t i = 0; i < w->shards; i++) {
+        fsgd_sworker_destroy(w->sh_strat[i]);
+        fsgd_sparse_free(&w->sh_part[i]);
+    }
+    for (size_t i = 0; i < w->nlead; i++)
+        fsgd_wire_state_free(&w->lead[i].st);
+    free(w->lead);
+    free(w->sh_local);
     free(w->theta);
     free(w->assigned);
     fsgd_kasm_destroy(w->as);

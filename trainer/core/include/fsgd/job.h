@@ -84,6 +84,9 @@ typedef struct fsgd_job {
     char kafka[4096];                /* librdkafka security settings, "key=value\n" lines (--kafka-opt, YAML kafka:) */
     char job_key_file[FSGD_JOB_PATH_MAX]; /* key that authenticates every message on the job's topics (fsgd/auth.h) */
     int unsigned_rows;               /* with a key: NAME.data may hold rows without its tag (outside producers) */
+    /* Not a job key: this aggregator's shard, 0 to shards - 1 (fsgd
+     * aggregator --shard I/S; fsgd run gives each its own). */
+    uint32_t shard;
     /* Not a job key: the last job file loaded ("" -> none), an input that
      * no output of the command may name. */
     char job_file[FSGD_JOB_PATH_MAX];

@@ -1,0 +1,288 @@
+/* A sharded aggregator (job key shards > 1, issue 25): this process owns the
+ * keys k with k mod S = shard (fsgd/shard.h), as local keys k / S. It reads
+ * partition `shard` of NAME.grads and writes partition `shard` of
+ * NAME.model (frames with sender = shard).
+ *
+ * Shard 0 leads: it decides the job's membership, drops and epochs exactly
+ * as an unsharded aggregator does. Every other shard follows its steps:
+ * a step's gradients are taken only once shard 0's model message for that
+ * step is on NAME.model partition 0, and only those whose data ranges end
+ * where shard 0's step state says (the ranges it applied). The follower's
+ * own positions, epochs, quotas and end then come out the same as the
+ * leader's, since they are functions of the applied ranges; a worker
+ * dropped by the leader is dropped by every shard, and no follower decides
+ * on a timeout of its own. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregator_internal.h"
+#include "fsgd/shard.h"
+
+/* The leader's step states not yet used (steps after this shard's). */
+typedef struct lead_step {
+    uint64_t step;
+    uint32_t gen;
+    int final;
+    fsgd_wire_state_t st;
+} lead_step_t;
+
+struct agg_lead {
+    fsgd_bus_client_t *c;
+    fsgd_kasm_t *as;
+    lead_step_t *q;
+    size_t n, cap;
+    uint32_t gen;      /* the leader's generation being followed */
+    double last_heard; /* when the leader's last message came */
+    uint64_t decided;  /* the open step whose state came, and when */
+    double decided_at;
+};
+
+/* How long a follower waits on shard 0 before it ends the job: longer than
+ * the leader's own step timeout, after which the leader drops the silent
+ * and moves on (or sends its model again). */
+static double lead_patience(double step_timeout)
+{
+    return step_timeout * 3 > 60 ? step_timeout * 3 : 60;
+}
+
+int agg_shard_setup(agg_t *a)
+{
+    const fsgd_job_t *job = a->job;
+    a->shards = job->shards > 1 ? (uint32_t)job->shards : 1;
+    a->shard = job->shard;
+    if (a->shards == 1)
+        return 0;
+    if (a->shard >= a->shards)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "shard %u of %u: shards are numbered 0 to %u", a->shard,
+                            a->shards, a->shards - 1);
+    const char *why = NULL;
+    if (job->epochs == 0)
+        why = "epochs auto scores held-out rows on the whole model: give a number of epochs";
+    else if (job->follow)
+        why = "follow (continuous training) is not sharded yet";
+    else if (job->init[0])
+        why = "init (a model to start from) is not sharded yet";
+    else if (job->out[0])
+        why = "out: a shard holds part of the model; the whole model is on NAME.model (each shard's partition)";
+    else if (job->optimizer == FSGD_OPTIMIZER_FTRL)
+        why = "the ftrl optimizer is not sharded yet";
+    if (why)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "shards %u: %s", a->shards, why);
+    return 0;
+}
+
+void agg_shard_dims(agg_t *a)
+{
+    a->gweights = a->mdim;
+    if (a->shards > 1)
+        a->mdim = fsgd_shard_dim(a->gweights, a->shard, a->shards);
+}
+
+int agg_lead_open(agg_t *a, fsgd_bus_t *bus)
+{
+    if (a->shards == 1 || a->shard == 0)
+        return 0;
+    struct agg_lead *l = calloc(1, sizeof *l);
+    if (!l || !(l->as = fsgd_kasm_new())) {
+        free(l);
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    }
+    a->lead = l;
+    if (!(l->c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, a->err, a->errsz)))
+        return FSGD_E_KAFKA;
+    fsgd_bus_tp_t tp = {a->tmodel, 0, FSGD_BUS_OFFSET_BEGINNING};
+    l->last_heard = agg_now();
+    return fsgd_bus_assign(l->c, &tp, 1, a->err, a->errsz);
+}
+
+void agg_lead_free(agg_t *a)
+{
+    struct agg_lead *l = a->lead;
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        fsgd_wire_state_free(&l->q[i].st);
+    free(l->q);
+    fsgd_kasm_destroy(l->as);
+    fsgd_bus_client_destroy(l->c);
+    free(l);
+    a->lead = NULL;
+}
+
+static const lead_step_t *lead_find(const agg_t *a, uint64_t step)
+{
+    const struct agg_lead *l = a->lead;
+    for (size_t i = 0; l && i < l->n; i++)
+        if (l->q[i].step == step && l->q[i].gen == l->gen)
+            return &l->q[i];
+    return NULL;
+}
+
+/* One message of partition 0 of NAME.model: a step state to keep. */
+static int lead_take(agg_t *a, const fsgd_bus_msg_t *m)
+{
+    struct agg_lead *l = a->lead;
+    fsgd_kframe_t f;
+    char e[256];
+    if (fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e) < 0 || f.kind == FSGD_KMSG_GRAD || f.sender != 0)
+        return 0; /* not the leader's: the workers' checks count such messages */
+    const uint8_t *body;
+    size_t len;
+    if (fsgd_kasm_feed(l->as, &f, &body, &len, e, sizeof e) != FSGD_KASM_DONE)
+        return 0;
+    l->last_heard = agg_now();
+    if (f.gen < l->gen)
+        return 0;
+    if (f.gen > l->gen) { /* a restarted leader: its steps replace the old one's */
+        for (size_t i = 0; i < l->n; i++)
+            fsgd_wire_state_free(&l->q[i].st);
+        l->n = 0;
+        l->gen = f.gen;
+    }
+    if (f.step <= a->step || lead_find(a, f.step))
+        return 0;
+    fsgd_wire_state_t s = {0};
+    size_t off = 0;
+    if (fsgd_wire_state_get(body, len, &off, &s, e, sizeof e) < 0 || s.nparts != a->st.nparts) {
+        fsgd_wire_state_free(&s);
+        agg_log(a, "shard %u: a step-%llu message of shard 0 does not parse: %s", a->shard,
+                (unsigned long long)f.step, e);
+        return 0;
+    }
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 16;
+        lead_step_t *nq = realloc(l->q, nc * sizeof *nq);
+        if (!nq) {
+            fsgd_wire_state_free(&s);
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+        }
+        l->q = nq;
+        l->cap = nc;
+    }
+    l->q[l->n++] = (lead_step_t){f.step, f.gen, (f.flags & FSGD_KFLAG_FINAL) != 0, s};
+    return 0;
+}
+
+int agg_lead_poll(agg_t *a)
+{
+    struct agg_lead *l = a->lead;
+    if (!l)
+        return 0;
+    int rc = 0, had_open = lead_find(a, a->step + 1) != NULL;
+    for (int i = 0; i < 256 && !rc; i++) {
+        fsgd_bus_msg_t *m = fsgd_bus_poll(l->c, 0);
+        if (!m)
+            break;
+        if (!m->err)
+            rc = lead_take(a, m);
+        fsgd_bus_msg_destroy(m);
+    }
+    /* states of steps this shard has applied are spent */
+    size_t k = 0;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->q[i].step > a->step && l->q[i].gen == l->gen)
+            l->q[k++] = l->q[i];
+        else
+            fsgd_wire_state_free(&l->q[i].st);
+    l->n = k;
+    /* the open step's gradients waited for this: take them now, in order */
+    if (!rc && !had_open && lead_find(a, a->step + 1))
+        rc = agg_early_replay(a);
+    return rc;
+}
+
+int agg_lead_decided(const agg_t *a, uint64_t step)
+{
+    return lead_find(a, step) != NULL;
+}
+
+/* Where the leader's step leaves partition p: its position, or its end
+ * when the step closed the epoch (the state then starts the next one). */
+static uint64_t lead_end(const agg_t *a, const lead_step_t *d, uint32_t p)
+{
+    return d->st.epoch != a->st.epoch || d->final ? a->st.end[p] : d->st.pos[p];
+}
+
+int agg_lead_applied(const agg_t *a, const fsgd_wire_range_t *r, uint32_t n)
+{
+    const lead_step_t *d = lead_find(a, a->step + 1);
+    if (!d)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (r[i].part >= a->st.nparts || r[i].end != lead_end(a, d, r[i].part))
+            return 0;
+    return 1;
+}
+
+int agg_lead_complete(agg_t *a)
+{
+    const lead_step_t *d = lead_find(a, a->step + 1);
+    if (!d)
+        return 0;
+    for (uint32_t p = 0; p < a->st.nparts; p++) {
+        uint64_t at = a->open.claimed[p] ? a->open.newpos[p] : a->st.pos[p];
+        if (at != lead_end(a, d, p))
+            return 0;
+    }
+    return 1;
+}
+
+double agg_lead_silent(const agg_t *a)
+{
+    return a->lead ? agg_now() - a->lead->last_heard : 0;
+}
+
+int agg_lead_wait_start(agg_t *a)
+{
+    struct agg_lead *l = a->lead;
+    double t0 = agg_now(), logged = t0;
+    while (!l->gen) {
+        fsgd_bus_msg_t *m = fsgd_bus_poll(l->c, 100);
+        if (m) {
+            int rc = m->err ? 0 : lead_take(a, m);
+            fsgd_bus_msg_destroy(m);
+            FSGD_TRY(rc);
+            continue;
+        }
+        agg_ctl_drain(a, 0);
+        double t = agg_now();
+        if (t - t0 > 120)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TIMEOUT,
+                                "shard %u: no opening snapshot from shard 0 on %s partition 0 after %.0f s: is "
+                                "shard 0's aggregator running?", a->shard, a->tmodel, t - t0);
+        if (t - logged >= 10) {
+            logged = t;
+            agg_log(a, "shard %u: waiting %.0f s for shard 0 to open the job on %s partition 0", a->shard, t - t0,
+                    a->tmodel);
+        }
+    }
+    a->gen = a->s->gen = l->gen;
+    agg_log(a, "shard %u of %u: %llu of the model's %llu weights (keys k with k mod %u = %u); following shard 0's "
+               "steps, generation %u", a->shard, a->shards, (unsigned long long)a->mdim,
+            (unsigned long long)a->gweights, a->shards, a->shard, a->gen);
+    return 0;
+}
+
+int agg_lead_check_alive(agg_t *a, double step_timeout)
+{
+    struct agg_lead *l = a->lead;
+    double t = agg_now(), patience = lead_patience(step_timeout);
+    if (!agg_lead_decided(a, a->step + 1)) {
+        if (t - l->last_heard > patience)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TIMEOUT,
+                                "shard %u: nothing from shard 0 on %s partition 0 for %.0f s (step %llu open): shard "
+                                "0 is gone", a->shard, a->tmodel, t - l->last_heard,
+                                (unsigned long long)a->step + 1);
+        return 0;
+    }
+    if (l->decided != a->step + 1) {
+        l->decided = a->step + 1;
+        l->decided_at = t;
+    }
+    if (t - l->decided_at > patience)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TIMEOUT,
+                            "shard %u: step %llu: shard 0 applied rows whose gradient never reached this shard's "
+                            "partition of %s in %.0f s (%zu workers answered here)", a->shard,
+                            (unsigned long long)a->step + 1, a->tgrads, t - l->decided_at, a->members.ngot);
+    return 0;
+}
