@@ -3,6 +3,7 @@
  * spec each shard runs. One place, so fsgd train --shards and the
  * distributed shards cannot decide differently. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,8 +73,26 @@ int fsgd_strategy_check_shards(const char *spec, int shards, char *err, size_t e
     return 0;
 }
 
-int fsgd_strategy_shard_spec(const char *spec, uint32_t shard, uint32_t shards, char *out, size_t outsz, char *err,
-                             size_t errsz)
+/* gtopk's k of a model of dim keys when its spec gives a density (default
+ * 0.001): ceil(density x dim), as gtopk.c takes it. */
+static int gtopk_density_k(const char *spec, uint64_t dim, unsigned long long *k, char *err, size_t errsz)
+{
+    double d = 0.001;
+    const char *p = strstr(spec, "density=");
+    if (p) {
+        char *end;
+        errno = 0;
+        d = strtod(p + 8, &end);
+        if (errno || end == p + 8 || (*end && *end != ',') || !(d > 0 && d <= 1))
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "strategy spec '%s': density must be in (0, 1]", spec);
+    }
+    double kk = ceil(d * (double)dim);
+    *k = (unsigned long long)(kk < 1 ? 1 : kk > (double)dim ? (double)dim : kk);
+    return 0;
+}
+
+int fsgd_strategy_shard_spec(const char *spec, uint64_t dim, uint32_t shard, uint32_t shards, char *out,
+                             size_t outsz, char *err, size_t errsz)
 {
     FSGD_TRY(fsgd_strategy_check_shards(spec, (int)shards, err, errsz));
     if (shard >= shards)
@@ -85,7 +104,18 @@ int fsgd_strategy_shard_spec(const char *spec, uint32_t shard, uint32_t shards, 
     if (shards > 1 && counts_entries(name))
         FSGD_TRY(spec_count(spec, &k, &found, err, errsz));
     size_t n = 0;
-    if (!found) {
+    if (shards > 1 && !found && strcmp(name, "gtopk") == 0) {
+        /* gtopk's global budget is of the whole model: the shards split
+         * ceil(density x dim), not each take that of its own dim */
+        FSGD_TRY(gtopk_density_k(spec, dim, &k, err, errsz));
+        if (k < shards)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "strategy gtopk: k = ceil(density x dim %llu) = %llu entries cannot be split over %u "
+                                "shards (at least one each): give k=N with N >= %u",
+                                (unsigned long long)dim, k, shards, shards);
+        unsigned long long ki = k / shards + (shard < k % shards ? 1 : 0);
+        n = (size_t)snprintf(out, outsz, "gtopk:k=%llu", ki);
+    } else if (!found) {
         n = (size_t)snprintf(out, outsz, "%s", spec);
     } else {
         /* the same spec with its k=N replaced by this shard's budget */

@@ -1262,8 +1262,12 @@ static int train_check_strategy(train_run_t *r, int rc)
         t->plain = t->direct = 0;
     }
     r->stats->staleness = tau;
-    if (rc == 0 && job->shards > 1)
-        rc = fsgd_strategy_check_shards(job->codec, job->shards, r->err, r->errsz);
+    if (rc == 0 && job->shards > 1) {
+        /* refused before the rows are cut: shard 0's spec is made as every shard's is */
+        char spec[256];
+        rc = fsgd_strategy_shard_spec(job->codec, r->model_dim, 0, (uint32_t)job->shards, spec, sizeof spec, r->err,
+                                      r->errsz);
+    }
     if (rc == 0 && r->ftrl && fsgd_sagg_optimizer(t->agg) == FSGD_OPT_APPLY)
         rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers (the aggregator only averages their steps): "

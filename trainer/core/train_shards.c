@@ -88,7 +88,7 @@ static int shard_open(fsgd_shards_t *s, const fsgd_shards_opt_t *o, uint32_t I, 
     sh->adam.rarity = sh->rarity;
     sh->adam.rarity_cap = g->rarity_cap;
     char spec[256], e[256];
-    if (fsgd_strategy_shard_spec(o->spec, I, s->S, spec, sizeof spec, e, sizeof e) < 0)
+    if (fsgd_strategy_shard_spec(o->spec, s->dim, I, s->S, spec, sizeof spec, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
     if (!(sh->agg = fsgd_sagg_new(spec, ld, o->seed + I, e, sizeof e)))
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "shard %u: %s", I, e);
