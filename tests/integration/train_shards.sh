@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fsgd train --shards S through the CLI (issue 25): with codec none the
-# model file is the same bit for bit at S = 1, 2 and 4; the metrics JSON
+# model file is the same bit for bit at S = 1, 2 and 4 (and with --staleness);
+# the metrics JSON
 # reports the shards and the busiest shard's share of a step's keys (and
 # what contiguous ranges would have had; on a9a both are near 1); the
 # strategies that cannot shard and --cache are refused with a clear error
@@ -36,6 +37,12 @@ print("shards: none bit for bit at S = 1, 2, 4; busiest shard %.3f / %.3f of the
       % (m[2]["shard_busy_mean"], m[4]["shard_busy_mean"], m[2]["shard_range_busy_mean"],
          m[4]["shard_range_busy_mean"]))
 PY
+
+# --staleness τ: the sharded step keeps θ before its update for the rewind,
+# so the simulated delay gives S = 1's model too
+tr --codec none --staleness 3 --shards 1 --out "$tmp/st1.fsgd" > /dev/null
+tr --codec none --staleness 3 --shards 4 --out "$tmp/st4.fsgd" > /dev/null
+cmp "$tmp/st1.fsgd" "$tmp/st4.fsgd" || fail "codec none, staleness 3: S = 4's model file differs from S = 1's"
 
 # refusals: non-zero exit, the strategy (or option) named with the reason
 refuse() { # EXPECTED ARGS...
