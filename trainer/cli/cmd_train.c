@@ -675,6 +675,10 @@ int fsgd_cmd_train(int argc, char **argv)
            job.l2 < 0 ? " (auto: 1/n)" : "");
     print_weights(&st);
     char note[96];
+    if (st.shards > 1)
+        printf("shards: %d (key k to shard k mod %d), busiest shard's keys a step %.3fx the mean (max %.3fx; "
+               "contiguous ranges would have %.3fx)\n",
+               st.shards, st.shards, st.shard_busy_mean, st.shard_busy_max, st.shard_range_busy_mean);
     if (st.codec_lr > 0)
         printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st.codec_lr);
     if (st.holdout_rare > 0)
