@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fsgd train --shards S through the CLI (issue 25): with codec none the
-# model file is the same bit for bit at S = 1, 2 and 4 (and with --staleness);
+# model file is the same bit for bit at S = 1, 2 and 4 (and with --staleness,
+# --save-state and --init);
 # the metrics JSON
 # reports the shards and the busiest shard's share of a step's keys (and
 # what contiguous ranges would have had; on a9a both are near 1); the
@@ -43,6 +44,18 @@ PY
 tr --codec none --staleness 3 --shards 1 --out "$tmp/st1.fsgd" > /dev/null
 tr --codec none --staleness 3 --shards 4 --out "$tmp/st4.fsgd" > /dev/null
 cmp "$tmp/st1.fsgd" "$tmp/st4.fsgd" || fail "codec none, staleness 3: S = 4's model file differs from S = 1's"
+
+# --save-state writes the shards' optimizer state back into one model, and
+# --init hands it to the shards again: S = 1's files, Adam and FTRL
+for opt in adam ftrl; do
+    for s in 1 4; do
+        tr --codec none --optimizer "$opt" --shards "$s" --save-state --out "$tmp/$opt.s$s.fsgd" > /dev/null
+        tr --codec none --optimizer "$opt" --shards "$s" --epochs 1 --init "$tmp/$opt.s$s.fsgd" --save-state \
+            --out "$tmp/$opt.i$s.fsgd" > /dev/null
+    done
+    cmp "$tmp/$opt.s1.fsgd" "$tmp/$opt.s4.fsgd" || fail "$opt --save-state: S = 4's file differs from S = 1's"
+    cmp "$tmp/$opt.i1.fsgd" "$tmp/$opt.i4.fsgd" || fail "$opt --init: S = 4's file differs from S = 1's"
+done
 
 # refusals: non-zero exit, the strategy (or option) named with the reason
 refuse() { # EXPECTED ARGS...
