@@ -78,7 +78,7 @@ static void spin_barrier_wait(spin_barrier_t *b)
 /* Each step is two parallel rounds: every thread computes and round-trips
  * the gradient of its rows, then every thread reduces one key range of all
  * threads' gradients and applies Adam there, so neither phase is serial. */
-enum { PHASE_GRADIENT, PHASE_UPDATE };
+enum { PHASE_GRADIENT, PHASE_UPDATE, PHASE_SHARDS };
 
 typedef struct worker {
     trainer_t *t;
@@ -146,6 +146,7 @@ struct trainer {
     fsgd_stale_t stale;   /* --staleness τ: gradients on the model of τ steps before */
     fsgd_sparse_t before; /* θ before the step's update on its keys (stale) */
     fsgd_shards_t *shards; /* --shards S > 1: the aggregator shards (train_shards.h) */
+    fsgd_step_info_t shard_info; /* the step PHASE_SHARDS closes */
 };
 
 /* The rows' copies can be binary batches (fsgd/csr.h: no values, half the
@@ -529,6 +530,28 @@ static void worker_update(worker_t *w)
         fsgd_adam_apply(&t->adam, w->upd.keys, w->upd.vals, w->upd.n);
 }
 
+/* --shards S: thread i closes the step on shards i, i + W, ... (each shard
+ * owns its state and its keys of θ). */
+static void worker_shards(worker_t *w)
+{
+    trainer_t *t = w->t;
+    w->rc = 0;
+    uint32_t S = fsgd_shards_count(t->shards);
+    for (uint32_t I = (uint32_t)(w - t->workers); I < S && w->rc == 0; I += (uint32_t)t->n_workers)
+        w->rc = fsgd_shards_step_shard(t->shards, I, &t->adam, &t->shard_info, t->stale.tau > 0, w->err,
+                                       sizeof w->err);
+}
+
+static void run_phase(worker_t *w)
+{
+    if (w->t->phase == PHASE_GRADIENT)
+        worker_step(w);
+    else if (w->t->phase == PHASE_SHARDS)
+        worker_shards(w);
+    else
+        worker_update(w);
+}
+
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
@@ -536,10 +559,7 @@ static void *worker_main(void *arg)
         spin_barrier_wait(&w->t->start);
         if (w->t->stop)
             break;
-        if (w->t->phase == PHASE_GRADIENT)
-            worker_step(w);
-        else
-            worker_update(w);
+        run_phase(w);
         spin_barrier_wait(&w->t->done);
     }
     return NULL;
@@ -611,6 +631,17 @@ static int strategy_step(trainer_t *t, size_t rows, double loss_sum, double seco
     return 0;
 }
 
+/* One round on every worker; the calling thread does worker 0's share. */
+static void run_round(trainer_t *t, int phase)
+{
+    t->phase = phase;
+    if (t->n_workers > 1)
+        spin_barrier_wait(&t->start);
+    run_phase(&t->workers[0]);
+    if (t->n_workers > 1)
+        spin_barrier_wait(&t->done);
+}
+
 /* One step closed by the aggregator shards (--shards S > 1): the update's
  * global keys land in workers[0].upd (for device backends). */
 static int shards_step(trainer_t *t, size_t rows, double seconds, char *err, size_t errsz)
@@ -620,27 +651,17 @@ static int shards_step(trainer_t *t, size_t rows, double seconds, char *err, siz
         lsum += t->workers[i].loss;
         t->workers[i].upd.n = 0;
     }
-    fsgd_step_info_t info = {.step = t->adam.t + 1, .rows = rows, .loss_sum = lsum, .seconds = seconds,
-                             .n_senders = (uint32_t)t->n_workers};
-    FSGD_TRY(fsgd_shards_step(t->shards, &t->adam, &info, t->stale.tau ? &t->before : NULL, &t->workers[0].upd,
-                              err, errsz));
+    t->shard_info = (fsgd_step_info_t){.step = t->adam.t + 1, .rows = rows, .loss_sum = lsum, .seconds = seconds,
+                                       .n_senders = (uint32_t)t->n_workers};
+    run_round(t, PHASE_SHARDS);
+    for (int i = 0; i < t->n_workers; i++)
+        if (t->workers[i].rc < 0)
+            return fsgd_err_fmt(err, errsz, t->workers[i].rc, "%s", t->workers[i].err);
+    FSGD_TRY(fsgd_shards_step_close(t->shards, &t->adam, t->stale.tau ? &t->before : NULL, &t->workers[0].upd, err,
+                                    errsz));
     if (t->stale.tau && fsgd_stale_push(&t->stale, &t->before, t->adam.theta) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
     return 0;
-}
-
-/* One round on every worker; the calling thread does worker 0's share. */
-static void run_round(trainer_t *t, int phase)
-{
-    t->phase = phase;
-    if (t->n_workers > 1)
-        spin_barrier_wait(&t->start);
-    if (phase == PHASE_GRADIENT)
-        worker_step(&t->workers[0]);
-    else
-        worker_update(&t->workers[0]);
-    if (t->n_workers > 1)
-        spin_barrier_wait(&t->done);
 }
 
 static uint64_t splitmix(uint64_t *s)

@@ -232,43 +232,50 @@ static double range_share(const fsgd_sparse_t *keys, uint64_t dim, uint32_t S)
     return (double)most * S / (double)keys->n;
 }
 
-int fsgd_shards_step(fsgd_shards_t *s, fsgd_adam_t *global, const fsgd_step_info_t *info, fsgd_sparse_t *before,
-                     fsgd_sparse_t *upd, char *err, size_t errsz)
+int fsgd_shards_step_shard(fsgd_shards_t *s, uint32_t I, fsgd_adam_t *global, const fsgd_step_info_t *info,
+                           int keep_before, char *err, size_t errsz)
 {
     char e[256];
+    shard_t *sh = &s->sh[I];
+    /* the parts in worker order, as the one aggregator takes the messages */
+    for (int i = 0; i < s->W; i++) {
+        int rc = fsgd_sagg_add(sh->agg, (uint32_t)i, s->w[i].wire[I], s->w[i].len[I], INFINITY, NULL, e, sizeof e);
+        if (rc < 0)
+            return fsgd_err_fmt(err, errsz, rc, "shard %u, worker %d: %s", I, i, e);
+    }
+    int rc;
+    if (sh->l2_scale && !sh->ftrl_on && fsgd_sagg_optimizer(sh->agg) == FSGD_OPT_ADAM) {
+        rc = step_scaled(sh, s->l2, info, keep_before, e, sizeof e);
+    } else {
+        fsgd_step_opt_t opt = {.adam = &sh->adam, .ftrl = sh->ftrl_on ? &sh->ftrl : NULL, .l2 = s->l2,
+                               .before = keep_before ? &sh->before : NULL};
+        rc = fsgd_step_apply(&opt, sh->agg, info, &sh->out, e, sizeof e);
+    }
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "shard %u: %s", I, e);
+    /* the global replica, as a worker applies the shard's downlink (this
+     * shard's keys only: shards on other threads write other keys) */
+    for (size_t j = 0; j < sh->out.n; j++)
+        global->theta[fsgd_shard_global(sh->out.keys[j], I, s->S)] = sh->adam.theta[sh->out.keys[j]];
+    size_t slen;
+    const uint8_t *sec = fsgd_sagg_section(sh->agg, &slen);
+    for (int i = 0; i < s->W; i++)
+        if ((rc = fsgd_sworker_after_step(s->w[i].strat[I], 1, sec, slen, e, sizeof e)) < 0)
+            return fsgd_err_fmt(err, errsz, rc, "shard %u, worker %d: feedback: %s", I, i, e);
+    return 0;
+}
+
+int fsgd_shards_step_close(fsgd_shards_t *s, fsgd_adam_t *global, fsgd_sparse_t *before, fsgd_sparse_t *upd,
+                           char *err, size_t errsz)
+{
     size_t most = 0, total = 0;
     fsgd_sparse_t outs[FSGD_SHARDS_MAX], befores[FSGD_SHARDS_MAX];
     for (uint32_t I = 0; I < s->S; I++) {
-        shard_t *sh = &s->sh[I];
-        /* the parts in worker order, as the one aggregator takes the messages */
-        for (int i = 0; i < s->W; i++) {
-            int rc = fsgd_sagg_add(sh->agg, (uint32_t)i, s->w[i].wire[I], s->w[i].len[I], INFINITY, NULL, e, sizeof e);
-            if (rc < 0)
-                return fsgd_err_fmt(err, errsz, rc, "shard %u, worker %d: %s", I, i, e);
-        }
-        int rc;
-        if (sh->l2_scale && !sh->ftrl_on && fsgd_sagg_optimizer(sh->agg) == FSGD_OPT_ADAM) {
-            rc = step_scaled(sh, s->l2, info, before != NULL, e, sizeof e);
-        } else {
-            fsgd_step_opt_t opt = {.adam = &sh->adam, .ftrl = sh->ftrl_on ? &sh->ftrl : NULL, .l2 = s->l2,
-                                   .before = before ? &sh->before : NULL};
-            rc = fsgd_step_apply(&opt, sh->agg, info, &sh->out, e, sizeof e);
-        }
-        if (rc < 0)
-            return fsgd_err_fmt(err, errsz, rc, "shard %u: %s", I, e);
-        /* the global replica, as a worker applies the shard's downlink */
-        for (size_t j = 0; j < sh->out.n; j++)
-            global->theta[fsgd_shard_global(sh->out.keys[j], I, s->S)] = sh->adam.theta[sh->out.keys[j]];
-        size_t slen;
-        const uint8_t *sec = fsgd_sagg_section(sh->agg, &slen);
-        for (int i = 0; i < s->W; i++)
-            if ((rc = fsgd_sworker_after_step(s->w[i].strat[I], 1, sec, slen, e, sizeof e)) < 0)
-                return fsgd_err_fmt(err, errsz, rc, "shard %u, worker %d: feedback: %s", I, i, e);
-        outs[I] = sh->out;
-        befores[I] = sh->before;
-        total += sh->out.n;
-        if (sh->out.n > most)
-            most = sh->out.n;
+        outs[I] = s->sh[I].out;
+        befores[I] = s->sh[I].before;
+        total += outs[I].n;
+        if (outs[I].n > most)
+            most = outs[I].n;
     }
     global->t = s->sh[0].adam.t;
     if (fsgd_shard_merge(outs, s->S, upd) < 0 || (before && fsgd_shard_merge(befores, s->S, before) < 0))
@@ -285,6 +292,8 @@ int fsgd_shards_step(fsgd_shards_t *s, fsgd_adam_t *global, const fsgd_step_info
     }
     return 0;
 }
+
+uint32_t fsgd_shards_count(const fsgd_shards_t *s) { return s->S; }
 
 void fsgd_shards_store(const fsgd_shards_t *s, fsgd_adam_t *adam, fsgd_ftrl_t *ftrl)
 {

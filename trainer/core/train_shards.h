@@ -45,11 +45,23 @@ void fsgd_shards_destroy(fsgd_shards_t *s);
 int fsgd_shards_encode(fsgd_shards_t *s, int worker, const fsgd_sparse_t *grad, uint64_t rows,
                        uint64_t *raw_bytes, uint64_t *wire_bytes, char *err, size_t errsz);
 
-/* Closes the step on every shard (after every worker's encode): reduce,
- * step, feedback; global (the replica: θ and t) gets the new values. upd
- * receives the touched global keys; before (NULL: not wanted) their θ before. */
-int fsgd_shards_step(fsgd_shards_t *s, fsgd_adam_t *global, const fsgd_step_info_t *info, fsgd_sparse_t *before,
-                     fsgd_sparse_t *upd, char *err, size_t errsz);
+/* A step is closed (after every worker's encode) by
+ * fsgd_shards_step_shard on every shard, then fsgd_shards_step_close. */
+
+/* Shard `shard`'s part of the step, θ of its keys into global->theta. Thread
+ * safe across distinct shards (each owns its state, its keys of θ and its
+ * column of the workers' strategy states); keep_before: keep θ before the
+ * update for fsgd_shards_step_close's before. */
+int fsgd_shards_step_shard(fsgd_shards_t *s, uint32_t shard, fsgd_adam_t *global, const fsgd_step_info_t *info,
+                           int keep_before, char *err, size_t errsz);
+
+/* After every shard's fsgd_shards_step_shard: global->t, upd and before
+ * (NULL: not wanted) with global keys, and the busy shares. */
+int fsgd_shards_step_close(fsgd_shards_t *s, fsgd_adam_t *global, fsgd_sparse_t *before, fsgd_sparse_t *upd,
+                           char *err, size_t errsz);
+
+/* S. */
+uint32_t fsgd_shards_count(const fsgd_shards_t *s);
 
 /* Writes the shards' optimizer state back into the global one (θ, m, v or
  * the counted keys, FTRL's z and n, the step count). */
