@@ -1482,8 +1482,9 @@ static int train_open_shards(train_run_t *r)
     fsgd_shards_opt_t o = {.spec = codec, .shards = (uint32_t)job->shards, .workers = t->n_workers,
                            .seed = job->seed, .adam = &t->adam, .ftrl = t->ftrl_on ? &t->ftrl : NULL,
                            .l2 = t->l2, .l2_scale = t->l2_scale};
-    if (!(t->shards = fsgd_shards_new(&o, r->err, r->errsz)))
-        return train_fail(r, FSGD_E_ARG);
+    int rc;
+    if (!(t->shards = fsgd_shards_new(&o, &rc, r->err, r->errsz)))
+        return train_fail(r, rc);
     return 0;
 }
 
@@ -1753,7 +1754,8 @@ static int train_finish(train_run_t *r, int rc)
     sum_worker_stats(t, stats);
     if (t->shards) {
         /* the shards' state is the model's: back into the global arrays */
-        fsgd_shards_store(t->shards, &t->adam, t->ftrl_on ? &t->ftrl : NULL);
+        if (fsgd_shards_store(t->shards, &t->adam, t->ftrl_on ? &t->ftrl : NULL) < 0 && rc == 0)
+            rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for the optimizer's state");
         fsgd_shards_busy(t->shards, &stats->shard_busy_mean, &stats->shard_busy_max, &stats->shard_range_busy_mean,
                          &stats->shard_range_busy_max);
         fsgd_shards_destroy(t->shards);

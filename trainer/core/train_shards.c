@@ -28,8 +28,12 @@ typedef struct shard_worker {
     size_t cap[FSGD_SHARDS_MAX], len[FSGD_SHARDS_MAX];
 } shard_worker_t;
 
+/* Which per-key state the global optimizer had (made again by store). */
+enum { STATE_PLAIN, STATE_COUNTED, STATE_FTRL };
+
 struct fsgd_shards {
     uint32_t S;
+    int state;
     int W;
     uint64_t dim; /* global keys */
     double l2;
@@ -98,12 +102,12 @@ static int shard_open(fsgd_shards_t *s, const fsgd_shards_opt_t *o, uint32_t I, 
     return 0;
 }
 
-fsgd_shards_t *fsgd_shards_new(const fsgd_shards_opt_t *o, char *err, size_t errsz)
+fsgd_shards_t *fsgd_shards_new(const fsgd_shards_opt_t *o, int *rc, char *err, size_t errsz)
 {
-    if (fsgd_strategy_check_shards(o->spec, (int)o->shards, err, errsz) < 0)
+    if ((*rc = fsgd_strategy_check_shards(o->spec, (int)o->shards, err, errsz)) < 0)
         return NULL;
     if (o->shards < 2 || o->workers < 1) {
-        fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%u shards, %d workers: at least 2 and 1", o->shards, o->workers);
+        *rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%u shards, %d workers: at least 2 and 1", o->shards, o->workers);
         return NULL;
     }
     fsgd_shards_t *s = calloc(1, sizeof *s);
@@ -111,7 +115,7 @@ fsgd_shards_t *fsgd_shards_new(const fsgd_shards_opt_t *o, char *err, size_t err
         if (s)
             free(s->sh);
         free(s);
-        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for %u shards", o->shards);
+        *rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for %u shards", o->shards);
         return NULL;
     }
     s->S = o->shards;
@@ -119,10 +123,20 @@ fsgd_shards_t *fsgd_shards_new(const fsgd_shards_opt_t *o, char *err, size_t err
     s->dim = o->adam->dim;
     s->l2 = o->l2;
     for (uint32_t I = 0; I < s->S; I++)
-        if (shard_open(s, o, I, err, errsz) < 0) {
+        if ((*rc = shard_open(s, o, I, err, errsz)) < 0) {
             fsgd_shards_destroy(s);
             return NULL;
         }
+    /* the shards hold the per-key state now: the global copy goes until
+     * fsgd_shards_store (2^24 keys: 168 MB of Adam's) */
+    s->state = o->ftrl ? STATE_FTRL : o->adam->keys ? STATE_COUNTED : STATE_PLAIN;
+    if (o->ftrl)
+        fsgd_ftrl_free(o->ftrl);
+    free(o->adam->keys);
+    free(o->adam->m);
+    free(o->adam->v);
+    o->adam->keys = NULL;
+    o->adam->m = o->adam->v = NULL;
     return s;
 }
 
@@ -295,8 +309,18 @@ int fsgd_shards_step_close(fsgd_shards_t *s, fsgd_adam_t *global, fsgd_sparse_t 
 
 uint32_t fsgd_shards_count(const fsgd_shards_t *s) { return s->S; }
 
-void fsgd_shards_store(const fsgd_shards_t *s, fsgd_adam_t *adam, fsgd_ftrl_t *ftrl)
+int fsgd_shards_store(const fsgd_shards_t *s, fsgd_adam_t *adam, fsgd_ftrl_t *ftrl)
 {
+    size_t n = adam->dim ? (size_t)adam->dim : 1;
+    int ok = 1;
+    if (s->state == STATE_FTRL && ftrl && !ftrl->z)
+        ok = (ftrl->z = calloc(n, sizeof *ftrl->z)) && (ftrl->n = calloc(n, sizeof *ftrl->n));
+    else if (s->state == STATE_COUNTED && !adam->keys)
+        ok = (adam->keys = calloc(n, sizeof *adam->keys)) != NULL;
+    else if (s->state == STATE_PLAIN && !adam->m)
+        ok = (adam->m = calloc(n, sizeof *adam->m)) && (adam->v = calloc(n, sizeof *adam->v));
+    if (!ok)
+        return FSGD_E_NOMEM;
     for (uint32_t I = 0; I < s->S; I++) {
         const shard_t *sh = &s->sh[I];
         for (uint64_t l = 0; l < sh->dim; l++) {
@@ -315,6 +339,7 @@ void fsgd_shards_store(const fsgd_shards_t *s, fsgd_adam_t *adam, fsgd_ftrl_t *f
         }
     }
     adam->t = s->sh[0].adam.t;
+    return 0;
 }
 
 void fsgd_shards_busy(const fsgd_shards_t *s, double *mean, double *max, double *range_mean, double *range_max)

@@ -28,15 +28,17 @@ typedef struct fsgd_shards_opt {
     uint32_t shards;         /* S, 2 .. FSGD_SHARDS_MAX */
     int workers;             /* worker threads, each with one strategy state per shard */
     uint64_t seed;
-    const fsgd_adam_t *adam; /* the global optimizer: θ and its state at the start (not kept) */
-    const fsgd_ftrl_t *ftrl; /* non-NULL: FTRL-Proximal's state instead of Adam's */
+    fsgd_adam_t *adam;       /* the global optimizer: θ and its state at the start; its per-key state
+                              * moves into the shards (freed here, made again by fsgd_shards_store) */
+    fsgd_ftrl_t *ftrl;       /* non-NULL: FTRL-Proximal's state instead of Adam's (moves the same way) */
     double l2;               /* λ on the mean loss */
     const float *l2_scale;   /* per-key factor of λ (NULL: 1), fsgd train's key_l2_scale */
 } fsgd_shards_opt_t;
 
-/* NULL with err: a strategy refused at S shards (fsgd_strategy_check_shards),
- * a bad spec, out of memory. */
-fsgd_shards_t *fsgd_shards_new(const fsgd_shards_opt_t *o, char *err, size_t errsz);
+/* NULL with *rc and err: a strategy refused at S shards (FSGD_E_ARG,
+ * fsgd_strategy_check_shards), a bad spec, out of memory (FSGD_E_NOMEM);
+ * then o's state is as it was. */
+fsgd_shards_t *fsgd_shards_new(const fsgd_shards_opt_t *o, int *rc, char *err, size_t errsz);
 void fsgd_shards_destroy(fsgd_shards_t *s);
 
 /* Worker `worker`'s gradient (global keys, the sum over `rows` rows) split
@@ -64,8 +66,9 @@ int fsgd_shards_step_close(fsgd_shards_t *s, fsgd_adam_t *global, fsgd_sparse_t 
 uint32_t fsgd_shards_count(const fsgd_shards_t *s);
 
 /* Writes the shards' optimizer state back into the global one (θ, m, v or
- * the counted keys, FTRL's z and n, the step count). */
-void fsgd_shards_store(const fsgd_shards_t *s, fsgd_adam_t *adam, fsgd_ftrl_t *ftrl);
+ * the counted keys, FTRL's z and n, the step count), allocating what
+ * fsgd_shards_new freed. 0 or FSGD_E_NOMEM. */
+int fsgd_shards_store(const fsgd_shards_t *s, fsgd_adam_t *adam, fsgd_ftrl_t *ftrl);
 
 /* The busiest shard's share of a step's keys, max_i keys_i / mean keys,
  * over the steps so far: its mean and max. range_*: the same for S
