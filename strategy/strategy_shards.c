@@ -97,6 +97,9 @@ int fsgd_strategy_shard_spec(const char *spec, uint64_t dim, uint32_t shard, uin
     FSGD_TRY(fsgd_strategy_check_shards(spec, (int)shards, err, errsz));
     if (shard >= shards)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "shard %u of %u", shard, shards);
+    if (dim < shards) /* key k to shard k mod S: a shard past the last key would own none */
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%u shards for a model of %llu keys: at most one shard a key",
+                            shards, (unsigned long long)dim);
     char name[64];
     fsgd_strategy_spec_name(spec, name, sizeof name);
     unsigned long long k = 0;

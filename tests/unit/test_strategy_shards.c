@@ -71,6 +71,10 @@ static void test_budgets(void)
     CU_ASSERT_EQUAL(fsgd_strategy_shard_spec("gtopk", 124, 0, 4, out, sizeof out, err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "give k=N with N >= 4"));
     CU_ASSERT_EQUAL(fsgd_strategy_shard_spec("none", 100, 4, 4, out, sizeof out, err, sizeof err), FSGD_E_ARG);
+    /* a shard with no key: refused, not opened over a dim of 0 */
+    CU_ASSERT_EQUAL(fsgd_strategy_shard_spec("none", 3, 0, 8, out, sizeof out, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "8 shards for a model of 3 keys"));
+    CU_ASSERT_EQUAL(fsgd_strategy_shard_spec("none", 8, 7, 8, out, sizeof out, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_strategy_shard_spec("none", 100, 0, 2, out, 3, err, sizeof err), FSGD_E_ARG);
 }
 

@@ -87,8 +87,8 @@ int fsgd_strategy_check_shards(const char *spec, int shards, char *err, size_t e
  * ceil(density x dim), become the shard's budget N/S, one more for the
  * first N mod S shards, so the budgets add up to N (topk's ratio of each
  * message's entries stays as it is). 0, or FSGD_E_ARG with err
- * (fsgd_strategy_check_shards's refusals, a budget below one entry a
- * shard, out too small). */
+ * (fsgd_strategy_check_shards's refusals, more shards than dim keys, a
+ * budget below one entry a shard, out too small). */
 int fsgd_strategy_shard_spec(const char *spec, uint64_t dim, uint32_t shard, uint32_t shards, char *out,
                              size_t outsz, char *err, size_t errsz);
 
