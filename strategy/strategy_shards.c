@@ -100,6 +100,9 @@ int fsgd_strategy_shard_spec(const char *spec, uint64_t dim, uint32_t shard, uin
     if (dim < shards) /* key k to shard k mod S: a shard past the last key would own none */
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%u shards for a model of %llu keys: at most one shard a key",
                             shards, (unsigned long long)dim);
+    /* the strategy's own parser first: a spec it refuses is not rewritten
+     * into one it accepts (gtopk's budget drops its other parameters) */
+    FSGD_TRY(fsgd_strategy_check(spec, dim, err, errsz));
     char name[64];
     fsgd_strategy_spec_name(spec, name, sizeof name);
     unsigned long long k = 0;

@@ -1,6 +1,7 @@
 /* Fuzz target: a strategy spec on S shards (fsgd_strategy_check_shards,
  * fsgd_strategy_shard_spec). Input: byte 0 the shards (0..255, so out of
- * range too), bytes 1-4 the model's dim (little-endian), the rest the spec.
+ * range too), bytes 1-4 the model's dim (little-endian, its low 24 bits: a
+ * strategy's check may allocate a codec of that dim), the rest the spec.
  * Any spec either gives every shard a NUL-terminated spec, or fails with a
  * message; when topk's or gtopk's k=N is split, the budgets add up to N.
  * Never a crash or a read past the input. */
@@ -17,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 5 || size > 300)
         return 0;
     uint32_t shards = data[0];
-    uint64_t dim = (uint64_t)data[1] | (uint64_t)data[2] << 8 | (uint64_t)data[3] << 16 | (uint64_t)data[4] << 24;
+    uint64_t dim = (uint64_t)data[1] | (uint64_t)data[2] << 8 | (uint64_t)data[3] << 16;
     char spec[300];
     memcpy(spec, data + 5, size - 5);
     spec[size - 5] = '\0';
