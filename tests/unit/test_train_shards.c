@@ -222,6 +222,43 @@ out:
     fsgd_csr_free(&test);
 }
 
+/* The busy shares on steps whose keys are known: every row has features
+ * 0, 2, 4, 6 of 8 and the intercept is key 8, so each step touches keys
+ * {0, 2, 4, 6, 8}. At S = 2 they are all shard 0's: 5 keys against a mean
+ * of 2.5, a share of exactly 2; contiguous ranges [0, 4) and [4, 9) hold 2
+ * and 3 of them: 1.2. */
+static void test_busy_share(void)
+{
+    fsgd_csr_t data = {0};
+    const uint32_t col[4] = {0, 2, 4, 6};
+    const float val[4] = {1, 1, 1, 1};
+    for (int r = 0; r < 64; r++)
+        CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&data, r % 2 ? 1 : -1, col, val, 4), 0);
+    fsgd_job_t job;
+    fsgd_job_train_defaults(&job);
+    job.quiet = 1;
+    job.threads = 1;
+    job.epochs = 2;
+    job.batch = 16;
+    job.bias = 1;
+    run_t r;
+    fsgd_job_t j2 = job;
+    j2.shards = 2;
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&j2, &data, NULL, 8, &r.model, &r.stats, NULL, NULL, r.err, sizeof r.err), 0);
+    CU_ASSERT_EQUAL(r.stats.steps, 8);
+    CU_ASSERT_DOUBLE_EQUAL(r.stats.shard_busy_mean, 2.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.stats.shard_busy_max, 2.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.stats.shard_range_busy_mean, 1.2, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.stats.shard_range_busy_max, 1.2, 1e-12);
+    /* shard 1 owns odd keys no row has: their weights stay 0 */
+    for (uint64_t k = 1; k < 8; k += 2)
+        CU_ASSERT_EQUAL(r.model.w[k], 0.0f);
+    CU_ASSERT_NOT_EQUAL(r.model.w[0], 0.0f);
+    fsgd_model_free(&r.model);
+    fsgd_csr_free(&data);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -229,6 +266,7 @@ void fsgd_test_register(void)
         {"codec none with lambda's per-key factors: S = 4 is S = 1", test_none_key_l2},
         {"fastsgd: S = 2, 4, 8 within 0.002 test AUC of S = 1", test_fastsgd_auc},
         {"every strategy at S = 4: within 0.01 AUC of S = 1 or refused", test_every_strategy},
+        {"busiest shard's share on steps of known keys", test_busy_share},
         {NULL, NULL},
     };
     fsgd_test_suite("train_shards", cases);
