@@ -303,6 +303,13 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
             (unsigned long long)dim, job->epochs, (unsigned long long)s->steps);
     json_num(f, "epochs_run", s->epochs_run, 1);
     fprintf(f, "\"optimizer\": \"%s\", \"staleness\": %d, ", fsgd_optimizer_name(job->optimizer), s->staleness);
+    /* --shards: the busiest shard's keys over the mean a step (interleaved keys), and what S contiguous
+     * ranges would have had on the same steps */
+    fprintf(f, "\"shards\": %d, ", s->shards > 1 ? s->shards : 1);
+    json_num(f, "shard_busy_mean", s->shard_busy_mean, 1);
+    json_num(f, "shard_busy_max", s->shard_busy_max, 1);
+    json_num(f, "shard_range_busy_mean", s->shard_range_busy_mean, 1);
+    json_num(f, "shard_range_busy_max", s->shard_range_busy_max, 1);
     if (job->optimizer == FSGD_OPTIMIZER_FTRL) {
         json_num(f, "alpha", s->alpha, 1);
         fprintf(f, "\"alpha_auto\": %s, ", job->alpha < 0 ? "true" : "false");
@@ -427,6 +434,11 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
     fsgd_csr_t hold = {0}, test = {0};
     uint64_t rows = 0, max_col = 0;
     int rc = 0;
+    if (job->shards > 1) {
+        fsgd_cli_error("shards %d: fsgd train simulates shards on rows in memory, not streamed from a cache "
+                       "(--cache): drop --cache or use --shards 1", job->shards);
+        return fsgd_cli_status(FSGD_E_ARG);
+    }
     if (job->test[0] && (rc = load(job->test, job, spec, 0, &test)) != 0)
         return rc;
     int reused = 0;
@@ -663,6 +675,10 @@ int fsgd_cmd_train(int argc, char **argv)
            job.l2 < 0 ? " (auto: 1/n)" : "");
     print_weights(&st);
     char note[96];
+    if (st.shards > 1)
+        printf("shards: %d (key k to shard k mod %d), busiest shard's keys a step %.3fx the mean (max %.3fx; "
+               "contiguous ranges would have %.3fx)\n",
+               st.shards, st.shards, st.shard_busy_mean, st.shard_busy_max, st.shard_range_busy_mean);
     if (st.codec_lr > 0)
         printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st.codec_lr);
     if (st.holdout_rare > 0)

@@ -1,6 +1,7 @@
 /* Local data-parallel training: worker threads + one reducing thread. */
 #include "fsgd/step.h"
 #include "train_stale.h"
+#include "train_shards.h"
 #include "train_best.h"
 #include "train_spill.h"
 #include "train_pages.h"
@@ -77,7 +78,7 @@ static void spin_barrier_wait(spin_barrier_t *b)
 /* Each step is two parallel rounds: every thread computes and round-trips
  * the gradient of its rows, then every thread reduces one key range of all
  * threads' gradients and applies Adam there, so neither phase is serial. */
-enum { PHASE_GRADIENT, PHASE_UPDATE };
+enum { PHASE_GRADIENT, PHASE_UPDATE, PHASE_SHARDS };
 
 typedef struct worker {
     trainer_t *t;
@@ -144,6 +145,8 @@ struct trainer {
     double *hold_margin;
     fsgd_stale_t stale;   /* --staleness τ: gradients on the model of τ steps before */
     fsgd_sparse_t before; /* θ before the step's update on its keys (stale) */
+    fsgd_shards_t *shards; /* --shards S > 1: the aggregator shards (train_shards.h) */
+    fsgd_step_info_t shard_info; /* the step PHASE_SHARDS closes */
 };
 
 /* The rows' copies can be binary batches (fsgd/csr.h: no values, half the
@@ -391,7 +394,7 @@ static void worker_step(worker_t *w)
     /* A device encoder returns only the message; gradient and encoding are
      * then one call and their time counts as gradient time. */
     fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat);
-    int fused = dc && fsgd_backend_encodes_on_device(w->backend, dc);
+    int fused = !t->shards && dc && fsgd_backend_encodes_on_device(w->backend, dc);
     size_t bound;
     if (fused) {
         bound = fsgd_backend_encoded_bound(dc, w->batch);
@@ -403,6 +406,12 @@ static void worker_step(worker_t *w)
     }
     double t1 = now();
     w->t_grad += t1 - t0;
+    if (t->shards) {
+        w->rc = fsgd_shards_encode(t->shards, (int)(w - t->workers), &w->grad, w->batch->n_rows, &w->raw_bytes,
+                                   &w->wire_bytes, w->err, sizeof w->err);
+        w->t_encode += now() - t1;
+        return;
+    }
     if (t->direct && !fused) {
         /* what decode would have refused: a non-finite value */
         for (size_t i = 0; i < w->grad.n; i++)
@@ -521,6 +530,28 @@ static void worker_update(worker_t *w)
         fsgd_adam_apply(&t->adam, w->upd.keys, w->upd.vals, w->upd.n);
 }
 
+/* --shards S: thread i closes the step on shards i, i + W, ... (each shard
+ * owns its state and its keys of θ). */
+static void worker_shards(worker_t *w)
+{
+    trainer_t *t = w->t;
+    w->rc = 0;
+    uint32_t S = fsgd_shards_count(t->shards);
+    for (uint32_t I = (uint32_t)(w - t->workers); I < S && w->rc == 0; I += (uint32_t)t->n_workers)
+        w->rc = fsgd_shards_step_shard(t->shards, I, &t->adam, &t->shard_info, t->stale.tau > 0, w->err,
+                                       sizeof w->err);
+}
+
+static void run_phase(worker_t *w)
+{
+    if (w->t->phase == PHASE_GRADIENT)
+        worker_step(w);
+    else if (w->t->phase == PHASE_SHARDS)
+        worker_shards(w);
+    else
+        worker_update(w);
+}
+
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
@@ -528,10 +559,7 @@ static void *worker_main(void *arg)
         spin_barrier_wait(&w->t->start);
         if (w->t->stop)
             break;
-        if (w->t->phase == PHASE_GRADIENT)
-            worker_step(w);
-        else
-            worker_update(w);
+        run_phase(w);
         spin_barrier_wait(&w->t->done);
     }
     return NULL;
@@ -609,12 +637,31 @@ static void run_round(trainer_t *t, int phase)
     t->phase = phase;
     if (t->n_workers > 1)
         spin_barrier_wait(&t->start);
-    if (phase == PHASE_GRADIENT)
-        worker_step(&t->workers[0]);
-    else
-        worker_update(&t->workers[0]);
+    run_phase(&t->workers[0]);
     if (t->n_workers > 1)
         spin_barrier_wait(&t->done);
+}
+
+/* One step closed by the aggregator shards (--shards S > 1): the update's
+ * global keys land in workers[0].upd (for device backends). */
+static int shards_step(trainer_t *t, size_t rows, double seconds, char *err, size_t errsz)
+{
+    double lsum = 0;
+    for (int i = 0; i < t->n_workers; i++) {
+        lsum += t->workers[i].loss;
+        t->workers[i].upd.n = 0;
+    }
+    t->shard_info = (fsgd_step_info_t){.step = t->adam.t + 1, .rows = rows, .loss_sum = lsum, .seconds = seconds,
+                                       .n_senders = (uint32_t)t->n_workers};
+    run_round(t, PHASE_SHARDS);
+    for (int i = 0; i < t->n_workers; i++)
+        if (t->workers[i].rc < 0)
+            return fsgd_err_fmt(err, errsz, t->workers[i].rc, "%s", t->workers[i].err);
+    FSGD_TRY(fsgd_shards_step_close(t->shards, &t->adam, t->stale.tau ? &t->before : NULL, &t->workers[0].upd, err,
+                                    errsz));
+    if (t->stale.tau && fsgd_stale_push(&t->stale, &t->before, t->adam.theta) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+    return 0;
 }
 
 static uint64_t splitmix(uint64_t *s)
@@ -745,6 +792,7 @@ static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
         free(t->workers);
     }
     fsgd_sagg_destroy(t->agg);
+    fsgd_shards_destroy(t->shards);
     free(t->perm);
     if (t->slices)
         for (size_t i = 0; i < t->n_batches * (size_t)t->n_workers; i++)
@@ -1235,6 +1283,12 @@ static int train_check_strategy(train_run_t *r, int rc)
         t->plain = t->direct = 0;
     }
     r->stats->staleness = tau;
+    if (rc == 0 && job->shards > 1) {
+        /* refused before the rows are cut: shard 0's spec is made as every shard's is */
+        char spec[256];
+        rc = fsgd_strategy_shard_spec(job->codec, r->model_dim, 0, (uint32_t)job->shards, spec, sizeof spec, r->err,
+                                      r->errsz);
+    }
     if (rc == 0 && r->ftrl && fsgd_sagg_optimizer(t->agg) == FSGD_OPT_APPLY)
         rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers (the aggregator only averages their steps): "
@@ -1411,6 +1465,29 @@ static int train_prepare_steps(train_run_t *r)
     return 0;
 }
 
+/* --shards S > 1: the shards take over θ's optimizer state once every
+ * factor of it is set (after train_prepare_steps). */
+static int train_open_shards(train_run_t *r)
+{
+    const fsgd_job_t *job = r->job;
+    trainer_t *t = &r->t;
+    r->stats->shards = job->shards > 1 ? job->shards : 1;
+    r->stats->shard_busy_mean = r->stats->shard_busy_max = NAN;
+    r->stats->shard_range_busy_mean = r->stats->shard_range_busy_max = NAN;
+    if (job->shards <= 1)
+        return 0;
+    char codec[sizeof job->codec + 32];
+    double lr_set;
+    run_codec(job, r->n_fit, r->B, codec, sizeof codec, &lr_set);
+    fsgd_shards_opt_t o = {.spec = codec, .shards = (uint32_t)job->shards, .workers = t->n_workers,
+                           .seed = job->seed, .adam = &t->adam, .ftrl = t->ftrl_on ? &t->ftrl : NULL,
+                           .l2 = t->l2, .l2_scale = t->l2_scale};
+    int rc;
+    if (!(t->shards = fsgd_shards_new(&o, &rc, r->err, r->errsz)))
+        return train_fail(r, rc);
+    return 0;
+}
+
 /* Worker threads 1..W-1 (this thread is worker 0). When one cannot start,
  * the barriers count only those that did, so they can be released. */
 static int train_start_threads(train_run_t *r)
@@ -1508,7 +1585,11 @@ static int train_step(train_run_t *r, size_t b)
         return rc;
     r->loss_rows += cnt;
     t->inv_rows = 1.0 / (double)cnt;
-    if (t->plain) {
+    if (t->shards) {
+        rc = shards_step(t, cnt, s1 - s0, r->err, r->errsz);
+        if (rc < 0)
+            return rc;
+    } else if (t->plain) {
         split_keys(t, r->model_dim);
         fsgd_adam_advance(&t->adam);
         run_round(t, PHASE_UPDATE);
@@ -1671,6 +1752,15 @@ static int train_finish(train_run_t *r, int rc)
     trainer_t *t = &r->t;
     fsgd_train_stats_t *stats = r->stats;
     sum_worker_stats(t, stats);
+    if (t->shards) {
+        /* the shards' state is the model's: back into the global arrays */
+        if (fsgd_shards_store(t->shards, &t->adam, t->ftrl_on ? &t->ftrl : NULL) < 0 && rc == 0)
+            rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for the optimizer's state");
+        fsgd_shards_busy(t->shards, &stats->shard_busy_mean, &stats->shard_busy_max, &stats->shard_range_busy_mean,
+                         &stats->shard_range_busy_max);
+        fsgd_shards_destroy(t->shards);
+        t->shards = NULL;
+    }
     stats->stopped_early = r->stop_early;
     stats->epochs_run = t->n_batches ? (double)stats->steps / (double)t->n_batches : 0;
     /* The batches are not read again: their memory goes before the model's
@@ -1740,7 +1830,7 @@ static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t
      * rows are cut (train_pages.h) */
     if (job->threads > 1 && r.t.adam.theta)
         fsgd_pages_start(&r.theta_pages, r.t.adam.theta, (size_t)r.model_dim * sizeof *r.t.adam.theta);
-    if ((rc = train_cut(&r)) < 0 || (rc = train_prepare_steps(&r)) < 0)
+    if ((rc = train_cut(&r)) < 0 || (rc = train_prepare_steps(&r)) < 0 || (rc = train_open_shards(&r)) < 0)
         return rc;
     rc = train_start_threads(&r);
     rc = train_loop_setup(&r, rc);

@@ -74,6 +74,24 @@ const char *fsgd_strategy_list(void);
  * naming the strategy or parameter. */
 int fsgd_strategy_check(const char *spec, uint64_t dim, char *err, size_t errsz);
 
+/* Can spec run on an aggregator split into `shards` key shards (fsgd/shard.h)?
+ * 0, or FSGD_E_ARG with err naming the strategy and why not: gradiveq and
+ * mqgrad are refused at shards > 1 (strategy/FORMAT.md, "Sharded
+ * aggregators"), as is a count k=N below the shards. The one decision that
+ * fsgd train --shards and the distributed shards both take. */
+int fsgd_strategy_check_shards(const char *spec, int shards, char *err, size_t errsz);
+
+/* The spec that shard `shard` of `shards` runs (its sworker and sagg, over
+ * the shard's local dim) for a model of dim keys, into out[0..outsz): spec
+ * itself, except the counts: topk's and gtopk's k=N, and gtopk's
+ * ceil(density x dim), become the shard's budget N/S, one more for the
+ * first N mod S shards, so the budgets add up to N (topk's ratio of each
+ * message's entries stays as it is). 0, or FSGD_E_ARG with err
+ * (fsgd_strategy_check_shards's refusals, more shards than dim keys, a
+ * budget below one entry a shard, out too small). */
+int fsgd_strategy_shard_spec(const char *spec, uint64_t dim, uint32_t shard, uint32_t shards, char *out,
+                             size_t outsz, char *err, size_t errsz);
+
 /* ---- worker side: one instance per worker (per key range) ---- */
 
 /* NULL with err on a bad spec or out of memory. seed: for strategies with

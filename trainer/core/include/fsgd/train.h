@@ -101,6 +101,9 @@ typedef struct fsgd_train_stats {
     uint64_t weights_touched;       /* feature weights the optimizer updated at least once */
     uint64_t weights_nonzero;       /* nonzero feature weights of the final model (intercept not counted) */
     int init_state;                 /* warm start: 1 the init model's optimizer state was resumed, 0 not */
+    int shards;                     /* --shards S simulated (1: one aggregator) */
+    double shard_busy_mean, shard_busy_max; /* busiest shard's keys / mean keys a step (NAN at S = 1) */
+    double shard_range_busy_mean, shard_range_busy_max; /* the same for S contiguous key ranges */
 } fsgd_train_stats_t;
 
 /* Called once before the first step (end_of_epoch = -1: setup done, stats->backend set),
