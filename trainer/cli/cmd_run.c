@@ -314,7 +314,7 @@ static int run_options(run_t *r)
         fsgd_cli_error("run: no data: give --data FILE, or --no-produce to use what is in %s.data", job->name);
         return FSGD_EXIT_USAGE;
     }
-    if (job->shards > 1) {
+    if (job->shards > 1 && !r->broker_only) {
         /* the roles run sharded (fsgd aggregator --shard I/S); fsgd run does
          * not start S aggregators and assemble their model yet */
         fsgd_cli_error("run: --shards %d: fsgd run does not start sharded aggregators yet; run fsgd produce, "
@@ -505,7 +505,8 @@ static int run_start_embedded(run_t *r)
         /* grads led by broker 2, model by 3 (the fault tests name them);
          * data keeps the mock's own spread over the brokers: setting a
          * leader costs the mock a second per partition */
-        rc = fsgd_kmock_topic(r->mock, t, i == 0 ? r->P : 1, i == 0 ? -1 : i, r->err, sizeof r->err);
+        int parts = i == 0 ? r->P : (i == 1 || i == 2) && r->job.shards > 1 ? r->job.shards : 1; /* a partition a shard */
+        rc = fsgd_kmock_topic(r->mock, t, parts, i == 0 ? -1 : i, r->err, sizeof r->err);
     }
     if (rc) {
         fsgd_cli_error("run: %s", r->err);

@@ -68,6 +68,9 @@ int agg_shard_setup(agg_t *a)
         why = "the ftrl optimizer is not sharded yet";
     if (why)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "shards %u: %s", a->shards, why);
+    char e[256];
+    if (fsgd_strategy_check_shards(job->codec, (int)a->shards, e, sizeof e) < 0)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "%s", e);
     return 0;
 }
 

@@ -253,8 +253,13 @@ static int agg_setup_reduction(agg_t *a)
     a->open.newpos = calloc(a->st.nparts, sizeof *a->open.newpos);
     if (!a->open.as || !a->open.claimed || !a->open.newpos)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-    char e[256];
-    a->model.strat = fsgd_sagg_new(job->codec, a->mdim, job->seed, e, sizeof e);
+    char e[256], spec[sizeof job->codec + 32];
+    /* a shard runs its share of the strategy (budgets split: fsgd_strategy_shard_spec) */
+    snprintf(spec, sizeof spec, "%s", job->codec);
+    if (a->shards > 1 && fsgd_strategy_shard_spec(job->codec, a->gweights, a->shard, a->shards, spec, sizeof spec, e,
+                                                  sizeof e) < 0)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "codec: %s", e);
+    a->model.strat = fsgd_sagg_new(spec, a->mdim, job->seed, e, sizeof e);
     if (!a->model.strat)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "codec: %s", e);
     if (!rc && a->model.ftrl_on && fsgd_sagg_optimizer(a->model.strat) == FSGD_OPT_APPLY)

@@ -516,10 +516,13 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
     w->strat = fsgd_sworker_new(w->job->codec, w->mdim, w->job->seed + w->id, w->err, w->errsz);
     if (!w->strat)
         return FSGD_E_ARG;
-    for (uint32_t i = 0; w->shards > 1 && i < w->shards; i++)
-        if (!(w->sh_strat[i] = fsgd_sworker_new(w->job->codec, fsgd_shard_dim(w->mdim, i, w->shards),
-                                                w->job->seed + w->id + i, w->err, w->errsz)))
+    for (uint32_t i = 0; w->shards > 1 && i < w->shards; i++) {
+        char spec[sizeof w->job->codec + 32];
+        if (fsgd_strategy_shard_spec(w->job->codec, w->mdim, i, w->shards, spec, sizeof spec, w->err, w->errsz) < 0 ||
+            !(w->sh_strat[i] = fsgd_sworker_new(spec, fsgd_shard_dim(w->mdim, i, w->shards), w->job->seed + w->id + i,
+                                                w->err, w->errsz)))
             return FSGD_E_ARG;
+    }
     if (w->shards > 1 && !(w->sh_local = malloc((w->mdim / w->shards + 1) * sizeof *w->sh_local)))
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     return 0;

@@ -48,18 +48,20 @@ job_name() {
     fi
 }
 
-# kafka_cluster NAME PARTITIONS: sets $brokers to a cluster holding the topics
-# of job NAME (NAME.data with PARTITIONS partitions). Mock: an embedded
-# cluster in the background (BROKER_PID); real: the topics made on it.
+# kafka_cluster NAME PARTITIONS [OPTION...]: sets $brokers to a cluster holding
+# the topics of job NAME (NAME.data with PARTITIONS partitions; the options,
+# e.g. --shards 2, go to fsgd run). Mock: an embedded cluster in the
+# background (BROKER_PID); real: the topics made on it.
 kafka_cluster() {
-    local log="$tmp/broker-$1.log"
+    local log="$tmp/broker-$1.log" name=$1 parts=$2
+    shift 2
     if [ "$KAFKA_MODE" = real ]; then
-        "$FSGD" run --broker-only --brokers "$FSGD_BROKERS" --name "$1" --partitions "$2" >"$log" 2>&1 ||
+        "$FSGD" run --broker-only --brokers "$FSGD_BROKERS" --name "$name" --partitions "$parts" "$@" >"$log" 2>&1 ||
             { cat "$log"; exit 1; }
         brokers=$FSGD_BROKERS
         return 0
     fi
-    "$FSGD" run --broker-only --name "$1" --partitions "$2" >"$log" 2>&1 &
+    "$FSGD" run --broker-only --name "$name" --partitions "$parts" "$@" >"$log" 2>&1 &
     BROKER_PID=$!
     for _ in $(seq 100); do grep -q '^brokers=' "$log" && break; sleep 0.1; done
     brokers=$(sed -n 's/^brokers=//p' "$log")

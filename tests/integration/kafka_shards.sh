@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Sharded aggregators (job key shards, issue 25): two `fsgd aggregator
+# --shard I/2` processes and two workers train a9a rows through the broker.
+# Both shards end after the same steps with the same training loss (the
+# follower takes exactly the ranges shard 0 applied), every row counted once
+# per epoch, and the loss matches an unsharded run of the same job. Then
+# what a sharded job refuses: a bad --shard, a strategy that does not shard,
+# fsgd run --shards (not wired yet).
+set -euo pipefail
+. "$(dirname "$0")/lib/kafka.bash"
+PIDS=()
+trap 'kill ${PIDS[@]+"${PIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
+head -n 8000 "$DATA/a9a" >"$tmp/rows"
+
+# run_job NAME SHARDS CODEC: the job's roles, to the end; its shards' logs in $tmp/NAME.a*.log
+run_job() {
+    local name=$1 shards=$2 codec=$3
+    kafka_cluster_stop
+    kafka_cluster "$name" 4 --shards "$shards"
+    "$FSGD" produce --brokers "$brokers" --name "$name" --shards "$shards" --batch 64 --quiet "$tmp/rows" 2>/dev/null
+    local args=(--brokers "$brokers" --name "$name" --shards "$shards" --batch 64 --epochs 2 --staleness 0
+                --codec "$codec" --step-timeout-ms 5000)
+    PIDS=()
+    for ((i = 0; i < shards; i++)); do
+        "$FSGD" aggregator "${args[@]}" --shard "$i/$shards" --workers 2 >"$tmp/$name.a$i.log" 2>&1 &
+        PIDS+=($!)
+    done
+    for i in 1 2; do
+        "$FSGD" worker "${args[@]}" --id "$i" >"$tmp/$name.w$i.log" 2>&1 &
+        PIDS+=($!)
+    done
+    for p in "${PIDS[@]}"; do
+        wait "$p" || { tail -n 5 "$tmp/$name".*.log; echo "FAIL: $name: a role exited with an error"; exit 1; }
+    done
+    PIDS=()
+}
+loss() { grep -o 'epoch 2 done: [0-9]* rows (dataset [0-9]*), train loss [0-9.]*' "$1" | awk '{print $NF}'; }
+
+s1=$(job_name shard1)
+run_job "$s1" 1 none
+s2=$(job_name shard2)
+run_job "$s2" 2 none
+l1=$(loss "$tmp/$s1.a0.log") l20=$(loss "$tmp/$s2.a0.log") l21=$(loss "$tmp/$s2.a1.log")
+echo "train loss: unsharded $l1, shard 0 $l20, shard 1 $l21"
+[ -n "$l20" ] && [ "$l20" = "$l21" ] || { echo "FAIL: the two shards disagree on the job's loss"; exit 1; }
+grep -q "epoch 2 done: 8000 rows (dataset 8000)" "$tmp/$s2.a1.log" || { echo "FAIL: shard 1 did not apply every row once"; exit 1; }
+grep -q "shard 1 of 2: .*keys k with k mod 2 = 1" "$tmp/$s2.a1.log" || { echo "FAIL: shard 1 does not say what it owns"; exit 1; }
+$PY -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) < 0.005 else 1)" "$l1" "$l20" ||
+    { echo "FAIL: sharded loss $l20 is not the unsharded $l1"; exit 1; }
+
+s3=$(job_name shard3)
+run_job "$s3" 2 fastsgd
+l30=$(loss "$tmp/$s3.a0.log") l31=$(loss "$tmp/$s3.a1.log")
+[ -n "$l30" ] && [ "$l30" = "$l31" ] || { echo "FAIL: fastsgd: the shards disagree ($l30, $l31)"; exit 1; }
+$PY -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) < 0.02 else 1)" "$l1" "$l30" ||
+    { echo "FAIL: fastsgd sharded loss $l30 far from $l1"; exit 1; }
+
+# refusals: exit 2 and a line that says why
+set +e
+"$FSGD" aggregator --brokers "$brokers" --name x --shard 2/2 >"$tmp/bad.log" 2>&1; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "expected I/S" "$tmp/bad.log" || { cat "$tmp/bad.log"; echo "FAIL: --shard 2/2 not refused"; exit 1; }
+set +e
+"$FSGD" aggregator --brokers "$brokers" --name "$s3" --shard 0/2 --codec gradiveq --epochs 1 >"$tmp/gv.log" 2>&1; rc=$?
+"$FSGD" run --shards 2 --data "$tmp/rows" >"$tmp/run.log" 2>&1; rrc=$?
+set -e
+[ "$rc" != 0 ] && grep -qi "gradiveq" "$tmp/gv.log" || { cat "$tmp/gv.log"; echo "FAIL: gradiveq sharded not refused"; exit 1; }
+[ "$rrc" = 2 ] && grep -q "shard" "$tmp/run.log" || { cat "$tmp/run.log"; echo "FAIL: fsgd run --shards not refused"; exit 1; }
+echo "PASS: kafka_shards (loss unsharded $l1, sharded $l20, fastsgd sharded $l30)"
