@@ -33,6 +33,9 @@ run_job() {
         wait "$p" || { tail -n 5 "$tmp/$name".*.log; echo "FAIL: $name: a role exited with an error"; exit 1; }
     done
     PIDS=()
+    # the whole model, from every shard's partition of NAME.model
+    "$FSGD" model assemble --brokers "$brokers" --name "$name" --out "$tmp/$name.fsgd" >"$tmp/$name.asm.log" 2>&1 ||
+        { cat "$tmp/$name.asm.log"; echo "FAIL: $name: the model does not assemble"; exit 1; }
 }
 loss() { grep -o 'epoch 2 done: [0-9]* rows (dataset [0-9]*), train loss [0-9.]*' "$1" | awk '{print $NF}'; }
 
@@ -47,6 +50,8 @@ grep -q "epoch 2 done: 8000 rows (dataset 8000)" "$tmp/$s2.a1.log" || { echo "FA
 grep -q "shard 1 of 2: .*keys k with k mod 2 = 1" "$tmp/$s2.a1.log" || { echo "FAIL: shard 1 does not say what it owns"; exit 1; }
 $PY -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) < 0.005 else 1)" "$l1" "$l20" ||
     { echo "FAIL: sharded loss $l20 is not the unsharded $l1"; exit 1; }
+# at staleness 0 with none: the same model bit for bit as the unsharded job's
+cmp "$tmp/$s1.fsgd" "$tmp/$s2.fsgd" || { echo "FAIL: the sharded model differs from the unsharded one"; exit 1; }
 
 s3=$(job_name shard3)
 run_job "$s3" 2 fastsgd

@@ -1,6 +1,8 @@
 /* Rebuilding a model file from <job>.model: the last complete snapshot plus
  * every later delta of the same generation (deltas hold absolute values, so
- * order within a generation is all that matters). */
+ * order within a generation is all that matters). A sharded job's shards
+ * (frame sender I, partition I) are each assembled so, in their local keys,
+ * then interleaved (fsgd/shard.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,11 +13,15 @@
 #include "fsgd/strategy.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
+#include "fsgd/shard.h"
 #include "wire.h"
 
 typedef struct asm_state {
     fsgd_kasm_t *as;
-    fsgd_model_t m;
+    fsgd_model_t m; /* a sharded job's shard: only the model's shape; its weights in lw */
+    float *lw;
+    uint64_t nloc;
+    uint32_t shard, shards;
     int have;
     uint32_t gen;
     uint64_t step;
@@ -25,9 +31,37 @@ typedef struct asm_state {
     uint64_t unauth; /* frames without this job key's tag, skipped */
 } asm_state_t;
 
-static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t errsz)
+/* One state per sender: shard I of a sharded job sends as I. */
+typedef struct asm_all {
+    asm_state_t sh[FSGD_SHARDS_MAX];
+    uint64_t unauth;
+} asm_all_t;
+
+static int feed_one(asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len, char *err,
+                    size_t errsz);
+
+static int feed(asm_all_t *all, const uint8_t *p, size_t len, char *err, size_t errsz)
 {
     fsgd_kframe_t f;
+    char e[256];
+    int rc = fsgd_kframe_parse(p, len, &f, NULL, e, sizeof e);
+    if (rc == FSGD_E_AUTH && fsgd_auth_enabled()) {
+        all->unauth++;
+        return 0;
+    }
+    if (rc == 0 && f.sender >= FSGD_SHARDS_MAX)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "model topic: a message from sender %u (shards are 0 to %d)",
+                            f.sender, FSGD_SHARDS_MAX - 1);
+    asm_state_t *s = &all->sh[rc == 0 ? f.sender : 0];
+    if (!s->as && !(s->as = fsgd_kasm_new()))
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
+    return feed_one(s, &f, p, len, err, errsz);
+}
+
+static int feed_one(asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len, char *err,
+                    size_t errsz)
+{
+    fsgd_kframe_t f = *fp;
     char e[256];
     int rc = fsgd_kframe_parse(p, len, &f, NULL, e, sizeof e);
     /* With the job key, a frame that is not the job's (a forged snapshot
@@ -66,11 +100,21 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
             return fsgd_err_fmt(err, errsz, rc, "snapshot step %llu: %s", (unsigned long long)f.step, e);
         if (s->have && f.gen < s->gen)
             return 0;
+        if (wm.shards > 1 && wm.shard != f.sender)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "snapshot step %llu: shard %u's weights sent as shard %u",
+                                (unsigned long long)f.step, wm.shard, f.sender);
         fsgd_model_free(&s->m);
-        rc = fsgd_model_init(&s->m, (fsgd_loss_kind_t)wm.kind, wm.dim, (int)wm.has_bias, wm.bias);
-        if (rc < 0)
-            return fsgd_err_fmt(err, errsz, rc, "snapshot: out of memory");
-        fsgd_wire_model_weights(&wm, s->m.w);
+        rc = fsgd_model_init(&s->m, (fsgd_loss_kind_t)wm.kind, wm.shards > 1 ? 0 : wm.dim, (int)wm.has_bias, wm.bias);
+        float *lw = wm.shards > 1 ? realloc(s->lw, (wm.nloc ? wm.nloc : 1) * sizeof *lw) : NULL;
+        if (rc < 0 || (wm.shards > 1 && !lw))
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "snapshot: out of memory");
+        s->m.dim = wm.dim; /* a shard's: the shape only */
+        s->shard = wm.shard;
+        s->shards = wm.shards;
+        s->nloc = wm.nloc;
+        if (lw)
+            s->lw = lw;
+        fsgd_wire_model_weights(&wm, wm.shards > 1 ? s->lw : s->m.w);
         s->have = 1;
         s->gen = f.gen;
         s->step = f.step;
@@ -79,7 +123,8 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
     }
     if (!s->have || f.gen != s->gen || f.step <= s->step)
         return 0;
-    uint64_t n = s->m.dim + (s->m.has_bias ? 1 : 0);
+    uint64_t n = s->shards > 1 ? s->nloc : s->m.dim + (s->m.has_bias ? 1 : 0);
+    float *w = s->shards > 1 ? s->lw : s->m.w;
     if (f.kind == FSGD_KMSG_DELTA_CODED) {
         /* Additive updates: one missing step and the sum is wrong; wait for
          * the next snapshot instead. */
@@ -92,7 +137,7 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
         if (rc == 0)
             rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, n, &s->d, e, sizeof e);
         if (rc == 0)
-            rc = fsgd_sworker_downlink_apply(s->m.w, n, &s->d, e, sizeof e);
+            rc = fsgd_sworker_downlink_apply(w, n, &s->d, e, sizeof e);
         if (rc < 0)
             return fsgd_err_fmt(err, errsz, rc, "coded delta step %llu: %s", (unsigned long long)f.step, e);
         s->step = f.step;
@@ -103,15 +148,74 @@ static int feed(asm_state_t *s, const uint8_t *p, size_t len, char *err, size_t 
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "delta step %llu: %s", (unsigned long long)f.step, e);
     for (size_t i = 0; i < s->d.n; i++)
-        s->m.w[s->d.keys[i]] = s->d.vals[i];
+        w[s->d.keys[i]] = s->d.vals[i];
     s->step = f.step;
     return 0;
 }
 
-static int finish(asm_state_t *s, int require_final, fsgd_model_t *m, uint64_t *step, char *err, size_t errsz)
+/* A sharded job's shards, complete and of one model, interleaved into s[0].m
+ * (the model at the oldest shard's step; final when every shard's is). */
+static int join_shards(asm_state_t *sh, char *err, size_t errsz)
 {
+    const uint32_t S = sh[0].shards;
+    for (uint32_t i = 0; i < S; i++) {
+        const asm_state_t *s = &sh[i];
+        if (!s->have)
+            return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "model topic: no complete snapshot of shard %u of %u", i,
+                                S);
+        if (s->shards != S || s->shard != i || s->gen != sh[0].gen || s->m.dim != sh[0].m.dim ||
+            s->m.has_bias != sh[0].m.has_bias || s->m.kind != sh[0].m.kind)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                "model topic: shard %u's snapshot (shard %u of %u, generation %u) is not of shard "
+                                "0's model (%u shards, generation %u)", i, s->shard, s->shards, s->gen, S, sh[0].gen);
+    }
+    for (uint32_t i = S; i < FSGD_SHARDS_MAX; i++)
+        if (sh[i].have)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "model topic: a shard %u in a job of %u shards", i, S);
+    fsgd_model_t m;
+    if (fsgd_model_init(&m, sh[0].m.kind, sh[0].m.dim, sh[0].m.has_bias, sh[0].m.bias) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
+    uint64_t n = m.dim + (m.has_bias ? 1 : 0);
+    for (uint64_t k = 0; k < n; k++)
+        m.w[k] = sh[fsgd_shard_of(k, S)].lw[fsgd_shard_local(k, S)];
+    int final = 1;
+    uint64_t step = sh[0].step;
+    for (uint32_t i = 0; i < S; i++) {
+        final &= sh[i].final;
+        if (sh[i].step < step)
+            step = sh[i].step;
+    }
+    fsgd_model_free(&sh[0].m);
+    sh[0].m = m;
+    sh[0].final = final;
+    sh[0].step = step;
+    return 0;
+}
+
+static void free_all(asm_all_t *all)
+{
+    for (int i = 0; i < FSGD_SHARDS_MAX; i++) {
+        fsgd_model_free(&all->sh[i].m);
+        fsgd_sparse_free(&all->sh[i].d);
+        fsgd_kasm_destroy(all->sh[i].as);
+        free(all->sh[i].lw);
+    }
+}
+
+static int finish(asm_all_t *all, int require_final, fsgd_model_t *m, uint64_t *step, char *err, size_t errsz)
+{
+    asm_state_t *s = &all->sh[0];
+    s->unauth = all->unauth;
     int rc = 0;
-    if (!s->have)
+    if (s->have && s->shards > 1)
+        rc = join_shards(all->sh, err, errsz);
+    else
+        for (int i = 1; i < FSGD_SHARDS_MAX && !rc; i++)
+            if (all->sh[i].have)
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "model topic: snapshots from sender %d of a job that is "
+                                  "not sharded", i);
+    if (rc) {
+    } else if (!s->have)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "model topic: no complete snapshot found");
     else if (require_final && !s->final)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED,
@@ -132,40 +236,41 @@ static int finish(asm_state_t *s, int require_final, fsgd_model_t *m, uint64_t *
             snprintf(err + n, errsz - n, " (and %llu messages without this job key's tag were skipped)",
                      (unsigned long long)s->unauth);
     }
-    fsgd_model_free(&s->m);
-    fsgd_sparse_free(&s->d);
-    fsgd_kasm_destroy(s->as);
+    free_all(all);
     return rc;
 }
 
 int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final, fsgd_model_t *m, uint64_t *step,
                                char *err, size_t errsz)
 {
-    asm_state_t s = {0};
+    asm_all_t *all = calloc(1, sizeof *all);
     memset(m, 0, sizeof *m);
-    if (!(s.as = fsgd_kasm_new()))
+    if (!all)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
     size_t off = 0;
+    int rc = 0;
     while (off < len) {
         fsgd_kframe_t f;
         size_t used = 0;
         char e[256];
         /* the frame's length first; feed checks its tag */
-        int rc = fsgd_kframe_parse_unverified(buf + off, len - off, &f, &used, e, sizeof e);
+        rc = fsgd_kframe_parse_unverified(buf + off, len - off, &f, &used, e, sizeof e);
         if (rc == 0)
-            rc = feed(&s, buf + off, used, e, sizeof e);
+            rc = feed(all, buf + off, used, e, sizeof e);
         if (rc < 0) {
-            finish(&s, 0, m, NULL, NULL, 0);
-            fsgd_model_free(m);
+            free_all(all);
+            free(all);
             return fsgd_err_fmt(err, errsz, rc, "at byte %zu of the stream: %s", off, e);
         }
         off += used;
     }
-    return finish(&s, require_final, m, step, err, errsz);
+    rc = finish(all, require_final, m, step, err, errsz);
+    free(all);
+    return rc;
 }
 
 typedef struct topic_ctx {
-    asm_state_t *s;
+    asm_all_t *all;
 } topic_ctx_t;
 
 static int topic_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
@@ -173,7 +278,7 @@ static int topic_msg(void *ctx, int32_t partition, int64_t offset, const void *v
 {
     topic_ctx_t *t = ctx;
     char e[256];
-    int rc = feed(t->s, val, len, e, sizeof e);
+    int rc = feed(t->all, val, len, e, sizeof e);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "partition %d offset %lld: %s", (int)partition, (long long)offset, e);
     return 0;
@@ -201,20 +306,26 @@ int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int req
     fsgd_bus_client_t *c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz);
     if (!c)
         return FSGD_E_KAFKA;
-    asm_state_t s = {0};
-    int rc = (s.as = fsgd_kasm_new()) ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
-    int64_t lo = 0, hi = 0;
+    asm_all_t *all = calloc(1, sizeof *all);
+    int rc = all ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
+    /* a partition a shard (one unsharded) */
+    int P = rc ? 0 : fsgd_bus_partitions(c, topic, 10000, err, errsz);
+    if (P < 0)
+        rc = P;
+    topic_ctx_t t = {all};
+    for (int p = 0; !rc && p < P && p < FSGD_SHARDS_MAX; p++) {
+        int64_t lo = 0, hi = 0;
+        rc = fsgd_bus_watermarks(c, topic, p, &lo, &hi, 10000, err, errsz);
+        /* A log start past 0 is fine here: the snapshots are there for it.
+         * NAME.model is compacted on real clusters: offsets may skip */
+        if (!rc && hi > lo)
+            rc = fsgd_bus_read_range(c, topic, p, lo, hi, 30000, 1, topic_msg, &t, err, errsz);
+    }
     if (!rc)
-        rc = fsgd_bus_watermarks(c, topic, 0, &lo, &hi, 10000, err, errsz);
-    topic_ctx_t t = {&s};
-    /* A log start past 0 is fine here: the snapshots are there for it. */
-    if (!rc)
-        /* NAME.model is compacted on real clusters: offsets may skip */
-        rc = fsgd_bus_read_range(c, topic, 0, lo, hi, 30000, 1, topic_msg, &t, err, errsz);
-    if (!rc)
-        rc = finish(&s, require_final, m, step, err, errsz);
-    else
-        finish(&s, 0, m, NULL, NULL, 0), fsgd_model_free(m);
+        rc = finish(all, require_final, m, step, err, errsz);
+    else if (all)
+        free_all(all), fsgd_model_free(m);
+    free(all);
     fsgd_bus_client_destroy(c);
     return rc;
 }
