@@ -3,9 +3,10 @@
 # --shard I/2` processes and two workers train a9a rows through the broker.
 # Both shards end after the same steps with the same training loss (the
 # follower takes exactly the ranges shard 0 applied), every row counted once
-# per epoch, and the loss matches an unsharded run of the same job. Then
-# what a sharded job refuses: a bad --shard, a strategy that does not shard,
-# fsgd run --shards (not wired yet).
+# per epoch, and the model assembled from the shards' partitions is the
+# unsharded job's bit for bit. fsgd run --shards 2 gives that model too, with
+# shard 0's test AUC that of fsgd predict on it. Then what a sharded job
+# refuses: a bad --shard, a strategy that does not shard.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 PIDS=()
@@ -67,8 +68,26 @@ set -e
 [ "$rc" = 2 ] && grep -q "expected I/S" "$tmp/bad.log" || { cat "$tmp/bad.log"; echo "FAIL: --shard 2/2 not refused"; exit 1; }
 set +e
 "$FSGD" aggregator --brokers "$brokers" --name "$s3" --shard 0/2 --codec gradiveq --epochs 1 >"$tmp/gv.log" 2>&1; rc=$?
-"$FSGD" run --shards 2 --data "$tmp/rows" >"$tmp/run.log" 2>&1; rrc=$?
 set -e
 [ "$rc" != 0 ] && grep -qi "gradiveq" "$tmp/gv.log" || { cat "$tmp/gv.log"; echo "FAIL: gradiveq sharded not refused"; exit 1; }
-[ "$rrc" = 2 ] && grep -q "shard" "$tmp/run.log" || { cat "$tmp/run.log"; echo "FAIL: fsgd run --shards not refused"; exit 1; }
+kafka_cluster_stop
+
+# fsgd run --shards 2 (its own embedded cluster, or the real one): the same model
+run_args=(--data "$tmp/rows" --test "$DATA/a9a.t" --batch 64 --epochs 2 --staleness 0 --quiet)
+[ "$KAFKA_MODE" = real ] && run_args+=(--brokers "$FSGD_BROKERS")
+"$FSGD" run "${run_args[@]}" --name "$(job_name run1)" --out "$tmp/r1.fsgd" >"$tmp/r1.log" 2>&1 ||
+    { tail "$tmp/r1.log"; echo "FAIL: fsgd run"; exit 1; }
+"$FSGD" run "${run_args[@]}" --name "$(job_name run2)" --shards 2 --out "$tmp/r2.fsgd" --metrics-json "$tmp/r2.json" \
+    >"$tmp/r2.log" 2>&1 || { tail "$tmp/r2.log"; echo "FAIL: fsgd run --shards 2"; exit 1; }
+cmp "$tmp/r1.fsgd" "$tmp/r2.fsgd" || { echo "FAIL: fsgd run --shards 2 gave another model"; exit 1; }
+[ -f "$tmp/r2.json.shard1" ] || { echo "FAIL: shard 1 wrote no metrics"; exit 1; }
+auc=$("$FSGD" predict --model "$tmp/r2.fsgd" --data "$DATA/a9a.t" 2>&1 | sed -n 's/.*auc \([0-9.]*\).*/\1/p')
+$PY - "$tmp/r2.json" "$tmp/r2.json.shard1" "$auc" <<'PY'
+import json, sys
+m0, m1 = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert m0["shard"]["index"] == 0 and m1["shard"]["index"] == 1 and m0["shard"]["shards"] == 2, (m0["shard"], m1["shard"])
+assert m0["shard"]["weights_held"] + m1["shard"]["weights_held"] == m0["dim"] + 1, (m0["shard"], m1["shard"], m0["dim"])
+assert m0["steps"] == m1["steps"] and m0["rows_applied"] == m1["rows_applied"] == 16000, (m0["steps"], m1["steps"])
+assert abs(m0["test"]["auc"] - float(sys.argv[3])) < 1e-6, (m0["test"], sys.argv[3])
+PY
 echo "PASS: kafka_shards (loss unsharded $l1, sharded $l20, fastsgd sharded $l30)"

@@ -123,6 +123,8 @@ static int metrics_port = -1;
  * whether they must accept rows without its tag. */
 static const char *spawn_key;
 static int spawn_unsigned_rows;
+/* "--shard I/S" for the aggregator shard spawn starts next (NULL: none) */
+static const char *spawn_shard;
 
 /* A key fsgd run made for its own job: removed when fsgd run ends (a
  * kill -9 leaves it, mode 600 in a mode 700 folder under /tmp). */
@@ -164,6 +166,10 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
     }
     if (spawn_unsigned_rows)
         av[n++] = "--unsigned-rows";
+    if (spawn_shard) {
+        av[n++] = "--shard";
+        av[n++] = (char *)spawn_shard;
+    }
     char portbuf[16];
     if (metrics_port >= 0) { /* the aggregator on the port, worker i on port + i */
         snprintf(portbuf, sizeof portbuf, "%d", metrics_port ? metrics_port + (id > 0 ? id : 0) : 0);
@@ -263,6 +269,8 @@ typedef struct run {
     char brokers[512];
     int P; /* partitions of NAME.data */
     int W;
+    int S;      /* aggregator shards: shard 0 is pids[0], shard i > 0 is pids[W + i] */
+    int n_pids; /* W + S */
     pid_t *pids, *wp;
     int agg_go; /* the pipe that tells an aggregator started during the produce that the data is written; -1 */
     pid_t agg;
@@ -280,7 +288,7 @@ static void abort_start(run_t *r)
     if (r->agg_go >= 0)
         close(r->agg_go); /* the aggregator waiting for the data: no data comes */
     r->agg_go = -1;
-    stop_all(r->pids, r->W + 1, r->agg, NULL); /* pids[0]: the aggregator, when started */
+    stop_all(r->pids, r->n_pids, r->agg, NULL); /* pids[0]: the aggregator, when started */
     free(r->pids);
     fsgd_kmock_destroy(r->mock);
 }
@@ -312,14 +320,6 @@ static int run_options(run_t *r)
     }
     if (!r->broker_only && !r->no_produce && !job->data[0]) {
         fsgd_cli_error("run: no data: give --data FILE, or --no-produce to use what is in %s.data", job->name);
-        return FSGD_EXIT_USAGE;
-    }
-    if (job->shards > 1 && !r->broker_only) {
-        /* the roles run sharded (fsgd aggregator --shard I/S); fsgd run does
-         * not start S aggregators and assemble their model yet */
-        fsgd_cli_error("run: --shards %d: fsgd run does not start sharded aggregators yet; run fsgd produce, "
-                       "fsgd aggregator --shard I/%d for I = 0..%d and fsgd worker with --shards %d by hand",
-                       job->shards, job->shards, job->shards - 1, job->shards);
         return FSGD_EXIT_USAGE;
     }
     if (r->fresh && r->resume) {
@@ -597,7 +597,9 @@ static int run_job_key(run_t *r)
 static int run_spawn_workers(run_t *r)
 {
     r->W = r->job.workers;
-    r->pids = calloc((size_t)r->W + 1, sizeof *r->pids);
+    r->S = r->job.shards > 1 ? r->job.shards : 1;
+    r->n_pids = r->W + r->S;
+    r->pids = calloc((size_t)r->n_pids, sizeof *r->pids);
     if (!r->pids) {
         fsgd_cli_error("run: out of memory");
         fsgd_kmock_destroy(r->mock);
@@ -708,6 +710,21 @@ static int run_spawn_aggregator_early(run_t *r)
     return RUN_ON;
 }
 
+/* Shards 1..S-1 follow shard 0 (the aggregator); they start once the data
+ * is written, since they read NAME.data's summary as shard 0 does. */
+static void run_spawn_shards(run_t *r)
+{
+    for (int i = 1; i < r->S; i++) {
+        char spec[32];
+        snprintf(spec, sizeof spec, "%d/%d", i, r->S);
+        spawn_shard = spec;
+        r->pids[r->W + i] = spawn("aggregator", r->argc, r->argv, r->brokers, NULL, 0);
+        spawn_shard = NULL;
+        printf("fsgd: aggregator shard %d pid %d\n", i, (int)r->pids[r->W + i]);
+    }
+    fflush(stdout);
+}
+
 static void run_data_written(run_t *r)
 {
     if (r->agg_go < 0)
@@ -742,10 +759,41 @@ static void run_inject_faults(run_t *r, double t)
     }
 }
 
+/* Shard i > 0 ended: done, or the job cannot finish (its part of the model
+ * is gone: restarting a shard is not supported yet). Returns whether pid was
+ * a shard. */
+static int run_shard_exited(run_t *r, pid_t pid, int st)
+{
+    for (int i = 1; i < r->S; i++)
+        if (r->pids[r->W + i] == pid) {
+            r->pids[r->W + i] = 0;
+            int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            if (status != 0) {
+                fsgd_cli_error("run: aggregator shard %d (pid %d) %s %d: its part of the model is gone, the job "
+                               "stops (a shard is not restarted yet)", i, (int)pid,
+                               WIFSIGNALED(st) ? "was killed by signal" : "failed with status",
+                               WIFSIGNALED(st) ? WTERMSIG(st) : status);
+                stop_all(r->pids, 1, r->agg, NULL);
+                r->pids[0] = 0;
+                r->agg_status = status < 128 ? status : FSGD_EXIT_INTERNAL;
+            }
+            return 1;
+        }
+    return 0;
+}
+
 /* A crash (or kill -9) is restarted from the checkpoint; SIGTERM or
  * SIGINT mean someone stopped it on purpose. */
 static void run_aggregator_exited(run_t *r, int st)
 {
+    if (r->S > 1 && WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT) {
+        /* the other shards follow this one's steps from where they are */
+        fsgd_cli_error("run: aggregator shard 0 (pid %d) was killed by signal %d: the job stops (a shard is not "
+                       "restarted yet)", (int)r->agg, WTERMSIG(st));
+        r->pids[0] = 0;
+        r->agg_status = FSGD_EXIT_INTERNAL;
+        return;
+    }
     if (WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT && r->restarts < 5) {
         r->restarts++;
         fprintf(stderr, "fsgd: aggregator killed by signal %d; restarting from %s\n", WTERMSIG(st), r->ckpt);
@@ -821,6 +869,8 @@ static void run_supervise(run_t *r)
             run_aggregator_exited(r, st);
             continue;
         }
+        if (run_shard_exited(r, pid, st))
+            continue;
         run_worker_exited(r, pid, st);
         if (r->workers_alive == 0)
             run_workers_gone(r);
@@ -832,17 +882,19 @@ static void run_tear_down(run_t *r)
     if (r->interrupted) {
         fsgd_cli_error("run: interrupted by signal %d: stopping the aggregator and %d worker(s)", r->interrupted,
                        r->workers_alive);
-        stop_all(r->pids, r->W + 1, r->agg, NULL);
+        stop_all(r->pids, r->n_pids, r->agg, NULL);
         return;
     }
-    if (r->agg_status != 0)
+    if (r->agg_status != 0) {
         stop_all(r->pids, 1, r->agg, NULL);
-    /* Workers leave when they see the final model; give them a moment,
-     * then stop them all together. */
+        stop_all(r->pids + r->W + 1, r->S - 1, 0, NULL); /* the other shards */
+    }
+    /* Workers (and the other shards) leave when they see the final model;
+     * give them a moment, then stop them all together. */
     double deadline = now_s() + (r->agg_status == 0 ? 15 : 0);
     for (;;) {
         int any = 0;
-        for (int i = 0; i < r->W; i++)
+        for (int i = 0; i < r->W + r->S - 1; i++)
             if (r->wp[i]) {
                 int st;
                 if (waitpid(r->wp[i], &st, WNOHANG) == r->wp[i])
@@ -855,7 +907,7 @@ static void run_tear_down(run_t *r)
         struct timespec ns = {0, 20 * 1000000};
         nanosleep(&ns, NULL);
     }
-    stop_all(r->wp, r->W, 0, NULL);
+    stop_all(r->wp, r->W + r->S - 1, 0, NULL); /* the workers, then the shards after them */
     if (got_signal)
         r->interrupted = (int)got_signal;
 }
@@ -917,6 +969,7 @@ int fsgd_cmd_run(int argc, char **argv)
     } else {
         run_spawn_aggregator(r);
     }
+    run_spawn_shards(r);
     run_supervise(r);
     run_tear_down(r);
     return run_finish(r);

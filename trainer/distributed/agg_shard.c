@@ -14,9 +14,11 @@
  * on a timeout of its own. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "aggregator_internal.h"
 #include "fsgd/shard.h"
+#include "fsgd/train.h"
 
 /* The leader's step states not yet used (steps after this shard's). */
 typedef struct lead_step {
@@ -62,8 +64,6 @@ int agg_shard_setup(agg_t *a)
         why = "follow (continuous training) is not sharded yet";
     else if (job->init[0])
         why = "init (a model to start from) is not sharded yet";
-    else if (job->out[0])
-        why = "out: a shard holds part of the model; the whole model is on NAME.model (each shard's partition)";
     else if (job->optimizer == FSGD_OPTIMIZER_FTRL)
         why = "the ftrl optimizer is not sharded yet";
     if (why)
@@ -79,6 +79,9 @@ void agg_shard_dims(agg_t *a)
     a->gweights = a->mdim;
     if (a->shards > 1)
         a->mdim = fsgd_shard_dim(a->gweights, a->shard, a->shards);
+    a->s->shard = a->shard;
+    a->s->shards = a->shards;
+    a->s->weights_held = a->mdim;
 }
 
 int agg_lead_open(agg_t *a, fsgd_bus_t *bus)
@@ -288,4 +291,40 @@ int agg_lead_check_alive(agg_t *a, double step_timeout)
                             "partition of %s in %.0f s (%zu workers answered here)", a->shard,
                             (unsigned long long)a->step + 1, a->tgrads, t - l->decided_at, a->members.ngot);
     return 0;
+}
+
+int agg_shard_final(agg_t *a)
+{
+    const fsgd_job_t *job = a->job;
+    if (!job->out[0] && !a->test.n_rows)
+        return 0;
+    double t0 = agg_now(), logged = t0, patience = lead_patience(job->step_timeout_ms / 1e3);
+    fsgd_model_t m;
+    char e[512];
+    int rc;
+    for (;;) {
+        rc = fsgd_model_assemble_topic_bus(a->bus, job->name, 1, &m, NULL, e, sizeof e);
+        if (rc != FSGD_E_TRUNCATED || agg_now() - t0 > patience)
+            break;
+        if (agg_now() - logged >= 10) {
+            logged = agg_now();
+            agg_log(a, "shard 0: waiting %.0f s for every shard's final snapshot on %s: %s", logged - t0, a->tmodel, e);
+        }
+        struct timespec ns = {0, 200 * 1000000};
+        nanosleep(&ns, NULL);
+    }
+    if (rc < 0)
+        return fsgd_err_fmt(a->err, a->errsz, rc, "shard 0: the whole model from %s: %s", a->tmodel, e);
+    fsgd_rowfmt_input(&a->fmt, m.input, sizeof m.input);
+    if (a->test.n_rows) {
+        rc = fsgd_train_evaluate(&m, &a->test, &a->s->test);
+        if (!rc && a->s->n_epochs)
+            a->s->epochs[a->s->n_epochs - 1].test = a->s->test;
+    }
+    if (!rc && job->out[0])
+        rc = fsgd_model_save(&m, job->out, a->err, a->errsz);
+    else if (rc < 0)
+        rc = fsgd_err_fmt(a->err, a->errsz, rc, "shard 0: scoring the test set on the whole model failed");
+    fsgd_model_free(&m);
+    return rc;
 }

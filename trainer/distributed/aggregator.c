@@ -194,14 +194,14 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
     }
     if (!rc)
         rc = agg_check_model_topic(a);
+    a->bus = bus;
     if (!rc)
         rc = agg_lead_open(a, bus);
-    if (!rc && job->test[0] && a->shards > 1)
-        agg_log(a, "shard %u of %u: the test set is scored on the whole model, by fsgd run once the shards end",
-                a->shard, a->shards);
-    else if (!rc && job->test[0]) { /* in the job's format, like the data topic */
+    /* sharded: no shard holds the whole model until the end, when shard 0
+     * assembles it and scores the test set (agg_shard_final) */
+    if (!rc && job->test[0] && a->shard == 0) { /* in the job's format, like the data topic */
         rc = fsgd_rowfmt_load(&a->fmt, job->test, 1, &a->test, NULL, err, errsz);
-        a->have_test = rc == 0;
+        a->have_test = rc == 0 && a->shards == 1;
     }
     if (!rc)
         rc = agg_await_producer(a);
@@ -568,7 +568,9 @@ static int agg_save_final(agg_t *a)
     const fsgd_job_t *job = a->job;
     int rc = 0;
     agg_latency_stats(a);
-    if (job->out[0]) {
+    if (a->shards > 1)
+        rc = a->shard == 0 ? agg_shard_final(a) : 0;
+    else if (job->out[0]) {
         fsgd_model_t mo = {.kind = job->model, .dim = a->dim, .has_bias = job->bias,
                            .bias = (float)job->bias_value, .w = a->model.adam.theta};
         /* a hashed format's spec (model v2): fsgd predict hashes raw rows the same way */
@@ -612,7 +614,9 @@ static void agg_end_job(agg_t *a, int rc)
 static int agg_save_metrics(agg_t *a, int rc)
 {
     char e2[FSGD_OUTFILE_PATH_MAX + 300];
-    int mrc = fsgd_agg_write_metrics(a->job, a->s, a->job->metrics_json, e2, sizeof e2);
+    char path[FSGD_JOB_PATH_MAX + 16];
+    snprintf(path, sizeof path, a->shard ? "%s.shard%u" : "%s", a->job->metrics_json, a->shard);
+    int mrc = fsgd_agg_write_metrics(a->job, a->s, path, e2, sizeof e2);
     if (mrc < 0 && !rc)
         rc = fsgd_err_fmt(a->err, a->errsz, mrc, "%s", e2);
     else if (mrc < 0)

@@ -138,6 +138,7 @@ typedef struct agg {
     uint64_t gweights;  /* the whole model's weights (= mdim unsharded) */
     uint32_t shard, shards; /* agg_shard.c: which keys this process owns */
     struct agg_lead *lead;  /* a following shard: shard 0's step states (agg_shard.c) */
+    fsgd_bus_t *bus;        /* the bus the clients come from (shard 0 assembles the model on it) */
     fsgd_csr_t test;
     int have_test;
     double xmax, ymax; /* largest |feature value| (intercept included) and |label| in NAME.data */
@@ -297,6 +298,12 @@ int agg_lead_applied(const agg_t *a, const fsgd_wire_range_t *r, uint32_t n);
 int agg_lead_complete(agg_t *a);
 /* seconds since the leader's last message (0 when not following) */
 double agg_lead_silent(const agg_t *a);
+/* Shard 0 of a sharded job, after its final step: the whole model from
+ * every shard's partition of NAME.model once all of them have published
+ * their final snapshot (at most max(60 s, 3 step timeouts)), written to
+ * out and scored on the test set. Followers write no model; their metrics
+ * JSON goes to PATH.shardI. */
+int agg_shard_final(agg_t *a);
 /* Before its opening snapshot: shard 0's, whose generation it takes. */
 int agg_lead_wait_start(agg_t *a);
 /* Fails when shard 0 stays silent, or a step it decided cannot be
