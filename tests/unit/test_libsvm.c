@@ -527,7 +527,7 @@ static void test_digits_fast_path(void)
     uint64_t rs = fsgd_test_seed() ^ 0x33;
     static const char *vals[] = {"1", "1.5", "10", "1e1", "1.", "2", "0.1", "1#"};
     static const float want_val[] = {1.0f, 1.5f, 10.0f, 10.0f, 1.0f, 2.0f, 0.1f, 1.0f};
-    static const char *after[] = {"", " ", "\t", " #c", "\r", "  1:1"};
+    static const char *after[] = {"", " ", "\t", " #c", "\r"};
     char line[256], err[256];
     fsgd_csr_t m = {0};
     for (int i = 0; i < 20000; i++) {
@@ -540,8 +540,8 @@ static void test_digits_fast_path(void)
             idx = 1 + idx % 4294967296ull; /* most within the limit */
         size_t vi = fsgd_test_rand(&rs) % (sizeof vals / sizeof *vals);
         const char *tail = after[fsgd_test_rand(&rs) % (sizeof after / sizeof *after)];
-        if (strcmp(vals[vi], "1#") == 0 || (tail[0] == ' ' && tail[2] == '1'))
-            tail = ""; /* "1#" ends the line; a second entry needs a larger index */
+        if (strcmp(vals[vi], "1#") == 0)
+            tail = ""; /* the comment runs to the line's end */
         int n = snprintf(line, sizeof line, "1 %0*llu:%s%s", zeros + digits, (unsigned long long)idx, vals[vi], tail);
         /* no newline: the line's end is the buffer's */
         fsgd_csr_clear(&m);
