@@ -517,6 +517,64 @@ static void test_numbers_vs_strtod(void)
     fsgd_csr_free(&m);
 }
 
+/* The CTR fast paths (indices read 8 digits at a time where 8 bytes are
+ * left in the line, a value "1" alone without parse_double) against the
+ * numbers written: indices of 1 to 11 digits, leading zeros, at every
+ * distance from the line's end, beside bytes just outside '0'..'9' and
+ * values that start with "1" but are not 1. */
+static void test_digits_fast_path(void)
+{
+    uint64_t rs = fsgd_test_seed() ^ 0x33;
+    static const char *vals[] = {"1", "1.5", "10", "1e1", "1.", "2", "0.1", "1#"};
+    static const float want_val[] = {1.0f, 1.5f, 10.0f, 10.0f, 1.0f, 2.0f, 0.1f, 1.0f};
+    static const char *after[] = {"", " ", "\t", " #c", "\r"};
+    char line[256], err[256];
+    fsgd_csr_t m = {0};
+    for (int i = 0; i < 20000; i++) {
+        int digits = 1 + (int)(fsgd_test_rand(&rs) % 11);
+        int zeros = fsgd_test_rand(&rs) % 4 == 0 ? (int)(fsgd_test_rand(&rs) % 4) : 0;
+        uint64_t idx = 1;
+        for (int d = 1; d < digits; d++)
+            idx = idx * 10 + fsgd_test_rand(&rs) % 10;
+        if (fsgd_test_rand(&rs) % 2)
+            idx = 1 + idx % 4294967296ull; /* most within the limit */
+        size_t vi = fsgd_test_rand(&rs) % (sizeof vals / sizeof *vals);
+        const char *tail = after[fsgd_test_rand(&rs) % (sizeof after / sizeof *after)];
+        if (strcmp(vals[vi], "1#") == 0)
+            tail = ""; /* the comment runs to the line's end */
+        int n = snprintf(line, sizeof line, "1 %0*llu:%s%s", zeros + digits, (unsigned long long)idx, vals[vi], tail);
+        /* no newline: the line's end is the buffer's */
+        fsgd_csr_clear(&m);
+        long got = fsgd_libsvm_parse(line, (size_t)n, "t", 1, NULL, &m, NULL, err, sizeof err);
+        if (idx > 4294967296ull) {
+            if (got != FSGD_E_RANGE) {
+                fprintf(stderr, "\n  '%s': %ld\n", line, got);
+                CU_FAIL("index past the limit accepted");
+                break;
+            }
+            continue;
+        }
+        if (got != 1 || m.nnz != 1 || m.col[0] != idx - 1 || m.val[0] != want_val[vi]) {
+            fprintf(stderr, "\n  '%s': %ld %s col %u val %g\n", line, got, got < 0 ? err : "", m.nnz ? m.col[0] : 0,
+                    m.nnz ? m.val[0] : 0.0);
+            CU_FAIL("index or value misread");
+            break;
+        }
+    }
+    /* bytes on either side of the digits' range end an index like any other */
+    static const char *bad[] = {"1 12345/7:1", "1 1234567:1:", "1 12\x80" "4567:1", "1 1234567;:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fsgd_csr_clear(&m);
+        CU_ASSERT_EQUAL(fsgd_libsvm_parse(bad[i], strlen(bad[i]), "t", 1, NULL, &m, NULL, err, sizeof err),
+                        FSGD_E_PARSE);
+    }
+    fsgd_csr_clear(&m);
+    CU_ASSERT_EQUAL(fsgd_libsvm_parse("1 99999999:1 123456789:1", 24, "t", 1, NULL, &m, NULL, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(m.col[0], 99999998u);
+    CU_ASSERT_EQUAL(m.col[1], 123456788u);
+    fsgd_csr_free(&m);
+}
+
 static void test_real_files(void)
 {
     struct {
@@ -839,6 +897,7 @@ void fsgd_test_register(void)
         {"chunked reads equal one parse", test_chunked},
         {"long rows grow the buffer", test_long_row},
         {"numbers equal strtod", test_numbers_vs_strtod},
+        {"indices a word at a time, values of 1 alone", test_digits_fast_path},
         {"real datasets load (w8a blank line, ijcnn1 -1.0)", test_real_files},
         {NULL, NULL},
     };
