@@ -718,7 +718,7 @@ static void run_spawn_shards(run_t *r)
         char spec[32];
         snprintf(spec, sizeof spec, "%d/%d", i, r->S);
         spawn_shard = spec;
-        r->pids[r->W + i] = spawn("aggregator", r->argc, r->argv, r->brokers, NULL, 0);
+        r->pids[r->W + i] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
         spawn_shard = NULL;
         printf("fsgd: aggregator shard %d pid %d\n", i, (int)r->pids[r->W + i]);
     }
@@ -759,20 +759,75 @@ static void run_inject_faults(run_t *r, double t)
     }
 }
 
-/* Shard i > 0 ended: done, or the job cannot finish (its part of the model
- * is gone: restarting a shard is not supported yet). Returns whether pid was
- * a shard. */
+/* Shard i's checkpoint steps, newest and the one before (-1: none). */
+static void shard_ckpt_steps(const run_t *r, int i, long long *cur, long long *prev)
+{
+    char path[FSGD_JOB_PATH_MAX + 40];
+    int n = i ? snprintf(path, sizeof path, "%s.shard%d", r->ckpt, i) : snprintf(path, sizeof path, "%s", r->ckpt);
+    *cur = fsgd_ckpt_step(path);
+    snprintf(path + n, sizeof path - (size_t)n, ".prev");
+    *prev = fsgd_ckpt_step(path);
+}
+
+/* The newest step every shard has a checkpoint of (they write them at the
+ * same steps and keep two), or -1. */
+static long long shards_common_step(const run_t *r)
+{
+    long long c0[2];
+    shard_ckpt_steps(r, 0, &c0[0], &c0[1]);
+    long long best = -1;
+    for (int k = 0; k < 2; k++) {
+        int all = c0[k] >= 0;
+        for (int i = 1; i < r->S && all; i++) {
+            long long cur, prev;
+            shard_ckpt_steps(r, i, &cur, &prev);
+            all = cur == c0[k] || prev == c0[k];
+        }
+        if (all && c0[k] > best)
+            best = c0[k];
+    }
+    return best;
+}
+
+/* A shard crashed (or was killed): every shard stops and starts again from
+ * the newest step they all have a checkpoint of (a new generation: the
+ * workers take every shard's snapshot and the rows after that step come
+ * again), or from the start when there is none. */
+static void run_restart_shards(run_t *r, int dead, int sig)
+{
+    r->restarts++;
+    stop_all(r->pids, 1, r->agg, NULL);
+    stop_all(r->pids + r->W + 1, r->S - 1, 0, NULL);
+    long long step = shards_common_step(r);
+    char v[32];
+    snprintf(v, sizeof v, "%lld", step);
+    if (step >= 0)
+        fprintf(stderr, "fsgd: aggregator shard %d killed by signal %d; restarting all %d shards from their "
+                        "checkpoints of step %lld\n", dead, sig, r->S, step);
+    else
+        fprintf(stderr, "fsgd: aggregator shard %d killed by signal %d before the shards had a checkpoint of one "
+                        "step; restarting all %d shards from the start\n", dead, sig, r->S);
+    setenv("FSGD_RESUME_STEP", v, 1); /* read by the shards spawned now */
+    run_spawn_aggregator(r);
+    run_spawn_shards(r);
+    unsetenv("FSGD_RESUME_STEP");
+}
+
+/* Shard i > 0 ended: done, killed (every shard restarts), or failed (the
+ * job stops). Returns whether pid was a shard. */
 static int run_shard_exited(run_t *r, pid_t pid, int st)
 {
     for (int i = 1; i < r->S; i++)
         if (r->pids[r->W + i] == pid) {
             r->pids[r->W + i] = 0;
             int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            if (status != 0) {
-                fsgd_cli_error("run: aggregator shard %d (pid %d) %s %d: its part of the model is gone, the job "
-                               "stops (a shard is not restarted yet)", i, (int)pid,
+            if (WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT && r->restarts < 5) {
+                run_restart_shards(r, i, WTERMSIG(st));
+            } else if (status != 0) {
+                fsgd_cli_error("run: aggregator shard %d (pid %d) %s %d%s: the job stops", i, (int)pid,
                                WIFSIGNALED(st) ? "was killed by signal" : "failed with status",
-                               WIFSIGNALED(st) ? WTERMSIG(st) : status);
+                               WIFSIGNALED(st) ? WTERMSIG(st) : status,
+                               r->restarts >= 5 ? " after 5 restarts" : "");
                 stop_all(r->pids, 1, r->agg, NULL);
                 r->pids[0] = 0;
                 r->agg_status = status < 128 ? status : FSGD_EXIT_INTERNAL;
@@ -786,12 +841,10 @@ static int run_shard_exited(run_t *r, pid_t pid, int st)
  * SIGINT mean someone stopped it on purpose. */
 static void run_aggregator_exited(run_t *r, int st)
 {
-    if (r->S > 1 && WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT) {
-        /* the other shards follow this one's steps from where they are */
-        fsgd_cli_error("run: aggregator shard 0 (pid %d) was killed by signal %d: the job stops (a shard is not "
-                       "restarted yet)", (int)r->agg, WTERMSIG(st));
+    if (r->S > 1 && WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT && r->restarts < 5) {
         r->pids[0] = 0;
-        r->agg_status = FSGD_EXIT_INTERNAL;
+        r->agg = 0;
+        run_restart_shards(r, 0, WTERMSIG(st));
         return;
     }
     if (WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT && r->restarts < 5) {
@@ -919,6 +972,15 @@ static int run_finish(run_t *r)
     fsgd_kmock_destroy(r->mock);
     struct stat cs;
     int ckpt_left = lstat(r->ckpt, &cs) == 0;
+    for (int i = 0; r->ckpt_tmp && i < r->S; i++) { /* a sharded job's other files: PATH[.shardI][.prev] */
+        char path[FSGD_JOB_PATH_MAX + 40];
+        int n = i ? snprintf(path, sizeof path, "%s.shard%d", r->ckpt, i) : snprintf(path, sizeof path, "%s", r->ckpt);
+        if (i && fsgd_ckpt_probe(path) > 0)
+            unlink(path);
+        snprintf(path + n, sizeof path - (size_t)n, ".prev");
+        if (r->S > 1 && fsgd_ckpt_probe(path) > 0)
+            unlink(path);
+    }
     if (ckpt_left && r->ckpt_tmp && fsgd_ckpt_probe(r->ckpt) > 0)
         unlink(r->ckpt);
     else if (ckpt_left && (r->interrupted || r->agg_status != 0))

@@ -91,17 +91,32 @@ int fsgd_agg_ckpt_due(double since_last_s, double last_cost_s)
 
 int agg_ckpt_due(const agg_t *a)
 {
+    /* a sharded job's shards checkpoint at the same steps (every snapshot
+     * and epoch end), so a restart finds one step that all of them have */
+    if (a->shards > 1)
+        return 1;
     if (a->ckpt.n)
         return fsgd_agg_ckpt_due(agg_now() - a->ckpt.at, a->ckpt.cost);
     /* θ, Adam's m and v (or FTRL's z and n), per-key counts: 16 bytes a weight */
     return fsgd_agg_ckpt_due(agg_now() - a->clock.t0, 16.0 * (double)a->mdim / FSGD_AGG_CKPT_EST_BYTES_S);
 }
 
+void agg_ckpt_path(const agg_t *a, char *out, size_t cap)
+{
+    snprintf(out, cap, a->shard ? "%s.shard%u" : "%s", a->job->checkpoint, a->shard);
+}
+
 int agg_ckpt_write(agg_t *a)
 {
-    const char *path = a->job->checkpoint;
-    if (!*path)
+    char path[FSGD_JOB_PATH_MAX + 16], prev[FSGD_JOB_PATH_MAX + 24];
+    if (!a->job->checkpoint[0])
         return 0;
+    agg_ckpt_path(a, path, sizeof path);
+    if (a->shards > 1) { /* the one before stays: another shard may not have written this step's */
+        snprintf(prev, sizeof prev, "%s.prev", path);
+        if (rename(path, prev) != 0 && errno != ENOENT)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_IO, "checkpoint: %s -> %s: %s", path, prev, strerror(errno));
+    }
     double t0 = agg_now();
     fsgd_wire_buf_t b = {0};
     if (ckpt_encode(a, a->clock.seconds_before + agg_now() - a->clock.t0, &b) < 0) {
@@ -314,9 +329,26 @@ out:
  * 0 when there is none. */
 int agg_ckpt_load(agg_t *a)
 {
-    const char *path = a->job->checkpoint;
-    if (!*path)
+    char path[FSGD_JOB_PATH_MAX + 24];
+    if (!a->job->checkpoint[0])
         return 0;
+    agg_ckpt_path(a, path, sizeof path);
+    /* a sharded job restarted as a whole: every shard from the same step
+     * (fsgd run finds it: fsgd_ckpt_step of each shard's two files) */
+    const char *want = a->shards > 1 ? getenv("FSGD_RESUME_STEP") : NULL;
+    if (want) {
+        long long step = atoll(want), cur = fsgd_ckpt_step(path);
+        if (step < 0)
+            return 0; /* no step every shard has: all start over */
+        if (cur != step) {
+            size_t n = strlen(path);
+            snprintf(path + n, sizeof path - n, ".prev");
+            if (fsgd_ckpt_step(path) != step)
+                return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+                                    "shard %u: no checkpoint of step %lld (FSGD_RESUME_STEP) in %s or %s (its newest is "
+                                    "step %lld)", a->shard, step, a->job->checkpoint, path, cur);
+        }
+    }
     struct stat sb;
     if (lstat(path, &sb) != 0)
         return 0;
@@ -405,3 +437,20 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
     return rc;
 }
 
+
+long long fsgd_ckpt_step(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return -1;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    uint8_t h[CKPT_HEADER];
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (n != sizeof h || memcmp(h, CKPT_MAGIC, 8))
+        return -1;
+    uint64_t step = fsgd_le_get64(h + 16);
+    return step > (uint64_t)INT64_MAX ? -1 : (long long)step;
+}

@@ -37,6 +37,8 @@ struct agg_lead {
     double last_heard; /* when the leader's last message came */
     uint64_t decided;  /* the open step whose state came, and when */
     double decided_at;
+    uint64_t open_step; /* the step the leader's generation opened at */
+    int64_t hi_at_open, next_offset; /* partition 0's end when this shard started, and where it reads */
 };
 
 /* How long a follower waits on shard 0 before it ends the job: longer than
@@ -98,6 +100,8 @@ int agg_lead_open(agg_t *a, fsgd_bus_t *bus)
         return FSGD_E_KAFKA;
     fsgd_bus_tp_t tp = {a->tmodel, 0, FSGD_BUS_OFFSET_BEGINNING};
     l->last_heard = agg_now();
+    int64_t lo = 0;
+    FSGD_TRY(fsgd_bus_watermarks(l->c, a->tmodel, 0, &lo, &l->hi_at_open, 10000, a->err, a->errsz));
     return fsgd_bus_assign(l->c, &tp, 1, a->err, a->errsz);
 }
 
@@ -130,6 +134,7 @@ static int lead_take(agg_t *a, const fsgd_bus_msg_t *m)
     struct agg_lead *l = a->lead;
     fsgd_kframe_t f;
     char e[256];
+    l->next_offset = m->offset + 1;
     if (fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e) < 0 || f.kind == FSGD_KMSG_GRAD || f.sender != 0)
         return 0; /* not the leader's: the workers' checks count such messages */
     const uint8_t *body;
@@ -144,6 +149,7 @@ static int lead_take(agg_t *a, const fsgd_bus_msg_t *m)
             fsgd_wire_state_free(&l->q[i].st);
         l->n = 0;
         l->gen = f.gen;
+        l->open_step = f.step; /* a generation opens with its snapshot */
     }
     if (f.step <= a->step || lead_find(a, f.step))
         return 0;
@@ -183,6 +189,11 @@ int agg_lead_poll(agg_t *a)
             rc = lead_take(a, m);
         fsgd_bus_msg_destroy(m);
     }
+    if (!rc && l->gen != a->gen)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+                            "shard %u: shard 0 started generation %u (from step %llu) while this shard follows "
+                            "generation %u: every shard restarts with it (fsgd run does; by hand, restart this one "
+                            "with --resume)", a->shard, l->gen, (unsigned long long)l->open_step, a->gen);
     /* states of steps this shard has applied are spent */
     size_t k = 0;
     for (size_t i = 0; i < l->n; i++)
@@ -242,7 +253,10 @@ int agg_lead_wait_start(agg_t *a)
 {
     struct agg_lead *l = a->lead;
     double t0 = agg_now(), logged = t0;
-    while (!l->gen) {
+    /* the newest generation of shard 0 (partition 0 read to where it was
+     * when this shard started), and one after this shard's checkpoint's */
+    const uint32_t after = a->gen;
+    while (!l->gen || l->gen <= after || l->next_offset < l->hi_at_open) {
         fsgd_bus_msg_t *m = fsgd_bus_poll(l->c, 100);
         if (m) {
             int rc = m->err ? 0 : lead_take(a, m);
@@ -262,6 +276,12 @@ int agg_lead_wait_start(agg_t *a)
                     a->tmodel);
         }
     }
+    if (l->open_step != a->step)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+                            "shard %u is at step %llu (%s) but shard 0 opened generation %u at step %llu: every shard "
+                            "starts from the same step (fsgd run restarts them together, FSGD_RESUME_STEP)", a->shard,
+                            (unsigned long long)a->step, a->step ? "its checkpoint" : "a fresh start", l->gen,
+                            (unsigned long long)l->open_step);
     a->gen = a->s->gen = l->gen;
     agg_log(a, "shard %u of %u: %llu of the model's %llu weights (keys k with k mod %u = %u); following shard 0's "
                "steps, generation %u", a->shard, a->shards, (unsigned long long)a->mdim,

@@ -296,7 +296,9 @@ static int agg_assign_grads(agg_t *a, int resumed)
 {
     int rc = 0;
     uint32_t now_gen = (uint32_t)time(NULL);
-    a->gen = resumed ? (a->gen + 1 > now_gen ? a->gen + 1 : now_gen) : now_gen;
+    /* a following shard takes shard 0's (agg_lead_wait_start) */
+    if (!a->lead)
+        a->gen = resumed ? (a->gen + 1 > now_gen ? a->gen + 1 : now_gen) : now_gen;
     a->s->gen = a->gen;
     agg_set_quota(a);
     a->st.adam_t = a->model.adam.t;
@@ -579,8 +581,17 @@ static int agg_save_final(agg_t *a)
     }
     if (!rc)
         rc = fsgd_bus_flush(a->prod, 30000, a->err, a->errsz);
-    if (!rc && job->checkpoint[0] && !a->follow)
-        unlink(job->checkpoint); /* finished: a new run starts fresh (a stopped follow job resumes) */
+    if (!rc && job->checkpoint[0] && !a->follow) {
+        /* finished: a new run starts fresh (a stopped follow job resumes) */
+        char path[FSGD_JOB_PATH_MAX + 24];
+        agg_ckpt_path(a, path, sizeof path);
+        unlink(path);
+        if (a->shards > 1) {
+            size_t n = strlen(path);
+            snprintf(path + n, sizeof path - n, ".prev");
+            unlink(path);
+        }
+    }
     return rc;
 }
 

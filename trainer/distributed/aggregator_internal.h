@@ -200,6 +200,9 @@ int agg_ckpt_write(agg_t *a);
  * FSGD_AGG_CKPT_COST_RATIO times what writing it took. */
 int agg_ckpt_due(const agg_t *a);
 int agg_ckpt_load(agg_t *a);
+/* This process's checkpoint file: job checkpoint, PATH.shardI for shard I > 0
+ * (each shard keeps the one before as PATH[.shardI].prev). */
+void agg_ckpt_path(const agg_t *a, char *out, size_t cap);
 
 /* agg_model.c: the model topic (snapshots and the downlink) */
 int agg_downlink_setup(agg_t *a);

@@ -315,6 +315,9 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *st, co
  * kind of file, a link, a directory, unreadable). fsgd deletes a file at a
  * checkpoint path only when this says 1 or 2. */
 int fsgd_ckpt_probe(const char *path);
+/* The step a checkpoint file was written at (its header), or -1 when there
+ * is no such file or it is not a checkpoint. */
+long long fsgd_ckpt_step(const char *path);
 
 /* --- model topic --- */
 
