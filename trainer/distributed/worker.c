@@ -917,7 +917,8 @@ static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t 
 
 /* Shard I's message closed step `step`: its strategy learns whether this
  * worker's part was applied (as close_step does for the whole model). */
-static void close_shard_step(worker_t *w, uint32_t shard, uint32_t gen, uint64_t step, int applied)
+static void close_shard_step(worker_t *w, uint32_t shard, uint32_t gen, uint64_t step, int applied,
+                             const uint8_t *sec, size_t slen)
 {
     for (size_t i = 0; i < w->fl.n; i++) {
         inflight_t *e = &w->fl.e[i];
@@ -935,7 +936,7 @@ static void close_shard_step(worker_t *w, uint32_t shard, uint32_t gen, uint64_t
             return;
         }
         char e2[256];
-        int rc = fsgd_sworker_after_step(w->sh_strat[shard], applied, NULL, 0, e2, sizeof e2);
+        int rc = fsgd_sworker_after_step(w->sh_strat[shard], applied, sec, slen, e2, sizeof e2);
         if (rc == 1)
             w->stats->ef_undone++;
         else if (rc < 0)
@@ -994,14 +995,13 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
                (unsigned long long)f.step, I, S);
         return 0;
     }
-    if (f.flags & FSGD_KFLAG_SECTION) {
-        reject(w, 1, "shard %u step %llu: a strategy section, which sharded jobs do not carry", I,
-               (unsigned long long)f.step);
-        return 0;
-    }
     fsgd_wire_state_t s = {0};
     size_t off = 0;
+    const uint8_t *sec = NULL; /* the shard's strategy feedback for the step this message closes */
+    size_t slen = 0;
     int rc = fsgd_wire_state_get(body, len, &off, &s, e, sizeof e);
+    if (rc == 0 && (f.flags & FSGD_KFLAG_SECTION))
+        rc = fsgd_wire_section_get(body, len, &off, &sec, &slen, e, sizeof e);
     if (rc < 0) {
         fsgd_kasm_forget(w->as, &f);
         reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
@@ -1053,7 +1053,7 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
             fsgd_wire_state_free(&s);
             return rc;
         }
-        close_shard_step(w, I, f.gen, f.step, 1);
+        close_shard_step(w, I, f.gen, f.step, 1, sec, slen);
         w->sh_valid[I] = 1;
         w->sh_step[I] = f.step;
     } else {
@@ -1108,7 +1108,7 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
             return rc;
         }
         close_shard_step(w, I, f.gen, f.step,
-                         f.kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1);
+                         f.kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec, slen);
         w->sh_step[I] = f.step;
         if (f.kind == FSGD_KMSG_DELTA_CODED && (cd.flags & FSGD_WIRE_CDELTA_CHECK)) {
             for (uint64_t i = 0; i < nloc; i++)
