@@ -66,4 +66,21 @@ sleep 1
 for p in $pids; do
     alive "$p" && { echo "FAIL: process $p of the failed job is still running"; kill -KILL "$p"; exit 1; }
 done
-echo "PASS: kafka_shard_kill (shard 1 killed $killed times in the last job, status $rc, nothing left behind)"
+echo "ok: kafka_shard_kill (shard 1 killed $killed times in the last job, status $rc, nothing left behind)"
+
+# a checkpoint of a 2-shard job is not resumed by a job with another number of shards
+"$FSGD" run "${args[@]}" --name "$(job_name stop)" --checkpoint "$tmp/s.ckpt" >"$tmp/s.log" 2>&1 &
+RUN_PID=$!
+for _ in $(seq 600); do [ -f "$tmp/s.ckpt" ] && break; sleep 0.1; done
+kill -INT "$RUN_PID"
+wait "$RUN_PID" || true
+RUN_PID=
+[ -f "$tmp/s.ckpt" ] || { tail "$tmp/s.log"; echo "FAIL: the interrupted job kept no checkpoint"; exit 1; }
+one=("${args[@]}")
+one[${#one[@]}]=--shards
+one[${#one[@]}]=1
+rc=0
+"$FSGD" run "${one[@]}" --name "$(job_name resume)" --checkpoint "$tmp/s.ckpt" --resume >"$tmp/r.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "written by a job with 2 aggregator shards" "$tmp/r.log" ||
+    { tail "$tmp/r.log"; echo "FAIL: a 2-shard checkpoint resumed by a 1-shard job (status $rc)"; exit 1; }
+echo "PASS: a 2-shard checkpoint refused by a 1-shard job: $(grep -o "written by a job with 2 aggregator shards[^:]*" "$tmp/r.log" | head -1)"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
+#include "fsgd/shard.h"
 
 /* --- checkpoints --- */
 
@@ -207,6 +208,16 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
     off = CKPT_HEADER;
     /* A checkpoint of another job is the user's mistake (--resume), not
      * fsgd's: FSGD_E_ARG, exit 2. */
+    /* the same data, but written by a job with another number of shards:
+     * say so (its part of the model has another size) */
+    for (uint32_t S = 1; a->job && rows == a->s->dataset_rows && mdim != a->mdim && S <= FSGD_SHARDS_MAX; S++)
+        if (S != a->shards && a->shard < S && fsgd_shard_dim(a->gweights, a->shard, S) == mdim) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                              "checkpoint '%s' was written by a job with %u aggregator shard%s (%llu weights here); "
+                              "this one has %u: resume with --shards %u, or start over (fsgd run --fresh)",
+                              path, S, S == 1 ? "" : "s", (unsigned long long)mdim, a->shards, S);
+            goto out;
+        }
     if ((!follow_v && rows != a->s->dataset_rows) || mdim != a->mdim) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "checkpoint '%s' is for other data (%llu rows, %llu weights; topic has %llu rows, %llu "
