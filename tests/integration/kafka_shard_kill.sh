@@ -7,12 +7,13 @@
 # test AUC of the fault-free run within 0.005. Then a shard that never comes
 # back (killed each time it starts): fsgd run gives up after 5 restarts with
 # a clear error and a non-zero status, and leaves no process behind.
+# real-kafka: cluster
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
-args=(--data "$DATA/a9a" --test "$DATA/a9a.t" --shards 2 --batch 32 --epochs 3 --staleness 0)
+args=(--data "$DATA/a9a" --test "$DATA/a9a.t" --shards 2 --batch 32 --epochs 3 --staleness 0 --job-key-file "$FSGD_JOB_KEY")
 [ "$KAFKA_MODE" = real ] && args+=(--brokers "$FSGD_BROKERS")
-shard1() { sed -n 's/^fsgd: aggregator shard 1 pid //p' "$1" | tail -n 1; }
+shard1() { sed -n 's/^fsgd: aggregator shard 1 pid //p' "$1" 2>/dev/null | tail -n 1; } # LOG may not exist yet
 
 "$FSGD" run "${args[@]}" --name "$(job_name ok)" --out "$tmp/ok.fsgd" --metrics-json "$tmp/ok.json" >"$tmp/ok.log" 2>&1 ||
     { tail "$tmp/ok.log"; echo "FAIL: the fault-free sharded run"; exit 1; }
@@ -69,7 +70,8 @@ done
 echo "ok: kafka_shard_kill (shard 1 killed $killed times in the last job, status $rc, nothing left behind)"
 
 # a checkpoint of a 2-shard job is not resumed by a job with another number of shards
-"$FSGD" run "${args[@]}" --name "$(job_name stop)" --checkpoint "$tmp/s.ckpt" >"$tmp/s.log" 2>&1 &
+stop=$(job_name stop)
+"$FSGD" run "${args[@]}" --name "$stop" --checkpoint "$tmp/s.ckpt" >"$tmp/s.log" 2>&1 &
 RUN_PID=$!
 for _ in $(seq 600); do [ -f "$tmp/s.ckpt" ] && break; sleep 0.1; done
 kill -INT "$RUN_PID"
@@ -80,7 +82,7 @@ one=("${args[@]}")
 one[${#one[@]}]=--shards
 one[${#one[@]}]=1
 rc=0
-"$FSGD" run "${one[@]}" --name "$(job_name resume)" --checkpoint "$tmp/s.ckpt" --resume >"$tmp/r.log" 2>&1 || rc=$?
+"$FSGD" run "${one[@]}" --name "$stop" --checkpoint "$tmp/s.ckpt" --resume >"$tmp/r.log" 2>&1 || rc=$?
 [ "$rc" = 2 ] && grep -q "written by a job with 2 aggregator shards" "$tmp/r.log" ||
     { tail "$tmp/r.log"; echo "FAIL: a 2-shard checkpoint resumed by a 1-shard job (status $rc)"; exit 1; }
 echo "PASS: a 2-shard checkpoint refused by a 1-shard job: $(grep -o "written by a job with 2 aggregator shards[^:]*" "$tmp/r.log" | head -1)"
