@@ -70,6 +70,15 @@ set +e
 "$FSGD" aggregator --brokers "$brokers" --name "$s3" --shard 0/2 --codec gradiveq --epochs 1 >"$tmp/gv.log" 2>&1; rc=$?
 set -e
 [ "$rc" != 0 ] && grep -qi "gradiveq" "$tmp/gv.log" || { cat "$tmp/gv.log"; echo "FAIL: gradiveq sharded not refused"; exit 1; }
+# workers that do not match the job's shards say so
+rc=0
+timeout 60 "$FSGD" worker --brokers "$brokers" --name "$s3" --batch 64 >"$tmp/w1.log" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q "runs 2 aggregator shards.*give the worker --shards 2" "$tmp/w1.log" ||
+    { tail -n 3 "$tmp/w1.log"; echo "FAIL: an unsharded worker took a sharded job's model (status $rc)"; exit 1; }
+rc=0
+timeout 60 "$FSGD" worker --brokers "$brokers" --name "$s3" --batch 64 --shards 4 >"$tmp/w4.log" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q "has 2 partitions, and 4 aggregator shards" "$tmp/w4.log" ||
+    { tail -n 3 "$tmp/w4.log"; echo "FAIL: a 4-shard worker on a 2-shard job (status $rc)"; exit 1; }
 kafka_cluster_stop
 
 # fsgd run --shards 2 (its own embedded cluster, or the real one): the same model

@@ -758,6 +758,13 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
             fsgd_wire_state_free(&s);
             return 0;
         }
+        if (mm.shards > 1) { /* a sharded job's shard 0: its part only */
+            fsgd_wire_state_free(&s);
+            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_ARG,
+                                "worker: job %s runs %u aggregator shards (a snapshot of shard %u of %u on %s): give "
+                                "the worker --shards %u", w->job->name, mm.shards, mm.shard, mm.shards, w->tmodel,
+                                mm.shards);
+        }
         if (w->valid && f.gen == w->gen && f.step < w->step) {
             fsgd_wire_state_free(&s);
             return 0;
@@ -1438,9 +1445,18 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         rc = FSGD_E_KAFKA;
     if (!rc && !(w->model_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
         rc = FSGD_E_KAFKA;
+    if (!rc && w->shards > 1) {
+        int P = fsgd_bus_partitions(w->model_c, w->tmodel, 10000, err, errsz);
+        if (P >= 0 && P < (int)w->shards)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                              "worker: %s has %d partition%s, and %u aggregator shards (--shards) need one each: is the "
+                              "job sharded?", w->tmodel, P, P == 1 ? "" : "s", w->shards);
+        else if (P < 0)
+            rc = P;
+    }
     if (!rc) {
-        /* the model from its start; NAME.ctl from now on (job_end events) */
-        /* a sharded job: every shard's partition */
+        /* the model from its start; NAME.ctl from now on (job_end events);
+         * a sharded job: every shard's partition */
         fsgd_bus_tp_t l[FSGD_SHARDS_MAX + 1];
         int n = 0;
         for (uint32_t i = 0; i < w->shards; i++)
