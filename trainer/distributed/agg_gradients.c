@@ -96,7 +96,10 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
                (long long)offset, f.sender, f.body_len, FSGD_KBUS_CHUNK_MAX);
         return 0;
     }
-    if (!agg_member_find(a, f.sender)) {
+    /* A following shard takes only ranges shard 0 applied (its membership
+     * decides): rejecting a sender whose worker_assignment this shard has
+     * not read yet would lose that part for good. */
+    if (!a->lead && !agg_member_find(a, f.sender)) {
         /* its worker_assignment may be on its way: read NAME.ctl first */
         agg_ctl_drain(a, 0);
         if (!agg_member_find(a, f.sender)) {

@@ -22,6 +22,10 @@ void agg_ctl_begin(agg_t *a, const char *event)
 
 void agg_ctl_emit(agg_t *a, const char *event)
 {
+    /* A following shard's events would repeat shard 0's (the job's
+     * members, epochs and end are decided there); only its failure is news */
+    if (a->lead && strcmp(event, "job_end"))
+        return;
     if (fsgd_cj_end(&a->cj) == 0)
         fsgd_ctl_send(a->prod, a->tctl, a->job->name, event, &a->cj);
 }

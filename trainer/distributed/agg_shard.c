@@ -292,9 +292,9 @@ int agg_lead_wait_start(agg_t *a)
 int agg_lead_check_alive(agg_t *a, double step_timeout)
 {
     struct agg_lead *l = a->lead;
-    double t = agg_now(), patience = lead_patience(step_timeout);
+    double t = agg_now();
     if (!agg_lead_decided(a, a->step + 1)) {
-        if (t - l->last_heard > patience)
+        if (t - l->last_heard > lead_patience(step_timeout))
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TIMEOUT,
                                 "shard %u: nothing from shard 0 on %s partition 0 for %.0f s (step %llu open): shard "
                                 "0 is gone", a->shard, a->tmodel, t - l->last_heard,
@@ -305,11 +305,28 @@ int agg_lead_check_alive(agg_t *a, double step_timeout)
         l->decided = a->step + 1;
         l->decided_at = t;
     }
-    if (t - l->decided_at > patience)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TIMEOUT,
-                            "shard %u: step %llu: shard 0 applied rows whose gradient never reached this shard's "
-                            "partition of %s in %.0f s (%zu workers answered here)", a->shard,
-                            (unsigned long long)a->step + 1, a->tgrads, t - l->decided_at, a->members.ngot);
+    /* Shard 0 applied ranges whose part never came here (a worker killed
+     * between its sends, a message lost with it): past a step timeout, the
+     * step goes on without that part, as shard 0 counted it, so every
+     * shard's rows and positions stay shard 0's. Live workers resend
+     * sooner (a quarter of the step timeout). */
+    if (t - l->decided_at > step_timeout && !agg_lead_complete(a)) {
+        const lead_step_t *d = lead_find(a, a->step + 1);
+        for (uint32_t p = 0; p < a->st.nparts; p++) {
+            uint64_t at = a->open.claimed[p] ? a->open.newpos[p] : a->st.pos[p], to = lead_end(a, d, p);
+            if (at == to || a->open.claimed[p] || to < at)
+                continue;
+            uint64_t s0 = a->st.start[p];
+            a->open.rows_step += a->rows_at[p][to - s0] - a->rows_at[p][at - s0];
+            a->open.claimed[p] = 1;
+            a->open.newpos[p] = to;
+            a->s->parts_missing++;
+            agg_log(a, "shard %u: step %llu: the gradient part for %s partition %u offsets [%llu, %llu) that shard 0 "
+                       "applied never came here in %.0f s (its worker gone?): the step goes on without it",
+                    a->shard, (unsigned long long)a->step + 1, a->tdata, p, (unsigned long long)at,
+                    (unsigned long long)to, t - l->decided_at);
+        }
+    }
     return 0;
 }
 

@@ -599,6 +599,8 @@ static int agg_save_final(agg_t *a)
 static void agg_end_job(agg_t *a, int rc)
 {
     const fsgd_agg_stats_t *st = a->s;
+    if (a->lead && !rc) /* a following shard's end is shard 0's */
+        return;
     agg_ctl_begin(a, "job_end");
     fsgd_cj_str(&a->cj, "status", rc ? "failed" : "done");
     fsgd_cj_str(&a->cj, "error", rc ? a->err : NULL);

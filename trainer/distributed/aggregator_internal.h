@@ -309,8 +309,9 @@ double agg_lead_silent(const agg_t *a);
 int agg_shard_final(agg_t *a);
 /* Before its opening snapshot: shard 0's, whose generation it takes. */
 int agg_lead_wait_start(agg_t *a);
-/* Fails when shard 0 stays silent, or a step it decided cannot be
- * completed here, past max(60 s, 3 step timeouts). */
+/* Fails when shard 0 stays silent past max(60 s, 3 step timeouts); a step
+ * it decided whose gradient parts do not all come here within a step
+ * timeout goes on without the missing ones (counted: parts_missing). */
 int agg_lead_check_alive(agg_t *a, double step_timeout);
 
 /* agg_metrics.c: a closed step's point in the trace, then the caller's step
