@@ -127,7 +127,7 @@ static void test_shard(void)
 {
     char b[160];
     int n = fsgd_progress_fmt_shard(b, sizeof b, 1, 4, 250000, 0.125, 3400);
-    CU_ASSERT_STRING_EQUAL(b, "shard 1/4 (keys k mod 4 = 1, 250000 weights)  busy 12% decode+update  3.40k entries/step");
+    CU_ASSERT_STRING_EQUAL(b, "shard 1/4 (keys k mod 4 = 1, 250000 weights)  busy 12.5% decode+update  3.40k entries/step");
     CU_ASSERT_EQUAL(n, (int)strlen(b));
     fsgd_progress_fmt_shard(b, sizeof b, 0, 2, 7, -1, NAN);
     CU_ASSERT_STRING_EQUAL(b, "shard 0/2 (keys k mod 2 = 0, 7 weights)");

@@ -81,7 +81,7 @@ int fsgd_progress_fmt_shard(char *buf, size_t n, uint32_t shard, uint32_t shards
 {
     char b[48] = "", e[48] = "", si[16];
     if (busy >= 0 && isfinite(busy))
-        snprintf(b, sizeof b, "  busy %.0f%% decode+update", 100 * busy);
+        snprintf(b, sizeof b, "  busy %.1f%% decode+update", 100 * busy);
     if (entries_per_step >= 0 && isfinite(entries_per_step)) {
         fsgd_progress_fmt_si(si, sizeof si, entries_per_step);
         snprintf(e, sizeof e, "  %s entries/step", si);

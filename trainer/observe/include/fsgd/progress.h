@@ -40,7 +40,7 @@ int fsgd_progress_format(char *buf, size_t n, const fsgd_progress_info_t *p);
 
 /* What an aggregator shard of a sharded job holds and how busy it is, for
  * its progress line and summary, e.g.
- * "shard 1/4 (keys k mod 4 = 1, 250000 weights)  busy 12% decode+update  3.40k entries/step".
+ * "shard 1/4 (keys k mod 4 = 1, 250000 weights)  busy 12.5% decode+update  3.40k entries/step".
  * busy is the share (0..1) of the training time spent decoding and
  * applying gradients, entries_per_step the gradient (key, value) pairs it
  * took a step over all workers; each is left out when < 0 or not finite.
