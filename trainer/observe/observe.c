@@ -76,9 +76,12 @@ static int add(adder_t *a, fsgd_prom_type_t type, const char *name, const char *
     const char *const *labels = given;
     if (g.shard[0]) {
         int n = 0;
-        while (given && given[n] && n < 12)
+        while (given && given[n])
             n += 2;
-        memcpy(lab, given, (size_t)n * sizeof *lab);
+        if (n + 3 > (int)(sizeof lab / sizeof *lab))
+            return a->rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "metric '%s': too many labels", name);
+        if (n)
+            memcpy(lab, given, (size_t)n * sizeof *lab);
         lab[n] = "shard";
         lab[n + 1] = g.shard;
         lab[n + 2] = NULL;
