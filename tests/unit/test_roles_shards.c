@@ -3,7 +3,7 @@
  * lag shard 0 (its gradients partition held back by the bus hook). The job
  * still ends with every row applied once per epoch on both shards, both at
  * the same final step, the lag bounded by the staleness τ, and the model
- * shard 0 assembles as good as an unsharded one. */
+ * shard 0 assembles at the end scoring as a9a should (test AUC > 0.85). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
