@@ -8,6 +8,11 @@
 #     same job (jobs/a9a-dist.yaml, 20 epochs: tests/compose/long-job.yml);
 #   - Prometheus (metrics profile) scraped fsgd series from the aggregator and
 #     from the workers (its HTTP API).
+# FSGD_COMPOSE_SHARDS=S (2..4; default 1) runs the job with S aggregator
+# shards (FSGD_SHARDS): shards 1..S-1 (aggregator-I) exit 0 too, the shards
+# the job does not have exit 0 at once saying so, the reference is `fsgd train
+# --shards S`, shard 0's metrics JSON says S shards, and Prometheus has
+# fsgd_steps_total of every shard (label shard="I").
 # Everything it starts is torn down on exit, failure, SIGINT or SIGTERM:
 # containers, networks, volumes, the daemon (and its containerd), the data
 # root, the bridge and the iptables rules it added.
@@ -66,6 +71,9 @@ flock -w 600 9 || fail "another compose_up.sh held $lock for 10 minutes"
 CACHE=${FSGD_COMPOSE_CACHE:-$root/build/compose-cache}
 MIRROR=${FSGD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 TIMEOUT=${FSGD_COMPOSE_TIMEOUT:-300}
+SHARDS=${FSGD_COMPOSE_SHARDS:-1}
+case "$SHARDS" in 1 | 2 | 3 | 4) ;; *) fail "FSGD_COMPOSE_SHARDS must be 1 to 4 (docker-compose.yml has 4 aggregator services), not '$SHARDS'" ;; esac
+export FSGD_SHARDS=$SHARDS
 W=
 BR=fsgdc$$
 TAG="fsgd-compose-up:$$"
@@ -145,7 +153,7 @@ dc() { docker-compose -p "$P" -f docker-compose.yml -f tests/compose/long-job.ym
 EPOCHS=20
 
 # Reference: the same job trained by fsgd train on this machine.
-"$FSGD" train jobs/a9a-dist.yaml --epochs "$EPOCHS" --out "$W/ref.model" --metrics-json "$W/ref.json" --quiet >/dev/null
+"$FSGD" train jobs/a9a-dist.yaml --epochs "$EPOCHS" --shards "$SHARDS" --out "$W/ref.model" --metrics-json "$W/ref.json" --quiet >/dev/null
 ref_auc=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["test"]["auc"])' "$W/ref.json")
 
 # The daemon: its own data root, exec root, socket and bridge; no iptables of
@@ -217,6 +225,22 @@ while :; do
 done
 [ "$code" -eq 0 ] || fail "the aggregator exited $code"
 say "aggregator exited 0"
+# the other shards end with shard 0; those the job does not have at once
+for i in 1 2 3; do
+    c=$(dc ps -q "aggregator-$i")
+    [ -n "$c" ] || fail "no aggregator-$i container"
+    for _ in $(seq 60); do read -r st code restarts < <(state "$c"); [ "$st" = exited ] && break; sleep 1; done
+    [ "$st" = exited ] && [ "$code" -eq 0 ] && [ "$restarts" -eq 0 ] ||
+        fail "aggregator-$i: $st, exit $code, $restarts restarts"
+    if [ "$i" -ge "$SHARDS" ]; then
+        docker logs "$c" 2>&1 | grep -q "aggregator shard $i: the job has $SHARDS shard(s)" ||
+            fail "aggregator-$i (not in a job of $SHARDS shards) does not say so: $(docker logs "$c" 2>&1 | tail -3)"
+    else
+        docker logs "$c" 2>&1 | grep -q "shard $i/$SHARDS (keys k mod $SHARDS = $i, [0-9]* weights)" ||
+            fail "aggregator-$i does not say which keys it owns: $(docker logs "$c" 2>&1 | tail -3)"
+    fi
+done
+say "aggregator shards 1-3 exited 0 ($SHARDS shards in the job)"
 workers=$(dc ps -q worker)
 [ "$(wc -w <<<"$workers")" -eq 3 ] || fail "expected 3 worker containers, got: $workers"
 for w in $workers; do
@@ -233,9 +257,10 @@ for f in a9a-dist.model a9a-dist.metrics.json; do [ -s "$W/out/$f" ] || fail "$f
 "$FSGD" predict --model "$W/out/a9a-dist.model" --data data/sets/a9a.t --out "$W/pred.txt" 2>/dev/null ||
     fail "fsgd predict does not take the compose job's model"
 [ "$(wc -l <"$W/pred.txt")" -eq "$(grep -c . data/sets/a9a.t)" ] || fail "predictions: wrong row count"
-read -r auc epochs < <(python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); print(d["test"]["auc"], d["epochs"])' \
+read -r auc epochs shards < <(python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); print(d["test"]["auc"], d["epochs"], d["shard"]["shards"])' \
     "$W/out/a9a-dist.metrics.json")
 [ "$epochs" = "$EPOCHS" ] || fail "the compose job ran $epochs epochs, not $EPOCHS"
+[ "$shards" = "$SHARDS" ] || fail "the compose job ran $shards aggregator shards, not $SHARDS"
 python3 -c 'import sys; a, r = map(float, sys.argv[1:]); sys.exit(abs(a - r) > 0.005)' "$auc" "$ref_auc" ||
     fail "compose job's test AUC $auc, fsgd train's $ref_auc: more than 0.005 apart"
 say "test auc $auc (fsgd train $ref_auc); model and metrics in volume $vol"
@@ -254,5 +279,12 @@ r = json.loads(sys.argv[1])["data"]["result"]
 print(sum(x["metric"]["job"] == "fsgd-aggregator" for x in r), sum(x["metric"]["job"] == "fsgd-worker" for x in r))' "$res")
 [ "$n_agg" -ge 1 ] || fail "Prometheus has no fsgd series from the aggregator: $res"
 [ "$n_wrk" -ge 1 ] || fail "Prometheus has no fsgd series from any worker: $res"
+if [ "$SHARDS" -gt 1 ]; then
+    q='count by (shard) (count_over_time(fsgd_steps_total{job="fsgd-aggregator"}[15m]))'
+    res=$(curl -sf http://127.0.0.1:9090/api/v1/query --data-urlencode "query=$q") || fail "Prometheus API: $q"
+    got=$(python3 -c 'import json, sys; print(" ".join(sorted(x["metric"].get("shard", "-") for x in json.loads(sys.argv[1])["data"]["result"])))' "$res")
+    [ "$got" = "$(seq -s ' ' 0 $((SHARDS - 1)))" ] || fail "Prometheus has aggregator series of shards '$got', expected 0..$((SHARDS - 1))"
+    say "Prometheus scraped every aggregator shard ($got)"
+fi
 say "Prometheus scraped fsgd_steps_total from the aggregator and $n_wrk of 3 workers"
 echo "ok (compose job: $((SECONDS - t_start)) s before teardown)"

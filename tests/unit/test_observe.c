@@ -140,6 +140,74 @@ static void test_aggregator_metrics(void)
     free(s);
 }
 
+/* A sharded job's aggregator: every series carries its shard, the gauges
+ * say how many shards and how many weights this one holds; an unsharded one
+ * has no shard label and fsgd_shards 1. */
+static void test_shard_metrics(void)
+{
+    fsgd_job_t job;
+    fsgd_job_defaults(&job);
+    snprintf(job.codec, sizeof job.codec, "fastsgd:b=1.1");
+    job.shards = 4;
+    job.shard = 3;
+    char err[256];
+    if (fsgd_observe_start(&job, "aggregator", 0, NULL, 0, NULL, err, sizeof err) < 0) {
+        fsgd_test_skip("cannot listen on 127.0.0.1");
+        return;
+    }
+    fsgd_agg_stats_t *s = calloc(1, sizeof *s);
+    s->steps = 12;
+    s->shard = 3;
+    s->shards = 4;
+    s->weights_held = 250;
+    s->t_decode = 0.5;
+    s->raw_bytes = 800;
+    fsgd_observe_agg_step(s, NULL, 0.003);
+    char *t = fsgd_observe_render();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT(has_line(t, "fsgd_steps_total{shard=\"3\"} 12"));
+    CU_ASSERT(has_line(t, "fsgd_shards{shard=\"3\"} 4"));
+    CU_ASSERT(has_line(t, "fsgd_shard_weights{shard=\"3\"} 250"));
+    CU_ASSERT(has_line(t, "fsgd_phase_seconds_total{phase=\"decode\",shard=\"3\"} 0.5"));
+    CU_ASSERT(has_line(t, "fsgd_gradient_raw_bytes_total{shard=\"3\"} 800"));
+    CU_ASSERT(has_line(t, "fsgd_step_duration_seconds_count{shard=\"3\"} 1"));
+    CU_ASSERT(has_line(t, "fsgd_strategy_param{strategy=\"fastsgd\",param=\"b\",shard=\"3\"} 1.1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "role=\"aggregator\",worker=\"0\",strategy=\"fastsgd\",version="));
+    /* no series without it */
+    for (const char *l = t; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (*l != '#' && *l != '\n') {
+            const char *end = strchr(l, ' ');
+            CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+            int labelled = memmem(l, (size_t)(end - l), "shard=\"3\"", 9) != NULL;
+            CU_ASSERT(labelled);
+            if (!labelled)
+                printf("\nno shard label: %.*s", (int)(end - l), l);
+        }
+    free(t);
+    fsgd_observe_stop();
+    /* unsharded: one shard, the whole model, no label */
+    job.shards = 1;
+    job.shard = 0;
+    if (fsgd_observe_start(&job, "aggregator", 0, NULL, 0, NULL, err, sizeof err) < 0) {
+        fsgd_test_skip("cannot listen on 127.0.0.1");
+        free(s);
+        return;
+    }
+    memset(s, 0, sizeof *s);
+    s->steps = 2;
+    s->weights_held = 1001;
+    fsgd_observe_agg_step(s, NULL, 0.003);
+    t = fsgd_observe_render();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT(has_line(t, "fsgd_steps_total 2"));
+    CU_ASSERT(has_line(t, "fsgd_shards 1"));
+    CU_ASSERT(has_line(t, "fsgd_shard_weights 1001"));
+    CU_ASSERT_PTR_NULL(strstr(t, "shard=\""));
+    free(t);
+    fsgd_observe_stop();
+    free(s);
+}
+
 static void test_worker_metrics(void)
 {
     fsgd_job_t job;
@@ -176,6 +244,7 @@ void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {{"trace_thinning", test_trace_thinning},
                                              {"aggregator_metrics", test_aggregator_metrics},
+                                             {"shard_metrics", test_shard_metrics},
                                              {"worker_metrics", test_worker_metrics},
                                              {NULL, NULL}};
     fsgd_test_suite("observe", cases);

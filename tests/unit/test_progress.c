@@ -121,6 +121,23 @@ static void test_terminal_and_pipe(void)
     fsgd_progress_destroy(NULL);
 }
 
+/* A shard's range and load: exact text; busy and entries left out when not
+ * measured. */
+static void test_shard(void)
+{
+    char b[160];
+    int n = fsgd_progress_fmt_shard(b, sizeof b, 1, 4, 250000, 0.125, 3400);
+    CU_ASSERT_STRING_EQUAL(b, "shard 1/4 (keys k mod 4 = 1, 250000 weights)  busy 12.5% decode+update  3.40k entries/step");
+    CU_ASSERT_EQUAL(n, (int)strlen(b));
+    fsgd_progress_fmt_shard(b, sizeof b, 0, 2, 7, -1, NAN);
+    CU_ASSERT_STRING_EQUAL(b, "shard 0/2 (keys k mod 2 = 0, 7 weights)");
+    fsgd_progress_fmt_shard(b, sizeof b, 3, 64, 1, INFINITY, 0);
+    CU_ASSERT_STRING_EQUAL(b, "shard 3/64 (keys k mod 64 = 3, 1 weights)  0 entries/step");
+    n = fsgd_progress_fmt_shard(b, 10, 1, 4, 250000, 0.5, 1); /* truncated, still terminated */
+    CU_ASSERT_STRING_EQUAL(b, "shard 1/4");
+    CU_ASSERT(n > 10);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {{"duration", test_duration},
@@ -128,6 +145,7 @@ void fsgd_test_register(void)
                                              {"eta", test_eta},
                                              {"format", test_format},
                                              {"terminal_and_pipe", test_terminal_and_pipe},
+                                             {"shard", test_shard},
                                              {NULL, NULL}};
     fsgd_test_suite("progress", cases);
 }

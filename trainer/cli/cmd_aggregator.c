@@ -33,6 +33,19 @@ static uint64_t rejected_total(const fsgd_agg_stats_t *s)
     return n;
 }
 
+/* A sharded job's "shard I/S (keys k mod S = I, N weights)  busy ..."
+ * (empty unsharded): busy is the share of the training time spent in
+ * decode + update, entries the gradient pairs taken per applied step. */
+static void shard_text(char *out, size_t cap, const fsgd_agg_stats_t *s)
+{
+    out[0] = '\0';
+    if (s->shards <= 1)
+        return;
+    double busy = s->seconds > 0 ? (s->t_decode + s->t_update) / s->seconds : -1;
+    double entries = s->adam_steps ? (double)s->raw_bytes / 8.0 / (double)s->adam_steps : -1;
+    fsgd_progress_fmt_shard(out, cap, s->shard, s->shards, s->weights_held, busy, entries);
+}
+
 typedef struct agg_cli {
     const fsgd_job_t *job;
     fsgd_progress_t *line; /* NULL: out of memory, prints nothing */
@@ -69,10 +82,13 @@ static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
     double total = (double)s->dataset_rows * c->job->epochs;
     double done = (double)s->dataset_rows * (s->epoch - 1) + (double)s->rows_epoch;
     double steps = s->steps ? (double)s->steps : 1;
-    char extra[256];
-    int n = 0;
+    char extra[448];
+    shard_text(extra, sizeof extra, s); /* a sharded job's shard first: which process this line is */
+    int n = (int)strlen(extra);
+    if (n)
+        n += snprintf(extra + n, sizeof extra - (size_t)n, "  ");
     if (s->follow) /* progressive validation: the newest rows, scored before they were trained on */
-        n = snprintf(extra, sizeof extra, "version %llu  progressive auc %.4f logloss %.4f  ",
+        n += snprintf(extra + n, sizeof extra - (size_t)n, "version %llu  progressive auc %.4f logloss %.4f  ",
                      (unsigned long long)s->version, s->pv_auc, s->pv_window_logloss);
     snprintf(extra + n, sizeof extra - (size_t)n, "step %.2f ms  workers %llu  rejected %llu", s->step_ms_p50,
              (unsigned long long)s->workers_live, (unsigned long long)rejected_total(s));
@@ -201,7 +217,10 @@ int fsgd_cmd_aggregator(int argc, char **argv)
                (unsigned long long)st.bytes_down, st.codec_bytes ? (double)st.raw_bytes / st.codec_bytes : 0);
         for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
             printf(" %s %llu", fsgd_agg_reject_name(r), (unsigned long long)st.rejected[r]);
-        printf(" | dropped %llu\n", (unsigned long long)st.workers_dropped);
+        printf(" | dropped %llu", (unsigned long long)st.workers_dropped);
+        char sh[192];
+        shard_text(sh, sizeof sh, &st);
+        printf("%s%s\n", sh[0] ? " | " : "", sh);
         if (job.out[0])
             printf("model: %s\n", job.out);
         if (job.metrics_json[0])

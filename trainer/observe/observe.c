@@ -25,11 +25,12 @@ static struct {
     fsgd_prom_t *reg;
     fsgd_prom_server_t *srv;
     int agg;
+    char shard[16]; /* a sharded job's aggregator: its shard, a label on every series ("": none) */
     double last_step_at; /* worker: when the previous step's hook ran */
     /* series ids (-1: not in this role) */
     int steps, empty_steps, rows, epoch, loss, loss_ma, auc, logloss, test_rows, up, down, model_bytes, raw,
         enc, ratio, hist, live, dropped, consumer_errors, resyncs, resends, replica, replica_checks, seconds,
-        dataset_rows, dim;
+        dataset_rows, dim, shards, shard_weights;
     int version, pv_auc, pv_logloss, pv_rows; /* follow: model versions, progressive validation */
     int phase[PH_COUNT];
     int rejected[FSGD_AGG_REJ_COUNT];
@@ -53,16 +54,39 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static void set(int id, double v)
+{
+    if (id >= 0)
+        fsgd_prom_set(g.reg, id, v);
+}
+
 typedef struct adder {
     int rc;
     char *err;
     size_t errsz;
 } adder_t;
 
-static int add(adder_t *a, fsgd_prom_type_t type, const char *name, const char *help, const char *const *labels)
+/* Adds a series; a sharded job's aggregator adds shard="I" to its labels, so
+ * the S shards' series stay apart when they are summed or compared. */
+static int add(adder_t *a, fsgd_prom_type_t type, const char *name, const char *help, const char *const *given)
 {
     if (a->rc < 0)
         return -1;
+    const char *lab[16];
+    const char *const *labels = given;
+    if (g.shard[0]) {
+        int n = 0;
+        while (given && given[n])
+            n += 2;
+        if (n + 3 > (int)(sizeof lab / sizeof *lab))
+            return a->rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "metric '%s': too many labels", name);
+        if (n)
+            memcpy(lab, given, (size_t)n * sizeof *lab);
+        lab[n] = "shard";
+        lab[n + 1] = g.shard;
+        lab[n + 2] = NULL;
+        labels = lab;
+    }
     int id = type == FSGD_PROM_HISTOGRAM
                  ? fsgd_prom_add_histogram(g.reg, name, help, labels, step_buckets,
                                            (int)(sizeof step_buckets / sizeof *step_buckets), a->err, a->errsz)
@@ -133,6 +157,8 @@ int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker,
     int agg = !strcmp(role, "aggregator");
     memset(&g, 0, sizeof g);
     g.agg = agg;
+    if (agg && job->shards > 1)
+        snprintf(g.shard, sizeof g.shard, "%u", job->shard);
     if (!(g.reg = fsgd_prom_new()))
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
     adder_t a = {0, err, errsz};
@@ -178,7 +204,7 @@ int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker,
     }
     g.empty_steps = g.epoch = g.loss = g.loss_ma = g.auc = g.logloss = g.test_rows = g.model_bytes = g.raw = g.enc =
         g.ratio = g.live = g.dropped = g.consumer_errors = g.resyncs = g.resends = g.replica = g.replica_checks =
-            g.seconds = g.dataset_rows = g.dim = -1;
+            g.seconds = g.dataset_rows = g.dim = g.shards = g.shard_weights = -1;
     g.version = g.pv_auc = g.pv_logloss = g.pv_rows = -1;
     if (agg && job->follow) {
         g.version = add(&a, FSGD_PROM_GAUGE, "fsgd_model_version", "follow: the newest model version published.", NULL);
@@ -217,6 +243,13 @@ int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker,
         g.seconds = add(&a, FSGD_PROM_GAUGE, "fsgd_train_seconds", "Seconds since training started.", NULL);
         g.dataset_rows = add(&a, FSGD_PROM_GAUGE, "fsgd_dataset_rows", "Rows in NAME.data.", NULL);
         g.dim = add(&a, FSGD_PROM_GAUGE, "fsgd_model_dim", "Feature dimension of the model.", NULL);
+        g.shards = add(&a, FSGD_PROM_GAUGE, "fsgd_shards",
+                       "Aggregator shards of the job (1: unsharded; else each owns the keys k mod shards = shard).",
+                       NULL);
+        g.shard_weights = add(&a, FSGD_PROM_GAUGE, "fsgd_shard_weights",
+                              "Weights of the model this aggregator holds (its shard's; the whole model unsharded).",
+                              NULL);
+        set(g.shards, job->shards > 1 ? job->shards : 1);
         if (g.auc >= 0) {
             fsgd_prom_set(g.reg, g.auc, NAN);
             fsgd_prom_set(g.reg, g.logloss, NAN);
@@ -245,12 +278,6 @@ void fsgd_observe_stop(void)
     fsgd_prom_server_stop(g.srv);
     fsgd_prom_destroy(g.reg);
     memset(&g, 0, sizeof g);
-}
-
-static void set(int id, double v)
-{
-    if (id >= 0)
-        fsgd_prom_set(g.reg, id, v);
 }
 
 void fsgd_observe_agg_step(const fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, double step_seconds)
@@ -289,6 +316,7 @@ void fsgd_observe_agg_step(const fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, 
     set(g.seconds, s->seconds);
     set(g.dataset_rows, (double)s->dataset_rows);
     set(g.dim, (double)s->dim);
+    set(g.shard_weights, (double)s->weights_held);
     if (s->follow && s->pv_window_rows) {
         set(g.version, (double)s->version);
         set(g.pv_auc, s->pv_auc);

@@ -76,6 +76,20 @@ int fsgd_progress_format(char *buf, size_t n, const fsgd_progress_info_t *p)
                     p->extra ? p->extra : "");
 }
 
+int fsgd_progress_fmt_shard(char *buf, size_t n, uint32_t shard, uint32_t shards, uint64_t weights, double busy,
+                            double entries_per_step)
+{
+    char b[48] = "", e[48] = "", si[16];
+    if (busy >= 0 && isfinite(busy))
+        snprintf(b, sizeof b, "  busy %.1f%% decode+update", 100 * busy);
+    if (entries_per_step >= 0 && isfinite(entries_per_step)) {
+        fsgd_progress_fmt_si(si, sizeof si, entries_per_step);
+        snprintf(e, sizeof e, "  %s entries/step", si);
+    }
+    return snprintf(buf, n, "shard %u/%u (keys k mod %u = %u, %llu weights)%s%s", shard, shards, shards, shard,
+                    (unsigned long long)weights, b, e);
+}
+
 struct fsgd_progress {
     FILE *f;
     int tty;

@@ -38,6 +38,16 @@ void fsgd_progress_fmt_si(char *buf, size_t n, double v);
  * Returns the length it needed (as snprintf). */
 int fsgd_progress_format(char *buf, size_t n, const fsgd_progress_info_t *p);
 
+/* What an aggregator shard of a sharded job holds and how busy it is, for
+ * its progress line and summary, e.g.
+ * "shard 1/4 (keys k mod 4 = 1, 250000 weights)  busy 12.5% decode+update  3.40k entries/step".
+ * busy is the share (0..1) of the training time spent decoding and
+ * applying gradients, entries_per_step the gradient (key, value) pairs it
+ * took a step over all workers; each is left out when < 0 or not finite.
+ * Returns the length it needed (as snprintf). */
+int fsgd_progress_fmt_shard(char *buf, size_t n, uint32_t shard, uint32_t shards, uint64_t weights, double busy,
+                            double entries_per_step);
+
 typedef struct fsgd_progress fsgd_progress_t;
 
 /* A progress line on f (not owned). tty: 1 redraw in place, 0 plain lines,
