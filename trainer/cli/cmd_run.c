@@ -50,7 +50,8 @@ static const char usage[] =
     "  --fault SPEC         embedded cluster fault injection, repeatable:\n"
     "                       broker-down:after=SEC,for=SEC[,broker=ID]\n"
     "                       produce-delay:after=SEC,rtt=MS[,count=N][,broker=ID]  (default broker 2 leads NAME.grads)\n"
-    "  --metrics-port PORT  Prometheus metrics of every process: the aggregator on PORT, worker i on PORT+i\n"
+    "  --metrics-port PORT  Prometheus metrics of every process: the aggregator on PORT, worker i on PORT+i,\n"
+    "                       aggregator shard I > 0 (--shards) on PORT+W+I\n"
     "                       (http://ADDR:PORT/metrics; 0: each picks a free port and prints it)\n"
     "  --metrics-addr ADDR  address they serve on (default 127.0.0.1; 0.0.0.0 for every interface)";
 
@@ -123,8 +124,10 @@ static int metrics_port = -1;
  * whether they must accept rows without its tag. */
 static const char *spawn_key;
 static int spawn_unsigned_rows;
-/* "--shard I/S" for the aggregator shard spawn starts next (NULL: none) */
+/* "--shard I/S" for the aggregator shard spawn starts next (NULL: none),
+ * and its metrics port's offset (W + I) */
 static const char *spawn_shard;
+static int spawn_port_offset;
 
 /* A key fsgd run made for its own job: removed when fsgd run ends (a
  * kill -9 leaves it, mode 600 in a mode 700 folder under /tmp). */
@@ -172,7 +175,8 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
     }
     char portbuf[16];
     if (metrics_port >= 0) { /* the aggregator on the port, worker i on port + i */
-        snprintf(portbuf, sizeof portbuf, "%d", metrics_port ? metrics_port + (id > 0 ? id : 0) : 0);
+        snprintf(portbuf, sizeof portbuf, "%d",
+                 metrics_port ? metrics_port + (id > 0 ? id : 0) + (spawn_shard ? spawn_port_offset : 0) : 0);
         av[n++] = "--metrics-port";
         av[n++] = portbuf;
         av[n++] = "--metrics-addr";
@@ -313,9 +317,10 @@ static int run_options(run_t *r)
     rc = dcli_job(r->argc, r->argv, usage, job);
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (metrics_port > 0 && metrics_port + job->workers > 65535) {
-        fsgd_cli_error("run: --metrics-port %d: worker %d would need port %d (at most 65535)", metrics_port,
-                       job->workers, metrics_port + job->workers);
+    int last_port = job->workers + (job->shards > 1 ? job->shards - 1 : 0);
+    if (metrics_port > 0 && metrics_port + last_port > 65535) {
+        fsgd_cli_error("run: --metrics-port %d: its last process (%d workers, %d shards) would need port %d (at most "
+                       "65535)", metrics_port, job->workers, job->shards, metrics_port + last_port);
         return FSGD_EXIT_USAGE;
     }
     if (!r->broker_only && !r->no_produce && !job->data[0]) {
@@ -718,6 +723,7 @@ static void run_spawn_shards(run_t *r)
         char spec[32];
         snprintf(spec, sizeof spec, "%d/%d", i, r->S);
         spawn_shard = spec;
+        spawn_port_offset = r->W + i;
         r->pids[r->W + i] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
         spawn_shard = NULL;
         printf("fsgd: aggregator shard %d pid %d\n", i, (int)r->pids[r->W + i]);
