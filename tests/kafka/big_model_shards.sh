@@ -8,9 +8,11 @@
 # worker sends a part to each and reads each one's delta), the busiest
 # shard's share of keys (its gradient entries a step over the mean over
 # shards), and the peak memory (VmHWM) of every process: each shard, each
-# worker. The check: every S applies every row once per epoch, ends within
-# TOL test AUC of the first S, and with the largest S each shard's peak is
-# at most RATIO times the single aggregator's (when SHARDS has 1).
+# worker. The check: every S applies every row once per epoch on every
+# shard, its shards hold every weight once and decode (within 5%) the
+# entries a step the first S does, it ends within TOL test AUC of the first
+# S, and with the largest S each shard's peak is at most RATIO times the
+# single aggregator's (when SHARDS has 1).
 #
 #   tests/kafka/big_model_shards.sh                   starts a 3-node cluster (broker.sh), stops it at the end
 #   FSGD_BROKERS=h:p,... tests/kafka/big_model_shards.sh   uses a running cluster
@@ -102,7 +104,7 @@ done
 /usr/bin/python3 - "$tmp" "$TOL" "$RATIO" $SHARDS <<'PYEOF'
 import json, os, sys
 tmp, tol, ratio, shards = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), [int(s) for s in sys.argv[4:]]
-ok, rows, auc0, peaks = True, {}, None, {}
+ok, auc0, entries0, peaks = True, None, None, {}
 for S in shards:
     base = os.path.join(tmp, "run%d.json" % S)
     m = [json.load(open(base if i == 0 else "%s.shard%d" % (base, i))) for i in range(S)]
@@ -132,6 +134,13 @@ for S in shards:
     every = all(r == lead["dataset_rows"] for x in m for r in x["rows_per_epoch"]) and \
         all(x["steps"] == lead["steps"] for x in m) and held == lead["dim"] + 1
     good = every and (auc != auc or abs(auc - auc0) <= tol) and all(shard_mb)
+    # the shards split the job's keys: together they decode what one
+    # aggregator does (fastsgd codes per shard: within 5%)
+    if entries0 is None:
+        entries0 = sum(keys)
+    elif abs(sum(keys) - entries0) > 0.05 * entries0:
+        print("S=%d: the shards decoded %.0f entries a step in all, S=%d %.0f" % (S, sum(keys), shards[0], entries0))
+        good = False
     ok &= good
     print("S=%d: %d steps, test AUC %.5f, epochs %s s, decode+reduce %.2f ms/step, update+publish %.2f ms/step (max over "
           "shards), %.0f B up / %.0f B down per worker-step, keys a step per shard %s (busiest %.3fx the mean), "
