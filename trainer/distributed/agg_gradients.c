@@ -286,6 +286,7 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
     a->s->grads_accepted++;
     a->s->up_msgs++;
     a->open.up_entries_step += entries;
+    a->s->up_entries += entries;
     a->open.up_bytes_step += g.codec_len;
     if (lag) {
         a->s->grads_stale++;

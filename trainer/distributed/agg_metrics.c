@@ -135,8 +135,11 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fprintf(f, "}},\n");
     fprintf(f, "  \"snapshot_every\": %llu,\n", (unsigned long long)s->snapshot_every);
     fprintf(f, "  \"batch\": %llu,\n", (unsigned long long)s->batch);
-    fprintf(f, "  \"shard\": {\"index\": %u, \"shards\": %u, \"weights_held\": %llu, \"parts_missing\": %llu},\n",
-            s->shard, s->shards ? s->shards : 1, (unsigned long long)s->weights_held,
+    /* entries_per_step: gradient entries a step, every worker's part: how busy the shard is */
+    fprintf(f,
+            "  \"shard\": {\"index\": %u, \"shards\": %u, \"weights_held\": %llu, \"entries_per_step\": %.1f, "
+            "\"parts_missing\": %llu},\n",
+            s->shard, s->shards ? s->shards : 1, (unsigned long long)s->weights_held, (double)s->up_entries / steps,
             (unsigned long long)s->parts_missing);
     fprintf(f, "  \"lr\": %.17g,\n  \"l2\": %.17g,\n  \"holdout_rows\": %llu,\n  \"holdout_looks\": %llu,\n",
             s->lr, s->l2, (unsigned long long)s->holdout_rows, (unsigned long long)s->looks);

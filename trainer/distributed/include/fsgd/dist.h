@@ -212,6 +212,7 @@ typedef struct fsgd_agg_stats {
     uint32_t shard, shards;  /* which aggregator shard this is (0 of 1 unsharded) */
     uint64_t weights_held;   /* the shard's part of the model's weights */
     uint64_t parts_missing;  /* a following shard: ranges shard 0 applied whose gradient part never came here */
+    uint64_t up_entries;     /* gradient entries decoded from applied messages: a shard's load */
     int n_epochs;              /* epochs finished, every one of them */
     fsgd_agg_epoch_t *epochs;  /* n_epochs entries (fsgd_agg_epoch_next grows it; fsgd_agg_stats_free) */
     int epochs_cap;

@@ -1,0 +1,1 @@
+#error "fsgd/ftrl.h belongs to trainer/core/, which this module may not include (the modules and their order: Makefile)"

@@ -1,0 +1,1 @@
+#error "fsgd/trace.h belongs to trainer/distributed/, which this module may not include (the modules and their order: Makefile)"
