@@ -279,13 +279,18 @@ int fsgd_downlink_apply(float *rho, uint64_t dim, const fsgd_sparse_t *u, char *
 
 uint32_t fsgd_downlink_checksum(const float *rho, uint64_t dim)
 {
+    return fsgd_downlink_checksum_strided(rho, dim, 1, 0);
+}
+
+uint32_t fsgd_downlink_checksum_strided(const float *rho, uint64_t n, uint64_t stride, uint64_t offset)
+{
     uint8_t buf[4096];
     uint32_t crc = 0;
     uint64_t i = 0;
-    while (i < dim) {
+    while (i < n) {
         size_t k = 0;
-        for (; k < sizeof buf / 4 && i < dim; k++, i++)
-            fsgd_le_putf32(buf + 4 * k, rho[i]);
+        for (; k < sizeof buf / 4 && i < n; k++, i++)
+            fsgd_le_putf32(buf + 4 * k, rho[offset + i * stride]);
         crc = fsgd_crc32c(crc, buf, 4 * k);
     }
     return crc;

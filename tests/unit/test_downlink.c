@@ -270,6 +270,30 @@ static void test_codec_undo_last(void)
     free(mb);
 }
 
+/* A shard's replica inside a whole model: its strided checksum is the
+ * checksum of its weights gathered, for every shard of S, across the
+ * checksum's 4 KiB blocks. */
+static void test_checksum_strided(void)
+{
+    enum { N = 5003 };
+    float *w = malloc(N * sizeof *w), *part = malloc(N * sizeof *part);
+    CU_ASSERT_FATAL(w && part);
+    for (int i = 0; i < N; i++)
+        w[i] = (float)sin(i * 0.37) * (float)(1 + i % 13);
+    CU_ASSERT_EQUAL(fsgd_downlink_checksum_strided(w, N, 1, 0), fsgd_downlink_checksum(w, N));
+    for (uint64_t S = 2; S <= 5; S++)
+        for (uint64_t I = 0; I < S; I++) {
+            uint64_t n = 0;
+            for (uint64_t k = I; k < N; k += S)
+                part[n++] = w[k];
+            CU_ASSERT_EQUAL(fsgd_downlink_checksum_strided(w, n, S, I), fsgd_downlink_checksum(part, n));
+            part[0] += 1.0f; /* one weight differs: the check sees it */
+            CU_ASSERT_NOT_EQUAL(fsgd_downlink_checksum_strided(w, n, S, I), fsgd_downlink_checksum(part, n));
+        }
+    free(w);
+    free(part);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -281,6 +305,7 @@ void fsgd_test_register(void)
         {"budget weighs |Δ| by how often steps touch the key", test_budget_prefers_hot_keys},
         {"lossless codecs, bad keys and non-finite updates are refused", test_refuses_lossless_and_bad_keys},
         {"codec_undo_last restores the residual of a rejected message", test_codec_undo_last},
+        {"a shard's strided checksum is its gathered weights' checksum", test_checksum_strided},
         {NULL, NULL},
     };
     fsgd_test_suite("downlink", cases);

@@ -447,6 +447,16 @@ static void test_snapshot_shard(void)
             CU_ASSERT_EQUAL(m.w == NULL, sparse);
             fsgd_wire_model_weights(&m, back);
             CU_ASSERT_EQUAL(memcmp(w, back, nl * sizeof *w), 0);
+            /* straight into the whole model: this shard's keys only, zeros listed or not */
+            float *whole = malloc(N * sizeof *whole);
+            CU_ASSERT_FATAL(whole != NULL);
+            for (int k = 0; k < N; k++)
+                whole[k] = 99.0f;
+            fsgd_wire_model_weights_strided(&m, whole, S, shard);
+            for (int k = 0; k < N; k++)
+                CU_ASSERT_EQUAL(whole[k], fsgd_shard_of((uint64_t)k, S) == shard ? w[fsgd_shard_local((uint64_t)k, S)]
+                                                                                  : 99.0f);
+            free(whole);
             /* a shard past the count is refused */
             fsgd_le_put32(b.p + 28, S);
             off = 0;

@@ -335,6 +335,13 @@ int agg_shard_final(agg_t *a)
     const fsgd_job_t *job = a->job;
     if (!job->out[0] && !a->test.n_rows)
         return 0;
+    /* The job is over: this shard's θ, optimizer and strategy state (the
+     * downlink replica with it) go before the whole model is read, so the
+     * shard's peak stays its training peak (one copy of the model, read in
+     * place: assemble.c). */
+    fsgd_adam_free(&a->model.adam);
+    fsgd_sagg_destroy(a->model.strat);
+    a->model.strat = NULL;
     double t0 = agg_now(), logged = t0, patience = lead_patience(job->step_timeout_ms / 1e3);
     fsgd_model_t m;
     char e[512];

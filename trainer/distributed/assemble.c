@@ -18,8 +18,7 @@
 
 typedef struct asm_state {
     fsgd_kasm_t *as;
-    fsgd_model_t m; /* a sharded job's shard: only the model's shape; its weights in lw */
-    float *lw;
+    fsgd_model_t m; /* a sharded job's shard: only the model's shape; its weights in the whole one */
     uint64_t nloc;
     uint32_t shard, shards;
     int have;
@@ -35,10 +34,15 @@ typedef struct asm_state {
 typedef struct asm_all {
     asm_state_t sh[FSGD_SHARDS_MAX];
     uint64_t unauth;
+    /* a sharded job: the whole model's weights, each shard's written in
+     * place (one copy of the model, not one per shard and one joined) */
+    float *gw;
+    uint64_t gn;
+    uint32_t gshards;
 } asm_all_t;
 
-static int feed_one(asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len, char *err,
-                    size_t errsz);
+static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len,
+                    char *err, size_t errsz);
 
 static int feed(asm_all_t *all, const uint8_t *p, size_t len, char *err, size_t errsz)
 {
@@ -55,11 +59,11 @@ static int feed(asm_all_t *all, const uint8_t *p, size_t len, char *err, size_t 
     asm_state_t *s = &all->sh[rc == 0 ? f.sender : 0];
     if (!s->as && !(s->as = fsgd_kasm_new()))
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
-    return feed_one(s, &f, p, len, err, errsz);
+    return feed_one(all, s, &f, p, len, err, errsz);
 }
 
-static int feed_one(asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len, char *err,
-                    size_t errsz)
+static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len,
+                    char *err, size_t errsz)
 {
     fsgd_kframe_t f = *fp;
     char e[256];
@@ -103,18 +107,30 @@ static int feed_one(asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, s
         if (wm.shards > 1 && wm.shard != f.sender)
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "snapshot step %llu: shard %u's weights sent as shard %u",
                                 (unsigned long long)f.step, wm.shard, f.sender);
+        if (wm.shards > 1 && all->gw && (all->gn != wm.n || all->gshards != wm.shards))
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                "snapshot step %llu: shard %u of %u of a %llu-weight model, after shards of %u of a "
+                                "%llu-weight one", (unsigned long long)f.step, wm.shard, wm.shards,
+                                (unsigned long long)wm.n, all->gshards, (unsigned long long)all->gn);
+        if (wm.shards > 1 && !all->gw) {
+            if (!(all->gw = calloc(wm.n ? wm.n : 1, sizeof *all->gw)))
+                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "snapshot: out of memory for %llu weights",
+                                    (unsigned long long)wm.n);
+            all->gn = wm.n;
+            all->gshards = wm.shards;
+        }
         fsgd_model_free(&s->m);
         rc = fsgd_model_init(&s->m, (fsgd_loss_kind_t)wm.kind, wm.shards > 1 ? 0 : wm.dim, (int)wm.has_bias, wm.bias);
-        float *lw = wm.shards > 1 ? realloc(s->lw, (wm.nloc ? wm.nloc : 1) * sizeof *lw) : NULL;
-        if (rc < 0 || (wm.shards > 1 && !lw))
+        if (rc < 0)
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "snapshot: out of memory");
         s->m.dim = wm.dim; /* a shard's: the shape only */
         s->shard = wm.shard;
         s->shards = wm.shards;
         s->nloc = wm.nloc;
-        if (lw)
-            s->lw = lw;
-        fsgd_wire_model_weights(&wm, wm.shards > 1 ? s->lw : s->m.w);
+        if (wm.shards > 1)
+            fsgd_wire_model_weights_strided(&wm, all->gw, wm.shards, wm.shard);
+        else
+            fsgd_wire_model_weights(&wm, s->m.w);
         s->have = 1;
         s->gen = f.gen;
         s->step = f.step;
@@ -123,8 +139,10 @@ static int feed_one(asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, s
     }
     if (!s->have || f.gen != s->gen || f.step <= s->step)
         return 0;
-    uint64_t n = s->shards > 1 ? s->nloc : s->m.dim + (s->m.has_bias ? 1 : 0);
-    float *w = s->shards > 1 ? s->lw : s->m.w;
+    /* a shard's keys are local: decoded against its part, then put in place */
+    const int sharded = s->shards > 1;
+    uint64_t n = sharded ? s->nloc : s->m.dim + (s->m.has_bias ? 1 : 0);
+    float *w = sharded ? all->gw : s->m.w;
     if (f.kind == FSGD_KMSG_DELTA_CODED) {
         /* Additive updates: one missing step and the sum is wrong; wait for
          * the next snapshot instead. */
@@ -136,8 +154,10 @@ static int feed_one(asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, s
         rc = fsgd_wire_cdelta_get(body, blen, &off, &cd, e, sizeof e);
         if (rc == 0)
             rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, n, &s->d, e, sizeof e);
+        for (size_t i = 0; rc == 0 && sharded && i < s->d.n; i++)
+            s->d.keys[i] = (uint32_t)fsgd_shard_global(s->d.keys[i], s->shard, s->shards);
         if (rc == 0)
-            rc = fsgd_sworker_downlink_apply(w, n, &s->d, e, sizeof e);
+            rc = fsgd_sworker_downlink_apply(w, sharded ? all->gn : n, &s->d, e, sizeof e);
         if (rc < 0)
             return fsgd_err_fmt(err, errsz, rc, "coded delta step %llu: %s", (unsigned long long)f.step, e);
         s->step = f.step;
@@ -148,15 +168,16 @@ static int feed_one(asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, s
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "delta step %llu: %s", (unsigned long long)f.step, e);
     for (size_t i = 0; i < s->d.n; i++)
-        w[s->d.keys[i]] = s->d.vals[i];
+        w[sharded ? fsgd_shard_global(s->d.keys[i], s->shard, s->shards) : s->d.keys[i]] = s->d.vals[i];
     s->step = f.step;
     return 0;
 }
 
 /* A sharded job's shards, complete and of one model, interleaved into s[0].m
  * (the model at the oldest shard's step; final when every shard's is). */
-static int join_shards(asm_state_t *sh, char *err, size_t errsz)
+static int join_shards(asm_all_t *all, char *err, size_t errsz)
 {
+    asm_state_t *sh = all->sh;
     const uint32_t S = sh[0].shards;
     for (uint32_t i = 0; i < S; i++) {
         const asm_state_t *s = &sh[i];
@@ -173,11 +194,12 @@ static int join_shards(asm_state_t *sh, char *err, size_t errsz)
         if (sh[i].have)
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "model topic: a shard %u in a job of %u shards", i, S);
     fsgd_model_t m;
-    if (fsgd_model_init(&m, sh[0].m.kind, sh[0].m.dim, sh[0].m.has_bias, sh[0].m.bias) < 0)
+    if (fsgd_model_init(&m, sh[0].m.kind, 0, sh[0].m.has_bias, sh[0].m.bias) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
-    uint64_t n = m.dim + (m.has_bias ? 1 : 0);
-    for (uint64_t k = 0; k < n; k++)
-        m.w[k] = sh[fsgd_shard_of(k, S)].lw[fsgd_shard_local(k, S)];
+    free(m.w); /* the whole model's weights are all->gw, taken over */
+    m.dim = sh[0].m.dim;
+    m.w = all->gw;
+    all->gw = NULL;
     int final = 1;
     uint64_t step = sh[0].step;
     for (uint32_t i = 0; i < S; i++) {
@@ -194,11 +216,12 @@ static int join_shards(asm_state_t *sh, char *err, size_t errsz)
 
 static void free_all(asm_all_t *all)
 {
+    free(all->gw);
+    all->gw = NULL;
     for (int i = 0; i < FSGD_SHARDS_MAX; i++) {
         fsgd_model_free(&all->sh[i].m);
         fsgd_sparse_free(&all->sh[i].d);
         fsgd_kasm_destroy(all->sh[i].as);
-        free(all->sh[i].lw);
     }
 }
 
@@ -208,7 +231,7 @@ static int finish(asm_all_t *all, int require_final, fsgd_model_t *m, uint64_t *
     s->unauth = all->unauth;
     int rc = 0;
     if (s->have && s->shards > 1)
-        rc = join_shards(all->sh, err, errsz);
+        rc = join_shards(all, err, errsz);
     else
         for (int i = 1; i < FSGD_SHARDS_MAX && !rc; i++)
             if (all->sh[i].have)

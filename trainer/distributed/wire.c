@@ -455,6 +455,19 @@ int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_mod
     return 0;
 }
 
+void fsgd_wire_model_weights_strided(const fsgd_wire_model_t *m, float *out, uint64_t stride, uint64_t offset)
+{
+    if (m->w) {
+        for (uint64_t i = 0; i < m->nloc; i++)
+            out[offset + i * stride] = fsgd_le_getf32(m->w + 4 * i);
+        return;
+    }
+    for (uint64_t i = 0; i < m->nloc; i++)
+        out[offset + i * stride] = 0;
+    for (uint64_t i = 0; i < m->nnz; i++)
+        out[offset + (uint64_t)fsgd_le_get32(m->kv + 8 * i) * stride] = fsgd_le_getf32(m->kv + 8 * i + 4);
+}
+
 void fsgd_wire_model_weights(const fsgd_wire_model_t *m, float *out)
 {
     if (m->w) {

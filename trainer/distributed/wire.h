@@ -130,5 +130,8 @@ int fsgd_wire_model_put_shard(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bi
 int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err, size_t errsz);
 /* m's nloc weights into out, dense or sparse alike (a shard's: local keys). */
 void fsgd_wire_model_weights(const fsgd_wire_model_t *m, float *out);
+/* The same into out[offset + i * stride]: a shard's weights straight into
+ * the whole model (stride S, offset the shard), no copy of the part. */
+void fsgd_wire_model_weights_strided(const fsgd_wire_model_t *m, float *out, uint64_t stride, uint64_t offset);
 
 #endif

@@ -21,6 +21,7 @@
 #include "fsgd/strategy.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
+#include "fsgd/downlink.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
@@ -113,7 +114,6 @@ typedef struct worker {
     int sh_valid[FSGD_SHARDS_MAX];
     fsgd_sworker_t *sh_strat[FSGD_SHARDS_MAX];
     fsgd_sparse_t sh_part[FSGD_SHARDS_MAX];
-    float *sh_local;         /* one shard's weights as read from a snapshot, or gathered for a check */
     struct lead_state {      /* shard 0's states of the steps the others have not reached */
         uint64_t step;
         int final;
@@ -523,8 +523,6 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
                                                 w->err, w->errsz)))
             return FSGD_E_ARG;
     }
-    if (w->shards > 1 && !(w->sh_local = malloc((w->mdim / w->shards + 1) * sizeof *w->sh_local)))
-        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     return 0;
 }
 
@@ -1053,9 +1051,7 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
         }
         if (!w->gen)
             w->gen = f.gen;
-        fsgd_wire_model_weights(&mm, w->sh_local);
-        for (uint64_t i = 0; i < mm.nloc; i++)
-            w->theta[fsgd_shard_global(i, I, S)] = w->sh_local[i];
+        fsgd_wire_model_weights_strided(&mm, w->theta, S, I);
         if ((rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz)) < 0) {
             fsgd_wire_state_free(&s);
             return rc;
@@ -1118,9 +1114,7 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
                          f.kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec, slen);
         w->sh_step[I] = f.step;
         if (f.kind == FSGD_KMSG_DELTA_CODED && (cd.flags & FSGD_WIRE_CDELTA_CHECK)) {
-            for (uint64_t i = 0; i < nloc; i++)
-                w->sh_local[i] = w->theta[fsgd_shard_global(i, I, S)];
-            if (!fsgd_sworker_downlink_verify(w->sh_local, nloc, cd.check)) {
+            if (fsgd_downlink_checksum_strided(w->theta, nloc, S, I) != cd.check) {
                 w->stats->replica_mismatch++;
                 w->stats->resyncs++;
                 w->sh_valid[I] = 0;
@@ -1546,7 +1540,6 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     for (size_t i = 0; i < w->nlead; i++)
         fsgd_wire_state_free(&w->lead[i].st);
     free(w->lead);
-    free(w->sh_local);
     free(w->theta);
     free(w->assigned);
     fsgd_kasm_destroy(w->as);

@@ -67,5 +67,8 @@ int fsgd_downlink_apply(float *rho, uint64_t dim, const fsgd_sparse_t *update, c
 /* CRC32C over a replica's dim little-endian floats: the check value the
  * aggregator sends now and then so workers can prove they hold ρ. */
 uint32_t fsgd_downlink_checksum(const float *rho, uint64_t dim);
+/* The same over rho[offset + i * stride], i < n: one shard's replica inside
+ * a whole model (fsgd/shard.h: stride S, offset the shard). */
+uint32_t fsgd_downlink_checksum_strided(const float *rho, uint64_t n, uint64_t stride, uint64_t offset);
 
 #endif
