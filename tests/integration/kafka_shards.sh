@@ -51,8 +51,11 @@ grep -q "epoch 2 done: 8000 rows (dataset 8000)" "$tmp/$s2.a1.log" || { echo "FA
 grep -q "shard 1 of 2: .*keys k with k mod 2 = 1" "$tmp/$s2.a1.log" || { echo "FAIL: shard 1 does not say what it owns"; exit 1; }
 $PY -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) < 0.005 else 1)" "$l1" "$l20" ||
     { echo "FAIL: sharded loss $l20 is not the unsharded $l1"; exit 1; }
-# at staleness 0 with none: the same model bit for bit as the unsharded job's
+# at staleness 0 with none: the same model bit for bit as the unsharded job's, at 2 and 4 shards
 cmp "$tmp/$s1.fsgd" "$tmp/$s2.fsgd" || { echo "FAIL: the sharded model differs from the unsharded one"; exit 1; }
+s4=$(job_name shard4)
+run_job "$s4" 4 none
+cmp "$tmp/$s1.fsgd" "$tmp/$s4.fsgd" || { echo "FAIL: the 4-shard model differs from the unsharded one"; exit 1; }
 
 s3=$(job_name shard3)
 run_job "$s3" 2 fastsgd

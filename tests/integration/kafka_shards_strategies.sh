@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every compression strategy over 4 aggregator shards (issue 25): fsgd run
-# --shards 4 ends within 0.01 test AUC of the same job unsharded, or refuses
+# --shards 4 ends within 0.01 test AUC of the same job unsharded (fastsgd
+# within 0.002), or refuses
 # with an error that names the strategy (gradiveq, mqgrad: strategy/FORMAT.md,
 # "Sharded aggregators"). gTop-k runs with per-shard budgets and its
 # selection feedback per shard.
@@ -17,8 +18,10 @@ for codec in none fastsgd logquant topk sketchml efsign gtopk:k=24; do
     done
     a1=$(auc "$tmp/m1.fsgd") a4=$(auc "$tmp/m4.fsgd")
     echo "$codec: test auc unsharded $a1, 4 shards $a4"
-    $PY -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 0.01 else 1)" "$a1" "$a4" ||
-        { echo "FAIL: $codec: 4 shards end more than 0.01 from unsharded"; exit 1; }
+    tol=0.01
+    [ "$codec" = fastsgd ] && tol=0.002 # FastSGD, the project's first strategy: the issue's bound
+    $PY -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= float(sys.argv[3]) else 1)" \
+        "$a1" "$a4" "$tol" || { echo "FAIL: $codec: 4 shards end more than $tol from unsharded"; exit 1; }
 done
 for codec in gradiveq mqgrad; do
     rc=0
