@@ -234,21 +234,32 @@ static void check_shards(const shard_run_t *r)
     }
 }
 
+/* A run set up with its data, or NULL (and the test skipped) without a9a. */
+static shard_run_t *new_run(int staleness, int delay_ms, int late_ms)
+{
+    shard_run_t *r = calloc(1, sizeof *r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    run_init(r, staleness, delay_ms);
+    r->late_ms = late_ms;
+    if (!r->job[0].test[0] || load_data(r) != 0) {
+        fsgd_test_skip("needs data/sets/a9a and a9a.t");
+        run_free(r);
+        free(r);
+        return NULL;
+    }
+    fsgd_bus_mem_set_hook(r->bus, lag_shard1, r);
+    return r;
+}
+
 /* τ = 2 and shard 1 a few milliseconds behind on every gradient: it lags
  * shard 0, never by more than the bound lets the workers run ahead, and
  * the job ends as a clean one does. */
 static void test_lagging_shard(void)
 {
     enum { TAU = 2 };
-    shard_run_t *r = calloc(1, sizeof *r);
-    run_init(r, TAU, 15);
-    if (!r->job[0].test[0] || load_data(r) != 0) {
-        fsgd_test_skip("needs data/sets/a9a and a9a.t");
-        run_free(r);
-        free(r);
+    shard_run_t *r = new_run(TAU, 15, 0);
+    if (!r)
         return;
-    }
-    fsgd_bus_mem_set_hook(r->bus, lag_shard1, r);
     run_job(r);
     check_shards(r);
     /* it did lag, within the bound: the workers compute on the oldest
@@ -269,15 +280,9 @@ static void test_lagging_shard(void)
  * (each publishes a step as soon as its gradients are in). */
 static void test_shards_in_step(void)
 {
-    shard_run_t *r = calloc(1, sizeof *r);
-    run_init(r, 0, 0);
-    if (!r->job[0].test[0] || load_data(r) != 0) {
-        fsgd_test_skip("needs data/sets/a9a and a9a.t");
-        run_free(r);
-        free(r);
+    shard_run_t *r = new_run(0, 0, 0);
+    if (!r)
         return;
-    }
-    fsgd_bus_mem_set_hook(r->bus, lag_shard1, r);
     run_job(r);
     check_shards(r);
     CU_ASSERT_TRUE(r->lag_max <= 1); /* τ = 0: synchronous */
@@ -291,16 +296,9 @@ static void test_shards_in_step(void)
  * clean one once it is there. */
 static void test_late_shard(void)
 {
-    shard_run_t *r = calloc(1, sizeof *r);
-    run_init(r, 2, 0);
-    r->late_ms = 500;
-    if (!r->job[0].test[0] || load_data(r) != 0) {
-        fsgd_test_skip("needs data/sets/a9a and a9a.t");
-        run_free(r);
-        free(r);
+    shard_run_t *r = new_run(2, 0, 500);
+    if (!r)
         return;
-    }
-    fsgd_bus_mem_set_hook(r->bus, lag_shard1, r);
     run_job(r);
     check_shards(r);
     CU_ASSERT_TRUE(r->lag_max <= 3); /* τ + 1 */
