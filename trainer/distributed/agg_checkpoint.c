@@ -36,8 +36,55 @@
 #define CKPT_VERSION_MAX (CKPT_VERSION_COUNTS + CKPT_FOLLOW_SHIFT)
 #define CKPT_HEADER 40 /* magic, version, gen, step, rows, weights */
 
-/* The checkpoint bytes of a's state (seconds: training time so far) into *b. */
-static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
+/* Where checkpoint bytes go: appended to a buffer (b), or written to a file
+ * (fd) as they come, with the CRC kept on the way: a checkpoint is 16 bytes
+ * a weight, and building it whole first doubled the aggregator's peak
+ * memory (a shard's at 2^26 / 4: +270 MB). */
+typedef struct ckpt_sink {
+    fsgd_wire_buf_t *b;
+    int fd;
+    uint32_t crc;
+    int rc;
+    char *err;
+    size_t errsz;
+} ckpt_sink_t;
+
+static void sink_put(ckpt_sink_t *k, const void *p, size_t n)
+{
+    if (k->rc || !n)
+        return;
+    if (k->b) {
+        if (fsgd_wire_put(k->b, p, n))
+            k->rc = FSGD_E_NOMEM;
+        return;
+    }
+    k->crc = fsgd_crc32c(k->crc, p, n);
+    const uint8_t *q = p;
+    while (n) {
+        ssize_t w = write(k->fd, q, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            k->rc = fsgd_err_fmt(k->err, k->errsz, FSGD_E_IO, "write failed: %s", strerror(errno));
+            return;
+        }
+        q += w;
+        n -= (size_t)w;
+    }
+}
+
+/* A small part built in a buffer, then sent to the sink. */
+static void sink_buf(ckpt_sink_t *k, fsgd_wire_buf_t *part, int rc)
+{
+    if (rc && !k->rc)
+        k->rc = FSGD_E_NOMEM;
+    sink_put(k, part->p, part->n);
+    part->n = 0;
+}
+
+/* The checkpoint bytes of a's state (seconds: training time so far) into
+ * the sink, its CRC32C last. */
+static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
 {
     int counted = a->model.adam.keys != NULL;
     /* the aggregator writes the current versions; a re-encode of a read file
@@ -46,6 +93,8 @@ static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
     if (a->job && a->follow)
         version += CKPT_FOLLOW_SHIFT;
     const uint32_t follow_v = version > CKPT_VERSION_COUNTS;
+    fsgd_wire_buf_t part = {0};
+    fsgd_wire_buf_t *b = &part;
     int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, version) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
              fsgd_wire_u64(b, a->s->dataset_rows) | fsgd_wire_u64(b, a->mdim) | fsgd_wire_state_put(b, &a->st) |
              fsgd_wire_u64(b, a->model.adam.t) | fsgd_wire_u64(b, a->open.rows_epoch) |
@@ -57,25 +106,53 @@ static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
               fsgd_wire_u64(b, e->rows) | fsgd_wire_u64(b, e->test.n) | fsgd_wire_f64(b, e->test.auc) |
               fsgd_wire_f64(b, e->test.logloss) | fsgd_wire_f64(b, e->test.loss) | fsgd_wire_f64(b, e->test.accuracy);
     }
-    rc |= fsgd_wire_put(b, a->model.adam.theta, a->mdim * 4);
-    if (!counted)
-        rc |= fsgd_wire_put(b, a->model.adam.m, a->mdim * 4) | fsgd_wire_put(b, a->model.adam.v, a->mdim * 4);
-    uint8_t *o = counted && !rc ? fsgd_wire_space(b, a->mdim * 10) : NULL;
-    if (counted && !o)
-        rc = FSGD_E_NOMEM;
-    for (uint64_t i = 0; o && i < a->mdim; i++, o += 4)
-        fsgd_le_putf32(o, a->model.adam.keys[i].m);
-    for (uint64_t i = 0; o && i < a->mdim; i++, o += 4)
-        fsgd_le_putf32(o, a->model.adam.keys[i].v);
-    for (uint64_t i = 0; o && i < a->mdim; i++, o += 2)
-        fsgd_le_put16(o, (uint16_t)a->model.adam.keys[i].count);
+    sink_buf(k, b, rc);
+    sink_put(k, a->model.adam.theta, a->mdim * 4);
+    if (!counted) {
+        sink_put(k, a->model.adam.m, a->mdim * 4);
+        sink_put(k, a->model.adam.v, a->mdim * 4);
+    }
+    /* the per-key state, little-endian, a block at a time */
+    enum { BLOCK = 16384 };
+    uint8_t blk[BLOCK * 4];
+    for (int arr = 0; counted && arr < 3; arr++)
+        for (uint64_t i = 0; i < a->mdim; i += BLOCK) {
+            uint64_t n = a->mdim - i < BLOCK ? a->mdim - i : BLOCK;
+            for (uint64_t j = 0; j < n; j++) {
+                const fsgd_adam_key_t *key = &a->model.adam.keys[i + j];
+                if (arr == 2)
+                    fsgd_le_put16(blk + 2 * j, (uint16_t)key->count);
+                else
+                    fsgd_le_putf32(blk + 4 * j, arr == 0 ? key->m : key->v);
+            }
+            sink_put(k, blk, n * (arr == 2 ? 2 : 4));
+        }
+    rc = 0;
     if (version >= CKPT_VERSION)
         rc |= fsgd_wire_u32(b, a->job ? (uint32_t)a->job->model : a->ckpt.model) |
               fsgd_wire_u32(b, a->job ? (a->job->bias ? 1u : 0u) : a->ckpt.bias);
     if (follow_v && !rc)
         rc = agg_follow_ckpt_put(a, b);
-    rc |= fsgd_wire_u32(b, fsgd_crc32c(0, b->p, b->n));
-    return rc ? FSGD_E_NOMEM : 0;
+    sink_buf(k, b, rc);
+    if (k->b && !k->rc) /* a buffer's CRC is over all of it */
+        k->crc = fsgd_crc32c(0, k->b->p, k->b->n);
+    uint8_t crc[4];
+    fsgd_le_put32(crc, k->crc);
+    if (k->b) {
+        if (!k->rc && fsgd_wire_put(k->b, crc, 4))
+            k->rc = FSGD_E_NOMEM;
+    } else {
+        sink_put(k, crc, 4);
+    }
+    free(part.p);
+    return k->rc;
+}
+
+/* The checkpoint bytes of a's state into *b (fsgd_agg_ckpt_check's re-encode). */
+static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
+{
+    ckpt_sink_t k = {.b = b, .fd = -1};
+    return ckpt_encode_to(a, seconds, &k) ? FSGD_E_NOMEM : 0;
 }
 
 /* A checkpoint is 16 or more bytes a weight, written and synced: tens of
@@ -119,33 +196,22 @@ int agg_ckpt_write(agg_t *a)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_IO, "checkpoint: %s -> %s: %s", path, prev, strerror(errno));
     }
     double t0 = agg_now();
-    fsgd_wire_buf_t b = {0};
-    if (ckpt_encode(a, a->clock.seconds_before + agg_now() - a->clock.t0, &b) < 0) {
-        free(b.p);
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
-    }
     /* Through fsgd/outfile.h: a temporary file renamed into place, never over
-     * a device or through a link; removed on any error. */
+     * a device or through a link; removed on any error. The bytes go
+     * straight to it (ckpt_sink_t). */
     fsgd_outfile_t o;
     char e[FSGD_OUTFILE_PATH_MAX + 256];
     int rc = fsgd_outfile_open(&o, path, e, sizeof e);
     if (rc == 0) {
-        size_t off = 0;
-        while (off < b.n && rc == 0) {
-            ssize_t w = write(o.fd, b.p + off, b.n - off);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                rc = fsgd_err_fmt(e, sizeof e, FSGD_E_IO, "write failed: %s", strerror(errno));
-            else
-                off += (size_t)w;
-        }
+        ckpt_sink_t k = {.fd = o.fd, .err = e, .errsz = sizeof e};
+        rc = ckpt_encode_to(a, a->clock.seconds_before + agg_now() - a->clock.t0, &k);
+        if (rc == FSGD_E_NOMEM)
+            snprintf(e, sizeof e, "out of memory");
         if (rc == 0)
             rc = fsgd_outfile_commit(&o, e, sizeof e);
         else
             fsgd_outfile_abort(&o);
     }
-    free(b.p);
     if (rc < 0)
         return fsgd_err_fmt(a->err, a->errsz, rc, "checkpoint: %s", e);
     a->ckpt.n++;
