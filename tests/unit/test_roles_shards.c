@@ -48,6 +48,12 @@ typedef struct shard_run {
 
 static shard_run_t *cur;
 
+static void sleep_ms(int ms)
+{
+    struct timespec ns = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ns, NULL);
+}
+
 /* FSGD_ROLES_LOG=1 shows what the roles say. */
 static void on_log(void *ctx, const char *line)
 {
@@ -308,10 +314,93 @@ static void test_late_shard(void)
     free(r);
 }
 
+/* Both shards and the workers running; waits until each shard has
+ * published step `step` (or 60 s pass). */
+static void wait_published(shard_run_t *r, uint64_t step)
+{
+    for (int t = 0; t < 6000; t++) {
+        pthread_mutex_lock(&r->mu);
+        int there = r->published[0] >= step && r->published[1] >= step;
+        pthread_mutex_unlock(&r->mu);
+        if (there)
+            return;
+        sleep_ms(10);
+    }
+}
+
+/* A shard restart (what fsgd run does when one is killed): mid-run both
+ * shard threads stop as killed processes would (fsgd_aggregator_crash),
+ * then start again from the newest step both have a checkpoint of
+ * (FSGD_RESUME_STEP); the workers keep running, take the new generation's
+ * snapshots, and the job ends with every row applied once per epoch. */
+static void test_shard_restart(void)
+{
+    shard_run_t *r = new_run(0, 0, 0);
+    if (!r)
+        return;
+    const char *ckpt = fsgd_test_tmp("restart.ckpt");
+    for (int i = 0; i < SHARDS; i++)
+        snprintf(r->job[i].checkpoint, sizeof r->job[i].checkpoint, "%s", ckpt);
+    for (int i = 0; i < SHARDS; i++)
+        pthread_create(&r->agg_t[i], NULL, agg_main, &r->idx[i]);
+    for (int i = 0; i < WORKERS; i++)
+        pthread_create(&r->worker_t[i], NULL, worker_main, &r->idx[i]);
+    wait_published(r, 30); /* past the checkpoints of steps 20 and 25 */
+    fsgd_aggregator_crash(1);
+    for (int i = 0; i < SHARDS; i++) {
+        pthread_join(r->agg_t[i], NULL);
+        CU_ASSERT_EQUAL(r->arc[i], FSGD_E_STATE); /* "stopped as if killed" */
+        fsgd_agg_stats_free(&r->ast[i]);
+    }
+    fsgd_aggregator_crash(0);
+    /* the newest step both shards have a checkpoint of */
+    char path[512];
+    long long steps[SHARDS][2];
+    for (int i = 0; i < SHARDS; i++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(path, sizeof path, "%s%s%s", ckpt, i ? ".shard1" : "", k ? ".prev" : "");
+            steps[i][k] = fsgd_ckpt_step(path);
+        }
+    long long common = -1;
+    for (int k = 0; k < 2; k++)
+        if (steps[0][k] > common && (steps[1][0] == steps[0][k] || steps[1][1] == steps[0][k]))
+            common = steps[0][k];
+    CU_ASSERT_TRUE_FATAL(common >= 20);
+    char v[32];
+    snprintf(v, sizeof v, "%lld", common);
+    setenv("FSGD_RESUME_STEP", v, 1);
+    for (int i = 0; i < SHARDS; i++)
+        pthread_create(&r->agg_t[i], NULL, agg_main, &r->idx[i]);
+    for (int i = 0; i < SHARDS; i++) {
+        pthread_join(r->agg_t[i], NULL);
+        if (r->arc[i])
+            fprintf(stderr, "\n  shard %d: %s\n", i, r->aerr[i]);
+    }
+    unsetenv("FSGD_RESUME_STEP");
+    for (int i = 0; i < WORKERS; i++) {
+        for (int t = 0; t < 1000 && pthread_tryjoin_np(r->worker_t[i], NULL) != 0; t++) {
+            sleep_ms(20);
+            if (t == 999) {
+                r->stop[i] = 1;
+                pthread_join(r->worker_t[i], NULL);
+            }
+        }
+    }
+    check_shards(r);
+    for (int i = 0; i < SHARDS; i++)
+        CU_ASSERT_EQUAL(r->ast[i].resumed_from_step, (int)common);
+    for (int i = 0; i < WORKERS; i++)
+        CU_ASSERT_TRUE(r->wst[i].resyncs >= 1); /* the new generation's snapshots */
+    CU_ASSERT_TRUE(r->ast[0].test.n > 0 && r->ast[0].test.auc > 0.85);
+    printf("(restarted both shards from step %lld; auc %.4f) ", common, r->ast[0].test.auc);
+    run_free(r);
+    free(r);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"shards_in_step", test_shards_in_step}, {"lagging_shard", test_lagging_shard},
-        {"late_shard", test_late_shard}, {NULL, NULL}};
+        {"late_shard", test_late_shard}, {"shard_restart", test_shard_restart}, {NULL, NULL}};
     fsgd_test_suite("roles_shards", cases);
 }

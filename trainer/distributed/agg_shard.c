@@ -257,6 +257,7 @@ int agg_lead_wait_start(agg_t *a)
      * when this shard started), and one after this shard's checkpoint's */
     const uint32_t after = a->gen;
     while (!l->gen || l->gen <= after || l->next_offset < l->hi_at_open) {
+        FSGD_TRY(agg_crashed(a));
         fsgd_bus_msg_t *m = fsgd_bus_poll(l->c, 100);
         if (m) {
             int rc = m->err ? 0 : lead_take(a, m);

@@ -11,6 +11,7 @@
  * rows applied per epoch is checked against the scan of the data topic. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -515,11 +516,28 @@ static void agg_show_progress(agg_t *a, agg_loop_t *l)
     }
 }
 
+static volatile sig_atomic_t crashed;
+
+void fsgd_aggregator_crash(int on)
+{
+    crashed = on != 0;
+}
+
+int agg_crashed(agg_t *a)
+{
+    if (!crashed)
+        return 0;
+    a->stopped = 1;
+    return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "stopped as if killed (fsgd_aggregator_crash)");
+}
+
 /* The steps, until the last epoch (*done) or a failure. */
 static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
 {
     int rc = 0;
     while (!rc && !*done) {
+        if ((rc = agg_crashed(a)) != 0)
+            break;
         if (a->follow && agg_follow_stopping()) {
             rc = agg_follow_finish(a);
             *done = 1;
@@ -685,9 +703,9 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     if (!rc && done)
         rc = agg_save_final(&a);
     st->seconds = a.clock.seconds_before + agg_now() - a.clock.t0;
-    if (a.prod && (done || rc))
+    if (a.prod && (done || rc) && !a.stopped)
         agg_end_job(&a, rc);
-    if (job->metrics_json[0] && (done || rc))
+    if (job->metrics_json[0] && (done || rc) && !a.stopped)
         rc = agg_save_metrics(&a, rc);
     agg_free(&a);
     return rc;

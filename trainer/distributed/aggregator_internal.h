@@ -138,6 +138,7 @@ typedef struct agg {
     uint64_t gweights;  /* the whole model's weights (= mdim unsharded) */
     uint32_t shard, shards; /* agg_shard.c: which keys this process owns */
     struct agg_lead *lead;  /* a following shard: shard 0's step states (agg_shard.c) */
+    int stopped;            /* fsgd_aggregator_crash: ended as a killed process, publishing nothing */
     fsgd_bus_t *bus;        /* the bus the clients come from (shard 0 assembles the model on it) */
     fsgd_csr_t test;
     int have_test;
@@ -173,6 +174,8 @@ typedef struct member {
 #define MAX_MEMBERS 1024
 
 /* aggregator.c: the main loop and what every part uses */
+/* FSGD_E_STATE (and a->stopped) once fsgd_aggregator_crash was called. */
+int agg_crashed(agg_t *a);
 void agg_log(agg_t *a, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -294,6 +294,12 @@ typedef void (*fsgd_agg_step_fn)(void *ctx, const fsgd_agg_stats_t *s, const fsg
 int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
                         fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
                         char *err, size_t errsz);
+/* Every aggregator of this process stops where it is, as a killed process
+ * would: nothing more is published (no job_end), no model or checkpoint is
+ * written, and fsgd_aggregator_run returns FSGD_E_STATE ("stopped as if
+ * killed"). For restart tests on the in-memory bus, where roles are threads;
+ * fsgd_aggregator_crash(0) lets later runs go on. */
+void fsgd_aggregator_crash(int on);
 /* The same on bus (job->brokers unused); bus outlives the call. */
 int fsgd_aggregator_run_bus(struct fsgd_bus *bus, const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
                             fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
