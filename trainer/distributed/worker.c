@@ -1182,11 +1182,12 @@ static int send_grad(worker_t *w, uint32_t shard, uint32_t gen, uint64_t s, uint
 static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint16_t flags)
 {
     fsgd_wire_buf_t one = {0};
+    double t0 = now_s();
     int rc = gm->rows ? fsgd_shard_split(&w->g, w->shards, w->sh_part) : 0;
     if (rc < 0)
         return fsgd_err_fmt(w->err, w->errsz, rc, "worker: out of memory");
     w->buf.n = 0;
-    double t0 = now_s();
+    double t_part = t0; /* each part's message carries its own encode time (the split with part 0's) */
     for (uint32_t i = 0; i < w->shards && !rc; i++) {
         size_t elen = 0;
         if (gm->rows) {
@@ -1206,6 +1207,9 @@ static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint1
         }
         gm->codec = w->enc;
         gm->codec_len = (uint32_t)elen;
+        double t_done = now_s();
+        gm->t_encode = t_done - t_part;
+        t_part = t_done;
         one.n = 0;
         if (!rc)
             rc = fsgd_wire_grad_put(&one, gm);
