@@ -158,7 +158,7 @@ if [ -n "$have_netns" ]; then
     for l in "${links[@]}"; do
         [ "$l" = loopback ] && continue
         set_rate "$l"
-        ip netns exec "$NSB" "$PY" "$here/lib/pingpong.py" serve 10.202.1.1 7302 &
+        ip netns exec "$NSB" "$PY" "$here/lib/pingpong.py" serve 0.0.0.0 7302 &
         pp=$!
         PIDS+=("$pp")
         sleep 0.5
@@ -194,7 +194,7 @@ runs=$tmp/runs
 mkdir -p "$runs"
 seq_no=0
 status=0
-# run_one SET DIM LINK CODEC: one job; $runs/N.env and N.shardI.json
+# run_one SET DIM LINK CODEC: one job; $runs/N.env, N.json (shard 0) and N.json.shardI
 run_one() {
     local set=$1 dim=$2 link=$3 codec=$4 i
     seq_no=$((seq_no + 1))
@@ -214,7 +214,7 @@ run_one() {
     local agg=()
     for ((i = 0; i < shards; i++)); do
         ${nsb_pre[@]+"${nsb_pre[@]}"} /usr/bin/time -f %M -o "$base.rss.a$i" "$FSGD" aggregator "${common[@]}" \
-            --shard "$i/$shards" --test "$d/test.svm" --quiet --metrics-json "$base.shard$i.json" >"$base.a$i" 2>&1 &
+            --shard "$i/$shards" --test "$d/test.svm" --quiet --metrics-json "$base.json" >"$base.a$i" 2>&1 &
         agg+=($!)
         PIDS+=($!)
     done
@@ -286,6 +286,6 @@ echo "$bk" >"$runs/broker_rss_kb"
     --workers "$workers" --shards "$shards" || status=1
 if [ -n "${PR_KEEP:-}" ]; then
     mkdir -p "$PR_KEEP"
-    cp "$runs"/*.env "$runs"/*.json "$runs/broker_rss_kb" "$tmp/codec.txt" "$tmp/alphabeta.txt" "$PR_KEEP"/
+    cp "$runs"/*.env "$runs"/*.json* "$runs/broker_rss_kb" "$tmp/codec.txt" "$tmp/alphabeta.txt" "$PR_KEEP"/
 fi
 exit $status

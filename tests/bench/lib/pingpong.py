@@ -45,11 +45,13 @@ def fit(points):
 
 
 def probe(addr, port, link):
-    for _ in range(50):
+    for tries in range(50):
         try:
             c = socket.create_connection((addr, port))
             break
         except OSError:
+            if tries == 49:
+                raise
             time.sleep(0.1)
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     pts = []
