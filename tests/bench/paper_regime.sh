@@ -2,7 +2,8 @@
 # The FastSGD paper's own regime (issue 26; paper §4, Tables IV and V, Figs. 4b
 # and 7): KDD12-shaped rows from `fsgd gen` (Zipf, ~30 nonzeros a row), a 70/30
 # train/test split, batches of 10% of the training rows split over the
-# workers, a sharded aggregator, a real Apache Kafka cluster of 3 brokers
+# workers, synchronous steps (--staleness 0: the paper's BSP, and the parts
+# of a step then add up to it), a sharded aggregator, a real Apache Kafka cluster of 3 brokers
 # (tests/kafka/broker.sh), links emulated with network namespaces + tc as in
 # tests/bench/dist_net.sh (1 Gbit/s, 100 Mbit/s) and loopback as the bound.
 # One command; every size is an environment parameter:
@@ -142,7 +143,7 @@ for l in $want_links $([ -n "$fig7_dims" ] && echo "$fig7_link"); do
             continue
         fi
     fi
-    [ "$l" != loopback ] || [ -n "$have_netns" ] && links+=("$l")
+    if [ "$l" = loopback ] || [ -n "$have_netns" ]; then links+=("$l"); fi
 done
 # With namespaces, loopback runs put the workers in B beside the brokers.
 nsb_pre=()
@@ -203,7 +204,7 @@ run_one() {
     local parts=$(( ($(stat -c %s "$d/train.svm") + 8388607) / 8388608 ))
     [ "$parts" -lt 12 ] && parts=12
     local common=(--brokers "$brokers" --name "$name" --dim "$dim" --epochs "$epochs" --batch "$batch" --lr "$lr"
-        --codec "$codec" --shards "$shards" --workers "$workers" --step-timeout-ms 600000)
+        --codec "$codec" --shards "$shards" --workers "$workers" --step-timeout-ms 600000 --staleness 0)
     ${nsb_pre[@]+"${nsb_pre[@]}"} "$FSGD" run --broker-only --brokers "$brokers" --name "$name" --partitions "$parts" \
         --shards "$shards" --replication-factor "$replication" >"$base.topics" 2>&1 ||
         { echo "bench paper error: topics of $name not made:"; cat "$base.topics"; return 1; }
@@ -287,5 +288,7 @@ echo "$bk" >"$runs/broker_rss_kb"
 if [ -n "${PR_KEEP:-}" ]; then
     mkdir -p "$PR_KEEP"
     cp "$runs"/*.env "$runs"/*.json* "$runs/broker_rss_kb" "$tmp/codec.txt" "$tmp/alphabeta.txt" "$PR_KEEP"/
+    # a step's rows: enough to print the report again (its --train)
+    head -n "$batch" "$tmp/d$dim_main/train.svm" >"$PR_KEEP/train_head.svm"
 fi
 exit $status

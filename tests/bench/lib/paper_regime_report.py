@@ -60,7 +60,8 @@ def figures(env, shards):
     upd = max(m["total_seconds"]["update"] for m in shards) / len(e)
     up = sum(m["downlink"]["up_bytes_per_worker_step"] for m in shards)
     down = sum(m["downlink"]["down_bytes_per_worker_step"] for m in shards)
-    keys_w = sum(m["bytes"]["gradient_raw"] for m in shards) / 8 / (steps * P)
+    # every shard counts the workers' whole raw gradient (8 bytes a pair): shard 0's
+    keys_w = m0["bytes"]["gradient_raw"] / 8 / (steps * P)
     rows_ok = all(x["rows"] == m["dataset_rows"] for m in shards for x in m["per_epoch"])
     return dict(env=env, set=env["set"], dim=int(env["dim"]), link=env["link"], codec=env["codec"], P=P, S=S,
                 epochs=epochs, epoch_s=epoch_s, steps_epoch=steps_epoch, step_s=epoch_s / steps_epoch, grad=grad,
