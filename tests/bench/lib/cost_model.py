@@ -42,12 +42,13 @@ def keys(n_rows, heaps, dim):
 
 def step_parts(work, strat, net, P, S):
     """seconds of each part of a step: dict grad, encode, decode, update, comm, total.
-    work: rows (a step), nnz, heaps (a, g), dim
+    work: rows (a step), nnz, heaps (a, g), dim; k_w, K (optional: measured keys)
     strat: c_grad (s a nonzero), c_enc, c_dec (s a key), c_upd (s a step key), up_bpk, down_bpk (bytes a key)
     net: alpha, beta_w (s a byte, a worker's link), hop (s), beta_c (s a byte, central)"""
     n_w = work["rows"] / P
-    k_w = keys(n_w, work["heaps"], work["dim"])
-    K = keys(work["rows"], work["heaps"], work["dim"])
+    # a run's own measured keys, where known, before Heaps' law
+    k_w = work["k_w"] if "k_w" in work else keys(n_w, work["heaps"], work["dim"])
+    K = work["K"] if "K" in work else keys(work["rows"], work["heaps"], work["dim"])
     b_up, b_down = strat["up_bpk"] * k_w, strat["down_bpk"] * K
     parts = {
         "grad": strat["c_grad"] * n_w * work["nnz"],

@@ -224,13 +224,13 @@ def main():
         if not rs:
             continue
         med = lambda f: statistics.median(f(r) for r in rs)  # noqa: E731
-        K = cm.keys(rs[0]["batch"], heaps, a.dim)
+        Kr = lambda r: min(float(r["dim"]), r["keys_w"] * r["P"] ** heaps[1])  # noqa: E731
         strats[codec_name] = dict(
             c_grad=med(lambda r: r["grad"] / r["steps_epoch"] / (r["batch"] / r["P"] * r["nnz"])),
             c_enc=med(lambda r: r["enc"] / r["steps_epoch"] / r["keys_w"]),
             c_dec=med(lambda r: r["dec"] / r["steps_epoch"] / (r["P"] * r["keys_w"] / r["S"])),
-            c_upd=med(lambda r: r["upd"] / r["steps_epoch"] / (K / r["S"])),
-            up_bpk=med(lambda r: r["up"] / r["keys_w"]), down_bpk=med(lambda r: r["down"] / K))
+            c_upd=med(lambda r: r["upd"] / r["steps_epoch"] / (Kr(r) / r["S"])),
+            up_bpk=med(lambda r: r["up"] / r["keys_w"]), down_bpk=med(lambda r: r["down"] / Kr(r)))
     loop = [r for r in runs if r["link"] == "loopback" and r["dim"] == a.dim and r["codec"] in strats]
     al, bl = ab.get("loopback", (0.0, 0.0))
     pts = []
@@ -251,7 +251,9 @@ def main():
         if not s or r["link"] not in ab:
             continue
         al, bw = ab[r["link"]]
-        work = dict(rows=r["batch"], nnz=r["nnz"], heaps=heaps, dim=r["dim"])
+        # the run's measured keys a worker; the step's by Heaps' law from them (K = k_w P^g)
+        work = dict(rows=r["batch"], nnz=r["nnz"], heaps=heaps, dim=r["dim"], k_w=r["keys_w"],
+                    K=min(float(r["dim"]), r["keys_w"] * r["P"] ** heaps[1]))
         net = dict(alpha=al, beta_w=bw, hop=hop, beta_c=beta_c)
         p = cm.step_parts(work, s, net, r["P"], r["S"])
         err = p["total"] / r["step_s"] - 1

@@ -50,6 +50,11 @@ p8 = cm.step_parts(work, strat, net, 4, 8)
 close("decode S=8", p8["decode"], p["decode"] / 4)
 close("grad S=8", p8["grad"], p["grad"])
 
+# measured keys stand in for Heaps' law: k_w = 100, K = 300
+pk = cm.step_parts(dict(work, k_w=100.0, K=300.0), strat, net, 4, 2)
+close("measured k_w encode", pk["encode"], 2e-6 * 100)
+close("measured K update", pk["update"], 4e-6 * 300 / 2)
+
 # fit_central: comm = 2 * 0.01 + x * 2e-9 exactly
 hop, beta_c = cm.fit_central([(1e6, 0.02 + 2e-3), (4e6, 0.02 + 8e-3), (9e6, 0.02 + 18e-3)])
 close("fit hop", hop, 0.01)
