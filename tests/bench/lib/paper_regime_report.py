@@ -264,6 +264,24 @@ def main():
                r["comm"] / r["steps_epoch"]))
     print("bench paper_model_check largest_error=%.1f%% within_25pct=%s" % (100 * worst, "yes" if worst <= 0.25 else "no"))
 
+    # The issue's default size (4M training rows, 10% a step) on this bench's
+    # own setup (its P, S, links, contended costs): what a full run would show
+    for link in ("loopback", "1gbit", "100mbit"):
+        if link not in ab:
+            continue
+        al, bw = ab[link]
+        net = dict(alpha=al, beta_w=bw, hop=hop, beta_c=beta_c)
+        work = dict(rows=400000, nnz=runs[0]["nnz"] if runs else 30, heaps=heaps, dim=a.dim)
+        ep = {}
+        for name in ("none", "fastsgd"):
+            if name in strats:
+                p = cm.step_parts(work, strats[name], net, a.workers, a.shards)
+                ep[name] = 10 * p["total"]
+        if len(ep) == 2:
+            print("bench paper_model_default rows=4000000 batch=400000 dim=%d link=%s workers=%d shards=%d "
+                  "none_epoch_s=%.2f fastsgd_epoch_s=%.2f none_over_fastsgd=%.2f" %
+                  (a.dim, link, a.workers, a.shards, ep["none"], ep["fastsgd"], ep["none"] / ep["fastsgd"]))
+
     # Extrapolation: the bench's rows a step, and KDD12's (10% of 104.7M), on 1 GbE
     # links, each shard on a node of its own behind 1 GbE; the workers' costs
     # were measured with P workers sharing this machine's cores: scaled by cores / P.
