@@ -20,6 +20,9 @@
 #                        fastsgd"), PR_FIG7_LINK (1gbit): Fig. 7, the same rows
 #                        at each feature count ("" skips it)
 #   PR_BROKERS (3), PR_REPLICATION (0: min(3, brokers)), PR_LR (0.01)
+#   PR_REPEATS (1)       passes of the main table, interleaved; the report takes
+#                        each configuration's median epoch (a shared machine's
+#                        load slows single runs 3x at times)
 #   PR_KEEP (unset)      a directory to copy the runs' metrics into
 #
 # Printed (lib/paper_regime_report.py, lib/cost_model.py): `bench paper_run`
@@ -55,6 +58,7 @@ fig7_link=${PR_FIG7_LINK:-1gbit}
 nbrokers=${PR_BROKERS:-3}
 replication=${PR_REPLICATION:-0}
 lr=${PR_LR:-0.01}
+repeats=${PR_REPEATS:-1}
 batch=$("$PY" -c "import sys; print(max(1, round(float(sys.argv[1]) * int(sys.argv[2]))))" "$batch_frac" "$rows")
 tmp=$(mktemp -d)
 tag=fpr$$
@@ -250,11 +254,13 @@ run_one() {
 }
 
 make_data "$dim_main"
-for link in "${links[@]}"; do
-    [[ " $want_links " == *" $link "* ]] || continue
-    [ "$link" != loopback ] && set_rate "$link"
-    for codec in $codecs; do
-        run_one table4 "$dim_main" "$link" "$codec" || status=1
+for ((rep = 1; rep <= repeats; rep++)); do
+    for link in "${links[@]}"; do
+        [[ " $want_links " == *" $link "* ]] || continue
+        [ "$link" != loopback ] && set_rate "$link"
+        for codec in $codecs; do
+            run_one table4 "$dim_main" "$link" "$codec" || status=1
+        done
     done
 done
 # bits per key of the first step's gradient of one worker (its share of the
