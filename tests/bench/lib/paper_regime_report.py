@@ -63,7 +63,8 @@ def figures(env, shards):
     # every shard counts the workers' whole raw gradient (8 bytes a pair): shard 0's
     keys_w = m0["bytes"]["gradient_raw"] / 8 / (steps * P)
     rows_ok = all(x["rows"] == m["dataset_rows"] for m in shards for x in m["per_epoch"])
-    return dict(env=env, set=env["set"], dim=int(env["dim"]), link=env["link"], codec=env["codec"], P=P, S=S,
+    wait = m0["total_seconds"]["comm_wait"] / len(e)  # shard 0 waiting for the step's gradients
+    return dict(env=env, set=env["set"], wait=wait, dim=int(env["dim"]), link=env["link"], codec=env["codec"], P=P, S=S,
                 epochs=epochs, epoch_s=epoch_s, steps_epoch=steps_epoch, step_s=epoch_s / steps_epoch, grad=grad,
                 enc=enc, dec=dec, upd=upd, comm=epoch_s - grad - enc - dec - upd, up=up, down=down, keys_w=keys_w,
                 auc=m0["test"]["auc"], rows_ok=rows_ok, rows=int(env["rows"]), batch=int(env["batch"]),
@@ -182,9 +183,10 @@ def main():
         none = rs.get("none")
         for codec, r in rs.items():
             print("bench paper_table4 dim=%d link=%s codec=%s total_s=%.2f gradient_s=%.2f encode_s=%.3f decode_s=%.3f "
-                  "communication_s=%.2f model_updating_s=%.2f message_B_per_step=%.0f per_worker_up_B=%.0f "
+                  "communication_s=%.2f (aggregator_wait_s=%.2f) model_updating_s=%.2f message_B_per_step=%.0f "
+                  "per_worker_up_B=%.0f "
                   "down_B=%.0f none_over_this=%.2f auc=%.5f auc_minus_none=%+.5f runs=%s" %
-                  (r["dim"], link, codec, r["epoch_s"], r["grad"], r["enc"], r["dec"], r["comm"], r["upd"],
+                  (r["dim"], link, codec, r["epoch_s"], r["grad"], r["enc"], r["dec"], r["comm"], r["wait"], r["upd"],
                    r["up"] * r["P"], r["up"], r["down"], none["epoch_s"] / r["epoch_s"] if none else float("nan"),
                    r["auc"], r["auc"] - none["auc"] if none else float("nan"), r["epoch_runs"]))
     for codec, p in PAPER_T4.items():
