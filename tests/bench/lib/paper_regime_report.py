@@ -63,8 +63,7 @@ def figures(env, shards):
     # every shard counts the workers' whole raw gradient (8 bytes a pair): shard 0's
     keys_w = m0["bytes"]["gradient_raw"] / 8 / (steps * P)
     rows_ok = all(x["rows"] == m["dataset_rows"] for m in shards for x in m["per_epoch"])
-    wait = m0["total_seconds"]["comm_wait"] / len(e)  # shard 0 waiting for the step's gradients
-    return dict(env=env, set=env["set"], wait=wait, dim=int(env["dim"]), link=env["link"], codec=env["codec"], P=P, S=S,
+    return dict(env=env, set=env["set"], dim=int(env["dim"]), link=env["link"], codec=env["codec"], P=P, S=S,
                 epochs=epochs, epoch_s=epoch_s, steps_epoch=steps_epoch, step_s=epoch_s / steps_epoch, grad=grad,
                 enc=enc, dec=dec, upd=upd, comm=epoch_s - grad - enc - dec - upd, up=up, down=down, keys_w=keys_w,
                 auc=m0["test"]["auc"], rows_ok=rows_ok, rows=int(env["rows"]), batch=int(env["batch"]),
@@ -175,6 +174,20 @@ def main():
                r["steps_epoch"], r["up"], r["down"], r["keys_w"], r["up"] * 8 / r["keys_w"] if r["keys_w"] else 0,
                r["auc"], r["link_up"], r["link_down"]))
 
+    # A sharded worker encodes after the gradient message's timing is taken
+    # (trainer/distributed/worker.c): the metrics' encode reads ~0 and the
+    # encoding lands in the rest. Where so, the encode is fsgd bench codec's
+    # speed on this data (raw pairs a worker-step / its MB/s), taken off the rest.
+    speeds = parse_codec(a.codec_bench)
+    for r in runs:
+        kv = speeds.get(r["codec"])
+        if r["S"] > 1 and kv and "enc_MBps" in kv:
+            est = r["steps_epoch"] * r["keys_w"] * 8 / (float(kv["enc_MBps"]) * 1e6)
+            if r["enc"] < 0.1 * est:
+                r["comm"] -= est - r["enc"]
+                r["enc"] = est
+                r["enc_src"] = "bench_codec"
+
     # Table IV: the main dimension, every link
     main_runs = [r for r in runs if r["set"] == "table4"]
     for link in sorted({r["link"] for r in main_runs}, key=lambda l: ("loopback", "10gbit", "1gbit", "100mbit").index(l)
@@ -183,12 +196,13 @@ def main():
         none = rs.get("none")
         for codec, r in rs.items():
             print("bench paper_table4 dim=%d link=%s codec=%s total_s=%.2f gradient_s=%.2f encode_s=%.3f decode_s=%.3f "
-                  "communication_s=%.2f (aggregator_wait_s=%.2f) model_updating_s=%.2f message_B_per_step=%.0f "
+                  "communication_s=%.2f model_updating_s=%.2f message_B_per_step=%.0f "
                   "per_worker_up_B=%.0f "
-                  "down_B=%.0f none_over_this=%.2f auc=%.5f auc_minus_none=%+.5f runs=%s" %
-                  (r["dim"], link, codec, r["epoch_s"], r["grad"], r["enc"], r["dec"], r["comm"], r["wait"], r["upd"],
+                  "down_B=%.0f none_over_this=%.2f auc=%.5f auc_minus_none=%+.5f encode_from=%s runs=%s" %
+                  (r["dim"], link, codec, r["epoch_s"], r["grad"], r["enc"], r["dec"], r["comm"], r["upd"],
                    r["up"] * r["P"], r["up"], r["down"], none["epoch_s"] / r["epoch_s"] if none else float("nan"),
-                   r["auc"], r["auc"] - none["auc"] if none else float("nan"), r["epoch_runs"]))
+                   r["auc"], r["auc"] - none["auc"] if none else float("nan"), r.get("enc_src", "metrics"),
+                   r["epoch_runs"]))
     for codec, p in PAPER_T4.items():
         print("bench paper_table4 paper=KDD12-LR-12nodes-1GbE codec=%s total_s=%g gradient_s=%g encode_s=%g "
               "decode_s=%g communication_s=%g model_updating_s=%g none_over_this=%.2f" %
@@ -196,11 +210,10 @@ def main():
                PAPER_T4["none"]["total"] / p["total"]))
 
     # Table V: bits per key of a worker's first step, against the floor
-    codec = parse_codec(a.codec_bench)
     n_w = a.batch // a.workers
     ks = first_keys(a.train, n_w)
     for name in ("none", "sketchml", "fastsgd", "topk", "logquant"):
-        kv = codec.get(name)
+        kv = speeds.get(name)
         if not kv:
             continue
         sent, bpk = int(kv["sent"]), float(kv["bits_per_key"])
