@@ -1,0 +1,107 @@
+"""The cost of one synchronous step of fsgd's distributed training, from
+measured constants, for P workers and S aggregator shards (issue 26).
+
+A step: every worker computes its share of the batch's gradient and encodes
+it; the messages go through Kafka to the S shards (each owns the keys
+k mod S); each shard decodes its part of the P messages, updates its weights
+and publishes its part of the model delta, which every worker reads.
+
+    n_w   = R / P                       rows a worker (R rows a step)
+    k_w   = keys(n_w), K = keys(R)      distinct keys of a worker's rows, of the step's
+    grad  = c_grad * n_w * nnz          per worker, the workers in parallel
+    enc   = c_enc * k_w
+    dec   = c_dec * P * k_w / S         per shard, the shards in parallel
+    upd   = c_upd * K / S               optimizer + downlink encode
+    B_up  = up_bpk * k_w,  B_down = down_bpk * K    bytes a worker sends / receives
+    comm  = 2 (alpha + hop) + (B_up + B_down) beta_w + P (B_up + B_down) beta_c / S
+
+alpha, beta_w: the worker's link (one per worker, as the emulation and a
+cluster have); hop: Kafka's fixed cost of a hop; beta_c: seconds per byte of
+the central path (brokers and shards), which every worker's bytes cross and
+which S shards (and their brokers' partitions) split. keys(n) is Heaps' law
+a * n^g, at most the model's dimension: fitted on the bench's own rows.
+"""
+import math
+
+
+def heaps_fit(points):
+    """(a, g) of k = a n^g, least squares in log-log over [(n, k), ...]"""
+    xs = [math.log(n) for n, _ in points]
+    ys = [math.log(k) for _, k in points]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    g = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return math.exp(my - g * mx), g
+
+
+def keys(n_rows, heaps, dim):
+    a, g = heaps
+    return min(float(dim), a * n_rows ** g)
+
+
+def step_parts(work, strat, net, P, S):
+    """seconds of each part of a step: dict grad, encode, decode, update, comm, total.
+    work: rows (a step), nnz, heaps (a, g), dim; k_w, K (optional: measured keys)
+    strat: c_grad (s a nonzero), c_enc, c_dec (s a key), c_upd (s a step key), up_bpk, down_bpk (bytes a key)
+    net: alpha, beta_w (s a byte, a worker's link), hop (s), beta_c (s a byte, central)"""
+    n_w = work["rows"] / P
+    # a run's own measured keys, where known, before Heaps' law
+    k_w = work["k_w"] if "k_w" in work else keys(n_w, work["heaps"], work["dim"])
+    K = work["K"] if "K" in work else keys(work["rows"], work["heaps"], work["dim"])
+    b_up, b_down = strat["up_bpk"] * k_w, strat["down_bpk"] * K
+    parts = {
+        "grad": strat["c_grad"] * n_w * work["nnz"],
+        "encode": strat["c_enc"] * k_w,
+        "decode": strat["c_dec"] * P * k_w / S,
+        "update": strat["c_upd"] * K / S,
+        "comm": 2 * (net["alpha"] + net["hop"]) + (b_up + b_down) * net["beta_w"]
+        + P * (b_up + b_down) * net["beta_c"] / S,
+    }
+    parts["total"] = sum(parts.values())
+    parts["bytes_up"], parts["bytes_down"], parts["k_w"], parts["K"] = b_up, b_down, k_w, K
+    return parts
+
+
+def fit_central(points):
+    """(hop, beta_c) from loopback runs: comm = 2 hop + x beta_c with
+    x = P (B_up + B_down) / S (bytes, after the worker links' own share is
+    taken off comm); least squares over [(x, comm), ...], both kept >= 0."""
+    n = len(points)
+    if n == 1:
+        x, y = points[0]
+        return 0.0, max(0.0, y / x) if x else 0.0
+    sx = sum(x for x, _ in points)
+    sy = sum(y for _, y in points)
+    sxx = sum(x * x for x, _ in points)
+    sxy = sum(x * y for x, y in points)
+    den = n * sxx - sx * sx
+    b = (n * sxy - sx * sy) / den if den else 0.0
+    b = max(0.0, b)
+    a = max(0.0, (sy - b * sx) / n)
+    return a / 2, b
+
+
+def shards_within(work, strat, net, P, factor=1.2, s_max=64):
+    """the fewest shards S (1..s_max, powers of 2) whose step is within factor x
+    the workers' pure compute (grad + encode); None when none is"""
+    S = 1
+    while S <= s_max:
+        p = step_parts(work, strat, net, P, S)
+        if p["total"] <= factor * (p["grad"] + p["encode"]):
+            return S
+        S *= 2
+    return None
+
+
+def one_aggregator_limit(work, strat, net, p_max=4096):
+    """the worker count past which one aggregator (S = 1) makes a step slower
+    (the step's minimum over P = 1, 2, 4, ...)"""
+    best_p, best = 1, step_parts(work, strat, net, 1, 1)["total"]
+    P = 2
+    while P <= p_max:
+        t = step_parts(work, strat, net, P, 1)["total"]
+        if t < best:
+            best_p, best = P, t
+        P *= 2
+    return best_p, best

@@ -1,0 +1,89 @@
+"""The cost model's arithmetic (lib/cost_model.py) on fixed inputs whose
+answers are worked out by hand here. Exits 1 naming the first figure that
+is off; run by tests/integration/bench_cost_model.sh and paper_regime.sh."""
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cost_model as cm  # noqa: E402
+
+failures = []
+checked = [0]
+
+
+def close(name, got, want, rel=1e-9):
+    checked[0] += 1
+    if want is None or got is None:
+        ok = got is want
+    else:
+        ok = abs(got - want) <= rel * max(1.0, abs(want))
+    if not ok:
+        failures.append("%s: got %r, want %r" % (name, got, want))
+
+
+# Heaps' law: exact points of k = 3 n^0.5 give back a = 3, g = 0.5
+a, g = cm.heaps_fit([(100, 30.0), (400, 60.0), (1600, 120.0)])
+close("heaps a", a, 3.0)
+close("heaps g", g, 0.5)
+close("keys below dim", cm.keys(10000, (3.0, 0.5), 10 ** 6), 300.0)
+close("keys capped at dim", cm.keys(10000, (3.0, 0.5), 200), 200.0)
+
+# One step: R = 1000 rows, nnz 10, keys(n) = n (a = 1, g = 1), P = 4, S = 2.
+# n_w = 250, k_w = 250, K = 1000
+work = {"rows": 1000, "nnz": 10, "heaps": (1.0, 1.0), "dim": 10 ** 9}
+strat = {"c_grad": 1e-6, "c_enc": 2e-6, "c_dec": 3e-6, "c_upd": 4e-6, "up_bpk": 8.0, "down_bpk": 4.0}
+net = {"alpha": 1e-3, "beta_w": 1e-8, "hop": 2e-3, "beta_c": 1e-9}
+p = cm.step_parts(work, strat, net, 4, 2)
+close("grad", p["grad"], 1e-6 * 250 * 10)          # 2.5e-3
+close("encode", p["encode"], 2e-6 * 250)           # 5e-4
+close("decode", p["decode"], 3e-6 * 4 * 250 / 2)   # 1.5e-3
+close("update", p["update"], 4e-6 * 1000 / 2)      # 2e-3
+# B_up = 2000, B_down = 4000: 2 (1e-3 + 2e-3) + 6000e-8 + 4 * 6000e-9 / 2 = 6e-3 + 6e-5 + 1.2e-5
+close("comm", p["comm"], 6e-3 + 6e-5 + 1.2e-5)
+close("total", p["total"], 2.5e-3 + 5e-4 + 1.5e-3 + 2e-3 + 6.072e-3)
+close("bytes up", p["bytes_up"], 2000.0)
+close("bytes down", p["bytes_down"], 4000.0)
+
+# More shards divide the aggregator's parts and the central bytes, nothing else
+p8 = cm.step_parts(work, strat, net, 4, 8)
+close("decode S=8", p8["decode"], p["decode"] / 4)
+close("grad S=8", p8["grad"], p["grad"])
+
+# measured keys stand in for Heaps' law: k_w = 100, K = 300
+pk = cm.step_parts(dict(work, k_w=100.0, K=300.0), strat, net, 4, 2)
+close("measured k_w encode", pk["encode"], 2e-6 * 100)
+close("measured K update", pk["update"], 4e-6 * 300 / 2)
+
+# fit_central: comm = 2 * 0.01 + x * 2e-9 exactly
+hop, beta_c = cm.fit_central([(1e6, 0.02 + 2e-3), (4e6, 0.02 + 8e-3), (9e6, 0.02 + 18e-3)])
+close("fit hop", hop, 0.01)
+close("fit beta_c", beta_c, 2e-9)
+# a negative slope is clamped: the central path is never faster than free
+hop, beta_c = cm.fit_central([(1e6, 0.05), (2e6, 0.04)])
+close("fit clamp beta_c", beta_c, 0.0)
+close("fit clamp hop", hop, 0.045 / 2)
+
+# shards_within: the compute-only step (grad + encode = 3e-3) with an
+# aggregator part of 1e-2 / S and nothing else: 3e-3 + 1e-2 / S <= 3.6e-3
+# first at S = 32 (1e-2 / 32 = 3.1e-4; at 16, 6.25e-4 > 6e-4)
+work2 = {"rows": 1000, "nnz": 10, "heaps": (1.0, 1.0), "dim": 10 ** 9}
+strat2 = {"c_grad": 3e-7, "c_enc": 0.0, "c_dec": 0.0, "c_upd": 1e-5, "up_bpk": 0.0, "down_bpk": 0.0}
+net0 = {"alpha": 0.0, "beta_w": 0.0, "hop": 0.0, "beta_c": 0.0}
+close("shards within 1.2x", cm.shards_within(work2, strat2, net0, 1), 32)
+close("shards never", cm.shards_within(work2, strat2, net0, 1, s_max=16), None)
+
+# one aggregator: grad 1e-2 / P against P * 1e-4 central: the minimum of
+# 1e-2/P + 1e-4 P over powers of 2 is at P = 8 (1.25e-3 + 8e-4 = 2.05e-3;
+# P = 16: 6.25e-4 + 1.6e-3)
+work3 = {"rows": 1000, "nnz": 1, "heaps": (1.0, 0.0), "dim": 10 ** 9}  # one key a worker
+strat3 = {"c_grad": 1e-5, "c_enc": 0.0, "c_dec": 0.0, "c_upd": 0.0, "up_bpk": 1.0, "down_bpk": 0.0}
+net3 = {"alpha": 0.0, "beta_w": 0.0, "hop": 0.0, "beta_c": 1e-4}
+best_p, best = cm.one_aggregator_limit(work3, strat3, net3)
+close("one aggregator P", best_p, 8)
+close("one aggregator step", best, 1.25e-3 + 8e-4)
+
+if failures:
+    print("FAIL: cost model: " + "; ".join(failures))
+    sys.exit(1)
+print("PASS: cost model arithmetic (%d figures)" % checked[0])
