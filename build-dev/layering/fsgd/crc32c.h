@@ -1,1 +1,0 @@
-#error "fsgd/crc32c.h belongs to common/, which this module may not include (the modules and their order: Makefile)"

@@ -1,1 +1,0 @@
-#error "fsgd/dist.h belongs to trainer/distributed/, which this module may not include (the modules and their order: Makefile)"

@@ -1,1 +1,0 @@
-#error "fsgd/fastsgd_layout.h belongs to codec/, which this module may not include (the modules and their order: Makefile)"

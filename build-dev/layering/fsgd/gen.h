@@ -1,1 +1,0 @@
-#error "fsgd/gen.h belongs to data/, which this module may not include (the modules and their order: Makefile)"

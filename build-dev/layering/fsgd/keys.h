@@ -1,1 +1,0 @@
-#error "fsgd/keys.h belongs to codec/, which this module may not include (the modules and their order: Makefile)"

@@ -1,1 +1,0 @@
-#error "fsgd/train_pool.h belongs to trainer/core/, which this module may not include (the modules and their order: Makefile)"
