@@ -244,11 +244,6 @@ int agg_lead_complete(agg_t *a)
     return 1;
 }
 
-double agg_lead_silent(const agg_t *a)
-{
-    return a->lead ? agg_now() - a->lead->last_heard : 0;
-}
-
 int agg_lead_wait_start(agg_t *a)
 {
     struct agg_lead *l = a->lead;

@@ -302,8 +302,6 @@ int agg_lead_poll(agg_t *a);
 int agg_lead_decided(const agg_t *a, uint64_t step);
 int agg_lead_applied(const agg_t *a, const fsgd_wire_range_t *r, uint32_t n);
 int agg_lead_complete(agg_t *a);
-/* seconds since the leader's last message (0 when not following) */
-double agg_lead_silent(const agg_t *a);
 /* Shard 0 of a sharded job, after its final step: the whole model from
  * every shard's partition of NAME.model once all of them have published
  * their final snapshot (at most max(60 s, 3 step timeouts)), written to
