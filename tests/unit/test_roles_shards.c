@@ -185,6 +185,23 @@ static void run_free(shard_run_t *r)
     alarm(0);
 }
 
+/* The workers end on the final model; told to stop after 20 s, so a
+ * failure does not hang the binary. */
+static void join_workers(shard_run_t *r)
+{
+    for (int i = 0; i < WORKERS; i++) {
+        for (int t = 0; t < 1000 && pthread_tryjoin_np(r->worker_t[i], NULL) != 0; t++) {
+            sleep_ms(20);
+            if (t == 999) {
+                r->stop[i] = 1;
+                pthread_join(r->worker_t[i], NULL);
+            }
+        }
+        if (r->wrc[i])
+            fprintf(stderr, "\n  worker %d: %s\n", i + 1, r->werr[i]);
+    }
+}
+
 /* Starts every role, waits for the shards, then the workers (which end on
  * the final model; told to stop after 20 s so a failure does not hang). */
 static void run_job(shard_run_t *r)
@@ -204,18 +221,7 @@ static void run_job(shard_run_t *r)
         if (r->arc[i])
             fprintf(stderr, "\n  shard %d: %s\n", i, r->aerr[i]);
     }
-    for (int i = 0; i < WORKERS; i++) {
-        for (int t = 0; t < 1000 && pthread_tryjoin_np(r->worker_t[i], NULL) != 0; t++) {
-            struct timespec ns = {0, 20 * 1000000L};
-            nanosleep(&ns, NULL);
-            if (t == 999) {
-                r->stop[i] = 1;
-                pthread_join(r->worker_t[i], NULL);
-            }
-        }
-        if (r->wrc[i])
-            fprintf(stderr, "\n  worker %d: %s\n", i + 1, r->werr[i]);
-    }
+    join_workers(r);
 }
 
 /* Both shards ended the job together: no error, every row applied once per
@@ -367,15 +373,7 @@ static void test_shard_restart(void)
             fprintf(stderr, "\n  shard %d: %s\n", i, r->aerr[i]);
     }
     unsetenv("FSGD_RESUME_STEP");
-    for (int i = 0; i < WORKERS; i++) {
-        for (int t = 0; t < 1000 && pthread_tryjoin_np(r->worker_t[i], NULL) != 0; t++) {
-            sleep_ms(20);
-            if (t == 999) {
-                r->stop[i] = 1;
-                pthread_join(r->worker_t[i], NULL);
-            }
-        }
-    }
+    join_workers(r);
     check_shards(r);
     for (int i = 0; i < SHARDS; i++)
         CU_ASSERT_EQUAL(r->ast[i].resumed_from_step, (int)common);
