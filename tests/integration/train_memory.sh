@@ -4,7 +4,9 @@
 # in a temporary file (FSGD_SPILL_MB=0 spills any size; -1 never) and early
 # stopping's best weights in one. On a9a and on generated CTR rows, the
 # default run writes the model file byte for byte as the run with all of it
-# in memory (one loader thread: values kept; FSGD_SPILL_MB=-1), also with a
+# in memory (FSGD_SPILL_MB=-1; the same two threads, since how a step's
+# gradient is split over threads decides the last bits of its sums; values
+# kept against binary rows: tests/unit/test_train_memory.c), also with a
 # test split taken from the data, and where no temporary file can be made
 # (TMPDIR missing: everything stays in memory). A set with real values
 # (ijcnn1) trains as before through the spill file too.
@@ -21,7 +23,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 same() {
     local name=$1 binary=$2
     shift 2
-    FSGD_SPILL_MB=-1 "$FSGD" train "$@" --threads 1 --quiet --out "$tmp/$name.mem" > "$tmp/$name.mem.txt"
+    FSGD_SPILL_MB=-1 "$FSGD" train "$@" --threads 2 --quiet --out "$tmp/$name.mem" > "$tmp/$name.mem.txt"
     "$FSGD" train "$@" --threads 2 --quiet --out "$tmp/$name.default" --metrics-json "$tmp/$name.json" \
         > "$tmp/$name.default.txt"
     FSGD_SPILL_MB=0 "$FSGD" train "$@" --threads 2 --quiet --out "$tmp/$name.spill" \

@@ -464,6 +464,7 @@ static void test_pages_same_model(void)
     binary_rows(&a, 20000, 3000, &rng);
     fsgd_job_t job;
     train_job(&job);
+    job.batch = 64; /* ~4k nonzeros a step: one step thread (FSGD_TRAIN_MIN_NNZ_PER_THREAD) */
     fsgd_model_t one = {0}, two = {0}, kept = {0};
     fsgd_train_stats_t s1, s2, s3;
     char err[512];

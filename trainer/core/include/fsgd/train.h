@@ -19,8 +19,12 @@
 #include "fsgd/model.h"
 
 /* Threads are only used when each gets at least this many nonzeros per step:
- * smaller shares cost more in synchronisation than they save. */
-#define FSGD_TRAIN_MIN_NNZ_PER_THREAD 16384
+ * smaller shares cost more in synchronisation than they save. Measured on
+ * 2 idle cores (2^24-key CTR rows, 40 nonzeros): 2 threads lose at 640
+ * nonzeros a thread and win 1.4x from 1,280 up; 4096 leaves room for a busy
+ * machine, where a barrier crossing can cost a time slice (with both cores
+ * taken by other work, 2 threads at 5,250 a thread were ~7% slower). */
+#define FSGD_TRAIN_MIN_NNZ_PER_THREAD 4096
 
 /* epochs auto: the holdout loss is computed at evenly spread steps,
  * FSGD_TRAIN_HOLDOUT_EVALS times an epoch or once every
