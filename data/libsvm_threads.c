@@ -6,7 +6,6 @@
  * the calling thread, and the next block is read while this one is parsed. */
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -76,23 +75,6 @@ static void *copy_part(void *arg)
     for (size_t r = 0; r < src->n_rows; r++)
         dst->row_ptr[p->row + r + 1] = p->nz + src->row_ptr[r + 1];
     return NULL;
-}
-
-/* The two read blocks are filled from end to end for every block: on
- * transparent huge pages where the system gives them on request, a page
- * fault per 2 MiB instead of per 4 KiB (16k faults fewer). Not the rows'
- * arrays: grown by realloc, on huge pages they held 77 MB more at the peak
- * (900k CTR rows). */
-static void advise_huge(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
-    if (p && bytes >= ((size_t)4 << 20) && hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
 }
 
 /* Appends the parsed parts up to the first that failed (the rows before its
@@ -280,8 +262,6 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
      * instead of between the parses with the parsing threads idle. */
     size_t cap = opts->read_buf ? opts->read_buf : BLOCK; /* read_buf: small blocks in tests */
     block_t blk[2] = {{.fd = fd, .cap = cap, .buf = malloc(cap)}, {.fd = fd, .cap = cap, .buf = malloc(cap)}};
-    advise_huge(blk[0].buf, cap);
-    advise_huge(blk[1].buf, cap);
     int rc = !blk[0].buf || !blk[1].buf ? FSGD_E_NOMEM
              : opts->binary && !out->col ? fsgd_csr_init_binary(out, 0, 0)
                                          : fsgd_csr_reserve(out, 0, 0);

@@ -22,9 +22,12 @@
 # and 30 MB) because the package has no vw binary (tests/bench/lib/peers_vw.py).
 #
 # wall_s = train + predict process wall seconds, rss_mb = the larger peak RSS of
-# the two (/usr/bin/time, else Python's resource module). One AUC code for all
+# the two (/usr/bin/time, else Python's resource module). fsgd and VW run
+# PEERS_REPEATS times (default 3), alternating, the order swapped each round;
+# wall_s is their median (every run's in walls_s), rss_mb the largest peak;
+# LIBLINEAR runs once (its CTR run alone takes ~50 s). One AUC code for all
 # three (tests/bench/lib/peers_auc.py, scikit-learn). Lines:
-#   bench peers set=S tool=T wall_s=.. train_s=.. predict_s=.. rss_mb=.. test_auc=..
+#   bench peers set=S tool=T wall_s=.. train_s=.. predict_s=.. rss_mb=.. test_auc=.. runs=N walls_s=..
 #   bench peers set=S train_rows=.. test_rows=.. fsgd_over_liblinear=W_fsgd/W_ll
 #     fsgd_over_vw=W_fsgd/W_vw auc_fsgd=.. auc_liblinear=.. auc_vw=..
 #     rss_mb_fsgd=.. rss_mb_liblinear=.. rss_mb_vw=.. fsgd_rss_over_vw=R_fsgd/R_vw
@@ -39,6 +42,7 @@ VENV=${FSGD_VENV:-$root/build/venv}
 PY=${PY:-/usr/bin/python3}
 CTR_ROWS=${PEERS_CTR_ROWS:-1000000}
 VW_ARGS=${PEERS_VW_ARGS:-}
+REPEATS=${PEERS_REPEATS:-3}
 read -r -a FSGD_ARGS <<<"${PEERS_FSGD_ARGS:-}"
 
 die() { echo "peers_compare: $*" >&2; exit 1; }
@@ -48,6 +52,7 @@ command -v liblinear-train >/dev/null && command -v liblinear-predict >/dev/null
 [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import vowpalwabbit' 2>/dev/null ||
     die "Vowpal Wabbit venv $VENV missing or without vowpalwabbit (run scripts/install-peers.sh)"
 "$PY" -c 'import sklearn' 2>/dev/null || die "$PY has no scikit-learn (apt-get install python3-sklearn)"
+[[ $REPEATS =~ ^[1-9][0-9]*$ ]] || die "PEERS_REPEATS=$REPEATS: need a count >= 1"
 [[ $CTR_ROWS =~ ^[0-9]+$ ]] && [ "$CTR_ROWS" -ge 100 ] || die "PEERS_CTR_ROWS=$CTR_ROWS: need a row count >= 100"
 for f in a9a a9a.t w8a ijcnn1 ijcnn1.t reuters reuters.t; do
     [ -s "$DATA/$f" ] || die "dataset $DATA/$f missing (FSGD_DATA)"
@@ -77,23 +82,36 @@ PYEOF
     read -r M_WALL M_RSS <"$tmp/$name.time"
 }
 
-# tool SET TOOL TEST FORMAT PRED: measures $train_cmd and $predict_cmd (arrays)
-# and prints the tool's line; leaves its wall seconds, AUC and peak RSS (MB) in
-# W_<tool>, A_<tool>, R_<tool>.
-tool() {
-    local set=$1 t=$2 test=$3 fmt=$4 pred=$5 extra=${6:-} tw tr pw pr auc
-    measure "$set.$t.train" "${train_cmd[@]}"
-    tw=$M_WALL tr=$M_RSS
-    measure "$set.$t.predict" "${predict_cmd[@]}"
-    pw=$M_WALL pr=$M_RSS
-    auc=$("$PY" "$here/lib/peers_auc.py" "$test" "$fmt" "$pred")
-    printf -v "W_$t" '%s' "$(awk -v a="$tw" -v b="$pw" 'BEGIN{printf "%.2f", a + b}')"
-    printf -v "A_$t" '%s' "$auc"
-    printf -v "R_$t" '%s' "$(awk -v a="$tr" -v b="$pr" 'BEGIN{printf "%.1f", (a > b ? a : b) / 1024}')"
-    local w=W_$t r=R_$t
-    echo "bench peers set=$set tool=$t wall_s=${!w} train_s=$tw predict_s=$pw rss_mb=${!r}" \
-        "test_auc=$auc$extra"
+# tool SET TOOL TEST FORMAT PRED [EXTRA]: measures $train_cmd and
+# $predict_cmd (arrays) once; leaves the run's wall seconds (train + predict)
+# in RUN_W, train and predict seconds in RUN_TW, RUN_PW, the larger peak RSS
+# (MB) in RUN_R and the AUC in RUN_A.
+tool_once() {
+    local test=$3 fmt=$4 pred=$5
+    measure "$1.$2.train" "${train_cmd[@]}"
+    RUN_TW=$M_WALL
+    local tr=$M_RSS
+    measure "$1.$2.predict" "${predict_cmd[@]}"
+    RUN_PW=$M_WALL
+    RUN_A=$("$PY" "$here/lib/peers_auc.py" "$test" "$fmt" "$pred")
+    RUN_W=$(awk -v a="$RUN_TW" -v b="$RUN_PW" 'BEGIN{printf "%.2f", a + b}')
+    RUN_R=$(awk -v a="$tr" -v b="$M_RSS" 'BEGIN{printf "%.1f", (a > b ? a : b) / 1024}')
 }
+
+# tool_line SET TOOL EXTRA WALLS... : the tool's line from its runs (median
+# wall, every run's wall listed) and W_<tool>, A_<tool>, R_<tool> (median
+# wall, the last run's AUC, the largest peak RSS seen).
+tool_line() {
+    local set=$1 t=$2 extra=$3
+    shift 3
+    printf -v "W_$t" '%s' "$(median "$@")"
+    printf -v "A_$t" '%s' "$RUN_A"
+    local w=W_$t r=R_$t
+    echo "bench peers set=$set tool=$t wall_s=${!w} train_s=$RUN_TW predict_s=$RUN_PW rss_mb=${!r}" \
+        "test_auc=$RUN_A runs=$#" "walls_s=$(IFS=,; echo "$*")$extra"
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+maxf() { awk -v a="$1" -v b="$2" 'BEGIN{ print (a > b ? a : b) }'; }
 
 tovw() { # LIBSVM -> VW text, labels -1/1, one namespace; blank and comment lines dropped
     awk '{ sub(/#.*/, "") } NF { printf "%s |f", ($1 > 0 ? "1" : "-1");
@@ -103,24 +121,45 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.3f", a / b; else 
 rows() { grep -c '[^[:space:]]' "$1"; }
 
 compare() { # SET TRAIN TEST
-    local set=$1 train=$2 test=$3 d=$tmp/$1 t0 t1 conv
+    local set=$1 train=$2 test=$3 d=$tmp/$1 t0 t1 conv i
     mkdir -p "$d"
-    train_cmd=("$FSGD" train --data "$train" --test "$test" --out "$d/fsgd.model" --quiet ${FSGD_ARGS[@]+"${FSGD_ARGS[@]}"})
-    predict_cmd=("$FSGD" predict --model "$d/fsgd.model" --data "$test" --out "$d/fsgd.pred" --quiet)
-    tool "$set" fsgd "$test" score "$d/fsgd.pred"
-
+    local fsgd_train=("$FSGD" train --data "$train" --test "$test" --out "$d/fsgd.model" --quiet ${FSGD_ARGS[@]+"${FSGD_ARGS[@]}"})
+    local fsgd_predict=("$FSGD" predict --model "$d/fsgd.model" --data "$test" --out "$d/fsgd.pred" --quiet)
     train_cmd=(liblinear-train -q -s 0 -B 1 "$train" "$d/ll.model")
     predict_cmd=(liblinear-predict -b 1 "$test" "$d/ll.model" "$d/ll.pred")
-    tool "$set" liblinear "$test" liblinear "$d/ll.pred"
+    tool_once "$set" liblinear "$test" liblinear "$d/ll.pred"
+    R_liblinear=$RUN_R
+    tool_line "$set" liblinear "" "$RUN_W"
 
     t0=$(date +%s.%N)
     tovw "$train" "$d/train.vw"
     tovw "$test" "$d/test.vw"
     t1=$(date +%s.%N)
     conv=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')
-    train_cmd=("$VENV/bin/python" "$here/lib/peers_vw.py" "-d $d/train.vw --loss_function logistic -f $d/vw.model $VW_ARGS")
-    predict_cmd=("$VENV/bin/python" "$here/lib/peers_vw.py" "-d $d/test.vw -t -i $d/vw.model -p $d/vw.pred")
-    tool "$set" vw "$test" score "$d/vw.pred" " convert_s=$conv"
+    local vw_train=("$VENV/bin/python" "$here/lib/peers_vw.py" "-d $d/train.vw --loss_function logistic -f $d/vw.model $VW_ARGS")
+    local vw_predict=("$VENV/bin/python" "$here/lib/peers_vw.py" "-d $d/test.vw -t -i $d/vw.model -p $d/vw.pred")
+    # fsgd and VW alternate, the first of a round swapped every round: a
+    # process right after the other one's exit can pay for pages the other
+    # just gave back (see README, "Where the wall time of fsgd train goes")
+    local fw=() vw=() fa va
+    R_fsgd=0 R_vw=0
+    for ((i = 0; i < REPEATS; i++)); do
+        for t in $( ((i % 2 == 0)) && echo "fsgd vw" || echo "vw fsgd"); do
+            if [ "$t" = fsgd ]; then
+                train_cmd=("${fsgd_train[@]}") predict_cmd=("${fsgd_predict[@]}")
+                tool_once "$set" fsgd "$test" score "$d/fsgd.pred"
+                fw+=("$RUN_W") fa=$RUN_A R_fsgd=$(maxf "$R_fsgd" "$RUN_R") fsgd_tw=$RUN_TW fsgd_pw=$RUN_PW
+            else
+                train_cmd=("${vw_train[@]}") predict_cmd=("${vw_predict[@]}")
+                tool_once "$set" vw "$test" score "$d/vw.pred"
+                vw+=("$RUN_W") va=$RUN_A R_vw=$(maxf "$R_vw" "$RUN_R") vw_tw=$RUN_TW vw_pw=$RUN_PW
+            fi
+        done
+    done
+    RUN_A=$fa RUN_TW=$fsgd_tw RUN_PW=$fsgd_pw
+    tool_line "$set" fsgd "" "${fw[@]}"
+    RUN_A=$va RUN_TW=$vw_tw RUN_PW=$vw_pw
+    tool_line "$set" vw " convert_s=$conv" "${vw[@]}"
 
     echo "bench peers set=$set train_rows=$(rows "$train") test_rows=$(rows "$test")" \
         "fsgd_over_liblinear=$(ratio "$W_fsgd" "$W_liblinear") fsgd_over_vw=$(ratio "$W_fsgd" "$W_vw")" \

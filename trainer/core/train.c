@@ -14,7 +14,6 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -902,23 +901,11 @@ int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_
     return FSGD_E_OK;
 }
 
-/* θ and Adam's key state are read and written at random keys every step
- * (1M x 2^24 CTR set: 67 and 168 MB): with 4 KiB pages nearly every key's
- * access is a TLB miss, and mapping them took 49k page faults. Transparent
- * huge pages where the system gives them on request (THP "madvise", as
- * here): the same arithmetic, and all their pages were touched anyway (the
- * keys' by touch_pages, θ's at random keys), so the same RSS. */
-static void advise_huge_pages(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
+/* θ and Adam's key state stay on 4 KiB pages. Transparent huge pages
+ * (madvise) saved TLB misses, but on this VM a fresh huge page is far dearer
+ * to zero when another process has just given its memory back: the 1M x
+ * 2^24 CTR job right after Vowpal Wabbit took 2.77-2.87 s with them against
+ * 2.11-2.26 s run after itself; on 4 KiB pages 2.35-2.51 s either way. */
 
 /* The optimizer of fsgd train: λ and lr for n_fit rows in steps of B (auto
  * or the job's), Adam with per-key counts (lr auto) or FTRL-Proximal, and a
@@ -939,13 +926,6 @@ static int setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, size_
      * them; an explicit lr keeps the plain lazy Adam of fsgd run, so the two
      * trainers still agree on the same settings. */
     if (job->lr < 0 && !ftrl) {
-        /* it reads every key's m and v once, then frees them: most were
-         * never written, and a read of such a page maps the zero page, a
-         * fault per 4 KiB (2^24 keys: 33k faults) or, advised, per 2 MiB */
-        if (t->adam.m && t->adam.v) {
-            advise_huge_pages(t->adam.m, (size_t)t->adam.dim * sizeof *t->adam.m);
-            advise_huge_pages(t->adam.v, (size_t)t->adam.dim * sizeof *t->adam.v);
-        }
         rc = fsgd_adam_count_keys(&t->adam);
     }
     if (rc == 0 && ftrl) {
@@ -1309,8 +1289,6 @@ static int train_setup(train_run_t *r)
     train_pick_batch(r);
     if (rc == 0) {
         rc = setup_optimizer(&r->t, r->model_dim, r->n_fit, r->B, r->init, r->stats, r->err, r->errsz);
-        if (rc == 0 && r->t.adam.theta)
-            advise_huge_pages(r->t.adam.theta, (size_t)r->model_dim * sizeof *r->t.adam.theta);
         if (rc == FSGD_E_ARG)
             return train_fail(r, rc);
     }
@@ -1409,7 +1387,7 @@ static int train_cut(train_run_t *r)
  * else reads or writes it yet. */
 static void map_key_state(train_run_t *r, void *keys, size_t bytes)
 {
-    advise_huge_pages(keys, bytes);
+    /* split at a 2 MiB boundary: page-aligned for either page size */
     const uintptr_t huge = (uintptr_t)2 << 20;
     uintptr_t mid = ((uintptr_t)keys + bytes / 2 + huge - 1) & ~(huge - 1);
     size_t low = mid < (uintptr_t)keys + bytes ? (size_t)(mid - (uintptr_t)keys) : bytes;
@@ -1730,8 +1708,8 @@ static void train_stop_threads(train_run_t *r)
 }
 
 /* The model's weights take θ's memory where the sizes agree (an intercept:
- * both dim + 1) and nothing reads θ after: its pages are mapped (huge
- * pages, touched by the steps), where a fresh array's 2^24 floats took
+ * both dim + 1) and nothing reads θ after: its pages are mapped (touched
+ * by the steps), where a fresh array's 2^24 floats took
  * 16k page faults to fill (the best weights read back, or θ copied). */
 static int adopt_theta(train_run_t *r)
 {
