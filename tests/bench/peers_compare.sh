@@ -14,6 +14,9 @@
 #   LIBLINEAR  liblinear-train -s 0 -B 1 (C=1); liblinear-predict -b 1.
 #   VW         --loss_function logistic (one online pass, 2^18 hashed weights),
 #              -f M; then -t -i M -p P. Labels -1/1. PEERS_VW_ARGS adds options.
+#              On the CTR set (2^24 features) VW gets -b 24, the model size
+#              fsgd trains there (2^18 would fold its keys 64 to a weight:
+#              less memory, lower AUC); PEERS_VW_CTR_ARGS replaces that.
 # Fairness of parsing: every timed process reads the data from disk in the
 # tool's own input format and parses it itself (fsgd and LIBLINEAR: LIBSVM;
 # VW: its text format). The LIBSVM -> VW text conversion (awk) runs before, not
@@ -42,6 +45,7 @@ VENV=${FSGD_VENV:-$root/build/venv}
 PY=${PY:-/usr/bin/python3}
 CTR_ROWS=${PEERS_CTR_ROWS:-1000000}
 VW_ARGS=${PEERS_VW_ARGS:-}
+VW_CTR_ARGS=${PEERS_VW_CTR_ARGS--b 24}
 REPEATS=${PEERS_REPEATS:-3}
 read -r -a FSGD_ARGS <<<"${PEERS_FSGD_ARGS:-}"
 
@@ -120,8 +124,8 @@ tovw() { # LIBSVM -> VW text, labels -1/1, one namespace; blank and comment line
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.3f", a / b; else print "null" }'; }
 rows() { grep -c '[^[:space:]]' "$1"; }
 
-compare() { # SET TRAIN TEST
-    local set=$1 train=$2 test=$3 d=$tmp/$1 t0 t1 conv i
+compare() { # SET TRAIN TEST [VW ARGS OF THIS SET]
+    local set=$1 train=$2 test=$3 set_vw=${4:-} d=$tmp/$1 t0 t1 conv i
     mkdir -p "$d"
     local fsgd_train=("$FSGD" train --data "$train" --test "$test" --out "$d/fsgd.model" --quiet ${FSGD_ARGS[@]+"${FSGD_ARGS[@]}"})
     local fsgd_predict=("$FSGD" predict --model "$d/fsgd.model" --data "$test" --out "$d/fsgd.pred" --quiet)
@@ -136,7 +140,7 @@ compare() { # SET TRAIN TEST
     tovw "$test" "$d/test.vw"
     t1=$(date +%s.%N)
     conv=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')
-    local vw_train=("$VENV/bin/python" "$here/lib/peers_vw.py" "-d $d/train.vw --loss_function logistic -f $d/vw.model $VW_ARGS")
+    local vw_train=("$VENV/bin/python" "$here/lib/peers_vw.py" "-d $d/train.vw --loss_function logistic -f $d/vw.model $set_vw $VW_ARGS")
     local vw_predict=("$VENV/bin/python" "$here/lib/peers_vw.py" "-d $d/test.vw -t -i $d/vw.model -p $d/vw.pred")
     # fsgd and VW alternate, the first of a round swapped every round: a
     # process right after the other one's exit can pay for pages the other
@@ -185,4 +189,4 @@ compare reuters "$DATA/reuters" "$DATA/reuters.t"
 "$FSGD" gen --rows "$CTR_ROWS" --dim 16777216 --nnz 40 --seed 1 --quiet --out "$tmp/ctr.svm"
 split_rows "$tmp/ctr.svm" 10 "$tmp/ctr.train" "$tmp/ctr.test"
 rm -f "$tmp/ctr.svm"
-compare ctr "$tmp/ctr.train" "$tmp/ctr.test"
+compare ctr "$tmp/ctr.train" "$tmp/ctr.test" "$VW_CTR_ARGS"
