@@ -141,10 +141,15 @@ static void run_free(run_t *r)
     alarm(0);
 }
 
+/* Lines a worker said while waiting on the model (test_aggregator_gone). */
+static _Atomic int waits_said;
+
 /* FSGD_ROLES_LOG=1 shows what the roles say. */
 static void on_log(void *ctx, const char *line)
 {
     static int show = -1;
+    if (strstr(line, "for the model after step") && strstr(line, "from the aggregator"))
+        waits_said++;
     if (show < 0)
         show = getenv("FSGD_ROLES_LOG") != NULL;
     if (show)
@@ -736,6 +741,44 @@ static void test_worker_dropped_tau(void)
     drop_case(2500, 500, 2);
 }
 
+/* The aggregator stops as a killed process would (no job_end, nothing more
+ * on the model topic): each worker says what it waits for, every 3 step
+ * timeouts, then gives up after 60 of them (here 0.2 s: 12 s) with an error
+ * naming the aggregator, instead of waiting for ever. */
+static void test_aggregator_gone(void)
+{
+    run_t r;
+    run_init(&r, 2, 2);
+    NEED_DATA(&r);
+    r.job.step_timeout_ms = 200;
+    waits_said = 0;
+    start(&r);
+    wait_steps(&r, 3);
+    fsgd_aggregator_crash(1);
+    pthread_join(r.agg_t, NULL);
+    CU_ASSERT_EQUAL(r.arc, FSGD_E_STATE);
+    double t0 = now_s();
+    for (int i = 0; i < r.nworkers; i++) {
+        while (now_s() - t0 < 60 && pthread_tryjoin_np(r.wt[i], NULL) != 0)
+            sleep_ms(20);
+        if (now_s() - t0 >= 60) { /* still waiting: stop it, and fail */
+            r.stop[i] = 1;
+            pthread_join(r.wt[i], NULL);
+        }
+        r.started[i] = 0;
+        CU_ASSERT_EQUAL(r.wrc[i], FSGD_E_TIMEOUT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.werr[i], "giving up"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.werr[i], "from the aggregator"));
+    }
+    double waited = now_s() - t0;
+    CU_ASSERT_TRUE(waited >= 11); /* 60 step timeouts without a message, not sooner */
+    CU_ASSERT_TRUE(waits_said >= 2 * r.nworkers); /* said every 1 s meanwhile */
+    if (r.wrc[0] != FSGD_E_TIMEOUT || waits_said < 2 * r.nworkers)
+        fprintf(stderr, "\n  after %.1f s: worker 1: %s; %d waits said\n", waited, r.werr[0], (int)waits_said);
+    fsgd_aggregator_crash(0);
+    run_free(&r);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -752,6 +795,7 @@ void fsgd_test_register(void)
         {"a worker dropped mid-epoch: rows once, no empty steps", test_worker_dropped},
         {"a worker dropped mid-epoch, its session ending first", test_worker_dropped_session_first},
         {"a worker dropped mid-epoch with tau 2", test_worker_dropped_tau},
+        {"the aggregator gone: workers say what they wait for, then give up", test_aggregator_gone},
         {NULL, NULL},
     };
     /* FSGD_ROLES_ONLY=text runs the cases whose name holds text */

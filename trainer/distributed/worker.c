@@ -120,7 +120,19 @@ typedef struct worker {
         fsgd_wire_state_t st;
     } *lead;
     size_t nlead, cap_lead;
+    /* Waiting on the model with gradients unanswered: since when (0: not
+     * waiting), when it was last said, and when a model message last came. */
+    double wait_since, wait_logged, model_seen;
 } worker_t;
+
+/* A worker waiting on the model says so every 3 step timeouts (1 to 30 s),
+ * and gives up after WAIT_GIVE_UP_STEPS step timeouts (10 min by default)
+ * without a single message on the model topic: the aggregator (or a shard)
+ * is gone, and nothing else would end the wait (fsgd run restarts a dead
+ * shard in seconds; an aggregator that ends says so on NAME.ctl). */
+#define WAIT_SAY_STEPS 3
+#define WAIT_SAY_MAX_S 30.0
+#define WAIT_GIVE_UP_STEPS 60
 
 /* How often the partitions are read on while the producer writes them. */
 #define PREFETCH_EVERY_S 0.05
@@ -1376,6 +1388,69 @@ static int do_step(worker_t *w)
     return 0;
 }
 
+/* The step the worker waits for and who owes it: "the aggregator", or the
+ * shards whose model is behind the others' (a sharded job). */
+static void owed_by(const worker_t *w, char *who, size_t cap)
+{
+    if (w->shards <= 1) {
+        snprintf(who, cap, "the aggregator");
+        return;
+    }
+    uint64_t newest = 0;
+    for (uint32_t i = 0; i < w->shards; i++)
+        if (w->sh_valid[i] && w->sh_step[i] > newest)
+            newest = w->sh_step[i];
+    size_t n = (size_t)snprintf(who, cap, "aggregator shard");
+    int listed = 0;
+    for (uint32_t i = 0; i < w->shards && n < cap; i++)
+        if (!w->sh_valid[i] || w->sh_step[i] < newest) {
+            n += (size_t)snprintf(who + n, cap - n, "%s %u (at step %llu)", listed++ ? "," : "", i,
+                                  w->sh_valid[i] ? (unsigned long long)w->sh_step[i] : 0ULL);
+        }
+    if (!listed)
+        snprintf(who, cap, "every aggregator shard (all at step %llu)", (unsigned long long)newest);
+}
+
+/* Called each turn of the loop: says what a worker blocked on the model
+ * waits for, and fails with FSGD_E_TIMEOUT once no message has come on the
+ * model topic for the give-up time. */
+static int check_model_wait(worker_t *w, int blocked)
+{
+    if (!blocked) {
+        w->wait_since = 0;
+        return 0;
+    }
+    double t = now_s();
+    if (w->wait_since == 0) {
+        w->wait_since = w->wait_logged = t;
+        return 0;
+    }
+    const double step_s = w->job->step_timeout_ms / 1000.0, give_up = step_s * WAIT_GIVE_UP_STEPS;
+    double say_every = step_s * WAIT_SAY_STEPS;
+    say_every = say_every < 1 ? 1 : say_every > WAIT_SAY_MAX_S ? WAIT_SAY_MAX_S : say_every;
+    double since = w->model_seen > w->wait_since ? w->model_seen : w->wait_since;
+    char who[256];
+    if (t - since >= give_up) {
+        owed_by(w, who, sizeof who);
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_TIMEOUT,
+                            "worker: no message on %s for %.0f s while waiting for the model after step %llu from "
+                            "%s: giving up (is the aggregator running?)",
+                            w->tmodel, t - since, (unsigned long long)w->step, who);
+    }
+    if (t - w->wait_logged >= say_every && w->log) {
+        w->wait_logged = t;
+        owed_by(w, who, sizeof who);
+        char line[512];
+        snprintf(line, sizeof line,
+                 "waiting %.0f s for the model after step %llu from %s (%llu gradients resent; gives up after "
+                 "%.0f s without a message on %s)",
+                 t - w->wait_since, (unsigned long long)w->step, who, (unsigned long long)w->stats->resends, give_up,
+                 w->tmodel);
+        w->log(w->log_ctx, line);
+    }
+    return 0;
+}
+
 static uint32_t random_id(void)
 {
     uint32_t v = 0;
@@ -1484,6 +1559,8 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         if (tw > 0)
             w->stats->t_wait += now_s() - tw;
         if (m) {
+            if (m->topic && !strcmp(m->topic, w->tmodel)) /* NAME.ctl's events are other roles' */
+                w->model_seen = now_s();
             rc = handle_model(w, m);
             fsgd_bus_msg_destroy(m);
             continue;
@@ -1496,6 +1573,10 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
             report_assignment(w, "worker_assignment");
         }
         fsgd_bus_serve(w->prod);
+        rc = check_model_wait(w, !ready && w->valid && w->have_assignment &&
+                                     inflight_ahead(&w->fl, w->gen, w->step) > 0);
+        if (rc)
+            break;
         if (ready && !w->final)
             rc = do_step(w);
         else if (!w->valid && w->have_assignment && !w->prefetch_done &&
