@@ -1,6 +1,7 @@
 /* The distributed roles on the in-memory bus (fsgd/bus.h): an aggregator
  * and N workers as threads of this process, with faults injected by the
  * bus (duplicates, lost and delayed messages, a killed member). */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -141,8 +142,9 @@ static void run_free(run_t *r)
     alarm(0);
 }
 
-/* Lines a worker said while waiting on the model (test_aggregator_gone). */
-static _Atomic int waits_said;
+/* Lines a worker said while waiting on the model (test_aggregator_gone)
+ * and for a first snapshot (test_no_aggregator_yet). */
+static _Atomic int waits_said, snapshot_waits_said;
 
 /* FSGD_ROLES_LOG=1 shows what the roles say. */
 static void on_log(void *ctx, const char *line)
@@ -150,6 +152,8 @@ static void on_log(void *ctx, const char *line)
     static int show = -1;
     if (strstr(line, "for the model after step") && strstr(line, "from the aggregator"))
         waits_said++;
+    if (strstr(line, "for a snapshot of the model on roles.model from the aggregator"))
+        snapshot_waits_said++;
     if (show < 0)
         show = getenv("FSGD_ROLES_LOG") != NULL;
     if (show)
@@ -779,6 +783,32 @@ static void test_aggregator_gone(void)
     run_free(&r);
 }
 
+/* No aggregator yet: the workers say every 3 step timeouts (1 s here) that
+ * they wait for the model's first snapshot, and keep waiting (a job's
+ * aggregator may take long to scan its data) until stopped. */
+static void test_no_aggregator_yet(void)
+{
+    run_t r;
+    run_init(&r, 2, 1);
+    NEED_DATA(&r);
+    r.job.step_timeout_ms = 200;
+    snapshot_waits_said = 0;
+    for (int i = 0; i < r.nworkers; i++)
+        start_worker(&r, i);
+    double t0 = now_s();
+    while (snapshot_waits_said < 2 * r.nworkers && now_s() - t0 < 30)
+        sleep_ms(20);
+    CU_ASSERT_TRUE(snapshot_waits_said >= 2 * r.nworkers);
+    for (int i = 0; i < r.nworkers; i++) {
+        CU_ASSERT_EQUAL(pthread_tryjoin_np(r.wt[i], NULL), EBUSY); /* still waiting, not given up */
+        r.stop[i] = 1;
+        pthread_join(r.wt[i], NULL);
+        r.started[i] = 0;
+        CU_ASSERT_EQUAL(r.wrc[i], 0);
+    }
+    run_free(&r);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -796,6 +826,7 @@ void fsgd_test_register(void)
         {"a worker dropped mid-epoch, its session ending first", test_worker_dropped_session_first},
         {"a worker dropped mid-epoch with tau 2", test_worker_dropped_tau},
         {"the aggregator gone: workers say what they wait for, then give up", test_aggregator_gone},
+        {"no aggregator yet: workers say they wait for a snapshot, and wait", test_no_aggregator_yet},
         {NULL, NULL},
     };
     /* FSGD_ROLES_ONLY=text runs the cases whose name holds text */

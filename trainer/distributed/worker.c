@@ -120,8 +120,10 @@ typedef struct worker {
         fsgd_wire_state_t st;
     } *lead;
     size_t nlead, cap_lead;
-    /* Waiting on the model with gradients unanswered: since when (0: not
-     * waiting), when it was last said, and when a model message last came. */
+    /* Waiting: wait_kind 0 not, 1 for a model (none yet, or a resync), 2
+     * on the model with gradients unanswered; since when, when it was last
+     * said, and when a message last came on the model topic. */
+    int wait_kind;
     double wait_since, wait_logged, model_seen;
 } worker_t;
 
@@ -1411,43 +1413,49 @@ static void owed_by(const worker_t *w, char *who, size_t cap)
         snprintf(who, cap, "every aggregator shard (all at step %llu)", (unsigned long long)newest);
 }
 
-/* Called each turn of the loop: says what a worker blocked on the model
- * waits for, and fails with FSGD_E_TIMEOUT once no message has come on the
- * model topic for the give-up time. */
-static int check_model_wait(worker_t *w, int blocked)
+/* Called each turn of the loop (ready: may_send's answer). A worker
+ * without a model (none yet, or resyncing) says what it waits for; one
+ * whose gradients go unanswered says so too, and fails with FSGD_E_TIMEOUT
+ * once no message has come on the model topic for the give-up time (one
+ * without a model does not give up: a job's aggregator may take long to
+ * scan its data before its first snapshot). */
+static int check_model_wait(worker_t *w, int ready)
 {
-    if (!blocked) {
-        w->wait_since = 0;
-        return 0;
-    }
+    int kind = !w->valid ? 1 : !ready && w->have_assignment && inflight_ahead(&w->fl, w->gen, w->step) > 0 ? 2 : 0;
     double t = now_s();
-    if (w->wait_since == 0) {
+    if (kind != w->wait_kind) {
+        w->wait_kind = kind;
         w->wait_since = w->wait_logged = t;
-        return 0;
     }
+    if (!kind)
+        return 0;
     const double step_s = w->job->step_timeout_ms / 1000.0, give_up = step_s * WAIT_GIVE_UP_STEPS;
     double say_every = step_s * WAIT_SAY_STEPS;
     say_every = say_every < 1 ? 1 : say_every > WAIT_SAY_MAX_S ? WAIT_SAY_MAX_S : say_every;
     double since = w->model_seen > w->wait_since ? w->model_seen : w->wait_since;
     char who[256];
-    if (t - since >= give_up) {
+    if (kind == 2 && t - since >= give_up) {
         owed_by(w, who, sizeof who);
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_TIMEOUT,
                             "worker: no message on %s for %.0f s while waiting for the model after step %llu from "
                             "%s: giving up (is the aggregator running?)",
                             w->tmodel, t - since, (unsigned long long)w->step, who);
     }
-    if (t - w->wait_logged >= say_every && w->log) {
-        w->wait_logged = t;
-        owed_by(w, who, sizeof who);
-        char line[512];
+    if (t - w->wait_logged < say_every || !w->log)
+        return 0;
+    w->wait_logged = t;
+    owed_by(w, who, sizeof who);
+    char line[512];
+    if (kind == 2)
         snprintf(line, sizeof line,
                  "waiting %.0f s for the model after step %llu from %s (%llu gradients resent; gives up after "
                  "%.0f s without a message on %s)",
                  t - w->wait_since, (unsigned long long)w->step, who, (unsigned long long)w->stats->resends, give_up,
                  w->tmodel);
-        w->log(w->log_ctx, line);
-    }
+    else
+        snprintf(line, sizeof line, "waiting %.0f s for a snapshot of the model on %s from %s%s", t - w->wait_since,
+                 w->tmodel, who, w->have_assignment ? "" : ", and for data partitions from the consumer group");
+    w->log(w->log_ctx, line);
     return 0;
 }
 
@@ -1573,8 +1581,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
             report_assignment(w, "worker_assignment");
         }
         fsgd_bus_serve(w->prod);
-        rc = check_model_wait(w, !ready && w->valid && w->have_assignment &&
-                                     inflight_ahead(&w->fl, w->gen, w->step) > 0);
+        rc = check_model_wait(w, ready);
         if (rc)
             break;
         if (ready && !w->final)
