@@ -265,10 +265,11 @@ for ((rep = 1; rep <= repeats; rep++)); do
     done
 done
 # bits per key of the first step's gradient of one worker (its share of the
-# batch), every codec: fsgd bench codec on the same rows
+# batch), every codec: fsgd bench codec on the same rows; fastsgd with the
+# paper's key lengths and with the optimal ones (the same GK-Encoder format)
 worker_frac=$("$PY" -c "import sys; print(int(sys.argv[1]) / int(sys.argv[2]) / int(sys.argv[3]))" "$batch" "$workers" "$rows")
 "$FSGD" bench codec --data-dir "$tmp/d$dim_main" --datasets train.svm --dims "" --batches "$worker_frac" \
-    --codecs "none;fastsgd;sketchml;topk;logquant" --no-sweep --min-time 0.01 >"$tmp/codec.txt" 2>&1 ||
+    --codecs "none;fastsgd;fastsgd:levels=optimal;sketchml;topk;logquant" --no-sweep --min-time 0.01 >"$tmp/codec.txt" 2>&1 ||
     { cat "$tmp/codec.txt"; status=1; }
 for dim in $fig7_dims; do
     make_data "$dim"

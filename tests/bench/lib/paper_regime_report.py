@@ -127,14 +127,27 @@ def sketchml_coder_bits(keys):
     return bits / len(keys) if keys else 0.0
 
 
+def codec_key(spec):
+    """a bench codec line's codec, by name; fastsgd with levels=optimal apart"""
+    name = spec.split(":")[0]
+    return name + "_optimal" if name == "fastsgd" and "levels=optimal" in spec else name
+
+
 def parse_codec(path):
+    """fsgd bench codec's lines on the bench's rows (not its kdd12 source), by
+    codec_key; a sketchml entry gains its codec_sketchml_coder line's fields"""
     out = {}
     for line in open(path):
-        if not line.startswith("bench codec ") or "bits_per_key=" not in line:
+        kind = line.split(" ", 2)[1] if line.startswith("bench ") else ""
+        if kind not in ("codec", "codec_sketchml_coder") or "source=kdd12" in line or "bits_per_key=" not in line:
             continue
         kv = dict(x.split("=", 1) for x in line.split()[2:] if "=" in x)
-        name = kv["codec"].split(":")[0]
-        out.setdefault(name, kv)
+        name = codec_key(kv["codec"])
+        if kind == "codec":
+            out.setdefault(name, kv)
+        elif name in out:
+            for k in ("coder_own_groups_bits_per_key", "coder_one_group_bits_per_key", "header_bits_per_key"):
+                out[name].setdefault(k, kv.get(k))
     return out
 
 
@@ -212,19 +225,29 @@ def main():
     # Table V: bits per key of a worker's first step, against the floor
     n_w = a.batch // a.workers
     ks = first_keys(a.train, n_w)
-    for name in ("none", "sketchml", "fastsgd", "topk", "logquant"):
+    for name in ("none", "sketchml", "fastsgd", "fastsgd_optimal", "topk", "logquant"):
         kv = speeds.get(name)
         if not kv:
             continue
         sent, bpk = int(kv["sent"]), float(kv["bits_per_key"])
         fl = floor_bits(a.dim, sent)
         extra = ""
-        if name == "fastsgd":
-            extra = " over_floor=%.3f within_10pct_of_floor=%s" % (bpk / fl, "yes" if bpk <= 1.1 * fl else "no")
+        if name.startswith("fastsgd"):
+            # levels=paper: Phase 5's lengths M/4, M/2, 3M/4, M (l = 2); optimal:
+            # the same l-bit flag and binary deltas, the 2^l lengths chosen per message
+            extra = " levels=%s over_floor=%.3f within_10pct_of_floor=%s" % (
+                "paper" if name == "fastsgd" else "optimal(not-the-paper's-rule)", bpk / fl,
+                "yes" if bpk <= 1.1 * fl else "no")
         if name == "sketchml":
-            own = sketchml_coder_bits(ks)
-            extra = " coder_one_group_bits=%.3f over_coder=%.3f within_10pct_of_coder=%s" % (
-                own, bpk / own, "yes" if abs(bpk / own - 1) <= 0.1 else "no")
+            one = float(kv["coder_one_group_bits_per_key"]) if kv.get("coder_one_group_bits_per_key") \
+                else sketchml_coder_bits(ks)
+            own = float(kv["coder_own_groups_bits_per_key"]) if kv.get("coder_own_groups_bits_per_key") else None
+            if own:
+                extra = (" coder_own_groups_bits=%.3f over_own_groups=%.3f within_10pct_of_coder=%s "
+                         "coder_one_group_bits=%.3f grouping_cost=%.3f" %
+                         (own, bpk / own, "yes" if abs(bpk / own - 1) <= 0.1 else "no", one, own / one))
+            else:  # an older fsgd without codec_sketchml_coder: the one-group figure only
+                extra = " coder_one_group_bits=%.3f over_one_group=%.3f" % (one, bpk / one)
         print("bench paper_keys codec=%s dim=%d worker_rows=%d keys=%d sent=%d bits_per_key=%.3f floor_bits_per_key=%.3f "
               "floor_from_bench_codec=%s paper_bits_per_key=%s%s" %
               (name, a.dim, n_w, len(ks), sent, bpk, fl, kv.get("floor_bits_per_key"),
