@@ -83,6 +83,38 @@ best_p, best = cm.one_aggregator_limit(work3, strat3, net3)
 close("one aggregator P", best_p, 8)
 close("one aggregator step", best, 1.25e-3 + 8e-4)
 
+# costs_from_train: 4 threads, 2 steps, 8000 pairs (1000 keys a worker-step),
+# g = 0.5: K = 1000 * 4^0.5 = 2000; 1e6 nonzeros a second a thread
+m = {"steps": 2, "threads": 4, "dim": 10 ** 6, "raw_bytes": 64000, "wire_bytes": 16000,
+     "nnz_per_second_per_thread": 1e6, "seconds": {"encode": 0.008, "decode": 0.004, "update": 0.02}}
+c = cm.costs_from_train(m, 0.5)
+close("train c_grad", c["c_grad"], 1e-6)
+close("train k_w", c["k_w"], 1000.0)
+close("train c_enc", c["c_enc"], 0.008 / 8000)   # 1e-6 s a key
+close("train c_dec", c["c_dec"], 0.004 / 8000)   # 5e-7
+close("train c_upd", c["c_upd"], 0.02 / (2 * 2000))  # 5e-6 s a step key
+close("train up_bpk", c["up_bpk"], 2.0)
+# K capped at the dimension: dim 1500 < 2000
+close("train c_upd capped", cm.costs_from_train(dict(m, dim=1500), 0.5)["c_upd"], 0.02 / (2 * 1500))
+
+# scale_by_dim: the runs' costs at the main dimension times the single-process
+# ratio; a zero reference (none's encode) leaves the cost as it is
+ref = {"c_grad": 2e-7, "c_enc": 0.0, "c_dec": 1e-7, "c_upd": 4e-7, "up_bpk": 8.0}
+at = {"c_grad": 5e-8, "c_enc": 3e-9, "c_dec": 5e-8, "c_upd": 1e-7, "up_bpk": 4.0}
+sc = cm.scale_by_dim(strat, ref, at)
+close("scaled c_grad", sc["c_grad"], 1e-6 * 0.25)
+close("scaled c_enc kept", sc["c_enc"], 2e-6)
+close("scaled c_dec", sc["c_dec"], 3e-6 * 0.5)
+close("scaled c_upd", sc["c_upd"], 4e-6 * 0.25)
+close("up_bpk kept", sc["up_bpk"], 8.0)
+close("down_bpk kept", sc["down_bpk"], 4.0)
+# median_costs: figure by figure; an even count averages the middle two
+md = cm.median_costs([{"c_grad": 3.0, "k_w": 10.0}, {"c_grad": 1.0, "k_w": 30.0}, {"c_grad": 2.0, "k_w": 20.0}])
+close("median odd c_grad", md["c_grad"], 2.0)
+close("median odd k_w", md["k_w"], 20.0)
+close("median even", cm.median_costs([{"c_grad": 1.0}, {"c_grad": 4.0}])["c_grad"], 2.5)
+close("strat untouched", strat["c_grad"], 1e-6)
+
 if failures:
     print("FAIL: cost model: " + "; ".join(failures))
     sys.exit(1)
