@@ -1,9 +1,11 @@
 """The cost model's arithmetic (lib/cost_model.py) on fixed inputs whose
 answers are worked out by hand here. Exits 1 naming the first figure that
 is off; run by tests/integration/bench_cost_model.sh and paper_regime.sh."""
+import json
 import math
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cost_model as cm  # noqa: E402
@@ -114,6 +116,20 @@ close("median odd c_grad", md["c_grad"], 2.0)
 close("median odd k_w", md["k_w"], 20.0)
 close("median even", cm.median_costs([{"c_grad": 1.0}, {"c_grad": 4.0}])["c_grad"], 2.5)
 close("strat untouched", strat["c_grad"], 1e-6)
+
+# the report reads paper_regime.sh's calibration files (calib-DIM-CODEC-REP.json):
+# two repeats at one dimension give the median of each figure
+import paper_regime_report as rep  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    for i, enc in ((1, 0.008), (2, 0.016)):
+        json.dump(dict(m, seconds=dict(m["seconds"], encode=enc)), open(os.path.join(d, "calib-65536-fastsgd-%d.json" % i), "w"))
+    json.dump(m, open(os.path.join(d, "calib-1048576-none-1.json"), "w"))
+    cal = rep.load_calib([d], 0.5)
+close("calib keys", float(len(cal)), 2.0)
+close("calib repeats", float(cal[(65536, "fastsgd")]["of"]), 2.0)
+close("calib median c_enc", cal[(65536, "fastsgd")]["c_enc"], (0.008 + 0.016) / 2 / 8000)
+close("calib slug", float((1048576, rep.slug("none")) in cal), 1.0)
+close("slug of a spec", float(rep.slug("topk:ratio=0.01") == "topkratio001"), 1.0)
 
 if failures:
     print("FAIL: cost model: " + "; ".join(failures))
