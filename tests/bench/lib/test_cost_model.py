@@ -124,8 +124,14 @@ with tempfile.TemporaryDirectory() as d:
     for i, enc in ((1, 0.008), (2, 0.016)):
         json.dump(dict(m, seconds=dict(m["seconds"], encode=enc)), open(os.path.join(d, "calib-65536-fastsgd-%d.json" % i), "w"))
     json.dump(m, open(os.path.join(d, "calib-1048576-none-1.json"), "w"))
+    # the gradient's cost pools the codecs at a dimension: 1, 2, 4 us a nonzero -> 2
+    for i, rate in ((1, 1e6), (2, 5e5)):
+        json.dump(dict(m, nnz_per_second_per_thread=rate), open(os.path.join(d, "calib-16384-c%d-1.json" % i), "w"))
+    json.dump(dict(m, nnz_per_second_per_thread=2.5e5), open(os.path.join(d, "calib-16384-c1-2.json"), "w"))
     cal = rep.load_calib([d], 0.5)
-close("calib keys", float(len(cal)), 2.0)
+close("calib keys", float(len(cal)), 4.0)
+close("calib pooled c_grad c1", cal[(16384, "c1")]["c_grad"], 2e-6)
+close("calib pooled c_grad c2", cal[(16384, "c2")]["c_grad"], 2e-6)
 close("calib repeats", float(cal[(65536, "fastsgd")]["of"]), 2.0)
 close("calib median c_enc", cal[(65536, "fastsgd")]["c_enc"], (0.008 + 0.016) / 2 / 8000)
 close("calib slug", float((1048576, rep.slug("none")) in cal), 1.0)
