@@ -359,6 +359,8 @@ static void bench_usage(FILE *f)
                "gradients of real datasets (CPU backend) and synthetic fsgd gen gradients;\n"
                "plus the l = 1..5 sweep of FastSGD's key lengths (paper Table VI), and\n"
                "KDD12-shaped keys (source=kdd12; paper Table V: SketchML 9.95, FastSGD 6.04 bits/key).\n"
+               "For sketchml, a codec_sketchml_coder line: its key coder's bits a key on its own\n"
+               "value groups and on all keys as one group (the price of the grouping).\n"
                "\n"
                "  --quick            a short run (a9a, 10^6 dims, two batch sizes)\n"
                "  --data-dir DIR     datasets directory (default $FSGD_DATA, else build/datasets:\n"
