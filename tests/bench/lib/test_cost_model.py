@@ -122,7 +122,8 @@ close("strat untouched", strat["c_grad"], 1e-6)
 import paper_regime_report as rep  # noqa: E402
 with tempfile.TemporaryDirectory() as d:
     for i, enc in ((1, 0.008), (2, 0.016)):
-        json.dump(dict(m, seconds=dict(m["seconds"], encode=enc)), open(os.path.join(d, "calib-65536-fastsgd-%d.json" % i), "w"))
+        json.dump(dict(m, seconds=dict(m["seconds"], encode=enc)),
+                  open(os.path.join(d, "calib-65536-fastsgd-%d.json" % i), "w"))
     json.dump(m, open(os.path.join(d, "calib-1048576-none-1.json"), "w"))
     # the gradient's cost pools the codecs at a dimension: 1, 2, 4 us a nonzero -> 2
     for i, rate in ((1, 1e6), (2, 5e5)):
