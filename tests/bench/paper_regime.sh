@@ -263,7 +263,7 @@ run_one() {
 # calibrate DIM: the cost model's per-key costs at this feature count, from a
 # single-process fsgd train (threads standing in for the workers, the same
 # rows, batch and epochs), not from the distributed runs the model is checked
-# against: $runs/calib-DIM-CODEC.json for each Fig. 7 codec
+# against: $runs/calib-DIM-CODEC-REP.json for each Fig. 7 codec
 calibrate() {
     local codec rep
     for ((rep = 1; rep <= calib_repeats; rep++)); do for codec in $fig7_codecs; do
@@ -290,7 +290,8 @@ done
 # paper's key lengths and with the optimal ones (the same GK-Encoder format)
 worker_frac=$("$PY" -c "import sys; print(int(sys.argv[1]) / int(sys.argv[2]) / int(sys.argv[3]))" "$batch" "$workers" "$rows")
 "$FSGD" bench codec --data-dir "$tmp/d$dim_main" --datasets train.svm --dims "" --batches "$worker_frac" \
-    --codecs "none;fastsgd;fastsgd:levels=optimal;sketchml;topk;logquant" --no-sweep --min-time 0.01 >"$tmp/codec.txt" 2>&1 ||
+    --codecs "none;fastsgd;fastsgd:levels=optimal;sketchml;topk;logquant" --no-sweep --min-time 0.01 \
+    >"$tmp/codec.txt" 2>&1 ||
     { cat "$tmp/codec.txt"; status=1; }
 for dim in $fig7_dims; do
     make_data "$dim"
