@@ -220,7 +220,7 @@ static int sketchml_encode(fsgd_codec_t *c, const uint32_t *keys, const float *v
         if (vals[i] != 0.0f)
             nzidx[j++] = (uint32_t)i;
     size_t pos = SK_FIXED + 4 * (size_t)q;
-    uint64_t key_bits = 0, value_bits = 32 * (uint64_t)q;
+    uint64_t key_bits = 0, value_bits = 32 * (uint64_t)q, coder_bits = 0;
     if (sent)
         sent->n = 0;
     for (uint32_t g = 0; g < geo.ng; g++) {
@@ -280,12 +280,14 @@ static int sketchml_encode(fsgd_codec_t *c, const uint32_t *keys, const float *v
         bitw_end(&bw);
         pos += gneed;
         key_bits += 8 * (uint64_t)(fbytes + dbytes);
+        coder_bits += 2 * (uint64_t)ngk + 8 * (uint64_t)dbytes;
         value_bits += 8 * (uint64_t)tbytes;
     }
     *body_len = pos;
     *count = (uint32_t)m;
     c->last.key_bits = key_bits;
     c->last.value_bits = value_bits;
+    c->last.key_coder_bits = coder_bits;
     c->last.header_bytes = SK_FIXED + SK_GROUP * geo.ng;
     if (sent) {
         /* The decoder's view, for error feedback: decode the body just written. */

@@ -20,6 +20,10 @@
 #   PR_FIG7_DIMS ("65536 1048576 16777216 67108864"), PR_FIG7_CODECS ("none
 #                        fastsgd"), PR_FIG7_LINK (1gbit): Fig. 7, the same rows
 #                        at each feature count ("" skips it)
+#                        Each Fig. 7 dimension (and the main one) is also
+#                        timed in one process (fsgd train, --threads = workers)
+#                        to give the cost model its per-key costs there
+#                        (PR_CALIB_REPEATS (3) times; the median of each figure)
 #   PR_BROKERS (3), PR_REPLICATION (0: min(3, brokers)), PR_LR (0.01)
 #   PR_REPEATS (1)       passes of the main table, interleaved; the report takes
 #                        each configuration's median epoch (a shared machine's
@@ -31,7 +35,8 @@
 # communication, model updating; message bytes a step; AUC) beside the
 # paper's LR rows, `bench paper_keys` (bits per key of fastsgd and sketchml
 # against the entropy floor of the same keys and SketchML's own coder),
-# `bench paper_fig7`, `bench paper_alphabeta` (α, β of each emulated link,
+# `bench paper_fig7`, `bench paper_calib` (the single-process per-key costs at
+# each Fig. 7 dimension), `bench paper_alphabeta` (α, β of each emulated link,
 # measured by a TCP ping-pong), `bench paper_model_check` (the cost model
 # against every run) and `bench paper_model` (its extrapolation to 12, 100 and
 # 1,000 workers, S = 1..64), `bench paper_mem` (peak RSS of each role).
@@ -60,6 +65,7 @@ nbrokers=${PR_BROKERS:-3}
 replication=${PR_REPLICATION:-0}
 lr=${PR_LR:-0.01}
 repeats=${PR_REPEATS:-1}
+calib_repeats=${PR_CALIB_REPEATS:-3}
 batch=$("$PY" -c "import sys; print(max(1, round(float(sys.argv[1]) * int(sys.argv[2]))))" "$batch_frac" "$rows")
 tmp=$(mktemp -d)
 tag=fpr$$
@@ -254,6 +260,20 @@ run_one() {
         >"$base.env"
 }
 
+# calibrate DIM: the cost model's per-key costs at this feature count, from a
+# single-process fsgd train (threads standing in for the workers, the same
+# rows, batch and epochs), not from the distributed runs the model is checked
+# against: $runs/calib-DIM-CODEC-REP.json for each Fig. 7 codec
+calibrate() {
+    local codec rep
+    for ((rep = 1; rep <= calib_repeats; rep++)); do for codec in $fig7_codecs; do
+        "$FSGD" train --data "$tmp/d$1/train.svm" --test "$tmp/d$1/test.svm" --dim "$1" --epochs "$epochs" \
+            --batch "$batch" --threads "$workers" --codec "$codec" --lr "$lr" --quiet \
+            --metrics-json "$runs/calib-$1-${codec//[^a-z0-9]/}-$rep.json" >"$tmp/calib.log" 2>&1 ||
+            { echo "bench paper error: calibration at dim=$1 codec=$codec run $rep:"; tail -3 "$tmp/calib.log"; return 1; }
+    done; done
+}
+
 make_data "$dim_main"
 for ((rep = 1; rep <= repeats; rep++)); do
     for link in "${links[@]}"; do
@@ -264,14 +284,18 @@ for ((rep = 1; rep <= repeats; rep++)); do
         done
     done
 done
+[ -n "$fig7_dims" ] && { calibrate "$dim_main" || status=1; }
 # bits per key of the first step's gradient of one worker (its share of the
-# batch), every codec: fsgd bench codec on the same rows
+# batch), every codec: fsgd bench codec on the same rows; fastsgd with the
+# paper's key lengths and with the optimal ones (the same GK-Encoder format)
 worker_frac=$("$PY" -c "import sys; print(int(sys.argv[1]) / int(sys.argv[2]) / int(sys.argv[3]))" "$batch" "$workers" "$rows")
 "$FSGD" bench codec --data-dir "$tmp/d$dim_main" --datasets train.svm --dims "" --batches "$worker_frac" \
-    --codecs "none;fastsgd;sketchml;topk;logquant" --no-sweep --min-time 0.01 >"$tmp/codec.txt" 2>&1 ||
+    --codecs "none;fastsgd;fastsgd:levels=optimal;sketchml;topk;logquant" --no-sweep --min-time 0.01 \
+    >"$tmp/codec.txt" 2>&1 ||
     { cat "$tmp/codec.txt"; status=1; }
 for dim in $fig7_dims; do
     make_data "$dim"
+    [ "$dim" != "$dim_main" ] && { calibrate "$dim" || status=1; }
     [ "$fig7_link" != loopback ] && set_rate "$fig7_link"
     for codec in $fig7_codecs; do
         if [ "$dim" = "$dim_main" ] && [[ " $want_links " == *" $fig7_link "* ]] && [[ " $codecs " == *" $codec "* ]]; then

@@ -69,6 +69,37 @@ static void test_bits_per_key_kdd12(void)
     free(vals);
 }
 
+/* key_coder_bits: the key coder's 2-bit flags and delta bytes without the
+ * byte padding of the flags. Positive values only and groups=1: one group.
+ * Deltas 5, 295, 70000, 1, 1 take 1, 2, 4, 1, 1 bytes: 5 * 2 + 8 * 9 = 82
+ * coder bits; key_bits pads the 10 flag bits to 2 bytes: 8 * (2 + 9) = 88.
+ * Other codecs leave the field 0. */
+static void test_key_coder_bits_hand_worked(void)
+{
+    const uint32_t keys[] = {5, 300, 70300, 70301, 70302};
+    const float vals[] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f};
+    char err[256];
+    const char *specs[] = {"sketchml:groups=1", "fastsgd"};
+    for (int t = 0; t < 2; t++) {
+        fsgd_codec_t *c = fsgd_codec_new(specs[t], 100000, err, sizeof err);
+        CU_ASSERT_FATAL(c != NULL);
+        size_t cap = fsgd_codec_bound(c, 5), len;
+        uint8_t *msg = malloc(cap);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, 5, msg, cap, &len, err, sizeof err), 0);
+        fsgd_codec_stats_t st;
+        fsgd_codec_last_stats(c, &st);
+        if (t == 0) {
+            CU_ASSERT_EQUAL(st.n_sent, 5);
+            CU_ASSERT_EQUAL(st.key_coder_bits, 82);
+            CU_ASSERT_EQUAL(st.key_bits, 88);
+        } else {
+            CU_ASSERT_EQUAL(st.key_coder_bits, 0);
+        }
+        free(msg);
+        fsgd_codec_destroy(c);
+    }
+}
+
 static void test_roundtrip_never_overestimates(void)
 {
     uint64_t s = fsgd_test_seed() ^ 0x5D;
@@ -207,6 +238,7 @@ void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"bits per key on KDD12-shaped keys within 10% of the paper's 9.95", test_bits_per_key_kdd12},
+        {"key coder bits on a hand-worked group, without the flags' padding", test_key_coder_bits_hand_worked},
         {"round trips keep every key; values within the range", test_roundtrip_never_overestimates},
         {"MinMaxSketch never moves a value away from zero", test_minmax_underestimates},
         {"malformed messages refused naming the field", test_malformed_refused},

@@ -70,6 +70,21 @@ static double floor_bits(uint64_t D, uint64_t d)
     return lc / log(2.0) / (double)d;
 }
 
+/* SketchML's key coder (a 2-bit flag and 1, 2 or 4 bytes of delta a key) on
+ * keys as ONE increasing group: set against its cost on the codec's own value
+ * groups (fsgd_codec_stats_t.key_coder_bits), it is the price of the grouping. */
+static uint64_t sketchml_coder_bits_one_group(const fsgd_sparse_t *keys)
+{
+    uint64_t bits = 0;
+    uint32_t prev = 0;
+    for (size_t i = 0; i < keys->n; i++) {
+        uint32_t d = keys->keys[i] - prev;
+        bits += 2 + 8 * (uint64_t)(d < 256 ? 1 : d < 65536 ? 2 : 4);
+        prev = keys->keys[i];
+    }
+    return bits;
+}
+
 static void bench_gradient(const bench_opts_t *o, const char *source, double batch, uint64_t dim,
                            const fsgd_sparse_t *g)
 {
@@ -129,6 +144,14 @@ static void bench_gradient(const bench_opts_t *o, const char *source, double bat
                    (double)raw / (double)len, (double)st.key_bits / sent, (double)st.value_bits / sent,
                    floor_bits(dim, st.n_sent), mb / t_enc, mb / t_dec, t_memcpy / t_enc, t_lz4 / t_enc,
                    t_memcpy / t_dec, t_lz4 / t_dec);
+            if (st.key_coder_bits) /* the decoded keys are the sent ones, in order */
+                printf("bench codec_sketchml_coder source=%s batch=%g dim=%llu n=%zu codec=%s sent=%llu "
+                       "bits_per_key=%.3f coder_own_groups_bits_per_key=%.3f coder_one_group_bits_per_key=%.3f "
+                       "header_bits_per_key=%.3f\n",
+                       source, batch, (unsigned long long)dim, n, fsgd_codec_spec(c), (unsigned long long)st.n_sent,
+                       (double)st.key_bits / sent, (double)st.key_coder_bits / sent,
+                       (double)sketchml_coder_bits_one_group(&out) / sent,
+                       8.0 * (double)st.header_bytes / sent);
         }
         free(msg);
         fsgd_codec_destroy(c);
@@ -336,6 +359,8 @@ static void bench_usage(FILE *f)
                "gradients of real datasets (CPU backend) and synthetic fsgd gen gradients;\n"
                "plus the l = 1..5 sweep of FastSGD's key lengths (paper Table VI), and\n"
                "KDD12-shaped keys (source=kdd12; paper Table V: SketchML 9.95, FastSGD 6.04 bits/key).\n"
+               "For sketchml, a codec_sketchml_coder line: its key coder's bits a key on its own\n"
+               "value groups and on all keys as one group (the price of the grouping).\n"
                "\n"
                "  --quick            a short run (a9a, 10^6 dims, two batch sizes)\n"
                "  --data-dir DIR     datasets directory (default $FSGD_DATA, else build/datasets:\n"

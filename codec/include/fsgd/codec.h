@@ -70,6 +70,10 @@ typedef struct fsgd_codec_stats {
     uint64_t header_bytes; /* common header + codec parameters + CRC */
     uint64_t key_bits;     /* bits spent on keys (0 when not separable, e.g. lz4) */
     uint64_t value_bits;   /* bits spent on values (0 when not separable) */
+    /* sketchml only (else 0): its key coder's bits (a 2-bit flag and 1, 2 or
+     * 4 delta bytes a key) on its own groups, without the byte padding of
+     * each group's flags, so a bench can set key_bits against the coder */
+    uint64_t key_coder_bits;
 } fsgd_codec_stats_t;
 
 /* Copies the statistics of the last successful encode into *st. */

@@ -20,6 +20,13 @@ cluster have); hop: Kafka's fixed cost of a hop; beta_c: seconds per byte of
 the central path (brokers and shards), which every worker's bytes cross and
 which S shards (and their brokers' partitions) split. keys(n) is Heaps' law
 a * n^g, at most the model's dimension: fitted on the bench's own rows.
+
+Per-key costs depend on the model's dimension (a 2^26 model's weights miss the
+caches, a 2^16 one's do not). costs_from_train reads them from a
+single-process `fsgd train` at one dimension (threads standing in for the
+workers, the same rows and batch: not the distributed runs the model is
+checked against), and scale_by_dim carries the distributed runs' costs at the
+main dimension to another by those measurements' ratio.
 """
 import math
 
@@ -61,6 +68,43 @@ def step_parts(work, strat, net, P, S):
     parts["total"] = sum(parts.values())
     parts["bytes_up"], parts["bytes_down"], parts["k_w"], parts["K"] = b_up, b_down, k_w, K
     return parts
+
+
+def costs_from_train(m, heaps_g):
+    """per-key costs, keys and uplink bytes of a step from fsgd train's
+    metrics JSON m (threads = workers; seconds summed over threads):
+    c_grad (s a nonzero), c_enc, c_dec (s a worker's key), c_upd (s a step
+    key, K = k_w threads^g), k_w (keys a worker-step), up_bpk (bytes a key)"""
+    steps, P = m["steps"], m["threads"]
+    t = m["seconds"]
+    pairs = m["raw_bytes"] / 8  # every worker-step's raw gradient, 8 bytes a pair
+    k_w = pairs / (steps * P)
+    K = min(float(m["dim"]), k_w * P ** heaps_g)
+    return dict(c_grad=1 / m["nnz_per_second_per_thread"], c_enc=t["encode"] / pairs, c_dec=t["decode"] / pairs,
+                c_upd=t["update"] / (steps * K), k_w=k_w, up_bpk=m["wire_bytes"] / pairs)
+
+
+def scale_by_dim(strat, ref, at):
+    """strat's costs (measured at ref's dimension) carried to at's: each
+    per-key cost times at / ref of the same figure from costs_from_train; a
+    figure whose reference is 0 stays as it is. Bytes a key stay strat's:
+    fsgd train's wire bytes are not the sharded uplink's (no per-shard split)."""
+    out = dict(strat)
+    for c in ("c_grad", "c_enc", "c_dec", "c_upd"):
+        if ref[c] > 0:
+            out[c] = strat[c] * at[c] / ref[c]
+    return out
+
+
+def median_costs(costs):
+    """the figure-by-figure median of several costs_from_train results (a
+    shared machine's load slows single runs)"""
+    out = {}
+    for k in costs[0]:
+        v = sorted(c[k] for c in costs)
+        n = len(v)
+        out[k] = v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    return out
 
 
 def fit_central(points):

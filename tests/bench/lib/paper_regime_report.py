@@ -127,14 +127,49 @@ def sketchml_coder_bits(keys):
     return bits / len(keys) if keys else 0.0
 
 
+def codec_key(spec):
+    """a bench codec line's codec, by name; fastsgd with levels=optimal apart"""
+    name = spec.split(":")[0]
+    return name + "_optimal" if name == "fastsgd" and "levels=optimal" in spec else name
+
+
 def parse_codec(path):
+    """fsgd bench codec's lines on the bench's rows (not its kdd12 source), by
+    codec_key; a sketchml entry gains its codec_sketchml_coder line's fields"""
     out = {}
     for line in open(path):
-        if not line.startswith("bench codec ") or "bits_per_key=" not in line:
+        kind = line.split(" ", 2)[1] if line.startswith("bench ") else ""
+        if kind not in ("codec", "codec_sketchml_coder") or "source=kdd12" in line or "bits_per_key=" not in line:
             continue
         kv = dict(x.split("=", 1) for x in line.split()[2:] if "=" in x)
-        name = kv["codec"].split(":")[0]
-        out.setdefault(name, kv)
+        name = codec_key(kv["codec"])
+        if kind == "codec":
+            out.setdefault(name, kv)
+        elif name in out:
+            for k in ("coder_own_groups_bits_per_key", "coder_one_group_bits_per_key", "header_bits_per_key"):
+                out[name].setdefault(k, kv.get(k))
+    return out
+
+
+def slug(codec):
+    """a codec spec as paper_regime.sh names its calibration files"""
+    return re.sub(r"[^a-z0-9]", "", codec)
+
+
+def load_calib(runs_dirs, heaps_g):
+    """{(dim, slug(codec)): costs} from the single-process calibration runs
+    (calib-DIM-CODEC-REP.json), each figure the median over the repeats"""
+    got = {}
+    for d in runs_dirs:
+        for path in glob.glob(os.path.join(d, "calib-*.json")):
+            dim, name = os.path.basename(path)[len("calib-"):-len(".json")].split("-")[:2]
+            got.setdefault((int(dim), name), []).append(cm.costs_from_train(json.load(open(path)), heaps_g))
+    out = {k: dict(cm.median_costs(v), of=len(v)) for k, v in got.items()}
+    # the gradient is the same work whatever the codec: its cost is the median
+    # over every codec's runs at the dimension (halves the noise of a shared machine)
+    for (dim, name) in out:
+        pooled = [c for (d2, _), v in got.items() if d2 == dim for c in v]
+        out[(dim, name)]["c_grad"] = cm.median_costs(pooled)["c_grad"]
     return out
 
 
@@ -212,19 +247,29 @@ def main():
     # Table V: bits per key of a worker's first step, against the floor
     n_w = a.batch // a.workers
     ks = first_keys(a.train, n_w)
-    for name in ("none", "sketchml", "fastsgd", "topk", "logquant"):
+    for name in ("none", "sketchml", "fastsgd", "fastsgd_optimal", "topk", "logquant"):
         kv = speeds.get(name)
         if not kv:
             continue
         sent, bpk = int(kv["sent"]), float(kv["bits_per_key"])
         fl = floor_bits(a.dim, sent)
         extra = ""
-        if name == "fastsgd":
-            extra = " over_floor=%.3f within_10pct_of_floor=%s" % (bpk / fl, "yes" if bpk <= 1.1 * fl else "no")
+        if name.startswith("fastsgd"):
+            # levels=paper: Phase 5's lengths M/4, M/2, 3M/4, M (l = 2); optimal:
+            # the same l-bit flag and binary deltas, the 2^l lengths chosen per message
+            extra = " levels=%s over_floor=%.3f within_10pct_of_floor=%s" % (
+                "paper" if name == "fastsgd" else "optimal(not-the-paper's-rule)", bpk / fl,
+                "yes" if bpk <= 1.1 * fl else "no")
         if name == "sketchml":
-            own = sketchml_coder_bits(ks)
-            extra = " coder_one_group_bits=%.3f over_coder=%.3f within_10pct_of_coder=%s" % (
-                own, bpk / own, "yes" if abs(bpk / own - 1) <= 0.1 else "no")
+            one = float(kv["coder_one_group_bits_per_key"]) if kv.get("coder_one_group_bits_per_key") \
+                else sketchml_coder_bits(ks)
+            own = float(kv["coder_own_groups_bits_per_key"]) if kv.get("coder_own_groups_bits_per_key") else None
+            if own:
+                extra = (" coder_own_groups_bits=%.3f over_own_groups=%.3f within_10pct_of_coder=%s "
+                         "coder_one_group_bits=%.3f grouping_cost=%.3f" %
+                         (own, bpk / own, "yes" if abs(bpk / own - 1) <= 0.1 else "no", one, own / one))
+            else:  # an older fsgd without codec_sketchml_coder: the one-group figure only
+                extra = " coder_one_group_bits=%.3f over_one_group=%.3f" % (one, bpk / one)
         print("bench paper_keys codec=%s dim=%d worker_rows=%d keys=%d sent=%d bits_per_key=%.3f floor_bits_per_key=%.3f "
               "floor_from_bench_codec=%s paper_bits_per_key=%s%s" %
               (name, a.dim, n_w, len(ks), sent, bpk, fl, kv.get("floor_bits_per_key"),
@@ -279,23 +324,45 @@ def main():
               "c_upd_ns_per_key=%.3f up_B_per_key=%.3f down_B_per_step_key=%.3f" %
               (name, s["c_grad"] * 1e9, s["c_enc"] * 1e9, s["c_dec"] * 1e9, s["c_upd"] * 1e9, s["up_bpk"],
                s["down_bpk"]))
+    # per-key costs by feature count: single-process runs at each dimension
+    calib = load_calib(a.runs, heaps[1])
+    for (dim, name), c in sorted(calib.items()):
+        ref = calib.get((a.dim, name))
+        print("bench paper_calib dim=%d codec=%s c_grad_ns_per_nnz=%.3f c_enc_ns_per_key=%.3f c_dec_ns_per_key=%.3f "
+              "c_upd_ns_per_key=%.3f keys_per_worker_step=%.0f runs=%d grad_vs_main=%s upd_vs_main=%s" %
+              (dim, name, c["c_grad"] * 1e9, c["c_enc"] * 1e9, c["c_dec"] * 1e9, c["c_upd"] * 1e9, c["k_w"],
+               c["of"], "%.3f" % (c["c_grad"] / ref["c_grad"]) if ref else "-",
+               "%.3f" % (c["c_upd"] / ref["c_upd"]) if ref and ref["c_upd"] else "-"))
     worst = 0.0
+    worst_other = None
     for r in runs:
         s = strats.get(r["codec"])
         if not s or r["link"] not in ab:
             continue
         al, bw = ab[r["link"]]
         # the run's measured keys a worker; the step's by Heaps' law from them (K = k_w P^g)
-        work = dict(rows=r["batch"], nnz=r["nnz"], heaps=heaps, dim=r["dim"], k_w=r["keys_w"],
-                    K=min(float(r["dim"]), r["keys_w"] * r["P"] ** heaps[1]))
+        k_w, costs = r["keys_w"], "runs"
+        ref, at = calib.get((a.dim, slug(r["codec"]))), calib.get((r["dim"], slug(r["codec"])))
+        if r["dim"] != a.dim:
+            if ref and at:  # the main runs' costs carried to this dimension; its keys from its own calibration
+                s, k_w, costs = cm.scale_by_dim(s, ref, at), at["k_w"], "calibrated"
+            else:
+                costs = "main_dim(uncalibrated)"
+        work = dict(rows=r["batch"], nnz=r["nnz"], heaps=heaps, dim=r["dim"], k_w=k_w,
+                    K=min(float(r["dim"]), k_w * r["P"] ** heaps[1]))
         net = dict(alpha=al, beta_w=bw, hop=hop, beta_c=beta_c)
         p = cm.step_parts(work, s, net, r["P"], r["S"])
         err = p["total"] / r["step_s"] - 1
         worst = max(worst, abs(err))
+        if r["dim"] != a.dim:
+            worst_other = max(worst_other or 0.0, abs(err))
         print("bench paper_model_check set=%s dim=%d link=%s codec=%s measured_step_s=%.3f predicted_step_s=%.3f "
-              "error=%+.1f%% predicted_comm_s=%.3f measured_comm_s=%.3f" %
+              "error=%+.1f%% predicted_comm_s=%.3f measured_comm_s=%.3f costs=%s keys_per_worker_model=%.0f "
+              "keys_per_worker_run=%.0f" %
               (r["set"], r["dim"], r["link"], r["codec"], r["step_s"], p["total"], 100 * err, p["comm"],
-               r["comm"] / r["steps_epoch"]))
+               r["comm"] / r["steps_epoch"], costs, k_w, r["keys_w"]))
+    if worst_other is not None:
+        print("bench paper_model_check other_dims_largest_error=%.1f%%" % (100 * worst_other))
     print("bench paper_model_check largest_error=%.1f%% within_25pct=%s" % (100 * worst, "yes" if worst <= 0.25 else "no"))
 
     # The issue's default size (4M training rows, 10% a step) on this bench's

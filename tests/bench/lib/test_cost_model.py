@@ -1,9 +1,11 @@
 """The cost model's arithmetic (lib/cost_model.py) on fixed inputs whose
 answers are worked out by hand here. Exits 1 naming the first figure that
 is off; run by tests/integration/bench_cost_model.sh and paper_regime.sh."""
+import json
 import math
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cost_model as cm  # noqa: E402
@@ -82,6 +84,59 @@ net3 = {"alpha": 0.0, "beta_w": 0.0, "hop": 0.0, "beta_c": 1e-4}
 best_p, best = cm.one_aggregator_limit(work3, strat3, net3)
 close("one aggregator P", best_p, 8)
 close("one aggregator step", best, 1.25e-3 + 8e-4)
+
+# costs_from_train: 4 threads, 2 steps, 8000 pairs (1000 keys a worker-step),
+# g = 0.5: K = 1000 * 4^0.5 = 2000; 1e6 nonzeros a second a thread
+m = {"steps": 2, "threads": 4, "dim": 10 ** 6, "raw_bytes": 64000, "wire_bytes": 16000,
+     "nnz_per_second_per_thread": 1e6, "seconds": {"encode": 0.008, "decode": 0.004, "update": 0.02}}
+c = cm.costs_from_train(m, 0.5)
+close("train c_grad", c["c_grad"], 1e-6)
+close("train k_w", c["k_w"], 1000.0)
+close("train c_enc", c["c_enc"], 0.008 / 8000)   # 1e-6 s a key
+close("train c_dec", c["c_dec"], 0.004 / 8000)   # 5e-7
+close("train c_upd", c["c_upd"], 0.02 / (2 * 2000))  # 5e-6 s a step key
+close("train up_bpk", c["up_bpk"], 2.0)
+# K capped at the dimension: dim 1500 < 2000
+close("train c_upd capped", cm.costs_from_train(dict(m, dim=1500), 0.5)["c_upd"], 0.02 / (2 * 1500))
+
+# scale_by_dim: the runs' costs at the main dimension times the single-process
+# ratio; a zero reference (none's encode) leaves the cost as it is
+ref = {"c_grad": 2e-7, "c_enc": 0.0, "c_dec": 1e-7, "c_upd": 4e-7, "up_bpk": 8.0}
+at = {"c_grad": 5e-8, "c_enc": 3e-9, "c_dec": 5e-8, "c_upd": 1e-7, "up_bpk": 4.0}
+sc = cm.scale_by_dim(strat, ref, at)
+close("scaled c_grad", sc["c_grad"], 1e-6 * 0.25)
+close("scaled c_enc kept", sc["c_enc"], 2e-6)
+close("scaled c_dec", sc["c_dec"], 3e-6 * 0.5)
+close("scaled c_upd", sc["c_upd"], 4e-6 * 0.25)
+close("up_bpk kept", sc["up_bpk"], 8.0)
+close("down_bpk kept", sc["down_bpk"], 4.0)
+# median_costs: figure by figure; an even count averages the middle two
+md = cm.median_costs([{"c_grad": 3.0, "k_w": 10.0}, {"c_grad": 1.0, "k_w": 30.0}, {"c_grad": 2.0, "k_w": 20.0}])
+close("median odd c_grad", md["c_grad"], 2.0)
+close("median odd k_w", md["k_w"], 20.0)
+close("median even", cm.median_costs([{"c_grad": 1.0}, {"c_grad": 4.0}])["c_grad"], 2.5)
+close("strat untouched", strat["c_grad"], 1e-6)
+
+# the report reads paper_regime.sh's calibration files (calib-DIM-CODEC-REP.json):
+# two repeats at one dimension give the median of each figure
+import paper_regime_report as rep  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    for i, enc in ((1, 0.008), (2, 0.016)):
+        json.dump(dict(m, seconds=dict(m["seconds"], encode=enc)),
+                  open(os.path.join(d, "calib-65536-fastsgd-%d.json" % i), "w"))
+    json.dump(m, open(os.path.join(d, "calib-1048576-none-1.json"), "w"))
+    # the gradient's cost pools the codecs at a dimension: 1, 2, 4 us a nonzero -> 2
+    for i, rate in ((1, 1e6), (2, 5e5)):
+        json.dump(dict(m, nnz_per_second_per_thread=rate), open(os.path.join(d, "calib-16384-c%d-1.json" % i), "w"))
+    json.dump(dict(m, nnz_per_second_per_thread=2.5e5), open(os.path.join(d, "calib-16384-c1-2.json"), "w"))
+    cal = rep.load_calib([d], 0.5)
+close("calib keys", float(len(cal)), 4.0)
+close("calib pooled c_grad c1", cal[(16384, "c1")]["c_grad"], 2e-6)
+close("calib pooled c_grad c2", cal[(16384, "c2")]["c_grad"], 2e-6)
+close("calib repeats", float(cal[(65536, "fastsgd")]["of"]), 2.0)
+close("calib median c_enc", cal[(65536, "fastsgd")]["c_enc"], (0.008 + 0.016) / 2 / 8000)
+close("calib slug", float((1048576, rep.slug("none")) in cal), 1.0)
+close("slug of a spec", float(rep.slug("topk:ratio=0.01") == "topkratio001"), 1.0)
 
 if failures:
     print("FAIL: cost model: " + "; ".join(failures))
