@@ -5,7 +5,7 @@
 #   - the aggregator exits 0 (no restart), and so do the three workers;
 #   - the model and metrics JSON are in the fsgd-out volume, the model loads
 #     (fsgd predict), and its test AUC is within 0.005 of `fsgd train` on the
-#     same job (jobs/a9a-dist.yaml, 20 epochs: tests/compose/long-job.yml);
+#     same job (jobs/a9a-dist.yaml, 40 epochs: tests/compose/long-job.yml);
 #   - Prometheus (metrics profile) scraped fsgd series from the aggregator and
 #     from the workers (its HTTP API).
 # FSGD_COMPOSE_SHARDS=S (2..4; default 1) runs the job with S aggregator
@@ -148,9 +148,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 W=$(mktemp -d /tmp/fsgd-compose.XXXXXX)
 export DOCKER_HOST=unix://$W/docker.sock
-# tests/compose/long-job.yml: 20 epochs, so that Prometheus sees every role
+# tests/compose/long-job.yml: 40 epochs, so that Prometheus sees every role
 dc() { docker-compose -p "$P" -f docker-compose.yml -f tests/compose/long-job.yml --profile metrics "$@"; }
-EPOCHS=20
+EPOCHS=40
 
 # Reference: the same job trained by fsgd train on this machine.
 "$FSGD" train jobs/a9a-dist.yaml --epochs "$EPOCHS" --shards "$SHARDS" --out "$W/ref.model" --metrics-json "$W/ref.json" --quiet >/dev/null
