@@ -1422,6 +1422,8 @@ static void owed_by(const worker_t *w, char *who, size_t cap)
 static int check_model_wait(worker_t *w, int ready)
 {
     int kind = !w->valid ? 1 : !ready && w->have_assignment && inflight_ahead(&w->fl, w->gen, w->step) > 0 ? 2 : 0;
+    if (!kind && !w->wait_kind)
+        return 0; /* the steady state: no clock read on the step loop */
     double t = now_s();
     if (kind != w->wait_kind) {
         w->wait_kind = kind;
