@@ -50,6 +50,10 @@ struct fsgd_codec {
     void *scratch;                    /* per-codec work memory, grown as needed */
     size_t scratch_cap;
     fsgd_codec_stats_t last;
+    /* fsgd_codec_set_whole: the whole gradient's scale (FastSGD: Σ|v|), for
+     * codecs with a set_whole hook; whole_set 0: the input's own */
+    double whole_sum;
+    int whole_set;
 };
 
 /* Encodes n validated entries (keys strictly increasing, < dim, values finite)
@@ -78,6 +82,9 @@ struct fsgd_codec_vt {
     size_t (*bound)(const fsgd_codec_t *c, size_t n);       /* body bytes */
     codec_encode_fn encode;
     codec_decode_fn decode;
+    /* may be NULL: the codec's choices do not depend on the rest of the
+     * gradient (fsgd_codec_set_whole) */
+    void (*set_whole)(fsgd_codec_t *c, const float *whole, size_t n);
 };
 
 extern const fsgd_codec_vt_t fsgd_codec_vt_none;

@@ -408,6 +408,19 @@ static int fs_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, s
     /* sum = Σ|v| (four accumulators, double), the largest and the smallest nonzero |v|. */
     float mx, mn;
     double sum = fsgd_fastsgd_abs_sum(vals, n, &mx, &mn);
+    if (c->whole_set) {
+        /* one part of a gradient (fsgd_codec_set_whole): the whole's Σ|v|,
+         * so the part keeps the pairs, and the levels, of the whole's
+         * message; under error feedback with this part's residual, which
+         * the merged input holds too. Never below the input's own. */
+        double whole = c->whole_sum;
+        if (c->ef && c->residual.n) {
+            float rmx, rmn;
+            whole += fsgd_fastsgd_abs_sum(c->residual.vals, c->residual.n, &rmx, &rmn);
+        }
+        if (whole > sum)
+            sum = whole;
+    }
     float S = sum > FLT_MAX ? FLT_MAX : (float)sum;
 
     /* fbuf[0] = +inf, f = fbuf + 1: f[-1] reads +inf (the bucket path's f[L-1]). */
@@ -764,6 +777,12 @@ static int fs_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t count
     return 0;
 }
 
+static void fs_set_whole(fsgd_codec_t *c, const float *whole, size_t n)
+{
+    float mx, mn;
+    c->whole_sum = fsgd_fastsgd_abs_sum(whole, n, &mx, &mn);
+}
+
 const fsgd_codec_vt_t fsgd_codec_vt_fastsgd = {
     .name = "fastsgd",
     .id = CODEC_ID_FASTSGD,
@@ -775,4 +794,5 @@ const fsgd_codec_vt_t fsgd_codec_vt_fastsgd = {
     .bound = fs_bound,
     .encode = fs_encode,
     .decode = fs_decode,
+    .set_whole = fs_set_whole,
 };

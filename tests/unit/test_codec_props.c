@@ -9,6 +9,7 @@
 #include "fsgd/codec.h"
 #include "fsgd/fastsgd.h"
 #include "fsgd/le.h"
+#include "fsgd/shard.h"
 #include "testlib.h"
 
 #define ROUNDS 300
@@ -472,6 +473,84 @@ static void test_encode_sent_is_decoded(void)
     fsgd_sparse_free(&sent);
 }
 
+/* A gradient split by shard (key k to part k mod S) and each part encoded
+ * after fsgd_codec_set_whole of the whole gradient: FastSGD (ef=0, τ <= 128)
+ * sends exactly the pairs and values of one message of the whole, so a
+ * sharded job's uplink carries what an unsharded one's does. Without it a
+ * part's threshold Σ|v|/b^τ is its own, lower one. set_whole(NULL) gives
+ * the part's own encoding back; codecs that choose per message ignore it. */
+static void test_parts_of_whole(void)
+{
+    static const char *specs[] = {"fastsgd", "fastsgd:levels=optimal,l=3", "fastsgd:b=2,tau=4", "fastsgd:b=1.05"};
+    fsgd_sparse_t g = {0}, whole = {0}, parts[8] = {{0}}, dec[8] = {{0}}, joined = {0};
+    msgbuf_t m = {0};
+    char err[256];
+    int fewer = 0;
+    for (int r = 0; r < 120; r++) {
+        uint64_t seed = case_seed(r + 500000), s = seed;
+        const char *spec = specs[r % (sizeof specs / sizeof *specs)];
+        uint32_t S = 2 + (uint32_t)(fsgd_test_rand(&s) % 7);
+        uint64_t dim = S + fsgd_test_rand(&s) % 200000;
+        tu_gradient(&s, dim, pick_n(&s, dim), (int)(fsgd_test_rand(&s) % 4), &g);
+        fsgd_codec_t *c = fsgd_codec_new(spec, dim, err, sizeof err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_EQUAL_FATAL(encode(c, &g, &m), 0);
+        CU_ASSERT_EQUAL_FATAL(decode(&m, dim, &whole), 0);
+        fsgd_codec_destroy(c);
+        CU_ASSERT_EQUAL_FATAL(fsgd_shard_split(&g, S, parts), 0);
+        size_t own_sent = 0;
+        for (uint32_t i = 0; i < S; i++) {
+            uint64_t di = fsgd_shard_dim(dim, i, S);
+            fsgd_codec_t *ci = fsgd_codec_new(spec, di, err, sizeof err);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(ci);
+            /* the part's own choices first, then the whole's */
+            CU_ASSERT_EQUAL_FATAL(encode(ci, &parts[i], &m), 0);
+            CU_ASSERT_EQUAL_FATAL(decode(&m, di, &dec[i]), 0);
+            own_sent += dec[i].n;
+            fsgd_codec_set_whole(ci, g.vals, g.n);
+            CU_ASSERT_EQUAL_FATAL(encode(ci, &parts[i], &m), 0);
+            CU_ASSERT_EQUAL_FATAL(decode(&m, di, &dec[i]), 0);
+            fsgd_codec_destroy(ci);
+        }
+        fewer += whole.n < own_sent;
+        CU_ASSERT_EQUAL_FATAL(fsgd_shard_merge(dec, S, &joined), 0);
+        int same = joined.n == whole.n && (whole.n == 0 ||
+                   (memcmp(joined.keys, whole.keys, whole.n * sizeof *whole.keys) == 0 &&
+                    memcmp(joined.vals, whole.vals, whole.n * sizeof *whole.vals) == 0));
+        CU_ASSERT_TRUE(same);
+        if (!same)
+            fprintf(stderr, "\n  seed %llu %s S=%u: parts decode to %zu pairs, the whole to %zu\n",
+                    (unsigned long long)seed, spec, S, joined.n, whole.n);
+    }
+    /* the parts' own thresholds kept more pairs on most of these gradients */
+    CU_ASSERT_TRUE(fewer > 30);
+    /* set_whole(NULL): the part's own encoding again, byte for byte */
+    uint64_t s = case_seed(600000);
+    tu_gradient(&s, 5000, 800, 1, &g);
+    fsgd_codec_t *a = fsgd_codec_new("fastsgd", 5000, err, sizeof err), *b = fsgd_codec_new("fastsgd", 5000, err,
+                                                                                               sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    msgbuf_t m2 = {0};
+    float big = 1e6f;
+    fsgd_codec_set_whole(a, &big, 1);
+    fsgd_codec_set_whole(a, NULL, 0);
+    CU_ASSERT_EQUAL(encode(a, &g, &m), 0);
+    CU_ASSERT_EQUAL(encode(b, &g, &m2), 0);
+    CU_ASSERT_TRUE(m.len == m2.len && memcmp(m.p, m2.p, m.len) == 0);
+    fsgd_codec_destroy(a);
+    fsgd_codec_destroy(b);
+    free(m2.p);
+    free(m.p);
+    fsgd_sparse_free(&g);
+    fsgd_sparse_free(&whole);
+    fsgd_sparse_free(&joined);
+    for (int i = 0; i < 8; i++) {
+        fsgd_sparse_free(&parts[i]);
+        fsgd_sparse_free(&dec[i]);
+    }
+}
+
 /* Every single-byte change and every truncation of a valid message is rejected. */
 static void test_corruption_rejected(void)
 {
@@ -523,6 +602,7 @@ void fsgd_test_register(void)
         {"other_codecs", test_other_codecs},
         {"error_feedback", test_error_feedback},
         {"encode_sent_is_decoded", test_encode_sent_is_decoded},
+        {"parts_of_whole", test_parts_of_whole},
         {"corruption_rejected", test_corruption_rejected},
         {NULL, NULL},
     };

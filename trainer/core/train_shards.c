@@ -181,6 +181,7 @@ int fsgd_shards_encode(fsgd_shards_t *s, int worker, const fsgd_sparse_t *grad, 
             w->cap[I] = bound;
         }
         char e[256];
+        fsgd_sworker_set_whole(w->strat[I], grad->vals, grad->n);
         int rc = fsgd_sworker_encode(w->strat[I], p->keys, p->vals, p->n, rows, w->wire[I], w->cap[I], &w->len[I],
                                      e, sizeof e);
         if (rc < 0)

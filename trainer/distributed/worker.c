@@ -1216,6 +1216,7 @@ static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint1
                 w->enc = ne;
                 w->enc_cap = cap;
             }
+            fsgd_sworker_set_whole(w->sh_strat[i], w->g.vals, w->g.n);
             rc = fsgd_sworker_encode(w->sh_strat[i], part->keys, part->vals, part->n, gm->rows, w->enc, w->enc_cap,
                                      &elen, w->err, w->errsz);
         }
