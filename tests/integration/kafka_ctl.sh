@@ -67,6 +67,13 @@ for e, me in zip(ep, m["per_epoch"]):
     assert e["rows"] == 12000 == e["dataset_rows"] and e["gen"] == s["gen"], e
     assert abs(e["train_loss"] - me["train_loss"]) < 1e-5 and abs(e["test_auc"] - me["test_auc"]) < 1e-5, (e, me)
     assert e["test_logloss"] > 0 and e["seconds"] > 0 and e["test_rows"] == m["test"]["n"], e
+# each epoch's own seconds of gradient, encode, decode, waiting and update
+# (the bench's Table IV): none negative, together within the job's totals
+# (which add the final snapshot's publish), the gradient's never zero
+parts = [me["seconds_parts"] for me in m["per_epoch"]]
+for k, total in m["total_seconds"].items():
+    assert all(p[k] >= 0 for p in parts) and sum(p[k] for p in parts) <= total * (1 + 1e-5) + 1e-6, (k, parts, total)  # %.6g
+assert all(p["gradient"] > 0 and p["update"] > 0 for p in parts), parts
 end = [e for e in ev if e["event"] == "job_end"]
 assert len(end) == 1 and kinds.index("job_end") > kinds.index("epoch_end"), kinds
 end = end[0]

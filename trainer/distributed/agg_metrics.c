@@ -86,10 +86,14 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
         const fsgd_agg_epoch_t *e = &s->epochs[i];
         jnum(auc, sizeof auc, e->test.auc, e->test.n);
         jnum(ll, sizeof ll, e->test.logloss, e->test.n && !svm);
+        const double *t = e->t_at_end, *tp = i ? s->epochs[i - 1].t_at_end : NULL;
+#define PART(j) (t[j] - (tp ? tp[j] : 0))
         fprintf(f, "    {\"epoch\": %d, \"seconds\": %.3f, \"seconds_from_step1\": %.3f, \"train_loss\": %.6f, "
-                   "\"rows\": %llu, \"test_auc\": %s, \"test_logloss\": %s}%s\n",
+                   "\"rows\": %llu, \"test_auc\": %s, \"test_logloss\": %s, \"seconds_parts\": {\"gradient\": %.6g, "
+                   "\"encode\": %.6g, \"decode\": %.6g, \"comm_wait\": %.6g, \"update\": %.6g}}%s\n",
                 e->epoch, e->seconds, e->seconds_from_step1, J(e->train_loss), (unsigned long long)e->rows, auc, ll,
-                i + 1 < s->n_epochs ? "," : "");
+                PART(0), PART(1), PART(2), PART(3), PART(4), i + 1 < s->n_epochs ? "," : "");
+#undef PART
     }
     fprintf(f, "  ],\n");
     fprintf(f, "  \"assignment_wait_seconds\": %.3f,\n  \"assignment_settled\": %d,\n", s->assignment_wait_s,

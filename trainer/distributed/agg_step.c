@@ -179,6 +179,9 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         ep->seconds_from_step1 = agg_now() - a->clock.t_step1;
         ep->train_loss = a->open.loss_epoch / (double)a->open.rows_epoch;
         ep->rows = a->open.rows_epoch;
+        const double parts[5] = {a->s->t_grad, a->s->t_encode, a->s->t_decode, a->s->t_wait,
+                                 a->s->t_update + agg_now() - t0};
+        memcpy(ep->t_at_end, parts, sizeof parts);
         FSGD_TRY(agg_evaluate(a, &ep->test));
         a->s->test = ep->test;
         agg_ctl_begin(a, "epoch_end");

@@ -53,11 +53,20 @@ def figures(env, shards):
     epoch_s = e[-1]["seconds_from_step1"] - e[-2]["seconds_from_step1"] if len(e) >= 2 else e[0]["seconds_from_step1"]
     steps = max(1, m0["steps"])
     steps_epoch = steps / max(1, len(e))
-    t = m0["total_seconds"]
-    grad = t["gradient"] / P / len(e)
-    enc = t["encode"] / P / len(e)
-    dec = max(m["total_seconds"]["decode"] for m in shards) / len(e)
-    upd = max(m["total_seconds"]["update"] for m in shards) / len(e)
+    if "seconds_parts" in e[-1]:
+        # the last epoch's own parts (the aggregator's timers at each epoch's
+        # end): neither the first epoch's load nor the final snapshot's publish
+        part = lambda m, k: m["per_epoch"][-1]["seconds_parts"][k]  # noqa: E731
+        grad = part(m0, "gradient") / P
+        enc = part(m0, "encode") / P
+        dec = max(part(m, "decode") for m in shards)
+        upd = max(part(m, "update") for m in shards)
+    else:  # an older fsgd: the job's totals spread over its epochs
+        t = m0["total_seconds"]
+        grad = t["gradient"] / P / len(e)
+        enc = t["encode"] / P / len(e)
+        dec = max(m["total_seconds"]["decode"] for m in shards) / len(e)
+        upd = max(m["total_seconds"]["update"] for m in shards) / len(e)
     up = sum(m["downlink"]["up_bytes_per_worker_step"] for m in shards)
     down = sum(m["downlink"]["down_bytes_per_worker_step"] for m in shards)
     # every shard counts the workers' whole raw gradient (8 bytes a pair): shard 0's

@@ -143,6 +143,10 @@ typedef struct fsgd_agg_epoch {
     double train_loss;   /* mean over the epoch's rows */
     uint64_t rows;       /* rows applied in the epoch */
     fsgd_metrics_t test; /* n == 0 without test data */
+    /* the stats' t_grad, t_encode, t_decode, t_wait, t_update at the epoch's
+     * end (before its last step's publish): an epoch's parts are the
+     * differences, without the first epoch's load or the final snapshot */
+    double t_at_end[5];
 } fsgd_agg_epoch_t;
 
 /* Why the aggregator dropped a message from NAME.grads; counted in
