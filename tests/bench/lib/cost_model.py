@@ -107,23 +107,71 @@ def median_costs(costs):
     return out
 
 
-def fit_central(points):
+def fit_central(points, relative=False):
     """(hop, beta_c) from loopback runs: comm = 2 hop + x beta_c with
     x = P (B_up + B_down) / S (bytes, after the worker links' own share is
-    taken off comm); least squares over [(x, comm), ...], both kept >= 0."""
+    taken off comm); least squares over [(x, comm), ...], both kept >= 0.
+    relative: each point's error as a share of its comm (weights 1/comm^2;
+    points with comm <= 0 left out), so runs of small messages, whose comm
+    is nearly all hop, set the hop, not the intercept of the big ones' line."""
+    if relative:
+        points = [(x, y) for x, y in points if y > 0]
+    ws = [1.0 / (y * y) if relative else 1.0 for _, y in points]
     n = len(points)
+    if n == 0:
+        return 0.0, 0.0
     if n == 1:
         x, y = points[0]
         return 0.0, max(0.0, y / x) if x else 0.0
-    sx = sum(x for x, _ in points)
-    sy = sum(y for _, y in points)
-    sxx = sum(x * x for x, _ in points)
-    sxy = sum(x * y for x, y in points)
-    den = n * sxx - sx * sx
-    b = (n * sxy - sx * sy) / den if den else 0.0
+    sw = sum(ws)
+    sx = sum(w * x for w, (x, _) in zip(ws, points))
+    sy = sum(w * y for w, (_, y) in zip(ws, points))
+    sxx = sum(w * x * x for w, (x, _) in zip(ws, points))
+    sxy = sum(w * x * y for w, (x, y) in zip(ws, points))
+    den = sw * sxx - sx * sx
+    b = (sw * sxy - sx * sy) / den if den else 0.0
     b = max(0.0, b)
-    a = max(0.0, (sy - b * sx) / n)
+    a = max(0.0, (sy - b * sx) / sw)
     return a / 2, b
+
+
+def interp_costs(calib, dim):
+    """per-key costs at dim from single-process calibrations {dim: costs} at
+    a few dimensions: figure by figure, linear in log2(dim) between the two
+    calibrated dimensions around it, the nearest one's beyond them"""
+    dims = sorted(calib)
+    if dim <= dims[0]:
+        return dict(calib[dims[0]])
+    if dim >= dims[-1]:
+        return dict(calib[dims[-1]])
+    hi = next(d for d in dims if d >= dim)
+    lo = dims[dims.index(hi) - 1]
+    if hi == dim:
+        return dict(calib[hi])
+    t = (math.log2(dim) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
+    out = {}
+    for k in calib[lo]:
+        a, b = calib[lo][k], calib[hi].get(k, calib[lo][k])
+        out[k] = a + t * (b - a) if isinstance(a, (int, float)) else a
+    return out
+
+
+def scale_for_machine(strat, calib, main_dim, dim, P):
+    """strat's costs (measured at main_dim with P workers on one machine)
+    carried to dim: the workers' costs (gradient, encode) by the
+    calibrations' ratio at the machine's working set of the workers'
+    weights, P replicas of dim (each worker process holds its own, and the
+    P of them share the caches that one fsgd train's threads share one θ
+    in), the shards' (decode, update) at dim (S shards hold dim between
+    them); capped at the main dimension's. Bytes a key stay strat's."""
+    ref = interp_costs(calib, main_dim)
+    at_w = interp_costs(calib, min(main_dim, P * dim))
+    at_a = interp_costs(calib, dim)
+    out = dict(strat)
+    for c, at in (("c_grad", at_w), ("c_enc", at_w), ("c_dec", at_a), ("c_upd", at_a)):
+        if ref[c] > 0:
+            out[c] = strat[c] * at[c] / ref[c]
+    return out
 
 
 def shards_within(work, strat, net, P, factor=1.2, s_max=64):

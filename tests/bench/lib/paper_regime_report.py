@@ -325,8 +325,9 @@ def main():
     for r in loop:
         b = r["up"] + r["down"]
         pts.append((r["P"] * b / r["S"], r["comm"] / r["steps_epoch"] - 2 * al - b * bl))
-    hop, beta_c = cm.fit_central(pts) if pts else (0.0, 0.0)
-    print("bench paper_model_fit hop_s=%.4g beta_c_s_per_byte=%.4g (central MB/s %.1f) from %d loopback runs; "
+    hop, beta_c = cm.fit_central(pts, relative=True) if pts else (0.0, 0.0)
+    print("bench paper_model_fit hop_s=%.4g beta_c_s_per_byte=%.4g (central MB/s %.1f) from %d loopback runs "
+          "(least relative squares); "
           "heaps_a=%.4g heaps_g=%.4f" % (hop, beta_c, 1e-6 / beta_c if beta_c else float("inf"), len(pts), *heaps))
     for name, s in sorted(strats.items()):
         print("bench paper_model_strategy codec=%s c_grad_ns_per_nnz=%.3f c_enc_ns_per_key=%.3f c_dec_ns_per_key=%.3f "
@@ -351,10 +352,13 @@ def main():
         al, bw = ab[r["link"]]
         # the run's measured keys a worker; the step's by Heaps' law from them (K = k_w P^g)
         k_w, costs = r["keys_w"], "runs"
-        ref, at = calib.get((a.dim, slug(r["codec"]))), calib.get((r["dim"], slug(r["codec"])))
+        by_dim = {d: c for (d, name), c in calib.items() if name == slug(r["codec"])}
         if r["dim"] != a.dim:
-            if ref and at:  # the main runs' costs carried to this dimension; its keys from its own calibration
-                s, k_w, costs = cm.scale_by_dim(s, ref, at), at["k_w"], "calibrated"
+            if a.dim in by_dim and r["dim"] in by_dim:
+                # the main runs' costs carried to this dimension (the workers'
+                # at the P replicas' working set); its keys from its own calibration
+                s, k_w, costs = (cm.scale_for_machine(s, by_dim, a.dim, r["dim"], r["P"]), by_dim[r["dim"]]["k_w"],
+                                 "calibrated")
             else:
                 costs = "main_dim(uncalibrated)"
         work = dict(rows=r["batch"], nnz=r["nnz"], heaps=heaps, dim=r["dim"], k_w=k_w,
@@ -434,6 +438,28 @@ def main():
               "broker_jvm_peak_MiB=%.0f under_6GiB=%s" %
               (ra["rss_agg"] / 1024, ra["dim"], ra["codec"], rw["rss_worker"] / 1024, rw["dim"], rw["codec"], bk / 1024,
                "yes" if max(ra["rss_agg"], rw["rss_worker"], bk) < 6 * 1024 * 1024 else "no"))
+
+    # the issue's targets in one line each: what this invocation shows
+    by = {(r["link"], r["codec"]): r for r in main_runs}
+    for link, want in (("100mbit", 5.0), ("1gbit", 2.5)):
+        n, f = by.get((link, "none")), by.get((link, "fastsgd"))
+        if n and f:
+            x = n["epoch_s"] / f["epoch_s"]
+            print("bench paper_target what=none_over_fastsgd link=%s value=%.2f want=>=%.1f met=%s"
+                  % (link, x, want, "yes" if x >= want else "no"))
+    aucs = [(l, r["auc"] - by[(l, "none")]["auc"]) for (l, c), r in by.items() if c == "fastsgd" and (l, "none") in by]
+    if aucs:
+        d = min(x for _, x in aucs)
+        print("bench paper_target what=fastsgd_auc_minus_none value=%+.5f want=>=-0.005 met=%s (%s)"
+              % (d, "yes" if d >= -0.005 else "no", "fastsgd at or above none" if d >= 0 else "fastsgd below none"))
+    for name, want_key, limit in (("fastsgd", "floor", 1.1), ("fastsgd_optimal", "floor", 1.1)):
+        kv = speeds.get(name)
+        if kv:
+            x = float(kv["bits_per_key"]) / floor_bits(a.dim, int(kv["sent"]))
+            print("bench paper_target what=%s_bits_over_floor value=%.3f want=<=%.2f met=%s"
+                  % (name, x, limit, "yes" if x <= limit else "no"))
+    print("bench paper_target what=cost_model_largest_error value=%.1f%% want=<=25%% met=%s"
+          % (100 * worst, "yes" if worst <= 0.25 else "no"))
     return status
 
 

@@ -66,6 +66,48 @@ hop, beta_c = cm.fit_central([(1e6, 0.05), (2e6, 0.04)])
 close("fit clamp beta_c", beta_c, 0.0)
 close("fit clamp hop", hop, 0.045 / 2)
 
+# relative: weights 1/comm^2; exact points still give the line back
+hop, beta_c = cm.fit_central([(1e6, 0.02 + 2e-3), (4e6, 0.02 + 8e-3), (9e6, 0.02 + 18e-3)], relative=True)
+close("fit relative hop", hop, 0.01)
+close("fit relative beta_c", beta_c, 2e-9)
+# two points, one with comm <= 0 left out: one point, all slope
+hop, beta_c = cm.fit_central([(1e6, 0.004), (2e6, -0.01)], relative=True)
+close("fit relative one point hop", hop, 0.0)
+close("fit relative one point beta_c", beta_c, 4e-9)
+# three points off a line: y = 0.01 at x = 0, 0.02 at 1e6, 0.05 at 2e6.
+# Weights w = 1/y^2 = 1e4, 2500, 400: sw = 12900, sx = 2.5e9 + 8e8 = 3.3e9,
+# sy = 100 + 50 + 20 = 170, sxx = 2.5e15 + 1.6e15 = 4.1e15,
+# sxy = 5e7 + 4e7 = 9e7; den = 12900 * 4.1e15 - 1.089e19 = 4.2e19,
+# b = (12900 * 9e7 - 3.3e9 * 170) / den = 6e11 / 4.2e19 = 1.4286e-8,
+# a = (170 - b * 3.3e9) / 12900 = 0.0095238 (hop 0.0047619)
+b_want = 6e11 / 4.2e19
+a_want = (170 - b_want * 3.3e9) / 12900
+close("fit relative a by hand", a_want, 0.2 / 21)
+hop, beta_c = cm.fit_central([(0.0, 0.01), (1e6, 0.02), (2e6, 0.05)], relative=True)
+close("fit relative beta_c weighted", beta_c, b_want)
+close("fit relative hop weighted", hop, a_want / 2)
+
+# interp_costs: linear in log2(dim) between calibrated dimensions, the
+# nearest beyond them
+cal2 = {2 ** 16: {"c_grad": 1.0, "c_upd": 4.0}, 2 ** 20: {"c_grad": 3.0, "c_upd": 8.0}}
+close("interp below", cm.interp_costs(cal2, 2 ** 10)["c_grad"], 1.0)
+close("interp above", cm.interp_costs(cal2, 2 ** 30)["c_upd"], 8.0)
+close("interp at", cm.interp_costs(cal2, 2 ** 20)["c_grad"], 3.0)
+close("interp 2^18", cm.interp_costs(cal2, 2 ** 18)["c_grad"], 2.0)   # halfway in log2
+close("interp 2^17 upd", cm.interp_costs(cal2, 2 ** 17)["c_upd"], 5.0)  # a quarter
+# scale_for_machine: main 2^20, run at 2^16 with P = 4: the workers' costs
+# at 4 * 2^16 = 2^18 (c_grad 2.0 of 3.0 at main), the shards' at 2^16
+# (c_upd 4.0 of 8.0); c_enc and c_dec are 0 in the references: kept
+cal3 = {d: dict(c, c_enc=0.0, c_dec=0.0) for d, c in cal2.items()}
+sm = cm.scale_for_machine(strat, cal3, 2 ** 20, 2 ** 16, 4)
+close("machine c_grad", sm["c_grad"], 1e-6 * 2.0 / 3.0)
+close("machine c_upd", sm["c_upd"], 4e-6 * 4.0 / 8.0)
+close("machine c_enc kept", sm["c_enc"], 2e-6)
+# at the main dimension itself: every cost as it was
+sm = cm.scale_for_machine(strat, cal3, 2 ** 20, 2 ** 20, 4)
+close("machine main c_grad", sm["c_grad"], 1e-6)
+close("machine main c_upd", sm["c_upd"], 4e-6)
+
 # shards_within: the compute-only step (grad + encode = 3e-3) with an
 # aggregator part of 1e-2 / S and nothing else: 3e-3 + 1e-2 / S <= 3.6e-3
 # first at S = 32 (1e-2 / 32 = 3.1e-4; at 16, 6.25e-4 > 6e-4)
