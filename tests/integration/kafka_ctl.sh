@@ -16,10 +16,12 @@ AGG=
 trap 'kill ${AGG:-} ${WPIDS[@]+"${WPIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
 kafka_cluster "$ct" 6
 head -n 12000 "$DATA/a9a" >"$tmp/rows"
-"$FSGD" produce --brokers "$brokers" --name "$ct" --batch 32 --quiet "$tmp/rows"
+"$FSGD" produce --brokers "$brokers" --name "$ct" --batch 8 --quiet "$tmp/rows"
 # staleness 0 and steps of 32 rows: in lockstep the job runs long enough
-# (750 steps) to kill a worker mid-run on a fast machine
-args=(--brokers "$brokers" --name "$ct" --test "$DATA/a9a.t" --batch 32 --epochs 2 --lr 0.01 --staleness 0 --quiet)
+# (3000 steps of 8 rows) to kill a worker mid-run on a fast machine: with
+# steps of 32 a warm real broker ran all 750 in under 3 s, before the
+# ctl topic showed worker 3's join
+args=(--brokers "$brokers" --name "$ct" --test "$DATA/a9a.t" --batch 8 --epochs 2 --lr 0.01 --staleness 0 --quiet)
 "$FSGD" aggregator "${args[@]}" --workers 3 --step-timeout-ms 1500 --metrics-json "$tmp/m.json" >"$tmp/agg.log" 2>&1 &
 AGG=$!
 for i in 1 2 3; do
@@ -33,7 +35,8 @@ for _ in $(seq 300); do
         grep -q '"event": "worker_joined".*"worker": 3,' && break
     sleep 0.1
 done
-kill -9 "${WPIDS[2]}"
+kill -9 "${WPIDS[2]}" 2>/dev/null || { echo "FAIL: worker 3 had exited before the kill (the job ran out first):"
+    tail -3 "$tmp/w3.log"; exit 1; }
 wait "$AGG" || { echo "aggregator failed"; cat "$tmp/agg.log"; exit 1; }
 wait "${WPIDS[0]}" "${WPIDS[1]}" || true
 kcat -C -b "$brokers" -t "$ct.ctl" -o beginning -e -q -f '%k\t%s\n' >"$tmp/ctl.txt"
