@@ -217,12 +217,15 @@ int fsgd_codec_id(const fsgd_codec_t *c) { return c->vt->id; }
 int fsgd_codec_is_lossless(const fsgd_codec_t *c) { return !c->vt->lossy; }
 void fsgd_codec_last_stats(const fsgd_codec_t *c, fsgd_codec_stats_t *st) { *st = c->last; }
 const fsgd_sparse_t *fsgd_codec_residual(const fsgd_codec_t *c) { return &c->residual; }
-void fsgd_codec_set_whole(fsgd_codec_t *c, const float *whole, size_t n)
+double fsgd_codec_whole_scale(const fsgd_codec_t *c, const float *whole, size_t n)
 {
-    c->whole_set = whole != NULL && c->vt->set_whole != NULL;
-    c->whole_sum = 0;
-    if (c->whole_set)
-        c->vt->set_whole(c, whole, n);
+    return c->vt->whole_scale ? c->vt->whole_scale(whole, n) : NAN;
+}
+
+void fsgd_codec_set_whole(fsgd_codec_t *c, double scale)
+{
+    c->whole_set = c->vt->whole_scale != NULL && !isnan(scale);
+    c->whole_sum = c->whole_set ? scale : 0;
 }
 
 void fsgd_codec_reset(fsgd_codec_t *c)

@@ -51,7 +51,7 @@ struct fsgd_codec {
     size_t scratch_cap;
     fsgd_codec_stats_t last;
     /* fsgd_codec_set_whole: the whole gradient's scale (FastSGD: Σ|v|), for
-     * codecs with a set_whole hook; whole_set 0: the input's own */
+     * codecs with a whole_scale hook; whole_set 0: the input's own */
     double whole_sum;
     int whole_set;
 };
@@ -83,8 +83,8 @@ struct fsgd_codec_vt {
     codec_encode_fn encode;
     codec_decode_fn decode;
     /* may be NULL: the codec's choices do not depend on the rest of the
-     * gradient (fsgd_codec_set_whole) */
-    void (*set_whole)(fsgd_codec_t *c, const float *whole, size_t n);
+     * gradient (fsgd_codec_whole_scale) */
+    double (*whole_scale)(const float *whole, size_t n);
 };
 
 extern const fsgd_codec_vt_t fsgd_codec_vt_none;

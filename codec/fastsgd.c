@@ -777,10 +777,10 @@ static int fs_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t count
     return 0;
 }
 
-static void fs_set_whole(fsgd_codec_t *c, const float *whole, size_t n)
+static double fs_whole_scale(const float *whole, size_t n)
 {
     float mx, mn;
-    c->whole_sum = fsgd_fastsgd_abs_sum(whole, n, &mx, &mn);
+    return fsgd_fastsgd_abs_sum(whole, n, &mx, &mn);
 }
 
 const fsgd_codec_vt_t fsgd_codec_vt_fastsgd = {
@@ -794,5 +794,5 @@ const fsgd_codec_vt_t fsgd_codec_vt_fastsgd = {
     .bound = fs_bound,
     .encode = fs_encode,
     .decode = fs_decode,
-    .set_whole = fs_set_whole,
+    .whole_scale = fs_whole_scale,
 };

@@ -125,13 +125,19 @@ int fsgd_sworker_encode(fsgd_sworker_t *w, const uint32_t *keys, const float *va
     return w->side.vt->encode(w->side.s, keys, vals, n, rows, out, cap, out_len, err, errsz);
 }
 
-void fsgd_sworker_set_whole(fsgd_sworker_t *w, const float *whole, size_t n)
+/* A strategy that is one codec: that codec decides; the others (efsign,
+ * gtopk) choose per message or per budget already split by shard. */
+double fsgd_sworker_whole_scale(fsgd_sworker_t *w, const float *whole, size_t n)
 {
-    /* a strategy that is one codec: that codec decides; the others (efsign,
-     * gtopk) choose per message or per budget already split by shard */
+    fsgd_codec_t *c = fsgd_sworker_device_codec(w);
+    return c ? fsgd_codec_whole_scale(c, whole, n) : NAN;
+}
+
+void fsgd_sworker_set_whole(fsgd_sworker_t *w, double scale)
+{
     fsgd_codec_t *c = fsgd_sworker_device_codec(w);
     if (c)
-        fsgd_codec_set_whole(c, whole, n);
+        fsgd_codec_set_whole(c, scale);
 }
 
 void fsgd_sworker_last_stats(const fsgd_sworker_t *w, fsgd_codec_stats_t *st) { w->side.vt->last_stats(w->side.s, st); }

@@ -477,7 +477,7 @@ static void test_encode_sent_is_decoded(void)
  * after fsgd_codec_set_whole of the whole gradient: FastSGD (ef=0, τ <= 128)
  * sends exactly the pairs and values of one message of the whole, so a
  * sharded job's uplink carries what an unsharded one's does. Without it a
- * part's threshold Σ|v|/b^τ is its own, lower one. set_whole(NULL) gives
+ * part's threshold Σ|v|/b^τ is its own, lower one. set_whole(NAN) gives
  * the part's own encoding back; codecs that choose per message ignore it. */
 static void test_parts_of_whole(void)
 {
@@ -507,7 +507,7 @@ static void test_parts_of_whole(void)
             CU_ASSERT_EQUAL_FATAL(encode(ci, &parts[i], &m), 0);
             CU_ASSERT_EQUAL_FATAL(decode(&m, di, &dec[i]), 0);
             own_sent += dec[i].n;
-            fsgd_codec_set_whole(ci, g.vals, g.n);
+            fsgd_codec_set_whole(ci, fsgd_codec_whole_scale(ci, g.vals, g.n));
             CU_ASSERT_EQUAL_FATAL(encode(ci, &parts[i], &m), 0);
             CU_ASSERT_EQUAL_FATAL(decode(&m, di, &dec[i]), 0);
             fsgd_codec_destroy(ci);
@@ -524,7 +524,8 @@ static void test_parts_of_whole(void)
     }
     /* the parts' own thresholds kept more pairs on most of these gradients */
     CU_ASSERT_TRUE(fewer > 30);
-    /* set_whole(NULL): the part's own encoding again, byte for byte */
+    /* set_whole(NAN): the part's own encoding again, byte for byte; a codec
+     * that chooses per message has no whole scale */
     uint64_t s = case_seed(600000);
     tu_gradient(&s, 5000, 800, 1, &g);
     fsgd_codec_t *a = fsgd_codec_new("fastsgd", 5000, err, sizeof err), *b = fsgd_codec_new("fastsgd", 5000, err,
@@ -532,12 +533,16 @@ static void test_parts_of_whole(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     msgbuf_t m2 = {0};
-    float big = 1e6f;
-    fsgd_codec_set_whole(a, &big, 1);
-    fsgd_codec_set_whole(a, NULL, 0);
+    fsgd_codec_set_whole(a, 1e6);
+    fsgd_codec_set_whole(a, NAN);
     CU_ASSERT_EQUAL(encode(a, &g, &m), 0);
     CU_ASSERT_EQUAL(encode(b, &g, &m2), 0);
     CU_ASSERT_TRUE(m.len == m2.len && memcmp(m.p, m2.p, m.len) == 0);
+    fsgd_codec_t *lq = fsgd_codec_new("logquant", 5000, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lq);
+    CU_ASSERT_TRUE(isnan(fsgd_codec_whole_scale(lq, g.vals, g.n)));
+    CU_ASSERT_TRUE(fsgd_codec_whole_scale(a, g.vals, g.n) > 0);
+    fsgd_codec_destroy(lq);
     fsgd_codec_destroy(a);
     fsgd_codec_destroy(b);
     free(m2.p);

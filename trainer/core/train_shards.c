@@ -170,6 +170,8 @@ int fsgd_shards_encode(fsgd_shards_t *s, int worker, const fsgd_sparse_t *grad, 
     shard_worker_t *w = &s->w[worker];
     if (fsgd_shard_split(grad, s->S, w->parts) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory splitting %zu entries", grad->n);
+    /* every shard runs the same spec: the whole's scale once for all parts */
+    double whole = fsgd_sworker_whole_scale(w->strat[0], grad->vals, grad->n);
     for (uint32_t I = 0; I < s->S; I++) {
         const fsgd_sparse_t *p = &w->parts[I];
         size_t bound = fsgd_sworker_bound(w->strat[I], p->n);
@@ -181,7 +183,7 @@ int fsgd_shards_encode(fsgd_shards_t *s, int worker, const fsgd_sparse_t *grad, 
             w->cap[I] = bound;
         }
         char e[256];
-        fsgd_sworker_set_whole(w->strat[I], grad->vals, grad->n);
+        fsgd_sworker_set_whole(w->strat[I], whole);
         int rc = fsgd_sworker_encode(w->strat[I], p->keys, p->vals, p->n, rows, w->wire[I], w->cap[I], &w->len[I],
                                      e, sizeof e);
         if (rc < 0)

@@ -8,6 +8,7 @@
  * gradient is dropped or a partition moves, the next state says where to
  * resume (exactly once per epoch, KAFKA_FORMAT.md). Parsed partitions stay
  * cached (like RDD.cache), so later epochs do not read Kafka again. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1202,6 +1203,8 @@ static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint1
         return fsgd_err_fmt(w->err, w->errsz, rc, "worker: out of memory");
     w->buf.n = 0;
     double t_part = t0; /* each part's message carries its own encode time (the split with part 0's) */
+    /* every shard runs the same spec: the whole's scale once for all parts */
+    double whole = gm->rows ? fsgd_sworker_whole_scale(w->sh_strat[0], w->g.vals, w->g.n) : NAN;
     for (uint32_t i = 0; i < w->shards && !rc; i++) {
         size_t elen = 0;
         if (gm->rows) {
@@ -1216,7 +1219,7 @@ static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint1
                 w->enc = ne;
                 w->enc_cap = cap;
             }
-            fsgd_sworker_set_whole(w->sh_strat[i], w->g.vals, w->g.n);
+            fsgd_sworker_set_whole(w->sh_strat[i], whole);
             rc = fsgd_sworker_encode(w->sh_strat[i], part->keys, part->vals, part->n, gm->rows, w->enc, w->enc_cap,
                                      &elen, w->err, w->errsz);
         }

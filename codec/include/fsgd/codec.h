@@ -54,15 +54,18 @@ int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, 
 int fsgd_codec_encode_sent(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
                            size_t cap, size_t *out_len, fsgd_sparse_t *sent, char *err, size_t errsz);
 
-/* The next encodes' input is one part of a gradient whose values are
- * whole[0..n) (a sharded worker splits its gradient by shard, a message a
- * shard): a codec whose choices are relative to the whole gradient takes
- * them from it, so that the parts carry the pairs one message of the whole
- * would. FastSGD: its GV-Encoder's Σ|v| (the threshold sum/b^τ and the
- * levels), the same pairs and values exactly with ef=0 and τ <= 128; under
- * error feedback the part's own residual is added to it. whole NULL: the
- * input's own again. Codecs that choose per message alone ignore it. */
-void fsgd_codec_set_whole(fsgd_codec_t *c, const float *whole, size_t n);
+/* A sharded worker splits its gradient by shard, a message a shard. A codec
+ * whose choices are relative to the whole gradient takes them from the
+ * whole's scale, so that the parts carry the pairs one message of the whole
+ * would. fsgd_codec_whole_scale: that scale of whole[0..n), computed once a
+ * step for all the parts' codecs of the same spec (FastSGD: its GV-Encoder's
+ * Σ|v|, which sets the threshold sum/b^τ and the levels); NAN for codecs
+ * that choose per message alone. fsgd_codec_set_whole: the next encodes use
+ * it (NAN: the input's own again). FastSGD then sends exactly the whole
+ * message's pairs and values with ef=0 and τ <= 128; under error feedback
+ * the part's own residual is added to the scale. */
+double fsgd_codec_whole_scale(const fsgd_codec_t *c, const float *whole, size_t n);
+void fsgd_codec_set_whole(fsgd_codec_t *c, double scale);
 
 /* Decodes a message into out (grown as needed; previous content replaced).
  * Checks magic, version, CRC32C, every length against len, keys < dim and

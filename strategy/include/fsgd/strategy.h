@@ -114,11 +114,13 @@ size_t fsgd_sworker_bound(const fsgd_sworker_t *w, size_t n);
 int fsgd_sworker_encode(fsgd_sworker_t *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
                         uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz);
 
-/* The next encodes' gradient is one part of the gradient whose values are
- * whole[0..n) (a sharded worker's, split by shard): a strategy whose choices
- * are relative to the whole takes them from it (fsgd_codec_set_whole), so a
- * sharded job sends the pairs an unsharded one would. NULL: the part's own. */
-void fsgd_sworker_set_whole(fsgd_sworker_t *w, const float *whole, size_t n);
+/* A sharded worker's gradient, split by shard: fsgd_sworker_whole_scale of
+ * the whole gradient's values, once a step, then fsgd_sworker_set_whole on
+ * each part's worker, so a strategy whose choices are relative to the whole
+ * takes them from it and a sharded job sends the pairs an unsharded one
+ * would (fsgd_codec_whole_scale). NAN: the part's own. */
+double fsgd_sworker_whole_scale(fsgd_sworker_t *w, const float *whole, size_t n);
+void fsgd_sworker_set_whole(fsgd_sworker_t *w, double scale);
 
 /* Statistics of the last encode (fsgd/codec.h). */
 void fsgd_sworker_last_stats(const fsgd_sworker_t *w, fsgd_codec_stats_t *st);
