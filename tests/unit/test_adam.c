@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fsgd/adam.h"
 #include "fsgd/error.h"
@@ -282,6 +284,59 @@ static void test_init_counted(void)
     fsgd_adam_free(&y);
 }
 
+/* Pages resident according to mincore, of the whole pages in [p, p + bytes). */
+static size_t resident_pages(const void *p, size_t bytes, size_t *whole)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + pg - 1) & ~(pg - 1), hi = ((uintptr_t)p + bytes) & ~(pg - 1);
+    size_t n = hi > lo ? (hi - lo) / pg : 0, r = 0;
+    unsigned char *vec = malloc(n ? n : 1);
+    *whole = n;
+    if (!vec || mincore((void *)lo, hi - lo, vec) != 0) {
+        free(vec);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        r += vec[i] & 1;
+    free(vec);
+    return r;
+}
+
+/* fsgd_adam_map_pages: every page of θ and the key states resident
+ * afterwards, no byte changed, and the steps after it the same as without. */
+static void test_map_pages(void)
+{
+    enum { DIM = 1 << 21, STEPS = 5 };
+    fsgd_adam_params_t p = fsgd_adam_defaults();
+    fsgd_adam_t x, y;
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init_counted(&x, DIM, &p), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init_counted(&y, DIM, &p), 0);
+    uint32_t keys[64];
+    float g[64];
+    uint64_t seed = 11;
+    for (int t = 0; t < STEPS; t++) {
+        for (size_t i = 0; i < 64; i++) {
+            keys[i] = (uint32_t)(i * (DIM / 64) + fsgd_test_rand(&seed) % (DIM / 64));
+            g[i] = (float)((double)(fsgd_test_rand(&seed) % 2001) / 1000.0 - 1.0);
+        }
+        if (t == 2) {
+            size_t whole;
+            int mapped = fsgd_adam_map_pages(&x);
+            if (mapped) {
+                CU_ASSERT_EQUAL(resident_pages(x.theta, DIM * sizeof *x.theta, &whole), whole);
+                CU_ASSERT_EQUAL(resident_pages(x.keys, DIM * sizeof *x.keys, &whole), whole);
+            }
+            CU_ASSERT_EQUAL(memcmp(x.theta, y.theta, DIM * sizeof *x.theta), 0);
+        }
+        fsgd_adam_step(&x, keys, g, 64);
+        fsgd_adam_step(&y, keys, g, 64);
+    }
+    CU_ASSERT_EQUAL(memcmp(x.theta, y.theta, DIM * sizeof *x.theta), 0);
+    CU_ASSERT_EQUAL(memcmp(x.keys, y.keys, DIM * sizeof *x.keys), 0);
+    fsgd_adam_free(&x);
+    fsgd_adam_free(&y);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -292,6 +347,7 @@ void fsgd_test_register(void)
         {"converges on a quadratic", test_converges},
         {"per-key counts: a late key's first step is lr", test_counted_keys},
         {"init counted: the same updates as init + count_keys", test_init_counted},
+        {"map pages: resident, unchanged, same steps", test_map_pages},
         {NULL, NULL},
     };
     fsgd_test_suite("adam", cases);

@@ -5,7 +5,19 @@
 #include <string.h>
 
 #include "fsgd/error.h"
+#include "fsgd/hugepages.h"
 #include "fsgd/prefetch.h"
+#include "train_pages.h"
+
+/* A model-sized array of zeros, on huge pages where the kernel has them
+ * (fsgd/hugepages.h): every step reads and writes it at random keys. */
+static void *model_calloc(uint64_t dim, size_t size)
+{
+    size_t n = dim ? (size_t)dim : 1;
+    void *p = calloc(n, size);
+    fsgd_hugepages_advise(p, n * size);
+    return p;
+}
 
 fsgd_adam_params_t fsgd_adam_defaults(void)
 {
@@ -17,10 +29,9 @@ int fsgd_adam_init(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_t *p)
     memset(a, 0, sizeof *a);
     a->p = p ? *p : fsgd_adam_defaults();
     a->dim = dim;
-    size_t n = dim ? (size_t)dim : 1;
-    a->theta = calloc(n, sizeof *a->theta);
-    a->m = calloc(n, sizeof *a->m);
-    a->v = calloc(n, sizeof *a->v);
+    a->theta = model_calloc(dim, sizeof *a->theta);
+    a->m = model_calloc(dim, sizeof *a->m);
+    a->v = model_calloc(dim, sizeof *a->v);
     if (!a->theta || !a->m || !a->v) {
         fsgd_adam_free(a);
         return FSGD_E_NOMEM;
@@ -33,7 +44,7 @@ int fsgd_adam_init_weights(fsgd_adam_t *a, uint64_t dim)
     memset(a, 0, sizeof *a);
     a->p = fsgd_adam_defaults();
     a->dim = dim;
-    a->theta = calloc(dim ? (size_t)dim : 1, sizeof *a->theta);
+    a->theta = model_calloc(dim, sizeof *a->theta);
     return a->theta ? FSGD_E_OK : FSGD_E_NOMEM;
 }
 
@@ -97,7 +108,7 @@ static int alloc_counted(fsgd_adam_t *a)
     /* m, v and the count of a key side by side: one cache line a key
      * instead of three scattered arrays (most of a sparse step's cost is
      * these misses). */
-    a->keys = calloc(a->dim ? (size_t)a->dim : 1, sizeof *a->keys);
+    a->keys = model_calloc(a->dim, sizeof *a->keys);
     /* 1/(1-β1^t) and 1/sqrt(1-β2^t) for every t a count can hold: two
      * table reads instead of two expm1 calls per key and step */
     a->corr = malloc(2 * (FSGD_ADAM_COUNT_MAX + 1) * sizeof *a->corr);
@@ -143,7 +154,7 @@ int fsgd_adam_init_counted(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_
     memset(a, 0, sizeof *a);
     a->p = p ? *p : fsgd_adam_defaults();
     a->dim = dim;
-    a->theta = calloc(dim ? (size_t)dim : 1, sizeof *a->theta);
+    a->theta = model_calloc(dim, sizeof *a->theta);
     if (!a->theta || alloc_counted(a) < 0) {
         fsgd_adam_free(a);
         return FSGD_E_NOMEM;
@@ -197,6 +208,19 @@ uint64_t fsgd_adam_touched(const fsgd_adam_t *a, uint64_t n_keys)
         for (uint64_t k = 0; k < n; k++)
             c += a->v[k] > 0;
     return c;
+}
+
+int fsgd_adam_map_pages(const fsgd_adam_t *a)
+{
+    size_t n = a->dim ? (size_t)a->dim : 1;
+    int ok = fsgd_pages_map(a->theta, n * sizeof *a->theta);
+    if (a->keys)
+        ok &= fsgd_pages_map(a->keys, n * sizeof *a->keys);
+    if (a->m)
+        ok &= fsgd_pages_map(a->m, n * sizeof *a->m);
+    if (a->v)
+        ok &= fsgd_pages_map(a->v, n * sizeof *a->v);
+    return ok;
 }
 
 void fsgd_adam_free(fsgd_adam_t *a)

@@ -102,6 +102,7 @@ static void agg_free(agg_t *a)
         free(a->rows_at[p]);
     free(a->rows_at);
     fsgd_wire_state_free(&a->st);
+    agg_pages_join(a);
     fsgd_adam_free(&a->model.adam);
     fsgd_sagg_destroy(a->model.strat);
     fsgd_sparse_free(&a->model.dec);
@@ -673,6 +674,8 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         rc = agg_open(&a, bus);
     if (!rc)
         rc = agg_setup_optimizer(&a);
+    if (!rc) /* the model's pages, mapped while the group settles instead of in the first steps */
+        agg_pages_start(&a);
     if (!rc)
         rc = agg_setup_reduction(&a);
     if (!rc)

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include "fsgd/adam.h"
 #include "fsgd/holdout.h"
 #include "fsgd/bus.h"
@@ -65,6 +67,9 @@ typedef struct agg_open_step {
  * topic (agg_model.c). */
 typedef struct agg_model_state {
     fsgd_adam_t adam;
+    /* a thread mapping adam's pages before the steps need them (agg_model.c) */
+    pthread_t pages_tid;
+    int pages_running;
     /* optimizer ftrl: FTRL-Proximal's z and n live in adam.m and adam.v
      * (unused then), so checkpoints carry them unchanged */
     int ftrl_on;
@@ -210,6 +215,11 @@ void agg_ckpt_path(const agg_t *a, char *out, size_t cap);
 /* agg_model.c: the model topic (snapshots and the downlink) */
 int agg_downlink_setup(agg_t *a);
 int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n);
+/* Maps the optimizer's pages on a thread of their own (fsgd_adam_map_pages),
+ * while the job starts; agg_pages_join waits for it and must come before
+ * the optimizer is freed. Without a thread the pages fault at first use. */
+void agg_pages_start(agg_t *a);
+void agg_pages_join(agg_t *a);
 
 /* agg_members.c: NAME.ctl events and the job's members */
 void agg_ctl_begin(agg_t *a, const char *event);
