@@ -337,6 +337,59 @@ static void test_map_pages(void)
     fsgd_adam_free(&y);
 }
 
+/* fsgd_adam_step_reduced: the bits of fsgd_reducer_take_step +
+ * fsgd_adam_step, plain and counted, with λ and without, θ before kept. */
+static void test_step_reduced(void)
+{
+    enum { DIM = 4096, STEPS = 30, ADDS = 3 };
+    for (int mode = 0; mode < 4; mode++) {
+        int counted = mode & 1;
+        double l2 = mode & 2 ? 1e-3 : 0;
+        fsgd_adam_params_t p = fsgd_adam_defaults();
+        fsgd_adam_t x, y;
+        CU_ASSERT_EQUAL_FATAL(counted ? fsgd_adam_init_counted(&x, DIM, &p) : fsgd_adam_init(&x, DIM, &p), 0);
+        CU_ASSERT_EQUAL_FATAL(counted ? fsgd_adam_init_counted(&y, DIM, &p) : fsgd_adam_init(&y, DIM, &p), 0);
+        fsgd_reducer_t *rx = fsgd_reducer_new(DIM), *ry = fsgd_reducer_new(DIM);
+        fsgd_sparse_t ox = {0}, oy = {0}, bx = {0};
+        uint32_t keys[DIM];
+        float g[DIM];
+        uint64_t seed = 5 + (uint64_t)mode;
+        for (int t = 0; t < STEPS; t++) {
+            for (int a = 0; a < ADDS; a++) {
+                size_t n = 0;
+                for (uint32_t k = 0; k < DIM; k++)
+                    if (fsgd_test_rand(&seed) % 8 == 0) {
+                        keys[n] = k;
+                        g[n++] = (float)((double)(fsgd_test_rand(&seed) % 2001) / 1000.0 - 1.0);
+                    }
+                CU_ASSERT_EQUAL(fsgd_reducer_add(rx, keys, g, n), 0);
+                CU_ASSERT_EQUAL(fsgd_reducer_add(ry, keys, g, n), 0);
+            }
+            float th[DIM];
+            memcpy(th, x.theta, sizeof th);
+            CU_ASSERT_EQUAL(fsgd_adam_step_reduced(&x, rx, 1.0 / 64, l2, &ox, &bx), 0);
+            CU_ASSERT_EQUAL(fsgd_reducer_take_step(ry, 1.0 / 64, l2, y.theta, &oy), 0);
+            fsgd_adam_step(&y, oy.keys, oy.vals, oy.n);
+            CU_ASSERT_EQUAL_FATAL(ox.n, oy.n);
+            CU_ASSERT_EQUAL(memcmp(ox.keys, oy.keys, ox.n * sizeof *ox.keys), 0);
+            CU_ASSERT_EQUAL(memcmp(ox.vals, oy.vals, ox.n * sizeof *ox.vals), 0);
+            CU_ASSERT_EQUAL_FATAL(bx.n, ox.n);
+            for (size_t i = 0; i < bx.n; i++)
+                CU_ASSERT_EQUAL(memcmp(&bx.vals[i], &th[bx.keys[i]], sizeof *th), 0);
+        }
+        CU_ASSERT_EQUAL(x.t, y.t);
+        CU_ASSERT_EQUAL(memcmp(x.theta, y.theta, DIM * sizeof *x.theta), 0);
+        if (counted) {
+            CU_ASSERT_EQUAL(memcmp(x.keys, y.keys, DIM * sizeof *x.keys), 0);
+        } else {
+            CU_ASSERT(!memcmp(x.m, y.m, DIM * sizeof *x.m) && !memcmp(x.v, y.v, DIM * sizeof *x.v));
+        }
+        fsgd_reducer_destroy(rx), fsgd_reducer_destroy(ry);
+        fsgd_sparse_free(&ox), fsgd_sparse_free(&oy), fsgd_sparse_free(&bx);
+        fsgd_adam_free(&x), fsgd_adam_free(&y);
+    }
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -348,6 +401,7 @@ void fsgd_test_register(void)
         {"per-key counts: a late key's first step is lr", test_counted_keys},
         {"init counted: the same updates as init + count_keys", test_init_counted},
         {"map pages: resident, unchanged, same steps", test_map_pages},
+        {"step reduced: the bits of take_step + step", test_step_reduced},
         {NULL, NULL},
     };
     fsgd_test_suite("adam", cases);

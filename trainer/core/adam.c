@@ -255,3 +255,86 @@ int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const flo
     fsgd_reducer_clear(r);
     return FSGD_E_OK;
 }
+
+/* One key of fsgd_adam_step_reduced: the step gradient, then Adam, as
+ * fsgd_reducer_take_step + fsgd_adam_step compute them (same operations in
+ * the same order, so the same bits). counted: per-key corrections. */
+static inline float reduced_key(const fsgd_adam_t *a, uint32_t k, double sum, double scale, double l2, int counted,
+                                double c1, double c2, float *before)
+{
+    const double b1 = a->p.beta1, b2 = a->p.beta2, lr = a->p.lr, eps = a->p.eps;
+    float th = a->theta[k];
+    if (before)
+        *before = th;
+    float gk = fsgd_adam_step_grad(sum, scale, l2, l2 != 0 ? th : 0.0f);
+    double g = gk;
+    if (counted) {
+        const float *inv_c1 = a->corr, *inv_sqrt_c2 = a->corr + FSGD_ADAM_COUNT_MAX + 1;
+        fsgd_adam_key_t *s = &a->keys[k];
+        unsigned tk = s->count < FSGD_ADAM_COUNT_MAX ? ++s->count : FSGD_ADAM_COUNT_MAX;
+        double m = b1 * s->m + (1 - b1) * g;
+        double v = b2 * s->v + (1 - b2) * g * g;
+        s->m = (float)m;
+        s->v = (float)v;
+        a->theta[k] = (float)(th - lr * (m * inv_c1[tk]) / (sqrt(v) * inv_sqrt_c2[tk] + eps));
+    } else {
+        double m = b1 * a->m[k] + (1 - b1) * g;
+        double v = b2 * a->v[k] + (1 - b2) * g * g;
+        a->m[k] = (float)m;
+        a->v[k] = (float)v;
+        a->theta[k] = (float)(th - lr * (m / c1) / (sqrt(v / c2) + eps));
+    }
+    return gk;
+}
+
+int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, double scale, double l2, fsgd_sparse_t *out,
+                           fsgd_sparse_t *before)
+{
+    if (a->keys && a->rarity) { /* its own loop (apply_counted_rarity): the two passes */
+        FSGD_TRY(fsgd_reducer_take_step(r, scale, l2, a->theta, out));
+        if (before) {
+            FSGD_TRY(fsgd_sparse_reserve(before, out->n));
+            for (size_t i = 0; i < out->n; i++) {
+                before->keys[i] = out->keys[i];
+                before->vals[i] = a->theta[out->keys[i]];
+            }
+            before->n = out->n;
+        }
+        fsgd_adam_step(a, out->keys, out->vals, out->n);
+        return FSGD_E_OK;
+    }
+    const uint32_t *keys;
+    const double *sums;
+    size_t n;
+    FSGD_TRY(fsgd_reducer_sorted(r, &keys, &sums, &n));
+    FSGD_TRY(fsgd_sparse_reserve(out, n));
+    if (before)
+        FSGD_TRY(fsgd_sparse_reserve(before, n));
+    fsgd_adam_advance(a);
+    const double c1 = 1 - pow(a->p.beta1, (double)a->t), c2 = 1 - pow(a->p.beta2, (double)a->t);
+    const int counted = a->keys != NULL;
+    /* One pass: a key's θ and its optimizer state are fetched together, so
+     * their misses overlap (the two passes had one miss outstanding a key). */
+    for (size_t i = 0; i < n; i++) {
+        if (i + FSGD_PREFETCH_AHEAD < n) {
+            uint32_t ahead = keys[i + FSGD_PREFETCH_AHEAD];
+            FSGD_PREFETCH(&a->theta[ahead]);
+            if (counted) {
+                FSGD_PREFETCH(&a->keys[ahead]);
+            } else {
+                FSGD_PREFETCH(&a->m[ahead]);
+                FSGD_PREFETCH(&a->v[ahead]);
+            }
+        }
+        uint32_t k = keys[i];
+        out->keys[i] = k;
+        if (before)
+            before->keys[i] = k;
+        out->vals[i] = reduced_key(a, k, sums[i], scale, l2, counted, c1, c2, before ? &before->vals[i] : NULL);
+    }
+    out->n = n;
+    if (before)
+        before->n = n;
+    fsgd_reducer_clear(r);
+    return FSGD_E_OK;
+}

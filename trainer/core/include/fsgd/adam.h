@@ -115,4 +115,11 @@ static inline float fsgd_adam_step_grad(double sum, double scale, double l2, flo
  * keys increasing. Returns 0 or FSGD_E_NOMEM. */
 int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const float *theta, fsgd_sparse_t *out);
 
+/* fsgd_reducer_take_step then fsgd_adam_step, in one pass over the keys
+ * (the same bits): drains r into out (the keys and their step gradients)
+ * and applies them. before, if not NULL, receives θ of out's keys before
+ * the update. Returns 0 or FSGD_E_NOMEM. */
+int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, double scale, double l2, fsgd_sparse_t *out,
+                           fsgd_sparse_t *before);
+
 #endif
