@@ -175,9 +175,10 @@ static int lead_take(agg_t *a, const fsgd_bus_msg_t *m)
     return 0;
 }
 
-int agg_lead_poll(agg_t *a)
+int agg_lead_poll(agg_t *a, int *open_decided)
 {
     struct agg_lead *l = a->lead;
+    *open_decided = 0;
     if (!l)
         return 0;
     int rc = 0, had_open = lead_find(a, a->step + 1) != NULL;
@@ -202,9 +203,8 @@ int agg_lead_poll(agg_t *a)
         else
             fsgd_wire_state_free(&l->q[i].st);
     l->n = k;
-    /* the open step's gradients waited for this: take them now, in order */
-    if (!rc && !had_open && lead_find(a, a->step + 1))
-        rc = agg_early_replay(a);
+    /* the open step's gradients waited for this: the caller takes them now, in order */
+    *open_decided = !rc && !had_open && lead_find(a, a->step + 1);
     return rc;
 }
 
