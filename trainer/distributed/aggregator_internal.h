@@ -251,6 +251,8 @@ int agg_auto_setup(agg_t *a);
  * holdout look when one is due; *stop when the holdout loss has not
  * improved for the patience. */
 int agg_auto_look(agg_t *a, uint64_t rows, int *stop);
+/* 1 when agg_auto_look after a step of `rows` rows will look (and may stop the job). */
+int agg_auto_look_due(const agg_t *a, uint64_t rows);
 /* The job ends: the best weights seen replace θ when they are better. */
 void agg_auto_finish(agg_t *a);
 void agg_auto_free(agg_t *a);
