@@ -331,6 +331,21 @@ int fsgd_ckpt_probe(const char *path);
  * is no such file or it is not a checkpoint. */
 long long fsgd_ckpt_step(const char *path);
 
+/* A checkpoint's header: the step, generation and format version, and for
+ * version 8 and later (has_ident) the shard that wrote it, the job's shard
+ * count and the job's name. */
+typedef struct fsgd_ckpt_info {
+    long long step; /* -1: unknown */
+    uint32_t gen, version;
+    int has_ident;
+    uint32_t shard, shards;
+    char job[64];
+} fsgd_ckpt_info_t;
+/* Reads path's header into info: fsgd_ckpt_probe's answer (1 when info is
+ * filled; the header is not checked beyond its fields: the aggregator that
+ * loads the file checks all of it). */
+int fsgd_ckpt_info(const char *path, fsgd_ckpt_info_t *info);
+
 /* --- model topic --- */
 
 /* Rebuilds the model from concatenated model-topic frames (what
