@@ -406,12 +406,19 @@ static int run_check_outputs(run_t *r)
 {
     const fsgd_job_t *job = &r->job;
     const char *ckpt = r->ckpt;
-    const fsgd_cli_path_t wr[] = {{"--out", job->out}, {"--metrics-json", job->metrics_json},
-                                  {job->checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)", ckpt}};
     const fsgd_cli_path_t rd[] = {{"--data", job->data}, {"--test", job->test}, {"job file", job->job_file},
-                                  {"--job-key-file", job->job_key_file}};
+                                  {"--job-key-file", job->job_key_file}, {"--init", job->init}};
     int rc;
-    if ((rc = fsgd_cli_check_distinct("run", wr, 3, rd, 4)) != 0)
+    /* the names fsgd derives (shard I's files, each shard's .prev) too */
+    int S = job->shards > 1 ? job->shards : 1;
+    dcli_outputs_t wr;
+    if (dcli_outputs(job, ckpt, S, 0, S - 1, &wr) < 0) {
+        fsgd_cli_error("run: out of memory");
+        return FSGD_EXIT_INTERNAL;
+    }
+    rc = fsgd_cli_check_distinct("run", wr.p, wr.n, rd, 5);
+    dcli_outputs_free(&wr);
+    if (rc != 0)
         return rc;
     const char *outs[] = {job->out, job->metrics_json, ckpt};
     if ((rc = fsgd_cli_check_outputs("run", outs, 3)) != 0)
@@ -448,7 +455,7 @@ static int run_check_outputs(run_t *r)
     }
     r->resume_step = -1;
     if (r->resume) {
-        int S = job->shards > 1 ? job->shards : 1;
+
         if ((rc = fsgd_ckpt_set_resume_step(ckpt, (unsigned)S, job->name, &r->resume_step, r->err,
                                             sizeof r->err)) < 0) {
             fsgd_cli_error("run: --resume: %s", r->err);
