@@ -194,6 +194,7 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
             _exit(FSGD_EXIT_SIGTERM);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
         execv("/proc/self/exe", av);
         _exit(127);
     }
@@ -331,6 +332,11 @@ static int run_options(run_t *r)
     }
     if (r->fresh && r->resume) {
         fsgd_cli_error("run: --fresh and --resume contradict each other");
+        return FSGD_EXIT_USAGE;
+    }
+    /* what the shards would refuse once the data is loaded, said now */
+    if (!r->broker_only && fsgd_agg_shards_check(job, r->err, sizeof r->err) < 0) {
+        fsgd_cli_error("run: %s", r->err);
         return FSGD_EXIT_USAGE;
     }
     if (fsgd_kbus_set_options(job->kafka, r->err, sizeof r->err) < 0) {
@@ -560,6 +566,10 @@ static void run_catch_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* an aggregator gone before its "data written" word: the write fails
+     * (EPIPE) and supervision reports why it ended, where SIGPIPE killed
+     * fsgd run (exit 141) and left the job key's folder behind */
+    signal(SIGPIPE, SIG_IGN);
 }
 
 static int run_start_embedded(run_t *r)

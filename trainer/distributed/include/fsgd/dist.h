@@ -321,6 +321,11 @@ void fsgd_agg_stats_free(fsgd_agg_stats_t *s);
 int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *st, const char *path, char *err,
                            size_t errsz);
 
+/* What a sharded job (job->shards > 1) cannot do yet: epochs auto, follow,
+ * init, ftrl, a codec without a sharded form. 0, or FSGD_E_ARG naming it:
+ * fsgd run asks before anything starts; each aggregator shard again. */
+int fsgd_agg_shards_check(const fsgd_job_t *job, char *err, size_t errsz);
+
 /* What is at a checkpoint path, by its header (lstat; never follows a
  * link): 0 nothing, 1 an fsgd checkpoint (magic FSGDCKPT), 2 a version 1
  * checkpoint of an older fsgd (FSGC, version 1), -1 anything else (another
