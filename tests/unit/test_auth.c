@@ -53,6 +53,21 @@ static void test_key_file_checks(void)
     snprintf(text, sizeof text, "%.63sg", key_hex);
     write_file(p, text, 0600);
     CU_ASSERT_EQUAL(fsgd_auth_key_load(p, key, err, sizeof err), FSGD_E_ARG);
+    /* a Windows line end (issue 42: refused as "more than 64 hex digits") */
+    snprintf(text, sizeof text, "%s\r\n", key_hex);
+    write_file(p, text, 0600);
+    CU_ASSERT_EQUAL(fsgd_auth_key_load(p, key, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(key[31], 31);
+    snprintf(text, sizeof text, "%s\r", key_hex);
+    write_file(p, text, 0600);
+    CU_ASSERT_EQUAL(fsgd_auth_key_load(p, key, err, sizeof err), 0);
+    snprintf(text, sizeof text, "%s0\r\n", key_hex); /* 65 digits and a CRLF */
+    write_file(p, text, 0600);
+    CU_ASSERT_EQUAL(fsgd_auth_key_load(p, key, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "more than 64 hex digits");
+    snprintf(text, sizeof text, "%s\n\n", key_hex); /* two line ends: not a key file */
+    write_file(p, text, 0600);
+    CU_ASSERT_EQUAL(fsgd_auth_key_load(p, key, err, sizeof err), FSGD_E_ARG);
     /* a symbolic link to a good key file is refused */
     snprintf(text, sizeof text, "%s", key_hex);
     write_file(p, text, 0600);

@@ -228,9 +228,14 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         char sh[192];
         shard_text(sh, sizeof sh, &st);
         printf("%s%s\n", sh[0] ? " | " : "", sh);
-        if (job.out[0])
+        /* shard I > 0 writes no model (shard 0 assembles it) and its
+         * metrics to METRICS.shardI: name the files it wrote */
+        int follower = job.shards > 1 && job.shard > 0;
+        if (job.out[0] && !follower)
             printf("model: %s\n", job.out);
-        if (job.metrics_json[0])
+        if (job.metrics_json[0] && follower)
+            printf("metrics: %s.shard%u\n", job.metrics_json, job.shard);
+        else if (job.metrics_json[0])
             printf("metrics: %s\n", job.metrics_json);
         fflush(stdout);
     }

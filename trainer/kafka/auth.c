@@ -155,7 +155,7 @@ int fsgd_auth_key_load(const char *path, uint8_t key[FSGD_AUTH_KEY_BYTES], char 
                           "job key file '%s' has mode %04o: others may read it; chmod 600 it (a key others can "
                           "read authenticates nothing)",
                           path, (unsigned)(st.st_mode & 07777));
-    char buf[2 * FSGD_AUTH_KEY_BYTES + 2];
+    char buf[2 * FSGD_AUTH_KEY_BYTES + 3]; /* the digits, "\r\n", and one more to see a longer file */
     ssize_t n = 0;
     if (!rc) {
         n = read(fd, buf, sizeof buf);
@@ -166,11 +166,14 @@ int fsgd_auth_key_load(const char *path, uint8_t key[FSGD_AUTH_KEY_BYTES], char 
     if (rc)
         return rc;
     size_t len = (size_t)n;
-    if (len == sizeof buf || (len == sizeof buf - 1 && buf[len - 1] != '\n'))
+    /* one line end, Unix or Windows (a key saved by a Windows editor) */
+    if (len && len < sizeof buf && buf[len - 1] == '\n')
+        len--;
+    if (len && len < sizeof buf && buf[len - 1] == '\r')
+        len--;
+    if (len > 2 * FSGD_AUTH_KEY_BYTES)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "job key file '%s': more than %d hex digits", path,
                           2 * FSGD_AUTH_KEY_BYTES);
-    if (!rc && len && buf[len - 1] == '\n')
-        len--;
     size_t got = 0;
     if (!rc && (len != 2 * FSGD_AUTH_KEY_BYTES ||
                 sodium_hex2bin(key, FSGD_AUTH_KEY_BYTES, buf, len, NULL, &got, NULL) != 0 ||
