@@ -93,6 +93,7 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
 
 int dcli_auth(const fsgd_job_t *job, const char *who)
 {
+    fsgd_auth_set_job(job->name); /* tags and NAME.ctl events are this job's */
     if (!job->job_key_file[0]) {
         fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
                         "to its topics can steer it\n", who, job->name);

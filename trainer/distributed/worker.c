@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsgd/auth.h"
 #include "fsgd/backend.h"
 #include "fsgd/bus.h"
 #include "fsgd/codec.h"
@@ -713,6 +714,14 @@ static int handle_model(worker_t *w, const fsgd_bus_msg_t *m)
     fsgd_kframe_t f;
     char e[256];
     int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e);
+    if (prc == FSGD_E_AUTH && !fsgd_auth_enabled() && (f.flags & FSGD_KFLAG_AUTH))
+        /* the job is authenticated and this worker has no key: it can never
+         * apply a model, so it leaves (its partitions go to the others)
+         * instead of holding them (issue 42, item 12) */
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_AUTH,
+                            "%s offset %lld: the job's messages are authenticated and this worker was started "
+                            "without its key (--job-key-file): it cannot read the model; leaving the group",
+                            w->tmodel, (long long)m->offset);
     if (prc < 0) {
         reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "offset %lld: %s", (long long)m->offset, e);
         return 0;
