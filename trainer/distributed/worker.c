@@ -606,6 +606,11 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
         reject(w, REJECT_UNAUTH, "%s %s", w->tctl, msg);
         return 0;
     }
+    if (m->mac && !fsgd_auth_enabled()) /* the job's events are tagged: see handle_model */
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_AUTH,
+                            "%s offset %lld: the job's messages are authenticated and this worker was started "
+                            "without its key (--job-key-file): it cannot read the model; leaving the group",
+                            w->tctl, (long long)m->offset);
     double step = 0;
     if (j && !w->valid && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "data_summary")) {
         w->prefetch_due = w->prefetch_on; /* the topic is complete: read it to the end */
