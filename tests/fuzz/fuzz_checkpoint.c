@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mdim = fsgd_le_get64(p + 32);
         size_t off = 40;
         if (ident) /* u32 shard, u32 shards, u8 job name length, the name */
-            off = len >= 49 ? (size_t)49 + p[48] : len;
+            off = len >= 49 && (size_t)49 + p[48] <= len ? (size_t)49 + p[48] : len;
         char e[256];
         if (fsgd_wire_state_get(p, len, &off, &exp, e, sizeof e) < 0)
             fsgd_wire_state_alloc(&exp, 0);
