@@ -574,8 +574,9 @@ int fsgd_cmd_train(int argc, char **argv)
         return FSGD_EXIT_USAGE;
     }
     const fsgd_cli_path_t wr[] = {{"--out", job.out}, {"--metrics-json", job.metrics_json}, {"--cache", job.cache}};
-    const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file}};
-    if ((rc = fsgd_cli_check_distinct("train", wr, 3, rd, 3)) != 0)
+    const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
+                                  {"--init", job.init}};
+    if ((rc = fsgd_cli_check_distinct("train", wr, 3, rd, 4)) != 0)
         return rc;
     const char *outs[] = {job.out, job.metrics_json};
     if ((rc = fsgd_cli_check_outputs("train", outs, 2)) != 0)

@@ -93,6 +93,7 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
 
 int dcli_auth(const fsgd_job_t *job, const char *who)
 {
+    fsgd_auth_set_job(job->name); /* tags and NAME.ctl events are this job's */
     if (!job->job_key_file[0]) {
         fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
                         "to its topics can steer it\n", who, job->name);
@@ -165,4 +166,51 @@ int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const 
     }
     *port = (int)v;
     return 0;
+}
+
+/* Every output of aggregator shards first..last of a job with S shards,
+ * the names fsgd derives from the ones given included: a derived name
+ * clobbers an input as surely as a given one (issue 42: --metrics-json
+ * T with --test T.shard1 replaced the test file by shard 1's JSON). */
+int dcli_outputs(const fsgd_job_t *job, const char *ckpt, int S, int first, int last, dcli_outputs_t *o)
+{
+    int shards = last - first + 1;
+    o->n = 0;
+    o->cap = 1 + 3 * shards;
+    o->p = calloc((size_t)o->cap, sizeof *o->p);
+    o->names = calloc((size_t)o->cap, sizeof *o->names);
+    if (!o->p || !o->names) {
+        dcli_outputs_free(o);
+        return -1;
+    }
+    if (first == 0)
+        o->p[o->n++] = (fsgd_cli_path_t){"--out", job->out};
+    for (int i = first; i <= last; i++) {
+        const char *bases[2] = {job->metrics_json, ckpt};
+        const char *opts[2] = {"--metrics-json", job->checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)"};
+        for (int b = 0; b < 2; b++)
+            for (int prev = 0; prev < 1 + (b == 1 && S > 1); prev++) {
+                if (!bases[b] || !bases[b][0])
+                    continue;
+                dcli_name_t *nm = &o->names[o->n];
+                if (i == 0 && !prev) {
+                    o->p[o->n++] = (fsgd_cli_path_t){opts[b], bases[b]};
+                    continue;
+                }
+                snprintf(nm->path, sizeof nm->path, i ? "%s.shard%d%s" : "%s%.0d%s", bases[b], i, prev ? ".prev" : "");
+                snprintf(nm->opt, sizeof nm->opt, "%s (aggregator shard %d's %sfile)", opts[b], i,
+                         prev ? "previous " : "");
+                o->p[o->n++] = (fsgd_cli_path_t){nm->opt, nm->path};
+            }
+    }
+    return 0;
+}
+
+void dcli_outputs_free(dcli_outputs_t *o)
+{
+    free(o->p);
+    free(o->names);
+    o->p = NULL;
+    o->names = NULL;
+    o->n = o->cap = 0;
 }

@@ -419,6 +419,10 @@ static int load_yaml_events(fsgd_job_t *job, yaml_parser_t *parser, const char *
     char kafka_seen[32][512];
     size_t kafka_line[32];
     int n_kafka = 0;
+    /* so is a section given twice: its keys would merge silently */
+    char section_seen[32][256];
+    size_t section_line[32];
+    int n_sections = 0;
     while (!done && rc == FSGD_E_OK) {
         yaml_event_t ev;
         if (!yaml_parser_parse(parser, &ev)) {
@@ -440,6 +444,19 @@ static int load_yaml_events(fsgd_job_t *job, yaml_parser_t *parser, const char *
                 if (depth >= 0) {
                     snprintf(prefix[depth], sizeof prefix[depth], "%s", key);
                     expecting_key[depth] = 1;
+                    char name[256] = "";
+                    for (int i = 0; i <= depth; i++)
+                        snprintf(name + strlen(name), sizeof name - strlen(name), "%s%s", i ? "." : "", prefix[i]);
+                    for (int i = 0; i < n_sections && rc == FSGD_E_OK; i++)
+                        if (!strcmp(section_seen[i], name))
+                            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                              "%s:%zu:%zu: section '%s' given twice (first at line %zu): merge them "
+                                              "into one",
+                                              path, line, col, name, section_line[i]);
+                    if (rc == FSGD_E_OK && n_sections < 32) {
+                        snprintf(section_seen[n_sections], sizeof section_seen[n_sections], "%s", name);
+                        section_line[n_sections++] = line;
+                    }
                 }
                 depth++;
                 expecting_key[depth] = 1;

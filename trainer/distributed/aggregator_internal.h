@@ -123,6 +123,8 @@ typedef struct agg_clock {
  * process, when the last one ended and what it took (agg_ckpt_due). */
 typedef struct agg_ckpt_state {
     uint32_t version, model, bias; /* of the checkpoint read */
+    uint32_t shard, shards;        /* its identity (version 8 and later) */
+    char job[64];
     uint64_t n;
     double at, cost;
 } agg_ckpt_state_t;

@@ -170,7 +170,7 @@ static int send_rows(block_out_t *o, const fsgd_csr_t *rows, size_t first, size_
     /* with a job key, each row message carries its tag (KAFKA_FORMAT.md) */
     char mac[FSGD_AUTH_TAG_HEX + 1] = "";
     if (fsgd_auth_enabled())
-        fsgd_auth_tag_hex(mac, FSGD_AUTH_DATA, val, len, NULL, 0);
+        fsgd_auth_row_tag_hex(mac, p, val, len);
     char e[256];
     if (fsgd_bus_produce(o->rk, o->topic, p, NULL, val, len, NULL, NULL, mac[0] ? mac : NULL, e, sizeof e))
         return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce %s:%llu: %s", o->path, (unsigned long long)o->lineno,

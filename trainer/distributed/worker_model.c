@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsgd/auth.h"
 #include "worker_internal.h"
 
 static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
@@ -96,6 +97,11 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
         worker_reject(w, REJECT_UNAUTH, "%s %s", w->tctl, msg);
         return 0;
     }
+    if (m->mac && !fsgd_auth_enabled()) /* the job's events are tagged: see worker_handle_model */
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_AUTH,
+                            "%s offset %lld: the job's messages are authenticated and this worker was started "
+                            "without its key (--job-key-file): it cannot read the model; leaving the group",
+                            w->tctl, (long long)m->offset);
     double step = 0;
     if (j && !w->valid && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "data_summary")) {
         w->prefetch_due = w->prefetch_on; /* the topic is complete: read it to the end */
@@ -204,6 +210,14 @@ int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
     fsgd_kframe_t f;
     char e[256];
     int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e);
+    if (prc == FSGD_E_AUTH && !fsgd_auth_enabled() && (f.flags & FSGD_KFLAG_AUTH))
+        /* the job is authenticated and this worker has no key: it can never
+         * apply a model, so it leaves (its partitions go to the others)
+         * instead of holding them (issue 42, item 12) */
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_AUTH,
+                            "%s offset %lld: the job's messages are authenticated and this worker was started "
+                            "without its key (--job-key-file): it cannot read the model; leaving the group",
+                            w->tmodel, (long long)m->offset);
     if (prc < 0) {
         worker_reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "offset %lld: %s", (long long)m->offset, e);
         return 0;
