@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fsgd/clock.h"
 #include "fsgd/codec.h"
 #include "fsgd/delim.h"
 #include "fsgd/rowfmt.h"
@@ -85,13 +86,6 @@ static double peak_rss_mb(void)
 {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : NAN;
-}
-
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Loads a LIBSVM file, or a delimited one when spec is not NULL (collisions
@@ -339,7 +333,7 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
             cache_reused ? "true" : "false");
     fprintf(f, "\"format\": \"%s\", \"hash_columns_used\": %llu, \"hash_columns_collided\": %llu, ",
             job->format, (unsigned long long)hash_used, (unsigned long long)hash_collided);
-    json_num(f, "process_seconds", wall() - t0, 1);
+    json_num(f, "process_seconds", fsgd_clock_s() - t0, 1);
     fprintf(f, "\"test\": ");
     json_metrics(f, &s->test);
     fprintf(f, ", \"train\": ");
@@ -457,11 +451,11 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
         fprintf(stderr, "fsgd: reusing cache %s (written from %s, unchanged): %llu train rows, %zu holdout and %zu "
                         "test rows, %llu features; opened in %.2fs\n",
                 job->cache, job->data, (unsigned long long)rows, hold.n_rows, test.n_rows, (unsigned long long)dim,
-                wall() - t0);
+                fsgd_clock_s() - t0);
     else if (!job->quiet)
         fprintf(stderr, "fsgd: %llu train rows cached in %s, %zu holdout and %zu test rows in memory, %llu "
                         "features; first pass %.2fs\n",
-                (unsigned long long)rows, job->cache, hold.n_rows, test.n_rows, (unsigned long long)dim, wall() - t0);
+                (unsigned long long)rows, job->cache, hold.n_rows, test.n_rows, (unsigned long long)dim, fsgd_clock_s() - t0);
     progress_ctx_t pctx = {.job = job, .tty = isatty(2), .n_train = (size_t)rows};
     fsgd_model_t model = {0};
     fsgd_train_stats_t st;
@@ -591,7 +585,7 @@ int fsgd_cmd_train(int argc, char **argv)
         return FSGD_EXIT_USAGE;
     }
     const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;
-    double t0 = wall();
+    double t0 = fsgd_clock_s();
     if (job.cache[0])
         return train_from_cache(&job, spec, t0);
     fsgd_model_t init = {0};
@@ -633,7 +627,7 @@ int fsgd_cmd_train(int argc, char **argv)
     }
     if (!job.quiet)
         fprintf(stderr, "fsgd: %zu train rows, %zu test rows, %llu features, %zu nonzeros; loaded in %.2fs\n",
-                train.n_rows, test.n_rows, (unsigned long long)dim, train.nnz, wall() - t0);
+                train.n_rows, test.n_rows, (unsigned long long)dim, train.nnz, fsgd_clock_s() - t0);
 
     fsgd_model_t model = {0};
     model_write_t mw = {.model = &model, .path = job.out};

@@ -24,17 +24,11 @@
 #include "fsgd/adam.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/backend.h"
+#include "fsgd/clock.h"
 #include "fsgd/codec.h"
 #include "fsgd/strategy.h"
 #include "fsgd/error.h"
 #include "fsgd/loss.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct trainer trainer_t;
 
@@ -382,7 +376,7 @@ static void worker_step(worker_t *w)
         if (w->rc < 0)
             return;
     }
-    double t0 = now();
+    double t0 = fsgd_clock_s();
     /* Raw sums (scale 1, no λ): the reduction divides by the whole step's rows
      * and adds λθ once, exactly as the aggregator does. */
     fsgd_grad_request_t req = {.batch = w->batch, .batch_id = w->batch_id, .loss = t->job->model, .scale = 1.0, .l2 = 0};
@@ -403,12 +397,12 @@ static void worker_step(worker_t *w)
             return;
         bound = fsgd_sworker_bound(w->strat, w->grad.n);
     }
-    double t1 = now();
+    double t1 = fsgd_clock_s();
     w->t_grad += t1 - t0;
     if (t->shards) {
         w->rc = fsgd_shards_encode(t->shards, (int)(w - t->workers), &w->grad, w->batch->n_rows, &w->raw_bytes,
                                    &w->wire_bytes, w->err, sizeof w->err);
-        w->t_encode += now() - t1;
+        w->t_encode += fsgd_clock_s() - t1;
         return;
     }
     if (t->direct && !fused) {
@@ -444,14 +438,14 @@ static void worker_step(worker_t *w)
         fsgd_codec_stats_t cst;
         fsgd_codec_last_stats(dc, &cst);
         entries = cst.n_in;
-        w->t_grad += now() - t1;
-        t1 = now();
+        w->t_grad += fsgd_clock_s() - t1;
+        t1 = fsgd_clock_s();
     } else {
         w->rc = fsgd_sworker_encode(w->strat, w->grad.keys, w->grad.vals, w->grad.n, w->batch->n_rows, w->wire,
                                     w->wire_cap, &len, w->err, sizeof w->err);
         entries = w->grad.n;
     }
-    double t2 = now();
+    double t2 = fsgd_clock_s();
     w->t_encode += t2 - t1;
     if (w->rc < 0)
         return;
@@ -459,7 +453,7 @@ static void worker_step(worker_t *w)
     w->decoded.n = 0;
     if (t->plain)
         w->rc = fsgd_codec_decode(w->wire, len, t->adam.dim, &w->decoded, w->err, sizeof w->err);
-    w->t_decode += now() - t2;
+    w->t_decode += fsgd_clock_s() - t2;
     w->raw_bytes += 8 * entries;
     w->wire_bytes += len;
 }
@@ -1494,7 +1488,7 @@ static int train_loop_setup(train_run_t *r, int rc)
 {
     const fsgd_job_t *job = r->job;
     trainer_t *t = &r->t;
-    r->last_report = now();
+    r->last_report = fsgd_clock_s();
     r->max_epochs = r->auto_epochs ? job->max_epochs : r->noisy_epochs ? r->noisy_epochs : job->epochs;
     r->looks = fsgd_train_looks(r->n_fit, t->n_batches);
     r->patience = fsgd_train_patience(r->looks);
@@ -1542,7 +1536,7 @@ static int train_step(train_run_t *r, size_t b)
     fsgd_train_stats_t *stats = r->stats;
     const int W = t->n_workers;
     int rc = 0;
-    double s0 = now();
+    double s0 = fsgd_clock_s();
     size_t cnt = t->batch_rows[b];
     for (int i = 0; i < W; i++) {
         t->workers[i].batch = &t->slices[b * (size_t)W + (size_t)i];
@@ -1551,7 +1545,7 @@ static int train_step(train_run_t *r, size_t b)
     fsgd_stale_rewind(&t->stale, t->adam.theta);
     run_round(t, PHASE_GRADIENT);
     fsgd_stale_replay(&t->stale, t->adam.theta);
-    double s1 = now();
+    double s1 = fsgd_clock_s();
     stats->t_grad_round += s1 - s0;
     for (int i = 0; i < W && rc == 0; i++) {
         worker_t *w = &t->workers[i];
@@ -1586,7 +1580,7 @@ static int train_step(train_run_t *r, size_t b)
         rc = train_send_theta(r);
     if (rc < 0)
         return rc;
-    double s2 = now();
+    double s2 = fsgd_clock_s();
     stats->t_update += s2 - s1;
     r->train_time += s2 - s0;
     stats->steps++;
@@ -1609,7 +1603,7 @@ static int train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step
     if (!r->auto_epochs || !(last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb))
         return 0;
     int rc = 0;
-    double h0 = now();
+    double h0 = fsgd_clock_s();
     /* the mean loss only: an AUC would sort the holdout at every look */
     margins(job->threads, t->adam.theta, r->model_dim, &t->hold, t->hold_margin);
     double hold_loss = 0;
@@ -1628,7 +1622,7 @@ static int train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step
         r->stop_early = 1;
     }
     stats->holdout_loss = r->best_loss;
-    double h1 = now();
+    double h1 = fsgd_clock_s();
     stats->t_holdout += h1 - h0;
     r->train_time += h1 - h0;
     return rc;
@@ -1653,7 +1647,7 @@ static void train_eval_test(train_run_t *r, int last_step)
         stats->best_test_auc = stats->test.auc;
     if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
         stats->time_to_target = r->train_time;
-        stats->target_clock = now();
+        stats->target_clock = fsgd_clock_s();
     }
 }
 
@@ -1661,7 +1655,7 @@ static void train_eval_test(train_run_t *r, int last_step)
  * second otherwise, with the mean training loss since the last. */
 static void train_report(train_run_t *r, int last_step)
 {
-    double tnow = now();
+    double tnow = fsgd_clock_s();
     if (r->stop_early)
         last_step = 1;
     if (!r->progress || !(last_step || tnow - r->last_report >= 1.0))
@@ -1907,12 +1901,12 @@ int fsgd_train_pool_step(fsgd_train_pool_t *p, fsgd_train_pool_fill_fn fill, voi
 {
     trainer_t *t = &p->t;
     const int W = t->n_workers;
-    double s0 = now();
+    double s0 = fsgd_clock_s();
     t->fill = fill;
     t->fill_ctx = ctx;
     run_round(t, PHASE_GRADIENT);
     t->fill = NULL;
-    *t_round = now() - s0;
+    *t_round = fsgd_clock_s() - s0;
     *loss = 0;
     *nnz = 0;
     for (int i = 0; i < W; i++) {

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "fsgd/adam.h"
+#include "fsgd/clock.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/backend.h"
 #include "fsgd/error.h"
@@ -26,13 +27,6 @@
 #include "fsgd/train.h"
 #include "fsgd/train_pool.h"
 #include "train_best.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -189,13 +183,13 @@ static int step_serial(stream_t *s, const fsgd_job_t *job, fsgd_adam_t *adam, si
                        int bias, float bv, double l2, double *loss, size_t *nnz, fsgd_train_stats_t *stats, char *err,
                        size_t errsz)
 {
-    double s0 = now();
+    double s0 = fsgd_clock_s();
     fsgd_csr_clear(&s->batch);
     for (size_t i = lo; i < lo + cnt; i++)
         FSGD_TRY(fsgd_train_append_biased(&s->batch, s->chunk, s->perm[i], dim, bias, bv));
     fsgd_grad_request_t req = {.batch = &s->batch, .batch_id = -1, .loss = job->model, .scale = 1.0, .l2 = 0};
     FSGD_TRY(fsgd_backend_gradient(s->backend, &req, &s->grad, loss, err, errsz));
-    double s1 = now();
+    double s1 = fsgd_clock_s();
     stats->t_grad += s1 - s0;
     stats->t_grad_round += s1 - s0;
     fsgd_adam_advance(adam);
@@ -207,7 +201,7 @@ static int step_serial(stream_t *s, const fsgd_job_t *job, fsgd_adam_t *adam, si
             s->grad.vals[e] = fsgd_adam_step_grad(s->grad.vals[e], inv, l2, adam->theta[s->grad.keys[e]]);
         fsgd_adam_apply(adam, s->grad.keys, s->grad.vals, s->grad.n);
     }
-    stats->t_update += now() - s1;
+    stats->t_update += fsgd_clock_s() - s1;
     *nnz = s->batch.nnz;
     return FSGD_E_OK;
 }
@@ -238,12 +232,12 @@ static int fill_slice(void *ctx, int w, fsgd_csr_t *slice, char *err, size_t err
 static int step_threads(stream_t *s, int W, size_t lo, size_t cnt, uint64_t dim, int bias, float bv, double *loss,
                         size_t *nnz, fsgd_train_stats_t *stats, char *err, size_t errsz)
 {
-    double s0 = now();
+    double s0 = fsgd_clock_s();
     fill_ctx_t f = {.s = s, .lo = lo, .cnt = cnt, .W = W, .dim = dim, .bias = bias, .bv = bv};
     double t_round = 0;
     FSGD_TRY(fsgd_train_pool_step(s->pool, fill_slice, &f, cnt, loss, nnz, &t_round, err, errsz));
     stats->t_grad_round += t_round;
-    stats->t_update += now() - s0 - t_round;
+    stats->t_update += fsgd_clock_s() - s0 - t_round;
     return FSGD_E_OK;
 }
 
@@ -409,7 +403,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
     uint64_t rng = job->seed;
     const int max_epochs = auto_epochs ? job->max_epochs : job->epochs;
     const int test_live = !job->quiet || job->target_auc > 0 || job->eval_every > 0;
-    double best_loss = INFINITY, train_time = 0, loss_acc = 0, last_report = now();
+    double best_loss = INFINITY, train_time = 0, loss_acc = 0, last_report = fsgd_clock_s();
     uint64_t loss_rows = 0;
     int since_best = 0, stop_early = 0;
     {
@@ -435,7 +429,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                 s.perm[j] = tmp;
             }
             for (size_t lo = 0; lo < (size_t)got && rc == 0 && !stop_early; lo += B) {
-                double s0 = now();
+                double s0 = fsgd_clock_s();
                 size_t cnt = (size_t)got - lo < B ? (size_t)got - lo : B;
                 double loss = 0;
                 size_t nnz = 0;
@@ -443,7 +437,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                             : step_serial(&s, job, adam, lo, cnt, dim, bias, bv, l2, &loss, &nnz, stats, err, errsz);
                 if (rc < 0)
                     break;
-                train_time += now() - s0;
+                train_time += fsgd_clock_s() - s0;
                 loss_acc += loss;
                 loss_rows += cnt;
                 stats->steps++;
@@ -454,7 +448,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                 const uint64_t E = fsgd_train_looks((size_t)n_fit, steps_per_epoch), nb = steps_per_epoch;
                 if (auto_epochs && (last_step || ((uint64_t)step_in_epoch * E) / nb !=
                                                      ((uint64_t)(step_in_epoch - 1) * E) / nb)) {
-                    double h0 = now();
+                    double h0 = fsgd_clock_s();
                     double hl = mean_loss(job->model, adam->theta, model_dim, &s.hold);
                     if (hl < best_loss * (1 - 1e-4)) {
                         best_loss = hl;
@@ -467,7 +461,7 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                         stop_early = 1;
                     }
                     stats->holdout_loss = best_loss;
-                    double h1 = now();
+                    double h1 = fsgd_clock_s();
                     stats->t_holdout += h1 - h0;
                     train_time += h1 - h0;
                 }
@@ -476,10 +470,10 @@ int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_
                     stats->test = metrics(job->model, adam->theta, model_dim, &s.test, s.margin);
                     if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
                         stats->time_to_target = train_time;
-                        stats->target_clock = now();
+                        stats->target_clock = fsgd_clock_s();
                     }
                 }
-                double tnow = now();
+                double tnow = fsgd_clock_s();
                 if (progress && (last_step || stop_early || tnow - last_report >= 1.0)) {
                     stats->last_loss = loss_rows ? loss_acc / (double)loss_rows : NAN;
                     stats->nnz_per_step = (double)stats->nnz / (double)stats->steps;
