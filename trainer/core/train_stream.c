@@ -6,7 +6,7 @@
  * fsgd_train decides them (FSGD_TRAIN_MIN_NNZ_PER_THREAD nonzeros a thread
  * a step), each step's rows are cut into one slice a thread (each thread
  * copying its own) and run through fsgd_train's own parallel step
- * (fsgd/train_pool.h); one thread keeps the plain serial step. With --threads > 1 a reader thread also reads the next
+ * (train_pool.h); one thread keeps the plain serial step. With --threads > 1 a reader thread also reads the next
  * chunk while the step loop trains on this one (the same rows in the same
  * order: the model does not depend on it). */
 #include <math.h>
@@ -18,6 +18,7 @@
 
 #include "fsgd/adam.h"
 #include "fsgd/clock.h"
+#include "fsgd/csr_bias.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/backend.h"
 #include "fsgd/error.h"
@@ -25,7 +26,7 @@
 #include "fsgd/rowcache.h"
 #include "fsgd/sparse.h"
 #include "fsgd/train.h"
-#include "fsgd/train_pool.h"
+#include "train_pool.h"
 #include "train_best.h"
 
 static uint64_t splitmix(uint64_t *s)
@@ -62,11 +63,11 @@ static fsgd_metrics_t metrics(fsgd_loss_kind_t kind, const float *theta, uint64_
     return fsgd_metrics_compute(kind, margin, rows->label, rows->n_rows);
 }
 
-/* Copies every row of src through fsgd_train_append_biased. */
+/* Copies every row of src through fsgd_csr_append_biased. */
 static int biased_copy(const fsgd_csr_t *src, uint64_t dim, int bias, float bv, fsgd_csr_t *dst)
 {
     for (size_t r = 0; src && r < src->n_rows; r++)
-        FSGD_TRY(fsgd_train_append_biased(dst, src, r, dim, bias, bv));
+        FSGD_TRY(fsgd_csr_append_biased(dst, src, r, dim, bias, bv));
     return FSGD_E_OK;
 }
 
@@ -186,7 +187,7 @@ static int step_serial(stream_t *s, const fsgd_job_t *job, fsgd_adam_t *adam, si
     double s0 = fsgd_clock_s();
     fsgd_csr_clear(&s->batch);
     for (size_t i = lo; i < lo + cnt; i++)
-        FSGD_TRY(fsgd_train_append_biased(&s->batch, s->chunk, s->perm[i], dim, bias, bv));
+        FSGD_TRY(fsgd_csr_append_biased(&s->batch, s->chunk, s->perm[i], dim, bias, bv));
     fsgd_grad_request_t req = {.batch = &s->batch, .batch_id = -1, .loss = job->model, .scale = 1.0, .l2 = 0};
     FSGD_TRY(fsgd_backend_gradient(s->backend, &req, &s->grad, loss, err, errsz));
     double s1 = fsgd_clock_s();
@@ -208,7 +209,7 @@ static int step_serial(stream_t *s, const fsgd_job_t *job, fsgd_adam_t *adam, si
 
 /* The same step over W threads: the rows cut into one slice a thread, as
  * fsgd_train cuts a batch, each thread copying its own slice, then
- * fsgd_train's parallel step (fsgd/train_pool.h). */
+ * fsgd_train's parallel step (train_pool.h). */
 typedef struct fill_ctx {
     const stream_t *s;
     size_t lo, cnt;
@@ -224,7 +225,7 @@ static int fill_slice(void *ctx, int w, fsgd_csr_t *slice, char *err, size_t err
     fsgd_csr_clear(slice);
     const size_t a = f->lo + f->cnt * (size_t)w / (size_t)f->W, b = f->lo + f->cnt * (size_t)(w + 1) / (size_t)f->W;
     for (size_t i = a; i < b; i++)
-        if (fsgd_train_append_biased(slice, f->s->chunk, f->s->perm[i], f->dim, f->bias, f->bv) < 0)
+        if (fsgd_csr_append_biased(slice, f->s->chunk, f->s->perm[i], f->dim, f->bias, f->bv) < 0)
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for a slice of %zu rows", b - a);
     return FSGD_E_OK;
 }

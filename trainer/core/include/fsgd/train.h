@@ -160,12 +160,6 @@ fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_job_t *job);
  * naming what differs: dim, loss, intercept or bias value. */
 int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz);
 
-/* Appends row r of src to dst with columns >= dim dropped and, when bias,
- * the constant feature (dim, bias_value) added: the rows the trainers see.
- * Returns 0 or FSGD_E_NOMEM. */
-int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
-                             float bias_value);
-
 /* fsgd_train's settings from the data: lr auto and l2 auto for n_fit
  * training rows in steps of B (the job's values when not auto). */
 double fsgd_train_auto_lr(const fsgd_job_t *job, size_t n_fit, size_t B);
@@ -212,7 +206,7 @@ int fsgd_train_patience(uint64_t looks);
  * shuffles the rows within a chunk and trains on them in steps of B, so
  * memory is the model's state plus one chunk. CPU backend, codec none;
  * job->threads as fsgd_train picks them (each step's rows cut into one
- * slice a thread, fsgd/train_pool.h). hold (may be NULL; required for epochs auto) are held-out
+ * slice a thread, trainer/core/train_pool.h). hold (may be NULL; required for epochs auto) are held-out
  * rows kept in memory for early stopping; test may be NULL. The same
  * defaults (lr, l2, epochs auto) and statistics as fsgd_train. */
 int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
