@@ -21,7 +21,7 @@
 #include "fsgd/outfile.h"
 #include "fsgd/progress.h"
 #include "fsgd/train.h"
-#include "train_cache.h"
+#include "fsgd/train_cache.h"
 
 static const char usage_line[] =
     "usage: fsgd train [JOB.yaml] [--data FILE] [--test FILE] [--model logistic|linear|svm] [options]\n"
@@ -426,7 +426,6 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
 {
     char err[1024];
     fsgd_csr_t hold = {0}, test = {0};
-    uint64_t rows = 0, max_col = 0;
     int rc = 0;
     if (job->shards > 1) {
         fsgd_cli_error("shards %d: fsgd train simulates shards on rows in memory, not streamed from a cache "
@@ -435,9 +434,15 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
     }
     if (job->test[0] && (rc = load(job->test, job, spec, 0, &test)) != 0)
         return rc;
-    int reused = 0;
-    rc = fsgd_train_cache_prepare(job, spec, job->test[0] ? 0 : job->test_fraction, &hold, &test, &rows, &max_col,
-                                  &reused, err, sizeof err);
+    fsgd_train_cache_result_t cache;
+    rc = fsgd_train_cache_prepare(job, spec, job->test[0] ? 0 : job->test_fraction, &hold, &test, &cache, err,
+                                  sizeof err);
+    if (cache.rewritten[0])
+        fprintf(stderr, "fsgd: %s: rewriting\n", cache.rewritten);
+    if (cache.skipped_rows)
+        fprintf(stderr, "fsgd: %s: skipped %llu malformed rows\n", job->data, (unsigned long long)cache.skipped_rows);
+    uint64_t rows = cache.rows, max_col = cache.max_col;
+    int reused = cache.reused;
     if (rc < 0) {
         fsgd_cli_error("%s", err);
         fsgd_csr_free(&hold);
