@@ -464,7 +464,10 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
     progress_ctx_t pctx = {.job = job, .tty = isatty(2), .n_train = (size_t)rows};
     fsgd_model_t model = {0};
     fsgd_train_stats_t st;
-    rc = fsgd_train_stream(job, job->cache, &hold, &test, dim, &model, &st, on_progress, &pctx, err, sizeof err);
+    fsgd_train_input_t in = {.source = FSGD_TRAIN_CACHE, .cache = job->cache, .hold = &hold, .test = &test,
+                             .dim = dim};
+    fsgd_train_hooks_t hooks = {.progress = on_progress, .ctx = &pctx};
+    rc = fsgd_train(job, &in, NULL, &model, &st, &hooks, err, sizeof err);
     fsgd_csr_free(&hold);
     if (rc < 0) {
         fsgd_cli_error("training failed: %s", err);
@@ -641,8 +644,10 @@ int fsgd_cmd_train(int argc, char **argv)
     fsgd_train_stats_t st;
     /* only the rows scored for the train line are read after training */
     const size_t n_train = train.n_rows, n_test = test.n_rows;
-    rc = fsgd_train_from_shrinking(&job, &train, TRAIN_METRICS_ROWS, &test, dim, job.init[0] ? &init : NULL, &model,
-                                   &st, on_progress, &pctx, err, sizeof err);
+    fsgd_train_input_t in = {.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &train, .keep_rows = TRAIN_METRICS_ROWS,
+                             .owned_test = &test, .dim = dim};
+    fsgd_train_hooks_t hooks = {.progress = on_progress, .ctx = &pctx};
+    rc = fsgd_train(&job, &in, job.init[0] ? &init : NULL, &model, &st, &hooks, err, sizeof err);
     fsgd_model_free(&init);
     if (rc < 0) {
         if (pctx.writing)

@@ -23,6 +23,7 @@
 #include "train_engine.h"
 #include "train_eval.h"
 #include "train_pages.h"
+#include "train_stream.h"
 
 /* Row r's arrays, its values only when with_val (a binary copy reads none). */
 static void prefetch_row(const fsgd_csr_t *X, size_t r, int with_val)
@@ -184,13 +185,6 @@ static void shuffle(uint32_t *p, size_t n, uint64_t *rng)
         p[i - 1] = p[j];
         p[j] = tmp;
     }
-}
-
-int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
-               fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
-               char *err, size_t errsz)
-{
-    return fsgd_train_from(job, train, test, dim, NULL, model, stats, progress, ctx, err, errsz);
 }
 
 fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_job_t *job)
@@ -388,29 +382,6 @@ static void drop_values_after(fsgd_csr_t *m, size_t rows)
     void *p = realloc(m->val, (nnz ? nnz : 1) * sizeof *m->val);
     if (p)
         m->val = p;
-}
-
-static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t *shrink, size_t keep_rows,
-                      const fsgd_csr_t *test, fsgd_csr_t *free_test, uint64_t dim, const fsgd_model_t *init,
-                      fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
-                      char *err, size_t errsz);
-
-int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
-                    const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
-                    fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz)
-{
-    return train_impl(job, train, NULL, 0, test, NULL, dim, init, model, stats, progress, ctx, err, errsz);
-}
-
-int fsgd_train_from_shrinking(const fsgd_job_t *job, fsgd_csr_t *train, size_t keep_rows, fsgd_csr_t *test,
-                              uint64_t dim, const fsgd_model_t *init, fsgd_model_t *model,
-                              fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx, char *err,
-                              size_t errsz)
-{
-    int rc =
-        train_impl(job, train, train, keep_rows, test, test, dim, init, model, stats, progress, ctx, err, errsz);
-    fsgd_csr_free(test); /* if an early error left it whole */
-    return rc;
 }
 
 /* What the phases of train_impl share: the call's arguments, the trainer,
@@ -1151,16 +1122,19 @@ static int train_finish(train_run_t *r, int rc)
     return rc;
 }
 
-static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t *shrink, size_t keep_rows,
-                      const fsgd_csr_t *test, fsgd_csr_t *free_test, uint64_t dim, const fsgd_model_t *init,
-                      fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
-                      char *err, size_t errsz)
+/* fsgd_train on rows in memory (FSGD_TRAIN_ROWS, FSGD_TRAIN_ROWS_OWNED). */
+static int train_in_memory(const fsgd_job_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init,
+                           fsgd_model_t *model, fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err,
+                           size_t errsz)
 {
-    train_run_t r = {.job = job, .train = train, .shrink = shrink, .keep_rows = keep_rows, .test = test,
-                     .free_test = free_test, .dim = dim, .model_dim = dim + (job->bias ? 1 : 0),
+    const int owned = in->source == FSGD_TRAIN_ROWS_OWNED;
+    train_run_t r = {.job = job, .train = owned ? in->owned_rows : in->rows,
+                     .shrink = owned ? in->owned_rows : NULL, .keep_rows = owned ? in->keep_rows : 0,
+                     .test = owned ? in->owned_test : in->test, .free_test = owned ? in->owned_test : NULL,
+                     .dim = in->dim, .model_dim = in->dim + (job->bias ? 1 : 0),
                      .bias = job->bias, .ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL, .init = init,
-                     .model = model, .stats = stats, .progress = progress, .ctx = ctx, .err = err,
-                     .errsz = errsz, .t = {.job = job}};
+                     .model = model, .stats = stats, .progress = hooks ? hooks->progress : NULL,
+                     .ctx = hooks ? hooks->ctx : NULL, .err = err, .errsz = errsz, .t = {.job = job}};
     int rc;
     if ((rc = train_check(&r)) < 0 || (rc = train_setup(&r)) < 0)
         return rc;
@@ -1180,5 +1154,31 @@ static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t
     fsgd_trainer_free(&r.t);
     fsgd_csr_free(&r.rows);
     fsgd_csr_free(&r.test_rows);
+    return rc;
+}
+
+int fsgd_train(const fsgd_job_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init, fsgd_model_t *model,
+               fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz)
+{
+    fsgd_train_progress_fn progress = hooks ? hooks->progress : NULL;
+    void *ctx = hooks ? hooks->ctx : NULL;
+    switch (in->source) {
+    case FSGD_TRAIN_CACHE:
+        if (init)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "a warm start (init) is not supported from a row cache");
+        return fsgd_train_stream(job, in->cache, in->hold, in->test, in->dim, model, stats, progress, ctx, err,
+                                 errsz);
+    case FSGD_TRAIN_ROWS:
+    case FSGD_TRAIN_ROWS_OWNED:
+        break;
+    default:
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unknown training input source %d", (int)in->source);
+    }
+    const int owned = in->source == FSGD_TRAIN_ROWS_OWNED;
+    if (!(owned ? in->owned_rows : in->rows))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "no training rows");
+    int rc = train_in_memory(job, in, init, model, stats, hooks, err, errsz);
+    if (owned)
+        fsgd_csr_free(in->owned_test); /* if an early error left it whole */
     return rc;
 }

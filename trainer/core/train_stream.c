@@ -9,6 +9,8 @@
  * (train_pool.h); one thread keeps the plain serial step. With --threads > 1 a reader thread also reads the next
  * chunk while the step loop trains on this one (the same rows in the same
  * order: the model does not depend on it). */
+#include "train_stream.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
