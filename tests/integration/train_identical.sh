@@ -41,6 +41,8 @@ train ctr_state "${C[@]}" --threads 2 --epochs 1 --save-state
 train ctr_warm "${C[@]}" --threads 2 --epochs 1 --init "$tmp/models/ctr_state.fsgd"
 train ctr_cache "${C[@]}" --threads 2 --epochs 2 --cache "$tmp/ctr.cache"
 train ctr_cache_again "${C[@]}" --threads 2 --epochs 2 --cache "$tmp/ctr.cache"
+train ctr_cache_auto "${C[@]}" --threads 2 --cache "$tmp/ctr_auto.cache"
+train a9a_cache_ftrl_1thread --data "$DATA/a9a" --threads 1 --epochs 2 --optimizer ftrl --cache "$tmp/a9a.cache"
 
 (cd "$tmp/models" && sha256sum *.fsgd) > "$tmp/now.sha256"
 if [ "${FSGD_WRITE_SUMS:-0}" = 1 ]; then
