@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fsgd/adam.h"
 #include "fsgd/error.h"
@@ -282,6 +284,112 @@ static void test_init_counted(void)
     fsgd_adam_free(&y);
 }
 
+/* Pages resident according to mincore, of the whole pages in [p, p + bytes). */
+static size_t resident_pages(const void *p, size_t bytes, size_t *whole)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + pg - 1) & ~(pg - 1), hi = ((uintptr_t)p + bytes) & ~(pg - 1);
+    size_t n = hi > lo ? (hi - lo) / pg : 0, r = 0;
+    unsigned char *vec = malloc(n ? n : 1);
+    *whole = n;
+    if (!vec || mincore((void *)lo, hi - lo, vec) != 0) {
+        free(vec);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        r += vec[i] & 1;
+    free(vec);
+    return r;
+}
+
+/* fsgd_adam_map_pages: every page of θ and the key states resident
+ * afterwards, no byte changed, and the steps after it the same as without. */
+static void test_map_pages(void)
+{
+    enum { DIM = 1 << 21, STEPS = 5 };
+    fsgd_adam_params_t p = fsgd_adam_defaults();
+    fsgd_adam_t x, y;
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init_counted(&x, DIM, &p), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_adam_init_counted(&y, DIM, &p), 0);
+    uint32_t keys[64];
+    float g[64];
+    uint64_t seed = 11;
+    for (int t = 0; t < STEPS; t++) {
+        for (size_t i = 0; i < 64; i++) {
+            keys[i] = (uint32_t)(i * (DIM / 64) + fsgd_test_rand(&seed) % (DIM / 64));
+            g[i] = (float)((double)(fsgd_test_rand(&seed) % 2001) / 1000.0 - 1.0);
+        }
+        if (t == 2) {
+            size_t whole;
+            int mapped = fsgd_adam_map_pages(&x);
+            if (mapped) {
+                CU_ASSERT_EQUAL(resident_pages(x.theta, DIM * sizeof *x.theta, &whole), whole);
+                CU_ASSERT_EQUAL(resident_pages(x.keys, DIM * sizeof *x.keys, &whole), whole);
+            }
+            CU_ASSERT_EQUAL(memcmp(x.theta, y.theta, DIM * sizeof *x.theta), 0);
+        }
+        fsgd_adam_step(&x, keys, g, 64);
+        fsgd_adam_step(&y, keys, g, 64);
+    }
+    CU_ASSERT_EQUAL(memcmp(x.theta, y.theta, DIM * sizeof *x.theta), 0);
+    CU_ASSERT_EQUAL(memcmp(x.keys, y.keys, DIM * sizeof *x.keys), 0);
+    fsgd_adam_free(&x);
+    fsgd_adam_free(&y);
+}
+
+/* fsgd_adam_step_reduced: the bits of fsgd_reducer_take_step +
+ * fsgd_adam_step, plain and counted, with λ and without, θ before kept. */
+static void test_step_reduced(void)
+{
+    enum { DIM = 4096, STEPS = 30, ADDS = 3 };
+    for (int mode = 0; mode < 4; mode++) {
+        int counted = mode & 1;
+        double l2 = mode & 2 ? 1e-3 : 0;
+        fsgd_adam_params_t p = fsgd_adam_defaults();
+        fsgd_adam_t x, y;
+        CU_ASSERT_EQUAL_FATAL(counted ? fsgd_adam_init_counted(&x, DIM, &p) : fsgd_adam_init(&x, DIM, &p), 0);
+        CU_ASSERT_EQUAL_FATAL(counted ? fsgd_adam_init_counted(&y, DIM, &p) : fsgd_adam_init(&y, DIM, &p), 0);
+        fsgd_reducer_t *rx = fsgd_reducer_new(DIM), *ry = fsgd_reducer_new(DIM);
+        fsgd_sparse_t ox = {0}, oy = {0}, bx = {0};
+        uint32_t keys[DIM];
+        float g[DIM];
+        uint64_t seed = 5 + (uint64_t)mode;
+        for (int t = 0; t < STEPS; t++) {
+            for (int a = 0; a < ADDS; a++) {
+                size_t n = 0;
+                for (uint32_t k = 0; k < DIM; k++)
+                    if (fsgd_test_rand(&seed) % 8 == 0) {
+                        keys[n] = k;
+                        g[n++] = (float)((double)(fsgd_test_rand(&seed) % 2001) / 1000.0 - 1.0);
+                    }
+                CU_ASSERT_EQUAL(fsgd_reducer_add(rx, keys, g, n), 0);
+                CU_ASSERT_EQUAL(fsgd_reducer_add(ry, keys, g, n), 0);
+            }
+            float th[DIM];
+            memcpy(th, x.theta, sizeof th);
+            CU_ASSERT_EQUAL(fsgd_adam_step_reduced(&x, rx, 1.0 / 64, l2, &ox, &bx), 0);
+            CU_ASSERT_EQUAL(fsgd_reducer_take_step(ry, 1.0 / 64, l2, y.theta, &oy), 0);
+            fsgd_adam_step(&y, oy.keys, oy.vals, oy.n);
+            CU_ASSERT_EQUAL_FATAL(ox.n, oy.n);
+            CU_ASSERT_EQUAL(memcmp(ox.keys, oy.keys, ox.n * sizeof *ox.keys), 0);
+            CU_ASSERT_EQUAL(memcmp(ox.vals, oy.vals, ox.n * sizeof *ox.vals), 0);
+            CU_ASSERT_EQUAL_FATAL(bx.n, ox.n);
+            for (size_t i = 0; i < bx.n; i++)
+                CU_ASSERT_EQUAL(memcmp(&bx.vals[i], &th[bx.keys[i]], sizeof *th), 0);
+        }
+        CU_ASSERT_EQUAL(x.t, y.t);
+        CU_ASSERT_EQUAL(memcmp(x.theta, y.theta, DIM * sizeof *x.theta), 0);
+        if (counted) {
+            CU_ASSERT_EQUAL(memcmp(x.keys, y.keys, DIM * sizeof *x.keys), 0);
+        } else {
+            CU_ASSERT(!memcmp(x.m, y.m, DIM * sizeof *x.m) && !memcmp(x.v, y.v, DIM * sizeof *x.v));
+        }
+        fsgd_reducer_destroy(rx), fsgd_reducer_destroy(ry);
+        fsgd_sparse_free(&ox), fsgd_sparse_free(&oy), fsgd_sparse_free(&bx);
+        fsgd_adam_free(&x), fsgd_adam_free(&y);
+    }
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -292,6 +400,8 @@ void fsgd_test_register(void)
         {"converges on a quadratic", test_converges},
         {"per-key counts: a late key's first step is lr", test_counted_keys},
         {"init counted: the same updates as init + count_keys", test_init_counted},
+        {"map pages: resident, unchanged, same steps", test_map_pages},
+        {"step reduced: the bits of take_step + step", test_step_reduced},
         {NULL, NULL},
     };
     fsgd_test_suite("adam", cases);

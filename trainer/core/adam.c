@@ -5,7 +5,19 @@
 #include <string.h>
 
 #include "fsgd/error.h"
+#include "fsgd/hugepages.h"
 #include "fsgd/prefetch.h"
+#include "train_pages.h"
+
+/* A model-sized array of zeros, on huge pages where the kernel has them
+ * (fsgd/hugepages.h): every step reads and writes it at random keys. */
+static void *model_calloc(uint64_t dim, size_t size)
+{
+    size_t n = dim ? (size_t)dim : 1;
+    void *p = calloc(n, size);
+    fsgd_hugepages_advise(p, n * size);
+    return p;
+}
 
 fsgd_adam_params_t fsgd_adam_defaults(void)
 {
@@ -17,10 +29,9 @@ int fsgd_adam_init(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_t *p)
     memset(a, 0, sizeof *a);
     a->p = p ? *p : fsgd_adam_defaults();
     a->dim = dim;
-    size_t n = dim ? (size_t)dim : 1;
-    a->theta = calloc(n, sizeof *a->theta);
-    a->m = calloc(n, sizeof *a->m);
-    a->v = calloc(n, sizeof *a->v);
+    a->theta = model_calloc(dim, sizeof *a->theta);
+    a->m = model_calloc(dim, sizeof *a->m);
+    a->v = model_calloc(dim, sizeof *a->v);
     if (!a->theta || !a->m || !a->v) {
         fsgd_adam_free(a);
         return FSGD_E_NOMEM;
@@ -33,7 +44,7 @@ int fsgd_adam_init_weights(fsgd_adam_t *a, uint64_t dim)
     memset(a, 0, sizeof *a);
     a->p = fsgd_adam_defaults();
     a->dim = dim;
-    a->theta = calloc(dim ? (size_t)dim : 1, sizeof *a->theta);
+    a->theta = model_calloc(dim, sizeof *a->theta);
     return a->theta ? FSGD_E_OK : FSGD_E_NOMEM;
 }
 
@@ -97,7 +108,7 @@ static int alloc_counted(fsgd_adam_t *a)
     /* m, v and the count of a key side by side: one cache line a key
      * instead of three scattered arrays (most of a sparse step's cost is
      * these misses). */
-    a->keys = calloc(a->dim ? (size_t)a->dim : 1, sizeof *a->keys);
+    a->keys = model_calloc(a->dim, sizeof *a->keys);
     /* 1/(1-β1^t) and 1/sqrt(1-β2^t) for every t a count can hold: two
      * table reads instead of two expm1 calls per key and step */
     a->corr = malloc(2 * (FSGD_ADAM_COUNT_MAX + 1) * sizeof *a->corr);
@@ -143,7 +154,7 @@ int fsgd_adam_init_counted(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_
     memset(a, 0, sizeof *a);
     a->p = p ? *p : fsgd_adam_defaults();
     a->dim = dim;
-    a->theta = calloc(dim ? (size_t)dim : 1, sizeof *a->theta);
+    a->theta = model_calloc(dim, sizeof *a->theta);
     if (!a->theta || alloc_counted(a) < 0) {
         fsgd_adam_free(a);
         return FSGD_E_NOMEM;
@@ -199,6 +210,19 @@ uint64_t fsgd_adam_touched(const fsgd_adam_t *a, uint64_t n_keys)
     return c;
 }
 
+int fsgd_adam_map_pages(const fsgd_adam_t *a)
+{
+    size_t n = a->dim ? (size_t)a->dim : 1;
+    int ok = fsgd_pages_map(a->theta, n * sizeof *a->theta);
+    if (a->keys)
+        ok &= fsgd_pages_map(a->keys, n * sizeof *a->keys);
+    if (a->m)
+        ok &= fsgd_pages_map(a->m, n * sizeof *a->m);
+    if (a->v)
+        ok &= fsgd_pages_map(a->v, n * sizeof *a->v);
+    return ok;
+}
+
 void fsgd_adam_free(fsgd_adam_t *a)
 {
     if (!a)
@@ -228,6 +252,89 @@ int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const flo
         out->vals[i] = fsgd_adam_step_grad(sums[i], scale, l2, theta && l2 != 0 ? theta[keys[i]] : 0.0f);
     }
     out->n = n;
+    fsgd_reducer_clear(r);
+    return FSGD_E_OK;
+}
+
+/* One key of fsgd_adam_step_reduced: the step gradient, then Adam, as
+ * fsgd_reducer_take_step + fsgd_adam_step compute them (same operations in
+ * the same order, so the same bits). counted: per-key corrections. */
+static inline float reduced_key(const fsgd_adam_t *a, uint32_t k, double sum, double scale, double l2, int counted,
+                                double c1, double c2, float *before)
+{
+    const double b1 = a->p.beta1, b2 = a->p.beta2, lr = a->p.lr, eps = a->p.eps;
+    float th = a->theta[k];
+    if (before)
+        *before = th;
+    float gk = fsgd_adam_step_grad(sum, scale, l2, l2 != 0 ? th : 0.0f);
+    double g = gk;
+    if (counted) {
+        const float *inv_c1 = a->corr, *inv_sqrt_c2 = a->corr + FSGD_ADAM_COUNT_MAX + 1;
+        fsgd_adam_key_t *s = &a->keys[k];
+        unsigned tk = s->count < FSGD_ADAM_COUNT_MAX ? ++s->count : FSGD_ADAM_COUNT_MAX;
+        double m = b1 * s->m + (1 - b1) * g;
+        double v = b2 * s->v + (1 - b2) * g * g;
+        s->m = (float)m;
+        s->v = (float)v;
+        a->theta[k] = (float)(th - lr * (m * inv_c1[tk]) / (sqrt(v) * inv_sqrt_c2[tk] + eps));
+    } else {
+        double m = b1 * a->m[k] + (1 - b1) * g;
+        double v = b2 * a->v[k] + (1 - b2) * g * g;
+        a->m[k] = (float)m;
+        a->v[k] = (float)v;
+        a->theta[k] = (float)(th - lr * (m / c1) / (sqrt(v / c2) + eps));
+    }
+    return gk;
+}
+
+int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, double scale, double l2, fsgd_sparse_t *out,
+                           fsgd_sparse_t *before)
+{
+    if (a->keys && a->rarity) { /* its own loop (apply_counted_rarity): the two passes */
+        FSGD_TRY(fsgd_reducer_take_step(r, scale, l2, a->theta, out));
+        if (before) {
+            FSGD_TRY(fsgd_sparse_reserve(before, out->n));
+            for (size_t i = 0; i < out->n; i++) {
+                before->keys[i] = out->keys[i];
+                before->vals[i] = a->theta[out->keys[i]];
+            }
+            before->n = out->n;
+        }
+        fsgd_adam_step(a, out->keys, out->vals, out->n);
+        return FSGD_E_OK;
+    }
+    const uint32_t *keys;
+    const double *sums;
+    size_t n;
+    FSGD_TRY(fsgd_reducer_sorted(r, &keys, &sums, &n));
+    FSGD_TRY(fsgd_sparse_reserve(out, n));
+    if (before)
+        FSGD_TRY(fsgd_sparse_reserve(before, n));
+    fsgd_adam_advance(a);
+    const double c1 = 1 - pow(a->p.beta1, (double)a->t), c2 = 1 - pow(a->p.beta2, (double)a->t);
+    const int counted = a->keys != NULL;
+    /* One pass: a key's θ and its optimizer state are fetched together, so
+     * their misses overlap (the two passes had one miss outstanding a key). */
+    for (size_t i = 0; i < n; i++) {
+        if (i + FSGD_PREFETCH_AHEAD < n) {
+            uint32_t ahead = keys[i + FSGD_PREFETCH_AHEAD];
+            FSGD_PREFETCH(&a->theta[ahead]);
+            if (counted) {
+                FSGD_PREFETCH(&a->keys[ahead]);
+            } else {
+                FSGD_PREFETCH(&a->m[ahead]);
+                FSGD_PREFETCH(&a->v[ahead]);
+            }
+        }
+        uint32_t k = keys[i];
+        out->keys[i] = k;
+        if (before)
+            before->keys[i] = k;
+        out->vals[i] = reduced_key(a, k, sums[i], scale, l2, counted, c1, c2, before ? &before->vals[i] : NULL);
+    }
+    out->n = n;
+    if (before)
+        before->n = n;
     fsgd_reducer_clear(r);
     return FSGD_E_OK;
 }

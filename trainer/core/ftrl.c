@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fsgd/error.h"
+#include "fsgd/hugepages.h"
 #include "fsgd/prefetch.h"
 
 int fsgd_ftrl_init(fsgd_ftrl_t *f, uint64_t dim, const fsgd_ftrl_params_t *p)
@@ -19,6 +20,9 @@ int fsgd_ftrl_init(fsgd_ftrl_t *f, uint64_t dim, const fsgd_ftrl_params_t *p)
     size_t n = dim ? (size_t)dim : 1;
     f->z = calloc(n, sizeof *f->z);
     f->n = calloc(n, sizeof *f->n);
+    /* model-sized, touched at random keys every step (fsgd/hugepages.h) */
+    fsgd_hugepages_advise(f->z, n * sizeof *f->z);
+    fsgd_hugepages_advise(f->n, n * sizeof *f->n);
     if (!f->z || !f->n) {
         fsgd_ftrl_free(f);
         return FSGD_E_NOMEM;

@@ -45,9 +45,7 @@ int fsgd_step_apply(const fsgd_step_opt_t *o, fsgd_sagg_t *agg, const fsgd_step_
         fsgd_adam_advance(a);
         fsgd_ftrl_apply(o->ftrl, a->theta, out->keys, out->vals, out->n);
     } else {
-        FSGD_TRY(fsgd_reducer_take_step(red, 1.0 / (double)info->rows, o->l2, a->theta, out));
-        FSGD_TRY(keep_before(o, out));
-        fsgd_adam_step(a, out->keys, out->vals, out->n);
+        FSGD_TRY(fsgd_adam_step_reduced(a, red, 1.0 / (double)info->rows, o->l2, out, o->before));
     }
     return 0;
 }

@@ -10,14 +10,6 @@
 
 #include "aggregator_internal.h"
 
-typedef struct agg_early {
-    uint64_t step;
-    uint32_t sender, chunk;
-    int64_t offset;
-    uint8_t *bytes;
-    size_t len;
-} agg_early_t;
-
 /* τ steps of every member's chunks; beyond that a sender is flooding. */
 #define EARLY_BYTES_MAX ((size_t)1 << 30)
 
@@ -54,34 +46,25 @@ int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t
     return 0;
 }
 
-int agg_early_replay(agg_t *a)
+int agg_early_due(agg_t *a, agg_early_t **take, size_t *ntake)
 {
     uint64_t open = a->step + 1;
     size_t k = 0, n = a->open.nearly;
-    agg_early_t *take = NULL;
-    size_t ntake = 0;
-    /* Split first: taking a frame may hold nothing new (its step is open),
-     * but keep the list consistent whatever agg_take_frame does. */
+    *take = NULL;
+    *ntake = 0;
     for (size_t i = 0; i < n; i++) {
         agg_early_t h = a->open.early[i];
         if (h.step > open) {
             a->open.early[k++] = h;
             continue;
         }
-        if (!take && !(take = malloc(n * sizeof *take)))
+        if (!*take && !(*take = malloc(n * sizeof **take)))
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
         a->open.early_bytes -= h.len;
-        take[ntake++] = h; /* h.step < open: its step closed without it (a drop); taking it rejects it as stale */
+        (*take)[(*ntake)++] = h; /* h.step < open: its step closed without it (a drop); taking it rejects it as stale */
     }
     a->open.nearly = k;
-    int rc = 0;
-    for (size_t i = 0; i < ntake; i++) {
-        if (!rc)
-            rc = agg_take_frame(a, take[i].bytes, take[i].len, take[i].offset);
-        free(take[i].bytes);
-    }
-    free(take);
-    return rc;
+    return 0;
 }
 
 void agg_early_free(agg_t *a)

@@ -343,18 +343,12 @@ int agg_follow_published(agg_t *a)
     return 0;
 }
 
-int agg_follow_finish(agg_t *a)
+void agg_follow_stopped(agg_t *a)
 {
-    /* the open step's gradients are dropped: its rows are the first a
-     * restart trains (its positions are not in the state) */
-    FSGD_TRY(agg_publish(a, 1, 0, NULL, 0));
-    FSGD_TRY(agg_follow_published(a));
-    FSGD_TRY(agg_ckpt_write(a));
     stop_requested = 0; /* taken: a later aggregator in this process runs (tests) */
     agg_log(a, "follow: stopped on request at step %llu with version %llu; the checkpoint%s%s continues it",
             (unsigned long long)a->step, (unsigned long long)a->follow->version, a->job->checkpoint[0] ? " " : "",
             a->job->checkpoint);
-    return 0;
 }
 
 /* --- checkpoint --- */

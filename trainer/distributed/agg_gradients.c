@@ -298,3 +298,19 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
     return 0;
 }
 
+int agg_take_held(agg_t *a)
+{
+    agg_early_t *take;
+    size_t ntake;
+    /* Split first: taking a frame may hold nothing new (its step is open),
+     * but the held list stays consistent whatever agg_take_frame does. */
+    FSGD_TRY(agg_early_due(a, &take, &ntake));
+    int rc = 0;
+    for (size_t i = 0; i < ntake; i++) {
+        if (!rc)
+            rc = agg_take_frame(a, take[i].bytes, take[i].len, take[i].offset);
+        free(take[i].bytes);
+    }
+    free(take);
+    return rc;
+}

@@ -131,3 +131,21 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     return 0;
 }
 
+
+static void *pages_main(void *arg)
+{
+    (void)fsgd_adam_map_pages(arg); /* a hint: unmapped pages fault at first use */
+    return NULL;
+}
+
+void agg_pages_start(agg_t *a)
+{
+    a->model.pages_running = pthread_create(&a->model.pages_tid, NULL, pages_main, &a->model.adam) == 0;
+}
+
+void agg_pages_join(agg_t *a)
+{
+    if (a->model.pages_running)
+        pthread_join(a->model.pages_tid, NULL);
+    a->model.pages_running = 0;
+}

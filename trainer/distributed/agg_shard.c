@@ -175,9 +175,10 @@ static int lead_take(agg_t *a, const fsgd_bus_msg_t *m)
     return 0;
 }
 
-int agg_lead_poll(agg_t *a)
+int agg_lead_poll(agg_t *a, int *open_decided)
 {
     struct agg_lead *l = a->lead;
+    *open_decided = 0;
     if (!l)
         return 0;
     int rc = 0, had_open = lead_find(a, a->step + 1) != NULL;
@@ -202,9 +203,8 @@ int agg_lead_poll(agg_t *a)
         else
             fsgd_wire_state_free(&l->q[i].st);
     l->n = k;
-    /* the open step's gradients waited for this: take them now, in order */
-    if (!rc && !had_open && lead_find(a, a->step + 1))
-        rc = agg_early_replay(a);
+    /* the open step's gradients waited for this: the caller takes them now, in order */
+    *open_decided = !rc && !had_open && lead_find(a, a->step + 1);
     return rc;
 }
 
@@ -335,6 +335,7 @@ int agg_shard_final(agg_t *a)
      * downlink replica with it) go before the whole model is read, so the
      * shard's peak stays its training peak (one copy of the model, read in
      * place: assemble.c). */
+    agg_pages_join(a);
     fsgd_adam_free(&a->model.adam);
     fsgd_sagg_destroy(a->model.strat);
     a->model.strat = NULL;

@@ -21,76 +21,6 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
-#include "fsgd/clock.h"
-
-void agg_log(agg_t *a, const char *fmt, ...)
-{
-    if (!a->log)
-        return;
-    char line[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    a->log(a->log_ctx, line);
-}
-
-#define FSGD_AGG_REJ_NAME_(name, text) text,
-static const char *const agg_reject_names[] = {FSGD_AGG_REJECT_LIST(FSGD_AGG_REJ_NAME_)};
-#undef FSGD_AGG_REJ_NAME_
-
-const char *fsgd_agg_reject_name(int reason)
-{
-    return reason >= 0 && reason < FSGD_AGG_REJ_COUNT ? agg_reject_names[reason] : "unknown";
-}
-
-void agg_reject(agg_t *a, int reason, const char *fmt, ...)
-{
-    a->s->rejected[reason]++;
-    if (a->logged[reason])
-        return;
-    a->logged[reason] = 1;
-    char why[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    agg_log(a, "rejected a message on %s: %s: %s (further %s messages are only counted: metrics "
-               "messages.rejected.%s)",
-            a->tgrads, agg_reject_names[reason], why, agg_reject_names[reason], agg_reject_names[reason]);
-}
-
-double agg_now(void)
-{
-    return fsgd_clock_s();
-}
-
-/* --- the barrier --- */
-
-int agg_in_set(const uint32_t *s, size_t n, uint32_t v)
-{
-    for (size_t i = 0; i < n; i++)
-        if (s[i] == v)
-            return 1;
-    return 0;
-}
-
-int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v)
-{
-    if (agg_in_set(*s, *n, v))
-        return 0;
-    if (*n == *cap) {
-        size_t nc = *cap ? 2 * *cap : 16;
-        uint32_t *ns = realloc(*s, nc * sizeof *ns);
-        if (!ns)
-            return FSGD_E_NOMEM;
-        *s = ns;
-        *cap = nc;
-    }
-    (*s)[(*n)++] = v;
-    return 0;
-}
-
 
 static void agg_free(agg_t *a)
 {
@@ -101,6 +31,7 @@ static void agg_free(agg_t *a)
         free(a->rows_at[p]);
     free(a->rows_at);
     fsgd_wire_state_free(&a->st);
+    agg_pages_join(a);
     fsgd_adam_free(&a->model.adam);
     fsgd_sagg_destroy(a->model.strat);
     fsgd_sparse_free(&a->model.dec);
@@ -495,7 +426,7 @@ static int agg_take_step(agg_t *a, agg_loop_t *l, double t, int *done)
     int rc = agg_apply_step(a, done, l->progress, l->ctx);
     if (!rc && !*done) {
         l->opened_with_held = a->open.nearly > 0 || a->members.ngot > 0;
-        rc = agg_early_replay(a);
+        rc = agg_take_held(a);
         l->opened_with_held |= a->members.ngot > 0;
     }
     return rc;
@@ -515,19 +446,16 @@ static void agg_show_progress(agg_t *a, agg_loop_t *l)
     }
 }
 
-static volatile sig_atomic_t crashed;
-
-void fsgd_aggregator_crash(int on)
+/* SIGTERM in a follow job: a final version and the checkpoint. */
+static int agg_follow_finish(agg_t *a)
 {
-    crashed = on != 0;
-}
-
-int agg_crashed(agg_t *a)
-{
-    if (!crashed)
-        return 0;
-    a->stopped = 1;
-    return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "stopped as if killed (fsgd_aggregator_crash)");
+    /* the open step's gradients are dropped: its rows are the first a
+     * restart trains (its positions are not in the state) */
+    FSGD_TRY(agg_publish(a, 1, 0, NULL, 0));
+    FSGD_TRY(agg_follow_published(a));
+    FSGD_TRY(agg_ckpt_write(a));
+    agg_follow_stopped(a);
+    return 0;
 }
 
 /* The steps, until the last epoch (*done) or a failure. */
@@ -560,7 +488,9 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
         agg_ctl_drain(a, 0);
         double t = agg_now();
         if (a->lead) { /* a following shard: shard 0 decides the step */
-            if ((rc = agg_lead_poll(a)) != 0 || (rc = agg_lead_check_alive(a, l->timeout)) != 0)
+            int open_decided;
+            if ((rc = agg_lead_poll(a, &open_decided)) != 0 || (open_decided && (rc = agg_take_held(a)) != 0) ||
+                (rc = agg_lead_check_alive(a, l->timeout)) != 0)
                 break;
             if (agg_lead_complete(a))
                 rc = agg_take_step(a, l, t, done);
@@ -672,6 +602,8 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
         rc = agg_open(&a, bus);
     if (!rc)
         rc = agg_setup_optimizer(&a);
+    if (!rc) /* the model's pages, mapped while the group settles instead of in the first steps */
+        agg_pages_start(&a);
     if (!rc)
         rc = agg_setup_reduction(&a);
     if (!rc)

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include "fsgd/adam.h"
 #include "fsgd/holdout.h"
 #include "fsgd/bus.h"
@@ -65,6 +67,9 @@ typedef struct agg_open_step {
  * topic (agg_model.c). */
 typedef struct agg_model_state {
     fsgd_adam_t adam;
+    /* a thread mapping adam's pages before the steps need them (agg_model.c) */
+    pthread_t pages_tid;
+    int pages_running;
     /* optimizer ftrl: FTRL-Proximal's z and n live in adam.m and adam.v
      * (unused then), so checkpoints carry them unchanged */
     int ftrl_on;
@@ -210,6 +215,11 @@ void agg_ckpt_path(const agg_t *a, char *out, size_t cap);
 /* agg_model.c: the model topic (snapshots and the downlink) */
 int agg_downlink_setup(agg_t *a);
 int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n);
+/* Maps the optimizer's pages on a thread of their own (fsgd_adam_map_pages),
+ * while the job starts; agg_pages_join waits for it and must come before
+ * the optimizer is freed. Without a thread the pages fault at first use. */
+void agg_pages_start(agg_t *a);
+void agg_pages_join(agg_t *a);
 
 /* agg_members.c: NAME.ctl events and the job's members */
 void agg_ctl_begin(agg_t *a, const char *event);
@@ -224,6 +234,8 @@ int agg_wait_assignment(agg_t *a, double timeout_s);
 int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m);
 /* The same for a frame's bytes (offset: for messages only). */
 int agg_take_frame(agg_t *a, const void *payload, size_t len, int64_t offset);
+/* Takes the held frames of the step just opened (agg_early_due), in arrival order. */
+int agg_take_held(agg_t *a);
 
 /* agg_scan.c: started by fsgd run while its producer still writes
  * NAME.data (environment FSGD_AGG_AWAIT_FD: a pipe from fsgd run), the
@@ -244,9 +256,18 @@ void agg_auto_finish(agg_t *a);
 void agg_auto_free(agg_t *a);
 
 /* agg_early.c: gradients of steps after the open one (bounded staleness) */
+typedef struct agg_early {
+    uint64_t step;
+    uint32_t sender, chunk;
+    int64_t offset;
+    uint8_t *bytes;
+    size_t len;
+} agg_early_t;
 int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t len, int64_t offset);
-/* Takes the held frames of the step just opened, in arrival order. */
-int agg_early_replay(agg_t *a);
+/* Moves the held frames of the open step (and any of older steps) out, in
+ * arrival order, into *take (malloc'd; the caller frees each bytes and the
+ * array). */
+int agg_early_due(agg_t *a, agg_early_t **take, size_t *ntake);
 void agg_early_free(agg_t *a);
 
 /* agg_init.c: --init MODEL. load (after agg_scan_data: checks it against
@@ -272,8 +293,8 @@ int agg_follow_version_due(const agg_t *a);
 int agg_follow_after_step(agg_t *a);
 /* A snapshot just went out as a version: number it, announce it on NAME.ctl. */
 int agg_follow_published(agg_t *a);
-/* SIGTERM: a final version and the checkpoint. */
-int agg_follow_finish(agg_t *a);
+/* SIGTERM: the final version and the checkpoint are out (aggregator.c); the stop is taken. */
+void agg_follow_stopped(agg_t *a);
 int agg_follow_ckpt_put(const agg_t *a, fsgd_wire_buf_t *b);
 int agg_follow_ckpt_get(agg_t *a, const char *path, const uint8_t *p, size_t len, size_t *off);
 /* After a checkpoint was restored: its windows read again from the topic. */
@@ -283,9 +304,10 @@ int agg_follow_resumed(agg_t *a);
 void agg_set_quota(agg_t *a);
 void agg_begin_step(agg_t *a);
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx);
-/* The model's metrics on the job's test rows (zeroed without them). */
-int agg_evaluate(agg_t *a, fsgd_metrics_t *out);
 void agg_latency_stats(agg_t *a);
+
+/* agg_eval.c: the model's metrics on the job's test rows (zeroed without them). */
+int agg_evaluate(agg_t *a, fsgd_metrics_t *out);
 
 /* agg_shard.c: a sharded aggregator (job key shards). setup: the shard's
  * identity and what a sharded job refuses; dims: after the scan, mdim
@@ -298,7 +320,9 @@ int agg_shard_setup(agg_t *a);
 void agg_shard_dims(agg_t *a);
 int agg_lead_open(agg_t *a, fsgd_bus_t *bus);
 void agg_lead_free(agg_t *a);
-int agg_lead_poll(agg_t *a);
+/* *open_decided: shard 0's decision for the open step just arrived (its
+ * held gradients can be taken now). */
+int agg_lead_poll(agg_t *a, int *open_decided);
 int agg_lead_decided(const agg_t *a, uint64_t step);
 int agg_lead_applied(const agg_t *a, const fsgd_wire_range_t *r, uint32_t n);
 int agg_lead_complete(agg_t *a);

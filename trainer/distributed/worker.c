@@ -24,6 +24,7 @@
 #include "fsgd/dist.h"
 #include "fsgd/downlink.h"
 #include "fsgd/error.h"
+#include "fsgd/hugepages.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
 #include "fsgd/rowfmt.h"
@@ -518,6 +519,8 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
     w->kind = m->kind;
     w->mdim = m->n;
     w->theta = calloc(w->mdim ? w->mdim : 1, sizeof *w->theta);
+    /* the replica takes every step's update at random keys (fsgd/hugepages.h) */
+    fsgd_hugepages_advise(w->theta, (w->mdim ? w->mdim : 1) * sizeof *w->theta);
     if (!w->theta)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for %llu weights",
                             (unsigned long long)w->mdim);

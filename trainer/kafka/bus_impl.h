@@ -50,20 +50,27 @@ struct fsgd_bus_client {
     fsgd_bus_t *bus;
 };
 
-/* --- bus.c, connect.c and kopt_file.c share these (Kafka clients only) --- */
+/* --- bus.c, connect.c, conn_watch.c and kopt_file.c share these (Kafka clients only) --- */
 
 /* The job's Kafka options as set (KEY_file lines resolved). */
 const char *fsgd_kbus_options(void);
 
-/* Every librdkafka log line passes here: connect.c keeps the newest
+/* Every librdkafka log line passes here: conn_watch.c keeps the newest
  * connection failure (facility FAIL) to say why brokers were not reached. */
 void fsgd_kbus_note_log(int level, const char *fac, const char *buf);
 
-/* Installs connect.c's error callback on a configuration: the error codes
+/* Installs conn_watch.c's error callback on a configuration: the error codes
  * of failed connections (only for the start-up check's client, which polls
  * them: other clients keep librdkafka's default handling). */
 struct rd_kafka_conf_s;
 void fsgd_kbus_conf_watch(struct rd_kafka_conf_s *c);
+
+/* Forgets the failure kept so far (before a new start-up check). */
+void fsgd_kbus_watch_reset(void);
+
+/* The newest failure's text into why (empty when none) and its error code
+ * (rd_kafka_resp_err_t; 0 when none). Thread safe. */
+int fsgd_kbus_watch_get(char *why, size_t whysz);
 
 /* A producer client as fsgd_kbus_client makes one, its errors watched. */
 struct rd_kafka_s;

@@ -1,7 +1,6 @@
 /* Reaching the brokers at start, in bounded time, with the reason when it
  * fails (fsgd/kbus.h: fsgd_kbus_connect). */
 #include <librdkafka/rdkafka.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -10,46 +9,6 @@
 #include "fsgd/clock.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
-
-/* librdkafka says why a connection failed only in its log (facility FAIL,
- * from its broker threads: "ssl://127.0.0.1:9093/bootstrap: SSL handshake
- * failed: ... certificate verify failed ...") and, for some causes, with an
- * error code on the error callback. Both are kept, the newest of each. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static char last_fail[512];
-static rd_kafka_resp_err_t last_code;
-
-void fsgd_kbus_note_log(int level, const char *fac, const char *buf)
-{
-    if (level > 4 || !fac || strcmp(fac, "FAIL") != 0 || !buf)
-        return;
-    /* "[thrd:ssl://h:p/bootstrap]: ssl://h:p/bootstrap: why": the thread's name is said again */
-    if (!strncmp(buf, "[thrd:", 6)) {
-        const char *e = strstr(buf, "]: ");
-        if (e)
-            buf = e + 3;
-    }
-    pthread_mutex_lock(&lock);
-    snprintf(last_fail, sizeof last_fail, "%s", buf);
-    pthread_mutex_unlock(&lock);
-}
-
-static void on_error(rd_kafka_t *rk, int code, const char *reason, void *opaque)
-{
-    (void)rk, (void)opaque;
-    pthread_mutex_lock(&lock);
-    /* _ALL_BROKERS_DOWN follows the error that says why */
-    if (code != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || !last_code)
-        last_code = (rd_kafka_resp_err_t)code;
-    if (!last_fail[0] && reason)
-        snprintf(last_fail, sizeof last_fail, "%s", reason);
-    pthread_mutex_unlock(&lock);
-}
-
-void fsgd_kbus_conf_watch(rd_kafka_conf_t *c)
-{
-    rd_kafka_conf_set_error_cb(c, on_error);
-}
 
 /* Causes that do not go away by waiting: a certificate not trusted, a
  * password refused. Seen twice (librdkafka reconnects within a second), the
@@ -75,10 +34,7 @@ static const char *scram_hint(void)
 
 int fsgd_kbus_connect(const char *brokers, int timeout_ms, char *err, size_t errsz)
 {
-    pthread_mutex_lock(&lock);
-    last_fail[0] = '\0';
-    last_code = RD_KAFKA_RESP_ERR_NO_ERROR;
-    pthread_mutex_unlock(&lock);
+    fsgd_kbus_watch_reset();
     char e[512];
     rd_kafka_t *rk = fsgd_kbus_client_watched(brokers, e, sizeof e);
     if (!rk)
@@ -97,19 +53,17 @@ int fsgd_kbus_connect(const char *brokers, int timeout_ms, char *err, size_t err
             ok = 1;
             break;
         }
-        rd_kafka_poll(rk, 0); /* serves on_error */
-        pthread_mutex_lock(&lock);
-        int now = lasting(last_code);
-        pthread_mutex_unlock(&lock);
-        if (now && ++lasting_seen >= 2)
+        rd_kafka_poll(rk, 0); /* serves the watch's error callback */
+        char ignored[1];
+        if (lasting(fsgd_kbus_watch_get(ignored, sizeof ignored)) && ++lasting_seen >= 2)
             break;
     }
     /* the cause before rd_kafka_destroy, which logs failures of its own */
-    pthread_mutex_lock(&lock);
-    char why[sizeof last_fail];
-    snprintf(why, sizeof why, "%s", last_fail[0] ? last_fail : rd_kafka_err2str(mdrc));
-    const char *name = last_code ? rd_kafka_err2name(last_code) : rd_kafka_err2name(mdrc);
-    pthread_mutex_unlock(&lock);
+    char why[512];
+    rd_kafka_resp_err_t code = fsgd_kbus_watch_get(why, sizeof why);
+    if (!why[0])
+        snprintf(why, sizeof why, "%s", rd_kafka_err2str(mdrc));
+    const char *name = code ? rd_kafka_err2name(code) : rd_kafka_err2name(mdrc);
     rd_kafka_destroy(rk);
     if (ok)
         return 0;

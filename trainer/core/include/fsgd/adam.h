@@ -89,6 +89,15 @@ int fsgd_adam_init_counted(fsgd_adam_t *a, uint64_t dim, const fsgd_adam_params_
  * after fsgd_adam_count_keys); 0 for fsgd_adam_init_weights. */
 uint64_t fsgd_adam_touched(const fsgd_adam_t *a, uint64_t n_keys);
 
+/* Maps every page of θ and of the optimizer state (m and v, or the key
+ * states) for writing, without changing a byte, so that no step pays a
+ * first-touch page fault (at 2^24 keys those were a third of the
+ * aggregator's update). Safe while other threads read and write the arrays;
+ * slow (the arrays' size in page clears), so callers run it on a thread of
+ * their own before the steps. Returns 1 when the system could (Linux 5.14),
+ * 0 when nothing was mapped. */
+int fsgd_adam_map_pages(const fsgd_adam_t *a);
+
 /* Frees the arrays. NULL is a no-op. */
 void fsgd_adam_free(fsgd_adam_t *a);
 
@@ -105,5 +114,12 @@ static inline float fsgd_adam_step_grad(double sum, double scale, double l2, flo
  * out->vals[i] = fsgd_adam_step_grad(sum of key i, scale, l2, theta[key]),
  * keys increasing. Returns 0 or FSGD_E_NOMEM. */
 int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const float *theta, fsgd_sparse_t *out);
+
+/* fsgd_reducer_take_step then fsgd_adam_step, in one pass over the keys
+ * (the same bits): drains r into out (the keys and their step gradients)
+ * and applies them. before, if not NULL, receives θ of out's keys before
+ * the update. Returns 0 or FSGD_E_NOMEM. */
+int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, double scale, double l2, fsgd_sparse_t *out,
+                           fsgd_sparse_t *before);
 
 #endif

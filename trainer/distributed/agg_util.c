@@ -1,0 +1,94 @@
+/* The aggregator's small shared pieces, below every other agg_*.c file:
+ * its log and rejection counting, its clock, sets of ids, and the test hook
+ * that stops it as if killed. */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "aggregator_internal.h"
+#include "fsgd/clock.h"
+
+void agg_log(agg_t *a, const char *fmt, ...)
+{
+    if (!a->log)
+        return;
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    a->log(a->log_ctx, line);
+}
+
+#define FSGD_AGG_REJ_NAME_(name, text) text,
+static const char *const agg_reject_names[] = {FSGD_AGG_REJECT_LIST(FSGD_AGG_REJ_NAME_)};
+#undef FSGD_AGG_REJ_NAME_
+
+const char *fsgd_agg_reject_name(int reason)
+{
+    return reason >= 0 && reason < FSGD_AGG_REJ_COUNT ? agg_reject_names[reason] : "unknown";
+}
+
+void agg_reject(agg_t *a, int reason, const char *fmt, ...)
+{
+    a->s->rejected[reason]++;
+    if (a->logged[reason])
+        return;
+    a->logged[reason] = 1;
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    agg_log(a, "rejected a message on %s: %s: %s (further %s messages are only counted: metrics "
+               "messages.rejected.%s)",
+            a->tgrads, agg_reject_names[reason], why, agg_reject_names[reason], agg_reject_names[reason]);
+}
+
+double agg_now(void)
+{
+    return fsgd_clock_s();
+}
+
+/* --- the barrier --- */
+
+int agg_in_set(const uint32_t *s, size_t n, uint32_t v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == v)
+            return 1;
+    return 0;
+}
+
+int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v)
+{
+    if (agg_in_set(*s, *n, v))
+        return 0;
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 16;
+        uint32_t *ns = realloc(*s, nc * sizeof *ns);
+        if (!ns)
+            return FSGD_E_NOMEM;
+        *s = ns;
+        *cap = nc;
+    }
+    (*s)[(*n)++] = v;
+    return 0;
+}
+
+static volatile sig_atomic_t crashed;
+
+void fsgd_aggregator_crash(int on)
+{
+    crashed = on != 0;
+}
+
+int agg_crashed(agg_t *a)
+{
+    if (!crashed)
+        return 0;
+    a->stopped = 1;
+    return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "stopped as if killed (fsgd_aggregator_crash)");
+}
