@@ -277,10 +277,9 @@ typedef struct train_run {
     uint64_t rng;
     int started; /* threads running, this one included */
     fsgd_pages_t theta_pages; /* θ mapped on a helper during the cut */
-    int max_epochs, test_live, patience;
+    int max_epochs, test_live;
     uint64_t looks;
-    double best_loss;
-    int since_best, stop_early;
+    fsgd_early_t early; /* epochs auto */
     double train_time, loss_acc, last_report;
     uint64_t loss_rows;
 } train_run_t;
@@ -697,9 +696,9 @@ static int train_loop_setup(train_run_t *r, int rc)
     r->last_report = fsgd_clock_s();
     r->max_epochs = r->auto_epochs ? job->max_epochs : r->noisy_epochs ? r->noisy_epochs : job->epochs;
     r->looks = fsgd_train_looks(r->n_fit, t->n_batches);
-    r->patience = fsgd_train_patience(r->looks);
-    r->stats->patience_epochs = (double)r->patience / (double)r->looks;
-    r->best_loss = INFINITY;
+    r->early.patience = fsgd_train_patience(r->looks);
+    r->stats->patience_epochs = (double)r->early.patience / (double)r->looks;
+    r->early.best_loss = INFINITY;
     if (r->auto_epochs && rc == 0) {
         int brc = fsgd_best_open(&t->best, (size_t)r->model_dim);
         t->hold_margin = malloc(t->hold.n_rows * sizeof *t->hold_margin);
@@ -808,7 +807,6 @@ static int train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step
     const uint64_t E = r->looks, nb = t->n_batches;
     if (!r->auto_epochs || !(last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb))
         return 0;
-    int rc = 0;
     double h0 = fsgd_clock_s();
     /* the mean loss only: an AUC would sort the holdout at every look */
     fsgd_train_margins(job->threads, t->adam.theta, r->model_dim, &t->hold, t->hold_margin);
@@ -816,18 +814,8 @@ static int train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step
     for (size_t i = 0; i < t->hold.n_rows; i++)
         hold_loss += fsgd_loss_value(job->model, t->hold_margin[i], fsgd_loss_label(job->model, t->hold.label[i]));
     hold_loss /= (double)t->hold.n_rows;
-    /* A new best must beat the old by a relative 1e-4, so that a
-     * plateau of noise does not keep training going forever. */
-    if (hold_loss < r->best_loss * (1 - 1e-4)) {
-        r->best_loss = hold_loss;
-        r->since_best = 0;
-        stats->best_epoch = (double)(epoch - 1) + (double)(k + 1) / (double)t->n_batches;
-        if (fsgd_best_save(&t->best, t->adam.theta) < 0)
-            rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
-    } else if (++r->since_best >= r->patience) {
-        r->stop_early = 1;
-    }
-    stats->holdout_loss = r->best_loss;
+    int rc = fsgd_early_look(&r->early, &t->best, t->adam.theta, hold_loss,
+                             (double)(epoch - 1) + (double)(k + 1) / (double)t->n_batches, stats, r->err, r->errsz);
     double h1 = fsgd_clock_s();
     stats->t_holdout += h1 - h0;
     r->train_time += h1 - h0;
@@ -842,7 +830,7 @@ static void train_eval_test(train_run_t *r, int last_step)
     const fsgd_job_t *job = r->job;
     fsgd_train_stats_t *stats = r->stats;
     int eval_now = r->test_rows.n_rows && r->test_live &&
-                   (last_step || r->stop_early ||
+                   (last_step || r->early.stop ||
                     (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
     stats->seconds = r->train_time;
     if (!eval_now)
@@ -862,7 +850,7 @@ static void train_eval_test(train_run_t *r, int last_step)
 static void train_report(train_run_t *r, int last_step)
 {
     double tnow = fsgd_clock_s();
-    if (r->stop_early)
+    if (r->early.stop)
         last_step = 1;
     if (!r->progress || !(last_step || tnow - r->last_report >= 1.0))
         return;
@@ -879,10 +867,10 @@ static void train_report(train_run_t *r, int last_step)
 static int train_epochs(train_run_t *r, int rc)
 {
     trainer_t *t = &r->t;
-    for (int epoch = 1; epoch <= r->max_epochs && !r->stop_early && rc == 0; epoch++) {
+    for (int epoch = 1; epoch <= r->max_epochs && !r->early.stop && rc == 0; epoch++) {
         r->stats->epoch = epoch;
         shuffle(t->order, t->n_batches, &r->rng);
-        for (size_t k = 0; k < t->n_batches && !r->stop_early && rc == 0; k++) {
+        for (size_t k = 0; k < t->n_batches && !r->early.stop && rc == 0; k++) {
             rc = train_step(r, t->order[k]);
             if (rc < 0)
                 break;
@@ -934,7 +922,7 @@ static int train_finish(train_run_t *r, int rc)
         fsgd_shards_destroy(t->shards);
         t->shards = NULL;
     }
-    stats->stopped_early = r->stop_early;
+    stats->stopped_early = r->early.stop;
     stats->epochs_run = t->n_batches ? (double)stats->steps / (double)t->n_batches : 0;
     /* The batches are not read again: their memory goes before the model's
      * copy of the weights is made. */
@@ -961,7 +949,7 @@ static int train_finish(train_run_t *r, int rc)
             fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
         else {
             int adopted = adopt_theta(r);
-            if (r->auto_epochs && r->best_loss < INFINITY)
+            if (r->auto_epochs && r->early.best_loss < INFINITY)
                 rc = fsgd_best_load(&t->best, r->model->w, r->err, r->errsz);
             else if (!adopted)
                 memcpy(r->model->w, t->adam.theta, r->model_dim * sizeof *r->model->w);

@@ -299,9 +299,9 @@ typedef struct stream_run {
     double l2;
     uint64_t rng;
     int max_epochs, test_live;
-    double best_loss, train_time, loss_acc, last_report;
+    double train_time, loss_acc, last_report;
     uint64_t loss_rows;
-    int since_best, stop_early;
+    fsgd_early_t early; /* epochs auto */
 } stream_run_t;
 
 /* Opens the cache and checks the call against it. On an error all is given
@@ -454,19 +454,10 @@ static int stream_look_holdout(stream_run_t *r, int epoch, size_t step_in_epoch,
     if (!(r->auto_epochs &&
           (last_step || ((uint64_t)step_in_epoch * E) / nb != ((uint64_t)(step_in_epoch - 1) * E) / nb)))
         return 0;
-    int rc = 0;
     double h0 = fsgd_clock_s();
     double hl = mean_loss(r->job->model, r->adam->theta, r->model_dim, &r->s.hold);
-    if (hl < r->best_loss * (1 - 1e-4)) {
-        r->best_loss = hl;
-        r->since_best = 0;
-        stats->best_epoch = (double)(epoch - 1) + (double)step_in_epoch / (double)nb;
-        if (fsgd_best_save(&r->s.best, r->adam->theta) < 0)
-            rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
-    } else if (++r->since_best >= fsgd_train_patience(E)) {
-        r->stop_early = 1;
-    }
-    stats->holdout_loss = r->best_loss;
+    int rc = fsgd_early_look(&r->early, &r->s.best, r->adam->theta, hl,
+                             (double)(epoch - 1) + (double)step_in_epoch / (double)nb, stats, r->err, r->errsz);
     double h1 = fsgd_clock_s();
     stats->t_holdout += h1 - h0;
     r->train_time += h1 - h0;
@@ -481,7 +472,7 @@ static void stream_report(stream_run_t *r, int last_step)
     const fsgd_job_t *job = r->job;
     fsgd_train_stats_t *stats = r->stats;
     stats->seconds = r->train_time;
-    if (r->s.test.n_rows && r->test_live && (last_step || r->stop_early)) {
+    if (r->s.test.n_rows && r->test_live && (last_step || r->early.stop)) {
         stats->test = metrics(job->model, r->adam->theta, r->model_dim, &r->s.test, r->s.margin);
         if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
             stats->time_to_target = r->train_time;
@@ -489,12 +480,12 @@ static void stream_report(stream_run_t *r, int last_step)
         }
     }
     double tnow = fsgd_clock_s();
-    if (r->progress && (last_step || r->stop_early || tnow - r->last_report >= 1.0)) {
+    if (r->progress && (last_step || r->early.stop || tnow - r->last_report >= 1.0)) {
         stats->last_loss = r->loss_rows ? r->loss_acc / (double)r->loss_rows : NAN;
         stats->nnz_per_step = (double)stats->nnz / (double)stats->steps;
         if (r->s.pool)
             fsgd_train_pool_stats(r->s.pool, stats);
-        r->progress(r->ctx, stats, last_step || r->stop_early);
+        r->progress(r->ctx, stats, last_step || r->early.stop);
         r->last_report = tnow;
         r->loss_acc = 0;
         r->loss_rows = 0;
@@ -515,7 +506,7 @@ static int stream_chunk(stream_run_t *r, int epoch, size_t got, size_t *step_in_
         s->perm[i - 1] = s->perm[j];
         s->perm[j] = tmp;
     }
-    for (size_t lo = 0; lo < got && rc == 0 && !r->stop_early; lo += r->B) {
+    for (size_t lo = 0; lo < got && rc == 0 && !r->early.stop; lo += r->B) {
         double s0 = fsgd_clock_s();
         size_t cnt = got - lo < r->B ? got - lo : r->B;
         double loss = 0;
@@ -547,18 +538,19 @@ static int stream_epochs(stream_run_t *r)
     r->rng = job->seed;
     r->max_epochs = r->auto_epochs ? job->max_epochs : job->epochs;
     r->test_live = !job->quiet || job->target_auc > 0 || job->eval_every > 0;
-    r->best_loss = INFINITY;
+    r->early.best_loss = INFINITY;
     r->last_report = fsgd_clock_s();
     {
         uint64_t looks = fsgd_train_looks((size_t)r->n_fit, r->steps_per_epoch);
-        r->stats->patience_epochs = (double)fsgd_train_patience(looks) / (double)looks;
+        r->early.patience = fsgd_train_patience(looks);
+        r->stats->patience_epochs = (double)r->early.patience / (double)looks;
     }
-    for (int epoch = 1; epoch <= r->max_epochs && !r->stop_early && rc == 0; epoch++) {
+    for (int epoch = 1; epoch <= r->max_epochs && !r->early.stop && rc == 0; epoch++) {
         r->stats->epoch = epoch;
         rc = epoch_start(&r->s, r->err, r->errsz);
         size_t step_in_epoch = 0;
         long got;
-        while (rc == 0 && !r->stop_early && (got = next_chunk(&r->s, r->err, r->errsz)) != 0) {
+        while (rc == 0 && !r->early.stop && (got = next_chunk(&r->s, r->err, r->errsz)) != 0) {
             if (got < 0) {
                 rc = (int)got;
                 break;
@@ -579,10 +571,10 @@ static int stream_finish(stream_run_t *r, fsgd_model_t *model, int rc)
     const uint64_t dim = r->dim;
     if (s->pool)
         fsgd_train_pool_stats(s->pool, stats);
-    stats->stopped_early = r->stop_early;
+    stats->stopped_early = r->early.stop;
     stats->epochs_run = (double)stats->steps / (double)r->steps_per_epoch;
     /* θ is not trained on again: the best look's weights come back into it */
-    if (rc == 0 && r->auto_epochs && r->best_loss < INFINITY)
+    if (rc == 0 && r->auto_epochs && r->early.best_loss < INFINITY)
         rc = fsgd_best_load(&s->best, r->adam->theta, r->err, r->errsz);
     const float *final_w = r->adam->theta;
     /* features only: the intercept (key dim) is not one */
