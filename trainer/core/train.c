@@ -20,133 +20,12 @@
 #include "fsgd/ftrl.h"
 #include "fsgd/loss.h"
 #include "fsgd/strategy.h"
+#include "train_batches.h"
 #include "train_engine.h"
 #include "train_eval.h"
 #include "train_optimizer.h"
 #include "train_pages.h"
 #include "train_stream.h"
-
-/* Row r's arrays, its values only when with_val (a binary copy reads none). */
-static void prefetch_row(const fsgd_csr_t *X, size_t r, int with_val)
-{
-    uint64_t lo = X->row_ptr[r], hi = X->row_ptr[r + 1];
-    for (uint64_t i = lo; i < hi; i += 16) {
-        __builtin_prefetch(X->col + i, 0, 0);
-        if (with_val && X->val)
-            __builtin_prefetch(X->val + i, 0, 0);
-    }
-    __builtin_prefetch(X->label + r, 0, 0);
-}
-
-/* Cutting the shuffled rows into the batches' slices, on up to two threads
- * (the copy is memory bound, and each slice its own allocation): chunks of
- * batches from a shared counter, so the slices are the same whoever cuts
- * them. */
-typedef struct cut_job {
-    trainer_t *t;
-    const fsgd_csr_t *train;
-    size_t n_hold, B;
-    uint64_t dim;
-    int bias;
-    float bv;
-    int binary; /* slices without values (fsgd/csr.h) */
-    atomic_size_t next;
-    atomic_uint_least64_t bytes, on_disk; /* the slices', and those put in the spill file */
-    atomic_int rc;
-} cut_job_t;
-
-#define CUT_CHUNK 64
-
-static void *cut_batches(void *arg)
-{
-    cut_job_t *j = arg;
-    trainer_t *t = j->t;
-    const fsgd_csr_t *train = j->train;
-    const size_t W = (size_t)t->n_workers;
-    for (;;) {
-        size_t b0 = atomic_fetch_add(&j->next, CUT_CHUNK);
-        if (b0 >= t->n_batches || atomic_load(&j->rc) < 0)
-            return NULL;
-        size_t b1 = t->n_batches - b0 < CUT_CHUNK ? t->n_batches : b0 + CUT_CHUNK;
-        for (size_t b = b0; b < b1; b++) {
-            size_t pos = j->n_hold + b * j->B, cnt = t->batch_rows[b];
-            for (size_t i = 0; i < W; i++) {
-                size_t lo = pos + cnt * i / W, hi = pos + cnt * (i + 1) / W;
-                fsgd_csr_t *sl = &t->slices[b * W + i];
-                /* exact size first: no regrowth (and copy) of the slice */
-                size_t nnz = 0;
-                for (size_t r = lo; r < hi; r++)
-                    nnz += (size_t)(train->row_ptr[t->perm[r] + 1] - train->row_ptr[t->perm[r]]) + (j->bias ? 1 : 0);
-                int rc = fsgd_csr_room(sl, hi - lo, nnz, j->binary);
-                for (size_t r = lo; r < hi && rc == 0; r++) {
-                    /* rows are read in shuffled order: fetch one a few rows
-                     * ahead, each a miss otherwise */
-                    if (r + 8 < hi)
-                        __builtin_prefetch(&train->row_ptr[t->perm[r + 8]], 0, 0);
-                    if (r + 4 < hi)
-                        prefetch_row(train, t->perm[r + 4], !j->binary);
-                    rc = fsgd_csr_append_biased(sl, train, t->perm[r], j->dim, j->bias, j->bv);
-                }
-                if (rc < 0) {
-                    atomic_store(&j->rc, rc);
-                    return NULL;
-                }
-                uint64_t bytes = fsgd_spill_bytes(sl->n_rows, sl->nnz, sl->val == NULL);
-                fsgd_spill_put(&t->spill, b * W + i, sl);
-                atomic_fetch_add(&j->bytes, bytes);
-                if (!sl->col) /* in the file now */
-                    atomic_fetch_add(&j->on_disk, bytes);
-            }
-        }
-    }
-}
-
-/* λθ is added to a key's gradient only in the steps that touch it (lazy,
- * as the aggregator does), so over an epoch a key in nb_k of the n_batches
- * batches got λ·nb_k/n_batches of the λ of the objective, mean loss +
- * λ/2|w|²: the rare keys, where the penalty matters most, went nearly
- * unregularized (measured on 27k rows with 1% positives: 0.69 test AUC
- * after 10 epochs against LIBLINEAR's 0.786 at C = 1, 0.78 with this
- * factor). Each touch adds λ·n_batches/nb_k instead, so an epoch's sum of
- * steps is the full gradient's, as in full-batch descent. The batches are
- * fixed for the run, so nb_k is exact. Returns the factors (malloc'd) or
- * NULL when out of memory. */
-static float *key_l2_scale(const trainer_t *t, uint64_t model_dim)
-{
-    float *nb = calloc(model_dim ? (size_t)model_dim : 1, sizeof *nb);
-    uint32_t *last = malloc((model_dim ? (size_t)model_dim : 1) * sizeof *last);
-    if (!nb || !last) {
-        free(nb);
-        free(last);
-        return NULL;
-    }
-    memset(last, 0xff, (size_t)model_dim * sizeof *last);
-    const size_t W = (size_t)t->n_workers;
-    fsgd_csr_t buf = {0};
-    for (size_t b = 0; b < t->n_batches; b++)
-        for (size_t i = 0; i < W; i++) {
-            const fsgd_csr_t *sl;
-            char err[256];
-            if (fsgd_spill_get(&t->spill, b * W + i, &t->slices[b * W + i], &buf, &sl, err, sizeof err) < 0) {
-                free(nb);
-                free(last);
-                fsgd_csr_free(&buf);
-                return NULL;
-            }
-            for (size_t e = 0; e < sl->nnz; e++) {
-                uint32_t k = sl->col[e];
-                if (last[k] != (uint32_t)b) {
-                    last[k] = (uint32_t)b;
-                    nb[k] += 1;
-                }
-            }
-        }
-    free(last);
-    fsgd_csr_free(&buf);
-    for (uint64_t k = 0; k < model_dim; k++)
-        nb[k] = nb[k] > 0 ? (float)((double)t->n_batches / nb[k]) : 1;
-    return nb;
-}
 
 /* The codec spec the run uses: the job's, with efsign's stepsize added
  * when neither it nor the job's lr is given (fsgd_train_auto_efsign_lr).
@@ -525,7 +404,7 @@ static int train_setup(train_run_t *r)
 }
 
 /* The rows in the seed's random order: the first n_hold the holdout, the
- * rest cut into the batches' per-thread slices (cut_batches). */
+ * rest cut into the batches' per-thread slices (fsgd_train_cut_slices). */
 static int train_cut(train_run_t *r)
 {
     trainer_t *t = &r->t;
@@ -570,21 +449,11 @@ static int train_cut(train_run_t *r)
         t->order[b] = (uint32_t)b;
     }
     if (rc == 0) {
-        cut_job_t cj = {.t = t, .train = train, .n_hold = r->n_hold, .B = r->B, .dim = r->dim, .bias = r->bias,
-                        .bv = bv, .binary = binary};
-        atomic_init(&cj.next, 0);
-        atomic_init(&cj.rc, 0);
-        atomic_init(&cj.bytes, 0);
-        atomic_init(&cj.on_disk, 0);
-        pthread_t helper;
-        int helped = r->job->threads > 1 && t->n_batches >= 2 * CUT_CHUNK &&
-                     pthread_create(&helper, NULL, cut_batches, &cj) == 0;
-        cut_batches(&cj);
-        if (helped)
-            pthread_join(helper, NULL);
-        rc = atomic_load(&cj.rc);
-        r->stats->batch_bytes = atomic_load(&cj.bytes);
-        r->stats->batch_bytes_on_disk = atomic_load(&cj.on_disk);
+        fsgd_train_cut_t cut = {.n_hold = r->n_hold, .B = r->B, .dim = r->dim, .bias = r->bias, .bv = bv,
+                                .binary = binary, .helper = r->job->threads > 1};
+        rc = fsgd_train_cut_slices(t, train, &cut);
+        r->stats->batch_bytes = cut.bytes;
+        r->stats->batch_bytes_on_disk = cut.on_disk;
         r->stats->batches_binary = binary;
     }
     if (rc < 0)
@@ -639,7 +508,7 @@ static int train_prepare_steps(train_run_t *r)
     /* Only without a holdout: with one (large data), early stopping does
      * the rare keys' regularizing, and the factors' array cost a cache miss
      * a key and step (1M-row CTR set: same test AUC, ~15% slower). */
-    if (r->tuned && r->noisy_epochs && t->plain && t->l2 > 0 && !(t->l2_scale = key_l2_scale(t, r->model_dim)))
+    if (r->tuned && r->noisy_epochs && t->plain && t->l2 > 0 && !(t->l2_scale = fsgd_train_key_l2_scale(t, r->model_dim)))
         return train_fail(r, fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for the keys' l2 factors"));
     /* Without a holdout the run must come near the regularized optimum
      * within its fixed epochs, and a rare key moved by about lr a touch gets
