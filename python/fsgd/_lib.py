@@ -37,36 +37,32 @@ lib.fsgd_cmd_train.restype = ctypes.c_int
 lib.fsgd_cmd_predict.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
 lib.fsgd_cmd_predict.restype = ctypes.c_int
 
-MODEL_INPUT_MAX = 512
-
-
-class _ModelState(ctypes.Structure):
-    """fsgd_model_state_t (trainer/core/include/fsgd/model.h)."""
-    _fields_ = [("kind", ctypes.c_int), ("step", ctypes.c_uint64), ("n", ctypes.c_uint64),
-                ("keys", ctypes.POINTER(ctypes.c_uint32)), ("a", ctypes.POINTER(ctypes.c_float)),
-                ("b", ctypes.POINTER(ctypes.c_float)), ("c", ctypes.POINTER(ctypes.c_uint32))]
-
-
-class _Model(ctypes.Structure):
-    """fsgd_model_t (trainer/core/include/fsgd/model.h)."""
-    _fields_ = [("kind", ctypes.c_int), ("dim", ctypes.c_uint64), ("has_bias", ctypes.c_int),
-                ("bias", ctypes.c_float), ("w", ctypes.POINTER(ctypes.c_float)),
-                ("input", ctypes.c_char * MODEL_INPUT_MAX), ("state", _ModelState)]
-
-
-# The library writes whole structs: a layout that drifted from the C one
-# would corrupt the heap, so refuse to load instead.
-lib.fsgd_model_struct_size.argtypes = []
-lib.fsgd_model_struct_size.restype = ctypes.c_size_t
-if lib.fsgd_model_struct_size() != ctypes.sizeof(_Model):
-    raise ImportError("fsgd: libfsgd's fsgd_model_t is %d bytes, this package's %d: reinstall the package "
-                      "with the library it was built with" % (lib.fsgd_model_struct_size(), ctypes.sizeof(_Model)))
-
-
-lib.fsgd_model_load.argtypes = [ctypes.POINTER(_Model), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-lib.fsgd_model_load.restype = ctypes.c_int
-lib.fsgd_model_free.argtypes = [ctypes.POINTER(_Model)]
-lib.fsgd_model_free.restype = None
+# The models through fsgd/api.h: opaque handles and accessors, so that no
+# struct layout is mirrored here; a library of another API version is
+# refused at import.
+API_VERSION = 1
+lib.fsgd_api_version.argtypes = []
+lib.fsgd_api_version.restype = ctypes.c_int
+if lib.fsgd_api_version() != API_VERSION:
+    raise ImportError("fsgd: libfsgd's API is version %d, this package's %d: reinstall the package with the "
+                      "library it was built with" % (lib.fsgd_api_version(), API_VERSION))
+_handle = ctypes.c_void_p
+lib.fsgd_api_model_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(_handle), ctypes.c_char_p, ctypes.c_size_t]
+lib.fsgd_api_model_load.restype = ctypes.c_int
+lib.fsgd_api_model_kind.argtypes = [_handle]
+lib.fsgd_api_model_kind.restype = ctypes.c_int
+lib.fsgd_api_model_dim.argtypes = [_handle]
+lib.fsgd_api_model_dim.restype = ctypes.c_uint64
+lib.fsgd_api_model_has_bias.argtypes = [_handle]
+lib.fsgd_api_model_has_bias.restype = ctypes.c_int
+lib.fsgd_api_model_bias_value.argtypes = [_handle]
+lib.fsgd_api_model_bias_value.restype = ctypes.c_float
+lib.fsgd_api_model_weights.argtypes = [_handle]
+lib.fsgd_api_model_weights.restype = ctypes.POINTER(ctypes.c_float)
+lib.fsgd_api_model_input.argtypes = [_handle]
+lib.fsgd_api_model_input.restype = ctypes.c_char_p
+lib.fsgd_api_model_free.argtypes = [_handle]
+lib.fsgd_api_model_free.restype = None
 lib.fsgd_err_name.argtypes = [ctypes.c_int]
 lib.fsgd_err_name.restype = ctypes.c_char_p
 lib.fsgd_cli_status.argtypes = [ctypes.c_int]
@@ -113,14 +109,16 @@ def run_command(fn, args):
 def load_model(path):
     """(kind, dim, has_bias, bias, weights as bytes, input spec) of a model
     file, checked by the C loader (magic, version, lengths, CRC32C)."""
-    m = _Model()
+    h = _handle()
     buf = ctypes.create_string_buffer(1024)
-    rc = lib.fsgd_model_load(ctypes.byref(m), os.fsencode(str(path)), buf, len(buf))
+    rc = lib.fsgd_api_model_load(os.fsencode(str(path)), ctypes.byref(h), buf, len(buf))
     if rc != 0:
         raise error_for(lib.fsgd_cli_status(rc), buf.value.decode(errors="replace"))
     try:
-        n = m.dim + (1 if m.has_bias else 0)
-        w = ctypes.string_at(m.w, 4 * n) if n else b""
-        return m.kind, m.dim, bool(m.has_bias), m.bias, w, m.input.decode()
+        dim, has_bias = lib.fsgd_api_model_dim(h), bool(lib.fsgd_api_model_has_bias(h))
+        n = dim + (1 if has_bias else 0)
+        w = ctypes.string_at(lib.fsgd_api_model_weights(h), 4 * n) if n else b""
+        return (lib.fsgd_api_model_kind(h), dim, has_bias, lib.fsgd_api_model_bias_value(h), w,
+                lib.fsgd_api_model_input(h).decode())
     finally:
-        lib.fsgd_model_free(ctypes.byref(m))
+        lib.fsgd_api_model_free(h)

@@ -51,9 +51,11 @@ static void test_threads_agree(void)
     base_job(&job);
     job.batch = 8192; /* ~113k nonzeros a step: enough work for 3 threads */
     job.epochs = 4;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, NULL, data.max_col, &m1, &s1, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
+                                     NULL, &m1, &s1, NULL, err, sizeof err), 0);
     job.threads = 3;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, NULL, data.max_col, &m3, &s3, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
+                                     NULL, &m3, &s3, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(s1.threads_used, 1);
     CU_ASSERT_EQUAL(s3.threads_used, 3);
     CU_ASSERT_EQUAL(s1.steps, s3.steps);
@@ -70,7 +72,7 @@ static void test_threads_agree(void)
     fsgd_csr_free(&data);
 }
 
-/* fsgd_train_stream with threads: each step's rows cut into one slice a
+/* fsgd_train from a row cache (FSGD_TRAIN_CACHE) with threads: each step's rows cut into one slice a
  * thread, through fsgd_train's parallel step; the 1-thread model up to the
  * order of float sums. Too little work a step keeps one step thread, and
  * the reader thread alone changes nothing. 140000 rows: three chunks an
@@ -91,15 +93,20 @@ static void test_stream_threads_agree(void)
     fsgd_job_t job;
     base_job(&job);
     job.batch = 12000; /* ~70k nonzeros a step (chunks cut the last step short) */
-    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &m1, &s1, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+                                                                 .dim = 64}, NULL, &m1, &s1, NULL, err, sizeof err), 0);
     job.threads = 3;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &m3, &s3, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+                                                                 .dim = 64}, NULL, &m3, &s3, NULL, err, sizeof err), 0);
     job.batch = 256; /* ~1.5k nonzeros a step: one thread is faster */
-    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &ms, &ss, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+                                                                 .dim = 64}, NULL, &ms, &ss, NULL, err, sizeof err), 0);
     /* ... while the reader thread reads ahead: the very same model as 1 thread */
     fsgd_model_t ms1 = {0};
     job.threads = 1;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, NULL, 64, &ms1, &ss, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+                                                                 .dim = 64},
+                                     NULL, &ms1, &ss, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(memcmp(ms.w, ms1.w, (ms.dim + 1) * sizeof *ms.w), 0);
     fsgd_model_free(&ms1);
     CU_ASSERT_EQUAL(s1.threads_used, 1);
@@ -136,7 +143,8 @@ static void test_learns_known_models(void)
         job.model = kinds[i];
         fsgd_model_t m = {0};
         fsgd_train_stats_t st;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, &test, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL,
+                                         &m, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_TRUE(st.test.auc > 0.98);
         CU_ASSERT_TRUE(st.test.accuracy > 0.9);
         /* the signs of the generating weights are recovered */
@@ -155,7 +163,8 @@ static void test_learns_known_models(void)
     job.model = FSGD_LOSS_SQUARED;
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, &test, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &m,
+                                     &st, NULL, err, sizeof err), 0);
     CU_ASSERT_TRUE(st.test.rmse < 0.05);
     CU_ASSERT_DOUBLE_EQUAL(m.w[40], 0.25, 0.03);
     CU_ASSERT_DOUBLE_EQUAL(m.w[1], 1.5, 0.05);
@@ -177,13 +186,15 @@ static void test_batch_fraction_and_steps(void)
     job.epochs = 3;
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 10, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 10}, NULL, &m,
+                                     &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.steps, 12);
     CU_ASSERT_EQUAL(st.rows, 300);
     fsgd_model_free(&m);
     job.batch = 30; /* 30, 30, 30, 10 */
     job.threads = 4; /* ~100 nonzeros a step: too little to split, one thread does it */
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 10, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 10}, NULL, &m,
+                                     &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.steps, 12);
     CU_ASSERT_EQUAL(st.threads_used, 1);
     fsgd_model_free(&m);
@@ -200,17 +211,21 @@ static void test_errors(void)
     base_job(&job);
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL(fsgd_train(&job, &train, NULL, 5, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_RANGE);
+    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 5}, NULL, &m, &st,
+                               NULL, err, sizeof err), FSGD_E_RANGE);
     FSGD_ASSERT_CONTAINS(err, ">= dim 5");
-    CU_ASSERT_EQUAL(fsgd_train(&job, &empty, NULL, 5, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &empty, .dim = 5}, NULL, &m, &st,
+                               NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "no training rows");
     snprintf(job.codec, sizeof job.codec, "fastsgd:tau=999");
-    CU_ASSERT_TRUE(fsgd_train(&job, &train, NULL, 20, &m, &st, NULL, NULL, err, sizeof err) < 0);
+    CU_ASSERT_TRUE(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 20}, NULL, &m, &st,
+                              NULL, err, sizeof err) < 0);
     FSGD_ASSERT_CONTAINS(err, "tau");
     fsgd_job_defaults(&job);
     job.quiet = 1;
     snprintf(job.backend, sizeof job.backend, "tpu");
-    CU_ASSERT_TRUE(fsgd_train(&job, &train, NULL, 20, &m, &st, NULL, NULL, err, sizeof err) < 0);
+    CU_ASSERT_TRUE(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 20}, NULL, &m, &st,
+                              NULL, err, sizeof err) < 0);
     FSGD_ASSERT_CONTAINS(err, "unknown backend 'tpu'");
     fsgd_csr_free(&train);
 }
@@ -237,7 +252,8 @@ static void test_auto_defaults(void)
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), FSGD_E_ARG); /* no data file */
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
+                                     &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.holdout_rows, 1000);
     CU_ASSERT_EQUAL(st.holdout_rare, 0);
     CU_ASSERT_DOUBLE_EQUAL(st.l2, 1.0 / 1000, 1e-15);
@@ -250,13 +266,15 @@ static void test_auto_defaults(void)
     fsgd_model_free(&m);
     /* lr auto stays within its clamp: 1 step an epoch gives 0.15, kept at 0.02 */
     job.batch = 1e9;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
+                                     &st, NULL, err, sizeof err), 0);
     CU_ASSERT_DOUBLE_EQUAL(st.lr, FSGD_TRAIN_LR_AUTO_MAX, 1e-15);
     fsgd_model_free(&m);
     /* max_epochs caps epochs auto */
     job.batch = 10;
     job.max_epochs = 1;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
+                                     &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.steps, 100);
     CU_ASSERT_EQUAL(st.stopped_early, 0);
     fsgd_model_free(&m);
@@ -318,7 +336,8 @@ static void test_rare_positive_defaults(void)
     job.max_epochs = 400; /* enough touches of key 1 to reach either optimum */
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &d, NULL, 2, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &d, .dim = 2}, NULL, &m, &st,
+                                     NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.holdout_rows, 0);
     CU_ASSERT_DOUBLE_EQUAL(st.holdout_rare, 0.8, 1e-9); /* 8 positives · 40 / 400 */
     CU_ASSERT_EQUAL(st.stopped_early, 0);
@@ -373,7 +392,8 @@ static void test_explicit_epochs_exact(void)
     job.lr = 1.0; /* far too large: early stopping would cut it short */
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
+                                     &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.holdout_rows, 0);
     CU_ASSERT_EQUAL(st.steps, 70);
     CU_ASSERT_EQUAL(st.rows, 7000);
@@ -434,7 +454,8 @@ static void test_apply_strategy_gets_l2(void)
         job.l2 = l2s[i];
         fsgd_model_t m = {0};
         fsgd_train_stats_t st;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL,
+                                         &m, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_DOUBLE_EQUAL(st.l2, l2s[i], 1e-12);
         for (uint64_t k = 0; k <= m.dim; k++)
             wmax[i] = fmax(wmax[i], fabs((double)m.w[k]));
@@ -469,20 +490,24 @@ static void test_efsign_lr_auto(void)
     fsgd_model_t a = {0}, b = {0}, c = {0};
     fsgd_train_stats_t st;
     snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0");
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &a, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &a,
+                                     &st, NULL, err, sizeof err), 0);
     double lr = fsgd_train_auto_efsign_lr(2000, 100); /* 20 steps: 0.447 */
     CU_ASSERT_DOUBLE_EQUAL(st.codec_lr, lr, 1e-12);
     snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0,lr=%.4g", lr);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &b, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &b,
+                                     &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.codec_lr, 0);
     CU_ASSERT_EQUAL(memcmp(a.w, b.w, (a.dim + 1) * sizeof *a.w), 0);
     snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0");
     job.lr = 0.01; /* the job's lr given: efsign keeps its default 0.5 */
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &c, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &c,
+                                     &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.codec_lr, 0);
     fsgd_model_free(&b);
     snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0,lr=0.5");
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &b, &st, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &b,
+                                     &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(memcmp(b.w, c.w, (b.dim + 1) * sizeof *b.w), 0);
     CU_ASSERT_NOT_EQUAL(memcmp(a.w, c.w, (a.dim + 1) * sizeof *a.w), 0);
     fsgd_model_free(&a);
@@ -491,7 +516,7 @@ static void test_efsign_lr_auto(void)
     fsgd_csr_free(&train);
 }
 
-/* fsgd_train_from_shrinking trains the model fsgd_train_from trains,
+/* FSGD_TRAIN_ROWS_OWNED trains the model FSGD_TRAIN_ROWS trains,
  * bit for bit, and leaves the first keep_rows training rows as they were
  * and the test rows freed; keep_rows above the row count keeps them all. */
 static void test_train_shrinking(void)
@@ -510,9 +535,12 @@ static void test_train_shrinking(void)
     job.batch = 50;
     fsgd_model_t a = {0}, b = {0};
     fsgd_train_stats_t sa, sb;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, &test, 40, NULL, &a, &sa, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &a,
+                                     &sa, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(
-        fsgd_train_from_shrinking(&job, &train2, 100, &test2, 40, NULL, &b, &sb, NULL, NULL, err, sizeof err), 0);
+        fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &train2,
+                                               .keep_rows = 100, .owned_test = &test2, .dim = 40},
+                   NULL, &b, &sb, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(memcmp(a.w, b.w, (a.dim + 1) * sizeof *a.w), 0);
     CU_ASSERT_EQUAL(sa.steps, sb.steps);
     CU_ASSERT_DOUBLE_EQUAL(sa.test.auc, sb.test.auc, 0);
@@ -528,7 +556,8 @@ static void test_train_shrinking(void)
     fsgd_csr_free(&train2);
     CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&train2, &train, 0, train.n_rows), 0);
     CU_ASSERT_EQUAL_FATAL(
-        fsgd_train_from_shrinking(&job, &train2, 5000, NULL, 40, NULL, &b, &sb, NULL, NULL, err, sizeof err), 0);
+        fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &train2,
+                                               .keep_rows = 5000, .dim = 40}, NULL, &b, &sb, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(train2.n_rows, 3000);
     CU_ASSERT_EQUAL(memcmp(train2.col, train.col, train.nnz * sizeof *train.col), 0);
     fsgd_model_free(&a);
@@ -559,7 +588,8 @@ static void test_ftrl_learns(void)
         snprintf(job.codec, sizeof job.codec, "%s", codecs[c]);
         fsgd_model_t m = {0};
         fsgd_train_stats_t st;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, &test, 40, &m, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL,
+                                         &m, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_TRUE(st.test.auc > 0.98);
         CU_ASSERT_DOUBLE_EQUAL(st.alpha, 0.3, 0);
         CU_ASSERT_EQUAL(st.weights_touched, 40);
@@ -584,9 +614,11 @@ static void test_ftrl_learns(void)
     job.optimizer = FSGD_OPTIMIZER_FTRL;
     job.batch = 8192;
     job.epochs = 3;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, NULL, data.max_col, &m1, &s1, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
+                                     NULL, &m1, &s1, NULL, err, sizeof err), 0);
     job.threads = 3;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, NULL, data.max_col, &m3, &s3, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
+                                     NULL, &m3, &s3, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(s3.threads_used, 3);
     double worst = 0;
     for (uint64_t k = 0; k <= m1.dim; k++)
@@ -639,7 +671,8 @@ static void test_ftrl_l1_sparse(void)
         job.l1 = l1s[i];
         fsgd_model_t m = {0};
         fsgd_train_stats_t st;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, &test, 200, &m, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 200}, NULL,
+                                         &m, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_EQUAL(st.weights_nonzero, fsgd_model_nnz(&m));
         nz[i] = st.weights_nonzero;
         auc[i] = st.test.auc;
@@ -721,7 +754,8 @@ static void test_optimizer_options(void)
     snprintf(job.codec, sizeof job.codec, "efsign");
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL(fsgd_train(&job, &train, NULL, 40, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m, &st,
+                               NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "optimizer ftrl");
     fsgd_model_free(&m);
     fsgd_csr_free(&train);
@@ -744,7 +778,8 @@ static void test_warm_start(void)
     job.lr = 0.05;
     fsgd_model_t a = {0};
     fsgd_train_stats_t sa;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, &test, 40, &a, &sa, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &a,
+                                     &sa, NULL, err, sizeof err), 0);
     for (int opt = 0; opt < 2; opt++) {
         base_job(&job);
         job.epochs = 1;
@@ -756,7 +791,8 @@ static void test_warm_start(void)
         }
         fsgd_model_t b = {0};
         fsgd_train_stats_t sb;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, &test, 40, &a, &b, &sb, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &b,
+                                         &sb, NULL, err, sizeof err), 0);
         double worst = 0;
         for (uint64_t k = 0; k <= 40; k++)
             worst = fmax(worst, fabs((double)a.w[k] - b.w[k]));
@@ -773,9 +809,11 @@ static void test_warm_start(void)
     job.epochs = 1;
     fsgd_model_t one = {0}, more = {0};
     fsgd_train_stats_t s1, s2;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, &test, 40, &one, &s1, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &one,
+                                     &s1, NULL, err, sizeof err), 0);
     job.epochs = 4;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, &test, 40, &one, &more, &s2, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &one,
+                                     &more, &s2, NULL, err, sizeof err), 0);
     CU_ASSERT_TRUE(s2.test.logloss < s1.test.logloss);
     fsgd_model_free(&one);
     fsgd_model_free(&more);
@@ -784,18 +822,22 @@ static void test_warm_start(void)
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
     base_job(&job);
-    CU_ASSERT_EQUAL(fsgd_train_from(&job, &train, &test, 41, &a, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 41}, &a, &m, &st,
+                               NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "dim 40, this job 41");
     job.model = FSGD_LOSS_HINGE;
-    CU_ASSERT_EQUAL(fsgd_train_from(&job, &train, &test, 40, &a, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &m, &st,
+                               NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "svm");
     base_job(&job);
     job.bias = 0;
-    CU_ASSERT_EQUAL(fsgd_train_from(&job, &train, &test, 40, &a, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &m, &st,
+                               NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "intercept");
     base_job(&job);
     job.bias_value = 2;
-    CU_ASSERT_EQUAL(fsgd_train_from(&job, &train, &test, 40, &a, &m, &st, NULL, NULL, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &m, &st,
+                               NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "bias_value");
     fsgd_model_free(&a);
     fsgd_csr_free(&train);
@@ -829,10 +871,12 @@ static void test_resume_state(void)
         fsgd_model_t full = {0}, half = {0}, loaded = {0}, resumed = {0}, cold = {0};
         fsgd_train_stats_t st;
         job.epochs = 4;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &full, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL,
+                                         &full, &st, NULL, err, sizeof err), 0);
         job.epochs = 2;
         job.save_state = 1;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, NULL, 40, &half, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL,
+                                         &half, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_EQUAL(half.state.kind, kind);
         CU_ASSERT_TRUE(half.state.n >= 40);
         CU_ASSERT_EQUAL(half.state.step, kind == FSGD_MODEL_STATE_FTRL ? 0u : 2u);
@@ -841,11 +885,13 @@ static void test_resume_state(void)
         CU_ASSERT_EQUAL(loaded.state.kind, kind);
         CU_ASSERT_EQUAL(loaded.state.n, half.state.n);
         job.save_state = 0;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, NULL, 40, &loaded, &resumed, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, &loaded,
+                                         &resumed, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_EQUAL(st.init_state, 1);
         fsgd_model_state_t keep = loaded.state; /* the weights alone */
         loaded.state = (fsgd_model_state_t){0};
-        CU_ASSERT_EQUAL_FATAL(fsgd_train_from(&job, &train, NULL, 40, &loaded, &cold, &st, NULL, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, &loaded,
+                                         &cold, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_EQUAL(st.init_state, 0);
         loaded.state = keep;
         double d_resumed = 0, d_cold = 0;
@@ -891,9 +937,13 @@ static void test_stream_ftrl(void)
     job.batch = 12000;
     fsgd_model_t m1 = {0}, m3 = {0}, mm = {0};
     fsgd_train_stats_t s1, s3, sm;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, &test, 64, &m1, &s1, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+                                                                 .test = &test, .dim = 64},
+                                     NULL, &m1, &s1, NULL, err, sizeof err), 0);
     job.threads = 3;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train_stream(&job, path, NULL, &test, 64, &m3, &s3, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+                                                                 .test = &test, .dim = 64},
+                                     NULL, &m3, &s3, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(s3.threads_used, 3);
     CU_ASSERT_DOUBLE_EQUAL(s1.alpha, 0.1, 0);
     double worst = 0;
@@ -901,7 +951,8 @@ static void test_stream_ftrl(void)
         worst = fmax(worst, fabs((double)m1.w[k] - m3.w[k]));
     CU_ASSERT_TRUE(worst < 1e-5);
     job.threads = 1;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, &test, 64, &mm, &sm, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .test = &test, .dim = 64}, NULL, &mm,
+                                     &sm, NULL, err, sizeof err), 0);
     CU_ASSERT_TRUE(fabs(s1.test.auc - sm.test.auc) < 0.005);
     CU_ASSERT_TRUE(s1.test.auc > 0.95);
     int seen[64] = {0}, present = 0; /* the columns with a nonzero value somewhere */
@@ -963,7 +1014,8 @@ static void test_model_ready(void)
         fsgd_model_t m = {0};
         fsgd_train_stats_t st;
         ready_seen_t seen = {.model = &m};
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &train, &test, 40, &m, &st, on_ready, &seen, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL,
+                                         &m, &st, &(fsgd_train_hooks_t){on_ready, &seen}, err, sizeof err), 0);
         CU_ASSERT_EQUAL(seen.setup, 1);
         CU_ASSERT_EQUAL(seen.after_ready, 0);
         CU_ASSERT_TRUE(st.holdout_rows > 0); /* the best weights, read back */

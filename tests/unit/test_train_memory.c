@@ -332,10 +332,13 @@ static void test_same_model_a9a(void)
     fsgd_model_t ref = {0}, mem = {0}, spilled = {0};
     fsgd_train_stats_t sr, sm, ss;
     setenv("FSGD_SPILL_MB", "-1", 1);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &valued, NULL, dim, &ref, &sr, NULL, NULL, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, NULL, dim, &mem, &sm, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &valued, .dim = dim}, NULL,
+                                     &ref, &sr, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = dim}, NULL, &mem,
+                                     &sm, NULL, err, sizeof err), 0);
     setenv("FSGD_SPILL_MB", "0", 1);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &data, NULL, dim, &spilled, &ss, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = dim}, NULL,
+                                     &spilled, &ss, NULL, err, sizeof err), 0);
     unsetenv("FSGD_SPILL_MB");
     CU_ASSERT_TRUE(sr.holdout_rows > 0); /* early stopping ran: the best weights came back */
     CU_ASSERT_TRUE(sr.steps > 0);
@@ -371,10 +374,12 @@ static void test_spill_threads_shrinking(void)
     fsgd_train_stats_t sa, sb;
     char err[512];
     setenv("FSGD_SPILL_MB", "-1", 1);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &a, NULL, 2000, &ma, &sa, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &a, .dim = 2000}, NULL, &ma,
+                                     &sa, NULL, err, sizeof err), 0);
     setenv("FSGD_SPILL_MB", "0", 1);
     CU_ASSERT_EQUAL_FATAL(
-        fsgd_train_from_shrinking(&job, &b, 100, NULL, 2000, NULL, &mb, &sb, NULL, NULL, err, sizeof err), 0);
+        fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &b, .keep_rows = 100,
+                                               .dim = 2000}, NULL, &mb, &sb, NULL, err, sizeof err), 0);
     unsetenv("FSGD_SPILL_MB");
     CU_ASSERT_EQUAL(sa.threads_used, 3);
     CU_ASSERT_EQUAL(sb.threads_used, 3);
@@ -469,11 +474,14 @@ static void test_pages_same_model(void)
     fsgd_train_stats_t s1, s2, s3;
     char err[512];
     job.threads = 1;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &a, NULL, 3000, &one, &s1, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &a, .dim = 3000}, NULL, &one,
+                                     &s1, NULL, err, sizeof err), 0);
     job.threads = 2;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &a, NULL, 3000, &two, &s2, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &a, .dim = 3000}, NULL, &two,
+                                     &s2, NULL, err, sizeof err), 0);
     job.save_state = 1;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &a, NULL, 3000, &kept, &s3, NULL, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &a, .dim = 3000}, NULL, &kept,
+                                     &s3, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(s2.threads_used, 1);
     CU_ASSERT_TRUE(s1.holdout_rows > 0); /* the best weights were read back into θ's memory */
     CU_ASSERT_TRUE(s1.steps > 0);

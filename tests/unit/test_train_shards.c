@@ -24,7 +24,8 @@ static void train_s(const fsgd_job_t *base, int shards, const fsgd_csr_t *data, 
     job.shards = shards;
     memset(r, 0, sizeof *r);
     uint64_t dim = data->max_col > (test ? test->max_col : 0) ? data->max_col : test->max_col;
-    r->rc = fsgd_train(&job, data, test, dim, &r->model, &r->stats, NULL, NULL, r->err, sizeof r->err);
+    r->rc = fsgd_train(&job, &(fsgd_train_input_t){.rows = data, .test = test, .dim = dim}, NULL, &r->model, &r->stats,
+                       NULL, r->err, sizeof r->err);
     if (r->rc < 0 && !strstr(r->err, "cannot"))
         fprintf(stderr, "\n  shards %d, codec %s: %s\n", shards, job.codec, r->err);
 }
@@ -250,7 +251,8 @@ static void test_busy_share(void)
     fsgd_job_t j2 = job;
     j2.shards = 2;
     memset(&r, 0, sizeof r);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&j2, &data, NULL, 8, &r.model, &r.stats, NULL, NULL, r.err, sizeof r.err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&j2, &(fsgd_train_input_t){.rows = &data, .dim = 8}, NULL, &r.model,
+                                     &r.stats, NULL, r.err, sizeof r.err), 0);
     CU_ASSERT_EQUAL(r.stats.steps, 8);
     CU_ASSERT_DOUBLE_EQUAL(r.stats.shard_busy_mean, 2.0, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(r.stats.shard_busy_max, 2.0, 1e-12);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fsgd/clock.h"
 #include "fsgd/error.h"
 #include "fsgd/gen.h"
 #include "fsgd/gen_criteo.h"
@@ -98,17 +99,10 @@ typedef struct progress {
     int tty, printed;
 } progress_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void on_progress(void *ctx, uint64_t rows, uint64_t bytes)
 {
     progress_t *p = ctx;
-    double t = now_s();
+    double t = fsgd_clock_s();
     int done = rows == p->total;
     if (!done && t - p->last < (p->tty ? 0.5 : 5.0))
         return;
@@ -144,7 +138,7 @@ static int write_criteo(const fsgd_gen_criteo_opts_t *co, const char *out_path, 
             return fsgd_cli_status(rc);
         }
     }
-    progress_t p = {rows, now_s(), 0, isatty(2), 0};
+    progress_t p = {rows, fsgd_clock_s(), 0, isatty(2), 0};
     p.last = p.t0;
     rc = fsgd_gen_criteo_write(co, out, rows, quiet ? NULL : on_progress, &p, err, sizeof err);
     if (rc == 0 && to_file)
@@ -324,7 +318,7 @@ int fsgd_cmd_gen(int argc, char **argv)
         }
     }
     if (!status) {
-        progress_t p = {rows, now_s(), 0, isatty(2), 0};
+        progress_t p = {rows, fsgd_clock_s(), 0, isatty(2), 0};
         p.last = p.t0;
         int rc = fsgd_gen_write(g, out, rows, quiet ? NULL : on_progress, &p, err, sizeof err);
         if (rc == 0 && to_file)

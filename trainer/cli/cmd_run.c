@@ -26,6 +26,7 @@
 #include "dist_cli.h"
 #include "fsgd/auth.h"
 #include "fsgd/ckpt_set.h"
+#include "fsgd/clock.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
@@ -65,13 +66,6 @@ static void on_signal(int sig)
 {
     got_signal = sig;
     fsgd_produce_stop(); /* a produce under way stops at its next chunk */
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 typedef struct fault {
@@ -231,7 +225,7 @@ static void stop_all(pid_t *pids, int n, pid_t agg, int *agg_status)
     for (int i = 0; i < n; i++)
         if (pids[i] > 0)
             kill(pids[i], SIGTERM);
-    double deadline = now_s() + STOP_GRACE_S;
+    double deadline = fsgd_clock_s() + STOP_GRACE_S;
     int killed = 0;
     for (;;) {
         int left = 0;
@@ -250,7 +244,7 @@ static void stop_all(pid_t *pids, int n, pid_t agg, int *agg_status)
         }
         if (!left)
             return;
-        if (!killed && now_s() > deadline) {
+        if (!killed && fsgd_clock_s() > deadline) {
             fsgd_cli_error("run: %d process(es) still running %.0f s after SIGTERM: sending SIGKILL", left,
                            STOP_GRACE_S);
             for (int i = 0; i < n; i++)
@@ -950,10 +944,10 @@ static void run_worker_exited(run_t *r, pid_t pid, int st)
  * finish writing before calling it a failure. */
 static void run_workers_gone(run_t *r)
 {
-    double until = now_s() + 10;
+    double until = fsgd_clock_s() + 10;
     pid_t r_pid = 0;
     int st = 0;
-    while (now_s() < until && !got_signal && (r_pid = waitpid(r->agg, &st, WNOHANG)) == 0) {
+    while (fsgd_clock_s() < until && !got_signal && (r_pid = waitpid(r->agg, &st, WNOHANG)) == 0) {
         struct timespec ns = {0, 20 * 1000000};
         nanosleep(&ns, NULL);
     }
@@ -971,7 +965,7 @@ static void run_workers_gone(run_t *r)
  * aggregator restarted, workers that leave reported. */
 static void run_supervise(run_t *r)
 {
-    double t0 = now_s();
+    double t0 = fsgd_clock_s();
     r->agg_status = -1;
     r->restarts = 0;
     r->workers_alive = r->W;
@@ -981,7 +975,7 @@ static void run_supervise(run_t *r)
             r->interrupted = (int)got_signal;
             break;
         }
-        run_inject_faults(r, now_s() - t0);
+        run_inject_faults(r, fsgd_clock_s() - t0);
         int st;
         pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid <= 0) {
@@ -1015,7 +1009,7 @@ static void run_tear_down(run_t *r)
     }
     /* Workers (and the other shards) leave when they see the final model;
      * give them a moment, then stop them all together. */
-    double deadline = now_s() + (r->agg_status == 0 ? 15 : 0);
+    double deadline = fsgd_clock_s() + (r->agg_status == 0 ? 15 : 0);
     for (;;) {
         int any = 0;
         for (int i = 0; i < r->W + r->S - 1; i++)
@@ -1026,7 +1020,7 @@ static void run_tear_down(run_t *r)
                 else
                     any = 1;
             }
-        if (!any || now_s() > deadline || got_signal)
+        if (!any || fsgd_clock_s() > deadline || got_signal)
             break;
         struct timespec ns = {0, 20 * 1000000};
         nanosleep(&ns, NULL);

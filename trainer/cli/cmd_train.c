@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fsgd/clock.h"
 #include "fsgd/codec.h"
 #include "fsgd/delim.h"
 #include "fsgd/rowfmt.h"
@@ -20,7 +21,7 @@
 #include "fsgd/outfile.h"
 #include "fsgd/progress.h"
 #include "fsgd/train.h"
-#include "train_cache.h"
+#include "fsgd/train_cache.h"
 
 static const char usage_line[] =
     "usage: fsgd train [JOB.yaml] [--data FILE] [--test FILE] [--model logistic|linear|svm] [options]\n"
@@ -85,13 +86,6 @@ static double peak_rss_mb(void)
 {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : NAN;
-}
-
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Loads a LIBSVM file, or a delimited one when spec is not NULL (collisions
@@ -339,7 +333,7 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
             cache_reused ? "true" : "false");
     fprintf(f, "\"format\": \"%s\", \"hash_columns_used\": %llu, \"hash_columns_collided\": %llu, ",
             job->format, (unsigned long long)hash_used, (unsigned long long)hash_collided);
-    json_num(f, "process_seconds", wall() - t0, 1);
+    json_num(f, "process_seconds", fsgd_clock_s() - t0, 1);
     fprintf(f, "\"test\": ");
     json_metrics(f, &s->test);
     fprintf(f, ", \"train\": ");
@@ -432,7 +426,6 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
 {
     char err[1024];
     fsgd_csr_t hold = {0}, test = {0};
-    uint64_t rows = 0, max_col = 0;
     int rc = 0;
     if (job->shards > 1) {
         fsgd_cli_error("shards %d: fsgd train simulates shards on rows in memory, not streamed from a cache "
@@ -441,9 +434,15 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
     }
     if (job->test[0] && (rc = load(job->test, job, spec, 0, &test)) != 0)
         return rc;
-    int reused = 0;
-    rc = fsgd_train_cache_prepare(job, spec, job->test[0] ? 0 : job->test_fraction, &hold, &test, &rows, &max_col,
-                                  &reused, err, sizeof err);
+    fsgd_train_cache_result_t cache;
+    rc = fsgd_train_cache_prepare(job, spec, job->test[0] ? 0 : job->test_fraction, &hold, &test, &cache, err,
+                                  sizeof err);
+    if (cache.rewritten[0])
+        fprintf(stderr, "fsgd: %s: rewriting\n", cache.rewritten);
+    if (cache.skipped_rows)
+        fprintf(stderr, "fsgd: %s: skipped %llu malformed rows\n", job->data, (unsigned long long)cache.skipped_rows);
+    uint64_t rows = cache.rows, max_col = cache.max_col;
+    int reused = cache.reused;
     if (rc < 0) {
         fsgd_cli_error("%s", err);
         fsgd_csr_free(&hold);
@@ -457,15 +456,18 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
         fprintf(stderr, "fsgd: reusing cache %s (written from %s, unchanged): %llu train rows, %zu holdout and %zu "
                         "test rows, %llu features; opened in %.2fs\n",
                 job->cache, job->data, (unsigned long long)rows, hold.n_rows, test.n_rows, (unsigned long long)dim,
-                wall() - t0);
+                fsgd_clock_s() - t0);
     else if (!job->quiet)
         fprintf(stderr, "fsgd: %llu train rows cached in %s, %zu holdout and %zu test rows in memory, %llu "
                         "features; first pass %.2fs\n",
-                (unsigned long long)rows, job->cache, hold.n_rows, test.n_rows, (unsigned long long)dim, wall() - t0);
+                (unsigned long long)rows, job->cache, hold.n_rows, test.n_rows, (unsigned long long)dim, fsgd_clock_s() - t0);
     progress_ctx_t pctx = {.job = job, .tty = isatty(2), .n_train = (size_t)rows};
     fsgd_model_t model = {0};
     fsgd_train_stats_t st;
-    rc = fsgd_train_stream(job, job->cache, &hold, &test, dim, &model, &st, on_progress, &pctx, err, sizeof err);
+    fsgd_train_input_t in = {.source = FSGD_TRAIN_CACHE, .cache = job->cache, .hold = &hold, .test = &test,
+                             .dim = dim};
+    fsgd_train_hooks_t hooks = {.progress = on_progress, .ctx = &pctx};
+    rc = fsgd_train(job, &in, NULL, &model, &st, &hooks, err, sizeof err);
     fsgd_csr_free(&hold);
     if (rc < 0) {
         fsgd_cli_error("training failed: %s", err);
@@ -592,7 +594,7 @@ int fsgd_cmd_train(int argc, char **argv)
         return FSGD_EXIT_USAGE;
     }
     const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;
-    double t0 = wall();
+    double t0 = fsgd_clock_s();
     if (job.cache[0])
         return train_from_cache(&job, spec, t0);
     fsgd_model_t init = {0};
@@ -634,7 +636,7 @@ int fsgd_cmd_train(int argc, char **argv)
     }
     if (!job.quiet)
         fprintf(stderr, "fsgd: %zu train rows, %zu test rows, %llu features, %zu nonzeros; loaded in %.2fs\n",
-                train.n_rows, test.n_rows, (unsigned long long)dim, train.nnz, wall() - t0);
+                train.n_rows, test.n_rows, (unsigned long long)dim, train.nnz, fsgd_clock_s() - t0);
 
     fsgd_model_t model = {0};
     model_write_t mw = {.model = &model, .path = job.out};
@@ -643,8 +645,10 @@ int fsgd_cmd_train(int argc, char **argv)
     fsgd_train_stats_t st;
     /* only the rows scored for the train line are read after training */
     const size_t n_train = train.n_rows, n_test = test.n_rows;
-    rc = fsgd_train_from_shrinking(&job, &train, TRAIN_METRICS_ROWS, &test, dim, job.init[0] ? &init : NULL, &model,
-                                   &st, on_progress, &pctx, err, sizeof err);
+    fsgd_train_input_t in = {.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &train, .keep_rows = TRAIN_METRICS_ROWS,
+                             .owned_test = &test, .dim = dim};
+    fsgd_train_hooks_t hooks = {.progress = on_progress, .ctx = &pctx};
+    rc = fsgd_train(&job, &in, job.init[0] ? &init : NULL, &model, &st, &hooks, err, sizeof err);
     fsgd_model_free(&init);
     if (rc < 0) {
         if (pctx.writing)

@@ -1,348 +1,31 @@
-/* Local data-parallel training: worker threads + one reducing thread. */
-#include "fsgd/step.h"
-#include "train_stale.h"
-#include "train_shards.h"
-#include "train_best.h"
-#include "train_spill.h"
-#include "train_pages.h"
+/* fsgd train's driver: the call's checks and set-up, the rows cut into the
+ * step batches, the epoch loop with early stopping on a holdout, and the
+ * model at the end. The steps themselves are the engine's (train_engine.h),
+ * the scoring train_eval.h's. */
 #include "fsgd/train.h"
-#include "fsgd/train_pool.h"
 
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <stdatomic.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fsgd/adam.h"
-#include "fsgd/ftrl.h"
 #include "fsgd/backend.h"
-#include "fsgd/codec.h"
-#include "fsgd/strategy.h"
+#include "fsgd/clock.h"
+#include "fsgd/csr_bias.h"
 #include "fsgd/error.h"
+#include "fsgd/ftrl.h"
 #include "fsgd/loss.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-typedef struct trainer trainer_t;
-
-/* A spin-then-futex barrier: a step's rounds last tens of microseconds, where
- * a pthread barrier's sleep/wake costs as much as the work; waiters spin
- * briefly and only then sleep on a futex, so an oversubscribed or idle
- * trainer neither burns a core nor oversleeps. */
-typedef struct spin_barrier {
-    atomic_uint arrived;
-    atomic_uint gen;
-    atomic_uint parties;
-    atomic_uint sleepers;
-} spin_barrier_t;
-
-static void spin_barrier_wait(spin_barrier_t *b)
-{
-    unsigned gen = atomic_load_explicit(&b->gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) + 1 ==
-        atomic_load_explicit(&b->parties, memory_order_acquire)) {
-        atomic_store_explicit(&b->arrived, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&b->gen, 1, memory_order_acq_rel);
-        if (atomic_load_explicit(&b->sleepers, memory_order_acquire))
-            syscall(SYS_futex, &b->gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-        return;
-    }
-    for (int spins = 0; spins < 1000; spins++) {
-        if (atomic_load_explicit(&b->gen, memory_order_acquire) != gen)
-            return;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
-    atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_acq_rel);
-    /* FUTEX_WAIT returns at once if gen already moved on, so no wake is lost. */
-    while (atomic_load_explicit(&b->gen, memory_order_acquire) == gen)
-        syscall(SYS_futex, &b->gen, FUTEX_WAIT_PRIVATE, gen, NULL, NULL, 0);
-    atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_acq_rel);
-}
-
-/* Each step is two parallel rounds: every thread computes and round-trips
- * the gradient of its rows, then every thread reduces one key range of all
- * threads' gradients and applies Adam there, so neither phase is serial. */
-enum { PHASE_GRADIENT, PHASE_UPDATE, PHASE_SHARDS };
-
-typedef struct worker {
-    trainer_t *t;
-    pthread_t thread;
-    fsgd_backend_t *backend;
-    fsgd_sworker_t *strat; /* the compression strategy's worker side */
-    const fsgd_csr_t *batch; /* this step's rows (one of the trainer's slices) */
-    int64_t batch_id;
-    fsgd_sparse_t grad, decoded;
-    uint8_t *wire;
-    size_t wire_cap, wire_len;
-    double loss;
-    int rc;
-    char err[512];
-    double t_grad, t_encode, t_decode;
-    uint64_t raw_bytes, wire_bytes;
-    /* update phase: this thread's key range [key_lo, key_hi) of the step */
-    uint64_t key_lo, key_hi;
-    fsgd_sparse_t upd; /* the reduced gradient on that range */
-    fsgd_csr_t own;    /* the slice this thread builds when the trainer has a fill hook */
-    fsgd_csr_t spilled; /* the slice read back when the batches are in a file (train_spill.h) */
-} worker_t;
-
-struct trainer {
-    const fsgd_job_t *job;
-    uint32_t *perm;
-    /* The data is shuffled once and cut into fixed per-thread batch slices,
-     * like cached RDD partitions: no copying per step, and a device backend
-     * can keep each slice resident across epochs (batch_id). Each epoch
-     * visits the batches in a new random order. */
-    fsgd_csr_t *slices;      /* n_batches * n_workers */
-    fsgd_spill_t spill;      /* where the slices are kept in a temporary file */
-    size_t *batch_rows;      /* rows of each batch */
-    uint32_t *order;         /* batch order of the current epoch */
-    size_t n_batches;
-    fsgd_adam_t adam;   /* θ and the step count; Adam's state unless ftrl */
-    /* optimizer ftrl: FTRL-Proximal's z and n; its weights are adam.theta */
-    int ftrl_on;
-    fsgd_ftrl_t ftrl;
-    spin_barrier_t start, done; /* the calling thread is worker 0 and a party of both */
-    int stop;
-    int phase;          /* PHASE_GRADIENT or PHASE_UPDATE: what the next round does */
-    double inv_rows;    /* 1 / rows in the current step */
-    double l2;          /* λ in use: job->l2, or 1/n_train when it is auto */
-    /* λ's factor for each key (NULL: 1), see key_l2_scale */
-    float *l2_scale;
-    worker_t *workers;
-    int n_workers;
-    /* The strategy's aggregator side. When it only decodes and sums a codec
-     * message (plain), the threads do that in parallel themselves; else one
-     * thread feeds it every message, as the aggregator process does. */
-    fsgd_sagg_t *agg;
-    int plain;
-    /* codec "none" with a plain sum: the message would decode to the
-     * gradient itself, so each thread hands its gradient straight to the
-     * reduction, skipping encode, CRC and decode (~5% of a CTR step). */
-    int direct;
-    /* fsgd_train_pool_step: each thread builds its own slice of the step
-     * first (NULL in fsgd_train, whose slices are cut once). */
-    fsgd_train_pool_fill_fn fill;
-    void *fill_ctx;
-    fsgd_csr_t hold;    /* epochs auto: held-out rows for early stopping */
-    fsgd_best_t best;   /* epochs auto: θ at the lowest holdout loss so far */
-    double *hold_margin;
-    fsgd_stale_t stale;   /* --staleness τ: gradients on the model of τ steps before */
-    fsgd_sparse_t before; /* θ before the step's update on its keys (stale) */
-    fsgd_shards_t *shards; /* --shards S > 1: the aggregator shards (train_shards.h) */
-    fsgd_step_info_t shard_info; /* the step PHASE_SHARDS closes */
-};
-
-/* The rows' copies can be binary batches (fsgd/csr.h: no values, half the
- * memory) when every value, the intercept's included, is 1. */
-static int ones_with_bias(const fsgd_csr_t *rows, int bias, float bias_value)
-{
-    return (!bias || bias_value == 1.0f) && fsgd_csr_all_ones(rows);
-}
-
-/* An empty dst with room for rows rows and nnz nonzeros, binary when
- * binary. */
-static int csr_room(fsgd_csr_t *dst, size_t rows, size_t nnz, int binary)
-{
-    return binary ? fsgd_csr_init_binary(dst, rows, nnz) : fsgd_csr_reserve(dst, rows, nnz);
-}
-
-/* Copies src into dst (empty) with columns >= dim dropped and, when bias,
- * the constant feature (dim, bias_value) appended to every row; dst is a
- * binary batch when every value of src and bias_value are 1. */
-static int with_bias(const fsgd_csr_t *src, uint64_t dim, int bias, float bias_value, fsgd_csr_t *dst)
-{
-    FSGD_TRY(csr_room(dst, src->n_rows, src->nnz + (bias ? src->n_rows : 0),
-                      ones_with_bias(src, bias, bias_value)));
-    for (size_t r = 0; r < src->n_rows; r++) {
-        uint64_t lo = src->row_ptr[r], hi = src->row_ptr[r + 1];
-        for (uint64_t i = lo; i < hi; i++) {
-            if (src->col[i] >= dim)
-                continue;
-            if (dst->val)
-                dst->val[dst->nnz] = src->val ? src->val[i] : 1.0f;
-            dst->col[dst->nnz++] = src->col[i];
-        }
-        if (bias) {
-            if (dst->val)
-                dst->val[dst->nnz] = bias_value;
-            dst->col[dst->nnz++] = (uint32_t)dim;
-        }
-        dst->label[r] = src->label[r];
-        dst->row_ptr[r + 1] = dst->nnz;
-    }
-    dst->n_rows = src->n_rows;
-    dst->max_col = dim + (bias ? 1 : 0);
-    return FSGD_E_OK;
-}
-
-/* Appends row r of src to dst as with_bias would copy it: columns >= dim
- * dropped, the constant feature (dim, bias_value) added when bias; no
- * values when dst is a binary batch (src's are 1 then, and need not be
- * there). Building the batches straight from the caller's rows saves a
- * whole copy of the data. */
-int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
-                             float bias_value)
-{
-    uint64_t lo = src->row_ptr[r], hi = src->row_ptr[r + 1];
-    FSGD_TRY(fsgd_csr_reserve(dst, 1, (size_t)(hi - lo) + (bias ? 1 : 0)));
-    size_t n = dst->nnz;
-    for (uint64_t i = lo; i < hi; i++) {
-        if (src->col[i] >= dim)
-            continue;
-        if (dst->val)
-            dst->val[n] = src->val ? src->val[i] : 1.0f;
-        dst->col[n++] = src->col[i];
-    }
-    if (bias) {
-        if (dst->val)
-            dst->val[n] = bias_value;
-        dst->col[n++] = (uint32_t)dim;
-    }
-    dst->label[dst->n_rows] = src->label[r];
-    dst->row_ptr[++dst->n_rows] = n;
-    dst->nnz = n;
-    if (n > (size_t)dst->row_ptr[dst->n_rows - 1] && (uint64_t)dst->col[n - 1] + 1 > dst->max_col)
-        dst->max_col = (uint64_t)dst->col[n - 1] + 1;
-    return FSGD_E_OK;
-}
-
-/* Row r's arrays, its values only when with_val (a binary copy reads none). */
-static void prefetch_row(const fsgd_csr_t *X, size_t r, int with_val)
-{
-    uint64_t lo = X->row_ptr[r], hi = X->row_ptr[r + 1];
-    for (uint64_t i = lo; i < hi; i += 16) {
-        __builtin_prefetch(X->col + i, 0, 0);
-        if (with_val && X->val)
-            __builtin_prefetch(X->val + i, 0, 0);
-    }
-    __builtin_prefetch(X->label + r, 0, 0);
-}
-
-/* Cutting the shuffled rows into the batches' slices, on up to two threads
- * (the copy is memory bound, and each slice its own allocation): chunks of
- * batches from a shared counter, so the slices are the same whoever cuts
- * them. */
-typedef struct cut_job {
-    trainer_t *t;
-    const fsgd_csr_t *train;
-    size_t n_hold, B;
-    uint64_t dim;
-    int bias;
-    float bv;
-    int binary; /* slices without values (fsgd/csr.h) */
-    atomic_size_t next;
-    atomic_uint_least64_t bytes, on_disk; /* the slices', and those put in the spill file */
-    atomic_int rc;
-} cut_job_t;
-
-#define CUT_CHUNK 64
-
-static void *cut_batches(void *arg)
-{
-    cut_job_t *j = arg;
-    trainer_t *t = j->t;
-    const fsgd_csr_t *train = j->train;
-    const size_t W = (size_t)t->n_workers;
-    for (;;) {
-        size_t b0 = atomic_fetch_add(&j->next, CUT_CHUNK);
-        if (b0 >= t->n_batches || atomic_load(&j->rc) < 0)
-            return NULL;
-        size_t b1 = t->n_batches - b0 < CUT_CHUNK ? t->n_batches : b0 + CUT_CHUNK;
-        for (size_t b = b0; b < b1; b++) {
-            size_t pos = j->n_hold + b * j->B, cnt = t->batch_rows[b];
-            for (size_t i = 0; i < W; i++) {
-                size_t lo = pos + cnt * i / W, hi = pos + cnt * (i + 1) / W;
-                fsgd_csr_t *sl = &t->slices[b * W + i];
-                /* exact size first: no regrowth (and copy) of the slice */
-                size_t nnz = 0;
-                for (size_t r = lo; r < hi; r++)
-                    nnz += (size_t)(train->row_ptr[t->perm[r] + 1] - train->row_ptr[t->perm[r]]) + (j->bias ? 1 : 0);
-                int rc = csr_room(sl, hi - lo, nnz, j->binary);
-                for (size_t r = lo; r < hi && rc == 0; r++) {
-                    /* rows are read in shuffled order: fetch one a few rows
-                     * ahead, each a miss otherwise */
-                    if (r + 8 < hi)
-                        __builtin_prefetch(&train->row_ptr[t->perm[r + 8]], 0, 0);
-                    if (r + 4 < hi)
-                        prefetch_row(train, t->perm[r + 4], !j->binary);
-                    rc = fsgd_train_append_biased(sl, train, t->perm[r], j->dim, j->bias, j->bv);
-                }
-                if (rc < 0) {
-                    atomic_store(&j->rc, rc);
-                    return NULL;
-                }
-                uint64_t bytes = fsgd_spill_bytes(sl->n_rows, sl->nnz, sl->val == NULL);
-                fsgd_spill_put(&t->spill, b * W + i, sl);
-                atomic_fetch_add(&j->bytes, bytes);
-                if (!sl->col) /* in the file now */
-                    atomic_fetch_add(&j->on_disk, bytes);
-            }
-        }
-    }
-}
-
-/* λθ is added to a key's gradient only in the steps that touch it (lazy,
- * as the aggregator does), so over an epoch a key in nb_k of the n_batches
- * batches got λ·nb_k/n_batches of the λ of the objective, mean loss +
- * λ/2|w|²: the rare keys, where the penalty matters most, went nearly
- * unregularized (measured on 27k rows with 1% positives: 0.69 test AUC
- * after 10 epochs against LIBLINEAR's 0.786 at C = 1, 0.78 with this
- * factor). Each touch adds λ·n_batches/nb_k instead, so an epoch's sum of
- * steps is the full gradient's, as in full-batch descent. The batches are
- * fixed for the run, so nb_k is exact. Returns the factors (malloc'd) or
- * NULL when out of memory. */
-static float *key_l2_scale(const trainer_t *t, uint64_t model_dim)
-{
-    float *nb = calloc(model_dim ? (size_t)model_dim : 1, sizeof *nb);
-    uint32_t *last = malloc((model_dim ? (size_t)model_dim : 1) * sizeof *last);
-    if (!nb || !last) {
-        free(nb);
-        free(last);
-        return NULL;
-    }
-    memset(last, 0xff, (size_t)model_dim * sizeof *last);
-    const size_t W = (size_t)t->n_workers;
-    fsgd_csr_t buf = {0};
-    for (size_t b = 0; b < t->n_batches; b++)
-        for (size_t i = 0; i < W; i++) {
-            const fsgd_csr_t *sl;
-            char err[256];
-            if (fsgd_spill_get(&t->spill, b * W + i, &t->slices[b * W + i], &buf, &sl, err, sizeof err) < 0) {
-                free(nb);
-                free(last);
-                fsgd_csr_free(&buf);
-                return NULL;
-            }
-            for (size_t e = 0; e < sl->nnz; e++) {
-                uint32_t k = sl->col[e];
-                if (last[k] != (uint32_t)b) {
-                    last[k] = (uint32_t)b;
-                    nb[k] += 1;
-                }
-            }
-        }
-    free(last);
-    fsgd_csr_free(&buf);
-    for (uint64_t k = 0; k < model_dim; k++)
-        nb[k] = nb[k] > 0 ? (float)((double)t->n_batches / nb[k]) : 1;
-    return nb;
-}
+#include "fsgd/strategy.h"
+#include "train_batches.h"
+#include "train_engine.h"
+#include "train_eval.h"
+#include "train_optimizer.h"
+#include "train_pages.h"
+#include "train_stream.h"
 
 /* The codec spec the run uses: the job's, with efsign's stepsize added
  * when neither it nor the job's lr is given (fsgd_train_auto_efsign_lr).
@@ -366,303 +49,6 @@ static void run_codec(const fsgd_job_t *job, size_t n_fit, size_t B, char *out, 
         *lr_set = lr;
 }
 
-static void worker_step(worker_t *w)
-{
-    trainer_t *t = w->t;
-    w->loss = 0;
-    w->rc = 0;
-    if (t->fill) {
-        w->rc = t->fill(t->fill_ctx, (int)(w - t->workers), &w->own, w->err, sizeof w->err);
-        if (w->rc < 0)
-            return;
-        w->batch = &w->own;
-    } else if (t->spill.file) {
-        w->rc = fsgd_spill_get(&t->spill, (size_t)w->batch_id, w->batch, &w->spilled, &w->batch, w->err,
-                               sizeof w->err);
-        if (w->rc < 0)
-            return;
-    }
-    double t0 = now();
-    /* Raw sums (scale 1, no λ): the reduction divides by the whole step's rows
-     * and adds λθ once, exactly as the aggregator does. */
-    fsgd_grad_request_t req = {.batch = w->batch, .batch_id = w->batch_id, .loss = t->job->model, .scale = 1.0, .l2 = 0};
-    /* A strategy whose workers run the optimizer (efsign: the aggregator only
-     * averages their steps) gets λθ per row in its gradient sum instead. */
-    if (fsgd_sworker_optimizer(w->strat) == FSGD_OPT_APPLY)
-        req.l2 = t->l2 * (double)w->batch->n_rows;
-    /* A device encoder returns only the message; gradient and encoding are
-     * then one call and their time counts as gradient time. */
-    fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat);
-    int fused = !t->shards && dc && fsgd_backend_encodes_on_device(w->backend, dc);
-    size_t bound;
-    if (fused) {
-        bound = fsgd_backend_encoded_bound(dc, w->batch);
-    } else {
-        w->rc = fsgd_backend_gradient(w->backend, &req, &w->grad, &w->loss, w->err, sizeof w->err);
-        if (w->rc < 0)
-            return;
-        bound = fsgd_sworker_bound(w->strat, w->grad.n);
-    }
-    double t1 = now();
-    w->t_grad += t1 - t0;
-    if (t->shards) {
-        w->rc = fsgd_shards_encode(t->shards, (int)(w - t->workers), &w->grad, w->batch->n_rows, &w->raw_bytes,
-                                   &w->wire_bytes, w->err, sizeof w->err);
-        w->t_encode += now() - t1;
-        return;
-    }
-    if (t->direct && !fused) {
-        /* what decode would have refused: a non-finite value */
-        for (size_t i = 0; i < w->grad.n; i++)
-            if (!isfinite(w->grad.vals[i])) {
-                w->rc = fsgd_err_fmt(w->err, sizeof w->err, FSGD_E_NONFINITE, "non-finite gradient of key %u",
-                                     w->grad.keys[i]);
-                return;
-            }
-        fsgd_sparse_t tmp = w->decoded;
-        w->decoded = w->grad;
-        w->grad = tmp;
-        w->wire_len = bound; /* codec none's message length, exactly */
-        w->raw_bytes += 8 * (uint64_t)w->decoded.n;
-        w->wire_bytes += bound;
-        return;
-    }
-    if (bound > w->wire_cap) {
-        uint8_t *p = realloc(w->wire, bound);
-        if (!p) {
-            w->rc = fsgd_err_fmt(w->err, sizeof w->err, FSGD_E_NOMEM, "out of memory for a %zu-byte message", bound);
-            return;
-        }
-        w->wire = p;
-        w->wire_cap = bound;
-    }
-    size_t len = 0;
-    uint64_t entries;
-    if (fused) {
-        w->rc = fsgd_backend_gradient_encoded(w->backend, &req, dc, w->wire, w->wire_cap, &len, &w->loss,
-                                              w->err, sizeof w->err);
-        fsgd_codec_stats_t cst;
-        fsgd_codec_last_stats(dc, &cst);
-        entries = cst.n_in;
-        w->t_grad += now() - t1;
-        t1 = now();
-    } else {
-        w->rc = fsgd_sworker_encode(w->strat, w->grad.keys, w->grad.vals, w->grad.n, w->batch->n_rows, w->wire,
-                                    w->wire_cap, &len, w->err, sizeof w->err);
-        entries = w->grad.n;
-    }
-    double t2 = now();
-    w->t_encode += t2 - t1;
-    if (w->rc < 0)
-        return;
-    w->wire_len = len;
-    w->decoded.n = 0;
-    if (t->plain)
-        w->rc = fsgd_codec_decode(w->wire, len, t->adam.dim, &w->decoded, w->err, sizeof w->err);
-    w->t_decode += now() - t2;
-    w->raw_bytes += 8 * entries;
-    w->wire_bytes += len;
-}
-
-static size_t lower_bound(const uint32_t *keys, size_t n, uint64_t key)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Sums every thread's decoded gradient over [key_lo, key_hi) (a W-way merge of
- * sorted lists), takes the mean over the step's rows, adds λθ and applies the
- * Adam update of step t on those keys. */
-static void worker_update(worker_t *w)
-{
-    trainer_t *t = w->t;
-    const int W = t->n_workers;
-    size_t pos[64], end[64];
-    size_t total = 0;
-    w->rc = 0;
-    w->upd.n = 0;
-    for (int j = 0; j < W; j++) {
-        const fsgd_sparse_t *d = &t->workers[j].decoded;
-        pos[j] = lower_bound(d->keys, d->n, w->key_lo);
-        end[j] = lower_bound(d->keys, d->n, w->key_hi);
-        total += end[j] - pos[j];
-    }
-    if (fsgd_sparse_reserve(&w->upd, total) < 0) {
-        w->rc = fsgd_err_fmt(w->err, sizeof w->err, FSGD_E_NOMEM, "out of memory reducing %zu entries", total);
-        return;
-    }
-    const double l2 = t->l2;
-    const float *const l2_scale = t->l2_scale;
-    for (;;) {
-        uint64_t k = UINT64_MAX;
-        for (int j = 0; j < W; j++)
-            if (pos[j] < end[j] && t->workers[j].decoded.keys[pos[j]] < k)
-                k = t->workers[j].decoded.keys[pos[j]];
-        if (k == UINT64_MAX)
-            break;
-        double sum = 0;
-        for (int j = 0; j < W; j++)
-            if (pos[j] < end[j] && t->workers[j].decoded.keys[pos[j]] == k) {
-                /* θ of a key 16 ahead: another thread's gradient may have
-                 * been the last to read it, so it is not in this core's cache */
-                if (W > 1 && pos[j] + 16 < end[j])
-                    __builtin_prefetch(&t->adam.theta[t->workers[j].decoded.keys[pos[j] + 16]], 0, 3);
-                sum += t->workers[j].decoded.vals[pos[j]++];
-            }
-        w->upd.keys[w->upd.n] = (uint32_t)k;
-        /* ftrl: the round's gradient is the sum over its rows; L2 is in
-         * FTRL's closed form (fsgd/ftrl.h), not in the gradient */
-        w->upd.vals[w->upd.n++] =
-            t->ftrl_on ? (float)sum
-                       : fsgd_adam_step_grad(sum, t->inv_rows, l2_scale ? l2 * l2_scale[k] : l2, t->adam.theta[k]);
-    }
-    if (t->ftrl_on)
-        fsgd_ftrl_apply(&t->ftrl, t->adam.theta, w->upd.keys, w->upd.vals, w->upd.n);
-    else
-        fsgd_adam_apply(&t->adam, w->upd.keys, w->upd.vals, w->upd.n);
-}
-
-/* --shards S: thread i closes the step on shards i, i + W, ... (each shard
- * owns its state and its keys of θ). */
-static void worker_shards(worker_t *w)
-{
-    trainer_t *t = w->t;
-    w->rc = 0;
-    uint32_t S = fsgd_shards_count(t->shards);
-    for (uint32_t I = (uint32_t)(w - t->workers); I < S && w->rc == 0; I += (uint32_t)t->n_workers)
-        w->rc = fsgd_shards_step_shard(t->shards, I, &t->adam, &t->shard_info, t->stale.tau > 0, w->err,
-                                       sizeof w->err);
-}
-
-static void run_phase(worker_t *w)
-{
-    if (w->t->phase == PHASE_GRADIENT)
-        worker_step(w);
-    else if (w->t->phase == PHASE_SHARDS)
-        worker_shards(w);
-    else
-        worker_update(w);
-}
-
-static void *worker_main(void *arg)
-{
-    worker_t *w = arg;
-    for (;;) {
-        spin_barrier_wait(&w->t->start);
-        if (w->t->stop)
-            break;
-        run_phase(w);
-        spin_barrier_wait(&w->t->done);
-    }
-    return NULL;
-}
-
-/* Splits the key space into one range per thread with about equal numbers of
- * gradient entries, using the largest decoded gradient as the sample. */
-static void split_keys(trainer_t *t, uint64_t model_dim)
-{
-    const int W = t->n_workers;
-    const fsgd_sparse_t *sample = &t->workers[0].decoded;
-    for (int j = 1; j < W; j++)
-        if (t->workers[j].decoded.n > sample->n)
-            sample = &t->workers[j].decoded;
-    for (int i = 0; i < W; i++) {
-        t->workers[i].key_lo = i == 0 ? 0 : t->workers[i - 1].key_hi;
-        t->workers[i].key_hi = i == W - 1 || sample->n == 0 ? model_dim
-                                                             : sample->keys[sample->n * (size_t)(i + 1) / (size_t)W];
-        if (t->workers[i].key_hi < t->workers[i].key_lo)
-            t->workers[i].key_hi = t->workers[i].key_lo;
-    }
-}
-
-static void sum_worker_stats(const trainer_t *t, fsgd_train_stats_t *stats)
-{
-    stats->raw_bytes = stats->wire_bytes = 0;
-    stats->t_grad = stats->t_encode = stats->t_decode = 0;
-    for (int i = 0; i < t->n_workers; i++) {
-        stats->raw_bytes += t->workers[i].raw_bytes;
-        stats->wire_bytes += t->workers[i].wire_bytes;
-        stats->t_grad += t->workers[i].t_grad;
-        stats->t_encode += t->workers[i].t_encode;
-        stats->t_decode += t->workers[i].t_decode;
-    }
-}
-
-/* One step through a strategy that is more than decode-and-sum, exactly as
- * the aggregator process runs it (trainer/distributed/agg_step.c): every
- * thread's message into the strategy, its sum into the optimizer, and its
- * feedback back to every thread's worker side. The update lands in
- * workers[0].upd (for device backends). */
-static int strategy_step(trainer_t *t, size_t rows, double loss_sum, double seconds, char *err, size_t errsz)
-{
-    char e[256];
-    for (int i = 0; i < t->n_workers; i++) {
-        worker_t *w = &t->workers[i];
-        w->upd.n = 0;
-        int rc = fsgd_sagg_add(t->agg, (uint32_t)i, w->wire, w->wire_len, INFINITY, NULL, e, sizeof e);
-        if (rc < 0)
-            return fsgd_err_fmt(err, errsz, rc, "worker %d: codec %s: %s", i, t->job->codec, e);
-    }
-    fsgd_step_info_t info = {.step = t->adam.t + 1, .rows = rows, .loss_sum = loss_sum, .seconds = seconds,
-                             .n_senders = (uint32_t)t->n_workers};
-    /* the aggregator's own step function (fsgd/step.h) */
-    fsgd_step_opt_t opt = {.adam = &t->adam, .ftrl = t->ftrl_on ? &t->ftrl : NULL, .l2 = t->l2,
-                           .before = t->stale.tau ? &t->before : NULL};
-    int src = fsgd_step_apply(&opt, t->agg, &info, &t->workers[0].upd, e, sizeof e);
-    if (src < 0)
-        return fsgd_err_fmt(err, errsz, src, "codec %s: %s", t->job->codec, e);
-    if (t->stale.tau && fsgd_stale_push(&t->stale, &t->before, t->adam.theta) < 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
-    size_t slen;
-    const uint8_t *sec = fsgd_sagg_section(t->agg, &slen);
-    for (int i = 0; i < t->n_workers; i++) {
-        int rc = fsgd_sworker_after_step(t->workers[i].strat, 1, sec, slen, e, sizeof e);
-        if (rc < 0)
-            return fsgd_err_fmt(err, errsz, rc, "worker %d: feedback: %s", i, e);
-    }
-    return 0;
-}
-
-/* One round on every worker; the calling thread does worker 0's share. */
-static void run_round(trainer_t *t, int phase)
-{
-    t->phase = phase;
-    if (t->n_workers > 1)
-        spin_barrier_wait(&t->start);
-    run_phase(&t->workers[0]);
-    if (t->n_workers > 1)
-        spin_barrier_wait(&t->done);
-}
-
-/* One step closed by the aggregator shards (--shards S > 1): the update's
- * global keys land in workers[0].upd (for device backends). */
-static int shards_step(trainer_t *t, size_t rows, double seconds, char *err, size_t errsz)
-{
-    double lsum = 0;
-    for (int i = 0; i < t->n_workers; i++) {
-        lsum += t->workers[i].loss;
-        t->workers[i].upd.n = 0;
-    }
-    t->shard_info = (fsgd_step_info_t){.step = t->adam.t + 1, .rows = rows, .loss_sum = lsum, .seconds = seconds,
-                                       .n_senders = (uint32_t)t->n_workers};
-    run_round(t, PHASE_SHARDS);
-    for (int i = 0; i < t->n_workers; i++)
-        if (t->workers[i].rc < 0)
-            return fsgd_err_fmt(err, errsz, t->workers[i].rc, "%s", t->workers[i].err);
-    FSGD_TRY(fsgd_shards_step_close(t->shards, &t->adam, t->stale.tau ? &t->before : NULL, &t->workers[0].upd, err,
-                                    errsz));
-    if (t->stale.tau && fsgd_stale_push(&t->stale, &t->before, t->adam.theta) < 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
-    return 0;
-}
-
 static uint64_t splitmix(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -679,281 +65,6 @@ static void shuffle(uint32_t *p, size_t n, uint64_t *rng)
         p[i - 1] = p[j];
         p[j] = tmp;
     }
-}
-
-static void margins_range(const float *theta, uint64_t model_dim, const fsgd_csr_t *rows, size_t lo, size_t hi,
-                          double *out)
-{
-    for (size_t r = lo; r < hi; r++) {
-        double m = 0;
-        /* θ of the next row, while this row's misses are waited for */
-        if (r + 1 < hi)
-            for (uint64_t i = rows->row_ptr[r + 1]; i < rows->row_ptr[r + 2]; i++)
-                if (rows->col[i] < model_dim)
-                    __builtin_prefetch(&theta[rows->col[i]], 0, 3);
-        for (uint64_t i = rows->row_ptr[r]; i < rows->row_ptr[r + 1]; i++)
-            if (rows->col[i] < model_dim) /* a binary batch's values are 1 */
-                m += (double)theta[rows->col[i]] * (rows->val ? rows->val[i] : 1.0f);
-        out[r] = m;
-    }
-}
-
-/* Scoring rows (holdout looks, test) on all the job's threads: chunks of
- * rows taken from a shared counter, so a thread that starts late or is
- * preempted leaves its share to the others. Each row's sum is the same on
- * any thread. Threads are started per call: a call scores tens of
- * thousands of rows, far more than a thread's start costs. */
-typedef struct margins_job {
-    const float *theta;
-    uint64_t dim;
-    const fsgd_csr_t *rows;
-    double *out;
-    atomic_size_t next;
-} margins_job_t;
-
-#define MARGINS_CHUNK 2048
-
-static void *margins_chunks(void *arg)
-{
-    margins_job_t *j = arg;
-    const size_t n = j->rows->n_rows;
-    for (;;) {
-        size_t lo = atomic_fetch_add(&j->next, MARGINS_CHUNK);
-        if (lo >= n)
-            return NULL;
-        margins_range(j->theta, j->dim, j->rows, lo, n - lo < MARGINS_CHUNK ? n : lo + MARGINS_CHUNK, j->out);
-    }
-}
-
-static void margins(int threads, const float *theta, uint64_t model_dim, const fsgd_csr_t *rows, double *out)
-{
-    size_t most = rows->n_rows / (2 * MARGINS_CHUNK); /* at least two chunks a thread */
-    if (threads > 16)
-        threads = 16;
-    if ((size_t)threads > most)
-        threads = (int)most;
-    if (threads < 2) {
-        margins_range(theta, model_dim, rows, 0, rows->n_rows, out);
-        return;
-    }
-    margins_job_t j = {.theta = theta, .dim = model_dim, .rows = rows, .out = out};
-    atomic_init(&j.next, 0);
-    pthread_t tid[16];
-    int started = 0;
-    while (started < threads - 1 && pthread_create(&tid[started], NULL, margins_chunks, &j) == 0)
-        started++;
-    margins_chunks(&j); /* alone if no thread started */
-    for (int i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-}
-
-int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out)
-{
-    double *m = malloc((rows->n_rows ? rows->n_rows : 1) * sizeof *m);
-    /* a binary batch's values: 1 for the longest row */
-    size_t longest = 0;
-    for (size_t r = 0; r < rows->n_rows && !rows->val; r++)
-        if (rows->row_ptr[r + 1] - rows->row_ptr[r] > longest)
-            longest = (size_t)(rows->row_ptr[r + 1] - rows->row_ptr[r]);
-    float *ones = rows->val ? NULL : malloc((longest ? longest : 1) * sizeof *ones);
-    if (!m || (!rows->val && !ones)) {
-        free(m);
-        free(ones);
-        return FSGD_E_NOMEM;
-    }
-    for (size_t i = 0; i < longest; i++)
-        ones[i] = 1.0f;
-    for (size_t r = 0; r < rows->n_rows; r++) {
-        uint64_t lo = rows->row_ptr[r];
-        m[r] = fsgd_model_margin(model, rows->col + lo, rows->val ? rows->val + lo : ones,
-                                 (size_t)(rows->row_ptr[r + 1] - lo));
-    }
-    free(ones);
-    *out = fsgd_metrics_compute(model->kind, m, rows->label, rows->n_rows);
-    free(m);
-    return FSGD_E_OK;
-}
-
-static void cleanup(trainer_t *t, fsgd_csr_t *rows, fsgd_csr_t *test_rows)
-{
-    if (t->workers) {
-        for (int i = 0; i < t->n_workers; i++) {
-            worker_t *w = &t->workers[i];
-            fsgd_backend_destroy(w->backend);
-            fsgd_sworker_destroy(w->strat);
-            fsgd_sparse_free(&w->grad);
-            fsgd_sparse_free(&w->decoded);
-            fsgd_sparse_free(&w->upd);
-            fsgd_csr_free(&w->own);
-            fsgd_csr_free(&w->spilled);
-            free(w->wire);
-        }
-        free(t->workers);
-    }
-    fsgd_sagg_destroy(t->agg);
-    fsgd_shards_destroy(t->shards);
-    free(t->perm);
-    if (t->slices)
-        for (size_t i = 0; i < t->n_batches * (size_t)t->n_workers; i++)
-            fsgd_csr_free(&t->slices[i]);
-    free(t->slices);
-    fsgd_spill_close(&t->spill);
-    free(t->batch_rows);
-    free(t->order);
-    free(t->l2_scale);
-    fsgd_csr_free(&t->hold);
-    fsgd_stale_free(&t->stale);
-    fsgd_sparse_free(&t->before);
-    fsgd_best_close(&t->best);
-    free(t->hold_margin);
-    fsgd_adam_free(&t->adam);
-    fsgd_ftrl_free(&t->ftrl);
-    fsgd_csr_free(rows);
-    fsgd_csr_free(test_rows);
-}
-
-int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
-               fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
-               char *err, size_t errsz)
-{
-    return fsgd_train_from(job, train, test, dim, NULL, model, stats, progress, ctx, err, errsz);
-}
-
-fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_job_t *job)
-{
-    return job->optimizer == FSGD_OPTIMIZER_FTRL ? FSGD_MODEL_STATE_FTRL
-           : job->lr < 0                         ? FSGD_MODEL_STATE_ADAM_COUNTED
-                                                 : FSGD_MODEL_STATE_ADAM;
-}
-
-/* --init with a state of this run's kind: the optimizer continues where the
- * saved run stopped (keys without state keep what fsgd_ftrl_start_from or
- * zero moments gave them). */
-static void resume_state(trainer_t *t, const fsgd_model_state_t *st)
-{
-    for (uint64_t i = 0; i < st->n; i++) {
-        uint32_t k = st->keys[i];
-        if (st->kind == FSGD_MODEL_STATE_FTRL) {
-            t->ftrl.z[k] = st->a[i];
-            t->ftrl.n[k] = st->b[i];
-        } else if (st->kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
-            t->adam.keys[k] = (fsgd_adam_key_t){
-                .m = st->a[i], .v = st->b[i],
-                .count = (uint16_t)(st->c[i] < FSGD_ADAM_COUNT_MAX ? st->c[i] : FSGD_ADAM_COUNT_MAX)};
-        } else {
-            t->adam.m[k] = st->a[i];
-            t->adam.v[k] = st->b[i];
-        }
-    }
-    t->adam.t = st->step;
-}
-
-/* --save-state: the optimizer's per-key state of every key that has any,
- * into the model (fsgd/model.h). */
-static int save_state(const trainer_t *t, fsgd_model_state_kind_t kind, uint64_t model_dim, fsgd_model_t *model)
-{
-    uint64_t n = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        uint64_t i = 0;
-        for (uint64_t k = 0; k < model_dim; k++) {
-            float a, b;
-            uint32_t c = 0;
-            if (kind == FSGD_MODEL_STATE_FTRL) {
-                a = t->ftrl.z[k], b = t->ftrl.n[k];
-            } else if (kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
-                a = t->adam.keys[k].m, b = t->adam.keys[k].v, c = t->adam.keys[k].count;
-            } else {
-                a = t->adam.m[k], b = t->adam.v[k];
-            }
-            if (a == 0 && b == 0 && c == 0)
-                continue;
-            if (pass == 1) {
-                model->state.keys[i] = (uint32_t)k;
-                model->state.a[i] = a;
-                model->state.b[i] = b;
-                model->state.c[i] = c;
-            }
-            i++;
-        }
-        if (pass == 0) {
-            n = i;
-            FSGD_TRY(fsgd_model_state_alloc(model, kind, n));
-        }
-    }
-    model->state.step = kind == FSGD_MODEL_STATE_FTRL ? 0 : t->adam.t;
-    return FSGD_E_OK;
-}
-
-int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz)
-{
-    if (init->dim != dim)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model has dim %llu, this job %llu",
-                            (unsigned long long)init->dim, (unsigned long long)dim);
-    if (init->kind != job->model)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model is %s, this job trains %s",
-                            fsgd_loss_name(init->kind), fsgd_loss_name(job->model));
-    if (init->has_bias != (job->bias ? 1 : 0))
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model has %s, this job %s (bias)",
-                            init->has_bias ? "an intercept" : "no intercept", job->bias ? "has one" : "has none");
-    if (init->has_bias && init->bias != (float)job->bias_value)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model's intercept feature is %g, this job's %g (bias_value)",
-                            (double)init->bias, job->bias_value);
-    return FSGD_E_OK;
-}
-
-/* θ and Adam's key state stay on 4 KiB pages. Transparent huge pages
- * (madvise) saved TLB misses, but on this VM a fresh huge page is far dearer
- * to zero when another process has just given its memory back: the 1M x
- * 2^24 CTR job right after Vowpal Wabbit took 2.77-2.87 s with them against
- * 2.11-2.26 s run after itself; on 4 KiB pages 2.35-2.51 s either way. */
-
-/* The optimizer of fsgd train: λ and lr for n_fit rows in steps of B (auto
- * or the job's), Adam with per-key counts (lr auto) or FTRL-Proximal, and a
- * warm start from init. t->adam is allocated. FSGD_E_ARG with err for FTRL
- * parameters that make no sense; other errors without a message. */
-static int setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, size_t B, const fsgd_model_t *init,
-                           fsgd_train_stats_t *stats, char *err, size_t errsz)
-{
-    const fsgd_job_t *job = t->job;
-    const int ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL;
-    int rc = 0;
-    t->l2 = fsgd_train_auto_l2(job, n_fit);
-    stats->l2 = t->l2;
-    t->adam.p.lr = fsgd_train_auto_lr(job, n_fit, B);
-    stats->lr = t->adam.p.lr;
-    /* Per-key bias corrections (fsgd/adam.h): rare keys take steps of about
-     * lr instead of up to ~6·lr. They go with lr auto, which was chosen with
-     * them; an explicit lr keeps the plain lazy Adam of fsgd run, so the two
-     * trainers still agree on the same settings. */
-    if (job->lr < 0 && !ftrl) {
-        rc = fsgd_adam_count_keys(&t->adam);
-    }
-    if (rc == 0 && ftrl) {
-        /* fsgd's objective is mean loss + l1|w|₁ + l2/2|w|²; FTRL's rounds
-         * sum their rows' losses, so its λ1 and λ2 are those times the
-         * training rows (l2 auto: λ2 = 1, LIBLINEAR's C = 1). */
-        fsgd_ftrl_params_t fp = {.alpha = fsgd_train_auto_alpha(job, n_fit, B), .beta = job->beta,
-                                 .l1 = job->l1 * (double)n_fit, .l2 = t->l2 * (double)n_fit};
-        stats->alpha = fp.alpha;
-        rc = fsgd_ftrl_init(&t->ftrl, model_dim, &fp);
-        if (rc == FSGD_E_ARG)
-            return fsgd_err_fmt(err, errsz, rc, "ftrl: alpha %g must be > 0, beta %g, l1 %g and l2 %g >= 0",
-                                fp.alpha, job->beta, job->l1, t->l2);
-        t->ftrl_on = rc == 0;
-        stats->lr = NAN;
-    }
-    /* Warm start: the weights before the backends are made (a device
-     * backend copies θ when it starts); FTRL's z is set to give them back. */
-    if (rc == 0 && init) {
-        memcpy(t->adam.theta, init->w, model_dim * sizeof *t->adam.theta);
-        if (ftrl)
-            fsgd_ftrl_start_from(&t->ftrl, t->adam.theta);
-        if (init->state.kind == fsgd_train_state_kind(job)) {
-            resume_state(t, &init->state);
-            stats->init_state = 1;
-        }
-    }
-    return rc < 0 ? FSGD_E_NOMEM : 0;
 }
 
 /* Writes every page of p (each byte keeps its value), so that the pages
@@ -1016,29 +127,6 @@ static void drop_values_after(fsgd_csr_t *m, size_t rows)
         m->val = p;
 }
 
-static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t *shrink, size_t keep_rows,
-                      const fsgd_csr_t *test, fsgd_csr_t *free_test, uint64_t dim, const fsgd_model_t *init,
-                      fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
-                      char *err, size_t errsz);
-
-int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
-                    const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
-                    fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz)
-{
-    return train_impl(job, train, NULL, 0, test, NULL, dim, init, model, stats, progress, ctx, err, errsz);
-}
-
-int fsgd_train_from_shrinking(const fsgd_job_t *job, fsgd_csr_t *train, size_t keep_rows, fsgd_csr_t *test,
-                              uint64_t dim, const fsgd_model_t *init, fsgd_model_t *model,
-                              fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx, char *err,
-                              size_t errsz)
-{
-    int rc =
-        train_impl(job, train, train, keep_rows, test, test, dim, init, model, stats, progress, ctx, err, errsz);
-    fsgd_csr_free(test); /* if an early error left it whole */
-    return rc;
-}
-
 /* What the phases of train_impl share: the call's arguments, the trainer,
  * what set-up decides (holdout, batch size, threads) and the epoch loop's
  * running sums. */
@@ -1068,10 +156,9 @@ typedef struct train_run {
     uint64_t rng;
     int started; /* threads running, this one included */
     fsgd_pages_t theta_pages; /* θ mapped on a helper during the cut */
-    int max_epochs, test_live, patience;
+    int max_epochs, test_live;
     uint64_t looks;
-    double best_loss;
-    int since_best, stop_early;
+    fsgd_early_t early; /* epochs auto */
     double train_time, loss_acc, last_report;
     uint64_t loss_rows;
 } train_run_t;
@@ -1081,7 +168,9 @@ static int train_fail(train_run_t *r, int rc)
 {
     fsgd_pages_join(&r->theta_pages);
     free(r->test_margin);
-    cleanup(&r->t, &r->rows, &r->test_rows);
+    fsgd_trainer_free(&r->t);
+    fsgd_csr_free(&r->rows);
+    fsgd_csr_free(&r->test_rows);
     return rc;
 }
 
@@ -1119,7 +208,7 @@ static int train_alloc(train_run_t *r)
     const fsgd_job_t *job = r->job;
     int rc = 0;
     if (r->test)
-        rc = with_bias(r->test, r->dim, r->bias, (float)job->bias_value, &r->test_rows);
+        rc = fsgd_csr_copy_biased(r->test, r->dim, r->bias, (float)job->bias_value, &r->test_rows);
     if (rc == 0 && r->free_test) {
         fsgd_csr_free(r->free_test); /* copied: not read again */
         r->test = NULL;
@@ -1288,7 +377,7 @@ static int train_setup(train_run_t *r)
         return train_fail(r, hrc);
     train_pick_batch(r);
     if (rc == 0) {
-        rc = setup_optimizer(&r->t, r->model_dim, r->n_fit, r->B, r->init, r->stats, r->err, r->errsz);
+        rc = fsgd_train_setup_optimizer(&r->t, r->model_dim, r->n_fit, r->B, r->init, r->stats, r->err, r->errsz);
         if (rc == FSGD_E_ARG)
             return train_fail(r, rc);
     }
@@ -1315,7 +404,7 @@ static int train_setup(train_run_t *r)
 }
 
 /* The rows in the seed's random order: the first n_hold the holdout, the
- * rest cut into the batches' per-thread slices (cut_batches). */
+ * rest cut into the batches' per-thread slices (fsgd_train_cut_slices). */
 static int train_cut(train_run_t *r)
 {
     trainer_t *t = &r->t;
@@ -1328,15 +417,15 @@ static int train_cut(train_run_t *r)
     /* Binary rows (CTR data) are copied without their values, half the
      * memory: the holdout always (scored here), the slices where the
      * backend reads such batches (cpu). */
-    const int ones = ones_with_bias(train, r->bias, bv);
+    const int ones = fsgd_csr_ones_with_bias(train, r->bias, bv);
     const int binary = ones && strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") == 0;
     size_t hold_nnz = 0;
     for (size_t i = 0; i < r->n_hold; i++)
         hold_nnz += (size_t)(train->row_ptr[t->perm[i] + 1] - train->row_ptr[t->perm[i]]) + (r->bias ? 1 : 0);
     if (r->n_hold)
-        rc = csr_room(&t->hold, r->n_hold, hold_nnz, ones);
+        rc = fsgd_csr_room(&t->hold, r->n_hold, hold_nnz, ones);
     for (size_t i = 0; i < r->n_hold && rc == 0; i++)
-        rc = fsgd_train_append_biased(&t->hold, train, t->perm[i], r->dim, r->bias, bv);
+        rc = fsgd_csr_append_biased(&t->hold, train, t->perm[i], r->dim, r->bias, bv);
     /* then no copy reads the caller's values (all 1): those past the rows
      * it keeps go before the slices are made */
     if (binary && r->shrink)
@@ -1360,21 +449,11 @@ static int train_cut(train_run_t *r)
         t->order[b] = (uint32_t)b;
     }
     if (rc == 0) {
-        cut_job_t cj = {.t = t, .train = train, .n_hold = r->n_hold, .B = r->B, .dim = r->dim, .bias = r->bias,
-                        .bv = bv, .binary = binary};
-        atomic_init(&cj.next, 0);
-        atomic_init(&cj.rc, 0);
-        atomic_init(&cj.bytes, 0);
-        atomic_init(&cj.on_disk, 0);
-        pthread_t helper;
-        int helped = r->job->threads > 1 && t->n_batches >= 2 * CUT_CHUNK &&
-                     pthread_create(&helper, NULL, cut_batches, &cj) == 0;
-        cut_batches(&cj);
-        if (helped)
-            pthread_join(helper, NULL);
-        rc = atomic_load(&cj.rc);
-        r->stats->batch_bytes = atomic_load(&cj.bytes);
-        r->stats->batch_bytes_on_disk = atomic_load(&cj.on_disk);
+        fsgd_train_cut_t cut = {.n_hold = r->n_hold, .B = r->B, .dim = r->dim, .bias = r->bias, .bv = bv,
+                                .binary = binary, .helper = r->job->threads > 1};
+        rc = fsgd_train_cut_slices(t, train, &cut);
+        r->stats->batch_bytes = cut.bytes;
+        r->stats->batch_bytes_on_disk = cut.on_disk;
         r->stats->batches_binary = binary;
     }
     if (rc < 0)
@@ -1429,7 +508,7 @@ static int train_prepare_steps(train_run_t *r)
     /* Only without a holdout: with one (large data), early stopping does
      * the rare keys' regularizing, and the factors' array cost a cache miss
      * a key and step (1M-row CTR set: same test AUC, ~15% slower). */
-    if (r->tuned && r->noisy_epochs && t->plain && t->l2 > 0 && !(t->l2_scale = key_l2_scale(t, r->model_dim)))
+    if (r->tuned && r->noisy_epochs && t->plain && t->l2 > 0 && !(t->l2_scale = fsgd_train_key_l2_scale(t, r->model_dim)))
         return train_fail(r, fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for the keys' l2 factors"));
     /* Without a holdout the run must come near the regularized optimum
      * within its fixed epochs, and a rare key moved by about lr a touch gets
@@ -1470,19 +549,8 @@ static int train_open_shards(train_run_t *r)
  * the barriers count only those that did, so they can be released. */
 static int train_start_threads(train_run_t *r)
 {
-    trainer_t *t = &r->t;
-    const int W = t->n_workers;
-    atomic_init(&t->start.parties, (unsigned)W);
-    atomic_init(&t->done.parties, (unsigned)W);
-    r->started = 1;
-    for (; r->started < W; r->started++)
-        if (pthread_create(&t->workers[r->started].thread, NULL, worker_main, &t->workers[r->started]) != 0)
-            break;
-    if (r->started < W) {
-        fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "cannot start worker thread %d", r->started);
-        atomic_store(&t->start.parties, (unsigned)r->started);
-        return FSGD_E_NOMEM;
-    }
+    if (fsgd_trainer_start(&r->t, &r->started) < 0)
+        return fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "cannot start worker thread %d", r->started);
     return 0;
 }
 
@@ -1494,12 +562,12 @@ static int train_loop_setup(train_run_t *r, int rc)
 {
     const fsgd_job_t *job = r->job;
     trainer_t *t = &r->t;
-    r->last_report = now();
+    r->last_report = fsgd_clock_s();
     r->max_epochs = r->auto_epochs ? job->max_epochs : r->noisy_epochs ? r->noisy_epochs : job->epochs;
     r->looks = fsgd_train_looks(r->n_fit, t->n_batches);
-    r->patience = fsgd_train_patience(r->looks);
-    r->stats->patience_epochs = (double)r->patience / (double)r->looks;
-    r->best_loss = INFINITY;
+    r->early.patience = fsgd_train_patience(r->looks);
+    r->stats->patience_epochs = (double)r->early.patience / (double)r->looks;
+    r->early.best_loss = INFINITY;
     if (r->auto_epochs && rc == 0) {
         int brc = fsgd_best_open(&t->best, (size_t)r->model_dim);
         t->hold_margin = malloc(t->hold.n_rows * sizeof *t->hold_margin);
@@ -1542,16 +610,16 @@ static int train_step(train_run_t *r, size_t b)
     fsgd_train_stats_t *stats = r->stats;
     const int W = t->n_workers;
     int rc = 0;
-    double s0 = now();
+    double s0 = fsgd_clock_s();
     size_t cnt = t->batch_rows[b];
     for (int i = 0; i < W; i++) {
         t->workers[i].batch = &t->slices[b * (size_t)W + (size_t)i];
         t->workers[i].batch_id = (int64_t)(b * (size_t)W + (size_t)i);
     }
     fsgd_stale_rewind(&t->stale, t->adam.theta);
-    run_round(t, PHASE_GRADIENT);
+    fsgd_trainer_round(t, PHASE_GRADIENT);
     fsgd_stale_replay(&t->stale, t->adam.theta);
-    double s1 = now();
+    double s1 = fsgd_clock_s();
     stats->t_grad_round += s1 - s0;
     for (int i = 0; i < W && rc == 0; i++) {
         worker_t *w = &t->workers[i];
@@ -1564,18 +632,18 @@ static int train_step(train_run_t *r, size_t b)
     r->loss_rows += cnt;
     t->inv_rows = 1.0 / (double)cnt;
     if (t->shards) {
-        rc = shards_step(t, cnt, s1 - s0, r->err, r->errsz);
+        rc = fsgd_trainer_shards_step(t, cnt, s1 - s0, r->err, r->errsz);
         if (rc < 0)
             return rc;
     } else if (t->plain) {
-        split_keys(t, r->model_dim);
+        fsgd_trainer_split_keys(t, r->model_dim);
         fsgd_adam_advance(&t->adam);
-        run_round(t, PHASE_UPDATE);
+        fsgd_trainer_round(t, PHASE_UPDATE);
     } else {
         double lsum = 0;
         for (int i = 0; i < W; i++)
             lsum += t->workers[i].loss;
-        rc = strategy_step(t, cnt, lsum, s1 - s0, r->err, r->errsz);
+        rc = fsgd_trainer_strategy_step(t, cnt, lsum, s1 - s0, r->err, r->errsz);
         if (rc < 0)
             return rc;
     }
@@ -1586,7 +654,7 @@ static int train_step(train_run_t *r, size_t b)
         rc = train_send_theta(r);
     if (rc < 0)
         return rc;
-    double s2 = now();
+    double s2 = fsgd_clock_s();
     stats->t_update += s2 - s1;
     r->train_time += s2 - s0;
     stats->steps++;
@@ -1608,27 +676,16 @@ static int train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step
     const uint64_t E = r->looks, nb = t->n_batches;
     if (!r->auto_epochs || !(last_step || ((uint64_t)(k + 1) * E) / nb != ((uint64_t)k * E) / nb))
         return 0;
-    int rc = 0;
-    double h0 = now();
+    double h0 = fsgd_clock_s();
     /* the mean loss only: an AUC would sort the holdout at every look */
-    margins(job->threads, t->adam.theta, r->model_dim, &t->hold, t->hold_margin);
+    fsgd_train_margins(job->threads, t->adam.theta, r->model_dim, &t->hold, t->hold_margin);
     double hold_loss = 0;
     for (size_t i = 0; i < t->hold.n_rows; i++)
         hold_loss += fsgd_loss_value(job->model, t->hold_margin[i], fsgd_loss_label(job->model, t->hold.label[i]));
     hold_loss /= (double)t->hold.n_rows;
-    /* A new best must beat the old by a relative 1e-4, so that a
-     * plateau of noise does not keep training going forever. */
-    if (hold_loss < r->best_loss * (1 - 1e-4)) {
-        r->best_loss = hold_loss;
-        r->since_best = 0;
-        stats->best_epoch = (double)(epoch - 1) + (double)(k + 1) / (double)t->n_batches;
-        if (fsgd_best_save(&t->best, t->adam.theta) < 0)
-            rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
-    } else if (++r->since_best >= r->patience) {
-        r->stop_early = 1;
-    }
-    stats->holdout_loss = r->best_loss;
-    double h1 = now();
+    int rc = fsgd_early_look(&r->early, &t->best, t->adam.theta, hold_loss,
+                             (double)(epoch - 1) + (double)(k + 1) / (double)t->n_batches, stats, r->err, r->errsz);
+    double h1 = fsgd_clock_s();
     stats->t_holdout += h1 - h0;
     r->train_time += h1 - h0;
     return rc;
@@ -1642,18 +699,18 @@ static void train_eval_test(train_run_t *r, int last_step)
     const fsgd_job_t *job = r->job;
     fsgd_train_stats_t *stats = r->stats;
     int eval_now = r->test_rows.n_rows && r->test_live &&
-                   (last_step || r->stop_early ||
+                   (last_step || r->early.stop ||
                     (job->eval_every > 0 && stats->steps % (uint64_t)job->eval_every == 0));
     stats->seconds = r->train_time;
     if (!eval_now)
         return;
-    margins(job->threads, r->t.adam.theta, r->model_dim, &r->test_rows, r->test_margin);
+    fsgd_train_margins(job->threads, r->t.adam.theta, r->model_dim, &r->test_rows, r->test_margin);
     stats->test = fsgd_metrics_compute(job->model, r->test_margin, r->test_rows.label, r->test_rows.n_rows);
     if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
         stats->best_test_auc = stats->test.auc;
     if (job->target_auc > 0 && stats->time_to_target < 0 && stats->test.auc >= job->target_auc) {
         stats->time_to_target = r->train_time;
-        stats->target_clock = now();
+        stats->target_clock = fsgd_clock_s();
     }
 }
 
@@ -1661,13 +718,13 @@ static void train_eval_test(train_run_t *r, int last_step)
  * second otherwise, with the mean training loss since the last. */
 static void train_report(train_run_t *r, int last_step)
 {
-    double tnow = now();
-    if (r->stop_early)
+    double tnow = fsgd_clock_s();
+    if (r->early.stop)
         last_step = 1;
     if (!r->progress || !(last_step || tnow - r->last_report >= 1.0))
         return;
     r->stats->last_loss = r->loss_rows ? r->loss_acc / (double)r->loss_rows : NAN;
-    sum_worker_stats(&r->t, r->stats);
+    fsgd_trainer_sum_stats(&r->t, r->stats);
     r->progress(r->ctx, r->stats, last_step);
     r->last_report = tnow;
     r->loss_acc = 0;
@@ -1679,10 +736,10 @@ static void train_report(train_run_t *r, int last_step)
 static int train_epochs(train_run_t *r, int rc)
 {
     trainer_t *t = &r->t;
-    for (int epoch = 1; epoch <= r->max_epochs && !r->stop_early && rc == 0; epoch++) {
+    for (int epoch = 1; epoch <= r->max_epochs && !r->early.stop && rc == 0; epoch++) {
         r->stats->epoch = epoch;
         shuffle(t->order, t->n_batches, &r->rng);
-        for (size_t k = 0; k < t->n_batches && !r->stop_early && rc == 0; k++) {
+        for (size_t k = 0; k < t->n_batches && !r->early.stop && rc == 0; k++) {
             rc = train_step(r, t->order[k]);
             if (rc < 0)
                 break;
@@ -1699,12 +756,7 @@ static int train_epochs(train_run_t *r, int rc)
 /* Releases the worker threads from their wait for a round and joins them. */
 static void train_stop_threads(train_run_t *r)
 {
-    trainer_t *t = &r->t;
-    t->stop = 1;
-    if (r->started > 1)
-        spin_barrier_wait(&t->start);
-    for (int i = 1; i < r->started; i++)
-        pthread_join(t->workers[i].thread, NULL);
+    fsgd_trainer_stop(&r->t, r->started);
 }
 
 /* The model's weights take θ's memory where the sizes agree (an intercept:
@@ -1729,7 +781,7 @@ static int train_finish(train_run_t *r, int rc)
     const fsgd_job_t *job = r->job;
     trainer_t *t = &r->t;
     fsgd_train_stats_t *stats = r->stats;
-    sum_worker_stats(t, stats);
+    fsgd_trainer_sum_stats(t, stats);
     if (t->shards) {
         /* the shards' state is the model's: back into the global arrays */
         if (fsgd_shards_store(t->shards, &t->adam, t->ftrl_on ? &t->ftrl : NULL) < 0 && rc == 0)
@@ -1739,7 +791,7 @@ static int train_finish(train_run_t *r, int rc)
         fsgd_shards_destroy(t->shards);
         t->shards = NULL;
     }
-    stats->stopped_early = r->stop_early;
+    stats->stopped_early = r->early.stop;
     stats->epochs_run = t->n_batches ? (double)stats->steps / (double)t->n_batches : 0;
     /* The batches are not read again: their memory goes before the model's
      * copy of the weights is made. */
@@ -1766,7 +818,7 @@ static int train_finish(train_run_t *r, int rc)
             fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
         else {
             int adopted = adopt_theta(r);
-            if (r->auto_epochs && r->best_loss < INFINITY)
+            if (r->auto_epochs && r->early.best_loss < INFINITY)
                 rc = fsgd_best_load(&t->best, r->model->w, r->err, r->errsz);
             else if (!adopted)
                 memcpy(r->model->w, t->adam.theta, r->model_dim * sizeof *r->model->w);
@@ -1781,26 +833,29 @@ static int train_finish(train_run_t *r, int rc)
             stats->weights_nonzero += final_w[k] != 0;
     }
     if (rc == 0 && r->test_rows.n_rows) {
-        margins(job->threads, final_w, r->model_dim, &r->test_rows, r->test_margin);
+        fsgd_train_margins(job->threads, final_w, r->model_dim, &r->test_rows, r->test_margin);
         stats->test = fsgd_metrics_compute(job->model, r->test_margin, r->test_rows.label, r->test_rows.n_rows);
         if (!isnan(stats->test.auc) && (isnan(stats->best_test_auc) || stats->test.auc > stats->best_test_auc))
             stats->best_test_auc = stats->test.auc;
     }
-    if (rc == 0 && job->save_state && (rc = save_state(t, fsgd_train_state_kind(job), r->model_dim, r->model)) < 0)
+    if (rc == 0 && job->save_state && (rc = fsgd_train_save_state(t, fsgd_train_state_kind(job), r->model_dim, r->model)) < 0)
         fsgd_err_fmt(r->err, r->errsz, rc, "out of memory for the model");
     return rc;
 }
 
-static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t *shrink, size_t keep_rows,
-                      const fsgd_csr_t *test, fsgd_csr_t *free_test, uint64_t dim, const fsgd_model_t *init,
-                      fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
-                      char *err, size_t errsz)
+/* fsgd_train on rows in memory (FSGD_TRAIN_ROWS, FSGD_TRAIN_ROWS_OWNED). */
+static int train_in_memory(const fsgd_job_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init,
+                           fsgd_model_t *model, fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err,
+                           size_t errsz)
 {
-    train_run_t r = {.job = job, .train = train, .shrink = shrink, .keep_rows = keep_rows, .test = test,
-                     .free_test = free_test, .dim = dim, .model_dim = dim + (job->bias ? 1 : 0),
+    const int owned = in->source == FSGD_TRAIN_ROWS_OWNED;
+    train_run_t r = {.job = job, .train = owned ? in->owned_rows : in->rows,
+                     .shrink = owned ? in->owned_rows : NULL, .keep_rows = owned ? in->keep_rows : 0,
+                     .test = owned ? in->owned_test : in->test, .free_test = owned ? in->owned_test : NULL,
+                     .dim = in->dim, .model_dim = in->dim + (job->bias ? 1 : 0),
                      .bias = job->bias, .ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL, .init = init,
-                     .model = model, .stats = stats, .progress = progress, .ctx = ctx, .err = err,
-                     .errsz = errsz, .t = {.job = job}};
+                     .model = model, .stats = stats, .progress = hooks ? hooks->progress : NULL,
+                     .ctx = hooks ? hooks->ctx : NULL, .err = err, .errsz = errsz, .t = {.job = job}};
     int rc;
     if ((rc = train_check(&r)) < 0 || (rc = train_setup(&r)) < 0)
         return rc;
@@ -1817,136 +872,34 @@ static int train_impl(const fsgd_job_t *job, const fsgd_csr_t *train, fsgd_csr_t
     rc = train_finish(&r, rc);
     free(r.new_vals);
     free(r.test_margin);
-    cleanup(&r.t, &r.rows, &r.test_rows);
+    fsgd_trainer_free(&r.t);
+    fsgd_csr_free(&r.rows);
+    fsgd_csr_free(&r.test_rows);
     return rc;
 }
 
-/* ---- fsgd/train_pool.h: the step engine above for fsgd_train_stream ---- */
-
-struct fsgd_train_pool {
-    trainer_t t;
-    int started; /* threads running, this one included */
-};
-
-fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim, const fsgd_adam_params_t *ap,
-                                       int count_keys, const fsgd_ftrl_params_t *ftrl, double l2, int threads,
-                                       char *err, size_t errsz)
+int fsgd_train(const fsgd_job_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init, fsgd_model_t *model,
+               fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz)
 {
-    if (threads < 1 || threads > 64) {
-        fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%d threads: 1 to 64", threads);
-        return NULL;
+    fsgd_train_progress_fn progress = hooks ? hooks->progress : NULL;
+    void *ctx = hooks ? hooks->ctx : NULL;
+    switch (in->source) {
+    case FSGD_TRAIN_CACHE:
+        if (init)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "a warm start (init) is not supported from a row cache");
+        return fsgd_train_stream(job, in->cache, in->hold, in->test, in->dim, model, stats, progress, ctx, err,
+                                 errsz);
+    case FSGD_TRAIN_ROWS:
+    case FSGD_TRAIN_ROWS_OWNED:
+        break;
+    default:
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unknown training input source %d", (int)in->source);
     }
-    fsgd_train_pool_t *p = calloc(1, sizeof *p);
-    if (!p) {
-        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    trainer_t *t = &p->t;
-    t->job = job;
-    t->l2 = l2;
-    t->n_workers = threads;
-    p->started = 1;
-    int rc;
-    if (ftrl) {
-        rc = fsgd_adam_init_weights(&t->adam, model_dim);
-        if (rc == 0)
-            rc = fsgd_ftrl_init(&t->ftrl, model_dim, ftrl);
-        t->ftrl_on = rc == 0;
-    } else {
-        rc = fsgd_adam_init(&t->adam, model_dim, ap);
-        if (rc == 0 && count_keys)
-            rc = fsgd_adam_count_keys(&t->adam);
-    }
-    if (rc == 0 && !(t->workers = calloc((size_t)threads, sizeof *t->workers)))
-        rc = FSGD_E_NOMEM;
-    if (rc < 0) {
-        fsgd_err_fmt(err, errsz, rc, "out of memory setting up training (model dim %llu)",
-                     (unsigned long long)model_dim);
-        fsgd_train_pool_free(p);
-        return NULL;
-    }
-    /* the streaming step: CPU backend, codec none (a plain decode-and-sum) */
-    for (int i = 0; i < threads && rc == 0; i++) {
-        worker_t *w = &t->workers[i];
-        w->t = t;
-        w->batch_id = -1;
-        if (!(w->backend = fsgd_backend_new("cpu", model_dim, t->adam.theta, err, errsz)) ||
-            !(w->strat = fsgd_sworker_new("none", model_dim, job->seed + (uint64_t)i, err, errsz)))
-            rc = FSGD_E_ARG;
-    }
-    if (rc == 0 && !(t->agg = fsgd_sagg_new("none", model_dim, job->seed, err, errsz)))
-        rc = FSGD_E_ARG;
-    if (rc == 0 && !(t->plain = fsgd_sagg_plain_sum(t->agg)))
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_STATE, "codec none is not a plain sum");
-    t->direct = t->plain;
-    atomic_init(&t->start.parties, (unsigned)threads);
-    atomic_init(&t->done.parties, (unsigned)threads);
-    for (; rc == 0 && p->started < threads; p->started++)
-        if (pthread_create(&t->workers[p->started].thread, NULL, worker_main, &t->workers[p->started]) != 0)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "cannot start worker thread %d", p->started);
-    if (rc < 0) {
-        atomic_store(&t->start.parties, (unsigned)p->started);
-        fsgd_train_pool_free(p);
-        return NULL;
-    }
-    return p;
-}
-
-fsgd_adam_t *fsgd_train_pool_adam(fsgd_train_pool_t *p)
-{
-    return &p->t.adam;
-}
-
-uint64_t fsgd_train_pool_touched(const fsgd_train_pool_t *p, uint64_t n_keys)
-{
-    return p->t.ftrl_on ? fsgd_ftrl_touched(&p->t.ftrl, n_keys) : fsgd_adam_touched(&p->t.adam, n_keys);
-}
-
-int fsgd_train_pool_step(fsgd_train_pool_t *p, fsgd_train_pool_fill_fn fill, void *ctx, size_t rows,
-                         double *loss, size_t *nnz, double *t_round, char *err, size_t errsz)
-{
-    trainer_t *t = &p->t;
-    const int W = t->n_workers;
-    double s0 = now();
-    t->fill = fill;
-    t->fill_ctx = ctx;
-    run_round(t, PHASE_GRADIENT);
-    t->fill = NULL;
-    *t_round = now() - s0;
-    *loss = 0;
-    *nnz = 0;
-    for (int i = 0; i < W; i++) {
-        if (t->workers[i].rc < 0)
-            return fsgd_err_fmt(err, errsz, t->workers[i].rc, "worker %d: %s", i, t->workers[i].err);
-        *loss += t->workers[i].loss;
-        *nnz += t->workers[i].own.nnz;
-    }
-    t->inv_rows = 1.0 / (double)rows;
-    split_keys(t, t->adam.dim);
-    fsgd_adam_advance(&t->adam);
-    run_round(t, PHASE_UPDATE);
-    for (int i = 0; i < W; i++)
-        if (t->workers[i].rc < 0)
-            return fsgd_err_fmt(err, errsz, t->workers[i].rc, "worker %d: %s", i, t->workers[i].err);
-    return FSGD_E_OK;
-}
-
-void fsgd_train_pool_stats(const fsgd_train_pool_t *p, fsgd_train_stats_t *stats)
-{
-    sum_worker_stats(&p->t, stats);
-}
-
-void fsgd_train_pool_free(fsgd_train_pool_t *p)
-{
-    if (!p)
-        return;
-    trainer_t *t = &p->t;
-    t->stop = 1;
-    if (p->started > 1)
-        spin_barrier_wait(&t->start);
-    for (int i = 1; i < p->started; i++)
-        pthread_join(t->workers[i].thread, NULL);
-    fsgd_csr_t none = {0}, none2 = {0};
-    cleanup(t, &none, &none2);
-    free(p);
+    const int owned = in->source == FSGD_TRAIN_ROWS_OWNED;
+    if (!(owned ? in->owned_rows : in->rows))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "no training rows");
+    int rc = train_in_memory(job, in, init, model, stats, hooks, err, errsz);
+    if (owned)
+        fsgd_csr_free(in->owned_test); /* if an early error left it whole */
+    return rc;
 }

@@ -77,3 +77,20 @@ void fsgd_best_close(fsgd_best_t *b)
     free(b->mem);
     memset(b, 0, sizeof *b);
 }
+
+int fsgd_early_look(fsgd_early_t *e, fsgd_best_t *best, const float *theta, double loss, double epochs,
+                    fsgd_train_stats_t *stats, char *err, size_t errsz)
+{
+    int rc = 0;
+    if (loss < e->best_loss * (1 - 1e-4)) {
+        e->best_loss = loss;
+        e->since_best = 0;
+        stats->best_epoch = epochs;
+        if (fsgd_best_save(best, theta) < 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
+    } else if (++e->since_best >= e->patience) {
+        e->stop = 1;
+    }
+    stats->holdout_loss = e->best_loss;
+    return rc;
+}

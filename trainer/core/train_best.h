@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fsgd/train.h"
+
 typedef struct fsgd_best {
     size_t n;    /* floats a copy holds */
     int fd;      /* the temporary file, when file */
@@ -29,5 +31,23 @@ int fsgd_best_save(fsgd_best_t *b, const float *w);
 int fsgd_best_load(const fsgd_best_t *b, float *out, char *err, size_t errsz);
 /* Closes the file, frees the memory; a zeroed or closed b is a no-op. */
 void fsgd_best_close(fsgd_best_t *b);
+
+/* Early stopping (epochs auto), one rule for rows in memory and from a
+ * cache. */
+typedef struct fsgd_early {
+    double best_loss; /* INFINITY before the first look */
+    int since_best;   /* looks since the best */
+    int patience;     /* looks in a row without a new best that stop the run */
+    int stop;         /* set when they have */
+} fsgd_early_t;
+
+/* A look: the holdout's mean loss after `epochs` (fractional) epochs. A
+ * new best must beat the best so far by a relative 1e-4, so that a plateau
+ * of noise does not keep training going forever: its weights theta are
+ * kept in best (fsgd_best_save) and stats->best_epoch set; after
+ * e->patience looks without one, e->stop is set. stats->holdout_loss gets
+ * the best loss. 0, or FSGD_E_NOMEM with err set. */
+int fsgd_early_look(fsgd_early_t *e, fsgd_best_t *best, const float *theta, double loss, double epochs,
+                    fsgd_train_stats_t *stats, char *err, size_t errsz);
 
 #endif

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "aggregator_internal.h"
+#include "fsgd/clock.h"
 
 void agg_log(agg_t *a, const char *fmt, ...)
 {
@@ -48,9 +49,7 @@ void agg_reject(agg_t *a, int reason, const char *fmt, ...)
 
 double agg_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
+    return fsgd_clock_s();
 }
 
 /* --- the barrier --- */

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "fsgd/auth.h"
+#include "fsgd/clock.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "ctl.h"
@@ -99,13 +100,6 @@ int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_job_t *job,
     return 1;
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int fsgd_data_summary_read(fsgd_bus_client_t *c, const fsgd_job_t *job, fsgd_data_summary_t *s, char *err,
                            size_t errsz)
 {
@@ -124,8 +118,8 @@ int fsgd_data_summary_read(fsgd_bus_client_t *c, const fsgd_job_t *job, fsgd_dat
     int64_t next = lo;
     /* the events are few and small; a topic that does not deliver them
      * soon only costs the scan this would have saved */
-    double until = mono_s() + 5;
-    while (tmp && next < hi && mono_s() < until) {
+    double until = fsgd_clock_s() + 5;
+    while (tmp && next < hi && fsgd_clock_s() < until) {
         fsgd_bus_msg_t *m = fsgd_bus_poll(c, 100);
         if (!m)
             continue;

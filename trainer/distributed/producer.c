@@ -13,6 +13,7 @@
 
 #include "fsgd/bus.h"
 #include "fsgd/auth.h"
+#include "fsgd/clock.h"
 #include "fsgd/csr.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
@@ -34,13 +35,6 @@ void fsgd_produce_stop(void)
 static int stopped(char *err, size_t errsz)
 {
     return produce_stop ? fsgd_err_fmt(err, errsz, FSGD_E_STATE, "produce: stopped by a signal") : 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 int fsgd_produce_partitions_needed(uint64_t bytes)
@@ -283,7 +277,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     if (!rc)
         rc = fsgd_bus_watermarks_all(rk, topic, P, lo0, hi0, 10000, err, errsz);
     st->partitions = P;
-    double t0 = now_s(), last = t0;
+    double t0 = fsgd_clock_s(), last = t0;
     uint64_t lineno = 0;
     fsgd_libsvm_stats_t lst = {0};
     char src[1200];
@@ -316,7 +310,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
         }
         if (!rc && c->rc)
             rc = fsgd_err_fmt(err, errsz, c->rc, "%s", c->err);
-        double t = now_s();
+        double t = fsgd_clock_s();
         if (!rc && progress && t - last >= 1.0) {
             last = t;
             st->seconds = t - t0;
@@ -356,7 +350,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
         rc = send_rows(&out, &one, 0, one.n_rows, line, (size_t)n, err, errsz);
         if (rc)
             break;
-        double t = now_s();
+        double t = fsgd_clock_s();
         if (progress && t - last >= 1.0) {
             last = t;
             st->seconds = t - t0;
@@ -413,7 +407,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     free(sum);
     free(lo1);
     free(hi1);
-    st->seconds = now_s() - t0;
+    st->seconds = fsgd_clock_s() - t0;
     st->bad_rows = lst.bad_rows;
     memcpy(st->first_bad, lst.first_bad, sizeof st->first_bad);
     if (!rc && progress)

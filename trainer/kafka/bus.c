@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "bus_impl.h"
+#include "fsgd/clock.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/auth.h"
@@ -296,13 +297,6 @@ rd_kafka_t *fsgd_kbus_group_consumer(const char *brokers, const char *group, fsg
     return client(FSGD_KCLIENT_CONSUMER, brokers, group, rebalance, opaque, 0, err, errsz);
 }
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static void sleep_ms(int ms)
 {
     struct timespec ns = {ms / 1000, (long)(ms % 1000) * 1000000};
@@ -413,9 +407,9 @@ int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
     int n = -1, leaderless = -1, wait_ms = 5;
-    double t0 = mono_ms();
+    double t0 = fsgd_clock_ms();
     for (;;) {
-        double left = timeout_ms - (mono_ms() - t0);
+        double left = timeout_ms - (fsgd_clock_ms() - t0);
         e = rd_kafka_metadata(rk, 0, t, &md, left > 100 ? (int)left : 100);
         if (!e && md->topic_cnt == 1 && !md->topics[0].err && md->topics[0].partition_cnt > 0) {
             const rd_kafka_metadata_topic_t *mt = &md->topics[0];
@@ -435,7 +429,7 @@ int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char
         if (md)
             rd_kafka_metadata_destroy(md);
         md = NULL;
-        if (mono_ms() - t0 > timeout_ms)
+        if (fsgd_clock_ms() - t0 > timeout_ms)
             break;
         /* a new topic's leaders come within tens of ms on a small cluster:
          * look again soon, then back off to 100 ms */
@@ -543,19 +537,19 @@ int fsgd_kbus_flush(rd_kafka_t *rk, int timeout_ms, char *err, size_t errsz)
 int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                          int timeout_ms, char *err, size_t errsz)
 {
-    double t0 = mono_ms();
+    double t0 = fsgd_clock_ms();
     int tries = 0;
     for (;;) {
-        double left = timeout_ms - (mono_ms() - t0);
+        double left = timeout_ms - (fsgd_clock_ms() - t0);
         rd_kafka_resp_err_t e =
             rd_kafka_query_watermark_offsets(rk, topic, partition, lo, hi, left > 1000 ? (int)left : 1000);
         tries++;
         if (!e)
             return 0;
-        if (!retriable(e) || mono_ms() - t0 + 200 > timeout_ms)
+        if (!retriable(e) || fsgd_clock_ms() - t0 + 200 > timeout_ms)
             return fsgd_err_fmt(err, errsz, e == RD_KAFKA_RESP_ERR__TIMED_OUT ? FSGD_E_TIMEOUT : FSGD_E_KAFKA,
                                 "watermarks of %s [%d]: %s (%d tries in %.1f s)", topic, (int)partition,
-                                rd_kafka_err2str(e), tries, (mono_ms() - t0) / 1e3);
+                                rd_kafka_err2str(e), tries, (fsgd_clock_ms() - t0) / 1e3);
         /* a leader that moved: fetch fresh metadata before asking again */
         const struct rd_kafka_metadata *md = NULL;
         rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
@@ -681,11 +675,11 @@ static int read_ranges(rd_kafka_t *consumer, const char *topic, int n, const int
                             n > 1 ? ", ..." : "", rd_kafka_err2str(e));
     }
     int rc = 0;
-    double last = mono_ms();
+    double last = fsgd_clock_ms();
     while (open > 0 && rc == 0) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, 100);
         if (!m) {
-            if (mono_ms() - last > timeout_ms) {
+            if (fsgd_clock_ms() - last > timeout_ms) {
                 int i = 0;
                 while (i < n - 1 && next[i] >= ends[i])
                     i++;
@@ -759,7 +753,7 @@ static int read_ranges(rd_kafka_t *consumer, const char *topic, int n, const int
         next[i] = m->offset + 1;
         if (next[i] >= ends[i])
             open--;
-        last = mono_ms();
+        last = fsgd_clock_ms();
         rd_kafka_message_destroy(m);
     }
     rd_kafka_assign(consumer, NULL);

@@ -12,6 +12,7 @@
 
 #include "bus_impl.h"
 #include "fsgd/auth.h"
+#include "fsgd/clock.h"
 #include "fsgd/error.h"
 
 /* A stored message: its value, then (in the same allocation) its key and
@@ -112,13 +113,6 @@ typedef struct mmsg_out {
 } mmsg_out_t;
 
 static const fsgd_bus_ops_t mem_ops;
-
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int find_topic(const mcluster_t *cl, const char *name)
 {
@@ -224,7 +218,7 @@ static int append(mcluster_t *cl, int topic, int32_t partition, const void *val,
 /* Stores the delayed messages whose time has come. */
 static void deliver_due(mcluster_t *cl)
 {
-    double now = mono();
+    double now = fsgd_clock_s();
     int k = 0;
     for (int i = 0; i < cl->nd; i++) {
         mdelayed_t *d = &cl->d[i];
@@ -273,7 +267,7 @@ static void group_remove(mcluster_t *cl, mgroup_t *g, mmember_t *m)
 /* Members whose session ended leave their groups. */
 static void expire(mcluster_t *cl)
 {
-    double now = mono();
+    double now = fsgd_clock_s();
     for (int gi = 0; gi < cl->ng; gi++) {
         mgroup_t *g = cl->g[gi];
         for (int i = 0; i < g->n; i++)
@@ -287,7 +281,7 @@ static void expire(mcluster_t *cl)
 static void wait_until(mcluster_t *cl, double until)
 {
     struct timespec ts;
-    double s = until - mono();
+    double s = until - fsgd_clock_s();
     if (s <= 0)
         return;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -401,7 +395,7 @@ void fsgd_bus_mem_kill(fsgd_bus_t *bb, int member, int session_ms)
         cl->dead = nd;
         cl->dead[cl->ndead++] = member;
     }
-    double at = mono() + session_ms / 1e3;
+    double at = fsgd_clock_s() + session_ms / 1e3;
     for (int gi = 0; gi < cl->ng; gi++)
         for (int i = 0; i < cl->g[gi]->n; i++)
             if (cl->g[gi]->m[i]->tag == member)
@@ -525,7 +519,7 @@ static int produce_locked(mclient_t *c, const char *topic, int32_t partition, co
     deliver_due(cl);
     int delay_ms = 0;
     fsgd_bus_fault_t f = cl->hook ? cl->hook(cl->hook_ctx, topic, partition, val, len, &delay_ms) : FSGD_BUS_DELIVER;
-    double now = mono();
+    double now = fsgd_clock_s();
     if (f == FSGD_BUS_DROP)
         return 0;
     if (f == FSGD_BUS_DELAY) {
@@ -675,7 +669,7 @@ static fsgd_bus_msg_t *m_poll(fsgd_bus_client_t *bc, int timeout_ms)
 {
     mclient_t *c = (mclient_t *)bc;
     mcluster_t *cl = c->cl;
-    double until = mono() + timeout_ms / 1e3;
+    double until = fsgd_clock_s() + timeout_ms / 1e3;
     pthread_mutex_lock(&cl->mu);
     for (;;) {
         deliver_due(cl);
@@ -730,7 +724,7 @@ static fsgd_bus_msg_t *m_poll(fsgd_bus_client_t *bc, int timeout_ms)
                     m->val = o->copy;
                     m->len = s->len;
                     unpack(m, o->copy, s->len, s->klen, s->mlen);
-                    m->lat_ms = (mono() - s->sent) * 1e3;
+                    m->lat_ms = (fsgd_clock_s() - s->sent) * 1e3;
                     a->pos++;
                 }
                 c->rr = (c->rr + k + 1) % c->na;
@@ -738,15 +732,15 @@ static fsgd_bus_msg_t *m_poll(fsgd_bus_client_t *bc, int timeout_ms)
                 return m;
             }
         }
-        if (mono() >= until)
+        if (fsgd_clock_s() >= until)
             break;
         /* wake for delayed messages and session ends too */
         double next = until;
         for (int i = 0; i < cl->nd; i++)
             if (cl->d[i].due < next)
                 next = cl->d[i].due;
-        if (next > mono() + 0.05)
-            next = mono() + 0.05;
+        if (next > fsgd_clock_s() + 0.05)
+            next = fsgd_clock_s() + 0.05;
         wait_until(cl, next);
     }
     pthread_mutex_unlock(&cl->mu);

@@ -6,15 +6,9 @@
 #include <time.h>
 
 #include "bus_impl.h"
+#include "fsgd/clock.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
-
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 /* Causes that do not go away by waiting: a certificate not trusted, a
  * password refused. Seen twice (librdkafka reconnects within a second), the
@@ -45,11 +39,11 @@ int fsgd_kbus_connect(const char *brokers, int timeout_ms, char *err, size_t err
     rd_kafka_t *rk = fsgd_kbus_client_watched(brokers, e, sizeof e);
     if (!rk)
         return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "brokers %s: %s", brokers, e);
-    const double start = mono_ms(), end = start + timeout_ms;
+    const double start = fsgd_clock_ms(), end = start + timeout_ms;
     int ok = 0, lasting_seen = 0;
     rd_kafka_resp_err_t mdrc = RD_KAFKA_RESP_ERR__TIMED_OUT;
     for (;;) {
-        double left = end - mono_ms();
+        double left = end - fsgd_clock_ms();
         if (left <= 0)
             break;
         const struct rd_kafka_metadata *md = NULL;
@@ -73,7 +67,7 @@ int fsgd_kbus_connect(const char *brokers, int timeout_ms, char *err, size_t err
     rd_kafka_destroy(rk);
     if (ok)
         return 0;
-    const double now = mono_ms();
+    const double now = fsgd_clock_ms();
     return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "brokers %s: no connection %s %.1f s: %s (%s)%s", brokers,
                         now < end ? "after" : "within", (now < end ? now - start : timeout_ms) / 1e3, why, name,
                         scram_hint());

@@ -10,9 +10,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "fsgd/clock.h"
 #include "fsgd/error.h"
-#include "fsgd/prom.h"
 #include "fsgd/version.h"
+#include "prom.h"
 
 /* Step durations from a loopback mock broker (~1 ms) to a slow WAN (10 s). */
 static const double step_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -46,13 +47,6 @@ static struct {
 /* Parameters a strategy may change while it runs, asked for each step
  * (fsgd_sagg_param answers NaN for those it does not have). */
 static const char *const live_params[] = {"bits", "energy", "k", "ratio", "b", "tau", "l"};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void set(int id, double v)
 {
@@ -337,7 +331,7 @@ void fsgd_observe_worker_step(const fsgd_worker_stats_t *s)
 {
     if (!g.reg || g.agg)
         return;
-    double t = now_s();
+    double t = fsgd_clock_s();
     if (g.last_step_at > 0)
         fsgd_prom_observe(g.reg, g.hist, t - g.last_step_at);
     g.last_step_at = t;

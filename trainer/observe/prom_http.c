@@ -1,4 +1,4 @@
-/* GET /metrics over HTTP with libmicrohttpd (fsgd/prom.h): one internal
+/* GET /metrics over HTTP with libmicrohttpd (prom.h): one internal
  * polling thread; each request renders the registry afresh under its lock.
  * libmicrohttpd's own error log stays off: a library does not print. */
 #include <arpa/inet.h>
@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 
 #include "fsgd/error.h"
-#include "fsgd/prom.h"
+#include "prom.h"
 
 struct fsgd_prom_server {
     struct MHD_Daemon *d;

@@ -112,59 +112,73 @@ typedef struct fsgd_train_stats {
 
 /* Called once before the first step (end_of_epoch = -1: setup done, stats->backend set),
  * about once a second and at every epoch end (end_of_epoch = 1); in memory
- * (not fsgd_train_stream) and without job->save_state, once more with
+ * (not FSGD_TRAIN_CACHE) and without job->save_state, once more with
  * FSGD_TRAIN_MODEL_READY when the model's weights and shape are final, before
  * the test rows are scored: from then on the trainer only reads the model,
  * so the caller may start writing it (model->input is the caller's to set). */
 typedef void (*fsgd_train_progress_fn)(void *ctx, const fsgd_train_stats_t *s, int end_of_epoch);
 #define FSGD_TRAIN_MODEL_READY (-2)
 
-/* Trains on `train` (test may be NULL or empty) with the job's settings.
- * dim is the feature dimension (every column of train/test must be < dim
- * except test columns, which are ignored when >= dim). On success *model
- * holds the weights (caller frees with fsgd_model_free) and *stats the
- * final figures. With job->epochs 0 (auto) a job->holdout fraction of train
- * is held out, training stops when its loss stops improving, and the model
- * is the best one seen; job->l2 < 0 (auto) means λ = 1/n_train, job->lr < 0
- * (auto) 0.15/sqrt(steps per epoch). Adam runs with per-key bias
- * corrections (fsgd_adam_count_keys). */
-int fsgd_train(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
-               fsgd_model_t *model, fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx,
-               char *err, size_t errsz);
+/* What fsgd_train trains on. */
+typedef enum fsgd_train_source {
+    FSGD_TRAIN_ROWS = 0, /* rows in memory, only read */
+    /* rows in memory that training frees as it goes: test once copied (it
+     * is then empty, n_rows 0), and once the rows are cut into the step
+     * batches (which hold their own copy), all of the rows but the first
+     * keep_rows, so a big file is not held twice through training (1M
+     * CTR rows: ~320 MB). On an error before that they may be whole;
+     * n_rows says which. Test is freed in any case. */
+    FSGD_TRAIN_ROWS_OWNED,
+    /* a row cache (fsgd/rowcache.h) instead of rows in memory: each epoch
+     * reads it in chunks of FSGD_TRAIN_STREAM_CHUNK rows, shuffles the rows
+     * within a chunk and trains on them in steps of B, so memory is the
+     * model's state plus one chunk. CPU backend, codec none; job->threads
+     * as in memory (each step's rows cut into one slice a thread). No init. */
+    FSGD_TRAIN_CACHE,
+} fsgd_train_source_t;
 
-/* fsgd_train starting from init's weights (NULL: zeros) instead of zeros:
- * init must have dim, the job's loss, intercept and bias value
- * (fsgd_train_check_init). Adam's state starts at zero; FTRL's z is set so
- * that its weights are init's (fsgd_ftrl_start_from). */
-int fsgd_train_from(const fsgd_job_t *job, const fsgd_csr_t *train, const fsgd_csr_t *test, uint64_t dim,
-                    const fsgd_model_t *init, fsgd_model_t *model, fsgd_train_stats_t *stats,
-                    fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz);
+typedef struct fsgd_train_input {
+    fsgd_train_source_t source;
+    const fsgd_csr_t *rows;  /* ROWS: the training rows */
+    const fsgd_csr_t *test;  /* ROWS, CACHE: test rows, NULL or empty for none; columns >= dim are ignored */
+    fsgd_csr_t *owned_rows;  /* ROWS_OWNED: the training rows, which training frees as it goes */
+    fsgd_csr_t *owned_test;  /* ROWS_OWNED: the test rows (NULL: none), freed once copied */
+    size_t keep_rows;        /* ROWS_OWNED: rows of owned_rows kept */
+    const char *cache;       /* CACHE: the row cache's path */
+    const fsgd_csr_t *hold;  /* CACHE: held-out rows kept in memory for early stopping (required for epochs
+                              * auto; NULL otherwise) */
+    uint64_t dim;            /* the feature dimension: every training column is < dim */
+} fsgd_train_input_t;
 
-/* fsgd_train_from that frees what it no longer reads: *test once copied
- * (with the intercept; it is then empty, n_rows 0), and once the rows are
- * cut into the step batches (which hold their own copy), all of *train but
- * its first keep_rows rows, so a big file is not held twice through
- * training (1M CTR rows: ~320 MB). On an error before that they may be
- * whole; n_rows says which. */
-int fsgd_train_from_shrinking(const fsgd_job_t *job, fsgd_csr_t *train, size_t keep_rows, fsgd_csr_t *test,
-                              uint64_t dim, const fsgd_model_t *init, fsgd_model_t *model,
-                              fsgd_train_stats_t *stats, fsgd_train_progress_fn progress, void *ctx, char *err,
-                              size_t errsz);
+/* What fsgd_train calls while it runs (fsgd_train_progress_fn). */
+typedef struct fsgd_train_hooks {
+    fsgd_train_progress_fn progress; /* NULL: none */
+    void *ctx;                       /* its first argument */
+} fsgd_train_hooks_t;
+
+/* Trains on `in` with the job's settings, starting from init's weights
+ * (NULL: zeros; it must have in->dim, the job's loss, intercept and bias
+ * value: fsgd_train_check_init; Adam's state starts at zero unless init
+ * holds this run's (fsgd_train_state_kind), FTRL's z is set so that its
+ * weights are init's, fsgd_ftrl_start_from). On success *model holds the
+ * weights (caller frees with fsgd_model_free) and *stats the final figures.
+ * With job->epochs 0 (auto) a job->holdout fraction of the rows is held out
+ * (with a cache: in->hold), training stops when its loss stops improving,
+ * and the model is the best one seen; job->l2 < 0 (auto) means
+ * λ = 1/n_train, job->lr < 0 (auto) 0.15/sqrt(steps per epoch). Adam runs
+ * with per-key bias corrections (fsgd_adam_count_keys). hooks may be NULL.
+ * Returns 0 or an fsgd error with err set. */
+int fsgd_train(const fsgd_job_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init, fsgd_model_t *model,
+               fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz);
 
 /* The optimizer state this job trains with and --save-state writes:
  * ftrl, Adam with per-key counts (lr auto) or plain Adam (an explicit lr).
- * fsgd_train_from resumes a model's state only when it is of this kind. */
+ * fsgd_train resumes an init model's state only when it is of this kind. */
 fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_job_t *job);
 
 /* Can a job over dim features start from init? 0, or FSGD_E_ARG with err
  * naming what differs: dim, loss, intercept or bias value. */
 int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz);
-
-/* Appends row r of src to dst with columns >= dim dropped and, when bias,
- * the constant feature (dim, bias_value) added: the rows the trainers see.
- * Returns 0 or FSGD_E_NOMEM. */
-int fsgd_train_append_biased(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t r, uint64_t dim, int bias,
-                             float bias_value);
 
 /* fsgd_train's settings from the data: lr auto and l2 auto for n_fit
  * training rows in steps of B (the job's values when not auto). */
@@ -203,21 +217,9 @@ double fsgd_train_auto_efsign_lr(size_t n_fit, size_t B);
 /* Looks without a new best before stopping: max(FSGD_TRAIN_PATIENCE, looks / 4). */
 int fsgd_train_patience(uint64_t looks);
 
-/* Rows read from the cache at a time by fsgd_train_stream: with B rows a
+/* Rows read from the cache at a time (FSGD_TRAIN_CACHE): with B rows a
  * step, the memory for data is this chunk, whatever the file's size. */
 #define FSGD_TRAIN_STREAM_CHUNK 65536
-
-/* fsgd_train over a row cache (fsgd/rowcache.h) instead of rows in memory:
- * each epoch reads the cache in chunks of FSGD_TRAIN_STREAM_CHUNK rows,
- * shuffles the rows within a chunk and trains on them in steps of B, so
- * memory is the model's state plus one chunk. CPU backend, codec none;
- * job->threads as fsgd_train picks them (each step's rows cut into one
- * slice a thread, fsgd/train_pool.h). hold (may be NULL; required for epochs auto) are held-out
- * rows kept in memory for early stopping; test may be NULL. The same
- * defaults (lr, l2, epochs auto) and statistics as fsgd_train. */
-int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
-                      const fsgd_csr_t *test, uint64_t dim, fsgd_model_t *model, fsgd_train_stats_t *stats,
-                      fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz);
 
 /* Evaluates a model on rows: margins then fsgd_metrics_compute. */
 int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out);

@@ -1,6 +1,6 @@
 /* The first pass of fsgd train --cache, or the reuse of its cache; see
- * train_cache.h. */
-#include "train_cache.h"
+ * fsgd/train_cache.h. */
+#include "fsgd/train_cache.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -169,7 +169,7 @@ static int labels_parse(const char *meta, fsgd_label_set_t *ls)
 }
 
 static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double test_fraction,
-                       const char *meta, fsgd_csr_t *hold, fsgd_csr_t *test, uint64_t *rows, uint64_t *max_col,
+                       const char *meta, fsgd_csr_t *hold, fsgd_csr_t *test, fsgd_train_cache_result_t *out,
                        char *err, size_t errsz)
 {
     pass_t p = {.job = job, .hold = hold, .test = test, .seed = job->seed ^ 0x5DEECE66DULL};
@@ -203,9 +203,8 @@ static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, dou
             else if (got > 0)
                 rc = take_chunk(&p, &chunk, err, errsz);
         }
-        if (rd && fsgd_libsvm_stats(rd)->bad_rows)
-            fprintf(stderr, "fsgd: %s: skipped %llu malformed rows\n", job->data,
-                    (unsigned long long)fsgd_libsvm_stats(rd)->bad_rows);
+        if (rd)
+            out->skipped_rows = fsgd_libsvm_stats(rd)->bad_rows;
         fsgd_libsvm_close(rd);
     }
     fsgd_csr_free(&chunk);
@@ -234,15 +233,15 @@ static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, dou
         return rc;
     }
     rc = fsgd_outfile_commit(&o, err, errsz);
-    *rows = p.rows;
-    *max_col = p.max_col;
+    out->rows = p.rows;
+    out->max_col = p.max_col;
     return rc;
 }
 
 /* Reads the holdout and test sections of an open cache whose key matched.
  * 0, or an error with err set (the caller rewrites the cache). */
 static int reuse(const fsgd_job_t *job, fsgd_rowcache_reader_t *rd, const fsgd_rowcache_info_t *info,
-                 double test_fraction, fsgd_csr_t *hold, fsgd_csr_t *test, uint64_t *rows, uint64_t *max_col,
+                 double test_fraction, fsgd_csr_t *hold, fsgd_csr_t *test, fsgd_train_cache_result_t *out,
                  int *bad_labels, char *err, size_t errsz)
 {
     fsgd_label_set_t ls;
@@ -263,16 +262,16 @@ static int reuse(const fsgd_job_t *job, fsgd_rowcache_reader_t *rd, const fsgd_r
         if ((got = fsgd_rowcache_read(rd, test, SIZE_MAX, err, errsz)) < 0)
             return (int)got;
     }
-    *rows = info->rows[FSGD_ROWCACHE_TRAIN];
-    *max_col = info->max_col[FSGD_ROWCACHE_TRAIN];
+    out->rows = info->rows[FSGD_ROWCACHE_TRAIN];
+    out->max_col = info->max_col[FSGD_ROWCACHE_TRAIN];
     return FSGD_E_OK;
 }
 
 int fsgd_train_cache_prepare(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double test_fraction,
-                             fsgd_csr_t *hold, fsgd_csr_t *test, uint64_t *rows, uint64_t *max_col, int *reused,
-                             char *err, size_t errsz)
+                             fsgd_csr_t *hold, fsgd_csr_t *test, fsgd_train_cache_result_t *out, char *err,
+                             size_t errsz)
 {
-    *reused = 0;
+    memset(out, 0, sizeof *out);
     char *meta = malloc(META_CAP);
     if (!meta)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
@@ -288,21 +287,21 @@ int fsgd_train_cache_prepare(const fsgd_job_t *job, const fsgd_delim_spec_t *spe
             rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "--cache %s is not an fsgd row cache; not overwriting it",
                               job->cache);
         } else if (!rd) {
-            fprintf(stderr, "fsgd: %s: rewriting\n", e);
+            snprintf(out->rewritten, sizeof out->rewritten, "%s", e);
         } else {
             char names[256], src[PATH_MAX + 64];
             int bad_labels = 0;
             if (key_diff(meta, info.meta, names, sizeof names) > 0) {
                 meta_get(info.meta, "source", src, sizeof src);
-                fprintf(stderr, "fsgd: cache %s was written from %s (%s %s): rewriting\n", job->cache,
-                        src[0] ? src : "an unknown source", names, strchr(names, ',') ? "differ" : "differs");
-            } else if ((rc = reuse(job, rd, &info, test_fraction, hold, test, rows, max_col, &bad_labels, e,
+                snprintf(out->rewritten, sizeof out->rewritten, "cache %s was written from %s (%s %s)", job->cache,
+                         src[0] ? src : "an unknown source", names, strchr(names, ',') ? "differ" : "differs");
+            } else if ((rc = reuse(job, rd, &info, test_fraction, hold, test, out, &bad_labels, e,
                               sizeof e)) == 0) {
-                *reused = 1;
+                out->reused = 1;
             } else if (bad_labels) {
                 snprintf(err, errsz, "%s", e); /* the labels do not fit the model: as the first pass says */
             } else {
-                fprintf(stderr, "fsgd: %s: rewriting\n", e);
+                snprintf(out->rewritten, sizeof out->rewritten, "%s", e);
                 fsgd_csr_clear(hold);
                 if (test_fraction > 0)
                     fsgd_csr_clear(test);
@@ -311,8 +310,8 @@ int fsgd_train_cache_prepare(const fsgd_job_t *job, const fsgd_delim_spec_t *spe
         }
         fsgd_rowcache_free(rd);
     }
-    if (rc == 0 && !*reused)
-        rc = write_cache(job, spec, test_fraction, meta, hold, test, rows, max_col, err, errsz);
+    if (rc == 0 && !out->reused)
+        rc = write_cache(job, spec, test_fraction, meta, hold, test, out, err, errsz);
     free(meta);
     return rc;
 }
