@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsgd/clock.h"
 #include "worker_internal.h"
 
 /* The group consumer only tracks ownership; rows are read by offset
@@ -82,7 +83,7 @@ static int check_model_wait(worker_t *w, int ready)
     int kind = !w->valid ? 1 : !ready && w->have_assignment && inflight_ahead(&w->fl, w->gen, w->step) > 0 ? 2 : 0;
     if (!kind && !w->wait_kind)
         return 0; /* the steady state: no clock read on the step loop */
-    double t = worker_now();
+    double t = fsgd_clock_s();
     if (kind != w->wait_kind) {
         w->wait_kind = kind;
         w->wait_since = w->wait_logged = t;
@@ -222,13 +223,13 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     while (!rc && !w->final && !(stop && *stop)) {
         int ready = worker_may_send(w);
         /* blocked on the model: what the step's round trip costs this worker */
-        double tw = !ready && w->valid && w->have_assignment ? worker_now() : 0;
+        double tw = !ready && w->valid && w->have_assignment ? fsgd_clock_s() : 0;
         fsgd_bus_msg_t *m = fsgd_bus_poll(w->model_c, ready ? 0 : 5);
         if (tw > 0)
-            w->stats->t_wait += worker_now() - tw;
+            w->stats->t_wait += fsgd_clock_s() - tw;
         if (m) {
             if (m->topic && !strcmp(m->topic, w->tmodel)) /* NAME.ctl's events are other roles' */
-                w->model_seen = worker_now();
+                w->model_seen = fsgd_clock_s();
             rc = worker_handle_model(w, m);
             fsgd_bus_msg_destroy(m);
             continue;
@@ -247,10 +248,10 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         if (ready && !w->final)
             rc = worker_do_step(w);
         else if (!w->valid && w->have_assignment && !w->prefetch_done &&
-                 (w->prefetch_due || (w->prefetch_on && worker_now() - w->prefetch_last >= PREFETCH_EVERY_S)))
+                 (w->prefetch_due || (w->prefetch_on && fsgd_clock_s() - w->prefetch_last >= PREFETCH_EVERY_S)))
             worker_prefetch_more(w);
         else if (!ready && w->valid && inflight_ahead(&w->fl, w->gen, w->step) > 0 &&
-                 worker_now() - w->last_send > resend_s) {
+                 fsgd_clock_s() - w->last_send > resend_s) {
             /* The steps are not answered: a gradient may have been dropped
              * by the broker (or the aggregator dropped us meanwhile). Send
              * the same messages again; a copy is dropped as a duplicate. */
@@ -261,7 +262,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
                 rc = worker_resend_body(w, e);
                 w->stats->resends++;
             }
-            w->last_send = worker_now();
+            w->last_send = fsgd_clock_s();
         }
     }
     worker_unpark(w, 1);

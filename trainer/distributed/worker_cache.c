@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsgd/clock.h"
 #include "worker_internal.h"
 
 typedef struct load_ctx {
@@ -237,7 +238,7 @@ int worker_load_partition(worker_t *w, uint32_t p)
 void worker_prefetch_more(worker_t *w)
 {
     int final = w->prefetch_due;
-    w->prefetch_last = worker_now();
+    w->prefetch_last = fsgd_clock_s();
     if (!w->ncache) {
         int P = fsgd_bus_partitions(w->fetch, w->tdata, 10000, w->err, w->errsz);
         w->cache = P > 0 ? calloc((size_t)P, sizeof *w->cache) : NULL;

@@ -4,7 +4,7 @@
  *   worker_model.c  NAME.model and NAME.ctl: snapshots, deltas, shards' parts
  *   worker_send.c   a step: rows, gradient, its parts, the sends
  *   worker_cache.c  NAME.data's partitions, read once and cached
- *   worker_util.c   the rejection count and log, the clock */
+ *   worker_util.c   the rejection count and log */
 #ifndef FSGD_WORKER_INTERNAL_H
 #define FSGD_WORKER_INTERNAL_H
 
@@ -150,7 +150,6 @@ void worker_reject(worker_t *w, int corrupt, const char *fmt, ...)
     ;
 /* corrupt: 1 corrupt, 0 duplicate, REJECT_UNAUTH without a valid tag */
 #define REJECT_UNAUTH 2
-double worker_now(void);
 
 /* worker_cache.c: the partitions of NAME.data this worker reads */
 int worker_load_pending(worker_t *w);

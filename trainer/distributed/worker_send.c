@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsgd/clock.h"
 #include "worker_internal.h"
 
 /* Whether this worker's next step, ahead of the model, has rows to take
@@ -49,7 +50,7 @@ static int send_grad(worker_t *w, uint32_t shard, uint32_t gen, uint64_t s, uint
 static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint16_t flags)
 {
     fsgd_wire_buf_t one = {0};
-    double t0 = worker_now();
+    double t0 = fsgd_clock_s();
     int rc = gm->rows ? fsgd_shard_split(&w->g, w->shards, w->sh_part) : 0;
     if (rc < 0)
         return fsgd_err_fmt(w->err, w->errsz, rc, "worker: out of memory");
@@ -77,7 +78,7 @@ static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint1
         }
         gm->codec = w->enc;
         gm->codec_len = (uint32_t)elen;
-        double t_done = worker_now();
+        double t_done = fsgd_clock_s();
         gm->t_encode = t_done - t_part;
         t_part = t_done;
         one.n = 0;
@@ -88,7 +89,7 @@ static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint1
         if (!rc)
             rc = send_grad(w, i, w->gen, s, flags, one.p, one.n);
     }
-    w->stats->t_encode += worker_now() - t0;
+    w->stats->t_encode += fsgd_clock_s() - t0;
     free(one.p);
     return rc;
 }
@@ -150,7 +151,7 @@ int worker_do_step(worker_t *w)
     fsgd_wire_grad_t gm = {.epoch = w->st.epoch, .nranges = nr, .rows = w->batch.n_rows, .ranges = rg};
     double loss = 0;
     if (!rc && w->batch.n_rows > 0) {
-        double t0 = worker_now();
+        double t0 = fsgd_clock_s();
         /* The data topic never changes at an offset, so the ranges name the
          * batch's content: a device backend may keep it resident and reuse it
          * when the same ranges come round next epoch. FNV-1a, 62 bits. */
@@ -181,7 +182,7 @@ int worker_do_step(worker_t *w)
             cap = fsgd_sworker_bound(w->strat, w->g.n);
             raw_entries = w->g.n;
         }
-        double t1 = worker_now();
+        double t1 = fsgd_clock_s();
         if (!rc && cap > w->enc_cap) {
             uint8_t *ne = realloc(w->enc, cap);
             if (!ne)
@@ -197,12 +198,12 @@ int worker_do_step(worker_t *w)
             fsgd_codec_stats_t cst;
             fsgd_codec_last_stats(dc, &cst);
             raw_entries = cst.n_in;
-            t1 = worker_now();
+            t1 = fsgd_clock_s();
         } else if (!rc && w->shards == 1) {
             rc = fsgd_sworker_encode(w->strat, w->g.keys, w->g.vals, w->g.n, gm.rows, w->enc, w->enc_cap, &elen,
                                      w->err, w->errsz);
         }
-        double t2 = worker_now();
+        double t2 = fsgd_clock_s();
         gm.loss_sum = loss;
         gm.t_grad = t1 - t0;
         gm.t_encode = t2 - t1;
@@ -238,7 +239,7 @@ int worker_do_step(worker_t *w)
         return rc;
     w->sent_gen = w->gen;
     w->sent_step = s;
-    w->sent_at = w->last_send = worker_now();
+    w->sent_at = w->last_send = fsgd_clock_s();
     w->stats->steps_sent++;
     w->stats->rows += gm.rows;
     if (w->on_step) /* the caller's hook (/metrics) */

@@ -1,7 +1,6 @@
-/* The worker's rejection count and log, and its clock (worker_internal.h). */
+/* The worker's rejection count and log (worker_internal.h). */
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "worker_internal.h"
 
@@ -25,11 +24,4 @@ void worker_reject(worker_t *w, int corrupt, const char *fmt, ...)
     snprintf(line, sizeof line, "rejected a message on %s: %s: %s (further ones are only counted)", w->tmodel,
              corrupt == REJECT_UNAUTH ? "unauthenticated" : corrupt ? "corrupt" : "duplicate", why);
     w->log(w->log_ctx, line);
-}
-
-double worker_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
