@@ -70,4 +70,22 @@ typedef struct {
 int fsgd_cli_check_distinct(const char *what, const fsgd_cli_path_t *outs, int nout, const fsgd_cli_path_t *ins,
                             int nin);
 
+/* 1 when an --out path is a stream, written in place rather than replaced
+ * atomically, by name: "-" and /dev/stdout (stdout), /dev/stderr,
+ * /dev/fd/N and /dev/null. Other devices and FIFOs stay refused. */
+int fsgd_cli_out_is_stream(const char *path);
+/* 1 for "-" and /dev/stdout. */
+int fsgd_cli_out_is_stdout(const char *path);
+
+/* Runs cmd (a command writing its --out as a file) so that an --out that is
+ * a stream (above) works: the command writes a temporary file in $TMPDIR,
+ * copied to the stream when it succeeds (nothing is sent when it fails);
+ * with stdout as the output, the command's own stdout lines go to stderr. A
+ * binary output (binary 1) is refused on a terminal. Other --out values run
+ * cmd unchanged. what names the command in errors. Returns cmd's status. */
+int fsgd_cli_run_streamed(int (*cmd)(int, char **), int argc, char **argv, const char *what, int binary);
+/* The name to print for an output path: the stream a temporary file of
+ * fsgd_cli_run_streamed stands for ("stdout", "/dev/null"), else path. */
+const char *fsgd_cli_out_name(const char *path);
+
 #endif

@@ -482,7 +482,7 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
             fsgd_cli_error("%s", err);
             status = fsgd_cli_status(rc);
         } else {
-            printf("model written to %s\n", job->out);
+            printf("model written to %s\n", fsgd_cli_out_name(job->out));
         }
     }
     fsgd_metrics_t none = {.auc = NAN, .logloss = NAN, .accuracy = NAN, .rmse = NAN, .loss = NAN};
@@ -547,7 +547,7 @@ static int init_dim(const fsgd_job_t *job, const fsgd_model_t *init, const fsgd_
     return 0;
 }
 
-int fsgd_cmd_train(int argc, char **argv)
+static int train_command(int argc, char **argv)
 {
     fsgd_job_t job;
     fsgd_job_train_defaults(&job);
@@ -719,7 +719,7 @@ int fsgd_cmd_train(int argc, char **argv)
             fsgd_cli_error("%s", mw.err);
             status = fsgd_cli_status(mw.rc);
         } else {
-            printf("model written to %s\n", job.out);
+            printf("model written to %s\n", fsgd_cli_out_name(job.out));
         }
     }
     if (job.metrics_json[0] && (rc = write_metrics(job.metrics_json, &job, &st, &train_m, n_train, dim, t0)) < 0 &&
@@ -730,3 +730,6 @@ int fsgd_cmd_train(int argc, char **argv)
     fsgd_csr_free(&test);
     return status;
 }
+
+/* --out - and devices (/dev/stdout, /dev/null, a FIFO): fsgd_cli_run_streamed. */
+int fsgd_cmd_train(int argc, char **argv) { return fsgd_cli_run_streamed(train_command, argc, argv, "train", 1); }
