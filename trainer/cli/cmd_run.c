@@ -563,7 +563,32 @@ static int run_job_key(run_t *r)
 {
     fsgd_job_t *job = &r->job;
     int rc;
-    if (!job->job_key_file[0]) {
+    if (!job->job_key_file[0] && job->follow) {
+        /* A follow job is fed by other producers, which need its key: it
+         * goes to a stable place that outlives the run (a resumed job and
+         * the next day's fsgd produce find it there) and is printed.
+         * Issue 40 item 2: a key in a temporary folder was gone. */
+        struct stat ks;
+        snprintf(job->job_key_file, sizeof job->job_key_file, ".fsgd/%s.key", job->name);
+        int fresh = lstat(job->job_key_file, &ks) != 0;
+        if (mkdir(".fsgd", 0700) != 0 && errno != EEXIST) {
+            fsgd_cli_error("run: cannot make the folder .fsgd/ for the job key: %s", strerror(errno));
+            fsgd_kmock_destroy(r->mock);
+            return FSGD_EXIT_IO;
+        }
+        if (fresh && (rc = fsgd_auth_key_generate(job->job_key_file, r->err, sizeof r->err)) < 0) {
+            fsgd_cli_error("run: %s", r->err);
+            fsgd_kmock_destroy(r->mock);
+            return fsgd_cli_status(rc);
+        }
+        fprintf(stderr, "fsgd: run: job %s's key %s %s (feed the job with: fsgd produce --follow --name %s "
+                        "--job-key-file %s --brokers ... FILE)\n",
+                job->name, fresh ? "made in" : "reused from", job->job_key_file, job->name, job->job_key_file);
+        if (fresh && r->no_produce && !job->unsigned_rows) {
+            job->unsigned_rows = 1;
+            spawn_unsigned_rows = 1;
+        }
+    } else if (!job->job_key_file[0]) {
         snprintf(made_key_dir, sizeof made_key_dir, "/tmp/fsgd-key-XXXXXX");
         if (!mkdtemp(made_key_dir)) {
             made_key_dir[0] = '\0';
