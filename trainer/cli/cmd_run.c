@@ -193,6 +193,9 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
             _exit(FSGD_EXIT_SIGTERM);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        /* fsgd run said how the job is authenticated, once: its roles do
+         * not say it again (dcli_auth; issue 40 item 9) */
+        setenv("FSGD_RUN_CHILD", "1", 1);
         execv("/proc/self/exe", av);
         _exit(127);
     }
@@ -519,8 +522,9 @@ static int run_start_embedded(run_t *r)
         r->mock = NULL;
         return fsgd_cli_status(rc);
     }
-    printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
-           r->brokers, r->job.name, r->P);
+    if (!r->job.quiet) /* --quiet: the result line and errors only */
+        printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
+               r->brokers, r->job.name, r->P);
     fflush(stdout);
     return RUN_ON;
 }
@@ -638,7 +642,8 @@ static int run_spawn_workers(run_t *r)
     r->wp = r->pids + 1;
     for (int i = 0; i < r->W; i++) {
         r->wp[i] = spawn("worker", r->argc, r->argv, r->brokers, NULL, i + 1);
-        printf("fsgd: worker %d pid %d\n", i + 1, (int)r->wp[i]);
+        if (!r->job.quiet) /* --quiet: the result line and errors only */
+            printf("fsgd: worker %d pid %d\n", i + 1, (int)r->wp[i]);
     }
     fflush(stdout);
     return RUN_ON;
@@ -714,7 +719,8 @@ static int run_before_aggregator(run_t *r)
 static void run_spawn_aggregator(run_t *r)
 {
     r->agg = r->pids[0] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
-    printf("fsgd: aggregator pid %d\n", (int)r->agg);
+    if (!r->job.quiet) /* --quiet: the result line and errors only */
+        printf("fsgd: aggregator pid %d\n", (int)r->agg);
     fflush(stdout);
 }
 
@@ -751,7 +757,8 @@ static void run_spawn_shards(run_t *r)
         spawn_port_offset = r->W + i;
         r->pids[r->W + i] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
         spawn_shard = NULL;
-        printf("fsgd: aggregator shard %d pid %d\n", i, (int)r->pids[r->W + i]);
+        if (!r->job.quiet) /* --quiet: the result line and errors only */
+            printf("fsgd: aggregator shard %d pid %d\n", i, (int)r->pids[r->W + i]);
     }
     fflush(stdout);
 }

@@ -94,8 +94,10 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
 int dcli_auth(const fsgd_job_t *job, const char *who)
 {
     if (!job->job_key_file[0]) {
-        fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
-                        "to its topics can steer it\n", who, job->name);
+        if (!job->quiet && !getenv("FSGD_RUN_CHILD"))
+            fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
+                            "to its topics can steer it\n",
+                    who, job->name);
         return 0;
     }
     uint8_t key[FSGD_AUTH_KEY_BYTES];
@@ -112,12 +114,15 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
         fsgd_cli_error("%s: libsodium did not start", who);
         return FSGD_EXIT_INTERNAL;
     }
-    fprintf(stderr, "fsgd: %s: job %s: messages on %s.grads, .model and .ctl are authenticated (job key from %s); "
-                    "unauthenticated ones are dropped and counted; rows on %s.data %s\n", who, job->name, job->name,
-            job->job_key_file, job->name,
-            job->unsigned_rows ? "may come without a tag (unsigned_rows), a tag that is there is checked"
-            : job->skip_bad    ? "must carry the key's tag (skip_bad: a row message without it is skipped and counted)"
-                               : "must carry the key's tag");
+    /* Said once: by fsgd run (not again by each role it starts) or by a role
+     * started by hand; not with --quiet. Issue 40 item 9. */
+    if (job->quiet || getenv("FSGD_RUN_CHILD"))
+        return 0;
+    fprintf(stderr, "fsgd: %s: job %s: messages on %s.grads, .model and .ctl are authenticated (key %s); rows on %s.data %s\n",
+            who, job->name, job->name, job->job_key_file, job->name,
+            job->unsigned_rows ? "may be unsigned"
+            : job->skip_bad    ? "without its tag are skipped"
+                               : "must carry its tag");
     return 0;
 }
 
