@@ -16,7 +16,15 @@ static const char usage[] =
     "round-robin over the partitions (created when missing), by an idempotent producer.\n"
     "K is batch / partitions by default, so that a step takes one message of each partition:\n"
     "give the job's --batch (a step takes whole messages), or --block-rows 1 for one text\n"
-    "row a message as any other client writes. A spec's header line (header=1) is never sent.";
+    "row a message as any other client writes. A spec's header line (header=1) is never sent.\n"
+    "--follow writes into a running fsgd run --follow job (a plain produce refuses a job name in\n"
+    "use); a job with a key needs it: --job-key-file (fsgd run --follow keeps it in .fsgd/NAME.key).";
+
+/* The job options fsgd produce reads; --help lists these alone. */
+static const char *const produce_options[] = {
+    "--data ",  "--skip-bad ", "--format ", "--hash-bits ", "--dim ", "--batch ", "--name ", "--brokers ",
+    "--partitions ", "--block-rows ", "--replication-factor ", "--min-insync-replicas ", "--connect-timeout-ms ",
+    "--shards ", "--job-key-file ", "--unsigned-rows ", "--kafka-opt ", "--quiet ", NULL};
 
 static void on_progress(void *ctx, const fsgd_produce_stats_t *s, int done)
 {
@@ -81,7 +89,7 @@ static int refuse_unsigned_rows(const fsgd_job_t *job)
 int fsgd_cmd_produce(int argc, char **argv)
 {
     fsgd_job_t job;
-    int rc = dcli_job(argc, argv, usage, &job);
+    int rc = dcli_job_only(argc, argv, usage, produce_options, &job);
     if (rc)
         return rc == 1 ? 0 : rc;
     if (!job.brokers[0] || !job.data[0]) {

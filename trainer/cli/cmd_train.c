@@ -29,7 +29,7 @@ static const char usage_line[] =
 
 /* Why the defaults are what they are; printed after the key list. */
 static const char defaults_note[] =
-    "\nDefaults of fsgd train (fsgd run keeps fixed values: l2 0, lr 0.01, epochs 20), and why:\n"
+    "\nDefaults of fsgd train (fsgd run and its roles take the same auto defaults: docs/defaults.md), and why:\n"
     "  l2 auto      λ = 1/n_train: LIBLINEAR's default C = 1 (it minimises |w|²/2 + C·Σloss; fsgd the\n"
     "               mean loss + λ|w|²/2, the same objective divided by C·n), so the penalty shrinks as\n"
     "               the data grows.\n"
@@ -48,8 +48,8 @@ static const char defaults_note[] =
     "               epoch gets more steps (SGD's 1/sqrt(T) for about one epoch). 0.01-0.02 on the\n"
     "               shipped sets, 0.0025 on 1M-row CTR data, where 0.01 overfits the rare features\n"
     "               within a quarter epoch. With lr auto, Adam's bias corrections count each key's\n"
-    "               own updates (a rare key's steps stay about lr); an explicit lr is the plain lazy\n"
-    "               Adam of fsgd run, so --l2 0 --lr 0.01 --epochs N matches fsgd run's defaults.\n"
+    "               own updates (a rare key's steps stay about lr); an explicit lr is plain lazy\n"
+    "               Adam, as fsgd run does with the same --l2, --lr and --epochs.\n"
     "               Also with lr auto: a logistic model's intercept starts at the log-odds of the\n"
     "               positive share, not at 0; when no rows are held out (epochs auto, above), a\n"
     "               key's λθ, added only in the steps that touch it, is scaled by steps an epoch /\n"

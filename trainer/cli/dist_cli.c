@@ -50,15 +50,56 @@ const char *dcli_take(int *argc, char **argv, const char *name, int has_value, c
     return found;
 }
 
-int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
+/* The help of every job option, or with only (a NULL-ended list of
+ * "--flag" followed by a space) the options a command reads: fsgd produce
+ * listed --lr, --beta1 and --optimizer (issue 40 item 7). A section with
+ * none of them left is left out too. */
+static void print_job_help(const char *usage, const char *const *only, FILE *out)
+{
+    fsgd_job_t d;
+    fsgd_job_dist_defaults(&d);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = only ? open_memstream(&text, &len) : NULL;
+    fsgd_job_print_help_with(usage, &d, mem ? mem : out);
+    if (!mem)
+        return;
+    fclose(mem);
+    char section[64] = "";
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        size_t n = strlen(line);
+        if (n && n < sizeof section && line[0] != ' ' && line[n - 1] == ':' && !strchr(line, ' ')) {
+            snprintf(section, sizeof section, "%s", line); /* printed before its first kept option */
+            continue;
+        }
+        if (strncmp(line, "  --", 4) != 0) {
+            fprintf(out, "%s\n", line);
+            continue;
+        }
+        int keep = 0;
+        for (const char *const *o = only; *o && !keep; o++)
+            keep = !strncmp(line + 2, *o, strlen(*o));
+        if (!keep)
+            continue;
+        if (section[0]) {
+            fprintf(out, "%s\n", section);
+            section[0] = '\0';
+        }
+        fprintf(out, "%s\n", line);
+    }
+    free(text);
+}
+
+int dcli_job_only(int argc, char **argv, const char *usage, const char *const *only, fsgd_job_t *job)
 {
     char err[512];
     fsgd_job_dist_defaults(job); /* l2, lr, epochs and batch auto (agg_auto.c) */
     int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
-        fsgd_job_t d;
-        fsgd_job_dist_defaults(&d);
-        fsgd_job_print_help_with(usage, &d, stdout);
+        print_job_help(usage, only, stdout);
         fsgd_cli_print_exit_codes(stdout);
         return 1;
     }
@@ -89,6 +130,11 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
         return FSGD_EXIT_USAGE;
     }
     return 0;
+}
+
+int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
+{
+    return dcli_job_only(argc, argv, usage, NULL, job);
 }
 
 int dcli_auth(const fsgd_job_t *job, const char *who)
