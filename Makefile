@@ -265,10 +265,11 @@ check-deps:
 deps:
 	@scripts/install-deps.sh
 
-# README command 1: install, build, run the default job on the embedded broker.
+# README command 1: install, build, run the default job on the embedded broker;
+# the data sets unpacked too, for the README's next commands (bench codec).
 RUN_JOB ?= jobs/a9a.yaml
 run: deps
-	$(MAKE) all
+	$(MAKE) all data
 	@mkdir -p out
 	$(FSGD) run $(RUN_JOB)
 

@@ -156,6 +156,8 @@ static int parse_region(const char *region, size_t len, int nt, const char *path
     }
     if (len && region[len - 1] != '\n')
         (*line)++; /* a last line without a newline */
+    if (n == 0) /* an empty region (a 0-byte file): no part to parse */
+        return FSGD_E_OK;
     for (int k = 1; k < n; k++)
         started[k] = pthread_create(&tid[k], NULL, parse_part, &parts[k]) == 0;
     parse_part(&parts[0]);

@@ -882,10 +882,33 @@ static void test_load_threads(void)
     fsgd_csr_free(&one);
 }
 
+/* Issue 40 item 1: a 0-byte file loaded with threads gave a parse of no
+ * part at all, and parse_part read an unset part (a segfault). It loads as
+ * no rows, as the one-thread reader does. */
+static void test_load_threads_empty(void)
+{
+    const char *path = fsgd_test_tmp("empty.svm");
+    CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(path, "", 0), 0);
+    char err[512];
+    for (int t = 1; t <= 3; t++) {
+        for (int binary = 0; binary <= 1; binary++) {
+            fsgd_libsvm_opts_t o = {.binary = binary};
+            fsgd_csr_t rows = {0};
+            fsgd_libsvm_stats_t st;
+            CU_ASSERT_EQUAL(fsgd_libsvm_load_threads(path, &o, t, &rows, &st, err, sizeof err), 0);
+            CU_ASSERT_EQUAL(rows.n_rows, 0);
+            CU_ASSERT_EQUAL(st.rows, 0);
+            CU_ASSERT_EQUAL(st.lines, 0);
+            fsgd_csr_free(&rows);
+        }
+    }
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"threads: same rows, counts and errors as one thread", test_load_threads},
+        {"threads: a 0-byte file is no rows, not a crash", test_load_threads_empty},
         {"grammar: labels, qid, comments, blanks, tabs", test_basic},
         {"CRLF equals LF", test_crlf},
         {"errors name file:line:column", test_errors},

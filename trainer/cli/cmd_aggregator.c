@@ -214,7 +214,7 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         fsgd_cli_error("aggregator: %s", err);
         return fsgd_cli_status(rc);
     }
-    if (!job.quiet) {
+    { /* the result, even with --quiet (which quiets progress, not results) */
         char t[128];
         test_text(t, sizeof t, &job, &st.test, 6);
         printf("%s | %d epochs, %llu steps, %.2f s, %.0f rows/s, step p50 %.2f ms | "

@@ -15,10 +15,11 @@ static const char usage_text[] =
     "  --format liblinear   LIBLINEAR's text model (liblinear-predict reads it):\n"
     "                       logistic -> L2R_LR, svm -> L2R_L2LOSS_SVC,\n"
     "                       linear -> L2R_L2LOSS_SVR; labels \"1 -1\"\n"
-    "  --out FILE           output file (written atomically; must be absent or a regular file)\n"
+    "  --out FILE           output file (written atomically; must be absent or a regular file);\n"
+    "                       '-' or /dev/stdout: stdout (this command's own line then on stderr)\n"
     "A model with more than 2^31-1 features cannot be exported (LIBLINEAR counts them in an int).\n";
 
-int fsgd_cmd_export(int argc, char **argv)
+static int export_command(int argc, char **argv)
 {
     const char *model = NULL, *format = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
@@ -77,7 +78,7 @@ int fsgd_cmd_export(int argc, char **argv)
     if (rc == 0) {
         rc = fsgd_model_export_liblinear(&m, out, err, sizeof err);
         if (rc == 0) /* LIBLINEAR's text is dense: say how sparse the model is */
-            printf("exported %s: %llu features, %llu nonzero weights%s\n", out, (unsigned long long)m.dim,
+            printf("exported %s: %llu features, %llu nonzero weights%s\n", fsgd_cli_out_name(out), (unsigned long long)m.dim,
                    (unsigned long long)fsgd_model_nnz(&m), m.has_bias ? " + intercept" : "");
         fsgd_model_free(&m);
     }
@@ -88,3 +89,6 @@ int fsgd_cmd_export(int argc, char **argv)
     }
     return 0;
 }
+
+/* --out - and devices (/dev/stdout, /dev/null, a FIFO): fsgd_cli_run_streamed. */
+int fsgd_cmd_export(int argc, char **argv) { return fsgd_cli_run_streamed(export_command, argc, argv, "export", 0); }

@@ -33,9 +33,9 @@ static const char usage_text[] =
     "  --data F     LIBSVM rows to score ('-' for stdin)\n"
     "  --out FILE   one score per line: the margin x.w (+ bias), or with --proba the\n"
     "               probability of the positive class (logistic models only);\n"
-    "               default '-' (stdout). Written to a temporary file renamed into\n"
-    "               place at the end: an error leaves an existing FILE as it was. FILE\n"
-    "               must be absent or a regular file (no device, FIFO or link)\n"
+    "               default '-' (stdout; /dev/stdout and /dev/null too). Written to a\n"
+    "               temporary file renamed into place at the end: an error leaves an\n"
+    "               existing FILE as it was. FILE must be absent or a regular file\n"
     "  --skip-bad   skip malformed rows (counted) instead of stopping at the first\n"
     "  --quiet      no metrics on stderr\n"
     "Features the model never saw (index > its dimension) count as zero. Metrics of the\n"
@@ -161,8 +161,8 @@ int fsgd_cmd_predict(int argc, char **argv)
     int prc = parse_args(argc, argv, &a);
     if (prc != 0)
         return prc > 0 ? 0 : FSGD_EXIT_USAGE;
-    int to_stdout = !strcmp(a.out, "-");
-    if (!to_stdout) {
+    int streamed = fsgd_cli_out_is_stream(a.out); /* "-", /dev/stdout, /dev/null */
+    if (!streamed) {
         const fsgd_cli_path_t wr[] = {{"--out", a.out}};
         const fsgd_cli_path_t rd[] = {{"--model", a.model}, {"--data", a.data}};
         if ((prc = fsgd_cli_check_distinct("predict", wr, 1, rd, 2)) != 0)
@@ -225,7 +225,7 @@ int fsgd_cmd_predict(int argc, char **argv)
      * was scored: a parse error half way leaves an existing file intact. */
     fsgd_outfile_t of;
     FILE *out = stdout;
-    if (!to_stdout) {
+    if (!streamed) {
         rc = fsgd_outfile_open(&of, a.out, err, sizeof err);
         if (rc == 0 && !(out = fsgd_outfile_stream(&of, err, sizeof err))) {
             fsgd_outfile_abort(&of);
@@ -238,6 +238,12 @@ int fsgd_cmd_predict(int argc, char **argv)
             fsgd_model_free(&m);
             return fsgd_cli_status(rc);
         }
+    } else if (!fsgd_cli_out_is_stdout(a.out) && !(out = fopen(a.out, "w"))) {
+        fsgd_cli_error("predict: cannot write to %s: %s", a.out, strerror(errno));
+        fsgd_libsvm_close(rd);
+        fsgd_csr_free(&all);
+        fsgd_model_free(&m);
+        return FSGD_EXIT_IO;
     }
     /* Scores in the C locale whatever the process locale (thread-local switch). */
     locale_t c_loc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
@@ -302,12 +308,13 @@ int fsgd_cmd_predict(int argc, char **argv)
         for (uint64_t i = 0; i < st->bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
             fprintf(stderr, "  %s\n", st->first_bad[i]);
     }
-    if (to_stdout && (fflush(out) != 0 || ferror(out))) {
-        fsgd_cli_error("predict: write to stdout failed: %s", strerror(errno));
+    if (streamed && (fflush(out) != 0 || ferror(out) || (out != stdout && fclose(out) != 0))) {
+        fsgd_cli_error("predict: write to %s failed: %s", fsgd_cli_out_is_stdout(a.out) ? "stdout" : a.out,
+                       strerror(errno));
         status = FSGD_EXIT_IO;
-    } else if (!to_stdout && status != 0) {
+    } else if (!streamed && status != 0) {
         fsgd_outfile_abort(&of);
-    } else if (!to_stdout && (rc = fsgd_outfile_commit(&of, err, sizeof err)) < 0) {
+    } else if (!streamed && (rc = fsgd_outfile_commit(&of, err, sizeof err)) < 0) {
         fsgd_cli_error("predict: %s", err);
         status = fsgd_cli_status(rc);
     }

@@ -193,6 +193,9 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
+        /* fsgd run said how the job is authenticated, once: its roles do
+         * not say it again (dcli_auth; issue 40 item 9) */
+        setenv("FSGD_RUN_CHILD", "1", 1);
         execv("/proc/self/exe", av);
         _exit(127);
     }
@@ -595,8 +598,9 @@ static int run_start_embedded(run_t *r)
         r->mock = NULL;
         return fsgd_cli_status(rc);
     }
-    printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
-           r->brokers, r->job.name, r->P);
+    if (!r->job.quiet) /* --quiet: the result line and errors only */
+        printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
+               r->brokers, r->job.name, r->P);
     fflush(stdout);
     return RUN_ON;
 }
@@ -639,7 +643,32 @@ static int run_job_key(run_t *r)
 {
     fsgd_job_t *job = &r->job;
     int rc;
-    if (!job->job_key_file[0]) {
+    if (!job->job_key_file[0] && job->follow) {
+        /* A follow job is fed by other producers, which need its key: it
+         * goes to a stable place that outlives the run (a resumed job and
+         * the next day's fsgd produce find it there) and is printed.
+         * Issue 40 item 2: a key in a temporary folder was gone. */
+        struct stat ks;
+        snprintf(job->job_key_file, sizeof job->job_key_file, ".fsgd/%s.key", job->name);
+        int fresh = lstat(job->job_key_file, &ks) != 0;
+        if (mkdir(".fsgd", 0700) != 0 && errno != EEXIST) {
+            fsgd_cli_error("run: cannot make the folder .fsgd/ for the job key: %s", strerror(errno));
+            fsgd_kmock_destroy(r->mock);
+            return FSGD_EXIT_IO;
+        }
+        if (fresh && (rc = fsgd_auth_key_generate(job->job_key_file, r->err, sizeof r->err)) < 0) {
+            fsgd_cli_error("run: %s", r->err);
+            fsgd_kmock_destroy(r->mock);
+            return fsgd_cli_status(rc);
+        }
+        fprintf(stderr, "fsgd: run: job %s's key %s %s (feed the job with: fsgd produce --follow --name %s "
+                        "--job-key-file %s --brokers ... FILE)\n",
+                job->name, fresh ? "made in" : "reused from", job->job_key_file, job->name, job->job_key_file);
+        if (fresh && r->no_produce && !job->unsigned_rows) {
+            job->unsigned_rows = 1;
+            spawn_unsigned_rows = 1;
+        }
+    } else if (!job->job_key_file[0]) {
         snprintf(made_key_dir, sizeof made_key_dir, "/tmp/fsgd-key-XXXXXX");
         if (!mkdtemp(made_key_dir)) {
             made_key_dir[0] = '\0';
@@ -689,7 +718,8 @@ static int run_spawn_workers(run_t *r)
     r->wp = r->pids + 1;
     for (int i = 0; i < r->W; i++) {
         r->wp[i] = spawn("worker", r->argc, r->argv, r->brokers, NULL, i + 1);
-        printf("fsgd: worker %d pid %d\n", i + 1, (int)r->wp[i]);
+        if (!r->job.quiet) /* --quiet: the result line and errors only */
+            printf("fsgd: worker %d pid %d\n", i + 1, (int)r->wp[i]);
     }
     fflush(stdout);
     return RUN_ON;
@@ -766,7 +796,8 @@ static int run_before_aggregator(run_t *r)
 static void run_spawn_aggregator(run_t *r)
 {
     r->agg = r->pids[0] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
-    printf("fsgd: aggregator pid %d\n", (int)r->agg);
+    if (!r->job.quiet) /* --quiet: the result line and errors only */
+        printf("fsgd: aggregator pid %d\n", (int)r->agg);
     fflush(stdout);
 }
 
@@ -803,7 +834,8 @@ static void run_spawn_shards(run_t *r)
         spawn_port_offset = r->W + i;
         r->pids[r->W + i] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
         spawn_shard = NULL;
-        printf("fsgd: aggregator shard %d pid %d\n", i, (int)r->pids[r->W + i]);
+        if (!r->job.quiet) /* --quiet: the result line and errors only */
+            printf("fsgd: aggregator shard %d pid %d\n", i, (int)r->pids[r->W + i]);
     }
     fflush(stdout);
 }

@@ -50,15 +50,56 @@ const char *dcli_take(int *argc, char **argv, const char *name, int has_value, c
     return found;
 }
 
-int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
+/* The help of every job option, or with only (a NULL-ended list of
+ * "--flag" followed by a space) the options a command reads: fsgd produce
+ * listed --lr, --beta1 and --optimizer (issue 40 item 7). A section with
+ * none of them left is left out too. */
+static void print_job_help(const char *usage, const char *const *only, FILE *out)
+{
+    fsgd_job_t d;
+    fsgd_job_dist_defaults(&d);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = only ? open_memstream(&text, &len) : NULL;
+    fsgd_job_print_help_with(usage, &d, mem ? mem : out);
+    if (!mem)
+        return;
+    fclose(mem);
+    char section[64] = "";
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        size_t n = strlen(line);
+        if (n && n < sizeof section && line[0] != ' ' && line[n - 1] == ':' && !strchr(line, ' ')) {
+            snprintf(section, sizeof section, "%s", line); /* printed before its first kept option */
+            continue;
+        }
+        if (strncmp(line, "  --", 4) != 0) {
+            fprintf(out, "%s\n", line);
+            continue;
+        }
+        int keep = 0;
+        for (const char *const *o = only; *o && !keep; o++)
+            keep = !strncmp(line + 2, *o, strlen(*o));
+        if (!keep)
+            continue;
+        if (section[0]) {
+            fprintf(out, "%s\n", section);
+            section[0] = '\0';
+        }
+        fprintf(out, "%s\n", line);
+    }
+    free(text);
+}
+
+int dcli_job_only(int argc, char **argv, const char *usage, const char *const *only, fsgd_job_t *job)
 {
     char err[512];
     fsgd_job_dist_defaults(job); /* l2, lr, epochs and batch auto (agg_auto.c) */
     int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
-        fsgd_job_t d;
-        fsgd_job_dist_defaults(&d);
-        fsgd_job_print_help_with(usage, &d, stdout);
+        print_job_help(usage, only, stdout);
         fsgd_cli_print_exit_codes(stdout);
         return 1;
     }
@@ -91,12 +132,19 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
     return 0;
 }
 
+int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
+{
+    return dcli_job_only(argc, argv, usage, NULL, job);
+}
+
 int dcli_auth(const fsgd_job_t *job, const char *who)
 {
     fsgd_auth_set_job(job->name); /* tags and NAME.ctl events are this job's */
     if (!job->job_key_file[0]) {
-        fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
-                        "to its topics can steer it\n", who, job->name);
+        if (!job->quiet && !getenv("FSGD_RUN_CHILD"))
+            fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
+                            "to its topics can steer it\n",
+                    who, job->name);
         return 0;
     }
     uint8_t key[FSGD_AUTH_KEY_BYTES];
@@ -113,12 +161,15 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
         fsgd_cli_error("%s: libsodium did not start", who);
         return FSGD_EXIT_INTERNAL;
     }
-    fprintf(stderr, "fsgd: %s: job %s: messages on %s.grads, .model and .ctl are authenticated (job key from %s); "
-                    "unauthenticated ones are dropped and counted; rows on %s.data %s\n", who, job->name, job->name,
-            job->job_key_file, job->name,
-            job->unsigned_rows ? "may come without a tag (unsigned_rows), a tag that is there is checked"
-            : job->skip_bad    ? "must carry the key's tag (skip_bad: a row message without it is skipped and counted)"
-                               : "must carry the key's tag");
+    /* Said once: by fsgd run (not again by each role it starts) or by a role
+     * started by hand; not with --quiet. Issue 40 item 9. */
+    if (job->quiet || getenv("FSGD_RUN_CHILD"))
+        return 0;
+    fprintf(stderr, "fsgd: %s: job %s: messages on %s.grads, .model and .ctl are authenticated (key %s); rows on %s.data %s\n",
+            who, job->name, job->name, job->job_key_file, job->name,
+            job->unsigned_rows ? "may be unsigned"
+            : job->skip_bad    ? "without its tag are skipped"
+                               : "must carry its tag");
     return 0;
 }
 

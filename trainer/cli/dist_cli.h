@@ -18,6 +18,9 @@ const char *dcli_take(int *argc, char **argv, const char *name, int has_value, c
  * fsgd/rowfmt.h; a hashed job's dim becomes 2^bits); prints errors. 0 ok, 1 help printed (exit 0),
  * FSGD_EXIT_USAGE on a usage error. */
 int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job);
+/* The same, with --help listing only the options in only ("--flag " each,
+ * NULL-ended): those the command reads. */
+int dcli_job_only(int argc, char **argv, const char *usage, const char *const *only, fsgd_job_t *job);
 
 /* Prints "fsgd: WHERE: skipped N malformed rows (skip_bad); first:" and the
  * first rows' errors (first: FSGD_LIBSVM_BAD_KEPT of them) when n > 0. */

@@ -26,8 +26,8 @@ typedef struct field {
 #define OFF(f) offsetof(fsgd_job_t, f), sizeof(((fsgd_job_t *)0)->f)
 static const field_t fields[] = {
     {"data", "data", F_STR, OFF(data), 0, 0, "training data, a file in the job's format"},
-    {"test", "data", F_STR, OFF(test), 0, 0, "test data, same format (default: split off the training data)"},
-    {"test_fraction", "data", F_DOUBLE, OFF(test_fraction), 0, 0.9, "fraction held out when no test file"},
+    {"test", "data", F_STR, OFF(test), 0, 0, "test data, same format (without it fsgd train holds test_fraction of the data out as its test set; fsgd run scores no test set)"},
+    {"test_fraction", "data", F_DOUBLE, OFF(test_fraction), 0, 0.9, "fsgd train: fraction of the data held out as the test set when no --test is given (0: none)"},
     {"skip_bad", "data", F_BOOL, OFF(skip_bad), 0, 1, "skip malformed rows (report them) instead of stopping: LIBSVM files, and NAME.data rows in any format (a delimited file still stops)"},
     {"format", "data", F_STR, OFF(format), 0, 0,
      "input format: libsvm, criteo (label, 13 integer and 26 categorical TSV columns), or a column spec "
@@ -49,7 +49,8 @@ static const field_t fields[] = {
     {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},
     {"bias_value", "model", F_DOUBLE, OFF(bias_value), 1e-6, 1e6, "value of the intercept's constant feature"},
     {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6,
-     "L2 strength λ on the mean loss, applied on touched keys; fsgd train: auto = 1/n_train (LIBLINEAR's C=1); "
+     "L2 strength λ on the mean loss, applied on touched keys; auto = 1/n_train, fsgd train and fsgd run "
+     "(LIBLINEAR's C=1); "
      "with ftrl, FTRL's λ2 = l2·n_train"},
     {"l1", "model", F_DOUBLE, OFF(l1), 0, 1e6,
      "L1 strength on the mean loss (objective mean loss + l1·|w|₁ + l2/2·|w|²), optimizer ftrl only: FTRL's "
@@ -60,13 +61,14 @@ static const field_t fields[] = {
      "run/aggregator: a checkpoint found at start wins over it"},
     {"optimizer", "optimizer", F_OPTIMIZER, OFF(optimizer), 0, 0,
      "adam | ftrl: sparse Adam, or FTRL-Proximal with per-coordinate rates (McMahan et al. KDD'13; "
-     "fsgd train only); YAML optimizer: ftrl, or optimizer.name"},
+     "fsgd train and fsgd run); YAML optimizer: ftrl, or optimizer.name"},
     {"alpha", "optimizer", F_DOUBLE, OFF(alpha), 1e-12, 1e6,
      "ftrl: α of the per-coordinate rate α/(β + sqrt(Σg²)) (VW: --ftrl_alpha); auto = 2/sqrt(steps per epoch) "
      "in [0.01, 0.5]"},
     {"beta", "optimizer", F_DOUBLE, OFF(beta), 0, 1e6, "ftrl: β of that rate (VW: --ftrl_beta)"},
     {"lr", "optimizer", F_DOUBLE, OFF(lr), 1e-12, 1e3,
-     "Adam learning rate; fsgd train: auto = 0.15/sqrt(steps per epoch) in [0.001, 0.02], per-key bias corrections"},
+     "Adam learning rate; auto (fsgd train and fsgd run) = 0.15/sqrt(steps per epoch) in [0.001, 0.02], "
+     "per-key bias corrections"},
     {"beta1", "optimizer", F_DOUBLE, OFF(beta1), 0, 0.999999, "Adam β1"},
     {"beta2", "optimizer", F_DOUBLE, OFF(beta2), 0, 0.999999999, "Adam β2"},
     {"eps", "optimizer", F_DOUBLE, OFF(eps), 1e-30, 1, "Adam ε"},
@@ -74,7 +76,7 @@ static const field_t fields[] = {
      "rows per step (>= 1) or fraction of the training rows (< 1); auto = 256 rows a worker, capped at "
      "max(256, n_train / 2000) (fsgd run and its roles; fsgd train's auto is 256)"},
     {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6,
-     "passes over the training data, exactly; fsgd train: auto = until the holdout loss stops improving "
+     "passes over the training data, exactly; auto (fsgd train and fsgd run) = until the holdout loss stops improving "
      "(at most max_epochs), keeping the best weights"},
     {"max_epochs", "optimizer", F_INT, OFF(max_epochs), 1, 1e6, "most passes when epochs is auto"},
     {"holdout", "optimizer", F_DOUBLE, OFF(holdout), 0, 0.5,
