@@ -15,6 +15,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/input.h"
+#include "fsgd/zsource.h"
 
 static const char *const kind_name[] = {"skip", "label", "num", "cat"};
 
@@ -347,12 +348,12 @@ int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int 
                            size_t chunk_rows, fsgd_delim_chunk_fn fn, void *ctx, fsgd_delim_stats_t *stats, char *err,
                            size_t errsz)
 {
-    int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
-    if (fd < 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    fsgd_zsource_t *src = fsgd_zsource_open(path, err, errsz); /* gzip and zstd read as their text */
+    if (!src)
+        return FSGD_E_IO;
     reader_t r = {.spec = spec, .path = path};
     int rc = FSGD_E_OK;
-    const int stream = fsgd_input_is_stream(fd);
+    const int stream = fsgd_zsource_is_stream(src);
     const uint64_t stream_max = fsgd_input_stream_max();
     uint64_t read_total = 0;
     if (count_collisions && !(r.fp = calloc((size_t)1 << spec->bits, sizeof *r.fp)))
@@ -382,12 +383,9 @@ int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int 
                 buf = b;
                 cap *= 2;
             }
-            ssize_t got = read(fd, buf + len, cap - len);
-            if (got < 0 && errno == EINTR)
-                continue;
+            ssize_t got = fsgd_zsource_read(src, buf + len, cap - len, err, errsz);
             if (got < 0) {
-                rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: read error after line %llu: %s", path,
-                                  (unsigned long long)r.st.lines, strerror(errno));
+                rc = (int)got;
                 break;
             }
             if (got == 0)
@@ -416,8 +414,7 @@ int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int 
         }
         pos = nl ? (size_t)(nl - buf) + 1 : len;
     }
-    if (fd != 0)
-        close(fd);
+    fsgd_zsource_close(src);
     free(buf);
     free(r.fp);
     free(r.col);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fsgd/error.h"
+#include "fsgd/zsource.h"
 #include "fsgd/input.h"
 
 #define DEFAULT_BUF (4u << 20)
@@ -42,8 +43,7 @@ typedef struct sort_scratch {
 } sort_scratch_t;
 
 struct fsgd_libsvm_reader {
-    int fd;
-    int own_fd;
+    fsgd_zsource_t *src; /* the file, decompressed when gzip or zstd */
     char *buf;
     size_t cap, pos, end, scan; /* [pos, end) unconsumed; no '\n' in [pos, scan) */
     int eof;
@@ -471,23 +471,13 @@ fsgd_libsvm_reader_t *fsgd_libsvm_open(const char *path, const fsgd_libsvm_opts_
         fsgd_libsvm_close(r);
         return NULL;
     }
-    if (!strcmp(path, "-")) {
-        r->fd = 0;
-    } else {
-        r->fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (r->fd < 0) {
-            fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
-            free(r->buf);
-            free(r->path);
-            free(r);
-            return NULL;
-        }
-        r->own_fd = 1;
-#ifdef POSIX_FADV_SEQUENTIAL
-        (void)posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
+    if (!(r->src = fsgd_zsource_open(path, err, errsz))) {
+        free(r->buf);
+        free(r->path);
+        free(r);
+        return NULL;
     }
-    r->stream = fsgd_input_is_stream(r->fd);
+    r->stream = fsgd_zsource_is_stream(r->src);
     r->stream_max = fsgd_input_stream_max();
     return r;
 }
@@ -513,23 +503,18 @@ static int refill(fsgd_libsvm_reader_t *r)
         r->buf = b;
         r->cap = cap;
     }
-    for (;;) {
-        ssize_t n = read(r->fd, r->buf + r->end, r->cap - r->end);
-        if (n > 0) {
-            r->end += (size_t)n;
-            r->read_total += (uint64_t)n;
-            if (r->stream && r->read_total > r->stream_max)
-                return fsgd_input_stream_error(r->errmsg, sizeof r->errmsg, r->path, r->read_total);
-            return 0;
-        }
-        if (n == 0) {
-            r->eof = 1;
-            return 0;
-        }
-        if (errno != EINTR)
-            return fsgd_err_fmt(r->errmsg, sizeof r->errmsg, FSGD_E_IO, "%s: read error after line %llu: %s",
-                                r->path, (unsigned long long)r->stats.lines, strerror(errno));
+    ssize_t n = fsgd_zsource_read(r->src, r->buf + r->end, r->cap - r->end, r->errmsg, sizeof r->errmsg);
+    if (n < 0)
+        return (int)n;
+    if (n == 0) {
+        r->eof = 1;
+        return 0;
     }
+    r->end += (size_t)n;
+    r->read_total += (uint64_t)n;
+    if (r->stream && r->read_total > r->stream_max)
+        return fsgd_input_stream_error(r->errmsg, sizeof r->errmsg, r->path, r->read_total);
+    return 0;
 }
 
 long fsgd_libsvm_read(fsgd_libsvm_reader_t *r, fsgd_csr_t *out, size_t max_rows, char *err, size_t errsz)
@@ -595,8 +580,7 @@ void fsgd_libsvm_close(fsgd_libsvm_reader_t *r)
 {
     if (!r)
         return;
-    if (r->own_fd)
-        close(r->fd);
+    fsgd_zsource_close(r->src);
     free(r->buf);
     free(r->path);
     free(r->scratch.keys);
