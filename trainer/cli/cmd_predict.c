@@ -17,6 +17,7 @@
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
 #include "fsgd/outfile.h"
+#include "fsgd/rowfmt.h"
 
 static const char usage_text[] =
     "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--quiet]\n"
@@ -200,7 +201,14 @@ int fsgd_cmd_predict(int argc, char **argv)
      * that one batch. */
     fsgd_delim_spec_t spec;
     fsgd_csr_t all = {0};
-    int hashed = m.input[0] != 0, hashed_done = 0;
+    /* hashed LIBSVM ("libsvm:bits=B") streams as LIBSVM, its indices hashed */
+    fsgd_rowfmt_t lfmt = {0};
+    if (!strncmp(m.input, "libsvm:", 7) && fsgd_rowfmt_init(&lfmt, m.input, 0, a.skip_bad, err, sizeof err) < 0) {
+        fsgd_cli_error("predict: %s: %s", a.model, err);
+        fsgd_model_free(&m);
+        return FSGD_EXIT_DATA;
+    }
+    int hashed = m.input[0] != 0 && strncmp(m.input, "libsvm:", 7), hashed_done = 0;
     if (hashed) {
         rc = fsgd_delim_spec_parse(m.input, &spec, err, sizeof err);
         if (rc == 0 && a.skip_bad)
@@ -214,7 +222,7 @@ int fsgd_cmd_predict(int argc, char **argv)
             return rc == FSGD_E_ARG ? FSGD_EXIT_USAGE : fsgd_cli_status(rc);
         }
     }
-    fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad};
+    fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad, .hash_bits = lfmt.opts.hash_bits};
     fsgd_libsvm_reader_t *rd = hashed ? NULL : fsgd_libsvm_open(a.data, &opts, err, sizeof err);
     if (!rd && !hashed) {
         fsgd_cli_error("%s", err);

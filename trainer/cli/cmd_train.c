@@ -101,7 +101,7 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
                 fsgd_csr_t *out)
 {
     /* binary rows held without their values: fsgd train reads such batches */
-    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .binary = 1};
+    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .binary = 1, .hash_bits = (unsigned)job->hash_bits};
     fsgd_libsvm_stats_t st = {0};
     char err[512];
     int rc;

@@ -36,7 +36,8 @@ static const field_t fields[] = {
      "worker/aggregator, which send the raw lines through NAME.data (a header=1 line is skipped, never sent; "
      "outside clients must not send it); the model records the spec for fsgd predict"},
     {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32,
-     "hashed formats: 2^B feature columns (0: the spec's bits, default 24; not with libsvm)"},
+     "hashed formats: 2^B feature columns (0: the spec's bits, default 24); libsvm: 1..32 hashes the indices "
+     "into 2^B weights, so any index fits a bounded model (0: indices kept, dim from the data); alias bits (VW's -b)"},
     {"cache", "data", F_STR, OFF(cache), 0, 0,
      "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
      "from it, for files larger than memory (the holdout and test split, at most 50k and 100k rows, are kept "
@@ -146,7 +147,8 @@ _Static_assert(N_FIELDS <= 128, "fsgd_job_t.given holds 128 bits");
 static const struct {
     const char *alias, *key;
 } aliases[] = {{"ftrl_alpha", "alpha"}, {"ftrl_beta", "beta"}, {"optimizer.name", "optimizer"},
-               {"save_resume", "save_state"}, {"version_every", "snapshot_every"}};
+               {"save_resume", "save_state"}, {"version_every", "snapshot_every"},
+               {"bits", "hash_bits"}};
 
 void fsgd_job_defaults(fsgd_job_t *job)
 {

@@ -24,8 +24,9 @@ typedef struct fsgd_rowfmt {
     uint32_t block_id;       /* the format id of row blocks of these rows (fsgd/rowblock.h) */
 } fsgd_rowfmt_t;
 
-/* Reads format ("libsvm", "criteo", "tsv:...", "csv:...") and hash_bits
- * (0: the spec's bits; 1..32 override them; LIBSVM takes none). Returns 0 or
+/* Reads format ("libsvm", "libsvm:bits=B", "criteo", "tsv:...", "csv:...")
+ * and hash_bits (0: the spec's bits; 1..32 override them; for LIBSVM, 1..32
+ * hashes the indices into 2^hash_bits columns, fsgd_libsvm_hash_col). Returns 0 or
  * FSGD_E_ARG with err naming the job key ("format: columns: 'kat' is not
  * ...", "hash_bits: 18 is for a hashed format, format is libsvm"). */
 int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int skip_bad, char *err, size_t errsz);
