@@ -162,21 +162,15 @@ static ssize_t read_gzip(fsgd_zsource_t *z, unsigned char *buf, size_t cap)
     z->zs.next_out = buf;
     z->zs.avail_out = want;
     while (z->zs.avail_out == want) { /* until some bytes come out */
-        if (z->in_pos == z->in_len) {
-            if (z->in_eof)
-                return z->in_member ? truncated(z) : 0;
-            int rc = fill(z);
-            if (rc < 0)
-                return rc;
-            continue;
-        }
-        if (!z->in_member && z->in_len - z->in_pos < 2 && !z->in_eof) {
-            int rc = fill(z); /* a next member's magic split over two reads */
+        if (z->in_len - z->in_pos < (z->in_member ? 1u : 2u) && !z->in_eof) {
+            int rc = fill(z); /* (a next member's magic may be split over two reads) */
             if (rc < 0)
                 return rc;
             continue;
         }
         if (!z->in_member) {
+            if (z->in_pos == z->in_len)
+                return 0; /* the end, between members */
             /* after a member: another member, or the end; anything else is not gzip */
             const unsigned char *m = z->in + z->in_pos;
             if (z->in_len - z->in_pos < 2 || m[0] != 0x1f || m[1] != 0x8b) {
@@ -188,8 +182,11 @@ static ssize_t read_gzip(fsgd_zsource_t *z, unsigned char *buf, size_t cap)
             inflateReset(&z->zs);
             z->in_member = 1;
         }
+        /* with the input all read, zlib may still hold output: it is asked
+         * until it makes no progress, and only then is the member cut short */
         z->zs.next_in = z->in + z->in_pos;
         z->zs.avail_in = (uInt)(z->in_len - z->in_pos);
+        const size_t in_before = z->in_pos;
         int zr = inflate(&z->zs, Z_NO_FLUSH);
         z->in_pos = z->in_len - z->zs.avail_in;
         if (zr == Z_STREAM_END) {
@@ -201,8 +198,9 @@ static ssize_t read_gzip(fsgd_zsource_t *z, unsigned char *buf, size_t cap)
         } else if (zr == Z_MEM_ERROR) {
             snprintf(z->errmsg, sizeof z->errmsg, "%s: out of memory decompressing", z->path);
             return FSGD_E_NOMEM;
+        } else if (z->in_eof && z->in_pos == z->in_len && z->in_pos == in_before && z->zs.avail_out == want) {
+            return truncated(z);
         }
-        /* Z_OK, Z_BUF_ERROR: more input wanted or output full */
     }
     return (ssize_t)((unsigned char *)z->zs.next_out - buf);
 }
@@ -211,25 +209,27 @@ static ssize_t read_zstd(fsgd_zsource_t *z, unsigned char *buf, size_t cap)
 {
     ZSTD_outBuffer out = {buf, cap, 0};
     while (out.pos == 0) {
-        if (z->in_pos == z->in_len) {
-            if (z->in_eof)
-                return z->in_member ? truncated(z) : 0;
+        if (z->in_pos == z->in_len && !z->in_eof) {
             int rc = fill(z);
             if (rc < 0)
                 return rc;
             continue;
         }
+        if (z->in_pos == z->in_len && !z->in_member)
+            return 0; /* the end, between frames */
+        /* as for gzip: buffered output is drained before a frame is called cut */
         ZSTD_inBuffer in = {z->in, z->in_len, z->in_pos};
         size_t r = ZSTD_decompressStream(z->zd, &out, &in);
+        const int progress = in.pos != z->in_pos || out.pos != 0;
         z->in_pos = in.pos;
         if (ZSTD_isError(r)) {
             snprintf(z->errmsg, sizeof z->errmsg, "%s: corrupt zstd stream at byte %llu (%s)", z->path,
                      (unsigned long long)(z->in_offset + z->in_pos), ZSTD_getErrorName(r));
             return FSGD_E_FORMAT;
         }
-        z->in_member = r != 0; /* 0: a frame ended here */
-        if (out.pos == out.size)
-            break;
+        z->in_member = r != 0; /* 0: a frame ended here, all of it flushed */
+        if (z->in_member && z->in_eof && z->in_pos == z->in_len && !progress)
+            return truncated(z);
     }
     return (ssize_t)out.pos;
 }
