@@ -31,6 +31,17 @@ int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int sk
         return 0;
     }
     char e[400];
+    if (!strcmp(format, "vw") || !strncmp(format, "vw:", 3)) {
+        if (fsgd_vw_spec_parse(format, &f->vw_spec, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+        if (hash_bits)
+            f->vw_spec.bits = (unsigned)hash_bits;
+        f->vw = 1;
+        char canon[FSGD_VW_SPEC_MAX];
+        fsgd_rowfmt_input(f, canon, sizeof canon);
+        f->block_id = fsgd_rowblock_format_id(canon);
+        return 0;
+    }
     if (fsgd_delim_spec_parse(format, &f->spec, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
     if (hash_bits)
@@ -45,9 +56,9 @@ int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int sk
 int fsgd_rowfmt_dim(const fsgd_rowfmt_t *f, uint64_t job_dim, uint64_t *dim, char *err, size_t errsz)
 {
     *dim = job_dim;
-    if (!f->hashed && !f->opts.hash_bits)
+    if (!f->hashed && !f->vw && !f->opts.hash_bits)
         return 0;
-    unsigned bits = f->hashed ? f->spec.bits : f->opts.hash_bits;
+    unsigned bits = f->hashed ? f->spec.bits : f->vw ? f->vw_spec.bits : f->opts.hash_bits;
     uint64_t h = (uint64_t)1 << bits;
     if (job_dim && job_dim != h)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
@@ -61,8 +72,10 @@ void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap)
 {
     if (cap)
         out[0] = '\0';
-    if (!f->hashed && f->opts.hash_bits)
+    if (!f->hashed && !f->vw && f->opts.hash_bits)
         snprintf(out, cap, "libsvm:bits=%u", f->opts.hash_bits);
+    if (f->vw && fsgd_vw_spec_format(&f->vw_spec, out, cap) < 0 && cap)
+        out[0] = '\0';
     if (f->hashed && fsgd_delim_spec_format(&f->spec, out, cap) < 0 && cap)
         out[0] = '\0';
 }
@@ -110,6 +123,8 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
     }
     if (!src)
         src = "<buffer>";
+    if (f->vw)
+        return fsgd_vw_parse(buf, len, &f->vw_spec, f->opts.skip_bad, src, first_line, out, NULL, stats, err, errsz);
     if (!f->hashed)
         return fsgd_libsvm_parse(buf, len, src, first_line, &f->opts, out, stats, err, errsz);
     return parse_delim(f, buf, len, src, first_line, out, stats, err, errsz);
@@ -137,6 +152,8 @@ long fsgd_rowfmt_parse_msg(const fsgd_rowfmt_t *f, const void *buf, size_t len, 
 int fsgd_rowfmt_load(const fsgd_rowfmt_t *f, const char *path, int threads, fsgd_csr_t *out,
                      fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
 {
+    if (f->vw)
+        return fsgd_vw_load(path, &f->vw_spec, f->opts.skip_bad, out, NULL, stats, err, errsz);
     if (!f->hashed)
         return fsgd_libsvm_load_threads(path, &f->opts, threads, out, stats, err, errsz);
     fsgd_delim_stats_t ds;

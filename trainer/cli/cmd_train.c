@@ -105,7 +105,15 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
     fsgd_libsvm_stats_t st = {0};
     char err[512];
     int rc;
-    if (spec) {
+    if (!strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3)) {
+        /* VW text (fsgd/vw.h): its importance weights and tags are read beside the rows */
+        fsgd_rowfmt_t vf;
+        fsgd_vw_extra_t x = {0};
+        rc = fsgd_rowfmt_init(&vf, job->format, job->hash_bits, job->skip_bad, err, sizeof err);
+        if (rc == 0)
+            rc = fsgd_vw_load(path, &vf.vw_spec, job->skip_bad, out, &x, &st, err, sizeof err);
+        fsgd_vw_extra_free(&x);
+    } else if (spec) {
         fsgd_delim_stats_t ds;
         rc = fsgd_delim_load(path, spec, is_train, out, &ds, err, sizeof err);
         if (rc == 0 && is_train && !job->quiet)
@@ -585,13 +593,18 @@ int fsgd_cmd_train(int argc, char **argv)
     /* The row format (fsgd/rowfmt.h, as for the distributed roles): a
      * hashed one has 2^bits columns, so dim must be 0 or that. */
     fsgd_rowfmt_t fmt;
-    if (fsgd_rowfmt_init(&fmt, job.format, job.hash_bits, job.skip_bad, err, sizeof err) < 0 ||
+    if (fsgd_job_fold_input(&job, err, sizeof err) < 0 ||
+        fsgd_rowfmt_init(&fmt, job.format, job.hash_bits, job.skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(&fmt, job.dim, &job.dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
     const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;
     double t0 = wall();
+    if (job.cache[0] && fmt.vw) {
+        fsgd_cli_error("cache: --cache streams LIBSVM and delimited rows; VW rows are read into memory (drop --cache)");
+        return FSGD_EXIT_USAGE;
+    }
     if (job.cache[0])
         return train_from_cache(&job, spec, t0);
     fsgd_model_t init = {0};

@@ -83,7 +83,8 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
      * hashed job's dim is 2^bits from here on (the embedded cluster's model
      * limit is checked on it). */
     fsgd_rowfmt_t f;
-    if (fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
+    if (fsgd_job_fold_input(job, err, sizeof err) < 0 ||
+        fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(&f, job->dim, &job->dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;

@@ -11,8 +11,9 @@
 
 #include "fsgd/error.h"
 #include "fsgd/ftrl.h"
+#include "fsgd/vw.h"
 
-typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER } field_type_t;
+typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS } field_type_t;
 
 typedef struct field {
     const char *key;
@@ -38,6 +39,14 @@ static const field_t fields[] = {
     {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32,
      "hashed formats: 2^B feature columns (0: the spec's bits, default 24); libsvm: 1..32 hashes the indices "
      "into 2^B weights, so any index fits a bounded model (0: indices kept, dim from the data); alias bits (VW's -b)"},
+    {"interactions", "data", F_TERMS, OFF(interactions), 0, 0,
+     "vw format: feature crosses of namespaces by their first letters, VW's -q ab / --cubic abc / --interactions "
+     "ab,abc (aliases q, quadratic, cubic; each use adds its crosses); :: crosses every pair of namespaces; hashed "
+     "into the model's 2^bits columns and recorded in the model file, so fsgd predict needs no flag"},
+    {"ignore", "data", F_STR, OFF(ignore), 0, 0, "vw format: namespaces (first letters, e.g. abc) left out (VW's --ignore)"},
+    {"keep", "data", F_STR, OFF(keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
+    {"class_weight", "data", F_STR, OFF(class_weight), 0, 0,
+     "POS,NEG: each row's loss weighted by its class (LIBLINEAR's -w1/-w-1), on top of a VW row's importance"},
     {"cache", "data", F_STR, OFF(cache), 0, 0,
      "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
      "from it, for files larger than memory (the holdout and test split, at most 50k and 100k rows, are kept "
@@ -148,7 +157,8 @@ static const struct {
     const char *alias, *key;
 } aliases[] = {{"ftrl_alpha", "alpha"}, {"ftrl_beta", "beta"}, {"optimizer.name", "optimizer"},
                {"save_resume", "save_state"}, {"version_every", "snapshot_every"},
-               {"bits", "hash_bits"}};
+               {"bits", "hash_bits"}, {"q", "interactions"}, {"quadratic", "interactions"},
+               {"cubic", "interactions"}};
 
 void fsgd_job_defaults(fsgd_job_t *job)
 {
@@ -322,6 +332,15 @@ static int set_value(fsgd_job_t *job, const field_t *f, const char *value, char 
     char *dst = (char *)job + f->offset;
     char *end;
     switch (f->type) {
+    case F_TERMS: /* each use adds its crosses (-q ab -q cd) */
+        if (*dst && *value) {
+            if (strlen(dst) + 1 + strlen(value) >= f->size)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': value longer than %zu characters", f->key,
+                                    f->size - 1);
+            strcat(strcat(dst, ","), value);
+            return FSGD_E_OK;
+        }
+        /* fall through */
     case F_STR:
         if (strlen(value) >= f->size)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': value longer than %zu characters", f->key,
@@ -630,6 +649,7 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
 {
     const char *p = (const char *)d + f->offset;
     switch (f->type) {
+    case F_TERMS:
     case F_STR:
         snprintf(out, cap, "%s", *p ? p : "\"\"");
         break;
@@ -767,4 +787,76 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
     if (fsgd_job_given(job, "version_seconds") && !job->follow)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "version_seconds needs follow");
     return FSGD_E_OK;
+}
+
+int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
+{
+    const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
+    if (!vw) {
+        const char *key = job->interactions[0] ? "interactions" : job->ignore[0] ? "ignore" : job->keep[0] ? "keep" : NULL;
+        if (key)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "%s: namespaces and their crosses are for --format vw (VW text rows); format is %s "
+                                "(convert the rows to VW text, a namespace a field)",
+                                key, job->format);
+        return 0;
+    }
+    fsgd_vw_spec_t s;
+    char e[400];
+    if (fsgd_vw_spec_parse(job->format, &s, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+    if (job->hash_bits)
+        s.bits = (unsigned)job->hash_bits;
+    char more[300];
+    snprintf(more, sizeof more, "vw%s%s%s%s", job->ignore[0] ? ":ignore=" : "", job->ignore,
+             job->keep[0] ? ":keep=" : "", job->keep);
+    fsgd_vw_spec_t add;
+    if (fsgd_vw_spec_parse(more, &add, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+    for (int i = 0; i < 32; i++) {
+        s.ignore[i] |= add.ignore[i];
+        s.keep[i] |= add.keep[i];
+    }
+    if (job->interactions[0]) {
+        fsgd_vw_spec_t t = {0};
+        if (fsgd_vw_spec_add_terms(&t, job->interactions, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+        for (int i = 0; i < t.n_terms; i++) {
+            int have = 0;
+            for (int j = 0; j < s.n_terms; j++)
+                have |= s.term_len[j] == t.term_len[i] && !memcmp(s.term[j], t.term[i], t.term_len[i]);
+            if (have)
+                continue;
+            if (s.n_terms == FSGD_VW_MAX_TERMS)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: more than %d crosses", FSGD_VW_MAX_TERMS);
+            memcpy(s.term[s.n_terms], t.term[i], t.term_len[i]);
+            s.term_len[s.n_terms++] = t.term_len[i];
+        }
+    }
+    if (fsgd_vw_spec_format(&s, job->format, sizeof job->format) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the vw spec with its crosses is too long");
+    return 0;
+}
+
+int fsgd_job_class_weight(const fsgd_job_t *job, double *pos, double *neg, char *err, size_t errsz)
+{
+    *pos = *neg = 1;
+    if (!job->class_weight[0])
+        return 0;
+    char *end;
+    double p = strtod(job->class_weight, &end), n = 0;
+    int ok = *end == ',' && isfinite(p) && p > 0;
+    if (ok) {
+        const char *b = end + 1;
+        n = strtod(b, &end);
+        ok = end != b && !*end && isfinite(n) && n > 0;
+    }
+    if (!ok)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "class_weight: '%s' is not POS,NEG (two numbers > 0: the weights of the positive and the "
+                            "negative class's rows, e.g. 1,0.25)",
+                            job->class_weight);
+    *pos = p;
+    *neg = n;
+    return 0;
 }

@@ -16,15 +16,18 @@
 #include "fsgd/csr.h"
 #include "fsgd/delim.h"
 #include "fsgd/libsvm.h"
+#include "fsgd/vw.h"
 
 typedef struct fsgd_rowfmt {
-    int hashed;              /* 0: LIBSVM; 1: delimited, hashed by spec */
+    int hashed;              /* 0: LIBSVM or VW; 1: delimited, hashed by spec */
+    int vw;                  /* 1: VW text rows (fsgd/vw.h), hashed by vw */
+    fsgd_vw_spec_t vw_spec;  /* vw: the parsed spec with hash_bits applied */
     fsgd_delim_spec_t spec;  /* hashed: the parsed format with hash_bits applied */
     fsgd_libsvm_opts_t opts; /* skip_bad (both formats) and the LIBSVM options */
     uint32_t block_id;       /* the format id of row blocks of these rows (fsgd/rowblock.h) */
 } fsgd_rowfmt_t;
 
-/* Reads format ("libsvm", "libsvm:bits=B", "criteo", "tsv:...", "csv:...")
+/* Reads format ("libsvm", "libsvm:bits=B", "criteo", "tsv:...", "csv:...", "vw[:...]")
  * and hash_bits (0: the spec's bits; 1..32 override them; for LIBSVM, 1..32
  * hashes the indices into 2^hash_bits columns, fsgd_libsvm_hash_col). Returns 0 or
  * FSGD_E_ARG with err naming the job key ("format: columns: 'kat' is not
