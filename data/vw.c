@@ -407,7 +407,8 @@ static int extra_push(fsgd_vw_extra_t *x, double w, const char *tag, size_t tl)
         x->tags = t;
         x->tags_cap = cap;
     }
-    memcpy(x->tags + x->tags_len, tag, tl);
+    if (tl) /* (no tags yet: no buffer either) */
+        memcpy(x->tags + x->tags_len, tag, tl);
     x->tags_len += tl;
     x->weight[x->n] = w;
     x->tag_end[x->n++] = x->tags_len;
@@ -566,7 +567,8 @@ static int parse_line(const ctx_t *c, const char *p, const char *e, fsgd_csr_t *
             }
         }
     }
-    qsort(sc->keys, sc->n, sizeof *sc->keys, cmp_u64);
+    if (sc->n) /* (a row of no features has no keys array yet) */
+        qsort(sc->keys, sc->n, sizeof *sc->keys, cmp_u64);
     if (fsgd_csr_reserve(out, 1, sc->n) < 0)
         goto nomem;
     uint32_t *col = out->col + out->nnz;

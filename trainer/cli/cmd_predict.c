@@ -18,6 +18,7 @@
 #include "fsgd/model.h"
 #include "fsgd/outfile.h"
 #include "fsgd/rowfmt.h"
+#include "fsgd/rowlabel.h"
 #include "fsgd/vw.h"
 
 static const char usage_text[] =
@@ -336,6 +337,10 @@ int fsgd_cmd_predict(int argc, char **argv)
         fsgd_cli_error("predict: %s", err);
         status = fsgd_cli_status(rc);
     }
+    double lo, hi; /* labels of any two values, as fsgd train maps them: the larger is the positive class */
+    if (status == 0 && !a.quiet && n > 0 && m.kind != FSGD_LOSS_SQUARED && fsgd_rowlabel_map_two(label, n, &lo, &hi))
+        fprintf(stderr, "fsgd predict: %s: labels {%g, %g}: %g is the positive class, %g the negative\n", a.data, lo,
+                hi, hi, lo);
     if (status == 0 && !a.quiet && n > 0)
         print_metrics(&m, a.data, margin, label, n);
     if (status == 0 && n == 0 && !a.quiet)
