@@ -89,10 +89,10 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
-    /* VW rows with crosses travel as their text, one a message, and the
+    /* Rows with crosses (VW or delimited) travel as their text, one a message, and the
      * workers build the crosses: row blocks would carry the crossed
      * columns and NAME.data would grow with them */
-    if (f.vw && f.vw_spec.n_terms && !fsgd_job_given(job, "block_rows"))
+    if (((f.vw && f.vw_spec.n_terms) || (f.hashed && f.spec.n_crosses)) && !fsgd_job_given(job, "block_rows"))
         job->block_rows = 1;
     return 0;
 }

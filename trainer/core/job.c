@@ -11,6 +11,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/ftrl.h"
+#include "fsgd/delim.h"
 #include "fsgd/vw.h"
 
 typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS } field_type_t;
@@ -792,15 +793,50 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
 int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
 {
     const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
+    const int delim = !strcmp(job->format, "criteo") || !strncmp(job->format, "tsv:", 4) ||
+                      !strncmp(job->format, "csv:", 4);
     if (!vw) {
-        const char *key = job->interactions[0] ? "interactions" : job->ignore[0] ? "ignore" : job->keep[0] ? "keep" : NULL;
+        const char *key = job->ignore[0] ? "ignore" : job->keep[0] ? "keep" : NULL;
+        if (!key && job->interactions[0] && !delim)
+            key = "interactions";
         if (key)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                                "%s: namespaces and their crosses are for --format vw (VW text rows); format is %s "
-                                "(convert the rows to VW text, a namespace a field)",
-                                key, job->format);
+                                "%s: namespaces%s are for --format vw (VW text rows)%s; format is %s", key,
+                                delim ? "" : " and crosses",
+                                delim ? "" : " and the delimited formats (criteo, tsv:, csv: cross columns by number)",
+                                job->format);
+    }
+    if (delim && job->interactions[0]) {
+        /* columns by 1-based number: --interactions 15*16,15*16*17 */
+        fsgd_delim_spec_t d, t;
+        char e[400];
+        if (fsgd_delim_spec_parse(job->format, &d, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+        t = d;
+        t.n_crosses = 0;
+        if (fsgd_delim_spec_add_crosses(&t, job->interactions, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "%s (--format %s crosses columns by number, e.g. -q 15*16; letters name VW namespaces)",
+                                e, job->format);
+        for (int i = 0; i < t.n_crosses; i++) {
+            int have = 0;
+            for (int j = 0; j < d.n_crosses; j++)
+                have |= d.cross_len[j] == t.cross_len[i] &&
+                        !memcmp(d.cross[j], t.cross[i], t.cross_len[i] * sizeof d.cross[j][0]);
+            if (have)
+                continue;
+            if (d.n_crosses == FSGD_DELIM_MAX_CROSSES)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: more than %d crosses", FSGD_DELIM_MAX_CROSSES);
+            memset(d.cross[d.n_crosses], 0, sizeof d.cross[0]);
+            memcpy(d.cross[d.n_crosses], t.cross[i], t.cross_len[i] * sizeof d.cross[0][0]);
+            d.cross_len[d.n_crosses++] = t.cross_len[i];
+        }
+        if (fsgd_delim_spec_format(&d, job->format, sizeof job->format) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the spec with its crosses is too long");
         return 0;
     }
+    if (!vw)
+        return 0;
     fsgd_vw_spec_t s;
     char e[400];
     if (fsgd_vw_spec_parse(job->format, &s, e, sizeof e) < 0)
