@@ -37,7 +37,7 @@ PY
 "$FSGD" model info "$tmp/i.fsgd" | grep -q '^input: vw:bits=18:seed=0:ignore=b$' || fail "ignore not recorded"
 # crosses without namespaces are refused by name
 rc=0; "$FSGD" train --data "$tmp/all.svm" -q ab --quiet 2> "$tmp/e.txt" || rc=$?
-[ $rc -eq 2 ] && grep -q "interactions: namespaces and their crosses are for --format vw" "$tmp/e.txt" || fail "q on libsvm: $rc"
+[ $rc -eq 2 ] && grep -q "interactions: namespaces and crosses are for --format vw" "$tmp/e.txt" || fail "q on libsvm: $rc"
 rc=0; "$FSGD" export --model "$tmp/m.fsgd" --format liblinear --out "$tmp/x.txt" 2> "$tmp/e.txt" || rc=$?
 [ $rc -eq 2 ] && grep -q "hashed feature crosses" "$tmp/e.txt" || fail "export: $rc $(cat "$tmp/e.txt")"
 # bad rows: file:line:col, exit 3, nothing written
