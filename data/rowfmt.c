@@ -123,8 +123,19 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
     }
     if (!src)
         src = "<buffer>";
-    if (f->vw)
-        return fsgd_vw_parse(buf, len, &f->vw_spec, f->opts.skip_bad, src, first_line, out, NULL, stats, err, errsz);
+    if (f->vw) {
+        /* the distributed roles read rows here, and do not weigh them yet:
+         * a weighted row is refused, not trained at weight 1 */
+        fsgd_vw_extra_t x = {0};
+        long n = fsgd_vw_parse(buf, len, &f->vw_spec, f->opts.skip_bad, src, first_line, out, &x, stats, err, errsz);
+        if (n > 0 && x.any_weight)
+            n = fsgd_err_fmt(err, errsz, FSGD_E_UNSUPPORTED,
+                             "%s: rows with importance weights (VW's 'label weight |...'): fsgd run and its roles do "
+                             "not weigh rows yet; train them with fsgd train",
+                             src);
+        fsgd_vw_extra_free(&x);
+        return n;
+    }
     if (!f->hashed)
         return fsgd_libsvm_parse(buf, len, src, first_line, &f->opts, out, stats, err, errsz);
     return parse_delim(f, buf, len, src, first_line, out, stats, err, errsz);

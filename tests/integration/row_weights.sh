@@ -6,7 +6,8 @@
 # without them); a heavier positive class raises the mean predicted
 # probability. Any two label values train as the classes (the larger
 # positive): labels {1, 2} give the model of {-1, +1}; three values are an
-# error (exit 3); a bad --class-weight is exit 2.
+# error (exit 3); a bad --class-weight is exit 2, and so are weights given to
+# fsgd run, which does not weigh rows yet.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -52,4 +53,9 @@ for bad in "2" "1,0" "a,b" "1,2,3"; do
 done
 rc=0; "$FSGD" train --data "$tmp/d.svm" --model linear --class-weight 2,1 --quiet 2> "$tmp/e.txt" || rc=$?
 [ $rc -eq 2 ] && grep -q "are for classification models" "$tmp/e.txt" || fail "linear + weights: $rc"
-echo "row weights: importance = class weight, zero rows left out, two labels mapped"
+# fsgd run does not weigh rows yet: refused, not ignored (exit 2)
+rc=0; "$FSGD" run --data "$tmp/d.svm" --class-weight 2,1 --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "fsgd run and its roles do not yet" "$tmp/e.txt" || fail "run --class-weight: $rc"
+rc=0; "$FSGD" run --data "$tmp/imp.vw" --format vw --workers 1 --epochs 1 --quiet > /dev/null 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "imp.vw: rows with importance weights" "$tmp/e.txt" || fail "run weighted rows: $rc $(cat "$tmp/e.txt")"
+echo "row weights: importance = class weight, zero rows left out, two labels mapped, run refuses them"

@@ -82,6 +82,10 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
      * hash_bits without a hashed format, or a dim other than 2^bits. A
      * hashed job's dim is 2^bits from here on (the embedded cluster's model
      * limit is checked on it). */
+    if (job->class_weight[0]) { /* refused, not ignored: the roles do not weigh rows yet */
+        fsgd_cli_error("class_weight: fsgd train weighs rows by class; fsgd run and its roles do not yet");
+        return FSGD_EXIT_USAGE;
+    }
     fsgd_rowfmt_t f;
     if (fsgd_job_fold_input(job, err, sizeof err) < 0 ||
         fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||

@@ -47,7 +47,9 @@ void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap);
  * names the origin in errors ("topic a.data partition 2 offset 17:1:5:
  * column 3 (num): expected a number, got 'x'"), first_line numbers buf's
  * first line. Blank lines (and LIBSVM comments) give no row. stats may be
- * NULL. Returns the rows appended or a negative error. */
+ * NULL. VW rows with importance weights are refused (FSGD_E_UNSUPPORTED):
+ * the roles that read rows here do not weigh them. Returns the rows appended
+ * or a negative error. */
 long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
                        fsgd_csr_t *out, fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
 
