@@ -136,7 +136,7 @@ LAYERING    := $(BUILD)/layering
 
 CFLAGS   = -std=c11 $(OPT) -g $(WARN) -pthread -MMD -MP $(SAN)
 LDFLAGS  = -pthread $(SAN)
-LDLIBS   = -lrdkafka -llz4 -lyaml -lmicrohttpd -ljansson -lsodium -llapacke -lopenblas -lm
+LDLIBS   = -lrdkafka -llz4 -lz -lzstd -lyaml -lmicrohttpd -ljansson -lsodium -llapacke -lopenblas -lm
 
 LIB_SRC   := $(shell find common codec data strategy trainer -name '*.c' -not -path 'trainer/cli/*' 2>/dev/null | sort)
 CLI_SRC   := $(sort $(wildcard trainer/cli/*.c))

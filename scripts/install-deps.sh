@@ -27,7 +27,7 @@ install_cuda() {
     [ "${1:-}" = --check ] && { cuda_complete .deps/cuda || echo "missing: CUDA toolkit (scripts/install-cuda-wheels.sh)"; return 0; }
     scripts/install-cuda-wheels.sh
 }
-build_pkgs="gcc make pkg-config librdkafka-dev liblz4-dev libyaml-dev libopenblas-dev liblapacke-dev libcunit1-dev libmicrohttpd-dev libjansson-dev libxxhash-dev libsodium-dev"
+build_pkgs="gcc make pkg-config librdkafka-dev liblz4-dev libyaml-dev libopenblas-dev liblapacke-dev libcunit1-dev libmicrohttpd-dev libjansson-dev libxxhash-dev libsodium-dev zlib1g-dev libzstd-dev"
 # xz-utils: the compressed data sets (data/sets/*.xz, scripts/unpack-data.sh)
 test_pkgs="xz-utils python3 python3-pip python3-venv python3-sklearn liblinear-tools kcat clang libclang-rt-dev iproute2 docker-compose"
 # the real Kafka broker of the tests (tests/kafka): a JVM and Maven

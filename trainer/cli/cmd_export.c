@@ -75,6 +75,19 @@ static int export_command(int argc, char **argv)
     /* LIBLINEAR's nr_feature is an int: refuse a larger model from its
      * header, before 2^32 weights are allocated and scanned. */
     rc = fsgd_model_load_max(&m, model, INT_MAX, err, sizeof err);
+    /* liblinear-predict reads raw LIBSVM indices: a model whose columns are
+     * hashed LIBSVM indices, VW features or crosses has no such file to score */
+    if (rc == 0 && (!strncmp(m.input, "libsvm:", 7) || !strncmp(m.input, "vw:", 3) ||
+                    strstr(m.input, ":interactions="))) {
+        rc = fsgd_err_fmt(err, sizeof err, FSGD_E_UNSUPPORTED,
+                          "%s was trained on input %s: its weights belong to %s, which no LIBSVM file that "
+                          "liblinear-predict reads holds; score it with fsgd predict",
+                          model, m.input,
+                          strstr(m.input, ":interactions=") ? "hashed feature crosses"
+                          : m.input[0] == 'v'               ? "hashed VW features"
+                                                            : "hashed LIBSVM indices");
+        fsgd_model_free(&m);
+    }
     if (rc == 0) {
         rc = fsgd_model_export_liblinear(&m, out, err, sizeof err);
         if (rc == 0) /* LIBLINEAR's text is dense: say how sparse the model is */

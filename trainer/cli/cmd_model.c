@@ -72,7 +72,7 @@ static int model_info(int argc, char **argv)
         return fsgd_cli_status(rc);
     }
     const uint64_t nnz = fsgd_model_nnz(&m);
-    const int version = m.state.kind != FSGD_MODEL_STATE_NONE ? 3 : m.input[0] ? 2 : 1;
+    const int version = fsgd_model_version(&m);
     printf("model: %s\nformat version: %d\nloss: %s\ndim: %llu\n", argv[2], version, fsgd_loss_name(m.kind),
            (unsigned long long)m.dim);
     if (m.has_bias)

@@ -17,6 +17,9 @@
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
 #include "fsgd/outfile.h"
+#include "fsgd/rowfmt.h"
+#include "fsgd/rowlabel.h"
+#include "fsgd/vw.h"
 
 static const char usage_text[] =
     "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--quiet]\n"
@@ -200,21 +203,40 @@ int fsgd_cmd_predict(int argc, char **argv)
      * that one batch. */
     fsgd_delim_spec_t spec;
     fsgd_csr_t all = {0};
-    int hashed = m.input[0] != 0, hashed_done = 0;
-    if (hashed) {
+    /* hashed LIBSVM ("libsvm:bits=B") streams as LIBSVM, its indices hashed */
+    fsgd_rowfmt_t lfmt = {0};
+    if (!strncmp(m.input, "libsvm:", 7) && fsgd_rowfmt_init(&lfmt, m.input, 0, a.skip_bad, err, sizeof err) < 0) {
+        fsgd_cli_error("predict: %s: %s", a.model, err);
+        fsgd_model_free(&m);
+        return FSGD_EXIT_DATA;
+    }
+    int hashed = m.input[0] != 0 && strncmp(m.input, "libsvm:", 7), hashed_done = 0;
+    /* VW rows (the model's vw spec: its bits, namespaces and crosses): read
+     * whole like delimited ones, each row's tag written beside its score */
+    const int vw = !strncmp(m.input, "vw:", 3);
+    fsgd_vw_extra_t tags = {0};
+    fsgd_vw_spec_t vspec;
+    if (vw) {
+        rc = fsgd_vw_spec_parse(m.input, &vspec, err, sizeof err);
+        if (rc == 0)
+            rc = fsgd_vw_load(a.data, &vspec, a.skip_bad, &all, &tags, NULL, err, sizeof err);
+    } else if (hashed) {
         rc = fsgd_delim_spec_parse(m.input, &spec, err, sizeof err);
         if (rc == 0 && a.skip_bad)
             rc = fsgd_err_fmt(err, sizeof err, FSGD_E_ARG, "--skip-bad is for LIBSVM input only");
         if (rc == 0)
             rc = fsgd_delim_load(a.data, &spec, 0, &all, NULL, err, sizeof err);
+    }
+    if (hashed) {
         if (rc < 0) {
             fsgd_cli_error("predict: %s (model input %s)", err, m.input);
+            fsgd_vw_extra_free(&tags);
             fsgd_csr_free(&all);
             fsgd_model_free(&m);
             return rc == FSGD_E_ARG ? FSGD_EXIT_USAGE : fsgd_cli_status(rc);
         }
     }
-    fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad};
+    fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad, .hash_bits = lfmt.opts.hash_bits};
     fsgd_libsvm_reader_t *rd = hashed ? NULL : fsgd_libsvm_open(a.data, &opts, err, sizeof err);
     if (!rd && !hashed) {
         fsgd_cli_error("%s", err);
@@ -298,7 +320,11 @@ int fsgd_cmd_predict(int argc, char **argv)
             n++;
             /* σ(s) computed without overflow for large |s| */
             double p = s >= 0 ? 1 / (1 + exp(-s)) : exp(s) / (1 + exp(s));
-            fprintf(out, "%.17g\n", a.proba ? p : s);
+            uint64_t t0 = vw && r ? tags.tag_end[r - 1] : 0, t1 = vw ? tags.tag_end[r] : 0;
+            if (t1 > t0) /* as VW writes its predictions: "score tag" */
+                fprintf(out, "%.17g %.*s\n", a.proba ? p : s, (int)(t1 - t0), tags.tags + t0);
+            else
+                fprintf(out, "%.17g\n", a.proba ? p : s);
         }
     }
     const fsgd_libsvm_stats_t *st = rd ? fsgd_libsvm_stats(rd) : NULL;
@@ -318,6 +344,10 @@ int fsgd_cmd_predict(int argc, char **argv)
         fsgd_cli_error("predict: %s", err);
         status = fsgd_cli_status(rc);
     }
+    double lo, hi; /* labels of any two values, as fsgd train maps them: the larger is the positive class */
+    if (status == 0 && !a.quiet && n > 0 && m.kind != FSGD_LOSS_SQUARED && fsgd_rowlabel_map_two(label, n, &lo, &hi))
+        fprintf(stderr, "fsgd predict: %s: labels {%g, %g}: %g is the positive class, %g the negative\n", a.data, lo,
+                hi, hi, lo);
     if (status == 0 && !a.quiet && n > 0)
         print_metrics(&m, a.data, margin, label, n);
     if (status == 0 && n == 0 && !a.quiet)
@@ -328,6 +358,7 @@ int fsgd_cmd_predict(int argc, char **argv)
     }
     free(margin);
     free(label);
+    fsgd_vw_extra_free(&tags);
     fsgd_csr_free(&batch);
     fsgd_libsvm_close(rd);
     fsgd_model_free(&m);

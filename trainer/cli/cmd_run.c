@@ -31,6 +31,7 @@
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/outfile.h"
+#include "fsgd/zsource.h"
 
 /* Worker processes per core at most: each runs librdkafka's threads and a
  * busy poll loop; beyond a few per core they only slow each other down. */
@@ -485,6 +486,14 @@ static int run_size_cluster(run_t *r)
     r->P = job->partitions;
     struct stat sb;
     uint64_t bytes = (!r->no_produce && job->data[0] && stat(job->data, &sb) == 0) ? (uint64_t)sb.st_size : 0;
+    uint64_t text_bytes = 0; /* a gzip or zstd file's partitions hold its text: sized by that */
+    char zerr[512];
+    if (bytes && S_ISREG(sb.st_mode) && fsgd_zsource_check(job->data, &text_bytes, zerr, sizeof zerr) < 0) {
+        fsgd_cli_error("run: %s", zerr);
+        return FSGD_EXIT_DATA;
+    }
+    if (text_bytes)
+        bytes = text_bytes;
     if (!r->brokers[0] && (job->replication_factor > 1 || job->min_insync_replicas > 1)) {
         /* refused, not ignored: the user asked for a durability it cannot give */
         fsgd_cli_error("run: the embedded cluster keeps one replica of each topic: --replication-factor %d and "

@@ -14,6 +14,8 @@
 #include "fsgd/codec.h"
 #include "fsgd/delim.h"
 #include "fsgd/rowfmt.h"
+#include "fsgd/rowlabel.h"
+#include "fsgd/vw.h"
 #include "fsgd/strategy.h"
 #include "fsgd/job.h"
 #include "fsgd/libsvm.h"
@@ -95,11 +97,18 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
                 fsgd_csr_t *out)
 {
     /* binary rows held without their values: fsgd train reads such batches */
-    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .binary = 1};
+    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .binary = 1, .hash_bits = (unsigned)job->hash_bits};
     fsgd_libsvm_stats_t st = {0};
+    fsgd_vw_extra_t vwx = {0};
     char err[512];
     int rc;
-    if (spec) {
+    if (!strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3)) {
+        /* VW text (fsgd/vw.h): its importance weights and tags are read beside the rows */
+        fsgd_rowfmt_t vf;
+        rc = fsgd_rowfmt_init(&vf, job->format, job->hash_bits, job->skip_bad, err, sizeof err);
+        if (rc == 0)
+            rc = fsgd_vw_load(path, &vf.vw_spec, job->skip_bad, out, &vwx, &st, err, sizeof err);
+    } else if (spec) {
         fsgd_delim_stats_t ds;
         rc = fsgd_delim_load(path, spec, is_train, out, &ds, err, sizeof err);
         if (rc == 0 && is_train && !job->quiet)
@@ -117,6 +126,7 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
         rc = fsgd_libsvm_load_threads(path, &opts, job->threads, out, &st, err, sizeof err);
     }
     if (rc < 0) {
+        fsgd_vw_extra_free(&vwx);
         fsgd_cli_error("%s", err);
         return fsgd_cli_status(rc);
     }
@@ -129,10 +139,45 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
      * {1, 2} for logistic would train "silently" on one class. */
     fsgd_label_set_t ls = {0};
     fsgd_label_set_add(&ls, out->label, out->n_rows);
+    double lo, hi;
     if (fsgd_loss_check_labels(job->model, &ls, err, sizeof err) < 0) {
-        fsgd_cli_error("%s: %s", path, err);
-        return FSGD_EXIT_DATA;
+        /* any two values, as LIBLINEAR takes them: the larger is the positive class */
+        if (job->model == FSGD_LOSS_SQUARED || !fsgd_rowlabel_map_two(out->label, out->n_rows, &lo, &hi)) {
+            fsgd_vw_extra_free(&vwx);
+            fsgd_cli_error("%s: %s", path, err);
+            return FSGD_EXIT_DATA;
+        }
+        if (!job->quiet || is_train)
+            fprintf(stderr, "fsgd: %s: labels {%g, %g}: %g is the positive class (+1), %g the negative (-1)\n",
+                    path, lo, hi, hi, lo);
     }
+    /* Importance weights (VW rows) and class weights ride in the training
+     * rows' labels (fsgd/rowlabel.h); test rows are scored unweighted. */
+    double pos = 1, neg = 1;
+    if (is_train && (fsgd_job_class_weight(job, &pos, &neg, err, sizeof err) < 0)) {
+        fsgd_vw_extra_free(&vwx);
+        fsgd_cli_error("%s", err);
+        return FSGD_EXIT_USAGE;
+    }
+    if (is_train && (vwx.any_weight || pos != 1 || neg != 1)) {
+        if (job->model == FSGD_LOSS_SQUARED) {
+            fsgd_vw_extra_free(&vwx);
+            fsgd_cli_error("%s: row and class weights are for classification models (logistic, svm), not linear",
+                           path);
+            return FSGD_EXIT_USAGE;
+        }
+        if (strcmp(job->backend, "cpu")) { /* the cuda backend reads a label's sign only */
+            fsgd_vw_extra_free(&vwx);
+            fsgd_cli_error("%s: row and class weights are applied by the cpu backend: use --backend cpu", path);
+            return FSGD_EXIT_USAGE;
+        }
+        size_t dropped = fsgd_rowlabel_weigh(out, 0, vwx.any_weight ? vwx.weight : NULL, pos, neg);
+        if (!job->quiet)
+            fprintf(stderr, "fsgd: %s: rows weighted (%s%s%s)%s\n", path, vwx.any_weight ? "importance" : "",
+                    vwx.any_weight && (pos != 1 || neg != 1) ? " and " : "",
+                    pos != 1 || neg != 1 ? "class weights" : "", dropped ? "; rows of weight 0 left out" : "");
+    }
+    fsgd_vw_extra_free(&vwx);
     return 0;
 }
 
@@ -596,13 +641,18 @@ static int train_command(int argc, char **argv)
     /* The row format (fsgd/rowfmt.h, as for the distributed roles): a
      * hashed one has 2^bits columns, so dim must be 0 or that. */
     fsgd_rowfmt_t fmt;
-    if (fsgd_rowfmt_init(&fmt, job.format, job.hash_bits, job.skip_bad, err, sizeof err) < 0 ||
+    if (fsgd_job_fold_input(&job, err, sizeof err) < 0 ||
+        fsgd_rowfmt_init(&fmt, job.format, job.hash_bits, job.skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(&fmt, job.dim, &job.dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
     const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;
     double t0 = fsgd_clock_s();
+    if (job.cache[0] && fmt.vw) {
+        fsgd_cli_error("cache: --cache streams LIBSVM and delimited rows; VW rows are read into memory (drop --cache)");
+        return FSGD_EXIT_USAGE;
+    }
     if (job.cache[0])
         return train_from_cache(&job, spec, t0);
     fsgd_model_t init = {0};

@@ -123,12 +123,22 @@ int dcli_job_only(int argc, char **argv, const char *usage, const char *const *o
      * hash_bits without a hashed format, or a dim other than 2^bits. A
      * hashed job's dim is 2^bits from here on (the embedded cluster's model
      * limit is checked on it). */
+    if (job->class_weight[0]) { /* refused, not ignored: the roles do not weigh rows yet */
+        fsgd_cli_error("class_weight: fsgd train weighs rows by class; fsgd run and its roles do not yet");
+        return FSGD_EXIT_USAGE;
+    }
     fsgd_rowfmt_t f;
-    if (fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
+    if (fsgd_job_fold_input(job, err, sizeof err) < 0 ||
+        fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(&f, job->dim, &job->dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
+    /* Rows with crosses (VW or delimited) travel as their text, one a message, and the
+     * workers build the crosses: row blocks would carry the crossed
+     * columns and NAME.data would grow with them */
+    if (((f.vw && f.vw_spec.n_terms) || (f.hashed && f.spec.n_crosses)) && !fsgd_job_given(job, "block_rows"))
+        job->block_rows = 1;
     return 0;
 }
 

@@ -11,8 +11,10 @@
 
 #include "fsgd/error.h"
 #include "fsgd/ftrl.h"
+#include "fsgd/delim.h"
+#include "fsgd/vw.h"
 
-typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER } field_type_t;
+typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS } field_type_t;
 
 typedef struct field {
     const char *key;
@@ -36,7 +38,16 @@ static const field_t fields[] = {
      "worker/aggregator, which send the raw lines through NAME.data (a header=1 line is skipped, never sent; "
      "outside clients must not send it); the model records the spec for fsgd predict"},
     {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32,
-     "hashed formats: 2^B feature columns (0: the spec's bits, default 24; not with libsvm)"},
+     "hashed formats: 2^B feature columns (0: the spec's bits, default 24); libsvm: 1..32 hashes the indices "
+     "into 2^B weights, so any index fits a bounded model (0: indices kept, dim from the data); alias bits (VW's -b)"},
+    {"interactions", "data", F_TERMS, OFF(interactions), 0, 0,
+     "vw format: feature crosses of namespaces by their first letters, VW's -q ab / --cubic abc / --interactions "
+     "ab,abc (aliases q, quadratic, cubic; each use adds its crosses); :: crosses every pair of namespaces; hashed "
+     "into the model's 2^bits columns and recorded in the model file, so fsgd predict needs no flag"},
+    {"ignore", "data", F_STR, OFF(ignore), 0, 0, "vw format: namespaces (first letters, e.g. abc) left out (VW's --ignore)"},
+    {"keep", "data", F_STR, OFF(keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
+    {"class_weight", "data", F_STR, OFF(class_weight), 0, 0,
+     "POS,NEG: each row's loss weighted by its class (LIBLINEAR's -w1/-w-1), on top of a VW row's importance"},
     {"cache", "data", F_STR, OFF(cache), 0, 0,
      "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
      "from it, for files larger than memory (the holdout and test split, at most 50k and 100k rows, are kept "
@@ -148,7 +159,9 @@ _Static_assert(N_FIELDS <= 128, "fsgd_job_t.given holds 128 bits");
 static const struct {
     const char *alias, *key;
 } aliases[] = {{"ftrl_alpha", "alpha"}, {"ftrl_beta", "beta"}, {"optimizer.name", "optimizer"},
-               {"save_resume", "save_state"}, {"version_every", "snapshot_every"}};
+               {"save_resume", "save_state"}, {"version_every", "snapshot_every"},
+               {"bits", "hash_bits"}, {"q", "interactions"}, {"quadratic", "interactions"},
+               {"cubic", "interactions"}};
 
 void fsgd_job_defaults(fsgd_job_t *job)
 {
@@ -322,6 +335,15 @@ static int set_value(fsgd_job_t *job, const field_t *f, const char *value, char 
     char *dst = (char *)job + f->offset;
     char *end;
     switch (f->type) {
+    case F_TERMS: /* each use adds its crosses (-q ab -q cd) */
+        if (*dst && *value) {
+            if (strlen(dst) + 1 + strlen(value) >= f->size)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': value longer than %zu characters", f->key,
+                                    f->size - 1);
+            strcat(strcat(dst, ","), value);
+            return FSGD_E_OK;
+        }
+        /* fall through */
     case F_STR:
         if (strlen(value) >= f->size)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': value longer than %zu characters", f->key,
@@ -647,6 +669,7 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
 {
     const char *p = (const char *)d + f->offset;
     switch (f->type) {
+    case F_TERMS:
     case F_STR:
         snprintf(out, cap, "%s", *p ? p : "\"\"");
         break;
@@ -784,4 +807,111 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
     if (fsgd_job_given(job, "version_seconds") && !job->follow)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "version_seconds needs follow");
     return FSGD_E_OK;
+}
+
+int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
+{
+    const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
+    const int delim = !strcmp(job->format, "criteo") || !strncmp(job->format, "tsv:", 4) ||
+                      !strncmp(job->format, "csv:", 4);
+    if (!vw) {
+        const char *key = job->ignore[0] ? "ignore" : job->keep[0] ? "keep" : NULL;
+        if (!key && job->interactions[0] && !delim)
+            key = "interactions";
+        if (key)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "%s: namespaces%s are for --format vw (VW text rows)%s; format is %s", key,
+                                delim ? "" : " and crosses",
+                                delim ? "" : " and the delimited formats (criteo, tsv:, csv: cross columns by number)",
+                                job->format);
+    }
+    if (delim && job->interactions[0]) {
+        /* columns by 1-based number: --interactions 15*16,15*16*17 */
+        fsgd_delim_spec_t d, t;
+        char e[400];
+        if (fsgd_delim_spec_parse(job->format, &d, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+        t = d;
+        t.n_crosses = 0;
+        if (fsgd_delim_spec_add_crosses(&t, job->interactions, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "%s (--format %s crosses columns by number, e.g. -q 15*16; letters name VW namespaces)",
+                                e, job->format);
+        for (int i = 0; i < t.n_crosses; i++) {
+            int have = 0;
+            for (int j = 0; j < d.n_crosses; j++)
+                have |= d.cross_len[j] == t.cross_len[i] &&
+                        !memcmp(d.cross[j], t.cross[i], t.cross_len[i] * sizeof d.cross[j][0]);
+            if (have)
+                continue;
+            if (d.n_crosses == FSGD_DELIM_MAX_CROSSES)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: more than %d crosses", FSGD_DELIM_MAX_CROSSES);
+            memset(d.cross[d.n_crosses], 0, sizeof d.cross[0]);
+            memcpy(d.cross[d.n_crosses], t.cross[i], t.cross_len[i] * sizeof d.cross[0][0]);
+            d.cross_len[d.n_crosses++] = t.cross_len[i];
+        }
+        if (fsgd_delim_spec_format(&d, job->format, sizeof job->format) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the spec with its crosses is too long");
+        return 0;
+    }
+    if (!vw)
+        return 0;
+    fsgd_vw_spec_t s;
+    char e[400];
+    if (fsgd_vw_spec_parse(job->format, &s, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+    if (job->hash_bits)
+        s.bits = (unsigned)job->hash_bits;
+    char more[300];
+    snprintf(more, sizeof more, "vw%s%s%s%s", job->ignore[0] ? ":ignore=" : "", job->ignore,
+             job->keep[0] ? ":keep=" : "", job->keep);
+    fsgd_vw_spec_t add;
+    if (fsgd_vw_spec_parse(more, &add, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+    for (int i = 0; i < 32; i++) {
+        s.ignore[i] |= add.ignore[i];
+        s.keep[i] |= add.keep[i];
+    }
+    if (job->interactions[0]) {
+        fsgd_vw_spec_t t = {0};
+        if (fsgd_vw_spec_add_terms(&t, job->interactions, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+        for (int i = 0; i < t.n_terms; i++) {
+            int have = 0;
+            for (int j = 0; j < s.n_terms; j++)
+                have |= s.term_len[j] == t.term_len[i] && !memcmp(s.term[j], t.term[i], t.term_len[i]);
+            if (have)
+                continue;
+            if (s.n_terms == FSGD_VW_MAX_TERMS)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: more than %d crosses", FSGD_VW_MAX_TERMS);
+            memcpy(s.term[s.n_terms], t.term[i], t.term_len[i]);
+            s.term_len[s.n_terms++] = t.term_len[i];
+        }
+    }
+    if (fsgd_vw_spec_format(&s, job->format, sizeof job->format) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the vw spec with its crosses is too long");
+    return 0;
+}
+
+int fsgd_job_class_weight(const fsgd_job_t *job, double *pos, double *neg, char *err, size_t errsz)
+{
+    *pos = *neg = 1;
+    if (!job->class_weight[0])
+        return 0;
+    char *end;
+    double p = strtod(job->class_weight, &end), n = 0;
+    int ok = *end == ',' && isfinite(p) && p > 0;
+    if (ok) {
+        const char *b = end + 1;
+        n = strtod(b, &end);
+        ok = end != b && !*end && isfinite(n) && n > 0;
+    }
+    if (!ok)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "class_weight: '%s' is not POS,NEG (two numbers > 0: the weights of the positive and the "
+                            "negative class's rows, e.g. 1,0.25)",
+                            job->class_weight);
+    *pos = p;
+    *neg = n;
+    return 0;
 }
