@@ -1,0 +1,178 @@
+/* New model versions, found off the request threads: the watcher polls each
+ * model's file by stat, and a file that changed (another inode after a
+ * rename, or another size or mtime) is read, checked and swapped in (slot.h).
+ * A version that fails is refused once per file identity: logged, counted,
+ * and the one serving keeps serving. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsgd/error.h"
+#include "serve_internal.h"
+
+static int same_file(const serve_file_source_t *f, const struct stat *st)
+{
+    return f->dev == st->st_dev && f->ino == st->st_ino && f->size == st->st_size &&
+           f->mtime.tv_sec == st->st_mtim.tv_sec && f->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+           f->ctime.tv_sec == st->st_ctim.tv_sec && f->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+static void remember(serve_file_source_t *f, const struct stat *st)
+{
+    f->dev = st->st_dev;
+    f->ino = st->st_ino;
+    f->size = st->st_size;
+    f->mtime = st->st_mtim;
+    f->ctime = st->st_ctim;
+}
+
+/* The whole of the open file fd (its identity in st) into a malloc'd buffer. */
+static int read_all(int fd, const struct stat *st, const char *path, void **out, size_t *len, char *err,
+                    size_t errsz)
+{
+    size_t cap = st->st_size > 0 ? (size_t)st->st_size : 1, n = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory for %zu bytes", path, cap);
+    for (;;) {
+        if (n == cap) {
+            /* The file grew while being read (written in place, not renamed). */
+            char *b = realloc(buf, cap * 2);
+            if (!b) {
+                free(buf);
+                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
+            }
+            buf = b;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            int e = errno;
+            free(buf);
+            return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot read '%s': %s", path, strerror(e));
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+serve_version_t *serve_watch_load_file(serve_slot_t *slot, char *err, size_t errsz)
+{
+    serve_file_source_t *f = &slot->file;
+    /* Read through one open descriptor: the bytes loaded are those of the
+     * inode whose identity is remembered, even if the path is renamed over
+     * again meanwhile. */
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", f->path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    remember(f, &st);
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = S_ISREG(st.st_mode) ? read_all(fd, &st, f->path, &buf, &len, err, errsz)
+                                 : fsgd_err_fmt(err, errsz, FSGD_E_IO, "'%s' is not a regular file", f->path);
+    close(fd);
+    if (rc < 0)
+        return NULL;
+    fsgd_model_t m;
+    rc = fsgd_model_load_mem(&m, buf, len, f->path, 0, err, errsz);
+    free(buf);
+    if (rc < 0)
+        return NULL;
+    serve_version_t *v = serve_version_new(&m, err, errsz);
+    if (!v)
+        return NULL;
+    pthread_mutex_lock(&slot->lock);
+    serve_version_t *cur = slot->cur;
+    char why[512];
+    rc = cur ? serve_version_compatible(cur, v, why, sizeof why) : 0;
+    pthread_mutex_unlock(&slot->lock);
+    if (rc < 0) {
+        fsgd_err_fmt(err, errsz, rc, "%s: %s", f->path, why);
+        serve_version_release(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* One file slot: a new version swapped in, a bad one refused, or nothing. */
+static void poll_file(fsgd_serve_t *s, serve_slot_t *sl)
+{
+    serve_file_source_t *f = &sl->file;
+    struct stat st;
+    if (stat(f->path, &st) < 0) {
+        /* Between an unlink and a rename, or gone: keep serving, say it once. */
+        if (!f->stat_failed)
+            serve_log(s, "model %s: cannot stat '%s' (%s); version %llu keeps serving", sl->name, f->path,
+                      strerror(errno), (unsigned long long)sl->cur->number);
+        f->stat_failed = 1;
+        return;
+    }
+    f->stat_failed = 0;
+    if (same_file(f, &st))
+        return;
+    char err[1024];
+    serve_version_t *v = serve_watch_load_file(sl, err, sizeof err);
+    if (!v) {
+        atomic_fetch_add(&sl->refused, 1);
+        fsgd_prom_inc(s->prom, sl->m_refused, 1);
+        pthread_mutex_lock(&sl->lock);
+        snprintf(sl->last_refusal, sizeof sl->last_refusal, "%.500s", err);
+        unsigned long long serving = sl->cur->number;
+        pthread_mutex_unlock(&sl->lock);
+        serve_log(s, "model %s: new version refused: %s; version %llu keeps serving", sl->name, err, serving);
+        return;
+    }
+    serve_slot_swap(sl, v);
+    atomic_fetch_add(&sl->reloads, 1);
+    fsgd_prom_inc(s->prom, sl->m_reloads, 1);
+    fsgd_prom_set(s->prom, sl->m_version, (double)v->number);
+    serve_log(s, "model %s: version %llu from %s (step %llu)", sl->name, (unsigned long long)v->number, f->path,
+              (unsigned long long)v->step);
+}
+
+void serve_watch_poll(fsgd_serve_t *s)
+{
+    for (int i = 0; i < s->n_slots; i++)
+        poll_file(s, s->slots[i]);
+}
+
+void *serve_watch_main(void *arg)
+{
+    fsgd_serve_t *s = arg;
+    pthread_mutex_lock(&s->wlock);
+    while (!s->wstop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += s->conf.poll_ms / 1000;
+        until.tv_nsec += (long)(s->conf.poll_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!s->wstop && pthread_cond_timedwait(&s->wcond, &s->wlock, &until) == 0)
+            ;
+        if (s->wstop)
+            break;
+        pthread_mutex_unlock(&s->wlock);
+        serve_watch_poll(s);
+        pthread_mutex_lock(&s->wlock);
+    }
+    pthread_mutex_unlock(&s->wlock);
+    return NULL;
+}
