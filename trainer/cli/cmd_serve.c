@@ -10,11 +10,14 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dist_cli.h"
 #include "fsgd/error.h"
+#include "fsgd/job.h"
 #include "fsgd/serve.h"
 
 static const char usage_text[] =
     "usage: fsgd serve --model [NAME=]FILE [--model NAME=FILE ...] [--port P] [--threads N] [options]\n"
+    "       fsgd serve --brokers HOST:PORT --name JOB [--job-key-file FILE] [--model ...] [options]\n"
     "Serves the models over HTTP/1.1 (docs/serve.md):\n"
     "  POST /score[/NAME]  rows in the body, one score a line back in request order: the\n"
     "                      probability for a logistic model (?output=margin: the margin),\n"
@@ -29,6 +32,10 @@ static const char usage_text[] =
     "finish on the old version; a bad file is refused, logged and counted and the old one serves.\n"
     "  --model [NAME=]FILE  a model file (fsgd train --out); NAME (default 'default') is its path\n"
     "                /score/NAME; /score is the only model, or the one named default\n"
+    "  --brokers B, --name JOB  also serve job JOB's model, named JOB, from its topic JOB.model (as\n"
+    "                fsgd predict --brokers reads it); each new step seen at a poll is a new version.\n"
+    "                Each poll reads the topic from its start: raise --poll-ms for large models.\n"
+    "                --job-key-file: the job's key; frames without its tag are skipped\n"
     "  --addr A      numeric address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)\n"
     "  --port P      port (default 8080; 0: a free one, printed on stderr)\n"
     "  --threads N   request threads (default 4)\n"
@@ -44,6 +51,7 @@ typedef struct serve_args {
     fsgd_serve_conf_t conf;
     const char *model[64];
     int n_models;
+    const char *brokers, *name, *key_file; /* a job's model topic */
     unsigned drain_s;
 } serve_args_t;
 
@@ -97,6 +105,12 @@ static int parse_args(int argc, char **argv, serve_args_t *a)
                 return -1;
             }
             a->model[a->n_models++] = v;
+        } else if ((v = opt_value(argc, argv, &i, "--brokers", &missing))) {
+            a->brokers = v;
+        } else if ((v = opt_value(argc, argv, &i, "--name", &missing))) {
+            a->name = v;
+        } else if ((v = opt_value(argc, argv, &i, "--job-key-file", &missing))) {
+            a->key_file = v;
         } else if ((v = opt_value(argc, argv, &i, "--addr", &missing))) {
             a->conf.addr = v;
         } else if ((v = opt_value(argc, argv, &i, "--port", &missing))) {
@@ -135,8 +149,16 @@ static int parse_args(int argc, char **argv, serve_args_t *a)
             return -1;
         }
     }
-    if (a->n_models == 0) {
-        fsgd_cli_error("serve: --model is required (fsgd serve --help)");
+    if (!a->brokers != !a->name) {
+        fsgd_cli_error("serve: --brokers and --name go together (the model of job NAME on those brokers)");
+        return -1;
+    }
+    if (a->key_file && !a->brokers) {
+        fsgd_cli_error("serve: --job-key-file is for --brokers/--name");
+        return -1;
+    }
+    if (a->n_models == 0 && !a->brokers) {
+        fsgd_cli_error("serve: --model or --brokers/--name is required (fsgd serve --help)");
         return -1;
     }
     return 0;
@@ -187,6 +209,23 @@ int fsgd_cmd_serve(int argc, char **argv)
             return fsgd_cli_status(rc);
         }
     }
+    if (a.brokers) {
+        /* The job key checks the topic's tags, as for fsgd predict --brokers. */
+        fsgd_job_t kj;
+        fsgd_job_defaults(&kj);
+        snprintf(kj.name, sizeof kj.name, "%s", a.name);
+        if (a.key_file)
+            snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", a.key_file);
+        int rc = dcli_auth(&kj, "serve");
+        if (rc == 0 && (rc = fsgd_serve_add_topic(s, a.name, a.brokers, a.name, err, sizeof err)) < 0) {
+            fsgd_cli_error("serve: model %s: %s", a.name, err);
+            rc = fsgd_cli_status(rc);
+        }
+        if (rc != 0) {
+            fsgd_serve_destroy(s);
+            return rc;
+        }
+    }
     /* The server's threads inherit this mask: only this thread takes the
      * signals, with sigwait, and drains. */
     sigset_t stop;
@@ -204,7 +243,7 @@ int fsgd_cmd_serve(int argc, char **argv)
     }
     fprintf(stderr, "fsgd serve: listening on http://%s%s%s:%d (%d model%s)\n", strchr(a.conf.addr ? a.conf.addr : "", ':') ? "[" : "",
             a.conf.addr ? a.conf.addr : "127.0.0.1", strchr(a.conf.addr ? a.conf.addr : "", ':') ? "]" : "",
-            fsgd_serve_port(s), a.n_models, a.n_models == 1 ? "" : "s");
+            fsgd_serve_port(s), a.n_models + !!a.brokers, a.n_models + !!a.brokers == 1 ? "" : "s");
     int sig = 0;
     sigwait(&stop, &sig);
     fprintf(stderr, "fsgd serve: %s: draining\n", strsignal(sig));

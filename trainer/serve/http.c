@@ -226,13 +226,17 @@ static json_t *model_json(const fsgd_serve_t *s, serve_slot_t *sl)
     pthread_mutex_lock(&sl->lock);
     json_t *refusal = sl->last_refusal[0] ? json_string(sl->last_refusal) : json_null();
     pthread_mutex_unlock(&sl->lock);
-    json_t *o = json_pack("{s:s, s:I, s:s, s:s, s:f, s:f, s:I, s:s, s:I, s:b, s:f, s:s, s:I, s:s, s:I, s:I, s:o}",
-                          "name", sl->name, "version", (json_int_t)v->number, "source", "file", "path", sl->file.path,
-                          "loaded_at", v->loaded_at, "age_seconds", serve_now() - v->loaded_at, "step",
-                          (json_int_t)v->step, "loss", fsgd_loss_name(m->kind), "dim", (json_int_t)m->dim,
-                          "has_bias", m->has_bias, "bias", (double)m->bias, "hashing", m->input, "nnz",
-                          (json_int_t)fsgd_model_nnz(m), "scores",
-                          m->kind == FSGD_LOSS_LOGISTIC ? "probability (output=margin for margins)" : "margin",
+    char source[4400];
+    if (sl->from_topic)
+        snprintf(source, sizeof source, "topic %s.model on %s", sl->topic.job, sl->topic.brokers);
+    else
+        snprintf(source, sizeof source, "file %s", sl->file.path);
+    json_t *o = json_pack("{s:s, s:I, s:s, s:f, s:f, s:I, s:s, s:I, s:b, s:f, s:s, s:I, s:s, s:I, s:I, s:o}",
+                          "name", sl->name, "version", (json_int_t)v->number, "source", source, "loaded_at",
+                          v->loaded_at, "age_seconds", serve_now() - v->loaded_at, "step", (json_int_t)v->step,
+                          "loss", fsgd_loss_name(m->kind), "dim", (json_int_t)m->dim, "has_bias", m->has_bias,
+                          "bias", (double)m->bias, "hashing", m->input, "nnz", (json_int_t)fsgd_model_nnz(m),
+                          "scores", m->kind == FSGD_LOSS_LOGISTIC ? "probability (output=margin for margins)" : "margin",
                           "reloads", (json_int_t)atomic_load(&sl->reloads), "refused",
                           (json_int_t)atomic_load(&sl->refused), "last_refusal", refusal);
     serve_version_release(v);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsgd/bus.h"
 #include "fsgd/error.h"
 #include "serve_internal.h"
 
@@ -134,37 +135,86 @@ static int name_ok(const char *name)
     return 1;
 }
 
-int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, char *err, size_t errsz)
+/* A new slot called name, or NULL with err set. */
+static serve_slot_t *new_slot(fsgd_serve_t *s, const char *name, char *err, size_t errsz)
 {
-    if (s->daemon)
-        return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "serve: models are added before the server starts");
-    if (!name_ok(name))
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: model name '%s': expected 1 to %d of A-Z a-z 0-9 _ . -",
-                            name, SERVE_NAME_MAX - 1);
-    if (serve_find_slot(s, name, strlen(name)))
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: two models named '%s'", name);
-    if (s->n_slots == SERVE_MAX_MODELS)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: more than %d models", SERVE_MAX_MODELS);
-    if (strlen(path) >= sizeof s->slots[0]->file.path)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: model path too long");
+    if (s->daemon) {
+        fsgd_err_fmt(err, errsz, FSGD_E_STATE, "serve: models are added before the server starts");
+        return NULL;
+    }
+    if (!name_ok(name)) {
+        fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: model name '%s': expected 1 to %d of A-Z a-z 0-9 _ . -", name,
+                     SERVE_NAME_MAX - 1);
+        return NULL;
+    }
+    if (serve_find_slot(s, name, strlen(name))) {
+        fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: two models named '%s'", name);
+        return NULL;
+    }
+    if (s->n_slots == SERVE_MAX_MODELS) {
+        fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: more than %d models", SERVE_MAX_MODELS);
+        return NULL;
+    }
     serve_slot_t *sl = calloc(1, sizeof *sl);
-    if (!sl)
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+    if (!sl) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+        return NULL;
+    }
     snprintf(sl->name, sizeof sl->name, "%s", name);
-    snprintf(sl->file.path, sizeof sl->file.path, "%s", path);
     pthread_mutex_init(&sl->lock, NULL);
-    serve_version_t *v = serve_watch_load_file(sl, err, errsz);
-    int rc = v ? add_slot_metrics(s, sl, err, errsz) : FSGD_E_FORMAT;
+    return sl;
+}
+
+static void free_slot(serve_slot_t *sl)
+{
+    serve_version_release(sl->cur);
+    fsgd_bus_destroy(sl->topic.bus);
+    pthread_mutex_destroy(&sl->lock);
+    free(sl);
+}
+
+/* Publishes the slot's first version v (NULL: its load failed, err set). */
+static int publish_slot(fsgd_serve_t *s, serve_slot_t *sl, serve_version_t *v, int load_rc, char *err, size_t errsz)
+{
+    int rc = v ? add_slot_metrics(s, sl, err, errsz) : load_rc;
     if (rc < 0) {
         serve_version_release(v);
-        pthread_mutex_destroy(&sl->lock);
-        free(sl);
+        free_slot(sl);
         return rc;
     }
     serve_slot_swap(sl, v);
     fsgd_prom_set(s->prom, sl->m_version, 1);
     s->slots[s->n_slots++] = sl;
     return 0;
+}
+
+int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, char *err, size_t errsz)
+{
+    if (strlen(path) >= sizeof s->slots[0]->file.path)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: model path too long");
+    serve_slot_t *sl = new_slot(s, name, err, errsz);
+    if (!sl)
+        return FSGD_E_ARG;
+    snprintf(sl->file.path, sizeof sl->file.path, "%s", path);
+    int load_rc = 0;
+    serve_version_t *v = serve_watch_load_file(sl, &load_rc, err, errsz);
+    return publish_slot(s, sl, v, load_rc, err, errsz);
+}
+
+int fsgd_serve_add_topic(fsgd_serve_t *s, const char *name, const char *brokers, const char *job, char *err,
+                         size_t errsz)
+{
+    if (strlen(brokers) >= sizeof s->slots[0]->topic.brokers || strlen(job) >= sizeof s->slots[0]->topic.job)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: brokers or job name too long");
+    serve_slot_t *sl = new_slot(s, name, err, errsz);
+    if (!sl)
+        return FSGD_E_ARG;
+    sl->from_topic = 1;
+    snprintf(sl->topic.brokers, sizeof sl->topic.brokers, "%s", brokers);
+    snprintf(sl->topic.job, sizeof sl->topic.job, "%s", job);
+    int same = 0, load_rc = 0;
+    serve_version_t *v = serve_watch_load_topic(sl, &same, &load_rc, err, errsz);
+    return publish_slot(s, sl, v, load_rc, err, errsz);
 }
 
 int fsgd_serve_start(fsgd_serve_t *s, char *err, size_t errsz)
@@ -216,11 +266,8 @@ void fsgd_serve_destroy(fsgd_serve_t *s)
     }
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
-    for (int i = 0; i < s->n_slots; i++) {
-        serve_version_release(s->slots[i]->cur);
-        pthread_mutex_destroy(&s->slots[i]->lock);
-        free(s->slots[i]);
-    }
+    for (int i = 0; i < s->n_slots; i++)
+        free_slot(s->slots[i]);
     fsgd_prom_destroy(s->prom);
     pthread_mutex_destroy(&s->wlock);
     pthread_cond_destroy(&s->wcond);

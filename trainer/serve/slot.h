@@ -20,6 +20,8 @@
 
 #define SERVE_NAME_MAX 65
 
+struct fsgd_bus; /* fsgd/bus.h */
+
 typedef struct serve_version {
     atomic_uint refs;
     uint64_t number;  /* 1 for the first version a slot served, then 2, 3, ... */
@@ -30,7 +32,8 @@ typedef struct serve_version {
     uint64_t step;    /* the model's step: its optimizer state's, 0 when it has none */
 } serve_version_t;
 
-/* Where new versions come from: a file, polled by stat. */
+/* Where new versions come from: a file, polled by stat, or a job's
+ * NAME.model topic, assembled (fsgd/dist.h) at every poll. */
 typedef struct serve_file_source {
     char path[4096];
     /* Identity of the file last tried (loaded or refused), so that one bad
@@ -42,8 +45,18 @@ typedef struct serve_file_source {
     int stat_failed; /* the last stat failed (logged once until it works again) */
 } serve_file_source_t;
 
+/* A job's model topic: a new step is a new version. */
+typedef struct serve_topic_source {
+    char brokers[1024];
+    char job[256];
+    struct fsgd_bus *bus; /* kept between polls */
+    int failed;           /* the last poll failed (logged once until one works) */
+} serve_topic_source_t;
+
 typedef struct serve_slot {
     char name[SERVE_NAME_MAX];
+    int from_topic; /* 1: topic, 0: file */
+    serve_topic_source_t topic;
     pthread_mutex_t lock;
     serve_version_t *cur; /* the slot's reference; under lock */
     serve_file_source_t file;

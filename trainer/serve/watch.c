@@ -1,6 +1,7 @@
 /* New model versions, found off the request threads: the watcher polls each
  * model's file by stat, and a file that changed (another inode after a
- * rename, or another size or mtime) is read, checked and swapped in (slot.h).
+ * rename, or another size or mtime) is read, checked and swapped in (slot.h);
+ * a topic model is assembled again and a new step swapped in the same way.
  * A version that fails is refused once per file identity: logged, counted,
  * and the one serving keeps serving. */
 #include <errno.h>
@@ -12,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsgd/bus.h"
+#include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "serve_internal.h"
 
@@ -67,7 +70,25 @@ static int read_all(int fd, const struct stat *st, const char *path, void **out,
     return 0;
 }
 
-serve_version_t *serve_watch_load_file(serve_slot_t *slot, char *err, size_t errsz)
+/* v checked against the version serving (if any): v, or NULL with *rc and
+ * err set (v released). */
+static serve_version_t *check_against_serving(serve_slot_t *slot, serve_version_t *v, const char *what, int *rc,
+                                              char *err, size_t errsz)
+{
+    pthread_mutex_lock(&slot->lock);
+    serve_version_t *cur = slot->cur;
+    char why[512];
+    int c = cur ? serve_version_compatible(cur, v, why, sizeof why) : 0;
+    pthread_mutex_unlock(&slot->lock);
+    if (c < 0) {
+        *rc = fsgd_err_fmt(err, errsz, c, "%s: %s", what, why);
+        serve_version_release(v);
+        return NULL;
+    }
+    return v;
+}
+
+serve_version_t *serve_watch_load_file(serve_slot_t *slot, int *rcp, char *err, size_t errsz)
 {
     serve_file_source_t *f = &slot->file;
     /* Read through one open descriptor: the bytes loaded are those of the
@@ -76,7 +97,7 @@ serve_version_t *serve_watch_load_file(serve_slot_t *slot, char *err, size_t err
     int fd = open(f->path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0) {
-        fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", f->path, strerror(errno));
+        *rcp = fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", f->path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return NULL;
@@ -87,27 +108,103 @@ serve_version_t *serve_watch_load_file(serve_slot_t *slot, char *err, size_t err
     int rc = S_ISREG(st.st_mode) ? read_all(fd, &st, f->path, &buf, &len, err, errsz)
                                  : fsgd_err_fmt(err, errsz, FSGD_E_IO, "'%s' is not a regular file", f->path);
     close(fd);
-    if (rc < 0)
-        return NULL;
     fsgd_model_t m;
-    rc = fsgd_model_load_mem(&m, buf, len, f->path, 0, err, errsz);
-    free(buf);
-    if (rc < 0)
-        return NULL;
-    serve_version_t *v = serve_version_new(&m, err, errsz);
-    if (!v)
-        return NULL;
-    pthread_mutex_lock(&slot->lock);
-    serve_version_t *cur = slot->cur;
-    char why[512];
-    rc = cur ? serve_version_compatible(cur, v, why, sizeof why) : 0;
-    pthread_mutex_unlock(&slot->lock);
+    if (rc == 0) {
+        rc = fsgd_model_load_mem(&m, buf, len, f->path, 0, err, errsz);
+        free(buf);
+    }
     if (rc < 0) {
-        fsgd_err_fmt(err, errsz, rc, "%s: %s", f->path, why);
-        serve_version_release(v);
+        *rcp = rc;
         return NULL;
     }
-    return v;
+    serve_version_t *v = serve_version_new(&m, err, errsz);
+    if (!v) {
+        *rcp = FSGD_E_FORMAT;
+        return NULL;
+    }
+    return check_against_serving(slot, v, f->path, rcp, err, errsz);
+}
+
+serve_version_t *serve_watch_load_topic(serve_slot_t *slot, int *same, int *rcp, char *err, size_t errsz)
+{
+    serve_topic_source_t *t = &slot->topic;
+    *same = 0;
+    if (!t->bus && !(t->bus = fsgd_bus_kafka_new(t->brokers, err, errsz))) {
+        *rcp = FSGD_E_KAFKA;
+        return NULL;
+    }
+    fsgd_model_t m;
+    uint64_t step = 0;
+    int rc = fsgd_model_assemble_topic_bus(t->bus, t->job, 0, &m, &step, err, errsz);
+    if (rc < 0) {
+        *rcp = rc;
+        return NULL;
+    }
+    pthread_mutex_lock(&slot->lock);
+    *same = slot->cur && slot->cur->step == step;
+    pthread_mutex_unlock(&slot->lock);
+    if (*same) {
+        fsgd_model_free(&m);
+        return NULL;
+    }
+    serve_version_t *v = serve_version_new(&m, err, errsz);
+    if (!v) {
+        *rcp = FSGD_E_FORMAT;
+        return NULL;
+    }
+    v->step = step;
+    char what[300];
+    snprintf(what, sizeof what, "%.250s.model", t->job);
+    return check_against_serving(slot, v, what, rcp, err, errsz);
+}
+
+/* A version that failed its checks: counted, kept for /model, logged. */
+static void refuse(fsgd_serve_t *s, serve_slot_t *sl, const char *err)
+{
+    atomic_fetch_add(&sl->refused, 1);
+    fsgd_prom_inc(s->prom, sl->m_refused, 1);
+    pthread_mutex_lock(&sl->lock);
+    snprintf(sl->last_refusal, sizeof sl->last_refusal, "%.500s", err);
+    unsigned long long serving = sl->cur->number;
+    pthread_mutex_unlock(&sl->lock);
+    serve_log(s, "model %s: new version refused: %s; version %llu keeps serving", sl->name, err, serving);
+}
+
+/* A version that passed: swapped in, counted, logged. */
+static void accept_version(fsgd_serve_t *s, serve_slot_t *sl, serve_version_t *v, const char *from)
+{
+    serve_slot_swap(sl, v);
+    atomic_fetch_add(&sl->reloads, 1);
+    fsgd_prom_inc(s->prom, sl->m_reloads, 1);
+    fsgd_prom_set(s->prom, sl->m_version, (double)v->number);
+    serve_log(s, "model %s: version %llu from %s (step %llu)", sl->name, (unsigned long long)v->number, from,
+              (unsigned long long)v->step);
+}
+
+/* One topic slot: its model assembled again; a new step is a new version.
+ * A broker that cannot be reached is said once, until a poll works. */
+static void poll_topic(fsgd_serve_t *s, serve_slot_t *sl)
+{
+    char err[1024] = "";
+    int same = 0, rc = 0;
+    serve_version_t *v = serve_watch_load_topic(sl, &same, &rc, err, sizeof err);
+    if (v || same) {
+        sl->topic.failed = 0;
+        if (v) {
+            char from[300];
+            snprintf(from, sizeof from, "%.250s.model", sl->topic.job);
+            accept_version(s, sl, v, from);
+        }
+        return;
+    }
+    if (rc == FSGD_E_KAFKA || rc == FSGD_E_TIMEOUT) {
+        if (!sl->topic.failed)
+            serve_log(s, "model %s: cannot read %s.model: %s; version %llu keeps serving", sl->name, sl->topic.job,
+                      err, (unsigned long long)sl->cur->number);
+        sl->topic.failed = 1;
+        return;
+    }
+    refuse(s, sl, err);
 }
 
 /* One file slot: a new version swapped in, a bad one refused, or nothing. */
@@ -127,29 +224,22 @@ static void poll_file(fsgd_serve_t *s, serve_slot_t *sl)
     if (same_file(f, &st))
         return;
     char err[1024];
-    serve_version_t *v = serve_watch_load_file(sl, err, sizeof err);
-    if (!v) {
-        atomic_fetch_add(&sl->refused, 1);
-        fsgd_prom_inc(s->prom, sl->m_refused, 1);
-        pthread_mutex_lock(&sl->lock);
-        snprintf(sl->last_refusal, sizeof sl->last_refusal, "%.500s", err);
-        unsigned long long serving = sl->cur->number;
-        pthread_mutex_unlock(&sl->lock);
-        serve_log(s, "model %s: new version refused: %s; version %llu keeps serving", sl->name, err, serving);
-        return;
-    }
-    serve_slot_swap(sl, v);
-    atomic_fetch_add(&sl->reloads, 1);
-    fsgd_prom_inc(s->prom, sl->m_reloads, 1);
-    fsgd_prom_set(s->prom, sl->m_version, (double)v->number);
-    serve_log(s, "model %s: version %llu from %s (step %llu)", sl->name, (unsigned long long)v->number, f->path,
-              (unsigned long long)v->step);
+    int rc = 0;
+    serve_version_t *v = serve_watch_load_file(sl, &rc, err, sizeof err);
+    if (v)
+        accept_version(s, sl, v, f->path);
+    else
+        refuse(s, sl, err);
 }
 
 void serve_watch_poll(fsgd_serve_t *s)
 {
-    for (int i = 0; i < s->n_slots; i++)
-        poll_file(s, s->slots[i]);
+    for (int i = 0; i < s->n_slots; i++) {
+        if (s->slots[i]->from_topic)
+            poll_topic(s, s->slots[i]);
+        else
+            poll_file(s, s->slots[i]);
+    }
 }
 
 void *serve_watch_main(void *arg)

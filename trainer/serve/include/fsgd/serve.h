@@ -6,8 +6,9 @@
  * /metrics (Prometheus text). Every scoring answer carries the version of
  * the model that scored it (header X-Fsgd-Model-Version).
  *
- * Versions: each model has a source (a file today, polled by stat: a file
- * replaced by rename is a new version) that a watcher thread of its own
+ * Versions: each model has a source (a file polled by stat: a file
+ * replaced by rename is a new version; or a job's model topic, whose new
+ * steps are new versions) that a watcher thread of its own
  * checks every poll_ms, never a request thread. A new version is loaded and
  * checked (the model loader's format and CRC checks; the same dimension,
  * loss and hashing as the version serving) and then swapped in: the
@@ -55,6 +56,17 @@ fsgd_serve_t *fsgd_serve_new(const fsgd_serve_conf_t *conf, char *err, size_t er
  * Returns 0, FSGD_E_ARG (bad or duplicate name) or the loader's error with
  * err naming the file. */
 int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, char *err, size_t errsz);
+
+/* Adds model `name` that follows job `job`'s model topic (JOB.model on
+ * brokers, as fsgd predict --brokers reads it: the newest snapshot and the
+ * updates after it); the first version is assembled now, and a new step
+ * seen at a poll is a new version (each poll reads the topic from its log
+ * start: poll a large model's topic seldom). Frames are checked with the
+ * process's job key when one is set (fsgd/auth.h): untagged or forged ones
+ * are skipped. Before fsgd_serve_start only. Returns 0 or an error as
+ * fsgd_serve_add_file (FSGD_E_KAFKA when the topic cannot be read). */
+int fsgd_serve_add_topic(fsgd_serve_t *s, const char *name, const char *brokers, const char *job, char *err,
+                         size_t errsz);
 
 /* Binds and starts serving (the request threads and the watcher). Signals
  * the caller wants for itself (SIGTERM) should be blocked before: the
