@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # fsgd serve under wrk on loopback: generated CTR rows (40 nonzeros, 2^24
-# features), 1 and 100 rows a request, 1 to 64 connections: requests/s,
-# rows/s, p50/p99/p99.9 latency and failed requests. The bound, in the same
+# features) and a9a's one-hot rows (14 fields of 123 features), 1 and 100
+# rows a request, 1 to 64 connections: requests/s, rows/s, p50/p99/p99.9
+# latency and failed requests. The bound, in the same
 # run: fsgd predict's rows/s on the same rows (one thread: parse, score,
 # print), against which 100-row requests are compared per server thread.
 # Then 100-row requests while the model file is replaced by rename every
 # second: failed requests and p99 against the steady run.
-# Prints "bench serve ..." lines. About 90 s; SECONDS_EACH=N (default 5)
+# Prints "bench serve ..." lines. About 2 minutes; SECONDS_EACH=N (default 5)
 # sets each wrk run's length.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
@@ -25,27 +26,39 @@ trap cleanup EXIT
 "$FSGD" gen --rows 100000 --dim 16777216 --nnz 40 --seed 4 > "$tmp/rows.svm"
 "$FSGD" train --data "$tmp/train.svm" --dim 16777216 --epochs 1 --quiet --out "$tmp/a.model" >/dev/null
 "$FSGD" train --data "$tmp/train.svm" --dim 16777216 --epochs 1 --seed 2 --quiet --out "$tmp/b.model" >/dev/null
-head -n 1 "$tmp/rows.svm" > "$tmp/body1"
-head -n 100 "$tmp/rows.svm" > "$tmp/body100"
+# The one-hot set: a9a (the repository's data/sets), if unpacked.
+a9a=${FSGD_DATA:-build/datasets}/a9a
+[ -r "$a9a" ] && [ -r "$a9a.t" ] || a9a=
 
-# The bound: fsgd predict on the same rows, one thread.
-t0=$(date +%s.%N)
-"$FSGD" predict --model "$tmp/a.model" --data "$tmp/rows.svm" --proba --quiet --out "$tmp/p.txt"
-t1=$(date +%s.%N)
-predict_rows_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", 100000 / (b - a) }')
-echo "bench serve predict rows=100000 nnz=40 dim=2^24 rows_s=$predict_rows_s (fsgd predict, 1 thread)"
+# bound SET MODEL ROWS: fsgd predict's rows/s on the rows (one thread) into predict_rows_s.
+bound() {
+    local n t0 t1
+    n=$(wc -l < "$3")
+    t0=$(date +%s.%N)
+    "$FSGD" predict --model "$2" --data "$3" --proba --quiet --out "$tmp/p.txt"
+    t1=$(date +%s.%N)
+    predict_rows_s=$(awk -v a="$t0" -v b="$t1" -v n="$n" 'BEGIN { printf "%.0f", n / (b - a) }')
+    echo "bench serve $1 predict rows=$n rows_s=$predict_rows_s (fsgd predict, 1 thread: the bound)"
+}
 
-cp "$tmp/a.model" "$tmp/live.model"
-"$FSGD" serve --model "$tmp/live.model" --port 0 --threads "$THREADS" --poll-ms 100 2> "$tmp/serve.log" &
-pid=$!
-port=
-for _ in $(seq 1 600); do
-    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log"; exit 1; }
-    sleep 0.1
-done
-[ -n "$port" ] || { echo "fsgd serve did not start within 60 s"; cat "$tmp/serve.log"; exit 1; }
+# start MODEL: fsgd serve on a free port (pid, port).
+start() {
+    "$FSGD" serve --model "$1" --port 0 --threads "$THREADS" --poll-ms 100 2> "$tmp/serve.log" &
+    pid=$!
+    port=
+    for _ in $(seq 1 600); do
+        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
+        [ -n "$port" ] && return 0
+        kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log"; exit 1; }
+        sleep 0.1
+    done
+    echo "fsgd serve did not start within 60 s"; cat "$tmp/serve.log"; exit 1
+}
+stop() {
+    kill -TERM "$pid"
+    wait "$pid"
+    pid=
+}
 
 # wrk posts the body file; its done() prints one line of figures.
 cat > "$tmp/post.lua" <<'LUA'
@@ -62,8 +75,10 @@ function done(summary, latency, requests)
 end
 LUA
 
-# run ROWS CONNS [LABEL]: one wrk run; prints its bench line, sets p99.
+# run SET ROWS CONNS [LABEL]: one wrk run; prints its bench line, sets p99.
 run() {
+    local set=$1
+    shift
     local rows=$1 conns=$2 label=${3:-steady} threads=$(( $2 < 2 ? $2 : 2 ))
     local out
     out=$(BODY="$tmp/body$rows" wrk -t "$threads" -c "$conns" -d "${EACH}s" --timeout 10s -s "$tmp/post.lua" \
@@ -71,19 +86,24 @@ run() {
     read -r _ n secs p50 p99_ p999 errs <<< "$out"
     p99=$p99_
     awk -v n="$n" -v s="$secs" -v r="$rows" -v c="$conns" -v p50="$p50" -v p99="$p99_" -v p999="$p999" \
-        -v e="$errs" -v l="$label" -v t="$THREADS" -v bound="$predict_rows_s" 'BEGIN {
-        printf "bench serve %s rows_per_request=%d conns=%d server_threads=%d req_s=%.0f rows_s=%.0f " \
-               "p50_ms=%.3f p99_ms=%.3f p99.9_ms=%.3f failed=%d", l, r, c, t, n / s, n * r / s, p50, p99, p999, e
+        -v e="$errs" -v l="$label" -v t="$THREADS" -v bound="$predict_rows_s" -v set="$set" 'BEGIN {
+        printf "bench serve %s %s rows_per_request=%d conns=%d server_threads=%d req_s=%.0f rows_s=%.0f " \
+               "p50_ms=%.3f p99_ms=%.3f p99.9_ms=%.3f failed=%d", set, l, r, c, t, n / s, n * r / s, p50, p99, p999, e
         if (r > 1) printf " rows_s_per_thread_vs_predict=%.2f", n * r / s / t / bound
         printf "\n" }'
 }
 
+head -n 1 "$tmp/rows.svm" > "$tmp/body1"
+head -n 100 "$tmp/rows.svm" > "$tmp/body100"
+bound ctr "$tmp/a.model" "$tmp/rows.svm"
+cp "$tmp/a.model" "$tmp/live.model"
+start "$tmp/live.model"
 for rows in 1 100; do
     for conns in 1 16 64; do
-        run "$rows" "$conns"
+        run ctr "$rows" "$conns"
     done
 done
-run 100 16 steady
+run ctr 100 16 steady
 steady_p99=$p99
 
 # The same load while the model file is replaced by rename every second.
@@ -95,11 +115,27 @@ steady_p99=$p99
     done
 ) &
 swapper=$!
-EACH=$((EACH * 2)) run 100 16 swapping
+EACH=$((EACH * 2)) run ctr 100 16 swapping
 wait "$swapper"
 reloads=$(curl -sS "http://127.0.0.1:$port/metrics" | sed -n 's/^fsgd_serve_reloads_total{model="default"} //p')
 awk -v a="$p99" -v b="$steady_p99" -v r="$reloads" 'BEGIN {
     printf "bench serve swap reloads=%s p99_ms=%.3f steady_p99_ms=%.3f p99_ratio=%.2f\n", r, a, b, a / b }'
-kill -TERM "$pid"
-wait "$pid"
-pid=
+stop
+
+if [ -n "$a9a" ]; then
+    "$FSGD" train --data "$a9a" --epochs 1 --quiet --out "$tmp/a9a.model" >/dev/null
+    head -n 1 "$a9a.t" > "$tmp/body1"
+    head -n 100 "$a9a.t" > "$tmp/body100"
+    # ~100k rows, so that the bound is not fsgd predict's start-up
+    for _ in 1 2 3 4 5 6; do cat "$a9a.t"; done > "$tmp/a9a_rows.svm"
+    bound a9a "$tmp/a9a.model" "$tmp/a9a_rows.svm"
+    start "$tmp/a9a.model"
+    for rows in 1 100; do
+        for conns in 1 16 64; do
+            run a9a "$rows" "$conns"
+        done
+    done
+    stop
+else
+    echo "bench serve a9a skipped: $a9a not unpacked (make data)"
+fi
