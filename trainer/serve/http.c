@@ -212,8 +212,9 @@ static enum MHD_Result score(fsgd_serve_t *s, struct MHD_Connection *c, serve_sl
     }
     res = reply(s, c, MHD_HTTP_OK, kind == FSGD_SERVE_BODY_JSON ? JSON : TEXT, buf, len, MHD_RESPMEM_MUST_FREE, sl, v);
     serve_version_release(v);
-    fsgd_prom_inc(s->prom, sl->m_requests, 1);
-    fsgd_prom_inc(s->prom, sl->m_rows, (double)n_rows);
+    /* Plain atomics on the hot path; /metrics copies them into the registry. */
+    atomic_fetch_add_explicit(&sl->requests, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sl->rows, n_rows, memory_order_relaxed);
     fsgd_prom_observe(s->prom, sl->m_latency, mono_now() - r->t0);
     return res;
 }
@@ -282,10 +283,15 @@ static enum MHD_Result get_metrics(fsgd_serve_t *s, struct MHD_Connection *c)
 {
     double now = serve_now();
     for (int i = 0; i < s->n_slots; i++) {
-        serve_version_t *v = serve_slot_acquire(s->slots[i]);
-        fsgd_prom_set(s->prom, s->slots[i]->m_age, now - v->loaded_at);
+        serve_slot_t *sl = s->slots[i];
+        serve_version_t *v = serve_slot_acquire(sl);
+        fsgd_prom_set(s->prom, sl->m_age, now - v->loaded_at);
         serve_version_release(v);
+        fsgd_prom_set(s->prom, sl->m_requests, (double)atomic_load(&sl->requests));
+        fsgd_prom_set(s->prom, sl->m_rows, (double)atomic_load(&sl->rows));
     }
+    /* This request counts itself. */
+    fsgd_prom_set(s->prom, s->m_in_flight, (double)atomic_load(&s->in_flight));
     char *body = NULL;
     size_t len = 0;
     if (fsgd_prom_render(s->prom, &body, &len) < 0)
@@ -350,7 +356,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         r->t0 = mono_now();
         *req_cls = r;
-        fsgd_prom_set(s->prom, s->m_in_flight, (double)(atomic_fetch_add(&s->in_flight, 1) + 1));
+        atomic_fetch_add(&s->in_flight, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->conf.max_body && !strcmp(method, MHD_HTTP_METHOD_POST) &&
             (!strcmp(url, "/score") || !strncmp(url, "/score/", 7)))
@@ -394,7 +400,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     free(r->body);
     free(r);
     *req_cls = NULL;
-    fsgd_prom_set(s->prom, s->m_in_flight, (double)(atomic_fetch_sub(&s->in_flight, 1) - 1));
+    atomic_fetch_sub(&s->in_flight, 1);
 }
 
 int serve_http_start(fsgd_serve_t *s, char *err, size_t errsz)

@@ -62,6 +62,9 @@ typedef struct serve_slot {
     serve_file_source_t file;
     /* Counters of the watcher (read by /model and /metrics). */
     atomic_ullong reloads, refused;
+    /* Scoring requests answered 200 and their rows (copied into the
+     * registry when /metrics renders). */
+    atomic_ullong requests, rows;
     char last_refusal[512]; /* under lock */
     /* Series ids in the server's metrics registry. */
     int m_requests, m_rows, m_latency, m_version, m_age, m_reloads, m_refused;
