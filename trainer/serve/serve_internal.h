@@ -34,6 +34,7 @@ struct fsgd_serve {
     int port;
     double started_at;
     atomic_int draining;
+    int quiesced_fd; /* the listening socket after MHD_quiesce_daemon, else -1 */
     atomic_int in_flight; /* requests between their first callback and their completion */
     /* Metrics. */
     fsgd_prom_t *prom;
