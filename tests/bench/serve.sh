@@ -47,7 +47,7 @@ start() {
     pid=$!
     port=
     for _ in $(seq 1 600); do
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
+        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log" 2>/dev/null)
         [ -n "$port" ] && return 0
         kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log"; exit 1; }
         sleep 0.1

@@ -34,7 +34,7 @@ start_server() {
     pid=$!
     pids+=("$pid")
     for _ in $(seq 1 300); do
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$log")
+        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$log" 2>/dev/null)
         [ -n "$port" ] && return 0
         kill -0 "$pid" 2>/dev/null || fail "fsgd serve $* exited at start: $(cat "$log")"
         sleep 0.05

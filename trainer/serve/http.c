@@ -232,14 +232,15 @@ static json_t *model_json(const fsgd_serve_t *s, serve_slot_t *sl)
         snprintf(source, sizeof source, "topic %s.model on %s", sl->topic.job, sl->topic.brokers);
     else
         snprintf(source, sizeof source, "file %s", sl->file.path);
-    json_t *o = json_pack("{s:s, s:I, s:s, s:f, s:f, s:I, s:s, s:I, s:b, s:f, s:s, s:I, s:s, s:I, s:I, s:o}",
+    json_t *o = json_pack("{s:s, s:I, s:s, s:f, s:f, s:I, s:s, s:I, s:b, s:f, s:s, s:I, s:s, s:I, s:I, s:I, s:o}",
                           "name", sl->name, "version", (json_int_t)v->number, "source", source, "loaded_at",
                           v->loaded_at, "age_seconds", serve_now() - v->loaded_at, "step", (json_int_t)v->step,
                           "loss", fsgd_loss_name(m->kind), "dim", (json_int_t)m->dim, "has_bias", m->has_bias,
                           "bias", (double)m->bias, "hashing", m->input, "nnz", (json_int_t)fsgd_model_nnz(m),
                           "scores", m->kind == FSGD_LOSS_LOGISTIC ? "probability (output=margin for margins)" : "margin",
                           "reloads", (json_int_t)atomic_load(&sl->reloads), "refused",
-                          (json_int_t)atomic_load(&sl->refused), "last_refusal", refusal);
+                          (json_int_t)atomic_load(&sl->refused), "polls", (json_int_t)atomic_load(&sl->polls),
+                          "last_refusal", refusal);
     serve_version_release(v);
     (void)s;
     return o;

@@ -62,6 +62,7 @@ typedef struct serve_slot {
     serve_file_source_t file;
     /* Counters of the watcher (read by /model and /metrics). */
     atomic_ullong reloads, refused;
+    atomic_ullong polls; /* the watcher's checks of the source, done */
     /* Scoring requests answered 200 and their rows (copied into the
      * registry when /metrics renders). */
     atomic_ullong requests, rows;

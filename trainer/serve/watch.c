@@ -154,7 +154,7 @@ serve_version_t *serve_watch_load_topic(serve_slot_t *slot, int *same, int *rcp,
     }
     v->step = step;
     char what[300];
-    snprintf(what, sizeof what, "%.250s.model", t->job);
+    snprintf(what, sizeof what, "%.250s.model step %llu", t->job, (unsigned long long)step);
     return check_against_serving(slot, v, what, rcp, err, errsz);
 }
 
@@ -204,7 +204,12 @@ static void poll_topic(fsgd_serve_t *s, serve_slot_t *sl)
         sl->topic.failed = 1;
         return;
     }
-    refuse(s, sl, err);
+    /* The topic still ends with the version refused: refused once. */
+    pthread_mutex_lock(&sl->lock);
+    int again = !strncmp(err, sl->last_refusal, 500); /* as much as last_refusal keeps */
+    pthread_mutex_unlock(&sl->lock);
+    if (!again)
+        refuse(s, sl, err);
 }
 
 /* One file slot: a new version swapped in, a bad one refused, or nothing. */
@@ -239,6 +244,7 @@ void serve_watch_poll(fsgd_serve_t *s)
             poll_topic(s, s->slots[i]);
         else
             poll_file(s, s->slots[i]);
+        atomic_fetch_add(&s->slots[i]->polls, 1);
     }
 }
 
