@@ -81,6 +81,7 @@ WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-
 #     distributed/ the producer, worker and aggregator roles (kafka and what
 #                  it sees)
 #     observe/     /metrics, progress lines (distributed and what it sees)
+#     serve/       fsgd serve's HTTP scoring server (observe and what it sees)
 #     cli/         the commands (everything)
 # So core calls the backends, which share loss/'s formulas (not core's);
 # the roles emit their step statistics through hooks (fsgd/dist.h) that the
@@ -96,7 +97,8 @@ INC_trainer_core        = $(INC_strategy) -Idata/include -Itrainer/loss/include 
 INC_trainer_kafka       = $(INC_trainer_core) -Itrainer/kafka/include
 INC_trainer_distributed = $(INC_trainer_kafka) -Itrainer/distributed/include
 INC_trainer_observe     = $(INC_trainer_distributed) -Itrainer/observe/include
-INC_trainer_cli         = $(INC_trainer_observe)
+INC_trainer_serve       = $(INC_trainer_observe) -Itrainer/serve/include
+INC_trainer_cli         = $(INC_trainer_serve)
 INC_tests    = $(INC_trainer_cli)
 # Tests that look inside a module include its private headers (those beside
 # its sources) by plain name, through an -I for that folder that only the

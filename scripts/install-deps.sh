@@ -42,6 +42,8 @@ test_pkgs="$test_pkgs docker.io debootstrap"
 # tests/integration/python_pkg.sh: the Python package's tests (NumPy, SciPy and
 # scikit-learn come with python3-sklearn)
 test_pkgs="$test_pkgs python3-pytest"
+# tests/bench/serve.sh: HTTP load on fsgd serve
+test_pkgs="$test_pkgs wrk"
 missing=()
 for p in $build_pkgs $test_pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,6 +15,7 @@ int fsgd_cmd_aggregator(int argc, char **argv);
 int fsgd_cmd_run(int argc, char **argv);
 int fsgd_cmd_model(int argc, char **argv);
 int fsgd_cmd_plot(int argc, char **argv);
+int fsgd_cmd_serve(int argc, char **argv);
 
 /* Prints "fsgd: <msg>" to stderr. */
 void fsgd_cli_error(const char *fmt, ...)

@@ -31,6 +31,7 @@ static const subcommand_t subcommands[] = {
     {"aggregator", fsgd_cmd_aggregator, "run the aggregator of a job"},
     {"model", fsgd_cmd_model, "model file and topic tools (model info, model assemble)"},
     {"plot", fsgd_cmd_plot, "draw finished runs' metrics JSON with gnuplot (PNG or SVG)"},
+    {"serve", fsgd_cmd_serve, "score rows over HTTP with models swapped in live"},
 };
 
 void fsgd_cli_error(const char *fmt, ...)
