@@ -111,7 +111,7 @@ PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_
 PRIVATE_trainer/core        := test_train_stale test_train_memory
 PRIVATE_trainer/distributed := test_agg_best test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire \
                                gen_kafka_corpus
-PRIVATE_trainer/observe     := test_prom
+PRIVATE_trainer/observe     :=
 PRIVATE_tests/unit          := bench_learned
 private_inc = $(strip $(foreach d,$(PRIVATE_DIRS),$(if $(filter $(1),$(PRIVATE_$(d))),-I$(d))))
 # The same for tests/fuzz/run_fuzz.sh, which builds the fuzz targets itself:
