@@ -21,6 +21,9 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+# a script stopped by a signal still runs its EXIT trap (and stops what it started)
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 "$FSGD" gen --rows 20000 --dim 16777216 --nnz 40 --seed 3 > "$tmp/train.svm"
 "$FSGD" gen --rows 100000 --dim 16777216 --nnz 40 --seed 4 > "$tmp/rows.svm"

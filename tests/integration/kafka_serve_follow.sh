@@ -25,7 +25,7 @@ key=(--job-key-file "$FSGD_JOB_KEY")
 
 "$FSGD" serve --brokers "$brokers" --name "$name" "${key[@]}" --port 0 --poll-ms 200 2> "$tmp/serve.log" &
 SERVE_PID=$!
-trap 'kill -9 $SERVE_PID 2>/dev/null || true; cleanup' EXIT
+trap '[ -z "$SERVE_PID" ] || kill -9 "$SERVE_PID" 2>/dev/null || true; cleanup' EXIT
 wait_for "$tmp/serve.log" "listening on" 60 || { echo "FAIL: serve did not start"; cat "$tmp/serve.log"; exit 1; }
 grep -q "authenticated (job key from" "$tmp/serve.log" || { echo "FAIL: the job key was not used"; cat "$tmp/serve.log"; exit 1; }
 port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
@@ -69,5 +69,6 @@ echo "serve follows $name.model: version $got_version at step $want_step scores 
 kill -TERM "$SERVE_PID"
 rc=0
 wait "$SERVE_PID" || rc=$?
+SERVE_PID= # reaped: no longer ours to kill
 [ "$rc" -eq 0 ] || { echo "FAIL: serve exited $rc on SIGTERM"; exit 1; }
 echo "ok"

@@ -27,7 +27,7 @@ key=(--job-key-file "$FSGD_JOB_KEY")
 
 "$FSGD" serve --brokers "$brokers" --name "$name" "${key[@]}" --port 0 --poll-ms 100 2> "$tmp/serve.log" &
 SERVE_PID=$!
-trap 'kill -9 $SERVE_PID 2>/dev/null || true; cleanup' EXIT
+trap '[ -z "$SERVE_PID" ] || kill -9 "$SERVE_PID" 2>/dev/null || true; cleanup' EXIT
 for _ in $(seq 600); do
     grep -qs "listening on" "$tmp/serve.log" && break
     kill -0 "$SERVE_PID" 2>/dev/null || { echo "FAIL: serve exited"; cat "$tmp/serve.log"; exit 1; }
@@ -85,11 +85,13 @@ polled
 [ "$(field version)" = 2 ] || { echo "FAIL: version $(field version) after the refusal"; exit 1; }
 score > "$tmp/got"
 [ "$(sort -u "$tmp/got")" = 0.5 ] || { echo "FAIL: scores changed after the refusal"; exit 1; }
-curl -sS "$url/metrics" | grep -q "^fsgd_serve_reloads_refused_total{model=\"$name\"} 1$" ||
+curl -sS "$url/metrics" > "$tmp/metrics.txt"
+grep -q "^fsgd_serve_reloads_refused_total{model=\"$name\"} 1$" "$tmp/metrics.txt" ||
     { echo "FAIL: refusal not counted on /metrics"; exit 1; }
 
 kill -TERM "$SERVE_PID"
 rc=0
 wait "$SERVE_PID" || rc=$?
+SERVE_PID= # reaped: no longer ours to kill
 [ "$rc" -eq 0 ] || { echo "FAIL: serve exited $rc on SIGTERM"; exit 1; }
 echo "ok: unsigned snapshot skipped, signed one swapped in, one of another dimension refused"

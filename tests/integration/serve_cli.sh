@@ -20,6 +20,9 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+# a script stopped by a signal still runs its EXIT trap (and stops what it started)
+trap 'exit 130' INT
+trap 'exit 143' TERM
 fail() {
     echo "FAIL: $*"
     for f in "$tmp"/serve*.log; do [ -f "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done
@@ -47,6 +50,7 @@ stop_server() {
     kill -TERM "$pid"
     local rc=0
     wait "$pid" || rc=$?
+    pids=() # reaped: its pid is no longer ours to kill
     [ "$rc" -eq 0 ] || fail "fsgd serve exited $rc on SIGTERM"
     ! kill -0 "$pid" 2>/dev/null || fail "fsgd serve still running after SIGTERM"
 }
@@ -200,6 +204,17 @@ assert v['fsgd_serve_model_version{model="default"}'] == 1, v
 assert v['fsgd_serve_model_age_seconds{model="ctr"}'] >= 0, v
 PY
 
+# A chunked body that goes on far past the limit: the connection is closed
+# (counted as too_large), and the server answers the next request.
+head -c 2000000 /dev/zero | tr '\0' 'a' > "$tmp/huge"
+post /score "$tmp/huge" -H 'Transfer-Encoding: chunked' > /dev/null
+# (curl says 000, or 100 after "100 Continue", when the connection closes unanswered)
+case $(status) in 000 | 100 | 413) ;; *) fail "endless chunked body: $(status)" ;; esac
+post /score "$tmp/rows.svm" > "$tmp/s.txt"
+cmp -s "$tmp/s.txt" "$tmp/a.proba" || fail "no answer after an endless chunked body"
+curl -sS "$url/metrics" > "$tmp/metrics.txt"
+grep -q '^fsgd_serve_errors_total{kind="too_large"} 3$' "$tmp/metrics.txt" || fail "endless chunked body not counted"
+
 # 5. Reload by rename under a loop of requests; bad versions refused.
 "$FSGD" predict --model "$tmp/b.model" --data "$tmp/rows.svm" --proba --quiet > "$tmp/b.proba"
 head -c 3000 "$tmp/b.model" > "$tmp/truncated.model"
@@ -213,13 +228,16 @@ $PY "$here/lib/serve_check.py" reload "$url" "$tmp/live.model" "$tmp/rows.svm" \
 grep -q "new version refused: .*truncated" "$tmp/serve.log" || fail "truncated version not logged"
 grep -q "new version refused: .*dimension 3000, the model serving has 2000" "$tmp/serve.log" || fail "wide version not logged"
 grep -q "new version refused: .*loss\|new version refused: .*dimension 16384" "$tmp/serve.log" || fail "ctr version not logged"
-curl -sS "$url/metrics" | grep -q '^fsgd_serve_reloads_refused_total{model="default"} 5$' || fail "refusals not counted"
-curl -sS "$url/metrics" | grep -q '^fsgd_serve_reloads_total{model="default"} 8$' || fail "reloads not counted"
+curl -sS "$url/metrics" > "$tmp/metrics.txt"
+grep -q '^fsgd_serve_reloads_refused_total{model="default"} 5$' "$tmp/metrics.txt" || fail "refusals not counted"
+curl -sS "$url/metrics" > "$tmp/metrics.txt"
+grep -q '^fsgd_serve_reloads_total{model="default"} 8$' "$tmp/metrics.txt" || fail "reloads not counted"
 
 # 6. SIGTERM: the request in flight is answered, exit 0, no process left.
 $PY "$here/lib/serve_check.py" drain 127.0.0.1 "$port" "$pid" "$tmp/rows.svm" || fail "drain"
 rc=0
 wait "$pid" || rc=$?
+pids=()
 [ "$rc" -eq 0 ] || fail "fsgd serve exited $rc on SIGTERM"
 ! kill -0 "$pid" 2>/dev/null || fail "fsgd serve still running after SIGTERM"
 grep -q "stopped" "$tmp/serve.log" || fail "no 'stopped' line"

@@ -26,6 +26,7 @@ typedef struct req {
     char *body;
     size_t len, cap;
     int too_large;   /* the body passed conf.max_body: the rest is discarded, the answer is 413 */
+    size_t dropped;  /* bytes discarded since */
     double t0;       /* CLOCK_MONOTONIC seconds at the headers */
 } req_t;
 
@@ -370,8 +371,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         size_t n = *upload_size;
         *upload_size = 0;
         if (r->too_large || r->len + n > s->conf.max_body) {
-            r->too_large = 1; /* chunked and too long: the rest is read and dropped, bounded by the timeout */
-            return MHD_YES;
+            /* Chunked and too long: the rest is read and dropped so that the
+             * client reads its 413 (libmicrohttpd answers only once the body
+             * is in); a body that goes on past 4 limits more gets the
+             * connection closed instead. */
+            r->too_large = 1;
+            r->dropped += n;
+            if (r->dropped / 4 <= s->conf.max_body)
+                return MHD_YES;
+            fsgd_prom_inc(s->prom, s->m_errors[SERVE_ERR_TOO_LARGE], 1);
+            return MHD_NO;
         }
         if (r->len + n > r->cap) {
             size_t nc = r->cap ? r->cap : 4096;
