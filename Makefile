@@ -81,6 +81,7 @@ WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-
 #     distributed/ the producer, worker and aggregator roles (kafka and what
 #                  it sees)
 #     observe/     /metrics, progress lines (distributed and what it sees)
+#     serve/       fsgd serve's HTTP scoring server (observe and what it sees)
 #     cli/         the commands (everything)
 # So core calls the backends, which share loss/'s formulas (not core's);
 # the roles emit their step statistics through hooks (fsgd/dist.h) that the
@@ -96,7 +97,8 @@ INC_trainer_core        = $(INC_strategy) -Idata/include -Itrainer/loss/include 
 INC_trainer_kafka       = $(INC_trainer_core) -Itrainer/kafka/include
 INC_trainer_distributed = $(INC_trainer_kafka) -Itrainer/distributed/include
 INC_trainer_observe     = $(INC_trainer_distributed) -Itrainer/observe/include
-INC_trainer_cli         = $(INC_trainer_observe)
+INC_trainer_serve       = $(INC_trainer_observe) -Itrainer/serve/include
+INC_trainer_cli         = $(INC_trainer_serve)
 INC_tests    = $(INC_trainer_cli)
 # Tests that look inside a module include its private headers (those beside
 # its sources) by plain name, through an -I for that folder that only the
@@ -109,7 +111,7 @@ PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_
 PRIVATE_trainer/core        := test_train_stale test_train_memory
 PRIVATE_trainer/distributed := test_agg_best test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire \
                                gen_kafka_corpus
-PRIVATE_trainer/observe     := test_prom
+PRIVATE_trainer/observe     :=
 PRIVATE_tests/unit          := bench_learned
 private_inc = $(strip $(foreach d,$(PRIVATE_DIRS),$(if $(filter $(1),$(PRIVATE_$(d))),-I$(d))))
 # The same for tests/fuzz/run_fuzz.sh, which builds the fuzz targets itself:
@@ -136,7 +138,7 @@ LAYERING    := $(BUILD)/layering
 
 CFLAGS   = -std=c11 $(OPT) -g $(WARN) -pthread -MMD -MP $(SAN)
 LDFLAGS  = -pthread $(SAN)
-LDLIBS   = -lrdkafka -llz4 -lyaml -lmicrohttpd -ljansson -lsodium -llapacke -lopenblas -lm
+LDLIBS   = -lrdkafka -llz4 -lz -lzstd -lyaml -lmicrohttpd -ljansson -lsodium -llapacke -lopenblas -lm
 
 LIB_SRC   := $(shell find common codec data strategy trainer -name '*.c' -not -path 'trainer/cli/*' 2>/dev/null | sort)
 CLI_SRC   := $(sort $(wildcard trainer/cli/*.c))
@@ -265,10 +267,11 @@ check-deps:
 deps:
 	@scripts/install-deps.sh
 
-# README command 1: install, build, run the default job on the embedded broker.
+# README command 1: install, build, run the default job on the embedded broker;
+# the data sets unpacked too, for the README's next commands (bench codec).
 RUN_JOB ?= jobs/a9a.yaml
 run: deps
-	$(MAKE) all
+	$(MAKE) all data
 	@mkdir -p out
 	$(FSGD) run $(RUN_JOB)
 

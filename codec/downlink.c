@@ -7,6 +7,7 @@
 
 #include "fsgd/crc32c.h"
 #include "fsgd/downlink.h"
+#include "fsgd/hugepages.h"
 #include "fsgd/le.h"
 #include "fsgd/prefetch.h"
 
@@ -84,6 +85,9 @@ fsgd_downlink_t *fsgd_downlink_new(const char *codec_spec, uint64_t dim, const f
     }
     d->rho = malloc((dim ? dim : 1) * sizeof *d->rho);
     d->touched = calloc(dim ? dim : 1, sizeof *d->touched);
+    /* model-sized, read at random keys every step (fsgd/hugepages.h) */
+    fsgd_hugepages_advise(d->rho, (dim ? dim : 1) * sizeof *d->rho);
+    fsgd_hugepages_advise(d->touched, (dim ? dim : 1) * sizeof *d->touched);
     if (!d->rho || !d->touched) {
         fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "downlink: out of memory for a replica of %llu weights",
                      (unsigned long long)dim);

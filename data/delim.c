@@ -15,6 +15,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/input.h"
+#include "fsgd/zsource.h"
 
 static const char *const kind_name[] = {"skip", "label", "num", "cat"};
 
@@ -61,8 +62,45 @@ static int add_columns(fsgd_delim_spec_t *spec, const char *item, size_t len, ch
     return FSGD_E_OK;
 }
 
+int fsgd_delim_spec_add_crosses(fsgd_delim_spec_t *spec, const char *terms, char *err, size_t errsz)
+{
+    const char *p = terms;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        if (spec->n_crosses == FSGD_DELIM_MAX_CROSSES)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: more than %d crosses", FSGD_DELIM_MAX_CROSSES);
+        int k = 0;
+        for (const char *q = p, *e = p + n; q < e;) {
+            size_t m = (size_t)(memchr(q, '*', (size_t)(e - q)) ? (const char *)memchr(q, '*', (size_t)(e - q)) - q
+                                                                 : e - q);
+            uint64_t c;
+            if (k == 3 || parse_u64(q, m, &c) < 0 || c < 1 || c > spec->n_cols)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                    "interactions: '%.*s' is not A*B or A*B*C with A, B, C column numbers in 1..%zu "
+                                    "(a cross of 2 or 3 columns, e.g. 15*16)",
+                                    (int)n, p, spec->n_cols);
+            if (spec->kind[c - 1] != FSGD_COL_NUM && spec->kind[c - 1] != FSGD_COL_CAT)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: '%.*s': column %llu is %s, not a num or cat column",
+                                    (int)n, p, (unsigned long long)c,
+                                    spec->kind[c - 1] == FSGD_COL_LABEL ? "the label" : "skipped");
+            spec->cross[spec->n_crosses][k++] = (uint16_t)(c - 1);
+            q += m + (q + m < e);
+        }
+        if (k < 2)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: '%.*s' crosses fewer than 2 columns", (int)n, p);
+        spec->cross_len[spec->n_crosses++] = (uint8_t)k;
+        p += n + (p[n] == ',');
+    }
+    return FSGD_E_OK;
+}
+
 static int set_option(fsgd_delim_spec_t *spec, const char *opt, size_t len, char *err, size_t errsz)
 {
+    if (len > 13 && !memcmp(opt, "interactions=", 13)) {
+        char terms[FSGD_DELIM_SPEC_MAX];
+        snprintf(terms, sizeof terms, "%.*s", (int)(len - 13), opt + 13);
+        return fsgd_delim_spec_add_crosses(spec, terms, err, errsz);
+    }
     const char *eq = memchr(opt, '=', len);
     uint64_t v;
     if (!eq || parse_u64(eq + 1, len - (size_t)(eq - opt) - 1, &v) < 0)
@@ -138,6 +176,15 @@ int fsgd_delim_spec_format(const fsgd_delim_spec_t *spec, char *out, size_t cap)
     }
     w = snprintf(out + n, cap - n, ":header=%d:bits=%u:seed=%llu", spec->header, spec->bits,
                  (unsigned long long)spec->seed);
+    for (int t = 0; t < spec->n_crosses && w >= 0 && (size_t)w < cap - n; t++) {
+        n += (size_t)w;
+        w = snprintf(out + n, cap - n, "%s%u*%u", t ? "," : ":interactions=", spec->cross[t][0] + 1u,
+                     spec->cross[t][1] + 1u);
+        if (w >= 0 && (size_t)w < cap - n && spec->cross_len[t] == 3) {
+            n += (size_t)w;
+            w = snprintf(out + n, cap - n, "*%u", spec->cross[t][2] + 1u);
+        }
+    }
     return w < 0 || (size_t)w >= cap - n ? FSGD_E_RANGE : FSGD_E_OK;
 }
 
@@ -164,7 +211,36 @@ typedef struct reader {
     uint32_t *col;
     float *val;
     size_t cap;
+    uint64_t *fh;  /* crosses: each field's 64-bit hash in this row ... */
+    uint8_t *has;  /* ... and whether the field was present */
 } reader_t;
+
+/* The per-field hashes a spec with crosses needs. 0 or -1. */
+static int cross_room(reader_t *r)
+{
+    if (!r->spec->n_crosses)
+        return 0;
+    r->fh = malloc(r->spec->n_cols * sizeof *r->fh);
+    r->has = calloc(r->spec->n_cols, 1);
+    return r->fh && r->has ? 0 : -1;
+}
+
+/* Room for one more feature in r->col / r->val. 0 or -1. */
+static int room(reader_t *r, size_t n)
+{
+    if (n < r->cap)
+        return 0;
+    size_t cap = r->cap ? r->cap * 2 : 64;
+    uint32_t *c = realloc(r->col, cap * sizeof *c);
+    if (c)
+        r->col = c;
+    float *v = c ? realloc(r->val, cap * sizeof *v) : NULL;
+    if (!v)
+        return -1;
+    r->val = v;
+    r->cap = cap;
+    return 0;
+}
 
 static int cmp_u32(const void *a, const void *b)
 {
@@ -257,22 +333,17 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
                                         (int)(fe - p > 40 ? 40 : fe - p), p);
                 text = tok;
             }
-            if (n == r->cap) {
-                size_t cap = r->cap ? r->cap * 2 : 64;
-                uint32_t *c = realloc(r->col, cap * sizeof *c);
-                if (c)
-                    r->col = c;
-                float *v = c ? realloc(r->val, cap * sizeof *v) : NULL;
-                if (!v)
-                    return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory", r->path,
-                                        (unsigned long long)lineno);
-                r->val = v;
-                r->cap = cap;
-            }
+            if (room(r, n) < 0)
+                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory", r->path,
+                                    (unsigned long long)lineno);
             uint64_t h = hash64(s, field, text, len);
             r->col[n++] = slot_of(s, h);
             if (r->fp)
                 note_slot(r, slot_of(s, h), h);
+            if (r->has) {
+                r->fh[field] = h;
+                r->has[field] = 1;
+            }
         }
         field++;
         if (!q)
@@ -282,6 +353,29 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
     if (field != s->n_cols)
         return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu: %zu fields, expected %zu", r->path,
                             (unsigned long long)lineno, field, s->n_cols);
+    for (int t = 0; r->has && t < s->n_crosses; t++) {
+        const uint16_t *c = s->cross[t];
+        int k = s->cross_len[t], all = 1;
+        for (int i = 0; i < k; i++)
+            all &= r->has[c[i]];
+        if (!all)
+            continue; /* a missing field: no cross */
+        uint64_t h = r->fh[c[0]];
+        for (int i = 1; i < k; i++)
+            h = (h ^ r->fh[c[i]]) * 0x100000001b3ULL; /* FNV-1a's step over the fields' hashes */
+        h ^= h >> 33; /* fmix64: the slot takes the top bits */
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        h *= 0xc4ceb9fe1a85ec53ULL;
+        h ^= h >> 33;
+        if (room(r, n) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory", r->path, (unsigned long long)lineno);
+        r->col[n++] = slot_of(s, h);
+        if (r->fp)
+            note_slot(r, slot_of(s, h), h);
+    }
+    if (r->has)
+        memset(r->has, 0, s->n_cols);
     /* strictly increasing columns: sort, and merge fields that share a slot
      * (a row without features has r->col NULL, which qsort must not get) */
     if (n > 1)
@@ -308,6 +402,8 @@ static long parse_buf(const char *buf, size_t len, const fsgd_delim_spec_t *spec
     const char *p = buf, *e = buf + len;
     long got = 0;
     int rc = fsgd_csr_reserve(out, 0, 0);
+    if (rc == 0 && cross_room(&r) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", r.path);
     while (rc == 0 && p < e) {
         const char *nl = memchr(p, '\n', (size_t)(e - p));
         const char *le = nl ? nl : e;
@@ -321,6 +417,8 @@ static long parse_buf(const char *buf, size_t len, const fsgd_delim_spec_t *spec
         p = nl ? nl + 1 : e;
     }
     free(r.col);
+    free(r.fh);
+    free(r.has);
     free(r.val);
     return rc < 0 ? rc : got;
 }
@@ -347,16 +445,18 @@ int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int 
                            size_t chunk_rows, fsgd_delim_chunk_fn fn, void *ctx, fsgd_delim_stats_t *stats, char *err,
                            size_t errsz)
 {
-    int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
-    if (fd < 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    fsgd_zsource_t *src = fsgd_zsource_open(path, err, errsz); /* gzip and zstd read as their text */
+    if (!src)
+        return FSGD_E_IO;
     reader_t r = {.spec = spec, .path = path};
     int rc = FSGD_E_OK;
-    const int stream = fsgd_input_is_stream(fd);
+    const int stream = fsgd_zsource_is_stream(src);
     const uint64_t stream_max = fsgd_input_stream_max();
     uint64_t read_total = 0;
     if (count_collisions && !(r.fp = calloc((size_t)1 << spec->bits, sizeof *r.fp)))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for 2^%u collision fingerprints", spec->bits);
+    if (rc == 0 && cross_room(&r) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
     size_t cap = (size_t)4 << 20, len = 0, pos = 0;
     char *buf = rc == 0 ? malloc(cap) : NULL;
     if (rc == 0 && !buf)
@@ -382,12 +482,9 @@ int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int 
                 buf = b;
                 cap *= 2;
             }
-            ssize_t got = read(fd, buf + len, cap - len);
-            if (got < 0 && errno == EINTR)
-                continue;
+            ssize_t got = fsgd_zsource_read(src, buf + len, cap - len, err, errsz);
             if (got < 0) {
-                rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: read error after line %llu: %s", path,
-                                  (unsigned long long)r.st.lines, strerror(errno));
+                rc = (int)got;
                 break;
             }
             if (got == 0)
@@ -416,11 +513,12 @@ int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int 
         }
         pos = nl ? (size_t)(nl - buf) + 1 : len;
     }
-    if (fd != 0)
-        close(fd);
+    fsgd_zsource_close(src);
     free(buf);
     free(r.fp);
     free(r.col);
+    free(r.fh);
+    free(r.has);
     free(r.val);
     if (rc == 0 && out->n_rows == 0 && !out->row_ptr) /* an empty file still gives a valid CSR */
         rc = fsgd_csr_reserve(out, 0, 0);

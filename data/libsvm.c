@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fsgd/error.h"
+#include "fsgd/zsource.h"
 #include "fsgd/input.h"
 
 #define DEFAULT_BUF (4u << 20)
@@ -42,8 +43,7 @@ typedef struct sort_scratch {
 } sort_scratch_t;
 
 struct fsgd_libsvm_reader {
-    int fd;
-    int own_fd;
+    fsgd_zsource_t *src; /* the file, decompressed when gzip or zstd */
     char *buf;
     size_t cap, pos, end, scan; /* [pos, end) unconsumed; no '\n' in [pos, scan) */
     int eof;
@@ -248,6 +248,16 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+uint32_t fsgd_libsvm_hash_col(uint64_t i, unsigned bits)
+{
+    i ^= i >> 33;
+    i *= 0xff51afd7ed558ccdULL;
+    i ^= i >> 33;
+    i *= 0xc4ceb9fe1a85ec53ULL;
+    i ^= i >> 33;
+    return (uint32_t)(bits >= 32 ? i : i & ((1ULL << bits) - 1));
+}
+
 /* Finds the second occurrence of feature column `col` in the line (for the
  * location of a duplicate in an unsorted row). Error path only. */
 static const char *find_duplicate(const line_ctx_t *c, const char *p, const char *e, uint32_t col)
@@ -273,6 +283,36 @@ static const char *find_duplicate(const line_ctx_t *c, const char *p, const char
 
 /* Sorts the n entries at col/val by column; returns the index of a
  * duplicated column or -1. */
+static long sort_row(sort_scratch_t *s, uint32_t *col, float *val, size_t n, int *nomem);
+
+/* Sorts a hashed row and sums the entries that share a column; returns the
+ * entries left, or -1 out of memory. */
+static long sort_merge_row(sort_scratch_t *s, uint32_t *col, float *val, size_t n)
+{
+    int nomem = 0;
+    size_t k = 0;
+    if (n > 1 && sort_row(s, col, val, n, &nomem) >= 0 && !nomem) {
+        /* sort_row stopped copying back at the first shared column: the
+         * sorted keys are all in the scratch, copied back here */
+        for (size_t i = 0; i < n; i++) {
+            col[i] = (uint32_t)(s->keys[i] >> 32);
+            val[i] = s->vals[(uint32_t)s->keys[i]];
+        }
+    }
+    if (nomem)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (k && col[k - 1] == col[i]) {
+            val[k - 1] += val[i];
+        } else {
+            col[k] = col[i];
+            val[k] = val[i];
+            k++;
+        }
+    }
+    return (long)k;
+}
+
 static long sort_row(sort_scratch_t *s, uint32_t *col, float *val, size_t n, int *nomem)
 {
     if (n > s->cap) {
@@ -376,7 +416,7 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
             return line_err(c, err, errsz, FSGD_E_RANGE, tok, e,
                             o->zero_based ? "a feature index <= 4294967295" : "a feature index <= 4294967296");
         uint64_t cl = idx - base;
-        if (o->max_dim && cl >= o->max_dim) {
+        if (!o->hash_bits && o->max_dim && cl >= o->max_dim) {
             char what[96];
             snprintf(what, sizeof what, "a feature index <= %llu (the dimension)",
                      (unsigned long long)(o->max_dim - 1 + base));
@@ -403,12 +443,19 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
                 return line_err(c, err, errsz, FSGD_E_PARSE, v0, e, "a finite number as feature value");
             p = q;
         }
-        col[n] = (uint32_t)cl;
+        /* the file's order is checked on its indices (above), the columns ordered below */
+        col[n] = o->hash_bits ? fsgd_libsvm_hash_col(cl, o->hash_bits) : (uint32_t)cl;
         val[n] = (float)v;
         n++;
         prev = (int64_t)cl;
     }
-    if (!sorted) {
+    if (o->hash_bits) {
+        long k = sort_merge_row(c->scratch, col, val, n);
+        if (k < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory sorting a row", c->src,
+                                (unsigned long long)c->lineno);
+        n = (size_t)k;
+    } else if (!sorted) {
         int nomem = 0;
         long dup = sort_row(c->scratch, col, val, n, &nomem);
         if (nomem)
@@ -471,23 +518,13 @@ fsgd_libsvm_reader_t *fsgd_libsvm_open(const char *path, const fsgd_libsvm_opts_
         fsgd_libsvm_close(r);
         return NULL;
     }
-    if (!strcmp(path, "-")) {
-        r->fd = 0;
-    } else {
-        r->fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (r->fd < 0) {
-            fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
-            free(r->buf);
-            free(r->path);
-            free(r);
-            return NULL;
-        }
-        r->own_fd = 1;
-#ifdef POSIX_FADV_SEQUENTIAL
-        (void)posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
+    if (!(r->src = fsgd_zsource_open(path, err, errsz))) {
+        free(r->buf);
+        free(r->path);
+        free(r);
+        return NULL;
     }
-    r->stream = fsgd_input_is_stream(r->fd);
+    r->stream = fsgd_zsource_is_stream(r->src);
     r->stream_max = fsgd_input_stream_max();
     return r;
 }
@@ -513,23 +550,18 @@ static int refill(fsgd_libsvm_reader_t *r)
         r->buf = b;
         r->cap = cap;
     }
-    for (;;) {
-        ssize_t n = read(r->fd, r->buf + r->end, r->cap - r->end);
-        if (n > 0) {
-            r->end += (size_t)n;
-            r->read_total += (uint64_t)n;
-            if (r->stream && r->read_total > r->stream_max)
-                return fsgd_input_stream_error(r->errmsg, sizeof r->errmsg, r->path, r->read_total);
-            return 0;
-        }
-        if (n == 0) {
-            r->eof = 1;
-            return 0;
-        }
-        if (errno != EINTR)
-            return fsgd_err_fmt(r->errmsg, sizeof r->errmsg, FSGD_E_IO, "%s: read error after line %llu: %s",
-                                r->path, (unsigned long long)r->stats.lines, strerror(errno));
+    ssize_t n = fsgd_zsource_read(r->src, r->buf + r->end, r->cap - r->end, r->errmsg, sizeof r->errmsg);
+    if (n < 0)
+        return (int)n;
+    if (n == 0) {
+        r->eof = 1;
+        return 0;
     }
+    r->end += (size_t)n;
+    r->read_total += (uint64_t)n;
+    if (r->stream && r->read_total > r->stream_max)
+        return fsgd_input_stream_error(r->errmsg, sizeof r->errmsg, r->path, r->read_total);
+    return 0;
 }
 
 long fsgd_libsvm_read(fsgd_libsvm_reader_t *r, fsgd_csr_t *out, size_t max_rows, char *err, size_t errsz)
@@ -595,8 +627,7 @@ void fsgd_libsvm_close(fsgd_libsvm_reader_t *r)
 {
     if (!r)
         return;
-    if (r->own_fd)
-        close(r->fd);
+    fsgd_zsource_close(r->src);
     free(r->buf);
     free(r->path);
     free(r->scratch.keys);

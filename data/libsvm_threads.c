@@ -15,6 +15,7 @@
 #include "fsgd/error.h"
 #include "fsgd/input.h"
 #include "fsgd/libsvm.h"
+#include "fsgd/zsource.h"
 
 #define BLOCK (32u << 20) /* each of the two */
 #define MAX_PARTS 16
@@ -156,6 +157,8 @@ static int parse_region(const char *region, size_t len, int nt, const char *path
     }
     if (len && region[len - 1] != '\n')
         (*line)++; /* a last line without a newline */
+    if (n == 0) /* an empty region (a 0-byte file): no part to parse */
+        return FSGD_E_OK;
     for (int k = 1; k < n; k++)
         started[k] = pthread_create(&tid[k], NULL, parse_part, &parts[k]) == 0;
     parse_part(&parts[0]);
@@ -194,20 +197,19 @@ static int parse_region(const char *region, size_t len, int nt, const char *path
 /* One read block and how much of it holds data; filled by fill, on the
  * calling thread or on a reader thread of its own (fill_thread). */
 typedef struct block {
-    int fd;
+    fsgd_zsource_t *src;
     char *buf;
     size_t cap, len;
-    int eof, err; /* err: read's errno, 0 when none */
+    int eof, err; /* err: the read's fsgd_err_t, 0 when none (msg says it) */
+    char msg[512];
 } block_t;
 
 static void fill(block_t *b)
 {
     while (b->len < b->cap) {
-        ssize_t got = read(b->fd, b->buf + b->len, b->cap - b->len);
-        if (got < 0 && errno == EINTR)
-            continue;
+        ssize_t got = fsgd_zsource_read(b->src, b->buf + b->len, b->cap - b->len, b->msg, sizeof b->msg);
         if (got < 0) {
-            b->err = errno;
+            b->err = (int)got;
             return;
         }
         if (got == 0) {
@@ -252,16 +254,16 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return fsgd_libsvm_load(path, opts, out, stats, err, errsz);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    fsgd_zsource_t *src = fsgd_zsource_open(path, err, errsz); /* gzip and zstd parsed in parallel too */
+    if (!src)
+        return FSGD_E_IO;
 
     fsgd_libsvm_stats_t st = {0};
     /* Two blocks: the next is read (the kernel's copy out of the page cache,
      * ~0.1 s for 375 MB) on a thread of its own while this one is parsed,
      * instead of between the parses with the parsing threads idle. */
     size_t cap = opts->read_buf ? opts->read_buf : BLOCK; /* read_buf: small blocks in tests */
-    block_t blk[2] = {{.fd = fd, .cap = cap, .buf = malloc(cap)}, {.fd = fd, .cap = cap, .buf = malloc(cap)}};
+    block_t blk[2] = {{.src = src, .cap = cap, .buf = malloc(cap)}, {.src = src, .cap = cap, .buf = malloc(cap)}};
     int rc = !blk[0].buf || !blk[1].buf ? FSGD_E_NOMEM
              : opts->binary && !out->col ? fsgd_csr_init_binary(out, 0, 0)
                                          : fsgd_csr_reserve(out, 0, 0);
@@ -275,8 +277,7 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
     while (rc == 0) {
         block_t *b = &blk[cur], *next = &blk[1 - cur];
         if (b->err) {
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "%s: read error after line %llu: %s", path,
-                              (unsigned long long)st.lines, strerror(b->err));
+            rc = fsgd_err_fmt(err, errsz, b->err, "%s", b->msg);
             break;
         }
         /* whole lines only, unless the file ends here */
@@ -320,7 +321,7 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
         b->len = 0;
         cur = 1 - cur;
     }
-    close(fd);
+    fsgd_zsource_close(src);
     free(blk[0].buf);
     free(blk[1].buf);
     for (int k = 0; k < MAX_PARTS; k++)

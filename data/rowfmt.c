@@ -1,4 +1,6 @@
 /* The job's row format: picks the LIBSVM or the delimited parser (fsgd/rowfmt.h). */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fsgd/error.h"
@@ -11,15 +13,35 @@ int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int sk
     f->opts.skip_bad = skip_bad;
     if (hash_bits < 0 || hash_bits > 32)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "hash_bits: %d is not in 1..32 (0: the format's bits)", hash_bits);
-    if (!format[0] || !strcmp(format, "libsvm")) {
-        if (hash_bits)
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                                "hash_bits: %d is for a hashed format (criteo, tsv:, csv:), but format is libsvm",
-                                hash_bits);
-        f->block_id = fsgd_rowblock_format_id("");
+    if (!format[0] || !strcmp(format, "libsvm") || !strncmp(format, "libsvm:", 7)) {
+        /* "libsvm:bits=B", as a model records hashed LIBSVM input */
+        if (format[0] && format[6] == ':') {
+            char *end;
+            unsigned long b = strncmp(format + 7, "bits=", 5) ? 0 : strtoul(format + 12, &end, 10);
+            if (!b || b > 32 || *end)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: '%s' is not libsvm:bits=B (B in 1..32)",
+                                    format);
+            if (!hash_bits)
+                hash_bits = (int)b;
+        }
+        f->opts.hash_bits = (unsigned)hash_bits;
+        char canon[32];
+        fsgd_rowfmt_input(f, canon, sizeof canon);
+        f->block_id = fsgd_rowblock_format_id(canon);
         return 0;
     }
     char e[400];
+    if (!strcmp(format, "vw") || !strncmp(format, "vw:", 3)) {
+        if (fsgd_vw_spec_parse(format, &f->vw_spec, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+        if (hash_bits)
+            f->vw_spec.bits = (unsigned)hash_bits;
+        f->vw = 1;
+        char canon[FSGD_VW_SPEC_MAX];
+        fsgd_rowfmt_input(f, canon, sizeof canon);
+        f->block_id = fsgd_rowblock_format_id(canon);
+        return 0;
+    }
     if (fsgd_delim_spec_parse(format, &f->spec, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
     if (hash_bits)
@@ -34,13 +56,14 @@ int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int sk
 int fsgd_rowfmt_dim(const fsgd_rowfmt_t *f, uint64_t job_dim, uint64_t *dim, char *err, size_t errsz)
 {
     *dim = job_dim;
-    if (!f->hashed)
+    if (!f->hashed && !f->vw && !f->opts.hash_bits)
         return 0;
-    uint64_t h = (uint64_t)1 << f->spec.bits;
+    unsigned bits = f->hashed ? f->spec.bits : f->vw ? f->vw_spec.bits : f->opts.hash_bits;
+    uint64_t h = (uint64_t)1 << bits;
     if (job_dim && job_dim != h)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "dim %llu: a hashed format has 2^%u = %llu columns (set hash_bits, not dim)",
-                            (unsigned long long)job_dim, f->spec.bits, (unsigned long long)h);
+                            (unsigned long long)job_dim, bits, (unsigned long long)h);
     *dim = h;
     return 0;
 }
@@ -48,6 +71,10 @@ int fsgd_rowfmt_dim(const fsgd_rowfmt_t *f, uint64_t job_dim, uint64_t *dim, cha
 void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap)
 {
     if (cap)
+        out[0] = '\0';
+    if (!f->hashed && !f->vw && f->opts.hash_bits)
+        snprintf(out, cap, "libsvm:bits=%u", f->opts.hash_bits);
+    if (f->vw && fsgd_vw_spec_format(&f->vw_spec, out, cap) < 0 && cap)
         out[0] = '\0';
     if (f->hashed && fsgd_delim_spec_format(&f->spec, out, cap) < 0 && cap)
         out[0] = '\0';
@@ -96,6 +123,19 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
     }
     if (!src)
         src = "<buffer>";
+    if (f->vw) {
+        /* the distributed roles read rows here, and do not weigh them yet:
+         * a weighted row is refused, not trained at weight 1 */
+        fsgd_vw_extra_t x = {0};
+        long n = fsgd_vw_parse(buf, len, &f->vw_spec, f->opts.skip_bad, src, first_line, out, &x, stats, err, errsz);
+        if (n > 0 && x.any_weight)
+            n = fsgd_err_fmt(err, errsz, FSGD_E_UNSUPPORTED,
+                             "%s: rows with importance weights (VW's 'label weight |...'): fsgd run and its roles do "
+                             "not weigh rows yet; train them with fsgd train",
+                             src);
+        fsgd_vw_extra_free(&x);
+        return n;
+    }
     if (!f->hashed)
         return fsgd_libsvm_parse(buf, len, src, first_line, &f->opts, out, stats, err, errsz);
     return parse_delim(f, buf, len, src, first_line, out, stats, err, errsz);
@@ -123,6 +163,8 @@ long fsgd_rowfmt_parse_msg(const fsgd_rowfmt_t *f, const void *buf, size_t len, 
 int fsgd_rowfmt_load(const fsgd_rowfmt_t *f, const char *path, int threads, fsgd_csr_t *out,
                      fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
 {
+    if (f->vw)
+        return fsgd_vw_load(path, &f->vw_spec, f->opts.skip_bad, out, NULL, stats, err, errsz);
     if (!f->hashed)
         return fsgd_libsvm_load_threads(path, &f->opts, threads, out, stats, err, errsz);
     fsgd_delim_stats_t ds;

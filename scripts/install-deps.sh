@@ -27,7 +27,7 @@ install_cuda() {
     [ "${1:-}" = --check ] && { cuda_complete .deps/cuda || echo "missing: CUDA toolkit (scripts/install-cuda-wheels.sh)"; return 0; }
     scripts/install-cuda-wheels.sh
 }
-build_pkgs="gcc make pkg-config librdkafka-dev liblz4-dev libyaml-dev libopenblas-dev liblapacke-dev libcunit1-dev libmicrohttpd-dev libjansson-dev libxxhash-dev libsodium-dev"
+build_pkgs="gcc make pkg-config librdkafka-dev liblz4-dev libyaml-dev libopenblas-dev liblapacke-dev libcunit1-dev libmicrohttpd-dev libjansson-dev libxxhash-dev libsodium-dev zlib1g-dev libzstd-dev"
 # xz-utils: the compressed data sets (data/sets/*.xz, scripts/unpack-data.sh)
 test_pkgs="xz-utils python3 python3-pip python3-venv python3-sklearn liblinear-tools kcat clang libclang-rt-dev iproute2 docker-compose"
 # the real Kafka broker of the tests (tests/kafka): a JVM and Maven
@@ -42,6 +42,8 @@ test_pkgs="$test_pkgs docker.io debootstrap"
 # tests/integration/python_pkg.sh: the Python package's tests (NumPy, SciPy and
 # scikit-learn come with python3-sklearn)
 test_pkgs="$test_pkgs python3-pytest"
+# tests/bench/serve.sh: HTTP load on fsgd serve
+test_pkgs="$test_pkgs wrk"
 missing=()
 for p in $build_pkgs $test_pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

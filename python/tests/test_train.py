@@ -103,6 +103,15 @@ def test_errors_carry_message_and_category(tmp_path, a9a):
     assert e.value.category == "data"
 
 
+
+def test_an_empty_file_is_a_data_error_not_a_crash(tmp_path):
+    # issue 40 item 1: a 0-byte file crashed the loader (and the interpreter)
+    empty = tmp_path / "e.svm"
+    empty.write_bytes(b"")
+    with pytest.raises(fsgd.DataError) as e:
+        fsgd.train(empty)
+    assert "e.svm" in e.value.message and "no rows" in e.value.message
+
 def test_training_releases_the_gil(a9a):
     # While fsgd trains in a thread, this thread keeps running: no gap as long
     # as the training (which a held GIL would make).

@@ -20,10 +20,14 @@
 #   bench dist_vs_local dim=D broker=B tau=T wall_s=.. ratio_run_over_train=..
 #     test_auc=.. auc_minus_train=.. produce_s=.. other_s=.. train_s=.. step1_s=..
 #     busy=.. step_p50_ms=..
-#     grad_ms=.. encode_ms=.. decode_ms=.. comm_wait_ms=.. update_ms=.. epochs=..
+#     grad_ms=.. encode_ms=.. decode_ms=.. comm_wait_ms=.. update_ms=.. update_over_grad=.. epochs=..
 #     steps=.. batch=.. lr=.. train_wall_s=.. round=..
 #   bench dist_vs_local_median dim=D broker=B tau=T rounds=N ratio=.. wall_s=..
 #     train_wall_s=.. auc_minus_train=..   (DVL_REPEAT > 1: medians)
+# update_over_grad: the aggregator's update a step over one worker's gradient
+# a step (the metrics' gradient is the workers' sum).
+# load: the machine's 1-minute load average when the command started (the
+# 2 cores are shared: a load above ~0.5 before a run says another job ran beside it).
 # produce_s: loading the file into NAME.data (fsgd run's own line); train_s:
 # the aggregator's training seconds (from the settled group: step 1, which
 # loads the workers' partitions, takes step1_s of it); other_s: the rest of the
@@ -72,13 +76,14 @@ for spec in $DIMS; do
     tail -n "$TEST_ROWS" "$tmp/all.svm" >"$tmp/test.svm"
     rm -f "$tmp/all.svm"
     for round in $(seq "$REPEAT"); do
+    train_load=$(cut -d' ' -f1 /proc/loadavg)
     t0=$(now)
     "$FSGD" train --data "$tmp/train.svm" --test "$tmp/test.svm" --threads 2 "${ARGS[@]}" --quiet \
         --metrics-json "$tmp/train.json" >/dev/null
     train_wall=$(sub "$t0" "$(now)")
     read -r train_auc train_epochs < <(python3 -c "import json; m = json.load(open('$tmp/train.json'))
 print(m['test']['auc'], m.get('epochs_run', m.get('epochs')))")
-    echo "bench dist_vs_local dim=$dim broker=train wall_s=$train_wall test_auc=$train_auc epochs=$train_epochs round=$round"
+    echo "bench dist_vs_local dim=$dim broker=train wall_s=$train_wall test_auc=$train_auc epochs=$train_epochs load=$train_load round=$round"
     for b in ${brokers//,/ }; do
         bargs=()
         if [ "$b" = real ]; then
@@ -89,6 +94,7 @@ print(m['test']['auc'], m.get('epochs_run', m.get('epochs')))")
             targs=()
             [ "$tau" = default ] || targs=(--staleness "$tau")
             name=dvl$$_${b}_${tau}_${RANDOM}
+            run_load=$(cut -d' ' -f1 /proc/loadavg)
             t0=$(now)
             "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers 2 --name "$name" "${bargs[@]}" \
                 "${targs[@]}" "${ARGS[@]}" "${RUN_ARGS[@]}" --metrics-json "$tmp/run.json" \
@@ -96,7 +102,7 @@ print(m['test']['auc'], m.get('epochs_run', m.get('epochs')))")
             wall=$(sub "$t0" "$(now)")
             produce_s=$(sed -n 's/^fsgd: produced .* in \([0-9.]*\) s$/\1/p' "$tmp/run.log")
             python3 - "$tmp/run.json" "$wall" "$train_wall" "$train_auc" "$dim" "$b" "$tau" "${produce_s:-0}" \
-                "$round" <<'EOF' | tee -a "$tmp/lines"
+                "$round" "$run_load" <<'EOF' | tee -a "$tmp/lines"
 import json, sys
 m = json.load(open(sys.argv[1]))
 produce_s = float(sys.argv[8])
@@ -112,8 +118,9 @@ print(f"bench dist_vs_local dim={dim} broker={broker} tau={tau} wall_s={wall:.3f
       f"busy={busy:.3f} step_p50_ms={m['step_latency_ms']['p50']:.3f} grad_ms={1e3 * ps['gradient']:.3f} "
       f"encode_ms={1e3 * ps['encode']:.3f} decode_ms={1e3 * ps['decode']:.3f} "
       f"comm_wait_ms={1e3 * ps['comm_wait']:.3f} update_ms={1e3 * ps['update']:.3f} "
+      f"update_over_grad={2 * ps['update'] / ps['gradient'] if ps['gradient'] > 0 else 0:.2f} "
       f"epochs={m.get('epochs_run', m['epochs'])} steps={m['steps']} batch={m.get('batch', 0)} lr={m['lr']:.5f} "
-      f"train_wall_s={twall:.3f} round={sys.argv[9]}")
+      f"train_wall_s={twall:.3f} load={sys.argv[10]} round={sys.argv[9]}")
 EOF
         done
     done

@@ -9,8 +9,10 @@
  * be restored, otherwise a fixed small data set; bit 2: then change one of
  * those expectations (picked by bits 3-4), which must make it fail.
  * A restored checkpoint must write back to exactly the input bytes. A
- * follow job's checkpoint (versions 6 and 7) is not checked against rows
- * and ranges, so for it those perturbations become the weights'. */
+ * follow job's checkpoint (versions 6 and 7, 10 and 11) is not checked
+ * against rows and ranges, so for it those perturbations become the
+ * weights'. Versions 8 to 11 have the writer's identity (shard, shards,
+ * job name) between the header and the step state. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,10 +42,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     exp.end[0] = 600;
     exp.end[1] = 400;
+    const uint32_t version = len >= 12 ? fsgd_le_get32(p + 8) : 0;
+    const int ident = version >= 8;
     if ((ctl & 2) && len >= 40) { /* the header: magic, version, gen, step, rows, weights */
         rows = fsgd_le_get64(p + 24);
         mdim = fsgd_le_get64(p + 32);
         size_t off = 40;
+        if (ident) /* u32 shard, u32 shards, u8 job name length, the name */
+            off = len >= 49 && (size_t)49 + p[48] <= len ? (size_t)49 + p[48] : len;
         char e[256];
         if (fsgd_wire_state_get(p, len, &off, &exp, e, sizeof e) < 0)
             fsgd_wire_state_alloc(&exp, 0);
@@ -52,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* a follow job's checkpoint (versions 6, 7) does not name the data's rows
      * and ranges: its windows move on with the topic (checked against it on
      * restart), so only the weights and partition count must match */
-    const int follow = len >= 12 && fsgd_le_get32(p + 8) >= 6;
+    const int follow = (ident ? version - 4 : version) >= 6;
     if (ctl & 4) {
         int which = (ctl >> 3) & 3;
         if (follow && (which == 0 || which == 2))

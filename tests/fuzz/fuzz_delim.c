@@ -1,5 +1,5 @@
 /* Fuzz target for the delimited-text reader (fsgd_delim_parse) under a few
- * specs (Criteo TSV, a small CSV with a header, 1-bit hashing). Checks
+ * specs (Criteo TSV, a small CSV with a header, 1-bit hashing, crosses). Checks
  * invariants, not just "no crash": the CSR is well formed (columns strictly
  * increasing and < 2^bits, values whole numbers >= 1 that add up to the
  * row's features), and errors name the source and line and say what was
@@ -17,7 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char *const specs[] = {"criteo", "csv:skip,label,num,cat*2:header=1:bits=12", "tsv:label,cat*3:bits=1"};
+    static const char *const specs[] = {"criteo", "csv:skip,label,num,cat*2:header=1:bits=12", "tsv:label,cat*3:bits=1",
+                                        "tsv:label,num,cat*3:bits=10:interactions=2*3,3*4*5"};
     for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
         fsgd_delim_spec_t spec;
         char err[512] = "";
@@ -42,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 CHECK(m.val[j] >= 1 && m.val[j] == floorf(m.val[j]));
                 feats += m.val[j];
             }
-            CHECK(feats <= (double)spec.n_cols - 1);
+            CHECK(feats <= (double)spec.n_cols - 1 + spec.n_crosses); /* a feature a field, one a cross */
         }
         fsgd_csr_free(&m);
     }

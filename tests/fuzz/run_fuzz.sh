@@ -57,7 +57,7 @@ for f in $TARGETS; do
     done
     if [ ${#private[@]} -gt 0 ] || grep -qE '#include "(fsgd/|codec_fuzz\.h)' "$f"; then
         build_lib
-        link=("${objs[@]}" -lrdkafka -llz4 -lyaml -lmicrohttpd -ljansson -lsodium -llapacke -lopenblas -lm -ldl -pthread)
+        link=("${objs[@]}" -lrdkafka -llz4 -lz -lzstd -lyaml -lmicrohttpd -ljansson -lsodium -llapacke -lopenblas -lm -ldl -pthread)
     fi
     if ! $FUZZ_CC $flags ${private[@]+"${private[@]}"} "$f" ${link[@]+"${link[@]}"} -o "$BUILD/fuzz/$name"; then
         failed+=("$name (build)")

@@ -35,9 +35,10 @@ declare -A below=(
     [trainer/kafka]="common codec data strategy trainer/loss trainer/backend trainer/core"
     [trainer/distributed]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka"
     [trainer/observe]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed"
-    [trainer/cli]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/observe"
+    [trainer/serve]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/observe"
+    [trainer/cli]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/observe trainer/serve"
 )
-modules="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/observe trainer/cli"
+modules="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/observe trainer/serve trainer/cli"
 
 # Every module with public headers is in the table, and every folder of
 # trainer/ with sources is a module.

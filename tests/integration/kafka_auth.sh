@@ -20,6 +20,7 @@ FRAMES="$PY $lib/frames.py"
 COMMON+=(--batch 32)
 ref=$(reference_auc)
 job=$(job_name au)
+export FSGD_JOB=$job # lib/frames.py binds its tags to the job
 # a cluster that outlives the run (the model topic is read after it)
 kafka_cluster "$job" 12
 "$FSGD" produce --brokers "$brokers" --name "$job" --batch 32 --quiet "$DATA/a9a" --job-key-file "$FSGD_JOB_KEY"

@@ -34,7 +34,7 @@ startup_error() { # WANT ROLE ARGS...: the role exits 2 saying WANT, before it t
 }
 startup_error "dim 1000: a hashed format has 2^18 = 262144 columns (set hash_bits, not dim)" run "${COMMON[@]}" --dim 1000
 startup_error "format: columns: 'kat' is not label, num, cat or skip" worker --brokers 127.0.0.1:1 --data x --format 'tsv:label,kat'
-startup_error "hash_bits: 18 is for a hashed format" aggregator --brokers 127.0.0.1:1 --data x --hash-bits 18
+startup_error "dim 5: a hashed format has 2^18 = 262144 columns" aggregator --brokers 127.0.0.1:1 --data x --hash-bits 18 --dim 5
 startup_error "dim 5: a hashed format has 2^24" produce --brokers 127.0.0.1:1 --name x --format criteo --dim 5 "$tmp/train.tsv"
 
 # 1. fsgd run through the data topic

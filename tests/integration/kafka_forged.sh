@@ -18,6 +18,7 @@ ref=$(reference_auc)
 # steps of 32 rows in lockstep, so the job still runs when the forged
 # messages come (at 128 rows it was at its last steps: CI failed so)
 job=$(job_name fj)
+export FSGD_JOB=$job # lib/frames.py binds its tags to the job
 start_run "$tmp/run.log" --workers 3 --staleness 0 --name "$job" --metrics-json "$tmp/m.json"
 wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
 brokers=$(run_brokers "$tmp/run.log")

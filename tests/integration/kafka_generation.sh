@@ -18,6 +18,7 @@ FRAMES="$PY $lib/frames.py"
 COMMON+=(--batch 32)
 ref=$(reference_auc)
 job=$(job_name ge)
+export FSGD_JOB=$job # lib/frames.py binds its tags to the job
 kafka_cluster "$job" 12
 "$FSGD" produce --brokers "$brokers" --name "$job" --batch 32 --quiet "$DATA/a9a" --job-key-file "$FSGD_JOB_KEY"
 start_run "$tmp/run.log" --no-produce --brokers "$brokers" --workers 2 --name "$job" --metrics-json "$tmp/m.json"

@@ -21,10 +21,11 @@ ref=$(reference_auc)
 head -c 45000 /dev/urandom | base64 -w 300 >"$tmp/junk.txt" # 200 lines (no `| head`: SIGPIPE under pipefail)
 blobs=()
 for i in $(seq 20); do head -c $((i * 97)) /dev/urandom >"$tmp/blob$i"; blobs+=("$tmp/blob$i"); done
-$FRAMES chunk "$tmp/big5" --sender 1 --step 1 --size 5000000
-$FRAMES chunk "$tmp/big1" --sender 1 --step 1 --size 1000000
 # a fresh name on a real broker (topics outlive a job), ij on the mock
 job=$(job_name ij)
+export FSGD_JOB=$job # lib/frames.py binds its tags to the job
+$FRAMES chunk "$tmp/big5" --sender 1 --step 1 --size 5000000
+$FRAMES chunk "$tmp/big1" --sender 1 --step 1 --size 1000000
 start_run "$tmp/run.log" --workers 3 --name "$job" --metrics-json "$tmp/m.json"
 wait_for "$tmp/run.log" "epoch 1/[0-9]* *step" 60 || { cat "$tmp/run.log"; exit 1; }
 brokers=$(run_brokers "$tmp/run.log")

@@ -23,7 +23,7 @@ echo "trained on $rows rows from kcat, test auc $auc"
 [ "$rows" -eq 8000 ]
 awk -v a="$auc" 'BEGIN{exit !(a > 0.85)}'
 kcat -C -b "$brokers" -t "$kc.model" -o beginning -e -q -f '%s' >"$tmp/model.stream"
-"$FSGD" model assemble --input "$tmp/model.stream" --out "$tmp/assembled.fsgd" --job-key-file "$FSGD_JOB_KEY"
+"$FSGD" model assemble --input "$tmp/model.stream" --name "$kc" --out "$tmp/assembled.fsgd" --job-key-file "$FSGD_JOB_KEY"
 cmp "$tmp/model.fsgd" "$tmp/assembled.fsgd"
 "$FSGD" model assemble --brokers "$brokers" --name "$kc" --out "$tmp/direct.fsgd" --job-key-file "$FSGD_JOB_KEY"
 cmp "$tmp/model.fsgd" "$tmp/direct.fsgd"

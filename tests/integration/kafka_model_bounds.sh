@@ -17,7 +17,7 @@ brokers=$(sed -n 's/^brokers=//p' "$tmp/broker.log")
 head -n 500 "$DATA/a9a" >"$tmp/rows"
 # one row a message: the topic holds offsets [0, 250) in each partition
 "$FSGD" produce --brokers "$brokers" --name mb --block-rows 1 --quiet "$tmp/rows" --job-key-file "$FSGD_JOB_KEY"
-$FRAMES snapshot "$tmp/snap" --gen 7 --step 0 --parts 2 --end $((1 << 40)) --dim 123
+$FRAMES snapshot "$tmp/snap" --job mb --gen 7 --step 0 --parts 2 --end $((1 << 40)) --dim 123
 kcat -P -b "$brokers" -t mb.model -k 0 "$tmp/snap"
 rc=0
 # (AddressSanitizer reserves terabytes of shadow memory: no limit there; it

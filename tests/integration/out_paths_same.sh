@@ -4,8 +4,10 @@
 # refused with exit 2 before it writes anything, and every file is byte for
 # byte what it was. Paths are compared by identity, so each collision is
 # tried spelled three ways: the same string, through "sub/..", and as a hard
-# link. A checkpoint path holding a file fsgd did not make is never resumed
-# from nor deleted, --fresh or not.
+# link. The names fsgd derives from the given ones (shard I's files, the
+# previous checkpoint) are checked as the given ones. A checkpoint path
+# holding a file fsgd did not make is never resumed from nor deleted,
+# --fresh or not.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -92,6 +94,22 @@ refused run --data d.svm --metrics-json o.json --checkpoint o.json
 cp d.svm d.svm.ckpt && before=$(sums)
 refused run --data d.svm.ckpt --out d.svm # the default checkpoint OUT.ckpt is the data
 rm d.svm.ckpt && before=$(sums)
+
+# --- the names fsgd derives (issue 42, items 5-8): shard I's metrics JSON
+#     and checkpoint (X.shardI), each shard's previous checkpoint (X.prev,
+#     X.shardI.prev), and --init, each spelled three ways
+cp t.svm t2.svm.shard1 && cp t.svm tt.prev && cp t.svm o.fsgd.ckpt.shard1.prev && before=$(sums)
+each_spelling t2.svm.shard1 run --data d.svm --test @ --shards 2 --metrics-json t2.svm
+each_spelling tt.prev run --data d.svm --test @ --shards 2 --checkpoint tt
+each_spelling o.fsgd.ckpt.shard1.prev run --data d.svm --test @ --shards 2 --out o.fsgd
+each_spelling t2.svm.shard1 run --data d.svm --shards 2 --checkpoint t2.svm --test @
+refused run --data d.svm --shards 2 --checkpoint cc --out cc.prev
+refused run --data d.svm --shards 3 --checkpoint cc --metrics-json cc.shard2.prev
+each_spelling m.fsgd run --data d.svm --init m.fsgd --out @
+each_spelling m.fsgd train --data d.svm --init m.fsgd --out @
+each_spelling t2.svm.shard1 aggregator --brokers 127.0.0.1:1 --shard 1/2 --metrics-json t2.svm --test @
+each_spelling tt.prev aggregator --brokers 127.0.0.1:1 --shard 0/2 --checkpoint tt --test @
+rm t2.svm.shard1 tt.prev o.fsgd.ckpt.shard1.prev && before=$(sums)
 
 # --- aggregator: the same outputs against --test, --data, job file
 for o in --out --metrics-json --checkpoint; do

@@ -61,13 +61,20 @@ grep -q "nope.svm" "$tmp/err3.txt" || fail "missing file not named"
 if "$FSGD" train --data "$D/a9a" --codec "fastsgd:b=0.5" 2> "$tmp/err4.txt"; then fail "accepted bad codec"; fi
 grep -q "b" "$tmp/err4.txt" || fail "bad codec parameter not named"
 # Labels that do not fit the model stop before training, naming the file and
-# the labels (issue 12, finding 6): {1, 2} used to train "silently" with
-# train auc nan and exit 0; a single class gave AUC nan and exit 0.
+# the labels (issue 12, finding 6: {1, 2, 3} used to train "silently" with
+# train auc nan and exit 0; a single class gave AUC nan and exit 0). Any two
+# values are the two classes, the larger positive, said (issue 39: LIBLINEAR
+# takes any two values).
 printf '1 1:1\n2 2:1\n1 1:0.5 2:1\n2 1:0.1\n' > "$tmp/l12.svm"
-rc=0; "$FSGD" train --data "$tmp/l12.svm" --quiet 2> "$tmp/err5.txt" || rc=$?
-[ $rc -eq 3 ] || fail "labels {1, 2}: exit $rc, expected 3 (bad input data)"
-grep -q "l12.svm: labels {1, 2}: a logistic model needs two classes labelled {0, 1} or {-1, 1}" "$tmp/err5.txt" ||
-    fail "labels {1, 2} not named: $(cat "$tmp/err5.txt")"
+rc=0; "$FSGD" train --data "$tmp/l12.svm" --quiet 2> "$tmp/err5.txt" > /dev/null || rc=$?
+[ $rc -eq 0 ] || fail "labels {1, 2}: exit $rc, expected 0: $(cat "$tmp/err5.txt")"
+grep -q "l12.svm: labels {1, 2}: 2 is the positive class (+1), 1 the negative (-1)" "$tmp/err5.txt" ||
+    fail "labels {1, 2} not said: $(cat "$tmp/err5.txt")"
+printf '1 1:1\n2 2:1\n3 1:0.5 2:1\n2 1:0.1\n' > "$tmp/l123.svm"
+rc=0; "$FSGD" train --data "$tmp/l123.svm" --quiet 2> "$tmp/err5.txt" || rc=$?
+[ $rc -eq 3 ] || fail "labels {1, 2, 3}: exit $rc, expected 3 (bad input data)"
+grep -q "l123.svm: labels {1, 2, 3}: a logistic model needs two classes labelled {0, 1} or {-1, 1}" "$tmp/err5.txt" ||
+    fail "labels {1, 2, 3} not named: $(cat "$tmp/err5.txt")"
 printf '+1 1:1\n+1 2:1\n+1 1:0.5\n' > "$tmp/one.svm"
 rc=0; "$FSGD" train --data "$D/a9a" --test "$tmp/one.svm" --model svm --quiet 2> "$tmp/err6.txt" || rc=$?
 [ $rc -eq 3 ] || fail "single-class test file: exit $rc, expected 3"

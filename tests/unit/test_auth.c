@@ -53,6 +53,21 @@ static void test_key_file_checks(void)
     snprintf(text, sizeof text, "%.63sg", key_hex);
     write_file(p, text, 0600);
     CU_ASSERT_EQUAL(fsgd_auth_key_load(p, key, err, sizeof err), FSGD_E_ARG);
+    /* a Windows line end (issue 42: refused as "more than 64 hex digits") */
+    snprintf(text, sizeof text, "%s\r\n", key_hex);
+    write_file(p, text, 0600);
+    CU_ASSERT_EQUAL(fsgd_auth_key_load(p, key, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(key[31], 31);
+    snprintf(text, sizeof text, "%s\r", key_hex);
+    write_file(p, text, 0600);
+    CU_ASSERT_EQUAL(fsgd_auth_key_load(p, key, err, sizeof err), 0);
+    snprintf(text, sizeof text, "%s0\r\n", key_hex); /* 65 digits and a CRLF */
+    write_file(p, text, 0600);
+    CU_ASSERT_EQUAL(fsgd_auth_key_load(p, key, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "more than 64 hex digits");
+    snprintf(text, sizeof text, "%s\n\n", key_hex); /* two line ends: not a key file */
+    write_file(p, text, 0600);
+    CU_ASSERT_EQUAL(fsgd_auth_key_load(p, key, err, sizeof err), FSGD_E_ARG);
     /* a symbolic link to a good key file is refused */
     snprintf(text, sizeof text, "%s", key_hex);
     write_file(p, text, 0600);
@@ -89,8 +104,10 @@ static void test_tag_value(void)
 {
     set_key(key_hex);
     /* nonce 00..0f; tests/integration/lib/auth.py computes the same:
-     * Poly1305 (RFC 8439) of "abc" under BLAKE2b(key=00..1f, "1" 0x01 nonce) */
-    static const char want[] = "000102030405060708090a0b0c0d0e0f6a06a260e291cf4e2c625e39c9ae3658";
+     * Poly1305 (RFC 8439) of "abc" under BLAKE2b(key=00..1f, "2" 0x01 nonce
+     * 0x00), no job name */
+    fsgd_auth_set_job(NULL);
+    static const char want[] = "000102030405060708090a0b0c0d0e0f3733afbea20594737ea8be49a79853a9";
     CU_ASSERT_EQUAL(fsgd_auth_check_hex(want, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 1);
     CU_ASSERT_EQUAL(fsgd_auth_check_hex(want, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "ab", 2, "c", 1), 1);
     /* another domain, other bytes, a short tag */
@@ -165,25 +182,60 @@ static void test_frames(void)
 
 /* NAME.data rows: no key, anything; a key, a valid tag; unsigned rows
  * allowed, no tag too, but a wrong tag never. */
+/* A tag binds its job: the same bytes under the same key file are another
+ * job's message (issue 42: a finished job's snapshot, control events and
+ * rows copied into another job's topics were taken). Values from
+ * tests/integration/lib/auth.py. */
+static void test_bound_to_job(void)
+{
+    set_key(key_hex);
+    fsgd_auth_set_job("jobA");
+    static const char a[] = "000102030405060708090a0b0c0d0e0f67531763592d4ac272602cf4c21a4f93";
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(a, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 1);
+    CU_ASSERT_STRING_EQUAL(fsgd_auth_job(), "jobA");
+    fsgd_auth_set_job("jobB");
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(a, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 0);
+    fsgd_auth_set_job("jobAx"); /* a name that starts with the other is another name */
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(a, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 0);
+    fsgd_auth_set_job(NULL);
+    CU_ASSERT_EQUAL(fsgd_auth_check_hex(a, FSGD_AUTH_TAG_HEX, FSGD_AUTH_FRAME, "abc", 3, NULL, 0), 0);
+    /* a row: job A, partition 3 */
+    static const char r[] = "000102030405060708090a0b0c0d0e0ffac0e1f141b049d8f89748685d60306f";
+    const char row[] = "+1 3:1 7:0.5";
+    fsgd_auth_set_unsigned_rows(0);
+    fsgd_auth_set_job("jobA");
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(r, FSGD_AUTH_TAG_HEX, 3, row, strlen(row)), 1);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(r, FSGD_AUTH_TAG_HEX, 2, row, strlen(row)), 0); /* another partition */
+    fsgd_auth_set_job("jobB");
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(r, FSGD_AUTH_TAG_HEX, 3, row, strlen(row)), 0); /* another job */
+    /* made here and checked here: partition by partition */
+    char hex[FSGD_AUTH_TAG_HEX + 1];
+    fsgd_auth_row_tag_hex(hex, 7, row, strlen(row));
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, 7, row, strlen(row)), 1);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, 0, row, strlen(row)), 0);
+    fsgd_auth_set_job(NULL);
+    fsgd_auth_set_key(NULL);
+}
+
 static void test_rows(void)
 {
     const char row[] = "+1 3:1 7:0.5";
     char hex[FSGD_AUTH_TAG_HEX + 1];
     fsgd_auth_set_key(NULL);
-    CU_ASSERT_EQUAL(fsgd_auth_row_ok(NULL, 0, row, strlen(row)), 1);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(NULL, 0, 0, row, strlen(row)), 1);
     set_key(key_hex);
     fsgd_auth_set_unsigned_rows(0);
-    fsgd_auth_tag_hex(hex, FSGD_AUTH_DATA, row, strlen(row), NULL, 0);
-    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, row, strlen(row)), 1);
-    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, row, strlen(row) - 1), 0);
-    CU_ASSERT_EQUAL(fsgd_auth_row_ok(NULL, 0, row, strlen(row)), 0);
+    fsgd_auth_row_tag_hex(hex, 0, row, strlen(row));
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, 0, row, strlen(row)), 1);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, 0, row, strlen(row) - 1), 0);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(NULL, 0, 0, row, strlen(row)), 0);
     fsgd_auth_set_unsigned_rows(1);
-    CU_ASSERT_EQUAL(fsgd_auth_row_ok(NULL, 0, row, strlen(row)), 1);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(NULL, 0, 0, row, strlen(row)), 1);
     hex[0] = hex[0] == '0' ? '1' : '0';
-    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, row, strlen(row)), 0);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, 0, row, strlen(row)), 0);
     /* a frame's tag of the same bytes is not a row's */
     fsgd_auth_tag_hex(hex, FSGD_AUTH_FRAME, row, strlen(row), NULL, 0);
-    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, row, strlen(row)), 0);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(hex, FSGD_AUTH_TAG_HEX, 0, row, strlen(row)), 0);
     fsgd_auth_set_unsigned_rows(0);
     fsgd_auth_set_key(NULL);
 }
@@ -195,6 +247,7 @@ void fsgd_test_register(void)
         {"tags: nonce + Poly1305 under a per-message key, domain-separated", test_tag_value},
         {"frames: tagged with a key, refused without a valid tag", test_frames},
         {"data rows: tagged, or unsigned where the job allows", test_rows},
+        {"tags are bound to the job, rows to their partition", test_bound_to_job},
         {NULL, NULL},
     };
     fsgd_test_suite("authenticated messages", cases);

@@ -91,8 +91,10 @@ static void reference_grad(const fsgd_csr_t *X, const float *theta, uint64_t dim
         for (uint64_t i = X->row_ptr[r]; i < X->row_ptr[r + 1]; i++)
             m += (double)theta[X->col[i]] * X->val[i];
         double y = fsgd_loss_label(loss, X->label[r]);
-        *loss_sum += fsgd_loss_value(loss, m, y);
-        double d = fsgd_loss_deriv(loss, m, y);
+        /* a classification label's magnitude is the row's weight (fsgd/rowlabel.h) */
+        double w = loss == FSGD_LOSS_SQUARED || X->label[r] == 0 ? 1.0 : fabs(X->label[r]);
+        *loss_sum += w * fsgd_loss_value(loss, m, y);
+        double d = w * fsgd_loss_deriv(loss, m, y);
         for (uint64_t i = X->row_ptr[r]; i < X->row_ptr[r + 1]; i++) {
             acc[X->col[i]] += d * X->val[i];
             seen[X->col[i]] = 1;
@@ -131,7 +133,8 @@ static int load(const char *name, fsgd_csr_t *out)
 }
 
 /* Random rows over a wide model: columns spread over all 32 bits of [0, dim),
- * a few empty rows, real labels (regression) mapped by the losses. */
+ * a few empty rows, real labels (regression; for classification, a class and
+ * a weight) mapped by the losses. */
 static fsgd_csr_t random_csr(size_t rows, uint64_t dim, size_t max_per_row, uint64_t *st)
 {
     fsgd_csr_t X;

@@ -166,12 +166,62 @@ static void test_nul_and_huge_negative_fields(void)
     fsgd_csr_free(&m);
 }
 
+/* interactions=A*B[*C]: one feature per present cross, the same column for
+ * the same values, another for other values, none when a field is empty;
+ * the spec round-trips; bad terms are named. */
+static void test_crosses(void)
+{
+    fsgd_delim_spec_t s, back;
+    char err[512], text[FSGD_DELIM_SPEC_MAX];
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("tsv:label,cat,cat,num:bits=20:interactions=2*3,2*3*4", &s, err,
+                                                sizeof err), 0);
+    CU_ASSERT_EQUAL(s.n_crosses, 2);
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_format(&s, text, sizeof text), 0);
+    CU_ASSERT_STRING_EQUAL(text, "tsv:label,cat*2,num:header=0:bits=20:seed=0:interactions=2*3,2*3*4");
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse(text, &back, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(memcmp(&s, &back, sizeof s), 0);
+    CU_ASSERT_EQUAL(fsgd_delim_spec_parse("tsv:label,cat:interactions=1*2", &s, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "column 1 is the label");
+    CU_ASSERT_EQUAL(fsgd_delim_spec_parse("tsv:label,cat:interactions=2*5", &s, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "'2*5' is not A*B or A*B*C");
+    CU_ASSERT_EQUAL(fsgd_delim_spec_parse("tsv:label,cat:interactions=2", &s, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "crosses fewer than 2 columns");
+
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("tsv:label,cat,cat,num:bits=20:interactions=2*3", &s, err,
+                                                sizeof err), 0);
+    fsgd_delim_spec_t lin = s;
+    lin.n_crosses = 0;
+    const char *rows = "1\tx\ty\t5\n0\tx\ty\t7\n1\tx\tz\t5\n0\tx\t\t5\n";
+    fsgd_csr_t m = {0}, l = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_parse_rows(rows, strlen(rows), &s, "r", 1, &m, err, sizeof err), 4);
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_parse_rows(rows, strlen(rows), &lin, "r", 1, &l, err, sizeof err), 4);
+    for (size_t r = 0; r < 3; r++)
+        CU_ASSERT_EQUAL(m.row_ptr[r + 1] - m.row_ptr[r], l.row_ptr[r + 1] - l.row_ptr[r] + 1);
+    CU_ASSERT_EQUAL(m.row_ptr[4] - m.row_ptr[3], l.row_ptr[4] - l.row_ptr[3]); /* an empty field: no cross */
+    /* the cross column of a row: its one column that the linear row lacks */
+    uint32_t cx[3];
+    for (size_t r = 0; r < 3; r++) {
+        for (uint64_t j = m.row_ptr[r]; j < m.row_ptr[r + 1]; j++) {
+            int in_lin = 0;
+            for (uint64_t k = l.row_ptr[r]; k < l.row_ptr[r + 1]; k++)
+                in_lin |= l.col[k] == m.col[j];
+            if (!in_lin)
+                cx[r] = m.col[j];
+        }
+    }
+    CU_ASSERT_EQUAL(cx[0], cx[1]);     /* (x, y) twice */
+    CU_ASSERT_NOT_EQUAL(cx[0], cx[2]); /* (x, z) */
+    fsgd_csr_free(&m);
+    fsgd_csr_free(&l);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"specs parse, format and round-trip; bad specs named", test_spec_parse_format},
         {"rows hash as documented; shared columns merge; collisions counted", test_rows_hash_as_documented},
         {"malformed rows name file:line:col", test_malformed_rows},
+        {"interactions: crosses of columns, round-trip, errors", test_crosses},
         {"a NUL in a label or num field is an error; num below LLONG_MIN buckets as LLONG_MIN",
          test_nul_and_huge_negative_fields},
         {NULL, NULL},

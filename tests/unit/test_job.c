@@ -131,6 +131,11 @@ static void test_yaml_duplicate_keys(void)
     CU_ASSERT_EQUAL(load_yaml_text(&job, "kafka:\n  sasl.username: a\n  sasl.username: b\n", err, sizeof err),
                     FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "job.yaml:3:18: key 'kafka.sasl.username' is given twice (first at line 2)");
+    /* a section given twice: its keys would merge silently (issue 42) */
+    fsgd_job_defaults(&job);
+    CU_ASSERT_EQUAL(load_yaml_text(&job, "optimizer:\n  lr: 0.1\nepochs: 1\noptimizer:\n  beta1: 0.9\n", err,
+                                   sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "job.yaml:5:3: section 'optimizer' given twice (first at line 2)");
     /* the same key in two different sections is two keys */
     fsgd_job_defaults(&job);
     CU_ASSERT_EQUAL(load_yaml_text(&job, "data:\n  data: a.svm\n  test: b.svm\nepochs: 2\n", err, sizeof err), 0);

@@ -19,6 +19,8 @@
 #include "fsgd/shard.h"
 #include "testlib.h"
 #include "agg_ckpt.h"
+#include "ctl.h"
+#include "fsgd/auth.h"
 #include "wire.h"
 
 static size_t make_frame(uint8_t *out, uint8_t kind, uint32_t sender, uint64_t step, uint32_t chunk, uint32_t n,
@@ -692,9 +694,55 @@ static void test_connect_bounded(void)
     FSGD_ASSERT_CONTAINS(err, "(_TRANSPORT)");
 }
 
+/* NAME.ctl events and frames are bound to their job (issue 42, items 10
+ * and 11): an event naming another job, or a frame tagged in another job
+ * with the same key file, is refused. */
+static void test_bound_to_job(void)
+{
+    fsgd_ctl_json_t j = {0};
+    fsgd_cj_begin(&j, "worker_leave", "ctlB");
+    fsgd_cj_u64(&j, "worker", 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_cj_end(&j), 0);
+    fsgd_bus_msg_t m = {.topic = "ctlA.ctl", .val = j.p, .len = j.n, .key = "worker_leave", .key_len = 12};
+    char why[256] = "";
+    fsgd_auth_set_job(NULL); /* no job set (in-process tests): not checked */
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(&m, why, sizeof why), 0);
+    fsgd_auth_set_job("ctlA"); /* unauthenticated, another job's event */
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(&m, why, sizeof why), FSGD_E_AUTH);
+    FSGD_ASSERT_CONTAINS(why, "an event of job 'ctlB', not of this job 'ctlA'");
+    fsgd_auth_set_job("ctlB");
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(&m, why, sizeof why), 0);
+    const char bare[] = "{\"event\": \"worker_leave\", \"worker\": 1}";
+    fsgd_bus_msg_t b = {.topic = "ctlB.ctl", .val = bare, .len = sizeof bare - 1};
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(&b, why, sizeof why), FSGD_E_AUTH);
+    /* with a key: the tag made in job ctlB does not pass in ctlA */
+    uint8_t key[FSGD_AUTH_KEY_BYTES] = {7};
+    CU_ASSERT_EQUAL_FATAL(fsgd_auth_set_key(key), 0);
+    char mac[FSGD_AUTH_TAG_HEX + 1];
+    fsgd_auth_tag_hex(mac, FSGD_AUTH_CTL, "worker_leave", 13, j.p, j.n);
+    m.mac = mac;
+    m.mac_len = FSGD_AUTH_TAG_HEX;
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(&m, why, sizeof why), 0);
+    /* a frame of job ctlB */
+    uint8_t buf[256];
+    fsgd_kframe_t f = {.kind = FSGD_KMSG_SNAPSHOT, .gen = 3, .step = 390, .nchunks = 1, .body = (const uint8_t *)"x",
+                       .body_len = 1};
+    size_t n = fsgd_kframe_write(buf, &f);
+    fsgd_kframe_t g;
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(buf, n, &g, NULL, why, sizeof why), 0);
+    fsgd_auth_set_job("ctlA"); /* copied into job ctlA's topics */
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(buf, n, &g, NULL, why, sizeof why), FSGD_E_AUTH);
+    m.val = j.p;
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(&m, why, sizeof why), FSGD_E_AUTH);
+    fsgd_auth_set_key(NULL);
+    fsgd_auth_set_job(NULL);
+    fsgd_cj_free(&j);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t frame[] = {
+        {"events and frames are bound to their job", test_bound_to_job},
         {"frame round trip", test_frame_roundtrip},
         {"frame rejects truncation, bit flips, bad fields", test_frame_rejects},
         {"chunk reassembly and duplicate dropping", test_reassembly_and_dups},

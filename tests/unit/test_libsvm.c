@@ -820,6 +820,64 @@ static int same_csr(const fsgd_csr_t *a, const fsgd_csr_t *b)
 
 /* Loading with threads gives the rows, counts and errors of one thread,
  * over blocks small enough that lines straddle them. */
+/* hash_bits: every index lands on its fsgd_libsvm_hash_col column, the
+ * row sorted, entries that share a column summed; the file's index order
+ * is still checked; the threaded loader agrees. */
+static void test_hash_bits(void)
+{
+    char err[512];
+    /* with 1 bit, indices 1..6 share 2 columns: collisions certain */
+    const char *text = "1 1:1 2:2 3:3 4:4 5:5 6:6\n-1 4000000000:1.5\n";
+    fsgd_libsvm_opts_t o = {.hash_bits = 1};
+    fsgd_csr_t m = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(text, strlen(text), "h", 1, &o, &m, NULL, err, sizeof err), 2);
+    double sum[2] = {0, 0};
+    for (uint64_t i = 1; i <= 6; i++)
+        sum[fsgd_libsvm_hash_col(i - 1, 1)] += (double)i;
+    CU_ASSERT_EQUAL(m.row_ptr[1], (sum[0] > 0) + (sum[1] > 0));
+    for (uint64_t j = 0; j < m.row_ptr[1]; j++) {
+        CU_ASSERT(m.col[j] < 2);
+        CU_ASSERT_DOUBLE_EQUAL(m.val[j], sum[m.col[j]], 1e-6);
+        if (j)
+            CU_ASSERT(m.col[j] > m.col[j - 1]);
+    }
+    CU_ASSERT_EQUAL(m.col[m.row_ptr[1]], fsgd_libsvm_hash_col(3999999999ULL, 1));
+    CU_ASSERT(m.max_col <= 2);
+    fsgd_csr_free(&m);
+    /* the mix spreads a stride: 4096 indices k*1024 over 2^12 columns */
+    unsigned used = 0;
+    static unsigned char seen[4096];
+    memset(seen, 0, sizeof seen);
+    for (uint64_t k = 0; k < 4096; k++) {
+        uint32_t c = fsgd_libsvm_hash_col(k * 1024, 12);
+        CU_ASSERT(c < 4096);
+        used += !seen[c];
+        seen[c] = 1;
+    }
+    CU_ASSERT(used > 2400); /* 1 - 1/e of 4096 ~ 2589 for a random map; the identity mod 2^12 gives 4 */
+    /* the file's order is still the file's */
+    o.hash_bits = 20;
+    CU_ASSERT_EQUAL(fsgd_libsvm_parse("1 5:1 3:1\n", 10, "h", 1, &o, &m, NULL, err, sizeof err), FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "h:1:7: expected a feature index > 5");
+    fsgd_csr_free(&m);
+    /* threads: the same rows as one thread */
+    const char *path = fsgd_test_tmp("hashed.svm");
+    char big[1 << 16];
+    size_t n = 0;
+    for (int r = 0; r < 1000; r++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "%d %d:1 %d:2 %d:1\n", r & 1, r + 1, r + 7, 3 * r + 9);
+    fsgd_test_write_file(path, big, n);
+    fsgd_csr_t a = {0}, b = {0};
+    o = (fsgd_libsvm_opts_t){.hash_bits = 6, .read_buf = 1024};
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load(path, &o, &a, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(path, &o, 3, &b, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(a.nnz, b.nnz);
+    CU_ASSERT_EQUAL(memcmp(a.col, b.col, a.nnz * sizeof *a.col), 0);
+    CU_ASSERT(a.max_col <= 64);
+    fsgd_csr_free(&a);
+    fsgd_csr_free(&b);
+}
+
 static void test_load_threads(void)
 {
     FSGD_TEST_DATA(path, "a9a");
@@ -882,10 +940,34 @@ static void test_load_threads(void)
     fsgd_csr_free(&one);
 }
 
+/* Issue 40 item 1: a 0-byte file loaded with threads gave a parse of no
+ * part at all, and parse_part read an unset part (a segfault). It loads as
+ * no rows, as the one-thread reader does. */
+static void test_load_threads_empty(void)
+{
+    const char *path = fsgd_test_tmp("empty.svm");
+    CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(path, "", 0), 0);
+    char err[512];
+    for (int t = 1; t <= 3; t++) {
+        for (int binary = 0; binary <= 1; binary++) {
+            fsgd_libsvm_opts_t o = {.binary = binary};
+            fsgd_csr_t rows = {0};
+            fsgd_libsvm_stats_t st;
+            CU_ASSERT_EQUAL(fsgd_libsvm_load_threads(path, &o, t, &rows, &st, err, sizeof err), 0);
+            CU_ASSERT_EQUAL(rows.n_rows, 0);
+            CU_ASSERT_EQUAL(st.rows, 0);
+            CU_ASSERT_EQUAL(st.lines, 0);
+            fsgd_csr_free(&rows);
+        }
+    }
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"threads: same rows, counts and errors as one thread", test_load_threads},
+        {"threads: a 0-byte file is no rows, not a crash", test_load_threads_empty},
+        {"hash_bits: indices hashed, shared columns summed, order still checked", test_hash_bits},
         {"grammar: labels, qid, comments, blanks, tabs", test_basic},
         {"CRLF equals LF", test_crlf},
         {"errors name file:line:column", test_errors},

@@ -237,10 +237,10 @@ static void test_magic_and_version(void)
 
     uint8_t v4[256];
     memcpy(v4, enc, len);
-    fsgd_le_put16(v4 + 8, 4);
+    fsgd_le_put16(v4 + 8, 5);
     CU_ASSERT_EQUAL(fsgd_model_load_mem(&m, v4, len, "new.fsgd", 0, err, sizeof err), FSGD_E_VERSION);
     CU_ASSERT_STRING_EQUAL(err,
-                           "new.fsgd: unsupported model format version 4 at byte 8 (this build reads versions 1 to 3)");
+                           "new.fsgd: unsupported model format version 5 at byte 8 (this build reads versions 1 to 4)");
 
     CU_ASSERT_EQUAL(fsgd_model_load(&m, fsgd_test_tmp("missing.fsgd"), err, sizeof err), FSGD_E_IO);
     FSGD_ASSERT_CONTAINS(err, "missing.fsgd': No such file or directory");
@@ -645,6 +645,44 @@ static void test_input_section(void)
     fsgd_model_free(&m);
 }
 
+/* Version 4: an input spec that version-2/3 readers would misread (hashed
+ * LIBSVM, VW, crosses) makes a version-4 file, read back; a plain tsv: spec
+ * stays version 2; version 4 requires the input section. */
+static void test_version4_inputs(void)
+{
+    fsgd_model_t m, back;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_init(&m, FSGD_LOSS_LOGISTIC, 16, 1, 1.0f), 0);
+    m.w[5] = 0.75f;
+    const char *v4[] = {"libsvm:bits=4", "vw:bits=4", "tsv:label,cat*2:header=0:bits=4:seed=0:interactions=12"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(m.input, sizeof m.input, "%s", v4[i]);
+        uint8_t *b;
+        size_t l;
+        CU_ASSERT_EQUAL_FATAL(fsgd_model_encode(&m, &b, &l, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(fsgd_le_get16(b + 8), 4);
+        CU_ASSERT_EQUAL(b[11], 3);
+        CU_ASSERT_EQUAL_FATAL(fsgd_model_load_mem(&back, b, l, "v4", 0, err, sizeof err), 0);
+        CU_ASSERT_STRING_EQUAL(back.input, v4[i]);
+        CU_ASSERT_EQUAL(back.w[5], 0.75f);
+        fsgd_model_free(&back);
+        if (i == 0) { /* without its input section a version-4 file is refused */
+            b[11] &= (uint8_t)~2u;
+            fsgd_le_put32(b + 40, fsgd_crc32c(0, b, 40));
+            CU_ASSERT_EQUAL(fsgd_model_load_mem(&back, b, l, "v4", 0, err, sizeof err), FSGD_E_FORMAT);
+            FSGD_ASSERT_CONTAINS(err, "version 4 without an input section");
+        }
+        free(b);
+    }
+    snprintf(m.input, sizeof m.input, "tsv:label,cat*2:header=0:bits=4:seed=0");
+    uint8_t *b;
+    size_t l;
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_encode(&m, &b, &l, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_le_get16(b + 8), 2);
+    free(b);
+    fsgd_model_free(&m);
+}
+
 /* A model with an FTRL state of 3 keys (one the intercept's, key dim). */
 static void state_model(fsgd_model_t *m, int with_input)
 {
@@ -786,6 +824,7 @@ void fsgd_test_register(void)
 {
     static const fsgd_test_case_t file[] = {
         {"version 2 records the input spec; version 1 without", test_input_section},
+        {"version 4: hashed LIBSVM, VW and crossed inputs; plain specs stay version 2", test_version4_inputs},
         {"version 3: the optimizer state section, its damage and rules", test_state_section},
         {"round trip, all kinds, with and without intercept", test_round_trip},
         {"dim 2^32 and the max_dim limit", test_large_sparse_dim},

@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -234,6 +236,64 @@ static void test_same_by_identity(void)
     rmdir(sub);
 }
 
+/* commit_keep: the old file becomes PATH.prev only once the new one is
+ * written; a write that fails (the file size limit standing in for a full
+ * disk) leaves PATH and PATH.prev as they were (issue 42: a full disk used
+ * to leave no checkpoint at all). */
+static void test_commit_keep(void)
+{
+    char err[1024], text[64];
+    char prev[600];
+    const char *p = fsgd_test_tmp("ck.bin");
+    snprintf(prev, sizeof prev, "%s.prev", p);
+    CU_ASSERT_EQUAL(write_through(p, "one", err, sizeof err), 0);
+    fsgd_outfile_t o;
+    CU_ASSERT_EQUAL_FATAL(fsgd_outfile_open(&o, p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(write(o.fd, "two", 3), 3);
+    CU_ASSERT_EQUAL(fsgd_outfile_commit_keep(&o, prev, err, sizeof err), 0);
+    read_text(p, text, sizeof text);
+    CU_ASSERT_STRING_EQUAL(text, "two");
+    read_text(prev, text, sizeof text);
+    CU_ASSERT_STRING_EQUAL(text, "one");
+    CU_ASSERT_EQUAL(count_tmp_files(), 0);
+
+    /* a write past the limit fails with EFBIG (SIGXFSZ ignored) */
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = 16;
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    CU_ASSERT_EQUAL_FATAL(fsgd_outfile_open(&o, p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    char big[64];
+    memset(big, 'x', sizeof big);
+    ssize_t w = write(o.fd, big, sizeof big);
+    if (w == (ssize_t)sizeof big)
+        w = write(o.fd, big, sizeof big);
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, was);
+    CU_ASSERT_TRUE(w < (ssize_t)sizeof big);
+    fsgd_outfile_abort(&o);
+    read_text(p, text, sizeof text);
+    CU_ASSERT_STRING_EQUAL(text, "two");
+    read_text(prev, text, sizeof text);
+    CU_ASSERT_STRING_EQUAL(text, "one");
+    CU_ASSERT_EQUAL(count_tmp_files(), 0);
+
+    /* keep must be a regular file or absent: a link there is refused, nothing moved */
+    unlink(prev);
+    CU_ASSERT_EQUAL(symlink("/etc/passwd", prev), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_outfile_open(&o, p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(write(o.fd, "three", 5), 5);
+    CU_ASSERT_EQUAL(fsgd_outfile_commit_keep(&o, prev, err, sizeof err), FSGD_E_ARG);
+    read_text(p, text, sizeof text);
+    CU_ASSERT_STRING_EQUAL(text, "two");
+    CU_ASSERT_EQUAL(kind_of(prev), S_IFLNK);
+    CU_ASSERT_EQUAL(count_tmp_files(), 0);
+    unlink(prev);
+    unlink(p);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -245,6 +305,7 @@ void fsgd_test_register(void)
         {"commit checks the target again", test_commit_rechecks_target},
         {"abort and signal-time cleanup leave no temporary file", test_abort_and_signal_cleanup},
         {"paths are compared by identity", test_same_by_identity},
+        {"commit_keep retires the old file only after the new one is written", test_commit_keep},
         {NULL, NULL},
     };
     fsgd_test_suite("output files", cases);

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "fsgd/error.h"
-#include "prom.h"
+#include "fsgd/prom.h"
 #include "testlib.h"
 
 static void test_render_exact(void)

@@ -358,7 +358,7 @@ static void summary_run(fsgd_bus_hook_fn hook, int extra_row, summary_run_t *out
         fsgd_bus_client_t *c = fsgd_bus_client_new(r.bus, FSGD_KCLIENT_DATA_PRODUCER, err, sizeof err);
         const char *row = "+1 3:1 11:1 14:1";
         char mac[FSGD_AUTH_TAG_HEX + 1];
-        fsgd_auth_tag_hex(mac, FSGD_AUTH_DATA, row, strlen(row), NULL, 0);
+        fsgd_auth_row_tag_hex(mac, 0, row, strlen(row));
         CU_ASSERT_EQUAL(fsgd_bus_produce(c, "roles.data", 0, NULL, row, strlen(row), NULL, NULL, mac, err, sizeof err),
                         0);
         CU_ASSERT_EQUAL(fsgd_bus_flush(c, 5000, err, sizeof err), 0);

@@ -19,8 +19,24 @@ static void test_init_and_dim(void)
     CU_ASSERT_EQUAL(dim, 0);
     CU_ASSERT_EQUAL(fsgd_rowfmt_dim(&f, 123, &dim, err, sizeof err), 0);
     CU_ASSERT_EQUAL(dim, 123);
-    CU_ASSERT_EQUAL(fsgd_rowfmt_init(&f, "libsvm", 12, 0, err, sizeof err), FSGD_E_ARG);
-    FSGD_ASSERT_CONTAINS(err, "hash_bits: 12 is for a hashed format");
+    /* hashed LIBSVM (--bits): 2^12 columns, recorded for predict, read back */
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "libsvm", 12, 0, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(f.hashed, 0);
+    CU_ASSERT_EQUAL(f.opts.hash_bits, 12);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_dim(&f, 0, &dim, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(dim, 4096);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_dim(&f, 100, &dim, err, sizeof err), FSGD_E_ARG);
+    char rec[64];
+    fsgd_rowfmt_input(&f, rec, sizeof rec);
+    CU_ASSERT_STRING_EQUAL(rec, "libsvm:bits=12");
+    const uint32_t plain_id = f.block_id;
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, rec, 0, 0, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(f.opts.hash_bits, 12);
+    CU_ASSERT_EQUAL(f.block_id, plain_id);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "libsvm", 0, 0, err, sizeof err), 0);
+    CU_ASSERT_NOT_EQUAL(f.block_id, plain_id); /* hashed rows are other columns: other blocks */
+    CU_ASSERT_EQUAL(fsgd_rowfmt_init(&f, "libsvm:bits=40", 0, 0, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "is not libsvm:bits=B");
     CU_ASSERT_EQUAL(fsgd_rowfmt_init(&f, "tsv:label,kat", 0, 0, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "format: ");
     FSGD_ASSERT_CONTAINS(err, "'kat' is not label, num, cat or skip");

@@ -10,6 +10,7 @@
 #include "fsgd/keysort.h"
 #include "fsgd/prefetch.h"
 #include "fsgd/loss_formulas.h"
+#include "fsgd/rowlabel.h"
 
 typedef struct cpu_slot {
     uint64_t tag; /* key + 1; 0: empty */
@@ -100,8 +101,10 @@ static inline double row_deriv(const cpu_state_t *s, const fsgd_csr_t *X, size_t
         for (uint64_t i = X->row_ptr[r]; i < X->row_ptr[r + 1]; i++)
             m += (double)s->theta[X->col[i]];
     double y = fsgd_loss_label(kind, X->label[r]);
-    *loss += fsgd_loss_formula_value(kind, m, y);
-    return fsgd_loss_formula_deriv(kind, m, y);
+    /* a classification label's magnitude is the row's importance weight (fsgd/rowlabel.h) */
+    double w = kind == FSGD_LOSS_SQUARED ? 1.0 : fsgd_rowlabel_weight(X->label[r]);
+    *loss += w * fsgd_loss_formula_value(kind, m, y);
+    return w * fsgd_loss_formula_deriv(kind, m, y);
 }
 
 /* A key's gradient from its summed derivatives; l2 = 0: the term is 0·θ,

@@ -171,8 +171,10 @@ __global__ void k_loss(int kind, size_t n, const double *m, const double *label,
     GRID_STRIDE(i, n)
     {
         double y = d_label(kind, label[i]);
-        acc += d_loss_value(kind, m[i], y);
-        r[i] = d_loss_deriv(kind, m[i], y);
+        /* a classification label's magnitude is the row's weight (fsgd/rowlabel.h), as on the cpu */
+        double w = kind == FSGD_LOSS_SQUARED || label[i] == 0 ? 1.0 : fabs(label[i]);
+        acc += w * d_loss_value(kind, m[i], y);
+        r[i] = w * d_loss_deriv(kind, m[i], y);
     }
     sh[threadIdx.x] = acc;
     __syncthreads();
@@ -729,7 +731,8 @@ static int grad_check(cuda_state_t *s, const fsgd_grad_request_t *req, int *empt
     if (X->nnz == 0) {
         double loss = 0;
         for (size_t r = 0; r < X->n_rows; r++)
-            loss += fsgd_loss_value(req->loss, 0, fsgd_loss_label(req->loss, X->label[r]));
+            loss += (req->loss == FSGD_LOSS_SQUARED || X->label[r] == 0 ? 1.0 : fabs(X->label[r])) *
+                    fsgd_loss_value(req->loss, 0, fsgd_loss_label(req->loss, X->label[r]));
         *loss_out = loss;
         *empty = 1;
     }

@@ -15,6 +15,7 @@ int fsgd_cmd_aggregator(int argc, char **argv);
 int fsgd_cmd_run(int argc, char **argv);
 int fsgd_cmd_model(int argc, char **argv);
 int fsgd_cmd_plot(int argc, char **argv);
+int fsgd_cmd_serve(int argc, char **argv);
 
 /* Prints "fsgd: <msg>" to stderr. */
 void fsgd_cli_error(const char *fmt, ...)
@@ -27,9 +28,10 @@ void fsgd_cli_error(const char *fmt, ...)
  * this table; scripts may rely on the numbers). */
 #define FSGD_EXIT_LIST(X)                                                                                     \
     X(OK, 0, "success")                                                                                       \
-    X(USAGE, 2, "bad usage: unknown option or bad value, job file error, refused output path or --workers")   \
+    X(USAGE, 2, "bad usage: unknown option or bad value, job file error, refused output path or --workers, " \
+                "a job name in use")                                                                          \
     X(DATA, 3, "bad input data: malformed rows, wrong or single-class labels, corrupt model or checkpoint")   \
-    X(BROKER, 4, "Kafka problem: broker unreachable or timed out, data lost, topics left by another job")    \
+    X(BROKER, 4, "Kafka problem: broker unreachable or timed out, data lost")                                 \
     X(INTERNAL, 70, "internal error: out of memory, exactly-once violated, device failure")                   \
     X(IO, 74, "a file could not be read or written (disk full, permissions)")                                 \
     X(SIGINT, 130, "interrupted by SIGINT (128 + 2); fsgd run stopped every process it started")              \
@@ -69,5 +71,29 @@ typedef struct {
  * is opened for writing. */
 int fsgd_cli_check_distinct(const char *what, const fsgd_cli_path_t *outs, int nout, const fsgd_cli_path_t *ins,
                             int nin);
+
+/* 1 when an --out path is a stream, written in place rather than replaced
+ * atomically, by name: "-" and /dev/stdout (stdout), /dev/stderr,
+ * /dev/fd/N and /dev/null. Other devices and FIFOs stay refused. */
+int fsgd_cli_out_is_stream(const char *path);
+/* 1 for "-" and /dev/stdout. */
+int fsgd_cli_out_is_stdout(const char *path);
+
+/* Runs cmd (a command writing its --out as a file) so that an --out that is
+ * a stream (above) works: the command writes a temporary file in $TMPDIR,
+ * copied to the stream when it succeeds (nothing is sent when it fails);
+ * with stdout as the output, the command's own stdout lines go to stderr. A
+ * binary output (binary 1) is refused on a terminal. Other --out values run
+ * cmd unchanged. what names the command in errors. Returns cmd's status. */
+int fsgd_cli_run_streamed(int (*cmd)(int, char **), int argc, char **argv, const char *what, int binary);
+/* The candidate nearest to word (a mistyped command or option), or NULL
+ * when none is close enough or two are equally close. */
+const char *fsgd_cli_suggest(const char *word, const char *const *cands, unsigned long n);
+/* The same over every "--option" of the commands. */
+const char *fsgd_cli_suggest_option(const char *word);
+
+/* The name to print for an output path: the stream a temporary file of
+ * fsgd_cli_run_streamed stands for ("stdout", "/dev/null"), else path. */
+const char *fsgd_cli_out_name(const char *path);
 
 #endif

@@ -158,11 +158,18 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         fsgd_cli_error("aggregator: --brokers is required (fsgd run starts an embedded cluster and passes it)");
         return FSGD_EXIT_USAGE;
     }
-    const fsgd_cli_path_t wr[] = {
-        {"--out", job.out}, {"--metrics-json", job.metrics_json}, {"--checkpoint", job.checkpoint}};
     const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
                                       {"--job-key-file", job.job_key_file}, {"--init", job.init}};
-    if ((rc = fsgd_cli_check_distinct("aggregator", wr, 3, rd, 5)) != 0)
+    /* this shard's files, the names derived for it included */
+    int S = job.shards > 1 ? job.shards : 1, me = S > 1 ? job.shard : 0;
+    dcli_outputs_t wr;
+    if (dcli_outputs(&job, job.checkpoint, S, me, me, &wr) < 0) {
+        fsgd_cli_error("aggregator: out of memory");
+        return FSGD_EXIT_INTERNAL;
+    }
+    rc = fsgd_cli_check_distinct("aggregator", wr.p, wr.n, rd, 5);
+    dcli_outputs_free(&wr);
+    if (rc != 0)
         return rc;
     const char *outs[] = {job.out, job.metrics_json, job.checkpoint};
     if ((rc = fsgd_cli_check_outputs("aggregator", outs, 3)) != 0)
@@ -207,7 +214,7 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         fsgd_cli_error("aggregator: %s", err);
         return fsgd_cli_status(rc);
     }
-    if (!job.quiet) {
+    { /* the result, even with --quiet (which quiets progress, not results) */
         char t[128];
         test_text(t, sizeof t, &job, &st.test, 6);
         printf("%s | %d epochs, %llu steps, %.2f s, %.0f rows/s, step p50 %.2f ms | "
@@ -221,9 +228,14 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         char sh[192];
         shard_text(sh, sizeof sh, &st);
         printf("%s%s\n", sh[0] ? " | " : "", sh);
-        if (job.out[0])
+        /* shard I > 0 writes no model (shard 0 assembles it) and its
+         * metrics to METRICS.shardI: name the files it wrote */
+        int follower = job.shards > 1 && job.shard > 0;
+        if (job.out[0] && !follower)
             printf("model: %s\n", job.out);
-        if (job.metrics_json[0])
+        if (job.metrics_json[0] && follower)
+            printf("metrics: %s.shard%u\n", job.metrics_json, job.shard);
+        else if (job.metrics_json[0])
             printf("metrics: %s\n", job.metrics_json);
         fflush(stdout);
     }

@@ -15,10 +15,11 @@ static const char usage_text[] =
     "  --format liblinear   LIBLINEAR's text model (liblinear-predict reads it):\n"
     "                       logistic -> L2R_LR, svm -> L2R_L2LOSS_SVC,\n"
     "                       linear -> L2R_L2LOSS_SVR; labels \"1 -1\"\n"
-    "  --out FILE           output file (written atomically; must be absent or a regular file)\n"
+    "  --out FILE           output file (written atomically; must be absent or a regular file);\n"
+    "                       '-' or /dev/stdout: stdout (this command's own line then on stderr)\n"
     "A model with more than 2^31-1 features cannot be exported (LIBLINEAR counts them in an int).\n";
 
-int fsgd_cmd_export(int argc, char **argv)
+static int export_command(int argc, char **argv)
 {
     const char *model = NULL, *format = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
@@ -74,10 +75,23 @@ int fsgd_cmd_export(int argc, char **argv)
     /* LIBLINEAR's nr_feature is an int: refuse a larger model from its
      * header, before 2^32 weights are allocated and scanned. */
     rc = fsgd_model_load_max(&m, model, INT_MAX, err, sizeof err);
+    /* liblinear-predict reads raw LIBSVM indices: a model whose columns are
+     * hashed LIBSVM indices, VW features or crosses has no such file to score */
+    if (rc == 0 && (!strncmp(m.input, "libsvm:", 7) || !strncmp(m.input, "vw:", 3) ||
+                    strstr(m.input, ":interactions="))) {
+        rc = fsgd_err_fmt(err, sizeof err, FSGD_E_UNSUPPORTED,
+                          "%s was trained on input %s: its weights belong to %s, which no LIBSVM file that "
+                          "liblinear-predict reads holds; score it with fsgd predict",
+                          model, m.input,
+                          strstr(m.input, ":interactions=") ? "hashed feature crosses"
+                          : m.input[0] == 'v'               ? "hashed VW features"
+                                                            : "hashed LIBSVM indices");
+        fsgd_model_free(&m);
+    }
     if (rc == 0) {
         rc = fsgd_model_export_liblinear(&m, out, err, sizeof err);
         if (rc == 0) /* LIBLINEAR's text is dense: say how sparse the model is */
-            printf("exported %s: %llu features, %llu nonzero weights%s\n", out, (unsigned long long)m.dim,
+            printf("exported %s: %llu features, %llu nonzero weights%s\n", fsgd_cli_out_name(out), (unsigned long long)m.dim,
                    (unsigned long long)fsgd_model_nnz(&m), m.has_bias ? " + intercept" : "");
         fsgd_model_free(&m);
     }
@@ -88,3 +102,6 @@ int fsgd_cmd_export(int argc, char **argv)
     }
     return 0;
 }
+
+/* --out - and devices (/dev/stdout, /dev/null, a FIFO): fsgd_cli_run_streamed. */
+int fsgd_cmd_export(int argc, char **argv) { return fsgd_cli_run_streamed(export_command, argc, argv, "export", 0); }

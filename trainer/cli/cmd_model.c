@@ -19,7 +19,9 @@ static const char usage[] =
     "                           [--connect-timeout-ms MS]   (give up on brokers that do not answer, exit 4;\n"
     "                                                        default 15000)\n"
     "                           [--job-key-file FILE]   (the job's key: only messages with its tag are assembled;\n"
-    "                                                    without it an authenticated topic is refused)\n"
+    "                                                    without it an authenticated topic is refused; tags are\n"
+    "                                                    bound to the job, so --input with a key needs --name JOB;\n"
+    "                                                    another job's model is never assembled, exit 3)\n"
     "Rebuilds the model from JOB.model (the last snapshot plus later deltas), either read from\n"
     "the brokers or from a file of concatenated message values, e.g.\n"
     "  kcat -C -b HOST:PORT -t JOB.model -o beginning -e -f '%s' | fsgd model assemble --input - --out m.fsgd\n"
@@ -70,7 +72,7 @@ static int model_info(int argc, char **argv)
         return fsgd_cli_status(rc);
     }
     const uint64_t nnz = fsgd_model_nnz(&m);
-    const int version = m.state.kind != FSGD_MODEL_STATE_NONE ? 3 : m.input[0] ? 2 : 1;
+    const int version = fsgd_model_version(&m);
     printf("model: %s\nformat version: %d\nloss: %s\ndim: %llu\n", argv[2], version, fsgd_loss_name(m.kind),
            (unsigned long long)m.dim);
     if (m.has_bias)
@@ -146,9 +148,15 @@ int fsgd_cmd_model(int argc, char **argv)
         fsgd_cli_error("model assemble: %s", err);
         return FSGD_EXIT_USAGE;
     }
+    if (key_file && !name) {
+        /* a tag is bound to its job's name: without it none can be checked */
+        fsgd_cli_error("model assemble: --input with --job-key-file needs --name JOB (each message's tag is bound "
+                       "to its job's name)\n%s", usage);
+        return FSGD_EXIT_USAGE;
+    }
     if (key_file) {
         snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", key_file);
-        snprintf(kj.name, sizeof kj.name, "%s", name ? name : "(from --input)");
+        snprintf(kj.name, sizeof kj.name, "%s", name);
         if ((st = dcli_auth(&kj, "model assemble")) != 0)
             return st;
     }

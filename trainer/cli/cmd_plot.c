@@ -62,6 +62,49 @@ static json_t *need(const run_t *r, json_t *obj, const char *key, json_type type
     return v;
 }
 
+static double num_or(json_t *v, double d) { return json_is_number(v) ? json_number_value(v) : d; }
+
+/* fsgd train's --metrics-json has no per-epoch rows or per-step phases (one
+ * process, no exchange): it becomes one point, the end of the run, and its
+ * phases per step, so a one-machine run plots beside distributed ones
+ * (issue 40 item 15: it was refused, "per_epoch" missing). */
+static void from_train_json(json_t *root)
+{
+    double steps = num_or(json_object_get(root, "steps"), 0);
+    json_t *sec = json_object_get(root, "seconds"), *test = json_object_get(root, "test");
+    json_t *train = json_object_get(root, "train");
+    json_t *ep = json_object();
+    double epochs = num_or(json_object_get(root, "epochs_run"), num_or(json_object_get(root, "epochs"), 1));
+    json_object_set_new(ep, "epoch", json_integer((json_int_t)ceil(epochs)));
+    double auc = num_or(test ? json_object_get(test, "auc") : NULL, NAN);
+    json_object_set_new(ep, "test_auc", isnan(auc) ? json_null() : json_real(auc));
+    double loss = num_or(train ? json_object_get(train, "loss") : NULL,
+                         num_or(json_object_get(root, "holdout_loss"), NAN));
+    json_object_set_new(ep, "train_loss", json_real(isnan(loss) ? 0 : loss));
+    json_object_set_new(ep, "seconds_from_step1", json_real(num_or(json_object_get(root, "train_seconds"), 0)));
+    json_t *per = json_array();
+    json_array_append_new(per, ep);
+    json_object_set_new(root, "per_epoch", per);
+    json_t *ps = json_object();
+    static const char *const from[PHASES] = {"gradient", "encode", "decode", NULL, "update"};
+    for (int p = 0; p < PHASES; p++) {
+        double v = from[p] && sec ? num_or(json_object_get(sec, from[p]), 0) : 0;
+        json_object_set_new(ps, phase_key[p], json_real(steps > 0 ? v / steps : 0));
+    }
+    json_object_set_new(root, "per_step_seconds", ps);
+    /* the loss-against-bytes panel needs bytes: the end point of a trace */
+    json_t *tr = json_object(), *t = json_array(), *l = json_array(), *u = json_array(), *d = json_array();
+    json_array_append_new(t, json_real(num_or(json_object_get(root, "train_seconds"), 0)));
+    json_array_append_new(l, json_real(isnan(loss) ? 0 : loss));
+    json_array_append_new(u, json_real(num_or(json_object_get(root, "wire_bytes"), 0)));
+    json_array_append_new(d, json_real(0));
+    json_object_set_new(tr, "seconds_from_step1", t);
+    json_object_set_new(tr, "loss", l);
+    json_object_set_new(tr, "bytes_up", u);
+    json_object_set_new(tr, "bytes_down", d);
+    json_object_set_new(root, "trace", tr);
+}
+
 /* Loads and checks one run; 0 or an exit status (printed). */
 static int load_run(run_t *r)
 {
@@ -80,6 +123,9 @@ static int load_run(run_t *r)
         fsgd_cli_error("plot: %s: expected a JSON object (the --metrics-json of fsgd run)", r->path);
         return FSGD_EXIT_DATA;
     }
+    int one_process = !json_object_get(r->root, "per_epoch") && json_object_get(r->root, "train_seconds");
+    if (one_process)
+        from_train_json(r->root);
     json_t *codec = need(r, r->root, "codec", JSON_STRING, "");
     json_t *per = need(r, r->root, "per_epoch", JSON_ARRAY, "");
     json_t *ps = need(r, r->root, "per_step_seconds", JSON_OBJECT, "");
@@ -127,7 +173,9 @@ static int load_run(run_t *r)
         workers = json_integer_value(json_object_get(w, "live")) +
                   (json_is_integer(json_object_get(w, "dropped")) ? json_integer_value(json_object_get(w, "dropped"))
                                                                    : 0);
-    if (workers >= 0)
+    if (one_process)
+        snprintf(r->label, sizeof r->label, "%s, fsgd train", json_string_value(codec));
+    else if (workers >= 0)
         snprintf(r->label, sizeof r->label, "%s, %lld worker%s", json_string_value(codec), workers,
                  workers == 1 ? "" : "s");
     else

@@ -17,6 +17,9 @@
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
 #include "fsgd/outfile.h"
+#include "fsgd/rowfmt.h"
+#include "fsgd/rowlabel.h"
+#include "fsgd/vw.h"
 
 static const char usage_text[] =
     "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--quiet]\n"
@@ -33,9 +36,9 @@ static const char usage_text[] =
     "  --data F     LIBSVM rows to score ('-' for stdin)\n"
     "  --out FILE   one score per line: the margin x.w (+ bias), or with --proba the\n"
     "               probability of the positive class (logistic models only);\n"
-    "               default '-' (stdout). Written to a temporary file renamed into\n"
-    "               place at the end: an error leaves an existing FILE as it was. FILE\n"
-    "               must be absent or a regular file (no device, FIFO or link)\n"
+    "               default '-' (stdout; /dev/stdout and /dev/null too). Written to a\n"
+    "               temporary file renamed into place at the end: an error leaves an\n"
+    "               existing FILE as it was. FILE must be absent or a regular file\n"
     "  --skip-bad   skip malformed rows (counted) instead of stopping at the first\n"
     "  --quiet      no metrics on stderr\n"
     "Features the model never saw (index > its dimension) count as zero. Metrics of the\n"
@@ -161,8 +164,8 @@ int fsgd_cmd_predict(int argc, char **argv)
     int prc = parse_args(argc, argv, &a);
     if (prc != 0)
         return prc > 0 ? 0 : FSGD_EXIT_USAGE;
-    int to_stdout = !strcmp(a.out, "-");
-    if (!to_stdout) {
+    int streamed = fsgd_cli_out_is_stream(a.out); /* "-", /dev/stdout, /dev/null */
+    if (!streamed) {
         const fsgd_cli_path_t wr[] = {{"--out", a.out}};
         const fsgd_cli_path_t rd[] = {{"--model", a.model}, {"--data", a.data}};
         if ((prc = fsgd_cli_check_distinct("predict", wr, 1, rd, 2)) != 0)
@@ -200,21 +203,40 @@ int fsgd_cmd_predict(int argc, char **argv)
      * that one batch. */
     fsgd_delim_spec_t spec;
     fsgd_csr_t all = {0};
-    int hashed = m.input[0] != 0, hashed_done = 0;
-    if (hashed) {
+    /* hashed LIBSVM ("libsvm:bits=B") streams as LIBSVM, its indices hashed */
+    fsgd_rowfmt_t lfmt = {0};
+    if (!strncmp(m.input, "libsvm:", 7) && fsgd_rowfmt_init(&lfmt, m.input, 0, a.skip_bad, err, sizeof err) < 0) {
+        fsgd_cli_error("predict: %s: %s", a.model, err);
+        fsgd_model_free(&m);
+        return FSGD_EXIT_DATA;
+    }
+    int hashed = m.input[0] != 0 && strncmp(m.input, "libsvm:", 7), hashed_done = 0;
+    /* VW rows (the model's vw spec: its bits, namespaces and crosses): read
+     * whole like delimited ones, each row's tag written beside its score */
+    const int vw = !strncmp(m.input, "vw:", 3);
+    fsgd_vw_extra_t tags = {0};
+    fsgd_vw_spec_t vspec;
+    if (vw) {
+        rc = fsgd_vw_spec_parse(m.input, &vspec, err, sizeof err);
+        if (rc == 0)
+            rc = fsgd_vw_load(a.data, &vspec, a.skip_bad, &all, &tags, NULL, err, sizeof err);
+    } else if (hashed) {
         rc = fsgd_delim_spec_parse(m.input, &spec, err, sizeof err);
         if (rc == 0 && a.skip_bad)
             rc = fsgd_err_fmt(err, sizeof err, FSGD_E_ARG, "--skip-bad is for LIBSVM input only");
         if (rc == 0)
             rc = fsgd_delim_load(a.data, &spec, 0, &all, NULL, err, sizeof err);
+    }
+    if (hashed) {
         if (rc < 0) {
             fsgd_cli_error("predict: %s (model input %s)", err, m.input);
+            fsgd_vw_extra_free(&tags);
             fsgd_csr_free(&all);
             fsgd_model_free(&m);
             return rc == FSGD_E_ARG ? FSGD_EXIT_USAGE : fsgd_cli_status(rc);
         }
     }
-    fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad};
+    fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad, .hash_bits = lfmt.opts.hash_bits};
     fsgd_libsvm_reader_t *rd = hashed ? NULL : fsgd_libsvm_open(a.data, &opts, err, sizeof err);
     if (!rd && !hashed) {
         fsgd_cli_error("%s", err);
@@ -225,7 +247,7 @@ int fsgd_cmd_predict(int argc, char **argv)
      * was scored: a parse error half way leaves an existing file intact. */
     fsgd_outfile_t of;
     FILE *out = stdout;
-    if (!to_stdout) {
+    if (!streamed) {
         rc = fsgd_outfile_open(&of, a.out, err, sizeof err);
         if (rc == 0 && !(out = fsgd_outfile_stream(&of, err, sizeof err))) {
             fsgd_outfile_abort(&of);
@@ -238,6 +260,12 @@ int fsgd_cmd_predict(int argc, char **argv)
             fsgd_model_free(&m);
             return fsgd_cli_status(rc);
         }
+    } else if (!fsgd_cli_out_is_stdout(a.out) && !(out = fopen(a.out, "w"))) {
+        fsgd_cli_error("predict: cannot write to %s: %s", a.out, strerror(errno));
+        fsgd_libsvm_close(rd);
+        fsgd_csr_free(&all);
+        fsgd_model_free(&m);
+        return FSGD_EXIT_IO;
     }
     /* Scores in the C locale whatever the process locale (thread-local switch). */
     locale_t c_loc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
@@ -292,7 +320,11 @@ int fsgd_cmd_predict(int argc, char **argv)
             n++;
             /* σ(s) computed without overflow for large |s| */
             double p = s >= 0 ? 1 / (1 + exp(-s)) : exp(s) / (1 + exp(s));
-            fprintf(out, "%.17g\n", a.proba ? p : s);
+            uint64_t t0 = vw && r ? tags.tag_end[r - 1] : 0, t1 = vw ? tags.tag_end[r] : 0;
+            if (t1 > t0) /* as VW writes its predictions: "score tag" */
+                fprintf(out, "%.17g %.*s\n", a.proba ? p : s, (int)(t1 - t0), tags.tags + t0);
+            else
+                fprintf(out, "%.17g\n", a.proba ? p : s);
         }
     }
     const fsgd_libsvm_stats_t *st = rd ? fsgd_libsvm_stats(rd) : NULL;
@@ -302,15 +334,20 @@ int fsgd_cmd_predict(int argc, char **argv)
         for (uint64_t i = 0; i < st->bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
             fprintf(stderr, "  %s\n", st->first_bad[i]);
     }
-    if (to_stdout && (fflush(out) != 0 || ferror(out))) {
-        fsgd_cli_error("predict: write to stdout failed: %s", strerror(errno));
+    if (streamed && (fflush(out) != 0 || ferror(out) || (out != stdout && fclose(out) != 0))) {
+        fsgd_cli_error("predict: write to %s failed: %s", fsgd_cli_out_is_stdout(a.out) ? "stdout" : a.out,
+                       strerror(errno));
         status = FSGD_EXIT_IO;
-    } else if (!to_stdout && status != 0) {
+    } else if (!streamed && status != 0) {
         fsgd_outfile_abort(&of);
-    } else if (!to_stdout && (rc = fsgd_outfile_commit(&of, err, sizeof err)) < 0) {
+    } else if (!streamed && (rc = fsgd_outfile_commit(&of, err, sizeof err)) < 0) {
         fsgd_cli_error("predict: %s", err);
         status = fsgd_cli_status(rc);
     }
+    double lo, hi; /* labels of any two values, as fsgd train maps them: the larger is the positive class */
+    if (status == 0 && !a.quiet && n > 0 && m.kind != FSGD_LOSS_SQUARED && fsgd_rowlabel_map_two(label, n, &lo, &hi))
+        fprintf(stderr, "fsgd predict: %s: labels {%g, %g}: %g is the positive class, %g the negative\n", a.data, lo,
+                hi, hi, lo);
     if (status == 0 && !a.quiet && n > 0)
         print_metrics(&m, a.data, margin, label, n);
     if (status == 0 && n == 0 && !a.quiet)
@@ -321,6 +358,7 @@ int fsgd_cmd_predict(int argc, char **argv)
     }
     free(margin);
     free(label);
+    fsgd_vw_extra_free(&tags);
     fsgd_csr_free(&batch);
     fsgd_libsvm_close(rd);
     fsgd_model_free(&m);

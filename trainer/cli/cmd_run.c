@@ -25,11 +25,13 @@
 #include "cli.h"
 #include "dist_cli.h"
 #include "fsgd/auth.h"
+#include "fsgd/ckpt_set.h"
 #include "fsgd/clock.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/outfile.h"
+#include "fsgd/zsource.h"
 
 /* Worker processes per core at most: each runs librdkafka's threads and a
  * busy poll loop; beyond a few per core they only slow each other down. */
@@ -46,8 +48,12 @@ static const char usage[] =
     "                       with --brokers: create the job's topics there, print the address, exit\n"
     "  --no-produce         train on what is already in NAME.data (e.g. written with kcat)\n"
     "  --fresh              delete the job's checkpoint (--checkpoint, or OUT.ckpt) if one exists and start over\n"
-    "  --resume             continue from the job's existing checkpoint (the same data must be produced)\n"
+    "                       (every file of the set: PATH[.shardI][.prev]; only files with the checkpoint header)\n"
+    "  --resume             continue from the job's existing checkpoint (the same data must be produced); with\n"
+    "                       shards, from the newest step every shard has (in PATH[.shardI] or its .prev)\n"
     "                       (neither: an existing checkpoint is an error, never deleted silently)\n"
+    "                       exit 2: no checkpoint, one of another job, S or shard (files swapped), no step\n"
+    "                       all shards have, a file there fsgd did not make; exit 3: a damaged checkpoint\n"
     "  --fault SPEC         embedded cluster fault injection, repeatable:\n"
     "                       broker-down:after=SEC,for=SEC[,broker=ID]\n"
     "                       produce-delay:after=SEC,rtt=MS[,count=N][,broker=ID]  (default broker 2 leads NAME.grads)\n"
@@ -187,6 +193,10 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
             _exit(FSGD_EXIT_SIGTERM);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        /* fsgd run said how the job is authenticated, once: its roles do
+         * not say it again (dcli_auth; issue 40 item 9) */
+        setenv("FSGD_RUN_CHILD", "1", 1);
         execv("/proc/self/exe", av);
         _exit(127);
     }
@@ -263,6 +273,7 @@ typedef struct run {
     char err[FSGD_OUTFILE_PATH_MAX + 512];
     char ckpt[FSGD_JOB_PATH_MAX + 16];
     int ckpt_tmp; /* a per-run path nobody can resume from: removed at the end */
+    long long resume_step; /* --resume: the newest step every shard has a checkpoint of */
     fsgd_kmock_t *mock;
     char brokers[512];
     int P; /* partitions of NAME.data */
@@ -325,6 +336,11 @@ static int run_options(run_t *r)
         fsgd_cli_error("run: --fresh and --resume contradict each other");
         return FSGD_EXIT_USAGE;
     }
+    /* what the shards would refuse once the data is loaded, said now */
+    if (!r->broker_only && fsgd_agg_shards_check(job, r->err, sizeof r->err) < 0) {
+        fsgd_cli_error("run: %s", r->err);
+        return FSGD_EXIT_USAGE;
+    }
     if (fsgd_kbus_set_options(job->kafka, r->err, sizeof r->err) < 0) {
         fsgd_cli_error("run: %s", r->err);
         return FSGD_EXIT_USAGE;
@@ -345,18 +361,72 @@ static void run_pick_checkpoint(run_t *r)
     }
 }
 
+/* What the files of a checkpoint set are: the first checkpoint found, the
+ * first file that is not one (temporary names aside: a write cut short
+ * may leave one with no header yet). */
+typedef struct ckpt_scan {
+    char first[FSGD_JOB_PATH_MAX + 64], foreign[FSGD_JOB_PATH_MAX + 64];
+} ckpt_scan_t;
+
+static int ckpt_scan_member(const char *path, int temp, void *arg)
+{
+    ckpt_scan_t *sc = arg;
+    int kind = fsgd_ckpt_probe(path);
+    if (kind > 0 && !temp && !sc->first[0])
+        snprintf(sc->first, sizeof sc->first, "%s", path);
+    if (kind < 0 && !temp && !sc->foreign[0])
+        snprintf(sc->foreign, sizeof sc->foreign, "%s", path);
+    return 0;
+}
+
+/* --fresh (and the end of a run on a per-run path): every file of the set
+ * that fsgd made goes; one that is not a checkpoint is left and named. */
+typedef struct ckpt_clear {
+    int removed, failed, quiet;
+} ckpt_clear_t;
+
+static int ckpt_clear_member(const char *path, int temp, void *arg)
+{
+    ckpt_clear_t *c = arg;
+    int kind = fsgd_ckpt_probe(path);
+    if (kind <= 0) {
+        if (kind < 0 && !temp && !c->quiet) {
+            fsgd_cli_error("run: '%s' is not an fsgd checkpoint: not deleting it", path);
+            c->failed = FSGD_EXIT_USAGE;
+        }
+        return 0;
+    }
+    if (unlink(path) != 0) {
+        if (!c->quiet)
+            fsgd_cli_error("run: cannot remove checkpoint '%s': %s", path, strerror(errno));
+        c->failed = FSGD_EXIT_IO;
+        return 0;
+    }
+    c->removed++;
+    if (!c->quiet)
+        fprintf(stderr, "fsgd: run: removed checkpoint %s (--fresh)\n", path);
+    return 0;
+}
+
 /* Outputs are checked before the broker starts and the data is loaded:
  * an unwritable --out fails now, not after the last epoch. */
 static int run_check_outputs(run_t *r)
 {
     const fsgd_job_t *job = &r->job;
     const char *ckpt = r->ckpt;
-    const fsgd_cli_path_t wr[] = {{"--out", job->out}, {"--metrics-json", job->metrics_json},
-                                  {job->checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)", ckpt}};
     const fsgd_cli_path_t rd[] = {{"--data", job->data}, {"--test", job->test}, {"job file", job->job_file},
-                                  {"--job-key-file", job->job_key_file}};
+                                  {"--job-key-file", job->job_key_file}, {"--init", job->init}};
     int rc;
-    if ((rc = fsgd_cli_check_distinct("run", wr, 3, rd, 4)) != 0)
+    /* the names fsgd derives (shard I's files, each shard's .prev) too */
+    int S = job->shards > 1 ? job->shards : 1;
+    dcli_outputs_t wr;
+    if (dcli_outputs(job, ckpt, S, 0, S - 1, &wr) < 0) {
+        fsgd_cli_error("run: out of memory");
+        return FSGD_EXIT_INTERNAL;
+    }
+    rc = fsgd_cli_check_distinct("run", wr.p, wr.n, rd, 5);
+    dcli_outputs_free(&wr);
+    if (rc != 0)
         return rc;
     const char *outs[] = {job->out, job->metrics_json, ckpt};
     if ((rc = fsgd_cli_check_outputs("run", outs, 3)) != 0)
@@ -371,26 +441,38 @@ static int run_check_outputs(run_t *r)
             fsgd_cli_error("run: %s '%s': %s", in_opt[i], in[i], strerror(errno));
             return fsgd_cli_status(FSGD_E_IO);
         }
-    struct stat cs;
-    if (lstat(ckpt, &cs) == 0 && fsgd_ckpt_probe(ckpt) < 0) {
+    /* the checkpoint is a set (PATH, PATH.shardI, each with .prev): every
+     * file of it counts, not PATH alone */
+    ckpt_scan_t sc = {0};
+    if ((rc = fsgd_ckpt_set_each(ckpt, ckpt_scan_member, &sc, r->err, sizeof r->err)) < 0) {
+        fsgd_cli_error("run: %s", r->err);
+        return fsgd_cli_status(rc);
+    }
+    if (sc.foreign[0]) {
         /* only a file fsgd made is resumed from or deleted */
         fsgd_cli_error("run: checkpoint path '%s' holds a file that is not an fsgd checkpoint (no FSGDCKPT "
                        "header): fsgd will neither resume from it nor delete it; give --checkpoint another path",
-                       ckpt);
+                       sc.foreign);
         return FSGD_EXIT_USAGE;
     }
-    if (lstat(ckpt, &cs) == 0) {
-        if (r->fresh || r->resume) {
-            /* removed (--fresh) once everything else has been checked */
-        } else {
-            fsgd_cli_error("run: checkpoint '%s' exists (left by an interrupted or failed run of job '%s'): "
-                           "--resume to continue from it, or --fresh to delete it and start over",
-                           ckpt, job->name);
+    if (sc.first[0] && !r->fresh && !r->resume) {
+        fsgd_cli_error("run: checkpoint '%s' exists (left by an interrupted or failed run of job '%s'): "
+                       "--resume to continue from it, or --fresh to delete it and start over",
+                       sc.first, job->name);
+        return FSGD_EXIT_USAGE;
+    }
+    r->resume_step = -1;
+    if (r->resume) {
+
+        if ((rc = fsgd_ckpt_set_resume_step(ckpt, (unsigned)S, job->name, &r->resume_step, r->err,
+                                            sizeof r->err)) < 0) {
+            fsgd_cli_error("run: --resume: %s", r->err);
+            return fsgd_cli_status(rc);
+        }
+        if (r->resume_step < 0) {
+            fsgd_cli_error("run: --resume: there is no checkpoint '%s'", ckpt);
             return FSGD_EXIT_USAGE;
         }
-    } else if (r->resume) {
-        fsgd_cli_error("run: --resume: there is no checkpoint '%s'", ckpt);
-        return FSGD_EXIT_USAGE;
     }
     return RUN_ON;
 }
@@ -404,6 +486,14 @@ static int run_size_cluster(run_t *r)
     r->P = job->partitions;
     struct stat sb;
     uint64_t bytes = (!r->no_produce && job->data[0] && stat(job->data, &sb) == 0) ? (uint64_t)sb.st_size : 0;
+    uint64_t text_bytes = 0; /* a gzip or zstd file's partitions hold its text: sized by that */
+    char zerr[512];
+    if (bytes && S_ISREG(sb.st_mode) && fsgd_zsource_check(job->data, &text_bytes, zerr, sizeof zerr) < 0) {
+        fsgd_cli_error("run: %s", zerr);
+        return FSGD_EXIT_DATA;
+    }
+    if (text_bytes)
+        bytes = text_bytes;
     if (!r->brokers[0] && (job->replication_factor > 1 || job->min_insync_replicas > 1)) {
         /* refused, not ignored: the user asked for a durability it cannot give */
         fsgd_cli_error("run: the embedded cluster keeps one replica of each topic: --replication-factor %d and "
@@ -486,6 +576,10 @@ static void run_catch_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* an aggregator gone before its "data written" word: the write fails
+     * (EPIPE) and supervision reports why it ended, where SIGPIPE killed
+     * fsgd run (exit 141) and left the job key's folder behind */
+    signal(SIGPIPE, SIG_IGN);
 }
 
 static int run_start_embedded(run_t *r)
@@ -513,8 +607,9 @@ static int run_start_embedded(run_t *r)
         r->mock = NULL;
         return fsgd_cli_status(rc);
     }
-    printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
-           r->brokers, r->job.name, r->P);
+    if (!r->job.quiet) /* --quiet: the result line and errors only */
+        printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
+               r->brokers, r->job.name, r->P);
     fflush(stdout);
     return RUN_ON;
 }
@@ -557,7 +652,32 @@ static int run_job_key(run_t *r)
 {
     fsgd_job_t *job = &r->job;
     int rc;
-    if (!job->job_key_file[0]) {
+    if (!job->job_key_file[0] && job->follow) {
+        /* A follow job is fed by other producers, which need its key: it
+         * goes to a stable place that outlives the run (a resumed job and
+         * the next day's fsgd produce find it there) and is printed.
+         * Issue 40 item 2: a key in a temporary folder was gone. */
+        struct stat ks;
+        snprintf(job->job_key_file, sizeof job->job_key_file, ".fsgd/%s.key", job->name);
+        int fresh = lstat(job->job_key_file, &ks) != 0;
+        if (mkdir(".fsgd", 0700) != 0 && errno != EEXIST) {
+            fsgd_cli_error("run: cannot make the folder .fsgd/ for the job key: %s", strerror(errno));
+            fsgd_kmock_destroy(r->mock);
+            return FSGD_EXIT_IO;
+        }
+        if (fresh && (rc = fsgd_auth_key_generate(job->job_key_file, r->err, sizeof r->err)) < 0) {
+            fsgd_cli_error("run: %s", r->err);
+            fsgd_kmock_destroy(r->mock);
+            return fsgd_cli_status(rc);
+        }
+        fprintf(stderr, "fsgd: run: job %s's key %s %s (feed the job with: fsgd produce --follow --name %s "
+                        "--job-key-file %s --brokers ... FILE)\n",
+                job->name, fresh ? "made in" : "reused from", job->job_key_file, job->name, job->job_key_file);
+        if (fresh && r->no_produce && !job->unsigned_rows) {
+            job->unsigned_rows = 1;
+            spawn_unsigned_rows = 1;
+        }
+    } else if (!job->job_key_file[0]) {
         snprintf(made_key_dir, sizeof made_key_dir, "/tmp/fsgd-key-XXXXXX");
         if (!mkdtemp(made_key_dir)) {
             made_key_dir[0] = '\0';
@@ -607,7 +727,8 @@ static int run_spawn_workers(run_t *r)
     r->wp = r->pids + 1;
     for (int i = 0; i < r->W; i++) {
         r->wp[i] = spawn("worker", r->argc, r->argv, r->brokers, NULL, i + 1);
-        printf("fsgd: worker %d pid %d\n", i + 1, (int)r->wp[i]);
+        if (!r->job.quiet) /* --quiet: the result line and errors only */
+            printf("fsgd: worker %d pid %d\n", i + 1, (int)r->wp[i]);
     }
     fflush(stdout);
     return RUN_ON;
@@ -656,21 +777,22 @@ static int run_produce(run_t *r)
 static int run_before_aggregator(run_t *r)
 {
     const char *ckpt = r->ckpt;
-    struct stat cs;
-    if (lstat(ckpt, &cs) == 0 && r->fresh) {
-        if (fsgd_ckpt_probe(ckpt) < 0) { /* replaced since the check: still never delete it */
-            fsgd_cli_error("run: '%s' is no longer an fsgd checkpoint: not deleting it", ckpt);
+    if (r->fresh) {
+        ckpt_clear_t c = {0};
+        int rc = fsgd_ckpt_set_each(ckpt, ckpt_clear_member, &c, r->err, sizeof r->err);
+        if (rc < 0 || c.failed) {
+            if (rc < 0)
+                fsgd_cli_error("run: %s", r->err);
             abort_start(r);
-            return FSGD_EXIT_USAGE;
+            return rc < 0 ? fsgd_cli_status(rc) : c.failed;
         }
-        if (unlink(ckpt) != 0) {
-            fsgd_cli_error("run: cannot remove checkpoint '%s': %s", ckpt, strerror(errno));
-            abort_start(r);
-            return FSGD_EXIT_IO;
-        }
-        fprintf(stderr, "fsgd: run: removed checkpoint %s (--fresh)\n", ckpt);
     } else if (r->resume) {
-        fprintf(stderr, "fsgd: run: resuming from checkpoint %s (--resume)\n", ckpt);
+        fprintf(stderr, "fsgd: run: resuming from checkpoint %s (--resume, step %lld)\n", ckpt, r->resume_step);
+        if (r->S > 1) { /* every shard from that step: PATH[.shardI] or its .prev (agg_ckpt_load) */
+            char v[32];
+            snprintf(v, sizeof v, "%lld", r->resume_step);
+            setenv("FSGD_RESUME_STEP", v, 1);
+        }
     }
     if (got_signal) {
         fsgd_cli_error("run: interrupted by signal %d before the job started", (int)got_signal);
@@ -683,7 +805,8 @@ static int run_before_aggregator(run_t *r)
 static void run_spawn_aggregator(run_t *r)
 {
     r->agg = r->pids[0] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
-    printf("fsgd: aggregator pid %d\n", (int)r->agg);
+    if (!r->job.quiet) /* --quiet: the result line and errors only */
+        printf("fsgd: aggregator pid %d\n", (int)r->agg);
     fflush(stdout);
 }
 
@@ -720,7 +843,8 @@ static void run_spawn_shards(run_t *r)
         spawn_port_offset = r->W + i;
         r->pids[r->W + i] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
         spawn_shard = NULL;
-        printf("fsgd: aggregator shard %d pid %d\n", i, (int)r->pids[r->W + i]);
+        if (!r->job.quiet) /* --quiet: the result line and errors only */
+            printf("fsgd: aggregator shard %d pid %d\n", i, (int)r->pids[r->W + i]);
     }
     fflush(stdout);
 }
@@ -759,34 +883,16 @@ static void run_inject_faults(run_t *r, double t)
     }
 }
 
-/* Shard i's checkpoint steps, newest and the one before (-1: none). */
-static void shard_ckpt_steps(const run_t *r, int i, long long *cur, long long *prev)
-{
-    char path[FSGD_JOB_PATH_MAX + 40];
-    int n = i ? snprintf(path, sizeof path, "%s.shard%d", r->ckpt, i) : snprintf(path, sizeof path, "%s", r->ckpt);
-    *cur = fsgd_ckpt_step(path);
-    snprintf(path + n, sizeof path - (size_t)n, ".prev");
-    *prev = fsgd_ckpt_step(path);
-}
-
 /* The newest step every shard has a checkpoint of (they write them at the
- * same steps and keep two), or -1. */
-static long long shards_common_step(const run_t *r)
+ * same steps and keep two), or -1 (said why) when none. */
+static long long shards_common_step(run_t *r)
 {
-    long long c0[2];
-    shard_ckpt_steps(r, 0, &c0[0], &c0[1]);
-    long long best = -1;
-    for (int k = 0; k < 2; k++) {
-        int all = c0[k] >= 0;
-        for (int i = 1; i < r->S && all; i++) {
-            long long cur, prev;
-            shard_ckpt_steps(r, i, &cur, &prev);
-            all = cur == c0[k] || prev == c0[k];
-        }
-        if (all && c0[k] > best)
-            best = c0[k];
+    long long step = -1;
+    if (fsgd_ckpt_set_resume_step(r->ckpt, (unsigned)r->S, r->job.name, &step, r->err, sizeof r->err) < 0) {
+        fprintf(stderr, "fsgd: run: %s\n", r->err);
+        step = -1;
     }
-    return best;
+    return step;
 }
 
 /* A shard crashed (or was killed): every shard stops and starts again from
@@ -972,18 +1078,10 @@ static int run_finish(run_t *r)
     fsgd_kmock_destroy(r->mock);
     struct stat cs;
     int ckpt_left = lstat(r->ckpt, &cs) == 0;
-    for (int i = 0; r->ckpt_tmp && i < r->S; i++) { /* a sharded job's other files: PATH[.shardI][.prev] */
-        char path[FSGD_JOB_PATH_MAX + 40];
-        int n = i ? snprintf(path, sizeof path, "%s.shard%d", r->ckpt, i) : snprintf(path, sizeof path, "%s", r->ckpt);
-        if (i && fsgd_ckpt_probe(path) > 0)
-            unlink(path);
-        snprintf(path + n, sizeof path - (size_t)n, ".prev");
-        if (r->S > 1 && fsgd_ckpt_probe(path) > 0)
-            unlink(path);
-    }
-    if (ckpt_left && r->ckpt_tmp && fsgd_ckpt_probe(r->ckpt) > 0)
-        unlink(r->ckpt);
-    else if (ckpt_left && (r->interrupted || r->agg_status != 0))
+    if (r->ckpt_tmp) { /* a per-run path: every file of its set goes */
+        ckpt_clear_t c = {.quiet = 1};
+        fsgd_ckpt_set_each(r->ckpt, ckpt_clear_member, &c, r->err, sizeof r->err);
+    } else if (ckpt_left && (r->interrupted || r->agg_status != 0))
         fprintf(stderr, "fsgd: run: checkpoint kept at %s: fsgd run --resume continues from it, --fresh starts over\n",
                 r->ckpt);
     if (r->interrupted)
@@ -1032,6 +1130,7 @@ int fsgd_cmd_run(int argc, char **argv)
         run_spawn_aggregator(r);
     }
     run_spawn_shards(r);
+    unsetenv("FSGD_RESUME_STEP"); /* --resume's step: a restart finds its own */
     run_supervise(r);
     run_tear_down(r);
     return run_finish(r);

@@ -14,6 +14,8 @@
 #include "fsgd/codec.h"
 #include "fsgd/delim.h"
 #include "fsgd/rowfmt.h"
+#include "fsgd/rowlabel.h"
+#include "fsgd/vw.h"
 #include "fsgd/strategy.h"
 #include "fsgd/job.h"
 #include "fsgd/libsvm.h"
@@ -30,7 +32,7 @@ static const char usage_line[] =
 
 /* Why the defaults are what they are; printed after the key list. */
 static const char defaults_note[] =
-    "\nDefaults of fsgd train (fsgd run keeps fixed values: l2 0, lr 0.01, epochs 20), and why:\n"
+    "\nDefaults of fsgd train (fsgd run and its roles take the same auto defaults: docs/defaults.md), and why:\n"
     "  l2 auto      λ = 1/n_train: LIBLINEAR's default C = 1 (it minimises |w|²/2 + C·Σloss; fsgd the\n"
     "               mean loss + λ|w|²/2, the same objective divided by C·n), so the penalty shrinks as\n"
     "               the data grows.\n"
@@ -49,8 +51,8 @@ static const char defaults_note[] =
     "               epoch gets more steps (SGD's 1/sqrt(T) for about one epoch). 0.01-0.02 on the\n"
     "               shipped sets, 0.0025 on 1M-row CTR data, where 0.01 overfits the rare features\n"
     "               within a quarter epoch. With lr auto, Adam's bias corrections count each key's\n"
-    "               own updates (a rare key's steps stay about lr); an explicit lr is the plain lazy\n"
-    "               Adam of fsgd run, so --l2 0 --lr 0.01 --epochs N matches fsgd run's defaults.\n"
+    "               own updates (a rare key's steps stay about lr); an explicit lr is plain lazy\n"
+    "               Adam, as fsgd run does with the same --l2, --lr and --epochs.\n"
     "               Also with lr auto: a logistic model's intercept starts at the log-odds of the\n"
     "               positive share, not at 0; when no rows are held out (epochs auto, above), a\n"
     "               key's λθ, added only in the steps that touch it, is scaled by steps an epoch /\n"
@@ -95,11 +97,18 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
                 fsgd_csr_t *out)
 {
     /* binary rows held without their values: fsgd train reads such batches */
-    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .binary = 1};
+    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .binary = 1, .hash_bits = (unsigned)job->hash_bits};
     fsgd_libsvm_stats_t st = {0};
+    fsgd_vw_extra_t vwx = {0};
     char err[512];
     int rc;
-    if (spec) {
+    if (!strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3)) {
+        /* VW text (fsgd/vw.h): its importance weights and tags are read beside the rows */
+        fsgd_rowfmt_t vf;
+        rc = fsgd_rowfmt_init(&vf, job->format, job->hash_bits, job->skip_bad, err, sizeof err);
+        if (rc == 0)
+            rc = fsgd_vw_load(path, &vf.vw_spec, job->skip_bad, out, &vwx, &st, err, sizeof err);
+    } else if (spec) {
         fsgd_delim_stats_t ds;
         rc = fsgd_delim_load(path, spec, is_train, out, &ds, err, sizeof err);
         if (rc == 0 && is_train && !job->quiet)
@@ -117,6 +126,7 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
         rc = fsgd_libsvm_load_threads(path, &opts, job->threads, out, &st, err, sizeof err);
     }
     if (rc < 0) {
+        fsgd_vw_extra_free(&vwx);
         fsgd_cli_error("%s", err);
         return fsgd_cli_status(rc);
     }
@@ -129,10 +139,45 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
      * {1, 2} for logistic would train "silently" on one class. */
     fsgd_label_set_t ls = {0};
     fsgd_label_set_add(&ls, out->label, out->n_rows);
+    double lo, hi;
     if (fsgd_loss_check_labels(job->model, &ls, err, sizeof err) < 0) {
-        fsgd_cli_error("%s: %s", path, err);
-        return FSGD_EXIT_DATA;
+        /* any two values, as LIBLINEAR takes them: the larger is the positive class */
+        if (job->model == FSGD_LOSS_SQUARED || !fsgd_rowlabel_map_two(out->label, out->n_rows, &lo, &hi)) {
+            fsgd_vw_extra_free(&vwx);
+            fsgd_cli_error("%s: %s", path, err);
+            return FSGD_EXIT_DATA;
+        }
+        if (!job->quiet || is_train)
+            fprintf(stderr, "fsgd: %s: labels {%g, %g}: %g is the positive class (+1), %g the negative (-1)\n",
+                    path, lo, hi, hi, lo);
     }
+    /* Importance weights (VW rows) and class weights ride in the training
+     * rows' labels (fsgd/rowlabel.h); test rows are scored unweighted. */
+    double pos = 1, neg = 1;
+    if (is_train && (fsgd_job_class_weight(job, &pos, &neg, err, sizeof err) < 0)) {
+        fsgd_vw_extra_free(&vwx);
+        fsgd_cli_error("%s", err);
+        return FSGD_EXIT_USAGE;
+    }
+    if (is_train && (vwx.any_weight || pos != 1 || neg != 1)) {
+        if (job->model == FSGD_LOSS_SQUARED) {
+            fsgd_vw_extra_free(&vwx);
+            fsgd_cli_error("%s: row and class weights are for classification models (logistic, svm), not linear",
+                           path);
+            return FSGD_EXIT_USAGE;
+        }
+        if (strcmp(job->backend, "cpu")) { /* the cuda backend reads a label's sign only */
+            fsgd_vw_extra_free(&vwx);
+            fsgd_cli_error("%s: row and class weights are applied by the cpu backend: use --backend cpu", path);
+            return FSGD_EXIT_USAGE;
+        }
+        size_t dropped = fsgd_rowlabel_weigh(out, 0, vwx.any_weight ? vwx.weight : NULL, pos, neg);
+        if (!job->quiet)
+            fprintf(stderr, "fsgd: %s: rows weighted (%s%s%s)%s\n", path, vwx.any_weight ? "importance" : "",
+                    vwx.any_weight && (pos != 1 || neg != 1) ? " and " : "",
+                    pos != 1 || neg != 1 ? "class weights" : "", dropped ? "; rows of weight 0 left out" : "");
+    }
+    fsgd_vw_extra_free(&vwx);
     return 0;
 }
 
@@ -205,9 +250,9 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
                 strcmp(ctx->job->backend, "auto") ? "" : " (picked by backend: auto)", ctx->job->codec,
                 s->threads_used, s->threads_used == 1 ? "" : "s");
         if (s->threads_used < ctx->job->threads)
-            fprintf(stderr, " of %d (a step has ~%.0f nonzeros; each thread needs %d to pay for its "
-                            "synchronisation: raise --batch to use more)", ctx->job->threads, s->nnz_per_step,
-                    FSGD_TRAIN_MIN_NNZ_PER_THREAD);
+            /* no advice to raise --batch: that changes the model, not only the speed */
+            fprintf(stderr, " of %d (a step has ~%.0f nonzeros; a thread pays for its synchronisation from %d)",
+                    ctx->job->threads, s->nnz_per_step, FSGD_TRAIN_MIN_NNZ_PER_THREAD);
         fputc('\n', stderr);
         return;
     }
@@ -218,9 +263,15 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
     if (s->test.n && end_of_epoch) {
         if (ctx->job->model == FSGD_LOSS_SQUARED)
             snprintf(test, sizeof test, "  test rmse %.4f", s->test.rmse);
+        else if (ctx->job->model == FSGD_LOSS_HINGE) /* no probabilities: no logloss */
+            snprintf(test, sizeof test, "  test auc %.4f", s->test.auc);
         else
             snprintf(test, sizeof test, "  test auc %.4f logloss %.4f", s->test.auc, s->test.logloss);
     }
+    /* One process sends nothing: a ratio only says something with a codec */
+    char ratio_text[32] = "";
+    if (strcmp(ctx->job->codec, "none") != 0)
+        snprintf(ratio_text, sizeof ratio_text, "  ratio %.2fx", ratio);
     char of[16];
     if (ctx->job->epochs > 0)
         snprintf(of, sizeof of, "%d", ctx->job->epochs);
@@ -231,9 +282,9 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
     char eta[32]; /* fsgd/progress.h */
     fsgd_progress_fmt_duration(eta, sizeof eta,
                                fsgd_progress_eta(s->seconds, (double)s->rows, (double)ctx->n_train * epochs));
-    fprintf(stderr, "%sepoch %d/%s  step %llu  %.0f rows/s  loss %.4f  %.0f B/step  ratio %.2fx  ETA %s%s%s%s",
+    fprintf(stderr, "%sepoch %d/%s  step %llu  %.0f rows/s  loss %.4f  %.0f B/step%s  ETA %s%s%s%s",
             ctx->tty ? "\r" : "", s->epoch, of, (unsigned long long)s->steps, rows_s, s->last_loss, bytes_step,
-            ratio, ctx->job->epochs > 0 ? "" : "<= ", eta, test, (end_of_epoch || !ctx->tty) ? "\n" : "\033[K");
+            ratio_text, ctx->job->epochs > 0 ? "" : "<= ", eta, test, (end_of_epoch || !ctx->tty) ? "\n" : "\033[K");
 }
 
 static void json_num(FILE *f, const char *key, double v, int comma)
@@ -410,6 +461,8 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
            st->seconds > 0 ? st->rows / st->seconds : 0.0, st->t_grad > 0 ? st->nnz / st->t_grad : 0.0);
     if (test_rows && job->model == FSGD_LOSS_SQUARED)
         printf("test  rmse %.5f (%zu rows)\n", st->test.rmse, test_rows);
+    else if (test_rows && job->model == FSGD_LOSS_HINGE) /* no probabilities: no logloss */
+        printf("test  auc %.5f  accuracy %.5f (%zu rows)\n", st->test.auc, st->test.accuracy, test_rows);
     else if (test_rows)
         printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows)\n", st->test.auc, st->test.logloss,
                st->test.accuracy, test_rows);
@@ -484,7 +537,7 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
             fsgd_cli_error("%s", err);
             status = fsgd_cli_status(rc);
         } else {
-            printf("model written to %s\n", job->out);
+            printf("model written to %s\n", fsgd_cli_out_name(job->out));
         }
     }
     fsgd_metrics_t none = {.auc = NAN, .logloss = NAN, .accuracy = NAN, .rmse = NAN, .loss = NAN};
@@ -549,7 +602,7 @@ static int init_dim(const fsgd_job_t *job, const fsgd_model_t *init, const fsgd_
     return 0;
 }
 
-int fsgd_cmd_train(int argc, char **argv)
+static int train_command(int argc, char **argv)
 {
     fsgd_job_t job;
     fsgd_job_train_defaults(&job);
@@ -576,8 +629,9 @@ int fsgd_cmd_train(int argc, char **argv)
         return FSGD_EXIT_USAGE;
     }
     const fsgd_cli_path_t wr[] = {{"--out", job.out}, {"--metrics-json", job.metrics_json}, {"--cache", job.cache}};
-    const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file}};
-    if ((rc = fsgd_cli_check_distinct("train", wr, 3, rd, 3)) != 0)
+    const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
+                                  {"--init", job.init}};
+    if ((rc = fsgd_cli_check_distinct("train", wr, 3, rd, 4)) != 0)
         return rc;
     const char *outs[] = {job.out, job.metrics_json};
     if ((rc = fsgd_cli_check_outputs("train", outs, 2)) != 0)
@@ -587,13 +641,18 @@ int fsgd_cmd_train(int argc, char **argv)
     /* The row format (fsgd/rowfmt.h, as for the distributed roles): a
      * hashed one has 2^bits columns, so dim must be 0 or that. */
     fsgd_rowfmt_t fmt;
-    if (fsgd_rowfmt_init(&fmt, job.format, job.hash_bits, job.skip_bad, err, sizeof err) < 0 ||
+    if (fsgd_job_fold_input(&job, err, sizeof err) < 0 ||
+        fsgd_rowfmt_init(&fmt, job.format, job.hash_bits, job.skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(&fmt, job.dim, &job.dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
     const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;
     double t0 = fsgd_clock_s();
+    if (job.cache[0] && fmt.vw) {
+        fsgd_cli_error("cache: --cache streams LIBSVM and delimited rows; VW rows are read into memory (drop --cache)");
+        return FSGD_EXIT_USAGE;
+    }
     if (job.cache[0])
         return train_from_cache(&job, spec, t0);
     fsgd_model_t init = {0};
@@ -634,8 +693,10 @@ int fsgd_cmd_train(int argc, char **argv)
         return FSGD_EXIT_DATA;
     }
     if (!job.quiet)
-        fprintf(stderr, "fsgd: %zu train rows, %zu test rows, %llu features, %zu nonzeros; loaded in %.2fs\n",
-                train.n_rows, test.n_rows, (unsigned long long)dim, train.nnz, fsgd_clock_s() - t0);
+        fprintf(stderr, "fsgd: %zu train rows, %zu test rows%s, %llu features, %zu nonzeros; loaded in %.2fs\n",
+                train.n_rows, test.n_rows,
+                job.test[0] || !test.n_rows ? "" : " (held out of --data: no --test; --test-fraction 0 keeps all)",
+                (unsigned long long)dim, train.nnz, fsgd_clock_s() - t0);
 
     fsgd_model_t model = {0};
     model_write_t mw = {.model = &model, .path = job.out};
@@ -692,20 +753,29 @@ int fsgd_cmd_train(int argc, char **argv)
     if (st.holdout_rows)
         printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st.holdout_rows,
                st.holdout_loss, st.best_epoch, stop_note(&st, note, sizeof note));
-    printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread; bytes %.0f/step, compression %.2fx\n",
-           st.seconds, st.seconds > 0 ? st.rows / st.seconds : 0.0, st.t_grad > 0 ? st.nnz / st.t_grad : 0.0,
-           st.steps ? (double)st.wire_bytes / st.steps : 0.0,
-           st.wire_bytes ? (double)st.raw_bytes / st.wire_bytes : 0.0);
+    printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread", st.seconds,
+           st.seconds > 0 ? st.rows / st.seconds : 0.0, st.t_grad > 0 ? st.nnz / st.t_grad : 0.0);
+    if (strcmp(job.codec, "none") != 0) /* one process sends nothing: only a codec's figures mean something */
+        printf("; bytes %.0f/step, compression %.2fx", st.steps ? (double)st.wire_bytes / st.steps : 0.0,
+               st.wire_bytes ? (double)st.raw_bytes / st.wire_bytes : 0.0);
+    putchar('\n');
+    /* issue 40 item 4: the rows tested on were taken from --data, said where the figure is */
+    const char *held = job.test[0] ? "" : ", held out of --data: no --test";
     if (job.model == FSGD_LOSS_SQUARED) {
         printf("train rmse %.5f\n", train_m.rmse);
         if (n_test)
-            printf("test  rmse %.5f (%zu rows)\n", st.test.rmse, n_test);
+            printf("test  rmse %.5f (%zu rows%s)\n", st.test.rmse, n_test, held);
+    } else if (job.model == FSGD_LOSS_HINGE) { /* no probabilities: no logloss */
+        printf("train auc %.5f  accuracy %.5f (%zu rows%s)\n", train_m.auc, train_m.accuracy, train_m.n,
+               train_m.n < n_train ? ", the first" : "");
+        if (n_test)
+            printf("test  auc %.5f  accuracy %.5f (%zu rows%s)\n", st.test.auc, st.test.accuracy, n_test, held);
     } else {
         printf("train auc %.5f  logloss %.5f  accuracy %.5f (%zu rows%s)\n", train_m.auc, train_m.logloss,
                train_m.accuracy, train_m.n, train_m.n < n_train ? ", the first" : "");
         if (n_test)
-            printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows)\n", st.test.auc, st.test.logloss,
-                   st.test.accuracy, n_test);
+            printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows%s)\n", st.test.auc, st.test.logloss,
+                   st.test.accuracy, n_test, held);
     }
     if (job.target_auc > 0) {
         if (st.time_to_target >= 0)
@@ -723,8 +793,10 @@ int fsgd_cmd_train(int argc, char **argv)
             fsgd_cli_error("%s", mw.err);
             status = fsgd_cli_status(mw.rc);
         } else {
-            printf("model written to %s\n", job.out);
+            printf("model written to %s\n", fsgd_cli_out_name(job.out));
         }
+    } else {
+        printf("model not saved (--out FILE saves it)\n"); /* issue 40 item 11: it said nothing */
     }
     if (job.metrics_json[0] && (rc = write_metrics(job.metrics_json, &job, &st, &train_m, n_train, dim, t0)) < 0 &&
         !status)
@@ -734,3 +806,6 @@ int fsgd_cmd_train(int argc, char **argv)
     fsgd_csr_free(&test);
     return status;
 }
+
+/* --out - and devices (/dev/stdout, /dev/null, a FIFO): fsgd_cli_run_streamed. */
+int fsgd_cmd_train(int argc, char **argv) { return fsgd_cli_run_streamed(train_command, argc, argv, "train", 1); }

@@ -50,15 +50,56 @@ const char *dcli_take(int *argc, char **argv, const char *name, int has_value, c
     return found;
 }
 
-int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
+/* The help of every job option, or with only (a NULL-ended list of
+ * "--flag" followed by a space) the options a command reads: fsgd produce
+ * listed --lr, --beta1 and --optimizer (issue 40 item 7). A section with
+ * none of them left is left out too. */
+static void print_job_help(const char *usage, const char *const *only, FILE *out)
+{
+    fsgd_job_t d;
+    fsgd_job_dist_defaults(&d);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = only ? open_memstream(&text, &len) : NULL;
+    fsgd_job_print_help_with(usage, &d, mem ? mem : out);
+    if (!mem)
+        return;
+    fclose(mem);
+    char section[64] = "";
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        size_t n = strlen(line);
+        if (n && n < sizeof section && line[0] != ' ' && line[n - 1] == ':' && !strchr(line, ' ')) {
+            snprintf(section, sizeof section, "%s", line); /* printed before its first kept option */
+            continue;
+        }
+        if (strncmp(line, "  --", 4) != 0) {
+            fprintf(out, "%s\n", line);
+            continue;
+        }
+        int keep = 0;
+        for (const char *const *o = only; *o && !keep; o++)
+            keep = !strncmp(line + 2, *o, strlen(*o));
+        if (!keep)
+            continue;
+        if (section[0]) {
+            fprintf(out, "%s\n", section);
+            section[0] = '\0';
+        }
+        fprintf(out, "%s\n", line);
+    }
+    free(text);
+}
+
+int dcli_job_only(int argc, char **argv, const char *usage, const char *const *only, fsgd_job_t *job)
 {
     char err[512];
     fsgd_job_dist_defaults(job); /* l2, lr, epochs and batch auto (agg_auto.c) */
     int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
-        fsgd_job_t d;
-        fsgd_job_dist_defaults(&d);
-        fsgd_job_print_help_with(usage, &d, stdout);
+        print_job_help(usage, only, stdout);
         fsgd_cli_print_exit_codes(stdout);
         return 1;
     }
@@ -82,20 +123,38 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
      * hash_bits without a hashed format, or a dim other than 2^bits. A
      * hashed job's dim is 2^bits from here on (the embedded cluster's model
      * limit is checked on it). */
+    if (job->class_weight[0]) { /* refused, not ignored: the roles do not weigh rows yet */
+        fsgd_cli_error("class_weight: fsgd train weighs rows by class; fsgd run and its roles do not yet");
+        return FSGD_EXIT_USAGE;
+    }
     fsgd_rowfmt_t f;
-    if (fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
+    if (fsgd_job_fold_input(job, err, sizeof err) < 0 ||
+        fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(&f, job->dim, &job->dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
+    /* Rows with crosses (VW or delimited) travel as their text, one a message, and the
+     * workers build the crosses: row blocks would carry the crossed
+     * columns and NAME.data would grow with them */
+    if (((f.vw && f.vw_spec.n_terms) || (f.hashed && f.spec.n_crosses)) && !fsgd_job_given(job, "block_rows"))
+        job->block_rows = 1;
     return 0;
+}
+
+int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
+{
+    return dcli_job_only(argc, argv, usage, NULL, job);
 }
 
 int dcli_auth(const fsgd_job_t *job, const char *who)
 {
+    fsgd_auth_set_job(job->name); /* tags and NAME.ctl events are this job's */
     if (!job->job_key_file[0]) {
-        fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
-                        "to its topics can steer it\n", who, job->name);
+        if (!job->quiet && !getenv("FSGD_RUN_CHILD"))
+            fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
+                            "to its topics can steer it\n",
+                    who, job->name);
         return 0;
     }
     uint8_t key[FSGD_AUTH_KEY_BYTES];
@@ -112,12 +171,15 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
         fsgd_cli_error("%s: libsodium did not start", who);
         return FSGD_EXIT_INTERNAL;
     }
-    fprintf(stderr, "fsgd: %s: job %s: messages on %s.grads, .model and .ctl are authenticated (job key from %s); "
-                    "unauthenticated ones are dropped and counted; rows on %s.data %s\n", who, job->name, job->name,
-            job->job_key_file, job->name,
-            job->unsigned_rows ? "may come without a tag (unsigned_rows), a tag that is there is checked"
-            : job->skip_bad    ? "must carry the key's tag (skip_bad: a row message without it is skipped and counted)"
-                               : "must carry the key's tag");
+    /* Said once: by fsgd run (not again by each role it starts) or by a role
+     * started by hand; not with --quiet. Issue 40 item 9. */
+    if (job->quiet || getenv("FSGD_RUN_CHILD"))
+        return 0;
+    fprintf(stderr, "fsgd: %s: job %s: messages on %s.grads, .model and .ctl are authenticated (key %s); rows on %s.data %s\n",
+            who, job->name, job->name, job->job_key_file, job->name,
+            job->unsigned_rows ? "may be unsigned"
+            : job->skip_bad    ? "without its tag are skipped"
+                               : "must carry its tag");
     return 0;
 }
 
@@ -165,4 +227,51 @@ int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const 
     }
     *port = (int)v;
     return 0;
+}
+
+/* Every output of aggregator shards first..last of a job with S shards,
+ * the names fsgd derives from the ones given included: a derived name
+ * clobbers an input as surely as a given one (issue 42: --metrics-json
+ * T with --test T.shard1 replaced the test file by shard 1's JSON). */
+int dcli_outputs(const fsgd_job_t *job, const char *ckpt, int S, int first, int last, dcli_outputs_t *o)
+{
+    int shards = last - first + 1;
+    o->n = 0;
+    o->cap = 1 + 3 * shards;
+    o->p = calloc((size_t)o->cap, sizeof *o->p);
+    o->names = calloc((size_t)o->cap, sizeof *o->names);
+    if (!o->p || !o->names) {
+        dcli_outputs_free(o);
+        return -1;
+    }
+    if (first == 0)
+        o->p[o->n++] = (fsgd_cli_path_t){"--out", job->out};
+    for (int i = first; i <= last; i++) {
+        const char *bases[2] = {job->metrics_json, ckpt};
+        const char *opts[2] = {"--metrics-json", job->checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)"};
+        for (int b = 0; b < 2; b++)
+            for (int prev = 0; prev < 1 + (b == 1 && S > 1); prev++) {
+                if (!bases[b] || !bases[b][0])
+                    continue;
+                dcli_name_t *nm = &o->names[o->n];
+                if (i == 0 && !prev) {
+                    o->p[o->n++] = (fsgd_cli_path_t){opts[b], bases[b]};
+                    continue;
+                }
+                snprintf(nm->path, sizeof nm->path, i ? "%s.shard%d%s" : "%s%.0d%s", bases[b], i, prev ? ".prev" : "");
+                snprintf(nm->opt, sizeof nm->opt, "%s (aggregator shard %d's %sfile)", opts[b], i,
+                         prev ? "previous " : "");
+                o->p[o->n++] = (fsgd_cli_path_t){nm->opt, nm->path};
+            }
+    }
+    return 0;
+}
+
+void dcli_outputs_free(dcli_outputs_t *o)
+{
+    free(o->p);
+    free(o->names);
+    o->p = NULL;
+    o->names = NULL;
+    o->n = o->cap = 0;
 }

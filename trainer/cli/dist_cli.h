@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "cli.h"
 #include "fsgd/job.h"
 
 /* Removes every "--name VALUE" / "--name=VALUE" (has_value) or "--name"
@@ -17,9 +18,29 @@ const char *dcli_take(int *argc, char **argv, const char *name, int has_value, c
  * fsgd/rowfmt.h; a hashed job's dim becomes 2^bits); prints errors. 0 ok, 1 help printed (exit 0),
  * FSGD_EXIT_USAGE on a usage error. */
 int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job);
+/* The same, with --help listing only the options in only ("--flag " each,
+ * NULL-ended): those the command reads. */
+int dcli_job_only(int argc, char **argv, const char *usage, const char *const *only, fsgd_job_t *job);
 
 /* Prints "fsgd: WHERE: skipped N malformed rows (skip_bad); first:" and the
  * first rows' errors (first: FSGD_LIBSVM_BAD_KEPT of them) when n > 0. */
+/* A derived output name and the words that say whose it is. */
+typedef struct dcli_name {
+    char path[FSGD_JOB_PATH_MAX + 32];
+    char opt[96];
+} dcli_name_t;
+/* The outputs of aggregator shards first..last of a job with S shards for
+ * fsgd_cli_check_distinct: --out (shard 0's), METRICS[.shardI],
+ * CKPT[.shardI] and, with S > 1, CKPT[.shardI].prev. 0, or -1 out of
+ * memory. dcli_outputs_free frees it. */
+typedef struct dcli_outputs {
+    fsgd_cli_path_t *p;
+    dcli_name_t *names;
+    int n, cap;
+} dcli_outputs_t;
+int dcli_outputs(const fsgd_job_t *job, const char *ckpt, int S, int first, int last, dcli_outputs_t *o);
+void dcli_outputs_free(dcli_outputs_t *o);
+
 void dcli_bad_rows(const char *where, uint64_t n, const char (*first)[160]);
 
 /* Takes --metrics-port PORT and --metrics-addr ADDR (fsgd/observe.h) out

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "fsgd/backend.h"
@@ -30,15 +31,30 @@ static const subcommand_t subcommands[] = {
     {"aggregator", fsgd_cmd_aggregator, "run the aggregator of a job"},
     {"model", fsgd_cmd_model, "model file and topic tools (model info, model assemble)"},
     {"plot", fsgd_cmd_plot, "draw finished runs' metrics JSON with gnuplot (PNG or SVG)"},
+    {"serve", fsgd_cmd_serve, "score rows over HTTP with models swapped in live"},
 };
 
 void fsgd_cli_error(const char *fmt, ...)
 {
+    char msg[4096];
     va_list ap;
-    fputs("fsgd: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "fsgd: %s", msg);
+    /* every command's "unknown option '--x'" gets the nearest option */
+    const char *q = strstr(msg, "unknown option '--");
+    if (!q)
+        q = strstr(msg, "unknown argument '--");
+    if (q) {
+        char word[64];
+        q = strchr(q, '\'') + 1;
+        size_t n = strcspn(q, "'=");
+        snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), q);
+        const char *s = fsgd_cli_suggest_option(word);
+        if (s)
+            fprintf(stderr, "; did you mean %s?", s);
+    }
     fputc('\n', stderr);
 }
 
@@ -157,6 +173,10 @@ static int features(void)
     int cuda_built = strstr(fsgd_backend_list(), "cuda") != NULL;
     int have_device = cuda_built && fsgd_backend_available("cuda", why, sizeof why);
     printf("cuda backend: %s\n", fsgd_backend_cuda_build());
+    /* no GPU at all is not a driver problem: the CUDA runtime's "driver
+     * version is insufficient" said so on machines without one */
+    if (cuda_built && !have_device && access("/dev/nvidiactl", F_OK) != 0 && access("/proc/driver/nvidia", F_OK) != 0)
+        snprintf(why, sizeof why, "no NVIDIA GPU or driver on this machine (no /dev/nvidiactl): the cpu backend runs");
     if (cuda_built)
         printf("cuda device check: %s\n", have_device ? "a device is available" : why);
     printf("kafka: librdkafka (embedded mock cluster available)\n");
@@ -179,6 +199,15 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof subcommands / sizeof *subcommands; i++)
         if (!strcmp(cmd, subcommands[i].name))
             return subcommands[i].run(argc - 1, argv + 1);
+    const char *names[sizeof subcommands / sizeof *subcommands + 1];
+    for (size_t i = 0; i < sizeof subcommands / sizeof *subcommands; i++)
+        names[i] = subcommands[i].name;
+    names[sizeof subcommands / sizeof *subcommands] = "features";
+    const char *near = fsgd_cli_suggest(cmd, names, sizeof names / sizeof *names);
+    if (near) { /* the list would bury the one line that matters */
+        fsgd_cli_error("unknown command '%s'; did you mean '%s'? (fsgd --help lists the commands)", cmd, near);
+        return FSGD_EXIT_USAGE;
+    }
     fsgd_cli_error("unknown command '%s'", cmd);
     usage(stderr);
     return FSGD_EXIT_USAGE;

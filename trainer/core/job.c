@@ -11,8 +11,10 @@
 
 #include "fsgd/error.h"
 #include "fsgd/ftrl.h"
+#include "fsgd/delim.h"
+#include "fsgd/vw.h"
 
-typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER } field_type_t;
+typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS } field_type_t;
 
 typedef struct field {
     const char *key;
@@ -26,8 +28,8 @@ typedef struct field {
 #define OFF(f) offsetof(fsgd_job_t, f), sizeof(((fsgd_job_t *)0)->f)
 static const field_t fields[] = {
     {"data", "data", F_STR, OFF(data), 0, 0, "training data, a file in the job's format"},
-    {"test", "data", F_STR, OFF(test), 0, 0, "test data, same format (default: split off the training data)"},
-    {"test_fraction", "data", F_DOUBLE, OFF(test_fraction), 0, 0.9, "fraction held out when no test file"},
+    {"test", "data", F_STR, OFF(test), 0, 0, "test data, same format (without it fsgd train holds test_fraction of the data out as its test set; fsgd run scores no test set)"},
+    {"test_fraction", "data", F_DOUBLE, OFF(test_fraction), 0, 0.9, "fsgd train: fraction of the data held out as the test set when no --test is given (0: none)"},
     {"skip_bad", "data", F_BOOL, OFF(skip_bad), 0, 1, "skip malformed rows (report them) instead of stopping: LIBSVM files, and NAME.data rows in any format (a delimited file still stops)"},
     {"format", "data", F_STR, OFF(format), 0, 0,
      "input format: libsvm, criteo (label, 13 integer and 26 categorical TSV columns), or a column spec "
@@ -36,7 +38,16 @@ static const field_t fields[] = {
      "worker/aggregator, which send the raw lines through NAME.data (a header=1 line is skipped, never sent; "
      "outside clients must not send it); the model records the spec for fsgd predict"},
     {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32,
-     "hashed formats: 2^B feature columns (0: the spec's bits, default 24; not with libsvm)"},
+     "hashed formats: 2^B feature columns (0: the spec's bits, default 24); libsvm: 1..32 hashes the indices "
+     "into 2^B weights, so any index fits a bounded model (0: indices kept, dim from the data); alias bits (VW's -b)"},
+    {"interactions", "data", F_TERMS, OFF(interactions), 0, 0,
+     "vw format: feature crosses of namespaces by their first letters, VW's -q ab / --cubic abc / --interactions "
+     "ab,abc (aliases q, quadratic, cubic; each use adds its crosses); :: crosses every pair of namespaces; hashed "
+     "into the model's 2^bits columns and recorded in the model file, so fsgd predict needs no flag"},
+    {"ignore", "data", F_STR, OFF(ignore), 0, 0, "vw format: namespaces (first letters, e.g. abc) left out (VW's --ignore)"},
+    {"keep", "data", F_STR, OFF(keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
+    {"class_weight", "data", F_STR, OFF(class_weight), 0, 0,
+     "POS,NEG: each row's loss weighted by its class (LIBLINEAR's -w1/-w-1), on top of a VW row's importance"},
     {"cache", "data", F_STR, OFF(cache), 0, 0,
      "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
      "from it, for files larger than memory (the holdout and test split, at most 50k and 100k rows, are kept "
@@ -49,7 +60,8 @@ static const field_t fields[] = {
     {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},
     {"bias_value", "model", F_DOUBLE, OFF(bias_value), 1e-6, 1e6, "value of the intercept's constant feature"},
     {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6,
-     "L2 strength λ on the mean loss, applied on touched keys; fsgd train: auto = 1/n_train (LIBLINEAR's C=1); "
+     "L2 strength λ on the mean loss, applied on touched keys; auto = 1/n_train, fsgd train and fsgd run "
+     "(LIBLINEAR's C=1); "
      "with ftrl, FTRL's λ2 = l2·n_train"},
     {"l1", "model", F_DOUBLE, OFF(l1), 0, 1e6,
      "L1 strength on the mean loss (objective mean loss + l1·|w|₁ + l2/2·|w|²), optimizer ftrl only: FTRL's "
@@ -60,13 +72,14 @@ static const field_t fields[] = {
      "run/aggregator: a checkpoint found at start wins over it"},
     {"optimizer", "optimizer", F_OPTIMIZER, OFF(optimizer), 0, 0,
      "adam | ftrl: sparse Adam, or FTRL-Proximal with per-coordinate rates (McMahan et al. KDD'13; "
-     "fsgd train only); YAML optimizer: ftrl, or optimizer.name"},
+     "fsgd train and fsgd run); YAML optimizer: ftrl, or optimizer.name"},
     {"alpha", "optimizer", F_DOUBLE, OFF(alpha), 1e-12, 1e6,
      "ftrl: α of the per-coordinate rate α/(β + sqrt(Σg²)) (VW: --ftrl_alpha); auto = 2/sqrt(steps per epoch) "
      "in [0.01, 0.5]"},
     {"beta", "optimizer", F_DOUBLE, OFF(beta), 0, 1e6, "ftrl: β of that rate (VW: --ftrl_beta)"},
     {"lr", "optimizer", F_DOUBLE, OFF(lr), 1e-12, 1e3,
-     "Adam learning rate; fsgd train: auto = 0.15/sqrt(steps per epoch) in [0.001, 0.02], per-key bias corrections"},
+     "Adam learning rate; auto (fsgd train and fsgd run) = 0.15/sqrt(steps per epoch) in [0.001, 0.02], "
+     "per-key bias corrections"},
     {"beta1", "optimizer", F_DOUBLE, OFF(beta1), 0, 0.999999, "Adam β1"},
     {"beta2", "optimizer", F_DOUBLE, OFF(beta2), 0, 0.999999999, "Adam β2"},
     {"eps", "optimizer", F_DOUBLE, OFF(eps), 1e-30, 1, "Adam ε"},
@@ -74,7 +87,7 @@ static const field_t fields[] = {
      "rows per step (>= 1) or fraction of the training rows (< 1); auto = 256 rows a worker, capped at "
      "max(256, n_train / 2000) (fsgd run and its roles; fsgd train's auto is 256)"},
     {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6,
-     "passes over the training data, exactly; fsgd train: auto = until the holdout loss stops improving "
+     "passes over the training data, exactly; auto (fsgd train and fsgd run) = until the holdout loss stops improving "
      "(at most max_epochs), keeping the best weights"},
     {"max_epochs", "optimizer", F_INT, OFF(max_epochs), 1, 1e6, "most passes when epochs is auto"},
     {"holdout", "optimizer", F_DOUBLE, OFF(holdout), 0, 0.5,
@@ -146,7 +159,9 @@ _Static_assert(N_FIELDS <= 128, "fsgd_job_t.given holds 128 bits");
 static const struct {
     const char *alias, *key;
 } aliases[] = {{"ftrl_alpha", "alpha"}, {"ftrl_beta", "beta"}, {"optimizer.name", "optimizer"},
-               {"save_resume", "save_state"}, {"version_every", "snapshot_every"}};
+               {"save_resume", "save_state"}, {"version_every", "snapshot_every"},
+               {"bits", "hash_bits"}, {"q", "interactions"}, {"quadratic", "interactions"},
+               {"cubic", "interactions"}};
 
 void fsgd_job_defaults(fsgd_job_t *job)
 {
@@ -320,6 +335,15 @@ static int set_value(fsgd_job_t *job, const field_t *f, const char *value, char 
     char *dst = (char *)job + f->offset;
     char *end;
     switch (f->type) {
+    case F_TERMS: /* each use adds its crosses (-q ab -q cd) */
+        if (*dst && *value) {
+            if (strlen(dst) + 1 + strlen(value) >= f->size)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': value longer than %zu characters", f->key,
+                                    f->size - 1);
+            strcat(strcat(dst, ","), value);
+            return FSGD_E_OK;
+        }
+        /* fall through */
     case F_STR:
         if (strlen(value) >= f->size)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': value longer than %zu characters", f->key,
@@ -419,6 +443,10 @@ static int load_yaml_events(fsgd_job_t *job, yaml_parser_t *parser, const char *
     char kafka_seen[32][512];
     size_t kafka_line[32];
     int n_kafka = 0;
+    /* so is a section given twice: its keys would merge silently */
+    char section_seen[32][256];
+    size_t section_line[32];
+    int n_sections = 0;
     while (!done && rc == FSGD_E_OK) {
         yaml_event_t ev;
         if (!yaml_parser_parse(parser, &ev)) {
@@ -440,6 +468,19 @@ static int load_yaml_events(fsgd_job_t *job, yaml_parser_t *parser, const char *
                 if (depth >= 0) {
                     snprintf(prefix[depth], sizeof prefix[depth], "%s", key);
                     expecting_key[depth] = 1;
+                    char name[256] = "";
+                    for (int i = 0; i <= depth; i++)
+                        snprintf(name + strlen(name), sizeof name - strlen(name), "%s%s", i ? "." : "", prefix[i]);
+                    for (int i = 0; i < n_sections && rc == FSGD_E_OK; i++)
+                        if (!strcmp(section_seen[i], name))
+                            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                              "%s:%zu:%zu: section '%s' given twice (first at line %zu): merge them "
+                                              "into one",
+                                              path, line, col, name, section_line[i]);
+                    if (rc == FSGD_E_OK && n_sections < 32) {
+                        snprintf(section_seen[n_sections], sizeof section_seen[n_sections], "%s", name);
+                        section_line[n_sections++] = line;
+                    }
                 }
                 depth++;
                 expecting_key[depth] = 1;
@@ -628,6 +669,7 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
 {
     const char *p = (const char *)d + f->offset;
     switch (f->type) {
+    case F_TERMS:
     case F_STR:
         snprintf(out, cap, "%s", *p ? p : "\"\"");
         break;
@@ -765,4 +807,111 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
     if (fsgd_job_given(job, "version_seconds") && !job->follow)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "version_seconds needs follow");
     return FSGD_E_OK;
+}
+
+int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
+{
+    const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
+    const int delim = !strcmp(job->format, "criteo") || !strncmp(job->format, "tsv:", 4) ||
+                      !strncmp(job->format, "csv:", 4);
+    if (!vw) {
+        const char *key = job->ignore[0] ? "ignore" : job->keep[0] ? "keep" : NULL;
+        if (!key && job->interactions[0] && !delim)
+            key = "interactions";
+        if (key)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "%s: namespaces%s are for --format vw (VW text rows)%s; format is %s", key,
+                                delim ? "" : " and crosses",
+                                delim ? "" : " and the delimited formats (criteo, tsv:, csv: cross columns by number)",
+                                job->format);
+    }
+    if (delim && job->interactions[0]) {
+        /* columns by 1-based number: --interactions 15*16,15*16*17 */
+        fsgd_delim_spec_t d, t;
+        char e[400];
+        if (fsgd_delim_spec_parse(job->format, &d, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+        t = d;
+        t.n_crosses = 0;
+        if (fsgd_delim_spec_add_crosses(&t, job->interactions, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "%s (--format %s crosses columns by number, e.g. -q 15*16; letters name VW namespaces)",
+                                e, job->format);
+        for (int i = 0; i < t.n_crosses; i++) {
+            int have = 0;
+            for (int j = 0; j < d.n_crosses; j++)
+                have |= d.cross_len[j] == t.cross_len[i] &&
+                        !memcmp(d.cross[j], t.cross[i], t.cross_len[i] * sizeof d.cross[j][0]);
+            if (have)
+                continue;
+            if (d.n_crosses == FSGD_DELIM_MAX_CROSSES)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: more than %d crosses", FSGD_DELIM_MAX_CROSSES);
+            memset(d.cross[d.n_crosses], 0, sizeof d.cross[0]);
+            memcpy(d.cross[d.n_crosses], t.cross[i], t.cross_len[i] * sizeof d.cross[0][0]);
+            d.cross_len[d.n_crosses++] = t.cross_len[i];
+        }
+        if (fsgd_delim_spec_format(&d, job->format, sizeof job->format) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the spec with its crosses is too long");
+        return 0;
+    }
+    if (!vw)
+        return 0;
+    fsgd_vw_spec_t s;
+    char e[400];
+    if (fsgd_vw_spec_parse(job->format, &s, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+    if (job->hash_bits)
+        s.bits = (unsigned)job->hash_bits;
+    char more[300];
+    snprintf(more, sizeof more, "vw%s%s%s%s", job->ignore[0] ? ":ignore=" : "", job->ignore,
+             job->keep[0] ? ":keep=" : "", job->keep);
+    fsgd_vw_spec_t add;
+    if (fsgd_vw_spec_parse(more, &add, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+    for (int i = 0; i < 32; i++) {
+        s.ignore[i] |= add.ignore[i];
+        s.keep[i] |= add.keep[i];
+    }
+    if (job->interactions[0]) {
+        fsgd_vw_spec_t t = {0};
+        if (fsgd_vw_spec_add_terms(&t, job->interactions, e, sizeof e) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+        for (int i = 0; i < t.n_terms; i++) {
+            int have = 0;
+            for (int j = 0; j < s.n_terms; j++)
+                have |= s.term_len[j] == t.term_len[i] && !memcmp(s.term[j], t.term[i], t.term_len[i]);
+            if (have)
+                continue;
+            if (s.n_terms == FSGD_VW_MAX_TERMS)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: more than %d crosses", FSGD_VW_MAX_TERMS);
+            memcpy(s.term[s.n_terms], t.term[i], t.term_len[i]);
+            s.term_len[s.n_terms++] = t.term_len[i];
+        }
+    }
+    if (fsgd_vw_spec_format(&s, job->format, sizeof job->format) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the vw spec with its crosses is too long");
+    return 0;
+}
+
+int fsgd_job_class_weight(const fsgd_job_t *job, double *pos, double *neg, char *err, size_t errsz)
+{
+    *pos = *neg = 1;
+    if (!job->class_weight[0])
+        return 0;
+    char *end;
+    double p = strtod(job->class_weight, &end), n = 0;
+    int ok = *end == ',' && isfinite(p) && p > 0;
+    if (ok) {
+        const char *b = end + 1;
+        n = strtod(b, &end);
+        ok = end != b && !*end && isfinite(n) && n > 0;
+    }
+    if (!ok)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "class_weight: '%s' is not POS,NEG (two numbers > 0: the weights of the positive and the "
+                            "negative class's rows, e.g. 1,0.25)",
+                            job->class_weight);
+    *pos = p;
+    *neg = n;
+    return 0;
 }

@@ -21,7 +21,7 @@
 #include "fsgd/outfile.h"
 
 #define MODEL_MAGIC "FSGDMODL"
-#define MODEL_VERSION 3    /* the newest this build writes and reads */
+#define MODEL_VERSION 4    /* the newest this build writes and reads */
 #define MODEL_VERSION_MIN 1 /* version 1: no input section; still written for LIBSVM models */
 #define FLAG_BIAS 1u
 #define FLAG_INPUT 2u      /* version 2 and 3: an input section follows body_crc */
@@ -241,6 +241,22 @@ static int check_model(const fsgd_model_t *m, uint64_t *nnz, char *err, size_t e
     return FSGD_E_OK;
 }
 
+/* Version 4: an input spec a version-2/3 reader would misread (hashed
+ * LIBSVM, VW text, crosses): everything but a plain tsv:/csv: spec. */
+static int input_needs_v4(const char *input)
+{
+    if (!input[0])
+        return 0;
+    if (strncmp(input, "tsv:", 4) && strncmp(input, "csv:", 4))
+        return 1;
+    return strstr(input, ":interactions=") != NULL;
+}
+
+int fsgd_model_version(const fsgd_model_t *m)
+{
+    return input_needs_v4(m->input) ? 4 : m->state.kind != FSGD_MODEL_STATE_NONE ? 3 : m->input[0] ? 2 : 1;
+}
+
 static void encode_header(const fsgd_model_t *m, uint64_t nnz, uint8_t h[HEADER_BYTES])
 {
     memset(h, 0, HEADER_BYTES);
@@ -248,7 +264,7 @@ static void encode_header(const fsgd_model_t *m, uint64_t nnz, uint8_t h[HEADER_
     /* Version 1 unless there is an input spec, so LIBSVM models stay readable
      * by version-1 readers byte for byte. */
     const int state = m->state.kind != FSGD_MODEL_STATE_NONE;
-    fsgd_le_put16(h + 8, state ? 3 : m->input[0] ? 2 : 1);
+    fsgd_le_put16(h + 8, (uint16_t)fsgd_model_version(m));
     h[10] = (uint8_t)m->kind;
     h[11] = (uint8_t)((m->has_bias ? FLAG_BIAS : 0) | (m->input[0] ? FLAG_INPUT : 0) | (state ? FLAG_STATE : 0));
     fsgd_le_put64(h + 16, m->dim);
@@ -449,6 +465,10 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
     if (version == 2 && !(p[11] & FLAG_INPUT))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "%s: version 2 without an input section at byte 11 (flags 0x%02x; bit 1 must be set)",
+                            name, p[11]);
+    if (version == 4 && !(p[11] & FLAG_INPUT))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "%s: version 4 without an input section at byte 11 (flags 0x%02x; bit 1 must be set)",
                             name, p[11]);
     if (version == 3 && !(p[11] & FLAG_STATE))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,

@@ -246,7 +246,63 @@ void fsgd_outfile_abort(fsgd_outfile_t *o)
     o->slot = -1;
 }
 
-int fsgd_outfile_commit(fsgd_outfile_t *o, char *err, size_t errsz)
+/* The directory holding path, synced so a rename in it survives a power
+ * cut (best effort: some file systems refuse fsync on a directory). */
+static void sync_dir_of(const char *path)
+{
+    char dir[FSGD_OUTFILE_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+/* keep becomes a second name of path's current file, replacing what keep
+ * was in one rename: a hard link under a fresh temporary name first, so
+ * path itself is never missing. Where hard links are not supported, path
+ * is renamed to keep (the caller renames the new file in right after). */
+static int keep_current(const char *path, const char *keep, char *err, size_t errsz)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_IO, "output '%s': %s", path, strerror(errno));
+    FSGD_TRY(check_target(keep, err, errsz));
+    static unsigned counter;
+    char tmp[FSGD_OUTFILE_PATH_MAX + 16];
+    for (int attempt = 0; attempt < 64; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned r = (unsigned)ts.tv_nsec ^ ((unsigned)getpid() << 12) ^
+                     (__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) * 2654435761u);
+        if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%06x", keep, r & 0xffffff) >= sizeof tmp)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "output '%s': path too long", keep);
+        if (link(path, tmp) == 0) {
+            if (rename(tmp, keep) == 0)
+                return 0;
+            int e = errno;
+            unlink(tmp);
+            return fsgd_err_fmt(err, errsz, FSGD_E_IO, "output '%s': cannot keep the previous file as %s: %s", path,
+                                keep, strerror(e));
+        }
+        if (errno != EEXIST)
+            break;
+    }
+    if (rename(path, keep) != 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "output '%s': cannot keep the previous file as %s: %s", path, keep,
+                            strerror(errno));
+    return 0;
+}
+
+static int commit_to(fsgd_outfile_t *o, const char *keep, char *err, size_t errsz)
 {
     int bad = 0, e = 0;
     if (o->fp) {
@@ -272,12 +328,27 @@ int fsgd_outfile_commit(fsgd_outfile_t *o, char *err, size_t errsz)
      * or a link that appeared in between. */
     if (!rc)
         rc = check_target(o->path, err, errsz);
+    /* the new file is durable now: only then is the old one retired */
+    if (!rc && keep)
+        rc = keep_current(o->path, keep, err, errsz);
     if (!rc && rename(o->tmp, o->path) != 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "output '%s': cannot rename %s into place: %s", o->path, o->tmp,
                           strerror(errno));
     if (rc)
         unlink(o->tmp);
+    else if (keep)
+        sync_dir_of(o->path);
     slot_free(o->slot);
     o->slot = -1;
     return rc;
+}
+
+int fsgd_outfile_commit(fsgd_outfile_t *o, char *err, size_t errsz)
+{
+    return commit_to(o, NULL, err, errsz);
+}
+
+int fsgd_outfile_commit_keep(fsgd_outfile_t *o, const char *keep, char *err, size_t errsz)
+{
+    return commit_to(o, keep, err, errsz);
 }

@@ -76,6 +76,8 @@ static int key_meta(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double
     if (stat(job->data, &st) != 0 || !realpath(job->data, real))
         return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot read data '%s': %s", job->data, strerror(errno));
     char fmt[2048] = "libsvm";
+    if (!spec && job->hash_bits) /* hashed LIBSVM rows are other columns */
+        snprintf(fmt, sizeof fmt, "libsvm:bits=%d", job->hash_bits);
     if (spec && fsgd_delim_spec_format(spec, fmt, sizeof fmt) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "--cache: the format spec is too long to record");
     const double hold_p = job->epochs <= 0 ? job->holdout : 0;
@@ -191,7 +193,7 @@ static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, dou
     if (spec) {
         rc = fsgd_delim_load_chunks(job->data, spec, 0, &chunk, 65536, take_chunk, &p, NULL, err, errsz);
     } else {
-        fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad};
+        fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .hash_bits = (unsigned)job->hash_bits};
         fsgd_libsvm_reader_t *rd = fsgd_libsvm_open(job->data, &opts, err, errsz);
         if (!rd)
             rc = FSGD_E_IO;

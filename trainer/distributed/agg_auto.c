@@ -253,6 +253,11 @@ static int undo_push(agg_t *a, const fsgd_sparse_t *before)
     return 0;
 }
 
+int agg_auto_look_due(const agg_t *a, uint64_t rows)
+{
+    return a->tune.track && a->tune.rows_since_look + rows >= a->tune.look_rows;
+}
+
 int agg_auto_look(agg_t *a, uint64_t rows, int *stop)
 {
     *stop = 0;

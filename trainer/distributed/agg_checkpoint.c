@@ -33,8 +33,16 @@
  * windows move on with the topic, so its ranges are not checked against a
  * new scan; the windows are checked against the topic instead. */
 #define CKPT_FOLLOW_SHIFT 2
-#define CKPT_VERSION_MAX (CKPT_VERSION_COUNTS + CKPT_FOLLOW_SHIFT)
+/* Versions 8 to 11: 4 to 7 with the file's identity right after the header
+ * (u32 shard, u32 shards, u8 job name length, the name's bytes), so a shard
+ * file renamed to another shard's name, or a file of another job, is
+ * refused instead of trained on (a swapped PATH and PATH.shard1 of the same
+ * size used to resume silently with each shard's weights in the other). */
+#define CKPT_IDENT_SHIFT 4
+#define CKPT_VERSION_IDENT (CKPT_VERSION + CKPT_IDENT_SHIFT)
+#define CKPT_VERSION_MAX (CKPT_VERSION_COUNTS + CKPT_FOLLOW_SHIFT + CKPT_IDENT_SHIFT)
 #define CKPT_HEADER 40 /* magic, version, gen, step, rows, weights */
+#define CKPT_JOB_MAX 63
 
 /* Where checkpoint bytes go: appended to a buffer (b), or written to a file
  * (fd) as they come, with the CRC kept on the way: a checkpoint is 16 bytes
@@ -92,11 +100,25 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
     uint32_t version = a->job ? (counted ? CKPT_VERSION_COUNTS : CKPT_VERSION) : a->ckpt.version;
     if (a->job && a->follow)
         version += CKPT_FOLLOW_SHIFT;
+    if (a->job)
+        version += CKPT_IDENT_SHIFT;
+    const uint32_t ident = version >= CKPT_VERSION_IDENT;
+    if (ident)
+        version -= CKPT_IDENT_SHIFT;
     const uint32_t follow_v = version > CKPT_VERSION_COUNTS;
     fsgd_wire_buf_t part = {0};
     fsgd_wire_buf_t *b = &part;
-    int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, version) | fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) |
-             fsgd_wire_u64(b, a->s->dataset_rows) | fsgd_wire_u64(b, a->mdim) | fsgd_wire_state_put(b, &a->st) |
+    int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, version + (ident ? CKPT_IDENT_SHIFT : 0)) |
+             fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) | fsgd_wire_u64(b, a->s->dataset_rows) |
+             fsgd_wire_u64(b, a->mdim);
+    if (ident) {
+        const char *job = a->job ? a->job->name : a->ckpt.job;
+        size_t jn = strlen(job) > CKPT_JOB_MAX ? CKPT_JOB_MAX : strlen(job);
+        uint8_t n8 = (uint8_t)jn;
+        rc |= fsgd_wire_u32(b, a->job ? a->shard : a->ckpt.shard) | fsgd_wire_u32(b, a->job ? a->shards : a->ckpt.shards) |
+              fsgd_wire_put(b, &n8, 1) | fsgd_wire_put(b, job, jn);
+    }
+    rc |= fsgd_wire_state_put(b, &a->st) |
              fsgd_wire_u64(b, a->model.adam.t) | fsgd_wire_u64(b, a->open.rows_epoch) |
              fsgd_wire_f64(b, a->open.loss_epoch) |
              fsgd_wire_u64(b, a->s->rows_total) | fsgd_wire_f64(b, seconds) | fsgd_wire_u32(b, (uint32_t)a->s->n_epochs);
@@ -190,11 +212,9 @@ int agg_ckpt_write(agg_t *a)
     if (!a->job->checkpoint[0])
         return 0;
     agg_ckpt_path(a, path, sizeof path);
-    if (a->shards > 1) { /* the one before stays: another shard may not have written this step's */
-        snprintf(prev, sizeof prev, "%s.prev", path);
-        if (rename(path, prev) != 0 && errno != ENOENT)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_IO, "checkpoint: %s -> %s: %s", path, prev, strerror(errno));
-    }
+    /* a shard keeps the one before as PATH.prev (another shard may not have
+     * written this step's), retired only once the new one is durable */
+    snprintf(prev, sizeof prev, "%s.prev", path);
     double t0 = agg_now();
     /* Through fsgd/outfile.h: a temporary file renamed into place, never over
      * a device or through a link; removed on any error. The bytes go
@@ -208,7 +228,7 @@ int agg_ckpt_write(agg_t *a)
         if (rc == FSGD_E_NOMEM)
             snprintf(e, sizeof e, "out of memory");
         if (rc == 0)
-            rc = fsgd_outfile_commit(&o, e, sizeof e);
+            rc = a->shards > 1 ? fsgd_outfile_commit_keep(&o, prev, e, sizeof e) : fsgd_outfile_commit(&o, e, sizeof e);
         else
             fsgd_outfile_abort(&o);
     }
@@ -246,8 +266,10 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
                           path, CKPT_VERSION_OLD, CKPT_VERSION_MAX);
         goto out;
     }
-    const int follow_v = file_version > CKPT_VERSION_COUNTS;
-    const uint32_t version = follow_v ? file_version - CKPT_FOLLOW_SHIFT : file_version;
+    const int ident = file_version >= CKPT_VERSION_IDENT;
+    const uint32_t unid = ident ? file_version - CKPT_IDENT_SHIFT : file_version;
+    const int follow_v = unid > CKPT_VERSION_COUNTS;
+    const uint32_t version = follow_v ? unid - CKPT_FOLLOW_SHIFT : unid;
     if (a->job && follow_v != (a->follow != NULL)) {
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "checkpoint '%s' was written by a job %s follow; this one runs %s it: resume it the way it "
@@ -272,6 +294,48 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
     uint32_t gen = fsgd_le_get32(p + 12);
     uint64_t step = fsgd_le_get64(p + 16), rows = fsgd_le_get64(p + 24), mdim = fsgd_le_get64(p + 32);
     off = CKPT_HEADER;
+    if (ident) {
+        /* which shard of which job wrote it: a file under another shard's
+         * name (swapped by hand) or of another job is refused, not trained on */
+        if (len - off < 9 || len - off - 9 < p[off + 8]) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path, off);
+            goto out;
+        }
+        a->ckpt.shard = fsgd_le_get32(p + off);
+        a->ckpt.shards = fsgd_le_get32(p + off + 4);
+        size_t jn = p[off + 8];
+        if (jn > CKPT_JOB_MAX || a->ckpt.shards == 0 || a->ckpt.shard >= a->ckpt.shards) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT,
+                              "checkpoint '%s': shard %u of %u, job name of %zu bytes at byte %zu", path,
+                              a->ckpt.shard, a->ckpt.shards, jn, off);
+            goto out;
+        }
+        memcpy(a->ckpt.job, p + off + 9, jn);
+        a->ckpt.job[jn] = '\0';
+        off += 9 + jn;
+        if (a->job && a->ckpt.shards != a->shards) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                              "checkpoint '%s' was written by a job with %u aggregator shard%s (as shard %u); this one "
+                              "has %u: resume with --shards %u, or start over (fsgd run --fresh)",
+                              path, a->ckpt.shards, a->ckpt.shards == 1 ? "" : "s", a->ckpt.shard, a->shards,
+                              a->ckpt.shards);
+            goto out;
+        }
+        if (a->job && a->ckpt.shard != a->shard) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                              "checkpoint '%s' was written by aggregator shard %u of %u; this is shard %u of %u: "
+                              "put each shard's file back under its own name, or start over (fsgd run --fresh)",
+                              path, a->ckpt.shard, a->ckpt.shards, a->shard, a->shards);
+            goto out;
+        }
+        if (a->job && strcmp(a->ckpt.job, a->job->name) != 0) {
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                              "checkpoint '%s' was written by job '%s'; this job is '%s': resume it with --name %s, "
+                              "or start over (fsgd run --fresh)",
+                              path, a->ckpt.job, a->job->name, a->ckpt.job);
+            goto out;
+        }
+    }
     /* A checkpoint of another job is the user's mistake (--resume), not
      * fsgd's: FSGD_E_ARG, exit 2. */
     /* the same data, but written by a job with another number of shards:
@@ -413,6 +477,7 @@ int agg_ckpt_load(agg_t *a)
     /* a sharded job restarted as a whole: every shard from the same step
      * (fsgd run finds it: fsgd_ckpt_step of each shard's two files) */
     const char *want = a->shards > 1 ? getenv("FSGD_RESUME_STEP") : NULL;
+    int from_prev = 0;
     if (want) {
         long long step = atoll(want), cur = fsgd_ckpt_step(path);
         if (step < 0)
@@ -424,6 +489,7 @@ int agg_ckpt_load(agg_t *a)
                 return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
                                     "shard %u: no checkpoint of step %lld (FSGD_RESUME_STEP) in %s or %s (its newest is "
                                     "step %lld)", a->shard, step, a->job->checkpoint, path, cur);
+            from_prev = 1;
         }
     }
     struct stat sb;
@@ -442,6 +508,17 @@ int agg_ckpt_load(agg_t *a)
     fclose(f);
     int rc = ckpt_parse(a, path, ok ? p : NULL, ok ? (size_t)n : 0);
     free(p);
+    if (rc == 1 && from_prev) {
+        /* The newer file is of a step no other shard has: it goes, and the
+         * one resumed from is PATH again (one rename: there is always a
+         * checkpoint). Kept, it would be this shard's .prev after its next
+         * checkpoint, a second file of that step from another generation,
+         * while the other shards' .prev is this one's step. */
+        char cur[FSGD_JOB_PATH_MAX + 24];
+        agg_ckpt_path(a, cur, sizeof cur);
+        if (rename(path, cur) != 0)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_IO, "checkpoint: %s -> %s: %s", path, cur, strerror(errno));
+    }
     return rc;
 }
 
@@ -530,4 +607,35 @@ long long fsgd_ckpt_step(const char *path)
         return -1;
     uint64_t step = fsgd_le_get64(h + 16);
     return step > (uint64_t)INT64_MAX ? -1 : (long long)step;
+}
+
+int fsgd_ckpt_info(const char *path, fsgd_ckpt_info_t *info)
+{
+    memset(info, 0, sizeof *info);
+    info->step = -1;
+    int kind = fsgd_ckpt_probe(path);
+    if (kind != 1)
+        return kind;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    uint8_t h[CKPT_HEADER + 9 + CKPT_JOB_MAX];
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (n < CKPT_HEADER)
+        return 1; /* a checkpoint by its magic, cut short: read it to say how */
+    uint32_t version = fsgd_le_get32(h + 8);
+    uint64_t step = fsgd_le_get64(h + 16);
+    info->version = version;
+    info->gen = fsgd_le_get32(h + 12);
+    info->step = step > (uint64_t)INT64_MAX ? -1 : (long long)step;
+    if (version >= CKPT_VERSION_IDENT && version <= CKPT_VERSION_MAX && n >= CKPT_HEADER + 9 &&
+        h[CKPT_HEADER + 8] <= CKPT_JOB_MAX && n >= CKPT_HEADER + 9 + (size_t)h[CKPT_HEADER + 8]) {
+        info->has_ident = 1;
+        info->shard = fsgd_le_get32(h + CKPT_HEADER);
+        info->shards = fsgd_le_get32(h + CKPT_HEADER + 4);
+        memcpy(info->job, h + CKPT_HEADER + 9, h[CKPT_HEADER + 8]);
+        info->job[h[CKPT_HEADER + 8]] = '\0';
+    }
+    return 1;
 }

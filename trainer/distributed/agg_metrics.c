@@ -164,11 +164,16 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
         fputs("\"", f);
         fprintf(f, ",\n  \"init_state\": %s,\n", s->init_state ? "true" : "false");
     }
-    if (s->follow) /* progressive validation (agg_follow.c) */
-        fprintf(f, "  \"follow\": {\"version\": %llu, \"progressive_rows\": %llu, \"progressive_logloss\": %.6f, "
-                   "\"window_rows\": %llu, \"progressive_auc\": %.6f, \"window_logloss\": %.6f},\n",
-                (unsigned long long)s->version, (unsigned long long)s->pv_rows, J(s->pv_logloss),
-                (unsigned long long)s->pv_window_rows, J(s->pv_auc), J(s->pv_window_logloss));
+    if (s->follow) { /* progressive validation (agg_follow.c): nothing measured yet is null, never -1 */
+        char pv_ll[32], pv_auc[32], pv_wll[32];
+        snprintf(pv_ll, sizeof pv_ll, isfinite(s->pv_logloss) ? "%.6f" : "null", s->pv_logloss);
+        snprintf(pv_auc, sizeof pv_auc, isfinite(s->pv_auc) ? "%.6f" : "null", s->pv_auc);
+        snprintf(pv_wll, sizeof pv_wll, isfinite(s->pv_window_logloss) ? "%.6f" : "null", s->pv_window_logloss);
+        fprintf(f, "  \"follow\": {\"version\": %llu, \"progressive_rows\": %llu, \"progressive_logloss\": %s, "
+                   "\"window_rows\": %llu, \"progressive_auc\": %s, \"window_logloss\": %s},\n",
+                (unsigned long long)s->version, (unsigned long long)s->pv_rows, pv_ll,
+                (unsigned long long)s->pv_window_rows, pv_auc, pv_wll);
+    }
     fprintf(f, "  \"workers\": {\"live\": %llu, \"dropped\": %llu},\n  \"generation\": %u,\n  \"resumed_from_step\": %d\n}\n",
             (unsigned long long)s->workers_live, (unsigned long long)s->workers_dropped, s->gen,
             s->resumed_from_step);

@@ -59,20 +59,27 @@ int agg_shard_setup(agg_t *a)
     if (a->shard >= a->shards)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "shard %u of %u: shards are numbered 0 to %u", a->shard,
                             a->shards, a->shards - 1);
+    return fsgd_agg_shards_check(job, a->err, a->errsz);
+}
+
+int fsgd_agg_shards_check(const fsgd_job_t *job, char *err, size_t errsz)
+{
+    if (job->shards <= 1)
+        return 0;
     const char *why = NULL;
-    if (job->epochs == 0)
-        why = "epochs auto scores held-out rows on the whole model: give a number of epochs";
-    else if (job->follow)
+    if (job->follow) /* before epochs: a follow job has none */
         why = "follow (continuous training) is not sharded yet";
+    else if (job->epochs == 0)
+        why = "epochs auto scores held-out rows on the whole model: give a number of epochs";
     else if (job->init[0])
         why = "init (a model to start from) is not sharded yet";
     else if (job->optimizer == FSGD_OPTIMIZER_FTRL)
         why = "the ftrl optimizer is not sharded yet";
     if (why)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "shards %u: %s", a->shards, why);
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "shards %d: %s", job->shards, why);
     char e[256];
-    if (fsgd_strategy_check_shards(job->codec, (int)a->shards, e, sizeof e) < 0)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "%s", e);
+    if (fsgd_strategy_check_shards(job->codec, job->shards, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
     return 0;
 }
 

@@ -77,6 +77,16 @@ void agg_latency_stats(agg_t *a)
     free(c);
 }
 
+/* 1 when the positions reached every partition's end (follow: the data
+ * never ends; dry windows move on). */
+static int agg_epoch_ends(const agg_t *a)
+{
+    int end = !a->follow;
+    for (uint32_t p = 0; end && p < a->st.nparts; p++)
+        end = a->st.pos[p] == a->st.end[p];
+    return end;
+}
+
 /* Applies the gathered step; sets *done at the end of the last epoch. */
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx)
 {
@@ -108,6 +118,18 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     a->s->rows_total += R;
     a->step++;
     a->s->steps = a->step;
+    /* The workers wait for this step's model: send it before the
+     * bookkeeping below (a holdout look, the loss window, an epoch's end)
+     * whenever none of that can change it: no epoch ends, no look can stop
+     * the job, no snapshot or follow version is due. The message is the same
+     * bytes as after them. */
+    int published = 0;
+    if (!a->follow && a->step % a->model.snap_every != 0 && !agg_auto_look_due(a, R) && !agg_epoch_ends(a)) {
+        a->st.adam_t = a->model.adam.t;
+        agg_set_quota(a);
+        FSGD_TRY(agg_publish(a, 0, 0, a->open.g.keys, nt));
+        published = 1;
+    }
     /* Time from step 1, and the moving-average training loss that
      * time-to-target is measured on (the group join and data loading before
      * step 1 are left out). */
@@ -135,9 +157,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     a->s->rows_epoch = a->open.rows_epoch;
     int stop = 0; /* epochs auto: the holdout loss stopped improving */
     FSGD_TRY(agg_auto_look(a, R, &stop));
-    int epoch_end = !a->follow; /* follow: the data never ends; dry windows move on */
-    for (uint32_t p = 0; p < a->st.nparts; p++)
-        epoch_end &= a->st.pos[p] == a->st.end[p];
+    int epoch_end = agg_epoch_ends(a);
     if (a->follow)
         FSGD_TRY(agg_follow_after_step(a));
     int final = stop;
@@ -190,7 +210,8 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     a->st.adam_t = a->model.adam.t;
     agg_set_quota(a);
     int snap = final || a->step % a->model.snap_every == 0 || (a->follow && agg_follow_version_due(a));
-    FSGD_TRY(agg_publish(a, snap, final, a->open.g.keys, nt));
+    if (!published)
+        FSGD_TRY(agg_publish(a, snap, final, a->open.g.keys, nt));
     if (a->follow && snap)
         FSGD_TRY(agg_follow_published(a));
     /* a follow version comes with its checkpoint (a restart resumes from

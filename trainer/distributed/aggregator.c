@@ -314,7 +314,15 @@ static int agg_first_step_complete(agg_t *a, double t)
     size_t missing = agg_awaited(a, wait_for, sizeof wait_for);
     int complete = a->members.ngot >= (size_t)a->members.expected ||
                    (a->members.ngot > 0 && (t > a->open.first_deadline || missing == 0));
-    if (!complete && t - a->clock.step_start > 5 && t - a->last_wait_log >= 10) {
+    if (!complete && t - a->clock.step_start > 5 && t - a->last_wait_log >= 10 && t > a->open.first_deadline) {
+        /* past the deadline with no answer at all: no countdown to give
+         * (it used to print "after -535 s more") */
+        a->last_wait_log = t;
+        agg_log(a, "step %llu: no worker has answered in %.0f s (%d expected; waiting for %s): are the workers "
+                   "running, with this job's name and key?",
+                (unsigned long long)a->step + 1, t - a->clock.step_start, a->members.expected,
+                missing ? wait_for : "any worker");
+    } else if (!complete && t - a->clock.step_start > 5 && t - a->last_wait_log >= 10) {
         a->last_wait_log = t;
         agg_log(a, "step %llu: %zu of %d expected workers answered; waiting for %s (starting with those "
                    "that answered after %.0f s more, or once the group moves the partitions of workers "

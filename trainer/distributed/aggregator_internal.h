@@ -123,6 +123,8 @@ typedef struct agg_clock {
  * process, when the last one ended and what it took (agg_ckpt_due). */
 typedef struct agg_ckpt_state {
     uint32_t version, model, bias; /* of the checkpoint read */
+    uint32_t shard, shards;        /* its identity (version 8 and later) */
+    char job[64];
     uint64_t n;
     double at, cost;
 } agg_ckpt_state_t;
@@ -251,6 +253,8 @@ int agg_auto_setup(agg_t *a);
  * holdout look when one is due; *stop when the holdout loss has not
  * improved for the patience. */
 int agg_auto_look(agg_t *a, uint64_t rows, int *stop);
+/* 1 when agg_auto_look after a step of `rows` rows will look (and may stop the job). */
+int agg_auto_look_due(const agg_t *a, uint64_t rows);
 /* The job ends: the best weights seen replace θ when they are better. */
 void agg_auto_finish(agg_t *a);
 void agg_auto_free(agg_t *a);

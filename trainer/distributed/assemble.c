@@ -127,10 +127,18 @@ static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, con
         s->shard = wm.shard;
         s->shards = wm.shards;
         s->nloc = wm.nloc;
-        if (wm.shards > 1)
+        if (wm.shards > 1) {
             fsgd_wire_model_weights_strided(&wm, all->gw, wm.shards, wm.shard);
-        else
+        } else if (!wm.w) {
+            /* sparse: s->m.w is fresh zeros (calloc's untouched pages), so
+             * only the pairs present are written: the memory a snapshot
+             * costs follows its bytes, not the dim it declares (a 128-byte
+             * frame declaring 2^30 weights took 4.2 GB, issue 42) */
+            for (uint64_t i = 0; i < wm.nnz; i++)
+                s->m.w[fsgd_le_get32(wm.kv + 8 * i)] = fsgd_le_getf32(wm.kv + 8 * i + 4);
+        } else {
             fsgd_wire_model_weights(&wm, s->m.w);
+        }
         s->have = 1;
         s->gen = f.gen;
         s->step = f.step;

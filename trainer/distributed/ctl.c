@@ -163,6 +163,20 @@ int fsgd_ctl_send(fsgd_bus_client_t *prod, const char *topic, const char *job, c
 
 int fsgd_ctl_verify(const fsgd_bus_msg_t *m, char *why, size_t whysz)
 {
+    /* An event names its job: one of another job (copied from its NAME.ctl,
+     * or a job of the same name's topics reused) is not acted on, key or no
+     * key (issue 42: two worker_leave events of a finished job made a
+     * running job's aggregator drop its live workers). */
+    const char *me = fsgd_auth_job();
+    char job[FSGD_AUTH_JOB_MAX + 2];
+    if (me[0] && !m->err && m->val) {
+        if (!fsgd_ctl_get_str(m->val, m->len, "job", job, sizeof job))
+            return fsgd_err_fmt(why, whysz, FSGD_E_AUTH, "offset %lld: an event without a \"job\" field",
+                                (long long)m->offset);
+        if (strcmp(job, me) != 0)
+            return fsgd_err_fmt(why, whysz, FSGD_E_AUTH, "offset %lld: an event of job '%.64s', not of this job '%s'",
+                                (long long)m->offset, job, me);
+    }
     if (!fsgd_auth_enabled())
         return 0;
     const void *mac = m->mac;

@@ -12,6 +12,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/input.h"
+#include "fsgd/zsource.h"
 
 #define THREADS 2
 #define SLOTS 4 /* one being sent, one ready, two being parsed */
@@ -93,7 +94,8 @@ static void read_into(fsgd_produce_reader_t *r, slot_t *s)
         s->len += got;
         if (got < want) {
             if (ferror(r->f)) {
-                c->rc = fsgd_err_fmt(c->err, sizeof c->err, FSGD_E_IO, "reading '%s': %m", r->path);
+                if (!(c->rc = fsgd_zsource_file_error(c->err, sizeof c->err))) /* a gzip or zstd file's error */
+                    c->rc = fsgd_err_fmt(c->err, sizeof c->err, FSGD_E_IO, "reading '%s': %m", r->path);
                 s->last = 1;
                 return;
             }

@@ -21,6 +21,7 @@
 #include "fsgd/kbus.h"
 #include "fsgd/rowblock.h"
 #include "fsgd/rowfmt.h"
+#include "fsgd/zsource.h"
 #include "data_summary.h"
 #include "produce_reader.h"
 
@@ -164,7 +165,7 @@ static int send_rows(block_out_t *o, const fsgd_csr_t *rows, size_t first, size_
     /* with a job key, each row message carries its tag (KAFKA_FORMAT.md) */
     char mac[FSGD_AUTH_TAG_HEX + 1] = "";
     if (fsgd_auth_enabled())
-        fsgd_auth_tag_hex(mac, FSGD_AUTH_DATA, val, len, NULL, 0);
+        fsgd_auth_row_tag_hex(mac, p, val, len);
     char e[256];
     if (fsgd_bus_produce(o->rk, o->topic, p, NULL, val, len, NULL, NULL, mac[0] ? mac : NULL, e, sizeof e))
         return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce %s:%llu: %s", o->path, (unsigned long long)o->lineno,
@@ -240,9 +241,12 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     FSGD_TRY(fsgd_rowfmt_init(&fmt, job->format, job->hash_bits, job->skip_bad, err, errsz));
     char topic[128];
     fsgd_kbus_topic(topic, sizeof topic, job->name, "data");
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    /* gzip and zstd read as their text; a compressed file is checked whole
+     * first, so a corrupt or truncated one sends no row */
+    FSGD_TRY(fsgd_zsource_check(path, NULL, err, errsz));
+    FILE *f = fsgd_zsource_fopen(path, err, errsz);
     if (!f)
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %m", path);
+        return FSGD_E_IO;
     fsgd_bus_client_t *rk = fsgd_bus_client_new(bus, FSGD_KCLIENT_DATA_PRODUCER, err, errsz);
     if (!rk) {
         if (f != stdin)
@@ -358,7 +362,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
         }
     }
     free(out.buf);
-    if (!rc && ferror(f))
+    if (!rc && ferror(f) && !(rc = fsgd_zsource_file_error(err, errsz)))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "reading '%s': %m", path);
     if (!rc)
         rc = fsgd_bus_flush(rk, 120000, err, errsz);

@@ -13,6 +13,14 @@
 
 #include "fsgd/error.h"
 
+static void fsgd_auth_le32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
 static uint8_t job_key[FSGD_AUTH_KEY_BYTES];
 static int have_key;
 
@@ -31,6 +39,18 @@ int fsgd_auth_set_key(const uint8_t *key)
 }
 
 int fsgd_auth_enabled(void) { return have_key; }
+
+/* The job every tag is bound to (its name goes into each message's
+ * one-time key): a message of another job is never this one's, whatever
+ * key it was made with. */
+static char job_name[FSGD_AUTH_JOB_MAX + 1];
+
+void fsgd_auth_set_job(const char *job)
+{
+    snprintf(job_name, sizeof job_name, "%s", job ? job : "");
+}
+
+const char *fsgd_auth_job(void) { return job_name; }
 
 static int unsigned_rows;
 
@@ -63,18 +83,28 @@ uint64_t fsgd_auth_skipped_rows(char *first, size_t cap)
     return n;
 }
 
-int fsgd_auth_row_ok(const void *hex, size_t hexlen, const void *value, size_t len)
+int fsgd_auth_row_ok(const void *hex, size_t hexlen, int32_t partition, const void *value, size_t len)
 {
     if (!have_key)
         return 1;
     if (!hex)
         return unsigned_rows;
-    return fsgd_auth_check_hex(hex, hexlen, FSGD_AUTH_DATA, value, len, NULL, 0);
+    uint8_t p[4];
+    fsgd_auth_le32(p, (uint32_t)partition);
+    return fsgd_auth_check_hex(hex, hexlen, FSGD_AUTH_DATA, p, 4, value, len);
+}
+
+void fsgd_auth_row_tag_hex(char *hex_out, int32_t partition, const void *value, size_t len)
+{
+    uint8_t p[4];
+    fsgd_auth_le32(p, (uint32_t)partition);
+    fsgd_auth_tag_hex(hex_out, FSGD_AUTH_DATA, p, 4, value, len);
 }
 
 /* A tag is a 16-byte nonce and the Poly1305 tag of the message under a key
  * used for this message only: BLAKE2b keyed with the job key over (the
- * scheme's version '1', the domain, the nonce). That is NaCl's secretbox
+ * scheme's version '2', the domain, the nonce, the job name's length as
+ * one byte and its bytes). That is NaCl's secretbox
  * construction (a PRF gives each message its own one-time key), chosen over
  * keyed BLAKE2b on the whole message because Poly1305 runs about 3.5 times
  * faster on a snapshot's megabytes (tests/bench/bench_auth.c); the domain
@@ -82,9 +112,14 @@ int fsgd_auth_row_ok(const void *hex, size_t hexlen, const void *value, size_t l
  * another's. */
 static void one_time_key(uint8_t otk[crypto_onetimeauth_KEYBYTES], fsgd_auth_domain_t domain, const uint8_t *nonce)
 {
-    uint8_t in[2 + FSGD_AUTH_NONCE_BYTES] = {'1', (uint8_t)domain};
+    /* version '2': '1' had no job name, so one job's messages passed in
+     * another's topics when both used one key file (issue 42) */
+    uint8_t in[2 + FSGD_AUTH_NONCE_BYTES + 1 + FSGD_AUTH_JOB_MAX] = {'2', (uint8_t)domain};
     memcpy(in + 2, nonce, FSGD_AUTH_NONCE_BYTES);
-    crypto_generichash(otk, crypto_onetimeauth_KEYBYTES, in, sizeof in, job_key, sizeof job_key);
+    size_t jn = strlen(job_name);
+    in[2 + FSGD_AUTH_NONCE_BYTES] = (uint8_t)jn;
+    memcpy(in + 3 + FSGD_AUTH_NONCE_BYTES, job_name, jn);
+    crypto_generichash(otk, crypto_onetimeauth_KEYBYTES, in, 3 + FSGD_AUTH_NONCE_BYTES + jn, job_key, sizeof job_key);
 }
 
 static void poly(uint8_t out[crypto_onetimeauth_BYTES], fsgd_auth_domain_t domain, const uint8_t *nonce,
@@ -155,7 +190,7 @@ int fsgd_auth_key_load(const char *path, uint8_t key[FSGD_AUTH_KEY_BYTES], char 
                           "job key file '%s' has mode %04o: others may read it; chmod 600 it (a key others can "
                           "read authenticates nothing)",
                           path, (unsigned)(st.st_mode & 07777));
-    char buf[2 * FSGD_AUTH_KEY_BYTES + 2];
+    char buf[2 * FSGD_AUTH_KEY_BYTES + 3]; /* the digits, "\r\n", and one more to see a longer file */
     ssize_t n = 0;
     if (!rc) {
         n = read(fd, buf, sizeof buf);
@@ -166,11 +201,14 @@ int fsgd_auth_key_load(const char *path, uint8_t key[FSGD_AUTH_KEY_BYTES], char 
     if (rc)
         return rc;
     size_t len = (size_t)n;
-    if (len == sizeof buf || (len == sizeof buf - 1 && buf[len - 1] != '\n'))
+    /* one line end, Unix or Windows (a key saved by a Windows editor) */
+    if (len && len < sizeof buf && buf[len - 1] == '\n')
+        len--;
+    if (len && len < sizeof buf && buf[len - 1] == '\r')
+        len--;
+    if (len > 2 * FSGD_AUTH_KEY_BYTES)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "job key file '%s': more than %d hex digits", path,
                           2 * FSGD_AUTH_KEY_BYTES);
-    if (!rc && len && buf[len - 1] == '\n')
-        len--;
     size_t got = 0;
     if (!rc && (len != 2 * FSGD_AUTH_KEY_BYTES ||
                 sodium_hex2bin(key, FSGD_AUTH_KEY_BYTES, buf, len, NULL, &got, NULL) != 0 ||

@@ -731,12 +731,12 @@ static int read_ranges(rd_kafka_t *consumer, const char *topic, int n, const int
             if (rd_kafka_message_headers(m, &h) != RD_KAFKA_RESP_ERR_NO_ERROR ||
                 rd_kafka_header_get_last(h, FSGD_KBUS_MAC_HEADER, &mac, &ml) != RD_KAFKA_RESP_ERR_NO_ERROR)
                 mac = NULL;
-            if (!fsgd_auth_row_ok(mac, ml, m->payload, m->len) && fsgd_auth_skip_bad_rows()) {
+            if (!fsgd_auth_row_ok(mac, ml, partition, m->payload, m->len) && fsgd_auth_skip_bad_rows()) {
                 fsgd_auth_note_skipped_row(topic, partition, m->offset,
                                            mac ? "a row whose tag is not this job key's" : "a row without a tag");
                 rc = fn(ctx, partition, m->offset, "", 0, err, errsz); /* no rows at this offset */
                 skip = 1;
-            } else if (!fsgd_auth_row_ok(mac, ml, m->payload, m->len)) {
+            } else if (!fsgd_auth_row_ok(mac, ml, partition, m->payload, m->len)) {
                 rc = fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
                                   "topic %s partition %d offset %lld: %s: the job is authenticated and its rows "
                                   "must be written with its key (fsgd produce --job-key-file), or the job must "

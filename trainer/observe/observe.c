@@ -13,7 +13,7 @@
 #include "fsgd/clock.h"
 #include "fsgd/error.h"
 #include "fsgd/version.h"
-#include "prom.h"
+#include "fsgd/prom.h"
 
 /* Step durations from a loopback mock broker (~1 ms) to a slow WAN (10 s). */
 static const double step_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,

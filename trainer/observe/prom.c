@@ -1,7 +1,7 @@
 /* The metrics registry and the Prometheus text exposition (prom.h).
  * One mutex guards every value: updates are a few stores, and a scrape
  * renders all of them at once, so a scrape never sees half of an update. */
-#include "prom.h"
+#include "fsgd/prom.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 
 #include "fsgd/error.h"
-#include "prom.h"
+#include "fsgd/prom.h"
 
 struct fsgd_prom_server {
     struct MHD_Daemon *d;

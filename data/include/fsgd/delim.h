@@ -10,6 +10,9 @@
  *   header=1   the first line is a header and is skipped (default 0)
  *   bits=B     features hash into 2^B columns, 1 <= B <= 32 (default 24)
  *   seed=S     hash seed (default 0)
+ *   interactions=A*B[*C],...   feature crosses of columns (1-based numbers
+ *              of num or cat columns, e.g. 15*16 for Criteo's first two
+ *              categorical columns); the last option
  *
  * Features: every non-empty field of a num or cat column is one feature of
  * value 1 at column XXH3_64(field text, seed + column number) >> (64 - bits).
@@ -19,6 +22,11 @@
  * fields are missing values and give no feature. Two fields of a row that hash
  * to one column give one entry of value 2 (the row's columns stay strictly
  * increasing). Labels: any finite number; > 0 is the positive class.
+ *
+ * A cross of columns A*B[*C] is one feature of value 1 when all its fields
+ * are present, at the slot of the mix (fmix64 of a running
+ * h = (h ^ hB) * 0x100000001b3) of the fields' 64-bit hashes: each distinct
+ * pair (triple) of values has a column of its own, up to collisions.
  *
  * Errors name the place like the LIBSVM reader: "file:line:col: column 3
  * (num): expected a number, got 'x'" or "file:line: 39 fields, expected 40".
@@ -35,6 +43,7 @@
 
 #define FSGD_DELIM_MAX_COLS 1024
 #define FSGD_DELIM_SPEC_MAX 512
+#define FSGD_DELIM_MAX_CROSSES 16
 
 enum { FSGD_COL_SKIP = 0, FSGD_COL_LABEL = 1, FSGD_COL_NUM = 2, FSGD_COL_CAT = 3 };
 
@@ -46,7 +55,15 @@ typedef struct fsgd_delim_spec {
     size_t n_cols;
     size_t label_col;
     uint8_t kind[FSGD_DELIM_MAX_COLS];
+    int n_crosses;                                   /* interactions= */
+    uint8_t cross_len[FSGD_DELIM_MAX_CROSSES];       /* 2 or 3 */
+    uint16_t cross[FSGD_DELIM_MAX_CROSSES][3];       /* 0-based column numbers */
 } fsgd_delim_spec_t;
+
+/* Adds crosses "A*B,A*B*C" (1-based column numbers of num or cat columns)
+ * to spec. Returns 0 or FSGD_E_ARG naming the term ("interactions: column 1
+ * is the label, not a num or cat column"). */
+int fsgd_delim_spec_add_crosses(fsgd_delim_spec_t *spec, const char *terms, char *err, size_t errsz);
 
 /* Parses a spec ("criteo", "tsv:...", "csv:..."). Returns 0 or FSGD_E_ARG
  * with err naming the part ("columns: 'kat' is not label, num, cat or skip"). */

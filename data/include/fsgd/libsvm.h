@@ -32,6 +32,9 @@ typedef struct fsgd_libsvm_opts {
     uint64_t max_dim;   /* when nonzero, an index whose 0-based column is >= max_dim is an error */
     size_t read_buf;    /* initial read buffer of a reader in bytes (0: 4 MiB); it grows to hold
                            the longest line */
+    unsigned hash_bits; /* 1..32: each 0-based index i becomes column fsgd_libsvm_hash_col(i, hash_bits), so any
+                           index fits 2^hash_bits weights (VW's -b); entries of a row that land on one column
+                           are summed, as VW adds colliding features; 0: indices kept */
     int binary;         /* fsgd_libsvm_load_threads into an empty out: out is a binary batch
                            (fsgd/csr.h, no values) while every value read is 1, half the
                            memory of CTR rows; the caller must accept one */
@@ -51,6 +54,11 @@ typedef struct fsgd_libsvm_stats {
  * FSGD_LIBSVM_BAD_KEPT (cut to the slot, ending "...", when longer). For
  * readers of other formats that report into the same statistics. */
 void fsgd_libsvm_note_bad(fsgd_libsvm_stats_t *st, const char *msg);
+
+/* The column of 0-based index i in 2^bits hashed columns (1 <= bits <= 32):
+ * the 64-bit finaliser of MurmurHash3 (fmix64) of i, low bits kept, so that
+ * indices with a common stride do not share a column. */
+uint32_t fsgd_libsvm_hash_col(uint64_t i, unsigned bits);
 
 typedef struct fsgd_libsvm_reader fsgd_libsvm_reader_t;
 

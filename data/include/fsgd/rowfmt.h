@@ -16,16 +16,20 @@
 #include "fsgd/csr.h"
 #include "fsgd/delim.h"
 #include "fsgd/libsvm.h"
+#include "fsgd/vw.h"
 
 typedef struct fsgd_rowfmt {
-    int hashed;              /* 0: LIBSVM; 1: delimited, hashed by spec */
+    int hashed;              /* 0: LIBSVM or VW; 1: delimited, hashed by spec */
+    int vw;                  /* 1: VW text rows (fsgd/vw.h), hashed by vw */
+    fsgd_vw_spec_t vw_spec;  /* vw: the parsed spec with hash_bits applied */
     fsgd_delim_spec_t spec;  /* hashed: the parsed format with hash_bits applied */
     fsgd_libsvm_opts_t opts; /* skip_bad (both formats) and the LIBSVM options */
     uint32_t block_id;       /* the format id of row blocks of these rows (fsgd/rowblock.h) */
 } fsgd_rowfmt_t;
 
-/* Reads format ("libsvm", "criteo", "tsv:...", "csv:...") and hash_bits
- * (0: the spec's bits; 1..32 override them; LIBSVM takes none). Returns 0 or
+/* Reads format ("libsvm", "libsvm:bits=B", "criteo", "tsv:...", "csv:...", "vw[:...]")
+ * and hash_bits (0: the spec's bits; 1..32 override them; for LIBSVM, 1..32
+ * hashes the indices into 2^hash_bits columns, fsgd_libsvm_hash_col). Returns 0 or
  * FSGD_E_ARG with err naming the job key ("format: columns: 'kat' is not
  * ...", "hash_bits: 18 is for a hashed format, format is libsvm"). */
 int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int skip_bad, char *err, size_t errsz);
@@ -43,7 +47,9 @@ void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap);
  * names the origin in errors ("topic a.data partition 2 offset 17:1:5:
  * column 3 (num): expected a number, got 'x'"), first_line numbers buf's
  * first line. Blank lines (and LIBSVM comments) give no row. stats may be
- * NULL. Returns the rows appended or a negative error. */
+ * NULL. VW rows with importance weights are refused (FSGD_E_UNSUPPORTED):
+ * the roles that read rows here do not weigh them. Returns the rows appended
+ * or a negative error. */
 long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
                        fsgd_csr_t *out, fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
 

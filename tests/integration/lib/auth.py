@@ -1,9 +1,11 @@
 """fsgd message tags (trainer/KAFKA_FORMAT.md, "Authentication"), written
 from the format document with the standard library only: a tag is a 16-byte
 nonce and the Poly1305 tag (RFC 8439) of the message under the one-time key
-BLAKE2b(key=job key, digest 32 bytes) of b"1", the domain byte and the nonce.
-Domains: 1 frames (bytes up to and with the CRC), 2 NAME.ctl events (the
-Kafka key, a zero byte, the value), 3 NAME.data rows (the value)."""
+BLAKE2b(key=job key, digest 32 bytes) of b"2", the domain byte, the nonce,
+the job name's length (one byte) and the job name. Domains: 1 frames (bytes
+up to and with the CRC), 2 NAME.ctl events (the Kafka key, a zero byte, the
+value), 3 NAME.data rows (the partition, u32 little-endian, then the
+value: row_tag)."""
 import hashlib
 import hmac
 import os
@@ -27,18 +29,26 @@ assert poly1305(bytes.fromhex('85d6be7857556d337f4452fe42d506a80103808afb0db2fd4
                 b'Cryptographic Forum Research Group').hex() == 'a8061dc1305136c6c22b8baf0c0127a9'
 
 
-def _poly(key, domain, nonce, msg):
-    otk = hashlib.blake2b(b'1' + bytes([domain]) + nonce, key=key, digest_size=32).digest()
+def _poly(key, domain, nonce, msg, job):
+    job = job.encode() if isinstance(job, str) else job
+    otk = hashlib.blake2b(b'2' + bytes([domain]) + nonce + bytes([len(job)]) + job, key=key,
+                          digest_size=32).digest()
     return poly1305(otk, msg)
 
 
-def tag(key, domain, msg, nonce=None):
+def tag(key, domain, msg, nonce=None, job=b''):
     nonce = os.urandom(16) if nonce is None else nonce
-    return nonce + _poly(key, domain, nonce, msg)
+    return nonce + _poly(key, domain, nonce, msg, job)
 
 
-def check(key, domain, msg, t):
-    return len(t) == TAG and hmac.compare_digest(_poly(key, domain, bytes(t[:16]), bytes(msg)), bytes(t[16:]))
+def row_tag(key, job, partition, line, nonce=None):
+    """The tag of a NAME.data row message of job `job` on `partition`."""
+    return tag(key, DATA, partition.to_bytes(4, 'little') + line, nonce, job)
+
+
+def check(key, domain, msg, t, job=b''):
+    return len(t) == TAG and hmac.compare_digest(_poly(key, domain, bytes(t[:16]), bytes(msg), job),
+                                                 bytes(t[16:]))
 
 
 def load_key(path):

@@ -19,7 +19,8 @@ format documents, not from fsgd's code.
 Frames are signed with the job key (flag AUTH and a tag after the CRC,
 lib/auth.py, KAFKA_FORMAT.md "Authentication") read from --key FILE, by
 default $FSGD_JOB_KEY; --key none writes them unsigned, as an outsider
-without the key would.
+without the key would. A tag is bound to the job's name: --job NAME, by
+default $FSGD_JOB.
 With --count K, K files OUT.0 .. OUT.K-1 are written, the i-th for step
 T + i (and with --senders W, from sender i % W + 1).
 """
@@ -47,6 +48,7 @@ def crc32c(data):
 
 
 KEY = None
+JOB = ""
 
 
 def load_key(path):
@@ -62,7 +64,7 @@ def frame(kind, gen, sender, step, chunk, nchunks, body, flags=0):
     m = h + body
     m += struct.pack("<I", crc32c(m))
     if KEY:
-        m += auth.tag(KEY, auth.FRAME, m)
+        m += auth.tag(KEY, auth.FRAME, m, job=JOB)
     return m
 
 
@@ -98,6 +100,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["header", "grad", "chunk", "snapshot", "delta"])
     ap.add_argument("--key", default=os.environ.get("FSGD_JOB_KEY"))
+    ap.add_argument("--job", default=os.environ.get("FSGD_JOB", ""))  # tags are bound to the job's name
     ap.add_argument("--final", action="store_true")
     ap.add_argument("path")
     ap.add_argument("--gen", type=int, default=0)
@@ -116,8 +119,9 @@ def main():
     ap.add_argument("--parts", type=int, default=1)
     ap.add_argument("--end", type=int, default=0)
     a = ap.parse_args()
-    global KEY
+    global KEY, JOB
     KEY = load_key(a.key)
+    JOB = a.job
     if a.what == "header":
         b = open(a.path, "rb").read()
         if len(b) < 40 or b[:4] != b"FSGK":

@@ -67,6 +67,7 @@ def load_key():
 
 
 KEY = load_key()
+JOB = ''  # the job a tag is bound to: NAME of cmd_read
 
 
 def need(cond, msg):
@@ -102,7 +103,7 @@ def parse_frame(v):
     elif not tag:
         raise Unauthenticated('no tag (flag AUTH unset)')
     else:
-        if not auth.check(KEY, auth.FRAME, bytes(v[:end]), bytes(v[end:end + TAG])):
+        if not auth.check(KEY, auth.FRAME, bytes(v[:end]), bytes(v[end:end + TAG]), JOB):
             raise Unauthenticated('the tag is not this job key\'s')
     return dict(kind=kind, flags=flags, gen=gen, sender=sender, step=step, chunk=chunk,
                 nchunks=nchunks, body=bytes(v[FRAME_HEADER:FRAME_HEADER + blen]))
@@ -407,6 +408,8 @@ def same_model(label, got, want):
 
 
 def cmd_read(brokers, name, model_path, fsgd):
+    global JOB
+    JOB = name
     import os
     import subprocess
     import tempfile
@@ -445,7 +448,8 @@ def cmd_read(brokers, name, model_path, fsgd):
             with open(stream, 'wb') as f:
                 f.write(b''.join(t.values[:b['prefix']]))
             keyed = ['--job-key-file', os.environ['FSGD_JOB_KEY']] if KEY else []
-            r = subprocess.run([fsgd, 'model', 'assemble', '--partial', '--input', stream, '--out', out] + keyed,
+            r = subprocess.run([fsgd, 'model', 'assemble', '--partial', '--input', stream, '--name', name,
+                                '--out', out] + keyed,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             need(r.returncode == 0, 'fsgd model assemble --partial failed: %s' % r.stderr.strip())
             same_model('step %d (snapshot + deltas) vs fsgd model assemble of offsets [%d, %d)'

@@ -5,7 +5,8 @@ idempotent. After delivery it checks what the spec's loss detection checks:
 every partition's log starts at 0 and the high watermarks add up to the rows
 written. Prints "produced N rows to P partitions". With $FSGD_JOB_KEY (a job
 key file) every row carries its tag in the header fsgd.mac, 64 hex digits
-(lib/auth.py, domain 3 over the value; KAFKA_FORMAT.md, "Authentication").
+(lib/auth.py row_tag: domain 3 over the partition and the value, bound to the
+job NAME of TOPIC NAME.data; KAFKA_FORMAT.md, "Authentication").
 
 usage: kafka_outside_producer.py BROKERS TOPIC LIBSVM_FILE"""
 import os
@@ -43,9 +44,11 @@ def main():
             while True:
                 try:
                     headers = None
+                    part = parts[rows % len(parts)]
                     if key:
-                        headers = [('fsgd.mac', auth.tag(key, auth.DATA, line).hex())]
-                    p.produce(topic, value=line, partition=parts[rows % len(parts)], on_delivery=delivered,
+                        job = topic[:-len('.data')] if topic.endswith('.data') else topic
+                        headers = [('fsgd.mac', auth.row_tag(key, job, part, line).hex())]
+                    p.produce(topic, value=line, partition=part, on_delivery=delivered,
                               headers=headers)
                     break
                 except BufferError:  # local queue full: let deliveries drain it

@@ -31,6 +31,10 @@ typedef struct fsgd_job {
     int skip_bad;                    /* skip malformed rows (default 0: strict) */
     char format[512];                /* libsvm | criteo | tsv:COLUMNS[:opts] | csv:COLUMNS[:opts] (fsgd/delim.h) */
     int hash_bits;                   /* hashed formats: 2^hash_bits columns (0: the spec's, default 24) */
+    char interactions[256];          /* vw: crosses of namespace letters "ab,abc,::" (-q, --cubic, --interactions) */
+    char ignore[96];                 /* vw: namespace letters dropped (--ignore) */
+    char keep[96];                   /* vw: the only namespace letters read (--keep) */
+    char class_weight[64];           /* "POS,NEG": each row's loss weighted by its class ("" none) */
     char cache[FSGD_JOB_PATH_MAX];   /* fsgd train: stream epochs from this binary row cache ("" -> in memory) */
     uint64_t dim;                    /* feature dimension; 0 -> from the data */
     /* Not a job key: the most weights the cluster can carry in one snapshot
@@ -162,6 +166,17 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz);
 
 /* 1 when the key (as in the table: "lr", "alpha") was set explicitly. */
 int fsgd_job_given(const fsgd_job_t *job, const char *key);
+
+/* Folds the input keys (interactions, ignore, keep, hash_bits) into a vw
+ * format ("vw:bits=18:seed=0:ignore=c:interactions=ab"), the one string
+ * every role and the model file read; idempotent (a term already there is
+ * not added again). Returns 0, or FSGD_E_ARG naming the key (crosses or
+ * namespaces asked of a format that has no namespaces). */
+int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz);
+
+/* Reads class_weight "POS,NEG" (two finite numbers > 0) into *pos and *neg;
+ * both 1 when it is "". Returns 0 or FSGD_E_ARG. */
+int fsgd_job_class_weight(const fsgd_job_t *job, double *pos, double *neg, char *err, size_t errsz);
 
 /* "adam" or "ftrl". */
 const char *fsgd_optimizer_name(fsgd_job_optimizer_t o);

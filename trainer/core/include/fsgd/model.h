@@ -99,6 +99,9 @@ int fsgd_model_load_mem(fsgd_model_t *m, const void *buf, size_t len, const char
  * bad dim or kind, FSGD_E_NOMEM). */
 int fsgd_model_encode(const fsgd_model_t *m, uint8_t **out, size_t *len, char *err, size_t errsz);
 
+/* The format version fsgd_model_save writes for m (1 to 4, trainer/MODEL_FORMAT.md). */
+int fsgd_model_version(const fsgd_model_t *m);
+
 /* Number of nonzero feature weights (the intercept not counted). */
 uint64_t fsgd_model_nnz(const fsgd_model_t *m);
 

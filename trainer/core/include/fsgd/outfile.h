@@ -53,6 +53,14 @@ FILE *fsgd_outfile_stream(fsgd_outfile_t *o, char *err, size_t errsz);
  * as it was. 0, FSGD_E_ARG (the path became a non-regular file) or FSGD_E_IO. */
 int fsgd_outfile_commit(fsgd_outfile_t *o, char *err, size_t errsz);
 
+/* fsgd_outfile_commit, and the file at the target before (if any) kept as
+ * keep: only once the new file is written and synced does keep become a
+ * second name of the old one (a hard link renamed over keep), and then the
+ * new file is renamed over the target, so the target is never missing and
+ * a failed write leaves both names as they were. keep must be absent or a
+ * regular file. 0, FSGD_E_ARG or FSGD_E_IO. */
+int fsgd_outfile_commit_keep(fsgd_outfile_t *o, const char *keep, char *err, size_t errsz);
+
 /* Closes and removes the temporary file; the target is untouched. Safe on a
  * closed o. */
 void fsgd_outfile_abort(fsgd_outfile_t *o);

@@ -321,6 +321,11 @@ void fsgd_agg_stats_free(fsgd_agg_stats_t *s);
 int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *st, const char *path, char *err,
                            size_t errsz);
 
+/* What a sharded job (job->shards > 1) cannot do yet: epochs auto, follow,
+ * init, ftrl, a codec without a sharded form. 0, or FSGD_E_ARG naming it:
+ * fsgd run asks before anything starts; each aggregator shard again. */
+int fsgd_agg_shards_check(const fsgd_job_t *job, char *err, size_t errsz);
+
 /* What is at a checkpoint path, by its header (lstat; never follows a
  * link): 0 nothing, 1 an fsgd checkpoint (magic FSGDCKPT), 2 a version 1
  * checkpoint of an older fsgd (FSGC, version 1), -1 anything else (another
@@ -330,6 +335,21 @@ int fsgd_ckpt_probe(const char *path);
 /* The step a checkpoint file was written at (its header), or -1 when there
  * is no such file or it is not a checkpoint. */
 long long fsgd_ckpt_step(const char *path);
+
+/* A checkpoint's header: the step, generation and format version, and for
+ * version 8 and later (has_ident) the shard that wrote it, the job's shard
+ * count and the job's name. */
+typedef struct fsgd_ckpt_info {
+    long long step; /* -1: unknown */
+    uint32_t gen, version;
+    int has_ident;
+    uint32_t shard, shards;
+    char job[64];
+} fsgd_ckpt_info_t;
+/* Reads path's header into info: fsgd_ckpt_probe's answer (1 when info is
+ * filled; the header is not checked beyond its fields: the aggregator that
+ * loads the file checks all of it). */
+int fsgd_ckpt_info(const char *path, fsgd_ckpt_info_t *info);
 
 /* --- model topic --- */
 

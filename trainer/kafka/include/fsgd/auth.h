@@ -6,8 +6,9 @@
  * writes on a job topic carries a tag — a fresh 16-byte nonce and the
  * Poly1305 tag (crypto_onetimeauth) of the message's bytes under a one-time
  * key, keyed BLAKE2b (crypto_generichash) of the job key over the scheme's
- * version, a domain byte and the nonce — and every message it reads must
- * carry a valid one. The primitives are libsodium's, never code of our own;
+ * version, a domain byte, the nonce and the job's name — and every message
+ * it reads must carry a valid one. A message is so bound to its job (the
+ * name) and its topic (the domain); a row also to its partition. The primitives are libsodium's, never code of our own;
  * tags are compared in constant time.
  *
  * The key is process-wide (like the Kafka security options, fsgd/kbus.h):
@@ -51,15 +52,28 @@ int fsgd_auth_set_key(const uint8_t *key);
 /* 1 when a job key is set. */
 int fsgd_auth_enabled(void);
 
+/* The job every tag is bound to (NULL or "": none; longer names are cut to
+ * FSGD_AUTH_JOB_MAX bytes). Process-wide like the key, set by main before
+ * any role starts; also the job whose NAME.ctl events are acted on
+ * (fsgd_ctl_verify checks their "job" field against it). */
+#define FSGD_AUTH_JOB_MAX 63
+void fsgd_auth_set_job(const char *job);
+const char *fsgd_auth_job(void);
+
 /* NAME.data rows: with a job key, every message must carry a tag unless
  * the job allows unsigned rows (job key unsigned_rows: rows an outside
  * client writes with kcat). Set before any role starts. */
 void fsgd_auth_set_unsigned_rows(int allowed);
 
-/* 1 when a NAME.data message with this (hex) tag header (NULL when absent)
- * and value may be used: no key, unsigned rows allowed and no tag, or a
- * valid tag. A tag that is present is always checked. */
-int fsgd_auth_row_ok(const void *hex, size_t hexlen, const void *value, size_t len);
+/* 1 when a NAME.data message of this partition with this (hex) tag header
+ * (NULL when absent) and value may be used: no key, unsigned rows allowed
+ * and no tag, or a valid tag. A tag that is present is always checked. A
+ * row's tag covers its partition (u32 little-endian) before the value: a
+ * row copied into another partition (or job) is not this one's. */
+int fsgd_auth_row_ok(const void *hex, size_t hexlen, int32_t partition, const void *value, size_t len);
+/* The tag a row message for partition gets (hex_out: FSGD_AUTH_TAG_HEX + 1
+ * bytes). Only when enabled. */
+void fsgd_auth_row_tag_hex(char *hex_out, int32_t partition, const void *value, size_t len);
 
 /* skip_bad for NAME.data (job key skip_bad): a row message that fails
  * fsgd_auth_row_ok is read as an empty message (no rows) and counted,

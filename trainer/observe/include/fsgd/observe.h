@@ -1,5 +1,5 @@
 /* What a distributed role shows while it runs: its metrics on /metrics
- * (trainer/observe/prom.h) for Prometheus, read from the role's own stats struct.
+ * (fsgd/prom.h) for Prometheus, read from the role's own stats struct.
  *
  * The roles know nothing of this: they emit their stats through their step
  * hooks (fsgd_agg_step_fn, fsgd_worker_step_fn in fsgd/dist.h), and the

@@ -1,0 +1,57 @@
+/* Importance weights and two-value labels carried in a row's label (fsgd/rowlabel.h). */
+#include "fsgd/rowlabel.h"
+
+#include <string.h>
+
+size_t fsgd_rowlabel_weigh(fsgd_csr_t *m, size_t first, const double *weight, double pos, double neg)
+{
+    size_t w = first; /* rows kept so far (compacted in place) */
+    uint64_t nnz = m->row_ptr[first];
+    for (size_t r = first; r < m->n_rows; r++) {
+        const int positive = m->label[r] > 0;
+        const double x = (weight ? weight[r - first] : 1.0) * (positive ? pos : neg);
+        const uint64_t lo = m->row_ptr[r], hi = m->row_ptr[r + 1];
+        if (x == 0)
+            continue;
+        if (w != r) { /* move the row down over the dropped ones */
+            memmove(m->col + nnz, m->col + lo, (size_t)(hi - lo) * sizeof *m->col);
+            if (m->val)
+                memmove(m->val + nnz, m->val + lo, (size_t)(hi - lo) * sizeof *m->val);
+        }
+        m->label[w] = positive ? x : -x;
+        nnz += hi - lo;
+        m->row_ptr[++w] = nnz;
+    }
+    size_t dropped = m->n_rows - w;
+    m->n_rows = w;
+    m->nnz = (size_t)nnz;
+    return dropped;
+}
+
+int fsgd_rowlabel_map_two(double *label, size_t n, double *lo, double *hi)
+{
+    double a = 0, b = 0;
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        double y = label[i];
+        if (k >= 1 && y == a)
+            continue;
+        if (k >= 2 && y == b)
+            continue;
+        if (k == 2)
+            return 0; /* a third value */
+        if (k++ == 0)
+            a = y;
+        else
+            b = y;
+    }
+    if (k != 2)
+        return 0;
+    *lo = a < b ? a : b;
+    *hi = a < b ? b : a;
+    if (*hi == 1 && (*lo == 0 || *lo == -1))
+        return 0; /* the classes already */
+    for (size_t i = 0; i < n; i++)
+        label[i] = label[i] == *hi ? 1.0 : -1.0;
+    return 1;
+}

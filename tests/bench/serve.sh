@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# fsgd serve under wrk on loopback: generated CTR rows (40 nonzeros, 2^24
+# features) and a9a's one-hot rows (14 fields of 123 features), 1 and 100
+# rows a request, 1 to 64 connections: requests/s, rows/s, p50/p99/p99.9
+# latency and failed requests. The bound, in the same
+# run: fsgd predict's rows/s on the same rows (one thread: parse, score,
+# print), against which 100-row requests are compared per server thread.
+# Then 100-row requests while the model file is replaced by rename every
+# second: failed requests and p99 against the steady run.
+# Prints "bench serve ..." lines. About 2 minutes; SECONDS_EACH=N (default 5)
+# sets each wrk run's length.
+set -euo pipefail
+FSGD=${FSGD:-bin/fsgd}
+EACH=${SECONDS_EACH:-5}
+THREADS=${SERVE_THREADS:-2}
+command -v wrk >/dev/null || { echo "bench serve skipped: wrk not installed (Debian package wrk)"; exit 0; }
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+    [ -z "$pid" ] || kill -9 "$pid" 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+"$FSGD" gen --rows 20000 --dim 16777216 --nnz 40 --seed 3 > "$tmp/train.svm"
+"$FSGD" gen --rows 100000 --dim 16777216 --nnz 40 --seed 4 > "$tmp/rows.svm"
+"$FSGD" train --data "$tmp/train.svm" --dim 16777216 --epochs 1 --quiet --out "$tmp/a.model" >/dev/null
+"$FSGD" train --data "$tmp/train.svm" --dim 16777216 --epochs 1 --seed 2 --quiet --out "$tmp/b.model" >/dev/null
+# The one-hot set: a9a (the repository's data/sets), if unpacked.
+a9a=${FSGD_DATA:-build/datasets}/a9a
+[ -r "$a9a" ] && [ -r "$a9a.t" ] || a9a=
+
+# bound SET MODEL ROWS: fsgd predict's rows/s on the rows (one thread) into predict_rows_s.
+bound() {
+    local n t0 t1
+    n=$(wc -l < "$3")
+    t0=$(date +%s.%N)
+    "$FSGD" predict --model "$2" --data "$3" --proba --quiet --out "$tmp/p.txt"
+    t1=$(date +%s.%N)
+    predict_rows_s=$(awk -v a="$t0" -v b="$t1" -v n="$n" 'BEGIN { printf "%.0f", n / (b - a) }')
+    echo "bench serve $1 predict rows=$n rows_s=$predict_rows_s (fsgd predict, 1 thread: the bound)"
+}
+
+# start MODEL: fsgd serve on a free port (pid, port).
+start() {
+    "$FSGD" serve --model "$1" --port 0 --threads "$THREADS" --poll-ms 100 2> "$tmp/serve.log" &
+    pid=$!
+    port=
+    for _ in $(seq 1 600); do
+        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log" 2>/dev/null)
+        [ -n "$port" ] && return 0
+        kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log"; exit 1; }
+        sleep 0.1
+    done
+    echo "fsgd serve did not start within 60 s"; cat "$tmp/serve.log"; exit 1
+}
+stop() {
+    kill -TERM "$pid"
+    wait "$pid"
+    pid=
+}
+
+# wrk posts the body file; its done() prints one line of figures.
+cat > "$tmp/post.lua" <<'LUA'
+local f = assert(io.open(os.getenv("BODY"), "rb"))
+wrk.method = "POST"
+wrk.body = f:read("*a")
+wrk.headers["Content-Type"] = "text/plain"
+f:close()
+function done(summary, latency, requests)
+    local e = summary.errors
+    io.write(string.format("RESULT %d %.6f %.3f %.3f %.3f %d\n", summary.requests, summary.duration / 1e6,
+        latency:percentile(50) / 1000, latency:percentile(99) / 1000, latency:percentile(99.9) / 1000,
+        e.connect + e.read + e.write + e.status + e.timeout))
+end
+LUA
+
+# run SET ROWS CONNS [LABEL]: one wrk run; prints its bench line, sets p99.
+run() {
+    local set=$1
+    shift
+    local rows=$1 conns=$2 label=${3:-steady} threads=$(( $2 < 2 ? $2 : 2 ))
+    local out
+    out=$(BODY="$tmp/body$rows" wrk -t "$threads" -c "$conns" -d "${EACH}s" --timeout 10s -s "$tmp/post.lua" \
+        "http://127.0.0.1:$port/score" | grep '^RESULT')
+    read -r _ n secs p50 p99_ p999 errs <<< "$out"
+    p99=$p99_
+    awk -v n="$n" -v s="$secs" -v r="$rows" -v c="$conns" -v p50="$p50" -v p99="$p99_" -v p999="$p999" \
+        -v e="$errs" -v l="$label" -v t="$THREADS" -v bound="$predict_rows_s" -v set="$set" 'BEGIN {
+        printf "bench serve %s %s rows_per_request=%d conns=%d server_threads=%d req_s=%.0f rows_s=%.0f " \
+               "p50_ms=%.3f p99_ms=%.3f p99.9_ms=%.3f failed=%d", set, l, r, c, t, n / s, n * r / s, p50, p99, p999, e
+        if (r > 1) printf " rows_s_per_thread_vs_predict=%.2f", n * r / s / t / bound
+        printf "\n" }'
+}
+
+head -n 1 "$tmp/rows.svm" > "$tmp/body1"
+head -n 100 "$tmp/rows.svm" > "$tmp/body100"
+bound ctr "$tmp/a.model" "$tmp/rows.svm"
+cp "$tmp/a.model" "$tmp/live.model"
+start "$tmp/live.model"
+for rows in 1 100; do
+    for conns in 1 16 64; do
+        run ctr "$rows" "$conns"
+    done
+done
+run ctr 100 16 steady
+steady_p99=$p99
+
+# The same load while the model file is replaced by rename every second.
+(
+    for i in $(seq 1 $((EACH * 2))); do
+        if [ $((i % 2)) -eq 1 ]; then src=b; else src=a; fi
+        cp "$tmp/$src.model" "$tmp/next.model" && mv "$tmp/next.model" "$tmp/live.model"
+        sleep 1
+    done
+) &
+swapper=$!
+EACH=$((EACH * 2)) run ctr 100 16 swapping
+wait "$swapper"
+reloads=$(curl -sS "http://127.0.0.1:$port/metrics" | sed -n 's/^fsgd_serve_reloads_total{model="default"} //p')
+awk -v a="$p99" -v b="$steady_p99" -v r="$reloads" 'BEGIN {
+    printf "bench serve swap reloads=%s p99_ms=%.3f steady_p99_ms=%.3f p99_ratio=%.2f\n", r, a, b, a / b }'
+stop
+
+if [ -n "$a9a" ]; then
+    "$FSGD" train --data "$a9a" --epochs 1 --quiet --out "$tmp/a9a.model" >/dev/null
+    head -n 1 "$a9a.t" > "$tmp/body1"
+    head -n 100 "$a9a.t" > "$tmp/body100"
+    # ~100k rows, so that the bound is not fsgd predict's start-up
+    for _ in 1 2 3 4 5 6; do cat "$a9a.t"; done > "$tmp/a9a_rows.svm"
+    bound a9a "$tmp/a9a.model" "$tmp/a9a_rows.svm"
+    start "$tmp/a9a.model"
+    for rows in 1 100; do
+        for conns in 1 16 64; do
+            run a9a "$rows" "$conns"
+        done
+    done
+    stop
+else
+    echo "bench serve a9a skipped: $a9a not unpacked (make data)"
+fi

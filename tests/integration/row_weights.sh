@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Row and class weights: a VW row's importance weight and --class-weight
+# POS,NEG scale its loss and gradient (carried in the label, fsgd/rowlabel.h):
+# importance 2 on every positive row trains the same model, byte for byte, as
+# --class-weight 2,1; rows of importance 0 change nothing (the same model as
+# without them); a heavier positive class raises the mean predicted
+# probability. Any two label values train as the classes (the larger
+# positive): labels {1, 2} give the model of {-1, +1}; three values are an
+# error (exit 3); a bad --class-weight is exit 2, and so are weights given to
+# fsgd run, which does not weigh rows yet.
+set -euo pipefail
+FSGD=${FSGD:-bin/fsgd}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$FSGD" gen --rows 5000 --dim 300 --nnz 8 --seed 11 --quiet --out "$tmp/d.svm"
+tovw='{ printf "%s%s |a", $1, W; for (i = 2; i <= NF; i++) { split($i, p, ":"); printf " f%s", p[1] } print "" }'
+awk "$tovw" "$tmp/d.svm" > "$tmp/plain.vw"
+awk -v W=" 2" '$1 == "+1" { W = " 2" } $1 != "+1" { W = "" }'"$tovw" "$tmp/d.svm" > "$tmp/imp.vw"
+grep -q '^+1 2 |a' "$tmp/imp.vw" && grep -q '^-1 |a' "$tmp/imp.vw" || fail "imp.vw: $(head -2 "$tmp/imp.vw")"
+opts=(--format vw --epochs 2 --seed 3 --test-fraction 0 --threads 1 --quiet)
+"$FSGD" train --data "$tmp/imp.vw" "${opts[@]}" --out "$tmp/imp.fsgd" > /dev/null
+"$FSGD" train --data "$tmp/plain.vw" "${opts[@]}" --class-weight 2,1 --out "$tmp/cw.fsgd" > /dev/null
+"$FSGD" train --data "$tmp/plain.vw" "${opts[@]}" --out "$tmp/plain.fsgd" > /dev/null
+cmp -s "$tmp/imp.fsgd" "$tmp/cw.fsgd" || fail "importance 2 on positives != --class-weight 2,1"
+! cmp -s "$tmp/imp.fsgd" "$tmp/plain.fsgd" || fail "the weights changed nothing"
+# rows of importance 0 (with flipped labels) are left out
+{ cat "$tmp/plain.vw"; awk 'NR <= 500 { $1 = ($1 == "+1" ? "-1 0" : "+1 0"); print }' "$tmp/plain.vw"; } > "$tmp/zero.vw"
+"$FSGD" train --data "$tmp/zero.vw" "${opts[@]}" --out "$tmp/zero.fsgd" > /dev/null
+cmp -s "$tmp/zero.fsgd" "$tmp/plain.fsgd" || fail "importance-0 rows changed the model"
+# a heavier positive class: a higher mean probability
+"$FSGD" train --data "$tmp/d.svm" --epochs 2 --quiet --test-fraction 0 --out "$tmp/n.fsgd" > /dev/null
+"$FSGD" train --data "$tmp/d.svm" --epochs 2 --quiet --test-fraction 0 --class-weight 5,1 --out "$tmp/p.fsgd" > /dev/null
+"$FSGD" predict --model "$tmp/n.fsgd" --data "$tmp/d.svm" --proba --quiet --out "$tmp/n.txt"
+"$FSGD" predict --model "$tmp/p.fsgd" --data "$tmp/d.svm" --proba --quiet --out "$tmp/p.txt"
+paste "$tmp/n.txt" "$tmp/p.txt" | awk '{ a += $1; b += $2 } END { if (!(b > a + 0.05 * NR)) { print a / NR, b / NR; exit 1 } }' ||
+    fail "--class-weight 5,1 did not raise the mean probability"
+# any two labels
+sed 's/^-1/1/; t; s/^+1/2/' "$tmp/d.svm" > "$tmp/12.svm"
+sed 's/^+1/1/' "$tmp/d.svm" > "$tmp/pm.svm"
+"$FSGD" train --data "$tmp/12.svm" --epochs 2 --seed 3 --test-fraction 0 --out "$tmp/12.fsgd" > /dev/null 2> "$tmp/e.txt"
+grep -q "labels {1, 2}: 2 is the positive class (+1), 1 the negative (-1)" "$tmp/e.txt" || fail "$(cat "$tmp/e.txt")"
+"$FSGD" train --data "$tmp/pm.svm" --epochs 2 --seed 3 --test-fraction 0 --quiet --out "$tmp/pm.fsgd" > /dev/null
+cmp -s "$tmp/12.fsgd" "$tmp/pm.fsgd" || fail "labels {1, 2} trained another model than {-1, 1}"
+"$FSGD" predict --model "$tmp/12.fsgd" --data "$tmp/12.svm" --out "$tmp/12.txt" 2> "$tmp/e.txt"
+grep -q "auc 0\.[6-9]" "$tmp/e.txt" || fail "predict on {1, 2}: $(cat "$tmp/e.txt")"
+sed '1s/^[0-9]*/3/' "$tmp/12.svm" > "$tmp/123.svm"
+rc=0; "$FSGD" train --data "$tmp/123.svm" --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 3 ] && grep -q "labels {1, 2, 3}" "$tmp/e.txt" || fail "three labels: $rc $(cat "$tmp/e.txt")"
+for bad in "2" "1,0" "a,b" "1,2,3"; do
+    rc=0; "$FSGD" train --data "$tmp/d.svm" --class-weight "$bad" --quiet 2> "$tmp/e.txt" || rc=$?
+    [ $rc -eq 2 ] && grep -q "class_weight: '$bad' is not POS,NEG" "$tmp/e.txt" || fail "--class-weight $bad: $rc"
+done
+rc=0; "$FSGD" train --data "$tmp/d.svm" --model linear --class-weight 2,1 --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "are for classification models" "$tmp/e.txt" || fail "linear + weights: $rc"
+# fsgd run does not weigh rows yet: refused, not ignored (exit 2)
+rc=0; "$FSGD" run --data "$tmp/d.svm" --class-weight 2,1 --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "fsgd run and its roles do not yet" "$tmp/e.txt" || fail "run --class-weight: $rc"
+rc=0; "$FSGD" run --data "$tmp/imp.vw" --format vw --workers 1 --epochs 1 --quiet > /dev/null 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "imp.vw: rows with importance weights" "$tmp/e.txt" || fail "run weighted rows: $rc $(cat "$tmp/e.txt")"
+echo "row weights: importance = class weight, zero rows left out, two labels mapped, run refuses them"

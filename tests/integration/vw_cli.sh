@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# --format vw end to end: fsgd train reads VW text (labels, importance, tags,
+# namespaces), -q/--cubic/--ignore fold into the spec the model records
+# (format version 4), fsgd predict needs no flag and writes each row's tag
+# beside its score; bad rows stop train with file:line:col (exit 3, no model);
+# export refuses the hashed model. When the project's venv has VW 9.11, the
+# columns fsgd's model touches are exactly the union of the indices VW
+# prints with --audit for the same file, -b and -q.
+set -euo pipefail
+FSGD=${FSGD:-bin/fsgd}
+BUILD=${BUILD:-build}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# rows of fsgd gen as VW text: namespace a (the first 5 indices), b (the rest), a tag on each test row
+"$FSGD" gen --rows 6000 --dim 500 --nnz 10 --seed 7 --quiet --out "$tmp/all.svm"
+awk 'NR <= 5000 { printf "%s |a", $1 } NR > 5000 { printf "%s id%d|a", $1, NR - 5000 }
+    { for (i = 2; i <= NF; i++) { split($i, p, ":"); if (i == 7) printf " |b"; printf " f%s", p[1] } print "" }' \
+    "$tmp/all.svm" > "$tmp/all.vw"
+head -n 5000 "$tmp/all.vw" > "$tmp/train.vw"
+tail -n 1000 "$tmp/all.vw" > "$tmp/test.vw"
+"$FSGD" train --data "$tmp/train.vw" --test "$tmp/test.vw" --format vw --bits 16 -q ab --quiet --epochs 3 \
+    --out "$tmp/m.fsgd" --metrics-json "$tmp/m.json" > /dev/null
+"$FSGD" model info "$tmp/m.fsgd" | grep -q '^input: vw:bits=16:seed=0:interactions=ab$' || fail "$("$FSGD" model info "$tmp/m.fsgd")"
+"$FSGD" model info "$tmp/m.fsgd" | grep -q '^format version: 4$' || fail "not version 4"
+"$FSGD" predict --model "$tmp/m.fsgd" --data "$tmp/test.vw" --out "$tmp/p.txt" 2> "$tmp/pred.txt"
+[ "$(wc -l < "$tmp/p.txt")" -eq 1000 ] || fail "predict wrote $(wc -l < "$tmp/p.txt") lines"
+awk 'NF != 2 || $2 != "id" NR { bad++ } END { exit bad > 0 }' "$tmp/p.txt" || fail "tags: $(head -3 "$tmp/p.txt")"
+/usr/bin/python3 - "$tmp/m.json" "$tmp/pred.txt" <<'PY'
+import json, re, sys
+m = json.load(open(sys.argv[1]))
+auc = float(re.search(r"auc ([0-9.]+)", open(sys.argv[2]).read()).group(1))
+assert m["dim"] == 2**16 and m["test"]["auc"] > 0.65 and abs(auc - m["test"]["auc"]) < 1e-6, (m["test"], auc)
+PY
+# --ignore b: a model that never saw b
+"$FSGD" train --data "$tmp/train.vw" --format vw --ignore b --quiet --epochs 1 --out "$tmp/i.fsgd" > /dev/null
+"$FSGD" model info "$tmp/i.fsgd" | grep -q '^input: vw:bits=18:seed=0:ignore=b$' || fail "ignore not recorded"
+# crosses without namespaces are refused by name
+rc=0; "$FSGD" train --data "$tmp/all.svm" -q ab --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "interactions: namespaces and crosses are for --format vw" "$tmp/e.txt" || fail "q on libsvm: $rc"
+rc=0; "$FSGD" export --model "$tmp/m.fsgd" --format liblinear --out "$tmp/x.txt" 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "hashed feature crosses" "$tmp/e.txt" || fail "export: $rc $(cat "$tmp/e.txt")"
+# bad rows: file:line:col, exit 3, nothing written
+{ head -n 3 "$tmp/train.vw"; echo "1 heavy |a f1"; } > "$tmp/bad.vw"
+rc=0; "$FSGD" train --data "$tmp/bad.vw" --format vw --quiet --out "$tmp/bad.fsgd" 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 3 ] && grep -q "bad.vw:4:3: expected an importance weight (a finite number >= 0), got 'heavy'" "$tmp/e.txt" ||
+    fail "bad weight: $rc $(cat "$tmp/e.txt")"
+{ head -n 3 "$tmp/train.vw"; echo "1 |a f1:x2 f2:3q"; } > "$tmp/bad.vw"
+rc=0; "$FSGD" train --data "$tmp/bad.vw" --format vw --quiet --out "$tmp/bad.fsgd" 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 3 ] && grep -q "bad.vw:4:15: expected a feature value" "$tmp/e.txt" || fail "bad value: $rc $(cat "$tmp/e.txt")"
+[ ! -e "$tmp/bad.fsgd" ] || fail "a model was written from a bad file"
+
+# VW itself: the same indices (the union of VW's --audit over the rows)
+py=$BUILD/venv/bin/python
+if [ -x "$py" ] && "$py" -c 'import vowpalwabbit' 2>/dev/null; then
+    head -n 300 "$tmp/train.vw" > "$tmp/small.vw"
+    (cd "$tmp" && "$OLDPWD/$py" -m vowpalwabbit -d small.vw -b 16 -q ab --quiet --noconstant --audit > audit.txt) ||
+        fail "vw did not run"
+    "$FSGD" train --data "$tmp/small.vw" --format vw --bits 16 -q ab --epochs 1 --test-fraction 0 --no-bias \
+        --quiet --out "$tmp/s.fsgd" --metrics-json "$tmp/s.json" > /dev/null
+    /usr/bin/python3 - "$tmp/audit.txt" "$tmp/s.fsgd" "$tmp/s.json" <<'PY'
+import json, struct, sys
+vw = set()
+for line in open(sys.argv[1]):
+    if line.startswith("\t"):
+        vw |= {int(f.rsplit(":", 3)[1]) for f in line.strip().split("\t")}
+b = open(sys.argv[2], "rb").read()
+nnz = struct.unpack("<Q", b[24:32])[0]
+fs = {struct.unpack("<I", b[44 + 8 * i:48 + 8 * i])[0] for i in range(nnz)}
+# every nonzero weight is on a column VW names, and fsgd touched as many
+# columns as VW lists (a weight whose first gradients cancel stays 0)
+touched = json.load(open(sys.argv[3]))["weights_touched"]
+assert len(vw) > 1000, len(vw)
+assert fs <= vw and touched == len(vw), (len(fs), touched, len(vw), sorted(fs - vw)[:10])
+print("vw golden: %d columns, the same as VW 9.11's --audit" % len(vw))
+PY
+else
+    echo "vw golden: skipped (no VW in $BUILD/venv)"
+fi
+echo "vw input: train, predict with tags, crosses recorded, errors named"

@@ -1,0 +1,168 @@
+/* Private to the worker (trainer/distributed/worker*.c): its state and the
+ * functions its files share. The files, each below the ones that call it:
+ *   worker.c        the loop: group membership, waiting, fsgd_worker_run
+ *   worker_model.c  NAME.model and NAME.ctl: snapshots, deltas, shards' parts
+ *   worker_send.c   a step: rows, gradient, its parts, the sends
+ *   worker_cache.c  NAME.data's partitions, read once and cached
+ *   worker_util.c   the rejection count and log */
+#ifndef FSGD_WORKER_INTERNAL_H
+#define FSGD_WORKER_INTERNAL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsgd/backend.h"
+#include "fsgd/bus.h"
+#include "fsgd/codec.h"
+#include "fsgd/strategy.h"
+#include "fsgd/csr.h"
+#include "fsgd/dist.h"
+#include "fsgd/downlink.h"
+#include "fsgd/error.h"
+#include "fsgd/hugepages.h"
+#include "fsgd/kbus.h"
+#include "fsgd/le.h"
+#include "fsgd/rowfmt.h"
+#include "fsgd/shard.h"
+#include "fsgd/train.h"
+#include "ctl.h"
+#include "inflight.h"
+#include "wire.h"
+
+typedef struct pcache {
+    int loaded;
+    int raw; /* read before the model's shape was known: no intercept, dimension unchecked */
+    int bias_slot; /* raw rows end with a slot for the intercept (col 0 until the model's dim is known) */
+    uint64_t start, end;
+    fsgd_csr_t rows;  /* parsed rows, bias column appended */
+    uint64_t *row_of; /* end - start + 1 entries: first row of each offset */
+} pcache_t;
+
+typedef struct worker {
+    const fsgd_job_t *job;
+    fsgd_rowfmt_t fmt; /* how message values parse: the job's format */
+    uint32_t id;
+    char tdata[128], tgrads[128], tmodel[128], tctl[128];
+    fsgd_bus_client_t *group, *fetch, *model_c, *prod;
+    int32_t *assigned;
+    int nassigned, have_assignment;
+    int assign_dirty; /* report the assignment on NAME.ctl */
+    fsgd_ctl_json_t cj;
+    int valid, final;
+    uint32_t gen;
+    uint64_t step;
+    fsgd_wire_state_t st;
+    uint64_t dim, mdim;
+    int has_bias;
+    float bias;
+    uint32_t kind;
+    float *theta;
+    fsgd_backend_t *be;
+    fsgd_sworker_t *strat; /* the compression strategy (fsgd/strategy.h) */
+    pcache_t *cache;
+    uint32_t ncache;
+    int64_t *wm_lo, *wm_hi; /* NAME.data's watermarks as last asked (ncache of each), NULL before */
+    fsgd_kasm_t *as;
+    fsgd_csr_t batch, tmp;
+    fsgd_sparse_t g, delta;
+    fsgd_wire_buf_t buf;
+    uint8_t *enc;
+    size_t enc_cap;
+    uint32_t sent_gen;
+    uint64_t sent_step;
+    double sent_at, last_send; /* w->buf keeps the body sent last, for a resend */
+    int kerr_seen[16], n_kerr;
+    fsgd_worker_stats_t *stats;
+    fsgd_dist_log_fn log;
+    fsgd_worker_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
+    void *log_ctx;
+    uint8_t logged_corrupt, logged_dup, logged_unauth;
+    int rc;
+    char *err;
+    size_t errsz;
+    fsgd_klat_t lat_model; /* produce-to-consume latency of NAME.model frames */
+    int tau;                   /* bounded delay: steps this worker may run past its model */
+    int hold;                  /* the assignment changed: no step ahead until the model catches up */
+    inflight_queue_t fl;       /* gradients sent whose steps are not closed yet */
+    uint64_t *next_pos;        /* per partition: where this worker's next step starts */
+    /* Generations NAME.ctl announced (job_start): a model message of a newer
+     * one could not come from this job's run. ctl_read: NAME.ctl is followed */
+    int ctl_read;
+    uint32_t ctl_gen;
+    uint64_t ctl_step;
+    /* the newest snapshot of a generation not announced yet, kept until its
+     * job_start comes (the two topics are not ordered against each other) */
+    fsgd_kframe_t parked_f;
+    uint8_t *parked;
+    size_t parked_len;
+    int64_t parked_off;
+    int prefetch_due;       /* the producer's data_summary came: read partitions before the first model */
+    int prefetch_done;      /* ... and they were read to the end */
+    int prefetch_on;        /* a real broker: read ahead (the embedded cluster reads partitions slowly) */
+    double prefetch_last;   /* when the assigned partitions were last read on (while the producer writes) */
+    int prefetch_parts;     /* partitions read ahead */
+    /* A sharded job (job key shards S > 1): shard I's model messages come
+     * with sender I on partition I of NAME.model and hold its keys as local
+     * keys (fsgd/shard.h); each has its own step, and the worker's model is
+     * at the oldest of them, with shard 0's (the leader's) step state of
+     * that step. Each shard's part of a gradient has its own strategy. */
+    uint32_t shards;
+    uint64_t sh_step[FSGD_SHARDS_MAX];
+    int sh_valid[FSGD_SHARDS_MAX];
+    fsgd_sworker_t *sh_strat[FSGD_SHARDS_MAX];
+    fsgd_sparse_t sh_part[FSGD_SHARDS_MAX];
+    struct lead_state {      /* shard 0's states of the steps the others have not reached */
+        uint64_t step;
+        int final;
+        fsgd_wire_state_t st;
+    } *lead;
+    size_t nlead, cap_lead;
+    /* Waiting: wait_kind 0 not, 1 for a model (none yet, or a resync), 2
+     * on the model with gradients unanswered; since when, when it was last
+     * said, and when a message last came on the model topic. */
+    int wait_kind;
+    double wait_since, wait_logged, model_seen;
+} worker_t;
+
+/* A worker waiting on the model says so every 3 step timeouts (1 to 30 s),
+ * and gives up after WAIT_GIVE_UP_STEPS step timeouts (10 min by default)
+ * without a single message on the model topic: the aggregator (or a shard)
+ * is gone, and nothing else would end the wait (fsgd run restarts a dead
+ * shard in seconds; an aggregator that ends says so on NAME.ctl). */
+#define WAIT_SAY_STEPS 3
+#define WAIT_SAY_MAX_S 30.0
+#define WAIT_GIVE_UP_STEPS 60
+
+/* How often the partitions are read on while the producer writes them. */
+#define PREFETCH_EVERY_S 0.05
+
+/* worker_util.c */
+/* Counts a dropped model message; the first of each reason is logged. */
+void worker_reject(worker_t *w, int corrupt, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* corrupt: 1 corrupt, 0 duplicate, REJECT_UNAUTH without a valid tag */
+#define REJECT_UNAUTH 2
+
+/* worker_cache.c: the partitions of NAME.data this worker reads */
+int worker_load_pending(worker_t *w);
+int worker_load_partition(worker_t *w, uint32_t p);
+void worker_prefetch_more(worker_t *w);
+
+/* worker_model.c: a message of NAME.model or NAME.ctl, applied or dropped */
+int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m);
+void worker_unpark(worker_t *w, int count);
+
+/* worker_send.c: the next step's gradient */
+int worker_may_send(worker_t *w);
+int worker_resend_body(worker_t *w, const inflight_t *e);
+int worker_do_step(worker_t *w);
+
+#endif

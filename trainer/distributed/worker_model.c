@@ -1,0 +1,660 @@
+/* The model and control topics: snapshots, deltas (whole or a shard's part),
+ * the step state each carries, and NAME.ctl's announcements (worker_internal.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/auth.h"
+#include "worker_internal.h"
+
+static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
+{
+    if (w->theta && w->mdim == m->n && w->kind == m->kind)
+        return 0;
+    if (w->theta)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_STATE, "worker: model shape changed (%llu -> %llu weights)",
+                            (unsigned long long)w->mdim, (unsigned long long)m->n);
+    w->dim = m->dim;
+    w->has_bias = (int)m->has_bias;
+    w->bias = m->bias;
+    w->kind = m->kind;
+    w->mdim = m->n;
+    w->theta = calloc(w->mdim ? w->mdim : 1, sizeof *w->theta);
+    /* the replica takes every step's update at random keys (fsgd/hugepages.h) */
+    fsgd_hugepages_advise(w->theta, (w->mdim ? w->mdim : 1) * sizeof *w->theta);
+    if (!w->theta)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for %llu weights",
+                            (unsigned long long)w->mdim);
+    /* a worker's share of a step (a fraction of the data: unknown here) */
+    double share = w->job->batch >= 1       ? w->job->batch / (w->job->workers > 0 ? w->job->workers : 1)
+                   : w->job->batch == FSGD_JOB_AUTO ? FSGD_TRAIN_BATCH_AUTO
+                                                    : 0;
+    w->be = fsgd_backend_new(fsgd_job_backend(w->job, share), w->mdim, w->theta, w->err, w->errsz);
+    if (!w->be)
+        return FSGD_E_DEVICE;
+    w->strat = fsgd_sworker_new(w->job->codec, w->mdim, w->job->seed + w->id, w->err, w->errsz);
+    if (!w->strat)
+        return FSGD_E_ARG;
+    for (uint32_t i = 0; w->shards > 1 && i < w->shards; i++) {
+        char spec[sizeof w->job->codec + 32];
+        if (fsgd_strategy_shard_spec(w->job->codec, w->mdim, i, w->shards, spec, sizeof spec, w->err, w->errsz) < 0 ||
+            !(w->sh_strat[i] = fsgd_sworker_new(spec, fsgd_shard_dim(w->mdim, i, w->shards), w->job->seed + w->id + i,
+                                                w->err, w->errsz)))
+            return FSGD_E_ARG;
+    }
+    return 0;
+}
+
+/* The model message f closes a step: when it is the step this worker sent
+ * a gradient for, the strategy learns whether that gradient was applied (a
+ * message that was not has its error-feedback mass restored: its rows come
+ * round again) and reads the aggregator's feedback section. */
+static void close_step(worker_t *w, const fsgd_kframe_t *f, int applied, const uint8_t *sec, size_t slen)
+{
+    /* steps closed without a word to us (a resync skipped them) go as before */
+    while (w->fl.n && (w->fl.e[0].gen != f->gen || w->fl.e[0].step < f->step))
+        inflight_pop(&w->fl);
+    if (!w->fl.n || w->fl.e[0].step != f->step)
+        return;
+    int doomed = w->fl.e[0].doomed;
+    inflight_pop(&w->fl);
+    if (doomed)
+        return; /* the strategy forgot it when it was doomed */
+    if (!applied && w->fl.n) {
+        /* Not applied, with later gradients encoded on top of it: a strategy
+         * can restore only its last message, and those later ones started
+         * where this one ended, so the aggregator refuses them too. Forget
+         * the error-feedback state (counted) and start again from the
+         * model's positions. */
+        for (size_t i = 0; i < w->fl.n; i++)
+            w->fl.e[i].doomed = 1;
+        if (fsgd_sworker_reset(w->strat))
+            w->stats->ef_discarded++;
+        return;
+    }
+    char e[256];
+    int rc = fsgd_sworker_after_step(w->strat, applied, sec, slen, e, sizeof e);
+    if (rc == 1)
+        w->stats->ef_undone++;
+    else if (rc < 0)
+        worker_reject(w, 1, "generation %u step %llu: feedback section: %s", f->gen, (unsigned long long)f->step, e);
+}
+
+/* NAME.ctl, read from where it ended when the worker started: the
+ * aggregator's job_end of our generation (or a later one) ends the worker:
+ * "failed" with the aggregator's error, "done" like the final model. */
+static int unannounced(const worker_t *w, const fsgd_kframe_t *f);
+static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset);
+static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t step, int final, int64_t offset);
+static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset);
+
+static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
+{
+    char ev[32], status[16], msg[400];
+    double gen = -1;
+    const char *j = m->val;
+    if (fsgd_ctl_verify(m, msg, sizeof msg) < 0) {
+        worker_reject(w, REJECT_UNAUTH, "%s %s", w->tctl, msg);
+        return 0;
+    }
+    if (m->mac && !fsgd_auth_enabled()) /* the job's events are tagged: see worker_handle_model */
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_AUTH,
+                            "%s offset %lld: the job's messages are authenticated and this worker was started "
+                            "without its key (--job-key-file): it cannot read the model; leaving the group",
+                            w->tctl, (long long)m->offset);
+    double step = 0;
+    if (j && !w->valid && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "data_summary")) {
+        w->prefetch_due = w->prefetch_on; /* the topic is complete: read it to the end */
+        return 0;
+    }
+    if (j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "job_start") &&
+        fsgd_ctl_get_num(j, m->len, "gen", &gen) && fsgd_ctl_get_num(j, m->len, "step", &step) && gen >= 1 &&
+        gen <= 4294967295.0 && (uint32_t)gen > w->ctl_gen) {
+        w->ctl_gen = (uint32_t)gen;
+        w->ctl_step = step >= 0 ? (uint64_t)step : 0;
+        if (w->parked && !unannounced(w, &w->parked_f)) {
+            fsgd_kframe_t f = w->parked_f;
+            uint8_t *body = w->parked;
+            w->parked = NULL;
+            int rc = f.gen < w->gen ? 0 : apply_model(w, &f, body, w->parked_len, w->parked_off);
+            free(body);
+            return rc;
+        }
+        return 0;
+    }
+    if (!j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) || strcmp(ev, "job_end") ||
+        !fsgd_ctl_get_num(j, m->len, "gen", &gen) || !fsgd_ctl_get_str(j, m->len, "status", status, sizeof status))
+        return 0;
+    if (gen < (double)w->gen)
+        return 0; /* an aggregator generation we have since left behind */
+    if (!strcmp(status, "failed")) {
+        if (!fsgd_ctl_get_str(j, m->len, "error", msg, sizeof msg))
+            snprintf(msg, sizeof msg, "no detail");
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_STATE, "the aggregator (generation %.0f) failed for good: %s",
+                            gen, msg);
+    }
+    if (!strcmp(status, "done") && w->valid && (uint32_t)gen == w->gen)
+        w->final = 1;
+    return 0;
+}
+
+/* An error from the model/ctl consumer. Messages the broker dropped before
+ * they were read (retention, the embedded cluster's 5 MiB) are skipped:
+ * deltas that went missing make the worker wait for a snapshot. Anything
+ * else is retried by librdkafka; each kind is logged once. */
+static void consumer_error(worker_t *w, const fsgd_bus_msg_t *m)
+{
+    if (m->err == FSGD_BUS_EOF)
+        return;
+    int seen = 0;
+    for (int i = 0; i < w->n_kerr && !seen; i++)
+        seen = w->kerr_seen[i] == m->code;
+    if (!seen && w->n_kerr < 16)
+        w->kerr_seen[w->n_kerr++] = m->code;
+    const char *topic = m->topic && m->topic[0] ? m->topic : w->tmodel;
+    if (m->err == FSGD_BUS_LOST)
+        /* the fetcher stopped: the model again from its log start, NAME.ctl
+         * from its end */
+        fsgd_bus_restart(w->model_c, topic, m->partition,
+                         strcmp(topic, w->tctl) ? FSGD_BUS_OFFSET_BEGINNING : FSGD_BUS_OFFSET_END, NULL, 0);
+    if (!seen && w->log) {
+        char line[512];
+        snprintf(line, sizeof line, "%s consumer: %s (%s; %s)", topic, m->errstr, m->errname,
+                 m->err == FSGD_BUS_LOST ? "messages dropped by the broker are skipped"
+                                         : "librdkafka retries; this kind is logged once");
+        w->log(w->log_ctx, line);
+    }
+}
+
+/* Generation check, independent of keys (issue 27): once the worker holds
+ * a model or NAME.ctl announced a run, a model message of a generation
+ * beyond the newest announced one is not this job's (a restarted
+ * aggregator announces its generation before its first snapshot). */
+static int unannounced(const worker_t *w, const fsgd_kframe_t *f)
+{
+    return w->ctl_read && f->gen > w->gen && f->gen > w->ctl_gen && (w->gen || w->ctl_gen);
+}
+
+/* A parked snapshot that was never announced: dropped and counted. */
+void worker_unpark(worker_t *w, int count)
+{
+    if (w->parked && count)
+        worker_reject(w, 1, "generation %u step %llu: a snapshot of a generation %s.ctl never announced (newest announced "
+                     "%u, this worker's %u): not from this job's run",
+               w->parked_f.gen, (unsigned long long)w->parked_f.step, w->job->name, w->ctl_gen, w->gen);
+    free(w->parked);
+    w->parked = NULL;
+}
+
+static void park(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, int64_t offset)
+{
+    worker_unpark(w, 1); /* an older one: its job_start did not come before this one */
+    if (!(w->parked = malloc(len ? len : 1)))
+        return;
+    memcpy(w->parked, body, len);
+    w->parked_f = *f;
+    w->parked_len = len;
+    w->parked_off = offset;
+    fsgd_kasm_forget(w->as, f); /* a copy after its job_start is taken as new */
+}
+
+int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
+{
+    if (m->err) {
+        consumer_error(w, m);
+        return 0;
+    }
+    fsgd_bus_lat_add(&w->lat_model, m);
+    if (!strcmp(m->topic, w->tctl))
+        return handle_ctl(w, m);
+    fsgd_kframe_t f;
+    char e[256];
+    int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e);
+    if (prc == FSGD_E_AUTH && !fsgd_auth_enabled() && (f.flags & FSGD_KFLAG_AUTH))
+        /* the job is authenticated and this worker has no key: it can never
+         * apply a model, so it leaves (its partitions go to the others)
+         * instead of holding them (issue 42, item 12) */
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_AUTH,
+                            "%s offset %lld: the job's messages are authenticated and this worker was started "
+                            "without its key (--job-key-file): it cannot read the model; leaving the group",
+                            w->tmodel, (long long)m->offset);
+    if (prc < 0) {
+        worker_reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "offset %lld: %s", (long long)m->offset, e);
+        return 0;
+    }
+    if (f.kind == FSGD_KMSG_GRAD) {
+        worker_reject(w, 1, "offset %lld: a gradient frame on the model topic", (long long)m->offset);
+        return 0;
+    }
+    w->stats->bytes_down += m->len;
+    const uint8_t *body;
+    size_t len;
+    int r = fsgd_kasm_feed(w->as, &f, &body, &len, e, sizeof e);
+    if (r == FSGD_KASM_DUP)
+        worker_reject(w, 0, "generation %u step %llu chunk %u/%u seen before", f.gen, (unsigned long long)f.step, f.chunk,
+               f.nchunks);
+    if (r < 0)
+        worker_reject(w, 1, "offset %lld: %s", (long long)m->offset, e);
+    if (r != FSGD_KASM_DONE)
+        return 0;
+    if (f.gen < w->gen)
+        return 0; /* a message of an aggregator that has since restarted */
+    /* shards' snapshots of a new generation come on S partitions, in any
+     * order against NAME.ctl's job_start: not parked (one slot) */
+    if (w->shards > 1)
+        return apply_model_shard(w, &f, body, len, m->offset);
+    if (unannounced(w, &f)) {
+        if (f.kind == FSGD_KMSG_SNAPSHOT)
+            park(w, &f, body, len, m->offset);
+        return 0; /* a delta of a generation this worker does not hold is of no use anyway */
+    }
+    return apply_model(w, &f, body, len, m->offset);
+}
+
+static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset)
+{
+    const fsgd_kframe_t f = *fp;
+    char e[256];
+    fsgd_wire_state_t s = {0};
+    size_t off = 0;
+    int rc = fsgd_wire_state_get(body, len, &off, &s, e, sizeof e);
+    const uint8_t *sec = NULL; /* the strategy's feedback for the step this message closes */
+    size_t slen = 0;
+    if (rc == 0 && (f.flags & FSGD_KFLAG_SECTION))
+        rc = fsgd_wire_section_get(body, len, &off, &sec, &slen, e, sizeof e);
+    if (rc < 0) {
+        fsgd_kasm_forget(w->as, &f); /* the genuine message of this step may still come */
+        worker_reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
+        fsgd_wire_state_free(&s);
+        return 0;
+    }
+    if (f.kind == FSGD_KMSG_SNAPSHOT) {
+        fsgd_wire_model_t mm;
+        if (fsgd_wire_model_get(body, len, &off, &mm, e, sizeof e) < 0) {
+            fsgd_kasm_forget(w->as, &f);
+            worker_reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if (mm.shards > 1) { /* a sharded job's shard 0: its part only */
+            fsgd_wire_state_free(&s);
+            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_ARG,
+                                "worker: job %s runs %u aggregator shards (a snapshot of shard %u of %u on %s): give "
+                                "the worker --shards %u", w->job->name, mm.shards, mm.shard, mm.shards, w->tmodel,
+                                mm.shards);
+        }
+        if (w->valid && f.gen == w->gen && f.step < w->step) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        /* Every step publishes one model message and every snapshot_every-th
+         * is a snapshot: a reader in step cannot meet a snapshot of its own
+         * generation further ahead. One that is could not come from this run
+         * (a forged one, issue 27): taking it would stall the job. */
+        /* snapshot_every auto is max(100, weights / 4096) (agg_auto.c);
+         * twice the gap leaves room to spare */
+        const uint64_t every = w->job->snapshot_every > 0 ? (uint64_t)w->job->snapshot_every
+                               : w->mdim / 4096 > 100       ? w->mdim / 4096
+                                                            : 100;
+        if (w->valid && f.gen == w->gen && f.step > w->step + 2 * every) {
+            worker_reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past this worker's model (step %llu; "
+                         "snapshots come every %llu steps): not from this run",
+                   f.gen, (unsigned long long)f.step, (unsigned long long)(f.step - w->step),
+                   (unsigned long long)w->step, (unsigned long long)every);
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        /* the first snapshot of an announced generation is at the step its
+         * job_start named */
+        if (w->ctl_read && f.gen != w->gen && f.gen == w->ctl_gen && f.step > w->ctl_step + 2 * every) {
+            worker_reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past the step %s.ctl announced (%llu): "
+                         "not from this run",
+                   f.gen, (unsigned long long)f.step, (unsigned long long)(f.step - w->ctl_step), w->job->name,
+                   (unsigned long long)w->ctl_step);
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        rc = setup_model(w, &mm);
+        if (rc < 0) {
+            fsgd_wire_state_free(&s);
+            return rc;
+        }
+        fsgd_wire_model_weights(&mm, w->theta);
+        /* A device backend holds its own copy of θ: load all of it. */
+        rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz);
+        if (rc < 0) {
+            fsgd_wire_state_free(&s);
+            return rc;
+        }
+        if (w->valid && f.gen != w->gen) {
+            w->stats->resyncs++;
+            inflight_clear(&w->fl);
+            /* A restarted aggregator replays the rows since its checkpoint:
+             * mass in the residual from those rows would be applied twice. */
+            if (fsgd_sworker_reset(w->strat))
+                w->stats->ef_discarded++;
+        } else {
+            close_step(w, &f, 1, sec, slen);
+        }
+        w->valid = 1;
+    } else {
+        if (!w->valid || f.gen != w->gen || f.step <= w->step) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if (f.step != w->step + 1) {
+            /* A delta is missing (evicted or skipped): wait for a snapshot. */
+            w->valid = 0;
+            w->stats->resyncs++;
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        fsgd_wire_cdelta_t cd = {0};
+        int applied = 0; /* θ was changed before the error: only a snapshot can repair it */
+        if (f.kind == FSGD_KMSG_DELTA_CODED) {
+            rc = fsgd_wire_cdelta_get(body, len, &off, &cd, e, sizeof e);
+            if (rc == 0)
+                rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, w->mdim, &w->delta, e, sizeof e);
+            /* Additive: θ += update, the same float additions as the
+             * aggregator's replica, so both stay bit-identical. */
+            if (rc == 0) {
+                applied = 1;
+                rc = fsgd_sworker_downlink_apply(w->theta, w->mdim, &w->delta, e, sizeof e);
+            }
+            for (size_t i = 0; rc == 0 && i < w->delta.n; i++)
+                w->delta.vals[i] = w->theta[w->delta.keys[i]];
+        } else {
+            rc = f.kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)
+                                                  : fsgd_wire_delta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e);
+            for (size_t i = 0; rc == 0 && i < w->delta.n; i++)
+                w->theta[w->delta.keys[i]] = w->delta.vals[i];
+        }
+        if (rc < 0) {
+            if (applied) {
+                w->valid = 0;
+            } else {
+                /* θ is untouched: a later delta tells a missing step apart
+                 * (resync from a snapshot); until then the genuine message
+                 * may still come. */
+                fsgd_kasm_forget(w->as, &f);
+            }
+            worker_reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        rc = fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz);
+        if (rc < 0) {
+            fsgd_wire_state_free(&s);
+            return rc;
+        }
+        /* Plain deltas carry no applied list: the step closed, ours was taken. */
+        close_step(w, &f, f.kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec, slen);
+        if (f.kind == FSGD_KMSG_DELTA_CODED) {
+            if ((cd.flags & FSGD_WIRE_CDELTA_CHECK) && !fsgd_sworker_downlink_verify(w->theta, w->mdim, cd.check)) {
+                /* Not the aggregator's replica: compute on nothing until the
+                 * next snapshot replaces θ. */
+                w->stats->replica_mismatch++;
+                w->stats->resyncs++;
+                w->valid = 0;
+                fsgd_wire_state_free(&s);
+                return 0;
+            }
+        }
+    }
+    return adopt_state(w, s, f.gen, f.step, (f.flags & FSGD_KFLAG_FINAL) != 0, offset);
+}
+
+/* The model of step `step` is in θ: its state s (taken) says what comes next. */
+static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t step, int final, int64_t offset)
+{
+    if (w->ncache && s.nparts != w->ncache) {
+        fsgd_wire_state_free(&s);
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_STATE, "worker: data partitions changed from %u to %u",
+                            w->ncache, s.nparts);
+    }
+    if (!w->ncache) {
+        w->cache = calloc(s.nparts ? s.nparts : 1, sizeof *w->cache);
+        if (!w->cache) {
+            fsgd_wire_state_free(&s);
+            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+        }
+        w->ncache = s.nparts;
+    }
+    fsgd_wire_state_free(&w->st);
+    w->st = s;
+    w->gen = gen;
+    w->step = step;
+    uint64_t *np = realloc(w->next_pos, (s.nparts ? s.nparts : 1) * sizeof *np);
+    if (!np)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+    w->next_pos = np;
+    inflight_project(&w->fl, w->gen, w->step, w->st.pos, w->st.nparts, w->next_pos);
+    w->final = final;
+    if (w->final && !(w->sent_gen == gen)) {
+        /* The final model of an earlier job on the same topics: only the end
+         * of the log counts for a worker that took no part. */
+        int64_t lo, hi;
+        if (fsgd_bus_watermarks(w->model_c, w->tmodel, 0, &lo, &hi, 5000, NULL, 0) == 0 && offset + 1 < hi)
+            w->final = 0;
+    }
+    return 0;
+}
+
+/* Shard I's message closed step `step`: its strategy learns whether this
+ * worker's part was applied (as close_step does for the whole model). */
+static void close_shard_step(worker_t *w, uint32_t shard, uint32_t gen, uint64_t step, int applied,
+                             const uint8_t *sec, size_t slen)
+{
+    for (size_t i = 0; i < w->fl.n; i++) {
+        inflight_t *e = &w->fl.e[i];
+        if (e->gen != gen || e->step != step)
+            continue;
+        if (e->doomed)
+            return;
+        if (!applied && i + 1 < w->fl.n) {
+            /* later parts started where this one ended: the shards refuse them too */
+            for (size_t j = i + 1; j < w->fl.n; j++)
+                w->fl.e[j].doomed = 1;
+            for (uint32_t s = 0; s < w->shards; s++)
+                if (fsgd_sworker_reset(w->sh_strat[s]))
+                    w->stats->ef_discarded++;
+            return;
+        }
+        char e2[256];
+        int rc = fsgd_sworker_after_step(w->sh_strat[shard], applied, sec, slen, e2, sizeof e2);
+        if (rc == 1)
+            w->stats->ef_undone++;
+        else if (rc < 0)
+            worker_reject(w, 1, "shard %u step %llu: feedback: %s", shard, (unsigned long long)step, e2);
+        return;
+    }
+}
+
+/* After shard messages: the model is at the oldest shard's step, with the
+ * leader's state of that step; nothing to compute on while a shard waits
+ * for a snapshot or the leader's state is not in. */
+static int combine_shards(worker_t *w, uint32_t gen, int64_t offset)
+{
+    uint64_t step = UINT64_MAX;
+    int valid = w->theta != NULL;
+    for (uint32_t i = 0; i < w->shards; i++) {
+        valid &= w->sh_valid[i];
+        if (w->sh_step[i] < step)
+            step = w->sh_step[i];
+    }
+    size_t at = w->nlead;
+    for (size_t i = 0; valid && i < w->nlead; i++)
+        if (w->lead[i].step == step)
+            at = i;
+    if (!valid || at == w->nlead) {
+        w->valid = 0;
+        return 0;
+    }
+    if (w->valid && w->gen == gen && w->step == step)
+        return 0;
+    fsgd_wire_state_t s = {0};
+    if (fsgd_wire_state_copy(&s, &w->lead[at].st) < 0)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+    int final = w->lead[at].final;
+    /* states before this step are spent */
+    size_t k = 0;
+    for (size_t i = 0; i < w->nlead; i++)
+        if (w->lead[i].step >= step)
+            w->lead[k++] = w->lead[i];
+        else
+            fsgd_wire_state_free(&w->lead[i].st);
+    w->nlead = k;
+    while (w->fl.n && (w->fl.e[0].gen != gen || w->fl.e[0].step <= step))
+        inflight_pop(&w->fl);
+    w->valid = 1;
+    return adopt_state(w, s, gen, step, final, offset);
+}
+
+static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset)
+{
+    const fsgd_kframe_t f = *fp;
+    const uint32_t S = w->shards, I = f.sender;
+    char e[256];
+    if (I >= S) {
+        worker_reject(w, 1, "generation %u step %llu: a model message from shard %u; the job has %u", f.gen,
+               (unsigned long long)f.step, I, S);
+        return 0;
+    }
+    fsgd_wire_state_t s = {0};
+    size_t off = 0;
+    const uint8_t *sec = NULL; /* the shard's strategy feedback for the step this message closes */
+    size_t slen = 0;
+    int rc = fsgd_wire_state_get(body, len, &off, &s, e, sizeof e);
+    if (rc == 0 && (f.flags & FSGD_KFLAG_SECTION))
+        rc = fsgd_wire_section_get(body, len, &off, &sec, &slen, e, sizeof e);
+    if (rc < 0) {
+        fsgd_kasm_forget(w->as, &f);
+        worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
+        fsgd_wire_state_free(&s);
+        return 0;
+    }
+    if (f.gen != w->gen && w->theta) { /* a new generation: every shard starts again from a snapshot */
+        if (f.kind != FSGD_KMSG_SNAPSHOT) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if (w->gen) {
+            w->stats->resyncs++;
+            inflight_clear(&w->fl);
+            for (uint32_t i = 0; i < S; i++) {
+                w->sh_valid[i] = 0;
+                if (fsgd_sworker_reset(w->sh_strat[i]))
+                    w->stats->ef_discarded++;
+            }
+        }
+        w->gen = f.gen;
+        w->valid = 0;
+    }
+    if (f.kind == FSGD_KMSG_SNAPSHOT) {
+        fsgd_wire_model_t mm;
+        if (fsgd_wire_model_get(body, len, &off, &mm, e, sizeof e) < 0 || mm.shards != S || mm.shard != I) {
+            if (mm.shards != S || mm.shard != I)
+                snprintf(e, sizeof e, "a snapshot of shard %u of %u on shard %u's stream of %u", mm.shard,
+                         mm.shards, I, S);
+            fsgd_kasm_forget(w->as, &f);
+            worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if (w->sh_valid[I] && f.step < w->sh_step[I]) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if ((rc = setup_model(w, &mm)) < 0) {
+            fsgd_wire_state_free(&s);
+            return rc;
+        }
+        if (!w->gen)
+            w->gen = f.gen;
+        fsgd_wire_model_weights_strided(&mm, w->theta, S, I);
+        if ((rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz)) < 0) {
+            fsgd_wire_state_free(&s);
+            return rc;
+        }
+        close_shard_step(w, I, f.gen, f.step, 1, sec, slen);
+        w->sh_valid[I] = 1;
+        w->sh_step[I] = f.step;
+    } else {
+        if (!w->sh_valid[I] || f.step <= w->sh_step[I]) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if (f.step != w->sh_step[I] + 1) { /* a delta is missing: wait for this shard's snapshot */
+            w->sh_valid[I] = 0;
+            w->valid = 0;
+            w->stats->resyncs++;
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        const uint64_t nloc = fsgd_shard_dim(w->mdim, I, S);
+        fsgd_wire_cdelta_t cd = {0};
+        if (f.kind == FSGD_KMSG_DELTA_CODED) {
+            rc = fsgd_wire_cdelta_get(body, len, &off, &cd, e, sizeof e);
+            if (rc == 0)
+                rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, nloc, &w->delta, e, sizeof e);
+        } else if (f.kind == FSGD_KMSG_DELTA_PACKED) {
+            rc = fsgd_wire_pdelta_get(body, len, &off, nloc, &w->delta, e, sizeof e);
+        } else {
+            rc = fsgd_wire_delta_get(body, len, &off, nloc, &w->delta, e, sizeof e);
+        }
+        if (rc < 0) {
+            fsgd_kasm_forget(w->as, &f);
+            worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        for (size_t i = 0; i < w->delta.n; i++)
+            w->delta.keys[i] = (uint32_t)fsgd_shard_global(w->delta.keys[i], I, S);
+        if (f.kind == FSGD_KMSG_DELTA_CODED) {
+            /* additive, the same float additions as the shard's replica */
+            rc = fsgd_sworker_downlink_apply(w->theta, w->mdim, &w->delta, e, sizeof e);
+            if (rc < 0) {
+                w->sh_valid[I] = 0;
+                w->valid = 0;
+                worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
+                fsgd_wire_state_free(&s);
+                return 0;
+            }
+            for (size_t i = 0; i < w->delta.n; i++)
+                w->delta.vals[i] = w->theta[w->delta.keys[i]];
+        } else {
+            for (size_t i = 0; i < w->delta.n; i++)
+                w->theta[w->delta.keys[i]] = w->delta.vals[i];
+        }
+        if ((rc = fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz)) < 0) {
+            fsgd_wire_state_free(&s);
+            return rc;
+        }
+        close_shard_step(w, I, f.gen, f.step,
+                         f.kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec, slen);
+        w->sh_step[I] = f.step;
+        if (f.kind == FSGD_KMSG_DELTA_CODED && (cd.flags & FSGD_WIRE_CDELTA_CHECK)) {
+            if (fsgd_downlink_checksum_strided(w->theta, nloc, S, I) != cd.check) {
+                w->stats->replica_mismatch++;
+                w->stats->resyncs++;
+                w->sh_valid[I] = 0;
+            }
+        }
+    }
+    if (I == 0) { /* the leader's state: what the step after it takes */
+        if (w->nlead == w->cap_lead) {
+            size_t nc = w->cap_lead ? 2 * w->cap_lead : 16;
+            struct lead_state *nl = realloc(w->lead, nc * sizeof *nl);
+            if (!nl) {
+                fsgd_wire_state_free(&s);
+                return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+            }
+            w->lead = nl;
+            w->cap_lead = nc;
+        }
+        w->lead[w->nlead++] = (struct lead_state){f.step, (f.flags & FSGD_KFLAG_FINAL) != 0, s};
+    } else {
+        fsgd_wire_state_free(&s);
+    }
+    return combine_shards(w, f.gen, offset);
+}

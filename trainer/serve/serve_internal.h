@@ -1,0 +1,80 @@
+/* The server's state, shared by its files (private to trainer/serve):
+ * serve.c (life cycle, metrics), http.c (requests), watch.c (versions). */
+#ifndef FSGD_SERVE_INTERNAL_H
+#define FSGD_SERVE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "fsgd/prom.h"
+#include "fsgd/serve.h"
+#include "slot.h"
+
+#define SERVE_MAX_MODELS 64
+
+/* Kinds of error answers, the label values of fsgd_serve_errors_total. */
+#define SERVE_ERROR_KINDS(X)                                                   \
+    X(BAD_REQUEST, "bad_request")        /* 400: a malformed row or body */    \
+    X(TOO_LARGE, "too_large")            /* 413 */                             \
+    X(NOT_FOUND, "not_found")            /* 404: no such path or model */      \
+    X(METHOD, "method_not_allowed")      /* 405 */                             \
+    X(MEDIA_TYPE, "unsupported_media")   /* 415 */                             \
+    X(INTERNAL, "internal")              /* 500: out of memory */
+
+#define SERVE_ERROR_ENUM_(id, label) SERVE_ERR_##id,
+enum { SERVE_ERROR_KINDS(SERVE_ERROR_ENUM_) SERVE_ERR_COUNT };
+#undef SERVE_ERROR_ENUM_
+
+struct fsgd_serve {
+    fsgd_serve_conf_t conf;
+    char addr[64];
+    serve_slot_t *slots[SERVE_MAX_MODELS];
+    int n_slots;
+    struct MHD_Daemon *daemon;
+    int port;
+    double started_at;
+    atomic_int draining;
+    int quiesced_fd; /* the listening socket after MHD_quiesce_daemon, else -1 */
+    atomic_int in_flight; /* requests between their first callback and their completion */
+    /* Metrics. */
+    fsgd_prom_t *prom;
+    int m_errors[SERVE_ERR_COUNT];
+    int m_in_flight;
+    /* The watcher thread. */
+    pthread_t watcher;
+    int watcher_started;
+    pthread_mutex_t wlock;
+    pthread_cond_t wcond;
+    int wstop; /* under wlock */
+};
+
+/* "model NAME: ..." through conf.log. */
+void serve_log(const fsgd_serve_t *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+double serve_now(void); /* Unix time in seconds */
+
+/* The slot called name, or NULL. */
+serve_slot_t *serve_find_slot(const fsgd_serve_t *s, const char *name, size_t len);
+
+/* Starts the MHD daemon (http.c). 0 or FSGD_E_IO with err set. */
+int serve_http_start(fsgd_serve_t *s, char *err, size_t errsz);
+
+/* Checks every slot's source once for a new version (watch.c). */
+void serve_watch_poll(fsgd_serve_t *s);
+/* The watcher thread's loop: serve_watch_poll every conf.poll_ms until stopped. */
+void *serve_watch_main(void *arg);
+
+/* Assembles the topic of a topic slot as a version, checked likewise;
+ * *same is set (and NULL returned, no error) when its step is the one
+ * serving. */
+serve_version_t *serve_watch_load_topic(serve_slot_t *slot, int *same, int *rc, char *err, size_t errsz);
+
+/* Loads the file of a file slot as a version, checked against the version
+ * serving (when there is one). NULL with *rc and err set when refused. */
+serve_version_t *serve_watch_load_file(serve_slot_t *slot, int *rc, char *err, size_t errsz);
+
+#endif

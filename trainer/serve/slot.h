@@ -1,0 +1,93 @@
+/* A named model and its versions (private to trainer/serve).
+ *
+ * A version is one loaded model, immutable once published, with a
+ * reference count: the slot holds one reference to the version serving,
+ * and each request holds one while it scores. Swapping in a new version
+ * replaces the slot's pointer under its lock and drops the slot's reference
+ * to the old one, which the last request holding it frees: requests in
+ * flight finish on the version they started with (RCU in spirit, with a
+ * counter instead of grace periods). */
+#ifndef FSGD_SERVE_SLOT_H
+#define FSGD_SERVE_SLOT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "fsgd/delim.h"
+#include "fsgd/model.h"
+
+#define SERVE_NAME_MAX 65
+
+struct fsgd_bus; /* fsgd/bus.h */
+
+typedef struct serve_version {
+    atomic_uint refs;
+    uint64_t number;  /* 1 for the first version a slot served, then 2, 3, ... */
+    fsgd_model_t model;
+    int hashed;       /* model.input names a spec, parsed into spec */
+    fsgd_delim_spec_t spec;
+    double loaded_at; /* Unix time, seconds */
+    uint64_t step;    /* the model's step: its optimizer state's, 0 when it has none */
+} serve_version_t;
+
+/* Where new versions come from: a file, polled by stat, or a job's
+ * NAME.model topic, assembled (fsgd/dist.h) at every poll. */
+typedef struct serve_file_source {
+    char path[4096];
+    /* Identity of the file last tried (loaded or refused), so that one bad
+     * file is refused once, not at every poll. */
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+    int stat_failed; /* the last stat failed (logged once until it works again) */
+} serve_file_source_t;
+
+/* A job's model topic: a new step is a new version. */
+typedef struct serve_topic_source {
+    char brokers[1024];
+    char job[256];
+    struct fsgd_bus *bus; /* kept between polls */
+    int failed;           /* the last poll failed (logged once until one works) */
+} serve_topic_source_t;
+
+typedef struct serve_slot {
+    char name[SERVE_NAME_MAX];
+    int from_topic; /* 1: topic, 0: file */
+    serve_topic_source_t topic;
+    pthread_mutex_t lock;
+    serve_version_t *cur; /* the slot's reference; under lock */
+    serve_file_source_t file;
+    /* Counters of the watcher (read by /model and /metrics). */
+    atomic_ullong reloads, refused;
+    atomic_ullong polls; /* the watcher's checks of the source, done */
+    /* Scoring requests answered 200 and their rows (copied into the
+     * registry when /metrics renders). */
+    atomic_ullong requests, rows;
+    char last_refusal[512]; /* under lock */
+    /* Series ids in the server's metrics registry. */
+    int m_requests, m_rows, m_latency, m_version, m_age, m_reloads, m_refused;
+} serve_slot_t;
+
+/* A new version owning m (m is zeroed); refs 1 (the caller's). NULL when
+ * out of memory (m is then freed) or the model's input spec does not parse
+ * (err set). */
+serve_version_t *serve_version_new(fsgd_model_t *m, char *err, size_t errsz);
+
+/* Drops one reference; the last frees the version. NULL is a no-op. */
+void serve_version_release(serve_version_t *v);
+
+/* The version serving, with a reference for the caller to release. */
+serve_version_t *serve_slot_acquire(serve_slot_t *s);
+
+/* Publishes v (taking the caller's reference) with the next version
+ * number, and releases the slot's reference to the old one. */
+void serve_slot_swap(serve_slot_t *s, serve_version_t *v);
+
+/* 0 when next may replace cur (same loss, dimension, intercept and
+ * hashing); otherwise FSGD_E_FORMAT with err saying what differs. */
+int serve_version_compatible(const serve_version_t *cur, const serve_version_t *next, char *err, size_t errsz);
+
+#endif

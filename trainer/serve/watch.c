@@ -1,0 +1,274 @@
+/* New model versions, found off the request threads: the watcher polls each
+ * model's file by stat, and a file that changed (another inode after a
+ * rename, or another size or mtime) is read, checked and swapped in (slot.h);
+ * a topic model is assembled again and a new step swapped in the same way.
+ * A version that fails is refused once per file identity: logged, counted,
+ * and the one serving keeps serving. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsgd/bus.h"
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
+#include "serve_internal.h"
+
+static int same_file(const serve_file_source_t *f, const struct stat *st)
+{
+    return f->dev == st->st_dev && f->ino == st->st_ino && f->size == st->st_size &&
+           f->mtime.tv_sec == st->st_mtim.tv_sec && f->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+           f->ctime.tv_sec == st->st_ctim.tv_sec && f->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+static void remember(serve_file_source_t *f, const struct stat *st)
+{
+    f->dev = st->st_dev;
+    f->ino = st->st_ino;
+    f->size = st->st_size;
+    f->mtime = st->st_mtim;
+    f->ctime = st->st_ctim;
+}
+
+/* The whole of the open file fd (its identity in st) into a malloc'd buffer. */
+static int read_all(int fd, const struct stat *st, const char *path, void **out, size_t *len, char *err,
+                    size_t errsz)
+{
+    size_t cap = st->st_size > 0 ? (size_t)st->st_size : 1, n = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory for %zu bytes", path, cap);
+    for (;;) {
+        if (n == cap) {
+            /* The file grew while being read (written in place, not renamed). */
+            char *b = realloc(buf, cap * 2);
+            if (!b) {
+                free(buf);
+                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
+            }
+            buf = b;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            int e = errno;
+            free(buf);
+            return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot read '%s': %s", path, strerror(e));
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* v checked against the version serving (if any): v, or NULL with *rc and
+ * err set (v released). */
+static serve_version_t *check_against_serving(serve_slot_t *slot, serve_version_t *v, const char *what, int *rc,
+                                              char *err, size_t errsz)
+{
+    pthread_mutex_lock(&slot->lock);
+    serve_version_t *cur = slot->cur;
+    char why[512];
+    int c = cur ? serve_version_compatible(cur, v, why, sizeof why) : 0;
+    pthread_mutex_unlock(&slot->lock);
+    if (c < 0) {
+        *rc = fsgd_err_fmt(err, errsz, c, "%s: %s", what, why);
+        serve_version_release(v);
+        return NULL;
+    }
+    return v;
+}
+
+serve_version_t *serve_watch_load_file(serve_slot_t *slot, int *rcp, char *err, size_t errsz)
+{
+    serve_file_source_t *f = &slot->file;
+    /* Read through one open descriptor: the bytes loaded are those of the
+     * inode whose identity is remembered, even if the path is renamed over
+     * again meanwhile. */
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        *rcp = fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot open '%s': %s", f->path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    remember(f, &st);
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = S_ISREG(st.st_mode) ? read_all(fd, &st, f->path, &buf, &len, err, errsz)
+                                 : fsgd_err_fmt(err, errsz, FSGD_E_IO, "'%s' is not a regular file", f->path);
+    close(fd);
+    fsgd_model_t m;
+    if (rc == 0) {
+        rc = fsgd_model_load_mem(&m, buf, len, f->path, 0, err, errsz);
+        free(buf);
+    }
+    if (rc < 0) {
+        *rcp = rc;
+        return NULL;
+    }
+    serve_version_t *v = serve_version_new(&m, err, errsz);
+    if (!v) {
+        *rcp = FSGD_E_FORMAT;
+        return NULL;
+    }
+    return check_against_serving(slot, v, f->path, rcp, err, errsz);
+}
+
+serve_version_t *serve_watch_load_topic(serve_slot_t *slot, int *same, int *rcp, char *err, size_t errsz)
+{
+    serve_topic_source_t *t = &slot->topic;
+    *same = 0;
+    if (!t->bus && !(t->bus = fsgd_bus_kafka_new(t->brokers, err, errsz))) {
+        *rcp = FSGD_E_KAFKA;
+        return NULL;
+    }
+    fsgd_model_t m;
+    uint64_t step = 0;
+    int rc = fsgd_model_assemble_topic_bus(t->bus, t->job, 0, &m, &step, err, errsz);
+    if (rc < 0) {
+        *rcp = rc;
+        return NULL;
+    }
+    pthread_mutex_lock(&slot->lock);
+    *same = slot->cur && slot->cur->step == step;
+    pthread_mutex_unlock(&slot->lock);
+    if (*same) {
+        fsgd_model_free(&m);
+        return NULL;
+    }
+    serve_version_t *v = serve_version_new(&m, err, errsz);
+    if (!v) {
+        *rcp = FSGD_E_FORMAT;
+        return NULL;
+    }
+    v->step = step;
+    char what[300];
+    snprintf(what, sizeof what, "%.250s.model step %llu", t->job, (unsigned long long)step);
+    return check_against_serving(slot, v, what, rcp, err, errsz);
+}
+
+/* A version that failed its checks: counted, kept for /model, logged. */
+static void refuse(fsgd_serve_t *s, serve_slot_t *sl, const char *err)
+{
+    atomic_fetch_add(&sl->refused, 1);
+    fsgd_prom_inc(s->prom, sl->m_refused, 1);
+    pthread_mutex_lock(&sl->lock);
+    snprintf(sl->last_refusal, sizeof sl->last_refusal, "%.500s", err);
+    unsigned long long serving = sl->cur->number;
+    pthread_mutex_unlock(&sl->lock);
+    serve_log(s, "model %s: new version refused: %s; version %llu keeps serving", sl->name, err, serving);
+}
+
+/* A version that passed: swapped in, counted, logged. */
+static void accept_version(fsgd_serve_t *s, serve_slot_t *sl, serve_version_t *v, const char *from)
+{
+    serve_slot_swap(sl, v);
+    atomic_fetch_add(&sl->reloads, 1);
+    fsgd_prom_inc(s->prom, sl->m_reloads, 1);
+    fsgd_prom_set(s->prom, sl->m_version, (double)v->number);
+    serve_log(s, "model %s: version %llu from %s (step %llu)", sl->name, (unsigned long long)v->number, from,
+              (unsigned long long)v->step);
+}
+
+/* One topic slot: its model assembled again; a new step is a new version.
+ * A broker that cannot be reached is said once, until a poll works. */
+static void poll_topic(fsgd_serve_t *s, serve_slot_t *sl)
+{
+    char err[1024] = "";
+    int same = 0, rc = 0;
+    serve_version_t *v = serve_watch_load_topic(sl, &same, &rc, err, sizeof err);
+    if (v || same) {
+        sl->topic.failed = 0;
+        if (v) {
+            char from[300];
+            snprintf(from, sizeof from, "%.250s.model", sl->topic.job);
+            accept_version(s, sl, v, from);
+        }
+        return;
+    }
+    if (rc == FSGD_E_KAFKA || rc == FSGD_E_TIMEOUT) {
+        if (!sl->topic.failed)
+            serve_log(s, "model %s: cannot read %s.model: %s; version %llu keeps serving", sl->name, sl->topic.job,
+                      err, (unsigned long long)sl->cur->number);
+        sl->topic.failed = 1;
+        return;
+    }
+    /* The topic still ends with the version refused: refused once. */
+    pthread_mutex_lock(&sl->lock);
+    int again = !strncmp(err, sl->last_refusal, 500); /* as much as last_refusal keeps */
+    pthread_mutex_unlock(&sl->lock);
+    if (!again)
+        refuse(s, sl, err);
+}
+
+/* One file slot: a new version swapped in, a bad one refused, or nothing. */
+static void poll_file(fsgd_serve_t *s, serve_slot_t *sl)
+{
+    serve_file_source_t *f = &sl->file;
+    struct stat st;
+    if (stat(f->path, &st) < 0) {
+        /* Between an unlink and a rename, or gone: keep serving, say it once. */
+        if (!f->stat_failed)
+            serve_log(s, "model %s: cannot stat '%s' (%s); version %llu keeps serving", sl->name, f->path,
+                      strerror(errno), (unsigned long long)sl->cur->number);
+        f->stat_failed = 1;
+        return;
+    }
+    f->stat_failed = 0;
+    if (same_file(f, &st))
+        return;
+    char err[1024];
+    int rc = 0;
+    serve_version_t *v = serve_watch_load_file(sl, &rc, err, sizeof err);
+    if (v)
+        accept_version(s, sl, v, f->path);
+    else
+        refuse(s, sl, err);
+}
+
+void serve_watch_poll(fsgd_serve_t *s)
+{
+    for (int i = 0; i < s->n_slots; i++) {
+        if (s->slots[i]->from_topic)
+            poll_topic(s, s->slots[i]);
+        else
+            poll_file(s, s->slots[i]);
+        atomic_fetch_add(&s->slots[i]->polls, 1);
+    }
+}
+
+void *serve_watch_main(void *arg)
+{
+    fsgd_serve_t *s = arg;
+    pthread_mutex_lock(&s->wlock);
+    while (!s->wstop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += s->conf.poll_ms / 1000;
+        until.tv_nsec += (long)(s->conf.poll_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!s->wstop && pthread_cond_timedwait(&s->wcond, &s->wlock, &until) == 0)
+            ;
+        if (s->wstop)
+            break;
+        pthread_mutex_unlock(&s->wlock);
+        serve_watch_poll(s);
+        pthread_mutex_lock(&s->wlock);
+    }
+    pthread_mutex_unlock(&s->wlock);
+    return NULL;
+}
