@@ -881,14 +881,11 @@ static int train_in_memory(const fsgd_job_t *job, const fsgd_train_input_t *in, 
 int fsgd_train(const fsgd_job_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init, fsgd_model_t *model,
                fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz)
 {
-    fsgd_train_progress_fn progress = hooks ? hooks->progress : NULL;
-    void *ctx = hooks ? hooks->ctx : NULL;
     switch (in->source) {
     case FSGD_TRAIN_CACHE:
         if (init)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "a warm start (init) is not supported from a row cache");
-        return fsgd_train_stream(job, in->cache, in->hold, in->test, in->dim, model, stats, progress, ctx, err,
-                                 errsz);
+        return fsgd_train_stream(job, in, model, stats, hooks, err, errsz);
     case FSGD_TRAIN_ROWS:
     case FSGD_TRAIN_ROWS_OWNED:
         break;

@@ -180,18 +180,46 @@ static void stream_free(stream_t *s)
     free(s->margin);
 }
 
+/* What the phases of fsgd_train_stream share: the call's arguments, the
+ * stream, what set-up decides (batch, threads, optimizer) and the epoch
+ * loop's running sums. */
+typedef struct stream_run {
+    const fsgd_job_t *job;
+    const char *cache_path;
+    const fsgd_csr_t *hold_in, *test_in;
+    uint64_t dim, model_dim, n_fit;
+    int bias, auto_epochs, W;
+    float bv;
+    fsgd_train_stats_t *stats;
+    fsgd_train_progress_fn progress;
+    void *ctx;
+    char *err;
+    size_t errsz;
+    stream_t s;
+    fsgd_adam_t *adam; /* the pool's (threads) or s.adam */
+    size_t B, steps_per_epoch;
+    double l2;
+    uint64_t rng;
+    int max_epochs, test_live;
+    double train_time, loss_acc, last_report;
+    uint64_t loss_rows;
+    fsgd_early_t early; /* epochs auto */
+} stream_run_t;
+
 /* One step on rows perm[lo, lo + cnt) of the chunk, on this thread: the
  * step gradient of fsgd_train (mean over the step's rows plus λθ) into Adam. */
-static int step_serial(stream_t *s, const fsgd_job_t *job, fsgd_adam_t *adam, size_t lo, size_t cnt, uint64_t dim,
-                       int bias, float bv, double l2, double *loss, size_t *nnz, fsgd_train_stats_t *stats, char *err,
-                       size_t errsz)
+static int step_serial(stream_run_t *r, size_t lo, size_t cnt, double *loss, size_t *nnz)
 {
+    stream_t *s = &r->s;
+    fsgd_adam_t *adam = r->adam;
+    fsgd_train_stats_t *stats = r->stats;
+    const double l2 = r->l2;
     double s0 = fsgd_clock_s();
     fsgd_csr_clear(&s->batch);
     for (size_t i = lo; i < lo + cnt; i++)
-        FSGD_TRY(fsgd_csr_append_biased(&s->batch, s->chunk, s->perm[i], dim, bias, bv));
-    fsgd_grad_request_t req = {.batch = &s->batch, .batch_id = -1, .loss = job->model, .scale = 1.0, .l2 = 0};
-    FSGD_TRY(fsgd_backend_gradient(s->backend, &req, &s->grad, loss, err, errsz));
+        FSGD_TRY(fsgd_csr_append_biased(&s->batch, s->chunk, s->perm[i], r->dim, r->bias, r->bv));
+    fsgd_grad_request_t req = {.batch = &s->batch, .batch_id = -1, .loss = r->job->model, .scale = 1.0, .l2 = 0};
+    FSGD_TRY(fsgd_backend_gradient(s->backend, &req, &s->grad, loss, r->err, r->errsz));
     double s1 = fsgd_clock_s();
     stats->t_grad += s1 - s0;
     stats->t_grad_round += s1 - s0;
@@ -232,15 +260,14 @@ static int fill_slice(void *ctx, int w, fsgd_csr_t *slice, char *err, size_t err
     return FSGD_E_OK;
 }
 
-static int step_threads(stream_t *s, int W, size_t lo, size_t cnt, uint64_t dim, int bias, float bv, double *loss,
-                        size_t *nnz, fsgd_train_stats_t *stats, char *err, size_t errsz)
+static int step_threads(stream_run_t *r, size_t lo, size_t cnt, double *loss, size_t *nnz)
 {
     double s0 = fsgd_clock_s();
-    fill_ctx_t f = {.s = s, .lo = lo, .cnt = cnt, .W = W, .dim = dim, .bias = bias, .bv = bv};
+    fill_ctx_t f = {.s = &r->s, .lo = lo, .cnt = cnt, .W = r->W, .dim = r->dim, .bias = r->bias, .bv = r->bv};
     double t_round = 0;
-    FSGD_TRY(fsgd_train_pool_step(s->pool, fill_slice, &f, cnt, loss, nnz, &t_round, err, errsz));
-    stats->t_grad_round += t_round;
-    stats->t_update += fsgd_clock_s() - s0 - t_round;
+    FSGD_TRY(fsgd_train_pool_step(r->s.pool, fill_slice, &f, cnt, loss, nnz, &t_round, r->err, r->errsz));
+    r->stats->t_grad_round += t_round;
+    r->stats->t_update += fsgd_clock_s() - s0 - t_round;
     return FSGD_E_OK;
 }
 
@@ -277,32 +304,6 @@ static long next_chunk(stream_t *s, char *err, size_t errsz)
     }
     return got;
 }
-
-/* What the phases of fsgd_train_stream share: the call's arguments, the
- * stream, what set-up decides (batch, threads, optimizer) and the epoch
- * loop's running sums. */
-typedef struct stream_run {
-    const fsgd_job_t *job;
-    const char *cache_path;
-    const fsgd_csr_t *hold_in, *test_in;
-    uint64_t dim, model_dim, n_fit;
-    int bias, auto_epochs, W;
-    float bv;
-    fsgd_train_stats_t *stats;
-    fsgd_train_progress_fn progress;
-    void *ctx;
-    char *err;
-    size_t errsz;
-    stream_t s;
-    fsgd_adam_t *adam; /* the pool's (threads) or s.adam */
-    size_t B, steps_per_epoch;
-    double l2;
-    uint64_t rng;
-    int max_epochs, test_live;
-    double train_time, loss_acc, last_report;
-    uint64_t loss_rows;
-    fsgd_early_t early; /* epochs auto */
-} stream_run_t;
 
 /* Opens the cache and checks the call against it. On an error all is given
  * back. */
@@ -511,9 +512,7 @@ static int stream_chunk(stream_run_t *r, int epoch, size_t got, size_t *step_in_
         size_t cnt = got - lo < r->B ? got - lo : r->B;
         double loss = 0;
         size_t nnz = 0;
-        rc = s->pool ? step_threads(s, r->W, lo, cnt, r->dim, r->bias, r->bv, &loss, &nnz, stats, r->err, r->errsz)
-                     : step_serial(s, r->job, r->adam, lo, cnt, r->dim, r->bias, r->bv, r->l2, &loss, &nnz, stats,
-                                   r->err, r->errsz);
+        rc = s->pool ? step_threads(r, lo, cnt, &loss, &nnz) : step_serial(r, lo, cnt, &loss, &nnz);
         if (rc < 0)
             break;
         r->train_time += fsgd_clock_s() - s0;
@@ -598,15 +597,17 @@ static int stream_finish(stream_run_t *r, fsgd_model_t *model, int rc)
     return rc;
 }
 
-int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
-                      const fsgd_csr_t *test, uint64_t dim, fsgd_model_t *model, fsgd_train_stats_t *stats,
-                      fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz)
+int fsgd_train_stream(const fsgd_job_t *job, const fsgd_train_input_t *in, fsgd_model_t *model,
+                      fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz)
 {
+    const uint64_t dim = in->dim;
+    fsgd_train_progress_fn progress = hooks ? hooks->progress : NULL;
+    void *ctx = hooks ? hooks->ctx : NULL;
     memset(stats, 0, sizeof *stats);
     stats->time_to_target = -1;
     stats->alpha = NAN;
     stats->best_test_auc = NAN;
-    stream_run_t r = {.job = job, .cache_path = cache_path, .hold_in = hold, .test_in = test, .dim = dim,
+    stream_run_t r = {.job = job, .cache_path = in->cache, .hold_in = in->hold, .test_in = in->test, .dim = dim,
                       .model_dim = dim + (job->bias ? 1 : 0), .bias = job->bias, .bv = (float)job->bias_value,
                       .stats = stats, .progress = progress, .ctx = ctx, .err = err, .errsz = errsz};
     int rc;

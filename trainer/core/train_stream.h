@@ -11,12 +11,12 @@
 #include "fsgd/model.h"
 #include "fsgd/train.h"
 
-/* Trains on the rows of the cache at cache_path (see FSGD_TRAIN_CACHE); hold
- * (may be NULL; required for epochs auto) are held-out rows kept in memory
- * for early stopping, test may be NULL. The same defaults and statistics as
- * in memory. 0 or an fsgd error with err set. */
-int fsgd_train_stream(const fsgd_job_t *job, const char *cache_path, const fsgd_csr_t *hold,
-                      const fsgd_csr_t *test, uint64_t dim, fsgd_model_t *model, fsgd_train_stats_t *stats,
-                      fsgd_train_progress_fn progress, void *ctx, char *err, size_t errsz);
+/* fsgd_train with in->source FSGD_TRAIN_CACHE: trains on the rows of the
+ * cache at in->cache; in->hold (may be NULL; required for epochs auto) are
+ * held-out rows kept in memory for early stopping, in->test may be NULL.
+ * The same defaults and statistics as in memory. hooks may be NULL. 0 or
+ * an fsgd error with err set. */
+int fsgd_train_stream(const fsgd_job_t *job, const fsgd_train_input_t *in, fsgd_model_t *model,
+                      fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz);
 
 #endif
