@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "fsgd/clock.h"
 #include "fsgd/error.h"
 #include "fsgd/serve_rows.h"
 #include "serve_internal.h"
@@ -29,13 +30,6 @@ typedef struct req {
     size_t dropped;  /* bytes discarded since */
     double t0;       /* CLOCK_MONOTONIC seconds at the headers */
 } req_t;
-
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Queues an answer; body is freed here when mode says MUST_FREE. */
 static enum MHD_Result reply(fsgd_serve_t *s, struct MHD_Connection *c, unsigned status, const char *type,
@@ -216,7 +210,7 @@ static enum MHD_Result score(fsgd_serve_t *s, struct MHD_Connection *c, serve_sl
     /* Plain atomics on the hot path; /metrics copies them into the registry. */
     atomic_fetch_add_explicit(&sl->requests, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&sl->rows, n_rows, memory_order_relaxed);
-    fsgd_prom_observe(s->prom, sl->m_latency, mono_now() - r->t0);
+    fsgd_prom_observe(s->prom, sl->m_latency, fsgd_clock_s() - r->t0);
     return res;
 }
 
@@ -356,7 +350,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* The headers: the request starts; its body (if any) comes next. */
         if (!(r = calloc(1, sizeof *r)))
             return MHD_NO;
-        r->t0 = mono_now();
+        r->t0 = fsgd_clock_s();
         *req_cls = r;
         atomic_fetch_add(&s->in_flight, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
