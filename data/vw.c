@@ -222,7 +222,8 @@ void fsgd_vw_extra_free(fsgd_vw_extra_t *x)
 /* One feature of the row being parsed: its namespace letter, masked index
  * and value. */
 typedef struct feat {
-    uint32_t idx;
+    uint32_t idx;  /* masked */
+    uint32_t full; /* VW's unmasked hash, which tells colliding features apart */
     float val;
     unsigned char ns;
 } feat_t;
@@ -245,7 +246,27 @@ typedef struct ctx {
     const char *line;
     scratch_t *sc;
     uint32_t mask;
+    uint32_t *fp;          /* counting columns: the fingerprint of the first feature of each, else NULL */
+    fsgd_vw_extra_t *slots; /* where the counts go */
 } ctx_t;
+
+/* Counts column col for a feature of unmasked hash h: a fingerprint of the
+ * first feature seen in each column, bit 31 marking one counted as collided
+ * (as the delimited reader counts its columns). */
+static void note_slot(const ctx_t *c, uint32_t col, uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    uint32_t f = ((uint32_t)h & 0x7FFFFFFFu) | 1u, cur = c->fp[col];
+    if (cur == 0) {
+        c->fp[col] = f;
+        c->slots->slots_used++;
+    } else if ((cur & 0x7FFFFFFFu) != f && !(cur & 0x80000000u)) {
+        c->fp[col] = cur | 0x80000000u;
+        c->slots->slots_collided++;
+    }
+}
 
 static int is_sp(char c) { return c == ' ' || c == '\t'; }
 
@@ -285,7 +306,7 @@ static int parse_number(const char *p, const char *e, double *v)
     return 1;
 }
 
-static int push_feat(scratch_t *sc, unsigned char ns, uint32_t idx, float val)
+static int push_feat(scratch_t *sc, unsigned char ns, uint32_t idx, uint32_t full, float val)
 {
     if (sc->nf == sc->capf) {
         size_t cap = sc->capf ? 2 * sc->capf : 256;
@@ -295,7 +316,7 @@ static int push_feat(scratch_t *sc, unsigned char ns, uint32_t idx, float val)
         sc->f = f;
         sc->capf = cap;
     }
-    sc->f[sc->nf++] = (feat_t){idx, val, ns};
+    sc->f[sc->nf++] = (feat_t){idx, full, val, ns};
     return 0;
 }
 
@@ -373,6 +394,8 @@ static int cross(const ctx_t *c, const unsigned char *ns, int k)
             v *= sc->grouped[pos[i]].val;
         }
         FSGD_TRY(push_entry(sc, (uint32_t)(h & c->mask), v));
+        if (c->fp)
+            note_slot(c, (uint32_t)(h & c->mask), h ^ 0x9e3779b97f4a7c15ULL); /* (a cross is not its first feature) */
         pos[d]++;
     }
 }
@@ -538,7 +561,7 @@ static int parse_line(const ctx_t *c, const char *p, const char *e, fsgd_csr_t *
                 return perr(c, err, errsz, FSGD_E_RANGE, f0, e, "a feature value within float range");
             if (v == 0 || drop)
                 continue; /* VW keeps no zero-valued feature */
-            if (push_feat(sc, ns, idx & c->mask, v) < 0)
+            if (push_feat(sc, ns, idx & c->mask, idx, v) < 0)
                 goto nomem;
         }
         if (q < e && *q != '|')
@@ -547,9 +570,12 @@ static int parse_line(const ctx_t *c, const char *p, const char *e, fsgd_csr_t *
 
     /* the row: its features, then its crosses; sorted, shared columns summed */
     sc->n = 0;
-    for (size_t i = 0; i < sc->nf; i++)
+    for (size_t i = 0; i < sc->nf; i++) {
         if (push_entry(sc, sc->f[i].idx, sc->f[i].val) < 0)
             goto nomem;
+        if (c->fp)
+            note_slot(c, sc->f[i].idx, sc->f[i].full);
+    }
     if (s->n_terms && sc->nf) {
         if (group(sc) < 0)
             goto nomem;
@@ -649,7 +675,7 @@ long fsgd_vw_parse(const char *buf, size_t len, const fsgd_vw_spec_t *s, int ski
     if (fsgd_csr_reserve(out, 0, 0) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", src);
     scratch_t sc = {0};
-    ctx_t c = {s, src, first_line, buf, &sc, s->bits >= 32 ? UINT32_MAX : (uint32_t)((1u << s->bits) - 1)};
+    ctx_t c = {s, src, first_line, buf, &sc, s->bits >= 32 ? UINT32_MAX : (uint32_t)((1u << s->bits) - 1), NULL, NULL};
     long n = parse_lines(buf, len, &c, skip_bad, out, extra, stats, err, errsz);
     scratch_free(&sc);
     return n;
@@ -671,7 +697,9 @@ int fsgd_vw_load(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_c
     if (!rc && !buf)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
     scratch_t sc = {0};
-    ctx_t c = {s, path, 1, NULL, &sc, s->bits >= 32 ? UINT32_MAX : (uint32_t)((1u << s->bits) - 1)};
+    ctx_t c = {s, path, 1, NULL, &sc, s->bits >= 32 ? UINT32_MAX : (uint32_t)((1u << s->bits) - 1), NULL, extra};
+    if (!rc && extra && extra->count_slots && s->bits <= 28 && !(c.fp = calloc((size_t)1 << s->bits, sizeof *c.fp)))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for 2^%u column fingerprints", s->bits);
     int eof = 0;
     while (!rc && !eof) {
         if (len == cap) { /* one line fills the buffer */
@@ -715,6 +743,7 @@ int fsgd_vw_load(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_c
         len -= cut;
     }
     scratch_free(&sc);
+    free(c.fp);
     free(buf);
     fsgd_zsource_close(z);
     if (stats)

@@ -208,7 +208,8 @@ class Model:
             out = os.path.join(tmp, "scores")
             _lib.run_command(_lib.lib.fsgd_cmd_predict,
                              ["predict", "--model", mp, "--data", str(path), "--out", out, "--quiet"])
-            return np.loadtxt(out, dtype=np.float64, ndmin=1)
+            with open(out) as f:  # "score" or, for a VW row with a tag, "score tag"
+                return np.array([float(line.split()[0]) for line in f if line.strip()], dtype=np.float64)
 
     def predict_proba(self, X):
         """P(y = +1) per row (logistic models)."""

@@ -85,6 +85,26 @@ def test_raw_rows_with_a_format(tmp_path, fsgd_bin):
     assert s.shape == (50,) and np.all(np.isfinite(s))
 
 
+def test_vw_rows_with_crosses_and_tags(tmp_path, fsgd_bin):
+    # VW text rows, -q ab as the keyword interactions: the same model as the CLI's;
+    # rows with tags score (fsgd predict writes "score tag")
+    rng = np.random.default_rng(3)
+    lines = []
+    for i in range(2000):
+        a, b = rng.integers(0, 20, 2)
+        y = 1 if (a + b) % 3 == 0 else -1
+        lines.append(f"{y} 'r{i}|a x{a} |b y{b}")
+    path = tmp_path / "rows.vw"
+    path.write_text("\n".join(lines) + "\n")
+    m = fsgd.train(lines, format="vw", interactions="ab", bits=16, epochs=3, seed=1, threads=1)
+    want = cli_train(fsgd_bin, tmp_path / "cli.fsgd", "--data", path, "--format", "vw", "-q", "ab", "--bits", "16",
+                     "--epochs", "3", "--seed", "1", "--threads", "1")
+    assert m.to_bytes() == want
+    assert m.input_spec == "vw:bits=16:seed=0:interactions=ab"
+    s = m.decision_function(lines[:100])
+    assert s.shape == (100,) and np.all(np.isfinite(s))
+
+
 def test_errors_carry_message_and_category(tmp_path, a9a):
     with pytest.raises(fsgd.UsageError) as e:
         fsgd.train(a9a[0], epochz=3)

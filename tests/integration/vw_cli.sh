@@ -31,6 +31,9 @@ import json, re, sys
 m = json.load(open(sys.argv[1]))
 auc = float(re.search(r"auc ([0-9.]+)", open(sys.argv[2]).read()).group(1))
 assert m["dim"] == 2**16 and m["test"]["auc"] > 0.65 and abs(auc - m["test"]["auc"]) < 1e-6, (m["test"], auc)
+# columns of features and crosses counted, as for hashed delimited columns
+assert m["format"].startswith("vw:") and 1000 < m["hash_columns_used"] < 2**16, m["hash_columns_used"]
+assert 0 <= m["hash_columns_collided"] < m["hash_columns_used"], m["hash_columns_collided"]
 PY
 # --ignore b: a model that never saw b
 "$FSGD" train --data "$tmp/train.vw" --format vw --ignore b --quiet --epochs 1 --out "$tmp/i.fsgd" > /dev/null

@@ -243,6 +243,26 @@ static void test_load_file(void)
     FSGD_ASSERT_CONTAINS(err, "bad.vw:2:8: expected a feature value");
     fsgd_csr_free(&a);
     fsgd_csr_free(&b);
+
+    /* columns counted: one feature seen twice is one column, no collision;
+     * 3 distinct features and a cross in 2 columns collide */
+    const char *cnt = fsgd_test_tmp("count.vw");
+    fsgd_test_write_file(cnt, "1 |a x\n0 |a x\n", 14);
+    fsgd_vw_extra_t x = {.count_slots = 1};
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse("vw", &s, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_load(cnt, &s, 0, &a, &x, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(x.slots_used, 1);
+    CU_ASSERT_EQUAL(x.slots_collided, 0);
+    fsgd_vw_extra_free(&x);
+    fsgd_csr_free(&a);
+    fsgd_test_write_file(cnt, "1 |a x y z |b u\n", 16);
+    x = (fsgd_vw_extra_t){.count_slots = 1};
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse("vw:bits=1:interactions=ab", &s, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_load(cnt, &s, 0, &a, &x, NULL, err, sizeof err), 0);
+    CU_ASSERT(x.slots_used >= 1 && x.slots_used <= 2);
+    CU_ASSERT(x.slots_collided >= 1 && x.slots_collided <= x.slots_used);
+    fsgd_vw_extra_free(&x);
+    fsgd_csr_free(&a);
 }
 
 void fsgd_test_register(void)
@@ -253,7 +273,7 @@ void fsgd_test_register(void)
          test_golden_indices_match_vw},
         {"specs round-trip; --ignore and --keep", test_spec_ignore_keep},
         {"malformed rows name file:line:col; skip_bad; CRLF and blanks", test_errors_name_line_col},
-        {"files read as buffers; errors name the path", test_load_file},
+        {"files read as buffers; errors name the path; columns and collisions counted", test_load_file},
         {NULL, NULL},
     };
     fsgd_test_suite("vw", cases);

@@ -106,8 +106,18 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
         /* VW text (fsgd/vw.h): its importance weights and tags are read beside the rows */
         fsgd_rowfmt_t vf;
         rc = fsgd_rowfmt_init(&vf, job->format, job->hash_bits, job->skip_bad, err, sizeof err);
+        vwx.count_slots = is_train;
         if (rc == 0)
             rc = fsgd_vw_load(path, &vf.vw_spec, job->skip_bad, out, &vwx, &st, err, sizeof err);
+        if (rc == 0 && is_train && vwx.slots_used) { /* features and crosses in 2^bits columns, as for delimited rows */
+            if (!job->quiet)
+                fprintf(stderr, "fsgd: %s: %zu rows hashed into 2^%u columns: %llu columns used, %llu of them "
+                                "shared by 2+ distinct features or crosses (%.2f%%)\n",
+                        path, out->n_rows, vf.vw_spec.bits, (unsigned long long)vwx.slots_used,
+                        (unsigned long long)vwx.slots_collided, 100.0 * (double)vwx.slots_collided / (double)vwx.slots_used);
+            hash_used = vwx.slots_used;
+            hash_collided = vwx.slots_collided;
+        }
     } else if (spec) {
         fsgd_delim_stats_t ds;
         rc = fsgd_delim_load(path, spec, is_train, out, &ds, err, sizeof err);

@@ -36,18 +36,22 @@ static const field_t fields[] = {
      "tsv:COLUMNS[:header=1][:bits=B][:seed=S] / csv:..., COLUMNS like label,num*13,cat*26,skip; "
      "raw fields are hashed with xxHash into 2^bits columns (dim is then 2^bits); fsgd train, and fsgd run/produce/"
      "worker/aggregator, which send the raw lines through NAME.data (a header=1 line is skipped, never sent; "
-     "outside clients must not send it); the model records the spec for fsgd predict"},
+     "outside clients must not send it); the model records the spec for fsgd predict; vw: Vowpal Wabbit text rows "
+     "(label [importance] [tag]|ns feature[:value] ...), hashed as VW 9 hashes them (docs/ctr-inputs.md); any "
+     "input may be gzip or zstd compressed"},
     {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32,
      "hashed formats: 2^B feature columns (0: the spec's bits, default 24); libsvm: 1..32 hashes the indices "
      "into 2^B weights, so any index fits a bounded model (0: indices kept, dim from the data); alias bits (VW's -b)"},
     {"interactions", "data", F_TERMS, OFF(interactions), 0, 0,
      "vw format: feature crosses of namespaces by their first letters, VW's -q ab / --cubic abc / --interactions "
      "ab,abc (aliases q, quadratic, cubic; each use adds its crosses); :: crosses every pair of namespaces; hashed "
-     "into the model's 2^bits columns and recorded in the model file, so fsgd predict needs no flag"},
+     "into the model's 2^bits columns and recorded in the model file, so fsgd predict needs no flag; criteo, tsv:, "
+     "csv: cross columns by 1-based number instead (-q 15*16, --interactions 15*16*17)"},
     {"ignore", "data", F_STR, OFF(ignore), 0, 0, "vw format: namespaces (first letters, e.g. abc) left out (VW's --ignore)"},
     {"keep", "data", F_STR, OFF(keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
     {"class_weight", "data", F_STR, OFF(class_weight), 0, 0,
-     "POS,NEG: each row's loss weighted by its class (LIBLINEAR's -w1/-w-1), on top of a VW row's importance"},
+     "POS,NEG: each row's loss weighted by its class (LIBLINEAR's -w1/-w-1), on top of a VW row's importance; "
+     "fsgd train, cpu backend"},
     {"cache", "data", F_STR, OFF(cache), 0, 0,
      "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
      "from it, for files larger than memory (the holdout and test split, at most 50k and 100k rows, are kept "

@@ -84,6 +84,12 @@ typedef struct fsgd_vw_extra {
     char *tags;         /* the tags, back to back, no terminators */
     size_t cap, tags_len, tags_cap;
     int any_weight;     /* a row had an importance weight other than 1 */
+    int count_slots;    /* in: set before fsgd_vw_load to count the columns below (a 4·2^bits-byte table;
+                           not counted above 28 bits) */
+    uint64_t slots_used;     /* distinct columns that got a feature or a cross */
+    uint64_t slots_collided; /* of those, columns that two or more distinct features or crosses hashed to
+                                (told apart by VW's unmasked hash: features whose 32-bit hashes are equal are
+                                one feature to VW too) */
 } fsgd_vw_extra_t;
 
 /* Frees the arrays and zeroes x. NULL is a no-op. */
