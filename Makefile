@@ -238,8 +238,9 @@ $(BUILD)/fuzz-tools/%: $(BUILD)/tests/fuzz/tools/%.o $(LIBFSGD)
 
 # Unit tests, fuzz corpus replay and integration scripts; prints
 # "N passed, N failed, N skipped" last and fails if anything failed.
+# T=PATTERN: only the tests whose file name contains it (tests/README.md).
 test: all $(TESTS) $(REPLAYS) data $(SHLIB)
-	BUILD=$(BUILD) FSGD=$(FSGD) tests/run_tests.sh
+	BUILD=$(BUILD) FSGD=$(FSGD) T="$(T)" tests/run_tests.sh
 
 asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT=-O1 \
