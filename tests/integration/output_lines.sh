@@ -34,10 +34,11 @@ total=$(($(lines "$tmp/r.out") + $(lines "$tmp/r.err")))
 echo "fsgd run: $total lines, --quiet: 1"
 
 # fsgd train, one process
-T=(train --data "$DATA/a9a" --epochs 2 --threads 2)
+T=(train --data "$DATA/a9a" --threads 2)
 "$FSGD" "${T[@]}" >"$tmp/t.out" 2>&1
 grep -q 'compression\|ratio' "$tmp/t.out" && fail "codec none in one process printed a compression ratio: $(grep 'compression\|ratio' "$tmp/t.out")"
 grep -q 'raise --batch' "$tmp/t.out" && fail "advice to raise --batch"
+grep -q 'ETA <=' "$tmp/t.out" && fail "an ETA to max_epochs with epochs auto: $(grep -m1 'ETA' "$tmp/t.out")"
 grep -q '^model not saved (--out FILE saves it)' "$tmp/t.out" || fail "fsgd train without --out did not say the model was not saved"
 grep -q '^test  auc .*held out of --data: no --test' "$tmp/t.out" || fail "the test line does not say its rows came out of --data"
 "$FSGD" "${T[@]}" --codec fastsgd >"$tmp/c.out" 2>&1
