@@ -38,3 +38,11 @@ def test_classifier_on_a9a(a9a):
     assert clf.get_params()["seed"] == 3
     assert clf.set_params(epochs=2).get_params()["epochs"] == 2
     np.testing.assert_array_equal(clf.predict(Xt[:10]), np.where(clf.decision_function(Xt[:10]) > 0, 1.0, -1.0))
+
+
+def test_fit_trains_on_every_row(a9a):
+    # issue 40 item 4: fit held 20% of X out as fsgd train's test set
+    X, y = load_svmlight_file(str(a9a[0]), n_features=123)
+    clf = FsgdClassifier(epochs=1).fit(X, y)
+    m = clf.models_[0].metrics
+    assert m["train_rows"] == X.shape[0] and m["test"]["n"] == 0, (m["train_rows"], m["test"]["n"])
