@@ -24,6 +24,10 @@ lines() { if [ -s "$1" ]; then wc -l <"$1"; else echo 0; fi; }
     fail "run --quiet printed $(lines "$tmp/q.out") stdout lines, not the one result line: $(cat "$tmp/q.out")"
 [ "$(lines "$tmp/q.err")" -eq 0 ] || fail "run --quiet printed $(lines "$tmp/q.err") stderr lines: $(cat "$tmp/q.err")"
 
+# epochs auto stops part way through an epoch: the result line says how far
+"$FSGD" run --data "$DATA/a9a" --workers 2 --quiet >"$tmp/auto.out" 2>&1 || fail "run (epochs auto) exited $?"
+grep -q ' | [0-9]*\.[0-9][0-9] epochs, ' "$tmp/auto.out" || fail "the result line does not give the epochs run: $(cat "$tmp/auto.out")"
+
 # fsgd run: the authentication line once, and a short output
 "$FSGD" run --data "$DATA/a9a" --test "$DATA/a9a.t" --workers 2 --epochs 1 >"$tmp/r.out" 2>"$tmp/r.err" ||
     fail "run exited $?"
