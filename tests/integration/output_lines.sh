@@ -34,7 +34,7 @@ grep -q ' | [0-9]*\.[0-9][0-9] epochs, ' "$tmp/auto.out" || fail "the result lin
 n=$(grep -c 'are authenticated' "$tmp/r.err" || true)
 [ "$n" -eq 1 ] || fail "the authentication line was printed $n times"
 total=$(($(lines "$tmp/r.out") + $(lines "$tmp/r.err")))
-[ "$total" -le 16 ] || fail "fsgd run printed $total lines (it was 17 on a9a with 2 workers, 25 with 3)"
+[ "$total" -le 12 ] || fail "fsgd run printed $total lines (it was 17 on a9a with 2 workers, 25 with 3; 11 now)"
 echo "fsgd run: $total lines, --quiet: 1"
 
 # fsgd train, one process
