@@ -61,6 +61,15 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
              -gencode arch=compute_90,code=compute_90
 WERROR    ?=
 OPT       ?= -O2
+# A short line per step ("  CC      codec/fastsgd.c"); V=1 prints the full commands.
+V ?= 0
+ifeq ($(V),1)
+  Q   :=
+  say := @true
+else
+  Q   := @
+  say := @printf '  %-7s %s\n'
+endif
 SAN       ?=
 
 WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter $(WERROR)
@@ -184,33 +193,40 @@ $(LAYERING)/.stamp: $(PUBLIC_HDRS)
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | $(LAYERING)/.stamp
 	@mkdir -p $(dir $@)
-	$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | $(LAYERING)/.stamp
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(call module_inc,$<) $(CPPFLAGS) -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP -c $< -o $@
+	$(say) nvcc $<
+	$(Q)$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $(call module_inc,$<) $(CPPFLAGS) -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP -c $< -o $@
 
 # cub (used by backend_cuda.cu) needs the C++ runtime; we link with $(CC).
 $(CUDA_PLUGIN): $(CU_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -pthread $(CU_OBJ) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcusparse -lcudart -lstdc++ -o $@
+	$(say) LD $@
+	$(Q)$(CC) -shared -pthread $(CU_OBJ) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcusparse -lcudart -lstdc++ -o $@
 
 $(BUILD)/pic/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+	$(say) CC-PIC $<
+	$(Q)$(CC) $(call module_inc,$<) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
 
 shlib: $(SHLIB)
 $(SHLIB): $(PIC_OBJ) | $(PLUGIN)
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LDFLAGS) $(PIC_OBJ) $(LDLIBS) -o $@
+	$(say) LD $@
+	$(Q)$(CC) -shared $(LDFLAGS) $(PIC_OBJ) $(LDLIBS) -o $@
 
 $(LIBFSGD): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(say) AR $@
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(FSGD): $(CLI_OBJ) $(LIBFSGD) | $(PLUGIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIBFSGD) $(LDLIBS) -o $@
+	$(say) LD $@
+	$(Q)$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIBFSGD) $(LDLIBS) -o $@
 
 # The data sets of data/sets (some xz-compressed), unpacked and checked
 # against data/sets/SHA256SUMS: tests and benchmarks read them there (or in
@@ -224,25 +240,30 @@ $(BUILD)/tests/unit/testmain.o: CPPFLAGS += -DFSGD_TEST_DATA_DIR='"$(DATA_DIR)"'
 
 $(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/testmain.o $(LIBFSGD) | $(PLUGIN) $(DATA_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcunit -o $@
+	$(say) LD $@
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcunit -o $@
 
 $(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBFSGD)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(say) LD $@
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBFSGD) | $(PLUGIN) $(DATA_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(say) LD $@
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # The generator of the Kafka-side fuzz seeds (run by hand: its comment).
 $(BUILD)/fuzz-tools/%: $(BUILD)/tests/fuzz/tools/%.o $(LIBFSGD)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(say) LD $@
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests, fuzz corpus replay and integration scripts; prints
 # "N passed, N failed, N skipped" last and fails if anything failed.
+# T=PATTERN: only the tests whose file name contains it (tests/README.md).
 test: all $(TESTS) $(REPLAYS) data $(SHLIB)
-	BUILD=$(BUILD) FSGD=$(FSGD) tests/run_tests.sh
+	BUILD=$(BUILD) FSGD=$(FSGD) T="$(T)" tests/run_tests.sh
 
 asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT=-O1 \
@@ -270,7 +291,8 @@ deps:
 # README command 1: install, build, run the default job on the embedded broker;
 # the data sets unpacked too, for the README's next commands (bench codec).
 RUN_JOB ?= jobs/a9a.yaml
-run: deps
+run:
+	@scripts/install-deps.sh --run
 	$(MAKE) all data
 	@mkdir -p out
 	$(FSGD) run $(RUN_JOB)

@@ -18,8 +18,17 @@ class BuildWithLib(build_py):
         super().run()
         lib = Path(os.environ.get("FSGD_LIB") or ROOT / "lib" / "libfsgd.so")
         if not os.environ.get("FSGD_LIB"):
+            # An sdist unpacked alone has no C sources beside it: say so, not
+            # a raw CalledProcessError of make in its parent folder (issue 40
+            # item 13).
+            if not (ROOT / "Makefile").is_file() or not (ROOT / "trainer").is_dir():
+                raise SystemExit(f"fsgd: the C library is built from the fsgd repository, and {ROOT} is not one: "
+                                 "pip install ./python from a checkout, or set FSGD_LIB to a built libfsgd.so")
             # up to date or rebuilt: the library must match the checkout
-            subprocess.check_call(["make", "-C", str(ROOT), "shlib"])
+            try:
+                subprocess.check_call(["make", "-C", str(ROOT), "shlib"])
+            except (OSError, subprocess.CalledProcessError) as e:
+                raise SystemExit(f"fsgd: make -C {ROOT} shlib failed ({e}): its output above says why")
         if not lib.is_file():
             raise SystemExit(f"fsgd: {lib} not found (make shlib in the repository)")
         shutil.copy2(lib, Path(self.build_lib) / "fsgd" / "libfsgd.so")

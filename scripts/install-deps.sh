@@ -5,12 +5,16 @@
 # build/kafka/lib, tests/kafka/broker.sh install; cached, so a second run
 # downloads nothing).
 #   scripts/install-deps.sh          build + test dependencies
+#   scripts/install-deps.sh --run    what building and running needs (make run):
+#                                    the build packages, no test tools, broker jars or peers
 #   scripts/install-deps.sh --check  only report what is missing (exit 1 if any)
-# Then, unless CUDA=0 or a complete toolkit is at CUDA_PATH (default
-# /usr/local/cuda), it installs NVIDIA's CUDA wheels into .deps/cuda so that
-# the CUDA backend is compiled and linked even here (install-cuda-wheels.sh);
-# and last the pinned peer tools (Vowpal Wabbit, confluent-kafka) into
-# build/venv (install-peers.sh).
+# Then NVIDIA's CUDA wheels into .deps/cuda (install-cuda-wheels.sh, ~520 MB)
+# when CUDA=1 asks for them (CI: the CUDA backend compiled and linked on a
+# machine without a GPU), or when this machine has an NVIDIA GPU and no
+# complete toolkit at CUDA_PATH (default /usr/local/cuda); never with CUDA=0,
+# and not on a machine without a GPU otherwise (issue 40 item 5: a CPU user
+# downloaded them for nothing). And last, except with --run, the pinned peer
+# tools (Vowpal Wabbit, confluent-kafka) into build/venv (install-peers.sh).
 set -eu
 cd "$(dirname "$0")/.."
 peers=scripts/install-peers.sh
@@ -21,9 +25,15 @@ cuda_complete() {
         { [ -e "$1/lib64/libcusparse.so" ] || [ -e "$1/lib/libcusparse.so" ]; } &&
         { [ -e "$1/lib64/libcudart.so" ] || [ -e "$1/lib/libcudart.so" ]; }
 }
+have_gpu() { [ -e /dev/nvidiactl ] || [ -d /proc/driver/nvidia ]; }
 install_cuda() {
     [ "${CUDA:-}" = 0 ] && return 0
     cuda_complete "${CUDA_PATH:-/usr/local/cuda}" && return 0
+    if [ "${CUDA:-}" != 1 ] && ! have_gpu; then
+        [ "${1:-}" = --check ] || cuda_complete .deps/cuda ||
+            echo "fsgd: no NVIDIA GPU here: the CUDA wheels are not downloaded (CUDA=1 scripts/install-deps.sh fetches them)"
+        return 0
+    fi
     [ "${1:-}" = --check ] && { cuda_complete .deps/cuda || echo "missing: CUDA toolkit (scripts/install-cuda-wheels.sh)"; return 0; }
     scripts/install-cuda-wheels.sh
 }
@@ -44,6 +54,8 @@ test_pkgs="$test_pkgs docker.io debootstrap"
 test_pkgs="$test_pkgs python3-pytest"
 # tests/bench/serve.sh: HTTP load on fsgd serve
 test_pkgs="$test_pkgs wrk"
+mode=${1:-}
+[ "$mode" = --run ] && test_pkgs=""
 missing=()
 for p in $build_pkgs $test_pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -57,8 +69,12 @@ kafka_jars() {
     fi
 }
 if [ ${#missing[@]} -eq 0 ]; then
-    [ "${1:-}" = "--check" ] || kafka_jars
-    install_cuda "${1:-}"
+    if [ "$mode" = --run ]; then
+        install_cuda
+        exit 0
+    fi
+    [ "$mode" = "--check" ] || kafka_jars
+    install_cuda "$mode"
     exec "$peers" "$@"
 fi
 if [ "${1:-}" = "--check" ]; then
@@ -75,6 +91,10 @@ echo "installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ "$mode" = --run ]; then
+    install_cuda
+    exit 0
+fi
 kafka_jars
 install_cuda
 "$peers"

@@ -14,7 +14,18 @@
 # A test that cannot run here (no GPU, no data set, no clang) is skipped,
 # never counted as passed: unit tests report skips in their
 # "fsgd-test: NAME: P passed, F failed, S skipped" line.
+#
+# T=PATTERN (make test T=PATTERN) runs only the unit binaries, fuzz replays
+# and integration scripts whose file name contains PATTERN (test_adam,
+# kafka_follow, libsvm, ...); FSGD_SUITE=quick runs the unit tests and fuzz
+# replays alone (seconds), FSGD_SUITE=full (default) everything. One case of
+# a unit binary: build/unit/test_adam CASE (tests/README.md).
 set -u
+T=${T:-}
+SUITE=${FSGD_SUITE:-full}
+case "$SUITE" in quick | full) ;; *) echo "FSGD_SUITE must be quick or full, not '$SUITE'"; exit 2 ;; esac
+wanted() { [ -z "$T" ] || [[ "$(basename "$1")" == *"$T"* ]]; }
+ran_any=0
 BUILD=${BUILD:-build}
 export FSGD=${FSGD:-bin/fsgd}
 # The data sets: the repository's own (data/sets, unpacked and checked into
@@ -41,6 +52,8 @@ case "$real" in auto | 0 | 1 | only) ;; *) echo "FSGD_KAFKA_REAL must be auto, 0
 for t in "$BUILD"/unit/test_*; do
     [ "$real" != only ] || break
     [ -x "$t" ] || continue
+    wanted "$t" || continue
+    ran_any=1
     log=$(mktemp)
     "$t" >"$log" 2>&1
     rc=$?
@@ -63,6 +76,8 @@ done
 for r in "$BUILD"/fuzz-replay/fuzz_*; do
     [ "$real" != only ] || break
     [ -x "$r" ] || continue
+    wanted "$r" || continue
+    ran_any=1
     name=$(basename "$r")
     corpus=tests/fuzz/corpus/${name#fuzz_}
     if "$r" "$corpus" >"$logdir/replay.log" 2>&1; then
@@ -92,8 +107,10 @@ run_script() { # SCRIPT TAG: runs one integration script, counts it
 }
 
 for s in tests/integration/*.sh; do
-    [ "$real" != only ] || break
+    [ "$real" != only ] && [ "$SUITE" = full ] || break
     [ -f "$s" ] || continue
+    wanted "$s" || continue
+    ran_any=1
     run_script "$s" ""
 done
 
@@ -102,6 +119,7 @@ done
 real_pass() {
     local nodes=$1 dir s out
     shift
+    [ $# -gt 0 ] || return 0 # T= left none of these scripts: no cluster to start
     dir=$(mktemp -d /tmp/fsgd-kafka.XXXXXX)
     kdirs+=("$dir")
     if ! out=$("$BROKER_SH" start "$dir/c" "$nodes" 2>&1); then
@@ -117,7 +135,11 @@ real_pass() {
     rm -rf "$dir"
 }
 
-if [ "$real" != 0 ]; then
+real_scripts=0
+for s in tests/integration/kafka_*.sh; do wanted "$s" && real_scripts=$((real_scripts + 1)); done
+if [ "$SUITE" = quick ] || [ "$real_scripts" -eq 0 ]; then
+    echo "real Kafka pass left out ($([ "$SUITE" = quick ] && echo "FSGD_SUITE=quick" || echo "T=$T names no kafka_ script"))"
+elif [ "$real" != 0 ]; then
     if ! why=$("$BROKER_SH" check); then
         if [ "$real" != auto ] || [ "${CI:-}" = true ]; then
             failed=$((failed + 1)); failures+=("real Kafka pass: $why"); echo "FAIL $why"
@@ -130,6 +152,8 @@ if [ "$real" != 0 ]; then
     else
         single=() cluster=()
         for s in tests/integration/kafka_*.sh; do
+            wanted "$s" || continue
+            ran_any=1
             if grep -q '^# real-kafka: cluster' "$s"; then cluster+=("$s"); else single+=("$s"); fi
         done
         real_pass 1 "${single[@]}"
@@ -139,6 +163,10 @@ else
     echo "real Kafka pass left out (FSGD_KAFKA_REAL=0)"
 fi
 
+if [ -n "$T" ] && [ "$ran_any" -eq 0 ]; then
+    echo "T=$T matches no unit binary, fuzz replay or integration script"
+    exit 2
+fi
 for f in "${failures[@]:-}"; do [ -n "$f" ] && echo "FAILED: $f"; done
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -12,13 +12,23 @@ from . import train as _train
 
 
 def _fit_one(est, X, y, model):
-    return _train(X, y, model=model, epochs=est.epochs, lr=est.lr, l2=est.l2, batch=est.batch, seed=est.seed,
-                  codec=est.codec, threads=est.threads, bias=est.fit_intercept)
+    # test_fraction=0: fit trains on every row it is given (fsgd train without
+    # --test would hold 20% out as its test set; issue 40 item 4)
+    # lr "auto" is the default, left out: with optimizer ftrl an lr given is refused (FTRL takes alpha)
+    return _train(X, y, model=model, epochs=est.epochs, lr=None if est.lr == "auto" else est.lr, l2=est.l2, batch=est.batch, seed=est.seed,
+                  codec=est.codec, threads=est.threads, bias=est.fit_intercept, test_fraction=0,
+                  optimizer=est.optimizer, l1=est.l1, max_epochs=est.max_epochs)
 
 
 class _FsgdBase(BaseEstimator):
+    """optimizer "adam" or "ftrl" (FTRL-Proximal; l1 > 0 needs it: exact zeros), max_epochs: the most
+    epochs when epochs is "auto" (issue 40 item 14: neither could be set)."""
+
     def __init__(self, *, epochs="auto", lr="auto", l2="auto", batch=256, seed=1, codec="none", threads=1,
-                 fit_intercept=True):
+                 fit_intercept=True, optimizer="adam", l1=0.0, max_epochs=50):
+        self.optimizer = optimizer
+        self.l1 = l1
+        self.max_epochs = max_epochs
         self.epochs = epochs
         self.lr = lr
         self.l2 = l2
@@ -48,9 +58,9 @@ class FsgdClassifier(ClassifierMixin, _FsgdBase):
     """loss: "logistic" (predict_proba) or "svm" (hinge)."""
 
     def __init__(self, loss="logistic", *, epochs="auto", lr="auto", l2="auto", batch=256, seed=1, codec="none",
-                 threads=1, fit_intercept=True):
+                 threads=1, fit_intercept=True, optimizer="adam", l1=0.0, max_epochs=50):
         super().__init__(epochs=epochs, lr=lr, l2=l2, batch=batch, seed=seed, codec=codec, threads=threads,
-                         fit_intercept=fit_intercept)
+                         fit_intercept=fit_intercept, optimizer=optimizer, l1=l1, max_epochs=max_epochs)
         self.loss = loss
 
     def fit(self, X, y):

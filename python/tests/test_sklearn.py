@@ -38,3 +38,22 @@ def test_classifier_on_a9a(a9a):
     assert clf.get_params()["seed"] == 3
     assert clf.set_params(epochs=2).get_params()["epochs"] == 2
     np.testing.assert_array_equal(clf.predict(Xt[:10]), np.where(clf.decision_function(Xt[:10]) > 0, 1.0, -1.0))
+
+
+def test_fit_trains_on_every_row(a9a):
+    # issue 40 item 4: fit held 20% of X out as fsgd train's test set
+    X, y = load_svmlight_file(str(a9a[0]), n_features=123)
+    clf = FsgdClassifier(epochs=1).fit(X, y)
+    m = clf.models_[0].metrics
+    assert m["train_rows"] == X.shape[0] and m["test"]["n"] == 0, (m["train_rows"], m["test"]["n"])
+
+
+def test_ftrl_l1_and_max_epochs(a9a):
+    # issue 40 item 14: FTRL, L1 and max_epochs could not be set from the estimators
+    X, y = load_svmlight_file(str(a9a[0]), n_features=123)
+    clf = FsgdClassifier(optimizer="ftrl", l1=1e-3, max_epochs=2).fit(X, y)
+    m = clf.models_[0].metrics
+    assert m["optimizer"] == "ftrl" and m["l1"] == 1e-3, (m["optimizer"], m["l1"])
+    assert m["weights_nonzero"] < m["weights_touched"], m
+    assert m["epochs_run"] <= 2, m["epochs_run"]
+    assert FsgdRegressor(max_epochs=1).fit(X, y).models_[0].metrics["epochs_run"] <= 1

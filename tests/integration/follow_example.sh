@@ -36,5 +36,6 @@ grep -q 'stopped on request' run.log || fail "the job did not end on SIGTERM"
 rows=$(sed -n 's/.*version [0-9]* (generation [0-9]*, step [0-9]*): \([0-9]*\) rows trained.*/\1/p' run.log | tail -1)
 [ "${rows:-0}" -eq 25000 ] || fail "the job trained ${rows:-no} rows: the produced day2 rows never arrived"
 [ -s demo.fsgd ] || fail "no model written"
+grep -q ' | 0 epochs, ' run.log && fail "the follow job's result line counts epochs: $(grep ' | 0 epochs' run.log)"
 grep -q '^loss: logistic' example.out || fail "fsgd model info did not read the model"
 echo "ok: the follow example ran as written ($rows rows trained); a produce without the key was refused"

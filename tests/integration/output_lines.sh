@@ -22,22 +22,31 @@ lines() { if [ -s "$1" ]; then wc -l <"$1"; else echo 0; fi; }
     fail "run --quiet exited $?: $(cat "$tmp/q.err")"
 [ "$(lines "$tmp/q.out")" -eq 1 ] && grep -q '^test auc 0\.' "$tmp/q.out" ||
     fail "run --quiet printed $(lines "$tmp/q.out") stdout lines, not the one result line: $(cat "$tmp/q.out")"
-[ "$(lines "$tmp/q.err")" -eq 0 ] || fail "run --quiet printed $(lines "$tmp/q.err") stderr lines: $(cat "$tmp/q.err")"
+# (a wait or a rejection is said even with --quiet: a loaded machine may print one; chatter never)
+grep -E 'authenticated|pid [0-9]|embedded Kafka cluster|connecting to|done: |produced [0-9]|^fsgd: epoch' "$tmp/q.err" &&
+    fail "run --quiet printed chatter on stderr: $(cat "$tmp/q.err")"
+
+# epochs auto stops part way through an epoch: the result line says how far
+"$FSGD" run --data "$DATA/a9a" --workers 2 --quiet >"$tmp/auto.out" 2>&1 || fail "run (epochs auto) exited $?"
+grep -q ' | [0-9]*\.[0-9][0-9] epochs, ' "$tmp/auto.out" || fail "the result line does not give the epochs run: $(cat "$tmp/auto.out")"
 
 # fsgd run: the authentication line once, and a short output
 "$FSGD" run --data "$DATA/a9a" --test "$DATA/a9a.t" --workers 2 --epochs 1 >"$tmp/r.out" 2>"$tmp/r.err" ||
     fail "run exited $?"
 n=$(grep -c 'are authenticated' "$tmp/r.err" || true)
 [ "$n" -eq 1 ] || fail "the authentication line was printed $n times"
-total=$(($(lines "$tmp/r.out") + $(lines "$tmp/r.err")))
-[ "$total" -le 16 ] || fail "fsgd run printed $total lines (it was 17 on a9a with 2 workers, 25 with 3)"
-echo "fsgd run: $total lines, --quiet: 1"
+grep -q 'connecting to' "$tmp/r.err" && fail "the roles say they connect to fsgd run's own cluster: $(grep -m1 'connecting to' "$tmp/r.err")"
+# the progress lines come with time (a slow machine prints more): the rest is counted
+total=$(cat "$tmp/r.out" "$tmp/r.err" | grep -cv '^fsgd: epoch [0-9/]*  step ' || true)
+[ "$total" -le 11 ] || fail "fsgd run printed $total lines besides progress (16 on main: a9a, 2 workers; 10 now)"
+echo "fsgd run: $total lines besides progress, --quiet: 1"
 
 # fsgd train, one process
-T=(train --data "$DATA/a9a" --epochs 2 --threads 2)
+T=(train --data "$DATA/a9a" --threads 2)
 "$FSGD" "${T[@]}" >"$tmp/t.out" 2>&1
 grep -q 'compression\|ratio' "$tmp/t.out" && fail "codec none in one process printed a compression ratio: $(grep 'compression\|ratio' "$tmp/t.out")"
 grep -q 'raise --batch' "$tmp/t.out" && fail "advice to raise --batch"
+grep -q 'ETA <=' "$tmp/t.out" && fail "an ETA to max_epochs with epochs auto: $(grep -m1 'ETA' "$tmp/t.out")"
 grep -q '^model not saved (--out FILE saves it)' "$tmp/t.out" || fail "fsgd train without --out did not say the model was not saved"
 grep -q '^test  auc .*held out of --data: no --test' "$tmp/t.out" || fail "the test line does not say its rows came out of --data"
 "$FSGD" "${T[@]}" --codec fastsgd >"$tmp/c.out" 2>&1

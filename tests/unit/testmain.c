@@ -1,8 +1,15 @@
 /* The main() of every unit test binary: registers the file's suites, runs
- * them with CUnit's basic interface and exits non-zero on any failure. */
+ * them with CUnit's basic interface and exits non-zero on any failure.
+ *
+ *   build/unit/test_adam              every case
+ *   build/unit/test_adam PATTERN...   the cases whose "suite: case" name
+ *                                     contains one of the patterns (case-blind)
+ *   build/unit/test_adam --list       the cases' names, nothing run */
 #include <CUnit/Basic.h>
 #include <CUnit/TestRun.h>
 #include <errno.h>
+#include <string.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -192,6 +199,36 @@ int fsgd_test_run(const char *cmd, char *out, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* 1 when "suite: case" contains one of the patterns, ignoring case. */
+static int case_matches(const char *suite, const char *name, int n, char **patterns)
+{
+    char full[512];
+    snprintf(full, sizeof full, "%s: %s", suite, name);
+    for (int i = 0; i < n; i++)
+        for (const char *p = full; *p; p++)
+            if (!strncasecmp(p, patterns[i], strlen(patterns[i])))
+                return 1;
+    return 0;
+}
+
+/* Leaves active only the cases the patterns name (--list: prints every
+ * case instead). Returns how many are active, -1 after --list. */
+static int select_cases(int n, char **patterns)
+{
+    int list = n == 1 && !strcmp(patterns[0], "--list"), active = 0;
+    for (CU_pSuite s = CU_get_registry()->pSuite; s; s = s->pNext)
+        for (CU_pTest t = s->pTest; t; t = t->pNext) {
+            if (list) {
+                printf("%s: %s\n", s->pName, t->pName);
+                continue;
+            }
+            int on = n == 0 || case_matches(s->pName, t->pName, n, patterns);
+            CU_set_test_active(t, on ? CU_TRUE : CU_FALSE);
+            active += on;
+        }
+    return list ? -1 : active;
+}
+
 int main(int argc, char **argv)
 {
     const char *s = getenv("FSGD_TEST_SEED");
@@ -200,6 +237,20 @@ int main(int argc, char **argv)
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     fsgd_test_register();
+    int active = select_cases(argc - 1, argv + 1);
+    if (active < 0) {
+        CU_cleanup_registry();
+        return 0;
+    }
+    if (active == 0) {
+        fprintf(stderr, "%s: no case matches", argv[0]);
+        for (int i = 1; i < argc; i++)
+            fprintf(stderr, " '%s'", argv[i]);
+        fprintf(stderr, " (--list prints them)\n");
+        CU_cleanup_registry();
+        return 2;
+    }
+    CU_set_fail_on_inactive(CU_FALSE); /* the cases left out are not failures */
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();
@@ -208,6 +259,5 @@ int main(int argc, char **argv)
     unsigned skip = count_skipped();
     printf("fsgd-test: %s: %u passed, %u failed, %u skipped\n", argv[0], run - failed - skip, failed, skip);
     CU_cleanup_registry();
-    (void)argc;
     return (failed || asserts_failed) ? 1 : 0;
 }

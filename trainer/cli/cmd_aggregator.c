@@ -217,9 +217,16 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     { /* the result, even with --quiet (which quiets progress, not results) */
         char t[128];
         test_text(t, sizeof t, &job, &st.test, 6);
-        printf("%s | %d epochs, %llu steps, %.2f s, %.0f rows/s, step p50 %.2f ms | "
+        /* follow mode has no epochs ("0 epochs" said nothing); epochs auto
+         * stops part way through one ("3 epochs" when 3.85 ran) */
+        char ep[48] = "";
+        if (!job.follow && st.epochs_run > 0)
+            snprintf(ep, sizeof ep, "%.2f epochs, ", st.epochs_run);
+        else if (!job.follow)
+            snprintf(ep, sizeof ep, "%d epochs, ", st.n_epochs);
+        printf("%s | %s%llu steps, %.2f s, %.0f rows/s, step p50 %.2f ms | "
                "up %llu B down %llu B ratio %.2f | rejected",
-               t, st.n_epochs, (unsigned long long)st.adam_steps, st.seconds,
+               t, ep, (unsigned long long)st.adam_steps, st.seconds,
                st.seconds > 0 ? st.rows_total / st.seconds : 0, st.step_ms_p50, (unsigned long long)st.bytes_up,
                (unsigned long long)st.bytes_down, st.codec_bytes ? (double)st.raw_bytes / st.codec_bytes : 0);
         for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)

@@ -124,6 +124,9 @@ static int metrics_port = -1;
  * whether they must accept rows without its tag. */
 static const char *spawn_key;
 static int spawn_unsigned_rows;
+/* The processes spawn starts talk to this process's embedded cluster: they
+ * do not say they connect to it (fsgd run said where it is). */
+static int spawn_embedded;
 /* "--shard I/S" for the aggregator shard spawn starts next (NULL: none),
  * and its metrics port's offset (W + I) */
 static const char *spawn_shard;
@@ -196,7 +199,7 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
         signal(SIGPIPE, SIG_DFL);
         /* fsgd run said how the job is authenticated, once: its roles do
          * not say it again (dcli_auth; issue 40 item 9) */
-        setenv("FSGD_RUN_CHILD", "1", 1);
+        setenv("FSGD_RUN_CHILD", spawn_embedded ? "embedded" : "1", 1);
         execv("/proc/self/exe", av);
         _exit(127);
     }
@@ -585,6 +588,7 @@ static void run_catch_signals(void)
 static int run_start_embedded(run_t *r)
 {
     r->mock = fsgd_kmock_new(3, r->err, sizeof r->err);
+    spawn_embedded = r->mock != NULL;
     if (!r->mock) {
         fsgd_cli_error("run: %s", r->err);
         return FSGD_EXIT_BROKER;

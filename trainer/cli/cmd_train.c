@@ -287,14 +287,17 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
         snprintf(of, sizeof of, "%d", ctx->job->epochs);
     else
         snprintf(of, sizeof of, "auto");
-    /* epochs auto: the ETA is to max_epochs, an upper bound ("<=") */
-    const int epochs = ctx->job->epochs > 0 ? ctx->job->epochs : ctx->job->max_epochs;
-    char eta[32]; /* fsgd/progress.h */
-    fsgd_progress_fmt_duration(eta, sizeof eta,
-                               fsgd_progress_eta(s->seconds, (double)s->rows, (double)ctx->n_train * epochs));
-    fprintf(stderr, "%sepoch %d/%s  step %llu  %.0f rows/s  loss %.4f  %.0f B/step%s  ETA %s%s%s%s",
+    /* epochs auto: no ETA. One to max_epochs (50) said "ETA <= 1m19s" of
+     * a run that stopped early after 1.7 s (issue 40 item 11). */
+    char eta[48] = "", d[32]; /* fsgd/progress.h */
+    if (ctx->job->epochs > 0) {
+        fsgd_progress_fmt_duration(
+            d, sizeof d, fsgd_progress_eta(s->seconds, (double)s->rows, (double)ctx->n_train * ctx->job->epochs));
+        snprintf(eta, sizeof eta, "  ETA %s", d);
+    }
+    fprintf(stderr, "%sepoch %d/%s  step %llu  %.0f rows/s  loss %.4f  %.0f B/step%s%s%s%s",
             ctx->tty ? "\r" : "", s->epoch, of, (unsigned long long)s->steps, rows_s, s->last_loss, bytes_step,
-            ratio_text, ctx->job->epochs > 0 ? "" : "<= ", eta, test, (end_of_epoch || !ctx->tty) ? "\n" : "\033[K");
+            ratio_text, eta, test, (end_of_epoch || !ctx->tty) ? "\n" : "\033[K");
 }
 
 static void json_num(FILE *f, const char *key, double v, int comma)
