@@ -27,7 +27,7 @@ key=(--job-key-file "$FSGD_JOB_KEY")
 SERVE_PID=$!
 trap '[ -z "$SERVE_PID" ] || kill -9 "$SERVE_PID" 2>/dev/null || true; cleanup' EXIT
 wait_for "$tmp/serve.log" "listening on" 60 || { echo "FAIL: serve did not start"; cat "$tmp/serve.log"; exit 1; }
-grep -q "authenticated (job key from" "$tmp/serve.log" || { echo "FAIL: the job key was not used"; cat "$tmp/serve.log"; exit 1; }
+grep -q "are authenticated (key " "$tmp/serve.log" || { echo "FAIL: the job key was not used"; cat "$tmp/serve.log"; exit 1; }
 port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
 url=http://127.0.0.1:$port
 model() { curl -sS "$url/model/$name"; }
@@ -71,4 +71,10 @@ rc=0
 wait "$SERVE_PID" || rc=$?
 SERVE_PID= # reaped: no longer ours to kill
 [ "$rc" -eq 0 ] || { echo "FAIL: serve exited $rc on SIGTERM"; exit 1; }
+# the follow job ends as its user ends it (SIGTERM: a final version, exit 143 as kafka_follow.sh checks)
+kill -TERM "$RUN_PID"
+rc=0
+wait "$RUN_PID" || rc=$?
+RUN_PID=
+[ "$rc" -eq 143 ] || { echo "FAIL: the follow job exited $rc on SIGTERM, not 143"; cat "$tmp/run.log"; exit 1; }
 echo "ok"

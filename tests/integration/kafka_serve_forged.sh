@@ -14,6 +14,7 @@ needs_cmd kcat
 command -v curl >/dev/null || skip "curl not installed"
 DIM=3000
 name=$(job_name servefg)
+export FSGD_JOB=$name # lib/frames.py binds its tags to the job
 kafka_cluster "$name" 2
 "$FSGD" gen --rows 5000 --dim $DIM --nnz 12 --seed 41 --quiet --out "$tmp/all.svm"
 head -n 4000 "$tmp/all.svm" > "$tmp/train.svm"
