@@ -47,7 +47,7 @@ for _ in $(seq 300); do
 done
 [ $seen -eq 1 ] || { echo "no worker of the job was seen running"; cat "$tmp/run.log"; exit 1; }
 finish_run "$tmp/run.log"
-grep -q "job key from $FSGD_JOB_KEY" "$tmp/run.log" || { echo "no startup line naming the key file"; exit 1; }
+grep -q "authenticated (key $FSGD_JOB_KEY)" "$tmp/run.log" || { echo "no startup line naming the key file"; exit 1; }
 brokers=$(run_brokers "$tmp/run.log")
 # the embedded cluster is gone with its run: the model topic is read on a real broker only
 if [ "$KAFKA_MODE" = real ]; then
@@ -89,8 +89,8 @@ PORTS
 )
 "$FSGD" run "${R[@]}" --name "$(job_name ks3)" --epochs 100000 --metrics-port "$base" >"$tmp/run3.log" 2>&1 &
 RUN_PID=$!
-wait_for "$tmp/run3.log" "job key from " 60 || { echo "no startup line about the key"; cat "$tmp/run3.log"; exit 1; }
-made=$(sed -n 's/.*(job key from \([^)]*\)).*/\1/p' "$tmp/run3.log" | head -n 1)
+wait_for "$tmp/run3.log" "authenticated (key " 60 || { echo "no startup line about the key"; cat "$tmp/run3.log"; exit 1; }
+made=$(sed -n 's/.*authenticated (key \([^)]*\)).*/\1/p' "$tmp/run3.log" | head -n 1)
 [ -n "$made" ] && [ "$made" != "$FSGD_JOB_KEY" ] || { echo "the run did not make a key: '$made'"; exit 1; }
 [ "$(stat -c %a "$made")" = 600 ] && [ "$(stat -c %a "$(dirname "$made")")" = 700 ] ||
     { echo "made key $made: mode $(stat -c %a "$made"), folder $(stat -c %a "$(dirname "$made")")"; exit 1; }
