@@ -22,8 +22,11 @@ trap 'exit 130' INT TERM
 out=$("$BROKER_SH" start "$tmp/c" 3) || { echo "FAIL: the cluster did not start: $out"; exit 1; }
 B=${out#brokers=}
 echo "3 brokers at $B"
+# one key for the job's runs: a resumed run reads the rows the first one
+# signed (a key fsgd run makes for itself lives as long as that run)
+(umask 077 && od -An -vtx1 -N32 /dev/urandom | tr -d ' \n' >"$tmp/job.key" && echo >>"$tmp/job.key")
 args=(--brokers "$B" --data "$DATA/a9a" --test "$DATA/a9a.t" --shards 2 --workers 2 --epochs 2 --batch 64
-    --staleness 0 --replication-factor 3 --min-insync-replicas 2)
+    --staleness 0 --replication-factor 3 --min-insync-replicas 2 --job-key-file "$tmp/job.key")
 n=0
 name() { n=$((n + 1)); echo "fm$n-$(date +%s%N | cut -c8-14)"; }
 pid_of() { sed -n "s/^fsgd: $1 pid //p" "$2" | tail -n 1; }
@@ -41,6 +44,7 @@ try:
 except Exception as e:
     print("| %-34s | %-10s | no metrics (%s) | | FAIL |" % (label, st, e))
 PY
+    [ -f "$3" ] || for f in "$tmp"/*.log "$tmp"/*.log.*; do [ -f "$f" ] && { echo "--- $f"; grep -v "epoch [0-9]*/" "$f" | tail -n 4; }; done
 }
 j=$(name)
 "$FSGD" run "${args[@]}" --name "$j" --metrics-json "$tmp/ok.json" >"$tmp/ok.log" 2>&1

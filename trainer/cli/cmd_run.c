@@ -463,7 +463,17 @@ static int run_check_outputs(run_t *r)
     }
     r->resume_step = -1;
     if (r->resume) {
-
+        /* On a real cluster the job goes on with the rows its first run
+         * signed; a key fsgd run makes for itself went with that run, and a
+         * new one cannot check them (the job stopped with exit 3 then). */
+        if (job->brokers[0] && !job->job_key_file[0] && !job->unsigned_rows) {
+            fsgd_cli_error("run: --resume on a real cluster needs the job's key: the rows on %s.data carry the tag "
+                           "of the key its first run used; give it with --job-key-file FILE (a key fsgd run makes "
+                           "for itself is removed when that run ends: for a job that may resume, make one and give "
+                           "it from the start), or --unsigned-rows if the rows were written without a tag",
+                           job->name);
+            return FSGD_EXIT_USAGE;
+        }
         if ((rc = fsgd_ckpt_set_resume_step(ckpt, (unsigned)S, job->name, &r->resume_step, r->err,
                                             sizeof r->err)) < 0) {
             fsgd_cli_error("run: --resume: %s", r->err);
