@@ -31,16 +31,16 @@ n=0
 name() { n=$((n + 1)); echo "fm$n-$(date +%s%N | cut -c8-14)"; }
 pid_of() { sed -n "s/^fsgd: $1 pid //p" "$2" | tail -n 1; }
 wait_ckpt() { for _ in $(seq 1200); do [ -f "$1.shard1.prev" ] && return 0; sleep 0.1; done; return 1; }
-result() { # LABEL STATUSES JSON
-    $PY - "$1" "$2" "$3" "$tmp/ok.json" <<'PY'
+result() { # LABEL STATUSES JSON [LOG: what fsgd run said of the fault]
+    $PY - "$1" "$2" "$3" "$tmp/ok.json" "$(grep -h -o -e 'killed by signal 9; [a-z]* [a-z]*' -e 'resuming from checkpoint [^ ]* (--resume, step [0-9]*)' -e 'write failed: [A-Za-z ]*' "${@:4}" 2>/dev/null | sort | uniq -c | sed 's/^ *//' | tr '\n' ';')" <<'PY'
 import json, sys
-label, st, path, okp = sys.argv[1:]
+label, st, path, okp, said = sys.argv[1:]
 try:
     k, ok = json.load(open(path)), json.load(open(okp))
     rows, want = k["rows_applied"], 2 * k["dataset_rows"]
     auc, ref = k["test"]["auc"], ok["test"]["auc"]
     good = rows == want and abs(auc - ref) < 0.005
-    print("| %-34s | %-10s | %d / %d | %.6f (%+.4f) | %s |" % (label, st, rows, want, auc, auc - ref, "ok" if good else "FAIL"))
+    print("| %-34s | %-10s | %d / %d | %.6f (%+.4f) | %s | %s |" % (label, st, rows, want, auc, auc - ref, "ok" if good else "FAIL", said))
 except Exception as e:
     print("| %-34s | %-10s | no metrics (%s) | | FAIL |" % (label, st, e))
 PY
@@ -48,8 +48,8 @@ PY
 }
 j=$(name)
 "$FSGD" run "${args[@]}" --name "$j" --metrics-json "$tmp/ok.json" >"$tmp/ok.log" 2>&1
-echo "| fault | status | rows applied / epochs x rows | test AUC (vs fault-free) | |"
-echo "|---|---|---|---|---|"
+echo "| fault | status | rows applied / epochs x rows | test AUC (vs fault-free) | | fsgd run said |"
+echo "|---|---|---|---|---|---|"
 result "none (fault-free)" "$?" "$tmp/ok.json"
 
 # kill -9 of a process: fsgd run restarts the shards (or goes on without the worker)
@@ -61,7 +61,7 @@ for victim in "aggregator" "aggregator shard 1" "worker 1"; do
     wait_ckpt "$tmp/k.ckpt"
     kill -KILL "$(pid_of "$victim" "$tmp/k.log")"
     wait "$rp"
-    result "kill -9 $victim" "$?" "$tmp/k.json"
+    result "kill -9 $victim" "$?" "$tmp/k.json" "$tmp/k.log"
 done
 
 # a stop on purpose, then --resume
@@ -75,7 +75,7 @@ for how in "SIGTERM fsgd run" "SIGTERM aggregator shard 1"; do
     wait "$rp"
     s1=$?
     "$FSGD" run "${args[@]}" --name "$j" --checkpoint "$tmp/t.ckpt" --resume --metrics-json "$tmp/t.json" >"$tmp/r.log" 2>&1
-    result "$how, --resume" "$s1, $?" "$tmp/t.json"
+    result "$how, --resume" "$s1, $?" "$tmp/t.json" "$tmp/r.log"
 done
 
 # the checkpoint's file system full, then --resume once space is freed
@@ -92,5 +92,6 @@ if unshare -rm true 2>/dev/null; then
         rm -f "$mnt/fill"
         "$@" --checkpoint "$mnt/d.ckpt" --resume --metrics-json "$json" >"$log.2" 2>&1; s2=$?
         echo "$s1, $s2" >"$log.st"' _ "$tmp/mnt" "$tmp/d.json" "$tmp/d.log" "$FSGD" run "${args[@]}" --name "$j"
-    result "disk full under the checkpoint, --resume" "$(cat "$tmp/d.log.st" 2>/dev/null)" "$tmp/d.json"
+    result "disk full under the checkpoint, --resume" "$(cat "$tmp/d.log.st" 2>/dev/null)" "$tmp/d.json" \
+        "$tmp/d.log.1" "$tmp/d.log.2"
 fi
