@@ -99,12 +99,12 @@ rm d.svm.ckpt && before=$(sums)
 #     and checkpoint (X.shardI), each shard's previous checkpoint (X.prev,
 #     X.shardI.prev), and --init, each spelled three ways
 cp t.svm t2.svm.shard1 && cp t.svm tt.prev && cp t.svm o.fsgd.ckpt.shard1.prev && before=$(sums)
-each_spelling t2.svm.shard1 run --data d.svm --test @ --shards 2 --metrics-json t2.svm
-each_spelling tt.prev run --data d.svm --test @ --shards 2 --checkpoint tt
-each_spelling o.fsgd.ckpt.shard1.prev run --data d.svm --test @ --shards 2 --out o.fsgd
-each_spelling t2.svm.shard1 run --data d.svm --shards 2 --checkpoint t2.svm --test @
-refused run --data d.svm --shards 2 --checkpoint cc --out cc.prev
-refused run --data d.svm --shards 3 --checkpoint cc --metrics-json cc.shard2.prev
+each_spelling t2.svm.shard1 run --data d.svm --test @ --shards 2 --epochs 1 --metrics-json t2.svm
+each_spelling tt.prev run --data d.svm --test @ --shards 2 --epochs 1 --checkpoint tt
+each_spelling o.fsgd.ckpt.shard1.prev run --data d.svm --test @ --shards 2 --epochs 1 --out o.fsgd
+each_spelling t2.svm.shard1 run --data d.svm --shards 2 --epochs 1 --checkpoint t2.svm --test @
+refused run --data d.svm --shards 2 --epochs 1 --checkpoint cc --out cc.prev
+refused run --data d.svm --shards 3 --epochs 1 --checkpoint cc --metrics-json cc.shard2.prev
 each_spelling m.fsgd run --data d.svm --init m.fsgd --out @
 each_spelling m.fsgd train --data d.svm --init m.fsgd --out @
 each_spelling t2.svm.shard1 aggregator --brokers 127.0.0.1:1 --shard 1/2 --metrics-json t2.svm --test @

@@ -2,7 +2,7 @@
 # Lesser things a user meets (issue 42, item 16): a job key file saved with
 # a Windows line end (CRLF) is read; a sharded run's aggregator shard 1 names
 # the files it wrote (its metrics JSON, METRICS.shard1) and no model it did
-# not write.
+# not write; --resume on a real cluster asks for the job's key up front.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -26,4 +26,14 @@ rc=0
 grep -q "^metrics: $tmp/o.json.shard1\$" "$tmp/s.log" || fail "shard 1's metrics line: $(grep '^metrics' "$tmp/s.log")"
 for f in o.fsgd o.json o.json.shard1; do [ -f "$tmp/$f" ] || fail "$f was not written"; done
 echo "PASS: each shard names the files it wrote"
+# --resume on a real cluster without the job's key: the rows its first run
+# signed cannot be checked with a new key (the job used to stop with exit 3
+# after starting); said before anything starts, exit 2
+printf 'FSGDCKPT' >"$tmp/r.ckpt"
+rc=0
+"$FSGD" run --brokers 127.0.0.1:1 --name lesser3 --data "$tmp/d.svm" --epochs 1 --checkpoint "$tmp/r.ckpt" --resume \
+    >"$tmp/r.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "resume on a real cluster needs the job's key" "$tmp/r.log" ||
+    fail "--resume on a real cluster without a key: status $rc: $(cat "$tmp/r.log")"
+echo "PASS: --resume on a real cluster without the job's key is refused before it starts"
 echo "ok: run_lesser"

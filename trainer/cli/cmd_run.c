@@ -364,26 +364,22 @@ static void run_pick_checkpoint(run_t *r)
     }
 }
 
-/* What the files of a checkpoint set are: the first checkpoint found, the
- * first file that is not one (temporary names aside: a write cut short
- * may leave one with no header yet). */
+/* The first checkpoint of a set found (temporary names aside), of any
+ * shard count: a stale set of a job with more shards needs --fresh too. */
 typedef struct ckpt_scan {
-    char first[FSGD_JOB_PATH_MAX + 64], foreign[FSGD_JOB_PATH_MAX + 64];
+    char first[FSGD_JOB_PATH_MAX + 64];
 } ckpt_scan_t;
 
 static int ckpt_scan_member(const char *path, int temp, void *arg)
 {
     ckpt_scan_t *sc = arg;
-    int kind = fsgd_ckpt_probe(path);
-    if (kind > 0 && !temp && !sc->first[0])
+    if (!temp && !sc->first[0] && fsgd_ckpt_probe(path) > 0)
         snprintf(sc->first, sizeof sc->first, "%s", path);
-    if (kind < 0 && !temp && !sc->foreign[0])
-        snprintf(sc->foreign, sizeof sc->foreign, "%s", path);
     return 0;
 }
 
 /* --fresh (and the end of a run on a per-run path): every file of the set
- * that fsgd made goes; one that is not a checkpoint is left and named. */
+ * that fsgd made goes; one that is not a checkpoint is left. */
 typedef struct ckpt_clear {
     int removed, failed, quiet;
 } ckpt_clear_t;
@@ -391,14 +387,9 @@ typedef struct ckpt_clear {
 static int ckpt_clear_member(const char *path, int temp, void *arg)
 {
     ckpt_clear_t *c = arg;
-    int kind = fsgd_ckpt_probe(path);
-    if (kind <= 0) {
-        if (kind < 0 && !temp && !c->quiet) {
-            fsgd_cli_error("run: '%s' is not an fsgd checkpoint: not deleting it", path);
-            c->failed = FSGD_EXIT_USAGE;
-        }
+    (void)temp;
+    if (fsgd_ckpt_probe(path) <= 0) /* not fsgd's (refused up front where it is in this job's way): left */
         return 0;
-    }
     if (unlink(path) != 0) {
         if (!c->quiet)
             fsgd_cli_error("run: cannot remove checkpoint '%s': %s", path, strerror(errno));
@@ -451,13 +442,20 @@ static int run_check_outputs(run_t *r)
         fsgd_cli_error("run: %s", r->err);
         return fsgd_cli_status(rc);
     }
-    if (sc.foreign[0]) {
-        /* only a file fsgd made is resumed from or deleted */
-        fsgd_cli_error("run: checkpoint path '%s' holds a file that is not an fsgd checkpoint (no FSGDCKPT "
-                       "header): fsgd will neither resume from it nor delete it; give --checkpoint another path",
-                       sc.foreign);
-        return FSGD_EXIT_USAGE;
-    }
+    /* a file this job would write (PATH; with S shards PATH[.shardI][.prev])
+     * that fsgd did not make: only a file fsgd made is resumed from or deleted */
+    for (int i = 0; i < S; i++)
+        for (int prev = 0; prev < (S > 1 ? 2 : 1); prev++) {
+            char path[FSGD_JOB_PATH_MAX + 40];
+            struct stat cs;
+            fsgd_ckpt_set_path(ckpt, (unsigned)i, prev, path, sizeof path);
+            if (lstat(path, &cs) == 0 && fsgd_ckpt_probe(path) < 0) {
+                fsgd_cli_error("run: checkpoint path '%s' holds a file that is not an fsgd checkpoint (no FSGDCKPT "
+                               "header): fsgd will neither resume from it nor delete it; give --checkpoint another "
+                               "path", path);
+                return FSGD_EXIT_USAGE;
+            }
+        }
     if (sc.first[0] && !r->fresh && !r->resume) {
         fsgd_cli_error("run: checkpoint '%s' exists (left by an interrupted or failed run of job '%s'): "
                        "--resume to continue from it, or --fresh to delete it and start over",
@@ -466,7 +464,17 @@ static int run_check_outputs(run_t *r)
     }
     r->resume_step = -1;
     if (r->resume) {
-
+        /* On a real cluster the job goes on with the rows its first run
+         * signed; a key fsgd run makes for itself went with that run, and a
+         * new one cannot check them (the job stopped with exit 3 then). */
+        if (job->brokers[0] && !job->job_key_file[0] && !job->unsigned_rows) {
+            fsgd_cli_error("run: --resume on a real cluster needs the job's key: the rows on %s.data carry the tag "
+                           "of the key its first run used; give it with --job-key-file FILE (a key fsgd run makes "
+                           "for itself is removed when that run ends: for a job that may resume, make one and give "
+                           "it from the start), or --unsigned-rows if the rows were written without a tag",
+                           job->name);
+            return FSGD_EXIT_USAGE;
+        }
         if ((rc = fsgd_ckpt_set_resume_step(ckpt, (unsigned)S, job->name, &r->resume_step, r->err,
                                             sizeof r->err)) < 0) {
             fsgd_cli_error("run: --resume: %s", r->err);
