@@ -47,6 +47,11 @@ enum { FSGD_EXIT_LIST(FSGD_EXIT_ENUM_) };
  * -> INTERNAL. */
 int fsgd_cli_status(int err);
 
+/* argv[*i] as "NAME value" (then *i moves past the value) or "NAME=value":
+ * the value, or NULL when argv[*i] is not NAME; *missing = 1 when NAME is
+ * the last word and its value is missing. */
+const char *fsgd_cli_opt_value(int argc, char **argv, int *i, const char *name, int *missing);
+
 /* Prints the exit status table (for --help texts). */
 void fsgd_cli_print_exit_codes(void *file /* FILE* */);
 

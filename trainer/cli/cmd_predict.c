@@ -56,22 +56,6 @@ typedef struct predict_args {
     int proba, skip_bad, quiet;
 } predict_args_t;
 
-/* "--name value" or "--name=value"; returns the value or NULL (not this option). */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing)
-{
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
 
 static int parse_args(int argc, char **argv, predict_args_t *a)
 {
@@ -84,17 +68,17 @@ static int parse_args(int argc, char **argv, predict_args_t *a)
             fputs(usage_text, stdout);
             fsgd_cli_print_exit_codes(stdout);
             return 1;
-        } else if ((v = opt_value(argc, argv, &i, "--model", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--model", &missing))) {
             a->model = v;
-        } else if ((v = opt_value(argc, argv, &i, "--brokers", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--brokers", &missing))) {
             a->brokers = v;
-        } else if ((v = opt_value(argc, argv, &i, "--name", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--name", &missing))) {
             a->name = v;
-        } else if ((v = opt_value(argc, argv, &i, "--job-key-file", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--job-key-file", &missing))) {
             a->key_file = v;
-        } else if ((v = opt_value(argc, argv, &i, "--data", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--data", &missing))) {
             a->data = v;
-        } else if ((v = opt_value(argc, argv, &i, "--out", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--out", &missing))) {
             a->out = v;
         } else if (!strcmp(argv[i], "--proba")) {
             a->proba = 1;

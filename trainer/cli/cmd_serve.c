@@ -55,21 +55,6 @@ typedef struct serve_args {
     unsigned drain_s;
 } serve_args_t;
 
-static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing)
-{
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
 
 /* A whole decimal number in [lo, hi], else -1 with the error printed. */
 static int parse_num(const char *opt, const char *v, unsigned long long lo, unsigned long long hi,
@@ -99,45 +84,45 @@ static int parse_args(int argc, char **argv, serve_args_t *a)
             fputs(usage_text, stdout);
             fsgd_cli_print_exit_codes(stdout);
             return 1;
-        } else if ((v = opt_value(argc, argv, &i, "--model", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--model", &missing))) {
             if (a->n_models == (int)(sizeof a->model / sizeof *a->model)) {
                 fsgd_cli_error("serve: more than %d --model", a->n_models);
                 return -1;
             }
             a->model[a->n_models++] = v;
-        } else if ((v = opt_value(argc, argv, &i, "--brokers", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--brokers", &missing))) {
             a->brokers = v;
-        } else if ((v = opt_value(argc, argv, &i, "--name", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--name", &missing))) {
             a->name = v;
-        } else if ((v = opt_value(argc, argv, &i, "--job-key-file", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--job-key-file", &missing))) {
             a->key_file = v;
-        } else if ((v = opt_value(argc, argv, &i, "--addr", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--addr", &missing))) {
             a->conf.addr = v;
-        } else if ((v = opt_value(argc, argv, &i, "--port", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--port", &missing))) {
             if (parse_num("--port", v, 0, 65535, &x) < 0)
                 return -1;
             a->conf.port = (int)x;
-        } else if ((v = opt_value(argc, argv, &i, "--threads", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--threads", &missing))) {
             if (parse_num("--threads", v, 1, 1024, &x) < 0)
                 return -1;
             a->conf.threads = (int)x;
-        } else if ((v = opt_value(argc, argv, &i, "--max-body", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--max-body", &missing))) {
             if (parse_num("--max-body", v, 1, (unsigned long long)1 << 40, &x) < 0)
                 return -1;
             a->conf.max_body = (size_t)x;
-        } else if ((v = opt_value(argc, argv, &i, "--max-conns", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--max-conns", &missing))) {
             if (parse_num("--max-conns", v, 1, 1000000, &x) < 0)
                 return -1;
             a->conf.max_conns = (unsigned)x;
-        } else if ((v = opt_value(argc, argv, &i, "--timeout", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--timeout", &missing))) {
             if (parse_num("--timeout", v, 1, 86400, &x) < 0)
                 return -1;
             a->conf.timeout_s = (unsigned)x;
-        } else if ((v = opt_value(argc, argv, &i, "--poll-ms", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--poll-ms", &missing))) {
             if (parse_num("--poll-ms", v, 0, 3600000, &x) < 0)
                 return -1;
             a->conf.poll_ms = (unsigned)x;
-        } else if ((v = opt_value(argc, argv, &i, "--drain-s", &missing))) {
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--drain-s", &missing))) {
             if (parse_num("--drain-s", v, 0, 3600, &x) < 0)
                 return -1;
             a->drain_s = (unsigned)x;

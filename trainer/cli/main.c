@@ -58,6 +58,23 @@ void fsgd_cli_error(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+const char *fsgd_cli_opt_value(int argc, char **argv, int *i, const char *name, int *missing)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+
 int fsgd_cli_status(int err)
 {
     switch (err) {
