@@ -191,8 +191,10 @@ static int features(void)
     int have_device = cuda_built && fsgd_backend_available("cuda", why, sizeof why);
     printf("cuda backend: %s\n", fsgd_backend_cuda_build());
     /* no GPU at all is not a driver problem: the CUDA runtime's "driver
-     * version is insufficient" said so on machines without one */
-    if (cuda_built && !have_device && access("/dev/nvidiactl", F_OK) != 0 && access("/proc/driver/nvidia", F_OK) != 0)
+     * version is insufficient" said so on machines without one; a plugin
+     * that does not load is its own problem, said as it is */
+    if (cuda_built && !have_device && !strstr(why, "cannot load the CUDA plugin") &&
+        access("/dev/nvidiactl", F_OK) != 0 && access("/proc/driver/nvidia", F_OK) != 0)
         snprintf(why, sizeof why, "no NVIDIA GPU or driver on this machine (no /dev/nvidiactl): the cpu backend runs");
     if (cuda_built)
         printf("cuda device check: %s\n", have_device ? "a device is available" : why);
