@@ -266,7 +266,7 @@ test: all $(TESTS) $(REPLAYS) data $(SHLIB)
 	BUILD=$(BUILD) FSGD=$(FSGD) T="$(T)" tests/run_tests.sh
 
 asan:
-	$(MAKE) BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT=-O1 \
+	FSGD_SANITIZED=1 $(MAKE) BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
 # deps first: tests/bench/peers_compare.sh needs LIBLINEAR and the venv it installs.

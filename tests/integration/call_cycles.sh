@@ -6,6 +6,7 @@
 # it but trainer/serve/, whose http.c, serve.c and watch.c still call each
 # other (left for its next change; the count is printed so it is seen).
 set -euo pipefail
+# sanitizers: leave out: a static check of the sources; it runs no fsgd code
 # real-kafka: skip
 cd "$(dirname "$0")/../.."
 dirs=(common codec data strategy)

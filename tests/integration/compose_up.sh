@@ -32,6 +32,7 @@
 # must run. One run at a time on a machine (a lock; the subnet and port 9090
 # are the machine's). FSGD_COMPOSE_TIMEOUT: seconds the job may take (300).
 set -euo pipefail
+# sanitizers: leave out: the container engine's time; kafka_compose.sh and the kafka_ scripts run the same roles under sanitizers
 # real-kafka: skip
 cd "$(dirname "$0")/../.."
 root=$(pwd)

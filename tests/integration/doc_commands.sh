@@ -8,6 +8,7 @@
 # test of its own (<!-- follow-example: ... -->); any other block that
 # fails fails this test, naming the file and line.
 set -euo pipefail
+# sanitizers: leave out: the docs' commands as written; the fsgd code they run is the other scripts' under sanitizers
 # real-kafka: skip
 cd "$(dirname "$0")/../.."
 root=$(pwd)
