@@ -35,6 +35,12 @@
 # busy: worker compute + encode over the run's training seconds (all workers).
 # The machine has 2 cores: the workers, the aggregator and the broker share
 # them, so ratio_run_over_train is a whole-job figure, not a speed-up bound.
+# The bound the machine allows: cpu_s is the CPU seconds the run took (its
+# processes, user + system, and the real broker's JVM over the same span;
+# the embedded cluster is inside fsgd run), train_cpu_s fsgd train's;
+# cpu_bound_ratio = cpu_s / (cores x train wall): no schedule of that work
+# on this machine's cores ends sooner, so a ratio near it says the job is
+# CPU-bound here and only less work (not more overlap) lowers it.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 ROWS=${DVL_ROWS:-1000000}
@@ -55,6 +61,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 now() { date +%s.%N; }
+CORES=$(nproc)
+# CPU seconds of the process /usr/bin/time wrote to $1 ("user sys")
+cpu_of() { awk '{printf "%.3f", $1 + $2}' "$1"; }
+# CPU seconds the real broker's JVM has used so far (0: none, or embedded)
+broker_cpu() {
+    local pid
+    [ -n "$kdir" ] && [ -f "$kdir/node1/pid" ] && pid=$(cat "$kdir/node1/pid") && [ -r "/proc/$pid/stat" ] || { echo 0; return; }
+    awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.3f", ($12 + $13) / hz}' "/proc/$pid/stat"
+}
 sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b - a}'; }
 real_brokers=""
 need_real() {
@@ -78,12 +93,14 @@ for spec in $DIMS; do
     for round in $(seq "$REPEAT"); do
     train_load=$(cut -d' ' -f1 /proc/loadavg)
     t0=$(now)
-    "$FSGD" train --data "$tmp/train.svm" --test "$tmp/test.svm" --threads 2 "${ARGS[@]}" --quiet \
+    /usr/bin/time -f "%U %S" -o "$tmp/train.cpu" \
+        "$FSGD" train --data "$tmp/train.svm" --test "$tmp/test.svm" --threads 2 "${ARGS[@]}" --quiet \
         --metrics-json "$tmp/train.json" >/dev/null
     train_wall=$(sub "$t0" "$(now)")
     read -r train_auc train_epochs < <(python3 -c "import json; m = json.load(open('$tmp/train.json'))
 print(m['test']['auc'], m.get('epochs_run', m.get('epochs')))")
-    echo "bench dist_vs_local dim=$dim broker=train wall_s=$train_wall test_auc=$train_auc epochs=$train_epochs load=$train_load round=$round"
+    train_cpu=$(cpu_of "$tmp/train.cpu")
+    echo "bench dist_vs_local dim=$dim broker=train wall_s=$train_wall cpu_s=$train_cpu test_auc=$train_auc epochs=$train_epochs load=$train_load round=$round"
     for b in ${brokers//,/ }; do
         bargs=()
         if [ "$b" = real ]; then
@@ -95,14 +112,18 @@ print(m['test']['auc'], m.get('epochs_run', m.get('epochs')))")
             [ "$tau" = default ] || targs=(--staleness "$tau")
             name=dvl$$_${b}_${tau}_${RANDOM}
             run_load=$(cut -d' ' -f1 /proc/loadavg)
+            b0=$([ "$b" = real ] && broker_cpu || echo 0)
             t0=$(now)
-            "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers 2 --name "$name" "${bargs[@]}" \
+            /usr/bin/time -f "%U %S" -o "$tmp/run.cpu" "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers 2 --name "$name" "${bargs[@]}" \
                 "${targs[@]}" "${ARGS[@]}" "${RUN_ARGS[@]}" --metrics-json "$tmp/run.json" \
                 >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log" >&2; exit 1; }
             wall=$(sub "$t0" "$(now)")
+            b1=$([ "$b" = real ] && broker_cpu || echo 0)
+            run_cpu=$(cpu_of "$tmp/run.cpu")
+            broker_cpu_s=$(sub "$b0" "$b1")
             produce_s=$(sed -n 's/^fsgd: produced .* in \([0-9.]*\) s$/\1/p' "$tmp/run.log")
             python3 - "$tmp/run.json" "$wall" "$train_wall" "$train_auc" "$dim" "$b" "$tau" "${produce_s:-0}" \
-                "$round" "$run_load" <<'EOF' | tee -a "$tmp/lines"
+                "$round" "$run_load" "$run_cpu" "$broker_cpu_s" "$train_cpu" "$CORES" <<'EOF' | tee -a "$tmp/lines"
 import json, sys
 m = json.load(open(sys.argv[1]))
 produce_s = float(sys.argv[8])
@@ -111,8 +132,11 @@ dim, broker, tau = sys.argv[5], sys.argv[6], m["staleness"]["tau"]
 ps, tot = m["per_step_seconds"], m["total_seconds"]
 train_s = m["train_seconds"]
 busy = (tot["gradient"] + tot["encode"]) / (2 * train_s) if train_s > 0 else 0
+run_cpu, broker_cpu, train_cpu, cores = (float(x) for x in sys.argv[11:15])
+cpu = run_cpu + broker_cpu
 print(f"bench dist_vs_local dim={dim} broker={broker} tau={tau} wall_s={wall:.3f} "
-      f"ratio_run_over_train={wall / twall:.2f} test_auc={m['test']['auc']:.5f} "
+      f"ratio_run_over_train={wall / twall:.2f} cpu_s={cpu:.2f} broker_cpu_s={broker_cpu:.2f} "
+      f"train_cpu_s={train_cpu:.2f} cpu_bound_ratio={cpu / (cores * twall):.2f} test_auc={m['test']['auc']:.5f} "
       f"auc_minus_train={m['test']['auc'] - tauc:+.4f} produce_s={produce_s:.2f} "
       f"other_s={wall - produce_s - train_s:.2f} train_s={train_s:.3f} step1_s={m['step1_at_seconds']:.2f} "
       f"busy={busy:.3f} step_p50_ms={m['step_latency_ms']['p50']:.3f} grad_ms={1e3 * ps['gradient']:.3f} "
@@ -136,7 +160,7 @@ for line in open(sys.argv[1]):
 for (dim, broker, tau), fs in runs.items():
     med = lambda k: statistics.median(float(f[k]) for f in fs)
     print(f"bench dist_vs_local_median dim={dim} broker={broker} tau={tau} rounds={len(fs)} "
-          f"ratio={med('ratio_run_over_train'):.2f} wall_s={med('wall_s'):.3f} "
+          f"ratio={med('ratio_run_over_train'):.2f} cpu_bound_ratio={med('cpu_bound_ratio'):.2f} wall_s={med('wall_s'):.3f} "
           f"train_wall_s={med('train_wall_s'):.3f} auc_minus_train={med('auc_minus_train'):+.4f}")
 EOF
 fi
