@@ -111,6 +111,9 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fprintf(f, "  \"total_seconds\": {\"gradient\": %.6g, \"encode\": %.6g, \"decode\": %.6g, \"comm_wait\": %.6g, "
                "\"update\": %.6g},\n",
             s->t_grad, s->t_encode, s->t_decode, s->t_wait, s->t_update);
+    fprintf(f, "  \"update_seconds\": {\"step\": %.6g, \"publish\": %.6g, \"look\": %.6g, \"epoch_end\": %.6g, "
+               "\"checkpoint\": %.6g},\n",
+            s->t_update_step, s->t_update_publish, s->t_update_look, s->t_update_epoch, s->t_update_ckpt);
     fprintf(f, "  \"step_latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p99\": %.3f},\n", s->step_ms_mean,
             s->step_ms_p50, s->step_ms_p99);
     fprintf(f, "  \"hop_latency_ms\": {\"grads_p50\": %.3f, \"grads_p99\": %.3f},\n", s->hop_grads_ms_p50,

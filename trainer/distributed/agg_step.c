@@ -102,7 +102,9 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
                            .before = a->tune.track ? &a->tune.before : NULL};
     if (a->follow)
         FSGD_TRY(agg_follow_score(a)); /* progressive validation: before θ moves */
+    double ts = agg_now();
     int src = fsgd_step_apply(&opt, a->model.strat, &info, &a->open.g, e, sizeof e);
+    a->s->t_update_step += agg_now() - ts;
     if (src < 0)
         return fsgd_err_fmt(a->err, a->errsz, src, "aggregator: codec %s: %s", a->job->codec, e);
     if (R > 0) {
@@ -127,7 +129,9 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     if (!a->follow && a->step % a->model.snap_every != 0 && !agg_auto_look_due(a, R) && !agg_epoch_ends(a)) {
         a->st.adam_t = a->model.adam.t;
         agg_set_quota(a);
+        ts = agg_now();
         FSGD_TRY(agg_publish(a, 0, 0, a->open.g.keys, nt));
+        a->s->t_update_publish += agg_now() - ts;
         published = 1;
     }
     /* Time from step 1, and the moving-average training loss that
@@ -156,11 +160,14 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     }
     a->s->rows_epoch = a->open.rows_epoch;
     int stop = 0; /* epochs auto: the holdout loss stopped improving */
+    ts = agg_now();
     FSGD_TRY(agg_auto_look(a, R, &stop));
+    a->s->t_update_look += agg_now() - ts;
     int epoch_end = agg_epoch_ends(a);
     if (a->follow)
         FSGD_TRY(agg_follow_after_step(a));
     int final = stop;
+    ts = agg_now();
     if (epoch_end) {
         if (a->open.rows_epoch != a->s->dataset_rows)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
@@ -206,18 +213,23 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         agg_auto_finish(a); /* the best weights are the job's model */
         FSGD_TRY(agg_evaluate(a, &a->s->test));
     }
+    a->s->t_update_epoch += agg_now() - ts;
     a->s->epoch = (int)a->st.epoch;
     a->st.adam_t = a->model.adam.t;
     agg_set_quota(a);
     int snap = final || a->step % a->model.snap_every == 0 || (a->follow && agg_follow_version_due(a));
+    ts = agg_now();
     if (!published)
         FSGD_TRY(agg_publish(a, snap, final, a->open.g.keys, nt));
+    a->s->t_update_publish += agg_now() - ts;
     if (a->follow && snap)
         FSGD_TRY(agg_follow_published(a));
     /* a follow version comes with its checkpoint (a restart resumes from
      * the two together); otherwise checkpoints are paced by their cost */
+    ts = agg_now();
     if (!final && (snap || epoch_end) && (a->follow || agg_ckpt_due(a)))
         FSGD_TRY(agg_ckpt_write(a));
+    a->s->t_update_ckpt += agg_now() - ts;
     a->s->t_update += agg_now() - t0;
     if (a->clock.n_step_ms == a->clock.cap_step_ms) {
         size_t nc = a->clock.cap_step_ms ? 2 * a->clock.cap_step_ms : 1024;

@@ -197,3 +197,90 @@ def one_aggregator_limit(work, strat, net, p_max=4096):
             best_p, best = P, t
         P *= 2
     return best_p, best
+
+
+# ---------------------------------------------------------------------------
+# The CTR regime (issue 37): small steps of B rows a worker, Zipf keys, many
+# workers, bounded staleness. Steps are pipelined (a worker computes step t
+# on the model of t - 1 - tau), so a step's period is its slowest stage, not
+# their sum: the workers' compute, a shard's work, a worker's link, a
+# broker's. Two ways a worker gets its weights:
+#   full:        every worker holds the whole model and receives the step's
+#                union of keys (fsgd run today);
+#   working_set: a worker pulls the values of its own batch's keys from the
+#                shards that own them (a sorted key list up, the values in
+#                its order down), as the Parameter Server's workers do.
+# Byte constants: trainer/KAFKA_FORMAT.md (an authenticated frame, the
+# gradient body's header and a range, the model body's step state).
+FRAME_BYTES = 40 + 32
+GRAD_HEADER_BYTES = 52
+RANGE_BYTES = 20
+STATE_BYTES = 16
+STATE_PART_BYTES = 28
+VALUE_HEADER_BYTES = 8
+
+
+def curve_at(curve, rows, field, dim=None):
+    """field ("keys", "key_bytes", "up_codec_bytes") of `rows` consecutive
+    rows, from the measured curve [{rows, keys, ...}, ...] (sorted by rows):
+    linear in log-log between the two points around it, the end segment's
+    slope beyond them; keys at most dim"""
+    pts = [(c["rows"], c[field]) for c in curve if c[field] > 0]
+    if rows <= pts[0][0]:
+        lo, hi = pts[0], pts[1]
+    elif rows >= pts[-1][0]:
+        lo, hi = pts[-2], pts[-1]
+    else:
+        i = next(i for i, p in enumerate(pts) if p[0] >= rows)
+        lo, hi = pts[i - 1], pts[i]
+    t = (math.log(rows) - math.log(lo[0])) / (math.log(hi[0]) - math.log(lo[0]))
+    v = math.exp(math.log(lo[1]) + t * (math.log(hi[1]) - math.log(lo[1])))
+    return min(v, float(dim)) if dim and field == "keys" else v
+
+
+def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9):
+    """one pipelined step of P workers of B rows each and S shards.
+    curve: bench_scale_inputs' kind=keys lines; c: costs in seconds:
+      grad_row, encode_key, keyenc_key, apply_key, answer_key (a worker's and
+      a shard's, bench_scale_inputs), add_key (a shard, a key of a worker's
+      message), step_key, down_key (a shard, a key of the step's union:
+      bench_agg_capacity); parts: NAME.data's partitions (the step state);
+    link_bps: a machine's link, bytes a second (10 Gb/s), workers' and
+    brokers' alike, one broker a shard. Returns seconds of each stage, the
+    period (their max), bytes a worker-step and rows a second."""
+    k_own = curve_at(curve, B, "keys", dim)
+    k_union = curve_at(curve, P * B, "keys", dim)
+    ranges = math.ceil(parts / P)
+    up = S * (FRAME_BYTES + GRAD_HEADER_BYTES + RANGE_BYTES * ranges) + curve_at(curve, B, "up_codec_bytes")
+    state = STATE_BYTES + STATE_PART_BYTES * parts
+    worker = B * c["grad_row"] + k_own * c["encode_key"]
+    shard = P * k_own * c["add_key"] + k_union * c["step_key"]
+    if mode == "full":
+        down = S * (FRAME_BYTES + state + VALUE_HEADER_BYTES) + curve_at(curve, P * B, "key_bytes") + 4 * k_union
+        worker += k_union * c["apply_key"]
+        shard += k_union * c["down_key"]
+    elif mode == "working_set":
+        up += S * FRAME_BYTES + curve_at(curve, B, "key_bytes")  # the pull: the batch's sorted keys
+        down = S * (FRAME_BYTES + state) + 4 * k_own  # the values in the pull's order
+        worker += k_own * (c["keyenc_key"] + c["apply_key"])
+        shard += P * k_own * c["answer_key"]
+    else:
+        raise ValueError("mode must be full or working_set, not %r" % mode)
+    shard /= S
+    link = (up + down) / link_bps
+    broker = P * (up + down) / (S * link_bps)  # every worker's bytes cross the brokers, S of them
+    period = max(worker, shard, link, broker)
+    return dict(worker=worker, shard=shard, link=link, broker=broker, period=period, up=up, down=down,
+                k_own=k_own, k_union=k_union, rows_s=P * B / period, compute_share=B * c["grad_row"] / period)
+
+
+def ctr_shards_needed(mode, P, B, curve, c, s_max=4096, **kw):
+    """the fewest shards S (powers of 2) with which no shard or broker is
+    slower than a worker: (S, parts) or (None, parts at s_max)"""
+    S = 1
+    while S <= s_max:
+        p = ctr_parts(mode, P, S, B, curve, c, **kw)
+        if max(p["shard"], p["broker"]) <= p["worker"]:
+            return S, p
+        S *= 2
+    return None, ctr_parts(mode, P, s_max, B, curve, c, **kw)

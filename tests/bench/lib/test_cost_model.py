@@ -180,6 +180,40 @@ close("calib median c_enc", cal[(65536, "fastsgd")]["c_enc"], (0.008 + 0.016) / 
 close("calib slug", float((1048576, rep.slug("none")) in cal), 1.0)
 close("slug of a spec", float(rep.slug("topk:ratio=0.01") == "topkratio001"), 1.0)
 
+# The CTR regime (ctr_parts): a curve where keys = rows (10, 100, 1000 rows),
+# key bytes = 2 a key, codec bytes = 8 a key; P = 4 workers of B = 100 rows,
+# S = 2 shards, 4 partitions (one range a worker), links of 1e6 bytes/s.
+curve = [{"rows": r, "keys": float(r), "key_bytes": 2.0 * r, "up_codec_bytes": 8.0 * r} for r in (10, 100, 1000)]
+close("curve point", cm.curve_at(curve, 100, "keys"), 100.0)
+close("curve between (log-log)", cm.curve_at(curve, 400, "keys"), 400.0)
+close("curve beyond (last slope)", cm.curve_at(curve, 4000, "key_bytes"), 8000.0)
+close("curve capped at dim", cm.curve_at(curve, 4000, "keys", dim=3000), 3000.0)
+c = dict(grad_row=1e-6, encode_key=1e-8, keyenc_key=2e-8, apply_key=3e-8, answer_key=4e-8, add_key=5e-8,
+         step_key=6e-8, down_key=7e-8)
+full = cm.ctr_parts("full", 4, 2, 100, curve, c, parts=4, link_bps=1e6)
+# own 100 keys, union 400; up = 2 (72 + 52 + 20) + 800; down = 2 (72 + 16 + 4*28 + 8) + 800 + 1600
+close("full up", full["up"], 2 * 144 + 800)
+close("full down", full["down"], 2 * 208 + 2400)
+close("full worker", full["worker"], 100e-6 + 100 * 1e-8 + 400 * 3e-8)      # 1.13e-4
+close("full shard", full["shard"], (4 * 100 * 5e-8 + 400 * (6e-8 + 7e-8)) / 2)  # 3.6e-5
+close("full link", full["link"], (1088 + 2816) / 1e6)
+close("full broker", full["broker"], 4 * (1088 + 2816) / (2 * 1e6))
+close("full period (the broker)", full["period"], full["broker"])
+close("full rows/s", full["rows_s"], 400 / full["broker"])
+ws = cm.ctr_parts("working_set", 4, 2, 100, curve, c, parts=4, link_bps=1e6)
+# up adds the pull: 2 frames + 200 key bytes; down = 2 (72 + 128) + 4 * 100
+close("ws up", ws["up"], 2 * 144 + 800 + 2 * 72 + 200)
+close("ws down", ws["down"], 2 * 200 + 400)
+close("ws worker", ws["worker"], 100e-6 + 100 * 1e-8 + 100 * (2e-8 + 3e-8))
+close("ws shard", ws["shard"], (4 * 100 * 5e-8 + 400 * 6e-8 + 4 * 100 * 4e-8) / 2)
+S, p4 = cm.ctr_shards_needed("working_set", 4, 100, curve, c, parts=4, link_bps=1e9)
+close("ws shards needed", float(S), 1.0)  # shard 6e-5 <= worker 1.05e-4 at S = 1
+try:
+    cm.ctr_parts("replica", 4, 2, 100, curve, c)
+    failures.append("an unknown mode was not refused")
+except ValueError:
+    checked[0] += 1
+
 if failures:
     print("FAIL: cost model: " + "; ".join(failures))
     sys.exit(1)

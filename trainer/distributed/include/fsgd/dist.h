@@ -209,6 +209,10 @@ typedef struct fsgd_agg_stats {
     double t_down_encode;
     char downlink[256]; /* "full" or the downlink codec spec */
     double t_grad, t_encode, t_decode, t_wait, t_update, seconds;
+    /* where t_update went: the step function (fsgd/step.h), the model's
+     * publish, the holdout looks, the epochs' ends (test evaluation), the
+     * checkpoints; the rest is bookkeeping */
+    double t_update_step, t_update_publish, t_update_look, t_update_epoch, t_update_ckpt;
     double step_ms_p50, step_ms_p99, step_ms_mean;
     double hop_grads_ms_p50, hop_grads_ms_p99; /* NAME.grads produce-to-consume latency (-1: none) */
     double last_loss;

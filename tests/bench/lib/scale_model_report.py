@@ -1,0 +1,127 @@
+"""The CTR regime's cost model (cost_model.ctr_parts, issue 37) from this
+machine's measurements, checked against fsgd run, then asked about clusters
+this machine cannot hold.
+
+    scale_model_report.py INPUTS AGG_CAPACITY [RUN_JSON ...]
+
+INPUTS: build/bench/bench_scale_inputs' lines (keys curve, per-key costs);
+AGG_CAPACITY: build/bench/bench_agg_capacity's lines (a shard's per-key
+costs, codec none); RUN_JSON: `fsgd run --workers P --metrics-json` of the
+same generated data. Lines:
+  bench scale_model check workers=P batch=B what=W predicted=.. measured=.. error_pct=..
+  bench scale_model predict mode=M workers=P batch=B shards=S rows_s=..
+      over_train1=.. down_over_up=.. period_ms=.. bound=.. compute_share=..
+check: full replicas (what fsgd run does today), bytes a worker-step and
+seconds a step of each role as the run's metrics count them. predict: the
+fewest shards that keep every shard and broker within a worker's time
+(cost_model.ctr_shards_needed), each worker, shard and broker on a core and
+a 10 Gb/s link of its own; over_train1: the cluster's rows a second over
+fsgd train's on one core (train1_ns_row).
+"""
+import json
+import math
+import statistics
+import sys
+
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+import cost_model as cm  # noqa: E402
+
+
+def fields(line):
+    return dict(kv.split("=", 1) for kv in line.split()[2:] if "=" in kv)
+
+
+def read_inputs(path):
+    curve, costs = [], []
+    for line in open(path):
+        if not line.startswith("bench scale_inputs "):
+            continue
+        f = fields(line)
+        if "error" in f:
+            sys.exit("scale_model: bench_scale_inputs failed: %s" % f["error"])
+        if f.get("kind") == "keys":
+            curve.append({k: float(f[k]) for k in ("rows", "keys", "key_bytes", "up_codec_bytes")})
+        elif f.get("kind") == "costs":
+            costs.append({k: float(v) for k, v in f.items() if k != "kind"})
+    if len(curve) < 2 or not costs:
+        sys.exit("scale_model: %s holds no keys curve or no costs" % path)
+    curve.sort(key=lambda c: c["rows"])
+    med = lambda k: statistics.median(c[k] for c in costs)  # noqa: E731
+    c = dict(grad_row=med("grad_ns_row"), encode_key=med("encode_ns_key"), keyenc_key=med("keyenc_ns_key"),
+             apply_key=med("apply_ns_key"), answer_key=med("answer_ns_key"), train1_row=med("train1_ns_row"))
+    return curve, {k: v * 1e-9 for k, v in c.items()}
+
+
+def read_agg(path, curve):
+    """a shard's costs from bench_agg_capacity's codec none lines at one
+    shard: add a key of a worker's message, step and downlink a union key"""
+    add, step, down = [], [], []
+    for line in open(path):
+        if not line.startswith("bench agg_capacity "):
+            continue
+        f = fields(line)
+        if f.get("codec") != "none" or f.get("shards") != "1":
+            continue
+        P, B, union = int(f["workers"]), int(f["batch"]), float(f["keys_step"])
+        own = cm.curve_at(curve, B, "keys")
+        add.append(float(f["add_ns_key"]) * union / (P * own))
+        step.append(float(f["step_ns_key"]))
+        down.append(float(f["down_ns_key"]))
+    if not add:
+        sys.exit("scale_model: %s holds no codec=none shards=1 line" % path)
+    return dict(add_key=statistics.median(add) * 1e-9, step_key=statistics.median(step) * 1e-9,
+                down_key=statistics.median(down) * 1e-9)
+
+
+def check(m, curve, c):
+    """full replicas against a run's metrics: bytes and seconds"""
+    P = int(m["workers"]["live"])
+    B = m["rows_applied"] / (m["steps"] * P)  # a worker-step's rows as the run took them
+    S = int((m.get("shard") or {}).get("shards", 1) or 1)
+    p = cm.ctr_parts("full", P, S, B, curve, c, parts=int(m["partitions"]), dim=m["dim"])
+    ps = m["per_step_seconds"]
+    rows = [
+        ("up_bytes", p["up"], m["downlink"]["up_bytes_per_worker_step"]),
+        ("down_bytes", p["down"], m["downlink"]["down_bytes_per_worker_step"]),
+        # the metrics' gradient and encode are the workers' sums a step
+        ("worker_grad_s", B * c["grad_row"], ps["gradient"] / P),
+        ("shard_decode_s", P * p["k_own"] * c["add_key"], ps["decode"]),
+        ("shard_update_s", p["k_union"] * (c["step_key"] + c["down_key"]), ps["update"]),
+    ]
+    us = m.get("update_seconds")
+    if us:  # the update's parts the model has (the rest: looks, epoch ends, checkpoints)
+        rows += [("shard_step_s", p["k_union"] * c["step_key"], us["step"] / m["steps"]),
+                 ("shard_publish_s", p["k_union"] * c["down_key"], us["publish"] / m["steps"])]
+    for what, pred, meas in rows:
+        err = 100.0 * (pred - meas) / meas if meas else float("nan")
+        print("bench scale_model check workers=%d batch=%.0f what=%s predicted=%.6g measured=%.6g error_pct=%+.1f"
+              % (P, B, what, pred, meas, err))
+    return rows
+
+
+def predict(curve, c, workers, batches, dim):
+    for B in batches:
+        for P in workers:
+            for mode in ("full", "working_set"):
+                S, p = cm.ctr_shards_needed(mode, P, B, curve, c, dim=dim)
+                bound = max(("worker", "shard", "link", "broker"), key=lambda k: p[k])
+                print("bench scale_model predict mode=%s workers=%d batch=%d shards=%s rows_s=%.0f over_train1=%.1f "
+                      "down_over_up=%.2f period_ms=%.3f bound=%s compute_share=%.2f"
+                      % (mode, P, B, S if S else ">4096", p["rows_s"], p["rows_s"] * c["train1_row"],
+                         p["down"] / p["up"], 1e3 * p["period"], bound, p["compute_share"]))
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.exit(__doc__)
+    curve, c = read_inputs(argv[1])
+    c.update(read_agg(argv[2], curve))
+    print("bench scale_model costs " + " ".join("%s_ns=%.2f" % (k, v * 1e9) for k, v in sorted(c.items())))
+    dim = 1 << 24
+    for path in argv[3:]:
+        check(json.load(open(path)), curve, c)
+    predict(curve, c, [2, 4, 8, 16, 64, 256, 1000], [256, 1024], dim)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

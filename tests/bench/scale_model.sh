@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The CTR regime's cost model (issue 37, item 3): measured on this machine,
+# checked against fsgd run, asked about clusters it cannot hold.
+#  1. build/bench/bench_scale_inputs: how a step's distinct keys grow with
+#     its rows (a worker's own keys: B rows; a step's union: P·B), their
+#     bytes on the wire, and each piece of a step on one core;
+#  2. build/bench/bench_agg_capacity: a shard's per-key costs (codec none);
+#  3. fsgd run --workers P (P = SCALE_WORKERS, default "2 4 8") on a real
+#     Apache Kafka broker (tests/kafka/broker.sh, one node on loopback), the
+#     same generated rows as the benches (fsgd gen, 2^24 features, 40
+#     nonzeros, Zipf, seed 1; SCALE_ROWS rows, default 300000, and 30000 test);
+#  4. tests/bench/lib/scale_model_report.py: the model's bytes and seconds
+#     against every run's metrics (check lines: full replicas, what fsgd run
+#     does), then its predictions for 2 to 1,000 workers in both modes
+#     (predict lines; the working-set mode is issue 37's design, not built).
+# The runs share this machine's cores with the broker and each other, so
+# their seconds are not a core each as the model's are: the check lines say
+# by how much they differ.
+set -euo pipefail
+FSGD=${FSGD:-bin/fsgd}
+BUILD=${BUILD:-build}
+ROWS=${SCALE_ROWS:-300000}
+WORKERS=${SCALE_WORKERS:-2 4 8}
+here=$(cd "$(dirname "$0")" && pwd)
+BROKER_SH=$here/../kafka/broker.sh
+for b in bench_scale_inputs bench_agg_capacity; do
+    [ -x "$BUILD/bench/$b" ] || { echo "bench scale_model error=\"$BUILD/bench/$b not built (make bench)\""; exit 1; }
+done
+tmp=$(mktemp -d)
+kdir=""
+cleanup() {
+    [ -z "$kdir" ] || "$BROKER_SH" stop "$kdir" >/dev/null 2>&1 || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "bench scale_model load=$(cut -d' ' -f1 /proc/loadavg) cores=$(nproc)"
+"$BUILD/bench/bench_scale_inputs" | tee "$tmp/inputs"
+"$BUILD/bench/bench_agg_capacity" | tee "$tmp/agg"
+jsons=()
+if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+    echo "bench scale_model: no java/mvn: no fsgd run to check the model against" >&2
+else
+    kdir=$tmp/kafka
+    brokers=$("$BROKER_SH" start "$kdir" 1 | sed -n 's/^brokers=//p')
+    "$FSGD" gen --rows $((ROWS + ROWS / 10)) --dim '2^24' --nnz 40 --seed 1 --quiet --out "$tmp/all.svm"
+    head -n "$ROWS" "$tmp/all.svm" >"$tmp/train.svm"
+    tail -n $((ROWS / 10)) "$tmp/all.svm" >"$tmp/test.svm"
+    rm -f "$tmp/all.svm"
+    for P in $WORKERS; do
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers "$P" --brokers "$brokers" \
+            --name "scale$$_$P" --metrics-json "$tmp/run$P.json" --quiet >"$tmp/run$P.log" 2>&1 ||
+            { cat "$tmp/run$P.log" >&2; exit 1; }
+        echo "bench scale_model run workers=$P load=$load $(tail -1 "$tmp/run$P.log" | cut -d'|' -f1-2)"
+        jsons+=("$tmp/run$P.json")
+    done
+fi
+python3 "$here/lib/scale_model_report.py" "$tmp/inputs" "$tmp/agg" ${jsons[@]+"${jsons[@]}"}
