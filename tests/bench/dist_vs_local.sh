@@ -20,7 +20,8 @@
 #   bench dist_vs_local dim=D broker=B tau=T wall_s=.. ratio_run_over_train=..
 #     test_auc=.. auc_minus_train=.. produce_s=.. other_s=.. train_s=.. step1_s=..
 #     busy=.. step_p50_ms=..
-#     grad_ms=.. encode_ms=.. decode_ms=.. comm_wait_ms=.. update_ms=.. update_over_grad=.. epochs=..
+#     grad_ms=.. encode_ms=.. decode_ms=.. comm_wait_ms=.. update_ms=.. update_step_ms=..
+#     update_publish_ms=.. update_look_ms=.. update_over_grad=.. epochs=..
 #     steps=.. batch=.. lr=.. train_wall_s=.. round=..
 #   bench dist_vs_local_median dim=D broker=B tau=T rounds=N ratio=.. wall_s=..
 #     train_wall_s=.. auc_minus_train=..   (DVL_REPEAT > 1: medians)
@@ -130,6 +131,8 @@ produce_s = float(sys.argv[8])
 wall, twall, tauc = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 dim, broker, tau = sys.argv[5], sys.argv[6], m["staleness"]["tau"]
 ps, tot = m["per_step_seconds"], m["total_seconds"]
+us = m.get("update_seconds", {})
+part_ms = lambda k: 1e3 * us.get(k, 0) / m["steps"] if m["steps"] else 0  # noqa: E731
 train_s = m["train_seconds"]
 busy = (tot["gradient"] + tot["encode"]) / (2 * train_s) if train_s > 0 else 0
 run_cpu, broker_cpu, train_cpu, cores = (float(x) for x in sys.argv[11:15])
@@ -142,6 +145,8 @@ print(f"bench dist_vs_local dim={dim} broker={broker} tau={tau} wall_s={wall:.3f
       f"busy={busy:.3f} step_p50_ms={m['step_latency_ms']['p50']:.3f} grad_ms={1e3 * ps['gradient']:.3f} "
       f"encode_ms={1e3 * ps['encode']:.3f} decode_ms={1e3 * ps['decode']:.3f} "
       f"comm_wait_ms={1e3 * ps['comm_wait']:.3f} update_ms={1e3 * ps['update']:.3f} "
+      f"update_step_ms={part_ms('step'):.3f} update_publish_ms={part_ms('publish'):.3f} "
+      f"update_look_ms={part_ms('look'):.3f} "
       f"update_over_grad={2 * ps['update'] / ps['gradient'] if ps['gradient'] > 0 else 0:.2f} "
       f"epochs={m.get('epochs_run', m['epochs'])} steps={m['steps']} batch={m.get('batch', 0)} lr={m['lr']:.5f} "
       f"train_wall_s={twall:.3f} load={sys.argv[10]} round={sys.argv[9]}")
