@@ -42,36 +42,13 @@
 #include "fsgd/step.h"
 #include "fsgd/strategy.h"
 
+#include "bench_ctr_rows.h"
+
 static double now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int gen_rows(fsgd_csr_t *m, size_t rows, uint64_t dim, char *err, size_t errsz)
-{
-    fsgd_gen_opts_t o;
-    fsgd_gen_opts_default(&o);
-    o.dim = dim, o.nnz = 40, o.zipf = 1.1, o.seed = 1;
-    fsgd_gen_t *g = fsgd_gen_new(&o, err, errsz);
-    if (!g)
-        return -1;
-    size_t maxr = fsgd_gen_max_row(g);
-    uint32_t *col = malloc(sizeof *col * maxr);
-    float *val = malloc(sizeof *val * maxr);
-    memset(m, 0, sizeof *m);
-    int rc = col && val ? 0 : -1;
-    for (size_t r = 0; r < rows && !rc; r++) {
-        double label, margin;
-        size_t n = fsgd_gen_next(g, col, val, &label, &margin);
-        rc = fsgd_csr_append_row(m, label, col, val, n);
-    }
-    free(col), free(val);
-    fsgd_gen_destroy(g);
-    if (rc)
-        snprintf(err, errsz, "out of memory");
-    return rc;
 }
 
 typedef struct run {
@@ -284,7 +261,7 @@ int main(void)
     const size_t B = 474;
     char err[256] = "";
     fsgd_csr_t data;
-    if (gen_rows(&data, rows, dim, err, sizeof err) < 0) {
+    if (bench_ctr_rows(&data, rows, dim, err, sizeof err) < 0) {
         printf("bench agg_capacity error=\"%s\"\n", err);
         return 1;
     }

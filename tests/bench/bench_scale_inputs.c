@@ -41,6 +41,8 @@
 #include "fsgd/keysort.h"
 #include "fsgd/strategy.h"
 
+#include "bench_ctr_rows.h"
+
 #define DIM ((uint64_t)1 << 24)
 
 static double now_s(void)
@@ -48,31 +50,6 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int gen_rows(fsgd_csr_t *m, size_t rows, char *err, size_t errsz)
-{
-    fsgd_gen_opts_t o;
-    fsgd_gen_opts_default(&o);
-    o.dim = DIM, o.nnz = 40, o.zipf = 1.1, o.seed = 1;
-    fsgd_gen_t *g = fsgd_gen_new(&o, err, errsz);
-    if (!g)
-        return -1;
-    size_t maxr = fsgd_gen_max_row(g);
-    uint32_t *col = malloc(sizeof *col * maxr);
-    float *val = malloc(sizeof *val * maxr);
-    memset(m, 0, sizeof *m);
-    int rc = col && val ? 0 : -1;
-    for (size_t r = 0; r < rows && !rc; r++) {
-        double label, margin;
-        size_t n = fsgd_gen_next(g, col, val, &label, &margin);
-        rc = fsgd_csr_append_row(m, label, col, val, n);
-    }
-    free(col), free(val);
-    fsgd_gen_destroy(g);
-    if (rc)
-        snprintf(err, errsz, "out of memory");
-    return rc;
 }
 
 /* The distinct columns of rows [first, first + n), sorted, into keys
@@ -225,7 +202,7 @@ int main(void)
     size_t rows = env ? (size_t)strtoull(env, NULL, 10) : (size_t)1 << 20;
     char err[256] = "";
     fsgd_csr_t data;
-    if (gen_rows(&data, rows, err, sizeof err) < 0) {
+    if (bench_ctr_rows(&data, rows, DIM, err, sizeof err) < 0) {
         printf("bench scale_inputs error=\"%s\"\n", err);
         return 1;
     }
