@@ -265,6 +265,53 @@ static void test_load_file(void)
     fsgd_csr_free(&a);
 }
 
+/* Rows of hundreds of keys (the in-row sort's quicksort and heapsort paths):
+ * descending digit names (index = value + seed, so sorted backwards) and
+ * -q aa over them at 12 bits, where crosses collide, against the columns
+ * summed here from VW's hashing. */
+static void test_long_rows_sorted_and_summed(void)
+{
+    enum { NF = 400, BITS = 12 };
+    static char line[8 * NF + 16];
+    size_t len = (size_t)snprintf(line, sizeof line, "1 |a");
+    for (int i = NF - 1; i >= 0; i--)
+        len += (size_t)snprintf(line + len, sizeof line - len, " %d", i * 7);
+    line[len++] = '\n';
+    const uint32_t mask = (1u << BITS) - 1, seed = fsgd_vw_hash_string("a", 1, 0);
+    uint32_t idx[NF];
+    for (int i = 0; i < NF; i++) {
+        char name[16];
+        int n = snprintf(name, sizeof name, "%d", (NF - 1 - i) * 7);
+        idx[i] = fsgd_vw_hash_string(name, (size_t)n, seed) & mask;
+    }
+    for (int crossed = 0; crossed < 2; crossed++) {
+        static double want[1u << BITS];
+        memset(want, 0, sizeof want);
+        for (int i = 0; i < NF; i++) {
+            want[idx[i]] += 1;
+            for (int j = i; crossed && j < NF; j++)
+                want[(uint32_t)(((uint64_t)idx[i] * 16777619u) ^ idx[j]) & mask] += 1;
+        }
+        char err[512];
+        fsgd_vw_spec_t s;
+        CU_ASSERT_EQUAL_FATAL(
+            fsgd_vw_spec_parse(crossed ? "vw:bits=12:interactions=aa" : "vw:bits=12", &s, err, sizeof err), 0);
+        fsgd_csr_t m = {0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(line, len, &s, 0, "long.vw", 1, &m, NULL, NULL, err, sizeof err), 1);
+        uint64_t k = 0;
+        for (uint32_t c = 0; c <= mask; c++) {
+            if (want[c] == 0)
+                continue;
+            CU_ASSERT_FATAL(k < m.nnz);
+            CU_ASSERT_EQUAL(m.col[k], c);
+            CU_ASSERT_DOUBLE_EQUAL(m.val[k], want[c], 1e-3);
+            k++;
+        }
+        CU_ASSERT_EQUAL(k, m.nnz);
+        fsgd_csr_free(&m);
+    }
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -274,6 +321,7 @@ void fsgd_test_register(void)
         {"specs round-trip; --ignore and --keep", test_spec_ignore_keep},
         {"malformed rows name file:line:col; skip_bad; CRLF and blanks", test_errors_name_line_col},
         {"files read as buffers; errors name the path; columns and collisions counted", test_load_file},
+        {"rows of hundreds of keys come out sorted, shared columns summed", test_long_rows_sorted_and_summed},
         {NULL, NULL},
     };
     fsgd_test_suite("vw", cases);
