@@ -518,6 +518,31 @@ static int extra_push(fsgd_vw_extra_t *x, double w, const char *tag, size_t tl)
     return 0;
 }
 
+/* The sorted keys of sc as columns (shared ones summed) into col and val;
+ * the entries written. val NULL (a binary row): 0 instead when a summed
+ * value is not 1. */
+static size_t emit_row(const scratch_t *sc, uint32_t *col, float *val)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < sc->n; i++) {
+        uint32_t cl = (uint32_t)(sc->keys[i] >> 32);
+        float v = sc->vals[(uint32_t)sc->keys[i]];
+        if (k && col[k - 1] == cl) {
+            if (!val)
+                return 0;
+            val[k - 1] += v;
+        } else {
+            if (!val && v != 1.0f)
+                return 0;
+            col[k] = cl;
+            if (val)
+                val[k] = v;
+            k++;
+        }
+    }
+    return k;
+}
+
 /* Parses one line [p, e) (no '\n'). 1: a row appended to out (and extra);
  * 0: a blank line; negative: an error in err, out untouched. */
 static int parse_line(const ctx_t *c, const char *p, const char *e, fsgd_csr_t *out, fsgd_vw_extra_t *extra,
@@ -676,21 +701,21 @@ static int parse_line(const ctx_t *c, const char *p, const char *e, fsgd_csr_t *
         sort_keys(sc->keys, sc->n, 2 * log2_floor(sc->n));
     if (fsgd_csr_reserve(out, 1, sc->n) < 0)
         goto nomem;
-    uint32_t *col = out->col + out->nnz;
-    float *val = out->val + out->nnz;
-    size_t k = 0;
-    for (size_t i = 0; i < sc->n; i++) {
-        uint32_t cl = (uint32_t)(sc->keys[i] >> 32);
-        float v = sc->vals[(uint32_t)sc->keys[i]];
-        if (k && col[k - 1] == cl) {
-            val[k - 1] += v;
-        } else {
-            col[k] = cl;
-            val[k++] = v;
-        }
+    /* a binary out (fsgd_csr_init_binary) stays so while its rows' summed
+     * values are 1: half the memory of a row of crosses */
+    size_t k = emit_row(sc, out->col + out->nnz, out->val ? out->val + out->nnz : NULL);
+    if (k == 0 && sc->n) {
+        if (fsgd_csr_give_values(out) < 0)
+            goto nomem;
+        k = emit_row(sc, out->col + out->nnz, out->val + out->nnz);
     }
+    const uint32_t *col = out->col + out->nnz;
     if (extra && extra_push(extra, weight, tag, tag_len) < 0)
         goto nomem;
+    if (extra) {
+        extra->feature_entries += sc->nf;
+        extra->cross_entries += sc->n - sc->nf;
+    }
     if (k && (uint64_t)col[k - 1] + 1 > out->max_col)
         out->max_col = (uint64_t)col[k - 1] + 1;
     out->label[out->n_rows] = label;

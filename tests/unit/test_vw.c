@@ -312,6 +312,30 @@ static void test_long_rows_sorted_and_summed(void)
     }
 }
 
+/* A binary out (fsgd_csr_init_binary) stays without values while every
+ * summed value is 1, and gets them, the rows before included, at the first
+ * other value. */
+static void test_binary_rows_until_a_value(void)
+{
+    char err[512];
+    fsgd_vw_spec_t s;
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse("vw:bits=18", &s, err, sizeof err), 0);
+    fsgd_csr_t m;
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_init_binary(&m, 0, 0), 0);
+    const char ones[] = "1 |a x y\n-1 |b z\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(ones, strlen(ones), &s, 0, "b.vw", 1, &m, NULL, NULL, err, sizeof err), 2);
+    CU_ASSERT_PTR_NULL(m.val);
+    CU_ASSERT_EQUAL(m.nnz, 3);
+    const char twos[] = "1 |a x x:0.5 y\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(twos, strlen(twos), &s, 0, "b.vw", 3, &m, NULL, NULL, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m.val);
+    CU_ASSERT_EQUAL_FATAL(m.nnz, 5);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_DOUBLE_EQUAL(m.val[i], 1.0, 0);
+    CU_ASSERT(m.val[3] * m.val[4] == 1.5f && m.val[3] + m.val[4] == 2.5f); /* x and x:0.5 summed; y */
+    fsgd_csr_free(&m);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -322,6 +346,7 @@ void fsgd_test_register(void)
         {"malformed rows name file:line:col; skip_bad; CRLF and blanks", test_errors_name_line_col},
         {"files read as buffers; errors name the path; columns and collisions counted", test_load_file},
         {"rows of hundreds of keys come out sorted, shared columns summed", test_long_rows_sorted_and_summed},
+        {"binary rows stay binary until a summed value is not 1", test_binary_rows_until_a_value},
         {NULL, NULL},
     };
     fsgd_test_suite("vw", cases);

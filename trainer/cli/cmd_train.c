@@ -67,6 +67,10 @@ static const char defaults_note[] =
 /* Hash-column use of the training file (hashed formats), for the metrics JSON. */
 static uint64_t hash_used, hash_collided;
 
+/* The training file's features over its features and crosses (job key
+ * lr_auto_share; 1 without crosses). */
+static double feature_share = 1;
+
 /* fsgd train --cache found a cache made from the same input and read no text. */
 static int cache_reused;
 
@@ -107,6 +111,9 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
         fsgd_rowfmt_t vf;
         rc = fsgd_rowfmt_init(&vf, job->format, job->hash_bits, job->skip_bad, err, sizeof err);
         vwx.count_slots = is_train;
+        /* binary rows until a value other than 1 (half the memory of rows of crosses) */
+        if (rc == 0 && !out->col && fsgd_csr_init_binary(out, 0, 0) < 0)
+            rc = fsgd_err_fmt(err, sizeof err, FSGD_E_NOMEM, "%s: out of memory", path);
         if (rc == 0)
             rc = fsgd_vw_load(path, &vf.vw_spec, job->skip_bad, out, &vwx, &st, err, sizeof err);
         if (rc == 0 && is_train && vwx.slots_used) { /* features and crosses in 2^bits columns, as for delimited rows */
@@ -118,6 +125,8 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
             hash_used = vwx.slots_used;
             hash_collided = vwx.slots_collided;
         }
+        if (rc == 0 && is_train && vwx.cross_entries)
+            feature_share = (double)vwx.feature_entries / (double)(vwx.feature_entries + vwx.cross_entries);
     } else if (spec) {
         fsgd_delim_stats_t ds;
         rc = fsgd_delim_load(path, spec, is_train, out, &ds, err, sizeof err);
@@ -679,6 +688,7 @@ static int train_command(int argc, char **argv)
         fsgd_csr_free(&train);
         return rc;
     }
+    job.lr_auto_share = feature_share;
     if (job.test[0]) {
         if ((rc = load(job.test, &job, spec, 0, &test)) != 0) {
             fsgd_model_free(&init);

@@ -84,6 +84,7 @@ typedef struct fsgd_vw_extra {
     char *tags;         /* the tags, back to back, no terminators */
     size_t cap, tags_len, tags_cap;
     int any_weight;     /* a row had an importance weight other than 1 */
+    uint64_t feature_entries, cross_entries; /* rows' features and crosses (before shared columns are summed) */
     int count_slots;    /* in: set before fsgd_vw_load to count the columns below (a 4·2^bits-byte table;
                            not counted above 28 bits) */
     uint64_t slots_used;     /* distinct columns that got a feature or a cross */
