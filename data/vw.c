@@ -788,6 +788,27 @@ long fsgd_vw_parse(const char *buf, size_t len, const fsgd_vw_spec_t *s, int ski
 int fsgd_vw_load(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_csr_t *out, fsgd_vw_extra_t *extra,
                  fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
 {
+    return fsgd_vw_load_chunks(path, s, skip_bad, out, extra, 0, NULL, NULL, stats, err, errsz);
+}
+
+/* Hands out's rows (and extra's weights and tags) to fn and empties both,
+ * keeping extra's counts. */
+static int hand_chunk(fsgd_vw_chunk_fn fn, void *ctx, fsgd_csr_t *out, fsgd_vw_extra_t *extra, char *err,
+                      size_t errsz)
+{
+    int rc = fn(ctx, out, extra, err, errsz);
+    fsgd_csr_clear(out);
+    if (extra) {
+        extra->n = 0;
+        extra->tags_len = 0;
+    }
+    return rc;
+}
+
+int fsgd_vw_load_chunks(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_csr_t *out,
+                        fsgd_vw_extra_t *extra, size_t chunk_rows, fsgd_vw_chunk_fn fn, void *ctx,
+                        fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
+{
     fsgd_libsvm_stats_t st = {0};
     fsgd_zsource_t *z = fsgd_zsource_open(path, err, errsz);
     if (!z)
@@ -837,15 +858,27 @@ int fsgd_vw_load(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_c
         if (!nl)
             continue;
         size_t cut = eof ? len : (size_t)(nl - buf) + 1;
-        c.lineno = st.lines + 1;
-        long n = parse_lines(buf, cut, &c, skip_bad, out, extra, &st, err, errsz);
-        if (n < 0) {
-            rc = (int)n;
-            break;
+        /* chunked: the text in pieces of about 64 KiB, so a chunk of rows
+         * of many crosses stays near its bound */
+        for (size_t at = 0, end; !rc && at < cut; at = end) {
+            const char *pe = fn && cut - at > ((size_t)64 << 10)
+                                 ? memchr(buf + at + ((size_t)64 << 10), '\n', cut - at - ((size_t)64 << 10))
+                                 : NULL;
+            end = pe ? (size_t)(pe - buf) + 1 : cut;
+            c.lineno = st.lines + 1;
+            long n = parse_lines(buf + at, end - at, &c, skip_bad, out, extra, &st, err, errsz);
+            if (n < 0)
+                rc = (int)n;
+            else if (fn && (out->n_rows >= chunk_rows || out->nnz >= FSGD_VW_CHUNK_NNZ))
+                rc = hand_chunk(fn, ctx, out, extra, err, errsz);
         }
+        if (rc)
+            break;
         memmove(buf, buf + cut, len - cut);
         len -= cut;
     }
+    if (!rc && fn && out->n_rows)
+        rc = hand_chunk(fn, ctx, out, extra, err, errsz);
     scratch_free(&sc);
     free(c.fp);
     free(buf);

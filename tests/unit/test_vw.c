@@ -336,6 +336,56 @@ static void test_binary_rows_until_a_value(void)
     fsgd_csr_free(&m);
 }
 
+typedef struct chunks {
+    fsgd_csr_t all;
+    int n, bad;
+    size_t most_rows;
+} chunks_t;
+
+static int take(void *ctx, const fsgd_csr_t *rows, const fsgd_vw_extra_t *x, char *err, size_t errsz)
+{
+    (void)err, (void)errsz;
+    chunks_t *c = ctx;
+    c->n++;
+    c->bad |= !x || x->n != rows->n_rows;
+    if (rows->n_rows > c->most_rows)
+        c->most_rows = rows->n_rows;
+    return fsgd_csr_append_rows(&c->all, rows, 0, rows->n_rows);
+}
+
+/* fsgd_vw_load_chunks: chunks of at most chunk_rows (whole 64 KiB pieces of
+ * text aside) whose rows, in order, are fsgd_vw_load's; crosses counted. */
+static void test_load_chunks(void)
+{
+    char err[512];
+    const char *path = fsgd_test_tmp("chunks.vw");
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int r = 0; r < 20000; r++)
+        fprintf(f, "%d |a x%d y%d |b z%d\n", r % 3 ? 1 : -1, r % 97, r % 13, r % 7);
+    fclose(f);
+    fsgd_vw_spec_t s;
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse("vw:bits=18:interactions=ab", &s, err, sizeof err), 0);
+    fsgd_csr_t whole = {0}, chunk = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_load(path, &s, 0, &whole, NULL, NULL, err, sizeof err), 0);
+    chunks_t c = {0};
+    fsgd_vw_extra_t x = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_load_chunks(path, &s, 0, &chunk, &x, 1000, take, &c, NULL, err, sizeof err), 0);
+    CU_ASSERT(c.n >= 2 && !c.bad);
+    CU_ASSERT(c.most_rows < 1000 + 65536 / 17 + 2); /* a piece of text: 64 KiB and a line, lines >= 17 bytes */
+    CU_ASSERT_EQUAL(x.feature_entries, 60000);
+    CU_ASSERT_EQUAL(x.cross_entries, 40000);
+    CU_ASSERT_EQUAL_FATAL(c.all.n_rows, whole.n_rows);
+    CU_ASSERT_EQUAL_FATAL(c.all.nnz, whole.nnz);
+    CU_ASSERT(memcmp(c.all.col, whole.col, whole.nnz * sizeof *whole.col) == 0);
+    CU_ASSERT(memcmp(c.all.row_ptr, whole.row_ptr, (whole.n_rows + 1) * sizeof *whole.row_ptr) == 0);
+    CU_ASSERT(memcmp(c.all.label, whole.label, whole.n_rows * sizeof *whole.label) == 0);
+    fsgd_vw_extra_free(&x);
+    fsgd_csr_free(&c.all);
+    fsgd_csr_free(&chunk);
+    fsgd_csr_free(&whole);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -347,6 +397,7 @@ void fsgd_test_register(void)
         {"files read as buffers; errors name the path; columns and collisions counted", test_load_file},
         {"rows of hundreds of keys come out sorted, shared columns summed", test_long_rows_sorted_and_summed},
         {"binary rows stay binary until a summed value is not 1", test_binary_rows_until_a_value},
+        {"a file in chunks: the rows of the whole, chunks bounded", test_load_chunks},
         {NULL, NULL},
     };
     fsgd_test_suite("vw", cases);

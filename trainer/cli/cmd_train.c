@@ -497,7 +497,7 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
  * made from the same input is reused without reading the text; every epoch
  * streams from it. The training rows are never all in memory, so they are
  * not scored at the end. */
-static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, double t0)
+static int train_from_cache(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, const fsgd_delim_spec_t *spec, double t0)
 {
     char err[1024];
     fsgd_csr_t hold = {0}, test = {0};
@@ -518,6 +518,7 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
         fprintf(stderr, "fsgd: %s: skipped %llu malformed rows\n", job->data, (unsigned long long)cache.skipped_rows);
     uint64_t rows = cache.rows, max_col = cache.max_col;
     int reused = cache.reused;
+    job->lr_auto_share = cache.feature_share;
     if (rc < 0) {
         fsgd_cli_error("%s", err);
         fsgd_csr_free(&hold);
@@ -551,8 +552,7 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_delim_spec_t *spec, doub
     }
     print_summary(job, &st, dim, test.n_rows);
     int status = 0;
-    if (spec)
-        fsgd_delim_spec_format(spec, model.input, sizeof model.input);
+    fsgd_rowfmt_input(fmt, model.input, sizeof model.input); /* delimited, hashed LIBSVM or VW */
     if (job->out[0]) {
         rc = fsgd_model_save(&model, job->out, err, sizeof err);
         if (rc < 0) {
@@ -671,12 +671,8 @@ static int train_command(int argc, char **argv)
     }
     const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;
     double t0 = fsgd_clock_s();
-    if (job.cache[0] && fmt.vw) {
-        fsgd_cli_error("cache: --cache streams LIBSVM and delimited rows; VW rows are read into memory (drop --cache)");
-        return FSGD_EXIT_USAGE;
-    }
     if (job.cache[0])
-        return train_from_cache(&job, spec, t0);
+        return train_from_cache(&job, &fmt, spec, t0);
     fsgd_model_t init = {0};
     if (job.init[0] && (rc = load_init(&job, &fmt, &init)) != 0) {
         fsgd_model_free(&init);
