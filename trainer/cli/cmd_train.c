@@ -139,6 +139,8 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
         if (rc == 0 && is_train) {
             hash_used = ds.slots_used;
             hash_collided = ds.slots_collided;
+            if (ds.cross_entries)
+                feature_share = (double)ds.feature_entries / (double)(ds.feature_entries + ds.cross_entries);
         }
     } else {
         /* parsing is most of the load: split it over the job's threads */

@@ -227,7 +227,10 @@ static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, dou
             out->feature_share = (double)x.feature_entries / (double)(x.feature_entries + x.cross_entries);
         fsgd_vw_extra_free(&x);
     } else if (spec) {
-        rc = fsgd_delim_load_chunks(job->data, spec, 0, &chunk, 65536, take_chunk, &p, NULL, err, errsz);
+        fsgd_delim_stats_t ds = {0};
+        rc = fsgd_delim_load_chunks(job->data, spec, 0, &chunk, 65536, take_chunk, &p, &ds, err, errsz);
+        if (ds.cross_entries)
+            out->feature_share = (double)ds.feature_entries / (double)(ds.feature_entries + ds.cross_entries);
     } else {
         fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .hash_bits = (unsigned)job->hash_bits};
         fsgd_libsvm_reader_t *rd = fsgd_libsvm_open(job->data, &opts, err, errsz);
