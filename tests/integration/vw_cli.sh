@@ -45,6 +45,12 @@ PY
 lr_of() { grep -o 'lr [0-9.e-]* (auto)' "$1"; }
 "$FSGD" train --data "$tmp/train.vw" --test "$tmp/test.vw" --format vw --bits 16 -q ab --epochs 3 \
     --out "$tmp/mem.fsgd" > "$tmp/mem.txt" 2>&1
+"$FSGD" train --data "$tmp/train.vw" --test "$tmp/test.vw" --format vw --bits 16 --epochs 3 \
+    --out "$tmp/lin.fsgd" > "$tmp/lin.txt" 2>&1
+# rows of 10 features and 25 crosses: lr auto is 10/35 of the linear model's
+awk -v c="$(lr_of "$tmp/mem.txt" | cut -d' ' -f2)" -v l="$(lr_of "$tmp/lin.txt" | cut -d' ' -f2)" \
+    'BEGIN { exit !(l > 0 && c / l > 0.25 && c / l < 0.33) }' ||
+    fail "lr auto with crosses $(lr_of "$tmp/mem.txt"), without $(lr_of "$tmp/lin.txt")"
 for pass in first reuse; do
     "$FSGD" train --data "$tmp/train.vw" --test "$tmp/test.vw" --format vw --bits 16 -q ab --epochs 3 \
         --cache "$tmp/c.cache" --out "$tmp/c.fsgd" > "$tmp/c_$pass.txt" 2>&1
