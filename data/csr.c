@@ -101,9 +101,10 @@ int fsgd_csr_append_row(fsgd_csr_t *m, double label, const uint32_t *col, const 
     return FSGD_E_OK;
 }
 
-/* A binary batch given values: 1 for every nonzero so far. */
-static int give_values(fsgd_csr_t *m)
+int fsgd_csr_give_values(fsgd_csr_t *m)
 {
+    if (m->val || !m->col)
+        return FSGD_E_OK;
     float *val = malloc((m->cap_nnz ? m->cap_nnz : 1) * sizeof *val);
     if (!val)
         return FSGD_E_NOMEM;
@@ -123,7 +124,7 @@ int fsgd_csr_append_rows(fsgd_csr_t *dst, const fsgd_csr_t *src, size_t first, s
     if (!dst->val && src->val)
         for (uint64_t i = lo; i < hi; i++)
             if (src->val[i] != 1.0f) {
-                FSGD_TRY(give_values(dst));
+                FSGD_TRY(fsgd_csr_give_values(dst));
                 break;
             }
     memcpy(dst->col + dst->nnz, src->col + lo, (size_t)(hi - lo) * sizeof *src->col);

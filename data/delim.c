@@ -353,6 +353,7 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
     if (field != s->n_cols)
         return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu: %zu fields, expected %zu", r->path,
                             (unsigned long long)lineno, field, s->n_cols);
+    const size_t n_features = n;
     for (int t = 0; r->has && t < s->n_crosses; t++) {
         const uint16_t *c = s->cross[t];
         int k = s->cross_len[t], all = 1;
@@ -374,6 +375,8 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
         if (r->fp)
             note_slot(r, slot_of(s, h), h);
     }
+    r->st.feature_entries += n_features;
+    r->st.cross_entries += n - n_features;
     if (r->has)
         memset(r->has, 0, s->n_cols);
     /* strictly increasing columns: sort, and merge fields that share a slot

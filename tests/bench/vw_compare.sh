@@ -12,9 +12,9 @@
 # VW: --loss_function logistic --passes 5 -c -k (its holdout stops the
 # passes), -b 18 (a9a, planted) or 20 (criteo), -l 0.1 on a9a (the rate the
 # issue measured there); then -t -i MODEL -p PRED. fsgd: fsgd train --format
-# vw --bits B with its defaults (l2, lr, epochs auto: early stopping), except
-# a9a -q aa: --epochs 5 --lr 0.001 (auto lr overfits 119 crosses a row there);
-# then fsgd predict. Each program reads and parses the files itself; the VW
+# vw --bits B with its defaults (l2, lr, epochs auto: early stopping; lr auto
+# scaled by the rows' share of features among features and crosses); then
+# fsgd predict. Each program reads and parses the files itself; the VW
 # processes start Python and import vowpalwabbit (the package has no vw
 # binary: tests/bench/lib/peers_vw.py, ~0.1 s and ~30 MB of each figure).
 # One AUC/logloss code for both (tests/bench/lib/vw_compare_metrics.py).
@@ -81,7 +81,7 @@ tovw='{ printf "%s |a", ($1 > 0 ? "1" : "-1"); for (i = 2; i <= NF; i++) { split
 awk "$tovw" "$DATA/a9a" > "$tmp/a9a/train.vw"
 awk "$tovw" "$DATA/a9a.t" > "$tmp/a9a/test.vw"
 run a9a "" 18 "" "-l 0.1"
-run a9a "-q aa" 18 "--epochs 5 --lr 0.001" "-l 0.1"
+run a9a "-q aa" 18 "" "-l 0.1"
 
 # planted pairwise crosses
 mkdir -p "$tmp/planted"

@@ -3,7 +3,8 @@
  * crash": the CSR is well formed (row_ptr monotone, columns strictly
  * increasing and below 2^bits, finite values and labels), weights and tags
  * come one a row with finite weights >= 0, strict mode yields a prefix of
- * what skip_bad yields, and errors name the source. The first input byte
+ * what skip_bad yields, a binary batch (values 1 until one is not) takes the
+ * same rows, and errors name the source. The first input byte
  * picks the spec. */
 #include <math.h>
 #include <stdint.h>
@@ -63,6 +64,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(!strict.n_rows || (strict.nnz <= lax.nnz && !memcmp(strict.col, lax.col, strict.nnz * sizeof *strict.col)));
         if (a >= 0)
             CHECK(st.bad_rows == 0 && (size_t)a == lax.n_rows);
+        /* into a binary batch: the same rows, values 1 while it has none */
+        fsgd_csr_t bin;
+        if (fsgd_csr_init_binary(&bin, 0, 0) == 0) {
+            long c = fsgd_vw_parse((const char *)data, size, &s, 1, "fz", 1, &bin, NULL, NULL, err, sizeof err);
+            if (c >= 0) {
+                CHECK(c == b && bin.nnz == lax.nnz && !memcmp(bin.col, lax.col, lax.nnz * sizeof *lax.col));
+                CHECK(!memcmp(bin.row_ptr, lax.row_ptr, (lax.n_rows + 1) * sizeof *lax.row_ptr));
+                for (size_t j = 0; j < lax.nnz; j++)
+                    CHECK((bin.val ? bin.val[j] : 1.0f) == lax.val[j]);
+            }
+            fsgd_csr_free(&bin);
+        }
     }
     fsgd_csr_free(&strict);
     fsgd_csr_free(&lax);

@@ -38,6 +38,32 @@ PY
 # --ignore b: a model that never saw b
 "$FSGD" train --data "$tmp/train.vw" --format vw --ignore b --quiet --epochs 1 --out "$tmp/i.fsgd" > /dev/null
 "$FSGD" model info "$tmp/i.fsgd" | grep -q '^input: vw:bits=18:seed=0:ignore=b$' || fail "ignore not recorded"
+# --cache streams VW rows through a row cache: lr auto scaled for the crosses
+# as in memory (the share of features kept in the cache for its reuse); the
+# cache is reused; importance weights are refused there (they are applied
+# to rows in memory)
+lr_of() { grep -o 'lr [0-9.e-]* (auto)' "$1"; }
+"$FSGD" train --data "$tmp/train.vw" --test "$tmp/test.vw" --format vw --bits 16 -q ab --epochs 3 \
+    --out "$tmp/mem.fsgd" > "$tmp/mem.txt" 2>&1
+"$FSGD" train --data "$tmp/train.vw" --test "$tmp/test.vw" --format vw --bits 16 --epochs 3 \
+    --out "$tmp/lin.fsgd" > "$tmp/lin.txt" 2>&1
+# rows of 10 features and 25 crosses: lr auto is 10/35 of the linear model's
+awk -v c="$(lr_of "$tmp/mem.txt" | cut -d' ' -f2)" -v l="$(lr_of "$tmp/lin.txt" | cut -d' ' -f2)" \
+    'BEGIN { exit !(l > 0 && c / l > 0.25 && c / l < 0.33) }' ||
+    fail "lr auto with crosses $(lr_of "$tmp/mem.txt"), without $(lr_of "$tmp/lin.txt")"
+for pass in first reuse; do
+    "$FSGD" train --data "$tmp/train.vw" --test "$tmp/test.vw" --format vw --bits 16 -q ab --epochs 3 \
+        --cache "$tmp/c.cache" --out "$tmp/c.fsgd" > "$tmp/c_$pass.txt" 2>&1
+    [ -n "$(lr_of "$tmp/mem.txt")" ] && [ "$(lr_of "$tmp/c_$pass.txt")" = "$(lr_of "$tmp/mem.txt")" ] ||
+        fail "cache $pass: $(lr_of "$tmp/c_$pass.txt") against $(lr_of "$tmp/mem.txt") in memory"
+    grep -qE 'test +auc 0\.(6[5-9]|[7-9])' "$tmp/c_$pass.txt" || fail "cache $pass: $(grep auc "$tmp/c_$pass.txt")"
+done
+grep -q "reusing cache" "$tmp/c_reuse.txt" || fail "cache not reused: $(cat "$tmp/c_reuse.txt")"
+"$FSGD" model info "$tmp/c.fsgd" | grep -q '^input: vw:bits=16:seed=0:interactions=ab$' || fail "cache: input"
+{ head -n 3 "$tmp/train.vw"; echo "1 2.5 |a f1"; } > "$tmp/w.vw"
+rc=0; "$FSGD" train --data "$tmp/w.vw" --format vw --cache "$tmp/w.cache" --quiet --out "$tmp/w.fsgd" \
+    2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "w.vw has importance weights" "$tmp/e.txt" || fail "cache with weights: $rc $(cat "$tmp/e.txt")"
 # crosses without namespaces are refused by name
 rc=0; "$FSGD" train --data "$tmp/all.svm" -q ab --quiet 2> "$tmp/e.txt" || rc=$?
 [ $rc -eq 2 ] && grep -q "interactions: namespaces and crosses are for --format vw" "$tmp/e.txt" || fail "q on libsvm: $rc"

@@ -213,6 +213,14 @@ static void test_crosses(void)
     CU_ASSERT_NOT_EQUAL(cx[0], cx[2]); /* (x, z) */
     fsgd_csr_free(&m);
     fsgd_csr_free(&l);
+    /* the load counts fields and crosses (fsgd train's lr auto takes their share) */
+    const char *path = fsgd_test_tmp("crosses.tsv");
+    CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(path, rows, strlen(rows)), 0);
+    fsgd_delim_stats_t st;
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_load(path, &s, 0, &m, &st, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(st.feature_entries, 11);
+    CU_ASSERT_EQUAL(st.cross_entries, 3);
+    fsgd_csr_free(&m);
 }
 
 void fsgd_test_register(void)

@@ -265,6 +265,127 @@ static void test_load_file(void)
     fsgd_csr_free(&a);
 }
 
+/* Rows of hundreds of keys (the in-row sort's quicksort and heapsort paths):
+ * descending digit names (index = value + seed, so sorted backwards) and
+ * -q aa over them at 12 bits, where crosses collide, against the columns
+ * summed here from VW's hashing. */
+static void test_long_rows_sorted_and_summed(void)
+{
+    enum { NF = 400, BITS = 12 };
+    static char line[8 * NF + 16];
+    size_t len = (size_t)snprintf(line, sizeof line, "1 |a");
+    for (int i = NF - 1; i >= 0; i--)
+        len += (size_t)snprintf(line + len, sizeof line - len, " %d", i * 7);
+    line[len++] = '\n';
+    const uint32_t mask = (1u << BITS) - 1, seed = fsgd_vw_hash_string("a", 1, 0);
+    uint32_t idx[NF];
+    for (int i = 0; i < NF; i++) {
+        char name[16];
+        int n = snprintf(name, sizeof name, "%d", (NF - 1 - i) * 7);
+        idx[i] = fsgd_vw_hash_string(name, (size_t)n, seed) & mask;
+    }
+    for (int crossed = 0; crossed < 2; crossed++) {
+        static double want[1u << BITS];
+        memset(want, 0, sizeof want);
+        for (int i = 0; i < NF; i++) {
+            want[idx[i]] += 1;
+            for (int j = i; crossed && j < NF; j++)
+                want[(uint32_t)(((uint64_t)idx[i] * 16777619u) ^ idx[j]) & mask] += 1;
+        }
+        char err[512];
+        fsgd_vw_spec_t s;
+        CU_ASSERT_EQUAL_FATAL(
+            fsgd_vw_spec_parse(crossed ? "vw:bits=12:interactions=aa" : "vw:bits=12", &s, err, sizeof err), 0);
+        fsgd_csr_t m = {0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(line, len, &s, 0, "long.vw", 1, &m, NULL, NULL, err, sizeof err), 1);
+        uint64_t k = 0;
+        for (uint32_t c = 0; c <= mask; c++) {
+            if (want[c] == 0)
+                continue;
+            CU_ASSERT_FATAL(k < m.nnz);
+            CU_ASSERT_EQUAL(m.col[k], c);
+            CU_ASSERT_DOUBLE_EQUAL(m.val[k], want[c], 1e-3);
+            k++;
+        }
+        CU_ASSERT_EQUAL(k, m.nnz);
+        fsgd_csr_free(&m);
+    }
+}
+
+/* A binary out (fsgd_csr_init_binary) stays without values while every
+ * summed value is 1, and gets them, the rows before included, at the first
+ * other value. */
+static void test_binary_rows_until_a_value(void)
+{
+    char err[512];
+    fsgd_vw_spec_t s;
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse("vw:bits=18", &s, err, sizeof err), 0);
+    fsgd_csr_t m;
+    CU_ASSERT_EQUAL_FATAL(fsgd_csr_init_binary(&m, 0, 0), 0);
+    const char ones[] = "1 |a x y\n-1 |b z\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(ones, strlen(ones), &s, 0, "b.vw", 1, &m, NULL, NULL, err, sizeof err), 2);
+    CU_ASSERT_PTR_NULL(m.val);
+    CU_ASSERT_EQUAL(m.nnz, 3);
+    const char twos[] = "1 |a x x:0.5 y\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(twos, strlen(twos), &s, 0, "b.vw", 3, &m, NULL, NULL, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m.val);
+    CU_ASSERT_EQUAL_FATAL(m.nnz, 5);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_DOUBLE_EQUAL(m.val[i], 1.0, 0);
+    CU_ASSERT(m.val[3] * m.val[4] == 1.5f && m.val[3] + m.val[4] == 2.5f); /* x and x:0.5 summed; y */
+    fsgd_csr_free(&m);
+}
+
+typedef struct chunks {
+    fsgd_csr_t all;
+    int n, bad;
+    size_t most_rows;
+} chunks_t;
+
+static int take(void *ctx, const fsgd_csr_t *rows, const fsgd_vw_extra_t *x, char *err, size_t errsz)
+{
+    (void)err, (void)errsz;
+    chunks_t *c = ctx;
+    c->n++;
+    c->bad |= !x || x->n != rows->n_rows;
+    if (rows->n_rows > c->most_rows)
+        c->most_rows = rows->n_rows;
+    return fsgd_csr_append_rows(&c->all, rows, 0, rows->n_rows);
+}
+
+/* fsgd_vw_load_chunks: chunks of at most chunk_rows (whole 64 KiB pieces of
+ * text aside) whose rows, in order, are fsgd_vw_load's; crosses counted. */
+static void test_load_chunks(void)
+{
+    char err[512];
+    const char *path = fsgd_test_tmp("chunks.vw");
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int r = 0; r < 20000; r++)
+        fprintf(f, "%d |a x%d y%d |b z%d\n", r % 3 ? 1 : -1, r % 97, r % 13, r % 7);
+    fclose(f);
+    fsgd_vw_spec_t s;
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse("vw:bits=18:interactions=ab", &s, err, sizeof err), 0);
+    fsgd_csr_t whole = {0}, chunk = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_load(path, &s, 0, &whole, NULL, NULL, err, sizeof err), 0);
+    chunks_t c = {0};
+    fsgd_vw_extra_t x = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_load_chunks(path, &s, 0, &chunk, &x, 1000, take, &c, NULL, err, sizeof err), 0);
+    CU_ASSERT(c.n >= 2 && !c.bad);
+    CU_ASSERT(c.most_rows < 1000 + 65536 / 17 + 2); /* a piece of text: 64 KiB and a line, lines >= 17 bytes */
+    CU_ASSERT_EQUAL(x.feature_entries, 60000);
+    CU_ASSERT_EQUAL(x.cross_entries, 40000);
+    CU_ASSERT_EQUAL_FATAL(c.all.n_rows, whole.n_rows);
+    CU_ASSERT_EQUAL_FATAL(c.all.nnz, whole.nnz);
+    CU_ASSERT(memcmp(c.all.col, whole.col, whole.nnz * sizeof *whole.col) == 0);
+    CU_ASSERT(memcmp(c.all.row_ptr, whole.row_ptr, (whole.n_rows + 1) * sizeof *whole.row_ptr) == 0);
+    CU_ASSERT(memcmp(c.all.label, whole.label, whole.n_rows * sizeof *whole.label) == 0);
+    fsgd_vw_extra_free(&x);
+    fsgd_csr_free(&c.all);
+    fsgd_csr_free(&chunk);
+    fsgd_csr_free(&whole);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -274,6 +395,9 @@ void fsgd_test_register(void)
         {"specs round-trip; --ignore and --keep", test_spec_ignore_keep},
         {"malformed rows name file:line:col; skip_bad; CRLF and blanks", test_errors_name_line_col},
         {"files read as buffers; errors name the path; columns and collisions counted", test_load_file},
+        {"rows of hundreds of keys come out sorted, shared columns summed", test_long_rows_sorted_and_summed},
+        {"binary rows stay binary until a summed value is not 1", test_binary_rows_until_a_value},
+        {"a file in chunks: the rows of the whole, chunks bounded", test_load_chunks},
         {NULL, NULL},
     };
     fsgd_test_suite("vw", cases);

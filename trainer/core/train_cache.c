@@ -14,6 +14,7 @@
 #include "fsgd/loss.h"
 #include "fsgd/outfile.h"
 #include "fsgd/rowcache.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/train.h"
 
 #define META_CAP (PATH_MAX + 4096)
@@ -60,6 +61,26 @@ static int take_chunk(void *ctx, const fsgd_csr_t *rows, char *err, size_t errsz
     return FSGD_E_OK;
 }
 
+/* job->format is VW text: f then holds its spec. */
+static int is_vw(const fsgd_job_t *job, fsgd_rowfmt_t *f)
+{
+    char e[256];
+    return fsgd_rowfmt_init(f, job->format, job->hash_bits, job->skip_bad, e, sizeof e) == 0 && f->vw;
+}
+
+/* A chunk of VW rows: importance weights ride in the labels of rows read
+ * into memory (fsgd/rowlabel.h) and are not written to a cache. */
+static int take_vw_chunk(void *ctx, const fsgd_csr_t *rows, const fsgd_vw_extra_t *x, char *err, size_t errsz)
+{
+    pass_t *p = ctx;
+    if (x->any_weight)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "--cache: %s has importance weights, applied to rows read into memory only "
+                            "(drop --cache)",
+                            p->job->data);
+    return take_chunk(ctx, rows, err, errsz);
+}
+
 /* The metadata lines that decide whether a cache fits this run: what it
  * was made from and what decided the rows set aside. The change time
  * (ctime) is there because mtime alone can be put back (touch -d, cp -p,
@@ -76,10 +97,13 @@ static int key_meta(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double
     if (stat(job->data, &st) != 0 || !realpath(job->data, real))
         return fsgd_err_fmt(err, errsz, FSGD_E_IO, "cannot read data '%s': %s", job->data, strerror(errno));
     char fmt[2048] = "libsvm";
+    fsgd_rowfmt_t vw;
     if (!spec && job->hash_bits) /* hashed LIBSVM rows are other columns */
         snprintf(fmt, sizeof fmt, "libsvm:bits=%d", job->hash_bits);
     if (spec && fsgd_delim_spec_format(spec, fmt, sizeof fmt) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "--cache: the format spec is too long to record");
+    if (!spec && is_vw(job, &vw)) /* its bits, seed, namespaces and crosses */
+        FSGD_TRY(fsgd_vw_spec_format(&vw.vw_spec, fmt, sizeof fmt));
     const double hold_p = job->epochs <= 0 ? job->holdout : 0;
     char seed[32] = "unused";
     if (hold_p > 0 || test_fraction > 0)
@@ -190,8 +214,23 @@ static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, dou
     }
     const size_t test0 = test->n_rows; /* --test rows already there are not the cache's */
     fsgd_csr_t chunk = {0};
-    if (spec) {
-        rc = fsgd_delim_load_chunks(job->data, spec, 0, &chunk, 65536, take_chunk, &p, NULL, err, errsz);
+    fsgd_rowfmt_t vw;
+    if (!spec && is_vw(job, &vw)) {
+        fsgd_vw_extra_t x = {0};
+        fsgd_libsvm_stats_t st = {0};
+        rc = fsgd_csr_init_binary(&chunk, 0, 0) < 0 ? fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory") : 0;
+        if (rc == 0)
+            rc = fsgd_vw_load_chunks(job->data, &vw.vw_spec, job->skip_bad, &chunk, &x, 65536, take_vw_chunk, &p,
+                                     &st, err, errsz);
+        out->skipped_rows = st.bad_rows;
+        if (x.cross_entries)
+            out->feature_share = (double)x.feature_entries / (double)(x.feature_entries + x.cross_entries);
+        fsgd_vw_extra_free(&x);
+    } else if (spec) {
+        fsgd_delim_stats_t ds = {0};
+        rc = fsgd_delim_load_chunks(job->data, spec, 0, &chunk, 65536, take_chunk, &p, &ds, err, errsz);
+        if (ds.cross_entries)
+            out->feature_share = (double)ds.feature_entries / (double)(ds.feature_entries + ds.cross_entries);
     } else {
         fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .hash_bits = (unsigned)job->hash_bits};
         fsgd_libsvm_reader_t *rd = fsgd_libsvm_open(job->data, &opts, err, errsz);
@@ -227,7 +266,9 @@ static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, dou
     }
     size_t ml = strlen(meta);
     memcpy(full, meta, ml);
-    labels_line(&p.labels, full + ml, 512);
+    labels_line(&p.labels, full + ml, 256);
+    if (out->feature_share > 0) /* lr auto of a reused cache (fsgd_job_t lr_auto_share) */
+        snprintf(full + strlen(full), 256, "feature_share=%.17g\n", out->feature_share);
     rc = fsgd_rowcache_close(p.w, hold, test0 ? NULL : test, full, err, errsz);
     free(full);
     if (rc < 0) {
@@ -266,6 +307,9 @@ static int reuse(const fsgd_job_t *job, fsgd_rowcache_reader_t *rd, const fsgd_r
     }
     out->rows = info->rows[FSGD_ROWCACHE_TRAIN];
     out->max_col = info->max_col[FSGD_ROWCACHE_TRAIN];
+    char share[64];
+    meta_get(info->meta, "feature_share", share, sizeof share);
+    out->feature_share = share[0] ? strtod(share, NULL) : 0;
     return FSGD_E_OK;
 }
 

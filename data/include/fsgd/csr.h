@@ -36,6 +36,11 @@ int fsgd_csr_reserve(fsgd_csr_t *m, size_t rows, size_t nnz);
  * Returns 0 or FSGD_E_NOMEM (m then empty, without arrays). */
 int fsgd_csr_init_binary(fsgd_csr_t *m, size_t rows, size_t nnz);
 
+/* Gives a binary batch values (1 for every nonzero so far): it takes any
+ * value after. A batch with values is left as it is. Returns 0 or
+ * FSGD_E_NOMEM (m unchanged). */
+int fsgd_csr_give_values(fsgd_csr_t *m);
+
 /* 1 when every value of m is 1 (a binary batch is). */
 int fsgd_csr_all_ones(const fsgd_csr_t *m);
 

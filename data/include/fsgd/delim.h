@@ -81,6 +81,7 @@ typedef struct fsgd_delim_stats {
     uint64_t lines, rows;
     uint64_t slots_used;      /* distinct hash columns that got a feature (counted when counting) */
     uint64_t slots_collided;  /* of those, columns that two or more distinct field values hashed to */
+    uint64_t feature_entries, cross_entries; /* rows' fields and crosses (before shared columns are merged) */
 } fsgd_delim_stats_t;
 
 /* Reads a whole file ("-": stdin) into out: one row per non-empty line (after

@@ -84,6 +84,7 @@ typedef struct fsgd_vw_extra {
     char *tags;         /* the tags, back to back, no terminators */
     size_t cap, tags_len, tags_cap;
     int any_weight;     /* a row had an importance weight other than 1 */
+    uint64_t feature_entries, cross_entries; /* rows' features and crosses (before shared columns are summed) */
     int count_slots;    /* in: set before fsgd_vw_load to count the columns below (a 4·2^bits-byte table;
                            not counted above 28 bits) */
     uint64_t slots_used;     /* distinct columns that got a feature or a cross */
@@ -108,5 +109,25 @@ long fsgd_vw_parse(const char *buf, size_t len, const fsgd_vw_spec_t *s, int ski
  * out and extra (may be NULL). Returns 0 or an error naming path:line:col. */
 int fsgd_vw_load(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_csr_t *out, fsgd_vw_extra_t *extra,
                  fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
+
+/* Takes a chunk of rows (and their weights and tags in extra, which may be
+ * NULL) of fsgd_vw_load_chunks; both are emptied after it returns. A
+ * negative return stops reading with that error (err set). */
+typedef int (*fsgd_vw_chunk_fn)(void *ctx, const fsgd_csr_t *rows, const fsgd_vw_extra_t *extra, char *err,
+                                size_t errsz);
+
+/* Entries at which fsgd_vw_load_chunks hands a chunk over whatever its rows
+ * (8 MiB with values: 8k rows of a9a with -q aa). */
+#define FSGD_VW_CHUNK_NNZ ((size_t)1 << 20)
+
+/* fsgd_vw_load handing the rows to fn in chunks of chunk_rows or
+ * FSGD_VW_CHUNK_NNZ entries (the rows of the last 64 KiB of text parsed
+ * may go over) instead of keeping them
+ * (fn NULL: keep them all), so a file larger than memory can be read: out
+ * (binary or not: fsgd_vw_parse) is the chunk buffer. extra's counts
+ * (entries, columns) cover the whole file. */
+int fsgd_vw_load_chunks(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_csr_t *out,
+                        fsgd_vw_extra_t *extra, size_t chunk_rows, fsgd_vw_chunk_fn fn, void *ctx,
+                        fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
 
 #endif

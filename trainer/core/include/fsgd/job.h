@@ -40,6 +40,10 @@ typedef struct fsgd_job {
     /* Not a job key: the most weights the cluster can carry in one snapshot
      * (set by fsgd run for its embedded cluster; 0: no limit). */
     uint64_t max_model_weights;
+    /* Not a job key: the share of the training rows' entries that are their
+     * own features rather than crosses (set by fsgd train after reading;
+     * 0 or 1: no crosses). lr auto is scaled by it (fsgd_train_auto_lr). */
+    double lr_auto_share;
     /* model */
     fsgd_loss_kind_t model;          /* logistic | linear | svm (default logistic) */
     int bias;                        /* intercept on (default 1) */

@@ -24,6 +24,7 @@ typedef struct fsgd_train_cache_result {
     uint64_t max_col;       /* 1 + their largest column */
     int reused;             /* 1: the cache was there and matched; the text was not read */
     uint64_t skipped_rows;  /* malformed LIBSVM rows skipped (job->skip_bad) on the first pass */
+    double feature_share;   /* VW rows with crosses: features / (features + crosses), for lr auto; else 0 */
     char rewritten[6144];   /* why a cache found there was rewritten ("" when none was) */
 } fsgd_train_cache_result_t;
 
