@@ -290,6 +290,36 @@ static void note_slot(reader_t *r, uint32_t slot, uint64_t h)
     }
 }
 
+/* The row's crosses after its n features (r->has, r->fh: the fields
+ * present and their hashes): a cross of fields all present. 0 or
+ * FSGD_E_NOMEM. */
+static int add_crosses(reader_t *r, size_t *n)
+{
+    const fsgd_delim_spec_t *s = r->spec;
+    for (int t = 0; t < s->n_crosses; t++) {
+        const uint16_t *c = s->cross[t];
+        int k = s->cross_len[t], all = 1;
+        for (int i = 0; i < k; i++)
+            all &= r->has[c[i]];
+        if (!all)
+            continue; /* a missing field: no cross */
+        uint64_t h = r->fh[c[0]];
+        for (int i = 1; i < k; i++)
+            h = (h ^ r->fh[c[i]]) * 0x100000001b3ULL; /* FNV-1a's step over the fields' hashes */
+        h ^= h >> 33; /* fmix64: the slot takes the top bits */
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        h *= 0xc4ceb9fe1a85ec53ULL;
+        h ^= h >> 33;
+        if (room(r, *n) < 0)
+            return FSGD_E_NOMEM;
+        r->col[(*n)++] = slot_of(s, h);
+        if (r->fp)
+            note_slot(r, slot_of(s, h), h);
+    }
+    return 0;
+}
+
 /* Parses one line [p, e) (no newline) into out. Returns 1 (row), 0 (blank) or an error. */
 static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e, fsgd_csr_t *out, char *err,
                      size_t errsz)
@@ -354,27 +384,8 @@ static int parse_row(reader_t *r, uint64_t lineno, const char *p, const char *e,
         return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%llu: %zu fields, expected %zu", r->path,
                             (unsigned long long)lineno, field, s->n_cols);
     const size_t n_features = n;
-    for (int t = 0; r->has && t < s->n_crosses; t++) {
-        const uint16_t *c = s->cross[t];
-        int k = s->cross_len[t], all = 1;
-        for (int i = 0; i < k; i++)
-            all &= r->has[c[i]];
-        if (!all)
-            continue; /* a missing field: no cross */
-        uint64_t h = r->fh[c[0]];
-        for (int i = 1; i < k; i++)
-            h = (h ^ r->fh[c[i]]) * 0x100000001b3ULL; /* FNV-1a's step over the fields' hashes */
-        h ^= h >> 33; /* fmix64: the slot takes the top bits */
-        h *= 0xff51afd7ed558ccdULL;
-        h ^= h >> 33;
-        h *= 0xc4ceb9fe1a85ec53ULL;
-        h ^= h >> 33;
-        if (room(r, n) < 0)
-            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory", r->path, (unsigned long long)lineno);
-        r->col[n++] = slot_of(s, h);
-        if (r->fp)
-            note_slot(r, slot_of(s, h), h);
-    }
+    if (r->has && add_crosses(r, &n) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory", r->path, (unsigned long long)lineno);
     r->st.feature_entries += n_features;
     r->st.cross_entries += n - n_features;
     if (r->has)

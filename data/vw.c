@@ -788,7 +788,7 @@ long fsgd_vw_parse(const char *buf, size_t len, const fsgd_vw_spec_t *s, int ski
 int fsgd_vw_load(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_csr_t *out, fsgd_vw_extra_t *extra,
                  fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
 {
-    return fsgd_vw_load_chunks(path, s, skip_bad, out, extra, 0, NULL, NULL, stats, err, errsz);
+    return fsgd_vw_load_chunks(path, s, skip_bad, out, extra, NULL, stats, err, errsz);
 }
 
 /* Hands out's rows (and extra's weights and tags) to fn and empties both,
@@ -806,9 +806,12 @@ static int hand_chunk(fsgd_vw_chunk_fn fn, void *ctx, fsgd_csr_t *out, fsgd_vw_e
 }
 
 int fsgd_vw_load_chunks(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_csr_t *out,
-                        fsgd_vw_extra_t *extra, size_t chunk_rows, fsgd_vw_chunk_fn fn, void *ctx,
-                        fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
+                        fsgd_vw_extra_t *extra, const fsgd_vw_chunks_t *chunks, fsgd_libsvm_stats_t *stats, char *err,
+                        size_t errsz)
 {
+    const size_t chunk_rows = chunks ? chunks->rows : 0;
+    const fsgd_vw_chunk_fn fn = chunks ? chunks->fn : NULL;
+    void *const ctx = chunks ? chunks->ctx : NULL;
     fsgd_libsvm_stats_t st = {0};
     fsgd_zsource_t *z = fsgd_zsource_open(path, err, errsz);
     if (!z)

@@ -370,7 +370,8 @@ static void test_load_chunks(void)
     CU_ASSERT_EQUAL_FATAL(fsgd_vw_load(path, &s, 0, &whole, NULL, NULL, err, sizeof err), 0);
     chunks_t c = {0};
     fsgd_vw_extra_t x = {0};
-    CU_ASSERT_EQUAL_FATAL(fsgd_vw_load_chunks(path, &s, 0, &chunk, &x, 1000, take, &c, NULL, err, sizeof err), 0);
+    const fsgd_vw_chunks_t to = {1000, take, &c};
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_load_chunks(path, &s, 0, &chunk, &x, &to, NULL, err, sizeof err), 0);
     CU_ASSERT(c.n >= 2 && !c.bad);
     CU_ASSERT(c.most_rows < 1000 + 65536 / 17 + 2); /* a piece of text: 64 KiB and a line, lines >= 17 bytes */
     CU_ASSERT_EQUAL(x.feature_entries, 60000);

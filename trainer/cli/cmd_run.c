@@ -31,6 +31,7 @@
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/outfile.h"
+#include "fsgd/supervisor.h"
 #include "fsgd/zsource.h"
 
 /* Worker processes per core at most: each runs librdkafka's threads and a
@@ -223,47 +224,6 @@ static int real_topics(const fsgd_job_t *job, const char *brokers, int P, int ch
     return rc;
 }
 
-/* Sends SIGTERM to every pid (0 entries are skipped), waits for all of them
- * at once for STOP_GRACE_S, SIGKILLs what is left and reaps it. pids are
- * zeroed as they are reaped; *agg_status gets the status of agg if it was
- * among them. */
-static void stop_all(pid_t *pids, int n, pid_t agg, int *agg_status)
-{
-    for (int i = 0; i < n; i++)
-        if (pids[i] > 0)
-            kill(pids[i], SIGTERM);
-    double deadline = fsgd_clock_s() + STOP_GRACE_S;
-    int killed = 0;
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < n; i++) {
-            if (pids[i] <= 0)
-                continue;
-            int st;
-            pid_t r = waitpid(pids[i], &st, WNOHANG);
-            if (r == pids[i] || (r < 0 && errno == ECHILD)) {
-                if (r == pids[i] && pids[i] == agg && agg_status)
-                    *agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                pids[i] = 0;
-            } else {
-                left++;
-            }
-        }
-        if (!left)
-            return;
-        if (!killed && fsgd_clock_s() > deadline) {
-            fsgd_cli_error("run: %d process(es) still running %.0f s after SIGTERM: sending SIGKILL", left,
-                           STOP_GRACE_S);
-            for (int i = 0; i < n; i++)
-                if (pids[i] > 0)
-                    kill(pids[i], SIGKILL);
-            killed = 1;
-        }
-        struct timespec ns = {0, 20 * 1000000};
-        nanosleep(&ns, NULL);
-    }
-}
-
 /* What the phases of fsgd run share. pids[0] is the aggregator, pids[1..W]
  * (wp) the workers; 0 marks one that has exited. */
 typedef struct run {
@@ -285,8 +245,9 @@ typedef struct run {
     int n_pids; /* W + S */
     pid_t *pids, *wp;
     int agg_go; /* the pipe that tells an aggregator started during the produce that the data is written; -1 */
-    pid_t agg;
-    int agg_status, restarts, workers_alive, interrupted;
+    /* the processes once started: pids, wp, W and S are the same as above */
+    fsgd_supervisor_t sup;
+    fsgd_supervisor_hooks_t hooks;
 } run_t;
 
 /* A phase that lets the run go on returns RUN_ON; anything else is the
@@ -300,7 +261,7 @@ static void abort_start(run_t *r)
     if (r->agg_go >= 0)
         close(r->agg_go); /* the aggregator waiting for the data: no data comes */
     r->agg_go = -1;
-    stop_all(r->pids, r->n_pids, r->agg, NULL); /* pids[0]: the aggregator, when started */
+    fsgd_supervisor_stop(&r->sup, &r->hooks, r->pids, r->n_pids, r->sup.agg, NULL); /* pids[0]: the aggregator, when started */
     free(r->pids);
     fsgd_kmock_destroy(r->mock);
 }
@@ -816,9 +777,9 @@ static int run_before_aggregator(run_t *r)
 
 static void run_spawn_aggregator(run_t *r)
 {
-    r->agg = r->pids[0] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
+    r->sup.agg = r->pids[0] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
     if (!r->job.quiet) /* --quiet: the result line and errors only */
-        printf("fsgd: aggregator pid %d\n", (int)r->agg);
+        printf("fsgd: aggregator pid %d\n", (int)r->sup.agg);
     fflush(stdout);
 }
 
@@ -844,21 +805,27 @@ static int run_spawn_aggregator_early(run_t *r)
     return RUN_ON;
 }
 
-/* Shards 1..S-1 follow shard 0 (the aggregator); they start once the data
- * is written, since they read NAME.data's summary as shard 0 does. */
+/* Shard i > 0 of S, following shard 0 (the aggregator). */
+static pid_t run_spawn_shard(run_t *r, int i)
+{
+    char spec[32];
+    snprintf(spec, sizeof spec, "%d/%d", i, r->S);
+    spawn_shard = spec;
+    spawn_port_offset = r->W + i;
+    pid_t pid = r->pids[r->W + i] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
+    spawn_shard = NULL;
+    if (!r->job.quiet) /* --quiet: the result line and errors only */
+        printf("fsgd: aggregator shard %d pid %d\n", i, (int)pid);
+    fflush(stdout);
+    return pid;
+}
+
+/* Shards 1..S-1 start once the data is written, since they read NAME.data's
+ * summary as shard 0 does. */
 static void run_spawn_shards(run_t *r)
 {
-    for (int i = 1; i < r->S; i++) {
-        char spec[32];
-        snprintf(spec, sizeof spec, "%d/%d", i, r->S);
-        spawn_shard = spec;
-        spawn_port_offset = r->W + i;
-        r->pids[r->W + i] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
-        spawn_shard = NULL;
-        if (!r->job.quiet) /* --quiet: the result line and errors only */
-            printf("fsgd: aggregator shard %d pid %d\n", i, (int)r->pids[r->W + i]);
-    }
-    fflush(stdout);
+    for (int i = 1; i < r->S; i++)
+        run_spawn_shard(r, i);
 }
 
 static void run_data_written(run_t *r)
@@ -907,180 +874,42 @@ static long long shards_common_step(run_t *r)
     return step;
 }
 
-/* A shard crashed (or was killed): every shard stops and starts again from
- * the newest step they all have a checkpoint of (a new generation: the
- * workers take every shard's snapshot and the rows after that step come
- * again), or from the start when there is none. */
-static void run_restart_shards(run_t *r, int dead, int sig)
+/* The supervisor's hooks (fsgd/supervisor.h). */
+static pid_t hook_spawn_shard(void *ctx, int shard, long long resume_step)
 {
-    r->restarts++;
-    stop_all(r->pids, 1, r->agg, NULL);
-    stop_all(r->pids + r->W + 1, r->S - 1, 0, NULL);
-    long long step = shards_common_step(r);
+    run_t *r = ctx;
     char v[32];
-    snprintf(v, sizeof v, "%lld", step);
-    if (step >= 0)
-        fprintf(stderr, "fsgd: aggregator shard %d killed by signal %d; restarting all %d shards from their "
-                        "checkpoints of step %lld\n", dead, sig, r->S, step);
-    else
-        fprintf(stderr, "fsgd: aggregator shard %d killed by signal %d before the shards had a checkpoint of one "
-                        "step; restarting all %d shards from the start\n", dead, sig, r->S);
-    setenv("FSGD_RESUME_STEP", v, 1); /* read by the shards spawned now */
-    run_spawn_aggregator(r);
-    run_spawn_shards(r);
-    unsetenv("FSGD_RESUME_STEP");
-}
-
-/* Shard i > 0 ended: done, killed (every shard restarts), or failed (the
- * job stops). Returns whether pid was a shard. */
-static int run_shard_exited(run_t *r, pid_t pid, int st)
-{
-    for (int i = 1; i < r->S; i++)
-        if (r->pids[r->W + i] == pid) {
-            r->pids[r->W + i] = 0;
-            int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            if (WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT && r->restarts < 5) {
-                run_restart_shards(r, i, WTERMSIG(st));
-            } else if (status != 0) {
-                fsgd_cli_error("run: aggregator shard %d (pid %d) %s %d%s: the job stops", i, (int)pid,
-                               WIFSIGNALED(st) ? "was killed by signal" : "failed with status",
-                               WIFSIGNALED(st) ? WTERMSIG(st) : status,
-                               r->restarts >= 5 ? " after 5 restarts" : "");
-                stop_all(r->pids, 1, r->agg, NULL);
-                r->pids[0] = 0;
-                r->agg_status = status < 128 ? status : FSGD_EXIT_INTERNAL;
-            }
-            return 1;
-        }
-    return 0;
-}
-
-/* A crash (or kill -9) is restarted from the checkpoint; SIGTERM or
- * SIGINT mean someone stopped it on purpose. */
-static void run_aggregator_exited(run_t *r, int st)
-{
-    if (r->S > 1 && WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT && r->restarts < 5) {
-        r->pids[0] = 0;
-        r->agg = 0;
-        run_restart_shards(r, 0, WTERMSIG(st));
-        return;
-    }
-    if (WIFSIGNALED(st) && WTERMSIG(st) != SIGTERM && WTERMSIG(st) != SIGINT && r->restarts < 5) {
-        r->restarts++;
-        fprintf(stderr, "fsgd: aggregator killed by signal %d; restarting from %s\n", WTERMSIG(st), r->ckpt);
+    snprintf(v, sizeof v, "%lld", resume_step);
+    if (r->S > 1)
+        setenv("FSGD_RESUME_STEP", v, 1); /* read by the shards spawned now */
+    pid_t pid;
+    if (shard == 0) {
         run_spawn_aggregator(r);
+        pid = r->sup.agg;
     } else {
-        r->pids[0] = 0;
-        r->agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        pid = run_spawn_shard(r, shard);
     }
+    unsetenv("FSGD_RESUME_STEP");
+    return pid;
 }
 
-static void run_worker_exited(run_t *r, pid_t pid, int st)
+static long long hook_common_step(void *ctx)
 {
-    for (int i = 0; i < r->W; i++)
-        if (r->wp[i] == pid) {
-            r->wp[i] = 0;
-            r->workers_alive--;
-            if (WIFSIGNALED(st))
-                fprintf(stderr, "fsgd: worker %d (pid %d) killed by signal %d; the others carry on\n", i + 1,
-                        (int)pid, WTERMSIG(st));
-            else if (WEXITSTATUS(st) == FSGD_EXIT_SIGTERM || WEXITSTATUS(st) == FSGD_EXIT_SIGINT)
-                fprintf(stderr, "fsgd: worker %d (pid %d) stopped by a signal (status %d); the others carry on\n",
-                        i + 1, (int)pid, WEXITSTATUS(st));
-            else if (WEXITSTATUS(st))
-                fprintf(stderr, "fsgd: worker %d (pid %d) failed with status %d\n", i + 1, (int)pid,
-                        WEXITSTATUS(st));
-        }
+    return shards_common_step(ctx);
 }
 
-/* Workers leave after the final model: give the aggregator a moment to
- * finish writing before calling it a failure. */
-static void run_workers_gone(run_t *r)
+static void hook_tick(void *ctx, double seconds)
 {
-    double until = fsgd_clock_s() + 10;
-    pid_t r_pid = 0;
-    int st = 0;
-    while (fsgd_clock_s() < until && !got_signal && (r_pid = waitpid(r->agg, &st, WNOHANG)) == 0) {
-        struct timespec ns = {0, 20 * 1000000};
-        nanosleep(&ns, NULL);
-    }
-    if (r_pid == r->agg) {
-        r->pids[0] = 0;
-        r->agg_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    } else if (!got_signal) {
-        fsgd_cli_error("run: every worker has exited; stopping the aggregator");
-        stop_all(r->pids, 1, r->agg, NULL);
-        r->agg_status = FSGD_EXIT_INTERNAL;
-    }
+    run_inject_faults(ctx, seconds);
 }
 
-/* Until the aggregator ends or a signal comes: faults in time, a crashed
- * aggregator restarted, workers that leave reported. */
-static void run_supervise(run_t *r)
+static void hook_say(void *ctx, int error, const char *line)
 {
-    double t0 = fsgd_clock_s();
-    r->agg_status = -1;
-    r->restarts = 0;
-    r->workers_alive = r->W;
-    r->interrupted = 0;
-    while (r->agg_status < 0) {
-        if (got_signal) {
-            r->interrupted = (int)got_signal;
-            break;
-        }
-        run_inject_faults(r, fsgd_clock_s() - t0);
-        int st;
-        pid_t pid = waitpid(-1, &st, WNOHANG);
-        if (pid <= 0) {
-            struct timespec ns = {0, 50 * 1000000};
-            nanosleep(&ns, NULL);
-            continue;
-        }
-        if (pid == r->agg) {
-            run_aggregator_exited(r, st);
-            continue;
-        }
-        if (run_shard_exited(r, pid, st))
-            continue;
-        run_worker_exited(r, pid, st);
-        if (r->workers_alive == 0)
-            run_workers_gone(r);
-    }
-}
-
-static void run_tear_down(run_t *r)
-{
-    if (r->interrupted) {
-        fsgd_cli_error("run: interrupted by signal %d: stopping the aggregator and %d worker(s)", r->interrupted,
-                       r->workers_alive);
-        stop_all(r->pids, r->n_pids, r->agg, NULL);
-        return;
-    }
-    if (r->agg_status != 0) {
-        stop_all(r->pids, 1, r->agg, NULL);
-        stop_all(r->pids + r->W + 1, r->S - 1, 0, NULL); /* the other shards */
-    }
-    /* Workers (and the other shards) leave when they see the final model;
-     * give them a moment, then stop them all together. */
-    double deadline = fsgd_clock_s() + (r->agg_status == 0 ? 15 : 0);
-    for (;;) {
-        int any = 0;
-        for (int i = 0; i < r->W + r->S - 1; i++)
-            if (r->wp[i]) {
-                int st;
-                if (waitpid(r->wp[i], &st, WNOHANG) == r->wp[i])
-                    r->wp[i] = 0;
-                else
-                    any = 1;
-            }
-        if (!any || fsgd_clock_s() > deadline || got_signal)
-            break;
-        struct timespec ns = {0, 20 * 1000000};
-        nanosleep(&ns, NULL);
-    }
-    stop_all(r->wp, r->W + r->S - 1, 0, NULL); /* the workers, then the shards after them */
-    if (got_signal)
-        r->interrupted = (int)got_signal;
+    (void)ctx;
+    if (error)
+        fsgd_cli_error("%s", line);
+    else
+        fprintf(stderr, "fsgd: %s\n", line);
 }
 
 /* Frees what is left, says where a checkpoint stays, and picks the status. */
@@ -1093,15 +922,15 @@ static int run_finish(run_t *r)
     if (r->ckpt_tmp) { /* a per-run path: every file of its set goes */
         ckpt_clear_t c = {.quiet = 1};
         fsgd_ckpt_set_each(r->ckpt, ckpt_clear_member, &c, r->err, sizeof r->err);
-    } else if (ckpt_left && (r->interrupted || r->agg_status != 0))
+    } else if (ckpt_left && (r->sup.interrupted || r->sup.agg_status != 0))
         fprintf(stderr, "fsgd: run: checkpoint kept at %s: fsgd run --resume continues from it, --fresh starts over\n",
                 r->ckpt);
-    if (r->interrupted)
-        return 128 + r->interrupted;
-    if (r->agg_status != 0) {
-        fsgd_cli_error("run: aggregator failed (status %d)", r->agg_status);
+    if (r->sup.interrupted)
+        return 128 + r->sup.interrupted;
+    if (r->sup.agg_status != 0) {
+        fsgd_cli_error("run: aggregator failed (status %d)", r->sup.agg_status);
         /* its own status says why (data, broker, ...); a crash is internal */
-        return r->agg_status > 0 && r->agg_status < 128 ? r->agg_status : FSGD_EXIT_INTERNAL;
+        return r->sup.agg_status > 0 && r->sup.agg_status < 128 ? r->sup.agg_status : FSGD_EXIT_INTERNAL;
     }
     return 0;
 }
@@ -1112,6 +941,10 @@ int fsgd_cmd_run(int argc, char **argv)
     run_t *r = &run;
     memset(r, 0, sizeof *r);
     r->agg_go = -1;
+    r->sup.grace_s = STOP_GRACE_S;
+    r->sup.internal_status = FSGD_EXIT_INTERNAL;
+    r->hooks = (fsgd_supervisor_hooks_t){.spawn_shard = hook_spawn_shard, .common_step = hook_common_step,
+                                         .tick = hook_tick, .say = hook_say, .ctx = r, .signal = &got_signal};
     r->argc = argc;
     r->argv = argv;
     int rc;
@@ -1143,7 +976,12 @@ int fsgd_cmd_run(int argc, char **argv)
     }
     run_spawn_shards(r);
     unsetenv("FSGD_RESUME_STEP"); /* --resume's step: a restart finds its own */
-    run_supervise(r);
-    run_tear_down(r);
+    r->sup.W = r->W;
+    r->sup.S = r->S;
+    r->sup.pids = r->pids;
+    r->sup.wp = r->wp;
+    r->sup.ckpt = r->ckpt;
+    fsgd_supervisor_watch(&r->sup, &r->hooks);
+    fsgd_supervisor_tear_down(&r->sup, &r->hooks);
     return run_finish(r);
 }

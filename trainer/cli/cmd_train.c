@@ -97,6 +97,35 @@ static double peak_rss_mb(void)
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : NAN;
 }
 
+/* VW text (fsgd/vw.h): its importance weights and tags are read beside
+ * the rows; with is_train, the hashed columns' use said and kept, and the
+ * share of features among features and crosses (lr auto). */
+static int load_vw(const char *path, const fsgd_job_t *job, int is_train, fsgd_csr_t *out, fsgd_vw_extra_t *vwx,
+                   fsgd_libsvm_stats_t *st, char *err, size_t errsz)
+{
+    fsgd_rowfmt_t vf;
+    int rc = fsgd_rowfmt_init(&vf, job->format, job->hash_bits, job->skip_bad, err, errsz);
+    vwx->count_slots = is_train;
+    /* binary rows until a value other than 1 (half the memory of rows of crosses) */
+    if (rc == 0 && !out->col && fsgd_csr_init_binary(out, 0, 0) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
+    if (rc == 0)
+        rc = fsgd_vw_load(path, &vf.vw_spec, job->skip_bad, out, vwx, st, err, errsz);
+    if (rc == 0 && is_train && vwx->slots_used) { /* features and crosses in 2^bits columns, as for delimited rows */
+        if (!job->quiet)
+            fprintf(stderr, "fsgd: %s: %zu rows hashed into 2^%u columns: %llu columns used, %llu of them "
+                            "shared by 2+ distinct features or crosses (%.2f%%)\n",
+                    path, out->n_rows, vf.vw_spec.bits, (unsigned long long)vwx->slots_used,
+                    (unsigned long long)vwx->slots_collided,
+                    100.0 * (double)vwx->slots_collided / (double)vwx->slots_used);
+        hash_used = vwx->slots_used;
+        hash_collided = vwx->slots_collided;
+    }
+    if (rc == 0 && is_train && vwx->cross_entries)
+        feature_share = (double)vwx->feature_entries / (double)(vwx->feature_entries + vwx->cross_entries);
+    return rc;
+}
+
 /* Loads a LIBSVM file, or a delimited one when spec is not NULL (collisions
  * counted and printed for the training file); 0 or the exit status to
  * return (the error printed). */
@@ -110,26 +139,7 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
     char err[512];
     int rc;
     if (!strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3)) {
-        /* VW text (fsgd/vw.h): its importance weights and tags are read beside the rows */
-        fsgd_rowfmt_t vf;
-        rc = fsgd_rowfmt_init(&vf, job->format, job->hash_bits, job->skip_bad, err, sizeof err);
-        vwx.count_slots = is_train;
-        /* binary rows until a value other than 1 (half the memory of rows of crosses) */
-        if (rc == 0 && !out->col && fsgd_csr_init_binary(out, 0, 0) < 0)
-            rc = fsgd_err_fmt(err, sizeof err, FSGD_E_NOMEM, "%s: out of memory", path);
-        if (rc == 0)
-            rc = fsgd_vw_load(path, &vf.vw_spec, job->skip_bad, out, &vwx, &st, err, sizeof err);
-        if (rc == 0 && is_train && vwx.slots_used) { /* features and crosses in 2^bits columns, as for delimited rows */
-            if (!job->quiet)
-                fprintf(stderr, "fsgd: %s: %zu rows hashed into 2^%u columns: %llu columns used, %llu of them "
-                                "shared by 2+ distinct features or crosses (%.2f%%)\n",
-                        path, out->n_rows, vf.vw_spec.bits, (unsigned long long)vwx.slots_used,
-                        (unsigned long long)vwx.slots_collided, 100.0 * (double)vwx.slots_collided / (double)vwx.slots_used);
-            hash_used = vwx.slots_used;
-            hash_collided = vwx.slots_collided;
-        }
-        if (rc == 0 && is_train && vwx.cross_entries)
-            feature_share = (double)vwx.feature_entries / (double)(vwx.feature_entries + vwx.cross_entries);
+        rc = load_vw(path, job, is_train, out, &vwx, &st, err, sizeof err);
     } else if (spec) {
         fsgd_delim_stats_t ds;
         rc = fsgd_delim_load(path, spec, is_train, out, &ds, err, sizeof err);

@@ -219,9 +219,9 @@ static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, dou
         fsgd_vw_extra_t x = {0};
         fsgd_libsvm_stats_t st = {0};
         rc = fsgd_csr_init_binary(&chunk, 0, 0) < 0 ? fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory") : 0;
+        const fsgd_vw_chunks_t chunks = {65536, take_vw_chunk, &p};
         if (rc == 0)
-            rc = fsgd_vw_load_chunks(job->data, &vw.vw_spec, job->skip_bad, &chunk, &x, 65536, take_vw_chunk, &p,
-                                     &st, err, errsz);
+            rc = fsgd_vw_load_chunks(job->data, &vw.vw_spec, job->skip_bad, &chunk, &x, &chunks, &st, err, errsz);
         out->skipped_rows = st.bad_rows;
         if (x.cross_entries)
             out->feature_share = (double)x.feature_entries / (double)(x.feature_entries + x.cross_entries);

@@ -120,14 +120,22 @@ typedef int (*fsgd_vw_chunk_fn)(void *ctx, const fsgd_csr_t *rows, const fsgd_vw
  * (8 MiB with values: 8k rows of a9a with -q aa). */
 #define FSGD_VW_CHUNK_NNZ ((size_t)1 << 20)
 
-/* fsgd_vw_load handing the rows to fn in chunks of chunk_rows or
+/* Where fsgd_vw_load_chunks hands its chunks: fn(ctx, ...) every `rows`
+ * rows. */
+typedef struct fsgd_vw_chunks {
+    size_t rows;
+    fsgd_vw_chunk_fn fn;
+    void *ctx;
+} fsgd_vw_chunks_t;
+
+/* fsgd_vw_load handing the rows to chunks->fn in chunks of chunks->rows or
  * FSGD_VW_CHUNK_NNZ entries (the rows of the last 64 KiB of text parsed
  * may go over) instead of keeping them
- * (fn NULL: keep them all), so a file larger than memory can be read: out
+ * (chunks NULL: keep them all), so a file larger than memory can be read: out
  * (binary or not: fsgd_vw_parse) is the chunk buffer. extra's counts
  * (entries, columns) cover the whole file. */
 int fsgd_vw_load_chunks(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_csr_t *out,
-                        fsgd_vw_extra_t *extra, size_t chunk_rows, fsgd_vw_chunk_fn fn, void *ctx,
-                        fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
+                        fsgd_vw_extra_t *extra, const fsgd_vw_chunks_t *chunks, fsgd_libsvm_stats_t *stats, char *err,
+                        size_t errsz);
 
 #endif
