@@ -98,10 +98,10 @@ static enum MHD_Result reply_error(fsgd_serve_t *s, struct MHD_Connection *c, un
 static serve_slot_t *slot_of(const fsgd_serve_t *s, const char *name)
 {
     if (*name)
-        return serve_find_slot(s, name, strlen(name));
+        return serve_slots_find(s->slots, s->n_slots, name, strlen(name));
     if (s->n_slots == 1)
         return s->slots[0];
-    return serve_find_slot(s, "default", 7);
+    return serve_slots_find(s->slots, s->n_slots, "default", 7);
 }
 
 static void model_names(const fsgd_serve_t *s, char *out, size_t cap)

@@ -1,7 +1,8 @@
 /* fsgd serve's life cycle: configuration, models, metrics registry,
- * start, drain and stop (fsgd/serve.h). Requests: http.c; versions: watch.c. */
+ * start, drain and stop (fsgd/serve.h). Requests: http.c; versions: watch.c.
+ * Calls go one way: serve.c -> http.c, watch.c -> slot.c (neither http.c
+ * nor watch.c calls back up here). */
 #include <microhttpd.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,33 +22,6 @@ void fsgd_serve_conf_defaults(fsgd_serve_conf_t *conf)
     conf->max_conns = 1024;
     conf->timeout_s = 30;
     conf->poll_ms = 1000;
-}
-
-double serve_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-void serve_log(const fsgd_serve_t *s, const char *fmt, ...)
-{
-    if (!s->conf.log)
-        return;
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    s->conf.log(s->conf.log_ctx, line);
-}
-
-serve_slot_t *serve_find_slot(const fsgd_serve_t *s, const char *name, size_t len)
-{
-    for (int i = 0; i < s->n_slots; i++)
-        if (strlen(s->slots[i]->name) == len && !memcmp(s->slots[i]->name, name, len))
-            return s->slots[i];
-    return NULL;
 }
 
 static const double latency_bounds[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -148,7 +122,7 @@ static serve_slot_t *new_slot(fsgd_serve_t *s, const char *name, char *err, size
                      SERVE_NAME_MAX - 1);
         return NULL;
     }
-    if (serve_find_slot(s, name, strlen(name))) {
+    if (serve_slots_find(s->slots, s->n_slots, name, strlen(name))) {
         fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: two models named '%s'", name);
         return NULL;
     }

@@ -1,5 +1,7 @@
 /* The server's state, shared by its files (private to trainer/serve):
- * serve.c (life cycle, metrics), http.c (requests), watch.c (versions). */
+ * serve.c (life cycle, metrics) calls http.c (requests) and watch.c
+ * (versions), which call slot.c (slot.h) and never back up into serve.c:
+ * tests/integration/call_cycles.sh holds it. */
 #ifndef FSGD_SERVE_INTERNAL_H
 #define FSGD_SERVE_INTERNAL_H
 
@@ -47,18 +49,6 @@ struct fsgd_serve {
     pthread_cond_t wcond;
     int wstop; /* under wlock */
 };
-
-/* "model NAME: ..." through conf.log. */
-void serve_log(const fsgd_serve_t *s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-double serve_now(void); /* Unix time in seconds */
-
-/* The slot called name, or NULL. */
-serve_slot_t *serve_find_slot(const fsgd_serve_t *s, const char *name, size_t len);
 
 /* Starts the MHD daemon (http.c). 0 or FSGD_E_IO with err set. */
 int serve_http_start(fsgd_serve_t *s, char *err, size_t errsz);

@@ -71,6 +71,11 @@ typedef struct serve_slot {
     int m_requests, m_rows, m_latency, m_version, m_age, m_reloads, m_refused;
 } serve_slot_t;
 
+double serve_now(void); /* Unix time in seconds (a version's loaded_at) */
+
+/* The slot of slots[0..n) called name[0..len), or NULL. */
+serve_slot_t *serve_slots_find(serve_slot_t *const *slots, int n, const char *name, size_t len);
+
 /* A new version owning m (m is zeroed); refs 1 (the caller's). NULL when
  * out of memory (m is then freed) or the model's input spec does not parse
  * (err set). */

@@ -6,6 +6,7 @@
  * and the one serving keeps serving. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,25 @@
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "serve_internal.h"
+
+/* "model NAME: ..." through conf.log (only the watcher has things to say). */
+static void serve_log(const fsgd_serve_t *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void serve_log(const fsgd_serve_t *s, const char *fmt, ...)
+{
+    if (!s->conf.log)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    s->conf.log(s->conf.log_ctx, line);
+}
 
 static int same_file(const serve_file_source_t *f, const struct stat *st)
 {
