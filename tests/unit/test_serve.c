@@ -159,9 +159,9 @@ static void test_server(void)
     conf.poll_ms = 10;
     fsgd_serve_t *s = fsgd_serve_new(&conf, err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "m", path, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "m", path, err, sizeof err), FSGD_E_ARG);
-    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "bad name", path, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "m", path, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "m", path, NULL, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "bad name", path, NULL, err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_EQUAL_FATAL(fsgd_serve_start(s, err, sizeof err), 0);
     int port = fsgd_serve_port(s);
     CU_ASSERT(port > 0);

@@ -214,6 +214,25 @@ static enum MHD_Result score(fsgd_serve_t *s, struct MHD_Connection *c, serve_sl
     return res;
 }
 
+/* A JSON number, or null for NAN (JSON has no NaN). */
+static json_t *json_real_or_null(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* What training recorded about the version (rows trained, held-out
+ * metrics) into o; null and a note saying why when unknown. */
+static void add_metrics_json(json_t *o, const serve_metrics_t *mt)
+{
+    json_object_set_new(o, "rows_trained", mt->known ? json_integer((json_int_t)mt->rows) : json_null());
+    json_t *m = json_null();
+    if (mt->known)
+        m = json_pack("{s:I, s:o, s:o}", "test_rows", (json_int_t)mt->test_rows, "test_auc",
+                      json_real_or_null(mt->test_auc), "test_logloss", json_real_or_null(mt->test_logloss));
+    json_object_set_new(o, "metrics", m ? m : json_null());
+    json_object_set_new(o, "metrics_note", mt->note[0] ? json_string(mt->note) : json_null());
+}
+
 /* One model's description for GET /model. */
 static json_t *model_json(const fsgd_serve_t *s, serve_slot_t *sl)
 {
@@ -236,6 +255,8 @@ static json_t *model_json(const fsgd_serve_t *s, serve_slot_t *sl)
                           "reloads", (json_int_t)atomic_load(&sl->reloads), "refused",
                           (json_int_t)atomic_load(&sl->refused), "polls", (json_int_t)atomic_load(&sl->polls),
                           "last_refusal", refusal);
+    if (o)
+        add_metrics_json(o, &v->metrics);
     serve_version_release(v);
     (void)s;
     return o;

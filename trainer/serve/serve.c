@@ -74,9 +74,10 @@ static int add_slot_metrics(fsgd_serve_t *s, serve_slot_t *sl, char *err, size_t
 fsgd_serve_t *fsgd_serve_new(const fsgd_serve_conf_t *conf, char *err, size_t errsz)
 {
     if (conf->port < 0 || conf->port > 65535 || conf->threads < 1 || conf->threads > 1024 || conf->max_body == 0 ||
-        conf->max_conns == 0) {
+        conf->max_conns == 0 || !(conf->min_auc <= 1)) {
         fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: port %d (0..65535), threads %d (1..1024), max body %zu and "
-                     "connections %u (> 0)", conf->port, conf->threads, conf->max_body, conf->max_conns);
+                     "connections %u (> 0), min AUC %g (<= 1)", conf->port, conf->threads, conf->max_body, conf->max_conns,
+                     conf->min_auc);
         return NULL;
     }
     fsgd_serve_t *s = calloc(1, sizeof *s);
@@ -163,16 +164,20 @@ static int publish_slot(fsgd_serve_t *s, serve_slot_t *sl, serve_version_t *v, i
     return 0;
 }
 
-int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, char *err, size_t errsz)
+int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, const char *metrics, char *err,
+                        size_t errsz)
 {
-    if (strlen(path) >= sizeof s->slots[0]->file.path)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: model path too long");
+    if (!metrics)
+        metrics = "";
+    if (strlen(path) >= sizeof s->slots[0]->file.path || strlen(metrics) >= sizeof s->slots[0]->file.metrics_path)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: model or metrics path too long");
     serve_slot_t *sl = new_slot(s, name, err, errsz);
     if (!sl)
         return FSGD_E_ARG;
     snprintf(sl->file.path, sizeof sl->file.path, "%s", path);
+    snprintf(sl->file.metrics_path, sizeof sl->file.metrics_path, "%s", metrics);
     int load_rc = 0;
-    serve_version_t *v = serve_watch_load_file(sl, &load_rc, err, errsz);
+    serve_version_t *v = serve_watch_load_file(sl, s->conf.min_auc, &load_rc, err, errsz);
     return publish_slot(s, sl, v, load_rc, err, errsz);
 }
 
@@ -188,7 +193,7 @@ int fsgd_serve_add_topic(fsgd_serve_t *s, const char *name, const char *brokers,
     snprintf(sl->topic.brokers, sizeof sl->topic.brokers, "%s", brokers);
     snprintf(sl->topic.job, sizeof sl->topic.job, "%s", job);
     int same = 0, load_rc = 0;
-    serve_version_t *v = serve_watch_load_topic(sl, &same, &load_rc, err, errsz);
+    serve_version_t *v = serve_watch_load_topic(sl, s->conf.min_auc, &same, &load_rc, err, errsz);
     return publish_slot(s, sl, v, load_rc, err, errsz);
 }
 

@@ -61,10 +61,12 @@ void *serve_watch_main(void *arg);
 /* Assembles the topic of a topic slot as a version, checked likewise;
  * *same is set (and NULL returned, no error) when its step is the one
  * serving. */
-serve_version_t *serve_watch_load_topic(serve_slot_t *slot, int *same, int *rc, char *err, size_t errsz);
+serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int *same, int *rc, char *err,
+                                        size_t errsz);
 
-/* Loads the file of a file slot as a version, checked against the version
- * serving (when there is one). NULL with *rc and err set when refused. */
-serve_version_t *serve_watch_load_file(serve_slot_t *slot, int *rc, char *err, size_t errsz);
+/* Loads the file of a file slot (and its metrics JSON) as a version,
+ * checked against the version serving (when there is one) and min_auc
+ * (> 0). NULL with *rc and err set when refused. */
+serve_version_t *serve_watch_load_file(serve_slot_t *slot, double min_auc, int *rc, char *err, size_t errsz);
 
 #endif

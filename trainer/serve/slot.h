@@ -17,6 +17,7 @@
 
 #include "fsgd/delim.h"
 #include "fsgd/model.h"
+#include "version_metrics.h"
 
 #define SERVE_NAME_MAX 65
 
@@ -30,18 +31,28 @@ typedef struct serve_version {
     fsgd_delim_spec_t spec;
     double loaded_at; /* Unix time, seconds */
     uint64_t step;    /* the model's step: its optimizer state's, 0 when it has none */
+    serve_metrics_t metrics; /* rows trained and held-out metrics, when recorded */
 } serve_version_t;
+
+/* Identity of a file as stat tells it: another inode (a rename over it),
+ * size, mtime or ctime is another file. */
+typedef struct serve_file_id {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+    int absent; /* stat failed */
+} serve_file_id_t;
 
 /* Where new versions come from: a file, polled by stat, or a job's
  * NAME.model topic, assembled (fsgd/dist.h) at every poll. */
 typedef struct serve_file_source {
     char path[4096];
-    /* Identity of the file last tried (loaded or refused), so that one bad
-     * file is refused once, not at every poll. */
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtime, ctime;
+    char metrics_path[4096]; /* its metrics JSON (fsgd train --metrics-json), or "" */
+    /* Identities of the files last tried (loaded or refused), so that one
+     * bad file is refused once, not at every poll; a change of either is
+     * tried again. */
+    serve_file_id_t id, metrics_id;
     int stat_failed; /* the last stat failed (logged once until it works again) */
 } serve_file_source_t;
 
