@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fsgd serve end to end on a free loopback port: every endpoint and error
 # class; scores equal fsgd predict's bit for bit (LIBSVM, JSON, Criteo TSV
-# through the model's hashing, margins and probabilities); a model file
+# through the model's hashing and crosses, hashed LIBSVM, VW text with its
+# tags, margins and probabilities); a model file
 # replaced by rename under a loop of requests with 0 failures and each
 # answer's scores those of the version it names; truncated, forged, garbage
 # and mismatched replacements refused while the old version keeps serving;
@@ -312,4 +313,56 @@ mv "$tmp/live2.json.tmp" "$tmp/live2.json"
 wait_model "d['version'] == 2 and 'dim 7, the model has 2000' in (d['last_refusal'] or '')"
 stop_server
 
-echo "ok: fsgd serve endpoints, errors, scores equal to fsgd predict's, live reload, limits, SIGTERM, metrics and --min-auc"
+# 10. The other model kinds score as fsgd predict does, byte for byte: VW
+# text (the model's bits and crosses; tags after the scores, as predict
+# writes them), LIBSVM with hashed indices (--hash-bits), Criteo with
+# column crosses; and as JSON rows.
+$PY - "$tmp/d.svm" "$tmp/d.vw" <<'PY'
+import sys
+with open(sys.argv[2], "w") as out:
+    for i, line in enumerate(open(sys.argv[1])):
+        t = line.split()
+        a = " ".join("f%s:%s" % tuple(f.split(":")) for f in t[1:] if int(f.split(":")[0]) % 2)
+        b = " ".join("g%s:%s" % tuple(f.split(":")) for f in t[1:] if not int(f.split(":")[0]) % 2)
+        head = t[0] + (" 2" if i % 7 == 0 else "") + (" 'r%d" % i if i % 3 else "")
+        out.write("%s |a %s |b %s\n" % (head, a, b))
+PY
+head -n 100 "$tmp/d.vw" > "$tmp/rows.vw"
+"$FSGD" train --data "$tmp/d.vw" --format vw --hash-bits 16 --interactions ab --epochs 1 --quiet --out "$tmp/vw.model" >/dev/null
+"$FSGD" train --data "$tmp/d.svm" --hash-bits 6 --epochs 1 --quiet --out "$tmp/hl.model" >/dev/null
+"$FSGD" train --data "$tmp/c.tsv" --format criteo --hash-bits 14 --interactions 15*16 --epochs 1 --quiet \
+    --out "$tmp/ctrx.model" >/dev/null
+"$FSGD" predict --model "$tmp/vw.model" --data "$tmp/rows.vw" --proba --quiet > "$tmp/vw.proba"
+"$FSGD" predict --model "$tmp/hl.model" --data "$tmp/rows.svm" --proba --quiet > "$tmp/hl.proba"
+"$FSGD" predict --model "$tmp/ctrx.model" --data "$tmp/rows.tsv" --quiet > "$tmp/ctrx.margin"
+grep -q " r1$" "$tmp/vw.proba" || fail "fsgd predict wrote no VW tags: $(head -n 3 "$tmp/vw.proba")"
+start_server "$tmp/serve4.log" --model "vw=$tmp/vw.model" --model "hl=$tmp/hl.model" --model "ctrx=$tmp/ctrx.model"
+url=http://127.0.0.1:$port
+post /score/vw "$tmp/rows.vw" > "$tmp/s.txt"
+cmp -s "$tmp/s.txt" "$tmp/vw.proba" || fail "VW scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/vw.proba" | head -4)"
+post /score/hl "$tmp/rows.svm" > "$tmp/s.txt"
+cmp -s "$tmp/s.txt" "$tmp/hl.proba" || fail "hashed LIBSVM scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/hl.proba" | head -4)"
+post "/score/ctrx?output=margin" "$tmp/rows.tsv" > "$tmp/s.txt"
+cmp -s "$tmp/s.txt" "$tmp/ctrx.margin" || fail "crossed Criteo scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/ctrx.margin" | head -4)"
+$PY - "$tmp/rows.vw" "$tmp/rows_vw.json" <<'PY'
+import json, sys
+json.dump({"rows": [{"line": l.rstrip("\n")} for l in open(sys.argv[1])]}, open(sys.argv[2], "w"))
+PY
+for pair in "/score/vw:rows_vw.json:vw.proba" "/score/hl:rows.json:hl.proba"; do
+    IFS=: read -r path body want <<< "$pair"
+    post "$path" "$tmp/$body" -H 'Content-Type: application/json' > "$tmp/s.json"
+    [ "$(status)" = 200 ] || fail "JSON $path: $(status) $(cat "$tmp/s.json")"
+    $PY - "$tmp/s.json" "$tmp/$want" <<'PY' || fail "JSON $path: scores differ from fsgd predict's"
+import json, sys
+got = json.load(open(sys.argv[1]))
+want = [float(x.split()[0]) for x in open(sys.argv[2])]
+assert got["scores"] == want, (got["scores"][:3], want[:3])
+PY
+done
+printf '1 |a f1:1\n1 |a f:1e999\n' > "$tmp/bad.vw"
+post /score/vw "$tmp/bad.vw" > "$tmp/e.txt"
+[ "$(status)" = 400 ] && grep -q "body:2:8: expected a feature value" "$tmp/e.txt" || fail "bad VW row: $(status) $(cat "$tmp/e.txt")"
+curl -sS "$url/model/vw" | grep -q '"hashing": "vw:bits=16' || fail "/model/vw: $(curl -sS "$url/model/vw")"
+stop_server
+
+echo "ok: fsgd serve endpoints, errors, scores equal to fsgd predict's (LIBSVM, hashed LIBSVM, Criteo, crosses, VW), live reload, limits, SIGTERM, metrics and --min-auc"

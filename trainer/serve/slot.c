@@ -31,15 +31,14 @@ serve_version_t *serve_version_new(fsgd_model_t *m, char *err, size_t errsz)
         fsgd_model_free(m);
         return NULL;
     }
-    if (m->input[0]) {
-        char why[256];
-        if (fsgd_delim_spec_parse(m->input, &v->spec, why, sizeof why) < 0) {
-            fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "the model's input spec '%s': %s", m->input, why);
-            fsgd_model_free(m);
-            free(v);
-            return NULL;
-        }
-        v->hashed = 1;
+    /* The row format fsgd predict reads for this model (skip_bad off: a bad
+     * row is a 400, never skipped). */
+    char why[512];
+    if (fsgd_rowfmt_init(&v->fmt, m->input, 0, 0, why, sizeof why) < 0) {
+        fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "the model's input '%s': %s", m->input, why);
+        fsgd_model_free(m);
+        free(v);
+        return NULL;
     }
     v->model = *m;
     memset(m, 0, sizeof *m);

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "fsgd/delim.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/model.h"
 #include "version_metrics.h"
 
@@ -27,8 +27,7 @@ typedef struct serve_version {
     atomic_uint refs;
     uint64_t number;  /* 1 for the first version a slot served, then 2, 3, ... */
     fsgd_model_t model;
-    int hashed;       /* model.input names a spec, parsed into spec */
-    fsgd_delim_spec_t spec;
+    fsgd_rowfmt_t fmt; /* the rows model.input says it reads (LIBSVM, hashed LIBSVM, delimited, VW) */
     double loaded_at; /* Unix time, seconds */
     uint64_t step;    /* the model's step: its optimizer state's, 0 when it has none */
     serve_metrics_t metrics; /* rows trained and held-out metrics, when recorded */
@@ -88,8 +87,8 @@ double serve_now(void); /* Unix time in seconds (a version's loaded_at) */
 serve_slot_t *serve_slots_find(serve_slot_t *const *slots, int n, const char *name, size_t len);
 
 /* A new version owning m (m is zeroed); refs 1 (the caller's). NULL when
- * out of memory (m is then freed) or the model's input spec does not parse
- * (err set). */
+ * out of memory (m is then freed) or the model's input does not parse as a
+ * row format (err set). */
 serve_version_t *serve_version_new(fsgd_model_t *m, char *err, size_t errsz);
 
 /* Drops one reference; the last frees the version. NULL is a no-op. */
