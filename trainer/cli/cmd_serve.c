@@ -41,7 +41,7 @@ static const char usage_text[] =
     "                --test) is below A, or unknown; at start-up that is an error (exit 3)\n"
     "  --brokers B, --name JOB  also serve job JOB's model, named JOB, from its topic JOB.model (as\n"
     "                fsgd predict --brokers reads it); each new step seen at a poll is a new version.\n"
-    "                Each poll reads the topic from its start: raise --poll-ms for large models.\n"
+    "                A poll reads the topic (from its start) only when its ends moved.\n"
     "                --job-key-file: the job's key; frames without its tag are skipped\n"
     "  --addr A      numeric address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)\n"
     "  --port P      port (default 8080; 0: a free one, printed on stderr)\n"

@@ -283,8 +283,10 @@ static json_t *model_json(const fsgd_serve_t *s, serve_slot_t *sl)
                           "reloads", (json_int_t)atomic_load(&sl->reloads), "refused",
                           (json_int_t)atomic_load(&sl->refused), "polls", (json_int_t)atomic_load(&sl->polls),
                           "last_refusal", refusal);
-    if (o)
+    if (o) {
         add_metrics_json(o, &v->metrics);
+        json_object_set_new(o, "source_reads", json_integer((json_int_t)atomic_load(&sl->reads)));
+    }
     serve_version_release(v);
     (void)s;
     return o;

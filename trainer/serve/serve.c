@@ -144,6 +144,7 @@ static serve_slot_t *new_slot(fsgd_serve_t *s, const char *name, char *err, size
 static void free_slot(serve_slot_t *sl)
 {
     serve_version_release(sl->cur);
+    fsgd_bus_client_destroy(sl->topic.client);
     fsgd_bus_destroy(sl->topic.bus);
     pthread_mutex_destroy(&sl->lock);
     free(sl);
@@ -190,6 +191,7 @@ int fsgd_serve_add_topic(fsgd_serve_t *s, const char *name, const char *brokers,
     if (!sl)
         return FSGD_E_ARG;
     sl->from_topic = 1;
+    sl->topic.n_ends = -1;
     snprintf(sl->topic.brokers, sizeof sl->topic.brokers, "%s", brokers);
     snprintf(sl->topic.job, sizeof sl->topic.job, "%s", job);
     int same = 0, load_rc = 0;

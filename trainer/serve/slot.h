@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "fsgd/rowfmt.h"
+#include "fsgd/shard.h"
 #include "fsgd/model.h"
 #include "version_metrics.h"
 
@@ -59,8 +60,13 @@ typedef struct serve_file_source {
 typedef struct serve_topic_source {
     char brokers[1024];
     char job[256];
-    struct fsgd_bus *bus; /* kept between polls */
-    int failed;           /* the last poll failed (logged once until one works) */
+    struct fsgd_bus *bus;              /* kept between polls */
+    struct fsgd_bus_client *client;    /* asks the topic's ends at each poll */
+    int failed;                        /* the last poll failed (logged once until one works) */
+    /* The topic's partition ends when it was last read whole: a poll that
+     * finds the same ends has nothing new to read (n_ends -1: read again). */
+    int n_ends;
+    int64_t ends[FSGD_SHARDS_MAX];
 } serve_topic_source_t;
 
 typedef struct serve_slot {
@@ -73,6 +79,7 @@ typedef struct serve_slot {
     /* Counters of the watcher (read by /model and /metrics). */
     atomic_ullong reloads, refused;
     atomic_ullong polls; /* the watcher's checks of the source, done */
+    atomic_ullong reads; /* of them, and at start: the source read whole (a file, or the topic assembled) */
     /* Scoring requests answered 200 and their rows (copied into the
      * registry when /metrics renders). */
     atomic_ullong requests, rows;

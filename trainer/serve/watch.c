@@ -18,6 +18,7 @@
 #include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
+#include "fsgd/kbus.h"
 #include "serve_internal.h"
 
 /* "model NAME: ..." through conf.log (only the watcher has things to say). */
@@ -179,6 +180,7 @@ serve_version_t *serve_watch_load_file(serve_slot_t *slot, double min_auc, int *
         return NULL;
     }
     remember(&f->id, &st);
+    atomic_fetch_add(&slot->reads, 1);
     void *buf = NULL;
     size_t len = 0;
     int rc = S_ISREG(st.st_mode) ? read_all(fd, &st, f->path, &buf, &len, err, errsz)
@@ -205,6 +207,22 @@ serve_version_t *serve_watch_load_file(serve_slot_t *slot, double min_auc, int *
     return check_against_serving(slot, v, f->path, min_auc, rcp, err, errsz);
 }
 
+/* The ends (high watermarks) of JOB.model's partitions into ends: their
+ * count, or -1 when they cannot be had (the topic is then read whole). */
+static int topic_ends(serve_topic_source_t *t, int64_t *ends)
+{
+    char err[512], topic[300];
+    if (!t->client && !(t->client = fsgd_bus_client_new(t->bus, FSGD_KCLIENT_CONSUMER, err, sizeof err)))
+        return -1;
+    fsgd_kbus_topic(topic, sizeof topic, t->job, "model");
+    int n = fsgd_bus_partitions(t->client, topic, 10000, err, sizeof err);
+    int64_t lo[FSGD_SHARDS_MAX];
+    if (n <= 0 || n > FSGD_SHARDS_MAX ||
+        fsgd_bus_watermarks_all(t->client, topic, n, lo, ends, 10000, err, sizeof err) < 0)
+        return -1;
+    return n;
+}
+
 serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int *same, int *rcp, char *err,
                                         size_t errsz)
 {
@@ -214,9 +232,24 @@ serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int 
         *rcp = FSGD_E_KAFKA;
         return NULL;
     }
+    /* The topic only grows (compaction drops older frames, never adds):
+     * the same ends as at the last read mean the same model, so a poll of
+     * an idle job costs one watermark query, not a read of every frame.
+     * Ends asked before the read: frames written during it are read at
+     * the next poll. */
+    int64_t ends[FSGD_SHARDS_MAX];
+    int n_ends = topic_ends(t, ends);
+    if (n_ends > 0 && n_ends == t->n_ends && !memcmp(ends, t->ends, (size_t)n_ends * sizeof *ends)) {
+        *same = 1;
+        return NULL;
+    }
     fsgd_model_t m;
     uint64_t step = 0;
+    atomic_fetch_add(&slot->reads, 1);
     int rc = fsgd_model_assemble_topic_bus(t->bus, t->job, 0, &m, &step, err, errsz);
+    t->n_ends = rc == 0 ? n_ends : -1;
+    if (rc == 0 && n_ends > 0)
+        memcpy(t->ends, ends, (size_t)n_ends * sizeof *ends);
     if (rc < 0) {
         *rcp = rc;
         return NULL;

@@ -70,8 +70,8 @@ int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, con
 /* Adds model `name` that follows job `job`'s model topic (JOB.model on
  * brokers, as fsgd predict --brokers reads it: the newest snapshot and the
  * updates after it); the first version is assembled now, and a new step
- * seen at a poll is a new version (each poll reads the topic from its log
- * start: poll a large model's topic seldom). Frames are checked with the
+ * seen at a poll is a new version. A poll asks the topic's partition ends
+ * and reads the topic (from its log start) only when they moved. Frames are checked with the
  * process's job key when one is set (fsgd/auth.h): untagged or forged ones
  * are skipped. Before fsgd_serve_start only. Returns 0 or an error as
  * fsgd_serve_add_file (FSGD_E_KAFKA when the topic cannot be read). */
