@@ -37,9 +37,13 @@ if nm -D "$lib" | grep ' __asan_init' >/dev/null; then
 fi
 venv=$root/$BUILD/pyvenv
 [ -x "$venv/bin/python" ] || "$PY" -m venv --system-site-packages "$venv"
-# --no-build-isolation --no-deps: setuptools and the dependencies are Debian's
-FSGD_LIB=$lib "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall ./python \
+# the README's pip command (setuptools and the dependencies are Debian's: nothing
+# to download); FSGD_LIB: the library under test, not one make builds
+"$venv/bin/python" -m pip uninstall -q -y fsgd >/dev/null 2>&1 || true
+FSGD_LIB=$lib "$venv/bin/python" -m pip install -q --no-build-isolation "./python[sklearn]" \
     >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log"; echo "FAIL: pip install ./python"; exit 1; }
+grep -q 'pip install --no-build-isolation "./python\[sklearn\]"' README.md ||
+    { echo "FAIL: README.md's install command is not the one tested here"; exit 1; }
 rm -rf python/build python/*.egg-info
 # the installed package, not python/fsgd of the checkout
 where=$(cd "$tmp" && ${run[@]+"${run[@]}"} "$venv/bin/python" -c 'import fsgd; print(fsgd.__file__)')
