@@ -18,7 +18,7 @@ CLI = ["--epochs", "2", "--seed", "5", "--threads", "1", "--test-fraction", "0"]
 
 def cli_model(fsgd_bin, tmp_path, X, y, *args):
     path = tmp_path / "rows.svm"
-    dump_svmlight_file(X, y, path, zero_based=False)
+    dump_svmlight_file(X, y, str(path), zero_based=False)
     out = tmp_path / "cli.fsgd"
     subprocess.run([str(fsgd_bin), "train", "--data", path, *args, "--quiet", "--out", out], check=True,
                    stdout=subprocess.DEVNULL)
@@ -47,7 +47,7 @@ def test_values_and_a_test_set_as_the_file(tmp_path, fsgd_bin, rows):
     X, y = rows
     X = X.multiply(np.linspace(0.5, 2.0, X.shape[1])).tocsr()
     m = fsgd.train(X[:5000], y[:5000], test=X[5000:], test_y=y[5000:], epochs=2, seed=5, threads=1)
-    dump_svmlight_file(X[5000:], y[5000:], tmp_path / "t.svm", zero_based=False)
+    dump_svmlight_file(X[5000:], y[5000:], str(tmp_path / "t.svm"), zero_based=False)
     assert m.to_bytes() == cli_model(fsgd_bin, tmp_path, X[:5000], y[:5000], "--epochs", "2", "--seed", "5",
                                      "--threads", "1", "--test", tmp_path / "t.svm")
     assert m.metrics["test"]["n"] == 1000 and 0.8 < m.metrics["test"]["auc"] < 1
