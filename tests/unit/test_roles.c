@@ -16,6 +16,7 @@
 #include "fsgd/error.h"
 #include "fsgd/job.h"
 #include "fsgd/kbus.h"
+#include "fsgd/le.h"
 #include "fsgd/model.h"
 #include "testlib.h"
 
@@ -289,22 +290,35 @@ static fsgd_bus_fault_t late_w1(void *ctx, const char *topic, int32_t partition,
     return FSGD_BUS_DELAY;
 }
 
-static void run_model(int nworkers, fsgd_bus_hook_fn hook, fsgd_model_t *m)
+/* One epoch of nworkers on a9a rows; the model saved, and (ws != NULL)
+ * worker 1's statistics. */
+static void run_model_with(int nworkers, fsgd_job_replica_t replica, fsgd_bus_hook_fn hook, void *hook_ctx,
+                           fsgd_model_t *m, fsgd_worker_stats_t *ws)
 {
     run_t r;
     run_init(&r, nworkers, 1);
+    r.job.replica = replica;
     if (load_data(&r) != 0) {
         run_free(&r);
         return;
     }
-    fsgd_bus_mem_set_hook(r.bus, hook, NULL);
+    fsgd_bus_mem_set_hook(r.bus, hook, hook_ctx);
     snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("sync.model"));
     start(&r);
     finish(&r);
     check_epochs(&r, 1);
     char err[512];
     CU_ASSERT_EQUAL(fsgd_model_load(m, r.job.out, err, sizeof err), 0);
+    for (int i = 0; i < nworkers; i++)
+        CU_ASSERT_EQUAL(r.wrc[i], 0);
+    if (ws)
+        *ws = r.wst[0];
     run_free(&r);
+}
+
+static void run_model(int nworkers, fsgd_bus_hook_fn hook, fsgd_model_t *m)
+{
+    run_model_with(nworkers, FSGD_REPLICA_FULL, hook, NULL, m, NULL);
 }
 
 static void test_sync_deterministic(void)
@@ -320,6 +334,80 @@ static void test_sync_deterministic(void)
     CU_ASSERT_TRUE(a.w && b.w && a.dim == b.dim && !memcmp(a.w, b.w, n * sizeof *a.w));
     fsgd_model_free(&a);
     fsgd_model_free(&b);
+}
+
+/* --- replica working_set: workers pull their keys' values --- */
+
+static int same_model(const fsgd_model_t *a, const fsgd_model_t *b)
+{
+    size_t n = a->dim + (a->has_bias ? 1 : 0);
+    return a->w && b->w && a->dim == b->dim && a->has_bias == b->has_bias && !memcmp(a->w, b->w, n * sizeof *a->w);
+}
+
+/* τ = 0 with a lossless codec: a full replica holds the aggregator's θ
+ * exactly, and a working-set worker gets θ's values of the step before at
+ * its keys, so both compute the same gradients: the same model bit for
+ * bit. The model messages carry no values, so they shrink to the state. */
+static void test_working_set_same_model(void)
+{
+    if (!repo_file("data/sets/a9a")) {
+        fsgd_test_skip("needs data/sets/a9a");
+        return;
+    }
+    fsgd_model_t full = {0}, ws = {0};
+    fsgd_worker_stats_t sf = {0}, sw = {0};
+    run_model_with(3, FSGD_REPLICA_FULL, NULL, NULL, &full, &sf);
+    run_model_with(3, FSGD_REPLICA_WORKING_SET, NULL, NULL, &ws, &sw);
+    CU_ASSERT_TRUE(same_model(&full, &ws));
+    /* every step with rows computed on pulled values, none for a full replica */
+    CU_ASSERT_TRUE(sw.steps_sent > 0 && sw.pulls > 0 && sw.pulls <= sw.steps_sent && sw.resends == 0);
+    CU_ASSERT_TRUE(sw.pulled_keys > sw.pulls && sf.pulls == 0);
+    fsgd_model_free(&full);
+    fsgd_model_free(&ws);
+}
+
+/* Faults on the pulls: every pull duplicated, and both answers of a step
+ * to each worker lost (the worker asks again after its resend time). */
+typedef struct pull_faults {
+    _Atomic int lost[MAX_W + 1];
+} pull_faults_t;
+
+static fsgd_bus_fault_t pull_faults(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                    int *delay_ms)
+{
+    pull_faults_t *pf = ctx;
+    fsgd_kframe_t f;
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0)
+        return FSGD_BUS_DELIVER;
+    if (f.kind == FSGD_KMSG_PULL)
+        return FSGD_BUS_DUPLICATE;
+    if (f.kind == FSGD_KMSG_VALUES && len >= FSGD_KFRAME_HEADER + 4) {
+        uint32_t worker = fsgd_le_get32((const uint8_t *)val + FSGD_KFRAME_HEADER);
+        /* both answers of step 3 (the pull came twice): only a resend gets one */
+        if (worker >= 1 && worker <= MAX_W && f.step == 3 && pf->lost[worker] < 2) {
+            pf->lost[worker]++;
+            return FSGD_BUS_DROP;
+        }
+    }
+    return FSGD_BUS_DELIVER;
+}
+
+static void test_working_set_faults(void)
+{
+    if (!repo_file("data/sets/a9a")) {
+        fsgd_test_skip("needs data/sets/a9a");
+        return;
+    }
+    fsgd_model_t clean = {0}, faulty = {0};
+    fsgd_worker_stats_t st = {0};
+    pull_faults_t pf = {0};
+    run_model_with(2, FSGD_REPLICA_WORKING_SET, NULL, NULL, &clean, NULL);
+    run_model_with(2, FSGD_REPLICA_WORKING_SET, pull_faults, &pf, &faulty, &st);
+    CU_ASSERT_TRUE(pf.lost[1] == 2 && pf.lost[2] == 2);
+    CU_ASSERT_TRUE(st.resends >= 1);
+    CU_ASSERT_TRUE(same_model(&clean, &faulty));
+    fsgd_model_free(&clean);
+    fsgd_model_free(&faulty);
 }
 
 /* --- the producer's data summary in place of the aggregator's scan --- */
@@ -814,6 +902,8 @@ void fsgd_test_register(void)
     static const fsgd_test_case_t cases[] = {
         {"a clean run trains a9a rows to a sane AUC", test_clean},
         {"tau 0: two runs end with the same model bit for bit", test_sync_deterministic},
+        {"working set, tau 0: the same model as full replicas, bit for bit", test_working_set_same_model},
+        {"working set: pulls duplicated and answers lost, the same model", test_working_set_faults},
         {"the producer's data summary replaces the scan, and only when it fits", test_data_summary},
         {"checkpoints are paced by their cost, not written at every snapshot", test_checkpoint_pacing},
         {"duplicated grads and model messages are dropped, rows once", test_duplicates},

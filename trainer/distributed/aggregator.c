@@ -37,6 +37,7 @@ static void agg_free(agg_t *a)
     fsgd_sparse_free(&a->model.dec);
     fsgd_sparse_free(&a->open.g);
     fsgd_kasm_destroy(a->open.as);
+    agg_pull_free(a);
     agg_early_free(a);
     agg_auto_free(a);
     agg_follow_free(a);

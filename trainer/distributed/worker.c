@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fsgd/clock.h"
+#include "pull.h"
 #include "worker_internal.h"
 
 /* The group consumer only tracks ownership; rows are read by offset
@@ -80,7 +81,8 @@ static void owed_by(const worker_t *w, char *who, size_t cap)
  * scan its data before its first snapshot). */
 static int check_model_wait(worker_t *w, int ready)
 {
-    int kind = !w->valid ? 1 : !ready && w->have_assignment && inflight_ahead(&w->fl, w->gen, w->step) > 0 ? 2 : 0;
+    const int unanswered = inflight_ahead(&w->fl, w->gen, w->step) > 0 || (w->pull.pending && !w->pull.answered);
+    int kind = !w->valid ? 1 : !ready && w->have_assignment && unanswered ? 2 : 0;
     if (!kind && !w->wait_kind)
         return 0; /* the steady state: no clock read on the step loop */
     double t = fsgd_clock_s();
@@ -172,6 +174,8 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     int rc = fsgd_rowfmt_init(&w->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
     if (!rc && !(w->as = fsgd_kasm_new()))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
+    if (!rc && job->replica == FSGD_REPLICA_WORKING_SET)
+        rc = worker_pull_open(w);
     if (!rc && !(w->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)))
         rc = FSGD_E_KAFKA;
     /* The producer learns where NAME.grads and NAME.ctl live now, not at
@@ -199,7 +203,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     if (!rc) {
         /* the model from its start; NAME.ctl from now on (job_end events);
          * a sharded job: every shard's partition */
-        fsgd_bus_tp_t l[FSGD_SHARDS_MAX + 1];
+        fsgd_bus_tp_t l[FSGD_SHARDS_MAX + 2];
         int n = 0;
         for (uint32_t i = 0; i < w->shards; i++)
             l[n++] = (fsgd_bus_tp_t){w->tmodel, (int32_t)i, FSGD_BUS_OFFSET_BEGINNING};
@@ -207,6 +211,13 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         if (fsgd_bus_watermarks(w->model_c, w->tctl, 0, &lo, &hi, 5000, NULL, 0) == 0)
             l[n++] = (fsgd_bus_tp_t){w->tctl, 0, hi};
         w->ctl_read = n == (int)w->shards + 1;
+        /* working set: the answers to this worker's pulls, from now on */
+        int32_t pp = fsgd_pull_partition(w->id);
+        if (w->pull.on)
+            l[n++] = (fsgd_bus_tp_t){w->pull.topic, pp,
+                                     fsgd_bus_watermarks(w->model_c, w->pull.topic, pp, &lo, &hi, 5000, NULL, 0) == 0
+                                         ? hi
+                                         : FSGD_BUS_OFFSET_END};
         rc = fsgd_bus_assign(w->model_c, l, n, err, errsz);
     }
     if (!rc && !(w->group = fsgd_bus_group_new(bus, group, w->tdata, on_rebalance, w, err, errsz)))
@@ -245,6 +256,13 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         rc = check_model_wait(w, ready);
         if (rc)
             break;
+        if (w->pull.on) {
+            int pw = worker_pull_waits(w, resend_s);
+            if (pw < 0) {
+                rc = pw;
+                break;
+            }
+        }
         if (ready && !w->final)
             rc = worker_do_step(w);
         else if (!w->valid && w->have_assignment && !w->prefetch_done &&
@@ -296,6 +314,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     free(w->theta);
     free(w->assigned);
     fsgd_kasm_destroy(w->as);
+    worker_pull_free(w);
     fsgd_csr_free(&w->batch);
     fsgd_csr_free(&w->tmp);
     fsgd_sparse_free(&w->g);

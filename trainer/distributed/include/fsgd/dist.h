@@ -100,7 +100,10 @@ int fsgd_dist_topics_unused_bus(struct fsgd_bus_client *c, const fsgd_job_t *job
 typedef struct fsgd_worker_stats {
     uint64_t steps_sent, rows, bytes_up, bytes_down, corrupt, duplicates, resyncs;
     uint64_t prefetched; /* partitions read before the first model message (fsgd run: while the aggregator sets up) */
-    uint64_t resends; /* gradients sent again because their step stayed unanswered */
+    uint64_t resends; /* gradients (and pulls) sent again because their step stayed unanswered */
+    /* replica working_set: steps whose keys' values were pulled and taken,
+     * and the keys (a full replica: 0) */
+    uint64_t pulls, pulled_keys;
     uint64_t unauthenticated; /* NAME.model and NAME.ctl messages without a valid tag (a job with a key) */
     /* Compressed downlink: replica checks that failed (then a resync), uplink
      * messages the aggregator did not apply (residual put back), residuals
