@@ -574,6 +574,11 @@ static int run_start_embedded(run_t *r)
         int parts = i == 0 ? r->P : (i == 1 || i == 2) && r->job.shards > 1 ? r->job.shards : 1; /* a partition a shard */
         rc = fsgd_kmock_topic(r->mock, t, parts, i == 0 ? -1 : i, r->err, sizeof r->err);
     }
+    if (!rc && r->job.replica == FSGD_REPLICA_WORKING_SET) { /* answers to working-set workers' pulls */
+        char t[128];
+        fsgd_kbus_topic(t, sizeof t, r->job.name, "pull");
+        rc = fsgd_kmock_topic(r->mock, t, FSGD_DIST_PULL_PARTITIONS, -1, r->err, sizeof r->err);
+    }
     if (rc) {
         fsgd_cli_error("run: %s", r->err);
         fsgd_kmock_destroy(r->mock);

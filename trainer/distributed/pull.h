@@ -23,11 +23,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fsgd/dist.h"
 #include "wire.h"
 
 /* Partitions of NAME.pull: workers share one when there are more of them
  * (each drops answers to others by the worker field). */
-#define FSGD_PULL_PARTITIONS 32
+#define FSGD_PULL_PARTITIONS FSGD_DIST_PULL_PARTITIONS
 
 #define FSGD_PULL_HEADER 8
 #define FSGD_VALUES_HEADER 20

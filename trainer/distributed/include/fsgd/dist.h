@@ -95,6 +95,10 @@ int fsgd_dist_topics_unused(const fsgd_job_t *job, struct rd_kafka_s *rk, int da
 int fsgd_dist_topics_unused_bus(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_too, char *err,
                                 size_t errsz);
 
+/* Partitions of NAME.pull (job key replica working_set): the answers to
+ * a worker's pulls come on partition id mod this. */
+#define FSGD_DIST_PULL_PARTITIONS 32
+
 /* --- worker --- */
 
 typedef struct fsgd_worker_stats {
