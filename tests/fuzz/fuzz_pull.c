@@ -1,0 +1,89 @@
+/* Fuzz target: the bodies of working-set pulls and their answers
+ * (trainer/distributed/pull.h) on arbitrary bytes. The first byte picks the
+ * decoder, the next 4 the dimension. A pull that reads must hold a key
+ * block that decodes to exactly its count of increasing keys below the
+ * dimension and re-encodes to the same body; an answer that reads must hold
+ * exactly its count of finite values and re-encode to the same bytes. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/keys.h"
+#include "fsgd/le.h"
+#include "pull.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void pull_case(const uint8_t *data, size_t size, uint64_t dim)
+{
+    uint64_t need;
+    const uint8_t *block;
+    size_t block_len;
+    uint32_t n;
+    char err[256];
+    if (fsgd_pull_get(data, size, dim, &need, &block, &block_len, &n, err, sizeof err) < 0) {
+        if (!strstr(err, "pull:"))
+            abort();
+        return;
+    }
+    if (n > dim || block_len + FSGD_PULL_HEADER != size)
+        abort();
+    uint32_t *keys = malloc((n ? n : 1) * sizeof *keys);
+    if (!keys)
+        return;
+    uint32_t m = 0;
+    if (fsgd_keys_decode(block, block_len, dim, keys, n, &m, NULL, err, sizeof err) == 0) {
+        if (m != n)
+            abort();
+        fsgd_wire_buf_t b = {0};
+        if (fsgd_pull_put(&b, need, keys, m, err, sizeof err) < 0)
+            abort();
+        uint64_t need2;
+        const uint8_t *block2;
+        size_t len2;
+        uint32_t n2;
+        if (fsgd_pull_get(b.p, b.n, dim, &need2, &block2, &len2, &n2, err, sizeof err) < 0 || need2 != need || n2 != n)
+            abort();
+        free(b.p);
+    }
+    free(keys);
+}
+
+static void values_case(const uint8_t *data, size_t size)
+{
+    uint32_t worker, n, crc;
+    uint64_t at;
+    const uint8_t *vals;
+    char err[256];
+    if (fsgd_values_get(data, size, &worker, &at, &n, &crc, &vals, err, sizeof err) < 0) {
+        if (!strstr(err, "values:"))
+            abort();
+        return;
+    }
+    if (FSGD_VALUES_HEADER + 4 * (size_t)n != size)
+        abort();
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return;
+    for (uint32_t i = 0; i < n; i++)
+        if (!isfinite(v[i] = fsgd_le_getf32(vals + 4 * (size_t)i)))
+            abort();
+    fsgd_wire_buf_t b = {0};
+    if (fsgd_values_put(&b, worker, at, crc, v, n) < 0 || b.n != size || memcmp(b.p, data, size))
+        abort();
+    free(b.p);
+    free(v);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 5)
+        return 0;
+    int which = data[0] & 1;
+    uint64_t dim = 1 + (fsgd_le_get32(data + 1) % (1u << 24));
+    if (which == 0)
+        pull_case(data + 5, size - 5, dim);
+    else
+        values_case(data + 5, size - 5);
+    return 0;
+}
