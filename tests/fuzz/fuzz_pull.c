@@ -16,33 +16,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void pull_case(const uint8_t *data, size_t size, uint64_t dim)
 {
-    uint64_t need;
-    const uint8_t *block;
-    size_t block_len;
-    uint32_t n;
+    fsgd_pull_t pl;
     char err[256];
-    if (fsgd_pull_get(data, size, dim, &need, &block, &block_len, &n, err, sizeof err) < 0) {
+    if (fsgd_pull_get(data, size, dim, &pl, err, sizeof err) < 0) {
         if (!strstr(err, "pull:"))
             abort();
         return;
     }
-    if (n > dim || block_len + FSGD_PULL_HEADER != size)
+    uint32_t n = pl.n;
+    if (n > dim || pl.block_len + FSGD_PULL_HEADER != size)
         abort();
     uint32_t *keys = malloc((n ? n : 1) * sizeof *keys);
     if (!keys)
         return;
     uint32_t m = 0;
-    if (fsgd_keys_decode(block, block_len, dim, keys, n, &m, NULL, err, sizeof err) == 0) {
+    if (fsgd_keys_decode(pl.block, pl.block_len, dim, keys, n, &m, NULL, err, sizeof err) == 0) {
         if (m != n)
             abort();
         fsgd_wire_buf_t b = {0};
-        if (fsgd_pull_put(&b, need, keys, m, err, sizeof err) < 0)
+        if (fsgd_pull_put(&b, pl.need, keys, m, err, sizeof err) < 0)
             abort();
-        uint64_t need2;
-        const uint8_t *block2;
-        size_t len2;
-        uint32_t n2;
-        if (fsgd_pull_get(b.p, b.n, dim, &need2, &block2, &len2, &n2, err, sizeof err) < 0 || need2 != need || n2 != n)
+        fsgd_pull_t back;
+        if (fsgd_pull_get(b.p, b.n, dim, &back, err, sizeof err) < 0 || back.need != pl.need || back.n != n)
             abort();
         free(b.p);
     }
@@ -51,25 +46,24 @@ static void pull_case(const uint8_t *data, size_t size, uint64_t dim)
 
 static void values_case(const uint8_t *data, size_t size)
 {
-    uint32_t worker, n, crc;
-    uint64_t at;
-    const uint8_t *vals;
+    fsgd_values_t in;
     char err[256];
-    if (fsgd_values_get(data, size, &worker, &at, &n, &crc, &vals, err, sizeof err) < 0) {
+    if (fsgd_values_get(data, size, &in, err, sizeof err) < 0) {
         if (!strstr(err, "values:"))
             abort();
         return;
     }
+    uint32_t n = in.n;
     if (FSGD_VALUES_HEADER + 4 * (size_t)n != size)
         abort();
     float *v = malloc((n ? n : 1) * sizeof *v);
     if (!v)
         return;
     for (uint32_t i = 0; i < n; i++)
-        if (!isfinite(v[i] = fsgd_le_getf32(vals + 4 * (size_t)i)))
+        if (!isfinite(v[i] = fsgd_le_getf32(in.vals + 4 * (size_t)i)))
             abort();
     fsgd_wire_buf_t b = {0};
-    if (fsgd_values_put(&b, worker, at, crc, v, n) < 0 || b.n != size || memcmp(b.p, data, size))
+    if (fsgd_values_put(&b, in.worker, in.at, in.keys_crc, v, n) < 0 || b.n != size || memcmp(b.p, data, size))
         abort();
     free(b.p);
     free(v);

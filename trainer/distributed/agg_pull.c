@@ -28,23 +28,21 @@ static int pull_open(agg_t *a)
 
 static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t len)
 {
-    uint64_t need;
-    const uint8_t *block;
-    size_t block_len;
-    uint32_t n;
+    fsgd_pull_t pl;
     char e[256];
-    if (fsgd_pull_get(body, len, a->mdim, &need, &block, &block_len, &n, e, sizeof e) < 0) {
+    if (fsgd_pull_get(body, len, a->mdim, &pl, e, sizeof e) < 0) {
         agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u pull for step %llu: %s", f->sender,
                    (unsigned long long)f->step, e);
         return 0;
     }
-    if (need > a->step) {
+    if (pl.need > a->step) {
         /* the worker saw no model message of that step from this process */
         agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u pull for step %llu asks for the model of step %llu, this "
-                   "aggregator's is %llu", f->sender, (unsigned long long)f->step, (unsigned long long)need,
+                   "aggregator's is %llu", f->sender, (unsigned long long)f->step, (unsigned long long)pl.need,
                    (unsigned long long)a->step);
         return 0;
     }
+    uint32_t n = pl.n;
     if (n > a->pull.cap_keys) {
         uint32_t *k = realloc(a->pull.keys, n * sizeof *k);
         float *v = realloc(a->pull.vals, n * sizeof *v);
@@ -56,7 +54,7 @@ static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t 
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a pull");
         a->pull.cap_keys = n;
     }
-    if (fsgd_keys_decode(block, block_len, a->mdim, a->pull.keys, n, &n, NULL, e, sizeof e) < 0) {
+    if (fsgd_keys_decode(pl.block, pl.block_len, a->mdim, a->pull.keys, n, &n, NULL, e, sizeof e) < 0) {
         agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u pull for step %llu: keys: %s", f->sender,
                    (unsigned long long)f->step, e);
         return 0;
@@ -65,7 +63,7 @@ static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t 
     for (uint32_t i = 0; i < n; i++)
         a->pull.vals[i] = theta[a->pull.keys[i]];
     a->pull.buf.n = 0;
-    if (fsgd_values_put(&a->pull.buf, f->sender, a->step, fsgd_crc32c(0, block, block_len), a->pull.vals, n) < 0)
+    if (fsgd_values_put(&a->pull.buf, f->sender, a->step, fsgd_crc32c(0, pl.block, pl.block_len), a->pull.vals, n) < 0)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a pull's answer");
     fsgd_kframe_t h = {.kind = FSGD_KMSG_VALUES, .gen = a->gen, .sender = a->shard, .step = f->step};
     uint64_t before = a->pull.bytes;

@@ -23,23 +23,22 @@ int fsgd_pull_put(fsgd_wire_buf_t *b, uint64_t need, const uint32_t *keys, size_
     return rc;
 }
 
-int fsgd_pull_get(const uint8_t *body, size_t len, uint64_t dim, uint64_t *need, const uint8_t **block,
-                  size_t *block_len, uint32_t *n, char *err, size_t errsz)
+int fsgd_pull_get(const uint8_t *body, size_t len, uint64_t dim, fsgd_pull_t *out, char *err, size_t errsz)
 {
     if (len < FSGD_PULL_HEADER + FSGD_KEYS_HEADER)
         return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "pull: %zu bytes, need at least %d", len,
                             FSGD_PULL_HEADER + FSGD_KEYS_HEADER);
-    *need = fsgd_le_get64(body);
+    out->need = fsgd_le_get64(body);
     size_t size = 0;
     char e[200];
-    int rc = fsgd_keys_peek(body + FSGD_PULL_HEADER, len - FSGD_PULL_HEADER, dim, n, &size, e, sizeof e);
+    int rc = fsgd_keys_peek(body + FSGD_PULL_HEADER, len - FSGD_PULL_HEADER, dim, &out->n, &size, e, sizeof e);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "pull: key block at byte %d: %s", FSGD_PULL_HEADER, e);
     if (size != len - FSGD_PULL_HEADER)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "pull: %zu bytes after the key block ending at byte %zu",
                             len - FSGD_PULL_HEADER - size, FSGD_PULL_HEADER + size);
-    *block = body + FSGD_PULL_HEADER;
-    *block_len = size;
+    out->block = body + FSGD_PULL_HEADER;
+    out->block_len = size;
     return 0;
 }
 
@@ -58,23 +57,22 @@ int fsgd_values_put(fsgd_wire_buf_t *b, uint32_t worker, uint64_t at, uint32_t k
     return 0;
 }
 
-int fsgd_values_get(const uint8_t *body, size_t len, uint32_t *worker, uint64_t *at, uint32_t *n, uint32_t *keys_crc,
-                    const uint8_t **vals, char *err, size_t errsz)
+int fsgd_values_get(const uint8_t *body, size_t len, fsgd_values_t *out, char *err, size_t errsz)
 {
     if (len < FSGD_VALUES_HEADER)
         return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "values: %zu bytes, need at least %d", len,
                             FSGD_VALUES_HEADER);
-    *worker = fsgd_le_get32(body);
-    *at = fsgd_le_get64(body + 4);
-    *n = fsgd_le_get32(body + 12);
-    *keys_crc = fsgd_le_get32(body + 16);
-    if ((len - FSGD_VALUES_HEADER) / 4 != *n || (len - FSGD_VALUES_HEADER) % 4)
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "values: %u values declared at byte 12, %zu bytes follow", *n,
-                            len - FSGD_VALUES_HEADER);
-    for (uint32_t i = 0; i < *n; i++)
+    out->worker = fsgd_le_get32(body);
+    out->at = fsgd_le_get64(body + 4);
+    out->n = fsgd_le_get32(body + 12);
+    out->keys_crc = fsgd_le_get32(body + 16);
+    if ((len - FSGD_VALUES_HEADER) / 4 != out->n || (len - FSGD_VALUES_HEADER) % 4)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "values: %u values declared at byte 12, %zu bytes follow",
+                            out->n, len - FSGD_VALUES_HEADER);
+    for (uint32_t i = 0; i < out->n; i++)
         if (!isfinite(fsgd_le_getf32(body + FSGD_VALUES_HEADER + 4 * (size_t)i)))
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "values: value %u at byte %zu is not finite", i,
                                 FSGD_VALUES_HEADER + 4 * (size_t)i);
-    *vals = body + FSGD_VALUES_HEADER;
+    out->vals = body + FSGD_VALUES_HEADER;
     return 0;
 }

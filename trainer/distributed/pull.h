@@ -41,21 +41,33 @@ static inline int32_t fsgd_pull_partition(uint32_t worker)
 /* Appends a PULL body for keys[0..n) (strictly increasing, < dim). */
 int fsgd_pull_put(fsgd_wire_buf_t *b, uint64_t need, const uint32_t *keys, size_t n, char *err, size_t errsz);
 
-/* Reads a PULL body: *need, and the key block's place (*block, *block_len)
- * and count *n, checked against dim. The keys are decoded by
- * fsgd_keys_decode into room for *n. FSGD_E_TRUNCATED/FORMAT/RANGE name
- * the byte. */
-int fsgd_pull_get(const uint8_t *body, size_t len, uint64_t dim, uint64_t *need, const uint8_t **block,
-                  size_t *block_len, uint32_t *n, char *err, size_t errsz);
+/* A PULL body as read: the key block is decoded by fsgd_keys_decode into
+ * room for n keys. */
+typedef struct fsgd_pull {
+    uint64_t need;
+    const uint8_t *block; /* borrowed from the body */
+    size_t block_len;
+    uint32_t n;
+} fsgd_pull_t;
+
+/* Reads a PULL body, its key block's count checked against dim.
+ * FSGD_E_TRUNCATED/FORMAT/RANGE name the byte. */
+int fsgd_pull_get(const uint8_t *body, size_t len, uint64_t dim, fsgd_pull_t *out, char *err, size_t errsz);
 
 /* Appends a VALUES body answering keys_crc's request with vals[0..n). */
 int fsgd_values_put(fsgd_wire_buf_t *b, uint32_t worker, uint64_t at, uint32_t keys_crc, const float *vals,
                     uint32_t n);
 
-/* Reads a VALUES body's header; *vals points at its n float32 values
- * (unaligned: read them with fsgd_le_getf32). The length must be exact and
- * every value finite. */
-int fsgd_values_get(const uint8_t *body, size_t len, uint32_t *worker, uint64_t *at, uint32_t *n, uint32_t *keys_crc,
-                    const uint8_t **vals, char *err, size_t errsz);
+/* A VALUES body as read: vals points at its n float32 values (unaligned:
+ * read them with fsgd_le_getf32). */
+typedef struct fsgd_values {
+    uint32_t worker;
+    uint64_t at;
+    uint32_t n, keys_crc;
+    const uint8_t *vals; /* borrowed from the body */
+} fsgd_values_t;
+
+/* Reads a VALUES body; the length must be exact and every value finite. */
+int fsgd_values_get(const uint8_t *body, size_t len, fsgd_values_t *out, char *err, size_t errsz);
 
 #endif

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "fsgd/clock.h"
-#include "pull.h"
 #include "worker_internal.h"
 
 /* The group consumer only tracks ownership; rows are read by offset
@@ -211,13 +210,8 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         if (fsgd_bus_watermarks(w->model_c, w->tctl, 0, &lo, &hi, 5000, NULL, 0) == 0)
             l[n++] = (fsgd_bus_tp_t){w->tctl, 0, hi};
         w->ctl_read = n == (int)w->shards + 1;
-        /* working set: the answers to this worker's pulls, from now on */
-        int32_t pp = fsgd_pull_partition(w->id);
         if (w->pull.on)
-            l[n++] = (fsgd_bus_tp_t){w->pull.topic, pp,
-                                     fsgd_bus_watermarks(w->model_c, w->pull.topic, pp, &lo, &hi, 5000, NULL, 0) == 0
-                                         ? hi
-                                         : FSGD_BUS_OFFSET_END};
+            l[n++] = worker_pull_partition(w);
         rc = fsgd_bus_assign(w->model_c, l, n, err, errsz);
     }
     if (!rc && !(w->group = fsgd_bus_group_new(bus, group, w->tdata, on_rebalance, w, err, errsz)))
@@ -256,15 +250,10 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         rc = check_model_wait(w, ready);
         if (rc)
             break;
-        if (w->pull.on) {
-            int pw = worker_pull_waits(w, resend_s);
-            if (pw < 0) {
-                rc = pw;
-                break;
-            }
-        }
+        if (w->pull.on && (rc = worker_pull_resend(w, resend_s)) < 0)
+            break;
         if (ready && !w->final)
-            rc = worker_do_step(w);
+            rc = w->pull.on ? worker_pull_step(w) : worker_do_step(w);
         else if (!w->valid && w->have_assignment && !w->prefetch_done &&
                  (w->prefetch_due || (w->prefetch_on && fsgd_clock_s() - w->prefetch_last >= PREFETCH_EVERY_S)))
             worker_prefetch_more(w);

@@ -197,7 +197,9 @@ void worker_pull_free(worker_t *w);
 int worker_pull_step(worker_t *w);
 /* A message of this worker's partition of NAME.pull. */
 int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m);
-/* Waiting for an answer: 1 (and the pull sent again when resend_s passed). */
-int worker_pull_waits(worker_t *w, double resend_s);
+/* The pull sent again when its answer is resend_s late. Returns 0 or an error. */
+int worker_pull_resend(worker_t *w, double resend_s);
+/* This worker's partition of NAME.pull, from its end (answers to come). */
+fsgd_bus_tp_t worker_pull_partition(worker_t *w);
 
 #endif

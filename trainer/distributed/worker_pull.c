@@ -115,7 +115,7 @@ int worker_pull_step(worker_t *w)
     return send_pull(w);
 }
 
-int worker_pull_waits(worker_t *w, double resend_s)
+int worker_pull_resend(worker_t *w, double resend_s)
 {
     struct worker_pull *p = &w->pull;
     if (!p->pending || p->answered)
@@ -124,14 +124,19 @@ int worker_pull_waits(worker_t *w, double resend_s)
         p->pending = 0;
         return 0;
     }
-    if (fsgd_clock_s() - p->sent_at > resend_s) {
-        /* the pull or its answer was lost: the aggregator answers a copy too */
-        w->stats->resends++;
-        int rc = send_pull(w);
-        if (rc)
-            return rc;
-    }
-    return 1;
+    if (fsgd_clock_s() - p->sent_at <= resend_s)
+        return 0;
+    /* the pull or its answer was lost: the aggregator answers a copy too */
+    w->stats->resends++;
+    return send_pull(w);
+}
+
+fsgd_bus_tp_t worker_pull_partition(worker_t *w)
+{
+    int32_t pp = fsgd_pull_partition(w->id);
+    int64_t lo = 0, hi = 0;
+    int ok = fsgd_bus_watermarks(w->model_c, w->pull.topic, pp, &lo, &hi, 5000, NULL, 0) == 0;
+    return (fsgd_bus_tp_t){w->pull.topic, pp, ok ? hi : FSGD_BUS_OFFSET_END};
 }
 
 int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
@@ -157,37 +162,36 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
     if (r != FSGD_KASM_DONE)
         return 0;
     fsgd_kasm_forget(p->as, &f); /* the answer to a resent pull has the same key */
-    uint32_t worker, n, crc;
-    uint64_t at;
-    const uint8_t *vals;
-    if (fsgd_values_get(body, len, &worker, &at, &n, &crc, &vals, e, sizeof e) < 0) {
+    fsgd_values_t v;
+    if (fsgd_values_get(body, len, &v, e, sizeof e) < 0) {
         worker_reject(w, 1, "%s offset %lld: %s", p->topic, (long long)m->offset, e);
         return 0;
     }
     /* another worker's answer (workers share partitions), or one this
      * worker no longer waits for (a copy, an older plan) */
-    if (worker != w->id || !p->pending || p->answered || f.gen != p->gen || f.step != p->step)
+    if (v.worker != w->id || !p->pending || p->answered || f.gen != p->gen || f.step != p->step)
         return 0;
     const uint64_t need = p->step - 1 - p->ahead;
-    if (n != p->n || crc != p->crc || at < need) {
+    if (v.n != p->n || v.keys_crc != p->crc || v.at < need) {
         worker_reject(w, 1, "%s offset %lld: values for step %llu answer %u keys (crc 0x%08x) at the model of step "
                       "%llu; this worker asked for %zu keys (crc 0x%08x) at step %llu or later",
-                      p->topic, (long long)m->offset, (unsigned long long)f.step, n, crc, (unsigned long long)at,
+                      p->topic, (long long)m->offset, (unsigned long long)f.step, v.n, v.keys_crc, (unsigned long long)v.at,
                       p->n, p->crc, (unsigned long long)need);
         return 0;
     }
+    const uint32_t n = v.n;
     if (fsgd_sparse_reserve(&w->delta, n) < 0)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     for (uint32_t i = 0; i < n; i++) {
-        float v = fsgd_le_getf32(vals + 4 * (size_t)i);
-        w->theta[p->keys[i]] = v;
+        float x = fsgd_le_getf32(v.vals + 4 * (size_t)i);
+        w->theta[p->keys[i]] = x;
         w->delta.keys[i] = p->keys[i];
-        w->delta.vals[i] = v;
+        w->delta.vals[i] = x;
     }
     w->delta.n = n;
     FSGD_TRY(fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, n, w->err, w->errsz));
     p->answered = 1;
-    p->at = at;
+    p->at = v.at;
     w->stats->pulls++;
     w->stats->pulled_keys += n;
     return 0;

@@ -251,8 +251,6 @@ int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_rang
 
 int worker_do_step(worker_t *w)
 {
-    if (w->pull.on)
-        return worker_pull_step(w);
     uint64_t ahead = inflight_ahead(&w->fl, w->gen, w->step);
     uint64_t s = w->step + 1 + ahead; /* computed on the model of step s - 1 - ahead */
     fsgd_wire_range_t ranges[1024];
