@@ -54,16 +54,16 @@ static void values_case(const uint8_t *data, size_t size)
         return;
     }
     uint32_t n = in.n;
-    if (FSGD_VALUES_HEADER + 4 * (size_t)n != size)
+    if (FSGD_VALUES_HEADER + (in.half ? 2 : 4) * (size_t)n != size)
         abort();
     float *v = malloc((n ? n : 1) * sizeof *v);
     if (!v)
         return;
     for (uint32_t i = 0; i < n; i++)
-        if (!isfinite(v[i] = fsgd_le_getf32(in.vals + 4 * (size_t)i)))
+        if (!isfinite(v[i] = fsgd_values_at(&in, i)))
             abort();
     fsgd_wire_buf_t b = {0};
-    if (fsgd_values_put(&b, in.worker, in.at, in.keys_crc, v, n) < 0 || b.n != size || memcmp(b.p, data, size))
+    if (fsgd_values_put(&b, in.worker, in.at, in.keys_crc, v, n, in.half) < 0 || b.n != size || memcmp(b.p, data, size))
         abort();
     free(b.p);
     free(v);

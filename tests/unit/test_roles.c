@@ -410,6 +410,38 @@ static void test_working_set_faults(void)
     fsgd_model_free(&faulty);
 }
 
+/* Counts the answers coded as halves (byte 20 of a values body). */
+static fsgd_bus_fault_t count_halves(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                     int *delay_ms)
+{
+    fsgd_kframe_t f;
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) == 0 && f.kind == FSGD_KMSG_VALUES && f.chunk == 0 &&
+        f.body_len > 20 && f.body[20] == 1)
+        ++*(_Atomic int *)ctx;
+    return FSGD_BUS_DELIVER;
+}
+
+/* A lossy codec makes the downlink lossy: the values come as halves, and
+ * the model is as good. */
+static void test_working_set_halves(void)
+{
+    run_t r;
+    run_init(&r, 2, 1);
+    r.job.replica = FSGD_REPLICA_WORKING_SET;
+    snprintf(r.job.codec, sizeof r.job.codec, "fastsgd");
+    NEED_DATA(&r);
+    _Atomic int halves = 0;
+    fsgd_bus_mem_set_hook(r.bus, count_halves, &halves);
+    start(&r);
+    finish(&r);
+    check_epochs(&r, 1);
+    CU_ASSERT_TRUE(halves > 0 && (uint64_t)halves >= r.wst[0].pulls);
+    CU_ASSERT_TRUE(r.ast.test.auc > 0.88);
+    if (r.ast.test.auc <= 0.88)
+        fprintf(stderr, "\n  auc %.4f\n", r.ast.test.auc);
+    run_free(&r);
+}
+
 /* --- the producer's data summary in place of the aggregator's scan --- */
 
 /* Drops the producer's data_summary event: the aggregator has to scan. */
@@ -904,6 +936,7 @@ void fsgd_test_register(void)
         {"tau 0: two runs end with the same model bit for bit", test_sync_deterministic},
         {"working set, tau 0: the same model as full replicas, bit for bit", test_working_set_same_model},
         {"working set: pulls duplicated and answers lost, the same model", test_working_set_faults},
+        {"working set with a lossy codec: values as halves, a sane AUC", test_working_set_halves},
         {"the producer's data summary replaces the scan, and only when it fits", test_data_summary},
         {"checkpoints are paced by their cost, not written at every snapshot", test_checkpoint_pacing},
         {"duplicated grads and model messages are dropped, rows once", test_duplicates},

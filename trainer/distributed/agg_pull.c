@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fsgd/crc32c.h"
+#include "fsgd/half.h"
 #include "fsgd/keys.h"
 #include "aggregator_internal.h"
 #include "pull.h"
@@ -63,7 +64,11 @@ static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t 
     for (uint32_t i = 0; i < n; i++)
         a->pull.vals[i] = theta[a->pull.keys[i]];
     a->pull.buf.n = 0;
-    if (fsgd_values_put(&a->pull.buf, f->sender, a->step, fsgd_crc32c(0, pl.block, pl.block_len), a->pull.vals, n) < 0)
+    /* a lossy downlink (the strategy's, or the job's downlink key): halves,
+     * unless a value is past the largest half */
+    const int half = fsgd_sagg_downlink_coded(a->model.strat) && fsgd_half_fits(a->pull.vals, n);
+    if (fsgd_values_put(&a->pull.buf, f->sender, a->step, fsgd_crc32c(0, pl.block, pl.block_len), a->pull.vals, n,
+                        half) < 0)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a pull's answer");
     fsgd_kframe_t h = {.kind = FSGD_KMSG_VALUES, .gen = a->gen, .sender = a->shard, .step = f->step};
     uint64_t before = a->pull.bytes;

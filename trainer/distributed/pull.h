@@ -16,7 +16,9 @@
  *   12  u32  n: keys answered (the request's count)
  *   16  u32  keys_crc: CRC32C of the request's key block, binding the
  *            answer to the keys it answers
- *   20  n float32 values, in the request's key order */
+ *   20  u8   encoding: 0 float32, 1 binary16 (fsgd/half.h: a lossy downlink)
+ *   21  3    reserved, 0
+ *   24  n values (4 or 2 bytes each), in the request's key order */
 #ifndef FSGD_DIST_PULL_H
 #define FSGD_DIST_PULL_H
 
@@ -31,7 +33,7 @@
 #define FSGD_PULL_PARTITIONS FSGD_DIST_PULL_PARTITIONS
 
 #define FSGD_PULL_HEADER 8
-#define FSGD_VALUES_HEADER 20
+#define FSGD_VALUES_HEADER 24
 
 static inline int32_t fsgd_pull_partition(uint32_t worker)
 {
@@ -54,18 +56,23 @@ typedef struct fsgd_pull {
  * FSGD_E_TRUNCATED/FORMAT/RANGE name the byte. */
 int fsgd_pull_get(const uint8_t *body, size_t len, uint64_t dim, fsgd_pull_t *out, char *err, size_t errsz);
 
-/* Appends a VALUES body answering keys_crc's request with vals[0..n). */
+/* Appends a VALUES body answering keys_crc's request with vals[0..n), as
+ * halves when half is set (every value must fit: fsgd_half_fits). */
 int fsgd_values_put(fsgd_wire_buf_t *b, uint32_t worker, uint64_t at, uint32_t keys_crc, const float *vals,
-                    uint32_t n);
+                    uint32_t n, int half);
 
-/* A VALUES body as read: vals points at its n float32 values (unaligned:
- * read them with fsgd_le_getf32). */
+/* A VALUES body as read: vals points at its n values (read them with
+ * fsgd_values_at). */
 typedef struct fsgd_values {
     uint32_t worker;
     uint64_t at;
     uint32_t n, keys_crc;
+    int half;
     const uint8_t *vals; /* borrowed from the body */
 } fsgd_values_t;
+
+/* Value i of an answer read by fsgd_values_get. */
+float fsgd_values_at(const fsgd_values_t *v, uint32_t i);
 
 /* Reads a VALUES body; the length must be exact and every value finite. */
 int fsgd_values_get(const uint8_t *body, size_t len, fsgd_values_t *out, char *err, size_t errsz);

@@ -183,7 +183,7 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
     if (fsgd_sparse_reserve(&w->delta, n) < 0)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     for (uint32_t i = 0; i < n; i++) {
-        float x = fsgd_le_getf32(v.vals + 4 * (size_t)i);
+        float x = fsgd_values_at(&v, i);
         w->theta[p->keys[i]] = x;
         w->delta.keys[i] = p->keys[i];
         w->delta.vals[i] = x;
