@@ -75,6 +75,7 @@ static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t 
     FSGD_TRY(fsgd_bus_send(a->prod, a->tpull, fsgd_pull_partition(f->sender), a->job->name, &h, NULL, a->pull.buf.p,
                            a->pull.buf.n, &a->pull.bytes, a->err, a->errsz));
     a->s->bytes_down += a->pull.bytes - before;
+    a->s->bytes_values += a->pull.bytes - before;
     a->pull.answered++;
     fsgd_bus_serve(a->prod);
     return 0;

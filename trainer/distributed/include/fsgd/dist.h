@@ -213,6 +213,7 @@ typedef struct fsgd_agg_stats {
     /* Per step, for the benchmark: bytes a worker sent (mean over applied
      * gradient messages) and bytes each worker received (the model message). */
     uint64_t up_msgs, down_msgs, down_bytes_msg, replica_checks;
+    uint64_t bytes_values; /* replica working_set: the answers to pulls (each to one worker) */
     double t_down_encode;
     char downlink[256]; /* "full" or the downlink codec spec */
     double t_grad, t_encode, t_decode, t_wait, t_update, seconds;
