@@ -133,8 +133,8 @@ static const field_t fields[] = {
     {"replica", "cluster", F_REPLICA, OFF(replica), 0, 0,
      "what a worker of fsgd run holds: full (the whole model, every step's update broadcast on NAME.model to every "
      "worker) or working_set (before each step a worker pulls the values of the keys its rows use from the "
-     "aggregator on NAME.pull, so its downlink does not grow with the number of workers; one aggregator, strategies "
-     "whose aggregator runs the optimizer)"},
+     "aggregator shards that own them (answers on NAME.pull), so its downlink does not grow with the number of "
+     "workers; not with follow or optimizer ftrl yet)"},
     {"shards", "cluster", F_INT, OFF(shards), 1, 64,
      "aggregator shards: the model's keys split over S aggregator processes (key k to shard k mod S), each "
      "holding its part of the weights and optimizer state; fsgd train simulates the same split in one process"},
@@ -830,8 +830,7 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "version_seconds needs follow");
     /* what working-set workers do not have yet (issue 37 builds them up) */
     if (job->replica == FSGD_REPLICA_WORKING_SET) {
-        const char *why = job->shards > 1 ? "shards above 1"
-                          : job->follow ? "follow"
+        const char *why = job->follow ? "follow"
                           : job->optimizer == FSGD_OPTIMIZER_FTRL ? "optimizer ftrl" : NULL;
         if (why)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "replica working_set does not work with %s yet: use replica full",

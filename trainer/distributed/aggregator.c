@@ -198,6 +198,10 @@ static int agg_setup_reduction(agg_t *a)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers: it cannot be combined with optimizer ftrl",
                           job->codec);
+    if (!rc && job->replica == FSGD_REPLICA_WORKING_SET && fsgd_sagg_optimizer(a->model.strat) == FSGD_OPT_APPLY)
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                          "codec %s runs the optimizer on the workers, on a whole replica: it needs replica full",
+                          job->codec);
     a->open.tau = a->s->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
     if (!rc && a->open.tau != job->staleness)
         agg_log(a, "staleness %d asked, 0 used: strategy %s runs in lockstep", job->staleness, job->codec);

@@ -135,13 +135,22 @@ typedef struct worker {
         int on;
         char topic[128];      /* NAME.pull: this worker's partition of it */
         fsgd_kasm_t *as;      /* reassembly of answers */
-        int pending, answered;
+        int pending, answered; /* answered: every shard's part */
         uint32_t gen;
-        uint64_t step, ahead, at; /* the step, steps ahead of the model then, the answer's model step */
+        uint64_t step, ahead, at; /* the step, steps ahead of the model then, the oldest answer's model step */
         uint32_t *keys;       /* the batch's keys, strictly increasing */
         size_t n, cap;
-        uint32_t crc;         /* CRC32C of their key block */
-        fsgd_wire_buf_t body; /* the pull sent, for a resend */
+        /* what each shard is asked for (one part unsharded): its keys as
+         * local keys (fsgd/shard.h), the pull sent (for a resend) */
+        struct pull_part {
+            uint32_t *keys;
+            size_t n, cap;
+            uint32_t crc; /* CRC32C of the key block */
+            fsgd_wire_buf_t body;
+            int answered;
+            uint64_t at;
+        } part[FSGD_SHARDS_MAX];
+        uint32_t nanswered;
         fsgd_wire_range_t *rg;
         uint32_t nr, cap_rg;
         double sent_at;

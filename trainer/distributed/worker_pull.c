@@ -1,8 +1,9 @@
 /* Job key replica working_set (pull.h): before it computes a step, the
- * worker asks the aggregator for the values of the keys its rows use and
- * computes on them when they come; the model messages carry only the step
- * state. What it receives is its own keys' values, whatever the number of
- * workers, where a full replica receives the union of every worker's keys. */
+ * worker asks the aggregator shards that own its rows' keys for their
+ * values, and computes on them when every shard has answered; the model
+ * messages carry only the step state. What it receives is its own keys'
+ * values, whatever the number of workers, where a full replica receives the
+ * union of every worker's keys. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,24 +27,33 @@ void worker_pull_free(worker_t *w)
 {
     fsgd_kasm_destroy(w->pull.as);
     free(w->pull.keys);
-    free(w->pull.body.p);
+    for (uint32_t i = 0; i < FSGD_SHARDS_MAX; i++) {
+        free(w->pull.part[i].keys);
+        free(w->pull.part[i].body.p);
+    }
     free(w->pull.rg);
     memset(&w->pull, 0, sizeof w->pull);
 }
 
+static int grow(worker_t *w, uint32_t **keys, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return 0;
+    uint32_t *k = realloc(*keys, n * sizeof *k);
+    if (!k)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for a pull");
+    *keys = k;
+    *cap = n;
+    return 0;
+}
+
 /* The batch's keys (its columns, the intercept's among them), strictly
- * increasing, into p->keys. */
+ * increasing, into p->keys, and each shard's as its local keys. */
 static int batch_keys(worker_t *w)
 {
     struct worker_pull *p = &w->pull;
     const fsgd_csr_t *b = &w->batch;
-    if (b->nnz > p->cap) {
-        uint32_t *k = realloc(p->keys, b->nnz * sizeof *k);
-        if (!k)
-            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for a pull");
-        p->keys = k;
-        p->cap = b->nnz;
-    }
+    FSGD_TRY(grow(w, &p->keys, &p->cap, b->nnz));
     memcpy(p->keys, b->col, b->nnz * sizeof *p->keys);
     fsgd_keysort(p->keys, b->nnz);
     size_t n = 0;
@@ -51,16 +61,37 @@ static int batch_keys(worker_t *w)
         if (n == 0 || p->keys[i] != p->keys[n - 1])
             p->keys[n++] = p->keys[i];
     p->n = n;
+    const uint32_t S = w->shards;
+    for (uint32_t s = 0; s < S; s++) {
+        FSGD_TRY(grow(w, &p->part[s].keys, &p->part[s].cap, n / S + 1));
+        p->part[s].n = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct pull_part *pp = &p->part[fsgd_shard_of(p->keys[i], S)];
+        if (pp->n == pp->cap)
+            FSGD_TRY(grow(w, &pp->keys, &pp->cap, 2 * pp->cap));
+        pp->keys[pp->n++] = (uint32_t)fsgd_shard_local(p->keys[i], S);
+    }
     return 0;
 }
 
-static int send_pull(worker_t *w)
+static int send_part(worker_t *w, uint32_t shard)
 {
     struct worker_pull *p = &w->pull;
+    const fsgd_wire_buf_t *body = &p->part[shard].body;
     fsgd_kframe_t h = {.kind = FSGD_KMSG_PULL, .gen = p->gen, .sender = w->id, .step = p->step};
-    p->sent_at = fsgd_clock_s();
-    return fsgd_bus_send(w->prod, w->tgrads, FSGD_BUS_PARTITION_ANY, w->job->name, &h, NULL, p->body.p, p->body.n,
-                         &w->stats->bytes_up, w->err, w->errsz);
+    return fsgd_bus_send(w->prod, w->tgrads, w->shards > 1 ? (int32_t)shard : FSGD_BUS_PARTITION_ANY, w->job->name,
+                         &h, NULL, body->p, body->n, &w->stats->bytes_up, w->err, w->errsz);
+}
+
+/* Every shard's part, or (resend) those not answered yet. */
+static int send_parts(worker_t *w, int unanswered_only)
+{
+    w->pull.sent_at = fsgd_clock_s();
+    for (uint32_t s = 0; s < w->shards; s++)
+        if (!unanswered_only || !w->pull.part[s].answered)
+            FSGD_TRY(send_part(w, s));
+    return 0;
 }
 
 /* The answered plan is still the next step: same generation and step, and
@@ -104,15 +135,21 @@ int worker_pull_step(worker_t *w)
     if (w->batch.n_rows == 0)
         return worker_send_step(w, s, ahead, p->rg, p->nr); /* nothing to compute: no values needed */
     FSGD_TRY(batch_keys(w));
-    p->body.n = 0;
-    FSGD_TRY(fsgd_pull_put(&p->body, w->step, p->keys, p->n, w->err, w->errsz));
-    p->crc = fsgd_crc32c(0, p->body.p + FSGD_PULL_HEADER, p->body.n - FSGD_PULL_HEADER);
+    /* need: the newest model step the worker has from every shard */
+    for (uint32_t i = 0; i < w->shards; i++) {
+        struct pull_part *pp = &p->part[i];
+        pp->body.n = 0;
+        FSGD_TRY(fsgd_pull_put(&pp->body, w->step, pp->keys, pp->n, w->err, w->errsz));
+        pp->crc = fsgd_crc32c(0, pp->body.p + FSGD_PULL_HEADER, pp->body.n - FSGD_PULL_HEADER);
+        pp->answered = 0;
+    }
     p->gen = w->gen;
     p->step = s;
     p->ahead = ahead;
     p->pending = 1;
     p->answered = 0;
-    return send_pull(w);
+    p->nanswered = 0;
+    return send_parts(w, 0);
 }
 
 int worker_pull_resend(worker_t *w, double resend_s)
@@ -126,9 +163,9 @@ int worker_pull_resend(worker_t *w, double resend_s)
     }
     if (fsgd_clock_s() - p->sent_at <= resend_s)
         return 0;
-    /* the pull or its answer was lost: the aggregator answers a copy too */
+    /* a pull or its answer was lost: a shard answers a copy too */
     w->stats->resends++;
-    return send_pull(w);
+    return send_parts(w, 1);
 }
 
 fsgd_bus_tp_t worker_pull_partition(worker_t *w)
@@ -150,8 +187,9 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
         worker_reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "%s offset %lld: %s", p->topic, (long long)m->offset, e);
         return 0;
     }
-    if (f.kind != FSGD_KMSG_VALUES) {
-        worker_reject(w, 1, "%s offset %lld: a frame of kind %u, not values", p->topic, (long long)m->offset, f.kind);
+    if (f.kind != FSGD_KMSG_VALUES || f.sender >= w->shards) {
+        worker_reject(w, 1, "%s offset %lld: a frame of kind %u from sender %u, not values from one of %u shards",
+                      p->topic, (long long)m->offset, f.kind, f.sender, w->shards);
         return 0;
     }
     const uint8_t *body;
@@ -167,32 +205,40 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
         worker_reject(w, 1, "%s offset %lld: %s", p->topic, (long long)m->offset, e);
         return 0;
     }
+    const uint32_t shard = f.sender, S = w->shards;
+    struct pull_part *pp = &p->part[shard];
     /* another worker's answer (workers share partitions), or one this
      * worker no longer waits for (a copy, an older plan) */
-    if (v.worker != w->id || !p->pending || p->answered || f.gen != p->gen || f.step != p->step)
+    if (v.worker != w->id || !p->pending || pp->answered || f.gen != p->gen || f.step != p->step)
         return 0;
     const uint64_t need = p->step - 1 - p->ahead;
-    if (v.n != p->n || v.keys_crc != p->crc || v.at < need) {
-        worker_reject(w, 1, "%s offset %lld: values for step %llu answer %u keys (crc 0x%08x) at the model of step "
-                      "%llu; this worker asked for %zu keys (crc 0x%08x) at step %llu or later",
-                      p->topic, (long long)m->offset, (unsigned long long)f.step, v.n, v.keys_crc, (unsigned long long)v.at,
-                      p->n, p->crc, (unsigned long long)need);
+    if (v.n != pp->n || v.keys_crc != pp->crc || v.at < need) {
+        worker_reject(w, 1, "%s offset %lld: shard %u's values for step %llu answer %u keys (crc 0x%08x) at the "
+                      "model of step %llu; this worker asked for %zu keys (crc 0x%08x) at step %llu or later",
+                      p->topic, (long long)m->offset, shard, (unsigned long long)f.step, v.n, v.keys_crc,
+                      (unsigned long long)v.at, pp->n, pp->crc, (unsigned long long)need);
         return 0;
     }
     const uint32_t n = v.n;
     if (fsgd_sparse_reserve(&w->delta, n) < 0)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     for (uint32_t i = 0; i < n; i++) {
+        uint32_t key = (uint32_t)fsgd_shard_global(pp->keys[i], shard, S);
         float x = fsgd_values_at(&v, i);
-        w->theta[p->keys[i]] = x;
-        w->delta.keys[i] = p->keys[i];
+        w->theta[key] = x;
+        w->delta.keys[i] = key;
         w->delta.vals[i] = x;
     }
     w->delta.n = n;
     FSGD_TRY(fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, n, w->err, w->errsz));
-    p->answered = 1;
-    p->at = v.at;
-    w->stats->pulls++;
+    pp->answered = 1;
+    pp->at = v.at;
+    if (p->nanswered == 0 || v.at < p->at)
+        p->at = v.at;
     w->stats->pulled_keys += n;
+    if (++p->nanswered == S) {
+        p->answered = 1;
+        w->stats->pulls++;
+    }
     return 0;
 }
