@@ -7,8 +7,7 @@
 # down_over_up is exact: the bytes a worker receives a step (the model
 # message(s), and in working_set mode the answer to its pull) over the bytes
 # it sends (its gradient part(s), and its pull), from the aggregators'
-# metrics (summed over shards). Working-set mode runs one aggregator so far
-# (shards=1 at every P). Data: fsgd gen CTR rows (Zipf, 40 nonzeros,
+# metrics (summed over shards). Data: fsgd gen CTR rows (Zipf, 40 nonzeros,
 # seed 1), SCALE_OUT_ROWS (default 400000) and a tenth more as the test
 # set; 2^24 features on a real Apache Kafka broker (tests/kafka/broker.sh,
 # one node on loopback) when java and mvn are here, else 2^20 on the
@@ -60,7 +59,6 @@ for pair in $PAIRS; do
     B=$((512 * P))
     for mode in working_set full; do
         s=$S
-        [ "$mode" = full ] || s=1
         n=$((n + 1))
         load=$(cut -d' ' -f1 /proc/loadavg)
         t0=$(date +%s.%N)
