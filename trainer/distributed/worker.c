@@ -80,7 +80,7 @@ static void owed_by(const worker_t *w, char *who, size_t cap)
  * scan its data before its first snapshot). */
 static int check_model_wait(worker_t *w, int ready)
 {
-    const int unanswered = inflight_ahead(&w->fl, w->gen, w->step) > 0 || (w->pull.pending && !w->pull.answered);
+    const int unanswered = inflight_ahead(&w->fl, w->gen, w->step) > 0 || worker_pull_waiting(w);
     int kind = !w->valid ? 1 : !ready && w->have_assignment && unanswered ? 2 : 0;
     if (!kind && !w->wait_kind)
         return 0; /* the steady state: no clock read on the step loop */
@@ -173,8 +173,6 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     int rc = fsgd_rowfmt_init(&w->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
     if (!rc && !(w->as = fsgd_kasm_new()))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
-    if (!rc && job->replica == FSGD_REPLICA_WORKING_SET)
-        rc = worker_pull_open(w);
     if (!rc && !(w->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)))
         rc = FSGD_E_KAFKA;
     /* The producer learns where NAME.grads and NAME.ctl live now, not at
@@ -186,6 +184,8 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         fsgd_bus_partitions(w->prod, w->tgrads, 5000, NULL, 0);
         fsgd_bus_partitions(w->prod, w->tctl, 5000, NULL, 0);
     }
+    if (!rc && job->replica == FSGD_REPLICA_WORKING_SET)
+        rc = worker_pull_open(w);
     if (!rc && !(w->fetch = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)))
         rc = FSGD_E_KAFKA;
     if (!rc && !(w->model_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))

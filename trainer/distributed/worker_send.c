@@ -26,7 +26,7 @@ int worker_may_send(worker_t *w)
 {
     if (!w->valid || !w->have_assignment)
         return 0;
-    if (w->pull.pending && !w->pull.answered)
+    if (worker_pull_waiting(w))
         return 0; /* replica working_set: the values the step needs are on their way */
     uint64_t ahead = inflight_ahead(&w->fl, w->gen, w->step);
     if (ahead == 0) {
