@@ -442,6 +442,42 @@ static void test_working_set_halves(void)
     run_free(&r);
 }
 
+/* Every third answer to a pull stored 40 ms late: later answers (the step
+ * ahead's) and model messages pass it. */
+static fsgd_bus_fault_t late_answers(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                     int *delay_ms)
+{
+    fsgd_kframe_t f;
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0 || f.kind != FSGD_KMSG_VALUES)
+        return FSGD_BUS_DELIVER;
+    if (++*(_Atomic int *)ctx % 3)
+        return FSGD_BUS_DELIVER;
+    *delay_ms = 40;
+    return FSGD_BUS_DELAY;
+}
+
+/* τ = 2 with answers coming late and out of order: every row once, and the
+ * model as good. */
+static void test_working_set_late_answers(void)
+{
+    run_t r;
+    run_init(&r, 3, 1);
+    r.job.replica = FSGD_REPLICA_WORKING_SET;
+    r.job.staleness = 2;
+    NEED_DATA(&r);
+    _Atomic int n = 0;
+    fsgd_bus_mem_set_hook(r.bus, late_answers, &n);
+    start(&r);
+    finish(&r);
+    check_epochs(&r, 1);
+    CU_ASSERT_TRUE(n > 9);
+    CU_ASSERT_EQUAL(r.ast.workers_dropped, 0);
+    CU_ASSERT_TRUE(r.ast.test.auc > 0.88);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(r.wrc[i], 0);
+    run_free(&r);
+}
+
 /* Pulls of worker 1 sent before its gradient of the step before: the next
  * step planned and pulled while one is computed. */
 typedef struct pull_ahead {
@@ -845,10 +881,11 @@ static void test_unannounced_generation(void)
 
 /* --- membership --- */
 
-static void test_late_join(void)
+static void late_join_case(fsgd_job_replica_t replica)
 {
     run_t r;
     run_init(&r, 2, 2);
+    r.job.replica = replica;
     NEED_DATA(&r);
     start(&r);
     wait_steps(&r, 5);
@@ -859,7 +896,19 @@ static void test_late_join(void)
     CU_ASSERT_TRUE(r.wst[2].rows > 0); /* it took partitions of the others */
     CU_ASSERT_EQUAL(r.ast.workers_live, 3);
     CU_ASSERT_TRUE(r.ast.test.auc > 0.85);
+    if (replica == FSGD_REPLICA_WORKING_SET)
+        CU_ASSERT_TRUE(r.wst[2].pulls > 0);
     run_free(&r);
+}
+
+static void test_late_join(void)
+{
+    late_join_case(FSGD_REPLICA_FULL);
+}
+
+static void test_late_join_working_set(void)
+{
+    late_join_case(FSGD_REPLICA_WORKING_SET);
 }
 
 /* A worker killed mid-epoch: the aggregator drops it after the step
@@ -984,6 +1033,7 @@ void fsgd_test_register(void)
         {"working set: pulls duplicated and answers lost, the same model", test_working_set_faults},
         {"working set with a lossy codec: values as halves, a sane AUC", test_working_set_halves},
         {"working set, tau 2: the next step pulled while one is computed", test_working_set_ahead},
+        {"working set, tau 2: answers late and out of order, rows once", test_working_set_late_answers},
         {"the producer's data summary replaces the scan, and only when it fits", test_data_summary},
         {"checkpoints are paced by their cost, not written at every snapshot", test_checkpoint_pacing},
         {"duplicated grads and model messages are dropped, rows once", test_duplicates},
@@ -992,6 +1042,7 @@ void fsgd_test_register(void)
         {"staleness: within tau taken and counted, beyond rejected", test_staleness},
         {"snapshots of a generation NAME.ctl never announced are not taken", test_unannounced_generation},
         {"a worker joining late takes partitions", test_late_join},
+        {"working set: a worker joining late takes partitions and pulls", test_late_join_working_set},
         {"a worker dropped mid-epoch: rows once, no empty steps", test_worker_dropped},
         {"a worker dropped mid-epoch, its session ending first", test_worker_dropped_session_first},
         {"a worker dropped mid-epoch with tau 2", test_worker_dropped_tau},

@@ -373,11 +373,13 @@ static void test_late_shard(void)
  * then start again from the newest step both have a checkpoint of
  * (FSGD_RESUME_STEP); the workers keep running, take the new generation's
  * snapshots, and the job ends with every row applied once per epoch. */
-static void test_shard_restart(void)
+static void shard_restart_case(fsgd_job_replica_t replica)
 {
     shard_run_t *r = new_run(0, 0, 0);
     if (!r)
         return;
+    for (int i = 0; i < SHARDS; i++)
+        r->job[i].replica = replica;
     const char *ckpt = fsgd_test_tmp("restart.ckpt");
     for (int i = 0; i < SHARDS; i++)
         snprintf(r->job[i].checkpoint, sizeof r->job[i].checkpoint, "%s", ckpt);
@@ -428,11 +430,24 @@ static void test_shard_restart(void)
     free(r);
 }
 
+static void test_shard_restart(void)
+{
+    shard_restart_case(FSGD_REPLICA_FULL);
+}
+
+/* The same with working-set workers: pulls in flight when the shards stop
+ * go unanswered, and the new generation's plans pull again. */
+static void test_shard_restart_working_set(void)
+{
+    shard_restart_case(FSGD_REPLICA_WORKING_SET);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"shards_in_step", test_shards_in_step}, {"lagging_shard", test_lagging_shard},
         {"late_shard", test_late_shard}, {"shard_restart", test_shard_restart},
+        {"working set: both shards restarted with pulls in flight", test_shard_restart_working_set},
         {"working set, two shards, tau 0: the full replicas' model bit for bit", test_working_set_shards},
         {NULL, NULL}};
     fsgd_test_suite("roles_shards", cases);
