@@ -976,6 +976,9 @@ static void test_aggregator_gone(void)
     fsgd_aggregator_crash(1);
     pthread_join(r.agg_t, NULL);
     CU_ASSERT_EQUAL(r.arc, FSGD_E_STATE);
+    if (r.arc != FSGD_E_STATE)
+        fprintf(stderr, "\n  aggregator ended with %d (%s) at step %llu\n", r.arc, r.aerr,
+                (unsigned long long)r.ast.steps);
     double t0 = now_s();
     for (int i = 0; i < r.nworkers; i++) {
         while (now_s() - t0 < 60 && pthread_tryjoin_np(r.wt[i], NULL) != 0)
