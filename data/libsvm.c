@@ -359,11 +359,31 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
     if (p == e || *p == '#')
         return 0;
 
-    double label;
+    double label, weight = 1;
     const char *q = parse_double(p, e, &label);
-    if (!q || !is_end(q, e) || !isfinite(label))
+    if (q && q < e && *q == ':' && isfinite(label)) {
+        if (!o->row_weights)
+            return line_err(c, err, errsz, FSGD_E_PARSE, p, e,
+                            "a label (a finite number; no label? label:weight needs --row-weights)");
+        /* "label:weight": the row's importance weight */
+        const char *w0 = q + 1;
+        q = parse_double(w0, e, &weight);
+        if (!q || !is_end(q, e) || !isfinite(weight) || weight < 0)
+            return line_err(c, err, errsz, FSGD_E_PARSE, w0, e, "a row weight (a finite number >= 0) after 'label:'");
+    } else if (!q || !is_end(q, e) || !isfinite(label)) {
         return line_err(c, err, errsz, FSGD_E_PARSE, p, e, "a label (a finite number)");
+    }
     p = q;
+    fsgd_libsvm_weights_t *wts = o->row_weights ? o->weights : NULL;
+    if (wts && wts->n == wts->cap) { /* room for this row's weight before the row is committed */
+        size_t cap = wts->cap ? wts->cap * 2 : 1024;
+        double *w = realloc(wts->w, cap * sizeof *w);
+        if (!w)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory for row weights", c->src,
+                                (unsigned long long)c->lineno);
+        wts->w = w;
+        wts->cap = cap;
+    }
 
     /* Every entry takes at least 4 bytes (" i:v"). */
     int rc = fsgd_csr_reserve(out, 1, (size_t)(e - p) / 4 + 1);
@@ -471,10 +491,42 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
     if (mc > out->max_col)
         out->max_col = mc;
     out->label[out->n_rows] = label;
+    if (wts) {
+        wts->w[wts->n++] = weight;
+        wts->any |= weight != 1;
+    }
     out->nnz += n;
     out->n_rows++;
     out->row_ptr[out->n_rows] = out->nnz;
     return 1;
+}
+
+int fsgd_libsvm_weights_append(fsgd_libsvm_weights_t *dst, const fsgd_libsvm_weights_t *src)
+{
+    if (!src->n)
+        return FSGD_E_OK;
+    if (dst->n + src->n > dst->cap) {
+        size_t cap = dst->cap ? dst->cap : 1024;
+        while (cap < dst->n + src->n)
+            cap *= 2;
+        double *w = realloc(dst->w, cap * sizeof *w);
+        if (!w)
+            return FSGD_E_NOMEM;
+        dst->w = w;
+        dst->cap = cap;
+    }
+    memcpy(dst->w + dst->n, src->w, src->n * sizeof *src->w);
+    dst->n += src->n;
+    dst->any |= src->any;
+    return FSGD_E_OK;
+}
+
+void fsgd_libsvm_weights_free(fsgd_libsvm_weights_t *w)
+{
+    if (!w)
+        return;
+    free(w->w);
+    memset(w, 0, sizeof *w);
 }
 
 void fsgd_libsvm_note_bad(fsgd_libsvm_stats_t *st, const char *msg)

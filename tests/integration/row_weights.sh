@@ -7,7 +7,8 @@
 # probability. Any two label values train as the classes (the larger
 # positive): labels {1, 2} give the model of {-1, +1}; three values are an
 # error (exit 3); a bad --class-weight is exit 2, and so are weights given to
-# fsgd run, which does not weigh rows yet.
+# fsgd run, which does not weigh rows yet. LIBSVM rows carry a weight as
+# label:weight with --row-weights (label:2 on positives = --class-weight 2,1).
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -35,6 +36,27 @@ cmp -s "$tmp/zero.fsgd" "$tmp/plain.fsgd" || fail "importance-0 rows changed the
 "$FSGD" predict --model "$tmp/p.fsgd" --data "$tmp/d.svm" --proba --quiet --out "$tmp/p.txt"
 paste "$tmp/n.txt" "$tmp/p.txt" | awk '{ a += $1; b += $2 } END { if (!(b > a + 0.05 * NR)) { print a / NR, b / NR; exit 1 } }' ||
     fail "--class-weight 5,1 did not raise the mean probability"
+# LIBSVM label:weight (--row-weights): weight 2 on every positive row = --class-weight 2,1,
+# on one thread and on the threaded loader; strict errors name file:line:col (exit 3)
+awk '$1 == "+1" { $1 = "+1:2" } { print }' "$tmp/d.svm" > "$tmp/w.svm"
+lopts=(--epochs 2 --seed 3 --test-fraction 0 --quiet)
+for t in 1 2; do
+    "$FSGD" train --data "$tmp/w.svm" "${lopts[@]}" --threads $t --row-weights --out "$tmp/lw.fsgd" > /dev/null
+    "$FSGD" train --data "$tmp/d.svm" "${lopts[@]}" --threads $t --class-weight 2,1 --out "$tmp/lc.fsgd" > /dev/null
+    cmp -s "$tmp/lw.fsgd" "$tmp/lc.fsgd" || fail "label:2 on positives != --class-weight 2,1 (threads $t)"
+done
+rc=0; "$FSGD" train --data "$tmp/w.svm" "${lopts[@]}" 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 3 ] && grep -q "w.svm:1:1: expected a label .*label:weight needs --row-weights), got '+1:2'" "$tmp/e.txt" ||
+    fail "label:weight without --row-weights: $rc $(cat "$tmp/e.txt")"
+sed '2s/^\([-+]1\)\(:2\)\{0,1\} /\1:-0.5 /' "$tmp/w.svm" > "$tmp/wbad.svm"
+rc=0; "$FSGD" train --data "$tmp/wbad.svm" "${lopts[@]}" --row-weights --out "$tmp/no.fsgd" 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 3 ] && grep -q "wbad.svm:2:4: expected a row weight (a finite number >= 0) after 'label:', got '-0.5'" "$tmp/e.txt" &&
+    [ ! -e "$tmp/no.fsgd" ] || fail "a negative weight: $rc $(cat "$tmp/e.txt")"
+"$FSGD" predict --model "$tmp/lw.fsgd" --data "$tmp/w.svm" --row-weights --out "$tmp/pw.txt" 2> /dev/null
+"$FSGD" predict --model "$tmp/lw.fsgd" --data "$tmp/d.svm" --out "$tmp/pd.txt" 2> /dev/null
+cmp -s "$tmp/pw.txt" "$tmp/pd.txt" || fail "predict --row-weights scored other rows"
+rc=0; "$FSGD" train --data "$tmp/plain.vw" --format vw --row-weights --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "row_weights: label:weight is read from libsvm rows" "$tmp/e.txt" || fail "vw + --row-weights: $rc"
 # any two labels
 sed 's/^-1/1/; t; s/^+1/2/' "$tmp/d.svm" > "$tmp/12.svm"
 sed 's/^+1/1/' "$tmp/d.svm" > "$tmp/pm.svm"
@@ -58,4 +80,6 @@ rc=0; "$FSGD" run --data "$tmp/d.svm" --class-weight 2,1 --quiet 2> "$tmp/e.txt"
 [ $rc -eq 2 ] && grep -q "fsgd run and its roles do not yet" "$tmp/e.txt" || fail "run --class-weight: $rc"
 rc=0; "$FSGD" run --data "$tmp/imp.vw" --format vw --workers 1 --epochs 1 --quiet > /dev/null 2> "$tmp/e.txt" || rc=$?
 [ $rc -eq 2 ] && grep -q "imp.vw: rows with importance weights" "$tmp/e.txt" || fail "run weighted rows: $rc $(cat "$tmp/e.txt")"
-echo "row weights: importance = class weight, zero rows left out, two labels mapped, run refuses them"
+rc=0; "$FSGD" run --data "$tmp/w.svm" --row-weights --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "row_weights: .*fsgd run and its roles do not yet" "$tmp/e.txt" || fail "run --row-weights: $rc"
+echo "row weights: LIBSVM label:weight, importance = class weight, zero rows left out, two labels mapped, run refuses them"

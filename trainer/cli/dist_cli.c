@@ -127,6 +127,10 @@ int dcli_job_only(int argc, char **argv, const char *usage, const char *const *o
         fsgd_cli_error("class_weight: fsgd train weighs rows by class; fsgd run and its roles do not yet");
         return FSGD_EXIT_USAGE;
     }
+    if (job->row_weights) {
+        fsgd_cli_error("row_weights: fsgd train weighs LIBSVM rows by label:weight; fsgd run and its roles do not yet");
+        return FSGD_EXIT_USAGE;
+    }
     fsgd_rowfmt_t f;
     if (fsgd_job_fold_input(job, err, sizeof err) < 0 ||
         fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||

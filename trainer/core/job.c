@@ -49,6 +49,10 @@ static const field_t fields[] = {
      "csv: cross columns by 1-based number instead (-q 15*16, --interactions 15*16*17)"},
     {"ignore", "data", F_STR, OFF(ignore), 0, 0, "vw format: namespaces (first letters, e.g. abc) left out (VW's --ignore)"},
     {"keep", "data", F_STR, OFF(keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
+    {"row_weights", "data", F_BOOL, OFF(row_weights), 0, 1,
+     "libsvm format: a row's label may carry an importance weight, label:weight (XGBoost's LIBSVM extension; "
+     "VW's importance: a number >= 0, 1 when absent; rows of weight 0 are left out of training); fsgd train, "
+     "cpu backend; fsgd predict reads such files with --row-weights and scores them unweighted"},
     {"class_weight", "data", F_STR, OFF(class_weight), 0, 0,
      "POS,NEG: each row's loss weighted by its class (LIBLINEAR's -w1/-w-1), on top of a VW row's importance; "
      "fsgd train, cpu backend"},
