@@ -190,6 +190,8 @@ static int parse_region(const char *region, size_t len, int nt, const char *path
             st->lines += p->st.lines;
             st->rows += p->st.rows;
             st->bytes += p->st.bytes;
+            st->feature_entries += p->st.feature_entries;
+            st->cross_entries += p->st.cross_entries;
             for (uint64_t i = 0; i < p->st.bad_rows; i++) {
                 if (st->bad_rows < FSGD_LIBSVM_BAD_KEPT && i < FSGD_LIBSVM_BAD_KEPT)
                     memcpy(st->first_bad[st->bad_rows], p->st.first_bad[i], sizeof st->first_bad[0]);

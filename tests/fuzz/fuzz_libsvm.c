@@ -6,7 +6,9 @@
  * mode yields a prefix of what skip_bad yields, every line is accounted
  * for, and error messages name the source and say what was expected.
  * With row_weights ("label:weight"), one weight a row, each finite and
- * >= 0, the strict ones a prefix of the skip_bad ones. */
+ * >= 0, the strict ones a prefix of the skip_bad ones. With fields
+ * crosses, the same invariants on the crossed rows, and the counts of
+ * feature and cross entries add up to the rows' entries before merging. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -69,9 +71,13 @@ static size_t count_lines(const uint8_t *d, size_t n)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *buf = (const char *)data;
-    fsgd_libsvm_opts_t sets[5] = {
-        {0}, {.zero_based = 1}, {.allow_unsorted = 1}, {.max_dim = 100}, {.row_weights = 1, .hash_bits = 6}};
-    for (int s = 0; s < 5; s++) {
+    fsgd_libsvm_opts_t sets[6] = {
+        {0}, {.zero_based = 1}, {.allow_unsorted = 1}, {.max_dim = 100}, {.row_weights = 1, .hash_bits = 6}, {.hash_bits = 8}};
+    /* fields crosses (fsgd/libsvm_fields.h): pairs, a field with itself, a triple and every pair */
+    char ferr[256];
+    CHECK(fsgd_libsvm_fields_parse(&sets[5].fields, "a:1-3,b:4-9,c:10,a:20-30", ferr, sizeof ferr) == 0);
+    CHECK(fsgd_libsvm_fields_add_terms(&sets[5].fields, "ab,aa,abc,::", ferr, sizeof ferr) == 0);
+    for (int s = 0; s < 6; s++) {
         fsgd_csr_t strict = {0}, skip = {0};
         fsgd_libsvm_stats_t st1 = {0}, st2 = {0};
         fsgd_libsvm_weights_t w1 = {0}, w2 = {0};
@@ -80,6 +86,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (o.row_weights)
             o.weights = &w1;
         long n1 = fsgd_libsvm_parse(buf, size, "fz", 1, &o, &strict, &st1, err, sizeof err);
+        if (o.fields.n_terms)
+            CHECK(st1.feature_entries + st1.cross_entries >= strict.nnz);
         if (n1 < 0) {
             CHECK(n1 == FSGD_E_PARSE || n1 == FSGD_E_RANGE);
             CHECK(!strncmp(err, "fz:", 3) && strstr(err, ": expected ") != NULL);

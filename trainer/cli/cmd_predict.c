@@ -229,7 +229,9 @@ int fsgd_cmd_predict(int argc, char **argv)
     }
     /* label:weight rows (fsgd train --row-weights) are read, their weights
      * left out: scores and metrics are unweighted, as fsgd train's test rows */
-    fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad, .hash_bits = lfmt.opts.hash_bits, .row_weights = a.row_weights};
+    fsgd_libsvm_opts_t opts = lfmt.opts; /* the model's bits, fields and crosses */
+    opts.skip_bad = a.skip_bad;
+    opts.row_weights = a.row_weights;
     fsgd_libsvm_reader_t *rd = hashed ? NULL : fsgd_libsvm_open(a.data, &opts, err, sizeof err);
     if (!rd && !hashed) {
         fsgd_cli_error("%s", err);

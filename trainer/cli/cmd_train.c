@@ -161,8 +161,17 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
                 feature_share = (double)ds.feature_entries / (double)(ds.feature_entries + ds.cross_entries);
         }
     } else {
-        /* parsing is most of the load: split it over the job's threads */
-        rc = fsgd_libsvm_load_threads(path, &opts, job->threads, out, &st, err, sizeof err);
+        /* the job's format as folded (fsgd_job_fold_input): its bits, fields and crosses */
+        fsgd_rowfmt_t lf;
+        rc = fsgd_rowfmt_init(&lf, job->format, job->hash_bits, job->skip_bad, err, sizeof err);
+        if (rc == 0) {
+            opts.hash_bits = lf.opts.hash_bits;
+            opts.fields = lf.opts.fields;
+            /* parsing is most of the load: split it over the job's threads */
+            rc = fsgd_libsvm_load_threads(path, &opts, job->threads, out, &st, err, sizeof err);
+        }
+        if (rc == 0 && is_train && st.cross_entries)
+            feature_share = (double)st.feature_entries / (double)(st.feature_entries + st.cross_entries);
     }
     if (rc < 0) {
         fsgd_vw_extra_free(&vwx);
@@ -678,6 +687,10 @@ static int train_command(int argc, char **argv)
     if (job.row_weights && (fmt.hashed || fmt.vw || job.cache[0])) {
         fsgd_cli_error("row_weights: label:weight is read from libsvm rows held in memory (format %s%s)",
                        job.format[0] ? job.format : "libsvm", job.cache[0] ? ", not streamed from --cache" : "");
+        return FSGD_EXIT_USAGE;
+    }
+    if (fmt.opts.fields.n_terms && job.cache[0]) { /* the cache's reader hashes indices, it does not cross */
+        fsgd_cli_error("interactions: crosses of LIBSVM fields are built on rows in memory, not streamed from --cache");
         return FSGD_EXIT_USAGE;
     }
     const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;

@@ -141,7 +141,8 @@ int dcli_job_only(int argc, char **argv, const char *usage, const char *const *o
     /* Rows with crosses (VW or delimited) travel as their text, one a message, and the
      * workers build the crosses: row blocks would carry the crossed
      * columns and NAME.data would grow with them */
-    if (((f.vw && f.vw_spec.n_terms) || (f.hashed && f.spec.n_crosses)) && !fsgd_job_given(job, "block_rows"))
+    if (((f.vw && f.vw_spec.n_terms) || (f.hashed && f.spec.n_crosses) || (!f.vw && !f.hashed && f.opts.fields.n_terms)) &&
+        !fsgd_job_given(job, "block_rows"))
         job->block_rows = 1;
     return 0;
 }

@@ -12,6 +12,7 @@
 #include "fsgd/error.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/delim.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/vw.h"
 
 typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS } field_type_t;
@@ -47,6 +48,10 @@ static const field_t fields[] = {
      "ab,abc (aliases q, quadratic, cubic; each use adds its crosses); :: crosses every pair of namespaces; hashed "
      "into the model's 2^bits columns and recorded in the model file, so fsgd predict needs no flag; criteo, tsv:, "
      "csv: cross columns by 1-based number instead (-q 15*16, --interactions 15*16*17)"},
+    {"fields", "data", F_STR, OFF(fields), 0, 0,
+     "libsvm format: fields of index ranges, NAME:FIRST-LAST or NAME:INDEX, e.g. a:1-14,b:15-100 (a name's first "
+     "letter is its letter; indices as the file writes them), so -q ab / --cubic / --interactions / :: cross "
+     "LIBSVM rows as VW crosses namespaces; hashed into 2^bits columns (default 18), recorded in the model"},
     {"ignore", "data", F_STR, OFF(ignore), 0, 0, "vw format: namespaces (first letters, e.g. abc) left out (VW's --ignore)"},
     {"keep", "data", F_STR, OFF(keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
     {"row_weights", "data", F_BOOL, OFF(row_weights), 0, 1,
@@ -817,11 +822,48 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
     return FSGD_E_OK;
 }
 
+/* LIBSVM fields and crosses folded into the format, as a model records
+ * them: "libsvm:bits=B:fields=a=1-14,...:interactions=ab,...". */
+static int fold_libsvm(fsgd_job_t *job, char *err, size_t errsz)
+{
+    fsgd_rowfmt_t f;
+    char e[400];
+    if (fsgd_rowfmt_init(&f, job->format[0] ? job->format : "libsvm", job->hash_bits, 0, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+    fsgd_libsvm_fields_t *fl = &f.opts.fields;
+    if (job->fields[0] && fsgd_libsvm_fields_parse(fl, job->fields, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+    if (job->interactions[0] && !fl->n_ranges)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "interactions: LIBSVM rows are crossed by fields: give --fields (e.g. a:1-14,b:15-100) "
+                            "and cross their letters (-q ab)");
+    if (job->interactions[0] && fsgd_libsvm_fields_add_terms(fl, job->interactions, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+    if (!fl->n_terms) /* fields without crosses change nothing */
+        return 0;
+    if (!f.opts.hash_bits)
+        f.opts.hash_bits = 18;
+    char spec[sizeof job->format + 1];
+    fsgd_rowfmt_input(&f, spec, sizeof spec);
+    if (!spec[0] || strlen(spec) >= sizeof job->format)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the libsvm spec with its fields and crosses is too long");
+    memcpy(job->format, spec, strlen(spec) + 1);
+    return 0;
+}
+
 int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
 {
     const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
     const int delim = !strcmp(job->format, "criteo") || !strncmp(job->format, "tsv:", 4) ||
                       !strncmp(job->format, "csv:", 4);
+    const int libsvm = !job->format[0] || !strcmp(job->format, "libsvm") || !strncmp(job->format, "libsvm:", 7);
+    if (job->fields[0] && !libsvm)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "fields: index ranges are for --format libsvm (vw crosses namespaces, criteo/tsv/csv "
+                            "columns by number); format is %s",
+                            job->format);
+    if (libsvm && (job->fields[0] || job->interactions[0]))
+        return fold_libsvm(job, err, errsz);
     if (!vw) {
         const char *key = job->ignore[0] ? "ignore" : job->keep[0] ? "keep" : NULL;
         if (!key && job->interactions[0] && !delim)

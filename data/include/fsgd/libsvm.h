@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "fsgd/csr.h"
+#include "fsgd/libsvm_fields.h"
 
 typedef struct fsgd_libsvm_opts {
     int zero_based;     /* indices start at 0 (default 0: 1-based) */
@@ -45,6 +46,9 @@ typedef struct fsgd_libsvm_opts {
                            without it "1:2" as a label is an error naming the option */
     struct fsgd_libsvm_weights *weights; /* row_weights: when not NULL, each row's weight is appended here,
                                             in the rows' order (one a row appended to the CSR) */
+    fsgd_libsvm_fields_t fields; /* fields.n_terms > 0: each row gets the crosses of its fields
+                                    (fsgd/libsvm_fields.h), hashed into 2^hash_bits columns and
+                                    summed with the features that share a column */
 } fsgd_libsvm_opts_t;
 
 /* The row weights a reader read (opts.row_weights): w[i] is the weight of
@@ -69,6 +73,7 @@ typedef struct fsgd_libsvm_stats {
     uint64_t rows;      /* rows produced */
     uint64_t bad_rows;  /* rows skipped (skip_bad only) */
     uint64_t bytes;     /* bytes consumed */
+    uint64_t feature_entries, cross_entries; /* fields crosses: the rows' features and crosses */
     char first_bad[FSGD_LIBSVM_BAD_KEPT][160]; /* "file:line:col: why" of the first bad rows */
 } fsgd_libsvm_stats_t;
 
