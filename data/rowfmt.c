@@ -6,6 +6,7 @@
 #include "fsgd/error.h"
 #include "fsgd/rowblock.h"
 #include "fsgd/rowfmt.h"
+#include "fsgd/rowlabel.h"
 
 int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int skip_bad, char *err, size_t errsz)
 {
@@ -26,6 +27,10 @@ int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int sk
                                         format);
                 if (!hash_bits)
                     hash_bits = (int)b;
+            } else if (n == 13 && !strncmp(p, "row_weights=1", 13)) {
+                /* label:weight rows (fsgd train/run --row-weights): how rows are read, not what the
+                 * model is, so the model's input spec leaves it out */
+                f->opts.row_weights = 1;
             } else if (!strncmp(p, "fields=", 7) || !strncmp(p, "interactions=", 13)) {
                 char v[1024], e[400];
                 const int fields = p[0] == 'f';
@@ -42,7 +47,7 @@ int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int sk
                 n = fields ? n : strlen(p);
             } else {
                 return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                                    "format: '%s': unknown libsvm key '%.*s' (bits=B, fields=..., interactions=...)",
+                                    "format: '%s': unknown libsvm key '%.*s' (bits=B, row_weights=1, fields=..., interactions=...)",
                                     format, (int)n, p);
             }
             p += n;
@@ -169,6 +174,19 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
                              "not weigh rows yet; train them with fsgd train",
                              src);
         fsgd_vw_extra_free(&x);
+        return n;
+    }
+    if (!f->hashed && f->opts.row_weights) {
+        /* label:weight: the weights ride in the labels (fsgd/rowlabel.h), so
+         * they travel in row blocks and reach the workers' gradients */
+        fsgd_libsvm_weights_t w = {0};
+        fsgd_libsvm_opts_t o = f->opts;
+        o.weights = &w;
+        size_t first = out->n_rows;
+        long n = fsgd_libsvm_parse(buf, len, src, first_line, &o, out, stats, err, errsz);
+        if (n > 0 && w.any)
+            n -= (long)fsgd_rowlabel_weigh(out, first, w.w, 1, 1);
+        fsgd_libsvm_weights_free(&w);
         return n;
     }
     if (!f->hashed)

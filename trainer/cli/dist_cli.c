@@ -127,8 +127,9 @@ int dcli_job_only(int argc, char **argv, const char *usage, const char *const *o
         fsgd_cli_error("class_weight: fsgd train weighs rows by class; fsgd run and its roles do not yet");
         return FSGD_EXIT_USAGE;
     }
-    if (job->row_weights) {
-        fsgd_cli_error("row_weights: fsgd train weighs LIBSVM rows by label:weight; fsgd run and its roles do not yet");
+    if (job->row_weights && (job->model == FSGD_LOSS_SQUARED || strcmp(job->backend, "cpu"))) {
+        /* the weights ride in the labels (fsgd/rowlabel.h): classification, cpu backend */
+        fsgd_cli_error("row_weights: row weights are for classification models (logistic, svm) on the cpu backend");
         return FSGD_EXIT_USAGE;
     }
     fsgd_rowfmt_t f;

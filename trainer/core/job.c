@@ -56,8 +56,8 @@ static const field_t fields[] = {
     {"keep", "data", F_STR, OFF(keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
     {"row_weights", "data", F_BOOL, OFF(row_weights), 0, 1,
      "libsvm format: a row's label may carry an importance weight, label:weight (XGBoost's LIBSVM extension; "
-     "VW's importance: a number >= 0, 1 when absent; rows of weight 0 are left out of training); fsgd train, "
-     "cpu backend; fsgd predict reads such files with --row-weights and scores them unweighted"},
+     "VW's importance: a number >= 0, 1 when absent; rows of weight 0 are left out of training); fsgd train and "
+     "fsgd run, cpu backend; fsgd predict reads such files with --row-weights and scores them unweighted"},
     {"class_weight", "data", F_STR, OFF(class_weight), 0, 0,
      "POS,NEG: each row's loss weighted by its class (LIBLINEAR's -w1/-w-1), on top of a VW row's importance; "
      "fsgd train, cpu backend"},
@@ -862,11 +862,9 @@ int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
                             "fields: index ranges are for --format libsvm (vw crosses namespaces, criteo/tsv/csv "
                             "columns by number); format is %s",
                             job->format);
-    if (libsvm && (job->fields[0] || job->interactions[0]))
-        return fold_libsvm(job, err, errsz);
     if (!vw) {
         const char *key = job->ignore[0] ? "ignore" : job->keep[0] ? "keep" : NULL;
-        if (!key && job->interactions[0] && !delim)
+        if (!key && job->interactions[0] && !delim && !libsvm)
             key = "interactions";
         if (key)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
@@ -875,6 +873,19 @@ int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
                                 delim ? "" : " and the delimited formats (criteo, tsv:, csv: cross columns by number)",
                                 job->format);
     }
+    if (libsvm && (job->fields[0] || job->interactions[0]))
+        FSGD_TRY(fold_libsvm(job, err, errsz));
+    if (libsvm && job->row_weights && !strstr(job->format, "row_weights=1")) {
+        /* how rows are read travels with the format to every role (first:
+         * interactions, which may hold "::", stay the last key) */
+        const char *rest = job->format[0] ? job->format + 6 : "";
+        char spec[sizeof job->format];
+        if (snprintf(spec, sizeof spec, "libsvm:row_weights=1%s", rest) >= (int)sizeof spec)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the libsvm spec with row_weights is too long");
+        memcpy(job->format, spec, strlen(spec) + 1);
+    }
+    if (libsvm)
+        return 0;
     if (delim && job->interactions[0]) {
         /* columns by 1-based number: --interactions 15*16,15*16*17 */
         fsgd_delim_spec_t d, t;
