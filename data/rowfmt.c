@@ -184,8 +184,12 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
         o.weights = &w;
         size_t first = out->n_rows;
         long n = fsgd_libsvm_parse(buf, len, src, first_line, &o, out, stats, err, errsz);
-        if (n > 0 && w.any)
-            n -= (long)fsgd_rowlabel_weigh(out, first, w.w, 1, 1);
+        if (w.any) { /* the rows before an error too: they stay in out, as rows do */
+            size_t dropped = fsgd_rowlabel_weigh(out, first, w.w, 1, 1); /* weight 0: no row */
+            stats->rows -= dropped;
+            if (n > 0)
+                n -= (long)dropped;
+        }
         fsgd_libsvm_weights_free(&w);
         return n;
     }
