@@ -184,7 +184,9 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
         o.weights = &w;
         size_t first = out->n_rows;
         long n = fsgd_libsvm_parse(buf, len, src, first_line, &o, out, stats, err, errsz);
-        if (w.any) { /* the rows before an error too: they stay in out, as rows do */
+        /* every row, weighted or not (labels then read by class alike in any
+         * buffer), the rows before an error too: they stay in out, as rows do */
+        if (w.n) {
             size_t dropped = fsgd_rowlabel_weigh(out, first, w.w, 1, 1); /* weight 0: no row */
             stats->rows -= dropped;
             if (n > 0)
