@@ -26,6 +26,26 @@ static int read_index(const char **p, const char *e, uint64_t *out)
     return 0;
 }
 
+/* Adds [lo, hi] to field letter: 1 added, 0 when f holds it already (a spec
+ * folded twice), -1 when it overlaps range *at, -2 when f is full. */
+static int add_range(fsgd_libsvm_fields_t *f, char letter, uint64_t lo, uint64_t hi, int *at)
+{
+    for (int i = 0; i < f->n_ranges; i++)
+        if (f->letter[i] == letter && f->lo[i] == lo && f->hi[i] == hi)
+            return 0;
+    for (int i = 0; i < f->n_ranges; i++)
+        if (lo <= f->hi[i] && f->lo[i] <= hi) {
+            *at = i;
+            return -1;
+        }
+    if (f->n_ranges == FSGD_LIBSVM_MAX_RANGES)
+        return -2;
+    f->lo[f->n_ranges] = lo;
+    f->hi[f->n_ranges] = hi;
+    f->letter[f->n_ranges++] = letter;
+    return 1;
+}
+
 int fsgd_libsvm_fields_parse(fsgd_libsvm_fields_t *f, const char *spec, char *err, size_t errsz)
 {
     const char *p = spec;
@@ -52,25 +72,90 @@ int fsgd_libsvm_fields_parse(fsgd_libsvm_fields_t *f, const char *spec, char *er
                                 "fields: '%.*s' is not NAME:FIRST-LAST or NAME:INDEX (e.g. a:1-14,b:15-100)", (int)n, p);
         if (hi < lo)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: '%.*s': the range ends before it starts", (int)n, p);
-        int again = 0; /* the same range of the same field: a spec folded twice */
-        for (int i = 0; i < f->n_ranges; i++)
-            again |= f->letter[i] == *p && f->lo[i] == lo && f->hi[i] == hi;
-        if (again) {
-            p = *e ? e + 1 : e;
-            continue;
-        }
-        for (int i = 0; i < f->n_ranges; i++)
-            if (lo <= f->hi[i] && f->lo[i] <= hi)
-                return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                                    "fields: '%.*s' overlaps %c:%llu-%llu (an index belongs to one field)", (int)n, p,
-                                    f->letter[i], (unsigned long long)f->lo[i], (unsigned long long)f->hi[i]);
-        if (f->n_ranges == FSGD_LIBSVM_MAX_RANGES)
+        int at = 0, rc = add_range(f, *p, lo, hi, &at);
+        if (rc == -1)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                "fields: '%.*s' overlaps %c:%llu-%llu (an index belongs to one field)", (int)n, p,
+                                f->letter[at], (unsigned long long)f->lo[at], (unsigned long long)f->hi[at]);
+        if (rc == -2)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: more than %d ranges", FSGD_LIBSVM_MAX_RANGES);
-        f->lo[f->n_ranges] = lo;
-        f->hi[f->n_ranges] = hi;
-        f->letter[f->n_ranges++] = *p;
         p = *e ? e + 1 : e;
     }
+    return 0;
+}
+
+int fsgd_libsvm_fields_parse_map(fsgd_libsvm_fields_t *f, const char *text, size_t len, const char *src, char *err,
+                                 size_t errsz)
+{
+    const char *p = text, *end = text + len;
+    int last = -1; /* the range the previous line added to, extended while indices follow on */
+    for (uint64_t line = 1; p < end; line++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *e = nl ? nl : end, *q = p;
+        const char *hash = memchr(p, '#', (size_t)(e - p));
+        const char *stop = hash ? hash : e;
+        while (q < stop && (*q == ' ' || *q == '\t' || *q == '\r'))
+            q++;
+        if (q < stop) {
+            const char *tok = q;
+            uint64_t lo = 0, hi;
+            int ok = read_index(&q, stop, &lo) == 0;
+            hi = lo;
+            if (ok && q < stop && *q == '-')
+                ok = (q++, read_index(&q, stop, &hi) == 0);
+            const char *name = q;
+            while (q < stop && (*q == ' ' || *q == '\t'))
+                q++;
+            ok = ok && q > name && q < stop && is_name_char((unsigned char)*q);
+            name = q;
+            while (q < stop && is_name_char((unsigned char)*q))
+                q++;
+            while (q < stop && (*q == ' ' || *q == '\t' || *q == '\r'))
+                q++;
+            if (!ok || q != stop) {
+                char got[48];
+                size_t gn = (size_t)(stop - tok) < sizeof got - 1 ? (size_t)(stop - tok) : sizeof got - 1;
+                for (size_t i = 0; i < gn; i++)
+                    got[i] = tok[i] >= 0x20 && tok[i] < 0x7f ? tok[i] : '?';
+                got[gn] = '\0';
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                    "fields: %s:%llu:%llu: expected 'INDEX NAME' or 'FIRST-LAST NAME' (e.g. '7 age'), "
+                                    "got '%s'",
+                                    src, (unsigned long long)line, (unsigned long long)(tok - p + 1), got);
+            }
+            if (hi < lo)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: %s:%llu: the range ends before it starts", src,
+                                    (unsigned long long)line);
+            int at = -1, rc = 1;
+            /* one-hot maps list an index a line: consecutive ones of a field make one range */
+            const int extend = last >= 0 && f->letter[last] == *name && f->hi[last] + 1 == lo;
+            if (extend) {
+                for (int i = 0; i < f->n_ranges && at < 0; i++)
+                    if (lo <= f->hi[i] && f->lo[i] <= hi)
+                        at = i;
+                rc = at >= 0 ? -1 : 1;
+                if (rc == 1)
+                    f->hi[last] = hi;
+            } else {
+                rc = add_range(f, *name, lo, hi, &at);
+            }
+            if (rc == -1)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                    "fields: %s:%llu: %llu-%llu overlaps %c:%llu-%llu (an index belongs to one field)",
+                                    src, (unsigned long long)line, (unsigned long long)lo, (unsigned long long)hi,
+                                    f->letter[at], (unsigned long long)f->lo[at], (unsigned long long)f->hi[at]);
+            if (rc == -2)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                    "fields: %s:%llu: more than %d ranges (a field's indices listed apart count as "
+                                    "ranges of their own)",
+                                    src, (unsigned long long)line, FSGD_LIBSVM_MAX_RANGES);
+            if (rc == 1 && !extend)
+                last = f->n_ranges - 1;
+        }
+        p = nl ? nl + 1 : end;
+    }
+    if (!f->n_ranges)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: %s maps no index to a field", src);
     return 0;
 }
 

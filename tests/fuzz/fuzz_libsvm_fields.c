@@ -3,7 +3,9 @@
  * interactions=..."), so any bytes may reach them.
  *
  * Input: the first line is the fields spec, the second the crosses, the rest
- * LIBSVM rows. Checks, not just "no crash": a spec that parses formats to a
+ * LIBSVM rows; or, when the first byte is '@', the rest is a map file's text
+ * (--fields @FILE, fsgd_libsvm_fields_parse_map): its ranges do not overlap,
+ * an error names the file and a line, and its canonical text parses back. Checks, not just "no crash": a spec that parses formats to a
  * canonical text that parses back to the same fields and formats the same;
  * the row format built from that text (as a model records it) reads the
  * same; a cross names only letters of the fields (or is "::"); the rows
@@ -38,9 +40,34 @@ static int take_line(const char **p, const char *e, char *out, size_t cap)
     return 1;
 }
 
+static void check_map(const char *text, size_t len)
+{
+    fsgd_libsvm_fields_t f = {0};
+    char err[512];
+    if (fsgd_libsvm_fields_parse_map(&f, text, len, "m", err, sizeof err) < 0) {
+        CHECK(!strncmp(err, "fields: m:", 10) || !strcmp(err, "fields: m maps no index to a field"));
+        return;
+    }
+    CHECK(f.n_ranges >= 1 && f.n_terms == 0);
+    for (int i = 0; i < f.n_ranges; i++) {
+        CHECK(f.lo[i] <= f.hi[i]);
+        for (int j = 0; j < i; j++)
+            CHECK(f.hi[j] < f.lo[i] || f.hi[i] < f.lo[j]);
+    }
+    char r1[4096], t[8], r2[4096];
+    CHECK(fsgd_libsvm_fields_format(&f, r1, sizeof r1, t, sizeof t) == 0);
+    fsgd_libsvm_fields_t back = {0};
+    CHECK(fsgd_libsvm_fields_parse(&back, r1, err, sizeof err) == 0);
+    CHECK(fsgd_libsvm_fields_format(&back, r2, sizeof r2, t, sizeof t) == 0 && !strcmp(r1, r2));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *p = (const char *)data, *e = p + size;
+    if (size && p[0] == '@') {
+        check_map(p + 1, size - 1);
+        return 0;
+    }
     char spec[512], terms[128], err[512];
     if (!take_line(&p, e, spec, sizeof spec) || !take_line(&p, e, terms, sizeof terms))
         return 0;

@@ -4,7 +4,8 @@
 # the one-hot features can learn, the crossed model beats the linear one by
 # a wide margin; the model records the fields and crosses, so fsgd predict
 # needs no flag and scores as fsgd train's test pass did; one thread and two
-# train the same bytes; an unknown field in a cross, crosses without
+# train the same bytes, and so does a map file (--fields @FILE) of the same
+# fields; an unknown field in a cross, crosses without
 # --fields, overlapping ranges and --fields on VW input are exit 2; export
 # to liblinear refuses the crossed model. fsgd run (embedded cluster, rows
 # sent as text, crossed by the workers): AUC within 0.003 of fsgd train.
@@ -33,6 +34,13 @@ p=$(sed -n 's/.* auc \([0-9.]*\) .*/\1/p' "$tmp/e.txt")
 awk -v p="$p" -v x="$x" 'BEGIN { d = p - x; exit !(d < 1e-4 && d > -1e-4) }' || fail "predict auc $p, train's test auc $x"
 "$FSGD" train "${opts[@]}" --fields $fields -q ab --threads 2 --out "$tmp/x2.fsgd" > /dev/null
 cmp -s "$tmp/x.fsgd" "$tmp/x2.fsgd" || fail "threads 1 and 2 trained other models"
+# --fields @FILE, an index a line (a one-hot map): the same fields, the same model bytes
+{ echo "# index field"; for i in $(seq 1 40); do echo "$i $(echo abcd | cut -c$(( (i - 1) / 10 + 1 )))"; done; } > "$tmp/map.txt"
+"$FSGD" train "${opts[@]}" --fields "@$tmp/map.txt" -q ab --threads 1 --out "$tmp/xm.fsgd" > /dev/null
+cmp -s "$tmp/x.fsgd" "$tmp/xm.fsgd" || fail "--fields @map.txt trained another model than --fields $fields"
+printf '1 a\n2-3\n' > "$tmp/bad.map"
+rc=0; "$FSGD" train --data "$tmp/tr.svm" --quiet --fields "@$tmp/bad.map" -q ab 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "bad.map:2:1: expected 'INDEX NAME'" "$tmp/e.txt" || fail "bad map: $rc $(cat "$tmp/e.txt")"
 # fsgd run: the rows travel as text, the workers cross them: AUC within 0.003 of fsgd train's
 ro=(--test "$tmp/te.svm" --epochs 5 --seed 3 --batch 256 --codec none --lr 0.01 --fields $fields -q ab)
 "$FSGD" train --data "$tmp/tr.svm" "${ro[@]}" --quiet --metrics-json "$tmp/t.json" > /dev/null

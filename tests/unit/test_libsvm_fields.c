@@ -145,12 +145,42 @@ static void test_crosses(void)
     fsgd_csr_free(&m);
 }
 
+/* --fields @FILE: an index (or a range) a line; consecutive indices of a
+ * field on consecutive lines make one range; errors name file:line:col. */
+static void test_map(void)
+{
+    fsgd_libsvm_fields_t f = {0};
+    char err[256], r[256], t[8];
+    const char *map = "# index field\n1 age\n2 age\n3\tage  # trailing\n\n4-9 work\r\n10 age\n12 b\n11 b\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_fields_parse_map(&f, map, strlen(map), "m.txt", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_libsvm_fields_format(&f, r, sizeof r, t, sizeof t), 0);
+    CU_ASSERT_STRING_EQUAL(r, "a=1-3,w=4-9,a=10,b=12,b=11");
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"1 a\nx b\n", "fields: m.txt:2:1: expected 'INDEX NAME' or 'FIRST-LAST NAME' (e.g. '7 age'), got 'x b'"},
+        {"1 a\n  2\n", "fields: m.txt:2:3: expected 'INDEX NAME'"},
+        {"1 a b\n", "m.txt:1:1: expected"},
+        {"1-5 a\n3 b\n", "fields: m.txt:2: 3-3 overlaps a:1-5 (an index belongs to one field)"},
+        {"1 a\n2 a\n2 a\n", "fields: m.txt:3: 2-2 overlaps a:1-2"},
+        {"9-3 a\n", "fields: m.txt:1: the range ends before it starts"},
+        {"# nothing\n\n", "fields: m.txt maps no index to a field"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fsgd_libsvm_fields_t g = {0};
+        CU_ASSERT_EQUAL(fsgd_libsvm_fields_parse_map(&g, bad[i].text, strlen(bad[i].text), "m.txt", err, sizeof err),
+                        FSGD_E_ARG);
+        FSGD_ASSERT_CONTAINS(err, bad[i].want);
+    }
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"spec: ranges, letters, canonical text through the row format", test_spec},
         {"errors: overlaps, syntax, unknown fields in a cross", test_errors},
         {"crosses: pairs, a field with itself, ::, products that overflow", test_crosses},
+        {"map file: an index a line, ranges merged, errors name file:line:col", test_map},
         {NULL, NULL},
     };
     fsgd_test_suite("libsvm_fields", cases);

@@ -51,8 +51,9 @@ static const field_t fields[] = {
      "--fields"},
     {"fields", "data", F_STR, OFF(fields), 0, 0,
      "libsvm format: fields of index ranges, NAME:FIRST-LAST or NAME:INDEX, e.g. a:1-14,b:15-100 (a name's first "
-     "letter is its letter; indices as the file writes them), so -q ab / --cubic / --interactions / :: cross "
-     "LIBSVM rows as VW crosses namespaces; hashed into 2^bits columns (default 18), recorded in the model"},
+     "letter is its letter; indices as the file writes them), or @FILE: lines 'INDEX NAME' or 'FIRST-LAST NAME'; "
+     "so -q ab / --cubic / --interactions / :: cross LIBSVM rows as VW crosses namespaces; hashed into 2^bits "
+     "columns (default 18), recorded in the model"},
     {"ignore", "data", F_STR, OFF(ignore), 0, 0, "vw format: namespaces (first letters, e.g. abc) left out (VW's --ignore)"},
     {"keep", "data", F_STR, OFF(keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
     {"row_weights", "data", F_BOOL, OFF(row_weights), 0, 1,
@@ -823,6 +824,35 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
     return FSGD_E_OK;
 }
 
+/* --fields @FILE: the index -> field map of a file (fsgd_libsvm_fields_parse_map). */
+static int fields_from_file(fsgd_libsvm_fields_t *fl, const char *path, char *err, size_t errsz)
+{
+    enum { MAX_MAP = 16 << 20 }; /* 2^32 indices a line each would not fit 64 ranges anyway */
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: cannot open '%s': %s", path, strerror(errno));
+    char *text = malloc(MAX_MAP + 1);
+    size_t n = text ? fread(text, 1, MAX_MAP + 1, fp) : 0;
+    int bad = ferror(fp);
+    fclose(fp);
+    int rc = !text ? fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "fields: out of memory reading '%s'", path)
+             : bad ? fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: cannot read '%s'", path)
+             : n > MAX_MAP ? fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: '%s' is larger than %d bytes", path, MAX_MAP)
+                           : 0;
+    /* read into a fresh set, then added as ranges: a format that holds them
+     * already (a job folded twice, fsgd run's roles) takes them once */
+    fsgd_libsvm_fields_t map = {0};
+    char ranges[4096], none[8];
+    if (rc == 0)
+        rc = fsgd_libsvm_fields_parse_map(&map, text, n, path, err, errsz);
+    if (rc == 0 && fsgd_libsvm_fields_format(&map, ranges, sizeof ranges, none, sizeof none) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: the ranges of '%s' are too long", path);
+    if (rc == 0)
+        rc = fsgd_libsvm_fields_parse(fl, ranges, err, errsz);
+    free(text);
+    return rc;
+}
+
 /* LIBSVM fields and crosses folded into the format, as a model records
  * them: "libsvm:bits=B:fields=a=1-14,...:interactions=ab,...". */
 static int fold_libsvm(fsgd_job_t *job, char *err, size_t errsz)
@@ -832,8 +862,11 @@ static int fold_libsvm(fsgd_job_t *job, char *err, size_t errsz)
     if (fsgd_rowfmt_init(&f, job->format[0] ? job->format : "libsvm", job->hash_bits, 0, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
     fsgd_libsvm_fields_t *fl = &f.opts.fields;
-    if (job->fields[0] && fsgd_libsvm_fields_parse(fl, job->fields, e, sizeof e) < 0)
+    if (job->fields[0] == '@') {
+        FSGD_TRY(fields_from_file(fl, job->fields + 1, err, errsz));
+    } else if (job->fields[0] && fsgd_libsvm_fields_parse(fl, job->fields, e, sizeof e) < 0) {
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+    }
     if (job->interactions[0] && !fl->n_ranges)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "interactions: LIBSVM rows are crossed by fields: give --fields (e.g. a:1-14,b:15-100) "

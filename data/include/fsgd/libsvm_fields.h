@@ -35,6 +35,15 @@ typedef struct fsgd_libsvm_fields {
  * part ("fields: 'b:9-3': the range ends before it starts"). */
 int fsgd_libsvm_fields_parse(fsgd_libsvm_fields_t *f, const char *spec, char *err, size_t errsz);
 
+/* Adds the ranges of a map file's text[0..len) (--fields @FILE): a line
+ * "INDEX NAME" or "FIRST-LAST NAME" (whitespace between; '#' starts a
+ * comment; blank lines skipped); consecutive indices of one field on
+ * consecutive lines make one range. src names the file in errors
+ * ("fields: map.txt:3:1: expected 'INDEX NAME' ..., got 'x'"). Returns 0 or
+ * FSGD_E_ARG. */
+int fsgd_libsvm_fields_parse_map(fsgd_libsvm_fields_t *f, const char *text, size_t len, const char *src, char *err,
+                                 size_t errsz);
+
 /* Adds crosses ("ab,abc", "::") over the fields of f (parsed first): a
  * letter that names no field is FSGD_E_ARG ("interactions: 'ax': no field
  * 'x' in fields a, b"). Returns 0 or FSGD_E_ARG. */
