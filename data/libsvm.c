@@ -40,7 +40,46 @@ typedef struct sort_scratch {
     uint64_t *keys;
     float *vals;
     size_t cap;
+    uint64_t *raw; /* fields crosses: a row's columns before hashing, */
+    float *rawv;   /* their values */
+    char *field;   /* and fields */
+    size_t raw_cap;
 } sort_scratch_t;
+
+#define MAX_ROW_CROSSES ((size_t)1 << 20) /* a row's crosses beyond this are an error, not a memory blow-up */
+
+static void scratch_free(sort_scratch_t *s)
+{
+    free(s->keys);
+    free(s->vals);
+    free(s->raw);
+    free(s->rawv);
+    free(s->field);
+}
+
+/* Room for n raw entries; 0 or -1 (no memory). */
+static int raw_reserve(sort_scratch_t *s, size_t n)
+{
+    if (n <= s->raw_cap)
+        return 0;
+    size_t cap = s->raw_cap ? s->raw_cap * 2 : 256;
+    while (cap < n)
+        cap *= 2;
+    uint64_t *r = realloc(s->raw, cap * sizeof *r);
+    if (!r)
+        return -1;
+    s->raw = r;
+    float *v = realloc(s->rawv, cap * sizeof *v);
+    if (!v)
+        return -1;
+    s->rawv = v;
+    char *f = realloc(s->field, cap);
+    if (!f)
+        return -1;
+    s->field = f;
+    s->raw_cap = cap;
+    return 0;
+}
 
 struct fsgd_libsvm_reader {
     fsgd_zsource_t *src; /* the file, decompressed when gzip or zstd */
@@ -231,6 +270,7 @@ typedef struct line_ctx {
     uint64_t lineno;
     const char *line; /* start of line, for columns */
     sort_scratch_t *scratch;
+    fsgd_libsvm_stats_t *stats; /* feature and cross entries counted (fields crosses) */
 } line_ctx_t;
 
 static int line_err(const line_ctx_t *c, char *err, size_t errsz, int code, const char *at, const char *e,
@@ -359,11 +399,31 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
     if (p == e || *p == '#')
         return 0;
 
-    double label;
+    double label, weight = 1;
     const char *q = parse_double(p, e, &label);
-    if (!q || !is_end(q, e) || !isfinite(label))
+    if (q && q < e && *q == ':' && isfinite(label)) {
+        if (!o->row_weights)
+            return line_err(c, err, errsz, FSGD_E_PARSE, p, e,
+                            "a label (a finite number; no label? label:weight needs --row-weights)");
+        /* "label:weight": the row's importance weight */
+        const char *w0 = q + 1;
+        q = parse_double(w0, e, &weight);
+        if (!q || !is_end(q, e) || !isfinite(weight) || weight < 0)
+            return line_err(c, err, errsz, FSGD_E_PARSE, w0, e, "a row weight (a finite number >= 0) after 'label:'");
+    } else if (!q || !is_end(q, e) || !isfinite(label)) {
         return line_err(c, err, errsz, FSGD_E_PARSE, p, e, "a label (a finite number)");
+    }
     p = q;
+    fsgd_libsvm_weights_t *wts = o->row_weights ? o->weights : NULL;
+    if (wts && wts->n == wts->cap) { /* room for this row's weight before the row is committed */
+        size_t cap = wts->cap ? wts->cap * 2 : 1024;
+        double *w = realloc(wts->w, cap * sizeof *w);
+        if (!w)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory for row weights", c->src,
+                                (unsigned long long)c->lineno);
+        wts->w = w;
+        wts->cap = cap;
+    }
 
     /* Every entry takes at least 4 bytes (" i:v"). */
     int rc = fsgd_csr_reserve(out, 1, (size_t)(e - p) / 4 + 1);
@@ -378,6 +438,7 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
     uint64_t base = o->zero_based ? 0 : 1;
     uint64_t limit = o->zero_based ? MAX_INDEX_1BASED - 1 : MAX_INDEX_1BASED;
     int first = 1;
+    const int crossing = o->fields.n_terms > 0;
     for (;;) {
         while (p < e && is_ws((unsigned char)*p))
             p++;
@@ -443,18 +504,55 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
                 return line_err(c, err, errsz, FSGD_E_PARSE, v0, e, "a finite number as feature value");
             p = q;
         }
+        if (crossing) {
+            if (raw_reserve(c->scratch, n + 1) < 0)
+                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory for a row's fields", c->src,
+                                    (unsigned long long)c->lineno);
+            c->scratch->raw[n] = cl;
+            c->scratch->rawv[n] = (float)v;
+            c->scratch->field[n] = fsgd_libsvm_fields_of(&o->fields, cl, base);
+        }
         /* the file's order is checked on its indices (above), the columns ordered below */
         col[n] = o->hash_bits ? fsgd_libsvm_hash_col(cl, o->hash_bits) : (uint32_t)cl;
         val[n] = (float)v;
         n++;
         prev = (int64_t)cl;
     }
-    if (o->hash_bits) {
+    if (crossing) {
+        const sort_scratch_t *sc = c->scratch;
+        size_t m = fsgd_libsvm_fields_cross(&o->fields, sc->raw, sc->rawv, sc->field, n, o->hash_bits, NULL, NULL, 0);
+        if (m > MAX_ROW_CROSSES)
+            return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%s:%llu: expected at most %zu crosses of a row's fields, got %zu",
+                                c->src, (unsigned long long)c->lineno, MAX_ROW_CROSSES, m);
+        /* the row's entries stay past nnz: realloc keeps them */
+        if (fsgd_csr_reserve(out, 1, n + m) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory for a row's crosses", c->src,
+                                (unsigned long long)c->lineno);
+        col = out->col + out->nnz;
+        val = out->val + out->nnz;
+        fsgd_libsvm_fields_cross(&o->fields, sc->raw, sc->rawv, sc->field, n, o->hash_bits, col + n, val + n, m);
+        if (c->stats) {
+            c->stats->feature_entries += n;
+            c->stats->cross_entries += m;
+        }
+        n += m;
+        sorted = 0;
+    }
+    if (o->hash_bits || crossing) {
         long k = sort_merge_row(c->scratch, col, val, n);
         if (k < 0)
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: out of memory sorting a row", c->src,
                                 (unsigned long long)c->lineno);
         n = (size_t)k;
+        /* products of crosses and sums of entries sharing a column can leave a float */
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(val[i]))
+                return fsgd_err_fmt(err, errsz, FSGD_E_RANGE,
+                                    "%s:%llu: expected entries that fit a float once %s, got %g at column %u",
+                                    c->src, (unsigned long long)c->lineno,
+                                    crossing ? "crossed (values multiplied) and hashed (shared columns summed)"
+                                             : "hashed (shared columns summed)",
+                                    (double)val[i], (unsigned)col[i]);
     } else if (!sorted) {
         int nomem = 0;
         long dup = sort_row(c->scratch, col, val, n, &nomem);
@@ -471,10 +569,42 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
     if (mc > out->max_col)
         out->max_col = mc;
     out->label[out->n_rows] = label;
+    if (wts) {
+        wts->w[wts->n++] = weight;
+        wts->any |= weight != 1;
+    }
     out->nnz += n;
     out->n_rows++;
     out->row_ptr[out->n_rows] = out->nnz;
     return 1;
+}
+
+int fsgd_libsvm_weights_append(fsgd_libsvm_weights_t *dst, const fsgd_libsvm_weights_t *src)
+{
+    if (!src->n)
+        return FSGD_E_OK;
+    if (dst->n + src->n > dst->cap) {
+        size_t cap = dst->cap ? dst->cap : 1024;
+        while (cap < dst->n + src->n)
+            cap *= 2;
+        double *w = realloc(dst->w, cap * sizeof *w);
+        if (!w)
+            return FSGD_E_NOMEM;
+        dst->w = w;
+        dst->cap = cap;
+    }
+    memcpy(dst->w + dst->n, src->w, src->n * sizeof *src->w);
+    dst->n += src->n;
+    dst->any |= src->any;
+    return FSGD_E_OK;
+}
+
+void fsgd_libsvm_weights_free(fsgd_libsvm_weights_t *w)
+{
+    if (!w)
+        return;
+    free(w->w);
+    memset(w, 0, sizeof *w);
 }
 
 void fsgd_libsvm_note_bad(fsgd_libsvm_stats_t *st, const char *msg)
@@ -573,7 +703,7 @@ long fsgd_libsvm_read(fsgd_libsvm_reader_t *r, fsgd_csr_t *out, size_t max_rows,
     int rc = ensure_rowptr(out);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s: out of memory", r->path);
-    line_ctx_t c = {&r->opts, r->path, 0, NULL, &r->scratch};
+    line_ctx_t c = {&r->opts, r->path, 0, NULL, &r->scratch, &r->stats};
     char msg[512];
     long got = 0;
     while ((size_t)got < max_rows) {
@@ -630,8 +760,7 @@ void fsgd_libsvm_close(fsgd_libsvm_reader_t *r)
     fsgd_zsource_close(r->src);
     free(r->buf);
     free(r->path);
-    free(r->scratch.keys);
-    free(r->scratch.vals);
+    scratch_free(&r->scratch);
     free(r);
 }
 
@@ -669,7 +798,7 @@ long fsgd_libsvm_parse(const char *buf, size_t len, const char *src, uint64_t fi
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s: out of memory", src);
     sort_scratch_t scratch = {0};
-    line_ctx_t c = {opts, src, first_line, NULL, &scratch};
+    line_ctx_t c = {opts, src, first_line, NULL, &scratch, stats};
     const char *p = buf, *e = buf + len;
     char msg[512];
     long got = 0;
@@ -695,7 +824,6 @@ long fsgd_libsvm_parse(const char *buf, size_t len, const char *src, uint64_t fi
             }
         }
     }
-    free(scratch.keys);
-    free(scratch.vals);
+    scratch_free(&scratch);
     return got;
 }

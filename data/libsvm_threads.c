@@ -26,6 +26,8 @@ typedef struct part {
     uint64_t first_line;
     const char *path;
     const fsgd_libsvm_opts_t *opts;
+    fsgd_libsvm_opts_t own_opts;   /* opts with weights pointing at w (row weights read) */
+    fsgd_libsvm_weights_t w;       /* this part's row weights, appended after its rows */
     fsgd_csr_t rows;
     fsgd_libsvm_stats_t st;
     long got;
@@ -151,6 +153,11 @@ static int parse_region(const char *region, size_t len, int nt, const char *path
         end = nl ? (size_t)(nl - region) + 1 : len;
         parts[n] = (part_t){.buf = region + start, .len = end - start, .first_line = *line, .path = path, .opts = opts,
                             .rows = keep[n]};
+        if (opts->row_weights && opts->weights) { /* each part its own weights, joined in order below */
+            parts[n].own_opts = *opts;
+            parts[n].own_opts.weights = &parts[n].w;
+            parts[n].opts = &parts[n].own_opts;
+        }
         *line += count_lines(region + start, end - start);
         start = end;
         n++;
@@ -176,10 +183,15 @@ static int parse_region(const char *region, size_t len, int nt, const char *path
             if (fsgd_csr_append_rows(out, &p->rows, 0, p->rows.n_rows) < 0)
                 rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
         }
+        if (rc == 0 && p->w.n && fsgd_libsvm_weights_append(opts->weights, &p->w) < 0)
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
+        fsgd_libsvm_weights_free(&p->w);
         if (rc == 0) {
             st->lines += p->st.lines;
             st->rows += p->st.rows;
             st->bytes += p->st.bytes;
+            st->feature_entries += p->st.feature_entries;
+            st->cross_entries += p->st.cross_entries;
             for (uint64_t i = 0; i < p->st.bad_rows; i++) {
                 if (st->bad_rows < FSGD_LIBSVM_BAD_KEPT && i < FSGD_LIBSVM_BAD_KEPT)
                     memcpy(st->first_bad[st->bad_rows], p->st.first_bad[i], sizeof st->first_bad[0]);

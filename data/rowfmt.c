@@ -6,6 +6,7 @@
 #include "fsgd/error.h"
 #include "fsgd/rowblock.h"
 #include "fsgd/rowfmt.h"
+#include "fsgd/rowlabel.h"
 
 int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int skip_bad, char *err, size_t errsz)
 {
@@ -14,18 +15,48 @@ int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int sk
     if (hash_bits < 0 || hash_bits > 32)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "hash_bits: %d is not in 1..32 (0: the format's bits)", hash_bits);
     if (!format[0] || !strcmp(format, "libsvm") || !strncmp(format, "libsvm:", 7)) {
-        /* "libsvm:bits=B", as a model records hashed LIBSVM input */
-        if (format[0] && format[6] == ':') {
-            char *end;
-            unsigned long b = strncmp(format + 7, "bits=", 5) ? 0 : strtoul(format + 12, &end, 10);
-            if (!b || b > 32 || *end)
-                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: '%s' is not libsvm:bits=B (B in 1..32)",
-                                    format);
-            if (!hash_bits)
-                hash_bits = (int)b;
+        /* "libsvm:bits=B[:fields=a=1-14,...][:interactions=ab,...]", as a model records hashed LIBSVM input */
+        for (const char *p = format[0] ? format + 6 : format; *p == ':';) {
+            p++;
+            size_t n = strcspn(p, ":");
+            if (!strncmp(p, "bits=", 5)) {
+                char *end;
+                unsigned long b = strtoul(p + 5, &end, 10);
+                if (!b || b > 32 || end != p + n)
+                    return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: '%s' is not libsvm:bits=B (B in 1..32)",
+                                        format);
+                if (!hash_bits)
+                    hash_bits = (int)b;
+            } else if (n == 13 && !strncmp(p, "row_weights=1", 13)) {
+                /* label:weight rows (fsgd train/run --row-weights): how rows are read, not what the
+                 * model is, so the model's input spec leaves it out */
+                f->opts.row_weights = 1;
+            } else if (!strncmp(p, "fields=", 7) || !strncmp(p, "interactions=", 13)) {
+                char v[1024], e[400];
+                const int fields = p[0] == 'f';
+                const size_t k = fields ? 7 : 13;
+                /* interactions may hold "::": the last key, it takes the rest */
+                size_t vl = fields ? n - k : strlen(p + k);
+                if (vl >= sizeof v)
+                    return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: '%s': %s too long", format, fields ? "fields" : "interactions");
+                memcpy(v, p + k, vl);
+                v[vl] = '\0';
+                if ((fields ? fsgd_libsvm_fields_parse(&f->opts.fields, v, e, sizeof e)
+                            : fsgd_libsvm_fields_add_terms(&f->opts.fields, v, e, sizeof e)) < 0)
+                    return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+                n = fields ? n : strlen(p);
+            } else {
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                    "format: '%s': unknown libsvm key '%.*s' (bits=B, row_weights=1, fields=..., interactions=...)",
+                                    format, (int)n, p);
+            }
+            p += n;
         }
+        /* crosses are hashed: VW's default 2^18 columns unless told */
+        if (f->opts.fields.n_terms && !hash_bits)
+            hash_bits = 18;
         f->opts.hash_bits = (unsigned)hash_bits;
-        char canon[32];
+        char canon[4096];
         fsgd_rowfmt_input(f, canon, sizeof canon);
         f->block_id = fsgd_rowblock_format_id(canon);
         return 0;
@@ -72,8 +103,17 @@ void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap)
 {
     if (cap)
         out[0] = '\0';
-    if (!f->hashed && !f->vw && f->opts.hash_bits)
-        snprintf(out, cap, "libsvm:bits=%u", f->opts.hash_bits);
+    if (!f->hashed && !f->vw && f->opts.hash_bits) {
+        int w = snprintf(out, cap, "libsvm:bits=%u", f->opts.hash_bits);
+        char ranges[2048], terms[256];
+        if (f->opts.fields.n_ranges && w >= 0 && (size_t)w < cap &&
+            fsgd_libsvm_fields_format(&f->opts.fields, ranges, sizeof ranges, terms, sizeof terms) == 0) {
+            /* fields only matter to crosses; interactions last (it may hold "::") */
+            int w2 = f->opts.fields.n_terms ? snprintf(out + w, cap - (size_t)w, ":fields=%s:interactions=%s", ranges, terms) : 0;
+            if (w2 < 0 || (size_t)w2 >= cap - (size_t)w)
+                out[0] = '\0';
+        }
+    }
     if (f->vw && fsgd_vw_spec_format(&f->vw_spec, out, cap) < 0 && cap)
         out[0] = '\0';
     if (f->hashed && fsgd_delim_spec_format(&f->spec, out, cap) < 0 && cap)
@@ -134,6 +174,25 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
                              "not weigh rows yet; train them with fsgd train",
                              src);
         fsgd_vw_extra_free(&x);
+        return n;
+    }
+    if (!f->hashed && f->opts.row_weights) {
+        /* label:weight: the weights ride in the labels (fsgd/rowlabel.h), so
+         * they travel in row blocks and reach the workers' gradients */
+        fsgd_libsvm_weights_t w = {0};
+        fsgd_libsvm_opts_t o = f->opts;
+        o.weights = &w;
+        size_t first = out->n_rows;
+        long n = fsgd_libsvm_parse(buf, len, src, first_line, &o, out, stats, err, errsz);
+        /* every row, weighted or not (labels then read by class alike in any
+         * buffer), the rows before an error too: they stay in out, as rows do */
+        if (w.n) {
+            size_t dropped = fsgd_rowlabel_weigh(out, first, w.w, 1, 1); /* weight 0: no row */
+            stats->rows -= dropped;
+            if (n > 0)
+                n -= (long)dropped;
+        }
+        fsgd_libsvm_weights_free(&w);
         return n;
     }
     if (!f->hashed)

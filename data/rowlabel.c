@@ -25,6 +25,13 @@ size_t fsgd_rowlabel_weigh(fsgd_csr_t *m, size_t first, const double *weight, do
     size_t dropped = m->n_rows - w;
     m->n_rows = w;
     m->nnz = (size_t)nnz;
+    if (dropped) { /* a dropped row may have held the largest column (rare: weight-0 rows) */
+        uint64_t mc = 0;
+        for (uint64_t j = 0; j < nnz; j++)
+            if ((uint64_t)m->col[j] + 1 > mc)
+                mc = (uint64_t)m->col[j] + 1;
+        m->max_col = mc;
+    }
     return dropped;
 }
 

@@ -4,7 +4,11 @@
  * "no crash": the CSR is well formed (row_ptr monotone, columns strictly
  * increasing and within max_col / max_dim, finite values and labels), strict
  * mode yields a prefix of what skip_bad yields, every line is accounted
- * for, and error messages name the source and say what was expected. */
+ * for, and error messages name the source and say what was expected.
+ * With row_weights ("label:weight"), one weight a row, each finite and
+ * >= 0, the strict ones a prefix of the skip_bad ones. With fields
+ * crosses, the same invariants on the crossed rows, and the counts of
+ * feature and cross entries add up to the rows' entries before merging. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -67,13 +71,23 @@ static size_t count_lines(const uint8_t *d, size_t n)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *buf = (const char *)data;
-    fsgd_libsvm_opts_t sets[4] = {{0}, {.zero_based = 1}, {.allow_unsorted = 1}, {.max_dim = 100}};
-    for (int s = 0; s < 4; s++) {
+    fsgd_libsvm_opts_t sets[6] = {
+        {0}, {.zero_based = 1}, {.allow_unsorted = 1}, {.max_dim = 100}, {.row_weights = 1, .hash_bits = 6}, {.hash_bits = 8}};
+    /* fields crosses (fsgd/libsvm_fields.h): pairs, a field with itself, a triple and every pair */
+    char ferr[256];
+    CHECK(fsgd_libsvm_fields_parse(&sets[5].fields, "a:1-3,b:4-9,c:10,a:20-30", ferr, sizeof ferr) == 0);
+    CHECK(fsgd_libsvm_fields_add_terms(&sets[5].fields, "ab,aa,abc,::", ferr, sizeof ferr) == 0);
+    for (int s = 0; s < 6; s++) {
         fsgd_csr_t strict = {0}, skip = {0};
         fsgd_libsvm_stats_t st1 = {0}, st2 = {0};
+        fsgd_libsvm_weights_t w1 = {0}, w2 = {0};
         char err[512] = "";
         fsgd_libsvm_opts_t o = sets[s];
+        if (o.row_weights)
+            o.weights = &w1;
         long n1 = fsgd_libsvm_parse(buf, size, "fz", 1, &o, &strict, &st1, err, sizeof err);
+        if (o.fields.n_terms)
+            CHECK(st1.feature_entries + st1.cross_entries >= strict.nnz);
         if (n1 < 0) {
             CHECK(n1 == FSGD_E_PARSE || n1 == FSGD_E_RANGE);
             CHECK(!strncmp(err, "fz:", 3) && strstr(err, ": expected ") != NULL);
@@ -83,6 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         check_csr(&strict, &o);
         o.skip_bad = 1;
+        if (o.row_weights)
+            o.weights = &w2;
         long n2 = fsgd_libsvm_parse(buf, size, "fz", 1, &o, &skip, &st2, err, sizeof err);
         CHECK(n2 >= 0 && (uint64_t)n2 == st2.rows && st2.bytes == size);
         CHECK(st2.lines == count_lines(data, size));
@@ -100,6 +116,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(!memcmp(strict.col, skip.col, strict.nnz * sizeof *strict.col));
             CHECK(!memcmp(strict.val, skip.val, strict.nnz * sizeof *strict.val));
         }
+        if (o.row_weights) {
+            CHECK(w1.n == strict.n_rows && w2.n == skip.n_rows);
+            for (size_t i = 0; i < w2.n; i++)
+                CHECK(isfinite(w2.w[i]) && w2.w[i] >= 0 && (i >= w1.n || w1.w[i] == w2.w[i]));
+            int any = 0;
+            for (size_t i = 0; i < w2.n; i++)
+                any |= w2.w[i] != 1;
+            CHECK(any == w2.any);
+        }
+        fsgd_libsvm_weights_free(&w1);
+        fsgd_libsvm_weights_free(&w2);
         check_binary_copy(&skip);
         fsgd_csr_free(&strict);
         fsgd_csr_free(&skip);

@@ -6,8 +6,11 @@
 # without them); a heavier positive class raises the mean predicted
 # probability. Any two label values train as the classes (the larger
 # positive): labels {1, 2} give the model of {-1, +1}; three values are an
-# error (exit 3); a bad --class-weight is exit 2, and so are weights given to
-# fsgd run, which does not weigh rows yet.
+# error (exit 3); a bad --class-weight is exit 2, and so are class weights and
+# VW importance weights given to fsgd run, which does not weigh those yet.
+# LIBSVM rows carry a weight as label:weight with --row-weights (label:2 on
+# positives = --class-weight 2,1), and fsgd run applies it (AUC within 0.003
+# of fsgd train's on a9a).
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -35,6 +38,27 @@ cmp -s "$tmp/zero.fsgd" "$tmp/plain.fsgd" || fail "importance-0 rows changed the
 "$FSGD" predict --model "$tmp/p.fsgd" --data "$tmp/d.svm" --proba --quiet --out "$tmp/p.txt"
 paste "$tmp/n.txt" "$tmp/p.txt" | awk '{ a += $1; b += $2 } END { if (!(b > a + 0.05 * NR)) { print a / NR, b / NR; exit 1 } }' ||
     fail "--class-weight 5,1 did not raise the mean probability"
+# LIBSVM label:weight (--row-weights): weight 2 on every positive row = --class-weight 2,1,
+# on one thread and on the threaded loader; strict errors name file:line:col (exit 3)
+awk '$1 == "+1" { $1 = "+1:2" } { print }' "$tmp/d.svm" > "$tmp/w.svm"
+lopts=(--epochs 2 --seed 3 --test-fraction 0 --quiet)
+for t in 1 2; do
+    "$FSGD" train --data "$tmp/w.svm" "${lopts[@]}" --threads $t --row-weights --out "$tmp/lw.fsgd" > /dev/null
+    "$FSGD" train --data "$tmp/d.svm" "${lopts[@]}" --threads $t --class-weight 2,1 --out "$tmp/lc.fsgd" > /dev/null
+    cmp -s "$tmp/lw.fsgd" "$tmp/lc.fsgd" || fail "label:2 on positives != --class-weight 2,1 (threads $t)"
+done
+rc=0; "$FSGD" train --data "$tmp/w.svm" "${lopts[@]}" 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 3 ] && grep -q "w.svm:1:1: expected a label .*label:weight needs --row-weights), got '+1:2'" "$tmp/e.txt" ||
+    fail "label:weight without --row-weights: $rc $(cat "$tmp/e.txt")"
+sed '2s/^\([-+]1\)\(:2\)\{0,1\} /\1:-0.5 /' "$tmp/w.svm" > "$tmp/wbad.svm"
+rc=0; "$FSGD" train --data "$tmp/wbad.svm" "${lopts[@]}" --row-weights --out "$tmp/no.fsgd" 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 3 ] && grep -q "wbad.svm:2:4: expected a row weight (a finite number >= 0) after 'label:', got '-0.5'" "$tmp/e.txt" &&
+    [ ! -e "$tmp/no.fsgd" ] || fail "a negative weight: $rc $(cat "$tmp/e.txt")"
+"$FSGD" predict --model "$tmp/lw.fsgd" --data "$tmp/w.svm" --row-weights --out "$tmp/pw.txt" 2> /dev/null
+"$FSGD" predict --model "$tmp/lw.fsgd" --data "$tmp/d.svm" --out "$tmp/pd.txt" 2> /dev/null
+cmp -s "$tmp/pw.txt" "$tmp/pd.txt" || fail "predict --row-weights scored other rows"
+rc=0; "$FSGD" train --data "$tmp/plain.vw" --format vw --row-weights --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "row_weights: label:weight is read from libsvm rows" "$tmp/e.txt" || fail "vw + --row-weights: $rc"
 # any two labels
 sed 's/^-1/1/; t; s/^+1/2/' "$tmp/d.svm" > "$tmp/12.svm"
 sed 's/^+1/1/' "$tmp/d.svm" > "$tmp/pm.svm"
@@ -58,4 +82,29 @@ rc=0; "$FSGD" run --data "$tmp/d.svm" --class-weight 2,1 --quiet 2> "$tmp/e.txt"
 [ $rc -eq 2 ] && grep -q "fsgd run and its roles do not yet" "$tmp/e.txt" || fail "run --class-weight: $rc"
 rc=0; "$FSGD" run --data "$tmp/imp.vw" --format vw --workers 1 --epochs 1 --quiet > /dev/null 2> "$tmp/e.txt" || rc=$?
 [ $rc -eq 2 ] && grep -q "imp.vw: rows with importance weights" "$tmp/e.txt" || fail "run weighted rows: $rc $(cat "$tmp/e.txt")"
-echo "row weights: importance = class weight, zero rows left out, two labels mapped, run refuses them"
+# fsgd run applies LIBSVM row weights (they ride in the labels on NAME.data, the workers'
+# gradients scale by them): a9a with weight 20 on positives and 8000 label-flipped copies of
+# weight 0: test AUC within 0.003 of fsgd train's with the same weights (the flipped rows
+# would cost AUC if kept), and the mean probability moved as train's was (near the weighted
+# train model's 0.59, far above an unweighted model's 0.24-0.33, whose runs vary)
+. "$(dirname "$0")/lib/skip.bash"
+DATA=$(data_dir); needs_data a9a a9a.t
+{ awk '$1 == "+1" { $1 = "+1:20" } { print }' "$DATA/a9a"
+  awk 'NR <= 8000 { $1 = ($1 == "+1" ? "-1:0" : "+1:0"); print }' "$DATA/a9a"; } > "$tmp/a9w.svm"
+ro=(--test "$DATA/a9a.t" --epochs 3 --seed 3 --batch 256 --codec none)
+"$FSGD" train --data "$DATA/a9a" "${ro[@]}" --quiet --out "$tmp/tu.fsgd" > /dev/null
+"$FSGD" train --data "$tmp/a9w.svm" "${ro[@]}" --row-weights --quiet --out "$tmp/tw.fsgd" --metrics-json "$tmp/tw.json" > /dev/null
+"$FSGD" run --data "$tmp/a9w.svm" "${ro[@]}" --row-weights --workers 2 --out "$tmp/rw.fsgd" --metrics-json "$tmp/rw.json" \
+    > "$tmp/run.log" 2>&1 || fail "run --row-weights: $(tail -5 "$tmp/run.log")"
+mean_p() { "$FSGD" predict --model "$1" --data "$DATA/a9a.t" --proba --quiet | awk '{ s += $1 } END { print s / NR }'; }
+/usr/bin/python3 - "$tmp/tw.json" "$tmp/rw.json" "$(mean_p "$tmp/tu.fsgd")" "$(mean_p "$tmp/tw.fsgd")" "$(mean_p "$tmp/rw.fsgd")" <<'PY' || fail "run with row weights"
+import json, sys
+t, r = (json.load(open(p))["test"]["auc"] for p in sys.argv[1:3])
+pu, pt, pr = map(float, sys.argv[3:6])
+assert abs(t - r) < 0.003, f"run auc {r:.5f}, train {t:.5f}"
+assert pr > pu + 0.2 and abs(pr - pt) < 0.08, f"mean p: run weighted {pr:.3f}, train weighted {pt:.3f}, unweighted {pu:.3f}"
+print(f"run --row-weights: auc {r:.5f} (train {t:.5f}); mean p {pr:.3f} (train {pt:.3f}, unweighted {pu:.3f})")
+PY
+rc=0; "$FSGD" run --data "$tmp/w.svm" --row-weights --model linear --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "row_weights: row weights are for classification models" "$tmp/e.txt" || fail "run linear --row-weights: $rc"
+echo "row weights: LIBSVM label:weight (train and run), importance = class weight, zero rows left out, two labels mapped, run refuses them"

@@ -130,7 +130,7 @@ static const bad_case_t bad_cases[] = {
     {"  nan 1:1\n", FSGD_E_PARSE, "t:1:3: expected a label (a finite number), got 'nan'"},
     {"1e999 1:1\n", FSGD_E_PARSE, "t:1:1: expected a label (a finite number), got '1e999'"},
     {"1,0 1:1\n", FSGD_E_PARSE, "t:1:1: expected a label (a finite number), got '1,0'"},
-    {" 2:3.5 11:26\n", FSGD_E_PARSE, "t:1:2: expected a label (a finite number), got '2:3.5'"},
+    {" 2:3.5 11:26\n", FSGD_E_PARSE, "t:1:2: expected a label (a finite number; no label? label:weight needs --row-weights), got '2:3.5'"},
     {"1 qid:x 1:1\n", FSGD_E_PARSE, "t:1:3: expected qid:<integer>, got 'qid:x'"},
     {"1 1:1 qid:3\n", FSGD_E_PARSE, "t:1:7: expected index:value, got 'qid:3'"},
     {"1 1:1\x01\n", FSGD_E_PARSE, "t:1:5: expected a finite number as feature value, got '1\\x01'"},
@@ -962,12 +962,91 @@ static void test_load_threads_empty(void)
     }
 }
 
+/* row_weights: "label:weight" gives the row its weight (1 when absent),
+ * the label its value; a bad weight names file:line:column; without the
+ * option the same row is an error that names it; a row the reader drops
+ * (skip_bad) drops its weight too, and the threaded loader joins its
+ * parts' weights in the rows' order. */
+static void test_row_weights(void)
+{
+    char err[512];
+    fsgd_libsvm_weights_t w = {0};
+    fsgd_libsvm_opts_t o = {.row_weights = 1, .weights = &w};
+    fsgd_csr_t m = {0};
+    CU_ASSERT_EQUAL(parse("+1:2.5 3:1\n-1 2:1\n0:0 qid:3 5:1 # c\n2:1e-1 1:1\n", &o, &m, NULL, err, sizeof err), 4);
+    CU_ASSERT_EQUAL_FATAL(w.n, 4);
+    CU_ASSERT_TRUE(w.any);
+    const double want_w[] = {2.5, 1, 0, 0.1}, want_l[] = {1, -1, 0, 2};
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_DOUBLE_EQUAL(w.w[i], want_w[i], 1e-15);
+        CU_ASSERT_DOUBLE_EQUAL(m.label[i], want_l[i], 0);
+    }
+    fsgd_csr_free(&m);
+    fsgd_libsvm_weights_free(&w);
+    /* weights all 1 are not "any" */
+    CU_ASSERT_EQUAL(parse("1:1 2:1\n-1 3:1\n", &o, &m, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(w.n, 2);
+    CU_ASSERT_FALSE(w.any);
+    fsgd_csr_free(&m);
+    fsgd_libsvm_weights_free(&w);
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"1 2:1\n+1:x 3:1\n", "t:2:4: expected a row weight (a finite number >= 0) after 'label:', got 'x'"},
+        {"-1:-2 3:1\n", "t:1:4: expected a row weight (a finite number >= 0) after 'label:', got '-2'"},
+        {"1:nan 3:1\n", "t:1:3: expected a row weight"},
+        {"1:2:3 3:1\n", "t:1:3: expected a row weight"},
+        {"1: 3:1\n", "t:1:3: expected a row weight"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CU_ASSERT_EQUAL(parse(bad[i].text, &o, &m, NULL, err, sizeof err), FSGD_E_PARSE);
+        FSGD_ASSERT_CONTAINS(err, bad[i].want);
+        CU_ASSERT_EQUAL(w.n, m.n_rows); /* no weight of a row not committed */
+        fsgd_csr_free(&m);
+        fsgd_libsvm_weights_free(&w);
+    }
+    fsgd_libsvm_opts_t plain = {0};
+    CU_ASSERT_EQUAL(parse("+1:2 3:1\n", &plain, &m, NULL, err, sizeof err), FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "t:1:1: expected a label (a finite number; no label? label:weight needs --row-weights), got '+1:2'");
+    fsgd_csr_free(&m);
+    /* skip_bad: the bad row and its weight both left out */
+    o.skip_bad = 1;
+    CU_ASSERT_EQUAL(parse("1:3 1:1\n1:x 2:1\n-1:4 2:1\n", &o, &m, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL_FATAL(w.n, 2);
+    CU_ASSERT_DOUBLE_EQUAL(w.w[0], 3, 0);
+    CU_ASSERT_DOUBLE_EQUAL(w.w[1], 4, 0);
+    fsgd_csr_free(&m);
+    fsgd_libsvm_weights_free(&w);
+    o.skip_bad = 0;
+    /* threads: the weights of every part, in the rows' order */
+    const char *path = fsgd_test_tmp("weighted.svm");
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < 5000; i++)
+        fprintf(f, "%s:%d %d:1\n", i % 2 ? "+1" : "-1", i % 7, i % 50 + 1);
+    fclose(f);
+    for (int t = 1; t <= 3; t++) {
+        fsgd_libsvm_opts_t to = {.row_weights = 1, .weights = &w, .read_buf = 8192, .binary = 1};
+        fsgd_libsvm_stats_t st;
+        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(path, &to, t, &m, &st, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(m.n_rows, 5000);
+        CU_ASSERT_EQUAL_FATAL(w.n, 5000);
+        int ok = 1;
+        for (int i = 0; i < 5000; i++)
+            ok &= w.w[i] == i % 7 && m.label[i] == (i % 2 ? 1 : -1);
+        CU_ASSERT_TRUE(ok);
+        fsgd_csr_free(&m);
+        fsgd_libsvm_weights_free(&w);
+    }
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"threads: same rows, counts and errors as one thread", test_load_threads},
         {"threads: a 0-byte file is no rows, not a crash", test_load_threads_empty},
         {"hash_bits: indices hashed, shared columns summed, order still checked", test_hash_bits},
+        {"row_weights: label:weight, strict errors, skip_bad, threads in order", test_row_weights},
         {"grammar: labels, qid, comments, blanks, tabs", test_basic},
         {"CRLF equals LF", test_crlf},
         {"errors name file:line:column", test_errors},

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fsgd/error.h"
+#include "fsgd/loss.h"
 #include "fsgd/rowfmt.h"
 #include "testlib.h"
 
@@ -115,12 +116,49 @@ static void test_skip_bad(void)
     fsgd_csr_free(&m);
 }
 
+/* row_weights=1 (fsgd run --row-weights): a buffer's rows come out weighted
+ * (the weight in the label, fsgd/rowlabel.h: +w positive, -w negative),
+ * rows of weight 0 dropped; the model's input spec leaves the key out, as it
+ * says how rows are read, not what the model is. A label set of such rows
+ * keeps their classes. */
+static void test_row_weights(void)
+{
+    fsgd_rowfmt_t f;
+    char err[512], in[128];
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "libsvm:row_weights=1:bits=12", 0, 0, err, sizeof err), 0);
+    CU_ASSERT_TRUE(f.opts.row_weights);
+    fsgd_rowfmt_input(&f, in, sizeof in);
+    CU_ASSERT_STRING_EQUAL(in, "libsvm:bits=12");
+    fsgd_rowfmt_t plain;
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&plain, "libsvm:bits=12", 0, 0, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(f.block_id, plain.block_id); /* the same rows on NAME.data */
+    fsgd_csr_t m = {0};
+    const char *rows = "+1:2.5 3:1\n-1:4 2:1\n1:0 5:1\n0 7:1\n-1 1:1\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows, strlen(rows), "m", 1, &m, NULL, err, sizeof err), 4);
+    const double want[] = {2.5, -4, -1, -1}; /* weight 0 dropped; a 0 label is the negative class */
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_DOUBLE_EQUAL(m.label[i], want[i], 0);
+    fsgd_label_set_t ls = {.classes = 1};
+    fsgd_label_set_add(&ls, m.label, m.n_rows);
+    char why[200];
+    CU_ASSERT_EQUAL(ls.n, 2);
+    CU_ASSERT_EQUAL(fsgd_loss_check_labels(FSGD_LOSS_LOGISTIC, &ls, why, sizeof why), 0);
+    fsgd_csr_free(&m);
+    /* without the key, label:weight is a bad row naming the option */
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&plain, rows, strlen(rows), "m", 1, &m, NULL, err, sizeof err), FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "m:1:1: expected a label (a finite number; no label? label:weight needs --row-weights)");
+    fsgd_csr_free(&m);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_init(&f, "libsvm:row_weights=2", 0, 0, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "unknown libsvm key 'row_weights=2'");
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"format, hash_bits and dim checks name the job key; input spec", test_init_and_dim},
         {"a buffer's rows are the file's rows (no header); errors name src:line:col", test_buffer_rows_match_file},
         {"skip_bad skips and reports a bad row alone, both formats", test_skip_bad},
+        {"row_weights: weighted rows from a buffer, the input spec without the key", test_row_weights},
         {NULL, NULL},
     };
     fsgd_test_suite("rowfmt", cases);

@@ -22,7 +22,7 @@
 #include "fsgd/vw.h"
 
 static const char usage_text[] =
-    "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--quiet]\n"
+    "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--row-weights] [--quiet]\n"
     "       fsgd predict --brokers HOST:PORT --name JOB [--job-key-file FILE] --data F [...]\n"
     "Scores every row of the LIBSVM file F with the model file M (fsgd train --out). A model\n"
     "trained on raw delimited rows (--format criteo, tsv:..., csv:...) records how it hashed\n"
@@ -43,6 +43,8 @@ static const char usage_text[] =
     "               temporary file renamed into place at the end: an error leaves an\n"
     "               existing FILE as it was. FILE must be absent or a regular file\n"
     "  --skip-bad   skip malformed rows (counted) instead of stopping at the first\n"
+    "  --row-weights  LIBSVM rows may carry a weight, label:weight (fsgd train --row-weights);\n"
+    "               read and left out: scores and metrics are unweighted\n"
     "  --quiet      no metrics on stderr\n"
     "Features the model never saw (index > its dimension) count as zero. Metrics of the\n"
     "scores against the file's labels go to stderr: AUC, logloss and accuracy for\n"
@@ -53,7 +55,7 @@ static const char usage_text[] =
 typedef struct predict_args {
     const char *model, *data, *out;
     const char *brokers, *name, *key_file; /* the model from a job's topic instead of a file */
-    int proba, skip_bad, quiet;
+    int proba, skip_bad, quiet, row_weights;
 } predict_args_t;
 
 
@@ -84,6 +86,8 @@ static int parse_args(int argc, char **argv, predict_args_t *a)
             a->proba = 1;
         } else if (!strcmp(argv[i], "--skip-bad")) {
             a->skip_bad = 1;
+        } else if (!strcmp(argv[i], "--row-weights")) {
+            a->row_weights = 1;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             a->quiet = 1;
         } else if (missing) {
@@ -223,7 +227,11 @@ int fsgd_cmd_predict(int argc, char **argv)
             return rc == FSGD_E_ARG ? FSGD_EXIT_USAGE : fsgd_cli_status(rc);
         }
     }
-    fsgd_libsvm_opts_t opts = {.skip_bad = a.skip_bad, .hash_bits = lfmt.opts.hash_bits};
+    /* label:weight rows (fsgd train --row-weights) are read, their weights
+     * left out: scores and metrics are unweighted, as fsgd train's test rows */
+    fsgd_libsvm_opts_t opts = lfmt.opts; /* the model's bits, fields and crosses */
+    opts.skip_bad = a.skip_bad;
+    opts.row_weights = a.row_weights;
     fsgd_libsvm_reader_t *rd = hashed ? NULL : fsgd_libsvm_open(a.data, &opts, err, sizeof err);
     if (!rd && !hashed) {
         fsgd_cli_error("%s", err);

@@ -133,7 +133,12 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
                 fsgd_csr_t *out)
 {
     /* binary rows held without their values: fsgd train reads such batches */
-    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad, .binary = 1, .hash_bits = (unsigned)job->hash_bits};
+    fsgd_libsvm_weights_t lw = {0}; /* LIBSVM label:weight (row_weights) */
+    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad,
+                               .binary = 1,
+                               .hash_bits = (unsigned)job->hash_bits,
+                               .row_weights = job->row_weights,
+                               .weights = is_train ? &lw : NULL};
     fsgd_libsvm_stats_t st = {0};
     fsgd_vw_extra_t vwx = {0};
     char err[512];
@@ -156,11 +161,21 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
                 feature_share = (double)ds.feature_entries / (double)(ds.feature_entries + ds.cross_entries);
         }
     } else {
-        /* parsing is most of the load: split it over the job's threads */
-        rc = fsgd_libsvm_load_threads(path, &opts, job->threads, out, &st, err, sizeof err);
+        /* the job's format as folded (fsgd_job_fold_input): its bits, fields and crosses */
+        fsgd_rowfmt_t lf;
+        rc = fsgd_rowfmt_init(&lf, job->format, job->hash_bits, job->skip_bad, err, sizeof err);
+        if (rc == 0) {
+            opts.hash_bits = lf.opts.hash_bits;
+            opts.fields = lf.opts.fields;
+            /* parsing is most of the load: split it over the job's threads */
+            rc = fsgd_libsvm_load_threads(path, &opts, job->threads, out, &st, err, sizeof err);
+        }
+        if (rc == 0 && is_train && st.cross_entries)
+            feature_share = (double)st.feature_entries / (double)(st.feature_entries + st.cross_entries);
     }
     if (rc < 0) {
         fsgd_vw_extra_free(&vwx);
+        fsgd_libsvm_weights_free(&lw);
         fsgd_cli_error("%s", err);
         return fsgd_cli_status(rc);
     }
@@ -178,6 +193,7 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
         /* any two values, as LIBLINEAR takes them: the larger is the positive class */
         if (job->model == FSGD_LOSS_SQUARED || !fsgd_rowlabel_map_two(out->label, out->n_rows, &lo, &hi)) {
             fsgd_vw_extra_free(&vwx);
+            fsgd_libsvm_weights_free(&lw);
             fsgd_cli_error("%s: %s", path, err);
             return FSGD_EXIT_DATA;
         }
@@ -190,28 +206,34 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
     double pos = 1, neg = 1;
     if (is_train && (fsgd_job_class_weight(job, &pos, &neg, err, sizeof err) < 0)) {
         fsgd_vw_extra_free(&vwx);
+        fsgd_libsvm_weights_free(&lw);
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
-    if (is_train && (vwx.any_weight || pos != 1 || neg != 1)) {
+    /* one weight a row from either reader (VW importance, LIBSVM label:weight) */
+    const double *row_w = vwx.any_weight ? vwx.weight : lw.any && lw.n == out->n_rows ? lw.w : NULL;
+    if (is_train && (row_w || pos != 1 || neg != 1)) {
         if (job->model == FSGD_LOSS_SQUARED) {
             fsgd_vw_extra_free(&vwx);
+            fsgd_libsvm_weights_free(&lw);
             fsgd_cli_error("%s: row and class weights are for classification models (logistic, svm), not linear",
                            path);
             return FSGD_EXIT_USAGE;
         }
         if (strcmp(job->backend, "cpu")) { /* the cuda backend reads a label's sign only */
             fsgd_vw_extra_free(&vwx);
+            fsgd_libsvm_weights_free(&lw);
             fsgd_cli_error("%s: row and class weights are applied by the cpu backend: use --backend cpu", path);
             return FSGD_EXIT_USAGE;
         }
-        size_t dropped = fsgd_rowlabel_weigh(out, 0, vwx.any_weight ? vwx.weight : NULL, pos, neg);
+        size_t dropped = fsgd_rowlabel_weigh(out, 0, row_w, pos, neg);
         if (!job->quiet)
-            fprintf(stderr, "fsgd: %s: rows weighted (%s%s%s)%s\n", path, vwx.any_weight ? "importance" : "",
-                    vwx.any_weight && (pos != 1 || neg != 1) ? " and " : "",
+            fprintf(stderr, "fsgd: %s: rows weighted (%s%s%s)%s\n", path, row_w ? "importance" : "",
+                    row_w && (pos != 1 || neg != 1) ? " and " : "",
                     pos != 1 || neg != 1 ? "class weights" : "", dropped ? "; rows of weight 0 left out" : "");
     }
     fsgd_vw_extra_free(&vwx);
+    fsgd_libsvm_weights_free(&lw);
     return 0;
 }
 
@@ -658,6 +680,17 @@ static int train_command(int argc, char **argv)
         fsgd_rowfmt_init(&fmt, job.format, job.hash_bits, job.skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(&fmt, job.dim, &job.dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);
+        return FSGD_EXIT_USAGE;
+    }
+    /* label:weight is LIBSVM's (VW rows carry their importance), and the
+     * weights ride in rows held in memory, as VW importance does */
+    if (job.row_weights && (fmt.hashed || fmt.vw || job.cache[0])) {
+        fsgd_cli_error("row_weights: label:weight is read from libsvm rows held in memory (format %s%s)",
+                       job.format[0] ? job.format : "libsvm", job.cache[0] ? ", not streamed from --cache" : "");
+        return FSGD_EXIT_USAGE;
+    }
+    if (fmt.opts.fields.n_terms && job.cache[0]) { /* the cache's reader hashes indices, it does not cross */
+        fsgd_cli_error("interactions: crosses of LIBSVM fields are built on rows in memory, not streamed from --cache");
         return FSGD_EXIT_USAGE;
     }
     const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;

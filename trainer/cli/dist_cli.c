@@ -127,6 +127,11 @@ int dcli_job_only(int argc, char **argv, const char *usage, const char *const *o
         fsgd_cli_error("class_weight: fsgd train weighs rows by class; fsgd run and its roles do not yet");
         return FSGD_EXIT_USAGE;
     }
+    if (job->row_weights && (job->model == FSGD_LOSS_SQUARED || strcmp(job->backend, "cpu"))) {
+        /* the weights ride in the labels (fsgd/rowlabel.h): classification, cpu backend */
+        fsgd_cli_error("row_weights: row weights are for classification models (logistic, svm) on the cpu backend");
+        return FSGD_EXIT_USAGE;
+    }
     fsgd_rowfmt_t f;
     if (fsgd_job_fold_input(job, err, sizeof err) < 0 ||
         fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
@@ -137,7 +142,8 @@ int dcli_job_only(int argc, char **argv, const char *usage, const char *const *o
     /* Rows with crosses (VW or delimited) travel as their text, one a message, and the
      * workers build the crosses: row blocks would carry the crossed
      * columns and NAME.data would grow with them */
-    if (((f.vw && f.vw_spec.n_terms) || (f.hashed && f.spec.n_crosses)) && !fsgd_job_given(job, "block_rows"))
+    if (((f.vw && f.vw_spec.n_terms) || (f.hashed && f.spec.n_crosses) || (!f.vw && !f.hashed && f.opts.fields.n_terms)) &&
+        !fsgd_job_given(job, "block_rows"))
         job->block_rows = 1;
     return 0;
 }

@@ -12,6 +12,7 @@
 #include "fsgd/error.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/delim.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/vw.h"
 
 typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS, F_REPLICA } field_type_t;
@@ -46,9 +47,19 @@ static const field_t fields[] = {
      "vw format: feature crosses of namespaces by their first letters, VW's -q ab / --cubic abc / --interactions "
      "ab,abc (aliases q, quadratic, cubic; each use adds its crosses); :: crosses every pair of namespaces; hashed "
      "into the model's 2^bits columns and recorded in the model file, so fsgd predict needs no flag; criteo, tsv:, "
-     "csv: cross columns by 1-based number instead (-q 15*16, --interactions 15*16*17)"},
+     "csv: cross columns by 1-based number instead (-q 15*16, --interactions 15*16*17); libsvm: the letters of "
+     "--fields"},
+    {"fields", "data", F_STR, OFF(fields), 0, 0,
+     "libsvm format: fields of index ranges, NAME:FIRST-LAST or NAME:INDEX, e.g. a:1-14,b:15-100 (a name's first "
+     "letter is its letter; indices as the file writes them), or @FILE: lines 'INDEX NAME' or 'FIRST-LAST NAME'; "
+     "so -q ab / --cubic / --interactions / :: cross LIBSVM rows as VW crosses namespaces; hashed into 2^bits "
+     "columns (default 18), recorded in the model"},
     {"ignore", "data", F_STR, OFF(ignore), 0, 0, "vw format: namespaces (first letters, e.g. abc) left out (VW's --ignore)"},
     {"keep", "data", F_STR, OFF(keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
+    {"row_weights", "data", F_BOOL, OFF(row_weights), 0, 1,
+     "libsvm format: a row's label may carry an importance weight, label:weight (XGBoost's LIBSVM extension; "
+     "VW's importance: a number >= 0, 1 when absent; rows of weight 0 are left out of training); fsgd train and "
+     "fsgd run, cpu backend; fsgd predict reads such files with --row-weights and scores them unweighted"},
     {"class_weight", "data", F_STR, OFF(class_weight), 0, 0,
      "POS,NEG: each row's loss weighted by its class (LIBLINEAR's -w1/-w-1), on top of a VW row's importance; "
      "fsgd train, cpu backend"},
@@ -839,14 +850,81 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
     return FSGD_E_OK;
 }
 
+/* --fields @FILE: the index -> field map of a file (fsgd_libsvm_fields_parse_map). */
+static int fields_from_file(fsgd_libsvm_fields_t *fl, const char *path, char *err, size_t errsz)
+{
+    enum { MAX_MAP = 16 << 20 }; /* 2^32 indices a line each would not fit 64 ranges anyway */
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: cannot open '%s': %s", path, strerror(errno));
+    char *text = malloc(MAX_MAP + 1);
+    size_t n = text ? fread(text, 1, MAX_MAP + 1, fp) : 0;
+    int bad = ferror(fp);
+    fclose(fp);
+    int rc = !text ? fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "fields: out of memory reading '%s'", path)
+             : bad ? fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: cannot read '%s'", path)
+             : n > MAX_MAP ? fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: '%s' is larger than %d bytes", path, MAX_MAP)
+                           : 0;
+    /* read into a fresh set, then added as ranges: a format that holds them
+     * already (a job folded twice, fsgd run's roles) takes them once */
+    fsgd_libsvm_fields_t map = {0};
+    char ranges[4096], none[8];
+    if (rc == 0)
+        rc = fsgd_libsvm_fields_parse_map(&map, text, n, path, err, errsz);
+    if (rc == 0 && fsgd_libsvm_fields_format(&map, ranges, sizeof ranges, none, sizeof none) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "fields: the ranges of '%s' are too long", path);
+    if (rc == 0)
+        rc = fsgd_libsvm_fields_parse(fl, ranges, err, errsz);
+    free(text);
+    return rc;
+}
+
+/* LIBSVM fields and crosses folded into the format, as a model records
+ * them: "libsvm:bits=B:fields=a=1-14,...:interactions=ab,...". */
+static int fold_libsvm(fsgd_job_t *job, char *err, size_t errsz)
+{
+    fsgd_rowfmt_t f;
+    char e[400];
+    if (fsgd_rowfmt_init(&f, job->format[0] ? job->format : "libsvm", job->hash_bits, 0, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+    fsgd_libsvm_fields_t *fl = &f.opts.fields;
+    if (job->fields[0] == '@') {
+        FSGD_TRY(fields_from_file(fl, job->fields + 1, err, errsz));
+    } else if (job->fields[0] && fsgd_libsvm_fields_parse(fl, job->fields, e, sizeof e) < 0) {
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+    }
+    if (job->interactions[0] && !fl->n_ranges)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "interactions: LIBSVM rows are crossed by fields: give --fields (e.g. a:1-14,b:15-100) "
+                            "and cross their letters (-q ab)");
+    if (job->interactions[0] && fsgd_libsvm_fields_add_terms(fl, job->interactions, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
+    if (!fl->n_terms) /* fields without crosses change nothing */
+        return 0;
+    if (!f.opts.hash_bits)
+        f.opts.hash_bits = 18;
+    char spec[sizeof job->format + 1];
+    fsgd_rowfmt_input(&f, spec, sizeof spec);
+    if (!spec[0] || strlen(spec) >= sizeof job->format)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the libsvm spec with its fields and crosses is too long");
+    memcpy(job->format, spec, strlen(spec) + 1);
+    return 0;
+}
+
 int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
 {
     const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
     const int delim = !strcmp(job->format, "criteo") || !strncmp(job->format, "tsv:", 4) ||
                       !strncmp(job->format, "csv:", 4);
+    const int libsvm = !job->format[0] || !strcmp(job->format, "libsvm") || !strncmp(job->format, "libsvm:", 7);
+    if (job->fields[0] && !libsvm)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "fields: index ranges are for --format libsvm (vw crosses namespaces, criteo/tsv/csv "
+                            "columns by number); format is %s",
+                            job->format);
     if (!vw) {
         const char *key = job->ignore[0] ? "ignore" : job->keep[0] ? "keep" : NULL;
-        if (!key && job->interactions[0] && !delim)
+        if (!key && job->interactions[0] && !delim && !libsvm)
             key = "interactions";
         if (key)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
@@ -855,6 +933,19 @@ int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
                                 delim ? "" : " and the delimited formats (criteo, tsv:, csv: cross columns by number)",
                                 job->format);
     }
+    if (libsvm && (job->fields[0] || job->interactions[0]))
+        FSGD_TRY(fold_libsvm(job, err, errsz));
+    if (libsvm && job->row_weights && !strstr(job->format, "row_weights=1")) {
+        /* how rows are read travels with the format to every role (first:
+         * interactions, which may hold "::", stay the last key) */
+        const char *rest = job->format[0] ? job->format + 6 : "";
+        char spec[sizeof job->format];
+        if (snprintf(spec, sizeof spec, "libsvm:row_weights=1%s", rest) >= (int)sizeof spec)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the libsvm spec with row_weights is too long");
+        memcpy(job->format, spec, strlen(spec) + 1);
+    }
+    if (libsvm)
+        return 0;
     if (delim && job->interactions[0]) {
         /* columns by 1-based number: --interactions 15*16,15*16*17 */
         fsgd_delim_spec_t d, t;

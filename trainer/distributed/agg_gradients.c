@@ -60,7 +60,8 @@ static int consumer_error(agg_t *a, const fsgd_bus_msg_t *m)
  * (FSGD_AGG_GRAD_SLACK in fsgd/dist.h). */
 static double value_bound(const agg_t *a, uint64_t rows)
 {
-    double l = a->job->model == FSGD_LOSS_SQUARED ? 1 + a->ymax : 1;
+    /* a weighted row's label is ±weight (fsgd/rowlabel.h): its gradient scales by it */
+    double l = a->job->model == FSGD_LOSS_SQUARED ? 1 + a->ymax : a->ymax > 1 ? a->ymax : 1;
     return (double)rows * a->xmax * l * FSGD_AGG_GRAD_SLACK;
 }
 

@@ -40,13 +40,14 @@ double fsgd_loss_deriv(fsgd_loss_kind_t k, double m, double y) { return fsgd_los
 void fsgd_label_set_add(fsgd_label_set_t *s, const double *y, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        const double v = s->classes ? (y[i] > 0 ? 1.0 : -1.0) : y[i];
         int k = 0;
-        while (k < s->n && s->v[k] != y[i])
+        while (k < s->n && s->v[k] != v)
             k++;
         if (k < s->n)
             continue;
         if (s->n < FSGD_LABELS_KEPT)
-            s->v[s->n++] = y[i];
+            s->v[s->n++] = v;
         else
             s->more = 1;
     }

@@ -3,7 +3,10 @@
  * Grammar per line: label (index:value)* [# comment], with optional
  * "qid:N" right after the label (ignored); fields are separated by spaces,
  * tabs, \r, \v or \f (so CRLF works); '#' anywhere ends the line; blank and
- * comment-only lines are skipped (but counted as lines). Indices are
+ * comment-only lines are skipped (but counted as lines). With row_weights
+ * the label may carry an importance weight, "label:weight" (XGBoost's
+ * LIBSVM extension; VW's importance): a finite number >= 0, 1 when absent.
+ * Indices are
  * 1-based and strictly increasing unless the options say otherwise; they
  * become 0-based uint32 columns (so the largest index is 2^32). Labels are any
  * finite decimal real ("+1", "-1", "0", "1.0", "3.25e-1"), parsed to exactly
@@ -23,6 +26,7 @@
 #include <stdint.h>
 
 #include "fsgd/csr.h"
+#include "fsgd/libsvm_fields.h"
 
 typedef struct fsgd_libsvm_opts {
     int zero_based;     /* indices start at 0 (default 0: 1-based) */
@@ -38,7 +42,29 @@ typedef struct fsgd_libsvm_opts {
     int binary;         /* fsgd_libsvm_load_threads into an empty out: out is a binary batch
                            (fsgd/csr.h, no values) while every value read is 1, half the
                            memory of CTR rows; the caller must accept one */
+    int row_weights;    /* a label may be "label:weight" (weight a finite number >= 0; 1 when absent);
+                           without it "1:2" as a label is an error naming the option */
+    struct fsgd_libsvm_weights *weights; /* row_weights: when not NULL, each row's weight is appended here,
+                                            in the rows' order (one a row appended to the CSR) */
+    fsgd_libsvm_fields_t fields; /* fields.n_terms > 0: each row gets the crosses of its fields
+                                    (fsgd/libsvm_fields.h), hashed into 2^hash_bits columns and
+                                    summed with the features that share a column */
 } fsgd_libsvm_opts_t;
+
+/* The row weights a reader read (opts.row_weights): w[i] is the weight of
+ * the i-th row appended since the struct was empty. Owned by the caller;
+ * fsgd_libsvm_weights_free releases it. */
+typedef struct fsgd_libsvm_weights {
+    double *w;
+    size_t n, cap;
+    int any; /* a weight other than 1 was read */
+} fsgd_libsvm_weights_t;
+
+/* Appends src's weights to dst. Returns 0 or FSGD_E_NOMEM (dst unchanged). */
+int fsgd_libsvm_weights_append(fsgd_libsvm_weights_t *dst, const fsgd_libsvm_weights_t *src);
+
+/* Frees the array and zeroes the struct. NULL is a no-op. */
+void fsgd_libsvm_weights_free(fsgd_libsvm_weights_t *w);
 
 #define FSGD_LIBSVM_BAD_KEPT 5 /* how many bad-row locations are remembered */
 
@@ -47,6 +73,7 @@ typedef struct fsgd_libsvm_stats {
     uint64_t rows;      /* rows produced */
     uint64_t bad_rows;  /* rows skipped (skip_bad only) */
     uint64_t bytes;     /* bytes consumed */
+    uint64_t feature_entries, cross_entries; /* fields crosses: the rows' features and crosses */
     char first_bad[FSGD_LIBSVM_BAD_KEPT][160]; /* "file:line:col: why" of the first bad rows */
 } fsgd_libsvm_stats_t;
 

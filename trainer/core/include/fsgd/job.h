@@ -35,8 +35,10 @@ typedef struct fsgd_job {
     char test[FSGD_JOB_PATH_MAX];    /* test file; "" -> split test_fraction off data */
     double test_fraction;            /* used when test is "" (default 0.2) */
     int skip_bad;                    /* skip malformed rows (default 0: strict) */
+    int row_weights;                 /* libsvm: a label may be "label:weight" (a row's importance weight) */
     char format[512];                /* libsvm | criteo | tsv:COLUMNS[:opts] | csv:COLUMNS[:opts] (fsgd/delim.h) */
     int hash_bits;                   /* hashed formats: 2^hash_bits columns (0: the spec's, default 24) */
+    char fields[512];                /* libsvm: fields of index ranges for crosses, "a:1-14,b:15-100" */
     char interactions[256];          /* vw: crosses of namespace letters "ab,abc,::" (-q, --cubic, --interactions) */
     char ignore[96];                 /* vw: namespace letters dropped (--ignore) */
     char keep[96];                   /* vw: the only namespace letters read (--keep) */

@@ -32,6 +32,8 @@ typedef struct fsgd_label_set {
     double v[FSGD_LABELS_KEPT];
     int n;    /* distinct values kept */
     int more; /* 1: more distinct values than kept */
+    int classes; /* set before adding: labels of weighted rows (fsgd/rowlabel.h, ±weight), each kept as
+                    its class, +1 when > 0, else -1 */
 } fsgd_label_set_t;
 
 /* Adds the n labels y to s. */
