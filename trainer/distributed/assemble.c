@@ -39,6 +39,7 @@ typedef struct asm_all {
     float *gw;
     uint64_t gn;
     uint32_t gshards;
+    uint64_t max_step; /* frames of later steps are left out (UINT64_MAX: none) */
 } asm_all_t;
 
 static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len,
@@ -56,6 +57,8 @@ static int feed(asm_all_t *all, const uint8_t *p, size_t len, char *err, size_t 
     if (rc == 0 && f.sender >= FSGD_SHARDS_MAX)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "model topic: a message from sender %u (shards are 0 to %d)",
                             f.sender, FSGD_SHARDS_MAX - 1);
+    if (rc == 0 && f.step > all->max_step)
+        return 0;
     asm_state_t *s = &all->sh[rc == 0 ? f.sender : 0];
     if (!s->as && !(s->as = fsgd_kasm_new()))
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
@@ -278,6 +281,7 @@ int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final
     memset(m, 0, sizeof *m);
     if (!all)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
+    all->max_step = UINT64_MAX;
     size_t off = 0;
     int rc = 0;
     while (off < len) {
@@ -328,8 +332,8 @@ int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_
     return rc;
 }
 
-int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
-                                  uint64_t *step, char *err, size_t errsz)
+static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_final, uint64_t max_step,
+                          fsgd_model_t *m, uint64_t *step, char *err, size_t errsz)
 {
     memset(m, 0, sizeof *m);
     char topic[128];
@@ -339,6 +343,8 @@ int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int req
         return FSGD_E_KAFKA;
     asm_all_t *all = calloc(1, sizeof *all);
     int rc = all ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
+    if (all)
+        all->max_step = max_step;
     /* a partition a shard (one unsharded) */
     int P = rc ? 0 : fsgd_bus_partitions(c, topic, 10000, err, errsz);
     if (P < 0)
@@ -359,4 +365,16 @@ int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int req
     free(all);
     fsgd_bus_client_destroy(c);
     return rc;
+}
+
+int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
+                                  uint64_t *step, char *err, size_t errsz)
+{
+    return assemble_topic(bus, job, require_final, UINT64_MAX, m, step, err, errsz);
+}
+
+int fsgd_model_assemble_topic_upto(struct fsgd_bus *bus, const char *job, uint64_t max_step, fsgd_model_t *m,
+                                   uint64_t *step, char *err, size_t errsz)
+{
+    return assemble_topic(bus, job, 0, max_step, m, step, err, errsz);
 }

@@ -44,6 +44,7 @@ serve_version_t *serve_version_new(fsgd_model_t *m, char *err, size_t errsz)
     memset(m, 0, sizeof *m);
     atomic_init(&v->refs, 1);
     v->loaded_at = serve_now();
+    v->ctl_offset = -1;
     v->step = v->model.state.kind != FSGD_MODEL_STATE_NONE ? v->model.state.step : 0;
     return v;
 }

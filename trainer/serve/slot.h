@@ -22,7 +22,8 @@
 
 #define SERVE_NAME_MAX 65
 
-struct fsgd_bus; /* fsgd/bus.h */
+struct fsgd_bus;            /* fsgd/bus.h */
+struct fsgd_ctl_versions;   /* fsgd/ctl_versions.h */
 
 typedef struct serve_version {
     atomic_uint refs;
@@ -32,6 +33,7 @@ typedef struct serve_version {
     double loaded_at; /* Unix time, seconds */
     uint64_t step;    /* the model's step: its optimizer state's, 0 when it has none */
     serve_metrics_t metrics; /* rows trained and held-out metrics, when recorded */
+    int64_t ctl_offset;      /* a topic version's: the NAME.ctl event they came from, -1 none */
 } serve_version_t;
 
 /* Identity of a file as stat tells it: another inode (a rename over it),
@@ -63,6 +65,10 @@ typedef struct serve_topic_source {
     struct fsgd_bus *bus;              /* kept between polls */
     struct fsgd_bus_client *client;    /* asks the topic's ends at each poll */
     int failed;                        /* the last poll failed (logged once until one works) */
+    /* The job's records of its versions on NAME.ctl (rows trained, held-out
+     * metrics), read on at each poll. */
+    struct fsgd_ctl_versions *ctl;
+    int64_t refused_ctl_offset; /* --min-auc: the record whose version was refused (not assembled again) */
     /* The topic's partition ends when it was last read whole: a poll that
      * finds the same ends has nothing new to read (n_ends -1: read again). */
     int n_ends;

@@ -373,5 +373,10 @@ int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_
 /* The same on bus. */
 int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
                                   uint64_t *step, char *err, size_t errsz);
+/* The same from the frames of steps up to max_step only: the job's model
+ * at max_step (or at the newest step before it that the topic holds: see
+ * *step), as a reader that saw it then assembled it. */
+int fsgd_model_assemble_topic_upto(struct fsgd_bus *bus, const char *job, uint64_t max_step, fsgd_model_t *m,
+                                   uint64_t *step, char *err, size_t errsz);
 
 #endif
