@@ -111,7 +111,10 @@ void serve_version_release(serve_version_t *v);
 serve_version_t *serve_slot_acquire(serve_slot_t *s);
 
 /* Publishes v (taking the caller's reference) with the next version
- * number, and releases the slot's reference to the old one. */
+ * number, and releases the slot's reference to the old one once the
+ * requests in flight on it are done (up to SERVE_RETIRE_WAIT_MS; the
+ * caller is the watcher): the old weights are freed on this thread. */
+#define SERVE_RETIRE_WAIT_MS 1000
 void serve_slot_swap(serve_slot_t *s, serve_version_t *v);
 
 /* 0 when next may replace cur (same loss, dimension, intercept and
