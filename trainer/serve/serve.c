@@ -11,6 +11,7 @@
 
 #include "fsgd/bus.h"
 #include "fsgd/ctl_versions.h"
+#include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "serve_internal.h"
 
@@ -147,6 +148,7 @@ static void free_slot(serve_slot_t *sl)
     serve_version_release(sl->cur);
     fsgd_bus_client_destroy(sl->topic.client);
     fsgd_ctl_versions_free(sl->topic.ctl); /* its client is the bus's */
+    fsgd_model_follow_free(sl->topic.follow);
     fsgd_bus_destroy(sl->topic.bus);
     pthread_mutex_destroy(&sl->lock);
     free(sl);

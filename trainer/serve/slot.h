@@ -24,6 +24,7 @@
 
 struct fsgd_bus;            /* fsgd/bus.h */
 struct fsgd_ctl_versions;   /* fsgd/ctl_versions.h */
+struct fsgd_model_follow;   /* fsgd/dist.h */
 
 typedef struct serve_version {
     atomic_uint refs;
@@ -68,6 +69,9 @@ typedef struct serve_topic_source {
     /* The job's records of its versions on NAME.ctl (rows trained, held-out
      * metrics), read on at each poll. */
     struct fsgd_ctl_versions *ctl;
+    /* The topic's assembler state, kept between polls: a poll applies only
+     * the frames appended since the last one. */
+    struct fsgd_model_follow *follow;
     int64_t refused_ctl_offset; /* --min-auc: the record whose version was refused (not assembled again) */
     /* The topic's partition ends when it was last read whole: a poll that
      * finds the same ends has nothing new to read (n_ends -1: read again). */
@@ -86,6 +90,7 @@ typedef struct serve_slot {
     atomic_ullong reloads, refused;
     atomic_ullong polls; /* the watcher's checks of the source, done */
     atomic_ullong reads; /* of them, and at start: the source read whole (a file, or the topic assembled) */
+    atomic_ullong delta_reads; /* a topic's polls that read on from the last one's end */
     /* Scoring requests answered 200 and their rows (copied into the
      * registry when /metrics renders). */
     atomic_ullong requests, rows;

@@ -346,8 +346,12 @@ serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int 
     }
     fsgd_model_t m;
     uint64_t step = 0;
-    atomic_fetch_add(&slot->reads, 1);
-    int rc = fsgd_model_assemble_topic_bus(t->bus, t->job, 0, &m, &step, err, errsz);
+    int whole = 1, rc = 0;
+    if (!t->follow && !(t->follow = fsgd_model_follow_new(t->bus, t->job, err, errsz)))
+        rc = FSGD_E_KAFKA;
+    if (rc == 0)
+        rc = fsgd_model_follow_read(t->follow, &m, &step, &whole, err, errsz);
+    atomic_fetch_add(whole ? &slot->reads : &slot->delta_reads, 1);
     t->n_ends = rc == 0 ? n_ends : -1;
     if (rc == 0 && n_ends > 0)
         memcpy(t->ends, ends, (size_t)n_ends * sizeof *ends);

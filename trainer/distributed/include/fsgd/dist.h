@@ -373,7 +373,18 @@ int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_
 /* The same on bus. */
 int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
                                   uint64_t *step, char *err, size_t errsz);
-/* The same from the frames of steps up to max_step only: the job's model
+/* A reader that follows <job>.model: each read applies only the frames
+ * appended since the last one to the assembler's state it keeps, and
+ * copies the model out (*whole 0); the first read, and one after frames
+ * not read yet were deleted or compacted away, a failed read, or any read
+ * of a sharded job, read the topic from its log start (*whole 1). Same
+ * model and step as fsgd_model_assemble_topic_bus at the same ends. */
+typedef struct fsgd_model_follow fsgd_model_follow_t;
+fsgd_model_follow_t *fsgd_model_follow_new(struct fsgd_bus *bus, const char *job, char *err, size_t errsz);
+int fsgd_model_follow_read(fsgd_model_follow_t *f, fsgd_model_t *m, uint64_t *step, int *whole, char *err,
+                           size_t errsz);
+void fsgd_model_follow_free(fsgd_model_follow_t *f);
+/* As fsgd_model_assemble_topic_bus, from the frames of steps up to max_step only: the model
  * at max_step (or at the newest step before it that the topic holds: see
  * *step), as a reader that saw it then assembled it. */
 int fsgd_model_assemble_topic_upto(struct fsgd_bus *bus, const char *job, uint64_t max_step, fsgd_model_t *m,
