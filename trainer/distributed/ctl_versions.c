@@ -1,5 +1,5 @@
 /* The rows trained and held-out metrics a job recorded on NAME.ctl for its
- * model's steps (fsgd/ctl_versions.h). */
+ * model's steps (fsgd/dist.h, "a job's records of its versions"). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 
 #include "fsgd/bus.h"
 #include "fsgd/clock.h"
-#include "fsgd/ctl_versions.h"
+#include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "ctl.h"
@@ -18,7 +18,6 @@ struct fsgd_ctl_versions {
     int assigned;
     int64_t next; /* the next offset to take */
     uint32_t gen; /* the newest job_start's generation */
-    uint64_t unverified;
     fsgd_ctl_version_t *rec; /* by step, increasing */
     size_t n, cap;
 };
@@ -163,10 +162,8 @@ static int add_record(fsgd_ctl_versions_t *r, const fsgd_ctl_version_t *v)
 
 static int take(fsgd_ctl_versions_t *r, const fsgd_bus_msg_t *m)
 {
-    if (fsgd_ctl_verify(m, NULL, 0) < 0) {
-        r->unverified++;
+    if (fsgd_ctl_verify(m, NULL, 0) < 0)
         return 0;
-    }
     fsgd_ctl_version_t v;
     int kind = fsgd_ctl_version_parse(m->val, m->len, r->job, &v);
     if (kind == FSGD_CTL_VERSION_RESTART && v.gen >= r->gen) {
@@ -233,9 +230,4 @@ int fsgd_ctl_versions_newest(const fsgd_ctl_versions_t *r, fsgd_ctl_version_t *o
         return 0;
     *out = r->rec[r->n - 1];
     return 1;
-}
-
-uint64_t fsgd_ctl_versions_unverified(const fsgd_ctl_versions_t *r)
-{
-    return r->unverified;
 }

@@ -23,7 +23,7 @@
 #define SERVE_NAME_MAX 65
 
 struct fsgd_bus;            /* fsgd/bus.h */
-struct fsgd_ctl_versions;   /* fsgd/ctl_versions.h */
+struct fsgd_ctl_versions;   /* fsgd/dist.h */
 struct fsgd_model_follow;   /* fsgd/dist.h */
 
 typedef struct serve_version {

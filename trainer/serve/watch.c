@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "fsgd/bus.h"
-#include "fsgd/ctl_versions.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
