@@ -276,8 +276,12 @@ static serve_version_t *load_recorded(serve_slot_t *slot, double min_auc, int ct
         return NULL;
     }
     pthread_mutex_lock(&slot->lock);
-    *same = (slot->cur && slot->cur->step == rec.step && slot->cur->ctl_offset == rec.offset) ||
-            rec.offset == t->refused_ctl_offset; /* a refused version is refused once */
+    /* A refused version is refused once; an older step is never swapped in
+     * (after a restart drops the records past its resume point, the version
+     * serving stays until the job records a newer one). */
+    *same = (slot->cur && (slot->cur->step > rec.step ||
+                           (slot->cur->step == rec.step && slot->cur->ctl_offset == rec.offset))) ||
+            rec.offset == t->refused_ctl_offset;
     pthread_mutex_unlock(&slot->lock);
     if (*same)
         return NULL;
