@@ -1,5 +1,5 @@
 /* Fuzz target: one NAME.ctl event read as a version record of job "j"
- * (fsgd_ctl_version_parse, fsgd/dist.h), any bytes: it reads only
+ * (fsgd_ctl_version_parse, trainer/distributed/ctl_versions.h), any bytes: it reads only
  * inside them; a record has its event named, a test AUC in [0, 1] with test
  * rows or NAN without, a logloss NAN or >= 0; a restart its generation. */
 #include <math.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fsgd/dist.h"
+#include "ctl_versions.h"
 #include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -12,6 +12,7 @@
 #include "fsgd/auth.h"
 #include "fsgd/bus.h"
 #include "fsgd/dist.h"
+#include "ctl_versions.h"
 #include "fsgd/error.h"
 #include "testlib.h"
 

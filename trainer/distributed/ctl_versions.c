@@ -8,6 +8,7 @@
 #include "fsgd/bus.h"
 #include "fsgd/clock.h"
 #include "fsgd/dist.h"
+#include "ctl_versions.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "ctl.h"

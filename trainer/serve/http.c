@@ -16,7 +16,7 @@
 
 #include "fsgd/clock.h"
 #include "fsgd/error.h"
-#include "fsgd/serve_rows.h"
+#include "serve_rows.h"
 #include "serve_internal.h"
 
 static const char TEXT[] = "text/plain; charset=utf-8";

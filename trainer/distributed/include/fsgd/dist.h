@@ -413,16 +413,6 @@ typedef struct fsgd_ctl_version {
     char event[16];        /* model_version, epoch_end or job_end */
 } fsgd_ctl_version_t;
 
-/* What fsgd_ctl_version_parse found in one event. */
-enum { FSGD_CTL_VERSION_NONE = 0, FSGD_CTL_VERSION_RECORD = 1, FSGD_CTL_VERSION_RESTART = 2 };
-
-/* One NAME.ctl event (json, len bytes) of job: RECORD with *out filled
- * (a model_version, epoch_end or done job_end of job with a step),
- * RESTART with out->gen and out->step (a job_start: its generation and
- * the step it resumes from), NONE for anything else (another job, another
- * event, a field missing or mistyped). Never reads past len. */
-int fsgd_ctl_version_parse(const char *json, size_t len, const char *job, fsgd_ctl_version_t *out);
-
 typedef struct fsgd_ctl_versions fsgd_ctl_versions_t;
 
 /* A reader of job's NAME.ctl on bus (a consumer of its own); reads nothing
