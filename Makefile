@@ -118,10 +118,11 @@ PRIVATE_codec               := test_codec_fastpath
 PRIVATE_strategy            := test_strategy_gradiveq fuzz_gradiveq
 PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_backend
 PRIVATE_trainer/core        := test_train_stale test_train_memory
-PRIVATE_trainer/distributed := test_agg_best test_ctl_versions fuzz_ctl_version test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire \
+PRIVATE_trainer/distributed := test_agg_best test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire \
                                gen_kafka_corpus
 PRIVATE_trainer/observe     :=
 PRIVATE_trainer/serve       := fuzz_serve_metrics fuzz_serve_request test_serve test_serve_slot
+PRIVATE_trainer/distributed += test_ctl_versions fuzz_ctl_version
 PRIVATE_tests/unit          := bench_learned
 private_inc = $(strip $(foreach d,$(PRIVATE_DIRS),$(if $(filter $(1),$(PRIVATE_$(d))),-I$(d))))
 # The same for tests/fuzz/run_fuzz.sh, which builds the fuzz targets itself:
