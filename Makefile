@@ -121,7 +121,8 @@ PRIVATE_trainer/core        := test_train_stale test_train_memory
 PRIVATE_trainer/distributed := test_agg_best test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire fuzz_pull \
                                gen_kafka_corpus
 PRIVATE_trainer/observe     :=
-PRIVATE_trainer/serve       := fuzz_serve_metrics
+PRIVATE_trainer/serve       := fuzz_serve_metrics fuzz_serve_request test_serve test_serve_slot
+PRIVATE_trainer/distributed += test_ctl_versions fuzz_ctl_version
 PRIVATE_tests/unit          := bench_learned
 private_inc = $(strip $(foreach d,$(PRIVATE_DIRS),$(if $(filter $(1),$(PRIVATE_$(d))),-I$(d))))
 # The same for tests/fuzz/run_fuzz.sh, which builds the fuzz targets itself:

@@ -14,7 +14,7 @@
 #include "fsgd/csr.h"
 #include "fsgd/delim.h"
 #include "fsgd/error.h"
-#include "fsgd/serve_rows.h"
+#include "serve_rows.h"
 #include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

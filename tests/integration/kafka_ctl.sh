@@ -83,6 +83,8 @@ end = end[0]
 assert end["status"] == "done" and end["error"] is None, end
 assert end["steps"] == m["steps"] + m["empty_steps"] and end["epochs"] == 2 and end["rows_applied"] == 24000, end
 assert abs(end["test_auc"] - m["test"]["auc"]) < 1e-6 and end["workers_dropped"] >= 1, end
+# the final model's step (the last epoch's), which readers pair its metrics with
+assert end["step"] == ep[-1]["step"], (end, ep[-1])
 leave = sorted(e["worker"] for e in ev if e["event"] == "worker_leave")
 assert leave == [1, 2], leave
 print("ctl events ok:", " ".join(kinds))

@@ -258,8 +258,6 @@ rc=0; "$FSGD" serve --model "$tmp/a.model" --port 70000 2> "$tmp/e.txt" || rc=$?
 [ "$rc" -eq 2 ] || fail "--port 70000: rc $rc"
 rc=0; "$FSGD" serve 2> "$tmp/e.txt" || rc=$?
 [ "$rc" -eq 2 ] || fail "no --model: rc $rc"
-rc=0; "$FSGD" serve --brokers 127.0.0.1:1 --name j --min-auc 0.5 2> "$tmp/e.txt" || rc=$?
-[ "$rc" -eq 2 ] && grep -q "min-auc is for --model files" "$tmp/e.txt" || fail "--min-auc with a topic: rc $rc $(cat "$tmp/e.txt")"
 
 # 9. The metrics JSON written with a model: its rows trained and held-out
 # metrics on /model; --min-auc refuses a version below it (or without one),

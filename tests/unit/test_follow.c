@@ -240,9 +240,25 @@ static void test_follow_stream(void)
     }
     start(&r);
     CU_ASSERT_TRUE(wait_rows(&r, CHUNK_ROWS));
+    /* a reader that follows the model topic while the job runs (fsgd serve
+     * --brokers): the first read is whole, the next ones read on */
+    char ferr[512];
+    fsgd_model_follow_t *fol = fsgd_model_follow_new(bus, r.job.name, ferr, sizeof ferr);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fol);
+    fsgd_model_t fm;
+    uint64_t fstep = 0, fprev = 0;
+    int whole = 0;
+    CU_ASSERT_EQUAL(fsgd_model_follow_read(fol, &fm, &fstep, &whole, ferr, sizeof ferr), 0);
+    CU_ASSERT_EQUAL(whole, 1);
+    fsgd_model_free(&fm);
     for (int c = 1; c < CHUNKS; c++) {
         CU_ASSERT_EQUAL(produce_chunk(bus, &r.job, c), 0);
         CU_ASSERT_TRUE(wait_rows(&r, (uint64_t)(c + 1) * CHUNK_ROWS));
+        fprev = fstep;
+        CU_ASSERT_EQUAL(fsgd_model_follow_read(fol, &fm, &fstep, &whole, ferr, sizeof ferr), 0);
+        CU_ASSERT_EQUAL(whole, 0);
+        CU_ASSERT_TRUE(fstep > fprev);
+        fsgd_model_free(&fm);
     }
     /* the newest model on the topic, read while the job runs */
     fsgd_model_t topic = {0};
@@ -282,6 +298,14 @@ static void test_follow_stream(void)
     CU_ASSERT_EQUAL(fsgd_model_assemble_topic_bus(bus, r.job.name, 0, &newest, &step, err, sizeof err), 0);
     CU_ASSERT_TRUE(saved.w && newest.w && saved.dim == newest.dim &&
                    !memcmp(saved.w, newest.w, (saved.dim + 1) * sizeof *saved.w));
+    /* the reader that read on has the same model, bit for bit, at the same step */
+    CU_ASSERT_EQUAL(fsgd_model_follow_read(fol, &fm, &fstep, &whole, ferr, sizeof ferr), 0);
+    CU_ASSERT_EQUAL(whole, 0);
+    CU_ASSERT_EQUAL(fstep, step);
+    CU_ASSERT_TRUE(fm.w && newest.w && fm.dim == newest.dim && fm.has_bias == newest.has_bias &&
+                   !memcmp(fm.w, newest.w, (fm.dim + 1) * sizeof *fm.w));
+    fsgd_model_free(&fm);
+    fsgd_model_follow_free(fol);
     fsgd_model_free(&saved);
     fsgd_model_free(&newest);
     fsgd_model_free(&topic);

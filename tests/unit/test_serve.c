@@ -17,7 +17,7 @@
 #include "fsgd/model.h"
 #include "fsgd/serve.h"
 #include "fsgd/rowfmt.h"
-#include "fsgd/serve_rows.h"
+#include "serve_rows.h"
 #include "fsgd/vw.h"
 #include "testlib.h"
 

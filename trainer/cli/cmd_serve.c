@@ -37,11 +37,13 @@ static const char usage_text[] =
     "  --metrics-json [NAME=]FILE  the metrics JSON written with model NAME (fsgd train --metrics-json):\n"
     "                GET /model shows its rows trained and held-out (test) metrics; a change of\n"
     "                either file is a new version. It describes the model when no older than it\n"
-    "  --min-auc A   refuse a version whose held-out AUC (its metrics JSON's test AUC: train with\n"
-    "                --test) is below A, or unknown; at start-up that is an error (exit 3)\n"
+    "  --min-auc A   refuse a version whose held-out AUC (its metrics JSON's test AUC, or what the\n"
+    "                job recorded on JOB.ctl: train with --test) is below A, or unknown; at start-up\n"
+    "                that is an error (exit 3). A topic then serves the job's recorded versions only\n"
     "  --brokers B, --name JOB  also serve job JOB's model, named JOB, from its topic JOB.model (as\n"
     "                fsgd predict --brokers reads it); each new step seen at a poll is a new version.\n"
-    "                A poll reads the topic (from its start) only when its ends moved.\n"
+    "                A poll reads the topic (from its start) only when its ends moved. Rows trained\n"
+    "                and held-out metrics: the job's record of the step on JOB.ctl, when it has one\n"
     "                --job-key-file: the job's key; frames without its tag are skipped\n"
     "  --addr A      numeric address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)\n"
     "  --port P      port (default 8080; 0: a free one, printed on stderr)\n"
@@ -164,11 +166,6 @@ static int parse_args(int argc, char **argv, serve_args_t *a)
     }
     if (a->key_file && !a->brokers) {
         fsgd_cli_error("serve: --job-key-file is for --brokers/--name");
-        return -1;
-    }
-    if (a->conf.min_auc > 0 && a->brokers) {
-        fsgd_cli_error("serve: --min-auc is for --model files with --metrics-json: a job's model topic records no "
-                       "held-out AUC that serve reads");
         return -1;
     }
     if (a->n_models == 0 && !a->brokers) {

@@ -567,6 +567,7 @@ static void agg_end_job(agg_t *a, int rc)
     fsgd_cj_str(&a->cj, "error", rc ? a->err : NULL);
     fsgd_cj_str(&a->cj, "error_code", rc ? fsgd_err_name(rc) : NULL);
     fsgd_cj_u64(&a->cj, "steps", st->steps);
+    fsgd_cj_u64(&a->cj, "step", a->step); /* the final model's: readers pair the metrics below with it */
     fsgd_cj_i64(&a->cj, "epochs", st->n_epochs);
     fsgd_cj_u64(&a->cj, "rows_applied", st->rows_total);
     fsgd_cj_u64(&a->cj, "dataset_rows", st->dataset_rows);

@@ -10,6 +10,7 @@
 #include "fsgd/auth.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
+#include "fsgd/hugepages.h"
 #include "fsgd/strategy.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
@@ -39,6 +40,7 @@ typedef struct asm_all {
     float *gw;
     uint64_t gn;
     uint32_t gshards;
+    uint64_t max_step; /* frames of later steps are left out (UINT64_MAX: none) */
 } asm_all_t;
 
 static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len,
@@ -56,6 +58,8 @@ static int feed(asm_all_t *all, const uint8_t *p, size_t len, char *err, size_t 
     if (rc == 0 && f.sender >= FSGD_SHARDS_MAX)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "model topic: a message from sender %u (shards are 0 to %d)",
                             f.sender, FSGD_SHARDS_MAX - 1);
+    if (rc == 0 && f.step > all->max_step)
+        return 0;
     asm_state_t *s = &all->sh[rc == 0 ? f.sender : 0];
     if (!s->as && !(s->as = fsgd_kasm_new()))
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
@@ -278,6 +282,7 @@ int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final
     memset(m, 0, sizeof *m);
     if (!all)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
+    all->max_step = UINT64_MAX;
     size_t off = 0;
     int rc = 0;
     while (off < len) {
@@ -328,8 +333,8 @@ int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_
     return rc;
 }
 
-int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
-                                  uint64_t *step, char *err, size_t errsz)
+static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_final, uint64_t max_step,
+                          fsgd_model_t *m, uint64_t *step, char *err, size_t errsz)
 {
     memset(m, 0, sizeof *m);
     char topic[128];
@@ -339,6 +344,8 @@ int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int req
         return FSGD_E_KAFKA;
     asm_all_t *all = calloc(1, sizeof *all);
     int rc = all ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
+    if (all)
+        all->max_step = max_step;
     /* a partition a shard (one unsharded) */
     int P = rc ? 0 : fsgd_bus_partitions(c, topic, 10000, err, errsz);
     if (P < 0)
@@ -358,5 +365,134 @@ int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int req
         free_all(all), fsgd_model_free(m);
     free(all);
     fsgd_bus_client_destroy(c);
+    return rc;
+}
+
+int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
+                                  uint64_t *step, char *err, size_t errsz)
+{
+    return assemble_topic(bus, job, require_final, UINT64_MAX, m, step, err, errsz);
+}
+
+int fsgd_model_assemble_topic_upto(struct fsgd_bus *bus, const char *job, uint64_t max_step, fsgd_model_t *m,
+                                   uint64_t *step, char *err, size_t errsz)
+{
+    return assemble_topic(bus, job, 0, max_step, m, step, err, errsz);
+}
+
+/* --- following the topic: reads on from where the last read ended --- */
+
+struct fsgd_model_follow {
+    fsgd_bus_client_t *c;
+    char topic[300];
+    asm_all_t *all; /* the assembler's state after the frames read; NULL: read from the log start */
+    int nparts;
+    int64_t next[FSGD_SHARDS_MAX]; /* per partition: the next offset to read */
+};
+
+fsgd_model_follow_t *fsgd_model_follow_new(struct fsgd_bus *bus, const char *job, char *err, size_t errsz)
+{
+    fsgd_model_follow_t *f = calloc(1, sizeof *f);
+    if (!f) {
+        fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
+        return NULL;
+    }
+    if (!(f->c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz))) {
+        free(f);
+        return NULL;
+    }
+    fsgd_kbus_topic(f->topic, sizeof f->topic, job, "model");
+    return f;
+}
+
+static void follow_reset(fsgd_model_follow_t *f)
+{
+    if (f->all) {
+        free_all(f->all);
+        free(f->all);
+        f->all = NULL;
+    }
+}
+
+void fsgd_model_follow_free(fsgd_model_follow_t *f)
+{
+    if (!f)
+        return;
+    follow_reset(f);
+    fsgd_bus_client_destroy(f->c);
+    free(f);
+}
+
+/* The model the state holds now, copied into *m (the state is kept). */
+static int follow_copy(asm_all_t *all, fsgd_model_t *m, uint64_t *step, char *err, size_t errsz)
+{
+    const asm_state_t *s = &all->sh[0];
+    for (int i = 1; i < FSGD_SHARDS_MAX; i++)
+        if (all->sh[i].have)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                "model topic: snapshots from sender %d of a job that is not sharded", i);
+    if (!s->have)
+        return fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED, "model topic: no complete snapshot found");
+    if (fsgd_model_init(m, s->m.kind, s->m.dim, s->m.has_bias, s->m.bias) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory for %llu weights",
+                            (unsigned long long)s->m.dim);
+    size_t bytes = (size_t)(s->m.dim + 1) * sizeof *m->w;
+    fsgd_hugepages_advise(m->w, bytes); /* every page is written: 512 times fewer faults */
+    memcpy(m->w, s->m.w, bytes);
+    memcpy(m->input, s->m.input, sizeof m->input);
+    *step = s->step;
+    if (all->unauth)
+        fsgd_err_fmt(err, errsz, 0, "skipped %llu messages without this job key's tag",
+                     (unsigned long long)all->unauth);
+    return 0;
+}
+
+int fsgd_model_follow_read(fsgd_model_follow_t *f, fsgd_model_t *m, uint64_t *step, int *whole, char *err,
+                           size_t errsz)
+{
+    memset(m, 0, sizeof *m);
+    *whole = 0;
+    int P = fsgd_bus_partitions(f->c, f->topic, 10000, err, errsz);
+    if (P < 0)
+        return P;
+    if (P > FSGD_SHARDS_MAX)
+        P = FSGD_SHARDS_MAX; /* as the whole read: the senders' partitions */
+    int64_t lo[FSGD_SHARDS_MAX], hi[FSGD_SHARDS_MAX];
+    for (int p = 0; p < P; p++)
+        FSGD_TRY(fsgd_bus_watermarks(f->c, f->topic, p, &lo[p], &hi[p], 10000, err, errsz));
+    /* From the log start again: the first read, other partitions, or
+     * frames not read yet gone (deleted, compacted past) or a topic made
+     * again (its end before where the last read ended). */
+    int restart = !f->all || P != f->nparts;
+    for (int p = 0; p < P && !restart; p++)
+        restart = f->next[p] < lo[p] || f->next[p] > hi[p];
+    if (restart) {
+        follow_reset(f);
+        if (!(f->all = calloc(1, sizeof *f->all)))
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
+        f->all->max_step = UINT64_MAX;
+        f->nparts = P;
+        memcpy(f->next, lo, (size_t)P * sizeof *lo);
+        *whole = 1;
+    }
+    topic_ctx_t t = {f->all};
+    int rc = 0;
+    for (int p = 0; p < P && !rc; p++) {
+        if (hi[p] > f->next[p])
+            rc = fsgd_bus_read_range(f->c, f->topic, p, f->next[p], hi[p], 30000, 1, topic_msg, &t, err, errsz);
+        f->next[p] = hi[p];
+    }
+    /* A sharded job's shards are joined by taking their state apart: read
+     * whole every time (as before); so is a read that failed half-way. */
+    if (!rc && f->all->sh[0].have && f->all->sh[0].shards > 1) {
+        rc = finish(f->all, 0, m, step, err, errsz);
+        free(f->all);
+        f->all = NULL;
+        return rc;
+    }
+    if (!rc)
+        rc = follow_copy(f->all, m, step, err, errsz);
+    if (rc < 0)
+        follow_reset(f);
     return rc;
 }

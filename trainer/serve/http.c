@@ -16,7 +16,7 @@
 
 #include "fsgd/clock.h"
 #include "fsgd/error.h"
-#include "fsgd/serve_rows.h"
+#include "serve_rows.h"
 #include "serve_internal.h"
 
 static const char TEXT[] = "text/plain; charset=utf-8";
@@ -286,6 +286,8 @@ static json_t *model_json(const fsgd_serve_t *s, serve_slot_t *sl)
     if (o) {
         add_metrics_json(o, &v->metrics);
         json_object_set_new(o, "source_reads", json_integer((json_int_t)atomic_load(&sl->reads)));
+        if (sl->from_topic)
+            json_object_set_new(o, "delta_reads", json_integer((json_int_t)atomic_load(&sl->delta_reads)));
     }
     serve_version_release(v);
     (void)s;

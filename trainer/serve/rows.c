@@ -3,7 +3,7 @@
  * model's hash bits, fsgd_delim_parse_rows, fsgd_vw_parse), so the columns
  * and float values are the same bits; JSON rows are checked here and end up
  * in the same CSR. */
-#include "fsgd/serve_rows.h"
+#include "serve_rows.h"
 
 #include <jansson.h>
 #include <math.h>

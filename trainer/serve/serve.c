@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fsgd/bus.h"
+#include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "serve_internal.h"
 
@@ -145,6 +146,8 @@ static void free_slot(serve_slot_t *sl)
 {
     serve_version_release(sl->cur);
     fsgd_bus_client_destroy(sl->topic.client);
+    fsgd_ctl_versions_free(sl->topic.ctl); /* its client is the bus's */
+    fsgd_model_follow_free(sl->topic.follow);
     fsgd_bus_destroy(sl->topic.bus);
     pthread_mutex_destroy(&sl->lock);
     free(sl);
@@ -192,6 +195,7 @@ int fsgd_serve_add_topic(fsgd_serve_t *s, const char *name, const char *brokers,
         return FSGD_E_ARG;
     sl->from_topic = 1;
     sl->topic.n_ends = -1;
+    sl->topic.refused_ctl_offset = -1;
     snprintf(sl->topic.brokers, sizeof sl->topic.brokers, "%s", brokers);
     snprintf(sl->topic.job, sizeof sl->topic.job, "%s", job);
     int same = 0, load_rc = 0;

@@ -44,6 +44,7 @@ serve_version_t *serve_version_new(fsgd_model_t *m, char *err, size_t errsz)
     memset(m, 0, sizeof *m);
     atomic_init(&v->refs, 1);
     v->loaded_at = serve_now();
+    v->ctl_offset = -1;
     v->step = v->model.state.kind != FSGD_MODEL_STATE_NONE ? v->model.state.step : 0;
     return v;
 }
@@ -72,6 +73,15 @@ void serve_slot_swap(serve_slot_t *s, serve_version_t *v)
     v->number = old ? old->number + 1 : 1;
     s->cur = v;
     pthread_mutex_unlock(&s->lock);
+    /* Freeing a model-sized array unmaps it (milliseconds for 2^24
+     * weights in 4 KiB pages): done here, on the watcher, once the requests
+     * in flight on old are done (none takes it any more), not by the last
+     * of them on a request thread, whose other connections would wait. A
+     * request that holds it longer (a slow client) frees it as before. */
+    for (int waited = 0; old && waited < SERVE_RETIRE_WAIT_MS && atomic_load(&old->refs) > 1; waited++) {
+        struct timespec ms = {0, 1000000L};
+        nanosleep(&ms, NULL);
+    }
     serve_version_release(old);
 }
 

@@ -22,7 +22,9 @@
 
 #define SERVE_NAME_MAX 65
 
-struct fsgd_bus; /* fsgd/bus.h */
+struct fsgd_bus;            /* fsgd/bus.h */
+struct fsgd_ctl_versions;   /* fsgd/dist.h */
+struct fsgd_model_follow;   /* fsgd/dist.h */
 
 typedef struct serve_version {
     atomic_uint refs;
@@ -32,6 +34,7 @@ typedef struct serve_version {
     double loaded_at; /* Unix time, seconds */
     uint64_t step;    /* the model's step: its optimizer state's, 0 when it has none */
     serve_metrics_t metrics; /* rows trained and held-out metrics, when recorded */
+    int64_t ctl_offset;      /* a topic version's: the NAME.ctl event they came from, -1 none */
 } serve_version_t;
 
 /* Identity of a file as stat tells it: another inode (a rename over it),
@@ -63,6 +66,13 @@ typedef struct serve_topic_source {
     struct fsgd_bus *bus;              /* kept between polls */
     struct fsgd_bus_client *client;    /* asks the topic's ends at each poll */
     int failed;                        /* the last poll failed (logged once until one works) */
+    /* The job's records of its versions on NAME.ctl (rows trained, held-out
+     * metrics), read on at each poll. */
+    struct fsgd_ctl_versions *ctl;
+    /* The topic's assembler state, kept between polls: a poll applies only
+     * the frames appended since the last one. */
+    struct fsgd_model_follow *follow;
+    int64_t refused_ctl_offset; /* --min-auc: the record whose version was refused (not assembled again) */
     /* The topic's partition ends when it was last read whole: a poll that
      * finds the same ends has nothing new to read (n_ends -1: read again). */
     int n_ends;
@@ -80,6 +90,7 @@ typedef struct serve_slot {
     atomic_ullong reloads, refused;
     atomic_ullong polls; /* the watcher's checks of the source, done */
     atomic_ullong reads; /* of them, and at start: the source read whole (a file, or the topic assembled) */
+    atomic_ullong delta_reads; /* a topic's polls that read on from the last one's end */
     /* Scoring requests answered 200 and their rows (copied into the
      * registry when /metrics renders). */
     atomic_ullong requests, rows;
@@ -105,7 +116,10 @@ void serve_version_release(serve_version_t *v);
 serve_version_t *serve_slot_acquire(serve_slot_t *s);
 
 /* Publishes v (taking the caller's reference) with the next version
- * number, and releases the slot's reference to the old one. */
+ * number, and releases the slot's reference to the old one once the
+ * requests in flight on it are done (up to SERVE_RETIRE_WAIT_MS; the
+ * caller is the watcher): the old weights are freed on this thread. */
+#define SERVE_RETIRE_WAIT_MS 1000
 void serve_slot_swap(serve_slot_t *s, serve_version_t *v);
 
 /* 0 when next may replace cur (same loss, dimension, intercept and

@@ -223,6 +223,97 @@ static int topic_ends(serve_topic_source_t *t, int64_t *ends)
     return n;
 }
 
+/* Reads on the job's records of its versions (NAME.ctl): 1 new events,
+ * 0 none, < 0 when it cannot be read now (err set; the records read
+ * before are kept). */
+static int ctl_poll(serve_topic_source_t *t, char *err, size_t errsz)
+{
+    if (!t->ctl && !(t->ctl = fsgd_ctl_versions_new(t->bus, t->job, err, errsz)))
+        return FSGD_E_KAFKA;
+    return fsgd_ctl_versions_poll(t->ctl, 5000, err, errsz);
+}
+
+/* A topic version's metrics from the job's record of its step. */
+static void metrics_from_record(serve_version_t *v, const fsgd_ctl_version_t *rec)
+{
+    v->metrics.known = 1;
+    v->metrics.rows = rec->rows;
+    v->metrics.test_rows = rec->test_rows;
+    v->metrics.test_auc = rec->test_auc;
+    v->metrics.test_logloss = rec->test_logloss;
+    v->ctl_offset = rec->offset;
+}
+
+/* Why a topic version at step has no metrics: the note /model shows. */
+static void metrics_note(serve_topic_source_t *t, uint64_t step, int ctl_rc, const char *ctl_err, serve_version_t *v)
+{
+    fsgd_ctl_version_t newest;
+    if (ctl_rc < 0)
+        snprintf(v->metrics.note, sizeof v->metrics.note, "cannot read %.200s.ctl: %.100s", t->job, ctl_err);
+    else if (t->ctl && fsgd_ctl_versions_newest(t->ctl, &newest))
+        snprintf(v->metrics.note, sizeof v->metrics.note,
+                 "%.200s.ctl records no metrics for step %llu (a job records them at its versions and epoch ends; "
+                 "the newest at step %llu)", t->job, (unsigned long long)step, (unsigned long long)newest.step);
+    else
+        snprintf(v->metrics.note, sizeof v->metrics.note,
+                 "%.200s.ctl records no metrics yet (a job records them at its versions and epoch ends)", t->job);
+}
+
+/* --min-auc: the job's newest recorded version, assembled at its step (the
+ * steps between versions have no metrics to check). */
+static serve_version_t *load_recorded(serve_slot_t *slot, double min_auc, int ctl_rc, const char *ctl_err, int *same,
+                                      int *rcp, char *err, size_t errsz)
+{
+    serve_topic_source_t *t = &slot->topic;
+    fsgd_ctl_version_t rec;
+    if (!t->ctl || !fsgd_ctl_versions_newest(t->ctl, &rec)) {
+        if (ctl_rc < 0)
+            *rcp = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "cannot read %s.ctl for --min-auc: %s", t->job, ctl_err);
+        else
+            *rcp = fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                "no held-out AUC to check against --min-auc %g: %s.ctl records no version of the job "
+                                "yet (model_version, epoch_end or job_end)", min_auc, t->job);
+        return NULL;
+    }
+    pthread_mutex_lock(&slot->lock);
+    /* A refused version is refused once; an older step is never swapped in
+     * (after a restart drops the records past its resume point, the version
+     * serving stays until the job records a newer one). */
+    *same = (slot->cur && (slot->cur->step > rec.step ||
+                           (slot->cur->step == rec.step && slot->cur->ctl_offset == rec.offset))) ||
+            rec.offset == t->refused_ctl_offset;
+    pthread_mutex_unlock(&slot->lock);
+    if (*same)
+        return NULL;
+    fsgd_model_t m;
+    uint64_t step = 0;
+    atomic_fetch_add(&slot->reads, 1);
+    int rc = fsgd_model_assemble_topic_upto(t->bus, t->job, rec.step, &m, &step, err, errsz);
+    if (rc == 0 && step != rec.step) {
+        fsgd_model_free(&m);
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_TRUNCATED,
+                          "%s.model holds no model at step %llu, the step %s.ctl records (its newest before: step %llu)",
+                          t->job, (unsigned long long)rec.step, t->job, (unsigned long long)step);
+    }
+    if (rc < 0) {
+        *rcp = rc;
+        return NULL;
+    }
+    serve_version_t *v = serve_version_new(&m, err, errsz);
+    if (!v) {
+        *rcp = FSGD_E_FORMAT;
+        return NULL;
+    }
+    v->step = step;
+    metrics_from_record(v, &rec);
+    char what[300];
+    snprintf(what, sizeof what, "%.250s.model step %llu", t->job, (unsigned long long)step);
+    v = check_against_serving(slot, v, what, min_auc, rcp, err, errsz);
+    if (!v)
+        t->refused_ctl_offset = rec.offset;
+    return v;
+}
+
 serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int *same, int *rcp, char *err,
                                         size_t errsz)
 {
@@ -232,21 +323,38 @@ serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int 
         *rcp = FSGD_E_KAFKA;
         return NULL;
     }
+    char ctl_err[256] = "";
+    int ctl_rc = ctl_poll(t, ctl_err, sizeof ctl_err);
+    if (min_auc > 0)
+        return load_recorded(slot, min_auc, ctl_rc, ctl_err, same, rcp, err, errsz);
     /* The topic only grows (compaction drops older frames, never adds):
      * the same ends as at the last read mean the same model, so a poll of
-     * an idle job costs one watermark query, not a read of every frame.
-     * Ends asked before the read: frames written during it are read at
-     * the next poll. */
+     * an idle job costs one watermark query, not a read of every frame;
+     * unless the job has since recorded its metrics for the step serving
+     * (published with the step's model, they follow it). Ends asked before
+     * the read: frames written during it are read at the next poll. */
     int64_t ends[FSGD_SHARDS_MAX];
     int n_ends = topic_ends(t, ends);
+    fsgd_ctl_version_t rec;
     if (n_ends > 0 && n_ends == t->n_ends && !memcmp(ends, t->ends, (size_t)n_ends * sizeof *ends)) {
-        *same = 1;
-        return NULL;
+        pthread_mutex_lock(&slot->lock);
+        uint64_t cur_step = slot->cur ? slot->cur->step : 0;
+        int64_t cur_offset = slot->cur ? slot->cur->ctl_offset : -1;
+        pthread_mutex_unlock(&slot->lock);
+        int64_t offset = t->ctl && fsgd_ctl_versions_at(t->ctl, cur_step, &rec) ? rec.offset : -1;
+        if (offset == cur_offset) {
+            *same = 1;
+            return NULL;
+        }
     }
     fsgd_model_t m;
     uint64_t step = 0;
-    atomic_fetch_add(&slot->reads, 1);
-    int rc = fsgd_model_assemble_topic_bus(t->bus, t->job, 0, &m, &step, err, errsz);
+    int whole = 1, rc = 0;
+    if (!t->follow && !(t->follow = fsgd_model_follow_new(t->bus, t->job, err, errsz)))
+        rc = FSGD_E_KAFKA;
+    if (rc == 0)
+        rc = fsgd_model_follow_read(t->follow, &m, &step, &whole, err, errsz);
+    atomic_fetch_add(whole ? &slot->reads : &slot->delta_reads, 1);
     t->n_ends = rc == 0 ? n_ends : -1;
     if (rc == 0 && n_ends > 0)
         memcpy(t->ends, ends, (size_t)n_ends * sizeof *ends);
@@ -254,8 +362,9 @@ serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int 
         *rcp = rc;
         return NULL;
     }
+    int recorded = t->ctl && fsgd_ctl_versions_at(t->ctl, step, &rec);
     pthread_mutex_lock(&slot->lock);
-    *same = slot->cur && slot->cur->step == step;
+    *same = slot->cur && slot->cur->step == step && slot->cur->ctl_offset == (recorded ? rec.offset : -1);
     pthread_mutex_unlock(&slot->lock);
     if (*same) {
         fsgd_model_free(&m);
@@ -267,9 +376,12 @@ serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int 
         return NULL;
     }
     v->step = step;
+    if (recorded)
+        metrics_from_record(v, &rec);
+    else
+        metrics_note(t, step, ctl_rc, ctl_err, v);
     char what[300];
     snprintf(what, sizeof what, "%.250s.model step %llu", t->job, (unsigned long long)step);
-    snprintf(v->metrics.note, sizeof v->metrics.note, "a job's model topic records no metrics serve reads");
     return check_against_serving(slot, v, what, min_auc, rcp, err, errsz);
 }
 

@@ -381,5 +381,67 @@ int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_
 /* The same on bus. */
 int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
                                   uint64_t *step, char *err, size_t errsz);
+/* A reader that follows <job>.model: each read applies only the frames
+ * appended since the last one to the assembler's state it keeps, and
+ * copies the model out (*whole 0); the first read, and one after frames
+ * not read yet were deleted or compacted away, a failed read, or any read
+ * of a sharded job, read the topic from its log start (*whole 1). Same
+ * model and step as fsgd_model_assemble_topic_bus at the same ends. */
+typedef struct fsgd_model_follow fsgd_model_follow_t;
+fsgd_model_follow_t *fsgd_model_follow_new(struct fsgd_bus *bus, const char *job, char *err, size_t errsz);
+int fsgd_model_follow_read(fsgd_model_follow_t *f, fsgd_model_t *m, uint64_t *step, int *whole, char *err,
+                           size_t errsz);
+void fsgd_model_follow_free(fsgd_model_follow_t *f);
+/* As fsgd_model_assemble_topic_bus, from the frames of steps up to max_step only: the model
+ * at max_step (or at the newest step before it that the topic holds: see
+ * *step), as a reader that saw it then assembled it. */
+int fsgd_model_assemble_topic_upto(struct fsgd_bus *bus, const char *job, uint64_t max_step, fsgd_model_t *m,
+                                   uint64_t *step, char *err, size_t errsz);
+
+/* --- a job's records of its versions (NAME.ctl) ---
+ *
+ * What a job recorded on NAME.ctl about its model at a step: the rows it
+ * had trained and its held-out metrics, from the aggregator's events
+ * (KAFKA_FORMAT.md, "NAME.ctl"): `model_version` (each version of a follow
+ * job), `epoch_end` and a `job_end` that is `done` (a batch job's model at
+ * an epoch's end, and its final one). A reader of the model topic (fsgd
+ * serve) pairs the model it assembled at step S with the record of S.
+ *
+ * A restarted aggregator (a `job_start` of a newer generation, resuming at
+ * step C) re-runs the steps after C, and their models differ: records of
+ * steps after C from older generations are dropped, and events of a
+ * generation older than the newest `job_start`'s are ignored. */
+typedef struct fsgd_ctl_version {
+    uint64_t step;         /* the model's step */
+    uint32_t gen;          /* the aggregator's generation */
+    uint64_t rows;         /* rows trained by that step */
+    uint64_t test_rows;    /* 0: the job had no --test set */
+    double test_auc, test_logloss; /* NAN without test rows (logloss: also for SVM) */
+    int64_t offset;        /* of the event on NAME.ctl; -1 when parsed from bytes */
+    char event[16];        /* model_version, epoch_end or job_end */
+} fsgd_ctl_version_t;
+
+typedef struct fsgd_ctl_versions fsgd_ctl_versions_t;
+
+/* A reader of job's NAME.ctl on bus (a consumer of its own); reads nothing
+ * yet. NULL when out of memory or the client cannot be made (err set). */
+fsgd_ctl_versions_t *fsgd_ctl_versions_new(struct fsgd_bus *bus, const char *job, char *err, size_t errsz);
+void fsgd_ctl_versions_free(fsgd_ctl_versions_t *r);
+
+/* Reads the events appended since the last poll (the first: from the log
+ * start), each checked with fsgd_ctl_verify (the job key's tag when the
+ * job has a key; unverified ones are skipped). 1 when
+ * anything was read, 0 when nothing was new, FSGD_E_KAFKA (no such topic,
+ * a broker down) or FSGD_E_TIMEOUT (the events up to the end seen did not
+ * all arrive within timeout_ms; those read are kept) with err set. */
+int fsgd_ctl_versions_poll(fsgd_ctl_versions_t *r, int timeout_ms, char *err, size_t errsz);
+
+/* The record of step (1), or 0 when the job recorded none for it. */
+int fsgd_ctl_versions_at(const fsgd_ctl_versions_t *r, uint64_t step, fsgd_ctl_version_t *out);
+/* The record of the newest step (1), or 0 when there is none. */
+int fsgd_ctl_versions_newest(const fsgd_ctl_versions_t *r, fsgd_ctl_version_t *out);
+
+/* Records kept at most (the newest steps): a follow job's reader stays bounded. */
+#define FSGD_CTL_VERSIONS_MAX 4096
 
 #endif

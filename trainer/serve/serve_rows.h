@@ -16,7 +16,8 @@
  *   {"rows": [{"fields": ["1", "", "68fd1e64", ...]}, ...]}
  * with every column of the spec, or every column but the label; and for
  * every model {"rows": [{"line": "TEXT"}]}, one row as the text body
- * writes it (a VW model takes only this form). */
+ * writes it (a VW model takes only this form). Private to trainer/serve
+ * (and its tests). */
 #ifndef FSGD_SERVE_ROWS_H
 #define FSGD_SERVE_ROWS_H
 
