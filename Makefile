@@ -113,8 +113,9 @@ INC_tests    = $(INC_trainer_cli)
 # its sources) by plain name, through an -I for that folder that only the
 # tests listed here get; any other test that tries does not build (and no
 # test reaches a folder with "../": tests/integration/include_direction.sh).
-PRIVATE_DIRS := codec strategy trainer/backend trainer/core trainer/distributed trainer/observe trainer/serve tests/unit
+PRIVATE_DIRS := codec data strategy trainer/backend trainer/core trainer/distributed trainer/observe trainer/serve tests/unit
 PRIVATE_codec               := test_codec_fastpath
+PRIVATE_data                := test_libsvm_fields
 PRIVATE_strategy            := test_strategy_gradiveq fuzz_gradiveq
 PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_backend
 PRIVATE_trainer/core        := test_train_stale test_train_memory

@@ -30,6 +30,8 @@
 #include "fsgd/error.h"
 #include "fsgd/zsource.h"
 #include "fsgd/input.h"
+#include "libsvm_cross.h"
+#include "libsvm_weights.h"
 
 #define DEFAULT_BUF (4u << 20)
 #define MAX_INDEX_1BASED 4294967296ull /* 2^32: column 2^32 - 1 */
@@ -520,7 +522,8 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
     }
     if (crossing) {
         const sort_scratch_t *sc = c->scratch;
-        size_t m = fsgd_libsvm_fields_cross(&o->fields, sc->raw, sc->rawv, sc->field, n, o->hash_bits, NULL, NULL, 0);
+        const fsgd_libsvm_fields_row_t row = {sc->raw, sc->rawv, sc->field, n};
+        size_t m = fsgd_libsvm_fields_cross(&o->fields, &row, o->hash_bits, NULL, NULL, 0);
         if (m > MAX_ROW_CROSSES)
             return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%s:%llu: expected at most %zu crosses of a row's fields, got %zu",
                                 c->src, (unsigned long long)c->lineno, MAX_ROW_CROSSES, m);
@@ -530,7 +533,7 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
                                 (unsigned long long)c->lineno);
         col = out->col + out->nnz;
         val = out->val + out->nnz;
-        fsgd_libsvm_fields_cross(&o->fields, sc->raw, sc->rawv, sc->field, n, o->hash_bits, col + n, val + n, m);
+        fsgd_libsvm_fields_cross(&o->fields, &row, o->hash_bits, col + n, val + n, m);
         if (c->stats) {
             c->stats->feature_entries += n;
             c->stats->cross_entries += m;

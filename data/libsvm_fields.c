@@ -1,5 +1,6 @@
 /* Fields of LIBSVM rows and their crosses (fsgd/libsvm_fields.h). */
 #include "fsgd/libsvm_fields.h"
+#include "libsvm_cross.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,10 +294,10 @@ static void walk(walk_t *w, const char *term, int len, int pos, size_t start, ui
             walk(w, term, len, pos + 1, i, fmix64(h ^ (w->idx[i] + 0x9E3779B97F4A7C15ULL)), v * w->val[i]);
 }
 
-size_t fsgd_libsvm_fields_cross(const fsgd_libsvm_fields_t *f, const uint64_t *idx, const float *val,
-                                const char *field, size_t n, unsigned bits, uint32_t *col, float *cval, size_t cap)
+size_t fsgd_libsvm_fields_cross(const fsgd_libsvm_fields_t *f, const fsgd_libsvm_fields_row_t *row, unsigned bits,
+                                uint32_t *col, float *cval, size_t cap)
 {
-    walk_t w = {idx, val, field, n, bits && bits < 32 ? (1ULL << bits) - 1 : 0xffffffffULL, col, cval, cap, 0};
+    walk_t w = {row->idx, row->val, row->field, row->n, bits && bits < 32 ? (1ULL << bits) - 1 : 0xffffffffULL, col, cval, cap, 0};
     for (int t = 0; t < f->n_terms; t++) {
         const int len = f->term_len[t];
         const uint64_t seed = (uint64_t)len * 0x632BE59BD9B4E019ULL;

@@ -16,6 +16,7 @@
 #include "fsgd/input.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/zsource.h"
+#include "libsvm_weights.h"
 
 #define BLOCK (32u << 20) /* each of the two */
 #define MAX_PARTS 16

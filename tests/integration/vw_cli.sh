@@ -64,9 +64,10 @@ grep -q "reusing cache" "$tmp/c_reuse.txt" || fail "cache not reused: $(cat "$tm
 rc=0; "$FSGD" train --data "$tmp/w.vw" --format vw --cache "$tmp/w.cache" --quiet --out "$tmp/w.fsgd" \
     2> "$tmp/e.txt" || rc=$?
 [ $rc -eq 2 ] && grep -q "w.vw has importance weights" "$tmp/e.txt" || fail "cache with weights: $rc $(cat "$tmp/e.txt")"
-# crosses without namespaces are refused by name
+# crosses of LIBSVM rows without fields are refused, saying what to give
 rc=0; "$FSGD" train --data "$tmp/all.svm" -q ab --quiet 2> "$tmp/e.txt" || rc=$?
-[ $rc -eq 2 ] && grep -q "interactions: namespaces and crosses are for --format vw" "$tmp/e.txt" || fail "q on libsvm: $rc"
+[ $rc -eq 2 ] && grep -q "interactions: LIBSVM rows are crossed by fields: give --fields" "$tmp/e.txt" ||
+    fail "q on libsvm: $rc $(cat "$tmp/e.txt")"
 rc=0; "$FSGD" export --model "$tmp/m.fsgd" --format liblinear --out "$tmp/x.txt" 2> "$tmp/e.txt" || rc=$?
 [ $rc -eq 2 ] && grep -q "hashed feature crosses" "$tmp/e.txt" || fail "export: $rc $(cat "$tmp/e.txt")"
 # bad rows: file:line:col, exit 3, nothing written

@@ -10,6 +10,7 @@
 #include "fsgd/error.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/libsvm_fields.h"
+#include "libsvm_cross.h"
 #include "fsgd/rowfmt.h"
 #include "testlib.h"
 

@@ -129,6 +129,28 @@ static int load_vw(const char *path, const fsgd_job_t *job, int is_train, fsgd_c
 /* Loads a LIBSVM file, or a delimited one when spec is not NULL (collisions
  * counted and printed for the training file); 0 or the exit status to
  * return (the error printed). */
+/* A delimited file (criteo, tsv:, csv:): its hashed columns said and
+ * counted for the summary. */
+static int load_delim(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t *spec, int is_train,
+                      fsgd_csr_t *out, char *err, size_t errsz)
+{
+    fsgd_delim_stats_t ds;
+    int rc = fsgd_delim_load(path, spec, is_train, out, &ds, err, errsz);
+    if (rc == 0 && is_train && !job->quiet)
+        fprintf(stderr, "fsgd: %s: %llu rows hashed into 2^%u columns: %llu columns used, %llu of them "
+                        "shared by 2+ distinct values (%.2f%%)\n",
+                path, (unsigned long long)ds.rows, spec->bits, (unsigned long long)ds.slots_used,
+                (unsigned long long)ds.slots_collided,
+                ds.slots_used ? 100.0 * (double)ds.slots_collided / (double)ds.slots_used : 0.0);
+    if (rc == 0 && is_train) {
+        hash_used = ds.slots_used;
+        hash_collided = ds.slots_collided;
+        if (ds.cross_entries)
+            feature_share = (double)ds.feature_entries / (double)(ds.feature_entries + ds.cross_entries);
+    }
+    return rc;
+}
+
 static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t *spec, int is_train,
                 fsgd_csr_t *out)
 {
@@ -146,20 +168,7 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
     if (!strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3)) {
         rc = load_vw(path, job, is_train, out, &vwx, &st, err, sizeof err);
     } else if (spec) {
-        fsgd_delim_stats_t ds;
-        rc = fsgd_delim_load(path, spec, is_train, out, &ds, err, sizeof err);
-        if (rc == 0 && is_train && !job->quiet)
-            fprintf(stderr, "fsgd: %s: %llu rows hashed into 2^%u columns: %llu columns used, %llu of them "
-                            "shared by 2+ distinct values (%.2f%%)\n",
-                    path, (unsigned long long)ds.rows, spec->bits, (unsigned long long)ds.slots_used,
-                    (unsigned long long)ds.slots_collided,
-                    ds.slots_used ? 100.0 * (double)ds.slots_collided / (double)ds.slots_used : 0.0);
-        if (rc == 0 && is_train) {
-            hash_used = ds.slots_used;
-            hash_collided = ds.slots_collided;
-            if (ds.cross_entries)
-                feature_share = (double)ds.feature_entries / (double)(ds.feature_entries + ds.cross_entries);
-        }
+        rc = load_delim(path, job, spec, is_train, out, err, sizeof err);
     } else {
         /* the job's format as folded (fsgd_job_fold_input): its bits, fields and crosses */
         fsgd_rowfmt_t lf;
@@ -637,6 +646,31 @@ static int init_dim(const fsgd_job_t *job, const fsgd_model_t *init, const fsgd_
     return 0;
 }
 
+/* The row format (fsgd/rowfmt.h, as for the distributed roles): a hashed
+ * one has 2^bits columns, so dim must be 0 or that. 0 or an exit status. */
+static int open_row_format(fsgd_job_t *job, fsgd_rowfmt_t *fmt)
+{
+    char err[512];
+    if (fsgd_job_fold_input(job, err, sizeof err) < 0 ||
+        fsgd_rowfmt_init(fmt, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
+        fsgd_rowfmt_dim(fmt, job->dim, &job->dim, err, sizeof err) < 0) {
+        fsgd_cli_error("%s", err);
+        return FSGD_EXIT_USAGE;
+    }
+    /* label:weight is LIBSVM's (VW rows carry their importance), and the
+     * weights ride in rows held in memory, as VW importance does */
+    if (job->row_weights && (fmt->hashed || fmt->vw || job->cache[0])) {
+        fsgd_cli_error("row_weights: label:weight is read from libsvm rows held in memory (format %s%s)",
+                       job->format[0] ? job->format : "libsvm", job->cache[0] ? ", not streamed from --cache" : "");
+        return FSGD_EXIT_USAGE;
+    }
+    if (fmt->opts.fields.n_terms && job->cache[0]) { /* the cache's reader hashes indices, it does not cross */
+        fsgd_cli_error("interactions: crosses of LIBSVM fields are built on rows in memory, not streamed from --cache");
+        return FSGD_EXIT_USAGE;
+    }
+    return 0;
+}
+
 static int train_command(int argc, char **argv)
 {
     fsgd_job_t job;
@@ -673,26 +707,9 @@ static int train_command(int argc, char **argv)
         return rc;
     fsgd_cli_cleanup_on_signal();
 
-    /* The row format (fsgd/rowfmt.h, as for the distributed roles): a
-     * hashed one has 2^bits columns, so dim must be 0 or that. */
     fsgd_rowfmt_t fmt;
-    if (fsgd_job_fold_input(&job, err, sizeof err) < 0 ||
-        fsgd_rowfmt_init(&fmt, job.format, job.hash_bits, job.skip_bad, err, sizeof err) < 0 ||
-        fsgd_rowfmt_dim(&fmt, job.dim, &job.dim, err, sizeof err) < 0) {
-        fsgd_cli_error("%s", err);
-        return FSGD_EXIT_USAGE;
-    }
-    /* label:weight is LIBSVM's (VW rows carry their importance), and the
-     * weights ride in rows held in memory, as VW importance does */
-    if (job.row_weights && (fmt.hashed || fmt.vw || job.cache[0])) {
-        fsgd_cli_error("row_weights: label:weight is read from libsvm rows held in memory (format %s%s)",
-                       job.format[0] ? job.format : "libsvm", job.cache[0] ? ", not streamed from --cache" : "");
-        return FSGD_EXIT_USAGE;
-    }
-    if (fmt.opts.fields.n_terms && job.cache[0]) { /* the cache's reader hashes indices, it does not cross */
-        fsgd_cli_error("interactions: crosses of LIBSVM fields are built on rows in memory, not streamed from --cache");
-        return FSGD_EXIT_USAGE;
-    }
+    if ((rc = open_row_format(&job, &fmt)) != 0)
+        return rc;
     const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;
     double t0 = fsgd_clock_s();
     if (job.cache[0])

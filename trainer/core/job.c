@@ -911,6 +911,38 @@ static int fold_libsvm(fsgd_job_t *job, char *err, size_t errsz)
     return 0;
 }
 
+/* Delimited formats cross columns by 1-based number (--interactions
+ * 15*16,15*16*17): the crosses join the spec's own, each once. */
+static int fold_delim(fsgd_job_t *job, char *err, size_t errsz)
+{
+    fsgd_delim_spec_t d, t;
+    char e[400];
+    if (fsgd_delim_spec_parse(job->format, &d, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+    t = d;
+    t.n_crosses = 0;
+    if (fsgd_delim_spec_add_crosses(&t, job->interactions, e, sizeof e) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "%s (--format %s crosses columns by number, e.g. -q 15*16; letters name VW namespaces)",
+                            e, job->format);
+    for (int i = 0; i < t.n_crosses; i++) {
+        int have = 0;
+        for (int j = 0; j < d.n_crosses; j++)
+            have |= d.cross_len[j] == t.cross_len[i] &&
+                    !memcmp(d.cross[j], t.cross[i], t.cross_len[i] * sizeof d.cross[j][0]);
+        if (have)
+            continue;
+        if (d.n_crosses == FSGD_DELIM_MAX_CROSSES)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: more than %d crosses", FSGD_DELIM_MAX_CROSSES);
+        memset(d.cross[d.n_crosses], 0, sizeof d.cross[0]);
+        memcpy(d.cross[d.n_crosses], t.cross[i], t.cross_len[i] * sizeof d.cross[0][0]);
+        d.cross_len[d.n_crosses++] = t.cross_len[i];
+    }
+    if (fsgd_delim_spec_format(&d, job->format, sizeof job->format) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the spec with its crosses is too long");
+    return 0;
+}
+
 int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
 {
     const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
@@ -946,35 +978,8 @@ int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
     }
     if (libsvm)
         return 0;
-    if (delim && job->interactions[0]) {
-        /* columns by 1-based number: --interactions 15*16,15*16*17 */
-        fsgd_delim_spec_t d, t;
-        char e[400];
-        if (fsgd_delim_spec_parse(job->format, &d, e, sizeof e) < 0)
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
-        t = d;
-        t.n_crosses = 0;
-        if (fsgd_delim_spec_add_crosses(&t, job->interactions, e, sizeof e) < 0)
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                                "%s (--format %s crosses columns by number, e.g. -q 15*16; letters name VW namespaces)",
-                                e, job->format);
-        for (int i = 0; i < t.n_crosses; i++) {
-            int have = 0;
-            for (int j = 0; j < d.n_crosses; j++)
-                have |= d.cross_len[j] == t.cross_len[i] &&
-                        !memcmp(d.cross[j], t.cross[i], t.cross_len[i] * sizeof d.cross[j][0]);
-            if (have)
-                continue;
-            if (d.n_crosses == FSGD_DELIM_MAX_CROSSES)
-                return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "interactions: more than %d crosses", FSGD_DELIM_MAX_CROSSES);
-            memset(d.cross[d.n_crosses], 0, sizeof d.cross[0]);
-            memcpy(d.cross[d.n_crosses], t.cross[i], t.cross_len[i] * sizeof d.cross[0][0]);
-            d.cross_len[d.n_crosses++] = t.cross_len[i];
-        }
-        if (fsgd_delim_spec_format(&d, job->format, sizeof job->format) < 0)
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the spec with its crosses is too long");
-        return 0;
-    }
+    if (delim && job->interactions[0])
+        return fold_delim(job, err, errsz);
     if (!vw)
         return 0;
     fsgd_vw_spec_t s;

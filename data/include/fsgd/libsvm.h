@@ -60,9 +60,6 @@ typedef struct fsgd_libsvm_weights {
     int any; /* a weight other than 1 was read */
 } fsgd_libsvm_weights_t;
 
-/* Appends src's weights to dst. Returns 0 or FSGD_E_NOMEM (dst unchanged). */
-int fsgd_libsvm_weights_append(fsgd_libsvm_weights_t *dst, const fsgd_libsvm_weights_t *src);
-
 /* Frees the array and zeroes the struct. NULL is a no-op. */
 void fsgd_libsvm_weights_free(fsgd_libsvm_weights_t *w);
 

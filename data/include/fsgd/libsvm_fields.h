@@ -53,15 +53,4 @@ int fsgd_libsvm_fields_add_terms(fsgd_libsvm_fields_t *f, const char *terms, cha
  * crosses (what a model's input spec records). 0 or FSGD_E_NOSPACE. */
 int fsgd_libsvm_fields_format(const fsgd_libsvm_fields_t *f, char *ranges, size_t rcap, char *terms, size_t tcap);
 
-/* The field letter of 0-based column idx of a file whose indices start at
- * base (1, or 0 for zero_based files); 0 when it is in no field. */
-char fsgd_libsvm_fields_of(const fsgd_libsvm_fields_t *f, uint64_t idx, uint64_t base);
-
-/* The crosses of one row: idx[0..n) its 0-based columns before hashing,
- * val their values, field their letters (fsgd_libsvm_fields_of). Writes up
- * to cap crosses to col (masked to 2^bits; bits 0 = 32) and cval, and
- * returns how many the row has (more than cap: call again with room). */
-size_t fsgd_libsvm_fields_cross(const fsgd_libsvm_fields_t *f, const uint64_t *idx, const float *val,
-                                const char *field, size_t n, unsigned bits, uint32_t *col, float *cval, size_t cap);
-
 #endif
