@@ -186,6 +186,8 @@ static int was_replay(const stream_t *s, int64_t offset)
 
 int fsgd_replay_check(fsgd_replay_t *r, int32_t stream, int64_t offset, const uint8_t nonce[FSGD_REPLAY_NONCE_BYTES])
 {
+    if (!r)
+        return 0;
     stream_t *s = stream_of(r, stream);
     if (!s)
         return FSGD_E_NOMEM;
@@ -220,21 +222,26 @@ int fsgd_replay_check(fsgd_replay_t *r, int32_t stream, int64_t offset, const ui
 
 int64_t fsgd_replay_next(const fsgd_replay_t *r, int32_t stream)
 {
-    return stream >= 0 && (size_t)stream < r->ns ? r->s[stream].next : -1;
+    return r && stream >= 0 && (size_t)stream < r->ns ? r->s[stream].next : -1;
 }
 
 uint64_t fsgd_replay_count(const fsgd_replay_t *r, char *first, size_t cap)
 {
     if (first && cap)
-        snprintf(first, cap, "%s", r->first);
-    return r->count;
+        snprintf(first, cap, "%s", r ? r->first : "");
+    return r ? r->count : 0;
 }
 
 int fsgd_replay_frame_nonce(const uint8_t *frame, size_t len, uint8_t nonce[FSGD_REPLAY_NONCE_BYTES])
 {
     if (len < FSGD_KFRAME_OVERHEAD + FSGD_AUTH_TAG_BYTES || !(fsgd_le_get16(frame + 6) & FSGD_KFLAG_AUTH))
         return 0;
-    memcpy(nonce, frame + len - FSGD_AUTH_TAG_BYTES, FSGD_REPLAY_NONCE_BYTES);
+    /* after the body and its CRC, by the header's length: bytes past the
+     * tag (a parse allows them) are no part of the frame */
+    uint64_t at = (uint64_t)FSGD_KFRAME_OVERHEAD + fsgd_le_get32(frame + 32);
+    if (at + FSGD_AUTH_TAG_BYTES > len)
+        return 0;
+    memcpy(nonce, frame + at, FSGD_REPLAY_NONCE_BYTES);
     return 1;
 }
 
@@ -246,9 +253,23 @@ int fsgd_replay_hex_nonce(const void *hex, size_t len, uint8_t nonce[FSGD_REPLAY
            n == FSGD_REPLAY_NONCE_BYTES;
 }
 
+int fsgd_replay_frame(fsgd_replay_t *r, int32_t stream, int64_t offset, const uint8_t *frame, size_t len)
+{
+    uint8_t nonce[FSGD_REPLAY_NONCE_BYTES];
+    return fsgd_replay_frame_nonce(frame, len, nonce) ? fsgd_replay_check(r, stream, offset, nonce) : 0;
+}
+
+int fsgd_replay_ctl(fsgd_replay_t *r, int64_t offset, const void *mac, size_t mac_len)
+{
+    uint8_t nonce[FSGD_REPLAY_NONCE_BYTES];
+    return fsgd_replay_hex_nonce(mac, mac_len, nonce) ? fsgd_replay_check(r, 0, offset, nonce) : 0;
+}
+
 int fsgd_replay_row(fsgd_replay_t *r, int32_t partition, int64_t offset)
 {
     uint8_t nonce[FSGD_REPLAY_NONCE_BYTES];
+    if (!r)
+        return 0;
     if (fsgd_auth_row_nonce(nonce))
         return fsgd_replay_check(r, partition, offset, nonce);
     /* read all the same: where a reader must catch up from counts every offset */

@@ -32,7 +32,8 @@
 typedef struct fsgd_replay fsgd_replay_t;
 
 /* A reader's verdicts on its streams (0, 1, ... : a topic's partitions).
- * NULL without memory. */
+ * NULL without memory. Every function below takes a NULL handle as one
+ * that finds nothing (verdict fresh). */
 fsgd_replay_t *fsgd_replay_new(void);
 void fsgd_replay_destroy(fsgd_replay_t *r);
 
@@ -51,13 +52,19 @@ int64_t fsgd_replay_next(const fsgd_replay_t *r, int32_t stream);
 uint64_t fsgd_replay_count(const fsgd_replay_t *r, char *first, size_t cap);
 
 /* The nonce of an authenticated frame (flag AUTH: its tag's first 16
- * bytes, at the frame's end; len: the frame's bytes with the tag): 1, or 0
- * for a frame without a tag. */
+ * bytes, after the CRC; len: the bytes at frame): 1, or 0 for a frame
+ * without a tag. */
 int fsgd_replay_frame_nonce(const uint8_t *frame, size_t len, uint8_t nonce[FSGD_REPLAY_NONCE_BYTES]);
 
 /* The nonce of a tag given as hex digits (a fsgd.mac header): 1, or 0 when
  * the header is not a tag. */
 int fsgd_replay_hex_nonce(const void *hex, size_t len, uint8_t nonce[FSGD_REPLAY_NONCE_BYTES]);
+
+/* The verdict on a frame (fsgd_replay_check) or a NAME.ctl event (its
+ * fsgd.mac header, stream 0) whose tag was verified: 1 a replay, 0 fresh or
+ * without a tag, FSGD_E_NOMEM. */
+int fsgd_replay_frame(fsgd_replay_t *r, int32_t stream, int64_t offset, const uint8_t *frame, size_t len);
+int fsgd_replay_ctl(fsgd_replay_t *r, int64_t offset, const void *mac, size_t mac_len);
 
 /* NAME.data: the verdict on the row message that fsgd_auth_row_ok accepted
  * last on this thread (a read_range callback's message, fsgd/bus.h): 1 a
