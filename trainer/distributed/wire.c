@@ -186,9 +186,12 @@ int fsgd_wire_grad_get(const uint8_t *p, size_t len, uint32_t max_parts, fsgd_wi
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gradient: codec length %u at byte %zu but %zu bytes follow",
                             g->codec_len, o - 4, len - o);
     g->codec = p + o;
-    if ((g->rows == 0) != (g->nranges == 0))
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gradient: %llu rows with %u ranges",
-                            (unsigned long long)g->rows, g->nranges);
+    /* 0 rows with ranges: offsets whose messages hold no rows (skipped or
+     * replayed, read as empty), passed over without a gradient; the
+     * aggregator checks that they hold none */
+    if ((g->rows && !g->nranges) || (!g->rows && g->nranges && g->codec_len))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gradient: %llu rows with %u ranges and %u bytes of gradient",
+                            (unsigned long long)g->rows, g->nranges, g->codec_len);
     return 0;
 }
 

@@ -234,8 +234,9 @@ int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
     if (rp < 0)
         return fsgd_err_fmt(w->err, w->errsz, rp, "worker: out of memory");
     if (rp) {
-        worker_reject(w, REJECT_REPLAY, "partition %d offset %lld: generation %u step %llu: a copy of a message its "
-                      "sender wrote before", (int)m->partition, (long long)m->offset, f.gen, (unsigned long long)f.step);
+        worker_reject(w, REJECT_REPLAY, "%s partition %d offset %lld: generation %u step %llu: a copy of a message "
+                      "its sender wrote before", w->tmodel, (int)m->partition, (long long)m->offset, f.gen,
+                      (unsigned long long)f.step);
         return 0;
     }
     if (f.kind == FSGD_KMSG_GRAD) {
