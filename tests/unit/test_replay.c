@@ -162,11 +162,16 @@ static void test_nonce_places(void)
     set_key();
     static const uint8_t body[5] = {1, 2, 3, 4, 5};
     fsgd_kframe_t f = {.kind = FSGD_KMSG_SNAPSHOT, .gen = 3, .step = 4, .nchunks = 1, .body = body, .body_len = 5};
-    uint8_t buf[5 + FSGD_KFRAME_OVERHEAD + FSGD_AUTH_TAG_BYTES];
+    uint8_t buf[5 + FSGD_KFRAME_OVERHEAD + FSGD_AUTH_TAG_BYTES + 7];
     size_t n = fsgd_kframe_write(buf, &f);
-    CU_ASSERT_EQUAL_FATAL(n, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(n, sizeof buf - 7);
     uint8_t nonce[FSGD_REPLAY_NONCE_BYTES], again[FSGD_REPLAY_NONCE_BYTES];
     CU_ASSERT_EQUAL(fsgd_replay_frame_nonce(buf, n, nonce), 1);
+    /* bytes after the tag (a parse lets them be) are no nonce */
+    memset(buf + n, 0xEE, 7);
+    CU_ASSERT_EQUAL(fsgd_replay_frame_nonce(buf, n + 7, again), 1);
+    CU_ASSERT_EQUAL(memcmp(again, nonce, sizeof nonce), 0);
+    CU_ASSERT_EQUAL(fsgd_replay_frame_nonce(buf, n - 1, again), 0); /* a cut tag */
     fsgd_kframe_write(buf, &f);
     CU_ASSERT_EQUAL(fsgd_replay_frame_nonce(buf, n, again), 1);
     CU_ASSERT_EQUAL(fsgd_le_get64(again + 8), fsgd_le_get64(nonce + 8) + 1);
