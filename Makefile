@@ -113,7 +113,7 @@ INC_tests    = $(INC_trainer_cli)
 # its sources) by plain name, through an -I for that folder that only the
 # tests listed here get; any other test that tries does not build (and no
 # test reaches a folder with "../": tests/integration/include_direction.sh).
-PRIVATE_DIRS := codec strategy trainer/backend trainer/core trainer/distributed trainer/observe tests/unit
+PRIVATE_DIRS := codec strategy trainer/backend trainer/core trainer/distributed trainer/observe trainer/serve tests/unit
 PRIVATE_codec               := test_codec_fastpath
 PRIVATE_strategy            := test_strategy_gradiveq fuzz_gradiveq
 PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_backend
@@ -121,6 +121,7 @@ PRIVATE_trainer/core        := test_train_stale test_train_memory
 PRIVATE_trainer/distributed := test_agg_best test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire \
                                gen_kafka_corpus
 PRIVATE_trainer/observe     :=
+PRIVATE_trainer/serve       := fuzz_serve_metrics
 PRIVATE_tests/unit          := bench_learned
 private_inc = $(strip $(foreach d,$(PRIVATE_DIRS),$(if $(filter $(1),$(PRIVATE_$(d))),-I$(d))))
 # The same for tests/fuzz/run_fuzz.sh, which builds the fuzz targets itself:

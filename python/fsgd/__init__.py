@@ -50,64 +50,112 @@ def _is_path(x):
     return isinstance(x, (str, os.PathLike))
 
 
-def _write_libsvm(path, X, y):
-    """X (SciPy sparse or 2-D NumPy; column j is LIBSVM index j + 1) and labels
-    y as a LIBSVM file; values as repr, so float32 data reads back exactly."""
+def _is_text_rows(x):
+    return isinstance(x, (list, tuple)) and len(x) > 0 and isinstance(x[0], str)
+
+
+def _csr_arrays(X, y, name):
+    """X (SciPy sparse or 2-D NumPy; column j is LIBSVM index j + 1) and its
+    labels y as the CSR arrays fsgd/api.h takes: (indptr int64, indices
+    uint32, data float64, labels float64). SciPy's arrays are handed over as
+    they are (a copy only where the type differs); duplicates are summed."""
+    if y is None:
+        raise UsageError(f"{name}: arrays need their labels (y)", 2)
     try:
         import scipy.sparse as sp
     except ImportError:  # NumPy input needs no SciPy
         sp = None
     if sp is not None and sp.issparse(X):
         X = sp.csr_matrix(X)
-        X.sort_indices()
+        if not X.has_canonical_format:  # sorted columns, no duplicates: what a LIBSVM row holds
+            X = X.copy()
+            X.sum_duplicates()
+        indptr, indices, data = X.indptr, X.indices, X.data
     else:
         X = np.asarray(X)
         if X.ndim != 2:
-            raise UsageError("X must be 2-D (rows x features)", 2)
-    y = np.asarray(y).ravel()
+            raise UsageError(f"{name}: X must be 2-D (rows x features)", 2)
+        nz = X != 0  # NaN included: the library names its row
+        indptr = np.concatenate([[0], np.cumsum(nz.sum(axis=1))])
+        rows, indices = np.nonzero(nz)
+        data = X[rows, indices]
+    if indices.size and (indices.min() < 0 or indices.max() >= 1 << 32):
+        raise UsageError(f"{name}: column indices must be in [0, 2^32)", 2)
+    y = np.ascontiguousarray(np.asarray(y, dtype=np.float64).ravel())
     if y.shape[0] != X.shape[0]:
-        raise UsageError(f"{X.shape[0]} rows but {y.shape[0]} labels", 2)
-    with open(path, "w") as f:
-        for i in range(X.shape[0]):
-            if sp is not None and sp.issparse(X):
-                lo, hi = X.indptr[i], X.indptr[i + 1]
-                cols, vals = X.indices[lo:hi], X.data[lo:hi]
-            else:
-                cols = np.flatnonzero(X[i])
-                vals = X[i, cols]
-            f.write(repr(float(y[i])) + "".join(f" {c + 1}:{float(v)!r}" for c, v in zip(cols, vals)) + "\n")
+        raise UsageError(f"{name}: {X.shape[0]} rows but {y.shape[0]} labels", 2)
+    return (np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices).astype(np.uint32, copy=False),
+            np.ascontiguousarray(data, dtype=np.float64), y)
 
 
-def _data_file(tmp, name, data, y, fmt):
-    """A file fsgd can read for data given as a path, arrays or raw rows."""
+def _options(options):
+    """Keyword options as job keys: True/False as "true"/"false"; None is left out."""
+    return [(k, "true" if v is True else "false" if v is False else v) for k, v in options.items() if v is not None]
+
+
+def _metrics(stats):
+    """fsgd_api_train_stat's figures as fsgd train's metrics JSON names them (NaN: None)."""
+    v = {k: (None if np.isnan(x) else x) for k, x in stats.items()}
+    ints = ("train_rows", "dim", "steps", "holdout_rows", "threads", "weights_nonzero", "weights_touched")
+    m = {k: (int(v[k]) if k in ints else v[k]) for k in v if not k.startswith("test_") and k != "ftrl"}
+    m["optimizer"] = "ftrl" if v["ftrl"] else "adam"
+    m["stopped_early"] = bool(v["stopped_early"])
+    m["test"] = {k[5:]: v[k] for k in v if k.startswith("test_")}
+    m["test"]["n"] = int(v["test_n"])
+    return m
+
+
+def _train_arrays(data, y, test, test_y, job, sample_weight, options):
+    rows = _csr_arrays(data, y, "data")
+    tests = None if test is None else _csr_arrays(test, test_y, "test")
+    weight = None
+    if sample_weight is not None:
+        weight = np.ascontiguousarray(np.asarray(sample_weight, dtype=np.float64).ravel())
+        if weight.shape[0] != rows[3].shape[0]:
+            raise UsageError(f"sample_weight: {weight.shape[0]} weights for {rows[3].shape[0]} rows", 2)
+    opts = ([("job", os.fspath(job))] if job is not None else []) + _options(options)
+    (kind, dim, has_bias, bias, w, spec, raw), stats = _lib.train_csr(opts, rows, tests, weight)
+    model = Model(_KINDS.get(kind, str(kind)), dim, np.frombuffer(w, dtype="<f4").copy(), has_bias, bias, spec, raw)
+    model.metrics = _metrics(stats)
+    return model
+
+
+def _rows_file(tmp, name, data, fmt):
+    """A file fsgd can read for data given as a path or raw text rows."""
     if data is None or _is_path(data):
         return data
+    if fmt in (None, "libsvm") and not _is_text_rows(data):
+        raise UsageError(f"{name}: give data and test the same way: both files (or text rows), or both arrays", 2)
     path = os.path.join(tmp, name)
-    if fmt not in (None, "libsvm") or (isinstance(data, (list, tuple)) and data and isinstance(data[0], str)):
-        with open(path, "w") as f:  # raw text rows, one per line
-            for row in data:
-                f.write(row.rstrip("\n") + "\n")
-        return path
-    if y is None:
-        raise UsageError(f"{name}: arrays need their labels (y)", 2)
-    _write_libsvm(path, data, y)
+    with open(path, "w") as f:  # raw text rows, one per line
+        for row in data:
+            f.write(row.rstrip("\n") + "\n")
     return path
 
 
-def train(data=None, y=None, *, test=None, test_y=None, format=None, job=None, **options):
+def train(data=None, y=None, *, test=None, test_y=None, format=None, job=None, sample_weight=None, **options):
     """Trains a model as `fsgd train` does and returns it (Model).
 
     data, test: a file path; a SciPy sparse matrix or NumPy array (with y,
-    test_y: labels, -1/+1 or 0/1 for classification); or a list of raw text
-    rows (format= names their layout). job: a YAML job file. options: any
-    `fsgd train` option, as a keyword (underscores for dashes). The metrics
-    of the run (the metrics JSON) are in model.metrics."""
+    test_y: labels, -1/+1 or 0/1 for classification), handed to the library
+    as CSR arrays; or a list of raw text rows (format= names their layout).
+    sample_weight: one weight a row of array data (classification; rows of
+    weight 0 left out), as VW's importance weights. job: a YAML job file.
+    options: any `fsgd train` option, as a keyword (underscores for dashes).
+    The metrics of the run are in model.metrics: the metrics JSON for files;
+    for arrays the figures fsgd/api.h gives (fsgd._lib.STATS, same names)."""
+    if data is not None and not _is_path(data) and format in (None, "libsvm") and not _is_text_rows(data):
+        if test is not None and (_is_path(test) or _is_text_rows(test)):
+            raise UsageError("test: give data and test the same way: both files (or text rows), or both arrays", 2)
+        return _train_arrays(data, y, test, test_y, job, sample_weight, options)
+    if sample_weight is not None:
+        raise UsageError("sample_weight is for rows given as arrays (a VW file carries its rows' importance)", 2)
     with tempfile.TemporaryDirectory(prefix="fsgd-") as tmp:
         args = ["train"]
         if job is not None:
             args.append(str(job))
-        d = _data_file(tmp, "train", data, y, format)
-        t = _data_file(tmp, "test", test, test_y, format)
+        d = _rows_file(tmp, "train", data, format)
+        t = _rows_file(tmp, "test", test, format)
         if d is not None:
             args += ["--data", str(d)]
         if t is not None:
@@ -128,9 +176,9 @@ def train(data=None, y=None, *, test=None, test_y=None, format=None, job=None, *
 
 def load(path):
     """Reads a model file (fsgd's format, checked: CRC32C, lengths)."""
-    kind, dim, has_bias, bias, w, spec = _lib.load_model(path)
+    kind, dim, has_bias, bias, w, spec, _ = _lib.load_model(path)
     return Model(_KINDS.get(kind, str(kind)), dim, np.frombuffer(w, dtype="<f4").copy(), has_bias, bias, spec,
-                 Path(path).read_bytes())
+                 Path(path).read_bytes())  # the file's own bytes, whatever version wrote them
 
 
 class Model:
@@ -212,10 +260,12 @@ class Model:
                 return np.array([float(line.split()[0]) for line in f if line.strip()], dtype=np.float64)
 
     def predict_proba(self, X):
-        """P(y = +1) per row (logistic models)."""
+        """[P(y = -1), P(y = +1)] per row, shape (rows, 2) as scikit-learn's
+        (classes -1, +1; logistic models)."""
         if self.kind != "logistic":
             raise UsageError(f"predict_proba needs a logistic model, not {self.kind}", 2)
-        return 1.0 / (1.0 + np.exp(-self.decision_function(X)))
+        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
+        return np.column_stack([1.0 - p, p])
 
     def predict(self, X):
         """Labels +1/-1 (margin > 0) for classifiers, values for linear models."""

@@ -3,7 +3,8 @@
 # its first version is the job's model on JOB.model, checked with the job
 # key; rows produced into the job make new steps, which the server swaps in
 # as new versions while it answers; once the job is idle, the server's
-# scores are those of fsgd predict --brokers bit for bit, at the same step.
+# scores are those of fsgd predict --brokers bit for bit, at the same step;
+# once nothing is written, a poll reads only the topic's ends, not its frames.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 command -v curl >/dev/null || skip "curl not installed"
@@ -66,6 +67,19 @@ done
 [ -n "$ok" ] || { echo "FAIL: the server's step never matched the topic's"; cat "$tmp/serve.log"; exit 1; }
 echo "serve follows $name.model: version $got_version at step $want_step scores as fsgd predict --brokers"
 
+# An idle job writes nothing: polls ask the topic's ends and read nothing
+# (once the job's last step is read: a window of polls without a read).
+idle=
+for _ in $(seq 10); do
+    r1=$(field source_reads) p1=$(field polls)
+    sleep 1.5
+    r2=$(field source_reads) p2=$(field polls)
+    [ "$r1" -ge 1 ] && [ "$p2" -ge $((p1 + 3)) ] || { echo "FAIL: reads $r1, polls $p1 -> $p2 in 1.5 s at --poll-ms 200"; exit 1; }
+    [ "$r2" = "$r1" ] && { idle=1; break; }
+done
+[ -n "$idle" ] || { echo "FAIL: the idle topic was read whole in every window of polls: reads $r1 -> $r2"; exit 1; }
+echo "idle topic: polls $p1 -> $p2, reads stayed $r1"
+
 kill -TERM "$SERVE_PID"
 rc=0
 wait "$SERVE_PID" || rc=$?
@@ -77,4 +91,5 @@ rc=0
 wait "$RUN_PID" || rc=$?
 RUN_PID=
 [ "$rc" -eq 143 ] || { echo "FAIL: the follow job exited $rc on SIGTERM, not 143"; cat "$tmp/run.log"; exit 1; }
+
 echo "ok"

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # fsgd serve end to end on a free loopback port: every endpoint and error
 # class; scores equal fsgd predict's bit for bit (LIBSVM, JSON, Criteo TSV
-# through the model's hashing, margins and probabilities); a model file
+# through the model's hashing and crosses, hashed LIBSVM, VW text with its
+# tags, margins and probabilities); a model file
 # replaced by rename under a loop of requests with 0 failures and each
 # answer's scores those of the version it names; truncated, forged, garbage
 # and mismatched replacements refused while the old version keeps serving;
 # --max-conns and --timeout; SIGTERM answers the request in flight, exits 0
-# and leaves no process.
+# and leaves no process; a model's metrics JSON on /model and --min-auc
+# refusing versions below it.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -256,4 +258,111 @@ rc=0; "$FSGD" serve --model "$tmp/a.model" --port 70000 2> "$tmp/e.txt" || rc=$?
 [ "$rc" -eq 2 ] || fail "--port 70000: rc $rc"
 rc=0; "$FSGD" serve 2> "$tmp/e.txt" || rc=$?
 [ "$rc" -eq 2 ] || fail "no --model: rc $rc"
-echo "ok: fsgd serve endpoints, errors, scores equal to fsgd predict's, live reload, limits and SIGTERM"
+rc=0; "$FSGD" serve --brokers 127.0.0.1:1 --name j --min-auc 0.5 2> "$tmp/e.txt" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "min-auc is for --model files" "$tmp/e.txt" || fail "--min-auc with a topic: rc $rc $(cat "$tmp/e.txt")"
+
+# 9. The metrics JSON written with a model: its rows trained and held-out
+# metrics on /model; --min-auc refuses a version below it (or without one),
+# at start (exit 3) and live (the version serving stays).
+"$FSGD" train --data "$tmp/d.svm" --test "$tmp/rows.svm" --dim 2000 --epochs 1 --seed 1 --quiet \
+    --out "$tmp/m.model" --metrics-json "$tmp/m.json" >/dev/null
+rc=0; "$FSGD" serve --model "$tmp/m.model" --metrics-json "$tmp/m.json" --min-auc 0.999999 --port 0 2> "$tmp/e.txt" || rc=$?
+[ "$rc" -eq 3 ] && grep -q "held-out AUC 0\.[0-9]* (200 test rows) below --min-auc 0.999999" "$tmp/e.txt" ||
+    fail "--min-auc above the model's AUC at start: rc $rc $(cat "$tmp/e.txt")"
+rc=0; "$FSGD" serve --model "$tmp/m.model" --min-auc 0.5 --port 0 2> "$tmp/e.txt" || rc=$?
+[ "$rc" -eq 3 ] && grep -q "no held-out AUC" "$tmp/e.txt" || fail "--min-auc without metrics: rc $rc $(cat "$tmp/e.txt")"
+cp "$tmp/m.model" "$tmp/live2.model"
+cp "$tmp/m.json" "$tmp/live2.json" # after the model: no older than it
+start_server "$tmp/serve3.log" --model "$tmp/live2.model" --metrics-json "$tmp/live2.json" --min-auc 0.5 --poll-ms 20
+url=http://127.0.0.1:$port
+# metrics NAME: a JSON of fsgd train's shape for the 2000-column logistic model, with this test AUC
+metrics() {
+    $PY -c 'import json, sys; json.dump({"model": "logistic", "dim": 2000, "train_rows": 3000,
+        "test": {"n": 200, "auc": float(sys.argv[2]), "logloss": 0.5}}, open(sys.argv[1] + ".tmp", "w"))' "$tmp/$1" "$2"
+    mv "$tmp/$1.tmp" "$tmp/$1"
+}
+# wait_model PYTHON-CONDITION on d, the model's /model object (10 s at most)
+wait_model() {
+    $PY - "$url" "$1" <<'PY' || fail "/model never had $1: $(curl -sS "$url/model")"
+import json, sys, time, urllib.request
+for _ in range(500):
+    d = json.load(urllib.request.urlopen(sys.argv[1] + "/model"))["models"][0]
+    if eval(sys.argv[2]):
+        sys.exit(0)
+    time.sleep(0.02)
+sys.exit(1)
+PY
+}
+want_auc=$($PY -c 'import json, sys; print(repr(json.load(open(sys.argv[1]))["test"]["auc"]))' "$tmp/m.json")
+wait_model "d['version'] == 1 and d['rows_trained'] == 3000 and d['metrics']['test_rows'] == 200 and d['metrics']['test_auc'] == $want_auc and d['metrics_note'] is None"
+# b.model with metrics below the bound: refused; version 1 serves on
+cp "$tmp/b.model" "$tmp/next.model" && mv "$tmp/next.model" "$tmp/live2.model"
+metrics live2.json 0.45
+wait_model "d['version'] == 1 and 'below --min-auc 0.5' in (d['last_refusal'] or '')"
+[ "$(post "/score?output=margin" "$tmp/rows.svm" | head -n 1)" = "$("$FSGD" predict --model "$tmp/m.model" --data "$tmp/one.svm" --quiet)" ] ||
+    fail "the version below --min-auc scored"
+# its metrics rewritten above the bound: version 2 is b.model
+metrics live2.json 0.75
+wait_model "d['version'] == 2 and d['metrics']['test_auc'] == 0.75 and d['rows_trained'] == 3000"
+post /score "$tmp/rows.svm" > "$tmp/s.txt"
+cmp -s "$tmp/s.txt" "$tmp/b.proba" || fail "version 2 does not score as b.model"
+# another model's metrics (another dimension): no metrics, a note, refused under --min-auc
+cp "$tmp/a.model" "$tmp/next.model" && mv "$tmp/next.model" "$tmp/live2.model"
+$PY -c 'import json, sys; json.dump({"model": "logistic", "dim": 7, "train_rows": 1, "test": {"n": 9, "auc": 0.9}}, open(sys.argv[1], "w"))' "$tmp/live2.json.tmp"
+mv "$tmp/live2.json.tmp" "$tmp/live2.json"
+wait_model "d['version'] == 2 and 'dim 7, the model has 2000' in (d['last_refusal'] or '')"
+stop_server
+
+# 10. The other model kinds score as fsgd predict does, byte for byte: VW
+# text (the model's bits and crosses; tags after the scores, as predict
+# writes them), LIBSVM with hashed indices (--hash-bits), Criteo with
+# column crosses; and as JSON rows.
+$PY - "$tmp/d.svm" "$tmp/d.vw" <<'PY'
+import sys
+with open(sys.argv[2], "w") as out:
+    for i, line in enumerate(open(sys.argv[1])):
+        t = line.split()
+        a = " ".join("f%s:%s" % tuple(f.split(":")) for f in t[1:] if int(f.split(":")[0]) % 2)
+        b = " ".join("g%s:%s" % tuple(f.split(":")) for f in t[1:] if not int(f.split(":")[0]) % 2)
+        head = t[0] + (" 2" if i % 7 == 0 else "") + (" 'r%d" % i if i % 3 else "")
+        out.write("%s |a %s |b %s\n" % (head, a, b))
+PY
+head -n 100 "$tmp/d.vw" > "$tmp/rows.vw"
+"$FSGD" train --data "$tmp/d.vw" --format vw --hash-bits 16 --interactions ab --epochs 1 --quiet --out "$tmp/vw.model" >/dev/null
+"$FSGD" train --data "$tmp/d.svm" --hash-bits 6 --epochs 1 --quiet --out "$tmp/hl.model" >/dev/null
+"$FSGD" train --data "$tmp/c.tsv" --format criteo --hash-bits 14 --interactions 15*16 --epochs 1 --quiet \
+    --out "$tmp/ctrx.model" >/dev/null
+"$FSGD" predict --model "$tmp/vw.model" --data "$tmp/rows.vw" --proba --quiet > "$tmp/vw.proba"
+"$FSGD" predict --model "$tmp/hl.model" --data "$tmp/rows.svm" --proba --quiet > "$tmp/hl.proba"
+"$FSGD" predict --model "$tmp/ctrx.model" --data "$tmp/rows.tsv" --quiet > "$tmp/ctrx.margin"
+grep -q " r1$" "$tmp/vw.proba" || fail "fsgd predict wrote no VW tags: $(head -n 3 "$tmp/vw.proba")"
+start_server "$tmp/serve4.log" --model "vw=$tmp/vw.model" --model "hl=$tmp/hl.model" --model "ctrx=$tmp/ctrx.model"
+url=http://127.0.0.1:$port
+post /score/vw "$tmp/rows.vw" > "$tmp/s.txt"
+cmp -s "$tmp/s.txt" "$tmp/vw.proba" || fail "VW scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/vw.proba" | head -4)"
+post /score/hl "$tmp/rows.svm" > "$tmp/s.txt"
+cmp -s "$tmp/s.txt" "$tmp/hl.proba" || fail "hashed LIBSVM scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/hl.proba" | head -4)"
+post "/score/ctrx?output=margin" "$tmp/rows.tsv" > "$tmp/s.txt"
+cmp -s "$tmp/s.txt" "$tmp/ctrx.margin" || fail "crossed Criteo scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/ctrx.margin" | head -4)"
+$PY - "$tmp/rows.vw" "$tmp/rows_vw.json" <<'PY'
+import json, sys
+json.dump({"rows": [{"line": l.rstrip("\n")} for l in open(sys.argv[1])]}, open(sys.argv[2], "w"))
+PY
+for pair in "/score/vw:rows_vw.json:vw.proba" "/score/hl:rows.json:hl.proba"; do
+    IFS=: read -r path body want <<< "$pair"
+    post "$path" "$tmp/$body" -H 'Content-Type: application/json' > "$tmp/s.json"
+    [ "$(status)" = 200 ] || fail "JSON $path: $(status) $(cat "$tmp/s.json")"
+    $PY - "$tmp/s.json" "$tmp/$want" <<'PY' || fail "JSON $path: scores differ from fsgd predict's"
+import json, sys
+got = json.load(open(sys.argv[1]))
+want = [float(x.split()[0]) for x in open(sys.argv[2])]
+assert got["scores"] == want, (got["scores"][:3], want[:3])
+PY
+done
+printf '1 |a f1:1\n1 |a f:1e999\n' > "$tmp/bad.vw"
+post /score/vw "$tmp/bad.vw" > "$tmp/e.txt"
+[ "$(status)" = 400 ] && grep -q "body:2:8: expected a feature value" "$tmp/e.txt" || fail "bad VW row: $(status) $(cat "$tmp/e.txt")"
+curl -sS "$url/model/vw" | grep -q '"hashing": "vw:bits=16' || fail "/model/vw: $(curl -sS "$url/model/vw")"
+stop_server
+
+echo "ok: fsgd serve endpoints, errors, scores equal to fsgd predict's (LIBSVM, hashed LIBSVM, Criteo, crosses, VW), live reload, limits, SIGTERM, metrics and --min-auc"

@@ -16,7 +16,9 @@
 #include "fsgd/libsvm.h"
 #include "fsgd/model.h"
 #include "fsgd/serve.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/serve_rows.h"
+#include "fsgd/vw.h"
 #include "testlib.h"
 
 static void assert_same_rows(const fsgd_csr_t *a, const fsgd_csr_t *b)
@@ -33,17 +35,17 @@ static void test_rows_libsvm_and_json(void)
     char err[512];
     const char text[] = "1 1:0.1 3:2.5e-1 7:1\n-1 2:3\n";
     fsgd_csr_t got = {0}, want = {0}, js = {0};
-    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(text, sizeof text - 1, FSGD_SERVE_BODY_TEXT, NULL, &got, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(text, sizeof text - 1, FSGD_SERVE_BODY_TEXT, NULL, &got, NULL, err, sizeof err), 2);
     fsgd_libsvm_opts_t o = {0};
     CU_ASSERT_EQUAL(fsgd_libsvm_parse(text, sizeof text - 1, "f", 1, &o, &want, NULL, err, sizeof err), 2);
     assert_same_rows(&got, &want);
     const char json[] = "{\"rows\":[{\"indices\":[1,3,7],\"values\":[0.1,2.5e-1,1]},{\"indices\":[2],\"values\":[3]}]}";
-    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(json, sizeof json - 1, FSGD_SERVE_BODY_JSON, NULL, &js, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(json, sizeof json - 1, FSGD_SERVE_BODY_JSON, NULL, &js, NULL, err, sizeof err), 2);
     assert_same_rows(&js, &want);
     /* values omitted: every value 1 */
     fsgd_csr_free(&js);
     const char onehot[] = "{\"rows\":[{\"indices\":[4,9]}]}";
-    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(onehot, sizeof onehot - 1, FSGD_SERVE_BODY_JSON, NULL, &js, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(onehot, sizeof onehot - 1, FSGD_SERVE_BODY_JSON, NULL, &js, NULL, err, sizeof err), 1);
     CU_ASSERT(js.nnz == 2 && js.col[0] == 3 && js.col[1] == 8 && js.val[0] == 1.0f && js.val[1] == 1.0f);
     fsgd_csr_free(&got);
     fsgd_csr_free(&want);
@@ -53,17 +55,62 @@ static void test_rows_libsvm_and_json(void)
 static void test_rows_hashed_fields(void)
 {
     char err[512];
-    fsgd_delim_spec_t spec;
-    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("csv:label,num,cat*2:bits=12", &spec, err, sizeof err), 0);
+    fsgd_rowfmt_t spec;
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&spec, "csv:label,num,cat*2:bits=12", 0, 0, err, sizeof err), 0);
     const char line[] = "0,17,abc,\n";
     fsgd_csr_t want = {0}, got = {0}, js = {0};
-    CU_ASSERT_EQUAL(fsgd_delim_parse_rows(line, sizeof line - 1, &spec, "f", 1, &want, err, sizeof err), 1);
-    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(line, sizeof line - 1, FSGD_SERVE_BODY_TEXT, &spec, &got, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(fsgd_delim_parse_rows(line, sizeof line - 1, &spec.spec, "f", 1, &want, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(line, sizeof line - 1, FSGD_SERVE_BODY_TEXT, &spec, &got, NULL, err, sizeof err), 1);
     assert_same_rows(&got, &want);
     /* fields without the label */
     const char json[] = "{\"rows\":[{\"fields\":[\"17\",\"abc\",\"\"]}]}";
-    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(json, sizeof json - 1, FSGD_SERVE_BODY_JSON, &spec, &js, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(json, sizeof json - 1, FSGD_SERVE_BODY_JSON, &spec, &js, NULL, err, sizeof err), 1);
     assert_same_rows(&js, &want);
+    fsgd_csr_free(&want);
+    fsgd_csr_free(&got);
+    fsgd_csr_free(&js);
+}
+
+/* A hashed LIBSVM model: text as the LIBSVM reader hashes it, JSON indices
+ * hashed the same way (2 bits: entries share columns and are summed in
+ * the row's order); a VW model: its text, and JSON {"line": ...}, with tags. */
+static void test_rows_hashed_libsvm_and_vw(void)
+{
+    char err[512];
+    fsgd_rowfmt_t fmt;
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&fmt, "libsvm:bits=2", 0, 0, err, sizeof err), 0);
+    const char text[] = "1 1:0.1 3:0.7 7:1e-3 9:2.5 400000:3\n0 2:1\n";
+    fsgd_csr_t want = {0}, got = {0}, js = {0};
+    fsgd_libsvm_opts_t o = {.hash_bits = 2};
+    CU_ASSERT_EQUAL(fsgd_libsvm_parse(text, sizeof text - 1, "f", 1, &o, &want, NULL, err, sizeof err), 2);
+    CU_ASSERT(want.nnz < 6); /* some columns shared */
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(text, sizeof text - 1, FSGD_SERVE_BODY_TEXT, &fmt, &got, NULL, err, sizeof err), 2);
+    assert_same_rows(&got, &want);
+    const char json[] = "{\"rows\":[{\"indices\":[1,3,7,9,400000],\"values\":[0.1,0.7,1e-3,2.5,3]},"
+                        "{\"line\":\"0 2:1\"}]}";
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(json, sizeof json - 1, FSGD_SERVE_BODY_JSON, &fmt, &js, NULL, err, sizeof err), 2);
+    assert_same_rows(&js, &want);
+    fsgd_csr_free(&want);
+    fsgd_csr_free(&got);
+    fsgd_csr_free(&js);
+
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&fmt, "vw:bits=12:interactions=ab", 0, 0, err, sizeof err), 0);
+    const char vw[] = "1 'r1 |a x:2 y |b z\n-1 0.5 |a w\n";
+    fsgd_vw_extra_t wtags = {0}, gtags = {0}, jtags = {0};
+    CU_ASSERT_EQUAL(fsgd_vw_parse(vw, sizeof vw - 1, &fmt.vw_spec, 0, "f", 1, &want, &wtags, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(vw, sizeof vw - 1, FSGD_SERVE_BODY_TEXT, &fmt, &got, &gtags, err, sizeof err), 2);
+    assert_same_rows(&got, &want);
+    CU_ASSERT(gtags.n == 2 && gtags.tag_end[0] == 2 && !memcmp(gtags.tags, "r1", 2));
+    const char vjson[] = "{\"rows\":[{\"line\":\"1 'r1 |a x:2 y |b z\"},{\"line\":\"-1 0.5 |a w\"}]}";
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(vjson, sizeof vjson - 1, FSGD_SERVE_BODY_JSON, &fmt, &js, &jtags, err, sizeof err), 2);
+    assert_same_rows(&js, &want);
+    fsgd_csr_clear(&js);
+    const char vbad[] = "{\"rows\":[{\"indices\":[1]}]}";
+    CU_ASSERT(fsgd_serve_rows_parse(vbad, sizeof vbad - 1, FSGD_SERVE_BODY_JSON, &fmt, &js, NULL, err, sizeof err) < 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "a VW model reads {\"line\""));
+    fsgd_vw_extra_free(&wtags);
+    fsgd_vw_extra_free(&gtags);
+    fsgd_vw_extra_free(&jtags);
     fsgd_csr_free(&want);
     fsgd_csr_free(&got);
     fsgd_csr_free(&js);
@@ -74,11 +121,11 @@ static void test_rows_errors(void)
     char err[512];
     fsgd_csr_t out = {0};
     const char bad[] = "1 1:1\n1 2:1 x\n";
-    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(bad, sizeof bad - 1, FSGD_SERVE_BODY_TEXT, NULL, &out, err, sizeof err),
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse(bad, sizeof bad - 1, FSGD_SERVE_BODY_TEXT, NULL, &out, NULL, err, sizeof err),
                     FSGD_E_PARSE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "body:2:"));
     fsgd_csr_clear(&out);
-    CU_ASSERT_EQUAL(fsgd_serve_rows_parse("", 0, FSGD_SERVE_BODY_TEXT, NULL, &out, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_serve_rows_parse("", 0, FSGD_SERVE_BODY_TEXT, NULL, &out, NULL, err, sizeof err), FSGD_E_ARG);
     const char *cases[][2] = {
         {"{\"rows\":[{\"indices\":[1]},{\"indices\":[3,2]}]}", "rows[1].indices[1]"},
         {"{\"rows\":[{\"indices\":[0]}]}", "rows[0].indices[0]"},
@@ -92,7 +139,7 @@ static void test_rows_errors(void)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fsgd_csr_clear(&out);
         err[0] = 0;
-        long rc = fsgd_serve_rows_parse(cases[i][0], strlen(cases[i][0]), FSGD_SERVE_BODY_JSON, NULL, &out, err,
+        long rc = fsgd_serve_rows_parse(cases[i][0], strlen(cases[i][0]), FSGD_SERVE_BODY_JSON, NULL, &out, NULL, err,
                                         sizeof err);
         CU_ASSERT(rc < 0);
         if (!strstr(err, cases[i][1]))
@@ -159,9 +206,9 @@ static void test_server(void)
     conf.poll_ms = 10;
     fsgd_serve_t *s = fsgd_serve_new(&conf, err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "m", path, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "m", path, err, sizeof err), FSGD_E_ARG);
-    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "bad name", path, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "m", path, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "m", path, NULL, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_serve_add_file(s, "bad name", path, NULL, err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_EQUAL_FATAL(fsgd_serve_start(s, err, sizeof err), 0);
     int port = fsgd_serve_port(s);
     CU_ASSERT(port > 0);
@@ -194,6 +241,7 @@ void fsgd_test_register(void)
 {
     static const fsgd_test_case_t rows[] = {{"libsvm and json", test_rows_libsvm_and_json},
                                             {"hashed fields", test_rows_hashed_fields},
+                                            {"hashed libsvm and vw", test_rows_hashed_libsvm_and_vw},
                                             {"errors", test_rows_errors},
                                             {NULL, NULL}};
     static const fsgd_test_case_t server[] = {{"score, reload, refuse, drain", test_server}, {NULL, NULL}};

@@ -22,9 +22,11 @@ static const char usage_text[] =
     "  POST /score[/NAME]  rows in the body, one score a line back in request order: the\n"
     "                      probability for a logistic model (?output=margin: the margin),\n"
     "                      the margin otherwise; the same numbers as fsgd predict [--proba].\n"
-    "                      Body: LIBSVM lines, or the model's delimited rows (Criteo TSV) for a\n"
-    "                      model trained on them; or JSON {\"rows\":[{\"indices\":[1,7],\"values\":[0.5,1]}]}\n"
-    "                      ({\"fields\":[...]} for a hashed model), answered as JSON\n"
+    "                      Body: the rows the model was trained on: LIBSVM lines (hashed with its\n"
+    "                      --hash-bits), its delimited rows (Criteo TSV), or VW text (each tag\n"
+    "                      after its score); or JSON {\"rows\":[{\"indices\":[1,7],\"values\":[0.5,1]}]}\n"
+    "                      ({\"fields\":[...]} for a delimited model; {\"line\":\"TEXT\"} for any),\n"
+    "                      answered as JSON\n"
     "  GET /model[/NAME], /healthz, /metrics (Prometheus)\n"
     "Every score answer names the model version that scored it (X-Fsgd-Model-Version). A model\n"
     "file replaced (by rename: fsgd train --out does) is loaded off the request threads, checked\n"
@@ -32,9 +34,14 @@ static const char usage_text[] =
     "finish on the old version; a bad file is refused, logged and counted and the old one serves.\n"
     "  --model [NAME=]FILE  a model file (fsgd train --out); NAME (default 'default') is its path\n"
     "                /score/NAME; /score is the only model, or the one named default\n"
+    "  --metrics-json [NAME=]FILE  the metrics JSON written with model NAME (fsgd train --metrics-json):\n"
+    "                GET /model shows its rows trained and held-out (test) metrics; a change of\n"
+    "                either file is a new version. It describes the model when no older than it\n"
+    "  --min-auc A   refuse a version whose held-out AUC (its metrics JSON's test AUC: train with\n"
+    "                --test) is below A, or unknown; at start-up that is an error (exit 3)\n"
     "  --brokers B, --name JOB  also serve job JOB's model, named JOB, from its topic JOB.model (as\n"
     "                fsgd predict --brokers reads it); each new step seen at a poll is a new version.\n"
-    "                Each poll reads the topic from its start: raise --poll-ms for large models.\n"
+    "                A poll reads the topic (from its start) only when its ends moved.\n"
     "                --job-key-file: the job's key; frames without its tag are skipped\n"
     "  --addr A      numeric address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)\n"
     "  --port P      port (default 8080; 0: a free one, printed on stderr)\n"
@@ -51,6 +58,8 @@ typedef struct serve_args {
     fsgd_serve_conf_t conf;
     const char *model[64];
     int n_models;
+    const char *metrics[64]; /* [NAME=]FILE */
+    int n_metrics;
     const char *brokers, *name, *key_file; /* a job's model topic */
     unsigned drain_s;
 } serve_args_t;
@@ -90,6 +99,21 @@ static int parse_args(int argc, char **argv, serve_args_t *a)
                 return -1;
             }
             a->model[a->n_models++] = v;
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--metrics-json", &missing))) {
+            if (a->n_metrics == (int)(sizeof a->metrics / sizeof *a->metrics)) {
+                fsgd_cli_error("serve: more than %d --metrics-json", a->n_metrics);
+                return -1;
+            }
+            a->metrics[a->n_metrics++] = v;
+        } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--min-auc", &missing))) {
+            char *end;
+            errno = 0;
+            double auc = strtod(v, &end);
+            if (!*v || *end || errno || !(auc > 0 && auc <= 1)) {
+                fsgd_cli_error("serve: --min-auc '%s': expected a number in (0, 1]", v);
+                return -1;
+            }
+            a->conf.min_auc = auc;
         } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--brokers", &missing))) {
             a->brokers = v;
         } else if ((v = fsgd_cli_opt_value(argc, argv, &i, "--name", &missing))) {
@@ -142,6 +166,11 @@ static int parse_args(int argc, char **argv, serve_args_t *a)
         fsgd_cli_error("serve: --job-key-file is for --brokers/--name");
         return -1;
     }
+    if (a->conf.min_auc > 0 && a->brokers) {
+        fsgd_cli_error("serve: --min-auc is for --model files with --metrics-json: a job's model topic records no "
+                       "held-out AUC that serve reads");
+        return -1;
+    }
     if (a->n_models == 0 && !a->brokers) {
         fsgd_cli_error("serve: --model or --brokers/--name is required (fsgd serve --help)");
         return -1;
@@ -153,6 +182,20 @@ static void log_line(void *ctx, const char *line)
 {
     (void)ctx;
     fprintf(stderr, "fsgd serve: %s\n", line);
+}
+
+static void split_model(const char *spec, char *name, size_t cap, const char **path);
+
+static int serve_args_has_model(const serve_args_t *a, const char *name)
+{
+    for (int i = 0; i < a->n_models; i++) {
+        char mname[128];
+        const char *mpath;
+        split_model(a->model[i], mname, sizeof mname, &mpath);
+        if (!strcmp(mname, name))
+            return 1;
+    }
+    return 0;
 }
 
 /* "NAME=FILE" into name and path; a plain FILE is named "default". A path
@@ -170,12 +213,33 @@ static void split_model(const char *spec, char *name, size_t cap, const char **p
     }
 }
 
+/* The --metrics-json paired with model name, or NULL; -1 when one names no
+ * --model (error printed). */
+static int metrics_of(const serve_args_t *a, const char *name, const char **path)
+{
+    *path = NULL;
+    for (int i = 0; i < a->n_metrics; i++) {
+        char mname[128];
+        const char *mpath;
+        split_model(a->metrics[i], mname, sizeof mname, &mpath);
+        if (!name && !serve_args_has_model(a, mname)) {
+            fsgd_cli_error("serve: --metrics-json %s: no --model named '%s'", a->metrics[i], mname);
+            return -1;
+        }
+        if (name && !strcmp(mname, name))
+            *path = mpath;
+    }
+    return 0;
+}
+
 int fsgd_cmd_serve(int argc, char **argv)
 {
     serve_args_t a;
     int prc = parse_args(argc, argv, &a);
     if (prc != 0)
         return prc > 0 ? 0 : FSGD_EXIT_USAGE;
+    if (metrics_of(&a, NULL, &(const char *){NULL}) < 0)
+        return FSGD_EXIT_USAGE;
     a.conf.log = log_line;
     char err[8192];
     fsgd_serve_t *s = fsgd_serve_new(&a.conf, err, sizeof err);
@@ -187,7 +251,9 @@ int fsgd_cmd_serve(int argc, char **argv)
         char name[128];
         const char *path;
         split_model(a.model[i], name, sizeof name, &path);
-        int rc = fsgd_serve_add_file(s, name, path, err, sizeof err);
+        const char *metrics;
+        metrics_of(&a, name, &metrics);
+        int rc = fsgd_serve_add_file(s, name, path, metrics, err, sizeof err);
         if (rc < 0) {
             fsgd_cli_error("serve: model %s: %s", name, err);
             fsgd_serve_destroy(s);

@@ -215,30 +215,6 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
     return 0;
 }
 
-/* Moves a random test_fraction of rows from data into test. */
-static int split(fsgd_csr_t *data, double fraction, uint64_t seed, fsgd_csr_t *test)
-{
-    fsgd_csr_t keep = {0};
-    /* binary rows stay binary (fsgd/csr.h) */
-    if (!data->val && (fsgd_csr_init_binary(&keep, 0, 0) < 0 || (!test->col && fsgd_csr_init_binary(test, 0, 0) < 0))) {
-        fsgd_csr_free(&keep);
-        return FSGD_E_NOMEM;
-    }
-    uint64_t s = seed ^ 0x5DEECE66DULL;
-    for (size_t r = 0; r < data->n_rows; r++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        double u = (double)(s >> 11) / 9007199254740992.0;
-        int rc = fsgd_csr_append_rows(u < fraction ? test : &keep, data, r, 1);
-        if (rc < 0) {
-            fsgd_csr_free(&keep);
-            return rc;
-        }
-    }
-    fsgd_csr_free(data);
-    *data = keep;
-    return 0;
-}
-
 typedef struct model_write {
     const fsgd_model_t *model;
     const char *path;
@@ -707,7 +683,7 @@ static int train_command(int argc, char **argv)
             fsgd_csr_free(&test);
             return rc;
         }
-    } else if (job.test_fraction > 0 && split(&train, job.test_fraction, job.seed, &test) < 0) {
+    } else if (job.test_fraction > 0 && fsgd_train_split_test(&train, job.test_fraction, job.seed, &test) < 0) {
         fsgd_cli_error("out of memory splitting the data");
         return FSGD_EXIT_INTERNAL;
     }

@@ -1,9 +1,19 @@
-/* fsgd/api.h: the models of the bindings' API as opaque handles. */
+/* fsgd/api.h: the bindings' API: models as opaque handles, and training
+ * on a binding's CSR arrays through fsgd_train. */
 #include "fsgd/api.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "fsgd/error.h"
+#include "fsgd/job.h"
+#include "fsgd/loss.h"
+#include "fsgd/rowlabel.h"
+#include "fsgd/strategy.h"
+#include "fsgd/train.h"
 
 int fsgd_api_version(void)
 {
@@ -62,4 +72,305 @@ void fsgd_api_model_free(fsgd_model_t *m)
         return;
     fsgd_model_free(m);
     free(m);
+}
+
+int fsgd_api_model_encode(const fsgd_model_t *m, void **out, size_t *len, char *err, size_t errsz)
+{
+    uint8_t *buf = NULL;
+    *out = NULL;
+    *len = 0;
+    int rc = fsgd_model_encode(m, &buf, len, err, errsz);
+    if (rc < 0)
+        return rc;
+    *out = buf;
+    return 0;
+}
+
+void fsgd_api_buffer_free(void *p)
+{
+    free(p);
+}
+
+struct fsgd_api_train {
+    fsgd_job_t job;
+    fsgd_csr_t rows, test;
+    double *weight; /* one a training row, or NULL */
+    size_t n_weight;
+    int have_rows, have_test, ran;
+    fsgd_train_stats_t stats;
+    size_t n_train; /* training rows after the split */
+    uint64_t dim;
+};
+
+int fsgd_api_train_new(fsgd_api_train_t **out, char *err, size_t errsz)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+    fsgd_job_t *job = &(*out)->job;
+    fsgd_job_train_defaults(job);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN); /* fsgd train's default */
+    job->threads = cores > 0 ? (int)cores : 1;
+    /* what messages name the rows by; no file is ever opened */
+    snprintf(job->data, sizeof job->data, "arrays");
+    return 0;
+}
+
+/* The job fields a file would give: the arrays stand for them. */
+static int api_file_keys_same(const fsgd_job_t *a, const fsgd_job_t *b)
+{
+    return !strcmp(a->format, b->format) && !strcmp(a->cache, b->cache) && !strcmp(a->init, b->init) &&
+           a->hash_bits == b->hash_bits && !strcmp(a->interactions, b->interactions);
+}
+
+int fsgd_api_train_set(fsgd_api_train_t *t, const char *key, const char *value, char *err, size_t errsz)
+{
+    fsgd_job_t before = t->job;
+    int rc = !strcmp(key, "job") ? fsgd_job_load_yaml(&t->job, value, err, errsz)
+                                 : fsgd_job_set(&t->job, key, value, err, errsz);
+    /* a job file's data and test are the arrays; its outputs are the caller's to write */
+    memcpy(t->job.data, before.data, sizeof t->job.data);
+    memcpy(t->job.test, before.test, sizeof t->job.test);
+    memcpy(t->job.out, before.out, sizeof t->job.out);
+    memcpy(t->job.metrics_json, before.metrics_json, sizeof t->job.metrics_json);
+    if (rc == 0 && !api_file_keys_same(&before, &t->job))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                          "%s: rows given as arrays are numeric columns already: format, hash_bits, interactions, "
+                          "cache and init are for rows read from files (fsgd train)",
+                          key);
+    if (rc < 0)
+        t->job = before;
+    return rc;
+}
+
+/* A caller's CSR arrays, as fsgd_api_train_data takes them. */
+typedef struct api_arrays {
+    size_t n_rows;
+    const int64_t *row_ptr;
+    const uint32_t *col;
+    const double *val, *label;
+} api_arrays_t;
+
+/* Copies a caller's CSR arrays into m, checked: row_ptr from 0 and never
+ * decreasing, columns strictly increasing within a row, finite values and
+ * labels. Rows whose values are all 1 are held binary, as fsgd train holds
+ * such a file's. */
+static int api_copy_rows(fsgd_csr_t *m, const char *what, const api_arrays_t *a, char *err, size_t errsz)
+{
+    const size_t n_rows = a->n_rows;
+    const int64_t *row_ptr = a->row_ptr;
+    const uint32_t *col = a->col;
+    const double *val = a->val, *label = a->label;
+    if (n_rows && (!row_ptr || !label))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s: row_ptr and label are required", what);
+    if (n_rows && row_ptr[0] != 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: row_ptr[0] is %lld, not 0", what, (long long)row_ptr[0]);
+    for (size_t r = 0; r < n_rows; r++)
+        if (row_ptr[r + 1] < row_ptr[r])
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: row %zu: row_ptr decreases (%lld after %lld)", what,
+                                r, (long long)row_ptr[r + 1], (long long)row_ptr[r]);
+    size_t nnz = n_rows ? (size_t)row_ptr[n_rows] : 0;
+    if (nnz && !col)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s: col is required", what);
+    int ones = 1;
+    for (size_t i = 0; val && i < nnz && ones; i++)
+        ones = val[i] == 1.0;
+    int rc = ones ? fsgd_csr_init_binary(m, n_rows, nnz) : fsgd_csr_reserve(m, n_rows, nnz);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory for %zu rows", what, n_rows);
+    for (size_t r = 0; r < n_rows; r++) {
+        if (!isfinite(label[r]))
+            return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "%s: row %zu: label %g", what, r, label[r]);
+        m->label[r] = label[r];
+        for (int64_t i = row_ptr[r]; i < row_ptr[r + 1]; i++) {
+            if (i > row_ptr[r] && col[i] <= col[i - 1])
+                return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                    "%s: row %zu: column %u after %u: columns must increase within a row (SciPy: "
+                                    "X.sum_duplicates())",
+                                    what, r, col[i], col[i - 1]);
+            if (val && !isfinite(val[i]))
+                return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "%s: row %zu: column %u: value %g", what, r, col[i],
+                                    val[i]);
+            m->col[i] = col[i];
+            if (!ones)
+                m->val[i] = val ? (float)val[i] : 1.0f;
+            if ((uint64_t)col[i] + 1 > m->max_col)
+                m->max_col = (uint64_t)col[i] + 1;
+        }
+        m->row_ptr[r + 1] = (uint64_t)row_ptr[r + 1];
+    }
+    m->n_rows = n_rows;
+    m->nnz = nnz;
+    return 0;
+}
+
+static int api_rows(fsgd_api_train_t *t, int test, const api_arrays_t *a, char *err, size_t errsz)
+{
+    const char *what = test ? "test rows" : "training rows";
+    if (t->ran || (test ? t->have_test : t->have_rows))
+        return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "%s given twice (a handle trains once)", what);
+    fsgd_csr_t *m = test ? &t->test : &t->rows;
+    int rc = api_copy_rows(m, what, a, err, errsz);
+    if (rc < 0) {
+        fsgd_csr_free(m);
+        return rc;
+    }
+    *(test ? &t->have_test : &t->have_rows) = 1;
+    return 0;
+}
+
+int fsgd_api_train_data(fsgd_api_train_t *t, size_t n_rows, const int64_t *row_ptr, const uint32_t *col,
+                        const double *val, const double *label, char *err, size_t errsz)
+{
+    const api_arrays_t a = {n_rows, row_ptr, col, val, label};
+    return api_rows(t, 0, &a, err, errsz);
+}
+
+int fsgd_api_train_test(fsgd_api_train_t *t, size_t n_rows, const int64_t *row_ptr, const uint32_t *col,
+                        const double *val, const double *label, char *err, size_t errsz)
+{
+    const api_arrays_t a = {n_rows, row_ptr, col, val, label};
+    return api_rows(t, 1, &a, err, errsz);
+}
+
+int fsgd_api_train_weights(fsgd_api_train_t *t, const double *weight, size_t n, char *err, size_t errsz)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(weight[i]) || weight[i] < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "weights: row %zu: %g is not a finite number >= 0", i,
+                                weight[i]);
+    double *w = malloc((n ? n : 1) * sizeof *w);
+    if (!w)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "weights: out of memory");
+    if (n)
+        memcpy(w, weight, n * sizeof *w);
+    free(t->weight);
+    t->weight = w;
+    t->n_weight = n;
+    return 0;
+}
+
+/* Labels as fsgd train checks a file's: those the loss takes, or any two
+ * values mapped onto -1/+1 (the larger positive). */
+static int api_labels(const fsgd_job_t *job, fsgd_csr_t *m, const char *what, char *err, size_t errsz)
+{
+    fsgd_label_set_t ls = {0};
+    fsgd_label_set_add(&ls, m->label, m->n_rows);
+    double lo, hi;
+    char why[512];
+    if (fsgd_loss_check_labels(job->model, &ls, why, sizeof why) < 0 &&
+        (job->model == FSGD_LOSS_SQUARED || !fsgd_rowlabel_map_two(m->label, m->n_rows, &lo, &hi)))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: %s", what, why);
+    return 0;
+}
+
+/* Row weights and class_weight ride in the training labels (fsgd/rowlabel.h), as fsgd train's. */
+static int api_weigh(fsgd_api_train_t *t, char *err, size_t errsz)
+{
+    double pos = 1, neg = 1;
+    FSGD_TRY(fsgd_job_class_weight(&t->job, &pos, &neg, err, errsz));
+    if (!t->weight && pos == 1 && neg == 1)
+        return 0;
+    if (t->weight && t->n_weight != t->rows.n_rows)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "weights: %zu of them for %zu training rows", t->n_weight,
+                            t->rows.n_rows);
+    if (t->job.model == FSGD_LOSS_SQUARED)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "row and class weights are for classification models (logistic, svm), not linear");
+    if (strcmp(t->job.backend, "cpu"))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "row and class weights are applied by the cpu backend: backend cpu");
+    fsgd_rowlabel_weigh(&t->rows, 0, t->weight, pos, neg);
+    if (!t->rows.n_rows)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "training rows: every row has weight 0");
+    return 0;
+}
+
+int fsgd_api_train_run(fsgd_api_train_t *t, fsgd_model_t **model, char *err, size_t errsz)
+{
+    *model = NULL;
+    fsgd_job_t *job = &t->job;
+    if (t->ran)
+        return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "this handle has trained already (a handle trains once)");
+    if (!t->rows.n_rows)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "no training rows");
+    FSGD_TRY(fsgd_job_check_train(job, err, errsz));
+    char why[512];
+    if (fsgd_strategy_check(job->codec, 1u << 20, why, sizeof why) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec: %s", why);
+    FSGD_TRY(api_labels(job, &t->rows, "training rows", err, errsz));
+    if (t->test.n_rows)
+        FSGD_TRY(api_labels(job, &t->test, "test rows", err, errsz));
+    FSGD_TRY(api_weigh(t, err, errsz));
+    if (!t->test.n_rows && job->test_fraction > 0 &&
+        fsgd_train_split_test(&t->rows, job->test_fraction, job->seed, &t->test) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory splitting the rows");
+    t->dim = job->dim ? job->dim : t->rows.max_col;
+    if (t->rows.max_col > t->dim)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "training rows have column %llu, beyond dim %llu",
+                            (unsigned long long)t->rows.max_col - 1, (unsigned long long)t->dim);
+    t->n_train = t->rows.n_rows;
+    fsgd_model_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+    t->ran = 1;
+    fsgd_train_input_t in = {.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &t->rows, .owned_test = &t->test,
+                             .dim = t->dim};
+    int rc = fsgd_train(job, &in, NULL, m, &t->stats, NULL, err, errsz);
+    fsgd_csr_free(&t->rows);
+    fsgd_csr_free(&t->test);
+    if (rc < 0) {
+        fsgd_api_model_free(m);
+        return rc;
+    }
+    *model = m;
+    return 0;
+}
+
+double fsgd_api_train_stat(const fsgd_api_train_t *t, const char *name)
+{
+    const fsgd_train_stats_t *s = &t->stats;
+    if (!t->ran)
+        return NAN;
+    const struct {
+        const char *name;
+        double value;
+    } table[] = {
+        {"train_rows", (double)t->n_train},
+        {"dim", (double)t->dim},
+        {"steps", (double)s->steps},
+        {"epochs_run", s->epochs_run},
+        {"best_epoch", s->holdout_rows ? s->best_epoch : NAN},
+        {"stopped_early", s->stopped_early},
+        {"holdout_rows", (double)s->holdout_rows},
+        {"holdout_loss", s->holdout_rows ? s->holdout_loss : NAN},
+        {"lr", s->lr},
+        {"l2", s->l2},
+        {"alpha", s->alpha},
+        {"l1", t->job.l1},
+        {"ftrl", t->job.optimizer == FSGD_OPTIMIZER_FTRL},
+        {"threads", s->threads_used},
+        {"weights_nonzero", (double)s->weights_nonzero},
+        {"weights_touched", (double)s->weights_touched},
+        {"train_seconds", s->seconds},
+        {"test_n", (double)s->test.n},
+        {"test_auc", s->test.auc},
+        {"test_logloss", s->test.logloss},
+        {"test_accuracy", s->test.accuracy},
+        {"test_rmse", s->test.rmse},
+        {"test_loss", s->test.loss},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(table[i].name, name))
+            return table[i].value;
+    return NAN;
+}
+
+void fsgd_api_train_free(fsgd_api_train_t *t)
+{
+    if (!t)
+        return;
+    fsgd_csr_free(&t->rows);
+    fsgd_csr_free(&t->test);
+    free(t->weight);
+    free(t);
 }

@@ -114,10 +114,12 @@ static int shard_exited(fsgd_supervisor_t *s, const fsgd_supervisor_hooks_t *h, 
             if (crashed(s, st)) {
                 restart_shards(s, h, i, WTERMSIG(st));
             } else if (status != 0) {
+                char after[32] = "";
+                if (s->restarts >= FSGD_SUPERVISOR_RESTARTS)
+                    snprintf(after, sizeof after, " after %d restarts", s->restarts);
                 say(h, 1, "run: aggregator shard %d (pid %d) %s %d%s: the job stops", i, (int)pid,
                     WIFSIGNALED(st) ? "was killed by signal" : "failed with status",
-                    WIFSIGNALED(st) ? WTERMSIG(st) : status,
-                    s->restarts >= FSGD_SUPERVISOR_RESTARTS ? " after 5 restarts" : "");
+                    WIFSIGNALED(st) ? WTERMSIG(st) : status, after);
                 fsgd_supervisor_stop(s, h, s->pids, 1, s->agg, NULL);
                 s->pids[0] = 0;
                 s->agg_status = status < 128 ? status : s->internal_status;

@@ -98,10 +98,10 @@ static enum MHD_Result reply_error(fsgd_serve_t *s, struct MHD_Connection *c, un
 static serve_slot_t *slot_of(const fsgd_serve_t *s, const char *name)
 {
     if (*name)
-        return serve_find_slot(s, name, strlen(name));
+        return serve_slots_find(s->slots, s->n_slots, name, strlen(name));
     if (s->n_slots == 1)
         return s->slots[0];
-    return serve_find_slot(s, "default", 7);
+    return serve_slots_find(s->slots, s->n_slots, "default", 7);
 }
 
 static void model_names(const fsgd_serve_t *s, char *out, size_t cap)
@@ -144,6 +144,47 @@ static int put_score(char **buf, size_t *len, size_t *cap, double x, const char 
     return 0;
 }
 
+/* The answer to rows scored by v: one score a line (a VW row's tag after
+ * its score, as fsgd predict writes it), or JSON. NULL when out of memory. */
+static char *format_scores(const char *name, const serve_version_t *v, const fsgd_csr_t *rows,
+                           const fsgd_vw_extra_t *tags, fsgd_serve_body_t kind, int want_proba, size_t *len_out)
+{
+    size_t cap = 160 + rows->n_rows * 26, len = 0; /* the JSON head fits in 160 */
+    char *buf = malloc(cap);
+    int bad = !buf;
+    if (!bad && kind == FSGD_SERVE_BODY_JSON)
+        len = (size_t)snprintf(buf, cap, "{\"model\":\"%s\",\"version\":%llu,\"scores\":[", name,
+                               (unsigned long long)v->number);
+    int with_tags = kind == FSGD_SERVE_BODY_TEXT && tags->n == rows->n_rows && tags->tags_len > 0;
+    for (size_t i = 0; i < rows->n_rows && !bad; i++) {
+        uint64_t lo = rows->row_ptr[i];
+        /* rows->val is never NULL here: the parsers fill values. */
+        double x = fsgd_model_margin(&v->model, rows->col + lo, rows->val + lo, (size_t)(rows->row_ptr[i + 1] - lo));
+        uint64_t t0 = with_tags && i ? tags->tag_end[i - 1] : 0, t1 = with_tags ? tags->tag_end[i] : 0;
+        const char *sep = kind == FSGD_SERVE_BODY_JSON ? (i + 1 < rows->n_rows ? "," : "") : t1 > t0 ? " " : "\n";
+        bad = put_score(&buf, &len, &cap, want_proba ? proba(x) : x, sep) < 0;
+        if (!bad && t1 > t0) {
+            bad = reserve(&buf, len, &cap, (size_t)(t1 - t0) + 1) < 0;
+            if (!bad) {
+                memcpy(buf + len, tags->tags + t0, (size_t)(t1 - t0));
+                len += (size_t)(t1 - t0);
+                buf[len++] = '\n';
+            }
+        }
+    }
+    if (!bad && kind == FSGD_SERVE_BODY_JSON) {
+        bad = reserve(&buf, len, &cap, 4) < 0;
+        if (!bad)
+            len += (size_t)snprintf(buf + len, cap - len, "]}\n");
+    }
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    *len_out = len;
+    return buf;
+}
+
 static enum MHD_Result score(fsgd_serve_t *s, struct MHD_Connection *c, serve_slot_t *sl, req_t *r)
 {
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -168,37 +209,24 @@ static enum MHD_Result score(fsgd_serve_t *s, struct MHD_Connection *c, serve_sl
         return res;
     }
     fsgd_csr_t rows = {0};
+    fsgd_vw_extra_t tags = {0};
     char err[1024];
-    long got = fsgd_serve_rows_parse(r->body ? r->body : "", r->len, kind, v->hashed ? &v->spec : NULL, &rows, err,
-                                     sizeof err);
+    long got = fsgd_serve_rows_parse(r->body ? r->body : "", r->len, kind, &v->fmt, &rows, &tags, err, sizeof err);
     if (got < 0) {
         res = got == FSGD_E_NOMEM
                   ? reply_error(s, c, MHD_HTTP_INTERNAL_SERVER_ERROR, SERVE_ERR_INTERNAL, "%s", err)
                   : reply_error(s, c, MHD_HTTP_BAD_REQUEST, SERVE_ERR_BAD_REQUEST, "malformed request: %s", err);
         fsgd_csr_free(&rows);
+        fsgd_vw_extra_free(&tags);
         serve_version_release(v);
         return res;
     }
-    size_t cap = 160 + rows.n_rows * 26, len = 0; /* the JSON head fits in 160 */
-    char *buf = malloc(cap);
+    size_t len = 0;
+    char *buf = format_scores(sl->name, v, &rows, &tags, kind, want_proba, &len);
     int bad = !buf;
-    if (!bad && kind == FSGD_SERVE_BODY_JSON)
-        len = (size_t)snprintf(buf, cap, "{\"model\":\"%s\",\"version\":%llu,\"scores\":[", sl->name,
-                               (unsigned long long)v->number);
-    for (size_t i = 0; i < rows.n_rows && !bad; i++) {
-        uint64_t lo = rows.row_ptr[i];
-        /* rows.val is never NULL here: the parsers fill values. */
-        double x = fsgd_model_margin(m, rows.col + lo, rows.val + lo, (size_t)(rows.row_ptr[i + 1] - lo));
-        const char *sep = kind == FSGD_SERVE_BODY_JSON ? (i + 1 < rows.n_rows ? "," : "") : "\n";
-        bad = put_score(&buf, &len, &cap, want_proba ? proba(x) : x, sep) < 0;
-    }
-    if (!bad && kind == FSGD_SERVE_BODY_JSON) {
-        bad = reserve(&buf, len, &cap, 4) < 0;
-        if (!bad)
-            len += (size_t)snprintf(buf + len, cap - len, "]}\n");
-    }
     size_t n_rows = rows.n_rows;
     fsgd_csr_free(&rows);
+    fsgd_vw_extra_free(&tags);
     if (bad) {
         free(buf);
         serve_version_release(v);
@@ -212,6 +240,25 @@ static enum MHD_Result score(fsgd_serve_t *s, struct MHD_Connection *c, serve_sl
     atomic_fetch_add_explicit(&sl->rows, n_rows, memory_order_relaxed);
     fsgd_prom_observe(s->prom, sl->m_latency, fsgd_clock_s() - r->t0);
     return res;
+}
+
+/* A JSON number, or null for NAN (JSON has no NaN). */
+static json_t *json_real_or_null(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* What training recorded about the version (rows trained, held-out
+ * metrics) into o; null and a note saying why when unknown. */
+static void add_metrics_json(json_t *o, const serve_metrics_t *mt)
+{
+    json_object_set_new(o, "rows_trained", mt->known ? json_integer((json_int_t)mt->rows) : json_null());
+    json_t *m = json_null();
+    if (mt->known)
+        m = json_pack("{s:I, s:o, s:o}", "test_rows", (json_int_t)mt->test_rows, "test_auc",
+                      json_real_or_null(mt->test_auc), "test_logloss", json_real_or_null(mt->test_logloss));
+    json_object_set_new(o, "metrics", m ? m : json_null());
+    json_object_set_new(o, "metrics_note", mt->note[0] ? json_string(mt->note) : json_null());
 }
 
 /* One model's description for GET /model. */
@@ -236,6 +283,10 @@ static json_t *model_json(const fsgd_serve_t *s, serve_slot_t *sl)
                           "reloads", (json_int_t)atomic_load(&sl->reloads), "refused",
                           (json_int_t)atomic_load(&sl->refused), "polls", (json_int_t)atomic_load(&sl->polls),
                           "last_refusal", refusal);
+    if (o) {
+        add_metrics_json(o, &v->metrics);
+        json_object_set_new(o, "source_reads", json_integer((json_int_t)atomic_load(&sl->reads)));
+    }
     serve_version_release(v);
     (void)s;
     return o;

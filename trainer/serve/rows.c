@@ -1,12 +1,14 @@
 /* Request bodies to CSR rows (fsgd/serve_rows.h). Text goes through the
- * very parsers fsgd predict uses on files (fsgd_libsvm_parse,
- * fsgd_delim_parse_rows), so the columns and float values are the same
- * bits; JSON rows are checked here and end up in the same CSR. */
+ * very parsers fsgd predict uses on files (fsgd_libsvm_parse with the
+ * model's hash bits, fsgd_delim_parse_rows, fsgd_vw_parse), so the columns
+ * and float values are the same bits; JSON rows are checked here and end up
+ * in the same CSR. */
 #include "fsgd/serve_rows.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +19,7 @@
 typedef struct row_buf {
     uint32_t *col;
     float *val;
+    uint64_t *keys; /* hashed LIBSVM: column << 32 | position */
     size_t cap;
 } row_buf_t;
 
@@ -33,7 +36,10 @@ static int row_buf_reserve(row_buf_t *b, size_t n)
     float *v = realloc(b->val, cap * sizeof *v);
     if (v)
         b->val = v;
-    if (!c || !v)
+    uint64_t *k = realloc(b->keys, cap * sizeof *k);
+    if (k)
+        b->keys = k;
+    if (!c || !v || !k)
         return FSGD_E_NOMEM;
     b->cap = cap;
     return 0;
@@ -57,8 +63,42 @@ static int json_value(const json_t *v, float *out)
     return 0;
 }
 
-/* {"indices": [...], "values": [...]} of row r into the CSR. */
-static int json_sparse_row(const json_t *row, size_t r, row_buf_t *b, fsgd_csr_t *out, char *err, size_t errsz)
+static int cmp_key(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The n entries of b hashed into 2^bits columns as the LIBSVM reader hashes
+ * a line's indices: sorted by column, entries of one column summed in the
+ * row's order (the same float additions). Returns the entries left. */
+static size_t hash_row(row_buf_t *b, size_t n, unsigned bits)
+{
+    for (size_t i = 0; i < n; i++)
+        b->keys[i] = (uint64_t)fsgd_libsvm_hash_col(b->col[i], bits) << 32 | i;
+    qsort(b->keys, n, sizeof *b->keys, cmp_key);
+    /* the merged row: columns over b->col's front (read through the keys
+     * from here on), values behind the row's own, then moved to the front */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = (uint32_t)(b->keys[i] >> 32);
+        float x = b->val[(uint32_t)b->keys[i]];
+        if (k && b->col[k - 1] == c) {
+            b->val[n + k - 1] += x;
+        } else {
+            b->col[k] = c;
+            b->val[n + k] = x;
+            k++;
+        }
+    }
+    memmove(b->val, b->val + n, k * sizeof *b->val);
+    return k;
+}
+
+/* {"indices": [...], "values": [...]} of row r into the CSR (indices
+ * hashed into 2^hash_bits columns when hash_bits > 0). */
+static int json_sparse_row(const json_t *row, size_t r, unsigned hash_bits, row_buf_t *b, fsgd_csr_t *out, char *err,
+                           size_t errsz)
 {
     const json_t *idx = json_object_get(row, "indices");
     const json_t *vals = json_object_get(row, "values");
@@ -71,7 +111,8 @@ static int json_sparse_row(const json_t *row, size_t r, row_buf_t *b, fsgd_csr_t
     if (vals && json_array_size(vals) != n)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "rows[%zu].values: %zu values for %zu indices", r,
                             json_array_size(vals), n);
-    if (row_buf_reserve(b, n) < 0)
+    /* twice the room: hashing merges the values behind the row's own */
+    if (row_buf_reserve(b, 2 * n) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for row %zu", r);
     for (size_t i = 0; i < n; i++) {
         const json_t *k = json_array_get(idx, i);
@@ -88,6 +129,8 @@ static int json_sparse_row(const json_t *row, size_t r, row_buf_t *b, fsgd_csr_t
         if (vals && json_value(json_array_get(vals, i), &b->val[i]) < 0)
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "rows[%zu].values[%zu]: expected a finite number", r, i);
     }
+    if (hash_bits)
+        n = hash_row(b, n, hash_bits);
     if (fsgd_csr_append_row(out, 0.0, b->col, b->val, n) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for row %zu", r);
     return 0;
@@ -156,8 +199,42 @@ static int json_fields_row(const json_t *row, size_t r, const fsgd_delim_spec_t 
     return 0;
 }
 
-static long parse_json(const char *body, size_t len, const fsgd_delim_spec_t *spec, fsgd_csr_t *out, char *err,
-                       size_t errsz)
+/* Text rows of the model's format from buf[0..len): src names them in
+ * errors ("body", "rows[3]"). */
+static long parse_text(const char *buf, size_t len, const fsgd_rowfmt_t *fmt, const char *src, fsgd_csr_t *out,
+                       fsgd_vw_extra_t *tags, char *err, size_t errsz)
+{
+    if (fmt && fmt->vw)
+        return fsgd_vw_parse(buf, len, &fmt->vw_spec, 0, src, 1, out, tags, NULL, err, errsz);
+    if (fmt && fmt->hashed)
+        return fsgd_delim_parse_rows(buf, len, &fmt->spec, src, 1, out, err, errsz);
+    /* fsgd predict's: 1-based, strictly increasing, the model's hash bits */
+    fsgd_libsvm_opts_t opts = {.hash_bits = fmt ? fmt->opts.hash_bits : 0};
+    return fsgd_libsvm_parse(buf, len, src, 1, &opts, out, NULL, err, errsz);
+}
+
+/* {"line": "TEXT"} of row r: one row of the text body's format. */
+static int json_line_row(const json_t *line, size_t r, const fsgd_rowfmt_t *fmt, fsgd_csr_t *out,
+                         fsgd_vw_extra_t *tags, char *err, size_t errsz)
+{
+    if (!json_is_string(line))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "rows[%zu].line: expected a string", r);
+    const char *text = json_string_value(line);
+    size_t n = json_string_length(line);
+    if (memchr(text, '\n', n) || memchr(text, '\r', n) || memchr(text, '\0', n))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "rows[%zu].line: one row: no line break or NUL", r);
+    char src[48];
+    snprintf(src, sizeof src, "rows[%zu]", r);
+    long got = parse_text(text, n, fmt, src, out, tags, err, errsz);
+    if (got < 0)
+        return (int)got;
+    if (got != 1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "rows[%zu].line: an empty row", r);
+    return 0;
+}
+
+static long parse_json(const char *body, size_t len, const fsgd_rowfmt_t *fmt, fsgd_csr_t *out,
+                       fsgd_vw_extra_t *tags, char *err, size_t errsz)
 {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
@@ -176,35 +253,36 @@ static long parse_json(const char *body, size_t len, const fsgd_delim_spec_t *sp
         rc = 0;
         for (size_t r = 0; r < json_array_size(rows) && rc >= 0; r++) {
             const json_t *row = json_array_get(rows, r);
+            const json_t *text = json_is_object(row) ? json_object_get(row, "line") : NULL;
             if (!json_is_object(row))
                 rc = fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "rows[%zu]: expected an object", r);
-            else if (spec)
-                rc = json_fields_row(row, r, spec, &line, &line_cap, out, err, errsz);
+            else if (text)
+                rc = json_line_row(text, r, fmt, out, tags, err, errsz);
+            else if (fmt && fmt->vw)
+                rc = fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                                  "rows[%zu]: a VW model reads {\"line\": \"...\"} rows (VW text)", r);
+            else if (fmt && fmt->hashed)
+                rc = json_fields_row(row, r, &fmt->spec, &line, &line_cap, out, err, errsz);
             else
-                rc = json_sparse_row(row, r, &b, out, err, errsz);
+                rc = json_sparse_row(row, r, fmt ? fmt->opts.hash_bits : 0, &b, out, err, errsz);
         }
         if (rc >= 0)
             rc = (long)json_array_size(rows);
         free(b.col);
         free(b.val);
+        free(b.keys);
         free(line);
     }
     json_decref(root);
     return rc;
 }
 
-long fsgd_serve_rows_parse(const char *body, size_t len, fsgd_serve_body_t kind, const fsgd_delim_spec_t *spec,
-                           fsgd_csr_t *out, char *err, size_t errsz)
+long fsgd_serve_rows_parse(const char *body, size_t len, fsgd_serve_body_t kind, const fsgd_rowfmt_t *fmt,
+                           fsgd_csr_t *out, fsgd_vw_extra_t *tags, char *err, size_t errsz)
 {
-    long got;
     if (kind == FSGD_SERVE_BODY_JSON)
-        return parse_json(body, len, spec, out, err, errsz);
-    if (spec) {
-        got = fsgd_delim_parse_rows(body, len, spec, "body", 1, out, err, errsz);
-    } else {
-        fsgd_libsvm_opts_t opts = {0}; /* fsgd predict's: 1-based, strictly increasing */
-        got = fsgd_libsvm_parse(body, len, "body", 1, &opts, out, NULL, err, errsz);
-    }
+        return parse_json(body, len, fmt, out, tags, err, errsz);
+    long got = parse_text(body, len, fmt, "body", out, tags, err, errsz);
     if (got == 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "body: no rows");
     return got;

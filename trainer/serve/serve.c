@@ -1,7 +1,8 @@
 /* fsgd serve's life cycle: configuration, models, metrics registry,
- * start, drain and stop (fsgd/serve.h). Requests: http.c; versions: watch.c. */
+ * start, drain and stop (fsgd/serve.h). Requests: http.c; versions: watch.c.
+ * Calls go one way: serve.c -> http.c, watch.c -> slot.c (neither http.c
+ * nor watch.c calls back up here). */
 #include <microhttpd.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,33 +22,6 @@ void fsgd_serve_conf_defaults(fsgd_serve_conf_t *conf)
     conf->max_conns = 1024;
     conf->timeout_s = 30;
     conf->poll_ms = 1000;
-}
-
-double serve_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-void serve_log(const fsgd_serve_t *s, const char *fmt, ...)
-{
-    if (!s->conf.log)
-        return;
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    s->conf.log(s->conf.log_ctx, line);
-}
-
-serve_slot_t *serve_find_slot(const fsgd_serve_t *s, const char *name, size_t len)
-{
-    for (int i = 0; i < s->n_slots; i++)
-        if (strlen(s->slots[i]->name) == len && !memcmp(s->slots[i]->name, name, len))
-            return s->slots[i];
-    return NULL;
 }
 
 static const double latency_bounds[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -100,9 +74,10 @@ static int add_slot_metrics(fsgd_serve_t *s, serve_slot_t *sl, char *err, size_t
 fsgd_serve_t *fsgd_serve_new(const fsgd_serve_conf_t *conf, char *err, size_t errsz)
 {
     if (conf->port < 0 || conf->port > 65535 || conf->threads < 1 || conf->threads > 1024 || conf->max_body == 0 ||
-        conf->max_conns == 0) {
+        conf->max_conns == 0 || !(conf->min_auc <= 1)) {
         fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: port %d (0..65535), threads %d (1..1024), max body %zu and "
-                     "connections %u (> 0)", conf->port, conf->threads, conf->max_body, conf->max_conns);
+                     "connections %u (> 0), min AUC %g (<= 1)", conf->port, conf->threads, conf->max_body, conf->max_conns,
+                     conf->min_auc);
         return NULL;
     }
     fsgd_serve_t *s = calloc(1, sizeof *s);
@@ -148,7 +123,7 @@ static serve_slot_t *new_slot(fsgd_serve_t *s, const char *name, char *err, size
                      SERVE_NAME_MAX - 1);
         return NULL;
     }
-    if (serve_find_slot(s, name, strlen(name))) {
+    if (serve_slots_find(s->slots, s->n_slots, name, strlen(name))) {
         fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: two models named '%s'", name);
         return NULL;
     }
@@ -169,6 +144,7 @@ static serve_slot_t *new_slot(fsgd_serve_t *s, const char *name, char *err, size
 static void free_slot(serve_slot_t *sl)
 {
     serve_version_release(sl->cur);
+    fsgd_bus_client_destroy(sl->topic.client);
     fsgd_bus_destroy(sl->topic.bus);
     pthread_mutex_destroy(&sl->lock);
     free(sl);
@@ -189,16 +165,20 @@ static int publish_slot(fsgd_serve_t *s, serve_slot_t *sl, serve_version_t *v, i
     return 0;
 }
 
-int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, char *err, size_t errsz)
+int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, const char *metrics, char *err,
+                        size_t errsz)
 {
-    if (strlen(path) >= sizeof s->slots[0]->file.path)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: model path too long");
+    if (!metrics)
+        metrics = "";
+    if (strlen(path) >= sizeof s->slots[0]->file.path || strlen(metrics) >= sizeof s->slots[0]->file.metrics_path)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: model or metrics path too long");
     serve_slot_t *sl = new_slot(s, name, err, errsz);
     if (!sl)
         return FSGD_E_ARG;
     snprintf(sl->file.path, sizeof sl->file.path, "%s", path);
+    snprintf(sl->file.metrics_path, sizeof sl->file.metrics_path, "%s", metrics);
     int load_rc = 0;
-    serve_version_t *v = serve_watch_load_file(sl, &load_rc, err, errsz);
+    serve_version_t *v = serve_watch_load_file(sl, s->conf.min_auc, &load_rc, err, errsz);
     return publish_slot(s, sl, v, load_rc, err, errsz);
 }
 
@@ -211,10 +191,11 @@ int fsgd_serve_add_topic(fsgd_serve_t *s, const char *name, const char *brokers,
     if (!sl)
         return FSGD_E_ARG;
     sl->from_topic = 1;
+    sl->topic.n_ends = -1;
     snprintf(sl->topic.brokers, sizeof sl->topic.brokers, "%s", brokers);
     snprintf(sl->topic.job, sizeof sl->topic.job, "%s", job);
     int same = 0, load_rc = 0;
-    serve_version_t *v = serve_watch_load_topic(sl, &same, &load_rc, err, errsz);
+    serve_version_t *v = serve_watch_load_topic(sl, s->conf.min_auc, &same, &load_rc, err, errsz);
     return publish_slot(s, sl, v, load_rc, err, errsz);
 }
 

@@ -1,5 +1,7 @@
 /* The server's state, shared by its files (private to trainer/serve):
- * serve.c (life cycle, metrics), http.c (requests), watch.c (versions). */
+ * serve.c (life cycle, metrics) calls http.c (requests) and watch.c
+ * (versions), which call slot.c (slot.h) and never back up into serve.c:
+ * tests/integration/call_cycles.sh holds it. */
 #ifndef FSGD_SERVE_INTERNAL_H
 #define FSGD_SERVE_INTERNAL_H
 
@@ -48,18 +50,6 @@ struct fsgd_serve {
     int wstop; /* under wlock */
 };
 
-/* "model NAME: ..." through conf.log. */
-void serve_log(const fsgd_serve_t *s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-double serve_now(void); /* Unix time in seconds */
-
-/* The slot called name, or NULL. */
-serve_slot_t *serve_find_slot(const fsgd_serve_t *s, const char *name, size_t len);
-
 /* Starts the MHD daemon (http.c). 0 or FSGD_E_IO with err set. */
 int serve_http_start(fsgd_serve_t *s, char *err, size_t errsz);
 
@@ -71,10 +61,12 @@ void *serve_watch_main(void *arg);
 /* Assembles the topic of a topic slot as a version, checked likewise;
  * *same is set (and NULL returned, no error) when its step is the one
  * serving. */
-serve_version_t *serve_watch_load_topic(serve_slot_t *slot, int *same, int *rc, char *err, size_t errsz);
+serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int *same, int *rc, char *err,
+                                        size_t errsz);
 
-/* Loads the file of a file slot as a version, checked against the version
- * serving (when there is one). NULL with *rc and err set when refused. */
-serve_version_t *serve_watch_load_file(serve_slot_t *slot, int *rc, char *err, size_t errsz);
+/* Loads the file of a file slot (and its metrics JSON) as a version,
+ * checked against the version serving (when there is one) and min_auc
+ * (> 0). NULL with *rc and err set when refused. */
+serve_version_t *serve_watch_load_file(serve_slot_t *slot, double min_auc, int *rc, char *err, size_t errsz);
 
 #endif

@@ -8,6 +8,21 @@
 #include "fsgd/error.h"
 #include "fsgd/loss.h"
 
+double serve_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+serve_slot_t *serve_slots_find(serve_slot_t *const *slots, int n, const char *name, size_t len)
+{
+    for (int i = 0; i < n; i++)
+        if (strlen(slots[i]->name) == len && !memcmp(slots[i]->name, name, len))
+            return slots[i];
+    return NULL;
+}
+
 serve_version_t *serve_version_new(fsgd_model_t *m, char *err, size_t errsz)
 {
     serve_version_t *v = calloc(1, sizeof *v);
@@ -16,22 +31,19 @@ serve_version_t *serve_version_new(fsgd_model_t *m, char *err, size_t errsz)
         fsgd_model_free(m);
         return NULL;
     }
-    if (m->input[0]) {
-        char why[256];
-        if (fsgd_delim_spec_parse(m->input, &v->spec, why, sizeof why) < 0) {
-            fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "the model's input spec '%s': %s", m->input, why);
-            fsgd_model_free(m);
-            free(v);
-            return NULL;
-        }
-        v->hashed = 1;
+    /* The row format fsgd predict reads for this model (skip_bad off: a bad
+     * row is a 400, never skipped). */
+    char why[512];
+    if (fsgd_rowfmt_init(&v->fmt, m->input, 0, 0, why, sizeof why) < 0) {
+        fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "the model's input '%s': %s", m->input, why);
+        fsgd_model_free(m);
+        free(v);
+        return NULL;
     }
     v->model = *m;
     memset(m, 0, sizeof *m);
     atomic_init(&v->refs, 1);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    v->loaded_at = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    v->loaded_at = serve_now();
     v->step = v->model.state.kind != FSGD_MODEL_STATE_NONE ? v->model.state.step : 0;
     return v;
 }

@@ -6,6 +6,8 @@
  * and the one serving keeps serving. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,22 +18,55 @@
 #include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
+#include "fsgd/kbus.h"
 #include "serve_internal.h"
 
-static int same_file(const serve_file_source_t *f, const struct stat *st)
+/* "model NAME: ..." through conf.log (only the watcher has things to say). */
+static void serve_log(const fsgd_serve_t *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void serve_log(const fsgd_serve_t *s, const char *fmt, ...)
 {
-    return f->dev == st->st_dev && f->ino == st->st_ino && f->size == st->st_size &&
-           f->mtime.tv_sec == st->st_mtim.tv_sec && f->mtime.tv_nsec == st->st_mtim.tv_nsec &&
-           f->ctime.tv_sec == st->st_ctim.tv_sec && f->ctime.tv_nsec == st->st_ctim.tv_nsec;
+    if (!s->conf.log)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    s->conf.log(s->conf.log_ctx, line);
 }
 
-static void remember(serve_file_source_t *f, const struct stat *st)
+/* 1 when st (NULL: stat failed) is the file id remembers. */
+static int same_file(const serve_file_id_t *id, const struct stat *st)
 {
-    f->dev = st->st_dev;
-    f->ino = st->st_ino;
-    f->size = st->st_size;
-    f->mtime = st->st_mtim;
-    f->ctime = st->st_ctim;
+    if (!st)
+        return id->absent;
+    return !id->absent && id->dev == st->st_dev && id->ino == st->st_ino && id->size == st->st_size &&
+           id->mtime.tv_sec == st->st_mtim.tv_sec && id->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+           id->ctime.tv_sec == st->st_ctim.tv_sec && id->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+static void remember(serve_file_id_t *id, const struct stat *st)
+{
+    memset(id, 0, sizeof *id);
+    if (!st) {
+        id->absent = 1;
+        return;
+    }
+    id->dev = st->st_dev;
+    id->ino = st->st_ino;
+    id->size = st->st_size;
+    id->mtime = st->st_mtim;
+    id->ctime = st->st_ctim;
+}
+
+static int older(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
 /* The whole of the open file fd (its identity in st) into a malloc'd buffer. */
@@ -70,16 +105,18 @@ static int read_all(int fd, const struct stat *st, const char *path, void **out,
     return 0;
 }
 
-/* v checked against the version serving (if any): v, or NULL with *rc and
- * err set (v released). */
-static serve_version_t *check_against_serving(serve_slot_t *slot, serve_version_t *v, const char *what, int *rc,
-                                              char *err, size_t errsz)
+/* v checked against the version serving (if any) and min_auc: v, or NULL
+ * with *rc and err set (v released). */
+static serve_version_t *check_against_serving(serve_slot_t *slot, serve_version_t *v, const char *what,
+                                              double min_auc, int *rc, char *err, size_t errsz)
 {
     pthread_mutex_lock(&slot->lock);
     serve_version_t *cur = slot->cur;
     char why[512];
     int c = cur ? serve_version_compatible(cur, v, why, sizeof why) : 0;
     pthread_mutex_unlock(&slot->lock);
+    if (c == 0)
+        c = serve_metrics_check_auc(&v->metrics, min_auc, why, sizeof why);
     if (c < 0) {
         *rc = fsgd_err_fmt(err, errsz, c, "%s: %s", what, why);
         serve_version_release(v);
@@ -88,7 +125,47 @@ static serve_version_t *check_against_serving(serve_slot_t *slot, serve_version_
     return v;
 }
 
-serve_version_t *serve_watch_load_file(serve_slot_t *slot, int *rcp, char *err, size_t errsz)
+/* The metrics JSON of the model file opened with identity mst into *out;
+ * what keeps them from describing it goes to out->note (known = 0), and
+ * the identity of the file read to f->metrics_id. */
+static void load_metrics(serve_file_source_t *f, const fsgd_model_t *m, const struct stat *mst,
+                         serve_metrics_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->test_auc = out->test_logloss = NAN;
+    int fd = open(f->metrics_path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        snprintf(out->note, sizeof out->note, "cannot open '%.200s': %s", f->metrics_path, strerror(errno));
+        remember(&f->metrics_id, NULL);
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    remember(&f->metrics_id, &st);
+    /* Training writes the model, then its metrics: metrics older than the
+     * model describe an earlier one (until they are written again). */
+    if (older(&st.st_mtim, &mst->st_mtim)) {
+        snprintf(out->note, sizeof out->note, "'%.200s' is older than the model file: it describes an earlier model",
+                 f->metrics_path);
+        close(fd);
+        return;
+    }
+    void *buf = NULL;
+    size_t len = 0;
+    char err[512];
+    int rc = S_ISREG(st.st_mode) ? read_all(fd, &st, f->metrics_path, &buf, &len, err, sizeof err)
+                                 : fsgd_err_fmt(err, sizeof err, FSGD_E_IO, "'%.200s' is not a regular file",
+                                                f->metrics_path);
+    close(fd);
+    if (rc == 0)
+        rc = serve_metrics_parse(buf, len, f->metrics_path, m, out, err, sizeof err);
+    free(buf);
+    if (rc < 0)
+        snprintf(out->note, sizeof out->note, "%.310s", err);
+}
+
+serve_version_t *serve_watch_load_file(serve_slot_t *slot, double min_auc, int *rcp, char *err, size_t errsz)
 {
     serve_file_source_t *f = &slot->file;
     /* Read through one open descriptor: the bytes loaded are those of the
@@ -102,7 +179,8 @@ serve_version_t *serve_watch_load_file(serve_slot_t *slot, int *rcp, char *err, 
             close(fd);
         return NULL;
     }
-    remember(f, &st);
+    remember(&f->id, &st);
+    atomic_fetch_add(&slot->reads, 1);
     void *buf = NULL;
     size_t len = 0;
     int rc = S_ISREG(st.st_mode) ? read_all(fd, &st, f->path, &buf, &len, err, errsz)
@@ -117,15 +195,36 @@ serve_version_t *serve_watch_load_file(serve_slot_t *slot, int *rcp, char *err, 
         *rcp = rc;
         return NULL;
     }
+    serve_metrics_t mt = {.test_auc = NAN, .test_logloss = NAN};
+    if (f->metrics_path[0])
+        load_metrics(f, &m, &st, &mt);
     serve_version_t *v = serve_version_new(&m, err, errsz);
     if (!v) {
         *rcp = FSGD_E_FORMAT;
         return NULL;
     }
-    return check_against_serving(slot, v, f->path, rcp, err, errsz);
+    v->metrics = mt;
+    return check_against_serving(slot, v, f->path, min_auc, rcp, err, errsz);
 }
 
-serve_version_t *serve_watch_load_topic(serve_slot_t *slot, int *same, int *rcp, char *err, size_t errsz)
+/* The ends (high watermarks) of JOB.model's partitions into ends: their
+ * count, or -1 when they cannot be had (the topic is then read whole). */
+static int topic_ends(serve_topic_source_t *t, int64_t *ends)
+{
+    char err[512], topic[300];
+    if (!t->client && !(t->client = fsgd_bus_client_new(t->bus, FSGD_KCLIENT_CONSUMER, err, sizeof err)))
+        return -1;
+    fsgd_kbus_topic(topic, sizeof topic, t->job, "model");
+    int n = fsgd_bus_partitions(t->client, topic, 10000, err, sizeof err);
+    int64_t lo[FSGD_SHARDS_MAX];
+    if (n <= 0 || n > FSGD_SHARDS_MAX ||
+        fsgd_bus_watermarks_all(t->client, topic, n, lo, ends, 10000, err, sizeof err) < 0)
+        return -1;
+    return n;
+}
+
+serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int *same, int *rcp, char *err,
+                                        size_t errsz)
 {
     serve_topic_source_t *t = &slot->topic;
     *same = 0;
@@ -133,9 +232,24 @@ serve_version_t *serve_watch_load_topic(serve_slot_t *slot, int *same, int *rcp,
         *rcp = FSGD_E_KAFKA;
         return NULL;
     }
+    /* The topic only grows (compaction drops older frames, never adds):
+     * the same ends as at the last read mean the same model, so a poll of
+     * an idle job costs one watermark query, not a read of every frame.
+     * Ends asked before the read: frames written during it are read at
+     * the next poll. */
+    int64_t ends[FSGD_SHARDS_MAX];
+    int n_ends = topic_ends(t, ends);
+    if (n_ends > 0 && n_ends == t->n_ends && !memcmp(ends, t->ends, (size_t)n_ends * sizeof *ends)) {
+        *same = 1;
+        return NULL;
+    }
     fsgd_model_t m;
     uint64_t step = 0;
+    atomic_fetch_add(&slot->reads, 1);
     int rc = fsgd_model_assemble_topic_bus(t->bus, t->job, 0, &m, &step, err, errsz);
+    t->n_ends = rc == 0 ? n_ends : -1;
+    if (rc == 0 && n_ends > 0)
+        memcpy(t->ends, ends, (size_t)n_ends * sizeof *ends);
     if (rc < 0) {
         *rcp = rc;
         return NULL;
@@ -155,7 +269,8 @@ serve_version_t *serve_watch_load_topic(serve_slot_t *slot, int *same, int *rcp,
     v->step = step;
     char what[300];
     snprintf(what, sizeof what, "%.250s.model step %llu", t->job, (unsigned long long)step);
-    return check_against_serving(slot, v, what, rcp, err, errsz);
+    snprintf(v->metrics.note, sizeof v->metrics.note, "a job's model topic records no metrics serve reads");
+    return check_against_serving(slot, v, what, min_auc, rcp, err, errsz);
 }
 
 /* A version that failed its checks: counted, kept for /model, logged. */
@@ -187,7 +302,7 @@ static void poll_topic(fsgd_serve_t *s, serve_slot_t *sl)
 {
     char err[1024] = "";
     int same = 0, rc = 0;
-    serve_version_t *v = serve_watch_load_topic(sl, &same, &rc, err, sizeof err);
+    serve_version_t *v = serve_watch_load_topic(sl, s->conf.min_auc, &same, &rc, err, sizeof err);
     if (v || same) {
         sl->topic.failed = 0;
         if (v) {
@@ -216,7 +331,7 @@ static void poll_topic(fsgd_serve_t *s, serve_slot_t *sl)
 static void poll_file(fsgd_serve_t *s, serve_slot_t *sl)
 {
     serve_file_source_t *f = &sl->file;
-    struct stat st;
+    struct stat st, mst;
     if (stat(f->path, &st) < 0) {
         /* Between an unlink and a rename, or gone: keep serving, say it once. */
         if (!f->stat_failed)
@@ -226,11 +341,13 @@ static void poll_file(fsgd_serve_t *s, serve_slot_t *sl)
         return;
     }
     f->stat_failed = 0;
-    if (same_file(f, &st))
+    int metrics_same = !f->metrics_path[0] ||
+                       same_file(&f->metrics_id, stat(f->metrics_path, &mst) == 0 ? &mst : NULL);
+    if (same_file(&f->id, &st) && metrics_same)
         return;
     char err[1024];
     int rc = 0;
-    serve_version_t *v = serve_watch_load_file(sl, &rc, err, sizeof err);
+    serve_version_t *v = serve_watch_load_file(sl, s->conf.min_auc, &rc, err, sizeof err);
     if (v)
         accept_version(s, sl, v, f->path);
     else

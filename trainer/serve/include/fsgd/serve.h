@@ -11,7 +11,8 @@
  * steps are new versions) that a watcher thread of its own
  * checks every poll_ms, never a request thread. A new version is loaded and
  * checked (the model loader's format and CRC checks; the same dimension,
- * loss and hashing as the version serving) and then swapped in: the
+ * loss and hashing as the version serving; with min_auc, its held-out AUC)
+ * and then swapped in: the
  * versions are reference counted, so a request in flight finishes on the
  * version it started with and the old one is freed by the last request that
  * holds it. A version that fails its checks is refused, logged and counted;
@@ -39,6 +40,8 @@ typedef struct fsgd_serve_conf {
     unsigned max_conns; /* open connections at most; more are refused at accept */
     unsigned timeout_s; /* a connection idle (or a client this slow) this long is closed */
     unsigned poll_ms;   /* how often sources are checked for a new version (0: never) */
+    double min_auc;     /* > 0: a version whose held-out (test) AUC, as its metrics JSON records it,
+                           is below this, or that has none, is refused (the first one too) */
     fsgd_serve_log_fn log;
     void *log_ctx;
 } fsgd_serve_conf_t;
@@ -52,16 +55,23 @@ void fsgd_serve_conf_defaults(fsgd_serve_conf_t *conf);
 fsgd_serve_t *fsgd_serve_new(const fsgd_serve_conf_t *conf, char *err, size_t errsz);
 
 /* Adds model `name` ([A-Za-z0-9_.-], 1..64 bytes, unique) from the model file
- * at path, loading its first version now. Before fsgd_serve_start only.
- * Returns 0, FSGD_E_ARG (bad or duplicate name) or the loader's error with
- * err naming the file. */
-int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, char *err, size_t errsz);
+ * at path, loading its first version now. metrics (NULL or "": none) is the
+ * metrics JSON that training writes beside it (fsgd train --metrics-json):
+ * each version's rows trained and held-out metrics (GET /model, min_auc).
+ * It describes a version when it is no older than the model file (fsgd
+ * train writes it after the model) and names the model's dimension and
+ * loss; a change of either file is a new version. Before fsgd_serve_start
+ * only. Returns 0, FSGD_E_ARG (bad or duplicate name), the loader's error
+ * with err naming the file, or (min_auc) FSGD_E_RANGE / FSGD_E_FORMAT: the
+ * first version's held-out AUC is below the bound, or unknown. */
+int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, const char *metrics, char *err,
+                        size_t errsz);
 
 /* Adds model `name` that follows job `job`'s model topic (JOB.model on
  * brokers, as fsgd predict --brokers reads it: the newest snapshot and the
  * updates after it); the first version is assembled now, and a new step
- * seen at a poll is a new version (each poll reads the topic from its log
- * start: poll a large model's topic seldom). Frames are checked with the
+ * seen at a poll is a new version. A poll asks the topic's partition ends
+ * and reads the topic (from its log start) only when they moved. Frames are checked with the
  * process's job key when one is set (fsgd/auth.h): untagged or forged ones
  * are skipped. Before fsgd_serve_start only. Returns 0 or an error as
  * fsgd_serve_add_file (FSGD_E_KAFKA when the topic cannot be read). */
