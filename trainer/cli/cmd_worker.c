@@ -120,7 +120,8 @@ int fsgd_cmd_worker(int argc, char **argv)
     if (!job.quiet)
         fprintf(stderr,
                 "fsgd: worker%s%s done: %llu steps, %llu rows, up %llu B, down %llu B, grad %.3f s, encode %.3f s, "
-                "wait %.3f s, dropped %llu duplicate, %llu corrupt, %llu unauthenticated and %llu replayed messages, resyncs %llu, "
+                "wait %.3f s, dropped %llu duplicate, %llu corrupt and %llu unauthenticated model/ctl messages, %llu replayed "
+                "messages, resyncs %llu, "
                 "replica mismatches %llu, residual restored %llu / discarded %llu, model hop p50 %.3f ms "
                 "p99 %.3f ms, partitions read ahead %llu\n",
                 id ? " " : "", id ? id : "", (unsigned long long)st.steps_sent, (unsigned long long)st.rows,

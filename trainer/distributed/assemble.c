@@ -116,10 +116,12 @@ static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, con
             return fsgd_err_fmt(err, errsz, rc, "snapshot step %llu: %s", (unsigned long long)f.step, e);
         if (s->have && f.gen < s->gen)
             return 0;
-        /* a generation's snapshots come in step order: an older one after a
-         * newer is a copy (an unauthenticated one: no tag to tell), and
-         * must not take the model back */
-        if (s->have && f.gen == s->gen && f.step < s->step) {
+        /* a generation's snapshots come in step order: an untagged older
+         * one after a newer is a copy (no tag to tell), and must not take
+         * the model back. A tagged one's copies are caught by its nonce
+         * (feed); a tagged snapshot far ahead (an insider's) must not hide
+         * the job's own final one that comes after it. */
+        if (s->have && f.gen == s->gen && f.step < s->step && !(f.flags & FSGD_KFLAG_AUTH)) {
             all->old_snapshots++;
             return 0;
         }
