@@ -471,6 +471,16 @@ void fsgd_wire_model_weights_strided(const fsgd_wire_model_t *m, float *out, uin
         out[offset + (uint64_t)fsgd_le_get32(m->kv + 8 * i) * stride] = fsgd_le_getf32(m->kv + 8 * i + 4);
 }
 
+void fsgd_wire_model_weights_into_zeros(const fsgd_wire_model_t *m, float *out, uint64_t stride, uint64_t offset)
+{
+    if (m->w) {
+        fsgd_wire_model_weights_strided(m, out, stride, offset);
+        return;
+    }
+    for (uint64_t i = 0; i < m->nnz; i++)
+        out[offset + (uint64_t)fsgd_le_get32(m->kv + 8 * i) * stride] = fsgd_le_getf32(m->kv + 8 * i + 4);
+}
+
 void fsgd_wire_model_weights(const fsgd_wire_model_t *m, float *out)
 {
     if (m->w) {

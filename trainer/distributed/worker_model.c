@@ -331,12 +331,16 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
             fsgd_wire_state_free(&s);
             return 0;
         }
+        const int fresh = !w->theta; /* setup_model's calloc: zeros no page holds yet */
         rc = setup_model(w, &mm);
         if (rc < 0) {
             fsgd_wire_state_free(&s);
             return rc;
         }
-        fsgd_wire_model_weights(&mm, w->theta);
+        if (fresh)
+            fsgd_wire_model_weights_into_zeros(&mm, w->theta, 1, 0);
+        else
+            fsgd_wire_model_weights(&mm, w->theta);
         /* A device backend holds its own copy of θ: load all of it. */
         rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz);
         if (rc < 0) {
@@ -582,13 +586,17 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
             fsgd_wire_state_free(&s);
             return 0;
         }
+        const int fresh = !w->theta; /* setup_model's calloc: zeros no page holds yet */
         if ((rc = setup_model(w, &mm)) < 0) {
             fsgd_wire_state_free(&s);
             return rc;
         }
         if (!w->gen)
             w->gen = f.gen;
-        fsgd_wire_model_weights_strided(&mm, w->theta, S, I);
+        if (fresh)
+            fsgd_wire_model_weights_into_zeros(&mm, w->theta, S, I);
+        else
+            fsgd_wire_model_weights_strided(&mm, w->theta, S, I);
         if ((rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz)) < 0) {
             fsgd_wire_state_free(&s);
             return rc;
