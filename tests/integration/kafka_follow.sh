@@ -188,7 +188,25 @@ while read -r o; do kcat_replay "$name.ctl" 0 "$o"; done <"$tmp/leaves"
 kcat_replay "$name.data" 3 0
 wait_for "$tmp/run2.log" "step [0-9]*): $((total + CHUNK)) rows trained" 120 ||
     { echo "the resumed job never reached $((total + CHUNK)) rows"; grep "version" "$tmp/run2.log" | tail -5; exit 1; }
+# every copy refused before the stop: the first run's three row copies (read
+# at start), the new one and the worker_leave copies, on the aggregator's
+# /metrics (its log names the first replay only, of whichever topic)
+want=$((4 + $(wc -l <"$tmp/leaves")))
+port=$(sed -n 's|^fsgd: aggregator metrics at http://[^ ]*:\([0-9]*\)/metrics$|\1|p' "$tmp/run2.log" | tail -1)
+for _ in $(seq 300); do
+    "$PY" - "$port" "$want" >"$tmp/prom2" 2>/dev/null <<'PYEOF' && break
+import re, sys, urllib.request
+t = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+m = re.search(r'^fsgd_rejected_messages_total\{reason="replayed"\} (\S+)$', t, re.M)
+print(m.group(1) if m else "none")
+sys.exit(0 if m and float(m.group(1)) >= int(sys.argv[2]) else 1)
+PYEOF
+    sleep 0.2
+done
+echo "replays refused by the resumed aggregator: $(cat "$tmp/prom2") (want $want)"
 stop_and_check "$tmp/run2.log" $((total + CHUNK))
-grep -m1 "rejected a message on $name.ctl: replayed" "$tmp/run2.log" &&
-    grep -m1 "rejected a message on $name.data: replayed" "$tmp/run2.log" ||
-    { echo "FAIL: the first run's copied messages were not named"; exit 1; }
+grep -m1 "rejected a message on $name.data: replayed" "$tmp/run2.log" ||
+    { echo "FAIL: the first run's copied rows were not named"; exit 1; }
+got=$(json_get "$tmp/m.json" messages.rejected.replayed)
+[ "$got" -ge "$want" ] && [ "$(json_get "$tmp/m.json" workers.dropped)" -eq 0 ] ||
+    { echo "FAIL: $got replays refused (want $want), workers dropped $(json_get "$tmp/m.json" workers.dropped)"; exit 1; }
