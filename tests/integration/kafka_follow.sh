@@ -11,7 +11,8 @@
 # them: no key needed) are replays, read as no rows by every role (issue
 # 42), before and after the aggregator's restart; on a real broker the
 # resumed job also refuses the first run's rows and worker_leave events
-# copied again, and takes the new producer's rows.
+# copied again, and takes the new producer's rows. produce --follow with a
+# mistyped job name is refused.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 needs_cmd kcat
@@ -42,6 +43,13 @@ key=(--job-key-file "$FSGD_JOB_KEY")
 # starts: it checks that nobody else writes while it does
 kcat_replay "$name.data" 0 0
 kcat_replay "$name.data" 1 1
+# a mistyped job name: refused (exit 2), no topic made (it used to make new
+# topics that no job reads; issue 42)
+rc=0
+"$FSGD" produce --follow --brokers "$brokers" --name "${name}x" "${key[@]}" "$tmp/chunk0.svm" >"$tmp/typo.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "has no topic ${name}x.data: check --name" "$tmp/typo.log" ||
+    { cat "$tmp/typo.log"; echo "FAIL: produce --follow --name ${name}x: status $rc"; exit 1; }
+if kcat -L -b "$brokers" | grep -q "topic \"${name}x\."; then echo "FAIL: produce --follow made ${name}x's topics"; exit 1; fi
 
 # the producer: a chunk a second into the topic of the running job
 (for ((c = 0; c < CHUNKS; c++)); do
