@@ -118,7 +118,7 @@ PRIVATE_codec               := test_codec_fastpath
 PRIVATE_strategy            := test_strategy_gradiveq fuzz_gradiveq
 PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_backend
 PRIVATE_trainer/core        := test_train_stale test_train_memory
-PRIVATE_trainer/distributed := test_agg_best test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire \
+PRIVATE_trainer/distributed := test_agg_best test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire fuzz_pull \
                                gen_kafka_corpus
 PRIVATE_trainer/observe     :=
 PRIVATE_trainer/serve       := fuzz_serve_metrics

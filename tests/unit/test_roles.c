@@ -16,6 +16,7 @@
 #include "fsgd/error.h"
 #include "fsgd/job.h"
 #include "fsgd/kbus.h"
+#include "fsgd/le.h"
 #include "fsgd/model.h"
 #include "testlib.h"
 
@@ -289,22 +290,35 @@ static fsgd_bus_fault_t late_w1(void *ctx, const char *topic, int32_t partition,
     return FSGD_BUS_DELAY;
 }
 
-static void run_model(int nworkers, fsgd_bus_hook_fn hook, fsgd_model_t *m)
+/* One epoch of nworkers on a9a rows; the model saved, and (ws != NULL)
+ * worker 1's statistics. */
+static void run_model_with(int nworkers, fsgd_job_replica_t replica, fsgd_bus_hook_fn hook, void *hook_ctx,
+                           fsgd_model_t *m, fsgd_worker_stats_t *ws)
 {
     run_t r;
     run_init(&r, nworkers, 1);
+    r.job.replica = replica;
     if (load_data(&r) != 0) {
         run_free(&r);
         return;
     }
-    fsgd_bus_mem_set_hook(r.bus, hook, NULL);
+    fsgd_bus_mem_set_hook(r.bus, hook, hook_ctx);
     snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("sync.model"));
     start(&r);
     finish(&r);
     check_epochs(&r, 1);
     char err[512];
     CU_ASSERT_EQUAL(fsgd_model_load(m, r.job.out, err, sizeof err), 0);
+    for (int i = 0; i < nworkers; i++)
+        CU_ASSERT_EQUAL(r.wrc[i], 0);
+    if (ws)
+        *ws = r.wst[0];
     run_free(&r);
+}
+
+static void run_model(int nworkers, fsgd_bus_hook_fn hook, fsgd_model_t *m)
+{
+    run_model_with(nworkers, FSGD_REPLICA_FULL, hook, NULL, m, NULL);
 }
 
 static void test_sync_deterministic(void)
@@ -320,6 +334,194 @@ static void test_sync_deterministic(void)
     CU_ASSERT_TRUE(a.w && b.w && a.dim == b.dim && !memcmp(a.w, b.w, n * sizeof *a.w));
     fsgd_model_free(&a);
     fsgd_model_free(&b);
+}
+
+/* --- replica working_set: workers pull their keys' values --- */
+
+static int same_model(const fsgd_model_t *a, const fsgd_model_t *b)
+{
+    size_t n = a->dim + (a->has_bias ? 1 : 0);
+    return a->w && b->w && a->dim == b->dim && a->has_bias == b->has_bias && !memcmp(a->w, b->w, n * sizeof *a->w);
+}
+
+/* τ = 0 with a lossless codec: a full replica holds the aggregator's θ
+ * exactly, and a working-set worker gets θ's values of the step before at
+ * its keys, so both compute the same gradients: the same model bit for
+ * bit. The model messages carry no values, so they shrink to the state. */
+static void test_working_set_same_model(void)
+{
+    if (!repo_file("data/sets/a9a")) {
+        fsgd_test_skip("needs data/sets/a9a");
+        return;
+    }
+    fsgd_model_t full = {0}, ws = {0};
+    fsgd_worker_stats_t sf = {0}, sw = {0};
+    run_model_with(3, FSGD_REPLICA_FULL, NULL, NULL, &full, &sf);
+    run_model_with(3, FSGD_REPLICA_WORKING_SET, NULL, NULL, &ws, &sw);
+    CU_ASSERT_TRUE(same_model(&full, &ws));
+    /* every step with rows computed on pulled values, none for a full replica */
+    CU_ASSERT_TRUE(sw.steps_sent > 0 && sw.pulls > 0 && sw.pulls <= sw.steps_sent && sw.resends == 0);
+    CU_ASSERT_TRUE(sw.pulled_keys > sw.pulls && sf.pulls == 0);
+    fsgd_model_free(&full);
+    fsgd_model_free(&ws);
+}
+
+/* Faults on the pulls: every pull duplicated, and both answers of a step
+ * to each worker lost (the worker asks again after its resend time). */
+typedef struct pull_faults {
+    _Atomic int lost[MAX_W + 1];
+} pull_faults_t;
+
+static fsgd_bus_fault_t pull_faults(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                    int *delay_ms)
+{
+    pull_faults_t *pf = ctx;
+    fsgd_kframe_t f;
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0)
+        return FSGD_BUS_DELIVER;
+    if (f.kind == FSGD_KMSG_PULL)
+        return FSGD_BUS_DUPLICATE;
+    if (f.kind == FSGD_KMSG_VALUES && len >= FSGD_KFRAME_HEADER + 4) {
+        uint32_t worker = fsgd_le_get32((const uint8_t *)val + FSGD_KFRAME_HEADER);
+        /* both answers of step 3 (the pull came twice): only a resend gets one */
+        if (worker >= 1 && worker <= MAX_W && f.step == 3 && pf->lost[worker] < 2) {
+            pf->lost[worker]++;
+            return FSGD_BUS_DROP;
+        }
+    }
+    return FSGD_BUS_DELIVER;
+}
+
+static void test_working_set_faults(void)
+{
+    if (!repo_file("data/sets/a9a")) {
+        fsgd_test_skip("needs data/sets/a9a");
+        return;
+    }
+    fsgd_model_t clean = {0}, faulty = {0};
+    fsgd_worker_stats_t st = {0};
+    pull_faults_t pf = {0};
+    run_model_with(2, FSGD_REPLICA_WORKING_SET, NULL, NULL, &clean, NULL);
+    run_model_with(2, FSGD_REPLICA_WORKING_SET, pull_faults, &pf, &faulty, &st);
+    CU_ASSERT_TRUE(pf.lost[1] == 2 && pf.lost[2] == 2);
+    CU_ASSERT_TRUE(st.resends >= 1);
+    CU_ASSERT_TRUE(same_model(&clean, &faulty));
+    fsgd_model_free(&clean);
+    fsgd_model_free(&faulty);
+}
+
+/* Counts the answers coded as halves (byte 20 of a values body). */
+static fsgd_bus_fault_t count_halves(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                     int *delay_ms)
+{
+    fsgd_kframe_t f;
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) == 0 && f.kind == FSGD_KMSG_VALUES && f.chunk == 0 &&
+        f.body_len > 20 && f.body[20] == 1)
+        ++*(_Atomic int *)ctx;
+    return FSGD_BUS_DELIVER;
+}
+
+/* A lossy codec makes the downlink lossy: the values come as halves, and
+ * the model is as good. */
+static void test_working_set_halves(void)
+{
+    run_t r;
+    run_init(&r, 2, 1);
+    r.job.replica = FSGD_REPLICA_WORKING_SET;
+    snprintf(r.job.codec, sizeof r.job.codec, "fastsgd");
+    NEED_DATA(&r);
+    _Atomic int halves = 0;
+    fsgd_bus_mem_set_hook(r.bus, count_halves, &halves);
+    start(&r);
+    finish(&r);
+    check_epochs(&r, 1);
+    CU_ASSERT_TRUE(halves > 0 && (uint64_t)halves >= r.wst[0].pulls);
+    CU_ASSERT_TRUE(r.ast.test.auc > 0.88);
+    if (r.ast.test.auc <= 0.88)
+        fprintf(stderr, "\n  auc %.4f\n", r.ast.test.auc);
+    run_free(&r);
+}
+
+/* Every third answer to a pull stored 40 ms late: later answers (the step
+ * ahead's) and model messages pass it. */
+static fsgd_bus_fault_t late_answers(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                     int *delay_ms)
+{
+    fsgd_kframe_t f;
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0 || f.kind != FSGD_KMSG_VALUES)
+        return FSGD_BUS_DELIVER;
+    if (++*(_Atomic int *)ctx % 3)
+        return FSGD_BUS_DELIVER;
+    *delay_ms = 40;
+    return FSGD_BUS_DELAY;
+}
+
+/* τ = 2 with answers coming late and out of order: every row once, and the
+ * model as good. */
+static void test_working_set_late_answers(void)
+{
+    run_t r;
+    run_init(&r, 3, 1);
+    r.job.replica = FSGD_REPLICA_WORKING_SET;
+    r.job.staleness = 2;
+    NEED_DATA(&r);
+    _Atomic int n = 0;
+    fsgd_bus_mem_set_hook(r.bus, late_answers, &n);
+    start(&r);
+    finish(&r);
+    check_epochs(&r, 1);
+    CU_ASSERT_TRUE(n > 9);
+    CU_ASSERT_EQUAL(r.ast.workers_dropped, 0);
+    CU_ASSERT_TRUE(r.ast.test.auc > 0.88);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(r.wrc[i], 0);
+    run_free(&r);
+}
+
+/* Pulls of worker 1 sent before its gradient of the step before: the next
+ * step planned and pulled while one is computed. */
+typedef struct pull_ahead {
+    uint64_t last_grad;
+    int ahead, pulls;
+} pull_ahead_t;
+
+static fsgd_bus_fault_t count_ahead(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                    int *delay_ms)
+{
+    pull_ahead_t *pa = ctx;
+    fsgd_kframe_t f;
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0 || f.sender != 1 || f.chunk != 0)
+        return FSGD_BUS_DELIVER;
+    if (f.kind == FSGD_KMSG_GRAD && f.step > pa->last_grad)
+        pa->last_grad = f.step;
+    if (f.kind == FSGD_KMSG_PULL) {
+        pa->pulls++;
+        pa->ahead += f.step > pa->last_grad + 1;
+    }
+    return FSGD_BUS_DELIVER;
+}
+
+/* τ = 2: a worker pulls the step after the one it waits for, so the round
+ * trip overlaps the gradient; every row still once, and as good a model. */
+static void test_working_set_ahead(void)
+{
+    run_t r;
+    run_init(&r, 2, 1);
+    r.job.replica = FSGD_REPLICA_WORKING_SET;
+    r.job.staleness = 2;
+    NEED_DATA(&r);
+    pull_ahead_t pa = {0};
+    fsgd_bus_mem_set_hook(r.bus, count_ahead, &pa);
+    start(&r);
+    finish(&r);
+    check_epochs(&r, 1);
+    CU_ASSERT_TRUE(pa.pulls > 0 && pa.ahead > 0);
+    CU_ASSERT_TRUE(r.ast.test.auc > 0.88);
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL(r.wrc[i], 0);
+    if (r.ast.test.auc <= 0.88 || !pa.ahead)
+        fprintf(stderr, "\n  auc %.4f, %d of %d pulls ahead\n", r.ast.test.auc, pa.ahead, pa.pulls);
+    run_free(&r);
 }
 
 /* --- the producer's data summary in place of the aggregator's scan --- */
@@ -679,10 +881,11 @@ static void test_unannounced_generation(void)
 
 /* --- membership --- */
 
-static void test_late_join(void)
+static void late_join_case(fsgd_job_replica_t replica)
 {
     run_t r;
     run_init(&r, 2, 2);
+    r.job.replica = replica;
     NEED_DATA(&r);
     start(&r);
     wait_steps(&r, 5);
@@ -693,7 +896,19 @@ static void test_late_join(void)
     CU_ASSERT_TRUE(r.wst[2].rows > 0); /* it took partitions of the others */
     CU_ASSERT_EQUAL(r.ast.workers_live, 3);
     CU_ASSERT_TRUE(r.ast.test.auc > 0.85);
+    if (replica == FSGD_REPLICA_WORKING_SET)
+        CU_ASSERT_TRUE(r.wst[2].pulls > 0);
     run_free(&r);
+}
+
+static void test_late_join(void)
+{
+    late_join_case(FSGD_REPLICA_FULL);
+}
+
+static void test_late_join_working_set(void)
+{
+    late_join_case(FSGD_REPLICA_WORKING_SET);
 }
 
 /* A worker killed mid-epoch: the aggregator drops it after the step
@@ -814,6 +1029,11 @@ void fsgd_test_register(void)
     static const fsgd_test_case_t cases[] = {
         {"a clean run trains a9a rows to a sane AUC", test_clean},
         {"tau 0: two runs end with the same model bit for bit", test_sync_deterministic},
+        {"working set, tau 0: the same model as full replicas, bit for bit", test_working_set_same_model},
+        {"working set: pulls duplicated and answers lost, the same model", test_working_set_faults},
+        {"working set with a lossy codec: values as halves, a sane AUC", test_working_set_halves},
+        {"working set, tau 2: the next step pulled while one is computed", test_working_set_ahead},
+        {"working set, tau 2: answers late and out of order, rows once", test_working_set_late_answers},
         {"the producer's data summary replaces the scan, and only when it fits", test_data_summary},
         {"checkpoints are paced by their cost, not written at every snapshot", test_checkpoint_pacing},
         {"duplicated grads and model messages are dropped, rows once", test_duplicates},
@@ -822,6 +1042,7 @@ void fsgd_test_register(void)
         {"staleness: within tau taken and counted, beyond rejected", test_staleness},
         {"snapshots of a generation NAME.ctl never announced are not taken", test_unannounced_generation},
         {"a worker joining late takes partitions", test_late_join},
+        {"working set: a worker joining late takes partitions and pulls", test_late_join_working_set},
         {"a worker dropped mid-epoch: rows once, no empty steps", test_worker_dropped},
         {"a worker dropped mid-epoch, its session ending first", test_worker_dropped_session_first},
         {"a worker dropped mid-epoch with tau 2", test_worker_dropped_tau},

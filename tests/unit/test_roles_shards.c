@@ -18,6 +18,7 @@
 #include "fsgd/error.h"
 #include "fsgd/job.h"
 #include "fsgd/kbus.h"
+#include "fsgd/model.h"
 #include "testlib.h"
 
 #define SHARDS 2
@@ -308,6 +309,48 @@ static void test_shards_in_step(void)
     free(r);
 }
 
+/* Working-set workers pull each shard's part of their keys: at τ = 0 with
+ * a lossless codec the job computes what full replicas compute, so shard
+ * 0's assembled model is the same bit for bit, and a worker's pulls carry
+ * every key of its steps. */
+static void run_replica(fsgd_job_replica_t replica, const char *out, fsgd_worker_stats_t *w1)
+{
+    shard_run_t *r = new_run(0, 0, 0);
+    if (!r)
+        return;
+    for (int i = 0; i < SHARDS; i++) {
+        r->job[i].replica = replica;
+        snprintf(r->job[i].out, sizeof r->job[i].out, "%s", out);
+    }
+    run_job(r);
+    check_shards(r);
+    CU_ASSERT_TRUE(r->ast[0].test.n > 0 && r->ast[0].test.auc > 0.85);
+    *w1 = r->wst[0];
+    run_free(r);
+    free(r);
+}
+
+static void test_working_set_shards(void)
+{
+    if (!fsgd_test_data("a9a")) {
+        fsgd_test_skip("needs data/sets/a9a");
+        return;
+    }
+    fsgd_worker_stats_t full = {0}, ws = {0};
+    const char *a = fsgd_test_tmp("full.model"), *b = fsgd_test_tmp("ws.model");
+    run_replica(FSGD_REPLICA_FULL, a, &full);
+    run_replica(FSGD_REPLICA_WORKING_SET, b, &ws);
+    fsgd_model_t ma = {0}, mb = {0};
+    char err[512];
+    CU_ASSERT_EQUAL(fsgd_model_load(&ma, a, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_load(&mb, b, err, sizeof err), 0);
+    size_t n = ma.dim + (ma.has_bias ? 1 : 0);
+    CU_ASSERT_TRUE(ma.w && mb.w && ma.dim == mb.dim && !memcmp(ma.w, mb.w, n * sizeof *ma.w));
+    CU_ASSERT_TRUE(ws.pulls > 0 && ws.pulled_keys > ws.pulls && full.pulls == 0);
+    fsgd_model_free(&ma);
+    fsgd_model_free(&mb);
+}
+
 /* Shard 1 starts half a second after shard 0 and the workers: nothing is
  * computed before every shard's opening snapshot, so the job runs as a
  * clean one once it is there. */
@@ -330,11 +373,13 @@ static void test_late_shard(void)
  * then start again from the newest step both have a checkpoint of
  * (FSGD_RESUME_STEP); the workers keep running, take the new generation's
  * snapshots, and the job ends with every row applied once per epoch. */
-static void test_shard_restart(void)
+static void shard_restart_case(fsgd_job_replica_t replica)
 {
     shard_run_t *r = new_run(0, 0, 0);
     if (!r)
         return;
+    for (int i = 0; i < SHARDS; i++)
+        r->job[i].replica = replica;
     const char *ckpt = fsgd_test_tmp("restart.ckpt");
     for (int i = 0; i < SHARDS; i++)
         snprintf(r->job[i].checkpoint, sizeof r->job[i].checkpoint, "%s", ckpt);
@@ -385,10 +430,25 @@ static void test_shard_restart(void)
     free(r);
 }
 
+static void test_shard_restart(void)
+{
+    shard_restart_case(FSGD_REPLICA_FULL);
+}
+
+/* The same with working-set workers: pulls in flight when the shards stop
+ * go unanswered, and the new generation's plans pull again. */
+static void test_shard_restart_working_set(void)
+{
+    shard_restart_case(FSGD_REPLICA_WORKING_SET);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
         {"shards_in_step", test_shards_in_step}, {"lagging_shard", test_lagging_shard},
-        {"late_shard", test_late_shard}, {"shard_restart", test_shard_restart}, {NULL, NULL}};
+        {"late_shard", test_late_shard}, {"shard_restart", test_shard_restart},
+        {"working set: both shards restarted with pulls in flight", test_shard_restart_working_set},
+        {"working set, two shards, tau 0: the full replicas' model bit for bit", test_working_set_shards},
+        {NULL, NULL}};
     fsgd_test_suite("roles_shards", cases);
 }

@@ -563,16 +563,18 @@ static int run_start_embedded(run_t *r)
         return FSGD_EXIT_BROKER;
     }
     snprintf(r->brokers, sizeof r->brokers, "%s", fsgd_kmock_bootstraps(r->mock));
-    static const char *sfx[] = {"data", "grads", "model", "ctl"};
+    static const char *sfx[] = {"data", "grads", "model", "ctl", "pull"};
     int rc = 0;
-    for (int i = 0; i < 4 && !rc; i++) {
+    /* NAME.pull: answers to working-set workers' pulls */
+    for (int i = 0; i < (r->job.replica == FSGD_REPLICA_WORKING_SET ? 5 : 4) && !rc; i++) {
         char t[128];
         fsgd_kbus_topic(t, sizeof t, r->job.name, sfx[i]);
         /* grads led by broker 2, model by 3 (the fault tests name them);
          * data keeps the mock's own spread over the brokers: setting a
          * leader costs the mock a second per partition */
-        int parts = i == 0 ? r->P : (i == 1 || i == 2) && r->job.shards > 1 ? r->job.shards : 1; /* a partition a shard */
-        rc = fsgd_kmock_topic(r->mock, t, parts, i == 0 ? -1 : i, r->err, sizeof r->err);
+        int parts = i == 0 ? r->P : i == 4 ? FSGD_DIST_PULL_PARTITIONS
+                                  : (i == 1 || i == 2) && r->job.shards > 1 ? r->job.shards : 1; /* a partition a shard */
+        rc = fsgd_kmock_topic(r->mock, t, parts, i == 0 || i == 4 ? -1 : i, r->err, sizeof r->err);
     }
     if (rc) {
         fsgd_cli_error("run: %s", r->err);

@@ -14,7 +14,7 @@
 #include "fsgd/delim.h"
 #include "fsgd/vw.h"
 
-typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS } field_type_t;
+typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS, F_REPLICA } field_type_t;
 
 typedef struct field {
     const char *key;
@@ -130,6 +130,11 @@ static const field_t fields[] = {
     {"staleness", "cluster", F_INT, OFF(staleness), 0, 255,
      "bounded delay τ: a worker may send the gradient of step t+1+τ while the model of step t is the newest it "
      "has (0: synchronous; gTop-k and GradiVeQ always run at 0)"},
+    {"replica", "cluster", F_REPLICA, OFF(replica), 0, 0,
+     "what a worker of fsgd run holds: full (the whole model, every step's update broadcast on NAME.model to every "
+     "worker) or working_set (before each step a worker pulls the values of the keys its rows use from the "
+     "aggregator shards that own them (answers on NAME.pull), so its downlink does not grow with the number of "
+     "workers; not with follow or optimizer ftrl yet)"},
     {"shards", "cluster", F_INT, OFF(shards), 1, 64,
      "aggregator shards: the model's keys split over S aggregator processes (key k to shard k mod S), each "
      "holding its part of the weights and optimizer state; fsgd train simulates the same split in one process"},
@@ -386,6 +391,16 @@ static int set_value(fsgd_job_t *job, const field_t *f, const char *value, char 
             *(fsgd_job_optimizer_t *)dst = FSGD_OPTIMIZER_FTRL;
         else
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected adam or ftrl, got '%s'", f->key, value);
+        return FSGD_E_OK;
+    }
+    case F_REPLICA: {
+        if (!strcmp(value, "full"))
+            *(fsgd_job_replica_t *)dst = FSGD_REPLICA_FULL;
+        else if (!strcmp(value, "working_set") || !strcmp(value, "working-set"))
+            *(fsgd_job_replica_t *)dst = FSGD_REPLICA_WORKING_SET;
+        else
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected full or working_set, got '%s'", f->key,
+                                value);
         return FSGD_E_OK;
     }
     case F_DOUBLE:
@@ -704,6 +719,9 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
     case F_OPTIMIZER:
         snprintf(out, cap, "%s", fsgd_optimizer_name(*(const fsgd_job_optimizer_t *)p));
         break;
+    case F_REPLICA:
+        snprintf(out, cap, "%s", *(const fsgd_job_replica_t *)p == FSGD_REPLICA_WORKING_SET ? "working_set" : "full");
+        break;
     }
 }
 
@@ -810,6 +828,14 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
                                 not_follow[i]);
     if (fsgd_job_given(job, "version_seconds") && !job->follow)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "version_seconds needs follow");
+    /* what working-set workers do not have yet (issue 37 builds them up) */
+    if (job->replica == FSGD_REPLICA_WORKING_SET) {
+        const char *why = job->follow ? "follow"
+                          : job->optimizer == FSGD_OPTIMIZER_FTRL ? "optimizer ftrl" : NULL;
+        if (why)
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "replica working_set does not work with %s yet: use replica full",
+                                why);
+    }
     return FSGD_E_OK;
 }
 

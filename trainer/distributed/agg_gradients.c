@@ -98,9 +98,10 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int32_t partition
                    (unsigned long long)f.step, f.chunk);
         return 0;
     }
-    if (f.kind != FSGD_KMSG_GRAD) {
-        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: a frame of kind %u, not a gradient", (long long)offset,
-               f.kind);
+    const int pull = f.kind == FSGD_KMSG_PULL && a->job->replica == FSGD_REPLICA_WORKING_SET;
+    if (f.kind != FSGD_KMSG_GRAD && !pull) {
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: a frame of kind %u, not a gradient%s", (long long)offset,
+               f.kind, a->job->replica == FSGD_REPLICA_WORKING_SET ? " or a pull" : "");
         return 0;
     }
     if (f.body_len > FSGD_KBUS_CHUNK_MAX) {
@@ -130,6 +131,8 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int32_t partition
                    f.gen, a->gen);
         return 0;
     }
+    if (pull)
+        return agg_take_pull(a, &f, offset);
     unsigned lag = (f.flags & FSGD_KFLAG_LAG_MASK) >> FSGD_KFLAG_LAG_SHIFT;
     if (lag > (unsigned)a->open.tau || lag >= f.step) {
         agg_reject(a, FSGD_AGG_REJ_STALE,

@@ -125,12 +125,15 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fprintf(f, "  \"compression_ratio\": %.4f,\n",
             s->codec_bytes ? (double)s->raw_bytes / (double)s->codec_bytes : 0.0);
     /* Per worker per step: what one worker sends (a gradient message, the
-     * mean over applied ones) and receives (the model delta message). */
+     * mean over applied ones, and its pull in working-set mode) and receives
+     * (the model delta message, and the answer to its pull). */
     fprintf(f, "  \"downlink\": {\"spec\": \"%s\", \"up_bytes_per_worker_step\": %.1f, "
-               "\"down_bytes_per_worker_step\": %.1f, \"replica_checks\": %llu, \"encode_seconds\": %.6g},\n",
+               "\"down_bytes_per_worker_step\": %.1f, \"values_bytes_per_worker_step\": %.1f, \"replica_checks\": %llu, "
+               "\"encode_seconds\": %.6g},\n",
             s->downlink, s->up_msgs ? (double)s->bytes_up / (double)s->up_msgs : 0.0,
             s->down_msgs ? (double)s->down_bytes_msg / (double)s->down_msgs : 0.0,
-            (unsigned long long)s->replica_checks, s->t_down_encode);
+            s->up_msgs ? (double)s->bytes_values / (double)s->up_msgs : 0.0, (unsigned long long)s->replica_checks,
+            s->t_down_encode);
     /* the first four counters are the version-1 names, kept for readers of them */
     fprintf(f, "  \"messages\": {\"accepted\": %llu, \"duplicates_dropped\": %llu, \"corrupt_rejected\": %llu, "
                "\"stale\": %llu, \"conflicts\": %llu, \"consumer_errors\": %llu, \"rejected\": {",

@@ -85,7 +85,12 @@ int agg_downlink_setup(agg_t *a)
 int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n)
 {
     a->model.buf.n = 0;
-    int coded = fsgd_sagg_downlink_coded(a->model.strat);
+    /* working-set workers pull the values they use (agg_pull.c): a step's
+     * message carries its state and no values */
+    const int ws = a->job->replica == FSGD_REPLICA_WORKING_SET;
+    if (ws)
+        n = 0;
+    int coded = !ws && fsgd_sagg_downlink_coded(a->model.strat);
     int rc = fsgd_wire_state_put(&a->model.buf, &a->st);
     /* The strategy's feedback for the step this message closes (a snapshot
      * closes one too), before the payload: trainer/KAFKA_FORMAT.md. */

@@ -37,6 +37,7 @@ static void agg_free(agg_t *a)
     fsgd_sparse_free(&a->model.dec);
     fsgd_sparse_free(&a->open.g);
     fsgd_kasm_destroy(a->open.as);
+    agg_pull_free(a);
     agg_early_free(a);
     agg_auto_free(a);
     agg_follow_free(a);
@@ -202,6 +203,10 @@ static int agg_setup_reduction(agg_t *a)
     if (!rc && a->model.ftrl_on && fsgd_sagg_optimizer(a->model.strat) == FSGD_OPT_APPLY)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers: it cannot be combined with optimizer ftrl",
+                          job->codec);
+    if (!rc && job->replica == FSGD_REPLICA_WORKING_SET && fsgd_sagg_optimizer(a->model.strat) == FSGD_OPT_APPLY)
+        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                          "codec %s runs the optimizer on the workers, on a whole replica: it needs replica full",
                           job->codec);
     a->open.tau = a->s->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
     if (!rc && a->open.tau != job->staleness)

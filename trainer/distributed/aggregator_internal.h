@@ -130,12 +130,22 @@ typedef struct agg_ckpt_state {
     double at, cost;
 } agg_ckpt_state_t;
 
+/* Working-set workers' pulls (agg_pull.c; job key replica working_set). */
+typedef struct agg_pull {
+    fsgd_kasm_t *as;   /* reassembly of pull frames (apart from the step's gradients) */
+    uint32_t *keys;
+    size_t cap_keys;
+    float *vals;
+    fsgd_wire_buf_t buf;
+    uint64_t answered, bytes; /* answers sent, their bytes */
+} agg_pull_t;
+
 typedef struct agg {
     /* the job, its topics and data (agg_scan.c) */
     const fsgd_job_t *job;
     fsgd_rowfmt_t fmt; /* the job's row format: NAME.data, the test file, the model's input spec */
     fsgd_agg_stats_t *s;
-    char tdata[128], tgrads[128], tmodel[128], tctl[128];
+    char tdata[128], tgrads[128], tmodel[128], tctl[128], tpull[128];
     fsgd_bus_client_t *prod, *grads_c, *scan_c, *ctl_c;
     /* replayed copies (fsgd/replay.h): NAME.data's rows (every read of
      * scan_c), NAME.grads and NAME.ctl */
@@ -163,6 +173,7 @@ typedef struct agg {
     agg_tune_t tune;
     agg_clock_t clock;
     agg_ckpt_state_t ckpt;
+    agg_pull_t pull;
 
     /* what the aggregator says, and to whom */
     fsgd_dist_log_fn log;
@@ -183,6 +194,12 @@ typedef struct member {
 } member_t;
 
 #define MAX_MEMBERS 1024
+
+/* agg_pull.c: a working-set worker's pull (a frame of kind
+ * FSGD_KMSG_PULL on NAME.grads), answered with the keys' values now on
+ * NAME.pull; or dropped with a reason. */
+int agg_take_pull(agg_t *a, const fsgd_kframe_t *f, int64_t offset);
+void agg_pull_free(agg_t *a);
 
 /* aggregator.c: the main loop and what every part uses */
 /* FSGD_E_STATE (and a->stopped) once fsgd_aggregator_crash was called. */

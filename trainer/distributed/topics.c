@@ -8,6 +8,7 @@
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
+#include "pull.h"
 
 /* Kafka's default max.message.bytes. Set on every topic so that a cluster
  * with a smaller broker default still takes fsgd's 512 KiB chunks (frame,
@@ -79,6 +80,13 @@ int fsgd_dist_topics_create_bus(fsgd_bus_client_t *c, const fsgd_job_t *job, int
         /* grads and model: a partition per aggregator shard (KAFKA_FORMAT.md) */
         int parts = i == 0 ? data_partitions : i == 3 || job->shards < 2 ? 1 : job->shards;
         FSGD_TRY(fsgd_bus_create_topic(c, t, parts, rf, cf[i], 30000, err, errsz));
+    }
+    if (job->replica == FSGD_REPLICA_WORKING_SET) {
+        /* pull: answers to working-set workers, each on the partition of its
+         * id (fsgd_pull_partition), read live only like grads */
+        char t[128];
+        fsgd_kbus_topic(t, sizeof t, job->name, "pull");
+        FSGD_TRY(fsgd_bus_create_topic(c, t, FSGD_PULL_PARTITIONS, rf, grads, 30000, err, errsz));
     }
     return 0;
 }

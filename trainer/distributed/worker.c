@@ -80,7 +80,8 @@ static void owed_by(const worker_t *w, char *who, size_t cap)
  * scan its data before its first snapshot). */
 static int check_model_wait(worker_t *w, int ready)
 {
-    int kind = !w->valid ? 1 : !ready && w->have_assignment && inflight_ahead(&w->fl, w->gen, w->step) > 0 ? 2 : 0;
+    const int unanswered = inflight_ahead(&w->fl, w->gen, w->step) > 0 || worker_pull_waiting(w);
+    int kind = !w->valid ? 1 : !ready && w->have_assignment && unanswered ? 2 : 0;
     if (!kind && !w->wait_kind)
         return 0; /* the steady state: no clock read on the step loop */
     double t = fsgd_clock_s();
@@ -184,6 +185,8 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         fsgd_bus_partitions(w->prod, w->tgrads, 5000, NULL, 0);
         fsgd_bus_partitions(w->prod, w->tctl, 5000, NULL, 0);
     }
+    if (!rc && job->replica == FSGD_REPLICA_WORKING_SET)
+        rc = worker_pull_open(w);
     if (!rc && !(w->fetch = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)))
         rc = FSGD_E_KAFKA;
     if (!rc && !(w->model_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
@@ -200,7 +203,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     if (!rc) {
         /* the model from its start; NAME.ctl from now on (job_end events);
          * a sharded job: every shard's partition */
-        fsgd_bus_tp_t l[FSGD_SHARDS_MAX + 1];
+        fsgd_bus_tp_t l[FSGD_SHARDS_MAX + 2];
         int n = 0;
         for (uint32_t i = 0; i < w->shards; i++)
             l[n++] = (fsgd_bus_tp_t){w->tmodel, (int32_t)i, FSGD_BUS_OFFSET_BEGINNING};
@@ -208,6 +211,8 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         if (fsgd_bus_watermarks(w->model_c, w->tctl, 0, &lo, &hi, 5000, NULL, 0) == 0)
             l[n++] = (fsgd_bus_tp_t){w->tctl, 0, hi};
         w->ctl_read = n == (int)w->shards + 1;
+        if (w->pull.on)
+            l[n++] = worker_pull_partition(w);
         rc = fsgd_bus_assign(w->model_c, l, n, err, errsz);
     }
     if (!rc && !(w->group = fsgd_bus_group_new(bus, group, w->tdata, on_rebalance, w, err, errsz)))
@@ -246,8 +251,10 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         rc = check_model_wait(w, ready);
         if (rc)
             break;
+        if (w->pull.on && (rc = worker_pull_resend(w, resend_s)) < 0)
+            break;
         if (ready && !w->final)
-            rc = worker_do_step(w);
+            rc = w->pull.on ? worker_pull_step(w) : worker_do_step(w);
         else if (!w->valid && w->have_assignment && !w->prefetch_done &&
                  (w->prefetch_due || (w->prefetch_on && fsgd_clock_s() - w->prefetch_last >= PREFETCH_EVERY_S)))
             worker_prefetch_more(w);
@@ -300,6 +307,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     fsgd_replay_destroy(w->replay_rows);
     fsgd_replay_destroy(w->replay_model);
     fsgd_replay_destroy(w->replay_ctl);
+    worker_pull_free(w);
     fsgd_csr_free(&w->batch);
     fsgd_csr_free(&w->tmp);
     fsgd_sparse_free(&w->g);

@@ -3,6 +3,7 @@
  *   worker.c        the loop: group membership, waiting, fsgd_worker_run
  *   worker_model.c  NAME.model and NAME.ctl: snapshots, deltas, shards' parts
  *   worker_send.c   a step: rows, gradient, its parts, the sends
+ *   worker_pull.c   replica working_set: a step's keys asked for, their values taken
  *   worker_cache.c  NAME.data's partitions, read once and cached
  *   worker_util.c   the rejection count and log */
 #ifndef FSGD_WORKER_INTERNAL_H
@@ -130,6 +131,36 @@ typedef struct worker {
      * said, and when a message last came on the model topic. */
     int wait_kind;
     double wait_since, wait_logged, model_seen;
+    /* Job key replica working_set (worker_pull.c): θ holds only the values
+     * of the keys pulled for the steps being computed (the model messages
+     * carry no values). Two plans: the next step's, and, τ permitting, the
+     * one after it, pulled while the first is computed. */
+    struct worker_pull {
+        int on;
+        char topic[128];      /* NAME.pull: this worker's partition of it */
+        fsgd_kasm_t *as;      /* reassembly of answers */
+        struct pull_plan {
+            int pending, answered; /* answered: every shard's part */
+            uint32_t gen;
+            uint64_t step, ahead, at; /* the step, steps ahead of the model then, the oldest answer's model step */
+            fsgd_csr_t batch;     /* its rows */
+            fsgd_wire_range_t *rg;
+            uint32_t nr, cap_rg;
+            uint32_t *keys;       /* the rows' keys, strictly increasing */
+            size_t n, cap;
+            /* what each shard is asked for (one part unsharded): its keys
+             * as local keys (fsgd/shard.h), the pull sent (for a resend) */
+            struct pull_part {
+                uint32_t *keys;
+                size_t n, cap;
+                uint32_t crc; /* CRC32C of the key block */
+                fsgd_wire_buf_t body;
+                int answered;
+            } part[FSGD_SHARDS_MAX];
+            uint32_t nanswered;
+            double sent_at;
+        } plan[2];
+    } pull;
 } worker_t;
 
 /* A worker waiting on the model says so every 3 step timeouts (1 to 30 s),
@@ -167,7 +198,31 @@ void worker_unpark(worker_t *w, int count);
 
 /* worker_send.c: the next step's gradient */
 int worker_may_send(worker_t *w);
+/* The rows of the next step into w->batch, and their offset ranges (room
+ * for w->nassigned) */
+int worker_select_rows(worker_t *w, fsgd_wire_range_t *rg, uint32_t *nranges);
+/* The gradient of w->batch for step s, computed on the model of step
+ * s - 1 - lag, encoded and sent; the ranges become the next positions. */
+int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_range_t *rg, uint32_t nr);
 int worker_resend_body(worker_t *w, const inflight_t *e);
 int worker_do_step(worker_t *w);
+
+/* worker_pull.c: replica working_set */
+/* After w->prod: NAME.pull made if missing. */
+int worker_pull_open(worker_t *w);
+void worker_pull_free(worker_t *w);
+/* The next step: its keys asked for, or, once answered, its gradient sent. */
+int worker_pull_step(worker_t *w);
+/* A message of this worker's partition of NAME.pull. */
+int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m);
+/* 1 while the next step's values are on their way. */
+static inline int worker_pull_waiting(const worker_t *w)
+{
+    return w->pull.plan[0].pending && !w->pull.plan[0].answered;
+}
+/* The pulls sent again whose answers are resend_s late. Returns 0 or an error. */
+int worker_pull_resend(worker_t *w, double resend_s);
+/* This worker's partition of NAME.pull, from its end (answers to come). */
+fsgd_bus_tp_t worker_pull_partition(worker_t *w);
 
 #endif

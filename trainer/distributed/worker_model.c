@@ -213,6 +213,8 @@ int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
     fsgd_bus_lat_add(&w->lat_model, m);
     if (!strcmp(m->topic, w->tctl))
         return handle_ctl(w, m);
+    if (w->pull.on && !strcmp(m->topic, w->pull.topic))
+        return worker_take_values(w, m);
     fsgd_kframe_t f;
     char e[256];
     int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e);

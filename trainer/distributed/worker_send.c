@@ -26,6 +26,8 @@ int worker_may_send(worker_t *w)
 {
     if (!w->valid || !w->have_assignment)
         return 0;
+    if (worker_pull_waiting(w))
+        return 0; /* replica working_set: the values the step needs are on their way */
     uint64_t ahead = inflight_ahead(&w->fl, w->gen, w->step);
     if (ahead == 0) {
         w->hold = 0;
@@ -111,16 +113,10 @@ int worker_resend_body(worker_t *w, const inflight_t *e)
     return 0;
 }
 
-int worker_do_step(worker_t *w)
+int worker_select_rows(worker_t *w, fsgd_wire_range_t *rg, uint32_t *nranges)
 {
-    uint64_t ahead = inflight_ahead(&w->fl, w->gen, w->step);
-    uint64_t s = w->step + 1 + ahead; /* computed on the model of step s - 1 - ahead */
     const uint64_t *pos = w->next_pos;
     fsgd_csr_clear(&w->batch);
-    fsgd_wire_range_t ranges[1024];
-    fsgd_wire_range_t *rg = w->nassigned <= 1024 ? ranges : malloc(w->nassigned * sizeof *rg);
-    if (!rg)
-        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     uint32_t nr = 0;
     int rc = worker_load_pending(w);
     for (int i = 0; i < w->nassigned && !rc; i++) {
@@ -148,7 +144,15 @@ int worker_do_step(worker_t *w)
             rc = fsgd_csr_append_rows(&w->batch, &c->rows, first, last - first);
         rg[nr++] = (fsgd_wire_range_t){(uint32_t)p, pos[p], o};
     }
-    fsgd_wire_grad_t gm = {.epoch = w->st.epoch, .nranges = nr, .rows = w->batch.n_rows, .ranges = rg};
+    *nranges = nr;
+    return rc;
+}
+
+int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_range_t *rg, uint32_t nr)
+{
+    int rc = 0;
+    fsgd_wire_grad_t gm = {.epoch = w->st.epoch, .nranges = nr, .rows = w->batch.n_rows,
+                           .ranges = (fsgd_wire_range_t *)rg};
     double loss = 0;
     if (!rc && w->batch.n_rows > 0) {
         double t0 = fsgd_clock_s();
@@ -218,7 +222,7 @@ int worker_do_step(worker_t *w)
         struct timespec ns = {0, 20 * 1000000};
         nanosleep(&ns, NULL);
     }
-    uint16_t flags = (uint16_t)(ahead << FSGD_KFLAG_LAG_SHIFT);
+    uint16_t flags = (uint16_t)(lag << FSGD_KFLAG_LAG_SHIFT);
     if (!rc && w->shards > 1) {
         rc = send_shard_parts(w, &gm, s, flags);
     } else if (!rc) {
@@ -233,8 +237,6 @@ int worker_do_step(worker_t *w)
         rc = fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     for (uint32_t i = 0; !rc && i < nr; i++)
         w->next_pos[rg[i].part] = rg[i].end;
-    if (rg != ranges)
-        free(rg);
     if (rc)
         return rc;
     w->sent_gen = w->gen;
@@ -245,4 +247,21 @@ int worker_do_step(worker_t *w)
     if (w->on_step) /* the caller's hook (/metrics) */
         w->on_step(w->log_ctx, w->stats);
     return 0;
+}
+
+int worker_do_step(worker_t *w)
+{
+    uint64_t ahead = inflight_ahead(&w->fl, w->gen, w->step);
+    uint64_t s = w->step + 1 + ahead; /* computed on the model of step s - 1 - ahead */
+    fsgd_wire_range_t ranges[1024];
+    fsgd_wire_range_t *rg = w->nassigned <= 1024 ? ranges : malloc(w->nassigned * sizeof *rg);
+    if (!rg)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+    uint32_t nr = 0;
+    int rc = worker_select_rows(w, rg, &nr);
+    if (!rc)
+        rc = worker_send_step(w, s, ahead, rg, nr);
+    if (rg != ranges)
+        free(rg);
+    return rc;
 }

@@ -52,7 +52,7 @@ static int parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used,
         return fsgd_err_fmt(err, errsz, FSGD_E_VERSION, "frame: version %u at byte 4, expected %u", buf[4],
                             FSGD_KFRAME_VERSION);
     f->kind = buf[5];
-    if (f->kind < FSGD_KMSG_GRAD || f->kind > FSGD_KMSG_DELTA_CODED)
+    if (f->kind < FSGD_KMSG_GRAD || f->kind > FSGD_KMSG_KIND_LAST)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "frame: unknown kind %u at byte 5", f->kind);
     f->flags = fsgd_le_get16(buf + 6);
     unsigned known = KNOWN_FLAGS | (f->kind == FSGD_KMSG_GRAD ? FSGD_KFLAG_LAG_MASK : 0);

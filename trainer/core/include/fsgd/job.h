@@ -19,6 +19,12 @@
 /* The optimizer of fsgd train (job key "optimizer"). */
 typedef enum fsgd_job_optimizer { FSGD_OPTIMIZER_ADAM = 0, FSGD_OPTIMIZER_FTRL = 1 } fsgd_job_optimizer_t;
 
+/* What a worker of fsgd run holds (job key "replica"): the whole model,
+ * kept current by every step's delta on NAME.model, or only the values of
+ * the keys its next batch uses, pulled from the aggregator before each step
+ * (a downlink that does not grow with the number of workers). */
+typedef enum fsgd_job_replica { FSGD_REPLICA_FULL = 0, FSGD_REPLICA_WORKING_SET = 1 } fsgd_job_replica_t;
+
 /* The default bounded delay τ (job key staleness; why this value: README,
  * "fsgd run defaults"). */
 #define FSGD_JOB_STALENESS_DEFAULT 4
@@ -84,6 +90,7 @@ typedef struct fsgd_job {
     int connect_timeout_ms;          /* a role gives up (exit 4) on brokers that do not answer by then */
     int snapshot_every;              /* full model snapshot every N steps (0: auto, agg_auto.c) */
     int staleness;                   /* τ: a gradient may be computed on a model up to τ steps old (0: BSP) */
+    fsgd_job_replica_t replica;      /* full (default) | working_set */
     int shards;                      /* aggregator shards S: key k belongs to shard k mod S (fsgd/shard.h) */
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
     int follow;                      /* continuous training: consume NAME.data as rows arrive, until SIGTERM */

@@ -95,12 +95,19 @@ int fsgd_dist_topics_unused(const fsgd_job_t *job, struct rd_kafka_s *rk, int da
 int fsgd_dist_topics_unused_bus(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_too, char *err,
                                 size_t errsz);
 
+/* Partitions of NAME.pull (job key replica working_set): the answers to
+ * a worker's pulls come on partition id mod this. */
+#define FSGD_DIST_PULL_PARTITIONS 32
+
 /* --- worker --- */
 
 typedef struct fsgd_worker_stats {
     uint64_t steps_sent, rows, bytes_up, bytes_down, corrupt, duplicates, resyncs;
     uint64_t prefetched; /* partitions read before the first model message (fsgd run: while the aggregator sets up) */
-    uint64_t resends; /* gradients sent again because their step stayed unanswered */
+    uint64_t resends; /* gradients (and pulls) sent again because their step stayed unanswered */
+    /* replica working_set: steps whose keys' values were pulled and taken,
+     * and the keys (a full replica: 0) */
+    uint64_t pulls, pulled_keys;
     uint64_t unauthenticated; /* NAME.model and NAME.ctl messages without a valid tag (a job with a key) */
     uint64_t replayed; /* copies of a message its sender wrote before (fsgd/replay.h): NAME.model, NAME.ctl, and
                           NAME.data row messages (read as no rows) */
@@ -210,6 +217,7 @@ typedef struct fsgd_agg_stats {
     /* Per step, for the benchmark: bytes a worker sent (mean over applied
      * gradient messages) and bytes each worker received (the model message). */
     uint64_t up_msgs, down_msgs, down_bytes_msg, replica_checks;
+    uint64_t bytes_values; /* replica working_set: the answers to pulls (each to one worker) */
     double t_down_encode;
     char downlink[256]; /* "full" or the downlink codec spec */
     double t_grad, t_encode, t_decode, t_wait, t_update, seconds;

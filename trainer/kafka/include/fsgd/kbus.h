@@ -32,7 +32,10 @@ typedef enum fsgd_kmsg_kind {
     FSGD_KMSG_SNAPSHOT = 3, /* aggregator -> workers, <job>.model: the whole model */
     FSGD_KMSG_DELTA_PACKED = 4, /* <job>.model: touched keys' new values, keys bit-packed (fsgd/keys.h) */
     FSGD_KMSG_DELTA_CODED = 5,  /* <job>.model: an update every replica adds, codec-compressed (fsgd/downlink.h) */
+    FSGD_KMSG_PULL = 6,   /* working-set worker -> aggregator, <job>.grads: the keys a step's rows use */
+    FSGD_KMSG_VALUES = 7, /* aggregator -> that worker, <job>.pull: their values (replica working_set) */
 } fsgd_kmsg_kind_t;
+#define FSGD_KMSG_KIND_LAST FSGD_KMSG_VALUES
 
 #define FSGD_KFLAG_FINAL 1u   /* model message: the job is finished */
 #define FSGD_KFLAG_SECTION 2u /* model message: a strategy feedback section follows the state (fsgd/strategy.h) */

@@ -1,0 +1,117 @@
+/* Working-set workers' pulls (job key replica working_set; pull.h): the
+ * keys a worker's next step uses come on NAME.grads, their values go back
+ * on the worker's partition of NAME.pull. A pull is answered at once with
+ * the values now: the worker asks for the model of a step it has seen, so
+ * this aggregator has it, and anything newer is only fresher (a value is
+ * still at most τ steps old). Answering is idempotent, so a resent pull is
+ * answered again rather than dropped as a duplicate. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsgd/crc32c.h"
+#include "fsgd/half.h"
+#include "fsgd/keys.h"
+#include "aggregator_internal.h"
+#include "pull.h"
+
+static int pull_open(agg_t *a)
+{
+    if (a->pull.as)
+        return 0;
+    if (!(a->pull.as = fsgd_kasm_new()))
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+    fsgd_kbus_topic(a->tpull, sizeof a->tpull, a->job->name, "pull");
+    /* a pull holds at most every key of the model, delta-coded (<= 5 B a key) */
+    size_t msg = 65536 + (size_t)a->mdim * 5;
+    fsgd_kasm_set_limits(a->pull.as, msg, msg * 4 < ((size_t)64 << 20) ? (size_t)64 << 20 : msg * 4);
+    return 0;
+}
+
+static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t len)
+{
+    fsgd_pull_t pl;
+    char e[256];
+    if (fsgd_pull_get(body, len, a->mdim, &pl, e, sizeof e) < 0) {
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u pull for step %llu: %s", f->sender,
+                   (unsigned long long)f->step, e);
+        return 0;
+    }
+    if (pl.need > a->step) {
+        /* the worker saw no model message of that step from this process */
+        agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u pull for step %llu asks for the model of step %llu, this "
+                   "aggregator's is %llu", f->sender, (unsigned long long)f->step, (unsigned long long)pl.need,
+                   (unsigned long long)a->step);
+        return 0;
+    }
+    uint32_t n = pl.n;
+    if (n > a->pull.cap_keys) {
+        uint32_t *k = realloc(a->pull.keys, n * sizeof *k);
+        float *v = realloc(a->pull.vals, n * sizeof *v);
+        if (k)
+            a->pull.keys = k;
+        if (v)
+            a->pull.vals = v;
+        if (!k || !v)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a pull");
+        a->pull.cap_keys = n;
+    }
+    if (fsgd_keys_decode(pl.block, pl.block_len, a->mdim, a->pull.keys, n, &n, NULL, e, sizeof e) < 0) {
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u pull for step %llu: keys: %s", f->sender,
+                   (unsigned long long)f->step, e);
+        return 0;
+    }
+    const float *theta = a->model.adam.theta;
+    for (uint32_t i = 0; i < n; i++)
+        a->pull.vals[i] = theta[a->pull.keys[i]];
+    a->pull.buf.n = 0;
+    /* a lossy downlink (the strategy's, or the job's downlink key): halves,
+     * unless a value is past the largest half */
+    const int half = fsgd_sagg_downlink_coded(a->model.strat) && fsgd_half_fits(a->pull.vals, n);
+    if (fsgd_values_put(&a->pull.buf, f->sender, a->step, fsgd_crc32c(0, pl.block, pl.block_len), a->pull.vals, n,
+                        half) < 0)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a pull's answer");
+    fsgd_kframe_t h = {.kind = FSGD_KMSG_VALUES, .gen = a->gen, .sender = a->shard, .step = f->step};
+    uint64_t before = a->pull.bytes;
+    FSGD_TRY(fsgd_bus_send(a->prod, a->tpull, fsgd_pull_partition(f->sender), a->job->name, &h, NULL, a->pull.buf.p,
+                           a->pull.buf.n, &a->pull.bytes, a->err, a->errsz));
+    a->s->bytes_down += a->pull.bytes - before;
+    a->s->bytes_values += a->pull.bytes - before;
+    a->pull.answered++;
+    fsgd_bus_serve(a->prod);
+    return 0;
+}
+
+int agg_take_pull(agg_t *a, const fsgd_kframe_t *f, int64_t offset)
+{
+    FSGD_TRY(pull_open(a));
+    const uint8_t *body;
+    size_t len;
+    char e[256];
+    int r = fsgd_kasm_feed(a->pull.as, f, &body, &len, e, sizeof e);
+    if (r == FSGD_E_FORMAT) { /* chunks that disagree with pending ones: the newest wins */
+        fsgd_kasm_forget(a->pull.as, f);
+        r = fsgd_kasm_feed(a->pull.as, f, &body, &len, e, sizeof e);
+    }
+    if (r == FSGD_E_NOMEM)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
+    if (r < 0) {
+        agg_reject(a, r == FSGD_E_RANGE ? FSGD_AGG_REJ_OVERSIZE : FSGD_AGG_REJ_CORRUPT, "offset %lld: pull: %s",
+                   (long long)offset, e);
+        return 0;
+    }
+    if (r != FSGD_KASM_DONE) /* chunks to come, or a copy of a chunk pending */
+        return 0;
+    int rc = answer(a, f, body, len);
+    fsgd_kasm_forget(a->pull.as, f); /* a resend is answered again */
+    fsgd_kasm_prune(a->pull.as, a->step > 64 ? a->step - 64 : 0);
+    return rc;
+}
+
+void agg_pull_free(agg_t *a)
+{
+    fsgd_kasm_destroy(a->pull.as);
+    free(a->pull.keys);
+    free(a->pull.vals);
+    free(a->pull.buf.p);
+    memset(&a->pull, 0, sizeof a->pull);
+}
