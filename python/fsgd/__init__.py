@@ -181,6 +181,10 @@ def load(path):
                  Path(path).read_bytes())  # the file's own bytes, whatever version wrote them
 
 
+def _not_finite(row, col, v):
+    raise DataError(f"X: row {row}, column {col} holds {v}: a score needs finite values", 3)
+
+
 class Model:
     """A trained linear model. kind: "logistic", "linear" or "svm"; weights:
     float32 array of dim feature weights (column j: LIBSVM index j + 1);
@@ -236,10 +240,17 @@ class Model:
             X = sp.csr_matrix(X)
             if X.shape[1] > self.dim:
                 X = X[:, : self.dim]
+            bad = np.flatnonzero(~np.isfinite(X.data))
+            if bad.size:  # a NaN or infinite value scores NaN: refused, named (as train does)
+                k = int(bad[0])
+                _not_finite(int(np.searchsorted(X.indptr, k, side="right")) - 1, int(X.indices[k]), X.data[k])
             m = X @ w[: X.shape[1]]
         else:
             X = np.asarray(X, dtype=np.float64)
             n = min(X.shape[1], self.dim)
+            bad = np.argwhere(~np.isfinite(X[:, :n]))
+            if bad.size:
+                _not_finite(int(bad[0][0]), int(bad[0][1]), X[bad[0][0], bad[0][1]])
             m = X[:, :n] @ w[:n]
         return np.asarray(m).ravel() + self.intercept * self.bias_value
 

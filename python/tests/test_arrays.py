@@ -129,6 +129,22 @@ def test_bad_arrays_name_the_row(rows):
         fsgd.train(X[:10], y[:10], test="a.svm")
 
 
+def test_scoring_refuses_values_that_are_not_finite(rows):
+    # a NaN or infinite value made predict_proba return NaN (issue 42 item 16)
+    X, y = rows
+    m = fsgd.train(X[:500], y[:500], **OPTS)
+    Xn = X[:10].toarray()
+    Xn[4, 7] = np.nan
+    with pytest.raises(fsgd.DataError, match="row 4, column 7 holds nan"):
+        m.predict_proba(Xn)
+    Xs = sp.csr_matrix(X[:10], copy=True)
+    k = Xs.indptr[2]
+    Xs.data[k] = -np.inf
+    with pytest.raises(fsgd.DataError, match="row 2, column %d holds -inf" % Xs.indices[k]):
+        m.predict(Xs)
+    assert np.isfinite(m.predict_proba(X[:10])).all()
+
+
 def test_model_predict_proba_is_two_columns(rows):
     X, y = rows
     m = fsgd.train(X, y, **OPTS)

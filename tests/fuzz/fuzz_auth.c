@@ -10,7 +10,11 @@
  * the key), so the fuzzer gets past them. An accepted frame must carry flag
  * AUTH and re-write to its bytes but the tag (a fresh nonce) with a tag that
  * verifies; a frame accepted under the key is
- * refused under another key and, unsigned, without one. */
+ * refused under another key and, unsigned, without one. Its nonce (the
+ * replay check's incarnation and sequence, fsgd/replay.h) is read from the
+ * tag after the CRC whatever follows the frame, taken once and refused as a
+ * replay the second time, and the rewrite's nonce comes next in sequence;
+ * the tag of a NAME.ctl header gives the same nonce as hex. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +27,7 @@
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
+#include "fsgd/replay.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -97,6 +102,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fsgd_kframe_t g;
         if (fsgd_kframe_write(again, &f) != used || memcmp(again, buf, used - FSGD_KFRAME_TAG) != 0 ||
             fsgd_kframe_parse(again, used, &g, NULL, err, sizeof err) != 0)
+            abort();
+        uint8_t nonce[FSGD_REPLAY_NONCE_BYTES], next[FSGD_REPLAY_NONCE_BYTES];
+        if (fsgd_replay_frame_nonce(buf, len, nonce) != 1 ||
+            memcmp(nonce, buf + used - FSGD_KFRAME_TAG, sizeof nonce) != 0 ||
+            fsgd_replay_frame_nonce(again, used, next) != 1 || memcmp(next, nonce, sizeof nonce) == 0)
+            abort();
+        /* signed here: the rewrite is this process's next message */
+        if ((ctl & 1) && (memcmp(next, nonce, 8) != 0 || fsgd_le_get64(next + 8) <= fsgd_le_get64(nonce + 8)))
+            abort();
+        fsgd_replay_t *r = fsgd_replay_new();
+        if (!r || fsgd_replay_frame(r, 0, 5, buf, len) != 0 || fsgd_replay_frame(r, 0, 6, buf, len) != 1 ||
+            fsgd_replay_frame(r, 0, 5, buf, len) != 0 || fsgd_replay_frame(r, 1, 6, buf, len) != 0)
+            abort();
+        fsgd_replay_destroy(r);
+        char hex[FSGD_AUTH_TAG_HEX + 1];
+        for (int i = 0; i < FSGD_KFRAME_TAG; i++)
+            snprintf(hex + 2 * i, 3, "%02x", buf[used - FSGD_KFRAME_TAG + i]);
+        uint8_t from_hex[FSGD_REPLAY_NONCE_BYTES];
+        if (fsgd_replay_hex_nonce(hex, FSGD_AUTH_TAG_HEX, from_hex) != 1 || memcmp(from_hex, nonce, sizeof nonce))
             abort();
         uint8_t other[FSGD_AUTH_KEY_BYTES];
         key_of(other, 2);

@@ -84,7 +84,8 @@ static void check_grad(const uint8_t *p, size_t len, uint32_t max_parts)
     char err[256] = "";
     int rc = fsgd_wire_grad_get(p, len, max_parts, &g, err, sizeof err);
     if (rc == 0) {
-        if (g.nranges > max_parts || (g.rows == 0) != (g.nranges == 0) || !isfinite(g.loss_sum) ||
+        if (g.nranges > max_parts || (g.rows && !g.nranges) || (!g.rows && g.nranges && g.codec_len) ||
+            !isfinite(g.loss_sum) ||
             !isfinite(g.t_grad) || !isfinite(g.t_encode))
             abort();
         for (uint32_t i = 0; i < g.nranges; i++)

@@ -6,19 +6,27 @@
 # aggregator is killed with -9 half way and restarted by fsgd run from its
 # checkpoint; SIGTERM ends the job with a final version, in which every
 # partition's position is its end offset and its trained rows are exactly
-# the rows it holds (kcat counts them): no row lost or trained twice.
+# the rows it holds (kcat counts them): no row lost or trained twice. Row
+# messages copied back into their own partitions (their tags travel with
+# them: no key needed) are replays, read as no rows by every role (issue
+# 42), before and after the aggregator's restart; on a real broker the
+# resumed job also refuses the first run's rows and worker_leave events
+# copied again, and takes the new producer's rows. produce --follow with a
+# mistyped job name is refused.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 needs_cmd kcat
-ROWS0=6000 CHUNK=6000 CHUNKS=6 TEST=6000 DIM=5000
-total=$((ROWS0 + CHUNK * CHUNKS))
+ROWS0=6000 CHUNK=6000 CHUNKS=6 TAIL=1200 TEST=6000 DIM=5000
+total=$((ROWS0 + CHUNK * CHUNKS + TAIL))
 # one chunk more for the resumed run (real broker)
 "$FSGD" gen --rows $((total + CHUNK + TEST)) --dim $DIM --nnz 15 --seed 29 --quiet --out "$tmp/all.svm"
 head -n $ROWS0 "$tmp/all.svm" >"$tmp/d0.svm"
 tail -n $TEST "$tmp/all.svm" >"$tmp/test.svm"
-for ((c = 0; c <= CHUNKS; c++)); do
+for ((c = 0; c < CHUNKS; c++)); do
     sed -n "$((ROWS0 + c * CHUNK + 1)),$((ROWS0 + (c + 1) * CHUNK))p" "$tmp/all.svm" >"$tmp/chunk$c.svm"
 done
+sed -n "$((ROWS0 + CHUNKS * CHUNK + 1)),$((total))p" "$tmp/all.svm" >"$tmp/tail.svm"
+sed -n "$((total + 1)),$((total + CHUNK))p" "$tmp/all.svm" >"$tmp/chunk$CHUNKS.svm"
 name=$(job_name follow)
 extra=()
 [ "$KAFKA_MODE" = real ] && extra=(--brokers "$FSGD_BROKERS")
@@ -30,6 +38,18 @@ RUN_PID=$!
 wait_for "$tmp/run.log" "aggregator: version 1 " 90 || { echo "no version 1"; cat "$tmp/run.log"; exit 1; }
 brokers=$(run_brokers "$tmp/run.log")
 key=(--job-key-file "$FSGD_JOB_KEY")
+# copies of rows the job has trained (fsgd run wrote them), put back at the
+# ends of their partitions (their tags still verify), before the producer
+# starts: it checks that nobody else writes while it does
+kcat_replay "$name.data" 0 0
+kcat_replay "$name.data" 1 1
+# a mistyped job name: refused (exit 2), no topic made (it used to make new
+# topics that no job reads; issue 42)
+rc=0
+"$FSGD" produce --follow --brokers "$brokers" --name "${name}x" "${key[@]}" "$tmp/chunk0.svm" >"$tmp/typo.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "has no topic ${name}x.data: check --name" "$tmp/typo.log" ||
+    { cat "$tmp/typo.log"; echo "FAIL: produce --follow --name ${name}x: status $rc"; exit 1; }
+if kcat -L -b "$brokers" | grep -q "topic \"${name}x\."; then echo "FAIL: produce --follow made ${name}x's topics"; exit 1; fi
 
 # the producer: a chunk a second into the topic of the running job
 (for ((c = 0; c < CHUNKS; c++)); do
@@ -79,6 +99,11 @@ grep -q "fsgd_model_version" "$tmp/prom" || { echo "no follow series on /metrics
 grep -m1 "version [0-9]*  progressive auc [0-9.]* logloss" "$tmp/run.log" >/dev/null ||
     { echo "no progressive figures in the progress line"; exit 1; }
 wait "$PRODUCER"
+# a copy the restarted aggregator and the workers read alike, then the last
+# rows after it (the window that takes them takes the copy too)
+kcat_replay "$name.data" 2 0
+"$FSGD" produce --follow --brokers "$brokers" --name "$name" "${key[@]}" "$tmp/tail.svm" >"$tmp/produce_tail.log" 2>&1 ||
+    { cat "$tmp/produce_tail.log"; exit 1; }
 # all rows trained: a version says so
 wait_for "$tmp/run.log" "step [0-9]*): $total rows trained" 120 ||
     { echo "never reached $total rows"; grep "version" "$tmp/run.log" | tail -5; exit 1; }
@@ -122,6 +147,8 @@ sys.exit(0 if ok else 1)
 PYEOF
 }
 stop_and_check "$tmp/run.log" $total
+grep -m1 "rejected a message on $name.data: replayed: partition [0-9] offset [0-9]*: a copy of a row message" \
+    "$tmp/run.log" || { echo "FAIL: the replayed row messages were not named"; exit 1; }
 grep "restarting from" "$tmp/run.log"
 grep "follow: resumed at version" "$tmp/run.log"
 first=$(grep "aggregator: version [0-9]* " "$tmp/run.log" | head -1)
@@ -158,8 +185,36 @@ PYEOF
 "$FSGD" run --resume "${job[@]}" >"$tmp/run2.log" 2>&1 &
 RUN_PID=$!
 wait_for "$tmp/run2.log" "follow: resumed at version" 60 || { echo "no resume"; cat "$tmp/run2.log"; exit 1; }
+# a new producer (a new incarnation: its rows are no replays of the first one's)
 "$FSGD" produce --follow --brokers "$brokers" --name "$name" "${key[@]}" "$tmp/chunk$CHUNKS.svm" >"$tmp/produce.log" 2>&1 ||
     { cat "$tmp/produce.log"; exit 1; }
+# the first run's worker_leave events (its workers had the ids the new ones
+# have) and one of its row messages, copied again while the new workers train
+kcat -C -b "$brokers" -t "$name.ctl" -o beginning -e -q -f '%o %k\n' | awk '$2 == "worker_leave" {print $1}' >"$tmp/leaves"
+[ -s "$tmp/leaves" ] || { echo "FAIL: no worker_leave of the first run on $name.ctl"; exit 1; }
+while read -r o; do kcat_replay "$name.ctl" 0 "$o"; done <"$tmp/leaves"
+kcat_replay "$name.data" 3 0
 wait_for "$tmp/run2.log" "step [0-9]*): $((total + CHUNK)) rows trained" 120 ||
     { echo "the resumed job never reached $((total + CHUNK)) rows"; grep "version" "$tmp/run2.log" | tail -5; exit 1; }
+# every copy refused before the stop: the first run's three row copies (read
+# at start), the new one and the worker_leave copies, on the aggregator's
+# /metrics (its log names the first replay only, of whichever topic)
+want=$((4 + $(wc -l <"$tmp/leaves")))
+port=$(sed -n 's|^fsgd: aggregator metrics at http://[^ ]*:\([0-9]*\)/metrics$|\1|p' "$tmp/run2.log" | tail -1)
+for _ in $(seq 300); do
+    "$PY" - "$port" "$want" >"$tmp/prom2" 2>/dev/null <<'PYEOF' && break
+import re, sys, urllib.request
+t = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+m = re.search(r'^fsgd_rejected_messages_total\{reason="replayed"\} (\S+)$', t, re.M)
+print(m.group(1) if m else "none")
+sys.exit(0 if m and float(m.group(1)) >= int(sys.argv[2]) else 1)
+PYEOF
+    sleep 0.2
+done
+echo "replays refused by the resumed aggregator: $(cat "$tmp/prom2") (want $want)"
 stop_and_check "$tmp/run2.log" $((total + CHUNK))
+grep -m1 "rejected a message on $name.data: replayed" "$tmp/run2.log" ||
+    { echo "FAIL: the first run's copied rows were not named"; exit 1; }
+got=$(json_get "$tmp/m.json" messages.rejected.replayed)
+[ "$got" -ge "$want" ] && [ "$(json_get "$tmp/m.json" workers.dropped)" -eq 0 ] ||
+    { echo "FAIL: $got replays refused (want $want), workers dropped $(json_get "$tmp/m.json" workers.dropped)"; exit 1; }

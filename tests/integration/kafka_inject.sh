@@ -48,7 +48,9 @@ kcat -P -b "$brokers" -t "$job.grads" -X message.max.bytes=10000000 "$tmp/big1"
 # 300 incomplete 2-chunk frames (chunk 0 only, 4 KB each) for far-future
 # steps of this generation, from the three workers' ids
 $FRAMES chunk "$tmp/inc" --gen "$gen" --senders 3 --step 100000 --count 300 --chunk 0 --nchunks 2 --size 4000
-kcat -P -b "$brokers" -t "$job.grads" "$tmp"/inc.*
+# in the order they were tagged (a glob's order is inc.0, inc.1, inc.10, ...:
+# sequences more than 256 below the highest taken read as replays)
+kcat -P -b "$brokers" -t "$job.grads" $(seq -f "$tmp/inc.%g" 0 299)
 echo "injected 220 junk messages, 2 big frames, 300 incomplete frames"
 finish_run "$tmp/run.log"
 check_metrics "$tmp/m.json" "$ref" 0.005

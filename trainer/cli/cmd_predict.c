@@ -177,6 +177,8 @@ int fsgd_cmd_predict(int argc, char **argv)
         if (rc == 0 && !a.quiet)
             fprintf(stderr, "fsgd predict: the model of job %s at step %llu, from %s.model\n", a.name,
                     (unsigned long long)step, a.name);
+        if (rc == 0 && !a.quiet && err[0]) /* messages of another key, or replayed, skipped */
+            fprintf(stderr, "fsgd predict: %s.model: %s\n", a.name, err);
     } else {
         rc = fsgd_model_load(&m, a.model, err, sizeof err);
     }

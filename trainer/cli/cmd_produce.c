@@ -1,6 +1,7 @@
 /* fsgd produce: load the rows of a file (the job's format) into its data topic. */
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "dist_cli.h"
@@ -18,7 +19,8 @@ static const char usage[] =
     "give the job's --batch (a step takes whole messages), or --block-rows 1 for one text\n"
     "row a message as any other client writes. A spec's header line (header=1) is never sent.\n"
     "--follow writes into a running fsgd run --follow job (a plain produce refuses a job name in\n"
-    "use); a job with a key needs it: --job-key-file (fsgd run --follow keeps it in .fsgd/NAME.key).";
+    "use, --follow a name without topics); a job with a key needs it: --job-key-file (fsgd run\n"
+    "--follow keeps it in .fsgd/NAME.key).";
 
 /* The job options fsgd produce reads; --help lists these alone. */
 static const char *const produce_options[] = {
@@ -86,6 +88,38 @@ static int refuse_unsigned_rows(const fsgd_job_t *job)
     return FSGD_EXIT_USAGE;
 }
 
+/* --follow writes into a running job: a name without its data topic is a
+ * mistyped one, not a new job (it used to make new topics silently, which
+ * no job reads; issue 42 item 16). 0 to go on, or the exit status (said
+ * why). A metadata request that fails says nothing: the produce says why. */
+static int refuse_unknown_job(const fsgd_job_t *job)
+{
+    if (!job->follow)
+        return 0;
+    char err[512], topic[160];
+    fsgd_kbus_topic(topic, sizeof topic, job->name, "data");
+    rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_READER, job->brokers, NULL, err, sizeof err);
+    if (!rk)
+        return 0;
+    /* every topic's metadata: asking for the one topic makes a broker (the
+     * embedded cluster) that creates topics on demand create it */
+    const struct rd_kafka_metadata *md = NULL;
+    int unknown = 0;
+    if (rd_kafka_metadata(rk, 1, NULL, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        unknown = 1;
+        for (int i = 0; i < md->topic_cnt && unknown; i++)
+            unknown = strcmp(md->topics[i].topic, topic) != 0;
+        rd_kafka_metadata_destroy(md);
+    }
+    rd_kafka_destroy(rk);
+    if (!unknown)
+        return 0;
+    fsgd_cli_error("produce: --follow writes into a running job, and %s has no topic %s: check --name (fsgd run "
+                   "--follow --name %s makes it), or leave --follow out to start a new job's data. Nothing was "
+                   "written", job->brokers, topic, job->name);
+    return FSGD_EXIT_USAGE;
+}
+
 int fsgd_cmd_produce(int argc, char **argv)
 {
     fsgd_job_t job;
@@ -106,7 +140,7 @@ int fsgd_cmd_produce(int argc, char **argv)
         return rc;
     if ((rc = dcli_connect(&job, "produce")) != 0)
         return rc;
-    if ((rc = refuse_unsigned_rows(&job)) != 0)
+    if ((rc = refuse_unknown_job(&job)) != 0 || (rc = refuse_unsigned_rows(&job)) != 0)
         return rc;
     rc = fsgd_produce_file(&job, job.brokers, job.data, job.partitions, &st, on_progress, &job, err, sizeof err);
     if (rc < 0) {

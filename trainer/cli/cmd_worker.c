@@ -120,13 +120,14 @@ int fsgd_cmd_worker(int argc, char **argv)
     if (!job.quiet)
         fprintf(stderr,
                 "fsgd: worker%s%s done: %llu steps, %llu rows, up %llu B, down %llu B, grad %.3f s, encode %.3f s, "
-                "wait %.3f s, dropped %llu duplicate, %llu corrupt and %llu unauthenticated model/ctl messages, resyncs %llu, "
+                "wait %.3f s, dropped %llu duplicate, %llu corrupt and %llu unauthenticated model/ctl messages, %llu replayed "
+                "messages, resyncs %llu, "
                 "replica mismatches %llu, residual restored %llu / discarded %llu, model hop p50 %.3f ms "
                 "p99 %.3f ms, partitions read ahead %llu\n",
                 id ? " " : "", id ? id : "", (unsigned long long)st.steps_sent, (unsigned long long)st.rows,
                 (unsigned long long)st.bytes_up, (unsigned long long)st.bytes_down, st.t_grad, st.t_encode, st.t_wait,
                 (unsigned long long)st.duplicates, (unsigned long long)st.corrupt,
-                (unsigned long long)st.unauthenticated, (unsigned long long)st.resyncs,
+                (unsigned long long)st.unauthenticated, (unsigned long long)st.replayed, (unsigned long long)st.resyncs,
                 (unsigned long long)st.replica_mismatch, (unsigned long long)st.ef_undone,
                 (unsigned long long)st.ef_discarded, st.hop_model_ms_p50, st.hop_model_ms_p99,
                 (unsigned long long)st.prefetched);

@@ -51,6 +51,12 @@ static int hold_keep(void *ctx, int32_t partition, int64_t offset, const void *v
         c->msgs[p] = nm;
         c->cap[p] = nc;
     }
+    /* the scan decided (or, its summary used, there are none) */
+    int rp = agg_row_replayed(c->a, partition, offset, err, errsz);
+    if (rp < 0)
+        return rp;
+    if (rp)
+        len = 0;
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for the held-out rows");

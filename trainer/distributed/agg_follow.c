@@ -52,6 +52,7 @@ struct agg_follow {
     uint64_t pv_rows;
     double *win_m, *win_y; /* the newest FOLLOW_PV_WINDOW scored rows: margin, label */
     size_t win_n, win_i;
+    uint64_t dim_skipped; /* skip_bad: messages with a feature past the model's dim, read as empty */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -141,15 +142,31 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
                             (long long)c->next, (unsigned long long)c->fp->end);
     mark_upto(c, offset);
     size_t first = rows->n_rows, nnz0 = rows->nnz;
-    long n = fsgd_rowfmt_parse_msg(&a->fmt, val, len, src, rows, NULL, err, errsz);
+    int rp = agg_row_replayed(a, partition, offset, err, errsz);
+    if (rp < 0)
+        return rp;
+    long n = rp ? 0 : fsgd_rowfmt_parse_msg(&a->fmt, val, len, src, rows, NULL, err, errsz);
     if (n < 0)
         return (int)n;
     /* the rows that came since the model's shape was fixed must fit it */
     for (size_t i = nnz0; i < rows->nnz; i++) {
+        if (rows->col[i] >= a->dim && a->job->skip_bad) {
+            /* read as a message without rows, as the workers read it
+             * (worker_cache.c): a job stopped here goes on with --resume
+             * --skip-bad */
+            if (!a->follow->dim_skipped++)
+                agg_log(a, "%s: feature %u > dim %llu of the model being trained: the message is skipped "
+                           "(skip_bad; further ones are only counted)",
+                        src, rows->col[i] + 1, (unsigned long long)a->dim);
+            rows->n_rows = first;
+            rows->nnz = nnz0;
+            break;
+        }
         if (rows->col[i] >= a->dim)
             return fsgd_err_fmt(err, errsz, FSGD_E_RANGE,
                                 "%s: feature %u > dim %llu of the model being trained (follow fixes the dimension "
-                                "when it starts: give --dim, or use a hashed --format)",
+                                "when it starts: give --dim, or use a hashed --format; --resume --skip-bad goes on "
+                                "past it)",
                                 src, rows->col[i] + 1, (unsigned long long)a->dim);
         if (fabs((double)rows->val[i]) > a->xmax)
             a->xmax = fabs((double)rows->val[i]);

@@ -74,10 +74,10 @@ int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m)
         return consumer_error(a, m);
     fsgd_bus_lat_add(&a->clock.lat_grads, m);
     a->s->bytes_up += m->len;
-    return agg_take_frame(a, m->val, m->len, m->offset);
+    return agg_take_frame(a, m->val, m->len, m->partition, m->offset);
 }
 
-int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
+int agg_take_frame(agg_t *a, const void *payload, size_t plen, int32_t partition, int64_t offset)
 {
     fsgd_kframe_t f;
     char e[256];
@@ -85,6 +85,18 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int64_t offset)
     if (prc < 0) {
         agg_reject(a, prc == FSGD_E_AUTH ? FSGD_AGG_REJ_UNAUTH : FSGD_AGG_REJ_CORRUPT, "offset %lld: %s",
                    (long long)offset, e);
+        return 0;
+    }
+    /* a copy of a frame its sender wrote before (the tag, now verified,
+     * covers its incarnation and sequence): whatever it claims, it was
+     * taken or refused when it first came */
+    int rp = partition >= 0 ? fsgd_replay_frame(a->replay_grads, partition, offset, payload, plen) : 0;
+    if (rp < 0)
+        return fsgd_err_fmt(a->err, a->errsz, rp, "aggregator: out of memory");
+    if (rp) {
+        agg_reject(a, FSGD_AGG_REJ_REPLAYED, "partition %d offset %lld: sender %u generation %u step %llu chunk %u: a "
+                   "copy of a frame its sender wrote before", (int)partition, (long long)offset, f.sender, f.gen,
+                   (unsigned long long)f.step, f.chunk);
         return 0;
     }
     const int pull = f.kind == FSGD_KMSG_PULL && a->job->replica == FSGD_REPLICA_WORKING_SET;
@@ -312,7 +324,7 @@ int agg_take_held(agg_t *a)
     int rc = 0;
     for (size_t i = 0; i < ntake; i++) {
         if (!rc)
-            rc = agg_take_frame(a, take[i].bytes, take[i].len, take[i].offset);
+            rc = agg_take_frame(a, take[i].bytes, take[i].len, -1, take[i].offset); /* checked when it came */
         free(take[i].bytes);
     }
     free(take);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
+#include "fsgd/auth.h"
 
 /* --- NAME.ctl status events (best effort: a lost event never stops the job) --- */
 
@@ -74,6 +75,14 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
     char why[256];
     if (!m->err && fsgd_ctl_verify(m, why, sizeof why) < 0) {
         agg_reject(a, FSGD_AGG_REJ_UNAUTH, "%s %s", a->tctl, why);
+        return;
+    }
+    /* a copy of an event its sender wrote before: a worker_leave copied
+     * back into the topic drops no live worker (read from the start, this
+     * reader has seen every original) */
+    if (!m->err && fsgd_auth_enabled() && fsgd_replay_ctl(a->replay_ctl, m->offset, m->mac, m->mac_len) == 1) {
+        agg_reject_on(a, a->tctl, FSGD_AGG_REJ_REPLAYED, "offset %lld: a copy of an event its sender wrote before",
+                      (long long)m->offset);
         return;
     }
     if (m->err || !j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) ||

@@ -27,10 +27,28 @@ typedef struct scan_ctx {
     fsgd_libsvm_stats_t bad; /* skip_bad: the malformed rows skipped */
 } scan_ctx_t;
 
+int agg_row_replayed(agg_t *a, int32_t partition, int64_t offset, char *err, size_t errsz)
+{
+    uint64_t before = fsgd_replay_count(a->replay_rows, NULL, 0);
+    int rp = fsgd_replay_row(a->replay_rows, partition, offset);
+    if (rp < 0)
+        return fsgd_err_fmt(err, errsz, rp, "aggregator: out of memory");
+    if (fsgd_replay_count(a->replay_rows, NULL, 0) > before) /* a new verdict (not an offset read again) */
+        agg_reject_on(a, a->tdata, FSGD_AGG_REJ_REPLAYED,
+                      "partition %d offset %lld: a copy of a row message its producer wrote before: read as no rows, "
+                      "by every worker too", (int)partition, (long long)offset);
+    return rp;
+}
+
 static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
                     size_t errsz)
 {
     scan_ctx_t *c = ctx;
+    int rp = agg_row_replayed(c->a, partition, offset, err, errsz);
+    if (rp < 0)
+        return rp;
+    if (rp)
+        len = 0; /* no rows at this offset */
     char src[200];
     snprintf(src, sizeof src, "topic %s partition %d offset %lld", c->a->tdata, (int)partition, (long long)offset);
     fsgd_csr_clear(&c->tmp);

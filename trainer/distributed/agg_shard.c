@@ -39,6 +39,7 @@ struct agg_lead {
     double decided_at;
     uint64_t open_step; /* the step the leader's generation opened at */
     int64_t hi_at_open, next_offset; /* partition 0's end when this shard started, and where it reads */
+    fsgd_replay_t *replay;           /* copies of the leader's messages (fsgd/replay.h) */
 };
 
 /* How long a follower waits on shard 0 before it ends the job: longer than
@@ -98,7 +99,9 @@ int agg_lead_open(agg_t *a, fsgd_bus_t *bus)
     if (a->shards == 1 || a->shard == 0)
         return 0;
     struct agg_lead *l = calloc(1, sizeof *l);
-    if (!l || !(l->as = fsgd_kasm_new())) {
+    if (!l || !(l->as = fsgd_kasm_new()) || !(l->replay = fsgd_replay_new())) {
+        if (l)
+            fsgd_kasm_destroy(l->as);
         free(l);
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     }
@@ -121,6 +124,7 @@ void agg_lead_free(agg_t *a)
         fsgd_wire_state_free(&l->q[i].st);
     free(l->q);
     fsgd_kasm_destroy(l->as);
+    fsgd_replay_destroy(l->replay);
     fsgd_bus_client_destroy(l->c);
     free(l);
     a->lead = NULL;
@@ -144,6 +148,14 @@ static int lead_take(agg_t *a, const fsgd_bus_msg_t *m)
     l->next_offset = m->offset + 1;
     if (fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e) < 0 || f.kind == FSGD_KMSG_GRAD || f.sender != 0)
         return 0; /* not the leader's: the workers' checks count such messages */
+    int rp = fsgd_replay_frame(l->replay, m->partition, m->offset, m->val, m->len);
+    if (rp < 0)
+        return fsgd_err_fmt(a->err, a->errsz, rp, "aggregator: out of memory");
+    if (rp) {
+        agg_reject_on(a, a->tmodel, FSGD_AGG_REJ_REPLAYED, "offset %lld: generation %u step %llu: a copy of a "
+                      "message shard 0 wrote before", (long long)m->offset, f.gen, (unsigned long long)f.step);
+        return 0;
+    }
     const uint8_t *body;
     size_t len;
     if (fsgd_kasm_feed(l->as, &f, &body, &len, e, sizeof e) != FSGD_KASM_DONE)

@@ -31,20 +31,33 @@ const char *fsgd_agg_reject_name(int reason)
     return reason >= 0 && reason < FSGD_AGG_REJ_COUNT ? agg_reject_names[reason] : "unknown";
 }
 
-void agg_reject(agg_t *a, int reason, const char *fmt, ...)
+static void reject_on(agg_t *a, const char *topic, int reason, const char *fmt, va_list ap)
 {
     a->s->rejected[reason]++;
     if (a->logged[reason])
         return;
     a->logged[reason] = 1;
     char why[512];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
     agg_log(a, "rejected a message on %s: %s: %s (further %s messages are only counted: metrics "
                "messages.rejected.%s)",
-            a->tgrads, agg_reject_names[reason], why, agg_reject_names[reason], agg_reject_names[reason]);
+            topic, agg_reject_names[reason], why, agg_reject_names[reason], agg_reject_names[reason]);
+}
+
+void agg_reject(agg_t *a, int reason, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reject_on(a, a->tgrads, reason, fmt, ap);
+    va_end(ap);
+}
+
+void agg_reject_on(agg_t *a, const char *topic, int reason, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reject_on(a, topic, reason, fmt, ap);
+    va_end(ap);
 }
 
 double agg_now(void)

@@ -53,6 +53,9 @@ static void agg_free(agg_t *a)
     free(a->clock.step_ms);
     fsgd_cj_free(&a->cj);
     fsgd_bus_client_destroy(a->ctl_c);
+    fsgd_replay_destroy(a->replay_rows);
+    fsgd_replay_destroy(a->replay_grads);
+    fsgd_replay_destroy(a->replay_ctl);
     agg_lead_free(a);
     for (size_t i = 0; i < a->members.nmem; i++)
         free(a->members.mem[i].own);
@@ -111,6 +114,9 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
                 !(a->scan_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)) ||
                 !(a->grads_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz))))
         rc = FSGD_E_KAFKA;
+    if (!rc && (!(a->replay_rows = fsgd_replay_new()) || !(a->replay_grads = fsgd_replay_new()) ||
+                !(a->replay_ctl = fsgd_replay_new())))
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     /* The job's grads, model and ctl topics (fsgd produce or fsgd run made
      * them; kept as they are when they exist), with leaders elected. */
     if (!rc)

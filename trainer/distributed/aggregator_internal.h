@@ -23,6 +23,7 @@
 #include "fsgd/rowfmt.h"
 #include "fsgd/loss.h"
 #include "fsgd/outfile.h"
+#include "fsgd/replay.h"
 #include "fsgd/reduce.h"
 #include "fsgd/strategy.h"
 #include "agg_ckpt.h"
@@ -146,6 +147,9 @@ typedef struct agg {
     fsgd_agg_stats_t *s;
     char tdata[128], tgrads[128], tmodel[128], tctl[128], tpull[128];
     fsgd_bus_client_t *prod, *grads_c, *scan_c, *ctl_c;
+    /* replayed copies (fsgd/replay.h): NAME.data's rows (every read of
+     * scan_c), NAME.grads and NAME.ctl */
+    fsgd_replay_t *replay_rows, *replay_grads, *replay_ctl;
     fsgd_ctl_json_t cj;
     uint32_t gen;
     uint64_t step; /* last applied step */
@@ -212,6 +216,17 @@ void agg_reject(agg_t *a, int reason, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* The same for a message of topic (NAME.ctl, NAME.data) rather than NAME.grads. */
+void agg_reject_on(agg_t *a, const char *topic, int reason, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+/* agg_scan.c: 1 when the NAME.data row message a read_range callback of
+ * scan_c has (partition, offset) is a replayed copy (fsgd/replay.h),
+ * counted; the reader reads it as an empty message, as every worker does. 0
+ * fresh, < 0 an error in err. */
+int agg_row_replayed(agg_t *a, int32_t partition, int64_t offset, char *err, size_t errsz);
 double agg_now(void);
 int agg_in_set(const uint32_t *s, size_t n, uint32_t v);
 int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v);
@@ -252,7 +267,9 @@ int agg_wait_assignment(agg_t *a, double timeout_s);
 /* agg_gradients.c: one message from NAME.grads, taken or dropped */
 int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m);
 /* The same for a frame's bytes (offset: for messages only). */
-int agg_take_frame(agg_t *a, const void *payload, size_t len, int64_t offset);
+/* partition: of NAME.grads, for the replay check; -1 for a frame held
+ * early, checked when it came */
+int agg_take_frame(agg_t *a, const void *payload, size_t len, int32_t partition, int64_t offset);
 /* Takes the held frames of the step just opened (agg_early_due), in arrival order. */
 int agg_take_held(agg_t *a);
 

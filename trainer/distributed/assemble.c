@@ -14,6 +14,7 @@
 #include "fsgd/strategy.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
+#include "fsgd/replay.h"
 #include "fsgd/shard.h"
 #include "wire.h"
 
@@ -35,6 +36,8 @@ typedef struct asm_state {
 typedef struct asm_all {
     asm_state_t sh[FSGD_SHARDS_MAX];
     uint64_t unauth;
+    fsgd_replay_t *replay; /* copies of a message its sender wrote before: skipped, counted */
+    uint64_t old_snapshots; /* of the generation taken, older than its snapshot taken: skipped */
     /* a sharded job: the whole model's weights, each shard's written in
      * place (one copy of the model, not one per shard and one joined) */
     float *gw;
@@ -46,7 +49,9 @@ typedef struct asm_all {
 static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len,
                     char *err, size_t errsz);
 
-static int feed(asm_all_t *all, const uint8_t *p, size_t len, char *err, size_t errsz)
+/* One message at offset of partition (a stream: its index). */
+static int feed(asm_all_t *all, const uint8_t *p, size_t len, int32_t partition, int64_t offset, char *err,
+                size_t errsz)
 {
     fsgd_kframe_t f;
     char e[256];
@@ -55,6 +60,13 @@ static int feed(asm_all_t *all, const uint8_t *p, size_t len, char *err, size_t 
         all->unauth++;
         return 0;
     }
+    if (rc == 0 && !all->replay && !(all->replay = fsgd_replay_new()))
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
+    int rp = rc == 0 ? fsgd_replay_frame(all->replay, partition, offset, p, len) : 0;
+    if (rp < 0)
+        return fsgd_err_fmt(err, errsz, rp, "assemble: out of memory");
+    if (rp)
+        return 0; /* counted by the replay check */
     if (rc == 0 && f.sender >= FSGD_SHARDS_MAX)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "model topic: a message from sender %u (shards are 0 to %d)",
                             f.sender, FSGD_SHARDS_MAX - 1);
@@ -108,6 +120,15 @@ static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, con
             return fsgd_err_fmt(err, errsz, rc, "snapshot step %llu: %s", (unsigned long long)f.step, e);
         if (s->have && f.gen < s->gen)
             return 0;
+        /* a generation's snapshots come in step order: an untagged older
+         * one after a newer is a copy (no tag to tell), and must not take
+         * the model back. A tagged one's copies are caught by its nonce
+         * (feed); a tagged snapshot far ahead (an insider's) must not hide
+         * the job's own final one that comes after it. */
+        if (s->have && f.gen == s->gen && f.step < s->step && !(f.flags & FSGD_KFLAG_AUTH)) {
+            all->old_snapshots++;
+            return 0;
+        }
         if (wm.shards > 1 && wm.shard != f.sender)
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "snapshot step %llu: shard %u's weights sent as shard %u",
                                 (unsigned long long)f.step, wm.shard, f.sender);
@@ -228,6 +249,8 @@ static int join_shards(asm_all_t *all, char *err, size_t errsz)
 
 static void free_all(asm_all_t *all)
 {
+    fsgd_replay_destroy(all->replay);
+    all->replay = NULL;
     free(all->gw);
     all->gw = NULL;
     for (int i = 0; i < FSGD_SHARDS_MAX; i++) {
@@ -257,14 +280,22 @@ static int finish(asm_all_t *all, int require_final, fsgd_model_t *m, uint64_t *
                           "model topic: the job's final snapshot is missing (last step %llu); the job is still "
                           "running or was stopped (use --partial to assemble anyway)",
                           (unsigned long long)s->step);
+    uint64_t replays = fsgd_replay_count(all->replay, NULL, 0) + all->old_snapshots;
     if (!rc) {
         *m = s->m;
         memset(&s->m, 0, sizeof s->m);
         if (step)
             *step = s->step;
-        if (s->unauth)
+        if (s->unauth && replays)
+            fsgd_err_fmt(err, errsz, 0, "skipped %llu messages without this job key's tag and %llu replayed ones",
+                         (unsigned long long)s->unauth, (unsigned long long)replays);
+        else if (s->unauth)
             fsgd_err_fmt(err, errsz, 0, "skipped %llu messages without this job key's tag",
                          (unsigned long long)s->unauth);
+        else if (replays)
+            fsgd_err_fmt(err, errsz, 0,
+                         "skipped %llu replayed messages (copies of a model message its sender wrote before)",
+                         (unsigned long long)replays);
     } else if (s->unauth) {
         size_t n = strlen(err);
         if (n < errsz)
@@ -283,7 +314,7 @@ int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final
     if (!all)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
     all->max_step = UINT64_MAX;
-    size_t off = 0;
+    size_t off = 0, nframes = 0;
     int rc = 0;
     while (off < len) {
         fsgd_kframe_t f;
@@ -292,7 +323,7 @@ int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final
         /* the frame's length first; feed checks its tag */
         rc = fsgd_kframe_parse_unverified(buf + off, len - off, &f, &used, e, sizeof e);
         if (rc == 0)
-            rc = feed(all, buf + off, used, e, sizeof e);
+            rc = feed(all, buf + off, used, 0, (int64_t)nframes++, e, sizeof e);
         if (rc < 0) {
             free_all(all);
             free(all);
@@ -314,7 +345,7 @@ static int topic_msg(void *ctx, int32_t partition, int64_t offset, const void *v
 {
     topic_ctx_t *t = ctx;
     char e[256];
-    int rc = feed(t->all, val, len, e, sizeof e);
+    int rc = feed(t->all, val, len, partition, offset, e, sizeof e);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "partition %d offset %lld: %s", (int)partition, (long long)offset, e);
     return 0;

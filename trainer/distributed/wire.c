@@ -186,9 +186,12 @@ int fsgd_wire_grad_get(const uint8_t *p, size_t len, uint32_t max_parts, fsgd_wi
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gradient: codec length %u at byte %zu but %zu bytes follow",
                             g->codec_len, o - 4, len - o);
     g->codec = p + o;
-    if ((g->rows == 0) != (g->nranges == 0))
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gradient: %llu rows with %u ranges",
-                            (unsigned long long)g->rows, g->nranges);
+    /* 0 rows with ranges: offsets whose messages hold no rows (skipped or
+     * replayed, read as empty), passed over without a gradient; the
+     * aggregator checks that they hold none */
+    if ((g->rows && !g->nranges) || (!g->rows && g->nranges && g->codec_len))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gradient: %llu rows with %u ranges and %u bytes of gradient",
+                            (unsigned long long)g->rows, g->nranges, g->codec_len);
     return 0;
 }
 
@@ -464,6 +467,16 @@ void fsgd_wire_model_weights_strided(const fsgd_wire_model_t *m, float *out, uin
     }
     for (uint64_t i = 0; i < m->nloc; i++)
         out[offset + i * stride] = 0;
+    for (uint64_t i = 0; i < m->nnz; i++)
+        out[offset + (uint64_t)fsgd_le_get32(m->kv + 8 * i) * stride] = fsgd_le_getf32(m->kv + 8 * i + 4);
+}
+
+void fsgd_wire_model_weights_into_zeros(const fsgd_wire_model_t *m, float *out, uint64_t stride, uint64_t offset)
+{
+    if (m->w) {
+        fsgd_wire_model_weights_strided(m, out, stride, offset);
+        return;
+    }
     for (uint64_t i = 0; i < m->nnz; i++)
         out[offset + (uint64_t)fsgd_le_get32(m->kv + 8 * i) * stride] = fsgd_le_getf32(m->kv + 8 * i + 4);
 }

@@ -133,5 +133,10 @@ void fsgd_wire_model_weights(const fsgd_wire_model_t *m, float *out);
 /* The same into out[offset + i * stride]: a shard's weights straight into
  * the whole model (stride S, offset the shard), no copy of the part. */
 void fsgd_wire_model_weights_strided(const fsgd_wire_model_t *m, float *out, uint64_t stride, uint64_t offset);
+/* The same into out that holds zeros already (a fresh calloc): a sparse
+ * model writes its pairs only, so the pages it touches follow the bytes
+ * present, not the dim it declares (a forged 148-byte snapshot declaring
+ * 2^30 weights made a worker touch 4.2 GB; issue 42). */
+void fsgd_wire_model_weights_into_zeros(const fsgd_wire_model_t *m, float *out, uint64_t stride, uint64_t offset);
 
 #endif

@@ -171,7 +171,8 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     char group[128];
     fsgd_kbus_topic(group, sizeof group, job->name, "workers");
     int rc = fsgd_rowfmt_init(&w->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
-    if (!rc && !(w->as = fsgd_kasm_new()))
+    if (!rc && (!(w->as = fsgd_kasm_new()) || !(w->replay_rows = fsgd_replay_new()) ||
+                !(w->replay_model = fsgd_replay_new()) || !(w->replay_ctl = fsgd_replay_new())))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
     if (!rc && !(w->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)))
         rc = FSGD_E_KAFKA;
@@ -303,6 +304,9 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     free(w->theta);
     free(w->assigned);
     fsgd_kasm_destroy(w->as);
+    fsgd_replay_destroy(w->replay_rows);
+    fsgd_replay_destroy(w->replay_model);
+    fsgd_replay_destroy(w->replay_ctl);
     worker_pull_free(w);
     fsgd_csr_free(&w->batch);
     fsgd_csr_free(&w->tmp);

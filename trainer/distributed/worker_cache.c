@@ -13,6 +13,50 @@ typedef struct load_ctx {
     int raw; /* rows as they are (prefetch): the model's shape is not known yet */
 } load_ctx_t;
 
+/* 1 when the row message being read is a copy of one its producer wrote
+ * before (fsgd/replay.h): read as no rows, as the aggregator reads it. */
+static int row_replayed(worker_t *w, int32_t partition, int64_t offset, char *err, size_t errsz)
+{
+    uint64_t before = fsgd_replay_count(w->replay_rows, NULL, 0);
+    int rp = fsgd_replay_row(w->replay_rows, partition, offset);
+    if (rp < 0)
+        return fsgd_err_fmt(err, errsz, rp, "worker: out of memory");
+    if (fsgd_replay_count(w->replay_rows, NULL, 0) > before)
+        worker_reject(w, REJECT_REPLAY, "%s partition %d offset %lld: a copy of a row message its producer wrote "
+                      "before: read as no rows", w->tdata, (int)partition, (long long)offset);
+    return rp;
+}
+
+static int catch_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
+                     size_t errsz)
+{
+    (void)val;
+    (void)len;
+    int rp = row_replayed(ctx, partition, offset, err, errsz);
+    return rp < 0 ? rp : 0;
+}
+
+static int data_watermarks(worker_t *w, uint32_t p, uint64_t need, int64_t *lo, int64_t *hi);
+
+/* Whether a row message is a replay depends on every message before it
+ * (fsgd/replay.h): a partition first read from a window that starts past
+ * what this worker has read of it (follow: a window after a rebalance, or
+ * a resumed job's) is read from there to the window's start first, as the
+ * aggregator, which reads the whole topic, has. */
+static int catch_up(worker_t *w, uint32_t p, uint64_t start)
+{
+    int64_t next = fsgd_replay_next(w->replay_rows, (int32_t)p);
+    if (next >= (int64_t)start)
+        return 0;
+    int64_t lo = 0, hi = 0;
+    FSGD_TRY(data_watermarks(w, p, start, &lo, &hi));
+    int64_t from = next > lo ? next : lo;
+    if (from >= (int64_t)start)
+        return 0;
+    return fsgd_bus_read_range(w->fetch, w->tdata, (int32_t)p, from, (int64_t)start, 30000, FSGD_BUS_READ_ROWS,
+                               catch_msg, w, w->err, w->errsz);
+}
+
 static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
                     size_t errsz)
 {
@@ -22,11 +66,19 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     char src[200];
     snprintf(src, sizeof src, "topic %s partition %d offset %lld", w->tdata, (int)partition, (long long)offset);
     fsgd_csr_clear(&w->tmp);
+    int rp = row_replayed(w, partition, offset, err, errsz);
+    if (rp < 0)
+        return rp;
     /* a bad row fails here as in the aggregator's scan, or (skip_bad) is
      * skipped as the scan skipped and reported it */
-    long n = fsgd_rowfmt_parse_msg(&w->fmt, val, len, src, &w->tmp, NULL, err, errsz);
+    long n = rp ? 0 : fsgd_rowfmt_parse_msg(&w->fmt, val, len, src, &w->tmp, NULL, err, errsz);
     if (n < 0)
         return (int)n;
+    if (!l->raw && w->job->skip_bad && w->tmp.max_col > w->dim) {
+        /* a feature past the model's dim: with skip_bad the message holds
+         * no rows, as the aggregator reads it (agg_follow.c) */
+        fsgd_csr_clear(&w->tmp);
+    }
     for (size_t r = 0; r < w->tmp.n_rows; r++) {
         uint64_t lo = w->tmp.row_ptr[r], hi = w->tmp.row_ptr[r + 1];
         if (l->raw) {
@@ -195,6 +247,11 @@ int worker_load_pending(worker_t *w)
         if (p < 0 || (uint32_t)p >= w->st.nparts || w->next_pos[p] >= w->st.end[p] || w->st.quota[p] == 0)
             continue;
         int r = prepare_partition(w, (uint32_t)p);
+        if (r == 1) {
+            int cu = catch_up(w, (uint32_t)p, w->cache[p].start);
+            if (cu < 0)
+                r = cu;
+        }
         if (r < 0)
             rc = r;
         else if (r == 1) {
@@ -220,6 +277,7 @@ int worker_load_partition(worker_t *w, uint32_t p)
     if (r <= 0)
         return r;
     pcache_t *c = &w->cache[p];
+    FSGD_TRY(catch_up(w, p, c->start));
     load_ctx_t l = {w, c, 0};
     FSGD_TRY(fsgd_bus_read_range(w->fetch, w->tdata, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000,
                                  FSGD_BUS_READ_ROWS, load_msg, &l, w->err, w->errsz));

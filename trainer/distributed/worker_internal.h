@@ -28,6 +28,7 @@
 #include "fsgd/hugepages.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
+#include "fsgd/replay.h"
 #include "fsgd/rowfmt.h"
 #include "fsgd/shard.h"
 #include "fsgd/train.h"
@@ -50,6 +51,8 @@ typedef struct worker {
     uint32_t id;
     char tdata[128], tgrads[128], tmodel[128], tctl[128];
     fsgd_bus_client_t *group, *fetch, *model_c, *prod;
+    /* replayed copies (fsgd/replay.h): NAME.data rows (fetch), NAME.model, NAME.ctl */
+    fsgd_replay_t *replay_rows, *replay_model, *replay_ctl;
     int32_t *assigned;
     int nassigned, have_assignment;
     int assign_dirty; /* report the assignment on NAME.ctl */
@@ -82,7 +85,7 @@ typedef struct worker {
     fsgd_dist_log_fn log;
     fsgd_worker_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
     void *log_ctx;
-    uint8_t logged_corrupt, logged_dup, logged_unauth;
+    uint8_t logged_corrupt, logged_dup, logged_unauth, logged_replay;
     int rc;
     char *err;
     size_t errsz;
@@ -179,8 +182,10 @@ void worker_reject(worker_t *w, int corrupt, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* corrupt: 1 corrupt, 0 duplicate, REJECT_UNAUTH without a valid tag */
+/* corrupt: 1 corrupt, 0 duplicate, REJECT_UNAUTH without a valid tag,
+ * REJECT_REPLAY a copy of a message its sender wrote before */
 #define REJECT_UNAUTH 2
+#define REJECT_REPLAY 3
 
 /* worker_cache.c: the partitions of NAME.data this worker reads */
 int worker_load_pending(worker_t *w);

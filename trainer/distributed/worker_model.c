@@ -97,6 +97,12 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
         worker_reject(w, REJECT_UNAUTH, "%s %s", w->tctl, msg);
         return 0;
     }
+    /* read from where NAME.ctl ended at start: a copy of an event after it */
+    if (fsgd_auth_enabled() && fsgd_replay_ctl(w->replay_ctl, m->offset, m->mac, m->mac_len) == 1) {
+        worker_reject(w, REJECT_REPLAY, "%s offset %lld: a copy of an event its sender wrote before", w->tctl,
+                      (long long)m->offset);
+        return 0;
+    }
     if (m->mac && !fsgd_auth_enabled()) /* the job's events are tagged: see worker_handle_model */
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_AUTH,
                             "%s offset %lld: the job's messages are authenticated and this worker was started "
@@ -224,6 +230,17 @@ int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         worker_reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "offset %lld: %s", (long long)m->offset, e);
         return 0;
     }
+    /* a copy of a model message its shard wrote before (an old snapshot
+     * copied to the topic's end must not take the model back) */
+    int rp = fsgd_replay_frame(w->replay_model, m->partition, m->offset, m->val, m->len);
+    if (rp < 0)
+        return fsgd_err_fmt(w->err, w->errsz, rp, "worker: out of memory");
+    if (rp) {
+        worker_reject(w, REJECT_REPLAY, "%s partition %d offset %lld: generation %u step %llu: a copy of a message "
+                      "its sender wrote before", w->tmodel, (int)m->partition, (long long)m->offset, f.gen,
+                      (unsigned long long)f.step);
+        return 0;
+    }
     if (f.kind == FSGD_KMSG_GRAD) {
         worker_reject(w, 1, "offset %lld: a gradient frame on the model topic", (long long)m->offset);
         return 0;
@@ -316,12 +333,16 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
             fsgd_wire_state_free(&s);
             return 0;
         }
+        const int fresh = !w->theta; /* setup_model's calloc: zeros no page holds yet */
         rc = setup_model(w, &mm);
         if (rc < 0) {
             fsgd_wire_state_free(&s);
             return rc;
         }
-        fsgd_wire_model_weights(&mm, w->theta);
+        if (fresh)
+            fsgd_wire_model_weights_into_zeros(&mm, w->theta, 1, 0);
+        else
+            fsgd_wire_model_weights(&mm, w->theta);
         /* A device backend holds its own copy of θ: load all of it. */
         rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz);
         if (rc < 0) {
@@ -567,13 +588,17 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
             fsgd_wire_state_free(&s);
             return 0;
         }
+        const int fresh = !w->theta; /* setup_model's calloc: zeros no page holds yet */
         if ((rc = setup_model(w, &mm)) < 0) {
             fsgd_wire_state_free(&s);
             return rc;
         }
         if (!w->gen)
             w->gen = f.gen;
-        fsgd_wire_model_weights_strided(&mm, w->theta, S, I);
+        if (fresh)
+            fsgd_wire_model_weights_into_zeros(&mm, w->theta, S, I);
+        else
+            fsgd_wire_model_weights_strided(&mm, w->theta, S, I);
         if ((rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz)) < 0) {
             fsgd_wire_state_free(&s);
             return rc;

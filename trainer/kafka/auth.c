@@ -83,15 +83,33 @@ uint64_t fsgd_auth_skipped_rows(char *first, size_t cap)
     return n;
 }
 
+/* The nonce of the row message this thread accepted last with a tag: the
+ * readers' callbacks see the value only, and their replay check needs the
+ * sender and sequence (fsgd_auth_row_nonce). */
+static _Thread_local uint8_t row_nonce[FSGD_AUTH_NONCE_BYTES];
+static _Thread_local int row_nonce_set;
+
 int fsgd_auth_row_ok(const void *hex, size_t hexlen, int32_t partition, const void *value, size_t len)
 {
+    row_nonce_set = 0;
     if (!have_key)
         return 1;
     if (!hex)
         return unsigned_rows;
     uint8_t p[4];
     fsgd_auth_le32(p, (uint32_t)partition);
-    return fsgd_auth_check_hex(hex, hexlen, FSGD_AUTH_DATA, p, 4, value, len);
+    size_t n = 0;
+    int ok = fsgd_auth_check_hex(hex, hexlen, FSGD_AUTH_DATA, p, 4, value, len);
+    row_nonce_set = ok && sodium_hex2bin(row_nonce, sizeof row_nonce, hex, 2 * sizeof row_nonce, NULL, &n, NULL) == 0 &&
+                    n == sizeof row_nonce;
+    return ok;
+}
+
+int fsgd_auth_row_nonce(uint8_t nonce[FSGD_AUTH_NONCE_BYTES])
+{
+    if (row_nonce_set)
+        memcpy(nonce, row_nonce, sizeof row_nonce);
+    return row_nonce_set;
 }
 
 void fsgd_auth_row_tag_hex(char *hex_out, int32_t partition, const void *value, size_t len)
@@ -136,10 +154,35 @@ static void poly(uint8_t out[crypto_onetimeauth_BYTES], fsgd_auth_domain_t domai
     sodium_memzero(otk, sizeof otk);
 }
 
+/* The nonce: this process's incarnation (8 random bytes, drawn again in a
+ * forked child, whose tags must never repeat its parent's) and the next
+ * sequence number (u64 LE): unique per message, as the one-time key needs,
+ * and in the order the process tags its messages, as readers check it
+ * (fsgd/replay.h). */
+static pthread_mutex_t nonce_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t incarnation[8];
+static pid_t incarnation_pid;
+static uint64_t sequence;
+
+static void next_nonce(uint8_t nonce[FSGD_AUTH_NONCE_BYTES])
+{
+    pthread_mutex_lock(&nonce_mu);
+    if (incarnation_pid != getpid()) {
+        randombytes_buf(incarnation, sizeof incarnation);
+        incarnation_pid = getpid();
+        sequence = 0;
+    }
+    uint64_t q = ++sequence;
+    memcpy(nonce, incarnation, sizeof incarnation);
+    pthread_mutex_unlock(&nonce_mu);
+    fsgd_auth_le32(nonce + 8, (uint32_t)q);
+    fsgd_auth_le32(nonce + 12, (uint32_t)(q >> 32));
+}
+
 void fsgd_auth_tag(uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,
                    const void *b, size_t blen)
 {
-    randombytes_buf(tag, FSGD_AUTH_NONCE_BYTES);
+    next_nonce(tag);
     poly(tag + FSGD_AUTH_NONCE_BYTES, domain, tag, a, alen, b, blen);
 }
 

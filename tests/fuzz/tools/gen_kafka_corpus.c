@@ -95,10 +95,11 @@ static void state(fsgd_wire_buf_t *b, uint32_t epoch, uint64_t t)
 static uint8_t codec_msg[4096];
 static size_t codec_len;
 
+/* empty: 1 nothing this step; 2 ranges of messages without rows, passed over */
 static void grad_body(fsgd_wire_buf_t *b, int empty)
 {
     fsgd_wire_range_t r[2] = {{0, 0, 10}, {2, 0, 10}};
-    fsgd_wire_grad_t g = {.epoch = 1, .nranges = empty ? 0 : 2, .rows = empty ? 0 : 20, .loss_sum = 13.5,
+    fsgd_wire_grad_t g = {.epoch = 1, .nranges = empty == 1 ? 0 : 2, .rows = empty ? 0 : 20, .loss_sum = 13.5,
                      .t_grad = 0.001, .t_encode = 0.0002, .raw_entries = empty ? 0 : 260, .ranges = r,
                      .codec = codec_msg, .codec_len = empty ? 0 : (uint32_t)codec_len};
     b->n = 0;
@@ -146,6 +147,9 @@ static void gen_wire(void)
     b.n = 0;
     grad_body(&b, 1);
     out2("wire", "grad_empty", pre, 5, &b);
+    b.n = 0;
+    grad_body(&b, 2);
+    out2("wire", "grad_pass_over", pre, 5, &b);
     b.n = 0;
     grad_body(&b, 0);
     b.p[b.n - codec_len - 4] ^= 1; /* codec length off by one */

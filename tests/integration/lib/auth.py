@@ -5,7 +5,10 @@ BLAKE2b(key=job key, digest 32 bytes) of b"2", the domain byte, the nonce,
 the job name's length (one byte) and the job name. Domains: 1 frames (bytes
 up to and with the CRC), 2 NAME.ctl events (the Kafka key, a zero byte, the
 value), 3 NAME.data rows (the partition, u32 little-endian, then the
-value: row_tag)."""
+value: row_tag). A nonce is the writer's incarnation (8 random bytes a
+process draws once) and its sequence number (u64 little-endian, 1, 2, ...):
+readers refuse a copy of a message by it (KAFKA_FORMAT.md, "Exactly once
+under replay")."""
 import hashlib
 import hmac
 import os
@@ -36,8 +39,18 @@ def _poly(key, domain, nonce, msg, job):
     return poly1305(otk, msg)
 
 
+_INCARNATION = os.urandom(8)
+_sequence = 0
+
+
+def next_nonce():
+    global _sequence
+    _sequence += 1
+    return _INCARNATION + _sequence.to_bytes(8, 'little')
+
+
 def tag(key, domain, msg, nonce=None, job=b''):
-    nonce = os.urandom(16) if nonce is None else nonce
+    nonce = next_nonce() if nonce is None else nonce
     return nonce + _poly(key, domain, nonce, msg, job)
 
 

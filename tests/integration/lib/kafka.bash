@@ -119,6 +119,19 @@ start_run() {
     RUN_PID=$!
 }
 
+# kcat_replay TOPIC PARTITION OFFSET [TO]: writes the message at OFFSET of
+# TOPIC [PARTITION] again, its value, key and fsgd.mac tag unchanged, to
+# partition TO (default: the same one), as anyone with write access to the
+# topic could without the job key (KAFKA_FORMAT.md, "Exactly once under
+# replay"). Needs kcat and $brokers.
+kcat_replay() {
+    local t=$1 p=$2 o=$3 to=${4:-$2} f=$tmp/replayed.msg key mac
+    kcat -C -b "$brokers" -t "$t" -p "$p" -o "$o" -c 1 -e -q -f '%s' >"$f"
+    key=$(kcat -C -b "$brokers" -t "$t" -p "$p" -o "$o" -c 1 -e -q -f '%k')
+    mac=$(kcat -C -b "$brokers" -t "$t" -p "$p" -o "$o" -c 1 -e -q -f '%h' | sed -n 's/.*fsgd\.mac=\([0-9a-f]*\).*/\1/p')
+    kcat -P -b "$brokers" -t "$t" -p "$to" ${key:+-k "$key"} ${mac:+-H "fsgd.mac=$mac"} "$f"
+}
+
 wait_for() { # LOG PATTERN SECONDS
     local i
     for ((i = 0; i < $3 * 10; i++)); do

@@ -109,6 +109,8 @@ typedef struct fsgd_worker_stats {
      * and the keys (a full replica: 0) */
     uint64_t pulls, pulled_keys;
     uint64_t unauthenticated; /* NAME.model and NAME.ctl messages without a valid tag (a job with a key) */
+    uint64_t replayed; /* copies of a message its sender wrote before (fsgd/replay.h): NAME.model, NAME.ctl, and
+                          NAME.data row messages (read as no rows) */
     /* Compressed downlink: replica checks that failed (then a resync), uplink
      * messages the aggregator did not apply (residual put back), residuals
      * dropped because the aggregator restarted from a checkpoint. */
@@ -168,7 +170,9 @@ typedef struct fsgd_agg_epoch {
     X(OVERSIZE, "oversize")   /* chunk or message larger than this job's can be, or reassembly full */     \
     X(DUPLICATE, "duplicate") /* a copy of a chunk or message already taken */                              \
     X(CONFLICT, "conflict")   /* rows another gradient of the step took, or not from the position */      \
-    X(UNAUTH, "unauthenticated") /* the job has a key and the message (grads or ctl) has no valid tag */
+    X(UNAUTH, "unauthenticated") /* the job has a key and the message (grads or ctl) has no valid tag */   \
+    X(REPLAYED, "replayed") /* a copy of a message its sender wrote before (fsgd/replay.h): on NAME.grads,  \
+                               NAME.ctl, or a row message of NAME.data (read as empty) */
 
 #define FSGD_AGG_REJ_ENUM_(name, text) FSGD_AGG_REJ_##name,
 typedef enum fsgd_agg_reject { FSGD_AGG_REJECT_LIST(FSGD_AGG_REJ_ENUM_) FSGD_AGG_REJ_COUNT } fsgd_agg_reject_t;

@@ -3,12 +3,14 @@
  *
  * A job key is 32 random bytes kept in a file as 64 hex digits (a trailing
  * newline allowed). Every fsgd process of the job loads it; every message it
- * writes on a job topic carries a tag — a fresh 16-byte nonce and the
+ * writes on a job topic carries a tag — a 16-byte nonce never used before
+ * (the writer's incarnation and sequence number, fsgd/replay.h) and the
  * Poly1305 tag (crypto_onetimeauth) of the message's bytes under a one-time
  * key, keyed BLAKE2b (crypto_generichash) of the job key over the scheme's
  * version, a domain byte, the nonce and the job's name — and every message
  * it reads must carry a valid one. A message is so bound to its job (the
- * name) and its topic (the domain); a row also to its partition. The primitives are libsodium's, never code of our own;
+ * name) and its topic (the domain); a row also to its partition; and the
+ * nonce lets readers tell a replayed copy from the original. The primitives are libsodium's, never code of our own;
  * tags are compared in constant time.
  *
  * The key is process-wide (like the Kafka security options, fsgd/kbus.h):
@@ -71,6 +73,12 @@ void fsgd_auth_set_unsigned_rows(int allowed);
  * row's tag covers its partition (u32 little-endian) before the value: a
  * row copied into another partition (or job) is not this one's. */
 int fsgd_auth_row_ok(const void *hex, size_t hexlen, int32_t partition, const void *value, size_t len);
+/* The nonce (sender incarnation and sequence, fsgd/replay.h) of the row
+ * message whose tag the calling thread's last fsgd_auth_row_ok accepted: 1,
+ * or 0 when that call found no tag to accept (no key, unsigned rows, a bad
+ * tag). Inside a read_range callback (fsgd/bus.h) it is the callback's
+ * message. */
+int fsgd_auth_row_nonce(uint8_t nonce[FSGD_AUTH_NONCE_BYTES]);
 /* The tag a row message for partition gets (hex_out: FSGD_AUTH_TAG_HEX + 1
  * bytes). Only when enabled. */
 void fsgd_auth_row_tag_hex(char *hex_out, int32_t partition, const void *value, size_t len);
@@ -87,7 +95,8 @@ void fsgd_auth_note_skipped_row(const char *topic, int32_t partition, int64_t of
 /* Rows skipped so far in this process, and the first one (may be ""). */
 uint64_t fsgd_auth_skipped_rows(char *first, size_t cap);
 
-/* tag = a random nonce and the Poly1305 tag of a[0, alen) b[0, blen) under
+/* tag = a nonce (this process's incarnation and next sequence number,
+ * fsgd/replay.h) and the Poly1305 tag of a[0, alen) b[0, blen) under
  * the one-time key of (domain, nonce); b may be NULL. Thread safe. Only when
  * enabled. */
 void fsgd_auth_tag(uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,
