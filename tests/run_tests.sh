@@ -134,9 +134,10 @@ start_script() { # SCRIPT TAG: in the background, in a process group of its own
         return
     fi
     # setsid: one process group to stop on Ctrl-C (a background job of this
-    # shell would ignore SIGINT)
+    # shell would ignore SIGINT); -w: the script's exit status even where
+    # setsid has to fork
     started=$((started + 1))
-    BUILD=$BUILD setsid bash "$s" >"$logdir/integ.$started.log" 2>&1 </dev/null &
+    BUILD=$BUILD setsid -w bash "$s" >"$logdir/integ.$started.log" 2>&1 </dev/null &
     run_name[$!]=$s run_tag[$!]=$tag run_t0[$!]=$SECONDS run_log[$!]=$logdir/integ.$started.log
 }
 reap_script() { # waits for one running script to end and counts it
