@@ -32,6 +32,19 @@ T=${T:-}
 SUITE=${FSGD_SUITE:-full}
 SANITIZED=${FSGD_SANITIZED:-0}
 case "$SUITE" in quick | full) ;; *) echo "FSGD_SUITE must be quick or full, not '$SUITE'"; exit 2 ;; esac
+# Integration scripts run FSGD_TEST_JOBS (default 2; 1: one after another)
+# at a time: most of a script's time is waiting (group joins, polls), not
+# CPU. A script marked "# suite: alone: REASON" (a container engine, the only
+# load it assumes) runs with nothing beside it; "# suite: alone on real
+# Kafka: REASON" does so in the real-broker pass (it stops a broker the
+# others share). Each script runs in a process group of its own with its own
+# log, printed whole when it ends; results print in the order scripts end.
+JOBS=${FSGD_TEST_JOBS:-2}
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "FSGD_TEST_JOBS must be a whole number of at least 1, not '$JOBS'"; exit 2; }
+if [ "$JOBS" -gt 1 ] && ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
+    echo "note: bash $BASH_VERSION has no wait -n -p (5.1): integration scripts run one at a time"
+    JOBS=1
+fi
 wanted() { [ -z "$T" ] || [[ "$(basename "$1")" == *"$T"* ]]; }
 ran_any=0
 BUILD=${BUILD:-build}
@@ -52,7 +65,25 @@ finish() {
     rm -rf "$logdir"
 }
 trap finish EXIT
-trap 'echo "interrupted: stopping the brokers"; exit 130' INT TERM
+declare -A run_name=() run_tag=() run_t0=() run_log=() # by pid: the running integration scripts
+started=0
+stop_scripts() { # TERM to every running script's process group, KILL what is left after 30 s
+    local p i
+    [ ${#run_name[@]} -gt 0 ] || return 0
+    for p in "${!run_name[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
+    for ((i = 0; i < 300; i++)); do
+        for p in "${!run_name[@]}"; do
+            # a script that ended is a zombie until waited for, and a zombie
+            # still holds its process group
+            [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] || wait "$p" 2>/dev/null
+            kill -0 -- "-$p" 2>/dev/null || unset "run_name[$p]"
+        done
+        [ ${#run_name[@]} -gt 0 ] || return 0
+        sleep 0.1
+    done
+    for p in "${!run_name[@]}"; do kill -KILL -- "-$p" 2>/dev/null || true; done
+}
+trap 'echo "interrupted: stopping the running scripts and the brokers"; stop_scripts; exit 130' INT TERM HUP
 [ -d "$FSGD_DATA" ] || echo "note: test data directory FSGD_DATA=$FSGD_DATA not found: tests that need it are skipped"
 
 real=${FSGD_KAFKA_REAL:-auto}
@@ -96,35 +127,71 @@ for r in "$BUILD"/fuzz-replay/fuzz_*; do
 done
 
 SLOW_PASS_S=${FSGD_SLOW_PASS_S:-120}
-run_script() { # SCRIPT TAG: runs one integration script, counts it
-    local s=$1 tag=$2 rc=0 t0=$SECONDS why
+start_script() { # SCRIPT TAG: in the background, in a process group of its own
+    local s=$1 tag=$2 why
     if [ "$SANITIZED" = 1 ] && why=$(sed -nE 's/^# sanitizers: leave out: //p' "$s" | head -1) && [ -n "$why" ]; then
         skipped=$((skipped + 1)); echo "skip $s$tag: left out under sanitizers: $why"
         return
     fi
-    BUILD=$BUILD bash "$s" >"$logdir/integ.log" 2>&1 || rc=$?
+    # setsid: one process group to stop on Ctrl-C (a background job of this
+    # shell would ignore SIGINT); -w: the script's exit status even where
+    # setsid has to fork
+    started=$((started + 1))
+    BUILD=$BUILD setsid -w bash "$s" >"$logdir/integ.$started.log" 2>&1 </dev/null &
+    run_name[$!]=$s run_tag[$!]=$tag run_t0[$!]=$SECONDS run_log[$!]=$logdir/integ.$started.log
+}
+reap_script() { # waits for one running script to end and counts it
+    local p= rc=0 s tag took log
+    if [ ${#run_name[@]} -eq 1 ]; then
+        p=${!run_name[*]}
+        wait "$p" || rc=$?
+    else
+        wait -n -p p "${!run_name[@]}" || rc=$?
+    fi
+    [ -n "$p" ] || return 0
+    s=${run_name[$p]} tag=${run_tag[$p]} took=$((SECONDS - ${run_t0[$p]})) log=${run_log[$p]}
+    unset "run_name[$p]" "run_tag[$p]" "run_t0[$p]" "run_log[$p]"
     if [ $rc -eq 0 ]; then
-        passed=$((passed + 1)); echo "ok   $s$tag ($((SECONDS - t0)) s)"
+        passed=$((passed + 1)); echo "ok   $s$tag ($took s)"
         # A pass that took minutes shows where its time went (an intermittent
         # stall is otherwise invisible in CI's output).
-        if [ $((SECONDS - t0)) -ge $SLOW_PASS_S ]; then
+        if [ "$took" -ge "$SLOW_PASS_S" ]; then
             echo "     slow pass, the end of its output:"
-            tail -20 "$logdir/integ.log" | sed 's/^/     | /'
+            tail -20 "$log" | sed 's/^/     | /'
         fi
     elif [ $rc -eq 77 ]; then
-        skipped=$((skipped + 1)); echo "skip $s$tag: $(sed -nE 's/^(SKIP|skipped): //p' "$logdir/integ.log" | tail -1)"
+        skipped=$((skipped + 1)); echo "skip $s$tag: $(sed -nE 's/^(SKIP|skipped): //p' "$log" | tail -1)"
     else
-        failed=$((failed + 1)); failures+=("$s$tag"); cat "$logdir/integ.log"
+        failed=$((failed + 1)); failures+=("$s$tag"); cat "$log"
     fi
+    rm -f "$log"
+}
+run_scripts() { # TAG SCRIPT...: runs and counts them, JOBS at a time
+    local tag=$1 s
+    shift
+    for s in "$@"; do
+        if grep -q '^# suite: alone: ' "$s" ||
+            { [ "${FSGD_KAFKA:-}" = real ] && grep -q '^# suite: alone on real Kafka: ' "$s"; }; then
+            while [ ${#run_name[@]} -gt 0 ]; do reap_script; done
+            start_script "$s" "$tag"
+            while [ ${#run_name[@]} -gt 0 ]; do reap_script; done
+            continue
+        fi
+        while [ ${#run_name[@]} -ge "$JOBS" ]; do reap_script; done
+        start_script "$s" "$tag"
+    done
+    while [ ${#run_name[@]} -gt 0 ]; do reap_script; done
 }
 
+integ=()
 for s in tests/integration/*.sh; do
     [ "$real" != only ] && [ "$SUITE" = full ] || break
     [ -f "$s" ] || continue
     wanted "$s" || continue
     ran_any=1
-    run_script "$s" ""
+    integ+=("$s")
 done
+run_scripts "" ${integ[@]+"${integ[@]}"}
 
 # real_pass NODES SCRIPTS...: a fresh cluster of NODES brokers, the scripts on
 # it (FSGD_KAFKA=real), the cluster stopped.
@@ -140,9 +207,7 @@ real_pass() {
         return
     fi
     echo "real Kafka: $nodes broker(s) at ${out#brokers=}"
-    for s in "$@"; do
-        FSGD_KAFKA=real FSGD_BROKERS=${out#brokers=} FSGD_KAFKA_DIR=$dir/c run_script "$s" " [real, $nodes broker(s)]"
-    done
+    FSGD_KAFKA=real FSGD_BROKERS=${out#brokers=} FSGD_KAFKA_DIR=$dir/c run_scripts " [real, $nodes broker(s)]" "$@"
     "$BROKER_SH" stop "$dir/c"
     rm -rf "$dir"
 }

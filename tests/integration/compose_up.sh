@@ -34,6 +34,7 @@
 set -euo pipefail
 # sanitizers: leave out: the container engine's time; kafka_compose.sh and the kafka_ scripts run the same roles under sanitizers
 # real-kafka: skip
+# suite: alone: a container engine of its own (dockerd, a bridge, NAT rules, 127.0.0.1:9090) and minutes of image builds
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 FSGD=${FSGD:-bin/fsgd}

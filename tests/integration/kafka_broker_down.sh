@@ -10,6 +10,7 @@
 #         rejoins the in-sync replicas.
 set -euo pipefail
 # real-kafka: cluster
+# suite: alone on real Kafka: stops a broker of the cluster the other scripts share
 . "$(dirname "$0")/lib/kafka.bash"
 COMMON+=(--batch 128)
 ref=$(reference_auc)

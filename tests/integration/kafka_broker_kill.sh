@@ -7,6 +7,7 @@
 # started again afterwards so later tests see three.
 set -euo pipefail
 # real-kafka: cluster
+# suite: alone on real Kafka: kills a broker of the cluster the other scripts share
 . "$(dirname "$0")/lib/kafka.bash"
 real_only "kills a broker process; the embedded cluster's brokers are threads of fsgd run (kafka_broker_down.sh injects its broker-down fault)"
 [ "$(kafka_nodes)" -ge 3 ] || skip "needs the 3-broker cluster (FSGD_KAFKA_DIR with 3 nodes)"
