@@ -72,8 +72,11 @@ class BuildWithLib(build_py):
             cmd = ["make", "-C", str(root), f"-j{min(os.cpu_count() or 1, 8)}", "shlib"]
             if root == BUNDLED:
                 cmd.append("CUDA=0")  # the CUDA plugin is built from a checkout (docs/install.md)
+            # an outer make's settings (make asan's BUILD=build-asan, MAKEFLAGS)
+            # would put the library elsewhere: this build is the package's own
+            env = {k: v for k, v in os.environ.items() if k not in OUTER_MAKE}
             try:
-                subprocess.check_call(cmd)  # up to date or rebuilt: the library matches the sources
+                subprocess.check_call(cmd, env=env)  # up to date or rebuilt: the library matches the sources
             except (OSError, subprocess.CalledProcessError) as e:
                 raise SystemExit(f"fsgd: building the C library failed ({' '.join(cmd)}: {e}); its output above "
                                  f"says why. It needs a C compiler, make and the development files of the "
@@ -82,6 +85,10 @@ class BuildWithLib(build_py):
         if not Path(lib).is_file():
             raise SystemExit(f"fsgd: {lib} not found (make shlib in the repository)")
         shutil.copy2(lib, Path(self.build_lib) / "fsgd" / "libfsgd.so")
+
+
+# Variables of an outer make that the library's build must not inherit.
+OUTER_MAKE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "BUILD", "BIN", "OPT", "SAN", "WERROR")
 
 
 class BinaryDistribution(Distribution):

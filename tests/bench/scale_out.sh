@@ -12,11 +12,15 @@
 # set; 2^24 features on a real Apache Kafka broker (tests/kafka/broker.sh,
 # one node on loopback) when java and mvn are here, else 2^20 on the
 # embedded cluster (it holds at most 1.1M weights). 512 rows a worker-step,
-# one epoch, codec SCALE_OUT_CODEC (default fastsgd).
+# SCALE_OUT_EPOCHS epochs (default 1), codec SCALE_OUT_CODEC (default
+# fastsgd), staleness SCALE_OUT_STALENESS (default: the job's, 4).
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 ROWS=${SCALE_OUT_ROWS:-400000}
 CODEC=${SCALE_OUT_CODEC:-fastsgd}
+EPOCHS=${SCALE_OUT_EPOCHS:-1}
+TAU=()
+[ -z "${SCALE_OUT_STALENESS:-}" ] || TAU=(--staleness "$SCALE_OUT_STALENESS")
 PAIRS=${SCALE_OUT_PAIRS:-2:1 4:2 8:4}
 here=$(cd "$(dirname "$0")" && pwd)
 BROKER_SH=$here/../kafka/broker.sh
@@ -35,7 +39,7 @@ if command -v java >/dev/null && command -v mvn >/dev/null; then
     brokers=(--brokers "$("$BROKER_SH" start "$kdir" 1 | sed -n 's/^brokers=//p')")
     dim='2^24' where=real_broker
 fi
-echo "bench scale_out cluster=$where dim=$dim rows=$ROWS codec=$CODEC load=$(cut -d' ' -f1 /proc/loadavg) cores=$(nproc)"
+echo "bench scale_out cluster=$where dim=$dim rows=$ROWS epochs=$EPOCHS codec=$CODEC staleness=${SCALE_OUT_STALENESS:-default} load=$(cut -d' ' -f1 /proc/loadavg) cores=$(nproc)"
 "$FSGD" gen --rows $((ROWS + ROWS / 10)) --dim "$dim" --nnz 40 --seed 1 --quiet --out "$tmp/all.svm"
 head -n "$ROWS" "$tmp/all.svm" >"$tmp/train.svm"
 tail -n $((ROWS / 10)) "$tmp/all.svm" >"$tmp/test.svm"
@@ -47,7 +51,7 @@ for pair in $PAIRS; do
     P=${pair%%:*}
     B=$((512 * P))
     [ -n "${train_auc[$B]:-}" ] && continue
-    "$FSGD" train --data "$tmp/train.svm" --test "$tmp/test.svm" --dim "$D" --batch "$B" --epochs 1 \
+    "$FSGD" train --data "$tmp/train.svm" --test "$tmp/test.svm" --dim "$D" --batch "$B" --epochs "$EPOCHS" \
         --metrics-json "$tmp/train$B.json" --quiet >/dev/null 2>"$tmp/train$B.log" ||
         { cat "$tmp/train$B.log" >&2; exit 1; }
     train_auc[$B]=$(python3 -c "import json; print(json.load(open('$tmp/train$B.json'))['test']['auc'])")
@@ -63,7 +67,8 @@ for pair in $PAIRS; do
         load=$(cut -d' ' -f1 /proc/loadavg)
         t0=$(date +%s.%N)
         "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --dim "$D" --workers "$P" --shards "$s" \
-            --replica "$mode" --batch "$B" --epochs 1 --codec "$CODEC" ${brokers[@]+"${brokers[@]}"} \
+            --replica "$mode" --batch "$B" --epochs "$EPOCHS" --codec "$CODEC" ${TAU[@]+"${TAU[@]}"} \
+            ${brokers[@]+"${brokers[@]}"} \
             --name "so$$_$n" --metrics-json "$tmp/run$n.json" --quiet >"$tmp/run$n.log" 2>&1 ||
             { echo "bench scale_out mode=$mode workers=$P shards=$s error=\"fsgd run failed\""; cat "$tmp/run$n.log" >&2; exit 1; }
         t1=$(date +%s.%N)
