@@ -5,14 +5,15 @@
 #     its rows (a worker's own keys: B rows; a step's union: P·B), their
 #     bytes on the wire, and each piece of a step on one core;
 #  2. build/bench/bench_agg_capacity: a shard's per-key costs (codec none);
-#  3. fsgd run --workers P (P = SCALE_WORKERS, default "2 4 8") on a real
+#  3. fsgd run --workers P (P = SCALE_WORKERS, default "2 4 8"), with full
+#     replicas and with working-set workers (--replica), on a real
 #     Apache Kafka broker (tests/kafka/broker.sh, one node on loopback), the
 #     same generated rows as the benches (fsgd gen, 2^24 features, 40
 #     nonzeros, Zipf, seed 1; SCALE_ROWS rows, default 300000, and 30000 test);
 #  4. tests/bench/lib/scale_model_report.py: the model's bytes and seconds
-#     against every run's metrics (check lines: full replicas, what fsgd run
-#     does), then its predictions for 2 to 1,000 workers in both modes
-#     (predict lines; the working-set mode is issue 37's design, not built).
+#     against every run's metrics (check lines, mode=full or working_set),
+#     then its predictions for 2 to 1,000 workers in both modes (predict
+#     lines).
 # The runs share this machine's cores with the broker and each other, so
 # their seconds are not a core each as the model's are: the check lines say
 # by how much they differ.
@@ -49,12 +50,14 @@ else
     tail -n $((ROWS / 10)) "$tmp/all.svm" >"$tmp/test.svm"
     rm -f "$tmp/all.svm"
     for P in $WORKERS; do
-        load=$(cut -d' ' -f1 /proc/loadavg)
-        "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers "$P" --brokers "$brokers" \
-            --name "scale$$_$P" --metrics-json "$tmp/run$P.json" --quiet >"$tmp/run$P.log" 2>&1 ||
-            { cat "$tmp/run$P.log" >&2; exit 1; }
-        echo "bench scale_model run workers=$P load=$load $(tail -1 "$tmp/run$P.log" | cut -d'|' -f1-2)"
-        jsons+=("$tmp/run$P.json")
+        for mode in full working_set; do
+            load=$(cut -d' ' -f1 /proc/loadavg)
+            "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers "$P" --brokers "$brokers" \
+                --replica "$mode" --name "scale$$_${mode}_$P" --metrics-json "$tmp/run$mode$P.json" --quiet \
+                >"$tmp/run$mode$P.log" 2>&1 || { cat "$tmp/run$mode$P.log" >&2; exit 1; }
+            echo "bench scale_model run mode=$mode workers=$P load=$load $(tail -1 "$tmp/run$mode$P.log" | cut -d'|' -f1-2)"
+            jsons+=("$tmp/run$mode$P.json")
+        done
     done
 fi
 python3 "$here/lib/scale_model_report.py" "$tmp/inputs" "$tmp/agg" ${jsons[@]+"${jsons[@]}"}

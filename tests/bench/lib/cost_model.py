@@ -218,6 +218,8 @@ RANGE_BYTES = 20
 STATE_BYTES = 16
 STATE_PART_BYTES = 28
 VALUE_HEADER_BYTES = 8
+PULL_HEADER_BYTES = 8      # a pull's body before its key block (trainer/distributed/pull.h)
+ANSWER_HEADER_BYTES = 24   # an answer's body before its values
 
 
 def curve_at(curve, rows, field, dim=None):
@@ -238,7 +240,7 @@ def curve_at(curve, rows, field, dim=None):
     return min(v, float(dim)) if dim and field == "keys" else v
 
 
-def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9):
+def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9, value_bytes=4):
     """one pipelined step of P workers of B rows each and S shards.
     curve: bench_scale_inputs' kind=keys lines; c: costs in seconds:
       grad_row, encode_key, keyenc_key, apply_key, answer_key (a worker's and
@@ -246,7 +248,8 @@ def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9):
       message), step_key, down_key (a shard, a key of the step's union:
       bench_agg_capacity); parts: NAME.data's partitions (the step state);
     link_bps: a machine's link, bytes a second (10 Gb/s), workers' and
-    brokers' alike, one broker a shard. Returns seconds of each stage, the
+    brokers' alike, one broker a shard; value_bytes: a pulled value's (4,
+    or 2 as halves with a lossy codec). Returns seconds of each stage, the
     period (their max), bytes a worker-step and rows a second."""
     k_own = curve_at(curve, B, "keys", dim)
     k_union = curve_at(curve, P * B, "keys", dim)
@@ -260,8 +263,12 @@ def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9):
         worker += k_union * c["apply_key"]
         shard += k_union * c["down_key"]
     elif mode == "working_set":
-        up += S * FRAME_BYTES + curve_at(curve, B, "key_bytes")  # the pull: the batch's sorted keys
-        down = S * (FRAME_BYTES + state) + 4 * k_own  # the values in the pull's order
+        # the pull to each shard: the batch's sorted keys; down: each shard's
+        # step message (its state, no values) and its answer, the values in
+        # the pull's order
+        up += S * (FRAME_BYTES + PULL_HEADER_BYTES) + curve_at(curve, B, "key_bytes")
+        down = (S * (FRAME_BYTES + state + VALUE_HEADER_BYTES) + S * (FRAME_BYTES + ANSWER_HEADER_BYTES)
+                + value_bytes * k_own)
         worker += k_own * (c["keyenc_key"] + c["apply_key"])
         shard += P * k_own * c["answer_key"]
     else:

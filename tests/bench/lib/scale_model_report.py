@@ -74,28 +74,34 @@ def read_agg(path, curve):
 
 
 def check(m, curve, c):
-    """full replicas against a run's metrics: bytes and seconds"""
+    """the model against a run's metrics (full replicas or working-set pulls: a run whose shards
+    answered pulls): bytes and seconds"""
     P = int(m["workers"]["live"])
     B = m["rows_applied"] / (m["steps"] * P)  # a worker-step's rows as the run took them
     S = int((m.get("shard") or {}).get("shards", 1) or 1)
-    p = cm.ctr_parts("full", P, S, B, curve, c, parts=int(m["partitions"]), dim=m["dim"])
+    d = m["downlink"]
+    values = d.get("values_bytes_per_worker_step", 0)
+    mode = "working_set" if values > 0 else "full"
+    p = cm.ctr_parts(mode, P, S, B, curve, c, parts=int(m["partitions"]), dim=m["dim"])
     ps = m["per_step_seconds"]
     rows = [
-        ("up_bytes", p["up"], m["downlink"]["up_bytes_per_worker_step"]),
-        ("down_bytes", p["down"], m["downlink"]["down_bytes_per_worker_step"]),
+        ("up_bytes", p["up"], d["up_bytes_per_worker_step"]),
+        ("down_bytes", p["down"], d["down_bytes_per_worker_step"] + values),
         # the metrics' gradient and encode are the workers' sums a step
         ("worker_grad_s", B * c["grad_row"], ps["gradient"] / P),
         ("shard_decode_s", P * p["k_own"] * c["add_key"], ps["decode"]),
-        ("shard_update_s", p["k_union"] * (c["step_key"] + c["down_key"]), ps["update"]),
+        # working set: no values to publish (the answers go out as pulls come, outside the update)
+        ("shard_update_s", p["k_union"] * (c["step_key"] + (c["down_key"] if mode == "full" else 0)), ps["update"]),
     ]
     us = m.get("update_seconds")
     if us:  # the update's parts the model has (the rest: looks, epoch ends, checkpoints)
-        rows += [("shard_step_s", p["k_union"] * c["step_key"], us["step"] / m["steps"]),
-                 ("shard_publish_s", p["k_union"] * c["down_key"], us["publish"] / m["steps"])]
+        rows += [("shard_step_s", p["k_union"] * c["step_key"], us["step"] / m["steps"])]
+        if mode == "full":
+            rows += [("shard_publish_s", p["k_union"] * c["down_key"], us["publish"] / m["steps"])]
     for what, pred, meas in rows:
         err = 100.0 * (pred - meas) / meas if meas else float("nan")
-        print("bench scale_model check workers=%d batch=%.0f what=%s predicted=%.6g measured=%.6g error_pct=%+.1f"
-              % (P, B, what, pred, meas, err))
+        print("bench scale_model check mode=%s workers=%d batch=%.0f what=%s predicted=%.6g measured=%.6g "
+              "error_pct=%+.1f" % (mode, P, B, what, pred, meas, err))
     return rows
 
 

@@ -201,9 +201,12 @@ close("full broker", full["broker"], 4 * (1088 + 2816) / (2 * 1e6))
 close("full period (the broker)", full["period"], full["broker"])
 close("full rows/s", full["rows_s"], 400 / full["broker"])
 ws = cm.ctr_parts("working_set", 4, 2, 100, curve, c, parts=4, link_bps=1e6)
-# up adds the pull: 2 frames + 200 key bytes; down = 2 (72 + 128) + 4 * 100
-close("ws up", ws["up"], 2 * 144 + 800 + 2 * 72 + 200)
-close("ws down", ws["down"], 2 * 200 + 400)
+# up adds the pull: 2 frames and pull headers + 200 key bytes; down = each
+# shard's step message 2 (72 + 128 + 8), its answer 2 (72 + 24), 4 * 100 values
+close("ws up", ws["up"], 2 * 144 + 800 + 2 * (72 + 8) + 200)
+close("ws down", ws["down"], 2 * 208 + 2 * 96 + 400)
+close("ws down, halves", cm.ctr_parts("working_set", 4, 2, 100, curve, c, parts=4, value_bytes=2)["down"],
+      2 * 208 + 2 * 96 + 200)
 close("ws worker", ws["worker"], 100e-6 + 100 * 1e-8 + 100 * (2e-8 + 3e-8))
 close("ws shard", ws["shard"], (4 * 100 * 5e-8 + 400 * 6e-8 + 4 * 100 * 4e-8) / 2)
 S, p4 = cm.ctr_shards_needed("working_set", 4, 100, curve, c, parts=4, link_bps=1e9)
