@@ -94,16 +94,19 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
         free(tmp);
         return;
     }
+    a->members.ctl_used++;
     uint32_t id = (uint32_t)wid;
     member_t *w = agg_member_find(a, id);
     if (!strcmp(ev, "worker_leave")) {
         if (w) {
+            a->members.changes++;
             free(w->own);
             *w = a->members.mem[--a->members.nmem];
         }
         free(tmp);
         return;
     }
+    int fresh = !w;
     if (!w) {
         uint8_t *own = a->members.nmem < MAX_MEMBERS ? calloc(P ? P : 1, 1) : NULL;
         member_t *nm = own ? realloc(a->members.mem, (a->members.nmem + 1) * sizeof *nm) : NULL;
@@ -120,12 +123,36 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
         w->id = id;
         w->own = own;
     }
+    /* a worker repeats its report until the first model: a copy of what it
+     * said is no change (the wait for a settled group goes on counting) */
+    uint8_t *was = malloc(P ? P : 1);
+    if (was)
+        memcpy(was, w->own, P);
     memset(w->own, 0, P);
     for (size_t i = 0; i < np; i++)
         if (tmp[i] < P)
             w->own[tmp[i]] = 1;
-    w->seq = ++a->members.ctl_seq;
+    if (!was || fresh || memcmp(was, w->own, P) != 0) {
+        a->members.changes++;
+        w->seq = ++a->members.ctl_seq;
+    }
+    free(was);
     free(tmp);
+}
+
+/* Why: a NAME.ctl consumer that fails quietly leaves the job waiting for
+ * members that did report (CI once waited 30 s with "0 of 3"): say so, and
+ * read again from the start when the partition's fetcher stopped. */
+static void ctl_consumer_error(agg_t *a, const fsgd_bus_msg_t *m)
+{
+    char re[256] = "";
+    int restarted = m->err == FSGD_BUS_LOST &&
+                    fsgd_bus_restart(a->ctl_c, a->tctl, m->partition, FSGD_BUS_OFFSET_BEGINNING, re, sizeof re) == 0;
+    if (a->members.ctl_errs_logged >= 8)
+        return;
+    a->members.ctl_errs_logged++;
+    agg_log(a, "%s consumer: %s (%s)%s%s", a->tctl, m->errstr ? m->errstr : "error", m->errname ? m->errname : "?",
+            restarted ? ": reading it again from its start" : re[0] ? ": reading it again failed: " : "", re);
 }
 
 /* Reads what NAME.ctl has now (waiting up to timeout_ms for the first
@@ -135,6 +162,10 @@ int agg_ctl_drain(agg_t *a, int timeout_ms)
     int n = 0;
     fsgd_bus_msg_t *m;
     while (a->ctl_c && (m = fsgd_bus_poll(a->ctl_c, n ? 0 : timeout_ms))) {
+        if (!m->err)
+            a->members.ctl_read++;
+        else if (m->err != FSGD_BUS_EOF)
+            ctl_consumer_error(a, m);
         ctl_apply(a, m);
         fsgd_bus_msg_destroy(m);
         n++;
@@ -208,14 +239,17 @@ int agg_wait_assignment(agg_t *a, double timeout_s)
     double last_change = t0;
     int covered = 0; /* the latest reports are disjoint and cover every partition with rows */
     while (agg_now() - t0 < timeout_s) {
-        int n = agg_ctl_drain(a, 20);
+        uint64_t changes = a->members.changes;
+        agg_ctl_drain(a, 20);
+        int n = a->members.changes != changes;
         fsgd_bus_serve(a->prod);
         double t = agg_now();
         if (t - last_log >= 10) {
             last_log = t;
             agg_log(a, "waiting for workers: %zu of %d expected have reported their partitions on %s (%.0f s; "
-                       "starting anyway after %.0f s)",
-                    a->members.nmem, a->members.expected, a->tctl, t - t0, timeout_s);
+                       "%llu messages read there, %llu of them reports; starting anyway after %.0f s)",
+                    a->members.nmem, a->members.expected, a->tctl, t - t0, (unsigned long long)a->members.ctl_read,
+                    (unsigned long long)a->members.ctl_used, timeout_s);
         }
         if (!n) {
             /* Fewer workers than expected, but the group has been stable

@@ -42,6 +42,9 @@ typedef struct agg_members {
     struct member *mem;    /* NAME.ctl, followed for the whole run: who the members of the job are */
     size_t nmem;
     uint64_t ctl_seq;
+    uint64_t changes;            /* members made, dropped or given other partitions */
+    uint64_t ctl_read, ctl_used; /* NAME.ctl messages read, and the membership events among them (in the waiting log) */
+    int ctl_errs_logged;         /* consumer errors logged (a few, then counted only) */
 } agg_members_t;
 
 /* The open step (agg_gradients.c gathers it, agg_step.c applies it) and

@@ -39,6 +39,8 @@ static void on_rebalance(void *opaque, int assigned, const int32_t *parts, int n
 
 /* Reports this worker's data partitions on NAME.ctl (the aggregator waits
  * for a settled assignment before step 1). */
+#define REPORT_AGAIN_S 5.0
+
 static void report_assignment(worker_t *w, const char *event)
 {
     fsgd_cj_begin(&w->cj, event, w->job->name);
@@ -243,8 +245,13 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         fsgd_bus_msg_destroy(fsgd_bus_poll(w->group, 0));
         if (!w->valid)
             fsgd_bus_group_nudge(w->group); /* before step 1: the group's join, now */
-        if (w->assign_dirty) {
+        /* Until the first model, the report goes again every few seconds:
+         * the aggregator opens the job on it, and one lost report (or read
+         * by an aggregator that was not there yet) must not hold the start. */
+        if (w->assign_dirty ||
+            (!w->valid && w->have_assignment && fsgd_clock_s() - w->reported_at >= REPORT_AGAIN_S)) {
             w->assign_dirty = 0;
+            w->reported_at = fsgd_clock_s();
             report_assignment(w, "worker_assignment");
         }
         fsgd_bus_serve(w->prod);

@@ -56,6 +56,7 @@ typedef struct worker {
     int32_t *assigned;
     int nassigned, have_assignment;
     int assign_dirty; /* report the assignment on NAME.ctl */
+    double reported_at; /* when it was last reported (again every few seconds until the first model) */
     fsgd_ctl_json_t cj;
     int valid, final;
     uint32_t gen;
