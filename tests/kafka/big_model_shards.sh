@@ -21,14 +21,18 @@
 # first 400000 train, the rest test), NNZ (30), BATCH (1000), EPOCHS (2),
 # WORKERS (4), CODEC (fastsgd), LR (0.01), SEED (7), NODES (3), TOL (0.01),
 # RATIO (0.35), TEST (1; 0: no --test, so shard 0 never assembles the whole
-# model at the end and no AUC is checked: its peak without that assembly).
+# model at the end and no AUC is checked: its peak without that assembly),
+# REPLICAS ("full"; "full working_set" runs each S both ways: a working-set
+# worker's peak then follows its steps' keys, not the model).
+#
+# Every S of every replica mode is held to the first run's rows, keys and AUC.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 FSGD=${FSGD:-$root/bin/fsgd}
 SHARDS=${SHARDS:-1 2 4} DIM=${DIM:-67108864} ROWS=${ROWS:-440000} NNZ=${NNZ:-30} BATCH=${BATCH:-1000}
 EPOCHS=${EPOCHS:-2} WORKERS=${WORKERS:-4} CODEC=${CODEC:-fastsgd} LR=${LR:-0.01} SEED=${SEED:-7} NODES=${NODES:-3}
-TOL=${TOL:-0.01} RATIO=${RATIO:-0.35} TEST=${TEST:-1}
+TOL=${TOL:-0.01} RATIO=${RATIO:-0.35} TEST=${TEST:-1} REPLICAS=${REPLICAS:-full}
 NTRAIN=$((ROWS * 10 / 11))
 tmp=$(mktemp -d)
 kdir= run_pid= sampler=
@@ -83,13 +87,18 @@ peak_sampler() {
     done
 }
 
+runs=()
+for R in $REPLICAS; do
 for S in $SHARDS; do
+    tag=$S-$R
+    runs+=("$tag")
     name=bigshard-$S-$(date +%s%N | cut -c8-16)-$$
     t0=$(date +%s.%N)
-    "$FSGD" run "${SET[@]}" --shards "$S" --name "$name" --metrics-json "$tmp/run$S.json" >"$tmp/run$S.log" 2>&1 &
+    "$FSGD" run "${SET[@]}" --shards "$S" --replica "$R" --name "$name" --metrics-json "$tmp/run$tag.json" \
+        >"$tmp/run$tag.log" 2>&1 &
     run_pid=$!
-    : >"$tmp/peak$S"
-    peak_sampler "$run_pid" "$tmp/peak$S" &
+    : >"$tmp/peak$tag"
+    peak_sampler "$run_pid" "$tmp/peak$tag" &
     sampler=$!
     rc=0
     wait "$run_pid" || rc=$?
@@ -97,19 +106,23 @@ for S in $SHARDS; do
     t1=$(date +%s.%N)
     wait "$sampler" || true
     sampler=
-    [ $rc -eq 0 ] || { echo "fsgd run --shards $S failed with status $rc:"; tail -n 30 "$tmp/run$S.log"; exit 1; }
-    echo "S=$S: $(awk "BEGIN {printf \"%.1f\", $t1 - $t0}") s whole job"
+    [ $rc -eq 0 ] || { echo "fsgd run --shards $S --replica $R failed with status $rc:"; tail -n 30 "$tmp/run$tag.log"; exit 1; }
+    echo "S=$S $R: $(awk "BEGIN {printf \"%.1f\", $t1 - $t0}") s whole job"
+done
 done
 
-/usr/bin/python3 - "$tmp" "$TOL" "$RATIO" $SHARDS <<'PYEOF'
+/usr/bin/python3 - "$tmp" "$TOL" "$RATIO" "${runs[@]}" <<'PYEOF'
 import json, os, sys
-tmp, tol, ratio, shards = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), [int(s) for s in sys.argv[4:]]
+tmp, tol, ratio, tags = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
 ok, auc0, entries0, peaks = True, None, None, {}
-for S in shards:
-    base = os.path.join(tmp, "run%d.json" % S)
+shards = sorted({int(t.split("-")[0]) for t in tags})
+for tag in tags:
+    S, R = int(tag.split("-")[0]), tag.split("-", 1)[1]
+    base = os.path.join(tmp, "run%s.json" % tag)
     m = [json.load(open(base if i == 0 else "%s.shard%d" % (base, i))) for i in range(S)]
-    peak = {r: int(kb) for r, kb in (l.split() for l in open(os.path.join(tmp, "peak%d" % S)) if l.strip())}
-    peaks[S] = peak
+    peak = {r: int(kb) for r, kb in (l.split() for l in open(os.path.join(tmp, "peak%s" % tag)) if l.strip())}
+    if R == "full" or S not in peaks:
+        peaks[S] = peak
     lead = m[0]
     for i, x in enumerate(m):
         assert x["shard"]["index"] == i and x["shard"]["shards"] == S, (S, i, x["shard"])
@@ -139,18 +152,18 @@ for S in shards:
     if entries0 is None:
         entries0 = sum(keys)
     elif abs(sum(keys) - entries0) > 0.05 * entries0:
-        print("S=%d: the shards decoded %.0f entries a step in all, S=%d %.0f" % (S, sum(keys), shards[0], entries0))
+        print("S=%d %s: the shards decoded %.0f entries a step in all, %s %.0f" % (S, R, sum(keys), tags[0], entries0))
         good = False
     ok &= good
-    print("S=%d: %d steps, test AUC %.5f, epochs %s s, decode+reduce %.2f ms/step, update+publish %.2f ms/step (max over "
+    print("S=%d %s: %d steps, test AUC %.5f, epochs %s s, decode+reduce %.2f ms/step, update+publish %.2f ms/step (max over "
           "shards), %.0f B up / %.0f B down per worker-step, keys a step per shard %s (busiest %.3fx the mean), "
           "peak MB shards %s, workers %s%s" %
-          (S, lead["steps"], auc, "/".join("%.1f" % d for d in durs), dec, upd, up, down,
+          (S, R, lead["steps"], auc, "/".join("%.1f" % d for d in durs), dec, upd, up, down,
            "/".join("%.0f" % k for k in keys), busiest, "/".join("%.0f" % v for v in shard_mb),
            "/".join("%.0f" % v for v in worker_mb), "" if good else "  <- FAILED"))
-    print("bench kafka_shards S=%d dim=%d workers=%d steps=%d auc=%.5f epoch_s=%s decode_ms=%.3f update_ms=%.3f "
-          "up_B=%.0f down_B=%.0f busiest=%.4f shard_peak_MB=%s worker_peak_MB=%s" %
-          (S, lead["dim"], len(worker_mb), lead["steps"], auc, ",".join("%.2f" % d for d in durs), dec, upd, up, down,
+    print("bench kafka_shards S=%d replica=%s dim=%d workers=%d steps=%d auc=%.5f epoch_s=%s decode_ms=%.3f "
+          "update_ms=%.3f up_B=%.0f down_B=%.0f busiest=%.4f shard_peak_MB=%s worker_peak_MB=%s" %
+          (S, R, lead["dim"], len(worker_mb), lead["steps"], auc, ",".join("%.2f" % d for d in durs), dec, upd, up, down,
            busiest, ",".join("%.0f" % v for v in shard_mb), ",".join("%.0f" % v for v in worker_mb)))
 if 1 in peaks and max(shards) > 1:
     single, S = peaks[1]["shard0"], max(shards)

@@ -66,7 +66,12 @@ typedef struct worker {
     int has_bias;
     float bias;
     uint32_t kind;
+    /* θ: the whole model (replica full), or (replica working_set) only
+     * the step's pulled values, at its batch's local columns (theta_cap
+     * of them; the backend is made for that many) */
     float *theta;
+    uint64_t theta_cap;
+    const uint32_t *local_keys; /* working set: the global key of each local column, during a step */
     fsgd_backend_t *be;
     fsgd_sworker_t *strat; /* the compression strategy (fsgd/strategy.h) */
     pcache_t *cache;
@@ -151,8 +156,13 @@ typedef struct worker {
             size_t n, cap;
             /* what each shard is asked for (one part unsharded): its keys
              * as local keys (fsgd/shard.h), the pull sent (for a resend) */
+            float *vals;          /* the keys' pulled values, as they come */
+            size_t cap_vals;
+            uint64_t *slots;      /* col -> local column, an open-addressing table (plan_keys) */
+            size_t cap_slots;
             struct pull_part {
                 uint32_t *keys;
+                uint32_t *at;     /* each key's index in the plan's keys */
                 size_t n, cap;
                 uint32_t crc; /* CRC32C of the key block */
                 fsgd_wire_buf_t body;
@@ -205,6 +215,9 @@ int worker_select_rows(worker_t *w, fsgd_wire_range_t *rg, uint32_t *nranges);
 /* The gradient of w->batch for step s, computed on the model of step
  * s - 1 - lag, encoded and sent; the ranges become the next positions. */
 int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_range_t *rg, uint32_t nr);
+/* worker_model.c: room in θ (and the backend) for n weights (a working-set
+ * worker's θ grows with its steps' keys, never to the model's size). */
+int worker_theta_reserve(worker_t *w, uint64_t n);
 int worker_resend_body(worker_t *w, const inflight_t *e);
 int worker_do_step(worker_t *w);
 

@@ -7,6 +7,35 @@
 #include "fsgd/auth.h"
 #include "worker_internal.h"
 
+#define WS_THETA_FIRST 65536
+
+int worker_theta_reserve(worker_t *w, uint64_t n)
+{
+    if (n < 1)
+        n = 1;
+    if (w->theta && n <= w->theta_cap)
+        return 0;
+    if (w->theta && w->pull.on && n < 2 * w->theta_cap)
+        n = 2 * w->theta_cap; /* a few regrowths at most */
+    fsgd_backend_destroy(w->be);
+    w->be = NULL;
+    free(w->theta);
+    w->theta_cap = 0;
+    w->theta = calloc(n, sizeof *w->theta);
+    if (!w->theta)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for %llu weights",
+                            (unsigned long long)n);
+    /* the replica takes every step's update at random keys (fsgd/hugepages.h) */
+    fsgd_hugepages_advise(w->theta, n * sizeof *w->theta);
+    w->theta_cap = n;
+    /* a worker's share of a step (a fraction of the data: unknown here) */
+    double share = w->job->batch >= 1       ? w->job->batch / (w->job->workers > 0 ? w->job->workers : 1)
+                   : w->job->batch == FSGD_JOB_AUTO ? FSGD_TRAIN_BATCH_AUTO
+                                                    : 0;
+    w->be = fsgd_backend_new(fsgd_job_backend(w->job, share), n, w->theta, w->err, w->errsz);
+    return w->be ? 0 : FSGD_E_DEVICE;
+}
+
 static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
 {
     if (w->theta && w->mdim == m->n && w->kind == m->kind)
@@ -19,19 +48,9 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
     w->bias = m->bias;
     w->kind = m->kind;
     w->mdim = m->n;
-    w->theta = calloc(w->mdim ? w->mdim : 1, sizeof *w->theta);
-    /* the replica takes every step's update at random keys (fsgd/hugepages.h) */
-    fsgd_hugepages_advise(w->theta, (w->mdim ? w->mdim : 1) * sizeof *w->theta);
-    if (!w->theta)
-        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for %llu weights",
-                            (unsigned long long)w->mdim);
-    /* a worker's share of a step (a fraction of the data: unknown here) */
-    double share = w->job->batch >= 1       ? w->job->batch / (w->job->workers > 0 ? w->job->workers : 1)
-                   : w->job->batch == FSGD_JOB_AUTO ? FSGD_TRAIN_BATCH_AUTO
-                                                    : 0;
-    w->be = fsgd_backend_new(fsgd_job_backend(w->job, share), w->mdim, w->theta, w->err, w->errsz);
-    if (!w->be)
-        return FSGD_E_DEVICE;
+    /* a working-set worker holds its steps' values only: θ starts small
+     * and grows with the largest step (worker_theta_reserve) */
+    FSGD_TRY(worker_theta_reserve(w, w->pull.on ? (w->mdim < WS_THETA_FIRST ? w->mdim : WS_THETA_FIRST) : w->mdim));
     w->strat = fsgd_sworker_new(w->job->codec, w->mdim, w->job->seed + w->id, w->err, w->errsz);
     if (!w->strat)
         return FSGD_E_ARG;
@@ -43,6 +62,14 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
             return FSGD_E_ARG;
     }
     return 0;
+}
+
+/* A model message with values, to a working-set worker: its θ holds only
+ * pulled values at local columns, and the job's shards send none. */
+static int ws_takes_no_values(const worker_t *w, char *e, size_t esz)
+{
+    return fsgd_err_fmt(e, esz, FSGD_E_FORMAT, "a delta with values on %s: job %s's workers pull their values "
+                        "(replica working_set) and take none from the model topic", w->tmodel, w->job->name);
 }
 
 /* The model message f closes a step: when it is the step this worker sent
@@ -339,12 +366,17 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
             fsgd_wire_state_free(&s);
             return rc;
         }
-        if (fresh)
+        /* a working-set worker pulls the values it uses: a snapshot gives
+         * it the step and the state only */
+        if (w->pull.on)
+            rc = 0;
+        else if (fresh)
             fsgd_wire_model_weights_into_zeros(&mm, w->theta, 1, 0);
         else
             fsgd_wire_model_weights(&mm, w->theta);
         /* A device backend holds its own copy of θ: load all of it. */
-        rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz);
+        if (!w->pull.on)
+            rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz);
         if (rc < 0) {
             fsgd_wire_state_free(&s);
             return rc;
@@ -376,6 +408,8 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
         int applied = 0; /* θ was changed before the error: only a snapshot can repair it */
         if (f.kind == FSGD_KMSG_DELTA_CODED) {
             rc = fsgd_wire_cdelta_get(body, len, &off, &cd, e, sizeof e);
+            if (rc == 0 && w->pull.on)
+                rc = ws_takes_no_values(w, e, sizeof e);
             if (rc == 0)
                 rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, w->mdim, &w->delta, e, sizeof e);
             /* Additive: θ += update, the same float additions as the
@@ -389,6 +423,8 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
         } else {
             rc = f.kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)
                                                   : fsgd_wire_delta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e);
+            if (rc == 0 && w->pull.on && w->delta.n)
+                rc = ws_takes_no_values(w, e, sizeof e);
             for (size_t i = 0; rc == 0 && i < w->delta.n; i++)
                 w->theta[w->delta.keys[i]] = w->delta.vals[i];
         }
@@ -595,11 +631,13 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
         }
         if (!w->gen)
             w->gen = f.gen;
-        if (fresh)
+        if (w->pull.on) /* its values are pulled: the snapshot's state only */
+            ;
+        else if (fresh)
             fsgd_wire_model_weights_into_zeros(&mm, w->theta, S, I);
         else
             fsgd_wire_model_weights_strided(&mm, w->theta, S, I);
-        if ((rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz)) < 0) {
+        if (!w->pull.on && (rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz)) < 0) {
             fsgd_wire_state_free(&s);
             return rc;
         }
@@ -629,6 +667,8 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
         } else {
             rc = fsgd_wire_delta_get(body, len, &off, nloc, &w->delta, e, sizeof e);
         }
+        if (rc == 0 && w->pull.on && (f.kind == FSGD_KMSG_DELTA_CODED || w->delta.n))
+            rc = ws_takes_no_values(w, e, sizeof e);
         if (rc < 0) {
             fsgd_kasm_forget(w->as, &f);
             worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);

@@ -40,8 +40,11 @@ void worker_pull_free(worker_t *w)
         fsgd_csr_free(&pl->batch);
         free(pl->rg);
         free(pl->keys);
+        free(pl->vals);
+        free(pl->slots);
         for (uint32_t i = 0; i < FSGD_SHARDS_MAX; i++) {
             free(pl->part[i].keys);
+            free(pl->part[i].at);
             free(pl->part[i].body.p);
         }
     }
@@ -60,8 +63,58 @@ static int grow(worker_t *w, uint32_t **keys, size_t *cap, size_t n)
     return 0;
 }
 
+static int grow_part(worker_t *w, struct pull_part *pp, size_t n)
+{
+    size_t cap = pp->cap;
+    FSGD_TRY(grow(w, &pp->keys, &cap, n));
+    return grow(w, &pp->at, &pp->cap, n);
+}
+
+static inline uint32_t slot_of(uint32_t key, unsigned bits)
+{
+    return (uint32_t)(key * 2654435769u) >> (32 - bits);
+}
+
+#define SLOT_EMPTY UINT64_MAX
+
+/* The batch's columns become local ones, each its key's index in the
+ * plan's keys: θ then holds the step's values only, and as the keys are
+ * increasing, so is the gradient's local order (worker_send_step maps it
+ * back). */
+static int remap_columns(worker_t *w, plan_t *pl)
+{
+    unsigned bits = 4;
+    while (((size_t)1 << bits) < 2 * pl->n)
+        bits++;
+    const size_t size = (size_t)1 << bits, mask = size - 1;
+    if (size > pl->cap_slots) {
+        uint64_t *t = realloc(pl->slots, size * sizeof *t);
+        if (!t)
+            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for a pull");
+        pl->slots = t;
+        pl->cap_slots = size;
+    }
+    memset(pl->slots, 0xFF, size * sizeof *pl->slots);
+    for (size_t i = 0; i < pl->n; i++) {
+        size_t h = slot_of(pl->keys[i], bits);
+        while (pl->slots[h] != SLOT_EMPTY)
+            h = (h + 1) & mask;
+        pl->slots[h] = (uint64_t)pl->keys[i] << 32 | (uint32_t)i;
+    }
+    fsgd_csr_t *b = &pl->batch;
+    for (size_t j = 0; j < b->nnz; j++) {
+        size_t h = slot_of(b->col[j], bits);
+        while ((uint32_t)(pl->slots[h] >> 32) != b->col[j]) /* every column is there */
+            h = (h + 1) & mask;
+        b->col[j] = (uint32_t)pl->slots[h];
+    }
+    b->max_col = pl->n;
+    return 0;
+}
+
 /* The plan's keys (its rows' columns, the intercept's among them), strictly
- * increasing, and each shard's part as local keys. */
+ * increasing, each shard's part as local keys with their places among the
+ * plan's, room for their values, and the batch on local columns. */
 static int plan_keys(worker_t *w, plan_t *pl)
 {
     const fsgd_csr_t *b = &pl->batch;
@@ -75,15 +128,33 @@ static int plan_keys(worker_t *w, plan_t *pl)
     pl->n = n;
     const uint32_t S = w->shards;
     for (uint32_t s = 0; s < S; s++) {
-        FSGD_TRY(grow(w, &pl->part[s].keys, &pl->part[s].cap, n / S + 1));
+        FSGD_TRY(grow_part(w, &pl->part[s], n / S + 1));
         pl->part[s].n = 0;
     }
     for (size_t i = 0; i < n; i++) {
         struct pull_part *pp = &pl->part[fsgd_shard_of(pl->keys[i], S)];
         if (pp->n == pp->cap)
-            FSGD_TRY(grow(w, &pp->keys, &pp->cap, 2 * pp->cap));
+            FSGD_TRY(grow_part(w, pp, 2 * pp->cap));
+        pp->at[pp->n] = (uint32_t)i;
         pp->keys[pp->n++] = (uint32_t)fsgd_shard_local(pl->keys[i], S);
     }
+    if (n > pl->cap_vals) {
+        float *v = realloc(pl->vals, n * sizeof *v);
+        if (!v)
+            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for a pull");
+        pl->vals = v;
+        pl->cap_vals = n;
+    }
+    return remap_columns(w, pl);
+}
+
+/* The plan's values into θ (local columns), for the step's gradient. */
+static int bind_values(worker_t *w, const plan_t *pl)
+{
+    FSGD_TRY(worker_theta_reserve(w, pl->n));
+    memcpy(w->theta, pl->vals, pl->n * sizeof *w->theta);
+    FSGD_TRY(fsgd_backend_load(w->be, w->theta, pl->n, w->err, w->errsz)); /* a device's copy */
+    w->local_keys = pl->keys;
     return 0;
 }
 
@@ -189,11 +260,13 @@ int worker_pull_step(worker_t *w)
             FSGD_TRY(plan_ahead(w)); /* its round trip overlaps this gradient */
             /* computed on the model of step cur->at (>= s - 1 - ahead: at most τ old) */
             uint64_t lag = cur->at + 1 < s ? s - 1 - cur->at : 0;
+            FSGD_TRY(bind_values(w, cur));
             fsgd_csr_t keep = w->batch;
             w->batch = cur->batch;
             rc = worker_send_step(w, s, lag, cur->rg, cur->nr);
             cur->batch = w->batch;
             w->batch = keep;
+            w->local_keys = NULL;
         } else {
             p->plan[1].pending = 0; /* it started where this one ends */
         }
@@ -290,17 +363,8 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
         return 0;
     }
     const uint32_t n = v.n;
-    if (fsgd_sparse_reserve(&w->delta, n) < 0)
-        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t key = (uint32_t)fsgd_shard_global(pp->keys[i], shard, S);
-        float x = fsgd_values_at(&v, i);
-        w->theta[key] = x;
-        w->delta.keys[i] = key;
-        w->delta.vals[i] = x;
-    }
-    w->delta.n = n;
-    FSGD_TRY(fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, n, w->err, w->errsz));
+    for (uint32_t i = 0; i < n; i++)
+        pl->vals[pp->at[i]] = fsgd_values_at(&v, i);
     pp->answered = 1;
     if (pl->nanswered == 0 || v.at < pl->at)
         pl->at = v.at;

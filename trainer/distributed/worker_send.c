@@ -177,12 +177,16 @@ int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_rang
         /* A device that encodes on the card hands back only the message
          * (gradient and encoding fused; its time counts as gradient). */
         fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat);
-        int fused = w->shards == 1 && dc && fsgd_backend_encodes_on_device(w->be, dc);
+        int fused = w->shards == 1 && !w->local_keys && dc && fsgd_backend_encodes_on_device(w->be, dc);
         size_t cap = 0, elen = 0, raw_entries = 0;
         if (fused) {
             cap = fsgd_backend_encoded_bound(dc, &w->batch);
         } else {
             rc = fsgd_backend_gradient(w->be, &req, &w->g, &loss, w->err, w->errsz);
+            /* a working-set step ran on local columns: back to the model's
+             * keys (an increasing map, so still in order) */
+            for (size_t j = 0; !rc && w->local_keys && j < w->g.n; j++)
+                w->g.keys[j] = w->local_keys[w->g.keys[j]];
             cap = fsgd_sworker_bound(w->strat, w->g.n);
             raw_entries = w->g.n;
         }
