@@ -30,9 +30,12 @@ sed -n "$((total + 1)),$((total + CHUNK))p" "$tmp/all.svm" >"$tmp/chunk$CHUNKS.s
 name=$(job_name follow)
 extra=()
 [ "$KAFKA_MODE" = real ] && extra=(--brokers "$FSGD_BROKERS")
+# the embedded pass follows with full replicas, the real broker's with
+# working-set workers (issue 37): each mode once, at no extra time
+FOLLOW_REPLICA=${FOLLOW_REPLICA:-$([ "$KAFKA_MODE" = real ] && echo working_set || echo full)}
 job=(--follow --data "$tmp/d0.svm" --test "$tmp/test.svm" --dim $DIM --workers 2 --partitions 4 --name "$name"
     --checkpoint "$tmp/agg.ckpt" --version-seconds 1 --lr 0.01 --batch 256 --job-key-file "$FSGD_JOB_KEY"
-    --metrics-json "$tmp/m.json" --metrics-port 0 ${extra[@]+"${extra[@]}"})
+    --metrics-json "$tmp/m.json" --metrics-port 0 ${extra[@]+"${extra[@]}"} --replica "$FOLLOW_REPLICA")
 "$FSGD" run "${job[@]}" >"$tmp/run.log" 2>&1 &
 RUN_PID=$!
 wait_for "$tmp/run.log" "aggregator: version 1 " 90 || { echo "no version 1"; cat "$tmp/run.log"; exit 1; }
@@ -147,6 +150,11 @@ sys.exit(0 if ok else 1)
 PYEOF
 }
 stop_and_check "$tmp/run.log" $total
+# working-set workers pulled their values; full replicas pulled none
+values=$(json_get "$tmp/m.json" downlink.values_bytes_per_worker_step)
+"$PY" -c 'import sys; v, r = float(sys.argv[1]), sys.argv[2]; sys.exit(0 if (v > 0) == (r == "working_set") else 1)' \
+    "$values" "$FOLLOW_REPLICA" || { echo "FAIL: replica $FOLLOW_REPLICA, pulled values $values B a worker-step"; exit 1; }
+echo "ok   replica $FOLLOW_REPLICA: pulled values $values B a worker-step"
 grep -m1 "rejected a message on $name.data: replayed: partition [0-9] offset [0-9]*: a copy of a row message" \
     "$tmp/run.log" || { echo "FAIL: the replayed row messages were not named"; exit 1; }
 grep "restarting from" "$tmp/run.log"

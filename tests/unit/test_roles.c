@@ -292,12 +292,13 @@ static fsgd_bus_fault_t late_w1(void *ctx, const char *topic, int32_t partition,
 
 /* One epoch of nworkers on a9a rows; the model saved, and (ws != NULL)
  * worker 1's statistics. */
-static void run_model_with(int nworkers, fsgd_job_replica_t replica, fsgd_bus_hook_fn hook, void *hook_ctx,
-                           fsgd_model_t *m, fsgd_worker_stats_t *ws)
+static void run_model_opt(int nworkers, fsgd_job_replica_t replica, fsgd_job_optimizer_t optimizer,
+                          fsgd_bus_hook_fn hook, void *hook_ctx, fsgd_model_t *m, fsgd_worker_stats_t *ws)
 {
     run_t r;
     run_init(&r, nworkers, 1);
     r.job.replica = replica;
+    r.job.optimizer = optimizer;
     if (load_data(&r) != 0) {
         run_free(&r);
         return;
@@ -314,6 +315,12 @@ static void run_model_with(int nworkers, fsgd_job_replica_t replica, fsgd_bus_ho
     if (ws)
         *ws = r.wst[0];
     run_free(&r);
+}
+
+static void run_model_with(int nworkers, fsgd_job_replica_t replica, fsgd_bus_hook_fn hook, void *hook_ctx,
+                           fsgd_model_t *m, fsgd_worker_stats_t *ws)
+{
+    run_model_opt(nworkers, replica, FSGD_OPTIMIZER_ADAM, hook, hook_ctx, m, ws);
 }
 
 static void run_model(int nworkers, fsgd_bus_hook_fn hook, fsgd_model_t *m)
@@ -362,6 +369,24 @@ static void test_working_set_same_model(void)
     /* every step with rows computed on pulled values, none for a full replica */
     CU_ASSERT_TRUE(sw.steps_sent > 0 && sw.pulls > 0 && sw.pulls <= sw.steps_sent && sw.resends == 0);
     CU_ASSERT_TRUE(sw.pulled_keys > sw.pulls && sf.pulls == 0);
+    fsgd_model_free(&full);
+    fsgd_model_free(&ws);
+}
+
+/* FTRL-Proximal on the aggregator: θ of the pulled keys is what it
+ * publishes to full replicas, so τ = 0 gives the same model bit for bit. */
+static void test_working_set_ftrl(void)
+{
+    if (!repo_file("data/sets/a9a")) {
+        fsgd_test_skip("needs data/sets/a9a");
+        return;
+    }
+    fsgd_model_t full = {0}, ws = {0};
+    fsgd_worker_stats_t sw = {0};
+    run_model_opt(2, FSGD_REPLICA_FULL, FSGD_OPTIMIZER_FTRL, NULL, NULL, &full, NULL);
+    run_model_opt(2, FSGD_REPLICA_WORKING_SET, FSGD_OPTIMIZER_FTRL, NULL, NULL, &ws, &sw);
+    CU_ASSERT_TRUE(same_model(&full, &ws));
+    CU_ASSERT_TRUE(sw.pulls > 0);
     fsgd_model_free(&full);
     fsgd_model_free(&ws);
 }
@@ -1033,6 +1058,7 @@ void fsgd_test_register(void)
         {"a clean run trains a9a rows to a sane AUC", test_clean},
         {"tau 0: two runs end with the same model bit for bit", test_sync_deterministic},
         {"working set, tau 0: the same model as full replicas, bit for bit", test_working_set_same_model},
+        {"working set, tau 0, optimizer ftrl: the same model as full replicas", test_working_set_ftrl},
         {"working set: pulls duplicated and answers lost, the same model", test_working_set_faults},
         {"working set with a lossy codec: values as halves, a sane AUC", test_working_set_halves},
         {"working set, tau 2: the next step pulled while one is computed", test_working_set_ahead},

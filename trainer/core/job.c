@@ -839,14 +839,6 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
                                 not_follow[i]);
     if (fsgd_job_given(job, "version_seconds") && !job->follow)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "version_seconds needs follow");
-    /* what working-set workers do not have yet (issue 37 builds them up) */
-    if (job->replica == FSGD_REPLICA_WORKING_SET) {
-        const char *why = job->follow ? "follow"
-                          : job->optimizer == FSGD_OPTIMIZER_FTRL ? "optimizer ftrl" : NULL;
-        if (why)
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "replica working_set does not work with %s yet: use replica full",
-                                why);
-    }
     return FSGD_E_OK;
 }
 
