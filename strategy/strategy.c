@@ -44,6 +44,13 @@ int fsgd_strategy_max_lag(const char *spec, int staleness)
     return vt && vt->lockstep ? 0 : staleness;
 }
 
+int fsgd_strategy_workers_optimize(const char *spec)
+{
+    char e[8];
+    const fsgd_strategy_vt_t *vt = find(spec, e, sizeof e);
+    return vt && vt->optimizer == FSGD_OPT_APPLY;
+}
+
 int fsgd_strategy_spec_name(const char *spec, char *name, size_t sz)
 {
     size_t len = strcspn(spec ? spec : "", ":");

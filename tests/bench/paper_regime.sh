@@ -215,7 +215,8 @@ run_one() {
     local parts=$(( ($(stat -c %s "$d/train.svm") + 8388607) / 8388608 ))
     [ "$parts" -lt 12 ] && parts=12
     local common=(--brokers "$brokers" --name "$name" --dim "$dim" --epochs "$epochs" --batch "$batch" --lr "$lr"
-        --codec "$codec" --shards "$shards" --workers "$workers" --step-timeout-ms 600000 --staleness 0)
+        --codec "$codec" --shards "$shards" --workers "$workers" --step-timeout-ms 600000 --staleness 0
+        --replica full) # the seeds' regime: every worker a whole replica (replica auto takes working sets at 2^25+)
     ${nsb_pre[@]+"${nsb_pre[@]}"} "$FSGD" run --broker-only --brokers "$brokers" --name "$name" --partitions "$parts" \
         --shards "$shards" --replication-factor "$replication" >"$base.topics" 2>&1 ||
         { echo "bench paper error: topics of $name not made:"; cat "$base.topics"; return 1; }

@@ -183,6 +183,37 @@ static void test_kafka_options(void)
 
 /* batch auto: 256 rows a worker, at most n / 2000 when that is above 256;
  * explicit rows and fractions as given. */
+/* replica auto: working sets for a model of 2^25 weights or more that the
+ * job gives (dim or bits), unless the codec's workers run the optimizer. */
+static void test_replica_auto(void)
+{
+    fsgd_job_t job;
+    fsgd_job_dist_defaults(&job);
+    CU_ASSERT_EQUAL(job.replica, FSGD_REPLICA_AUTO);
+    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_FULL); /* the size comes from the data: unknown */
+    job.dim = ((uint64_t)1 << 25) - 1;
+    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_FULL);
+    job.dim = (uint64_t)1 << 25;
+    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_WORKING_SET);
+    snprintf(job.codec, sizeof job.codec, "efsign");
+    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_FULL);
+    char err[256];
+    fsgd_job_dist_defaults(&job);
+    char *bits[] = {"x", "--format", "criteo", "--bits", "26", NULL};
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 5, bits, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_WORKING_SET);
+    char *full[] = {"x", "--replica", "full", NULL};
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 3, full, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_FULL);
+    fsgd_job_dist_defaults(&job);
+    char *ws[] = {"x", "--replica", "working_set", NULL};
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 3, ws, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_WORKING_SET); /* small, but asked for */
+    char *bad[] = {"x", "--replica", "some", NULL};
+    CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 3, bad, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected auto, full or working_set"));
+}
+
 static void test_batch_auto(void)
 {
     fsgd_job_t job;
@@ -222,6 +253,7 @@ void fsgd_test_register(void)
         {"kafka security options", test_kafka_options},
         {"backend auto takes the GPU only for large steps", test_backend_auto},
         {"batch auto: 256 rows a worker, 2000 steps an epoch", test_batch_auto},
+        {"replica auto: working sets for large models the job names", test_replica_auto},
         {NULL, NULL},
     };
     fsgd_test_suite("job", cases);

@@ -566,7 +566,7 @@ static int run_start_embedded(run_t *r)
     static const char *sfx[] = {"data", "grads", "model", "ctl", "pull"};
     int rc = 0;
     /* NAME.pull: answers to working-set workers' pulls */
-    for (int i = 0; i < (r->job.replica == FSGD_REPLICA_WORKING_SET ? 5 : 4) && !rc; i++) {
+    for (int i = 0; i < (fsgd_job_replica(&r->job) == FSGD_REPLICA_WORKING_SET ? 5 : 4) && !rc; i++) {
         char t[128];
         fsgd_kbus_topic(t, sizeof t, r->job.name, sfx[i]);
         /* grads led by broker 2, model by 3 (the fault tests name them);

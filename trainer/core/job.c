@@ -13,6 +13,7 @@
 #include "fsgd/ftrl.h"
 #include "fsgd/delim.h"
 #include "fsgd/rowfmt.h"
+#include "fsgd/strategy.h"
 #include "fsgd/vw.h"
 
 typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS, F_REPLICA } field_type_t;
@@ -143,9 +144,10 @@ static const field_t fields[] = {
      "has (0: synchronous; gTop-k and GradiVeQ always run at 0)"},
     {"replica", "cluster", F_REPLICA, OFF(replica), 0, 0,
      "what a worker of fsgd run holds: full (the whole model, every step's update broadcast on NAME.model to every "
-     "worker) or working_set (before each step a worker pulls the values of the keys its rows use from the "
-     "aggregator shards that own them (answers on NAME.pull), so its downlink does not grow with the number of "
-     "workers; not with follow or optimizer ftrl yet)"},
+     "worker), working_set (before each step a worker pulls the values of the keys its rows use from the "
+     "aggregator shards that own them (answers on NAME.pull): its downlink does not grow with the number of "
+     "workers, nor its memory with the model), or auto: working_set when --dim or --bits gives a model of 2^25 "
+     "weights or more (and the codec's workers do not run the optimizer), full otherwise (docs/run.md)"},
     {"shards", "cluster", F_INT, OFF(shards), 1, 64,
      "aggregator shards: the model's keys split over S aggregator processes (key k to shard k mod S), each "
      "holding its part of the weights and optimizer state; fsgd train simulates the same split in one process"},
@@ -187,6 +189,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
 {
     memset(job, 0, sizeof *job);
     job->test_fraction = 0.2;
+    job->replica = FSGD_REPLICA_AUTO;
     snprintf(job->format, sizeof job->format, "libsvm");
     job->model = FSGD_LOSS_LOGISTIC;
     job->bias = 1;
@@ -341,6 +344,16 @@ static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char 
     return FSGD_E_OK;
 }
 
+fsgd_job_replica_t fsgd_job_replica(const fsgd_job_t *job)
+{
+    if (job->replica != FSGD_REPLICA_AUTO)
+        return job->replica;
+    uint64_t weights = job->dim ? job->dim : job->hash_bits > 0 ? (uint64_t)1 << job->hash_bits : 0;
+    return weights >= FSGD_REPLICA_AUTO_MIN_WEIGHTS && !fsgd_strategy_workers_optimize(job->codec)
+               ? FSGD_REPLICA_WORKING_SET
+               : FSGD_REPLICA_FULL;
+}
+
 int fsgd_job_given(const fsgd_job_t *job, const char *key)
 {
     const field_t *f = find_field(key);
@@ -409,9 +422,11 @@ static int set_value(fsgd_job_t *job, const field_t *f, const char *value, char 
             *(fsgd_job_replica_t *)dst = FSGD_REPLICA_FULL;
         else if (!strcmp(value, "working_set") || !strcmp(value, "working-set"))
             *(fsgd_job_replica_t *)dst = FSGD_REPLICA_WORKING_SET;
+        else if (!strcmp(value, "auto"))
+            *(fsgd_job_replica_t *)dst = FSGD_REPLICA_AUTO;
         else
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected full or working_set, got '%s'", f->key,
-                                value);
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected auto, full or working_set, got '%s'",
+                                f->key, value);
         return FSGD_E_OK;
     }
     case F_DOUBLE:
@@ -731,7 +746,9 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
         snprintf(out, cap, "%s", fsgd_optimizer_name(*(const fsgd_job_optimizer_t *)p));
         break;
     case F_REPLICA:
-        snprintf(out, cap, "%s", *(const fsgd_job_replica_t *)p == FSGD_REPLICA_WORKING_SET ? "working_set" : "full");
+        snprintf(out, cap, "%s", *(const fsgd_job_replica_t *)p == FSGD_REPLICA_WORKING_SET ? "working_set"
+                                 : *(const fsgd_job_replica_t *)p == FSGD_REPLICA_AUTO      ? "auto"
+                                                                                              : "full");
         break;
     }
 }

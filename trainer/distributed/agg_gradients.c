@@ -99,10 +99,10 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int32_t partition
                    (unsigned long long)f.step, f.chunk);
         return 0;
     }
-    const int pull = f.kind == FSGD_KMSG_PULL && a->job->replica == FSGD_REPLICA_WORKING_SET;
+    const int pull = f.kind == FSGD_KMSG_PULL && fsgd_job_replica(a->job) == FSGD_REPLICA_WORKING_SET;
     if (f.kind != FSGD_KMSG_GRAD && !pull) {
         agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: a frame of kind %u, not a gradient%s", (long long)offset,
-               f.kind, a->job->replica == FSGD_REPLICA_WORKING_SET ? " or a pull" : "");
+               f.kind, fsgd_job_replica(a->job) == FSGD_REPLICA_WORKING_SET ? " or a pull" : "");
         return 0;
     }
     if (f.body_len > FSGD_KBUS_CHUNK_MAX) {

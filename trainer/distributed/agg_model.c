@@ -87,7 +87,7 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     a->model.buf.n = 0;
     /* working-set workers pull the values they use (agg_pull.c): a step's
      * message carries its state and no values */
-    const int ws = a->job->replica == FSGD_REPLICA_WORKING_SET;
+    const int ws = fsgd_job_replica(a->job) == FSGD_REPLICA_WORKING_SET;
     if (ws)
         n = 0;
     int coded = !ws && fsgd_sagg_downlink_coded(a->model.strat);

@@ -205,7 +205,7 @@ static int agg_setup_reduction(agg_t *a)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers: it cannot be combined with optimizer ftrl",
                           job->codec);
-    if (!rc && job->replica == FSGD_REPLICA_WORKING_SET && fsgd_sagg_optimizer(a->model.strat) == FSGD_OPT_APPLY)
+    if (!rc && fsgd_job_replica(job) == FSGD_REPLICA_WORKING_SET && fsgd_sagg_optimizer(a->model.strat) == FSGD_OPT_APPLY)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers, on a whole replica: it needs replica full",
                           job->codec);

@@ -81,7 +81,7 @@ int fsgd_dist_topics_create_bus(fsgd_bus_client_t *c, const fsgd_job_t *job, int
         int parts = i == 0 ? data_partitions : i == 3 || job->shards < 2 ? 1 : job->shards;
         FSGD_TRY(fsgd_bus_create_topic(c, t, parts, rf, cf[i], 30000, err, errsz));
     }
-    if (job->replica == FSGD_REPLICA_WORKING_SET) {
+    if (fsgd_job_replica(job) == FSGD_REPLICA_WORKING_SET) {
         /* pull: answers to working-set workers, each on the partition of its
          * id (fsgd_pull_partition), read live only like grads */
         char t[128];

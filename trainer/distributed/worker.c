@@ -187,7 +187,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         fsgd_bus_partitions(w->prod, w->tgrads, 5000, NULL, 0);
         fsgd_bus_partitions(w->prod, w->tctl, 5000, NULL, 0);
     }
-    if (!rc && job->replica == FSGD_REPLICA_WORKING_SET)
+    if (!rc && fsgd_job_replica(job) == FSGD_REPLICA_WORKING_SET)
         rc = worker_pull_open(w);
     if (!rc && !(w->fetch = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)))
         rc = FSGD_E_KAFKA;

@@ -49,6 +49,10 @@ typedef struct fsgd_sworker fsgd_sworker_t;
  * outcome of its last message before it encodes the next (gtopk, gradiveq,
  * efsign). */
 int fsgd_strategy_max_lag(const char *spec, int staleness);
+
+/* 1 when the workers of spec's strategy run the optimizer themselves on a
+ * whole replica (efsign), 0 otherwise (and for an unknown spec). */
+int fsgd_strategy_workers_optimize(const char *spec);
 typedef struct fsgd_sagg fsgd_sagg_t;
 
 /* What the aggregator does with the reduced sum of a step. */

@@ -23,7 +23,15 @@ typedef enum fsgd_job_optimizer { FSGD_OPTIMIZER_ADAM = 0, FSGD_OPTIMIZER_FTRL =
  * kept current by every step's delta on NAME.model, or only the values of
  * the keys its next batch uses, pulled from the aggregator before each step
  * (a downlink that does not grow with the number of workers). */
-typedef enum fsgd_job_replica { FSGD_REPLICA_FULL = 0, FSGD_REPLICA_WORKING_SET = 1 } fsgd_job_replica_t;
+typedef enum fsgd_job_replica {
+    FSGD_REPLICA_FULL = 0,
+    FSGD_REPLICA_WORKING_SET = 1,
+    FSGD_REPLICA_AUTO = 2 /* the default: fsgd_job_replica decides */
+} fsgd_job_replica_t;
+
+/* Models of at least this many weights get working-set workers under
+ * replica auto (docs/performance.md: the measured crossover). */
+#define FSGD_REPLICA_AUTO_MIN_WEIGHTS ((uint64_t)1 << 25)
 
 /* The default bounded delay τ (job key staleness; why this value: README,
  * "fsgd run defaults"). */
@@ -92,7 +100,7 @@ typedef struct fsgd_job {
     int connect_timeout_ms;          /* a role gives up (exit 4) on brokers that do not answer by then */
     int snapshot_every;              /* full model snapshot every N steps (0: auto, agg_auto.c) */
     int staleness;                   /* τ: a gradient may be computed on a model up to τ steps old (0: BSP) */
-    fsgd_job_replica_t replica;      /* full (default) | working_set */
+    fsgd_job_replica_t replica;      /* auto (default) | full | working_set: read it through fsgd_job_replica */
     int shards;                      /* aggregator shards S: key k belongs to shard k mod S (fsgd/shard.h) */
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
     int follow;                      /* continuous training: consume NAME.data as rows arrive, until SIGTERM */
@@ -193,5 +201,12 @@ int fsgd_job_class_weight(const fsgd_job_t *job, double *pos, double *neg, char 
 
 /* "adam" or "ftrl". */
 const char *fsgd_optimizer_name(fsgd_job_optimizer_t o);
+
+/* What a worker of the job holds, replica auto resolved from what every
+ * role knows before the data: working_set when the model's size is given
+ * (dim, or hash_bits) and at least FSGD_REPLICA_AUTO_MIN_WEIGHTS, and the
+ * codec's workers do not run the optimizer on a whole replica; full
+ * otherwise. */
+fsgd_job_replica_t fsgd_job_replica(const fsgd_job_t *job);
 
 #endif
