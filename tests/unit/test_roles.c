@@ -943,22 +943,30 @@ static void test_late_join_working_set(void)
  * orphaned (session longer than the step timeout, as in
  * kafka_worker_kill.sh: 6 s against 2 s; before the fix that run made 139
  * steps here, 82 of them empty). */
-static void drop_case(int session_ms, int step_timeout_ms, int tau)
+static void drop_case_in(fsgd_job_replica_t replica, int session_ms, int step_timeout_ms, int tau)
 {
     run_t r;
     run_init(&r, 3, 2);
+    r.job.replica = replica;
     NEED_DATA(&r);
     r.job.step_timeout_ms = step_timeout_ms;
     r.job.staleness = tau;
     start(&r);
     wait_steps(&r, 4);
+    uint64_t killed_at = *(volatile uint64_t *)&r.ast.steps;
     fsgd_bus_mem_kill(r.bus, 3, session_ms);
     r.killed[2] = 1;
     finish(&r);
     check_epochs(&r, 2);
     CU_ASSERT_EQUAL(r.ast.workers_dropped, 1);
     CU_ASSERT_EQUAL(r.ast.workers_live, 2);
+    if (r.ast.workers_dropped != 1 || r.ast.workers_live != 2) /* (seen once under load: say how it ended) */
+        fprintf(stderr, "\n  workers dropped %llu, live %llu, steps %llu, empty %llu, killed at step %llu\n",
+                (unsigned long long)r.ast.workers_dropped, (unsigned long long)r.ast.workers_live,
+                (unsigned long long)r.ast.steps, (unsigned long long)r.ast.empty_steps, (unsigned long long)killed_at);
     CU_ASSERT_TRUE(r.ast.test.auc > 0.85);
+    if (replica == FSGD_REPLICA_WORKING_SET)
+        CU_ASSERT_TRUE(r.wst[0].pulls > 0 && r.wst[1].pulls > 0);
     /* B = 240 of 6000 rows: 25 full steps an epoch */
     uint64_t full = (uint64_t)(DATA_ROWS / r.job.batch) * 2;
     CU_ASSERT_TRUE(r.ast.empty_steps <= 4);
@@ -967,6 +975,18 @@ static void drop_case(int session_ms, int step_timeout_ms, int tau)
         fprintf(stderr, "\n  %llu steps (%llu full ones) of which %llu empty\n", (unsigned long long)r.ast.steps,
                 (unsigned long long)full, (unsigned long long)r.ast.empty_steps);
     run_free(&r);
+}
+
+static void drop_case(int session_ms, int step_timeout_ms, int tau)
+{
+    drop_case_in(FSGD_REPLICA_FULL, session_ms, step_timeout_ms, tau);
+}
+
+/* Working-set workers: the dropped worker's pulls die with it, and the
+ * others pull its partitions' keys once they hold them. */
+static void test_worker_dropped_working_set(void)
+{
+    drop_case_in(FSGD_REPLICA_WORKING_SET, 2500, 500, 2);
 }
 
 static void test_worker_dropped(void)
@@ -1075,6 +1095,7 @@ void fsgd_test_register(void)
         {"a worker dropped mid-epoch: rows once, no empty steps", test_worker_dropped},
         {"a worker dropped mid-epoch, its session ending first", test_worker_dropped_session_first},
         {"a worker dropped mid-epoch with tau 2", test_worker_dropped_tau},
+        {"working set: a worker dropped mid-epoch with tau 2", test_worker_dropped_working_set},
         {"the aggregator gone: workers say what they wait for, then give up", test_aggregator_gone},
         {"no aggregator yet: workers say they wait for a snapshot, and wait", test_no_aggregator_yet},
         {NULL, NULL},
