@@ -391,6 +391,90 @@ static void test_working_set_ftrl(void)
     fsgd_model_free(&ws);
 }
 
+/* Rows over 2^18 features, 30 a row from a fixed LCG (label: the parity
+ * of the first), produced to NAME.data: after one epoch ~110k weights are
+ * not zero, so the snapshots that carry them span several chunks. */
+#define WIDE_DIM (1u << 18)
+static int load_wide_data(run_t *r)
+{
+    const char *rows = fsgd_test_tmp("wide.libsvm");
+    FILE *o = fopen(rows, "w");
+    uint64_t x = 12345;
+    for (int n = 0; o && n < DATA_ROWS; n++) {
+        uint32_t k[30];
+        for (int j = 0; j < 30; j++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            k[j] = (uint32_t)((x >> 33) % (WIDE_DIM - 1)) + 1;
+        }
+        for (int a = 1; a < 30; a++) /* increasing, as LIBSVM wants */
+            for (int b = a; b > 0 && k[b - 1] > k[b]; b--) {
+                uint32_t t = k[b];
+                k[b] = k[b - 1];
+                k[b - 1] = t;
+            }
+        fprintf(o, "%d", (k[0] & 1) ? 1 : -1);
+        for (int j = 0; j < 30; j++)
+            if (j == 0 || k[j] != k[j - 1])
+                fprintf(o, " %u:1", k[j]);
+        fputc('\n', o);
+    }
+    if (!o || fclose(o))
+        return -1;
+    char err[256];
+    fsgd_produce_stats_t st;
+    int rc = fsgd_produce_file_bus(r->bus, &r->job, rows, PARTS, &st, NULL, NULL, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n  produce: %s\n", err);
+    return rc;
+}
+
+static void run_wide(fsgd_job_replica_t replica, fsgd_model_t *m, fsgd_worker_stats_t *ws)
+{
+    run_t r;
+    run_init(&r, 2, 1);
+    r.job.replica = replica;
+    r.job.dim = WIDE_DIM;
+    r.job.test[0] = '\0';
+    snprintf(r.job.codec, sizeof r.job.codec, "none");
+    if (load_wide_data(&r) != 0) {
+        CU_FAIL("wide rows not produced");
+        run_free(&r);
+        return;
+    }
+    snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("wide.model"));
+    start(&r);
+    finish(&r);
+    check_epochs(&r, 1);
+    char err[512];
+    CU_ASSERT_EQUAL(fsgd_model_load(m, r.job.out, err, sizeof err), 0);
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL(r.wrc[i], 0);
+    *ws = r.wst[0];
+    run_free(&r);
+}
+
+/* Snapshots of several chunks: a working-set worker takes each from its
+ * first chunk (the state and the model's header) and leaves the weights
+ * unassembled; the model is still the full replicas', bit for bit. */
+static void test_working_set_snapshot_heads(void)
+{
+    fsgd_model_t full = {0}, ws = {0};
+    fsgd_worker_stats_t sf = {0}, sw = {0};
+    run_wide(FSGD_REPLICA_FULL, &full, &sf);
+    run_wide(FSGD_REPLICA_WORKING_SET, &ws, &sw);
+    size_t nonzero = 0;
+    for (uint64_t i = 0; full.w && i < full.dim; i++)
+        nonzero += full.w[i] != 0;
+    CU_ASSERT_TRUE(nonzero * 8 > FSGD_KBUS_CHUNK_MAX); /* a sparse snapshot of 2 chunks or more */
+    CU_ASSERT_TRUE(same_model(&full, &ws));
+    CU_ASSERT_TRUE(sw.snapshot_heads > 0 && sf.snapshot_heads == 0);
+    if (!same_model(&full, &ws) || !sw.snapshot_heads || getenv("FSGD_ROLES_LOG"))
+        fprintf(stderr, "\n  %zu weights not zero; snapshot heads %llu\n", nonzero,
+                (unsigned long long)sw.snapshot_heads);
+    fsgd_model_free(&full);
+    fsgd_model_free(&ws);
+}
+
 /* Faults on the pulls: every pull duplicated, and both answers of a step
  * to each worker lost (the worker asks again after its resend time). */
 typedef struct pull_faults {
@@ -1079,6 +1163,7 @@ void fsgd_test_register(void)
         {"tau 0: two runs end with the same model bit for bit", test_sync_deterministic},
         {"working set, tau 0: the same model as full replicas, bit for bit", test_working_set_same_model},
         {"working set, tau 0, optimizer ftrl: the same model as full replicas", test_working_set_ftrl},
+        {"working set: snapshots of several chunks taken from their first", test_working_set_snapshot_heads},
         {"working set: pulls duplicated and answers lost, the same model", test_working_set_faults},
         {"working set with a lossy codec: values as halves, a sane AUC", test_working_set_halves},
         {"working set, tau 2: the next step pulled while one is computed", test_working_set_ahead},

@@ -388,7 +388,8 @@ int fsgd_wire_model_put_shard(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bi
     return 0;
 }
 
-int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err, size_t errsz)
+int fsgd_wire_model_head_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err,
+                             size_t errsz)
 {
     NEED(28, "snapshot header");
     size_t at = *off;
@@ -421,7 +422,14 @@ int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_mod
     m->nloc = fsgd_shard_dim(m->n, m->shard, m->shards);
     if (!isfinite(m->bias))
         return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "snapshot: bias value is not finite at byte %zu", at + 8);
-    if (sparse) {
+    m->sparse = sparse;
+    return 0;
+}
+
+int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err, size_t errsz)
+{
+    FSGD_TRY(fsgd_wire_model_head_get(p, len, off, m, err, errsz));
+    if (m->sparse) {
         NEED(8, "snapshot weight count");
         uint64_t nnz = fsgd_le_get64(p + *off);
         if (nnz > m->nloc)

@@ -114,6 +114,7 @@ typedef struct fsgd_wire_model {
     const uint8_t *w;  /* dense: n little-endian floats, borrowed; NULL when sparse */
     const uint8_t *kv; /* sparse: nnz (u32 index, f32 weight) pairs, indices increasing, borrowed */
     uint64_t nnz;
+    int sparse;        /* the weights come as pairs */
 } fsgd_wire_model_t;
 /* The has_bias word's bit 1: the weights that are not +0.0 as (index,
  * weight) pairs, written when that is smaller (a fresh model, an L1 one,
@@ -128,6 +129,11 @@ int fsgd_wire_model_put(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, fl
 int fsgd_wire_model_put_shard(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim,
                               const float *w, uint64_t n, uint32_t shard, uint32_t shards);
 int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err, size_t errsz);
+/* The header only (kind, bias, dim, n, shard): what a working-set worker,
+ * which pulls its values, needs of a snapshot; the weights need not be
+ * there (m->w and m->kv stay NULL). */
+int fsgd_wire_model_head_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err,
+                             size_t errsz);
 /* m's nloc weights into out, dense or sparse alike (a shard's: local keys). */
 void fsgd_wire_model_weights(const fsgd_wire_model_t *m, float *out);
 /* The same into out[offset + i * stride]: a shard's weights straight into

@@ -72,6 +72,11 @@ typedef struct worker {
     float *theta;
     uint64_t theta_cap;
     const uint32_t *local_keys; /* working set: the global key of each local column, during a step */
+    struct head_taken {         /* working set: the last snapshot of each shard taken from its first chunk */
+        int valid;
+        uint32_t gen;
+        uint64_t step;
+    } head_taken[FSGD_SHARDS_MAX];
     fsgd_backend_t *be;
     fsgd_sworker_t *strat; /* the compression strategy (fsgd/strategy.h) */
     pcache_t *cache;

@@ -111,7 +111,17 @@ static void close_step(worker_t *w, const fsgd_kframe_t *f, int applied, const u
  * aggregator's job_end of our generation (or a later one) ends the worker:
  * "failed" with the aggregator's error, "done" like the final model. */
 static int unannounced(const worker_t *w, const fsgd_kframe_t *f);
+
+/* A snapshot's model: whole, or (a working-set worker, whose values are
+ * pulled) its header only. */
+static int model_get(const worker_t *w, const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *e,
+                     size_t esz)
+{
+    return w->pull.on ? fsgd_wire_model_head_get(p, len, off, m, e, esz) : fsgd_wire_model_get(p, len, off, m, e, esz);
+}
 static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset);
+static int take_message(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, int64_t offset);
+static int snapshot_head(worker_t *w, const fsgd_kframe_t *f, int64_t offset, int *rc);
 static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t step, int final, int64_t offset);
 static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset);
 
@@ -273,6 +283,9 @@ int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         return 0;
     }
     w->stats->bytes_down += m->len;
+    int rc = 0;
+    if (w->pull.on && f.kind == FSGD_KMSG_SNAPSHOT && f.nchunks > 1 && snapshot_head(w, &f, m->offset, &rc))
+        return rc;
     const uint8_t *body;
     size_t len;
     int r = fsgd_kasm_feed(w->as, &f, &body, &len, e, sizeof e);
@@ -283,18 +296,55 @@ int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         worker_reject(w, 1, "offset %lld: %s", (long long)m->offset, e);
     if (r != FSGD_KASM_DONE)
         return 0;
-    if (f.gen < w->gen)
+    return take_message(w, &f, body, len, m->offset);
+}
+
+/* A whole model message (reassembled, or a snapshot's head). */
+static int take_message(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, int64_t offset)
+{
+    if (f->gen < w->gen)
         return 0; /* a message of an aggregator that has since restarted */
     /* shards' snapshots of a new generation come on S partitions, in any
      * order against NAME.ctl's job_start: not parked (one slot) */
     if (w->shards > 1)
-        return apply_model_shard(w, &f, body, len, m->offset);
-    if (unannounced(w, &f)) {
-        if (f.kind == FSGD_KMSG_SNAPSHOT)
-            park(w, &f, body, len, m->offset);
+        return apply_model_shard(w, f, body, len, offset);
+    if (unannounced(w, f)) {
+        if (f->kind == FSGD_KMSG_SNAPSHOT)
+            park(w, f, body, len, offset);
         return 0; /* a delta of a generation this worker does not hold is of no use anyway */
     }
-    return apply_model(w, &f, body, len, m->offset);
+    return apply_model(w, f, body, len, offset);
+}
+
+/* Why: a working-set worker pulls its values, so of a snapshot it needs the
+ * state and the model's header, which its first chunk holds; the chunks
+ * of weights after it are dropped unassembled (a dense shard of 2^28
+ * weights is 1 GiB a snapshot). Returns 1 when f was dealt with here (*rc:
+ * its outcome), 0 when it goes the usual way (a first chunk that does not
+ * hold the whole head: the message is reassembled). */
+static int snapshot_head(worker_t *w, const fsgd_kframe_t *f, int64_t offset, int *rc)
+{
+    struct head_taken *h = &w->head_taken[f->sender % FSGD_SHARDS_MAX];
+    const int taken = h->valid && h->gen == f->gen && h->step == f->step;
+    if (f->chunk != 0 || taken)
+        return taken; /* its weights, or a copy of a head taken */
+    char e[256];
+    size_t off = 0;
+    fsgd_wire_state_t s = {0};
+    fsgd_wire_model_t mm;
+    int ok = fsgd_wire_state_get(f->body, f->body_len, &off, &s, e, sizeof e) == 0;
+    fsgd_wire_state_free(&s);
+    if (ok && (f->flags & FSGD_KFLAG_SECTION)) {
+        const uint8_t *sec;
+        size_t slen;
+        ok = fsgd_wire_section_get(f->body, f->body_len, &off, &sec, &slen, e, sizeof e) == 0;
+    }
+    if (!ok || fsgd_wire_model_head_get(f->body, f->body_len, &off, &mm, e, sizeof e) < 0)
+        return 0;
+    *h = (struct head_taken){1, f->gen, f->step};
+    w->stats->snapshot_heads++;
+    *rc = take_message(w, f, f->body, f->body_len, offset);
+    return 1;
 }
 
 static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset)
@@ -316,7 +366,7 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
     }
     if (f.kind == FSGD_KMSG_SNAPSHOT) {
         fsgd_wire_model_t mm;
-        if (fsgd_wire_model_get(body, len, &off, &mm, e, sizeof e) < 0) {
+        if (model_get(w, body, len, &off, &mm, e, sizeof e) < 0) {
             fsgd_kasm_forget(w->as, &f);
             worker_reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
             fsgd_wire_state_free(&s);
@@ -611,7 +661,7 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
     }
     if (f.kind == FSGD_KMSG_SNAPSHOT) {
         fsgd_wire_model_t mm;
-        if (fsgd_wire_model_get(body, len, &off, &mm, e, sizeof e) < 0 || mm.shards != S || mm.shard != I) {
+        if (model_get(w, body, len, &off, &mm, e, sizeof e) < 0 || mm.shards != S || mm.shard != I) {
             if (mm.shards != S || mm.shard != I)
                 snprintf(e, sizeof e, "a snapshot of shard %u of %u on shard %u's stream of %u", mm.shard,
                          mm.shards, I, S);

@@ -108,6 +108,7 @@ typedef struct fsgd_worker_stats {
     /* replica working_set: steps whose keys' values were pulled and taken,
      * and the keys (a full replica: 0) */
     uint64_t pulls, pulled_keys;
+    uint64_t snapshot_heads; /* working set: snapshots taken from their first chunk, their weights left unread */
     uint64_t unauthenticated; /* NAME.model and NAME.ctl messages without a valid tag (a job with a key) */
     uint64_t replayed; /* copies of a message its sender wrote before (fsgd/replay.h): NAME.model, NAME.ctl, and
                           NAME.data row messages (read as no rows) */
