@@ -37,19 +37,6 @@ static void on_rebalance(void *opaque, int assigned, const int32_t *parts, int n
     w->hold = 1;
 }
 
-/* Reports this worker's data partitions on NAME.ctl (the aggregator waits
- * for a settled assignment before step 1). */
-#define REPORT_AGAIN_S 5.0
-
-static void report_assignment(worker_t *w, const char *event)
-{
-    fsgd_cj_begin(&w->cj, event, w->job->name);
-    fsgd_cj_u64(&w->cj, "worker", w->id);
-    fsgd_cj_i32s(&w->cj, "partitions", w->assigned, (size_t)w->nassigned);
-    fsgd_cj_u64(&w->cj, "assigned", (uint64_t)w->have_assignment);
-    if (fsgd_cj_end(&w->cj) == 0)
-        fsgd_ctl_send(w->prod, w->tctl, w->job->name, event, &w->cj);
-}
 
 /* The step the worker waits for and who owes it: "the aggregator", or the
  * shards whose model is behind the others' (a sharded job). */
@@ -245,15 +232,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
         fsgd_bus_msg_destroy(fsgd_bus_poll(w->group, 0));
         if (!w->valid)
             fsgd_bus_group_nudge(w->group); /* before step 1: the group's join, now */
-        /* Until the first model, the report goes again every few seconds:
-         * the aggregator opens the job on it, and one lost report (or read
-         * by an aggregator that was not there yet) must not hold the start. */
-        if (w->assign_dirty ||
-            (!w->valid && w->have_assignment && fsgd_clock_s() - w->reported_at >= REPORT_AGAIN_S)) {
-            w->assign_dirty = 0;
-            w->reported_at = fsgd_clock_s();
-            report_assignment(w, "worker_assignment");
-        }
+        worker_report_if_due(w);
         fsgd_bus_serve(w->prod);
         rc = check_model_wait(w, ready);
         if (rc)
@@ -284,7 +263,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     if (w->prod) {
         w->nassigned = 0;
         w->have_assignment = 0;
-        report_assignment(w, "worker_leave");
+        worker_report_assignment(w, "worker_leave");
     }
     if (w->prod)
         fsgd_bus_flush(w->prod, 5000, NULL, 0); /* what is left is dropped below */

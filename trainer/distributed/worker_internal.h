@@ -192,6 +192,12 @@ typedef struct worker {
 #define PREFETCH_EVERY_S 0.05
 
 /* worker_util.c */
+/* Reports this worker's data partitions on NAME.ctl (the aggregator waits
+ * for a settled assignment before step 1): event worker_assignment or
+ * worker_leave. */
+void worker_report_assignment(worker_t *w, const char *event);
+/* The assignment's report when it changed, or again before the first model. */
+void worker_report_if_due(worker_t *w);
 /* Counts a dropped model message; the first of each reason is logged. */
 void worker_reject(worker_t *w, int corrupt, const char *fmt, ...)
 #if defined(__GNUC__)

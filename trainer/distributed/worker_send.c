@@ -148,6 +148,21 @@ int worker_select_rows(worker_t *w, fsgd_wire_range_t *rg, uint32_t *nranges)
     return rc;
 }
 
+/* The data topic never changes at an offset, so the ranges name the
+ * batch's content: a device backend may keep it resident and reuse it when
+ * the same ranges come round next epoch. FNV-1a, 62 bits. */
+static int64_t batch_id(const fsgd_wire_range_t *rg, uint32_t nr)
+{
+    uint64_t id = 1469598103934665603ull;
+    for (uint32_t i = 0; i < nr; i++) {
+        uint64_t parts[3] = {rg[i].part, rg[i].start, rg[i].end};
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 8; k++)
+                id = (id ^ ((parts[j] >> (8 * k)) & 0xFF)) * 1099511628211ull;
+    }
+    return (int64_t)(id >> 2);
+}
+
 int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_range_t *rg, uint32_t nr)
 {
     int rc = 0;
@@ -156,17 +171,7 @@ int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_rang
     double loss = 0;
     if (!rc && w->batch.n_rows > 0) {
         double t0 = fsgd_clock_s();
-        /* The data topic never changes at an offset, so the ranges name the
-         * batch's content: a device backend may keep it resident and reuse it
-         * when the same ranges come round next epoch. FNV-1a, 62 bits. */
-        uint64_t id = 1469598103934665603ull;
-        for (uint32_t i = 0; i < nr; i++) {
-            uint64_t parts[3] = {rg[i].part, rg[i].start, rg[i].end};
-            for (int j = 0; j < 3; j++)
-                for (int k = 0; k < 8; k++)
-                    id = (id ^ ((parts[j] >> (8 * k)) & 0xFF)) * 1099511628211ull;
-        }
-        fsgd_grad_request_t req = {.batch = &w->batch, .batch_id = (int64_t)(id >> 2), .loss = (fsgd_loss_kind_t)w->kind,
+        fsgd_grad_request_t req = {.batch = &w->batch, .batch_id = batch_id(rg, nr), .loss = (fsgd_loss_kind_t)w->kind,
                                    .scale = 1.0, .l2 = 0};
         /* Adam strategies: the aggregator adds λθ once (agg_step.c). A strategy
          * whose workers run the optimizer (efsign) gets λ in its gradient sum,
