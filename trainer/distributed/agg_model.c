@@ -78,6 +78,18 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
  * of its own. */
 int agg_downlink_setup(agg_t *a)
 {
+    /* working-set workers pull their values: no downlink to code, and none
+     * of its model-sized replica (5 B a weight) */
+    if (fsgd_job_replica(a->job) == FSGD_REPLICA_WORKING_SET) {
+        /* the downlink full replicas would get, lossy or not, says how exact
+         * the pulled values must be */
+        const char *d = a->job->downlink;
+        const int own_spec = strcmp(d, "auto") && d[0];
+        a->pull.halves = strcmp(d, "full") && (own_spec || fsgd_sagg_downlink_spec(a->model.strat) != NULL);
+        snprintf(a->s->downlink, sizeof a->s->downlink, "none: workers pull their values (replica working_set%s)",
+                 a->pull.halves ? ", as halves" : "");
+        return 0;
+    }
     return fsgd_sagg_downlink_open(a->model.strat, a->job->downlink, a->model.adam.theta, a->s->downlink,
                                    sizeof a->s->downlink, a->err, a->errsz);
 }

@@ -66,7 +66,7 @@ static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t 
     a->pull.buf.n = 0;
     /* a lossy downlink (the strategy's, or the job's downlink key): halves,
      * unless a value is past the largest half */
-    const int half = fsgd_sagg_downlink_coded(a->model.strat) && fsgd_half_fits(a->pull.vals, n);
+    const int half = a->pull.halves && fsgd_half_fits(a->pull.vals, n);
     if (fsgd_values_put(&a->pull.buf, f->sender, a->step, fsgd_crc32c(0, pl.block, pl.block_len), a->pull.vals, n,
                         half) < 0)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a pull's answer");

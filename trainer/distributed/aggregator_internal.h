@@ -141,6 +141,7 @@ typedef struct agg_pull {
     float *vals;
     fsgd_wire_buf_t buf;
     uint64_t answered, bytes; /* answers sent, their bytes */
+    int halves;               /* the job's downlink is lossy: values go as binary16 where they fit */
 } agg_pull_t;
 
 typedef struct agg {
