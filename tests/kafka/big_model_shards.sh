@@ -23,7 +23,9 @@
 # RATIO (0.35), TEST (1; 0: no --test, so shard 0 never assembles the whole
 # model at the end and no AUC is checked: its peak without that assembly),
 # REPLICAS ("full"; "full working_set" runs each S both ways: a working-set
-# worker's peak then follows its steps' keys, not the model).
+# worker's peak then follows its steps' keys, not the model), COMPARE_BITS
+# (unset; B: also `fsgd train --bits B` on the same rows, one process, its
+# test AUC and peak beside: the same rows in a 2^B model).
 #
 # Every S of every replica mode is held to the first run's rows, keys and AUC.
 set -euo pipefail
@@ -110,6 +112,18 @@ for S in $SHARDS; do
     echo "S=$S $R: $(awk "BEGIN {printf \"%.1f\", $t1 - $t0}") s whole job"
 done
 done
+
+if [ -n "${COMPARE_BITS:-}" ] && [ "$TEST" != 0 ]; then
+    t0=$(date +%s.%N)
+    /usr/bin/time -f %M -o "$tmp/train.rss" "$FSGD" train --data "$tmp/train.svm" --test "$tmp/test.svm" \
+        --bits "$COMPARE_BITS" --batch "$BATCH" --epochs "$EPOCHS" --lr "$LR" --quiet \
+        --metrics-json "$tmp/train.json" >/dev/null
+    t1=$(date +%s.%N)
+    /usr/bin/python3 -c 'import json, sys; m = json.load(open(sys.argv[1]))
+print("bench kafka_shards train bits=%s dim=%d auc=%.5f seconds=%.1f peak_MB=%.0f" % (sys.argv[2], m["dim"],
+      m["test"]["auc"], float(sys.argv[3]), int(open(sys.argv[4]).read().split()[-1]) / 1024))' \
+        "$tmp/train.json" "$COMPARE_BITS" "$(awk "BEGIN {print $t1 - $t0}")" "$tmp/train.rss"
+fi
 
 /usr/bin/python3 - "$tmp" "$TOL" "$RATIO" "${runs[@]}" <<'PYEOF'
 import json, os, sys
