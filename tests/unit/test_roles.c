@@ -990,16 +990,44 @@ static void test_unannounced_generation(void)
 
 /* --- membership --- */
 
+/* Why: under a heavy load the test thread could wake only after the job
+ * had run its last steps, so a kill or a late join came after the end
+ * (seen: a kill at no step at all, live 3 of 3). Until the test has done
+ * its part (open), every model message past step `from` reaches the
+ * workers 40 ms late: the job cannot outrun the test by more than a step
+ * or two, and the action lands mid-job. */
+typedef struct gate {
+    _Atomic int open;
+    uint64_t from;
+} gate_t;
+
+static fsgd_bus_fault_t gate_hook(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                  int *delay_ms)
+{
+    gate_t *g = ctx;
+    fsgd_kframe_t f;
+    if (g->open || !strstr(topic, ".model") || fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0 || f.step < g->from)
+        return FSGD_BUS_DELIVER;
+    *delay_ms = 40;
+    return FSGD_BUS_DELAY;
+}
+
 static void late_join_case(fsgd_job_replica_t replica)
 {
     run_t r;
     run_init(&r, 2, 2);
     r.job.replica = replica;
     NEED_DATA(&r);
+    gate_t gate = {.from = 5};
+    fsgd_bus_mem_set_hook(r.bus, gate_hook, &gate);
     start(&r);
     wait_steps(&r, 5);
     uint64_t joined_at = *(volatile uint64_t *)&r.ast.steps;
     start_worker(&r, 2);
+    double t0 = now_s(); /* open once it computes a step (or 20 s: the asserts say the rest) */
+    while (!*(volatile uint64_t *)&r.wst[2].steps_sent && now_s() - t0 < 20)
+        sleep_ms(5);
+    gate.open = 1;
     finish(&r);
     check_epochs(&r, 2);
     CU_ASSERT_EQUAL(r.wrc[2], 0);
@@ -1040,11 +1068,14 @@ static void drop_case_in(fsgd_job_replica_t replica, int session_ms, int step_ti
     NEED_DATA(&r);
     r.job.step_timeout_ms = step_timeout_ms;
     r.job.staleness = tau;
+    gate_t gate = {.from = 4};
+    fsgd_bus_mem_set_hook(r.bus, gate_hook, &gate);
     start(&r);
     wait_steps(&r, 4);
     uint64_t killed_at = *(volatile uint64_t *)&r.ast.steps;
     fsgd_bus_mem_kill(r.bus, 3, session_ms);
     r.killed[2] = 1;
+    gate.open = 1;
     finish(&r);
     check_epochs(&r, 2);
     CU_ASSERT_EQUAL(r.ast.workers_dropped, 1);
