@@ -226,8 +226,10 @@ int worker_select_rows(worker_t *w, fsgd_wire_range_t *rg, uint32_t *nranges);
 /* The gradient of w->batch for step s, computed on the model of step
  * s - 1 - lag, encoded and sent; the ranges become the next positions. */
 int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_range_t *rg, uint32_t nr);
-/* worker_model.c: room in θ (and the backend) for n weights (a working-set
- * worker's θ grows with its steps' keys, never to the model's size). */
+/* worker_theta.c: room in θ (and the backend) for n weights (a working-set
+ * worker's θ grows with its steps' keys, never to the model's size; it
+ * starts at WORKER_WS_THETA_FIRST). */
+#define WORKER_WS_THETA_FIRST 65536
 int worker_theta_reserve(worker_t *w, uint64_t n);
 int worker_resend_body(worker_t *w, const inflight_t *e);
 int worker_do_step(worker_t *w);

@@ -7,35 +7,6 @@
 #include "fsgd/auth.h"
 #include "worker_internal.h"
 
-#define WS_THETA_FIRST 65536
-
-int worker_theta_reserve(worker_t *w, uint64_t n)
-{
-    if (n < 1)
-        n = 1;
-    if (w->theta && n <= w->theta_cap)
-        return 0;
-    if (w->theta && w->pull.on && n < 2 * w->theta_cap)
-        n = 2 * w->theta_cap; /* a few regrowths at most */
-    fsgd_backend_destroy(w->be);
-    w->be = NULL;
-    free(w->theta);
-    w->theta_cap = 0;
-    w->theta = calloc(n, sizeof *w->theta);
-    if (!w->theta)
-        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for %llu weights",
-                            (unsigned long long)n);
-    /* the replica takes every step's update at random keys (fsgd/hugepages.h) */
-    fsgd_hugepages_advise(w->theta, n * sizeof *w->theta);
-    w->theta_cap = n;
-    /* a worker's share of a step (a fraction of the data: unknown here) */
-    double share = w->job->batch >= 1       ? w->job->batch / (w->job->workers > 0 ? w->job->workers : 1)
-                   : w->job->batch == FSGD_JOB_AUTO ? FSGD_TRAIN_BATCH_AUTO
-                                                    : 0;
-    w->be = fsgd_backend_new(fsgd_job_backend(w->job, share), n, w->theta, w->err, w->errsz);
-    return w->be ? 0 : FSGD_E_DEVICE;
-}
-
 static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
 {
     if (w->theta && w->mdim == m->n && w->kind == m->kind)
@@ -50,7 +21,7 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
     w->mdim = m->n;
     /* a working-set worker holds its steps' values only: θ starts small
      * and grows with the largest step (worker_theta_reserve) */
-    FSGD_TRY(worker_theta_reserve(w, w->pull.on ? (w->mdim < WS_THETA_FIRST ? w->mdim : WS_THETA_FIRST) : w->mdim));
+    FSGD_TRY(worker_theta_reserve(w, w->pull.on ? (w->mdim < WORKER_WS_THETA_FIRST ? w->mdim : WORKER_WS_THETA_FIRST) : w->mdim));
     w->strat = fsgd_sworker_new(w->job->codec, w->mdim, w->job->seed + w->id, w->err, w->errsz);
     if (!w->strat)
         return FSGD_E_ARG;
