@@ -62,6 +62,7 @@ bound() {
 # start MODEL|--brokers B --name N ...: fsgd serve on a free port (pid, port).
 start() {
     [ $# -gt 1 ] || set -- --model "$1"
+    : > "$tmp/serve.log" # sed on a missing file exits 2 (set -e)
     "$FSGD" serve "$@" --port 0 --threads "$THREADS" --poll-ms 100 2> "$tmp/serve.log" &
     pid=$!
     port=

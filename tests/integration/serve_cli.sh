@@ -35,6 +35,8 @@ fail() {
 start_server() {
     local log=$1
     shift
+    # the log exists before the loop reads it (sed on a missing file exits 2: set -e)
+    : > "$log"
     "$FSGD" serve --port 0 "$@" 2> "$log" &
     pid=$!
     pids+=("$pid")
