@@ -145,8 +145,25 @@ d = m["default"]
 assert d["version"] == 1 and d["dim"] == 2000 and d["loss"] == "logistic" and d["hashing"] == "", d
 assert m["ctr"]["hashing"].startswith("tsv:label,num*13,cat*26") and m["ctr"]["dim"] == 2**14, m["ctr"]
 assert m["lin"]["loss"] == "linear" and m["lin"]["scores"] == "margin", m["lin"]
+# when it was loaded (Unix time) and its age; the step of a model without optimizer state
+import time
+assert time.time() - 3600 < d["loaded_at"] <= time.time() and 0 <= d["age_seconds"] < 3600, d
+assert d["step"] == 0 and d["nnz"] > 0 and d["source"].startswith("file "), d
 PY
 [ "$(curl -sS -o /dev/null -w '%{http_code}' "$url/model/nope")" = 404 ] || fail "/model/nope is not 404"
+# The Python call docs/serve.md shows, run as written (its URL made this server's).
+printf '1 3:1 17:1\n' > "$tmp/doc.svm"
+"$FSGD" predict --model "$tmp/a.model" --data "$tmp/doc.svm" --proba --quiet > "$tmp/doc.proba"
+sed -n '/^```python$/,/^```$/p' "$here/../../docs/serve.md" | sed '1d;$d' | sed "s|http://localhost:8080|$url|" > "$tmp/doc.py"
+grep -q "requests.post" "$tmp/doc.py" || fail "docs/serve.md has no Python requests call"
+if $PY -c 'import requests' 2>/dev/null; then
+    $PY "$tmp/doc.py" > "$tmp/doc.out" || fail "the Python call of docs/serve.md: $(cat "$tmp/doc.out")"
+    [ "$(cat "$tmp/doc.out")" = "1 [$($PY -c 'import sys; print(repr(float(open(sys.argv[1]).read())))' "$tmp/doc.proba")]" ] ||
+        fail "the Python call of docs/serve.md printed '$(cat "$tmp/doc.out")', fsgd predict says $(cat "$tmp/doc.proba")"
+else # the same request, so that the counts below hold
+    echo "the Python call of docs/serve.md not run: python3-requests not installed"
+    post /score <(echo '{"rows": [{"indices": [3, 17]}]}') -H 'Content-Type: application/json' > /dev/null
+fi
 
 # 3. Errors: each class answered, named, counted; the server keeps going.
 printf '1 1:0.5 2:1\n1 3:x 5:1\n' > "$tmp/bad.svm"
@@ -201,9 +218,9 @@ assert v['fsgd_serve_errors_total{kind="too_large"}'] == 2, v
 assert v['fsgd_serve_errors_total{kind="not_found"}'] == 3, v
 assert v['fsgd_serve_errors_total{kind="method_not_allowed"}'] == 1, v
 assert v['fsgd_serve_errors_total{kind="unsupported_media"}'] == 1, v
-assert v['fsgd_serve_requests_total{model="default"}'] == 5, v
-assert v['fsgd_serve_rows_total{model="default"}'] == 801, v
-assert v['fsgd_serve_request_seconds_count{model="default"}'] == 5, v
+assert v['fsgd_serve_requests_total{model="default"}'] == 6, v
+assert v['fsgd_serve_rows_total{model="default"}'] == 802, v
+assert v['fsgd_serve_request_seconds_count{model="default"}'] == 6, v
 assert v['fsgd_serve_model_version{model="default"}'] == 1, v
 assert v['fsgd_serve_model_age_seconds{model="ctr"}'] >= 0, v
 PY

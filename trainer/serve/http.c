@@ -417,6 +417,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
+        /* A body still arriving --timeout seconds after its headers: the
+         * daemon's timeout closes a silent connection only, and a client
+         * that sends a byte now and then would hold one of --max-conns. */
+        if (s->conf.timeout_s && fsgd_clock_s() - r->t0 > (double)s->conf.timeout_s) {
+            fsgd_prom_inc(s->prom, s->m_errors[SERVE_ERR_TIMEOUT], 1);
+            return MHD_NO;
+        }
         if (r->too_large || r->len + n > s->conf.max_body) {
             /* Chunked and too long: the rest is read and dropped so that the
              * client reads its 413 (libmicrohttpd answers only once the body

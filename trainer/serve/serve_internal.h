@@ -23,7 +23,8 @@
     X(NOT_FOUND, "not_found")            /* 404: no such path or model */      \
     X(METHOD, "method_not_allowed")      /* 405 */                             \
     X(MEDIA_TYPE, "unsupported_media")   /* 415 */                             \
-    X(INTERNAL, "internal")              /* 500: out of memory */
+    X(INTERNAL, "internal")              /* 500: out of memory */              \
+    X(TIMEOUT, "timeout")                /* a body slower than --timeout */
 
 #define SERVE_ERROR_ENUM_(id, label) SERVE_ERR_##id,
 enum { SERVE_ERROR_KINDS(SERVE_ERROR_ENUM_) SERVE_ERR_COUNT };
