@@ -127,7 +127,7 @@ run() {
 rate() {
     local out
     out=$("$tmp/serve_rate" --port "$port" --body "$tmp/body$2" --rate "$3" --seconds "${5:-$EACH}" --conns 16 \
-        ${expect[@]+"${expect[@]}"} | grep '^RATE')
+        --trace "$tmp/trace" ${expect[@]+"${expect[@]}"} | grep '^RATE')
     p99=$(sed -n 's/.* p99_ms=\([^ ]*\).*/\1/p' <<< "$out")
     echo "bench serve $1 rate_${4:-steady} rows_per_request=$2 server_threads=$THREADS target_req_s=$3 ${out#RATE }"
 }
@@ -195,6 +195,29 @@ swap_rate() {
         printf "bench serve %s_swap reloads=%d seconds=%d p99_ms=%.3f steady_p99_ms=%.3f p99_ratio=%.2f\n",
             l, r, s, a, b, a / b }'
     expect=()
+    # The same run split by time: requests due within 0.1 s of a swap (the
+    # first request a new version answered; its load comes just before)
+    # against the others, which saw the same background load.
+    /usr/bin/python3 - "$tmp/trace" "$1" <<'PY'
+import sys
+rows = sorted(tuple(float(x) for x in line.split()) for line in open(sys.argv[1]))
+first = {}
+for due, lat, v in rows:
+    first.setdefault(v, due)
+swaps = sorted(t for v, t in first.items() if v != rows[0][2])
+near, away, j = [], [], 0
+for due, lat, v in rows:
+    while j + 1 < len(swaps) and swaps[j + 1] <= due:
+        j += 1
+    d = min(abs(due - swaps[k]) for k in (j, j + 1) if k < len(swaps)) if swaps else 1e9
+    (near if d <= 0.1 else away).append(lat)
+def p(xs, q):
+    xs = sorted(xs)
+    return xs[int((len(xs) - 1) * q)] if xs else float("nan")
+print("bench serve %s_swap_windows swaps=%d near_requests=%d near_p50_ms=%.3f near_p99_ms=%.3f away_requests=%d "
+      "away_p50_ms=%.3f away_p99_ms=%.3f near_over_away_p99=%.2f" % (sys.argv[2], len(swaps), len(near), p(near, .5),
+      p(near, .99), len(away), p(away, .5), p(away, .99), p(near, .99) / p(away, .99)))
+PY
 }
 file_swapper() {
     for i in $(seq 1 "$SWAP"); do

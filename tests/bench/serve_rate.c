@@ -3,6 +3,7 @@
  * those of a full queue; wrk2, which holds a rate, is not in Debian).
  *
  *   serve_rate --port P --body FILE --rate R --seconds S --conns C [--path /score] [--expect FILE]...
+ *              [--trace FILE]
  *
  * Request i is due at start + i/R whatever happened before it: it goes out
  * on the first idle keep-alive connection (waiting in a queue when none is
@@ -17,7 +18,8 @@
  * answered two different bodies to the same request (an answer from more
  * than one version, or a version that changed); unexpected: answers equal
  * to none of the --expect files (each the whole answer of one model file),
- * when some are given.
+ * when some are given. --trace FILE writes a line an answer: when it was
+ * due (seconds from the start), its latency (ms) and the version it names.
  * Built by serve.sh with the system compiler; not part of the library. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -66,7 +68,7 @@ static long n_versions, mixed_versions, unexpected;
 static uint64_t expect_hash[16];
 static int n_expect;
 
-static void check_answer(const char *head_end, const char *in, size_t head, size_t clen)
+static long check_answer(const char *head_end, const char *in, size_t head, size_t clen)
 {
     long v = 0;
     for (const char *p = in; p && p < head_end; p = memchr(p, '\n', (size_t)(head_end - p)), p = p ? p + 1 : NULL)
@@ -86,6 +88,7 @@ static void check_answer(const char *head_end, const char *in, size_t head, size
     for (int i = 0; i < n_expect && !known; i++)
         known = expect_hash[i] == h;
     unexpected += !known;
+    return v;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -138,7 +141,7 @@ static int send_more(conn_t *c, int ep, const char *req, size_t len)
 /* 1 with *status set when c->in holds a whole answer (headers and
  * Content-Length bytes of body), 0 when more is to come; a whole 200
  * answer is checked (check_answer). */
-static int answer_done(conn_t *c, int *status, int *closes)
+static int answer_done(conn_t *c, int *status, int *closes, long *version)
 {
     char *end = memmem(c->in, c->in_len, "\r\n\r\n", 4);
     if (!end)
@@ -157,7 +160,7 @@ static int answer_done(conn_t *c, int *status, int *closes)
     if (c->in_len < head + clen)
         return 0;
     if (*status == 200)
-        check_answer(end, c->in, head, clen);
+        *version = check_answer(end, c->in, head, clen);
     return 1;
 }
 
@@ -166,6 +169,7 @@ int main(int argc, char **argv)
     int port = 0, conns = 16;
     double rate = 0, seconds = 0;
     const char *body_path = NULL, *path = "/score";
+    FILE *trace = NULL; /* --trace: "due_s latency_ms version" of each answer */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--port"))
             port = atoi(argv[i + 1]);
@@ -179,7 +183,10 @@ int main(int argc, char **argv)
             body_path = argv[i + 1];
         else if (!strcmp(argv[i], "--path"))
             path = argv[i + 1];
-        else if (!strcmp(argv[i], "--expect") && n_expect < 16) {
+        else if (!strcmp(argv[i], "--trace")) {
+            if (!(trace = fopen(argv[i + 1], "w")))
+                die(argv[i + 1]);
+        } else if (!strcmp(argv[i], "--expect") && n_expect < 16) {
             FILE *e = fopen(argv[i + 1], "rb");
             static char want[1 << 22];
             if (!e)
@@ -268,12 +275,17 @@ int main(int argc, char **argv)
                 c->in_len += (size_t)got;
             }
             int status = 0, closes = 0;
-            if (c->req >= 0 && answer_done(c, &status, &closes)) {
+            long version = 0;
+            if (c->req >= 0 && answer_done(c, &status, &closes, &version)) {
                 double sched = start + (double)c->req / rate;
-                if (status == 200)
-                    lat[done++] = now_s() - sched;
-                else
+                if (status == 200) {
+                    lat[done] = now_s() - sched;
+                    if (trace)
+                        fprintf(trace, "%.6f %.3f %ld\n", sched - start, lat[done] * 1e3, version);
+                    done++;
+                } else {
                     failed++;
+                }
                 c->req = -1;
                 c->in_len = 0;
                 if (closes) {
@@ -298,5 +310,7 @@ int main(int argc, char **argv)
            "max_ms=%.3f versions=%ld mixed_versions=%ld unexpected=%ld\n",
            total, done, failed + (total - done - failed), secs, done / (secs > 0 ? secs : 1), PCT(0.5), PCT(0.99),
            PCT(0.999), PCT(1.0), n_versions, mixed_versions, unexpected);
+    if (trace)
+        fclose(trace);
     return 0;
 }
