@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fsgd serve end to end on a free loopback port: every endpoint and error
 # class; scores equal fsgd predict's bit for bit (LIBSVM, JSON, Criteo TSV
-# through the model's hashing and crosses, hashed LIBSVM, VW text with its
+# and CSV through the model's hashing and crosses, hashed LIBSVM, VW text with its
 # tags, margins and probabilities); a model file
 # replaced by rename under a loop of requests with 0 failures and each
 # answer's scores those of the version it names; truncated, forged, garbage
@@ -333,7 +333,7 @@ stop_server
 # 10. The other model kinds score as fsgd predict does, byte for byte: VW
 # text (the model's bits and crosses; tags after the scores, as predict
 # writes them), LIBSVM with hashed indices (--hash-bits), Criteo with
-# column crosses; and as JSON rows.
+# column crosses, CSV through a column spec; and as JSON rows.
 $PY - "$tmp/d.svm" "$tmp/d.vw" <<'PY'
 import sys
 with open(sys.argv[2], "w") as out:
@@ -349,16 +349,25 @@ head -n 100 "$tmp/d.vw" > "$tmp/rows.vw"
 "$FSGD" train --data "$tmp/d.svm" --hash-bits 6 --epochs 1 --quiet --out "$tmp/hl.model" >/dev/null
 "$FSGD" train --data "$tmp/c.tsv" --format criteo --hash-bits 14 --interactions 15*16 --epochs 1 --quiet \
     --out "$tmp/ctrx.model" >/dev/null
+# CSV through a column spec (the Criteo rows with commas), hashed into 2^12
+tr '\t' ',' < "$tmp/c.tsv" > "$tmp/c.csv"
+head -n 50 "$tmp/c.csv" > "$tmp/rows.csv"
+"$FSGD" train --data "$tmp/c.csv" --format "csv:label,num*13,cat*26" --hash-bits 12 --epochs 1 --quiet \
+    --out "$tmp/csv.model" >/dev/null
+"$FSGD" predict --model "$tmp/csv.model" --data "$tmp/rows.csv" --proba --quiet > "$tmp/csv.proba"
 "$FSGD" predict --model "$tmp/vw.model" --data "$tmp/rows.vw" --proba --quiet > "$tmp/vw.proba"
 "$FSGD" predict --model "$tmp/hl.model" --data "$tmp/rows.svm" --proba --quiet > "$tmp/hl.proba"
 "$FSGD" predict --model "$tmp/ctrx.model" --data "$tmp/rows.tsv" --quiet > "$tmp/ctrx.margin"
 grep -q " r1$" "$tmp/vw.proba" || fail "fsgd predict wrote no VW tags: $(head -n 3 "$tmp/vw.proba")"
-start_server "$tmp/serve4.log" --model "vw=$tmp/vw.model" --model "hl=$tmp/hl.model" --model "ctrx=$tmp/ctrx.model"
+start_server "$tmp/serve4.log" --model "vw=$tmp/vw.model" --model "hl=$tmp/hl.model" --model "ctrx=$tmp/ctrx.model" \
+    --model "csv=$tmp/csv.model"
 url=http://127.0.0.1:$port
 post /score/vw "$tmp/rows.vw" > "$tmp/s.txt"
 cmp -s "$tmp/s.txt" "$tmp/vw.proba" || fail "VW scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/vw.proba" | head -4)"
 post /score/hl "$tmp/rows.svm" > "$tmp/s.txt"
 cmp -s "$tmp/s.txt" "$tmp/hl.proba" || fail "hashed LIBSVM scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/hl.proba" | head -4)"
+post /score/csv "$tmp/rows.csv" > "$tmp/s.txt"
+cmp -s "$tmp/s.txt" "$tmp/csv.proba" || fail "CSV scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/csv.proba" | head -4)"
 post "/score/ctrx?output=margin" "$tmp/rows.tsv" > "$tmp/s.txt"
 cmp -s "$tmp/s.txt" "$tmp/ctrx.margin" || fail "crossed Criteo scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/ctrx.margin" | head -4)"
 $PY - "$tmp/rows.vw" "$tmp/rows_vw.json" <<'PY'
@@ -382,4 +391,4 @@ post /score/vw "$tmp/bad.vw" > "$tmp/e.txt"
 curl -sS "$url/model/vw" | grep -q '"hashing": "vw:bits=16' || fail "/model/vw: $(curl -sS "$url/model/vw")"
 stop_server
 
-echo "ok: fsgd serve endpoints, errors, scores equal to fsgd predict's (LIBSVM, hashed LIBSVM, Criteo, crosses, VW), live reload, limits, SIGTERM, metrics and --min-auc"
+echo "ok: fsgd serve endpoints, errors, scores equal to fsgd predict's (LIBSVM, hashed LIBSVM, Criteo, CSV, crosses, VW), live reload, limits, SIGTERM, metrics and --min-auc"
