@@ -6,7 +6,9 @@
 # run: fsgd predict's rows/s on the same rows (one thread: parse, score,
 # print), against which 100-row requests are compared per server thread.
 # Then 100-row requests while the model file is replaced by rename every
-# second: failed requests and p99 against the steady run.
+# second: failed requests and p99 against steady runs, in rounds that
+# alternate steady and swapping (the machine's other work moves p99 more
+# than a swap does: each swapping run is compared with the steady run beside it).
 # wrk saturates the server, so its latencies are a full queue's: the
 # issue's latency target (single-row requests, p99 <= 2 ms at 20k
 # requests/s) is measured at a held rate by serve_rate (serve_rate.c, built
@@ -15,15 +17,21 @@
 # second, and while a followed job (fsgd run --follow on its embedded
 # cluster, rows produced every second) publishes a version every second
 # that serve takes from the job's model topic: failed requests, versions
-# swapped in, p99 against the steady run.
-# Prints "bench serve ..." lines. About 4 minutes; SECONDS_EACH=N (default
-# 5) sets each wrk and rate run's length, SWAP_SECONDS=N (default 20) each
-# swapping run's, RATE=N (default 20000) the single-row rate.
+# swapped in, p99 against the steady run, and each answer checked against
+# its version (serve_rate: every answer of a version the same bytes; with
+# the file, each one of the two files' answers, as fsgd predict scores them).
+# Also a generated one-hot set of 16 fields (1,000 values each).
+# Prints "bench serve ..." lines, the load average first and last. About 9
+# minutes; SECONDS_EACH=N (default 5) sets each wrk and rate run's length,
+# SWAP_SECONDS=N (default 60) each swapping run's at a held rate,
+# SAT_ROUNDS=N (default 3) the saturated steady/swapping rounds, RATE=N
+# (default 20000) the single-row rate.
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 EACH=${SECONDS_EACH:-5}
 THREADS=${SERVE_THREADS:-2}
-SWAP=${SWAP_SECONDS:-20}
+SWAP=${SWAP_SECONDS:-60}
+SAT_ROUNDS=${SAT_ROUNDS:-3}
 RATE1=${RATE:-20000}
 RATE100=${RATE_100:-500}
 command -v wrk >/dev/null || { echo "bench serve skipped: wrk not installed (Debian package wrk)"; exit 0; }
@@ -39,6 +47,7 @@ trap cleanup EXIT
 # a script stopped by a signal still runs its EXIT trap (and stops what it started)
 trap 'exit 130' INT
 trap 'exit 143' TERM
+echo "bench serve load_before $(cut -d' ' -f1-3 /proc/loadavg) cores=$(nproc)"
 
 "$FSGD" gen --rows 20000 --dim 16777216 --nnz 40 --seed 3 > "$tmp/train.svm"
 "$FSGD" gen --rows 100000 --dim 16777216 --nnz 40 --seed 4 > "$tmp/rows.svm"
@@ -62,6 +71,7 @@ bound() {
 # start MODEL|--brokers B --name N ...: fsgd serve on a free port (pid, port).
 start() {
     [ $# -gt 1 ] || set -- --model "$1"
+    : > "$tmp/serve.log" # sed on a missing file exits 2 (set -e)
     "$FSGD" serve "$@" --port 0 --threads "$THREADS" --poll-ms 100 2> "$tmp/serve.log" &
     pid=$!
     port=
@@ -116,12 +126,13 @@ run() {
 # bench line, sets p99.
 rate() {
     local out
-    out=$("$tmp/serve_rate" --port "$port" --body "$tmp/body$2" --rate "$3" --seconds "${5:-$EACH}" --conns 16 |
-        grep '^RATE')
+    out=$("$tmp/serve_rate" --port "$port" --body "$tmp/body$2" --rate "$3" --seconds "${5:-$EACH}" --conns 16 \
+        --trace "$tmp/trace" ${expect[@]+"${expect[@]}"} | grep '^RATE')
     p99=$(sed -n 's/.* p99_ms=\([^ ]*\).*/\1/p' <<< "$out")
     echo "bench serve $1 rate_${4:-steady} rows_per_request=$2 server_threads=$THREADS target_req_s=$3 ${out#RATE }"
 }
 have_rate=
+expect=() # serve_rate --expect FILE: the answers a swapping run may give
 if cc -O2 -std=c11 -o "$tmp/serve_rate" tests/bench/serve_rate.c 2> "$tmp/cc.log"; then
     have_rate=1
 else
@@ -138,27 +149,35 @@ for rows in 1 100; do
         run ctr "$rows" "$conns"
     done
 done
-run ctr 100 16 steady
-steady_p99=$p99
 if [ -n "$have_rate" ]; then
     rate ctr 1 "$RATE1"
     rate ctr 1 $((RATE1 / 4))
 fi
 
-# The same load while the model file is replaced by rename every second.
-(
-    for i in $(seq 1 $((EACH * 2))); do
-        if [ $((i % 2)) -eq 1 ]; then src=b; else src=a; fi
-        cp "$tmp/$src.model" "$tmp/next.model" && mv "$tmp/next.model" "$tmp/live.model"
-        sleep 1
-    done
-) &
-swapper=$!
-EACH=$((EACH * 2)) run ctr 100 16 swapping
-wait "$swapper"
-reloads=$(curl -sS "http://127.0.0.1:$port/metrics" | sed -n 's/^fsgd_serve_reloads_total{model="default"} //p')
-awk -v a="$p99" -v b="$steady_p99" -v r="$reloads" 'BEGIN {
-    printf "bench serve swap reloads=%s p99_ms=%.3f steady_p99_ms=%.3f p99_ratio=%.2f\n", r, a, b, a / b }'
+# Saturated (wrk), in rounds: steady, then the model file replaced by
+# rename every second, each EACH * 2 seconds.
+ratios=
+for round in $(seq 1 "$SAT_ROUNDS"); do
+    EACH=$((EACH * 2)) run ctr 100 16 "steady_round$round"
+    steady_p99=$p99
+    r0=$(curl -sS "http://127.0.0.1:$port/metrics" | sed -n 's/^fsgd_serve_reloads_total{model="default"} //p')
+    (
+        for i in $(seq 1 $((EACH * 2))); do
+            if [ $((i % 2)) -eq 1 ]; then src=b; else src=a; fi
+            cp "$tmp/$src.model" "$tmp/next.model" && mv "$tmp/next.model" "$tmp/live.model"
+            sleep 1
+        done
+    ) &
+    swapper=$!
+    EACH=$((EACH * 2)) run ctr 100 16 "swapping_round$round"
+    wait "$swapper"
+    r1=$(curl -sS "http://127.0.0.1:$port/metrics" | sed -n 's/^fsgd_serve_reloads_total{model="default"} //p')
+    ratio=$(awk -v a="$p99" -v b="$steady_p99" 'BEGIN { printf "%.2f", a / b }')
+    ratios="$ratios $ratio"
+    echo "bench serve swap_saturated round=$round reloads=$((r1 - r0)) p99_ms=$p99 steady_p99_ms=$steady_p99 p99_ratio=$ratio load=$(cut -d' ' -f1 /proc/loadavg)"
+done
+echo "bench serve swap_saturated rounds=$SAT_ROUNDS p99_ratio_median=$(tr ' ' '\n' <<< "$ratios" | sed '/^$/d' | sort -g |
+    awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }') p99_ratios=${ratios# }"
 
 # swap_rate LABEL WHAT: 100-row requests at RATE100 for SWAP seconds while
 # WHAT (a command, in the background) makes new versions; prints the
@@ -175,6 +194,30 @@ swap_rate() {
     awk -v a="$p99" -v b="$rate_steady_p99" -v r=$((v1 - v0)) -v l="$1" -v s="$SWAP" 'BEGIN {
         printf "bench serve %s_swap reloads=%d seconds=%d p99_ms=%.3f steady_p99_ms=%.3f p99_ratio=%.2f\n",
             l, r, s, a, b, a / b }'
+    expect=()
+    # The same run split by time: requests due within 0.1 s of a swap (the
+    # first request a new version answered; its load comes just before)
+    # against the others, which saw the same background load.
+    /usr/bin/python3 - "$tmp/trace" "$1" <<'PY'
+import sys
+rows = sorted(tuple(float(x) for x in line.split()) for line in open(sys.argv[1]))
+first = {}
+for due, lat, v in rows:
+    first.setdefault(v, due)
+swaps = sorted(t for v, t in first.items() if v != rows[0][2])
+near, away, j = [], [], 0
+for due, lat, v in rows:
+    while j + 1 < len(swaps) and swaps[j + 1] <= due:
+        j += 1
+    d = min(abs(due - swaps[k]) for k in (j, j + 1) if k < len(swaps)) if swaps else 1e9
+    (near if d <= 0.1 else away).append(lat)
+def p(xs, q):
+    xs = sorted(xs)
+    return xs[int((len(xs) - 1) * q)] if xs else float("nan")
+print("bench serve %s_swap_windows swaps=%d near_requests=%d near_p50_ms=%.3f near_p99_ms=%.3f away_requests=%d "
+      "away_p50_ms=%.3f away_p99_ms=%.3f near_over_away_p99=%.2f" % (sys.argv[2], len(swaps), len(near), p(near, .5),
+      p(near, .99), len(away), p(away, .5), p(away, .99), p(near, .99) / p(away, .99)))
+PY
 }
 file_swapper() {
     for i in $(seq 1 "$SWAP"); do
@@ -186,6 +229,10 @@ file_swapper() {
 if [ -n "$have_rate" ]; then
     rate ctr 100 "$RATE100" steady "$SWAP"
     rate_steady_p99=$p99
+    for m in a b; do
+        "$FSGD" predict --model "$tmp/$m.model" --data "$tmp/body100" --proba --quiet --out "$tmp/$m.scores"
+    done
+    expect=(--expect "$tmp/a.scores" --expect "$tmp/b.scores")
     swap_rate file file_swapper
 fi
 stop
@@ -225,6 +272,24 @@ if [ -n "$have_rate" ]; then
     run_pid=
 fi
 
+# 16 one-hot fields of 1,000 values each (popular values first), labels
+# from a hidden weight per value: the issue's "16-field one-hot set".
+awk -v n=100000 'BEGIN { srand(7); for (j = 0; j < 16000; j++) w[j] = rand() - 0.5
+    for (i = 0; i < n; i++) { line = ""; m = 0
+        for (f = 0; f < 16; f++) { k = f * 1000 + int(1000 * rand() ^ 3); m += w[k]; line = line " " (k + 1) ":1" }
+        print (m + rand() - 0.5 > 0 ? 1 : -1) line } }' > "$tmp/oh.svm"
+"$FSGD" train --data "$tmp/oh.svm" --epochs 1 --quiet --out "$tmp/oh.model" >/dev/null
+head -n 1 "$tmp/oh.svm" > "$tmp/body1"
+head -n 100 "$tmp/oh.svm" > "$tmp/body100"
+bound onehot16 "$tmp/oh.model" "$tmp/oh.svm"
+start "$tmp/oh.model"
+for rows in 1 100; do
+    for conns in 1 16 64; do
+        run onehot16 "$rows" "$conns"
+    done
+done
+stop
+
 if [ -n "$a9a" ]; then
     "$FSGD" train --data "$a9a" --epochs 1 --quiet --out "$tmp/a9a.model" >/dev/null
     head -n 1 "$a9a.t" > "$tmp/body1"
@@ -242,3 +307,4 @@ if [ -n "$a9a" ]; then
 else
     echo "bench serve a9a skipped: $a9a not unpacked (make data)"
 fi
+echo "bench serve load_after $(cut -d' ' -f1-3 /proc/loadavg)"

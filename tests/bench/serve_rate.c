@@ -2,7 +2,8 @@
  * tests/bench/serve.sh (wrk saturates the server, so its latencies are
  * those of a full queue; wrk2, which holds a rate, is not in Debian).
  *
- *   serve_rate --port P --body FILE --rate R --seconds S --conns C [--path /score]
+ *   serve_rate --port P --body FILE --rate R --seconds S --conns C [--path /score] [--expect FILE]...
+ *              [--trace FILE]
  *
  * Request i is due at start + i/R whatever happened before it: it goes out
  * on the first idle keep-alive connection (waiting in a queue when none is
@@ -10,7 +11,15 @@
  * was sent, so a server that falls behind shows it (no coordinated
  * omission). One thread, epoll, nanosecond timeouts (epoll_pwait2). Prints
  *   RATE due=N done=N failed=N seconds=S req_s=X p50_ms=X p99_ms=X p99.9_ms=X max_ms=X
+ *        versions=N mixed_versions=N unexpected=N
  * failed: answers other than 200, and requests whose connection broke.
+ * Each answer's body is hashed under the X-Fsgd-Model-Version it names:
+ * versions: how many versions answered; mixed_versions: versions that
+ * answered two different bodies to the same request (an answer from more
+ * than one version, or a version that changed); unexpected: answers equal
+ * to none of the --expect files (each the whole answer of one model file),
+ * when some are given. --trace FILE writes a line an answer: when it was
+ * due (seconds from the start), its latency (ms) and the version it names.
  * Built by serve.sh with the system compiler; not part of the library. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -18,6 +27,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +50,45 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* FNV-1a, 64 bits: tells bodies apart. */
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* The body hash each version answered (0: none yet), by version number. */
+#define MAX_VERSIONS 65536
+static uint64_t version_hash[MAX_VERSIONS];
+static long n_versions, mixed_versions, unexpected;
+static uint64_t expect_hash[16];
+static int n_expect;
+
+static long check_answer(const char *head_end, const char *in, size_t head, size_t clen)
+{
+    long v = 0;
+    for (const char *p = in; p && p < head_end; p = memchr(p, '\n', (size_t)(head_end - p)), p = p ? p + 1 : NULL)
+        if (!strncasecmp(p, "x-fsgd-model-version:", 21))
+            v = strtol(p + 21, NULL, 10);
+    uint64_t h = hash_bytes(in + head, clen) | 1; /* never 0 */
+    if (v > 0 && v < MAX_VERSIONS) {
+        if (!version_hash[v]) {
+            version_hash[v] = h;
+            n_versions++;
+        } else if (version_hash[v] != h && version_hash[v] != 2) {
+            version_hash[v] = 2; /* counted once */
+            mixed_versions++;
+        }
+    }
+    int known = !n_expect;
+    for (int i = 0; i < n_expect && !known; i++)
+        known = expect_hash[i] == h;
+    unexpected += !known;
+    return v;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -90,8 +139,9 @@ static int send_more(conn_t *c, int ep, const char *req, size_t len)
 }
 
 /* 1 with *status set when c->in holds a whole answer (headers and
- * Content-Length bytes of body), 0 when more is to come. */
-static int answer_done(conn_t *c, int *status, int *closes)
+ * Content-Length bytes of body), 0 when more is to come; a whole 200
+ * answer is checked (check_answer). */
+static int answer_done(conn_t *c, int *status, int *closes, long *version)
 {
     char *end = memmem(c->in, c->in_len, "\r\n\r\n", 4);
     if (!end)
@@ -107,7 +157,11 @@ static int answer_done(conn_t *c, int *status, int *closes)
         if (!memchr(p, '\n', (size_t)(end - p)))
             break;
     }
-    return c->in_len >= head + clen;
+    if (c->in_len < head + clen)
+        return 0;
+    if (*status == 200)
+        *version = check_answer(end, c->in, head, clen);
+    return 1;
 }
 
 int main(int argc, char **argv)
@@ -115,6 +169,7 @@ int main(int argc, char **argv)
     int port = 0, conns = 16;
     double rate = 0, seconds = 0;
     const char *body_path = NULL, *path = "/score";
+    FILE *trace = NULL; /* --trace: "due_s latency_ms version" of each answer */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--port"))
             port = atoi(argv[i + 1]);
@@ -128,6 +183,18 @@ int main(int argc, char **argv)
             body_path = argv[i + 1];
         else if (!strcmp(argv[i], "--path"))
             path = argv[i + 1];
+        else if (!strcmp(argv[i], "--trace")) {
+            if (!(trace = fopen(argv[i + 1], "w")))
+                die(argv[i + 1]);
+        } else if (!strcmp(argv[i], "--expect") && n_expect < 16) {
+            FILE *e = fopen(argv[i + 1], "rb");
+            static char want[1 << 22];
+            if (!e)
+                die(argv[i + 1]);
+            size_t n = fread(want, 1, sizeof want, e);
+            fclose(e);
+            expect_hash[n_expect++] = hash_bytes(want, n) | 1;
+        }
     }
     if (port <= 0 || rate <= 0 || seconds <= 0 || conns <= 0 || !body_path) {
         fprintf(stderr, "usage: serve_rate --port P --body FILE --rate R --seconds S --conns C [--path /score]\n");
@@ -208,12 +275,17 @@ int main(int argc, char **argv)
                 c->in_len += (size_t)got;
             }
             int status = 0, closes = 0;
-            if (c->req >= 0 && answer_done(c, &status, &closes)) {
+            long version = 0;
+            if (c->req >= 0 && answer_done(c, &status, &closes, &version)) {
                 double sched = start + (double)c->req / rate;
-                if (status == 200)
-                    lat[done++] = now_s() - sched;
-                else
+                if (status == 200) {
+                    lat[done] = now_s() - sched;
+                    if (trace)
+                        fprintf(trace, "%.6f %.3f %ld\n", sched - start, lat[done] * 1e3, version);
+                    done++;
+                } else {
                     failed++;
+                }
                 c->req = -1;
                 c->in_len = 0;
                 if (closes) {
@@ -235,8 +307,10 @@ int main(int argc, char **argv)
     qsort(lat, (size_t)done, sizeof *lat, cmp_double);
 #define PCT(p) (done ? lat[(size_t)((double)(done - 1) * (p))] * 1e3 : 0.0)
     printf("RATE due=%ld done=%ld failed=%ld seconds=%.3f req_s=%.0f p50_ms=%.3f p99_ms=%.3f p99.9_ms=%.3f "
-           "max_ms=%.3f\n",
+           "max_ms=%.3f versions=%ld mixed_versions=%ld unexpected=%ld\n",
            total, done, failed + (total - done - failed), secs, done / (secs > 0 ? secs : 1), PCT(0.5), PCT(0.99),
-           PCT(0.999), PCT(1.0));
+           PCT(0.999), PCT(1.0), n_versions, mixed_versions, unexpected);
+    if (trace)
+        fclose(trace);
     return 0;
 }

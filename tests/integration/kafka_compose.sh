@@ -79,6 +79,31 @@ want "aggregator, S=4" "$(ep FSGD_SHARDS=4 sh docker/entrypoint.sh aggregator)" 
 want "worker, S=4" "$(ep FSGD_SHARDS=4 FSGD_SHARD=3 sh docker/entrypoint.sh worker)" "worker $J --brokers kafka:9092 --shards 4"
 want "produce, S=2" "$(ep FSGD_SHARDS=2 sh docker/entrypoint.sh produce)" "produce $J --brokers kafka:9092 --shards 2"
 want "run, S=2" "$(ep FSGD_SHARDS=2 sh docker/entrypoint.sh run)" "run $J --brokers kafka:9092 --shards 2"
+# the serve profile: fsgd serve following the compose job's model topic
+# (its name and broker), on the port it publishes, with options fsgd serve
+# knows, run by the entrypoint as written
+if "$PY" -c 'import yaml' 2>/dev/null; then
+    serve_opts=$("$PY" - <<'PYEOF'
+import yaml
+d = yaml.safe_load(open("docker-compose.yml"))
+s = d["services"]["serve"]
+job = yaml.safe_load(open("jobs/a9a-dist.yaml"))["job"]["name"]
+c = s["command"]
+assert s["profiles"] == ["serve"] and c[0] == "serve", s
+opt = dict(zip(c[1::2], c[2::2]))
+assert opt["--brokers"] == d["x-fsgd-env"]["FSGD_BROKERS"] and opt["--name"] == job, (opt, job)
+assert any(str(p).endswith(":" + opt["--port"]) for p in s["ports"]), s["ports"]
+print(" ".join(opt))
+PYEOF
+    ) || { echo "docker-compose.yml's serve service does not follow the job's topic"; exit 1; }
+    serve_help=$("$FSGD" serve --help)
+    for o in $serve_opts; do
+        grep -q -- "$o " <<<"$serve_help" || { echo "serve service: fsgd serve has no option $o"; exit 1; }
+    done
+else
+    echo "python3-yaml not installed: the serve service not checked"
+fi
+want "serve" "$(ep sh docker/entrypoint.sh serve --brokers kafka:9092 --name a9a)" "serve --brokers kafka:9092 --name a9a"
 # a shard the job does not have: nothing run, exit 0, a line that says so
 got=$(ep FSGD_SHARDS=2 FSGD_SHARD=3 sh docker/entrypoint.sh aggregator)
 [[ "$got" == *"aggregator shard 3: the job has 2 shard(s)"*"nothing to run" ]] || { echo "shard 3 of 2: '$got'"; exit 1; }

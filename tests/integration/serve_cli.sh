@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fsgd serve end to end on a free loopback port: every endpoint and error
 # class; scores equal fsgd predict's bit for bit (LIBSVM, JSON, Criteo TSV
-# through the model's hashing and crosses, hashed LIBSVM, VW text with its
+# and CSV through the model's hashing and crosses, hashed LIBSVM, VW text with its
 # tags, margins and probabilities); a model file
 # replaced by rename under a loop of requests with 0 failures and each
 # answer's scores those of the version it names; truncated, forged, garbage
@@ -35,6 +35,8 @@ fail() {
 start_server() {
     local log=$1
     shift
+    # the log exists before the loop reads it (sed on a missing file exits 2: set -e)
+    : > "$log"
     "$FSGD" serve --port 0 "$@" 2> "$log" &
     pid=$!
     pids+=("$pid")
@@ -143,8 +145,25 @@ d = m["default"]
 assert d["version"] == 1 and d["dim"] == 2000 and d["loss"] == "logistic" and d["hashing"] == "", d
 assert m["ctr"]["hashing"].startswith("tsv:label,num*13,cat*26") and m["ctr"]["dim"] == 2**14, m["ctr"]
 assert m["lin"]["loss"] == "linear" and m["lin"]["scores"] == "margin", m["lin"]
+# when it was loaded (Unix time) and its age; the step of a model without optimizer state
+import time
+assert time.time() - 3600 < d["loaded_at"] <= time.time() and 0 <= d["age_seconds"] < 3600, d
+assert d["step"] == 0 and d["nnz"] > 0 and d["source"].startswith("file "), d
 PY
 [ "$(curl -sS -o /dev/null -w '%{http_code}' "$url/model/nope")" = 404 ] || fail "/model/nope is not 404"
+# The Python call docs/serve.md shows, run as written (its URL made this server's).
+printf '1 3:1 17:1\n' > "$tmp/doc.svm"
+"$FSGD" predict --model "$tmp/a.model" --data "$tmp/doc.svm" --proba --quiet > "$tmp/doc.proba"
+sed -n '/^```python$/,/^```$/p' "$here/../../docs/serve.md" | sed '1d;$d' | sed "s|http://localhost:8080|$url|" > "$tmp/doc.py"
+grep -q "requests.post" "$tmp/doc.py" || fail "docs/serve.md has no Python requests call"
+if $PY -c 'import requests' 2>/dev/null; then
+    $PY "$tmp/doc.py" > "$tmp/doc.out" || fail "the Python call of docs/serve.md: $(cat "$tmp/doc.out")"
+    [ "$(cat "$tmp/doc.out")" = "1 [$($PY -c 'import sys; print(repr(float(open(sys.argv[1]).read())))' "$tmp/doc.proba")]" ] ||
+        fail "the Python call of docs/serve.md printed '$(cat "$tmp/doc.out")', fsgd predict says $(cat "$tmp/doc.proba")"
+else # the same request, so that the counts below hold
+    echo "the Python call of docs/serve.md not run: python3-requests not installed"
+    post /score <(echo '{"rows": [{"indices": [3, 17]}]}') -H 'Content-Type: application/json' > /dev/null
+fi
 
 # 3. Errors: each class answered, named, counted; the server keeps going.
 printf '1 1:0.5 2:1\n1 3:x 5:1\n' > "$tmp/bad.svm"
@@ -199,9 +218,9 @@ assert v['fsgd_serve_errors_total{kind="too_large"}'] == 2, v
 assert v['fsgd_serve_errors_total{kind="not_found"}'] == 3, v
 assert v['fsgd_serve_errors_total{kind="method_not_allowed"}'] == 1, v
 assert v['fsgd_serve_errors_total{kind="unsupported_media"}'] == 1, v
-assert v['fsgd_serve_requests_total{model="default"}'] == 5, v
-assert v['fsgd_serve_rows_total{model="default"}'] == 801, v
-assert v['fsgd_serve_request_seconds_count{model="default"}'] == 5, v
+assert v['fsgd_serve_requests_total{model="default"}'] == 6, v
+assert v['fsgd_serve_rows_total{model="default"}'] == 802, v
+assert v['fsgd_serve_request_seconds_count{model="default"}'] == 6, v
 assert v['fsgd_serve_model_version{model="default"}'] == 1, v
 assert v['fsgd_serve_model_age_seconds{model="ctr"}'] >= 0, v
 PY
@@ -314,7 +333,7 @@ stop_server
 # 10. The other model kinds score as fsgd predict does, byte for byte: VW
 # text (the model's bits and crosses; tags after the scores, as predict
 # writes them), LIBSVM with hashed indices (--hash-bits), Criteo with
-# column crosses; and as JSON rows.
+# column crosses, CSV through a column spec; and as JSON rows.
 $PY - "$tmp/d.svm" "$tmp/d.vw" <<'PY'
 import sys
 with open(sys.argv[2], "w") as out:
@@ -330,16 +349,25 @@ head -n 100 "$tmp/d.vw" > "$tmp/rows.vw"
 "$FSGD" train --data "$tmp/d.svm" --hash-bits 6 --epochs 1 --quiet --out "$tmp/hl.model" >/dev/null
 "$FSGD" train --data "$tmp/c.tsv" --format criteo --hash-bits 14 --interactions 15*16 --epochs 1 --quiet \
     --out "$tmp/ctrx.model" >/dev/null
+# CSV through a column spec (the Criteo rows with commas), hashed into 2^12
+tr '\t' ',' < "$tmp/c.tsv" > "$tmp/c.csv"
+head -n 50 "$tmp/c.csv" > "$tmp/rows.csv"
+"$FSGD" train --data "$tmp/c.csv" --format "csv:label,num*13,cat*26" --hash-bits 12 --epochs 1 --quiet \
+    --out "$tmp/csv.model" >/dev/null
+"$FSGD" predict --model "$tmp/csv.model" --data "$tmp/rows.csv" --proba --quiet > "$tmp/csv.proba"
 "$FSGD" predict --model "$tmp/vw.model" --data "$tmp/rows.vw" --proba --quiet > "$tmp/vw.proba"
 "$FSGD" predict --model "$tmp/hl.model" --data "$tmp/rows.svm" --proba --quiet > "$tmp/hl.proba"
 "$FSGD" predict --model "$tmp/ctrx.model" --data "$tmp/rows.tsv" --quiet > "$tmp/ctrx.margin"
 grep -q " r1$" "$tmp/vw.proba" || fail "fsgd predict wrote no VW tags: $(head -n 3 "$tmp/vw.proba")"
-start_server "$tmp/serve4.log" --model "vw=$tmp/vw.model" --model "hl=$tmp/hl.model" --model "ctrx=$tmp/ctrx.model"
+start_server "$tmp/serve4.log" --model "vw=$tmp/vw.model" --model "hl=$tmp/hl.model" --model "ctrx=$tmp/ctrx.model" \
+    --model "csv=$tmp/csv.model"
 url=http://127.0.0.1:$port
 post /score/vw "$tmp/rows.vw" > "$tmp/s.txt"
 cmp -s "$tmp/s.txt" "$tmp/vw.proba" || fail "VW scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/vw.proba" | head -4)"
 post /score/hl "$tmp/rows.svm" > "$tmp/s.txt"
 cmp -s "$tmp/s.txt" "$tmp/hl.proba" || fail "hashed LIBSVM scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/hl.proba" | head -4)"
+post /score/csv "$tmp/rows.csv" > "$tmp/s.txt"
+cmp -s "$tmp/s.txt" "$tmp/csv.proba" || fail "CSV scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/csv.proba" | head -4)"
 post "/score/ctrx?output=margin" "$tmp/rows.tsv" > "$tmp/s.txt"
 cmp -s "$tmp/s.txt" "$tmp/ctrx.margin" || fail "crossed Criteo scores differ from fsgd predict's: $(status) $(diff "$tmp/s.txt" "$tmp/ctrx.margin" | head -4)"
 $PY - "$tmp/rows.vw" "$tmp/rows_vw.json" <<'PY'
@@ -363,4 +391,4 @@ post /score/vw "$tmp/bad.vw" > "$tmp/e.txt"
 curl -sS "$url/model/vw" | grep -q '"hashing": "vw:bits=16' || fail "/model/vw: $(curl -sS "$url/model/vw")"
 stop_server
 
-echo "ok: fsgd serve endpoints, errors, scores equal to fsgd predict's (LIBSVM, hashed LIBSVM, Criteo, crosses, VW), live reload, limits, SIGTERM, metrics and --min-auc"
+echo "ok: fsgd serve endpoints, errors, scores equal to fsgd predict's (LIBSVM, hashed LIBSVM, Criteo, CSV, crosses, VW), live reload, limits, SIGTERM, metrics and --min-auc"

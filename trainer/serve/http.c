@@ -417,6 +417,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
+        /* A body still arriving --timeout seconds after its headers: the
+         * daemon's timeout closes a silent connection only, and a client
+         * that sends a byte now and then would hold one of --max-conns. */
+        if (s->conf.timeout_s && fsgd_clock_s() - r->t0 > (double)s->conf.timeout_s) {
+            fsgd_prom_inc(s->prom, s->m_errors[SERVE_ERR_TIMEOUT], 1);
+            return MHD_NO;
+        }
         if (r->too_large || r->len + n > s->conf.max_body) {
             /* Chunked and too long: the rest is read and dropped so that the
              * client reads its 413 (libmicrohttpd answers only once the body
@@ -466,33 +473,39 @@ int serve_http_start(fsgd_serve_t *s, char *err, size_t errsz)
     struct sockaddr_in a4;
     struct sockaddr_in6 a6;
     struct sockaddr *sa;
-    /* ITC: MHD_quiesce_daemon needs it to stop accepting from another thread. */
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC;
+    /* No listening socket of the daemon's: accept.c accepts and hands it
+     * each connection (ITC: so that a worker takes it at once). */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET;
     memset(&a4, 0, sizeof a4);
     memset(&a6, 0, sizeof a6);
+    socklen_t salen;
     if (inet_pton(AF_INET, addr, &a4.sin_addr) == 1) {
         a4.sin_family = AF_INET;
         a4.sin_port = htons((uint16_t)s->conf.port);
         sa = (struct sockaddr *)&a4;
+        salen = sizeof a4;
     } else if (inet_pton(AF_INET6, addr, &a6.sin6_addr) == 1) {
         a6.sin6_family = AF_INET6;
         a6.sin6_port = htons((uint16_t)s->conf.port);
         sa = (struct sockaddr *)&a6;
-        flags |= MHD_USE_IPv6;
+        salen = sizeof a6;
     } else {
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: address '%s': expected a numeric IPv4 or IPv6 address",
                             addr);
     }
+    FSGD_TRY(serve_accept_listen(s, sa, salen, err, errsz));
     unsigned pool = s->conf.threads > 1 ? (unsigned)s->conf.threads : 0;
-    s->daemon = MHD_start_daemon(flags, (uint16_t)s->conf.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, sa,
-                                 MHD_OPTION_THREAD_POOL_SIZE, pool, MHD_OPTION_CONNECTION_LIMIT, s->conf.max_conns,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, s->conf.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-                                 on_completed, s, MHD_OPTION_END);
+    /* The acceptor holds --max-conns. The daemon's own limit is only a
+     * backstop, with room for connections that told the acceptor they closed
+     * before the daemon stopped counting them: the daemon would refuse
+     * (reset) a connection handed over in between. */
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_THREAD_POOL_SIZE, pool,
+                                 MHD_OPTION_CONNECTION_LIMIT, 2 * s->conf.max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
+                                 s->conf.timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, serve_accept_notify, s, MHD_OPTION_END);
     if (!s->daemon)
-        return fsgd_err_fmt(err, errsz, FSGD_E_IO,
-                            "serve: cannot listen on %s%s%s:%d (port in use, privileged, or not an address of this "
-                            "machine)", strchr(addr, ':') ? "[" : "", addr, strchr(addr, ':') ? "]" : "", s->conf.port);
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info && info->port ? info->port : s->conf.port;
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "serve: cannot start the HTTP daemon's %u thread(s)",
+                            pool ? pool : 1);
+    FSGD_TRY(serve_accept_start(s, err, errsz));
     return 0;
 }

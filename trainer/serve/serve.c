@@ -91,7 +91,8 @@ fsgd_serve_t *fsgd_serve_new(const fsgd_serve_conf_t *conf, char *err, size_t er
     snprintf(s->addr, sizeof s->addr, "%s", conf->addr && conf->addr[0] ? conf->addr : "127.0.0.1");
     s->conf.addr = s->addr;
     s->port = -1;
-    s->quiesced_fd = -1;
+    s->listen_fd = -1;
+    s->accept_wake_fd = -1;
     pthread_mutex_init(&s->wlock, NULL);
     pthread_cond_init(&s->wcond, NULL);
     if (add_server_metrics(s, err, errsz) < 0) {
@@ -229,10 +230,7 @@ int fsgd_serve_drain(fsgd_serve_t *s, unsigned max_ms)
     if (!s->daemon)
         return 0;
     if (!atomic_exchange(&s->draining, 1))
-        /* No new connections. The listening socket is ours to close, once
-         * the daemon's threads are stopped (they drop it asynchronously):
-         * fsgd_serve_destroy. */
-        s->quiesced_fd = MHD_quiesce_daemon(s->daemon);
+        serve_accept_stop(s); /* no new connections */
     for (unsigned waited = 0; atomic_load(&s->in_flight) > 0 && waited < max_ms; waited += 10)
         nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     return atomic_load(&s->in_flight);
@@ -249,10 +247,11 @@ void fsgd_serve_destroy(fsgd_serve_t *s)
         pthread_mutex_unlock(&s->wlock);
         pthread_join(s->watcher, NULL);
     }
+    serve_accept_stop(s);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
-    if (s->quiesced_fd >= 0)
-        close(s->quiesced_fd);
+    if (s->accept_wake_fd >= 0) /* the daemon's threads wrote to it until now */
+        close(s->accept_wake_fd);
     for (int i = 0; i < s->n_slots; i++)
         free_slot(s->slots[i]);
     fsgd_prom_destroy(s->prom);

@@ -5,8 +5,10 @@
 #ifndef FSGD_SERVE_INTERNAL_H
 #define FSGD_SERVE_INTERNAL_H
 
+#include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 
 #include "fsgd/prom.h"
 #include "fsgd/serve.h"
@@ -21,7 +23,8 @@
     X(NOT_FOUND, "not_found")            /* 404: no such path or model */      \
     X(METHOD, "method_not_allowed")      /* 405 */                             \
     X(MEDIA_TYPE, "unsupported_media")   /* 415 */                             \
-    X(INTERNAL, "internal")              /* 500: out of memory */
+    X(INTERNAL, "internal")              /* 500: out of memory */              \
+    X(TIMEOUT, "timeout")                /* a body slower than --timeout */
 
 #define SERVE_ERROR_ENUM_(id, label) SERVE_ERR_##id,
 enum { SERVE_ERROR_KINDS(SERVE_ERROR_ENUM_) SERVE_ERR_COUNT };
@@ -36,7 +39,15 @@ struct fsgd_serve {
     int port;
     double started_at;
     atomic_int draining;
-    int quiesced_fd; /* the listening socket after MHD_quiesce_daemon, else -1 */
+    /* Accepting (accept.c): the listening socket (-1 once closed), the
+     * thread that accepts from it, and the connections it handed to the
+     * daemon that are still open. */
+    int listen_fd;
+    int accept_wake_fd; /* eventfd: a connection closed at the limit, or stop */
+    pthread_t acceptor;
+    int acceptor_started;
+    atomic_int accept_stop;
+    atomic_int open_conns;
     atomic_int in_flight; /* requests between their first callback and their completion */
     /* Metrics. */
     fsgd_prom_t *prom;
@@ -52,6 +63,19 @@ struct fsgd_serve {
 
 /* Starts the MHD daemon (http.c). 0 or FSGD_E_IO with err set. */
 int serve_http_start(fsgd_serve_t *s, char *err, size_t errsz);
+
+/* Binds and listens on sa (s->port set to the port bound), and makes the
+ * acceptor's wake-up eventfd (accept.c). 0 or FSGD_E_IO with err set. */
+int serve_accept_listen(fsgd_serve_t *s, const struct sockaddr *sa, socklen_t salen, char *err, size_t errsz);
+/* The daemon's MHD_OPTION_NOTIFY_CONNECTION callback (cls: the server):
+ * counts connections closed. */
+void serve_accept_notify(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                         enum MHD_ConnectionNotificationCode code);
+/* Starts accepting into s->daemon: 0, or FSGD_E_NOMEM with err set. */
+int serve_accept_start(fsgd_serve_t *s, char *err, size_t errsz);
+/* Stops accepting and closes the listening socket (new connections are
+ * refused); the connections handed over stay the daemon's. Idempotent. */
+void serve_accept_stop(fsgd_serve_t *s);
 
 /* Checks every slot's source once for a new version (watch.c). */
 void serve_watch_poll(fsgd_serve_t *s);

@@ -8,7 +8,8 @@
       scores are exactly those of the file its X-Fsgd-Model-Version names
   serve_check.py limits HOST PORT     (a server started with --max-conns 2)
       a third connection waits unanswered while two are open; idle
-      connections are closed by the server (--timeout), then it is answered
+      connections are closed by the server (--timeout), then it is answered;
+      a body that trickles in past --timeout is closed and counted
   serve_check.py drain HOST PORT PID ROWS
       a request whose body is half sent when SIGTERM comes is still answered
       200, then the server exits
@@ -185,7 +186,33 @@ def limits_check(host, port):
             fail("the third connection was closed unanswered: %r" % got[:80])
         got += chunk
     s3.close()
-    print("limits: a third connection waits at --max-conns 2; idle connections closed by --timeout, then it is answered")
+    # A body that keeps coming, a byte every 0.5 s, is closed --timeout after
+    # its headers (the daemon's own timeout closes silent connections only),
+    # long before its 60 bytes are in.
+    s4 = socket.create_connection((host, port), timeout=60)
+    s4.sendall(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Length: 60\r\n\r\n")
+    closed = False
+    for _ in range(60):
+        time.sleep(0.5)
+        try:
+            s4.sendall(b"1")
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+            break
+        if not still_open(s4):
+            closed = True
+            break
+    s4.close()
+    if not closed:
+        fail("a client sending a byte every 0.5 s kept its connection for 30 s at --timeout 2")
+    c = http.client.HTTPConnection(host, port, timeout=30)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    if '\nfsgd_serve_errors_total{kind="timeout"} 1\n' not in text:
+        fail("the slow body was not counted: %s" % [l for l in text.splitlines() if "errors_total" in l])
+    print("limits: a third connection waits at --max-conns 2; idle connections closed by --timeout, then it is "
+          "answered; a body slower than --timeout closed and counted")
 
 
 def drain_check(host, port, pid, rows_path):
