@@ -176,8 +176,21 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
         if (rc == 0) {
             opts.hash_bits = lf.opts.hash_bits;
             opts.fields = lf.opts.fields;
+            /* hashed indices and crosses: the training file's columns counted, as for hashed columns */
+            opts.slots = is_train ? fsgd_libsvm_slots_new(opts.hash_bits) : NULL;
             /* parsing is most of the load: split it over the job's threads */
             rc = fsgd_libsvm_load_threads(path, &opts, job->threads, out, &st, err, sizeof err);
+            free(opts.slots);
+        }
+        if (rc == 0 && is_train && st.slots_used) {
+            if (!job->quiet)
+                fprintf(stderr, "fsgd: %s: %llu rows hashed into 2^%u columns: %llu columns used, %llu of them "
+                                "shared by 2+ distinct indices or crosses (%.2f%%)\n",
+                        path, (unsigned long long)st.rows, opts.hash_bits, (unsigned long long)st.slots_used,
+                        (unsigned long long)st.slots_collided,
+                        100.0 * (double)st.slots_collided / (double)st.slots_used);
+            hash_used = st.slots_used;
+            hash_collided = st.slots_collided;
         }
         if (rc == 0 && is_train && st.cross_entries)
             feature_share = (double)st.feature_entries / (double)(st.feature_entries + st.cross_entries);
