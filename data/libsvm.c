@@ -318,6 +318,36 @@ static void note_slot(const line_ctx_t *c, uint32_t col, uint64_t key)
     }
 }
 
+/* 1 when this read counts columns (opts.slots). */
+static int counting(const line_ctx_t *c)
+{
+    return c->opts->slots && c->opts->hash_bits && c->opts->hash_bits <= 28 && c->stats;
+}
+
+/* The column of 0-based index cl (hashed with hash_bits, counted when
+ * counting: its 32-bit hash is its identity, its column the low bits). */
+static uint32_t index_col(const line_ctx_t *c, uint64_t cl)
+{
+    const unsigned bits = c->opts->hash_bits;
+    if (!bits || !counting(c))
+        return bits ? fsgd_libsvm_hash_col(cl, bits) : (uint32_t)cl;
+    const uint32_t h = fsgd_libsvm_hash_col(cl, 32), col = h & ((1u << bits) - 1);
+    note_slot(c, col, h);
+    return col;
+}
+
+/* Counting: a row's m crosses col[0..m), read as their 32-bit hashes (their
+ * identities), counted and masked to their columns. */
+static void count_crosses(const line_ctx_t *c, uint32_t *col, size_t m)
+{
+    const uint32_t mask = (1u << c->opts->hash_bits) - 1;
+    for (size_t i = 0; counting(c) && i < m; i++) {
+        const uint32_t h = col[i];
+        col[i] = h & mask;
+        note_slot(c, col[i], (uint64_t)h | (1ULL << 40)); /* never an index's identity */
+    }
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -475,8 +505,6 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
     uint64_t limit = o->zero_based ? MAX_INDEX_1BASED - 1 : MAX_INDEX_1BASED;
     int first = 1;
     const int crossing = o->fields.n_terms > 0;
-    const int counting = o->slots && o->hash_bits && o->hash_bits <= 28 && c->stats;
-    const uint32_t mask = o->hash_bits && o->hash_bits < 32 ? (1u << o->hash_bits) - 1 : 0xFFFFFFFFu;
     for (;;) {
         while (p < e && is_ws((unsigned char)*p))
             p++;
@@ -551,13 +579,7 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
             c->scratch->field[n] = fsgd_libsvm_fields_of(&o->fields, cl, base);
         }
         /* the file's order is checked on its indices (above), the columns ordered below */
-        if (counting) { /* the index's 32-bit hash: its identity, its column the low bits */
-            const uint32_t h = fsgd_libsvm_hash_col(cl, 32);
-            col[n] = h & mask;
-            note_slot(c, col[n], h);
-        } else {
-            col[n] = o->hash_bits ? fsgd_libsvm_hash_col(cl, o->hash_bits) : (uint32_t)cl;
-        }
+        col[n] = index_col(c, cl);
         val[n] = (float)v;
         n++;
         prev = (int64_t)cl;
@@ -575,13 +597,8 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
                                 (unsigned long long)c->lineno);
         col = out->col + out->nnz;
         val = out->val + out->nnz;
-        /* counting: the crosses' 32-bit hashes, their identities, then their columns */
-        fsgd_libsvm_fields_cross(&o->fields, &row, counting ? 32 : o->hash_bits, col + n, val + n, m);
-        for (size_t i = n; counting && i < n + m; i++) {
-            const uint32_t h = col[i];
-            col[i] = h & mask;
-            note_slot(c, col[i], (uint64_t)h | (1ULL << 40)); /* never an index's identity */
-        }
+        fsgd_libsvm_fields_cross(&o->fields, &row, counting(c) ? 32 : o->hash_bits, col + n, val + n, m);
+        count_crosses(c, col + n, m);
         if (c->stats) {
             c->stats->feature_entries += n;
             c->stats->cross_entries += m;
