@@ -284,6 +284,70 @@ static int line_err(const line_ctx_t *c, char *err, size_t errsz, int code, cons
                         token_text(at, e, tok, sizeof tok));
 }
 
+uint32_t *fsgd_libsvm_slots_new(unsigned bits)
+{
+    return bits && bits <= 28 ? calloc((size_t)1 << bits, sizeof(uint32_t)) : NULL;
+}
+
+/* Counts column col for an index or a cross whose identity is key: a
+ * 31-bit fingerprint of the first one seen in each column, bit 31 marking
+ * a column counted as collided (as the delimited and VW readers count
+ * theirs). Atomic, for threads sharing the table: each column is claimed
+ * and marked once, so the totals do not depend on the order. */
+static void note_slot(const line_ctx_t *c, uint32_t col, uint64_t key)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 33;
+    const uint32_t f = ((uint32_t)key & 0x7FFFFFFFu) | 1u;
+    uint32_t *slot = c->opts->slots + col, cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    for (;;) {
+        if (cur == 0) {
+            if (__atomic_compare_exchange_n(slot, &cur, f, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                c->stats->slots_used++;
+                return;
+            }
+        } else if ((cur & 0x7FFFFFFFu) != f && !(cur & 0x80000000u)) {
+            if (__atomic_compare_exchange_n(slot, &cur, cur | 0x80000000u, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                c->stats->slots_collided++;
+                return;
+            }
+        } else {
+            return;
+        }
+    }
+}
+
+/* 1 when this read counts columns (opts.slots). */
+static int counting(const line_ctx_t *c)
+{
+    return c->opts->slots && c->opts->hash_bits && c->opts->hash_bits <= 28 && c->stats;
+}
+
+/* The column of 0-based index cl (hashed with hash_bits, counted when
+ * counting: its 32-bit hash is its identity, its column the low bits). */
+static uint32_t index_col(const line_ctx_t *c, uint64_t cl)
+{
+    const unsigned bits = c->opts->hash_bits;
+    if (!bits || !counting(c))
+        return bits ? fsgd_libsvm_hash_col(cl, bits) : (uint32_t)cl;
+    const uint32_t h = fsgd_libsvm_hash_col(cl, 32), col = h & ((1u << bits) - 1);
+    note_slot(c, col, h);
+    return col;
+}
+
+/* Counting: a row's m crosses col[0..m), read as their 32-bit hashes (their
+ * identities), counted and masked to their columns. */
+static void count_crosses(const line_ctx_t *c, uint32_t *col, size_t m)
+{
+    const uint32_t mask = (1u << c->opts->hash_bits) - 1;
+    for (size_t i = 0; counting(c) && i < m; i++) {
+        const uint32_t h = col[i];
+        col[i] = h & mask;
+        note_slot(c, col[i], (uint64_t)h | (1ULL << 40)); /* never an index's identity */
+    }
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -515,7 +579,7 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
             c->scratch->field[n] = fsgd_libsvm_fields_of(&o->fields, cl, base);
         }
         /* the file's order is checked on its indices (above), the columns ordered below */
-        col[n] = o->hash_bits ? fsgd_libsvm_hash_col(cl, o->hash_bits) : (uint32_t)cl;
+        col[n] = index_col(c, cl);
         val[n] = (float)v;
         n++;
         prev = (int64_t)cl;
@@ -533,7 +597,8 @@ static int parse_line(const line_ctx_t *c, const char *p, const char *e, fsgd_cs
                                 (unsigned long long)c->lineno);
         col = out->col + out->nnz;
         val = out->val + out->nnz;
-        fsgd_libsvm_fields_cross(&o->fields, &row, o->hash_bits, col + n, val + n, m);
+        fsgd_libsvm_fields_cross(&o->fields, &row, counting(c) ? 32 : o->hash_bits, col + n, val + n, m);
+        count_crosses(c, col + n, m);
         if (c->stats) {
             c->stats->feature_entries += n;
             c->stats->cross_entries += m;

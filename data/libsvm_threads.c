@@ -193,6 +193,8 @@ static int parse_region(const char *region, size_t len, int nt, const char *path
             st->bytes += p->st.bytes;
             st->feature_entries += p->st.feature_entries;
             st->cross_entries += p->st.cross_entries;
+            st->slots_used += p->st.slots_used;
+            st->slots_collided += p->st.slots_collided;
             for (uint64_t i = 0; i < p->st.bad_rows; i++) {
                 if (st->bad_rows < FSGD_LIBSVM_BAD_KEPT && i < FSGD_LIBSVM_BAD_KEPT)
                     memcpy(st->first_bad[st->bad_rows], p->st.first_bad[i], sizeof st->first_bad[0]);

@@ -8,13 +8,49 @@
 #include "fsgd/rowfmt.h"
 #include "fsgd/rowlabel.h"
 
+/* The weight keys right after the format's name (":row_weights=1",
+ * ":class_weight=POS,NEG", as fsgd_job_fold_weights puts them) read into f
+ * and left out of out, the format without them; how rows are weighed is
+ * not what the model is; out stays "" when there were none. */
+static int take_weight_keys(fsgd_rowfmt_t *f, const char *format, char *out, size_t cap, char *err, size_t errsz)
+{
+    const size_t name = strcspn(format, ":");
+    const char *p = format + name;
+    for (;;) {
+        const size_t n = p[0] == ':' ? strcspn(p + 1, ":") : 0;
+        if (n == 13 && !strncmp(p + 1, "row_weights=1", 13)) {
+            f->weigh_rows = 1;
+        } else if (n > 13 && !strncmp(p + 1, "class_weight=", 13)) {
+            if (fsgd_rowlabel_class_weight_parse(p + 14, n - 13, &f->class_pos, &f->class_neg) < 0)
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                    "format: '%s': class_weight is not POS,NEG (two numbers > 0)", format);
+        } else {
+            break;
+        }
+        p += 1 + n;
+    }
+    if (p == format + name) /* none: format as it is (a model's input may be long) */
+        return 0;
+    if (name + strlen(p) >= cap)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: '%.40s...' is too long", format);
+    memcpy(out, format, name);
+    memcpy(out + name, p, strlen(p) + 1);
+    return 0;
+}
+
 int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int skip_bad, char *err, size_t errsz)
 {
     memset(f, 0, sizeof *f);
+    char bare[1024];
+    bare[0] = '\0';
+    FSGD_TRY(take_weight_keys(f, format, bare, sizeof bare, err, errsz));
+    if (bare[0])
+        format = bare;
     f->opts.skip_bad = skip_bad;
     if (hash_bits < 0 || hash_bits > 32)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "hash_bits: %d is not in 1..32 (0: the format's bits)", hash_bits);
     if (!format[0] || !strcmp(format, "libsvm") || !strncmp(format, "libsvm:", 7)) {
+        f->opts.row_weights = f->weigh_rows; /* label:weight */
         /* "libsvm:bits=B[:fields=a=1-14,...][:interactions=ab,...]", as a model records hashed LIBSVM input */
         for (const char *p = format[0] ? format + 6 : format; *p == ':';) {
             p++;
@@ -30,7 +66,7 @@ int fsgd_rowfmt_init(fsgd_rowfmt_t *f, const char *format, int hash_bits, int sk
             } else if (n == 13 && !strncmp(p, "row_weights=1", 13)) {
                 /* label:weight rows (fsgd train/run --row-weights): how rows are read, not what the
                  * model is, so the model's input spec leaves it out */
-                f->opts.row_weights = 1;
+                f->opts.row_weights = f->weigh_rows = 1;
             } else if (!strncmp(p, "fields=", 7) || !strncmp(p, "interactions=", 13)) {
                 char v[1024], e[400];
                 const int fields = p[0] == 'f';
@@ -153,6 +189,24 @@ static long parse_delim(const fsgd_rowfmt_t *f, const char *buf, size_t len, con
     return got;
 }
 
+int fsgd_rowfmt_weighs(const fsgd_rowfmt_t *f) { return f->weigh_rows || f->class_pos > 0; }
+
+/* Rows [first, out->n_rows) weighed (fsgd/rowlabel.h): each by its own
+ * weight w (NULL: 1) and its class's; every row, weighted or not, so that
+ * labels read by class alike in any buffer. Returns n less the rows of
+ * weight 0, dropped (n < 0, an error, as it is: the rows before it stay in
+ * out, weighed, as rows do). */
+static long weigh(const fsgd_rowfmt_t *f, fsgd_csr_t *out, size_t first, const double *w, long n,
+                  fsgd_libsvm_stats_t *st)
+{
+    if (out->n_rows == first) /* none parsed (out may have no row_ptr yet) */
+        return n;
+    const double pos = f->class_pos > 0 ? f->class_pos : 1, neg = f->class_pos > 0 ? f->class_neg : 1;
+    size_t dropped = fsgd_rowlabel_weigh(out, first, w, pos, neg);
+    st->rows -= dropped;
+    return n > 0 ? n - (long)dropped : n;
+}
+
 long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
                        fsgd_csr_t *out, fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
 {
@@ -163,16 +217,20 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
     }
     if (!src)
         src = "<buffer>";
+    const size_t first = out->n_rows;
     if (f->vw) {
-        /* the distributed roles read rows here, and do not weigh them yet:
-         * a weighted row is refused, not trained at weight 1 */
+        /* importance weights ride in the labels when the job weighs rows (a
+         * classification job's, fsgd_job_fold_weights); otherwise a weighted
+         * row is refused, not trained at weight 1 */
         fsgd_vw_extra_t x = {0};
         long n = fsgd_vw_parse(buf, len, &f->vw_spec, f->opts.skip_bad, src, first_line, out, &x, stats, err, errsz);
-        if (n > 0 && x.any_weight)
+        if (n > 0 && x.any_weight && !f->weigh_rows)
             n = fsgd_err_fmt(err, errsz, FSGD_E_UNSUPPORTED,
-                             "%s: rows with importance weights (VW's 'label weight |...'): fsgd run and its roles do "
-                             "not weigh rows yet; train them with fsgd train",
+                             "%s: rows with importance weights (VW's 'label weight |...'): fsgd run weighs rows of "
+                             "classification models (logistic, svm) only; --model linear reads labels as values",
                              src);
+        else if (fsgd_rowfmt_weighs(f))
+            n = weigh(f, out, first, x.any_weight && x.n == out->n_rows - first ? x.weight : NULL, n, stats);
         fsgd_vw_extra_free(&x);
         return n;
     }
@@ -182,22 +240,14 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
         fsgd_libsvm_weights_t w = {0};
         fsgd_libsvm_opts_t o = f->opts;
         o.weights = &w;
-        size_t first = out->n_rows;
         long n = fsgd_libsvm_parse(buf, len, src, first_line, &o, out, stats, err, errsz);
-        /* every row, weighted or not (labels then read by class alike in any
-         * buffer), the rows before an error too: they stay in out, as rows do */
-        if (w.n) {
-            size_t dropped = fsgd_rowlabel_weigh(out, first, w.w, 1, 1); /* weight 0: no row */
-            stats->rows -= dropped;
-            if (n > 0)
-                n -= (long)dropped;
-        }
+        n = weigh(f, out, first, w.n == out->n_rows - first ? w.w : NULL, n, stats);
         fsgd_libsvm_weights_free(&w);
         return n;
     }
-    if (!f->hashed)
-        return fsgd_libsvm_parse(buf, len, src, first_line, &f->opts, out, stats, err, errsz);
-    return parse_delim(f, buf, len, src, first_line, out, stats, err, errsz);
+    long n = !f->hashed ? fsgd_libsvm_parse(buf, len, src, first_line, &f->opts, out, stats, err, errsz)
+                        : parse_delim(f, buf, len, src, first_line, out, stats, err, errsz);
+    return f->class_pos > 0 ? weigh(f, out, first, NULL, n, stats) : n;
 }
 
 long fsgd_rowfmt_parse_msg(const fsgd_rowfmt_t *f, const void *buf, size_t len, const char *src, fsgd_csr_t *out,

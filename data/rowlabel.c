@@ -1,6 +1,7 @@
 /* Importance weights and two-value labels carried in a row's label (fsgd/rowlabel.h). */
 #include "fsgd/rowlabel.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 size_t fsgd_rowlabel_weigh(fsgd_csr_t *m, size_t first, const double *weight, double pos, double neg)
@@ -33,6 +34,26 @@ size_t fsgd_rowlabel_weigh(fsgd_csr_t *m, size_t first, const double *weight, do
         m->max_col = mc;
     }
     return dropped;
+}
+
+int fsgd_rowlabel_class_weight_parse(const char *s, size_t n, double *pos, double *neg)
+{
+    char t[64]; /* a copy ended by '\0', so strtod stops within s[0..n) */
+    if (n >= sizeof t)
+        return -1;
+    memcpy(t, s, n);
+    t[n] = '\0';
+    char *end;
+    double p = strtod(t, &end);
+    if (end == t || *end != ',' || !isfinite(p) || p <= 0)
+        return -1;
+    const char *b = end + 1;
+    double q = strtod(b, &end);
+    if (end == b || *end || !isfinite(q) || q <= 0)
+        return -1;
+    *pos = p;
+    *neg = q;
+    return 0;
 }
 
 int fsgd_rowlabel_map_two(double *label, size_t n, double *lo, double *hi)

@@ -10,7 +10,8 @@
  * the row format built from that text (as a model records it) reads the
  * same; a cross names only letters of the fields (or is "::"); the rows
  * crossed into 2^10 columns are well formed (sorted, unique, < 2^10, finite),
- * with the feature and cross entries counted. */
+ * with the feature and cross entries counted; counting their columns
+ * (opts.slots) changes no column, and counts each column a row uses. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -133,6 +134,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (j > m.row_ptr[r])
                 CHECK(m.col[j] > m.col[j - 1]);
         }
+    /* the columns counted (opts.slots): the same rows, every column a row
+     * uses counted as used (a bad row skipped may have counted some), no
+     * more shared than used */
+    fsgd_csr_t c = {0};
+    fsgd_libsvm_stats_t cs = {0};
+    o.slots = fsgd_libsvm_slots_new(o.hash_bits);
+    CHECK(o.slots);
+    CHECK(fsgd_libsvm_parse(p, (size_t)(e - p), "fz", 1, &o, &c, &cs, err, sizeof err) == n);
+    CHECK(c.nnz == m.nnz && (!m.nnz || !memcmp(c.col, m.col, m.nnz * sizeof *m.col)));
+    for (uint64_t j = 0; j < m.nnz; j++)
+        CHECK(o.slots[m.col[j]] != 0);
+    CHECK(cs.slots_collided <= cs.slots_used && cs.slots_used <= 1024 && (!m.nnz || cs.slots_used > 0));
+    free(o.slots);
+    fsgd_csr_free(&c);
     fsgd_csr_free(&m);
     return 0;
 }

@@ -10,7 +10,8 @@
  *          bit 4     src NULL (errors then name "<buffer>")
  *          bit 5     hash_bits 2 for the hashed formats (collisions: values 2..)
  *          bit 6     libsvm: "libsvm:row_weights=1" (label:weight rows, weighted in
- *                    their labels, rows of weight 0 dropped and not counted)
+ *                    their labels, rows of weight 0 dropped and not counted);
+ *                    criteo: "criteo:class_weight=2,0.5" (class weights in the labels)
  * Every buffer is parsed strict and with skip_bad. Checks what rowfmt.h,
  * delim.h and libsvm.h promise, not just "no crash":
  *   - the return is the rows appended; rows already in out stay as they were;
@@ -158,8 +159,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fsgd_rowfmt_t f[2];
     char err[512] = "";
     for (int skip = 0; skip < 2; skip++)
-        CHECK(fsgd_rowfmt_init(&f[skip], !fmt && (mode & 64) ? "libsvm:row_weights=1" : formats[fmt], hash_bits, skip,
-                               err, sizeof err) == 0 &&
+        CHECK(fsgd_rowfmt_init(&f[skip],
+                               !(mode & 64) || fmt > 1 ? formats[fmt]
+                               : fmt                   ? "criteo:class_weight=2,0.5"
+                                                       : "libsvm:row_weights=1",
+                               hash_bits, skip, err, sizeof err) == 0 &&
               f[skip].hashed == hashed);
 
     fsgd_csr_t out[2] = {{0}, {0}};

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gzip and zstd input, told by the magic bytes: fsgd train, predict and run
-# (its producer) read a .gz/.zst LIBSVM or Criteo file as the text it holds
+# (its producer) read a .gz/.zst LIBSVM, Criteo or VW file as the text it holds
 # (the same model byte for byte, the same scores); a compressed stream on
 # stdin too. A truncated or corrupt file stops each command with an error
 # naming the file and the byte offset, exit 3, and no output file.
@@ -37,6 +37,26 @@ gzip -c "$tmp/c.tsv" > "$tmp/c.tsv.gz"
 "$FSGD" train --data "$tmp/c.tsv.gz" --format criteo --hash-bits 16 "${opts[@]}" --out "$tmp/c2.fsgd" > /dev/null
 cmp -s "$tmp/c1.fsgd" "$tmp/c2.fsgd" || fail "criteo gzip input trained another model"
 
+# VW text, gzip and zstd: the VW reader, crosses built from the text it holds; a
+# truncated VW stream stops with the byte offset (exit 3, no model).
+awk '{ printf "%s |a", $1; for (i = 2; i <= NF; i++) { split($i, p, ":"); printf " f%s", p[1] } print "" }' \
+    "$tmp/train.svm" > "$tmp/t.vw"
+gzip -c "$tmp/t.vw" > "$tmp/t.vw.gz"
+vo=(--format vw -q aa --bits 16 --epochs 1 --seed 1 --test-fraction 0 --quiet)
+"$FSGD" train --data "$tmp/t.vw" "${vo[@]}" --out "$tmp/v1.fsgd" > /dev/null
+"$FSGD" train --data "$tmp/t.vw.gz" "${vo[@]}" --out "$tmp/v2.fsgd" > /dev/null
+cmp -s "$tmp/v1.fsgd" "$tmp/v2.fsgd" || fail "vw gzip input trained another model"
+if command -v zstd >/dev/null; then
+    zstd -q -c "$tmp/t.vw" > "$tmp/t.vw.zst"
+    "$FSGD" train --data "$tmp/t.vw.zst" "${vo[@]}" --out "$tmp/v3.fsgd" > /dev/null
+    cmp -s "$tmp/v1.fsgd" "$tmp/v3.fsgd" || fail "vw zstd input trained another model"
+fi
+vsize=$(stat -c %s "$tmp/t.vw.gz")
+head -c $((vsize / 2)) "$tmp/t.vw.gz" > "$tmp/tcut.vw.gz"
+rc=0; "$FSGD" train --data "$tmp/tcut.vw.gz" "${vo[@]}" --out "$tmp/vcut.fsgd" 2> "$tmp/err.txt" || rc=$?
+[ $rc -eq 3 ] && grep -q "tcut.vw.gz: truncated gzip stream: the file ends at byte $((vsize / 2)) " "$tmp/err.txt" &&
+    [ ! -e "$tmp/vcut.fsgd" ] || fail "truncated vw.gz: exit $rc: $(cat "$tmp/err.txt")"
+
 # Damaged files: exit 3, the file and byte offset named, nothing written.
 size=$(stat -c %s "$tmp/train.svm.gz")
 head -c $((size / 2)) "$tmp/train.svm.gz" > "$tmp/cut.gz"
@@ -59,4 +79,4 @@ for f in cut bad; do
     done
     [ ! -e "$tmp/$f.fsgd" ] && [ ! -e "$tmp/$f.txt" ] && [ ! -e "$tmp/$f.run.fsgd" ] || fail "$f: an output was written"
 done
-echo "compressed input: gzip, zstd, stdin, criteo; damaged files refused"
+echo "compressed input: gzip, zstd, stdin, criteo, vw; damaged files refused"

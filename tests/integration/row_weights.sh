@@ -6,11 +6,11 @@
 # without them); a heavier positive class raises the mean predicted
 # probability. Any two label values train as the classes (the larger
 # positive): labels {1, 2} give the model of {-1, +1}; three values are an
-# error (exit 3); a bad --class-weight is exit 2, and so are class weights and
-# VW importance weights given to fsgd run, which does not weigh those yet.
-# LIBSVM rows carry a weight as label:weight with --row-weights (label:2 on
-# positives = --class-weight 2,1), and fsgd run applies it (AUC within 0.003
-# of fsgd train's on a9a).
+# error (exit 3); a bad --class-weight is exit 2, and so are weights given to
+# a regression model. LIBSVM rows carry a weight as label:weight with
+# --row-weights (label:2 on positives = --class-weight 2,1). fsgd run applies
+# LIBSVM row weights, VW importance and class weights (AUC within 0.003 of
+# fsgd train's on a9a).
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -77,34 +77,56 @@ for bad in "2" "1,0" "a,b" "1,2,3"; do
 done
 rc=0; "$FSGD" train --data "$tmp/d.svm" --model linear --class-weight 2,1 --quiet 2> "$tmp/e.txt" || rc=$?
 [ $rc -eq 2 ] && grep -q "are for classification models" "$tmp/e.txt" || fail "linear + weights: $rc"
-# fsgd run does not weigh rows yet: refused, not ignored (exit 2)
-rc=0; "$FSGD" run --data "$tmp/d.svm" --class-weight 2,1 --quiet 2> "$tmp/e.txt" || rc=$?
-[ $rc -eq 2 ] && grep -q "fsgd run and its roles do not yet" "$tmp/e.txt" || fail "run --class-weight: $rc"
-rc=0; "$FSGD" run --data "$tmp/imp.vw" --format vw --workers 1 --epochs 1 --quiet > /dev/null 2> "$tmp/e.txt" || rc=$?
-[ $rc -eq 2 ] && grep -q "imp.vw: rows with importance weights" "$tmp/e.txt" || fail "run weighted rows: $rc $(cat "$tmp/e.txt")"
-# fsgd run applies LIBSVM row weights (they ride in the labels on NAME.data, the workers'
+# fsgd run weighs a classification job's rows only: VW importance with --model linear
+# (labels are values) is refused when read (exit 2), class weights before anything starts
+rc=0; "$FSGD" run --data "$tmp/imp.vw" --format vw --model linear --workers 1 --epochs 1 --quiet > /dev/null 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "imp.vw: rows with importance weights .*fsgd run weighs rows of classification models" "$tmp/e.txt" ||
+    fail "run linear weighted rows: $rc $(cat "$tmp/e.txt")"
+rc=0; "$FSGD" run --data "$tmp/d.svm" --model linear --class-weight 2,1 --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "class_weight: row and class weights are for classification models" "$tmp/e.txt" ||
+    fail "run linear --class-weight: $rc $(cat "$tmp/e.txt")"
+rc=0; "$FSGD" run --data "$tmp/d.svm" --class-weight 1,0 --quiet 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -q "class_weight: '1,0' is not POS,NEG" "$tmp/e.txt" || fail "run --class-weight 1,0: $rc"
+# fsgd run applies row and class weights (they ride in the labels on NAME.data, the workers'
 # gradients scale by them): a9a with weight 20 on positives and 8000 label-flipped copies of
-# weight 0: test AUC within 0.003 of fsgd train's with the same weights (the flipped rows
-# would cost AUC if kept), and the mean probability moved as train's was (near the weighted
-# train model's 0.59, far above an unweighted model's 0.24-0.33, whose runs vary)
+# weight 0, as LIBSVM label:weight and as VW importance 4 with --class-weight 5,1: test AUC
+# within 0.003 of fsgd train's with the same weights (the flipped rows would cost AUC if
+# kept), and the mean probability moved as train's was (near the weighted train model's
+# 0.59, far above an unweighted model's 0.24-0.33, whose runs vary)
 . "$(dirname "$0")/lib/skip.bash"
 DATA=$(data_dir); needs_data a9a a9a.t
 { awk '$1 == "+1" { $1 = "+1:20" } { print }' "$DATA/a9a"
   awk 'NR <= 8000 { $1 = ($1 == "+1" ? "-1:0" : "+1:0"); print }' "$DATA/a9a"; } > "$tmp/a9w.svm"
-ro=(--test "$DATA/a9a.t" --epochs 3 --seed 3 --batch 256 --codec none)
-"$FSGD" train --data "$DATA/a9a" "${ro[@]}" --quiet --out "$tmp/tu.fsgd" > /dev/null
-"$FSGD" train --data "$tmp/a9w.svm" "${ro[@]}" --row-weights --quiet --out "$tmp/tw.fsgd" --metrics-json "$tmp/tw.json" > /dev/null
-"$FSGD" run --data "$tmp/a9w.svm" "${ro[@]}" --row-weights --workers 2 --out "$tmp/rw.fsgd" --metrics-json "$tmp/rw.json" \
-    > "$tmp/run.log" 2>&1 || fail "run --row-weights: $(tail -5 "$tmp/run.log")"
-mean_p() { "$FSGD" predict --model "$1" --data "$DATA/a9a.t" --proba --quiet | awk '{ s += $1 } END { print s / NR }'; }
-/usr/bin/python3 - "$tmp/tw.json" "$tmp/rw.json" "$(mean_p "$tmp/tu.fsgd")" "$(mean_p "$tmp/tw.fsgd")" "$(mean_p "$tmp/rw.fsgd")" <<'PY' || fail "run with row weights"
+# the same rows as VW text: label[ importance] |a f<index> ...
+svm2vw='{ split($1, l, ":"); w = l[2] == "" ? "" : l[2] == 20 ? " 4" : " " l[2]
+          printf "%s%s |a", l[1], w; for (i = 2; i <= NF; i++) { split($i, p, ":"); printf " f%s", p[1] } print "" }'
+awk "$svm2vw" "$tmp/a9w.svm" > "$tmp/a9w.vw"
+awk "$svm2vw" "$DATA/a9a.t" > "$tmp/a9t.vw"
+grep -q '^+1 4 |a' "$tmp/a9w.vw" && grep -q '^-1 0 |a' "$tmp/a9w.vw" || fail "a9w.vw: $(head -1 "$tmp/a9w.vw")"
+ro=(--epochs 3 --seed 3 --batch 256 --codec none)
+"$FSGD" train --data "$DATA/a9a" --test "$DATA/a9a.t" "${ro[@]}" --quiet --out "$tmp/tu.fsgd" > /dev/null
+mean_p() { "$FSGD" predict --model "$1" --data "$2" --proba --quiet | awk '{ s += $1 } END { print s / NR }'; }
+pu=$(mean_p "$tmp/tu.fsgd" "$DATA/a9a.t")
+# weigh_run NAME DATA TEST ARGS...: fsgd train and fsgd run with the same weights, compared
+weigh_run() {
+    local name=$1 data=$2 test=$3; shift 3
+    "$FSGD" train --data "$data" --test "$test" "${ro[@]}" "$@" --quiet --out "$tmp/t$name.fsgd" \
+        --metrics-json "$tmp/t$name.json" > /dev/null
+    "$FSGD" run --data "$data" --test "$test" "${ro[@]}" "$@" --workers 2 --out "$tmp/r$name.fsgd" \
+        --metrics-json "$tmp/r$name.json" > "$tmp/run.log" 2>&1 || fail "run $name: $(tail -5 "$tmp/run.log")"
+    /usr/bin/python3 - "$name" "$tmp/t$name.json" "$tmp/r$name.json" "$pu" "$(mean_p "$tmp/t$name.fsgd" "$test")" \
+        "$(mean_p "$tmp/r$name.fsgd" "$test")" <<'PY' || fail "run with $name"
 import json, sys
-t, r = (json.load(open(p))["test"]["auc"] for p in sys.argv[1:3])
-pu, pt, pr = map(float, sys.argv[3:6])
+name = sys.argv[1]
+t, r = (json.load(open(p))["test"]["auc"] for p in sys.argv[2:4])
+pu, pt, pr = map(float, sys.argv[4:7])
 assert abs(t - r) < 0.003, f"run auc {r:.5f}, train {t:.5f}"
 assert pr > pu + 0.2 and abs(pr - pt) < 0.08, f"mean p: run weighted {pr:.3f}, train weighted {pt:.3f}, unweighted {pu:.3f}"
-print(f"run --row-weights: auc {r:.5f} (train {t:.5f}); mean p {pr:.3f} (train {pt:.3f}, unweighted {pu:.3f})")
+print(f"run {name}: auc {r:.5f} (train {t:.5f}); mean p {pr:.3f} (train {pt:.3f}, unweighted {pu:.3f})")
 PY
+}
+weigh_run row_weights "$tmp/a9w.svm" "$DATA/a9a.t" --row-weights
+weigh_run vw_importance_class_weight "$tmp/a9w.vw" "$tmp/a9t.vw" --format vw --class-weight 5,1
 rc=0; "$FSGD" run --data "$tmp/w.svm" --row-weights --model linear --quiet 2> "$tmp/e.txt" || rc=$?
-[ $rc -eq 2 ] && grep -q "row_weights: row weights are for classification models" "$tmp/e.txt" || fail "run linear --row-weights: $rc"
-echo "row weights: LIBSVM label:weight (train and run), importance = class weight, zero rows left out, two labels mapped, run refuses them"
+[ $rc -eq 2 ] && grep -q "row_weights: row and class weights are for classification models" "$tmp/e.txt" || fail "run linear --row-weights: $rc"
+echo "row weights: LIBSVM label:weight and VW importance with class weights (train and run), importance = class weight, zero rows left out, two labels mapped"

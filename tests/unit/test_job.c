@@ -240,6 +240,50 @@ static void test_batch_auto(void)
     CU_ASSERT_EQUAL(job.batch, 256); /* fsgd train's default stays 256 rows */
 }
 
+/* fsgd run's weights in the format (fsgd_job_fold_weights): a VW
+ * classification job weighs its rows' importance, class_weight rides
+ * beside it; folding the folded job again (a role) changes nothing; a
+ * regression job or a bad class_weight is refused naming the key. */
+static void test_fold_weights(void)
+{
+    fsgd_job_t job;
+    char err[256], once[sizeof job.format];
+    fsgd_job_dist_defaults(&job);
+    char *vw[] = {"x", "--format", "vw", "--bits", "12", "-q", "ab", "--class-weight", "5,0.5", NULL};
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 9, vw, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(job.format, "vw:row_weights=1:class_weight=5,0.5:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(job.format, "interactions=ab"));
+    memcpy(once, job.format, sizeof once);
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(job.format, once);
+    /* libsvm: label:weight from fold_input, the class weights after the name */
+    fsgd_job_dist_defaults(&job);
+    char *svm[] = {"x", "--row-weights", "--class-weight", "2,1", NULL};
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 4, svm, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(job.format, "libsvm:class_weight=2,1:row_weights=1");
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(job.format, "libsvm:class_weight=2,1:row_weights=1");
+    /* regression: VW rows not weighed (importance refused when read), class weights refused */
+    fsgd_job_dist_defaults(&job);
+    char *lin[] = {"x", "--format", "vw", "--model", "linear", NULL};
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 5, lin, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(job.format, "vw");
+    snprintf(job.class_weight, sizeof job.class_weight, "2,1");
+    CU_ASSERT_EQUAL(fsgd_job_fold_weights(&job, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "class_weight: row and class weights are for classification models"));
+    fsgd_job_dist_defaults(&job);
+    snprintf(job.class_weight, sizeof job.class_weight, "2;1");
+    CU_ASSERT_EQUAL(fsgd_job_fold_weights(&job, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "class_weight: '2;1' is not POS,NEG"));
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -254,6 +298,7 @@ void fsgd_test_register(void)
         {"backend auto takes the GPU only for large steps", test_backend_auto},
         {"batch auto: 256 rows a worker, 2000 steps an epoch", test_batch_auto},
         {"replica auto: working sets for large models the job names", test_replica_auto},
+        {"fold weights: VW importance and class weights in the format, idempotent", test_fold_weights},
         {NULL, NULL},
     };
     fsgd_test_suite("job", cases);

@@ -3,6 +3,7 @@
  * crosses a row gets (VW's rules: pairs, a field with itself taken once a
  * combination, ::), and the errors a bad spec or an unknown field gives. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,6 +176,90 @@ static void test_map(void)
     }
 }
 
+/* Columns counted as for hashed columns (opts.slots): each distinct index
+ * and cross once, however many rows hold it; at 2^28 columns five
+ * identities in five columns, none shared; at 2^2 the indices alone as a
+ * brute count over fsgd_libsvm_hash_col says; a file read on 1 or 4
+ * threads sharing one table gives the same counts. */
+static void test_collision_counts(void)
+{
+    char err[256];
+    fsgd_libsvm_opts_t o = {.hash_bits = 28};
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_fields_parse(&o.fields, "a:1-2,b:3-4", err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_fields_add_terms(&o.fields, "ab", err, sizeof err), 0);
+    /* indices 1, 3, 4 and the crosses (1,3), (1,4); each row again */
+    const char *rows = "1 1:1 3:1\n-1 1:1 4:1\n1 1:1 3:1\n-1 1:1 4:1\n";
+    o.slots = fsgd_libsvm_slots_new(28);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o.slots);
+    fsgd_csr_t m = {0};
+    fsgd_libsvm_stats_t st = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(rows, strlen(rows), "m", 1, &o, &m, &st, err, sizeof err), 4);
+    CU_ASSERT_EQUAL(st.slots_used, 5);
+    CU_ASSERT_EQUAL(st.slots_collided, 0);
+    CU_ASSERT_EQUAL(m.nnz, 12); /* 2 indices and a cross a row */
+    /* the columns are the uncounted reader's */
+    fsgd_libsvm_opts_t plain = o;
+    plain.slots = NULL;
+    fsgd_csr_t p = {0};
+    fsgd_libsvm_stats_t ps = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(rows, strlen(rows), "m", 1, &plain, &p, &ps, err, sizeof err), 4);
+    CU_ASSERT_EQUAL(ps.slots_used, 0);
+    CU_ASSERT_EQUAL_FATAL(p.nnz, m.nnz);
+    CU_ASSERT_EQUAL(memcmp(p.col, m.col, m.nnz * sizeof *m.col), 0);
+    free(o.slots);
+    fsgd_csr_free(&m);
+    fsgd_csr_free(&p);
+
+    /* indices only, 4 columns: the brute count */
+    fsgd_libsvm_opts_t h = {.hash_bits = 2};
+    h.slots = fsgd_libsvm_slots_new(2);
+    const char *hr = "1 1:1 2:1 3:1 4:1 5:1\n-1 6:1 7:1 8:1 9:1\n1 2:1 9:1\n";
+    memset(&st, 0, sizeof st);
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(hr, strlen(hr), "m", 1, &h, &m, &st, err, sizeof err), 3);
+    unsigned per[4] = {0};
+    for (uint64_t i = 0; i < 9; i++)
+        per[fsgd_libsvm_hash_col(i, 2)]++;
+    uint64_t used = 0, shared = 0;
+    for (int k = 0; k < 4; k++) {
+        used += per[k] > 0;
+        shared += per[k] > 1;
+    }
+    CU_ASSERT_EQUAL(st.slots_used, used);
+    CU_ASSERT_EQUAL(st.slots_collided, shared);
+    CU_ASSERT_TRUE(shared > 0);
+    free(h.slots);
+    fsgd_csr_free(&m);
+    CU_ASSERT_PTR_NULL(fsgd_libsvm_slots_new(29)); /* 2 GiB: not counted */
+
+    /* threads share one table: the same counts */
+    const char *path = fsgd_test_tmp("fields_counts.svm");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mem);
+    for (int r = 0; r < 4000; r++)
+        fprintf(mem, "%d %d:1 %d:1 %d:1\n", r % 2 ? 1 : -1, 1 + r % 2, 3 + r % 40, 50 + (r * 7) % 300);
+    fclose(mem);
+    CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(path, text, len), 0);
+    free(text);
+    fsgd_libsvm_opts_t t = {.hash_bits = 10};
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_fields_parse(&t.fields, "a:1-2,b:3-42,c:50-400", err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_fields_add_terms(&t.fields, "ab,bc", err, sizeof err), 0);
+    uint64_t got[2][2];
+    for (int k = 0; k < 2; k++) {
+        t.slots = fsgd_libsvm_slots_new(10);
+        fsgd_libsvm_stats_t ts = {0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_load_threads(path, &t, k ? 4 : 1, &m, &ts, err, sizeof err), 0);
+        got[k][0] = ts.slots_used;
+        got[k][1] = ts.slots_collided;
+        free(t.slots);
+        fsgd_csr_free(&m);
+    }
+    CU_ASSERT_TRUE(got[0][0] > 0 && got[0][1] > 0); /* 2 + 40 + 300 indices, 80 + 12000 crosses in 1024 */
+    CU_ASSERT_EQUAL(got[1][0], got[0][0]);
+    CU_ASSERT_EQUAL(got[1][1], got[0][1]);
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -182,6 +267,7 @@ void fsgd_test_register(void)
         {"errors: overlaps, syntax, unknown fields in a cross", test_errors},
         {"crosses: pairs, a field with itself, ::, products that overflow", test_crosses},
         {"map file: an index a line, ranges merged, errors name file:line:col", test_map},
+        {"collision counts: distinct indices and crosses, any thread count", test_collision_counts},
         {NULL, NULL},
     };
     fsgd_test_suite("libsvm_fields", cases);

@@ -152,6 +152,52 @@ static void test_row_weights(void)
     FSGD_ASSERT_CONTAINS(err, "unknown libsvm key 'row_weights=2'");
 }
 
+/* The weight keys fsgd run folds into a job's format (fsgd_job_fold_weights):
+ * VW importance (row_weights=1) times the class's weight (class_weight=P,N)
+ * in each parsed row's label, rows of weight 0 dropped, in any format; the
+ * model's input and the row blocks' format id as without the keys. Without
+ * row_weights a VW row's importance is refused, not trained at weight 1. */
+static void test_weight_keys(void)
+{
+    fsgd_rowfmt_t f, plain;
+    char err[512], in[128], in2[128];
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "vw:row_weights=1:class_weight=5,0.5:bits=12", 0, 0, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&plain, "vw:bits=12", 0, 0, err, sizeof err), 0);
+    CU_ASSERT_TRUE(f.vw && f.weigh_rows && fsgd_rowfmt_weighs(&f));
+    CU_ASSERT_FALSE(fsgd_rowfmt_weighs(&plain));
+    CU_ASSERT_DOUBLE_EQUAL(f.class_pos, 5, 0);
+    CU_ASSERT_DOUBLE_EQUAL(f.class_neg, 0.5, 0);
+    fsgd_rowfmt_input(&f, in, sizeof in);
+    fsgd_rowfmt_input(&plain, in2, sizeof in2);
+    CU_ASSERT_STRING_EQUAL(in, in2);
+    CU_ASSERT_EQUAL(f.block_id, plain.block_id);
+    fsgd_csr_t m = {0};
+    const char *rows = "1 2 |a x\n-1 |a y\n1 0 |a z\n-1 3 t|a w\n1 |a v\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows, strlen(rows), "m", 1, &m, NULL, err, sizeof err), 4);
+    const double want[] = {10, -0.5, -1.5, 5}; /* importance x class weight; weight 0 dropped */
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_DOUBLE_EQUAL(m.label[i], want[i], 1e-12);
+    CU_ASSERT_EQUAL(m.nnz, 4);
+    fsgd_csr_free(&m);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&plain, rows, strlen(rows), "m", 1, &m, NULL, err, sizeof err), FSGD_E_UNSUPPORTED);
+    FSGD_ASSERT_CONTAINS(err, "m: rows with importance weights");
+    fsgd_csr_free(&m);
+    /* class weights alone, on LIBSVM and delimited rows */
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "libsvm:class_weight=2,0.25", 0, 0, err, sizeof err), 0);
+    CU_ASSERT_TRUE(fsgd_rowfmt_weighs(&f) && !f.opts.row_weights);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, "+1 3:1\n0 2:1\n", 13, "m", 1, &m, NULL, err, sizeof err), 2);
+    CU_ASSERT_DOUBLE_EQUAL(m.label[0], 2, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.label[1], -0.25, 0);
+    fsgd_csr_free(&m);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "tsv:class_weight=3,1:label,cat", 10, 0, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, "1\ta\n0\tb\n", 8, "m", 1, &m, NULL, err, sizeof err), 2);
+    CU_ASSERT_DOUBLE_EQUAL(m.label[0], 3, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.label[1], -1, 0);
+    fsgd_csr_free(&m);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_init(&f, "vw:class_weight=1,0:bits=12", 0, 0, err, sizeof err), FSGD_E_ARG);
+    FSGD_ASSERT_CONTAINS(err, "class_weight is not POS,NEG");
+}
+
 void fsgd_test_register(void)
 {
     static const fsgd_test_case_t cases[] = {
@@ -159,6 +205,7 @@ void fsgd_test_register(void)
         {"a buffer's rows are the file's rows (no header); errors name src:line:col", test_buffer_rows_match_file},
         {"skip_bad skips and reports a bad row alone, both formats", test_skip_bad},
         {"row_weights: weighted rows from a buffer, the input spec without the key", test_row_weights},
+        {"weight keys: VW importance and class weights in the labels, any format", test_weight_keys},
         {NULL, NULL},
     };
     fsgd_test_suite("rowfmt", cases);

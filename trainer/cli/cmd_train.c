@@ -151,6 +151,38 @@ static int load_delim(const char *path, const fsgd_job_t *job, const fsgd_delim_
     return rc;
 }
 
+/* A LIBSVM file in the job's format as folded (fsgd_job_fold_input: its
+ * bits, fields and crosses), parsed on the job's threads; with is_train
+ * its hashed columns said and counted, as for hashed columns, and the
+ * share of features among features and crosses (lr auto). */
+static int load_libsvm(const char *path, const fsgd_job_t *job, int is_train, fsgd_libsvm_opts_t *opts,
+                       fsgd_csr_t *out, fsgd_libsvm_stats_t *st, char *err, size_t errsz)
+{
+    fsgd_rowfmt_t lf;
+    int rc = fsgd_rowfmt_init(&lf, job->format, job->hash_bits, job->skip_bad, err, errsz);
+    if (rc == 0) {
+        opts->hash_bits = lf.opts.hash_bits;
+        opts->fields = lf.opts.fields;
+        opts->slots = is_train ? fsgd_libsvm_slots_new(opts->hash_bits) : NULL;
+        /* parsing is most of the load: split it over the job's threads */
+        rc = fsgd_libsvm_load_threads(path, opts, job->threads, out, st, err, errsz);
+        free(opts->slots);
+        opts->slots = NULL;
+    }
+    if (rc == 0 && is_train && st->slots_used) {
+        if (!job->quiet)
+            fprintf(stderr, "fsgd: %s: %llu rows hashed into 2^%u columns: %llu columns used, %llu of them "
+                            "shared by 2+ distinct indices or crosses (%.2f%%)\n",
+                    path, (unsigned long long)st->rows, opts->hash_bits, (unsigned long long)st->slots_used,
+                    (unsigned long long)st->slots_collided, 100.0 * (double)st->slots_collided / (double)st->slots_used);
+        hash_used = st->slots_used;
+        hash_collided = st->slots_collided;
+    }
+    if (rc == 0 && is_train && st->cross_entries)
+        feature_share = (double)st->feature_entries / (double)(st->feature_entries + st->cross_entries);
+    return rc;
+}
+
 static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t *spec, int is_train,
                 fsgd_csr_t *out)
 {
@@ -170,17 +202,7 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
     } else if (spec) {
         rc = load_delim(path, job, spec, is_train, out, err, sizeof err);
     } else {
-        /* the job's format as folded (fsgd_job_fold_input): its bits, fields and crosses */
-        fsgd_rowfmt_t lf;
-        rc = fsgd_rowfmt_init(&lf, job->format, job->hash_bits, job->skip_bad, err, sizeof err);
-        if (rc == 0) {
-            opts.hash_bits = lf.opts.hash_bits;
-            opts.fields = lf.opts.fields;
-            /* parsing is most of the load: split it over the job's threads */
-            rc = fsgd_libsvm_load_threads(path, &opts, job->threads, out, &st, err, sizeof err);
-        }
-        if (rc == 0 && is_train && st.cross_entries)
-            feature_share = (double)st.feature_entries / (double)(st.feature_entries + st.cross_entries);
+        rc = load_libsvm(path, job, is_train, &opts, out, &st, err, sizeof err);
     }
     if (rc < 0) {
         fsgd_vw_extra_free(&vwx);

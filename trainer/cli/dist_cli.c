@@ -123,17 +123,9 @@ int dcli_job_only(int argc, char **argv, const char *usage, const char *const *o
      * hash_bits without a hashed format, or a dim other than 2^bits. A
      * hashed job's dim is 2^bits from here on (the embedded cluster's model
      * limit is checked on it). */
-    if (job->class_weight[0]) { /* refused, not ignored: the roles do not weigh rows yet */
-        fsgd_cli_error("class_weight: fsgd train weighs rows by class; fsgd run and its roles do not yet");
-        return FSGD_EXIT_USAGE;
-    }
-    if (job->row_weights && (job->model == FSGD_LOSS_SQUARED || strcmp(job->backend, "cpu"))) {
-        /* the weights ride in the labels (fsgd/rowlabel.h): classification, cpu backend */
-        fsgd_cli_error("row_weights: row weights are for classification models (logistic, svm) on the cpu backend");
-        return FSGD_EXIT_USAGE;
-    }
     fsgd_rowfmt_t f;
-    if (fsgd_job_fold_input(job, err, sizeof err) < 0 ||
+    /* row and class weights ride in the labels of the rows the roles parse */
+    if (fsgd_job_fold_input(job, err, sizeof err) < 0 || fsgd_job_fold_weights(job, err, sizeof err) < 0 ||
         fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(&f, job->dim, &job->dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);

@@ -63,7 +63,7 @@ static const field_t fields[] = {
      "fsgd run, cpu backend; fsgd predict reads such files with --row-weights and scores them unweighted"},
     {"class_weight", "data", F_STR, OFF(class_weight), 0, 0,
      "POS,NEG: each row's loss weighted by its class (LIBLINEAR's -w1/-w-1), on top of a VW row's importance; "
-     "fsgd train, cpu backend"},
+     "fsgd train and fsgd run, classification models, cpu backend"},
     {"cache", "data", F_STR, OFF(cache), 0, 0,
      "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
      "from it, for files larger than memory (the holdout and test split, at most 50k and 100k rows, are kept "

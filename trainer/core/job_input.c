@@ -12,6 +12,7 @@
 #include "fsgd/delim.h"
 #include "fsgd/libsvm_fields.h"
 #include "fsgd/rowfmt.h"
+#include "fsgd/rowlabel.h"
 #include "fsgd/vw.h"
 
 /* --fields @FILE: the index -> field map of a file (fsgd_libsvm_fields_parse_map). */
@@ -107,8 +108,34 @@ static int fold_delim(fsgd_job_t *job, char *err, size_t errsz)
     return 0;
 }
 
+/* The weight keys after the format's name (":row_weights=1",
+ * ":class_weight=P,N", fsgd_job_fold_weights) moved back into the job's
+ * keys, so that the format's own parsers read it and folding stays
+ * idempotent (fsgd run's roles fold the job they are given again). */
+static void unfold_weights(fsgd_job_t *job)
+{
+    const size_t name = strcspn(job->format, ":");
+    char *p = job->format + name;
+    for (;;) {
+        const size_t n = p[0] == ':' ? strcspn(p + 1, ":") : 0;
+        if (n == 13 && !strncmp(p + 1, "row_weights=1", 13)) {
+            /* LIBSVM's label:weight; a VW job's is the job's model's to say */
+            job->row_weights |= !name || !strncmp(job->format, "libsvm", name);
+        } else if (n > 13 && n - 13 < sizeof job->class_weight && !strncmp(p + 1, "class_weight=", 13)) {
+            if (!job->class_weight[0]) {
+                memcpy(job->class_weight, p + 14, n - 13);
+                job->class_weight[n - 13] = '\0';
+            }
+        } else {
+            break;
+        }
+        memmove(p, p + 1 + n, strlen(p + 1 + n) + 1);
+    }
+}
+
 int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
 {
+    unfold_weights(job);
     const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
     const int delim = !strcmp(job->format, "criteo") || !strncmp(job->format, "tsv:", 4) ||
                       !strncmp(job->format, "csv:", 4);
@@ -188,20 +215,40 @@ int fsgd_job_class_weight(const fsgd_job_t *job, double *pos, double *neg, char 
     *pos = *neg = 1;
     if (!job->class_weight[0])
         return 0;
-    char *end;
-    double p = strtod(job->class_weight, &end), n = 0;
-    int ok = *end == ',' && isfinite(p) && p > 0;
-    if (ok) {
-        const char *b = end + 1;
-        n = strtod(b, &end);
-        ok = end != b && !*end && isfinite(n) && n > 0;
-    }
-    if (!ok)
+    if (fsgd_rowlabel_class_weight_parse(job->class_weight, strlen(job->class_weight), pos, neg) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "class_weight: '%s' is not POS,NEG (two numbers > 0: the weights of the positive and the "
                             "negative class's rows, e.g. 1,0.25)",
                             job->class_weight);
-    *pos = p;
-    *neg = n;
+    return 0;
+}
+
+int fsgd_job_fold_weights(fsgd_job_t *job, char *err, size_t errsz)
+{
+    double pos, neg;
+    FSGD_TRY(fsgd_job_class_weight(job, &pos, &neg, err, errsz));
+    const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
+    const int classify = job->model != FSGD_LOSS_SQUARED;
+    const int cpu = !strcmp(job->backend, "cpu");
+    if ((job->class_weight[0] || job->row_weights) && !(classify && cpu))
+        /* the weights ride in the labels (fsgd/rowlabel.h): a class's sign, read by the cpu backend */
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "%s: row and class weights are for classification models (logistic, svm) on the cpu "
+                            "backend",
+                            job->class_weight[0] ? "class_weight" : "row_weights");
+    char keys[128] = "";
+    if (vw && classify && cpu && !strstr(job->format, ":row_weights=1")) /* VW's importance (libsvm: fold_input's) */
+        snprintf(keys, sizeof keys, ":row_weights=1");
+    if (job->class_weight[0] && !strstr(job->format, ":class_weight="))
+        snprintf(keys + strlen(keys), sizeof keys - strlen(keys), ":class_weight=%.17g,%.17g", pos, neg);
+    if (!keys[0])
+        return 0;
+    /* right after the format's name, where fsgd_rowfmt_init takes them */
+    const char *f = job->format[0] ? job->format : "libsvm";
+    const size_t name = strcspn(f, ":");
+    char spec[sizeof job->format];
+    if (snprintf(spec, sizeof spec, "%.*s%s%s", (int)name, f, keys, f + name) >= (int)sizeof spec)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the spec with its weights is too long");
+    memcpy(job->format, spec, strlen(spec) + 1);
     return 0;
 }

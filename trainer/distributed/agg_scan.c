@@ -106,7 +106,7 @@ static int from_summary(agg_t *a, int P, uint64_t *total, uint64_t *max_col)
         *total = s->rows;
         *max_col = s->max_col;
         a->labels = s->labels;
-        a->labels.classes = a->fmt.opts.row_weights; /* the summary's are classes already */
+        a->labels.classes = fsgd_rowfmt_weighs(&a->fmt); /* the summary's are classes already */
         a->xmax = s->xmax;
         a->ymax = s->ymax;
         a->s->data_from_summary = 1;

@@ -109,7 +109,7 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
     char *err = a->err;
     size_t errsz = a->errsz;
     int rc = fsgd_rowfmt_init(&a->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
-    a->labels.classes = a->fmt.opts.row_weights; /* labels of weighted rows are ±weight */
+    a->labels.classes = fsgd_rowfmt_weighs(&a->fmt); /* labels of weighted rows are ±weight */
     if (!rc && (!(a->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)) ||
                 !(a->scan_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)) ||
                 !(a->grads_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz))))

@@ -261,7 +261,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
     uint32_t *part_rows = NULL;
     fsgd_data_summary_t *sum = calloc(1, sizeof *sum);
     if (sum)
-        sum->labels.classes = fmt.opts.row_weights; /* labels of weighted rows are ±weight */
+        sum->labels.classes = fsgd_rowfmt_weighs(&fmt); /* labels of weighted rows are ±weight */
     /* The job's topics with their settings (existing ones are kept: the
      * embedded cluster makes its own); a name whose model topic holds a job
      * already is refused (the new rows would mix into a finished job),

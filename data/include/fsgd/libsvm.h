@@ -49,6 +49,11 @@ typedef struct fsgd_libsvm_opts {
     fsgd_libsvm_fields_t fields; /* fields.n_terms > 0: each row gets the crosses of its fields
                                     (fsgd/libsvm_fields.h), hashed into 2^hash_bits columns and
                                     summed with the features that share a column */
+    uint32_t *slots;    /* hash_bits: when not NULL, the caller's zeroed table of 2^hash_bits fingerprints,
+                           one a column (fsgd_libsvm_slots_new), which counts the columns the rows' distinct
+                           indices and crosses use into the stats' slots_used and slots_collided; threads
+                           reading parts of one file may share it (updated atomically; the counts are
+                           the same on any number of threads) */
 } fsgd_libsvm_opts_t;
 
 /* The row weights a reader read (opts.row_weights): w[i] is the weight of
@@ -71,6 +76,8 @@ typedef struct fsgd_libsvm_stats {
     uint64_t bad_rows;  /* rows skipped (skip_bad only) */
     uint64_t bytes;     /* bytes consumed */
     uint64_t feature_entries, cross_entries; /* fields crosses: the rows' features and crosses */
+    uint64_t slots_used;     /* opts.slots: distinct columns that got an index or a cross */
+    uint64_t slots_collided; /* of those, columns that two or more distinct indices or crosses hashed to */
     char first_bad[FSGD_LIBSVM_BAD_KEPT][160]; /* "file:line:col: why" of the first bad rows */
 } fsgd_libsvm_stats_t;
 
@@ -83,6 +90,11 @@ void fsgd_libsvm_note_bad(fsgd_libsvm_stats_t *st, const char *msg);
  * the 64-bit finaliser of MurmurHash3 (fmix64) of i, low bits kept, so that
  * indices with a common stride do not share a column. */
 uint32_t fsgd_libsvm_hash_col(uint64_t i, unsigned bits);
+
+/* A zeroed fingerprint table for opts.slots of 2^bits columns (4·2^bits
+ * bytes), or NULL when bits is 0 or above 28 (not counted) or out of
+ * memory; the caller frees it (free). */
+uint32_t *fsgd_libsvm_slots_new(unsigned bits);
 
 typedef struct fsgd_libsvm_reader fsgd_libsvm_reader_t;
 

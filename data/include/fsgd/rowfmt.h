@@ -25,9 +25,18 @@ typedef struct fsgd_rowfmt {
     fsgd_delim_spec_t spec;  /* hashed: the parsed format with hash_bits applied */
     fsgd_libsvm_opts_t opts; /* skip_bad (both formats) and the LIBSVM options */
     uint32_t block_id;       /* the format id of row blocks of these rows (fsgd/rowblock.h) */
+    /* Weights parsed rows carry in their labels (fsgd/rowlabel.h), from the
+     * keys "row_weights=1" and "class_weight=POS,NEG" (fsgd run folds them
+     * into a classification job's format, fsgd_job_fold_weights; a model's
+     * recorded input never holds them): */
+    int weigh_rows;          /* each row's own weight: VW importance, LIBSVM label:weight */
+    double class_pos;        /* > 0: the positive class's rows' weight (then class_neg the negative's) */
+    double class_neg;
 } fsgd_rowfmt_t;
 
-/* Reads format ("libsvm", "libsvm:bits=B", "criteo", "tsv:...", "csv:...", "vw[:...]")
+/* Reads format ("libsvm", "libsvm:bits=B", "criteo", "tsv:...", "csv:...", "vw[:...]";
+ * any of them may hold ":row_weights=1" and ":class_weight=POS,NEG" right
+ * after its name)
  * and hash_bits (0: the spec's bits; 1..32 override them; for LIBSVM, 1..32
  * hashes the indices into 2^hash_bits columns, fsgd_libsvm_hash_col). Returns 0 or
  * FSGD_E_ARG with err naming the job key ("format: columns: 'kat' is not
@@ -47,11 +56,17 @@ void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap);
  * names the origin in errors ("topic a.data partition 2 offset 17:1:5:
  * column 3 (num): expected a number, got 'x'"), first_line numbers buf's
  * first line. Blank lines (and LIBSVM comments) give no row. stats may be
- * NULL. VW rows with importance weights are refused (FSGD_E_UNSUPPORTED):
- * the roles that read rows here do not weigh them. Returns the rows appended
- * or a negative error. */
+ * NULL. With weigh_rows or class weights every row's label becomes
+ * ±weight (fsgd_rowlabel_weigh; rows of weight 0 dropped); VW rows with
+ * importance weights but no weigh_rows are refused (FSGD_E_UNSUPPORTED: a
+ * regression job reads labels as values). Returns the rows appended or a
+ * negative error. */
 long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
                        fsgd_csr_t *out, fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
+
+/* 1 when parsed rows' labels are ±weight (weigh_rows, class weights), so
+ * label checks read them by class (fsgd_label_set_t.classes). */
+int fsgd_rowfmt_weighs(const fsgd_rowfmt_t *f);
 
 /* One Kafka message value of NAME.data: a row block (fsgd/rowblock.h) of
  * this format's rows, or text rows as fsgd_rowfmt_parse reads them (from

@@ -26,6 +26,11 @@ static inline double fsgd_rowlabel_weight(double label) { return label == 0 ? 1.
  * of 0 reads as weight 1). Returns the rows dropped. */
 size_t fsgd_rowlabel_weigh(fsgd_csr_t *m, size_t first, const double *weight, double pos, double neg);
 
+/* Reads "POS,NEG" (s[0..n): two finite numbers > 0, the weights of the
+ * positive and the negative class's rows) into *pos and *neg. Returns 0,
+ * or -1 when s is not that. */
+int fsgd_rowlabel_class_weight_parse(const char *s, size_t n, double *pos, double *neg);
+
 /* Any two distinct label values lo < hi, as LIBLINEAR takes them: when the
  * labels of m are exactly two values other than {0, 1} and {-1, 1}, maps hi
  * to +1 and lo to -1 and returns 1 with *lo, *hi set; 0 when there was

@@ -195,6 +195,15 @@ int fsgd_job_given(const fsgd_job_t *job, const char *key);
  * namespaces asked of a format that has no namespaces). */
 int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz);
 
+/* fsgd run's roles weigh the rows they parse (fsgd_rowfmt_parse): folds
+ * into a classification job's format what its rows' labels carry, VW's
+ * importance (":row_weights=1") and class_weight (":class_weight=P,N"),
+ * right after the format's name; idempotent; fsgd_job_fold_input first.
+ * Returns 0, or FSGD_E_ARG for weights a job cannot weigh (class_weight or
+ * row_weights with --model linear or a backend other than cpu) or a
+ * class_weight that is not POS,NEG. */
+int fsgd_job_fold_weights(fsgd_job_t *job, char *err, size_t errsz);
+
 /* Reads class_weight "POS,NEG" (two finite numbers > 0) into *pos and *neg;
  * both 1 when it is "". Returns 0 or FSGD_E_ARG. */
 int fsgd_job_class_weight(const fsgd_job_t *job, double *pos, double *neg, char *err, size_t errsz);
