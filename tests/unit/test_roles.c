@@ -519,6 +519,42 @@ static void test_working_set_faults(void)
     fsgd_model_free(&faulty);
 }
 
+/* Every answer written twice: in an authenticated job the copy carries the
+ * same tag and nonce, a replay (fsgd/replay.h), refused and counted. */
+static fsgd_bus_fault_t copy_answers(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
+                                     int *delay_ms)
+{
+    fsgd_kframe_t f;
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) == 0 && f.kind == FSGD_KMSG_VALUES) {
+        ++*(_Atomic int *)ctx;
+        return FSGD_BUS_DUPLICATE;
+    }
+    return FSGD_BUS_DELIVER;
+}
+
+static void test_working_set_replayed_answers(void)
+{
+    if (!repo_file("data/sets/a9a")) {
+        fsgd_test_skip("needs data/sets/a9a");
+        return;
+    }
+    uint8_t key[FSGD_AUTH_KEY_BYTES];
+    for (size_t i = 0; i < sizeof key; i++)
+        key[i] = (uint8_t)(rand() & 0xFF);
+    CU_ASSERT_EQUAL_FATAL(fsgd_auth_set_key(key), 0);
+    _Atomic int copied = 0;
+    fsgd_model_t clean = {0}, copies = {0};
+    fsgd_worker_stats_t st = {0};
+    run_model_with(2, FSGD_REPLICA_WORKING_SET, NULL, NULL, &clean, NULL);
+    run_model_with(2, FSGD_REPLICA_WORKING_SET, copy_answers, &copied, &copies, &st);
+    CU_ASSERT_TRUE(copied > 0);
+    CU_ASSERT_TRUE(st.replayed > 0 && st.replayed <= (uint64_t)copied);
+    CU_ASSERT_TRUE(same_model(&clean, &copies));
+    fsgd_model_free(&clean);
+    fsgd_model_free(&copies);
+    fsgd_auth_set_key(NULL);
+}
+
 /* Counts the answers coded as halves (byte 20 of a values body). */
 static fsgd_bus_fault_t count_halves(void *ctx, const char *topic, int32_t partition, const void *val, size_t len,
                                      int *delay_ms)
@@ -1200,6 +1236,7 @@ void fsgd_test_register(void)
         {"working set, tau 0: the same model as full replicas, bit for bit", test_working_set_same_model},
         {"working set, tau 0, optimizer ftrl: the same model as full replicas", test_working_set_ftrl},
         {"working set: snapshots of several chunks taken from their first", test_working_set_snapshot_heads},
+        {"working set, a job key: copies of answers are replays, refused", test_working_set_replayed_answers},
         {"working set: pulls duplicated and answers lost, the same model", test_working_set_faults},
         {"working set with a lossy codec: values as halves, a sane AUC", test_working_set_halves},
         {"working set, tau 2: the next step pulled while one is computed", test_working_set_ahead},

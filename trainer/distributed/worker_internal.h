@@ -150,6 +150,7 @@ typedef struct worker {
         int on;
         char topic[128];      /* NAME.pull: this worker's partition of it */
         fsgd_kasm_t *as;      /* reassembly of answers */
+        fsgd_replay_t *replay; /* copies of answers their shard wrote before (fsgd/replay.h) */
         struct pull_plan {
             int pending, answered; /* answered: every shard's part */
             uint32_t gen;

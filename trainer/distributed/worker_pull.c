@@ -26,7 +26,7 @@ int worker_pull_open(worker_t *w)
     struct worker_pull *p = &w->pull;
     p->on = 1;
     fsgd_kbus_topic(p->topic, sizeof p->topic, w->job->name, "pull");
-    if (!(p->as = fsgd_kasm_new()))
+    if (!(p->as = fsgd_kasm_new()) || !(p->replay = fsgd_replay_new()))
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     /* NAME.pull may not be there yet (an aggregator makes it too) */
     return fsgd_dist_topics_create_bus(w->prod, w->job, 0, w->err, w->errsz);
@@ -35,6 +35,7 @@ int worker_pull_open(worker_t *w)
 void worker_pull_free(worker_t *w)
 {
     fsgd_kasm_destroy(w->pull.as);
+    fsgd_replay_destroy(w->pull.replay);
     for (int k = 0; k < 2; k++) {
         plan_t *pl = &w->pull.plan[k];
         fsgd_csr_free(&pl->batch);
@@ -324,6 +325,16 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
     int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e);
     if (prc < 0) {
         worker_reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "%s offset %lld: %s", p->topic, (long long)m->offset, e);
+        return 0;
+    }
+    /* a copy of an answer its shard wrote before (the values of an older
+     * model under the same step) is not taken */
+    int rp = fsgd_replay_frame(p->replay, m->partition, m->offset, m->val, m->len);
+    if (rp < 0)
+        return fsgd_err_fmt(w->err, w->errsz, rp, "worker: out of memory");
+    if (rp) {
+        worker_reject(w, REJECT_REPLAY, "%s partition %d offset %lld: step %llu: a copy of an answer its shard wrote "
+                      "before", p->topic, (int)m->partition, (long long)m->offset, (unsigned long long)f.step);
         return 0;
     }
     if (f.kind != FSGD_KMSG_VALUES || f.sender >= w->shards) {
