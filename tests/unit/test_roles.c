@@ -501,22 +501,30 @@ static fsgd_bus_fault_t pull_faults(void *ctx, const char *topic, int32_t partit
     return FSGD_BUS_DELIVER;
 }
 
+/* Two working-set workers' model with the hook's faults, against one
+ * without: 1 when they are the same bit for bit; *st: worker 1's stats. */
+static int ws_same_with(fsgd_bus_hook_fn hook, void *ctx, fsgd_worker_stats_t *st)
+{
+    fsgd_model_t clean = {0}, faulty = {0};
+    run_model_with(2, FSGD_REPLICA_WORKING_SET, NULL, NULL, &clean, NULL);
+    run_model_with(2, FSGD_REPLICA_WORKING_SET, hook, ctx, &faulty, st);
+    int same = same_model(&clean, &faulty);
+    fsgd_model_free(&clean);
+    fsgd_model_free(&faulty);
+    return same;
+}
+
 static void test_working_set_faults(void)
 {
     if (!repo_file("data/sets/a9a")) {
         fsgd_test_skip("needs data/sets/a9a");
         return;
     }
-    fsgd_model_t clean = {0}, faulty = {0};
     fsgd_worker_stats_t st = {0};
     pull_faults_t pf = {0};
-    run_model_with(2, FSGD_REPLICA_WORKING_SET, NULL, NULL, &clean, NULL);
-    run_model_with(2, FSGD_REPLICA_WORKING_SET, pull_faults, &pf, &faulty, &st);
+    CU_ASSERT_TRUE(ws_same_with(pull_faults, &pf, &st));
     CU_ASSERT_TRUE(pf.lost[1] == 2 && pf.lost[2] == 2);
     CU_ASSERT_TRUE(st.resends >= 1);
-    CU_ASSERT_TRUE(same_model(&clean, &faulty));
-    fsgd_model_free(&clean);
-    fsgd_model_free(&faulty);
 }
 
 /* Every answer written twice: in an authenticated job the copy carries the
@@ -543,15 +551,10 @@ static void test_working_set_replayed_answers(void)
         key[i] = (uint8_t)(rand() & 0xFF);
     CU_ASSERT_EQUAL_FATAL(fsgd_auth_set_key(key), 0);
     _Atomic int copied = 0;
-    fsgd_model_t clean = {0}, copies = {0};
     fsgd_worker_stats_t st = {0};
-    run_model_with(2, FSGD_REPLICA_WORKING_SET, NULL, NULL, &clean, NULL);
-    run_model_with(2, FSGD_REPLICA_WORKING_SET, copy_answers, &copied, &copies, &st);
+    CU_ASSERT_TRUE(ws_same_with(copy_answers, &copied, &st));
     CU_ASSERT_TRUE(copied > 0);
     CU_ASSERT_TRUE(st.replayed > 0 && st.replayed <= (uint64_t)copied);
-    CU_ASSERT_TRUE(same_model(&clean, &copies));
-    fsgd_model_free(&clean);
-    fsgd_model_free(&copies);
     fsgd_auth_set_key(NULL);
 }
 
