@@ -345,6 +345,15 @@ static void test_sync_deterministic(void)
 
 /* --- replica working_set: workers pull their keys' values --- */
 
+/* A random job key for this process's roles (fsgd_auth_set_key(NULL) ends it). */
+static int set_random_key(void)
+{
+    uint8_t key[FSGD_AUTH_KEY_BYTES];
+    for (size_t i = 0; i < sizeof key; i++)
+        key[i] = (uint8_t)(rand() & 0xFF);
+    return fsgd_auth_set_key(key);
+}
+
 static int same_model(const fsgd_model_t *a, const fsgd_model_t *b)
 {
     size_t n = a->dim + (a->has_bias ? 1 : 0);
@@ -546,10 +555,7 @@ static void test_working_set_replayed_answers(void)
         fsgd_test_skip("needs data/sets/a9a");
         return;
     }
-    uint8_t key[FSGD_AUTH_KEY_BYTES];
-    for (size_t i = 0; i < sizeof key; i++)
-        key[i] = (uint8_t)(rand() & 0xFF);
-    CU_ASSERT_EQUAL_FATAL(fsgd_auth_set_key(key), 0);
+    CU_ASSERT_EQUAL_FATAL(set_random_key(), 0);
     _Atomic int copied = 0;
     fsgd_worker_stats_t st = {0};
     CU_ASSERT_TRUE(ws_same_with(copy_answers, &copied, &st));
@@ -731,10 +737,7 @@ static void test_data_summary(void)
         return;
     }
     /* the summary is trusted only from an authenticated job */
-    uint8_t key[FSGD_AUTH_KEY_BYTES];
-    for (size_t i = 0; i < sizeof key; i++)
-        key[i] = (uint8_t)(rand() & 0xFF);
-    CU_ASSERT_EQUAL_FATAL(fsgd_auth_set_key(key), 0);
+    CU_ASSERT_EQUAL_FATAL(set_random_key(), 0);
     summary_run_t with = {0}, without = {0}, appended = {0};
     summary_run(NULL, 0, &with);
     summary_run(no_summary, 0, &without);
