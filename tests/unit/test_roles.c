@@ -810,6 +810,12 @@ static void test_duplicates(void)
 
 /* --- a gap: a model delta lost --- */
 
+/* 1 when a hooked message is a frame on NAME.model (f: its header). */
+static int model_frame(const char *topic, const void *val, size_t len, fsgd_kframe_t *f)
+{
+    return strstr(topic, ".model") && fsgd_kframe_parse(val, len, f, NULL, NULL, 0) == 0;
+}
+
 typedef struct drop_ctx {
     uint64_t step; /* drop the delta of this step (once) */
     int dropped;
@@ -820,7 +826,7 @@ static fsgd_bus_fault_t drop_delta(void *ctx, const char *topic, int32_t partiti
 {
     drop_ctx_t *d = ctx;
     fsgd_kframe_t f;
-    if (!strstr(topic, ".model") || fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0)
+    if (!model_frame(topic, val, len, &f))
         return FSGD_BUS_DELIVER;
     if (!d->dropped && f.step == d->step && f.kind != FSGD_KMSG_SNAPSHOT) {
         d->dropped = 1;
@@ -1048,7 +1054,7 @@ static fsgd_bus_fault_t gate_hook(void *ctx, const char *topic, int32_t partitio
 {
     gate_t *g = ctx;
     fsgd_kframe_t f;
-    if (g->open || !strstr(topic, ".model") || fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0 || f.step < g->from)
+    if (g->open || !model_frame(topic, val, len, &f) || f.step < g->from)
         return FSGD_BUS_DELIVER;
     *delay_ms = 40;
     return FSGD_BUS_DELAY;
