@@ -25,7 +25,7 @@ void agg_ctl_emit(agg_t *a, const char *event)
 {
     /* A following shard's events would repeat shard 0's (the job's
      * members, epochs and end are decided there); only its failure is news */
-    if (a->lead && strcmp(event, "job_end"))
+    if (a->lead && strcmp(event, "job_end") && strcmp(event, "aggregator_alive"))
         return;
     if (fsgd_cj_end(&a->cj) == 0)
         fsgd_ctl_send(a->prod, a->tctl, a->job->name, event, &a->cj);
@@ -83,6 +83,10 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
     if (!m->err && fsgd_auth_enabled() && fsgd_replay_ctl(a->replay_ctl, m->offset, m->mac, m->mac_len) == 1) {
         agg_reject_on(a, a->tctl, FSGD_AGG_REJ_REPLAYED, "offset %lld: a copy of an event its sender wrote before",
                       (long long)m->offset);
+        return;
+    }
+    if (!m->err && j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "aggregator_probe")) {
+        agg_twin_answer(a, j, m->len);
         return;
     }
     if (m->err || !j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) ||
