@@ -25,7 +25,7 @@ void agg_ctl_emit(agg_t *a, const char *event)
 {
     /* A following shard's events would repeat shard 0's (the job's
      * members, epochs and end are decided there); only its failure is news */
-    if (a->lead && strcmp(event, "job_end") && strcmp(event, "aggregator_alive"))
+    if (a->lead && strcmp(event, "job_end"))
         return;
     if (fsgd_cj_end(&a->cj) == 0)
         fsgd_ctl_send(a->prod, a->tctl, a->job->name, event, &a->cj);

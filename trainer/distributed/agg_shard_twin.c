@@ -29,6 +29,21 @@
  * answered */
 #define TWIN_PROBE_FRESH_S 30.0
 
+/* One event of this file on NAME.ctl (its own sender: agg_members.c reads
+ * NAME.ctl and calls agg_twin_answer) */
+static void twin_begin(agg_t *a, const char *event)
+{
+    fsgd_cj_begin(&a->cj, event, a->job->name);
+    fsgd_cj_u64(&a->cj, "gen", a->gen);
+    fsgd_cj_u64(&a->cj, "shard", a->shard);
+}
+
+static void twin_send(agg_t *a, const char *event)
+{
+    if (fsgd_cj_end(&a->cj) == 0)
+        fsgd_ctl_send(a->prod, a->tctl, a->job->name, event, &a->cj);
+}
+
 static int last_not_final(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
                           size_t errsz)
 {
@@ -68,10 +83,9 @@ int agg_twin_check(agg_t *a)
     int rc = 0;
     if (fsgd_bus_watermarks(c, a->tctl, 0, &lo, &hi, 10000, e, sizeof e) == 0 &&
         (tp.offset = hi, fsgd_bus_assign(c, &tp, 1, e, sizeof e)) == 0) {
-        agg_ctl_begin(a, "aggregator_probe");
-        fsgd_cj_u64(&a->cj, "shard", a->shard);
+        twin_begin(a, "aggregator_probe");
         fsgd_cj_u64(&a->cj, "nonce", nonce);
-        agg_ctl_emit(a, "aggregator_probe");
+        twin_send(a, "aggregator_probe");
         fsgd_bus_flush(a->prod, 5000, NULL, 0);
         double t0 = agg_now();
         while (!rc && agg_now() - t0 < TWIN_WAIT_S) {
@@ -112,12 +126,11 @@ void agg_twin_answer(agg_t *a, const char *json, size_t len)
         !fsgd_ctl_get_num(json, len, "nonce", &nonce) || !fsgd_ctl_get_num(json, len, "time", &sent) ||
         (double)time(NULL) - sent > TWIN_PROBE_FRESH_S)
         return;
-    agg_ctl_begin(a, "aggregator_alive");
-    fsgd_cj_u64(&a->cj, "shard", a->shard);
+    twin_begin(a, "aggregator_alive");
     fsgd_cj_u64(&a->cj, "nonce", (uint64_t)nonce);
     fsgd_cj_u64(&a->cj, "step", a->step);
     fsgd_cj_i64(&a->cj, "pid", (int64_t)getpid());
-    agg_ctl_emit(a, "aggregator_alive");
+    twin_send(a, "aggregator_alive"); /* a following shard too: this is its own place's word */
     agg_log(a, "another aggregator for %s %u of this job asked whether it runs (%s): told it so; it stops",
             a->shards > 1 ? "shard" : "place", a->shard, a->tctl);
 }
