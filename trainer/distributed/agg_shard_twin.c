@@ -131,6 +131,8 @@ void agg_twin_answer(agg_t *a, const char *json, size_t len)
     fsgd_cj_u64(&a->cj, "step", a->step);
     fsgd_cj_i64(&a->cj, "pid", (int64_t)getpid());
     twin_send(a, "aggregator_alive"); /* a following shard too: this is its own place's word */
-    agg_log(a, "another aggregator for %s %u of this job asked whether it runs (%s): told it so; it stops",
-            a->shards > 1 ? "shard" : "place", a->shard, a->tctl);
+    char place[32] = "";
+    if (a->shards > 1)
+        snprintf(place, sizeof place, " for shard %u", a->shard);
+    agg_log(a, "another aggregator%s of this job asked whether it runs (%s): told it so; it stops", place, a->tctl);
 }
