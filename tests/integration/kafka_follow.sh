@@ -12,7 +12,8 @@
 # 42), before and after the aggregator's restart; on a real broker the
 # resumed job also refuses the first run's rows and worker_leave events
 # copied again, and takes the new producer's rows. produce --follow with a
-# mistyped job name is refused.
+# mistyped job name is refused. A follow job stopped by a row past --dim
+# goes on with --resume --skip-bad.
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 needs_cmd kcat
@@ -187,6 +188,45 @@ f = m.get("follow", {})
 check(f.get("progressive_rows") == total and f.get("version", 0) >= 4, "metrics JSON follow: %s" % f)
 sys.exit(0 if ok else 1)
 PYEOF
+
+# A follow job stopped by a signed row with a feature past --dim (exit 3)
+# goes on with --resume --skip-bad: that message is read as no rows by the
+# aggregator's scan at start as by its windows and the workers, and the rows
+# after it are trained once (issue 42 item 16: the scan refused the topic).
+# Its own cluster: the stopped job's topics must outlive the run.
+dname=$(job_name fdim)
+kafka_cluster "$dname" 2
+head -n 1000 "$tmp/d0.svm" >"$tmp/dim0.svm"
+head -n 1000 "$tmp/chunk0.svm" >"$tmp/dim1.svm"
+echo "+1 3:1 $((DIM + 7)):1" >"$tmp/pastdim.svm"
+djob=(--follow --brokers "$brokers" --name "$dname" --dim $DIM --workers 2 --checkpoint "$tmp/dim.ckpt"
+    --version-seconds 1 --lr 0.01 --batch 256 "${key[@]}")
+"$FSGD" run "${djob[@]}" --data "$tmp/dim0.svm" >"$tmp/dim_run1.log" 2>&1 &
+RUN_PID=$!
+wait_for "$tmp/dim_run1.log" "): 1000 rows trained" 90 || { echo "no version of 1000 rows"; cat "$tmp/dim_run1.log"; exit 1; }
+"$FSGD" produce --follow --brokers "$brokers" --name "$dname" "${key[@]}" "$tmp/pastdim.svm" >"$tmp/dim_p.log" 2>&1 ||
+    { cat "$tmp/dim_p.log"; exit 1; }
+rc=0
+wait "$RUN_PID" || rc=$?
+RUN_PID=
+[ $rc -eq 3 ] && grep -q "feature $((DIM + 7)) > dim $DIM of the model being trained" "$tmp/dim_run1.log" ||
+    { cat "$tmp/dim_run1.log"; echo "FAIL: a row past --dim: status $rc, not 3"; exit 1; }
+"$FSGD" produce --follow --brokers "$brokers" --name "$dname" "${key[@]}" "$tmp/dim1.svm" >"$tmp/dim_p.log" 2>&1 ||
+    { cat "$tmp/dim_p.log"; exit 1; }
+"$FSGD" run --resume --skip-bad --no-produce "${djob[@]}" >"$tmp/dim_run2.log" 2>&1 &
+RUN_PID=$!
+wait_for "$tmp/dim_run2.log" "): 2000 rows trained" 90 ||
+    { cat "$tmp/dim_run2.log"; echo "FAIL: --resume --skip-bad did not go on past the row beyond --dim"; exit 1; }
+grep "skipped 1 row messages with a feature past dim $DIM (skip_bad)" "$tmp/dim_run2.log" ||
+    { cat "$tmp/dim_run2.log"; echo "FAIL: the skipped message was not named"; exit 1; }
+kill -TERM "$RUN_PID"
+wait "$RUN_PID" || true
+RUN_PID=
+grep "): [0-9]* rows trained" "$tmp/dim_run2.log" | tail -1 | grep -q "): 2000 rows trained" ||
+    { grep "rows trained" "$tmp/dim_run2.log"; echo "FAIL: rows trained past 2000"; exit 1; }
+echo "ok: a follow job stopped by a row past --dim went on with --resume --skip-bad: 2000 rows trained once"
+kafka_cluster_stop
+
 [ "$KAFKA_MODE" = real ] || exit 0
 
 # a real broker keeps the topics: the stopped job resumes where it stopped

@@ -6,16 +6,19 @@
 # per epoch, and the model assembled from the shards' partitions is the
 # unsharded job's bit for bit. fsgd run --shards 2 gives that model too, with
 # shard 0's test AUC that of fsgd predict on it. Then what a sharded job
-# refuses: a bad --shard, a strategy that does not shard.
+# refuses: a bad --shard, a strategy that does not shard, and a second
+# shard 0 started by hand mid-job (exit 2 naming the running one; the job
+# goes on: issue 42 item 14).
 set -euo pipefail
 . "$(dirname "$0")/lib/kafka.bash"
 PIDS=()
 trap 'kill ${PIDS[@]+"${PIDS[@]}"} 2>/dev/null || true; cleanup' EXIT
 head -n 8000 "$DATA/a9a" >"$tmp/rows"
 
-# run_job NAME SHARDS CODEC: the job's roles, to the end; its shards' logs in $tmp/NAME.a*.log
+# run_job NAME SHARDS CODEC [HOOK]: the job's roles, to the end (HOOK NAME
+# ARGS... runs once they are started); its shards' logs in $tmp/NAME.a*.log
 run_job() {
-    local name=$1 shards=$2 codec=$3
+    local name=$1 shards=$2 codec=$3 hook=${4:-}
     kafka_cluster_stop
     kafka_cluster "$name" 4 --shards "$shards"
     "$FSGD" produce --brokers "$brokers" --name "$name" --shards "$shards" --batch 64 --quiet "$tmp/rows" 2>/dev/null
@@ -30,6 +33,7 @@ run_job() {
         "$FSGD" worker "${args[@]}" --id "$i" >"$tmp/$name.w$i.log" 2>&1 &
         PIDS+=($!)
     done
+    [ -z "$hook" ] || "$hook" "$name" "${args[@]}"
     for p in "${PIDS[@]}"; do
         wait "$p" || { tail -n 5 "$tmp/$name".*.log; echo "FAIL: $name: a role exited with an error"; exit 1; }
     done
@@ -82,6 +86,29 @@ rc=0
 timeout 60 "$FSGD" worker --brokers "$brokers" --name "$s3" --batch 64 --shards 4 >"$tmp/w4.log" 2>&1 || rc=$?
 [ "$rc" != 0 ] && grep -q "has 2 partitions, and 4 aggregator shards" "$tmp/w4.log" ||
     { tail -n 3 "$tmp/w4.log"; echo "FAIL: a 4-shard worker on a 2-shard job (status $rc)"; exit 1; }
+
+# a second shard 0 started by hand while the job trains: it asks on NAME.ctl,
+# the running shard 0 answers, and it stops (exit 2) having published
+# nothing; the job goes on to its end, every row once per epoch. The workers
+# are held (SIGSTOP) while it asks, so the job is mid-way whatever the
+# machine's speed (shard 1 follows once shard 0's opening snapshot is out).
+twin_shard0() {
+    local name=$1 log=$tmp/$1.a1.log i rc=0
+    shift
+    for ((i = 0; i < 600; i++)); do grep -qs "following shard 0's steps" "$log" && break; sleep 0.1; done
+    kill -STOP "${PIDS[2]}" "${PIDS[3]}"
+    timeout 60 "$FSGD" aggregator "$@" --shard 0/2 --workers 2 >"$tmp/twin.log" 2>&1 || rc=$?
+    kill -CONT "${PIDS[2]}" "${PIDS[3]}"
+    [ "$rc" = 2 ] && grep -q "aggregator shard 0 of job '$name' is running already (pid ${PIDS[0]}," "$tmp/twin.log" ||
+        { cat "$tmp/twin.log"; echo "FAIL: a second shard 0 mid-job: status $rc"; exit 1; }
+}
+s5=$(job_name shardtwin)
+run_job "$s5" 2 none twin_shard0
+grep -q "another aggregator for shard 0 of this job asked whether it runs" "$tmp/$s5.a0.log" ||
+    { tail -n 5 "$tmp/$s5.a0.log"; echo "FAIL: shard 0 did not say it answered the second one"; exit 1; }
+grep -q "epoch 2 done: 8000 rows (dataset 8000)" "$tmp/$s5.a1.log" ||
+    { tail -n 5 "$tmp/$s5.a1.log"; echo "FAIL: the job with a second shard 0 did not apply every row once"; exit 1; }
+echo "PASS: a second shard 0 mid-job is refused: $(grep -o 'is running already ([^)]*)' "$tmp/twin.log")"
 kafka_cluster_stop
 
 # fsgd run --shards 2 (its own embedded cluster, or the real one): the same model

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The fault matrix of a sharded job on a real 3-broker cluster (issue 42):
 # fsgd run --shards 2 --workers 2 with --checkpoint, and in turn kill -9 of
-# aggregator shard 0, of shard 1 and of a worker, SIGTERM of fsgd run and of
-# shard 1, and the checkpoint's file system filled (a 64 KiB tmpfs in a
+# aggregator shard 0, of shard 1 and of a worker, SIGTERM of a worker, of
+# fsgd run, of shard 0 and of shard 1, and the checkpoint's file system filled (a 64 KiB tmpfs in a
 # private mount namespace); after a fault that stops the job, --resume.
 # Each line: the fault, the statuses, rows applied against epochs x rows,
 # the test AUC against the fault-free run's. Not part of the suite (minutes,
@@ -52,26 +52,28 @@ echo "| fault | status | rows applied / epochs x rows | test AUC (vs fault-free)
 echo "|---|---|---|---|---|---|"
 result "none (fault-free)" "$?" "$tmp/ok.json"
 
-# kill -9 of a process: fsgd run restarts the shards (or goes on without the worker)
-for victim in "aggregator" "aggregator shard 1" "worker 1"; do
+# kill -9 of a process: fsgd run restarts the shards (or goes on without the
+# worker); SIGTERM of a worker: it leaves, the job goes on with the other
+for fault in "KILL aggregator" "KILL aggregator shard 1" "KILL worker 1" "TERM worker 1"; do
+    sig=${fault%% *} victim=${fault#* }
     j=$(name)
     rm -f "$tmp"/k.ckpt*
     "$FSGD" run "${args[@]}" --name "$j" --checkpoint "$tmp/k.ckpt" --metrics-json "$tmp/k.json" >"$tmp/k.log" 2>&1 &
     rp=$!
     wait_ckpt "$tmp/k.ckpt"
-    kill -KILL "$(pid_of "$victim" "$tmp/k.log")"
+    kill -"$sig" "$(pid_of "$victim" "$tmp/k.log")"
     wait "$rp"
-    result "kill -9 $victim" "$?" "$tmp/k.json" "$tmp/k.log"
+    result "$([ "$sig" = KILL ] && echo "kill -9" || echo SIGTERM) $victim" "$?" "$tmp/k.json" "$tmp/k.log"
 done
 
 # a stop on purpose, then --resume
-for how in "SIGTERM fsgd run" "SIGTERM aggregator shard 1"; do
+for how in "SIGTERM fsgd run" "SIGTERM aggregator" "SIGTERM aggregator shard 1"; do
     j=$(name)
     rm -f "$tmp"/t.ckpt*
     "$FSGD" run "${args[@]}" --name "$j" --checkpoint "$tmp/t.ckpt" >"$tmp/t.log" 2>&1 &
     rp=$!
     wait_ckpt "$tmp/t.ckpt"
-    if [ "$how" = "SIGTERM fsgd run" ]; then kill -TERM "$rp"; else kill -TERM "$(pid_of "aggregator shard 1" "$tmp/t.log")"; fi
+    if [ "$how" = "SIGTERM fsgd run" ]; then kill -TERM "$rp"; else kill -TERM "$(pid_of "${how#SIGTERM }" "$tmp/t.log")"; fi
     wait "$rp"
     s1=$?
     "$FSGD" run "${args[@]}" --name "$j" --checkpoint "$tmp/t.ckpt" --resume --metrics-json "$tmp/t.json" >"$tmp/r.log" 2>&1

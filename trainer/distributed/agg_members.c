@@ -85,6 +85,10 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
                       (long long)m->offset);
         return;
     }
+    if (!m->err && j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "aggregator_probe")) {
+        agg_twin_answer(a, j, m->len);
+        return;
+    }
     if (m->err || !j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) ||
         (strcmp(ev, "worker_assignment") && strcmp(ev, "worker_leave")) ||
         !fsgd_ctl_get_num(j, m->len, "worker", &wid) || !(wid >= 0 && wid <= UINT32_MAX))

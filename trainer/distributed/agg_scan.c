@@ -25,6 +25,9 @@ typedef struct scan_ctx {
     fsgd_csr_t tmp;
     uint64_t rows, max_col;
     fsgd_libsvm_stats_t bad; /* skip_bad: the malformed rows skipped */
+    uint64_t dim;            /* the job's fixed dimension (0: the data's) */
+    uint64_t past_dim;       /* skip_bad: messages with a feature past dim, read as no rows */
+    char first_past[256];
 } scan_ctx_t;
 
 int agg_row_replayed(agg_t *a, int32_t partition, int64_t offset, char *err, size_t errsz)
@@ -55,6 +58,16 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     long n = fsgd_rowfmt_parse_msg(&c->a->fmt, val, len, src, &c->tmp, &c->bad, err, errsz);
     if (n < 0)
         return (int)n;
+    if (c->dim && c->tmp.max_col > c->dim && c->a->job->skip_bad) {
+        /* no rows here, as the workers (worker_cache.c) and follow's windows
+         * (agg_follow.c) read it: a follow job stopped by such a row goes on
+         * with --resume --skip-bad */
+        if (!c->past_dim++)
+            snprintf(c->first_past, sizeof c->first_past, "%s: feature %llu", src,
+                     (unsigned long long)c->tmp.max_col);
+        fsgd_csr_clear(&c->tmp);
+        n = 0;
+    }
     c->rows += (uint64_t)n;
     if (c->tmp.max_col > c->max_col)
         c->max_col = c->tmp.max_col;
@@ -73,7 +86,7 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
 /* The producer's summary (data_summary.h) in place of the scan, when it
  * describes exactly what the topic holds now: 1 used, 0 not (scan), < 0
  * error. */
-static int from_summary(agg_t *a, int P, uint64_t *total, uint64_t *max_col)
+static int from_summary(agg_t *a, int P, uint64_t dim, uint64_t *total, uint64_t *max_col)
 {
     fsgd_data_summary_t *s = malloc(sizeof *s);
     if (!s)
@@ -81,6 +94,8 @@ static int from_summary(agg_t *a, int P, uint64_t *total, uint64_t *max_col)
     int rc = fsgd_data_summary_read(a->scan_c, a->job, s, a->err, a->errsz);
     if (rc == 1 && s->nparts != (uint32_t)P)
         rc = 0;
+    if (rc == 1 && a->job->skip_bad && dim && s->max_col > dim)
+        rc = 0; /* it counts rows that skip_bad reads as none: the scan finds them */
     int64_t *lo = rc == 1 ? calloc((size_t)P, sizeof *lo) : NULL, *hi = lo ? calloc((size_t)P, sizeof *hi) : NULL;
     if (rc == 1 && (!lo || !hi))
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
@@ -157,8 +172,11 @@ int agg_scan_data(agg_t *a)
     if (!a->rows_at)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     scan_ctx_t c = {.a = a};
+    /* a hashed format's 2^bits, else the job's (0: the data's) */
+    FSGD_TRY(fsgd_rowfmt_dim(&a->fmt, a->job->dim, &c.dim, a->err, a->errsz));
     uint64_t total = 0, max_col = 0;
-    int rc = from_summary(a, P, &total, &max_col);
+    int rc = from_summary(a, P, c.dim, &total, &max_col);
+
     if (rc < 0)
         return rc;
     int to_read = P;
@@ -209,6 +227,9 @@ int agg_scan_data(agg_t *a)
         for (uint64_t i = 1; i < c.bad.bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
             agg_log(a, "topic %s: skipped %s", a->tdata, c.bad.first_bad[i]);
     }
+    if (c.past_dim)
+        agg_log(a, "topic %s: skipped %llu row messages with a feature past dim %llu (skip_bad); first: %s", a->tdata,
+                (unsigned long long)c.past_dim, (unsigned long long)c.dim, c.first_past);
     char first[256];
     uint64_t unauth = fsgd_auth_skipped_rows(first, sizeof first);
     if (unauth) /* skip_bad: rows without the job key's tag, read as empty by every role */
@@ -221,8 +242,7 @@ int agg_scan_data(agg_t *a)
         return fsgd_err_fmt(a->err, a->errsz, rc, "topic %s: %s", a->tdata, why);
     if (a->job->bias && fabs(a->job->bias_value) > a->xmax)
         a->xmax = fabs(a->job->bias_value);
-    uint64_t dim; /* a hashed format's 2^bits, else the job's (0: the data's) */
-    FSGD_TRY(fsgd_rowfmt_dim(&a->fmt, a->job->dim, &dim, a->err, a->errsz));
+    uint64_t dim = c.dim;
     if (dim && max_col > dim)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_RANGE, "topic %s has feature %llu > dim %llu", a->tdata,
                             (unsigned long long)max_col, (unsigned long long)dim);

@@ -135,6 +135,8 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
         rc = agg_check_model_topic(a);
     a->bus = bus;
     if (!rc)
+        rc = agg_twin_check(a);
+    if (!rc)
         rc = agg_lead_open(a, bus);
     /* sharded: no shard holds the whole model until the end, when shard 0
      * assembles it and scores the test set (agg_shard_final) */
@@ -655,9 +657,9 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     if (!rc && done)
         rc = agg_save_final(&a);
     st->seconds = a.clock.seconds_before + agg_now() - a.clock.t0;
-    if (a.prod && (done || rc) && !a.stopped)
+    if (a.prod && (done || rc) && !a.stopped && !a.twin) /* a refused twin's words would be the job's */
         agg_end_job(&a, rc);
-    if (job->metrics_json[0] && (done || rc) && !a.stopped)
+    if (job->metrics_json[0] && (done || rc) && !a.stopped && !a.twin)
         rc = agg_save_metrics(&a, rc);
     agg_free(&a);
     return rc;

@@ -164,6 +164,7 @@ typedef struct agg {
     uint32_t shard, shards; /* agg_shard.c: which keys this process owns */
     struct agg_lead *lead;  /* a following shard: shard 0's step states (agg_shard.c) */
     int stopped;            /* fsgd_aggregator_crash: ended as a killed process, publishing nothing */
+    int twin;               /* refused: this place's aggregator is running (agg_shard_twin.c); nothing published */
     fsgd_bus_t *bus;        /* the bus the clients come from (shard 0 assembles the model on it) */
     fsgd_csr_t test;
     int have_test;
@@ -238,6 +239,11 @@ int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v);
 /* agg_scan.c: the data topic's rows, the model topic's last word */
 int agg_scan_data(agg_t *a);
 int agg_check_model_topic(agg_t *a);
+
+/* agg_shard_twin.c: a second aggregator for a running one's place is refused
+ * (FSGD_E_ARG, a->twin); the running one answers its probe on NAME.ctl */
+int agg_twin_check(agg_t *a);
+void agg_twin_answer(agg_t *a, const char *json, size_t len);
 
 /* agg_checkpoint.c */
 int agg_ckpt_write(agg_t *a);
