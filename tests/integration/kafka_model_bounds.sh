@@ -62,6 +62,28 @@ PYEOF
     grep -q libasan "$tmp/ldd.txt" && bound=2097152
     [ "$kb" -lt $bound ] || { cat "$tmp/w2.log"; echo "FAIL: peak RSS $kb KB on a $(stat -c %s "$tmp/final")-byte snapshot"; exit 1; }
     echo "PASS: a forged FINAL snapshot declaring 2^30 weights ($(stat -c %s "$tmp/final") bytes): worker status $rc, peak RSS $((kb / 1024)) MB"
+
+    # A worker that holds the job's model (123 features) meets a forged
+    # snapshot of another shape (2^30), then the job's final one: the
+    # forgery is not taken (counted, named), the worker goes on and ends on
+    # the final model with status 0 (it used to exit: "model shape changed")
+    "$FSGD" produce --brokers "$brokers" --name ms --partitions 2 --block-rows 1 --quiet "$tmp/rows"
+    $PY - "$(dirname "$0")/lib" "$tmp/ms" <<'PYEOF'
+import struct, sys
+sys.path.insert(0, sys.argv[1])
+import frames
+def snap(step, dim, flags):
+    body = frames.state(2, 10) + struct.pack("<IIfQQQ", 1, 1 | 2, 0.0, dim, dim + 1, 0)
+    return frames.frame(3, 7, 0, step, 0, 1, body, flags)
+for i, (step, dim, flags) in enumerate([(0, 123, 0), (1, 1 << 30, 0), (2, 123, 1)]):
+    open("%s.%d" % (sys.argv[2], i), "wb").write(snap(step, dim, flags))
+PYEOF
+    for i in 0 1 2; do kcat -P -b "$brokers" -t ms.model -p 0 -k snapshot.$i "$tmp/ms.$i"; done
+    rc=0
+    timeout 60 "$FSGD" worker --brokers "$brokers" --name ms --id 1 >"$tmp/w3.log" 2>&1 || rc=$?
+    [ $rc -eq 0 ] && grep -q "a snapshot of a model of 1073741825 weights (loss 1); this job's has 124 (loss 1): not taken" \
+        "$tmp/w3.log" || { cat "$tmp/w3.log"; echo "FAIL: a forged snapshot of another shape: worker status $rc"; exit 1; }
+    echo "PASS: a forged snapshot of another shape not taken; the worker ended on the final model"
 else
     echo "(no /usr/bin/time: the forged FINAL snapshot's peak RSS is not measured)"
 fi

@@ -7,13 +7,24 @@
 #include "fsgd/auth.h"
 #include "worker_internal.h"
 
+/* Why: a snapshot of another shape than the one this worker holds is not
+ * obeyed: in a job without a key anyone can write one, and it made every
+ * worker exit (issue 42, item 15). It is rejected (counted, logged once)
+ * and the job's own snapshots go on. Returns 1 when m was rejected so. */
+static int shape_refused(worker_t *w, const fsgd_wire_model_t *m, const fsgd_kframe_t *f)
+{
+    if (!w->theta || (w->mdim == m->n && w->kind == m->kind))
+        return 0;
+    worker_reject(w, 1, "generation %u step %llu: a snapshot of a model of %llu weights (loss %u); this job's has "
+                  "%llu (loss %u): not taken", f->gen, (unsigned long long)f->step, (unsigned long long)m->n, m->kind,
+                  (unsigned long long)w->mdim, w->kind);
+    return 1;
+}
+
 static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
 {
-    if (w->theta && w->mdim == m->n && w->kind == m->kind)
-        return 0;
     if (w->theta)
-        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_STATE, "worker: model shape changed (%llu -> %llu weights)",
-                            (unsigned long long)w->mdim, (unsigned long long)m->n);
+        return 0; /* the same shape (shape_refused) */
     w->dim = m->dim;
     w->has_bias = (int)m->has_bias;
     w->bias = m->bias;
@@ -381,6 +392,10 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
             fsgd_wire_state_free(&s);
             return 0;
         }
+        if (shape_refused(w, &mm, &f)) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
         const int fresh = !w->theta; /* setup_model's calloc: zeros no page holds yet */
         rc = setup_model(w, &mm);
         if (rc < 0) {
@@ -642,6 +657,10 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
             return 0;
         }
         if (w->sh_valid[I] && f.step < w->sh_step[I]) {
+            fsgd_wire_state_free(&s);
+            return 0;
+        }
+        if (shape_refused(w, &mm, &f)) {
             fsgd_wire_state_free(&s);
             return 0;
         }
