@@ -26,6 +26,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 readme_lines=$(wc -l <README.md)
 [ "$readme_lines" -le 150 ] || fail "README.md has $readme_lines lines, more than 150: move the detail into docs/"
 
+# a command in an indented block would escape the runs below: commands go in ```sh blocks
+indented=$(awk '/^```/ { inb = !inb; next } !inb && /^    (\$ )?(bin\/)?fsgd / { print FILENAME ":" FNR ": " $0 }' README.md docs/*.md)
+[ -z "$indented" ] || fail "commands in indented blocks, not run here (put them in a \`\`\`sh block): $indented"
+
 n=0 skipped=0
 for doc in README.md docs/*.md; do
     [ -f "$doc" ] || continue
