@@ -23,6 +23,8 @@ lines() { if [ -s "$1" ]; then wc -l <"$1"; else echo 0; fi; }
     fail "run --quiet exited $?: $(cat "$tmp/q.err")"
 [ "$(lines "$tmp/q.out")" -eq 1 ] && grep -q '^test auc 0\.' "$tmp/q.out" ||
     fail "run --quiet printed $(lines "$tmp/q.out") stdout lines, not the one result line: $(cat "$tmp/q.out")"
+# a healthy run's result line names no rejection reason with a 0 count (nine of them on main)
+grep -q ' | rejected none | dropped 0$' "$tmp/q.out" || fail "the result line lists rejections: $(cat "$tmp/q.out")"
 # (a wait or a rejection is said even with --quiet: a loaded machine may print one; chatter never)
 grep -E 'authenticated|pid [0-9]|embedded Kafka cluster|connecting to|done: |produced [0-9]|^fsgd: epoch' "$tmp/q.err" &&
     fail "run --quiet printed chatter on stderr: $(cat "$tmp/q.err")"
