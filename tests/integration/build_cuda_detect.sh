@@ -2,7 +2,9 @@
 # CUDA detection can never break a build:
 #  1. the binary under test has the CUDA backend (a plugin it loads only for
 #     the cuda backend, so a CPU run never loads cuSPARSE) exactly when a complete
-#     toolkit was there to build it (and then the plugin links cuSPARSE);
+#     toolkit was there to build it (and then the plugin links cuSPARSE); with
+#     no GPU on the machine, features says that (not "driver version is
+#     insufficient");
 #  2. a toolkit with nvcc but no cuSPARSE (a copy of the real one with the
 #     cuSPARSE files left out) gives a CPU build and one line naming cusparse.h;
 #  3. CUDA=1 with that toolkit fails at once, naming the piece and the path.
@@ -40,6 +42,12 @@ if [ -n "$toolkit" ] && [ "${CUDA:-}" != 0 ]; then
     FSGD_CUDA_PLUGIN=$tmp/none.so "$FSGD" features >"$tmp/f.txt"
     grep -q "^cuda device check: cuda: cannot load the CUDA plugin: $tmp/none.so" "$tmp/f.txt" ||
         { echo "a missing plugin is not named:"; cat "$tmp/f.txt"; exit 1; }
+    # no GPU at all (CI) is said as such, not as the CUDA runtime's "driver
+    # version is insufficient" (issue 40 item 15)
+    if [ ! -e /dev/nvidiactl ] && [ ! -e /proc/driver/nvidia ]; then
+        grep -q '^cuda device check: no NVIDIA GPU or driver on this machine' <<<"$features" ||
+            { echo "features on a machine without a GPU:"; echo "$features"; exit 1; }
+    fi
     echo "ok: $FSGD has the CUDA backend: $(grep '^cuda backend' <<<"$features")"
 else
     grep -q '^backends: cpu$' <<<"$features" || { echo "no toolkit (or CUDA=0) but: $features"; exit 1; }

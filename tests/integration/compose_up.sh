@@ -28,6 +28,7 @@
 # The images' apt-get steps need deb.debian.org (FSGD_DEBIAN_MIRROR for debootstrap).
 #
 # Needs root, dockerd (docker.io), docker-compose, debootstrap, iptables, curl.
+# FSGD_COMPOSE="docker compose" runs the same with Compose v2.
 # Without them it is skipped (exit 77), except under CI (CI=true), where it
 # must run. One run at a time on a machine (a lock; the subnet and port 9090
 # are the machine's). FSGD_COMPOSE_TIMEOUT: seconds the job may take (300).
@@ -52,7 +53,11 @@ if [ "${FSGD_KAFKA:-mock}" != mock ]; then
     echo "skipped: runs its own broker in a container: the embedded pass only"; exit 77
 fi
 [ "$(id -u)" -eq 0 ] || cannot "not root: the test starts its own dockerd"
-for c in dockerd containerd runc docker docker-compose debootstrap iptables ip curl flock python3; do
+# FSGD_COMPOSE="docker compose": Compose v2 (Docker's plugin; Debian bookworm
+# packages only docker-compose, v1) instead of docker-compose
+read -r -a COMPOSE <<<"${FSGD_COMPOSE:-docker-compose}"
+[ "${COMPOSE[0]}" = docker ] && { docker compose version >/dev/null 2>&1 || cannot "no docker compose (v2 plugin) here"; }
+for c in dockerd containerd runc docker "${COMPOSE[0]}" debootstrap iptables ip curl flock python3; do
     command -v "$c" >/dev/null ||
         cannot "$c is not installed (apt-get install docker.io docker-compose debootstrap iptables iproute2 curl)"
 done
@@ -151,7 +156,7 @@ trap 'exit 143' TERM
 W=$(mktemp -d /tmp/fsgd-compose.XXXXXX)
 export DOCKER_HOST=unix://$W/docker.sock
 # tests/compose/long-job.yml: 40 epochs, so that Prometheus sees every role
-dc() { docker-compose -p "$P" -f docker-compose.yml -f tests/compose/long-job.yml --profile metrics "$@"; }
+dc() { "${COMPOSE[@]}" -p "$P" -f docker-compose.yml -f tests/compose/long-job.yml --profile metrics "$@"; }
 EPOCHS=40
 
 # Reference: the same job trained by fsgd train on this machine.
@@ -215,7 +220,8 @@ say "docker-compose up -d --build --scale worker=3: started"
 
 # state CONTAINER: "status exit_code restart_count"
 state() { docker inspect -f '{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}' "$1"; }
-agg=$(dc ps -q aggregator)
+# -a: Compose v2 lists running containers only, and these have exited
+agg=$(dc ps -a -q aggregator)
 [ -n "$agg" ] || fail "no aggregator container"
 deadline=$((SECONDS + TIMEOUT))
 while :; do
@@ -229,7 +235,7 @@ done
 say "aggregator exited 0"
 # the other shards end with shard 0; those the job does not have at once
 for i in 1 2 3; do
-    c=$(dc ps -q "aggregator-$i")
+    c=$(dc ps -a -q "aggregator-$i")
     [ -n "$c" ] || fail "no aggregator-$i container"
     for _ in $(seq 60); do read -r st code restarts < <(state "$c"); [ "$st" = exited ] && break; sleep 1; done
     [ "$st" = exited ] && [ "$code" -eq 0 ] && [ "$restarts" -eq 0 ] ||
@@ -243,7 +249,7 @@ for i in 1 2 3; do
     fi
 done
 say "aggregator shards 1-3 exited 0 ($SHARDS shards in the job)"
-workers=$(dc ps -q worker)
+workers=$(dc ps -a -q worker)
 [ "$(wc -w <<<"$workers")" -eq 3 ] || fail "expected 3 worker containers, got: $workers"
 for w in $workers; do
     for _ in $(seq 30); do read -r st code restarts < <(state "$w"); [ "$st" = exited ] && break; sleep 1; done

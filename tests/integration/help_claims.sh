@@ -5,8 +5,9 @@
 # l2 auto, lr auto); the claims the issue found false are gone (fsgd run's
 # "fixed values", --optimizer "fsgd train only", produce listing Adam's
 # options, a job name in use under exit 4); fsgd run --optimizer ftrl runs;
-# a mistyped option or command gets "did you mean"; fsgd plot draws a
-# one-machine run's metrics JSON.
+# a mistyped option or command gets "did you mean"; train's --model (the
+# loss) given a file path says what it is, and --loss is its alias; fsgd
+# plot draws a one-machine run's metrics JSON.
 set -euo pipefail
 # real-kafka: skip
 FSGD=${FSGD:-bin/fsgd}
@@ -69,6 +70,12 @@ rc=0; "$FSGD" trian >"$tmp/dym" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] && grep -q "did you mean 'train'?" "$tmp/dym" || fail "trian: exit $rc, $(head -2 "$tmp/dym")"
 rc=0; "$FSGD" predict --modle m.fsgd >"$tmp/dym" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] && grep -q 'did you mean --model?' "$tmp/dym" || fail "predict --modle: exit $rc, $(cat "$tmp/dym")"
+# --model is train's loss and predict's model file: a path given to train says so; --loss is its alias
+rc=0; "$FSGD" train --data "$DATA/a9a" --model a9a.fsgd >"$tmp/dym" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] && grep -q 'model here is the loss.*the model file is written with out' "$tmp/dym" ||
+    fail "train --model FILE: exit $rc, $(cat "$tmp/dym")"
+"$FSGD" train --data "$DATA/a9a" --loss svm --epochs 1 --quiet >"$tmp/loss.out" 2>&1 || fail "train --loss svm: $(cat "$tmp/loss.out")"
+grep -q '^model svm,' "$tmp/loss.out" || fail "--loss svm did not train an SVM: $(head -1 "$tmp/loss.out")"
 rc=0; "$FSGD" train --zzzzzz 1 >"$tmp/dym" 2>&1 || rc=$?
 grep -q 'did you mean' "$tmp/dym" && fail "a suggestion for a word like no option: $(cat "$tmp/dym")"
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # docker-compose.yml and the images it names are consistent: `docker-compose
-# config` accepts it (when the tool is installed), every fsgd service uses the
+# config` (v1) and `docker compose config` (v2) accept it (each when
+# installed) and give the same services, every fsgd service uses the
 # entrypoint roles, the gpu profile's worker builds from docker/Dockerfile.gpu,
 # and the job file the containers run parses with the real job parser.
 # Sharded (FSGD_SHARDS=S): aggregator-1..3 are shards 1..3 with their own
@@ -15,28 +16,38 @@ fi
 FSGD=${FSGD:-bin/fsgd}
 PY=/usr/bin/python3
 cd "$(dirname "$0")/../.."
-if command -v docker-compose >/dev/null; then
-    out=$(docker-compose -f docker-compose.yml config)
-    for svc in kafka producer aggregator worker; do
-        grep -q "^  $svc:" <<<"$out" || { echo "service $svc missing"; exit 1; }
-    done
-    grep -q "apache/kafka" <<<"$out"
-    grep -q "KAFKA_PROCESS_ROLES: broker,controller" <<<"$out"
-    gpu=$(docker-compose -f docker-compose.yml --profile gpu config)
-    grep -q "dockerfile: docker/Dockerfile.gpu" <<<"$gpu"
-    # the metrics profile: Prometheus with docker/prometheus.yml, scraping the port the roles serve on
-    prom=$(docker-compose -f docker-compose.yml --profile metrics config)
-    grep -q "image: prom/prometheus" <<<"$prom" || { echo "no prometheus service in the metrics profile"; exit 1; }
-    grep -q "docker/prometheus.yml:/etc/prometheus/prometheus.yml" <<<"$prom" || { echo "prometheus.yml not mounted"; exit 1; }
-    port=$(sed -n "s/^ *FSGD_METRICS_PORT: *'*\([0-9]*\).*/\1/p" <<<"$out" | head -1)
-    [ -n "$port" ] && grep -q "aggregator:$port" docker/prometheus.yml &&
-        [ "$(grep -c "port: $port" docker/prometheus.yml)" -eq 2 ] ||
-        { echo "docker/prometheus.yml does not scrape FSGD_METRICS_PORT '$port'"; exit 1; }
-    # S = 2: every fsgd service is told so, shards 1..3 are there with their own shard and checkpoint
-    sharded=$(FSGD_SHARDS=2 docker-compose -f docker-compose.yml config)
-    "$PY" - "$sharded" <<'PYEOF'
+# The same checks with every compose tool here: `docker-compose` (v1, Debian
+# bookworm's) and `docker compose` (v2, Docker's plugin: not packaged by
+# bookworm; built from its Go module it ran here, issue 40 item 3). Their
+# `config` outputs differ in form (v2 writes volumes as mappings, quotes
+# numbers), so the checks read them as YAML.
+config_checks() { # COMPOSE_COMMAND...
+    local dc=("$@")
+    local out gpu prom sharded gpu2
+    out=$("${dc[@]}" -f docker-compose.yml config)
+    gpu=$("${dc[@]}" -f docker-compose.yml --profile gpu config)
+    prom=$("${dc[@]}" -f docker-compose.yml --profile metrics config)
+    sharded=$(FSGD_SHARDS=2 "${dc[@]}" -f docker-compose.yml config)
+    gpu2=$(FSGD_SHARDS=2 "${dc[@]}" -f docker-compose.yml --profile gpu config)
+    "$PY" - "$out" "$gpu" "$prom" "$sharded" "$gpu2" docker/prometheus.yml <<'PYEOF'
 import sys, yaml
-svc = yaml.safe_load(sys.argv[1])["services"]
+out, gpu, prom, sharded, gpu2 = (yaml.safe_load(a)["services"] for a in sys.argv[1:6])
+prom_conf = open(sys.argv[6]).read()
+for svc in ("kafka", "producer", "aggregator", "worker"):
+    assert svc in out, f"service {svc} missing"
+assert out["kafka"]["image"].startswith("apache/kafka:"), out["kafka"]["image"]
+assert out["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
+assert gpu["worker-gpu"]["build"]["dockerfile"] == "docker/Dockerfile.gpu", gpu["worker-gpu"]["build"]
+# the metrics profile: Prometheus with docker/prometheus.yml, scraping the port the roles serve on
+p = prom["prometheus"]
+assert p["image"].startswith("prom/prometheus"), "no prometheus service in the metrics profile"
+mounts = [v if isinstance(v, str) else f"{v['source']}:{v['target']}" for v in p["volumes"]]
+assert any("docker/prometheus.yml:/etc/prometheus/prometheus.yml" in m for m in mounts), f"prometheus.yml not mounted: {mounts}"
+port = str(out["aggregator"]["environment"]["FSGD_METRICS_PORT"])
+assert port and f"aggregator:{port}" in prom_conf and prom_conf.count(f"port: {port}") == 2, \
+    f"docker/prometheus.yml does not scrape FSGD_METRICS_PORT '{port}'"
+# S = 2: every fsgd service is told so, shards 1..3 are there with their own shard and checkpoint
+svc = sharded
 for name in ("producer", "aggregator", "worker", "aggregator-1", "aggregator-2", "aggregator-3"):
     assert str(svc[name]["environment"]["FSGD_SHARDS"]) == "2", (name, svc[name]["environment"])
 ckpts = set()
@@ -47,16 +58,25 @@ for i in (1, 2, 3):
     ckpts.add(s["command"][s["command"].index("--checkpoint") + 1])
 assert len(ckpts) == 3 and "out/a9a-dist.ckpt" not in ckpts, ckpts
 assert "FSGD_SHARD" not in svc["aggregator"]["environment"]
+cmd = [str(c) for c in gpu2["worker-gpu"]["command"]]
+assert cmd[cmd.index("--shards") + 1] == "2", f"worker-gpu is not told --shards: {cmd}"
+for i in (1, 2, 3):
+    assert f'"aggregator-{i}"' in prom_conf, f"prometheus does not look for aggregator-{i}"
 PYEOF
-    gpu2=$(FSGD_SHARDS=2 docker-compose -f docker-compose.yml --profile gpu config)
-    grep -A1 -- "- --shards" <<<"$gpu2" | grep -q "'2'\|\b2\b" || { echo "worker-gpu is not told --shards"; exit 1; }
-    for i in 1 2 3; do
-        grep -q "\"aggregator-$i\"" docker/prometheus.yml || { echo "prometheus does not look for aggregator-$i"; exit 1; }
-    done
-    echo "docker-compose config: ok"
-else
-    echo "docker-compose not installed: checking the file's references only"
+    echo "${dc[*]} config: ok"
+}
+tools=0
+if command -v docker-compose >/dev/null; then
+    config_checks docker-compose
+    tools=$((tools + 1))
 fi
+if command -v docker >/dev/null && docker compose version >/dev/null 2>&1; then
+    config_checks docker compose
+    tools=$((tools + 1))
+else
+    echo "note: no docker compose (v2 plugin) here: the file checked with docker-compose (v1) only"
+fi
+[ "$tools" -gt 0 ] || echo "no compose tool installed: checking the file's references only"
 test -f docker/Dockerfile && test -x docker/entrypoint.sh && test -f docker/Dockerfile.gpu
 grep -q "^FROM debian:bookworm AS build" docker/Dockerfile
 grep -q "^USER fsgd" docker/Dockerfile

@@ -2,7 +2,8 @@
 # Issue 40 items 4, 9 and 11: what fsgd train and fsgd run print. --quiet
 # keeps the result and drops the chatter (it was backwards: the result line
 # hidden, cluster, pid and authentication lines kept); fsgd run says how
-# the job is authenticated once, not once per process; one process with no
+# the job is authenticated once, not once per process; a worker's done
+# line gives the rare counters only when not 0; one process with no
 # codec prints no compression ratio; an SVM prints no logloss (it has no
 # probabilities: "nan"); no advice to raise --batch (that changes the
 # model); fsgd train without --out says the model was not saved; a test set
@@ -22,6 +23,8 @@ lines() { if [ -s "$1" ]; then wc -l <"$1"; else echo 0; fi; }
     fail "run --quiet exited $?: $(cat "$tmp/q.err")"
 [ "$(lines "$tmp/q.out")" -eq 1 ] && grep -q '^test auc 0\.' "$tmp/q.out" ||
     fail "run --quiet printed $(lines "$tmp/q.out") stdout lines, not the one result line: $(cat "$tmp/q.out")"
+# a healthy run's result line names no rejection reason with a 0 count (nine of them on main)
+grep -q ' | rejected none | dropped 0$' "$tmp/q.out" || fail "the result line lists rejections: $(cat "$tmp/q.out")"
 # (a wait or a rejection is said even with --quiet: a loaded machine may print one; chatter never)
 grep -E 'authenticated|pid [0-9]|embedded Kafka cluster|connecting to|done: |produced [0-9]|^fsgd: epoch' "$tmp/q.err" &&
     fail "run --quiet printed chatter on stderr: $(cat "$tmp/q.err")"
@@ -36,6 +39,10 @@ grep -q ' | [0-9]*\.[0-9][0-9] epochs, ' "$tmp/auto.out" || fail "the result lin
 n=$(grep -c 'are authenticated' "$tmp/r.err" || true)
 [ "$n" -eq 1 ] || fail "the authentication line was printed $n times"
 grep -q 'connecting to' "$tmp/r.err" && fail "the roles say they connect to fsgd run's own cluster: $(grep -m1 'connecting to' "$tmp/r.err")"
+# a worker's done line says the rare counters only when they are not 0 (~340 characters each on main)
+long=$(grep '^fsgd: worker [0-9]* done: ' "$tmp/r.err" | awk 'length($0) > 210' | head -1)
+[ -z "$long" ] || fail "a worker's done line of ${#long} characters: $long"
+grep -q '^fsgd: worker 1 done: [0-9]* steps, .* replica mismatches 0, ' "$tmp/r.err" || fail "no worker 1 done line"
 # the progress lines come with time (a slow machine prints more): the rest is counted
 total=$(cat "$tmp/r.out" "$tmp/r.err" | grep -cv '^fsgd: epoch [0-9/]*  step ' || true)
 [ "$total" -le 11 ] || fail "fsgd run printed $total lines besides progress (16 on main: a9a, 2 workers; 10 now)"

