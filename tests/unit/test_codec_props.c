@@ -11,6 +11,7 @@
 #include "fsgd/le.h"
 #include "fsgd/shard.h"
 #include "testlib.h"
+#include "fastsgd_fast.h"
 
 #define ROUNDS 300
 

@@ -482,8 +482,10 @@ static void print_weights(const fsgd_train_stats_t *st)
                (unsigned long long)st->weights_touched);
 }
 
-/* Prints the summary lines shared by both paths. */
-static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, uint64_t dim, size_t test_rows)
+/* The lines both paths print: the model, its weights, shards, efsign's
+ * stepsize, the holdout, and the speed line, left open for what a path
+ * adds to it. */
+static void print_training(const fsgd_job_t *job, const fsgd_train_stats_t *st, uint64_t dim)
 {
     char note[96];
     char opt[160];
@@ -492,6 +494,10 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
            (unsigned long long)st->steps, job->codec, st->threads_used, optimizer_note(job, st, opt, sizeof opt),
            st->l2, job->l2 < 0 ? " (auto: 1/n)" : "");
     print_weights(st);
+    if (st->shards > 1)
+        printf("shards: %d (key k to shard k mod %d), busiest shard's keys a step %.3fx the mean (max %.3fx; "
+               "contiguous ranges would have %.3fx)\n",
+               st->shards, st->shards, st->shard_busy_mean, st->shard_busy_max, st->shard_range_busy_mean);
     if (st->codec_lr > 0)
         printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st->codec_lr);
     if (st->holdout_rare > 0)
@@ -501,8 +507,16 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
     if (st->holdout_rows)
         printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st->holdout_rows,
                st->holdout_loss, st->best_epoch, stop_note(st, note, sizeof note));
-    printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread\n", st->seconds,
+    printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread", st->seconds,
            st->seconds > 0 ? st->rows / st->seconds : 0.0, st->t_grad > 0 ? st->nnz / st->t_grad : 0.0);
+}
+
+/* The summary of a run streamed from --cache (its training rows are not
+ * scored: they were never all in memory); --shards is refused there. */
+static void print_cache_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, uint64_t dim, size_t test_rows)
+{
+    print_training(job, st, dim);
+    putchar('\n');
     if (test_rows && job->model == FSGD_LOSS_SQUARED)
         printf("test  rmse %.5f (%zu rows)\n", st->test.rmse, test_rows);
     else if (test_rows && job->model == FSGD_LOSS_HINGE) /* no probabilities: no logloss */
@@ -512,8 +526,6 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
                st->test.accuracy, test_rows);
 }
 
-/* The model file is written (and synced) on a thread of its own while the
- * training metrics are scored: the two only read the model. */
 /* fsgd train --cache: the first pass writes the cache (holdout and test
  * split set aside in memory and in the cache's own sections), or a cache
  * made from the same input is reused without reading the text; every epoch
@@ -572,7 +584,7 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, const fsg
         fsgd_csr_free(&test);
         return fsgd_cli_status(rc);
     }
-    print_summary(job, &st, dim, test.n_rows);
+    print_cache_summary(job, &st, dim, test.n_rows);
     int status = 0;
     fsgd_rowfmt_input(fmt, model.input, sizeof model.input); /* delimited, hashed LIBSVM or VW */
     if (job->out[0]) {
@@ -752,28 +764,7 @@ static int load_rows(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, double t0, fsgd_
 static void print_results(const fsgd_job_t *job, const fsgd_train_stats_t *st, const fsgd_metrics_t *train_m,
                           size_t n_train, size_t n_test, uint64_t dim)
 {
-    char opt[160];
-    printf("model %s, %llu features%s, %.2f epochs, %llu steps, codec %s, %d threads, %s, l2 %.3g%s\n",
-           fsgd_loss_name(job->model), (unsigned long long)dim, job->bias ? " + intercept" : "", st->epochs_run,
-           (unsigned long long)st->steps, job->codec, st->threads_used, optimizer_note(job, st, opt, sizeof opt),
-           st->l2, job->l2 < 0 ? " (auto: 1/n)" : "");
-    print_weights(st);
-    char note[96];
-    if (st->shards > 1)
-        printf("shards: %d (key k to shard k mod %d), busiest shard's keys a step %.3fx the mean (max %.3fx; "
-               "contiguous ranges would have %.3fx)\n",
-               st->shards, st->shards, st->shard_busy_mean, st->shard_busy_max, st->shard_range_busy_mean);
-    if (st->codec_lr > 0)
-        printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st->codec_lr);
-    if (st->holdout_rare > 0)
-        printf("epochs: no holdout (it would hold ~%.0f rows of the rarer class, a noisy judge): "
-               "%.0f epochs on all rows\n",
-               st->holdout_rare, st->epochs_run);
-    if (st->holdout_rows)
-        printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st->holdout_rows,
-               st->holdout_loss, st->best_epoch, stop_note(st, note, sizeof note));
-    printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread", st->seconds,
-           st->seconds > 0 ? st->rows / st->seconds : 0.0, st->t_grad > 0 ? st->nnz / st->t_grad : 0.0);
+    print_training(job, st, dim);
     if (strcmp(job->codec, "none") != 0) /* one process sends nothing: only a codec's figures mean something */
         printf("; bytes %.0f/step, compression %.2fx", st->steps ? (double)st->wire_bytes / st->steps : 0.0,
                st->wire_bytes ? (double)st->raw_bytes / st->wire_bytes : 0.0);

@@ -43,8 +43,6 @@ static const struct {
     {16, 8, "dim"},  {24, 8, "nnz"},    {32, 4, "bias"},   {36, 4, "bias_weight"}, {40, 4, "header_crc"},
 };
 
-size_t fsgd_model_struct_size(void) { return sizeof(fsgd_model_t); }
-
 int fsgd_model_init(fsgd_model_t *m, fsgd_loss_kind_t kind, uint64_t dim, int has_bias, float bias)
 {
     memset(m, 0, sizeof *m);

@@ -107,9 +107,6 @@ void fsgd_codec_reset(fsgd_codec_t *c);
  * encode since the last undo/reset). */
 int fsgd_codec_undo_last(fsgd_codec_t *c);
 
-/* Wire id of the codec (FORMAT.md), never renumbered. */
-int fsgd_codec_id(const fsgd_codec_t *c);
-
 /* Lists the registered codec names, space separated (static string). */
 const char *fsgd_codec_list(void);
 
