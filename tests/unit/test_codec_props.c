@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "codec_internal.h"
 #include "codec_testutil.h"
 #include "fsgd/codec.h"
 #include "fsgd/fastsgd.h"
