@@ -173,25 +173,23 @@ static int set_gen_option(gen_args_t *a, const char *flag, const char *v)
     a->bias_set |= !strcmp(flag, "--bias");
     a->w_scale_set |= !strcmp(flag, "--w-scale");
     a->dim_set |= !strcmp(flag, "--dim");
-    if (!strcmp(flag, "--rows"))
-        rc = parse_count(flag, v, 0, 1ull << 53, &a->rows);
-    else if (!strcmp(flag, "--dim"))
-        rc = parse_count(flag, v, 1, 1ull << 32, &o->dim);
-    else if (!strcmp(flag, "--nnz"))
-        rc = parse_real(flag, v, &o->nnz);
-    else if (!strcmp(flag, "--zipf"))
-        rc = parse_real(flag, v, &o->zipf);
-    else if (!strcmp(flag, "--seed"))
-        rc = parse_count(flag, v, 0, 1ull << 53, &o->seed);
-    else if (!strcmp(flag, "--noise"))
-        rc = parse_real(flag, v, &o->noise);
-    else if (!strcmp(flag, "--bias"))
-        rc = parse_real(flag, v, &o->bias);
-    else if (!strcmp(flag, "--w-nnz"))
-        rc = parse_count(flag, v, 0, 1ull << 32, &o->w_nnz);
-    else if (!strcmp(flag, "--w-scale"))
-        rc = parse_real(flag, v, &o->w_scale);
-    else if (!strcmp(flag, "--dense")) {
+    /* the numbers: counts within [lo, hi], or reals */
+    const struct {
+        const char *flag;
+        uint64_t *count, lo, hi;
+        double *real;
+    } nums[] = {{"--rows", &a->rows, 0, 1ull << 53, NULL},  {"--dim", &o->dim, 1, 1ull << 32, NULL},
+                {"--seed", &o->seed, 0, 1ull << 53, NULL},  {"--w-nnz", &o->w_nnz, 0, 1ull << 32, NULL},
+                {"--nnz", NULL, 0, 0, &o->nnz},             {"--zipf", NULL, 0, 0, &o->zipf},
+                {"--noise", NULL, 0, 0, &o->noise},         {"--bias", NULL, 0, 0, &o->bias},
+                {"--w-scale", NULL, 0, 0, &o->w_scale}};
+    for (size_t k = 0; k < sizeof nums / sizeof *nums; k++)
+        if (!strcmp(flag, nums[k].flag))
+            return (nums[k].count ? parse_count(flag, v, nums[k].lo, nums[k].hi, nums[k].count)
+                                  : parse_real(flag, v, nums[k].real))
+                       ? FSGD_EXIT_USAGE
+                       : 0;
+    if (!strcmp(flag, "--dense")) {
         uint64_t d = 0;
         rc = parse_count(flag, v, 0, 4096, &d);
         o->dense = (uint32_t)d;
