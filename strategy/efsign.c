@@ -295,11 +295,6 @@ static int efsign_encode(void *pw, const uint32_t *keys, const float *vals, size
     return 0;
 }
 
-static void efsign_last_stats(const void *p, fsgd_codec_stats_t *st)
-{
-    fsgd_codec_last_stats(((const efsign_worker_t *)p)->codec, st);
-}
-
 static int efsign_after_step(void *p, int applied, const uint8_t *section, size_t len, char *err, size_t errsz)
 {
     efsign_worker_t *w = p;
@@ -357,7 +352,6 @@ const fsgd_strategy_vt_t fsgd_strategy_vt_efsign = {
     .device_codec = NULL,
     .bound = efsign_bound,
     .encode = efsign_encode,
-    .last_stats = efsign_last_stats,
     .lockstep = 1,
     .after_step = efsign_after_step,
     .reset = efsign_reset,
