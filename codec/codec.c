@@ -7,6 +7,7 @@
 
 #include "codec_internal.h"
 #include "fsgd/crc32c.h"
+#include "codec_testing.h"
 
 static const fsgd_codec_vt_t *const registry[] = {
     &fsgd_codec_vt_fastsgd,

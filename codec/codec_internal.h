@@ -195,4 +195,12 @@ static inline size_t bitr_used(const bitr_t *r, const uint8_t *start)
  * the body. Returns the message size. */
 size_t fsgd_codec_frame_write(const fsgd_codec_t *c, uint8_t *msg, uint32_t count, size_t body_len);
 
+/* fsgd_codec_encode for a codec without error feedback (ef=0, else
+ * FSGD_E_ARG), which also fills sent (grown as needed) with exactly what
+ * fsgd_codec_decode of the message will produce, bit for bit: a sender that
+ * must track its receivers' state (downlink.c) needs no decode of its own
+ * message. */
+int fsgd_codec_encode_sent(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
+                           size_t cap, size_t *out_len, fsgd_sparse_t *sent, char *err, size_t errsz);
+
 #endif

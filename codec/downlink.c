@@ -10,6 +10,8 @@
 #include "fsgd/hugepages.h"
 #include "fsgd/le.h"
 #include "fsgd/prefetch.h"
+#include "codec_internal.h"
+#include "codec_testing.h"
 
 /* Priority bins for the budget's selection (select_budget). */
 #define PRI_BIN_SHIFT 20

@@ -5,6 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The decoded magnitudes of levels 0..n-1 for a message with sum `sum` and
+ * base b: f[0] = sum and f[L] is the float nearest sum/b^L, nudged up until
+ * f[L]*b > f[L-1] exactly. A value |v| is coded with the smallest L such that
+ * f[L] <= |v|, which makes |v|/b < f[L] <= |v| exact in float arithmetic
+ * (the paper's L = ceil(log_b(sum/|v|)) without rounding surprises). Pure;
+ * encoder and decoder call this same function. */
+void fsgd_fastsgd_levels(float sum, double b, int n, float *f);
+
 /* Fills f[from..n) from f[from-1] (1 <= from), giving exactly the values
  * fsgd_fastsgd_levels gives: each level is the smallest float strictly
  * greater than f[L-1]/b (that is what "nearest, nudged up while f[L]*b <=

@@ -193,11 +193,6 @@ int fsgd_mqgrad_set_bits(fsgd_codec_t *c, int bits)
     return 0;
 }
 
-int fsgd_mqgrad_bits(const fsgd_codec_t *c)
-{
-    return c && c->vt == &fsgd_codec_vt_mqgrad ? (int)c->p[0] : 0;
-}
-
 int fsgd_mqgrad_message_bits(const uint8_t *msg, size_t len)
 {
     if (!msg || len < FSGD_CODEC_HDR + 1 + FSGD_CODEC_TRAILER || memcmp(msg, FSGD_CODEC_MAGIC, 4) != 0 ||

@@ -16,19 +16,6 @@ const char *fsgd_err_name(int code)
 }
 #undef FSGD_ERROR_NAME_
 
-#define FSGD_ERROR_DESC_(name, value, desc) \
-    case value:                             \
-        return desc;
-const char *fsgd_err_desc(int code)
-{
-    switch (code) {
-        FSGD_ERROR_LIST(FSGD_ERROR_DESC_)
-    default:
-        return "unknown error";
-    }
-}
-#undef FSGD_ERROR_DESC_
-
 int fsgd_err_fmt(char *err, size_t errsz, int code, const char *fmt, ...)
 {
     if (err && errsz > 0) {

@@ -5,6 +5,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/keysort.h"
+#include "common_testing.h"
 
 /* Adds folded by merging before the reducer turns dense: a merge costs the
  * running sum's length, so many small adds into a large sum would cost more

@@ -16,6 +16,7 @@
 #include "fsgd/error.h"
 #include "fsgd/input.h"
 #include "fsgd/zsource.h"
+#include "data_testing.h"
 
 static const char *const kind_name[] = {"skip", "label", "num", "cat"};
 
@@ -452,13 +453,15 @@ long fsgd_delim_parse_rows(const char *buf, size_t len, const fsgd_delim_spec_t 
 int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
                     fsgd_delim_stats_t *stats, char *err, size_t errsz)
 {
-    return fsgd_delim_load_chunks(path, spec, count_collisions, out, 0, NULL, NULL, stats, err, errsz);
+    return fsgd_delim_load_chunks(path, spec, count_collisions, out, NULL, stats, err, errsz);
 }
 
 int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
-                           size_t chunk_rows, fsgd_delim_chunk_fn fn, void *ctx, fsgd_delim_stats_t *stats, char *err,
-                           size_t errsz)
+                           const fsgd_delim_chunks_t *chunks, fsgd_delim_stats_t *stats, char *err, size_t errsz)
 {
+    const size_t chunk_rows = chunks ? chunks->rows : 0;
+    const fsgd_delim_chunk_fn fn = chunks ? chunks->fn : NULL;
+    void *const ctx = chunks ? chunks->ctx : NULL;
     fsgd_zsource_t *src = fsgd_zsource_open(path, err, errsz); /* gzip and zstd read as their text */
     if (!src)
         return FSGD_E_IO;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fsgd/error.h"
+#include "data_testing.h"
 
 #define MAX_DIM (1ull << 32)
 #define MAX_W_NNZ (1ull << 27)

@@ -9,6 +9,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/le.h"
+#include "data_testing.h"
 
 #define MAGIC "FSGDROWS"
 #define HEADER 120

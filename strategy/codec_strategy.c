@@ -56,11 +56,6 @@ int fsgd_codec_worker_encode(void *p, const uint32_t *keys, const float *vals, s
     return fsgd_codec_encode(w->codec, keys, vals, n, out, cap, out_len, err, errsz);
 }
 
-void fsgd_codec_worker_last_stats(const void *p, fsgd_codec_stats_t *st)
-{
-    fsgd_codec_last_stats(((const fsgd_codec_worker_t *)p)->codec, st);
-}
-
 int fsgd_codec_worker_after_step(void *p, int applied, const uint8_t *section, size_t len, char *err, size_t errsz)
 {
     fsgd_codec_worker_t *w = p;
@@ -167,7 +162,6 @@ const char *fsgd_codec_agg_downlink_spec(const void *p)
         .device_codec = fsgd_codec_worker_device_codec,                                                            \
         .bound = fsgd_codec_worker_bound,                                                                          \
         .encode = fsgd_codec_worker_encode,                                                                        \
-        .last_stats = fsgd_codec_worker_last_stats,                                                                \
         .after_step = fsgd_codec_worker_after_step,                                                                \
         .reset = fsgd_codec_worker_reset,                                                                          \
         .residual_entries = fsgd_codec_worker_residual_entries,                                                    \

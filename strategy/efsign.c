@@ -160,17 +160,9 @@ static void efsign_restore(efsign_worker_t *w, size_t nk)
         w->t--;
 }
 
-static int efsign_encode(void *pw, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
-                         size_t cap, size_t *out_len, char *err, size_t errsz)
+/* Room for maxk entries in p and in the undo arrays. 0 or FSGD_E_NOMEM. */
+static int efsign_reserve(efsign_worker_t *w, size_t maxk, char *err, size_t errsz)
 {
-    efsign_worker_t *w = pw;
-    *out_len = 0;
-    for (size_t i = 0; i < n; i++)
-        if (keys[i] >= w->dim || (i && keys[i] <= keys[i - 1]) || !isfinite(vals[i]))
-            return fsgd_err_fmt(err, errsz, isfinite(vals[i]) ? FSGD_E_ARG : FSGD_E_NONFINITE,
-                                "strategy efsign: entry %zu (key %u, value %g) not increasing, >= dim or not finite",
-                                i, keys[i], (double)vals[i]);
-    size_t maxk = n + (w->lazy ? 0 : w->nsup);
     if (fsgd_sparse_reserve(&w->p, maxk) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy efsign: out of memory");
     if (maxk > w->cap_old) {
@@ -185,7 +177,15 @@ static int efsign_encode(void *pw, const uint32_t *keys, const float *vals, size
         w->last_old = c;
         w->cap_old = maxk;
     }
-    /* K = keys(g) (lazy) or keys(g) ∪ support; p over K (paper lines 5-6). */
+    return 0;
+}
+
+/* K = keys(g) (lazy) or keys(g) ∪ support; the momentum step and p over K
+ * (paper lines 5-6), each key's old m and e kept for efsign_restore. 0, or
+ * FSGD_E_NONFINITE with the step undone. */
+static int efsign_momentum(efsign_worker_t *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
+                           char *err, size_t errsz)
+{
     double inv = 1.0 / (double)(rows ? rows : 1);
     size_t i = 0, j = 0, nk = 0, ns = w->lazy ? 0 : w->nsup;
     w->nres_old = w->nres;
@@ -226,17 +226,14 @@ static int efsign_encode(void *pw, const uint32_t *keys, const float *vals, size
         }
     }
     w->p.n = nk;
-    int rc = fsgd_codec_encode(w->codec, w->p.keys, w->p.vals, nk, out, cap, out_len, err, errsz);
-    if (rc == 0)
-        rc = fsgd_codec_decode(out, *out_len, w->dim, &w->dec, err, errsz);
-    if (rc < 0) {
-        efsign_restore(w, nk);
-        *out_len = 0;
-        return rc;
-    }
-    /* e = p − C(p) (line 9): the decoded message's keys are a subset of K. */
+    return 0;
+}
+
+/* e = p − C(p) (line 9): the decoded message's keys are a subset of K. */
+static void efsign_residual(efsign_worker_t *w)
+{
     size_t d = 0;
-    for (size_t t = 0; t < nk; t++) {
+    for (size_t t = 0; t < w->p.n; t++) {
         uint32_t k = w->p.keys[t];
         float c = 0;
         if (d < w->dec.n && w->dec.keys[d] == k)
@@ -245,30 +242,57 @@ static int efsign_encode(void *pw, const uint32_t *keys, const float *vals, size
         w->nres += (en != 0) - (w->e_old[t] != 0);
         w->e[k] = en;
     }
-    if (!w->lazy) {
-        uint32_t *ns2 = malloc((nk + 1) * sizeof *ns2);
-        if (!ns2) {
-            efsign_restore(w, nk);
-            *out_len = 0;
-            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy efsign: out of memory");
-        }
-        size_t o = 0;
-        for (size_t t = 0; t < nk; t++)
-            if (w->m[w->p.keys[t]] != 0 || w->e[w->p.keys[t]] != 0)
-                ns2[o++] = w->p.keys[t];
-        free(w->sup_old);
-        w->sup_old = w->sup;
-        w->nsup_old = w->nsup;
-        w->sup = ns2;
-        w->nsup = o;
-    }
-    w->sent = 1;
+}
+
+/* Not lazy: the next support is K's keys whose m or e is nonzero (the
+ * previous one kept for an undo). 0 or -1 (out of memory). */
+static int efsign_next_support(efsign_worker_t *w)
+{
+    const size_t nk = w->p.n;
+    uint32_t *ns2 = malloc((nk + 1) * sizeof *ns2);
+    if (!ns2)
+        return -1;
+    size_t o = 0;
+    for (size_t t = 0; t < nk; t++)
+        if (w->m[w->p.keys[t]] != 0 || w->e[w->p.keys[t]] != 0)
+            ns2[o++] = w->p.keys[t];
+    free(w->sup_old);
+    w->sup_old = w->sup;
+    w->nsup_old = w->nsup;
+    w->sup = ns2;
+    w->nsup = o;
     return 0;
 }
 
-static void efsign_last_stats(const void *p, fsgd_codec_stats_t *st)
+static int efsign_encode(void *pw, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
+                         size_t cap, size_t *out_len, char *err, size_t errsz)
 {
-    fsgd_codec_last_stats(((const efsign_worker_t *)p)->codec, st);
+    efsign_worker_t *w = pw;
+    *out_len = 0;
+    for (size_t i = 0; i < n; i++)
+        if (keys[i] >= w->dim || (i && keys[i] <= keys[i - 1]) || !isfinite(vals[i]))
+            return fsgd_err_fmt(err, errsz, isfinite(vals[i]) ? FSGD_E_ARG : FSGD_E_NONFINITE,
+                                "strategy efsign: entry %zu (key %u, value %g) not increasing, >= dim or not finite",
+                                i, keys[i], (double)vals[i]);
+    FSGD_TRY(efsign_reserve(w, n + (w->lazy ? 0 : w->nsup), err, errsz));
+    FSGD_TRY(efsign_momentum(w, keys, vals, n, rows, err, errsz));
+    const size_t nk = w->p.n;
+    int rc = fsgd_codec_encode(w->codec, w->p.keys, w->p.vals, nk, out, cap, out_len, err, errsz);
+    if (rc == 0)
+        rc = fsgd_codec_decode(out, *out_len, w->dim, &w->dec, err, errsz);
+    if (rc < 0) {
+        efsign_restore(w, nk);
+        *out_len = 0;
+        return rc;
+    }
+    efsign_residual(w);
+    if (!w->lazy && efsign_next_support(w) < 0) {
+        efsign_restore(w, nk);
+        *out_len = 0;
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy efsign: out of memory");
+    }
+    w->sent = 1;
+    return 0;
 }
 
 static int efsign_after_step(void *p, int applied, const uint8_t *section, size_t len, char *err, size_t errsz)
@@ -328,7 +352,6 @@ const fsgd_strategy_vt_t fsgd_strategy_vt_efsign = {
     .device_codec = NULL,
     .bound = efsign_bound,
     .encode = efsign_encode,
-    .last_stats = efsign_last_stats,
     .lockstep = 1,
     .after_step = efsign_after_step,
     .reset = efsign_reset,

@@ -191,7 +191,6 @@ typedef struct gv_worker {
     fsgd_sparse_t rest;
     uint8_t *inner;          /* scratch for the inner message */
     size_t inner_cap;
-    fsgd_codec_stats_t last;
 } gv_worker_t;
 
 static void gv_worker_destroy(void *p)
@@ -270,7 +269,6 @@ static int gv_encode(void *p, const uint32_t *keys, const float *vals, size_t n,
         return fsgd_err_fmt(err, errsz, FSGD_E_NOSPACE, "gradiveq: buffer of %zu bytes", cap);
     if (!proj) {
         FSGD_TRY(fsgd_codec_worker_encode(w->cw, keys, vals, n, rows, out + FSGD_GV_MSG_FIXED, icap, &ilen, err, errsz));
-        fsgd_codec_worker_last_stats(w->cw, &w->last);
         *out_len = gv_frame(out, w->dim, 0, 0, 0, rows, 0, ilen, NULL);
     } else {
         if (fsgd_sparse_reserve(&w->rest, n) < 0)
@@ -294,23 +292,15 @@ static int gv_encode(void *p, const uint32_t *keys, const float *vals, size_t n,
         w->rest.n = r;
         FSGD_TRY(fsgd_codec_worker_encode(w->cw, w->rest.keys, w->rest.vals, r, rows, out + FSGD_GV_MSG_FIXED,
                                           icap - 4 * (size_t)w->d, &ilen, err, errsz));
-        fsgd_codec_worker_last_stats(w->cw, &w->last);
         /* p = U_dᵀ x (the paper's eq. 3 without the centring, which the aggregator adds back) */
         cblas_sgemv(CblasColMajor, CblasTrans, (int)w->K, (int)w->d, 1.0f, w->U, (int)w->K, w->x, 1, 0.0f, w->p, 1);
         for (uint32_t k = 0; k < w->d; k++)
             if (!isfinite(w->p[k]))
                 return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "gradiveq: projection %u overflows", k);
         *out_len = gv_frame(out, w->dim, 1, w->basis, w->d, rows, energy, ilen, w->p);
-        w->last.n_in += w->K;
-        w->last.n_sent += w->d;
-        w->last.value_bits += 32 * (uint64_t)w->d;
     }
-    w->last.bytes = *out_len;
-    w->last.header_bytes += FSGD_GV_MSG_FIXED + 4;
     return 0;
 }
-
-static void gv_last_stats(const void *p, fsgd_codec_stats_t *st) { *st = ((const gv_worker_t *)p)->last; }
 
 static int gv_after_step(void *p, int applied, const uint8_t *section, size_t len, char *err, size_t errsz)
 {
@@ -736,7 +726,6 @@ const fsgd_strategy_vt_t fsgd_strategy_vt_gradiveq = {
     .device_codec = NULL,
     .bound = gv_bound,
     .encode = gv_encode,
-    .last_stats = gv_last_stats,
     .lockstep = 1,
     .after_step = gv_after_step,
     .reset = gv_reset,

@@ -175,11 +175,6 @@ static int gtopk_encode(void *pw, const uint32_t *keys, const float *vals, size_
     return 0;
 }
 
-static void gtopk_last_stats(const void *p, fsgd_codec_stats_t *st)
-{
-    fsgd_codec_last_stats(((const gtopk_worker_t *)p)->codec, st);
-}
-
 /* Reads a section into keys (grown); 0 or FSGD_E_FORMAT naming the field. */
 static int gtopk_section_read(gtopk_worker_t *w, const uint8_t *s, size_t len, uint32_t *n, char *err, size_t errsz)
 {
@@ -461,7 +456,6 @@ const fsgd_strategy_vt_t fsgd_strategy_vt_gtopk = {
     .device_codec = NULL,
     .bound = gtopk_bound,
     .encode = gtopk_encode,
-    .last_stats = gtopk_last_stats,
     .lockstep = 1,
     .after_step = gtopk_after_step,
     .reset = gtopk_reset,

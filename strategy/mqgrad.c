@@ -108,11 +108,6 @@ static int mq_encode(void *p, const uint32_t *keys, const float *vals, size_t n,
     return fsgd_codec_worker_encode(((mq_worker_t *)p)->cw, keys, vals, n, rows, out, cap, out_len, err, errsz);
 }
 
-static void mq_last_stats(const void *p, fsgd_codec_stats_t *st)
-{
-    fsgd_codec_worker_last_stats(((const mq_worker_t *)p)->cw, st);
-}
-
 /* Reads a section (strategy/FORMAT.md): the bits, or FSGD_E_FORMAT naming the field. */
 static int section_bits(const uint8_t *s, size_t len, int lo, int hi, int *bits, char *err, size_t errsz)
 {
@@ -277,7 +272,6 @@ const fsgd_strategy_vt_t fsgd_strategy_vt_mqgrad = {
     .device_codec = NULL,
     .bound = mq_bound,
     .encode = mq_encode,
-    .last_stats = mq_last_stats,
     .after_step = mq_after_step,
     .reset = mq_reset,
     .residual_entries = mq_residual,

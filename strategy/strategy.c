@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "strategy_internal.h"
+#include "strategy_testing.h"
 
 extern const fsgd_strategy_vt_t fsgd_strategy_vt_mqgrad;   /* mqgrad.c */
 extern const fsgd_strategy_vt_t fsgd_strategy_vt_gradiveq; /* gradiveq.c */
@@ -146,8 +147,6 @@ void fsgd_sworker_set_whole(fsgd_sworker_t *w, double scale)
     if (c)
         fsgd_codec_set_whole(c, scale);
 }
-
-void fsgd_sworker_last_stats(const fsgd_sworker_t *w, fsgd_codec_stats_t *st) { w->side.vt->last_stats(w->side.s, st); }
 
 int fsgd_sworker_after_step(fsgd_sworker_t *w, int applied, const uint8_t *section, size_t len, char *err,
                             size_t errsz)

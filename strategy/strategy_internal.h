@@ -19,7 +19,6 @@ typedef struct fsgd_strategy_vt {
     size_t (*bound)(const void *w, size_t n);
     int (*encode)(void *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
                   size_t cap, size_t *out_len, char *err, size_t errsz);
-    void (*last_stats)(const void *w, fsgd_codec_stats_t *st);
     int (*after_step)(void *w, int applied, const uint8_t *section, size_t len, char *err, size_t errsz);
     int (*reset)(void *w);
     size_t (*residual_entries)(const void *w);
@@ -84,7 +83,6 @@ fsgd_codec_t *fsgd_codec_worker_device_codec(void *w);
 size_t fsgd_codec_worker_bound(const void *w, size_t n);
 int fsgd_codec_worker_encode(void *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
                              size_t cap, size_t *out_len, char *err, size_t errsz);
-void fsgd_codec_worker_last_stats(const void *w, fsgd_codec_stats_t *st);
 int fsgd_codec_worker_after_step(void *w, int applied, const uint8_t *section, size_t len, char *err, size_t errsz);
 int fsgd_codec_worker_reset(void *w);
 size_t fsgd_codec_worker_residual_entries(const void *w);

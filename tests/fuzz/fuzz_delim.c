@@ -12,6 +12,7 @@
 #include "fsgd/delim.h"
 #include "fsgd/error.h"
 #include "fuzz_check.h"
+#include "data_testing.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,6 +13,7 @@
 #include "fsgd/le.h"
 #include "fsgd/reduce.h"
 #include "fsgd/strategy.h"
+#include "common_testing.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,6 +11,7 @@
 #include "fsgd/error.h"
 #include "fsgd/le.h"
 #include "fsgd/strategy.h"
+#include "strategy_testing.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fsgd/job.h"
+#include "core_testing.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -32,6 +32,19 @@ import sys
 
 LIB_DIRS = ("common", "codec", "data", "strategy", "trainer")
 WATCHED_FILES = ("trainer/core/train.c", "trainer/distributed/worker.c", "trainer/cli/cmd_run.c")
+# Functions over 100 lines kept on purpose (still counted), with why: the
+# issue allows the codecs' hot loops to stay whole, as zstd's block
+# compressors are; the text parsers' per-byte loops are the same kind.
+KEPT_LONG = {
+    ("codec/fastsgd.c", "fs_encode"): "codec hot loop: the encoder over every entry of a message",
+    ("codec/fastsgd.c", "fs_decode"): "codec hot loop: the decoder over every entry of a message",
+    ("codec/sketchml.c", "sketchml_encode"): "codec hot loop: the encoder over every entry of a message",
+    ("codec/sketchml.c", "sketchml_decode"): "codec hot loop: the decoder over every entry of a message",
+    ("codec/efsign.c", "efsign_encode"): "codec hot loop: the encoder over every entry of a message",
+    ("codec/efsign.c", "efsign_decode"): "codec hot loop: the decoder over every entry of a message",
+    ("data/libsvm.c", "parse_line"): "parser hot loop: every byte of a LIBSVM row",
+    ("data/vw.c", "parse_line"): "parser hot loop: every byte of a VW row",
+}
 IDENT = re.compile(r"[A-Za-z_]\w*")
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "do", "else", "defined"}
 
@@ -275,7 +288,10 @@ def measure(root):
         lines = sources[f].raw.count("\n") if f in sources else 0
         counts.append(("lines_" + os.path.basename(f).replace(".", "_"), lines))
     details = [
-        ("functions over 100 lines", ["%s %s:%d %d lines" % (d[1], d[0], d[2], d[3]) for d in long100]),
+        ("functions over 100 lines",
+         ["%s %s:%d %d lines%s" % (d[1], d[0], d[2], d[3],
+                                   " (kept: %s)" % KEPT_LONG[(d[0], d[1])] if (d[0], d[1]) in KEPT_LONG else "")
+          for d in long100]),
         ("public functions with more than 8 parameters",
          ["%s %s %d" % (n, h, k) for n, (h, k) in sorted(public.items()) if k > 8]),
         ("functions with more than 10 parameters",

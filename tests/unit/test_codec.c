@@ -9,6 +9,7 @@
 #include "fsgd/fastsgd.h"
 #include "fsgd/le.h"
 #include "testlib.h"
+#include "codec_testing.h"
 
 static void test_registry_and_specs(void)
 {

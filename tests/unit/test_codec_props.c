@@ -5,12 +5,14 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "codec_internal.h"
 #include "codec_testutil.h"
 #include "fsgd/codec.h"
 #include "fsgd/fastsgd.h"
 #include "fsgd/le.h"
 #include "fsgd/shard.h"
 #include "testlib.h"
+#include "fastsgd_fast.h"
 
 #define ROUNDS 300
 

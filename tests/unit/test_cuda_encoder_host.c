@@ -14,6 +14,7 @@
 #include "fsgd/codec.h"
 #include "fsgd/fastsgd.h"
 #include "testlib.h"
+#include "fastsgd_fast.h"
 
 static float rand_unit(uint64_t *st) { return (float)((fsgd_test_rand(st) >> 40) * (1.0 / 16777216.0)); }
 

@@ -6,6 +6,7 @@
 #include "fsgd/delim.h"
 #include "fsgd/error.h"
 #include "testlib.h"
+#include "data_testing.h"
 
 static void test_spec_parse_format(void)
 {

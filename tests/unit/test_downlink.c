@@ -11,6 +11,7 @@
 #include "fsgd/error.h"
 #include "fsgd/keysort.h"
 #include "testlib.h"
+#include "codec_testing.h"
 
 #define DIM 5000
 

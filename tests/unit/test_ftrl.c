@@ -8,6 +8,7 @@
 #include "fsgd/error.h"
 #include "fsgd/ftrl.h"
 #include "testlib.h"
+#include "core_testing.h"
 
 static double urand(uint64_t *s) { return (double)(fsgd_test_rand(s) >> 11) / 9007199254740992.0; }
 

@@ -11,6 +11,7 @@
 #include "fsgd/gen.h"
 #include "fsgd/libsvm.h"
 #include "testlib.h"
+#include "data_testing.h"
 
 static void test_zipf_exact(void)
 {

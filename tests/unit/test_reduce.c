@@ -9,6 +9,7 @@
 #include "fsgd/error.h"
 #include "fsgd/reduce.h"
 #include "testlib.h"
+#include "common_testing.h"
 
 #define DIM 5000
 

@@ -11,6 +11,7 @@
 #include "fsgd/error.h"
 #include "fsgd/rowcache.h"
 #include "testlib.h"
+#include "data_testing.h"
 
 #define HEADER 120
 

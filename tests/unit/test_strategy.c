@@ -7,6 +7,8 @@
 #include "fsgd/codec.h"
 #include "fsgd/strategy.h"
 #include "testlib.h"
+#include "common_testing.h"
+#include "strategy_testing.h"
 
 #define DIM 4096
 #define WORKERS 3

@@ -22,6 +22,8 @@
 #include "fsgd/reduce.h"
 #include "fsgd/strategy.h"
 #include "testlib.h"
+#include "codec_testing.h"
+#include "strategy_testing.h"
 
 #define DIM 4000
 #define P 3

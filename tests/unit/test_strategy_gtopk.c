@@ -12,6 +12,7 @@
 #include "fsgd/reduce.h"
 #include "fsgd/strategy.h"
 #include "testlib.h"
+#include "strategy_testing.h"
 
 #define DIM 3000
 #define MAXP 7

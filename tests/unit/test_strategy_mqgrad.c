@@ -14,6 +14,7 @@
 #include "fsgd/strategy.h"
 #include "strategy_sim.h"
 #include "testlib.h"
+#include "codec_testing.h"
 
 #define DIM 3000
 

@@ -10,6 +10,8 @@
 #include "fsgd/rowcache.h"
 #include "fsgd/train.h"
 #include "testlib.h"
+#include "data_testing.h"
+#include "core_testing.h"
 
 static void base_job(fsgd_job_t *job)
 {

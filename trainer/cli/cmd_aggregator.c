@@ -130,19 +130,14 @@ static void on_follow_signal(int sig)
     fsgd_cli_cleanup_on_signal();
 }
 
-int fsgd_cmd_aggregator(int argc, char **argv)
+/* The job from the command line, its --shard I/S, and the paths it writes
+ * checked before anything starts. 0, 1 after --help, or the exit status. */
+static int agg_job_from_args(int argc, char **argv, fsgd_job_t *job)
 {
-    const char *maddr;
-    int mport;
-    int rc = dcli_metrics(&argc, argv, "aggregator", 0, &maddr, &mport);
+    const char *shard_spec = dcli_take(&argc, argv, "--shard", 1, NULL, NULL);
+    int rc = dcli_job(argc, argv, usage, job);
     if (rc)
         return rc;
-    const char *shard_spec = NULL;
-    shard_spec = dcli_take(&argc, argv, "--shard", 1, NULL, NULL);
-    fsgd_job_t job;
-    rc = dcli_job(argc, argv, usage, &job);
-    if (rc)
-        return rc == 1 ? 0 : rc;
     if (shard_spec) {
         unsigned si, sn;
         char tail;
@@ -151,19 +146,19 @@ int fsgd_cmd_aggregator(int argc, char **argv)
                            shard_spec);
             return FSGD_EXIT_USAGE;
         }
-        job.shard = si;
-        job.shards = (int)sn;
+        job->shard = si;
+        job->shards = (int)sn;
     }
-    if (!job.brokers[0]) {
+    if (!job->brokers[0]) {
         fsgd_cli_error("aggregator: --brokers is required (fsgd run starts an embedded cluster and passes it)");
         return FSGD_EXIT_USAGE;
     }
-    const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
-                                      {"--job-key-file", job.job_key_file}, {"--init", job.init}};
+    const fsgd_cli_path_t rd[] = {{"--data", job->data}, {"--test", job->test}, {"job file", job->job_file},
+                                  {"--job-key-file", job->job_key_file}, {"--init", job->init}};
     /* this shard's files, the names derived for it included */
-    int S = job.shards > 1 ? job.shards : 1, me = S > 1 ? job.shard : 0;
+    int S = job->shards > 1 ? job->shards : 1, me = S > 1 ? job->shard : 0;
     dcli_outputs_t wr;
-    if (dcli_outputs(&job, job.checkpoint, S, me, me, &wr) < 0) {
+    if (dcli_outputs(job, job->checkpoint, S, me, me, &wr) < 0) {
         fsgd_cli_error("aggregator: out of memory");
         return FSGD_EXIT_INTERNAL;
     }
@@ -171,9 +166,63 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     dcli_outputs_free(&wr);
     if (rc != 0)
         return rc;
-    const char *outs[] = {job.out, job.metrics_json, job.checkpoint};
-    if ((rc = fsgd_cli_check_outputs("aggregator", outs, 3)) != 0)
+    const char *outs[] = {job->out, job->metrics_json, job->checkpoint};
+    return fsgd_cli_check_outputs("aggregator", outs, 3);
+}
+
+/* The result line and the files written, even with --quiet (which quiets
+ * progress, not results). */
+static void print_agg_result(const fsgd_job_t *job, const fsgd_agg_stats_t *st)
+{
+    char t[128];
+    test_text(t, sizeof t, job, &st->test, 6);
+    /* follow mode has no epochs ("0 epochs" said nothing); epochs auto
+     * stops part way through one ("3 epochs" when 3.85 ran) */
+    char ep[48] = "";
+    if (!job->follow && st->epochs_run > 0)
+        snprintf(ep, sizeof ep, "%.2f epochs, ", st->epochs_run);
+    else if (!job->follow)
+        snprintf(ep, sizeof ep, "%d epochs, ", st->n_epochs);
+    printf("%s | %s%llu steps, %.2f s, %.0f rows/s, step p50 %.2f ms | "
+           "up %llu B down %llu B ratio %.2f | rejected",
+           t, ep, (unsigned long long)st->adam_steps, st->seconds,
+           st->seconds > 0 ? st->rows_total / st->seconds : 0, st->step_ms_p50, (unsigned long long)st->bytes_up,
+           (unsigned long long)st->bytes_down, st->codec_bytes ? (double)st->raw_bytes / st->codec_bytes : 0);
+    /* the reasons with a count only: nine zeros made a healthy run's
+     * result line 230 characters (issue 40 item 9) */
+    int rejected = 0;
+    for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
+        if (st->rejected[r]) {
+            printf(" %s %llu", fsgd_agg_reject_name(r), (unsigned long long)st->rejected[r]);
+            rejected = 1;
+        }
+    printf("%s | dropped %llu", rejected ? "" : " none", (unsigned long long)st->workers_dropped);
+    char sh[192];
+    shard_text(sh, sizeof sh, st);
+    printf("%s%s\n", sh[0] ? " | " : "", sh);
+    /* shard I > 0 writes no model (shard 0 assembles it) and its
+     * metrics to METRICS.shardI: name the files it wrote */
+    int follower = job->shards > 1 && job->shard > 0;
+    if (job->out[0] && !follower)
+        printf("model: %s\n", job->out);
+    if (job->metrics_json[0] && follower)
+        printf("metrics: %s.shard%u\n", job->metrics_json, job->shard);
+    else if (job->metrics_json[0])
+        printf("metrics: %s\n", job->metrics_json);
+    fflush(stdout);
+}
+
+int fsgd_cmd_aggregator(int argc, char **argv)
+{
+    const char *maddr;
+    int mport;
+    int rc = dcli_metrics(&argc, argv, "aggregator", 0, &maddr, &mport);
+    if (rc)
         return rc;
+    fsgd_job_t job;
+    rc = agg_job_from_args(argc, argv, &job);
+    if (rc)
+        return rc == 1 ? 0 : rc;
     char err[FSGD_OUTFILE_PATH_MAX + 512];
     if (fsgd_kbus_set_options(job.kafka, err, sizeof err) < 0) {
         fsgd_cli_error("aggregator: %s", err);
@@ -214,44 +263,7 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         fsgd_cli_error("aggregator: %s", err);
         return fsgd_cli_status(rc);
     }
-    { /* the result, even with --quiet (which quiets progress, not results) */
-        char t[128];
-        test_text(t, sizeof t, &job, &st.test, 6);
-        /* follow mode has no epochs ("0 epochs" said nothing); epochs auto
-         * stops part way through one ("3 epochs" when 3.85 ran) */
-        char ep[48] = "";
-        if (!job.follow && st.epochs_run > 0)
-            snprintf(ep, sizeof ep, "%.2f epochs, ", st.epochs_run);
-        else if (!job.follow)
-            snprintf(ep, sizeof ep, "%d epochs, ", st.n_epochs);
-        printf("%s | %s%llu steps, %.2f s, %.0f rows/s, step p50 %.2f ms | "
-               "up %llu B down %llu B ratio %.2f | rejected",
-               t, ep, (unsigned long long)st.adam_steps, st.seconds,
-               st.seconds > 0 ? st.rows_total / st.seconds : 0, st.step_ms_p50, (unsigned long long)st.bytes_up,
-               (unsigned long long)st.bytes_down, st.codec_bytes ? (double)st.raw_bytes / st.codec_bytes : 0);
-        /* the reasons with a count only: nine zeros made a healthy run's
-         * result line 230 characters (issue 40 item 9) */
-        int rejected = 0;
-        for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
-            if (st.rejected[r]) {
-                printf(" %s %llu", fsgd_agg_reject_name(r), (unsigned long long)st.rejected[r]);
-                rejected = 1;
-            }
-        printf("%s | dropped %llu", rejected ? "" : " none", (unsigned long long)st.workers_dropped);
-        char sh[192];
-        shard_text(sh, sizeof sh, &st);
-        printf("%s%s\n", sh[0] ? " | " : "", sh);
-        /* shard I > 0 writes no model (shard 0 assembles it) and its
-         * metrics to METRICS.shardI: name the files it wrote */
-        int follower = job.shards > 1 && job.shard > 0;
-        if (job.out[0] && !follower)
-            printf("model: %s\n", job.out);
-        if (job.metrics_json[0] && follower)
-            printf("metrics: %s.shard%u\n", job.metrics_json, job.shard);
-        else if (job.metrics_json[0])
-            printf("metrics: %s\n", job.metrics_json);
-        fflush(stdout);
-    }
+    print_agg_result(&job, &st);
     fsgd_agg_stats_free(&st);
     return 0;
 }

@@ -377,6 +377,91 @@ static void bench_usage(FILE *f)
                "  --no-sweep         skip the l sweep\n");
 }
 
+/* --help was printed: the command succeeds without measuring. */
+#define BENCH_HELP_PRINTED (-1)
+
+/* bench codec's options after "codec", over the defaults. 0,
+ * BENCH_HELP_PRINTED, or the exit status (error printed). */
+static int parse_bench_args(int argc, char **argv, bench_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    const char *env = getenv("FSGD_DATA");
+    o->data_dir = env ? env : "build/datasets";
+    o->datasets = "a9a,w8a,ijcnn1,reuters";
+    o->dims = "1e6,1e7,1e8";
+    o->batches = "0.001,0.01,0.1";
+    o->gen_rows = 1000000;
+    o->codecs = "none;none:lz4=1;fastsgd;fastsgd:levels=optimal;logquant;topk:ratio=0.01;mqgrad:bits=2;mqgrad:bits=8;"
+                "efsign;sketchml";
+    o->min_time = -1;
+    o->sweep = 1;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--quick")) {
+            o->quick = 1;
+            o->datasets = "a9a";
+            o->dims = "1e6";
+            o->batches = "0.01,0.1";
+            o->gen_rows = 100000;
+            continue;
+        } else if (!strcmp(a, "--no-sweep")) {
+            o->sweep = 0;
+            continue;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            bench_usage(stdout);
+            return BENCH_HELP_PRINTED;
+        }
+        if (!v) {
+            fsgd_cli_error("bench codec: %s needs a value", a);
+            return FSGD_EXIT_USAGE;
+        }
+        if (!strcmp(a, "--data-dir"))
+            o->data_dir = v;
+        else if (!strcmp(a, "--datasets"))
+            o->datasets = v;
+        else if (!strcmp(a, "--dims"))
+            o->dims = v;
+        else if (!strcmp(a, "--batches"))
+            o->batches = v;
+        else if (!strcmp(a, "--gen-rows"))
+            o->gen_rows = (uint64_t)strtod(v, NULL);
+        else if (!strcmp(a, "--codecs"))
+            o->codecs = v;
+        else if (!strcmp(a, "--min-time"))
+            o->min_time = strtod(v, NULL);
+        else {
+            fsgd_cli_error("bench codec: unknown option %s", a);
+            return FSGD_EXIT_USAGE;
+        }
+        i++;
+    }
+    if (o->min_time < 0)
+        o->min_time = o->quick ? 0.03 : 0.2;
+    return 0;
+}
+
+/* Every data set is checked first: a missing one failed only after the rest
+ * had run (48 s), and after make run, which did not unpack them (issue 40
+ * item 10). 0 or the exit status (error printed). */
+static int check_datasets(const bench_opts_t *o)
+{
+    char list[512];
+    snprintf(list, sizeof list, "%s", o->datasets);
+    char *save = NULL;
+    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", o->data_dir, name);
+        if (access(path, R_OK) != 0) {
+            fsgd_cli_error("bench codec: cannot read data set %s: %s (make data unpacks the repository's sets into "
+                           "build/datasets; --data-dir DIR or FSGD_DATA names another folder, --datasets others)",
+                           path, strerror(errno));
+            return FSGD_EXIT_IO;
+        }
+    }
+    return 0;
+}
+
 int fsgd_cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "codec") != 0) {
@@ -387,60 +472,10 @@ int fsgd_cmd_bench(int argc, char **argv)
         fsgd_cli_error("bench: expected 'bench codec' (fsgd bench --help)");
         return FSGD_EXIT_USAGE;
     }
-    bench_opts_t o = {0};
-    const char *env = getenv("FSGD_DATA");
-    o.data_dir = env ? env : "build/datasets";
-    o.datasets = "a9a,w8a,ijcnn1,reuters";
-    o.dims = "1e6,1e7,1e8";
-    o.batches = "0.001,0.01,0.1";
-    o.gen_rows = 1000000;
-    o.codecs = "none;none:lz4=1;fastsgd;fastsgd:levels=optimal;logquant;topk:ratio=0.01;mqgrad:bits=2;mqgrad:bits=8;"
-               "efsign;sketchml";
-    o.min_time = -1;
-    o.sweep = 1;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--quick")) {
-            o.quick = 1;
-            o.datasets = "a9a";
-            o.dims = "1e6";
-            o.batches = "0.01,0.1";
-            o.gen_rows = 100000;
-            continue;
-        } else if (!strcmp(a, "--no-sweep")) {
-            o.sweep = 0;
-            continue;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            bench_usage(stdout);
-            return 0;
-        }
-        if (!v) {
-            fsgd_cli_error("bench codec: %s needs a value", a);
-            return FSGD_EXIT_USAGE;
-        }
-        if (!strcmp(a, "--data-dir"))
-            o.data_dir = v;
-        else if (!strcmp(a, "--datasets"))
-            o.datasets = v;
-        else if (!strcmp(a, "--dims"))
-            o.dims = v;
-        else if (!strcmp(a, "--batches"))
-            o.batches = v;
-        else if (!strcmp(a, "--gen-rows"))
-            o.gen_rows = (uint64_t)strtod(v, NULL);
-        else if (!strcmp(a, "--codecs"))
-            o.codecs = v;
-        else if (!strcmp(a, "--min-time"))
-            o.min_time = strtod(v, NULL);
-        else {
-            fsgd_cli_error("bench codec: unknown option %s", a);
-            return FSGD_EXIT_USAGE;
-        }
-        i++;
-    }
-    if (o.min_time < 0)
-        o.min_time = o.quick ? 0.03 : 0.2;
+    bench_opts_t o;
+    int rc = parse_bench_args(argc, argv, &o);
+    if (rc)
+        return rc == BENCH_HELP_PRINTED ? 0 : rc;
     double fracs[16], dims[16];
     int nf = parse_list(o.batches, fracs, 16), nd = *o.dims ? parse_list(o.dims, dims, 16) : 0;
     if (nf <= 0 || nd < 0) {
@@ -452,26 +487,12 @@ int fsgd_cmd_bench(int argc, char **argv)
             fsgd_cli_error("bench codec: batch fraction %g not in (0, 1]", fracs[i]);
             return FSGD_EXIT_USAGE;
         }
-    /* Every data set first: a missing one failed only after the rest had
-     * run (48 s), and after make run, which did not unpack them (issue 40
-     * item 10). */
+    if ((rc = check_datasets(&o)) != 0)
+        return rc;
+    printf("# fsgd bench codec: MB/s of raw 8-byte (key, value) pairs; ratios > 1 mean faster than the reference\n");
     char list[512];
     snprintf(list, sizeof list, "%s", o.datasets);
     char *save = NULL;
-    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", o.data_dir, name);
-        if (access(path, R_OK) != 0) {
-            fsgd_cli_error("bench codec: cannot read data set %s: %s (make data unpacks the repository's sets into "
-                           "build/datasets; --data-dir DIR or FSGD_DATA names another folder, --datasets others)",
-                           path, strerror(errno));
-            return FSGD_EXIT_IO;
-        }
-    }
-    printf("# fsgd bench codec: MB/s of raw 8-byte (key, value) pairs; ratios > 1 mean faster than the reference\n");
-    int rc = 0;
-    snprintf(list, sizeof list, "%s", o.datasets);
-    save = NULL;
     for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save))
         if (bench_dataset(&o, name, fracs, nf) < 0)
             rc = FSGD_EXIT_DATA;

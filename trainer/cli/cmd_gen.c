@@ -154,38 +154,101 @@ static int write_criteo(const fsgd_gen_criteo_opts_t *co, const char *out_path, 
     return 0;
 }
 
-int fsgd_cmd_gen(int argc, char **argv)
-{
+/* fsgd gen's command line. */
+typedef struct gen_args {
     fsgd_gen_opts_t o;
-    fsgd_gen_opts_default(&o);
-    uint64_t rows = 10000;
-    const char *out_path = NULL, *w_path = NULL;
-    int quiet = 0, criteo = 0, bias_set = 0, w_scale_set = 0, dim_set = 0;
+    uint64_t rows;
+    const char *out_path, *w_path;
+    int quiet, criteo, bias_set, w_scale_set, dim_set;
+} gen_args_t;
+
+/* --help was printed: the command succeeds without writing rows. */
+#define GEN_HELP_PRINTED (-1)
+
+/* One option that takes a value. 0 or the exit status (error printed). */
+static int set_gen_option(gen_args_t *a, const char *flag, const char *v)
+{
+    fsgd_gen_opts_t *o = &a->o;
+    int rc = 0;
+    a->bias_set |= !strcmp(flag, "--bias");
+    a->w_scale_set |= !strcmp(flag, "--w-scale");
+    a->dim_set |= !strcmp(flag, "--dim");
+    /* the numbers: counts within [lo, hi], or reals */
+    const struct {
+        const char *flag;
+        uint64_t *count, lo, hi;
+        double *real;
+    } nums[] = {{"--rows", &a->rows, 0, 1ull << 53, NULL},  {"--dim", &o->dim, 1, 1ull << 32, NULL},
+                {"--seed", &o->seed, 0, 1ull << 53, NULL},  {"--w-nnz", &o->w_nnz, 0, 1ull << 32, NULL},
+                {"--nnz", NULL, 0, 0, &o->nnz},             {"--zipf", NULL, 0, 0, &o->zipf},
+                {"--noise", NULL, 0, 0, &o->noise},         {"--bias", NULL, 0, 0, &o->bias},
+                {"--w-scale", NULL, 0, 0, &o->w_scale}};
+    for (size_t k = 0; k < sizeof nums / sizeof *nums; k++)
+        if (!strcmp(flag, nums[k].flag))
+            return (nums[k].count ? parse_count(flag, v, nums[k].lo, nums[k].hi, nums[k].count)
+                                  : parse_real(flag, v, nums[k].real))
+                       ? FSGD_EXIT_USAGE
+                       : 0;
+    if (!strcmp(flag, "--dense")) {
+        uint64_t d = 0;
+        rc = parse_count(flag, v, 0, 4096, &d);
+        o->dense = (uint32_t)d;
+    }
+    else if (!strcmp(flag, "--out"))
+        a->out_path = v;
+    else if (!strcmp(flag, "--weights-out"))
+        a->w_path = v;
+    else if (!strcmp(flag, "--format")) {
+        if (strcmp(v, "libsvm") && strcmp(v, "criteo")) {
+            fsgd_cli_error("gen: --format expects libsvm or criteo, got '%s'", v);
+            return FSGD_EXIT_USAGE;
+        }
+        a->criteo = !strcmp(v, "criteo");
+    }
+    else if (!strcmp(flag, "--model")) {
+        if (!strcmp(v, "logistic"))
+            o->model = FSGD_GEN_LOGISTIC;
+        else if (!strcmp(v, "linear"))
+            o->model = FSGD_GEN_LINEAR;
+        else {
+            fsgd_cli_error("gen: --model expects logistic or linear, got '%s'", v);
+            return FSGD_EXIT_USAGE;
+        }
+    }
+    return rc ? FSGD_EXIT_USAGE : 0;
+}
+
+/* 0, GEN_HELP_PRINTED, or the exit status (error printed). */
+static int parse_gen_args(int argc, char **argv, gen_args_t *a)
+{
+    memset(a, 0, sizeof *a);
+    fsgd_gen_opts_default(&a->o);
+    a->rows = 10000;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
             gen_usage(stdout);
             fsgd_cli_print_exit_codes(stdout);
-            return 0;
+            return GEN_HELP_PRINTED;
         }
-        if (!strcmp(a, "--real")) {
-            o.real_values = 1;
+        if (!strcmp(arg, "--real")) {
+            a->o.real_values = 1;
             continue;
         }
-        if (!strcmp(a, "--quiet")) {
-            quiet = 1;
+        if (!strcmp(arg, "--quiet")) {
+            a->quiet = 1;
             continue;
         }
         /* Everything else takes a value, as "--flag v" or "--flag=v". */
         char flag[64];
         const char *v = NULL;
-        const char *eq = strchr(a, '=');
-        if (!strncmp(a, "--", 2) && eq && (size_t)(eq - a) < sizeof flag) {
-            memcpy(flag, a, (size_t)(eq - a));
-            flag[eq - a] = '\0';
+        const char *eq = strchr(arg, '=');
+        if (!strncmp(arg, "--", 2) && eq && (size_t)(eq - arg) < sizeof flag) {
+            memcpy(flag, arg, (size_t)(eq - arg));
+            flag[eq - arg] = '\0';
             v = eq + 1;
         } else {
-            snprintf(flag, sizeof flag, "%s", a);
+            snprintf(flag, sizeof flag, "%s", arg);
             if (i + 1 < argc)
                 v = argv[++i];
         }
@@ -196,117 +259,73 @@ int fsgd_cmd_gen(int argc, char **argv)
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
             known |= !strcmp(flag, valued[k]);
         if (!known) {
-            fsgd_cli_error("gen: unknown option '%s' (fsgd gen --help)", a);
+            fsgd_cli_error("gen: unknown option '%s' (fsgd gen --help)", arg);
             return FSGD_EXIT_USAGE;
         }
         if (!v) {
             fsgd_cli_error("gen: %s needs a value", flag);
             return FSGD_EXIT_USAGE;
         }
-        int rc = 0;
-        bias_set |= !strcmp(flag, "--bias");
-        w_scale_set |= !strcmp(flag, "--w-scale");
-        dim_set |= !strcmp(flag, "--dim");
-        if (!strcmp(flag, "--rows"))
-            rc = parse_count(flag, v, 0, 1ull << 53, &rows);
-        else if (!strcmp(flag, "--dim"))
-            rc = parse_count(flag, v, 1, 1ull << 32, &o.dim);
-        else if (!strcmp(flag, "--nnz"))
-            rc = parse_real(flag, v, &o.nnz);
-        else if (!strcmp(flag, "--zipf"))
-            rc = parse_real(flag, v, &o.zipf);
-        else if (!strcmp(flag, "--seed"))
-            rc = parse_count(flag, v, 0, 1ull << 53, &o.seed);
-        else if (!strcmp(flag, "--noise"))
-            rc = parse_real(flag, v, &o.noise);
-        else if (!strcmp(flag, "--bias"))
-            rc = parse_real(flag, v, &o.bias);
-        else if (!strcmp(flag, "--w-nnz"))
-            rc = parse_count(flag, v, 0, 1ull << 32, &o.w_nnz);
-        else if (!strcmp(flag, "--w-scale"))
-            rc = parse_real(flag, v, &o.w_scale);
-        else if (!strcmp(flag, "--dense")) {
-            uint64_t d = 0;
-            rc = parse_count(flag, v, 0, 4096, &d);
-            o.dense = (uint32_t)d;
-        }
-        else if (!strcmp(flag, "--out"))
-            out_path = v;
-        else if (!strcmp(flag, "--weights-out"))
-            w_path = v;
-        else if (!strcmp(flag, "--format")) {
-            if (strcmp(v, "libsvm") && strcmp(v, "criteo")) {
-                fsgd_cli_error("gen: --format expects libsvm or criteo, got '%s'", v);
-                return FSGD_EXIT_USAGE;
-            }
-            criteo = !strcmp(v, "criteo");
-        }
-        else if (!strcmp(flag, "--model")) {
-            if (!strcmp(v, "logistic"))
-                o.model = FSGD_GEN_LOGISTIC;
-            else if (!strcmp(v, "linear"))
-                o.model = FSGD_GEN_LINEAR;
-            else {
-                fsgd_cli_error("gen: --model expects logistic or linear, got '%s'", v);
-                return FSGD_EXIT_USAGE;
-            }
-        }
+        int rc = set_gen_option(a, flag, v);
         if (rc)
-            return FSGD_EXIT_USAGE;
+            return rc;
     }
+    return 0;
+}
 
-    const char *outs[] = {out_path && strcmp(out_path, "-") ? out_path : NULL, w_path};
-    const fsgd_cli_path_t wr[] = {{"--out", outs[0]}, {"--weights-out", w_path}};
-    int status = fsgd_cli_check_distinct("gen", wr, 2, NULL, 0);
-    if (!status)
-        status = fsgd_cli_check_outputs("gen", outs, 2);
-    if (status)
-        return status;
-    fsgd_cli_cleanup_on_signal();
-    char err[FSGD_OUTFILE_PATH_MAX + 256];
-    if (criteo) {
-        if (w_path) {
-            fsgd_cli_error("gen: --weights-out is for --format libsvm only");
-            return FSGD_EXIT_USAGE;
-        }
-        fsgd_gen_criteo_opts_t co;
-        fsgd_gen_criteo_opts_default(&co);
-        co.seed = o.seed;
-        co.zipf = o.zipf;
-        if (bias_set)
-            co.bias = o.bias;
-        if (w_scale_set)
-            co.w_scale = o.w_scale;
-        if (dim_set)
-            co.vocab_bits = (unsigned)ceil(log2((double)o.dim));
-        return write_criteo(&co, out_path, rows, quiet);
-    }
-    fsgd_gen_t *g = fsgd_gen_new(&o, err, sizeof err);
-    if (!g) {
-        fsgd_cli_error("gen: %s", err);
+/* --format criteo: the generator's options mapped onto the Criteo one's. */
+static int gen_criteo(const gen_args_t *a)
+{
+    if (a->w_path) {
+        fsgd_cli_error("gen: --weights-out is for --format libsvm only");
         return FSGD_EXIT_USAGE;
     }
-    if (w_path) {
-        fsgd_outfile_t wo;
-        FILE *wf = NULL;
-        int rc = fsgd_outfile_open(&wo, w_path, err, sizeof err);
-        if (rc == 0 && !(wf = fsgd_outfile_stream(&wo, err, sizeof err)))
-            rc = FSGD_E_IO;
-        if (rc == 0)
-            rc = fsgd_gen_write_weights(g, wf, err, sizeof err);
-        if (rc == 0)
-            rc = fsgd_outfile_commit(&wo, err, sizeof err);
-        else
-            fsgd_outfile_abort(&wo);
-        if (rc) {
-            fsgd_cli_error("gen: %s: %s", w_path, err);
-            status = fsgd_cli_status(rc);
-        }
+    fsgd_gen_criteo_opts_t co;
+    fsgd_gen_criteo_opts_default(&co);
+    co.seed = a->o.seed;
+    co.zipf = a->o.zipf;
+    if (a->bias_set)
+        co.bias = a->o.bias;
+    if (a->w_scale_set)
+        co.w_scale = a->o.w_scale;
+    if (a->dim_set)
+        co.vocab_bits = (unsigned)ceil(log2((double)a->o.dim));
+    return write_criteo(&co, a->out_path, a->rows, a->quiet);
+}
+
+/* --weights-out: the true model, written whole or not at all. 0 or the
+ * exit status (error printed). */
+static int write_true_weights(const fsgd_gen_t *g, const char *w_path)
+{
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    fsgd_outfile_t wo;
+    FILE *wf = NULL;
+    int rc = fsgd_outfile_open(&wo, w_path, err, sizeof err);
+    if (rc == 0 && !(wf = fsgd_outfile_stream(&wo, err, sizeof err)))
+        rc = FSGD_E_IO;
+    if (rc == 0)
+        rc = fsgd_gen_write_weights(g, wf, err, sizeof err);
+    if (rc == 0)
+        rc = fsgd_outfile_commit(&wo, err, sizeof err);
+    else
+        fsgd_outfile_abort(&wo);
+    if (rc) {
+        fsgd_cli_error("gen: %s: %s", w_path, err);
+        return fsgd_cli_status(rc);
     }
+    return 0;
+}
+
+/* The rows, to --out (a temporary file renamed into place at the end) or
+ * stdout. 0 or the exit status (error printed). */
+static int write_rows(fsgd_gen_t *g, const gen_args_t *a)
+{
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    const char *out_path = a->out_path;
     fsgd_outfile_t oo;
     FILE *out = stdout;
     int to_file = out_path && strcmp(out_path, "-");
-    if (!status && to_file) {
+    if (to_file) {
         int rc = fsgd_outfile_open(&oo, out_path, err, sizeof err);
         if (rc == 0 && !(out = fsgd_outfile_stream(&oo, err, sizeof err))) {
             fsgd_outfile_abort(&oo);
@@ -314,24 +333,51 @@ int fsgd_cmd_gen(int argc, char **argv)
         }
         if (rc) {
             fsgd_cli_error("gen: %s", err);
-            status = fsgd_cli_status(rc);
+            return fsgd_cli_status(rc);
         }
     }
-    if (!status) {
-        progress_t p = {rows, fsgd_clock_s(), 0, isatty(2), 0};
-        p.last = p.t0;
-        int rc = fsgd_gen_write(g, out, rows, quiet ? NULL : on_progress, &p, err, sizeof err);
-        if (rc == 0 && to_file)
-            rc = fsgd_outfile_commit(&oo, err, sizeof err);
-        else if (to_file)
-            fsgd_outfile_abort(&oo);
-        else if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
-            rc = fsgd_err_fmt(err, sizeof err, FSGD_E_IO, "write error: %s", strerror(errno));
-        if (rc) {
-            fsgd_cli_error("gen: %s: %s", to_file ? out_path : "stdout", err);
-            status = fsgd_cli_status(rc);
-        }
+    progress_t p = {a->rows, fsgd_clock_s(), 0, isatty(2), 0};
+    p.last = p.t0;
+    int rc = fsgd_gen_write(g, out, a->rows, a->quiet ? NULL : on_progress, &p, err, sizeof err);
+    if (rc == 0 && to_file)
+        rc = fsgd_outfile_commit(&oo, err, sizeof err);
+    else if (to_file)
+        fsgd_outfile_abort(&oo);
+    else if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+        rc = fsgd_err_fmt(err, sizeof err, FSGD_E_IO, "write error: %s", strerror(errno));
+    if (rc) {
+        fsgd_cli_error("gen: %s: %s", to_file ? out_path : "stdout", err);
+        return fsgd_cli_status(rc);
     }
+    return 0;
+}
+
+int fsgd_cmd_gen(int argc, char **argv)
+{
+    gen_args_t a;
+    int status = parse_gen_args(argc, argv, &a);
+    if (status)
+        return status == GEN_HELP_PRINTED ? 0 : status;
+    const char *outs[] = {a.out_path && strcmp(a.out_path, "-") ? a.out_path : NULL, a.w_path};
+    const fsgd_cli_path_t wr[] = {{"--out", outs[0]}, {"--weights-out", a.w_path}};
+    status = fsgd_cli_check_distinct("gen", wr, 2, NULL, 0);
+    if (!status)
+        status = fsgd_cli_check_outputs("gen", outs, 2);
+    if (status)
+        return status;
+    fsgd_cli_cleanup_on_signal();
+    if (a.criteo)
+        return gen_criteo(&a);
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    fsgd_gen_t *g = fsgd_gen_new(&a.o, err, sizeof err);
+    if (!g) {
+        fsgd_cli_error("gen: %s", err);
+        return FSGD_EXIT_USAGE;
+    }
+    if (a.w_path)
+        status = write_true_weights(g, a.w_path);
+    if (!status)
+        status = write_rows(g, &a);
     fsgd_gen_destroy(g);
     return status;
 }

@@ -90,21 +90,82 @@ static int model_info(int argc, char **argv)
     return 0;
 }
 
-int fsgd_cmd_model(int argc, char **argv)
+/* model assemble's client settings: the same security settings as fsgd run /
+ * worker / aggregator, the connect timeout and the job's key. 0 or the exit
+ * status (error printed). */
+static int assemble_settings(fsgd_job_t *kj, const char *const *kopts, int n_kopts, const char *connect_ms,
+                             const char *key_file, const char *name)
 {
-    if (argc >= 2 && !strcmp(argv[1], "info"))
-        return model_info(argc, argv);
-    if (argc < 2 || strcmp(argv[1], "assemble")) {
-        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-            puts(usage);
-            fsgd_cli_print_exit_codes(stdout);
-            return 0;
+    fsgd_job_defaults(kj);
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    for (int i = 0; i < n_kopts; i++)
+        if (fsgd_job_set(kj, "kafka_opt", kopts[i], err, sizeof err) < 0 ||
+            (i == n_kopts - 1 && fsgd_kbus_set_options(kj->kafka, err, sizeof err) < 0)) {
+            fsgd_cli_error("model assemble: %s", err);
+            return FSGD_EXIT_USAGE;
         }
-        fsgd_cli_error("model: expected 'info' or 'assemble'\n%s", usage);
+    if (connect_ms && fsgd_job_set(kj, "connect_timeout_ms", connect_ms, err, sizeof err) < 0) {
+        fsgd_cli_error("model assemble: %s", err);
         return FSGD_EXIT_USAGE;
     }
-    argc--;
-    argv++;
+    if (key_file && !name) {
+        /* a tag is bound to its job's name: without it none can be checked */
+        fsgd_cli_error("model assemble: --input with --job-key-file needs --name JOB (each message's tag is bound "
+                       "to its job's name)\n%s", usage);
+        return FSGD_EXIT_USAGE;
+    }
+    if (key_file) {
+        snprintf(kj->job_key_file, sizeof kj->job_key_file, "%s", key_file);
+        snprintf(kj->name, sizeof kj->name, "%s", name);
+        return dcli_auth(kj, "model assemble");
+    }
+    return 0;
+}
+
+/* The model from a file of frames (--input) or the job's topic, saved to
+ * out. The exit status. */
+static int assemble_and_save(fsgd_job_t *kj, const char *input, const char *brokers, const char *name, int partial,
+                             const char *out)
+{
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    fsgd_model_t m;
+    uint64_t step = 0;
+    int rc, st;
+    err[0] = '\0';
+    if (input) {
+        uint8_t *buf;
+        size_t len;
+        if (read_all(input, &buf, &len) < 0) {
+            fsgd_cli_error("model assemble: cannot read '%s'", input);
+            return FSGD_EXIT_IO;
+        }
+        rc = fsgd_model_assemble_stream(buf, len, !partial, &m, &step, err, sizeof err);
+        free(buf);
+    } else {
+        /* the roles' bound: an unreachable broker or a failed handshake is said within connect_timeout_ms */
+        snprintf(kj->brokers, sizeof kj->brokers, "%s", brokers);
+        snprintf(kj->name, sizeof kj->name, "%s", name);
+        if ((st = dcli_connect(kj, "model assemble")) != 0)
+            return st;
+        rc = fsgd_model_assemble_topic(brokers, name, !partial, &m, &step, err, sizeof err);
+    }
+    if (rc == 0 && err[0])
+        fprintf(stderr, "fsgd: model assemble: %s\n", err); /* frames of another key skipped */
+    if (rc == 0)
+        rc = fsgd_model_save(&m, out, err, sizeof err);
+    if (rc < 0) {
+        fsgd_cli_error("model assemble: %s", err);
+        return fsgd_cli_status(rc);
+    }
+    printf("model: %s (step %llu, dim %llu%s)\n", out, (unsigned long long)step, (unsigned long long)m.dim,
+           m.has_bias ? ", with intercept" : "");
+    fsgd_model_free(&m);
+    return 0;
+}
+
+/* fsgd model assemble; argv[0] is "assemble". */
+static int model_assemble(int argc, char **argv)
+{
     const char *brokers = dcli_take(&argc, argv, "--brokers", 1, NULL, NULL);
     const char *name = dcli_take(&argc, argv, "--name", 1, NULL, NULL);
     const char *input = dcli_take(&argc, argv, "--input", 1, NULL, NULL);
@@ -134,63 +195,24 @@ int fsgd_cmd_model(int argc, char **argv)
     if (st)
         return st;
     fsgd_cli_cleanup_on_signal();
-    /* the same security settings as fsgd run / worker / aggregator */
     fsgd_job_t kj;
-    fsgd_job_defaults(&kj);
-    char err[FSGD_OUTFILE_PATH_MAX + 256];
-    for (int i = 0; i < n_kopts; i++)
-        if (fsgd_job_set(&kj, "kafka_opt", kopts[i], err, sizeof err) < 0 ||
-            (i == n_kopts - 1 && fsgd_kbus_set_options(kj.kafka, err, sizeof err) < 0)) {
-            fsgd_cli_error("model assemble: %s", err);
-            return FSGD_EXIT_USAGE;
+    if ((st = assemble_settings(&kj, kopts, n_kopts, connect_ms, key_file, name)) != 0)
+        return st;
+    return assemble_and_save(&kj, input, brokers, name, partial, out);
+}
+
+int fsgd_cmd_model(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "info"))
+        return model_info(argc, argv);
+    if (argc < 2 || strcmp(argv[1], "assemble")) {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+            puts(usage);
+            fsgd_cli_print_exit_codes(stdout);
+            return 0;
         }
-    if (connect_ms && fsgd_job_set(&kj, "connect_timeout_ms", connect_ms, err, sizeof err) < 0) {
-        fsgd_cli_error("model assemble: %s", err);
+        fsgd_cli_error("model: expected 'info' or 'assemble'\n%s", usage);
         return FSGD_EXIT_USAGE;
     }
-    if (key_file && !name) {
-        /* a tag is bound to its job's name: without it none can be checked */
-        fsgd_cli_error("model assemble: --input with --job-key-file needs --name JOB (each message's tag is bound "
-                       "to its job's name)\n%s", usage);
-        return FSGD_EXIT_USAGE;
-    }
-    if (key_file) {
-        snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", key_file);
-        snprintf(kj.name, sizeof kj.name, "%s", name);
-        if ((st = dcli_auth(&kj, "model assemble")) != 0)
-            return st;
-    }
-    fsgd_model_t m;
-    uint64_t step = 0;
-    int rc;
-    err[0] = '\0';
-    if (input) {
-        uint8_t *buf;
-        size_t len;
-        if (read_all(input, &buf, &len) < 0) {
-            fsgd_cli_error("model assemble: cannot read '%s'", input);
-            return FSGD_EXIT_IO;
-        }
-        rc = fsgd_model_assemble_stream(buf, len, !partial, &m, &step, err, sizeof err);
-        free(buf);
-    } else {
-        /* the roles' bound: an unreachable broker or a failed handshake is said within connect_timeout_ms */
-        snprintf(kj.brokers, sizeof kj.brokers, "%s", brokers);
-        snprintf(kj.name, sizeof kj.name, "%s", name);
-        if ((st = dcli_connect(&kj, "model assemble")) != 0)
-            return st;
-        rc = fsgd_model_assemble_topic(brokers, name, !partial, &m, &step, err, sizeof err);
-    }
-    if (rc == 0 && err[0])
-        fprintf(stderr, "fsgd: model assemble: %s\n", err); /* frames of another key skipped */
-    if (rc == 0)
-        rc = fsgd_model_save(&m, out, err, sizeof err);
-    if (rc < 0) {
-        fsgd_cli_error("model assemble: %s", err);
-        return fsgd_cli_status(rc);
-    }
-    printf("model: %s (step %llu, dim %llu%s)\n", out, (unsigned long long)step, (unsigned long long)m.dim,
-           m.has_bias ? ", with intercept" : "");
-    fsgd_model_free(&m);
-    return 0;
+    return model_assemble(argc - 1, argv + 1);
 }

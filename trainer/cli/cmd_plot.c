@@ -216,53 +216,56 @@ static FILE *open_in(const char *dir, const char *name, char *path, size_t n)
     return fopen(path, "w");
 }
 
-/* Writes the data files and plot.gp into dir; 0 or -1 (errno). */
-static int write_files(const char *dir, run_t *runs, int n, const char *fmt, int w, int h, const char *title,
-                       const char *picture)
+/* Run i's series: runI.loss (loss against time and bytes: the trace, or
+ * the epoch ends) and runI.auc (test AUC by epoch). 0 or -1 (errno). */
+static int write_run_series(const char *dir, const run_t *run, int i)
 {
     char path[FSGD_OUTFILE_PATH_MAX + 64];
     FILE *f;
-    for (int i = 0; i < n; i++) {
-        char name[32];
-        /* loss against time and bytes: the trace, or the epoch ends */
-        snprintf(name, sizeof name, "run%d.loss", i);
-        if (!(f = open_in(dir, name, path, sizeof path)))
-            return -1;
-        fprintf(f, "# seconds_from_step1 train_loss megabytes_sent\n");
-        json_t *tr = json_object_get(runs[i].root, "trace");
-        if (runs[i].has_trace) {
-            json_t *t = json_object_get(tr, "seconds_from_step1"), *l = json_object_get(tr, "loss"),
-                   *u = json_object_get(tr, "bytes_up"), *d = json_object_get(tr, "bytes_down");
-            for (size_t k = 0; k < json_array_size(t); k++) {
-                double loss = num(json_array_get(l, k));
-                fprintf(f, "%.6g %.8g %.8g\n", num(json_array_get(t, k)), isfinite(loss) ? loss : NAN,
-                        (num(json_array_get(u, k)) + num(json_array_get(d, k))) / 1e6);
-            }
-        } else {
-            size_t k;
-            json_t *ep;
-            json_array_foreach(json_object_get(runs[i].root, "per_epoch"), k, ep)
-                fprintf(f, "%.6g %.8g NaN\n", num(json_object_get(ep, "seconds_from_step1")),
-                        num(json_object_get(ep, "train_loss")));
+    char name[32];
+    snprintf(name, sizeof name, "run%d.loss", i);
+    if (!(f = open_in(dir, name, path, sizeof path)))
+        return -1;
+    fprintf(f, "# seconds_from_step1 train_loss megabytes_sent\n");
+    json_t *tr = json_object_get(run->root, "trace");
+    if (run->has_trace) {
+        json_t *t = json_object_get(tr, "seconds_from_step1"), *l = json_object_get(tr, "loss"),
+               *u = json_object_get(tr, "bytes_up"), *d = json_object_get(tr, "bytes_down");
+        for (size_t k = 0; k < json_array_size(t); k++) {
+            double loss = num(json_array_get(l, k));
+            fprintf(f, "%.6g %.8g %.8g\n", num(json_array_get(t, k)), isfinite(loss) ? loss : NAN,
+                    (num(json_array_get(u, k)) + num(json_array_get(d, k))) / 1e6);
         }
-        if (fclose(f))
-            return -1;
-        snprintf(name, sizeof name, "run%d.auc", i);
-        if (!(f = open_in(dir, name, path, sizeof path)))
-            return -1;
-        fprintf(f, "# epoch test_auc\n");
+    } else {
         size_t k;
         json_t *ep;
-        json_array_foreach(json_object_get(runs[i].root, "per_epoch"), k, ep)
-        {
-            json_t *ta = json_object_get(ep, "test_auc");
-            double auc = json_is_number(ta) ? num(ta) : -1;
-            fprintf(f, "%lld %.8g\n", (long long)json_integer_value(json_object_get(ep, "epoch")),
-                    auc >= 0 ? auc : NAN); /* -1: no test data */
-        }
-        if (fclose(f))
-            return -1;
+        json_array_foreach(json_object_get(run->root, "per_epoch"), k, ep)
+            fprintf(f, "%.6g %.8g NaN\n", num(json_object_get(ep, "seconds_from_step1")),
+                    num(json_object_get(ep, "train_loss")));
     }
+    if (fclose(f))
+        return -1;
+    snprintf(name, sizeof name, "run%d.auc", i);
+    if (!(f = open_in(dir, name, path, sizeof path)))
+        return -1;
+    fprintf(f, "# epoch test_auc\n");
+    size_t k;
+    json_t *ep;
+    json_array_foreach(json_object_get(run->root, "per_epoch"), k, ep)
+    {
+        json_t *ta = json_object_get(ep, "test_auc");
+        double auc = json_is_number(ta) ? num(ta) : -1;
+        fprintf(f, "%lld %.8g\n", (long long)json_integer_value(json_object_get(ep, "epoch")),
+                auc >= 0 ? auc : NAN); /* -1: no test data */
+    }
+    return fclose(f) ? -1 : 0;
+}
+
+/* breakdown.dat: each run's milliseconds a step by phase. 0 or -1 (errno). */
+static int write_breakdown(const char *dir, const run_t *runs, int n)
+{
+    char path[FSGD_OUTFILE_PATH_MAX + 64];
+    FILE *f;
     if (!(f = open_in(dir, "breakdown.dat", path, sizeof path)))
         return -1;
     fprintf(f, "# run, milliseconds per step:");
@@ -276,9 +279,31 @@ static int write_files(const char *dir, run_t *runs, int n, const char *fmt, int
             fprintf(f, " %.6g", num(json_object_get(ps, phase_key[p])) * 1e3);
         fputc('\n', f);
     }
-    if (fclose(f))
-        return -1;
+    return fclose(f) ? -1 : 0;
+}
 
+/* Has any run a test AUC? Runs without a test set have none. */
+static int any_test_auc(const run_t *runs, int n)
+{
+    int any_auc = 0;
+    for (int i = 0; i < n; i++) {
+        size_t k;
+        json_t *ep;
+        json_array_foreach(json_object_get(runs[i].root, "per_epoch"), k, ep)
+        {
+            json_t *ta = json_object_get(ep, "test_auc");
+            any_auc |= json_is_number(ta) && num(ta) >= 0;
+        }
+    }
+    return any_auc;
+}
+
+/* plot.gp: four panels drawing picture (fmt, w x h pixels). 0 or -1 (errno). */
+static int write_script(const char *dir, const run_t *runs, int n, const char *fmt, int w, int h, const char *title,
+                        const char *picture)
+{
+    char path[FSGD_OUTFILE_PATH_MAX + 64];
+    FILE *f;
     if (!(f = open_in(dir, "plot.gp", path, sizeof path)))
         return -1;
     fprintf(f, "# written by fsgd plot; run in this folder: gnuplot plot.gp\n");
@@ -303,16 +328,7 @@ static int write_files(const char *dir, run_t *runs, int n, const char *fmt, int
         {"test AUC per epoch", "epoch", "test AUC", "1:2"}};
     /* runs without a test set have no AUC: an empty panel that says so
      * (gnuplot refuses a plot of nothing but missing points) */
-    int any_auc = 0;
-    for (int i = 0; i < n; i++) {
-        size_t k;
-        json_t *ep;
-        json_array_foreach(json_object_get(runs[i].root, "per_epoch"), k, ep)
-        {
-            json_t *ta = json_object_get(ep, "test_auc");
-            any_auc |= json_is_number(ta) && num(ta) >= 0;
-        }
-    }
+    const int any_auc = any_test_auc(runs, n);
     for (int pn = 0; pn < 3; pn++) {
         fprintf(f, "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\n", panels[pn][0], panels[pn][1],
                 panels[pn][2]);
@@ -338,6 +354,18 @@ static int write_files(const char *dir, run_t *runs, int n, const char *fmt, int
         fprintf(f, ", '' using %d title '%s'", p + 2, phase_title[p]);
     fprintf(f, "\nunset multiplot\nset output\n");
     return fclose(f) ? -1 : 0;
+}
+
+/* Writes the data files and plot.gp into dir; 0 or -1 (errno). */
+static int write_files(const char *dir, const run_t *runs, int n, const char *fmt, int w, int h, const char *title,
+                       const char *picture)
+{
+    for (int i = 0; i < n; i++)
+        if (write_run_series(dir, &runs[i], i) < 0)
+            return -1;
+    if (write_breakdown(dir, runs, n) < 0)
+        return -1;
+    return write_script(dir, runs, n, fmt, w, h, title, picture);
 }
 
 /* Runs gnuplot plot.gp in dir, its output in dir/gnuplot.log. 0, or the
@@ -443,19 +471,29 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-int fsgd_cmd_plot(int argc, char **argv)
-{
-    const char *out = NULL, *title = NULL, *keep = NULL;
-    int w = 1280, h = 960;
+/* fsgd plot's command line. */
+typedef struct plot_args {
+    const char *out, *title, *keep;
+    int w, h;
     run_t runs[MAX_RUNS];
-    int n = 0;
-    memset(runs, 0, sizeof runs);
+    int n;
+} plot_args_t;
+
+/* --help was printed: the command succeeds without drawing. */
+#define PLOT_HELP_PRINTED (-1)
+
+/* 0, PLOT_HELP_PRINTED, or the exit status (error printed). */
+static int parse_plot_args(int argc, char **argv, plot_args_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->w = 1280;
+    p->h = 960;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("%s\n", usage);
             fsgd_cli_print_exit_codes(stdout);
-            return 0;
+            return PLOT_HELP_PRINTED;
         }
         int has_value = !strcmp(a, "--out") || !strcmp(a, "--size") || !strcmp(a, "--title") ||
                         !strcmp(a, "--keep-script");
@@ -464,64 +502,67 @@ int fsgd_cmd_plot(int argc, char **argv)
             return FSGD_EXIT_USAGE;
         }
         if (!strcmp(a, "--out"))
-            out = argv[++i];
+            p->out = argv[++i];
         else if (!strcmp(a, "--title"))
-            title = argv[++i];
+            p->title = argv[++i];
         else if (!strcmp(a, "--keep-script"))
-            keep = argv[++i];
+            p->keep = argv[++i];
         else if (!strcmp(a, "--size")) {
             const char *s = argv[++i];
             char x, extra;
-            if (sscanf(s, "%d%c%d%c", &w, &x, &h, &extra) != 3 || (x != 'x' && x != 'X') || w < 200 || h < 150 ||
-                w > 10000 || h > 10000) {
+            if (sscanf(s, "%d%c%d%c", &p->w, &x, &p->h, &extra) != 3 || (x != 'x' && x != 'X') || p->w < 200 ||
+                p->h < 150 || p->w > 10000 || p->h > 10000) {
                 fsgd_cli_error("plot: --size expects WxH in pixels (200x150 .. 10000x10000), got '%s'", s);
                 return FSGD_EXIT_USAGE;
             }
         } else if (a[0] == '-' && a[1]) {
             fsgd_cli_error("plot: unknown option '%s'\n%s", a, usage);
             return FSGD_EXIT_USAGE;
-        } else if (n == MAX_RUNS) {
+        } else if (p->n == MAX_RUNS) {
             fsgd_cli_error("plot: at most %d runs in one picture", MAX_RUNS);
             return FSGD_EXIT_USAGE;
         } else {
-            runs[n++].path = a;
+            p->runs[p->n++].path = a;
         }
     }
-    if (!out || !n) {
-        fsgd_cli_error("plot: %s\n%s", !n ? "no RUN.json given" : "--out FILE.png|FILE.svg is required", usage);
+    if (!p->out || !p->n) {
+        fsgd_cli_error("plot: %s\n%s", !p->n ? "no RUN.json given" : "--out FILE.png|FILE.svg is required", usage);
         return FSGD_EXIT_USAGE;
     }
-    const char *dot = strrchr(out, '.');
-    const char *fmt = dot && !strcasecmp(dot, ".png") ? "png" : dot && !strcasecmp(dot, ".svg") ? "svg" : NULL;
-    if (!fmt) {
-        fsgd_cli_error("plot: --out '%s': the picture's format comes from its extension: .png or .svg", out);
-        return FSGD_EXIT_USAGE;
-    }
-    /* --keep-script DIR writes fixed names there: none may be a run's JSON */
-    fsgd_cli_path_t wr[2 + 2 * MAX_RUNS + 2] = {{"--out", out}};
+    return 0;
+}
+
+/* --out and, with --keep-script DIR, the fixed names written there: none
+ * may be a run's JSON. 0 or the exit status (error printed). */
+static int check_plot_paths(const plot_args_t *p, const char *fmt)
+{
+    fsgd_cli_path_t wr[2 + 2 * MAX_RUNS + 2] = {{"--out", p->out}};
     char kept[2 + 2 * MAX_RUNS + 2][FSGD_OUTFILE_PATH_MAX + 32];
     int nw = 1;
-    if (keep) {
+    if (p->keep) {
         const char *fixed[] = {"plot.gp", "breakdown.dat", !strcmp(fmt, "svg") ? "plot.svg" : "plot.png"};
-        for (int i = 0; i < 3 + 2 * n; i++, nw++) {
+        for (int i = 0; i < 3 + 2 * p->n; i++, nw++) {
             if (i < 3)
-                snprintf(kept[nw], sizeof kept[nw], "%s/%s", keep, fixed[i]);
+                snprintf(kept[nw], sizeof kept[nw], "%s/%s", p->keep, fixed[i]);
             else
-                snprintf(kept[nw], sizeof kept[nw], "%s/run%d.%s", keep, (i - 3) / 2, (i - 3) % 2 ? "auc" : "loss");
+                snprintf(kept[nw], sizeof kept[nw], "%s/run%d.%s", p->keep, (i - 3) / 2, (i - 3) % 2 ? "auc" : "loss");
             wr[nw] = (fsgd_cli_path_t){"--keep-script", kept[nw]};
         }
     }
     fsgd_cli_path_t rd[MAX_RUNS];
-    for (int i = 0; i < n; i++)
-        rd[i] = (fsgd_cli_path_t){"RUN.json", runs[i].path};
-    int rc = fsgd_cli_check_distinct("plot", wr, nw, rd, n);
-    const char *outs[] = {out};
+    for (int i = 0; i < p->n; i++)
+        rd[i] = (fsgd_cli_path_t){"RUN.json", p->runs[i].path};
+    int rc = fsgd_cli_check_distinct("plot", wr, nw, rd, p->n);
+    const char *outs[] = {p->out};
     if (!rc)
         rc = fsgd_cli_check_outputs("plot", outs, 1);
-    for (int i = 0; !rc && i < n; i++)
-        rc = load_run(&runs[i]);
-    /* two runs of one strategy and size: tell them apart by file */
-    for (int i = 0; !rc && i < n; i++)
+    return rc;
+}
+
+/* Two runs of one strategy and size are told apart by file. */
+static void label_runs(run_t *runs, int n)
+{
+    for (int i = 0; i < n; i++)
         for (int j = 0; j < i; j++)
             if (!strcmp(runs[i].label, runs[j].label)) {
                 const char *b = strrchr(runs[i].path, '/');
@@ -529,48 +570,73 @@ int fsgd_cmd_plot(int argc, char **argv)
                 snprintf(runs[i].label + l, sizeof runs[i].label - l, " (%s)", b ? b + 1 : runs[i].path);
                 break;
             }
-    if (!rc) {
-        const char *tmpdir = getenv("TMPDIR");
-        char d[FSGD_OUTFILE_PATH_MAX];
-        /* mkdtemp(3)'s template: it replaces the six trailing X characters */
-        int dl = snprintf(d, sizeof d, "%s/fsgd-plot.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-        if (dl < 0 || (size_t)dl >= sizeof d) {
-            fsgd_cli_error("plot: TMPDIR '%s' is too long for a temporary folder name", tmpdir);
-            rc = FSGD_EXIT_USAGE;
-        }
-        char tbuf[256];
-        snprintf(tbuf, sizeof tbuf, "fsgd runs of job %s", runs[0].job[0] ? runs[0].job : "?");
-        if (!title)
-            title = tbuf;
-        if (rc) {
-            /* nothing was made */
-        } else if (!mkdtemp(d)) {
-            fsgd_cli_error("plot: cannot make a temporary folder %s: %s", d, strerror(errno));
-            rc = FSGD_EXIT_IO;
-        } else {
-            if (write_files(d, runs, n, fmt, w, h, title, "picture") < 0) {
-                fsgd_cli_error("plot: cannot write gnuplot's files in %s: %s", d, strerror(errno));
-                rc = FSGD_EXIT_IO;
-            }
-            /* the same files, to restyle and rerun by hand (gnuplot plot.gp) */
-            if (!rc && keep && ((mkdir(keep, 0755) != 0 && errno != EEXIST) ||
-                                write_files(keep, runs, n, fmt, w, h, title, !strcmp(fmt, "svg") ? "plot.svg" : "plot.png") < 0)) {
-                fsgd_cli_error("plot: --keep-script %s: %s", keep, strerror(errno));
-                rc = FSGD_EXIT_IO;
-            }
-            if (!rc)
-                rc = run_gnuplot(d);
-            if (!rc) {
-                char pic[FSGD_OUTFILE_PATH_MAX + 16];
-                snprintf(pic, sizeof pic, "%s/picture", d);
-                rc = install(pic, out);
-            }
-            remove_dir(d);
-        }
+}
+
+/* gnuplot draws the picture in a temporary folder, installed as --out;
+ * --keep-script gets the same files, to restyle and rerun by hand (gnuplot
+ * plot.gp). 0 or the exit status (error printed). */
+static int draw(plot_args_t *p, const char *fmt)
+{
+    const char *tmpdir = getenv("TMPDIR");
+    char d[FSGD_OUTFILE_PATH_MAX];
+    /* mkdtemp(3)'s template: it replaces the six trailing X characters */
+    int dl = snprintf(d, sizeof d, "%s/fsgd-plot.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (dl < 0 || (size_t)dl >= sizeof d) {
+        fsgd_cli_error("plot: TMPDIR '%s' is too long for a temporary folder name", tmpdir);
+        return FSGD_EXIT_USAGE;
     }
-    for (int i = 0; i < n; i++)
-        json_decref(runs[i].root);
+    char tbuf[256];
+    snprintf(tbuf, sizeof tbuf, "fsgd runs of job %s", p->runs[0].job[0] ? p->runs[0].job : "?");
+    const char *title = p->title ? p->title : tbuf;
+    if (!mkdtemp(d)) {
+        fsgd_cli_error("plot: cannot make a temporary folder %s: %s", d, strerror(errno));
+        return FSGD_EXIT_IO;
+    }
+    int rc = 0;
+    if (write_files(d, p->runs, p->n, fmt, p->w, p->h, title, "picture") < 0) {
+        fsgd_cli_error("plot: cannot write gnuplot's files in %s: %s", d, strerror(errno));
+        rc = FSGD_EXIT_IO;
+    }
+    const char *keep = p->keep;
+    if (!rc && keep && ((mkdir(keep, 0755) != 0 && errno != EEXIST) ||
+                        write_files(keep, p->runs, p->n, fmt, p->w, p->h, title,
+                                    !strcmp(fmt, "svg") ? "plot.svg" : "plot.png") < 0)) {
+        fsgd_cli_error("plot: --keep-script %s: %s", keep, strerror(errno));
+        rc = FSGD_EXIT_IO;
+    }
     if (!rc)
-        printf("plot: %s (%d run%s, %dx%d)\n", out, n, n == 1 ? "" : "s", w, h);
+        rc = run_gnuplot(d);
+    if (!rc) {
+        char pic[FSGD_OUTFILE_PATH_MAX + 16];
+        snprintf(pic, sizeof pic, "%s/picture", d);
+        rc = install(pic, p->out);
+    }
+    remove_dir(d);
+    return rc;
+}
+
+int fsgd_cmd_plot(int argc, char **argv)
+{
+    plot_args_t p;
+    int rc = parse_plot_args(argc, argv, &p);
+    if (rc)
+        return rc == PLOT_HELP_PRINTED ? 0 : rc;
+    const char *dot = strrchr(p.out, '.');
+    const char *fmt = dot && !strcasecmp(dot, ".png") ? "png" : dot && !strcasecmp(dot, ".svg") ? "svg" : NULL;
+    if (!fmt) {
+        fsgd_cli_error("plot: --out '%s': the picture's format comes from its extension: .png or .svg", p.out);
+        return FSGD_EXIT_USAGE;
+    }
+    rc = check_plot_paths(&p, fmt);
+    for (int i = 0; !rc && i < p.n; i++)
+        rc = load_run(&p.runs[i]);
+    if (!rc) {
+        label_runs(p.runs, p.n);
+        rc = draw(&p, fmt);
+    }
+    for (int i = 0; i < p.n; i++)
+        json_decref(p.runs[i].root);
+    if (!rc)
+        printf("plot: %s (%d run%s, %dx%d)\n", p.out, p.n, p.n == 1 ? "" : "s", p.w, p.h);
     return rc;
 }

@@ -113,7 +113,6 @@ static int parse_args(int argc, char **argv, predict_args_t *a)
     if (!a->model)
         a->model = a->name; /* how messages name the model */
     return 0;
-    return 0;
 }
 
 static void print_metrics(const fsgd_model_t *m, const char *data, const double *margin, const double *label,
@@ -149,141 +148,191 @@ static int topic_auth(const predict_args_t *a)
     return dcli_auth(&kj, "predict");
 }
 
-int fsgd_cmd_predict(int argc, char **argv)
-{
-    predict_args_t a;
-    int prc = parse_args(argc, argv, &a);
-    if (prc != 0)
-        return prc > 0 ? 0 : FSGD_EXIT_USAGE;
-    int streamed = fsgd_cli_out_is_stream(a.out); /* "-", /dev/stdout, /dev/null */
-    if (!streamed) {
-        const fsgd_cli_path_t wr[] = {{"--out", a.out}};
-        const fsgd_cli_path_t rd[] = {{"--model", a.model}, {"--data", a.data}};
-        if ((prc = fsgd_cli_check_distinct("predict", wr, 1, rd, 2)) != 0)
-            return prc;
-        const char *outs[] = {a.out};
-        if ((prc = fsgd_cli_check_outputs("predict", outs, 1)) != 0)
-            return prc;
-        fsgd_cli_cleanup_on_signal();
-    }
-    char err[FSGD_OUTFILE_PATH_MAX + 256];
+/* One run of fsgd predict: the model, where its rows come from, where the
+ * scores go, and the scores and labels kept for the metrics. */
+typedef struct predict_run {
+    const predict_args_t *a;
     fsgd_model_t m;
-    int rc;
-    if (a.brokers) {
-        if ((prc = topic_auth(&a)) != 0)
+    int streamed; /* --out "-", /dev/stdout, /dev/null: written directly */
+    /* hashed (delimited) and VW rows are read whole into all; LIBSVM
+     * rows (hashed LIBSVM too) stream through rd */
+    int hashed, vw;
+    fsgd_csr_t all;
+    fsgd_vw_extra_t tags;
+    fsgd_libsvm_reader_t *rd;
+    fsgd_outfile_t of;
+    FILE *out;
+    double *margin, *label;
+    size_t n, cap;
+} predict_run_t;
+
+/* The model, from --model or the job's topic; --proba needs a logistic one.
+ * 0 or the exit status (error printed). */
+static int open_model(const predict_args_t *a, fsgd_model_t *m)
+{
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    int rc, prc;
+    if (a->brokers) {
+        if ((prc = topic_auth(a)) != 0)
             return prc;
         uint64_t step = 0;
-        rc = fsgd_model_assemble_topic(a.brokers, a.name, 0, &m, &step, err, sizeof err);
-        if (rc == 0 && !a.quiet)
-            fprintf(stderr, "fsgd predict: the model of job %s at step %llu, from %s.model\n", a.name,
-                    (unsigned long long)step, a.name);
-        if (rc == 0 && !a.quiet && err[0]) /* messages of another key, or replayed, skipped */
-            fprintf(stderr, "fsgd predict: %s.model: %s\n", a.name, err);
+        rc = fsgd_model_assemble_topic(a->brokers, a->name, 0, m, &step, err, sizeof err);
+        if (rc == 0 && !a->quiet)
+            fprintf(stderr, "fsgd predict: the model of job %s at step %llu, from %s.model\n", a->name,
+                    (unsigned long long)step, a->name);
+        if (rc == 0 && !a->quiet && err[0]) /* messages of another key, or replayed, skipped */
+            fprintf(stderr, "fsgd predict: %s.model: %s\n", a->name, err);
     } else {
-        rc = fsgd_model_load(&m, a.model, err, sizeof err);
+        rc = fsgd_model_load(m, a->model, err, sizeof err);
     }
     if (rc < 0) {
         fsgd_cli_error("%s", err);
         return fsgd_cli_status(rc);
     }
-    if (a.proba && m.kind != FSGD_LOSS_LOGISTIC) {
-        fsgd_cli_error("predict: --proba needs a logistic model; %s is %s", a.model, fsgd_loss_name(m.kind));
-        fsgd_model_free(&m);
+    if (a->proba && m->kind != FSGD_LOSS_LOGISTIC) {
+        fsgd_cli_error("predict: --proba needs a logistic model; %s is %s", a->model, fsgd_loss_name(m->kind));
+        fsgd_model_free(m);
         return FSGD_EXIT_USAGE;
     }
-    /* A hashed model: parse its recorded spec and read the whole file with
-     * it (the delimited reader does not stream); the loop below then scores
-     * that one batch. */
-    fsgd_delim_spec_t spec;
-    fsgd_csr_t all = {0};
-    /* hashed LIBSVM ("libsvm:bits=B") streams as LIBSVM, its indices hashed */
+    return 0;
+}
+
+/* The rows, read as the model's input says: a hashed model's recorded spec
+ * reads the whole file (the delimited reader does not stream; the scoring
+ * loop then takes that one batch), VW rows too (each row's tag written
+ * beside its score), LIBSVM ones (hashed LIBSVM, "libsvm:bits=B", with
+ * its indices hashed) stream. 0 or the exit status (error printed). */
+static int open_rows(predict_run_t *p)
+{
+    const predict_args_t *a = p->a;
+    const char *input = p->m.input;
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    int rc = 0;
     fsgd_rowfmt_t lfmt = {0};
-    if (!strncmp(m.input, "libsvm:", 7) && fsgd_rowfmt_init(&lfmt, m.input, 0, a.skip_bad, err, sizeof err) < 0) {
-        fsgd_cli_error("predict: %s: %s", a.model, err);
-        fsgd_model_free(&m);
+    if (!strncmp(input, "libsvm:", 7) && fsgd_rowfmt_init(&lfmt, input, 0, a->skip_bad, err, sizeof err) < 0) {
+        fsgd_cli_error("predict: %s: %s", a->model, err);
         return FSGD_EXIT_DATA;
     }
-    int hashed = m.input[0] != 0 && strncmp(m.input, "libsvm:", 7), hashed_done = 0;
-    /* VW rows (the model's vw spec: its bits, namespaces and crosses): read
-     * whole like delimited ones, each row's tag written beside its score */
-    const int vw = !strncmp(m.input, "vw:", 3);
-    fsgd_vw_extra_t tags = {0};
-    fsgd_vw_spec_t vspec;
-    if (vw) {
-        rc = fsgd_vw_spec_parse(m.input, &vspec, err, sizeof err);
+    p->hashed = input[0] != 0 && strncmp(input, "libsvm:", 7);
+    p->vw = !strncmp(input, "vw:", 3);
+    if (p->vw) {
+        fsgd_vw_spec_t vspec;
+        rc = fsgd_vw_spec_parse(input, &vspec, err, sizeof err);
         if (rc == 0)
-            rc = fsgd_vw_load(a.data, &vspec, a.skip_bad, &all, &tags, NULL, err, sizeof err);
-    } else if (hashed) {
-        rc = fsgd_delim_spec_parse(m.input, &spec, err, sizeof err);
-        if (rc == 0 && a.skip_bad)
+            rc = fsgd_vw_load(a->data, &vspec, a->skip_bad, &p->all, &p->tags, NULL, err, sizeof err);
+    } else if (p->hashed) {
+        fsgd_delim_spec_t spec;
+        rc = fsgd_delim_spec_parse(input, &spec, err, sizeof err);
+        if (rc == 0 && a->skip_bad)
             rc = fsgd_err_fmt(err, sizeof err, FSGD_E_ARG, "--skip-bad is for LIBSVM input only");
         if (rc == 0)
-            rc = fsgd_delim_load(a.data, &spec, 0, &all, NULL, err, sizeof err);
+            rc = fsgd_delim_load(a->data, &spec, 0, &p->all, NULL, err, sizeof err);
     }
-    if (hashed) {
+    if (p->hashed) {
         if (rc < 0) {
-            fsgd_cli_error("predict: %s (model input %s)", err, m.input);
-            fsgd_vw_extra_free(&tags);
-            fsgd_csr_free(&all);
-            fsgd_model_free(&m);
+            fsgd_cli_error("predict: %s (model input %s)", err, input);
             return rc == FSGD_E_ARG ? FSGD_EXIT_USAGE : fsgd_cli_status(rc);
         }
+        return 0;
     }
     /* label:weight rows (fsgd train --row-weights) are read, their weights
      * left out: scores and metrics are unweighted, as fsgd train's test rows */
     fsgd_libsvm_opts_t opts = lfmt.opts; /* the model's bits, fields and crosses */
-    opts.skip_bad = a.skip_bad;
-    opts.row_weights = a.row_weights;
-    fsgd_libsvm_reader_t *rd = hashed ? NULL : fsgd_libsvm_open(a.data, &opts, err, sizeof err);
-    if (!rd && !hashed) {
+    opts.skip_bad = a->skip_bad;
+    opts.row_weights = a->row_weights;
+    p->rd = fsgd_libsvm_open(a->data, &opts, err, sizeof err);
+    if (!p->rd) {
         fsgd_cli_error("%s", err);
-        fsgd_model_free(&m);
         return FSGD_EXIT_IO;
     }
-    /* Scores go to a temporary file renamed over --out only when every row
-     * was scored: a parse error half way leaves an existing file intact. */
-    fsgd_outfile_t of;
-    FILE *out = stdout;
-    if (!streamed) {
-        rc = fsgd_outfile_open(&of, a.out, err, sizeof err);
-        if (rc == 0 && !(out = fsgd_outfile_stream(&of, err, sizeof err))) {
-            fsgd_outfile_abort(&of);
+    return 0;
+}
+
+/* Where the scores go: a temporary file renamed over --out only when every
+ * row was scored (a parse error half way leaves an existing file intact),
+ * or the stream itself. 0 or the exit status (error printed). */
+static int open_scores(predict_run_t *p)
+{
+    const char *path = p->a->out;
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    p->out = stdout;
+    if (!p->streamed) {
+        int rc = fsgd_outfile_open(&p->of, path, err, sizeof err);
+        if (rc == 0 && !(p->out = fsgd_outfile_stream(&p->of, err, sizeof err))) {
+            fsgd_outfile_abort(&p->of);
             rc = FSGD_E_IO;
         }
         if (rc < 0) {
             fsgd_cli_error("predict: %s", err);
-            fsgd_libsvm_close(rd);
-            fsgd_csr_free(&all);
-            fsgd_model_free(&m);
             return fsgd_cli_status(rc);
         }
-    } else if (!fsgd_cli_out_is_stdout(a.out) && !(out = fopen(a.out, "w"))) {
-        fsgd_cli_error("predict: cannot write to %s: %s", a.out, strerror(errno));
-        fsgd_libsvm_close(rd);
-        fsgd_csr_free(&all);
-        fsgd_model_free(&m);
+    } else if (!fsgd_cli_out_is_stdout(path) && !(p->out = fopen(path, "w"))) {
+        fsgd_cli_error("predict: cannot write to %s: %s", path, strerror(errno));
         return FSGD_EXIT_IO;
     }
-    /* Scores in the C locale whatever the process locale (thread-local switch). */
-    locale_t c_loc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-    locale_t old_loc = c_loc ? uselocale(c_loc) : (locale_t)0;
+    return 0;
+}
+
+/* Room for n + more scores and labels; 0 or -1 (out of memory). */
+static int reserve_scores(predict_run_t *p, size_t more)
+{
+    if (p->n + more <= p->cap)
+        return 0;
+    size_t nc = p->cap ? p->cap : CHUNK_ROWS;
+    while (nc < p->n + more)
+        nc *= 2;
+    double *nm = realloc(p->margin, nc * sizeof *nm);
+    if (nm)
+        p->margin = nm;
+    double *nl = realloc(p->label, nc * sizeof *nl);
+    if (nl)
+        p->label = nl;
+    if (!nm || !nl)
+        return -1;
+    p->cap = nc;
+    return 0;
+}
+
+/* Scores a batch's rows, writes each score (and a VW row's tag) and keeps
+ * margin and label for the metrics. */
+static void score_batch(predict_run_t *p, const fsgd_csr_t *batch)
+{
+    for (size_t r = 0; r < batch->n_rows; r++) {
+        uint64_t lo = batch->row_ptr[r];
+        double s = fsgd_model_margin(&p->m, batch->col + lo, batch->val + lo, (size_t)(batch->row_ptr[r + 1] - lo));
+        p->margin[p->n] = s;
+        p->label[p->n] = batch->label[r];
+        p->n++;
+        /* σ(s) computed without overflow for large |s| */
+        double prob = s >= 0 ? 1 / (1 + exp(-s)) : exp(s) / (1 + exp(s));
+        uint64_t t0 = p->vw && r ? p->tags.tag_end[r - 1] : 0, t1 = p->vw ? p->tags.tag_end[r] : 0;
+        if (t1 > t0) /* as VW writes its predictions: "score tag" */
+            fprintf(p->out, "%.17g %.*s\n", p->a->proba ? prob : s, (int)(t1 - t0), p->tags.tags + t0);
+        else
+            fprintf(p->out, "%.17g\n", p->a->proba ? prob : s);
+    }
+}
+
+/* Every row: the whole file read at open_rows as one batch, or LIBSVM
+ * chunks of CHUNK_ROWS. 0 or the exit status (error printed). */
+static int score_rows(predict_run_t *p)
+{
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
     fsgd_csr_t batch = {0};
-    double *margin = NULL, *label = NULL;
-    size_t n = 0, cap = 0;
-    int status = 0;
+    int status = 0, hashed_done = 0;
     for (;;) {
         fsgd_csr_clear(&batch);
         long got;
-        if (hashed) {
+        if (p->hashed) {
             if (hashed_done)
                 break;
             hashed_done = 1;
             fsgd_csr_free(&batch);
-            batch = all; /* batch owns the rows from here */
-            memset(&all, 0, sizeof all);
+            batch = p->all; /* batch owns the rows from here */
+            memset(&p->all, 0, sizeof p->all);
             got = (long)batch.n_rows;
         } else {
-            got = fsgd_libsvm_read(rd, &batch, CHUNK_ROWS, err, sizeof err);
+            got = fsgd_libsvm_read(p->rd, &batch, CHUNK_ROWS, err, sizeof err);
         }
         if (got < 0) {
             fsgd_cli_error("%s", err);
@@ -292,72 +341,99 @@ int fsgd_cmd_predict(int argc, char **argv)
         }
         if (got == 0)
             break;
-        if (n + (size_t)got > cap) {
-            size_t nc = cap ? cap : CHUNK_ROWS;
-            while (nc < n + (size_t)got)
-                nc *= 2;
-            double *nm = realloc(margin, nc * sizeof *nm);
-            if (nm)
-                margin = nm;
-            double *nl = realloc(label, nc * sizeof *nl);
-            if (nl)
-                label = nl;
-            if (!nm || !nl) {
-                fsgd_cli_error("predict: out of memory after %zu rows", n);
-                status = FSGD_EXIT_INTERNAL;
-                break;
-            }
-            cap = nc;
+        if (reserve_scores(p, (size_t)got) < 0) {
+            fsgd_cli_error("predict: out of memory after %zu rows", p->n);
+            status = FSGD_EXIT_INTERNAL;
+            break;
         }
-        for (size_t r = 0; r < batch.n_rows; r++) {
-            uint64_t lo = batch.row_ptr[r];
-            double s = fsgd_model_margin(&m, batch.col + lo, batch.val + lo, (size_t)(batch.row_ptr[r + 1] - lo));
-            margin[n] = s;
-            label[n] = batch.label[r];
-            n++;
-            /* σ(s) computed without overflow for large |s| */
-            double p = s >= 0 ? 1 / (1 + exp(-s)) : exp(s) / (1 + exp(s));
-            uint64_t t0 = vw && r ? tags.tag_end[r - 1] : 0, t1 = vw ? tags.tag_end[r] : 0;
-            if (t1 > t0) /* as VW writes its predictions: "score tag" */
-                fprintf(out, "%.17g %.*s\n", a.proba ? p : s, (int)(t1 - t0), tags.tags + t0);
-            else
-                fprintf(out, "%.17g\n", a.proba ? p : s);
-        }
+        score_batch(p, &batch);
     }
-    const fsgd_libsvm_stats_t *st = rd ? fsgd_libsvm_stats(rd) : NULL;
+    fsgd_csr_free(&batch);
+    return status;
+}
+
+/* The scores' file committed (or dropped after an error, status), the
+ * skipped rows and the metrics said. The exit status. */
+static int finish_scores(predict_run_t *p, int status)
+{
+    const predict_args_t *a = p->a;
+    char err[FSGD_OUTFILE_PATH_MAX + 256];
+    int rc;
+    const fsgd_libsvm_stats_t *st = p->rd ? fsgd_libsvm_stats(p->rd) : NULL;
     if (status == 0 && st && st->bad_rows) {
-        fprintf(stderr, "fsgd predict: %s: skipped %llu malformed rows; first:\n", a.data,
+        fprintf(stderr, "fsgd predict: %s: skipped %llu malformed rows; first:\n", a->data,
                 (unsigned long long)st->bad_rows);
         for (uint64_t i = 0; i < st->bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
             fprintf(stderr, "  %s\n", st->first_bad[i]);
     }
-    if (streamed && (fflush(out) != 0 || ferror(out) || (out != stdout && fclose(out) != 0))) {
-        fsgd_cli_error("predict: write to %s failed: %s", fsgd_cli_out_is_stdout(a.out) ? "stdout" : a.out,
+    FILE *out = p->out;
+    if (p->streamed && (fflush(out) != 0 || ferror(out) || (out != stdout && fclose(out) != 0))) {
+        fsgd_cli_error("predict: write to %s failed: %s", fsgd_cli_out_is_stdout(a->out) ? "stdout" : a->out,
                        strerror(errno));
         status = FSGD_EXIT_IO;
-    } else if (!streamed && status != 0) {
-        fsgd_outfile_abort(&of);
-    } else if (!streamed && (rc = fsgd_outfile_commit(&of, err, sizeof err)) < 0) {
+    } else if (!p->streamed && status != 0) {
+        fsgd_outfile_abort(&p->of);
+    } else if (!p->streamed && (rc = fsgd_outfile_commit(&p->of, err, sizeof err)) < 0) {
         fsgd_cli_error("predict: %s", err);
         status = fsgd_cli_status(rc);
     }
+    const size_t n = p->n;
     double lo, hi; /* labels of any two values, as fsgd train maps them: the larger is the positive class */
-    if (status == 0 && !a.quiet && n > 0 && m.kind != FSGD_LOSS_SQUARED && fsgd_rowlabel_map_two(label, n, &lo, &hi))
-        fprintf(stderr, "fsgd predict: %s: labels {%g, %g}: %g is the positive class, %g the negative\n", a.data, lo,
+    if (status == 0 && !a->quiet && n > 0 && p->m.kind != FSGD_LOSS_SQUARED &&
+        fsgd_rowlabel_map_two(p->label, n, &lo, &hi))
+        fprintf(stderr, "fsgd predict: %s: labels {%g, %g}: %g is the positive class, %g the negative\n", a->data, lo,
                 hi, hi, lo);
-    if (status == 0 && !a.quiet && n > 0)
-        print_metrics(&m, a.data, margin, label, n);
-    if (status == 0 && n == 0 && !a.quiet)
-        fprintf(stderr, "fsgd predict: %s: no rows\n", a.data);
-    if (c_loc) {
-        uselocale(old_loc);
-        freelocale(c_loc);
+    if (status == 0 && !a->quiet && n > 0)
+        print_metrics(&p->m, a->data, p->margin, p->label, n);
+    if (status == 0 && n == 0 && !a->quiet)
+        fprintf(stderr, "fsgd predict: %s: no rows\n", a->data);
+    return status;
+}
+
+/* The checks of the output path before anything is read; 0 or the exit status. */
+static int check_out_path(const predict_args_t *a)
+{
+    const fsgd_cli_path_t wr[] = {{"--out", a->out}};
+    const fsgd_cli_path_t rd[] = {{"--model", a->model}, {"--data", a->data}};
+    int rc = fsgd_cli_check_distinct("predict", wr, 1, rd, 2);
+    if (rc != 0)
+        return rc;
+    const char *outs[] = {a->out};
+    if ((rc = fsgd_cli_check_outputs("predict", outs, 1)) != 0)
+        return rc;
+    fsgd_cli_cleanup_on_signal();
+    return 0;
+}
+
+int fsgd_cmd_predict(int argc, char **argv)
+{
+    predict_args_t a;
+    int prc = parse_args(argc, argv, &a);
+    if (prc != 0)
+        return prc > 0 ? 0 : FSGD_EXIT_USAGE;
+    predict_run_t p = {.a = &a, .streamed = fsgd_cli_out_is_stream(a.out)};
+    if (!p.streamed && (prc = check_out_path(&a)) != 0)
+        return prc;
+    if ((prc = open_model(&a, &p.m)) != 0)
+        return prc;
+    int status = open_rows(&p);
+    if (status == 0)
+        status = open_scores(&p);
+    if (status == 0) {
+        /* Scores in the C locale whatever the process locale (thread-local switch). */
+        locale_t c_loc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+        locale_t old_loc = c_loc ? uselocale(c_loc) : (locale_t)0;
+        status = finish_scores(&p, score_rows(&p));
+        if (c_loc) {
+            uselocale(old_loc);
+            freelocale(c_loc);
+        }
     }
-    free(margin);
-    free(label);
-    fsgd_vw_extra_free(&tags);
-    fsgd_csr_free(&batch);
-    fsgd_libsvm_close(rd);
-    fsgd_model_free(&m);
+    free(p.margin);
+    free(p.label);
+    fsgd_vw_extra_free(&p.tags);
+    fsgd_csr_free(&p.all);
+    fsgd_libsvm_close(p.rd);
+    fsgd_model_free(&p.m);
     return status;
 }

@@ -504,8 +504,10 @@ static void print_weights(const fsgd_train_stats_t *st)
                (unsigned long long)st->weights_touched);
 }
 
-/* Prints the summary lines shared by both paths. */
-static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, uint64_t dim, size_t test_rows)
+/* The lines both paths print: the model, its weights, shards, efsign's
+ * stepsize, the holdout, and the speed line, left open for what a path
+ * adds to it. */
+static void print_training(const fsgd_job_t *job, const fsgd_train_stats_t *st, uint64_t dim)
 {
     char note[96];
     char opt[160];
@@ -514,6 +516,10 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
            (unsigned long long)st->steps, job->codec, st->threads_used, optimizer_note(job, st, opt, sizeof opt),
            st->l2, job->l2 < 0 ? " (auto: 1/n)" : "");
     print_weights(st);
+    if (st->shards > 1)
+        printf("shards: %d (key k to shard k mod %d), busiest shard's keys a step %.3fx the mean (max %.3fx; "
+               "contiguous ranges would have %.3fx)\n",
+               st->shards, st->shards, st->shard_busy_mean, st->shard_busy_max, st->shard_range_busy_mean);
     if (st->codec_lr > 0)
         printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st->codec_lr);
     if (st->holdout_rare > 0)
@@ -523,8 +529,16 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
     if (st->holdout_rows)
         printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st->holdout_rows,
                st->holdout_loss, st->best_epoch, stop_note(st, note, sizeof note));
-    printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread\n", st->seconds,
+    printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread", st->seconds,
            st->seconds > 0 ? st->rows / st->seconds : 0.0, st->t_grad > 0 ? st->nnz / st->t_grad : 0.0);
+}
+
+/* The summary of a run streamed from --cache (its training rows are not
+ * scored: they were never all in memory); --shards is refused there. */
+static void print_cache_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, uint64_t dim, size_t test_rows)
+{
+    print_training(job, st, dim);
+    putchar('\n');
     if (test_rows && job->model == FSGD_LOSS_SQUARED)
         printf("test  rmse %.5f (%zu rows)\n", st->test.rmse, test_rows);
     else if (test_rows && job->model == FSGD_LOSS_HINGE) /* no probabilities: no logloss */
@@ -534,8 +548,6 @@ static void print_summary(const fsgd_job_t *job, const fsgd_train_stats_t *st, u
                st->test.accuracy, test_rows);
 }
 
-/* The model file is written (and synced) on a thread of its own while the
- * training metrics are scored: the two only read the model. */
 /* fsgd train --cache: the first pass writes the cache (holdout and test
  * split set aside in memory and in the cache's own sections), or a cache
  * made from the same input is reused without reading the text; every epoch
@@ -594,7 +606,7 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, const fsg
         fsgd_csr_free(&test);
         return fsgd_cli_status(rc);
     }
-    print_summary(job, &st, dim, test.n_rows);
+    print_cache_summary(job, &st, dim, test.n_rows);
     int status = 0;
     fsgd_rowfmt_input(fmt, model.input, sizeof model.input); /* delimited, hashed LIBSVM or VW */
     if (job->out[0]) {
@@ -693,96 +705,157 @@ static int open_row_format(fsgd_job_t *job, fsgd_rowfmt_t *fmt)
     return 0;
 }
 
-static int train_command(int argc, char **argv)
+/* --help was printed: the command succeeds without training. */
+#define TRAIN_HELP_PRINTED (-1)
+
+/* The job from the command line and the job file, checked before any data
+ * is read: a bad codec spec or an output that cannot be written fails at
+ * once. 0 to go on, TRAIN_HELP_PRINTED, or the exit status. */
+static int train_job_from_args(fsgd_job_t *job, int argc, char **argv)
 {
-    fsgd_job_t job;
-    fsgd_job_train_defaults(&job);
+    fsgd_job_train_defaults(job);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    job.threads = cores > 0 ? (int)cores : 1;
+    job->threads = cores > 0 ? (int)cores : 1;
     char err[1024] = "";
-    int rc = fsgd_job_parse_args(&job, argc, argv, err, sizeof err);
+    int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
-        fsgd_job_print_help_with(usage_line, &job, stdout);
+        fsgd_job_print_help_with(usage_line, job, stdout);
         fputs(defaults_note, stdout);
         fsgd_cli_print_exit_codes(stdout);
-        return 0;
+        return TRAIN_HELP_PRINTED;
     }
     if (rc == 0)
-        rc = fsgd_job_check_train(&job, err, sizeof err);
+        rc = fsgd_job_check_train(job, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
-    /* Fail on a bad codec spec or an output that cannot be written before
-     * spending time loading data and training. */
-    if (fsgd_strategy_check(job.codec, 1u << 20, err, sizeof err) < 0) {
+    if (fsgd_strategy_check(job->codec, 1u << 20, err, sizeof err) < 0) {
         fsgd_cli_error("codec: %s", err);
         return FSGD_EXIT_USAGE;
     }
-    const fsgd_cli_path_t wr[] = {{"--out", job.out}, {"--metrics-json", job.metrics_json}, {"--cache", job.cache}};
-    const fsgd_cli_path_t rd[] = {{"--data", job.data}, {"--test", job.test}, {"job file", job.job_file},
-                                  {"--init", job.init}};
+    const fsgd_cli_path_t wr[] = {{"--out", job->out}, {"--metrics-json", job->metrics_json}, {"--cache", job->cache}};
+    const fsgd_cli_path_t rd[] = {{"--data", job->data}, {"--test", job->test}, {"job file", job->job_file},
+                                  {"--init", job->init}};
     if ((rc = fsgd_cli_check_distinct("train", wr, 3, rd, 4)) != 0)
         return rc;
-    const char *outs[] = {job.out, job.metrics_json};
-    if ((rc = fsgd_cli_check_outputs("train", outs, 2)) != 0)
-        return rc;
-    fsgd_cli_cleanup_on_signal();
+    const char *outs[] = {job->out, job->metrics_json};
+    return fsgd_cli_check_outputs("train", outs, 2);
+}
 
-    fsgd_rowfmt_t fmt;
-    if ((rc = open_row_format(&job, &fmt)) != 0)
+/* Rows in memory: --init's model, the training rows, the test rows (--test,
+ * or a fraction held out of --data) and the model's dim; t0 is when the
+ * command began loading. 0 or the exit status (error printed); the caller
+ * frees init, train and test either way. */
+static int load_rows(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, double t0, fsgd_model_t *init, fsgd_csr_t *train,
+                     fsgd_csr_t *test, uint64_t *dim)
+{
+    const fsgd_delim_spec_t *spec = fmt->hashed ? &fmt->spec : NULL;
+    int rc;
+    if (job->init[0] && (rc = load_init(job, fmt, init)) != 0)
         return rc;
-    const fsgd_delim_spec_t *spec = fmt.hashed ? &fmt.spec : NULL;
-    double t0 = fsgd_clock_s();
-    if (job.cache[0])
-        return train_from_cache(&job, &fmt, spec, t0);
-    fsgd_model_t init = {0};
-    if (job.init[0] && (rc = load_init(&job, &fmt, &init)) != 0) {
-        fsgd_model_free(&init);
+    if ((rc = load(job->data, job, spec, 1, train)) != 0)
         return rc;
-    }
-    fsgd_csr_t train = {0}, test = {0};
-    if ((rc = load(job.data, &job, spec, 1, &train)) != 0) {
-        fsgd_model_free(&init);
-        fsgd_csr_free(&train);
-        return rc;
-    }
-    job.lr_auto_share = feature_share;
-    if (job.test[0]) {
-        if ((rc = load(job.test, &job, spec, 0, &test)) != 0) {
-            fsgd_model_free(&init);
-            fsgd_csr_free(&train);
-            fsgd_csr_free(&test);
+    job->lr_auto_share = feature_share;
+    if (job->test[0]) {
+        if ((rc = load(job->test, job, spec, 0, test)) != 0)
             return rc;
-        }
-    } else if (job.test_fraction > 0 && fsgd_train_split_test(&train, job.test_fraction, job.seed, &test) < 0) {
+    } else if (job->test_fraction > 0 && fsgd_train_split_test(train, job->test_fraction, job->seed, test) < 0) {
         fsgd_cli_error("out of memory splitting the data");
         return FSGD_EXIT_INTERNAL;
     }
-    uint64_t dim = job.dim ? job.dim : train.max_col;
-    if (job.init[0] && (rc = init_dim(&job, &init, &train, &dim)) != 0) {
+    *dim = job->dim ? job->dim : train->max_col;
+    if (job->init[0] && (rc = init_dim(job, init, train, dim)) != 0)
+        return rc;
+    if (train->max_col > *dim) {
+        fsgd_cli_error("%s has feature index %llu > dim %llu", job->data, (unsigned long long)train->max_col,
+                       (unsigned long long)*dim);
+        return FSGD_EXIT_DATA;
+    }
+    if (!job->quiet)
+        fprintf(stderr, "fsgd: %zu train rows, %zu test rows%s, %llu features, %zu nonzeros; loaded in %.2fs\n",
+                train->n_rows, test->n_rows,
+                job->test[0] || !test->n_rows ? "" : " (held out of --data: no --test; --test-fraction 0 keeps all)",
+                (unsigned long long)*dim, train->nnz, fsgd_clock_s() - t0);
+    return 0;
+}
+
+/* The summary of a run on rows in memory: the model, its shards, codec,
+ * holdout and speed, then the train (first TRAIN_METRICS_ROWS rows) and
+ * test metrics. */
+static void print_results(const fsgd_job_t *job, const fsgd_train_stats_t *st, const fsgd_metrics_t *train_m,
+                          size_t n_train, size_t n_test, uint64_t dim)
+{
+    print_training(job, st, dim);
+    if (strcmp(job->codec, "none") != 0) /* one process sends nothing: only a codec's figures mean something */
+        printf("; bytes %.0f/step, compression %.2fx", st->steps ? (double)st->wire_bytes / st->steps : 0.0,
+               st->wire_bytes ? (double)st->raw_bytes / st->wire_bytes : 0.0);
+    putchar('\n');
+    /* issue 40 item 4: the rows tested on were taken from --data, said where the figure is */
+    const char *held = job->test[0] ? "" : ", held out of --data: no --test";
+    if (job->model == FSGD_LOSS_SQUARED) {
+        printf("train rmse %.5f\n", train_m->rmse);
+        if (n_test)
+            printf("test  rmse %.5f (%zu rows%s)\n", st->test.rmse, n_test, held);
+    } else if (job->model == FSGD_LOSS_HINGE) { /* no probabilities: no logloss */
+        printf("train auc %.5f  accuracy %.5f (%zu rows%s)\n", train_m->auc, train_m->accuracy, train_m->n,
+               train_m->n < n_train ? ", the first" : "");
+        if (n_test)
+            printf("test  auc %.5f  accuracy %.5f (%zu rows%s)\n", st->test.auc, st->test.accuracy, n_test, held);
+    } else {
+        printf("train auc %.5f  logloss %.5f  accuracy %.5f (%zu rows%s)\n", train_m->auc, train_m->logloss,
+               train_m->accuracy, train_m->n, train_m->n < n_train ? ", the first" : "");
+        if (n_test)
+            printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows%s)\n", st->test.auc, st->test.logloss,
+                   st->test.accuracy, n_test, held);
+    }
+    if (job->target_auc > 0) {
+        if (st->time_to_target >= 0)
+            printf("reached test auc %.4f after %.3fs\n", job->target_auc, st->time_to_target);
+        else
+            printf("did not reach test auc %.4f\n", job->target_auc);
+    }
+}
+
+/* Waits for the model's writer thread (or writes the model here when none
+ * started) and says where it went. 0 or the exit status. */
+static int finish_model_file(const fsgd_job_t *job, progress_ctx_t *pctx, model_write_t *mw)
+{
+    if (pctx->writing)
+        pthread_join(pctx->writer, NULL);
+    else if (job->out[0])
+        write_model(mw);
+    if (!job->out[0]) {
+        printf("model not saved (--out FILE saves it)\n"); /* issue 40 item 11: it said nothing */
+        return 0;
+    }
+    if (mw->rc < 0) {
+        fsgd_cli_error("%s", mw->err);
+        return fsgd_cli_status(mw->rc);
+    }
+    printf("model written to %s\n", fsgd_cli_out_name(job->out));
+    return 0;
+}
+
+/* Trains on rows in memory: the model is written on a thread of its own
+ * from the moment its weights are final while the training metrics are
+ * scored (the two only read the model). 0 or the exit status. */
+static int train_in_memory(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, double t0)
+{
+    char err[1024] = "";
+    fsgd_model_t init = {0};
+    fsgd_csr_t train = {0}, test = {0};
+    uint64_t dim = 0;
+    int rc = load_rows(job, fmt, t0, &init, &train, &test, &dim);
+    if (rc != 0) {
         fsgd_model_free(&init);
         fsgd_csr_free(&train);
         fsgd_csr_free(&test);
         return rc;
     }
-    if (train.max_col > dim) {
-        fsgd_cli_error("%s has feature index %llu > dim %llu", job.data, (unsigned long long)train.max_col,
-                       (unsigned long long)dim);
-        fsgd_model_free(&init);
-        fsgd_csr_free(&train);
-        fsgd_csr_free(&test);
-        return FSGD_EXIT_DATA;
-    }
-    if (!job.quiet)
-        fprintf(stderr, "fsgd: %zu train rows, %zu test rows%s, %llu features, %zu nonzeros; loaded in %.2fs\n",
-                train.n_rows, test.n_rows,
-                job.test[0] || !test.n_rows ? "" : " (held out of --data: no --test; --test-fraction 0 keeps all)",
-                (unsigned long long)dim, train.nnz, fsgd_clock_s() - t0);
-
     fsgd_model_t model = {0};
-    model_write_t mw = {.model = &model, .path = job.out};
-    progress_ctx_t pctx = {.job = &job, .tty = isatty(2), .n_train = train.n_rows, .model = &model, .fmt = &fmt,
+    model_write_t mw = {.model = &model, .path = job->out};
+    progress_ctx_t pctx = {.job = job, .tty = isatty(2), .n_train = train.n_rows, .model = &model, .fmt = fmt,
                            .mw = &mw};
     fsgd_train_stats_t st;
     /* only the rows scored for the train line are read after training */
@@ -790,7 +863,7 @@ static int train_command(int argc, char **argv)
     fsgd_train_input_t in = {.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &train, .keep_rows = TRAIN_METRICS_ROWS,
                              .owned_test = &test, .dim = dim};
     fsgd_train_hooks_t hooks = {.progress = on_progress, .ctx = &pctx};
-    rc = fsgd_train(&job, &in, job.init[0] ? &init : NULL, &model, &st, &hooks, err, sizeof err);
+    rc = fsgd_train(job, &in, job->init[0] ? &init : NULL, &model, &st, &hooks, err, sizeof err);
     fsgd_model_free(&init);
     if (rc < 0) {
         if (pctx.writing)
@@ -802,8 +875,8 @@ static int train_command(int argc, char **argv)
     }
     /* where the trainer did not say when the model was ready (--save-state) */
     if (!pctx.writing) {
-        fsgd_rowfmt_input(&fmt, model.input, sizeof model.input);
-        pctx.writing = job.out[0] && pthread_create(&pctx.writer, NULL, write_model, &mw) == 0;
+        fsgd_rowfmt_input(fmt, model.input, sizeof model.input);
+        pctx.writing = job->out[0] && pthread_create(&pctx.writer, NULL, write_model, &mw) == 0;
     }
     /* Training metrics on at most TRAIN_METRICS_ROWS rows (the first,
      * the file's order): scoring and sorting all of a big file costs
@@ -815,78 +888,31 @@ static int train_command(int argc, char **argv)
         head.nnz = (size_t)head.row_ptr[TRAIN_METRICS_ROWS];
     }
     fsgd_train_evaluate(&model, &head, &train_m);
-    char opt[160];
-    printf("model %s, %llu features%s, %.2f epochs, %llu steps, codec %s, %d threads, %s, l2 %.3g%s\n",
-           fsgd_loss_name(job.model), (unsigned long long)dim, job.bias ? " + intercept" : "", st.epochs_run,
-           (unsigned long long)st.steps, job.codec, st.threads_used, optimizer_note(&job, &st, opt, sizeof opt), st.l2,
-           job.l2 < 0 ? " (auto: 1/n)" : "");
-    print_weights(&st);
-    char note[96];
-    if (st.shards > 1)
-        printf("shards: %d (key k to shard k mod %d), busiest shard's keys a step %.3fx the mean (max %.3fx; "
-               "contiguous ranges would have %.3fx)\n",
-               st.shards, st.shards, st.shard_busy_mean, st.shard_busy_max, st.shard_range_busy_mean);
-    if (st.codec_lr > 0)
-        printf("efsign: stepsize %.4g (auto: 2/sqrt(steps per epoch))\n", st.codec_lr);
-    if (st.holdout_rare > 0)
-        printf("epochs: no holdout (it would hold ~%.0f rows of the rarer class, a noisy judge): "
-               "%.0f epochs on all rows\n",
-               st.holdout_rare, st.epochs_run);
-    if (st.holdout_rows)
-        printf("early stopping: %zu holdout rows, best loss %.5f after %.2f epochs, %s\n", st.holdout_rows,
-               st.holdout_loss, st.best_epoch, stop_note(&st, note, sizeof note));
-    printf("train: %.2fs, %.0f rows/s, %.3g nonzeros/s per thread", st.seconds,
-           st.seconds > 0 ? st.rows / st.seconds : 0.0, st.t_grad > 0 ? st.nnz / st.t_grad : 0.0);
-    if (strcmp(job.codec, "none") != 0) /* one process sends nothing: only a codec's figures mean something */
-        printf("; bytes %.0f/step, compression %.2fx", st.steps ? (double)st.wire_bytes / st.steps : 0.0,
-               st.wire_bytes ? (double)st.raw_bytes / st.wire_bytes : 0.0);
-    putchar('\n');
-    /* issue 40 item 4: the rows tested on were taken from --data, said where the figure is */
-    const char *held = job.test[0] ? "" : ", held out of --data: no --test";
-    if (job.model == FSGD_LOSS_SQUARED) {
-        printf("train rmse %.5f\n", train_m.rmse);
-        if (n_test)
-            printf("test  rmse %.5f (%zu rows%s)\n", st.test.rmse, n_test, held);
-    } else if (job.model == FSGD_LOSS_HINGE) { /* no probabilities: no logloss */
-        printf("train auc %.5f  accuracy %.5f (%zu rows%s)\n", train_m.auc, train_m.accuracy, train_m.n,
-               train_m.n < n_train ? ", the first" : "");
-        if (n_test)
-            printf("test  auc %.5f  accuracy %.5f (%zu rows%s)\n", st.test.auc, st.test.accuracy, n_test, held);
-    } else {
-        printf("train auc %.5f  logloss %.5f  accuracy %.5f (%zu rows%s)\n", train_m.auc, train_m.logloss,
-               train_m.accuracy, train_m.n, train_m.n < n_train ? ", the first" : "");
-        if (n_test)
-            printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows%s)\n", st.test.auc, st.test.logloss,
-                   st.test.accuracy, n_test, held);
-    }
-    if (job.target_auc > 0) {
-        if (st.time_to_target >= 0)
-            printf("reached test auc %.4f after %.3fs\n", job.target_auc, st.time_to_target);
-        else
-            printf("did not reach test auc %.4f\n", job.target_auc);
-    }
-    int status = 0;
-    if (pctx.writing)
-        pthread_join(pctx.writer, NULL);
-    else if (job.out[0])
-        write_model(&mw);
-    if (job.out[0]) {
-        if (mw.rc < 0) {
-            fsgd_cli_error("%s", mw.err);
-            status = fsgd_cli_status(mw.rc);
-        } else {
-            printf("model written to %s\n", fsgd_cli_out_name(job.out));
-        }
-    } else {
-        printf("model not saved (--out FILE saves it)\n"); /* issue 40 item 11: it said nothing */
-    }
-    if (job.metrics_json[0] && (rc = write_metrics(job.metrics_json, &job, &st, &train_m, n_train, dim, t0)) < 0 &&
+    print_results(job, &st, &train_m, n_train, n_test, dim);
+    int status = finish_model_file(job, &pctx, &mw);
+    if (job->metrics_json[0] && (rc = write_metrics(job->metrics_json, job, &st, &train_m, n_train, dim, t0)) < 0 &&
         !status)
         status = fsgd_cli_status(rc);
     fsgd_model_free(&model);
     fsgd_csr_free(&train);
     fsgd_csr_free(&test);
     return status;
+}
+
+static int train_command(int argc, char **argv)
+{
+    fsgd_job_t job;
+    int rc = train_job_from_args(&job, argc, argv);
+    if (rc != 0)
+        return rc == TRAIN_HELP_PRINTED ? 0 : rc;
+    fsgd_cli_cleanup_on_signal();
+    fsgd_rowfmt_t fmt;
+    if ((rc = open_row_format(&job, &fmt)) != 0)
+        return rc;
+    double t0 = fsgd_clock_s();
+    if (job.cache[0])
+        return train_from_cache(&job, &fmt, fmt.hashed ? &fmt.spec : NULL, t0);
+    return train_in_memory(&job, &fmt, t0);
 }
 
 /* --out - and devices (/dev/stdout, /dev/null, a FIFO): fsgd_cli_run_streamed. */

@@ -8,6 +8,7 @@
 #include "fsgd/error.h"
 #include "fsgd/hugepages.h"
 #include "fsgd/prefetch.h"
+#include "core_testing.h"
 
 int fsgd_ftrl_init(fsgd_ftrl_t *f, uint64_t dim, const fsgd_ftrl_params_t *p)
 {

@@ -15,6 +15,7 @@
 #include "fsgd/rowfmt.h"
 #include "fsgd/strategy.h"
 #include "fsgd/vw.h"
+#include "core_testing.h"
 
 typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS, F_REPLICA } field_type_t;
 
@@ -477,26 +478,131 @@ int fsgd_job_set(fsgd_job_t *job, const char *key, const char *value, char *err,
     return set_field(job, f, value, err, errsz);
 }
 
+/* The state of load_yaml_events' walk over the YAML events. */
+typedef struct yaml_walk {
+    const char *path;
+    char prefix[8][128];  /* key of each open mapping level */
+    int depth;            /* index of the innermost open mapping */
+    int expecting_key[8];
+    char key[128];
+    /* A key given twice is an error (libyaml reports mappings as events and
+     * lets duplicates through): the second value would win silently. Aliases
+     * count as the same key ("lr" and "optimizer.lr"). */
+    size_t first_line[N_FIELDS];
+    char kafka_seen[32][512];
+    size_t kafka_line[32];
+    int n_kafka;
+    /* so is a section given twice: its keys would merge silently */
+    char section_seen[32][256];
+    size_t section_line[32];
+    int n_sections;
+} yaml_walk_t;
+
+/* A nested mapping opens under the current key: its dotted name must be
+ * new. */
+static int yaml_open_mapping(yaml_walk_t *w, size_t line, size_t col, char *err, size_t errsz)
+{
+    if (w->depth >= 0 && w->expecting_key[w->depth])
+        return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: a mapping cannot be a key", w->path, line, col);
+    if (w->depth + 1 >= 8)
+        return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: nested too deeply", w->path, line, col);
+    if (w->depth >= 0) {
+        const int depth = w->depth;
+        snprintf(w->prefix[depth], sizeof w->prefix[depth], "%s", w->key);
+        w->expecting_key[depth] = 1;
+        char name[256] = "";
+        for (int i = 0; i <= depth; i++)
+            snprintf(name + strlen(name), sizeof name - strlen(name), "%s%s", i ? "." : "", w->prefix[i]);
+        for (int i = 0; i < w->n_sections; i++)
+            if (!strcmp(w->section_seen[i], name))
+                return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                                    "%s:%zu:%zu: section '%s' given twice (first at line %zu): merge them into one",
+                                    w->path, line, col, name, w->section_line[i]);
+        if (w->n_sections < 32) {
+            snprintf(w->section_seen[w->n_sections], sizeof w->section_seen[w->n_sections], "%s", name);
+            w->section_line[w->n_sections++] = line;
+        }
+    }
+    w->depth++;
+    w->expecting_key[w->depth] = 1;
+    return FSGD_E_OK;
+}
+
+/* Where the first line of key full is kept (a field's, aliases shared, or a
+ * Kafka setting's); NULL when none is (an unknown key, or past 32 Kafka
+ * settings). */
+static size_t *yaml_first_line(yaml_walk_t *w, const char *full, const field_t *f)
+{
+    if (f)
+        return &w->first_line[f - fields];
+    if (strncmp(full, "kafka.", 6))
+        return NULL;
+    int k = 0;
+    while (k < w->n_kafka && strcmp(w->kafka_seen[k], full + 6))
+        k++;
+    if (k == w->n_kafka && w->n_kafka < 32) {
+        snprintf(w->kafka_seen[w->n_kafka], sizeof w->kafka_seen[0], "%s", full + 6);
+        w->kafka_line[w->n_kafka++] = 0;
+    }
+    return k < w->n_kafka ? &w->kafka_line[k] : NULL;
+}
+
+/* The value of the current key: set on job under its dotted name, once. */
+static int yaml_set_value(yaml_walk_t *w, fsgd_job_t *job, const char *text, size_t line, size_t col, char *err,
+                          size_t errsz)
+{
+    char full[512] = "";
+    for (int i = 0; i < w->depth; i++) {
+        strncat(full, w->prefix[i], sizeof full - strlen(full) - 1);
+        strncat(full, ".", sizeof full - strlen(full) - 1);
+    }
+    strncat(full, w->key, sizeof full - strlen(full) - 1);
+    char why[640];
+    const field_t *f = find_field(full);
+    size_t *first = yaml_first_line(w, full, f);
+    int r2;
+    if (first && *first) {
+        snprintf(why, sizeof why, "key '%s' is given twice (first at line %zu)", full, *first);
+        r2 = FSGD_E_ARG;
+    } else if (f) {
+        r2 = set_field(job, f, text, why, sizeof why);
+    } else if (!strncmp(full, "kafka.", 6)) {
+        r2 = add_kafka(job, full + 6, text, why, sizeof why);
+    } else {
+        snprintf(why, sizeof why, "unknown key '%s'", full);
+        r2 = FSGD_E_ARG;
+    }
+    if (first && !*first)
+        *first = line;
+    w->expecting_key[w->depth] = 1;
+    if (r2 < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s:%zu:%zu: %s", w->path, line, col, why);
+    return FSGD_E_OK;
+}
+
+/* A scalar: a key, or the value of the key before it. */
+static int yaml_scalar(yaml_walk_t *w, fsgd_job_t *job, const char *text, size_t line, size_t col, char *err,
+                       size_t errsz)
+{
+    if (w->depth < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: expected a mapping of keys, got '%s'", w->path,
+                            line, col, text);
+    if (!w->expecting_key[w->depth])
+        return yaml_set_value(w, job, text, line, col, err, errsz);
+    snprintf(w->key, sizeof w->key, "%s", text);
+    w->expecting_key[w->depth] = 0;
+    return FSGD_E_OK;
+}
+
 /* YAML: a mapping of scalars, nested mappings flattened with '.'. Runs the
  * event loop over a parser whose input is set; path names the source. */
 static int load_yaml_events(fsgd_job_t *job, yaml_parser_t *parser, const char *path, char *err, size_t errsz)
 {
-    char prefix[8][128];  /* key of each open mapping level */
-    int depth = -1;       /* index of the innermost open mapping */
-    int expecting_key[8] = {0};
-    char key[128] = "";
+    yaml_walk_t w;
+    memset(&w, 0, sizeof w);
+    w.path = path;
+    w.depth = -1;
     int rc = FSGD_E_OK, done = 0;
-    /* A key given twice is an error (libyaml reports mappings as events and
-     * lets duplicates through): the second value would win silently. Aliases
-     * count as the same key ("lr" and "optimizer.lr"). */
-    size_t first_line[N_FIELDS] = {0};
-    char kafka_seen[32][512];
-    size_t kafka_line[32];
-    int n_kafka = 0;
-    /* so is a section given twice: its keys would merge silently */
-    char section_seen[32][256];
-    size_t section_line[32];
-    int n_sections = 0;
     while (!done && rc == FSGD_E_OK) {
         yaml_event_t ev;
         if (!yaml_parser_parse(parser, &ev)) {
@@ -510,93 +616,21 @@ static int load_yaml_events(fsgd_job_t *job, yaml_parser_t *parser, const char *
             done = 1;
             break;
         case YAML_MAPPING_START_EVENT:
-            if (depth >= 0 && expecting_key[depth]) {
-                rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: a mapping cannot be a key", path, line, col);
-            } else if (depth + 1 >= 8) {
-                rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: nested too deeply", path, line, col);
-            } else {
-                if (depth >= 0) {
-                    snprintf(prefix[depth], sizeof prefix[depth], "%s", key);
-                    expecting_key[depth] = 1;
-                    char name[256] = "";
-                    for (int i = 0; i <= depth; i++)
-                        snprintf(name + strlen(name), sizeof name - strlen(name), "%s%s", i ? "." : "", prefix[i]);
-                    for (int i = 0; i < n_sections && rc == FSGD_E_OK; i++)
-                        if (!strcmp(section_seen[i], name))
-                            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                                              "%s:%zu:%zu: section '%s' given twice (first at line %zu): merge them "
-                                              "into one",
-                                              path, line, col, name, section_line[i]);
-                    if (rc == FSGD_E_OK && n_sections < 32) {
-                        snprintf(section_seen[n_sections], sizeof section_seen[n_sections], "%s", name);
-                        section_line[n_sections++] = line;
-                    }
-                }
-                depth++;
-                expecting_key[depth] = 1;
-            }
+            rc = yaml_open_mapping(&w, line, col, err, errsz);
             break;
         case YAML_MAPPING_END_EVENT:
-            depth--;
+            w.depth--;
             break;
         case YAML_SEQUENCE_START_EVENT:
             rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: key '%s': lists are not supported here", path,
-                              line, col, key);
+                              line, col, w.key);
             break;
         case YAML_ALIAS_EVENT:
             rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: aliases are not supported", path, line, col);
             break;
-        case YAML_SCALAR_EVENT: {
-            const char *text = (const char *)ev.data.scalar.value;
-            if (depth < 0) {
-                rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:%zu:%zu: expected a mapping of keys, got '%s'", path,
-                                  line, col, text);
-            } else if (expecting_key[depth]) {
-                snprintf(key, sizeof key, "%s", text);
-                expecting_key[depth] = 0;
-            } else {
-                char full[512] = "";
-                for (int i = 0; i < depth; i++) {
-                    strncat(full, prefix[i], sizeof full - strlen(full) - 1);
-                    strncat(full, ".", sizeof full - strlen(full) - 1);
-                }
-                strncat(full, key, sizeof full - strlen(full) - 1);
-                char why[640];
-                const field_t *f = find_field(full);
-                size_t *first = NULL;
-                if (f) {
-                    first = &first_line[f - fields];
-                } else if (!strncmp(full, "kafka.", 6)) {
-                    int k = 0;
-                    while (k < n_kafka && strcmp(kafka_seen[k], full + 6))
-                        k++;
-                    if (k == n_kafka && n_kafka < 32) {
-                        snprintf(kafka_seen[n_kafka], sizeof kafka_seen[0], "%s", full + 6);
-                        kafka_line[n_kafka++] = 0;
-                    }
-                    if (k < n_kafka)
-                        first = &kafka_line[k];
-                }
-                int r2;
-                if (first && *first) {
-                    snprintf(why, sizeof why, "key '%s' is given twice (first at line %zu)", full, *first);
-                    r2 = FSGD_E_ARG;
-                } else if (f) {
-                    r2 = set_field(job, f, text, why, sizeof why);
-                } else if (!strncmp(full, "kafka.", 6)) {
-                    r2 = add_kafka(job, full + 6, text, why, sizeof why);
-                } else {
-                    snprintf(why, sizeof why, "unknown key '%s'", full);
-                    r2 = FSGD_E_ARG;
-                }
-                if (first && !*first)
-                    *first = line;
-                if (r2 < 0)
-                    rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s:%zu:%zu: %s", path, line, col, why);
-                expecting_key[depth] = 1;
-            }
+        case YAML_SCALAR_EVENT:
+            rc = yaml_scalar(&w, job, (const char *)ev.data.scalar.value, line, col, err, errsz);
             break;
-        }
         default:
             break;
         }
@@ -756,13 +790,6 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
                                                                                               : "full");
         break;
     }
-}
-
-void fsgd_job_print_help(const char *usage_line, void *file)
-{
-    fsgd_job_t d;
-    fsgd_job_defaults(&d);
-    fsgd_job_print_help_with(usage_line, &d, file);
 }
 
 void fsgd_job_print_help_with(const char *usage_line, const fsgd_job_t *defaults, void *file)

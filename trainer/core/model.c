@@ -43,8 +43,6 @@ static const struct {
     {16, 8, "dim"},  {24, 8, "nnz"},    {32, 4, "bias"},   {36, 4, "bias_weight"}, {40, 4, "header_crc"},
 };
 
-size_t fsgd_model_struct_size(void) { return sizeof(fsgd_model_t); }
-
 int fsgd_model_init(fsgd_model_t *m, fsgd_loss_kind_t kind, uint64_t dim, int has_bias, float bias)
 {
     memset(m, 0, sizeof *m);
@@ -416,29 +414,63 @@ int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t e
         }                                                                                                    \
     } while (0)
 
-/* Validates buf completely; fills the header values. No allocation. */
-static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t max_dim, int *kind,
-                       int *has_bias, uint64_t *dim, uint64_t *nnz, float *bias, float *bias_w, char *input,
-                       uint64_t *state_off, char *err, size_t errsz)
+/* What parse_check found in a valid file, for fsgd_model_load_mem. */
+typedef struct {
+    int kind, has_bias, has_input, has_state;
+    uint64_t dim, nnz;
+    float bias, bias_w;
+    char input[FSGD_MODEL_INPUT_MAX];
+    uint64_t state_off; /* 0: no state section */
+} model_head_t;
+
+/* A file that does not start like a model is "not a model", however short. */
+static int check_magic(const uint8_t *p, size_t len, const char *name, char *err, size_t errsz)
 {
-    input[0] = '\0';
-    *state_off = 0;
-    /* A file that does not start like a model is "not a model", however short. */
     size_t cmp = len < 8 ? len : 8;
-    if (cmp > 0 && memcmp(p, MODEL_MAGIC, cmp) != 0) {
-        char got[40] = "";
-        for (size_t i = 0; i < cmp; i++)
-            snprintf(got + 4 * i, sizeof got - 4 * i, "\\x%02x", p[i]);
-        for (size_t i = 0; i < cmp; i++)
-            if (p[i] < 0x20 || p[i] > 0x7e)
-                goto hex;
-        memcpy(got, p, cmp);
-        got[cmp] = '\0';
-    hex:
+    if (cmp == 0 || memcmp(p, MODEL_MAGIC, cmp) == 0)
+        return FSGD_E_OK;
+    char got[40] = "";
+    for (size_t i = 0; i < cmp; i++)
+        snprintf(got + 4 * i, sizeof got - 4 * i, "\\x%02x", p[i]);
+    for (size_t i = 0; i < cmp; i++)
+        if (p[i] < 0x20 || p[i] > 0x7e)
+            goto hex;
+    memcpy(got, p, cmp);
+    got[cmp] = '\0';
+hex:
+    return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                        "%s: not an fsgd model file: bad magic at byte 0 (expected \"%s\", got \"%s\")", name,
+                        MODEL_MAGIC, got);
+}
+
+/* The version's flags: the sections each version has or may have. */
+static int check_flags(unsigned version, unsigned flags, const char *name, char *err, size_t errsz)
+{
+    const unsigned known = version >= 3 ? FLAG_BIAS | FLAG_INPUT | FLAG_STATE
+                           : version == 2 ? FLAG_BIAS | FLAG_INPUT
+                                          : FLAG_BIAS;
+    if (flags & ~known)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved flag bits set at byte 11 (flags 0x%02x)", name,
+                            flags);
+    if (version == 2 && !(flags & FLAG_INPUT))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
-                            "%s: not an fsgd model file: bad magic at byte 0 (expected \"%s\", got \"%s\")", name,
-                            MODEL_MAGIC, got);
-    }
+                            "%s: version 2 without an input section at byte 11 (flags 0x%02x; bit 1 must be set)",
+                            name, flags);
+    if (version == 4 && !(flags & FLAG_INPUT))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "%s: version 4 without an input section at byte 11 (flags 0x%02x; bit 1 must be set)",
+                            name, flags);
+    if (version == 3 && !(flags & FLAG_STATE))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "%s: version 3 without a state section at byte 11 (flags 0x%02x; bit 2 must be set)",
+                            name, flags);
+    return FSGD_E_OK;
+}
+
+/* The 44-byte header: magic, version, its CRC, then each field in turn. */
+static int check_header(const uint8_t *p, size_t len, const char *name, model_head_t *h, char *err, size_t errsz)
+{
+    FSGD_TRY(check_magic(p, len, name, err, errsz));
     for (int f = F_MAGIC; f <= F_VERSION; f++)
         NEED(field[f].off, field[f].len, "%s", field[f].name);
     unsigned version = fsgd_le_get16(p + 8);
@@ -453,136 +485,122 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
         return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
                             "%s: header checksum mismatch at byte 40 (stored 0x%08x, computed 0x%08x over bytes 0..39)",
                             name, hcrc, hcalc);
-    *kind = p[10];
-    if (!valid_kind(*kind))
+    h->kind = p[10];
+    if (!valid_kind(h->kind))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: unknown model kind %d at byte 10 (1 logistic, 2 linear, 3 svm)",
-                            name, *kind);
-    const unsigned known = version >= 3 ? FLAG_BIAS | FLAG_INPUT | FLAG_STATE
-                           : version == 2 ? FLAG_BIAS | FLAG_INPUT
-                                          : FLAG_BIAS;
-    if (p[11] & ~known)
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved flag bits set at byte 11 (flags 0x%02x)", name,
-                            p[11]);
-    if (version == 2 && !(p[11] & FLAG_INPUT))
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
-                            "%s: version 2 without an input section at byte 11 (flags 0x%02x; bit 1 must be set)",
-                            name, p[11]);
-    if (version == 4 && !(p[11] & FLAG_INPUT))
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
-                            "%s: version 4 without an input section at byte 11 (flags 0x%02x; bit 1 must be set)",
-                            name, p[11]);
-    if (version == 3 && !(p[11] & FLAG_STATE))
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
-                            "%s: version 3 without a state section at byte 11 (flags 0x%02x; bit 2 must be set)",
-                            name, p[11]);
-    const int has_input = (p[11] & FLAG_INPUT) != 0, has_state = (p[11] & FLAG_STATE) != 0;
-    *has_bias = p[11] & FLAG_BIAS;
+                            name, h->kind);
+    FSGD_TRY(check_flags(version, p[11], name, err, errsz));
+    h->has_input = (p[11] & FLAG_INPUT) != 0;
+    h->has_state = (p[11] & FLAG_STATE) != 0;
+    h->has_bias = p[11] & FLAG_BIAS;
     if (fsgd_le_get32(p + 12) != 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved field at byte 12 is 0x%08x, must be 0", name,
                             fsgd_le_get32(p + 12));
-    *dim = fsgd_le_get64(p + 16);
-    if (*dim == 0 || *dim > MAX_DIM)
+    h->dim = fsgd_le_get64(p + 16);
+    if (h->dim == 0 || h->dim > MAX_DIM)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: dim %llu at byte 16 is outside 1..2^32", name,
-                            (unsigned long long)*dim);
-    *nnz = fsgd_le_get64(p + 24);
-    if (*nnz > *dim)
+                            (unsigned long long)h->dim);
+    h->nnz = fsgd_le_get64(p + 24);
+    if (h->nnz > h->dim)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: nnz %llu at byte 24 exceeds dim %llu", name,
-                            (unsigned long long)*nnz, (unsigned long long)*dim);
-    *bias = fsgd_le_getf32(p + 32);
-    *bias_w = fsgd_le_getf32(p + 36);
-    if (!isfinite(*bias))
+                            (unsigned long long)h->nnz, (unsigned long long)h->dim);
+    h->bias = fsgd_le_getf32(p + 32);
+    h->bias_w = fsgd_le_getf32(p + 36);
+    if (!isfinite(h->bias))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: bias value at byte 32 is not finite", name);
-    if (!isfinite(*bias_w))
+    if (!isfinite(h->bias_w))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: bias_weight at byte 36 is not finite", name);
-    if (!*has_bias && fsgd_le_get32(p + 36) != 0)
+    if (!h->has_bias && fsgd_le_get32(p + 36) != 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "%s: bias_weight at byte 36 is %g but the model has no intercept (flags bit 0 clear)",
-                            name, (double)*bias_w);
+                            name, (double)h->bias_w);
+    return FSGD_E_OK;
+}
 
-    /* Entries, then body_crc: name the entry where the bytes run out. */
-    const uint64_t n = *nnz;
-    const uint64_t end = HEADER_BYTES + n * ENTRY_BYTES; /* offset of body_crc; n <= 2^32, no overflow */
-    if ((uint64_t)len < end) {
-        uint64_t i = ((uint64_t)len - HEADER_BYTES) / ENTRY_BYTES;
-        uint64_t in = ((uint64_t)len - HEADER_BYTES) % ENTRY_BYTES;
-        uint64_t at = HEADER_BYTES + i * ENTRY_BYTES + (in < 4 ? 0 : 4);
-        NEED(at, 4, "weight %llu of %llu (%s)", (unsigned long long)i, (unsigned long long)n,
-             in < 4 ? "key" : "value");
+/* The input section at *tail: length, text, CRC; *tail moves past it. */
+static int check_input(const uint8_t *p, size_t len, const char *name, uint64_t *tail, model_head_t *h, char *err,
+                       size_t errsz)
+{
+    const uint64_t t = *tail;
+    NEED(t, 4, "input_len");
+    uint32_t il = fsgd_le_get32(p + t);
+    if (il == 0 || il >= FSGD_MODEL_INPUT_MAX)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: input_len %u at byte %llu is outside 1..%d", name, il,
+                            (unsigned long long)t, FSGD_MODEL_INPUT_MAX - 1);
+    NEED(t + 4, il, "input (%u bytes)", il);
+    NEED(t + 4 + il, 4, "input_crc");
+    uint32_t icrc = fsgd_le_get32(p + t + 4 + il), icalc = fsgd_crc32c(0, p + t, 4 + (size_t)il);
+    if (icrc != icalc)
+        return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
+                            "%s: input checksum mismatch at byte %llu (stored 0x%08x, computed 0x%08x)", name,
+                            (unsigned long long)(t + 4 + il), icrc, icalc);
+    for (uint32_t i = 0; i < il; i++)
+        if (p[t + 4 + i] < 0x20 || p[t + 4 + i] > 0x7e)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: input byte %u at byte %llu is not printable ASCII",
+                                name, i, (unsigned long long)(t + 4 + i));
+    memcpy(h->input, p + t + 4, il);
+    h->input[il] = '\0';
+    *tail = t + 8 + il;
+    return FSGD_E_OK;
+}
+
+/* The state section at *tail: the length (from state_n) and the CRC first,
+ * as for the header, so damage to kind, step or an entry is reported as
+ * damage; then each entry. *tail moves past it. */
+static int check_state(const uint8_t *p, size_t len, const char *name, uint64_t *tail, model_head_t *h, char *err,
+                       size_t errsz)
+{
+    const uint64_t s0 = *tail;
+    NEED(s0, STATE_HEAD, "state header (kind, step, state_n)");
+    const uint64_t sn = fsgd_le_get64(p + s0 + 12), limit = h->dim + (h->has_bias ? 1 : 0);
+    if (sn > limit)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state_n %llu at byte %llu exceeds the %llu keys", name,
+                            (unsigned long long)sn, (unsigned long long)s0 + 12, (unsigned long long)limit);
+    const uint64_t e0 = s0 + STATE_HEAD, send = e0 + sn * STATE_ENTRY; /* sn <= 2^32 + 1: no overflow */
+    if ((uint64_t)len < send) {
+        uint64_t i = ((uint64_t)len - e0) / STATE_ENTRY;
+        NEED(e0 + i * STATE_ENTRY, STATE_ENTRY, "state entry %llu of %llu", (unsigned long long)i,
+             (unsigned long long)sn);
     }
-    NEED(end, 4, "body_crc after %llu weights", (unsigned long long)n);
-    uint64_t tail = end + 4; /* end of the file as far as checked */
-    if (has_input) {
-        NEED(tail, 4, "input_len");
-        uint32_t il = fsgd_le_get32(p + tail);
-        if (il == 0 || il >= FSGD_MODEL_INPUT_MAX)
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: input_len %u at byte %llu is outside 1..%d", name, il,
-                                (unsigned long long)tail, FSGD_MODEL_INPUT_MAX - 1);
-        NEED(tail + 4, il, "input (%u bytes)", il);
-        NEED(tail + 4 + il, 4, "input_crc");
-        uint32_t icrc = fsgd_le_get32(p + tail + 4 + il), icalc = fsgd_crc32c(0, p + tail, 4 + (size_t)il);
-        if (icrc != icalc)
-            return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
-                                "%s: input checksum mismatch at byte %llu (stored 0x%08x, computed 0x%08x)", name,
-                                (unsigned long long)(tail + 4 + il), icrc, icalc);
-        for (uint32_t i = 0; i < il; i++)
-            if (p[tail + 4 + i] < 0x20 || p[tail + 4 + i] > 0x7e)
-                return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: input byte %u at byte %llu is not printable ASCII",
-                                    name, i, (unsigned long long)(tail + 4 + i));
-        memcpy(input, p + tail + 4, il);
-        input[il] = '\0';
-        tail += 8 + il;
+    NEED(send, 4, "state_crc after %llu state entries", (unsigned long long)sn);
+    uint32_t scrc = fsgd_le_get32(p + send), scalc = fsgd_crc32c(0, p + s0, (size_t)(send - s0));
+    if (scrc != scalc)
+        return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
+                            "%s: state checksum mismatch at byte %llu (stored 0x%08x, computed 0x%08x)", name,
+                            (unsigned long long)send, scrc, scalc);
+    int sk = p[s0];
+    if (sk < FSGD_MODEL_STATE_ADAM || sk > FSGD_MODEL_STATE_FTRL)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "%s: unknown state kind %d at byte %llu (1 adam, 2 adam with per-key counts, 3 ftrl)",
+                            name, sk, (unsigned long long)s0);
+    if (p[s0 + 1] | p[s0 + 2] | p[s0 + 3])
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved state bytes at byte %llu must be 0", name,
+                            (unsigned long long)s0 + 1);
+    uint64_t step = fsgd_le_get64(p + s0 + 4);
+    if (sk == FSGD_MODEL_STATE_FTRL && step)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state_step %llu at byte %llu: ftrl state has none", name,
+                            (unsigned long long)step, (unsigned long long)s0 + 4);
+    uint32_t prev = 0;
+    for (uint64_t i = 0; i < sn; i++) {
+        const uint8_t *e = p + e0 + i * STATE_ENTRY;
+        uint32_t key = fsgd_le_get32(e);
+        const char *why = state_entry_problem(sk, step, limit, key, prev, i, fsgd_le_getf32(e + 4),
+                                              fsgd_le_getf32(e + 8), fsgd_le_get32(e + 12));
+        if (why)
+            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state entry %llu (key %u) at byte %llu: %s", name,
+                                (unsigned long long)i, key, (unsigned long long)(e - p), why);
+        prev = key;
     }
-    if (has_state) {
-        /* The length (from state_n) and the CRC first, as for the header:
-         * damage to kind, step or an entry is reported as damage. */
-        const uint64_t s0 = tail;
-        NEED(s0, STATE_HEAD, "state header (kind, step, state_n)");
-        const uint64_t sn = fsgd_le_get64(p + s0 + 12), limit = *dim + (*has_bias ? 1 : 0);
-        if (sn > limit)
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state_n %llu at byte %llu exceeds the %llu keys", name,
-                                (unsigned long long)sn, (unsigned long long)s0 + 12, (unsigned long long)limit);
-        const uint64_t e0 = s0 + STATE_HEAD, send = e0 + sn * STATE_ENTRY; /* sn <= 2^32 + 1: no overflow */
-        if ((uint64_t)len < send) {
-            uint64_t i = ((uint64_t)len - e0) / STATE_ENTRY;
-            NEED(e0 + i * STATE_ENTRY, STATE_ENTRY, "state entry %llu of %llu", (unsigned long long)i,
-                 (unsigned long long)sn);
-        }
-        NEED(send, 4, "state_crc after %llu state entries", (unsigned long long)sn);
-        uint32_t scrc = fsgd_le_get32(p + send), scalc = fsgd_crc32c(0, p + s0, (size_t)(send - s0));
-        if (scrc != scalc)
-            return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
-                                "%s: state checksum mismatch at byte %llu (stored 0x%08x, computed 0x%08x)", name,
-                                (unsigned long long)send, scrc, scalc);
-        int sk = p[s0];
-        if (sk < FSGD_MODEL_STATE_ADAM || sk > FSGD_MODEL_STATE_FTRL)
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
-                                "%s: unknown state kind %d at byte %llu (1 adam, 2 adam with per-key counts, 3 ftrl)",
-                                name, sk, (unsigned long long)s0);
-        if (p[s0 + 1] | p[s0 + 2] | p[s0 + 3])
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: reserved state bytes at byte %llu must be 0", name,
-                                (unsigned long long)s0 + 1);
-        uint64_t step = fsgd_le_get64(p + s0 + 4);
-        if (sk == FSGD_MODEL_STATE_FTRL && step)
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state_step %llu at byte %llu: ftrl state has none", name,
-                                (unsigned long long)step, (unsigned long long)s0 + 4);
-        uint32_t prev = 0;
-        for (uint64_t i = 0; i < sn; i++) {
-            const uint8_t *e = p + e0 + i * STATE_ENTRY;
-            uint32_t key = fsgd_le_get32(e);
-            const char *why = state_entry_problem(sk, step, limit, key, prev, i, fsgd_le_getf32(e + 4),
-                                                  fsgd_le_getf32(e + 8), fsgd_le_get32(e + 12));
-            if (why)
-                return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: state entry %llu (key %u) at byte %llu: %s", name,
-                                    (unsigned long long)i, key, (unsigned long long)(e - p), why);
-            prev = key;
-        }
-        *state_off = s0;
-        tail = send + 4;
-    }
-    if ((uint64_t)len > tail)
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: %llu trailing bytes at byte %llu after %s", name,
-                            (unsigned long long)(len - tail), (unsigned long long)tail,
-                            has_state ? "state_crc" : has_input ? "input_crc" : "body_crc");
+    h->state_off = s0;
+    *tail = send + 4;
+    return FSGD_E_OK;
+}
+
+/* The weights' CRC (bytes 44 to end, where body_crc sits), then each entry:
+ * keys below dim and increasing, values finite and nonzero. */
+static int check_weights(const uint8_t *p, uint64_t end, const char *name, const model_head_t *h, char *err,
+                         size_t errsz)
+{
     uint32_t bcrc = fsgd_le_get32(p + end), bcalc = fsgd_crc32c(0, p + HEADER_BYTES, (size_t)(end - HEADER_BYTES));
     if (bcrc != bcalc)
         return fsgd_err_fmt(err, errsz, FSGD_E_CRC,
@@ -590,14 +608,14 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
                             "44..%llu)",
                             name, (unsigned long long)end, bcrc, bcalc, (unsigned long long)end - 1);
     uint64_t prev = 0;
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t i = 0; i < h->nnz; i++) {
         const uint8_t *e = p + HEADER_BYTES + i * ENTRY_BYTES;
         uint64_t off = (uint64_t)(e - p);
         uint32_t key = fsgd_le_get32(e);
         float v = fsgd_le_getf32(e + 4);
-        if (key >= *dim)
+        if (key >= h->dim)
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: key %u of weight %llu at byte %llu >= dim %llu", name,
-                                key, (unsigned long long)i, (unsigned long long)off, (unsigned long long)*dim);
+                                key, (unsigned long long)i, (unsigned long long)off, (unsigned long long)h->dim);
         if (i > 0 && key <= prev)
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                                 "%s: key %u of weight %llu at byte %llu is not above the previous key %llu", name, key,
@@ -608,10 +626,41 @@ static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t 
                                 v == 0 ? " (zero weights are not stored)" : "");
         prev = key;
     }
+    return FSGD_E_OK;
+}
+
+/* Validates buf completely, section by section in file order (every length
+ * before the checksums after it); fills h. No allocation. */
+static int parse_check(const uint8_t *p, size_t len, const char *name, uint64_t max_dim, model_head_t *h, char *err,
+                       size_t errsz)
+{
+    memset(h, 0, sizeof *h);
+    FSGD_TRY(check_header(p, len, name, h, err, errsz));
+    /* Entries, then body_crc: name the entry where the bytes run out. */
+    const uint64_t n = h->nnz;
+    const uint64_t end = HEADER_BYTES + n * ENTRY_BYTES; /* offset of body_crc; n <= 2^32, no overflow */
+    if ((uint64_t)len < end) {
+        uint64_t i = ((uint64_t)len - HEADER_BYTES) / ENTRY_BYTES;
+        uint64_t in = ((uint64_t)len - HEADER_BYTES) % ENTRY_BYTES;
+        uint64_t at = HEADER_BYTES + i * ENTRY_BYTES + (in < 4 ? 0 : 4);
+        NEED(at, 4, "weight %llu of %llu (%s)", (unsigned long long)i, (unsigned long long)n,
+             in < 4 ? "key" : "value");
+    }
+    NEED(end, 4, "body_crc after %llu weights", (unsigned long long)n);
+    uint64_t tail = end + 4; /* end of the file as far as checked */
+    if (h->has_input)
+        FSGD_TRY(check_input(p, len, name, &tail, h, err, errsz));
+    if (h->has_state)
+        FSGD_TRY(check_state(p, len, name, &tail, h, err, errsz));
+    if ((uint64_t)len > tail)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: %llu trailing bytes at byte %llu after %s", name,
+                            (unsigned long long)(len - tail), (unsigned long long)tail,
+                            h->has_state ? "state_crc" : h->has_input ? "input_crc" : "body_crc");
+    FSGD_TRY(check_weights(p, end, name, h, err, errsz));
     /* Checked last, so a valid file beyond the limit says "too big", not "bad". */
-    if (max_dim && *dim > max_dim)
+    if (max_dim && h->dim > max_dim)
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "%s: dim %llu at byte 16 exceeds the limit %llu", name,
-                            (unsigned long long)*dim, (unsigned long long)max_dim);
+                            (unsigned long long)h->dim, (unsigned long long)max_dim);
     return FSGD_E_OK;
 }
 #undef NEED
@@ -623,18 +672,14 @@ int fsgd_model_load_mem(fsgd_model_t *m, const void *buf, size_t len, const char
     if (!name)
         name = "model";
     const uint8_t *p = buf;
-    int kind = 0, has_bias = 0;
-    uint64_t dim = 0, nnz = 0;
-    float bias = 0, bias_w = 0;
-    char input[FSGD_MODEL_INPUT_MAX];
-    uint64_t state_off;
-    FSGD_TRY(parse_check(p, len, name, max_dim, &kind, &has_bias, &dim, &nnz, &bias, &bias_w, input, &state_off, err,
-                         errsz));
-    int rc = fsgd_model_init(m, (fsgd_loss_kind_t)kind, dim, has_bias, bias);
+    model_head_t h;
+    FSGD_TRY(parse_check(p, len, name, max_dim, &h, err, errsz));
+    const uint64_t dim = h.dim, nnz = h.nnz;
+    int rc = fsgd_model_init(m, (fsgd_loss_kind_t)h.kind, dim, h.has_bias, h.bias);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s: cannot allocate weights for dim %llu", name,
                             (unsigned long long)dim);
-    memcpy(m->input, input, sizeof input);
+    memcpy(m->input, h.input, sizeof h.input);
     /* Weights at this density touch most of the array's 4 KiB pages anyway:
      * huge pages make the load's page faults 512 times fewer (a 2^24-weight
      * model: 16k faults, most of its load; fsgd serve swaps versions under
@@ -646,9 +691,9 @@ int fsgd_model_load_mem(fsgd_model_t *m, const void *buf, size_t len, const char
         const uint8_t *e = p + HEADER_BYTES + i * ENTRY_BYTES;
         m->w[fsgd_le_get32(e)] = fsgd_le_getf32(e + 4);
     }
-    m->w[dim] = has_bias ? bias_w : 0.0f;
-    if (state_off) {
-        const uint8_t *sp = p + state_off;
+    m->w[dim] = h.has_bias ? h.bias_w : 0.0f;
+    if (h.state_off) {
+        const uint8_t *sp = p + h.state_off;
         uint64_t sn = fsgd_le_get64(sp + 12);
         rc = fsgd_model_state_alloc(m, (fsgd_model_state_kind_t)sp[0], sn);
         if (rc < 0) {

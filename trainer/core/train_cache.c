@@ -228,7 +228,8 @@ static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, dou
         fsgd_vw_extra_free(&x);
     } else if (spec) {
         fsgd_delim_stats_t ds = {0};
-        rc = fsgd_delim_load_chunks(job->data, spec, 0, &chunk, 65536, take_chunk, &p, &ds, err, errsz);
+        const fsgd_delim_chunks_t chunks = {65536, take_chunk, &p};
+        rc = fsgd_delim_load_chunks(job->data, spec, 0, &chunk, &chunks, &ds, err, errsz);
         if (ds.cross_entries)
             out->feature_share = (double)ds.feature_entries / (double)(ds.feature_entries + ds.cross_entries);
     } else {

@@ -47,13 +47,6 @@ size_t fsgd_codec_bound(const fsgd_codec_t *c, size_t n);
 int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
                       size_t cap, size_t *out_len, char *err, size_t errsz);
 
-/* fsgd_codec_encode for a codec without error feedback (ef=0, else
- * FSGD_E_ARG), which also fills sent (grown as needed) with exactly what
- * fsgd_codec_decode of the message will produce, bit for bit: a sender that
- * must track its receivers' state needs no decode of its own message. */
-int fsgd_codec_encode_sent(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
-                           size_t cap, size_t *out_len, fsgd_sparse_t *sent, char *err, size_t errsz);
-
 /* A sharded worker splits its gradient by shard, a message a shard. A codec
  * whose choices are relative to the whole gradient takes them from the
  * whole's scale, so that the parts carry the pairs one message of the whole
@@ -106,9 +99,6 @@ void fsgd_codec_reset(fsgd_codec_t *c);
  * Returns 1 when restored, 0 when there is nothing to undo (ef off, no
  * encode since the last undo/reset). */
 int fsgd_codec_undo_last(fsgd_codec_t *c);
-
-/* Wire id of the codec (FORMAT.md), never renumbered. */
-int fsgd_codec_id(const fsgd_codec_t *c);
 
 /* Lists the registered codec names, space separated (static string). */
 const char *fsgd_codec_list(void);

@@ -52,10 +52,6 @@ size_t fsgd_downlink_bound(const fsgd_downlink_t *d, size_t n);
 int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t *keys, size_t n, size_t budget,
                          uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz);
 
-/* What the last encode sent, decoded: the update every worker adds (owned by
- * d, valid until the next encode). */
-const fsgd_sparse_t *fsgd_downlink_last(const fsgd_downlink_t *d);
-
 /* The replica ρ (dim floats, owned by d). */
 const float *fsgd_downlink_replica(const fsgd_downlink_t *d);
 

@@ -6,14 +6,6 @@
 
 #include <stdint.h>
 
-/* The decoded magnitudes of levels 0..n-1 for a message with sum `sum` and
- * base b: f[0] = sum and f[L] is the float nearest sum/b^L, nudged up until
- * f[L]*b > f[L-1] exactly. A value |v| is coded with the smallest L such that
- * f[L] <= |v|, which makes |v|/b < f[L] <= |v| exact in float arithmetic
- * (the paper's L = ceil(log_b(sum/|v|)) without rounding surprises). Pure;
- * encoder and decoder call this same function. */
-void fsgd_fastsgd_levels(float sum, double b, int n, float *f);
-
 /* The paper's 2^l key lengths for a largest delta of M bits:
  * lens[i] = ceil((i+1)*M/2^l), i < 2^l. */
 void fsgd_fastsgd_paper_lengths(int M, int l, uint8_t *lens);

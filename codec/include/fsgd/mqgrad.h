@@ -19,10 +19,6 @@
  * FSGD_MQGRAD_MAX_BITS]. Not thread safe (one instance per stream). */
 int fsgd_mqgrad_set_bits(fsgd_codec_t *c, int bits);
 
-/* The bits of the instance (what the next encode uses); 0 when c is not an
- * mqgrad instance. */
-int fsgd_mqgrad_bits(const fsgd_codec_t *c);
-
 /* The bits stored in an mqgrad message's header, without decoding it (the
  * message is not checked beyond its frame's codec id and length): 0 when msg
  * is not an mqgrad message. */

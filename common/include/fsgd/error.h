@@ -40,9 +40,6 @@ typedef enum fsgd_err { FSGD_ERROR_LIST(FSGD_ERROR_ENUM_) } fsgd_err_t;
  * Returns a static string. Thread safe. */
 const char *fsgd_err_name(int code);
 
-/* One-line description ("parse error"). Static string. Thread safe. */
-const char *fsgd_err_desc(int code);
-
 /* Writes a printf-style detail into err (if err != NULL and errsz > 0) and
  * returns code, so error paths read `return fsgd_err_fmt(err, errsz, ...)`. */
 int fsgd_err_fmt(char *err, size_t errsz, int code, const char *fmt, ...)

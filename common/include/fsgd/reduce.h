@@ -29,7 +29,6 @@ int fsgd_reducer_take(fsgd_reducer_t *r, double scale, fsgd_sparse_t *out);
  * (the optimizer step, fsgd_reducer_take_step in fsgd/adam.h). */
 const uint32_t *fsgd_reducer_sorted_keys(fsgd_reducer_t *r, size_t *n);
 double fsgd_reducer_sum(const fsgd_reducer_t *r, uint32_t key);
-size_t fsgd_reducer_count(const fsgd_reducer_t *r);
 /* The touched keys, sorted, and their sums beside them (owned by r, valid
  * until the next add/take/clear): draining a step in key order without a
  * lookup a key. Returns 0 or FSGD_E_NOMEM. */

@@ -74,9 +74,6 @@ int fsgd_delim_spec_parse(const char *text, fsgd_delim_spec_t *spec, char *err, 
  * FSGD_E_RANGE when cap is too small. */
 int fsgd_delim_spec_format(const fsgd_delim_spec_t *spec, char *out, size_t cap);
 
-/* The column (< 2^bits) that column number col with value text[0..len) hashes to. */
-uint32_t fsgd_delim_hash(const fsgd_delim_spec_t *spec, size_t col, const char *text, size_t len);
-
 typedef struct fsgd_delim_stats {
     uint64_t lines, rows;
     uint64_t slots_used;      /* distinct hash columns that got a feature (counted when counting) */
@@ -92,27 +89,28 @@ typedef struct fsgd_delim_stats {
 int fsgd_delim_load(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
                     fsgd_delim_stats_t *stats, char *err, size_t errsz);
 
-/* Parses the lines of buf[0..len) (a header line first when spec says so)
- * and appends the rows to out; src names the origin in errors. Returns the
- * rows appended or a negative error ("src:line:col: ..."). */
-long fsgd_delim_parse(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src, fsgd_csr_t *out,
-                      char *err, size_t errsz);
-
 /* fsgd_delim_parse for rows without a header (a Kafka message value): every
  * line of buf is a row, whatever spec->header says; lines are numbered from
  * first_line in errors ("src:first_line:col: ..."). */
 long fsgd_delim_parse_rows(const char *buf, size_t len, const fsgd_delim_spec_t *spec, const char *src,
                            uint64_t first_line, fsgd_csr_t *out, char *err, size_t errsz);
 
-/* Called with every chunk_rows rows (fewer at the end); the rows are cleared
+/* Called with every chunks->rows rows (fewer at the end); the rows are cleared
  * after it returns. A negative return stops reading with that error. */
 typedef int (*fsgd_delim_chunk_fn)(void *ctx, const fsgd_csr_t *rows, char *err, size_t errsz);
 
-/* fsgd_delim_load handing the rows to fn in chunks instead of keeping them
- * (fn NULL: keep them all, as fsgd_delim_load), so a file larger than memory
- * can be read: out is the chunk buffer. */
+/* Where fsgd_delim_load_chunks hands its rows: fn(ctx, ...) with every
+ * rows rows. */
+typedef struct fsgd_delim_chunks {
+    size_t rows;
+    fsgd_delim_chunk_fn fn;
+    void *ctx;
+} fsgd_delim_chunks_t;
+
+/* fsgd_delim_load handing the rows to chunks->fn in chunks instead of
+ * keeping them (chunks NULL: keep them all, as fsgd_delim_load), so a file
+ * larger than memory can be read: out is the chunk buffer. */
 int fsgd_delim_load_chunks(const char *path, const fsgd_delim_spec_t *spec, int count_collisions, fsgd_csr_t *out,
-                           size_t chunk_rows, fsgd_delim_chunk_fn fn, void *ctx, fsgd_delim_stats_t *stats, char *err,
-                           size_t errsz);
+                           const fsgd_delim_chunks_t *chunks, fsgd_delim_stats_t *stats, char *err, size_t errsz);
 
 #endif

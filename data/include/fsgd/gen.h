@@ -69,9 +69,6 @@ int fsgd_gen_write(fsgd_gen_t *g, FILE *out, uint64_t rows, fsgd_gen_progress_fn
  * the floats round-trip). fsgd_libsvm_load reads it back. Returns 0 or FSGD_E_IO. */
 int fsgd_gen_write_weights(const fsgd_gen_t *g, FILE *out, char *err, size_t errsz);
 
-/* The weight of 0-based feature col (0 for most features). */
-float fsgd_gen_weight(const fsgd_gen_t *g, uint32_t col);
-
 /* The 0-based id of the feature with popularity rank (0 = most popular). */
 uint32_t fsgd_gen_feature(const fsgd_gen_t *g, uint64_t rank);
 

@@ -50,11 +50,9 @@ typedef struct fsgd_rowcache_info {
     const char *meta; /* NUL-terminated copy of the metadata, owned by the reader */
 } fsgd_rowcache_info_t;
 
-/* Creates (truncates) path. NULL with err set on failure. */
-fsgd_rowcache_writer_t *fsgd_rowcache_create(const char *path, char *err, size_t errsz);
-
-/* The same over an open, empty, seekable stream that the caller owns (and
- * closes after fsgd_rowcache_close); name is for messages. */
+/* Creates a cache in an open, empty, seekable stream that the caller owns
+ * (and closes after fsgd_rowcache_close); name is for messages. NULL with
+ * err set on failure. */
 fsgd_rowcache_writer_t *fsgd_rowcache_create_stream(FILE *f, const char *name, char *err, size_t errsz);
 
 /* Appends every row of m (a binary batch too, fsgd/csr.h) to the train section.

@@ -126,9 +126,6 @@ int fsgd_sworker_encode(fsgd_sworker_t *w, const uint32_t *keys, const float *va
 double fsgd_sworker_whole_scale(fsgd_sworker_t *w, const float *whole, size_t n);
 void fsgd_sworker_set_whole(fsgd_sworker_t *w, double scale);
 
-/* Statistics of the last encode (fsgd/codec.h). */
-void fsgd_sworker_last_stats(const fsgd_sworker_t *w, fsgd_codec_stats_t *st);
-
 /* The step this worker sent a message for is closed. applied: whether the
  * aggregator applied that message (the model message's applied list);
  * section/len: the feedback section of that model message (len 0: none).
@@ -142,9 +139,6 @@ int fsgd_sworker_after_step(fsgd_sworker_t *w, int applied, const uint8_t *secti
 /* The model was replaced by a snapshot of another aggregator generation:
  * forget all error-feedback state. Returns 1 when state was discarded. */
 int fsgd_sworker_reset(fsgd_sworker_t *w);
-
-/* Entries held in error-feedback state (residual), for metrics. */
-size_t fsgd_sworker_residual_entries(const fsgd_sworker_t *w);
 
 /* The downlink as a worker reads it. These need no instance: the message
  * names its codec (codec/FORMAT.md), so anything holding a replica of the

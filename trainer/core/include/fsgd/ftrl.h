@@ -52,9 +52,6 @@ int fsgd_ftrl_init(fsgd_ftrl_t *f, uint64_t dim, const fsgd_ftrl_params_t *p);
  * carries them as it carries m and v. Returns 0 or FSGD_E_ARG. */
 int fsgd_ftrl_init_over(fsgd_ftrl_t *f, uint64_t dim, const fsgd_ftrl_params_t *p, float *z, float *n);
 
-/* w_k from z_k and n_k (the closed form above). */
-float fsgd_ftrl_weight(const fsgd_ftrl_params_t *p, float z, float n);
-
 /* One step: for each of the n keys (strictly increasing, < dim) with
  * gradient grad[i], updates z, n and w[key] (w holds the weights, dim
  * entries). Thread safe on disjoint key ranges. */

@@ -145,20 +145,12 @@ int fsgd_job_set(fsgd_job_t *job, const char *key, const char *value, char *err,
  * error. Errors name path:line:column and the key. */
 int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errsz);
 
-/* The same over len bytes of YAML text in memory; name stands for the path
- * in error messages. */
-int fsgd_job_load_yaml_text(fsgd_job_t *job, const char *name, const char *text, size_t len, char *err,
-                            size_t errsz);
-
 /* Parses command-line flags: "--key value" or "--key=value" for every field
  * (dashes and underscores interchangeable), "--set key=value", "--job FILE"
  * or a positional .yaml or .yml file (loaded first, flags override). A positional
  * non-YAML argument is taken as --data. Returns 0, 1 when --help was given
  * (usage printed by the caller), or an error naming the flag. */
 int fsgd_job_parse_args(fsgd_job_t *job, int argc, char **argv, char *err, size_t errsz);
-
-/* Writes a help text listing every key with its default and meaning. */
-void fsgd_job_print_help(const char *usage_line, void *file /* FILE* */);
 
 /* The help text with the given defaults (fsgd_job_train_defaults for fsgd train). */
 void fsgd_job_print_help_with(const char *usage_line, const fsgd_job_t *defaults, void *file /* FILE* */);

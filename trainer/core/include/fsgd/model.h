@@ -49,10 +49,6 @@ typedef struct fsgd_model {
     fsgd_model_state_t state;
 } fsgd_model_t;
 
-/* sizeof(fsgd_model_t): a binding that mirrors the struct (python/fsgd)
- * checks its layout against it. */
-size_t fsgd_model_struct_size(void);
-
 /* Allocates a zero model (dim + 1 weights). Returns 0, FSGD_E_RANGE (dim > 2^32)
  * or FSGD_E_NOMEM. */
 int fsgd_model_init(fsgd_model_t *m, fsgd_loss_kind_t kind, uint64_t dim, int has_bias, float bias);
