@@ -43,6 +43,35 @@ static const char usage[] = "usage: fsgd worker [JOB.yaml] --brokers HOST:PORT [
                             "Worker-only options:\n"
                             "  --id N               this worker's id (default: random)\n" DCLI_METRICS_HELP;
 
+/* The worker's closing line on stderr. */
+static void print_done(const char *id, const fsgd_worker_stats_t *s)
+{
+    /* what a healthy run needs said; the rarer counters only when not 0
+     * (the line was ~340 characters a worker: issue 40 item 9); the
+     * metrics JSON and /metrics have every figure */
+    char extra[256] = "";
+    size_t n = 0;
+    if (s->replayed)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ", %llu replayed messages",
+                              (unsigned long long)s->replayed);
+    if (s->resyncs && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ", resyncs %llu", (unsigned long long)s->resyncs);
+    if ((s->ef_undone || s->ef_discarded) && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ", residual restored %llu / discarded %llu",
+                              (unsigned long long)s->ef_undone, (unsigned long long)s->ef_discarded);
+    if (s->prefetched && n < sizeof extra)
+        snprintf(extra + n, sizeof extra - n, ", partitions read ahead %llu", (unsigned long long)s->prefetched);
+    fprintf(stderr,
+            "fsgd: worker%s%s done: %llu steps, %llu rows, up %llu B, down %llu B, wait %.2f s, dropped %llu "
+            "duplicate, %llu corrupt and %llu unauthenticated model/ctl messages%s, replica mismatches %llu, "
+            "model hop p50 %.2f ms\n",
+            id ? " " : "", id ? id : "", (unsigned long long)s->steps_sent, (unsigned long long)s->rows,
+            (unsigned long long)s->bytes_up, (unsigned long long)s->bytes_down, s->t_wait,
+            (unsigned long long)s->duplicates, (unsigned long long)s->corrupt,
+            (unsigned long long)s->unauthenticated, extra, (unsigned long long)s->replica_mismatch,
+            s->hop_model_ms_p50);
+}
+
 int fsgd_cmd_worker(int argc, char **argv)
 {
     const char *id = dcli_take(&argc, argv, "--id", 1, NULL, NULL);
@@ -117,32 +146,8 @@ int fsgd_cmd_worker(int argc, char **argv)
         fsgd_cli_error("worker: %s", err);
         return fsgd_cli_status(rc);
     }
-    if (!job.quiet) {
-        /* what a healthy run needs said; the rarer counters only when not 0
-         * (the line was ~340 characters a worker: issue 40 item 9); the
-         * metrics JSON and /metrics have every figure */
-        char extra[256] = "";
-        size_t n = 0;
-        if (st.replayed)
-            n += (size_t)snprintf(extra + n, sizeof extra - n, ", %llu replayed messages",
-                                  (unsigned long long)st.replayed);
-        if (st.resyncs && n < sizeof extra)
-            n += (size_t)snprintf(extra + n, sizeof extra - n, ", resyncs %llu", (unsigned long long)st.resyncs);
-        if ((st.ef_undone || st.ef_discarded) && n < sizeof extra)
-            n += (size_t)snprintf(extra + n, sizeof extra - n, ", residual restored %llu / discarded %llu",
-                                  (unsigned long long)st.ef_undone, (unsigned long long)st.ef_discarded);
-        if (st.prefetched && n < sizeof extra)
-            snprintf(extra + n, sizeof extra - n, ", partitions read ahead %llu", (unsigned long long)st.prefetched);
-        fprintf(stderr,
-                "fsgd: worker%s%s done: %llu steps, %llu rows, up %llu B, down %llu B, wait %.2f s, dropped %llu "
-                "duplicate, %llu corrupt and %llu unauthenticated model/ctl messages%s, replica mismatches %llu, "
-                "model hop p50 %.2f ms\n",
-                id ? " " : "", id ? id : "", (unsigned long long)st.steps_sent, (unsigned long long)st.rows,
-                (unsigned long long)st.bytes_up, (unsigned long long)st.bytes_down, st.t_wait,
-                (unsigned long long)st.duplicates, (unsigned long long)st.corrupt,
-                (unsigned long long)st.unauthenticated, extra, (unsigned long long)st.replica_mismatch,
-                st.hop_model_ms_p50);
-    }
+    if (!job.quiet)
+        print_done(id, &st);
     /* stopped by a signal, even cleanly: 128 + it, as fsgd run documents */
     return stop_flag ? 128 + stop_flag : 0;
 }

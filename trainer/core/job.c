@@ -345,6 +345,20 @@ static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char 
     return FSGD_E_OK;
 }
 
+static int parse_replica(const char *key, const char *value, fsgd_job_replica_t *dst, char *err, size_t errsz)
+{
+    if (!strcmp(value, "full"))
+        *dst = FSGD_REPLICA_FULL;
+    else if (!strcmp(value, "working_set") || !strcmp(value, "working-set"))
+        *dst = FSGD_REPLICA_WORKING_SET;
+    else if (!strcmp(value, "auto"))
+        *dst = FSGD_REPLICA_AUTO;
+    else
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected auto, full or working_set, got '%s'", key,
+                            value);
+    return FSGD_E_OK;
+}
+
 fsgd_job_replica_t fsgd_job_replica(const fsgd_job_t *job)
 {
     if (job->replica != FSGD_REPLICA_AUTO)
@@ -423,18 +437,8 @@ static int set_value(fsgd_job_t *job, const field_t *f, const char *value, char 
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected adam or ftrl, got '%s'", f->key, value);
         return FSGD_E_OK;
     }
-    case F_REPLICA: {
-        if (!strcmp(value, "full"))
-            *(fsgd_job_replica_t *)dst = FSGD_REPLICA_FULL;
-        else if (!strcmp(value, "working_set") || !strcmp(value, "working-set"))
-            *(fsgd_job_replica_t *)dst = FSGD_REPLICA_WORKING_SET;
-        else if (!strcmp(value, "auto"))
-            *(fsgd_job_replica_t *)dst = FSGD_REPLICA_AUTO;
-        else
-            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected auto, full or working_set, got '%s'",
-                                f->key, value);
-        return FSGD_E_OK;
-    }
+    case F_REPLICA:
+        return parse_replica(f->key, value, (fsgd_job_replica_t *)dst, err, errsz);
     case F_DOUBLE:
     case F_INT:
     case F_U64: {
