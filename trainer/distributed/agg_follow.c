@@ -53,6 +53,7 @@ struct agg_follow {
     double *win_m, *win_y; /* the newest FOLLOW_PV_WINDOW scored rows: margin, label */
     size_t win_n, win_i;
     uint64_t dim_skipped; /* skip_bad: messages with a feature past the model's dim, read as empty */
+    double last_idle_said;  /* when aggregator_waiting last went out on NAME.ctl */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -244,6 +245,23 @@ static int refill(agg_t *a, int idle)
     return moved;
 }
 
+/* Why: a follow job with no new rows holds its step open, and its workers,
+ * hearing nothing on NAME.model, gave up after 60 step timeouts (10 min by
+ * default: a quiet night ended a stream's job). Once a step timeout, the
+ * held step is said on NAME.ctl, which the workers take as a sign of life. */
+static void say_idle(agg_t *a)
+{
+    struct agg_follow *f = a->follow;
+    double now = agg_now(), every = a->job->step_timeout_ms / 1000.0;
+    if (now - f->last_idle_said < (every < 1 ? 1 : every))
+        return;
+    f->last_idle_said = now;
+    agg_ctl_begin(a, "aggregator_waiting");
+    fsgd_cj_u64(&a->cj, "step", a->step);
+    fsgd_cj_u64(&a->cj, "gen", a->gen);
+    agg_ctl_emit(a, "aggregator_waiting");
+}
+
 int agg_follow_hold(agg_t *a)
 {
     if (stop_requested || a->open.rows_step > 0)
@@ -254,6 +272,8 @@ int agg_follow_hold(agg_t *a)
     if (agg_follow_version_due(a))
         return 0; /* the empty step carries the version out */
     int moved = refill(a, 1);
+    if (moved == 0)
+        say_idle(a);
     return moved < 0 ? moved : moved == 0;
 }
 

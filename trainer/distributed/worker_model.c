@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fsgd/auth.h"
+#include "fsgd/clock.h"
 #include "worker_internal.h"
 
 /* Why: a snapshot of another shape than the one this worker holds is not
@@ -128,6 +129,10 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
                             "without its key (--job-key-file): it cannot read the model; leaving the group",
                             w->tctl, (long long)m->offset);
     double step = 0;
+    if (j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "aggregator_waiting")) {
+        w->model_seen = fsgd_clock_s(); /* a follow job without rows: its aggregator is there */
+        return 0;
+    }
     if (j && !w->valid && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "data_summary")) {
         w->prefetch_due = w->prefetch_on; /* the topic is complete: read it to the end */
         return 0;
