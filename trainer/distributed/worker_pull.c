@@ -76,8 +76,6 @@ static inline uint32_t slot_of(uint32_t key, unsigned bits)
     return (uint32_t)(key * 2654435769u) >> (32 - bits);
 }
 
-#define SLOT_EMPTY UINT64_MAX
-
 /* The batch's columns become local ones, each its key's index in the
  * plan's keys: θ then holds the step's values only, and as the keys are
  * increasing, so is the gradient's local order (worker_send_step maps it
@@ -95,19 +93,20 @@ static int remap_columns(worker_t *w, plan_t *pl)
         pl->slots = t;
         pl->cap_slots = size;
     }
-    memset(pl->slots, 0xFF, size * sizeof *pl->slots);
+    /* a slot: key << 32 | (index + 1); 0 is empty (any key may be used) */
+    memset(pl->slots, 0, size * sizeof *pl->slots);
     for (size_t i = 0; i < pl->n; i++) {
         size_t h = slot_of(pl->keys[i], bits);
-        while (pl->slots[h] != SLOT_EMPTY)
+        while (pl->slots[h])
             h = (h + 1) & mask;
-        pl->slots[h] = (uint64_t)pl->keys[i] << 32 | (uint32_t)i;
+        pl->slots[h] = (uint64_t)pl->keys[i] << 32 | (uint32_t)(i + 1);
     }
     fsgd_csr_t *b = &pl->batch;
     for (size_t j = 0; j < b->nnz; j++) {
         size_t h = slot_of(b->col[j], bits);
-        while ((uint32_t)(pl->slots[h] >> 32) != b->col[j]) /* every column is there */
+        while (!pl->slots[h] || (uint32_t)(pl->slots[h] >> 32) != b->col[j]) /* every column is there */
             h = (h + 1) & mask;
-        b->col[j] = (uint32_t)pl->slots[h];
+        b->col[j] = (uint32_t)pl->slots[h] - 1;
     }
     b->max_col = pl->n;
     return 0;
