@@ -120,6 +120,20 @@ static void on_progress(void *ctx, uint64_t rows, uint64_t bytes)
 }
 
 /* fsgd gen --format criteo: the rows to out_path (or stdout), written atomically. */
+
+/* The rows written: the file committed (or, after an error, removed), or
+ * stdout flushed. Returns rc, or the error of that last step. */
+static int close_output(int rc, int to_file, fsgd_outfile_t *oo, char *err, size_t errsz)
+{
+    if (rc == 0 && to_file)
+        return fsgd_outfile_commit(oo, err, errsz);
+    if (to_file)
+        fsgd_outfile_abort(oo);
+    else if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+        return fsgd_err_fmt(err, errsz, FSGD_E_IO, "write error: %s", strerror(errno));
+    return rc;
+}
+
 static int write_criteo(const fsgd_gen_criteo_opts_t *co, const char *out_path, uint64_t rows, int quiet)
 {
     char err[FSGD_OUTFILE_PATH_MAX + 256];
@@ -141,12 +155,7 @@ static int write_criteo(const fsgd_gen_criteo_opts_t *co, const char *out_path, 
     progress_t p = {rows, fsgd_clock_s(), 0, isatty(2), 0};
     p.last = p.t0;
     rc = fsgd_gen_criteo_write(co, out, rows, quiet ? NULL : on_progress, &p, err, sizeof err);
-    if (rc == 0 && to_file)
-        rc = fsgd_outfile_commit(&oo, err, sizeof err);
-    else if (to_file)
-        fsgd_outfile_abort(&oo);
-    else if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
-        rc = fsgd_err_fmt(err, sizeof err, FSGD_E_IO, "write error: %s", strerror(errno));
+    rc = close_output(rc, to_file, &oo, err, sizeof err);
     if (rc) {
         fsgd_cli_error("gen: %s: %s", to_file ? out_path : "stdout", err);
         return rc == FSGD_E_ARG ? FSGD_EXIT_USAGE : fsgd_cli_status(rc);
@@ -339,12 +348,7 @@ static int write_rows(fsgd_gen_t *g, const gen_args_t *a)
     progress_t p = {a->rows, fsgd_clock_s(), 0, isatty(2), 0};
     p.last = p.t0;
     int rc = fsgd_gen_write(g, out, a->rows, a->quiet ? NULL : on_progress, &p, err, sizeof err);
-    if (rc == 0 && to_file)
-        rc = fsgd_outfile_commit(&oo, err, sizeof err);
-    else if (to_file)
-        fsgd_outfile_abort(&oo);
-    else if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
-        rc = fsgd_err_fmt(err, sizeof err, FSGD_E_IO, "write error: %s", strerror(errno));
+    rc = close_output(rc, to_file, &oo, err, sizeof err);
     if (rc) {
         fsgd_cli_error("gen: %s: %s", to_file ? out_path : "stdout", err);
         return fsgd_cli_status(rc);
