@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fsgd_model_t m;
     uint64_t step = 0;
     char err[512] = "";
-    int rc = fsgd_model_assemble_stream(p, len, require_final, &m, &step, err, sizeof err);
+    int rc = fsgd_model_assemble_stream(p, len, NULL, require_final, &m, &step, err, sizeof err);
     if (rc < 0) {
         if (m.w || !err[0] || !memchr(err, '\0', sizeof err))
             abort();

@@ -76,7 +76,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     uint8_t k[FSGD_AUTH_KEY_BYTES];
     key_of(k, 1);
-    fsgd_auth_set_key(k);
+    fsgd_auth_t *auth = fsgd_auth_new(k, NULL);
+    if (!auth)
+        abort();
     uint8_t *buf = malloc(len + 1);
     uint8_t *again = malloc(len + FSGD_KFRAME_OVERHEAD + FSGD_KFRAME_TAG + 1);
     if (!buf || !again)
@@ -87,12 +89,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fsgd_le_put32(buf + 32, (uint32_t)body);
         fsgd_le_put16(buf + 6, (uint16_t)(fsgd_le_get16(buf + 6) | FSGD_KFLAG_AUTH));
         fsgd_le_put32(buf + FSGD_KFRAME_HEADER + body, fsgd_crc32c(0, buf, FSGD_KFRAME_HEADER + body));
-        fsgd_auth_tag(buf + FSGD_KFRAME_OVERHEAD + body, FSGD_AUTH_FRAME, buf, FSGD_KFRAME_OVERHEAD + body, NULL, 0);
+        fsgd_auth_tag(auth, buf + FSGD_KFRAME_OVERHEAD + body, FSGD_AUTH_FRAME, buf, FSGD_KFRAME_OVERHEAD + body, NULL,
+                      0);
     }
     fsgd_kframe_t f;
     size_t used = 0;
     char err[256] = "";
-    int rc = fsgd_kframe_parse(buf, len, &f, &used, err, sizeof err);
+    int rc = fsgd_kframe_parse(buf, len, &f, &used, auth, err, sizeof err);
     if (rc == 0) {
         if (!(f.flags & FSGD_KFLAG_AUTH) || used > len ||
             used != FSGD_KFRAME_OVERHEAD + FSGD_KFRAME_TAG + (size_t)f.body_len)
@@ -100,8 +103,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* written again: the same bytes but the tag, whose nonce is fresh,
          * and that tag verifies too */
         fsgd_kframe_t g;
-        if (fsgd_kframe_write(again, &f) != used || memcmp(again, buf, used - FSGD_KFRAME_TAG) != 0 ||
-            fsgd_kframe_parse(again, used, &g, NULL, err, sizeof err) != 0)
+        if (fsgd_kframe_write(again, &f, auth) != used || memcmp(again, buf, used - FSGD_KFRAME_TAG) != 0 ||
+            fsgd_kframe_parse(again, used, &g, NULL, auth, err, sizeof err) != 0)
             abort();
         uint8_t nonce[FSGD_REPLAY_NONCE_BYTES], next[FSGD_REPLAY_NONCE_BYTES];
         if (fsgd_replay_frame_nonce(buf, len, nonce) != 1 ||
@@ -124,16 +127,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         uint8_t other[FSGD_AUTH_KEY_BYTES];
         key_of(other, 2);
-        fsgd_auth_set_key(other);
-        if (fsgd_kframe_parse(buf, len, &f, NULL, err, sizeof err) != FSGD_E_AUTH)
+        fsgd_auth_t *wrong = fsgd_auth_new(other, NULL);
+        if (!wrong || fsgd_kframe_parse(buf, len, &f, NULL, wrong, err, sizeof err) != FSGD_E_AUTH)
             abort();
-        fsgd_auth_set_key(NULL);
-        if (fsgd_kframe_parse(buf, len, &f, NULL, err, sizeof err) != FSGD_E_AUTH)
+        fsgd_auth_destroy(wrong);
+        if (fsgd_kframe_parse(buf, len, &f, NULL, NULL, err, sizeof err) != FSGD_E_AUTH)
             abort();
     } else if (rc > 0 || !memchr(err, '\0', sizeof err)) {
         abort();
     }
-    fsgd_auth_set_key(NULL);
+    fsgd_auth_destroy(auth);
     free(buf);
     free(again);
     return 0;

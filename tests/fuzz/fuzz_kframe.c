@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fsgd_kframe_t f;
         size_t used = 0;
         err[0] = '\0';
-        int rc = fsgd_kframe_parse(p, len, &f, &used, err, sizeof err);
+        int rc = fsgd_kframe_parse(p, len, &f, &used, NULL, err, sizeof err);
         if (rc < 0) {
             if (rc != FSGD_E_FORMAT && rc != FSGD_E_TRUNCATED && rc != FSGD_E_CRC && rc != FSGD_E_VERSION)
                 abort();
@@ -103,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (f.flags & ~(FSGD_KFLAG_FINAL | FSGD_KFLAG_SECTION)) || f.nchunks == 0 ||
             f.nchunks > FSGD_KBUS_MAX_CHUNKS || f.chunk >= f.nchunks)
             abort();
-        if (fsgd_kframe_write(scratch, &f) != used || memcmp(scratch, p, used) != 0)
+        if (fsgd_kframe_write(scratch, &f, NULL) != used || memcmp(scratch, p, used) != 0)
             abort();
 
         /* what the reassembler must answer */

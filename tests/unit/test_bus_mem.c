@@ -82,7 +82,7 @@ static int collect(void *ctx, int32_t partition, int64_t offset, const void *val
 {
     fsgd_kasm_t *as = ctx;
     fsgd_kframe_t f;
-    if (fsgd_kframe_parse(val, len, &f, NULL, err, errsz) < 0)
+    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, err, errsz) < 0)
         return -1;
     const uint8_t *body;
     size_t n;

@@ -87,8 +87,9 @@ static void test_parse(void)
 static void send_event(fsgd_bus_client_t *p, const char *event, const char *json, int tag)
 {
     char mac[FSGD_AUTH_TAG_HEX + 1] = "";
-    if (tag && fsgd_auth_enabled())
-        fsgd_auth_tag_hex(mac, FSGD_AUTH_CTL, event, strlen(event) + 1, json, strlen(json));
+    fsgd_auth_t *auth = fsgd_bus_client_auth(p);
+    if (tag && fsgd_auth_enabled(auth))
+        fsgd_auth_tag_hex(auth, mac, FSGD_AUTH_CTL, event, strlen(event) + 1, json, strlen(json));
     CU_ASSERT_EQUAL(fsgd_bus_produce(p, "j.ctl", 0, event, json, strlen(json), "j", "ctl", mac[0] ? mac : NULL,
                                      NULL, 0),
                     0);
@@ -149,7 +150,9 @@ static void test_reader(void)
     /* with the job key: an event without its tag is skipped */
     uint8_t key[FSGD_AUTH_KEY_BYTES];
     memset(key, 7, sizeof key);
-    CU_ASSERT_EQUAL_FATAL(fsgd_auth_set_key(key), 0);
+    fsgd_auth_t *auth = fsgd_auth_new(key, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(auth);
+    fsgd_bus_set_auth(bus, auth); /* the reader's and the writer's bus */
     send_event(p, "model_version",
          "{\"event\": \"model_version\", \"job\": \"j\", \"gen\": 2, \"step\": 50, \"rows\": 1, \"test_rows\": 1, "
          "\"test_auc\": 1}",
@@ -158,11 +161,11 @@ static void test_reader(void)
     CU_ASSERT_EQUAL(fsgd_ctl_versions_poll(r, 2000, err, sizeof err), 1);
     CU_ASSERT_EQUAL(fsgd_ctl_versions_at(r, 50, &v), 0);
     CU_ASSERT(fsgd_ctl_versions_newest(r, &v) && v.step == 60);
-    fsgd_auth_set_key(NULL);
 
     fsgd_ctl_versions_free(r);
     fsgd_bus_client_destroy(p);
     fsgd_bus_destroy(bus);
+    fsgd_auth_destroy(auth);
 }
 
 /* A follow job's reader keeps the newest FSGD_CTL_VERSIONS_MAX steps. */

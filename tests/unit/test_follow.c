@@ -42,7 +42,8 @@ typedef struct run {
     fsgd_agg_stats_t ast;
     int arc;
     char aerr[512];
-    volatile int stop[WORKERS];
+    volatile sig_atomic_t stop[WORKERS];
+    volatile sig_atomic_t agg_stop; /* SIGTERM to the aggregator */
     fsgd_worker_stats_t wst[WORKERS];
     int wrc[WORKERS], idx[WORKERS];
     char werr[WORKERS][512];
@@ -103,8 +104,8 @@ static void on_step(void *ctx, const fsgd_agg_stats_t *s, const fsgd_sagg_t *str
 static void *agg_main(void *arg)
 {
     run_t *r = arg;
-    r->arc = fsgd_aggregator_run_bus(r->bus, &r->job, WORKERS, &r->ast, NULL, on_step, on_log, r, r->aerr,
-                                     sizeof r->aerr);
+    fsgd_role_env_t env = {.bus = r->bus, .stop = &r->agg_stop, .log = on_log, .ctx = r};
+    r->arc = fsgd_aggregator_run(&env, &r->job, WORKERS, &r->ast, NULL, on_step, r->aerr, sizeof r->aerr);
     return NULL;
 }
 
@@ -112,8 +113,8 @@ static void *worker_main(void *arg)
 {
     int i = *(int *)arg;
     run_t *r = cur;
-    r->wrc[i] = fsgd_worker_run_bus(r->view[i], &r->job, (uint32_t)(i + 1), &r->stop[i], &r->wst[i], NULL, on_log,
-                                    (void *)(i ? "w2" : "w1"), r->werr[i], sizeof r->werr[i]);
+    fsgd_role_env_t env = {.bus = r->view[i], .stop = &r->stop[i], .log = on_log, .ctx = (void *)(i ? "w2" : "w1")};
+    r->wrc[i] = fsgd_worker_run(&env, &r->job, (uint32_t)(i + 1), &r->wst[i], NULL, r->werr[i], sizeof r->werr[i]);
     return NULL;
 }
 
@@ -153,7 +154,7 @@ static void start(run_t *r)
 /* Stops the aggregator as SIGTERM does; its job_end ends the workers. */
 static void stop_and_join(run_t *r)
 {
-    fsgd_agg_follow_stop();
+    r->agg_stop = 1;
     pthread_join(r->agg_t, NULL);
     if (r->arc)
         fprintf(stderr, "\n  aggregator: %s\n", r->aerr);
@@ -216,7 +217,8 @@ static int produce_chunk(fsgd_bus_t *bus, const fsgd_job_t *job, int c)
         return -1;
     fsgd_produce_stats_t st;
     char err[256];
-    int rc = fsgd_produce_file_bus(bus, job, path, PARTS, &st, NULL, NULL, err, sizeof err);
+    fsgd_role_env_t env = {.bus = bus};
+    int rc = fsgd_produce_file(&env, job, path, PARTS, &st, NULL, err, sizeof err);
     if (rc)
         fprintf(stderr, "\n  produce: %s\n", err);
     CU_ASSERT_EQUAL(st.rows, CHUNK_ROWS);
@@ -264,7 +266,7 @@ static void test_follow_stream(void)
     fsgd_model_t topic = {0};
     uint64_t step = 0;
     char err[512];
-    CU_ASSERT_EQUAL(fsgd_model_assemble_topic_bus(bus, r.job.name, 0, &topic, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_assemble_topic(bus, r.job.name, 0, &topic, &step, err, sizeof err), 0);
     CU_ASSERT_TRUE(step > 0);
     stop_and_join(&r);
     CU_ASSERT_EQUAL(r.arc, 0);
@@ -295,7 +297,7 @@ static void test_follow_stream(void)
     fsgd_model_t saved = {0};
     CU_ASSERT_EQUAL(fsgd_model_load(&saved, r.job.out, err, sizeof err), 0);
     fsgd_model_t newest = {0};
-    CU_ASSERT_EQUAL(fsgd_model_assemble_topic_bus(bus, r.job.name, 0, &newest, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_assemble_topic(bus, r.job.name, 0, &newest, &step, err, sizeof err), 0);
     CU_ASSERT_TRUE(saved.w && newest.w && saved.dim == newest.dim &&
                    !memcmp(saved.w, newest.w, (saved.dim + 1) * sizeof *saved.w));
     /* the reader that read on has the same model, bit for bit, at the same step */
@@ -392,7 +394,8 @@ static void test_follow_ckpt_mode(void)
     fsgd_job_t job = r.job;
     job.follow = 0;
     char err[512];
-    int rc = fsgd_aggregator_run_bus(bus, &job, 1, &st, NULL, NULL, on_log, (void *)"agg", err, sizeof err);
+    fsgd_role_env_t env = {.bus = bus, .log = on_log, .ctx = (void *)"agg"};
+    int rc = fsgd_aggregator_run(&env, &job, 1, &st, NULL, NULL, err, sizeof err);
     CU_ASSERT_EQUAL(rc, FSGD_E_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "follow"));
     fsgd_agg_stats_free(&st);

@@ -14,6 +14,7 @@
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
+#include "kbus_raw.h"
 #include "fsgd/keys.h"
 #include "fsgd/le.h"
 #include "fsgd/shard.h"
@@ -28,7 +29,7 @@ static size_t make_frame(uint8_t *out, uint8_t kind, uint32_t sender, uint64_t s
 {
     fsgd_kframe_t f = {.kind = kind, .gen = 7, .sender = sender, .step = step, .chunk = chunk, .nchunks = n,
                        .body = body, .body_len = len};
-    return fsgd_kframe_write(out, &f);
+    return fsgd_kframe_write(out, &f, NULL);
 }
 
 static void test_frame_roundtrip(void)
@@ -41,7 +42,7 @@ static void test_frame_roundtrip(void)
     fsgd_kframe_t f;
     size_t used = 0;
     char err[256];
-    CU_ASSERT_EQUAL(fsgd_kframe_parse(buf, n, &f, &used, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(buf, n, &f, &used, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(used, n);
     CU_ASSERT_EQUAL(f.sender, 3);
     CU_ASSERT_EQUAL(f.step, 42);
@@ -59,25 +60,25 @@ static void test_frame_rejects(void)
     char err[256];
     /* every truncation */
     for (size_t k = 0; k < n; k++)
-        CU_ASSERT(fsgd_kframe_parse(buf, k, &f, NULL, err, sizeof err) < 0);
+        CU_ASSERT(fsgd_kframe_parse(buf, k, &f, NULL, NULL, err, sizeof err) < 0);
     /* every single-bit flip is caught (field checks or the CRC) */
     uint64_t seed = fsgd_test_seed();
     for (size_t k = 0; k < n * 8; k++) {
         memcpy(bad, buf, n);
         bad[k / 8] ^= (uint8_t)(1u << (k % 8));
-        CU_ASSERT(fsgd_kframe_parse(bad, n, &f, NULL, err, sizeof err) < 0);
+        CU_ASSERT(fsgd_kframe_parse(bad, n, &f, NULL, NULL, err, sizeof err) < 0);
     }
     (void)seed;
     memcpy(bad, buf, n);
     bad[4] = 9;
-    CU_ASSERT_EQUAL(fsgd_kframe_parse(bad, n, &f, NULL, err, sizeof err), FSGD_E_VERSION);
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(bad, n, &f, NULL, NULL, err, sizeof err), FSGD_E_VERSION);
     FSGD_ASSERT_CONTAINS(err, "version");
     memcpy(bad, buf, n);
     bad[n - 1] ^= 1;
-    CU_ASSERT_EQUAL(fsgd_kframe_parse(bad, n, &f, NULL, err, sizeof err), FSGD_E_CRC);
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(bad, n, &f, NULL, NULL, err, sizeof err), FSGD_E_CRC);
     /* chunk >= nchunks with a valid CRC */
     n = make_frame(bad, FSGD_KMSG_GRAD, 1, 1, 2, 2, body, 4);
-    CU_ASSERT_EQUAL(fsgd_kframe_parse(bad, n, &f, NULL, err, sizeof err), FSGD_E_FORMAT);
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(bad, n, &f, NULL, NULL, err, sizeof err), FSGD_E_FORMAT);
     FSGD_ASSERT_CONTAINS(err, "chunk 2 of 2");
 }
 
@@ -96,7 +97,7 @@ static void test_reassembly_and_dups(void)
     char err[256];
     for (int i = 0; i < 3; i++) {
         fsgd_kframe_t f;
-        CU_ASSERT_EQUAL(fsgd_kframe_parse(fr[order[i]], len[order[i]], &f, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(fsgd_kframe_parse(fr[order[i]], len[order[i]], &f, NULL, NULL, err, sizeof err), 0);
         int r = fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err);
         CU_ASSERT_EQUAL(r, i < 2 ? FSGD_KASM_PENDING : FSGD_KASM_DONE);
         if (i == 0) /* the same chunk again while pending */
@@ -107,21 +108,21 @@ static void test_reassembly_and_dups(void)
     /* any chunk of a completed message is a duplicate */
     for (int c = 0; c < 3; c++) {
         fsgd_kframe_t f;
-        fsgd_kframe_parse(fr[c], len[c], &f, NULL, err, sizeof err);
+        fsgd_kframe_parse(fr[c], len[c], &f, NULL, NULL, err, sizeof err);
         CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_KASM_DUP);
     }
     /* same step from another sender is not a duplicate */
     uint8_t other[64];
     size_t ol = make_frame(other, FSGD_KMSG_GRAD, 6, 9, 0, 1, body, 5);
     fsgd_kframe_t f;
-    fsgd_kframe_parse(other, ol, &f, NULL, err, sizeof err);
+    fsgd_kframe_parse(other, ol, &f, NULL, NULL, err, sizeof err);
     CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_KASM_DONE);
     /* inconsistent chunk count */
     ol = make_frame(other, FSGD_KMSG_GRAD, 8, 1, 0, 2, body, 5);
-    fsgd_kframe_parse(other, ol, &f, NULL, err, sizeof err);
+    fsgd_kframe_parse(other, ol, &f, NULL, NULL, err, sizeof err);
     CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_KASM_PENDING);
     ol = make_frame(other, FSGD_KMSG_GRAD, 8, 1, 1, 3, body, 5);
-    fsgd_kframe_parse(other, ol, &f, NULL, err, sizeof err);
+    fsgd_kframe_parse(other, ol, &f, NULL, NULL, err, sizeof err);
     CU_ASSERT_EQUAL(fsgd_kasm_feed(a, &f, &out, &olen, err, sizeof err), FSGD_E_FORMAT);
     fsgd_kasm_destroy(a);
     fsgd_kasm_destroy(NULL);
@@ -154,7 +155,7 @@ static void test_model_stream(void)
         fsgd_le_putf32(body + n + 28 + 4 * i, (float)i);
     fsgd_kframe_t f = {.kind = FSGD_KMSG_SNAPSHOT, .gen = 2, .step = 0, .nchunks = 1, .body = body,
                        .body_len = (uint32_t)(n + 44)};
-    sl += fsgd_kframe_write(stream + sl, &f);
+    sl += fsgd_kframe_write(stream + sl, &f, NULL);
     /* delta step 1: key 2 -> 9.5, sent in two chunks */
     n = state_body(body);
     fsgd_le_put64(body + n, 1);
@@ -167,15 +168,15 @@ static void test_model_stream(void)
     d2.chunk = 1;
     d2.body = body + 10;
     d2.body_len = (uint32_t)(dl - 10);
-    sl += fsgd_kframe_write(stream + sl, &d1);
+    sl += fsgd_kframe_write(stream + sl, &d1, NULL);
     size_t dup_at = sl;
-    sl += fsgd_kframe_write(stream + sl, &d2);
+    sl += fsgd_kframe_write(stream + sl, &d2, NULL);
     memcpy(stream + sl, stream + dup_at, sl - dup_at); /* a duplicated chunk */
     sl += sl - dup_at;
     fsgd_model_t m;
     uint64_t step;
     char err[256];
-    CU_ASSERT_EQUAL(fsgd_model_assemble_stream(stream, sl, 0, &m, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_assemble_stream(stream, sl, NULL, 0, &m, &step, err, sizeof err), 0);
     CU_ASSERT_EQUAL(step, 1);
     CU_ASSERT_EQUAL(m.dim, 3);
     CU_ASSERT_EQUAL(m.has_bias, 1);
@@ -184,10 +185,10 @@ static void test_model_stream(void)
     CU_ASSERT_EQUAL(m.w[3], 3.0f);
     fsgd_model_free(&m);
     /* without the final snapshot, the strict mode refuses */
-    CU_ASSERT_EQUAL(fsgd_model_assemble_stream(stream, sl, 1, &m, &step, err, sizeof err), FSGD_E_TRUNCATED);
+    CU_ASSERT_EQUAL(fsgd_model_assemble_stream(stream, sl, NULL, 1, &m, &step, err, sizeof err), FSGD_E_TRUNCATED);
     FSGD_ASSERT_CONTAINS(err, "final snapshot");
     /* a cut stream is an error naming the byte */
-    CU_ASSERT(fsgd_model_assemble_stream(stream, sl - 3, 0, &m, &step, err, sizeof err) < 0);
+    CU_ASSERT(fsgd_model_assemble_stream(stream, sl - 3, NULL, 0, &m, &step, err, sizeof err) < 0);
     FSGD_ASSERT_CONTAINS(err, "at byte");
 }
 
@@ -207,7 +208,7 @@ static size_t snapshot_frame(uint8_t *out, uint32_t D)
         fsgd_le_putf32(body + n + 28 + 4 * i, 0.5f);
     fsgd_kframe_t f = {.kind = FSGD_KMSG_SNAPSHOT, .gen = 3, .step = 0, .nchunks = 1, .body = body,
                        .body_len = (uint32_t)(n + 28 + 4 * D)};
-    size_t r = fsgd_kframe_write(out, &f);
+    size_t r = fsgd_kframe_write(out, &f, NULL);
     free(body);
     return r;
 }
@@ -252,12 +253,12 @@ static void test_packed_delta_stream(void)
         size_t bl = pdelta_body(body, step, step == 2, keys, vals, &nk);
         fsgd_kframe_t f = {.kind = FSGD_KMSG_DELTA_PACKED, .gen = 3, .step = step, .nchunks = 1, .body = body,
                            .body_len = (uint32_t)bl};
-        sl += fsgd_kframe_write(stream + sl, &f);
+        sl += fsgd_kframe_write(stream + sl, &f, NULL);
     }
     fsgd_model_t m;
     uint64_t step;
     char err[256];
-    CU_ASSERT_EQUAL_FATAL(fsgd_model_assemble_stream(stream, sl, 0, &m, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_assemble_stream(stream, sl, NULL, 0, &m, &step, err, sizeof err), 0);
     CU_ASSERT_EQUAL(step, 2);
     for (uint32_t i = 0; i < 1000; i++) {
         float want = i % 3 == 2 ? 7.25f : i % 3 == 1 ? (float)i * 0.001f - 1.0f : 0.5f;
@@ -283,8 +284,8 @@ static void test_packed_delta_stream(void)
             bl -= 2;
         fsgd_kframe_t f = {.kind = FSGD_KMSG_DELTA_PACKED, .gen = 3, .step = 1, .nchunks = 1, .body = body,
                            .body_len = (uint32_t)bl};
-        size_t l2 = base + fsgd_kframe_write(stream + base, &f);
-        CU_ASSERT(fsgd_model_assemble_stream(stream, l2, 0, &m, &step, err, sizeof err) < 0);
+        size_t l2 = base + fsgd_kframe_write(stream + base, &f, NULL);
+        CU_ASSERT(fsgd_model_assemble_stream(stream, l2, NULL, 0, &m, &step, err, sizeof err) < 0);
         CU_ASSERT(strstr(err, "delta") != NULL);
     }
     free(stream);
@@ -305,7 +306,7 @@ static int on_msg(void *ctx, int32_t p, int64_t off, const void *val, size_t len
     c->n++;
     c->bytes += len;
     fsgd_kframe_t f;
-    return fsgd_kframe_parse(val, len, &f, NULL, err, errsz);
+    return fsgd_kframe_parse(val, len, &f, NULL, NULL, err, errsz);
 }
 
 static void test_mock_send_read(void)
@@ -314,7 +315,8 @@ static void test_mock_send_read(void)
     fsgd_kmock_t *m = fsgd_kmock_new(1, err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT_EQUAL(fsgd_kmock_topic(m, "t.grads", 1, 0, err, sizeof err), 0);
-    rd_kafka_t *p = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, fsgd_kmock_bootstraps(m), NULL, err, sizeof err);
+    fsgd_kconf_t kc = {fsgd_kmock_bootstraps(m), NULL};
+    rd_kafka_t *p = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, &kc, NULL, err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     size_t len = 1300 * 1000; /* 1.3 MB: 3 chunks of at most 512 KiB */
     uint8_t *body = malloc(len);
@@ -322,10 +324,10 @@ static void test_mock_send_read(void)
         body[i] = (uint8_t)(i * 31);
     fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .gen = 1, .sender = 4, .step = 3};
     uint64_t wire = 0;
-    CU_ASSERT_EQUAL(fsgd_kbus_send(p, "t.grads", 0, "t", &h, body, len, 0, &wire, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_kbus_send(p, NULL, "t.grads", 0, "t", &h, body, len, 0, &wire, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_kbus_flush(p, 10000, err, sizeof err), 0);
     CU_ASSERT_EQUAL(wire, len + 3 * FSGD_KFRAME_OVERHEAD);
-    rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, fsgd_kmock_bootstraps(m), NULL, err, sizeof err);
+    rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, &kc, NULL, err, sizeof err);
     int64_t lo, hi;
     CU_ASSERT_EQUAL(fsgd_kbus_watermarks(c, "t.grads", 0, &lo, &hi, 5000, err, sizeof err), 0);
     CU_ASSERT_EQUAL(lo, 0);
@@ -611,13 +613,16 @@ static void test_checkpoint_magic(void)
 /* Kafka security settings are checked by librdkafka when set. */
 static void test_kafka_options_checked(void)
 {
-    char err[512] = "";
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options("security.protocol=plaintext\nsasl.mechanism=PLAIN\n", err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options("security.protocol=bogus\n", err, sizeof err), FSGD_E_ARG);
+    char err[512] = "", out[4096];
+    CU_ASSERT_EQUAL(fsgd_kbus_options_resolve("security.protocol=plaintext\nsasl.mechanism=PLAIN\n", out, sizeof out,
+                                              err, sizeof err),
+                    0);
+    CU_ASSERT_EQUAL(fsgd_kbus_options_resolve("security.protocol=bogus\n", out, sizeof out, err, sizeof err),
+                    FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "kafka option security.protocol");
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options("sasl.no.such.key=1\n", err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_kbus_options_resolve("sasl.no.such.key=1\n", out, sizeof out, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "sasl.no.such.key");
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options("", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_kbus_options_resolve("", out, sizeof out, err, sizeof err), 0);
 }
 
 static const char *secret_file(const char *name, const char *content, mode_t mode)
@@ -637,13 +642,13 @@ static const char *secret_file(const char *name, const char *content, mode_t mod
  * never what it holds. */
 static void test_kafka_option_files(void)
 {
-    char err[512] = "", lines[1200];
+    char err[512] = "", lines[1200], out[4096];
     snprintf(lines, sizeof lines, "security.protocol_file=%s\n", secret_file("proto", "ssl\n", 0600));
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_kbus_options_resolve(lines, out, sizeof out, err, sizeof err), 0);
     /* the content is what is set: a value librdkafka refuses fails as inline */
     const char *bogus = secret_file("bogus", "s3cret-bogus\n", 0600);
     snprintf(lines, sizeof lines, "sasl.username=u\nsecurity.protocol_file=%s\n", bogus);
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_kbus_options_resolve(lines, out, sizeof out, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "kafka option security.protocol");
     static const struct {
         const char *content;
@@ -660,7 +665,7 @@ static void test_kafka_option_files(void)
         const char *p = secret_file("pw", bad[i].content, bad[i].mode);
         snprintf(lines, sizeof lines, "sasl.password_file=%s\n", p);
         err[0] = '\0';
-        CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), FSGD_E_ARG);
+        CU_ASSERT_EQUAL(fsgd_kbus_options_resolve(lines, out, sizeof out, err, sizeof err), FSGD_E_ARG);
         FSGD_ASSERT_CONTAINS(err, "kafka option sasl.password_file");
         FSGD_ASSERT_CONTAINS(err, p);
         FSGD_ASSERT_CONTAINS(err, bad[i].why);
@@ -671,14 +676,17 @@ static void test_kafka_option_files(void)
     unlink(link);
     CU_ASSERT_EQUAL(symlink(good, link), 0);
     snprintf(lines, sizeof lines, "sasl.password_file=%s\n", link);
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_kbus_options_resolve(lines, out, sizeof out, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "a symbolic link");
     snprintf(lines, sizeof lines, "sasl.password_file=%s\n", fsgd_test_tmp("no-such-file"));
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_kbus_options_resolve(lines, out, sizeof out, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "No such file");
     snprintf(lines, sizeof lines, "sasl.password_file=%s\nsasl.username=u\n", good);
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options(lines, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options("", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_kbus_options_resolve(lines, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "sasl.password=s3cret-good\n")); /* the file's line, in place */
+    fsgd_kbus_options_wipe(out, sizeof out);
+    CU_ASSERT_EQUAL(out[0], '\0');
+    CU_ASSERT_EQUAL(fsgd_kbus_options_resolve("", out, sizeof out, err, sizeof err), 0);
 }
 
 /* Brokers that never answer: a bounded wait, then an error naming them and
@@ -686,8 +694,8 @@ static void test_kafka_option_files(void)
 static void test_connect_bounded(void)
 {
     char err[1024] = "";
-    CU_ASSERT_EQUAL(fsgd_kbus_set_options("", err, sizeof err), 0);
-    int rc = fsgd_kbus_connect("127.0.0.1:1", 1500, err, sizeof err);
+    fsgd_kconf_t kc = {"127.0.0.1:1", NULL};
+    int rc = fsgd_kbus_connect(&kc, 1500, err, sizeof err);
     CU_ASSERT_EQUAL(rc, FSGD_E_KAFKA);
     FSGD_ASSERT_CONTAINS(err, "brokers 127.0.0.1:1: no connection within 1.5 s");
     FSGD_ASSERT_CONTAINS(err, "Connection refused");
@@ -705,37 +713,40 @@ static void test_bound_to_job(void)
     CU_ASSERT_EQUAL_FATAL(fsgd_cj_end(&j), 0);
     fsgd_bus_msg_t m = {.topic = "ctlA.ctl", .val = j.p, .len = j.n, .key = "worker_leave", .key_len = 12};
     char why[256] = "";
-    fsgd_auth_set_job(NULL); /* no job set (in-process tests): not checked */
-    CU_ASSERT_EQUAL(fsgd_ctl_verify(&m, why, sizeof why), 0);
-    fsgd_auth_set_job("ctlA"); /* unauthenticated, another job's event */
-    CU_ASSERT_EQUAL(fsgd_ctl_verify(&m, why, sizeof why), FSGD_E_AUTH);
+    fsgd_auth_t *ja = fsgd_auth_new(NULL, "ctlA"), *jb = fsgd_auth_new(NULL, "ctlB");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ja && jb);
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(NULL, &m, why, sizeof why), 0); /* no job (in-process tests): not checked */
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(ja, &m, why, sizeof why), FSGD_E_AUTH); /* unauthenticated, another job's event */
     FSGD_ASSERT_CONTAINS(why, "an event of job 'ctlB', not of this job 'ctlA'");
-    fsgd_auth_set_job("ctlB");
-    CU_ASSERT_EQUAL(fsgd_ctl_verify(&m, why, sizeof why), 0);
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(jb, &m, why, sizeof why), 0);
     const char bare[] = "{\"event\": \"worker_leave\", \"worker\": 1}";
     fsgd_bus_msg_t b = {.topic = "ctlB.ctl", .val = bare, .len = sizeof bare - 1};
-    CU_ASSERT_EQUAL(fsgd_ctl_verify(&b, why, sizeof why), FSGD_E_AUTH);
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(jb, &b, why, sizeof why), FSGD_E_AUTH);
+    fsgd_auth_destroy(ja);
+    fsgd_auth_destroy(jb);
     /* with a key: the tag made in job ctlB does not pass in ctlA */
     uint8_t key[FSGD_AUTH_KEY_BYTES] = {7};
-    CU_ASSERT_EQUAL_FATAL(fsgd_auth_set_key(key), 0);
+    ja = fsgd_auth_new(key, "ctlA");
+    jb = fsgd_auth_new(key, "ctlB");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ja && jb);
     char mac[FSGD_AUTH_TAG_HEX + 1];
-    fsgd_auth_tag_hex(mac, FSGD_AUTH_CTL, "worker_leave", 13, j.p, j.n);
+    fsgd_auth_tag_hex(jb, mac, FSGD_AUTH_CTL, "worker_leave", 13, j.p, j.n);
     m.mac = mac;
     m.mac_len = FSGD_AUTH_TAG_HEX;
-    CU_ASSERT_EQUAL(fsgd_ctl_verify(&m, why, sizeof why), 0);
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(jb, &m, why, sizeof why), 0);
     /* a frame of job ctlB */
     uint8_t buf[256];
     fsgd_kframe_t f = {.kind = FSGD_KMSG_SNAPSHOT, .gen = 3, .step = 390, .nchunks = 1, .body = (const uint8_t *)"x",
                        .body_len = 1};
-    size_t n = fsgd_kframe_write(buf, &f);
+    size_t n = fsgd_kframe_write(buf, &f, jb);
     fsgd_kframe_t g;
-    CU_ASSERT_EQUAL(fsgd_kframe_parse(buf, n, &g, NULL, why, sizeof why), 0);
-    fsgd_auth_set_job("ctlA"); /* copied into job ctlA's topics */
-    CU_ASSERT_EQUAL(fsgd_kframe_parse(buf, n, &g, NULL, why, sizeof why), FSGD_E_AUTH);
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(buf, n, &g, NULL, jb, why, sizeof why), 0);
+    /* copied into job ctlA's topics */
+    CU_ASSERT_EQUAL(fsgd_kframe_parse(buf, n, &g, NULL, ja, why, sizeof why), FSGD_E_AUTH);
     m.val = j.p;
-    CU_ASSERT_EQUAL(fsgd_ctl_verify(&m, why, sizeof why), FSGD_E_AUTH);
-    fsgd_auth_set_key(NULL);
-    fsgd_auth_set_job(NULL);
+    CU_ASSERT_EQUAL(fsgd_ctl_verify(ja, &m, why, sizeof why), FSGD_E_AUTH);
+    fsgd_auth_destroy(ja);
+    fsgd_auth_destroy(jb);
     fsgd_cj_free(&j);
 }
 

@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/job.h"
 #include "fsgd/kbus.h"
+#include "kbus_raw.h"
 #include "testlib.h"
 
 static void test_replication_defaults(void)
@@ -68,17 +70,21 @@ static void test_topics_on_embedded_cluster(void)
         fsgd_kbus_topic(t, sizeof t, "tt", sfx[i]);
         CU_ASSERT_EQUAL(fsgd_kmock_topic(mc, t, i == 0 ? 4 : 1, 0, err, sizeof err), 0);
     }
-    rd_kafka_t *p = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, b, NULL, err, sizeof err);
+    fsgd_kconf_t kc = {b, NULL};
+    rd_kafka_t *p = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, &kc, NULL, err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    fsgd_bus_t *bus = fsgd_bus_kafka_new(b, NULL, err, sizeof err);
+    fsgd_bus_client_t *bc = bus ? fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, sizeof err) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bc);
     CU_ASSERT_EQUAL(fsgd_kbus_broker_count(p, 5000, err, sizeof err), 3);
     /* existing topics are kept (no CreateTopics, which the embedded cluster
      * cannot answer), and their leaders are there */
     fsgd_job_t job;
     fsgd_job_defaults(&job);
     snprintf(job.name, sizeof job.name, "tt");
-    CU_ASSERT_EQUAL(fsgd_dist_topics_create(&job, p, 4, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_dist_topics_create(bc, &job, 4, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_kbus_partitions(p, "tt.data", 5000, err, sizeof err), 4);
-    CU_ASSERT_EQUAL(fsgd_dist_topics_unused(&job, p, 1, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_dist_topics_unused(bc, &job, 1, err, sizeof err), 0);
     /* (a missing topic is not testable here: the embedded cluster creates
      * any topic a client asks about; on real Kafka fsgd's lookups never do,
      * allow.auto.create.topics=false) */
@@ -86,19 +92,19 @@ static void test_topics_on_embedded_cluster(void)
     /* model messages: compaction keys; the frames carry the latency stamp */
     uint8_t body[64] = {1, 2, 3};
     fsgd_kframe_t h = {.kind = FSGD_KMSG_SNAPSHOT, .gen = 9, .sender = 0, .step = 0};
-    CU_ASSERT_EQUAL(fsgd_kbus_send_keyed(p, "tt.model", 0, "tt", &h, "snapshot", body, sizeof body, 16, NULL, err,
-                                         sizeof err),
+    CU_ASSERT_EQUAL(fsgd_kbus_send_keyed(p, NULL, "tt.model", 0, "tt", &h, "snapshot", body, sizeof body, 16, NULL,
+                                         err, sizeof err),
                     0);
     h.kind = FSGD_KMSG_DELTA_PACKED;
     h.step = 1;
-    CU_ASSERT_EQUAL(fsgd_kbus_send_keyed(p, "tt.model", 0, "tt", &h, "delta.1", body, 8, 0, NULL, err, sizeof err),
-                    0);
+    CU_ASSERT_EQUAL(
+        fsgd_kbus_send_keyed(p, NULL, "tt.model", 0, "tt", &h, "delta.1", body, 8, 0, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_kbus_flush(p, 10000, err, sizeof err), 0);
     /* the name is now used: a second job of that name is refused */
-    CU_ASSERT_EQUAL(fsgd_dist_topics_unused(&job, p, 0, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_dist_topics_unused(bc, &job, 0, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "job name 'tt' was used before on these brokers: tt.model holds 5 messages");
 
-    rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, b, NULL, err, sizeof err);
+    rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, &kc, NULL, err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, "tt.model", 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
@@ -139,6 +145,8 @@ static void test_topics_on_embedded_cluster(void)
     rd_kafka_consumer_close(c);
     rd_kafka_destroy(c);
     rd_kafka_destroy(p);
+    fsgd_bus_client_destroy(bc);
+    fsgd_bus_destroy(bus);
     fsgd_kmock_destroy(mc);
 }
 

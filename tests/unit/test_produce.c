@@ -1,4 +1,4 @@
-/* fsgd_produce_file_bus on the in-memory bus: NAME.data holds exactly the
+/* fsgd_produce_file on the in-memory bus: NAME.data holds exactly the
  * messages of the plain one-line-at-a-time producer (same row blocks, same
  * order, same partitions, same data summary), whatever the chunks the file
  * is read and parsed in on the producer's threads (FSGD_PRODUCE_CHUNK_KB: a
@@ -87,7 +87,8 @@ static void produce(const char *path, const fsgd_job_t *job, int P, int chunk_kb
         unsetenv("FSGD_PRODUCE_CHUNK_KB");
     fsgd_bus_t *bus = fsgd_bus_mem_new();
     fsgd_bus_mem_set_hook(bus, capture, &o->m);
-    o->rc = fsgd_produce_file_bus(bus, job, path, P, &o->st, NULL, NULL, o->err, sizeof o->err);
+    fsgd_role_env_t env = {.bus = bus};
+    o->rc = fsgd_produce_file(&env, job, path, P, &o->st, NULL, o->err, sizeof o->err);
     fsgd_bus_destroy(bus);
     unsetenv("FSGD_PRODUCE_CHUNK_KB");
     unsetenv("FSGD_PRODUCE_THREADS");

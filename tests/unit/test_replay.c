@@ -90,22 +90,33 @@ static void test_many_senders(void)
     fsgd_replay_destroy(r);
 }
 
-static void set_key(void)
+/* The key the tags below are made with (NULL: untagged). */
+static fsgd_auth_t *key;
+
+static void set_key(const char *job)
 {
     uint8_t k[FSGD_AUTH_KEY_BYTES];
     for (int i = 0; i < FSGD_AUTH_KEY_BYTES; i++)
         k[i] = (uint8_t)i;
-    CU_ASSERT_EQUAL_FATAL(fsgd_auth_set_key(k), 0);
+    fsgd_auth_destroy(key);
+    key = fsgd_auth_new(k, job);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(key);
+}
+
+static void clear_key(void)
+{
+    fsgd_auth_destroy(key);
+    key = NULL;
 }
 
 /* Tags' nonces: one incarnation, sequences 1, 2, ... in tagging order; a
  * child process gets its own incarnation. */
 static void test_nonces(void)
 {
-    set_key();
+    set_key(NULL);
     uint8_t a[FSGD_AUTH_TAG_BYTES], b[FSGD_AUTH_TAG_BYTES];
-    fsgd_auth_tag(a, FSGD_AUTH_FRAME, "x", 1, NULL, 0);
-    fsgd_auth_tag(b, FSGD_AUTH_CTL, "y", 1, NULL, 0);
+    fsgd_auth_tag(key, a, FSGD_AUTH_FRAME, "x", 1, NULL, 0);
+    fsgd_auth_tag(key, b, FSGD_AUTH_CTL, "y", 1, NULL, 0);
     CU_ASSERT_EQUAL(memcmp(a, b, 8), 0);
     CU_ASSERT_EQUAL(fsgd_le_get64(b + 8), fsgd_le_get64(a + 8) + 1);
     int fds[2];
@@ -114,7 +125,7 @@ static void test_nonces(void)
     CU_ASSERT_FATAL(pid >= 0);
     if (pid == 0) {
         uint8_t c[FSGD_AUTH_TAG_BYTES];
-        fsgd_auth_tag(c, FSGD_AUTH_FRAME, "x", 1, NULL, 0);
+        fsgd_auth_tag(key, c, FSGD_AUTH_FRAME, "x", 1, NULL, 0);
         _exit(write(fds[1], c, sizeof c) == (ssize_t)sizeof c ? 0 : 1);
     }
     uint8_t c[FSGD_AUTH_TAG_BYTES];
@@ -124,47 +135,45 @@ static void test_nonces(void)
     close(fds[1]);
     CU_ASSERT_NOT_EQUAL(memcmp(a, c, 8), 0);
     CU_ASSERT_EQUAL(fsgd_le_get64(c + 8), 1);
-    fsgd_auth_set_key(NULL);
+    clear_key();
 }
 
 /* A row message copied back into its own partition verifies (the same
  * bytes, the same tag) and is then a replay. */
 static void test_rows(void)
 {
-    set_key();
-    fsgd_auth_set_job("jobR");
+    set_key("jobR");
     const char *rows[] = {"+1 3:1", "-1 4:1", "+1 5:1"};
     char tags[3][FSGD_AUTH_TAG_HEX + 1];
     for (int i = 0; i < 3; i++)
-        fsgd_auth_row_tag_hex(tags[i], 2, rows[i], strlen(rows[i]));
+        fsgd_auth_row_tag_hex(key, tags[i], 2, rows[i], strlen(rows[i]));
     fsgd_replay_t *r = fsgd_replay_new();
     int order[] = {0, 1, 2, 0, 1};
     for (int i = 0; i < 5; i++) {
         int k = order[i];
-        CU_ASSERT_EQUAL(fsgd_auth_row_ok(tags[k], FSGD_AUTH_TAG_HEX, 2, rows[k], strlen(rows[k])), 1);
+        CU_ASSERT_EQUAL(fsgd_auth_row_ok(key, tags[k], FSGD_AUTH_TAG_HEX, 2, rows[k], strlen(rows[k])), 1);
         CU_ASSERT_EQUAL(fsgd_replay_row(r, 2, 10 + i), i >= 3);
     }
     /* a row without a tag (unsigned rows allowed) says nothing, but is read */
-    fsgd_auth_set_unsigned_rows(1);
-    CU_ASSERT_EQUAL(fsgd_auth_row_ok(NULL, 0, 2, rows[0], strlen(rows[0])), 1);
+    fsgd_auth_set_unsigned_rows(key, 1);
+    CU_ASSERT_EQUAL(fsgd_auth_row_ok(key, NULL, 0, 2, rows[0], strlen(rows[0])), 1);
     CU_ASSERT_EQUAL(fsgd_replay_row(r, 2, 15), 0);
     CU_ASSERT_EQUAL(fsgd_replay_next(r, 2), 16);
-    fsgd_auth_set_unsigned_rows(0);
+    fsgd_auth_set_unsigned_rows(key, 0);
     CU_ASSERT_EQUAL(fsgd_replay_count(r, NULL, 0), 2);
     fsgd_replay_destroy(r);
-    fsgd_auth_set_job(NULL);
-    fsgd_auth_set_key(NULL);
+    clear_key();
 }
 
 /* A signed frame's nonce is at its end; a ctl tag's in its first 32 hex
  * digits. */
 static void test_nonce_places(void)
 {
-    set_key();
+    set_key(NULL);
     static const uint8_t body[5] = {1, 2, 3, 4, 5};
     fsgd_kframe_t f = {.kind = FSGD_KMSG_SNAPSHOT, .gen = 3, .step = 4, .nchunks = 1, .body = body, .body_len = 5};
     uint8_t buf[5 + FSGD_KFRAME_OVERHEAD + FSGD_AUTH_TAG_BYTES + 7];
-    size_t n = fsgd_kframe_write(buf, &f);
+    size_t n = fsgd_kframe_write(buf, &f, key);
     CU_ASSERT_EQUAL_FATAL(n, sizeof buf - 7);
     uint8_t nonce[FSGD_REPLAY_NONCE_BYTES], again[FSGD_REPLAY_NONCE_BYTES];
     CU_ASSERT_EQUAL(fsgd_replay_frame_nonce(buf, n, nonce), 1);
@@ -173,18 +182,18 @@ static void test_nonce_places(void)
     CU_ASSERT_EQUAL(fsgd_replay_frame_nonce(buf, n + 7, again), 1);
     CU_ASSERT_EQUAL(memcmp(again, nonce, sizeof nonce), 0);
     CU_ASSERT_EQUAL(fsgd_replay_frame_nonce(buf, n - 1, again), 0); /* a cut tag */
-    fsgd_kframe_write(buf, &f);
+    fsgd_kframe_write(buf, &f, key);
     CU_ASSERT_EQUAL(fsgd_replay_frame_nonce(buf, n, again), 1);
     CU_ASSERT_EQUAL(fsgd_le_get64(again + 8), fsgd_le_get64(nonce + 8) + 1);
     char hex[FSGD_AUTH_TAG_HEX + 1];
-    fsgd_auth_tag_hex(hex, FSGD_AUTH_CTL, "k", 2, "{}", 2);
+    fsgd_auth_tag_hex(key, hex, FSGD_AUTH_CTL, "k", 2, "{}", 2);
     CU_ASSERT_EQUAL(fsgd_replay_hex_nonce(hex, FSGD_AUTH_TAG_HEX, nonce), 1);
     CU_ASSERT_EQUAL(fsgd_le_get64(nonce + 8), fsgd_le_get64(again + 8) + 1);
     CU_ASSERT_EQUAL(fsgd_replay_hex_nonce(hex, FSGD_AUTH_TAG_HEX - 1, nonce), 0);
     hex[3] = 'z';
     CU_ASSERT_EQUAL(fsgd_replay_hex_nonce(hex, FSGD_AUTH_TAG_HEX, nonce), 0);
-    fsgd_auth_set_key(NULL);
-    n = fsgd_kframe_write(buf, &f);
+    clear_key();
+    n = fsgd_kframe_write(buf, &f, key);
     CU_ASSERT_EQUAL(fsgd_replay_frame_nonce(buf, n, nonce), 0); /* unsigned */
 }
 
@@ -210,7 +219,7 @@ static size_t snapshot_frame(uint8_t *out, uint64_t step, uint16_t flags, float 
         fsgd_le_putf32(body + 72 + 4 * i, w);
     fsgd_kframe_t f = {.kind = FSGD_KMSG_SNAPSHOT, .flags = flags, .gen = 5, .step = step, .nchunks = 1,
                        .body = body, .body_len = sizeof body};
-    return fsgd_kframe_write(out, &f);
+    return fsgd_kframe_write(out, &f, key);
 }
 
 /* fsgd model assemble: a tagged snapshot copied after the final one is a
@@ -224,25 +233,25 @@ static void test_assemble(void)
     fsgd_model_t m;
     uint64_t step = 0;
     char err[256] = "";
-    set_key();
+    set_key(NULL);
     size_t first = snapshot_frame(stream, 0, 0, 1.0f), n = first;
     n += snapshot_frame(stream + n, 100000, 0, 9.0f);
     n += snapshot_frame(stream + n, 7, FSGD_KFLAG_FINAL, 3.0f);
     memcpy(stream + n, stream, first); /* the opening snapshot, copied */
     n += first;
-    CU_ASSERT_EQUAL_FATAL(fsgd_model_assemble_stream(stream, n, 1, &m, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_assemble_stream(stream, n, key, 1, &m, &step, err, sizeof err), 0);
     CU_ASSERT_EQUAL(step, 7);
     CU_ASSERT_EQUAL(m.w[0], 3.0f);
     FSGD_ASSERT_CONTAINS(err, "skipped 1 replayed messages");
     fsgd_model_free(&m);
-    fsgd_auth_set_key(NULL);
+    clear_key();
     /* untagged: step 3's after step 7's (an exact copy of a message read
      * is a duplicate to the reassembly already) */
     n = snapshot_frame(stream, 0, 0, 1.0f);
     n += snapshot_frame(stream + n, 7, 0, 3.0f);
     n += snapshot_frame(stream + n, 3, 0, 1.0f);
     err[0] = 0;
-    CU_ASSERT_EQUAL_FATAL(fsgd_model_assemble_stream(stream, n, 0, &m, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_assemble_stream(stream, n, key, 0, &m, &step, err, sizeof err), 0);
     CU_ASSERT_EQUAL(step, 7);
     CU_ASSERT_EQUAL(m.w[0], 3.0f);
     FSGD_ASSERT_CONTAINS(err, "skipped 1 replayed messages");

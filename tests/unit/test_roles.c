@@ -38,7 +38,8 @@ typedef struct run {
     pthread_t wt[MAX_W];
     int started[MAX_W];
     int killed[MAX_W];
-    volatile int stop[MAX_W];
+    volatile sig_atomic_t stop[MAX_W];
+    volatile sig_atomic_t crash; /* the aggregator's: it stops as a killed process */
     fsgd_worker_stats_t wst[MAX_W];
     int wrc[MAX_W];
     char werr[MAX_W][512];
@@ -78,7 +79,7 @@ static const char *repo_file(const char *rel)
     return NULL;
 }
 
-/* NAME.data: the first DATA_ROWS rows of a9a through fsgd_produce_file_bus
+/* NAME.data: the first DATA_ROWS rows of a9a through fsgd_produce_file
  * (one per message, round robin over PARTS partitions), with the job's
  * other topics, as fsgd run makes them before its roles start. */
 static int load_data(run_t *r)
@@ -97,13 +98,17 @@ static int load_data(run_t *r)
         return -1;
     char err[256];
     fsgd_produce_stats_t st;
-    int rc = fsgd_produce_file_bus(r->bus, &r->job, rows, PARTS, &st, NULL, NULL, err, sizeof err);
+    fsgd_role_env_t env = {.bus = r->bus};
+    int rc = fsgd_produce_file(&env, &r->job, rows, PARTS, &st, NULL, err, sizeof err);
     if (rc)
         fprintf(stderr, "\n  produce: %s\n", err);
     CU_ASSERT_EQUAL(st.rows, DATA_ROWS);
     CU_ASSERT_EQUAL(st.partitions, PARTS);
     return rc;
 }
+
+/* The job key the runs made from now on carry (NULL: none). */
+static fsgd_auth_t *roles_auth;
 
 static void run_init(run_t *r, int nworkers, int epochs)
 {
@@ -125,6 +130,7 @@ static void run_init(run_t *r, int nworkers, int epochs)
      * hanging make test */
     alarm(120);
     r->bus = fsgd_bus_mem_new();
+    fsgd_bus_set_auth(r->bus, roles_auth); /* the views start with it */
     for (int i = 0; i < MAX_W; i++) {
         r->view[i] = fsgd_bus_mem_view(r->bus, i + 1);
         r->idx[i] = i;
@@ -164,8 +170,8 @@ static void on_log(void *ctx, const char *line)
 static void *agg_main(void *arg)
 {
     run_t *r = arg;
-    r->arc = fsgd_aggregator_run_bus(r->bus, &r->job, r->expected, &r->ast, NULL, NULL, on_log, (void *)"agg", r->aerr,
-                                     sizeof r->aerr);
+    fsgd_role_env_t env = {.bus = r->bus, .crash = &r->crash, .log = on_log, .ctx = (void *)"agg"};
+    r->arc = fsgd_aggregator_run(&env, &r->job, r->expected, &r->ast, NULL, NULL, r->aerr, sizeof r->aerr);
     return NULL;
 }
 
@@ -174,8 +180,8 @@ static void *worker_main(void *arg)
     int i = *(int *)arg;
     run_t *r = cur;
     static const char *names[MAX_W] = {"w1", "w2", "w3", "w4"};
-    r->wrc[i] = fsgd_worker_run_bus(r->view[i], &r->job, (uint32_t)(i + 1), &r->stop[i], &r->wst[i], NULL, on_log,
-                                    (void *)names[i], r->werr[i], sizeof r->werr[i]);
+    fsgd_role_env_t env = {.bus = r->view[i], .stop = &r->stop[i], .log = on_log, .ctx = (void *)names[i]};
+    r->wrc[i] = fsgd_worker_run(&env, &r->job, (uint32_t)(i + 1), &r->wst[i], NULL, r->werr[i], sizeof r->werr[i]);
     return NULL;
 }
 
@@ -255,7 +261,7 @@ static void test_clean(void)
     char err[512];
     uint64_t step = 0;
     CU_ASSERT_EQUAL(fsgd_model_load(&saved, r.job.out, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_model_assemble_topic_bus(r.bus, r.job.name, 1, &topic, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_assemble_topic(r.bus, r.job.name, 1, &topic, &step, err, sizeof err), 0);
     CU_ASSERT_EQUAL(step, r.ast.steps);
     CU_ASSERT_TRUE(saved.w && topic.w && saved.dim == topic.dim &&
                    !memcmp(saved.w, topic.w, (saved.dim + (saved.has_bias ? 1 : 0)) * sizeof *saved.w));
@@ -284,7 +290,7 @@ static fsgd_bus_fault_t late_w1(void *ctx, const char *topic, int32_t partition,
                                 int *delay_ms)
 {
     fsgd_kframe_t f;
-    if (!strstr(topic, ".grads") || fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0 || f.sender != 1)
+    if (!strstr(topic, ".grads") || fsgd_kframe_parse_unverified(val, len, &f, NULL, NULL, 0) < 0 || f.sender != 1)
         return FSGD_BUS_DELIVER;
     *delay_ms = 3;
     return FSGD_BUS_DELAY;
@@ -345,13 +351,27 @@ static void test_sync_deterministic(void)
 
 /* --- replica working_set: workers pull their keys' values --- */
 
-/* A random job key for this process's roles (fsgd_auth_set_key(NULL) ends it). */
-static int set_random_key(void)
+/* A random job key (clear_key ends it): the runs made from now on carry
+ * it on their bus (run_init), as a process of the job loads its key file. */
+static fsgd_auth_t *random_key(void)
 {
     uint8_t key[FSGD_AUTH_KEY_BYTES];
     for (size_t i = 0; i < sizeof key; i++)
         key[i] = (uint8_t)(rand() & 0xFF);
-    return fsgd_auth_set_key(key);
+    return fsgd_auth_new(key, NULL);
+}
+
+static int set_random_key(void)
+{
+    fsgd_auth_destroy(roles_auth);
+    roles_auth = random_key();
+    return roles_auth ? 0 : -1;
+}
+
+static void clear_key(void)
+{
+    fsgd_auth_destroy(roles_auth);
+    roles_auth = NULL;
 }
 
 static int same_model(const fsgd_model_t *a, const fsgd_model_t *b)
@@ -431,7 +451,8 @@ static int load_wide_data(run_t *r)
         return -1;
     char err[256];
     fsgd_produce_stats_t st;
-    int rc = fsgd_produce_file_bus(r->bus, &r->job, rows, PARTS, &st, NULL, NULL, err, sizeof err);
+    fsgd_role_env_t env = {.bus = r->bus};
+    int rc = fsgd_produce_file(&env, &r->job, rows, PARTS, &st, NULL, err, sizeof err);
     if (rc)
         fprintf(stderr, "\n  produce: %s\n", err);
     return rc;
@@ -495,7 +516,7 @@ static fsgd_bus_fault_t pull_faults(void *ctx, const char *topic, int32_t partit
 {
     pull_faults_t *pf = ctx;
     fsgd_kframe_t f;
-    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0)
+    if (fsgd_kframe_parse_unverified(val, len, &f, NULL, NULL, 0) < 0)
         return FSGD_BUS_DELIVER;
     if (f.kind == FSGD_KMSG_PULL)
         return FSGD_BUS_DUPLICATE;
@@ -542,7 +563,7 @@ static fsgd_bus_fault_t copy_answers(void *ctx, const char *topic, int32_t parti
                                      int *delay_ms)
 {
     fsgd_kframe_t f;
-    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) == 0 && f.kind == FSGD_KMSG_VALUES) {
+    if (fsgd_kframe_parse_unverified(val, len, &f, NULL, NULL, 0) == 0 && f.kind == FSGD_KMSG_VALUES) {
         ++*(_Atomic int *)ctx;
         return FSGD_BUS_DUPLICATE;
     }
@@ -561,7 +582,7 @@ static void test_working_set_replayed_answers(void)
     CU_ASSERT_TRUE(ws_same_with(copy_answers, &copied, &st));
     CU_ASSERT_TRUE(copied > 0);
     CU_ASSERT_TRUE(st.replayed > 0 && st.replayed <= (uint64_t)copied);
-    fsgd_auth_set_key(NULL);
+    clear_key();
 }
 
 /* Counts the answers coded as halves (byte 20 of a values body). */
@@ -569,7 +590,7 @@ static fsgd_bus_fault_t count_halves(void *ctx, const char *topic, int32_t parti
                                      int *delay_ms)
 {
     fsgd_kframe_t f;
-    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) == 0 && f.kind == FSGD_KMSG_VALUES && f.chunk == 0 &&
+    if (fsgd_kframe_parse_unverified(val, len, &f, NULL, NULL, 0) == 0 && f.kind == FSGD_KMSG_VALUES && f.chunk == 0 &&
         f.body_len > 20 && f.body[20] == 1)
         ++*(_Atomic int *)ctx;
     return FSGD_BUS_DELIVER;
@@ -602,7 +623,7 @@ static fsgd_bus_fault_t late_answers(void *ctx, const char *topic, int32_t parti
                                      int *delay_ms)
 {
     fsgd_kframe_t f;
-    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0 || f.kind != FSGD_KMSG_VALUES)
+    if (fsgd_kframe_parse_unverified(val, len, &f, NULL, NULL, 0) < 0 || f.kind != FSGD_KMSG_VALUES)
         return FSGD_BUS_DELIVER;
     if (++*(_Atomic int *)ctx % 3)
         return FSGD_BUS_DELIVER;
@@ -644,7 +665,7 @@ static fsgd_bus_fault_t count_ahead(void *ctx, const char *topic, int32_t partit
 {
     pull_ahead_t *pa = ctx;
     fsgd_kframe_t f;
-    if (fsgd_kframe_parse(val, len, &f, NULL, NULL, 0) < 0 || f.sender != 1 || f.chunk != 0)
+    if (fsgd_kframe_parse_unverified(val, len, &f, NULL, NULL, 0) < 0 || f.sender != 1 || f.chunk != 0)
         return FSGD_BUS_DELIVER;
     if (f.kind == FSGD_KMSG_GRAD && f.step > pa->last_grad)
         pa->last_grad = f.step;
@@ -714,7 +735,7 @@ static void summary_run(fsgd_bus_hook_fn hook, int extra_row, summary_run_t *out
         fsgd_bus_client_t *c = fsgd_bus_client_new(r.bus, FSGD_KCLIENT_DATA_PRODUCER, err, sizeof err);
         const char *row = "+1 3:1 11:1 14:1";
         char mac[FSGD_AUTH_TAG_HEX + 1];
-        fsgd_auth_row_tag_hex(mac, 0, row, strlen(row));
+        fsgd_auth_row_tag_hex(roles_auth, mac, 0, row, strlen(row));
         CU_ASSERT_EQUAL(fsgd_bus_produce(c, "roles.data", 0, NULL, row, strlen(row), NULL, NULL, mac, err, sizeof err),
                         0);
         CU_ASSERT_EQUAL(fsgd_bus_flush(c, 5000, err, sizeof err), 0);
@@ -756,7 +777,7 @@ static void test_data_summary(void)
     fsgd_model_free(&with.m);
     fsgd_model_free(&without.m);
     fsgd_model_free(&appended.m);
-    fsgd_auth_set_key(NULL);
+    clear_key();
 }
 
 /* --- checkpoints paced by their cost, not written at every snapshot --- */
@@ -813,7 +834,7 @@ static void test_duplicates(void)
 /* 1 when a hooked message is a frame on NAME.model (f: its header). */
 static int model_frame(const char *topic, const void *val, size_t len, fsgd_kframe_t *f)
 {
-    return strstr(topic, ".model") && fsgd_kframe_parse(val, len, f, NULL, NULL, 0) == 0;
+    return strstr(topic, ".model") && fsgd_kframe_parse_unverified(val, len, f, NULL, NULL, 0) == 0;
 }
 
 typedef struct drop_ctx {
@@ -917,7 +938,7 @@ static uint32_t agg_gen(run_t *r)
         if (fsgd_bus_assign(c, &tp, 1, err, sizeof err) == 0) {
             fsgd_bus_msg_t *m = fsgd_bus_poll(c, 100);
             fsgd_kframe_t f;
-            if (m && !m->err && fsgd_kframe_parse(m->val, m->len, &f, NULL, NULL, 0) == 0)
+            if (m && !m->err && fsgd_kframe_parse_unverified(m->val, m->len, &f, NULL, NULL, 0) == 0)
                 gen = f.gen;
             fsgd_bus_msg_destroy(m);
         }
@@ -987,7 +1008,7 @@ static void send_snapshot_as(run_t *r, uint32_t gen)
     while (!sent && now_s() - t0 < 20) {
         fsgd_bus_msg_t *m = fsgd_bus_poll(c, 100);
         fsgd_kframe_t f;
-        if (m && !m->err && fsgd_kframe_parse(m->val, m->len, &f, NULL, NULL, 0) == 0 &&
+        if (m && !m->err && fsgd_kframe_parse_unverified(m->val, m->len, &f, NULL, NULL, 0) == 0 &&
             f.kind == FSGD_KMSG_SNAPSHOT && f.nchunks == 1) {
             fsgd_bus_client_t *p = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_PRODUCER, err, sizeof err);
             fsgd_kframe_t h = f;
@@ -1177,6 +1198,49 @@ static void test_worker_dropped_tau(void)
  * on the model topic): each worker says what it waits for, every 3 step
  * timeouts, then gives up after 60 of them (here 0.2 s: 12 s) with an error
  * naming the aggregator, instead of waiting for ever. */
+/* Roles of one process with keys of their own (each bus its own
+ * fsgd_bus_set_auth, no process-wide key): a worker holding another key
+ * never joins the job (its events refused, the job's refused by it), one
+ * holding none stops on the first tagged message, saying so, and one with
+ * the job's key trains it. */
+static void test_keys_per_role(void)
+{
+    CU_ASSERT_EQUAL_FATAL(set_random_key(), 0);
+    run_t r;
+    run_init(&r, 1, 1);
+    NEED_DATA(&r);
+    fsgd_auth_t *other = random_key();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(other);
+    fsgd_bus_set_auth(r.view[0], other); /* worker 1: another job's key */
+    fsgd_bus_set_auth(r.view[2], NULL);  /* worker 3: none */
+    start(&r);
+    start_worker(&r, 2);
+    pthread_join(r.wt[2], NULL);
+    r.started[2] = 0;
+    CU_ASSERT_EQUAL(r.wrc[2], FSGD_E_AUTH);
+    FSGD_ASSERT_CONTAINS(r.werr[2], "authenticated");
+    double t0 = now_s();
+    while (now_s() - t0 < 30 && !(*(volatile uint64_t *)&r.wst[0].unauthenticated > 0 &&
+                                  *(volatile uint64_t *)&r.ast.rejected[FSGD_AGG_REJ_UNAUTH] > 0))
+        sleep_ms(20);
+    CU_ASSERT_TRUE(r.wst[0].unauthenticated > 0);
+    CU_ASSERT_TRUE(r.ast.rejected[FSGD_AGG_REJ_UNAUTH] > 0);
+    r.stop[0] = 1;
+    pthread_join(r.wt[0], NULL);
+    r.started[0] = 0;
+    CU_ASSERT_EQUAL(r.wst[0].steps_sent, 0);
+    /* worker 2 has the job's key (its view's, from the bus) */
+    start_worker(&r, 1);
+    finish(&r);
+    check_epochs(&r, 1);
+    CU_ASSERT_EQUAL(r.wrc[1], 0);
+    CU_ASSERT_TRUE(r.wst[1].steps_sent > 0);
+    CU_ASSERT_TRUE(r.ast.test.n > 0 && r.ast.test.auc > 0.88);
+    run_free(&r);
+    fsgd_auth_destroy(other);
+    clear_key();
+}
+
 static void test_aggregator_gone(void)
 {
     run_t r;
@@ -1186,7 +1250,7 @@ static void test_aggregator_gone(void)
     waits_said = 0;
     start(&r);
     wait_steps(&r, 3);
-    fsgd_aggregator_crash(1);
+    r.crash = 1;
     pthread_join(r.agg_t, NULL);
     CU_ASSERT_EQUAL(r.arc, FSGD_E_STATE);
     if (r.arc != FSGD_E_STATE)
@@ -1210,7 +1274,6 @@ static void test_aggregator_gone(void)
     CU_ASSERT_TRUE(waits_said >= 2 * r.nworkers); /* said every 1 s meanwhile */
     if (r.wrc[0] != FSGD_E_TIMEOUT || waits_said < 2 * r.nworkers)
         fprintf(stderr, "\n  after %.1f s: worker 1: %s; %d waits said\n", waited, r.werr[0], (int)waits_said);
-    fsgd_aggregator_crash(0);
     run_free(&r);
 }
 
@@ -1266,6 +1329,7 @@ void fsgd_test_register(void)
         {"a worker dropped mid-epoch, its session ending first", test_worker_dropped_session_first},
         {"a worker dropped mid-epoch with tau 2", test_worker_dropped_tau},
         {"working set: a worker dropped mid-epoch with tau 2", test_worker_dropped_working_set},
+        {"job keys per role: another key or none never joins, the job's trains", test_keys_per_role},
         {"the aggregator gone: workers say what they wait for, then give up", test_aggregator_gone},
         {"no aggregator yet: workers say they wait for a snapshot, and wait", test_no_aggregator_yet},
         {NULL, NULL},

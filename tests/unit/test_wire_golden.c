@@ -65,7 +65,7 @@ static void build(fsgd_wire_buf_t *up, fsgd_wire_buf_t *down)
     fsgd_kframe_t f = {.kind = FSGD_KMSG_GRAD, .gen = 9, .sender = 3, .step = 18, .nchunks = 1, .body = body.p,
                        .body_len = (uint32_t)body.n};
     up->p = malloc(body.n + FSGD_KFRAME_OVERHEAD);
-    up->n = fsgd_kframe_write(up->p, &f);
+    up->n = fsgd_kframe_write(up->p, &f, NULL);
 
     fixed_vector(k, v, 40, 5);
     CU_ASSERT_FATAL(fsgd_codec_encode(c, k, v, 40, msg, sizeof msg, &len, err, sizeof err) == 0);
@@ -78,7 +78,7 @@ static void build(fsgd_wire_buf_t *up, fsgd_wire_buf_t *down)
     fsgd_kframe_t m = {.kind = FSGD_KMSG_DELTA_CODED, .flags = FSGD_KFLAG_SECTION, .gen = 9, .step = 18,
                        .nchunks = 1, .body = body.p, .body_len = (uint32_t)body.n};
     down->p = malloc(body.n + FSGD_KFRAME_OVERHEAD);
-    down->n = fsgd_kframe_write(down->p, &m);
+    down->n = fsgd_kframe_write(down->p, &m, NULL);
     fsgd_wire_state_free(&s);
     free(body.p);
     fsgd_codec_destroy(c);
@@ -114,7 +114,7 @@ static void test_decoders_read(void)
     /* uplink */
     uint8_t *p = fsgd_test_read_file(GOLDEN_DIR "/grad_fastsgd.bin", &len);
     CU_ASSERT_FATAL(p != NULL);
-    CU_ASSERT_EQUAL_FATAL(fsgd_kframe_parse(p, len, &f, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_kframe_parse(p, len, &f, NULL, NULL, err, sizeof err), 0);
     CU_ASSERT(f.kind == FSGD_KMSG_GRAD && f.gen == 9 && f.sender == 3 && f.step == 18 && f.flags == 0);
     fsgd_wire_grad_t g;
     CU_ASSERT_EQUAL_FATAL(fsgd_wire_grad_get(f.body, f.body_len, 2, &g, err, sizeof err), 0);
@@ -132,7 +132,7 @@ static void test_decoders_read(void)
     /* downlink */
     p = fsgd_test_read_file(GOLDEN_DIR "/model_cdelta_section.bin", &len);
     CU_ASSERT_FATAL(p != NULL);
-    CU_ASSERT_EQUAL_FATAL(fsgd_kframe_parse(p, len, &f, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_kframe_parse(p, len, &f, NULL, NULL, err, sizeof err), 0);
     CU_ASSERT(f.kind == FSGD_KMSG_DELTA_CODED && f.flags == FSGD_KFLAG_SECTION && f.step == 18);
     fsgd_wire_state_t s = {0};
     size_t off = 0;

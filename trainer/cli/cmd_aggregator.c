@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "dist_cli.h"
+#include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/kbus.h"
 #include "fsgd/observe.h"
@@ -123,10 +124,13 @@ static void on_log(void *ctx, const char *line)
         fprintf(stderr, "%s\n", l);
 }
 
+/* SIGTERM/SIGINT in a follow job: the aggregator finishes (fsgd_role_env_t.stop) */
+static volatile sig_atomic_t follow_stop;
+
 static void on_follow_signal(int sig)
 {
     (void)sig;
-    fsgd_agg_follow_stop();
+    follow_stop = 1;
     fsgd_cli_cleanup_on_signal();
 }
 
@@ -224,10 +228,8 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     if (rc)
         return rc == 1 ? 0 : rc;
     char err[FSGD_OUTFILE_PATH_MAX + 512];
-    if (fsgd_kbus_set_options(job.kafka, err, sizeof err) < 0) {
-        fsgd_cli_error("aggregator: %s", err);
-        return FSGD_EXIT_USAGE;
-    }
+    if ((rc = dcli_kafka(&job, "aggregator")) != 0)
+        return rc;
     if ((rc = dcli_auth(&job, "aggregator")) != 0 || (rc = dcli_connect(&job, "aggregator")) != 0)
         return rc;
     fsgd_cli_cleanup_on_signal();
@@ -240,7 +242,7 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
     }
-    fsgd_agg_stats_t st;
+    fsgd_agg_stats_t st = {0};
     /* fsgd run passes its embedded cluster's limit down (not a job key). */
     const char *maxw = getenv("FSGD_MAX_MODEL_WEIGHTS");
     if (maxw)
@@ -255,7 +257,12 @@ int fsgd_cmd_aggregator(int argc, char **argv)
                 maddr, strchr(maddr, ':') ? "]" : "", bound);
     }
     agg_cli_t cli = {&job, fsgd_progress_new(stderr, -1)};
-    rc = fsgd_aggregator_run(&job, job.workers, &st, on_progress, on_step, on_log, &cli, err, sizeof err);
+    fsgd_role_env_t env = {.stop = &follow_stop, .log = on_log, .ctx = &cli};
+    if (!(env.bus = dcli_bus(job.brokers, "aggregator")))
+        rc = FSGD_E_KAFKA;
+    else
+        rc = fsgd_aggregator_run(&env, &job, job.workers, &st, on_progress, on_step, err, sizeof err);
+    fsgd_bus_destroy(env.bus);
     fsgd_progress_destroy(cli.line);
     fsgd_observe_stop();
     if (rc < 0) {

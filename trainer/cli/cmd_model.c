@@ -99,11 +99,13 @@ static int assemble_settings(fsgd_job_t *kj, const char *const *kopts, int n_kop
     fsgd_job_defaults(kj);
     char err[FSGD_OUTFILE_PATH_MAX + 256];
     for (int i = 0; i < n_kopts; i++)
-        if (fsgd_job_set(kj, "kafka_opt", kopts[i], err, sizeof err) < 0 ||
-            (i == n_kopts - 1 && fsgd_kbus_set_options(kj->kafka, err, sizeof err) < 0)) {
+        if (fsgd_job_set(kj, "kafka_opt", kopts[i], err, sizeof err) < 0) {
             fsgd_cli_error("model assemble: %s", err);
             return FSGD_EXIT_USAGE;
         }
+    int st = dcli_kafka(kj, "model assemble"); /* none given: none from an earlier command either (Python) */
+    if (st)
+        return st;
     if (connect_ms && fsgd_job_set(kj, "connect_timeout_ms", connect_ms, err, sizeof err) < 0) {
         fsgd_cli_error("model assemble: %s", err);
         return FSGD_EXIT_USAGE;
@@ -119,7 +121,10 @@ static int assemble_settings(fsgd_job_t *kj, const char *const *kopts, int n_kop
         snprintf(kj->name, sizeof kj->name, "%s", name);
         return dcli_auth(kj, "model assemble");
     }
-    return 0;
+    /* no key: none from an earlier command of this process (Python) either */
+    kj->quiet = 1;
+    snprintf(kj->name, sizeof kj->name, "%s", name ? name : "");
+    return dcli_auth(kj, "model assemble");
 }
 
 /* The model from a file of frames (--input) or the job's topic, saved to
@@ -139,7 +144,7 @@ static int assemble_and_save(fsgd_job_t *kj, const char *input, const char *brok
             fsgd_cli_error("model assemble: cannot read '%s'", input);
             return FSGD_EXIT_IO;
         }
-        rc = fsgd_model_assemble_stream(buf, len, !partial, &m, &step, err, sizeof err);
+        rc = fsgd_model_assemble_stream(buf, len, dcli_auth_of(), !partial, &m, &step, err, sizeof err);
         free(buf);
     } else {
         /* the roles' bound: an unreachable broker or a failed handshake is said within connect_timeout_ms */
@@ -147,7 +152,11 @@ static int assemble_and_save(fsgd_job_t *kj, const char *input, const char *brok
         snprintf(kj->name, sizeof kj->name, "%s", name);
         if ((st = dcli_connect(kj, "model assemble")) != 0)
             return st;
-        rc = fsgd_model_assemble_topic(brokers, name, !partial, &m, &step, err, sizeof err);
+        fsgd_bus_t *bus = dcli_bus(brokers, "model assemble");
+        if (!bus)
+            return FSGD_EXIT_BROKER;
+        rc = fsgd_model_assemble_topic(bus, name, !partial, &m, &step, err, sizeof err);
+        fsgd_bus_destroy(bus);
     }
     if (rc == 0 && err[0])
         fprintf(stderr, "fsgd: model assemble: %s\n", err); /* frames of another key skipped */

@@ -139,13 +139,14 @@ static void print_metrics(const fsgd_model_t *m, const char *data, const double 
 /* The job key that checks the topic's tags (as fsgd model assemble). */
 static int topic_auth(const predict_args_t *a)
 {
-    if (!a->key_file)
-        return 0;
     fsgd_job_t kj;
     fsgd_job_defaults(&kj);
-    snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", a->key_file);
+    kj.quiet = !a->key_file; /* no key: nothing to say */
+    if (a->key_file)
+        snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", a->key_file);
     snprintf(kj.name, sizeof kj.name, "%s", a->name);
-    return dcli_auth(&kj, "predict");
+    int rc = dcli_kafka(&kj, "predict"); /* none: none from an earlier command either (Python) */
+    return rc ? rc : dcli_auth(&kj, "predict");
 }
 
 /* One run of fsgd predict: the model, where its rows come from, where the
@@ -176,7 +177,11 @@ static int open_model(const predict_args_t *a, fsgd_model_t *m)
         if ((prc = topic_auth(a)) != 0)
             return prc;
         uint64_t step = 0;
-        rc = fsgd_model_assemble_topic(a->brokers, a->name, 0, m, &step, err, sizeof err);
+        fsgd_bus_t *bus = dcli_bus(a->brokers, "predict");
+        if (!bus)
+            return FSGD_EXIT_BROKER;
+        rc = fsgd_model_assemble_topic(bus, a->name, 0, m, &step, err, sizeof err);
+        fsgd_bus_destroy(bus);
         if (rc == 0 && !a->quiet)
             fprintf(stderr, "fsgd predict: the model of job %s at step %llu, from %s.model\n", a->name,
                     (unsigned long long)step, a->name);

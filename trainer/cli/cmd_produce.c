@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "dist_cli.h"
+#include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
@@ -43,7 +44,8 @@ static int data_rows_signed(const fsgd_job_t *job)
 {
     char err[512], topic[160];
     fsgd_kbus_topic(topic, sizeof topic, job->name, "data");
-    rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_READER, job->brokers, NULL, err, sizeof err);
+    fsgd_kconf_t kc = dcli_kconf(job->brokers);
+    rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_READER, &kc, NULL, err, sizeof err);
     if (!rk)
         return 0;
     int P = fsgd_kbus_partitions(rk, topic, 5000, err, sizeof err), signed_rows = 0;
@@ -98,7 +100,8 @@ static int refuse_unknown_job(const fsgd_job_t *job)
         return 0;
     char err[512], topic[160];
     fsgd_kbus_topic(topic, sizeof topic, job->name, "data");
-    rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_READER, job->brokers, NULL, err, sizeof err);
+    fsgd_kconf_t kc = dcli_kconf(job->brokers);
+    rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_READER, &kc, NULL, err, sizeof err);
     if (!rk)
         return 0;
     /* every topic's metadata: asking for the one topic makes a broker (the
@@ -130,19 +133,21 @@ int fsgd_cmd_produce(int argc, char **argv)
         fsgd_cli_error("produce: --brokers and a data file are required");
         return FSGD_EXIT_USAGE;
     }
-    fsgd_produce_stats_t st;
+    fsgd_produce_stats_t st = {0};
     char err[512];
-    if (fsgd_kbus_set_options(job.kafka, err, sizeof err) < 0) {
-        fsgd_cli_error("produce: %s", err);
-        return FSGD_EXIT_USAGE;
-    }
+    if ((rc = dcli_kafka(&job, "produce")) != 0)
+        return rc;
     if ((rc = dcli_auth(&job, "produce")) != 0) /* rows are tagged with the job key */
         return rc;
     if ((rc = dcli_connect(&job, "produce")) != 0)
         return rc;
     if ((rc = refuse_unknown_job(&job)) != 0 || (rc = refuse_unsigned_rows(&job)) != 0)
         return rc;
-    rc = fsgd_produce_file(&job, job.brokers, job.data, job.partitions, &st, on_progress, &job, err, sizeof err);
+    fsgd_role_env_t env = {.ctx = &job};
+    if (!(env.bus = dcli_bus(job.brokers, "produce")))
+        return FSGD_EXIT_BROKER;
+    rc = fsgd_produce_file(&env, &job, job.data, job.partitions, &st, on_progress, err, sizeof err);
+    fsgd_bus_destroy(env.bus);
     if (rc < 0) {
         fsgd_cli_error("produce: %s", err);
         return fsgd_cli_status(rc);

@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "dist_cli.h"
 #include "fsgd/auth.h"
+#include "fsgd/bus.h"
 #include "fsgd/ckpt_set.h"
 #include "fsgd/clock.h"
 #include "fsgd/dist.h"
@@ -66,8 +67,7 @@ static const char usage[] =
 static volatile sig_atomic_t got_signal;
 static void on_signal(int sig)
 {
-    got_signal = sig;
-    fsgd_produce_stop(); /* a produce under way stops at its next chunk */
+    got_signal = sig; /* also a produce's stop flag: it stops at its next chunk */
 }
 
 typedef struct fault {
@@ -214,13 +214,13 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
 static int real_topics(const fsgd_job_t *job, const char *brokers, int P, int check_unused, int data_too,
                        char *err, size_t errsz)
 {
-    rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_PRODUCER, brokers, NULL, err, errsz);
-    if (!rk)
-        return FSGD_E_KAFKA;
-    int rc = fsgd_dist_topics_create(job, rk, P, err, errsz);
+    fsgd_bus_t *bus = fsgd_bus_kafka_new(brokers, dcli_kconf(brokers).options, err, errsz);
+    fsgd_bus_client_t *c = bus ? fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz) : NULL;
+    int rc = c ? fsgd_dist_topics_create(c, job, P, err, errsz) : FSGD_E_KAFKA;
     if (!rc && check_unused)
-        rc = fsgd_dist_topics_unused(job, rk, data_too, err, errsz);
-    rd_kafka_destroy(rk);
+        rc = fsgd_dist_topics_unused(c, job, data_too, err, errsz);
+    fsgd_bus_client_destroy(c);
+    fsgd_bus_destroy(bus);
     return rc;
 }
 
@@ -305,11 +305,8 @@ static int run_options(run_t *r)
         fsgd_cli_error("run: %s", r->err);
         return FSGD_EXIT_USAGE;
     }
-    if (fsgd_kbus_set_options(job->kafka, r->err, sizeof r->err) < 0) {
-        fsgd_cli_error("run: %s", r->err);
-        return FSGD_EXIT_USAGE;
-    }
-    return RUN_ON;
+    int krc = dcli_kafka(job, "run");
+    return krc ? krc : RUN_ON;
 }
 
 static void run_pick_checkpoint(run_t *r)
@@ -512,7 +509,8 @@ static int run_check_workers(run_t *r)
     const fsgd_job_t *job = &r->job;
     int P_job = r->P;
     if (r->brokers[0] && r->no_produce) {
-        rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, r->brokers, NULL, r->err, sizeof r->err);
+        fsgd_kconf_t kc = dcli_kconf(r->brokers);
+        rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, &kc, NULL, r->err, sizeof r->err);
         char t[160];
         fsgd_kbus_topic(t, sizeof t, job->name, "data");
         int n = rk ? fsgd_kbus_partitions(rk, t, 10000, r->err, sizeof r->err) : -1;
@@ -725,9 +723,11 @@ static int run_produce(run_t *r)
     if (!r->no_produce && r->resume && !r->mock && !job->quiet)
         fprintf(stderr, "fsgd: run: --resume: training on the rows already in %s.data\n", job->name);
     if (run_produces(r)) {
-        fsgd_produce_stats_t ps;
-        int rc = fsgd_produce_file(job, r->brokers, job->data, r->mock ? 0 : r->P, &ps, NULL, NULL, r->err,
-                                   sizeof r->err);
+        fsgd_produce_stats_t ps = {0};
+        fsgd_role_env_t env = {.bus = dcli_bus(r->brokers, "run"), .stop = &got_signal};
+        int rc = env.bus ? fsgd_produce_file(&env, job, job->data, r->mock ? 0 : r->P, &ps, NULL, r->err, sizeof r->err)
+                         : fsgd_err_fmt(r->err, sizeof r->err, FSGD_E_KAFKA, "no Kafka client for %s", r->brokers);
+        fsgd_bus_destroy(env.bus);
         if (rc < 0 && got_signal) {
             fsgd_cli_error("run: interrupted by signal %d while writing %s.data: stopping the aggregator and %d "
                            "worker(s)", (int)got_signal, job->name, r->W);

@@ -264,8 +264,12 @@ int fsgd_cmd_serve(int argc, char **argv)
         snprintf(kj.name, sizeof kj.name, "%s", a.name);
         if (a.key_file)
             snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", a.key_file);
-        int rc = dcli_auth(&kj, "serve");
-        if (rc == 0 && (rc = fsgd_serve_add_topic(s, a.name, a.brokers, a.name, err, sizeof err)) < 0) {
+        int rc = dcli_kafka(&kj, "serve");
+        rc = rc ? rc : dcli_auth(&kj, "serve");
+        fsgd_bus_t *bus = rc ? NULL : dcli_bus(a.brokers, "serve");
+        if (rc == 0 && !bus)
+            rc = FSGD_EXIT_BROKER;
+        else if (rc == 0 && (rc = fsgd_serve_add_topic(s, a.name, a.brokers, a.name, bus, err, sizeof err)) < 0) {
             fsgd_cli_error("serve: model %s: %s", a.name, err);
             rc = fsgd_cli_status(rc);
         }

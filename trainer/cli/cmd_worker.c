@@ -9,11 +9,12 @@
 
 #include "cli.h"
 #include "dist_cli.h"
+#include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/kbus.h"
 #include "fsgd/observe.h"
 
-static volatile int stop_flag;
+static volatile sig_atomic_t stop_flag;
 
 /* The first SIGTERM/SIGINT stops the worker cleanly (it leaves the group
  * and says so on NAME.ctl); a second one, or one while the brokers are gone
@@ -99,10 +100,8 @@ int fsgd_cmd_worker(int argc, char **argv)
         }
     }
     char err[512];
-    if (fsgd_kbus_set_options(job.kafka, err, sizeof err) < 0) {
-        fsgd_cli_error("worker: %s", err);
-        return FSGD_EXIT_USAGE;
-    }
+    if ((rc = dcli_kafka(&job, "worker")) != 0)
+        return rc;
     if ((rc = dcli_auth(&job, "worker")) != 0)
         return rc;
     struct sigaction sa;
@@ -129,7 +128,8 @@ int fsgd_cmd_worker(int argc, char **argv)
     {
         char t[160];
         fsgd_kbus_topic(t, sizeof t, job.name, "data");
-        rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, job.brokers, NULL, err, sizeof err);
+        fsgd_kconf_t kc = dcli_kconf(job.brokers);
+        rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, &kc, NULL, err, sizeof err);
         int n = rk ? fsgd_kbus_partitions(rk, t, job.connect_timeout_ms, err, sizeof err) : -1;
         if (rk)
             rd_kafka_destroy(rk);
@@ -139,8 +139,12 @@ int fsgd_cmd_worker(int argc, char **argv)
             return FSGD_EXIT_BROKER;
         }
     }
-    fsgd_worker_stats_t st;
-    rc = fsgd_worker_run(&job, (uint32_t)idv, &stop_flag, &st, on_step, on_log, (void *)id, err, sizeof err);
+    fsgd_worker_stats_t st = {0};
+    fsgd_role_env_t env = {.stop = &stop_flag, .log = on_log, .ctx = (void *)id};
+    if (!(env.bus = dcli_bus(job.brokers, "worker")))
+        return FSGD_EXIT_BROKER;
+    rc = fsgd_worker_run(&env, &job, (uint32_t)idv, &st, on_step, err, sizeof err);
+    fsgd_bus_destroy(env.bus);
     fsgd_observe_stop();
     if (rc < 0) {
         fsgd_cli_error("worker: %s", err);

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "fsgd/auth.h"
+#include "fsgd/bus.h"
 #include "fsgd/kbus.h"
 #include "fsgd/rowfmt.h"
 
@@ -145,10 +146,39 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job)
     return dcli_job_only(argc, argv, usage, NULL, job);
 }
 
+static fsgd_auth_t *cli_auth;
+
+static void auth_wipe(void)
+{
+    fsgd_auth_destroy(cli_auth);
+    cli_auth = NULL;
+}
+
+fsgd_auth_t *dcli_auth_of(void)
+{
+    return cli_auth;
+}
+
+/* Replaces the command's security (one command may load a second job's). */
+static int auth_keep(const uint8_t *key, const char *job)
+{
+    static int registered;
+    if (!registered)
+        registered = atexit(auth_wipe) == 0;
+    auth_wipe();
+    cli_auth = fsgd_auth_new(key, job);
+    return cli_auth != NULL;
+}
+
 int dcli_auth(const fsgd_job_t *job, const char *who)
 {
-    fsgd_auth_set_job(job->name); /* tags and NAME.ctl events are this job's */
     if (!job->job_key_file[0]) {
+        /* no key: tags are neither made nor checked, but NAME.ctl events are
+         * still this job's only */
+        if (!auth_keep(NULL, job->name)) {
+            fsgd_cli_error("%s: libsodium did not start", who);
+            return FSGD_EXIT_INTERNAL;
+        }
         if (!job->quiet && !getenv("FSGD_RUN_CHILD"))
             fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
                             "to its topics can steer it\n",
@@ -161,14 +191,14 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
         fsgd_cli_error("%s: %s", who, err);
         return FSGD_EXIT_USAGE;
     }
-    int rc = fsgd_auth_set_key(key);
+    int kept = auth_keep(key, job->name);
     sodium_memzero(key, sizeof key);
-    fsgd_auth_set_unsigned_rows(job->unsigned_rows);
-    fsgd_auth_set_skip_bad_rows(job->skip_bad);
-    if (rc < 0) {
+    if (!kept) {
         fsgd_cli_error("%s: libsodium did not start", who);
         return FSGD_EXIT_INTERNAL;
     }
+    fsgd_auth_set_unsigned_rows(cli_auth, job->unsigned_rows);
+    fsgd_auth_set_skip_bad_rows(cli_auth, job->skip_bad);
     /* Said once: by fsgd run (not again by each role it starts) or by a role
      * started by hand; not with --quiet. Issue 40 item 9. */
     if (job->quiet || getenv("FSGD_RUN_CHILD"))
@@ -181,6 +211,43 @@ int dcli_auth(const fsgd_job_t *job, const char *who)
     return 0;
 }
 
+static char cli_kafka[4096];
+
+static void kafka_wipe(void)
+{
+    fsgd_kbus_options_wipe(cli_kafka, sizeof cli_kafka);
+}
+
+int dcli_kafka(const fsgd_job_t *job, const char *who)
+{
+    static int registered;
+    if (!registered)
+        registered = atexit(kafka_wipe) == 0;
+    char err[1024];
+    if (fsgd_kbus_options_resolve(job->kafka, cli_kafka, sizeof cli_kafka, err, sizeof err) < 0) {
+        fsgd_cli_error("%s: %s", who, err);
+        return FSGD_EXIT_USAGE;
+    }
+    return 0;
+}
+
+fsgd_kconf_t dcli_kconf(const char *brokers)
+{
+    return (fsgd_kconf_t){brokers, cli_kafka};
+}
+
+fsgd_bus_t *dcli_bus(const char *brokers, const char *who)
+{
+    char err[1024];
+    fsgd_bus_t *bus = fsgd_bus_kafka_new(brokers, cli_kafka, err, sizeof err);
+    if (!bus) {
+        fsgd_cli_error("%s: %s", who, err);
+        return NULL;
+    }
+    fsgd_bus_set_auth(bus, cli_auth);
+    return bus;
+}
+
 int dcli_connect(const fsgd_job_t *job, const char *who)
 {
     /* not by the roles fsgd run starts on its embedded cluster: it is up */
@@ -189,7 +256,8 @@ int dcli_connect(const fsgd_job_t *job, const char *who)
         fprintf(stderr, "fsgd: %s: connecting to %s (job %s; giving up after %.1f s, connect_timeout_ms)\n", who,
                 job->brokers, job->name, job->connect_timeout_ms / 1e3);
     char err[1024];
-    if (fsgd_kbus_connect(job->brokers, job->connect_timeout_ms, err, sizeof err) < 0) {
+    fsgd_kconf_t kc = dcli_kconf(job->brokers);
+    if (fsgd_kbus_connect(&kc, job->connect_timeout_ms, err, sizeof err) < 0) {
         fsgd_cli_error("%s: %s", who, err);
         return FSGD_EXIT_BROKER;
     }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "cli.h"
+#include "fsgd/bus.h"
 #include "fsgd/job.h"
 
 /* Removes every "--name VALUE" / "--name=VALUE" (has_value) or "--name"
@@ -50,10 +51,27 @@ void dcli_bad_rows(const char *where, uint64_t n, const char (*first)[160]);
  * (printed). */
 int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const char **addr, int *port);
 
-/* Loads job->job_key_file (when set) as the process's job key
- * (fsgd/auth.h) and prints one line saying which topics are authenticated,
- * or that none are. 0, or FSGD_EXIT_USAGE with the key file's error printed. */
+/* The command's job security (fsgd/auth.h), which every bus it makes
+ * with dcli_bus carries: job->job_key_file's key when set, and the job's
+ * name. Prints one line saying which topics are authenticated, or that
+ * none are. 0, or FSGD_EXIT_USAGE with the key file's error printed. The
+ * process (main) owns it, as it owns its signal flags: the library keeps
+ * none; it is wiped at exit. */
 int dcli_auth(const fsgd_job_t *job, const char *who);
+/* That security (NULL before dcli_auth: no key, no job). */
+fsgd_auth_t *dcli_auth_of(void);
+
+/* The command's Kafka settings (job->kafka, fsgd_kbus_options_resolve:
+ * KEY_file lines read, each setting checked by librdkafka), for every bus
+ * and client it makes. Main owns them, as dcli_auth's key; wiped at exit.
+ * 0, or FSGD_EXIT_USAGE with the error printed. */
+int dcli_kafka(const fsgd_job_t *job, const char *who);
+/* brokers with those settings (valid until the next dcli_kafka). */
+fsgd_kconf_t dcli_kconf(const char *brokers);
+
+/* A Kafka bus on brokers with dcli_kafka's settings, whose clients tag and
+ * check under dcli_auth's security. NULL after printing why. */
+fsgd_bus_t *dcli_bus(const char *brokers, const char *who);
 
 /* Says which brokers the role waits for, then waits at most
  * job->connect_timeout_ms for them to answer (TLS and SASL included). 0, or

@@ -13,7 +13,6 @@
  * before the step trains on them: progressive validation, VW's progressive
  * loss, which a stream needs instead of a holdout. */
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,18 +54,6 @@ struct agg_follow {
     uint64_t dim_skipped; /* skip_bad: messages with a feature past the model's dim, read as empty */
     double last_idle_said;  /* when aggregator_waiting last went out on NAME.ctl */
 };
-
-static volatile sig_atomic_t stop_requested;
-
-void fsgd_agg_follow_stop(void)
-{
-    stop_requested = 1;
-}
-
-int agg_follow_stopping(void)
-{
-    return stop_requested != 0;
-}
 
 static int follow_alloc(agg_t *a, uint32_t nparts)
 {
@@ -264,7 +251,7 @@ static void say_idle(agg_t *a)
 
 int agg_follow_hold(agg_t *a)
 {
-    if (stop_requested || a->open.rows_step > 0)
+    if ((a->stop && *a->stop) || a->open.rows_step > 0)
         return 0;
     for (uint32_t p = 0; p < a->st.nparts; p++)
         if (a->st.pos[p] < a->st.end[p])
@@ -382,7 +369,6 @@ int agg_follow_published(agg_t *a)
 
 void agg_follow_stopped(agg_t *a)
 {
-    stop_requested = 0; /* taken: a later aggregator in this process runs (tests) */
     agg_log(a, "follow: stopped on request at step %llu with version %llu; the checkpoint%s%s continues it",
             (unsigned long long)a->step, (unsigned long long)a->follow->version, a->job->checkpoint[0] ? " " : "",
             a->job->checkpoint);

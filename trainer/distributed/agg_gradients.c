@@ -81,7 +81,7 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int32_t partition
 {
     fsgd_kframe_t f;
     char e[256];
-    int prc = fsgd_kframe_parse(payload, plen, &f, NULL, e, sizeof e);
+    int prc = fsgd_kframe_parse(payload, plen, &f, NULL, a->auth, e, sizeof e);
     if (prc < 0) {
         agg_reject(a, prc == FSGD_E_AUTH ? FSGD_AGG_REJ_UNAUTH : FSGD_AGG_REJ_CORRUPT, "offset %lld: %s",
                    (long long)offset, e);

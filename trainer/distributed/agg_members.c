@@ -73,14 +73,14 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
     uint32_t P = a->st.nparts;
     const char *j = m->val;
     char why[256];
-    if (!m->err && fsgd_ctl_verify(m, why, sizeof why) < 0) {
+    if (!m->err && fsgd_ctl_verify(a->auth, m, why, sizeof why) < 0) {
         agg_reject(a, FSGD_AGG_REJ_UNAUTH, "%s %s", a->tctl, why);
         return;
     }
     /* a copy of an event its sender wrote before: a worker_leave copied
      * back into the topic drops no live worker (read from the start, this
      * reader has seen every original) */
-    if (!m->err && fsgd_auth_enabled() && fsgd_replay_ctl(a->replay_ctl, m->offset, m->mac, m->mac_len) == 1) {
+    if (!m->err && fsgd_auth_enabled(a->auth) && fsgd_replay_ctl(a->replay_ctl, m->offset, m->mac, m->mac_len) == 1) {
         agg_reject_on(a, a->tctl, FSGD_AGG_REJ_REPLAYED, "offset %lld: a copy of an event its sender wrote before",
                       (long long)m->offset);
         return;

@@ -231,7 +231,7 @@ int agg_scan_data(agg_t *a)
         agg_log(a, "topic %s: skipped %llu row messages with a feature past dim %llu (skip_bad); first: %s", a->tdata,
                 (unsigned long long)c.past_dim, (unsigned long long)c.dim, c.first_past);
     char first[256];
-    uint64_t unauth = fsgd_auth_skipped_rows(first, sizeof first);
+    uint64_t unauth = fsgd_auth_skipped_rows(a->auth, first, sizeof first);
     if (unauth) /* skip_bad: rows without the job key's tag, read as empty by every role */
         agg_log(a, "topic %s: skipped %llu row messages without this job key's tag (skip_bad); first: %s", a->tdata,
                 (unsigned long long)unauth, first);

@@ -146,7 +146,7 @@ static int lead_take(agg_t *a, const fsgd_bus_msg_t *m)
     fsgd_kframe_t f;
     char e[256];
     l->next_offset = m->offset + 1;
-    if (fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e) < 0 || f.kind == FSGD_KMSG_GRAD || f.sender != 0)
+    if (fsgd_kframe_parse(m->val, m->len, &f, NULL, a->auth, e, sizeof e) < 0 || f.kind == FSGD_KMSG_GRAD || f.sender != 0)
         return 0; /* not the leader's: the workers' checks count such messages */
     int rp = fsgd_replay_frame(l->replay, m->partition, m->offset, m->val, m->len);
     if (rp < 0)
@@ -363,7 +363,7 @@ int agg_shard_final(agg_t *a)
     char e[512];
     int rc;
     for (;;) {
-        rc = fsgd_model_assemble_topic_bus(a->bus, job->name, 1, &m, NULL, e, sizeof e);
+        rc = fsgd_model_assemble_topic(a->bus, job->name, 1, &m, NULL, e, sizeof e);
         if (rc != FSGD_E_TRUNCATED || agg_now() - t0 > patience)
             break;
         if (agg_now() - logged >= 10) {

@@ -95,7 +95,7 @@ int agg_twin_check(agg_t *a)
             char ev[32], why[256];
             double n = -1, gen = 0, step = 0, pid = 0, shard = -1;
             const char *j = m->val;
-            if (!m->err && j && fsgd_ctl_verify(m, why, sizeof why) == 0 &&
+            if (!m->err && j && fsgd_ctl_verify(fsgd_bus_client_auth(c), m, why, sizeof why) == 0 &&
                 fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "aggregator_alive") &&
                 fsgd_ctl_get_num(j, m->len, "nonce", &n) && n == (double)nonce &&
                 fsgd_ctl_get_num(j, m->len, "shard", &shard) && shard == (double)a->shard) {

@@ -1,7 +1,6 @@
 /* The aggregator's small shared pieces, below every other agg_*.c file:
  * its log and rejection counting, its clock, sets of ids, and the test hook
  * that stops it as if killed. */
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,17 +90,10 @@ int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v)
     return 0;
 }
 
-static volatile sig_atomic_t crashed;
-
-void fsgd_aggregator_crash(int on)
-{
-    crashed = on != 0;
-}
-
 int agg_crashed(agg_t *a)
 {
-    if (!crashed)
+    if (!a->crash || !*a->crash)
         return 0;
     a->stopped = 1;
-    return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "stopped as if killed (fsgd_aggregator_crash)");
+    return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "stopped as if killed (fsgd_role_env_t.crash)");
 }

@@ -87,20 +87,6 @@ static int rows_orphaned(const agg_t *a)
     return left;
 }
 
-int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
-                        fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
-                        char *err, size_t errsz)
-{
-    fsgd_bus_t *bus = fsgd_bus_kafka_new(job->brokers, err, errsz);
-    if (!bus) {
-        memset(st, 0, sizeof *st);
-        return FSGD_E_NOMEM;
-    }
-    int rc = fsgd_aggregator_run_bus(bus, job, expected_workers, st, progress, on_step, log, ctx, err, errsz);
-    fsgd_bus_destroy(bus);
-    return rc;
-}
-
 /* The clients, the job's topics, the data topic's scan and summary, the
  * model to start from, the auto defaults and the test set. */
 static int agg_open(agg_t *a, fsgd_bus_t *bus)
@@ -120,7 +106,7 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
     /* The job's grads, model and ctl topics (fsgd produce or fsgd run made
      * them; kept as they are when they exist), with leaders elected. */
     if (!rc)
-        rc = fsgd_dist_topics_create_bus(a->prod, job, 0, err, errsz);
+        rc = fsgd_dist_topics_create(a->prod, job, 0, err, errsz);
     /* NAME.ctl from its start, for the whole run: the members of the job.
      * Assigned now, read once the data is known: a consumer's first fetch
      * waits for its connection and metadata (0.5 s), which the scan and
@@ -487,7 +473,7 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
     while (!rc && !*done) {
         if ((rc = agg_crashed(a)) != 0)
             break;
-        if (a->follow && agg_follow_stopping()) {
+        if (a->follow && a->stop && *a->stop) {
             rc = agg_follow_finish(a);
             *done = 1;
             break;
@@ -607,14 +593,24 @@ static int agg_save_metrics(agg_t *a, int rc)
     return rc;
 }
 
-int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
-                            fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
-                            char *err, size_t errsz)
+int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_job_t *job, int expected_workers,
+                        fsgd_agg_stats_t *st, fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, char *err,
+                        size_t errsz)
 {
+    fsgd_bus_t *bus = env->bus;
     memset(st, 0, sizeof *st);
     st->resumed_from_step = -1;
     st->time_to_target = -1;
-    agg_t a = {.job = job, .s = st, .err = err, .errsz = errsz, .log = log, .on_step = on_step, .log_ctx = ctx};
+    agg_t a = {.job = job,
+               .s = st,
+               .err = err,
+               .errsz = errsz,
+               .log = env->log,
+               .on_step = on_step,
+               .log_ctx = env->ctx,
+               .auth = fsgd_bus_auth(env->bus),
+               .stop = env->stop,
+               .crash = env->crash};
     fsgd_kbus_topic(a.tdata, sizeof a.tdata, job->name, "data");
     fsgd_kbus_topic(a.tgrads, sizeof a.tgrads, job->name, "grads");
     fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");
@@ -650,7 +646,7 @@ int fsgd_aggregator_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, int expected
     a.open.first_step = 1;
     a.open.first_deadline = agg_now() + 60;
     int done = 0;
-    agg_loop_t l = {.progress = progress, .ctx = ctx, .timeout = job->step_timeout_ms / 1e3,
+    agg_loop_t l = {.progress = progress, .ctx = env->ctx, .timeout = job->step_timeout_ms / 1e3,
                     .idle_snapshot = UINT64_MAX, .last_progress = agg_now()};
     if (!rc)
         rc = agg_step_loop(&a, &l, &done);

@@ -163,9 +163,12 @@ typedef struct agg {
     uint64_t gweights;  /* the whole model's weights (= mdim unsharded) */
     uint32_t shard, shards; /* agg_shard.c: which keys this process owns */
     struct agg_lead *lead;  /* a following shard: shard 0's step states (agg_shard.c) */
-    int stopped;            /* fsgd_aggregator_crash: ended as a killed process, publishing nothing */
+    int stopped;            /* *crash: ended as a killed process, publishing nothing */
+    volatile sig_atomic_t *stop;  /* the caller's (fsgd_role_env_t): a following aggregator finishes */
+    volatile sig_atomic_t *crash; /* the caller's (tests): stop as a killed process would */
     int twin;               /* refused: this place's aggregator is running (agg_shard_twin.c); nothing published */
     fsgd_bus_t *bus;        /* the bus the clients come from (shard 0 assembles the model on it) */
+    fsgd_auth_t *auth;      /* the bus's: the job's key and name (fsgd_bus_set_auth) */
     fsgd_csr_t test;
     int have_test;
     double xmax, ymax; /* largest |feature value| (intercept included) and |label| in NAME.data */
@@ -207,7 +210,7 @@ int agg_take_pull(agg_t *a, const fsgd_kframe_t *f, int64_t offset);
 void agg_pull_free(agg_t *a);
 
 /* aggregator.c: the main loop and what every part uses */
-/* FSGD_E_STATE (and a->stopped) once fsgd_aggregator_crash was called. */
+/* FSGD_E_STATE (and a->stopped) once *a->crash is set. */
 int agg_crashed(agg_t *a);
 void agg_log(agg_t *a, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -328,7 +331,6 @@ void agg_init_free(agg_t *a);
 /* agg_follow.c: continuous training (job key follow) */
 int agg_follow_setup(agg_t *a);
 void agg_follow_free(agg_t *a);
-int agg_follow_stopping(void);
 /* 1 while the gathered step is empty, every window's rows are applied and
  * no new rows (nor a version) are due: the step waits for data. */
 int agg_follow_hold(agg_t *a);

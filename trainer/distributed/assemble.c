@@ -44,6 +44,7 @@ typedef struct asm_all {
     uint64_t gn;
     uint32_t gshards;
     uint64_t max_step; /* frames of later steps are left out (UINT64_MAX: none) */
+    const fsgd_auth_t *auth; /* the job's key: frames without its tag are skipped */
 } asm_all_t;
 
 static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len,
@@ -55,8 +56,8 @@ static int feed(asm_all_t *all, const uint8_t *p, size_t len, int32_t partition,
 {
     fsgd_kframe_t f;
     char e[256];
-    int rc = fsgd_kframe_parse(p, len, &f, NULL, e, sizeof e);
-    if (rc == FSGD_E_AUTH && fsgd_auth_enabled()) {
+    int rc = fsgd_kframe_parse(p, len, &f, NULL, all->auth, e, sizeof e);
+    if (rc == FSGD_E_AUTH && fsgd_auth_enabled(all->auth)) {
         all->unauth++;
         return 0;
     }
@@ -83,11 +84,11 @@ static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, con
 {
     fsgd_kframe_t f = *fp;
     char e[256];
-    int rc = fsgd_kframe_parse(p, len, &f, NULL, e, sizeof e);
+    int rc = fsgd_kframe_parse(p, len, &f, NULL, all->auth, e, sizeof e);
     /* With the job key, a frame that is not the job's (a forged snapshot
      * appended to the topic) is skipped, never assembled; without the key an
      * authenticated topic cannot be read at all (the parse says so). */
-    if (rc == FSGD_E_AUTH && fsgd_auth_enabled()) {
+    if (rc == FSGD_E_AUTH && fsgd_auth_enabled(all->auth)) {
         s->unauth++;
         return 0;
     }
@@ -306,14 +307,15 @@ static int finish(asm_all_t *all, int require_final, fsgd_model_t *m, uint64_t *
     return rc;
 }
 
-int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final, fsgd_model_t *m, uint64_t *step,
-                               char *err, size_t errsz)
+int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, const fsgd_auth_t *auth, int require_final,
+                               fsgd_model_t *m, uint64_t *step, char *err, size_t errsz)
 {
     asm_all_t *all = calloc(1, sizeof *all);
     memset(m, 0, sizeof *m);
     if (!all)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
     all->max_step = UINT64_MAX;
+    all->auth = auth;
     size_t off = 0, nframes = 0;
     int rc = 0;
     while (off < len) {
@@ -351,19 +353,6 @@ static int topic_msg(void *ctx, int32_t partition, int64_t offset, const void *v
     return 0;
 }
 
-int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_final, fsgd_model_t *m,
-                              uint64_t *step, char *err, size_t errsz)
-{
-    fsgd_bus_t *bus = fsgd_bus_kafka_new(brokers, err, errsz);
-    if (!bus) {
-        memset(m, 0, sizeof *m);
-        return FSGD_E_NOMEM;
-    }
-    int rc = fsgd_model_assemble_topic_bus(bus, job, require_final, m, step, err, errsz);
-    fsgd_bus_destroy(bus);
-    return rc;
-}
-
 static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_final, uint64_t max_step,
                           fsgd_model_t *m, uint64_t *step, char *err, size_t errsz)
 {
@@ -375,8 +364,10 @@ static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_fin
         return FSGD_E_KAFKA;
     asm_all_t *all = calloc(1, sizeof *all);
     int rc = all ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
-    if (all)
+    if (all) {
         all->max_step = max_step;
+        all->auth = fsgd_bus_auth(bus);
+    }
     /* a partition a shard (one unsharded) */
     int P = rc ? 0 : fsgd_bus_partitions(c, topic, 10000, err, errsz);
     if (P < 0)
@@ -399,8 +390,8 @@ static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_fin
     return rc;
 }
 
-int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
-                                  uint64_t *step, char *err, size_t errsz)
+int fsgd_model_assemble_topic(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
+                              uint64_t *step, char *err, size_t errsz)
 {
     return assemble_topic(bus, job, require_final, UINT64_MAX, m, step, err, errsz);
 }
@@ -502,6 +493,7 @@ int fsgd_model_follow_read(fsgd_model_follow_t *f, fsgd_model_t *m, uint64_t *st
         if (!(f->all = calloc(1, sizeof *f->all)))
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
         f->all->max_step = UINT64_MAX;
+        f->all->auth = fsgd_bus_client_auth(f->c);
         f->nparts = P;
         memcpy(f->next, lo, (size_t)P * sizeof *lo);
         *whole = 1;

@@ -155,19 +155,20 @@ int fsgd_ctl_send(fsgd_bus_client_t *prod, const char *topic, const char *job, c
         return FSGD_E_KAFKA;
     /* the tag covers the key too: an event cannot be relabelled */
     char mac[FSGD_AUTH_TAG_HEX + 1] = "";
-    if (fsgd_auth_enabled())
-        fsgd_auth_tag_hex(mac, FSGD_AUTH_CTL, event, strlen(event) + 1, j->p, j->n);
+    fsgd_auth_t *auth = fsgd_bus_client_auth(prod);
+    if (fsgd_auth_enabled(auth))
+        fsgd_auth_tag_hex(auth, mac, FSGD_AUTH_CTL, event, strlen(event) + 1, j->p, j->n);
     return fsgd_bus_produce(prod, topic, 0, event, j->p, j->n, job, "ctl", mac[0] ? mac : NULL, NULL, 0) ? FSGD_E_KAFKA
                                                                                                           : 0;
 }
 
-int fsgd_ctl_verify(const fsgd_bus_msg_t *m, char *why, size_t whysz)
+int fsgd_ctl_verify(const fsgd_auth_t *auth, const fsgd_bus_msg_t *m, char *why, size_t whysz)
 {
     /* An event names its job: one of another job (copied from its NAME.ctl,
      * or a job of the same name's topics reused) is not acted on, key or no
      * key (issue 42: two worker_leave events of a finished job made a
      * running job's aggregator drop its live workers). */
-    const char *me = fsgd_auth_job();
+    const char *me = fsgd_auth_job(auth);
     char job[FSGD_AUTH_JOB_MAX + 2];
     if (me[0] && !m->err && m->val) {
         if (!fsgd_ctl_get_str(m->val, m->len, "job", job, sizeof job))
@@ -177,7 +178,7 @@ int fsgd_ctl_verify(const fsgd_bus_msg_t *m, char *why, size_t whysz)
             return fsgd_err_fmt(why, whysz, FSGD_E_AUTH, "offset %lld: an event of job '%.64s', not of this job '%s'",
                                 (long long)m->offset, job, me);
     }
-    if (!fsgd_auth_enabled())
+    if (!fsgd_auth_enabled(auth))
         return 0;
     const void *mac = m->mac;
     size_t mlen = m->mac_len;
@@ -191,7 +192,7 @@ int fsgd_ctl_verify(const fsgd_bus_msg_t *m, char *why, size_t whysz)
     memcpy(event, m->key ? m->key : "", m->key ? kl : 0);
     event[m->key ? kl : 0] = '\0';
     if (m->key_len >= sizeof event || memchr(event, '\0', m->key ? kl : 0) ||
-        !fsgd_auth_check_hex(mac, mlen, FSGD_AUTH_CTL, event, strlen(event) + 1, m->val, m->len))
+        !fsgd_auth_check_hex(auth, mac, mlen, FSGD_AUTH_CTL, event, strlen(event) + 1, m->val, m->len))
         return fsgd_err_fmt(why, whysz, FSGD_E_AUTH, "offset %lld: the %s tag is not this job key's",
                             (long long)m->offset, FSGD_CTL_MAC_HEADER);
     return 0;

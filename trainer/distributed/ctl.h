@@ -41,7 +41,7 @@ int fsgd_ctl_send(fsgd_bus_client_t *prod, const char *topic, const char *job, c
 /* 0 when m may be acted on: no job key is set, or m carries a valid tag
  * (FSGD_CTL_MAC_HEADER) over its key and value; FSGD_E_AUTH with why set
  * otherwise (the caller drops and counts it). */
-int fsgd_ctl_verify(const fsgd_bus_msg_t *m, char *why, size_t whysz);
+int fsgd_ctl_verify(const fsgd_auth_t *auth, const fsgd_bus_msg_t *m, char *why, size_t whysz);
 
 /* Field lookup in a flat JSON object: 1 found, 0 absent/mistyped. */
 int fsgd_ctl_get_str(const char *json, size_t len, const char *key, char *out, size_t cap);

@@ -163,7 +163,7 @@ static int add_record(fsgd_ctl_versions_t *r, const fsgd_ctl_version_t *v)
 
 static int take(fsgd_ctl_versions_t *r, const fsgd_bus_msg_t *m)
 {
-    if (fsgd_ctl_verify(m, NULL, 0) < 0)
+    if (fsgd_ctl_verify(fsgd_bus_client_auth(r->c), m, NULL, 0) < 0)
         return 0;
     fsgd_ctl_version_t v;
     int kind = fsgd_ctl_version_parse(m->val, m->len, r->job, &v);

@@ -103,7 +103,8 @@ int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_job_t *job,
 int fsgd_data_summary_read(fsgd_bus_client_t *c, const fsgd_job_t *job, fsgd_data_summary_t *s, char *err,
                            size_t errsz)
 {
-    if (!fsgd_auth_enabled())
+    fsgd_auth_t *auth = fsgd_bus_client_auth(c);
+    if (!fsgd_auth_enabled(auth))
         return 0;
     char topic[160];
     fsgd_kbus_topic(topic, sizeof topic, job->name, "ctl");
@@ -125,7 +126,7 @@ int fsgd_data_summary_read(fsgd_bus_client_t *c, const fsgd_job_t *job, fsgd_dat
             continue;
         if (!m->err && m->offset >= next) {
             next = m->offset + 1;
-            if (m->val && fsgd_ctl_verify(m, NULL, 0) == 0 && fsgd_data_summary_parse(m->val, m->len, job, tmp)) {
+            if (m->val && fsgd_ctl_verify(auth, m, NULL, 0) == 0 && fsgd_data_summary_parse(m->val, m->len, job, tmp)) {
                 *s = *tmp;
                 found = 1;
             }

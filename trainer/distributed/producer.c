@@ -5,7 +5,6 @@
  * (fsgd/rowfmt.h) and sent as it is. A delimited spec's header line is
  * skipped (the topic holds rows only). */
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,17 +24,10 @@
 #include "data_summary.h"
 #include "produce_reader.h"
 
-/* fsgd_produce_stop: set from a signal handler, read between chunks */
-static volatile sig_atomic_t produce_stop;
-
-void fsgd_produce_stop(void)
+/* The caller's stop flag (a signal handler sets it), read between chunks. */
+static int stopped(const fsgd_role_env_t *env, char *err, size_t errsz)
 {
-    produce_stop = 1;
-}
-
-static int stopped(char *err, size_t errsz)
-{
-    return produce_stop ? fsgd_err_fmt(err, errsz, FSGD_E_STATE, "produce: stopped by a signal") : 0;
+    return env->stop && *env->stop ? fsgd_err_fmt(err, errsz, FSGD_E_STATE, "produce: stopped by a signal") : 0;
 }
 
 int fsgd_produce_partitions_needed(uint64_t bytes)
@@ -46,20 +38,6 @@ int fsgd_produce_partitions_needed(uint64_t bytes)
     uint64_t per = 2u * 1024u * 1024u;
     uint64_t n = (bytes + per - 1) / per;
     return n < 1 ? 1 : (int)n;
-}
-
-int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *path, int partitions,
-                      fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
-                      size_t errsz)
-{
-    fsgd_bus_t *bus = fsgd_bus_kafka_new(brokers, err, errsz);
-    if (!bus) {
-        memset(st, 0, sizeof *st);
-        return FSGD_E_NOMEM;
-    }
-    int rc = fsgd_produce_file_bus(bus, job, path, partitions, st, progress, ctx, err, errsz);
-    fsgd_bus_destroy(bus);
-    return rc;
 }
 
 /* Lines of f, each at most FSGD_INPUT_MAX_LINE bytes: getline would grow
@@ -164,8 +142,9 @@ static int send_rows(block_out_t *o, const fsgd_csr_t *rows, size_t first, size_
     int32_t p = (int32_t)(o->st->messages % (uint64_t)o->P);
     /* with a job key, each row message carries its tag (KAFKA_FORMAT.md) */
     char mac[FSGD_AUTH_TAG_HEX + 1] = "";
-    if (fsgd_auth_enabled())
-        fsgd_auth_row_tag_hex(mac, p, val, len);
+    fsgd_auth_t *auth = fsgd_bus_client_auth(o->rk);
+    if (fsgd_auth_enabled(auth))
+        fsgd_auth_row_tag_hex(auth, mac, p, val, len);
     char e[256];
     if (fsgd_bus_produce(o->rk, o->topic, p, NULL, val, len, NULL, NULL, mac[0] ? mac : NULL, e, sizeof e))
         return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce %s:%llu: %s", o->path, (unsigned long long)o->lineno,
@@ -232,10 +211,11 @@ static int cut_blocks(block_out_t *o, const fsgd_csr_t *c, char *err, size_t err
     return 0;
 }
 
-int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const char *path, int partitions,
-                          fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
-                          size_t errsz)
+int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const char *path, int partitions,
+                      fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, char *err, size_t errsz)
 {
+    fsgd_bus_t *bus = env->bus;
+    void *ctx = env->ctx;
     memset(st, 0, sizeof *st);
     fsgd_rowfmt_t fmt;
     FSGD_TRY(fsgd_rowfmt_init(&fmt, job->format, job->hash_bits, job->skip_bad, err, errsz));
@@ -267,9 +247,9 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
      * already is refused (the new rows would mix into a finished job),
      * unless the job follows its data topic (follow: rows are meant to
      * arrive while it trains). */
-    rc = fsgd_dist_topics_create_bus(rk, job, partitions > 0 ? partitions : 12, err, errsz);
+    rc = fsgd_dist_topics_create(rk, job, partitions > 0 ? partitions : 12, err, errsz);
     if (!rc && !job->follow)
-        rc = fsgd_dist_topics_unused_bus(rk, job, 0, err, errsz);
+        rc = fsgd_dist_topics_unused(rk, job, 0, err, errsz);
     if (!rc && (P = fsgd_bus_partitions(rk, topic, 10000, err, errsz)) < 0)
         rc = P;
     if (!rc) {
@@ -304,7 +284,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
             break;
         out.lineno = c->end_line;
         st->bytes += c->bytes;
-        rc = stopped(err, errsz);
+        rc = stopped(env, err, errsz);
         if (!rc)
             rc = cut_blocks(&out, &c->rows, err, errsz);
         lst.lines += c->st.lines;
@@ -341,7 +321,7 @@ int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const cha
             line[--n] = '\0';
         if (lineno == 1 && fmt.hashed && fmt.spec.header)
             continue; /* the header names the columns: never sent */
-        if ((rc = stopped(err, errsz)) != 0)
+        if ((rc = stopped(env, err, errsz)) != 0)
             break;
         fsgd_csr_clear(&one);
         long r = fsgd_rowfmt_parse(&fmt, line, (size_t)n, src, lineno, &one, &lst, err, errsz);

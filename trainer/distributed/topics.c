@@ -35,18 +35,8 @@ int fsgd_dist_replication(const fsgd_job_t *job, int brokers, int *rf, int *min_
     return 0;
 }
 
-int fsgd_dist_topics_create(const fsgd_job_t *job, rd_kafka_t *rk, int data_partitions, char *err, size_t errsz)
-{
-    fsgd_bus_client_t *c = fsgd_bus_kafka_borrow(rk);
-    if (!c)
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
-    int rc = fsgd_dist_topics_create_bus(c, job, data_partitions, err, errsz);
-    fsgd_bus_client_destroy(c);
-    return rc;
-}
-
-int fsgd_dist_topics_create_bus(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_partitions, char *err,
-                                size_t errsz)
+int fsgd_dist_topics_create(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_partitions, char *err,
+                            size_t errsz)
 {
     int nb = fsgd_bus_broker_count(c, 10000, err, errsz);
     if (nb < 0)
@@ -91,18 +81,7 @@ int fsgd_dist_topics_create_bus(fsgd_bus_client_t *c, const fsgd_job_t *job, int
     return 0;
 }
 
-int fsgd_dist_topics_unused(const fsgd_job_t *job, rd_kafka_t *rk, int data_too, char *err, size_t errsz)
-{
-    fsgd_bus_client_t *c = fsgd_bus_kafka_borrow(rk);
-    if (!c)
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
-    int rc = fsgd_dist_topics_unused_bus(c, job, data_too, err, errsz);
-    fsgd_bus_client_destroy(c);
-    return rc;
-}
-
-int fsgd_dist_topics_unused_bus(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_too, char *err,
-                                size_t errsz)
+int fsgd_dist_topics_unused(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_too, char *err, size_t errsz)
 {
     static const char *sfx[] = {"model", "data"};
     for (int i = 0; i < (data_too ? 2 : 1); i++) {

@@ -123,34 +123,23 @@ static uint32_t random_id(void)
     return v ? v : 1;
 }
 
-int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
-                    fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *log_ctx, char *err, size_t errsz)
+int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t id, fsgd_worker_stats_t *st,
+                    fsgd_worker_step_fn on_step, char *err, size_t errsz)
 {
-    fsgd_bus_t *bus = fsgd_bus_kafka_new(job->brokers, err, errsz);
-    if (!bus) {
-        memset(st, 0, sizeof *st);
-        return FSGD_E_NOMEM;
-    }
-    int rc = fsgd_worker_run_bus(bus, job, id, stop, st, on_step, log, log_ctx, err, errsz);
-    fsgd_bus_destroy(bus);
-    return rc;
-}
-
-int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, volatile int *stop,
-                        fsgd_worker_stats_t *st, fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *log_ctx,
-                        char *err, size_t errsz)
-{
+    fsgd_bus_t *bus = env->bus;
+    volatile sig_atomic_t *stop = env->stop;
     memset(st, 0, sizeof *st);
     worker_t *w = calloc(1, sizeof *w);
     if (!w)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
     w->job = job;
+    w->auth = fsgd_bus_auth(bus);
     w->id = id ? id : random_id();
     w->shards = job->shards > 1 ? (uint32_t)job->shards : 1;
     w->stats = st;
-    w->log = log;
+    w->log = env->log;
     w->on_step = on_step;
-    w->log_ctx = log_ctx;
+    w->log_ctx = env->ctx;
     w->err = err;
     w->errsz = errsz;
     fsgd_kbus_topic(w->tdata, sizeof w->tdata, job->name, "data");
@@ -214,7 +203,7 @@ int fsgd_worker_run_bus(fsgd_bus_t *bus, const fsgd_job_t *job, uint32_t id, vol
     w->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
     /* not on the embedded cluster, whose partitions are read slowly
      * (70-100 ms each: reading 87 ahead held the first model 9 s) */
-    w->prefetch_on = job->brokers[0] && !fsgd_kbus_is_mock(job->brokers);
+    w->prefetch_on = fsgd_bus_kind(bus) == FSGD_BUS_KAFKA;
     while (!rc && !w->final && !(stop && *stop)) {
         int ready = worker_may_send(w);
         /* blocked on the model: what the step's round trip costs this worker */

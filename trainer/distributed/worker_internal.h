@@ -53,6 +53,7 @@ typedef struct worker {
     fsgd_bus_client_t *group, *fetch, *model_c, *prod;
     /* replayed copies (fsgd/replay.h): NAME.data rows (fetch), NAME.model, NAME.ctl */
     fsgd_replay_t *replay_rows, *replay_model, *replay_ctl;
+    fsgd_auth_t *auth; /* the bus's: the job's key and name (fsgd_bus_set_auth) */
     int32_t *assigned;
     int nassigned, have_assignment;
     int assign_dirty; /* report the assignment on NAME.ctl */

@@ -113,17 +113,17 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
     char ev[32], status[16], msg[400];
     double gen = -1;
     const char *j = m->val;
-    if (fsgd_ctl_verify(m, msg, sizeof msg) < 0) {
+    if (fsgd_ctl_verify(w->auth, m, msg, sizeof msg) < 0) {
         worker_reject(w, REJECT_UNAUTH, "%s %s", w->tctl, msg);
         return 0;
     }
     /* read from where NAME.ctl ended at start: a copy of an event after it */
-    if (fsgd_auth_enabled() && fsgd_replay_ctl(w->replay_ctl, m->offset, m->mac, m->mac_len) == 1) {
+    if (fsgd_auth_enabled(w->auth) && fsgd_replay_ctl(w->replay_ctl, m->offset, m->mac, m->mac_len) == 1) {
         worker_reject(w, REJECT_REPLAY, "%s offset %lld: a copy of an event its sender wrote before", w->tctl,
                       (long long)m->offset);
         return 0;
     }
-    if (m->mac && !fsgd_auth_enabled()) /* the job's events are tagged: see worker_handle_model */
+    if (m->mac && !fsgd_auth_enabled(w->auth)) /* the job's events are tagged: see worker_handle_model */
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_AUTH,
                             "%s offset %lld: the job's messages are authenticated and this worker was started "
                             "without its key (--job-key-file): it cannot read the model; leaving the group",
@@ -241,8 +241,8 @@ int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         return worker_take_values(w, m);
     fsgd_kframe_t f;
     char e[256];
-    int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e);
-    if (prc == FSGD_E_AUTH && !fsgd_auth_enabled() && (f.flags & FSGD_KFLAG_AUTH))
+    int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, w->auth, e, sizeof e);
+    if (prc == FSGD_E_AUTH && !fsgd_auth_enabled(w->auth) && (f.flags & FSGD_KFLAG_AUTH))
         /* the job is authenticated and this worker has no key: it can never
          * apply a model, so it leaves (its partitions go to the others)
          * instead of holding them (issue 42, item 12) */
@@ -334,172 +334,213 @@ static int snapshot_head(worker_t *w, const fsgd_kframe_t *f, int64_t offset, in
     return 1;
 }
 
+/* --- what both paths share: a message's parts, a snapshot's weights, a delta --- */
+
+/* A model message's head: the step state it carries and (flag SECTION) the
+ * strategy's feedback for the step it closes. < 0 with e set when malformed. */
+static int read_head(const fsgd_kframe_t *f, const uint8_t *body, size_t len, size_t *off, fsgd_wire_state_t *s,
+                     const uint8_t **sec, size_t *slen, char *e, size_t esz)
+{
+    int rc = fsgd_wire_state_get(body, len, off, s, e, esz);
+    if (rc == 0 && (f->flags & FSGD_KFLAG_SECTION))
+        rc = fsgd_wire_section_get(body, len, off, sec, slen, e, esz);
+    return rc;
+}
+
+/* A snapshot's weights into θ (of shard I of S: its strided part), and into
+ * a device backend's copy. A working-set worker pulls the values it uses:
+ * a snapshot gives it the step and the state only. */
+static int load_weights(worker_t *w, const fsgd_wire_model_t *mm, int fresh, uint32_t S, uint32_t I)
+{
+    if (w->pull.on)
+        return 0;
+    if (fresh) /* setup_model's calloc: zeros no page holds yet */
+        fsgd_wire_model_weights_into_zeros(mm, w->theta, S, I);
+    else if (S == 1)
+        fsgd_wire_model_weights(mm, w->theta);
+    else
+        fsgd_wire_model_weights_strided(mm, w->theta, S, I);
+    return fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz);
+}
+
+/* A delta's entries into w->delta, keys made global (shard I of S); a coded
+ * delta's head into cd. < 0 with e set; θ is untouched. */
+static int read_delta(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, size_t *off, uint32_t S,
+                      uint32_t I, fsgd_wire_cdelta_t *cd, char *e, size_t esz)
+{
+    const uint64_t nloc = S > 1 ? fsgd_shard_dim(w->mdim, I, S) : w->mdim;
+    int rc;
+    if (f->kind == FSGD_KMSG_DELTA_CODED) {
+        rc = fsgd_wire_cdelta_get(body, len, off, cd, e, esz);
+        if (rc == 0 && w->pull.on)
+            rc = ws_takes_no_values(w, e, esz);
+        if (rc == 0)
+            rc = fsgd_sworker_downlink_decode(cd->msg, cd->msg_len, nloc, &w->delta, e, esz);
+    } else {
+        rc = f->kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, len, off, nloc, &w->delta, e, esz)
+                                               : fsgd_wire_delta_get(body, len, off, nloc, &w->delta, e, esz);
+        if (rc == 0 && w->pull.on && w->delta.n)
+            rc = ws_takes_no_values(w, e, esz);
+    }
+    for (size_t i = 0; rc == 0 && S > 1 && i < w->delta.n; i++)
+        w->delta.keys[i] = (uint32_t)fsgd_shard_global(w->delta.keys[i], I, S);
+    return rc;
+}
+
+/* θ takes w->delta: a coded delta is an update every replica adds, the same
+ * float additions as the aggregator's replica, so both stay bit-identical
+ * (its entries then hold the new values, for the backend); a plain one
+ * holds the new values. < 0 with e set: θ may be changed. */
+static int apply_delta(worker_t *w, const fsgd_kframe_t *f, char *e, size_t esz)
+{
+    if (f->kind != FSGD_KMSG_DELTA_CODED) {
+        for (size_t i = 0; i < w->delta.n; i++)
+            w->theta[w->delta.keys[i]] = w->delta.vals[i];
+        return 0;
+    }
+    FSGD_TRY(fsgd_sworker_downlink_apply(w->theta, w->mdim, &w->delta, e, esz));
+    for (size_t i = 0; i < w->delta.n; i++)
+        w->delta.vals[i] = w->theta[w->delta.keys[i]];
+    return 0;
+}
+
+/* --- the whole model from one aggregator --- */
+
+/* Steps between snapshots, as the aggregator chose them: snapshot_every
+ * auto is max(100, weights / 4096) (agg_auto.c). */
+static uint64_t snapshot_gap(const worker_t *w)
+{
+    if (w->job->snapshot_every > 0)
+        return (uint64_t)w->job->snapshot_every;
+    return w->mdim / 4096 > 100 ? w->mdim / 4096 : 100;
+}
+
+/* A snapshot: 1 when θ is now its model (the state is to be adopted), 0
+ * when it was not taken (rejected, or older than this worker's model), < 0
+ * on a failure. */
+static int take_snapshot(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, size_t off,
+                         const uint8_t *sec, size_t slen)
+{
+    char e[256];
+    fsgd_wire_model_t mm;
+    if (model_get(w, body, len, &off, &mm, e, sizeof e) < 0) {
+        fsgd_kasm_forget(w->as, f);
+        worker_reject(w, 1, "generation %u step %llu: %s", f->gen, (unsigned long long)f->step, e);
+        return 0;
+    }
+    if (mm.shards > 1) /* a sharded job's shard 0: its part only */
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_ARG,
+                            "worker: job %s runs %u aggregator shards (a snapshot of shard %u of %u on %s): give "
+                            "the worker --shards %u", w->job->name, mm.shards, mm.shard, mm.shards, w->tmodel,
+                            mm.shards);
+    if (w->valid && f->gen == w->gen && f->step < w->step)
+        return 0;
+    /* Every step publishes one model message and every snapshot_every-th
+     * is a snapshot: a reader in step cannot meet a snapshot of its own
+     * generation further ahead. One that is could not come from this run
+     * (a forged one, issue 27): taking it would stall the job. Twice the
+     * gap leaves room to spare. */
+    const uint64_t every = snapshot_gap(w);
+    if (w->valid && f->gen == w->gen && f->step > w->step + 2 * every) {
+        worker_reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past this worker's model (step %llu; "
+                      "snapshots come every %llu steps): not from this run",
+                      f->gen, (unsigned long long)f->step, (unsigned long long)(f->step - w->step),
+                      (unsigned long long)w->step, (unsigned long long)every);
+        return 0;
+    }
+    /* the first snapshot of an announced generation is at the step its
+     * job_start named */
+    if (w->ctl_read && f->gen != w->gen && f->gen == w->ctl_gen && f->step > w->ctl_step + 2 * every) {
+        worker_reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past the step %s.ctl announced (%llu): "
+                      "not from this run",
+                      f->gen, (unsigned long long)f->step, (unsigned long long)(f->step - w->ctl_step), w->job->name,
+                      (unsigned long long)w->ctl_step);
+        return 0;
+    }
+    if (shape_refused(w, &mm, f))
+        return 0;
+    const int fresh = !w->theta;
+    FSGD_TRY(setup_model(w, &mm));
+    FSGD_TRY(load_weights(w, &mm, fresh, 1, 0));
+    if (w->valid && f->gen != w->gen) {
+        w->stats->resyncs++;
+        inflight_clear(&w->fl);
+        /* A restarted aggregator replays the rows since its checkpoint:
+         * mass in the residual from those rows would be applied twice. */
+        if (fsgd_sworker_reset(w->strat))
+            w->stats->ef_discarded++;
+    } else {
+        close_step(w, f, 1, sec, slen);
+    }
+    w->valid = 1;
+    return 1;
+}
+
+/* A delta of the step after this worker's model: 1 when θ took it, 0 when
+ * not (another generation, a step missing: resync from a snapshot, a
+ * rejected one), < 0 on a failure. */
+static int take_delta(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, size_t off,
+                      const uint8_t *sec, size_t slen)
+{
+    if (!w->valid || f->gen != w->gen || f->step <= w->step)
+        return 0;
+    if (f->step != w->step + 1) {
+        /* A delta is missing (evicted or skipped): wait for a snapshot. */
+        w->valid = 0;
+        w->stats->resyncs++;
+        return 0;
+    }
+    char e[256];
+    fsgd_wire_cdelta_t cd = {0};
+    int rc = read_delta(w, f, body, len, &off, 1, 0, &cd, e, sizeof e);
+    const int applied = rc == 0 && f->kind == FSGD_KMSG_DELTA_CODED; /* θ may change: only a snapshot repairs it */
+    if (rc == 0)
+        rc = apply_delta(w, f, e, sizeof e);
+    if (rc < 0) {
+        if (applied)
+            w->valid = 0;
+        else
+            /* θ is untouched: a later delta tells a missing step apart
+             * (resync from a snapshot); until then the genuine message may
+             * still come. */
+            fsgd_kasm_forget(w->as, f);
+        worker_reject(w, 1, "generation %u step %llu: %s", f->gen, (unsigned long long)f->step, e);
+        return 0;
+    }
+    FSGD_TRY(fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz));
+    /* Plain deltas carry no applied list: the step closed, ours was taken. */
+    close_step(w, f, f->kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec, slen);
+    if (f->kind == FSGD_KMSG_DELTA_CODED && (cd.flags & FSGD_WIRE_CDELTA_CHECK) &&
+        !fsgd_sworker_downlink_verify(w->theta, w->mdim, cd.check)) {
+        /* Not the aggregator's replica: compute on nothing until the next
+         * snapshot replaces θ. */
+        w->stats->replica_mismatch++;
+        w->stats->resyncs++;
+        w->valid = 0;
+        return 0;
+    }
+    return 1;
+}
+
 static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset)
 {
     const fsgd_kframe_t f = *fp;
     char e[256];
     fsgd_wire_state_t s = {0};
     size_t off = 0;
-    int rc = fsgd_wire_state_get(body, len, &off, &s, e, sizeof e);
     const uint8_t *sec = NULL; /* the strategy's feedback for the step this message closes */
     size_t slen = 0;
-    if (rc == 0 && (f.flags & FSGD_KFLAG_SECTION))
-        rc = fsgd_wire_section_get(body, len, &off, &sec, &slen, e, sizeof e);
-    if (rc < 0) {
+    if (read_head(&f, body, len, &off, &s, &sec, &slen, e, sizeof e) < 0) {
         fsgd_kasm_forget(w->as, &f); /* the genuine message of this step may still come */
         worker_reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
         fsgd_wire_state_free(&s);
         return 0;
     }
-    if (f.kind == FSGD_KMSG_SNAPSHOT) {
-        fsgd_wire_model_t mm;
-        if (model_get(w, body, len, &off, &mm, e, sizeof e) < 0) {
-            fsgd_kasm_forget(w->as, &f);
-            worker_reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        if (mm.shards > 1) { /* a sharded job's shard 0: its part only */
-            fsgd_wire_state_free(&s);
-            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_ARG,
-                                "worker: job %s runs %u aggregator shards (a snapshot of shard %u of %u on %s): give "
-                                "the worker --shards %u", w->job->name, mm.shards, mm.shard, mm.shards, w->tmodel,
-                                mm.shards);
-        }
-        if (w->valid && f.gen == w->gen && f.step < w->step) {
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        /* Every step publishes one model message and every snapshot_every-th
-         * is a snapshot: a reader in step cannot meet a snapshot of its own
-         * generation further ahead. One that is could not come from this run
-         * (a forged one, issue 27): taking it would stall the job. */
-        /* snapshot_every auto is max(100, weights / 4096) (agg_auto.c);
-         * twice the gap leaves room to spare */
-        const uint64_t every = w->job->snapshot_every > 0 ? (uint64_t)w->job->snapshot_every
-                               : w->mdim / 4096 > 100       ? w->mdim / 4096
-                                                            : 100;
-        if (w->valid && f.gen == w->gen && f.step > w->step + 2 * every) {
-            worker_reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past this worker's model (step %llu; "
-                         "snapshots come every %llu steps): not from this run",
-                   f.gen, (unsigned long long)f.step, (unsigned long long)(f.step - w->step),
-                   (unsigned long long)w->step, (unsigned long long)every);
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        /* the first snapshot of an announced generation is at the step its
-         * job_start named */
-        if (w->ctl_read && f.gen != w->gen && f.gen == w->ctl_gen && f.step > w->ctl_step + 2 * every) {
-            worker_reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past the step %s.ctl announced (%llu): "
-                         "not from this run",
-                   f.gen, (unsigned long long)f.step, (unsigned long long)(f.step - w->ctl_step), w->job->name,
-                   (unsigned long long)w->ctl_step);
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        if (shape_refused(w, &mm, &f)) {
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        const int fresh = !w->theta; /* setup_model's calloc: zeros no page holds yet */
-        rc = setup_model(w, &mm);
-        if (rc < 0) {
-            fsgd_wire_state_free(&s);
-            return rc;
-        }
-        /* a working-set worker pulls the values it uses: a snapshot gives
-         * it the step and the state only */
-        if (w->pull.on)
-            rc = 0;
-        else if (fresh)
-            fsgd_wire_model_weights_into_zeros(&mm, w->theta, 1, 0);
-        else
-            fsgd_wire_model_weights(&mm, w->theta);
-        /* A device backend holds its own copy of θ: load all of it. */
-        if (!w->pull.on)
-            rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz);
-        if (rc < 0) {
-            fsgd_wire_state_free(&s);
-            return rc;
-        }
-        if (w->valid && f.gen != w->gen) {
-            w->stats->resyncs++;
-            inflight_clear(&w->fl);
-            /* A restarted aggregator replays the rows since its checkpoint:
-             * mass in the residual from those rows would be applied twice. */
-            if (fsgd_sworker_reset(w->strat))
-                w->stats->ef_discarded++;
-        } else {
-            close_step(w, &f, 1, sec, slen);
-        }
-        w->valid = 1;
-    } else {
-        if (!w->valid || f.gen != w->gen || f.step <= w->step) {
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        if (f.step != w->step + 1) {
-            /* A delta is missing (evicted or skipped): wait for a snapshot. */
-            w->valid = 0;
-            w->stats->resyncs++;
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        fsgd_wire_cdelta_t cd = {0};
-        int applied = 0; /* θ was changed before the error: only a snapshot can repair it */
-        if (f.kind == FSGD_KMSG_DELTA_CODED) {
-            rc = fsgd_wire_cdelta_get(body, len, &off, &cd, e, sizeof e);
-            if (rc == 0 && w->pull.on)
-                rc = ws_takes_no_values(w, e, sizeof e);
-            if (rc == 0)
-                rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, w->mdim, &w->delta, e, sizeof e);
-            /* Additive: θ += update, the same float additions as the
-             * aggregator's replica, so both stay bit-identical. */
-            if (rc == 0) {
-                applied = 1;
-                rc = fsgd_sworker_downlink_apply(w->theta, w->mdim, &w->delta, e, sizeof e);
-            }
-            for (size_t i = 0; rc == 0 && i < w->delta.n; i++)
-                w->delta.vals[i] = w->theta[w->delta.keys[i]];
-        } else {
-            rc = f.kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e)
-                                                  : fsgd_wire_delta_get(body, len, &off, w->mdim, &w->delta, e, sizeof e);
-            if (rc == 0 && w->pull.on && w->delta.n)
-                rc = ws_takes_no_values(w, e, sizeof e);
-            for (size_t i = 0; rc == 0 && i < w->delta.n; i++)
-                w->theta[w->delta.keys[i]] = w->delta.vals[i];
-        }
-        if (rc < 0) {
-            if (applied) {
-                w->valid = 0;
-            } else {
-                /* θ is untouched: a later delta tells a missing step apart
-                 * (resync from a snapshot); until then the genuine message
-                 * may still come. */
-                fsgd_kasm_forget(w->as, &f);
-            }
-            worker_reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        rc = fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz);
-        if (rc < 0) {
-            fsgd_wire_state_free(&s);
-            return rc;
-        }
-        /* Plain deltas carry no applied list: the step closed, ours was taken. */
-        close_step(w, &f, f.kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec, slen);
-        if (f.kind == FSGD_KMSG_DELTA_CODED) {
-            if ((cd.flags & FSGD_WIRE_CDELTA_CHECK) && !fsgd_sworker_downlink_verify(w->theta, w->mdim, cd.check)) {
-                /* Not the aggregator's replica: compute on nothing until the
-                 * next snapshot replaces θ. */
-                w->stats->replica_mismatch++;
-                w->stats->resyncs++;
-                w->valid = 0;
-                fsgd_wire_state_free(&s);
-                return 0;
-            }
-        }
+    int rc = f.kind == FSGD_KMSG_SNAPSHOT ? take_snapshot(w, &f, body, len, off, sec, slen)
+                                          : take_delta(w, &f, body, len, off, sec, slen);
+    if (rc != 1) {
+        fsgd_wire_state_free(&s);
+        return rc;
     }
     return adopt_state(w, s, f.gen, f.step, (f.flags & FSGD_KFLAG_FINAL) != 0, offset);
 }
@@ -610,6 +651,93 @@ static int combine_shards(worker_t *w, uint32_t gen, int64_t offset)
     return adopt_state(w, s, gen, step, final, offset);
 }
 
+/* Shard I's snapshot: 1 when taken, 0 when not (rejected, older than what
+ * this worker holds of the shard), < 0 on a failure. */
+static int take_shard_snapshot(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, size_t off,
+                               const uint8_t *sec, size_t slen)
+{
+    const uint32_t S = w->shards, I = f->sender;
+    char e[256];
+    fsgd_wire_model_t mm;
+    if (model_get(w, body, len, &off, &mm, e, sizeof e) < 0 || mm.shards != S || mm.shard != I) {
+        if (mm.shards != S || mm.shard != I)
+            snprintf(e, sizeof e, "a snapshot of shard %u of %u on shard %u's stream of %u", mm.shard, mm.shards, I,
+                     S);
+        fsgd_kasm_forget(w->as, f);
+        worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f->step, e);
+        return 0;
+    }
+    if ((w->sh_valid[I] && f->step < w->sh_step[I]) || shape_refused(w, &mm, f))
+        return 0;
+    const int fresh = !w->theta;
+    FSGD_TRY(setup_model(w, &mm));
+    if (!w->gen)
+        w->gen = f->gen;
+    FSGD_TRY(load_weights(w, &mm, fresh, S, I));
+    close_shard_step(w, I, f->gen, f->step, 1, sec, slen);
+    w->sh_valid[I] = 1;
+    w->sh_step[I] = f->step;
+    return 1;
+}
+
+/* Shard I's delta of the step after what this worker holds of the shard:
+ * 1 when θ took it, 0 when not (a step missing: this shard waits for its
+ * snapshot; a rejected one), < 0 on a failure. */
+static int take_shard_delta(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, size_t off,
+                            const uint8_t *sec, size_t slen)
+{
+    const uint32_t S = w->shards, I = f->sender;
+    if (!w->sh_valid[I] || f->step <= w->sh_step[I])
+        return 0;
+    if (f->step != w->sh_step[I] + 1) { /* a delta is missing: wait for this shard's snapshot */
+        w->sh_valid[I] = 0;
+        w->valid = 0;
+        w->stats->resyncs++;
+        return 0;
+    }
+    char e[256];
+    fsgd_wire_cdelta_t cd = {0};
+    if (read_delta(w, f, body, len, &off, S, I, &cd, e, sizeof e) < 0) {
+        fsgd_kasm_forget(w->as, f);
+        worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f->step, e);
+        return 0;
+    }
+    if (apply_delta(w, f, e, sizeof e) < 0) {
+        w->sh_valid[I] = 0;
+        w->valid = 0;
+        worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f->step, e);
+        return 0;
+    }
+    FSGD_TRY(fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz));
+    close_shard_step(w, I, f->gen, f->step, f->kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1,
+                     sec, slen);
+    w->sh_step[I] = f->step;
+    if (f->kind == FSGD_KMSG_DELTA_CODED && (cd.flags & FSGD_WIRE_CDELTA_CHECK) &&
+        fsgd_downlink_checksum_strided(w->theta, fsgd_shard_dim(w->mdim, I, S), S, I) != cd.check) {
+        w->stats->replica_mismatch++;
+        w->stats->resyncs++;
+        w->sh_valid[I] = 0;
+    }
+    return 1;
+}
+
+/* Shard 0's state of a step: what the step after it takes (combine_shards). */
+static int keep_lead_state(worker_t *w, const fsgd_kframe_t *f, fsgd_wire_state_t s)
+{
+    if (w->nlead == w->cap_lead) {
+        size_t nc = w->cap_lead ? 2 * w->cap_lead : 16;
+        struct lead_state *nl = realloc(w->lead, nc * sizeof *nl);
+        if (!nl) {
+            fsgd_wire_state_free(&s);
+            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+        }
+        w->lead = nl;
+        w->cap_lead = nc;
+    }
+    w->lead[w->nlead++] = (struct lead_state){f->step, (f->flags & FSGD_KFLAG_FINAL) != 0, s};
+    return 0;
+}
+
 static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset)
 {
     const fsgd_kframe_t f = *fp;
@@ -617,17 +745,14 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
     char e[256];
     if (I >= S) {
         worker_reject(w, 1, "generation %u step %llu: a model message from shard %u; the job has %u", f.gen,
-               (unsigned long long)f.step, I, S);
+                      (unsigned long long)f.step, I, S);
         return 0;
     }
     fsgd_wire_state_t s = {0};
     size_t off = 0;
     const uint8_t *sec = NULL; /* the shard's strategy feedback for the step this message closes */
     size_t slen = 0;
-    int rc = fsgd_wire_state_get(body, len, &off, &s, e, sizeof e);
-    if (rc == 0 && (f.flags & FSGD_KFLAG_SECTION))
-        rc = fsgd_wire_section_get(body, len, &off, &sec, &slen, e, sizeof e);
-    if (rc < 0) {
+    if (read_head(&f, body, len, &off, &s, &sec, &slen, e, sizeof e) < 0) {
         fsgd_kasm_forget(w->as, &f);
         worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
         fsgd_wire_state_free(&s);
@@ -650,123 +775,14 @@ static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t
         w->gen = f.gen;
         w->valid = 0;
     }
-    if (f.kind == FSGD_KMSG_SNAPSHOT) {
-        fsgd_wire_model_t mm;
-        if (model_get(w, body, len, &off, &mm, e, sizeof e) < 0 || mm.shards != S || mm.shard != I) {
-            if (mm.shards != S || mm.shard != I)
-                snprintf(e, sizeof e, "a snapshot of shard %u of %u on shard %u's stream of %u", mm.shard,
-                         mm.shards, I, S);
-            fsgd_kasm_forget(w->as, &f);
-            worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        if (w->sh_valid[I] && f.step < w->sh_step[I]) {
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        if (shape_refused(w, &mm, &f)) {
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        const int fresh = !w->theta; /* setup_model's calloc: zeros no page holds yet */
-        if ((rc = setup_model(w, &mm)) < 0) {
-            fsgd_wire_state_free(&s);
-            return rc;
-        }
-        if (!w->gen)
-            w->gen = f.gen;
-        if (w->pull.on) /* its values are pulled: the snapshot's state only */
-            ;
-        else if (fresh)
-            fsgd_wire_model_weights_into_zeros(&mm, w->theta, S, I);
-        else
-            fsgd_wire_model_weights_strided(&mm, w->theta, S, I);
-        if (!w->pull.on && (rc = fsgd_backend_load(w->be, w->theta, w->mdim, w->err, w->errsz)) < 0) {
-            fsgd_wire_state_free(&s);
-            return rc;
-        }
-        close_shard_step(w, I, f.gen, f.step, 1, sec, slen);
-        w->sh_valid[I] = 1;
-        w->sh_step[I] = f.step;
-    } else {
-        if (!w->sh_valid[I] || f.step <= w->sh_step[I]) {
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        if (f.step != w->sh_step[I] + 1) { /* a delta is missing: wait for this shard's snapshot */
-            w->sh_valid[I] = 0;
-            w->valid = 0;
-            w->stats->resyncs++;
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        const uint64_t nloc = fsgd_shard_dim(w->mdim, I, S);
-        fsgd_wire_cdelta_t cd = {0};
-        if (f.kind == FSGD_KMSG_DELTA_CODED) {
-            rc = fsgd_wire_cdelta_get(body, len, &off, &cd, e, sizeof e);
-            if (rc == 0)
-                rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, nloc, &w->delta, e, sizeof e);
-        } else if (f.kind == FSGD_KMSG_DELTA_PACKED) {
-            rc = fsgd_wire_pdelta_get(body, len, &off, nloc, &w->delta, e, sizeof e);
-        } else {
-            rc = fsgd_wire_delta_get(body, len, &off, nloc, &w->delta, e, sizeof e);
-        }
-        if (rc == 0 && w->pull.on && (f.kind == FSGD_KMSG_DELTA_CODED || w->delta.n))
-            rc = ws_takes_no_values(w, e, sizeof e);
-        if (rc < 0) {
-            fsgd_kasm_forget(w->as, &f);
-            worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        for (size_t i = 0; i < w->delta.n; i++)
-            w->delta.keys[i] = (uint32_t)fsgd_shard_global(w->delta.keys[i], I, S);
-        if (f.kind == FSGD_KMSG_DELTA_CODED) {
-            /* additive, the same float additions as the shard's replica */
-            rc = fsgd_sworker_downlink_apply(w->theta, w->mdim, &w->delta, e, sizeof e);
-            if (rc < 0) {
-                w->sh_valid[I] = 0;
-                w->valid = 0;
-                worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
-                fsgd_wire_state_free(&s);
-                return 0;
-            }
-            for (size_t i = 0; i < w->delta.n; i++)
-                w->delta.vals[i] = w->theta[w->delta.keys[i]];
-        } else {
-            for (size_t i = 0; i < w->delta.n; i++)
-                w->theta[w->delta.keys[i]] = w->delta.vals[i];
-        }
-        if ((rc = fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz)) < 0) {
-            fsgd_wire_state_free(&s);
-            return rc;
-        }
-        close_shard_step(w, I, f.gen, f.step,
-                         f.kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec, slen);
-        w->sh_step[I] = f.step;
-        if (f.kind == FSGD_KMSG_DELTA_CODED && (cd.flags & FSGD_WIRE_CDELTA_CHECK)) {
-            if (fsgd_downlink_checksum_strided(w->theta, nloc, S, I) != cd.check) {
-                w->stats->replica_mismatch++;
-                w->stats->resyncs++;
-                w->sh_valid[I] = 0;
-            }
-        }
-    }
-    if (I == 0) { /* the leader's state: what the step after it takes */
-        if (w->nlead == w->cap_lead) {
-            size_t nc = w->cap_lead ? 2 * w->cap_lead : 16;
-            struct lead_state *nl = realloc(w->lead, nc * sizeof *nl);
-            if (!nl) {
-                fsgd_wire_state_free(&s);
-                return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
-            }
-            w->lead = nl;
-            w->cap_lead = nc;
-        }
-        w->lead[w->nlead++] = (struct lead_state){f.step, (f.flags & FSGD_KFLAG_FINAL) != 0, s};
-    } else {
+    int rc = f.kind == FSGD_KMSG_SNAPSHOT ? take_shard_snapshot(w, &f, body, len, off, sec, slen)
+                                          : take_shard_delta(w, &f, body, len, off, sec, slen);
+    if (rc != 1 || I != 0) {
         fsgd_wire_state_free(&s);
+        if (rc != 1)
+            return rc;
+    } else if ((rc = keep_lead_state(w, &f, s)) < 0) { /* the leader's state: what the step after it takes */
+        return rc;
     }
     return combine_shards(w, f.gen, offset);
 }

@@ -29,7 +29,7 @@ int worker_pull_open(worker_t *w)
     if (!(p->as = fsgd_kasm_new()) || !(p->replay = fsgd_replay_new()))
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     /* NAME.pull may not be there yet (an aggregator makes it too) */
-    return fsgd_dist_topics_create_bus(w->prod, w->job, 0, w->err, w->errsz);
+    return fsgd_dist_topics_create(w->prod, w->job, 0, w->err, w->errsz);
 }
 
 void worker_pull_free(worker_t *w)
@@ -321,7 +321,7 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
     w->stats->bytes_down += m->len;
     fsgd_kframe_t f;
     char e[256];
-    int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, e, sizeof e);
+    int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, w->auth, e, sizeof e);
     if (prc < 0) {
         worker_reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "%s offset %lld: %s", p->topic, (long long)m->offset, e);
         return 0;

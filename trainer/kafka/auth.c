@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,85 +22,99 @@ static void fsgd_auth_le32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
-static uint8_t job_key[FSGD_AUTH_KEY_BYTES];
-static int have_key;
+/* One job's message security. The nonce state is per object: an
+ * incarnation drawn at creation (and again in a forked child, whose tags
+ * must never repeat its parent's) and a sequence, so each object's tags
+ * come in the order it made them, as readers check (fsgd/replay.h). */
+struct fsgd_auth {
+    uint8_t key[FSGD_AUTH_KEY_BYTES];
+    int have_key;
+    char job[FSGD_AUTH_JOB_MAX + 1];
+    int unsigned_rows, skip_bad_rows;
+    pthread_mutex_t mu; /* the nonce and the skipped-row count */
+    uint8_t incarnation[8];
+    pid_t incarnation_pid;
+    uint64_t sequence;
+    uint64_t skipped;
+    char first_skipped[256];
+};
 
-int fsgd_auth_set_key(const uint8_t *key)
+fsgd_auth_t *fsgd_auth_new(const uint8_t *key, const char *job)
 {
-    if (!key) {
-        sodium_memzero(job_key, sizeof job_key);
-        have_key = 0;
-        return 0;
-    }
     if (sodium_init() < 0)
-        return FSGD_E_STATE;
-    memcpy(job_key, key, sizeof job_key);
-    have_key = 1;
-    return 0;
+        return NULL;
+    fsgd_auth_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    pthread_mutex_init(&a->mu, NULL);
+    if (key) {
+        memcpy(a->key, key, sizeof a->key);
+        a->have_key = 1;
+    }
+    snprintf(a->job, sizeof a->job, "%s", job ? job : "");
+    return a;
 }
 
-int fsgd_auth_enabled(void) { return have_key; }
-
-/* The job every tag is bound to (its name goes into each message's
- * one-time key): a message of another job is never this one's, whatever
- * key it was made with. */
-static char job_name[FSGD_AUTH_JOB_MAX + 1];
-
-void fsgd_auth_set_job(const char *job)
+void fsgd_auth_destroy(fsgd_auth_t *a)
 {
-    snprintf(job_name, sizeof job_name, "%s", job ? job : "");
+    if (!a)
+        return;
+    pthread_mutex_destroy(&a->mu);
+    sodium_memzero(a, sizeof *a);
+    free(a);
 }
 
-const char *fsgd_auth_job(void) { return job_name; }
+int fsgd_auth_enabled(const fsgd_auth_t *a) { return a && a->have_key; }
 
-static int unsigned_rows;
+const char *fsgd_auth_job(const fsgd_auth_t *a) { return a ? a->job : ""; }
 
-void fsgd_auth_set_unsigned_rows(int allowed) { unsigned_rows = allowed != 0; }
+void fsgd_auth_set_unsigned_rows(fsgd_auth_t *a, int allowed) { a->unsigned_rows = allowed != 0; }
 
-static int skip_bad_rows;
-static pthread_mutex_t skipped_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t skipped;
-static char first_skipped[256];
+void fsgd_auth_set_skip_bad_rows(fsgd_auth_t *a, int skip) { a->skip_bad_rows = skip != 0; }
+int fsgd_auth_skip_bad_rows(const fsgd_auth_t *a) { return a && a->skip_bad_rows; }
 
-void fsgd_auth_set_skip_bad_rows(int skip) { skip_bad_rows = skip != 0; }
-int fsgd_auth_skip_bad_rows(void) { return skip_bad_rows; }
-
-void fsgd_auth_note_skipped_row(const char *topic, int32_t partition, int64_t offset, const char *why)
+void fsgd_auth_note_skipped_row(fsgd_auth_t *a, const char *topic, int32_t partition, int64_t offset, const char *why)
 {
-    pthread_mutex_lock(&skipped_mu);
-    if (!skipped++)
-        snprintf(first_skipped, sizeof first_skipped, "topic %s partition %d offset %lld: %s", topic,
+    pthread_mutex_lock(&a->mu);
+    if (!a->skipped++)
+        snprintf(a->first_skipped, sizeof a->first_skipped, "topic %s partition %d offset %lld: %s", topic,
                  (int)partition, (long long)offset, why);
-    pthread_mutex_unlock(&skipped_mu);
+    pthread_mutex_unlock(&a->mu);
 }
 
-uint64_t fsgd_auth_skipped_rows(char *first, size_t cap)
+uint64_t fsgd_auth_skipped_rows(fsgd_auth_t *a, char *first, size_t cap)
 {
-    pthread_mutex_lock(&skipped_mu);
-    uint64_t n = skipped;
     if (first && cap)
-        snprintf(first, cap, "%s", first_skipped);
-    pthread_mutex_unlock(&skipped_mu);
+        first[0] = '\0';
+    if (!a)
+        return 0;
+    pthread_mutex_lock(&a->mu);
+    uint64_t n = a->skipped;
+    if (first && cap)
+        snprintf(first, cap, "%s", a->first_skipped);
+    pthread_mutex_unlock(&a->mu);
     return n;
 }
 
 /* The nonce of the row message this thread accepted last with a tag: the
  * readers' callbacks see the value only, and their replay check needs the
- * sender and sequence (fsgd_auth_row_nonce). */
+ * sender and sequence (fsgd_auth_row_nonce). Scratch of the reading
+ * thread, not configuration: whichever job's reader ran last set it. */
 static _Thread_local uint8_t row_nonce[FSGD_AUTH_NONCE_BYTES];
 static _Thread_local int row_nonce_set;
 
-int fsgd_auth_row_ok(const void *hex, size_t hexlen, int32_t partition, const void *value, size_t len)
+int fsgd_auth_row_ok(const fsgd_auth_t *a, const void *hex, size_t hexlen, int32_t partition, const void *value,
+                     size_t len)
 {
     row_nonce_set = 0;
-    if (!have_key)
+    if (!fsgd_auth_enabled(a))
         return 1;
     if (!hex)
-        return unsigned_rows;
+        return a->unsigned_rows;
     uint8_t p[4];
     fsgd_auth_le32(p, (uint32_t)partition);
     size_t n = 0;
-    int ok = fsgd_auth_check_hex(hex, hexlen, FSGD_AUTH_DATA, p, 4, value, len);
+    int ok = fsgd_auth_check_hex(a, hex, hexlen, FSGD_AUTH_DATA, p, 4, value, len);
     row_nonce_set = ok && sodium_hex2bin(row_nonce, sizeof row_nonce, hex, 2 * sizeof row_nonce, NULL, &n, NULL) == 0 &&
                     n == sizeof row_nonce;
     return ok;
@@ -112,11 +127,11 @@ int fsgd_auth_row_nonce(uint8_t nonce[FSGD_AUTH_NONCE_BYTES])
     return row_nonce_set;
 }
 
-void fsgd_auth_row_tag_hex(char *hex_out, int32_t partition, const void *value, size_t len)
+void fsgd_auth_row_tag_hex(fsgd_auth_t *a, char *hex_out, int32_t partition, const void *value, size_t len)
 {
     uint8_t p[4];
     fsgd_auth_le32(p, (uint32_t)partition);
-    fsgd_auth_tag_hex(hex_out, FSGD_AUTH_DATA, p, 4, value, len);
+    fsgd_auth_tag_hex(a, hex_out, FSGD_AUTH_DATA, p, 4, value, len);
 }
 
 /* A tag is a 16-byte nonce and the Poly1305 tag of the message under a key
@@ -128,89 +143,82 @@ void fsgd_auth_row_tag_hex(char *hex_out, int32_t partition, const void *value, 
  * faster on a snapshot's megabytes (tests/bench/bench_auth.c); the domain
  * in the key derivation keeps one kind of message's tag from passing as
  * another's. */
-static void one_time_key(uint8_t otk[crypto_onetimeauth_KEYBYTES], fsgd_auth_domain_t domain, const uint8_t *nonce)
+static void one_time_key(const fsgd_auth_t *a, uint8_t otk[crypto_onetimeauth_KEYBYTES], fsgd_auth_domain_t domain,
+                         const uint8_t *nonce)
 {
     /* version '2': '1' had no job name, so one job's messages passed in
      * another's topics when both used one key file (issue 42) */
     uint8_t in[2 + FSGD_AUTH_NONCE_BYTES + 1 + FSGD_AUTH_JOB_MAX] = {'2', (uint8_t)domain};
     memcpy(in + 2, nonce, FSGD_AUTH_NONCE_BYTES);
-    size_t jn = strlen(job_name);
+    size_t jn = strlen(a->job);
     in[2 + FSGD_AUTH_NONCE_BYTES] = (uint8_t)jn;
-    memcpy(in + 3 + FSGD_AUTH_NONCE_BYTES, job_name, jn);
-    crypto_generichash(otk, crypto_onetimeauth_KEYBYTES, in, 3 + FSGD_AUTH_NONCE_BYTES + jn, job_key, sizeof job_key);
+    memcpy(in + 3 + FSGD_AUTH_NONCE_BYTES, a->job, jn);
+    crypto_generichash(otk, crypto_onetimeauth_KEYBYTES, in, 3 + FSGD_AUTH_NONCE_BYTES + jn, a->key, sizeof a->key);
 }
 
-static void poly(uint8_t out[crypto_onetimeauth_BYTES], fsgd_auth_domain_t domain, const uint8_t *nonce,
-                 const void *a, size_t alen, const void *b, size_t blen)
+static void poly(const fsgd_auth_t *a, uint8_t out[crypto_onetimeauth_BYTES], fsgd_auth_domain_t domain,
+                 const uint8_t *nonce, const void *m1, size_t m1len, const void *m2, size_t m2len)
 {
     uint8_t otk[crypto_onetimeauth_KEYBYTES];
-    one_time_key(otk, domain, nonce);
+    one_time_key(a, otk, domain, nonce);
     crypto_onetimeauth_state st;
     crypto_onetimeauth_init(&st, otk);
-    crypto_onetimeauth_update(&st, a, alen);
-    if (b && blen)
-        crypto_onetimeauth_update(&st, b, blen);
+    crypto_onetimeauth_update(&st, m1, m1len);
+    if (m2 && m2len)
+        crypto_onetimeauth_update(&st, m2, m2len);
     crypto_onetimeauth_final(&st, out);
     sodium_memzero(otk, sizeof otk);
 }
 
-/* The nonce: this process's incarnation (8 random bytes, drawn again in a
- * forked child, whose tags must never repeat its parent's) and the next
- * sequence number (u64 LE): unique per message, as the one-time key needs,
- * and in the order the process tags its messages, as readers check it
- * (fsgd/replay.h). */
-static pthread_mutex_t nonce_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t incarnation[8];
-static pid_t incarnation_pid;
-static uint64_t sequence;
-
-static void next_nonce(uint8_t nonce[FSGD_AUTH_NONCE_BYTES])
+/* The nonce: the object's incarnation and its next sequence number (u64
+ * LE): unique per message, as the one-time key needs. */
+static void next_nonce(fsgd_auth_t *a, uint8_t nonce[FSGD_AUTH_NONCE_BYTES])
 {
-    pthread_mutex_lock(&nonce_mu);
-    if (incarnation_pid != getpid()) {
-        randombytes_buf(incarnation, sizeof incarnation);
-        incarnation_pid = getpid();
-        sequence = 0;
+    pthread_mutex_lock(&a->mu);
+    if (a->incarnation_pid != getpid()) {
+        randombytes_buf(a->incarnation, sizeof a->incarnation);
+        a->incarnation_pid = getpid();
+        a->sequence = 0;
     }
-    uint64_t q = ++sequence;
-    memcpy(nonce, incarnation, sizeof incarnation);
-    pthread_mutex_unlock(&nonce_mu);
+    uint64_t q = ++a->sequence;
+    memcpy(nonce, a->incarnation, sizeof a->incarnation);
+    pthread_mutex_unlock(&a->mu);
     fsgd_auth_le32(nonce + 8, (uint32_t)q);
     fsgd_auth_le32(nonce + 12, (uint32_t)(q >> 32));
 }
 
-void fsgd_auth_tag(uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,
-                   const void *b, size_t blen)
+void fsgd_auth_tag(fsgd_auth_t *a, uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *m1,
+                   size_t m1len, const void *m2, size_t m2len)
 {
-    next_nonce(tag);
-    poly(tag + FSGD_AUTH_NONCE_BYTES, domain, tag, a, alen, b, blen);
+    next_nonce(a, tag);
+    poly(a, tag + FSGD_AUTH_NONCE_BYTES, domain, tag, m1, m1len, m2, m2len);
 }
 
-int fsgd_auth_check(const uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain, const void *a, size_t alen,
-                    const void *b, size_t blen)
+int fsgd_auth_check(const fsgd_auth_t *a, const uint8_t tag[FSGD_AUTH_TAG_BYTES], fsgd_auth_domain_t domain,
+                    const void *m1, size_t m1len, const void *m2, size_t m2len)
 {
     uint8_t want[crypto_onetimeauth_BYTES];
-    poly(want, domain, tag, a, alen, b, blen);
+    poly(a, want, domain, tag, m1, m1len, m2, m2len);
     return sodium_memcmp(want, tag + FSGD_AUTH_NONCE_BYTES, crypto_onetimeauth_BYTES) == 0;
 }
 
-void fsgd_auth_tag_hex(char *hex_out, fsgd_auth_domain_t domain, const void *a, size_t alen, const void *b,
-                       size_t blen)
+void fsgd_auth_tag_hex(fsgd_auth_t *a, char *hex_out, fsgd_auth_domain_t domain, const void *m1, size_t m1len,
+                       const void *m2, size_t m2len)
 {
     uint8_t tag[FSGD_AUTH_TAG_BYTES];
-    fsgd_auth_tag(tag, domain, a, alen, b, blen);
+    fsgd_auth_tag(a, tag, domain, m1, m1len, m2, m2len);
     sodium_bin2hex(hex_out, FSGD_AUTH_TAG_HEX + 1, tag, sizeof tag);
 }
 
-int fsgd_auth_check_hex(const void *hex, size_t len, fsgd_auth_domain_t domain, const void *a, size_t alen,
-                        const void *b, size_t blen)
+int fsgd_auth_check_hex(const fsgd_auth_t *a, const void *hex, size_t len, fsgd_auth_domain_t domain, const void *m1,
+                        size_t m1len, const void *m2, size_t m2len)
 {
     uint8_t tag[FSGD_AUTH_TAG_BYTES];
     size_t n = 0;
     if (!hex || len != FSGD_AUTH_TAG_HEX ||
         sodium_hex2bin(tag, sizeof tag, hex, len, NULL, &n, NULL) != 0 || n != sizeof tag)
         return 0;
-    return fsgd_auth_check(tag, domain, a, alen, b, blen);
+    return fsgd_auth_check(a, tag, domain, m1, m1len, m2, m2len);
 }
 
 int fsgd_auth_key_load(const char *path, uint8_t key[FSGD_AUTH_KEY_BYTES], char *err, size_t errsz)

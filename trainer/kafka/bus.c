@@ -8,10 +8,11 @@
 #include <time.h>
 
 #include "bus_impl.h"
+#include "fsgd/auth.h"
 #include "fsgd/clock.h"
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
-#include "fsgd/auth.h"
+#include "kbus_raw.h"
 
 void fsgd_kbus_topic(char *out, size_t cap, const char *job, const char *suffix)
 {
@@ -46,13 +47,18 @@ static int apply_env(rd_kafka_conf_t *c, char *err, size_t errsz)
     return 0;
 }
 
-/* Job-level settings (fsgd_kbus_set_options): "key=value\n" lines, applied
+/* The job's settings (fsgd_kconf_t.options): "key=value\n" lines, applied
  * to every client after fsgd's own and FSGD_RDKAFKA's. */
-static char job_options[4096];
+#define OPTIONS_MAX 4096
 
 static int apply_lines(rd_kafka_conf_t *c, const char *lines, char *err, size_t errsz)
 {
-    char buf[sizeof job_options];
+    if (!lines)
+        return 0;
+    char buf[OPTIONS_MAX];
+    if (strlen(lines) >= sizeof buf)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka options: %zu bytes, at most %d", strlen(lines),
+                            OPTIONS_MAX - 1);
     snprintf(buf, sizeof buf, "%s", lines);
     char *save = NULL;
     for (char *tok = strtok_r(buf, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
@@ -67,34 +73,33 @@ static int apply_lines(rd_kafka_conf_t *c, const char *lines, char *err, size_t 
     return 0;
 }
 
-int fsgd_kbus_set_options(const char *lines, char *err, size_t errsz)
+int fsgd_kbus_options_resolve(const char *lines, char *out, size_t cap, char *err, size_t errsz)
 {
     if (!lines)
         lines = "";
+    if (cap > OPTIONS_MAX)
+        cap = OPTIONS_MAX;
     /* KEY_file=PATH lines become KEY=the file's content: a secret never on
      * a command line (ps shows those) nor in a job file. */
-    char resolved[sizeof job_options];
-    FSGD_TRY(fsgd_kbus_resolve_files(lines, resolved, sizeof resolved, err, errsz));
+    FSGD_TRY(fsgd_kbus_resolve_files(lines, out, cap, err, errsz));
     /* Validate every setting now, against librdkafka itself, so a typo or a
      * feature this librdkafka lacks (no SSL built in) fails before any work. */
     rd_kafka_conf_t *c = rd_kafka_conf_new();
-    int rc = apply_lines(c, resolved, err, errsz);
+    int rc = apply_lines(c, out, err, errsz);
     rd_kafka_conf_destroy(c);
-    if (rc == 0)
-        memcpy(job_options, resolved, sizeof job_options);
-    fsgd_kbus_wipe(resolved, sizeof resolved);
+    if (rc)
+        fsgd_kbus_wipe(out, cap);
     return rc;
 }
 
-const char *fsgd_kbus_options(void)
+void fsgd_kbus_options_wipe(char *out, size_t cap)
 {
-    return job_options;
+    fsgd_kbus_wipe(out, cap);
 }
 
 static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
-    fsgd_kbus_note_log(level, fac, buf); /* why a connection failed: connect.c */
     /* The library never prints; FSGD_KAFKA_DEBUG=1 shows librdkafka's log. */
     static int show = -1;
     if (show < 0)
@@ -126,8 +131,11 @@ static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const ch
  * group, and step 1, back that long. */
 #define HEARTBEAT_MS "200"
 
-static int cluster_is_mock(const char *brokers)
+/* A fact about a cluster, asked once per bootstrap list: a cache, not a
+ * setting (the same answer for every job that reaches that list). */
+static int cluster_is_mock(const fsgd_kconf_t *kc)
 {
+    const char *brokers = kc->brokers;
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static char cached_for[512];
     static int cached = -1;
@@ -141,7 +149,7 @@ static int cluster_is_mock(const char *brokers)
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     char e[256];
     if (rd_kafka_conf_set(c, "bootstrap.servers", brokers, e, sizeof e) == RD_KAFKA_CONF_OK &&
-        apply_env(c, NULL, 0) == 0 && apply_lines(c, job_options, NULL, 0) == 0) {
+        apply_env(c, NULL, 0) == 0 && apply_lines(c, kc->options, NULL, 0) == 0) {
         rd_kafka_conf_set_log_cb(c, quiet_log);
         rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e);
         c = NULL;
@@ -164,14 +172,14 @@ static int cluster_is_mock(const char *brokers)
     return mock;
 }
 
-int fsgd_kbus_is_mock(const char *brokers)
+int fsgd_kbus_is_mock(const fsgd_kconf_t *kc)
 {
-    return cluster_is_mock(brokers);
+    return cluster_is_mock(kc);
 }
 
-static const char *fetch_wait_ms(const char *brokers)
+static const char *fetch_wait_ms(const fsgd_kconf_t *kc)
 {
-    return cluster_is_mock(brokers) ? FETCH_WAIT_MOCK_MS : FETCH_WAIT_REAL_MS;
+    return cluster_is_mock(kc) ? FETCH_WAIT_MOCK_MS : FETCH_WAIT_REAL_MS;
 }
 
 /* 1 when every bootstrap address is this machine's loopback. */
@@ -199,17 +207,17 @@ static int all_loopback(const char *brokers)
  * against 2.4 s without) and every reader the decompression. (The embedded
  * cluster's 5 MiB a partition is sized for uncompressed text:
  * fsgd_produce_partitions_needed.) */
-static const char *data_compression(const char *brokers)
+static const char *data_compression(const fsgd_kconf_t *kc)
 {
-    return all_loopback(brokers) || cluster_is_mock(brokers) ? "none" : "lz4";
+    return all_loopback(kc->brokers) || cluster_is_mock(kc) ? "none" : "lz4";
 }
 
-static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *group,
-                          fsgd_kbus_rebalance_fn rebalance, void *opaque, int watch, char *err, size_t errsz)
+static rd_kafka_t *client(fsgd_kclient_t kind, const fsgd_kconf_t *kc, const char *group,
+                          fsgd_kbus_rebalance_fn rebalance, void *opaque, fsgd_kwatch_t *watch, char *err,
+                          size_t errsz)
 {
+    const char *brokers = kc->brokers;
     rd_kafka_conf_t *c = rd_kafka_conf_new();
-    if (watch)
-        fsgd_kbus_conf_watch(c);
     if (rebalance) {
         rd_kafka_conf_set_rebalance_cb(c, rebalance);
         rd_kafka_conf_set_opaque(c, opaque);
@@ -237,7 +245,7 @@ static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *
         rc = rc ? rc : set(c, "linger.ms", "5", err, errsz);
         rc = rc ? rc : set(c, "batch.num.messages", "10000", err, errsz);
         rc = rc ? rc : set(c, "batch.size", "262144", err, errsz);
-        rc = rc ? rc : set(c, "compression.codec", data_compression(brokers), err, errsz);
+        rc = rc ? rc : set(c, "compression.codec", data_compression(kc), err, errsz);
         rc = rc ? rc : set(c, "enable.idempotence", "true", err, errsz);
     } else {
         /* Measured on the mock: with the default 500 ms every hop costs half a
@@ -245,8 +253,8 @@ static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *
          * broker: fetch_wait_ms. */
         rc = rc ? rc
                 : set(c, "fetch.wait.max.ms",
-                      kind == FSGD_KCLIENT_READER && !cluster_is_mock(brokers) ? FETCH_WAIT_READER_MS
-                                                                                : fetch_wait_ms(brokers),
+                      kind == FSGD_KCLIENT_READER && !cluster_is_mock(kc) ? FETCH_WAIT_READER_MS
+                                                                           : fetch_wait_ms(kc),
                       err, errsz);
         rc = rc ? rc : set(c, "fetch.error.backoff.ms", "10", err, errsz);
         rc = rc ? rc : set(c, "enable.auto.commit", "false", err, errsz);
@@ -263,12 +271,15 @@ static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *
         rc = rc ? rc : set(c, "group.id", group, err, errsz);
     }
     rc = rc ? rc : apply_env(c, err, errsz);
-    rc = rc ? rc : apply_lines(c, job_options, err, errsz);
+    rc = rc ? rc : apply_lines(c, kc->options, err, errsz);
     if (rc) {
         rd_kafka_conf_destroy(c);
         return NULL;
     }
-    rd_kafka_conf_set_log_cb(c, quiet_log);
+    if (watch)
+        fsgd_kbus_conf_watch(c, watch); /* its own log callback: why a connection failed (connect.c) */
+    else
+        rd_kafka_conf_set_log_cb(c, quiet_log);
     char e[512];
     rd_kafka_t *rk =
         rd_kafka_new(FSGD_KCLIENT_IS_CONSUMER(kind) ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, c, e, sizeof e);
@@ -281,20 +292,21 @@ static rd_kafka_t *client(fsgd_kclient_t kind, const char *brokers, const char *
     return rk;
 }
 
-rd_kafka_t *fsgd_kbus_client(fsgd_kclient_t kind, const char *brokers, const char *group, char *err, size_t errsz)
+rd_kafka_t *fsgd_kbus_client(fsgd_kclient_t kind, const fsgd_kconf_t *kc, const char *group, char *err,
+                             size_t errsz)
 {
-    return client(kind, brokers, group, NULL, NULL, 0, err, errsz);
+    return client(kind, kc, group, NULL, NULL, NULL, err, errsz);
 }
 
-rd_kafka_t *fsgd_kbus_client_watched(const char *brokers, char *err, size_t errsz)
+rd_kafka_t *fsgd_kbus_client_watched(const fsgd_kconf_t *kc, fsgd_kwatch_t *w, char *err, size_t errsz)
 {
-    return client(FSGD_KCLIENT_PRODUCER, brokers, NULL, NULL, NULL, 1, err, errsz);
+    return client(FSGD_KCLIENT_PRODUCER, kc, NULL, NULL, NULL, w, err, errsz);
 }
 
-rd_kafka_t *fsgd_kbus_group_consumer(const char *brokers, const char *group, fsgd_kbus_rebalance_fn rebalance,
+rd_kafka_t *fsgd_kbus_group_consumer(const fsgd_kconf_t *kc, const char *group, fsgd_kbus_rebalance_fn rebalance,
                                      void *opaque, char *err, size_t errsz)
 {
-    return client(FSGD_KCLIENT_CONSUMER, brokers, group, rebalance, opaque, 0, err, errsz);
+    return client(FSGD_KCLIENT_CONSUMER, kc, group, rebalance, opaque, NULL, err, errsz);
 }
 
 static void sleep_ms(int ms)
@@ -460,13 +472,14 @@ int fsgd_kbus_broker_count(rd_kafka_t *rk, int timeout_ms, char *err, size_t err
     return n;
 }
 
-int fsgd_kbus_send(rd_kafka_t *rk, const char *topic, int32_t partition, const char *job, const fsgd_kframe_t *hdr,
-                   const uint8_t *body, size_t len, size_t chunk_max, uint64_t *wire, char *err, size_t errsz)
+int fsgd_kbus_send(rd_kafka_t *rk, fsgd_auth_t *auth, const char *topic, int32_t partition, const char *job,
+                   const fsgd_kframe_t *hdr, const uint8_t *body, size_t len, size_t chunk_max, uint64_t *wire,
+                   char *err, size_t errsz)
 {
-    return fsgd_kbus_send_keyed(rk, topic, partition, job, hdr, NULL, body, len, chunk_max, wire, err, errsz);
+    return fsgd_kbus_send_keyed(rk, auth, topic, partition, job, hdr, NULL, body, len, chunk_max, wire, err, errsz);
 }
 
-int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, const char *job,
+int fsgd_kbus_send_keyed(rd_kafka_t *rk, fsgd_auth_t *auth, const char *topic, int32_t partition, const char *job,
                          const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
                          size_t chunk_max, uint64_t *wire, char *err, size_t errsz)
 {
@@ -491,7 +504,7 @@ int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, c
         f.nchunks = (uint32_t)n;
         f.body = body + off;
         f.body_len = (uint32_t)bl;
-        size_t fl = fsgd_kframe_write(buf, &f);
+        size_t fl = fsgd_kframe_write(buf, &f, auth);
         snprintf(chunk, sizeof chunk, "%zu/%zu", i, n);
         if (key_prefix)
             snprintf(key, sizeof key, "%.20s.%zu", key_prefix, i);
@@ -591,52 +604,38 @@ int fsgd_kbus_watermarks_all(rd_kafka_t *rk, const char *topic, int n, int64_t *
     return 0;
 }
 
-static int read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
-                      int timeout_ms, int gaps, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
-static int read_ranges(rd_kafka_t *consumer, const char *topic, int n, const int32_t *parts, const int64_t *starts,
-                       const int64_t *ends, int timeout_ms, int gaps, fsgd_kbus_msg_fn fn, void *ctx, char *err,
-                       size_t errsz);
+/* gaps: 1 offsets may have holes (compaction); 2 no holes, and every
+ * message a row message whose tag is checked (fsgd_auth_row_ok). */
+static int read_ranges(rd_kafka_t *consumer, fsgd_auth_t *auth, const char *topic, int n, const int32_t *parts,
+                       const int64_t *starts, const int64_t *ends, int timeout_ms, int gaps, fsgd_kbus_msg_fn fn,
+                       void *ctx, char *err, size_t errsz);
 
 int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                          int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
 {
-    return read_range(consumer, topic, partition, start, end, timeout_ms, 0, fn, ctx, err, errsz);
-}
-
-int fsgd_kbus_read_rows(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
-                        int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
-{
-    return read_range(consumer, topic, partition, start, end, timeout_ms, 2, fn, ctx, err, errsz);
+    return read_ranges(consumer, NULL, topic, 1, &partition, &start, &end, timeout_ms, 0, fn, ctx, err, errsz);
 }
 
 int fsgd_kbus_read_compacted(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
                              int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
 {
-    return read_range(consumer, topic, partition, start, end, timeout_ms, 1, fn, ctx, err, errsz);
+    return read_ranges(consumer, NULL, topic, 1, &partition, &start, &end, timeout_ms, 1, fn, ctx, err, errsz);
 }
 
-/* gaps: 1 offsets may have holes (compaction); 2 no holes, and every
- * message a row message whose tag is checked (fsgd_auth_row_ok). */
-static int read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
-                      int timeout_ms, int gaps, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
-{
-    return read_ranges(consumer, topic, 1, &partition, &start, &end, timeout_ms, gaps, fn, ctx, err, errsz);
-}
-
-int fsgd_kbus_read_rows_parts(rd_kafka_t *consumer, const char *topic, int n, const int32_t *parts,
+int fsgd_kbus_read_rows_parts(rd_kafka_t *consumer, fsgd_auth_t *auth, const char *topic, int n, const int32_t *parts,
                               const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
                               void *ctx, char *err, size_t errsz)
 {
-    return read_ranges(consumer, topic, n, parts, starts, ends, timeout_ms, 2, fn, ctx, err, errsz);
+    return read_ranges(consumer, auth, topic, n, parts, starts, ends, timeout_ms, 2, fn, ctx, err, errsz);
 }
 
 /* The ranges [starts[i], ends[i]) of partitions parts[i], all assigned at
  * once: one fetch serves them all, where a partition at a time paid each
  * one's start (on librdkafka's mock, 70 ms a partition). Each partition's
  * messages come in offset order; partitions interleave. */
-static int read_ranges(rd_kafka_t *consumer, const char *topic, int n, const int32_t *parts, const int64_t *starts,
-                       const int64_t *ends, int timeout_ms, int gaps, fsgd_kbus_msg_fn fn, void *ctx, char *err,
-                       size_t errsz)
+static int read_ranges(rd_kafka_t *consumer, fsgd_auth_t *auth, const char *topic, int n, const int32_t *parts,
+                       const int64_t *starts, const int64_t *ends, int timeout_ms, int gaps, fsgd_kbus_msg_fn fn,
+                       void *ctx, char *err, size_t errsz)
 {
     const int rows = gaps == 2;
     gaps = gaps == 1;
@@ -731,12 +730,12 @@ static int read_ranges(rd_kafka_t *consumer, const char *topic, int n, const int
             if (rd_kafka_message_headers(m, &h) != RD_KAFKA_RESP_ERR_NO_ERROR ||
                 rd_kafka_header_get_last(h, FSGD_KBUS_MAC_HEADER, &mac, &ml) != RD_KAFKA_RESP_ERR_NO_ERROR)
                 mac = NULL;
-            if (!fsgd_auth_row_ok(mac, ml, partition, m->payload, m->len) && fsgd_auth_skip_bad_rows()) {
-                fsgd_auth_note_skipped_row(topic, partition, m->offset,
+            if (!fsgd_auth_row_ok(auth, mac, ml, partition, m->payload, m->len) && fsgd_auth_skip_bad_rows(auth)) {
+                fsgd_auth_note_skipped_row(auth, topic, partition, m->offset,
                                            mac ? "a row whose tag is not this job key's" : "a row without a tag");
                 rc = fn(ctx, partition, m->offset, "", 0, err, errsz); /* no rows at this offset */
                 skip = 1;
-            } else if (!fsgd_auth_row_ok(mac, ml, partition, m->payload, m->len)) {
+            } else if (!fsgd_auth_row_ok(auth, mac, ml, partition, m->payload, m->len)) {
                 rc = fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
                                   "topic %s partition %d offset %lld: %s: the job is authenticated and its rows "
                                   "must be written with its key (fsgd produce --job-key-file), or the job must "

@@ -3,10 +3,13 @@
 #ifndef FSGD_BUS_IMPL_H
 #define FSGD_BUS_IMPL_H
 
+#include <pthread.h>
+
 #include "fsgd/bus.h"
 
 typedef struct fsgd_bus_ops {
     void (*destroy)(fsgd_bus_t *b);
+    int (*kind)(const fsgd_bus_t *b); /* fsgd_bus_kind_t */
     fsgd_bus_client_t *(*client_new)(fsgd_bus_t *b, fsgd_kclient_t kind, const char *group, const char *topic,
                                      fsgd_bus_rebalance_fn rebalance, void *opaque, char *err, size_t errsz);
     void (*client_destroy)(fsgd_bus_client_t *c);
@@ -44,6 +47,7 @@ typedef struct fsgd_bus_ops {
 
 struct fsgd_bus {
     const fsgd_bus_ops_t *ops;
+    fsgd_auth_t *auth; /* fsgd_bus_set_auth: the job's key and name, NULL: none */
 };
 
 struct fsgd_bus_client {
@@ -52,29 +56,30 @@ struct fsgd_bus_client {
 
 /* --- bus.c, connect.c, conn_watch.c and kopt_file.c share these (Kafka clients only) --- */
 
-/* The job's Kafka options as set (KEY_file lines resolved). */
-const char *fsgd_kbus_options(void);
+/* Why the start-up check's client could not connect (conn_watch.c): the
+ * newest connection failure in its log (facility FAIL) and the newest
+ * error code of its error callback. */
+typedef struct fsgd_kwatch {
+    pthread_mutex_t lock;
+    char last_fail[512];
+    int last_code; /* rd_kafka_resp_err_t */
+} fsgd_kwatch_t;
+void fsgd_kwatch_init(fsgd_kwatch_t *w);
+void fsgd_kwatch_destroy(fsgd_kwatch_t *w);
 
-/* Every librdkafka log line passes here: conn_watch.c keeps the newest
- * connection failure (facility FAIL) to say why brokers were not reached. */
-void fsgd_kbus_note_log(int level, const char *fac, const char *buf);
-
-/* Installs conn_watch.c's error callback on a configuration: the error codes
- * of failed connections (only for the start-up check's client, which polls
- * them: other clients keep librdkafka's default handling). */
+/* Installs w on a configuration (its opaque, error and log callbacks): only
+ * for the start-up check's client, which polls them; other clients keep
+ * librdkafka's default handling. */
 struct rd_kafka_conf_s;
-void fsgd_kbus_conf_watch(struct rd_kafka_conf_s *c);
-
-/* Forgets the failure kept so far (before a new start-up check). */
-void fsgd_kbus_watch_reset(void);
+void fsgd_kbus_conf_watch(struct rd_kafka_conf_s *c, fsgd_kwatch_t *w);
 
 /* The newest failure's text into why (empty when none) and its error code
  * (rd_kafka_resp_err_t; 0 when none). Thread safe. */
-int fsgd_kbus_watch_get(char *why, size_t whysz);
+int fsgd_kbus_watch_get(fsgd_kwatch_t *w, char *why, size_t whysz);
 
-/* A producer client as fsgd_kbus_client makes one, its errors watched. */
+/* A producer client as fsgd_kbus_client makes one, its errors watched by w. */
 struct rd_kafka_s;
-struct rd_kafka_s *fsgd_kbus_client_watched(const char *brokers, char *err, size_t errsz);
+struct rd_kafka_s *fsgd_kbus_client_watched(const fsgd_kconf_t *kc, fsgd_kwatch_t *w, char *err, size_t errsz);
 
 /* Copies "key=value\n" lines to out, replacing each KEY_file=PATH line by
  * KEY=the first line of PATH (a regular file, not a link, owned by this

@@ -8,17 +8,20 @@
 
 #include "bus_impl.h"
 #include "fsgd/error.h"
+#include "kbus_raw.h"
 
 typedef struct kbus {
     fsgd_bus_t base;
     char brokers[512];
+    char *options; /* the job's librdkafka settings (secrets: wiped at the end) */
+    size_t options_cap;
+    fsgd_kconf_t kc; /* brokers and options, for every client */
 } kbus_t;
 
 typedef struct kclient {
     fsgd_bus_client_t base;
     rd_kafka_t *rk;
     int consumer;
-    int borrowed; /* rk is the caller's */
     char topic[256]; /* a group consumer's topic */
     fsgd_bus_rebalance_fn rebalance;
     void *opaque;
@@ -37,18 +40,28 @@ static const fsgd_bus_ops_t kafka_ops;
 
 static void k_destroy(fsgd_bus_t *b)
 {
+    kbus_t *kb = (kbus_t *)b;
+    if (kb->options)
+        fsgd_kbus_options_wipe(kb->options, kb->options_cap);
+    free(kb->options);
     free(b);
 }
 
-fsgd_bus_t *fsgd_bus_kafka_new(const char *brokers, char *err, size_t errsz)
+fsgd_bus_t *fsgd_bus_kafka_new(const char *brokers, const char *options, char *err, size_t errsz)
 {
     kbus_t *b = calloc(1, sizeof *b);
-    if (!b) {
+    size_t cap = options ? strlen(options) + 1 : 0;
+    if (!b || (options && !(b->options = malloc(cap)))) {
+        free(b);
         fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "bus: out of memory");
         return NULL;
     }
     b->base.ops = &kafka_ops;
     snprintf(b->brokers, sizeof b->brokers, "%s", brokers ? brokers : "");
+    if (options)
+        memcpy(b->options, options, cap);
+    b->options_cap = cap;
+    b->kc = (fsgd_kconf_t){b->brokers, b->options};
     return &b->base;
 }
 
@@ -99,9 +112,9 @@ static fsgd_bus_client_t *k_client_new(fsgd_bus_t *b, fsgd_kclient_t kind, const
         snprintf(c->topic, sizeof c->topic, "%s", topic);
         c->rebalance = rebalance;
         c->opaque = opaque;
-        c->rk = fsgd_kbus_group_consumer(kb->brokers, group, on_rebalance, c, err, errsz);
+        c->rk = fsgd_kbus_group_consumer(&kb->kc, group, on_rebalance, c, err, errsz);
     } else {
-        c->rk = fsgd_kbus_client(kind, kb->brokers, group, err, errsz);
+        c->rk = fsgd_kbus_client(kind, &kb->kc, group, err, errsz);
     }
     if (!c->rk) {
         free(c);
@@ -126,10 +139,6 @@ static fsgd_bus_client_t *k_client_new(fsgd_bus_t *b, fsgd_kclient_t kind, const
 static void k_client_destroy(fsgd_bus_client_t *bc)
 {
     kclient_t *c = (kclient_t *)bc;
-    if (c->borrowed) {
-        free(c);
-        return;
-    }
     if (c->consumer) {
         rd_kafka_consumer_close(c->rk);
     } else {
@@ -146,8 +155,8 @@ static int k_send(fsgd_bus_client_t *bc, const char *topic, int32_t partition, c
                   char *err, size_t errsz)
 {
     kclient_t *c = (kclient_t *)bc;
-    return fsgd_kbus_send_keyed(c->rk, topic, partition < 0 ? RD_KAFKA_PARTITION_UA : partition, job, hdr,
-                                key_prefix, body, len, 0, wire, err, errsz);
+    int32_t p = partition < 0 ? RD_KAFKA_PARTITION_UA : partition;
+    return fsgd_kbus_send_keyed(c->rk, bc->bus->auth, topic, p, job, hdr, key_prefix, body, len, 0, wire, err, errsz);
 }
 
 static int k_produce(fsgd_bus_client_t *bc, const char *topic, int32_t partition, const char *key, const void *val,
@@ -377,7 +386,8 @@ static int k_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
 {
     rd_kafka_t *rk = ((kclient_t *)bc)->rk;
     if (mode == FSGD_BUS_READ_ROWS)
-        return fsgd_kbus_read_rows(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz);
+        return fsgd_kbus_read_rows_parts(rk, bc->bus->auth, topic, 1, &partition, &start, &end, timeout_ms, fn, ctx,
+                                         err, errsz);
     return mode ? fsgd_kbus_read_compacted(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz)
                 : fsgd_kbus_read_range(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz);
 }
@@ -389,12 +399,13 @@ static int k_read_rows_parts(fsgd_bus_client_t *bc, const char *topic, int n, co
     rd_kafka_t *rk = ((kclient_t *)bc)->rk;
     /* librdkafka's mock serves many partitions at once far slower than one
      * at a time (86 partitions of 2 MiB: 17 s against 6 s) */
-    if (fsgd_kbus_is_mock(((kbus_t *)bc->bus)->brokers)) {
+    if (fsgd_kbus_is_mock(&((kbus_t *)bc->bus)->kc)) {
         for (int i = 0; i < n; i++)
-            FSGD_TRY(fsgd_kbus_read_rows(rk, topic, parts[i], starts[i], ends[i], timeout_ms, fn, ctx, err, errsz));
+            FSGD_TRY(fsgd_kbus_read_rows_parts(rk, bc->bus->auth, topic, 1, &parts[i], &starts[i], &ends[i], timeout_ms,
+                                               fn, ctx, err, errsz));
         return 0;
     }
-    return fsgd_kbus_read_rows_parts(rk, topic, n, parts, starts, ends, timeout_ms, fn, ctx, err, errsz);
+    return fsgd_kbus_read_rows_parts(rk, bc->bus->auth, topic, n, parts, starts, ends, timeout_ms, fn, ctx, err, errsz);
 }
 
 static int k_create_topic(fsgd_bus_client_t *bc, const char *topic, int partitions, int replication,
@@ -409,22 +420,14 @@ static int k_broker_count(fsgd_bus_client_t *bc, int timeout_ms, char *err, size
     return fsgd_kbus_broker_count(((kclient_t *)bc)->rk, timeout_ms, err, errsz);
 }
 
-fsgd_bus_client_t *fsgd_bus_kafka_borrow(rd_kafka_t *rk)
+static int k_kind(const fsgd_bus_t *b)
 {
-    /* a bus of its own that frees itself with the client: the client is
-     * its only user */
-    static kbus_t borrowed_bus = {.base = {&kafka_ops}};
-    kclient_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    c->base.bus = &borrowed_bus.base;
-    c->rk = rk;
-    c->borrowed = 1;
-    return &c->base;
+    return fsgd_kbus_is_mock(&((const kbus_t *)b)->kc) ? FSGD_BUS_KAFKA_EMBEDDED : FSGD_BUS_KAFKA;
 }
 
 static const fsgd_bus_ops_t kafka_ops = {
     .destroy = k_destroy,
+    .kind = k_kind,
     .client_new = k_client_new,
     .client_destroy = k_client_destroy,
     .send = k_send,

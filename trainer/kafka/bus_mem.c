@@ -324,6 +324,7 @@ fsgd_bus_t *fsgd_bus_mem_view(fsgd_bus_t *bb, int member)
     src->cl->refs++;
     pthread_mutex_unlock(&src->cl->mu);
     b->base.ops = &mem_ops;
+    b->base.auth = src->base.auth; /* the same job's, unless fsgd_bus_set_auth gives it another */
     b->cl = src->cl;
     b->tag = member;
     return &b->base;
@@ -567,7 +568,7 @@ static int m_send(fsgd_bus_client_t *bc, const char *topic, int32_t partition, c
         f.nchunks = (uint32_t)n;
         f.body = body + off;
         f.body_len = (uint32_t)bl;
-        size_t fl = fsgd_kframe_write(buf, &f);
+        size_t fl = fsgd_kframe_write(buf, &f, bc->bus->auth);
         rc = produce_locked(c, topic, partition, buf, fl, NULL, NULL, err, errsz);
         if (!rc && wire)
             *wire += fl;
@@ -820,12 +821,14 @@ static int m_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
             unpack(&tag, copy, len, p->log[o].klen, p->log[o].mlen);
         }
         pthread_mutex_unlock(&c->cl->mu);
-        if (!rc && mode == FSGD_BUS_READ_ROWS && fsgd_auth_skip_bad_rows() &&
-            !fsgd_auth_row_ok(tag.mac, tag.mac_len, partition, copy, len)) {
-            fsgd_auth_note_skipped_row(topic, partition, o,
+        fsgd_auth_t *auth = bc->bus->auth;
+        if (!rc && mode == FSGD_BUS_READ_ROWS && fsgd_auth_skip_bad_rows(auth) &&
+            !fsgd_auth_row_ok(auth, tag.mac, tag.mac_len, partition, copy, len)) {
+            fsgd_auth_note_skipped_row(auth, topic, partition, o,
                                        tag.mac ? "a row whose tag is not this job key's" : "a row without a tag");
             len = 0; /* no rows at this offset */
-        } else if (!rc && mode == FSGD_BUS_READ_ROWS && !fsgd_auth_row_ok(tag.mac, tag.mac_len, partition, copy, len))
+        } else if (!rc && mode == FSGD_BUS_READ_ROWS &&
+                   !fsgd_auth_row_ok(auth, tag.mac, tag.mac_len, partition, copy, len))
             rc = fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
                               "topic %s partition %d offset %lld: %s: the job is authenticated and its rows must be "
                               "written with its key, or the job must allow unsigned rows",
@@ -853,8 +856,15 @@ static int m_broker_count(fsgd_bus_client_t *bc, int timeout_ms, char *err, size
     return 1;
 }
 
+static int m_kind(const fsgd_bus_t *b)
+{
+    (void)b;
+    return FSGD_BUS_MEMORY;
+}
+
 static const fsgd_bus_ops_t mem_ops = {
     .destroy = m_destroy,
+    .kind = m_kind,
     .client_new = m_client_new,
     .client_destroy = m_client_destroy,
     .send = m_send,

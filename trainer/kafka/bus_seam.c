@@ -10,6 +10,26 @@ void fsgd_bus_destroy(fsgd_bus_t *b)
         b->ops->destroy(b);
 }
 
+void fsgd_bus_set_auth(fsgd_bus_t *b, fsgd_auth_t *auth)
+{
+    b->auth = auth;
+}
+
+fsgd_bus_kind_t fsgd_bus_kind(const fsgd_bus_t *b)
+{
+    return (fsgd_bus_kind_t)b->ops->kind(b);
+}
+
+fsgd_auth_t *fsgd_bus_auth(const fsgd_bus_t *b)
+{
+    return b->auth;
+}
+
+fsgd_auth_t *fsgd_bus_client_auth(const fsgd_bus_client_t *c)
+{
+    return c->bus->auth;
+}
+
 fsgd_bus_client_t *fsgd_bus_client_new(fsgd_bus_t *b, fsgd_kclient_t kind, char *err, size_t errsz)
 {
     return b->ops->client_new(b, kind, NULL, NULL, NULL, NULL, err, errsz);

@@ -16,13 +16,13 @@
 
 #define KNOWN_FLAGS (FSGD_KFLAG_FINAL | FSGD_KFLAG_SECTION | FSGD_KFLAG_AUTH)
 
-size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f)
+size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f, fsgd_auth_t *auth)
 {
     memcpy(out, FSGD_KFRAME_MAGIC, 4);
     out[4] = FSGD_KFRAME_VERSION;
     out[5] = f->kind;
-    const int auth = fsgd_auth_enabled();
-    fsgd_le_put16(out + 6, (uint16_t)((f->flags & ~FSGD_KFLAG_AUTH) | (auth ? FSGD_KFLAG_AUTH : 0)));
+    const int tagged = fsgd_auth_enabled(auth);
+    fsgd_le_put16(out + 6, (uint16_t)((f->flags & ~FSGD_KFLAG_AUTH) | (tagged ? FSGD_KFLAG_AUTH : 0)));
     fsgd_le_put32(out + 8, f->gen);
     fsgd_le_put32(out + 12, f->sender);
     fsgd_le_put64(out + 16, f->step);
@@ -33,14 +33,14 @@ size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f)
         memcpy(out + FSGD_KFRAME_HEADER, f->body, f->body_len);
     size_t n = FSGD_KFRAME_HEADER + (size_t)f->body_len;
     fsgd_le_put32(out + n, fsgd_crc32c(0, out, n));
-    if (!auth)
+    if (!tagged)
         return n + 4;
-    fsgd_auth_tag(out + n + 4, FSGD_AUTH_FRAME, out, n + 4, NULL, 0);
+    fsgd_auth_tag(auth, out + n + 4, FSGD_AUTH_FRAME, out, n + 4, NULL, 0);
     return n + 4 + FSGD_KFRAME_TAG;
 }
 
-static int parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, int verify, char *err,
-                 size_t errsz)
+static int parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, const fsgd_auth_t *auth, int verify,
+                 char *err, size_t errsz)
 {
     memset(f, 0, sizeof *f);
     if (len < FSGD_KFRAME_OVERHEAD)
@@ -84,11 +84,11 @@ static int parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used,
     }
     /* CRC32C finds accidents; the tag, made with the job key, finds
      * messages that did not come from the job's processes */
-    if (verify && fsgd_auth_enabled() && !(f->flags & FSGD_KFLAG_AUTH))
+    if (verify && fsgd_auth_enabled(auth) && !(f->flags & FSGD_KFLAG_AUTH))
         return fsgd_err_fmt(err, errsz, FSGD_E_AUTH, "frame: no tag (flag AUTH unset) and this job is authenticated");
-    if (verify && fsgd_auth_enabled() && !fsgd_auth_check(buf + n + 4, FSGD_AUTH_FRAME, buf, n + 4, NULL, 0))
+    if (verify && fsgd_auth_enabled(auth) && !fsgd_auth_check(auth, buf + n + 4, FSGD_AUTH_FRAME, buf, n + 4, NULL, 0))
         return fsgd_err_fmt(err, errsz, FSGD_E_AUTH, "frame: the tag at byte %zu is not this job key's", n + 4);
-    if (verify && !fsgd_auth_enabled() && (f->flags & FSGD_KFLAG_AUTH))
+    if (verify && !fsgd_auth_enabled(auth) && (f->flags & FSGD_KFLAG_AUTH))
         return fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
                             "frame: authenticated (flag AUTH) but no job key was given to check it (--job-key-file)");
     f->body = buf + FSGD_KFRAME_HEADER;
@@ -97,15 +97,16 @@ static int parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used,
     return 0;
 }
 
-int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err, size_t errsz)
+int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, const fsgd_auth_t *auth,
+                      char *err, size_t errsz)
 {
-    return parse(buf, len, f, used, 1, err, errsz);
+    return parse(buf, len, f, used, auth, 1, err, errsz);
 }
 
 int fsgd_kframe_parse_unverified(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err,
                                  size_t errsz)
 {
-    return parse(buf, len, f, used, 0, err, errsz);
+    return parse(buf, len, f, used, NULL, 0, err, errsz);
 }
 
 /* --- reassembly --- */

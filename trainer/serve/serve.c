@@ -186,14 +186,19 @@ int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, con
     return publish_slot(s, sl, v, load_rc, err, errsz);
 }
 
-int fsgd_serve_add_topic(fsgd_serve_t *s, const char *name, const char *brokers, const char *job, char *err,
-                         size_t errsz)
+int fsgd_serve_add_topic(fsgd_serve_t *s, const char *name, const char *brokers, const char *job,
+                         struct fsgd_bus *bus, char *err, size_t errsz)
 {
-    if (strlen(brokers) >= sizeof s->slots[0]->topic.brokers || strlen(job) >= sizeof s->slots[0]->topic.job)
+    if (strlen(brokers) >= sizeof s->slots[0]->topic.brokers || strlen(job) >= sizeof s->slots[0]->topic.job) {
+        fsgd_bus_destroy(bus);
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "serve: brokers or job name too long");
+    }
     serve_slot_t *sl = new_slot(s, name, err, errsz);
-    if (!sl)
+    if (!sl) {
+        fsgd_bus_destroy(bus);
         return FSGD_E_ARG;
+    }
+    sl->topic.bus = bus;
     sl->from_topic = 1;
     sl->topic.n_ends = -1;
     sl->topic.refused_ctl_offset = -1;

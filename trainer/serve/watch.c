@@ -319,10 +319,6 @@ serve_version_t *serve_watch_load_topic(serve_slot_t *slot, double min_auc, int 
 {
     serve_topic_source_t *t = &slot->topic;
     *same = 0;
-    if (!t->bus && !(t->bus = fsgd_bus_kafka_new(t->brokers, err, errsz))) {
-        *rcp = FSGD_E_KAFKA;
-        return NULL;
-    }
     char ctl_err[256] = "";
     int ctl_rc = ctl_poll(t, ctl_err, sizeof ctl_err);
     if (min_auc > 0)

@@ -52,7 +52,7 @@ static void frame(fsgd_wire_buf_t *s, uint8_t kind, uint16_t flags, uint32_t gen
 {
     fsgd_kframe_t f = {kind, flags, gen, sender, step, chunk, n, body, (uint32_t)len};
     uint8_t *tmp = malloc(len + FSGD_KFRAME_OVERHEAD);
-    size_t w = fsgd_kframe_write(tmp, &f);
+    size_t w = fsgd_kframe_write(tmp, &f, NULL);
     fsgd_wire_put(s, tmp, w);
     free(tmp);
 }
@@ -360,7 +360,7 @@ static void gen_kframe_assemble(void)
     fsgd_model_t m;
     uint64_t step;
     char e[256];
-    if (fsgd_model_assemble_stream(s.p + 1, s.n - 1, 1, &m, &step, e, sizeof e) < 0 || step != 4)
+    if (fsgd_model_assemble_stream(s.p + 1, s.n - 1, NULL, 1, &m, &step, e, sizeof e) < 0 || step != 4)
         die(e);
     fsgd_model_free(&m);
     out("assemble", "job_final", s.p, s.n);

@@ -7,9 +7,11 @@
 #ifndef FSGD_DIST_H
 #define FSGD_DIST_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fsgd/auth.h"
 #include "fsgd/job.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/metrics.h"
@@ -17,13 +19,31 @@
 #include "fsgd/strategy.h"
 #include "fsgd/trace.h"
 
-struct rd_kafka_s; /* librdkafka's rd_kafka_t */
 struct fsgd_bus;        /* fsgd/bus.h */
 struct fsgd_bus_client; /* fsgd/bus.h */
 /* A line of news from a role, for the CLI to print: the first rejection of
  * each reason, what a step is waiting for, a consumer error. Roles call it
  * rarely (each reason once, waits every few seconds). */
 typedef void (*fsgd_dist_log_fn)(void *ctx, const char *line);
+
+/* What a role runs with besides its job: the cluster it speaks over, the
+ * caller's flags, where its news goes. The caller owns all of it (a signal
+ * handler sets *stop), so roles of one process — the in-memory role tests,
+ * fsgd run's shards — never share a flag or a transport they did not ask
+ * to share. */
+typedef struct fsgd_role_env {
+    struct fsgd_bus *bus; /* fsgd/bus.h (fsgd_bus_kafka_new, fsgd_bus_mem_new): outlives the call */
+    /* May be NULL. Nonzero: a worker leaves; a following aggregator
+     * publishes a final version, writes its checkpoint and returns 0; a
+     * produce stops before its next chunk of rows with an error. */
+    volatile sig_atomic_t *stop;
+    /* Tests, may be NULL. Nonzero: an aggregator stops where it is as a
+     * killed process would (no job_end, no model, no checkpoint) and
+     * returns FSGD_E_STATE ("stopped as if killed"). */
+    volatile sig_atomic_t *crash;
+    fsgd_dist_log_fn log; /* may be NULL: the first rejection of each reason, waits, consumer errors */
+    void *ctx;            /* for log and the role's own callbacks */
+} fsgd_role_env_t;
 
 /* --- producer --- */
 
@@ -50,7 +70,7 @@ uint32_t fsgd_produce_block_rows(const fsgd_job_t *job, int partitions);
  * partition passes its 5 MiB limit (uncompressed, with headroom). */
 int fsgd_produce_partitions_needed(uint64_t bytes);
 
-/* Loads the file `path` into <job>.data on brokers, one row per
+/* Loads the file `path` into <job>.data on env->bus, one row per
  * message, round-robin over the topic's partitions (created with
  * `partitions`, 0 = 12, when missing, with the job's other topics:
  * fsgd_dist_topics_create; FSGD_E_STATE when <job>.model holds a job). Lines are checked with the
@@ -58,16 +78,8 @@ int fsgd_produce_partitions_needed(uint64_t bytes);
  * skipped, never sent) and sent as they are; a bad row is an error naming file:line:column unless
  * job->skip_bad (then left out and counted in st). After delivery every partition's log is checked: data the
  * broker dropped is FSGD_E_LOST with the reason. */
-int fsgd_produce_file(const fsgd_job_t *job, const char *brokers, const char *path, int partitions,
-                      fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
-                      size_t errsz);
-/* Makes a running fsgd_produce_file stop before its next chunk of rows,
- * with an error (async-signal-safe: for a signal handler). */
-void fsgd_produce_stop(void);
-/* The same on bus; bus outlives the call. */
-int fsgd_produce_file_bus(struct fsgd_bus *bus, const fsgd_job_t *job, const char *path, int partitions,
-                          fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, void *ctx, char *err,
-                          size_t errsz);
+int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const char *path, int partitions,
+                      fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, char *err, size_t errsz);
 
 /* --- topics on a real cluster --- */
 
@@ -80,20 +92,16 @@ int fsgd_dist_replication(const fsgd_job_t *job, int brokers, int *rf, int *min_
 /* Creates <job>.grads, .model, .ctl and, when data_partitions > 0, <job>.data
  * with that many partitions, each with the job's replication and the
  * retention/compaction settings of KAFKA_FORMAT.md, and waits until every
- * partition has a leader. Existing topics are kept as they are. rk: any
- * client of the cluster (rd_kafka_t *). */
-int fsgd_dist_topics_create(const fsgd_job_t *job, struct rd_kafka_s *rk, int data_partitions, char *err,
+ * partition has a leader. Existing topics are kept as they are. c: any
+ * client of the cluster's bus (fsgd/bus.h). */
+int fsgd_dist_topics_create(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_partitions, char *err,
                             size_t errsz);
-/* The same with a client of any bus (fsgd/bus.h). */
-int fsgd_dist_topics_create_bus(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_partitions, char *err,
-                                size_t errsz);
 
 /* FSGD_E_STATE ("job name 'x' was used before ...") when <job>.model (and,
  * with data_too, <job>.data) already holds messages: a finished or running
  * job of the same name would mix with this one. */
-int fsgd_dist_topics_unused(const fsgd_job_t *job, struct rd_kafka_s *rk, int data_too, char *err, size_t errsz);
-int fsgd_dist_topics_unused_bus(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_too, char *err,
-                                size_t errsz);
+int fsgd_dist_topics_unused(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_too, char *err,
+                            size_t errsz);
 
 /* Partitions of NAME.pull (job key replica working_set): the answers to
  * a worker's pulls come on partition id mod this. */
@@ -125,16 +133,12 @@ typedef struct fsgd_worker_stats {
  * fsgd_observe_worker_step). s is valid during the call only. */
 typedef void (*fsgd_worker_step_fn)(void *ctx, const fsgd_worker_stats_t *s);
 
-/* Runs one worker until the aggregator publishes the final model, *stop
- * becomes nonzero (may be NULL), or an error. id 0 picks a random id.
- * on_step (may be NULL) gets the stats after each gradient sent; log (may
- * be NULL) the first rejected model message of each reason; both with ctx. */
-int fsgd_worker_run(const fsgd_job_t *job, uint32_t id, volatile int *stop, fsgd_worker_stats_t *st,
-                    fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *ctx, char *err, size_t errsz);
-/* The same on bus (job->brokers unused); bus outlives the call. */
-int fsgd_worker_run_bus(struct fsgd_bus *bus, const fsgd_job_t *job, uint32_t id, volatile int *stop,
-                        fsgd_worker_stats_t *st, fsgd_worker_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
-                        char *err, size_t errsz);
+/* Runs one worker on env->bus until the aggregator publishes the final
+ * model, *env->stop becomes nonzero, or an error. id 0 picks a random id.
+ * on_step (may be NULL) gets the stats after each gradient sent, with
+ * env->ctx. */
+int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t id, fsgd_worker_stats_t *st,
+                    fsgd_worker_step_fn on_step, char *err, size_t errsz);
 
 /* The embedded (mock) cluster keeps 5 MiB per partition and NAME.model has
  * one partition: a snapshot and the deltas after it must fit. */
@@ -275,11 +279,6 @@ typedef struct fsgd_agg_stats {
     double pv_logloss, pv_auc, pv_window_logloss;
 } fsgd_agg_stats_t;
 
-/* follow: asks a running aggregator to stop (async-signal-safe; the CLI's
- * SIGTERM/SIGINT handler): it publishes a final version, writes its
- * checkpoint, --out and the metrics JSON, and returns 0. */
-void fsgd_agg_follow_stop(void);
-
 #define FSGD_AGG_LOSS_WINDOW 8
 
 /* The aggregator's checkpoint pacing: 1 when a snapshot step should also
@@ -310,21 +309,12 @@ typedef void (*fsgd_agg_step_fn)(void *ctx, const fsgd_agg_stats_t *s, const fsg
  * worker_assignment on NAME.ctl) for the step in progress, and checked
  * (rows against the ranges they claim, values finite and within
  * FSGD_AGG_GRAD_SLACK's bound); what is dropped is counted by reason and
- * the first of each reason goes to log. progress (every second and at each
- * epoch end), on_step (after each step) and log may be NULL; each gets ctx. */
-int fsgd_aggregator_run(const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
-                        fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
-                        char *err, size_t errsz);
-/* Every aggregator of this process stops where it is, as a killed process
- * would: nothing more is published (no job_end), no model or checkpoint is
- * written, and fsgd_aggregator_run returns FSGD_E_STATE ("stopped as if
- * killed"). For restart tests on the in-memory bus, where roles are threads;
- * fsgd_aggregator_crash(0) lets later runs go on. */
-void fsgd_aggregator_crash(int on);
-/* The same on bus (job->brokers unused); bus outlives the call. */
-int fsgd_aggregator_run_bus(struct fsgd_bus *bus, const fsgd_job_t *job, int expected_workers, fsgd_agg_stats_t *st,
-                            fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, fsgd_dist_log_fn log, void *ctx,
-                            char *err, size_t errsz);
+ * the first of each reason goes to env->log. progress (every second and at
+ * each epoch end) and on_step (after each step) may be NULL; each gets
+ * env->ctx. A following aggregator runs until *env->stop. */
+int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_job_t *job, int expected_workers,
+                        fsgd_agg_stats_t *st, fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, char *err,
+                        size_t errsz);
 
 /* The entry for epoch n_epochs + 1 (zeroed; the caller counts it in by
  * incrementing n_epochs), growing s->epochs; NULL when out of memory. */
@@ -373,31 +363,28 @@ int fsgd_ckpt_info(const char *path, fsgd_ckpt_info_t *info);
 /* Rebuilds the model from concatenated model-topic frames (what
  * `kcat -C -t <job>.model -e -f '%s'` prints): the last complete snapshot
  * plus every later delta. require_final: fail unless the job's final
- * snapshot was seen. On success *m owns fresh weights. With a job key set
- * (fsgd/auth.h), frames without its tag are skipped, and on success err
- * then says how many (it is left as it was otherwise). */
-int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, int require_final, fsgd_model_t *m, uint64_t *step,
-                               char *err, size_t errsz);
+ * snapshot was seen. On success *m owns fresh weights. With a job key
+ * (auth enabled, fsgd/auth.h), frames without its tag are skipped, and on
+ * success err then says how many (it is left as it was otherwise). */
+int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, const fsgd_auth_t *auth, int require_final,
+                               fsgd_model_t *m, uint64_t *step, char *err, size_t errsz);
 
-/* Reads <job>.model from brokers from the log start to its end and
- * assembles it as above. */
-int fsgd_model_assemble_topic(const char *brokers, const char *job, int require_final, fsgd_model_t *m,
+/* Reads <job>.model on bus from the log start to its end and assembles it
+ * as above, under the bus's auth (fsgd_bus_set_auth). */
+int fsgd_model_assemble_topic(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
                               uint64_t *step, char *err, size_t errsz);
-/* The same on bus. */
-int fsgd_model_assemble_topic_bus(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
-                                  uint64_t *step, char *err, size_t errsz);
 /* A reader that follows <job>.model: each read applies only the frames
  * appended since the last one to the assembler's state it keeps, and
  * copies the model out (*whole 0); the first read, and one after frames
  * not read yet were deleted or compacted away, a failed read, or any read
  * of a sharded job, read the topic from its log start (*whole 1). Same
- * model and step as fsgd_model_assemble_topic_bus at the same ends. */
+ * model and step as fsgd_model_assemble_topic at the same ends. */
 typedef struct fsgd_model_follow fsgd_model_follow_t;
 fsgd_model_follow_t *fsgd_model_follow_new(struct fsgd_bus *bus, const char *job, char *err, size_t errsz);
 int fsgd_model_follow_read(fsgd_model_follow_t *f, fsgd_model_t *m, uint64_t *step, int *whole, char *err,
                            size_t errsz);
 void fsgd_model_follow_free(fsgd_model_follow_t *f);
-/* As fsgd_model_assemble_topic_bus, from the frames of steps up to max_step only: the model
+/* As fsgd_model_assemble_topic, from the frames of steps up to max_step only: the model
  * at max_step (or at the newest step before it that the topic holds: see
  * *step), as a reader that saw it then assembled it. */
 int fsgd_model_assemble_topic_upto(struct fsgd_bus *bus, const char *job, uint64_t max_step, fsgd_model_t *m,

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fsgd/auth.h"
 #include "fsgd/kbus.h"
 
 typedef struct fsgd_bus fsgd_bus_t;
@@ -71,12 +72,29 @@ typedef void (*fsgd_bus_rebalance_fn)(void *opaque, int assigned, const int32_t 
 
 /* --- buses --- */
 
-/* librdkafka against brokers ("host:port,..."). NULL with err set. */
-fsgd_bus_t *fsgd_bus_kafka_new(const char *brokers, char *err, size_t errsz);
-/* A client of the librdkafka bus over rk, which the caller keeps (destroy
- * the result with fsgd_bus_client_destroy; rk stays). NULL without memory. */
-fsgd_bus_client_t *fsgd_bus_kafka_borrow(rd_kafka_t *rk);
+/* librdkafka against brokers ("host:port,..."), every client with the
+ * job's settings (options: fsgd_kbus_options_resolve's lines, copied and
+ * wiped when the bus goes; NULL: none). NULL with err set. */
+fsgd_bus_t *fsgd_bus_kafka_new(const char *brokers, const char *options, char *err, size_t errsz);
 void fsgd_bus_destroy(fsgd_bus_t *b);
+
+/* What carries a bus's messages. */
+typedef enum fsgd_bus_kind {
+    FSGD_BUS_KAFKA = 1,          /* Kafka brokers */
+    FSGD_BUS_KAFKA_EMBEDDED = 2, /* librdkafka's mock cluster: partitions read slowly (70-100 ms each) */
+    FSGD_BUS_MEMORY = 3,         /* fsgd_bus_mem_new */
+} fsgd_bus_kind_t;
+fsgd_bus_kind_t fsgd_bus_kind(const fsgd_bus_t *b);
+
+/* The job's message security on b (fsgd/auth.h; NULL, the default: no key,
+ * no job name): frames sent by b's clients are tagged under it, the rows
+ * they read (FSGD_BUS_READ_ROWS) and the frames and NAME.ctl events the
+ * roles take are checked against it. auth outlives b; set it before b's
+ * first client. A view of the in-memory bus starts with its source's. */
+void fsgd_bus_set_auth(fsgd_bus_t *b, fsgd_auth_t *auth);
+fsgd_auth_t *fsgd_bus_auth(const fsgd_bus_t *b);
+/* The auth of the bus c was made from. */
+fsgd_auth_t *fsgd_bus_client_auth(const fsgd_bus_client_t *c);
 
 /* --- clients (fsgd_kclient_t kinds of fsgd/kbus.h) --- */
 
@@ -151,7 +169,7 @@ int fsgd_bus_read_rows_parts(fsgd_bus_client_t *c, const char *topic, int n, con
                              const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
                              void *ctx, char *err, size_t errsz);
 /* As fsgd_kbus_create_topic (an existing topic is kept as it is) and
- * fsgd_kbus_broker_count. A job's topics: fsgd_dist_topics_create_bus. */
+ * fsgd_kbus_broker_count. A job's topics: fsgd_dist_topics_create. */
 int fsgd_bus_create_topic(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,
                           const char *const *configs, int timeout_ms, char *err, size_t errsz);
 int fsgd_bus_broker_count(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz);

@@ -8,7 +8,11 @@
  *   split into chunks below FSGD_KBUS_CHUNK_MAX. The same fields are copied
  *   into Kafka headers (text) for outside clients.
  * - Reassembly with duplicate dropping by (kind, gen, sender, step, chunk).
- * - Reading a partition's offset range with gap / log-start detection.
+ * - A client's settings (fsgd_kconf_t) and the start-up connection check.
+ *
+ * Messages are sent and read through fsgd/bus.h; the raw librdkafka calls
+ * behind it (sending frames, reading offset ranges with gap and log-start
+ * detection) are private to trainer/kafka/ (kbus_raw.h).
  *
  * Nothing here prints; errors go to the caller's buffer. Handles are not
  * thread safe unless stated. */
@@ -18,6 +22,8 @@
 #include <librdkafka/rdkafka.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "fsgd/auth.h"
 
 #define FSGD_KFRAME_MAGIC "FSGK"
 #define FSGD_KFRAME_VERSION 1
@@ -61,18 +67,20 @@ typedef struct fsgd_kframe {
 
 /* Writes frame f (with f->body) into out, which must hold
  * f->body_len + FSGD_KFRAME_OVERHEAD + FSGD_KFRAME_TAG bytes. With a job key
- * set (fsgd/auth.h) the frame gets flag FSGD_KFLAG_AUTH and its tag after
- * the CRC; without one neither. Returns the bytes written. */
-size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f);
+ * (auth enabled, fsgd/auth.h) the frame gets flag FSGD_KFLAG_AUTH and its
+ * tag after the CRC; without one (auth NULL too) neither. Returns the bytes
+ * written. */
+size_t fsgd_kframe_write(uint8_t *out, const fsgd_kframe_t *f, fsgd_auth_t *auth);
 
 /* Parses and checks one frame at the start of buf (magic, version, reserved
  * bits, kind, chunk < nchunks, length against len, CRC32C). *used (may be
  * NULL) gets the frame's size, so concatenated frames can be walked. body
- * points into buf. With a job key set, a frame without FSGD_KFLAG_AUTH and a
- * valid tag is refused (FSGD_E_AUTH); without one, so is a frame that has a
- * tag (it cannot be checked: give the job key). Returns 0 or
- * FSGD_E_FORMAT/TRUNCATED/CRC/VERSION/AUTH. */
-int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, char *err, size_t errsz);
+ * points into buf. With a job key (auth enabled), a frame without
+ * FSGD_KFLAG_AUTH and a valid tag is refused (FSGD_E_AUTH); without one
+ * (auth NULL too), so is a frame that has a tag (it cannot be checked: give
+ * the job key). Returns 0 or FSGD_E_FORMAT/TRUNCATED/CRC/VERSION/AUTH. */
+int fsgd_kframe_parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used, const fsgd_auth_t *auth,
+                      char *err, size_t errsz);
 
 /* The same checks but the tag's: for looking at frames of other runs (is a
  * job name in use?), never for acting on them. */
@@ -131,17 +139,29 @@ typedef enum fsgd_kclient {
 /* A consumer of either kind. */
 #define FSGD_KCLIENT_IS_CONSUMER(k) ((k) == FSGD_KCLIENT_CONSUMER || (k) == FSGD_KCLIENT_READER)
 
-/* Settings for every client made after this call, as "key=value\n" lines
- * (fsgd_job_t.kafka: authentication and encryption, e.g.
- * security.protocol=SASL_SSL, sasl.mechanism=PLAIN, sasl.username=...,
- * ssl.ca.location=...). Each is checked with librdkafka now: an unknown key
- * or a value this librdkafka cannot use is FSGD_E_ARG naming it. They apply
- * after fsgd's own settings and FSGD_RDKAFKA, so they win. A line
- * KEY_file=PATH sets KEY to the first line of the file PATH, which must be
- * a regular file owned by this user and readable by nobody else (secrets:
- * sasl.password_file, ssl.key.password_file). Not thread safe: call before
- * making clients. */
-int fsgd_kbus_set_options(const char *lines, char *err, size_t errsz);
+/* A cluster and how this job's clients reach it: the bootstrap list and the
+ * job's librdkafka settings as "key=value\n" lines (fsgd_kbus_options_resolve
+ * made them; NULL: none). They apply after fsgd's own settings and
+ * FSGD_RDKAFKA, so they win. Each client is made from one (no
+ * process-wide settings): two jobs of one process may reach two clusters
+ * differently. */
+typedef struct fsgd_kconf {
+    const char *brokers;
+    const char *options;
+} fsgd_kconf_t;
+
+/* The job's settings (fsgd_job_t.kafka: authentication and encryption,
+ * e.g. security.protocol=SASL_SSL, sasl.mechanism=PLAIN,
+ * sasl.username=..., ssl.ca.location=...) made ready for fsgd_kconf_t into
+ * out (cap bytes): a line KEY_file=PATH becomes KEY=the first line of the
+ * file PATH, which must be a regular file owned by this user and readable
+ * by nobody else (secrets: sasl.password_file, ssl.key.password_file); then
+ * each setting is checked with librdkafka: an unknown key or a value this
+ * librdkafka cannot use is FSGD_E_ARG naming it. out holds secrets: wipe
+ * it (fsgd_kbus_options_wipe) when done. */
+int fsgd_kbus_options_resolve(const char *lines, char *out, size_t cap, char *err, size_t errsz);
+/* Zeroes out (cap bytes) so that no secret stays in memory. */
+void fsgd_kbus_options_wipe(char *out, size_t cap);
 
 /* Waits up to timeout_ms for brokers to answer a metadata request (the TLS
  * handshake and SASL authentication done): every role's first contact, so
@@ -151,92 +171,24 @@ int fsgd_kbus_set_options(const char *lines, char *err, size_t errsz);
  * naming the brokers and librdkafka's cause, e.g. "ssl://127.0.0.1:9093/
  * bootstrap: SSL handshake failed: ... certificate verify failed ...
  * (_SSL)". */
-int fsgd_kbus_connect(const char *brokers, int timeout_ms, char *err, size_t errsz);
+int fsgd_kbus_connect(const fsgd_kconf_t *kc, int timeout_ms, char *err, size_t errsz);
 
-/* Makes a client of the given kind for brokers. group may be NULL (a
+/* Makes a client of the given kind for kc's cluster. group may be NULL (a
  * consumer used with assign only). Returns NULL with err set. */
-rd_kafka_t *fsgd_kbus_client(fsgd_kclient_t kind, const char *brokers, const char *group, char *err, size_t errsz);
-
-/* A group consumer whose partition assignments go to rebalance (librdkafka's
- * rebalance callback, which must call rd_kafka_assign) with opaque. Uses
- * the round-robin assignor so partitions spread evenly over workers. */
-typedef void (*fsgd_kbus_rebalance_fn)(rd_kafka_t *rk, rd_kafka_resp_err_t e, rd_kafka_topic_partition_list_t *parts,
-                                       void *opaque);
-rd_kafka_t *fsgd_kbus_group_consumer(const char *brokers, const char *group, fsgd_kbus_rebalance_fn rebalance,
-                                     void *opaque, char *err, size_t errsz);
-
-/* Creates topic with partitions and replication (<= 0: the broker's
- * default) and topic configs (name, value pairs ending with NULL; may be
- * NULL) through the admin API, then waits until every partition has a
- * leader: Kafka answers CreateTopics before leaders are elected. An existing
- * topic is fine (its settings are left as they are). Everything within about
- * timeout_ms. Returns 0, FSGD_E_TIMEOUT ("partition 3 has no leader after
- * ...") or FSGD_E_KAFKA. */
-int fsgd_kbus_create_topic(rd_kafka_t *rk, const char *topic, int partitions, int replication,
-                           const char *const *configs, int timeout_ms, char *err, size_t errsz);
+rd_kafka_t *fsgd_kbus_client(fsgd_kclient_t kind, const fsgd_kconf_t *kc, const char *group, char *err,
+                             size_t errsz);
 
 /* Number of partitions of topic, once every partition has a leader (waits up
  * to timeout_ms for that). Returns >= 1 or a negative error naming the
  * partition without a leader, or the topic without metadata. */
 int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err, size_t errsz);
 
-/* Brokers in the cluster's metadata. Returns >= 1 or FSGD_E_KAFKA. */
-int fsgd_kbus_broker_count(rd_kafka_t *rk, int timeout_ms, char *err, size_t errsz);
-
-/* Sends body as ceil(len / chunk_max) frames of (kind, flags, gen, sender,
- * step) to topic partition (RD_KAFKA_PARTITION_UA means by key). Adds the frame
- * bytes sent to *wire (may be NULL). Does not wait for delivery. */
-int fsgd_kbus_send(rd_kafka_t *rk, const char *topic, int32_t partition, const char *job, const fsgd_kframe_t *hdr,
-                   const uint8_t *body, size_t len, size_t chunk_max, uint64_t *wire, char *err, size_t errsz);
-
-/* fsgd_kbus_send with Kafka key "<key_prefix>.<chunk index>" (prefix up to
- * 20 characters) instead of the sender id: on a compacted topic the newest
- * message of each key survives, so a repeating key names what a newer
- * message replaces (KAFKA_FORMAT.md, NAME.model). */
-int fsgd_kbus_send_keyed(rd_kafka_t *rk, const char *topic, int32_t partition, const char *job,
-                         const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
-                         size_t chunk_max, uint64_t *wire, char *err, size_t errsz);
-
-/* Waits for every queued message to be delivered. FSGD_E_TIMEOUT/KAFKA. */
-int fsgd_kbus_flush(rd_kafka_t *rk, int timeout_ms, char *err, size_t errsz);
-
 /* Called for each message of a range, in offset order. */
 typedef int (*fsgd_kbus_msg_fn)(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len,
                                 char *err, size_t errsz);
 
-/* Reads offsets [start, end) of one partition with an assign-only consumer,
- * checking that offsets arrive consecutively from start: a log start past
- * start or a gap is FSGD_E_LOST ("data lost: ..."), no progress for
- * timeout_ms is FSGD_E_TIMEOUT. Leaves the consumer unassigned. */
-int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
-                         int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
-
-/* The same for NAME.data: every message must pass fsgd_auth_row_ok (its
- * tag in the Kafka header FSGD_KBUS_MAC_HEADER) before fn sees it; one that
- * does not stops the read with FSGD_E_AUTH naming its offset. */
-int fsgd_kbus_read_rows(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
-                        int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
-
-/* 1 when brokers is librdkafka's mock cluster (the embedded one), asked once
- * per bootstrap list. */
-int fsgd_kbus_is_mock(const char *brokers);
-
-/* The same for ranges [starts[i], ends[i]) of partitions parts[i] (n of
- * each, distinct partitions), assigned at once: each partition's messages in
- * offset order, partitions interleaved. */
-int fsgd_kbus_read_rows_parts(rd_kafka_t *consumer, const char *topic, int n, const int32_t *parts,
-                              const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
-                              void *ctx, char *err, size_t errsz);
-
 /* The Kafka header that carries a data row's or a ctl event's tag (hex). */
 #define FSGD_KBUS_MAC_HEADER "fsgd.mac"
-
-/* The same for a compacted topic (NAME.model), whose log has holes where
- * newer messages with the same key replaced older ones: offsets must only
- * increase. The last offset before end must exist (compaction keeps the
- * newest message, and never touches the active segment). */
-int fsgd_kbus_read_compacted(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
-                             int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
 
 /* Low and high watermarks, queried from the partition's leader. Retriable
  * errors (no leader yet, a leader that moved, a broker not answering) are
@@ -244,9 +196,6 @@ int fsgd_kbus_read_compacted(rd_kafka_t *consumer, const char *topic, int32_t pa
  * often it asked. */
 int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                          int timeout_ms, char *err, size_t errsz);
-/* The same for partitions 0..n-1 of topic at once (lo, hi: n each). */
-int fsgd_kbus_watermarks_all(rd_kafka_t *rk, const char *topic, int n, int64_t *lo, int64_t *hi, int timeout_ms,
-                             char *err, size_t errsz);
 
 /* Produce-to-consume latency of one hop. fsgd_kbus_send stamps every frame
  * with the header fsgd.sent_us (wall clock, microseconds, text) when it hands
@@ -259,9 +208,6 @@ typedef struct fsgd_klat {
     double ms[FSGD_KLAT_CAP];
     uint64_t n; /* samples added (the last FSGD_KLAT_CAP are kept) */
 } fsgd_klat_t;
-
-/* Adds m's latency (no-op for a message without the stamp). */
-void fsgd_klat_add(fsgd_klat_t *l, const rd_kafka_message_t *m);
 
 /* Quantile q (0..1) of the kept samples in ms; -1 without samples. */
 double fsgd_klat_quantile(const fsgd_klat_t *l, double q);

@@ -71,12 +71,16 @@ int fsgd_serve_add_file(fsgd_serve_t *s, const char *name, const char *path, con
  * brokers, as fsgd predict --brokers reads it: the newest snapshot and the
  * updates after it); the first version is assembled now, and a new step
  * seen at a poll is a new version. A poll asks the topic's partition ends
- * and reads the topic (from its log start) only when they moved. Frames are checked with the
- * process's job key when one is set (fsgd/auth.h): untagged or forged ones
- * are skipped. Before fsgd_serve_start only. Returns 0 or an error as
- * fsgd_serve_add_file (FSGD_E_KAFKA when the topic cannot be read). */
-int fsgd_serve_add_topic(fsgd_serve_t *s, const char *name, const char *brokers, const char *job, char *err,
-                         size_t errsz);
+ * and reads the topic (from its log start) only when they moved. The topic
+ * is read on bus (fsgd/bus.h: a Kafka bus on brokers, which are named in
+ * what the server says), which s owns from this call on, even when it
+ * fails; frames are checked under the bus's job key (fsgd_bus_set_auth):
+ * untagged or forged ones are skipped. Before fsgd_serve_start only.
+ * Returns 0 or an error as fsgd_serve_add_file (FSGD_E_KAFKA when the topic
+ * cannot be read). */
+struct fsgd_bus;
+int fsgd_serve_add_topic(fsgd_serve_t *s, const char *name, const char *brokers, const char *job,
+                         struct fsgd_bus *bus, char *err, size_t errsz);
 
 /* Binds and starts serving (the request threads and the watcher). Signals
  * the caller wants for itself (SIGTERM) should be blocked before: the
