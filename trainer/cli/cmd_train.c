@@ -84,7 +84,7 @@ static int cache_reused;
 static const char *stop_note(const fsgd_train_stats_t *st, char *buf, size_t cap)
 {
     if (st->stopped_early)
-        snprintf(buf, cap, "then no better for %.2f epochs", st->patience_epochs);
+        snprintf(buf, cap, "stopped at %.2f: no loss 1e-4 lower for %.2f epochs", st->epochs_run, st->patience_epochs);
     else
         snprintf(buf, cap, "max_epochs reached");
     return buf;
