@@ -61,4 +61,6 @@ cmp -s "$tmp/h.fsgd" "$tmp/n.fsgd" || fail "csv: crosses by name and by number t
 rc=0; "$FSGD" train --data "$tmp/h.csv" "${csv[@]}" -q 'site*devise' --out "$tmp/no.fsgd" 2> "$tmp/e.txt" || rc=$?
 [ $rc -eq 3 ] && grep -qF "interactions: 'site*devise': no column named 'devise' in the header of $tmp/h.csv (clicked,age,site,device)" "$tmp/e.txt" ||
     fail "csv unknown name: $rc $(cat "$tmp/e.txt")"
+rc=0; "$FSGD" predict --model "$tmp/h.fsgd" --data "$tmp/h.csv" --weights --quiet > /dev/null 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 2 ] && grep -qF "criteo/tsv/csv rows carry no weight" "$tmp/e.txt" || fail "predict --weights csv: $rc"
 echo "PASS criteo_crosses: by number and by name (Criteo's, a CSV header's); unknown names exit 3"
