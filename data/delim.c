@@ -99,9 +99,9 @@ int fsgd_delim_spec_add_crosses(fsgd_delim_spec_t *spec, const char *terms, char
  * field equal to it (header: the file's first line, may be NULL), else
  * Criteo's I<k> (the k-th num column) or C<k> (the k-th cat column).
  * 0 when none, -1 when two header fields have the name. */
-static long column_named(const fsgd_delim_spec_t *spec, const char *header, size_t header_len, const char *name,
-                         size_t len)
+static long column_named(const fsgd_delim_spec_t *spec, const char *header, const char *name, size_t len)
 {
+    const size_t header_len = header ? strlen(header) : 0;
     long found = 0;
     size_t col = 0;
     for (const char *p = header, *e = header + header_len; header && p <= e; col++) {
@@ -144,9 +144,10 @@ static void conventional_names(const fsgd_delim_spec_t *spec, char *buf, size_t 
         snprintf(buf + w, cap - (size_t)w, cat > 1 ? "%sC1..C%zu" : "%sC1", w ? ", " : "", cat);
 }
 
-int fsgd_delim_crosses_by_name(const fsgd_delim_spec_t *spec, const char *terms, const char *header,
-                               size_t header_len, const char *src, char *out, size_t cap, char *err, size_t errsz)
+int fsgd_delim_crosses_by_name(const fsgd_delim_spec_t *spec, const char *terms, const char *header, const char *src,
+                               char *out, size_t cap, char *err, size_t errsz)
 {
+    const size_t header_len = header ? strlen(header) : 0;
     size_t n = 0;
     out[0] = '\0';
     for (const char *p = terms; *p;) {
@@ -156,7 +157,7 @@ int fsgd_delim_crosses_by_name(const fsgd_delim_spec_t *spec, const char *terms,
             const char *star = memchr(q, '*', (size_t)(e - q));
             const size_t m = (size_t)((star ? star : e) - q);
             uint64_t num;
-            long c = !cross || parse_u64(q, m, &num) == 0 ? -2 : column_named(spec, header, header_len, q, m);
+            long c = !cross || parse_u64(q, m, &num) == 0 ? -2 : column_named(spec, header, q, m);
             if (c == -1)
                 return fsgd_err_fmt(err, errsz, FSGD_E_PARSE,
                                     "interactions: '%.*s': two columns of %s's header are named '%.*s' (name them by "
@@ -222,6 +223,7 @@ int fsgd_delim_read_header(const char *path, char *buf, size_t cap, size_t *len,
         rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:1: the header is longer than %zu bytes", path, cap);
     if (n > 0 && buf[n - 1] == '\r')
         n--;
+    buf[n < cap ? n : cap - 1] = '\0';
     *len = n;
     return rc;
 }

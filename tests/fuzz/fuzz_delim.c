@@ -50,11 +50,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fsgd_csr_free(&m);
         /* crosses by name against the input's first line as a header: the
          * numbers written are the spec's columns, or the error names the term */
+        char header[512], out[128];
         const char *nl = memchr(data, '\n', size);
-        const size_t hl = nl ? (size_t)(nl - (const char *)data) : size;
-        char out[128];
-        int rc = fsgd_delim_crosses_by_name(&spec, "C1*C2,age*I1,x*y*z,2*3", (const char *)data, hl, "fz", out,
-                                            sizeof out, err, sizeof err);
+        size_t hl = nl ? (size_t)(nl - (const char *)data) : size;
+        hl = hl < sizeof header ? hl : sizeof header - 1;
+        memcpy(header, data, hl);
+        header[hl] = '\0';
+        int rc = fsgd_delim_crosses_by_name(&spec, "C1*C2,age*I1,x*y*z,2*3", header, "fz", out, sizeof out, err,
+                                            sizeof err);
         CHECK(rc == 0 || rc == FSGD_E_PARSE);
         if (rc == 0) {
             fsgd_delim_spec_t t = spec;

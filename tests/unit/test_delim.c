@@ -178,29 +178,29 @@ static void test_crosses_by_name(void)
     fsgd_delim_spec_t c, h;
     char err[512], out[256];
     CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("criteo", &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "C1*C2,I3*C7*40,15*16,I1*C26", NULL, 0, "t", out, sizeof out, err,
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "C1*C2,I3*C7*40,15*16,I1*C26", NULL, "t", out, sizeof out, err,
                                                sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(out, "15*16,4*21*40,15*16,2*40");
-    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "ab,C1", NULL, 0, "t", out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "ab,C1", NULL, "t", out, sizeof out, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(out, "ab,C1"); /* not crosses: fsgd_delim_spec_add_crosses says so */
-    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "C1*C27", NULL, 0, "t", out, sizeof out, err, sizeof err),
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "C1*C27", NULL, "t", out, sizeof out, err, sizeof err),
                     FSGD_E_PARSE);
     FSGD_ASSERT_CONTAINS(err, "interactions: 'C1*C27': no column named 'C27' among Criteo's names I1..I13, C1..C26");
-    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "I0*C1", NULL, 0, "t", out, sizeof out, err, sizeof err),
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "I0*C1", NULL, "t", out, sizeof out, err, sizeof err),
                     FSGD_E_PARSE);
     FSGD_ASSERT_CONTAINS(err, "no column named 'I0'");
-    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "C1*C2", NULL, 0, "t", out, 4, err, sizeof err), FSGD_E_RANGE);
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "C1*C2", NULL, "t", out, 4, err, sizeof err), FSGD_E_RANGE);
 
     CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("csv:skip,label,num,cat*2:header=1", &h, err, sizeof err), 0);
     const char *hdr = "id,y,age,C2,dev\r";
-    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&h, "age*dev,C2*C1,I1*C2*5", hdr, strlen(hdr), "f.csv", out,
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&h, "age*dev,C2*C1,I1*C2*5", hdr, "f.csv", out,
                                                sizeof out, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(out, "3*5,4*4,3*4*5"); /* the header's C2 is column 4; C1 Criteo's first cat */
-    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&h, "age*devv", hdr, strlen(hdr), "f.csv", out, sizeof out, err,
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&h, "age*devv", hdr, "f.csv", out, sizeof out, err,
                                                sizeof err), FSGD_E_PARSE);
     FSGD_ASSERT_CONTAINS(err, "interactions: 'age*devv': no column named 'devv' in the header of f.csv (id,y,age,C2,dev");
     const char *twice = "id,y,a,a,dev";
-    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&h, "a*dev", twice, strlen(twice), "f.csv", out, sizeof out, err,
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&h, "a*dev", twice, "f.csv", out, sizeof out, err,
                                                sizeof err), FSGD_E_PARSE);
     FSGD_ASSERT_CONTAINS(err, "two columns of f.csv's header are named 'a'");
 
@@ -212,7 +212,7 @@ static void test_crosses_by_name(void)
     size_t len = 99;
     CU_ASSERT_EQUAL(fsgd_delim_read_header(path, line, sizeof line, &len, err, sizeof err), 0);
     CU_ASSERT_EQUAL(len, 8);
-    CU_ASSERT_EQUAL(memcmp(line, "id,y,age", 8), 0);
+    CU_ASSERT_STRING_EQUAL(line, "id,y,age");
     CU_ASSERT_EQUAL(fsgd_delim_read_header(path, line, 5, &len, err, sizeof err), FSGD_E_PARSE);
     FSGD_ASSERT_CONTAINS(err, ":1: the header is longer than 5 bytes");
     CU_ASSERT_EQUAL(fsgd_delim_read_header(fsgd_test_tmp("no/such.csv"), line, sizeof line, &len, err, sizeof err),

@@ -101,7 +101,7 @@ static int delim_names(const fsgd_delim_spec_t *d, const fsgd_job_t *job, char *
         return fsgd_err_fmt(err, errsz, rc, "interactions: '%s' names columns, and the header of %s %s", job->interactions,
                             job->data, rc == FSGD_E_NOMEM ? "needs memory" : e);
     }
-    rc = fsgd_delim_crosses_by_name(d, job->interactions, header, len, job->data, out, cap, e, sizeof e);
+    rc = fsgd_delim_crosses_by_name(d, job->interactions, header, job->data, out, cap, e, sizeof e);
     free(header);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s%s", e,
