@@ -104,7 +104,7 @@ static long column_named(const fsgd_delim_spec_t *spec, const char *header, cons
     const size_t header_len = header ? strlen(header) : 0;
     long found = 0;
     size_t col = 0;
-    for (const char *p = header, *e = header + header_len; header && p <= e; col++) {
+    for (const char *p = header, *e = header ? header + header_len : NULL; p && p <= e; col++) {
         const char *q = memchr(p, spec->sep, (size_t)(e - p));
         const char *fe = q ? q : e;
         if (!q && fe > p && fe[-1] == '\r')

@@ -98,8 +98,8 @@ static int delim_names(const fsgd_delim_spec_t *d, const fsgd_job_t *job, char *
         rc = fsgd_delim_read_header(job->data, header, HEADER_MAX, &len, e, sizeof e);
     if (rc < 0) {
         free(header);
-        return fsgd_err_fmt(err, errsz, rc, "interactions: '%s' names columns, and the header of %s %s", job->interactions,
-                            job->data, rc == FSGD_E_NOMEM ? "needs memory" : e);
+        return fsgd_err_fmt(err, errsz, rc, "interactions: '%s' names columns, but the header of %s was not read: %s",
+                            job->interactions, job->data, rc == FSGD_E_NOMEM ? "out of memory" : e);
     }
     rc = fsgd_delim_crosses_by_name(d, job->interactions, header, job->data, out, cap, e, sizeof e);
     free(header);
