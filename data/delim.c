@@ -95,6 +95,139 @@ int fsgd_delim_spec_add_crosses(fsgd_delim_spec_t *spec, const char *terms, char
     return FSGD_E_OK;
 }
 
+/* The 1-based number of the column named [name, name + len): a header
+ * field equal to it (header: the file's first line, may be NULL), else
+ * Criteo's I<k> (the k-th num column) or C<k> (the k-th cat column).
+ * 0 when none, -1 when two header fields have the name. */
+static long column_named(const fsgd_delim_spec_t *spec, const char *header, const char *name, size_t len)
+{
+    const size_t header_len = header ? strlen(header) : 0;
+    long found = 0;
+    size_t col = 0;
+    for (const char *p = header, *e = header ? header + header_len : NULL; p && p <= e; col++) {
+        const char *q = memchr(p, spec->sep, (size_t)(e - p));
+        const char *fe = q ? q : e;
+        if (!q && fe > p && fe[-1] == '\r')
+            fe--;
+        if ((size_t)(fe - p) == len && !memcmp(p, name, len)) {
+            if (found)
+                return -1;
+            found = (long)col + 1;
+        }
+        if (!q)
+            break;
+        p = q + 1;
+    }
+    uint64_t k;
+    if (found || len < 2 || (name[0] != 'I' && name[0] != 'C') || parse_u64(name + 1, len - 1, &k) < 0 || k == 0)
+        return found;
+    const int kind = name[0] == 'I' ? FSGD_COL_NUM : FSGD_COL_CAT;
+    for (size_t c = 0; c < spec->n_cols; c++)
+        if (spec->kind[c] == kind && --k == 0)
+            return (long)c + 1;
+    return 0;
+}
+
+/* "I1..I13, C1..C26" (the spec's conventional names) into buf. */
+static void conventional_names(const fsgd_delim_spec_t *spec, char *buf, size_t cap)
+{
+    size_t num = 0, cat = 0;
+    for (size_t c = 0; c < spec->n_cols; c++) {
+        num += spec->kind[c] == FSGD_COL_NUM;
+        cat += spec->kind[c] == FSGD_COL_CAT;
+    }
+    int w = 0;
+    buf[0] = '\0';
+    if (num)
+        w = snprintf(buf, cap, num > 1 ? "I1..I%zu" : "I1", num);
+    if (cat && w >= 0 && (size_t)w < cap)
+        snprintf(buf + w, cap - (size_t)w, cat > 1 ? "%sC1..C%zu" : "%sC1", w ? ", " : "", cat);
+}
+
+int fsgd_delim_crosses_by_name(const fsgd_delim_spec_t *spec, const char *terms, const char *header, const char *src,
+                               char *out, size_t cap, char *err, size_t errsz)
+{
+    const size_t header_len = header ? strlen(header) : 0;
+    size_t n = 0;
+    out[0] = '\0';
+    for (const char *p = terms; *p;) {
+        const size_t t = strcspn(p, ",");
+        const int cross = memchr(p, '*', t) != NULL; /* not a cross: left for fsgd_delim_spec_add_crosses to name */
+        for (const char *q = p, *e = p + t; q < e;) {
+            const char *star = memchr(q, '*', (size_t)(e - q));
+            const size_t m = (size_t)((star ? star : e) - q);
+            uint64_t num;
+            long c = !cross || parse_u64(q, m, &num) == 0 ? -2 : column_named(spec, header, q, m);
+            if (c == -1)
+                return fsgd_err_fmt(err, errsz, FSGD_E_PARSE,
+                                    "interactions: '%.*s': two columns of %s's header are named '%.*s' (name them by "
+                                    "number)",
+                                    (int)t, p, src ? src : "the file", (int)m, q);
+            if (c == 0) {
+                char names[64];
+                conventional_names(spec, names, sizeof names);
+                if (!header)
+                    return fsgd_err_fmt(err, errsz, FSGD_E_PARSE,
+                                        "interactions: '%.*s': no column named '%.*s' among Criteo's names %s (no "
+                                        "header was read; or give column numbers 1..%zu)",
+                                        (int)t, p, (int)m, q, names[0] ? names : "(none)", spec->n_cols);
+                const int show = header_len > 200 ? 200 : (int)header_len;
+                return fsgd_err_fmt(err, errsz, FSGD_E_PARSE,
+                                    "interactions: '%.*s': no column named '%.*s' in the header of %s (%.*s%s) nor "
+                                    "among Criteo's names %s (or give column numbers 1..%zu)",
+                                    (int)t, p, (int)m, q, src ? src : "the file", show, header,
+                                    (size_t)show < header_len ? "..." : "", names[0] ? names : "(none)", spec->n_cols);
+            }
+            /* a name's number, or the number as written */
+            int w = c == -2 ? snprintf(out + n, cap - n, "%.*s%s", (int)m, q, star && star < e ? "*" : "")
+                            : snprintf(out + n, cap - n, "%ld%s", c, star && star < e ? "*" : "");
+            if (w < 0 || (size_t)w >= cap - n)
+                return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "interactions: '%s' is too long", terms);
+            n += (size_t)w;
+            q += m + (star && star < e);
+        }
+        p += t;
+        if (*p == ',') {
+            if (n + 1 >= cap)
+                return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "interactions: '%s' is too long", terms);
+            out[n++] = ',';
+            out[n] = '\0';
+            p++;
+        }
+    }
+    return FSGD_E_OK;
+}
+
+int fsgd_delim_read_header(const char *path, char *buf, size_t cap, size_t *len, char *err, size_t errsz)
+{
+    fsgd_zsource_t *z = fsgd_zsource_open(path, err, errsz);
+    if (!z)
+        return FSGD_E_IO;
+    size_t n = 0;
+    int rc = FSGD_E_OK;
+    while (n < cap) {
+        ssize_t got = fsgd_zsource_read(z, buf + n, cap - n, err, errsz);
+        if (got < 0)
+            rc = (int)got;
+        if (got <= 0)
+            break;
+        char *nl = memchr(buf + n, '\n', (size_t)got);
+        n += (size_t)got;
+        if (nl) {
+            n = (size_t)(nl - buf);
+            break;
+        }
+    }
+    fsgd_zsource_close(z);
+    if (rc == 0 && n == cap)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_PARSE, "%s:1: the header is longer than %zu bytes", path, cap);
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    buf[n < cap ? n : cap - 1] = '\0';
+    *len = n;
+    return rc;
+}
+
 static int set_option(fsgd_delim_spec_t *spec, const char *opt, size_t len, char *err, size_t errsz)
 {
     if (len > 13 && !memcmp(opt, "interactions=", 13)) {

@@ -3,7 +3,8 @@
  * invariants, not just "no crash": the CSR is well formed (columns strictly
  * increasing and < 2^bits, values whole numbers >= 1 that add up to the
  * row's features), and errors name the source and line and say what was
- * expected. */
+ * expected. Crosses by name are resolved against the input's first line as
+ * a header (fsgd_delim_crosses_by_name). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -47,6 +48,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(feats <= (double)spec.n_cols - 1 + spec.n_crosses); /* a feature a field, one a cross */
         }
         fsgd_csr_free(&m);
+        /* crosses by name against the input's first line as a header: the
+         * numbers written are the spec's columns, or the error names the term */
+        char header[512], out[128];
+        const char *nl = memchr(data, '\n', size);
+        size_t hl = nl ? (size_t)(nl - (const char *)data) : size;
+        hl = hl < sizeof header ? hl : sizeof header - 1;
+        memcpy(header, data, hl);
+        header[hl] = '\0';
+        int rc = fsgd_delim_crosses_by_name(&spec, "C1*C2,age*I1,x*y*z,2*3", header, "fz", out, sizeof out, err,
+                                            sizeof err);
+        CHECK(rc == 0 || rc == FSGD_E_PARSE);
+        if (rc == 0) {
+            fsgd_delim_spec_t t = spec;
+            t.n_crosses = 0;
+            int arc = fsgd_delim_spec_add_crosses(&t, out, err, sizeof err);
+            CHECK(arc == 0 || arc == FSGD_E_ARG);
+        } else {
+            CHECK(!strncmp(err, "interactions: '", 15) && strstr(err, "named '"));
+        }
     }
     return 0;
 }

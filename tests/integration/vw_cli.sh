@@ -2,7 +2,7 @@
 # --format vw end to end: fsgd train reads VW text (labels, importance, tags,
 # namespaces), -q/--cubic/--ignore fold into the spec the model records
 # (format version 4), fsgd predict needs no flag and writes each row's tag
-# beside its score; bad rows stop train with file:line:col (exit 3, no model);
+# beside its score (--weights: its weight too, tests/golden/predict); bad rows stop train with file:line:col (exit 3, no model);
 # export refuses the hashed model. When the project's venv has VW 9.11, the
 # columns fsgd's model touches are exactly the union of the indices VW
 # prints with --audit for the same file, -b and -q.
@@ -107,4 +107,24 @@ PY
 else
     echo "vw golden: skipped (no VW in $BUILD/venv)"
 fi
-echo "vw input: train, predict with tags, crosses recorded, errors named"
+# fsgd predict --weights: each row's weight (VW importance, LIBSVM label:weight)
+# and tag after its score, as tests/golden/predict/*.expected hold them; the
+# scores are those of predict without --weights
+gold=$(cd "$(dirname "$0")/../golden/predict" && pwd)
+"$FSGD" train --data "$gold/weights.vw" --format vw --epochs 1 --quiet --out "$tmp/w.fsgd" > /dev/null
+"$FSGD" train --data "$gold/weights.svm" --row-weights --epochs 1 --quiet --out "$tmp/s.fsgd" > /dev/null
+for k in vw:w svm:s; do
+    "$FSGD" predict --model "$tmp/${k#*:}.fsgd" --data "$gold/weights.${k%%:*}" --weights --quiet --out "$tmp/pw.txt"
+    "$FSGD" predict --model "$tmp/${k#*:}.fsgd" --data "$gold/weights.${k%%:*}" --row-weights --quiet --out "$tmp/p.txt"
+    cut -d' ' -f2- "$tmp/pw.txt" | cmp -s - "$gold/weights.${k%%:*}.expected" ||
+        fail "predict --weights ${k%%:*}: $(cat "$tmp/pw.txt")"
+    cmp -s <(cut -d' ' -f1 "$tmp/pw.txt") <(cut -d' ' -f1 "$tmp/p.txt") || fail "predict --weights ${k%%:*}: other scores"
+done
+# LIBSVM weights past the 65536-row chunk of predict's reader stay with their rows
+awk 'BEGIN { for (i = 1; i <= 70001; i++) printf "%s:%g %d:1\n", (i % 2 ? "+1" : "-1"), (i % 7) / 4, i % 50 + 1 }' > "$tmp/long.svm"
+"$FSGD" predict --model "$tmp/s.fsgd" --data "$tmp/long.svm" --weights --quiet --out "$tmp/pl.txt"
+cmp -s <(cut -d' ' -f2 "$tmp/pl.txt") <(awk '{ split($1, l, ":"); print l[2] }' "$tmp/long.svm") ||
+    fail "predict --weights: 70001 LIBSVM rows' weights"
+rc=0; "$FSGD" predict --model "$tmp/s.fsgd" --data "$gold/weights.svm" --quiet > /dev/null 2> "$tmp/e.txt" || rc=$?
+[ $rc -eq 3 ] || fail "predict without --row-weights or --weights read label:weight rows: $rc"
+echo "vw input: train, predict with tags (and --weights), crosses recorded, errors named"

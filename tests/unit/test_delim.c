@@ -170,6 +170,55 @@ static void test_nul_and_huge_negative_fields(void)
 /* interactions=A*B[*C]: one feature per present cross, the same column for
  * the same values, another for other values, none when a field is empty;
  * the spec round-trips; bad terms are named. */
+/* Crosses by name: a header's fields first, then Criteo's I<k>/C<k> by
+ * kind; numbers as written; terms without '*' left for add_crosses to
+ * name; unknown or doubled names FSGD_E_PARSE naming term, name and file. */
+static void test_crosses_by_name(void)
+{
+    fsgd_delim_spec_t c, h;
+    char err[512], out[256];
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("criteo", &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "C1*C2,I3*C7*40,15*16,I1*C26", NULL, "t", out, sizeof out, err,
+                                               sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(out, "15*16,4*21*40,15*16,2*40");
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "ab,C1", NULL, "t", out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(out, "ab,C1"); /* not crosses: fsgd_delim_spec_add_crosses says so */
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "C1*C27", NULL, "t", out, sizeof out, err, sizeof err),
+                    FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "interactions: 'C1*C27': no column named 'C27' among Criteo's names I1..I13, C1..C26");
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "I0*C1", NULL, "t", out, sizeof out, err, sizeof err),
+                    FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "no column named 'I0'");
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&c, "C1*C2", NULL, "t", out, 4, err, sizeof err), FSGD_E_RANGE);
+
+    CU_ASSERT_EQUAL_FATAL(fsgd_delim_spec_parse("csv:skip,label,num,cat*2:header=1", &h, err, sizeof err), 0);
+    const char *hdr = "id,y,age,C2,dev\r";
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&h, "age*dev,C2*C1,I1*C2*5", hdr, "f.csv", out,
+                                               sizeof out, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(out, "3*5,4*4,3*4*5"); /* the header's C2 is column 4; C1 Criteo's first cat */
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&h, "age*devv", hdr, "f.csv", out, sizeof out, err,
+                                               sizeof err), FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "interactions: 'age*devv': no column named 'devv' in the header of f.csv (id,y,age,C2,dev");
+    const char *twice = "id,y,a,a,dev";
+    CU_ASSERT_EQUAL(fsgd_delim_crosses_by_name(&h, "a*dev", twice, "f.csv", out, sizeof out, err,
+                                               sizeof err), FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, "two columns of f.csv's header are named 'a'");
+
+    /* the header line of a file, without its CR LF; a line past cap is an error */
+    const char *path = fsgd_test_tmp("named.csv");
+    const char *text = "id,y,age\r\n1,2,3\n";
+    CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(path, text, strlen(text)), 0);
+    char line[64];
+    size_t len = 99;
+    CU_ASSERT_EQUAL(fsgd_delim_read_header(path, line, sizeof line, &len, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(len, 8);
+    CU_ASSERT_STRING_EQUAL(line, "id,y,age");
+    CU_ASSERT_EQUAL(fsgd_delim_read_header(path, line, 5, &len, err, sizeof err), FSGD_E_PARSE);
+    FSGD_ASSERT_CONTAINS(err, ":1: the header is longer than 5 bytes");
+    CU_ASSERT_EQUAL(fsgd_delim_read_header(fsgd_test_tmp("no/such.csv"), line, sizeof line, &len, err, sizeof err),
+                    FSGD_E_IO);
+}
+
 static void test_crosses(void)
 {
     fsgd_delim_spec_t s, back;
@@ -231,6 +280,7 @@ void fsgd_test_register(void)
         {"rows hash as documented; shared columns merge; collisions counted", test_rows_hash_as_documented},
         {"malformed rows name file:line:col", test_malformed_rows},
         {"interactions: crosses of columns, round-trip, errors", test_crosses},
+        {"interactions by name: a header's, Criteo's I/C, errors; the header line", test_crosses_by_name},
         {"a NUL in a label or num field is an error; num below LLONG_MIN buckets as LLONG_MIN",
          test_nul_and_huge_negative_fields},
         {NULL, NULL},

@@ -289,6 +289,42 @@ static void test_best_store(void)
     free(out);
 }
 
+/* Early stopping's looks (fsgd_early_look) on the holdout losses of
+ * tests/bench/vw_compare.sh's planted set, linear (4 looks an epoch,
+ * patience 4): the weights kept are those of the lowest loss seen (epoch
+ * 2.0's 0.593805, below epoch 1.5's 0.593828 by less than 1e-4), while
+ * the stop still waits for a loss 1e-4 lower than 1.5's: it stops at 2.5. */
+static void test_early_keeps_lowest(void)
+{
+    static const double loss[] = {0.613580, 0.600687, 0.596767, 0.594609, 0.594276,
+                                  0.593828, 0.594824, 0.593805, 0.595834, 0.594813, 0.5};
+    fsgd_early_t e = {.best_loss = INFINITY, .kept_loss = INFINITY, .patience = 4};
+    fsgd_best_t best;
+    fsgd_train_stats_t st;
+    memset(&st, 0, sizeof st);
+    char err[256];
+    float w[1];
+    CU_ASSERT_EQUAL_FATAL(fsgd_best_open(&best, 1), 0);
+    int looks = 0;
+    for (size_t i = 0; i < sizeof loss / sizeof *loss && !e.stop; i++, looks++) {
+        w[0] = (float)i;
+        CU_ASSERT_EQUAL(fsgd_early_look(&e, &best, w, loss[i], 0.25 * (double)(i + 1), &st, err, sizeof err), 0);
+    }
+    CU_ASSERT_EQUAL(looks, 10); /* stopped at 2.5 epochs, as with the threshold alone */
+    CU_ASSERT_DOUBLE_EQUAL(st.best_epoch, 2.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(st.holdout_loss, 0.593805, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(e.best_loss, 0.593828, 1e-12); /* the patience's reference */
+    CU_ASSERT_EQUAL_FATAL(fsgd_best_load(&best, w, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(w[0], 7.0f); /* the eighth look's weights */
+    /* a NaN look is never kept and never restarts the patience */
+    fsgd_early_t n = {.best_loss = INFINITY, .kept_loss = INFINITY, .patience = 2};
+    CU_ASSERT_EQUAL(fsgd_early_look(&n, &best, w, NAN, 0.25, &st, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(n.kept_loss, INFINITY);
+    CU_ASSERT_EQUAL(fsgd_early_look(&n, &best, w, NAN, 0.5, &st, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(n.stop, 1);
+    fsgd_best_close(&best);
+}
+
 static void train_job(fsgd_job_t *job)
 {
     fsgd_job_train_defaults(job);
@@ -502,6 +538,7 @@ void fsgd_test_register(void)
         {"cpu backend: binary batch gradient = all-ones batch, both accumulators", test_cpu_binary_gradient},
         {"spill file: slices back as put, in memory without a tmp dir", test_spill_roundtrip},
         {"best weights: file or memory, the last saved", test_best_store},
+        {"early stopping keeps the lowest loss's weights, stops on a 1e-4 better one", test_early_keeps_lowest},
         {"a9a: binary, in memory and spilled, the model of the valued rows", test_same_model_a9a},
         {"spilled, 3 threads, shrinking: the in-memory model and head", test_spill_threads_shrinking},
         {"page mapper: resident after, no byte changed, with a writer", test_pages_map},

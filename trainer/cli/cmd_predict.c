@@ -22,7 +22,7 @@
 #include "fsgd/vw.h"
 
 static const char usage_text[] =
-    "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--row-weights] [--quiet]\n"
+    "usage: fsgd predict --model M --data F [--out FILE] [--proba] [--skip-bad] [--row-weights] [--weights] [--quiet]\n"
     "       fsgd predict --brokers HOST:PORT --name JOB [--job-key-file FILE] --data F [...]\n"
     "Scores every row of the LIBSVM file F with the model file M (fsgd train --out). A model\n"
     "trained on raw delimited rows (--format criteo, tsv:..., csv:...) records how it hashed\n"
@@ -45,6 +45,9 @@ static const char usage_text[] =
     "  --skip-bad   skip malformed rows (counted) instead of stopping at the first\n"
     "  --row-weights  LIBSVM rows may carry a weight, label:weight (fsgd train --row-weights);\n"
     "               read and left out: scores and metrics are unweighted\n"
+    "  --weights    write each row's weight after its score (\"score weight [tag]\"): a VW row's\n"
+    "               importance, a LIBSVM row's label:weight (implies --row-weights); 1 when\n"
+    "               a row has none. Refused for criteo/tsv/csv rows, which carry no weight\n"
     "  --quiet      no metrics on stderr\n"
     "Features the model never saw (index > its dimension) count as zero. Metrics of the\n"
     "scores against the file's labels go to stderr: AUC, logloss and accuracy for\n"
@@ -55,7 +58,7 @@ static const char usage_text[] =
 typedef struct predict_args {
     const char *model, *data, *out;
     const char *brokers, *name, *key_file; /* the model from a job's topic instead of a file */
-    int proba, skip_bad, quiet, row_weights;
+    int proba, skip_bad, quiet, row_weights, weights;
 } predict_args_t;
 
 
@@ -88,6 +91,8 @@ static int parse_args(int argc, char **argv, predict_args_t *a)
             a->skip_bad = 1;
         } else if (!strcmp(argv[i], "--row-weights")) {
             a->row_weights = 1;
+        } else if (!strcmp(argv[i], "--weights")) {
+            a->weights = a->row_weights = 1; /* LIBSVM's weights are read to be written */
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             a->quiet = 1;
         } else if (missing) {
@@ -160,6 +165,7 @@ typedef struct predict_run {
     int hashed, vw;
     fsgd_csr_t all;
     fsgd_vw_extra_t tags;
+    fsgd_libsvm_weights_t lw; /* --weights: a LIBSVM chunk's row weights */
     fsgd_libsvm_reader_t *rd;
     fsgd_outfile_t of;
     FILE *out;
@@ -233,6 +239,11 @@ static int open_rows(predict_run_t *p)
         if (rc == 0)
             rc = fsgd_delim_load(a->data, &spec, 0, &p->all, NULL, err, sizeof err);
     }
+    if (p->hashed && !p->vw && a->weights && rc == 0) {
+        fsgd_cli_error("predict: --weights: criteo/tsv/csv rows carry no weight (VW importance weights and LIBSVM "
+                       "label:weight do); model input %s", input);
+        return FSGD_EXIT_USAGE;
+    }
     if (p->hashed) {
         if (rc < 0) {
             fsgd_cli_error("predict: %s (model input %s)", err, input);
@@ -245,6 +256,7 @@ static int open_rows(predict_run_t *p)
     fsgd_libsvm_opts_t opts = lfmt.opts; /* the model's bits, fields and crosses */
     opts.skip_bad = a->skip_bad;
     opts.row_weights = a->row_weights;
+    opts.weights = a->weights ? &p->lw : NULL;
     p->rd = fsgd_libsvm_open(a->data, &opts, err, sizeof err);
     if (!p->rd) {
         fsgd_cli_error("%s", err);
@@ -298,9 +310,21 @@ static int reserve_scores(predict_run_t *p, size_t more)
     return 0;
 }
 
-/* Scores a batch's rows, writes each score (and a VW row's tag) and keeps
- * margin and label for the metrics. */
-static void score_batch(predict_run_t *p, const fsgd_csr_t *batch)
+/* A weight as the shortest text that reads back to it (2.5, 0.1, not
+ * 0.10000000000000001). */
+static void put_weight(FILE *out, double w)
+{
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.15g", w);
+    if (strtod(buf, NULL) != w)
+        snprintf(buf, sizeof buf, "%.17g", w);
+    fprintf(out, " %s", buf);
+}
+
+/* Scores a batch's rows, writes each score (with --weights its weight, and
+ * a VW row's tag) and keeps margin and label for the metrics. w: the
+ * batch's row weights with --weights, else NULL. */
+static void score_batch(predict_run_t *p, const fsgd_csr_t *batch, const double *w)
 {
     for (size_t r = 0; r < batch->n_rows; r++) {
         uint64_t lo = batch->row_ptr[r];
@@ -311,10 +335,12 @@ static void score_batch(predict_run_t *p, const fsgd_csr_t *batch)
         /* σ(s) computed without overflow for large |s| */
         double prob = s >= 0 ? 1 / (1 + exp(-s)) : exp(s) / (1 + exp(s));
         uint64_t t0 = p->vw && r ? p->tags.tag_end[r - 1] : 0, t1 = p->vw ? p->tags.tag_end[r] : 0;
+        fprintf(p->out, "%.17g", p->a->proba ? prob : s);
+        if (w)
+            put_weight(p->out, w[r]);
         if (t1 > t0) /* as VW writes its predictions: "score tag" */
-            fprintf(p->out, "%.17g %.*s\n", p->a->proba ? prob : s, (int)(t1 - t0), p->tags.tags + t0);
-        else
-            fprintf(p->out, "%.17g\n", p->a->proba ? prob : s);
+            fprintf(p->out, " %.*s", (int)(t1 - t0), p->tags.tags + t0);
+        fputc('\n', p->out);
     }
 }
 
@@ -351,7 +377,19 @@ static int score_rows(predict_run_t *p)
             status = FSGD_EXIT_INTERNAL;
             break;
         }
-        score_batch(p, &batch);
+        const double *w = NULL;
+        if (p->a->weights && p->vw)
+            w = p->tags.weight; /* the whole file is the one batch */
+        else if (p->a->weights)
+            w = p->lw.w;
+        if (p->a->weights && (p->vw ? p->tags.n : p->lw.n) != batch.n_rows) {
+            fsgd_cli_error("predict: %zu row weights read for %zu rows", p->vw ? p->tags.n : p->lw.n,
+                           (size_t)batch.n_rows);
+            status = FSGD_EXIT_INTERNAL;
+            break;
+        }
+        score_batch(p, &batch, w);
+        p->lw.n = 0; /* the next chunk's weights from the start */
     }
     fsgd_csr_free(&batch);
     return status;
@@ -437,6 +475,7 @@ int fsgd_cmd_predict(int argc, char **argv)
     free(p.margin);
     free(p.label);
     fsgd_vw_extra_free(&p.tags);
+    fsgd_libsvm_weights_free(&p.lw);
     fsgd_csr_free(&p.all);
     fsgd_libsvm_close(p.rd);
     fsgd_model_free(&p.m);

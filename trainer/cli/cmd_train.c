@@ -84,7 +84,7 @@ static int cache_reused;
 static const char *stop_note(const fsgd_train_stats_t *st, char *buf, size_t cap)
 {
     if (st->stopped_early)
-        snprintf(buf, cap, "then no better for %.2f epochs", st->patience_epochs);
+        snprintf(buf, cap, "stopped at %.2f: no loss 1e-4 lower for %.2f epochs", st->epochs_run, st->patience_epochs);
     else
         snprintf(buf, cap, "max_epochs reached");
     return buf;
@@ -684,9 +684,13 @@ static int init_dim(const fsgd_job_t *job, const fsgd_model_t *init, const fsgd_
  * one has 2^bits columns, so dim must be 0 or that. 0 or an exit status. */
 static int open_row_format(fsgd_job_t *job, fsgd_rowfmt_t *fmt)
 {
-    char err[512];
-    if (fsgd_job_fold_input(job, err, sizeof err) < 0 ||
-        fsgd_rowfmt_init(fmt, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
+    char err[1024];
+    int rc = fsgd_job_fold_input(job, err, sizeof err);
+    if (rc == FSGD_E_PARSE || rc == FSGD_E_IO) { /* a cross naming a column the file lacks; its header unreadable */
+        fsgd_cli_error("%s", err);
+        return fsgd_cli_status(rc);
+    }
+    if (rc < 0 || fsgd_rowfmt_init(fmt, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(fmt, job->dim, &job->dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "fsgd/auth.h"
 #include "fsgd/bus.h"
+#include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/rowfmt.h"
 
@@ -96,7 +97,7 @@ static void print_job_help(const char *usage, const char *const *only, FILE *out
 
 int dcli_job_only(int argc, char **argv, const char *usage, const char *const *only, fsgd_job_t *job)
 {
-    char err[512];
+    char err[1024];
     fsgd_job_dist_defaults(job); /* l2, lr, epochs and batch auto (agg_auto.c) */
     int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
@@ -126,7 +127,12 @@ int dcli_job_only(int argc, char **argv, const char *usage, const char *const *o
      * limit is checked on it). */
     fsgd_rowfmt_t f;
     /* row and class weights ride in the labels of the rows the roles parse */
-    if (fsgd_job_fold_input(job, err, sizeof err) < 0 || fsgd_job_fold_weights(job, err, sizeof err) < 0 ||
+    int frc = fsgd_job_fold_input(job, err, sizeof err);
+    if (frc == FSGD_E_PARSE || frc == FSGD_E_IO) { /* a cross naming a column the file lacks; its header unreadable */
+        fsgd_cli_error("%s", err);
+        return fsgd_cli_status(frc);
+    }
+    if (frc < 0 || fsgd_job_fold_weights(job, err, sizeof err) < 0 ||
         fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(&f, job->dim, &job->dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);

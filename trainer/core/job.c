@@ -49,8 +49,8 @@ static const field_t fields[] = {
      "vw format: feature crosses of namespaces by their first letters, VW's -q ab / --cubic abc / --interactions "
      "ab,abc (aliases q, quadratic, cubic; each use adds its crosses); :: crosses every pair of namespaces; hashed "
      "into the model's 2^bits columns and recorded in the model file, so fsgd predict needs no flag; criteo, tsv:, "
-     "csv: cross columns by 1-based number instead (-q 15*16, --interactions 15*16*17); libsvm: the letters of "
-     "--fields"},
+     "csv: cross columns by 1-based number or name instead (-q 15*16, -q C1*C2 with Criteo's names I1..I13, "
+     "C1..C26, or a header=1 file's own, --interactions 'age*city*C3'); libsvm: the letters of --fields"},
     {"fields", "data", F_STR, OFF(fields), 0, 0,
      "libsvm format: fields of index ranges, NAME:FIRST-LAST or NAME:INDEX, e.g. a:1-14,b:15-100 (a name's first "
      "letter is its letter; indices as the file writes them), or @FILE: lines 'INDEX NAME' or 'FIRST-LAST NAME'; "

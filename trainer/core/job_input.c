@@ -76,19 +76,57 @@ static int fold_libsvm(fsgd_job_t *job, char *err, size_t errsz)
     return 0;
 }
 
+/* Crosses naming columns (C1*C2, age*city) as numbers into out: names
+ * from the training file's header (header=1) or Criteo's I<k>/C<k>
+ * (fsgd_delim_crosses_by_name). The header is read again by every role of
+ * fsgd run, which all have --data; a name no column has is bad input
+ * (FSGD_E_PARSE: exit 3). */
+static int delim_names(const fsgd_delim_spec_t *d, const fsgd_job_t *job, char *out, size_t cap, char *err,
+                       size_t errsz)
+{
+    enum { HEADER_MAX = 1 << 16 };
+    if (strspn(job->interactions, "0123456789*,") == strlen(job->interactions)) { /* numbers: no file read */
+        snprintf(out, cap, "%s", job->interactions);
+        return 0;
+    }
+    const int from_stdin = !job->data[0] || !strcmp(job->data, "-");
+    char *header = d->header && !from_stdin ? malloc(HEADER_MAX) : NULL;
+    size_t len = 0;
+    char e[600];
+    int rc = d->header && !from_stdin && !header ? FSGD_E_NOMEM : 0;
+    if (rc == 0 && header)
+        rc = fsgd_delim_read_header(job->data, header, HEADER_MAX, &len, e, sizeof e);
+    if (rc < 0) {
+        free(header);
+        return fsgd_err_fmt(err, errsz, rc, "interactions: '%s' names columns, but the header of %s was not read: %s",
+                            job->interactions, job->data, rc == FSGD_E_NOMEM ? "out of memory" : e);
+    }
+    rc = fsgd_delim_crosses_by_name(d, job->interactions, header, job->data, out, cap, e, sizeof e);
+    free(header);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "%s%s", e,
+                            d->header && from_stdin ? " (a header on stdin is read with the rows, after the crosses "
+                                                      "are set: give --data FILE to name its columns)"
+                                                    : "");
+    return 0;
+}
+
 /* Delimited formats cross columns by 1-based number (--interactions
- * 15*16,15*16*17): the crosses join the spec's own, each once. */
+ * 15*16,15*16*17) or name (C1*C2, a header's age*city): the crosses join
+ * the spec's own, each once. */
 static int fold_delim(fsgd_job_t *job, char *err, size_t errsz)
 {
     fsgd_delim_spec_t d, t;
-    char e[400];
+    char e[400], named[sizeof job->interactions + 256];
     if (fsgd_delim_spec_parse(job->format, &d, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
+    FSGD_TRY(delim_names(&d, job, named, sizeof named, err, errsz));
     t = d;
     t.n_crosses = 0;
-    if (fsgd_delim_spec_add_crosses(&t, job->interactions, e, sizeof e) < 0)
+    if (fsgd_delim_spec_add_crosses(&t, named, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                            "%s (--format %s crosses columns by number, e.g. -q 15*16; letters name VW namespaces)",
+                            "%s (--format %s crosses columns by number or name, e.g. -q 15*16 or -q C1*C2; letters name VW "
+                            "namespaces)",
                             e, job->format);
     for (int i = 0; i < t.n_crosses; i++) {
         int have = 0;

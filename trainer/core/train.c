@@ -567,7 +567,7 @@ static int train_loop_setup(train_run_t *r, int rc)
     r->looks = fsgd_train_looks(r->n_fit, t->n_batches);
     r->early.patience = fsgd_train_patience(r->looks);
     r->stats->patience_epochs = (double)r->early.patience / (double)r->looks;
-    r->early.best_loss = INFINITY;
+    r->early.best_loss = r->early.kept_loss = INFINITY;
     if (r->auto_epochs && rc == 0) {
         int brc = fsgd_best_open(&t->best, (size_t)r->model_dim);
         t->hold_margin = malloc(t->hold.n_rows * sizeof *t->hold_margin);

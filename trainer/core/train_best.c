@@ -82,15 +82,24 @@ int fsgd_early_look(fsgd_early_t *e, fsgd_best_t *best, const float *theta, doub
                     fsgd_train_stats_t *stats, char *err, size_t errsz)
 {
     int rc = 0;
-    if (loss < e->best_loss * (1 - 1e-4)) {
-        e->best_loss = loss;
-        e->since_best = 0;
+    /* The model is the best one seen: a look below the kept loss by less
+     * than the threshold is kept too (on a9a-sized sets the holdout's loss
+     * moves by 1e-4 between looks, and the first of two near-equal looks
+     * was kept: the planted set of tests/bench/vw_compare.sh kept epoch
+     * 1.5's weights over epoch 2's lower loss). The threshold only decides
+     * when to stop. */
+    if (loss < e->kept_loss) {
+        e->kept_loss = loss;
         stats->best_epoch = epochs;
         if (fsgd_best_save(best, theta) < 0)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for the early-stopping copy of the model");
+    }
+    if (loss < e->best_loss * (1 - 1e-4)) {
+        e->best_loss = loss;
+        e->since_best = 0;
     } else if (++e->since_best >= e->patience) {
         e->stop = 1;
     }
-    stats->holdout_loss = e->best_loss;
+    stats->holdout_loss = e->kept_loss;
     return rc;
 }

@@ -35,18 +35,20 @@ void fsgd_best_close(fsgd_best_t *b);
 /* Early stopping (epochs auto), one rule for rows in memory and from a
  * cache. */
 typedef struct fsgd_early {
-    double best_loss; /* INFINITY before the first look */
-    int since_best;   /* looks since the best */
+    double best_loss; /* INFINITY before the first look: the last loss that beat the one before by 1e-4 */
+    double kept_loss; /* the lowest loss seen, whose weights best holds (INFINITY before the first look) */
+    int since_best;   /* looks since best_loss */
     int patience;     /* looks in a row without a new best that stop the run */
     int stop;         /* set when they have */
 } fsgd_early_t;
 
-/* A look: the holdout's mean loss after `epochs` (fractional) epochs. A
- * new best must beat the best so far by a relative 1e-4, so that a plateau
- * of noise does not keep training going forever: its weights theta are
- * kept in best (fsgd_best_save) and stats->best_epoch set; after
+/* A look: the holdout's mean loss after `epochs` (fractional) epochs.
+ * The weights of the lowest loss seen are kept in best (fsgd_best_save)
+ * and stats->best_epoch set, as fsgd run's aggregator keeps them. Only a
+ * loss that beats e->best_loss by a relative 1e-4 restarts the patience,
+ * so that a plateau of noise does not keep training going forever: after
  * e->patience looks without one, e->stop is set. stats->holdout_loss gets
- * the best loss. 0, or FSGD_E_NOMEM with err set. */
+ * the lowest loss. 0, or FSGD_E_NOMEM with err set. */
 int fsgd_early_look(fsgd_early_t *e, fsgd_best_t *best, const float *theta, double loss, double epochs,
                     fsgd_train_stats_t *stats, char *err, size_t errsz);
 

@@ -537,7 +537,7 @@ static int stream_epochs(stream_run_t *r)
     r->rng = job->seed;
     r->max_epochs = r->auto_epochs ? job->max_epochs : job->epochs;
     r->test_live = !job->quiet || job->target_auc > 0 || job->eval_every > 0;
-    r->early.best_loss = INFINITY;
+    r->early.best_loss = r->early.kept_loss = INFINITY;
     r->last_report = fsgd_clock_s();
     {
         uint64_t looks = fsgd_train_looks((size_t)r->n_fit, r->steps_per_epoch);

@@ -65,6 +65,27 @@ typedef struct fsgd_delim_spec {
  * is the label, not a num or cat column"). */
 int fsgd_delim_spec_add_crosses(fsgd_delim_spec_t *spec, const char *terms, char *err, size_t errsz);
 
+/* Crosses that name their columns ("C1*C2,I3*C7", "age*city") rewritten
+ * with their 1-based numbers ("15*16,3*21") into out (cap bytes), for
+ * fsgd_delim_spec_add_crosses; numbers stay as written. A name is first a
+ * field of header (the file's first line without its newline, a string, split at
+ * spec->sep, compared exactly; NULL: no header), then Criteo's
+ * conventional name of a column: I<k> the k-th num column, C<k> the k-th
+ * cat column (the criteo spec's I1..I13 are columns 2..14, C1..C26 columns
+ * 15..40). src names the file in errors. Returns 0, FSGD_E_PARSE when no
+ * column, or two header fields, have a name (err: "interactions: 'C1*agee':
+ * no column named 'agee' in the header of train.csv (label,age,city) nor
+ * among Criteo's names I1, C1..C2 (or give column numbers 1..4)"), or
+ * FSGD_E_RANGE when out is too small. */
+int fsgd_delim_crosses_by_name(const fsgd_delim_spec_t *spec, const char *terms, const char *header, const char *src,
+                               char *out, size_t cap, char *err, size_t errsz);
+
+/* The first line of path (gzip and zstd read as their text; "-" is stdin,
+ * whose bytes are then consumed) without its newline (or CR LF) into buf, NUL-terminated;
+ * *len its length. Returns 0, FSGD_E_IO (cannot open), a decompression
+ * error, or FSGD_E_PARSE when the line does not fit in cap bytes. */
+int fsgd_delim_read_header(const char *path, char *buf, size_t cap, size_t *len, char *err, size_t errsz);
+
 /* Parses a spec ("criteo", "tsv:...", "csv:..."). Returns 0 or FSGD_E_ARG
  * with err naming the part ("columns: 'kat' is not label, num, cat or skip"). */
 int fsgd_delim_spec_parse(const char *text, fsgd_delim_spec_t *spec, char *err, size_t errsz);
