@@ -123,18 +123,19 @@ static void bench_gradient(const bench_opts_t *o, const char *source, double bat
             fsgd_cli_error("bench codec: %s", err);
             continue;
         }
-        size_t cap = fsgd_codec_bound(c, n), len = 0;
-        uint8_t *msg = malloc(cap);
+        size_t cap = fsgd_codec_bound(c, n);
+        fsgd_outbuf_t buf = {malloc(cap), cap, 0};
         double t_enc, t_dec;
         int rc = 0;
         /* error feedback state would grow between repetitions: reset each call */
         TIME_LOOP(o->min_time, t_enc, {
             fsgd_codec_reset(c);
-            rc |= fsgd_codec_encode(c, g->keys, g->vals, n, msg, cap, &len, err, sizeof err);
+            rc |= fsgd_codec_encode(c, g->keys, g->vals, n, &buf, err, sizeof err);
         });
+        size_t len = buf.len;
         fsgd_codec_stats_t st;
         fsgd_codec_last_stats(c, &st);
-        TIME_LOOP(o->min_time, t_dec, { rc |= fsgd_codec_decode(msg, len, dim, &out, err, sizeof err); });
+        TIME_LOOP(o->min_time, t_dec, { rc |= fsgd_codec_decode(buf.dst, len, dim, &out, err, sizeof err); });
         if (rc) {
             fsgd_cli_error("bench codec %s: %s", spec, err);
         } else {
@@ -155,7 +156,7 @@ static void bench_gradient(const bench_opts_t *o, const char *source, double bat
                        (double)sketchml_coder_bits_one_group(&out) / sent,
                        8.0 * (double)st.header_bytes / sent);
         }
-        free(msg);
+        free(buf.dst);
         fsgd_codec_destroy(c);
     }
     if (o->sweep) { /* the paper's Table VI: l = 1..5, beside the optimal lengths and the floor */
@@ -166,14 +167,14 @@ static void bench_gradient(const bench_opts_t *o, const char *source, double bat
                 char spec[64], err[256];
                 snprintf(spec, sizeof spec, "fastsgd:l=%d%s", l, opt ? ",levels=optimal" : "");
                 fsgd_codec_t *c = fsgd_codec_new(spec, dim, err, sizeof err);
-                size_t cap = fsgd_codec_bound(c, n), len;
-                uint8_t *msg = malloc(cap);
-                fsgd_codec_encode(c, g->keys, g->vals, n, msg, cap, &len, err, sizeof err);
+                size_t cap = fsgd_codec_bound(c, n);
+                fsgd_outbuf_t buf = {malloc(cap), cap, 0};
+                fsgd_codec_encode(c, g->keys, g->vals, n, &buf, err, sizeof err);
                 fsgd_codec_stats_t st;
                 fsgd_codec_last_stats(c, &st);
                 sent = st.n_sent;
                 bits[opt] = st.n_sent ? (double)st.key_bits / (double)st.n_sent : 0;
-                free(msg);
+                free(buf.dst);
                 fsgd_codec_destroy(c);
             }
             printf("bench codec_l source=%s batch=%g dim=%llu n=%zu sent=%llu l=%d bits_per_key_paper=%.3f "
