@@ -23,6 +23,7 @@
 #include "fsgd/loss.h"
 #include "fsgd/sparse.h"
 #include "testlib.h"
+#include "loss_testing.h"
 
 #define REL_TOL 1e-5
 

@@ -14,6 +14,7 @@
 #include "fsgd/error.h"
 #include "fsgd/version.h"
 #include "fsgd/prom.h"
+#include "observe_testing.h"
 
 /* Step durations from a loopback mock broker (~1 ms) to a slow WAN (10 s). */
 static const double step_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
