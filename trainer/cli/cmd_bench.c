@@ -132,10 +132,9 @@ static void bench_gradient(const bench_opts_t *o, const char *source, double bat
             fsgd_codec_reset(c);
             rc |= fsgd_codec_encode(c, g->keys, g->vals, n, &buf, err, sizeof err);
         });
-        size_t len = buf.len;
         fsgd_codec_stats_t st;
         fsgd_codec_last_stats(c, &st);
-        TIME_LOOP(o->min_time, t_dec, { rc |= fsgd_codec_decode(buf.dst, len, dim, &out, err, sizeof err); });
+        TIME_LOOP(o->min_time, t_dec, { rc |= fsgd_codec_decode(buf.dst, buf.len, dim, &out, err, sizeof err); });
         if (rc) {
             fsgd_cli_error("bench codec %s: %s", spec, err);
         } else {
@@ -143,8 +142,8 @@ static void bench_gradient(const bench_opts_t *o, const char *source, double bat
             printf("bench codec source=%s batch=%g dim=%llu n=%zu codec=%s sent=%llu bytes=%zu ratio=%.3f "
                    "bits_per_key=%.3f bits_per_value=%.3f floor_bits_per_key=%.3f enc_MBps=%.1f dec_MBps=%.1f "
                    "enc_vs_memcpy=%.3f enc_vs_lz4=%.3f dec_vs_memcpy=%.3f dec_vs_lz4=%.3f\n",
-                   source, batch, (unsigned long long)dim, n, fsgd_codec_spec(c), (unsigned long long)st.n_sent, len,
-                   (double)raw / (double)len, (double)st.key_bits / sent, (double)st.value_bits / sent,
+                   source, batch, (unsigned long long)dim, n, fsgd_codec_spec(c), (unsigned long long)st.n_sent, buf.len,
+                   (double)raw / (double)buf.len, (double)st.key_bits / sent, (double)st.value_bits / sent,
                    floor_bits(dim, st.n_sent), mb / t_enc, mb / t_dec, t_memcpy / t_enc, t_lz4 / t_enc,
                    t_memcpy / t_dec, t_lz4 / t_dec);
             if (st.key_coder_bits) /* the decoded keys are the sent ones, in order */
