@@ -113,20 +113,21 @@ INC_tests    = $(INC_trainer_cli)
 # its sources) by plain name, through an -I for that folder that only the
 # tests listed here get; any other test that tries does not build (and no
 # test reaches a folder with "../": tests/integration/include_direction.sh).
-PRIVATE_DIRS := common codec data strategy trainer/backend trainer/core trainer/kafka trainer/distributed trainer/observe trainer/serve \
-                tests/unit
+PRIVATE_DIRS := common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed \
+                trainer/observe trainer/serve tests/unit
 PRIVATE_common              := test_reduce test_strategy fuzz_gradiveq
 PRIVATE_codec               := test_codec_fastpath test_codec test_strategy_mqgrad test_downlink test_strategy_efsign \
                                test_codec_props test_cuda_encoder_host
 PRIVATE_data                := test_libsvm_fields test_delim fuzz_delim test_gen test_rowcache test_train
 PRIVATE_strategy            := test_strategy_gradiveq fuzz_gradiveq test_strategy_gtopk test_strategy_efsign test_strategy \
                                fuzz_gtopk_section
+PRIVATE_trainer/loss        := test_loss test_backend_parity
 PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_backend
 PRIVATE_trainer/core        := test_train_stale test_train_memory test_ftrl test_train fuzz_job
 PRIVATE_trainer/kafka       := test_kafka_frame test_kafka_topics
 PRIVATE_trainer/distributed := test_agg_best test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire fuzz_pull \
                                gen_kafka_corpus
-PRIVATE_trainer/observe     :=
+PRIVATE_trainer/observe     := test_observe test_prom
 PRIVATE_trainer/serve       := fuzz_serve_metrics fuzz_serve_request test_serve test_serve_slot
 PRIVATE_trainer/distributed += test_ctl_versions fuzz_ctl_version
 PRIVATE_tests/unit          := bench_learned

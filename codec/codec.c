@@ -381,10 +381,12 @@ size_t fsgd_codec_frame_write(const fsgd_codec_t *c, uint8_t *msg, uint32_t coun
 
 /* fsgd_codec_encode; when sent != NULL (ef off), also what the decoder of
  * the message will produce. */
-static int encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out, size_t cap,
-                  size_t *out_len, fsgd_sparse_t *sent, char *err, size_t errsz)
+static int encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, fsgd_outbuf_t *buf,
+                  fsgd_sparse_t *sent, char *err, size_t errsz)
 {
-    *out_len = 0;
+    uint8_t *out = buf->dst;
+    size_t cap = buf->cap;
+    buf->len = 0;
     c->can_undo = 0;
     FSGD_TRY(check_input(c, keys, vals, n, err, errsz));
     if (sent) {
@@ -422,23 +424,24 @@ static int encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size
     c->last.n_sent = count;
     c->last.bytes = total;
     c->last.header_bytes += FSGD_CODEC_HDR + FSGD_CODEC_TRAILER;
-    *out_len = total;
+    buf->len = total;
     return 0;
 }
 
-int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
-                      size_t cap, size_t *out_len, char *err, size_t errsz)
+int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, fsgd_outbuf_t *out,
+                      char *err, size_t errsz)
 {
-    return encode(c, keys, vals, n, out, cap, out_len, NULL, err, errsz);
+    return encode(c, keys, vals, n, out, NULL, err, errsz);
 }
 
-int fsgd_codec_encode_sent(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
-                           size_t cap, size_t *out_len, fsgd_sparse_t *sent, char *err, size_t errsz)
+int fsgd_codec_encode_sent(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, fsgd_outbuf_t *out,
+                           fsgd_sparse_t *sent, char *err, size_t errsz)
 {
+    out->len = 0;
     if (c->ef)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec %s: encode_sent needs ef=0 (the residual keeps what "
                             "was not sent)", c->vt->name);
-    return encode(c, keys, vals, n, out, cap, out_len, sent, err, errsz);
+    return encode(c, keys, vals, n, out, sent, err, errsz);
 }
 
 int fsgd_codec_decode(const uint8_t *msg, size_t len, uint64_t dim, fsgd_sparse_t *out, char *err,

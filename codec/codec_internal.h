@@ -200,7 +200,7 @@ size_t fsgd_codec_frame_write(const fsgd_codec_t *c, uint8_t *msg, uint32_t coun
  * fsgd_codec_decode of the message will produce, bit for bit: a sender that
  * must track its receivers' state (downlink.c) needs no decode of its own
  * message. */
-int fsgd_codec_encode_sent(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
-                           size_t cap, size_t *out_len, fsgd_sparse_t *sent, char *err, size_t errsz);
+int fsgd_codec_encode_sent(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, fsgd_outbuf_t *out,
+                           fsgd_sparse_t *sent, char *err, size_t errsz);
 
 #endif

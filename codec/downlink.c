@@ -212,9 +212,9 @@ static int reserve_scratch(fsgd_downlink_t *d, size_t n, char *err, size_t errsz
 }
 
 int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t *keys, size_t n, size_t budget,
-                         uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz)
+                         fsgd_outbuf_t *out, char *err, size_t errsz)
 {
-    *out_len = 0;
+    out->len = 0;
     d->last.n = 0;
     FSGD_TRY(reserve_scratch(d, n, err, errsz));
     /* One pass over the dim-sized arrays (each key a random access into
@@ -261,8 +261,7 @@ int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t 
     }
     d->delta.n = m;
     /* ρ moves by exactly what the workers will decode and add. */
-    FSGD_TRY(fsgd_codec_encode_sent(d->codec, d->delta.keys, d->delta.vals, m, out, cap, out_len, &d->last, err,
-                                    errsz));
+    FSGD_TRY(fsgd_codec_encode_sent(d->codec, d->delta.keys, d->delta.vals, m, out, &d->last, err, errsz));
     return fsgd_downlink_apply(d->rho, d->dim, &d->last, err, errsz);
 }
 

@@ -286,7 +286,7 @@ static int efsign_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t c
     FSGD_TRY(codec_reserve(out, count, err, errsz));
     if (!lists) {
         uint32_t kn = 0;
-        int rc = fsgd_keys_decode(p + EFSIGN_FIXED, klen, dim, out->keys, count, &kn, NULL, kerr, sizeof kerr);
+        int rc = fsgd_keys_decode(p + EFSIGN_FIXED, klen, dim, out->keys, count, &kn, kerr, sizeof kerr);
         if (rc < 0)
             return fsgd_err_fmt(err, errsz, rc, "field efsign.keys at offset %zu: %s", koff, kerr);
         uint64_t pos[16] = {0};
@@ -312,7 +312,7 @@ static int efsign_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t c
     for (uint32_t k = 0; k < C; k++) {
         uint32_t kn = 0;
         int rc = fsgd_keys_decode(p + EFSIGN_FIXED + kat[k], kat[k + 1] - kat[k], dim, tk + at, (size_t)nc[k], &kn,
-                                  NULL, kerr, sizeof kerr);
+                                  kerr, sizeof kerr);
         if (rc < 0) {
             free(tk);
             return fsgd_err_fmt(err, errsz, rc, "field efsign.keys at offset %zu: class %u: %s", koff + kat[k], k,

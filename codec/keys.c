@@ -125,7 +125,7 @@ int fsgd_keys_peek(const uint8_t *buf, size_t len, uint64_t dim, uint32_t *n, si
 }
 
 int fsgd_keys_decode(const uint8_t *buf, size_t len, uint64_t dim, uint32_t *keys, size_t cap, uint32_t *n,
-                     size_t *size, char *err, size_t errsz)
+                     char *err, size_t errsz)
 {
     uint32_t cnt;
     size_t sz;
@@ -176,7 +176,5 @@ int fsgd_keys_decode(const uint8_t *buf, size_t len, uint64_t dim, uint32_t *key
                             "padding or extra bytes)",
                             (size_t)(end - (buf + base)), base, nb + (int)(end - p) * 8);
     *n = cnt;
-    if (size)
-        *size = sz;
     return 0;
 }

@@ -147,7 +147,7 @@ static int mq_decode(const uint8_t *msg, size_t off, size_t blen, uint32_t count
                             koff, nk, ksz, count, kb);
     FSGD_TRY(codec_reserve(out, count, err, errsz));
     e[0] = '\0';
-    int rc = fsgd_keys_decode(body + BODY_FIXED, kb, dim, out->keys, count, &nk, NULL, e, sizeof e);
+    int rc = fsgd_keys_decode(body + BODY_FIXED, kb, dim, out->keys, count, &nk, e, sizeof e);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "field mqgrad.keys at offset %zu: %s", koff, e);
     const uint8_t *cp = body + BODY_FIXED + kb;

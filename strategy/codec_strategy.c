@@ -49,11 +49,11 @@ fsgd_codec_t *fsgd_codec_worker_device_codec(void *p)
 
 size_t fsgd_codec_worker_bound(const void *p, size_t n) { return fsgd_codec_bound(((const fsgd_codec_worker_t *)p)->codec, n); }
 
-int fsgd_codec_worker_encode(void *p, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
-                             size_t cap, size_t *out_len, char *err, size_t errsz)
+int fsgd_codec_worker_encode(void *p, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
+                             fsgd_outbuf_t *out, char *err, size_t errsz)
 {
     fsgd_codec_worker_t *w = p;
-    return fsgd_codec_encode(w->codec, keys, vals, n, out, cap, out_len, err, errsz);
+    return fsgd_codec_encode(w->codec, keys, vals, n, out, err, errsz);
 }
 
 int fsgd_codec_worker_after_step(void *p, int applied, const uint8_t *section, size_t len, char *err, size_t errsz)

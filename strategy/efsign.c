@@ -264,11 +264,11 @@ static int efsign_next_support(efsign_worker_t *w)
     return 0;
 }
 
-static int efsign_encode(void *pw, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
-                         size_t cap, size_t *out_len, char *err, size_t errsz)
+static int efsign_encode(void *pw, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
+                         fsgd_outbuf_t *out, char *err, size_t errsz)
 {
     efsign_worker_t *w = pw;
-    *out_len = 0;
+    out->len = 0;
     for (size_t i = 0; i < n; i++)
         if (keys[i] >= w->dim || (i && keys[i] <= keys[i - 1]) || !isfinite(vals[i]))
             return fsgd_err_fmt(err, errsz, isfinite(vals[i]) ? FSGD_E_ARG : FSGD_E_NONFINITE,
@@ -277,18 +277,18 @@ static int efsign_encode(void *pw, const uint32_t *keys, const float *vals, size
     FSGD_TRY(efsign_reserve(w, n + (w->lazy ? 0 : w->nsup), err, errsz));
     FSGD_TRY(efsign_momentum(w, keys, vals, n, rows, err, errsz));
     const size_t nk = w->p.n;
-    int rc = fsgd_codec_encode(w->codec, w->p.keys, w->p.vals, nk, out, cap, out_len, err, errsz);
+    int rc = fsgd_codec_encode(w->codec, w->p.keys, w->p.vals, nk, out, err, errsz);
     if (rc == 0)
-        rc = fsgd_codec_decode(out, *out_len, w->dim, &w->dec, err, errsz);
+        rc = fsgd_codec_decode(out->dst, out->len, w->dim, &w->dec, err, errsz);
     if (rc < 0) {
         efsign_restore(w, nk);
-        *out_len = 0;
+        out->len = 0;
         return rc;
     }
     efsign_residual(w);
     if (!w->lazy && efsign_next_support(w) < 0) {
         efsign_restore(w, nk);
-        *out_len = 0;
+        out->len = 0;
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy efsign: out of memory");
     }
     w->sent = 1;

@@ -255,21 +255,22 @@ static size_t gv_frame(uint8_t *out, uint64_t dim, int mode, uint32_t basis, uin
     return off + 4;
 }
 
-static int gv_encode(void *p, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
-                     size_t cap, size_t *out_len, char *err, size_t errsz)
+static int gv_encode(void *p, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, fsgd_outbuf_t *out,
+                     char *err, size_t errsz)
 {
     gv_worker_t *w = p;
-    *out_len = 0;
-    if (cap < FSGD_GV_MSG_FIXED + 4)
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOSPACE, "gradiveq: buffer of %zu bytes", cap);
-    size_t icap = cap - FSGD_GV_MSG_FIXED - 4, ilen = 0;
+    out->len = 0;
+    if (out->cap < FSGD_GV_MSG_FIXED + 4)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOSPACE, "gradiveq: buffer of %zu bytes", out->cap);
+    /* the codec's message inside ours */
+    fsgd_outbuf_t inner = {out->dst + FSGD_GV_MSG_FIXED, out->cap - FSGD_GV_MSG_FIXED - 4, 0};
     int proj = w->mode == 1 && w->K > 0;
     double energy = 0;
-    if (proj && icap < 4 * (size_t)w->d)
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOSPACE, "gradiveq: buffer of %zu bytes", cap);
+    if (proj && inner.cap < 4 * (size_t)w->d)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOSPACE, "gradiveq: buffer of %zu bytes", out->cap);
     if (!proj) {
-        FSGD_TRY(fsgd_codec_worker_encode(w->cw, keys, vals, n, rows, out + FSGD_GV_MSG_FIXED, icap, &ilen, err, errsz));
-        *out_len = gv_frame(out, w->dim, 0, 0, 0, rows, 0, ilen, NULL);
+        FSGD_TRY(fsgd_codec_worker_encode(w->cw, keys, vals, n, rows, &inner, err, errsz));
+        out->len = gv_frame(out->dst, w->dim, 0, 0, 0, rows, 0, inner.len, NULL);
     } else {
         if (fsgd_sparse_reserve(&w->rest, n) < 0)
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "gradiveq: out of memory");
@@ -290,14 +291,14 @@ static int gv_encode(void *p, const uint32_t *keys, const float *vals, size_t n,
             }
         }
         w->rest.n = r;
-        FSGD_TRY(fsgd_codec_worker_encode(w->cw, w->rest.keys, w->rest.vals, r, rows, out + FSGD_GV_MSG_FIXED,
-                                          icap - 4 * (size_t)w->d, &ilen, err, errsz));
+        inner.cap -= 4 * (size_t)w->d; /* the projection follows the codec's message */
+        FSGD_TRY(fsgd_codec_worker_encode(w->cw, w->rest.keys, w->rest.vals, r, rows, &inner, err, errsz));
         /* p = U_dᵀ x (the paper's eq. 3 without the centring, which the aggregator adds back) */
         cblas_sgemv(CblasColMajor, CblasTrans, (int)w->K, (int)w->d, 1.0f, w->U, (int)w->K, w->x, 1, 0.0f, w->p, 1);
         for (uint32_t k = 0; k < w->d; k++)
             if (!isfinite(w->p[k]))
                 return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "gradiveq: projection %u overflows", k);
-        *out_len = gv_frame(out, w->dim, 1, w->basis, w->d, rows, energy, ilen, w->p);
+        out->len = gv_frame(out->dst, w->dim, 1, w->basis, w->d, rows, energy, inner.len, w->p);
     }
     return 0;
 }

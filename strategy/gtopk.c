@@ -141,18 +141,18 @@ static int sparse_add(fsgd_sparse_t *out, const uint32_t *ak, const float *av, s
     return 0;
 }
 
-static int gtopk_encode(void *pw, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
-                        size_t cap, size_t *out_len, char *err, size_t errsz)
+static int gtopk_encode(void *pw, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
+                        fsgd_outbuf_t *out, char *err, size_t errsz)
 {
     gtopk_worker_t *w = pw;
-    *out_len = 0;
+    out->len = 0;
     if (sparse_add(&w->merged, keys, vals, n, &w->res) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy gtopk: out of memory");
     /* Lines 5-7: the codec keeps the k largest |G| exactly. */
-    FSGD_TRY(fsgd_codec_encode(w->codec, w->merged.keys, w->merged.vals, w->merged.n, out, cap, out_len, err, errsz));
-    int rc = fsgd_codec_decode(out, *out_len, w->dim, &w->sent, err, errsz);
+    FSGD_TRY(fsgd_codec_encode(w->codec, w->merged.keys, w->merged.vals, w->merged.n, out, err, errsz));
+    int rc = fsgd_codec_decode(out->dst, out->len, w->dim, &w->sent, err, errsz);
     if (rc < 0 || fsgd_sparse_reserve(&w->res_old, w->merged.n) < 0) {
-        *out_len = 0;
+        out->len = 0;
         return rc < 0 ? rc : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "strategy gtopk: out of memory");
     }
     /* Line 8: G_residual = G ⊙ ¬Mask; the residual before is kept for undo. */
@@ -206,7 +206,7 @@ static int gtopk_section_read(gtopk_worker_t *w, const uint8_t *s, size_t len, u
         w->sel = ns;
         w->sel_cap = kn;
     }
-    int rc = fsgd_keys_decode(s + GTK_HDR, size, w->dim, w->sel, kn, n, NULL, kerr, sizeof kerr);
+    int rc = fsgd_keys_decode(s + GTK_HDR, size, w->dim, w->sel, kn, n, kerr, sizeof kerr);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "gtopk section: field keys at offset %d: %s", GTK_HDR, kerr);
     return 0;

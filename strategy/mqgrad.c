@@ -102,10 +102,10 @@ static void mq_worker_destroy(void *p)
 
 static size_t mq_bound(const void *p, size_t n) { return fsgd_codec_worker_bound(((const mq_worker_t *)p)->cw, n); }
 
-static int mq_encode(void *p, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
-                     size_t cap, size_t *out_len, char *err, size_t errsz)
+static int mq_encode(void *p, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, fsgd_outbuf_t *out,
+                     char *err, size_t errsz)
 {
-    return fsgd_codec_worker_encode(((mq_worker_t *)p)->cw, keys, vals, n, rows, out, cap, out_len, err, errsz);
+    return fsgd_codec_worker_encode(((mq_worker_t *)p)->cw, keys, vals, n, rows, out, err, errsz);
 }
 
 /* Reads a section (strategy/FORMAT.md): the bits, or FSGD_E_FORMAT naming the field. */

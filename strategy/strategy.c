@@ -128,9 +128,9 @@ fsgd_codec_t *fsgd_sworker_device_codec(fsgd_sworker_t *w)
 size_t fsgd_sworker_bound(const fsgd_sworker_t *w, size_t n) { return w->side.vt->bound(w->side.s, n); }
 
 int fsgd_sworker_encode(fsgd_sworker_t *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
-                        uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz)
+                        fsgd_outbuf_t *out, char *err, size_t errsz)
 {
-    return w->side.vt->encode(w->side.s, keys, vals, n, rows, out, cap, out_len, err, errsz);
+    return w->side.vt->encode(w->side.s, keys, vals, n, rows, out, err, errsz);
 }
 
 /* A strategy that is one codec: that codec decides; the others (efsign,

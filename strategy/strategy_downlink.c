@@ -49,9 +49,9 @@ int fsgd_sagg_downlink_coded(const fsgd_sagg_t *a) { return a->down != NULL; }
 size_t fsgd_sagg_downlink_bound(const fsgd_sagg_t *a, size_t n) { return fsgd_downlink_bound(a->down, n); }
 
 int fsgd_sagg_downlink_encode(fsgd_sagg_t *a, const float *theta, const uint32_t *keys, size_t n, size_t budget,
-                              uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz)
+                              fsgd_outbuf_t *out, char *err, size_t errsz)
 {
-    return fsgd_downlink_encode(a->down, theta, keys, n, budget, out, cap, out_len, err, errsz);
+    return fsgd_downlink_encode(a->down, theta, keys, n, budget, out, err, errsz);
 }
 
 uint32_t fsgd_sagg_downlink_check(const fsgd_sagg_t *a)

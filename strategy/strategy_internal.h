@@ -17,8 +17,8 @@ typedef struct fsgd_strategy_vt {
     void (*worker_destroy)(void *w);
     fsgd_codec_t *(*device_codec)(void *w);                 /* may be NULL: none */
     size_t (*bound)(const void *w, size_t n);
-    int (*encode)(void *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
-                  size_t cap, size_t *out_len, char *err, size_t errsz);
+    int (*encode)(void *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, fsgd_outbuf_t *out,
+                  char *err, size_t errsz);
     int (*after_step)(void *w, int applied, const uint8_t *section, size_t len, char *err, size_t errsz);
     int (*reset)(void *w);
     size_t (*residual_entries)(const void *w);
@@ -81,8 +81,8 @@ void *fsgd_codec_worker_new(const char *spec, uint64_t dim, uint64_t seed, char 
 void fsgd_codec_worker_destroy(void *w);
 fsgd_codec_t *fsgd_codec_worker_device_codec(void *w);
 size_t fsgd_codec_worker_bound(const void *w, size_t n);
-int fsgd_codec_worker_encode(void *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows, uint8_t *out,
-                             size_t cap, size_t *out_len, char *err, size_t errsz);
+int fsgd_codec_worker_encode(void *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
+                             fsgd_outbuf_t *out, char *err, size_t errsz);
 int fsgd_codec_worker_after_step(void *w, int applied, const uint8_t *section, size_t len, char *err, size_t errsz);
 int fsgd_codec_worker_reset(void *w);
 size_t fsgd_codec_worker_residual_entries(const void *w);

@@ -117,14 +117,14 @@ static int shard_step(shard_t *h, uint8_t *const *msg, const size_t *len, int P,
     FSGD_TRY(fsgd_step_apply(&opt, h->agg, info, &h->out, err, errsz));
     double t2 = now_s();
     if (fsgd_sagg_downlink_coded(h->agg)) {
-        size_t need = fsgd_sagg_downlink_bound(h->agg, h->out.n), dlen = 0;
+        size_t need = fsgd_sagg_downlink_bound(h->agg, h->out.n);
         if (need > h->dcap) {
             free(h->dmsg);
             if (!(h->dmsg = malloc(h->dcap = 2 * need)))
                 return FSGD_E_NOMEM;
         }
-        FSGD_TRY(fsgd_sagg_downlink_encode(h->agg, h->adam.theta, h->out.keys, h->out.n, 0, h->dmsg, h->dcap, &dlen,
-                                           err, errsz));
+        fsgd_outbuf_t down = {h->dmsg, h->dcap, 0};
+        FSGD_TRY(fsgd_sagg_downlink_encode(h->agg, h->adam.theta, h->out.keys, h->out.n, 0, &down, err, errsz));
     } else {
         /* kind 4: the touched keys' float32 values */
         if (h->out.n > h->dcap) {
@@ -200,8 +200,9 @@ static int run_one(const fsgd_csr_t *data, uint64_t dim, const char *spec, int P
                             msg[hh][j] = p;
                         }
                 }
-                TRY(fsgd_sworker_encode(sh[h].w[i], parts[h].keys, parts[h].vals, parts[h].n, B, msg[h][i], cap,
-                                        &len[h][i], err, errsz));
+                fsgd_outbuf_t up = {msg[h][i], cap, 0};
+                TRY(fsgd_sworker_encode(sh[h].w[i], parts[h].keys, parts[h].vals, parts[h].n, B, &up, err, errsz));
+                len[h][i] = up.len;
             }
         }
         double slowest = 0;

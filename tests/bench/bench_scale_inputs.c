@@ -99,14 +99,14 @@ static int keys_line(const fsgd_csr_t *d, scratch_t *s, size_t n, fsgd_sworker_t
         size_t k = distinct(d, w * n, n, s->stamp, ++s->id, s->keys);
         keys += (double)k;
         kbytes += (double)key_bytes(s, k);
-        size_t len = 0;
         for (size_t j = 0; j < k; j++)
             s->vals[j] = 1e-3f * (float)(j % 97) - 0.05f; /* gradient-like values; none sends them raw */
-        if (fsgd_sworker_encode(enc, s->keys, s->vals, k, n, s->msg, s->msg_cap, &len, err, sizeof err) < 0) {
+        fsgd_outbuf_t msg = {s->msg, s->msg_cap, 0};
+        if (fsgd_sworker_encode(enc, s->keys, s->vals, k, n, &msg, err, sizeof err) < 0) {
             printf("bench scale_inputs error=\"%s\"\n", err);
             return -1;
         }
-        up += (double)len;
+        up += (double)msg.len;
     }
     double nw = (double)windows;
     printf("bench scale_inputs kind=keys rows=%zu windows=%zu keys=%.1f key_bytes=%.1f up_codec_bytes=%.1f\n", n,
@@ -145,8 +145,8 @@ static int costs_line(const fsgd_csr_t *d, scratch_t *s, size_t B, fsgd_sworker_
         if (fsgd_backend_gradient(be, &req, &g, &ls, err, sizeof err) < 0)
             goto out;
         double t1 = now_s();
-        size_t len = 0;
-        if (fsgd_sworker_encode(enc, g.keys, g.vals, g.n, B, s->msg, s->msg_cap, &len, err, sizeof err) < 0)
+        fsgd_outbuf_t msg = {s->msg, s->msg_cap, 0};
+        if (fsgd_sworker_encode(enc, g.keys, g.vals, g.n, B, &msg, err, sizeof err) < 0)
             goto out;
         double t2 = now_s();
         size_t kb = 0;
@@ -155,15 +155,14 @@ static int costs_line(const fsgd_csr_t *d, scratch_t *s, size_t B, fsgd_sworker_
         double t3 = now_s();
         /* a replica taking a delta of these keys: decode the block, scatter */
         uint32_t n = 0;
-        size_t used = 0;
-        if (fsgd_keys_decode(s->block, kb, DIM, s->dec, s->cap, &n, &used, err, sizeof err) < 0)
+        if (fsgd_keys_decode(s->block, kb, DIM, s->dec, s->cap, &n, err, sizeof err) < 0)
             goto out;
         for (uint32_t j = 0; j < n; j++)
             s->replica[s->dec[j]] = g.vals[j];
         double t4 = now_s();
         /* a shard answering a pull of these keys: decode the request's
          * block, gather the values in its order */
-        if (fsgd_keys_decode(s->block, kb, DIM, s->dec, s->cap, &n, &used, err, sizeof err) < 0)
+        if (fsgd_keys_decode(s->block, kb, DIM, s->dec, s->cap, &n, err, sizeof err) < 0)
             goto out;
         for (uint32_t j = 0; j < n; j++)
             s->vals[j] = s->replica[s->dec[j]];

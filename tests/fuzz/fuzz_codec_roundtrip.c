@@ -57,7 +57,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t cap = fsgd_codec_bound(c, n);
         uint8_t *msg = malloc(cap);
         size_t len = 0;
-        int rc = fsgd_codec_encode(c, keys, vals, n, msg, cap, &len, err, sizeof err);
+        fsgd_outbuf_t ob = {msg, cap, 0};
+        int rc = fsgd_codec_encode(c, keys, vals, n, &ob, err, sizeof err);
+        len = ob.len;
         if (rc == FSGD_E_NONFINITE) { /* value + residual overflowed: allowed */
             free(msg);
             continue;

@@ -36,9 +36,9 @@ static fsgd_sagg_t *setup(void)
         float v[10];
         for (int i = 0; i < 10; i++)
             k[i] = i < 8 ? (uint32_t)i : 100 + (uint32_t)(step * 7 + i), v[i] = (float)((i * 7 + step * 3) % 11) - 5;
-        size_t len;
-        if (fsgd_sworker_encode(w, k, v, 10, 1, msg, sizeof msg, &len, err, sizeof err) ||
-            fsgd_sagg_add(a, 0, msg, len, 1e30, NULL, err, sizeof err))
+        fsgd_outbuf_t up = {msg, sizeof msg, 0};
+        if (fsgd_sworker_encode(w, k, v, 10, 1, &up, err, sizeof err) ||
+            fsgd_sagg_add(a, 0, msg, up.len, 1e30, NULL, err, sizeof err))
             abort();
         fsgd_step_info_t info = {step, 1, 1, 0.01, 1};
         fsgd_reducer_t *r = fsgd_sagg_take(a, &info, err, sizeof err);
@@ -103,10 +103,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t k[3] = {0, 5, 399};
     float v[3] = {1, -2, 3};
     uint8_t out[1 << 15];
-    size_t len;
-    if (fsgd_sworker_encode(w, k, v, 3, 1, out, sizeof out, &len, err, sizeof err) != 0)
+    fsgd_outbuf_t up = {out, sizeof out, 0};
+    if (fsgd_sworker_encode(w, k, v, 3, 1, &up, err, sizeof err) != 0)
         abort();
-    if (fsgd_gv_msg_parse(out, len, DIM, &g, err, sizeof err) != 0)
+    if (fsgd_gv_msg_parse(out, up.len, DIM, &g, err, sizeof err) != 0)
         abort();
     fsgd_sworker_destroy(w);
     free(m);

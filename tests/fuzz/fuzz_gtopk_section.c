@@ -22,8 +22,7 @@ static void check(const uint8_t *sec, size_t len)
     char err[256];
     fsgd_sworker_t *w = fsgd_sworker_new("gtopk:k=5", 1000, 1, err, sizeof err);
     uint8_t msg[512];
-    size_t mlen;
-    if (!w || fsgd_sworker_encode(w, keys, vals, 8, 1, msg, sizeof msg, &mlen, err, sizeof err) != 0)
+    if (!w || fsgd_sworker_encode(w, keys, vals, 8, 1, &(fsgd_outbuf_t){msg, sizeof msg, 0}, err, sizeof err) != 0)
         abort();
     size_t before = fsgd_sworker_residual_entries(w);
     int rc = fsgd_sworker_after_step(w, 1, sec, len, err, sizeof err);

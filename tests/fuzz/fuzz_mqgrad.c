@@ -71,10 +71,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t k[2] = {3, 50};
     float v[2] = {1.0f, -0.5f};
     uint8_t msg[256];
-    size_t len = 0;
-    if (fsgd_sworker_encode(w, k, v, 2, 1, msg, sizeof msg, &len, err, sizeof err) != 0)
+    fsgd_outbuf_t up = {msg, sizeof msg, 0};
+    if (fsgd_sworker_encode(w, k, v, 2, 1, &up, err, sizeof err) != 0)
         abort();
-    int bits = fsgd_mqgrad_message_bits(msg, len);
+    int bits = fsgd_mqgrad_message_bits(msg, up.len);
     if (size > 0 && rc == 0 && bits != data[1])
         abort();
     if ((size == 0 || rc < 0) && bits != 3)

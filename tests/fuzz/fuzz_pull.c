@@ -30,7 +30,7 @@ static void pull_case(const uint8_t *data, size_t size, uint64_t dim)
     if (!keys)
         return;
     uint32_t m = 0;
-    if (fsgd_keys_decode(pl.block, pl.block_len, dim, keys, n, &m, NULL, err, sizeof err) == 0) {
+    if (fsgd_keys_decode(pl.block, pl.block_len, dim, keys, n, &m, err, sizeof err) == 0) {
         if (m != n)
             abort();
         fsgd_wire_buf_t b = {0};

@@ -155,9 +155,10 @@ static sim_result_t sim_run(const sim_cfg_t *cfg, const fsgd_csr_t *train, const
                     touched[k] = 0;
                     gd[k] = 0;
                 }
-            size_t len = 0;
-            if (fsgd_sworker_encode(w[i], keys, vals, n, cfg->batch, msg, cap, &len, r.err, sizeof r.err) < 0)
+            fsgd_outbuf_t up = {msg, cap, 0};
+            if (fsgd_sworker_encode(w[i], keys, vals, n, cfg->batch, &up, r.err, sizeof r.err) < 0)
                 goto out;
+            size_t len = up.len;
             up_total += (double)len;
             max_bytes = len > max_bytes ? (double)len : max_bytes;
             if (fsgd_sagg_add(agg, (uint32_t)i, msg, len, 1e30, NULL, r.err, sizeof r.err) < 0)
@@ -171,9 +172,10 @@ static sim_result_t sim_run(const sim_cfg_t *cfg, const fsgd_csr_t *train, const
         if (!red || fsgd_reducer_take_step(red, 1.0 / (double)per_step, 0, adam.theta, &step) < 0)
             goto out;
         fsgd_adam_step(&adam, step.keys, step.vals, step.n);
-        size_t dlen = 8 * step.n;
-        if (down && fsgd_downlink_encode(down, adam.theta, step.keys, step.n, 0, dmsg, dcap, &dlen, r.err, sizeof r.err) < 0)
+        fsgd_outbuf_t dout = {dmsg, dcap, 8 * step.n};
+        if (down && fsgd_downlink_encode(down, adam.theta, step.keys, step.n, 0, &dout, r.err, sizeof r.err) < 0)
             goto out;
+        size_t dlen = dout.len;
         down_total += (double)dlen;
         size_t slen = 0;
         const uint8_t *sec = fsgd_sagg_section(agg, &slen);

@@ -23,6 +23,7 @@
 #include "fsgd/loss.h"
 #include "fsgd/sparse.h"
 #include "testlib.h"
+#include "loss_testing.h"
 
 #define REL_TOL 1e-5
 
@@ -370,10 +371,14 @@ static void check_encoded(const char *label, const fsgd_csr_t *batches, size_t n
                     uint8_t *ma = malloc(cap), *mb = malloc(cap);
                     CU_ASSERT_FATAL(ma && mb);
                     size_t la = 0, lb = 0;
-                    CU_ASSERT_FATAL(fsgd_codec_encode(ca, g.keys, g.vals, g.n, ma, cap, &la, err, sizeof err) == 0);
+                    fsgd_outbuf_t oba = {ma, cap, 0};
+                    CU_ASSERT_FATAL(fsgd_codec_encode(ca, g.keys, g.vals, g.n, &oba, err, sizeof err) == 0);
+                    la = oba.len;
                     fsgd_grad_request_t req = {.batch = &batches[bi], .batch_id = (int64_t)bi, .loss = loss,
                                                .scale = scale, .l2 = l2};
-                    int rc = fsgd_backend_gradient_encoded(b, &req, cb, mb, cap, &lb, &ls_b, err, sizeof err);
+                    fsgd_outbuf_t obb = {mb, cap, 0};
+                    int rc = fsgd_backend_gradient_encoded(b, &req, cb, &obb, &ls_b, err, sizeof err);
+                    lb = obb.len;
                     if (rc < 0)
                         fprintf(stderr, "\n  %s gradient_encoded %s: %s: %s\n", fsgd_backend_name(b), specs[si],
                                 fsgd_err_name(rc), err);

@@ -82,8 +82,9 @@ static size_t roundtrip(const char *spec, uint64_t dim, const uint32_t *k, const
     char err[256];
     fsgd_codec_t *c = fsgd_codec_new(spec, dim, err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    size_t len = 0;
-    int rc = fsgd_codec_encode(c, k, v, n, buf, fsgd_codec_bound(c, n), &len, err, sizeof err);
+    fsgd_outbuf_t msg = {buf, fsgd_codec_bound(c, n), 0};
+    int rc = fsgd_codec_encode(c, k, v, n, &msg, err, sizeof err);
+    size_t len = msg.len;
     if (rc)
         fprintf(stderr, "\n  %s: %s\n", spec, err);
     CU_ASSERT_EQUAL(rc, 0);
@@ -176,43 +177,43 @@ static void test_input_errors(void)
 {
     char err[256];
     uint8_t buf[1024];
-    size_t len = 99;
+    fsgd_outbuf_t out = {buf, sizeof buf, 99};
     const char *specs[] = {"fastsgd", "none", "none:lz4=1", "logquant", "topk:k=2"};
     for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
         fsgd_codec_t *c = fsgd_codec_new(specs[s], 100, err, sizeof err);
         CU_ASSERT_PTR_NOT_NULL_FATAL(c);
         uint32_t k[3] = {1, 2, 3};
         float v[3] = {1, NAN, 2};
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, buf, sizeof buf, &len, err, sizeof err), FSGD_E_NONFINITE);
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, &out, err, sizeof err), FSGD_E_NONFINITE);
         FSGD_ASSERT_CONTAINS(err, "key 2");
-        CU_ASSERT_EQUAL(len, 0);
+        CU_ASSERT_EQUAL(out.len, 0);
         v[1] = -INFINITY;
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, buf, sizeof buf, &len, err, sizeof err), FSGD_E_NONFINITE);
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, &out, err, sizeof err), FSGD_E_NONFINITE);
         v[1] = 1;
         uint32_t kd[3] = {1, 1, 3};
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, kd, v, 3, buf, sizeof buf, &len, err, sizeof err), FSGD_E_ARG);
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, kd, v, 3, &out, err, sizeof err), FSGD_E_ARG);
         FSGD_ASSERT_CONTAINS(err, "not strictly increasing at entry 1");
         uint32_t kb[3] = {1, 2, 100};
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, kb, v, 3, buf, sizeof buf, &len, err, sizeof err), FSGD_E_RANGE);
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, kb, v, 3, &out, err, sizeof err), FSGD_E_RANGE);
         FSGD_ASSERT_CONTAINS(err, "key 100 >= dim 100");
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, buf, 20, &len, err, sizeof err), FSGD_E_NOSPACE);
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, buf, 40, &len, err, sizeof err), FSGD_E_NOSPACE);
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, buf, sizeof buf, &len, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, &(fsgd_outbuf_t){buf, 20, 0}, err, sizeof err), FSGD_E_NOSPACE);
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, &(fsgd_outbuf_t){buf, 40, 0}, err, sizeof err), FSGD_E_NOSPACE);
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, &out, err, sizeof err), 0);
         fsgd_codec_destroy(c);
     }
     /* the residual is unchanged by a rejected call */
     fsgd_codec_t *c = fsgd_codec_new("topk:k=1", 100, err, sizeof err);
     uint32_t k[3] = {1, 2, 3};
     float v[3] = {1, 2, 3};
-    CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, buf, sizeof buf, &len, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, &out, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_codec_residual(c)->n, 2);
     v[0] = NAN;
-    CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, buf, sizeof buf, &len, err, sizeof err), FSGD_E_NONFINITE);
+    CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, 3, &out, err, sizeof err), FSGD_E_NONFINITE);
     CU_ASSERT_EQUAL(fsgd_codec_residual(c)->n, 2);
     /* value + residual overflowing is an error too */
     float big[3] = {FLT_MAX, FLT_MAX, FLT_MAX};
-    CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, big, 3, buf, sizeof buf, &len, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, big, 3, buf, sizeof buf, &len, err, sizeof err), FSGD_E_NONFINITE);
+    CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, big, 3, &out, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, big, 3, &out, err, sizeof err), FSGD_E_NONFINITE);
     FSGD_ASSERT_CONTAINS(err, "overflows");
     fsgd_codec_destroy(c);
 }

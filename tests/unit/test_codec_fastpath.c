@@ -450,7 +450,9 @@ static void test_encode_decode_match(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(c);
         size_t cap = fsgd_codec_bound(c, g.n), len = 0;
         uint8_t *m1 = malloc(cap), *m2 = malloc(cap), *m3 = malloc(cap);
-        int rc = fsgd_codec_encode(c, g.keys, g.vals, g.n, m1, cap, &len, err, sizeof err);
+        fsgd_outbuf_t ob = {m1, cap, 0};
+        int rc = fsgd_codec_encode(c, g.keys, g.vals, g.n, &ob, err, sizeof err);
+        len = ob.len;
         size_t rlen = ref_encode(b, tau, l, optimal, dim, g.keys, g.vals, g.n, m2, cap);
         CU_ASSERT_EQUAL(rc, 0);
         int ok = rc == 0 && check_same(spec, seed, m1, len, m2, rlen);
@@ -460,7 +462,9 @@ static void test_encode_decode_match(void)
         if (ok) {
             uint64_t d = fsgd_le_get32(m2 + 16), M = m2[24 + 20];
             size_t tight = optimal ? rlen : 24 + 24 + d + (size_t)((d * (l + M) + 7) / 8) + 4;
-            int rc3 = fsgd_codec_encode(c, g.keys, g.vals, g.n, m3, tight, &len3, err, sizeof err);
+            fsgd_outbuf_t ob3 = {m3, tight, 0};
+            int rc3 = fsgd_codec_encode(c, g.keys, g.vals, g.n, &ob3, err, sizeof err);
+            len3 = ob3.len;
             if (rc3)
                 fprintf(stderr, "\n  seed %llu %s: buffer of %zu: %s\n", (unsigned long long)seed, spec, tight, err);
             ok = rc3 == 0 && check_same(spec, seed, m3, len3, m2, rlen);

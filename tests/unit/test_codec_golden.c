@@ -134,13 +134,14 @@ static void write_files(void)
         make_input(gc, k, v);
         fsgd_codec_t *c = fsgd_codec_new(gc->spec, gc->dim, err, sizeof err);
         uint8_t buf[8192];
-        size_t len;
+        fsgd_outbuf_t msg = {buf, sizeof buf, 0};
         fsgd_sparse_t out = {0};
-        if (!c || fsgd_codec_encode(c, k, v, gc->n, buf, sizeof buf, &len, err, sizeof err) != 0 ||
-            fsgd_codec_decode(buf, len, gc->dim, &out, err, sizeof err) != 0) {
+        if (!c || fsgd_codec_encode(c, k, v, gc->n, &msg, err, sizeof err) != 0 ||
+            fsgd_codec_decode(buf, msg.len, gc->dim, &out, err, sizeof err) != 0) {
             fprintf(stderr, "golden %s: %s\n", gc->name, err);
             exit(1);
         }
+        size_t len = msg.len;
         size_t d = reference(gc, c, k, v, ok, ov);
         if (d != out.n) {
             fprintf(stderr, "golden %s: reference keeps %zu, codec %zu\n", gc->name, d, out.n);
@@ -243,7 +244,9 @@ static void test_golden_v1(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(c);
         uint8_t buf[8192];
         size_t len2 = 0;
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, in.keys, in.vals, in.n, buf, sizeof buf, &len2, err, sizeof err), 0);
+        fsgd_outbuf_t ob2 = {buf, sizeof buf, 0};
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, in.keys, in.vals, in.n, &ob2, err, sizeof err), 0);
+        len2 = ob2.len;
         CU_ASSERT_TRUE(len2 == len && memcmp(buf, bin, len) == 0);
         fsgd_codec_destroy(c);
         fsgd_sparse_free(&out);

@@ -63,14 +63,16 @@ static void write_files(void)
         float *v = malloc((gc->n + 1) * 4);
         make_input(gc, k, v);
         fsgd_codec_t *c = fsgd_codec_new(gc->spec, gc->dim, err, sizeof err);
-        size_t cap = fsgd_codec_bound(c, gc->n), len;
+        size_t cap = fsgd_codec_bound(c, gc->n);
         uint8_t *buf = malloc(cap);
+        fsgd_outbuf_t msg = {buf, cap, 0};
         fsgd_sparse_t out = {0};
-        if (fsgd_codec_encode(c, k, v, gc->n, buf, cap, &len, err, sizeof err) < 0 ||
-            fsgd_codec_decode(buf, len, gc->dim, &out, err, sizeof err) < 0) {
+        if (fsgd_codec_encode(c, k, v, gc->n, &msg, err, sizeof err) < 0 ||
+            fsgd_codec_decode(buf, msg.len, gc->dim, &out, err, sizeof err) < 0) {
             fprintf(stderr, "golden %s: %s\n", gc->name, err);
             exit(1);
         }
+        size_t len = msg.len;
         snprintf(path, sizeof path, GOLDEN_DIR "/%s.bin", gc->name);
         fsgd_test_write_file(path, buf, len);
         snprintf(path, sizeof path, "tests/fuzz/corpus/%.*s/golden_%s", (int)strcspn(gc->name, "_"), gc->name,
@@ -139,7 +141,9 @@ static void test_golden(void)
         CU_ASSERT_FATAL(c != NULL);
         size_t cap = fsgd_codec_bound(c, ni), l2 = 0;
         uint8_t *re = malloc(cap);
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, ik, iv, ni, re, cap, &l2, err, sizeof err), 0);
+        fsgd_outbuf_t ob2 = {re, cap, 0};
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, ik, iv, ni, &ob2, err, sizeof err), 0);
+        l2 = ob2.len;
         CU_ASSERT(l2 == len && !memcmp(re, bin, len));
         if (strstr(spec, "efsign") && strstr(spec, "classes=1,")) { /* the definition, key-order blocks */
             size_t B = strstr(spec, "block=") ? (size_t)atoi(strstr(spec, "block=") + 6) : 128, j = 0;

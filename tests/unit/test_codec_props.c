@@ -18,20 +18,15 @@
 
 static uint64_t case_seed(int i) { return fsgd_test_seed() * 1000003ull + (uint64_t)i * 7919ull; }
 
-typedef struct msgbuf {
-    uint8_t *p;
-    size_t cap, len;
-} msgbuf_t;
-
-static int encode(fsgd_codec_t *c, const fsgd_sparse_t *g, msgbuf_t *m)
+static int encode(fsgd_codec_t *c, const fsgd_sparse_t *g, fsgd_outbuf_t *m)
 {
     size_t need = fsgd_codec_bound(c, g->n);
     if (need > m->cap) {
-        m->p = realloc(m->p, need);
+        m->dst = realloc(m->dst, need);
         m->cap = need;
     }
     char err[256];
-    int rc = fsgd_codec_encode(c, g->keys, g->vals, g->n, m->p, m->cap, &m->len, err, sizeof err);
+    int rc = fsgd_codec_encode(c, g->keys, g->vals, g->n, m, err, sizeof err);
     if (rc != 0)
         fprintf(stderr, "\n  encode %s: %s\n", fsgd_codec_spec(c), err);
     else if (m->len > need) {
@@ -41,10 +36,10 @@ static int encode(fsgd_codec_t *c, const fsgd_sparse_t *g, msgbuf_t *m)
     return rc;
 }
 
-static int decode(const msgbuf_t *m, uint64_t dim, fsgd_sparse_t *out)
+static int decode(const fsgd_outbuf_t *m, uint64_t dim, fsgd_sparse_t *out)
 {
     char err[256];
-    int rc = fsgd_codec_decode(m->p, m->len, dim, out, err, sizeof err);
+    int rc = fsgd_codec_decode(m->dst, m->len, dim, out, err, sizeof err);
     if (rc != 0)
         fprintf(stderr, "\n  decode: %s\n", err);
     return rc;
@@ -112,15 +107,15 @@ static uint64_t paper_key_bits(const uint32_t *keys, size_t d, int l, int *M_out
 /* FastSGD: keys round-trip, kept values within (|v|/b, |v|] with their sign,
  * dropped values below the threshold, the size formula. */
 static void check_fastsgd_message(const char *spec, double b, int tau, int l, int optimal, const fsgd_sparse_t *g,
-                                  const msgbuf_t *m, const fsgd_sparse_t *out, uint64_t seed)
+                                  const fsgd_outbuf_t *m, const fsgd_sparse_t *out, uint64_t seed)
 {
     /* sum as the encoder defines it: Σ|v| in double, rounded to float */
     double sum = 0;
     for (size_t i = 0; i < g->n; i++)
         sum += fabs((double)g->vals[i]);
     float S = sum > FLT_MAX ? FLT_MAX : (float)sum;
-    float Sm = fsgd_le_getf32(m->p + 24 + 8);
-    int lbase = m->p[24 + 19];
+    float Sm = fsgd_le_getf32(m->dst + 24 + 8);
+    int lbase = m->dst[24 + 19];
     /* the encoder sums in double with its own order: equal within rounding */
     if (out->n > 0)
         CU_ASSERT_TRUE(fabs((double)Sm - (double)S) <= 1e-6 * (double)S);
@@ -171,7 +166,7 @@ static void check_fastsgd_message(const char *spec, double b, int tau, int l, in
     size_t expect = 24 + 24 + 4 + out->n + (size_t)((bits + 7) / 8);
     if (!optimal) {
         CU_ASSERT_EQUAL(m->len, expect);
-        CU_ASSERT_EQUAL(m->p[24 + 20], M);
+        CU_ASSERT_EQUAL(m->dst[24 + 20], M);
     }
     if (optimal) {
         size_t opt = m->len - (24 + 24 + 4 + (1u << l) + out->n);
@@ -185,7 +180,7 @@ static void test_fastsgd_properties(void)
                                   "fastsgd:b=1.01,tau=255,l=5", "fastsgd:b=1.5,tau=8,l=3", "fastsgd:b=1.1,l=2,levels=optimal",
                                   "fastsgd:b=1.05,tau=200,l=4,levels=optimal", "fastsgd:b=1000,tau=3,l=1"};
     fsgd_sparse_t g = {0}, out = {0};
-    msgbuf_t m = {0};
+    fsgd_outbuf_t m = {0};
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t seed = case_seed(r), s = seed;
         const char *spec = specs[r % (sizeof specs / sizeof *specs)];
@@ -212,7 +207,7 @@ static void test_fastsgd_properties(void)
         CU_ASSERT_EQUAL(st.header_bytes + st.value_bits / 8 + (st.key_bits + 7) / 8, m.len);
         fsgd_codec_destroy(c);
     }
-    free(m.p);
+    free(m.dst);
     fsgd_sparse_free(&g);
     fsgd_sparse_free(&out);
 }
@@ -292,7 +287,7 @@ static void test_other_codecs(void)
     static const char *specs[] = {"none", "none:lz4=1", "logquant", "topk:k=10", "topk:ratio=0.1,ef=0",
                                   "topk:ratio=1"};
     fsgd_sparse_t g = {0}, out = {0};
-    msgbuf_t m = {0};
+    fsgd_outbuf_t m = {0};
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t seed = case_seed(r + 100000), s = seed;
         const char *spec = specs[r % (sizeof specs / sizeof *specs)];
@@ -356,7 +351,7 @@ static void test_other_codecs(void)
         }
         fsgd_codec_destroy(c);
     }
-    free(m.p);
+    free(m.dst);
     fsgd_sparse_free(&g);
     fsgd_sparse_free(&out);
 }
@@ -368,7 +363,7 @@ static void test_error_feedback(void)
     static const char *specs[] = {"fastsgd:ef=1", "fastsgd:b=2,tau=4,ef=1", "logquant:ef=1", "topk:k=5",
                                   "topk:ratio=0.3,ef=1", "fastsgd:levels=optimal,ef=1"};
     fsgd_sparse_t g = {0}, out = {0}, prev = {0}, merged = {0};
-    msgbuf_t m = {0};
+    fsgd_outbuf_t m = {0};
     for (int r = 0; r < 60; r++) {
         uint64_t seed = case_seed(r + 200000), s = seed;
         const char *spec = specs[r % (sizeof specs / sizeof *specs)];
@@ -421,7 +416,7 @@ static void test_error_feedback(void)
         CU_ASSERT_EQUAL(fsgd_codec_residual(c)->n, 0);
         fsgd_codec_destroy(c);
     }
-    free(m.p);
+    free(m.dst);
     fsgd_sparse_free(&g);
     fsgd_sparse_free(&out);
     fsgd_sparse_free(&prev);
@@ -436,7 +431,7 @@ static void test_encode_sent_is_decoded(void)
     static const char *specs[] = {"fastsgd", "fastsgd:levels=optimal,l=3", "fastsgd:b=2,tau=4", "logquant:ef=0",
                                   "topk:k=7,ef=0", "efsign:ef=0", "sketchml:ef=0", "mqgrad:ef=0", "none"};
     fsgd_sparse_t g = {0}, out = {0}, sent = {0};
-    msgbuf_t m = {0};
+    fsgd_outbuf_t m = {0};
     char err[256];
     for (int r = 0; r < 90; r++) {
         uint64_t seed = case_seed(r + 400000), s = seed;
@@ -447,11 +442,11 @@ static void test_encode_sent_is_decoded(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(c);
         size_t need = fsgd_codec_bound(c, g.n);
         if (need > m.cap) {
-            m.p = realloc(m.p, need);
+            m.dst = realloc(m.dst, need);
             m.cap = need;
         }
         CU_ASSERT_EQUAL_FATAL(
-            fsgd_codec_encode_sent(c, g.keys, g.vals, g.n, m.p, m.cap, &m.len, &sent, err, sizeof err), 0);
+            fsgd_codec_encode_sent(c, g.keys, g.vals, g.n, &m, &sent, err, sizeof err), 0);
         CU_ASSERT_EQUAL_FATAL(decode(&m, dim, &out), 0);
         CU_ASSERT_EQUAL(sent.n, out.n);
         size_t n = sent.n < out.n ? sent.n : out.n;
@@ -466,10 +461,10 @@ static void test_encode_sent_is_decoded(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     uint32_t k = 3;
     float v = 1;
-    CU_ASSERT_EQUAL(fsgd_codec_encode_sent(c, &k, &v, 1, m.p, m.cap, &m.len, &sent, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_codec_encode_sent(c, &k, &v, 1, &m, &sent, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "needs ef=0");
     fsgd_codec_destroy(c);
-    free(m.p);
+    free(m.dst);
     fsgd_sparse_free(&g);
     fsgd_sparse_free(&out);
     fsgd_sparse_free(&sent);
@@ -485,7 +480,7 @@ static void test_parts_of_whole(void)
 {
     static const char *specs[] = {"fastsgd", "fastsgd:levels=optimal,l=3", "fastsgd:b=2,tau=4", "fastsgd:b=1.05"};
     fsgd_sparse_t g = {0}, whole = {0}, parts[8] = {{0}}, dec[8] = {{0}}, joined = {0};
-    msgbuf_t m = {0};
+    fsgd_outbuf_t m = {0};
     char err[256];
     int fewer = 0;
     for (int r = 0; r < 120; r++) {
@@ -534,12 +529,12 @@ static void test_parts_of_whole(void)
                                                                                                sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-    msgbuf_t m2 = {0};
+    fsgd_outbuf_t m2 = {0};
     fsgd_codec_set_whole(a, 1e6);
     fsgd_codec_set_whole(a, NAN);
     CU_ASSERT_EQUAL(encode(a, &g, &m), 0);
     CU_ASSERT_EQUAL(encode(b, &g, &m2), 0);
-    CU_ASSERT_TRUE(m.len == m2.len && memcmp(m.p, m2.p, m.len) == 0);
+    CU_ASSERT_TRUE(m.len == m2.len && memcmp(m.dst, m2.dst, m.len) == 0);
     fsgd_codec_t *lq = fsgd_codec_new("logquant", 5000, err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(lq);
     CU_ASSERT_TRUE(isnan(fsgd_codec_whole_scale(lq, g.vals, g.n)));
@@ -547,8 +542,8 @@ static void test_parts_of_whole(void)
     fsgd_codec_destroy(lq);
     fsgd_codec_destroy(a);
     fsgd_codec_destroy(b);
-    free(m2.p);
-    free(m.p);
+    free(m2.dst);
+    free(m.dst);
     fsgd_sparse_free(&g);
     fsgd_sparse_free(&whole);
     fsgd_sparse_free(&joined);
@@ -564,7 +559,7 @@ static void test_corruption_rejected(void)
     static const char *specs[] = {"fastsgd", "fastsgd:levels=optimal,l=3", "none", "none:lz4=1", "logquant",
                                   "topk:k=4"};
     fsgd_sparse_t g = {0}, out = {0};
-    msgbuf_t m = {0};
+    fsgd_outbuf_t m = {0};
     for (int r = 0; r < 24; r++) {
         uint64_t seed = case_seed(r + 300000), s = seed;
         const char *spec = specs[r % (sizeof specs / sizeof *specs)];
@@ -578,14 +573,14 @@ static void test_corruption_rejected(void)
         uint8_t *copy = malloc(m.len);
         size_t accepted = 0;
         for (size_t i = 0; i < m.len; i++) {
-            memcpy(copy, m.p, m.len);
+            memcpy(copy, m.dst, m.len);
             copy[i] ^= (uint8_t)(1 + fsgd_test_rand(&s) % 255);
             int rc = fsgd_codec_decode(copy, m.len, dim, &out, err, sizeof err);
             accepted += rc == 0;
             CU_ASSERT_TRUE(rc < 0 && out.n == 0 && strstr(err, "offset") != NULL);
         }
         for (size_t len = 0; len < m.len; len++) {
-            int rc = fsgd_codec_decode(m.p, len, dim, &out, err, sizeof err);
+            int rc = fsgd_codec_decode(m.dst, len, dim, &out, err, sizeof err);
             accepted += rc == 0;
             CU_ASSERT_TRUE(rc < 0 && strstr(err, "offset") != NULL);
         }
@@ -595,7 +590,7 @@ static void test_corruption_rejected(void)
         free(copy);
         fsgd_codec_destroy(c);
     }
-    free(m.p);
+    free(m.dst);
     fsgd_sparse_free(&g);
     fsgd_sparse_free(&out);
 }

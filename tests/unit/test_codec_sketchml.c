@@ -52,9 +52,9 @@ static void test_bits_per_key_kdd12(void)
     for (int t = 0; t < 2; t++) {
         fsgd_codec_t *c = fsgd_codec_new(specs[t], KDD12_DIM, err, sizeof err);
         CU_ASSERT_FATAL(c != NULL);
-        size_t cap = fsgd_codec_bound(c, n), len;
+        size_t cap = fsgd_codec_bound(c, n);
         uint8_t *msg = malloc(cap);
-        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, msg, cap, &len, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, &(fsgd_outbuf_t){msg, cap, 0}, err, sizeof err), 0);
         fsgd_codec_stats_t st;
         fsgd_codec_last_stats(c, &st);
         bits[t] = (double)st.key_bits / (double)st.n_sent;
@@ -83,9 +83,9 @@ static void test_key_coder_bits_hand_worked(void)
     for (int t = 0; t < 2; t++) {
         fsgd_codec_t *c = fsgd_codec_new(specs[t], 100000, err, sizeof err);
         CU_ASSERT_FATAL(c != NULL);
-        size_t cap = fsgd_codec_bound(c, 5), len;
+        size_t cap = fsgd_codec_bound(c, 5);
         uint8_t *msg = malloc(cap);
-        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, 5, msg, cap, &len, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, 5, &(fsgd_outbuf_t){msg, cap, 0}, err, sizeof err), 0);
         fsgd_codec_stats_t st;
         fsgd_codec_last_stats(c, &st);
         if (t == 0) {
@@ -125,7 +125,9 @@ static void test_roundtrip_never_overestimates(void)
                 n = 1;
             size_t cap = fsgd_codec_bound(c, n), len;
             uint8_t *msg = malloc(cap);
-            CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, msg, cap, &len, err, sizeof err), 0);
+            fsgd_outbuf_t ob = {msg, cap, 0};
+            CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, &ob, err, sizeof err), 0);
+            len = ob.len;
             CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, 100000, &dec, err, sizeof err), 0);
             CU_ASSERT_EQUAL_FATAL(dec.n, n);
             double maxv = 0;
@@ -160,7 +162,9 @@ static void test_minmax_underestimates(void)
     }
     size_t cap = fsgd_codec_bound(c, n), len;
     uint8_t *msg = malloc(cap);
-    CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, msg, cap, &len, err, sizeof err), 0);
+    fsgd_outbuf_t ob = {msg, cap, 0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, &ob, err, sizeof err), 0);
+    len = ob.len;
     fsgd_sparse_t dec = {0};
     CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, 1000000, &dec, err, sizeof err), 0);
     /* bucket values from the message; the bucket of v is the last with value <= v's bucket edge: use the
@@ -200,7 +204,9 @@ static void test_malformed_refused(void)
     float vals[12] = {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, 0.5f};
     uint8_t msg[1024], bad[1024];
     size_t len;
-    CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, 12, msg, sizeof msg, &len, err, sizeof err), 0);
+    fsgd_outbuf_t ob = {msg, sizeof msg, 0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, 12, &ob, err, sizeof err), 0);
+    len = ob.len;
     fsgd_sparse_t dec = {0};
     CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, 70000, &dec, err, sizeof err), 0);
     for (size_t cut = 0; cut < len; cut++)

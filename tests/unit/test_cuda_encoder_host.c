@@ -124,11 +124,13 @@ static int check_one(const char *spec, uint64_t dim, const uint32_t *keys, const
         cap = bound;
     uint8_t *m1 = malloc(bound + 1), *m2 = malloc(bound + 1), *m3 = malloc(bound + 1);
     CU_ASSERT_FATAL(m1 && m2 && m3);
-    size_t l1 = 0, l2 = 0, l3 = 0;
-    int amb = 0, amb2 = 0;
-    int r1 = fsgd_codec_encode(c, keys, vals, n, m1, cap, &l1, err, sizeof err);
-    int r2 = fsgd_fastsgd_device_emulate(e, keys, vals, n, m2, cap, &l2, 0, &amb, err2, sizeof err2);
-    int r3 = fsgd_fastsgd_device_emulate(e2, keys, vals, n, m3, cap, &l3, 1, &amb2, err2, sizeof err2);
+    fsgd_outbuf_t o1 = {m1, cap, 0}, o2 = {m2, cap, 0}, o3 = {m3, cap, 0};
+    fsd_lanes_t tree = {.force = 0}, lanes = {.force = 1};
+    int r1 = fsgd_codec_encode(c, keys, vals, n, &o1, err, sizeof err);
+    int r2 = fsgd_fastsgd_device_emulate(e, keys, vals, n, &o2, &tree, err2, sizeof err2);
+    int r3 = fsgd_fastsgd_device_emulate(e2, keys, vals, n, &o3, &lanes, err2, sizeof err2);
+    size_t l1 = o1.len, l2 = o2.len, l3 = o3.len;
+    int amb = tree.ambiguous, amb2 = lanes.ambiguous;
     int ok = r1 == r2 && r1 == r3 && l1 == l2 && l1 == l3 && (r1 < 0 || (memcmp(m1, m2, l1) == 0 &&
                                                                          memcmp(m1, m3, l1) == 0 &&
                                                                          stats_equal(c, e) && stats_equal(c, e2)));
@@ -227,10 +229,10 @@ static void test_errors_match(void)
         const char *spec = mode ? "fastsgd:levels=optimal,l=3" : "fastsgd:l=2";
         fsgd_codec_t *c = fsgd_codec_new(spec, 1000, err, sizeof err);
         uint8_t buf[4096];
-        size_t len = 0;
-        CU_ASSERT_FATAL(fsgd_codec_encode(c, keys, vals, n, buf, sizeof buf, &len, err, sizeof err) == 0);
+        fsgd_outbuf_t msg = {buf, sizeof buf, 0};
+        CU_ASSERT_FATAL(fsgd_codec_encode(c, keys, vals, n, &msg, err, sizeof err) == 0);
         fsgd_codec_destroy(c);
-        for (size_t cap = 0; cap <= len + 40; cap++)
+        for (size_t cap = 0; cap <= msg.len + 40; cap++)
             CU_ASSERT_TRUE(check_one(spec, 1000, keys, vals, n, cap, &amb));
     }
     float saved = vals[17];
@@ -242,16 +244,14 @@ static void test_errors_match(void)
     vals[17] = saved;
 
     uint8_t out[8192];
-    size_t len = 7;
+    fsgd_outbuf_t msg = {out, sizeof out, 7};
     fsgd_codec_t *ef = fsgd_codec_new("fastsgd:ef=1", 1000, err, sizeof err);
-    CU_ASSERT_EQUAL(fsgd_fastsgd_device_emulate(ef, keys, vals, n, out, sizeof out, &len, 0, NULL, err, sizeof err),
-                    FSGD_E_UNSUPPORTED);
+    CU_ASSERT_EQUAL(fsgd_fastsgd_device_emulate(ef, keys, vals, n, &msg, NULL, err, sizeof err), FSGD_E_UNSUPPORTED);
     FSGD_ASSERT_CONTAINS(err, "ef=1");
-    CU_ASSERT_EQUAL(len, 0);
+    CU_ASSERT_EQUAL(msg.len, 0);
     fsgd_codec_destroy(ef);
     fsgd_codec_t *tk = fsgd_codec_new("topk", 1000, err, sizeof err);
-    CU_ASSERT_EQUAL(fsgd_fastsgd_device_emulate(tk, keys, vals, n, out, sizeof out, &len, 0, NULL, err, sizeof err),
-                    FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_fastsgd_device_emulate(tk, keys, vals, n, &msg, NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "not fastsgd");
     fsgd_codec_destroy(tk);
 }
@@ -267,9 +267,11 @@ static void test_decodes(void)
     for (int it = 0; it < 50; it++) {
         size_t n = make_grad(&st, 1ull << 32, 5000, keys, vals, it % 7 == 5 ? 0 : it % 7);
         fsgd_codec_t *c = fsgd_codec_new(it & 1 ? "fastsgd:levels=optimal" : "fastsgd", 1ull << 32, err, sizeof err);
-        size_t cap = fsgd_codec_bound(c, n), len = 0;
+        size_t cap = fsgd_codec_bound(c, n);
         uint8_t *m = malloc(cap);
-        CU_ASSERT_EQUAL_FATAL(fsgd_fastsgd_device_emulate(c, keys, vals, n, m, cap, &len, 0, NULL, err, sizeof err), 0);
+        fsgd_outbuf_t msg = {m, cap, 0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_fastsgd_device_emulate(c, keys, vals, n, &msg, NULL, err, sizeof err), 0);
+        size_t len = msg.len;
         CU_ASSERT_EQUAL(fsgd_codec_decode(m, len, 1ull << 32, &out, err, sizeof err), 0);
         fsgd_codec_stats_t s;
         fsgd_codec_last_stats(c, &s);

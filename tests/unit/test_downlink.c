@@ -35,17 +35,18 @@ static void check_replicas_agree(const char *spec)
     char err[256];
     fsgd_downlink_t *d = fsgd_downlink_new(spec, DIM, theta, err, sizeof err);
     CU_ASSERT_FATAL(d != NULL && theta && worker && keys);
-    size_t cap = fsgd_downlink_bound(d, DIM), len = 0;
+    size_t cap = fsgd_downlink_bound(d, DIM);
     uint8_t *msg = malloc(cap);
+    fsgd_outbuf_t out = {msg, cap, 0};
     fsgd_sparse_t dec = {0};
     size_t sent_total = 0, touched_total = 0;
     for (int step = 0; step < 200; step++) {
         size_t n = rand_keys(&s, keys, 300, DIM);
         for (size_t i = 0; i < n; i++)
             theta[keys[i]] += 0.01f * frand(&s);
-        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, n, 0, msg, cap, &len, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, n, 0, &out, err, sizeof err), 0);
         /* The worker sees only the bytes. */
-        CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, out.len, DIM, &dec, err, sizeof err), 0);
         CU_ASSERT_EQUAL_FATAL(fsgd_downlink_apply(worker, DIM, &dec, err, sizeof err), 0);
         CU_ASSERT_EQUAL(fsgd_downlink_checksum(worker, DIM), fsgd_downlink_checksum(fsgd_downlink_replica(d), DIM));
         sent_total += dec.n;
@@ -61,8 +62,8 @@ static void check_replicas_agree(const char *spec)
         before = fmax(before, fabs(theta[k] - fsgd_downlink_replica(d)[k]));
     }
     for (int r = 0; r < 60; r++) {
-        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, DIM, 0, msg, cap, &len, err, sizeof err), 0);
-        CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, DIM, 0, &out, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, out.len, DIM, &dec, err, sizeof err), 0);
         CU_ASSERT_EQUAL_FATAL(fsgd_downlink_apply(worker, DIM, &dec, err, sizeof err), 0);
     }
     for (uint32_t k = 0; k < DIM; k++)
@@ -101,9 +102,10 @@ static void test_budget_keeps_largest(void)
     char err[256];
     fsgd_downlink_t *d = fsgd_downlink_new("fastsgd", 100, zero, err, sizeof err);
     CU_ASSERT_FATAL(d != NULL);
-    size_t cap = fsgd_downlink_bound(d, 100), len;
+    size_t cap = fsgd_downlink_bound(d, 100);
     uint8_t *msg = malloc(cap);
-    CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, 100, 10, msg, cap, &len, err, sizeof err), 0);
+    fsgd_outbuf_t out = {msg, cap, 0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, 100, 10, &out, err, sizeof err), 0);
     const fsgd_sparse_t *u = fsgd_downlink_last(d);
     CU_ASSERT(u->n >= 1 && u->n <= 10);
     for (size_t i = 0; i < u->n; i++)
@@ -154,9 +156,10 @@ static void test_budget_selects_exactly(void)
         fsgd_keysort(want, nw);
         fsgd_downlink_t *d = fsgd_downlink_new("topk:ratio=1", DIM, zero, err, sizeof err);
         CU_ASSERT_FATAL(d != NULL);
-        size_t cap = fsgd_downlink_bound(d, n), len;
+        size_t cap = fsgd_downlink_bound(d, n);
         uint8_t *msg = malloc(cap);
-        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, n, budget, msg, cap, &len, err, sizeof err), 0);
+        fsgd_outbuf_t out = {msg, cap, 0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, n, budget, &out, err, sizeof err), 0);
         const fsgd_sparse_t *u = fsgd_downlink_last(d);
         CU_ASSERT_EQUAL(u->n, nw);
         CU_ASSERT(u->n == nw && memcmp(u->keys, want, nw * sizeof *want) == 0);
@@ -180,18 +183,19 @@ static void test_budget_prefers_hot_keys(void)
     char err[256];
     fsgd_downlink_t *d = fsgd_downlink_new("logquant", 20, zero, err, sizeof err);
     CU_ASSERT_FATAL(d != NULL);
-    size_t cap = fsgd_downlink_bound(d, 20), len;
+    size_t cap = fsgd_downlink_bound(d, 20);
     uint8_t *msg = malloc(cap);
+    fsgd_outbuf_t out = {msg, cap, 0};
     for (int step = 0; step < 8; step++) {
         fsgd_downlink_sync(d, zero); /* nothing pending between the warm-up steps */
         for (uint32_t k = 0; k < 10; k++)
             theta[k] = 1.0f;
-        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, 10, 0, msg, cap, &len, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, 10, 0, &out, err, sizeof err), 0);
     }
     fsgd_downlink_sync(d, zero);
     for (uint32_t k = 10; k < 20; k++)
         theta[k] = 4.0f;
-    CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, 20, 10, msg, cap, &len, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(d, theta, keys, 20, 10, &out, err, sizeof err), 0);
     const fsgd_sparse_t *u = fsgd_downlink_last(d);
     CU_ASSERT(u->n >= 1 && u->n <= 10);
     for (size_t i = 0; i < u->n; i++)
@@ -210,11 +214,11 @@ static void test_refuses_lossless_and_bad_keys(void)
     fsgd_downlink_t *d = fsgd_downlink_new("fastsgd", 8, theta, err, sizeof err);
     CU_ASSERT_FATAL(d != NULL);
     uint8_t msg[256];
-    size_t len;
+    fsgd_outbuf_t out = {msg, sizeof msg, 0};
     uint32_t bad[2] = {3, 3};
-    CU_ASSERT_EQUAL(fsgd_downlink_encode(d, theta, bad, 2, 0, msg, sizeof msg, &len, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_downlink_encode(d, theta, bad, 2, 0, &out, err, sizeof err), FSGD_E_ARG);
     uint32_t big[1] = {8};
-    CU_ASSERT_EQUAL(fsgd_downlink_encode(d, theta, big, 1, 0, msg, sizeof msg, &len, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_downlink_encode(d, theta, big, 1, 0, &out, err, sizeof err), FSGD_E_ARG);
     fsgd_sparse_t u = {0};
     CU_ASSERT_EQUAL(fsgd_sparse_reserve(&u, 1), 0);
     u.keys[0] = 1;
@@ -238,31 +242,32 @@ static void test_codec_undo_last(void)
     uint64_t s = fsgd_test_seed() ^ 0x77;
     uint32_t keys[200];
     float vals[200];
-    size_t cap = fsgd_codec_bound(a, 1000), la, lb;
+    size_t cap = fsgd_codec_bound(a, 1000);
     uint8_t *ma = malloc(cap), *mb = malloc(cap);
+    fsgd_outbuf_t oa = {ma, cap, 0}, ob = {mb, cap, 0};
     for (int step = 0; step < 5; step++) { /* the same history on both */
         size_t n = rand_keys(&s, keys, 200, 1000);
         for (size_t i = 0; i < n; i++)
             vals[i] = frand(&s);
-        CU_ASSERT_EQUAL(fsgd_codec_encode(a, keys, vals, n, ma, cap, &la, err, sizeof err), 0);
-        CU_ASSERT_EQUAL(fsgd_codec_encode(b, keys, vals, n, mb, cap, &lb, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(fsgd_codec_encode(a, keys, vals, n, &oa, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(fsgd_codec_encode(b, keys, vals, n, &ob, err, sizeof err), 0);
     }
     size_t n = rand_keys(&s, keys, 200, 1000);
     for (size_t i = 0; i < n; i++)
         vals[i] = frand(&s);
-    CU_ASSERT_EQUAL(fsgd_codec_encode(a, keys, vals, n, ma, cap, &la, err, sizeof err), 0); /* rejected */
+    CU_ASSERT_EQUAL(fsgd_codec_encode(a, keys, vals, n, &oa, err, sizeof err), 0); /* rejected */
     CU_ASSERT_EQUAL(fsgd_codec_undo_last(a), 1);
     CU_ASSERT_EQUAL(fsgd_codec_undo_last(a), 0); /* only once */
     const fsgd_sparse_t *ra = fsgd_codec_residual(a), *rb = fsgd_codec_residual(b);
     CU_ASSERT_EQUAL_FATAL(ra->n, rb->n);
     CU_ASSERT(memcmp(ra->keys, rb->keys, ra->n * sizeof *ra->keys) == 0);
     CU_ASSERT(memcmp(ra->vals, rb->vals, ra->n * sizeof *ra->vals) == 0);
-    CU_ASSERT_EQUAL(fsgd_codec_encode(a, keys, vals, n, ma, cap, &la, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_codec_encode(b, keys, vals, n, mb, cap, &lb, err, sizeof err), 0);
-    CU_ASSERT(la == lb && memcmp(ma, mb, la) == 0);
+    CU_ASSERT_EQUAL(fsgd_codec_encode(a, keys, vals, n, &oa, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_codec_encode(b, keys, vals, n, &ob, err, sizeof err), 0);
+    CU_ASSERT(oa.len == ob.len && memcmp(ma, mb, oa.len) == 0);
     /* Without error feedback there is nothing to restore. */
     fsgd_codec_t *c = fsgd_codec_new("fastsgd:ef=0", 1000, err, sizeof err);
-    CU_ASSERT_EQUAL(fsgd_codec_encode(c, keys, vals, n, ma, cap, &la, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_codec_encode(c, keys, vals, n, &oa, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_codec_undo_last(c), 0);
     fsgd_codec_destroy(a);
     fsgd_codec_destroy(b);

@@ -16,14 +16,16 @@ static int roundtrip(const uint32_t *keys, size_t n, uint64_t dim, size_t *blen)
     uint32_t *out = malloc((n ? n : 1) * sizeof *out);
     char err[256];
     int ok = buf && out && fsgd_keys_encode(keys, n, buf, cap, &len, err, sizeof err) == 0 && len <= cap;
-    uint32_t m = 0;
+    uint32_t m = 0, peeked = 0;
     size_t used = 0;
-    ok = ok && fsgd_keys_decode(buf, len, dim, out, n, &m, &used, err, sizeof err) == 0;
-    ok = ok && m == n && used == len && (n == 0 || memcmp(out, keys, n * sizeof *keys) == 0);
-    /* a block followed by other bytes decodes the same and says its size */
+    ok = ok && fsgd_keys_decode(buf, len, dim, out, n, &m, err, sizeof err) == 0;
+    ok = ok && m == n && (n == 0 || memcmp(out, keys, n * sizeof *keys) == 0);
+    ok = ok && fsgd_keys_peek(buf, len, dim, &peeked, &used, err, sizeof err) == 0 && peeked == n && used == len;
+    /* a block followed by other bytes decodes the same, and peek says its size */
     if (ok && len + 3 <= cap) {
         memset(buf + len, 0xAB, 3);
-        ok = fsgd_keys_decode(buf, len + 3, dim, out, n, &m, &used, err, sizeof err) == 0 && used == len;
+        ok = fsgd_keys_decode(buf, len + 3, dim, out, n, &m, err, sizeof err) == 0 && m == n &&
+             fsgd_keys_peek(buf, len + 3, dim, &peeked, &used, err, sizeof err) == 0 && used == len;
     }
     if (blen)
         *blen = len;
@@ -88,42 +90,42 @@ static void test_keys_rejects(void)
         keys[i] = (uint32_t)(i * i * 3 + (i & 1));
     uint8_t buf[512], bad[512];
     uint32_t out[64], m;
-    size_t len, used;
+    size_t len;
     char err[256];
     CU_ASSERT_EQUAL(fsgd_keys_encode(keys, 64, buf, sizeof buf, &len, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_keys_decode(buf, len, 20000, out, 64, &m, &used, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_keys_decode(buf, len, 20000, out, 64, &m, err, sizeof err), 0);
     /* every truncation */
     for (size_t k = 0; k < len; k++)
-        CU_ASSERT(fsgd_keys_decode(buf, k, 20000, out, 64, &m, &used, err, sizeof err) < 0);
+        CU_ASSERT(fsgd_keys_decode(buf, k, 20000, out, 64, &m, err, sizeof err) < 0);
     /* a key at or above dim */
-    CU_ASSERT_EQUAL(fsgd_keys_decode(buf, len, keys[63], out, 64, &m, &used, err, sizeof err), FSGD_E_RANGE);
+    CU_ASSERT_EQUAL(fsgd_keys_decode(buf, len, keys[63], out, 64, &m, err, sizeof err), FSGD_E_RANGE);
     FSGD_ASSERT_CONTAINS(err, "dim");
     /* no room */
-    CU_ASSERT_EQUAL(fsgd_keys_decode(buf, len, 20000, out, 63, &m, &used, err, sizeof err), FSGD_E_NOSPACE);
+    CU_ASSERT_EQUAL(fsgd_keys_decode(buf, len, 20000, out, 63, &m, err, sizeof err), FSGD_E_NOSPACE);
     /* count larger than dim, reserved bytes, l, decreasing lengths */
     memcpy(bad, buf, len);
     fsgd_le_put32(bad, 30000);
-    CU_ASSERT(fsgd_keys_decode(bad, len, 20000, out, 64, &m, &used, err, sizeof err) < 0);
+    CU_ASSERT(fsgd_keys_decode(bad, len, 20000, out, 64, &m, err, sizeof err) < 0);
     memcpy(bad, buf, len);
     bad[10] = 1;
-    CU_ASSERT_EQUAL(fsgd_keys_decode(bad, len, 20000, out, 64, &m, &used, err, sizeof err), FSGD_E_FORMAT);
+    CU_ASSERT_EQUAL(fsgd_keys_decode(bad, len, 20000, out, 64, &m, err, sizeof err), FSGD_E_FORMAT);
     memcpy(bad, buf, len);
     bad[8] = 6;
-    CU_ASSERT_EQUAL(fsgd_keys_decode(bad, len, 20000, out, 64, &m, &used, err, sizeof err), FSGD_E_FORMAT);
+    CU_ASSERT_EQUAL(fsgd_keys_decode(bad, len, 20000, out, 64, &m, err, sizeof err), FSGD_E_FORMAT);
     if (buf[8] >= 1) {
         memcpy(bad, buf, len);
         bad[FSGD_KEYS_HEADER] = 33;
-        CU_ASSERT(fsgd_keys_decode(bad, len, 20000, out, 64, &m, &used, err, sizeof err) < 0);
+        CU_ASSERT(fsgd_keys_decode(bad, len, 20000, out, 64, &m, err, sizeof err) < 0);
     }
     /* one key fewer in the count: the stream is not used exactly */
     memcpy(bad, buf, len);
     fsgd_le_put32(bad, 63);
-    CU_ASSERT_EQUAL(fsgd_keys_decode(bad, len, 20000, out, 64, &m, &used, err, sizeof err), FSGD_E_FORMAT);
+    CU_ASSERT_EQUAL(fsgd_keys_decode(bad, len, 20000, out, 64, &m, err, sizeof err), FSGD_E_FORMAT);
     /* any bit flip either fails or still gives strictly increasing keys < dim */
     for (size_t k = 0; k < len * 8; k++) {
         memcpy(bad, buf, len);
         bad[k / 8] ^= (uint8_t)(1u << (k % 8));
-        if (fsgd_keys_decode(bad, len, 20000, out, 64, &m, &used, err, sizeof err) == 0)
+        if (fsgd_keys_decode(bad, len, 20000, out, 64, &m, err, sizeof err) == 0)
             for (uint32_t i = 0; i < m; i++)
                 CU_ASSERT(out[i] < 20000 && (i == 0 || out[i] > out[i - 1]));
     }

@@ -9,6 +9,7 @@
 #include "fsgd/libsvm.h"
 #include "fsgd/loss.h"
 #include "testlib.h"
+#include "loss_testing.h"
 
 static double urand(uint64_t *s) { return (double)(fsgd_test_rand(s) >> 11) / 9007199254740992.0; }
 

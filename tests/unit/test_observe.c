@@ -8,6 +8,7 @@
 #include "fsgd/observe.h"
 #include "fsgd/trace.h"
 #include "testlib.h"
+#include "observe_testing.h"
 
 static void test_trace_thinning(void)
 {

@@ -12,6 +12,7 @@
 #include "fsgd/error.h"
 #include "fsgd/prom.h"
 #include "testlib.h"
+#include "observe_testing.h"
 
 static void test_render_exact(void)
 {

@@ -49,8 +49,9 @@ static fsgd_sagg_t *reduce(const char *spec, const fsgd_sparse_t g[SENDERS])
         CU_ASSERT_PTR_NOT_NULL_FATAL(w);
         size_t cap = fsgd_sworker_bound(w, g[s].n), len = 0;
         uint8_t *msg = malloc(cap);
-        CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w, g[s].keys, g[s].vals, g[s].n, 10, msg, cap, &len, err,
-                                                  sizeof err), 0);
+        fsgd_outbuf_t ob = {msg, cap, 0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w, g[s].keys, g[s].vals, g[s].n, 10, &ob, err, sizeof err), 0);
+        len = ob.len;
         CU_ASSERT_EQUAL_FATAL(fsgd_sagg_add(a, (uint32_t)s, msg, len, 1e9, NULL, err, sizeof err), 0);
         free(msg);
         fsgd_sworker_destroy(w);

@@ -122,7 +122,9 @@ static void check_step(const char *spec)
             size_t cap = fsgd_sworker_bound(w[i], g.n), len = 0, entries = 0;
             uint8_t *msg = malloc(cap);
             CU_ASSERT_FATAL(msg != NULL);
-            CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w[i], g.keys, g.vals, g.n, 10, msg, cap, &len, err, sizeof err), 0);
+            fsgd_outbuf_t ob = {msg, cap, 0};
+            CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w[i], g.keys, g.vals, g.n, 10, &ob, err, sizeof err), 0);
+            len = ob.len;
             CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
             for (size_t k = 0; k < dec.n; k++)
                 want[dec.keys[k]] += dec.vals[k];
@@ -172,14 +174,14 @@ static void test_not_applied_restores_residual(void)
     CU_ASSERT_FATAL(w != NULL);
     fsgd_sparse_t g = {0};
     uint8_t *msg = malloc(fsgd_sworker_bound(w, DIM));
-    size_t len;
+    fsgd_outbuf_t out = {msg, fsgd_sworker_bound(w, DIM), 0};
     random_grad(&rng, 400, &g);
-    CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w, g.keys, g.vals, g.n, 1, msg, fsgd_sworker_bound(w, DIM), &len, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w, g.keys, g.vals, g.n, 1, &out, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_sworker_after_step(w, 1, NULL, 0, err, sizeof err), 0);
     size_t kept = fsgd_sworker_residual_entries(w);
     CU_ASSERT(kept > 0 && kept < g.n);
     random_grad(&rng, 400, &g);
-    CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w, g.keys, g.vals, g.n, 1, msg, fsgd_sworker_bound(w, DIM), &len, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w, g.keys, g.vals, g.n, 1, &out, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_sworker_after_step(w, 0, NULL, 0, err, sizeof err), 1);
     CU_ASSERT_EQUAL(fsgd_sworker_residual_entries(w), kept); /* back to before that message */
     CU_ASSERT_EQUAL(fsgd_sworker_after_step(w, 0, NULL, 0, err, sizeof err), 0); /* nothing left to undo */
@@ -203,7 +205,9 @@ static void test_add_rejects(void)
     float vals[2] = {0.5f, 40.0f};
     uint8_t msg[256];
     size_t len;
-    CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w, keys, vals, 2, 1, msg, sizeof msg, &len, err, sizeof err), 0);
+    fsgd_outbuf_t ob = {msg, sizeof msg, 0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w, keys, vals, 2, 1, &ob, err, sizeof err), 0);
+    len = ob.len;
     CU_ASSERT_EQUAL(fsgd_sagg_add(a, 1, msg, len, 10.0, NULL, err, sizeof err), FSGD_E_RANGE);
     FSGD_ASSERT_CONTAINS(err, "key 9");
     msg[len / 2] ^= 0x40;

@@ -47,9 +47,12 @@ static void check_sides_agree(const char *strategy, const char *job_downlink, co
         for (size_t i = 0; i < n; i++)
             theta[keys[i]] += 0.01f * frand(&s);
         size_t budget = step % 3 ? n / 2 + 1 : 0, len = 0, ref_len = 0;
-        CU_ASSERT_EQUAL_FATAL(fsgd_sagg_downlink_encode(a, theta, keys, n, budget, msg, cap, &len, err, sizeof err), 0);
-        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(ref, theta, keys, n, budget, ref_msg, cap, &ref_len, err, sizeof err),
-                              0);
+        fsgd_outbuf_t ob = {msg, cap, 0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_sagg_downlink_encode(a, theta, keys, n, budget, &ob, err, sizeof err), 0);
+        len = ob.len;
+        fsgd_outbuf_t obref = {ref_msg, cap, 0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(ref, theta, keys, n, budget, &obref, err, sizeof err), 0);
+        ref_len = obref.len;
         CU_ASSERT_EQUAL_FATAL(len, ref_len);
         CU_ASSERT_FATAL(memcmp(msg, ref_msg, len) == 0);
         CU_ASSERT_EQUAL(fsgd_sagg_downlink_check(a), fsgd_downlink_checksum(fsgd_downlink_replica(ref), DIM));

@@ -138,7 +138,9 @@ static void test_codec_blockwise(void)
                 vals[n / 2] = 0; /* an exact zero is not sent */
             size_t cap = fsgd_codec_bound(c, n), len;
             uint8_t *msg = malloc(cap);
-            CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, msg, cap, &len, err, sizeof err), 0);
+            fsgd_outbuf_t ob = {msg, cap, 0};
+            CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, n, &ob, err, sizeof err), 0);
+            len = ob.len;
             CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
             size_t nz = 0;
             for (size_t i = 0; i < n; i++)
@@ -171,7 +173,9 @@ static void test_codec_rejects_malformed(void)
     float vals[11] = {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11};
     uint8_t msg[512], bad[512];
     size_t len;
-    CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, 11, msg, sizeof msg, &len, err, sizeof err), 0);
+    fsgd_outbuf_t ob = {msg, sizeof msg, 0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, keys, vals, 11, &ob, err, sizeof err), 0);
+    len = ob.len;
     fsgd_sparse_t dec = {0};
     for (size_t cut = 0; cut < len; cut++)
         CU_ASSERT(fsgd_codec_decode(msg, cut, 1000, &dec, err, sizeof err) < 0);
@@ -224,8 +228,12 @@ static void test_codec_layouts_agree(void)
             vals[i] = ldexpf(vals[i], -(int)(fsgd_test_rand(&s) % 8));
         size_t cap = fsgd_codec_bound(ck, n) + fsgd_codec_bound(ci, n), l1 = 0, l2 = 0;
         uint8_t *m1 = malloc(cap), *m2 = malloc(cap);
-        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(ck, keys, vals, n, m1, cap, &l1, err, sizeof err), 0);
-        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(ci, keys, vals, n, m2, cap, &l2, err, sizeof err), 0);
+        fsgd_outbuf_t ob1 = {m1, cap, 0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(ck, keys, vals, n, &ob1, err, sizeof err), 0);
+        l1 = ob1.len;
+        fsgd_outbuf_t ob2 = {m2, cap, 0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(ci, keys, vals, n, &ob2, err, sizeof err), 0);
+        l2 = ob2.len;
         CU_ASSERT(l1 <= fsgd_codec_bound(ck, n));
         CU_ASSERT_EQUAL(m1[24 + 9], 1);
         CU_ASSERT_EQUAL(m2[24 + 9], 0);
@@ -337,7 +345,9 @@ static void run_two_way(int lazy)
         for (int i = 0; i < P; i++) {
             size_t n = rand_grad(&s, keys, vals, 150), len = 0, rlen = 0;
             uint64_t rows = 1 + fsgd_test_rand(&s) % 4;
-            CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w[i], keys, vals, n, rows, msg, cap, &len, err, sizeof err), 0);
+            fsgd_outbuf_t ob = {msg, cap, 0};
+            CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w[i], keys, vals, n, rows, &ob, err, sizeof err), 0);
+            len = ob.len;
             /* the reference, over K = keys(g) (lazy) or every key with m or e nonzero */
             size_t nk = 0, gi = 0;
             ref[i].t++;
@@ -358,7 +368,9 @@ static void run_two_way(int lazy)
                 pv[nk++] = lr * (mu * mn + g) + ref[i].e[k];
                 ref[i].m[k] = mn;
             }
-            CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(rc, pk, pv, nk, rmsg, cap, &rlen, err, sizeof err), 0);
+            fsgd_outbuf_t obr = {rmsg, cap, 0};
+            CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(rc, pk, pv, nk, &obr, err, sizeof err), 0);
+            rlen = obr.len;
             if (rlen != len || memcmp(rmsg, msg, len))
                 mismatch++;
             CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
@@ -388,7 +400,9 @@ static void run_two_way(int lazy)
         memcpy(before, rho, DIM * sizeof *before);
         size_t dlen = 0, nt = dec.n;
         memcpy(pk, dec.keys, nt * 4);
-        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(dl, theta, pk, nt, 0, down, cap, &dlen, err, sizeof err), 0);
+        fsgd_outbuf_t obd = {down, cap, 0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_downlink_encode(dl, theta, pk, nt, 0, &obd, err, sizeof err), 0);
+        dlen = obd.len;
         const fsgd_sparse_t *u = fsgd_downlink_last(dl);
         check_size(down, dlen, u->n, B);
         /* ẽ' = Δ − C(Δ): θ − ρ after = (θ − ρ before) − decoded downlink */
@@ -407,13 +421,15 @@ static void run_two_way(int lazy)
     if (worst_server > 2)
         fprintf(stderr, "\n  server EF off by %g ulp\n", worst_server);
     /* a message not applied: momentum and residual as before it */
-    size_t n = rand_grad(&s, keys, vals, 150), len, len2;
+    size_t n = rand_grad(&s, keys, vals, 150);
     size_t before_res = fsgd_sworker_residual_entries(w[0]);
-    CU_ASSERT_EQUAL(fsgd_sworker_encode(w[0], keys, vals, n, 1, msg, cap, &len, err, sizeof err), 0);
+    fsgd_outbuf_t first = {msg, cap, 0}, again = {rmsg, cap, 0};
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w[0], keys, vals, n, 1, &first, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_sworker_after_step(w[0], 0, NULL, 0, err, sizeof err), 1);
     CU_ASSERT_EQUAL(fsgd_sworker_residual_entries(w[0]), before_res);
-    CU_ASSERT_EQUAL(fsgd_sworker_encode(w[0], keys, vals, n, 1, rmsg, cap, &len2, err, sizeof err), 0);
-    CU_ASSERT(len == len2 && !memcmp(msg, rmsg, len)); /* the same step again gives the same message */
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w[0], keys, vals, n, 1, &again, err, sizeof err), 0);
+    /* the same step again gives the same message */
+    CU_ASSERT(first.len == again.len && !memcmp(msg, rmsg, first.len));
     for (int i = 0; i < P; i++)
         fsgd_sworker_destroy(w[i]);
     fsgd_sagg_destroy(a);

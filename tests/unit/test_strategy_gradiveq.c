@@ -119,7 +119,9 @@ static int rig_step(rig_t *r, uint64_t step, int cold, int solo, double *sum1, d
             memcpy(last_k, k, sizeof k), memcpy(last_v, v, sizeof v), last_n = n;
         for (size_t j = 0; j < HOT; j++)
             total[j] += v[j];
-        CU_ASSERT_FATAL(fsgd_sworker_encode(r->w[i], k, v, n, 10, r->msg[i], r->cap, &r->len[i], err, sizeof err) == 0);
+        fsgd_outbuf_t ob = {r->msg[i], r->cap, 0};
+        CU_ASSERT_FATAL(fsgd_sworker_encode(r->w[i], k, v, n, 10, &ob, err, sizeof err) == 0);
+        r->len[i] = ob.len;
         CU_ASSERT_EQUAL(fsgd_sagg_add(r->agg, (uint32_t)i, r->msg[i], r->len[i], 1e30, NULL, err, sizeof err), 0);
         if (!solo)
             CU_ASSERT_EQUAL(fsgd_sagg_add(r->agg2, (uint32_t)i, r->msg[i], r->len[i], 1e30, NULL, err, sizeof err), 0);
@@ -129,7 +131,9 @@ static int rig_step(rig_t *r, uint64_t step, int cold, int solo, double *sum1, d
         for (uint32_t j = 0; j < HOT; j++)
             k[j] = j, v[j] = total[j];
         n = HOT;
-        CU_ASSERT_FATAL(fsgd_sworker_encode(r->solo, k, v, n, 10 * P, r->smsg, r->cap, &r->slen, err, sizeof err) == 0);
+        fsgd_outbuf_t obs = {r->smsg, r->cap, 0};
+        CU_ASSERT_FATAL(fsgd_sworker_encode(r->solo, k, v, n, 10 * P, &obs, err, sizeof err) == 0);
+        r->slen = obs.len;
         CU_ASSERT_EQUAL(fsgd_sagg_add(r->agg2, 0, r->smsg, r->slen, 1e30, NULL, err, sizeof err), 0);
     }
     fsgd_step_info_t info = {step, 10 * P, 1, 0.01, P};
@@ -221,7 +225,9 @@ static void test_malformed(void)
     char err[256];
     size_t n = gen(&r.g[0], 1, k, v), len = 0;
     uint8_t *m = malloc(r.cap), *b = malloc(r.cap);
-    CU_ASSERT_FATAL(fsgd_sworker_encode(r.w[0], k, v, n, 10, m, r.cap, &len, err, sizeof err) == 0);
+    fsgd_outbuf_t ob = {m, r.cap, 0};
+    CU_ASSERT_FATAL(fsgd_sworker_encode(r.w[0], k, v, n, 10, &ob, err, sizeof err) == 0);
+    len = ob.len;
     CU_ASSERT_EQUAL(m[5], 1);
     memcpy(b, m, len), b[0] = 'X';
     expect_add(r.agg, b, len, "magic");
@@ -503,7 +509,9 @@ static void test_golden(void)
     float v1[1] = {2.0f};
     uint8_t m[512];
     size_t ml = 0;
-    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k1, v1, 1, 1, m, sizeof m, &ml, err, sizeof err), 0);
+    fsgd_outbuf_t obml = {m, sizeof m, 0};
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k1, v1, 1, 1, &obml, err, sizeof err), 0);
+    ml = obml.len;
     fsgd_gv_msg_t g;
     CU_ASSERT_EQUAL_FATAL(fsgd_gv_msg_parse(m, ml, DIM, &g, err, sizeof err), 0);
     CU_ASSERT(g.mode == 1 && g.basis == basis && g.d == d);

@@ -83,9 +83,9 @@ static void run_gtopk(int P, const char *spec, size_t k)
             size_t n = rand_grad(&s, keys, vals, 40);
             for (size_t j = 0; j < n; j++)
                 gsum[keys[j]] += vals[j];
-            CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w[i], keys, vals, n, 1, msg[i], fsgd_sworker_bound(w[i], n),
-                                                      &len[i], err, sizeof err),
-                                  0);
+            fsgd_outbuf_t ob = {msg[i], fsgd_sworker_bound(w[i], n), 0};
+            CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w[i], keys, vals, n, 1, &ob, err, sizeof err), 0);
+            len[i] = ob.len;
             CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg[i], len[i], DIM, &dec, err, sizeof err), 0);
             CU_ASSERT(dec.n <= k);
             for (size_t j = 0; j < dec.n; j++)
@@ -132,9 +132,9 @@ static void run_gtopk(int P, const char *spec, size_t k)
     double *res = calloc(DIM, sizeof *res);
     for (int i = 0; i < P; i++) {
         for (int guard = 0; guard < DIM && fsgd_sworker_residual_entries(w[i]) > 0; guard++) {
-            CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w[i], keys, vals, 0, 1, msg[i], fsgd_sworker_bound(w[i], 0),
-                                                      &len[i], err, sizeof err),
-                                  0);
+            fsgd_outbuf_t ob = {msg[i], fsgd_sworker_bound(w[i], 0), 0};
+            CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w[i], keys, vals, 0, 1, &ob, err, sizeof err), 0);
+            len[i] = ob.len;
             CU_ASSERT_EQUAL_FATAL(fsgd_sagg_add(a, 0, msg[i], len[i], 1e30, NULL, err, sizeof err), 0);
             CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg[i], len[i], DIM, &dec, err, sizeof err), 0);
             for (size_t j = 0; j < dec.n; j++)
@@ -186,13 +186,13 @@ static void test_not_applied_restores(void)
     uint32_t keys[5] = {1, 5, 9, 20, 40};
     float vals[5] = {1, -5, 3, 0.5f, -2};
     uint8_t msg[256];
-    size_t len;
-    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, keys, vals, 5, 1, msg, sizeof msg, &len, err, sizeof err), 0);
+    fsgd_outbuf_t out = {msg, sizeof msg, 0};
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, keys, vals, 5, 1, &out, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_sworker_residual_entries(w), 3);
     CU_ASSERT_EQUAL(fsgd_sworker_after_step(w, 0, NULL, 0, err, sizeof err), 1);
     CU_ASSERT_EQUAL(fsgd_sworker_residual_entries(w), 0);
     /* applied with no section: refused, state kept */
-    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, keys, vals, 5, 1, msg, sizeof msg, &len, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, keys, vals, 5, 1, &out, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_sworker_after_step(w, 1, NULL, 0, err, sizeof err), FSGD_E_FORMAT);
     FSGD_ASSERT_CONTAINS(err, "gtopk section");
     fsgd_sworker_destroy(w);
@@ -208,7 +208,9 @@ static void test_bad_sections_refused(void)
     float vals[6] = {1, -5, 3, 0.5f, -2, 7};
     uint8_t msg[256], sec[256];
     size_t len, slen;
-    CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w, keys, vals, 6, 1, msg, sizeof msg, &len, err, sizeof err), 0);
+    fsgd_outbuf_t ob = {msg, sizeof msg, 0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_sworker_encode(w, keys, vals, 6, 1, &ob, err, sizeof err), 0);
+    len = ob.len;
     CU_ASSERT_EQUAL_FATAL(fsgd_sagg_add(a, 0, msg, len, 1e30, NULL, err, sizeof err), 0);
     CU_ASSERT_FATAL(fsgd_sagg_take(a, NULL, err, sizeof err) != NULL);
     const uint8_t *s = fsgd_sagg_section(a, &slen);

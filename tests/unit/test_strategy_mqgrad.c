@@ -67,7 +67,9 @@ static void test_codec_definition(void)
         CU_ASSERT_EQUAL(fsgd_codec_id(c), 7);
         size_t n = make_grad(&seed, k, v, 500), cap = fsgd_codec_bound(c, n), len = 0;
         uint8_t *msg = malloc(cap);
-        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, k, v, n, msg, cap, &len, err, sizeof err), 0);
+        fsgd_outbuf_t ob = {msg, cap, 0};
+        CU_ASSERT_EQUAL_FATAL(fsgd_codec_encode(c, k, v, n, &ob, err, sizeof err), 0);
+        len = ob.len;
         CU_ASSERT_EQUAL(fsgd_mqgrad_message_bits(msg, len), bits);
         CU_ASSERT_EQUAL_FATAL(fsgd_codec_decode(msg, len, DIM, &dec, err, sizeof err), 0);
         reference(v, n, bits, ref);
@@ -94,7 +96,9 @@ static void test_codec_definition(void)
         CU_ASSERT_EQUAL(j, dec.n);
         /* the set bits change what goes out, and the header says so */
         CU_ASSERT_EQUAL(fsgd_mqgrad_set_bits(c, bits == 2 ? 3 : 2), 0);
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, n, msg, cap, &len, err, sizeof err), 0);
+        ob = (fsgd_outbuf_t){msg, cap, 0};
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, k, v, n, &ob, err, sizeof err), 0);
+        len = ob.len;
         CU_ASSERT_EQUAL(fsgd_mqgrad_message_bits(msg, len), bits == 2 ? 3 : 2);
         CU_ASSERT_EQUAL(fsgd_mqgrad_set_bits(c, 1), FSGD_E_ARG);
         CU_ASSERT_EQUAL(fsgd_mqgrad_set_bits(c, 17), FSGD_E_ARG);
@@ -130,7 +134,9 @@ static void test_codec_malformed(void)
     fsgd_codec_t *c = fsgd_codec_new("mqgrad:bits=3", DIM, err, sizeof err);
     size_t n = make_grad(&seed, k, v, 60), cap = fsgd_codec_bound(c, n), len = 0;
     uint8_t *msg = malloc(cap), *m = malloc(cap);
-    CU_ASSERT_FATAL(fsgd_codec_encode(c, k, v, n, msg, cap, &len, err, sizeof err) == 0);
+    fsgd_outbuf_t ob = {msg, cap, 0};
+    CU_ASSERT_FATAL(fsgd_codec_encode(c, k, v, n, &ob, err, sizeof err) == 0);
+    len = ob.len;
     memcpy(m, msg, len), m[24] = 1, reseal(m, len);
     expect_bad(m, len, "mqgrad.bits");
     memcpy(m, msg, len), m[24] = 17, reseal(m, len);
@@ -196,11 +202,15 @@ static void test_section(void)
     float v[3] = {0.5f, -1.0f, 0.25f};
     uint8_t msg[256];
     size_t len;
-    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k, v, 3, 1, msg, sizeof msg, &len, err, sizeof err), 0);
+    fsgd_outbuf_t ob = {msg, sizeof msg, 0};
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k, v, 3, 1, &ob, err, sizeof err), 0);
+    len = ob.len;
     CU_ASSERT_EQUAL(fsgd_mqgrad_message_bits(msg, len), 2);
     uint8_t sec[4] = {1, 6, 0, 0};
     CU_ASSERT_EQUAL(fsgd_sworker_after_step(w, 1, sec, 4, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k, v, 3, 1, msg, sizeof msg, &len, err, sizeof err), 0);
+    ob = (fsgd_outbuf_t){msg, sizeof msg, 0};
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k, v, 3, 1, &ob, err, sizeof err), 0);
+    len = ob.len;
     CU_ASSERT_EQUAL(fsgd_mqgrad_message_bits(msg, len), 6);
     const struct {
         uint8_t b[5];
@@ -217,7 +227,9 @@ static void test_section(void)
         FSGD_ASSERT_CONTAINS(err, bad[i].field);
         FSGD_ASSERT_CONTAINS(err, "offset");
     }
-    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k, v, 3, 1, msg, sizeof msg, &len, err, sizeof err), 0);
+    ob = (fsgd_outbuf_t){msg, sizeof msg, 0};
+    CU_ASSERT_EQUAL(fsgd_sworker_encode(w, k, v, 3, 1, &ob, err, sizeof err), 0);
+    len = ob.len;
     CU_ASSERT_EQUAL(fsgd_mqgrad_message_bits(msg, len), 6);
     fsgd_sworker_destroy(w);
 }
@@ -425,13 +437,14 @@ static void mq_golden_write(void)
         mq_golden_input(gc, k, v);
         fsgd_codec_t *c = fsgd_codec_new(gc->spec, gc->dim, err, sizeof err);
         uint8_t buf[8192];
-        size_t len = 0;
+        fsgd_outbuf_t msg = {buf, sizeof buf, 0};
         fsgd_sparse_t out = {0};
-        if (!c || fsgd_codec_encode(c, k, v, gc->n, buf, sizeof buf, &len, err, sizeof err) ||
-            fsgd_codec_decode(buf, len, gc->dim, &out, err, sizeof err)) {
+        if (!c || fsgd_codec_encode(c, k, v, gc->n, &msg, err, sizeof err) ||
+            fsgd_codec_decode(buf, msg.len, gc->dim, &out, err, sizeof err)) {
             fprintf(stderr, "golden %s: %s\n", gc->name, err);
             exit(1);
         }
+        size_t len = msg.len;
         snprintf(path, sizeof path, GOLDEN_DIR "/%s.bin", gc->name);
         fsgd_test_write_file(path, buf, len);
         snprintf(path, sizeof path, "tests/fuzz/corpus/mqgrad/golden_%s", gc->name);
@@ -509,7 +522,9 @@ static void test_golden(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(c);
         uint8_t buf[8192];
         size_t len2 = 0;
-        CU_ASSERT_EQUAL(fsgd_codec_encode(c, in.keys, in.vals, in.n, buf, sizeof buf, &len2, err, sizeof err), 0);
+        fsgd_outbuf_t ob2 = {buf, sizeof buf, 0};
+        CU_ASSERT_EQUAL(fsgd_codec_encode(c, in.keys, in.vals, in.n, &ob2, err, sizeof err), 0);
+        len2 = ob2.len;
         CU_ASSERT_TRUE(len2 == len && memcmp(buf, bin, len) == 0);
         fsgd_codec_destroy(c);
         fsgd_sparse_free(&out), fsgd_sparse_free(&in), fsgd_sparse_free(&want);

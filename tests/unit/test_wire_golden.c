@@ -56,7 +56,9 @@ static void build(fsgd_wire_buf_t *up, fsgd_wire_buf_t *down)
     fixed_vector(k, v, 40, 0);
     fsgd_codec_t *c = fsgd_codec_new("fastsgd:b=1.1,tau=128,l=2,ef=0", DIM, err, sizeof err);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(fsgd_codec_encode(c, k, v, 40, msg, sizeof msg, &len, err, sizeof err) == 0);
+    fsgd_outbuf_t ob = {msg, sizeof msg, 0};
+    CU_ASSERT_FATAL(fsgd_codec_encode(c, k, v, 40, &ob, err, sizeof err) == 0);
+    len = ob.len;
     fsgd_wire_range_t r = {.part = 1, .start = 101, .end = 151};
     fsgd_wire_grad_t g = {.epoch = 2, .nranges = 1, .rows = 50, .loss_sum = 31.25, .t_grad = 0.5, .t_encode = 0.25,
                           .raw_entries = 40, .ranges = &r, .codec = msg, .codec_len = (uint32_t)len};
@@ -68,7 +70,9 @@ static void build(fsgd_wire_buf_t *up, fsgd_wire_buf_t *down)
     up->n = fsgd_kframe_write(up->p, &f, NULL);
 
     fixed_vector(k, v, 40, 5);
-    CU_ASSERT_FATAL(fsgd_codec_encode(c, k, v, 40, msg, sizeof msg, &len, err, sizeof err) == 0);
+    ob = (fsgd_outbuf_t){msg, sizeof msg, 0};
+    CU_ASSERT_FATAL(fsgd_codec_encode(c, k, v, 40, &ob, err, sizeof err) == 0);
+    len = ob.len;
     fsgd_wire_state_t s = {0};
     state(&s);
     body.n = 0;

@@ -79,15 +79,14 @@ int fsgd_backend_apply(fsgd_backend_t *b, const uint32_t *keys, const float *val
 }
 
 int fsgd_backend_gradient_encoded(fsgd_backend_t *b, const fsgd_grad_request_t *req, fsgd_codec_t *codec,
-                                  uint8_t *out, size_t cap, size_t *out_len, double *loss_sum, char *err,
-                                  size_t errsz)
+                                  fsgd_outbuf_t *out, double *loss_sum, char *err, size_t errsz)
 {
-    *out_len = 0;
+    out->len = 0;
     if (b->ops->gradient_encoded)
-        return b->ops->gradient_encoded(b->state, req, codec, out, cap, out_len, loss_sum, err, errsz);
+        return b->ops->gradient_encoded(b->state, req, codec, out, loss_sum, err, errsz);
     double loss = 0;
     FSGD_TRY(b->ops->gradient(b->state, req, &b->grad, &loss, err, errsz));
-    FSGD_TRY(fsgd_codec_encode(codec, b->grad.keys, b->grad.vals, b->grad.n, out, cap, out_len, err, errsz));
+    FSGD_TRY(fsgd_codec_encode(codec, b->grad.keys, b->grad.vals, b->grad.n, out, err, errsz));
     *loss_sum += loss;
     return FSGD_E_OK;
 }

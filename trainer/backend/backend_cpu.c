@@ -269,14 +269,14 @@ static int cpu_apply(void *p, const uint32_t *keys, const float *vals, size_t n,
 }
 
 /* The gradient, then the codec library's encoder. */
-static int cpu_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_codec_t *codec, uint8_t *out,
-                                size_t cap, size_t *out_len, double *loss_sum, char *err, size_t errsz)
+static int cpu_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_codec_t *codec, fsgd_outbuf_t *out,
+                                double *loss_sum, char *err, size_t errsz)
 {
     cpu_state_t *s = p;
     double loss = 0;
-    *out_len = 0;
+    out->len = 0;
     FSGD_TRY(cpu_gradient(s, req, &s->grad, &loss, err, errsz));
-    FSGD_TRY(fsgd_codec_encode(codec, s->grad.keys, s->grad.vals, s->grad.n, out, cap, out_len, err, errsz));
+    FSGD_TRY(fsgd_codec_encode(codec, s->grad.keys, s->grad.vals, s->grad.n, out, err, errsz));
     *loss_sum += loss;
     return FSGD_E_OK;
 }

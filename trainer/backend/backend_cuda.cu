@@ -1070,13 +1070,12 @@ __global__ void k_fsd_pack(const uint32_t *delta, size_t d, fsd_keytab_t tab, co
 }
 
 /* The host path for codecs the device does not encode. */
-static int encode_on_host(cuda_state_t *s, const fsgd_grad_request_t *req, fsgd_codec_t *codec, uint8_t *out,
-                          size_t cap, size_t *out_len, double *loss_sum, char *err, size_t errsz)
+static int encode_on_host(cuda_state_t *s, const fsgd_grad_request_t *req, fsgd_codec_t *codec, fsgd_outbuf_t *out,
+                          double *loss_sum, char *err, size_t errsz)
 {
     double loss = 0;
     FWD(cuda_gradient(s, req, &s->host_grad, &loss, err, errsz));
-    FWD(fsgd_codec_encode(codec, s->host_grad.keys, s->host_grad.vals, s->host_grad.n, out, cap, out_len, err,
-                          errsz));
+    FWD(fsgd_codec_encode(codec, s->host_grad.keys, s->host_grad.vals, s->host_grad.n, out, err, errsz));
     *loss_sum += loss;
     return FSGD_E_OK;
 }
@@ -1095,19 +1094,21 @@ static int force_lanes(void)
     return e && *e == '1';
 }
 
-static int cuda_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_codec_t *codec, uint8_t *out,
-                                 size_t cap, size_t *out_len, double *loss_sum, char *err, size_t errsz)
+static int cuda_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_codec_t *codec, fsgd_outbuf_t *msg,
+                                 double *loss_sum, char *err, size_t errsz)
 {
     cuda_state_t *s = (cuda_state_t *)p;
-    *out_len = 0;
+    msg->len = 0;
+    uint8_t *out = msg->dst;
+    size_t cap = msg->cap;
     fsgd_fastsgd_params_t prm;
     if (fsgd_fsd_params(codec, &prm, NULL, 0) < 0)
-        return encode_on_host(s, req, codec, out, cap, out_len, loss_sum, err, errsz);
+        return encode_on_host(s, req, codec, msg, loss_sum, err, errsz);
     int empty = 0;
     double loss = 0;
     FWD(grad_check(s, req, &empty, &loss, err, errsz));
     if (empty) { /* no key touched: the empty message, on the host */
-        FWD(fsgd_codec_encode(codec, NULL, NULL, 0, out, cap, out_len, err, errsz));
+        FWD(fsgd_codec_encode(codec, NULL, NULL, 0, msg, err, errsz));
         *loss_sum += loss;
         return FSGD_E_OK;
     }
@@ -1183,7 +1184,7 @@ static int cuda_gradient_encoded(void *p, const fsgd_grad_request_t *req, fsgd_c
         CU_TRY(cudaStreamSynchronize(st));
     }
     fsgd_fsd_write_header(body, &prm, &sum, &pl);
-    *out_len = fsgd_fastsgd_finish(codec, out, pl.body_len, (uint32_t)d, n, pl.key_bits);
+    msg->len = fsgd_fastsgd_finish(codec, out, pl.body_len, (uint32_t)d, n, pl.key_bits);
     *loss_sum += loss;
     return FSGD_E_OK;
 }

@@ -16,8 +16,8 @@ typedef struct fsgd_backend_ops {
     int (*apply)(void *state, const uint32_t *keys, const float *vals, size_t n, char *err, size_t errsz);
     /* fsgd_backend_gradient_encoded; NULL: backend.c computes the gradient
      * and encodes it on the host. */
-    int (*gradient_encoded)(void *state, const fsgd_grad_request_t *req, fsgd_codec_t *codec, uint8_t *out,
-                            size_t cap, size_t *out_len, double *loss_sum, char *err, size_t errsz);
+    int (*gradient_encoded)(void *state, const fsgd_grad_request_t *req, fsgd_codec_t *codec, fsgd_outbuf_t *out,
+                            double *loss_sum, char *err, size_t errsz);
     /* 1 when gradient_encoded runs codec's encoder on the device; NULL: 0. */
     int (*encodes_on_device)(void *state, const fsgd_codec_t *codec);
 } fsgd_backend_ops_t;
@@ -34,6 +34,6 @@ extern const int fsgd_backend_cuda_built;
 
 /* Bumped whenever fsgd_backend_ops_t or the plugin's symbols change, so a
  * stale plugin is refused by name instead of called through the wrong table. */
-#define FSGD_CUDA_PLUGIN_ABI 1
+#define FSGD_CUDA_PLUGIN_ABI 2
 
 #endif

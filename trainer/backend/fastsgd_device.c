@@ -132,11 +132,125 @@ static void emu_value_pass(const float *vals, size_t n, fsd_summary_t *s)
     s->mx = shm[0];
 }
 
-int fsgd_fastsgd_device_emulate(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
-                                size_t cap, size_t *out_len, int force_lanes, int *ambiguous, char *err,
-                                size_t errsz)
+/* The emulation's per-value arrays, as the device holds them. */
+typedef struct emu_arrays {
+    uint32_t *pos, *ckeys, *delta, *words;
+    uint8_t *keep, *codes;
+    uint64_t *offs;
+} emu_arrays_t;
+
+static void emu_free(emu_arrays_t *a)
 {
-    *out_len = 0;
+    free(a->pos);
+    free(a->ckeys);
+    free(a->delta);
+    free(a->keep);
+    free(a->codes);
+    free(a->offs);
+    free(a->words);
+}
+
+static int emu_alloc(emu_arrays_t *a, size_t n, char *err, size_t errsz)
+{
+    size_t nn = n ? n : 1;
+    a->pos = malloc(nn * sizeof *a->pos);
+    a->ckeys = malloc(nn * sizeof *a->ckeys);
+    a->delta = malloc(nn * sizeof *a->delta);
+    a->keep = malloc(nn);
+    a->codes = malloc(nn);
+    a->offs = malloc(nn * sizeof *a->offs);
+    if (!a->pos || !a->ckeys || !a->delta || !a->keep || !a->codes || !a->offs)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "fastsgd device emulation: out of memory");
+    return 0;
+}
+
+/* 1. k_value_pass, k_value_final and k_setup: S from the device tree sum,
+ * or from the CPU lanes when the tree's sum is too close to call (or
+ * force_lanes); then the kept levels f[]. */
+static void emu_decide_sum(const fsgd_fastsgd_params_t *p, const float *vals, size_t n, int force_lanes,
+                           fsd_summary_t *s, float *f)
+{
+    emu_value_pass(vals, n, s);
+    if (s->nonfinite != UINT32_MAX)
+        return;
+    s->ambiguous = force_lanes || !fsd_sum_decide(s->dsum, n, &s->S);
+    if (s->ambiguous) {
+        double l0 = fsd_lane_sum(vals, n, 0), l1 = fsd_lane_sum(vals, n, 1);
+        double l2 = fsd_lane_sum(vals, n, 2), l3 = fsd_lane_sum(vals, n, 3);
+        s->S = fsd_sum_to_float(fsd_lanes_combine(l0, l1, l2, l3));
+    }
+    fsd_kept_levels(s->S, s->mx, p->b, p->tau, f, &s->lbase, &s->lhi);
+}
+
+/* 2. k_keep, exclusive scan, k_emit (compaction), count; 3. k_delta: the
+ * kept keys' deltas, their OR and bit-length histogram. */
+static void emu_compact(const uint32_t *keys, const float *vals, size_t n, const float *f, fsd_summary_t *s,
+                        emu_arrays_t *a)
+{
+    for (size_t i = 0; i < n; i++)
+        a->keep[i] = (uint8_t)fsd_keep(fabsf(vals[i]), f, s->lbase, s->lhi);
+    uint32_t acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        a->pos[i] = acc;
+        acc += a->keep[i];
+    }
+    s->count = n ? a->pos[n - 1] + a->keep[n - 1] : 0;
+    for (size_t i = 0; i < n; i++)
+        if (a->keep[i]) {
+            float v = fabsf(vals[i]);
+            a->ckeys[a->pos[i]] = keys[i];
+            a->codes[a->pos[i]] = fsd_value_code(vals[i], fsd_level_of(v, f, s->lbase, s->lhi), s->lbase);
+        }
+    for (uint32_t j = 0; j < s->count; j++) {
+        a->delta[j] = a->ckeys[j] - (j ? a->ckeys[j - 1] : 0);
+        s->orall |= a->delta[j];
+        s->hist[fsd_bitlen(a->delta[j])]++;
+    }
+}
+
+/* 5. k_nbits, exclusive scan of the bit counts, k_pack (OR into zeroed words). */
+static int emu_pack_keys(const fsgd_fastsgd_params_t *p, const fsd_summary_t *s, const fsd_plan_t *pl,
+                         emu_arrays_t *a, char *err, size_t errsz)
+{
+    size_t nwords = (size_t)(pl->key_bits + 31) / 32 + 3;
+    a->words = calloc(nwords, sizeof *a->words);
+    if (!a->words)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "fastsgd device emulation: out of memory");
+    uint64_t total = 0;
+    for (uint32_t j = 0; j < s->count; j++) {
+        a->offs[j] = total;
+        total += fsd_key_nbits(a->delta[j], p->l, pl->lens, pl->flag);
+    }
+    if (total != pl->key_bits)
+        return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "fastsgd device emulation: %llu key bits, histogram says %llu",
+                            (unsigned long long)total, (unsigned long long)pl->key_bits);
+    for (uint32_t j = 0; j < s->count; j++) {
+        uint32_t w[3];
+        fsd_key_place(fsd_key_code(a->delta[j], p->l, pl->flag), a->offs[j], w);
+        size_t wi = (size_t)(a->offs[j] / 32);
+        a->words[wi] |= w[0];
+        a->words[wi + 1] |= w[1];
+        a->words[wi + 2] |= w[2];
+    }
+    return 0;
+}
+
+/* 6. the "copy back" of value codes and key words into the body; the
+ * host's header. */
+static void emu_write_body(uint8_t *body, const fsgd_fastsgd_params_t *p, const fsd_summary_t *s,
+                           const fsd_plan_t *pl, const emu_arrays_t *a)
+{
+    fsgd_fsd_write_header(body, p, s, pl);
+    memcpy(body + pl->hdr, a->codes, s->count);
+    uint8_t *kb = body + pl->hdr + s->count;
+    for (size_t i = 0; i < pl->key_bytes; i++)
+        kb[i] = (uint8_t)(a->words[i / 4] >> (8 * (i % 4)));
+}
+
+int fsgd_fastsgd_device_emulate(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n,
+                                fsgd_outbuf_t *out, fsd_lanes_t *lanes, char *err, size_t errsz)
+{
+    out->len = 0;
     fsgd_fastsgd_params_t p;
     FSGD_TRY(fsgd_fsd_params(c, &p, err, errsz));
     if (n > UINT32_MAX || n > p.dim)
@@ -145,105 +259,27 @@ int fsgd_fastsgd_device_emulate(fsgd_codec_t *c, const uint32_t *keys, const flo
     fsd_summary_t s;
     memset(&s, 0, sizeof s);
     float f[256];
-    int rc = 0;
-    uint32_t *pos = NULL, *ckeys = NULL, *delta = NULL, *words = NULL;
-    uint8_t *keep = NULL, *codes = NULL;
-    uint64_t *offs = NULL;
-
-    /* 1. values: the device tree sum; S decided from it or by the CPU lanes (k_setup). */
-    emu_value_pass(vals, n, &s);
-    if (s.nonfinite == UINT32_MAX) {
-        s.ambiguous = force_lanes || !fsd_sum_decide(s.dsum, n, &s.S);
-        if (s.ambiguous) {
-            double l0 = fsd_lane_sum(vals, n, 0), l1 = fsd_lane_sum(vals, n, 1);
-            double l2 = fsd_lane_sum(vals, n, 2), l3 = fsd_lane_sum(vals, n, 3);
-            s.S = fsd_sum_to_float(fsd_lanes_combine(l0, l1, l2, l3));
-        }
-        fsd_kept_levels(s.S, s.mx, p.b, p.tau, f, &s.lbase, &s.lhi);
-    }
-    if (ambiguous)
-        *ambiguous = s.ambiguous;
-
-    size_t nn = n ? n : 1;
-    pos = malloc(nn * sizeof *pos);
-    ckeys = malloc(nn * sizeof *ckeys);
-    delta = malloc(nn * sizeof *delta);
-    keep = malloc(nn);
-    codes = malloc(nn);
-    offs = malloc(nn * sizeof *offs);
-    if (!pos || !ckeys || !delta || !keep || !codes || !offs) {
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "fastsgd device emulation: out of memory");
+    emu_decide_sum(&p, vals, n, lanes && lanes->force, &s, f);
+    if (lanes)
+        lanes->ambiguous = s.ambiguous;
+    emu_arrays_t a = {0};
+    int rc = emu_alloc(&a, n, err, errsz);
+    if (rc < 0)
         goto done;
-    }
-    if (s.nonfinite == UINT32_MAX) {
-        /* 2. k_keep, exclusive scan, k_emit (compaction), count. */
-        for (size_t i = 0; i < n; i++)
-            keep[i] = (uint8_t)fsd_keep(fabsf(vals[i]), f, s.lbase, s.lhi);
-        uint32_t acc = 0;
-        for (size_t i = 0; i < n; i++) {
-            pos[i] = acc;
-            acc += keep[i];
-        }
-        s.count = n ? pos[n - 1] + keep[n - 1] : 0;
-        for (size_t i = 0; i < n; i++)
-            if (keep[i]) {
-                float a = fabsf(vals[i]);
-                ckeys[pos[i]] = keys[i];
-                codes[pos[i]] = fsd_value_code(vals[i], fsd_level_of(a, f, s.lbase, s.lhi), s.lbase);
-            }
-        /* 3. k_delta: deltas, their OR and bit-length histogram. */
-        for (uint32_t j = 0; j < s.count; j++) {
-            delta[j] = ckeys[j] - (j ? ckeys[j - 1] : 0);
-            s.orall |= delta[j];
-            s.hist[fsd_bitlen(delta[j])]++;
-        }
-    }
+    if (s.nonfinite == UINT32_MAX)
+        emu_compact(keys, vals, n, f, &s, &a);
     /* 4. the host's plan from the summary. */
     fsd_plan_t pl;
     float bad = s.nonfinite != UINT32_MAX ? vals[s.nonfinite] : 0;
-    rc = fsgd_fsd_plan_make(&p, &s, keys, &bad, cap, &pl, err, errsz);
+    rc = fsgd_fsd_plan_make(&p, &s, keys, &bad, out->cap, &pl, err, errsz);
     if (rc < 0)
         goto done;
-    /* 5. k_nbits, exclusive scan of the bit counts, k_pack (OR into zeroed words). */
-    size_t nwords = (size_t)(pl.key_bits + 31) / 32 + 3;
-    words = calloc(nwords, sizeof *words);
-    if (!words) {
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "fastsgd device emulation: out of memory");
+    rc = emu_pack_keys(&p, &s, &pl, &a, err, errsz);
+    if (rc < 0)
         goto done;
-    }
-    uint64_t total = 0;
-    for (uint32_t j = 0; j < s.count; j++) {
-        offs[j] = total;
-        total += fsd_key_nbits(delta[j], p.l, pl.lens, pl.flag);
-    }
-    if (total != pl.key_bits) {
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_STATE, "fastsgd device emulation: %llu key bits, histogram says %llu",
-                          (unsigned long long)total, (unsigned long long)pl.key_bits);
-        goto done;
-    }
-    for (uint32_t j = 0; j < s.count; j++) {
-        uint32_t w[3];
-        fsd_key_place(fsd_key_code(delta[j], p.l, pl.flag), offs[j], w);
-        size_t wi = (size_t)(offs[j] / 32);
-        words[wi] |= w[0];
-        words[wi + 1] |= w[1];
-        words[wi + 2] |= w[2];
-    }
-    /* 6. the "copy back" and the host's header, frame and CRC. */
-    uint8_t *body = out + FSGD_CODEC_FRAME_HEADER;
-    fsgd_fsd_write_header(body, &p, &s, &pl);
-    memcpy(body + pl.hdr, codes, s.count);
-    uint8_t *kb = body + pl.hdr + s.count;
-    for (size_t i = 0; i < pl.key_bytes; i++)
-        kb[i] = (uint8_t)(words[i / 4] >> (8 * (i % 4)));
-    *out_len = fsgd_fastsgd_finish(c, out, pl.body_len, s.count, n, pl.key_bits);
+    emu_write_body(out->dst + FSGD_CODEC_FRAME_HEADER, &p, &s, &pl, &a);
+    out->len = fsgd_fastsgd_finish(c, out->dst, pl.body_len, s.count, n, pl.key_bits);
 done:
-    free(pos);
-    free(ckeys);
-    free(delta);
-    free(keep);
-    free(codes);
-    free(offs);
-    free(words);
+    emu_free(&a);
     return rc;
 }

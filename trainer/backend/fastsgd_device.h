@@ -41,16 +41,21 @@ int fsgd_fsd_plan_make(const fsgd_fastsgd_params_t *p, const fsd_summary_t *s, c
 void fsgd_fsd_write_header(uint8_t *body, const fsgd_fastsgd_params_t *p, const fsd_summary_t *s,
                       const fsd_plan_t *pl);
 
+/* How the emulation's Σ|v| is decided: force (in) always takes the CPU-lane
+ * fallback; ambiguous (out) is 1 when the sum took it. */
+typedef struct fsd_lanes {
+    int force;
+    int ambiguous;
+} fsd_lanes_t;
+
 /* Runs the device pipeline sequentially on the host: the same reduction
- * tree for Σ|v|, the same decision (force_lanes: always take the CPU-lane
- * fallback), keep flags, exclusive scans, compaction, deltas, histogram,
- * bit offsets and OR-packing into 32-bit words, then the same host steps.
- * keys strictly increasing and < dim (as the backend's touched keys are).
- * Output: the message in out[0..cap), *out_len; *ambiguous (may be NULL) is
- * 1 when the sum needed the lane fallback. Updates c's last-encode stats
- * like fsgd_codec_encode. Same return codes as fsgd_codec_encode. */
-int fsgd_fastsgd_device_emulate(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
-                                size_t cap, size_t *out_len, int force_lanes, int *ambiguous, char *err,
-                                size_t errsz);
+ * tree for Σ|v|, the same decision (lanes, may be NULL: decided by the
+ * tree, not reported), keep flags, exclusive scans, compaction, deltas,
+ * histogram, bit offsets and OR-packing into 32-bit words, then the same
+ * host steps. keys strictly increasing and < dim (as the backend's touched
+ * keys are). Output: the message in out. Updates c's last-encode stats like
+ * fsgd_codec_encode. Same return codes as fsgd_codec_encode. */
+int fsgd_fastsgd_device_emulate(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n,
+                                fsgd_outbuf_t *out, fsd_lanes_t *lanes, char *err, size_t errsz);
 
 #endif

@@ -123,18 +123,18 @@ static void bench_gradient(const bench_opts_t *o, const char *source, double bat
             fsgd_cli_error("bench codec: %s", err);
             continue;
         }
-        size_t cap = fsgd_codec_bound(c, n), len = 0;
-        uint8_t *msg = malloc(cap);
+        size_t cap = fsgd_codec_bound(c, n);
+        fsgd_outbuf_t buf = {malloc(cap), cap, 0};
         double t_enc, t_dec;
         int rc = 0;
         /* error feedback state would grow between repetitions: reset each call */
         TIME_LOOP(o->min_time, t_enc, {
             fsgd_codec_reset(c);
-            rc |= fsgd_codec_encode(c, g->keys, g->vals, n, msg, cap, &len, err, sizeof err);
+            rc |= fsgd_codec_encode(c, g->keys, g->vals, n, &buf, err, sizeof err);
         });
         fsgd_codec_stats_t st;
         fsgd_codec_last_stats(c, &st);
-        TIME_LOOP(o->min_time, t_dec, { rc |= fsgd_codec_decode(msg, len, dim, &out, err, sizeof err); });
+        TIME_LOOP(o->min_time, t_dec, { rc |= fsgd_codec_decode(buf.dst, buf.len, dim, &out, err, sizeof err); });
         if (rc) {
             fsgd_cli_error("bench codec %s: %s", spec, err);
         } else {
@@ -142,8 +142,8 @@ static void bench_gradient(const bench_opts_t *o, const char *source, double bat
             printf("bench codec source=%s batch=%g dim=%llu n=%zu codec=%s sent=%llu bytes=%zu ratio=%.3f "
                    "bits_per_key=%.3f bits_per_value=%.3f floor_bits_per_key=%.3f enc_MBps=%.1f dec_MBps=%.1f "
                    "enc_vs_memcpy=%.3f enc_vs_lz4=%.3f dec_vs_memcpy=%.3f dec_vs_lz4=%.3f\n",
-                   source, batch, (unsigned long long)dim, n, fsgd_codec_spec(c), (unsigned long long)st.n_sent, len,
-                   (double)raw / (double)len, (double)st.key_bits / sent, (double)st.value_bits / sent,
+                   source, batch, (unsigned long long)dim, n, fsgd_codec_spec(c), (unsigned long long)st.n_sent, buf.len,
+                   (double)raw / (double)buf.len, (double)st.key_bits / sent, (double)st.value_bits / sent,
                    floor_bits(dim, st.n_sent), mb / t_enc, mb / t_dec, t_memcpy / t_enc, t_lz4 / t_enc,
                    t_memcpy / t_dec, t_lz4 / t_dec);
             if (st.key_coder_bits) /* the decoded keys are the sent ones, in order */
@@ -155,7 +155,7 @@ static void bench_gradient(const bench_opts_t *o, const char *source, double bat
                        (double)sketchml_coder_bits_one_group(&out) / sent,
                        8.0 * (double)st.header_bytes / sent);
         }
-        free(msg);
+        free(buf.dst);
         fsgd_codec_destroy(c);
     }
     if (o->sweep) { /* the paper's Table VI: l = 1..5, beside the optimal lengths and the floor */
@@ -166,14 +166,14 @@ static void bench_gradient(const bench_opts_t *o, const char *source, double bat
                 char spec[64], err[256];
                 snprintf(spec, sizeof spec, "fastsgd:l=%d%s", l, opt ? ",levels=optimal" : "");
                 fsgd_codec_t *c = fsgd_codec_new(spec, dim, err, sizeof err);
-                size_t cap = fsgd_codec_bound(c, n), len;
-                uint8_t *msg = malloc(cap);
-                fsgd_codec_encode(c, g->keys, g->vals, n, msg, cap, &len, err, sizeof err);
+                size_t cap = fsgd_codec_bound(c, n);
+                fsgd_outbuf_t buf = {malloc(cap), cap, 0};
+                fsgd_codec_encode(c, g->keys, g->vals, n, &buf, err, sizeof err);
                 fsgd_codec_stats_t st;
                 fsgd_codec_last_stats(c, &st);
                 sent = st.n_sent;
                 bits[opt] = st.n_sent ? (double)st.key_bits / (double)st.n_sent : 0;
-                free(msg);
+                free(buf.dst);
                 fsgd_codec_destroy(c);
             }
             printf("bench codec_l source=%s batch=%g dim=%llu n=%zu sent=%llu l=%d bits_per_key_paper=%.3f "

@@ -82,25 +82,25 @@ static void worker_step(worker_t *w)
         w->wire = p;
         w->wire_cap = bound;
     }
-    size_t len = 0;
+    fsgd_outbuf_t msg = {w->wire, w->wire_cap, 0};
     uint64_t entries;
     if (fused) {
-        w->rc = fsgd_backend_gradient_encoded(w->backend, &req, dc, w->wire, w->wire_cap, &len, &w->loss,
-                                              w->err, sizeof w->err);
+        w->rc = fsgd_backend_gradient_encoded(w->backend, &req, dc, &msg, &w->loss, w->err, sizeof w->err);
         fsgd_codec_stats_t cst;
         fsgd_codec_last_stats(dc, &cst);
         entries = cst.n_in;
         w->t_grad += fsgd_clock_s() - t1;
         t1 = fsgd_clock_s();
     } else {
-        w->rc = fsgd_sworker_encode(w->strat, w->grad.keys, w->grad.vals, w->grad.n, w->batch->n_rows, w->wire,
-                                    w->wire_cap, &len, w->err, sizeof w->err);
+        w->rc = fsgd_sworker_encode(w->strat, w->grad.keys, w->grad.vals, w->grad.n, w->batch->n_rows, &msg, w->err,
+                                    sizeof w->err);
         entries = w->grad.n;
     }
     double t2 = fsgd_clock_s();
     w->t_encode += t2 - t1;
     if (w->rc < 0)
         return;
+    size_t len = msg.len;
     w->wire_len = len;
     w->decoded.n = 0;
     if (t->plain)

@@ -24,8 +24,7 @@ typedef struct shard {
 typedef struct shard_worker {
     fsgd_sparse_t parts[FSGD_SHARDS_MAX];
     fsgd_sworker_t *strat[FSGD_SHARDS_MAX];
-    uint8_t *wire[FSGD_SHARDS_MAX];
-    size_t cap[FSGD_SHARDS_MAX], len[FSGD_SHARDS_MAX];
+    fsgd_outbuf_t msg[FSGD_SHARDS_MAX];
 } shard_worker_t;
 
 /* Which per-key state the global optimizer had (made again by store). */
@@ -156,7 +155,7 @@ void fsgd_shards_destroy(fsgd_shards_t *s)
         for (int i = 0; i < s->W; i++) {
             fsgd_sparse_free(&s->w[i].parts[I]);
             fsgd_sworker_destroy(s->w[i].strat[I]);
-            free(s->w[i].wire[I]);
+            free(s->w[i].msg[I].dst);
         }
     }
     free(s->sh);
@@ -175,21 +174,21 @@ int fsgd_shards_encode(fsgd_shards_t *s, int worker, const fsgd_sparse_t *grad, 
     for (uint32_t I = 0; I < s->S; I++) {
         const fsgd_sparse_t *p = &w->parts[I];
         size_t bound = fsgd_sworker_bound(w->strat[I], p->n);
-        if (bound > w->cap[I]) {
-            uint8_t *b = realloc(w->wire[I], bound);
+        fsgd_outbuf_t *msg = &w->msg[I];
+        if (bound > msg->cap) {
+            uint8_t *b = realloc(msg->dst, bound);
             if (!b)
                 return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory for a %zu-byte message", bound);
-            w->wire[I] = b;
-            w->cap[I] = bound;
+            msg->dst = b;
+            msg->cap = bound;
         }
         char e[256];
         fsgd_sworker_set_whole(w->strat[I], whole);
-        int rc = fsgd_sworker_encode(w->strat[I], p->keys, p->vals, p->n, rows, w->wire[I], w->cap[I], &w->len[I],
-                                     e, sizeof e);
+        int rc = fsgd_sworker_encode(w->strat[I], p->keys, p->vals, p->n, rows, msg, e, sizeof e);
         if (rc < 0)
             return fsgd_err_fmt(err, errsz, rc, "shard %u: %s", I, e);
         *raw_bytes += 8 * (uint64_t)p->n;
-        *wire_bytes += w->len[I];
+        *wire_bytes += msg->len;
     }
     return 0;
 }
@@ -256,7 +255,7 @@ int fsgd_shards_step_shard(fsgd_shards_t *s, uint32_t I, fsgd_adam_t *global, co
     shard_t *sh = &s->sh[I];
     /* the parts in worker order, as the one aggregator takes the messages */
     for (int i = 0; i < s->W; i++) {
-        int rc = fsgd_sagg_add(sh->agg, (uint32_t)i, s->w[i].wire[I], s->w[i].len[I], INFINITY, NULL, e, sizeof e);
+        int rc = fsgd_sagg_add(sh->agg, (uint32_t)i, s->w[i].msg[I].dst, s->w[i].msg[I].len, INFINITY, NULL, e, sizeof e);
         if (rc < 0)
             return fsgd_err_fmt(err, errsz, rc, "shard %u, worker %d: %s", I, i, e);
     }

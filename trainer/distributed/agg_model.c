@@ -50,9 +50,10 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
         a->model.dmsg = nm;
         a->model.dmsg_cap = cap;
     }
-    size_t len = 0;
-    FSGD_TRY(fsgd_sagg_downlink_encode(a->model.strat, a->model.adam.theta, keys, n, budget ? budget : 1, a->model.dmsg,
-                                       cap, &len, a->err, a->errsz));
+    fsgd_outbuf_t msg = {a->model.dmsg, cap, 0};
+    FSGD_TRY(fsgd_sagg_downlink_encode(a->model.strat, a->model.adam.theta, keys, n, budget ? budget : 1, &msg, a->err,
+                                       a->errsz));
+    size_t len = msg.len;
     if (a->open.napplied && len > 0 && a->open.up_bytes_step > 0) {
         double target = DOWN_BYTES_SHARE * (double)a->open.up_bytes_step / (double)a->open.napplied;
         /* up to the union of the step's messages: a downlink codec that spends

@@ -55,7 +55,7 @@ static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t 
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a pull");
         a->pull.cap_keys = n;
     }
-    if (fsgd_keys_decode(pl.block, pl.block_len, a->mdim, a->pull.keys, n, &n, NULL, e, sizeof e) < 0) {
+    if (fsgd_keys_decode(pl.block, pl.block_len, a->mdim, a->pull.keys, n, &n, e, sizeof e) < 0) {
         agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u pull for step %llu: keys: %s", f->sender,
                    (unsigned long long)f->step, e);
         return 0;

@@ -294,7 +294,7 @@ int fsgd_wire_pdelta_get(const uint8_t *p, size_t len, size_t *off, uint64_t dim
         return fsgd_err_fmt(err, errsz, rc, "delta at byte %zu: %s", *off, e);
     if (fsgd_sparse_reserve(out, n) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "delta: out of memory");
-    rc = fsgd_keys_decode(p + *off, len - *off, dim, out->keys, n, &n, NULL, e, sizeof e);
+    rc = fsgd_keys_decode(p + *off, len - *off, dim, out->keys, n, &n, e, sizeof e);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "delta keys at byte %zu: %s", *off, e);
     *off += ksz;

@@ -75,8 +75,10 @@ static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint1
                 w->enc_cap = cap;
             }
             fsgd_sworker_set_whole(w->sh_strat[i], whole);
-            rc = fsgd_sworker_encode(w->sh_strat[i], part->keys, part->vals, part->n, gm->rows, w->enc, w->enc_cap,
-                                     &elen, w->err, w->errsz);
+            fsgd_outbuf_t msg = {w->enc, w->enc_cap, 0};
+            rc = fsgd_sworker_encode(w->sh_strat[i], part->keys, part->vals, part->n, gm->rows, &msg, w->err,
+                                     w->errsz);
+            elen = msg.len;
         }
         gm->codec = w->enc;
         gm->codec_len = (uint32_t)elen;
@@ -206,15 +208,17 @@ int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_rang
             }
         }
         if (!rc && fused) {
-            rc = fsgd_backend_gradient_encoded(w->be, &req, dc, w->enc, w->enc_cap, &elen, &loss, w->err,
-                                               w->errsz);
+            fsgd_outbuf_t msg = {w->enc, w->enc_cap, 0};
+            rc = fsgd_backend_gradient_encoded(w->be, &req, dc, &msg, &loss, w->err, w->errsz);
+            elen = msg.len;
             fsgd_codec_stats_t cst;
             fsgd_codec_last_stats(dc, &cst);
             raw_entries = cst.n_in;
             t1 = fsgd_clock_s();
         } else if (!rc && w->shards == 1) {
-            rc = fsgd_sworker_encode(w->strat, w->g.keys, w->g.vals, w->g.n, gm.rows, w->enc, w->enc_cap, &elen,
-                                     w->err, w->errsz);
+            fsgd_outbuf_t msg = {w->enc, w->enc_cap, 0};
+            rc = fsgd_sworker_encode(w->strat, w->g.keys, w->g.vals, w->g.n, gm.rows, &msg, w->err, w->errsz);
+            elen = msg.len;
         }
         double t2 = fsgd_clock_s();
         gm.loss_sum = loss;

@@ -8,6 +8,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/loss_formulas.h"
+#include "loss_testing.h"
 
 const char *fsgd_loss_name(fsgd_loss_kind_t k)
 {

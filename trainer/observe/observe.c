@@ -14,6 +14,7 @@
 #include "fsgd/error.h"
 #include "fsgd/version.h"
 #include "fsgd/prom.h"
+#include "observe_testing.h"
 
 /* Step durations from a loopback mock broker (~1 ms) to a slow WAN (10 s). */
 static const double step_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -143,6 +144,116 @@ static void strategy_params(adder_t *a, const char *spec)
     }
 }
 
+/* The series every role has: what this process is, the strategy's
+ * parameters, steps, rows, wire bytes, the step histogram, the phases and
+ * the messages it rejected. */
+static void add_role_series(adder_t *a, const fsgd_job_t *job, const char *role, uint32_t worker)
+{
+    char strategy[sizeof job->codec], wid[16];
+    strategy_name(job->codec, strategy, sizeof strategy);
+    snprintf(g.strategy, sizeof g.strategy, "%s", strategy);
+    snprintf(wid, sizeof wid, "%u", worker);
+    const char *info[] = {"job", job->name, "role", role, "worker", wid, "strategy", strategy, "version",
+                          FSGD_VERSION, NULL};
+    int id = add(a, FSGD_PROM_GAUGE, "fsgd_job_info", "Always 1: what this process is (labels).", info);
+    if (id >= 0)
+        fsgd_prom_set(g.reg, id, 1);
+    strategy_params(a, job->codec);
+    const char *up[] = {"direction", "up", "strategy", strategy, NULL};
+    const char *down[] = {"direction", "down", "strategy", strategy, NULL};
+    g.steps = add(a, FSGD_PROM_COUNTER, "fsgd_steps_total",
+                  g.agg ? "Synchronous steps completed." : "Steps this worker sent a gradient for.", NULL);
+    g.rows = add(a, FSGD_PROM_COUNTER, "fsgd_rows_total",
+                 g.agg ? "Training rows applied." : "Training rows this worker computed gradients of.", NULL);
+    g.up = add(a, FSGD_PROM_COUNTER, "fsgd_wire_bytes_total",
+               "Bytes of compressed exchange: up = gradients to the aggregator, down = model updates to workers.",
+               up);
+    g.down = add(a, FSGD_PROM_COUNTER, "fsgd_wire_bytes_total", "", down);
+    g.hist = add(a, FSGD_PROM_HISTOGRAM, "fsgd_step_duration_seconds",
+                 g.agg ? "Time of one step, from its start to the model update published."
+                       : "Time between this worker's consecutive gradient sends.",
+                 NULL);
+    for (int p = 0; p < PH_COUNT; p++) {
+        g.phase[p] = -1;
+        if (!g.agg && (p == PH_DECODE || p == PH_UPDATE))
+            continue;
+        const char *lab[] = {"phase", phase_names[p], NULL};
+        g.phase[p] = add(a, FSGD_PROM_COUNTER, "fsgd_phase_seconds_total",
+                         "Seconds spent per phase of a step (the paper's Table IV breakdown).", lab);
+    }
+    for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++) {
+        g.rejected[r] = -1;
+        if (!g.agg && r != FSGD_AGG_REJ_CORRUPT && r != FSGD_AGG_REJ_DUPLICATE)
+            continue;
+        const char *lab[] = {"reason", fsgd_agg_reject_name(r), NULL};
+        g.rejected[r] = add(a, FSGD_PROM_COUNTER, "fsgd_rejected_messages_total",
+                            g.agg ? "Gradient messages dropped, by reason." : "Model messages dropped, by reason.",
+                            lab);
+    }
+}
+
+/* follow: the newest model version and progressive validation. */
+static void add_follow_series(adder_t *a)
+{
+    g.version = add(a, FSGD_PROM_GAUGE, "fsgd_model_version", "follow: the newest model version published.", NULL);
+    g.pv_auc = add(a, FSGD_PROM_GAUGE, "fsgd_progressive_auc",
+                   "follow: AUC of the newest rows, each scored before it was trained on (NaN before).", NULL);
+    g.pv_logloss = add(a, FSGD_PROM_GAUGE, "fsgd_progressive_logloss",
+                       "follow: mean loss of the newest rows, each scored before it was trained on.", NULL);
+    g.pv_rows = add(a, FSGD_PROM_COUNTER, "fsgd_progressive_rows_total",
+                    "follow: rows scored before training since the job began.", NULL);
+    fsgd_prom_set(g.reg, g.pv_auc, NAN);
+    fsgd_prom_set(g.reg, g.pv_logloss, NAN);
+}
+
+static void add_aggregator_series(adder_t *a, const fsgd_job_t *job)
+{
+    g.empty_steps = add(a, FSGD_PROM_COUNTER, "fsgd_empty_steps_total", "Steps that applied no rows.", NULL);
+    g.epoch = add(a, FSGD_PROM_GAUGE, "fsgd_epoch", "The epoch in progress (1-based).", NULL);
+    g.loss = add(a, FSGD_PROM_GAUGE, "fsgd_train_loss", "Mean training loss of the last step.", NULL);
+    g.loss_ma = add(a, FSGD_PROM_GAUGE, "fsgd_train_loss_moving_average",
+                    "Row-weighted mean training loss of the last few steps.", NULL);
+    g.auc = add(a, FSGD_PROM_GAUGE, "fsgd_test_auc", "Test AUC at the last epoch end (NaN before).", NULL);
+    g.logloss = add(a, FSGD_PROM_GAUGE, "fsgd_test_logloss", "Test logloss at the last epoch end (NaN before).",
+                    NULL);
+    g.test_rows = add(a, FSGD_PROM_GAUGE, "fsgd_test_rows", "Rows of the last test evaluation.", NULL);
+    g.model_bytes = add(a, FSGD_PROM_COUNTER, "fsgd_model_published_bytes_total",
+                        "Bytes published to NAME.model (updates and snapshots).", NULL);
+    g.raw = add(a, FSGD_PROM_COUNTER, "fsgd_gradient_raw_bytes_total",
+                "Gradient bytes before compression (8 per key, value pair).", NULL);
+    g.enc = add(a, FSGD_PROM_COUNTER, "fsgd_gradient_encoded_bytes_total", "Gradient bytes after compression.",
+                NULL);
+    g.ratio = add(a, FSGD_PROM_GAUGE, "fsgd_compression_ratio", "Raw over encoded gradient bytes so far.", NULL);
+    g.live = add(a, FSGD_PROM_GAUGE, "fsgd_workers_live", "Workers in the step barrier.", NULL);
+    g.dropped = add(a, FSGD_PROM_COUNTER, "fsgd_workers_dropped_total", "Workers dropped after a timeout.", NULL);
+    g.consumer_errors = add(a, FSGD_PROM_COUNTER, "fsgd_consumer_errors_total",
+                            "Transient errors of the NAME.grads consumer.", NULL);
+    g.replica_checks = add(a, FSGD_PROM_COUNTER, "fsgd_replica_checks_total",
+                           "Checksums of the model sent for workers to compare with.", NULL);
+    g.seconds = add(a, FSGD_PROM_GAUGE, "fsgd_train_seconds", "Seconds since training started.", NULL);
+    g.dataset_rows = add(a, FSGD_PROM_GAUGE, "fsgd_dataset_rows", "Rows in NAME.data.", NULL);
+    g.dim = add(a, FSGD_PROM_GAUGE, "fsgd_model_dim", "Feature dimension of the model.", NULL);
+    g.shards = add(a, FSGD_PROM_GAUGE, "fsgd_shards",
+                   "Aggregator shards of the job (1: unsharded; else each owns the keys k mod shards = shard).",
+                   NULL);
+    g.shard_weights = add(a, FSGD_PROM_GAUGE, "fsgd_shard_weights",
+                          "Weights of the model this aggregator holds (its shard's; the whole model unsharded).",
+                          NULL);
+    set(g.shards, job->shards > 1 ? job->shards : 1);
+    if (g.auc >= 0) {
+        fsgd_prom_set(g.reg, g.auc, NAN);
+        fsgd_prom_set(g.reg, g.logloss, NAN);
+    }
+}
+
+static void add_worker_series(adder_t *a)
+{
+    g.resyncs = add(a, FSGD_PROM_COUNTER, "fsgd_resyncs_total", "Model resyncs from a snapshot.", NULL);
+    g.resends = add(a, FSGD_PROM_COUNTER, "fsgd_resends_total", "Gradients sent again (step unanswered).", NULL);
+    g.replica = add(a, FSGD_PROM_COUNTER, "fsgd_replica_mismatches_total",
+                    "Model checksums that did not match this replica.", NULL);
+}
+
 int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker, const char *addr, int port,
                        int *bound, char *err, size_t errsz)
 {
@@ -156,104 +267,17 @@ int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker,
     if (!(g.reg = fsgd_prom_new()))
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
     adder_t a = {0, err, errsz};
-    char strategy[sizeof job->codec], wid[16];
-    strategy_name(job->codec, strategy, sizeof strategy);
-    snprintf(g.strategy, sizeof g.strategy, "%s", strategy);
-    snprintf(wid, sizeof wid, "%u", worker);
-    const char *info[] = {"job", job->name, "role", role, "worker", wid, "strategy", strategy, "version",
-                          FSGD_VERSION, NULL};
-    int id = add(&a, FSGD_PROM_GAUGE, "fsgd_job_info", "Always 1: what this process is (labels).", info);
-    if (id >= 0)
-        fsgd_prom_set(g.reg, id, 1);
-    strategy_params(&a, job->codec);
-    const char *up[] = {"direction", "up", "strategy", strategy, NULL};
-    const char *down[] = {"direction", "down", "strategy", strategy, NULL};
-    g.steps = add(&a, FSGD_PROM_COUNTER, "fsgd_steps_total",
-                  agg ? "Synchronous steps completed." : "Steps this worker sent a gradient for.", NULL);
-    g.rows = add(&a, FSGD_PROM_COUNTER, "fsgd_rows_total",
-                 agg ? "Training rows applied." : "Training rows this worker computed gradients of.", NULL);
-    g.up = add(&a, FSGD_PROM_COUNTER, "fsgd_wire_bytes_total",
-               "Bytes of compressed exchange: up = gradients to the aggregator, down = model updates to workers.",
-               up);
-    g.down = add(&a, FSGD_PROM_COUNTER, "fsgd_wire_bytes_total", "", down);
-    g.hist = add(&a, FSGD_PROM_HISTOGRAM, "fsgd_step_duration_seconds",
-                 agg ? "Time of one step, from its start to the model update published."
-                     : "Time between this worker's consecutive gradient sends.",
-                 NULL);
-    for (int p = 0; p < PH_COUNT; p++) {
-        g.phase[p] = -1;
-        if (!agg && (p == PH_DECODE || p == PH_UPDATE))
-            continue;
-        const char *lab[] = {"phase", phase_names[p], NULL};
-        g.phase[p] = add(&a, FSGD_PROM_COUNTER, "fsgd_phase_seconds_total",
-                         "Seconds spent per phase of a step (the paper's Table IV breakdown).", lab);
-    }
-    for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++) {
-        g.rejected[r] = -1;
-        if (!agg && r != FSGD_AGG_REJ_CORRUPT && r != FSGD_AGG_REJ_DUPLICATE)
-            continue;
-        const char *lab[] = {"reason", fsgd_agg_reject_name(r), NULL};
-        g.rejected[r] = add(&a, FSGD_PROM_COUNTER, "fsgd_rejected_messages_total",
-                            agg ? "Gradient messages dropped, by reason." : "Model messages dropped, by reason.", lab);
-    }
+    add_role_series(&a, job, role, worker);
     g.empty_steps = g.epoch = g.loss = g.loss_ma = g.auc = g.logloss = g.test_rows = g.model_bytes = g.raw = g.enc =
         g.ratio = g.live = g.dropped = g.consumer_errors = g.resyncs = g.resends = g.replica = g.replica_checks =
             g.seconds = g.dataset_rows = g.dim = g.shards = g.shard_weights = -1;
     g.version = g.pv_auc = g.pv_logloss = g.pv_rows = -1;
-    if (agg && job->follow) {
-        g.version = add(&a, FSGD_PROM_GAUGE, "fsgd_model_version", "follow: the newest model version published.", NULL);
-        g.pv_auc = add(&a, FSGD_PROM_GAUGE, "fsgd_progressive_auc",
-                       "follow: AUC of the newest rows, each scored before it was trained on (NaN before).", NULL);
-        g.pv_logloss = add(&a, FSGD_PROM_GAUGE, "fsgd_progressive_logloss",
-                           "follow: mean loss of the newest rows, each scored before it was trained on.", NULL);
-        g.pv_rows = add(&a, FSGD_PROM_COUNTER, "fsgd_progressive_rows_total",
-                        "follow: rows scored before training since the job began.", NULL);
-        fsgd_prom_set(g.reg, g.pv_auc, NAN);
-        fsgd_prom_set(g.reg, g.pv_logloss, NAN);
-    }
-    if (agg) {
-        g.empty_steps = add(&a, FSGD_PROM_COUNTER, "fsgd_empty_steps_total", "Steps that applied no rows.", NULL);
-        g.epoch = add(&a, FSGD_PROM_GAUGE, "fsgd_epoch", "The epoch in progress (1-based).", NULL);
-        g.loss = add(&a, FSGD_PROM_GAUGE, "fsgd_train_loss", "Mean training loss of the last step.", NULL);
-        g.loss_ma = add(&a, FSGD_PROM_GAUGE, "fsgd_train_loss_moving_average",
-                        "Row-weighted mean training loss of the last few steps.", NULL);
-        g.auc = add(&a, FSGD_PROM_GAUGE, "fsgd_test_auc", "Test AUC at the last epoch end (NaN before).", NULL);
-        g.logloss = add(&a, FSGD_PROM_GAUGE, "fsgd_test_logloss", "Test logloss at the last epoch end (NaN before).",
-                        NULL);
-        g.test_rows = add(&a, FSGD_PROM_GAUGE, "fsgd_test_rows", "Rows of the last test evaluation.", NULL);
-        g.model_bytes = add(&a, FSGD_PROM_COUNTER, "fsgd_model_published_bytes_total",
-                            "Bytes published to NAME.model (updates and snapshots).", NULL);
-        g.raw = add(&a, FSGD_PROM_COUNTER, "fsgd_gradient_raw_bytes_total",
-                    "Gradient bytes before compression (8 per key, value pair).", NULL);
-        g.enc = add(&a, FSGD_PROM_COUNTER, "fsgd_gradient_encoded_bytes_total", "Gradient bytes after compression.",
-                    NULL);
-        g.ratio = add(&a, FSGD_PROM_GAUGE, "fsgd_compression_ratio", "Raw over encoded gradient bytes so far.", NULL);
-        g.live = add(&a, FSGD_PROM_GAUGE, "fsgd_workers_live", "Workers in the step barrier.", NULL);
-        g.dropped = add(&a, FSGD_PROM_COUNTER, "fsgd_workers_dropped_total", "Workers dropped after a timeout.", NULL);
-        g.consumer_errors = add(&a, FSGD_PROM_COUNTER, "fsgd_consumer_errors_total",
-                                "Transient errors of the NAME.grads consumer.", NULL);
-        g.replica_checks = add(&a, FSGD_PROM_COUNTER, "fsgd_replica_checks_total",
-                               "Checksums of the model sent for workers to compare with.", NULL);
-        g.seconds = add(&a, FSGD_PROM_GAUGE, "fsgd_train_seconds", "Seconds since training started.", NULL);
-        g.dataset_rows = add(&a, FSGD_PROM_GAUGE, "fsgd_dataset_rows", "Rows in NAME.data.", NULL);
-        g.dim = add(&a, FSGD_PROM_GAUGE, "fsgd_model_dim", "Feature dimension of the model.", NULL);
-        g.shards = add(&a, FSGD_PROM_GAUGE, "fsgd_shards",
-                       "Aggregator shards of the job (1: unsharded; else each owns the keys k mod shards = shard).",
-                       NULL);
-        g.shard_weights = add(&a, FSGD_PROM_GAUGE, "fsgd_shard_weights",
-                              "Weights of the model this aggregator holds (its shard's; the whole model unsharded).",
-                              NULL);
-        set(g.shards, job->shards > 1 ? job->shards : 1);
-        if (g.auc >= 0) {
-            fsgd_prom_set(g.reg, g.auc, NAN);
-            fsgd_prom_set(g.reg, g.logloss, NAN);
-        }
-    } else {
-        g.resyncs = add(&a, FSGD_PROM_COUNTER, "fsgd_resyncs_total", "Model resyncs from a snapshot.", NULL);
-        g.resends = add(&a, FSGD_PROM_COUNTER, "fsgd_resends_total", "Gradients sent again (step unanswered).", NULL);
-        g.replica = add(&a, FSGD_PROM_COUNTER, "fsgd_replica_mismatches_total",
-                        "Model checksums that did not match this replica.", NULL);
-    }
+    if (agg && job->follow)
+        add_follow_series(&a);
+    if (agg)
+        add_aggregator_series(&a, job);
+    else
+        add_worker_series(&a);
     if (a.rc < 0) {
         fsgd_observe_stop();
         return a.rc;

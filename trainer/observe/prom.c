@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fsgd/error.h"
+#include "observe_testing.h"
 
 typedef struct family {
     char *name, *help;

@@ -40,12 +40,22 @@ int fsgd_codec_is_lossless(const fsgd_codec_t *c);
 /* Upper bound on the encoded size of a gradient with n entries. */
 size_t fsgd_codec_bound(const fsgd_codec_t *c, size_t n);
 
+/* The caller's buffer a message is encoded into (zstd's ZSTD_outBuffer):
+ * dst[0..cap), sized by the encoder's bound function. The encoder sets len to
+ * the message size, 0 on error. Every encoder of a message (codec, downlink,
+ * strategy, backend) takes one. */
+typedef struct fsgd_outbuf {
+    uint8_t *dst;
+    size_t cap;
+    size_t len;
+} fsgd_outbuf_t;
+
 /* Encodes n (key, value) pairs, keys strictly increasing and < dim, into
- * out[0..cap). On success *out_len is the message size. Error feedback codecs
- * add their residual first and keep what they did not send. NaN/Inf values
- * are rejected with FSGD_E_NONFINITE (state unchanged). */
-int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, uint8_t *out,
-                      size_t cap, size_t *out_len, char *err, size_t errsz);
+ * out (out->len: the message size). Error feedback codecs add their residual
+ * first and keep what they did not send. NaN/Inf values are rejected with
+ * FSGD_E_NONFINITE (state unchanged). */
+int fsgd_codec_encode(fsgd_codec_t *c, const uint32_t *keys, const float *vals, size_t n, fsgd_outbuf_t *out,
+                      char *err, size_t errsz);
 
 /* A sharded worker splits its gradient by shard, a message a shard. A codec
  * whose choices are relative to the whole gradient takes them from the

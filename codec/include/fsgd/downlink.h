@@ -45,12 +45,12 @@ size_t fsgd_downlink_bound(const fsgd_downlink_t *d, size_t n);
 /* Encodes Δ = θ − ρ over keys[0..n) (strictly increasing, < dim): at most
  * budget entries (budget 0: all n), first those of largest |Δ| times the
  * number of encodes whose keys included the key (workers read hot keys
- * most often, so their pending Δ costs most), into out[0..cap).
+ * most often, so their pending Δ costs most), into out.
  * Then adds to ρ what the message decodes to (fsgd_downlink_last), without
- * decoding it. *out_len is the message size (an
+ * decoding it. out->len is the message size (an
  * fsgd codec message, codec/FORMAT.md). Returns 0 or a negative fsgd_err. */
 int fsgd_downlink_encode(fsgd_downlink_t *d, const float *theta, const uint32_t *keys, size_t n, size_t budget,
-                         uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz);
+                         fsgd_outbuf_t *out, char *err, size_t errsz);
 
 /* The replica ρ (dim floats, owned by d). */
 const float *fsgd_downlink_replica(const fsgd_downlink_t *d);

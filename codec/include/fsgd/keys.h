@@ -41,10 +41,10 @@ int fsgd_keys_peek(const uint8_t *buf, size_t len, uint64_t dim, uint32_t *n, si
                    size_t errsz);
 
 /* Decodes the block at buf into keys (room for the peeked count, cap
- * entries). Every key is checked < dim and strictly increasing; padding
- * bits must be zero and the stream must be used exactly. *size (may be
- * NULL) gets the block size. Errors name the byte offset. */
+ * entries); *n gets the count. Every key is checked < dim and strictly
+ * increasing; padding bits must be zero and the stream must be used exactly.
+ * The block's size is fsgd_keys_peek's. Errors name the byte offset. */
 int fsgd_keys_decode(const uint8_t *buf, size_t len, uint64_t dim, uint32_t *keys, size_t cap, uint32_t *n,
-                     size_t *size, char *err, size_t errsz);
+                     char *err, size_t errsz);
 
 #endif

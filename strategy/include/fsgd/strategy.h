@@ -114,9 +114,10 @@ size_t fsgd_sworker_bound(const fsgd_sworker_t *w, size_t n);
 
 /* Encodes the step's gradient (n entries, keys strictly increasing < dim:
  * the sum over the worker's rows, as fsgd_backend_gradient gives it; rows:
- * how many) into out[0..cap). Error-feedback state is kept in w. */
+ * how many) into out (fsgd/codec.h's fsgd_outbuf_t, sized by
+ * fsgd_sworker_bound). Error-feedback state is kept in w. */
 int fsgd_sworker_encode(fsgd_sworker_t *w, const uint32_t *keys, const float *vals, size_t n, uint64_t rows,
-                        uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz);
+                        fsgd_outbuf_t *out, char *err, size_t errsz);
 
 /* A sharded worker's gradient, split by shard: fsgd_sworker_whole_scale of
  * the whole gradient's values, once a step, then fsgd_sworker_set_whole on
@@ -225,10 +226,11 @@ int fsgd_sagg_downlink_coded(const fsgd_sagg_t *a);
 size_t fsgd_sagg_downlink_bound(const fsgd_sagg_t *a, size_t n);
 
 /* Codes Δ = θ − ρ over keys[0..n) (strictly increasing), at most budget
- * entries (0: all n), into out[0..cap), and adds to ρ what a worker will
- * add (fsgd_downlink_encode). Returns 0 or a negative fsgd_err. */
+ * entries (0: all n), into out (sized by fsgd_sagg_downlink_bound), and adds
+ * to ρ what a worker will add (fsgd_downlink_encode). Returns 0 or a
+ * negative fsgd_err. */
 int fsgd_sagg_downlink_encode(fsgd_sagg_t *a, const float *theta, const uint32_t *keys, size_t n, size_t budget,
-                              uint8_t *out, size_t cap, size_t *out_len, char *err, size_t errsz);
+                              fsgd_outbuf_t *out, char *err, size_t errsz);
 
 /* The check value of ρ, for fsgd_sworker_downlink_verify. */
 uint32_t fsgd_sagg_downlink_check(const fsgd_sagg_t *a);

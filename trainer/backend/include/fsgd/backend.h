@@ -62,15 +62,14 @@ int fsgd_backend_apply(fsgd_backend_t *b, const uint32_t *keys, const float *val
 
 /* The gradient of fsgd_backend_gradient, encoded with codec: the same
  * message, codec state and statistics as fsgd_codec_encode(codec, g.keys,
- * g.vals, g.n, out, cap, out_len) on that gradient, and the same errors.
+ * g.vals, g.n, out) on that gradient, and the same errors.
  * Adds the batch's loss to *loss_sum on success only. The CUDA backend runs
  * codec fastsgd (ef=0; paper or optimal lengths) on the device and copies
  * back only the message (trainer/backend/CUDA.md); other codecs, and
  * fastsgd with ef=1, are encoded on the host. Size out with
  * fsgd_backend_encoded_bound. Returns 0 or a negative error with err set. */
 int fsgd_backend_gradient_encoded(fsgd_backend_t *b, const fsgd_grad_request_t *req, fsgd_codec_t *codec,
-                                  uint8_t *out, size_t cap, size_t *out_len, double *loss_sum, char *err,
-                                  size_t errsz);
+                                  fsgd_outbuf_t *out, double *loss_sum, char *err, size_t errsz);
 
 /* A capacity for fsgd_backend_gradient_encoded on batch (touched keys <= nnz). */
 size_t fsgd_backend_encoded_bound(const fsgd_codec_t *codec, const fsgd_csr_t *batch);

@@ -51,7 +51,4 @@ int fsgd_loss_check_labels(fsgd_loss_kind_t k, const fsgd_label_set_t *s, char *
  * stable for large |m|. */
 double fsgd_loss_value(fsgd_loss_kind_t k, double m, double y);
 
-/* d loss / d m (a subgradient for hinge: 0 at the kink). */
-double fsgd_loss_deriv(fsgd_loss_kind_t k, double m, double y);
-
 #endif

@@ -2,8 +2,8 @@
  * both as C (trainer/loss/loss.c, the CPU backend) and as CUDA device code
  * (trainer/backend/backend_cuda.cu), so every backend computes the same
  * formulas. A leaf: it needs only fsgd/loss.h, so the backends below core/
- * share it without including core/. Not an API: call fsgd_loss_value and
- * fsgd_loss_deriv (fsgd/loss.h) elsewhere. y must already be mapped (±1 for
+ * share it without including core/. Not an API: call fsgd_loss_value
+ * (fsgd/loss.h) elsewhere. y must already be mapped (±1 for
  * classification). */
 #ifndef FSGD_LOSS_FORMULAS_H
 #define FSGD_LOSS_FORMULAS_H

@@ -45,8 +45,4 @@ void fsgd_observe_agg_step(const fsgd_agg_stats_t *s, const fsgd_sagg_t *strat, 
  * call as the step's duration. A no-op when not started. */
 void fsgd_observe_worker_step(const fsgd_worker_stats_t *s);
 
-/* The rendered metrics (malloc'ed, caller frees) for tests; NULL when not
- * started. */
-char *fsgd_observe_render(void);
-
 #endif

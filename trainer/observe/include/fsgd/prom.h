@@ -51,9 +51,6 @@ void fsgd_prom_set(fsgd_prom_t *r, int id, double v);
 void fsgd_prom_inc(fsgd_prom_t *r, int id, double d);
 /* Counts one observation in a histogram series. NaN is ignored. Thread safe. */
 void fsgd_prom_observe(fsgd_prom_t *r, int id, double v);
-/* The current value of a counter or gauge series (NaN for a bad id). */
-double fsgd_prom_get(fsgd_prom_t *r, int id);
-
 /* Renders every family in the order they were first added, as the text
  * exposition format: "# HELP", "# TYPE", then one line per series (a
  * histogram: cumulative _bucket lines with le, +Inf last, then _sum and
