@@ -73,7 +73,7 @@ static int hold_parse(agg_t *a, const hold_ctx_t *c)
         for (size_t i = 0; i < c->n[p]; i++) {
             const hold_msg_t *m = &c->msgs[p][i];
             char src[200];
-            snprintf(src, sizeof src, "topic %s partition %u offset %lld", a->tdata, p, (long long)m->offset);
+            snprintf(src, sizeof src, "topic %s partition %u offset %lld", a->topic.data, p, (long long)m->offset);
             long n = fsgd_rowfmt_parse_msg(&a->fmt, m->bytes, m->len, src, &a->tune.hold, NULL, a->err, a->errsz);
             if (n < 0)
                 return (int)n;
@@ -112,7 +112,7 @@ static int cut_holdout(agg_t *a, uint64_t H)
         a->st.end[p] = o;
     }
     if (!rc && nr)
-        rc = fsgd_bus_read_rows_parts(a->scan_c, a->tdata, (int)nr, parts, starts, ends, 30000, hold_keep, &c, a->err,
+        rc = fsgd_bus_read_rows_parts(a->scan_c, a->topic.data, (int)nr, parts, starts, ends, 30000, hold_keep, &c, a->err,
                                       a->errsz);
     if (!rc)
         rc = hold_parse(a, &c);
@@ -148,7 +148,7 @@ static void warn_big_blocks(agg_t *a, uint64_t B)
     if (per_msg > 1.5 * share && per_msg > 1.5)
         agg_log(a, "%s holds %.0f rows a message, and a step takes whole messages: a step of batch %llu over %u "
                 "partitions takes about %.0f rows, not %llu (produce the rows with the job's batch, or "
-                "--block-rows %.0f)", a->tdata, per_msg, (unsigned long long)B, a->st.nparts,
+                "--block-rows %.0f)", a->topic.data, per_msg, (unsigned long long)B, a->st.nparts,
                 per_msg * a->st.nparts, (unsigned long long)B, share < 1 ? 1 : floor(share));
 }
 

@@ -78,7 +78,7 @@ int agg_follow_setup(agg_t *a)
     a->s->follow = 1;
     agg_log(a, "follow: training on %s as rows arrive; a model version every %llu steps or %g s; progressive "
                "validation over the newest %d rows",
-            a->tdata, (unsigned long long)a->model.snap_every, a->job->version_seconds, FOLLOW_PV_WINDOW);
+            a->topic.data, (unsigned long long)a->model.snap_every, a->job->version_seconds, FOLLOW_PV_WINDOW);
     return 0;
 }
 
@@ -124,7 +124,7 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     agg_t *a = c->a;
     fsgd_csr_t *rows = &c->fp->rows;
     char src[200];
-    snprintf(src, sizeof src, "topic %s partition %d offset %lld", a->tdata, (int)partition, (long long)offset);
+    snprintf(src, sizeof src, "topic %s partition %d offset %lld", a->topic.data, (int)partition, (long long)offset);
     if (offset < c->next || (uint64_t)offset >= c->fp->end)
         return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "%s: outside the window read [%lld, %llu)", src,
                             (long long)c->next, (unsigned long long)c->fp->end);
@@ -191,7 +191,7 @@ static int load_window(agg_t *a, uint32_t p, uint64_t s, uint64_t e)
     fp->end = e;
     load_ctx_t c = {a, p, fp, (int64_t)s};
     if (e > s)
-        FSGD_TRY(fsgd_bus_read_range(a->scan_c, a->tdata, (int32_t)p, (int64_t)s, (int64_t)e, 30000,
+        FSGD_TRY(fsgd_bus_read_range(a->scan_c, a->topic.data, (int32_t)p, (int64_t)s, (int64_t)e, 30000,
                                      FSGD_BUS_READ_ROWS, load_msg, &c, a->err, a->errsz));
     mark_upto(&c, (int64_t)e);
     fp->loaded = 1;
@@ -214,12 +214,12 @@ static int refill(agg_t *a, int idle)
         if (a->st.pos[p] < end)
             continue;
         int64_t lo, hi;
-        FSGD_TRY(fsgd_bus_watermarks(a->scan_c, a->tdata, (int32_t)p, &lo, &hi, 10000, a->err, a->errsz));
+        FSGD_TRY(fsgd_bus_watermarks(a->scan_c, a->topic.data, (int32_t)p, &lo, &hi, 10000, a->err, a->errsz));
         if (lo > (int64_t)end)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_LOST,
                                 "data lost: %s [%u] now starts at offset %lld, but offset %llu is the next to train: "
                                 "rows were dropped before training (retention too short for the job's pace)",
-                                a->tdata, p, (long long)lo, (unsigned long long)end);
+                                a->topic.data, p, (long long)lo, (unsigned long long)end);
         if (hi <= (int64_t)end)
             continue;
         uint64_t e = (uint64_t)hi - end > FOLLOW_WINDOW_MAX ? end + FOLLOW_WINDOW_MAX : (uint64_t)hi;
@@ -419,13 +419,13 @@ int agg_follow_resumed(agg_t *a)
     struct agg_follow *f = a->follow;
     for (uint32_t p = 0; p < a->st.nparts; p++) {
         int64_t lo, hi;
-        FSGD_TRY(fsgd_bus_watermarks(a->scan_c, a->tdata, (int32_t)p, &lo, &hi, 10000, a->err, a->errsz));
+        FSGD_TRY(fsgd_bus_watermarks(a->scan_c, a->topic.data, (int32_t)p, &lo, &hi, 10000, a->err, a->errsz));
         if (a->st.start[p] > a->st.pos[p] || a->st.pos[p] > a->st.end[p] || (int64_t)a->st.pos[p] < lo ||
             (int64_t)a->st.end[p] > hi)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                                 "checkpoint '%s': %s [%u] window [%llu, %llu) at %llu, but the topic holds [%lld, "
                                 "%lld): another job's checkpoint, or rows were dropped; start over (fsgd run --fresh)",
-                                a->job->checkpoint, a->tdata, p, (unsigned long long)a->st.start[p],
+                                a->job->checkpoint, a->topic.data, p, (unsigned long long)a->st.start[p],
                                 (unsigned long long)a->st.end[p], (unsigned long long)a->st.pos[p], (long long)lo,
                                 (long long)hi);
         /* rows before the position were trained: read from there on */

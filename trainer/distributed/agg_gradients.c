@@ -19,10 +19,10 @@ static int consumer_error(agg_t *a, const fsgd_bus_msg_t *m)
         return 0;
     char fatal[256];
     if (fsgd_bus_fatal(a->grads_c, fatal, sizeof fatal))
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: fatal: %s", a->tgrads, fatal);
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: fatal: %s", a->topic.grads, fatal);
     switch (m->err) {
     case FSGD_BUS_FATAL:
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: %s", a->tgrads, m->errstr);
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: %s", a->topic.grads, m->errstr);
     case FSGD_BUS_LOST: {
         /* Gradients were dropped by the broker before they were read (a
          * burst pushed them past retention or the embedded cluster's 5 MiB).
@@ -32,13 +32,13 @@ static int consumer_error(agg_t *a, const fsgd_bus_msg_t *m)
          * again, that partition from its log start, the others from where
          * they are. */
         char re[256];
-        if (fsgd_bus_restart(a->grads_c, a->tgrads, m->partition, FSGD_BUS_OFFSET_BEGINNING, re, sizeof re))
+        if (fsgd_bus_restart(a->grads_c, a->topic.grads, m->partition, FSGD_BUS_OFFSET_BEGINNING, re, sizeof re))
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_KAFKA, "%s consumer: %s, and reading on from the log "
-                                "start failed: %s", a->tgrads, m->errstr, re);
+                                "start failed: %s", a->topic.grads, m->errstr, re);
         a->s->consumer_errors++;
         agg_log(a, "%s [%d]: messages were dropped by the broker before they were read (%s): reading on from the "
                    "log start; workers send unanswered gradients again",
-                a->tgrads, (int)m->partition, m->errstr);
+                a->topic.grads, (int)m->partition, m->errstr);
         return 0;
     }
     default:
@@ -52,7 +52,7 @@ static int consumer_error(agg_t *a, const fsgd_bus_msg_t *m)
         a->kerr_seen[a->n_kerr++] = (int)e;
     agg_log(a, "%s consumer: %s (%s; librdkafka retries; counted in metrics messages.consumer_errors, this kind "
                "logged once)",
-            a->tgrads, m->errstr, m->errname);
+            a->topic.grads, m->errstr, m->errname);
     return 0;
 }
 
@@ -119,7 +119,7 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int32_t partition
         if (!agg_member_find(a, f.sender)) {
             agg_reject(a, FSGD_AGG_REJ_FORGED,
                    "sender %u is not a member of job %s (no worker_assignment from it on %s; %zu members)", f.sender,
-                   a->job->name, a->tctl, a->members.nmem);
+                   a->job->name, a->topic.ctl, a->members.nmem);
             return 0;
         }
     }

@@ -28,7 +28,7 @@ void agg_ctl_emit(agg_t *a, const char *event)
     if (a->lead && strcmp(event, "job_end"))
         return;
     if (fsgd_cj_end(&a->cj) == 0)
-        fsgd_ctl_send(a->prod, a->tctl, a->job->name, event, &a->cj);
+        fsgd_ctl_send(a->prod, a->topic.ctl, a->job->name, event, &a->cj);
 }
 
 void agg_ctl_member(agg_t *a, const char *event, uint32_t worker)
@@ -74,14 +74,14 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
     const char *j = m->val;
     char why[256];
     if (!m->err && fsgd_ctl_verify(a->auth, m, why, sizeof why) < 0) {
-        agg_reject(a, FSGD_AGG_REJ_UNAUTH, "%s %s", a->tctl, why);
+        agg_reject(a, FSGD_AGG_REJ_UNAUTH, "%s %s", a->topic.ctl, why);
         return;
     }
     /* a copy of an event its sender wrote before: a worker_leave copied
      * back into the topic drops no live worker (read from the start, this
      * reader has seen every original) */
     if (!m->err && fsgd_auth_enabled(a->auth) && fsgd_replay_ctl(a->replay_ctl, m->offset, m->mac, m->mac_len) == 1) {
-        agg_reject_on(a, a->tctl, FSGD_AGG_REJ_REPLAYED, "offset %lld: a copy of an event its sender wrote before",
+        agg_reject_on(a, a->topic.ctl, FSGD_AGG_REJ_REPLAYED, "offset %lld: a copy of an event its sender wrote before",
                       (long long)m->offset);
         return;
     }
@@ -151,11 +151,11 @@ static void ctl_consumer_error(agg_t *a, const fsgd_bus_msg_t *m)
 {
     char re[256] = "";
     int restarted = m->err == FSGD_BUS_LOST &&
-                    fsgd_bus_restart(a->ctl_c, a->tctl, m->partition, FSGD_BUS_OFFSET_BEGINNING, re, sizeof re) == 0;
+                    fsgd_bus_restart(a->ctl_c, a->topic.ctl, m->partition, FSGD_BUS_OFFSET_BEGINNING, re, sizeof re) == 0;
     if (a->members.ctl_errs_logged >= 8)
         return;
     a->members.ctl_errs_logged++;
-    agg_log(a, "%s consumer: %s (%s)%s%s", a->tctl, m->errstr ? m->errstr : "error", m->errname ? m->errname : "?",
+    agg_log(a, "%s consumer: %s (%s)%s%s", a->topic.ctl, m->errstr ? m->errstr : "error", m->errname ? m->errname : "?",
             restarted ? ": reading it again from its start" : re[0] ? ": reading it again failed: " : "", re);
 }
 
@@ -252,7 +252,7 @@ int agg_wait_assignment(agg_t *a, double timeout_s)
             last_log = t;
             agg_log(a, "waiting for workers: %zu of %d expected have reported their partitions on %s (%.0f s; "
                        "%llu messages read there, %llu of them reports; starting anyway after %.0f s)",
-                    a->members.nmem, a->members.expected, a->tctl, t - t0, (unsigned long long)a->members.ctl_read,
+                    a->members.nmem, a->members.expected, a->topic.ctl, t - t0, (unsigned long long)a->members.ctl_read,
                     (unsigned long long)a->members.ctl_used, timeout_s);
         }
         if (!n) {

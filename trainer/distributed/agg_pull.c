@@ -20,7 +20,6 @@ static int pull_open(agg_t *a)
         return 0;
     if (!(a->pull.as = fsgd_kasm_new()))
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-    fsgd_kbus_topic(a->tpull, sizeof a->tpull, a->job->name, "pull");
     /* a pull holds at most every key of the model, delta-coded (<= 5 B a key) */
     size_t msg = 65536 + (size_t)a->mdim * 5;
     fsgd_kasm_set_limits(a->pull.as, msg, msg * 4 < ((size_t)64 << 20) ? (size_t)64 << 20 : msg * 4);
@@ -72,7 +71,7 @@ static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t 
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a pull's answer");
     fsgd_kframe_t h = {.kind = FSGD_KMSG_VALUES, .gen = a->gen, .sender = a->shard, .step = f->step};
     uint64_t before = a->pull.bytes;
-    FSGD_TRY(fsgd_bus_send(a->prod, a->tpull, fsgd_pull_partition(f->sender), a->job->name, &h, NULL, a->pull.buf.p,
+    FSGD_TRY(fsgd_bus_send(a->prod, a->topic.pull, fsgd_pull_partition(f->sender), a->job->name, &h, NULL, a->pull.buf.p,
                            a->pull.buf.n, &a->pull.bytes, a->err, a->errsz));
     a->s->bytes_down += a->pull.bytes - before;
     a->s->bytes_values += a->pull.bytes - before;

@@ -37,7 +37,7 @@ int agg_row_replayed(agg_t *a, int32_t partition, int64_t offset, char *err, siz
     if (rp < 0)
         return fsgd_err_fmt(err, errsz, rp, "aggregator: out of memory");
     if (fsgd_replay_count(a->replay_rows, NULL, 0) > before) /* a new verdict (not an offset read again) */
-        agg_reject_on(a, a->tdata, FSGD_AGG_REJ_REPLAYED,
+        agg_reject_on(a, a->topic.data, FSGD_AGG_REJ_REPLAYED,
                       "partition %d offset %lld: a copy of a row message its producer wrote before: read as no rows, "
                       "by every worker too", (int)partition, (long long)offset);
     return rp;
@@ -53,7 +53,7 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     if (rp)
         len = 0; /* no rows at this offset */
     char src[200];
-    snprintf(src, sizeof src, "topic %s partition %d offset %lld", c->a->tdata, (int)partition, (long long)offset);
+    snprintf(src, sizeof src, "topic %s partition %d offset %lld", c->a->topic.data, (int)partition, (long long)offset);
     fsgd_csr_clear(&c->tmp);
     long n = fsgd_rowfmt_parse_msg(&c->a->fmt, val, len, src, &c->tmp, &c->bad, err, errsz);
     if (n < 0)
@@ -99,7 +99,7 @@ static int from_summary(agg_t *a, int P, uint64_t dim, uint64_t *total, uint64_t
     int64_t *lo = rc == 1 ? calloc((size_t)P, sizeof *lo) : NULL, *hi = lo ? calloc((size_t)P, sizeof *hi) : NULL;
     if (rc == 1 && (!lo || !hi))
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-    if (rc == 1 && (rc = fsgd_bus_watermarks_all(a->scan_c, a->tdata, P, lo, hi, 10000, a->err, a->errsz)) == 0)
+    if (rc == 1 && (rc = fsgd_bus_watermarks_all(a->scan_c, a->topic.data, P, lo, hi, 10000, a->err, a->errsz)) == 0)
         rc = 1;
     for (int p = 0; rc == 1 && p < P; p++)
         rc = lo[p] == 0 && hi[p] == (int64_t)s->ends[p] ? 1 : 0;
@@ -146,7 +146,7 @@ int agg_await_producer(agg_t *a)
         if (r < 0 && errno == EINTR)
             continue;
         if (r == 0) {
-            agg_log(a, "waiting for fsgd run's producer to finish writing %s (%.0f s)", a->tdata, agg_now() - t0);
+            agg_log(a, "waiting for fsgd run's producer to finish writing %s (%.0f s)", a->topic.data, agg_now() - t0);
             continue;
         }
         n = read((int)fd, &go, 1);
@@ -158,13 +158,13 @@ int agg_await_producer(agg_t *a)
     unsetenv("FSGD_AGG_AWAIT_FD");
     if (n != 1 || go != '1')
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
-                            "aggregator: fsgd run stopped before its producer had written %s", a->tdata);
+                            "aggregator: fsgd run stopped before its producer had written %s", a->topic.data);
     return 0;
 }
 
 int agg_scan_data(agg_t *a)
 {
-    int P = fsgd_bus_partitions(a->scan_c, a->tdata, 15000, a->err, a->errsz);
+    int P = fsgd_bus_partitions(a->scan_c, a->topic.data, 15000, a->err, a->errsz);
     if (P < 0)
         return P;
     FSGD_TRY(fsgd_wire_state_alloc(&a->st, (uint32_t)P));
@@ -190,14 +190,14 @@ int agg_scan_data(agg_t *a)
     if (to_read && (!los || !his))
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     if (!rc && to_read)
-        rc = fsgd_bus_watermarks_all(a->scan_c, a->tdata, to_read, los, his, 10000, a->err, a->errsz);
+        rc = fsgd_bus_watermarks_all(a->scan_c, a->topic.data, to_read, los, his, 10000, a->err, a->errsz);
     for (int p = 0; p < to_read && !rc; p++) {
         int64_t lo = los[p], hi = his[p];
         if (lo != 0) {
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_LOST,
                               "data lost: %s [%d] starts at offset %lld, not 0: rows were dropped before "
                               "training (retention, or the embedded cluster's 5 MiB per partition)",
-                              a->tdata, p, (long long)lo);
+                              a->topic.data, p, (long long)lo);
             break;
         }
         a->st.start[p] = a->st.pos[p] = (uint64_t)lo;
@@ -209,7 +209,7 @@ int agg_scan_data(agg_t *a)
         }
         c.p = (uint32_t)p;
         c.rows = 0;
-        rc = fsgd_bus_read_range(a->scan_c, a->tdata, p, lo, hi, 30000, FSGD_BUS_READ_ROWS, scan_msg, &c, a->err,
+        rc = fsgd_bus_read_range(a->scan_c, a->topic.data, p, lo, hi, 30000, FSGD_BUS_READ_ROWS, scan_msg, &c, a->err,
                                  a->errsz);
         total += c.rows;
     }
@@ -222,29 +222,29 @@ int agg_scan_data(agg_t *a)
     /* Rows an outside client wrote that do not parse: skipped (skip_bad)
      * by the workers as here, never silently. */
     if (c.bad.bad_rows) {
-        agg_log(a, "topic %s: skipped %llu malformed rows (skip_bad); first: %s", a->tdata,
+        agg_log(a, "topic %s: skipped %llu malformed rows (skip_bad); first: %s", a->topic.data,
                 (unsigned long long)c.bad.bad_rows, c.bad.first_bad[0]);
         for (uint64_t i = 1; i < c.bad.bad_rows && i < FSGD_LIBSVM_BAD_KEPT; i++)
-            agg_log(a, "topic %s: skipped %s", a->tdata, c.bad.first_bad[i]);
+            agg_log(a, "topic %s: skipped %s", a->topic.data, c.bad.first_bad[i]);
     }
     if (c.past_dim)
-        agg_log(a, "topic %s: skipped %llu row messages with a feature past dim %llu (skip_bad); first: %s", a->tdata,
+        agg_log(a, "topic %s: skipped %llu row messages with a feature past dim %llu (skip_bad); first: %s", a->topic.data,
                 (unsigned long long)c.past_dim, (unsigned long long)c.dim, c.first_past);
     char first[256];
     uint64_t unauth = fsgd_auth_skipped_rows(a->auth, first, sizeof first);
     if (unauth) /* skip_bad: rows without the job key's tag, read as empty by every role */
-        agg_log(a, "topic %s: skipped %llu row messages without this job key's tag (skip_bad); first: %s", a->tdata,
+        agg_log(a, "topic %s: skipped %llu row messages without this job key's tag (skip_bad); first: %s", a->topic.data,
                 (unsigned long long)unauth, first);
     if (total == 0)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "topic %s holds no rows: produce data first", a->tdata);
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "topic %s holds no rows: produce data first", a->topic.data);
     char why[300];
     if ((rc = fsgd_loss_check_labels(a->job->model, &a->labels, why, sizeof why)) < 0)
-        return fsgd_err_fmt(a->err, a->errsz, rc, "topic %s: %s", a->tdata, why);
+        return fsgd_err_fmt(a->err, a->errsz, rc, "topic %s: %s", a->topic.data, why);
     if (a->job->bias && fabs(a->job->bias_value) > a->xmax)
         a->xmax = fabs(a->job->bias_value);
     uint64_t dim = c.dim;
     if (dim && max_col > dim)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_RANGE, "topic %s has feature %llu > dim %llu", a->tdata,
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_RANGE, "topic %s has feature %llu > dim %llu", a->topic.data,
                             (unsigned long long)max_col, (unsigned long long)dim);
     a->s->dataset_rows = total;
     a->s->partitions = P;
@@ -276,14 +276,14 @@ static int last_final(void *ctx, int32_t partition, int64_t offset, const void *
 int agg_check_model_topic(agg_t *a)
 {
     int64_t lo, hi;
-    if (fsgd_bus_watermarks(a->scan_c, a->tmodel, 0, &lo, &hi, 10000, NULL, 0) < 0 || hi <= lo)
+    if (fsgd_bus_watermarks(a->scan_c, a->topic.model, 0, &lo, &hi, 10000, NULL, 0) < 0 || hi <= lo)
         return 0;
     fsgd_kframe_t f = {0};
-    if (fsgd_bus_read_range(a->scan_c, a->tmodel, 0, hi - 1, hi, 5000, 0, last_final, &f, NULL, 0) < 0 || !f.flags)
+    if (fsgd_bus_read_range(a->scan_c, a->topic.model, 0, hi - 1, hi, 5000, 0, last_final, &f, NULL, 0) < 0 || !f.flags)
         return 0;
     return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                         "job name '%s' is taken: %s ends with the final model of a finished job (generation %u, "
                         "step %llu, %lld messages); pick another --name, or delete the job's topics",
-                        a->job->name, a->tmodel, f.gen, (unsigned long long)f.step, (long long)(hi - lo));
+                        a->job->name, a->topic.model, f.gen, (unsigned long long)f.step, (long long)(hi - lo));
 }
 

@@ -108,10 +108,10 @@ int agg_lead_open(agg_t *a, fsgd_bus_t *bus)
     a->lead = l;
     if (!(l->c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, a->err, a->errsz)))
         return FSGD_E_KAFKA;
-    fsgd_bus_tp_t tp = {a->tmodel, 0, FSGD_BUS_OFFSET_BEGINNING};
+    fsgd_bus_tp_t tp = {a->topic.model, 0, FSGD_BUS_OFFSET_BEGINNING};
     l->last_heard = agg_now();
     int64_t lo = 0;
-    FSGD_TRY(fsgd_bus_watermarks(l->c, a->tmodel, 0, &lo, &l->hi_at_open, 10000, a->err, a->errsz));
+    FSGD_TRY(fsgd_bus_watermarks(l->c, a->topic.model, 0, &lo, &l->hi_at_open, 10000, a->err, a->errsz));
     return fsgd_bus_assign(l->c, &tp, 1, a->err, a->errsz);
 }
 
@@ -152,7 +152,7 @@ static int lead_take(agg_t *a, const fsgd_bus_msg_t *m)
     if (rp < 0)
         return fsgd_err_fmt(a->err, a->errsz, rp, "aggregator: out of memory");
     if (rp) {
-        agg_reject_on(a, a->tmodel, FSGD_AGG_REJ_REPLAYED, "offset %lld: generation %u step %llu: a copy of a "
+        agg_reject_on(a, a->topic.model, FSGD_AGG_REJ_REPLAYED, "offset %lld: generation %u step %llu: a copy of a "
                       "message shard 0 wrote before", (long long)m->offset, f.gen, (unsigned long long)f.step);
         return 0;
     }
@@ -284,11 +284,11 @@ int agg_lead_wait_start(agg_t *a)
         if (t - t0 > 120)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TIMEOUT,
                                 "shard %u: no opening snapshot from shard 0 on %s partition 0 after %.0f s: is "
-                                "shard 0's aggregator running?", a->shard, a->tmodel, t - t0);
+                                "shard 0's aggregator running?", a->shard, a->topic.model, t - t0);
         if (t - logged >= 10) {
             logged = t;
             agg_log(a, "shard %u: waiting %.0f s for shard 0 to open the job on %s partition 0", a->shard, t - t0,
-                    a->tmodel);
+                    a->topic.model);
         }
     }
     if (l->open_step != a->step)
@@ -312,7 +312,7 @@ int agg_lead_check_alive(agg_t *a, double step_timeout)
         if (t - l->last_heard > lead_patience(step_timeout))
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TIMEOUT,
                                 "shard %u: nothing from shard 0 on %s partition 0 for %.0f s (step %llu open): shard "
-                                "0 is gone", a->shard, a->tmodel, t - l->last_heard,
+                                "0 is gone", a->shard, a->topic.model, t - l->last_heard,
                                 (unsigned long long)a->step + 1);
         return 0;
     }
@@ -338,7 +338,7 @@ int agg_lead_check_alive(agg_t *a, double step_timeout)
             a->s->parts_missing++;
             agg_log(a, "shard %u: step %llu: the gradient part for %s partition %u offsets [%llu, %llu) that shard 0 "
                        "applied never came here in %.0f s (its worker gone?): the step goes on without it",
-                    a->shard, (unsigned long long)a->step + 1, a->tdata, p, (unsigned long long)at,
+                    a->shard, (unsigned long long)a->step + 1, a->topic.data, p, (unsigned long long)at,
                     (unsigned long long)to, t - l->decided_at);
         }
     }
@@ -368,13 +368,13 @@ int agg_shard_final(agg_t *a)
             break;
         if (agg_now() - logged >= 10) {
             logged = agg_now();
-            agg_log(a, "shard 0: waiting %.0f s for every shard's final snapshot on %s: %s", logged - t0, a->tmodel, e);
+            agg_log(a, "shard 0: waiting %.0f s for every shard's final snapshot on %s: %s", logged - t0, a->topic.model, e);
         }
         struct timespec ns = {0, 200 * 1000000};
         nanosleep(&ns, NULL);
     }
     if (rc < 0)
-        return fsgd_err_fmt(a->err, a->errsz, rc, "shard 0: the whole model from %s: %s", a->tmodel, e);
+        return fsgd_err_fmt(a->err, a->errsz, rc, "shard 0: the whole model from %s: %s", a->topic.model, e);
     fsgd_rowfmt_input(&a->fmt, m.input, sizeof m.input);
     if (a->test.n_rows) {
         rc = fsgd_train_evaluate(&m, &a->test, &a->s->test);

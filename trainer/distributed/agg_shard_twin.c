@@ -41,7 +41,7 @@ static void twin_begin(agg_t *a, const char *event)
 static void twin_send(agg_t *a, const char *event)
 {
     if (fsgd_cj_end(&a->cj) == 0)
-        fsgd_ctl_send(a->prod, a->tctl, a->job->name, event, &a->cj);
+        fsgd_ctl_send(a->prod, a->topic.ctl, a->job->name, event, &a->cj);
 }
 
 static int last_not_final(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
@@ -59,9 +59,9 @@ static int place_written(agg_t *a)
 {
     int64_t lo, hi;
     int open = 0;
-    if (fsgd_bus_watermarks(a->scan_c, a->tmodel, (int32_t)a->shard, &lo, &hi, 10000, NULL, 0) < 0 || hi <= lo)
+    if (fsgd_bus_watermarks(a->scan_c, a->topic.model, (int32_t)a->shard, &lo, &hi, 10000, NULL, 0) < 0 || hi <= lo)
         return 0;
-    if (fsgd_bus_read_range(a->scan_c, a->tmodel, (int32_t)a->shard, hi - 1, hi, 5000, 0, last_not_final, &open,
+    if (fsgd_bus_read_range(a->scan_c, a->topic.model, (int32_t)a->shard, hi - 1, hi, 5000, 0, last_not_final, &open,
                             NULL, 0) < 0)
         return 0;
     return open;
@@ -79,9 +79,9 @@ int agg_twin_check(agg_t *a)
     int64_t lo = 0, hi = 0;
     /* below 2^53: JSON numbers are read as doubles */
     uint64_t nonce = (((uint64_t)getpid() << 32) ^ (uint64_t)(agg_now() * 1e6)) & (((uint64_t)1 << 53) - 1);
-    fsgd_bus_tp_t tp = {a->tctl, 0, 0};
+    fsgd_bus_tp_t tp = {a->topic.ctl, 0, 0};
     int rc = 0;
-    if (fsgd_bus_watermarks(c, a->tctl, 0, &lo, &hi, 10000, e, sizeof e) == 0 &&
+    if (fsgd_bus_watermarks(c, a->topic.ctl, 0, &lo, &hi, 10000, e, sizeof e) == 0 &&
         (tp.offset = hi, fsgd_bus_assign(c, &tp, 1, e, sizeof e)) == 0) {
         twin_begin(a, "aggregator_probe");
         fsgd_cj_u64(&a->cj, "nonce", nonce);
@@ -110,7 +110,7 @@ int agg_twin_check(agg_t *a)
                                   "%s of job '%s' is running already (pid %.0f, generation %.0f, at step %.0f; it "
                                   "answered on %s): a second one would take the job over and stop the others; stop "
                                   "that one first, or pick another --name",
-                                  who, a->job->name, pid, gen, step, a->tctl);
+                                  who, a->job->name, pid, gen, step, a->topic.ctl);
             }
             fsgd_bus_msg_destroy(m);
         }
@@ -134,5 +134,5 @@ void agg_twin_answer(agg_t *a, const char *json, size_t len)
     char place[32] = "";
     if (a->shards > 1)
         snprintf(place, sizeof place, " for shard %u", a->shard);
-    agg_log(a, "another aggregator%s of this job asked whether it runs (%s): told it so; it stops", place, a->tctl);
+    agg_log(a, "another aggregator%s of this job asked whether it runs (%s): told it so; it stops", place, a->topic.ctl);
 }

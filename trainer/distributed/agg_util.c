@@ -47,7 +47,7 @@ void agg_reject(agg_t *a, int reason, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    reject_on(a, a->tgrads, reason, fmt, ap);
+    reject_on(a, a->topic.grads, reason, fmt, ap);
     va_end(ap);
 }
 

@@ -114,7 +114,7 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
     if (!rc && !(a->ctl_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
         rc = FSGD_E_KAFKA;
     if (!rc) {
-        fsgd_bus_tp_t l = {a->tctl, 0, FSGD_BUS_OFFSET_BEGINNING};
+        fsgd_bus_tp_t l = {a->topic.ctl, 0, FSGD_BUS_OFFSET_BEGINNING};
         rc = fsgd_bus_assign(a->ctl_c, &l, 1, err, errsz);
     }
     if (!rc)
@@ -233,17 +233,17 @@ static int agg_assign_grads(agg_t *a, int resumed)
     a->s->gen = a->gen;
     agg_set_quota(a);
     a->st.adam_t = a->model.adam.t;
-    int P = fsgd_bus_partitions(a->grads_c, a->tgrads, 15000, a->err, a->errsz);
+    int P = fsgd_bus_partitions(a->grads_c, a->topic.grads, 15000, a->err, a->errsz);
     if (a->shards > 1 && P >= 0 && P < (int)a->shards)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "topic %s has %d partitions; %u shards need one each",
-                            a->tgrads, P, a->shards);
+                            a->topic.grads, P, a->shards);
     fsgd_bus_tp_t *l = calloc(P > 0 ? (size_t)P : 1, sizeof *l);
     if (!l)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     for (int p = 0; l && p < P && !rc; p++) {
         int64_t lo, hi;
-        rc = fsgd_bus_watermarks(a->grads_c, a->tgrads, p, &lo, &hi, 10000, a->err, a->errsz);
-        l[p] = (fsgd_bus_tp_t){a->tgrads, p, hi};
+        rc = fsgd_bus_watermarks(a->grads_c, a->topic.grads, p, &lo, &hi, 10000, a->err, a->errsz);
+        l[p] = (fsgd_bus_tp_t){a->topic.grads, p, hi};
     }
     if (P < 0)
         rc = P;
@@ -611,10 +611,7 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_job_t *job, int e
                .auth = fsgd_bus_auth(env->bus),
                .stop = env->stop,
                .crash = env->crash};
-    fsgd_kbus_topic(a.tdata, sizeof a.tdata, job->name, "data");
-    fsgd_kbus_topic(a.tgrads, sizeof a.tgrads, job->name, "grads");
-    fsgd_kbus_topic(a.tmodel, sizeof a.tmodel, job->name, "model");
-    fsgd_kbus_topic(a.tctl, sizeof a.tctl, job->name, "ctl");
+    job_topics_init(&a.topic, job->name);
     a.members.expected = expected_workers > 0 ? expected_workers : 1;
     int rc = agg_shard_setup(&a);
     if (!rc)

@@ -28,6 +28,7 @@
 #include "fsgd/strategy.h"
 #include "agg_ckpt.h"
 #include "ctl.h"
+#include "job_topics.h"
 #include "wire.h"
 
 /* The aggregator's state, by concern; each agg_*.c touches the groups it
@@ -149,7 +150,7 @@ typedef struct agg {
     const fsgd_job_t *job;
     fsgd_rowfmt_t fmt; /* the job's row format: NAME.data, the test file, the model's input spec */
     fsgd_agg_stats_t *s;
-    char tdata[128], tgrads[128], tmodel[128], tctl[128], tpull[128];
+    job_topics_t topic;
     fsgd_bus_client_t *prod, *grads_c, *scan_c, *ctl_c;
     /* replayed copies (fsgd/replay.h): NAME.data's rows (every read of
      * scan_c), NAME.grads and NAME.ctl */

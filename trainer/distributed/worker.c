@@ -90,7 +90,7 @@ static int check_model_wait(worker_t *w, int ready)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_TIMEOUT,
                             "worker: no message on %s for %.0f s while waiting for the model after step %llu from "
                             "%s: giving up (is the aggregator running?)",
-                            w->tmodel, t - since, (unsigned long long)w->step, who);
+                            w->topic.model, t - since, (unsigned long long)w->step, who);
     }
     if (t - w->wait_logged < say_every || !w->log)
         return 0;
@@ -102,10 +102,10 @@ static int check_model_wait(worker_t *w, int ready)
                  "waiting %.0f s for the model after step %llu from %s (%llu gradients resent; gives up after "
                  "%.0f s without a message on %s)",
                  t - w->wait_since, (unsigned long long)w->step, who, (unsigned long long)w->stats->resends, give_up,
-                 w->tmodel);
+                 w->topic.model);
     else
         snprintf(line, sizeof line, "waiting %.0f s for a snapshot of the model on %s from %s%s", t - w->wait_since,
-                 w->tmodel, who, w->have_assignment ? "" : ", and for data partitions from the consumer group");
+                 w->topic.model, who, w->have_assignment ? "" : ", and for data partitions from the consumer group");
     w->log(w->log_ctx, line);
     return 0;
 }
@@ -142,10 +142,7 @@ int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t 
     w->log_ctx = env->ctx;
     w->err = err;
     w->errsz = errsz;
-    fsgd_kbus_topic(w->tdata, sizeof w->tdata, job->name, "data");
-    fsgd_kbus_topic(w->tgrads, sizeof w->tgrads, job->name, "grads");
-    fsgd_kbus_topic(w->tmodel, sizeof w->tmodel, job->name, "model");
-    fsgd_kbus_topic(w->tctl, sizeof w->tctl, job->name, "ctl");
+    job_topics_init(&w->topic, job->name);
     char group[128];
     fsgd_kbus_topic(group, sizeof group, job->name, "workers");
     int rc = fsgd_rowfmt_init(&w->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
@@ -160,8 +157,8 @@ int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t 
      * (the first worker_assignment on NAME.ctl reached the broker 0.9 s
      * after it was made, and the aggregator waited for it). */
     if (!rc) {
-        fsgd_bus_partitions(w->prod, w->tgrads, 5000, NULL, 0);
-        fsgd_bus_partitions(w->prod, w->tctl, 5000, NULL, 0);
+        fsgd_bus_partitions(w->prod, w->topic.grads, 5000, NULL, 0);
+        fsgd_bus_partitions(w->prod, w->topic.ctl, 5000, NULL, 0);
     }
     if (!rc && fsgd_job_replica(job) == FSGD_REPLICA_WORKING_SET)
         rc = worker_pull_open(w);
@@ -170,11 +167,11 @@ int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t 
     if (!rc && !(w->model_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
         rc = FSGD_E_KAFKA;
     if (!rc && w->shards > 1) {
-        int P = fsgd_bus_partitions(w->model_c, w->tmodel, 10000, err, errsz);
+        int P = fsgd_bus_partitions(w->model_c, w->topic.model, 10000, err, errsz);
         if (P >= 0 && P < (int)w->shards)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                               "worker: %s has %d partition%s, and %u aggregator shards (--shards) need one each: is the "
-                              "job sharded?", w->tmodel, P, P == 1 ? "" : "s", w->shards);
+                              "job sharded?", w->topic.model, P, P == 1 ? "" : "s", w->shards);
         else if (P < 0)
             rc = P;
     }
@@ -184,16 +181,16 @@ int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t 
         fsgd_bus_tp_t l[FSGD_SHARDS_MAX + 2];
         int n = 0;
         for (uint32_t i = 0; i < w->shards; i++)
-            l[n++] = (fsgd_bus_tp_t){w->tmodel, (int32_t)i, FSGD_BUS_OFFSET_BEGINNING};
+            l[n++] = (fsgd_bus_tp_t){w->topic.model, (int32_t)i, FSGD_BUS_OFFSET_BEGINNING};
         int64_t lo = 0, hi = 0;
-        if (fsgd_bus_watermarks(w->model_c, w->tctl, 0, &lo, &hi, 5000, NULL, 0) == 0)
-            l[n++] = (fsgd_bus_tp_t){w->tctl, 0, hi};
+        if (fsgd_bus_watermarks(w->model_c, w->topic.ctl, 0, &lo, &hi, 5000, NULL, 0) == 0)
+            l[n++] = (fsgd_bus_tp_t){w->topic.ctl, 0, hi};
         w->ctl_read = n == (int)w->shards + 1;
         if (w->pull.on)
             l[n++] = worker_pull_partition(w);
         rc = fsgd_bus_assign(w->model_c, l, n, err, errsz);
     }
-    if (!rc && !(w->group = fsgd_bus_group_new(bus, group, w->tdata, on_rebalance, w, err, errsz)))
+    if (!rc && !(w->group = fsgd_bus_group_new(bus, group, w->topic.data, on_rebalance, w, err, errsz)))
         rc = FSGD_E_KAFKA;
     /* a quarter of the aggregator's patience, so it sees a resend before it
      * drops this worker */
@@ -212,7 +209,7 @@ int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t 
         if (tw > 0)
             w->stats->t_wait += fsgd_clock_s() - tw;
         if (m) {
-            if (m->topic && !strcmp(m->topic, w->tmodel)) /* NAME.ctl's events are other roles' */
+            if (m->topic && !strcmp(m->topic, w->topic.model)) /* NAME.ctl's events are other roles' */
                 w->model_seen = fsgd_clock_s();
             rc = worker_handle_model(w, m);
             fsgd_bus_msg_destroy(m);

@@ -23,7 +23,7 @@ static int row_replayed(worker_t *w, int32_t partition, int64_t offset, char *er
         return fsgd_err_fmt(err, errsz, rp, "worker: out of memory");
     if (fsgd_replay_count(w->replay_rows, NULL, 0) > before)
         worker_reject(w, REJECT_REPLAY, "%s partition %d offset %lld: a copy of a row message its producer wrote "
-                      "before: read as no rows", w->tdata, (int)partition, (long long)offset);
+                      "before: read as no rows", w->topic.data, (int)partition, (long long)offset);
     return rp;
 }
 
@@ -53,7 +53,7 @@ static int catch_up(worker_t *w, uint32_t p, uint64_t start)
     int64_t from = next > lo ? next : lo;
     if (from >= (int64_t)start)
         return 0;
-    return fsgd_bus_read_range(w->fetch, w->tdata, (int32_t)p, from, (int64_t)start, 30000, FSGD_BUS_READ_ROWS,
+    return fsgd_bus_read_range(w->fetch, w->topic.data, (int32_t)p, from, (int64_t)start, 30000, FSGD_BUS_READ_ROWS,
                                catch_msg, w, w->err, w->errsz);
 }
 
@@ -64,7 +64,7 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     worker_t *w = l->w;
     pcache_t *c = l->c ? l->c : &w->cache[partition]; /* NULL: several partitions at once */
     char src[200];
-    snprintf(src, sizeof src, "topic %s partition %d offset %lld", w->tdata, (int)partition, (long long)offset);
+    snprintf(src, sizeof src, "topic %s partition %d offset %lld", w->topic.data, (int)partition, (long long)offset);
     fsgd_csr_clear(&w->tmp);
     int rp = row_replayed(w, partition, offset, err, errsz);
     if (rp < 0)
@@ -132,7 +132,7 @@ static int data_watermarks(worker_t *w, uint32_t p, uint64_t need, int64_t *lo, 
                 return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
             }
         }
-        int rc = fsgd_bus_watermarks_all(w->fetch, w->tdata, (int)w->ncache, w->wm_lo, w->wm_hi, 10000, w->err,
+        int rc = fsgd_bus_watermarks_all(w->fetch, w->topic.data, (int)w->ncache, w->wm_lo, w->wm_hi, 10000, w->err,
                                          w->errsz);
         if (rc) {
             free(w->wm_lo);
@@ -223,8 +223,8 @@ static int prepare_partition(worker_t *w, uint32_t p)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_FORMAT,
                             "model message of step %llu says %s [%u] holds offsets [%llu, %llu), but the topic holds "
                             "[%lld, %lld): refusing it (a model of another job on %s, or a forged one)",
-                            (unsigned long long)w->step, w->tdata, p, (unsigned long long)c->start,
-                            (unsigned long long)c->end, (long long)lo, (long long)hi, w->tmodel);
+                            (unsigned long long)w->step, w->topic.data, p, (unsigned long long)c->start,
+                            (unsigned long long)c->end, (long long)lo, (long long)hi, w->topic.model);
     c->row_of = calloc(c->end - c->start + 1, sizeof *c->row_of);
     if (!c->row_of)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory caching partition %u", p);
@@ -262,7 +262,7 @@ int worker_load_pending(worker_t *w)
     }
     load_ctx_t l = {w, NULL, 0};
     if (!rc && n > 0)
-        rc = fsgd_bus_read_rows_parts(w->fetch, w->tdata, n, parts, lo, hi, 30000, load_msg, &l, w->err, w->errsz);
+        rc = fsgd_bus_read_rows_parts(w->fetch, w->topic.data, n, parts, lo, hi, 30000, load_msg, &l, w->err, w->errsz);
     for (int i = 0; !rc && i < n; i++)
         w->cache[parts[i]].loaded = 1;
     free(parts);
@@ -279,7 +279,7 @@ int worker_load_partition(worker_t *w, uint32_t p)
     pcache_t *c = &w->cache[p];
     FSGD_TRY(catch_up(w, p, c->start));
     load_ctx_t l = {w, c, 0};
-    FSGD_TRY(fsgd_bus_read_range(w->fetch, w->tdata, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000,
+    FSGD_TRY(fsgd_bus_read_range(w->fetch, w->topic.data, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000,
                                  FSGD_BUS_READ_ROWS, load_msg, &l, w->err, w->errsz));
     c->loaded = 1;
     return 0;
@@ -298,7 +298,7 @@ void worker_prefetch_more(worker_t *w)
     int final = w->prefetch_due;
     w->prefetch_last = fsgd_clock_s();
     if (!w->ncache) {
-        int P = fsgd_bus_partitions(w->fetch, w->tdata, 10000, w->err, w->errsz);
+        int P = fsgd_bus_partitions(w->fetch, w->topic.data, 10000, w->err, w->errsz);
         w->cache = P > 0 ? calloc((size_t)P, sizeof *w->cache) : NULL;
         if (!w->cache)
             return;
@@ -310,7 +310,7 @@ void worker_prefetch_more(worker_t *w)
     int64_t *lo = malloc(na * sizeof *lo), *hi = malloc(na * sizeof *hi);
     int n = 0;
     int rc = wlo && whi && parts && lo && hi
-                 ? fsgd_bus_watermarks_all(w->fetch, w->tdata, (int)w->ncache, wlo, whi, 10000, w->err, w->errsz)
+                 ? fsgd_bus_watermarks_all(w->fetch, w->topic.data, (int)w->ncache, wlo, whi, 10000, w->err, w->errsz)
                  : -1;
     /* while the group still spreads its partitions (a first member holds
      * them all), reading them would be reading another worker's share */
@@ -342,7 +342,7 @@ void worker_prefetch_more(worker_t *w)
     }
     load_ctx_t l = {w, NULL, 1};
     if (!rc && n > 0)
-        rc = fsgd_bus_read_rows_parts(w->fetch, w->tdata, n, parts, lo, hi, 30000, load_msg, &l, w->err, w->errsz);
+        rc = fsgd_bus_read_rows_parts(w->fetch, w->topic.data, n, parts, lo, hi, 30000, load_msg, &l, w->err, w->errsz);
     for (int i = 0; i < n; i++) {
         pcache_t *c = &w->cache[parts[i]];
         if (rc == 0) {
@@ -362,7 +362,7 @@ void worker_prefetch_more(worker_t *w)
         if (w->log && w->prefetch_parts) {
             char line[300];
             snprintf(line, sizeof line, "read %d partitions of %s ahead of the first model", w->prefetch_parts,
-                     w->tdata);
+                     w->topic.data);
             w->log(w->log_ctx, line);
         }
     }

@@ -34,6 +34,7 @@
 #include "fsgd/train.h"
 #include "ctl.h"
 #include "inflight.h"
+#include "job_topics.h"
 #include "wire.h"
 
 typedef struct pcache {
@@ -49,7 +50,7 @@ typedef struct worker {
     const fsgd_job_t *job;
     fsgd_rowfmt_t fmt; /* how message values parse: the job's format */
     uint32_t id;
-    char tdata[128], tgrads[128], tmodel[128], tctl[128];
+    job_topics_t topic;
     fsgd_bus_client_t *group, *fetch, *model_c, *prod;
     /* replayed copies (fsgd/replay.h): NAME.data rows (fetch), NAME.model, NAME.ctl */
     fsgd_replay_t *replay_rows, *replay_model, *replay_ctl;
@@ -149,7 +150,6 @@ typedef struct worker {
      * one after it, pulled while the first is computed. */
     struct worker_pull {
         int on;
-        char topic[128];      /* NAME.pull: this worker's partition of it */
         fsgd_kasm_t *as;      /* reassembly of answers */
         fsgd_replay_t *replay; /* copies of answers their shard wrote before (fsgd/replay.h) */
         struct pull_plan {

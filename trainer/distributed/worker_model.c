@@ -52,7 +52,7 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
 static int ws_takes_no_values(const worker_t *w, char *e, size_t esz)
 {
     return fsgd_err_fmt(e, esz, FSGD_E_FORMAT, "a delta with values on %s: job %s's workers pull their values "
-                        "(replica working_set) and take none from the model topic", w->tmodel, w->job->name);
+                        "(replica working_set) and take none from the model topic", w->topic.model, w->job->name);
 }
 
 /* The model message f closes a step: when it is the step this worker sent
@@ -114,12 +114,12 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
     double gen = -1;
     const char *j = m->val;
     if (fsgd_ctl_verify(w->auth, m, msg, sizeof msg) < 0) {
-        worker_reject(w, REJECT_UNAUTH, "%s %s", w->tctl, msg);
+        worker_reject(w, REJECT_UNAUTH, "%s %s", w->topic.ctl, msg);
         return 0;
     }
     /* read from where NAME.ctl ended at start: a copy of an event after it */
     if (fsgd_auth_enabled(w->auth) && fsgd_replay_ctl(w->replay_ctl, m->offset, m->mac, m->mac_len) == 1) {
-        worker_reject(w, REJECT_REPLAY, "%s offset %lld: a copy of an event its sender wrote before", w->tctl,
+        worker_reject(w, REJECT_REPLAY, "%s offset %lld: a copy of an event its sender wrote before", w->topic.ctl,
                       (long long)m->offset);
         return 0;
     }
@@ -127,7 +127,7 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_AUTH,
                             "%s offset %lld: the job's messages are authenticated and this worker was started "
                             "without its key (--job-key-file): it cannot read the model; leaving the group",
-                            w->tctl, (long long)m->offset);
+                            w->topic.ctl, (long long)m->offset);
     double step = 0;
     if (j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "aggregator_waiting")) {
         w->model_seen = fsgd_clock_s(); /* a follow job without rows: its aggregator is there */
@@ -181,12 +181,12 @@ static void consumer_error(worker_t *w, const fsgd_bus_msg_t *m)
         seen = w->kerr_seen[i] == m->code;
     if (!seen && w->n_kerr < 16)
         w->kerr_seen[w->n_kerr++] = m->code;
-    const char *topic = m->topic && m->topic[0] ? m->topic : w->tmodel;
+    const char *topic = m->topic && m->topic[0] ? m->topic : w->topic.model;
     if (m->err == FSGD_BUS_LOST)
         /* the fetcher stopped: the model again from its log start, NAME.ctl
          * from its end */
         fsgd_bus_restart(w->model_c, topic, m->partition,
-                         strcmp(topic, w->tctl) ? FSGD_BUS_OFFSET_BEGINNING : FSGD_BUS_OFFSET_END, NULL, 0);
+                         strcmp(topic, w->topic.ctl) ? FSGD_BUS_OFFSET_BEGINNING : FSGD_BUS_OFFSET_END, NULL, 0);
     if (!seen && w->log) {
         char line[512];
         snprintf(line, sizeof line, "%s consumer: %s (%s; %s)", topic, m->errstr, m->errname,
@@ -235,9 +235,9 @@ int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         return 0;
     }
     fsgd_bus_lat_add(&w->lat_model, m);
-    if (!strcmp(m->topic, w->tctl))
+    if (!strcmp(m->topic, w->topic.ctl))
         return handle_ctl(w, m);
-    if (w->pull.on && !strcmp(m->topic, w->pull.topic))
+    if (w->pull.on && !strcmp(m->topic, w->topic.pull))
         return worker_take_values(w, m);
     fsgd_kframe_t f;
     char e[256];
@@ -249,7 +249,7 @@ int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_AUTH,
                             "%s offset %lld: the job's messages are authenticated and this worker was started "
                             "without its key (--job-key-file): it cannot read the model; leaving the group",
-                            w->tmodel, (long long)m->offset);
+                            w->topic.model, (long long)m->offset);
     if (prc < 0) {
         worker_reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "offset %lld: %s", (long long)m->offset, e);
         return 0;
@@ -261,7 +261,7 @@ int worker_handle_model(worker_t *w, const fsgd_bus_msg_t *m)
         return fsgd_err_fmt(w->err, w->errsz, rp, "worker: out of memory");
     if (rp) {
         worker_reject(w, REJECT_REPLAY, "%s partition %d offset %lld: generation %u step %llu: a copy of a message "
-                      "its sender wrote before", w->tmodel, (int)m->partition, (long long)m->offset, f.gen,
+                      "its sender wrote before", w->topic.model, (int)m->partition, (long long)m->offset, f.gen,
                       (unsigned long long)f.step);
         return 0;
     }
@@ -431,7 +431,7 @@ static int take_snapshot(worker_t *w, const fsgd_kframe_t *f, const uint8_t *bod
     if (mm.shards > 1) /* a sharded job's shard 0: its part only */
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_ARG,
                             "worker: job %s runs %u aggregator shards (a snapshot of shard %u of %u on %s): give "
-                            "the worker --shards %u", w->job->name, mm.shards, mm.shard, mm.shards, w->tmodel,
+                            "the worker --shards %u", w->job->name, mm.shards, mm.shard, mm.shards, w->topic.model,
                             mm.shards);
     if (w->valid && f->gen == w->gen && f->step < w->step)
         return 0;
@@ -575,7 +575,7 @@ static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t 
         /* The final model of an earlier job on the same topics: only the end
          * of the log counts for a worker that took no part. */
         int64_t lo, hi;
-        if (fsgd_bus_watermarks(w->model_c, w->tmodel, 0, &lo, &hi, 5000, NULL, 0) == 0 && offset + 1 < hi)
+        if (fsgd_bus_watermarks(w->model_c, w->topic.model, 0, &lo, &hi, 5000, NULL, 0) == 0 && offset + 1 < hi)
             w->final = 0;
     }
     return 0;

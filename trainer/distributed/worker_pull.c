@@ -25,7 +25,6 @@ int worker_pull_open(worker_t *w)
 {
     struct worker_pull *p = &w->pull;
     p->on = 1;
-    fsgd_kbus_topic(p->topic, sizeof p->topic, w->job->name, "pull");
     if (!(p->as = fsgd_kasm_new()) || !(p->replay = fsgd_replay_new()))
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     /* NAME.pull may not be there yet (an aggregator makes it too) */
@@ -167,7 +166,7 @@ static int send_parts(worker_t *w, plan_t *pl, int unanswered_only)
         if (unanswered_only && pl->part[s].answered)
             continue;
         const fsgd_wire_buf_t *body = &pl->part[s].body;
-        FSGD_TRY(fsgd_bus_send(w->prod, w->tgrads, w->shards > 1 ? (int32_t)s : FSGD_BUS_PARTITION_ANY, w->job->name,
+        FSGD_TRY(fsgd_bus_send(w->prod, w->topic.grads, w->shards > 1 ? (int32_t)s : FSGD_BUS_PARTITION_ANY, w->job->name,
                                &h, NULL, body->p, body->n, &w->stats->bytes_up, w->err, w->errsz));
     }
     return 0;
@@ -311,8 +310,8 @@ fsgd_bus_tp_t worker_pull_partition(worker_t *w)
 {
     int32_t pp = fsgd_pull_partition(w->id);
     int64_t lo = 0, hi = 0;
-    int ok = fsgd_bus_watermarks(w->model_c, w->pull.topic, pp, &lo, &hi, 5000, NULL, 0) == 0;
-    return (fsgd_bus_tp_t){w->pull.topic, pp, ok ? hi : FSGD_BUS_OFFSET_END};
+    int ok = fsgd_bus_watermarks(w->model_c, w->topic.pull, pp, &lo, &hi, 5000, NULL, 0) == 0;
+    return (fsgd_bus_tp_t){w->topic.pull, pp, ok ? hi : FSGD_BUS_OFFSET_END};
 }
 
 int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
@@ -323,7 +322,7 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
     char e[256];
     int prc = fsgd_kframe_parse(m->val, m->len, &f, NULL, w->auth, e, sizeof e);
     if (prc < 0) {
-        worker_reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "%s offset %lld: %s", p->topic, (long long)m->offset, e);
+        worker_reject(w, prc == FSGD_E_AUTH ? REJECT_UNAUTH : 1, "%s offset %lld: %s", w->topic.pull, (long long)m->offset, e);
         return 0;
     }
     /* a copy of an answer its shard wrote before (the values of an older
@@ -333,25 +332,25 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
         return fsgd_err_fmt(w->err, w->errsz, rp, "worker: out of memory");
     if (rp) {
         worker_reject(w, REJECT_REPLAY, "%s partition %d offset %lld: step %llu: a copy of an answer its shard wrote "
-                      "before", p->topic, (int)m->partition, (long long)m->offset, (unsigned long long)f.step);
+                      "before", w->topic.pull, (int)m->partition, (long long)m->offset, (unsigned long long)f.step);
         return 0;
     }
     if (f.kind != FSGD_KMSG_VALUES || f.sender >= w->shards) {
         worker_reject(w, 1, "%s offset %lld: a frame of kind %u from sender %u, not values from one of %u shards",
-                      p->topic, (long long)m->offset, f.kind, f.sender, w->shards);
+                      w->topic.pull, (long long)m->offset, f.kind, f.sender, w->shards);
         return 0;
     }
     const uint8_t *body;
     size_t len;
     int r = fsgd_kasm_feed(p->as, &f, &body, &len, e, sizeof e);
     if (r < 0)
-        worker_reject(w, 1, "%s offset %lld: %s", p->topic, (long long)m->offset, e);
+        worker_reject(w, 1, "%s offset %lld: %s", w->topic.pull, (long long)m->offset, e);
     if (r != FSGD_KASM_DONE)
         return 0;
     fsgd_kasm_forget(p->as, &f); /* the answer to a resent pull has the same key */
     fsgd_values_t v;
     if (fsgd_values_get(body, len, &v, e, sizeof e) < 0) {
-        worker_reject(w, 1, "%s offset %lld: %s", p->topic, (long long)m->offset, e);
+        worker_reject(w, 1, "%s offset %lld: %s", w->topic.pull, (long long)m->offset, e);
         return 0;
     }
     /* another worker's answer (workers share partitions), or one this
@@ -368,7 +367,7 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
     if (v.n != pp->n || v.keys_crc != pp->crc || v.at < need) {
         worker_reject(w, 1, "%s offset %lld: shard %u's values for step %llu answer %u keys (crc 0x%08x) at the "
                       "model of step %llu; this worker asked for %zu keys (crc 0x%08x) at step %llu or later",
-                      p->topic, (long long)m->offset, shard, (unsigned long long)f.step, v.n, v.keys_crc,
+                      w->topic.pull, (long long)m->offset, shard, (unsigned long long)f.step, v.n, v.keys_crc,
                       (unsigned long long)v.at, pp->n, pp->crc, (unsigned long long)need);
         return 0;
     }

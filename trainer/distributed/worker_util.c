@@ -13,7 +13,7 @@ void worker_report_assignment(worker_t *w, const char *event)
     fsgd_cj_i32s(&w->cj, "partitions", w->assigned, (size_t)w->nassigned);
     fsgd_cj_u64(&w->cj, "assigned", (uint64_t)w->have_assignment);
     if (fsgd_cj_end(&w->cj) == 0)
-        fsgd_ctl_send(w->prod, w->tctl, w->job->name, event, &w->cj);
+        fsgd_ctl_send(w->prod, w->topic.ctl, w->job->name, event, &w->cj);
 }
 
 /* Why: until the first model, the report goes again every few seconds: the
@@ -56,7 +56,7 @@ void worker_reject(worker_t *w, int corrupt, const char *fmt, ...)
     if (corrupt == REJECT_REPLAY) /* of any topic: why names it */
         snprintf(line, sizeof line, "rejected a replayed message: %s (further ones are only counted)", why);
     else
-        snprintf(line, sizeof line, "rejected a message on %s: %s: %s (further ones are only counted)", w->tmodel,
+        snprintf(line, sizeof line, "rejected a message on %s: %s: %s (further ones are only counted)", w->topic.model,
                  corrupt == REJECT_UNAUTH ? "unauthenticated" : corrupt ? "corrupt" : "duplicate", why);
     w->log(w->log_ctx, line);
 }
