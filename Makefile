@@ -85,10 +85,10 @@ WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-
 #     backend/     gradients on the CPU and CUDA backends (loss; codec, data)
 #     core/        jobs, models, Adam, metrics, output files, fsgd train
 #                  (backend, loss; strategy, data)
-#     kafka/       Kafka clients, topic names and frames (core and what it
-#                  sees: a job's Kafka settings)
-#     distributed/ the producer, worker and aggregator roles (kafka and what
-#                  it sees)
+#     kafka/       the transport: Kafka clients, frames, a job's key (common
+#                  only: its settings and key are its own structs, not a job's)
+#     distributed/ the producer, worker and aggregator roles (core, kafka and
+#                  what they see)
 #     observe/     /metrics, progress lines (distributed and what it sees)
 #     serve/       fsgd serve's HTTP scoring server (observe and what it sees)
 #     cli/         the commands (everything)
@@ -103,8 +103,8 @@ INC_trainer_loss        = $(INC_common) -Itrainer/loss/include
 INC_trainer_backend     = $(INC_codec) -Idata/include -Itrainer/loss/include -Itrainer/backend/include
 INC_trainer_core        = $(INC_strategy) -Idata/include -Itrainer/loss/include -Itrainer/backend/include \
                           -Itrainer/core/include
-INC_trainer_kafka       = $(INC_trainer_core) -Itrainer/kafka/include
-INC_trainer_distributed = $(INC_trainer_kafka) -Itrainer/distributed/include
+INC_trainer_kafka       = $(INC_common) -Itrainer/kafka/include
+INC_trainer_distributed = $(INC_trainer_core) -Itrainer/kafka/include -Itrainer/distributed/include
 INC_trainer_observe     = $(INC_trainer_distributed) -Itrainer/observe/include
 INC_trainer_serve       = $(INC_trainer_observe) -Itrainer/serve/include
 INC_trainer_cli         = $(INC_trainer_serve)

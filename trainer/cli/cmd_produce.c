@@ -44,33 +44,23 @@ static int data_rows_signed(const fsgd_job_t *job)
 {
     char err[512], topic[160];
     fsgd_kbus_topic(topic, sizeof topic, job->name, "data");
-    fsgd_kconf_t kc = dcli_kconf(job->brokers);
-    rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_READER, &kc, NULL, err, sizeof err);
-    if (!rk)
+    fsgd_bus_t *bus;
+    fsgd_bus_client_t *c = dcli_client(job->brokers, FSGD_KCLIENT_READER, &bus, err, sizeof err);
+    if (!c)
         return 0;
-    int P = fsgd_kbus_partitions(rk, topic, 5000, err, sizeof err), signed_rows = 0;
+    int P = fsgd_bus_partitions(c, topic, 5000, err, sizeof err), signed_rows = 0;
     for (int p = 0; p < P; p++) {
         int64_t lo, hi;
-        if (fsgd_kbus_watermarks(rk, topic, p, &lo, &hi, 5000, err, sizeof err) < 0 || hi <= lo)
+        if (fsgd_bus_watermarks(c, topic, p, &lo, &hi, 5000, err, sizeof err) < 0 || hi <= lo)
             continue;
-        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-        rd_kafka_topic_partition_list_add(l, topic, p)->offset = lo;
-        rd_kafka_assign(rk, l);
-        rd_kafka_topic_partition_list_destroy(l);
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 5000);
-        if (m && !m->err) {
-            rd_kafka_headers_t *h;
-            const void *v;
-            size_t n;
-            signed_rows = rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-                          rd_kafka_header_get_last(h, FSGD_KBUS_MAC_HEADER, &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR;
-        }
-        if (m)
-            rd_kafka_message_destroy(m);
-        rd_kafka_assign(rk, NULL);
+        fsgd_bus_tp_t tp = {topic, p, lo};
+        fsgd_bus_msg_t *m = fsgd_bus_assign(c, &tp, 1, err, sizeof err) == 0 ? fsgd_bus_poll(c, 5000) : NULL;
+        signed_rows = m && !m->err && m->mac != NULL;
+        fsgd_bus_msg_destroy(m);
         break;
     }
-    rd_kafka_destroy(rk);
+    fsgd_bus_client_destroy(c);
+    fsgd_bus_destroy(bus);
     return signed_rows;
 }
 
@@ -100,22 +90,12 @@ static int refuse_unknown_job(const fsgd_job_t *job)
         return 0;
     char err[512], topic[160];
     fsgd_kbus_topic(topic, sizeof topic, job->name, "data");
-    fsgd_kconf_t kc = dcli_kconf(job->brokers);
-    rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_READER, &kc, NULL, err, sizeof err);
-    if (!rk)
-        return 0;
-    /* every topic's metadata: asking for the one topic makes a broker (the
-     * embedded cluster) that creates topics on demand create it */
-    const struct rd_kafka_metadata *md = NULL;
-    int unknown = 0;
-    if (rd_kafka_metadata(rk, 1, NULL, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        unknown = 1;
-        for (int i = 0; i < md->topic_cnt && unknown; i++)
-            unknown = strcmp(md->topics[i].topic, topic) != 0;
-        rd_kafka_metadata_destroy(md);
-    }
-    rd_kafka_destroy(rk);
-    if (!unknown)
+    fsgd_bus_t *bus;
+    fsgd_bus_client_t *c = dcli_client(job->brokers, FSGD_KCLIENT_READER, &bus, err, sizeof err);
+    int exists = c ? fsgd_bus_topic_exists(c, topic, 10000, err, sizeof err) : -1;
+    fsgd_bus_client_destroy(c);
+    fsgd_bus_destroy(bus);
+    if (exists != 0)
         return 0;
     fsgd_cli_error("produce: --follow writes into a running job, and %s has no topic %s: check --name (fsgd run "
                    "--follow --name %s makes it), or leave --follow out to start a new job's data. Nothing was "

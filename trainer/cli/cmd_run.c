@@ -214,8 +214,8 @@ static pid_t spawn(const char *role, int argc, char **argv, const char *brokers,
 static int real_topics(const fsgd_job_t *job, const char *brokers, int P, int check_unused, int data_too,
                        char *err, size_t errsz)
 {
-    fsgd_bus_t *bus = fsgd_bus_kafka_new(brokers, dcli_kconf(brokers).options, err, errsz);
-    fsgd_bus_client_t *c = bus ? fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz) : NULL;
+    fsgd_bus_t *bus;
+    fsgd_bus_client_t *c = dcli_client(brokers, FSGD_KCLIENT_PRODUCER, &bus, err, errsz);
     int rc = c ? fsgd_dist_topics_create(c, job, P, err, errsz) : FSGD_E_KAFKA;
     if (!rc && check_unused)
         rc = fsgd_dist_topics_unused(c, job, data_too, err, errsz);
@@ -509,13 +509,9 @@ static int run_check_workers(run_t *r)
     const fsgd_job_t *job = &r->job;
     int P_job = r->P;
     if (r->brokers[0] && r->no_produce) {
-        fsgd_kconf_t kc = dcli_kconf(r->brokers);
-        rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, &kc, NULL, r->err, sizeof r->err);
         char t[160];
         fsgd_kbus_topic(t, sizeof t, job->name, "data");
-        int n = rk ? fsgd_kbus_partitions(rk, t, 10000, r->err, sizeof r->err) : -1;
-        if (rk)
-            rd_kafka_destroy(rk);
+        int n = dcli_partitions(r->brokers, t, 10000, r->err, sizeof r->err);
         if (n < 0) {
             fsgd_cli_error("run: %s", r->err);
             return FSGD_EXIT_BROKER;

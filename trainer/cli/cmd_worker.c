@@ -128,11 +128,7 @@ int fsgd_cmd_worker(int argc, char **argv)
     {
         char t[160];
         fsgd_kbus_topic(t, sizeof t, job.name, "data");
-        fsgd_kconf_t kc = dcli_kconf(job.brokers);
-        rd_kafka_t *rk = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, &kc, NULL, err, sizeof err);
-        int n = rk ? fsgd_kbus_partitions(rk, t, job.connect_timeout_ms, err, sizeof err) : -1;
-        if (rk)
-            rd_kafka_destroy(rk);
+        int n = dcli_partitions(job.brokers, t, job.connect_timeout_ms, err, sizeof err);
         if (n < 0) {
             fsgd_cli_error("worker: brokers %s: no answer about %s within %.1f s: %s", job.brokers, t,
                            job.connect_timeout_ms / 1e3, err);

@@ -237,10 +237,6 @@ int dcli_kafka(const fsgd_job_t *job, const char *who)
     return 0;
 }
 
-fsgd_kconf_t dcli_kconf(const char *brokers)
-{
-    return (fsgd_kconf_t){brokers, cli_kafka};
-}
 
 fsgd_bus_t *dcli_bus(const char *brokers, const char *who)
 {
@@ -254,6 +250,30 @@ fsgd_bus_t *dcli_bus(const char *brokers, const char *who)
     return bus;
 }
 
+fsgd_bus_client_t *dcli_client(const char *brokers, fsgd_kclient_t kind, fsgd_bus_t **bus, char *err, size_t errsz)
+{
+    *bus = fsgd_bus_kafka_new(brokers, cli_kafka, err, errsz);
+    if (!*bus)
+        return NULL;
+    fsgd_bus_set_auth(*bus, cli_auth);
+    fsgd_bus_client_t *c = fsgd_bus_client_new(*bus, kind, err, errsz);
+    if (!c) {
+        fsgd_bus_destroy(*bus);
+        *bus = NULL;
+    }
+    return c;
+}
+
+int dcli_partitions(const char *brokers, const char *topic, int timeout_ms, char *err, size_t errsz)
+{
+    fsgd_bus_t *bus;
+    fsgd_bus_client_t *c = dcli_client(brokers, FSGD_KCLIENT_CONSUMER, &bus, err, errsz);
+    int n = c ? fsgd_bus_partitions(c, topic, timeout_ms, err, errsz) : FSGD_E_KAFKA;
+    fsgd_bus_client_destroy(c);
+    fsgd_bus_destroy(bus);
+    return n;
+}
+
 int dcli_connect(const fsgd_job_t *job, const char *who)
 {
     /* not by the roles fsgd run starts on its embedded cluster: it is up */
@@ -262,7 +282,7 @@ int dcli_connect(const fsgd_job_t *job, const char *who)
         fprintf(stderr, "fsgd: %s: connecting to %s (job %s; giving up after %.1f s, connect_timeout_ms)\n", who,
                 job->brokers, job->name, job->connect_timeout_ms / 1e3);
     char err[1024];
-    fsgd_kconf_t kc = dcli_kconf(job->brokers);
+    fsgd_kconf_t kc = {job->brokers, cli_kafka};
     if (fsgd_kbus_connect(&kc, job->connect_timeout_ms, err, sizeof err) < 0) {
         fsgd_cli_error("%s: %s", who, err);
         return FSGD_EXIT_BROKER;

@@ -66,12 +66,19 @@ fsgd_auth_t *dcli_auth_of(void);
  * and client it makes. Main owns them, as dcli_auth's key; wiped at exit.
  * 0, or FSGD_EXIT_USAGE with the error printed. */
 int dcli_kafka(const fsgd_job_t *job, const char *who);
-/* brokers with those settings (valid until the next dcli_kafka). */
-fsgd_kconf_t dcli_kconf(const char *brokers);
 
 /* A Kafka bus on brokers with dcli_kafka's settings, whose clients tag and
  * check under dcli_auth's security. NULL after printing why. */
 fsgd_bus_t *dcli_bus(const char *brokers, const char *who);
+
+/* A client of kind on a bus of brokers with dcli_kafka's settings, for a
+ * command's look at a job's topics before it acts (*bus: destroy it after
+ * the client). NULL with err set. */
+fsgd_bus_client_t *dcli_client(const char *brokers, fsgd_kclient_t kind, fsgd_bus_t **bus, char *err, size_t errsz);
+
+/* Partitions of topic on brokers (fsgd_bus_partitions), or a negative
+ * error in err. */
+int dcli_partitions(const char *brokers, const char *topic, int timeout_ms, char *err, size_t errsz);
 
 /* Says which brokers the role waits for, then waits at most
  * job->connect_timeout_ms for them to answer (TLS and SASL included). 0, or

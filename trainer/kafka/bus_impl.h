@@ -29,6 +29,7 @@ typedef struct fsgd_bus_ops {
     void (*msg_destroy)(fsgd_bus_msg_t *m);
     int (*fatal)(fsgd_bus_client_t *c, char *buf, size_t cap);
     int (*partitions)(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz);
+    int (*topic_exists)(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz);
     int (*watermarks)(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                       int timeout_ms, char *err, size_t errsz);
     /* NULL: watermarks, partition by partition */

@@ -369,6 +369,21 @@ static int k_partitions(fsgd_bus_client_t *bc, const char *topic, int timeout_ms
     return fsgd_kbus_partitions(((kclient_t *)bc)->rk, topic, timeout_ms, err, errsz);
 }
 
+static int k_topic_exists(fsgd_bus_client_t *bc, const char *topic, int timeout_ms, char *err, size_t errsz)
+{
+    /* every topic's metadata: asking for the one topic makes a broker (the
+     * embedded cluster) that creates topics on demand create it */
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(((kclient_t *)bc)->rk, 1, NULL, &md, timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "cluster metadata: %s", rd_kafka_err2str(e));
+    int found = 0;
+    for (int i = 0; i < md->topic_cnt && !found; i++)
+        found = strcmp(md->topics[i].topic, topic) == 0;
+    rd_kafka_metadata_destroy(md);
+    return found;
+}
+
 static int k_watermarks(fsgd_bus_client_t *bc, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                         int timeout_ms, char *err, size_t errsz)
 {
@@ -441,6 +456,7 @@ static const fsgd_bus_ops_t kafka_ops = {
     .msg_destroy = k_msg_destroy,
     .fatal = k_fatal,
     .partitions = k_partitions,
+    .topic_exists = k_topic_exists,
     .watermarks = k_watermarks,
     .watermarks_all = k_watermarks_all,
     .read_range = k_read_range,

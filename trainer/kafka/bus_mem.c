@@ -772,6 +772,16 @@ static int m_partitions(fsgd_bus_client_t *bc, const char *topic, int timeout_ms
     return n;
 }
 
+static int m_topic_exists(fsgd_bus_client_t *bc, const char *topic, int timeout_ms, char *err, size_t errsz)
+{
+    (void)timeout_ms, (void)err, (void)errsz;
+    mclient_t *c = (mclient_t *)bc;
+    pthread_mutex_lock(&c->cl->mu);
+    int ti = find_topic(c->cl, topic);
+    pthread_mutex_unlock(&c->cl->mu);
+    return ti >= 0;
+}
+
 static int m_watermarks(fsgd_bus_client_t *bc, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                         int timeout_ms, char *err, size_t errsz)
 {
@@ -877,6 +887,7 @@ static const fsgd_bus_ops_t mem_ops = {
     .msg_destroy = m_msg_destroy,
     .fatal = m_fatal,
     .partitions = m_partitions,
+    .topic_exists = m_topic_exists,
     .watermarks = m_watermarks,
     .read_range = m_read_range,
     .create_topic = m_create_topic,

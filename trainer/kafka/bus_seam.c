@@ -104,6 +104,11 @@ int fsgd_bus_fatal(fsgd_bus_client_t *c, char *buf, size_t cap)
     return c->bus->ops->fatal(c, buf, cap);
 }
 
+int fsgd_bus_topic_exists(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz)
+{
+    return c->bus->ops->topic_exists(c, topic, timeout_ms, err, errsz);
+}
+
 int fsgd_bus_partitions(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz)
 {
     return c->bus->ops->partitions(c, topic, timeout_ms, err, errsz);

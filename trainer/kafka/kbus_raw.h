@@ -4,8 +4,27 @@
 #ifndef FSGD_KBUS_RAW_H
 #define FSGD_KBUS_RAW_H
 
+#include <librdkafka/rdkafka.h>
+
 #include "fsgd/auth.h"
 #include "fsgd/kbus.h"
+
+/* Makes a client of the given kind for kc's cluster. group may be NULL (a
+ * consumer used with assign only). Returns NULL with err set. */
+rd_kafka_t *fsgd_kbus_client(fsgd_kclient_t kind, const fsgd_kconf_t *kc, const char *group, char *err,
+                             size_t errsz);
+
+/* Number of partitions of topic, once every partition has a leader (waits up
+ * to timeout_ms for that). Returns >= 1 or a negative error naming the
+ * partition without a leader, or the topic without metadata. */
+int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err, size_t errsz);
+
+/* Low and high watermarks, queried from the partition's leader. Retriable
+ * errors (no leader yet, a leader that moved, a broker not answering) are
+ * retried with fresh metadata until timeout_ms; the error then says how
+ * often it asked. */
+int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
+                         int timeout_ms, char *err, size_t errsz);
 
 /* A group consumer whose partition assignments go to rebalance (librdkafka's
  * rebalance callback, which must call rd_kafka_assign) with opaque. Uses

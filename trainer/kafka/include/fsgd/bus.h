@@ -155,6 +155,10 @@ int fsgd_bus_fatal(fsgd_bus_client_t *c, char *buf, size_t cap);
 /* As fsgd_kbus_partitions, fsgd_kbus_watermarks, fsgd_kbus_read_range /
  * fsgd_kbus_read_compacted / fsgd_kbus_read_rows (mode) of fsgd/kbus.h. */
 int fsgd_bus_partitions(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz);
+/* 1 when topic exists, 0 when not, or a negative error: asked of the whole
+ * cluster's metadata, never of the topic itself, which a broker that makes
+ * topics on demand (the embedded cluster) would create. */
+int fsgd_bus_topic_exists(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz);
 int fsgd_bus_watermarks(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
                         int timeout_ms, char *err, size_t errsz);
 /* Watermarks of partitions 0..n-1 of topic (lo, hi: n each), at once where

@@ -19,7 +19,6 @@
 #ifndef FSGD_KBUS_H
 #define FSGD_KBUS_H
 
-#include <librdkafka/rdkafka.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -173,15 +172,7 @@ void fsgd_kbus_options_wipe(char *out, size_t cap);
  * (_SSL)". */
 int fsgd_kbus_connect(const fsgd_kconf_t *kc, int timeout_ms, char *err, size_t errsz);
 
-/* Makes a client of the given kind for kc's cluster. group may be NULL (a
- * consumer used with assign only). Returns NULL with err set. */
-rd_kafka_t *fsgd_kbus_client(fsgd_kclient_t kind, const fsgd_kconf_t *kc, const char *group, char *err,
-                             size_t errsz);
 
-/* Number of partitions of topic, once every partition has a leader (waits up
- * to timeout_ms for that). Returns >= 1 or a negative error naming the
- * partition without a leader, or the topic without metadata. */
-int fsgd_kbus_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err, size_t errsz);
 
 /* Called for each message of a range, in offset order. */
 typedef int (*fsgd_kbus_msg_fn)(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len,
@@ -190,12 +181,6 @@ typedef int (*fsgd_kbus_msg_fn)(void *ctx, int32_t partition, int64_t offset, co
 /* The Kafka header that carries a data row's or a ctl event's tag (hex). */
 #define FSGD_KBUS_MAC_HEADER "fsgd.mac"
 
-/* Low and high watermarks, queried from the partition's leader. Retriable
- * errors (no leader yet, a leader that moved, a broker not answering) are
- * retried with fresh metadata until timeout_ms; the error then says how
- * often it asked. */
-int fsgd_kbus_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t *lo, int64_t *hi,
-                         int timeout_ms, char *err, size_t errsz);
 
 /* Produce-to-consume latency of one hop. fsgd_kbus_send stamps every frame
  * with the header fsgd.sent_us (wall clock, microseconds, text) when it hands
