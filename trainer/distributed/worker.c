@@ -17,27 +17,6 @@
 #include "fsgd/clock.h"
 #include "worker_internal.h"
 
-/* The group consumer only tracks ownership; rows are read by offset
- * through the fetch consumer. parts are sorted. */
-static void on_rebalance(void *opaque, int assigned, const int32_t *parts, int n)
-{
-    worker_t *w = opaque;
-    if (assigned) {
-        int32_t *a = realloc(w->assigned, (n ? n : 1) * sizeof *a);
-        if (!a)
-            return;
-        w->assigned = a;
-        memcpy(w->assigned, parts, (size_t)n * sizeof *a);
-        w->nassigned = n;
-        w->have_assignment = 1;
-    } else {
-        w->nassigned = 0;
-    }
-    w->assign_dirty = 1;
-    w->hold = 1;
-}
-
-
 /* The step the worker waits for and who owes it: "the aggregator", or the
  * shards whose model is behind the others' (a sharded job). */
 static void owed_by(const worker_t *w, char *who, size_t cap)
@@ -110,6 +89,23 @@ static int check_model_wait(worker_t *w, int ready)
     return 0;
 }
 
+/* The steps are not answered: a gradient may have been dropped by the
+ * broker (or the aggregator dropped us meanwhile). The same messages go
+ * again; a copy is dropped as a duplicate. */
+static int resend_unanswered(worker_t *w)
+{
+    int rc = 0;
+    for (size_t i = 0; !rc && i < w->fl.n; i++) {
+        const inflight_t *e = &w->fl.e[i];
+        if (e->gen != w->gen || e->step <= w->step)
+            continue;
+        rc = worker_resend_body(w, e);
+        w->stats->resends++;
+    }
+    w->last_send = fsgd_clock_s();
+    return rc;
+}
+
 static uint32_t random_id(void)
 {
     uint32_t v = 0;
@@ -143,55 +139,7 @@ int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t 
     w->err = err;
     w->errsz = errsz;
     job_topics_init(&w->topic, job->name);
-    char group[128];
-    fsgd_kbus_topic(group, sizeof group, job->name, "workers");
-    int rc = fsgd_rowfmt_init(&w->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
-    if (!rc && (!(w->as = fsgd_kasm_new()) || !(w->replay_rows = fsgd_replay_new()) ||
-                !(w->replay_model = fsgd_replay_new()) || !(w->replay_ctl = fsgd_replay_new())))
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
-    if (!rc && !(w->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)))
-        rc = FSGD_E_KAFKA;
-    /* The producer learns where NAME.grads and NAME.ctl live now, not at
-     * their first message: an unknown topic's metadata came back only after
-     * librdkafka's refresh backoff, and step 1 waited half a second for it
-     * (the first worker_assignment on NAME.ctl reached the broker 0.9 s
-     * after it was made, and the aggregator waited for it). */
-    if (!rc) {
-        fsgd_bus_partitions(w->prod, w->topic.grads, 5000, NULL, 0);
-        fsgd_bus_partitions(w->prod, w->topic.ctl, 5000, NULL, 0);
-    }
-    if (!rc && fsgd_job_replica(job) == FSGD_REPLICA_WORKING_SET)
-        rc = worker_pull_open(w);
-    if (!rc && !(w->fetch = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)))
-        rc = FSGD_E_KAFKA;
-    if (!rc && !(w->model_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz)))
-        rc = FSGD_E_KAFKA;
-    if (!rc && w->shards > 1) {
-        int P = fsgd_bus_partitions(w->model_c, w->topic.model, 10000, err, errsz);
-        if (P >= 0 && P < (int)w->shards)
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                              "worker: %s has %d partition%s, and %u aggregator shards (--shards) need one each: is the "
-                              "job sharded?", w->topic.model, P, P == 1 ? "" : "s", w->shards);
-        else if (P < 0)
-            rc = P;
-    }
-    if (!rc) {
-        /* the model from its start; NAME.ctl from now on (job_end events);
-         * a sharded job: every shard's partition */
-        fsgd_bus_tp_t l[FSGD_SHARDS_MAX + 2];
-        int n = 0;
-        for (uint32_t i = 0; i < w->shards; i++)
-            l[n++] = (fsgd_bus_tp_t){w->topic.model, (int32_t)i, FSGD_BUS_OFFSET_BEGINNING};
-        int64_t lo = 0, hi = 0;
-        if (fsgd_bus_watermarks(w->model_c, w->topic.ctl, 0, &lo, &hi, 5000, NULL, 0) == 0)
-            l[n++] = (fsgd_bus_tp_t){w->topic.ctl, 0, hi};
-        w->ctl_read = n == (int)w->shards + 1;
-        if (w->pull.on)
-            l[n++] = worker_pull_partition(w);
-        rc = fsgd_bus_assign(w->model_c, l, n, err, errsz);
-    }
-    if (!rc && !(w->group = fsgd_bus_group_new(bus, group, w->topic.data, on_rebalance, w, err, errsz)))
-        rc = FSGD_E_KAFKA;
+    int rc = worker_open(w, bus);
     /* a quarter of the aggregator's patience, so it sees a resend before it
      * drops this worker */
     double resend_s = job->step_timeout_ms / 4000.0;
@@ -231,67 +179,11 @@ int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t 
                  (w->prefetch_due || (w->prefetch_on && fsgd_clock_s() - w->prefetch_last >= PREFETCH_EVERY_S)))
             worker_prefetch_more(w);
         else if (!ready && w->valid && inflight_ahead(&w->fl, w->gen, w->step) > 0 &&
-                 fsgd_clock_s() - w->last_send > resend_s) {
-            /* The steps are not answered: a gradient may have been dropped
-             * by the broker (or the aggregator dropped us meanwhile). Send
-             * the same messages again; a copy is dropped as a duplicate. */
-            for (size_t i = 0; !rc && i < w->fl.n; i++) {
-                const inflight_t *e = &w->fl.e[i];
-                if (e->gen != w->gen || e->step <= w->step)
-                    continue;
-                rc = worker_resend_body(w, e);
-                w->stats->resends++;
-            }
-            w->last_send = fsgd_clock_s();
-        }
+                 fsgd_clock_s() - w->last_send > resend_s)
+            rc = resend_unanswered(w);
     }
-    worker_unpark(w, 1);
-    if (w->prod) {
-        w->nassigned = 0;
-        w->have_assignment = 0;
-        worker_report_assignment(w, "worker_leave");
-    }
-    if (w->prod)
-        fsgd_bus_flush(w->prod, 5000, NULL, 0); /* what is left is dropped below */
-    fsgd_bus_client_destroy(w->group);
-    fsgd_bus_client_destroy(w->model_c);
-    fsgd_bus_client_destroy(w->fetch);
-    fsgd_bus_client_destroy(w->prod);
-    for (uint32_t i = 0; i < w->ncache; i++) {
-        fsgd_csr_free(&w->cache[i].rows);
-        free(w->cache[i].row_of);
-    }
-    free(w->cache);
-    free(w->wm_lo);
-    free(w->wm_hi);
-    fsgd_backend_destroy(w->be);
-    fsgd_sworker_destroy(w->strat);
-    for (uint32_t i = 0; i < w->shards; i++) {
-        fsgd_sworker_destroy(w->sh_strat[i]);
-        fsgd_sparse_free(&w->sh_part[i]);
-    }
-    for (size_t i = 0; i < w->nlead; i++)
-        fsgd_wire_state_free(&w->lead[i].st);
-    free(w->lead);
-    free(w->theta);
-    free(w->assigned);
-    fsgd_kasm_destroy(w->as);
-    fsgd_replay_destroy(w->replay_rows);
-    fsgd_replay_destroy(w->replay_model);
-    fsgd_replay_destroy(w->replay_ctl);
-    worker_pull_free(w);
-    fsgd_csr_free(&w->batch);
-    fsgd_csr_free(&w->tmp);
-    fsgd_sparse_free(&w->g);
-    fsgd_sparse_free(&w->delta);
-    free(w->buf.p);
-    free(w->enc);
-    fsgd_wire_state_free(&w->st);
-    inflight_free(&w->fl);
-    free(w->next_pos);
-    fsgd_cj_free(&w->cj);
     st->hop_model_ms_p50 = fsgd_klat_quantile(&w->lat_model, 0.5);
     st->hop_model_ms_p99 = fsgd_klat_quantile(&w->lat_model, 0.99);
-    free(w);
+    worker_close(w);
     return rc;
 }

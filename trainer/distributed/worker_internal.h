@@ -1,6 +1,7 @@
 /* Private to the worker (trainer/distributed/worker*.c): its state and the
  * functions its files share. The files, each below the ones that call it:
- *   worker.c        the loop: group membership, waiting, fsgd_worker_run
+ *   worker.c        the loop: waiting, stepping, resending, fsgd_worker_run
+ *   worker_setup.c  the clients and what they read; the end (group left, memory freed)
  *   worker_model.c  NAME.model and NAME.ctl: snapshots, deltas, shards' parts
  *   worker_send.c   a step: rows, gradient, its parts, the sends
  *   worker_pull.c   replica working_set: a step's keys asked for, their values taken
@@ -192,6 +193,11 @@ typedef struct worker {
 
 /* How often the partitions are read on while the producer writes them. */
 #define PREFETCH_EVERY_S 0.05
+
+/* worker_setup.c: 0, or an error in w->err (worker_close frees what was
+ * made); worker_close also frees w */
+int worker_open(worker_t *w, fsgd_bus_t *bus);
+void worker_close(worker_t *w);
 
 /* worker_util.c */
 /* Reports this worker's data partitions on NAME.ctl (the aggregator waits
