@@ -77,6 +77,257 @@ int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m)
     return agg_take_frame(a, m->val, m->len, m->partition, m->offset);
 }
 
+/* A checked frame's sender and place: 1 to go on, 0 dropped (counted), < 0
+ * an error. A copy of a frame its sender wrote before (the tag, verified,
+ * covers its incarnation and sequence) was taken or refused when it first
+ * came, whatever it claims. */
+static int admit(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t plen, int32_t partition,
+                 int64_t offset)
+{
+    int rp = partition >= 0 ? fsgd_replay_frame(a->replay_grads, partition, offset, payload, plen) : 0;
+    if (rp < 0)
+        return fsgd_err_fmt(a->err, a->errsz, rp, "aggregator: out of memory");
+    if (rp) {
+        agg_reject(a, FSGD_AGG_REJ_REPLAYED, "partition %d offset %lld: sender %u generation %u step %llu chunk %u: a "
+                   "copy of a frame its sender wrote before", (int)partition, (long long)offset, f->sender, f->gen,
+                   (unsigned long long)f->step, f->chunk);
+        return 0;
+    }
+    const int ws = fsgd_job_replica(a->job) == FSGD_REPLICA_WORKING_SET;
+    if (f->kind != FSGD_KMSG_GRAD && !(f->kind == FSGD_KMSG_PULL && ws)) {
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: a frame of kind %u, not a gradient%s", (long long)offset,
+                   f->kind, ws ? " or a pull" : "");
+        return 0;
+    }
+    if (f->body_len > FSGD_KBUS_CHUNK_MAX) {
+        agg_reject(a, FSGD_AGG_REJ_OVERSIZE, "offset %lld: sender %u: a chunk of %u bytes; fsgd writes at most %u",
+                   (long long)offset, f->sender, f->body_len, FSGD_KBUS_CHUNK_MAX);
+        return 0;
+    }
+    /* A following shard takes only ranges shard 0 applied (its membership
+     * decides): rejecting a sender whose worker_assignment this shard has
+     * not read yet would lose that part for good. */
+    if (!a->lead && !agg_member_find(a, f->sender)) {
+        /* its worker_assignment may be on its way: read NAME.ctl first */
+        agg_ctl_drain(a, 0);
+        if (!agg_member_find(a, f->sender)) {
+            agg_reject(a, FSGD_AGG_REJ_FORGED,
+                       "sender %u is not a member of job %s (no worker_assignment from it on %s; %zu members)",
+                       f->sender, a->job->name, a->topic.ctl, a->members.nmem);
+            return 0;
+        }
+    }
+    if (f->gen != a->gen) {
+        if (f->gen < a->gen)
+            agg_reject(a, FSGD_AGG_REJ_STALE, "sender %u: generation %u, this aggregator's is %u", f->sender, f->gen,
+                       a->gen);
+        else
+            agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u: generation %u is newer than this aggregator's %u",
+                       f->sender, f->gen, a->gen);
+        return 0;
+    }
+    return 1;
+}
+
+/* A gradient frame's step against the step in progress: 1 when it is this
+ * step's (reassemble it), else what happened to it (held for its step, or
+ * dropped and counted: 0; an error < 0). */
+static int for_open_step(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t plen, int64_t offset,
+                         unsigned lag)
+{
+    if (lag > (unsigned)a->open.tau || lag >= f->step) {
+        agg_reject(a, FSGD_AGG_REJ_STALE,
+                   "sender %u step %llu: computed on the model of step %lld, %u steps before; the job's staleness "
+                   "bound is %d", f->sender, (unsigned long long)f->step, (long long)f->step - 1 - (long long)lag, lag,
+                   a->open.tau);
+        return 0;
+    }
+    if (a->lead && f->step == a->step + 1 && !agg_lead_decided(a, f->step))
+        return agg_early_hold(a, f, payload, plen, offset); /* shard 0 has not decided the step yet */
+    if (f->step > a->step + 1 && f->step <= a->step + 1 + (uint64_t)a->open.tau) {
+        /* Bounded staleness: a worker runs up to τ steps ahead of the model
+         * it has; its gradient waits here until its step opens, since steps
+         * are applied in order whatever order they arrive in. */
+        return agg_early_hold(a, f, payload, plen, offset);
+    }
+    if (f->step == a->step + 1)
+        return 1;
+    /* Workers answer at most τ steps past the last model message, so
+     * nothing else is ever kept (reassembly holds the open step; later
+     * ones wait whole in agg_early.c) */
+    if (f->step <= a->step && fsgd_kasm_completed(a->open.as, f)) /* e.g. a produce retried by the client */
+        agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u: a copy of a message taken before",
+                   f->sender, (unsigned long long)f->step, f->chunk, f->nchunks);
+    else if (f->step <= a->step)
+        agg_reject(a, FSGD_AGG_REJ_STALE, "sender %u: step %llu, already applied up to step %llu", f->sender,
+                   (unsigned long long)f->step, (unsigned long long)a->step);
+    else
+        agg_reject(a, FSGD_AGG_REJ_FUTURE, "sender %u: step %llu while step %llu is in progress", f->sender,
+                   (unsigned long long)f->step, (unsigned long long)a->step + 1);
+    return 0;
+}
+
+/* One chunk into the open step's reassembly: FSGD_KASM_DONE with the whole
+ * body, another >= 0 (pending, or dropped and counted), or an error. */
+static int reassemble(agg_t *a, const fsgd_kframe_t *f, const uint8_t **body, size_t *len)
+{
+    char e[256];
+    int r = fsgd_kasm_feed(a->open.as, f, body, len, e, sizeof e);
+    if (r == FSGD_KASM_DUP) {
+        agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u seen before", f->sender,
+                   (unsigned long long)f->step, f->chunk, f->nchunks);
+        return 0;
+    }
+    if (r == FSGD_E_FORMAT) {
+        /* Its chunks disagree with what is pending under the same key: the
+         * newest frame wins, so junk left by someone else cannot block the
+         * genuine message when it comes. */
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "%s (the pending chunks are dropped)", e);
+        fsgd_kasm_forget(a->open.as, f);
+        r = fsgd_kasm_feed(a->open.as, f, body, len, e, sizeof e);
+    }
+    if (r == FSGD_E_NOMEM)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
+    if (r < 0) {
+        agg_reject(a, r == FSGD_E_RANGE ? FSGD_AGG_REJ_OVERSIZE : FSGD_AGG_REJ_CORRUPT, "%s", e);
+        return 0;
+    }
+    a->s->held_bytes_max = fsgd_kasm_held_max(a->open.as);
+    return r;
+}
+
+/* What no worker can send for its rows: a reason (FSGD_AGG_REJ_FORGED) and
+ * why, or -1. */
+static int impossible(const agg_t *a, const fsgd_wire_grad_t *g, char *why, size_t cap)
+{
+    if (g->epoch != a->st.epoch)
+        snprintf(why, cap, "claims epoch %u, the job is in epoch %u", g->epoch, a->st.epoch);
+    else if (g->rows == 0 && g->codec_len)
+        snprintf(why, cap, "0 rows but a gradient of %u bytes", g->codec_len);
+    else if (g->loss_sum < 0 || g->t_grad < 0 || g->t_encode < 0 || g->raw_entries > a->gweights)
+        snprintf(why, cap, "loss %g, times %g/%g s or %llu raw entries (of %llu weights) are impossible", g->loss_sum,
+                 g->t_grad, g->t_encode, (unsigned long long)g->raw_entries, (unsigned long long)a->gweights);
+    else
+        return -1;
+    return FSGD_AGG_REJ_FORGED;
+}
+
+/* 1 when g's ranges start at their partitions' positions, within their
+ * ends, each partition once and none claimed by another gradient of the
+ * step (and, a following shard, applied by shard 0); *rows: the rows they
+ * hold. */
+static int ranges_fit(agg_t *a, const fsgd_wire_grad_t *g, uint64_t *rows)
+{
+    *rows = 0;
+    for (uint32_t i = 0; i < g->nranges; i++) {
+        const fsgd_wire_range_t *rg = &g->ranges[i];
+        if (a->open.claimed[rg->part] || rg->start != a->st.pos[rg->part] || rg->end > a->st.end[rg->part])
+            return 0;
+        uint64_t s0 = a->st.start[rg->part];
+        *rows += a->rows_at[rg->part][rg->end - s0] - a->rows_at[rg->part][rg->start - s0];
+        for (uint32_t j = 0; j < i; j++)
+            if (g->ranges[j].part == rg->part)
+                return 0;
+    }
+    return !a->lead || agg_lead_applied(a, g->ranges, g->nranges); /* shard 0 applied these ranges in this step */
+}
+
+/* The step's accounts take gradient g of sender (entries decoded). */
+static void count_taken(agg_t *a, uint32_t sender, const fsgd_wire_grad_t *g, size_t entries, unsigned lag)
+{
+    for (uint32_t i = 0; i < g->nranges; i++) {
+        a->open.claimed[g->ranges[i].part] = 1;
+        a->open.newpos[g->ranges[i].part] = g->ranges[i].end;
+    }
+    a->open.rows_step += g->rows;
+    a->open.loss_step += g->loss_sum;
+    a->s->t_grad += g->t_grad;
+    a->s->t_encode += g->t_encode;
+    a->s->raw_bytes += 8 * g->raw_entries;
+    a->s->codec_bytes += g->codec_len;
+    a->s->grads_accepted++;
+    a->s->up_msgs++;
+    a->open.up_entries_step += entries;
+    a->s->up_entries += entries;
+    a->open.up_bytes_step += g->codec_len;
+    if (lag) {
+        a->s->grads_stale++;
+        if (lag > a->s->lag_max)
+            a->s->lag_max = lag;
+    }
+    agg_add_set(&a->open.applied, &a->open.napplied, &a->open.cap_applied, sender);
+}
+
+/* A whole gradient message of the open step from f->sender: checked, its
+ * values added to the step's reduction, or dropped (counted). */
+static int take_gradient(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t len, unsigned lag)
+{
+    char e[256];
+    fsgd_wire_grad_t g;
+    if (fsgd_wire_grad_get(body, len, a->st.nparts, &g, e, sizeof e) < 0) {
+        free(g.ranges);
+        fsgd_kasm_forget(a->open.as, f); /* the genuine message may still come */
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: %s", f->sender, (unsigned long long)f->step, e);
+        return 0;
+    }
+    char why[300] = "";
+    int reason = impossible(a, &g, why, sizeof why);
+    /* A member that sent a well-formed gradient for the step has answered it,
+     * whether its ranges are taken or not (a rebalance can make them stale). */
+    uint64_t rows = 0;
+    int ok = reason < 0 && ranges_fit(a, &g, &rows);
+    if (ok && rows != g.rows) {
+        reason = FSGD_AGG_REJ_FORGED;
+        snprintf(why, sizeof why, "claims %llu rows, its ranges hold %llu", (unsigned long long)g.rows,
+                 (unsigned long long)rows);
+    } else if (ok && g.rows && !g.codec_len) {
+        reason = FSGD_AGG_REJ_FORGED;
+        snprintf(why, sizeof why, "%llu rows but no gradient", (unsigned long long)g.rows);
+    }
+    if (reason >= 0) {
+        free(g.ranges);
+        fsgd_kasm_forget(a->open.as, f);
+        agg_reject(a, reason, "sender %u step %llu: %s", f->sender, (unsigned long long)f->step, why);
+        return 0;
+    }
+    size_t entries = 0;
+    if (ok && g.codec_len) {
+        double t0 = agg_now();
+        int rc = fsgd_sagg_add(a->model.strat, f->sender, g.codec, g.codec_len, value_bound(a, g.rows), &entries, e,
+                               sizeof e);
+        a->s->t_decode += agg_now() - t0;
+        if (rc == FSGD_E_NOMEM) {
+            free(g.ranges);
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
+        }
+        if (rc < 0) {
+            free(g.ranges);
+            fsgd_kasm_forget(a->open.as, f);
+            if (rc == FSGD_E_RANGE)
+                agg_reject(a, FSGD_AGG_REJ_FORGED,
+                           "sender %u step %llu: %s for %llu rows (rows x max|x| %g x %g, FSGD_AGG_GRAD_SLACK)",
+                           f->sender, (unsigned long long)f->step, e, (unsigned long long)g.rows, a->xmax,
+                           FSGD_AGG_GRAD_SLACK);
+            else
+                agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: gradient: %s", f->sender,
+                           (unsigned long long)f->step, e);
+            return 0;
+        }
+    }
+    agg_add_set(&a->members.got, &a->members.ngot, &a->members.cap_got, f->sender);
+    if (!agg_in_set(a->members.live, a->members.nlive, f->sender) &&
+        agg_add_set(&a->members.live, &a->members.nlive, &a->members.cap_live, f->sender) == 0)
+        agg_ctl_member(a, "worker_joined", f->sender);
+    if (!ok)
+        /* a partition claimed twice (a rebalance) or from a stale position */
+        agg_reject(a, FSGD_AGG_REJ_CONFLICT, "sender %u step %llu: a range starts off its partition's position or "
+                   "another gradient of the step took the partition", f->sender, (unsigned long long)f->step);
+    else
+        count_taken(a, f->sender, &g, entries, lag);
+    free(g.ranges);
+    return 0;
+}
+
 int agg_take_frame(agg_t *a, const void *payload, size_t plen, int32_t partition, int64_t offset)
 {
     fsgd_kframe_t f;
@@ -87,231 +338,24 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int32_t partition
                    (long long)offset, e);
         return 0;
     }
-    /* a copy of a frame its sender wrote before (the tag, now verified,
-     * covers its incarnation and sequence): whatever it claims, it was
-     * taken or refused when it first came */
-    int rp = partition >= 0 ? fsgd_replay_frame(a->replay_grads, partition, offset, payload, plen) : 0;
-    if (rp < 0)
-        return fsgd_err_fmt(a->err, a->errsz, rp, "aggregator: out of memory");
-    if (rp) {
-        agg_reject(a, FSGD_AGG_REJ_REPLAYED, "partition %d offset %lld: sender %u generation %u step %llu chunk %u: a "
-                   "copy of a frame its sender wrote before", (int)partition, (long long)offset, f.sender, f.gen,
-                   (unsigned long long)f.step, f.chunk);
-        return 0;
-    }
-    const int pull = f.kind == FSGD_KMSG_PULL && fsgd_job_replica(a->job) == FSGD_REPLICA_WORKING_SET;
-    if (f.kind != FSGD_KMSG_GRAD && !pull) {
-        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: a frame of kind %u, not a gradient%s", (long long)offset,
-               f.kind, fsgd_job_replica(a->job) == FSGD_REPLICA_WORKING_SET ? " or a pull" : "");
-        return 0;
-    }
-    if (f.body_len > FSGD_KBUS_CHUNK_MAX) {
-        agg_reject(a, FSGD_AGG_REJ_OVERSIZE, "offset %lld: sender %u: a chunk of %u bytes; fsgd writes at most %u",
-               (long long)offset, f.sender, f.body_len, FSGD_KBUS_CHUNK_MAX);
-        return 0;
-    }
-    /* A following shard takes only ranges shard 0 applied (its membership
-     * decides): rejecting a sender whose worker_assignment this shard has
-     * not read yet would lose that part for good. */
-    if (!a->lead && !agg_member_find(a, f.sender)) {
-        /* its worker_assignment may be on its way: read NAME.ctl first */
-        agg_ctl_drain(a, 0);
-        if (!agg_member_find(a, f.sender)) {
-            agg_reject(a, FSGD_AGG_REJ_FORGED,
-                   "sender %u is not a member of job %s (no worker_assignment from it on %s; %zu members)", f.sender,
-                   a->job->name, a->topic.ctl, a->members.nmem);
-            return 0;
-        }
-    }
-    if (f.gen != a->gen) {
-        if (f.gen < a->gen)
-            agg_reject(a, FSGD_AGG_REJ_STALE, "sender %u: generation %u, this aggregator's is %u", f.sender, f.gen,
-                   a->gen);
-        else
-            agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u: generation %u is newer than this aggregator's %u", f.sender,
-                   f.gen, a->gen);
-        return 0;
-    }
-    if (pull)
+    int rc = admit(a, &f, payload, plen, partition, offset);
+    if (rc <= 0)
+        return rc;
+    if (f.kind == FSGD_KMSG_PULL)
         return agg_take_pull(a, &f, offset);
-    unsigned lag = (f.flags & FSGD_KFLAG_LAG_MASK) >> FSGD_KFLAG_LAG_SHIFT;
-    if (lag > (unsigned)a->open.tau || lag >= f.step) {
-        agg_reject(a, FSGD_AGG_REJ_STALE,
-                   "sender %u step %llu: computed on the model of step %lld, %u steps before; the job's staleness "
-                   "bound is %d", f.sender, (unsigned long long)f.step, (long long)f.step - 1 - (long long)lag, lag,
-                   a->open.tau);
-        return 0;
-    }
-    if (a->lead && f.step == a->step + 1 && !agg_lead_decided(a, f.step))
-        return agg_early_hold(a, &f, payload, plen, offset); /* shard 0 has not decided the step yet */
-    if (f.step > a->step + 1 && f.step <= a->step + 1 + (uint64_t)a->open.tau) {
-        /* Bounded staleness: a worker runs up to τ steps ahead of the model
-         * it has; its gradient waits here until its step opens, since steps
-         * are applied in order whatever order they arrive in. */
-        return agg_early_hold(a, &f, payload, plen, offset);
-    }
-    if (f.step != a->step + 1) {
-        /* Workers answer at most τ steps past the last model message, so
-         * nothing else is ever kept (reassembly holds the open step; later
-         * ones wait whole in agg_early.c) */
-        if (f.step <= a->step && fsgd_kasm_completed(a->open.as, &f)) /* e.g. a produce retried by the client */
-            agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u: a copy of a message taken before",
-                   f.sender, (unsigned long long)f.step, f.chunk, f.nchunks);
-        else if (f.step <= a->step)
-            agg_reject(a, FSGD_AGG_REJ_STALE, "sender %u: step %llu, already applied up to step %llu", f.sender,
-                   (unsigned long long)f.step, (unsigned long long)a->step);
-        else
-            agg_reject(a, FSGD_AGG_REJ_FUTURE, "sender %u: step %llu while step %llu is in progress", f.sender,
-                   (unsigned long long)f.step, (unsigned long long)a->step + 1);
-        return 0;
-    }
+    const unsigned lag = (f.flags & FSGD_KFLAG_LAG_MASK) >> FSGD_KFLAG_LAG_SHIFT;
+    if ((rc = for_open_step(a, &f, payload, plen, offset, lag)) != 1)
+        return rc;
     const uint8_t *body;
     size_t len;
-    int r = fsgd_kasm_feed(a->open.as, &f, &body, &len, e, sizeof e);
-    if (r == FSGD_KASM_DUP) {
-        agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u seen before", f.sender,
-               (unsigned long long)f.step, f.chunk, f.nchunks);
-        return 0;
-    }
-    if (r == FSGD_E_FORMAT) {
-        /* Its chunks disagree with what is pending under the same key: the
-         * newest frame wins, so junk left by someone else cannot block the
-         * genuine message when it comes. */
-        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "%s (the pending chunks are dropped)", e);
-        fsgd_kasm_forget(a->open.as, &f);
-        r = fsgd_kasm_feed(a->open.as, &f, &body, &len, e, sizeof e);
-    }
-    if (r == FSGD_E_NOMEM)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
-    if (r < 0) {
-        agg_reject(a, r == FSGD_E_RANGE ? FSGD_AGG_REJ_OVERSIZE : FSGD_AGG_REJ_CORRUPT, "%s", e);
-        return 0;
-    }
-    a->s->held_bytes_max = fsgd_kasm_held_max(a->open.as);
-    if (r != FSGD_KASM_DONE)
-        return 0;
+    if ((rc = reassemble(a, &f, &body, &len)) != FSGD_KASM_DONE)
+        return rc < 0 ? rc : 0;
     if (agg_in_set(a->members.got, a->members.ngot, f.sender)) {
         agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u already answered step %llu", f.sender,
-               (unsigned long long)f.step);
+                   (unsigned long long)f.step);
         return 0;
     }
-    fsgd_wire_grad_t g;
-    if (fsgd_wire_grad_get(body, len, a->st.nparts, &g, e, sizeof e) < 0) {
-        free(g.ranges);
-        fsgd_kasm_forget(a->open.as, &f); /* the genuine message may still come */
-        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: %s", f.sender, (unsigned long long)f.step, e);
-        return 0;
-    }
-    int reason = -1;
-    char why[300] = "";
-    if (g.epoch != a->st.epoch) {
-        reason = FSGD_AGG_REJ_FORGED;
-        snprintf(why, sizeof why, "claims epoch %u, the job is in epoch %u", g.epoch, a->st.epoch);
-    } else if (g.rows == 0 && g.codec_len) {
-        reason = FSGD_AGG_REJ_FORGED;
-        snprintf(why, sizeof why, "0 rows but a gradient of %u bytes", g.codec_len);
-    } else if (g.loss_sum < 0 || g.t_grad < 0 || g.t_encode < 0 || g.raw_entries > a->gweights) {
-        reason = FSGD_AGG_REJ_FORGED;
-        snprintf(why, sizeof why, "loss %g, times %g/%g s or %llu raw entries (of %llu weights) are impossible",
-                 g.loss_sum, g.t_grad, g.t_encode, (unsigned long long)g.raw_entries, (unsigned long long)a->gweights);
-    }
-    if (reason >= 0) {
-        free(g.ranges);
-        fsgd_kasm_forget(a->open.as, &f);
-        agg_reject(a, reason, "sender %u step %llu: %s", f.sender, (unsigned long long)f.step, why);
-        return 0;
-    }
-    /* A member that sent a well-formed gradient for the step has answered it,
-     * whether its ranges are taken or not (a rebalance can make them stale). */
-    int ok = 1;
-    uint64_t rows = 0;
-    for (uint32_t i = 0; i < g.nranges && ok; i++) {
-        const fsgd_wire_range_t *rg = &g.ranges[i];
-        if (a->open.claimed[rg->part] || rg->start != a->st.pos[rg->part] || rg->end > a->st.end[rg->part])
-            ok = 0;
-        else {
-            uint64_t s0 = a->st.start[rg->part];
-            rows += a->rows_at[rg->part][rg->end - s0] - a->rows_at[rg->part][rg->start - s0];
-        }
-        for (uint32_t j = 0; j < i && ok; j++)
-            if (g.ranges[j].part == rg->part)
-                ok = 0;
-    }
-    if (ok && a->lead && !agg_lead_applied(a, g.ranges, g.nranges))
-        ok = 0; /* shard 0 did not apply these ranges in this step */
-    if (ok && rows != g.rows) {
-        free(g.ranges);
-        fsgd_kasm_forget(a->open.as, &f);
-        agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u step %llu: claims %llu rows, its ranges hold %llu", f.sender,
-               (unsigned long long)f.step, (unsigned long long)g.rows, (unsigned long long)rows);
-        return 0;
-    }
-    if (ok && g.rows && !g.codec_len) {
-        free(g.ranges);
-        fsgd_kasm_forget(a->open.as, &f);
-        agg_reject(a, FSGD_AGG_REJ_FORGED, "sender %u step %llu: %llu rows but no gradient", f.sender,
-               (unsigned long long)f.step, (unsigned long long)g.rows);
-        return 0;
-    }
-    size_t entries = 0;
-    if (ok && g.codec_len) {
-        double t0 = agg_now();
-        int rc = fsgd_sagg_add(a->model.strat, f.sender, g.codec, g.codec_len, value_bound(a, g.rows), &entries, e,
-                               sizeof e);
-        a->s->t_decode += agg_now() - t0;
-        if (rc == FSGD_E_NOMEM) {
-            free(g.ranges);
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
-        }
-        if (rc < 0) {
-            free(g.ranges);
-            fsgd_kasm_forget(a->open.as, &f);
-            if (rc == FSGD_E_RANGE)
-                agg_reject(a, FSGD_AGG_REJ_FORGED,
-                           "sender %u step %llu: %s for %llu rows (rows x max|x| %g x %g, FSGD_AGG_GRAD_SLACK)",
-                           f.sender, (unsigned long long)f.step, e, (unsigned long long)g.rows, a->xmax,
-                           FSGD_AGG_GRAD_SLACK);
-            else
-                agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: gradient: %s", f.sender,
-                           (unsigned long long)f.step, e);
-            return 0;
-        }
-    }
-    agg_add_set(&a->members.got, &a->members.ngot, &a->members.cap_got, f.sender);
-    if (!agg_in_set(a->members.live, a->members.nlive, f.sender) &&
-        agg_add_set(&a->members.live, &a->members.nlive, &a->members.cap_live, f.sender) == 0)
-        agg_ctl_member(a, "worker_joined", f.sender);
-    if (!ok) {
-        /* a partition claimed twice (a rebalance) or from a stale position */
-        agg_reject(a, FSGD_AGG_REJ_CONFLICT, "sender %u step %llu: a range starts off its partition's position or "
-                                          "another gradient of the step took the partition",
-               f.sender, (unsigned long long)f.step);
-        free(g.ranges);
-        return 0;
-    }
-    for (uint32_t i = 0; i < g.nranges; i++) {
-        a->open.claimed[g.ranges[i].part] = 1;
-        a->open.newpos[g.ranges[i].part] = g.ranges[i].end;
-    }
-    a->open.rows_step += g.rows;
-    a->open.loss_step += g.loss_sum;
-    a->s->t_grad += g.t_grad;
-    a->s->t_encode += g.t_encode;
-    a->s->raw_bytes += 8 * g.raw_entries;
-    a->s->codec_bytes += g.codec_len;
-    a->s->grads_accepted++;
-    a->s->up_msgs++;
-    a->open.up_entries_step += entries;
-    a->s->up_entries += entries;
-    a->open.up_bytes_step += g.codec_len;
-    if (lag) {
-        a->s->grads_stale++;
-        if (lag > a->s->lag_max)
-            a->s->lag_max = lag;
-    }
-    agg_add_set(&a->open.applied, &a->open.napplied, &a->open.cap_applied, f.sender);
-    free(g.ranges);
-    return 0;
+    return take_gradient(a, &f, body, len, lag);
 }
 
 int agg_take_held(agg_t *a)
