@@ -121,10 +121,13 @@ static int assemble_settings(fsgd_job_t *kj, const char *const *kopts, int n_kop
         snprintf(kj->name, sizeof kj->name, "%s", name);
         return dcli_auth(kj, "model assemble");
     }
-    /* no key: none from an earlier command of this process (Python) either */
-    kj->quiet = 1;
+    /* no key: none from an earlier command of this process (Python) either;
+     * nothing to say about it (the job's roles say it) */
     snprintf(kj->name, sizeof kj->name, "%s", name ? name : "");
-    return dcli_auth(kj, "model assemble");
+    kj->quiet = 1;
+    int rc = dcli_auth(kj, "model assemble");
+    kj->quiet = 0;
+    return rc;
 }
 
 /* The model from a file of frames (--input) or the job's topic, saved to

@@ -211,11 +211,147 @@ static int cut_blocks(block_out_t *o, const fsgd_csr_t *c, char *err, size_t err
     return 0;
 }
 
+/* One produce's reading side: where its rows go, what it counts, whom it
+ * tells how far it got. */
+typedef struct produce {
+    block_out_t out;
+    fsgd_libsvm_stats_t lst;
+    const fsgd_role_env_t *env;
+    fsgd_produce_progress_fn progress;
+    double t0, last;
+} produce_t;
+
+/* The caller's progress hook, once a second at most. */
+static void say_progress(produce_t *p)
+{
+    double t = fsgd_clock_s();
+    if (!p->progress || t - p->last < 1.0)
+        return;
+    p->last = t;
+    p->out.st->seconds = t - p->t0;
+    p->progress(p->env->ctx, p->out.st, 0);
+}
+
+/* Rows in binary blocks of K rows (fsgd/rowblock.h), parsed in chunks by
+ * the reader's threads. */
+static int send_blocks(produce_t *p, FILE *f, char *err, size_t errsz)
+{
+    fsgd_produce_reader_t *reader = fsgd_produce_reader_new(f, p->out.path, p->out.fmt, 0);
+    if (!reader)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
+    int rc = 0;
+    while (!rc) {
+        const fsgd_produce_chunk_t *c = fsgd_produce_reader_next(reader);
+        if (!c)
+            break;
+        p->out.lineno = c->end_line;
+        p->out.st->bytes += c->bytes;
+        rc = stopped(p->env, err, errsz);
+        if (!rc)
+            rc = cut_blocks(&p->out, &c->rows, err, errsz);
+        p->lst.lines += c->st.lines;
+        p->lst.rows += c->st.rows;
+        for (uint64_t i = 0; i < c->st.bad_rows; i++) {
+            if (p->lst.bad_rows < FSGD_LIBSVM_BAD_KEPT && i < FSGD_LIBSVM_BAD_KEPT)
+                memcpy(p->lst.first_bad[p->lst.bad_rows], c->st.first_bad[i], sizeof p->lst.first_bad[0]);
+            p->lst.bad_rows++;
+        }
+        if (!rc && c->rc)
+            rc = fsgd_err_fmt(err, errsz, c->rc, "%s", c->err);
+        if (!rc)
+            say_progress(p);
+    }
+    if (!rc && p->out.block_rows > 0)
+        rc = send_block(&p->out, &p->out.pending, 0, 0, err, errsz);
+    fsgd_produce_reader_destroy(reader);
+    return rc;
+}
+
+/* block_rows 1: each row a message of its own text, checked first. */
+static int send_text_rows(produce_t *p, FILE *f, char *err, size_t errsz)
+{
+    const char *path = p->out.path;
+    char src[1200];
+    snprintf(src, sizeof src, "%s", path);
+    line_reader_t lr = {.f = f};
+    fsgd_csr_t one = {0};
+    uint64_t lineno = 0;
+    int rc = 0;
+    while (!rc) {
+        char *line;
+        ssize_t n = next_line(&lr, &line);
+        if (n == -1)
+            break;
+        lineno++;
+        if (n < 0) {
+            rc = n == -2 ? fsgd_input_line_error(err, errsz, path, lineno)
+                         : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory reading '%s'", path);
+            break;
+        }
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (lineno == 1 && p->out.fmt->hashed && p->out.fmt->spec.header)
+            continue; /* the header names the columns: never sent */
+        if ((rc = stopped(p->env, err, errsz)) != 0)
+            break;
+        fsgd_csr_clear(&one);
+        long r = fsgd_rowfmt_parse(p->out.fmt, line, (size_t)n, src, lineno, &one, &p->lst, err, errsz);
+        if (r < 0) {
+            rc = (int)r;
+            break;
+        }
+        if (r == 0)
+            continue; /* blank, comment, or skipped bad row */
+        p->out.st->bytes += (uint64_t)n + 1;
+        p->out.lineno = lineno;
+        if ((rc = send_rows(&p->out, &one, 0, one.n_rows, line, (size_t)n, err, errsz)) == 0)
+            say_progress(p);
+    }
+    free(lr.buf);
+    fsgd_csr_free(&one);
+    return rc;
+}
+
+/* The broker kept everything: the mock cluster silently drops the oldest
+ * data past 5 MiB per partition, real Kafka by retention; and nobody else
+ * wrote meanwhile. lo0, hi0: the partitions' ends before, sent: messages a
+ * partition. */
+static int check_kept(fsgd_bus_client_t *rk, const char *topic, int P, const int64_t *lo0, const int64_t *hi0,
+                      const uint64_t *sent, char *err, size_t errsz)
+{
+    if (P <= 0)
+        return 0;
+    int64_t *lo1 = calloc((size_t)P, sizeof *lo1), *hi1 = calloc((size_t)P, sizeof *hi1);
+    int rc = lo1 && hi1 ? fsgd_bus_watermarks_all(rk, topic, P, lo1, hi1, 10000, err, errsz)
+                        : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
+    for (int p = 0; !rc && p < P; p++) {
+        int64_t lo = lo1[p], hi = hi1[p];
+        /* More rows than were written: another writer at the same time, most
+         * likely a second job of the same name (not the broker's doing). */
+        if (lo == lo0[p] && hi - lo > hi0[p] - lo0[p] + (int64_t)sent[p])
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
+                              "%s [%d] holds offsets [%lld, %lld) after this producer wrote %llu messages onto [%lld, "
+                              "%lld): another client wrote %lld messages into it at the same time. Is another job of "
+                              "the same name running on these brokers? A job name is for one job at a time",
+                              topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p], (long long)lo0[p],
+                              (long long)hi0[p], (long long)(hi - hi0[p] - (int64_t)sent[p]));
+        else if (lo != lo0[p] || hi - lo != hi0[p] - lo0[p] + (int64_t)sent[p])
+            rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
+                              "data lost: %s [%d] holds offsets [%lld, %lld) after writing %llu messages onto "
+                              "[%lld, %lld): the broker dropped data (on a real cluster: the topic's retention; "
+                              "the embedded cluster keeps at most 5 MiB per partition: use more partitions)",
+                              topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p],
+                              (long long)lo0[p], (long long)hi0[p]);
+    }
+    free(lo1);
+    free(hi1);
+    return rc;
+}
+
 int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const char *path, int partitions,
                       fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, char *err, size_t errsz)
 {
     fsgd_bus_t *bus = env->bus;
-    void *ctx = env->ctx;
     memset(st, 0, sizeof *st);
     fsgd_rowfmt_t fmt;
     FSGD_TRY(fsgd_rowfmt_init(&fmt, job->format, job->hash_bits, job->skip_bad, err, errsz));
@@ -236,8 +372,6 @@ int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const c
     int rc = 0, P = 0;
     int64_t *lo0 = NULL, *hi0 = NULL;
     uint64_t *sent = NULL;
-    line_reader_t lr = {.f = f};
-    fsgd_csr_t one = {0};
     uint32_t *part_rows = NULL;
     fsgd_data_summary_t *sum = calloc(1, sizeof *sum);
     if (sum)
@@ -263,124 +397,30 @@ int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const c
     if (!rc)
         rc = fsgd_bus_watermarks_all(rk, topic, P, lo0, hi0, 10000, err, errsz);
     st->partitions = P;
-    double t0 = fsgd_clock_s(), last = t0;
-    uint64_t lineno = 0;
-    fsgd_libsvm_stats_t lst = {0};
-    char src[1200];
-    snprintf(src, sizeof src, "%s", path);
     /* Rows go out in binary blocks of K rows (fsgd/rowblock.h), round-robin
      * over the partitions; block_rows 1 keeps one text row a message. */
     const uint32_t K = P > 0 ? fsgd_produce_block_rows(job, P) : 1;
     const int text = job->block_rows == 1;
     /* uniform: every block K rows but the last, so the summary can say where rows are */
-    block_out_t out = {.rk = rk, .topic = topic, .P = P, .fmt = &fmt, .sum = sum, .st = st, .sent = sent,
-                       .part_rows = part_rows, .path = path, .K = K, .uniform = 1};
-    fsgd_produce_reader_t *reader = NULL;
-    if (!rc && !text && !(reader = fsgd_produce_reader_new(f, path, &fmt, 0)))
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
-    while (!rc && reader) {
-        const fsgd_produce_chunk_t *c = fsgd_produce_reader_next(reader);
-        if (!c)
-            break;
-        out.lineno = c->end_line;
-        st->bytes += c->bytes;
-        rc = stopped(env, err, errsz);
-        if (!rc)
-            rc = cut_blocks(&out, &c->rows, err, errsz);
-        lst.lines += c->st.lines;
-        lst.rows += c->st.rows;
-        for (uint64_t i = 0; i < c->st.bad_rows; i++) {
-            if (lst.bad_rows < FSGD_LIBSVM_BAD_KEPT && i < FSGD_LIBSVM_BAD_KEPT)
-                memcpy(lst.first_bad[lst.bad_rows], c->st.first_bad[i], sizeof lst.first_bad[0]);
-            lst.bad_rows++;
-        }
-        if (!rc && c->rc)
-            rc = fsgd_err_fmt(err, errsz, c->rc, "%s", c->err);
-        double t = fsgd_clock_s();
-        if (!rc && progress && t - last >= 1.0) {
-            last = t;
-            st->seconds = t - t0;
-            progress(ctx, st, 0);
-        }
-    }
-    if (!rc && reader && out.block_rows > 0)
-        rc = send_block(&out, &out.pending, 0, 0, err, errsz);
-    fsgd_produce_reader_destroy(reader);
-    while (!rc && text) {
-        char *line;
-        ssize_t n = next_line(&lr, &line);
-        if (n == -1)
-            break;
-        lineno++;
-        if (n < 0) {
-            rc = n == -2 ? fsgd_input_line_error(err, errsz, path, lineno)
-                         : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory reading '%s'", path);
-            break;
-        }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = '\0';
-        if (lineno == 1 && fmt.hashed && fmt.spec.header)
-            continue; /* the header names the columns: never sent */
-        if ((rc = stopped(env, err, errsz)) != 0)
-            break;
-        fsgd_csr_clear(&one);
-        long r = fsgd_rowfmt_parse(&fmt, line, (size_t)n, src, lineno, &one, &lst, err, errsz);
-        if (r < 0) {
-            rc = (int)r;
-            break;
-        }
-        if (r == 0)
-            continue; /* blank, comment, or skipped bad row */
-        st->bytes += (uint64_t)n + 1;
-        out.lineno = lineno;
-        rc = send_rows(&out, &one, 0, one.n_rows, line, (size_t)n, err, errsz);
-        if (rc)
-            break;
-        double t = fsgd_clock_s();
-        if (progress && t - last >= 1.0) {
-            last = t;
-            st->seconds = t - t0;
-            progress(ctx, st, 0);
-        }
-    }
-    free(out.buf);
+    produce_t pr = {.out = {.rk = rk, .topic = topic, .P = P, .fmt = &fmt, .sum = sum, .st = st, .sent = sent,
+                            .part_rows = part_rows, .path = path, .K = K, .uniform = 1},
+                    .env = env, .progress = progress, .t0 = fsgd_clock_s()};
+    pr.last = pr.t0;
+    if (!rc)
+        rc = text ? send_text_rows(&pr, f, err, errsz) : send_blocks(&pr, f, err, errsz);
+    free(pr.out.buf);
     if (!rc && ferror(f) && !(rc = fsgd_zsource_file_error(err, errsz)))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_IO, "reading '%s': %m", path);
     if (!rc)
         rc = fsgd_bus_flush(rk, 120000, err, errsz);
-    /* Check that the broker kept everything: the mock cluster silently drops
-     * the oldest data past 5 MiB per partition, real Kafka by retention. */
-    int64_t *lo1 = P > 0 ? calloc((size_t)P, sizeof *lo1) : NULL;
-    int64_t *hi1 = P > 0 ? calloc((size_t)P, sizeof *hi1) : NULL;
-    if (!rc && P > 0 && (!lo1 || !hi1))
-        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "produce: out of memory");
-    if (!rc && P > 0)
-        rc = fsgd_bus_watermarks_all(rk, topic, P, lo1, hi1, 10000, err, errsz);
-    for (int p = 0; !rc && p < P; p++) {
-        int64_t lo = lo1[p], hi = hi1[p];
-        /* More rows than were written: another writer at the same time, most
-         * likely a second job of the same name (not the broker's doing). */
-        if (!rc && lo == lo0[p] && hi - lo > hi0[p] - lo0[p] + (int64_t)sent[p])
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
-                              "%s [%d] holds offsets [%lld, %lld) after this producer wrote %llu messages onto [%lld, "
-                              "%lld): another client wrote %lld messages into it at the same time. Is another job of "
-                              "the same name running on these brokers? A job name is for one job at a time",
-                              topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p], (long long)lo0[p],
-                              (long long)hi0[p], (long long)(hi - hi0[p] - (int64_t)sent[p]));
-        else if (!rc && (lo != lo0[p] || hi - lo != hi0[p] - lo0[p] + (int64_t)sent[p]))
-            rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
-                              "data lost: %s [%d] holds offsets [%lld, %lld) after writing %llu messages onto "
-                              "[%lld, %lld): the broker dropped data (on a real cluster: the topic's retention; "
-                              "the embedded cluster keeps at most 5 MiB per partition: use more partitions)",
-                              topic, p, (long long)lo, (long long)hi, (unsigned long long)sent[p],
-                              (long long)lo0[p], (long long)hi0[p]);
-    }
+    if (!rc)
+        rc = check_kept(rk, topic, P, lo0, hi0, sent, err, errsz);
     /* Rows into an empty topic: every message is one row, and the summary
      * of them spares the aggregator reading the whole topic back. */
-    int was_empty = P > 0 && P <= FSGD_SUMMARY_MAX_PARTS;
+    int was_empty = !rc && P > 0 && P <= FSGD_SUMMARY_MAX_PARTS;
     for (int p = 0; was_empty && p < P; p++)
         was_empty = lo0[p] == 0 && hi0[p] == 0 && sent[p] <= UINT32_MAX;
-    if (!rc && sum && was_empty && out.uniform && st->rows > 0) {
+    if (!rc && sum && was_empty && pr.out.uniform && st->rows > 0) {
         sum->nparts = (uint32_t)P;
         sum->block_rows = text ? 1 : K;
         for (int p = 0; p < P; p++) {
@@ -391,19 +431,15 @@ int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const c
             rc = fsgd_bus_flush(rk, 30000, err, errsz);
     }
     free(sum);
-    free(lo1);
-    free(hi1);
-    st->seconds = fsgd_clock_s() - t0;
-    st->bad_rows = lst.bad_rows;
-    memcpy(st->first_bad, lst.first_bad, sizeof st->first_bad);
+    st->seconds = fsgd_clock_s() - pr.t0;
+    st->bad_rows = pr.lst.bad_rows;
+    memcpy(st->first_bad, pr.lst.first_bad, sizeof st->first_bad);
     if (!rc && progress)
-        progress(ctx, st, 1);
-    free(lr.buf);
+        progress(env->ctx, st, 1);
     free(lo0);
     free(hi0);
     free(sent);
-    fsgd_csr_free(&one);
-    fsgd_csr_free(&out.pending);
+    fsgd_csr_free(&pr.out.pending);
     free(part_rows);
     if (f != stdin)
         fclose(f);
