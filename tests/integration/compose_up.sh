@@ -270,12 +270,14 @@ for i in 1 2 3; do
     for _ in $(seq 60); do read -r st code restarts < <(state "$c"); [ "$st" = exited ] && break; sleep 1; done
     [ "$st" = exited ] && [ "$code" -eq 0 ] && [ "$restarts" -eq 0 ] ||
         fail "aggregator-$i: $st, exit $code, $restarts restarts"
+    # (a file, not a pipe: grep -q's early exit would fail a long log's docker logs under pipefail)
+    docker logs "$c" >"$W/agg$i.log" 2>&1
     if [ "$i" -ge "$SHARDS" ]; then
-        docker logs "$c" 2>&1 | grep -q "aggregator shard $i: the job has $SHARDS shard(s)" ||
-            fail "aggregator-$i (not in a job of $SHARDS shards) does not say so: $(docker logs "$c" 2>&1 | tail -3)"
+        grep -q "aggregator shard $i: the job has $SHARDS shard(s)" "$W/agg$i.log" ||
+            fail "aggregator-$i (not in a job of $SHARDS shards) does not say so: $(tail -3 "$W/agg$i.log")"
     else
-        docker logs "$c" 2>&1 | grep -q "shard $i/$SHARDS (keys k mod $SHARDS = $i, [0-9]* weights)" ||
-            fail "aggregator-$i does not say which keys it owns: $(docker logs "$c" 2>&1 | tail -3)"
+        grep -q "shard $i/$SHARDS (keys k mod $SHARDS = $i, [0-9]* weights)" "$W/agg$i.log" ||
+            fail "aggregator-$i does not say which keys it owns: $(tail -3 "$W/agg$i.log")"
     fi
 done
 say "aggregator shards 1-3 exited 0 ($SHARDS shards in the job)"
