@@ -103,7 +103,7 @@ def test_read_model_of_a_following_job(tmp_path, fsgd_bin, a9a, brokers):
         so waiting for a count of them would race a job that is quick"""
         for _ in range(600):
             log.seek(0)
-            if any("aggregator: version " in ln and " %d rows trained" % n in ln for ln in log):
+            if any("aggregator: version " in ln and "): %d rows, " % n in ln for ln in log):
                 return
             assert run.poll() is None, "fsgd run --follow exited"
             time.sleep(0.1)

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# docker-compose.yml run for real (kafka_compose.sh only checks the file):
-# `docker-compose --profile metrics up -d --build --scale worker=3` on a Docker
-# daemon this script starts, then
-#   - the aggregator exits 0 (no restart), and so do the three workers;
-#   - the model and metrics JSON are in the fsgd-out volume, the model loads
-#     (fsgd predict), and its test AUC is within 0.005 of `fsgd train` on the
-#     same job (jobs/a9a-dist.yaml, 40 epochs: tests/compose/long-job.yml);
-#   - Prometheus (metrics profile) scraped fsgd series from the aggregator and
-#     from the workers (its HTTP API).
+# docker-compose.yml run for real (kafka_compose.sh only checks the file), on
+# a Docker daemon this script starts: `up -d prometheus` (metrics profile),
+# then the documented `up --build --scale worker=3 --exit-code-from aggregator
+# aggregator` in the foreground, which
+#   - returns when the job ends, with the aggregator's exit code 0 (no
+#     restart), and the three workers exited 0;
+#   - left the model and metrics JSON in the fsgd-out volume: the documented
+#     copy to a host folder (`docker cp`, v2: `docker compose cp`) gets them,
+#     the model loads (fsgd predict), and its test AUC is within 0.005 of
+#     `fsgd train` on the same job (jobs/a9a-dist.yaml, 40 epochs:
+#     tests/compose/long-job.yml);
+#   - Prometheus scraped fsgd series from the aggregator and from the workers
+#     (its HTTP API);
+# and the documented `up` again, without `down` (Kafka kept running with the
+# first job's topics: topics-reset deletes them), exits 0 with a new model.
 # FSGD_COMPOSE_SHARDS=S (2..4; default 1) runs the job with S aggregator
 # shards (FSGD_SHARDS): shards 1..S-1 (aggregator-I) exit 0 too, the shards
 # the job does not have exit 0 at once saying so, the reference is `fsgd train
@@ -203,9 +209,11 @@ for name in $(sed -n 's/^FROM \(debian:bookworm[^ ]*\).*/\1/p' docker/Dockerfile
 done
 
 # The stand-ins, tagged with the names docker-compose.yml gives.
-kafka_image=$(sed -n 's/^ *image: *\(apache\/kafka:[^ ]*\).*/\1/p' docker-compose.yml)
+kafka_image=$(sed -n 's/^ *image: *\(apache\/kafka:[^ ]*\).*/\1/p' docker-compose.yml | sort -u)
 prom_image=$(sed -n 's/^ *image: *\(prom\/prometheus:[^ ]*\).*/\1/p' docker-compose.yml)
 [ -n "$kafka_image" ] && [ -n "$prom_image" ] || fail "docker-compose.yml names no apache/kafka or prom/prometheus image"
+# kafka and topics-reset run the same image (its kafka-topics.sh)
+[ "$(wc -l <<<"$kafka_image")" -eq 1 ] || fail "docker-compose.yml names two apache/kafka images: $kafka_image"
 mkdir -p "$W/kafka"
 cp -r tests/compose/kafka/. "$W/kafka/"
 cp tests/kafka/log4j2.properties "$W/kafka/"
@@ -215,8 +223,30 @@ docker build -q -t "$prom_image" tests/compose/prometheus >"$W/build.log" 2>&1 |
     { tail -30 "$W/build.log"; fail "building the Prometheus stand-in"; }
 say "base and stand-in images ready"
 
-dc up -d --build --scale worker=3 >"$W/up.log" 2>&1 || { tail -40 "$W/up.log"; fail "docker-compose up"; }
-say "docker-compose up -d --build --scale worker=3: started"
+dc up -d prometheus >"$W/up.log" 2>&1 || { tail -40 "$W/up.log"; fail "docker-compose up -d prometheus"; }
+# up_job LOG [COMPOSE OPTIONS]: the documented command; it returns when the job ends
+up_job() {
+    local rc=0 log=$1
+    shift
+    timeout "$TIMEOUT" "${COMPOSE[@]}" -p "$P" -f docker-compose.yml "$@" \
+        up --build --scale worker=3 --exit-code-from aggregator aggregator >"$log" 2>&1 || rc=$?
+    [ $rc -ne 124 ] || { tail -40 "$log"; fail "up --exit-code-from aggregator still running after ${TIMEOUT} s"; }
+    [ $rc -eq 0 ] || { tail -40 "$log"; fail "up --exit-code-from aggregator exited $rc"; }
+}
+# copy_out DIR: the documented copy of the fsgd-out volume to a host folder
+copy_out() {
+    if [ "${COMPOSE[0]}" = docker ]; then
+        dc cp aggregator:/opt/fsgd/out/. "$1" >/dev/null 2>&1 || fail "docker compose cp aggregator:/opt/fsgd/out/. $1"
+    else
+        docker cp "$(dc ps -q aggregator)":/opt/fsgd/out/. "$1" || fail "docker cp (aggregator):/opt/fsgd/out/. $1"
+    fi
+    [ -s "$1/a9a-dist.model" ] || fail "no a9a-dist.model copied out of the fsgd-out volume"
+    "$FSGD" predict --model "$1/a9a-dist.model" --data data/sets/a9a.t --out "$W/pred.txt" 2>/dev/null ||
+        fail "fsgd predict does not take the compose job's model"
+    [ "$(wc -l <"$W/pred.txt")" -eq "$(grep -c . data/sets/a9a.t)" ] || fail "predictions: wrong row count"
+}
+up_job "$W/up.log" -f tests/compose/long-job.yml --profile metrics
+say "docker-compose up --build --scale worker=3 --exit-code-from aggregator aggregator: exited 0"
 
 # state CONTAINER: "status exit_code restart_count"
 state() { docker inspect -f '{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}' "$1"; }
@@ -240,12 +270,14 @@ for i in 1 2 3; do
     for _ in $(seq 60); do read -r st code restarts < <(state "$c"); [ "$st" = exited ] && break; sleep 1; done
     [ "$st" = exited ] && [ "$code" -eq 0 ] && [ "$restarts" -eq 0 ] ||
         fail "aggregator-$i: $st, exit $code, $restarts restarts"
+    # (a file, not a pipe: grep -q's early exit would fail a long log's docker logs under pipefail)
+    docker logs "$c" >"$W/agg$i.log" 2>&1
     if [ "$i" -ge "$SHARDS" ]; then
-        docker logs "$c" 2>&1 | grep -q "aggregator shard $i: the job has $SHARDS shard(s)" ||
-            fail "aggregator-$i (not in a job of $SHARDS shards) does not say so: $(docker logs "$c" 2>&1 | tail -3)"
+        grep -q "aggregator shard $i: the job has $SHARDS shard(s)" "$W/agg$i.log" ||
+            fail "aggregator-$i (not in a job of $SHARDS shards) does not say so: $(tail -3 "$W/agg$i.log")"
     else
-        docker logs "$c" 2>&1 | grep -q "shard $i/$SHARDS (keys k mod $SHARDS = $i, [0-9]* weights)" ||
-            fail "aggregator-$i does not say which keys it owns: $(docker logs "$c" 2>&1 | tail -3)"
+        grep -q "shard $i/$SHARDS (keys k mod $SHARDS = $i, [0-9]* weights)" "$W/agg$i.log" ||
+            fail "aggregator-$i does not say which keys it owns: $(tail -3 "$W/agg$i.log")"
     fi
 done
 say "aggregator shards 1-3 exited 0 ($SHARDS shards in the job)"
@@ -257,21 +289,16 @@ for w in $workers; do
         fail "worker $w: $st, exit $code, $restarts restarts"
 done
 
-# The model and metrics in the volume, read through a container of its own.
-vol=$(docker volume ls -q | grep -x "${P}_fsgd-out") || fail "no volume ${P}_fsgd-out"
-mkdir "$W/out"
-docker run --rm -v "$vol:/o:ro" fsgd-compose-base:bookworm tar -C /o -cf - . | tar -C "$W/out" -xf -
-for f in a9a-dist.model a9a-dist.metrics.json; do [ -s "$W/out/$f" ] || fail "$f not in the fsgd-out volume"; done
-"$FSGD" predict --model "$W/out/a9a-dist.model" --data data/sets/a9a.t --out "$W/pred.txt" 2>/dev/null ||
-    fail "fsgd predict does not take the compose job's model"
-[ "$(wc -l <"$W/pred.txt")" -eq "$(grep -c . data/sets/a9a.t)" ] || fail "predictions: wrong row count"
+# The model and metrics, copied to a host folder as docs/run.md says.
+copy_out "$W/out"
+[ -s "$W/out/a9a-dist.metrics.json" ] || fail "a9a-dist.metrics.json not in the fsgd-out volume"
 read -r auc epochs shards < <(python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); print(d["test"]["auc"], d["epochs"], d["shard"]["shards"])' \
     "$W/out/a9a-dist.metrics.json")
 [ "$epochs" = "$EPOCHS" ] || fail "the compose job ran $epochs epochs, not $EPOCHS"
 [ "$shards" = "$SHARDS" ] || fail "the compose job ran $shards aggregator shards, not $SHARDS"
 python3 -c 'import sys; a, r = map(float, sys.argv[1:]); sys.exit(abs(a - r) > 0.005)' "$auc" "$ref_auc" ||
     fail "compose job's test AUC $auc, fsgd train's $ref_auc: more than 0.005 apart"
-say "test auc $auc (fsgd train $ref_auc); model and metrics in volume $vol"
+say "test auc $auc (fsgd train $ref_auc); model and metrics copied out of the fsgd-out volume"
 
 # Prometheus: fsgd series from each role. count_over_time, not an instant
 # query: the targets are gone now, so their series end in staleness markers.
@@ -295,4 +322,14 @@ if [ "$SHARDS" -gt 1 ]; then
     say "Prometheus scraped every aggregator shard ($got)"
 fi
 say "Prometheus scraped fsgd_steps_total from the aggregator and $n_wrk of 3 workers"
+
+# The documented command again, without down: Kafka still holds the first
+# job's topics (fsgd refuses a used job name). docker-compose.yml alone: the
+# job file's 5 epochs (quicker), so the metrics copied out say which job
+# wrote them.
+up_job "$W/up2.log"
+copy_out "$W/out2"
+epochs=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["epochs"])' "$W/out2/a9a-dist.metrics.json")
+[ "$epochs" = 5 ] || fail "after the second up the metrics are of a job of $epochs epochs, not the second job's 5"
+say "the same up again without down: exited 0, a new model"
 echo "ok (compose job: $((SECONDS - t_start)) s before teardown)"

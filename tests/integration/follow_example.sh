@@ -33,7 +33,7 @@ grep -q -- '--job-key-file FILE' produce-nokey.log || fail "the refused produce 
 grep -q 'Nothing was written' produce-nokey.log || fail "the refused produce did not say it wrote nothing"
 grep -q 'without a tag' run.log && fail "the job saw rows without a tag"
 grep -q 'stopped on request' run.log || fail "the job did not end on SIGTERM"
-rows=$(sed -n 's/.*version [0-9]* (generation [0-9]*, step [0-9]*): \([0-9]*\) rows trained.*/\1/p' run.log | tail -1)
+rows=$(sed -n 's/.*version [0-9]* (step [0-9]*): \([0-9]*\) rows, .*/\1/p' run.log | tail -1)
 [ "${rows:-0}" -eq 25000 ] || fail "the job trained ${rows:-no} rows: the produced day2 rows never arrived"
 [ -s demo.fsgd ] || fail "no model written"
 grep -q ' | 0 epochs, ' run.log && fail "the follow job's result line counts epochs: $(grep ' | 0 epochs' run.log)"

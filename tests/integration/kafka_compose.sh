@@ -3,7 +3,9 @@
 # config` (v1) and `docker compose config` (v2) accept it (each when
 # installed) and give the same services, every fsgd service uses the
 # entrypoint roles, the gpu profile's worker builds from docker/Dockerfile.gpu,
-# and the job file the containers run parses with the real job parser.
+# and the job file the containers run parses with the real job parser. A
+# second `up` without `down` works (topics-reset deletes the job's topics
+# first), and `up --exit-code-from aggregator aggregator` starts the job.
 # Sharded (FSGD_SHARDS=S): aggregator-1..3 are shards 1..3 with their own
 # checkpoints, Prometheus finds them, and the entrypoint gives each role the
 # flags of its shard (what it runs is recorded by an fsgd found first on PATH).
@@ -30,11 +32,28 @@ config_checks() { # COMPOSE_COMMAND...
     sharded=$(FSGD_SHARDS=2 "${dc[@]}" -f docker-compose.yml config)
     gpu2=$(FSGD_SHARDS=2 "${dc[@]}" -f docker-compose.yml --profile gpu config)
     "$PY" - "$out" "$gpu" "$prom" "$sharded" "$gpu2" docker/prometheus.yml <<'PYEOF'
-import sys, yaml
+import re, sys, yaml
 out, gpu, prom, sharded, gpu2 = (yaml.safe_load(a)["services"] for a in sys.argv[1:6])
 prom_conf = open(sys.argv[6]).read()
 for svc in ("kafka", "producer", "aggregator", "worker"):
     assert svc in out, f"service {svc} missing"
+# a second `up` without `down`: topics-reset (the broker's image and tool)
+# deletes the job's topics an earlier up left, and nothing else, before the
+# producer runs (fsgd refuses a job name whose topics hold a job)
+job = yaml.safe_load(open("jobs/a9a-dist.yaml"))["job"]["name"]
+r = out["topics-reset"]
+assert r["image"] == out["kafka"]["image"] and r["command"][0] == "/opt/kafka/bin/kafka-topics.sh", r
+assert "--delete" in r["command"] and "--if-exists" in r["command"], r["command"]
+topics = re.compile(r["command"][r["command"].index("--topic") + 1])
+assert all(topics.fullmatch(f"{job}.{t}") for t in ("data", "grads", "model", "ctl", "pull")), topics.pattern
+assert not any(topics.fullmatch(t) for t in (f"{job}x.data", f"x{job}.data", "__consumer_offsets")), topics.pattern
+assert r["depends_on"]["kafka"]["condition"] == "service_healthy", r["depends_on"]
+assert out["producer"]["depends_on"]["topics-reset"]["condition"] == "service_completed_successfully"
+# `up --exit-code-from aggregator aggregator` starts the whole job: the
+# workers and the other shards are the aggregator's dependencies
+deps = out["aggregator"]["depends_on"]
+for d in ("worker", "aggregator-1", "aggregator-2", "aggregator-3"):
+    assert deps.get(d, {}).get("condition") == "service_started", (d, deps)
 assert out["kafka"]["image"].startswith("apache/kafka:"), out["kafka"]["image"]
 assert out["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
 assert gpu["worker-gpu"]["build"]["dockerfile"] == "docker/Dockerfile.gpu", gpu["worker-gpu"]["build"]
@@ -78,6 +97,12 @@ else
 fi
 [ "$tools" -gt 0 ] || echo "no compose tool installed: checking the file's references only"
 test -f docker/Dockerfile && test -x docker/entrypoint.sh && test -f docker/Dockerfile.gpu
+# the documented command that returns when the job ends is the one compose_up.sh runs
+for f in README.md docs/run.md tests/integration/compose_up.sh; do
+    grep -q -- '--exit-code-from aggregator aggregator' "$f" || { echo "$f: no 'up ... --exit-code-from aggregator aggregator'"; exit 1; }
+done
+# compose_up.sh's Kafka stand-in has the tool topics-reset runs
+test -x tests/compose/kafka/bin/kafka-topics.sh && grep -q 'tools.TopicCommand' tests/compose/kafka/bin/kafka-topics.sh
 grep -q "^FROM debian:bookworm AS build" docker/Dockerfile
 grep -q "^USER fsgd" docker/Dockerfile
 sh -n docker/entrypoint.sh

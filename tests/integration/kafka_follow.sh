@@ -6,7 +6,8 @@
 # aggregator is killed with -9 half way and restarted by fsgd run from its
 # checkpoint; SIGTERM ends the job with a final version, in which every
 # partition's position is its end offset and its trained rows are exactly
-# the rows it holds (kcat counts them): no row lost or trained twice. Row
+# the rows it holds (kcat counts them): no row lost or trained twice. A
+# version's log line stays short (150 characters at most). Row
 # messages copied back into their own partitions (their tags travel with
 # them: no key needed) are replays, read as no rows by every role (issue
 # 42), before and after the aggregator's restart; on a real broker the
@@ -109,7 +110,7 @@ kcat_replay "$name.data" 2 0
 "$FSGD" produce --follow --brokers "$brokers" --name "$name" "${key[@]}" "$tmp/tail.svm" >"$tmp/produce_tail.log" 2>&1 ||
     { cat "$tmp/produce_tail.log"; exit 1; }
 # all rows trained: a version says so
-wait_for "$tmp/run.log" "step [0-9]*): $total rows trained" 120 ||
+wait_for "$tmp/run.log" "step [0-9]*): $total rows, " 120 ||
     { echo "never reached $total rows"; grep "version" "$tmp/run.log" | tail -5; exit 1; }
 # fsgd predict straight from the topic scores the newest model
 "$FSGD" predict --brokers "$brokers" --name "$name" "${key[@]}" --data "$tmp/test.svm" --out "$tmp/scores" \
@@ -128,16 +129,22 @@ stop_and_check() {
     RUN_PID=
     [ $rc -eq 143 ] || { echo "fsgd run ended with $rc, not 143 (SIGTERM)"; cat "$1"; exit 1; }
     grep "follow: stopped on request" "$1"
-    local last=$(grep "aggregator: version [0-9]* " "$1" | tail -1)
+    # the final version's line, and the line after it with each partition's
+    # position and rows (written on SIGTERM alone: a version's line is short)
+    local last=$(grep "aggregator: version [0-9]* (step " "$1" | tail -1)
+    local where=$(grep "aggregator: version [0-9]*: partition:position/rows " "$1" | tail -1)
     echo "last version: $last"
-    "$PY" - "$tmp/held" "$last" "$2" <<'PYEOF'
+    echo "$where"
+    "$PY" - "$tmp/held" "$last" "$2" "$where" <<'PYEOF'
 import re, sys
 held = dict(l.strip().split(":") for l in open(sys.argv[1]) if l.strip())
-last, total = sys.argv[2], int(sys.argv[3])
+last, total, where = sys.argv[2], int(sys.argv[3]), sys.argv[4]
 parts = dict((p, (int(pos), int(rows))) for p, pos, rows in
-             re.findall(r"(\d+):(\d+)/(\d+)", last.split("partition:position/rows")[1]))
-ok = int(re.search(r"\): (\d+) rows trained", last).group(1)) == total and sorted(parts) == sorted(held)
-print("%s the final version trained %d rows of %d, partitions %s" % ("ok  " if ok else "FAIL", int(re.search(r"\): (\d+) rows trained", last).group(1)), total, sorted(parts)))
+             re.findall(r"(\d+):(\d+)/(\d+)", where.split("partition:position/rows")[1]))
+trained = int(re.search(r"\): (\d+) rows, ", last).group(1))
+same = re.search(r"version (\d+) ", last).group(1) == re.search(r"version (\d+):", where).group(1)
+ok = same and trained == total and sorted(parts) == sorted(held)
+print("%s the final version trained %d rows of %d, partitions %s%s" % ("ok  " if ok else "FAIL", trained, total, sorted(parts), "" if same else " (of another version)"))
 # a message holds a block of rows (fsgd/rowblock.h): every message trained
 # once, and the rows of all of them
 for p, (pos, rows) in sorted(parts.items()):
@@ -151,6 +158,10 @@ sys.exit(0 if ok else 1)
 PYEOF
 }
 stop_and_check "$tmp/run.log" $total
+# a version's line is short: version, step, rows, rate, progressive and test
+# figures (issue 40: it was ~300 characters, naming every partition)
+grep "aggregator: version [0-9]* (" "$tmp/run.log" | awk 'length > 150 { bad = $0 } END { exit (bad != "" ? 1 : (NR == 0 ? 2 : 0)) }' ||
+    { echo "FAIL: no version line, or one over 150 characters: $(grep "aggregator: version [0-9]* (" "$tmp/run.log" | tail -1)"; exit 1; }
 # working-set workers pulled their values; full replicas pulled none
 values=$(json_get "$tmp/m.json" downlink.values_bytes_per_worker_step)
 "$PY" -c 'import sys; v, r = float(sys.argv[1]), sys.argv[2]; sys.exit(0 if (v > 0) == (r == "working_set") else 1)' \
@@ -174,7 +185,7 @@ def check(cond, what):
     global ok
     print(("ok   " if cond else "FAIL ") + what)
     ok &= bool(cond)
-auc_of = lambda line: float(re.search(r"rows: auc ([0-9.]+)", line).group(1))
+auc_of = lambda line: float(re.search(r"progressive logloss [0-9.]+ auc ([0-9.]+)", line).group(1))
 # (how many rows version 1 has seen depends on the machine: a fast one trains
 # the first 6000 before its first second is out)
 check(auc_of(first) < 0.75 and auc_of(last) > auc_of(first) + 0.05,
@@ -203,7 +214,7 @@ djob=(--follow --brokers "$brokers" --name "$dname" --dim $DIM --workers 2 --che
     --version-seconds 1 --lr 0.01 --batch 256 "${key[@]}")
 "$FSGD" run "${djob[@]}" --data "$tmp/dim0.svm" >"$tmp/dim_run1.log" 2>&1 &
 RUN_PID=$!
-wait_for "$tmp/dim_run1.log" "): 1000 rows trained" 90 || { echo "no version of 1000 rows"; cat "$tmp/dim_run1.log"; exit 1; }
+wait_for "$tmp/dim_run1.log" "): 1000 rows, " 90 || { echo "no version of 1000 rows"; cat "$tmp/dim_run1.log"; exit 1; }
 "$FSGD" produce --follow --brokers "$brokers" --name "$dname" "${key[@]}" "$tmp/pastdim.svm" >"$tmp/dim_p.log" 2>&1 ||
     { cat "$tmp/dim_p.log"; exit 1; }
 rc=0
@@ -215,15 +226,15 @@ RUN_PID=
     { cat "$tmp/dim_p.log"; exit 1; }
 "$FSGD" run --resume --skip-bad --no-produce "${djob[@]}" >"$tmp/dim_run2.log" 2>&1 &
 RUN_PID=$!
-wait_for "$tmp/dim_run2.log" "): 2000 rows trained" 90 ||
+wait_for "$tmp/dim_run2.log" "): 2000 rows, " 90 ||
     { cat "$tmp/dim_run2.log"; echo "FAIL: --resume --skip-bad did not go on past the row beyond --dim"; exit 1; }
 grep "skipped 1 row messages with a feature past dim $DIM (skip_bad)" "$tmp/dim_run2.log" ||
     { cat "$tmp/dim_run2.log"; echo "FAIL: the skipped message was not named"; exit 1; }
 kill -TERM "$RUN_PID"
 wait "$RUN_PID" || true
 RUN_PID=
-grep "): [0-9]* rows trained" "$tmp/dim_run2.log" | tail -1 | grep -q "): 2000 rows trained" ||
-    { grep "rows trained" "$tmp/dim_run2.log"; echo "FAIL: rows trained past 2000"; exit 1; }
+grep "): [0-9]* rows, " "$tmp/dim_run2.log" | tail -1 | grep -q "): 2000 rows, " ||
+    { grep "aggregator: version" "$tmp/dim_run2.log"; echo "FAIL: rows trained past 2000"; exit 1; }
 echo "ok: a follow job stopped by a row past --dim went on with --resume --skip-bad: 2000 rows trained once"
 kafka_cluster_stop
 
@@ -242,7 +253,7 @@ kcat -C -b "$brokers" -t "$name.ctl" -o beginning -e -q -f '%o %k\n' | awk '$2 =
 [ -s "$tmp/leaves" ] || { echo "FAIL: no worker_leave of the first run on $name.ctl"; exit 1; }
 while read -r o; do kcat_replay "$name.ctl" 0 "$o"; done <"$tmp/leaves"
 kcat_replay "$name.data" 3 0
-wait_for "$tmp/run2.log" "step [0-9]*): $((total + CHUNK)) rows trained" 120 ||
+wait_for "$tmp/run2.log" "step [0-9]*): $((total + CHUNK)) rows, " 120 ||
     { echo "the resumed job never reached $((total + CHUNK)) rows"; grep "version" "$tmp/run2.log" | tail -5; exit 1; }
 # every copy refused before the stop: the first run's three row copies (read
 # at start), the new one and the worker_leave copies, on the aggregator's

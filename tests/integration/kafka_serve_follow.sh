@@ -44,7 +44,7 @@ field() { model | json_get /dev/stdin "$1"; }
 v0=$(field version)
 
 # recorded: /model's JSON (stdin) describes a version the job logged
-# ("aggregator: version N (generation G, step S): R rows trained; ... test
+# ("aggregator: version N (step S): R rows, ...; ... test
 # auc A logloss L"), with its rows and metrics; exit 1 saying why not.
 recorded() {
     "$PY" -c '
@@ -52,7 +52,7 @@ import json, re, sys
 d = json.load(sys.stdin)
 log = open(sys.argv[1]).read()
 rec = {int(s): (int(r), float(a), float(l)) for s, r, a, l in
-       re.findall(r"version \d+ \(generation \d+, step (\d+)\): (\d+) rows trained.*?; test auc ([0-9.]+) logloss ([0-9.]+)", log)}
+       re.findall(r"version \d+ \(step (\d+)\): (\d+) rows, .*?; test auc ([0-9.]+) logloss ([0-9.]+)", log)}
 m = d["metrics"]
 if d["step"] not in rec:
     sys.exit("step %d is none of the job versions (steps %s); metrics %s, note %s" % (d["step"], sorted(rec), m, d["metrics_note"]))

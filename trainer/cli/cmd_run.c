@@ -283,7 +283,7 @@ static int run_options(run_t *r)
     if (rc)
         return rc;
     fsgd_job_t *job = &r->job;
-    rc = dcli_job(r->argc, r->argv, usage, job);
+    rc = dcli_job_brief(r->argc, r->argv, usage, dcli_run_usage_brief, dcli_run_help_options, job);
     if (rc)
         return rc == 1 ? 0 : rc;
     int last_port = job->workers + (job->shards > 1 ? job->shards - 1 : 0);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dist_cli.h"
 #include "fsgd/clock.h"
 #include "fsgd/codec.h"
 #include "fsgd/delim.h"
@@ -29,6 +30,34 @@ static const char usage_line[] =
     "usage: fsgd train [JOB.yaml] [--data FILE] [--test FILE] [--model logistic|linear|svm] [options]\n"
     "Trains a sparse linear model with sparse Adam on one machine, worker threads standing in\n"
     "for distributed workers. Prints progress and test metrics; --out writes the model.";
+
+/* fsgd train --help: the common options; --help all: every one and the defaults_note */
+static const char usage_brief[] =
+    "usage: fsgd train [JOB.yaml] [--data FILE] [--test FILE] [--model logistic|linear|svm] [options]\n"
+    "Trains a sparse linear model with sparse Adam on one machine, worker threads standing in\n"
+    "for distributed workers. Prints progress and test metrics; --out writes the model.\n"
+    "The common options; every one, and why each default is what it is: fsgd train --help all;\n"
+    "docs/train.md, docs/defaults.md.";
+static const dcli_brief_t train_help_options[] = {
+    {"--data", "training data, a file in the job's format"},
+    {"--test", "test data, same format (without it, test_fraction of --data is the test set)"},
+    {"--test-fraction", "fraction of the data held out as the test set when no --test is given"},
+    {"--format", "libsvm, criteo, vw, or a column spec tsv:COLUMNS / csv:COLUMNS (docs/ctr-inputs.md)"},
+    {"--model", NULL},
+    {"--l2", "L2 strength on the mean loss; auto = 1/n_train (LIBLINEAR's C=1)"},
+    {"--optimizer", "adam | ftrl"},
+    {"--lr", "Adam learning rate; auto = 0.15/sqrt(steps per epoch) in [0.001, 0.02]"},
+    {"--batch", "rows per step"},
+    {"--epochs", "passes over the data; auto = until the holdout loss stops improving"},
+    {"--holdout", "fraction of the training rows held out to stop early when epochs is auto"},
+    {"--seed", NULL},
+    {"--threads", NULL},
+    {"--codec", "compression of the gradients, e.g. none, fastsgd, topk:ratio=0.01 (fsgd features)"},
+    {"--out", "model file to write (- or /dev/stdout: stdout)"},
+    {"--metrics-json", NULL},
+    {"--quiet", NULL},
+    {NULL, NULL},
+};
 
 /* Why the defaults are what they are; printed after the key list. */
 static const char defaults_note[] =
@@ -723,8 +752,12 @@ static int train_job_from_args(fsgd_job_t *job, int argc, char **argv)
     char err[1024] = "";
     int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
-        fsgd_job_print_help_with(usage_line, job, stdout);
-        fputs(defaults_note, stdout);
+        if (dcli_help_all(argc, argv)) {
+            fsgd_job_print_help_with(usage_line, job, stdout);
+            fputs(defaults_note, stdout);
+        } else {
+            dcli_print_job_help(usage_brief, job, train_help_options, stdout);
+        }
         fsgd_cli_print_exit_codes(stdout);
         return TRAIN_HELP_PRINTED;
     }

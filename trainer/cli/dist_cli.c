@@ -52,22 +52,24 @@ const char *dcli_take(int *argc, char **argv, const char *name, int has_value, c
     return found;
 }
 
-/* The help of every job option, or with only (a NULL-ended list of
- * "--flag" followed by a space) the options a command reads: fsgd produce
- * listed --lr, --beta1 and --optimizer (issue 40 item 7). A section with
- * none of them left is left out too. */
-static void print_job_help(const char *usage, const char *const *only, FILE *out)
+/* The help of every job option; with only (a NULL-ended list of "--flag "
+ * followed by a space) the options a command reads: fsgd produce listed
+ * --lr, --beta1 and --optimizer (issue 40 item 7); with brief, the options
+ * it names alone, each on a line of its short text and the full line's
+ * default (fsgd train/run --help: 121 and 104 lines were too many to read).
+ * A section with none of them left is left out too. */
+static void print_job_help(const char *usage, const fsgd_job_t *d, const char *const *only, const dcli_brief_t *brief,
+                           FILE *out)
 {
-    fsgd_job_t d;
-    fsgd_job_dist_defaults(&d);
     char *text = NULL;
     size_t len = 0;
-    FILE *mem = only ? open_memstream(&text, &len) : NULL;
-    fsgd_job_print_help_with(usage, &d, mem ? mem : out);
+    FILE *mem = only || brief ? open_memstream(&text, &len) : NULL;
+    fsgd_job_print_help_with(usage, d, mem ? mem : out);
     if (!mem)
         return;
     fclose(mem);
     char section[64] = "";
+    int in_sections = 0; /* the usage's own option lines (before "data:") are kept */
     for (char *line = text, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next)
@@ -75,33 +77,116 @@ static void print_job_help(const char *usage, const char *const *only, FILE *out
         size_t n = strlen(line);
         if (n && n < sizeof section && line[0] != ' ' && line[n - 1] == ':' && !strchr(line, ' ')) {
             snprintf(section, sizeof section, "%s", line); /* printed before its first kept option */
+            in_sections = 1;
             continue;
         }
-        if (strncmp(line, "  --", 4) != 0) {
+        if (!in_sections || strncmp(line, "  --", 4) != 0) {
             fprintf(out, "%s\n", line);
             continue;
         }
+        size_t flag_len = strcspn(line + 2, " ");
         int keep = 0;
-        for (const char *const *o = only; *o && !keep; o++)
+        const char *short_text = NULL;
+        for (const char *const *o = only; o && *o && !keep; o++)
             keep = !strncmp(line + 2, *o, strlen(*o));
+        for (const dcli_brief_t *b = brief; b && b->flag && !keep; b++)
+            if (strlen(b->flag) == flag_len && !strncmp(line + 2, b->flag, flag_len)) {
+                keep = 1;
+                short_text = b->text;
+            }
         if (!keep)
             continue;
         if (section[0]) {
             fprintf(out, "%s\n", section);
             section[0] = '\0';
         }
-        fprintf(out, "%s\n", line);
+        const char *def = NULL; /* the full line's last " (default ...)" */
+        for (const char *p = strstr(line, " (default "); p; p = strstr(p + 1, " (default "))
+            def = p;
+        if (short_text)
+            fprintf(out, "  %-20.*s %s%s\n", (int)flag_len, line + 2, short_text, def ? def : "");
+        else
+            fprintf(out, "%s\n", line);
     }
     free(text);
 }
 
+/* fsgd run --help: the common options (cmd_run.c keeps the usage --help all prints, with every
+ * run-only option); here to keep cmd_run.c within its size */
+const char dcli_run_usage_brief[] =
+    "usage: fsgd run [JOB.yaml] [--data FILE] [--test FILE] [--workers N] [--brokers LIST] [options]\n"
+    "Runs the producer, N worker processes and the aggregator of a job. Without --brokers an embedded\n"
+    "Kafka-protocol cluster (librdkafka's mock) runs inside this process; its address is printed.\n"
+    "The common options; every one (and --broker-only, --no-produce, --fault, --metrics-addr) with\n"
+    "fsgd run --help all; docs/run.md, docs/defaults.md.\n"
+    "  --fresh | --resume   start over, the job's checkpoint deleted | go on from it (neither: one is an error)\n"
+    "  --metrics-port PORT  Prometheus metrics of every process (the aggregator on PORT, worker i on PORT+i)";
+const dcli_brief_t dcli_run_help_options[] = {
+    {"--data", "training data, a file in the job's format"},
+    {"--test", "test data, same format (without it, fsgd run scores no test set)"},
+    {"--format", "libsvm, criteo, vw, or a column spec tsv:COLUMNS / csv:COLUMNS (docs/ctr-inputs.md)"},
+    {"--model", NULL},
+    {"--l2", "L2 strength on the mean loss; auto = 1/n_train (LIBLINEAR's C=1)"},
+    {"--optimizer", "adam | ftrl"},
+    {"--lr", "Adam learning rate; auto = 0.15/sqrt(steps per epoch) in [0.001, 0.02]"},
+    {"--batch", "rows per step; auto = 256 rows a worker, capped at max(256, n_train / 2000)"},
+    {"--epochs", "passes over the data; auto = until the holdout loss stops improving"},
+    {"--codec", "compression of the gradients, e.g. none, fastsgd, topk:ratio=0.01 (fsgd features)"},
+    {"--out", NULL},
+    {"--metrics-json", NULL},
+    {"--quiet", NULL},
+    {"--name", NULL},
+    {"--brokers", NULL},
+    {"--workers", NULL},
+    {"--shards", "aggregator shards: key k held by shard k mod S, each its own process"},
+    {"--checkpoint", NULL},
+    {"--follow", "continuous training: keep reading NAME.data, publish model versions (docs/run.md)"},
+    {"--job-key-file", "the job key (64 hex digits, mode 600) that signs every message; fsgd run makes one"},
+    {NULL, NULL},
+};
+
+int dcli_help_all(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if ((!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) && !strcmp(argv[i + 1], "all"))
+            return 1;
+    return 0;
+}
+
+void dcli_print_job_help(const char *usage, const fsgd_job_t *defaults, const dcli_brief_t *brief, FILE *out)
+{
+    print_job_help(usage, defaults, NULL, brief, out);
+}
+
+typedef struct job_help {
+    const char *usage, *usage_brief;
+    const char *const *only;
+    const dcli_brief_t *brief;
+} job_help_t;
+
+static int job_parse(int argc, char **argv, const job_help_t *h, fsgd_job_t *job);
+
 int dcli_job_only(int argc, char **argv, const char *usage, const char *const *only, fsgd_job_t *job)
+{
+    return job_parse(argc, argv, &(job_help_t){.usage = usage, .only = only}, job);
+}
+
+int dcli_job_brief(int argc, char **argv, const char *usage, const char *usage_brief, const dcli_brief_t *brief,
+                   fsgd_job_t *job)
+{
+    return job_parse(argc, argv, &(job_help_t){.usage = usage, .usage_brief = usage_brief, .brief = brief}, job);
+}
+
+static int job_parse(int argc, char **argv, const job_help_t *h, fsgd_job_t *job)
 {
     char err[1024];
     fsgd_job_dist_defaults(job); /* l2, lr, epochs and batch auto (agg_auto.c) */
     int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
-        print_job_help(usage, only, stdout);
+        fsgd_job_t d;
+        fsgd_job_dist_defaults(&d);
+        int all = !h->brief || dcli_help_all(argc, argv);
+        print_job_help(all ? h->usage : h->usage_brief, &d, h->only, all ? NULL : h->brief, stdout);
         fsgd_cli_print_exit_codes(stdout);
         return 1;
     }

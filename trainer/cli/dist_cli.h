@@ -4,6 +4,7 @@
 #define FSGD_DIST_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cli.h"
 #include "fsgd/bus.h"
@@ -22,6 +23,25 @@ int dcli_job(int argc, char **argv, const char *usage, fsgd_job_t *job);
 /* The same, with --help listing only the options in only ("--flag " each,
  * NULL-ended): those the command reads. */
 int dcli_job_only(int argc, char **argv, const char *usage, const char *const *only, fsgd_job_t *job);
+
+/* A job option a short --help shows, with a short text (NULL: the full
+ * help's line); lists end with {NULL}. */
+typedef struct dcli_brief {
+    const char *flag; /* "--data" */
+    const char *text;
+} dcli_brief_t;
+/* The same as dcli_job, but --help prints usage_brief and only the options
+ * of brief; "--help all" prints usage and every option. */
+int dcli_job_brief(int argc, char **argv, const char *usage, const char *usage_brief, const dcli_brief_t *brief,
+                   fsgd_job_t *job);
+/* fsgd run --help's usage and options (--help all: cmd_run.c's usage). */
+extern const char dcli_run_usage_brief[];
+extern const dcli_brief_t dcli_run_help_options[];
+/* 1 when argv asks for "--help all" (or "-h all"): every option. */
+int dcli_help_all(int argc, char **argv);
+/* The job options' help with defaults' values: all of them (brief NULL),
+ * or the options of brief, each on one short line with its default. */
+void dcli_print_job_help(const char *usage, const fsgd_job_t *defaults, const dcli_brief_t *brief, FILE *out);
 
 /* Prints "fsgd: WHERE: skipped N malformed rows (skip_bad); first:" and the
  * first rows' errors (first: FSGD_LIBSVM_BAD_KEPT of them) when n > 0. */

@@ -326,8 +326,10 @@ int agg_follow_after_step(agg_t *a)
 int agg_follow_published(agg_t *a)
 {
     struct agg_follow *f = a->follow;
+    double now = agg_now(), since = now - f->last_version_t;
+    double rate = since > 0 ? (double)(a->s->rows_total - f->rows_at_version) / since : 0;
     f->version++;
-    f->last_version_t = agg_now();
+    f->last_version_t = now;
     f->rows_at_version = a->s->rows_total;
     agg_follow_stats(a);
     /* the version's model on --test: the same rows every version, comparable */
@@ -349,21 +351,25 @@ int agg_follow_published(agg_t *a)
     fsgd_cj_u64s(&a->cj, "positions", a->st.pos, a->st.nparts);
     fsgd_cj_u64s(&a->cj, "rows_by_partition", f->trained, a->st.nparts);
     agg_ctl_emit(a, "model_version");
-    /* positions and rows per partition, so a reader can check that every row
-     * up to each position was trained exactly once */
-    char parts[512];
-    size_t used = 0;
-    for (uint32_t p = 0; p < a->st.nparts && used < sizeof parts - 48; p++)
-        used += (size_t)snprintf(parts + used, sizeof parts - used, "%s%u:%llu/%llu", p ? " " : "", p,
-                                 (unsigned long long)a->st.pos[p], (unsigned long long)f->trained[p]);
-    char test[96] = "";
+    /* one short line a version (~120 characters: issue 40); every
+     * version's positions and rows per partition are in its model_version
+     * event on NAME.ctl above */
+    char test[64] = "";
     if (a->s->test.n)
         snprintf(test, sizeof test, "; test auc %.5f logloss %.5f", a->s->test.auc, a->s->test.logloss);
-    agg_log(a, "version %llu (generation %u, step %llu): %llu rows trained; progressive logloss %.5f, last %llu "
-               "rows: auc %.5f logloss %.5f%s; partition:position/rows %s",
-            (unsigned long long)f->version, a->gen, (unsigned long long)a->step,
-            (unsigned long long)a->s->rows_total, a->s->pv_logloss, (unsigned long long)f->win_n, a->s->pv_auc,
-            a->s->pv_window_logloss, test, parts);
+    agg_log(a, "version %llu (step %llu): %llu rows, %.0f rows/s; progressive logloss %.5f auc %.5f%s",
+            (unsigned long long)f->version, (unsigned long long)a->step, (unsigned long long)a->s->rows_total, rate,
+            a->s->pv_logloss, a->s->pv_auc, test);
+    if (a->stop && *a->stop) {
+        /* the final version (SIGTERM): where each partition stopped, so a
+         * reader can check that every row up to its position was trained once */
+        char parts[512];
+        size_t used = 0;
+        for (uint32_t p = 0; p < a->st.nparts && used < sizeof parts - 48; p++)
+            used += (size_t)snprintf(parts + used, sizeof parts - used, "%s%u:%llu/%llu", p ? " " : "", p,
+                                     (unsigned long long)a->st.pos[p], (unsigned long long)f->trained[p]);
+        agg_log(a, "version %llu: partition:position/rows %s", (unsigned long long)f->version, parts);
+    }
     return 0;
 }
 
