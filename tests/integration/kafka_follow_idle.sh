@@ -20,6 +20,13 @@ if ! kill -0 "$RUN_PID" 2>/dev/null || grep -q "giving up\|failed with status" "
     echo "FAIL: an idle follow job lost its workers"
     exit 1
 fi
+# nor do they say, every few seconds, that they wait for a model the
+# aggregator has said it holds back for rows
+if grep -q "waiting [0-9]* s for the model after step" "$tmp/run.log"; then
+    cat "$tmp/run.log"
+    echo "FAIL: an idle follow job's workers said they wait for the model although the aggregator said it waits for rows"
+    exit 1
+fi
 kill -TERM "$RUN_PID"
 rc=0
 wait "$RUN_PID" || rc=$?

@@ -73,6 +73,12 @@ static int check_model_wait(worker_t *w, int ready)
     }
     if (t - w->wait_logged < say_every || !w->log)
         return 0;
+    /* the aggregator said lately that it waits for rows (it says so once a
+     * step timeout, 1 s at least): nothing is wrong */
+    if (kind == 2 && t - w->agg_idle_seen < 3 * (step_s < 1 ? 1 : step_s)) {
+        w->wait_logged = t;
+        return 0;
+    }
     w->wait_logged = t;
     owed_by(w, who, sizeof who);
     char line[512];

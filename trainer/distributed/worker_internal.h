@@ -145,6 +145,7 @@ typedef struct worker {
      * said, and when a message last came on the model topic. */
     int wait_kind;
     double wait_since, wait_logged, model_seen;
+    double agg_idle_seen; /* the aggregator's last aggregator_waiting: it holds its step for rows */
     /* Job key replica working_set (worker_pull.c): θ holds only the values
      * of the keys pulled for the steps being computed (the model messages
      * carry no values). Two plans: the next step's, and, τ permitting, the

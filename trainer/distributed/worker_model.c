@@ -130,7 +130,8 @@ static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
                             w->topic.ctl, (long long)m->offset);
     double step = 0;
     if (j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "aggregator_waiting")) {
-        w->model_seen = fsgd_clock_s(); /* a follow job without rows: its aggregator is there */
+        /* a follow job without rows: its aggregator is there, holding its step */
+        w->model_seen = w->agg_idle_seen = fsgd_clock_s();
         return 0;
     }
     if (j && !w->valid && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "data_summary")) {
