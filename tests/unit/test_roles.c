@@ -1147,9 +1147,14 @@ static void drop_case_in(fsgd_job_replica_t replica, int session_ms, int step_ti
     gate.open = 1;
     finish(&r);
     check_epochs(&r, 2);
-    CU_ASSERT_EQUAL(r.ast.workers_dropped, 1);
+    /* The killed worker is dropped and never comes back (2 live at the end).
+     * A live one may be dropped too when it misses a step timeout (500 ms:
+     * seen under ASan on a loaded machine, "dropped 3, live 2"): the
+     * aggregator cannot tell slow from dead; it rejoins with its next
+     * gradient, and the rows are still applied once (check_epochs). */
+    CU_ASSERT_TRUE(r.ast.workers_dropped >= 1);
     CU_ASSERT_EQUAL(r.ast.workers_live, 2);
-    if (r.ast.workers_dropped != 1 || r.ast.workers_live != 2) /* (seen once under load: say how it ended) */
+    if (r.ast.workers_dropped != 1 || r.ast.workers_live != 2) /* (seen under load: say how it ended) */
         fprintf(stderr, "\n  workers dropped %llu, live %llu, steps %llu, empty %llu, killed at step %llu\n",
                 (unsigned long long)r.ast.workers_dropped, (unsigned long long)r.ast.workers_live,
                 (unsigned long long)r.ast.steps, (unsigned long long)r.ast.empty_steps, (unsigned long long)killed_at);
