@@ -17,84 +17,6 @@
 #include "fsgd/clock.h"
 #include "worker_internal.h"
 
-/* The step the worker waits for and who owes it: "the aggregator", or the
- * shards whose model is behind the others' (a sharded job). */
-static void owed_by(const worker_t *w, char *who, size_t cap)
-{
-    if (w->shards <= 1) {
-        snprintf(who, cap, "the aggregator");
-        return;
-    }
-    uint64_t newest = 0;
-    for (uint32_t i = 0; i < w->shards; i++)
-        if (w->sh_valid[i] && w->sh_step[i] > newest)
-            newest = w->sh_step[i];
-    size_t n = (size_t)snprintf(who, cap, "aggregator shard");
-    int listed = 0;
-    for (uint32_t i = 0; i < w->shards && n < cap; i++)
-        if (!w->sh_valid[i] || w->sh_step[i] < newest) {
-            n += (size_t)snprintf(who + n, cap - n, "%s %u (at step %llu)", listed++ ? "," : "", i,
-                                  w->sh_valid[i] ? (unsigned long long)w->sh_step[i] : 0ULL);
-        }
-    if (!listed)
-        snprintf(who, cap, "every aggregator shard (all at step %llu)", (unsigned long long)newest);
-}
-
-/* Called each turn of the loop (ready: may_send's answer). A worker
- * without a model (none yet, or resyncing) says what it waits for; one
- * whose gradients go unanswered says so too, and fails with FSGD_E_TIMEOUT
- * once no message has come on the model topic for the give-up time (one
- * without a model does not give up: a job's aggregator may take long to
- * scan its data before its first snapshot). */
-static int check_model_wait(worker_t *w, int ready)
-{
-    const int unanswered = inflight_ahead(&w->fl, w->gen, w->step) > 0 || worker_pull_waiting(w);
-    int kind = !w->valid ? 1 : !ready && w->have_assignment && unanswered ? 2 : 0;
-    if (!kind && !w->wait_kind)
-        return 0; /* the steady state: no clock read on the step loop */
-    double t = fsgd_clock_s();
-    if (kind != w->wait_kind) {
-        w->wait_kind = kind;
-        w->wait_since = w->wait_logged = t;
-    }
-    if (!kind)
-        return 0;
-    const double step_s = w->job->step_timeout_ms / 1000.0, give_up = step_s * WAIT_GIVE_UP_STEPS;
-    double say_every = step_s * WAIT_SAY_STEPS;
-    say_every = say_every < 1 ? 1 : say_every > WAIT_SAY_MAX_S ? WAIT_SAY_MAX_S : say_every;
-    double since = w->model_seen > w->wait_since ? w->model_seen : w->wait_since;
-    char who[256];
-    if (kind == 2 && t - since >= give_up) {
-        owed_by(w, who, sizeof who);
-        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_TIMEOUT,
-                            "worker: no message on %s for %.0f s while waiting for the model after step %llu from "
-                            "%s: giving up (is the aggregator running?)",
-                            w->topic.model, t - since, (unsigned long long)w->step, who);
-    }
-    if (t - w->wait_logged < say_every || !w->log)
-        return 0;
-    /* the aggregator said lately that it waits for rows (it says so once a
-     * step timeout, 1 s at least): nothing is wrong */
-    if (kind == 2 && t - w->agg_idle_seen < 3 * (step_s < 1 ? 1 : step_s)) {
-        w->wait_logged = t;
-        return 0;
-    }
-    w->wait_logged = t;
-    owed_by(w, who, sizeof who);
-    char line[512];
-    if (kind == 2)
-        snprintf(line, sizeof line,
-                 "waiting %.0f s for the model after step %llu from %s (%llu gradients resent; gives up after "
-                 "%.0f s without a message on %s)",
-                 t - w->wait_since, (unsigned long long)w->step, who, (unsigned long long)w->stats->resends, give_up,
-                 w->topic.model);
-    else
-        snprintf(line, sizeof line, "waiting %.0f s for a snapshot of the model on %s from %s%s", t - w->wait_since,
-                 w->topic.model, who, w->have_assignment ? "" : ", and for data partitions from the consumer group");
-    w->log(w->log_ctx, line);
-    return 0;
-}
-
 /* The steps are not answered: a gradient may have been dropped by the
  * broker (or the aggregator dropped us meanwhile). The same messages go
  * again; a copy is dropped as a duplicate. */
@@ -174,7 +96,7 @@ int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t 
             fsgd_bus_group_nudge(w->group); /* before step 1: the group's join, now */
         worker_report_if_due(w);
         fsgd_bus_serve(w->prod);
-        rc = check_model_wait(w, ready);
+        rc = worker_check_model_wait(w, ready);
         if (rc)
             break;
         if (w->pull.on && (rc = worker_pull_resend(w, resend_s)) < 0)

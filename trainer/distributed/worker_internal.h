@@ -6,7 +6,7 @@
  *   worker_send.c   a step: rows, gradient, its parts, the sends
  *   worker_pull.c   replica working_set: a step's keys asked for, their values taken
  *   worker_cache.c  NAME.data's partitions, read once and cached
- *   worker_util.c   the rejection count and log */
+ *   worker_util.c   the rejection count and log, what a waiting worker says */
 #ifndef FSGD_WORKER_INTERNAL_H
 #define FSGD_WORKER_INTERNAL_H
 
@@ -201,6 +201,10 @@ int worker_open(worker_t *w, fsgd_bus_t *bus);
 void worker_close(worker_t *w);
 
 /* worker_util.c */
+/* Each turn of the loop (ready: worker_may_send's answer): a worker
+ * waiting on the model says so now and then, and gives up (FSGD_E_TIMEOUT)
+ * when nothing has come for the give-up time. */
+int worker_check_model_wait(worker_t *w, int ready);
 /* Reports this worker's data partitions on NAME.ctl (the aggregator waits
  * for a settled assignment before step 1): event worker_assignment or
  * worker_leave. */
