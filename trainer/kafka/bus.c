@@ -730,12 +730,14 @@ static int read_ranges(rd_kafka_t *consumer, fsgd_auth_t *auth, const char *topi
             if (rd_kafka_message_headers(m, &h) != RD_KAFKA_RESP_ERR_NO_ERROR ||
                 rd_kafka_header_get_last(h, FSGD_KBUS_MAC_HEADER, &mac, &ml) != RD_KAFKA_RESP_ERR_NO_ERROR)
                 mac = NULL;
-            if (!fsgd_auth_row_ok(auth, mac, ml, partition, m->payload, m->len) && fsgd_auth_skip_bad_rows(auth)) {
+            /* checked once: a valid row's tag was computed twice before */
+            const int row_ok = fsgd_auth_row_ok(auth, mac, ml, partition, m->payload, m->len);
+            if (!row_ok && fsgd_auth_skip_bad_rows(auth)) {
                 fsgd_auth_note_skipped_row(auth, topic, partition, m->offset,
                                            mac ? "a row whose tag is not this job key's" : "a row without a tag");
                 rc = fn(ctx, partition, m->offset, "", 0, err, errsz); /* no rows at this offset */
                 skip = 1;
-            } else if (!fsgd_auth_row_ok(auth, mac, ml, partition, m->payload, m->len)) {
+            } else if (!row_ok) {
                 rc = fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
                                   "topic %s partition %d offset %lld: %s: the job is authenticated and its rows "
                                   "must be written with its key (fsgd produce --job-key-file), or the job must "

@@ -832,13 +832,13 @@ static int m_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
         }
         pthread_mutex_unlock(&c->cl->mu);
         fsgd_auth_t *auth = bc->bus->auth;
-        if (!rc && mode == FSGD_BUS_READ_ROWS && fsgd_auth_skip_bad_rows(auth) &&
-            !fsgd_auth_row_ok(auth, tag.mac, tag.mac_len, partition, copy, len)) {
+        const int row_ok = rc || mode != FSGD_BUS_READ_ROWS ||
+                           fsgd_auth_row_ok(auth, tag.mac, tag.mac_len, partition, copy, len);
+        if (!row_ok && fsgd_auth_skip_bad_rows(auth)) {
             fsgd_auth_note_skipped_row(auth, topic, partition, o,
                                        tag.mac ? "a row whose tag is not this job key's" : "a row without a tag");
             len = 0; /* no rows at this offset */
-        } else if (!rc && mode == FSGD_BUS_READ_ROWS &&
-                   !fsgd_auth_row_ok(auth, tag.mac, tag.mac_len, partition, copy, len))
+        } else if (!row_ok)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
                               "topic %s partition %d offset %lld: %s: the job is authenticated and its rows must be "
                               "written with its key, or the job must allow unsigned rows",
