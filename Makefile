@@ -83,13 +83,16 @@ WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-
 #   trainer/  one module per folder, each with its own public headers:
 #     loss/        the three losses, as C and as CUDA device code (common)
 #     backend/     gradients on the CPU and CUDA backends (loss; codec, data)
-#     core/        jobs, models, Adam, metrics, output files, fsgd train
-#                  (backend, loss; strategy, data)
+#     core/        training parameters, models, Adam, metrics, output files,
+#                  fsgd train (backend, loss; strategy, data)
 #     kafka/       the transport: Kafka clients, frames, a job's key (common
 #                  only: its settings and key are its own structs, not a job's)
 #     distributed/ the producer, worker and aggregator roles (core, kafka and
 #                  what they see)
-#     observe/     /metrics, progress lines (distributed and what it sees)
+#     job/         a job: YAML, --set and flags into each owner's settings
+#                  (core's, kafka's, distributed's), and the bindings' API
+#                  (distributed and what it sees)
+#     observe/     /metrics, progress lines (job and what it sees)
 #     serve/       fsgd serve's HTTP scoring server (observe and what it sees)
 #     cli/         the commands (everything)
 # So core calls the backends, which share loss/'s formulas (not core's);
@@ -105,7 +108,8 @@ INC_trainer_core        = $(INC_strategy) -Idata/include -Itrainer/loss/include 
                           -Itrainer/core/include
 INC_trainer_kafka       = $(INC_common) -Itrainer/kafka/include
 INC_trainer_distributed = $(INC_trainer_core) -Itrainer/kafka/include -Itrainer/distributed/include
-INC_trainer_observe     = $(INC_trainer_distributed) -Itrainer/observe/include
+INC_trainer_job         = $(INC_trainer_distributed) -Itrainer/job/include
+INC_trainer_observe     = $(INC_trainer_job) -Itrainer/observe/include
 INC_trainer_serve       = $(INC_trainer_observe) -Itrainer/serve/include
 INC_trainer_cli         = $(INC_trainer_serve)
 INC_tests    = $(INC_trainer_cli)
@@ -113,7 +117,7 @@ INC_tests    = $(INC_trainer_cli)
 # its sources) by plain name, through an -I for that folder that only the
 # tests listed here get; any other test that tries does not build (and no
 # test reaches a folder with "../": tests/integration/include_direction.sh).
-PRIVATE_DIRS := common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed \
+PRIVATE_DIRS := common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/job \
                 trainer/observe trainer/serve tests/unit
 PRIVATE_common              := test_reduce test_strategy fuzz_gradiveq
 PRIVATE_codec               := test_codec_fastpath test_codec test_strategy_mqgrad test_downlink test_strategy_efsign \
@@ -123,7 +127,8 @@ PRIVATE_strategy            := test_strategy_gradiveq fuzz_gradiveq test_strateg
                                fuzz_gtopk_section
 PRIVATE_trainer/loss        := test_loss test_backend_parity
 PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_backend
-PRIVATE_trainer/core        := test_train_stale test_train_memory test_ftrl test_train fuzz_job
+PRIVATE_trainer/core        := test_train_stale test_train_memory test_ftrl test_train
+PRIVATE_trainer/job         := test_train fuzz_job
 PRIVATE_trainer/kafka       := test_kafka_frame test_kafka_topics
 PRIVATE_trainer/distributed := test_agg_best test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire fuzz_pull \
                                gen_kafka_corpus

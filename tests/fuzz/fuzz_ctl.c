@@ -63,11 +63,11 @@ static void read_any(const uint8_t *data, size_t size)
      * accepts adds up */
     static fsgd_job_t job;
     static fsgd_data_summary_t sum;
-    if (!job.format[0]) {
+    if (!job.train.format[0]) {
         fsgd_job_defaults(&job);
-        snprintf(job.name, sizeof job.name, "fsgd");
+        snprintf(job.dist.name, sizeof job.dist.name, "fsgd");
     }
-    if (fsgd_data_summary_parse(j, len, &job, &sum)) {
+    if (fsgd_data_summary_parse(j, len, FSGD_JOB_DIST(&job), &sum)) {
         uint64_t total = 0;
         for (uint32_t p = 0; p < sum.nparts; p++) {
             total += sum.part_rows[p];

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "fsgd/job.h"
-#include "core_testing.h"
+#include "job_testing.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -21,14 +21,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0) {
         /* whatever was accepted respects the table's bounds; "auto" (fsgd
          * train picks the value) stores epochs 0 and lr FSGD_JOB_AUTO */
-        if (job.epochs < 0 || (job.lr <= 0 && job.lr != FSGD_JOB_AUTO) || job.batch <= 0 || job.threads < 1 ||
-            job.beta1 < 0)
+        if (job.train.epochs < 0 || (job.train.lr <= 0 && job.train.lr != FSGD_JOB_AUTO) || job.train.batch <= 0 || job.train.threads < 1 ||
+            job.train.beta1 < 0)
             __builtin_trap();
-        if (memchr(job.data, '\0', sizeof job.data) == NULL || memchr(job.codec, '\0', sizeof job.codec) == NULL)
+        if (memchr(job.train.data, '\0', sizeof job.train.data) == NULL || memchr(job.train.codec, '\0', sizeof job.train.codec) == NULL)
             __builtin_trap();
         /* the optimizer is one of the two; alpha > 0 or auto; l1 >= 0 */
-        if ((job.optimizer != FSGD_OPTIMIZER_ADAM && job.optimizer != FSGD_OPTIMIZER_FTRL) ||
-            (job.alpha <= 0 && job.alpha != FSGD_JOB_AUTO) || job.l1 < 0 || memchr(job.init, '\0', sizeof job.init) == NULL)
+        if ((job.train.optimizer != FSGD_OPTIMIZER_ADAM && job.train.optimizer != FSGD_OPTIMIZER_FTRL) ||
+            (job.train.alpha <= 0 && job.train.alpha != FSGD_JOB_AUTO) || job.train.l1 < 0 || memchr(job.train.init, '\0', sizeof job.train.init) == NULL)
             __builtin_trap();
     }
     return 0;

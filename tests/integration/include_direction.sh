@@ -35,11 +35,12 @@ declare -A below=(
     [trainer/core]="common codec data strategy trainer/loss trainer/backend"
     [trainer/kafka]="common"
     [trainer/distributed]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka"
-    [trainer/observe]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed"
-    [trainer/serve]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/observe"
-    [trainer/cli]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/observe trainer/serve"
+    [trainer/job]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed"
+    [trainer/observe]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/job"
+    [trainer/serve]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/job trainer/observe"
+    [trainer/cli]="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/job trainer/observe trainer/serve"
 )
-modules="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/observe trainer/serve trainer/cli"
+modules="common codec data strategy trainer/loss trainer/backend trainer/core trainer/kafka trainer/distributed trainer/job trainer/observe trainer/serve trainer/cli"
 
 # Every module with public headers is in the table, and every folder of
 # trainer/ with sources is a module.

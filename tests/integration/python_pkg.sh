@@ -72,7 +72,7 @@ rm -rf python/build python/*.egg-info
 mkdir "$tmp/alone"
 tar xzf "$tmp"/dist/fsgd-*.tar.gz -C "$tmp/alone"
 pkg=$(echo "$tmp"/alone/fsgd-*)
-[ -f "$pkg/csrc/Makefile" ] && [ -f "$pkg/csrc/trainer/core/include/fsgd/api.h" ] ||
+[ -f "$pkg/csrc/Makefile" ] && [ -f "$pkg/csrc/trainer/job/include/fsgd/api.h" ] ||
     { echo "FAIL: the sdist carries no C sources (csrc/)"; exit 1; }
 if tar tzf "$tmp"/dist/fsgd-*.tar.gz | grep -q 'data/sets/'; then echo "FAIL: the sdist carries the data sets"; exit 1; fi
 grep -q '^Description-Content-Type: text/markdown' "$pkg/PKG-INFO" || { echo "FAIL: no readme in the metadata"; exit 1; }

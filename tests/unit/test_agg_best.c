@@ -34,10 +34,11 @@ static void run_case(int theta_zero)
     uint64_t seed = fsgd_test_seed() + (uint64_t)theta_zero;
     fsgd_job_t job;
     fsgd_job_dist_defaults(&job);
-    job.bias = 0;
+    job.train.bias = 0;
     fsgd_agg_stats_t st = {0};
     st.dataset_rows = 1000;
-    agg_t a = {.job = &job, .s = &st, .dim = DIM, .mdim = DIM};
+    const fsgd_dist_job_t dj = fsgd_job_dist(&job);
+    agg_t a = {.job = &dj, .s = &st, .dim = DIM, .mdim = DIM};
     char err[256];
     a.err = err;
     a.errsz = sizeof err;

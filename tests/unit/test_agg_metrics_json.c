@@ -26,7 +26,7 @@ static void test_follow_unmeasured_is_null(void)
 {
     static fsgd_job_t job;
     fsgd_job_defaults(&job);
-    snprintf(job.name, sizeof job.name, "fj");
+    snprintf(job.dist.name, sizeof job.dist.name, "fj");
     fsgd_agg_stats_t st;
     memset(&st, 0, sizeof st);
     st.follow = 1;
@@ -35,7 +35,7 @@ static void test_follow_unmeasured_is_null(void)
     st.pv_window_logloss = NAN;
     char err[512];
     const char *p = fsgd_test_tmp("follow.json");
-    CU_ASSERT_EQUAL_FATAL(fsgd_agg_write_metrics(&job, &st, p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_agg_write_metrics(FSGD_JOB_DIST(&job), &st, p, err, sizeof err), 0);
     static char text[1 << 16];
     read_all(p, text, sizeof text);
     FSGD_ASSERT_CONTAINS(text, "\"progressive_auc\": null");
@@ -44,7 +44,7 @@ static void test_follow_unmeasured_is_null(void)
     st.pv_auc = 0.75;
     st.pv_rows = 10;
     st.pv_logloss = 0.5;
-    CU_ASSERT_EQUAL_FATAL(fsgd_agg_write_metrics(&job, &st, p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_agg_write_metrics(FSGD_JOB_DIST(&job), &st, p, err, sizeof err), 0);
     read_all(p, text, sizeof text);
     FSGD_ASSERT_CONTAINS(text, "\"progressive_auc\": 0.750000");
     FSGD_ASSERT_CONTAINS(text, "\"progressive_logloss\": 0.500000");

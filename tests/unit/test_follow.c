@@ -105,7 +105,7 @@ static void *agg_main(void *arg)
 {
     run_t *r = arg;
     fsgd_role_env_t env = {.bus = r->bus, .stop = &r->agg_stop, .log = on_log, .ctx = r};
-    r->arc = fsgd_aggregator_run(&env, &r->job, WORKERS, &r->ast, NULL, on_step, r->aerr, sizeof r->aerr);
+    r->arc = fsgd_aggregator_run(&env, FSGD_JOB_DIST(&r->job), WORKERS, &r->ast, NULL, on_step, r->aerr, sizeof r->aerr);
     return NULL;
 }
 
@@ -114,7 +114,7 @@ static void *worker_main(void *arg)
     int i = *(int *)arg;
     run_t *r = cur;
     fsgd_role_env_t env = {.bus = r->view[i], .stop = &r->stop[i], .log = on_log, .ctx = (void *)(i ? "w2" : "w1")};
-    r->wrc[i] = fsgd_worker_run(&env, &r->job, (uint32_t)(i + 1), &r->wst[i], NULL, r->werr[i], sizeof r->werr[i]);
+    r->wrc[i] = fsgd_worker_run(&env, FSGD_JOB_DIST(&r->job), (uint32_t)(i + 1), &r->wst[i], NULL, r->werr[i], sizeof r->werr[i]);
     return NULL;
 }
 
@@ -125,17 +125,17 @@ static void run_init(run_t *r, fsgd_bus_t *bus, const char *ckpt)
     memset(r, 0, sizeof *r);
     pthread_mutex_init(&r->seen.mu, NULL);
     fsgd_job_defaults(&r->job);
-    snprintf(r->job.name, sizeof r->job.name, "follow");
-    r->job.follow = 1;
-    r->job.version_seconds = 0.2;
-    r->job.dim = 123; /* a9a's: follow fixes the dimension when it starts */
-    r->job.batch = 200;
-    r->job.lr = 0.05;
-    r->job.step_timeout_ms = 1500;
-    r->job.snapshot_every = 5; /* a version every 5 steps (1000 rows): the bus is too fast for seconds */
-    r->job.staleness = 2;
-    r->job.quiet = 1;
-    snprintf(r->job.checkpoint, sizeof r->job.checkpoint, "%s", ckpt);
+    snprintf(r->job.dist.name, sizeof r->job.dist.name, "follow");
+    r->job.dist.follow = 1;
+    r->job.dist.version_seconds = 0.2;
+    r->job.train.dim = 123; /* a9a's: follow fixes the dimension when it starts */
+    r->job.train.batch = 200;
+    r->job.train.lr = 0.05;
+    r->job.dist.step_timeout_ms = 1500;
+    r->job.dist.snapshot_every = 5; /* a version every 5 steps (1000 rows): the bus is too fast for seconds */
+    r->job.train.staleness = 2;
+    r->job.train.quiet = 1;
+    snprintf(r->job.dist.checkpoint, sizeof r->job.dist.checkpoint, "%s", ckpt);
     r->bus = bus;
     for (int i = 0; i < WORKERS; i++) {
         r->view[i] = fsgd_bus_mem_view(bus, i + 1);
@@ -218,7 +218,7 @@ static int produce_chunk(fsgd_bus_t *bus, const fsgd_job_t *job, int c)
     fsgd_produce_stats_t st;
     char err[256];
     fsgd_role_env_t env = {.bus = bus};
-    int rc = fsgd_produce_file(&env, job, path, PARTS, &st, NULL, err, sizeof err);
+    int rc = fsgd_produce_file(&env, FSGD_JOB_DIST(job), path, PARTS, &st, NULL, err, sizeof err);
     if (rc)
         fprintf(stderr, "\n  produce: %s\n", err);
     CU_ASSERT_EQUAL(st.rows, CHUNK_ROWS);
@@ -234,7 +234,7 @@ static void test_follow_stream(void)
     fsgd_bus_t *bus = fsgd_bus_mem_new();
     run_t r;
     run_init(&r, bus, fsgd_test_tmp("stream.ckpt"));
-    snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("stream.model"));
+    snprintf(r.job.train.out, sizeof r.job.train.out, "%s", fsgd_test_tmp("stream.model"));
     if (produce_chunk(bus, &r.job, 0) != 0) {
         run_free(&r);
         fsgd_bus_destroy(bus);
@@ -245,7 +245,7 @@ static void test_follow_stream(void)
     /* a reader that follows the model topic while the job runs (fsgd serve
      * --brokers): the first read is whole, the next ones read on */
     char ferr[512];
-    fsgd_model_follow_t *fol = fsgd_model_follow_new(bus, r.job.name, ferr, sizeof ferr);
+    fsgd_model_follow_t *fol = fsgd_model_follow_new(bus, r.job.dist.name, ferr, sizeof ferr);
     CU_ASSERT_PTR_NOT_NULL_FATAL(fol);
     fsgd_model_t fm;
     uint64_t fstep = 0, fprev = 0;
@@ -266,7 +266,7 @@ static void test_follow_stream(void)
     fsgd_model_t topic = {0};
     uint64_t step = 0;
     char err[512];
-    CU_ASSERT_EQUAL(fsgd_model_assemble_topic(bus, r.job.name, 0, &topic, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_assemble_topic(bus, r.job.dist.name, 0, &topic, &step, err, sizeof err), 0);
     CU_ASSERT_TRUE(step > 0);
     stop_and_join(&r);
     CU_ASSERT_EQUAL(r.arc, 0);
@@ -295,9 +295,9 @@ static void test_follow_stream(void)
         CU_ASSERT_TRUE(r.seen.v_auc[i] > r.seen.v_auc[i - 1] - 0.02);
     /* the model file at the stop is the last version's */
     fsgd_model_t saved = {0};
-    CU_ASSERT_EQUAL(fsgd_model_load(&saved, r.job.out, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_load(&saved, r.job.train.out, err, sizeof err), 0);
     fsgd_model_t newest = {0};
-    CU_ASSERT_EQUAL(fsgd_model_assemble_topic(bus, r.job.name, 0, &newest, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_assemble_topic(bus, r.job.dist.name, 0, &newest, &step, err, sizeof err), 0);
     CU_ASSERT_TRUE(saved.w && newest.w && saved.dim == newest.dim &&
                    !memcmp(saved.w, newest.w, (saved.dim + 1) * sizeof *saved.w));
     /* the reader that read on has the same model, bit for bit, at the same step */
@@ -392,10 +392,10 @@ static void test_follow_ckpt_mode(void)
     run_free(&r);
     fsgd_agg_stats_t st;
     fsgd_job_t job = r.job;
-    job.follow = 0;
+    job.dist.follow = 0;
     char err[512];
     fsgd_role_env_t env = {.bus = bus, .log = on_log, .ctx = (void *)"agg"};
-    int rc = fsgd_aggregator_run(&env, &job, 1, &st, NULL, NULL, err, sizeof err);
+    int rc = fsgd_aggregator_run(&env, FSGD_JOB_DIST(&job), 1, &st, NULL, NULL, err, sizeof err);
     CU_ASSERT_EQUAL(rc, FSGD_E_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "follow"));
     fsgd_agg_stats_free(&st);

@@ -24,15 +24,15 @@ static void test_yaml_sections_and_flat_keys(void)
                             "optimizer: {lr: 0.5, epochs: 7, batch: 0.01}\ncodec: \"fastsgd:b=1.2\"\nworkers: 4\n",
                             err, sizeof err);
     CU_ASSERT_EQUAL(rc, 0);
-    CU_ASSERT_STRING_EQUAL(job.data, "a.svm");
+    CU_ASSERT_STRING_EQUAL(job.train.data, "a.svm");
     CU_ASSERT_STRING_EQUAL(job.test, "b.svm");
-    CU_ASSERT_EQUAL(job.model, FSGD_LOSS_HINGE);
-    CU_ASSERT_EQUAL(job.bias, 0);
-    CU_ASSERT_DOUBLE_EQUAL(job.lr, 0.5, 0);
-    CU_ASSERT_EQUAL(job.epochs, 7);
-    CU_ASSERT_DOUBLE_EQUAL(job.batch, 0.01, 0);
-    CU_ASSERT_STRING_EQUAL(job.codec, "fastsgd:b=1.2");
-    CU_ASSERT_EQUAL(job.workers, 4);
+    CU_ASSERT_EQUAL(job.train.model, FSGD_LOSS_HINGE);
+    CU_ASSERT_EQUAL(job.train.bias, 0);
+    CU_ASSERT_DOUBLE_EQUAL(job.train.lr, 0.5, 0);
+    CU_ASSERT_EQUAL(job.train.epochs, 7);
+    CU_ASSERT_DOUBLE_EQUAL(job.train.batch, 0.01, 0);
+    CU_ASSERT_STRING_EQUAL(job.train.codec, "fastsgd:b=1.2");
+    CU_ASSERT_EQUAL(job.dist.workers, 4);
 }
 
 static void test_yaml_unknown_key_names_place(void)
@@ -85,12 +85,12 @@ static void test_flags_override_yaml(void)
                     "--quiet"};
     int rc = fsgd_job_parse_args(&job, 9, argv, err, sizeof err);
     CU_ASSERT_EQUAL(rc, 0);
-    CU_ASSERT_EQUAL(job.epochs, 9);
-    CU_ASSERT_DOUBLE_EQUAL(job.lr, 0.3, 0);
-    CU_ASSERT_EQUAL(job.bias, 0);
-    CU_ASSERT_EQUAL(job.quiet, 1);
-    CU_ASSERT_DOUBLE_EQUAL(job.test_fraction, 0.1, 0);
-    CU_ASSERT_STRING_EQUAL(job.data, "a.svm");
+    CU_ASSERT_EQUAL(job.train.epochs, 9);
+    CU_ASSERT_DOUBLE_EQUAL(job.train.lr, 0.3, 0);
+    CU_ASSERT_EQUAL(job.train.bias, 0);
+    CU_ASSERT_EQUAL(job.train.quiet, 1);
+    CU_ASSERT_DOUBLE_EQUAL(job.train.test_fraction, 0.1, 0);
+    CU_ASSERT_STRING_EQUAL(job.train.data, "a.svm");
 }
 
 static void test_flag_errors(void)
@@ -150,13 +150,13 @@ static void test_backend_auto(void)
 {
     fsgd_job_t j;
     fsgd_job_defaults(&j);
-    snprintf(j.backend, sizeof j.backend, "auto");
-    CU_ASSERT_STRING_EQUAL(fsgd_job_backend(&j, 256), "cpu");
-    CU_ASSERT_STRING_EQUAL(fsgd_job_backend(&j, FSGD_AUTO_CUDA_MIN_ROWS - 1), "cpu");
-    CU_ASSERT_STRING_EQUAL(fsgd_job_backend(&j, FSGD_AUTO_CUDA_MIN_ROWS), "auto");
-    CU_ASSERT_STRING_EQUAL(fsgd_job_backend(&j, 0), "auto");
-    snprintf(j.backend, sizeof j.backend, "cuda");
-    CU_ASSERT_STRING_EQUAL(fsgd_job_backend(&j, 256), "cuda");
+    snprintf(j.train.backend, sizeof j.train.backend, "auto");
+    CU_ASSERT_STRING_EQUAL(fsgd_train_backend(&j.train, 256), "cpu");
+    CU_ASSERT_STRING_EQUAL(fsgd_train_backend(&j.train, FSGD_AUTO_CUDA_MIN_ROWS - 1), "cpu");
+    CU_ASSERT_STRING_EQUAL(fsgd_train_backend(&j.train, FSGD_AUTO_CUDA_MIN_ROWS), "auto");
+    CU_ASSERT_STRING_EQUAL(fsgd_train_backend(&j.train, 0), "auto");
+    snprintf(j.train.backend, sizeof j.train.backend, "cuda");
+    CU_ASSERT_STRING_EQUAL(fsgd_train_backend(&j.train, 256), "cuda");
 }
 
 static void test_kafka_options(void)
@@ -171,7 +171,7 @@ static void test_kafka_options(void)
                     0);
     char *argv[] = {"run", "--kafka-opt", "sasl.username=fsgd", "--kafka-opt=sasl.password=a=b", NULL};
     CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 4, argv, err, sizeof err), 0);
-    CU_ASSERT_STRING_EQUAL(job.kafka, "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nssl.ca.location=/etc/ca.pem\n"
+    CU_ASSERT_STRING_EQUAL(job.cluster.kafka, "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nssl.ca.location=/etc/ca.pem\n"
                                       "sasl.username=fsgd\nsasl.password=a=b\n");
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "kafka.enable.ssl.certificate.verification", "false", err, sizeof err), 0);
     CU_ASSERT_EQUAL(load_yaml_text(&job, "kafka:\n  fetch.wait.max.ms: 500\n", err, sizeof err), FSGD_E_ARG);
@@ -189,26 +189,26 @@ static void test_replica_auto(void)
 {
     fsgd_job_t job;
     fsgd_job_dist_defaults(&job);
-    CU_ASSERT_EQUAL(job.replica, FSGD_REPLICA_AUTO);
-    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_FULL); /* the size comes from the data: unknown */
-    job.dim = ((uint64_t)1 << 25) - 1;
-    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_FULL);
-    job.dim = (uint64_t)1 << 25;
-    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_WORKING_SET);
-    snprintf(job.codec, sizeof job.codec, "efsign");
-    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_FULL);
+    CU_ASSERT_EQUAL(job.dist.replica, FSGD_REPLICA_AUTO);
+    CU_ASSERT_EQUAL(fsgd_dist_replica(&job.train, &job.dist), FSGD_REPLICA_FULL); /* the size comes from the data: unknown */
+    job.train.dim = ((uint64_t)1 << 25) - 1;
+    CU_ASSERT_EQUAL(fsgd_dist_replica(&job.train, &job.dist), FSGD_REPLICA_FULL);
+    job.train.dim = (uint64_t)1 << 25;
+    CU_ASSERT_EQUAL(fsgd_dist_replica(&job.train, &job.dist), FSGD_REPLICA_WORKING_SET);
+    snprintf(job.train.codec, sizeof job.train.codec, "efsign");
+    CU_ASSERT_EQUAL(fsgd_dist_replica(&job.train, &job.dist), FSGD_REPLICA_FULL);
     char err[256];
     fsgd_job_dist_defaults(&job);
     char *bits[] = {"x", "--format", "criteo", "--bits", "26", NULL};
     CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 5, bits, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_WORKING_SET);
+    CU_ASSERT_EQUAL(fsgd_dist_replica(&job.train, &job.dist), FSGD_REPLICA_WORKING_SET);
     char *full[] = {"x", "--replica", "full", NULL};
     CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 3, full, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_FULL);
+    CU_ASSERT_EQUAL(fsgd_dist_replica(&job.train, &job.dist), FSGD_REPLICA_FULL);
     fsgd_job_dist_defaults(&job);
     char *ws[] = {"x", "--replica", "working_set", NULL};
     CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 3, ws, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_job_replica(&job), FSGD_REPLICA_WORKING_SET); /* small, but asked for */
+    CU_ASSERT_EQUAL(fsgd_dist_replica(&job.train, &job.dist), FSGD_REPLICA_WORKING_SET); /* small, but asked for */
     char *bad[] = {"x", "--replica", "some", NULL};
     CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 3, bad, err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected auto, full or working_set"));
@@ -218,26 +218,26 @@ static void test_batch_auto(void)
 {
     fsgd_job_t job;
     fsgd_job_dist_defaults(&job);
-    CU_ASSERT_EQUAL(job.batch, FSGD_JOB_AUTO);
-    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 1000000, 1), 256);     /* fsgd train */
-    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 949851, 2), 474);      /* the cap */
-    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 10000000, 2), 512);    /* 256 a worker */
-    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 10000000, 8), 2048);
-    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 32561, 3), 256);       /* a9a: never below 256 */
-    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 100, 4), 256);
+    CU_ASSERT_EQUAL(job.train.batch, FSGD_JOB_AUTO);
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job.train, 1000000, 1), 256);     /* fsgd train */
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job.train, 949851, 2), 474);      /* the cap */
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job.train, 10000000, 2), 512);    /* 256 a worker */
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job.train, 10000000, 8), 2048);
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job.train, 32561, 3), 256);       /* a9a: never below 256 */
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job.train, 100, 4), 256);
     char err[256];
     char *argv[] = {"x", "--batch", "100", NULL};
     CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 3, argv, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 10000000, 8), 100);
-    job.batch = 0.001;
-    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 1000000, 8), 1000);
-    job.batch = 1e-9;
-    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job, 1000, 8), 1);
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job.train, 10000000, 8), 100);
+    job.train.batch = 0.001;
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job.train, 1000000, 8), 1000);
+    job.train.batch = 1e-9;
+    CU_ASSERT_EQUAL(fsgd_train_auto_batch(&job.train, 1000, 8), 1);
     char *argv2[] = {"x", "--batch", "auto", NULL};
     CU_ASSERT_EQUAL(fsgd_job_parse_args(&job, 3, argv2, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(job.batch, FSGD_JOB_AUTO);
+    CU_ASSERT_EQUAL(job.train.batch, FSGD_JOB_AUTO);
     fsgd_job_train_defaults(&job);
-    CU_ASSERT_EQUAL(job.batch, 256); /* fsgd train's default stays 256 rows */
+    CU_ASSERT_EQUAL(job.train.batch, 256); /* fsgd train's default stays 256 rows */
 }
 
 /* fsgd run's weights in the format (fsgd_job_fold_weights): a VW
@@ -247,39 +247,39 @@ static void test_batch_auto(void)
 static void test_fold_weights(void)
 {
     fsgd_job_t job;
-    char err[256], once[sizeof job.format];
+    char err[256], once[sizeof job.train.format];
     fsgd_job_dist_defaults(&job);
     char *vw[] = {"x", "--format", "vw", "--bits", "12", "-q", "ab", "--class-weight", "5,0.5", NULL};
     CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 9, vw, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(job.format, "vw:row_weights=1:class_weight=5,0.5:"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(job.format, "interactions=ab"));
-    memcpy(once, job.format, sizeof once);
+    CU_ASSERT_PTR_NOT_NULL(strstr(job.train.format, "vw:row_weights=1:class_weight=5,0.5:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(job.train.format, "interactions=ab"));
+    memcpy(once, job.train.format, sizeof once);
     CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
-    CU_ASSERT_STRING_EQUAL(job.format, once);
+    CU_ASSERT_STRING_EQUAL(job.train.format, once);
     /* libsvm: label:weight from fold_input, the class weights after the name */
     fsgd_job_dist_defaults(&job);
     char *svm[] = {"x", "--row-weights", "--class-weight", "2,1", NULL};
     CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 4, svm, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
-    CU_ASSERT_STRING_EQUAL(job.format, "libsvm:class_weight=2,1:row_weights=1");
+    CU_ASSERT_STRING_EQUAL(job.train.format, "libsvm:class_weight=2,1:row_weights=1");
     CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
-    CU_ASSERT_STRING_EQUAL(job.format, "libsvm:class_weight=2,1:row_weights=1");
+    CU_ASSERT_STRING_EQUAL(job.train.format, "libsvm:class_weight=2,1:row_weights=1");
     /* regression: VW rows not weighed (importance refused when read), class weights refused */
     fsgd_job_dist_defaults(&job);
     char *lin[] = {"x", "--format", "vw", "--model", "linear", NULL};
     CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 5, lin, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
-    CU_ASSERT_STRING_EQUAL(job.format, "vw");
-    snprintf(job.class_weight, sizeof job.class_weight, "2,1");
+    CU_ASSERT_STRING_EQUAL(job.train.format, "vw");
+    snprintf(job.train.class_weight, sizeof job.train.class_weight, "2,1");
     CU_ASSERT_EQUAL(fsgd_job_fold_weights(&job, err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "class_weight: row and class weights are for classification models"));
     fsgd_job_dist_defaults(&job);
-    snprintf(job.class_weight, sizeof job.class_weight, "2;1");
+    snprintf(job.train.class_weight, sizeof job.train.class_weight, "2;1");
     CU_ASSERT_EQUAL(fsgd_job_fold_weights(&job, err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "class_weight: '2;1' is not POS,NEG"));
 }

@@ -24,20 +24,20 @@ static void test_replication_defaults(void)
     /* min(3, brokers) replicas; 2 in sync with 3 or more, else 1 */
     static const int want[][3] = {{1, 1, 1}, {2, 2, 1}, {3, 3, 2}, {5, 3, 2}};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-        CU_ASSERT_EQUAL(fsgd_dist_replication(&job, want[i][0], &rf, &m, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(fsgd_dist_replication(FSGD_JOB_DIST(&job), want[i][0], &rf, &m, err, sizeof err), 0);
         CU_ASSERT_EQUAL(rf, want[i][1]);
         CU_ASSERT_EQUAL(m, want[i][2]);
     }
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "replication_factor", "2", err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "cluster.min_insync_replicas", "2", err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_dist_replication(&job, 5, &rf, &m, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_dist_replication(FSGD_JOB_DIST(&job), 5, &rf, &m, err, sizeof err), 0);
     CU_ASSERT_EQUAL(rf, 2);
     CU_ASSERT_EQUAL(m, 2);
     /* more replicas than brokers, or more in sync than replicas: refused */
-    CU_ASSERT_EQUAL(fsgd_dist_replication(&job, 1, &rf, &m, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_dist_replication(FSGD_JOB_DIST(&job), 1, &rf, &m, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "replication_factor 2 needs at least 2 brokers; the cluster has 1");
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "min_insync_replicas", "3", err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_dist_replication(&job, 5, &rf, &m, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_dist_replication(FSGD_JOB_DIST(&job), 5, &rf, &m, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "min_insync_replicas 3 is more than replication_factor 2");
     CU_ASSERT_NOT_EQUAL(fsgd_job_set(&job, "replication_factor", "-1", err, sizeof err), 0);
 }
@@ -81,10 +81,10 @@ static void test_topics_on_embedded_cluster(void)
      * cannot answer), and their leaders are there */
     fsgd_job_t job;
     fsgd_job_defaults(&job);
-    snprintf(job.name, sizeof job.name, "tt");
-    CU_ASSERT_EQUAL(fsgd_dist_topics_create(bc, &job, 4, err, sizeof err), 0);
+    snprintf(job.dist.name, sizeof job.dist.name, "tt");
+    CU_ASSERT_EQUAL(fsgd_dist_topics_create(bc, FSGD_JOB_DIST(&job), 4, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_kbus_partitions(p, "tt.data", 5000, err, sizeof err), 4);
-    CU_ASSERT_EQUAL(fsgd_dist_topics_unused(bc, &job, 1, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_dist_topics_unused(bc, FSGD_JOB_DIST(&job), 1, err, sizeof err), 0);
     /* (a missing topic is not testable here: the embedded cluster creates
      * any topic a client asks about; on real Kafka fsgd's lookups never do,
      * allow.auto.create.topics=false) */
@@ -101,7 +101,7 @@ static void test_topics_on_embedded_cluster(void)
         fsgd_kbus_send_keyed(p, NULL, "tt.model", 0, "tt", &h, "delta.1", body, 8, 0, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_kbus_flush(p, 10000, err, sizeof err), 0);
     /* the name is now used: a second job of that name is refused */
-    CU_ASSERT_EQUAL(fsgd_dist_topics_unused(bc, &job, 0, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_dist_topics_unused(bc, FSGD_JOB_DIST(&job), 0, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "job name 'tt' was used before on these brokers: tt.model holds 5 messages");
 
     rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, &kc, NULL, err, sizeof err);

@@ -67,7 +67,7 @@ static void test_aggregator_metrics(void)
 {
     fsgd_job_t job;
     fsgd_job_defaults(&job);
-    snprintf(job.codec, sizeof job.codec, "fastsgd:b=1.1,tau=128");
+    snprintf(job.train.codec, sizeof job.train.codec, "fastsgd:b=1.1,tau=128");
     char err[256];
     int port = -1;
     fsgd_agg_stats_t *s = calloc(1, sizeof *s);
@@ -148,9 +148,9 @@ static void test_shard_metrics(void)
 {
     fsgd_job_t job;
     fsgd_job_defaults(&job);
-    snprintf(job.codec, sizeof job.codec, "fastsgd:b=1.1");
-    job.shards = 4;
-    job.shard = 3;
+    snprintf(job.train.codec, sizeof job.train.codec, "fastsgd:b=1.1");
+    job.train.shards = 4;
+    job.dist.shard = 3;
     char err[256];
     if (fsgd_observe_start(&job, "aggregator", 0, NULL, 0, NULL, err, sizeof err) < 0) {
         fsgd_test_skip("cannot listen on 127.0.0.1");
@@ -187,8 +187,8 @@ static void test_shard_metrics(void)
     free(t);
     fsgd_observe_stop();
     /* unsharded: one shard, the whole model, no label */
-    job.shards = 1;
-    job.shard = 0;
+    job.train.shards = 1;
+    job.dist.shard = 0;
     if (fsgd_observe_start(&job, "aggregator", 0, NULL, 0, NULL, err, sizeof err) < 0) {
         fsgd_test_skip("cannot listen on 127.0.0.1");
         free(s);

@@ -88,7 +88,7 @@ static void produce(const char *path, const fsgd_job_t *job, int P, int chunk_kb
     fsgd_bus_t *bus = fsgd_bus_mem_new();
     fsgd_bus_mem_set_hook(bus, capture, &o->m);
     fsgd_role_env_t env = {.bus = bus};
-    o->rc = fsgd_produce_file(&env, job, path, P, &o->st, NULL, o->err, sizeof o->err);
+    o->rc = fsgd_produce_file(&env, FSGD_JOB_DIST(job), path, P, &o->st, NULL, o->err, sizeof o->err);
     fsgd_bus_destroy(bus);
     unsetenv("FSGD_PRODUCE_CHUNK_KB");
     unsetenv("FSGD_PRODUCE_THREADS");
@@ -121,8 +121,8 @@ static void reference(const char *path, const fsgd_job_t *job, int P, outcome_t 
     memset(o, 0, sizeof *o);
     memset(lst, 0, sizeof *lst);
     fsgd_rowfmt_t fmt;
-    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&fmt, job->format, job->hash_bits, job->skip_bad, o->err, sizeof o->err), 0);
-    const uint32_t K = fsgd_produce_block_rows(job, P);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&fmt, job->train.format, job->train.hash_bits, job->train.skip_bad, o->err, sizeof o->err), 0);
+    const uint32_t K = fsgd_produce_block_rows(FSGD_JOB_DIST(job), P);
     size_t len;
     char *text = (char *)fsgd_test_read_file(path, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);
@@ -208,7 +208,7 @@ static void check_file(const char *path, const fsgd_job_t *job, int P)
             char want[256];
             snprintf(want, sizeof want, "\"rows\": %llu,", (unsigned long long)ref.st.rows);
             CU_ASSERT_PTR_NOT_NULL(strstr(got.m.summary, want));
-            snprintf(want, sizeof want, "\"block_rows\": %u,", fsgd_produce_block_rows(job, P));
+            snprintf(want, sizeof want, "\"block_rows\": %u,", fsgd_produce_block_rows(FSGD_JOB_DIST(job), P));
             CU_ASSERT_PTR_NOT_NULL(strstr(got.m.summary, want));
             char ends_s[4096] = "\"ends\": [", rows_s[4096] = "\"part_rows\": [";
             for (int p = 0; p < P; p++) {
@@ -275,9 +275,9 @@ static const char *write_libsvm(const char *name, int rows, int bad_line)
 static void job_for(fsgd_job_t *job, double batch, int block_rows)
 {
     fsgd_job_defaults(job);
-    snprintf(job->name, sizeof job->name, "prod");
-    job->batch = batch;
-    job->block_rows = block_rows;
+    snprintf(job->dist.name, sizeof job->dist.name, "prod");
+    job->train.batch = batch;
+    job->dist.block_rows = block_rows;
 }
 
 static void test_libsvm_blocks(void)
@@ -328,8 +328,8 @@ static void test_csv_header(void)
     CU_ASSERT_EQUAL(fclose(f), 0);
     fsgd_job_t job;
     job_for(&job, 100, 0);
-    snprintf(job.format, sizeof job.format, "csv:label,num,cat*2:header=1");
-    job.hash_bits = 16;
+    snprintf(job.train.format, sizeof job.train.format, "csv:label,num,cat*2:header=1");
+    job.train.hash_bits = 16;
     check_file(path, &job, 4);
 }
 
@@ -341,7 +341,7 @@ static void test_bad_line(void)
     fsgd_job_t job;
     job_for(&job, 474, 0);
     check_file(path, &job, 12);
-    job.skip_bad = 1;
+    job.train.skip_bad = 1;
     check_file(path, &job, 12);
 }
 

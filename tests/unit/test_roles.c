@@ -99,7 +99,7 @@ static int load_data(run_t *r)
     char err[256];
     fsgd_produce_stats_t st;
     fsgd_role_env_t env = {.bus = r->bus};
-    int rc = fsgd_produce_file(&env, &r->job, rows, PARTS, &st, NULL, err, sizeof err);
+    int rc = fsgd_produce_file(&env, FSGD_JOB_DIST(&r->job), rows, PARTS, &st, NULL, err, sizeof err);
     if (rc)
         fprintf(stderr, "\n  produce: %s\n", err);
     CU_ASSERT_EQUAL(st.rows, DATA_ROWS);
@@ -114,16 +114,16 @@ static void run_init(run_t *r, int nworkers, int epochs)
 {
     memset(r, 0, sizeof *r);
     fsgd_job_defaults(&r->job);
-    snprintf(r->job.name, sizeof r->job.name, "roles");
+    snprintf(r->job.dist.name, sizeof r->job.dist.name, "roles");
     const char *test = repo_file("data/sets/a9a.t");
     snprintf(r->job.test, sizeof r->job.test, "%s", test ? test : "");
-    r->job.epochs = epochs;
-    r->job.batch = 240;
-    r->job.lr = 0.05;
-    r->job.step_timeout_ms = 1500;
-    r->job.snapshot_every = 20;
-    r->job.staleness = 0; /* synchronous unless a test says otherwise */
-    r->job.quiet = 1;
+    r->job.train.epochs = epochs;
+    r->job.train.batch = 240;
+    r->job.train.lr = 0.05;
+    r->job.dist.step_timeout_ms = 1500;
+    r->job.dist.snapshot_every = 20;
+    r->job.train.staleness = 0; /* synchronous unless a test says otherwise */
+    r->job.train.quiet = 1;
     r->nworkers = nworkers;
     r->expected = nworkers;
     /* a role that never ends fails the binary (SIGALRM) instead of
@@ -171,7 +171,7 @@ static void *agg_main(void *arg)
 {
     run_t *r = arg;
     fsgd_role_env_t env = {.bus = r->bus, .crash = &r->crash, .log = on_log, .ctx = (void *)"agg"};
-    r->arc = fsgd_aggregator_run(&env, &r->job, r->expected, &r->ast, NULL, NULL, r->aerr, sizeof r->aerr);
+    r->arc = fsgd_aggregator_run(&env, FSGD_JOB_DIST(&r->job), r->expected, &r->ast, NULL, NULL, r->aerr, sizeof r->aerr);
     return NULL;
 }
 
@@ -181,7 +181,7 @@ static void *worker_main(void *arg)
     run_t *r = cur;
     static const char *names[MAX_W] = {"w1", "w2", "w3", "w4"};
     fsgd_role_env_t env = {.bus = r->view[i], .stop = &r->stop[i], .log = on_log, .ctx = (void *)names[i]};
-    r->wrc[i] = fsgd_worker_run(&env, &r->job, (uint32_t)(i + 1), &r->wst[i], NULL, r->werr[i], sizeof r->werr[i]);
+    r->wrc[i] = fsgd_worker_run(&env, FSGD_JOB_DIST(&r->job), (uint32_t)(i + 1), &r->wst[i], NULL, r->werr[i], sizeof r->werr[i]);
     return NULL;
 }
 
@@ -251,7 +251,7 @@ static void test_clean(void)
     run_t r;
     run_init(&r, 3, 2);
     NEED_DATA(&r);
-    snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("clean.model"));
+    snprintf(r.job.train.out, sizeof r.job.train.out, "%s", fsgd_test_tmp("clean.model"));
     start(&r);
     finish(&r);
     check_epochs(&r, 2);
@@ -260,8 +260,8 @@ static void test_clean(void)
     fsgd_model_t saved = {0}, topic = {0};
     char err[512];
     uint64_t step = 0;
-    CU_ASSERT_EQUAL(fsgd_model_load(&saved, r.job.out, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_model_assemble_topic(r.bus, r.job.name, 1, &topic, &step, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_load(&saved, r.job.train.out, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_assemble_topic(r.bus, r.job.dist.name, 1, &topic, &step, err, sizeof err), 0);
     CU_ASSERT_EQUAL(step, r.ast.steps);
     CU_ASSERT_TRUE(saved.w && topic.w && saved.dim == topic.dim &&
                    !memcmp(saved.w, topic.w, (saved.dim + (saved.has_bias ? 1 : 0)) * sizeof *saved.w));
@@ -303,19 +303,19 @@ static void run_model_opt(int nworkers, fsgd_job_replica_t replica, fsgd_job_opt
 {
     run_t r;
     run_init(&r, nworkers, 1);
-    r.job.replica = replica;
-    r.job.optimizer = optimizer;
+    r.job.dist.replica = replica;
+    r.job.train.optimizer = optimizer;
     if (load_data(&r) != 0) {
         run_free(&r);
         return;
     }
     fsgd_bus_mem_set_hook(r.bus, hook, hook_ctx);
-    snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("sync.model"));
+    snprintf(r.job.train.out, sizeof r.job.train.out, "%s", fsgd_test_tmp("sync.model"));
     start(&r);
     finish(&r);
     check_epochs(&r, 1);
     char err[512];
-    CU_ASSERT_EQUAL(fsgd_model_load(m, r.job.out, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_load(m, r.job.train.out, err, sizeof err), 0);
     for (int i = 0; i < nworkers; i++)
         CU_ASSERT_EQUAL(r.wrc[i], 0);
     if (ws)
@@ -452,7 +452,7 @@ static int load_wide_data(run_t *r)
     char err[256];
     fsgd_produce_stats_t st;
     fsgd_role_env_t env = {.bus = r->bus};
-    int rc = fsgd_produce_file(&env, &r->job, rows, PARTS, &st, NULL, err, sizeof err);
+    int rc = fsgd_produce_file(&env, FSGD_JOB_DIST(&r->job), rows, PARTS, &st, NULL, err, sizeof err);
     if (rc)
         fprintf(stderr, "\n  produce: %s\n", err);
     return rc;
@@ -462,21 +462,21 @@ static void run_wide(fsgd_job_replica_t replica, fsgd_model_t *m, fsgd_worker_st
 {
     run_t r;
     run_init(&r, 2, 1);
-    r.job.replica = replica;
-    r.job.dim = WIDE_DIM;
+    r.job.dist.replica = replica;
+    r.job.train.dim = WIDE_DIM;
     r.job.test[0] = '\0';
-    snprintf(r.job.codec, sizeof r.job.codec, "none");
+    snprintf(r.job.train.codec, sizeof r.job.train.codec, "none");
     if (load_wide_data(&r) != 0) {
         CU_FAIL("wide rows not produced");
         run_free(&r);
         return;
     }
-    snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("wide.model"));
+    snprintf(r.job.train.out, sizeof r.job.train.out, "%s", fsgd_test_tmp("wide.model"));
     start(&r);
     finish(&r);
     check_epochs(&r, 1);
     char err[512];
-    CU_ASSERT_EQUAL(fsgd_model_load(m, r.job.out, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_load(m, r.job.train.out, err, sizeof err), 0);
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL(r.wrc[i], 0);
     *ws = r.wst[0];
@@ -602,8 +602,8 @@ static void test_working_set_halves(void)
 {
     run_t r;
     run_init(&r, 2, 1);
-    r.job.replica = FSGD_REPLICA_WORKING_SET;
-    snprintf(r.job.codec, sizeof r.job.codec, "fastsgd");
+    r.job.dist.replica = FSGD_REPLICA_WORKING_SET;
+    snprintf(r.job.train.codec, sizeof r.job.train.codec, "fastsgd");
     NEED_DATA(&r);
     _Atomic int halves = 0;
     fsgd_bus_mem_set_hook(r.bus, count_halves, &halves);
@@ -637,8 +637,8 @@ static void test_working_set_late_answers(void)
 {
     run_t r;
     run_init(&r, 3, 1);
-    r.job.replica = FSGD_REPLICA_WORKING_SET;
-    r.job.staleness = 2;
+    r.job.dist.replica = FSGD_REPLICA_WORKING_SET;
+    r.job.train.staleness = 2;
     NEED_DATA(&r);
     _Atomic int n = 0;
     fsgd_bus_mem_set_hook(r.bus, late_answers, &n);
@@ -682,8 +682,8 @@ static void test_working_set_ahead(void)
 {
     run_t r;
     run_init(&r, 2, 1);
-    r.job.replica = FSGD_REPLICA_WORKING_SET;
-    r.job.staleness = 2;
+    r.job.dist.replica = FSGD_REPLICA_WORKING_SET;
+    r.job.train.staleness = 2;
     NEED_DATA(&r);
     pull_ahead_t pa = {0};
     fsgd_bus_mem_set_hook(r.bus, count_ahead, &pa);
@@ -741,13 +741,13 @@ static void summary_run(fsgd_bus_hook_fn hook, int extra_row, summary_run_t *out
         CU_ASSERT_EQUAL(fsgd_bus_flush(c, 5000, err, sizeof err), 0);
         fsgd_bus_client_destroy(c);
     }
-    snprintf(r.job.out, sizeof r.job.out, "%s", fsgd_test_tmp("summary.model"));
+    snprintf(r.job.train.out, sizeof r.job.train.out, "%s", fsgd_test_tmp("summary.model"));
     start(&r);
     finish(&r);
     CU_ASSERT_EQUAL(r.arc, 0);
     out->from_summary = r.ast.data_from_summary;
     out->rows = r.ast.dataset_rows;
-    CU_ASSERT_EQUAL(fsgd_model_load(&out->m, r.job.out, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_load(&out->m, r.job.train.out, err, sizeof err), 0);
     run_free(&r);
 }
 
@@ -791,8 +791,8 @@ static void test_checkpoint_pacing(void)
     run_t r;
     run_init(&r, 2, 2);
     NEED_DATA(&r);
-    r.job.snapshot_every = 1; /* a snapshot every step: 50 steps */
-    snprintf(r.job.checkpoint, sizeof r.job.checkpoint, "%s", fsgd_test_tmp("pacing.ckpt"));
+    r.job.dist.snapshot_every = 1; /* a snapshot every step: 50 steps */
+    snprintf(r.job.dist.checkpoint, sizeof r.job.dist.checkpoint, "%s", fsgd_test_tmp("pacing.ckpt"));
     start(&r);
     finish(&r);
     check_epochs(&r, 2);
@@ -901,7 +901,7 @@ static void test_lost_delta_gap(void)
     run_t r;
     run_init(&r, 2, 1);
     NEED_DATA(&r);
-    r.job.staleness = 2;
+    r.job.train.staleness = 2;
     drop_ctx_t d = {.step = 7};
     fsgd_bus_mem_set_hook(r.bus, slow_model_drop_delta, &d);
     start(&r);
@@ -929,7 +929,7 @@ static void wait_steps(const run_t *r, uint64_t steps)
 static uint32_t agg_gen(run_t *r)
 {
     char t[128], err[256];
-    fsgd_kbus_topic(t, sizeof t, r->job.name, "model");
+    fsgd_kbus_topic(t, sizeof t, r->job.dist.name, "model");
     fsgd_bus_client_t *c = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_CONSUMER, err, sizeof err);
     uint32_t gen = 0;
     double t0 = now_s();
@@ -951,12 +951,12 @@ static uint32_t agg_gen(run_t *r)
 static void send_lagged(run_t *r, uint32_t gen, unsigned lag, uint64_t step)
 {
     char t[128], err[256];
-    fsgd_kbus_topic(t, sizeof t, r->job.name, "grads");
+    fsgd_kbus_topic(t, sizeof t, r->job.dist.name, "grads");
     fsgd_bus_client_t *p = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_PRODUCER, err, sizeof err);
     uint8_t body[64] = {0};
     fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = (uint16_t)(lag << FSGD_KFLAG_LAG_SHIFT), .gen = gen,
                        .sender = 1, .step = step};
-    CU_ASSERT_EQUAL(fsgd_bus_send(p, t, FSGD_BUS_PARTITION_ANY, r->job.name, &h, NULL, body, sizeof body, NULL, err,
+    CU_ASSERT_EQUAL(fsgd_bus_send(p, t, FSGD_BUS_PARTITION_ANY, r->job.dist.name, &h, NULL, body, sizeof body, NULL, err,
                                   sizeof err),
                     0);
     fsgd_bus_client_destroy(p);
@@ -967,7 +967,7 @@ static void test_staleness(void)
     run_t r;
     run_init(&r, 2, 1);
     NEED_DATA(&r);
-    r.job.staleness = 2;
+    r.job.train.staleness = 2;
     fsgd_bus_mem_set_hook(r.bus, slow_model, NULL);
     start(&r);
     uint32_t gen = agg_gen(&r);
@@ -999,7 +999,7 @@ static void test_staleness(void)
 static void send_snapshot_as(run_t *r, uint32_t gen)
 {
     char t[128], err[256];
-    fsgd_kbus_topic(t, sizeof t, r->job.name, "model");
+    fsgd_kbus_topic(t, sizeof t, r->job.dist.name, "model");
     fsgd_bus_client_t *c = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_CONSUMER, err, sizeof err);
     fsgd_bus_tp_t tp = {t, 0, FSGD_BUS_OFFSET_BEGINNING};
     CU_ASSERT_EQUAL(fsgd_bus_assign(c, &tp, 1, err, sizeof err), 0);
@@ -1013,7 +1013,7 @@ static void send_snapshot_as(run_t *r, uint32_t gen)
             fsgd_bus_client_t *p = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_PRODUCER, err, sizeof err);
             fsgd_kframe_t h = f;
             h.gen = gen;
-            CU_ASSERT_EQUAL(fsgd_bus_send(p, t, 0, r->job.name, &h, NULL, f.body, f.body_len, NULL, err, sizeof err),
+            CU_ASSERT_EQUAL(fsgd_bus_send(p, t, 0, r->job.dist.name, &h, NULL, f.body, f.body_len, NULL, err, sizeof err),
                             0);
             fsgd_bus_client_destroy(p);
             sent = 1;
@@ -1085,7 +1085,7 @@ static void late_join_case(fsgd_job_replica_t replica)
 {
     run_t r;
     run_init(&r, 2, 2);
-    r.job.replica = replica;
+    r.job.dist.replica = replica;
     NEED_DATA(&r);
     gate_t gate = {.from = 5};
     fsgd_bus_mem_set_hook(r.bus, gate_hook, &gate);
@@ -1133,10 +1133,10 @@ static void drop_case_in(fsgd_job_replica_t replica, int session_ms, int step_ti
 {
     run_t r;
     run_init(&r, 3, 2);
-    r.job.replica = replica;
+    r.job.dist.replica = replica;
     NEED_DATA(&r);
-    r.job.step_timeout_ms = step_timeout_ms;
-    r.job.staleness = tau;
+    r.job.dist.step_timeout_ms = step_timeout_ms;
+    r.job.train.staleness = tau;
     gate_t gate = {.from = 4};
     fsgd_bus_mem_set_hook(r.bus, gate_hook, &gate);
     start(&r);
@@ -1162,7 +1162,7 @@ static void drop_case_in(fsgd_job_replica_t replica, int session_ms, int step_ti
     if (replica == FSGD_REPLICA_WORKING_SET)
         CU_ASSERT_TRUE(r.wst[0].pulls > 0 && r.wst[1].pulls > 0);
     /* B = 240 of 6000 rows: 25 full steps an epoch */
-    uint64_t full = (uint64_t)(DATA_ROWS / r.job.batch) * 2;
+    uint64_t full = (uint64_t)(DATA_ROWS / r.job.train.batch) * 2;
     CU_ASSERT_TRUE(r.ast.empty_steps <= 4);
     CU_ASSERT_TRUE(r.ast.steps <= full + 20);
     if (r.ast.empty_steps > 4 || r.ast.steps > full + 20 || getenv("FSGD_ROLES_LOG"))
@@ -1251,7 +1251,7 @@ static void test_aggregator_gone(void)
     run_t r;
     run_init(&r, 2, 2);
     NEED_DATA(&r);
-    r.job.step_timeout_ms = 200;
+    r.job.dist.step_timeout_ms = 200;
     waits_said = 0;
     start(&r);
     wait_steps(&r, 3);
@@ -1290,7 +1290,7 @@ static void test_no_aggregator_yet(void)
     run_t r;
     run_init(&r, 2, 1);
     NEED_DATA(&r);
-    r.job.step_timeout_ms = 200;
+    r.job.dist.step_timeout_ms = 200;
     snapshot_waits_said = 0;
     for (int i = 0; i < r.nworkers; i++)
         start_worker(&r, i);

@@ -100,7 +100,7 @@ static void *agg_main(void *arg)
     shard_run_t *r = cur;
     static const char *names[SHARDS] = {"shard0", "shard1"};
     fsgd_role_env_t env = {.bus = r->agg_view[i], .crash = &r->crash, .log = on_log, .ctx = (void *)names[i]};
-    r->arc[i] = fsgd_aggregator_run(&env, &r->job[i], WORKERS, &r->ast[i], NULL, NULL, r->aerr[i], sizeof r->aerr[i]);
+    r->arc[i] = fsgd_aggregator_run(&env, FSGD_JOB_DIST(&r->job[i]), WORKERS, &r->ast[i], NULL, NULL, r->aerr[i], sizeof r->aerr[i]);
     return NULL;
 }
 
@@ -110,7 +110,7 @@ static void *worker_main(void *arg)
     shard_run_t *r = cur;
     static const char *names[WORKERS] = {"w1", "w2"};
     fsgd_role_env_t env = {.bus = r->worker_view[i], .stop = &r->stop[i], .log = on_log, .ctx = (void *)names[i]};
-    r->wrc[i] = fsgd_worker_run(&env, &r->job[0], (uint32_t)(i + 1), &r->wst[i], NULL, r->werr[i], sizeof r->werr[i]);
+    r->wrc[i] = fsgd_worker_run(&env, FSGD_JOB_DIST(&r->job[0]), (uint32_t)(i + 1), &r->wst[i], NULL, r->werr[i], sizeof r->werr[i]);
     return NULL;
 }
 
@@ -133,7 +133,7 @@ static int load_data(shard_run_t *r)
     char err[256];
     fsgd_produce_stats_t st;
     fsgd_role_env_t env = {.bus = r->bus};
-    int rc = fsgd_produce_file(&env, &r->job[0], rows, PARTS, &st, NULL, err, sizeof err);
+    int rc = fsgd_produce_file(&env, FSGD_JOB_DIST(&r->job[0]), rows, PARTS, &st, NULL, err, sizeof err);
     if (rc)
         fprintf(stderr, "\n  produce: %s\n", err);
     CU_ASSERT_EQUAL(rc, 0);
@@ -147,18 +147,18 @@ static void run_init(shard_run_t *r, int staleness, int delay_ms)
     for (int i = 0; i < SHARDS; i++) {
         fsgd_job_t *j = &r->job[i];
         fsgd_job_defaults(j);
-        snprintf(j->name, sizeof j->name, "shardroles");
+        snprintf(j->dist.name, sizeof j->dist.name, "shardroles");
         const char *test = fsgd_test_data("a9a.t");
         snprintf(j->test, sizeof j->test, "%s", test ? test : "");
-        j->epochs = 2;
-        j->batch = 240;
-        j->lr = 0.05;
-        j->step_timeout_ms = 5000;
-        j->snapshot_every = 20;
-        j->staleness = staleness;
-        j->quiet = 1;
-        j->shards = SHARDS;
-        j->shard = (uint32_t)i;
+        j->train.epochs = 2;
+        j->train.batch = 240;
+        j->train.lr = 0.05;
+        j->dist.step_timeout_ms = 5000;
+        j->dist.snapshot_every = 20;
+        j->train.staleness = staleness;
+        j->train.quiet = 1;
+        j->train.shards = SHARDS;
+        j->dist.shard = (uint32_t)i;
     }
     r->delay_ms = delay_ms;
     pthread_mutex_init(&r->mu, NULL);
@@ -321,8 +321,8 @@ static void run_replica(fsgd_job_replica_t replica, const char *out, fsgd_worker
     if (!r)
         return;
     for (int i = 0; i < SHARDS; i++) {
-        r->job[i].replica = replica;
-        snprintf(r->job[i].out, sizeof r->job[i].out, "%s", out);
+        r->job[i].dist.replica = replica;
+        snprintf(r->job[i].train.out, sizeof r->job[i].train.out, "%s", out);
     }
     run_job(r);
     check_shards(r);
@@ -381,10 +381,10 @@ static void shard_restart_case(fsgd_job_replica_t replica)
     if (!r)
         return;
     for (int i = 0; i < SHARDS; i++)
-        r->job[i].replica = replica;
+        r->job[i].dist.replica = replica;
     const char *ckpt = fsgd_test_tmp("restart.ckpt");
     for (int i = 0; i < SHARDS; i++)
-        snprintf(r->job[i].checkpoint, sizeof r->job[i].checkpoint, "%s", ckpt);
+        snprintf(r->job[i].dist.checkpoint, sizeof r->job[i].dist.checkpoint, "%s", ckpt);
     r->crash_at = 30; /* past the checkpoints of steps 20 and 25 */
     for (int i = 0; i < SHARDS; i++)
         pthread_create(&r->agg_t[i], NULL, agg_main, &r->idx[i]);

@@ -124,15 +124,15 @@ static void test_block_rows_rule(void)
 {
     fsgd_job_t job;
     fsgd_job_defaults(&job);
-    job.batch = 256;
-    CU_ASSERT_EQUAL(fsgd_produce_block_rows(&job, 12), 21); /* a step: one message a partition */
-    CU_ASSERT_EQUAL(fsgd_produce_block_rows(&job, 400), 1);
-    job.batch = 1e6;
-    CU_ASSERT_EQUAL(fsgd_produce_block_rows(&job, 2), FSGD_PRODUCE_BLOCK_MAX_ROWS);
-    job.batch = 0.01; /* a fraction: the default batch's rule */
-    CU_ASSERT_EQUAL(fsgd_produce_block_rows(&job, 12), 21);
-    job.block_rows = 7;
-    CU_ASSERT_EQUAL(fsgd_produce_block_rows(&job, 12), 7);
+    job.train.batch = 256;
+    CU_ASSERT_EQUAL(fsgd_produce_block_rows(FSGD_JOB_DIST(&job), 12), 21); /* a step: one message a partition */
+    CU_ASSERT_EQUAL(fsgd_produce_block_rows(FSGD_JOB_DIST(&job), 400), 1);
+    job.train.batch = 1e6;
+    CU_ASSERT_EQUAL(fsgd_produce_block_rows(FSGD_JOB_DIST(&job), 2), FSGD_PRODUCE_BLOCK_MAX_ROWS);
+    job.train.batch = 0.01; /* a fraction: the default batch's rule */
+    CU_ASSERT_EQUAL(fsgd_produce_block_rows(FSGD_JOB_DIST(&job), 12), 21);
+    job.dist.block_rows = 7;
+    CU_ASSERT_EQUAL(fsgd_produce_block_rows(FSGD_JOB_DIST(&job), 12), 7);
 }
 
 /* The bytes of a block, written out by hand from the layout in

@@ -12,13 +12,14 @@
 #include "testlib.h"
 #include "data_testing.h"
 #include "core_testing.h"
+#include "job_testing.h"
 
 static void base_job(fsgd_job_t *job)
 {
     fsgd_job_defaults(job);
-    job->quiet = 1;
-    job->threads = 1;
-    job->epochs = 2;
+    job->train.quiet = 1;
+    job->train.threads = 1;
+    job->train.epochs = 2;
 }
 
 /* Rows with labels from a known sparse weight vector, so the answer is known. */
@@ -51,12 +52,12 @@ static void test_threads_agree(void)
     fsgd_train_stats_t s1, s3;
     fsgd_job_t job;
     base_job(&job);
-    job.batch = 8192; /* ~113k nonzeros a step: enough work for 3 threads */
-    job.epochs = 4;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
+    job.train.batch = 8192; /* ~113k nonzeros a step: enough work for 3 threads */
+    job.train.epochs = 4;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
                                      NULL, &m1, &s1, NULL, err, sizeof err), 0);
-    job.threads = 3;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
+    job.train.threads = 3;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
                                      NULL, &m3, &s3, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(s1.threads_used, 1);
     CU_ASSERT_EQUAL(s3.threads_used, 3);
@@ -94,19 +95,19 @@ static void test_stream_threads_agree(void)
     fsgd_train_stats_t s1, s3, ss;
     fsgd_job_t job;
     base_job(&job);
-    job.batch = 12000; /* ~70k nonzeros a step (chunks cut the last step short) */
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+    job.train.batch = 12000; /* ~70k nonzeros a step (chunks cut the last step short) */
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
                                                                  .dim = 64}, NULL, &m1, &s1, NULL, err, sizeof err), 0);
-    job.threads = 3;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+    job.train.threads = 3;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
                                                                  .dim = 64}, NULL, &m3, &s3, NULL, err, sizeof err), 0);
-    job.batch = 256; /* ~1.5k nonzeros a step: one thread is faster */
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+    job.train.batch = 256; /* ~1.5k nonzeros a step: one thread is faster */
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
                                                                  .dim = 64}, NULL, &ms, &ss, NULL, err, sizeof err), 0);
     /* ... while the reader thread reads ahead: the very same model as 1 thread */
     fsgd_model_t ms1 = {0};
-    job.threads = 1;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+    job.train.threads = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
                                                                  .dim = 64},
                                      NULL, &ms1, &ss, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(memcmp(ms.w, ms1.w, (ms.dim + 1) * sizeof *ms.w), 0);
@@ -137,15 +138,15 @@ static void test_learns_known_models(void)
     char err[512];
     fsgd_job_t job;
     base_job(&job);
-    job.threads = 2;
-    job.epochs = 10;
-    job.lr = 0.05;
+    job.train.threads = 2;
+    job.train.epochs = 10;
+    job.train.lr = 0.05;
     fsgd_loss_kind_t kinds[] = {FSGD_LOSS_LOGISTIC, FSGD_LOSS_HINGE};
     for (int i = 0; i < 2; i++) {
-        job.model = kinds[i];
+        job.train.model = kinds[i];
         fsgd_model_t m = {0};
         fsgd_train_stats_t st;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL,
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL,
                                          &m, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_TRUE(st.test.auc > 0.98);
         CU_ASSERT_TRUE(st.test.accuracy > 0.9);
@@ -162,10 +163,10 @@ static void test_learns_known_models(void)
     /* linear regression: the intercept 0.25 and the weights come back */
     synthetic(&train, 4000, 40, 1, &rng);
     synthetic(&test, 1000, 40, 1, &rng);
-    job.model = FSGD_LOSS_SQUARED;
+    job.train.model = FSGD_LOSS_SQUARED;
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &m,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &m,
                                      &st, NULL, err, sizeof err), 0);
     CU_ASSERT_TRUE(st.test.rmse < 0.05);
     CU_ASSERT_DOUBLE_EQUAL(m.w[40], 0.25, 0.03);
@@ -184,18 +185,18 @@ static void test_batch_fraction_and_steps(void)
     char err[512];
     fsgd_job_t job;
     base_job(&job);
-    job.batch = 0.25; /* 25 rows: 4 steps per epoch */
-    job.epochs = 3;
+    job.train.batch = 0.25; /* 25 rows: 4 steps per epoch */
+    job.train.epochs = 3;
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 10}, NULL, &m,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 10}, NULL, &m,
                                      &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.steps, 12);
     CU_ASSERT_EQUAL(st.rows, 300);
     fsgd_model_free(&m);
-    job.batch = 30; /* 30, 30, 30, 10 */
-    job.threads = 4; /* ~100 nonzeros a step: too little to split, one thread does it */
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 10}, NULL, &m,
+    job.train.batch = 30; /* 30, 30, 30, 10 */
+    job.train.threads = 4; /* ~100 nonzeros a step: too little to split, one thread does it */
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 10}, NULL, &m,
                                      &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.steps, 12);
     CU_ASSERT_EQUAL(st.threads_used, 1);
@@ -213,20 +214,20 @@ static void test_errors(void)
     base_job(&job);
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 5}, NULL, &m, &st,
+    CU_ASSERT_EQUAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 5}, NULL, &m, &st,
                                NULL, err, sizeof err), FSGD_E_RANGE);
     FSGD_ASSERT_CONTAINS(err, ">= dim 5");
-    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &empty, .dim = 5}, NULL, &m, &st,
+    CU_ASSERT_EQUAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &empty, .dim = 5}, NULL, &m, &st,
                                NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "no training rows");
-    snprintf(job.codec, sizeof job.codec, "fastsgd:tau=999");
-    CU_ASSERT_TRUE(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 20}, NULL, &m, &st,
+    snprintf(job.train.codec, sizeof job.train.codec, "fastsgd:tau=999");
+    CU_ASSERT_TRUE(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 20}, NULL, &m, &st,
                               NULL, err, sizeof err) < 0);
     FSGD_ASSERT_CONTAINS(err, "tau");
     fsgd_job_defaults(&job);
-    job.quiet = 1;
-    snprintf(job.backend, sizeof job.backend, "tpu");
-    CU_ASSERT_TRUE(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 20}, NULL, &m, &st,
+    job.train.quiet = 1;
+    snprintf(job.train.backend, sizeof job.train.backend, "tpu");
+    CU_ASSERT_TRUE(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 20}, NULL, &m, &st,
                               NULL, err, sizeof err) < 0);
     FSGD_ASSERT_CONTAINS(err, "unknown backend 'tpu'");
     fsgd_csr_free(&train);
@@ -243,18 +244,18 @@ static void test_auto_defaults(void)
     char err[512];
     fsgd_job_t job;
     fsgd_job_train_defaults(&job);
-    job.quiet = 1;
-    job.threads = 1;
-    job.batch = 10;
+    job.train.quiet = 1;
+    job.train.threads = 1;
+    job.train.batch = 10;
     /* half held out: ~500 rows of each class, a holdout worth judging by
      * (FSGD_TRAIN_HOLDOUT_MIN_CLASS) */
-    job.holdout = 0.5;
-    CU_ASSERT_EQUAL(job.epochs, 0);
-    CU_ASSERT_TRUE(job.l2 < 0 && job.lr < 0);
+    job.train.holdout = 0.5;
+    CU_ASSERT_EQUAL(job.train.epochs, 0);
+    CU_ASSERT_TRUE(job.train.l2 < 0 && job.train.lr < 0);
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), FSGD_E_ARG); /* no data file */
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
                                      &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.holdout_rows, 1000);
     CU_ASSERT_EQUAL(st.holdout_rare, 0);
@@ -264,18 +265,18 @@ static void test_auto_defaults(void)
     CU_ASSERT_TRUE(st.holdout_loss > 0 && isfinite(st.holdout_loss));
     CU_ASSERT_EQUAL(st.stopped_early, 1); /* separable data, lr ~0.011: converges well before 50 epochs */
     CU_ASSERT_DOUBLE_EQUAL(st.epochs_run - st.best_epoch, 1.0, 1e-9); /* 4 looks = one epoch, then stop */
-    CU_ASSERT_TRUE(st.epochs_run <= job.max_epochs);
+    CU_ASSERT_TRUE(st.epochs_run <= job.train.max_epochs);
     fsgd_model_free(&m);
     /* lr auto stays within its clamp: 1 step an epoch gives 0.15, kept at 0.02 */
-    job.batch = 1e9;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
+    job.train.batch = 1e9;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
                                      &st, NULL, err, sizeof err), 0);
     CU_ASSERT_DOUBLE_EQUAL(st.lr, FSGD_TRAIN_LR_AUTO_MAX, 1e-15);
     fsgd_model_free(&m);
     /* max_epochs caps epochs auto */
-    job.batch = 10;
-    job.max_epochs = 1;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
+    job.train.batch = 10;
+    job.train.max_epochs = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
                                      &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.steps, 100);
     CU_ASSERT_EQUAL(st.stopped_early, 0);
@@ -332,18 +333,18 @@ static void test_rare_positive_defaults(void)
     char err[512];
     fsgd_job_t job;
     fsgd_job_train_defaults(&job);
-    job.quiet = 1;
-    job.threads = 1;
-    job.batch = 10;
-    job.max_epochs = 400; /* enough touches of key 1 to reach either optimum */
+    job.train.quiet = 1;
+    job.train.threads = 1;
+    job.train.batch = 10;
+    job.train.max_epochs = 400; /* enough touches of key 1 to reach either optimum */
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &d, .dim = 2}, NULL, &m, &st,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &d, .dim = 2}, NULL, &m, &st,
                                      NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.holdout_rows, 0);
     CU_ASSERT_DOUBLE_EQUAL(st.holdout_rare, 0.8, 1e-9); /* 8 positives · 40 / 400 */
     CU_ASSERT_EQUAL(st.stopped_early, 0);
-    CU_ASSERT_DOUBLE_EQUAL(st.epochs_run, fsgd_train_noisy_epochs(400, job.max_epochs), 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(st.epochs_run, fsgd_train_noisy_epochs(400, job.train.max_epochs), 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(st.l2, 1.0 / 400, 1e-15);
     double opt[3], lazy[3];
     rare_optimum(&d, 1.0 / 400, 1, opt);
@@ -386,15 +387,15 @@ static void test_explicit_epochs_exact(void)
     char err[512];
     fsgd_job_t job;
     fsgd_job_train_defaults(&job);
-    job.quiet = 1;
-    job.threads = 1;
-    job.batch = 100;
-    job.epochs = 7;
-    job.l2 = 0;
-    job.lr = 1.0; /* far too large: early stopping would cut it short */
+    job.train.quiet = 1;
+    job.train.threads = 1;
+    job.train.batch = 100;
+    job.train.epochs = 7;
+    job.train.l2 = 0;
+    job.train.lr = 1.0; /* far too large: early stopping would cut it short */
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m,
                                      &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.holdout_rows, 0);
     CU_ASSERT_EQUAL(st.steps, 70);
@@ -413,23 +414,23 @@ static void test_auto_keys(void)
     fsgd_job_t job;
     char err[512];
     fsgd_job_defaults(&job);
-    CU_ASSERT_EQUAL(job.epochs, 20); /* fsgd run keeps fixed values */
-    CU_ASSERT_EQUAL(job.l2, 0);
+    CU_ASSERT_EQUAL(job.train.epochs, 20); /* fsgd run keeps fixed values */
+    CU_ASSERT_EQUAL(job.train.l2, 0);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "epochs", "auto", err, sizeof err), 0);
-    CU_ASSERT_EQUAL(job.epochs, 0);
+    CU_ASSERT_EQUAL(job.train.epochs, 0);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "l2", "auto", err, sizeof err), 0);
-    CU_ASSERT_EQUAL(job.l2, FSGD_JOB_AUTO);
+    CU_ASSERT_EQUAL(job.train.l2, FSGD_JOB_AUTO);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "lr", "auto", err, sizeof err), 0);
-    CU_ASSERT_EQUAL(job.lr, FSGD_JOB_AUTO);
+    CU_ASSERT_EQUAL(job.train.lr, FSGD_JOB_AUTO);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "batch", "auto", err, sizeof err), 0);
-    CU_ASSERT_EQUAL(job.batch, FSGD_JOB_AUTO);
+    CU_ASSERT_EQUAL(job.train.batch, FSGD_JOB_AUTO);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "beta1", "auto", err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "epochs", "0", err, sizeof err), FSGD_E_ARG);
-    snprintf(job.data, sizeof job.data, "x.svm");
+    snprintf(job.train.data, sizeof job.train.data, "x.svm");
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "holdout", "0", err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "holdout");
-    job.epochs = 3;
+    job.train.epochs = 3;
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), 0);
 }
 
@@ -447,16 +448,16 @@ static void test_apply_strategy_gets_l2(void)
     char err[512];
     fsgd_job_t job;
     base_job(&job);
-    job.threads = 2;
-    job.epochs = 20;
-    job.batch = 100;
-    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0,lr=0.2");
+    job.train.threads = 2;
+    job.train.epochs = 20;
+    job.train.batch = 100;
+    snprintf(job.train.codec, sizeof job.train.codec, "efsign:block=1,mu=0,lr=0.2");
     double wmax[2] = {0, 0}, l2s[2] = {0, 5};
     for (int i = 0; i < 2; i++) {
-        job.l2 = l2s[i];
+        job.train.l2 = l2s[i];
         fsgd_model_t m = {0};
         fsgd_train_stats_t st;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL,
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL,
                                          &m, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_DOUBLE_EQUAL(st.l2, l2s[i], 1e-12);
         for (uint64_t k = 0; k <= m.dim; k++)
@@ -485,30 +486,30 @@ static void test_efsign_lr_auto(void)
     char err[512];
     fsgd_job_t job;
     base_job(&job);
-    job.lr = -1;
-    job.l2 = 0;
-    job.epochs = 1;
-    job.batch = 100;
+    job.train.lr = -1;
+    job.train.l2 = 0;
+    job.train.epochs = 1;
+    job.train.batch = 100;
     fsgd_model_t a = {0}, b = {0}, c = {0};
     fsgd_train_stats_t st;
-    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0");
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &a,
+    snprintf(job.train.codec, sizeof job.train.codec, "efsign:block=1,mu=0");
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &a,
                                      &st, NULL, err, sizeof err), 0);
     double lr = fsgd_train_auto_efsign_lr(2000, 100); /* 20 steps: 0.447 */
     CU_ASSERT_DOUBLE_EQUAL(st.codec_lr, lr, 1e-12);
-    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0,lr=%.4g", lr);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &b,
+    snprintf(job.train.codec, sizeof job.train.codec, "efsign:block=1,mu=0,lr=%.4g", lr);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &b,
                                      &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.codec_lr, 0);
     CU_ASSERT_EQUAL(memcmp(a.w, b.w, (a.dim + 1) * sizeof *a.w), 0);
-    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0");
-    job.lr = 0.01; /* the job's lr given: efsign keeps its default 0.5 */
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &c,
+    snprintf(job.train.codec, sizeof job.train.codec, "efsign:block=1,mu=0");
+    job.train.lr = 0.01; /* the job's lr given: efsign keeps its default 0.5 */
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &c,
                                      &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(st.codec_lr, 0);
     fsgd_model_free(&b);
-    snprintf(job.codec, sizeof job.codec, "efsign:block=1,mu=0,lr=0.5");
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &b,
+    snprintf(job.train.codec, sizeof job.train.codec, "efsign:block=1,mu=0,lr=0.5");
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &b,
                                      &st, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(memcmp(b.w, c.w, (b.dim + 1) * sizeof *b.w), 0);
     CU_ASSERT_NOT_EQUAL(memcmp(a.w, c.w, (a.dim + 1) * sizeof *a.w), 0);
@@ -532,15 +533,15 @@ static void test_train_shrinking(void)
     char err[512];
     fsgd_job_t job;
     fsgd_job_train_defaults(&job);
-    job.quiet = 1;
-    job.threads = 2;
-    job.batch = 50;
+    job.train.quiet = 1;
+    job.train.threads = 2;
+    job.train.batch = 50;
     fsgd_model_t a = {0}, b = {0};
     fsgd_train_stats_t sa, sb;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &a,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &a,
                                      &sa, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(
-        fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &train2,
+        fsgd_train(&job.train, &(fsgd_train_input_t){.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &train2,
                                                .keep_rows = 100, .owned_test = &test2, .dim = 40},
                    NULL, &b, &sb, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(memcmp(a.w, b.w, (a.dim + 1) * sizeof *a.w), 0);
@@ -558,7 +559,7 @@ static void test_train_shrinking(void)
     fsgd_csr_free(&train2);
     CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&train2, &train, 0, train.n_rows), 0);
     CU_ASSERT_EQUAL_FATAL(
-        fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &train2,
+        fsgd_train(&job.train, &(fsgd_train_input_t){.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &train2,
                                                .keep_rows = 5000, .dim = 40}, NULL, &b, &sb, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(train2.n_rows, 3000);
     CU_ASSERT_EQUAL(memcmp(train2.col, train.col, train.nnz * sizeof *train.col), 0);
@@ -582,15 +583,15 @@ static void test_ftrl_learns(void)
     char err[512];
     fsgd_job_t job;
     base_job(&job);
-    job.optimizer = FSGD_OPTIMIZER_FTRL;
-    job.alpha = 0.3;
-    job.epochs = 10;
+    job.train.optimizer = FSGD_OPTIMIZER_FTRL;
+    job.train.alpha = 0.3;
+    job.train.epochs = 10;
     const char *codecs[] = {"none", "gtopk:density=0.5"};
     for (int c = 0; c < 2; c++) {
-        snprintf(job.codec, sizeof job.codec, "%s", codecs[c]);
+        snprintf(job.train.codec, sizeof job.train.codec, "%s", codecs[c]);
         fsgd_model_t m = {0};
         fsgd_train_stats_t st;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL,
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL,
                                          &m, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_TRUE(st.test.auc > 0.98);
         CU_ASSERT_DOUBLE_EQUAL(st.alpha, 0.3, 0);
@@ -613,13 +614,13 @@ static void test_ftrl_learns(void)
     fsgd_model_t m1 = {0}, m3 = {0};
     fsgd_train_stats_t s1, s3;
     base_job(&job);
-    job.optimizer = FSGD_OPTIMIZER_FTRL;
-    job.batch = 8192;
-    job.epochs = 3;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
+    job.train.optimizer = FSGD_OPTIMIZER_FTRL;
+    job.train.batch = 8192;
+    job.train.epochs = 3;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
                                      NULL, &m1, &s1, NULL, err, sizeof err), 0);
-    job.threads = 3;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
+    job.train.threads = 3;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &data, .dim = data.max_col},
                                      NULL, &m3, &s3, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(s3.threads_used, 3);
     double worst = 0;
@@ -663,17 +664,17 @@ static void test_ftrl_l1_sparse(void)
     char err[512];
     fsgd_job_t job;
     base_job(&job);
-    job.optimizer = FSGD_OPTIMIZER_FTRL;
-    job.epochs = 3;
-    job.batch = 64;
+    job.train.optimizer = FSGD_OPTIMIZER_FTRL;
+    job.train.epochs = 3;
+    job.train.batch = 64;
     const double l1s[] = {0, 1e-3, 1e-2};
     uint64_t nz[3];
     double auc[3];
     for (int i = 0; i < 3; i++) {
-        job.l1 = l1s[i];
+        job.train.l1 = l1s[i];
         fsgd_model_t m = {0};
         fsgd_train_stats_t st;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 200}, NULL,
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 200}, NULL,
                                          &m, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_EQUAL(st.weights_nonzero, fsgd_model_nnz(&m));
         nz[i] = st.weights_nonzero;
@@ -706,8 +707,8 @@ static void test_optimizer_options(void)
     fsgd_job_t job;
     char err[512];
     fsgd_job_train_defaults(&job);
-    snprintf(job.data, sizeof job.data, "x.svm");
-    CU_ASSERT_EQUAL(job.optimizer, FSGD_OPTIMIZER_ADAM);
+    snprintf(job.train.data, sizeof job.train.data, "x.svm");
+    CU_ASSERT_EQUAL(job.train.optimizer, FSGD_OPTIMIZER_ADAM);
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "optimizer", "sgd", err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "adam or ftrl");
@@ -722,16 +723,16 @@ static void test_optimizer_options(void)
 
     /* VW's names, and the optimizer inside an optimizer: mapping */
     fsgd_job_train_defaults(&job);
-    snprintf(job.data, sizeof job.data, "x.svm");
+    snprintf(job.train.data, sizeof job.train.data, "x.svm");
     static const char yaml[] = "optimizer:\n  name: ftrl\n  ftrl_alpha: 0.05\n  ftrl_beta: 0.5\nmodel:\n  l1: 2e-6\n";
     CU_ASSERT_EQUAL_FATAL(fsgd_job_load_yaml_text(&job, "j.yaml", yaml, sizeof yaml - 1, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(job.optimizer, FSGD_OPTIMIZER_FTRL);
-    CU_ASSERT_DOUBLE_EQUAL(job.alpha, 0.05, 0);
-    CU_ASSERT_DOUBLE_EQUAL(job.beta, 0.5, 0);
-    CU_ASSERT_DOUBLE_EQUAL(job.l1, 2e-6, 0);
+    CU_ASSERT_EQUAL(job.train.optimizer, FSGD_OPTIMIZER_FTRL);
+    CU_ASSERT_DOUBLE_EQUAL(job.train.alpha, 0.05, 0);
+    CU_ASSERT_DOUBLE_EQUAL(job.train.beta, 0.5, 0);
+    CU_ASSERT_DOUBLE_EQUAL(job.train.l1, 2e-6, 0);
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_job_check_dist(&job, err, sizeof err), 0); /* an explicit alpha */
-    job.alpha = FSGD_JOB_AUTO;
+    job.train.alpha = FSGD_JOB_AUTO;
     CU_ASSERT_EQUAL(fsgd_job_check_dist(&job, err, sizeof err), 0); /* alpha auto: the aggregator's (agg_auto.c) */
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "save_state", "true", err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_job_check_dist(&job, err, sizeof err), FSGD_E_ARG);
@@ -742,7 +743,7 @@ static void test_optimizer_options(void)
 
     /* alpha with Adam, even at a value that looks like a default */
     fsgd_job_train_defaults(&job);
-    snprintf(job.data, sizeof job.data, "x.svm");
+    snprintf(job.train.data, sizeof job.train.data, "x.svm");
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "alpha", "0.1", err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_job_check_train(&job, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "alpha is FTRL's");
@@ -755,11 +756,11 @@ static void test_optimizer_options(void)
     fsgd_csr_t train = {0};
     synthetic(&train, 500, 40, 0, &rng);
     base_job(&job);
-    job.optimizer = FSGD_OPTIMIZER_FTRL;
-    snprintf(job.codec, sizeof job.codec, "efsign");
+    job.train.optimizer = FSGD_OPTIMIZER_FTRL;
+    snprintf(job.train.codec, sizeof job.train.codec, "efsign");
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
-    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m, &st,
+    CU_ASSERT_EQUAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m, &st,
                                NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "optimizer ftrl");
     fsgd_model_free(&m);
@@ -779,24 +780,24 @@ static void test_warm_start(void)
     char err[512];
     fsgd_job_t job;
     base_job(&job);
-    job.epochs = 3;
-    job.lr = 0.05;
+    job.train.epochs = 3;
+    job.train.lr = 0.05;
     fsgd_model_t a = {0};
     fsgd_train_stats_t sa;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &a,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &a,
                                      &sa, NULL, err, sizeof err), 0);
     for (int opt = 0; opt < 2; opt++) {
         base_job(&job);
-        job.epochs = 1;
+        job.train.epochs = 1;
         if (opt) {
-            job.optimizer = FSGD_OPTIMIZER_FTRL;
-            job.alpha = 1e-9;
+            job.train.optimizer = FSGD_OPTIMIZER_FTRL;
+            job.train.alpha = 1e-9;
         } else {
-            job.lr = 1e-9;
+            job.train.lr = 1e-9;
         }
         fsgd_model_t b = {0};
         fsgd_train_stats_t sb;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &b,
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &b,
                                          &sb, NULL, err, sizeof err), 0);
         double worst = 0;
         for (uint64_t k = 0; k <= 40; k++)
@@ -810,14 +811,14 @@ static void test_warm_start(void)
 
     /* continuing: 1 epoch, then 4 more from it, beats the 1-epoch model */
     base_job(&job);
-    job.lr = 0.01;
-    job.epochs = 1;
+    job.train.lr = 0.01;
+    job.train.epochs = 1;
     fsgd_model_t one = {0}, more = {0};
     fsgd_train_stats_t s1, s2;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &one,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL, &one,
                                      &s1, NULL, err, sizeof err), 0);
-    job.epochs = 4;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &one,
+    job.train.epochs = 4;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &one,
                                      &more, &s2, NULL, err, sizeof err), 0);
     CU_ASSERT_TRUE(s2.test.logloss < s1.test.logloss);
     fsgd_model_free(&one);
@@ -827,21 +828,21 @@ static void test_warm_start(void)
     fsgd_model_t m = {0};
     fsgd_train_stats_t st;
     base_job(&job);
-    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 41}, &a, &m, &st,
+    CU_ASSERT_EQUAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 41}, &a, &m, &st,
                                NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "dim 40, this job 41");
-    job.model = FSGD_LOSS_HINGE;
-    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &m, &st,
+    job.train.model = FSGD_LOSS_HINGE;
+    CU_ASSERT_EQUAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &m, &st,
                                NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "svm");
     base_job(&job);
-    job.bias = 0;
-    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &m, &st,
+    job.train.bias = 0;
+    CU_ASSERT_EQUAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &m, &st,
                                NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "intercept");
     base_job(&job);
-    job.bias_value = 2;
-    CU_ASSERT_EQUAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &m, &st,
+    job.train.bias_value = 2;
+    CU_ASSERT_EQUAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, &a, &m, &st,
                                NULL, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "bias_value");
     fsgd_model_free(&a);
@@ -864,23 +865,23 @@ static void test_resume_state(void)
     for (int variant = 0; variant < 3; variant++) {
         fsgd_job_t job;
         base_job(&job);
-        job.batch = 2000; /* every row in one step */
-        job.l2 = 1e-3;
+        job.train.batch = 2000; /* every row in one step */
+        job.train.l2 = 1e-3;
         if (variant == 0)
-            job.lr = 0.05;
+            job.train.lr = 0.05;
         else if (variant == 1)
-            job.lr = FSGD_JOB_AUTO;
+            job.train.lr = FSGD_JOB_AUTO;
         else
-            job.optimizer = FSGD_OPTIMIZER_FTRL, job.alpha = 0.5, job.l1 = 1e-3;
-        const fsgd_model_state_kind_t kind = fsgd_train_state_kind(&job);
+            job.train.optimizer = FSGD_OPTIMIZER_FTRL, job.train.alpha = 0.5, job.train.l1 = 1e-3;
+        const fsgd_model_state_kind_t kind = fsgd_train_state_kind(&job.train);
         fsgd_model_t full = {0}, half = {0}, loaded = {0}, resumed = {0}, cold = {0};
         fsgd_train_stats_t st;
-        job.epochs = 4;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL,
+        job.train.epochs = 4;
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL,
                                          &full, &st, NULL, err, sizeof err), 0);
-        job.epochs = 2;
-        job.save_state = 1;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL,
+        job.train.epochs = 2;
+        job.train.save_state = 1;
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL,
                                          &half, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_EQUAL(half.state.kind, kind);
         CU_ASSERT_TRUE(half.state.n >= 40);
@@ -889,13 +890,13 @@ static void test_resume_state(void)
         CU_ASSERT_EQUAL_FATAL(fsgd_model_load(&loaded, path, err, sizeof err), 0);
         CU_ASSERT_EQUAL(loaded.state.kind, kind);
         CU_ASSERT_EQUAL(loaded.state.n, half.state.n);
-        job.save_state = 0;
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, &loaded,
+        job.train.save_state = 0;
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, &loaded,
                                          &resumed, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_EQUAL(st.init_state, 1);
         fsgd_model_state_t keep = loaded.state; /* the weights alone */
         loaded.state = (fsgd_model_state_t){0};
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .dim = 40}, &loaded,
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, &loaded,
                                          &cold, &st, NULL, err, sizeof err), 0);
         CU_ASSERT_EQUAL(st.init_state, 0);
         loaded.state = keep;
@@ -936,17 +937,17 @@ static void test_stream_ftrl(void)
     CU_ASSERT_EQUAL_FATAL(fsgd_rowcache_close(w, NULL, NULL, NULL, err, sizeof err), 0);
     fsgd_job_t job;
     base_job(&job);
-    job.optimizer = FSGD_OPTIMIZER_FTRL;
-    job.alpha = 0.1;
-    job.l1 = 2e-5;
-    job.batch = 12000;
+    job.train.optimizer = FSGD_OPTIMIZER_FTRL;
+    job.train.alpha = 0.1;
+    job.train.l1 = 2e-5;
+    job.train.batch = 12000;
     fsgd_model_t m1 = {0}, m3 = {0}, mm = {0};
     fsgd_train_stats_t s1, s3, sm;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
                                                                  .test = &test, .dim = 64},
                                      NULL, &m1, &s1, NULL, err, sizeof err), 0);
-    job.threads = 3;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
+    job.train.threads = 3;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.source = FSGD_TRAIN_CACHE, .cache = path,
                                                                  .test = &test, .dim = 64},
                                      NULL, &m3, &s3, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(s3.threads_used, 3);
@@ -955,8 +956,8 @@ static void test_stream_ftrl(void)
     for (uint64_t k = 0; k <= m1.dim; k++)
         worst = fmax(worst, fabs((double)m1.w[k] - m3.w[k]));
     CU_ASSERT_TRUE(worst < 1e-5);
-    job.threads = 1;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .test = &test, .dim = 64}, NULL, &mm,
+    job.train.threads = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &data, .test = &test, .dim = 64}, NULL, &mm,
                                      &sm, NULL, err, sizeof err), 0);
     CU_ASSERT_TRUE(fabs(s1.test.auc - sm.test.auc) < 0.005);
     CU_ASSERT_TRUE(s1.test.auc > 0.95);
@@ -1012,14 +1013,14 @@ static void test_model_ready(void)
     char err[512];
     fsgd_job_t job;
     fsgd_job_train_defaults(&job);
-    job.threads = 2;
-    job.batch = 256;
+    job.train.threads = 2;
+    job.train.batch = 256;
     for (int save_state = 0; save_state < 2; save_state++) {
-        job.save_state = save_state;
+        job.train.save_state = save_state;
         fsgd_model_t m = {0};
         fsgd_train_stats_t st;
         ready_seen_t seen = {.model = &m};
-        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL,
+        CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .test = &test, .dim = 40}, NULL,
                                          &m, &st, &(fsgd_train_hooks_t){on_ready, &seen}, err, sizeof err), 0);
         CU_ASSERT_EQUAL(seen.setup, 1);
         CU_ASSERT_EQUAL(seen.after_ready, 0);

@@ -19,6 +19,7 @@
 #include "fsgd/error.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/sparse.h"
+#include "fsgd/job.h"
 #include "fsgd/train.h"
 #include "testlib.h"
 
@@ -328,8 +329,8 @@ static void test_early_keeps_lowest(void)
 static void train_job(fsgd_job_t *job)
 {
     fsgd_job_train_defaults(job);
-    job->quiet = 1;
-    job->threads = 2;
+    job->train.quiet = 1;
+    job->train.threads = 2;
 }
 
 /* a9a is binary: the defaults (early stopping, its best weights in a
@@ -368,12 +369,12 @@ static void test_same_model_a9a(void)
     fsgd_model_t ref = {0}, mem = {0}, spilled = {0};
     fsgd_train_stats_t sr, sm, ss;
     setenv("FSGD_SPILL_MB", "-1", 1);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &valued, .dim = dim}, NULL,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &valued, .dim = dim}, NULL,
                                      &ref, &sr, NULL, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = dim}, NULL, &mem,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &data, .dim = dim}, NULL, &mem,
                                      &sm, NULL, err, sizeof err), 0);
     setenv("FSGD_SPILL_MB", "0", 1);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &data, .dim = dim}, NULL,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &data, .dim = dim}, NULL,
                                      &spilled, &ss, NULL, err, sizeof err), 0);
     unsetenv("FSGD_SPILL_MB");
     CU_ASSERT_TRUE(sr.holdout_rows > 0); /* early stopping ran: the best weights came back */
@@ -404,17 +405,17 @@ static void test_spill_threads_shrinking(void)
     CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_rows(&head, &a, 0, 100), 0);
     fsgd_job_t job;
     train_job(&job);
-    job.threads = 3;
-    job.batch = 6000; /* ~100k nonzeros a step: 3 step threads */
+    job.train.threads = 3;
+    job.train.batch = 6000; /* ~100k nonzeros a step: 3 step threads */
     fsgd_model_t ma = {0}, mb = {0};
     fsgd_train_stats_t sa, sb;
     char err[512];
     setenv("FSGD_SPILL_MB", "-1", 1);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &a, .dim = 2000}, NULL, &ma,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &a, .dim = 2000}, NULL, &ma,
                                      &sa, NULL, err, sizeof err), 0);
     setenv("FSGD_SPILL_MB", "0", 1);
     CU_ASSERT_EQUAL_FATAL(
-        fsgd_train(&job, &(fsgd_train_input_t){.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &b, .keep_rows = 100,
+        fsgd_train(&job.train, &(fsgd_train_input_t){.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &b, .keep_rows = 100,
                                                .dim = 2000}, NULL, &mb, &sb, NULL, err, sizeof err), 0);
     unsetenv("FSGD_SPILL_MB");
     CU_ASSERT_EQUAL(sa.threads_used, 3);
@@ -505,18 +506,18 @@ static void test_pages_same_model(void)
     binary_rows(&a, 20000, 3000, &rng);
     fsgd_job_t job;
     train_job(&job);
-    job.batch = 64; /* ~4k nonzeros a step: one step thread (FSGD_TRAIN_MIN_NNZ_PER_THREAD) */
+    job.train.batch = 64; /* ~4k nonzeros a step: one step thread (FSGD_TRAIN_MIN_NNZ_PER_THREAD) */
     fsgd_model_t one = {0}, two = {0}, kept = {0};
     fsgd_train_stats_t s1, s2, s3;
     char err[512];
-    job.threads = 1;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &a, .dim = 3000}, NULL, &one,
+    job.train.threads = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &a, .dim = 3000}, NULL, &one,
                                      &s1, NULL, err, sizeof err), 0);
-    job.threads = 2;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &a, .dim = 3000}, NULL, &two,
+    job.train.threads = 2;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &a, .dim = 3000}, NULL, &two,
                                      &s2, NULL, err, sizeof err), 0);
-    job.save_state = 1;
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job, &(fsgd_train_input_t){.rows = &a, .dim = 3000}, NULL, &kept,
+    job.train.save_state = 1;
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &a, .dim = 3000}, NULL, &kept,
                                      &s3, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(s2.threads_used, 1);
     CU_ASSERT_TRUE(s1.holdout_rows > 0); /* the best weights were read back into θ's memory */

@@ -8,6 +8,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/libsvm.h"
+#include "fsgd/job.h"
 #include "fsgd/train.h"
 #include "testlib.h"
 
@@ -21,13 +22,13 @@ typedef struct run {
 static void train_s(const fsgd_job_t *base, int shards, const fsgd_csr_t *data, const fsgd_csr_t *test, run_t *r)
 {
     fsgd_job_t job = *base;
-    job.shards = shards;
+    job.train.shards = shards;
     memset(r, 0, sizeof *r);
     uint64_t dim = data->max_col > (test ? test->max_col : 0) ? data->max_col : test->max_col;
-    r->rc = fsgd_train(&job, &(fsgd_train_input_t){.rows = data, .test = test, .dim = dim}, NULL, &r->model, &r->stats,
+    r->rc = fsgd_train(&job.train, &(fsgd_train_input_t){.rows = data, .test = test, .dim = dim}, NULL, &r->model, &r->stats,
                        NULL, r->err, sizeof r->err);
     if (r->rc < 0 && !strstr(r->err, "cannot"))
-        fprintf(stderr, "\n  shards %d, codec %s: %s\n", shards, job.codec, r->err);
+        fprintf(stderr, "\n  shards %d, codec %s: %s\n", shards, job.train.codec, r->err);
 }
 
 static int load(const char *name, fsgd_csr_t *m)
@@ -69,14 +70,14 @@ static void test_none_bit_for_bit(void)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         fsgd_job_t job;
         fsgd_job_train_defaults(&job);
-        job.quiet = 1;
-        job.threads = cases[c].threads;
+        job.train.quiet = 1;
+        job.train.threads = cases[c].threads;
         if (cases[c].batch)
-            job.batch = cases[c].batch;
-        job.epochs = cases[c].epochs;
-        job.lr = cases[c].lr;
+            job.train.batch = cases[c].batch;
+        job.train.epochs = cases[c].epochs;
+        job.train.lr = cases[c].lr;
         if (cases[c].ftrl)
-            job.optimizer = FSGD_OPTIMIZER_FTRL;
+            job.train.optimizer = FSGD_OPTIMIZER_FTRL;
         run_t r1, rs;
         train_s(&job, 1, &data, &test, &r1);
         CU_ASSERT_EQUAL_FATAL(r1.rc, 0);
@@ -118,8 +119,8 @@ static void test_none_key_l2(void)
         goto out;
     fsgd_job_t job;
     fsgd_job_train_defaults(&job);
-    job.quiet = 1;
-    job.threads = 1;
+    job.train.quiet = 1;
+    job.train.threads = 1;
     run_t r1, r4;
     train_s(&job, 1, &data, NULL, &r1);
     train_s(&job, 4, &data, NULL, &r4);
@@ -145,10 +146,10 @@ static void test_fastsgd_bit_for_bit(void)
         goto out;
     fsgd_job_t job;
     fsgd_job_train_defaults(&job);
-    job.quiet = 1;
-    job.threads = 2;
-    job.epochs = 3;
-    snprintf(job.codec, sizeof job.codec, "fastsgd");
+    job.train.quiet = 1;
+    job.train.threads = 2;
+    job.train.epochs = 3;
+    snprintf(job.train.codec, sizeof job.train.codec, "fastsgd");
     run_t r1, rs;
     train_s(&job, 1, &data, &test, &r1);
     CU_ASSERT_EQUAL_FATAL(r1.rc, 0);
@@ -195,11 +196,11 @@ static void test_every_strategy(void)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         fsgd_job_t job;
         fsgd_job_train_defaults(&job);
-        job.quiet = 1;
-        job.threads = 2;
-        job.batch = 4096; /* two worker threads, each with its strategy state per shard */
-        job.epochs = 3;
-        snprintf(job.codec, sizeof job.codec, "%s", cases[c].spec);
+        job.train.quiet = 1;
+        job.train.threads = 2;
+        job.train.batch = 4096; /* two worker threads, each with its strategy state per shard */
+        job.train.epochs = 3;
+        snprintf(job.train.codec, sizeof job.train.codec, "%s", cases[c].spec);
         run_t r4;
         train_s(&job, 4, &data, &test, &r4);
         if (cases[c].refusal) {
@@ -242,16 +243,16 @@ static void test_busy_share(void)
         CU_ASSERT_EQUAL_FATAL(fsgd_csr_append_row(&data, r % 2 ? 1 : -1, col, val, 4), 0);
     fsgd_job_t job;
     fsgd_job_train_defaults(&job);
-    job.quiet = 1;
-    job.threads = 1;
-    job.epochs = 2;
-    job.batch = 16;
-    job.bias = 1;
+    job.train.quiet = 1;
+    job.train.threads = 1;
+    job.train.epochs = 2;
+    job.train.batch = 16;
+    job.train.bias = 1;
     run_t r;
     fsgd_job_t j2 = job;
-    j2.shards = 2;
+    j2.train.shards = 2;
     memset(&r, 0, sizeof r);
-    CU_ASSERT_EQUAL_FATAL(fsgd_train(&j2, &(fsgd_train_input_t){.rows = &data, .dim = 8}, NULL, &r.model,
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&j2.train, &(fsgd_train_input_t){.rows = &data, .dim = 8}, NULL, &r.model,
                                      &r.stats, NULL, r.err, sizeof r.err), 0);
     CU_ASSERT_EQUAL(r.stats.steps, 8);
     CU_ASSERT_DOUBLE_EQUAL(r.stats.shard_busy_mean, 2.0, 1e-12);

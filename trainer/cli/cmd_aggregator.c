@@ -59,7 +59,7 @@ static void test_text(char *out, size_t cap, const fsgd_job_t *job, const fsgd_m
 {
     if (!t->n)
         snprintf(out, cap, "test: no test set (give --test FILE)");
-    else if (job->model == FSGD_LOSS_HINGE)
+    else if (job->train.model == FSGD_LOSS_HINGE)
         snprintf(out, cap, "test auc %.*f accuracy %.*f", prec, t->auc, prec, t->accuracy);
     else
         snprintf(out, cap, "test auc %.*f logloss %.*f", prec, t->auc, prec, t->logloss);
@@ -68,7 +68,7 @@ static void test_text(char *out, size_t cap, const fsgd_job_t *job, const fsgd_m
 static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
 {
     agg_cli_t *c = ctx;
-    if (c->job->quiet || !c->line)
+    if (c->job->train.quiet || !c->line)
         return;
     if (end_of_epoch) {
         const fsgd_agg_epoch_t *e = &s->epochs[s->n_epochs - 1];
@@ -80,7 +80,7 @@ static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
         return;
     }
     /* ETA from the rows applied since step 1 (the group join is not work) */
-    double total = (double)s->dataset_rows * c->job->epochs;
+    double total = (double)s->dataset_rows * c->job->train.epochs;
     double done = (double)s->dataset_rows * (s->epoch - 1) + (double)s->rows_epoch;
     double steps = s->steps ? (double)s->steps : 1;
     char extra[448];
@@ -95,7 +95,7 @@ static void on_progress(void *ctx, const fsgd_agg_stats_t *s, int end_of_epoch)
              (unsigned long long)s->workers_live, (unsigned long long)rejected_total(s));
     fsgd_progress_info_t i = {.prefix = "fsgd: ",
                               .epoch = s->epoch,
-                              .epochs = s->follow ? 0 : c->job->epochs,
+                              .epochs = s->follow ? 0 : c->job->train.epochs,
                               .step = s->steps,
                               .rows_per_s = s->seconds > 0 ? s->rows_total / s->seconds : 0,
                               .loss = s->adam_steps ? s->loss_ma : NAN,
@@ -150,19 +150,19 @@ static int agg_job_from_args(int argc, char **argv, fsgd_job_t *job)
                            shard_spec);
             return FSGD_EXIT_USAGE;
         }
-        job->shard = si;
-        job->shards = (int)sn;
+        job->dist.shard = si;
+        job->train.shards = (int)sn;
     }
-    if (!job->brokers[0]) {
+    if (!job->cluster.brokers[0]) {
         fsgd_cli_error("aggregator: --brokers is required (fsgd run starts an embedded cluster and passes it)");
         return FSGD_EXIT_USAGE;
     }
-    const fsgd_cli_path_t rd[] = {{"--data", job->data}, {"--test", job->test}, {"job file", job->job_file},
-                                  {"--job-key-file", job->job_key_file}, {"--init", job->init}};
+    const fsgd_cli_path_t rd[] = {{"--data", job->train.data}, {"--test", job->test}, {"job file", job->job_file},
+                                  {"--job-key-file", job->cluster.job_key_file}, {"--init", job->train.init}};
     /* this shard's files, the names derived for it included */
-    int S = job->shards > 1 ? job->shards : 1, me = S > 1 ? job->shard : 0;
+    int S = job->train.shards > 1 ? job->train.shards : 1, me = S > 1 ? job->dist.shard : 0;
     dcli_outputs_t wr;
-    if (dcli_outputs(job, job->checkpoint, S, me, me, &wr) < 0) {
+    if (dcli_outputs(job, job->dist.checkpoint, S, me, me, &wr) < 0) {
         fsgd_cli_error("aggregator: out of memory");
         return FSGD_EXIT_INTERNAL;
     }
@@ -170,7 +170,7 @@ static int agg_job_from_args(int argc, char **argv, fsgd_job_t *job)
     dcli_outputs_free(&wr);
     if (rc != 0)
         return rc;
-    const char *outs[] = {job->out, job->metrics_json, job->checkpoint};
+    const char *outs[] = {job->train.out, job->train.metrics_json, job->dist.checkpoint};
     return fsgd_cli_check_outputs("aggregator", outs, 3);
 }
 
@@ -183,9 +183,9 @@ static void print_agg_result(const fsgd_job_t *job, const fsgd_agg_stats_t *st)
     /* follow mode has no epochs ("0 epochs" said nothing); epochs auto
      * stops part way through one ("3 epochs" when 3.85 ran) */
     char ep[48] = "";
-    if (!job->follow && st->epochs_run > 0)
+    if (!job->dist.follow && st->epochs_run > 0)
         snprintf(ep, sizeof ep, "%.2f epochs, ", st->epochs_run);
-    else if (!job->follow)
+    else if (!job->dist.follow)
         snprintf(ep, sizeof ep, "%d epochs, ", st->n_epochs);
     printf("%s | %s%llu steps, %.2f s, %.0f rows/s, step p50 %.2f ms | "
            "up %llu B down %llu B ratio %.2f | rejected",
@@ -206,13 +206,13 @@ static void print_agg_result(const fsgd_job_t *job, const fsgd_agg_stats_t *st)
     printf("%s%s\n", sh[0] ? " | " : "", sh);
     /* shard I > 0 writes no model (shard 0 assembles it) and its
      * metrics to METRICS.shardI: name the files it wrote */
-    int follower = job->shards > 1 && job->shard > 0;
-    if (job->out[0] && !follower)
-        printf("model: %s\n", job->out);
-    if (job->metrics_json[0] && follower)
-        printf("metrics: %s.shard%u\n", job->metrics_json, job->shard);
-    else if (job->metrics_json[0])
-        printf("metrics: %s\n", job->metrics_json);
+    int follower = job->train.shards > 1 && job->dist.shard > 0;
+    if (job->train.out[0] && !follower)
+        printf("model: %s\n", job->train.out);
+    if (job->train.metrics_json[0] && follower)
+        printf("metrics: %s.shard%u\n", job->train.metrics_json, job->dist.shard);
+    else if (job->train.metrics_json[0])
+        printf("metrics: %s\n", job->train.metrics_json);
     fflush(stdout);
 }
 
@@ -233,7 +233,7 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     if ((rc = dcli_auth(&job, "aggregator")) != 0 || (rc = dcli_connect(&job, "aggregator")) != 0)
         return rc;
     fsgd_cli_cleanup_on_signal();
-    if (job.follow) {
+    if (job.dist.follow) {
         /* SIGTERM/SIGINT end a follow job cleanly; a second one as before */
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -246,7 +246,7 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     /* fsgd run passes its embedded cluster's limit down (not a job key). */
     const char *maxw = getenv("FSGD_MAX_MODEL_WEIGHTS");
     if (maxw)
-        job.max_model_weights = strtoull(maxw, NULL, 10);
+        job.dist.max_model_weights = strtoull(maxw, NULL, 10);
     if (mport >= 0) {
         int bound;
         if ((rc = fsgd_observe_start(&job, "aggregator", 0, maddr, mport, &bound, err, sizeof err)) < 0) {
@@ -258,10 +258,12 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     }
     agg_cli_t cli = {&job, fsgd_progress_new(stderr, -1)};
     fsgd_role_env_t env = {.stop = &follow_stop, .log = on_log, .ctx = &cli};
-    if (!(env.bus = dcli_bus(job.brokers, "aggregator")))
+    if (!(env.bus = dcli_bus(job.cluster.brokers, "aggregator")))
         rc = FSGD_E_KAFKA;
-    else
-        rc = fsgd_aggregator_run(&env, &job, job.workers, &st, on_progress, on_step, err, sizeof err);
+    else {
+        const fsgd_dist_job_t dj = fsgd_job_dist(&job);
+        rc = fsgd_aggregator_run(&env, &dj, job.dist.workers, &st, on_progress, on_step, err, sizeof err);
+    }
     fsgd_bus_destroy(env.bus);
     fsgd_progress_destroy(cli.line);
     fsgd_observe_stop();

@@ -117,16 +117,16 @@ static int assemble_settings(fsgd_job_t *kj, const char *const *kopts, int n_kop
         return FSGD_EXIT_USAGE;
     }
     if (key_file) {
-        snprintf(kj->job_key_file, sizeof kj->job_key_file, "%s", key_file);
-        snprintf(kj->name, sizeof kj->name, "%s", name);
+        snprintf(kj->cluster.job_key_file, sizeof kj->cluster.job_key_file, "%s", key_file);
+        snprintf(kj->dist.name, sizeof kj->dist.name, "%s", name);
         return dcli_auth(kj, "model assemble");
     }
     /* no key: none from an earlier command of this process (Python) either;
      * nothing to say about it (the job's roles say it) */
-    snprintf(kj->name, sizeof kj->name, "%s", name ? name : "");
-    kj->quiet = 1;
+    snprintf(kj->dist.name, sizeof kj->dist.name, "%s", name ? name : "");
+    kj->train.quiet = 1;
     int rc = dcli_auth(kj, "model assemble");
-    kj->quiet = 0;
+    kj->train.quiet = 0;
     return rc;
 }
 
@@ -151,8 +151,8 @@ static int assemble_and_save(fsgd_job_t *kj, const char *input, const char *brok
         free(buf);
     } else {
         /* the roles' bound: an unreachable broker or a failed handshake is said within connect_timeout_ms */
-        snprintf(kj->brokers, sizeof kj->brokers, "%s", brokers);
-        snprintf(kj->name, sizeof kj->name, "%s", name);
+        snprintf(kj->cluster.brokers, sizeof kj->cluster.brokers, "%s", brokers);
+        snprintf(kj->dist.name, sizeof kj->dist.name, "%s", name);
         if ((st = dcli_connect(kj, "model assemble")) != 0)
             return st;
         fsgd_bus_t *bus = dcli_bus(brokers, "model assemble");

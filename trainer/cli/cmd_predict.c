@@ -146,10 +146,10 @@ static int topic_auth(const predict_args_t *a)
 {
     fsgd_job_t kj;
     fsgd_job_defaults(&kj);
-    kj.quiet = !a->key_file; /* no key: nothing to say */
+    kj.train.quiet = !a->key_file; /* no key: nothing to say */
     if (a->key_file)
-        snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", a->key_file);
-    snprintf(kj.name, sizeof kj.name, "%s", a->name);
+        snprintf(kj.cluster.job_key_file, sizeof kj.cluster.job_key_file, "%s", a->key_file);
+    snprintf(kj.dist.name, sizeof kj.dist.name, "%s", a->name);
     int rc = dcli_kafka(&kj, "predict"); /* none: none from an earlier command either (Python) */
     return rc ? rc : dcli_auth(&kj, "predict");
 }

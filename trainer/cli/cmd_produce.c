@@ -32,7 +32,7 @@ static const char *const produce_options[] = {
 static void on_progress(void *ctx, const fsgd_produce_stats_t *s, int done)
 {
     const fsgd_job_t *job = ctx;
-    if (!job->quiet)
+    if (!job->train.quiet)
         fprintf(stderr, "fsgd: produce %s%llu rows, %.1f MB, %d partitions, %.1f s\n", done ? "done: " : "",
                 (unsigned long long)s->rows, s->bytes / 1e6, s->partitions, s->seconds);
 }
@@ -43,9 +43,9 @@ static void on_progress(void *ctx, const fsgd_produce_stats_t *s, int done)
 static int data_rows_signed(const fsgd_job_t *job)
 {
     char err[512], topic[160];
-    fsgd_kbus_topic(topic, sizeof topic, job->name, "data");
+    fsgd_kbus_topic(topic, sizeof topic, job->dist.name, "data");
     fsgd_bus_t *bus;
-    fsgd_bus_client_t *c = dcli_client(job->brokers, FSGD_KCLIENT_READER, &bus, err, sizeof err);
+    fsgd_bus_client_t *c = dcli_client(job->cluster.brokers, FSGD_KCLIENT_READER, &bus, err, sizeof err);
     if (!c)
         return 0;
     int P = fsgd_bus_partitions(c, topic, 5000, err, sizeof err), signed_rows = 0;
@@ -71,12 +71,12 @@ static int data_rows_signed(const fsgd_job_t *job)
  * item 2. 0 to go on, or the exit status (said why). */
 static int refuse_unsigned_rows(const fsgd_job_t *job)
 {
-    if (job->job_key_file[0] || job->unsigned_rows || !job->follow || !data_rows_signed(job))
+    if (job->cluster.job_key_file[0] || job->cluster.unsigned_rows || !job->dist.follow || !data_rows_signed(job))
         return 0;
     fsgd_cli_error("produce: job %s authenticates its rows, and rows without its key's tag would stop it: give "
                    "--job-key-file FILE (fsgd run --follow keeps it in .fsgd/%s.key and prints where), or "
                    "--unsigned-rows if the job was started with it. Nothing was written",
-                   job->name, job->name);
+                   job->dist.name, job->dist.name);
     return FSGD_EXIT_USAGE;
 }
 
@@ -86,12 +86,12 @@ static int refuse_unsigned_rows(const fsgd_job_t *job)
  * why). A metadata request that fails says nothing: the produce says why. */
 static int refuse_unknown_job(const fsgd_job_t *job)
 {
-    if (!job->follow)
+    if (!job->dist.follow)
         return 0;
     char err[512], topic[160];
-    fsgd_kbus_topic(topic, sizeof topic, job->name, "data");
+    fsgd_kbus_topic(topic, sizeof topic, job->dist.name, "data");
     fsgd_bus_t *bus;
-    fsgd_bus_client_t *c = dcli_client(job->brokers, FSGD_KCLIENT_READER, &bus, err, sizeof err);
+    fsgd_bus_client_t *c = dcli_client(job->cluster.brokers, FSGD_KCLIENT_READER, &bus, err, sizeof err);
     int exists = c ? fsgd_bus_topic_exists(c, topic, 10000, err, sizeof err) : -1;
     fsgd_bus_client_destroy(c);
     fsgd_bus_destroy(bus);
@@ -99,7 +99,7 @@ static int refuse_unknown_job(const fsgd_job_t *job)
         return 0;
     fsgd_cli_error("produce: --follow writes into a running job, and %s has no topic %s: check --name (fsgd run "
                    "--follow --name %s makes it), or leave --follow out to start a new job's data. Nothing was "
-                   "written", job->brokers, topic, job->name);
+                   "written", job->cluster.brokers, topic, job->dist.name);
     return FSGD_EXIT_USAGE;
 }
 
@@ -109,7 +109,7 @@ int fsgd_cmd_produce(int argc, char **argv)
     int rc = dcli_job_only(argc, argv, usage, produce_options, &job);
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (!job.brokers[0] || !job.data[0]) {
+    if (!job.cluster.brokers[0] || !job.train.data[0]) {
         fsgd_cli_error("produce: --brokers and a data file are required");
         return FSGD_EXIT_USAGE;
     }
@@ -124,14 +124,15 @@ int fsgd_cmd_produce(int argc, char **argv)
     if ((rc = refuse_unknown_job(&job)) != 0 || (rc = refuse_unsigned_rows(&job)) != 0)
         return rc;
     fsgd_role_env_t env = {.ctx = &job};
-    if (!(env.bus = dcli_bus(job.brokers, "produce")))
+    if (!(env.bus = dcli_bus(job.cluster.brokers, "produce")))
         return FSGD_EXIT_BROKER;
-    rc = fsgd_produce_file(&env, &job, job.data, job.partitions, &st, on_progress, err, sizeof err);
+    const fsgd_dist_job_t dj = fsgd_job_dist(&job);
+    rc = fsgd_produce_file(&env, &dj, job.train.data, job.dist.partitions, &st, on_progress, err, sizeof err);
     fsgd_bus_destroy(env.bus);
     if (rc < 0) {
         fsgd_cli_error("produce: %s", err);
         return fsgd_cli_status(rc);
     }
-    dcli_bad_rows(job.data, st.bad_rows, st.first_bad);
+    dcli_bad_rows(job.train.data, st.bad_rows, st.first_bad);
     return 0;
 }

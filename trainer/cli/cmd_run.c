@@ -216,9 +216,9 @@ static int real_topics(const fsgd_job_t *job, const char *brokers, int P, int ch
 {
     fsgd_bus_t *bus;
     fsgd_bus_client_t *c = dcli_client(brokers, FSGD_KCLIENT_PRODUCER, &bus, err, errsz);
-    int rc = c ? fsgd_dist_topics_create(c, job, P, err, errsz) : FSGD_E_KAFKA;
+    int rc = c ? fsgd_dist_topics_create(c, FSGD_JOB_DIST(job), P, err, errsz) : FSGD_E_KAFKA;
     if (!rc && check_unused)
-        rc = fsgd_dist_topics_unused(c, job, data_too, err, errsz);
+        rc = fsgd_dist_topics_unused(c, FSGD_JOB_DIST(job), data_too, err, errsz);
     fsgd_bus_client_destroy(c);
     fsgd_bus_destroy(bus);
     return rc;
@@ -286,14 +286,14 @@ static int run_options(run_t *r)
     rc = dcli_job_brief(r->argc, r->argv, usage, dcli_run_usage_brief, dcli_run_help_options, job);
     if (rc)
         return rc == 1 ? 0 : rc;
-    int last_port = job->workers + (job->shards > 1 ? job->shards - 1 : 0);
+    int last_port = job->dist.workers + (job->train.shards > 1 ? job->train.shards - 1 : 0);
     if (metrics_port > 0 && metrics_port + last_port > 65535) {
         fsgd_cli_error("run: --metrics-port %d: its last process (%d workers, %d shards) would need port %d (at most "
-                       "65535)", metrics_port, job->workers, job->shards, metrics_port + last_port);
+                       "65535)", metrics_port, job->dist.workers, job->train.shards, metrics_port + last_port);
         return FSGD_EXIT_USAGE;
     }
-    if (!r->broker_only && !r->no_produce && !job->data[0]) {
-        fsgd_cli_error("run: no data: give --data FILE, or --no-produce to use what is in %s.data", job->name);
+    if (!r->broker_only && !r->no_produce && !job->train.data[0]) {
+        fsgd_cli_error("run: no data: give --data FILE, or --no-produce to use what is in %s.data", job->dist.name);
         return FSGD_EXIT_USAGE;
     }
     if (r->fresh && r->resume) {
@@ -301,7 +301,7 @@ static int run_options(run_t *r)
         return FSGD_EXIT_USAGE;
     }
     /* what the shards would refuse once the data is loaded, said now */
-    if (!r->broker_only && fsgd_agg_shards_check(job, r->err, sizeof r->err) < 0) {
+    if (!r->broker_only && fsgd_agg_shards_check(FSGD_JOB_DIST(job), r->err, sizeof r->err) < 0) {
         fsgd_cli_error("run: %s", r->err);
         return FSGD_EXIT_USAGE;
     }
@@ -312,12 +312,12 @@ static int run_options(run_t *r)
 static void run_pick_checkpoint(run_t *r)
 {
     const fsgd_job_t *job = &r->job;
-    if (job->checkpoint[0])
-        snprintf(r->ckpt, sizeof r->ckpt, "%s", job->checkpoint);
-    else if (job->out[0])
-        snprintf(r->ckpt, sizeof r->ckpt, "%s.ckpt", job->out);
+    if (job->dist.checkpoint[0])
+        snprintf(r->ckpt, sizeof r->ckpt, "%s", job->dist.checkpoint);
+    else if (job->train.out[0])
+        snprintf(r->ckpt, sizeof r->ckpt, "%s.ckpt", job->train.out);
     else {
-        snprintf(r->ckpt, sizeof r->ckpt, "/tmp/fsgd-%s-%d.ckpt", job->name, (int)getpid());
+        snprintf(r->ckpt, sizeof r->ckpt, "/tmp/fsgd-%s-%d.ckpt", job->dist.name, (int)getpid());
         r->ckpt_tmp = 1;
     }
 }
@@ -366,11 +366,11 @@ static int run_check_outputs(run_t *r)
 {
     const fsgd_job_t *job = &r->job;
     const char *ckpt = r->ckpt;
-    const fsgd_cli_path_t rd[] = {{"--data", job->data}, {"--test", job->test}, {"job file", job->job_file},
-                                  {"--job-key-file", job->job_key_file}, {"--init", job->init}};
+    const fsgd_cli_path_t rd[] = {{"--data", job->train.data}, {"--test", job->test}, {"job file", job->job_file},
+                                  {"--job-key-file", job->cluster.job_key_file}, {"--init", job->train.init}};
     int rc;
     /* the names fsgd derives (shard I's files, each shard's .prev) too */
-    int S = job->shards > 1 ? job->shards : 1;
+    int S = job->train.shards > 1 ? job->train.shards : 1;
     dcli_outputs_t wr;
     if (dcli_outputs(job, ckpt, S, 0, S - 1, &wr) < 0) {
         fsgd_cli_error("run: out of memory");
@@ -380,12 +380,12 @@ static int run_check_outputs(run_t *r)
     dcli_outputs_free(&wr);
     if (rc != 0)
         return rc;
-    const char *outs[] = {job->out, job->metrics_json, ckpt};
+    const char *outs[] = {job->train.out, job->train.metrics_json, ckpt};
     if ((rc = fsgd_cli_check_outputs("run", outs, 3)) != 0)
         return rc;
     /* the inputs are read once the workers run: one that cannot be is said
      * before anything starts (a resumed job on real brokers reads no file) */
-    const char *in[] = {r->no_produce || (r->resume && job->brokers[0]) || !strcmp(job->data, "-") ? "" : job->data,
+    const char *in[] = {r->no_produce || (r->resume && job->cluster.brokers[0]) || !strcmp(job->train.data, "-") ? "" : job->train.data,
                         job->test};
     const char *in_opt[] = {"--data", "--test"};
     for (int i = 0; i < 2; i++)
@@ -417,7 +417,7 @@ static int run_check_outputs(run_t *r)
     if (sc.first[0] && !r->fresh && !r->resume) {
         fsgd_cli_error("run: checkpoint '%s' exists (left by an interrupted or failed run of job '%s'): "
                        "--resume to continue from it, or --fresh to delete it and start over",
-                       sc.first, job->name);
+                       sc.first, job->dist.name);
         return FSGD_EXIT_USAGE;
     }
     r->resume_step = -1;
@@ -425,15 +425,15 @@ static int run_check_outputs(run_t *r)
         /* On a real cluster the job goes on with the rows its first run
          * signed; a key fsgd run makes for itself went with that run, and a
          * new one cannot check them (the job stopped with exit 3 then). */
-        if (job->brokers[0] && !job->job_key_file[0] && !job->unsigned_rows) {
+        if (job->cluster.brokers[0] && !job->cluster.job_key_file[0] && !job->cluster.unsigned_rows) {
             fsgd_cli_error("run: --resume on a real cluster needs the job's key: the rows on %s.data carry the tag "
                            "of the key its first run used; give it with --job-key-file FILE (a key fsgd run makes "
                            "for itself is removed when that run ends: for a job that may resume, make one and give "
                            "it from the start), or --unsigned-rows if the rows were written without a tag",
-                           job->name);
+                           job->dist.name);
             return FSGD_EXIT_USAGE;
         }
-        if ((rc = fsgd_ckpt_set_resume_step(ckpt, (unsigned)S, job->name, &r->resume_step, r->err,
+        if ((rc = fsgd_ckpt_set_resume_step(ckpt, (unsigned)S, job->dist.name, &r->resume_step, r->err,
                                             sizeof r->err)) < 0) {
             fsgd_cli_error("run: --resume: %s", r->err);
             return fsgd_cli_status(rc);
@@ -451,30 +451,30 @@ static int run_check_outputs(run_t *r)
 static int run_size_cluster(run_t *r)
 {
     fsgd_job_t *job = &r->job;
-    snprintf(r->brokers, sizeof r->brokers, "%s", job->brokers);
-    r->P = job->partitions;
+    snprintf(r->brokers, sizeof r->brokers, "%s", job->cluster.brokers);
+    r->P = job->dist.partitions;
     struct stat sb;
-    uint64_t bytes = (!r->no_produce && job->data[0] && stat(job->data, &sb) == 0) ? (uint64_t)sb.st_size : 0;
+    uint64_t bytes = (!r->no_produce && job->train.data[0] && stat(job->train.data, &sb) == 0) ? (uint64_t)sb.st_size : 0;
     uint64_t text_bytes = 0; /* a gzip or zstd file's partitions hold its text: sized by that */
     char zerr[512];
-    if (bytes && S_ISREG(sb.st_mode) && fsgd_zsource_check(job->data, &text_bytes, zerr, sizeof zerr) < 0) {
+    if (bytes && S_ISREG(sb.st_mode) && fsgd_zsource_check(job->train.data, &text_bytes, zerr, sizeof zerr) < 0) {
         fsgd_cli_error("run: %s", zerr);
         return FSGD_EXIT_DATA;
     }
     if (text_bytes)
         bytes = text_bytes;
-    if (!r->brokers[0] && (job->replication_factor > 1 || job->min_insync_replicas > 1)) {
+    if (!r->brokers[0] && (job->cluster.replication_factor > 1 || job->cluster.min_insync_replicas > 1)) {
         /* refused, not ignored: the user asked for a durability it cannot give */
         fsgd_cli_error("run: the embedded cluster keeps one replica of each topic: --replication-factor %d and "
                        "--min-insync-replicas %d apply to a real cluster (--brokers HOST:PORT)",
-                       job->replication_factor, job->min_insync_replicas);
+                       job->cluster.replication_factor, job->cluster.min_insync_replicas);
         return FSGD_EXIT_USAGE;
     }
-    if (!r->brokers[0] && job->kafka[0]) {
+    if (!r->brokers[0] && job->cluster.kafka[0]) {
         /* it listens in PLAINTEXT only: TLS or SASL would fail at the first connect, after the cluster started */
         fsgd_cli_error("run: the embedded cluster speaks PLAINTEXT only: the Kafka setting %.*s (--kafka-opt, YAML "
                        "kafka:) applies to a real cluster (--brokers HOST:PORT)",
-                       (int)strcspn(job->kafka, "="), job->kafka); /* its name only: a value may be a secret */
+                       (int)strcspn(job->cluster.kafka, "="), job->cluster.kafka); /* its name only: a value may be a secret */
         return FSGD_EXIT_USAGE;
     }
     if (!r->brokers[0]) {
@@ -484,17 +484,17 @@ static int run_size_cluster(run_t *r)
         else if (r->P < need) {
             fsgd_cli_error("run: %s is %.1f MB; the embedded cluster keeps at most 5 MiB per partition, so it "
                            "needs at least %d partitions (got --partitions %d)",
-                           job->data, bytes / 1e6, need, r->P);
+                           job->train.data, bytes / 1e6, need, r->P);
             return FSGD_EXIT_USAGE;
         }
-        job->max_model_weights = FSGD_EMBEDDED_MAX_MODEL_WEIGHTS;
+        job->dist.max_model_weights = FSGD_EMBEDDED_MAX_MODEL_WEIGHTS;
         char maxw[32];
-        snprintf(maxw, sizeof maxw, "%llu", (unsigned long long)job->max_model_weights);
+        snprintf(maxw, sizeof maxw, "%llu", (unsigned long long)job->dist.max_model_weights);
         setenv("FSGD_MAX_MODEL_WEIGHTS", maxw, 1); /* read by the aggregator we spawn */
-        uint64_t weights = job->dim + (job->bias ? 1 : 0);
-        if (job->dim && weights > job->max_model_weights) {
+        uint64_t weights = job->train.dim + (job->train.bias ? 1 : 0);
+        if (job->train.dim && weights > job->dist.max_model_weights) {
             fsgd_cli_error("run: " FSGD_EMBEDDED_MODEL_LIMIT_MSG, (unsigned long long)weights, weights * 4.0 / 1048576.0,
-                           (unsigned long long)job->max_model_weights);
+                           (unsigned long long)job->dist.max_model_weights);
             return FSGD_EXIT_USAGE;
         }
     } else if (r->P == 0) {
@@ -510,7 +510,7 @@ static int run_check_workers(run_t *r)
     int P_job = r->P;
     if (r->brokers[0] && r->no_produce) {
         char t[160];
-        fsgd_kbus_topic(t, sizeof t, job->name, "data");
+        fsgd_kbus_topic(t, sizeof t, job->dist.name, "data");
         int n = dcli_partitions(r->brokers, t, 10000, r->err, sizeof r->err);
         if (n < 0) {
             fsgd_cli_error("run: %s", r->err);
@@ -520,15 +520,15 @@ static int run_check_workers(run_t *r)
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     long max_w = (cores > 0 ? cores : 1) * WORKERS_PER_CORE;
-    if (job->workers > P_job) {
+    if (job->dist.workers > P_job) {
         fsgd_cli_error("run: --workers %d: %s.data has %d partitions, and a worker beyond that gets no rows "
                        "(at most %d; --partitions N raises it)",
-                       job->workers, job->name, P_job, P_job);
+                       job->dist.workers, job->dist.name, P_job, P_job);
         return FSGD_EXIT_USAGE;
     }
-    if (job->workers > max_w) {
+    if (job->dist.workers > max_w) {
         fsgd_cli_error("run: --workers %d: this machine has %ld cores; at most %ld worker processes (%d per core)",
-                       job->workers, cores, max_w, WORKERS_PER_CORE);
+                       job->dist.workers, cores, max_w, WORKERS_PER_CORE);
         return FSGD_EXIT_USAGE;
     }
     return RUN_ON;
@@ -560,14 +560,14 @@ static int run_start_embedded(run_t *r)
     static const char *sfx[] = {"data", "grads", "model", "ctl", "pull"};
     int rc = 0;
     /* NAME.pull: answers to working-set workers' pulls */
-    for (int i = 0; i < (fsgd_job_replica(&r->job) == FSGD_REPLICA_WORKING_SET ? 5 : 4) && !rc; i++) {
+    for (int i = 0; i < (fsgd_dist_replica(&r->job.train, &r->job.dist) == FSGD_REPLICA_WORKING_SET ? 5 : 4) && !rc; i++) {
         char t[128];
-        fsgd_kbus_topic(t, sizeof t, r->job.name, sfx[i]);
+        fsgd_kbus_topic(t, sizeof t, r->job.dist.name, sfx[i]);
         /* grads led by broker 2, model by 3 (the fault tests name them);
          * data keeps the mock's own spread over the brokers: setting a
          * leader costs the mock a second per partition */
         int parts = i == 0 ? r->P : i == 4 ? FSGD_DIST_PULL_PARTITIONS
-                                  : (i == 1 || i == 2) && r->job.shards > 1 ? r->job.shards : 1; /* a partition a shard */
+                                  : (i == 1 || i == 2) && r->job.train.shards > 1 ? r->job.train.shards : 1; /* a partition a shard */
         rc = fsgd_kmock_topic(r->mock, t, parts, i == 0 || i == 4 ? -1 : i, r->err, sizeof r->err);
     }
     if (rc) {
@@ -576,9 +576,9 @@ static int run_start_embedded(run_t *r)
         r->mock = NULL;
         return fsgd_cli_status(rc);
     }
-    if (!r->job.quiet) /* --quiet: the result line and errors only */
+    if (!r->job.train.quiet) /* --quiet: the result line and errors only */
         printf("fsgd: embedded Kafka cluster at %s (topics %s.data with %d partitions, .grads, .model, .ctl)\n",
-               r->brokers, r->job.name, r->P);
+               r->brokers, r->job.dist.name, r->P);
     fflush(stdout);
     return RUN_ON;
 }
@@ -621,32 +621,32 @@ static int run_job_key(run_t *r)
 {
     fsgd_job_t *job = &r->job;
     int rc;
-    if (!job->job_key_file[0] && job->follow) {
+    if (!job->cluster.job_key_file[0] && job->dist.follow) {
         /* A follow job is fed by other producers, which need its key: it
          * goes to a stable place that outlives the run (a resumed job and
          * the next day's fsgd produce find it there) and is printed.
          * Issue 40 item 2: a key in a temporary folder was gone. */
         struct stat ks;
-        snprintf(job->job_key_file, sizeof job->job_key_file, ".fsgd/%s.key", job->name);
-        int fresh = lstat(job->job_key_file, &ks) != 0;
+        snprintf(job->cluster.job_key_file, sizeof job->cluster.job_key_file, ".fsgd/%s.key", job->dist.name);
+        int fresh = lstat(job->cluster.job_key_file, &ks) != 0;
         if (mkdir(".fsgd", 0700) != 0 && errno != EEXIST) {
             fsgd_cli_error("run: cannot make the folder .fsgd/ for the job key: %s", strerror(errno));
             fsgd_kmock_destroy(r->mock);
             return FSGD_EXIT_IO;
         }
-        if (fresh && (rc = fsgd_auth_key_generate(job->job_key_file, r->err, sizeof r->err)) < 0) {
+        if (fresh && (rc = fsgd_auth_key_generate(job->cluster.job_key_file, r->err, sizeof r->err)) < 0) {
             fsgd_cli_error("run: %s", r->err);
             fsgd_kmock_destroy(r->mock);
             return fsgd_cli_status(rc);
         }
         fprintf(stderr, "fsgd: run: job %s's key %s %s (feed the job with: fsgd produce --follow --name %s "
                         "--job-key-file %s --brokers ... FILE)\n",
-                job->name, fresh ? "made in" : "reused from", job->job_key_file, job->name, job->job_key_file);
-        if (fresh && r->no_produce && !job->unsigned_rows) {
-            job->unsigned_rows = 1;
+                job->dist.name, fresh ? "made in" : "reused from", job->cluster.job_key_file, job->dist.name, job->cluster.job_key_file);
+        if (fresh && r->no_produce && !job->cluster.unsigned_rows) {
+            job->cluster.unsigned_rows = 1;
             spawn_unsigned_rows = 1;
         }
-    } else if (!job->job_key_file[0]) {
+    } else if (!job->cluster.job_key_file[0]) {
         snprintf(made_key_dir, sizeof made_key_dir, "/tmp/fsgd-key-XXXXXX");
         if (!mkdtemp(made_key_dir)) {
             made_key_dir[0] = '\0';
@@ -662,11 +662,11 @@ static int run_job_key(run_t *r)
             fsgd_kmock_destroy(r->mock);
             return fsgd_cli_status(rc);
         }
-        snprintf(job->job_key_file, sizeof job->job_key_file, "%s", made_key);
+        snprintf(job->cluster.job_key_file, sizeof job->cluster.job_key_file, "%s", made_key);
         /* rows already on NAME.data (--no-produce) were written before this
          * key existed: they cannot carry its tag */
-        if (r->no_produce && !job->unsigned_rows) {
-            job->unsigned_rows = 1;
+        if (r->no_produce && !job->cluster.unsigned_rows) {
+            job->cluster.unsigned_rows = 1;
             spawn_unsigned_rows = 1;
         }
     }
@@ -674,7 +674,7 @@ static int run_job_key(run_t *r)
         fsgd_kmock_destroy(r->mock);
         return rc;
     }
-    spawn_key = job->job_key_file;
+    spawn_key = job->cluster.job_key_file;
     return RUN_ON;
 }
 
@@ -684,8 +684,8 @@ static int run_job_key(run_t *r)
  * loading the data. */
 static int run_spawn_workers(run_t *r)
 {
-    r->W = r->job.workers;
-    r->S = r->job.shards > 1 ? r->job.shards : 1;
+    r->W = r->job.dist.workers;
+    r->S = r->job.train.shards > 1 ? r->job.train.shards : 1;
     r->n_pids = r->W + r->S;
     r->pids = calloc((size_t)r->n_pids, sizeof *r->pids);
     if (!r->pids) {
@@ -696,7 +696,7 @@ static int run_spawn_workers(run_t *r)
     r->wp = r->pids + 1;
     for (int i = 0; i < r->W; i++) {
         r->wp[i] = spawn("worker", r->argc, r->argv, r->brokers, NULL, i + 1);
-        if (!r->job.quiet) /* --quiet: the result line and errors only */
+        if (!r->job.train.quiet) /* --quiet: the result line and errors only */
             printf("fsgd: worker %d pid %d\n", i + 1, (int)r->wp[i]);
     }
     fflush(stdout);
@@ -716,17 +716,17 @@ static int run_produces(const run_t *r)
 static int run_produce(run_t *r)
 {
     fsgd_job_t *job = &r->job;
-    if (!r->no_produce && r->resume && !r->mock && !job->quiet)
-        fprintf(stderr, "fsgd: run: --resume: training on the rows already in %s.data\n", job->name);
+    if (!r->no_produce && r->resume && !r->mock && !job->train.quiet)
+        fprintf(stderr, "fsgd: run: --resume: training on the rows already in %s.data\n", job->dist.name);
     if (run_produces(r)) {
         fsgd_produce_stats_t ps = {0};
         fsgd_role_env_t env = {.bus = dcli_bus(r->brokers, "run"), .stop = &got_signal};
-        int rc = env.bus ? fsgd_produce_file(&env, job, job->data, r->mock ? 0 : r->P, &ps, NULL, r->err, sizeof r->err)
+        int rc = env.bus ? fsgd_produce_file(&env, FSGD_JOB_DIST(job), job->train.data, r->mock ? 0 : r->P, &ps, NULL, r->err, sizeof r->err)
                          : fsgd_err_fmt(r->err, sizeof r->err, FSGD_E_KAFKA, "no Kafka client for %s", r->brokers);
         fsgd_bus_destroy(env.bus);
         if (rc < 0 && got_signal) {
             fsgd_cli_error("run: interrupted by signal %d while writing %s.data: stopping the aggregator and %d "
-                           "worker(s)", (int)got_signal, job->name, r->W);
+                           "worker(s)", (int)got_signal, job->dist.name, r->W);
             abort_start(r);
             return 128 + (int)got_signal;
         }
@@ -735,10 +735,10 @@ static int run_produce(run_t *r)
             abort_start(r);
             return fsgd_cli_status(rc);
         }
-        if (!job->quiet)
+        if (!job->train.quiet)
             fprintf(stderr, "fsgd: produced %llu rows (%.1f MB) into %s.data in %.2f s\n",
-                    (unsigned long long)ps.rows, ps.bytes / 1e6, job->name, ps.seconds);
-        dcli_bad_rows(job->data, ps.bad_rows, ps.first_bad);
+                    (unsigned long long)ps.rows, ps.bytes / 1e6, job->dist.name, ps.seconds);
+        dcli_bad_rows(job->train.data, ps.bad_rows, ps.first_bad);
     }
     return RUN_ON;
 }
@@ -776,7 +776,7 @@ static int run_before_aggregator(run_t *r)
 static void run_spawn_aggregator(run_t *r)
 {
     r->sup.agg = r->pids[0] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
-    if (!r->job.quiet) /* --quiet: the result line and errors only */
+    if (!r->job.train.quiet) /* --quiet: the result line and errors only */
         printf("fsgd: aggregator pid %d\n", (int)r->sup.agg);
     fflush(stdout);
 }
@@ -812,7 +812,7 @@ static pid_t run_spawn_shard(run_t *r, int i)
     spawn_port_offset = r->W + i;
     pid_t pid = r->pids[r->W + i] = spawn("aggregator", r->argc, r->argv, r->brokers, r->ckpt, 0);
     spawn_shard = NULL;
-    if (!r->job.quiet) /* --quiet: the result line and errors only */
+    if (!r->job.train.quiet) /* --quiet: the result line and errors only */
         printf("fsgd: aggregator shard %d pid %d\n", i, (int)pid);
     fflush(stdout);
     return pid;
@@ -865,7 +865,7 @@ static void run_inject_faults(run_t *r, double t)
 static long long shards_common_step(run_t *r)
 {
     long long step = -1;
-    if (fsgd_ckpt_set_resume_step(r->ckpt, (unsigned)r->S, r->job.name, &step, r->err, sizeof r->err) < 0) {
+    if (fsgd_ckpt_set_resume_step(r->ckpt, (unsigned)r->S, r->job.dist.name, &step, r->err, sizeof r->err) < 0) {
         fprintf(stderr, "fsgd: run: %s\n", r->err);
         step = -1;
     }

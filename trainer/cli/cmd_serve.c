@@ -261,9 +261,9 @@ int fsgd_cmd_serve(int argc, char **argv)
         /* The job key checks the topic's tags, as for fsgd predict --brokers. */
         fsgd_job_t kj;
         fsgd_job_defaults(&kj);
-        snprintf(kj.name, sizeof kj.name, "%s", a.name);
+        snprintf(kj.dist.name, sizeof kj.dist.name, "%s", a.name);
         if (a.key_file)
-            snprintf(kj.job_key_file, sizeof kj.job_key_file, "%s", a.key_file);
+            snprintf(kj.cluster.job_key_file, sizeof kj.cluster.job_key_file, "%s", a.key_file);
         int rc = dcli_kafka(&kj, "serve");
         rc = rc ? rc : dcli_auth(&kj, "serve");
         fsgd_bus_t *bus = rc ? NULL : dcli_bus(a.brokers, "serve");

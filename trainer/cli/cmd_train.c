@@ -24,7 +24,6 @@
 #include "fsgd/outfile.h"
 #include "fsgd/progress.h"
 #include "fsgd/train.h"
-#include "fsgd/train_cache.h"
 
 static const char usage_line[] =
     "usage: fsgd train [JOB.yaml] [--data FILE] [--test FILE] [--model logistic|linear|svm] [options]\n"
@@ -133,15 +132,15 @@ static int load_vw(const char *path, const fsgd_job_t *job, int is_train, fsgd_c
                    fsgd_libsvm_stats_t *st, char *err, size_t errsz)
 {
     fsgd_rowfmt_t vf;
-    int rc = fsgd_rowfmt_init(&vf, job->format, job->hash_bits, job->skip_bad, err, errsz);
+    int rc = fsgd_rowfmt_init(&vf, job->train.format, job->train.hash_bits, job->train.skip_bad, err, errsz);
     vwx->count_slots = is_train;
     /* binary rows until a value other than 1 (half the memory of rows of crosses) */
     if (rc == 0 && !out->col && fsgd_csr_init_binary(out, 0, 0) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
     if (rc == 0)
-        rc = fsgd_vw_load(path, &vf.vw_spec, job->skip_bad, out, vwx, st, err, errsz);
+        rc = fsgd_vw_load(path, &vf.vw_spec, job->train.skip_bad, out, vwx, st, err, errsz);
     if (rc == 0 && is_train && vwx->slots_used) { /* features and crosses in 2^bits columns, as for delimited rows */
-        if (!job->quiet)
+        if (!job->train.quiet)
             fprintf(stderr, "fsgd: %s: %zu rows hashed into 2^%u columns: %llu columns used, %llu of them "
                             "shared by 2+ distinct features or crosses (%.2f%%)\n",
                     path, out->n_rows, vf.vw_spec.bits, (unsigned long long)vwx->slots_used,
@@ -165,7 +164,7 @@ static int load_delim(const char *path, const fsgd_job_t *job, const fsgd_delim_
 {
     fsgd_delim_stats_t ds;
     int rc = fsgd_delim_load(path, spec, is_train, out, &ds, err, errsz);
-    if (rc == 0 && is_train && !job->quiet)
+    if (rc == 0 && is_train && !job->train.quiet)
         fprintf(stderr, "fsgd: %s: %llu rows hashed into 2^%u columns: %llu columns used, %llu of them "
                         "shared by 2+ distinct values (%.2f%%)\n",
                 path, (unsigned long long)ds.rows, spec->bits, (unsigned long long)ds.slots_used,
@@ -188,18 +187,18 @@ static int load_libsvm(const char *path, const fsgd_job_t *job, int is_train, fs
                        fsgd_csr_t *out, fsgd_libsvm_stats_t *st, char *err, size_t errsz)
 {
     fsgd_rowfmt_t lf;
-    int rc = fsgd_rowfmt_init(&lf, job->format, job->hash_bits, job->skip_bad, err, errsz);
+    int rc = fsgd_rowfmt_init(&lf, job->train.format, job->train.hash_bits, job->train.skip_bad, err, errsz);
     if (rc == 0) {
         opts->hash_bits = lf.opts.hash_bits;
         opts->fields = lf.opts.fields;
         opts->slots = is_train ? fsgd_libsvm_slots_new(opts->hash_bits) : NULL;
         /* parsing is most of the load: split it over the job's threads */
-        rc = fsgd_libsvm_load_threads(path, opts, job->threads, out, st, err, errsz);
+        rc = fsgd_libsvm_load_threads(path, opts, job->train.threads, out, st, err, errsz);
         free(opts->slots);
         opts->slots = NULL;
     }
     if (rc == 0 && is_train && st->slots_used) {
-        if (!job->quiet)
+        if (!job->train.quiet)
             fprintf(stderr, "fsgd: %s: %llu rows hashed into 2^%u columns: %llu columns used, %llu of them "
                             "shared by 2+ distinct indices or crosses (%.2f%%)\n",
                     path, (unsigned long long)st->rows, opts->hash_bits, (unsigned long long)st->slots_used,
@@ -217,16 +216,16 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
 {
     /* binary rows held without their values: fsgd train reads such batches */
     fsgd_libsvm_weights_t lw = {0}; /* LIBSVM label:weight (row_weights) */
-    fsgd_libsvm_opts_t opts = {.skip_bad = job->skip_bad,
+    fsgd_libsvm_opts_t opts = {.skip_bad = job->train.skip_bad,
                                .binary = 1,
-                               .hash_bits = (unsigned)job->hash_bits,
-                               .row_weights = job->row_weights,
+                               .hash_bits = (unsigned)job->train.hash_bits,
+                               .row_weights = job->train.row_weights,
                                .weights = is_train ? &lw : NULL};
     fsgd_libsvm_stats_t st = {0};
     fsgd_vw_extra_t vwx = {0};
     char err[512];
     int rc;
-    if (!strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3)) {
+    if (!strcmp(job->train.format, "vw") || !strncmp(job->train.format, "vw:", 3)) {
         rc = load_vw(path, job, is_train, out, &vwx, &st, err, sizeof err);
     } else if (spec) {
         rc = load_delim(path, job, spec, is_train, out, err, sizeof err);
@@ -249,22 +248,22 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
     fsgd_label_set_t ls = {0};
     fsgd_label_set_add(&ls, out->label, out->n_rows);
     double lo, hi;
-    if (fsgd_loss_check_labels(job->model, &ls, err, sizeof err) < 0) {
+    if (fsgd_loss_check_labels(job->train.model, &ls, err, sizeof err) < 0) {
         /* any two values, as LIBLINEAR takes them: the larger is the positive class */
-        if (job->model == FSGD_LOSS_SQUARED || !fsgd_rowlabel_map_two(out->label, out->n_rows, &lo, &hi)) {
+        if (job->train.model == FSGD_LOSS_SQUARED || !fsgd_rowlabel_map_two(out->label, out->n_rows, &lo, &hi)) {
             fsgd_vw_extra_free(&vwx);
             fsgd_libsvm_weights_free(&lw);
             fsgd_cli_error("%s: %s", path, err);
             return FSGD_EXIT_DATA;
         }
-        if (!job->quiet || is_train)
+        if (!job->train.quiet || is_train)
             fprintf(stderr, "fsgd: %s: labels {%g, %g}: %g is the positive class (+1), %g the negative (-1)\n",
                     path, lo, hi, hi, lo);
     }
     /* Importance weights (VW rows) and class weights ride in the training
      * rows' labels (fsgd/rowlabel.h); test rows are scored unweighted. */
     double pos = 1, neg = 1;
-    if (is_train && (fsgd_job_class_weight(job, &pos, &neg, err, sizeof err) < 0)) {
+    if (is_train && (fsgd_train_class_weight(&job->train, &pos, &neg, err, sizeof err) < 0)) {
         fsgd_vw_extra_free(&vwx);
         fsgd_libsvm_weights_free(&lw);
         fsgd_cli_error("%s", err);
@@ -273,21 +272,21 @@ static int load(const char *path, const fsgd_job_t *job, const fsgd_delim_spec_t
     /* one weight a row from either reader (VW importance, LIBSVM label:weight) */
     const double *row_w = vwx.any_weight ? vwx.weight : lw.any && lw.n == out->n_rows ? lw.w : NULL;
     if (is_train && (row_w || pos != 1 || neg != 1)) {
-        if (job->model == FSGD_LOSS_SQUARED) {
+        if (job->train.model == FSGD_LOSS_SQUARED) {
             fsgd_vw_extra_free(&vwx);
             fsgd_libsvm_weights_free(&lw);
             fsgd_cli_error("%s: row and class weights are for classification models (logistic, svm), not linear",
                            path);
             return FSGD_EXIT_USAGE;
         }
-        if (strcmp(job->backend, "cpu")) { /* the cuda backend reads a label's sign only */
+        if (strcmp(job->train.backend, "cpu")) { /* the cuda backend reads a label's sign only */
             fsgd_vw_extra_free(&vwx);
             fsgd_libsvm_weights_free(&lw);
             fsgd_cli_error("%s: row and class weights are applied by the cpu backend: use --backend cpu", path);
             return FSGD_EXIT_USAGE;
         }
         size_t dropped = fsgd_rowlabel_weigh(out, 0, row_w, pos, neg);
-        if (!job->quiet)
+        if (!job->train.quiet)
             fprintf(stderr, "fsgd: %s: rows weighted (%s%s%s)%s\n", path, row_w ? "importance" : "",
                     row_w && (pos != 1 || neg != 1) ? " and " : "",
                     pos != 1 || neg != 1 ? "class weights" : "", dropped ? "; rows of weight 0 left out" : "");
@@ -329,22 +328,22 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
 {
     progress_ctx_t *ctx = p;
     if (end_of_epoch == FSGD_TRAIN_MODEL_READY) {
-        if (ctx->mw && ctx->job->out[0] && !ctx->writing) {
+        if (ctx->mw && ctx->job->train.out[0] && !ctx->writing) {
             fsgd_rowfmt_input(ctx->fmt, ctx->model->input, sizeof ctx->model->input);
             ctx->writing = pthread_create(&ctx->writer, NULL, write_model, ctx->mw) == 0;
         }
         return;
     }
-    if (ctx->job->quiet)
+    if (ctx->job->train.quiet)
         return;
     if (end_of_epoch < 0) {
         fprintf(stderr, "fsgd: backend %s%s, codec %s, %d thread%s", s->backend,
-                strcmp(ctx->job->backend, "auto") ? "" : " (picked by backend: auto)", ctx->job->codec,
+                strcmp(ctx->job->train.backend, "auto") ? "" : " (picked by backend: auto)", ctx->job->train.codec,
                 s->threads_used, s->threads_used == 1 ? "" : "s");
-        if (s->threads_used < ctx->job->threads)
+        if (s->threads_used < ctx->job->train.threads)
             /* no advice to raise --batch: that changes the model, not only the speed */
             fprintf(stderr, " of %d (a step has ~%.0f nonzeros; a thread pays for its synchronisation from %d)",
-                    ctx->job->threads, s->nnz_per_step, FSGD_TRAIN_MIN_NNZ_PER_THREAD);
+                    ctx->job->train.threads, s->nnz_per_step, FSGD_TRAIN_MIN_NNZ_PER_THREAD);
         fputc('\n', stderr);
         return;
     }
@@ -353,28 +352,28 @@ static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
     double bytes_step = s->steps ? (double)s->wire_bytes / (double)s->steps : 0;
     char test[128] = "";
     if (s->test.n && end_of_epoch) {
-        if (ctx->job->model == FSGD_LOSS_SQUARED)
+        if (ctx->job->train.model == FSGD_LOSS_SQUARED)
             snprintf(test, sizeof test, "  test rmse %.4f", s->test.rmse);
-        else if (ctx->job->model == FSGD_LOSS_HINGE) /* no probabilities: no logloss */
+        else if (ctx->job->train.model == FSGD_LOSS_HINGE) /* no probabilities: no logloss */
             snprintf(test, sizeof test, "  test auc %.4f", s->test.auc);
         else
             snprintf(test, sizeof test, "  test auc %.4f logloss %.4f", s->test.auc, s->test.logloss);
     }
     /* One process sends nothing: a ratio only says something with a codec */
     char ratio_text[32] = "";
-    if (strcmp(ctx->job->codec, "none") != 0)
+    if (strcmp(ctx->job->train.codec, "none") != 0)
         snprintf(ratio_text, sizeof ratio_text, "  ratio %.2fx", ratio);
     char of[16];
-    if (ctx->job->epochs > 0)
-        snprintf(of, sizeof of, "%d", ctx->job->epochs);
+    if (ctx->job->train.epochs > 0)
+        snprintf(of, sizeof of, "%d", ctx->job->train.epochs);
     else
         snprintf(of, sizeof of, "auto");
     /* epochs auto: no ETA. One to max_epochs (50) said "ETA <= 1m19s" of
      * a run that stopped early after 1.7 s (issue 40 item 11). */
     char eta[48] = "", d[32]; /* fsgd/progress.h */
-    if (ctx->job->epochs > 0) {
+    if (ctx->job->train.epochs > 0) {
         fsgd_progress_fmt_duration(
-            d, sizeof d, fsgd_progress_eta(s->seconds, (double)s->rows, (double)ctx->n_train * ctx->job->epochs));
+            d, sizeof d, fsgd_progress_eta(s->seconds, (double)s->rows, (double)ctx->n_train * ctx->job->train.epochs));
         snprintf(eta, sizeof eta, "  ETA %s", d);
     }
     fprintf(stderr, "%sepoch %d/%s  step %llu  %.0f rows/s  loss %.4f  %.0f B/step%s%s%s%s",
@@ -438,11 +437,11 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     }
     fprintf(f, "{\"model\": \"%s\", \"codec\": \"%s\", \"backend\": \"%s\", \"threads\": %d, "
                "\"threads_requested\": %d, ",
-            fsgd_loss_name(job->model), job->codec, s->backend, s->threads_used, job->threads);
+            fsgd_loss_name(job->train.model), job->train.codec, s->backend, s->threads_used, job->train.threads);
     fprintf(f, "\"train_rows\": %zu, \"dim\": %llu, \"epochs\": %d, \"steps\": %llu, ", n_train,
-            (unsigned long long)dim, job->epochs, (unsigned long long)s->steps);
+            (unsigned long long)dim, job->train.epochs, (unsigned long long)s->steps);
     json_num(f, "epochs_run", s->epochs_run, 1);
-    fprintf(f, "\"optimizer\": \"%s\", \"staleness\": %d, ", fsgd_optimizer_name(job->optimizer), s->staleness);
+    fprintf(f, "\"optimizer\": \"%s\", \"staleness\": %d, ", fsgd_optimizer_name(job->train.optimizer), s->staleness);
     /* --shards: the busiest shard's keys over the mean a step (interleaved keys), and what S contiguous
      * ranges would have had on the same steps */
     fprintf(f, "\"shards\": %d, ", s->shards > 1 ? s->shards : 1);
@@ -450,22 +449,22 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     json_num(f, "shard_busy_max", s->shard_busy_max, 1);
     json_num(f, "shard_range_busy_mean", s->shard_range_busy_mean, 1);
     json_num(f, "shard_range_busy_max", s->shard_range_busy_max, 1);
-    if (job->optimizer == FSGD_OPTIMIZER_FTRL) {
+    if (job->train.optimizer == FSGD_OPTIMIZER_FTRL) {
         json_num(f, "alpha", s->alpha, 1);
-        fprintf(f, "\"alpha_auto\": %s, ", job->alpha < 0 ? "true" : "false");
-        json_num(f, "beta", job->beta, 1);
+        fprintf(f, "\"alpha_auto\": %s, ", job->train.alpha < 0 ? "true" : "false");
+        json_num(f, "beta", job->train.beta, 1);
     }
-    json_num(f, "l1", job->l1, 1);
+    json_num(f, "l1", job->train.l1, 1);
     fprintf(f, "\"weights_nonzero\": %llu, \"weights_touched\": %llu, ", (unsigned long long)s->weights_nonzero,
             (unsigned long long)s->weights_touched);
     fprintf(f, "\"init\": ");
-    json_str(f, job->init);
+    json_str(f, job->train.init);
     fprintf(f, ", \"init_state\": %s, \"save_state\": %s, ", s->init_state ? "true" : "false",
-            job->save_state ? "true" : "false");
+            job->train.save_state ? "true" : "false");
     json_num(f, "lr", s->lr, 1);
-    fprintf(f, "\"lr_auto\": %s, ", job->lr < 0 ? "true" : "false");
+    fprintf(f, "\"lr_auto\": %s, ", job->train.lr < 0 ? "true" : "false");
     json_num(f, "l2", s->l2, 1);
-    fprintf(f, "\"l2_auto\": %s, \"holdout_rows\": %zu, \"stopped_early\": %s, ", job->l2 < 0 ? "true" : "false",
+    fprintf(f, "\"l2_auto\": %s, \"holdout_rows\": %zu, \"stopped_early\": %s, ", job->train.l2 < 0 ? "true" : "false",
             s->holdout_rows, s->stopped_early ? "true" : "false");
     json_num(f, "holdout_rare_rows", s->holdout_rare, 1);
     json_num(f, "efsign_lr_auto", s->codec_lr > 0 ? s->codec_lr : NAN, 1);
@@ -475,10 +474,10 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     json_num(f, "batch_mb", (double)s->batch_bytes / 1048576.0, 1);
     json_num(f, "batch_mb_on_disk", (double)s->batch_bytes_on_disk / 1048576.0, 1);
     fprintf(f, "\"batches_binary\": %s, ", s->batches_binary ? "true" : "false");
-    fprintf(f, "\"streamed_from_cache\": %s, \"cache_reused\": %s, ", job->cache[0] ? "true" : "false",
+    fprintf(f, "\"streamed_from_cache\": %s, \"cache_reused\": %s, ", job->train.cache[0] ? "true" : "false",
             cache_reused ? "true" : "false");
     fprintf(f, "\"format\": \"%s\", \"hash_columns_used\": %llu, \"hash_columns_collided\": %llu, ",
-            job->format, (unsigned long long)hash_used, (unsigned long long)hash_collided);
+            job->train.format, (unsigned long long)hash_used, (unsigned long long)hash_collided);
     json_num(f, "process_seconds", fsgd_clock_s() - t0, 1);
     fprintf(f, "\"test\": ");
     json_metrics(f, &s->test);
@@ -487,7 +486,7 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
     fprintf(f, ", ");
     json_num(f, "train_seconds", s->seconds, 1);
     json_num(f, "time_to_target_seconds", s->time_to_target >= 0 ? s->time_to_target : NAN, 1);
-    json_num(f, "target_auc", job->target_auc > 0 ? job->target_auc : NAN, 1);
+    json_num(f, "target_auc", job->train.target_auc > 0 ? job->train.target_auc : NAN, 1);
     /* the same moment from the start of fsgd train: parsing and setup included */
     json_num(f, "process_time_to_target_seconds", s->target_clock > 0 ? s->target_clock - t0 : NAN, 1);
     json_num(f, "rows_per_second", s->seconds > 0 ? (double)s->rows / s->seconds : NAN, 1);
@@ -513,11 +512,11 @@ static int write_metrics(const char *path, const fsgd_job_t *job, const fsgd_tra
 /* "lr 0.0025 (auto)" for Adam, "ftrl alpha 0.1 beta 1 l1 2e-06" for FTRL. */
 static const char *optimizer_note(const fsgd_job_t *job, const fsgd_train_stats_t *st, char *buf, size_t cap)
 {
-    if (job->optimizer == FSGD_OPTIMIZER_FTRL)
-        snprintf(buf, cap, "ftrl alpha %.3g%s beta %.3g l1 %.3g", st->alpha, job->alpha < 0 ? " (auto)" : "",
-                 job->beta, job->l1);
+    if (job->train.optimizer == FSGD_OPTIMIZER_FTRL)
+        snprintf(buf, cap, "ftrl alpha %.3g%s beta %.3g l1 %.3g", st->alpha, job->train.alpha < 0 ? " (auto)" : "",
+                 job->train.beta, job->train.l1);
     else
-        snprintf(buf, cap, "lr %.3g%s", st->lr, job->lr < 0 ? " (auto)" : "");
+        snprintf(buf, cap, "lr %.3g%s", st->lr, job->train.lr < 0 ? " (auto)" : "");
     return buf;
 }
 
@@ -541,9 +540,9 @@ static void print_training(const fsgd_job_t *job, const fsgd_train_stats_t *st, 
     char note[96];
     char opt[160];
     printf("model %s, %llu features%s, %.2f epochs, %llu steps, codec %s, %d threads, %s, l2 %.3g%s\n",
-           fsgd_loss_name(job->model), (unsigned long long)dim, job->bias ? " + intercept" : "", st->epochs_run,
-           (unsigned long long)st->steps, job->codec, st->threads_used, optimizer_note(job, st, opt, sizeof opt),
-           st->l2, job->l2 < 0 ? " (auto: 1/n)" : "");
+           fsgd_loss_name(job->train.model), (unsigned long long)dim, job->train.bias ? " + intercept" : "", st->epochs_run,
+           (unsigned long long)st->steps, job->train.codec, st->threads_used, optimizer_note(job, st, opt, sizeof opt),
+           st->l2, job->train.l2 < 0 ? " (auto: 1/n)" : "");
     print_weights(st);
     if (st->shards > 1)
         printf("shards: %d (key k to shard k mod %d), busiest shard's keys a step %.3fx the mean (max %.3fx; "
@@ -568,9 +567,9 @@ static void print_cache_summary(const fsgd_job_t *job, const fsgd_train_stats_t 
 {
     print_training(job, st, dim);
     putchar('\n');
-    if (test_rows && job->model == FSGD_LOSS_SQUARED)
+    if (test_rows && job->train.model == FSGD_LOSS_SQUARED)
         printf("test  rmse %.5f (%zu rows)\n", st->test.rmse, test_rows);
-    else if (test_rows && job->model == FSGD_LOSS_HINGE) /* no probabilities: no logloss */
+    else if (test_rows && job->train.model == FSGD_LOSS_HINGE) /* no probabilities: no logloss */
         printf("test  auc %.5f  accuracy %.5f (%zu rows)\n", st->test.auc, st->test.accuracy, test_rows);
     else if (test_rows)
         printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows)\n", st->test.auc, st->test.logloss,
@@ -587,48 +586,48 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, const fsg
     char err[1024];
     fsgd_csr_t hold = {0}, test = {0};
     int rc = 0;
-    if (job->shards > 1) {
+    if (job->train.shards > 1) {
         fsgd_cli_error("shards %d: fsgd train simulates shards on rows in memory, not streamed from a cache "
-                       "(--cache): drop --cache or use --shards 1", job->shards);
+                       "(--cache): drop --cache or use --shards 1", job->train.shards);
         return fsgd_cli_status(FSGD_E_ARG);
     }
     if (job->test[0] && (rc = load(job->test, job, spec, 0, &test)) != 0)
         return rc;
     fsgd_train_cache_result_t cache;
-    rc = fsgd_train_cache_prepare(job, spec, job->test[0] ? 0 : job->test_fraction, &hold, &test, &cache, err,
+    rc = fsgd_train_cache_prepare(&job->train, spec, job->test[0] ? 0 : job->train.test_fraction, &hold, &test, &cache, err,
                                   sizeof err);
     if (cache.rewritten[0])
         fprintf(stderr, "fsgd: %s: rewriting\n", cache.rewritten);
     if (cache.skipped_rows)
-        fprintf(stderr, "fsgd: %s: skipped %llu malformed rows\n", job->data, (unsigned long long)cache.skipped_rows);
+        fprintf(stderr, "fsgd: %s: skipped %llu malformed rows\n", job->train.data, (unsigned long long)cache.skipped_rows);
     uint64_t rows = cache.rows, max_col = cache.max_col;
     int reused = cache.reused;
-    job->lr_auto_share = cache.feature_share;
+    job->train.lr_auto_share = cache.feature_share;
     if (rc < 0) {
         fsgd_cli_error("%s", err);
         fsgd_csr_free(&hold);
         fsgd_csr_free(&test);
         return fsgd_cli_status(rc);
     }
-    uint64_t dim = job->dim ? job->dim : (max_col > hold.max_col ? max_col : hold.max_col);
+    uint64_t dim = job->train.dim ? job->train.dim : (max_col > hold.max_col ? max_col : hold.max_col);
     /* said even with --quiet: whether the text was read is worth knowing */
     cache_reused = reused;
     if (reused)
         fprintf(stderr, "fsgd: reusing cache %s (written from %s, unchanged): %llu train rows, %zu holdout and %zu "
                         "test rows, %llu features; opened in %.2fs\n",
-                job->cache, job->data, (unsigned long long)rows, hold.n_rows, test.n_rows, (unsigned long long)dim,
+                job->train.cache, job->train.data, (unsigned long long)rows, hold.n_rows, test.n_rows, (unsigned long long)dim,
                 fsgd_clock_s() - t0);
-    else if (!job->quiet)
+    else if (!job->train.quiet)
         fprintf(stderr, "fsgd: %llu train rows cached in %s, %zu holdout and %zu test rows in memory, %llu "
                         "features; first pass %.2fs\n",
-                (unsigned long long)rows, job->cache, hold.n_rows, test.n_rows, (unsigned long long)dim, fsgd_clock_s() - t0);
+                (unsigned long long)rows, job->train.cache, hold.n_rows, test.n_rows, (unsigned long long)dim, fsgd_clock_s() - t0);
     progress_ctx_t pctx = {.job = job, .tty = isatty(2), .n_train = (size_t)rows};
     fsgd_model_t model = {0};
     fsgd_train_stats_t st;
-    fsgd_train_input_t in = {.source = FSGD_TRAIN_CACHE, .cache = job->cache, .hold = &hold, .test = &test,
+    fsgd_train_input_t in = {.source = FSGD_TRAIN_CACHE, .cache = job->train.cache, .hold = &hold, .test = &test,
                              .dim = dim};
     fsgd_train_hooks_t hooks = {.progress = on_progress, .ctx = &pctx};
-    rc = fsgd_train(job, &in, NULL, &model, &st, &hooks, err, sizeof err);
+    rc = fsgd_train(&job->train, &in, NULL, &model, &st, &hooks, err, sizeof err);
     fsgd_csr_free(&hold);
     if (rc < 0) {
         fsgd_cli_error("training failed: %s", err);
@@ -638,17 +637,17 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, const fsg
     print_cache_summary(job, &st, dim, test.n_rows);
     int status = 0;
     fsgd_rowfmt_input(fmt, model.input, sizeof model.input); /* delimited, hashed LIBSVM or VW */
-    if (job->out[0]) {
-        rc = fsgd_model_save(&model, job->out, err, sizeof err);
+    if (job->train.out[0]) {
+        rc = fsgd_model_save(&model, job->train.out, err, sizeof err);
         if (rc < 0) {
             fsgd_cli_error("%s", err);
             status = fsgd_cli_status(rc);
         } else {
-            printf("model written to %s\n", fsgd_cli_out_name(job->out));
+            printf("model written to %s\n", fsgd_cli_out_name(job->train.out));
         }
     }
     fsgd_metrics_t none = {.auc = NAN, .logloss = NAN, .accuracy = NAN, .rmse = NAN, .loss = NAN};
-    if (job->metrics_json[0] && (rc = write_metrics(job->metrics_json, job, &st, &none, (size_t)rows, dim, t0)) < 0 &&
+    if (job->train.metrics_json[0] && (rc = write_metrics(job->train.metrics_json, job, &st, &none, (size_t)rows, dim, t0)) < 0 &&
         !status)
         status = fsgd_cli_status(rc);
     fsgd_model_free(&model);
@@ -662,7 +661,7 @@ static int train_from_cache(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, const fsg
 static int load_init(const fsgd_job_t *job, const fsgd_rowfmt_t *fmt, fsgd_model_t *init)
 {
     char err[1024], input[FSGD_MODEL_INPUT_MAX];
-    int rc = fsgd_model_load(init, job->init, err, sizeof err);
+    int rc = fsgd_model_load(init, job->train.init, err, sizeof err);
     if (rc < 0) {
         fsgd_cli_error("init: %s", err);
         return fsgd_cli_status(rc);
@@ -670,15 +669,15 @@ static int load_init(const fsgd_job_t *job, const fsgd_rowfmt_t *fmt, fsgd_model
     fsgd_rowfmt_input(fmt, input, sizeof input);
     if (strcmp(init->input, input)) {
         fsgd_cli_error("init: %s was trained on input %s, this job reads %s: its weights would belong to other "
-                       "features", job->init, init->input[0] ? init->input : "libsvm",
+                       "features", job->train.init, init->input[0] ? init->input : "libsvm",
                        input[0] ? input : "libsvm");
         return FSGD_EXIT_USAGE;
     }
-    if (fsgd_train_check_init(job, init->dim, init, err, sizeof err) < 0) { /* dim: see init_dim */
-        fsgd_cli_error("init: %s: %s", job->init, err);
+    if (fsgd_train_check_init(&job->train, init->dim, init, err, sizeof err) < 0) { /* dim: see init_dim */
+        fsgd_cli_error("init: %s: %s", job->train.init, err);
         return FSGD_EXIT_USAGE;
     }
-    const fsgd_model_state_kind_t want = fsgd_train_state_kind(job), have = init->state.kind;
+    const fsgd_model_state_kind_t want = fsgd_train_state_kind(&job->train), have = init->state.kind;
     char note[160];
     if (have == want)
         snprintf(note, sizeof note, "and its %s state (%llu keys, step %llu)", fsgd_model_state_name(have),
@@ -688,8 +687,8 @@ static int load_init(const fsgd_job_t *job, const fsgd_rowfmt_t *fmt, fsgd_model
     else
         snprintf(note, sizeof note, "weights only: its state is %s's, this run trains %s",
                  fsgd_model_state_name(have), fsgd_model_state_name(want));
-    if (!job->quiet)
-        fprintf(stderr, "fsgd: starting from %s: %llu nonzero weights of %llu, %s\n", job->init,
+    if (!job->train.quiet)
+        fprintf(stderr, "fsgd: starting from %s: %llu nonzero weights of %llu, %s\n", job->train.init,
                 (unsigned long long)fsgd_model_nnz(init), (unsigned long long)init->dim, note);
     return 0;
 }
@@ -699,11 +698,11 @@ static int load_init(const fsgd_job_t *job, const fsgd_rowfmt_t *fmt, fsgd_model
  * data beyond it, or another --dim, is refused. 0 or the exit status. */
 static int init_dim(const fsgd_job_t *job, const fsgd_model_t *init, const fsgd_csr_t *train, uint64_t *dim)
 {
-    if (!job->dim && train->max_col <= init->dim)
+    if (!job->train.dim && train->max_col <= init->dim)
         *dim = init->dim;
     if (*dim != init->dim) {
-        fsgd_cli_error("init: %s has dim %llu, this job %llu (%s)", job->init, (unsigned long long)init->dim,
-                       (unsigned long long)*dim, job->dim ? "dim" : "the data's largest feature index");
+        fsgd_cli_error("init: %s has dim %llu, this job %llu (%s)", job->train.init, (unsigned long long)init->dim,
+                       (unsigned long long)*dim, job->train.dim ? "dim" : "the data's largest feature index");
         return FSGD_EXIT_USAGE;
     }
     return 0;
@@ -719,19 +718,19 @@ static int open_row_format(fsgd_job_t *job, fsgd_rowfmt_t *fmt)
         fsgd_cli_error("%s", err);
         return fsgd_cli_status(rc);
     }
-    if (rc < 0 || fsgd_rowfmt_init(fmt, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
-        fsgd_rowfmt_dim(fmt, job->dim, &job->dim, err, sizeof err) < 0) {
+    if (rc < 0 || fsgd_rowfmt_init(fmt, job->train.format, job->train.hash_bits, job->train.skip_bad, err, sizeof err) < 0 ||
+        fsgd_rowfmt_dim(fmt, job->train.dim, &job->train.dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
     /* label:weight is LIBSVM's (VW rows carry their importance), and the
      * weights ride in rows held in memory, as VW importance does */
-    if (job->row_weights && (fmt->hashed || fmt->vw || job->cache[0])) {
+    if (job->train.row_weights && (fmt->hashed || fmt->vw || job->train.cache[0])) {
         fsgd_cli_error("row_weights: label:weight is read from libsvm rows held in memory (format %s%s)",
-                       job->format[0] ? job->format : "libsvm", job->cache[0] ? ", not streamed from --cache" : "");
+                       job->train.format[0] ? job->train.format : "libsvm", job->train.cache[0] ? ", not streamed from --cache" : "");
         return FSGD_EXIT_USAGE;
     }
-    if (fmt->opts.fields.n_terms && job->cache[0]) { /* the cache's reader hashes indices, it does not cross */
+    if (fmt->opts.fields.n_terms && job->train.cache[0]) { /* the cache's reader hashes indices, it does not cross */
         fsgd_cli_error("interactions: crosses of LIBSVM fields are built on rows in memory, not streamed from --cache");
         return FSGD_EXIT_USAGE;
     }
@@ -748,7 +747,7 @@ static int train_job_from_args(fsgd_job_t *job, int argc, char **argv)
 {
     fsgd_job_train_defaults(job);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    job->threads = cores > 0 ? (int)cores : 1;
+    job->train.threads = cores > 0 ? (int)cores : 1;
     char err[1024] = "";
     int rc = fsgd_job_parse_args(job, argc, argv, err, sizeof err);
     if (rc == 1) {
@@ -767,16 +766,16 @@ static int train_job_from_args(fsgd_job_t *job, int argc, char **argv)
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
-    if (fsgd_strategy_check(job->codec, 1u << 20, err, sizeof err) < 0) {
+    if (fsgd_strategy_check(job->train.codec, 1u << 20, err, sizeof err) < 0) {
         fsgd_cli_error("codec: %s", err);
         return FSGD_EXIT_USAGE;
     }
-    const fsgd_cli_path_t wr[] = {{"--out", job->out}, {"--metrics-json", job->metrics_json}, {"--cache", job->cache}};
-    const fsgd_cli_path_t rd[] = {{"--data", job->data}, {"--test", job->test}, {"job file", job->job_file},
-                                  {"--init", job->init}};
+    const fsgd_cli_path_t wr[] = {{"--out", job->train.out}, {"--metrics-json", job->train.metrics_json}, {"--cache", job->train.cache}};
+    const fsgd_cli_path_t rd[] = {{"--data", job->train.data}, {"--test", job->test}, {"job file", job->job_file},
+                                  {"--init", job->train.init}};
     if ((rc = fsgd_cli_check_distinct("train", wr, 3, rd, 4)) != 0)
         return rc;
-    const char *outs[] = {job->out, job->metrics_json};
+    const char *outs[] = {job->train.out, job->train.metrics_json};
     return fsgd_cli_check_outputs("train", outs, 2);
 }
 
@@ -789,27 +788,27 @@ static int load_rows(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, double t0, fsgd_
 {
     const fsgd_delim_spec_t *spec = fmt->hashed ? &fmt->spec : NULL;
     int rc;
-    if (job->init[0] && (rc = load_init(job, fmt, init)) != 0)
+    if (job->train.init[0] && (rc = load_init(job, fmt, init)) != 0)
         return rc;
-    if ((rc = load(job->data, job, spec, 1, train)) != 0)
+    if ((rc = load(job->train.data, job, spec, 1, train)) != 0)
         return rc;
-    job->lr_auto_share = feature_share;
+    job->train.lr_auto_share = feature_share;
     if (job->test[0]) {
         if ((rc = load(job->test, job, spec, 0, test)) != 0)
             return rc;
-    } else if (job->test_fraction > 0 && fsgd_train_split_test(train, job->test_fraction, job->seed, test) < 0) {
+    } else if (job->train.test_fraction > 0 && fsgd_train_split_test(train, job->train.test_fraction, job->train.seed, test) < 0) {
         fsgd_cli_error("out of memory splitting the data");
         return FSGD_EXIT_INTERNAL;
     }
-    *dim = job->dim ? job->dim : train->max_col;
-    if (job->init[0] && (rc = init_dim(job, init, train, dim)) != 0)
+    *dim = job->train.dim ? job->train.dim : train->max_col;
+    if (job->train.init[0] && (rc = init_dim(job, init, train, dim)) != 0)
         return rc;
     if (train->max_col > *dim) {
-        fsgd_cli_error("%s has feature index %llu > dim %llu", job->data, (unsigned long long)train->max_col,
+        fsgd_cli_error("%s has feature index %llu > dim %llu", job->train.data, (unsigned long long)train->max_col,
                        (unsigned long long)*dim);
         return FSGD_EXIT_DATA;
     }
-    if (!job->quiet)
+    if (!job->train.quiet)
         fprintf(stderr, "fsgd: %zu train rows, %zu test rows%s, %llu features, %zu nonzeros; loaded in %.2fs\n",
                 train->n_rows, test->n_rows,
                 job->test[0] || !test->n_rows ? "" : " (held out of --data: no --test; --test-fraction 0 keeps all)",
@@ -824,17 +823,17 @@ static void print_results(const fsgd_job_t *job, const fsgd_train_stats_t *st, c
                           size_t n_train, size_t n_test, uint64_t dim)
 {
     print_training(job, st, dim);
-    if (strcmp(job->codec, "none") != 0) /* one process sends nothing: only a codec's figures mean something */
+    if (strcmp(job->train.codec, "none") != 0) /* one process sends nothing: only a codec's figures mean something */
         printf("; bytes %.0f/step, compression %.2fx", st->steps ? (double)st->wire_bytes / st->steps : 0.0,
                st->wire_bytes ? (double)st->raw_bytes / st->wire_bytes : 0.0);
     putchar('\n');
     /* issue 40 item 4: the rows tested on were taken from --data, said where the figure is */
     const char *held = job->test[0] ? "" : ", held out of --data: no --test";
-    if (job->model == FSGD_LOSS_SQUARED) {
+    if (job->train.model == FSGD_LOSS_SQUARED) {
         printf("train rmse %.5f\n", train_m->rmse);
         if (n_test)
             printf("test  rmse %.5f (%zu rows%s)\n", st->test.rmse, n_test, held);
-    } else if (job->model == FSGD_LOSS_HINGE) { /* no probabilities: no logloss */
+    } else if (job->train.model == FSGD_LOSS_HINGE) { /* no probabilities: no logloss */
         printf("train auc %.5f  accuracy %.5f (%zu rows%s)\n", train_m->auc, train_m->accuracy, train_m->n,
                train_m->n < n_train ? ", the first" : "");
         if (n_test)
@@ -846,11 +845,11 @@ static void print_results(const fsgd_job_t *job, const fsgd_train_stats_t *st, c
             printf("test  auc %.5f  logloss %.5f  accuracy %.5f (%zu rows%s)\n", st->test.auc, st->test.logloss,
                    st->test.accuracy, n_test, held);
     }
-    if (job->target_auc > 0) {
+    if (job->train.target_auc > 0) {
         if (st->time_to_target >= 0)
-            printf("reached test auc %.4f after %.3fs\n", job->target_auc, st->time_to_target);
+            printf("reached test auc %.4f after %.3fs\n", job->train.target_auc, st->time_to_target);
         else
-            printf("did not reach test auc %.4f\n", job->target_auc);
+            printf("did not reach test auc %.4f\n", job->train.target_auc);
     }
 }
 
@@ -860,9 +859,9 @@ static int finish_model_file(const fsgd_job_t *job, progress_ctx_t *pctx, model_
 {
     if (pctx->writing)
         pthread_join(pctx->writer, NULL);
-    else if (job->out[0])
+    else if (job->train.out[0])
         write_model(mw);
-    if (!job->out[0]) {
+    if (!job->train.out[0]) {
         printf("model not saved (--out FILE saves it)\n"); /* issue 40 item 11: it said nothing */
         return 0;
     }
@@ -870,7 +869,7 @@ static int finish_model_file(const fsgd_job_t *job, progress_ctx_t *pctx, model_
         fsgd_cli_error("%s", mw->err);
         return fsgd_cli_status(mw->rc);
     }
-    printf("model written to %s\n", fsgd_cli_out_name(job->out));
+    printf("model written to %s\n", fsgd_cli_out_name(job->train.out));
     return 0;
 }
 
@@ -891,7 +890,7 @@ static int train_in_memory(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, double t0)
         return rc;
     }
     fsgd_model_t model = {0};
-    model_write_t mw = {.model = &model, .path = job->out};
+    model_write_t mw = {.model = &model, .path = job->train.out};
     progress_ctx_t pctx = {.job = job, .tty = isatty(2), .n_train = train.n_rows, .model = &model, .fmt = fmt,
                            .mw = &mw};
     fsgd_train_stats_t st;
@@ -900,7 +899,7 @@ static int train_in_memory(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, double t0)
     fsgd_train_input_t in = {.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &train, .keep_rows = TRAIN_METRICS_ROWS,
                              .owned_test = &test, .dim = dim};
     fsgd_train_hooks_t hooks = {.progress = on_progress, .ctx = &pctx};
-    rc = fsgd_train(job, &in, job->init[0] ? &init : NULL, &model, &st, &hooks, err, sizeof err);
+    rc = fsgd_train(&job->train, &in, job->train.init[0] ? &init : NULL, &model, &st, &hooks, err, sizeof err);
     fsgd_model_free(&init);
     if (rc < 0) {
         if (pctx.writing)
@@ -913,7 +912,7 @@ static int train_in_memory(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, double t0)
     /* where the trainer did not say when the model was ready (--save-state) */
     if (!pctx.writing) {
         fsgd_rowfmt_input(fmt, model.input, sizeof model.input);
-        pctx.writing = job->out[0] && pthread_create(&pctx.writer, NULL, write_model, &mw) == 0;
+        pctx.writing = job->train.out[0] && pthread_create(&pctx.writer, NULL, write_model, &mw) == 0;
     }
     /* Training metrics on at most TRAIN_METRICS_ROWS rows (the first,
      * the file's order): scoring and sorting all of a big file costs
@@ -927,7 +926,7 @@ static int train_in_memory(fsgd_job_t *job, const fsgd_rowfmt_t *fmt, double t0)
     fsgd_train_evaluate(&model, &head, &train_m);
     print_results(job, &st, &train_m, n_train, n_test, dim);
     int status = finish_model_file(job, &pctx, &mw);
-    if (job->metrics_json[0] && (rc = write_metrics(job->metrics_json, job, &st, &train_m, n_train, dim, t0)) < 0 &&
+    if (job->train.metrics_json[0] && (rc = write_metrics(job->train.metrics_json, job, &st, &train_m, n_train, dim, t0)) < 0 &&
         !status)
         status = fsgd_cli_status(rc);
     fsgd_model_free(&model);
@@ -947,7 +946,7 @@ static int train_command(int argc, char **argv)
     if ((rc = open_row_format(&job, &fmt)) != 0)
         return rc;
     double t0 = fsgd_clock_s();
-    if (job.cache[0])
+    if (job.train.cache[0])
         return train_from_cache(&job, &fmt, fmt.hashed ? &fmt.spec : NULL, t0);
     return train_in_memory(&job, &fmt, t0);
 }

@@ -85,7 +85,7 @@ int fsgd_cmd_worker(int argc, char **argv)
     rc = dcli_job(argc, argv, usage, &job);
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (!job.brokers[0]) {
+    if (!job.cluster.brokers[0]) {
         fsgd_cli_error("worker: --brokers is required (fsgd run starts an embedded cluster and passes it)");
         return FSGD_EXIT_USAGE;
     }
@@ -127,26 +127,27 @@ int fsgd_cmd_worker(int argc, char **argv)
         return rc;
     {
         char t[160];
-        fsgd_kbus_topic(t, sizeof t, job.name, "data");
-        int n = dcli_partitions(job.brokers, t, job.connect_timeout_ms, err, sizeof err);
+        fsgd_kbus_topic(t, sizeof t, job.dist.name, "data");
+        int n = dcli_partitions(job.cluster.brokers, t, job.cluster.connect_timeout_ms, err, sizeof err);
         if (n < 0) {
-            fsgd_cli_error("worker: brokers %s: no answer about %s within %.1f s: %s", job.brokers, t,
-                           job.connect_timeout_ms / 1e3, err);
+            fsgd_cli_error("worker: brokers %s: no answer about %s within %.1f s: %s", job.cluster.brokers, t,
+                           job.cluster.connect_timeout_ms / 1e3, err);
             return FSGD_EXIT_BROKER;
         }
     }
     fsgd_worker_stats_t st = {0};
     fsgd_role_env_t env = {.stop = &stop_flag, .log = on_log, .ctx = (void *)id};
-    if (!(env.bus = dcli_bus(job.brokers, "worker")))
+    if (!(env.bus = dcli_bus(job.cluster.brokers, "worker")))
         return FSGD_EXIT_BROKER;
-    rc = fsgd_worker_run(&env, &job, (uint32_t)idv, &st, on_step, err, sizeof err);
+    const fsgd_dist_job_t dj = fsgd_job_dist(&job);
+    rc = fsgd_worker_run(&env, &dj, (uint32_t)idv, &st, on_step, err, sizeof err);
     fsgd_bus_destroy(env.bus);
     fsgd_observe_stop();
     if (rc < 0) {
         fsgd_cli_error("worker: %s", err);
         return fsgd_cli_status(rc);
     }
-    if (!job.quiet)
+    if (!job.train.quiet)
         print_done(id, &st);
     /* stopped by a signal, even cleanly: 128 + it, as fsgd run documents */
     return stop_flag ? 128 + stop_flag : 0;

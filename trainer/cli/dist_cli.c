@@ -196,9 +196,9 @@ static int job_parse(int argc, char **argv, const job_help_t *h, fsgd_job_t *job
     }
     /* follow: no epochs, no holdout (fsgd_job_check_dist refuses them given);
      * the aggregator never ends an epoch (agg_follow.c) */
-    if (job->follow && !fsgd_job_given(job, "epochs"))
-        job->epochs = 1;
-    if (job->epochs == 0 && job->holdout <= 0) {
+    if (job->dist.follow && !fsgd_job_given(job, "epochs"))
+        job->train.epochs = 1;
+    if (job->train.epochs == 0 && job->train.holdout <= 0) {
         fsgd_cli_error("epochs auto stops on held-out rows: give holdout > 0, or a number of epochs");
         return FSGD_EXIT_USAGE;
     }
@@ -218,8 +218,8 @@ static int job_parse(int argc, char **argv, const job_help_t *h, fsgd_job_t *job
         return fsgd_cli_status(frc);
     }
     if (frc < 0 || fsgd_job_fold_weights(job, err, sizeof err) < 0 ||
-        fsgd_rowfmt_init(&f, job->format, job->hash_bits, job->skip_bad, err, sizeof err) < 0 ||
-        fsgd_rowfmt_dim(&f, job->dim, &job->dim, err, sizeof err) < 0) {
+        fsgd_rowfmt_init(&f, job->train.format, job->train.hash_bits, job->train.skip_bad, err, sizeof err) < 0 ||
+        fsgd_rowfmt_dim(&f, job->train.dim, &job->train.dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);
         return FSGD_EXIT_USAGE;
     }
@@ -228,7 +228,7 @@ static int job_parse(int argc, char **argv, const job_help_t *h, fsgd_job_t *job
      * columns and NAME.data would grow with them */
     if (((f.vw && f.vw_spec.n_terms) || (f.hashed && f.spec.n_crosses) || (!f.vw && !f.hashed && f.opts.fields.n_terms)) &&
         !fsgd_job_given(job, "block_rows"))
-        job->block_rows = 1;
+        job->dist.block_rows = 1;
     return 0;
 }
 
@@ -263,41 +263,41 @@ static int auth_keep(const uint8_t *key, const char *job)
 
 int dcli_auth(const fsgd_job_t *job, const char *who)
 {
-    if (!job->job_key_file[0]) {
+    if (!job->cluster.job_key_file[0]) {
         /* no key: tags are neither made nor checked, but NAME.ctl events are
          * still this job's only */
-        if (!auth_keep(NULL, job->name)) {
+        if (!auth_keep(NULL, job->dist.name)) {
             fsgd_cli_error("%s: libsodium did not start", who);
             return FSGD_EXIT_INTERNAL;
         }
-        if (!job->quiet && !getenv("FSGD_RUN_CHILD"))
+        if (!job->train.quiet && !getenv("FSGD_RUN_CHILD"))
             fprintf(stderr, "fsgd: %s: job %s: messages are NOT authenticated (no job_key_file): anyone who can write "
                             "to its topics can steer it\n",
-                    who, job->name);
+                    who, job->dist.name);
         return 0;
     }
     uint8_t key[FSGD_AUTH_KEY_BYTES];
     char err[FSGD_JOB_PATH_MAX + 256];
-    if (fsgd_auth_key_load(job->job_key_file, key, err, sizeof err) < 0) {
+    if (fsgd_auth_key_load(job->cluster.job_key_file, key, err, sizeof err) < 0) {
         fsgd_cli_error("%s: %s", who, err);
         return FSGD_EXIT_USAGE;
     }
-    int kept = auth_keep(key, job->name);
+    int kept = auth_keep(key, job->dist.name);
     sodium_memzero(key, sizeof key);
     if (!kept) {
         fsgd_cli_error("%s: libsodium did not start", who);
         return FSGD_EXIT_INTERNAL;
     }
-    fsgd_auth_set_unsigned_rows(cli_auth, job->unsigned_rows);
-    fsgd_auth_set_skip_bad_rows(cli_auth, job->skip_bad);
+    fsgd_auth_set_unsigned_rows(cli_auth, job->cluster.unsigned_rows);
+    fsgd_auth_set_skip_bad_rows(cli_auth, job->train.skip_bad);
     /* Said once: by fsgd run (not again by each role it starts) or by a role
      * started by hand; not with --quiet. Issue 40 item 9. */
-    if (job->quiet || getenv("FSGD_RUN_CHILD"))
+    if (job->train.quiet || getenv("FSGD_RUN_CHILD"))
         return 0;
     fprintf(stderr, "fsgd: %s: job %s: messages on %s.grads, .model and .ctl are authenticated (key %s); rows on %s.data %s\n",
-            who, job->name, job->name, job->job_key_file, job->name,
-            job->unsigned_rows ? "may be unsigned"
-            : job->skip_bad    ? "without its tag are skipped"
+            who, job->dist.name, job->dist.name, job->cluster.job_key_file, job->dist.name,
+            job->cluster.unsigned_rows ? "may be unsigned"
+            : job->train.skip_bad    ? "without its tag are skipped"
                                : "must carry its tag");
     return 0;
 }
@@ -315,7 +315,7 @@ int dcli_kafka(const fsgd_job_t *job, const char *who)
     if (!registered)
         registered = atexit(kafka_wipe) == 0;
     char err[1024];
-    if (fsgd_kbus_options_resolve(job->kafka, cli_kafka, sizeof cli_kafka, err, sizeof err) < 0) {
+    if (fsgd_kbus_options_resolve(job->cluster.kafka, cli_kafka, sizeof cli_kafka, err, sizeof err) < 0) {
         fsgd_cli_error("%s: %s", who, err);
         return FSGD_EXIT_USAGE;
     }
@@ -363,12 +363,12 @@ int dcli_connect(const fsgd_job_t *job, const char *who)
 {
     /* not by the roles fsgd run starts on its embedded cluster: it is up */
     const char *child = getenv("FSGD_RUN_CHILD");
-    if (!job->quiet && !(child && !strcmp(child, "embedded")))
+    if (!job->train.quiet && !(child && !strcmp(child, "embedded")))
         fprintf(stderr, "fsgd: %s: connecting to %s (job %s; giving up after %.1f s, connect_timeout_ms)\n", who,
-                job->brokers, job->name, job->connect_timeout_ms / 1e3);
+                job->cluster.brokers, job->dist.name, job->cluster.connect_timeout_ms / 1e3);
     char err[1024];
-    fsgd_kconf_t kc = {job->brokers, cli_kafka};
-    if (fsgd_kbus_connect(&kc, job->connect_timeout_ms, err, sizeof err) < 0) {
+    fsgd_kconf_t kc = {job->cluster.brokers, cli_kafka};
+    if (fsgd_kbus_connect(&kc, job->cluster.connect_timeout_ms, err, sizeof err) < 0) {
         fsgd_cli_error("%s: %s", who, err);
         return FSGD_EXIT_BROKER;
     }
@@ -424,10 +424,10 @@ int dcli_outputs(const fsgd_job_t *job, const char *ckpt, int S, int first, int 
         return -1;
     }
     if (first == 0)
-        o->p[o->n++] = (fsgd_cli_path_t){"--out", job->out};
+        o->p[o->n++] = (fsgd_cli_path_t){"--out", job->train.out};
     for (int i = first; i <= last; i++) {
-        const char *bases[2] = {job->metrics_json, ckpt};
-        const char *opts[2] = {"--metrics-json", job->checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)"};
+        const char *bases[2] = {job->train.metrics_json, ckpt};
+        const char *opts[2] = {"--metrics-json", job->dist.checkpoint[0] ? "--checkpoint" : "checkpoint (OUT.ckpt)"};
         for (int b = 0; b < 2; b++)
             for (int prev = 0; prev < 1 + (b == 1 && S > 1); prev++) {
                 if (!bases[b] || !bases[b][0])

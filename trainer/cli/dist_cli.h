@@ -72,7 +72,7 @@ void dcli_bad_rows(const char *where, uint64_t n, const char (*first)[160]);
 int dcli_metrics(int *argc, char **argv, const char *who, int max_offset, const char **addr, int *port);
 
 /* The command's job security (fsgd/auth.h), which every bus it makes
- * with dcli_bus carries: job->job_key_file's key when set, and the job's
+ * with dcli_bus carries: job->cluster.job_key_file's key when set, and the job's
  * name. Prints one line saying which topics are authenticated, or that
  * none are. 0, or FSGD_EXIT_USAGE with the key file's error printed. The
  * process (main) owns it, as it owns its signal flags: the library keeps
@@ -81,7 +81,7 @@ int dcli_auth(const fsgd_job_t *job, const char *who);
 /* That security (NULL before dcli_auth: no key, no job). */
 fsgd_auth_t *dcli_auth_of(void);
 
-/* The command's Kafka settings (job->kafka, fsgd_kbus_options_resolve:
+/* The command's Kafka settings (job->cluster.kafka, fsgd_kbus_options_resolve:
  * KEY_file lines read, each setting checked by librdkafka), for every bus
  * and client it makes. Main owns them, as dcli_auth's key; wiped at exit.
  * 0, or FSGD_EXIT_USAGE with the error printed. */
@@ -101,7 +101,7 @@ fsgd_bus_client_t *dcli_client(const char *brokers, fsgd_kclient_t kind, fsgd_bu
 int dcli_partitions(const char *brokers, const char *topic, int timeout_ms, char *err, size_t errsz);
 
 /* Says which brokers the role waits for, then waits at most
- * job->connect_timeout_ms for them to answer (TLS and SASL included). 0, or
+ * job->cluster.connect_timeout_ms for them to answer (TLS and SASL included). 0, or
  * FSGD_EXIT_BROKER with the brokers and the cause printed. */
 int dcli_connect(const fsgd_job_t *job, const char *who);
 

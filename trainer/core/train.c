@@ -30,7 +30,7 @@
 /* The codec spec the run uses: the job's, with efsign's stepsize added
  * when neither it nor the job's lr is given (fsgd_train_auto_efsign_lr).
  * Sets *lr_set to that stepsize, else 0. */
-static void run_codec(const fsgd_job_t *job, size_t n_fit, size_t B, char *out, size_t outsz, double *lr_set)
+static void run_codec(const fsgd_train_params_t *job, size_t n_fit, size_t B, char *out, size_t outsz, double *lr_set)
 {
     *lr_set = 0;
     snprintf(out, outsz, "%s", job->codec);
@@ -131,7 +131,7 @@ static void drop_values_after(fsgd_csr_t *m, size_t rows)
  * what set-up decides (holdout, batch size, threads) and the epoch loop's
  * running sums. */
 typedef struct train_run {
-    const fsgd_job_t *job;
+    const fsgd_train_params_t *job;
     const fsgd_csr_t *train; /* NULL once shrunk: not read again */
     fsgd_csr_t *shrink;
     size_t keep_rows;
@@ -205,7 +205,7 @@ static int train_check(train_run_t *r)
  * Its failure is reported with set-up's other allocations (train_setup). */
 static int train_alloc(train_run_t *r)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     int rc = 0;
     if (r->test)
         rc = fsgd_csr_copy_biased(r->test, r->dim, r->bias, (float)job->bias_value, &r->test_rows);
@@ -226,7 +226,7 @@ static int train_alloc(train_run_t *r)
  * rows of the rarer class for that: fixed epochs instead (noisy_epochs). */
 static int train_pick_holdout(train_run_t *r)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     const fsgd_csr_t *train = r->train;
     r->auto_epochs = job->epochs <= 0;
     if (r->auto_epochs && job->model != FSGD_LOSS_SQUARED) {
@@ -269,7 +269,7 @@ static int train_pick_holdout(train_run_t *r)
  * of them), within 1 .. n_fit. */
 static void train_pick_batch(train_run_t *r)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     r->n_fit = r->train->n_rows - r->n_hold;
     r->stats->holdout_rows = r->n_hold;
     size_t B = (size_t)fsgd_train_auto_batch(job, r->n_fit, 1);
@@ -286,7 +286,7 @@ static void train_pick_batch(train_run_t *r)
  * workers and the test rows' margins. */
 static void train_pick_threads(train_run_t *r)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     const fsgd_csr_t *train = r->train;
     double nnz_per_step =
         (double)r->B * (double)(train->nnz + (r->bias ? train->n_rows : 0)) / (double)train->n_rows;
@@ -307,7 +307,7 @@ static void train_pick_threads(train_run_t *r)
  * codec spec, and the strategy's aggregator side. */
 static int train_open_strategy(train_run_t *r)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     trainer_t *t = &r->t;
     const int W = t->n_workers;
     int rc = 0;
@@ -316,7 +316,7 @@ static int train_open_strategy(train_run_t *r)
     for (int i = 0; i < W && rc == 0; i++) {
         worker_t *w = &t->workers[i];
         w->t = t;
-        w->backend = fsgd_backend_new(fsgd_job_backend(job, (double)r->B / W), r->model_dim,
+        w->backend = fsgd_backend_new(fsgd_train_backend(job, (double)r->B / W), r->model_dim,
                                       t->adam.theta, r->err, r->errsz);
         if (!w->backend) {
             rc = FSGD_E_ARG;
@@ -340,9 +340,9 @@ static int train_open_strategy(train_run_t *r)
  * stat is set either way). */
 static int train_check_strategy(train_run_t *r, int rc)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     trainer_t *t = &r->t;
-    int tau = fsgd_job_given(job, "staleness") ? fsgd_strategy_max_lag(job->codec, job->staleness) : 0;
+    int tau = job->staleness_given ? fsgd_strategy_max_lag(job->codec, job->staleness) : 0;
     if (rc == 0 && tau > 0) {
         if (strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") != 0)
             rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_ARG,
@@ -526,7 +526,7 @@ static int train_prepare_steps(train_run_t *r)
  * factor of it is set (after train_prepare_steps). */
 static int train_open_shards(train_run_t *r)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     trainer_t *t = &r->t;
     r->stats->shards = job->shards > 1 ? job->shards : 1;
     r->stats->shard_busy_mean = r->stats->shard_busy_max = NAN;
@@ -560,7 +560,7 @@ static int train_start_threads(train_run_t *r)
  * (fsgd/train.h). */
 static int train_loop_setup(train_run_t *r, int rc)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     trainer_t *t = &r->t;
     r->last_report = fsgd_clock_s();
     r->max_epochs = r->auto_epochs ? job->max_epochs : r->noisy_epochs ? r->noisy_epochs : job->epochs;
@@ -670,7 +670,7 @@ static int train_step(train_run_t *r, size_t b)
  * `patience` looks without one. Returns 0 or FSGD_E_NOMEM (with err). */
 static int train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     trainer_t *t = &r->t;
     fsgd_train_stats_t *stats = r->stats;
     const uint64_t E = r->looks, nb = t->n_batches;
@@ -696,7 +696,7 @@ static int train_look_holdout(train_run_t *r, int epoch, size_t k, int last_step
  * --target-auc was first reached. */
 static void train_eval_test(train_run_t *r, int last_step)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     fsgd_train_stats_t *stats = r->stats;
     int eval_now = r->test_rows.n_rows && r->test_live &&
                    (last_step || r->early.stop ||
@@ -778,7 +778,7 @@ static int adopt_theta(train_run_t *r)
  * epochs auto keeps the weights of the best holdout loss, not the last. */
 static int train_finish(train_run_t *r, int rc)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     trainer_t *t = &r->t;
     fsgd_train_stats_t *stats = r->stats;
     fsgd_trainer_sum_stats(t, stats);
@@ -844,7 +844,7 @@ static int train_finish(train_run_t *r, int rc)
 }
 
 /* fsgd_train on rows in memory (FSGD_TRAIN_ROWS, FSGD_TRAIN_ROWS_OWNED). */
-static int train_in_memory(const fsgd_job_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init,
+static int train_in_memory(const fsgd_train_params_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init,
                            fsgd_model_t *model, fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err,
                            size_t errsz)
 {
@@ -878,7 +878,7 @@ static int train_in_memory(const fsgd_job_t *job, const fsgd_train_input_t *in, 
     return rc;
 }
 
-int fsgd_train(const fsgd_job_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init, fsgd_model_t *model,
+int fsgd_train(const fsgd_train_params_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init, fsgd_model_t *model,
                fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz)
 {
     switch (in->source) {

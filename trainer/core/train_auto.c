@@ -7,7 +7,7 @@
 /* l2 auto: LIBLINEAR minimises |w|²/2 + C·Σ loss_i; divided by C·n that is
  * mean loss + |w|²/(2Cn), whose gradient term is λθ with λ = 1/(C·n). C = 1
  * is LIBLINEAR's default, so λ shrinks as the data grows. */
-double fsgd_train_auto_l2(const fsgd_job_t *job, size_t n_fit)
+double fsgd_train_auto_l2(const fsgd_train_params_t *job, size_t n_fit)
 {
     return job->l2 < 0 ? 1.0 / (double)(n_fit ? n_fit : 1) : job->l2;
 }
@@ -19,7 +19,7 @@ double fsgd_train_auto_l2(const fsgd_job_t *job, size_t n_fit)
  * (30-180 steps an epoch) that is 0.01-0.02; on 1M-row CTR data (3500
  * steps) 0.0025, where 0.01 overfits the rare features within a quarter
  * epoch. */
-double fsgd_train_auto_lr(const fsgd_job_t *job, size_t n_fit, size_t B)
+double fsgd_train_auto_lr(const fsgd_train_params_t *job, size_t n_fit, size_t B)
 {
     if (job->lr >= 0)
         return job->lr;
@@ -42,7 +42,7 @@ double fsgd_train_auto_lr(const fsgd_job_t *job, size_t n_fit, size_t B)
  * rare keys from overfitting, as lr auto does for Adam: measured best near
  * 0.03 on 1M-row CTR data (3700 steps an epoch), 0.15-0.4 on the shipped
  * sets (30-180 steps). */
-double fsgd_train_auto_alpha(const fsgd_job_t *job, size_t n_fit, size_t B)
+double fsgd_train_auto_alpha(const fsgd_train_params_t *job, size_t n_fit, size_t B)
 {
     if (job->alpha >= 0)
         return job->alpha;
@@ -58,7 +58,7 @@ double fsgd_train_auto_alpha(const fsgd_job_t *job, size_t n_fit, size_t B)
  * steps end 0.0007 test AUC below 256-row ones in fsgd train). Larger steps
  * mean fewer updates an epoch: at least 2000 steps an epoch keeps the loss
  * of 1024-row steps (0.0018 below at 1M rows, 930 steps) away. */
-uint64_t fsgd_train_auto_batch(const fsgd_job_t *job, uint64_t n_fit, int workers)
+uint64_t fsgd_train_auto_batch(const fsgd_train_params_t *job, uint64_t n_fit, int workers)
 {
     double B;
     if (job->batch >= 1)

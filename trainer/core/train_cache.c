@@ -1,6 +1,6 @@
 /* The first pass of fsgd train --cache, or the reuse of its cache; see
- * fsgd/train_cache.h. */
-#include "fsgd/train_cache.h"
+ * fsgd/train.h (its row cache part). */
+#include "fsgd/train.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -20,7 +20,7 @@
 #define META_CAP (PATH_MAX + 4096)
 
 typedef struct pass {
-    const fsgd_job_t *job;
+    const fsgd_train_params_t *job;
     fsgd_rowcache_writer_t *w;
     fsgd_csr_t *hold, *test, keep;
     double hold_p, test_p;
@@ -62,7 +62,7 @@ static int take_chunk(void *ctx, const fsgd_csr_t *rows, char *err, size_t errsz
 }
 
 /* job->format is VW text: f then holds its spec. */
-static int is_vw(const fsgd_job_t *job, fsgd_rowfmt_t *f)
+static int is_vw(const fsgd_train_params_t *job, fsgd_rowfmt_t *f)
 {
     char e[256];
     return fsgd_rowfmt_init(f, job->format, job->hash_bits, job->skip_bad, e, sizeof e) == 0 && f->vw;
@@ -89,7 +89,7 @@ static int take_vw_chunk(void *ctx, const fsgd_csr_t *rows, const fsgd_vw_extra_
  * edit in place always shows. It also moves on chmod or a new hard link:
  * then the cache is rewritten, a cost, never a stale row. The labels line is
  * appended after the pass and is not compared. */
-static int key_meta(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double test_fraction, char *out,
+static int key_meta(const fsgd_train_params_t *job, const fsgd_delim_spec_t *spec, double test_fraction, char *out,
                     size_t cap, char *err, size_t errsz)
 {
     struct stat st;
@@ -194,7 +194,7 @@ static int labels_parse(const char *meta, fsgd_label_set_t *ls)
     return 0;
 }
 
-static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double test_fraction,
+static int write_cache(const fsgd_train_params_t *job, const fsgd_delim_spec_t *spec, double test_fraction,
                        const char *meta, fsgd_csr_t *hold, fsgd_csr_t *test, fsgd_train_cache_result_t *out,
                        char *err, size_t errsz)
 {
@@ -268,7 +268,7 @@ static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, dou
     size_t ml = strlen(meta);
     memcpy(full, meta, ml);
     labels_line(&p.labels, full + ml, 256);
-    if (out->feature_share > 0) /* lr auto of a reused cache (fsgd_job_t lr_auto_share) */
+    if (out->feature_share > 0) /* lr auto of a reused cache (fsgd_train_params_t lr_auto_share) */
         snprintf(full + strlen(full), 256, "feature_share=%.17g\n", out->feature_share);
     rc = fsgd_rowcache_close(p.w, hold, test0 ? NULL : test, full, err, errsz);
     free(full);
@@ -284,7 +284,7 @@ static int write_cache(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, dou
 
 /* Reads the holdout and test sections of an open cache whose key matched.
  * 0, or an error with err set (the caller rewrites the cache). */
-static int reuse(const fsgd_job_t *job, fsgd_rowcache_reader_t *rd, const fsgd_rowcache_info_t *info,
+static int reuse(const fsgd_train_params_t *job, fsgd_rowcache_reader_t *rd, const fsgd_rowcache_info_t *info,
                  double test_fraction, fsgd_csr_t *hold, fsgd_csr_t *test, fsgd_train_cache_result_t *out,
                  int *bad_labels, char *err, size_t errsz)
 {
@@ -314,7 +314,7 @@ static int reuse(const fsgd_job_t *job, fsgd_rowcache_reader_t *rd, const fsgd_r
     return FSGD_E_OK;
 }
 
-int fsgd_train_cache_prepare(const fsgd_job_t *job, const fsgd_delim_spec_t *spec, double test_fraction,
+int fsgd_train_cache_prepare(const fsgd_train_params_t *job, const fsgd_delim_spec_t *spec, double test_fraction,
                              fsgd_csr_t *hold, fsgd_csr_t *test, fsgd_train_cache_result_t *out, char *err,
                              size_t errsz)
 {

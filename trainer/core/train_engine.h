@@ -17,7 +17,7 @@
 #include "fsgd/barrier.h"
 #include "fsgd/csr.h"
 #include "fsgd/ftrl.h"
-#include "fsgd/job.h"
+#include "fsgd/train_params.h"
 #include "fsgd/sparse.h"
 #include "fsgd/step.h"
 #include "fsgd/strategy.h"
@@ -58,7 +58,7 @@ typedef struct worker {
 } worker_t;
 
 struct trainer {
-    const fsgd_job_t *job;
+    const fsgd_train_params_t *job;
     uint32_t *perm;
     /* The data is shuffled once and cut into fixed per-thread batch slices,
      * like cached RDD partitions: no copying per step, and a device backend

@@ -10,7 +10,7 @@
 #include "fsgd/ftrl.h"
 #include "fsgd/loss.h"
 
-fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_job_t *job)
+fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_train_params_t *job)
 {
     return job->optimizer == FSGD_OPTIMIZER_FTRL ? FSGD_MODEL_STATE_FTRL
            : job->lr < 0                         ? FSGD_MODEL_STATE_ADAM_COUNTED
@@ -75,7 +75,7 @@ int fsgd_train_save_state(const trainer_t *t, fsgd_model_state_kind_t kind, uint
     return FSGD_E_OK;
 }
 
-int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz)
+int fsgd_train_check_init(const fsgd_train_params_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz)
 {
     if (init->dim != dim)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init model has dim %llu, this job %llu",
@@ -105,7 +105,7 @@ int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_
 int fsgd_train_setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, size_t B, const fsgd_model_t *init,
                                fsgd_train_stats_t *stats, char *err, size_t errsz)
 {
-    const fsgd_job_t *job = t->job;
+    const fsgd_train_params_t *job = t->job;
     const int ftrl = job->optimizer == FSGD_OPTIMIZER_FTRL;
     int rc = 0;
     t->l2 = fsgd_train_auto_l2(job, n_fit);

@@ -13,7 +13,7 @@ struct fsgd_train_pool {
     int started; /* threads running, this one included */
 };
 
-fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim, const fsgd_adam_params_t *ap,
+fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_train_params_t *job, uint64_t model_dim, const fsgd_adam_params_t *ap,
                                        int count_keys, const fsgd_ftrl_params_t *ftrl, double l2, int threads,
                                        char *err, size_t errsz)
 {

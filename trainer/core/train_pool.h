@@ -10,7 +10,7 @@
 #include "fsgd/adam.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/csr.h"
-#include "fsgd/job.h"
+#include "fsgd/train_params.h"
 #include "fsgd/train.h"
 
 typedef struct fsgd_train_pool fsgd_train_pool_t;
@@ -24,7 +24,7 @@ typedef int (*fsgd_train_pool_fill_fn)(void *ctx, int worker, fsgd_csr_t *slice,
  * model_dim keys (per-key counts when count_keys; λ = l2), or, when ftrl is
  * not NULL, an FTRL-Proximal state with those parameters (fsgd/ftrl.h; ap,
  * count_keys and l2 unused). NULL with err set. */
-fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_job_t *job, uint64_t model_dim, const fsgd_adam_params_t *ap,
+fsgd_train_pool_t *fsgd_train_pool_new(const fsgd_train_params_t *job, uint64_t model_dim, const fsgd_adam_params_t *ap,
                                        int count_keys, const fsgd_ftrl_params_t *ftrl, double l2, int threads,
                                        char *err, size_t errsz);
 

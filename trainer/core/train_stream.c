@@ -184,7 +184,7 @@ static void stream_free(stream_t *s)
  * stream, what set-up decides (batch, threads, optimizer) and the epoch
  * loop's running sums. */
 typedef struct stream_run {
-    const fsgd_job_t *job;
+    const fsgd_train_params_t *job;
     const char *cache_path;
     const fsgd_csr_t *hold_in, *test_in;
     uint64_t dim, model_dim, n_fit;
@@ -309,7 +309,7 @@ static long next_chunk(stream_t *s, char *err, size_t errsz)
  * back. */
 static int stream_open(stream_run_t *r)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     char *err = r->err;
     size_t errsz = r->errsz;
     fsgd_rowcache_info_t info;
@@ -321,7 +321,7 @@ static int stream_open(stream_run_t *r)
     r->n_fit = n_fit;
     r->auto_epochs = job->epochs <= 0;
     int rc = FSGD_E_OK;
-    if (fsgd_job_given(job, "staleness") && job->staleness > 0) {
+    if (job->staleness_given && job->staleness > 0) {
         fsgd_rowcache_free(r->s.rd);
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "staleness %d is simulated in memory only: leave out --cache, or --staleness", job->staleness);
@@ -345,7 +345,7 @@ static int stream_open(stream_run_t *r)
  * reader thread. On an error all is given back. */
 static int stream_setup(stream_run_t *r)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     fsgd_train_stats_t *stats = r->stats;
     stream_t *s = &r->s;
     char *err = r->err;
@@ -470,7 +470,7 @@ static int stream_look_holdout(stream_run_t *r, int epoch, size_t step_in_epoch,
  * and at most once a second otherwise. */
 static void stream_report(stream_run_t *r, int last_step)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     fsgd_train_stats_t *stats = r->stats;
     stats->seconds = r->train_time;
     if (r->s.test.n_rows && r->test_live && (last_step || r->early.stop)) {
@@ -532,7 +532,7 @@ static int stream_chunk(stream_run_t *r, int epoch, size_t got, size_t *step_in_
 /* The epochs: each reads the cache from its first train row. */
 static int stream_epochs(stream_run_t *r)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     int rc = 0;
     r->rng = job->seed;
     r->max_epochs = r->auto_epochs ? job->max_epochs : job->epochs;
@@ -564,7 +564,7 @@ static int stream_epochs(stream_run_t *r)
  * epochs auto keeps the weights of the best holdout loss, not the last. */
 static int stream_finish(stream_run_t *r, fsgd_model_t *model, int rc)
 {
-    const fsgd_job_t *job = r->job;
+    const fsgd_train_params_t *job = r->job;
     fsgd_train_stats_t *stats = r->stats;
     stream_t *s = &r->s;
     const uint64_t dim = r->dim;
@@ -597,7 +597,7 @@ static int stream_finish(stream_run_t *r, fsgd_model_t *model, int rc)
     return rc;
 }
 
-int fsgd_train_stream(const fsgd_job_t *job, const fsgd_train_input_t *in, fsgd_model_t *model,
+int fsgd_train_stream(const fsgd_train_params_t *job, const fsgd_train_input_t *in, fsgd_model_t *model,
                       fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz)
 {
     const uint64_t dim = in->dim;

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "fsgd/csr.h"
-#include "fsgd/job.h"
+#include "fsgd/train_params.h"
 #include "fsgd/model.h"
 #include "fsgd/train.h"
 
@@ -16,7 +16,7 @@
  * held-out rows kept in memory for early stopping, in->test may be NULL.
  * The same defaults and statistics as in memory. hooks may be NULL. 0 or
  * an fsgd error with err set. */
-int fsgd_train_stream(const fsgd_job_t *job, const fsgd_train_input_t *in, fsgd_model_t *model,
+int fsgd_train_stream(const fsgd_train_params_t *job, const fsgd_train_input_t *in, fsgd_model_t *model,
                       fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz);
 
 #endif

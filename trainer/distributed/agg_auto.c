@@ -154,16 +154,16 @@ static void warn_big_blocks(agg_t *a, uint64_t B)
 
 int agg_auto_setup(agg_t *a)
 {
-    const fsgd_job_t *job = a->job;
+    const fsgd_dist_job_t *job = a->job;
     uint64_t total = a->s->dataset_rows;
-    if (job->epochs == 0) {
-        uint64_t H = (uint64_t)(job->holdout * (double)total);
+    if (job->train->epochs == 0) {
+        uint64_t H = (uint64_t)(job->train->holdout * (double)total);
         if (H > FSGD_TRAIN_HOLDOUT_MAX)
             H = FSGD_TRAIN_HOLDOUT_MAX;
         if (H == 0 || H >= total)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                                 "epochs auto holds out %.0f%% of %llu rows: too few to stop on; give --epochs N",
-                                100 * job->holdout, (unsigned long long)total);
+                                100 * job->train->holdout, (unsigned long long)total);
         FSGD_TRY(cut_holdout(a, H));
         /* scored over the rows' own keys (fsgd/holdout.h); the rows go */
         int hrc = fsgd_holdout_init(&a->tune.holdout, &a->tune.hold, a->dim);
@@ -174,13 +174,13 @@ int agg_auto_setup(agg_t *a)
         a->tune.best_loss = INFINITY;
     }
     uint64_t n = a->s->dataset_rows;
-    uint64_t B = fsgd_train_auto_batch(job, n, a->members.expected);
+    uint64_t B = fsgd_train_auto_batch(job->train, n, a->members.expected);
     a->tune.batch = B;
     a->s->batch = B;
     warn_big_blocks(a, B);
-    a->tune.l2 = fsgd_train_auto_l2(job, n);
-    a->tune.lr = fsgd_train_auto_lr(job, n, B);
-    a->tune.alpha = fsgd_train_auto_alpha(job, n, B);
+    a->tune.l2 = fsgd_train_auto_l2(job->train, n);
+    a->tune.lr = fsgd_train_auto_lr(job->train, n, B);
+    a->tune.alpha = fsgd_train_auto_alpha(job->train, n, B);
     uint64_t steps = (n + B - 1) / B;
     uint64_t looks = fsgd_train_looks(n, steps);
     a->tune.look_rows = (n + looks - 1) / looks;
@@ -189,9 +189,9 @@ int agg_auto_setup(agg_t *a)
      * weights / 4096 steps costs 16 KiB a step whatever the model's size,
      * and at least 100 steps apart. The embedded cluster keeps 5 MiB a
      * partition: the snapshot and the deltas after it must fit, so 100. */
-    if (job->snapshot_every > 0)
-        a->model.snap_every = (uint64_t)job->snapshot_every;
-    else if (job->max_model_weights)
+    if (job->dist->snapshot_every > 0)
+        a->model.snap_every = (uint64_t)job->dist->snapshot_every;
+    else if (job->dist->max_model_weights)
         a->model.snap_every = 100;
     else
         a->model.snap_every = a->gweights / 4096 > 100 ? a->gweights / 4096 : 100;
@@ -203,8 +203,8 @@ int agg_auto_setup(agg_t *a)
 
 static double holdout_loss(agg_t *a)
 {
-    return fsgd_holdout_loss(&a->tune.holdout, a->job->model, a->model.adam.theta, a->job->bias,
-                             (float)a->job->bias_value);
+    return fsgd_holdout_loss(&a->tune.holdout, a->job->train->model, a->model.adam.theta, a->job->train->bias,
+                             (float)a->job->train->bias_value);
 }
 
 /* Keeps, of the undo log, each key's oldest entry (the value at the best

@@ -112,7 +112,7 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
              fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) | fsgd_wire_u64(b, a->s->dataset_rows) |
              fsgd_wire_u64(b, a->mdim);
     if (ident) {
-        const char *job = a->job ? a->job->name : a->ckpt.job;
+        const char *job = a->job ? a->job->dist->name : a->ckpt.job;
         size_t jn = strlen(job) > CKPT_JOB_MAX ? CKPT_JOB_MAX : strlen(job);
         uint8_t n8 = (uint8_t)jn;
         rc |= fsgd_wire_u32(b, a->job ? a->shard : a->ckpt.shard) | fsgd_wire_u32(b, a->job ? a->shards : a->ckpt.shards) |
@@ -151,8 +151,8 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
         }
     rc = 0;
     if (version >= CKPT_VERSION)
-        rc |= fsgd_wire_u32(b, a->job ? (uint32_t)a->job->model : a->ckpt.model) |
-              fsgd_wire_u32(b, a->job ? (a->job->bias ? 1u : 0u) : a->ckpt.bias);
+        rc |= fsgd_wire_u32(b, a->job ? (uint32_t)a->job->train->model : a->ckpt.model) |
+              fsgd_wire_u32(b, a->job ? (a->job->train->bias ? 1u : 0u) : a->ckpt.bias);
     if (follow_v && !rc)
         rc = agg_follow_ckpt_put(a, b);
     sink_buf(k, b, rc);
@@ -203,13 +203,13 @@ int agg_ckpt_due(const agg_t *a)
 
 void agg_ckpt_path(const agg_t *a, char *out, size_t cap)
 {
-    snprintf(out, cap, a->shard ? "%s.shard%u" : "%s", a->job->checkpoint, a->shard);
+    snprintf(out, cap, a->shard ? "%s.shard%u" : "%s", a->job->dist->checkpoint, a->shard);
 }
 
 int agg_ckpt_write(agg_t *a)
 {
     char path[FSGD_JOB_PATH_MAX + 16], prev[FSGD_JOB_PATH_MAX + 24];
-    if (!a->job->checkpoint[0])
+    if (!a->job->dist->checkpoint[0])
         return 0;
     agg_ckpt_path(a, path, sizeof path);
     /* a shard keeps the one before as PATH.prev (another shard may not have
@@ -328,11 +328,11 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
                               path, a->ckpt.shard, a->ckpt.shards, a->shard, a->shards);
             goto out;
         }
-        if (a->job && strcmp(a->ckpt.job, a->job->name) != 0) {
+        if (a->job && strcmp(a->ckpt.job, a->job->dist->name) != 0) {
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                               "checkpoint '%s' was written by job '%s'; this job is '%s': resume it with --name %s, "
                               "or start over (fsgd run --fresh)",
-                              path, a->ckpt.job, a->job->name, a->ckpt.job);
+                              path, a->ckpt.job, a->job->dist->name, a->ckpt.job);
             goto out;
         }
     }
@@ -430,13 +430,13 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         a->ckpt.model = fsgd_le_get32(p + off);
         a->ckpt.bias = fsgd_le_get32(p + off + 4);
         off += 8;
-        if (a->job && (a->ckpt.model != (uint32_t)a->job->model || a->ckpt.bias != (a->job->bias ? 1u : 0u))) {
+        if (a->job && (a->ckpt.model != (uint32_t)a->job->train->model || a->ckpt.bias != (a->job->train->bias ? 1u : 0u))) {
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                               "checkpoint '%s' was written by a %s job%s; this job is %s%s: resume with the same "
                               "--model, or start over (fsgd run --fresh)",
                               path, fsgd_loss_name((fsgd_loss_kind_t)a->ckpt.model),
                               a->ckpt.bias ? " with an intercept" : " without an intercept",
-                              fsgd_loss_name(a->job->model), a->job->bias ? " with an intercept" : " without an intercept");
+                              fsgd_loss_name(a->job->train->model), a->job->train->bias ? " with an intercept" : " without an intercept");
             goto out;
         }
     }
@@ -471,7 +471,7 @@ out:
 int agg_ckpt_load(agg_t *a)
 {
     char path[FSGD_JOB_PATH_MAX + 24];
-    if (!a->job->checkpoint[0])
+    if (!a->job->dist->checkpoint[0])
         return 0;
     agg_ckpt_path(a, path, sizeof path);
     /* a sharded job restarted as a whole: every shard from the same step
@@ -488,7 +488,7 @@ int agg_ckpt_load(agg_t *a)
             if (fsgd_ckpt_step(path) != step)
                 return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
                                     "shard %u: no checkpoint of step %lld (FSGD_RESUME_STEP) in %s or %s (its newest is "
-                                    "step %lld)", a->shard, step, a->job->checkpoint, path, cur);
+                                    "step %lld)", a->shard, step, a->job->dist->checkpoint, path, cur);
             from_prev = 1;
         }
     }

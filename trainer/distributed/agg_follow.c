@@ -78,7 +78,7 @@ int agg_follow_setup(agg_t *a)
     a->s->follow = 1;
     agg_log(a, "follow: training on %s as rows arrive; a model version every %llu steps or %g s; progressive "
                "validation over the newest %d rows",
-            a->topic.data, (unsigned long long)a->model.snap_every, a->job->version_seconds, FOLLOW_PV_WINDOW);
+            a->topic.data, (unsigned long long)a->model.snap_every, a->job->dist->version_seconds, FOLLOW_PV_WINDOW);
     return 0;
 }
 
@@ -138,7 +138,7 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
         return (int)n;
     /* the rows that came since the model's shape was fixed must fit it */
     for (size_t i = nnz0; i < rows->nnz; i++) {
-        if (rows->col[i] >= a->dim && a->job->skip_bad) {
+        if (rows->col[i] >= a->dim && a->job->train->skip_bad) {
             /* read as a message without rows, as the workers read it
              * (worker_cache.c): a job stopped here goes on with --resume
              * --skip-bad */
@@ -164,7 +164,7 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
             a->ymax = fabs(rows->label[r]);
     fsgd_label_set_add(&a->labels, rows->label + first, rows->n_rows - first);
     char why[300];
-    int rc = fsgd_loss_check_labels(a->job->model, &a->labels, why, sizeof why);
+    int rc = fsgd_loss_check_labels(a->job->train->model, &a->labels, why, sizeof why);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s: %s", src, why);
     c->next = offset + 1;
@@ -239,7 +239,7 @@ static int refill(agg_t *a, int idle)
 static void say_idle(agg_t *a)
 {
     struct agg_follow *f = a->follow;
-    double now = agg_now(), every = a->job->step_timeout_ms / 1000.0;
+    double now = agg_now(), every = a->job->dist->step_timeout_ms / 1000.0;
     if (now - f->last_idle_said < (every < 1 ? 1 : every))
         return;
     f->last_idle_said = now;
@@ -269,8 +269,8 @@ int agg_follow_hold(agg_t *a)
 int agg_follow_score(agg_t *a)
 {
     struct agg_follow *f = a->follow;
-    fsgd_model_t m = {.kind = a->job->model, .dim = a->dim, .has_bias = a->job->bias,
-                      .bias = (float)a->job->bias_value, .w = a->model.adam.theta};
+    fsgd_model_t m = {.kind = a->job->train->model, .dim = a->dim, .has_bias = a->job->train->bias,
+                      .bias = (float)a->job->train->bias_value, .w = a->model.adam.theta};
     for (uint32_t p = 0; p < a->st.nparts; p++) {
         if (a->open.newpos[p] == a->st.pos[p])
             continue;
@@ -282,7 +282,7 @@ int agg_follow_score(agg_t *a)
         for (uint64_t r = r0; r < r1; r++) {
             uint64_t lo = x->row_ptr[r];
             double mg = fsgd_model_margin(&m, x->col + lo, x->val + lo, x->row_ptr[r + 1] - lo);
-            f->pv_loss_sum += fsgd_loss_value(a->job->model, mg, fsgd_loss_label(a->job->model, x->label[r]));
+            f->pv_loss_sum += fsgd_loss_value(a->job->train->model, mg, fsgd_loss_label(a->job->train->model, x->label[r]));
             f->win_m[f->win_i] = mg;
             f->win_y[f->win_i] = x->label[r];
             f->win_i = (f->win_i + 1) % FOLLOW_PV_WINDOW;
@@ -304,7 +304,7 @@ void agg_follow_stats(agg_t *a)
     a->s->pv_rows = f->pv_rows;
     a->s->pv_logloss = f->pv_rows ? f->pv_loss_sum / (double)f->pv_rows : NAN;
     a->s->pv_window_rows = f->win_n;
-    fsgd_metrics_t mt = fsgd_metrics_compute(a->job->model, f->win_m, f->win_y, f->win_n);
+    fsgd_metrics_t mt = fsgd_metrics_compute(a->job->train->model, f->win_m, f->win_y, f->win_n);
     a->s->pv_auc = f->win_n ? mt.auc : NAN;
     a->s->pv_window_logloss = f->win_n ? mt.loss : NAN;
 }
@@ -314,7 +314,7 @@ void agg_follow_stats(agg_t *a)
 int agg_follow_version_due(const agg_t *a)
 {
     const struct agg_follow *f = a->follow;
-    return a->s->rows_total > f->rows_at_version && agg_now() - f->last_version_t >= a->job->version_seconds;
+    return a->s->rows_total > f->rows_at_version && agg_now() - f->last_version_t >= a->job->dist->version_seconds;
 }
 
 int agg_follow_after_step(agg_t *a)
@@ -376,8 +376,8 @@ int agg_follow_published(agg_t *a)
 void agg_follow_stopped(agg_t *a)
 {
     agg_log(a, "follow: stopped on request at step %llu with version %llu; the checkpoint%s%s continues it",
-            (unsigned long long)a->step, (unsigned long long)a->follow->version, a->job->checkpoint[0] ? " " : "",
-            a->job->checkpoint);
+            (unsigned long long)a->step, (unsigned long long)a->follow->version, a->job->dist->checkpoint[0] ? " " : "",
+            a->job->dist->checkpoint);
 }
 
 /* --- checkpoint --- */
@@ -431,7 +431,7 @@ int agg_follow_resumed(agg_t *a)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                                 "checkpoint '%s': %s [%u] window [%llu, %llu) at %llu, but the topic holds [%lld, "
                                 "%lld): another job's checkpoint, or rows were dropped; start over (fsgd run --fresh)",
-                                a->job->checkpoint, a->topic.data, p, (unsigned long long)a->st.start[p],
+                                a->job->dist->checkpoint, a->topic.data, p, (unsigned long long)a->st.start[p],
                                 (unsigned long long)a->st.end[p], (unsigned long long)a->st.pos[p], (long long)lo,
                                 (long long)hi);
         /* rows before the position were trained: read from there on */

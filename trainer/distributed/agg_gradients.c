@@ -61,7 +61,7 @@ static int consumer_error(agg_t *a, const fsgd_bus_msg_t *m)
 static double value_bound(const agg_t *a, uint64_t rows)
 {
     /* a weighted row's label is ±weight (fsgd/rowlabel.h): its gradient scales by it */
-    double l = a->job->model == FSGD_LOSS_SQUARED ? 1 + a->ymax : a->ymax > 1 ? a->ymax : 1;
+    double l = a->job->train->model == FSGD_LOSS_SQUARED ? 1 + a->ymax : a->ymax > 1 ? a->ymax : 1;
     return (double)rows * a->xmax * l * FSGD_AGG_GRAD_SLACK;
 }
 
@@ -93,7 +93,7 @@ static int admit(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t p
                    (unsigned long long)f->step, f->chunk);
         return 0;
     }
-    const int ws = fsgd_job_replica(a->job) == FSGD_REPLICA_WORKING_SET;
+    const int ws = fsgd_dist_replica(a->job->train, a->job->dist) == FSGD_REPLICA_WORKING_SET;
     if (f->kind != FSGD_KMSG_GRAD && !(f->kind == FSGD_KMSG_PULL && ws)) {
         agg_reject(a, FSGD_AGG_REJ_CORRUPT, "offset %lld: a frame of kind %u, not a gradient%s", (long long)offset,
                    f->kind, ws ? " or a pull" : "");
@@ -113,7 +113,7 @@ static int admit(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t p
         if (!agg_member_find(a, f->sender)) {
             agg_reject(a, FSGD_AGG_REJ_FORGED,
                        "sender %u is not a member of job %s (no worker_assignment from it on %s; %zu members)",
-                       f->sender, a->job->name, a->topic.ctl, a->members.nmem);
+                       f->sender, a->job->dist->name, a->topic.ctl, a->members.nmem);
             return 0;
         }
     }

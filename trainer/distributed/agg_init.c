@@ -14,12 +14,12 @@
 
 int agg_init_load(agg_t *a)
 {
-    const fsgd_job_t *job = a->job;
+    const fsgd_dist_job_t *job = a->job;
     fsgd_model_t *m = calloc(1, sizeof *m);
     if (!m)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "init: out of memory");
     char e[FSGD_JOB_PATH_MAX + 256];
-    int rc = fsgd_model_load(m, job->init, e, sizeof e);
+    int rc = fsgd_model_load(m, job->train->init, e, sizeof e);
     if (rc < 0) {
         free(m);
         return fsgd_err_fmt(a->err, a->errsz, rc, "init: %s", e);
@@ -29,22 +29,22 @@ int agg_init_load(agg_t *a)
     uint64_t dim = a->dim;
     /* without --dim (and a hashed format's 2^bits) the data's dim is what
      * the topic shows so far: the model's stands when it is not smaller */
-    if (!job->dim && !input[0] && a->dim <= m->dim)
+    if (!job->train->dim && !input[0] && a->dim <= m->dim)
         dim = m->dim;
     if (strcmp(m->input, input))
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "init: %s was trained on input %s, this job reads %s: its weights would belong to other "
                           "features",
-                          job->init, m->input[0] ? m->input : "libsvm", input[0] ? input : "libsvm");
-    else if ((rc = fsgd_train_check_init(job, dim, m, e, sizeof e)) < 0)
-        rc = fsgd_err_fmt(a->err, a->errsz, rc, "init: %s: %s", job->init, e);
+                          job->train->init, m->input[0] ? m->input : "libsvm", input[0] ? input : "libsvm");
+    else if ((rc = fsgd_train_check_init(job->train, dim, m, e, sizeof e)) < 0)
+        rc = fsgd_err_fmt(a->err, a->errsz, rc, "init: %s: %s", job->train->init, e);
     if (rc < 0) {
         fsgd_model_free(m);
         free(m);
         return rc;
     }
     a->dim = a->s->dim = dim;
-    a->mdim = a->gweights = dim + (job->bias ? 1 : 0);
+    a->mdim = a->gweights = dim + (job->train->bias ? 1 : 0);
     a->model.init = m;
     return 0;
 }
@@ -56,7 +56,7 @@ int agg_init_apply(agg_t *a)
     memcpy(a->model.adam.theta, m->w, a->mdim * sizeof *a->model.adam.theta);
     if (a->model.ftrl_on)
         fsgd_ftrl_start_from(&a->model.ftrl, a->model.adam.theta); /* z gives the weights back */
-    const int resume = st->kind != FSGD_MODEL_STATE_NONE && st->kind == fsgd_train_state_kind(a->job);
+    const int resume = st->kind != FSGD_MODEL_STATE_NONE && st->kind == fsgd_train_state_kind(a->job->train);
     for (uint64_t i = 0; resume && i < st->n; i++) {
         uint32_t k = st->keys[i];
         if (k >= a->mdim)
@@ -75,7 +75,7 @@ int agg_init_apply(agg_t *a)
     }
     if (resume && st->kind != FSGD_MODEL_STATE_FTRL)
         a->model.adam.t = st->step;
-    agg_log(a, "starting from %s: %llu nonzero weights of %llu, %s", a->job->init,
+    agg_log(a, "starting from %s: %llu nonzero weights of %llu, %s", a->job->train->init,
             (unsigned long long)fsgd_model_nnz(m), (unsigned long long)m->dim,
             resume ? "with its optimizer state"
                    : st->kind != FSGD_MODEL_STATE_NONE ? "its optimizer state is another kind: the optimizer starts afresh"

@@ -17,7 +17,7 @@
 
 void agg_ctl_begin(agg_t *a, const char *event)
 {
-    fsgd_cj_begin(&a->cj, event, a->job->name);
+    fsgd_cj_begin(&a->cj, event, a->job->dist->name);
     fsgd_cj_u64(&a->cj, "gen", a->gen);
 }
 
@@ -28,7 +28,7 @@ void agg_ctl_emit(agg_t *a, const char *event)
     if (a->lead && strcmp(event, "job_end"))
         return;
     if (fsgd_cj_end(&a->cj) == 0)
-        fsgd_ctl_send(a->prod, a->topic.ctl, a->job->name, event, &a->cj);
+        fsgd_ctl_send(a->prod, a->topic.ctl, a->job->dist->name, event, &a->cj);
 }
 
 void agg_ctl_member(agg_t *a, const char *event, uint32_t worker)
@@ -38,7 +38,7 @@ void agg_ctl_member(agg_t *a, const char *event, uint32_t worker)
     fsgd_cj_u64(&a->cj, "worker", worker);
     fsgd_cj_u32s(&a->cj, "live", a->members.live, a->members.nlive);
     if (!strcmp(event, "worker_dropped"))
-        fsgd_cj_u64(&a->cj, "timeout_ms", (uint64_t)a->job->step_timeout_ms);
+        fsgd_cj_u64(&a->cj, "timeout_ms", (uint64_t)a->job->dist->step_timeout_ms);
     agg_ctl_emit(a, event);
 }
 

@@ -46,7 +46,7 @@ static void jnum(char *out, size_t cap, double x, int measured)
         snprintf(out, cap, "null");
 }
 
-int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, const char *path, char *err,
+int fsgd_agg_write_metrics(const fsgd_dist_job_t *job, const fsgd_agg_stats_t *s, const char *path, char *err,
                            size_t errsz)
 {
     fsgd_outfile_t o;
@@ -61,11 +61,11 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
         return fsgd_err_fmt(err, errsz, rc, "metrics: %s", why);
     double steps = s->adam_steps ? (double)s->adam_steps : 1;
 #define J(x) (isfinite(x) ? (x) : -1.0)
-    fprintf(f, "{\n  \"mode\": \"distributed\",\n  \"job\": \"%s\",\n  \"codec\": \"%s\",\n", job->name, job->codec);
+    fprintf(f, "{\n  \"mode\": \"distributed\",\n  \"job\": \"%s\",\n  \"codec\": \"%s\",\n", job->dist->name, job->train->codec);
     /* Without test rows nothing was measured: null, never 0. The SVM's
      * scores are margins, so it has no logloss. */
     char auc[32], ll[32], loss[32], acc[32];
-    const int svm = job->model == FSGD_LOSS_HINGE;
+    const int svm = job->train->model == FSGD_LOSS_HINGE;
     jnum(auc, sizeof auc, s->test.auc, s->test.n);
     jnum(ll, sizeof ll, s->test.logloss, s->test.n && !svm);
     jnum(loss, sizeof loss, s->test.loss, s->test.n);
@@ -104,7 +104,7 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fprintf(f, "  \"step1_at_seconds\": %.3f,\n  \"loss_window_steps\": %d,\n  \"loss_moving_average\": %.6f,\n",
             s->step1_at, FSGD_AGG_LOSS_WINDOW, J(s->loss_ma));
     fprintf(f, "  \"target_loss\": %.6f,\n  \"time_to_target_loss_s\": %.3f,\n  \"target_loss_step\": %llu,\n",
-            job->target_loss, s->time_to_target, (unsigned long long)s->target_step);
+            job->dist->target_loss, s->time_to_target, (unsigned long long)s->target_step);
     fprintf(f, "  \"per_step_seconds\": {\"gradient\": %.6g, \"encode\": %.6g, \"decode\": %.6g, \"comm_wait\": %.6g, "
                "\"update\": %.6g},\n",
             s->t_grad / steps, s->t_encode / steps, s->t_decode / steps, s->t_wait / steps, s->t_update / steps);
@@ -163,9 +163,9 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fputs("  ", f); /* the loss and bytes curves of fsgd plot */
     fsgd_trace_write_json(f, &s->trace, s->step1_at);
     fputs(",\n", f);
-    if (job->init[0]) { /* --init (agg_init.c) */
+    if (job->train->init[0]) { /* --init (agg_init.c) */
         fputs("  \"init\": \"", f);
-        for (const char *c = job->init; *c; c++) /* a path: escape what JSON must */
+        for (const char *c = job->train->init; *c; c++) /* a path: escape what JSON must */
             fprintf(f, (unsigned char)*c < 0x20 ? "\\u%04x" : *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
         fputs("\"", f);
         fprintf(f, ",\n  \"init_state\": %s,\n", s->init_state ? "true" : "false");

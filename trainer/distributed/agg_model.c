@@ -73,7 +73,7 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
                                 (uint32_t)len);
 }
 
-/* job->downlink: "full" sends float32 values; "auto" compresses with what
+/* job->train->downlink: "full" sends float32 values; "auto" compresses with what
  * the strategy says (its uplink codec when that is lossy; a lossless one
  * gets the exact values it promises); anything else is a lossy codec spec
  * of its own. */
@@ -81,17 +81,17 @@ int agg_downlink_setup(agg_t *a)
 {
     /* working-set workers pull their values: no downlink to code, and none
      * of its model-sized replica (5 B a weight) */
-    if (fsgd_job_replica(a->job) == FSGD_REPLICA_WORKING_SET) {
+    if (fsgd_dist_replica(a->job->train, a->job->dist) == FSGD_REPLICA_WORKING_SET) {
         /* the downlink full replicas would get, lossy or not, says how exact
          * the pulled values must be */
-        const char *d = a->job->downlink;
+        const char *d = a->job->train->downlink;
         const int own_spec = strcmp(d, "auto") && d[0];
         a->pull.halves = strcmp(d, "full") && (own_spec || fsgd_sagg_downlink_spec(a->model.strat) != NULL);
         snprintf(a->s->downlink, sizeof a->s->downlink, "none: workers pull their values (replica working_set%s)",
                  a->pull.halves ? ", as halves" : "");
         return 0;
     }
-    return fsgd_sagg_downlink_open(a->model.strat, a->job->downlink, a->model.adam.theta, a->s->downlink,
+    return fsgd_sagg_downlink_open(a->model.strat, a->job->train->downlink, a->model.adam.theta, a->s->downlink,
                                    sizeof a->s->downlink, a->err, a->errsz);
 }
 
@@ -100,7 +100,7 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     a->model.buf.n = 0;
     /* working-set workers pull the values they use (agg_pull.c): a step's
      * message carries its state and no values */
-    const int ws = fsgd_job_replica(a->job) == FSGD_REPLICA_WORKING_SET;
+    const int ws = fsgd_dist_replica(a->job->train, a->job->dist) == FSGD_REPLICA_WORKING_SET;
     if (ws)
         n = 0;
     int coded = !ws && fsgd_sagg_downlink_coded(a->model.strat);
@@ -113,8 +113,8 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
         rc = rc ? rc : fsgd_wire_u32(&a->model.buf, (uint32_t)slen) | fsgd_wire_put(&a->model.buf, sec, slen);
     if (snapshot) {
         rc = rc ? rc
-                : fsgd_wire_model_put_shard(&a->model.buf, (uint32_t)a->job->model, a->job->bias ? 1 : 0,
-                                            (float)a->job->bias_value, a->dim, a->model.adam.theta, a->gweights,
+                : fsgd_wire_model_put_shard(&a->model.buf, (uint32_t)a->job->train->model, a->job->train->bias ? 1 : 0,
+                                            (float)a->job->train->bias_value, a->dim, a->model.adam.theta, a->gweights,
                                             a->shard, a->shards);
         if (coded)
             fsgd_sagg_downlink_sync(a->model.strat, a->model.adam.theta); /* every worker now holds θ exactly */
@@ -138,7 +138,7 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     char key[32];
     snprintf(key, sizeof key, snapshot ? "snapshot" : "delta.%llu",
              (unsigned long long)(a->step % a->model.snap_every));
-    FSGD_TRY(fsgd_bus_send(a->prod, a->topic.model, (int32_t)a->shard, a->job->name, &h, key, a->model.buf.p, a->model.buf.n,
+    FSGD_TRY(fsgd_bus_send(a->prod, a->topic.model, (int32_t)a->shard, a->job->dist->name, &h, key, a->model.buf.p, a->model.buf.n,
                            &a->s->bytes_model, a->err, a->errsz));
     a->s->bytes_down += (a->s->bytes_model - before) * (a->members.nlive ? a->members.nlive : 1);
     if (!snapshot) {

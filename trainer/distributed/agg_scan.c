@@ -58,7 +58,7 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     long n = fsgd_rowfmt_parse_msg(&c->a->fmt, val, len, src, &c->tmp, &c->bad, err, errsz);
     if (n < 0)
         return (int)n;
-    if (c->dim && c->tmp.max_col > c->dim && c->a->job->skip_bad) {
+    if (c->dim && c->tmp.max_col > c->dim && c->a->job->train->skip_bad) {
         /* no rows here, as the workers (worker_cache.c) and follow's windows
          * (agg_follow.c) read it: a follow job stopped by such a row goes on
          * with --resume --skip-bad */
@@ -94,7 +94,7 @@ static int from_summary(agg_t *a, int P, uint64_t dim, uint64_t *total, uint64_t
     int rc = fsgd_data_summary_read(a->scan_c, a->job, s, a->err, a->errsz);
     if (rc == 1 && s->nparts != (uint32_t)P)
         rc = 0;
-    if (rc == 1 && a->job->skip_bad && dim && s->max_col > dim)
+    if (rc == 1 && a->job->train->skip_bad && dim && s->max_col > dim)
         rc = 0; /* it counts rows that skip_bad reads as none: the scan finds them */
     int64_t *lo = rc == 1 ? calloc((size_t)P, sizeof *lo) : NULL, *hi = lo ? calloc((size_t)P, sizeof *hi) : NULL;
     if (rc == 1 && (!lo || !hi))
@@ -173,7 +173,7 @@ int agg_scan_data(agg_t *a)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     scan_ctx_t c = {.a = a};
     /* a hashed format's 2^bits, else the job's (0: the data's) */
-    FSGD_TRY(fsgd_rowfmt_dim(&a->fmt, a->job->dim, &c.dim, a->err, a->errsz));
+    FSGD_TRY(fsgd_rowfmt_dim(&a->fmt, a->job->train->dim, &c.dim, a->err, a->errsz));
     uint64_t total = 0, max_col = 0;
     int rc = from_summary(a, P, c.dim, &total, &max_col);
 
@@ -238,10 +238,10 @@ int agg_scan_data(agg_t *a)
     if (total == 0)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "topic %s holds no rows: produce data first", a->topic.data);
     char why[300];
-    if ((rc = fsgd_loss_check_labels(a->job->model, &a->labels, why, sizeof why)) < 0)
+    if ((rc = fsgd_loss_check_labels(a->job->train->model, &a->labels, why, sizeof why)) < 0)
         return fsgd_err_fmt(a->err, a->errsz, rc, "topic %s: %s", a->topic.data, why);
-    if (a->job->bias && fabs(a->job->bias_value) > a->xmax)
-        a->xmax = fabs(a->job->bias_value);
+    if (a->job->train->bias && fabs(a->job->train->bias_value) > a->xmax)
+        a->xmax = fabs(a->job->train->bias_value);
     uint64_t dim = c.dim;
     if (dim && max_col > dim)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_RANGE, "topic %s has feature %llu > dim %llu", a->topic.data,
@@ -249,11 +249,11 @@ int agg_scan_data(agg_t *a)
     a->s->dataset_rows = total;
     a->s->partitions = P;
     a->dim = dim ? dim : max_col;
-    a->mdim = a->dim + (a->job->bias ? 1 : 0);
+    a->mdim = a->dim + (a->job->train->bias ? 1 : 0);
     agg_shard_dims(a);
-    if (a->job->max_model_weights && a->mdim > a->job->max_model_weights)
+    if (a->job->dist->max_model_weights && a->mdim > a->job->dist->max_model_weights)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, FSGD_EMBEDDED_MODEL_LIMIT_MSG, (unsigned long long)a->mdim,
-                            a->mdim * 4.0 / 1048576.0, (unsigned long long)a->job->max_model_weights);
+                            a->mdim * 4.0 / 1048576.0, (unsigned long long)a->job->dist->max_model_weights);
     a->s->dim = a->dim;
     return 0;
 }
@@ -284,6 +284,6 @@ int agg_check_model_topic(agg_t *a)
     return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                         "job name '%s' is taken: %s ends with the final model of a finished job (generation %u, "
                         "step %llu, %lld messages); pick another --name, or delete the job's topics",
-                        a->job->name, a->topic.model, f.gen, (unsigned long long)f.step, (long long)(hi - lo));
+                        a->job->dist->name, a->topic.model, f.gen, (unsigned long long)f.step, (long long)(hi - lo));
 }
 

@@ -52,9 +52,9 @@ static double lead_patience(double step_timeout)
 
 int agg_shard_setup(agg_t *a)
 {
-    const fsgd_job_t *job = a->job;
-    a->shards = job->shards > 1 ? (uint32_t)job->shards : 1;
-    a->shard = job->shard;
+    const fsgd_dist_job_t *job = a->job;
+    a->shards = job->train->shards > 1 ? (uint32_t)job->train->shards : 1;
+    a->shard = job->dist->shard;
     if (a->shards == 1)
         return 0;
     if (a->shard >= a->shards)
@@ -63,23 +63,23 @@ int agg_shard_setup(agg_t *a)
     return fsgd_agg_shards_check(job, a->err, a->errsz);
 }
 
-int fsgd_agg_shards_check(const fsgd_job_t *job, char *err, size_t errsz)
+int fsgd_agg_shards_check(const fsgd_dist_job_t *job, char *err, size_t errsz)
 {
-    if (job->shards <= 1)
+    if (job->train->shards <= 1)
         return 0;
     const char *why = NULL;
-    if (job->follow) /* before epochs: a follow job has none */
+    if (job->dist->follow) /* before epochs: a follow job has none */
         why = "follow (continuous training) is not sharded yet";
-    else if (job->epochs == 0)
+    else if (job->train->epochs == 0)
         why = "epochs auto scores held-out rows on the whole model: give a number of epochs";
-    else if (job->init[0])
+    else if (job->train->init[0])
         why = "init (a model to start from) is not sharded yet";
-    else if (job->optimizer == FSGD_OPTIMIZER_FTRL)
+    else if (job->train->optimizer == FSGD_OPTIMIZER_FTRL)
         why = "the ftrl optimizer is not sharded yet";
     if (why)
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "shards %d: %s", job->shards, why);
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "shards %d: %s", job->train->shards, why);
     char e[256];
-    if (fsgd_strategy_check_shards(job->codec, job->shards, e, sizeof e) < 0)
+    if (fsgd_strategy_check_shards(job->train->codec, job->train->shards, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
     return 0;
 }
@@ -347,8 +347,8 @@ int agg_lead_check_alive(agg_t *a, double step_timeout)
 
 int agg_shard_final(agg_t *a)
 {
-    const fsgd_job_t *job = a->job;
-    if (!job->out[0] && !a->test.n_rows)
+    const fsgd_dist_job_t *job = a->job;
+    if (!job->train->out[0] && !a->test.n_rows)
         return 0;
     /* The job is over: this shard's θ, optimizer and strategy state (the
      * downlink replica with it) go before the whole model is read, so the
@@ -358,12 +358,12 @@ int agg_shard_final(agg_t *a)
     fsgd_adam_free(&a->model.adam);
     fsgd_sagg_destroy(a->model.strat);
     a->model.strat = NULL;
-    double t0 = agg_now(), logged = t0, patience = lead_patience(job->step_timeout_ms / 1e3);
+    double t0 = agg_now(), logged = t0, patience = lead_patience(job->dist->step_timeout_ms / 1e3);
     fsgd_model_t m;
     char e[512];
     int rc;
     for (;;) {
-        rc = fsgd_model_assemble_topic(a->bus, job->name, 1, &m, NULL, e, sizeof e);
+        rc = fsgd_model_assemble_topic(a->bus, job->dist->name, 1, &m, NULL, e, sizeof e);
         if (rc != FSGD_E_TRUNCATED || agg_now() - t0 > patience)
             break;
         if (agg_now() - logged >= 10) {
@@ -381,8 +381,8 @@ int agg_shard_final(agg_t *a)
         if (!rc && a->s->n_epochs)
             a->s->epochs[a->s->n_epochs - 1].test = a->s->test;
     }
-    if (!rc && job->out[0])
-        rc = fsgd_model_save(&m, job->out, a->err, a->errsz);
+    if (!rc && job->train->out[0])
+        rc = fsgd_model_save(&m, job->train->out, a->err, a->errsz);
     else if (rc < 0)
         rc = fsgd_err_fmt(a->err, a->errsz, rc, "shard 0: scoring the test set on the whole model failed");
     fsgd_model_free(&m);

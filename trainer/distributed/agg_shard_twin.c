@@ -33,7 +33,7 @@
  * NAME.ctl and calls agg_twin_answer) */
 static void twin_begin(agg_t *a, const char *event)
 {
-    fsgd_cj_begin(&a->cj, event, a->job->name);
+    fsgd_cj_begin(&a->cj, event, a->job->dist->name);
     fsgd_cj_u64(&a->cj, "gen", a->gen);
     fsgd_cj_u64(&a->cj, "shard", a->shard);
 }
@@ -41,7 +41,7 @@ static void twin_begin(agg_t *a, const char *event)
 static void twin_send(agg_t *a, const char *event)
 {
     if (fsgd_cj_end(&a->cj) == 0)
-        fsgd_ctl_send(a->prod, a->topic.ctl, a->job->name, event, &a->cj);
+        fsgd_ctl_send(a->prod, a->topic.ctl, a->job->dist->name, event, &a->cj);
 }
 
 static int last_not_final(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
@@ -110,7 +110,7 @@ int agg_twin_check(agg_t *a)
                                   "%s of job '%s' is running already (pid %.0f, generation %.0f, at step %.0f; it "
                                   "answered on %s): a second one would take the job over and stop the others; stop "
                                   "that one first, or pick another --name",
-                                  who, a->job->name, pid, gen, step, a->topic.ctl);
+                                  who, a->job->dist->name, pid, gen, step, a->topic.ctl);
             }
             fsgd_bus_msg_destroy(m);
         }

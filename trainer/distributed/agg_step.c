@@ -20,7 +20,7 @@ void agg_set_quota(agg_t *a)
      * step holds B rows however partitions are spread over workers. */
     /* a fraction follows the data (continuous training: it grows); auto
      * was fixed with lr at the start */
-    uint64_t B = a->job->batch > 0 && a->job->batch < 1 ? fsgd_train_auto_batch(a->job, a->s->dataset_rows, 1)
+    uint64_t B = a->job->train->batch > 0 && a->job->train->batch < 1 ? fsgd_train_auto_batch(a->job->train, a->s->dataset_rows, 1)
                                                         : a->tune.batch;
     uint32_t active = 0;
     for (uint32_t p = 0; p < a->st.nparts; p++)
@@ -106,7 +106,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     int src = fsgd_step_apply(&opt, a->model.strat, &info, &a->open.g, e, sizeof e);
     a->s->t_update_step += agg_now() - ts;
     if (src < 0)
-        return fsgd_err_fmt(a->err, a->errsz, src, "aggregator: codec %s: %s", a->job->codec, e);
+        return fsgd_err_fmt(a->err, a->errsz, src, "aggregator: codec %s: %s", a->job->train->codec, e);
     if (R > 0) {
         nt = a->open.g.n;
         a->s->adam_steps++;
@@ -153,7 +153,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
             rs += a->clock.win_rows[i];
         }
         a->s->loss_ma = ls / (double)rs;
-        if (a->job->target_loss > 0 && a->s->time_to_target < 0 && a->s->loss_ma <= a->job->target_loss) {
+        if (a->job->dist->target_loss > 0 && a->s->time_to_target < 0 && a->s->loss_ma <= a->job->dist->target_loss) {
             a->s->time_to_target = tnow - a->clock.t_step1;
             a->s->target_step = a->step;
         }
@@ -201,7 +201,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         fsgd_cj_u64(&a->cj, "workers_live", a->members.nlive);
         agg_ctl_emit(a, "epoch_end");
         a->s->n_epochs++;
-        final |= (int)a->st.epoch >= (a->job->epochs ? a->job->epochs : a->job->max_epochs);
+        final |= (int)a->st.epoch >= (a->job->train->epochs ? a->job->train->epochs : a->job->train->max_epochs);
         if (!final) {
             a->st.epoch++;
             memcpy(a->st.pos, a->st.start, a->st.nparts * sizeof *a->st.pos);

@@ -91,10 +91,10 @@ static int rows_orphaned(const agg_t *a)
  * model to start from, the auto defaults and the test set. */
 static int agg_open(agg_t *a, fsgd_bus_t *bus)
 {
-    const fsgd_job_t *job = a->job;
+    const fsgd_dist_job_t *job = a->job;
     char *err = a->err;
     size_t errsz = a->errsz;
-    int rc = fsgd_rowfmt_init(&a->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
+    int rc = fsgd_rowfmt_init(&a->fmt, job->train->format, job->train->hash_bits, job->train->skip_bad, err, errsz);
     a->labels.classes = fsgd_rowfmt_weighs(&a->fmt); /* labels of weighted rows are ±weight */
     if (!rc && (!(a->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)) ||
                 !(a->scan_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)) ||
@@ -134,7 +134,7 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
         rc = agg_await_producer(a);
     if (!rc)
         rc = agg_scan_data(a);
-    if (!rc && job->init[0])
+    if (!rc && job->train->init[0])
         rc = agg_init_load(a);
     if (!rc)
         rc = agg_auto_setup(a);
@@ -145,21 +145,21 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
  * λ; the model of job key init goes in before the checkpoint, which wins. */
 static int agg_setup_optimizer(agg_t *a)
 {
-    const fsgd_job_t *job = a->job;
+    const fsgd_dist_job_t *job = a->job;
     int rc = 0;
-    fsgd_adam_params_t ap = {a->tune.lr, job->beta1, job->beta2, job->eps};
+    fsgd_adam_params_t ap = {a->tune.lr, job->train->beta1, job->train->beta2, job->train->eps};
     /* lr auto (Adam): each key's bias corrections count its own updates, as
      * in fsgd train (a key first seen late steps by about lr, not 3-6 lr);
      * FTRL keeps z and n in Adam's m and v */
-    int counted = job->lr < 0 && job->optimizer != FSGD_OPTIMIZER_FTRL;
+    int counted = job->train->lr < 0 && job->train->optimizer != FSGD_OPTIMIZER_FTRL;
     if ((counted ? fsgd_adam_init_counted(&a->model.adam, a->mdim, &ap) : fsgd_adam_init(&a->model.adam, a->mdim, &ap)) <
         0)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)a->mdim);
-    if (!rc && job->optimizer == FSGD_OPTIMIZER_FTRL) {
+    if (!rc && job->train->optimizer == FSGD_OPTIMIZER_FTRL) {
         /* λ1, λ2 as in fsgd train: the mean-loss l1, l2 (auto resolved) times the rows of an epoch */
         double n = (double)a->s->dataset_rows;
-        fsgd_ftrl_params_t fp = {.alpha = a->tune.alpha, .beta = job->beta, .l1 = job->l1 * n, .l2 = a->tune.l2 * n};
+        fsgd_ftrl_params_t fp = {.alpha = a->tune.alpha, .beta = job->train->beta, .l1 = job->train->l1 * n, .l2 = a->tune.l2 * n};
         if (fsgd_ftrl_init_over(&a->model.ftrl, a->mdim, &fp, a->model.adam.m, a->model.adam.v) < 0)
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", a->tune.alpha);
         a->model.ftrl_on = rc == 0;
@@ -173,33 +173,33 @@ static int agg_setup_optimizer(agg_t *a)
  * compression strategy that decodes and reduces them. */
 static int agg_setup_reduction(agg_t *a)
 {
-    const fsgd_job_t *job = a->job;
+    const fsgd_dist_job_t *job = a->job;
     int rc = 0;
     a->open.as = fsgd_kasm_new();
     a->open.claimed = calloc(a->st.nparts, 1);
     a->open.newpos = calloc(a->st.nparts, sizeof *a->open.newpos);
     if (!a->open.as || !a->open.claimed || !a->open.newpos)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-    char e[256], spec[sizeof job->codec + 32];
+    char e[256], spec[sizeof job->train->codec + 32];
     /* a shard runs its share of the strategy (budgets split: fsgd_strategy_shard_spec) */
-    snprintf(spec, sizeof spec, "%s", job->codec);
-    if (a->shards > 1 && fsgd_strategy_shard_spec(job->codec, a->gweights, a->shard, a->shards, spec, sizeof spec, e,
+    snprintf(spec, sizeof spec, "%s", job->train->codec);
+    if (a->shards > 1 && fsgd_strategy_shard_spec(job->train->codec, a->gweights, a->shard, a->shards, spec, sizeof spec, e,
                                                   sizeof e) < 0)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "codec: %s", e);
-    a->model.strat = fsgd_sagg_new(spec, a->mdim, job->seed, e, sizeof e);
+    a->model.strat = fsgd_sagg_new(spec, a->mdim, job->train->seed, e, sizeof e);
     if (!a->model.strat)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "codec: %s", e);
     if (!rc && a->model.ftrl_on && fsgd_sagg_optimizer(a->model.strat) == FSGD_OPT_APPLY)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers: it cannot be combined with optimizer ftrl",
-                          job->codec);
-    if (!rc && fsgd_job_replica(job) == FSGD_REPLICA_WORKING_SET && fsgd_sagg_optimizer(a->model.strat) == FSGD_OPT_APPLY)
+                          job->train->codec);
+    if (!rc && fsgd_dist_replica(job->train, job->dist) == FSGD_REPLICA_WORKING_SET && fsgd_sagg_optimizer(a->model.strat) == FSGD_OPT_APPLY)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                           "codec %s runs the optimizer on the workers, on a whole replica: it needs replica full",
-                          job->codec);
-    a->open.tau = a->s->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
-    if (!rc && a->open.tau != job->staleness)
-        agg_log(a, "staleness %d asked, 0 used: strategy %s runs in lockstep", job->staleness, job->codec);
+                          job->train->codec);
+    a->open.tau = a->s->tau = fsgd_strategy_max_lag(job->train->codec, job->train->staleness);
+    if (!rc && a->open.tau != job->train->staleness)
+        agg_log(a, "staleness %d asked, 0 used: strategy %s runs in lockstep", job->train->staleness, job->train->codec);
     if (rc)
         return rc;
     /* Reassembly holds only the step in progress, from members: at most
@@ -218,7 +218,7 @@ static int agg_setup_reduction(agg_t *a)
 static int agg_open_ctl(agg_t *a, fsgd_bus_t *bus)
 {
     (void)bus;
-    return a->job->follow ? agg_follow_setup(a) : 0;
+    return a->job->dist->follow ? agg_follow_setup(a) : 0;
 }
 
 /* A new generation (later than the checkpoint's), and NAME.grads read from
@@ -258,7 +258,7 @@ static int agg_assign_grads(agg_t *a, int resumed)
 /* job_start on NAME.ctl, then the opening snapshot that starts step 1. */
 static int agg_start_job(agg_t *a)
 {
-    const fsgd_job_t *job = a->job;
+    const fsgd_dist_job_t *job = a->job;
     const fsgd_agg_stats_t *st = a->s;
     if (a->lead) { /* a following shard: shard 0's job_start announces the run */
         FSGD_TRY(agg_lead_wait_start(a));
@@ -268,14 +268,14 @@ static int agg_start_job(agg_t *a)
         return rc;
     }
     agg_ctl_begin(a, "job_start");
-    fsgd_cj_str(&a->cj, "codec", job->codec);
+    fsgd_cj_str(&a->cj, "codec", job->train->codec);
     fsgd_cj_u64(&a->cj, "dataset_rows", st->dataset_rows);
     fsgd_cj_u64(&a->cj, "dim", a->dim);
     fsgd_cj_u64(&a->cj, "weights", a->gweights);
     fsgd_cj_i64(&a->cj, "shards", a->shards);
     fsgd_cj_i64(&a->cj, "partitions", st->partitions);
     fsgd_cj_i64(&a->cj, "expected_workers", a->members.expected);
-    fsgd_cj_i64(&a->cj, "epochs", job->epochs); /* 0: auto, at most max_epochs */
+    fsgd_cj_i64(&a->cj, "epochs", job->train->epochs); /* 0: auto, at most max_epochs */
     fsgd_cj_f64(&a->cj, "lr", a->tune.lr);
     fsgd_cj_f64(&a->cj, "l2", a->tune.l2);
     fsgd_cj_u64(&a->cj, "holdout_rows", st->holdout_rows);
@@ -522,21 +522,21 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
  * goes (a stopped follow job keeps it to resume). */
 static int agg_save_final(agg_t *a)
 {
-    const fsgd_job_t *job = a->job;
+    const fsgd_dist_job_t *job = a->job;
     int rc = 0;
     agg_latency_stats(a);
     if (a->shards > 1)
         rc = a->shard == 0 ? agg_shard_final(a) : 0;
-    else if (job->out[0]) {
-        fsgd_model_t mo = {.kind = job->model, .dim = a->dim, .has_bias = job->bias,
-                           .bias = (float)job->bias_value, .w = a->model.adam.theta};
+    else if (job->train->out[0]) {
+        fsgd_model_t mo = {.kind = job->train->model, .dim = a->dim, .has_bias = job->train->bias,
+                           .bias = (float)job->train->bias_value, .w = a->model.adam.theta};
         /* a hashed format's spec (model v2): fsgd predict hashes raw rows the same way */
         fsgd_rowfmt_input(&a->fmt, mo.input, sizeof mo.input);
-        rc = fsgd_model_save(&mo, job->out, a->err, a->errsz);
+        rc = fsgd_model_save(&mo, job->train->out, a->err, a->errsz);
     }
     if (!rc)
         rc = fsgd_bus_flush(a->prod, 30000, a->err, a->errsz);
-    if (!rc && job->checkpoint[0] && !a->follow) {
+    if (!rc && job->dist->checkpoint[0] && !a->follow) {
         /* finished: a new run starts fresh (a stopped follow job resumes) */
         char path[FSGD_JOB_PATH_MAX + 24];
         agg_ckpt_path(a, path, sizeof path);
@@ -584,7 +584,7 @@ static int agg_save_metrics(agg_t *a, int rc)
 {
     char e2[FSGD_OUTFILE_PATH_MAX + 300];
     char path[FSGD_JOB_PATH_MAX + 16];
-    snprintf(path, sizeof path, a->shard ? "%s.shard%u" : "%s", a->job->metrics_json, a->shard);
+    snprintf(path, sizeof path, a->shard ? "%s.shard%u" : "%s", a->job->train->metrics_json, a->shard);
     int mrc = fsgd_agg_write_metrics(a->job, a->s, path, e2, sizeof e2);
     if (mrc < 0 && !rc)
         rc = fsgd_err_fmt(a->err, a->errsz, mrc, "%s", e2);
@@ -593,7 +593,7 @@ static int agg_save_metrics(agg_t *a, int rc)
     return rc;
 }
 
-int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_job_t *job, int expected_workers,
+int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, int expected_workers,
                         fsgd_agg_stats_t *st, fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, char *err,
                         size_t errsz)
 {
@@ -611,7 +611,7 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_job_t *job, int e
                .auth = fsgd_bus_auth(env->bus),
                .stop = env->stop,
                .crash = env->crash};
-    job_topics_init(&a.topic, job->name);
+    job_topics_init(&a.topic, job->dist->name);
     a.members.expected = expected_workers > 0 ? expected_workers : 1;
     int rc = agg_shard_setup(&a);
     if (!rc)
@@ -643,7 +643,7 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_job_t *job, int e
     a.open.first_step = 1;
     a.open.first_deadline = agg_now() + 60;
     int done = 0;
-    agg_loop_t l = {.progress = progress, .ctx = env->ctx, .timeout = job->step_timeout_ms / 1e3,
+    agg_loop_t l = {.progress = progress, .ctx = env->ctx, .timeout = job->dist->step_timeout_ms / 1e3,
                     .idle_snapshot = UINT64_MAX, .last_progress = agg_now()};
     if (!rc)
         rc = agg_step_loop(&a, &l, &done);
@@ -652,7 +652,7 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_job_t *job, int e
     st->seconds = a.clock.seconds_before + agg_now() - a.clock.t0;
     if (a.prod && (done || rc) && !a.stopped && !a.twin) /* a refused twin's words would be the job's */
         agg_end_job(&a, rc);
-    if (job->metrics_json[0] && (done || rc) && !a.stopped && !a.twin)
+    if (job->train->metrics_json[0] && (done || rc) && !a.stopped && !a.twin)
         rc = agg_save_metrics(&a, rc);
     agg_free(&a);
     return rc;

@@ -147,7 +147,7 @@ typedef struct agg_pull {
 
 typedef struct agg {
     /* the job, its topics and data (agg_scan.c) */
-    const fsgd_job_t *job;
+    const fsgd_dist_job_t *job;
     fsgd_rowfmt_t fmt; /* the job's row format: NAME.data, the test file, the model's input spec */
     fsgd_agg_stats_t *s;
     job_topics_t topic;

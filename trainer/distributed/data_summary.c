@@ -29,15 +29,15 @@ void fsgd_data_summary_add(fsgd_data_summary_t *s, const fsgd_csr_t *rows)
     fsgd_label_set_add(&s->labels, rows->label, rows->n_rows);
 }
 
-int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_job_t *job, const fsgd_data_summary_t *s)
+int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_dist_job_t *job, const fsgd_data_summary_t *s)
 {
     char topic[160];
-    fsgd_kbus_topic(topic, sizeof topic, job->name, "ctl");
+    fsgd_kbus_topic(topic, sizeof topic, job->dist->name, "ctl");
     fsgd_ctl_json_t j = {0};
-    fsgd_cj_begin(&j, EVENT, job->name);
+    fsgd_cj_begin(&j, EVENT, job->dist->name);
     /* what the rows were parsed as: another format would count differently */
-    fsgd_cj_str(&j, "format", job->format);
-    fsgd_cj_i64(&j, "hash_bits", job->hash_bits);
+    fsgd_cj_str(&j, "format", job->train->format);
+    fsgd_cj_i64(&j, "hash_bits", job->train->hash_bits);
     fsgd_cj_u64(&j, "rows", s->rows);
     fsgd_cj_u64(&j, "max_col", s->max_col);
     fsgd_cj_f64(&j, "xmax", s->xmax);
@@ -52,19 +52,19 @@ int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_job_t *job, const
     fsgd_cj_u32s(&j, "part_rows", s->part_rows, s->nparts);
     int rc = fsgd_cj_end(&j);
     if (!rc)
-        rc = fsgd_ctl_send(prod, topic, job->name, EVENT, &j);
+        rc = fsgd_ctl_send(prod, topic, job->dist->name, EVENT, &j);
     fsgd_cj_free(&j);
     return rc;
 }
 
-int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_job_t *job, fsgd_data_summary_t *s)
+int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_dist_job_t *job, fsgd_data_summary_t *s)
 {
-    char ev[32], name[sizeof job->name], fmt[sizeof job->format];
+    char ev[32], name[sizeof job->dist->name], fmt[sizeof job->train->format];
     double hb, rows, max_col, more, n;
     if (!fsgd_ctl_get_str(json, len, "event", ev, sizeof ev) || strcmp(ev, EVENT) ||
-        !fsgd_ctl_get_str(json, len, "job", name, sizeof name) || strcmp(name, job->name) ||
-        !fsgd_ctl_get_str(json, len, "format", fmt, sizeof fmt) || strcmp(fmt, job->format) ||
-        !fsgd_ctl_get_num(json, len, "hash_bits", &hb) || hb != job->hash_bits ||
+        !fsgd_ctl_get_str(json, len, "job", name, sizeof name) || strcmp(name, job->dist->name) ||
+        !fsgd_ctl_get_str(json, len, "format", fmt, sizeof fmt) || strcmp(fmt, job->train->format) ||
+        !fsgd_ctl_get_num(json, len, "hash_bits", &hb) || hb != job->train->hash_bits ||
         !fsgd_ctl_get_num(json, len, "rows", &rows) || !fsgd_ctl_get_num(json, len, "max_col", &max_col) ||
         !fsgd_ctl_get_num(json, len, "xmax", &s->xmax) || !fsgd_ctl_get_num(json, len, "ymax", &s->ymax) ||
         !fsgd_ctl_get_num(json, len, "labels_more", &more) || !fsgd_ctl_get_num(json, len, "labels_n", &n) ||
@@ -100,14 +100,14 @@ int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_job_t *job,
     return 1;
 }
 
-int fsgd_data_summary_read(fsgd_bus_client_t *c, const fsgd_job_t *job, fsgd_data_summary_t *s, char *err,
+int fsgd_data_summary_read(fsgd_bus_client_t *c, const fsgd_dist_job_t *job, fsgd_data_summary_t *s, char *err,
                            size_t errsz)
 {
     fsgd_auth_t *auth = fsgd_bus_client_auth(c);
     if (!fsgd_auth_enabled(auth))
         return 0;
     char topic[160];
-    fsgd_kbus_topic(topic, sizeof topic, job->name, "ctl");
+    fsgd_kbus_topic(topic, sizeof topic, job->dist->name, "ctl");
     int64_t lo, hi;
     FSGD_TRY(fsgd_bus_watermarks(c, topic, 0, &lo, &hi, 10000, err, errsz));
     if (hi <= lo)

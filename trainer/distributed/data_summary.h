@@ -11,7 +11,7 @@
 
 #include "fsgd/bus.h"
 #include "fsgd/csr.h"
-#include "fsgd/job.h"
+#include "fsgd/dist.h"
 #include "fsgd/loss.h"
 
 /* Partitions a summary can describe (the event stays well under a message). */
@@ -31,17 +31,17 @@ typedef struct fsgd_data_summary {
 void fsgd_data_summary_add(fsgd_data_summary_t *s, const fsgd_csr_t *rows);
 
 /* Sends s on the job's NAME.ctl. Best effort, as every event. */
-int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_job_t *job, const fsgd_data_summary_t *s);
+int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_dist_job_t *job, const fsgd_data_summary_t *s);
 
 /* 1 when json (len bytes) is a well-formed data_summary of job's rows
  * (its name, format and hash_bits), parsed into s; 0 otherwise. */
-int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_job_t *job, fsgd_data_summary_t *s);
+int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_dist_job_t *job, fsgd_data_summary_t *s);
 
 /* Reads the newest authenticated data_summary of job on NAME.ctl (what the
  * topic holds now) into s: 1 found, 0 none (or no job key: an event anyone
  * could write is not trusted for this), < 0 error. c: a consumer client,
  * left unassigned. */
-int fsgd_data_summary_read(fsgd_bus_client_t *c, const fsgd_job_t *job, fsgd_data_summary_t *s, char *err,
+int fsgd_data_summary_read(fsgd_bus_client_t *c, const fsgd_dist_job_t *job, fsgd_data_summary_t *s, char *err,
                            size_t errsz);
 
 #endif

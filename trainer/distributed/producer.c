@@ -85,14 +85,14 @@ static ssize_t next_line(line_reader_t *r, char **line)
     }
 }
 
-uint32_t fsgd_produce_block_rows(const fsgd_job_t *job, int partitions)
+uint32_t fsgd_produce_block_rows(const fsgd_dist_job_t *job, int partitions)
 {
-    if (job->block_rows > 0)
-        return (uint32_t)job->block_rows;
+    if (job->dist->block_rows > 0)
+        return (uint32_t)job->dist->block_rows;
     /* A step takes batch / partitions rows of each partition, in whole
      * messages: blocks of that many rows make it one message a partition
      * (a batch given as a fraction: the default's 256). */
-    double B = job->batch >= 1 ? job->batch : 256;
+    double B = job->train->batch >= 1 ? job->train->batch : 256;
     double k = floor(B / (partitions > 0 ? partitions : 1));
     return k < 1 ? 1 : k > FSGD_PRODUCE_BLOCK_MAX_ROWS ? FSGD_PRODUCE_BLOCK_MAX_ROWS : (uint32_t)k;
 }
@@ -348,15 +348,15 @@ static int check_kept(fsgd_bus_client_t *rk, const char *topic, int P, const int
     return rc;
 }
 
-int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const char *path, int partitions,
+int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, const char *path, int partitions,
                       fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, char *err, size_t errsz)
 {
     fsgd_bus_t *bus = env->bus;
     memset(st, 0, sizeof *st);
     fsgd_rowfmt_t fmt;
-    FSGD_TRY(fsgd_rowfmt_init(&fmt, job->format, job->hash_bits, job->skip_bad, err, errsz));
+    FSGD_TRY(fsgd_rowfmt_init(&fmt, job->train->format, job->train->hash_bits, job->train->skip_bad, err, errsz));
     char topic[128];
-    fsgd_kbus_topic(topic, sizeof topic, job->name, "data");
+    fsgd_kbus_topic(topic, sizeof topic, job->dist->name, "data");
     /* gzip and zstd read as their text; a compressed file is checked whole
      * first, so a corrupt or truncated one sends no row */
     FSGD_TRY(fsgd_zsource_check(path, NULL, err, errsz));
@@ -382,7 +382,7 @@ int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const c
      * unless the job follows its data topic (follow: rows are meant to
      * arrive while it trains). */
     rc = fsgd_dist_topics_create(rk, job, partitions > 0 ? partitions : 12, err, errsz);
-    if (!rc && !job->follow)
+    if (!rc && !job->dist->follow)
         rc = fsgd_dist_topics_unused(rk, job, 0, err, errsz);
     if (!rc && (P = fsgd_bus_partitions(rk, topic, 10000, err, errsz)) < 0)
         rc = P;
@@ -400,7 +400,7 @@ int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const c
     /* Rows go out in binary blocks of K rows (fsgd/rowblock.h), round-robin
      * over the partitions; block_rows 1 keeps one text row a message. */
     const uint32_t K = P > 0 ? fsgd_produce_block_rows(job, P) : 1;
-    const int text = job->block_rows == 1;
+    const int text = job->dist->block_rows == 1;
     /* uniform: every block K rows but the last, so the summary can say where rows are */
     produce_t pr = {.out = {.rk = rk, .topic = topic, .P = P, .fmt = &fmt, .sum = sum, .st = st, .sent = sent,
                             .part_rows = part_rows, .path = path, .K = K, .uniform = 1},

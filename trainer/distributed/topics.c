@@ -15,9 +15,9 @@
  * Kafka headers and record overhead included) and single LIBSVM rows. */
 #define TOPIC_MAX_MESSAGE "1048588"
 
-int fsgd_dist_replication(const fsgd_job_t *job, int brokers, int *rf, int *min_isr, char *err, size_t errsz)
+int fsgd_dist_replication(const fsgd_dist_job_t *job, int brokers, int *rf, int *min_isr, char *err, size_t errsz)
 {
-    int r = job->replication_factor > 0 ? job->replication_factor : (brokers < 3 ? brokers : 3);
+    int r = job->cluster->replication_factor > 0 ? job->cluster->replication_factor : (brokers < 3 ? brokers : 3);
     if (r < 1)
         r = 1;
     if (r > brokers)
@@ -25,7 +25,7 @@ int fsgd_dist_replication(const fsgd_job_t *job, int brokers, int *rf, int *min_
                             "replication_factor %d needs at least %d brokers; the cluster has %d", r, r, brokers);
     /* 2 of 3: acks=all writes survive one broker down and still reach two
      * copies; 1 of 2 or 1 of 1 is all such clusters can keep writable. */
-    int m = job->min_insync_replicas > 0 ? job->min_insync_replicas : (r >= 3 ? 2 : 1);
+    int m = job->cluster->min_insync_replicas > 0 ? job->cluster->min_insync_replicas : (r >= 3 ? 2 : 1);
     if (m > r)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "min_insync_replicas %d is more than replication_factor %d: no write could succeed", m,
@@ -35,7 +35,7 @@ int fsgd_dist_replication(const fsgd_job_t *job, int brokers, int *rf, int *min_
     return 0;
 }
 
-int fsgd_dist_topics_create(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_partitions, char *err,
+int fsgd_dist_topics_create(fsgd_bus_client_t *c, const fsgd_dist_job_t *job, int data_partitions, char *err,
                             size_t errsz)
 {
     int nb = fsgd_bus_broker_count(c, 10000, err, errsz);
@@ -66,27 +66,27 @@ int fsgd_dist_topics_create(fsgd_bus_client_t *c, const fsgd_job_t *job, int dat
     const char *const *cf[] = {data, grads, model, ctl};
     for (int i = data_partitions > 0 ? 0 : 1; i < 4; i++) {
         char t[128];
-        fsgd_kbus_topic(t, sizeof t, job->name, sfx[i]);
+        fsgd_kbus_topic(t, sizeof t, job->dist->name, sfx[i]);
         /* grads and model: a partition per aggregator shard (KAFKA_FORMAT.md) */
-        int parts = i == 0 ? data_partitions : i == 3 || job->shards < 2 ? 1 : job->shards;
+        int parts = i == 0 ? data_partitions : i == 3 || job->train->shards < 2 ? 1 : job->train->shards;
         FSGD_TRY(fsgd_bus_create_topic(c, t, parts, rf, cf[i], 30000, err, errsz));
     }
-    if (fsgd_job_replica(job) == FSGD_REPLICA_WORKING_SET) {
+    if (fsgd_dist_replica(job->train, job->dist) == FSGD_REPLICA_WORKING_SET) {
         /* pull: answers to working-set workers, each on the partition of its
          * id (fsgd_pull_partition), read live only like grads */
         char t[128];
-        fsgd_kbus_topic(t, sizeof t, job->name, "pull");
+        fsgd_kbus_topic(t, sizeof t, job->dist->name, "pull");
         FSGD_TRY(fsgd_bus_create_topic(c, t, FSGD_PULL_PARTITIONS, rf, grads, 30000, err, errsz));
     }
     return 0;
 }
 
-int fsgd_dist_topics_unused(fsgd_bus_client_t *c, const fsgd_job_t *job, int data_too, char *err, size_t errsz)
+int fsgd_dist_topics_unused(fsgd_bus_client_t *c, const fsgd_dist_job_t *job, int data_too, char *err, size_t errsz)
 {
     static const char *sfx[] = {"model", "data"};
     for (int i = 0; i < (data_too ? 2 : 1); i++) {
         char t[128];
-        fsgd_kbus_topic(t, sizeof t, job->name, sfx[i]);
+        fsgd_kbus_topic(t, sizeof t, job->dist->name, sfx[i]);
         int P = fsgd_bus_partitions(c, t, 10000, err, errsz);
         if (P < 0)
             return P;
@@ -100,7 +100,7 @@ int fsgd_dist_topics_unused(fsgd_bus_client_t *c, const fsgd_job_t *job, int dat
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, /* a usage error: pick another name */
                                 "job name '%s' was used before on these brokers: %s holds %lld messages (a job "
                                 "name is for one job: choose a new --name, or delete %s.data/.grads/.model/.ctl)",
-                                job->name, t, (long long)held, job->name);
+                                job->dist->name, t, (long long)held, job->dist->name);
     }
     return 0;
 }

@@ -47,7 +47,7 @@ static uint32_t random_id(void)
     return v ? v : 1;
 }
 
-int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t id, fsgd_worker_stats_t *st,
+int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, uint32_t id, fsgd_worker_stats_t *st,
                     fsgd_worker_step_fn on_step, char *err, size_t errsz)
 {
     fsgd_bus_t *bus = env->bus;
@@ -59,21 +59,21 @@ int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t 
     w->job = job;
     w->auth = fsgd_bus_auth(bus);
     w->id = id ? id : random_id();
-    w->shards = job->shards > 1 ? (uint32_t)job->shards : 1;
+    w->shards = job->train->shards > 1 ? (uint32_t)job->train->shards : 1;
     w->stats = st;
     w->log = env->log;
     w->on_step = on_step;
     w->log_ctx = env->ctx;
     w->err = err;
     w->errsz = errsz;
-    job_topics_init(&w->topic, job->name);
+    job_topics_init(&w->topic, job->dist->name);
     int rc = worker_open(w, bus);
     /* a quarter of the aggregator's patience, so it sees a resend before it
      * drops this worker */
-    double resend_s = job->step_timeout_ms / 4000.0;
+    double resend_s = job->dist->step_timeout_ms / 4000.0;
     if (resend_s < 1)
         resend_s = 1;
-    w->tau = fsgd_strategy_max_lag(job->codec, job->staleness);
+    w->tau = fsgd_strategy_max_lag(job->train->codec, job->train->staleness);
     /* not on the embedded cluster, whose partitions are read slowly
      * (70-100 ms each: reading 87 ahead held the first model 9 s) */
     w->prefetch_on = fsgd_bus_kind(bus) == FSGD_BUS_KAFKA;

@@ -74,7 +74,7 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     long n = rp ? 0 : fsgd_rowfmt_parse_msg(&w->fmt, val, len, src, &w->tmp, NULL, err, errsz);
     if (n < 0)
         return (int)n;
-    if (!l->raw && w->job->skip_bad && w->tmp.max_col > w->dim) {
+    if (!l->raw && w->job->train->skip_bad && w->tmp.max_col > w->dim) {
         /* a feature past the model's dim: with skip_bad the message holds
          * no rows, as the aggregator reads it (agg_follow.c) */
         fsgd_csr_clear(&w->tmp);
@@ -83,11 +83,11 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
         uint64_t lo = w->tmp.row_ptr[r], hi = w->tmp.row_ptr[r + 1];
         if (l->raw) {
             FSGD_TRY(fsgd_csr_append_row(&c->rows, w->tmp.label[r], w->tmp.col + lo, w->tmp.val + lo, hi - lo));
-            if (w->job->bias) {
+            if (w->job->train->bias) {
                 /* the intercept's place, so that finish_raw need not copy
                  * the rows to make room for it */
                 uint32_t zero = 0;
-                float bv = (float)w->job->bias_value;
+                float bv = (float)w->job->train->bias_value;
                 FSGD_TRY(fsgd_csr_reserve(&c->rows, 0, 1));
                 c->rows.col[c->rows.nnz] = zero;
                 c->rows.val[c->rows.nnz++] = bv;
@@ -154,7 +154,7 @@ static int finish_raw(worker_t *w, pcache_t *c, uint64_t end)
     if (end < c->start || end > c->end)
         return 1;
     size_t n = (size_t)c->row_of[end - c->start];
-    if (c->bias_slot && w->has_bias && w->bias == (float)w->job->bias_value) {
+    if (c->bias_slot && w->has_bias && w->bias == (float)w->job->train->bias_value) {
         /* in place: the slots get the intercept's column; every other
          * column (the slots' are 0) must be below the model's dim */
         if (c->rows.max_col > w->dim)
@@ -314,8 +314,8 @@ void worker_prefetch_more(worker_t *w)
                  : -1;
     /* while the group still spreads its partitions (a first member holds
      * them all), reading them would be reading another worker's share */
-    int spread = final || w->job->workers < 1 ||
-                 (uint32_t)w->nassigned <= (w->ncache + (uint32_t)w->job->workers - 1) / (uint32_t)w->job->workers;
+    int spread = final || w->job->dist->workers < 1 ||
+                 (uint32_t)w->nassigned <= (w->ncache + (uint32_t)w->job->dist->workers - 1) / (uint32_t)w->job->dist->workers;
     for (int i = 0; !rc && spread && i < w->nassigned; i++) {
         int32_t p = w->assigned[i];
         if (p < 0 || (uint32_t)p >= w->ncache)

@@ -48,7 +48,7 @@ typedef struct pcache {
 } pcache_t;
 
 typedef struct worker {
-    const fsgd_job_t *job;
+    const fsgd_dist_job_t *job;
     fsgd_rowfmt_t fmt; /* how message values parse: the job's format */
     uint32_t id;
     job_topics_t topic;

@@ -34,13 +34,13 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
     /* a working-set worker holds its steps' values only: θ starts small
      * and grows with the largest step (worker_theta_reserve) */
     FSGD_TRY(worker_theta_reserve(w, w->pull.on ? (w->mdim < WORKER_WS_THETA_FIRST ? w->mdim : WORKER_WS_THETA_FIRST) : w->mdim));
-    w->strat = fsgd_sworker_new(w->job->codec, w->mdim, w->job->seed + w->id, w->err, w->errsz);
+    w->strat = fsgd_sworker_new(w->job->train->codec, w->mdim, w->job->train->seed + w->id, w->err, w->errsz);
     if (!w->strat)
         return FSGD_E_ARG;
     for (uint32_t i = 0; w->shards > 1 && i < w->shards; i++) {
-        char spec[sizeof w->job->codec + 32];
-        if (fsgd_strategy_shard_spec(w->job->codec, w->mdim, i, w->shards, spec, sizeof spec, w->err, w->errsz) < 0 ||
-            !(w->sh_strat[i] = fsgd_sworker_new(spec, fsgd_shard_dim(w->mdim, i, w->shards), w->job->seed + w->id + i,
+        char spec[sizeof w->job->train->codec + 32];
+        if (fsgd_strategy_shard_spec(w->job->train->codec, w->mdim, i, w->shards, spec, sizeof spec, w->err, w->errsz) < 0 ||
+            !(w->sh_strat[i] = fsgd_sworker_new(spec, fsgd_shard_dim(w->mdim, i, w->shards), w->job->train->seed + w->id + i,
                                                 w->err, w->errsz)))
             return FSGD_E_ARG;
     }
@@ -52,7 +52,7 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
 static int ws_takes_no_values(const worker_t *w, char *e, size_t esz)
 {
     return fsgd_err_fmt(e, esz, FSGD_E_FORMAT, "a delta with values on %s: job %s's workers pull their values "
-                        "(replica working_set) and take none from the model topic", w->topic.model, w->job->name);
+                        "(replica working_set) and take none from the model topic", w->topic.model, w->job->dist->name);
 }
 
 /* The model message f closes a step: when it is the step this worker sent
@@ -212,7 +212,7 @@ void worker_unpark(worker_t *w, int count)
     if (w->parked && count)
         worker_reject(w, 1, "generation %u step %llu: a snapshot of a generation %s.ctl never announced (newest announced "
                      "%u, this worker's %u): not from this job's run",
-               w->parked_f.gen, (unsigned long long)w->parked_f.step, w->job->name, w->ctl_gen, w->gen);
+               w->parked_f.gen, (unsigned long long)w->parked_f.step, w->job->dist->name, w->ctl_gen, w->gen);
     free(w->parked);
     w->parked = NULL;
 }
@@ -411,8 +411,8 @@ static int apply_delta(worker_t *w, const fsgd_kframe_t *f, char *e, size_t esz)
  * auto is max(100, weights / 4096) (agg_auto.c). */
 static uint64_t snapshot_gap(const worker_t *w)
 {
-    if (w->job->snapshot_every > 0)
-        return (uint64_t)w->job->snapshot_every;
+    if (w->job->dist->snapshot_every > 0)
+        return (uint64_t)w->job->dist->snapshot_every;
     return w->mdim / 4096 > 100 ? w->mdim / 4096 : 100;
 }
 
@@ -432,7 +432,7 @@ static int take_snapshot(worker_t *w, const fsgd_kframe_t *f, const uint8_t *bod
     if (mm.shards > 1) /* a sharded job's shard 0: its part only */
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_ARG,
                             "worker: job %s runs %u aggregator shards (a snapshot of shard %u of %u on %s): give "
-                            "the worker --shards %u", w->job->name, mm.shards, mm.shard, mm.shards, w->topic.model,
+                            "the worker --shards %u", w->job->dist->name, mm.shards, mm.shard, mm.shards, w->topic.model,
                             mm.shards);
     if (w->valid && f->gen == w->gen && f->step < w->step)
         return 0;
@@ -454,7 +454,7 @@ static int take_snapshot(worker_t *w, const fsgd_kframe_t *f, const uint8_t *bod
     if (w->ctl_read && f->gen != w->gen && f->gen == w->ctl_gen && f->step > w->ctl_step + 2 * every) {
         worker_reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past the step %s.ctl announced (%llu): "
                       "not from this run",
-                      f->gen, (unsigned long long)f->step, (unsigned long long)(f->step - w->ctl_step), w->job->name,
+                      f->gen, (unsigned long long)f->step, (unsigned long long)(f->step - w->ctl_step), w->job->dist->name,
                       (unsigned long long)w->ctl_step);
         return 0;
     }

@@ -41,7 +41,7 @@ static int send_grad(worker_t *w, uint32_t shard, uint32_t gen, uint64_t s, uint
                      size_t len)
 {
     fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = flags, .gen = gen, .sender = w->id, .step = s};
-    return fsgd_bus_send(w->prod, w->topic.grads, w->shards > 1 ? (int32_t)shard : FSGD_BUS_PARTITION_ANY, w->job->name,
+    return fsgd_bus_send(w->prod, w->topic.grads, w->shards > 1 ? (int32_t)shard : FSGD_BUS_PARTITION_ANY, w->job->dist->name,
                          &h, NULL, body, len, &w->stats->bytes_up, w->err, w->errsz);
 }
 
@@ -179,8 +179,8 @@ int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_rang
          * whose workers run the optimizer (efsign) gets λ in its gradient sum,
          * λθ per row on the replica's touched keys, so --l2 is the same
          * objective for every strategy. */
-        if (fsgd_sworker_optimizer(w->strat) == FSGD_OPT_APPLY && w->job->l2 > 0)
-            req.l2 = w->job->l2 * (double)w->batch.n_rows;
+        if (fsgd_sworker_optimizer(w->strat) == FSGD_OPT_APPLY && w->job->train->l2 > 0)
+            req.l2 = w->job->train->l2 * (double)w->batch.n_rows;
         /* A device that encodes on the card hands back only the message
          * (gradient and encoding fused; its time counts as gradient). */
         fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat);
@@ -243,7 +243,7 @@ int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_rang
         rc = fsgd_wire_grad_put(&w->buf, &gm);
         fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = flags, .gen = w->gen, .sender = w->id, .step = s};
         if (!rc)
-            rc = fsgd_bus_send(w->prod, w->topic.grads, FSGD_BUS_PARTITION_ANY, w->job->name, &h, NULL, w->buf.p,
+            rc = fsgd_bus_send(w->prod, w->topic.grads, FSGD_BUS_PARTITION_ANY, w->job->dist->name, &h, NULL, w->buf.p,
                                w->buf.n, &w->stats->bytes_up, w->err, w->errsz);
     }
     if (!rc && inflight_push(&w->fl, s, w->gen, flags, gm.rows, rg, nr, w->buf.p, w->buf.n) < 0)

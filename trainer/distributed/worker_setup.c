@@ -25,12 +25,12 @@ static void on_rebalance(void *opaque, int assigned, const int32_t *parts, int n
 
 int worker_open(worker_t *w, fsgd_bus_t *bus)
 {
-    const fsgd_job_t *job = w->job;
+    const fsgd_dist_job_t *job = w->job;
     char *err = w->err;
     size_t errsz = w->errsz;
     char group[128];
-    fsgd_kbus_topic(group, sizeof group, job->name, "workers");
-    int rc = fsgd_rowfmt_init(&w->fmt, job->format, job->hash_bits, job->skip_bad, err, errsz);
+    fsgd_kbus_topic(group, sizeof group, job->dist->name, "workers");
+    int rc = fsgd_rowfmt_init(&w->fmt, job->train->format, job->train->hash_bits, job->train->skip_bad, err, errsz);
     if (!rc && (!(w->as = fsgd_kasm_new()) || !(w->replay_rows = fsgd_replay_new()) ||
                 !(w->replay_model = fsgd_replay_new()) || !(w->replay_ctl = fsgd_replay_new())))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "worker: out of memory");
@@ -45,7 +45,7 @@ int worker_open(worker_t *w, fsgd_bus_t *bus)
         fsgd_bus_partitions(w->prod, w->topic.grads, 5000, NULL, 0);
         fsgd_bus_partitions(w->prod, w->topic.ctl, 5000, NULL, 0);
     }
-    if (!rc && fsgd_job_replica(job) == FSGD_REPLICA_WORKING_SET)
+    if (!rc && fsgd_dist_replica(job->train, job->dist) == FSGD_REPLICA_WORKING_SET)
         rc = worker_pull_open(w);
     if (!rc && !(w->fetch = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)))
         rc = FSGD_E_KAFKA;

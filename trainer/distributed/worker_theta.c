@@ -26,10 +26,10 @@ int worker_theta_reserve(worker_t *w, uint64_t n)
     fsgd_hugepages_advise(w->theta, n * sizeof *w->theta);
     w->theta_cap = n;
     /* a worker's share of a step (a fraction of the data: unknown here) */
-    double share = w->job->batch >= 1       ? w->job->batch / (w->job->workers > 0 ? w->job->workers : 1)
-                   : w->job->batch == FSGD_JOB_AUTO ? FSGD_TRAIN_BATCH_AUTO
+    double share = w->job->train->batch >= 1       ? w->job->train->batch / (w->job->dist->workers > 0 ? w->job->dist->workers : 1)
+                   : w->job->train->batch == FSGD_JOB_AUTO ? FSGD_TRAIN_BATCH_AUTO
                                                     : 0;
-    w->be = fsgd_backend_new(fsgd_job_backend(w->job, share), n, w->theta, w->err, w->errsz);
+    w->be = fsgd_backend_new(fsgd_train_backend(w->job->train, share), n, w->theta, w->err, w->errsz);
     return w->be ? 0 : FSGD_E_DEVICE;
 }
 

@@ -8,12 +8,12 @@
 
 void worker_report_assignment(worker_t *w, const char *event)
 {
-    fsgd_cj_begin(&w->cj, event, w->job->name);
+    fsgd_cj_begin(&w->cj, event, w->job->dist->name);
     fsgd_cj_u64(&w->cj, "worker", w->id);
     fsgd_cj_i32s(&w->cj, "partitions", w->assigned, (size_t)w->nassigned);
     fsgd_cj_u64(&w->cj, "assigned", (uint64_t)w->have_assignment);
     if (fsgd_cj_end(&w->cj) == 0)
-        fsgd_ctl_send(w->prod, w->topic.ctl, w->job->name, event, &w->cj);
+        fsgd_ctl_send(w->prod, w->topic.ctl, w->job->dist->name, event, &w->cj);
 }
 
 /* Why: until the first model, the report goes again every few seconds: the
@@ -103,7 +103,7 @@ int worker_check_model_wait(worker_t *w, int ready)
     }
     if (!kind)
         return 0;
-    const double step_s = w->job->step_timeout_ms / 1000.0, give_up = step_s * WAIT_GIVE_UP_STEPS;
+    const double step_s = w->job->dist->step_timeout_ms / 1000.0, give_up = step_s * WAIT_GIVE_UP_STEPS;
     double say_every = step_s * WAIT_SAY_STEPS;
     say_every = say_every < 1 ? 1 : say_every > WAIT_SAY_MAX_S ? WAIT_SAY_MAX_S : say_every;
     double since = w->model_seen > w->wait_since ? w->model_seen : w->wait_since;

@@ -11,10 +11,12 @@
 #ifndef FSGD_TRAIN_H
 #define FSGD_TRAIN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fsgd/csr.h"
-#include "fsgd/job.h"
+#include "fsgd/delim.h"
+#include "fsgd/train_params.h"
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
 
@@ -168,7 +170,7 @@ typedef struct fsgd_train_hooks {
  * λ = 1/n_train, job->lr < 0 (auto) 0.15/sqrt(steps per epoch). Adam runs
  * with per-key bias corrections (fsgd_adam_count_keys). hooks may be NULL.
  * Returns 0 or an fsgd error with err set. */
-int fsgd_train(const fsgd_job_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init, fsgd_model_t *model,
+int fsgd_train(const fsgd_train_params_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init, fsgd_model_t *model,
                fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz);
 
 /* fsgd train's test set when no --test is given: moves a pseudo-random
@@ -180,23 +182,23 @@ int fsgd_train_split_test(fsgd_csr_t *data, double fraction, uint64_t seed, fsgd
 /* The optimizer state this job trains with and --save-state writes:
  * ftrl, Adam with per-key counts (lr auto) or plain Adam (an explicit lr).
  * fsgd_train resumes an init model's state only when it is of this kind. */
-fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_job_t *job);
+fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_train_params_t *job);
 
 /* Can a job over dim features start from init? 0, or FSGD_E_ARG with err
  * naming what differs: dim, loss, intercept or bias value. */
-int fsgd_train_check_init(const fsgd_job_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz);
+int fsgd_train_check_init(const fsgd_train_params_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz);
 
 /* fsgd_train's settings from the data: lr auto and l2 auto for n_fit
  * training rows in steps of B (the job's values when not auto). */
-double fsgd_train_auto_lr(const fsgd_job_t *job, size_t n_fit, size_t B);
-double fsgd_train_auto_l2(const fsgd_job_t *job, size_t n_fit);
-double fsgd_train_auto_alpha(const fsgd_job_t *job, size_t n_fit, size_t B);
+double fsgd_train_auto_lr(const fsgd_train_params_t *job, size_t n_fit, size_t B);
+double fsgd_train_auto_l2(const fsgd_train_params_t *job, size_t n_fit);
+double fsgd_train_auto_alpha(const fsgd_train_params_t *job, size_t n_fit, size_t B);
 
 /* Rows a step for n_fit training rows over `workers` processes: the job's
  * batch (rows, or a fraction of n_fit), or batch auto: FSGD_TRAIN_BATCH_AUTO
  * rows a worker (one process: fsgd train's 256), at most n_fit /
  * FSGD_TRAIN_BATCH_MIN_STEPS when that is above 256. At least 1. */
-uint64_t fsgd_train_auto_batch(const fsgd_job_t *job, uint64_t n_fit, int workers);
+uint64_t fsgd_train_auto_batch(const fsgd_train_params_t *job, uint64_t n_fit, int workers);
 
 /* Holdout looks an epoch of n_fit rows: max(FSGD_TRAIN_HOLDOUT_EVALS,
  * ceil(n_fit / FSGD_TRAIN_LOOK_ROWS)), at most the steps an epoch. */
@@ -229,5 +231,48 @@ int fsgd_train_patience(uint64_t looks);
 
 /* Evaluates a model on rows: margins then fsgd_metrics_compute. */
 int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out);
+
+/* --- the row cache (fsgd train --cache) ---
+ * The first pass over the training text, written to a
+ * binary row cache (fsgd/rowcache.h) with the holdout and test rows set
+ * aside in memory and stored in the cache's own sections; or, when the
+ * cache is already there and was made from the same input, those rows read
+ * back from it without reading the text. */
+
+/* At most this many rows are kept in memory for the test split (no --test),
+ * and FSGD_TRAIN_HOLDOUT_MAX for the holdout (epochs auto): memory stays
+ * bounded. */
+#define FSGD_TRAIN_CACHE_SET_ASIDE_MAX 100000
+
+/* What fsgd_train_cache_prepare did, for the caller to report. */
+typedef struct fsgd_train_cache_result {
+    uint64_t rows;          /* rows in the cache's training section */
+    uint64_t max_col;       /* 1 + their largest column */
+    int reused;             /* 1: the cache was there and matched; the text was not read */
+    uint64_t skipped_rows;  /* malformed LIBSVM rows skipped (job->skip_bad) on the first pass */
+    double feature_share;   /* VW rows with crosses: features / (features + crosses), for lr auto; else 0 */
+    char rewritten[6144];   /* why a cache found there was rewritten ("" when none was) */
+} fsgd_train_cache_result_t;
+
+/* Reads job->data (LIBSVM, or delimited with spec) in chunks and writes the
+ * rows to job->cache, except a random job->holdout fraction (epochs auto)
+ * into hold (at most FSGD_TRAIN_HOLDOUT_MAX rows) and, when test_fraction >
+ * 0, a random test_fraction into test (at most FSGD_TRAIN_CACHE_SET_ASIDE_MAX);
+ * those go into the cache's holdout and test sections too. Checks the labels
+ * against the model kind. out->rows gets the cached rows, out->max_col 1 +
+ * their largest column.
+ *
+ * When job->cache already holds a finished cache whose metadata matches this
+ * input (the source's real path, size, mtime and inode; the row format spec
+ * and hash bits; skip_bad; the test and holdout fractions and, when either
+ * is used, the seed; the set-aside limits), nothing is read from job->data:
+ * hold and test come from the cache's sections and out->reused is set to 1.
+ * A cache that differs, is of another version, unfinished, cut short or
+ * corrupt is rewritten, and out->rewritten says why; a file there that is
+ * not a row cache at all is an error (it is not overwritten). Prints
+ * nothing. Returns 0 or an fsgd error with err set. */
+int fsgd_train_cache_prepare(const fsgd_train_params_t *job, const fsgd_delim_spec_t *spec, double test_fraction,
+                             fsgd_csr_t *hold, fsgd_csr_t *test, fsgd_train_cache_result_t *out, char *err,
+                             size_t errsz);
 
 #endif

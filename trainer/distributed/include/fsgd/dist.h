@@ -12,12 +12,68 @@
 #include <stdint.h>
 
 #include "fsgd/auth.h"
-#include "fsgd/job.h"
+#include "fsgd/kbus.h"
 #include "fsgd/libsvm.h"
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
 #include "fsgd/strategy.h"
 #include "fsgd/trace.h"
+#include "fsgd/train_params.h"
+
+/* What a worker of fsgd run holds (job key "replica"): the whole model,
+ * kept current by every step's delta on NAME.model, or only the values of
+ * the keys its next batch uses, pulled from the aggregator before each step
+ * (a downlink that does not grow with the number of workers). */
+typedef enum fsgd_job_replica {
+    FSGD_REPLICA_FULL = 0,
+    FSGD_REPLICA_WORKING_SET = 1,
+    FSGD_REPLICA_AUTO = 2 /* the default: fsgd_dist_replica decides */
+} fsgd_job_replica_t;
+
+/* Models of at least this many weights get working-set workers under
+ * replica auto (docs/performance.md: the measured crossover). */
+#define FSGD_REPLICA_AUTO_MIN_WEIGHTS ((uint64_t)1 << 25)
+
+/* A distributed job's own settings (fsgd run, worker, aggregator, produce):
+ * the job keys that only distributed/ reads, and what the CLI sets for a
+ * role. trainer/job/ fills them from YAML and flags. */
+typedef struct fsgd_dist_params {
+    char name[64];                   /* job name: topics are <name>.data/.grads/.model/.ctl */
+    int workers;                     /* worker processes (default 2) */
+    int partitions;                  /* data topic partitions (default 0 = auto) */
+    int block_rows;                  /* rows per NAME.data message from fsgd's producer (0 = auto) */
+    int step_timeout_ms;             /* drop a worker that misses a step by this long */
+    int snapshot_every;              /* full model snapshot every N steps (0: auto, agg_auto.c) */
+    fsgd_job_replica_t replica;      /* auto (default) | full | working_set: read it through fsgd_dist_replica */
+    char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
+    int follow;                      /* continuous training: consume NAME.data as rows arrive, until SIGTERM */
+    double version_seconds;          /* follow: a model version at least this often (seconds, default 60) */
+    double target_loss;              /* aggregator: time from step 1 until the moving-average training loss reaches this (0: off) */
+    /* Not a job key: this aggregator's shard, 0 to shards - 1 (fsgd
+     * aggregator --shard I/S; fsgd run gives each its own). */
+    uint32_t shard;
+    /* Not a job key: the most weights the cluster can carry in one snapshot
+     * (set by fsgd run for its embedded cluster; 0: no limit). */
+    uint64_t max_model_weights;
+} fsgd_dist_params_t;
+
+/* What the roles read of a job (fsgd_job_dist, fsgd/job.h, makes one): its
+ * training parameters, its distributed settings, its cluster's, and its
+ * test file. Pointers into the caller's job, which outlives every call
+ * given it. */
+typedef struct fsgd_dist_job {
+    const fsgd_train_params_t *train;
+    const fsgd_dist_params_t *dist;
+    const fsgd_cluster_conf_t *cluster;
+    const char *test; /* test rows the aggregator scores ("" none) */
+} fsgd_dist_job_t;
+
+/* What a worker of the job holds, replica auto resolved from what every
+ * role knows before the data: working_set when the model's size is given
+ * (dim, or hash_bits) and at least FSGD_REPLICA_AUTO_MIN_WEIGHTS, and the
+ * codec's workers do not run the optimizer on a whole replica; full
+ * otherwise. */
+fsgd_job_replica_t fsgd_dist_replica(const fsgd_train_params_t *train, const fsgd_dist_params_t *dist);
 
 struct fsgd_bus;        /* fsgd/bus.h */
 struct fsgd_bus_client; /* fsgd/bus.h */
@@ -64,7 +120,7 @@ typedef void (*fsgd_produce_progress_fn)(void *ctx, const fsgd_produce_stats_t *
  * block also stays under FSGD_PRODUCE_BLOCK_BYTES (the broker's 1 MB). */
 #define FSGD_PRODUCE_BLOCK_MAX_ROWS 1024
 #define FSGD_PRODUCE_BLOCK_BYTES (768u * 1024u)
-uint32_t fsgd_produce_block_rows(const fsgd_job_t *job, int partitions);
+uint32_t fsgd_produce_block_rows(const fsgd_dist_job_t *job, int partitions);
 
 /* Partitions needed for a file of `bytes` on the embedded cluster so no
  * partition passes its 5 MiB limit (uncompressed, with headroom). */
@@ -76,9 +132,9 @@ int fsgd_produce_partitions_needed(uint64_t bytes);
  * fsgd_dist_topics_create; FSGD_E_STATE when <job>.model holds a job). Lines are checked with the
  * job's format first (fsgd/rowfmt.h: LIBSVM, or a criteo/tsv:/csv: spec whose header line is
  * skipped, never sent) and sent as they are; a bad row is an error naming file:line:column unless
- * job->skip_bad (then left out and counted in st). After delivery every partition's log is checked: data the
+ * job->train->skip_bad (then left out and counted in st). After delivery every partition's log is checked: data the
  * broker dropped is FSGD_E_LOST with the reason. */
-int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const char *path, int partitions,
+int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, const char *path, int partitions,
                       fsgd_produce_stats_t *st, fsgd_produce_progress_fn progress, char *err, size_t errsz);
 
 /* --- topics on a real cluster --- */
@@ -87,20 +143,20 @@ int fsgd_produce_file(const fsgd_role_env_t *env, const fsgd_job_t *job, const c
  * cluster of `brokers` brokers: the job's values, or min(3, brokers) and 2
  * (1 with fewer than 3 replicas). FSGD_E_ARG when the cluster cannot hold
  * them. */
-int fsgd_dist_replication(const fsgd_job_t *job, int brokers, int *rf, int *min_isr, char *err, size_t errsz);
+int fsgd_dist_replication(const fsgd_dist_job_t *job, int brokers, int *rf, int *min_isr, char *err, size_t errsz);
 
 /* Creates <job>.grads, .model, .ctl and, when data_partitions > 0, <job>.data
  * with that many partitions, each with the job's replication and the
  * retention/compaction settings of KAFKA_FORMAT.md, and waits until every
  * partition has a leader. Existing topics are kept as they are. c: any
  * client of the cluster's bus (fsgd/bus.h). */
-int fsgd_dist_topics_create(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_partitions, char *err,
+int fsgd_dist_topics_create(struct fsgd_bus_client *c, const fsgd_dist_job_t *job, int data_partitions, char *err,
                             size_t errsz);
 
 /* FSGD_E_STATE ("job name 'x' was used before ...") when <job>.model (and,
  * with data_too, <job>.data) already holds messages: a finished or running
  * job of the same name would mix with this one. */
-int fsgd_dist_topics_unused(struct fsgd_bus_client *c, const fsgd_job_t *job, int data_too, char *err,
+int fsgd_dist_topics_unused(struct fsgd_bus_client *c, const fsgd_dist_job_t *job, int data_too, char *err,
                             size_t errsz);
 
 /* Partitions of NAME.pull (job key replica working_set): the answers to
@@ -137,7 +193,7 @@ typedef void (*fsgd_worker_step_fn)(void *ctx, const fsgd_worker_stats_t *s);
  * model, *env->stop becomes nonzero, or an error. id 0 picks a random id.
  * on_step (may be NULL) gets the stats after each gradient sent, with
  * env->ctx. */
-int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_job_t *job, uint32_t id, fsgd_worker_stats_t *st,
+int fsgd_worker_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, uint32_t id, fsgd_worker_stats_t *st,
                     fsgd_worker_step_fn on_step, char *err, size_t errsz);
 
 /* The embedded (mock) cluster keeps 5 MiB per partition and NAME.model has
@@ -247,7 +303,7 @@ typedef struct fsgd_agg_stats {
      * applied (the consumer-group join, data loading, first exchange);
      * loss_ma is the row-weighted mean training loss of the last
      * FSGD_AGG_LOSS_WINDOW applied steps; time_to_target is seconds from step
-     * 1 until loss_ma first was <= job->target_loss (-1: not reached or off),
+     * 1 until loss_ma first was <= job->dist->target_loss (-1: not reached or off),
      * target_step the step at which it was. */
     double step1_at, loss_ma, time_to_target;
     uint64_t target_step;
@@ -303,16 +359,16 @@ typedef void (*fsgd_agg_step_fn)(void *ctx, const fsgd_agg_stats_t *s, const fsg
                                  double step_seconds);
 
 /* Runs the aggregator: scans <job>.data (rows, dimension, offsets, labels),
- * resumes from job->checkpoint when present, waits for expected_workers on
- * the first step, then steps until job->epochs are done; writes job->out and
- * job->metrics_json. Gradients are taken only from members of the job (a
+ * resumes from job->dist->checkpoint when present, waits for expected_workers on
+ * the first step, then steps until job->train->epochs are done; writes job->train->out and
+ * job->train->metrics_json. Gradients are taken only from members of the job (a
  * worker_assignment on NAME.ctl) for the step in progress, and checked
  * (rows against the ranges they claim, values finite and within
  * FSGD_AGG_GRAD_SLACK's bound); what is dropped is counted by reason and
  * the first of each reason goes to env->log. progress (every second and at
  * each epoch end) and on_step (after each step) may be NULL; each gets
  * env->ctx. A following aggregator runs until *env->stop. */
-int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_job_t *job, int expected_workers,
+int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, int expected_workers,
                         fsgd_agg_stats_t *st, fsgd_agg_progress_fn progress, fsgd_agg_step_fn on_step, char *err,
                         size_t errsz);
 
@@ -325,13 +381,13 @@ void fsgd_agg_stats_free(fsgd_agg_stats_t *s);
 
 /* Writes the metrics JSON of a finished (or failed) run through
  * fsgd/outfile.h (0, or FSGD_E_ARG/IO naming the path). */
-int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *st, const char *path, char *err,
+int fsgd_agg_write_metrics(const fsgd_dist_job_t *job, const fsgd_agg_stats_t *st, const char *path, char *err,
                            size_t errsz);
 
-/* What a sharded job (job->shards > 1) cannot do yet: epochs auto, follow,
+/* What a sharded job (job->train->shards > 1) cannot do yet: epochs auto, follow,
  * init, ftrl, a codec without a sharded form. 0, or FSGD_E_ARG naming it:
  * fsgd run asks before anything starts; each aggregator shard again. */
-int fsgd_agg_shards_check(const fsgd_job_t *job, char *err, size_t errsz);
+int fsgd_agg_shards_check(const fsgd_dist_job_t *job, char *err, size_t errsz);
 
 /* What is at a checkpoint path, by its header (lstat; never follows a
  * link): 0 nothing, 1 an fsgd checkpoint (magic FSGDCKPT), 2 a version 1

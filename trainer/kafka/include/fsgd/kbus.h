@@ -149,7 +149,20 @@ typedef struct fsgd_kconf {
     const char *options;
 } fsgd_kconf_t;
 
-/* The job's settings (fsgd_job_t.kafka: authentication and encryption,
+/* A job's cluster and transport settings (job keys of section "cluster"
+ * that kafka/ owns; trainer/job/ fills them from YAML and flags). */
+#define FSGD_CLUSTER_PATH_MAX 1024
+typedef struct fsgd_cluster_conf {
+    char brokers[512];               /* "" -> embedded mock cluster */
+    char kafka[4096];                /* librdkafka security settings, "key=value\n" lines (--kafka-opt, YAML kafka:) */
+    int replication_factor;          /* replicas of each topic on a real cluster (0 = min(3, brokers); 1 embedded) */
+    int min_insync_replicas;         /* topics' min.insync.replicas (0 = 2 with 3+ replicas, else 1) */
+    int connect_timeout_ms;          /* a role gives up (exit 4) on brokers that do not answer by then */
+    char job_key_file[FSGD_CLUSTER_PATH_MAX]; /* key that authenticates every message on the job's topics (fsgd/auth.h) */
+    int unsigned_rows;               /* with a key: NAME.data may hold rows without its tag (outside producers) */
+} fsgd_cluster_conf_t;
+
+/* The job's settings (fsgd_cluster_conf_t.kafka: authentication and encryption,
  * e.g. security.protocol=SASL_SSL, sasl.mechanism=PLAIN,
  * sasl.username=..., ssl.ca.location=...) made ready for fsgd_kconf_t into
  * out (cap bytes): a line KEY_file=PATH becomes KEY=the first line of the

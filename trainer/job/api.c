@@ -110,17 +110,17 @@ int fsgd_api_train_new(fsgd_api_train_t **out, char *err, size_t errsz)
     fsgd_job_t *job = &(*out)->job;
     fsgd_job_train_defaults(job);
     long cores = sysconf(_SC_NPROCESSORS_ONLN); /* fsgd train's default */
-    job->threads = cores > 0 ? (int)cores : 1;
+    job->train.threads = cores > 0 ? (int)cores : 1;
     /* what messages name the rows by; no file is ever opened */
-    snprintf(job->data, sizeof job->data, "arrays");
+    snprintf(job->train.data, sizeof job->train.data, "arrays");
     return 0;
 }
 
 /* The job fields a file would give: the arrays stand for them. */
 static int api_file_keys_same(const fsgd_job_t *a, const fsgd_job_t *b)
 {
-    return !strcmp(a->format, b->format) && !strcmp(a->cache, b->cache) && !strcmp(a->init, b->init) &&
-           a->hash_bits == b->hash_bits && !strcmp(a->interactions, b->interactions);
+    return !strcmp(a->train.format, b->train.format) && !strcmp(a->train.cache, b->train.cache) && !strcmp(a->train.init, b->train.init) &&
+           a->train.hash_bits == b->train.hash_bits && !strcmp(a->train.interactions, b->train.interactions);
 }
 
 int fsgd_api_train_set(fsgd_api_train_t *t, const char *key, const char *value, char *err, size_t errsz)
@@ -129,10 +129,10 @@ int fsgd_api_train_set(fsgd_api_train_t *t, const char *key, const char *value, 
     int rc = !strcmp(key, "job") ? fsgd_job_load_yaml(&t->job, value, err, errsz)
                                  : fsgd_job_set(&t->job, key, value, err, errsz);
     /* a job file's data and test are the arrays; its outputs are the caller's to write */
-    memcpy(t->job.data, before.data, sizeof t->job.data);
+    memcpy(t->job.train.data, before.train.data, sizeof t->job.train.data);
     memcpy(t->job.test, before.test, sizeof t->job.test);
-    memcpy(t->job.out, before.out, sizeof t->job.out);
-    memcpy(t->job.metrics_json, before.metrics_json, sizeof t->job.metrics_json);
+    memcpy(t->job.train.out, before.train.out, sizeof t->job.train.out);
+    memcpy(t->job.train.metrics_json, before.train.metrics_json, sizeof t->job.train.metrics_json);
     if (rc == 0 && !api_file_keys_same(&before, &t->job))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                           "%s: rows given as arrays are numeric columns already: format, hash_bits, interactions, "
@@ -258,8 +258,8 @@ static int api_labels(const fsgd_job_t *job, fsgd_csr_t *m, const char *what, ch
     fsgd_label_set_add(&ls, m->label, m->n_rows);
     double lo, hi;
     char why[512];
-    if (fsgd_loss_check_labels(job->model, &ls, why, sizeof why) < 0 &&
-        (job->model == FSGD_LOSS_SQUARED || !fsgd_rowlabel_map_two(m->label, m->n_rows, &lo, &hi)))
+    if (fsgd_loss_check_labels(job->train.model, &ls, why, sizeof why) < 0 &&
+        (job->train.model == FSGD_LOSS_SQUARED || !fsgd_rowlabel_map_two(m->label, m->n_rows, &lo, &hi)))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "%s: %s", what, why);
     return 0;
 }
@@ -268,16 +268,16 @@ static int api_labels(const fsgd_job_t *job, fsgd_csr_t *m, const char *what, ch
 static int api_weigh(fsgd_api_train_t *t, char *err, size_t errsz)
 {
     double pos = 1, neg = 1;
-    FSGD_TRY(fsgd_job_class_weight(&t->job, &pos, &neg, err, errsz));
+    FSGD_TRY(fsgd_train_class_weight(&t->job.train, &pos, &neg, err, errsz));
     if (!t->weight && pos == 1 && neg == 1)
         return 0;
     if (t->weight && t->n_weight != t->rows.n_rows)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "weights: %zu of them for %zu training rows", t->n_weight,
                             t->rows.n_rows);
-    if (t->job.model == FSGD_LOSS_SQUARED)
+    if (t->job.train.model == FSGD_LOSS_SQUARED)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "row and class weights are for classification models (logistic, svm), not linear");
-    if (strcmp(t->job.backend, "cpu"))
+    if (strcmp(t->job.train.backend, "cpu"))
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "row and class weights are applied by the cpu backend: backend cpu");
     fsgd_rowlabel_weigh(&t->rows, 0, t->weight, pos, neg);
     if (!t->rows.n_rows)
@@ -295,16 +295,16 @@ int fsgd_api_train_run(fsgd_api_train_t *t, fsgd_model_t **model, char *err, siz
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "no training rows");
     FSGD_TRY(fsgd_job_check_train(job, err, errsz));
     char why[512];
-    if (fsgd_strategy_check(job->codec, 1u << 20, why, sizeof why) < 0)
+    if (fsgd_strategy_check(job->train.codec, 1u << 20, why, sizeof why) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec: %s", why);
     FSGD_TRY(api_labels(job, &t->rows, "training rows", err, errsz));
     if (t->test.n_rows)
         FSGD_TRY(api_labels(job, &t->test, "test rows", err, errsz));
     FSGD_TRY(api_weigh(t, err, errsz));
-    if (!t->test.n_rows && job->test_fraction > 0 &&
-        fsgd_train_split_test(&t->rows, job->test_fraction, job->seed, &t->test) < 0)
+    if (!t->test.n_rows && job->train.test_fraction > 0 &&
+        fsgd_train_split_test(&t->rows, job->train.test_fraction, job->train.seed, &t->test) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory splitting the rows");
-    t->dim = job->dim ? job->dim : t->rows.max_col;
+    t->dim = job->train.dim ? job->train.dim : t->rows.max_col;
     if (t->rows.max_col > t->dim)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "training rows have column %llu, beyond dim %llu",
                             (unsigned long long)t->rows.max_col - 1, (unsigned long long)t->dim);
@@ -315,7 +315,7 @@ int fsgd_api_train_run(fsgd_api_train_t *t, fsgd_model_t **model, char *err, siz
     t->ran = 1;
     fsgd_train_input_t in = {.source = FSGD_TRAIN_ROWS_OWNED, .owned_rows = &t->rows, .owned_test = &t->test,
                              .dim = t->dim};
-    int rc = fsgd_train(job, &in, NULL, m, &t->stats, NULL, err, errsz);
+    int rc = fsgd_train(&job->train, &in, NULL, m, &t->stats, NULL, err, errsz);
     fsgd_csr_free(&t->rows);
     fsgd_csr_free(&t->test);
     if (rc < 0) {
@@ -346,8 +346,8 @@ double fsgd_api_train_stat(const fsgd_api_train_t *t, const char *name)
         {"lr", s->lr},
         {"l2", s->l2},
         {"alpha", s->alpha},
-        {"l1", t->job.l1},
-        {"ftrl", t->job.optimizer == FSGD_OPTIMIZER_FTRL},
+        {"l1", t->job.train.l1},
+        {"ftrl", t->job.train.optimizer == FSGD_OPTIMIZER_FTRL},
         {"threads", s->threads_used},
         {"weights_nonzero", (double)s->weights_nonzero},
         {"weights_touched", (double)s->weights_touched},

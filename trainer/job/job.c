@@ -15,7 +15,7 @@
 #include "fsgd/rowfmt.h"
 #include "fsgd/strategy.h"
 #include "fsgd/vw.h"
-#include "core_testing.h"
+#include "job_testing.h"
 
 typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS, F_REPLICA } field_type_t;
 
@@ -30,11 +30,11 @@ typedef struct field {
 
 #define OFF(f) offsetof(fsgd_job_t, f), sizeof(((fsgd_job_t *)0)->f)
 static const field_t fields[] = {
-    {"data", "data", F_STR, OFF(data), 0, 0, "training data, a file in the job's format"},
+    {"data", "data", F_STR, OFF(train.data), 0, 0, "training data, a file in the job's format"},
     {"test", "data", F_STR, OFF(test), 0, 0, "test data, same format (without it fsgd train holds test_fraction of the data out as its test set; fsgd run scores no test set)"},
-    {"test_fraction", "data", F_DOUBLE, OFF(test_fraction), 0, 0.9, "fsgd train: fraction of the data held out as the test set when no --test is given (0: none)"},
-    {"skip_bad", "data", F_BOOL, OFF(skip_bad), 0, 1, "skip malformed rows (report them) instead of stopping: LIBSVM files, and NAME.data rows in any format (a delimited file still stops)"},
-    {"format", "data", F_STR, OFF(format), 0, 0,
+    {"test_fraction", "data", F_DOUBLE, OFF(train.test_fraction), 0, 0.9, "fsgd train: fraction of the data held out as the test set when no --test is given (0: none)"},
+    {"skip_bad", "data", F_BOOL, OFF(train.skip_bad), 0, 1, "skip malformed rows (report them) instead of stopping: LIBSVM files, and NAME.data rows in any format (a delimited file still stops)"},
+    {"format", "data", F_STR, OFF(train.format), 0, 0,
      "input format: libsvm, criteo (label, 13 integer and 26 categorical TSV columns), or a column spec "
      "tsv:COLUMNS[:header=1][:bits=B][:seed=S] / csv:..., COLUMNS like label,num*13,cat*26,skip; "
      "raw fields are hashed with xxHash into 2^bits columns (dim is then 2^bits); fsgd train, and fsgd run/produce/"
@@ -42,135 +42,135 @@ static const field_t fields[] = {
      "outside clients must not send it); the model records the spec for fsgd predict; vw: Vowpal Wabbit text rows "
      "(label [importance] [tag]|ns feature[:value] ...), hashed as VW 9 hashes them (docs/ctr-inputs.md); any "
      "input may be gzip or zstd compressed"},
-    {"hash_bits", "data", F_INT, OFF(hash_bits), 0, 32,
+    {"hash_bits", "data", F_INT, OFF(train.hash_bits), 0, 32,
      "hashed formats: 2^B feature columns (0: the spec's bits, default 24); libsvm: 1..32 hashes the indices "
      "into 2^B weights, so any index fits a bounded model (0: indices kept, dim from the data); alias bits (VW's -b)"},
-    {"interactions", "data", F_TERMS, OFF(interactions), 0, 0,
+    {"interactions", "data", F_TERMS, OFF(train.interactions), 0, 0,
      "vw format: feature crosses of namespaces by their first letters, VW's -q ab / --cubic abc / --interactions "
      "ab,abc (aliases q, quadratic, cubic; each use adds its crosses); :: crosses every pair of namespaces; hashed "
      "into the model's 2^bits columns and recorded in the model file, so fsgd predict needs no flag; criteo, tsv:, "
      "csv: cross columns by 1-based number or name instead (-q 15*16, -q C1*C2 with Criteo's names I1..I13, "
      "C1..C26, or a header=1 file's own, --interactions 'age*city*C3'); libsvm: the letters of --fields"},
-    {"fields", "data", F_STR, OFF(fields), 0, 0,
+    {"fields", "data", F_STR, OFF(train.fields), 0, 0,
      "libsvm format: fields of index ranges, NAME:FIRST-LAST or NAME:INDEX, e.g. a:1-14,b:15-100 (a name's first "
      "letter is its letter; indices as the file writes them), or @FILE: lines 'INDEX NAME' or 'FIRST-LAST NAME'; "
      "so -q ab / --cubic / --interactions / :: cross LIBSVM rows as VW crosses namespaces; hashed into 2^bits "
      "columns (default 18), recorded in the model"},
-    {"ignore", "data", F_STR, OFF(ignore), 0, 0, "vw format: namespaces (first letters, e.g. abc) left out (VW's --ignore)"},
-    {"keep", "data", F_STR, OFF(keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
-    {"row_weights", "data", F_BOOL, OFF(row_weights), 0, 1,
+    {"ignore", "data", F_STR, OFF(train.ignore), 0, 0, "vw format: namespaces (first letters, e.g. abc) left out (VW's --ignore)"},
+    {"keep", "data", F_STR, OFF(train.keep), 0, 0, "vw format: the only namespaces read (first letters; VW's --keep)"},
+    {"row_weights", "data", F_BOOL, OFF(train.row_weights), 0, 1,
      "libsvm format: a row's label may carry an importance weight, label:weight (XGBoost's LIBSVM extension; "
      "VW's importance: a number >= 0, 1 when absent; rows of weight 0 are left out of training); fsgd train and "
      "fsgd run, cpu backend; fsgd predict reads such files with --row-weights and scores them unweighted"},
-    {"class_weight", "data", F_STR, OFF(class_weight), 0, 0,
+    {"class_weight", "data", F_STR, OFF(train.class_weight), 0, 0,
      "POS,NEG: each row's loss weighted by its class (LIBLINEAR's -w1/-w-1), on top of a VW row's importance; "
      "fsgd train and fsgd run, classification models, cpu backend"},
-    {"cache", "data", F_STR, OFF(cache), 0, 0,
+    {"cache", "data", F_STR, OFF(train.cache), 0, 0,
      "fsgd train: write the training rows to this binary cache on the first pass and stream every epoch "
      "from it, for files larger than memory (the holdout and test split, at most 50k and 100k rows, are kept "
      "in it too). A later run with the same cache reuses it without reading the text when it was made from "
      "the same file (path, size, mtime), format, hash bits, skip_bad, holdout/test fraction and seed; "
      "otherwise, or when it is cut short or corrupt, it is rewritten with a line saying why. --threads "
      "splits each step as in memory"},
-    {"dim", "data", F_U64, OFF(dim), 0, 4294967296.0, "feature dimension (0: from the data)"},
-    {"model", "model", F_MODEL, OFF(model), 0, 0, "the loss: logistic | linear | svm (alias loss)"},
-    {"bias", "model", F_BOOL, OFF(bias), 0, 1, "learn an intercept"},
-    {"bias_value", "model", F_DOUBLE, OFF(bias_value), 1e-6, 1e6, "value of the intercept's constant feature"},
-    {"l2", "model", F_DOUBLE, OFF(l2), 0, 1e6,
+    {"dim", "data", F_U64, OFF(train.dim), 0, 4294967296.0, "feature dimension (0: from the data)"},
+    {"model", "model", F_MODEL, OFF(train.model), 0, 0, "the loss: logistic | linear | svm (alias loss)"},
+    {"bias", "model", F_BOOL, OFF(train.bias), 0, 1, "learn an intercept"},
+    {"bias_value", "model", F_DOUBLE, OFF(train.bias_value), 1e-6, 1e6, "value of the intercept's constant feature"},
+    {"l2", "model", F_DOUBLE, OFF(train.l2), 0, 1e6,
      "L2 strength λ on the mean loss, applied on touched keys; auto = 1/n_train, fsgd train and fsgd run "
      "(LIBLINEAR's C=1); "
      "with ftrl, FTRL's λ2 = l2·n_train"},
-    {"l1", "model", F_DOUBLE, OFF(l1), 0, 1e6,
+    {"l1", "model", F_DOUBLE, OFF(train.l1), 0, 1e6,
      "L1 strength on the mean loss (objective mean loss + l1·|w|₁ + l2/2·|w|²), optimizer ftrl only: FTRL's "
      "λ1 = l1·n_train; weights whose |z| stays below λ1 are exactly 0 and not stored"},
-    {"init", "model", F_STR, OFF(init), 0, 0,
+    {"init", "model", F_STR, OFF(train.init), 0, 0,
      "start from this model file (its weights, and its optimizer state when it has this run's: --save-state) "
      "instead of zeros; it must have the data's dim, the same model (loss), intercept and input format; fsgd "
      "run/aggregator: a checkpoint found at start wins over it"},
-    {"optimizer", "optimizer", F_OPTIMIZER, OFF(optimizer), 0, 0,
+    {"optimizer", "optimizer", F_OPTIMIZER, OFF(train.optimizer), 0, 0,
      "adam | ftrl: sparse Adam, or FTRL-Proximal with per-coordinate rates (McMahan et al. KDD'13; "
      "fsgd train and fsgd run); YAML optimizer: ftrl, or optimizer.name"},
-    {"alpha", "optimizer", F_DOUBLE, OFF(alpha), 1e-12, 1e6,
+    {"alpha", "optimizer", F_DOUBLE, OFF(train.alpha), 1e-12, 1e6,
      "ftrl: α of the per-coordinate rate α/(β + sqrt(Σg²)) (VW: --ftrl_alpha); auto = 2/sqrt(steps per epoch) "
      "in [0.01, 0.5]"},
-    {"beta", "optimizer", F_DOUBLE, OFF(beta), 0, 1e6, "ftrl: β of that rate (VW: --ftrl_beta)"},
-    {"lr", "optimizer", F_DOUBLE, OFF(lr), 1e-12, 1e3,
+    {"beta", "optimizer", F_DOUBLE, OFF(train.beta), 0, 1e6, "ftrl: β of that rate (VW: --ftrl_beta)"},
+    {"lr", "optimizer", F_DOUBLE, OFF(train.lr), 1e-12, 1e3,
      "Adam learning rate; auto (fsgd train and fsgd run) = 0.15/sqrt(steps per epoch) in [0.001, 0.02], "
      "per-key bias corrections"},
-    {"beta1", "optimizer", F_DOUBLE, OFF(beta1), 0, 0.999999, "Adam β1"},
-    {"beta2", "optimizer", F_DOUBLE, OFF(beta2), 0, 0.999999999, "Adam β2"},
-    {"eps", "optimizer", F_DOUBLE, OFF(eps), 1e-30, 1, "Adam ε"},
-    {"batch", "optimizer", F_DOUBLE, OFF(batch), 1e-9, 1e12,
+    {"beta1", "optimizer", F_DOUBLE, OFF(train.beta1), 0, 0.999999, "Adam β1"},
+    {"beta2", "optimizer", F_DOUBLE, OFF(train.beta2), 0, 0.999999999, "Adam β2"},
+    {"eps", "optimizer", F_DOUBLE, OFF(train.eps), 1e-30, 1, "Adam ε"},
+    {"batch", "optimizer", F_DOUBLE, OFF(train.batch), 1e-9, 1e12,
      "rows per step (>= 1) or fraction of the training rows (< 1); auto = 256 rows a worker, capped at "
      "max(256, n_train / 2000) (fsgd run and its roles; fsgd train's auto is 256)"},
-    {"epochs", "optimizer", F_INT, OFF(epochs), 1, 1e6,
+    {"epochs", "optimizer", F_INT, OFF(train.epochs), 1, 1e6,
      "passes over the training data, exactly; auto (fsgd train and fsgd run) = until the holdout loss stops improving "
      "(at most max_epochs), keeping the best weights"},
-    {"max_epochs", "optimizer", F_INT, OFF(max_epochs), 1, 1e6, "most passes when epochs is auto"},
-    {"holdout", "optimizer", F_DOUBLE, OFF(holdout), 0, 0.5,
+    {"max_epochs", "optimizer", F_INT, OFF(train.max_epochs), 1, 1e6, "most passes when epochs is auto"},
+    {"holdout", "optimizer", F_DOUBLE, OFF(train.holdout), 0, 0.5,
      "fraction of the training rows held out to stop early when epochs is auto (unused otherwise)"},
-    {"seed", "optimizer", F_U64, OFF(seed), 0, 1.8e19, "random seed (shuffling, split)"},
-    {"threads", "compute", F_INT, OFF(threads), 1, 1024, "local worker threads in fsgd train"},
-    {"backend", "compute", F_STR, OFF(backend), 0, 0, "cpu | cuda | auto (cuda when a device answers and each process gets 2048+ rows a step)"},
-    {"codec", "compute", F_STR, OFF(codec), 0, 0, "compression strategy spec NAME:key=value,... (fsgd features lists them; strategy/FORMAT.md), e.g. none, fastsgd:b=1.1,tau=128,l=2, topk:ratio=0.01"},
-    {"downlink", "compute", F_STR, OFF(downlink), 0, 0,
+    {"seed", "optimizer", F_U64, OFF(train.seed), 0, 1.8e19, "random seed (shuffling, split)"},
+    {"threads", "compute", F_INT, OFF(train.threads), 1, 1024, "local worker threads in fsgd train"},
+    {"backend", "compute", F_STR, OFF(train.backend), 0, 0, "cpu | cuda | auto (cuda when a device answers and each process gets 2048+ rows a step)"},
+    {"codec", "compute", F_STR, OFF(train.codec), 0, 0, "compression strategy spec NAME:key=value,... (fsgd features lists them; strategy/FORMAT.md), e.g. none, fastsgd:b=1.1,tau=128,l=2, topk:ratio=0.01"},
+    {"downlink", "compute", F_STR, OFF(train.downlink), 0, 0,
      "model updates to workers (fsgd run): auto (compressed with the codec when it is lossy), full (float32 values), or a lossy codec spec"},
-    {"out", "output", F_STR, OFF(out), 0, 0, "model file to write"},
-    {"metrics_json", "output", F_STR, OFF(metrics_json), 0, 0, "metrics JSON file to write"},
-    {"save_state", "output", F_BOOL, OFF(save_state), 0, 1,
+    {"out", "output", F_STR, OFF(train.out), 0, 0, "model file to write"},
+    {"metrics_json", "output", F_STR, OFF(train.metrics_json), 0, 0, "metrics JSON file to write"},
+    {"save_state", "output", F_BOOL, OFF(train.save_state), 0, 1,
      "fsgd train: also write the optimizer state (Adam's m, v and counts, or FTRL's z and n; 16 bytes a touched "
      "key) into the model file, so that --init resumes training where it stopped (VW: --save_resume)"},
-    {"target_auc", "output", F_DOUBLE, OFF(target_auc), 0, 1, "record the time when test AUC first reaches this"},
-    {"eval_every", "output", F_INT, OFF(eval_every), 0, 1e9, "also evaluate every N steps (0: at epoch ends)"},
-    {"quiet", "output", F_BOOL, OFF(quiet), 0, 1, "no progress lines"},
-    {"name", "job", F_STR, OFF(name), 0, 0, "job name; topics are NAME.data/.grads/.model/.ctl"},
-    {"brokers", "cluster", F_STR, OFF(brokers), 0, 0, "Kafka bootstrap servers (empty: embedded cluster)"},
-    {"workers", "cluster", F_INT, OFF(workers), 1, 1024, "worker processes in fsgd run"},
-    {"partitions", "cluster", F_INT, OFF(partitions), 0, 100000, "data topic partitions (0: auto)"},
-    {"block_rows", "cluster", F_INT, OFF(block_rows), 0, 4096,
+    {"target_auc", "output", F_DOUBLE, OFF(train.target_auc), 0, 1, "record the time when test AUC first reaches this"},
+    {"eval_every", "output", F_INT, OFF(train.eval_every), 0, 1e9, "also evaluate every N steps (0: at epoch ends)"},
+    {"quiet", "output", F_BOOL, OFF(train.quiet), 0, 1, "no progress lines"},
+    {"name", "job", F_STR, OFF(dist.name), 0, 0, "job name; topics are NAME.data/.grads/.model/.ctl"},
+    {"brokers", "cluster", F_STR, OFF(cluster.brokers), 0, 0, "Kafka bootstrap servers (empty: embedded cluster)"},
+    {"workers", "cluster", F_INT, OFF(dist.workers), 1, 1024, "worker processes in fsgd run"},
+    {"partitions", "cluster", F_INT, OFF(dist.partitions), 0, 100000, "data topic partitions (0: auto)"},
+    {"block_rows", "cluster", F_INT, OFF(dist.block_rows), 0, 4096,
      "rows per data message fsgd writes (0: auto, from batch and partitions; 1: one text row a message)"},
-    {"replication_factor", "cluster", F_INT, OFF(replication_factor), 0, 32,
+    {"replication_factor", "cluster", F_INT, OFF(cluster.replication_factor), 0, 32,
      "replicas of each job topic on a real cluster (0: min(3, brokers); the embedded cluster keeps 1)"},
-    {"min_insync_replicas", "cluster", F_INT, OFF(min_insync_replicas), 0, 32,
+    {"min_insync_replicas", "cluster", F_INT, OFF(cluster.min_insync_replicas), 0, 32,
      "topics' min.insync.replicas: acks=all writes need this many replicas (0: 2 with 3+ replicas, else 1)"},
-    {"step_timeout_ms", "cluster", F_INT, OFF(step_timeout_ms), 100, 3.6e6, "drop a worker missing a step this long"},
-    {"connect_timeout_ms", "cluster", F_INT, OFF(connect_timeout_ms), 100, 3.6e6,
+    {"step_timeout_ms", "cluster", F_INT, OFF(dist.step_timeout_ms), 100, 3.6e6, "drop a worker missing a step this long"},
+    {"connect_timeout_ms", "cluster", F_INT, OFF(cluster.connect_timeout_ms), 100, 3.6e6,
      "every role's bound on reaching the brokers at start (TLS handshake and SASL included): past it, exit 4 "
      "naming the broker and librdkafka's cause"},
-    {"snapshot_every", "cluster", F_INT, OFF(snapshot_every), 1, 1e9,
+    {"snapshot_every", "cluster", F_INT, OFF(dist.snapshot_every), 1, 1e9,
      "full model snapshot (and checkpoint) every N steps; auto = max(100, weights / 4096), so a snapshot costs "
      "the same 16 KiB a step whatever the model's size (100 on the embedded cluster, which keeps 5 MiB a partition)"},
-    {"staleness", "cluster", F_INT, OFF(staleness), 0, 255,
+    {"staleness", "cluster", F_INT, OFF(train.staleness), 0, 255,
      "bounded delay τ: a worker may send the gradient of step t+1+τ while the model of step t is the newest it "
      "has (0: synchronous; gTop-k and GradiVeQ always run at 0)"},
-    {"replica", "cluster", F_REPLICA, OFF(replica), 0, 0,
+    {"replica", "cluster", F_REPLICA, OFF(dist.replica), 0, 0,
      "what a worker of fsgd run holds: full (the whole model, every step's update broadcast on NAME.model to every "
      "worker), working_set (before each step a worker pulls the values of the keys its rows use from the "
      "aggregator shards that own them (answers on NAME.pull): its downlink does not grow with the number of "
      "workers, nor its memory with the model), or auto: working_set when --dim or --bits gives a model of 2^25 "
      "weights or more (and the codec's workers do not run the optimizer), full otherwise (docs/run.md)"},
-    {"shards", "cluster", F_INT, OFF(shards), 1, 64,
+    {"shards", "cluster", F_INT, OFF(train.shards), 1, 64,
      "aggregator shards: the model's keys split over S aggregator processes (key k to shard k mod S), each "
      "holding its part of the weights and optimizer state; fsgd train simulates the same split in one process"},
-    {"checkpoint", "cluster", F_STR, OFF(checkpoint), 0, 0, "aggregator checkpoint file"},
-    {"follow", "cluster", F_BOOL, OFF(follow), 0, 1,
+    {"checkpoint", "cluster", F_STR, OFF(dist.checkpoint), 0, 0, "aggregator checkpoint file"},
+    {"follow", "cluster", F_BOOL, OFF(dist.follow), 0, 1,
      "continuous training (fsgd run, worker, aggregator): keep consuming NAME.data as rows arrive, publish a "
      "numbered model version every snapshot_every steps (alias version_every) or version_seconds, score each "
      "step's rows before training on them (progressive validation: it replaces the holdout, so epochs, "
      "max_epochs and holdout do not apply) and stop only on SIGTERM/SIGINT, with a final version and checkpoint"},
-    {"version_seconds", "cluster", F_DOUBLE, OFF(version_seconds), 0.01, 1e9,
+    {"version_seconds", "cluster", F_DOUBLE, OFF(dist.version_seconds), 0.01, 1e9,
      "follow: also publish a model version (snapshot and checkpoint) when this many seconds have passed since "
      "the last one and rows were trained since"},
-    {"job_key_file", "cluster", F_STR, OFF(job_key_file), 0, 0,
+    {"job_key_file", "cluster", F_STR, OFF(cluster.job_key_file), 0, 0,
      "file with the job key (64 hex digits, mode 600) that authenticates every message on the job's topics; "
      "fsgd run makes one for its job when none is given"},
-    {"unsigned_rows", "cluster", F_BOOL, OFF(unsigned_rows), 0, 1,
+    {"unsigned_rows", "cluster", F_BOOL, OFF(cluster.unsigned_rows), 0, 1,
      "with a job key: accept rows on NAME.data that carry no tag (written by kcat or another client without the "
      "key); a tag that is there is always checked"},
-    {"kafka_opt", "cluster", F_KAFKA, OFF(kafka), 0, 0,
+    {"kafka_opt", "cluster", F_KAFKA, OFF(cluster.kafka), 0, 0,
      "KEY=VALUE librdkafka security setting for every client, repeatable (YAML: a kafka: map); keys "
      "security.*, sasl.*, ssl.*, enable.ssl.certificate.verification"},
-    {"target_loss", "cluster", F_DOUBLE, OFF(target_loss), 0, 1e6,
+    {"target_loss", "cluster", F_DOUBLE, OFF(dist.target_loss), 0, 1e6,
      "aggregator: record seconds from step 1 until the training loss (mean of the last 8 steps) first reaches this (0: off)"},
 };
 #undef OFF
@@ -189,63 +189,51 @@ static const struct {
 void fsgd_job_defaults(fsgd_job_t *job)
 {
     memset(job, 0, sizeof *job);
-    job->test_fraction = 0.2;
-    job->replica = FSGD_REPLICA_AUTO;
-    snprintf(job->format, sizeof job->format, "libsvm");
-    job->model = FSGD_LOSS_LOGISTIC;
-    job->bias = 1;
-    job->bias_value = 1;
-    job->l2 = 0;
-    job->lr = 0.01;
-    job->beta1 = 0.9;
-    job->beta2 = 0.999;
-    job->eps = 1e-8;
-    job->batch = 256;
-    job->epochs = 20;
-    job->seed = 1;
-    job->threads = 2;
-    snprintf(job->backend, sizeof job->backend, "cpu");
-    snprintf(job->codec, sizeof job->codec, "none");
-    snprintf(job->downlink, sizeof job->downlink, "auto");
-    snprintf(job->name, sizeof job->name, "fsgd");
-    job->workers = 2;
-    job->step_timeout_ms = 10000;
-    job->connect_timeout_ms = 15000;
-    job->snapshot_every = 0; /* auto */
-    job->staleness = FSGD_JOB_STALENESS_DEFAULT;
-    job->shards = 1;
-    job->max_epochs = 50;
-    job->holdout = 0.1;
-    job->optimizer = FSGD_OPTIMIZER_ADAM;
-    job->alpha = FSGD_JOB_AUTO;
-    job->beta = FSGD_FTRL_BETA;
-    job->version_seconds = 60;
-}
-
-const char *fsgd_job_backend(const fsgd_job_t *job, double rows_per_process)
-{
-    if (!strcmp(job->backend, "auto") && rows_per_process > 0 && rows_per_process < FSGD_AUTO_CUDA_MIN_ROWS)
-        return "cpu";
-    return job->backend;
-}
-
-const char *fsgd_optimizer_name(fsgd_job_optimizer_t o)
-{
-    return o == FSGD_OPTIMIZER_FTRL ? "ftrl" : "adam";
+    job->train.test_fraction = 0.2;
+    job->dist.replica = FSGD_REPLICA_AUTO;
+    snprintf(job->train.format, sizeof job->train.format, "libsvm");
+    job->train.model = FSGD_LOSS_LOGISTIC;
+    job->train.bias = 1;
+    job->train.bias_value = 1;
+    job->train.l2 = 0;
+    job->train.lr = 0.01;
+    job->train.beta1 = 0.9;
+    job->train.beta2 = 0.999;
+    job->train.eps = 1e-8;
+    job->train.batch = 256;
+    job->train.epochs = 20;
+    job->train.seed = 1;
+    job->train.threads = 2;
+    snprintf(job->train.backend, sizeof job->train.backend, "cpu");
+    snprintf(job->train.codec, sizeof job->train.codec, "none");
+    snprintf(job->train.downlink, sizeof job->train.downlink, "auto");
+    snprintf(job->dist.name, sizeof job->dist.name, "fsgd");
+    job->dist.workers = 2;
+    job->dist.step_timeout_ms = 10000;
+    job->cluster.connect_timeout_ms = 15000;
+    job->dist.snapshot_every = 0; /* auto */
+    job->train.staleness = FSGD_JOB_STALENESS_DEFAULT;
+    job->train.shards = 1;
+    job->train.max_epochs = 50;
+    job->train.holdout = 0.1;
+    job->train.optimizer = FSGD_OPTIMIZER_ADAM;
+    job->train.alpha = FSGD_JOB_AUTO;
+    job->train.beta = FSGD_FTRL_BETA;
+    job->dist.version_seconds = 60;
 }
 
 void fsgd_job_train_defaults(fsgd_job_t *job)
 {
     fsgd_job_defaults(job);
-    job->l2 = FSGD_JOB_AUTO;
-    job->lr = FSGD_JOB_AUTO;
-    job->epochs = 0;
+    job->train.l2 = FSGD_JOB_AUTO;
+    job->train.lr = FSGD_JOB_AUTO;
+    job->train.epochs = 0;
 }
 
 void fsgd_job_dist_defaults(fsgd_job_t *job)
 {
     fsgd_job_train_defaults(job);
-    job->batch = FSGD_JOB_AUTO;
+    job->train.batch = FSGD_JOB_AUTO;
 }
 
 /* Keys that also take "auto" (stored as FSGD_JOB_AUTO, or 0 for integers):
@@ -303,7 +291,7 @@ static int kafka_key_allowed(const char *k)
            !strcmp(k, "enable.ssl.certificate.verification");
 }
 
-/* Appends "key=value\n" to job->kafka. */
+/* Appends "key=value\n" to job->cluster.kafka. */
 static int add_kafka(fsgd_job_t *job, const char *key, const char *value, char *err, size_t errsz)
 {
     if (!*key || strchr(key, '=') || strchr(key, '\n') || strchr(value, '\n'))
@@ -313,12 +301,12 @@ static int add_kafka(fsgd_job_t *job, const char *key, const char *value, char *
                             "kafka option '%s' is not passed to Kafka clients: only security.*, sasl.*, ssl.* and "
                             "enable.ssl.certificate.verification are (FSGD_RDKAFKA sets others)",
                             key);
-    size_t used = strlen(job->kafka);
-    int n = snprintf(job->kafka + used, sizeof job->kafka - used, "%s=%s\n", key, value);
-    if (n < 0 || (size_t)n >= sizeof job->kafka - used) {
-        job->kafka[used] = '\0';
+    size_t used = strlen(job->cluster.kafka);
+    int n = snprintf(job->cluster.kafka + used, sizeof job->cluster.kafka - used, "%s=%s\n", key, value);
+    if (n < 0 || (size_t)n >= sizeof job->cluster.kafka - used) {
+        job->cluster.kafka[used] = '\0';
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka options: more than %zu characters",
-                            sizeof job->kafka - 1);
+                            sizeof job->cluster.kafka - 1);
     }
     return FSGD_E_OK;
 }
@@ -342,6 +330,8 @@ static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char 
     FSGD_TRY(set_value(job, f, value, err, errsz));
     size_t i = (size_t)(f - fields);
     job->given[i / 64] |= UINT64_C(1) << (i % 64);
+    if (f->offset == offsetof(fsgd_job_t, train.staleness)) /* core reads whether τ was given */
+        job->train.staleness_given = 1;
     return FSGD_E_OK;
 }
 
@@ -359,14 +349,9 @@ static int parse_replica(const char *key, const char *value, fsgd_job_replica_t 
     return FSGD_E_OK;
 }
 
-fsgd_job_replica_t fsgd_job_replica(const fsgd_job_t *job)
+fsgd_dist_job_t fsgd_job_dist(const fsgd_job_t *job)
 {
-    if (job->replica != FSGD_REPLICA_AUTO)
-        return job->replica;
-    uint64_t weights = job->dim ? job->dim : job->hash_bits > 0 ? (uint64_t)1 << job->hash_bits : 0;
-    return weights >= FSGD_REPLICA_AUTO_MIN_WEIGHTS && !fsgd_strategy_workers_optimize(job->codec)
-               ? FSGD_REPLICA_WORKING_SET
-               : FSGD_REPLICA_FULL;
+    return (fsgd_dist_job_t){.train = &job->train, .dist = &job->dist, .cluster = &job->cluster, .test = job->test};
 }
 
 int fsgd_job_given(const fsgd_job_t *job, const char *key)
@@ -704,7 +689,7 @@ int fsgd_job_parse_args(fsgd_job_t *job, int argc, char **argv, char *err, size_
         if (a[0] != '-') {
             if (ends_with(a, ".yaml") || ends_with(a, ".yml"))
                 continue;
-            if (job->data[0])
+            if (job->train.data[0])
                 return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "unexpected argument '%s'", a);
             FSGD_TRY(fsgd_job_set(job, "data", a, err, errsz));
             continue;
@@ -822,9 +807,9 @@ void fsgd_job_print_help_with(const char *usage_line, const fsgd_job_t *defaults
 
 int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz)
 {
-    if (!job->data[0])
+    if (!job->train.data[0])
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "no training data: give --data FILE (or data: in the job file)");
-    if (job->beta1 >= 1 || job->beta2 >= 1)
+    if (job->train.beta1 >= 1 || job->train.beta2 >= 1)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "Adam betas must be < 1");
     return FSGD_E_OK;
 }
@@ -833,12 +818,12 @@ int fsgd_job_check(const fsgd_job_t *job, char *err, size_t errsz)
  * for: --l1 with Adam would train a dense model. */
 static int check_optimizer(const fsgd_job_t *job, char *err, size_t errsz)
 {
-    if (job->optimizer == FSGD_OPTIMIZER_ADAM) {
-        if (job->l1 > 0)
+    if (job->train.optimizer == FSGD_OPTIMIZER_ADAM) {
+        if (job->train.l1 > 0)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                                 "l1 %g needs optimizer ftrl (--optimizer ftrl): Adam has no L1 step and would "
                                 "train a dense model",
-                                job->l1);
+                                job->train.l1);
         static const char *ftrl_only[] = {"alpha", "beta"};
         for (size_t i = 0; i < 2; i++)
             if (fsgd_job_given(job, ftrl_only[i]))
@@ -859,19 +844,19 @@ static int check_optimizer(const fsgd_job_t *job, char *err, size_t errsz)
 int fsgd_job_check_train(const fsgd_job_t *job, char *err, size_t errsz)
 {
     FSGD_TRY(fsgd_job_check(job, err, errsz));
-    if (job->epochs == 0 && job->holdout <= 0)
+    if (job->train.epochs == 0 && job->train.holdout <= 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "epochs auto stops on the holdout rows: give holdout > 0, or a number of epochs");
     FSGD_TRY(check_optimizer(job, err, errsz));
-    if (job->init[0] && job->cache[0])
+    if (job->train.init[0] && job->train.cache[0])
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "init does not combine with cache yet: drop one of them");
-    if (job->save_state && job->cache[0])
+    if (job->train.save_state && job->train.cache[0])
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "save_state does not combine with cache yet: drop one of them");
-    if (job->save_state && strcmp(job->codec, "none"))
+    if (job->train.save_state && strcmp(job->train.codec, "none"))
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "save_state keeps the optimizer's state only: codec %s's own state (error feedback, "
                             "momentum) would be lost; use codec none",
-                            job->codec);
+                            job->train.codec);
     return FSGD_E_OK;
 }
 
@@ -884,13 +869,13 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s is for fsgd train so far", train_only[i]);
     /* follow: rows keep coming, so there is no epoch to count or hold out from */
     static const char *not_follow[] = {"epochs", "max_epochs", "holdout"};
-    for (size_t i = 0; i < 3 && job->follow; i++)
+    for (size_t i = 0; i < 3 && job->dist.follow; i++)
         if (fsgd_job_given(job, not_follow[i]))
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                                 "%s does not apply with follow: training goes on until SIGTERM, and progressive "
                                 "validation (each step scored before it is trained on) replaces the holdout",
                                 not_follow[i]);
-    if (fsgd_job_given(job, "version_seconds") && !job->follow)
+    if (fsgd_job_given(job, "version_seconds") && !job->dist.follow)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "version_seconds needs follow");
     return FSGD_E_OK;
 }
