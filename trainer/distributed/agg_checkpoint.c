@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
+#include "fsgd/ckpt_set.h"
 #include "fsgd/shard.h"
 
 /* --- checkpoints --- */
@@ -203,7 +204,7 @@ int agg_ckpt_due(const agg_t *a)
 
 void agg_ckpt_path(const agg_t *a, char *out, size_t cap)
 {
-    snprintf(out, cap, a->shard ? "%s.shard%u" : "%s", a->job->checkpoint, a->shard);
+    fsgd_ckpt_set_path(a->job->checkpoint, a->shard, 0, out, cap);
 }
 
 int agg_ckpt_write(agg_t *a)
