@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "dist_cli.h"
+#include "fsgd/ckpt_set.h"
 #include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/kbus.h"
@@ -209,10 +210,10 @@ static void print_agg_result(const fsgd_job_t *job, const fsgd_agg_stats_t *st)
     int follower = job->train.shards > 1 && job->dist.shard > 0;
     if (job->train.out[0] && !follower)
         printf("model: %s\n", job->train.out);
-    if (job->train.metrics_json[0] && follower)
-        printf("metrics: %s.shard%u\n", job->train.metrics_json, job->dist.shard);
-    else if (job->train.metrics_json[0])
-        printf("metrics: %s\n", job->train.metrics_json);
+    char metrics[FSGD_JOB_PATH_MAX + 16];
+    fsgd_ckpt_set_path(job->train.metrics_json, follower ? job->dist.shard : 0, 0, metrics, sizeof metrics);
+    if (job->train.metrics_json[0])
+        printf("metrics: %s\n", metrics);
     fflush(stdout);
 }
 
@@ -260,10 +261,8 @@ int fsgd_cmd_aggregator(int argc, char **argv)
     fsgd_role_env_t env = {.stop = &follow_stop, .log = on_log, .ctx = &cli};
     if (!(env.bus = dcli_bus(job.cluster.brokers, "aggregator")))
         rc = FSGD_E_KAFKA;
-    else {
-        const fsgd_dist_job_t dj = fsgd_job_dist(&job);
-        rc = fsgd_aggregator_run(&env, &dj, job.dist.workers, &st, on_progress, on_step, err, sizeof err);
-    }
+    else
+        rc = fsgd_aggregator_run(&env, FSGD_JOB_DIST(&job), job.dist.workers, &st, on_progress, on_step, err, sizeof err);
     fsgd_bus_destroy(env.bus);
     fsgd_progress_destroy(cli.line);
     fsgd_observe_stop();
