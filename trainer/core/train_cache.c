@@ -1,6 +1,6 @@
 /* The first pass of fsgd train --cache, or the reuse of its cache; see
- * fsgd/train_cache.h. */
-#include "fsgd/train_cache.h"
+ * train_cache.h. */
+#include "train_cache.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,6 +1,7 @@
 /* fsgd_train_split_test (fsgd/train.h): fsgd train's test split without
  * --test, in the library so that rows given as arrays (fsgd/api.h) are
  * split as the same rows read from a file are. */
+#include "train_split.h"
 #include "fsgd/train.h"
 
 #include "fsgd/error.h"

@@ -171,11 +171,6 @@ typedef struct fsgd_train_hooks {
 int fsgd_train(const fsgd_job_t *job, const fsgd_train_input_t *in, const fsgd_model_t *init, fsgd_model_t *model,
                fsgd_train_stats_t *stats, const fsgd_train_hooks_t *hooks, char *err, size_t errsz);
 
-/* fsgd train's test set when no --test is given: moves a pseudo-random
- * fraction of data's rows (drawn from seed, in row order) into test, which
- * is empty or NULL-initialised ({0}); binary rows stay binary. Returns 0 or
- * FSGD_E_NOMEM. */
-int fsgd_train_split_test(fsgd_csr_t *data, double fraction, uint64_t seed, fsgd_csr_t *test);
 
 /* The optimizer state this job trains with and --save-state writes:
  * ftrl, Adam with per-key counts (lr auto) or plain Adam (an explicit lr).

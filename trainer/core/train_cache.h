@@ -1,4 +1,4 @@
-/* fsgd train --cache: the first pass over the training text, written to a
+/* Private to trainer/core. fsgd train --cache: the first pass over the training text, written to a
  * binary row cache (fsgd/rowcache.h) with the holdout and test rows set
  * aside in memory and stored in the cache's own sections; or, when the
  * cache is already there and was made from the same input, those rows read
