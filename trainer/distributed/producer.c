@@ -296,7 +296,8 @@ static int send_text_rows(produce_t *p, FILE *f, char *err, size_t errsz)
         if ((rc = stopped(p->env, err, errsz)) != 0)
             break;
         fsgd_csr_clear(&one);
-        long r = fsgd_rowfmt_parse(p->out.fmt, line, (size_t)n, src, lineno, &one, &p->lst, err, errsz);
+        const fsgd_parse_ctx_t at = {.src = src, .first_line = lineno, .stats = &p->lst};
+        long r = fsgd_rowfmt_parse(p->out.fmt, line, (size_t)n, &at, &one, err, errsz);
         if (r < 0) {
             rc = (int)r;
             break;
