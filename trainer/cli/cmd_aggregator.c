@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "dist_cli.h"
+#include "fsgd/ckpt_set.h"
 #include "fsgd/bus.h"
 #include "fsgd/dist.h"
 #include "fsgd/kbus.h"
@@ -209,10 +210,10 @@ static void print_agg_result(const fsgd_job_t *job, const fsgd_agg_stats_t *st)
     int follower = job->shards > 1 && job->shard > 0;
     if (job->out[0] && !follower)
         printf("model: %s\n", job->out);
-    if (job->metrics_json[0] && follower)
-        printf("metrics: %s.shard%u\n", job->metrics_json, job->shard);
-    else if (job->metrics_json[0])
-        printf("metrics: %s\n", job->metrics_json);
+    char metrics[FSGD_JOB_PATH_MAX + 16];
+    fsgd_ckpt_set_path(job->metrics_json, follower ? job->shard : 0, 0, metrics, sizeof metrics);
+    if (job->metrics_json[0])
+        printf("metrics: %s\n", metrics);
     fflush(stdout);
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fsgd/ckpt_set.h"
 #include "fsgd/auth.h"
 #include "fsgd/bus.h"
 #include "fsgd/error.h"
@@ -437,7 +438,7 @@ int dcli_outputs(const fsgd_job_t *job, const char *ckpt, int S, int first, int 
                     o->p[o->n++] = (fsgd_cli_path_t){opts[b], bases[b]};
                     continue;
                 }
-                snprintf(nm->path, sizeof nm->path, i ? "%s.shard%d%s" : "%s%.0d%s", bases[b], i, prev ? ".prev" : "");
+                fsgd_ckpt_set_path(bases[b], (unsigned)i, prev, nm->path, sizeof nm->path);
                 snprintf(nm->opt, sizeof nm->opt, "%s (aggregator shard %d's %sfile)", opts[b], i,
                          prev ? "previous " : "");
                 o->p[o->n++] = (fsgd_cli_path_t){nm->opt, nm->path};

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "aggregator_internal.h"
+#include "snapshot_every.h"
 #include "fsgd/holdout.h"
 #include "fsgd/model.h"
 #include "fsgd/train.h"
@@ -188,16 +189,7 @@ int agg_auto_setup(agg_t *a)
     uint64_t looks = fsgd_train_looks(n, steps);
     a->tune.look_rows = (n + looks - 1) / looks;
     a->tune.patience = fsgd_train_patience(looks);
-    /* snapshot_every auto: a snapshot is 4 bytes a weight; one every
-     * weights / 4096 steps costs 16 KiB a step whatever the model's size,
-     * and at least 100 steps apart. The embedded cluster keeps 5 MiB a
-     * partition: the snapshot and the deltas after it must fit, so 100. */
-    if (job->snapshot_every > 0)
-        a->model.snap_every = (uint64_t)job->snapshot_every;
-    else if (job->max_model_weights)
-        a->model.snap_every = 100;
-    else
-        a->model.snap_every = a->gweights / 4096 > 100 ? a->gweights / 4096 : 100;
+    a->model.snap_every = dist_snapshot_every(job->snapshot_every, job->max_model_weights, a->gweights);
     a->s->snapshot_every = a->model.snap_every;
     a->s->lr = a->tune.lr;
     a->s->l2 = a->tune.l2;

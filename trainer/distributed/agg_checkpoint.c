@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
+#include "fsgd/ckpt_set.h"
 #include "fsgd/shard.h"
 
 /* --- checkpoints --- */
@@ -203,7 +204,7 @@ int agg_ckpt_due(const agg_t *a)
 
 void agg_ckpt_path(const agg_t *a, char *out, size_t cap)
 {
-    snprintf(out, cap, a->shard ? "%s.shard%u" : "%s", a->job->checkpoint, a->shard);
+    fsgd_ckpt_set_path(a->job->checkpoint, a->shard, 0, out, cap);
 }
 
 int agg_ckpt_write(agg_t *a)
@@ -242,157 +243,161 @@ int agg_ckpt_write(agg_t *a)
     return 0;
 }
 
-/* Restores a checkpoint written for the same data from its bytes p[0, len)
- * (path names it in messages); returns 1 when resumed. The state of a is
- * changed only as far as the bytes were read. */
-static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
+/* A checkpoint being read: its bytes, where the reader is, and what its
+ * header said (ckpt_parse's parts fill it in file order). */
+typedef struct ckpt_in {
+    const char *path;
+    const uint8_t *p;
+    size_t len, off;
+    uint32_t file_version, version, gen;
+    int ident, follow_v, counted;
+    uint64_t step, rows, mdim;
+} ckpt_in_t;
+
+static int ckpt_truncated(agg_t *a, const ckpt_in_t *c)
 {
+    return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", c->path, c->off);
+}
+
+/* The magic, the version and what it encodes (follow, per-key counts), the
+ * crc, the header's counts; c->len then excludes the crc. */
+static int ckpt_read_header(agg_t *a, ckpt_in_t *c)
+{
+    const uint8_t *p = c->p;
+    const char *path = c->path;
+    if (p && c->len >= 8 && !memcmp(p, "FSGC", 4) && fsgd_le_get32(p + 4) == 1)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_VERSION,
+                            "checkpoint '%s' is in the version 1 format (magic FSGC) of an older fsgd; this one reads "
+                            "version %d (magic %s): finish that job with the fsgd that wrote it, or remove the file "
+                            "to start over (fsgd run --fresh)",
+                            path, CKPT_VERSION, CKPT_MAGIC);
+    c->file_version = p && c->len >= 12 ? fsgd_le_get32(p + 8) : 0;
+    if (!p || c->len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) || c->file_version < CKPT_VERSION_OLD ||
+        c->file_version > CKPT_VERSION_MAX)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d to v%d)",
+                            path, CKPT_VERSION_OLD, CKPT_VERSION_MAX);
+    c->ident = c->file_version >= CKPT_VERSION_IDENT;
+    const uint32_t unid = c->ident ? c->file_version - CKPT_IDENT_SHIFT : c->file_version;
+    c->follow_v = unid > CKPT_VERSION_COUNTS;
+    c->version = c->follow_v ? unid - CKPT_FOLLOW_SHIFT : unid;
+    if (a->job && c->follow_v != (a->follow != NULL))
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                            "checkpoint '%s' was written by a job %s follow; this one runs %s it: resume it the way it "
+                            "ran, or start over (fsgd run --fresh)",
+                            path, c->follow_v ? "with" : "without", a->follow ? "with" : "without");
+    c->counted = c->version == CKPT_VERSION_COUNTS || c->version == CKPT_VERSION_OLD_COUNTS;
+    if (c->counted != (a->model.adam.keys != NULL))
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+                            "checkpoint '%s' was written with %s, this job has %s: resume with the lr it was written "
+                            "with",
+                            path, c->counted ? "lr auto (per-key Adam counts)" : "an explicit lr",
+                            a->model.adam.keys ? "lr auto" : "an explicit lr");
+    if (fsgd_le_get32(p + c->len - 4) != fsgd_crc32c(0, p, c->len - 4))
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_CRC, "checkpoint '%s': crc32c mismatch at byte %zu", path,
+                            c->len - 4);
+    c->len -= 4;
+    c->gen = fsgd_le_get32(p + 12);
+    c->step = fsgd_le_get64(p + 16);
+    c->rows = fsgd_le_get64(p + 24);
+    c->mdim = fsgd_le_get64(p + 32);
+    c->off = CKPT_HEADER;
+    return 0;
+}
+
+/* Which shard of which job wrote it: a file under another shard's name
+ * (swapped by hand) or of another job is refused, not trained on. */
+static int ckpt_read_ident(agg_t *a, ckpt_in_t *c)
+{
+    const uint8_t *p = c->p;
+    const char *path = c->path;
+    size_t off = c->off;
+    if (c->len - off < 9 || c->len - off - 9 < p[off + 8])
+        return ckpt_truncated(a, c);
+    a->ckpt.shard = fsgd_le_get32(p + off);
+    a->ckpt.shards = fsgd_le_get32(p + off + 4);
+    size_t jn = p[off + 8];
+    if (jn > CKPT_JOB_MAX || a->ckpt.shards == 0 || a->ckpt.shard >= a->ckpt.shards)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT,
+                            "checkpoint '%s': shard %u of %u, job name of %zu bytes at byte %zu", path, a->ckpt.shard,
+                            a->ckpt.shards, jn, off);
+    memcpy(a->ckpt.job, p + off + 9, jn);
+    a->ckpt.job[jn] = '\0';
+    c->off = off + 9 + jn;
+    if (a->job && a->ckpt.shards != a->shards)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                            "checkpoint '%s' was written by a job with %u aggregator shard%s (as shard %u); this one "
+                            "has %u: resume with --shards %u, or start over (fsgd run --fresh)",
+                            path, a->ckpt.shards, a->ckpt.shards == 1 ? "" : "s", a->ckpt.shard, a->shards,
+                            a->ckpt.shards);
+    if (a->job && a->ckpt.shard != a->shard)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                            "checkpoint '%s' was written by aggregator shard %u of %u; this is shard %u of %u: "
+                            "put each shard's file back under its own name, or start over (fsgd run --fresh)",
+                            path, a->ckpt.shard, a->ckpt.shards, a->shard, a->shards);
+    if (a->job && strcmp(a->ckpt.job, a->job->name) != 0)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                            "checkpoint '%s' was written by job '%s'; this job is '%s': resume it with --name %s, "
+                            "or start over (fsgd run --fresh)",
+                            path, a->ckpt.job, a->job->name, a->ckpt.job);
+    return 0;
+}
+
+/* The same data as the topic (rows, weights, partitions and their ranges).
+ * A checkpoint of another job is the user's mistake (--resume), not
+ * fsgd's: FSGD_E_ARG, exit 2. */
+static int ckpt_check_data(agg_t *a, ckpt_in_t *c, fsgd_wire_state_t *s)
+{
+    const char *path = c->path;
     char e[256];
-    int rc = 0;
-    size_t off = 0;
-    fsgd_wire_state_t s = {0};
-    if (p && len >= 8 && !memcmp(p, "FSGC", 4) && fsgd_le_get32(p + 4) == 1) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_VERSION,
-                          "checkpoint '%s' is in the version 1 format (magic FSGC) of an older fsgd; this one reads "
-                          "version %d (magic %s): finish that job with the fsgd that wrote it, or remove the file "
-                          "to start over (fsgd run --fresh)",
-                          path, CKPT_VERSION, CKPT_MAGIC);
-        goto out;
-    }
-    const uint32_t file_version = p && len >= 12 ? fsgd_le_get32(p + 8) : 0;
-    if (!p || len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) || file_version < CKPT_VERSION_OLD ||
-        file_version > CKPT_VERSION_MAX) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d to v%d)",
-                          path, CKPT_VERSION_OLD, CKPT_VERSION_MAX);
-        goto out;
-    }
-    const int ident = file_version >= CKPT_VERSION_IDENT;
-    const uint32_t unid = ident ? file_version - CKPT_IDENT_SHIFT : file_version;
-    const int follow_v = unid > CKPT_VERSION_COUNTS;
-    const uint32_t version = follow_v ? unid - CKPT_FOLLOW_SHIFT : unid;
-    if (a->job && follow_v != (a->follow != NULL)) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
-                          "checkpoint '%s' was written by a job %s follow; this one runs %s it: resume it the way it "
-                          "ran, or start over (fsgd run --fresh)",
-                          path, follow_v ? "with" : "without", a->follow ? "with" : "without");
-        goto out;
-    }
-    int counted = version == CKPT_VERSION_COUNTS || version == CKPT_VERSION_OLD_COUNTS;
-    if (counted != (a->model.adam.keys != NULL)) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
-                          "checkpoint '%s' was written with %s, this job has %s: resume with the lr it was written with",
-                          path, counted ? "lr auto (per-key Adam counts)" : "an explicit lr",
-                          a->model.adam.keys ? "lr auto" : "an explicit lr");
-        goto out;
-    }
-    if (fsgd_le_get32(p + len - 4) != fsgd_crc32c(0, p, len - 4)) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_CRC, "checkpoint '%s': crc32c mismatch at byte %zu", path,
-                          len - 4);
-        goto out;
-    }
-    len -= 4;
-    uint32_t gen = fsgd_le_get32(p + 12);
-    uint64_t step = fsgd_le_get64(p + 16), rows = fsgd_le_get64(p + 24), mdim = fsgd_le_get64(p + 32);
-    off = CKPT_HEADER;
-    if (ident) {
-        /* which shard of which job wrote it: a file under another shard's
-         * name (swapped by hand) or of another job is refused, not trained on */
-        if (len - off < 9 || len - off - 9 < p[off + 8]) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path, off);
-            goto out;
-        }
-        a->ckpt.shard = fsgd_le_get32(p + off);
-        a->ckpt.shards = fsgd_le_get32(p + off + 4);
-        size_t jn = p[off + 8];
-        if (jn > CKPT_JOB_MAX || a->ckpt.shards == 0 || a->ckpt.shard >= a->ckpt.shards) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT,
-                              "checkpoint '%s': shard %u of %u, job name of %zu bytes at byte %zu", path,
-                              a->ckpt.shard, a->ckpt.shards, jn, off);
-            goto out;
-        }
-        memcpy(a->ckpt.job, p + off + 9, jn);
-        a->ckpt.job[jn] = '\0';
-        off += 9 + jn;
-        if (a->job && a->ckpt.shards != a->shards) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
-                              "checkpoint '%s' was written by a job with %u aggregator shard%s (as shard %u); this one "
-                              "has %u: resume with --shards %u, or start over (fsgd run --fresh)",
-                              path, a->ckpt.shards, a->ckpt.shards == 1 ? "" : "s", a->ckpt.shard, a->shards,
-                              a->ckpt.shards);
-            goto out;
-        }
-        if (a->job && a->ckpt.shard != a->shard) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
-                              "checkpoint '%s' was written by aggregator shard %u of %u; this is shard %u of %u: "
-                              "put each shard's file back under its own name, or start over (fsgd run --fresh)",
-                              path, a->ckpt.shard, a->ckpt.shards, a->shard, a->shards);
-            goto out;
-        }
-        if (a->job && strcmp(a->ckpt.job, a->job->name) != 0) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
-                              "checkpoint '%s' was written by job '%s'; this job is '%s': resume it with --name %s, "
-                              "or start over (fsgd run --fresh)",
-                              path, a->ckpt.job, a->job->name, a->ckpt.job);
-            goto out;
-        }
-    }
-    /* A checkpoint of another job is the user's mistake (--resume), not
-     * fsgd's: FSGD_E_ARG, exit 2. */
+    int rc;
     /* the same data, but written by a job with another number of shards:
      * say so (its part of the model has another size) */
-    for (uint32_t S = 1; a->job && rows == a->s->dataset_rows && mdim != a->mdim && S <= FSGD_SHARDS_MAX; S++)
-        if (S != a->shards && a->shard < S && fsgd_shard_dim(a->gweights, a->shard, S) == mdim) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
-                              "checkpoint '%s' was written by a job with %u aggregator shard%s (%llu weights here); "
-                              "this one has %u: resume with --shards %u, or start over (fsgd run --fresh)",
-                              path, S, S == 1 ? "" : "s", (unsigned long long)mdim, a->shards, S);
-            goto out;
-        }
-    if ((!follow_v && rows != a->s->dataset_rows) || mdim != a->mdim) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
-                          "checkpoint '%s' is for other data (%llu rows, %llu weights; topic has %llu rows, %llu "
-                          "weights): resume with the data it was written for, or start over (fsgd run --fresh)",
-                          path, (unsigned long long)rows, (unsigned long long)mdim,
-                          (unsigned long long)a->s->dataset_rows, (unsigned long long)a->mdim);
-        goto out;
-    }
-    if ((rc = fsgd_wire_state_get(p, len, &off, &s, e, sizeof e)) < 0) {
-        rc = fsgd_err_fmt(a->err, a->errsz, rc, "checkpoint '%s': %s", path, e);
-        goto out;
-    }
-    if (s.nparts != a->st.nparts) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s': %u partitions, topic has %u", path,
-                          s.nparts, a->st.nparts);
-        goto out;
-    }
-    for (uint32_t i = 0; i < s.nparts && !follow_v; i++)
-        if (s.start[i] != a->st.start[i] || s.end[i] != a->st.end[i]) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s': partition %u range differs", path, i);
-            goto out;
-        }
-    if (len - off < 8 + 8 + 8 + 8 + 8 + 4) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path, off);
-        goto out;
-    }
-    uint64_t t = fsgd_le_get64(p + off);
+    for (uint32_t S = 1; a->job && c->rows == a->s->dataset_rows && c->mdim != a->mdim && S <= FSGD_SHARDS_MAX; S++)
+        if (S != a->shards && a->shard < S && fsgd_shard_dim(a->gweights, a->shard, S) == c->mdim)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                                "checkpoint '%s' was written by a job with %u aggregator shard%s (%llu weights here); "
+                                "this one has %u: resume with --shards %u, or start over (fsgd run --fresh)",
+                                path, S, S == 1 ? "" : "s", (unsigned long long)c->mdim, a->shards, S);
+    if ((!c->follow_v && c->rows != a->s->dataset_rows) || c->mdim != a->mdim)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                            "checkpoint '%s' is for other data (%llu rows, %llu weights; topic has %llu rows, %llu "
+                            "weights): resume with the data it was written for, or start over (fsgd run --fresh)",
+                            path, (unsigned long long)c->rows, (unsigned long long)c->mdim,
+                            (unsigned long long)a->s->dataset_rows, (unsigned long long)a->mdim);
+    if ((rc = fsgd_wire_state_get(c->p, c->len, &c->off, s, e, sizeof e)) < 0)
+        return fsgd_err_fmt(a->err, a->errsz, rc, "checkpoint '%s': %s", path, e);
+    if (s->nparts != a->st.nparts)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s': %u partitions, topic has %u", path,
+                            s->nparts, a->st.nparts);
+    for (uint32_t i = 0; i < s->nparts && !c->follow_v; i++)
+        if (s->start[i] != a->st.start[i] || s->end[i] != a->st.end[i])
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s': partition %u range differs", path, i);
+    return 0;
+}
+
+/* The run's counters and every epoch's record; *t is Adam's step count. */
+static int ckpt_read_progress(agg_t *a, ckpt_in_t *c, uint64_t *t)
+{
+    const uint8_t *p = c->p;
+    if (c->len - c->off < 8 + 8 + 8 + 8 + 8 + 4)
+        return ckpt_truncated(a, c);
+    size_t off = c->off;
+    *t = fsgd_le_get64(p + off);
     a->open.rows_epoch = fsgd_le_get64(p + off + 8);
     a->open.loss_epoch = fsgd_le_getf64(p + off + 16);
     a->s->rows_total = fsgd_le_get64(p + off + 24);
     a->clock.seconds_before = fsgd_le_getf64(p + off + 32);
     uint32_t ne = fsgd_le_get32(p + off + 40);
-    off += 44;
-    if (len - off < (uint64_t)ne * 68 + a->mdim * (counted ? 14 : 12) + (version >= CKPT_VERSION ? 8 : 0)) {
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", path, off);
-        goto out;
-    }
+    c->off = off += 44;
+    if (c->len - off <
+        (uint64_t)ne * 68 + a->mdim * (c->counted ? 14 : 12) + (c->version >= CKPT_VERSION ? 8 : 0))
+        return ckpt_truncated(a, c);
     /* every epoch of the run (bounded by the bytes above, 68 each) */
     a->s->n_epochs = 0;
     for (uint32_t i = 0; i < ne; i++, a->s->n_epochs++) {
         fsgd_agg_epoch_t *ep = fsgd_agg_epoch_next(a->s);
-        if (!ep) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "checkpoint '%s': out of memory", path);
-            goto out;
-        }
+        if (!ep)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "checkpoint '%s': out of memory", c->path);
         ep->epoch = (int)fsgd_le_get32(p + off);
         ep->seconds = fsgd_le_getf64(p + off + 4);
         ep->train_loss = fsgd_le_getf64(p + off + 12);
@@ -405,63 +410,98 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         ep->seconds_from_step1 = -1; /* measured by the aggregator before the restart */
         off += 68;
     }
+    c->off = off;
+    return 0;
+}
+
+/* θ, the optimizer's two arrays and (lr auto) the per-key counts; the
+ * sizes were checked by ckpt_read_progress. */
+static int ckpt_read_weights(agg_t *a, ckpt_in_t *c)
+{
+    const uint8_t *p = c->p;
+    size_t off = c->off;
     for (uint64_t i = 0; i < a->mdim; i++, off += 4)
         a->model.adam.theta[i] = fsgd_le_getf32(p + off);
     for (int arr = 1; arr < 3; arr++)
         for (uint64_t i = 0; i < a->mdim; i++, off += 4) {
             float x = fsgd_le_getf32(p + off);
-            if (counted && arr == 1)
+            if (c->counted && arr == 1)
                 a->model.adam.keys[i].m = x;
-            else if (counted)
+            else if (c->counted)
                 a->model.adam.keys[i].v = x;
             else
                 (arr == 1 ? a->model.adam.m : a->model.adam.v)[i] = x;
         }
-    for (uint64_t i = 0; counted && i < a->mdim; i++, off += 2) {
-        uint16_t c = fsgd_le_get16(p + off);
-        if (c > FSGD_ADAM_COUNT_MAX) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': key %llu count %u at byte %zu > %d",
-                              path, (unsigned long long)i, c, off, FSGD_ADAM_COUNT_MAX);
-            goto out;
-        }
-        a->model.adam.keys[i].count = c;
+    for (uint64_t i = 0; c->counted && i < a->mdim; i++, off += 2) {
+        uint16_t n = fsgd_le_get16(p + off);
+        if (n > FSGD_ADAM_COUNT_MAX)
+            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT,
+                                "checkpoint '%s': key %llu count %u at byte %zu > %d", c->path,
+                                (unsigned long long)i, n, off, FSGD_ADAM_COUNT_MAX);
+        a->model.adam.keys[i].count = n;
     }
-    if (version >= CKPT_VERSION) {
-        a->ckpt.model = fsgd_le_get32(p + off);
-        a->ckpt.bias = fsgd_le_get32(p + off + 4);
-        off += 8;
-        if (a->job && (a->ckpt.model != (uint32_t)a->job->model || a->ckpt.bias != (a->job->bias ? 1u : 0u))) {
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
-                              "checkpoint '%s' was written by a %s job%s; this job is %s%s: resume with the same "
-                              "--model, or start over (fsgd run --fresh)",
-                              path, fsgd_loss_name((fsgd_loss_kind_t)a->ckpt.model),
-                              a->ckpt.bias ? " with an intercept" : " without an intercept",
-                              fsgd_loss_name(a->job->model), a->job->bias ? " with an intercept" : " without an intercept");
-            goto out;
-        }
-    }
-    if (follow_v) {
+    c->off = off;
+    return 0;
+}
+
+/* The model kind and intercept it was written for (version 4 on). */
+static int ckpt_read_model_kind(agg_t *a, ckpt_in_t *c)
+{
+    if (c->version < CKPT_VERSION)
+        return 0;
+    a->ckpt.model = fsgd_le_get32(c->p + c->off);
+    a->ckpt.bias = fsgd_le_get32(c->p + c->off + 4);
+    c->off += 8;
+    if (a->job && (a->ckpt.model != (uint32_t)a->job->model || a->ckpt.bias != (a->job->bias ? 1u : 0u)))
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                            "checkpoint '%s' was written by a %s job%s; this job is %s%s: resume with the same "
+                            "--model, or start over (fsgd run --fresh)",
+                            c->path, fsgd_loss_name((fsgd_loss_kind_t)a->ckpt.model),
+                            a->ckpt.bias ? " with an intercept" : " without an intercept",
+                            fsgd_loss_name(a->job->model), a->job->bias ? " with an intercept" : " without an intercept");
+    return 0;
+}
+
+/* Restores a checkpoint written for the same data from its bytes p[0, len)
+ * (path names it in messages); returns 1 when resumed. The state of a is
+ * changed only as far as the bytes were read. */
+static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
+{
+    ckpt_in_t c = {.path = path, .p = p, .len = len};
+    fsgd_wire_state_t s = {0};
+    uint64_t t = 0;
+    int rc = ckpt_read_header(a, &c);
+    if (rc == 0 && c.ident)
+        rc = ckpt_read_ident(a, &c);
+    if (rc == 0)
+        rc = ckpt_check_data(a, &c, &s);
+    if (rc == 0)
+        rc = ckpt_read_progress(a, &c, &t);
+    if (rc == 0)
+        rc = ckpt_read_weights(a, &c);
+    if (rc == 0)
+        rc = ckpt_read_model_kind(a, &c);
+    if (rc == 0 && c.follow_v) {
         /* the windows are checked against the topic once restored (agg_follow_resumed) */
         fsgd_wire_state_t keep = a->st;
         a->st = s; /* the section's partition count is the state's */
-        rc = agg_follow_ckpt_get(a, path, p, len, &off);
+        rc = agg_follow_ckpt_get(a, path, p, c.len, &c.off);
         a->st = keep;
-        if (rc < 0)
-            goto out;
     }
-    a->ckpt.version = file_version;
-    if (off != len) { /* the layout is exact: anything more is another format */
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': %zu bytes past the end at byte %zu",
-                          path, len - off, off);
-        goto out;
+    if (rc == 0) {
+        a->ckpt.version = c.file_version;
+        if (c.off != c.len) /* the layout is exact: anything more is another format */
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': %zu bytes past the end at byte %zu",
+                              path, c.len - c.off, c.off);
     }
-    a->model.adam.t = t;
-    fsgd_wire_state_copy(&a->st, &s);
-    a->step = step;
-    a->gen = gen;
-    a->s->resumed_from_step = (int)step;
-    rc = 1;
-out:
+    if (rc == 0) {
+        a->model.adam.t = t;
+        fsgd_wire_state_copy(&a->st, &s);
+        a->step = c.step;
+        a->gen = c.gen;
+        a->s->resumed_from_step = (int)c.step;
+        rc = 1;
+    }
     fsgd_wire_state_free(&s);
     return rc;
 }

@@ -46,38 +46,16 @@ static void jnum(char *out, size_t cap, double x, int measured)
         snprintf(out, cap, "null");
 }
 
-int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, const char *path, char *err,
-                           size_t errsz)
+/* A finite number, or -1 where there is none (the version-1 readers' convention). */
+static double finite_or(double x)
 {
-    fsgd_outfile_t o;
-    char why[FSGD_OUTFILE_PATH_MAX + 256];
-    int rc = fsgd_outfile_open(&o, path, why, sizeof why);
-    FILE *f = rc == 0 ? fsgd_outfile_stream(&o, why, sizeof why) : NULL;
-    if (rc == 0 && !f) {
-        fsgd_outfile_abort(&o);
-        rc = FSGD_E_IO;
-    }
-    if (rc < 0)
-        return fsgd_err_fmt(err, errsz, rc, "metrics: %s", why);
-    double steps = s->adam_steps ? (double)s->adam_steps : 1;
-#define J(x) (isfinite(x) ? (x) : -1.0)
-    fprintf(f, "{\n  \"mode\": \"distributed\",\n  \"job\": \"%s\",\n  \"codec\": \"%s\",\n", job->name, job->codec);
-    /* Without test rows nothing was measured: null, never 0. The SVM's
-     * scores are margins, so it has no logloss. */
-    char auc[32], ll[32], loss[32], acc[32];
-    const int svm = job->model == FSGD_LOSS_HINGE;
-    jnum(auc, sizeof auc, s->test.auc, s->test.n);
-    jnum(ll, sizeof ll, s->test.logloss, s->test.n && !svm);
-    jnum(loss, sizeof loss, s->test.loss, s->test.n);
-    jnum(acc, sizeof acc, s->test.accuracy, s->test.n);
-    fprintf(f, "  \"test\": {\"n\": %zu, \"auc\": %s, \"logloss\": %s, \"loss\": %s, \"accuracy\": %s},\n", s->test.n,
-            auc, ll, loss, acc);
-    fprintf(f, "  \"train_seconds\": %.3f,\n  \"epochs\": %d,\n  \"steps\": %llu,\n  \"empty_steps\": %llu,\n",
-            s->seconds, s->n_epochs, (unsigned long long)s->adam_steps, (unsigned long long)s->empty_steps);
-    fprintf(f, "  \"dataset_rows\": %llu,\n  \"dim\": %llu,\n  \"partitions\": %d,\n",
-            (unsigned long long)s->dataset_rows, (unsigned long long)s->dim, s->partitions);
-    fprintf(f, "  \"rows_applied\": %llu,\n  \"rows_per_second\": %.1f,\n", (unsigned long long)s->rows_total,
-            s->seconds > 0 ? s->rows_total / s->seconds : 0);
+    return isfinite(x) ? x : -1.0;
+}
+
+/* Rows and the record of every epoch, with the seconds each part took in it. */
+static void metrics_epochs(FILE *f, const fsgd_agg_stats_t *s, int svm)
+{
+    char auc[32], ll[32];
     fprintf(f, "  \"rows_per_epoch\": [");
     for (int i = 0; i < s->n_epochs; i++)
         fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)s->epochs[i].rows);
@@ -91,20 +69,16 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
         fprintf(f, "    {\"epoch\": %d, \"seconds\": %.3f, \"seconds_from_step1\": %.3f, \"train_loss\": %.6f, "
                    "\"rows\": %llu, \"test_auc\": %s, \"test_logloss\": %s, \"seconds_parts\": {\"gradient\": %.6g, "
                    "\"encode\": %.6g, \"decode\": %.6g, \"comm_wait\": %.6g, \"update\": %.6g}}%s\n",
-                e->epoch, e->seconds, e->seconds_from_step1, J(e->train_loss), (unsigned long long)e->rows, auc, ll,
-                PART(0), PART(1), PART(2), PART(3), PART(4), i + 1 < s->n_epochs ? "," : "");
+                e->epoch, e->seconds, e->seconds_from_step1, finite_or(e->train_loss), (unsigned long long)e->rows, auc,
+                ll, PART(0), PART(1), PART(2), PART(3), PART(4), i + 1 < s->n_epochs ? "," : "");
 #undef PART
     }
     fprintf(f, "  ],\n");
-    fprintf(f, "  \"assignment_wait_seconds\": %.3f,\n  \"assignment_settled\": %d,\n", s->assignment_wait_s,
-            s->assignment_settled);
-    fprintf(f, "  \"data_scan\": \"%s\",\n", s->data_from_summary ? "summary" : "topic");
-    fprintf(f, "  \"checkpoints\": {\"written\": %llu, \"seconds\": %.3f},\n", (unsigned long long)s->checkpoints,
-            s->checkpoint_s);
-    fprintf(f, "  \"step1_at_seconds\": %.3f,\n  \"loss_window_steps\": %d,\n  \"loss_moving_average\": %.6f,\n",
-            s->step1_at, FSGD_AGG_LOSS_WINDOW, J(s->loss_ma));
-    fprintf(f, "  \"target_loss\": %.6f,\n  \"time_to_target_loss_s\": %.3f,\n  \"target_loss_step\": %llu,\n",
-            job->target_loss, s->time_to_target, (unsigned long long)s->target_step);
+}
+
+/* Where the seconds went: per step, in total, the update's parts, latencies. */
+static void metrics_times(FILE *f, const fsgd_agg_stats_t *s, double steps)
+{
     fprintf(f, "  \"per_step_seconds\": {\"gradient\": %.6g, \"encode\": %.6g, \"decode\": %.6g, \"comm_wait\": %.6g, "
                "\"update\": %.6g},\n",
             s->t_grad / steps, s->t_encode / steps, s->t_decode / steps, s->t_wait / steps, s->t_update / steps);
@@ -118,6 +92,11 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
             s->step_ms_p50, s->step_ms_p99);
     fprintf(f, "  \"hop_latency_ms\": {\"grads_p50\": %.3f, \"grads_p99\": %.3f},\n", s->hop_grads_ms_p50,
             s->hop_grads_ms_p99);
+}
+
+/* Bytes each way, the downlink, the messages taken and refused. */
+static void metrics_traffic(FILE *f, const fsgd_agg_stats_t *s)
+{
     fprintf(f, "  \"bytes\": {\"up\": %llu, \"down\": %llu, \"model_published\": %llu, \"gradient_raw\": %llu, "
                "\"gradient_encoded\": %llu},\n",
             (unsigned long long)s->bytes_up, (unsigned long long)s->bytes_down, (unsigned long long)s->bytes_model,
@@ -143,26 +122,11 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     for (int r = 0; r < FSGD_AGG_REJ_COUNT; r++)
         fprintf(f, "%s\"%s\": %llu", r ? ", " : "", fsgd_agg_reject_name(r), (unsigned long long)s->rejected[r]);
     fprintf(f, "}},\n");
-    fprintf(f, "  \"snapshot_every\": %llu,\n", (unsigned long long)s->snapshot_every);
-    fprintf(f, "  \"batch\": %llu,\n", (unsigned long long)s->batch);
-    /* entries_per_step: gradient entries a step, every worker's part: how busy the shard is */
-    fprintf(f,
-            "  \"shard\": {\"index\": %u, \"shards\": %u, \"weights_held\": %llu, \"entries_per_step\": %.1f, "
-            "\"parts_missing\": %llu},\n",
-            s->shard, s->shards ? s->shards : 1, (unsigned long long)s->weights_held, (double)s->up_entries / steps,
-            (unsigned long long)s->parts_missing);
-    fprintf(f, "  \"lr\": %.17g,\n  \"l2\": %.17g,\n  \"holdout_rows\": %llu,\n  \"holdout_looks\": %llu,\n",
-            s->lr, s->l2, (unsigned long long)s->holdout_rows, (unsigned long long)s->looks);
-    if (s->holdout_rows)
-        fprintf(f, "  \"best_epoch\": %.4f,\n  \"holdout_loss\": %.17g,\n  \"epochs_run\": %.4f,\n  \"stopped_early\": %s,\n",
-                s->best_epoch, s->holdout_loss, s->epochs_run, s->stopped_early ? "true" : "false");
-    fprintf(f, "  \"staleness\": {\"tau\": %d, \"held_early\": %llu, \"stale_applied\": %llu, \"lag_max\": %u},\n",
-            s->tau, (unsigned long long)s->grads_early, (unsigned long long)s->grads_stale, s->lag_max);
-    fprintf(f, "  \"reassembly\": {\"held_bytes_max\": %llu, \"limit_bytes\": %llu},\n",
-            (unsigned long long)s->held_bytes_max, (unsigned long long)s->held_limit);
-    fputs("  ", f); /* the loss and bytes curves of fsgd plot */
-    fsgd_trace_write_json(f, &s->trace, s->step1_at);
-    fputs(",\n", f);
+}
+
+/* The model it started from, continuous training's figures, the workers. */
+static void metrics_end(FILE *f, const fsgd_job_t *job, const fsgd_agg_stats_t *s)
+{
     if (job->init[0]) { /* --init (agg_init.c) */
         fputs("  \"init\": \"", f);
         for (const char *c = job->init; *c; c++) /* a path: escape what JSON must */
@@ -183,7 +147,72 @@ int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, con
     fprintf(f, "  \"workers\": {\"live\": %llu, \"dropped\": %llu},\n  \"generation\": %u,\n  \"resumed_from_step\": %d\n}\n",
             (unsigned long long)s->workers_live, (unsigned long long)s->workers_dropped, s->gen,
             s->resumed_from_step);
-#undef J
+}
+
+int fsgd_agg_write_metrics(const fsgd_job_t *job, const fsgd_agg_stats_t *s, const char *path, char *err,
+                           size_t errsz)
+{
+    fsgd_outfile_t o;
+    char why[FSGD_OUTFILE_PATH_MAX + 256];
+    int rc = fsgd_outfile_open(&o, path, why, sizeof why);
+    FILE *f = rc == 0 ? fsgd_outfile_stream(&o, why, sizeof why) : NULL;
+    if (rc == 0 && !f) {
+        fsgd_outfile_abort(&o);
+        rc = FSGD_E_IO;
+    }
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "metrics: %s", why);
+    double steps = s->adam_steps ? (double)s->adam_steps : 1;
+    fprintf(f, "{\n  \"mode\": \"distributed\",\n  \"job\": \"%s\",\n  \"codec\": \"%s\",\n", job->name, job->codec);
+    /* Without test rows nothing was measured: null, never 0. The SVM's
+     * scores are margins, so it has no logloss. */
+    char auc[32], ll[32], loss[32], acc[32];
+    const int svm = job->model == FSGD_LOSS_HINGE;
+    jnum(auc, sizeof auc, s->test.auc, s->test.n);
+    jnum(ll, sizeof ll, s->test.logloss, s->test.n && !svm);
+    jnum(loss, sizeof loss, s->test.loss, s->test.n);
+    jnum(acc, sizeof acc, s->test.accuracy, s->test.n);
+    fprintf(f, "  \"test\": {\"n\": %zu, \"auc\": %s, \"logloss\": %s, \"loss\": %s, \"accuracy\": %s},\n", s->test.n,
+            auc, ll, loss, acc);
+    fprintf(f, "  \"train_seconds\": %.3f,\n  \"epochs\": %d,\n  \"steps\": %llu,\n  \"empty_steps\": %llu,\n",
+            s->seconds, s->n_epochs, (unsigned long long)s->adam_steps, (unsigned long long)s->empty_steps);
+    fprintf(f, "  \"dataset_rows\": %llu,\n  \"dim\": %llu,\n  \"partitions\": %d,\n",
+            (unsigned long long)s->dataset_rows, (unsigned long long)s->dim, s->partitions);
+    fprintf(f, "  \"rows_applied\": %llu,\n  \"rows_per_second\": %.1f,\n", (unsigned long long)s->rows_total,
+            s->seconds > 0 ? s->rows_total / s->seconds : 0);
+    metrics_epochs(f, s, svm);
+    fprintf(f, "  \"assignment_wait_seconds\": %.3f,\n  \"assignment_settled\": %d,\n", s->assignment_wait_s,
+            s->assignment_settled);
+    fprintf(f, "  \"data_scan\": \"%s\",\n", s->data_from_summary ? "summary" : "topic");
+    fprintf(f, "  \"checkpoints\": {\"written\": %llu, \"seconds\": %.3f},\n", (unsigned long long)s->checkpoints,
+            s->checkpoint_s);
+    fprintf(f, "  \"step1_at_seconds\": %.3f,\n  \"loss_window_steps\": %d,\n  \"loss_moving_average\": %.6f,\n",
+            s->step1_at, FSGD_AGG_LOSS_WINDOW, finite_or(s->loss_ma));
+    fprintf(f, "  \"target_loss\": %.6f,\n  \"time_to_target_loss_s\": %.3f,\n  \"target_loss_step\": %llu,\n",
+            job->target_loss, s->time_to_target, (unsigned long long)s->target_step);
+    metrics_times(f, s, steps);
+    metrics_traffic(f, s);
+    fprintf(f, "  \"snapshot_every\": %llu,\n", (unsigned long long)s->snapshot_every);
+    fprintf(f, "  \"batch\": %llu,\n", (unsigned long long)s->batch);
+    /* entries_per_step: gradient entries a step, every worker's part: how busy the shard is */
+    fprintf(f,
+            "  \"shard\": {\"index\": %u, \"shards\": %u, \"weights_held\": %llu, \"entries_per_step\": %.1f, "
+            "\"parts_missing\": %llu},\n",
+            s->shard, s->shards ? s->shards : 1, (unsigned long long)s->weights_held, (double)s->up_entries / steps,
+            (unsigned long long)s->parts_missing);
+    fprintf(f, "  \"lr\": %.17g,\n  \"l2\": %.17g,\n  \"holdout_rows\": %llu,\n  \"holdout_looks\": %llu,\n",
+            s->lr, s->l2, (unsigned long long)s->holdout_rows, (unsigned long long)s->looks);
+    if (s->holdout_rows)
+        fprintf(f, "  \"best_epoch\": %.4f,\n  \"holdout_loss\": %.17g,\n  \"epochs_run\": %.4f,\n  \"stopped_early\": %s,\n",
+                s->best_epoch, s->holdout_loss, s->epochs_run, s->stopped_early ? "true" : "false");
+    fprintf(f, "  \"staleness\": {\"tau\": %d, \"held_early\": %llu, \"stale_applied\": %llu, \"lag_max\": %u},\n",
+            s->tau, (unsigned long long)s->grads_early, (unsigned long long)s->grads_stale, s->lag_max);
+    fprintf(f, "  \"reassembly\": {\"held_bytes_max\": %llu, \"limit_bytes\": %llu},\n",
+            (unsigned long long)s->held_bytes_max, (unsigned long long)s->held_limit);
+    fputs("  ", f); /* the loss and bytes curves of fsgd plot */
+    fsgd_trace_write_json(f, &s->trace, s->step1_at);
+    fputs(",\n", f);
+    metrics_end(f, job, s);
     if ((rc = fsgd_outfile_commit(&o, why, sizeof why)) < 0)
         return fsgd_err_fmt(err, errsz, rc, "metrics: %s", why);
     return 0;

@@ -87,6 +87,96 @@ static int agg_epoch_ends(const agg_t *a)
     return end;
 }
 
+/* Time from step 1, and the moving-average training loss that
+ * time-to-target is measured on (the group join and data loading before
+ * step 1 are left out). */
+static void agg_track_loss(agg_t *a, uint64_t R)
+{
+    double tnow = agg_now();
+    if (a->clock.t_step1 == 0) {
+        a->clock.t_step1 = tnow;
+        a->s->step1_at = tnow - a->clock.t0;
+    }
+    if (R == 0)
+        return;
+    a->clock.win_loss[a->clock.win_i % FSGD_AGG_LOSS_WINDOW] = a->open.loss_step;
+    a->clock.win_rows[a->clock.win_i % FSGD_AGG_LOSS_WINDOW] = R;
+    a->clock.win_i++;
+    double ls = 0;
+    uint64_t rs = 0;
+    for (unsigned i = 0; i < FSGD_AGG_LOSS_WINDOW && i < a->clock.win_i; i++) {
+        ls += a->clock.win_loss[i];
+        rs += a->clock.win_rows[i];
+    }
+    a->s->loss_ma = ls / (double)rs;
+    if (a->job->target_loss > 0 && a->s->time_to_target < 0 && a->s->loss_ma <= a->job->target_loss) {
+        a->s->time_to_target = tnow - a->clock.t_step1;
+        a->s->target_step = a->step;
+    }
+}
+
+/* The epoch that the step ended: its record, the test evaluation, the
+ * epoch_end event; the next epoch starts unless it was the last (*final;
+ * t0 is when the step's update began). */
+static int agg_end_epoch(agg_t *a, double t0, int *final)
+{
+    if (a->open.rows_epoch != a->s->dataset_rows)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+                            "epoch %u applied %llu rows but the data has %llu: exactly-once violated", a->st.epoch,
+                            (unsigned long long)a->open.rows_epoch, (unsigned long long)a->s->dataset_rows);
+    fsgd_agg_epoch_t *ep = fsgd_agg_epoch_next(a->s);
+    if (!ep)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "epoch %u: out of memory", a->st.epoch);
+    ep->epoch = (int)a->st.epoch;
+    ep->seconds = a->clock.seconds_before + agg_now() - a->clock.t0;
+    ep->seconds_from_step1 = agg_now() - a->clock.t_step1;
+    ep->train_loss = a->open.loss_epoch / (double)a->open.rows_epoch;
+    ep->rows = a->open.rows_epoch;
+    const double parts[5] = {a->s->t_grad, a->s->t_encode, a->s->t_decode, a->s->t_wait,
+                             a->s->t_update + agg_now() - t0};
+    memcpy(ep->t_at_end, parts, sizeof parts);
+    FSGD_TRY(agg_evaluate(a, &ep->test));
+    a->s->test = ep->test;
+    agg_ctl_begin(a, "epoch_end");
+    fsgd_cj_u64(&a->cj, "epoch", a->st.epoch);
+    fsgd_cj_u64(&a->cj, "step", a->step);
+    fsgd_cj_u64(&a->cj, "rows", a->open.rows_epoch);
+    fsgd_cj_u64(&a->cj, "dataset_rows", a->s->dataset_rows);
+    fsgd_cj_f64(&a->cj, "train_loss", ep->train_loss);
+    fsgd_cj_u64(&a->cj, "test_rows", ep->test.n);
+    fsgd_cj_f64(&a->cj, "test_auc", ep->test.n ? ep->test.auc : NAN);
+    fsgd_cj_f64(&a->cj, "test_logloss", ep->test.n ? ep->test.logloss : NAN);
+    fsgd_cj_f64(&a->cj, "seconds", ep->seconds);
+    fsgd_cj_f64(&a->cj, "seconds_from_step1", ep->seconds_from_step1);
+    fsgd_cj_u64(&a->cj, "workers_live", a->members.nlive);
+    agg_ctl_emit(a, "epoch_end");
+    a->s->n_epochs++;
+    *final |= (int)a->st.epoch >= (a->job->epochs ? a->job->epochs : a->job->max_epochs);
+    if (!*final) {
+        a->st.epoch++;
+        memcpy(a->st.pos, a->st.start, a->st.nparts * sizeof *a->st.pos);
+        a->open.rows_epoch = 0;
+        a->open.loss_epoch = 0;
+    }
+    return 0;
+}
+
+/* A step's wall time from its start, for the latency percentiles (kept
+ * while memory allows). */
+static void agg_record_step_ms(agg_t *a)
+{
+    if (a->clock.n_step_ms == a->clock.cap_step_ms) {
+        size_t nc = a->clock.cap_step_ms ? 2 * a->clock.cap_step_ms : 1024;
+        double *ns = realloc(a->clock.step_ms, nc * sizeof *ns);
+        if (ns) {
+            a->clock.step_ms = ns;
+            a->clock.cap_step_ms = nc;
+        }
+    }
+    if (a->clock.n_step_ms < a->clock.cap_step_ms)
+        a->clock.step_ms[a->clock.n_step_ms++] = (agg_now() - a->clock.step_start) * 1e3;
+}
+
 /* Applies the gathered step; sets *done at the end of the last epoch. */
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx)
 {
@@ -134,30 +224,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         a->s->t_update_publish += agg_now() - ts;
         published = 1;
     }
-    /* Time from step 1, and the moving-average training loss that
-     * time-to-target is measured on (the group join and data loading before
-     * step 1 are left out). */
-    double tnow = agg_now();
-    if (a->clock.t_step1 == 0) {
-        a->clock.t_step1 = tnow;
-        a->s->step1_at = tnow - a->clock.t0;
-    }
-    if (R > 0) {
-        a->clock.win_loss[a->clock.win_i % FSGD_AGG_LOSS_WINDOW] = a->open.loss_step;
-        a->clock.win_rows[a->clock.win_i % FSGD_AGG_LOSS_WINDOW] = R;
-        a->clock.win_i++;
-        double ls = 0;
-        uint64_t rs = 0;
-        for (unsigned i = 0; i < FSGD_AGG_LOSS_WINDOW && i < a->clock.win_i; i++) {
-            ls += a->clock.win_loss[i];
-            rs += a->clock.win_rows[i];
-        }
-        a->s->loss_ma = ls / (double)rs;
-        if (a->job->target_loss > 0 && a->s->time_to_target < 0 && a->s->loss_ma <= a->job->target_loss) {
-            a->s->time_to_target = tnow - a->clock.t_step1;
-            a->s->target_step = a->step;
-        }
-    }
+    agg_track_loss(a, R);
     a->s->rows_epoch = a->open.rows_epoch;
     int stop = 0; /* epochs auto: the holdout loss stopped improving */
     ts = agg_now();
@@ -168,47 +235,8 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         FSGD_TRY(agg_follow_after_step(a));
     int final = stop;
     ts = agg_now();
-    if (epoch_end) {
-        if (a->open.rows_epoch != a->s->dataset_rows)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
-                                "epoch %u applied %llu rows but the data has %llu: exactly-once violated",
-                                a->st.epoch, (unsigned long long)a->open.rows_epoch,
-                                (unsigned long long)a->s->dataset_rows);
-        fsgd_agg_epoch_t *ep = fsgd_agg_epoch_next(a->s);
-        if (!ep)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "epoch %u: out of memory", a->st.epoch);
-        ep->epoch = (int)a->st.epoch;
-        ep->seconds = a->clock.seconds_before + agg_now() - a->clock.t0;
-        ep->seconds_from_step1 = agg_now() - a->clock.t_step1;
-        ep->train_loss = a->open.loss_epoch / (double)a->open.rows_epoch;
-        ep->rows = a->open.rows_epoch;
-        const double parts[5] = {a->s->t_grad, a->s->t_encode, a->s->t_decode, a->s->t_wait,
-                                 a->s->t_update + agg_now() - t0};
-        memcpy(ep->t_at_end, parts, sizeof parts);
-        FSGD_TRY(agg_evaluate(a, &ep->test));
-        a->s->test = ep->test;
-        agg_ctl_begin(a, "epoch_end");
-        fsgd_cj_u64(&a->cj, "epoch", a->st.epoch);
-        fsgd_cj_u64(&a->cj, "step", a->step);
-        fsgd_cj_u64(&a->cj, "rows", a->open.rows_epoch);
-        fsgd_cj_u64(&a->cj, "dataset_rows", a->s->dataset_rows);
-        fsgd_cj_f64(&a->cj, "train_loss", ep->train_loss);
-        fsgd_cj_u64(&a->cj, "test_rows", ep->test.n);
-        fsgd_cj_f64(&a->cj, "test_auc", ep->test.n ? ep->test.auc : NAN);
-        fsgd_cj_f64(&a->cj, "test_logloss", ep->test.n ? ep->test.logloss : NAN);
-        fsgd_cj_f64(&a->cj, "seconds", ep->seconds);
-        fsgd_cj_f64(&a->cj, "seconds_from_step1", ep->seconds_from_step1);
-        fsgd_cj_u64(&a->cj, "workers_live", a->members.nlive);
-        agg_ctl_emit(a, "epoch_end");
-        a->s->n_epochs++;
-        final |= (int)a->st.epoch >= (a->job->epochs ? a->job->epochs : a->job->max_epochs);
-        if (!final) {
-            a->st.epoch++;
-            memcpy(a->st.pos, a->st.start, a->st.nparts * sizeof *a->st.pos);
-            a->open.rows_epoch = 0;
-            a->open.loss_epoch = 0;
-        }
-    }
+    if (epoch_end)
+        FSGD_TRY(agg_end_epoch(a, t0, &final));
     if (final && a->tune.track) {
         agg_auto_finish(a); /* the best weights are the job's model */
         FSGD_TRY(agg_evaluate(a, &a->s->test));
@@ -231,16 +259,8 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         FSGD_TRY(agg_ckpt_write(a));
     a->s->t_update_ckpt += agg_now() - ts;
     a->s->t_update += agg_now() - t0;
-    if (a->clock.n_step_ms == a->clock.cap_step_ms) {
-        size_t nc = a->clock.cap_step_ms ? 2 * a->clock.cap_step_ms : 1024;
-        double *ns = realloc(a->clock.step_ms, nc * sizeof *ns);
-        if (ns) {
-            a->clock.step_ms = ns;
-            a->clock.cap_step_ms = nc;
-        }
-    }
-    if (a->clock.n_step_ms < a->clock.cap_step_ms && R > 0)
-        a->clock.step_ms[a->clock.n_step_ms++] = (agg_now() - a->clock.step_start) * 1e3;
+    if (R > 0)
+        agg_record_step_ms(a);
     a->s->seconds = a->clock.seconds_before + agg_now() - a->clock.t0;
     a->s->workers_live = a->members.nlive;
     if (epoch_end && progress) {

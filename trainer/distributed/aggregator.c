@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
+#include "fsgd/ckpt_set.h"
 
 static void agg_free(agg_t *a)
 {
@@ -584,7 +585,7 @@ static int agg_save_metrics(agg_t *a, int rc)
 {
     char e2[FSGD_OUTFILE_PATH_MAX + 300];
     char path[FSGD_JOB_PATH_MAX + 16];
-    snprintf(path, sizeof path, a->shard ? "%s.shard%u" : "%s", a->job->metrics_json, a->shard);
+    fsgd_ckpt_set_path(a->job->metrics_json, a->shard, 0, path, sizeof path);
     int mrc = fsgd_agg_write_metrics(a->job, a->s, path, e2, sizeof e2);
     if (mrc < 0 && !rc)
         rc = fsgd_err_fmt(a->err, a->errsz, mrc, "%s", e2);

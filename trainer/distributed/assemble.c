@@ -79,6 +79,113 @@ static int feed(asm_all_t *all, const uint8_t *p, size_t len, int32_t partition,
     return feed_one(all, s, &f, p, len, err, errsz);
 }
 
+/* A snapshot: the model (or a shard's part of the joined one) as it was at
+ * its step, unless an older copy or another generation's. */
+static int feed_snapshot(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *f, const uint8_t *body, size_t blen,
+                         size_t off, char *err, size_t errsz)
+{
+    char e[256];
+    int rc;
+    fsgd_wire_model_t wm;
+    rc = fsgd_wire_model_get(body, blen, &off, &wm, e, sizeof e);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "snapshot step %llu: %s", (unsigned long long)f->step, e);
+    if (s->have && f->gen < s->gen)
+        return 0;
+    /* a generation's snapshots come in step order: an untagged older
+     * one after a newer is a copy (no tag to tell), and must not take
+     * the model back. A tagged one's copies are caught by its nonce
+     * (feed); a tagged snapshot far ahead (an insider's) must not hide
+     * the job's own final one that comes after it. */
+    if (s->have && f->gen == s->gen && f->step < s->step && !(f->flags & FSGD_KFLAG_AUTH)) {
+        all->old_snapshots++;
+        return 0;
+    }
+    if (wm.shards > 1 && wm.shard != f->sender)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "snapshot step %llu: shard %u's weights sent as shard %u",
+                            (unsigned long long)f->step, wm.shard, f->sender);
+    if (wm.shards > 1 && all->gw && (all->gn != wm.n || all->gshards != wm.shards))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
+                            "snapshot step %llu: shard %u of %u of a %llu-weight model, after shards of %u of a "
+                            "%llu-weight one", (unsigned long long)f->step, wm.shard, wm.shards,
+                            (unsigned long long)wm.n, all->gshards, (unsigned long long)all->gn);
+    if (wm.shards > 1 && !all->gw) {
+        if (!(all->gw = calloc(wm.n ? wm.n : 1, sizeof *all->gw)))
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "snapshot: out of memory for %llu weights",
+                                (unsigned long long)wm.n);
+        all->gn = wm.n;
+        all->gshards = wm.shards;
+    }
+    fsgd_model_free(&s->m);
+    rc = fsgd_model_init(&s->m, (fsgd_loss_kind_t)wm.kind, wm.shards > 1 ? 0 : wm.dim, (int)wm.has_bias, wm.bias);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "snapshot: out of memory");
+    s->m.dim = wm.dim; /* a shard's: the shape only */
+    s->shard = wm.shard;
+    s->shards = wm.shards;
+    s->nloc = wm.nloc;
+    if (wm.shards > 1) {
+        fsgd_wire_model_weights_strided(&wm, all->gw, wm.shards, wm.shard);
+    } else if (!wm.w) {
+        /* sparse: s->m.w is fresh zeros (calloc's untouched pages), so
+         * only the pairs present are written: the memory a snapshot
+         * costs follows its bytes, not the dim it declares (a 128-byte
+         * frame declaring 2^30 weights took 4.2 GB, issue 42) */
+        for (uint64_t i = 0; i < wm.nnz; i++)
+            s->m.w[fsgd_le_get32(wm.kv + 8 * i)] = fsgd_le_getf32(wm.kv + 8 * i + 4);
+    } else {
+        fsgd_wire_model_weights(&wm, s->m.w);
+    }
+    s->have = 1;
+    s->gen = f->gen;
+    s->step = f->step;
+    s->final = (f->flags & FSGD_KFLAG_FINAL) != 0;
+    return 0;
+}
+
+/* A delta after the snapshot held: the touched keys' values (or, coded,
+ * their additive updates, which need every step). */
+static int feed_delta(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *f, const uint8_t *body, size_t blen,
+                      size_t off, char *err, size_t errsz)
+{
+    char e[256];
+    int rc;
+    if (!s->have || f->gen != s->gen || f->step <= s->step)
+        return 0;
+    /* a shard's keys are local: decoded against its part, then put in place */
+    const int sharded = s->shards > 1;
+    uint64_t n = sharded ? s->nloc : s->m.dim + (s->m.has_bias ? 1 : 0);
+    float *w = sharded ? all->gw : s->m.w;
+    if (f->kind == FSGD_KMSG_DELTA_CODED) {
+        /* Additive updates: one missing step and the sum is wrong; wait for
+         * the next snapshot instead. */
+        if (f->step != s->step + 1) {
+            s->have = 0;
+            return 0;
+        }
+        fsgd_wire_cdelta_t cd;
+        rc = fsgd_wire_cdelta_get(body, blen, &off, &cd, e, sizeof e);
+        if (rc == 0)
+            rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, n, &s->d, e, sizeof e);
+        for (size_t i = 0; rc == 0 && sharded && i < s->d.n; i++)
+            s->d.keys[i] = (uint32_t)fsgd_shard_global(s->d.keys[i], s->shard, s->shards);
+        if (rc == 0)
+            rc = fsgd_sworker_downlink_apply(w, sharded ? all->gn : n, &s->d, e, sizeof e);
+        if (rc < 0)
+            return fsgd_err_fmt(err, errsz, rc, "coded delta step %llu: %s", (unsigned long long)f->step, e);
+        s->step = f->step;
+        return 0;
+    }
+    rc = f->kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, blen, &off, n, &s->d, e, sizeof e)
+                                          : fsgd_wire_delta_get(body, blen, &off, n, &s->d, e, sizeof e);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "delta step %llu: %s", (unsigned long long)f->step, e);
+    for (size_t i = 0; i < s->d.n; i++)
+        w[sharded ? fsgd_shard_global(s->d.keys[i], s->shard, s->shards) : s->d.keys[i]] = s->d.vals[i];
+    s->step = f->step;
+    return 0;
+}
+
 static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, const uint8_t *p, size_t len,
                     char *err, size_t errsz)
 {
@@ -114,97 +221,9 @@ static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, con
     }
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "model message step %llu: %s", (unsigned long long)f.step, e);
-    if (f.kind == FSGD_KMSG_SNAPSHOT) {
-        fsgd_wire_model_t wm;
-        rc = fsgd_wire_model_get(body, blen, &off, &wm, e, sizeof e);
-        if (rc < 0)
-            return fsgd_err_fmt(err, errsz, rc, "snapshot step %llu: %s", (unsigned long long)f.step, e);
-        if (s->have && f.gen < s->gen)
-            return 0;
-        /* a generation's snapshots come in step order: an untagged older
-         * one after a newer is a copy (no tag to tell), and must not take
-         * the model back. A tagged one's copies are caught by its nonce
-         * (feed); a tagged snapshot far ahead (an insider's) must not hide
-         * the job's own final one that comes after it. */
-        if (s->have && f.gen == s->gen && f.step < s->step && !(f.flags & FSGD_KFLAG_AUTH)) {
-            all->old_snapshots++;
-            return 0;
-        }
-        if (wm.shards > 1 && wm.shard != f.sender)
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "snapshot step %llu: shard %u's weights sent as shard %u",
-                                (unsigned long long)f.step, wm.shard, f.sender);
-        if (wm.shards > 1 && all->gw && (all->gn != wm.n || all->gshards != wm.shards))
-            return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
-                                "snapshot step %llu: shard %u of %u of a %llu-weight model, after shards of %u of a "
-                                "%llu-weight one", (unsigned long long)f.step, wm.shard, wm.shards,
-                                (unsigned long long)wm.n, all->gshards, (unsigned long long)all->gn);
-        if (wm.shards > 1 && !all->gw) {
-            if (!(all->gw = calloc(wm.n ? wm.n : 1, sizeof *all->gw)))
-                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "snapshot: out of memory for %llu weights",
-                                    (unsigned long long)wm.n);
-            all->gn = wm.n;
-            all->gshards = wm.shards;
-        }
-        fsgd_model_free(&s->m);
-        rc = fsgd_model_init(&s->m, (fsgd_loss_kind_t)wm.kind, wm.shards > 1 ? 0 : wm.dim, (int)wm.has_bias, wm.bias);
-        if (rc < 0)
-            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "snapshot: out of memory");
-        s->m.dim = wm.dim; /* a shard's: the shape only */
-        s->shard = wm.shard;
-        s->shards = wm.shards;
-        s->nloc = wm.nloc;
-        if (wm.shards > 1) {
-            fsgd_wire_model_weights_strided(&wm, all->gw, wm.shards, wm.shard);
-        } else if (!wm.w) {
-            /* sparse: s->m.w is fresh zeros (calloc's untouched pages), so
-             * only the pairs present are written: the memory a snapshot
-             * costs follows its bytes, not the dim it declares (a 128-byte
-             * frame declaring 2^30 weights took 4.2 GB, issue 42) */
-            for (uint64_t i = 0; i < wm.nnz; i++)
-                s->m.w[fsgd_le_get32(wm.kv + 8 * i)] = fsgd_le_getf32(wm.kv + 8 * i + 4);
-        } else {
-            fsgd_wire_model_weights(&wm, s->m.w);
-        }
-        s->have = 1;
-        s->gen = f.gen;
-        s->step = f.step;
-        s->final = (f.flags & FSGD_KFLAG_FINAL) != 0;
-        return 0;
-    }
-    if (!s->have || f.gen != s->gen || f.step <= s->step)
-        return 0;
-    /* a shard's keys are local: decoded against its part, then put in place */
-    const int sharded = s->shards > 1;
-    uint64_t n = sharded ? s->nloc : s->m.dim + (s->m.has_bias ? 1 : 0);
-    float *w = sharded ? all->gw : s->m.w;
-    if (f.kind == FSGD_KMSG_DELTA_CODED) {
-        /* Additive updates: one missing step and the sum is wrong; wait for
-         * the next snapshot instead. */
-        if (f.step != s->step + 1) {
-            s->have = 0;
-            return 0;
-        }
-        fsgd_wire_cdelta_t cd;
-        rc = fsgd_wire_cdelta_get(body, blen, &off, &cd, e, sizeof e);
-        if (rc == 0)
-            rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, n, &s->d, e, sizeof e);
-        for (size_t i = 0; rc == 0 && sharded && i < s->d.n; i++)
-            s->d.keys[i] = (uint32_t)fsgd_shard_global(s->d.keys[i], s->shard, s->shards);
-        if (rc == 0)
-            rc = fsgd_sworker_downlink_apply(w, sharded ? all->gn : n, &s->d, e, sizeof e);
-        if (rc < 0)
-            return fsgd_err_fmt(err, errsz, rc, "coded delta step %llu: %s", (unsigned long long)f.step, e);
-        s->step = f.step;
-        return 0;
-    }
-    rc = f.kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, blen, &off, n, &s->d, e, sizeof e)
-                                          : fsgd_wire_delta_get(body, blen, &off, n, &s->d, e, sizeof e);
-    if (rc < 0)
-        return fsgd_err_fmt(err, errsz, rc, "delta step %llu: %s", (unsigned long long)f.step, e);
-    for (size_t i = 0; i < s->d.n; i++)
-        w[sharded ? fsgd_shard_global(s->d.keys[i], s->shard, s->shards) : s->d.keys[i]] = s->d.vals[i];
-    s->step = f.step;
-    return 0;
+    if (f.kind == FSGD_KMSG_SNAPSHOT)
+        return feed_snapshot(all, s, &f, body, blen, off, err, errsz);
+    return feed_delta(all, s, &f, body, blen, off, err, errsz);
 }
 
 /* A sharded job's shards, complete and of one model, interleaved into s[0].m

@@ -7,6 +7,7 @@
 #include "fsgd/auth.h"
 #include "fsgd/clock.h"
 #include "worker_internal.h"
+#include "snapshot_every.h"
 
 /* Why: a snapshot of another shape than the one this worker holds is not
  * obeyed: in a job without a key anyone can write one, and it made every
@@ -407,13 +408,10 @@ static int apply_delta(worker_t *w, const fsgd_kframe_t *f, char *e, size_t esz)
 
 /* --- the whole model from one aggregator --- */
 
-/* Steps between snapshots, as the aggregator chose them: snapshot_every
- * auto is max(100, weights / 4096) (agg_auto.c). */
+/* Steps between snapshots, as the aggregator chose them. */
 static uint64_t snapshot_gap(const worker_t *w)
 {
-    if (w->job->snapshot_every > 0)
-        return (uint64_t)w->job->snapshot_every;
-    return w->mdim / 4096 > 100 ? w->mdim / 4096 : 100;
+    return dist_snapshot_every(w->job->snapshot_every, w->job->max_model_weights, w->mdim);
 }
 
 /* A snapshot: 1 when θ is now its model (the state is to be adopted), 0

@@ -277,6 +277,66 @@ void fsgd_kasm_forget(fsgd_kasm_t *a, const fsgd_kframe_t *f)
     }
 }
 
+/* The pending message f belongs to (*i), made when f is its first frame. */
+static int pending_of(fsgd_kasm_t *a, const fsgd_kframe_t *f, size_t *i, char *err, size_t errsz)
+{
+    for (*i = 0; *i < a->n; ++*i) {
+        const pending_t *p = &a->p[*i];
+        if (p->step == f->step && p->gen == f->gen && p->sender == f->sender && p->kind == f->kind)
+            return 0;
+    }
+    if (a->n == a->cap) {
+        size_t nc = a->cap ? 2 * a->cap : 16;
+        pending_t *np = realloc(a->p, nc * sizeof *np);
+        if (!np)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
+        a->p = np;
+        a->cap = nc;
+    }
+    pending_t *p = &a->p[a->n];
+    memset(p, 0, sizeof *p);
+    p->kind = f->kind;
+    p->gen = f->gen;
+    p->sender = f->sender;
+    p->step = f->step;
+    p->nchunks = f->nchunks;
+    a->n++;
+    return 0;
+}
+
+/* A complete message's chunks in order into a->out (*total bytes). */
+static int pending_join(fsgd_kasm_t *a, const pending_t *p, size_t *total, char *err, size_t errsz)
+{
+    /* every index 0..n-1 arrived once: order[c] = where chunk c is */
+    uint32_t *order = malloc(p->nchunks * sizeof *order);
+    if (!order)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
+    size_t sum = 0;
+    for (uint32_t c = 0; c < p->nchunks; c++) {
+        order[p->idx[c]] = c;
+        sum += p->part_len[c];
+    }
+    if (!a->out || sum > a->out_cap) {
+        uint8_t *no = realloc(a->out, sum ? sum : 1);
+        if (!no) {
+            free(order);
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory for %zu bytes", sum);
+        }
+        a->out = no;
+        a->out_cap = sum ? sum : 1;
+    }
+    size_t off = 0;
+    for (uint32_t c = 0; c < p->nchunks; c++) {
+        uint32_t k = order[c];
+        if (p->part_len[k])
+            memcpy(a->out + off, p->parts[k], p->part_len[k]);
+        off += p->part_len[k];
+    }
+    free(order);
+    *total = sum;
+    return 0;
+}
+
 int fsgd_kasm_feed(fsgd_kasm_t *a, const fsgd_kframe_t *f, const uint8_t **body, size_t *len, char *err,
                    size_t errsz)
 {
@@ -295,29 +355,9 @@ int fsgd_kasm_feed(fsgd_kasm_t *a, const fsgd_kframe_t *f, const uint8_t **body,
                             "limit %zu",
                             f->sender, (unsigned long long)f->step, a->held, a->lim_total);
     size_t i;
-    for (i = 0; i < a->n; i++) {
-        pending_t *p = &a->p[i];
-        if (p->step == f->step && p->gen == f->gen && p->sender == f->sender && p->kind == f->kind)
-            break;
-    }
-    if (i == a->n) {
-        if (a->n == a->cap) {
-            size_t nc = a->cap ? 2 * a->cap : 16;
-            pending_t *np = realloc(a->p, nc * sizeof *np);
-            if (!np)
-                return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
-            a->p = np;
-            a->cap = nc;
-        }
-        pending_t *p = &a->p[a->n];
-        memset(p, 0, sizeof *p);
-        p->kind = f->kind;
-        p->gen = f->gen;
-        p->sender = f->sender;
-        p->step = f->step;
-        p->nchunks = f->nchunks;
-        a->n++;
-    }
+    int rc = pending_of(a, f, &i, err, errsz);
+    if (rc < 0)
+        return rc;
     pending_t *p = &a->p[i];
     if (p->nchunks != f->nchunks)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
@@ -343,32 +383,9 @@ int fsgd_kasm_feed(fsgd_kasm_t *a, const fsgd_kframe_t *f, const uint8_t **body,
         a->held_max = a->held;
     if (p->have < p->nchunks)
         return FSGD_KASM_PENDING;
-    /* every index 0..n-1 arrived once: order[c] = where chunk c is */
-    uint32_t *order = malloc(p->nchunks * sizeof *order);
-    if (!order)
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory");
     size_t total = 0;
-    for (uint32_t c = 0; c < p->nchunks; c++) {
-        order[p->idx[c]] = c;
-        total += p->part_len[c];
-    }
-    if (!a->out || total > a->out_cap) {
-        uint8_t *no = realloc(a->out, total ? total : 1);
-        if (!no) {
-            free(order);
-            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reassembly: out of memory for %zu bytes", total);
-        }
-        a->out = no;
-        a->out_cap = total ? total : 1;
-    }
-    size_t off = 0;
-    for (uint32_t c = 0; c < p->nchunks; c++) {
-        uint32_t k = order[c];
-        if (p->part_len[k])
-            memcpy(a->out + off, p->parts[k], p->part_len[k]);
-        off += p->part_len[k];
-    }
-    free(order);
+    if ((rc = pending_join(a, p, &total, err, errsz)) < 0)
+        return rc;
     done_key_t *d = &a->done[a->done_next++ % DONE_RING];
     d->step = p->step;
     d->gen = p->gen;
