@@ -138,8 +138,9 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     char key[32];
     snprintf(key, sizeof key, snapshot ? "snapshot" : "delta.%llu",
              (unsigned long long)(a->step % a->model.snap_every));
-    FSGD_TRY(fsgd_bus_send(a->prod, a->topic.model, (int32_t)a->shard, a->job->name, &h, key, a->model.buf.p, a->model.buf.n,
-                           &a->s->bytes_model, a->err, a->errsz));
+    const fsgd_bus_out_t out = {.topic = a->topic.model, .partition = (int32_t)a->shard, .job = a->job->name,
+                                .hdr = &h, .key = key, .val = a->model.buf.p, .len = a->model.buf.n};
+    FSGD_TRY(fsgd_bus_send(a->prod, &out, &a->s->bytes_model, a->err, a->errsz));
     a->s->bytes_down += (a->s->bytes_model - before) * (a->members.nlive ? a->members.nlive : 1);
     if (!snapshot) {
         a->s->down_msgs++;
