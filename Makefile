@@ -129,12 +129,13 @@ PRIVATE_trainer/loss        := test_loss test_backend_parity
 PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_backend
 PRIVATE_trainer/core        := test_train_stale test_train_memory test_ftrl test_train
 PRIVATE_trainer/job         := test_train fuzz_job
-PRIVATE_trainer/kafka       := test_kafka_frame test_kafka_topics
+PRIVATE_trainer/kafka       := test_kafka_frame test_kafka_topics test_bus_mem test_ctl_versions test_follow test_produce \
+                               test_roles test_roles_shards
 PRIVATE_trainer/distributed := test_agg_best test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire fuzz_pull \
                                gen_kafka_corpus
 PRIVATE_trainer/observe     := test_observe test_prom
 PRIVATE_trainer/serve       := fuzz_serve_metrics fuzz_serve_request test_serve test_serve_slot
-PRIVATE_trainer/distributed += test_ctl_versions fuzz_ctl_version
+PRIVATE_trainer/distributed += test_ctl_versions fuzz_ctl_version test_observe
 PRIVATE_tests/unit          := bench_learned
 private_inc = $(strip $(foreach d,$(PRIVATE_DIRS),$(if $(filter $(1),$(PRIVATE_$(d))),-I$(d))))
 # The same for tests/fuzz/run_fuzz.sh, which builds the fuzz targets itself:

@@ -848,11 +848,15 @@ int fsgd_libsvm_load(const char *path, const fsgd_libsvm_opts_t *opts, fsgd_csr_
     return n < 0 ? (int)n : FSGD_E_OK;
 }
 
-long fsgd_libsvm_parse(const char *buf, size_t len, const char *src, uint64_t first_line,
-                       const fsgd_libsvm_opts_t *opts, fsgd_csr_t *out, fsgd_libsvm_stats_t *stats,
-                       char *err, size_t errsz)
+long fsgd_libsvm_parse(const char *buf, size_t len, const fsgd_libsvm_opts_t *opts, const fsgd_parse_ctx_t *at,
+                       fsgd_csr_t *out, char *err, size_t errsz)
 {
     static const fsgd_libsvm_opts_t defaults;
+    static const fsgd_parse_ctx_t from_line_1 = {.first_line = 1};
+    if (!at)
+        at = &from_line_1;
+    const char *src = at->src;
+    fsgd_libsvm_stats_t *stats = at->stats;
     fsgd_libsvm_stats_t local;
     if (!stats) {
         memset(&local, 0, sizeof local);
@@ -866,7 +870,8 @@ long fsgd_libsvm_parse(const char *buf, size_t len, const char *src, uint64_t fi
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s: out of memory", src);
     sort_scratch_t scratch = {0};
-    line_ctx_t c = {opts, src, first_line, NULL, &scratch, stats};
+    line_ctx_t c = {opts, src, at->first_line, NULL, &scratch, stats};
+    const int skip_bad = opts->skip_bad || at->skip_bad;
     const char *p = buf, *e = buf + len;
     char msg[512];
     long got = 0;
@@ -883,7 +888,7 @@ long fsgd_libsvm_parse(const char *buf, size_t len, const char *src, uint64_t fi
             got++;
             stats->rows++;
         } else if (rc < 0) {
-            if (opts->skip_bad && rc != FSGD_E_NOMEM) {
+            if (skip_bad && rc != FSGD_E_NOMEM) {
                 fsgd_libsvm_note_bad(stats, msg);
             } else {
                 fsgd_err_fmt(err, errsz, rc, "%s", msg);

@@ -42,8 +42,8 @@ typedef struct part {
 static void *parse_part(void *arg)
 {
     part_t *p = arg;
-    p->got = fsgd_libsvm_parse(p->buf, p->len, p->path, p->first_line, p->opts, &p->rows, &p->st, p->err,
-                               sizeof p->err);
+    const fsgd_parse_ctx_t at = {.src = p->path, .first_line = p->first_line, .stats = &p->st};
+    p->got = fsgd_libsvm_parse(p->buf, p->len, p->opts, &at, &p->rows, p->err, sizeof p->err);
     /* checked here, on the part's own thread, rather than by the calling
      * thread's fsgd_csr_append_rows (CTR data: every part) */
     p->ones = p->opts->binary && p->rows.val;
@@ -131,16 +131,28 @@ static int append_parts(part_t *parts, int n, fsgd_csr_t *out)
     return 0;
 }
 
-/* Parses region[0..len) (whole lines) in up to nt parts and appends the rows
- * to out in order. Returns 0 or the first part's error (rows of earlier
- * parts kept, as the one-thread reader keeps rows before an error). keep[k]
- * is part k's row buffer, emptied and kept for the next region: a fresh one
- * per region would fault in (and the kernel zero) as much memory again as
- * the whole data set. */
-static int parse_region(const char *region, size_t len, int nt, const char *path, const fsgd_libsvm_opts_t *opts,
-                        uint64_t *line, fsgd_csr_t *out, fsgd_libsvm_stats_t *st, fsgd_csr_t *keep, char *err,
-                        size_t errsz)
+/* What the regions of one load share. */
+typedef struct load {
+    const fsgd_libsvm_opts_t *opts;
+    int threads;      /* parts a region is cut into, at most */
+    fsgd_parse_ctx_t at; /* src: the path; first_line: the next region's; stats: the whole load's */
+    fsgd_csr_t *keep; /* [k]: part k's row buffer, emptied and kept for the next region: a fresh one
+                         per region would fault in (and the kernel zero) as much memory again as
+                         the whole data set */
+} load_t;
+
+/* Parses region[0..len) (whole lines) in up to l->threads parts and appends
+ * the rows to out in order; l->at.first_line moves past them. Returns 0 or
+ * the first part's error (rows of earlier parts kept, as the one-thread
+ * reader keeps rows before an error). */
+static int parse_region(load_t *l, const char *region, size_t len, fsgd_csr_t *out, char *err, size_t errsz)
 {
+    const int nt = l->threads;
+    const char *path = l->at.src;
+    const fsgd_libsvm_opts_t *opts = l->opts;
+    uint64_t *line = &l->at.first_line;
+    fsgd_libsvm_stats_t *st = l->at.stats;
+    fsgd_csr_t *keep = l->keep;
     part_t parts[MAX_PARTS];
     pthread_t tid[MAX_PARTS];
     int started[MAX_PARTS] = {0};
@@ -284,8 +296,8 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
                                          : fsgd_csr_reserve(out, 0, 0);
     if (rc < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", path);
-    uint64_t line = 1;
     fsgd_csr_t keep[MAX_PARTS] = {{0}};
+    load_t l = {.opts = opts, .threads = threads, .at = {.src = path, .first_line = 1, .stats = &st}, .keep = keep};
     int cur = 0;
     if (rc == 0)
         fill(&blk[0]);
@@ -300,13 +312,13 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
         if (!b->eof) {
             const char *nl = b->len ? memrchr(b->buf, '\n', b->len) : NULL;
             if (!nl && b->cap >= FSGD_INPUT_MAX_LINE) {
-                rc = fsgd_input_line_error(err, errsz, path, line);
+                rc = fsgd_input_line_error(err, errsz, path, l.at.first_line);
                 break;
             }
             if (!nl) { /* one line longer than the block: grow */
                 if (grow(b, b->cap * 2) < 0) {
                     rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s:%llu: line too long", path,
-                                      (unsigned long long)line);
+                                      (unsigned long long)l.at.first_line);
                     break;
                 }
                 fill(b);
@@ -326,7 +338,7 @@ int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, i
             next->len = b->len - cut;
             reading = pthread_create(&reader, NULL, fill_thread, next) == 0;
         }
-        rc = parse_region(b->buf, cut, threads, path, opts, &line, out, &st, keep, err, errsz);
+        rc = parse_region(&l, b->buf, cut, out, err, errsz);
         if (reading)
             pthread_join(reader, NULL);
         else if (!b->eof && rc == 0)

@@ -9,7 +9,7 @@
 #include "fsgd/rowlabel.h"
 
 /* The weight keys right after the format's name (":row_weights=1",
- * ":class_weight=POS,NEG", as fsgd_job_fold_weights puts them) read into f
+ * ":class_weight=POS,NEG", as fsgd_train_fold_weights puts them) read into f
  * and left out of out, the format without them; how rows are weighed is
  * not what the model is; out stays "" when there were none. */
 static int take_weight_keys(fsgd_rowfmt_t *f, const char *format, char *out, size_t cap, char *err, size_t errsz)
@@ -157,10 +157,13 @@ void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap)
 }
 
 /* Delimited rows line by line, so that a bad one is skipped alone. */
-static long parse_delim(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
-                        fsgd_csr_t *out, fsgd_libsvm_stats_t *st, char *err, size_t errsz)
+static long parse_delim(const fsgd_rowfmt_t *f, const char *buf, size_t len, const fsgd_parse_ctx_t *at,
+                        fsgd_csr_t *out, char *err, size_t errsz)
 {
-    if (!f->opts.skip_bad) {
+    const char *src = at->src;
+    const uint64_t first_line = at->first_line;
+    fsgd_libsvm_stats_t *st = at->stats;
+    if (!at->skip_bad) {
         long n = fsgd_delim_parse_rows(buf, len, &f->spec, src, first_line, out, err, errsz);
         if (n > 0)
             st->rows += (uint64_t)n;
@@ -207,23 +210,27 @@ static long weigh(const fsgd_rowfmt_t *f, fsgd_csr_t *out, size_t first, const d
     return n > 0 ? n - (long)dropped : n;
 }
 
-long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
-                       fsgd_csr_t *out, fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
+long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const fsgd_parse_ctx_t *at,
+                       fsgd_csr_t *out, char *err, size_t errsz)
 {
     fsgd_libsvm_stats_t local;
-    if (!stats) {
+    fsgd_parse_ctx_t c = at ? *at : (fsgd_parse_ctx_t){.first_line = 1};
+    if (!c.stats) {
         memset(&local, 0, sizeof local);
-        stats = &local;
+        c.stats = &local;
     }
-    if (!src)
-        src = "<buffer>";
+    if (!c.src)
+        c.src = "<buffer>";
+    c.skip_bad = c.skip_bad || f->opts.skip_bad;
+    const char *src = c.src;
+    fsgd_libsvm_stats_t *stats = c.stats;
     const size_t first = out->n_rows;
     if (f->vw) {
         /* importance weights ride in the labels when the job weighs rows (a
-         * classification job's, fsgd_job_fold_weights); otherwise a weighted
+         * classification job's, fsgd_train_fold_weights); otherwise a weighted
          * row is refused, not trained at weight 1 */
         fsgd_vw_extra_t x = {0};
-        long n = fsgd_vw_parse(buf, len, &f->vw_spec, f->opts.skip_bad, src, first_line, out, &x, stats, err, errsz);
+        long n = fsgd_vw_parse(buf, len, &f->vw_spec, &c, out, &x, err, errsz);
         if (n > 0 && x.any_weight && !f->weigh_rows)
             n = fsgd_err_fmt(err, errsz, FSGD_E_UNSUPPORTED,
                              "%s: rows with importance weights (VW's 'label weight |...'): fsgd run weighs rows of "
@@ -240,13 +247,13 @@ long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, cons
         fsgd_libsvm_weights_t w = {0};
         fsgd_libsvm_opts_t o = f->opts;
         o.weights = &w;
-        long n = fsgd_libsvm_parse(buf, len, src, first_line, &o, out, stats, err, errsz);
+        long n = fsgd_libsvm_parse(buf, len, &o, &c, out, err, errsz);
         n = weigh(f, out, first, w.n == out->n_rows - first ? w.w : NULL, n, stats);
         fsgd_libsvm_weights_free(&w);
         return n;
     }
-    long n = !f->hashed ? fsgd_libsvm_parse(buf, len, src, first_line, &f->opts, out, stats, err, errsz)
-                        : parse_delim(f, buf, len, src, first_line, out, stats, err, errsz);
+    long n = !f->hashed ? fsgd_libsvm_parse(buf, len, &f->opts, &c, out, err, errsz)
+                        : parse_delim(f, buf, len, &c, out, err, errsz);
     return f->class_pos > 0 ? weigh(f, out, first, NULL, n, stats) : n;
 }
 
@@ -254,7 +261,8 @@ long fsgd_rowfmt_parse_msg(const fsgd_rowfmt_t *f, const void *buf, size_t len, 
                            fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
 {
     if (!fsgd_rowblock_is(buf, len))
-        return fsgd_rowfmt_parse(f, buf, len, src, 1, out, stats, err, errsz);
+        return fsgd_rowfmt_parse(f, buf, len, &(fsgd_parse_ctx_t){.src = src, .first_line = 1, .stats = stats}, out,
+                                 err, errsz);
     char msg[512];
     long n = fsgd_rowblock_decode(buf, len, f->block_id, src, out, msg, sizeof msg);
     if (n >= 0) {

@@ -767,10 +767,14 @@ static long parse_lines(const char *buf, size_t len, const ctx_t *c0, int skip_b
     return got;
 }
 
-long fsgd_vw_parse(const char *buf, size_t len, const fsgd_vw_spec_t *s, int skip_bad, const char *src,
-                   uint64_t first_line, fsgd_csr_t *out, fsgd_vw_extra_t *extra, fsgd_libsvm_stats_t *stats,
-                   char *err, size_t errsz)
+long fsgd_vw_parse(const char *buf, size_t len, const fsgd_vw_spec_t *s, const fsgd_parse_ctx_t *at,
+                   fsgd_csr_t *out, fsgd_vw_extra_t *extra, char *err, size_t errsz)
 {
+    static const fsgd_parse_ctx_t from_line_1 = {.first_line = 1};
+    if (!at)
+        at = &from_line_1;
+    const char *src = at->src;
+    fsgd_libsvm_stats_t *stats = at->stats;
     fsgd_libsvm_stats_t local = {0};
     if (!stats)
         stats = &local;
@@ -779,8 +783,9 @@ long fsgd_vw_parse(const char *buf, size_t len, const fsgd_vw_spec_t *s, int ski
     if (fsgd_csr_reserve(out, 0, 0) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "%s: out of memory", src);
     scratch_t sc = {0};
-    ctx_t c = {s, src, first_line, buf, &sc, s->bits >= 32 ? UINT32_MAX : (uint32_t)((1u << s->bits) - 1), NULL, NULL};
-    long n = parse_lines(buf, len, &c, skip_bad, out, extra, stats, err, errsz);
+    ctx_t c = {s, src, at->first_line, buf, &sc, s->bits >= 32 ? UINT32_MAX : (uint32_t)((1u << s->bits) - 1), NULL,
+               NULL};
+    long n = parse_lines(buf, len, &c, at->skip_bad, out, extra, stats, err, errsz);
     scratch_free(&sc);
     return n;
 }
@@ -788,7 +793,8 @@ long fsgd_vw_parse(const char *buf, size_t len, const fsgd_vw_spec_t *s, int ski
 int fsgd_vw_load(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_csr_t *out, fsgd_vw_extra_t *extra,
                  fsgd_libsvm_stats_t *stats, char *err, size_t errsz)
 {
-    return fsgd_vw_load_chunks(path, s, skip_bad, out, extra, NULL, stats, err, errsz);
+    const fsgd_parse_ctx_t at = {.src = path, .first_line = 1, .skip_bad = skip_bad, .stats = stats};
+    return fsgd_vw_load_chunks(path, s, &at, out, extra, NULL, err, errsz);
 }
 
 /* Hands out's rows (and extra's weights and tags) to fn and empties both,
@@ -805,10 +811,11 @@ static int hand_chunk(fsgd_vw_chunk_fn fn, void *ctx, fsgd_csr_t *out, fsgd_vw_e
     return rc;
 }
 
-int fsgd_vw_load_chunks(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_csr_t *out,
-                        fsgd_vw_extra_t *extra, const fsgd_vw_chunks_t *chunks, fsgd_libsvm_stats_t *stats, char *err,
-                        size_t errsz)
+int fsgd_vw_load_chunks(const char *path, const fsgd_vw_spec_t *s, const fsgd_parse_ctx_t *origin, fsgd_csr_t *out,
+                        fsgd_vw_extra_t *extra, const fsgd_vw_chunks_t *chunks, char *err, size_t errsz)
 {
+    const int skip_bad = origin && origin->skip_bad;
+    fsgd_libsvm_stats_t *const stats = origin ? origin->stats : NULL;
     const size_t chunk_rows = chunks ? chunks->rows : 0;
     const fsgd_vw_chunk_fn fn = chunks ? chunks->fn : NULL;
     void *const ctx = chunks ? chunks->ctx : NULL;

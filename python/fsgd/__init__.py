@@ -151,26 +151,22 @@ def train(data=None, y=None, *, test=None, test_y=None, format=None, job=None, s
     if sample_weight is not None:
         raise UsageError("sample_weight is for rows given as arrays (a VW file carries its rows' importance)", 2)
     with tempfile.TemporaryDirectory(prefix="fsgd-") as tmp:
-        args = ["train"]
-        if job is not None:
-            args.append(str(job))
+        opts = [("job", os.fspath(job))] if job is not None else []
         d = _rows_file(tmp, "train", data, format)
         t = _rows_file(tmp, "test", test, format)
         if d is not None:
-            args += ["--data", str(d)]
+            opts.append(("data", os.fspath(d)))
         if t is not None:
-            args += ["--test", str(t)]
+            opts.append(("test", os.fspath(t)))
         if format is not None:
-            args += ["--format", format]
-        out = os.path.join(tmp, "model.fsgd")
-        mj = os.path.join(tmp, "metrics.json")
-        options.setdefault("quiet", True)
-        args += _flags(options) + ["--out", out, "--metrics-json", mj]
-        stdout, _ = _lib.run_command(_lib.lib.fsgd_cmd_train, args)
-        model = load(out)
-        with open(mj) as f:
-            model.metrics = json.load(f)
-        model.output = stdout
+            opts.append(("format", format))
+        for k in ("out", "metrics_json"):
+            if options.get(k) is not None:
+                raise UsageError(f"{k}: the model is returned (Model.save writes it; its metrics are model.metrics)", 2)
+        (kind, dim, has_bias, bias, w, spec, raw), metrics = _lib.train_files(opts + _options(options))
+        model = Model(_KINDS.get(kind, str(kind)), dim, np.frombuffer(w, dtype="<f4").copy(), has_bias, bias, spec,
+                      raw)
+        model.metrics = json.loads(metrics)
         return model
 
 

@@ -2,10 +2,10 @@
 
 ctypes, not cffi or a C extension: the package then needs no compiler or
 Python headers at install time and no second copy of fsgd's option parsing.
-Files are trained on by the library's own command (fsgd_cmd_train), arrays
-through fsgd/api.h (fsgd_api_train_*: the CSR arrays are handed over as they
-are, no text in between); either way the model is the one `fsgd train`
-writes, option for option. ctypes releases the GIL for the length of every
+Files and arrays are trained on through fsgd/api.h (fsgd_api_train_*:
+files as fsgd train reads them, fsgd/train_files.h; CSR arrays handed over
+as they are, no text in between); either way the model is the one `fsgd
+train` writes, option for option. ctypes releases the GIL for the length of every
 call into the library.
 """
 import ctypes
@@ -72,6 +72,10 @@ lib.fsgd_api_buffer_free.argtypes = [ctypes.c_void_p]
 lib.fsgd_api_buffer_free.restype = None
 lib.fsgd_api_train_new.argtypes = [ctypes.POINTER(_handle), ctypes.c_char_p, ctypes.c_size_t]
 lib.fsgd_api_train_new.restype = ctypes.c_int
+lib.fsgd_api_train_new_files.argtypes = [ctypes.POINTER(_handle), ctypes.c_char_p, ctypes.c_size_t]
+lib.fsgd_api_train_new_files.restype = ctypes.c_int
+lib.fsgd_api_train_metrics.argtypes = [_handle, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_size_t)]
+lib.fsgd_api_train_metrics.restype = ctypes.c_int
 lib.fsgd_api_train_set.argtypes = [_handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
 lib.fsgd_api_train_set.restype = ctypes.c_int
 for _f in (lib.fsgd_api_train_data, lib.fsgd_api_train_test):
@@ -165,6 +169,29 @@ def load_model(path):
 STATS = ("train_rows", "dim", "steps", "epochs_run", "best_epoch", "stopped_early", "holdout_rows", "holdout_loss",
          "lr", "l2", "alpha", "l1", "ftrl", "threads", "weights_nonzero", "weights_touched", "train_seconds",
          "test_n", "test_auc", "test_logloss", "test_accuracy", "test_rmse", "test_loss")
+
+
+def train_files(options):
+    """Trains on files through fsgd/api.h as `fsgd train` does. options:
+    (key, value) pairs of job keys, data and test among them. Returns
+    (_read_handle's tuple, the metrics JSON's text)."""
+    err = ctypes.create_string_buffer(4096)
+    t = _handle()
+    _check(lib.fsgd_api_train_new_files(ctypes.byref(t), err, len(err)), err)
+    try:
+        for k, v in options:
+            _check(lib.fsgd_api_train_set(t, k.encode(), os.fsencode(str(v)), err, len(err)), err)
+        h = _handle()
+        _check(lib.fsgd_api_train_run(t, ctypes.byref(h), err, len(err)), err)  # the GIL is released here
+        try:
+            model = _read_handle(h)
+        finally:
+            lib.fsgd_api_model_free(h)
+        json_text, n = ctypes.c_char_p(), ctypes.c_size_t()
+        _check(lib.fsgd_api_train_metrics(t, ctypes.byref(json_text), ctypes.byref(n)), err)
+        return model, ctypes.string_at(json_text, n.value).decode()
+    finally:
+        lib.fsgd_api_train_free(t)
 
 
 def train_csr(options, rows, test=None, weight=None):

@@ -108,7 +108,7 @@ def test_vw_rows_with_crosses_and_tags(tmp_path, fsgd_bin):
 def test_errors_carry_message_and_category(tmp_path, a9a):
     with pytest.raises(fsgd.UsageError) as e:
         fsgd.train(a9a[0], epochz=3)
-    assert e.value.category == "usage" and e.value.status == 2 and "--epochz" in e.value.message
+    assert e.value.category == "usage" and e.value.status == 2 and "'epochz'" in e.value.message
     with pytest.raises(fsgd.FsgdIOError) as e:
         fsgd.train(tmp_path / "missing.svm")
     assert e.value.category == "io" and "missing.svm" in e.value.message

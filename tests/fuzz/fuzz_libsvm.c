@@ -85,7 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fsgd_libsvm_opts_t o = sets[s];
         if (o.row_weights)
             o.weights = &w1;
-        long n1 = fsgd_libsvm_parse(buf, size, "fz", 1, &o, &strict, &st1, err, sizeof err);
+        long n1 = fsgd_libsvm_parse(buf, size, &o, &(fsgd_parse_ctx_t){.src = "fz", .first_line = 1, .stats = &st1},
+                                    &strict, err, sizeof err);
         if (o.fields.n_terms)
             CHECK(st1.feature_entries + st1.cross_entries >= strict.nnz);
         if (n1 < 0) {
@@ -99,7 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.skip_bad = 1;
         if (o.row_weights)
             o.weights = &w2;
-        long n2 = fsgd_libsvm_parse(buf, size, "fz", 1, &o, &skip, &st2, err, sizeof err);
+        long n2 = fsgd_libsvm_parse(buf, size, &o, &(fsgd_parse_ctx_t){.src = "fz", .first_line = 1, .stats = &st2},
+                                    &skip, err, sizeof err);
         CHECK(n2 >= 0 && (uint64_t)n2 == st2.rows && st2.bytes == size);
         CHECK(st2.lines == count_lines(data, size));
         CHECK(st2.rows + st2.bad_rows <= st2.lines);

@@ -122,7 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fsgd_csr_t m = {0};
     fsgd_libsvm_stats_t st = {0};
     o.skip_bad = 1;
-    long n = fsgd_libsvm_parse(p, (size_t)(e - p), "fz", 1, &o, &m, &st, err, sizeof err);
+    long n = fsgd_libsvm_parse(p, (size_t)(e - p), &o, &(fsgd_parse_ctx_t){.src = "fz", .first_line = 1, .stats = &st},
+                               &m, err, sizeof err);
     CHECK(n >= 0 && (uint64_t)n == st.rows && m.n_rows == (size_t)n);
     if (!o.fields.n_terms) /* fields alone cross nothing and count nothing */
         CHECK(st.cross_entries == 0 && st.feature_entries == 0);
@@ -141,7 +142,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fsgd_libsvm_stats_t cs = {0};
     o.slots = fsgd_libsvm_slots_new(o.hash_bits);
     CHECK(o.slots);
-    CHECK(fsgd_libsvm_parse(p, (size_t)(e - p), "fz", 1, &o, &c, &cs, err, sizeof err) == n);
+    CHECK(fsgd_libsvm_parse(p, (size_t)(e - p), &o, &(fsgd_parse_ctx_t){.src = "fz", .first_line = 1, .stats = &cs}, &c,
+                            err, sizeof err) == n);
     CHECK(c.nnz == m.nnz && (!m.nnz || !memcmp(c.col, m.col, m.nnz * sizeof *m.col)));
     for (uint64_t j = 0; j < m.nnz; j++)
         CHECK(o.slots[m.col[j]] != 0);

@@ -136,7 +136,8 @@ static void check_nul_fields(const fsgd_rowfmt_t *f, const char *buf, size_t len
         if (nul) {
             fsgd_csr_t m = {0};
             char err[512] = "";
-            long n = fsgd_rowfmt_parse(f, p, (size_t)(le - p), SRC, first, &m, NULL, err, sizeof err);
+            const fsgd_parse_ctx_t at = {.src = SRC, .first_line = first};
+            long n = fsgd_rowfmt_parse(f, p, (size_t)(le - p), &at, &m, err, sizeof err);
             CHECK(n < 0 && m.n_rows == 0);
             fsgd_csr_free(&m);
         }
@@ -179,7 +180,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(fsgd_csr_append_row(&out[skip], 7, pcol, pval, 1) == 0);
         strcpy(errs[skip], "");
         fsgd_libsvm_stats_t *sp = !skip && (mode & 4) ? NULL : &st[skip];
-        n[skip] = fsgd_rowfmt_parse(&f[skip], buf, len, src, first, &out[skip], sp, errs[skip], sizeof errs[skip]);
+        const fsgd_parse_ctx_t at = {.src = src, .first_line = first, .stats = sp};
+        n[skip] = fsgd_rowfmt_parse(&f[skip], buf, len, &at, &out[skip], errs[skip], sizeof errs[skip]);
         fsgd_csr_t *m = &out[skip];
         check_csr(m, &f[skip]);
         CHECK(m->n_rows >= base);
@@ -217,7 +219,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char e2[512] = "";
         if (base)
             CHECK(fsgd_csr_append_row(&m, 7, pcol, pval, 1) == 0);
-        long k = fsgd_rowfmt_parse(&g, buf, len, src, first, &m, NULL, e2, sizeof e2);
+        const fsgd_parse_ctx_t at = {.src = src, .first_line = first};
+        long k = fsgd_rowfmt_parse(&g, buf, len, &at, &m, e2, sizeof e2);
         CHECK(k == n[0] && m.n_rows == out[0].n_rows && same_rows(&m, &out[0], 0, m.n_rows));
         if (k < 0)
             CHECK(!strcmp(e2, errs[0]));

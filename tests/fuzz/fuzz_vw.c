@@ -49,11 +49,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(fsgd_vw_spec_parse(spec, &s, err, sizeof err) == 0);
     fsgd_csr_t strict = {0}, lax = {0};
     fsgd_vw_extra_t xs = {0}, xl = {0};
-    long a = fsgd_vw_parse((const char *)data, size, &s, 0, "fz", 1, &strict, &xs, NULL, err, sizeof err);
+    const fsgd_parse_ctx_t strict_at = {.src = "fz", .first_line = 1};
+    long a = fsgd_vw_parse((const char *)data, size, &s, &strict_at, &strict, &xs, err, sizeof err);
     if (a < 0)
         CHECK(!strncmp(err, "fz:", 3) && (a == FSGD_E_PARSE || a == FSGD_E_RANGE || a == FSGD_E_NOMEM));
     fsgd_libsvm_stats_t st = {0};
-    long b = fsgd_vw_parse((const char *)data, size, &s, 1, "fz", 1, &lax, &xl, &st, err, sizeof err);
+    const fsgd_parse_ctx_t lax_at = {.src = "fz", .first_line = 1, .skip_bad = 1, .stats = &st};
+    long b = fsgd_vw_parse((const char *)data, size, &s, &lax_at, &lax, &xl, err, sizeof err);
     CHECK(b >= 0 || b == FSGD_E_NOMEM);
     check(&strict, &xs, s.bits);
     if (b >= 0) {
@@ -67,7 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* into a binary batch: the same rows, values 1 while it has none */
         fsgd_csr_t bin;
         if (fsgd_csr_init_binary(&bin, 0, 0) == 0) {
-            long c = fsgd_vw_parse((const char *)data, size, &s, 1, "fz", 1, &bin, NULL, NULL, err, sizeof err);
+            const fsgd_parse_ctx_t bin_at = {.src = "fz", .first_line = 1, .skip_bad = 1};
+            long c = fsgd_vw_parse((const char *)data, size, &s, &bin_at, &bin, NULL, err, sizeof err);
             if (c >= 0) {
                 CHECK(c == b && bin.nnz == lax.nnz && !memcmp(bin.col, lax.col, lax.nnz * sizeof *lax.col));
                 CHECK(!memcmp(bin.row_ptr, lax.row_ptr, (lax.n_rows + 1) * sizeof *lax.row_ptr));

@@ -5,13 +5,16 @@
 #include <time.h>
 
 #include "fsgd/bus.h"
+#include "bus_mem.h"
 #include "fsgd/error.h"
 #include "testlib.h"
 
 static void put(fsgd_bus_client_t *p, const char *topic, int32_t part, const char *text)
 {
     char err[256];
-    CU_ASSERT_EQUAL(fsgd_bus_produce(p, topic, part, "k", text, strlen(text), "job", "ctl", NULL, err, sizeof err), 0);
+    const fsgd_bus_out_t m = {.topic = topic, .partition = part, .key = "k", .val = text, .len = strlen(text),
+                              .job = "job", .kind = "ctl"};
+    CU_ASSERT_EQUAL(fsgd_bus_produce(p, &m, err, sizeof err), 0);
 }
 
 /* The next message's text ("" for none, "!" for an error). */
@@ -69,7 +72,8 @@ static void test_logs(void)
     CU_ASSERT_EQUAL(fsgd_bus_restart(c, "t", 0, FSGD_BUS_OFFSET_BEGINNING, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(next(c, 0, &off), "d");
     CU_ASSERT_EQUAL(off, 2);
-    CU_ASSERT_TRUE(fsgd_bus_read_range(c, "t", 0, 0, 3, 0, 0, NULL, NULL, err, sizeof err) == FSGD_E_LOST);
+    const fsgd_bus_range_t r = {.topic = "t", .partition = 0, .start = 0, .end = 3};
+    CU_ASSERT_TRUE(fsgd_bus_read_range(c, &r, err, sizeof err) == FSGD_E_LOST);
     fsgd_bus_client_destroy(p);
     fsgd_bus_client_destroy(c);
     fsgd_bus_destroy(b);
@@ -108,14 +112,16 @@ static void test_frames(void)
     body[len - 1] = 9;
     fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .gen = 3, .sender = 5, .step = 42};
     uint64_t wire = 0;
-    CU_ASSERT_EQUAL(fsgd_bus_send(p, "g", FSGD_BUS_PARTITION_ANY, "job", &h, NULL, body, len, &wire, err, sizeof err),
-                    0);
+    const fsgd_bus_out_t out = {.topic = "g", .partition = FSGD_BUS_PARTITION_ANY, .job = "job", .hdr = &h,
+                                .val = body, .len = len};
+    CU_ASSERT_EQUAL(fsgd_bus_send(p, &out, &wire, err, sizeof err), 0);
     CU_ASSERT_EQUAL(wire, len + 2 * FSGD_KFRAME_OVERHEAD);
     int64_t lo, hi;
     fsgd_bus_watermarks(p, "g", 0, &lo, &hi, 0, err, sizeof err);
     CU_ASSERT_EQUAL(hi, 2);
     fsgd_kasm_t *as = fsgd_kasm_new();
-    CU_ASSERT_EQUAL(fsgd_bus_read_range(p, "g", 0, 0, 2, 0, 0, collect, as, err, sizeof err), 0);
+    const fsgd_bus_range_t r = {.topic = "g", .partition = 0, .start = 0, .end = 2, .fn = collect, .ctx = as};
+    CU_ASSERT_EQUAL(fsgd_bus_read_range(p, &r, err, sizeof err), 0);
     fsgd_kasm_destroy(as);
     free(body);
     fsgd_bus_client_destroy(p);

@@ -11,6 +11,7 @@
 
 #include "fsgd/auth.h"
 #include "fsgd/bus.h"
+#include "bus_mem.h"
 #include "fsgd/dist.h"
 #include "ctl_versions.h"
 #include "fsgd/error.h"
@@ -90,9 +91,9 @@ static void send_event(fsgd_bus_client_t *p, const char *event, const char *json
     fsgd_auth_t *auth = fsgd_bus_client_auth(p);
     if (tag && fsgd_auth_enabled(auth))
         fsgd_auth_tag_hex(auth, mac, FSGD_AUTH_CTL, event, strlen(event) + 1, json, strlen(json));
-    CU_ASSERT_EQUAL(fsgd_bus_produce(p, "j.ctl", 0, event, json, strlen(json), "j", "ctl", mac[0] ? mac : NULL,
-                                     NULL, 0),
-                    0);
+    const fsgd_bus_out_t m = {.topic = "j.ctl", .partition = 0, .key = event, .val = json, .len = strlen(json),
+                              .job = "j", .kind = "ctl", .mac = mac[0] ? mac : NULL};
+    CU_ASSERT_EQUAL(fsgd_bus_produce(p, &m, NULL, 0), 0);
 }
 
 static void version(fsgd_bus_client_t *p, unsigned gen, unsigned step, double auc)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fsgd/bus.h"
+#include "bus_mem.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/job.h"

@@ -25,7 +25,7 @@ static void test_yaml_sections_and_flat_keys(void)
                             err, sizeof err);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_STRING_EQUAL(job.train.data, "a.svm");
-    CU_ASSERT_STRING_EQUAL(job.test, "b.svm");
+    CU_ASSERT_STRING_EQUAL(job.train.test, "b.svm");
     CU_ASSERT_EQUAL(job.train.model, FSGD_LOSS_HINGE);
     CU_ASSERT_EQUAL(job.train.bias, 0);
     CU_ASSERT_DOUBLE_EQUAL(job.train.lr, 0.5, 0);
@@ -240,7 +240,7 @@ static void test_batch_auto(void)
     CU_ASSERT_EQUAL(job.train.batch, 256); /* fsgd train's default stays 256 rows */
 }
 
-/* fsgd run's weights in the format (fsgd_job_fold_weights): a VW
+/* fsgd run's weights in the format (fsgd_train_fold_weights): a VW
  * classification job weighs its rows' importance, class_weight rides
  * beside it; folding the folded job again (a role) changes nothing; a
  * regression job or a bad class_weight is refused naming the key. */
@@ -251,36 +251,36 @@ static void test_fold_weights(void)
     fsgd_job_dist_defaults(&job);
     char *vw[] = {"x", "--format", "vw", "--bits", "12", "-q", "ab", "--class-weight", "5,0.5", NULL};
     CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 9, vw, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_fold_input(&job.train, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_fold_weights(&job.train, err, sizeof err), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(job.train.format, "vw:row_weights=1:class_weight=5,0.5:"));
     CU_ASSERT_PTR_NOT_NULL(strstr(job.train.format, "interactions=ab"));
     memcpy(once, job.train.format, sizeof once);
-    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_fold_input(&job.train, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_fold_weights(&job.train, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(job.train.format, once);
     /* libsvm: label:weight from fold_input, the class weights after the name */
     fsgd_job_dist_defaults(&job);
     char *svm[] = {"x", "--row-weights", "--class-weight", "2,1", NULL};
     CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 4, svm, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_fold_input(&job.train, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_fold_weights(&job.train, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(job.train.format, "libsvm:class_weight=2,1:row_weights=1");
-    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_input(&job, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_fold_input(&job.train, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_fold_weights(&job.train, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(job.train.format, "libsvm:class_weight=2,1:row_weights=1");
     /* regression: VW rows not weighed (importance refused when read), class weights refused */
     fsgd_job_dist_defaults(&job);
     char *lin[] = {"x", "--format", "vw", "--model", "linear", NULL};
     CU_ASSERT_EQUAL_FATAL(fsgd_job_parse_args(&job, 5, lin, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_job_fold_weights(&job, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_train_fold_weights(&job.train, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(job.train.format, "vw");
     snprintf(job.train.class_weight, sizeof job.train.class_weight, "2,1");
-    CU_ASSERT_EQUAL(fsgd_job_fold_weights(&job, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_train_fold_weights(&job.train, err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "class_weight: row and class weights are for classification models"));
     fsgd_job_dist_defaults(&job);
     snprintf(job.train.class_weight, sizeof job.train.class_weight, "2;1");
-    CU_ASSERT_EQUAL(fsgd_job_fold_weights(&job, err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_train_fold_weights(&job.train, err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "class_weight: '2;1' is not POS,NEG"));
 }
 

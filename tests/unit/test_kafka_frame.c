@@ -15,6 +15,7 @@
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "kbus_raw.h"
+#include "kasm_probe.h"
 #include "fsgd/keys.h"
 #include "fsgd/le.h"
 #include "fsgd/shard.h"
@@ -324,7 +325,8 @@ static void test_mock_send_read(void)
         body[i] = (uint8_t)(i * 31);
     fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .gen = 1, .sender = 4, .step = 3};
     uint64_t wire = 0;
-    CU_ASSERT_EQUAL(fsgd_kbus_send(p, NULL, "t.grads", 0, "t", &h, body, len, 0, &wire, err, sizeof err), 0);
+    const fsgd_bus_out_t out = {.topic = "t.grads", .partition = 0, .job = "t", .hdr = &h, .val = body, .len = len};
+    CU_ASSERT_EQUAL(fsgd_kbus_send(p, NULL, &out, 0, &wire, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_kbus_flush(p, 10000, err, sizeof err), 0);
     CU_ASSERT_EQUAL(wire, len + 3 * FSGD_KFRAME_OVERHEAD);
     rd_kafka_t *c = fsgd_kbus_client(FSGD_KCLIENT_CONSUMER, &kc, NULL, err, sizeof err);
@@ -333,13 +335,16 @@ static void test_mock_send_read(void)
     CU_ASSERT_EQUAL(lo, 0);
     CU_ASSERT_EQUAL(hi, 3);
     collect_t col = {0};
-    CU_ASSERT_EQUAL(fsgd_kbus_read_range(c, "t.grads", 0, 0, hi, 5000, on_msg, &col, err, sizeof err), 0);
+    fsgd_bus_range_t r = {.topic = "t.grads", .partition = 0, .start = 0, .end = hi, .timeout_ms = 5000,
+                          .fn = on_msg, .ctx = &col};
+    CU_ASSERT_EQUAL(fsgd_kbus_read_range(c, NULL, &r, err, sizeof err), 0);
     CU_ASSERT_EQUAL(col.n, 3);
     CU_ASSERT_EQUAL(col.bytes, wire);
     /* reading past the end of the log times out with a clear message */
     memset(&col, 0, sizeof col);
-    CU_ASSERT_EQUAL(fsgd_kbus_read_range(c, "t.grads", 0, 0, hi + 2, 500, on_msg, &col, err, sizeof err),
-                    FSGD_E_TIMEOUT);
+    r.end = hi + 2;
+    r.timeout_ms = 500;
+    CU_ASSERT_EQUAL(fsgd_kbus_read_range(c, NULL, &r, err, sizeof err), FSGD_E_TIMEOUT);
     FSGD_ASSERT_CONTAINS(err, "no data");
     free(body);
     rd_kafka_consumer_close(c);

@@ -92,13 +92,16 @@ static void test_topics_on_embedded_cluster(void)
     /* model messages: compaction keys; the frames carry the latency stamp */
     uint8_t body[64] = {1, 2, 3};
     fsgd_kframe_t h = {.kind = FSGD_KMSG_SNAPSHOT, .gen = 9, .sender = 0, .step = 0};
-    CU_ASSERT_EQUAL(fsgd_kbus_send_keyed(p, NULL, "tt.model", 0, "tt", &h, "snapshot", body, sizeof body, 16, NULL,
-                                         err, sizeof err),
-                    0);
+    const fsgd_bus_out_t out = {.topic = "tt.model", .partition = 0, .job = "tt", .hdr = &h, .key = "snapshot",
+                                .val = body, .len = sizeof body};
+    CU_ASSERT_EQUAL(fsgd_kbus_send(p, NULL, &out, 16, NULL, err, sizeof err), 0);
     h.kind = FSGD_KMSG_DELTA_PACKED;
     h.step = 1;
     CU_ASSERT_EQUAL(
-        fsgd_kbus_send_keyed(p, NULL, "tt.model", 0, "tt", &h, "delta.1", body, 8, 0, NULL, err, sizeof err), 0);
+        fsgd_kbus_send(p, NULL, &(fsgd_bus_out_t){.topic = "tt.model", .partition = 0, .job = "tt", .hdr = &h,
+                                                  .key = "delta.1", .val = body, .len = 8},
+                       0, NULL, err, sizeof err),
+        0);
     CU_ASSERT_EQUAL(fsgd_kbus_flush(p, 10000, err, sizeof err), 0);
     /* the name is now used: a second job of that name is refused */
     CU_ASSERT_EQUAL(fsgd_dist_topics_unused(bc, FSGD_JOB_DIST(&job), 0, err, sizeof err), FSGD_E_ARG);
@@ -138,7 +141,9 @@ static void test_topics_on_embedded_cluster(void)
     /* a compacted range reader takes increasing offsets; the strict one too
      * when nothing is missing */
     memset(k, 0, sizeof *k);
-    CU_ASSERT_EQUAL(fsgd_kbus_read_compacted(c, "tt.model", 0, 0, 5, 5000, on_msg, k, err, sizeof err), 0);
+    const fsgd_bus_range_t r = {.topic = "tt.model", .partition = 0, .start = 0, .end = 5, .timeout_ms = 5000,
+                                .mode = FSGD_BUS_READ_COMPACTED, .fn = on_msg, .ctx = k};
+    CU_ASSERT_EQUAL(fsgd_kbus_read_range(c, NULL, &r, err, sizeof err), 0);
     CU_ASSERT_EQUAL(k->n, 5);
     CU_ASSERT_EQUAL(k->offsets[4], 4);
     free(k);

@@ -21,7 +21,7 @@
 static long parse(const char *text, const fsgd_libsvm_opts_t *o, fsgd_csr_t *m, fsgd_libsvm_stats_t *st,
                   char *err, size_t errsz)
 {
-    return fsgd_libsvm_parse(text, strlen(text), "t", 1, o, m, st, err, errsz);
+    return fsgd_libsvm_parse(text, strlen(text), o, FSGD_TEST_AT("t", st), m, err, errsz);
 }
 
 /* Loads text through a file and the streaming reader with a given buffer size. */
@@ -324,22 +324,22 @@ static void test_parse_source(void)
     char err[256] = "";
     fsgd_libsvm_stats_t st = {0};
     const char *msg = "1 1:1\n1 2:1 2:1";
-    long n = fsgd_libsvm_parse(msg, strlen(msg), "topic a9a.data partition 2 offset 17", 100, NULL, &m, &st, err,
-                               sizeof err);
+    const fsgd_parse_ctx_t at = {.src = "topic a9a.data partition 2 offset 17", .first_line = 100, .stats = &st};
+    long n = fsgd_libsvm_parse(msg, strlen(msg), NULL, &at, &m, err, sizeof err);
     CU_ASSERT_EQUAL(n, FSGD_E_PARSE);
     CU_ASSERT_STRING_EQUAL(err, "topic a9a.data partition 2 offset 17:101:7: expected a feature index > 2 "
                                 "(indices must be strictly increasing), got '2:1'");
     CU_ASSERT_EQUAL(m.n_rows, 1);
     /* Stats accumulate over calls; an empty buffer is fine. */
-    CU_ASSERT_EQUAL(fsgd_libsvm_parse("", 0, "x", 1, NULL, &m, &st, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_libsvm_parse("-1 3:1", 6, "x", 1, NULL, &m, &st, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(fsgd_libsvm_parse("", 0, NULL, FSGD_TEST_AT("x", &st), &m, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_libsvm_parse("-1 3:1", 6, NULL, FSGD_TEST_AT("x", &st), &m, err, sizeof err), 1);
     CU_ASSERT_EQUAL(st.rows, 2);
     CU_ASSERT_EQUAL(st.lines, 3);
     CU_ASSERT_EQUAL(m.n_rows, 2);
     /* A buffer that is not NUL terminated: parsing stops at len. */
     char buf[8] = {'1', ' ', '1', ':', '2', '5', '5', '5'};
     fsgd_csr_free(&m);
-    CU_ASSERT_EQUAL(fsgd_libsvm_parse(buf, 5, "x", 1, NULL, &m, NULL, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(fsgd_libsvm_parse(buf, 5, NULL, FSGD_TEST_AT("x", NULL), &m, err, sizeof err), 1);
     CU_ASSERT_EQUAL(m.val[0], 2.0f);
     fsgd_csr_free(&m);
 }
@@ -402,7 +402,7 @@ static void test_chunked(void)
     fsgd_csr_t ref = {0};
     char err[256] = "";
     fsgd_libsvm_stats_t rst = {0};
-    long n = fsgd_libsvm_parse(text, len, "t", 1, NULL, &ref, &rst, err, sizeof err);
+    long n = fsgd_libsvm_parse(text, len, NULL, FSGD_TEST_AT("t", &rst), &ref, err, sizeof err);
     CU_ASSERT_FATAL(n > 0);
     const char *path = fsgd_test_tmp("chunked.svm");
     CU_ASSERT_EQUAL_FATAL(fsgd_test_write_file(path, text, len), 0);
@@ -501,7 +501,7 @@ static void test_numbers_vs_strtod(void)
             continue;
         fsgd_csr_clear(&m);
         snprintf(line, sizeof line, "%s 1:%s\n", sa, sb);
-        long n = fsgd_libsvm_parse(line, strlen(line), "t", 1, NULL, &m, NULL, err, sizeof err);
+        long n = fsgd_libsvm_parse(line, strlen(line), NULL, FSGD_TEST_AT("t", NULL), &m, err, sizeof err);
         if (n != 1) {
             fprintf(stderr, "\n  %s: %s\n", line, err);
             CU_FAIL("number rejected");
@@ -545,7 +545,7 @@ static void test_digits_fast_path(void)
         int n = snprintf(line, sizeof line, "1 %0*llu:%s%s", zeros + digits, (unsigned long long)idx, vals[vi], tail);
         /* no newline: the line's end is the buffer's */
         fsgd_csr_clear(&m);
-        long got = fsgd_libsvm_parse(line, (size_t)n, "t", 1, NULL, &m, NULL, err, sizeof err);
+        long got = fsgd_libsvm_parse(line, (size_t)n, NULL, FSGD_TEST_AT("t", NULL), &m, err, sizeof err);
         if (idx > 4294967296ull) {
             if (got != FSGD_E_RANGE) {
                 fprintf(stderr, "\n  '%s': %ld\n", line, got);
@@ -565,11 +565,12 @@ static void test_digits_fast_path(void)
     static const char *bad[] = {"1 12345/7:1", "1 1234567:1:", "1 12\x80" "4567:1", "1 1234567;:1"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         fsgd_csr_clear(&m);
-        CU_ASSERT_EQUAL(fsgd_libsvm_parse(bad[i], strlen(bad[i]), "t", 1, NULL, &m, NULL, err, sizeof err),
+        CU_ASSERT_EQUAL(fsgd_libsvm_parse(bad[i], strlen(bad[i]), NULL, FSGD_TEST_AT("t", NULL), &m, err, sizeof err),
                         FSGD_E_PARSE);
     }
     fsgd_csr_clear(&m);
-    CU_ASSERT_EQUAL(fsgd_libsvm_parse("1 99999999:1 123456789:1", 24, "t", 1, NULL, &m, NULL, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(
+        fsgd_libsvm_parse("1 99999999:1 123456789:1", 24, NULL, FSGD_TEST_AT("t", NULL), &m, err, sizeof err), 1);
     CU_ASSERT_EQUAL(m.col[0], 99999998u);
     CU_ASSERT_EQUAL(m.col[1], 123456788u);
     fsgd_csr_free(&m);
@@ -830,7 +831,7 @@ static void test_hash_bits(void)
     const char *text = "1 1:1 2:2 3:3 4:4 5:5 6:6\n-1 4000000000:1.5\n";
     fsgd_libsvm_opts_t o = {.hash_bits = 1};
     fsgd_csr_t m = {0};
-    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(text, strlen(text), "h", 1, &o, &m, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(text, strlen(text), &o, FSGD_TEST_AT("h", NULL), &m, err, sizeof err), 2);
     double sum[2] = {0, 0};
     for (uint64_t i = 1; i <= 6; i++)
         sum[fsgd_libsvm_hash_col(i - 1, 1)] += (double)i;
@@ -857,7 +858,8 @@ static void test_hash_bits(void)
     CU_ASSERT(used > 2400); /* 1 - 1/e of 4096 ~ 2589 for a random map; the identity mod 2^12 gives 4 */
     /* the file's order is still the file's */
     o.hash_bits = 20;
-    CU_ASSERT_EQUAL(fsgd_libsvm_parse("1 5:1 3:1\n", 10, "h", 1, &o, &m, NULL, err, sizeof err), FSGD_E_PARSE);
+    CU_ASSERT_EQUAL(fsgd_libsvm_parse("1 5:1 3:1\n", 10, &o, FSGD_TEST_AT("h", NULL), &m, err, sizeof err),
+                    FSGD_E_PARSE);
     FSGD_ASSERT_CONTAINS(err, "h:1:7: expected a feature index > 5");
     fsgd_csr_free(&m);
     /* threads: the same rows as one thread */

@@ -91,7 +91,7 @@ static size_t crossed(const char *fields, const char *terms, const char *text, f
     CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_fields_add_terms(&o.fields, terms, err, sizeof err), 0);
     fsgd_csr_t m = {0};
     memset(st, 0, sizeof *st);
-    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(text, strlen(text), "t", 1, &o, &m, st, err, sizeof err), 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(text, strlen(text), &o, FSGD_TEST_AT("t", st), &m, err, sizeof err), 1);
     size_t n = m.nnz < cap ? m.nnz : cap;
     for (size_t i = 0; i < n; i++) {
         vals[i] = m.val[i];
@@ -141,7 +141,8 @@ static void test_crosses(void)
     CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_fields_add_terms(&o.fields, "aa", err, sizeof err), 0);
     fsgd_csr_t m = {0};
     const char *big = "1 1:1\n1 1:1e30\n";
-    CU_ASSERT_EQUAL(fsgd_libsvm_parse(big, strlen(big), "t", 1, &o, &m, NULL, err, sizeof err), FSGD_E_RANGE);
+    CU_ASSERT_EQUAL(fsgd_libsvm_parse(big, strlen(big), &o, FSGD_TEST_AT("t", NULL), &m, err, sizeof err),
+                    FSGD_E_RANGE);
     FSGD_ASSERT_CONTAINS(err, "t:2: expected entries that fit a float once crossed");
     CU_ASSERT_EQUAL(m.n_rows, 1);
     fsgd_csr_free(&m);
@@ -193,7 +194,7 @@ static void test_collision_counts(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(o.slots);
     fsgd_csr_t m = {0};
     fsgd_libsvm_stats_t st = {0};
-    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(rows, strlen(rows), "m", 1, &o, &m, &st, err, sizeof err), 4);
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(rows, strlen(rows), &o, FSGD_TEST_AT("m", &st), &m, err, sizeof err), 4);
     CU_ASSERT_EQUAL(st.slots_used, 5);
     CU_ASSERT_EQUAL(st.slots_collided, 0);
     CU_ASSERT_EQUAL(m.nnz, 12); /* 2 indices and a cross a row */
@@ -202,7 +203,8 @@ static void test_collision_counts(void)
     plain.slots = NULL;
     fsgd_csr_t p = {0};
     fsgd_libsvm_stats_t ps = {0};
-    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(rows, strlen(rows), "m", 1, &plain, &p, &ps, err, sizeof err), 4);
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(rows, strlen(rows), &plain, FSGD_TEST_AT("m", &ps), &p, err, sizeof err),
+                          4);
     CU_ASSERT_EQUAL(ps.slots_used, 0);
     CU_ASSERT_EQUAL_FATAL(p.nnz, m.nnz);
     CU_ASSERT_EQUAL(memcmp(p.col, m.col, m.nnz * sizeof *m.col), 0);
@@ -215,7 +217,7 @@ static void test_collision_counts(void)
     h.slots = fsgd_libsvm_slots_new(2);
     const char *hr = "1 1:1 2:1 3:1 4:1 5:1\n-1 6:1 7:1 8:1 9:1\n1 2:1 9:1\n";
     memset(&st, 0, sizeof st);
-    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(hr, strlen(hr), "m", 1, &h, &m, &st, err, sizeof err), 3);
+    CU_ASSERT_EQUAL_FATAL(fsgd_libsvm_parse(hr, strlen(hr), &h, FSGD_TEST_AT("m", &st), &m, err, sizeof err), 3);
     unsigned per[4] = {0};
     for (uint64_t i = 0; i < 9; i++)
         per[fsgd_libsvm_hash_col(i, 2)]++;

@@ -6,7 +6,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/observe.h"
-#include "fsgd/trace.h"
+#include "trace.h"
 #include "testlib.h"
 #include "observe_testing.h"
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fsgd/bus.h"
+#include "bus_mem.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/job.h"
@@ -143,7 +144,8 @@ static void reference(const char *path, const fsgd_job_t *job, int P, outcome_t 
         if (lineno == 1 && fmt.hashed && fmt.spec.header)
             continue;
         fsgd_csr_clear(&one);
-        long r = fsgd_rowfmt_parse(&fmt, line, n, path, lineno, &one, lst, o->err, sizeof o->err);
+        const fsgd_parse_ctx_t at = {.src = path, .first_line = lineno, .stats = lst};
+        long r = fsgd_rowfmt_parse(&fmt, line, n, &at, &one, o->err, sizeof o->err);
         if (r < 0)
             o->rc = (int)r;
         if (r <= 0)

@@ -12,6 +12,7 @@
 
 #include "fsgd/auth.h"
 #include "fsgd/bus.h"
+#include "bus_mem.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/job.h"
@@ -116,7 +117,7 @@ static void run_init(run_t *r, int nworkers, int epochs)
     fsgd_job_defaults(&r->job);
     snprintf(r->job.dist.name, sizeof r->job.dist.name, "roles");
     const char *test = repo_file("data/sets/a9a.t");
-    snprintf(r->job.test, sizeof r->job.test, "%s", test ? test : "");
+    snprintf(r->job.train.test, sizeof r->job.train.test, "%s", test ? test : "");
     r->job.train.epochs = epochs;
     r->job.train.batch = 240;
     r->job.train.lr = 0.05;
@@ -237,7 +238,7 @@ static void check_epochs(const run_t *r, int epochs)
 
 #define NEED_DATA(r)                                                                                          \
     do {                                                                                                      \
-        if (load_data(r) != 0 || !(r)->job.test[0]) {                                                        \
+        if (load_data(r) != 0 || !(r)->job.train.test[0]) {                                                        \
             fsgd_test_skip("needs data/sets/a9a and a9a.t");                                                 \
             run_free(r);                                                                                      \
             return;                                                                                           \
@@ -464,7 +465,7 @@ static void run_wide(fsgd_job_replica_t replica, fsgd_model_t *m, fsgd_worker_st
     run_init(&r, 2, 1);
     r.job.dist.replica = replica;
     r.job.train.dim = WIDE_DIM;
-    r.job.test[0] = '\0';
+    r.job.train.test[0] = '\0';
     snprintf(r.job.train.codec, sizeof r.job.train.codec, "none");
     if (load_wide_data(&r) != 0) {
         CU_FAIL("wide rows not produced");
@@ -736,8 +737,8 @@ static void summary_run(fsgd_bus_hook_fn hook, int extra_row, summary_run_t *out
         const char *row = "+1 3:1 11:1 14:1";
         char mac[FSGD_AUTH_TAG_HEX + 1];
         fsgd_auth_row_tag_hex(roles_auth, mac, 0, row, strlen(row));
-        CU_ASSERT_EQUAL(fsgd_bus_produce(c, "roles.data", 0, NULL, row, strlen(row), NULL, NULL, mac, err, sizeof err),
-                        0);
+        const fsgd_bus_out_t m = {.topic = "roles.data", .partition = 0, .val = row, .len = strlen(row), .mac = mac};
+        CU_ASSERT_EQUAL(fsgd_bus_produce(c, &m, err, sizeof err), 0);
         CU_ASSERT_EQUAL(fsgd_bus_flush(c, 5000, err, sizeof err), 0);
         fsgd_bus_client_destroy(c);
     }
@@ -956,9 +957,9 @@ static void send_lagged(run_t *r, uint32_t gen, unsigned lag, uint64_t step)
     uint8_t body[64] = {0};
     fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = (uint16_t)(lag << FSGD_KFLAG_LAG_SHIFT), .gen = gen,
                        .sender = 1, .step = step};
-    CU_ASSERT_EQUAL(fsgd_bus_send(p, t, FSGD_BUS_PARTITION_ANY, r->job.dist.name, &h, NULL, body, sizeof body, NULL, err,
-                                  sizeof err),
-                    0);
+    const fsgd_bus_out_t out = {.topic = t, .partition = FSGD_BUS_PARTITION_ANY, .job = r->job.dist.name, .hdr = &h,
+                                .val = body, .len = sizeof body};
+    CU_ASSERT_EQUAL(fsgd_bus_send(p, &out, NULL, err, sizeof err), 0);
     fsgd_bus_client_destroy(p);
 }
 
@@ -1013,8 +1014,9 @@ static void send_snapshot_as(run_t *r, uint32_t gen)
             fsgd_bus_client_t *p = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_PRODUCER, err, sizeof err);
             fsgd_kframe_t h = f;
             h.gen = gen;
-            CU_ASSERT_EQUAL(fsgd_bus_send(p, t, 0, r->job.dist.name, &h, NULL, f.body, f.body_len, NULL, err, sizeof err),
-                            0);
+            const fsgd_bus_out_t out = {.topic = t, .partition = 0, .job = r->job.dist.name, .hdr = &h, .val = f.body,
+                                        .len = f.body_len};
+            CU_ASSERT_EQUAL(fsgd_bus_send(p, &out, NULL, err, sizeof err), 0);
             fsgd_bus_client_destroy(p);
             sent = 1;
         }

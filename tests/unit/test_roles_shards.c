@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fsgd/bus.h"
+#include "bus_mem.h"
 #include "fsgd/dist.h"
 #include "fsgd/error.h"
 #include "fsgd/job.h"
@@ -149,7 +150,7 @@ static void run_init(shard_run_t *r, int staleness, int delay_ms)
         fsgd_job_defaults(j);
         snprintf(j->dist.name, sizeof j->dist.name, "shardroles");
         const char *test = fsgd_test_data("a9a.t");
-        snprintf(j->test, sizeof j->test, "%s", test ? test : "");
+        snprintf(j->train.test, sizeof j->train.test, "%s", test ? test : "");
         j->train.epochs = 2;
         j->train.batch = 240;
         j->train.lr = 0.05;
@@ -261,7 +262,7 @@ static shard_run_t *new_run(int staleness, int delay_ms, int late_ms)
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     run_init(r, staleness, delay_ms);
     r->late_ms = late_ms;
-    if (!r->job[0].test[0] || load_data(r) != 0) {
+    if (!r->job[0].train.test[0] || load_data(r) != 0) {
         fsgd_test_skip("needs data/sets/a9a and a9a.t");
         run_free(r);
         free(r);

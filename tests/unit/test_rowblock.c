@@ -30,7 +30,7 @@ static void roundtrip(const char *format, const char *text)
     char err[512];
     CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, format, 0, 0, err, sizeof err), 0);
     fsgd_csr_t parsed = {0}, decoded = {0};
-    long n = fsgd_rowfmt_parse(&f, text, strlen(text), "text", 1, &parsed, NULL, err, sizeof err);
+    long n = fsgd_rowfmt_parse(&f, text, strlen(text), FSGD_TEST_AT("text", NULL), &parsed, err, sizeof err);
     if (n <= 0)
         fprintf(stderr, "\n  %s: %s\n", format, err);
     CU_ASSERT_TRUE_FATAL(n > 0);
@@ -70,7 +70,8 @@ static void test_refused_whole(void)
 
     fsgd_csr_t rows = {0}, out = {0};
     const char *text = "1 3:1 7:2\n-1 2:1\n";
-    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&lib, text, strlen(text), "t", 1, &rows, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&lib, text, strlen(text), FSGD_TEST_AT("t", NULL), &rows, err, sizeof err),
+                          2);
     uint8_t blk[256];
     CU_ASSERT_TRUE_FATAL(fsgd_rowblock_bound(&rows, 0, 2) <= sizeof blk);
     size_t len = fsgd_rowblock_encode(&rows, 0, 2, lib.block_id, blk);

@@ -73,18 +73,20 @@ static void test_buffer_rows_match_file(void)
     CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_load(&f, path, 1, &a, NULL, err, sizeof err), 0);
     CU_ASSERT_EQUAL(a.n_rows, 2);
     const char *rows = "1,a,3\n0,b,\n";
-    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows, 6, "m", 1, &b, NULL, err, sizeof err), 1);
-    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows + 6, 5, "m", 1, &b, NULL, err, sizeof err), 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows, 6, FSGD_TEST_AT("m", NULL), &b, err, sizeof err), 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows + 6, 5, FSGD_TEST_AT("m", NULL), &b, err, sizeof err), 1);
     CU_ASSERT_EQUAL_FATAL(b.n_rows, 2);
     CU_ASSERT_EQUAL(a.nnz, b.nnz);
     CU_ASSERT_EQUAL(memcmp(a.row_ptr, b.row_ptr, 3 * sizeof *a.row_ptr), 0);
     CU_ASSERT_EQUAL(memcmp(a.col, b.col, a.nnz * sizeof *a.col), 0);
     CU_ASSERT_EQUAL(memcmp(a.label, b.label, 2 * sizeof *a.label), 0);
     /* the header sent as a row is a malformed row, named by src:line:col */
-    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, file, 12, "topic t partition 1 offset 9", 1, &b, NULL, err, sizeof err),
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, file, 12, FSGD_TEST_AT("topic t partition 1 offset 9", NULL), &b, err,
+                                      sizeof err),
                     FSGD_E_PARSE);
     FSGD_ASSERT_CONTAINS(err, "topic t partition 1 offset 9:1:1: column 1 (label): expected a number, got 'click'");
-    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, "1,a,x", 5, "f.csv", 7, &b, NULL, err, sizeof err), FSGD_E_PARSE);
+    const fsgd_parse_ctx_t line7 = {.src = "f.csv", .first_line = 7};
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, "1,a,x", 5, &line7, &b, err, sizeof err), FSGD_E_PARSE);
     FSGD_ASSERT_CONTAINS(err, "f.csv:7:5: column 3 (num): expected a number, got 'x'");
     CU_ASSERT_EQUAL(b.n_rows, 2); /* no partial row */
     fsgd_csr_free(&a);
@@ -101,7 +103,7 @@ static void test_skip_bad(void)
     memset(&st, 0, sizeof st);
     CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "tsv:label,num,cat", 10, 1, err, sizeof err), 0);
     const char *buf = "1\t2\ta\n1\tzz\tb\n\n0\t\tc\n1\t2\n";
-    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, buf, strlen(buf), "src", 1, &m, &st, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, buf, strlen(buf), FSGD_TEST_AT("src", &st), &m, err, sizeof err), 2);
     CU_ASSERT_EQUAL(m.n_rows, 2);
     CU_ASSERT_EQUAL(st.bad_rows, 2);
     CU_ASSERT_EQUAL(st.rows, 2);
@@ -110,7 +112,7 @@ static void test_skip_bad(void)
     fsgd_csr_clear(&m);
     memset(&st, 0, sizeof st);
     CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "libsvm", 0, 1, err, sizeof err), 0);
-    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, "1 3:x\n-1 2:1\n", 13, "src", 1, &m, &st, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&f, "1 3:x\n-1 2:1\n", 13, FSGD_TEST_AT("src", &st), &m, err, sizeof err), 1);
     CU_ASSERT_EQUAL(st.bad_rows, 1);
     FSGD_ASSERT_CONTAINS(st.first_bad[0], "src:1:");
     fsgd_csr_free(&m);
@@ -134,7 +136,7 @@ static void test_row_weights(void)
     CU_ASSERT_EQUAL(f.block_id, plain.block_id); /* the same rows on NAME.data */
     fsgd_csr_t m = {0};
     const char *rows = "+1:2.5 3:1\n-1:4 2:1\n1:0 5:1\n0 7:1\n-1 1:1\n";
-    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows, strlen(rows), "m", 1, &m, NULL, err, sizeof err), 4);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows, strlen(rows), FSGD_TEST_AT("m", NULL), &m, err, sizeof err), 4);
     const double want[] = {2.5, -4, -1, -1}; /* weight 0 dropped; a 0 label is the negative class */
     for (int i = 0; i < 4; i++)
         CU_ASSERT_DOUBLE_EQUAL(m.label[i], want[i], 0);
@@ -145,14 +147,15 @@ static void test_row_weights(void)
     CU_ASSERT_EQUAL(fsgd_loss_check_labels(FSGD_LOSS_LOGISTIC, &ls, why, sizeof why), 0);
     fsgd_csr_free(&m);
     /* without the key, label:weight is a bad row naming the option */
-    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&plain, rows, strlen(rows), "m", 1, &m, NULL, err, sizeof err), FSGD_E_PARSE);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&plain, rows, strlen(rows), FSGD_TEST_AT("m", NULL), &m, err, sizeof err),
+                    FSGD_E_PARSE);
     FSGD_ASSERT_CONTAINS(err, "m:1:1: expected a label (a finite number; no label? label:weight needs --row-weights)");
     fsgd_csr_free(&m);
     CU_ASSERT_EQUAL(fsgd_rowfmt_init(&f, "libsvm:row_weights=2", 0, 0, err, sizeof err), FSGD_E_ARG);
     FSGD_ASSERT_CONTAINS(err, "unknown libsvm key 'row_weights=2'");
 }
 
-/* The weight keys fsgd run folds into a job's format (fsgd_job_fold_weights):
+/* The weight keys fsgd run folds into a job's format (fsgd_train_fold_weights):
  * VW importance (row_weights=1) times the class's weight (class_weight=P,N)
  * in each parsed row's label, rows of weight 0 dropped, in any format; the
  * model's input and the row blocks' format id as without the keys. Without
@@ -173,24 +176,26 @@ static void test_weight_keys(void)
     CU_ASSERT_EQUAL(f.block_id, plain.block_id);
     fsgd_csr_t m = {0};
     const char *rows = "1 2 |a x\n-1 |a y\n1 0 |a z\n-1 3 t|a w\n1 |a v\n";
-    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows, strlen(rows), "m", 1, &m, NULL, err, sizeof err), 4);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, rows, strlen(rows), FSGD_TEST_AT("m", NULL), &m, err, sizeof err), 4);
     const double want[] = {10, -0.5, -1.5, 5}; /* importance x class weight; weight 0 dropped */
     for (int i = 0; i < 4; i++)
         CU_ASSERT_DOUBLE_EQUAL(m.label[i], want[i], 1e-12);
     CU_ASSERT_EQUAL(m.nnz, 4);
     fsgd_csr_free(&m);
-    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&plain, rows, strlen(rows), "m", 1, &m, NULL, err, sizeof err), FSGD_E_UNSUPPORTED);
+    CU_ASSERT_EQUAL(fsgd_rowfmt_parse(&plain, rows, strlen(rows), FSGD_TEST_AT("m", NULL), &m, err, sizeof err),
+                    FSGD_E_UNSUPPORTED);
     FSGD_ASSERT_CONTAINS(err, "m: rows with importance weights");
     fsgd_csr_free(&m);
     /* class weights alone, on LIBSVM and delimited rows */
     CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "libsvm:class_weight=2,0.25", 0, 0, err, sizeof err), 0);
     CU_ASSERT_TRUE(fsgd_rowfmt_weighs(&f) && !f.opts.row_weights);
-    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, "+1 3:1\n0 2:1\n", 13, "m", 1, &m, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, "+1 3:1\n0 2:1\n", 13, FSGD_TEST_AT("m", NULL), &m, err, sizeof err),
+                          2);
     CU_ASSERT_DOUBLE_EQUAL(m.label[0], 2, 0);
     CU_ASSERT_DOUBLE_EQUAL(m.label[1], -0.25, 0);
     fsgd_csr_free(&m);
     CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&f, "tsv:class_weight=3,1:label,cat", 10, 0, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, "1\ta\n0\tb\n", 8, "m", 1, &m, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_parse(&f, "1\ta\n0\tb\n", 8, FSGD_TEST_AT("m", NULL), &m, err, sizeof err), 2);
     CU_ASSERT_DOUBLE_EQUAL(m.label[0], 3, 0);
     CU_ASSERT_DOUBLE_EQUAL(m.label[1], -1, 0);
     fsgd_csr_free(&m);

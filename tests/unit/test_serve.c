@@ -37,7 +37,7 @@ static void test_rows_libsvm_and_json(void)
     fsgd_csr_t got = {0}, want = {0}, js = {0};
     CU_ASSERT_EQUAL(fsgd_serve_rows_parse(text, sizeof text - 1, FSGD_SERVE_BODY_TEXT, NULL, &got, NULL, err, sizeof err), 2);
     fsgd_libsvm_opts_t o = {0};
-    CU_ASSERT_EQUAL(fsgd_libsvm_parse(text, sizeof text - 1, "f", 1, &o, &want, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(fsgd_libsvm_parse(text, sizeof text - 1, &o, FSGD_TEST_AT("f", NULL), &want, err, sizeof err), 2);
     assert_same_rows(&got, &want);
     const char json[] = "{\"rows\":[{\"indices\":[1,3,7],\"values\":[0.1,2.5e-1,1]},{\"indices\":[2],\"values\":[3]}]}";
     CU_ASSERT_EQUAL(fsgd_serve_rows_parse(json, sizeof json - 1, FSGD_SERVE_BODY_JSON, NULL, &js, NULL, err, sizeof err), 2);
@@ -82,7 +82,7 @@ static void test_rows_hashed_libsvm_and_vw(void)
     const char text[] = "1 1:0.1 3:0.7 7:1e-3 9:2.5 400000:3\n0 2:1\n";
     fsgd_csr_t want = {0}, got = {0}, js = {0};
     fsgd_libsvm_opts_t o = {.hash_bits = 2};
-    CU_ASSERT_EQUAL(fsgd_libsvm_parse(text, sizeof text - 1, "f", 1, &o, &want, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(fsgd_libsvm_parse(text, sizeof text - 1, &o, FSGD_TEST_AT("f", NULL), &want, err, sizeof err), 2);
     CU_ASSERT(want.nnz < 6); /* some columns shared */
     CU_ASSERT_EQUAL(fsgd_serve_rows_parse(text, sizeof text - 1, FSGD_SERVE_BODY_TEXT, &fmt, &got, NULL, err, sizeof err), 2);
     assert_same_rows(&got, &want);
@@ -97,7 +97,8 @@ static void test_rows_hashed_libsvm_and_vw(void)
     CU_ASSERT_EQUAL_FATAL(fsgd_rowfmt_init(&fmt, "vw:bits=12:interactions=ab", 0, 0, err, sizeof err), 0);
     const char vw[] = "1 'r1 |a x:2 y |b z\n-1 0.5 |a w\n";
     fsgd_vw_extra_t wtags = {0}, gtags = {0}, jtags = {0};
-    CU_ASSERT_EQUAL(fsgd_vw_parse(vw, sizeof vw - 1, &fmt.vw_spec, 0, "f", 1, &want, &wtags, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(fsgd_vw_parse(vw, sizeof vw - 1, &fmt.vw_spec, FSGD_TEST_AT("f", NULL), &want, &wtags, err,
+                                  sizeof err), 2);
     CU_ASSERT_EQUAL(fsgd_serve_rows_parse(vw, sizeof vw - 1, FSGD_SERVE_BODY_TEXT, &fmt, &got, &gtags, err, sizeof err), 2);
     assert_same_rows(&got, &want);
     CU_ASSERT(gtags.n == 2 && gtags.tag_end[0] == 2 && !memcmp(gtags.tags, "r1", 2));

@@ -102,8 +102,9 @@ static void test_golden_indices_match_vw(void)
             CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse(want->spec, &s, err, sizeof err), 0);
             fsgd_csr_free(&m);
             fsgd_vw_extra_free(&x);
-            CU_ASSERT_EQUAL_FATAL(
-                fsgd_vw_parse(golden_vw, strlen(golden_vw), &s, 0, "golden.vw", 1, &m, &x, NULL, err, sizeof err), 6);
+            CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(golden_vw, strlen(golden_vw), &s, FSGD_TEST_AT("golden.vw", NULL), &m,
+                                                &x, err, sizeof err),
+                                  6);
             last = want->spec;
         }
         const uint64_t lo = m.row_ptr[want->row], n = m.row_ptr[want->row + 1] - lo;
@@ -160,14 +161,14 @@ static void test_spec_ignore_keep(void)
     const char *row = "1 |a x |b y |c z\n";
     fsgd_csr_t all = {0}, m = {0};
     CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse("vw", &s, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(row, strlen(row), &s, 0, "r", 1, &all, NULL, NULL, err, sizeof err), 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(row, strlen(row), &s, FSGD_TEST_AT("r", NULL), &all, NULL, err, sizeof err), 1);
     CU_ASSERT_EQUAL(all.nnz, 3);
     CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse("vw:ignore=b", &s, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(row, strlen(row), &s, 0, "r", 1, &m, NULL, NULL, err, sizeof err), 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(row, strlen(row), &s, FSGD_TEST_AT("r", NULL), &m, NULL, err, sizeof err), 1);
     CU_ASSERT_EQUAL(m.nnz, 2);
     fsgd_csr_clear(&m);
     CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse("vw:keep=b", &s, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(row, strlen(row), &s, 0, "r", 1, &m, NULL, NULL, err, sizeof err), 1);
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(row, strlen(row), &s, FSGD_TEST_AT("r", NULL), &m, NULL, err, sizeof err), 1);
     CU_ASSERT_EQUAL_FATAL(m.nnz, 1);
     CU_ASSERT_EQUAL(m.col[0], fsgd_vw_hash_string("y", 1, fsgd_vw_hash_string("b", 1, 0)) & ((1u << 18) - 1));
     fsgd_csr_free(&m);
@@ -197,7 +198,8 @@ static void test_errors_name_line_col(void)
     CU_ASSERT_EQUAL_FATAL(fsgd_vw_spec_parse("vw", &s, err, sizeof err), 0);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fsgd_csr_t m = {0};
-        long n = fsgd_vw_parse(cases[i].text, strlen(cases[i].text), &s, 0, "e.vw", 1, &m, NULL, NULL, err, sizeof err);
+        long n = fsgd_vw_parse(cases[i].text, strlen(cases[i].text), &s, FSGD_TEST_AT("e.vw", NULL), &m, NULL, err,
+                               sizeof err);
         CU_ASSERT_EQUAL(n, FSGD_E_PARSE);
         if (!strstr(err, cases[i].want))
             fprintf(stderr, "case %zu: got \"%s\"\n", i, err);
@@ -205,7 +207,8 @@ static void test_errors_name_line_col(void)
         fsgd_csr_free(&m);
         /* skip_bad: the bad row skipped and counted, the good ones kept */
         fsgd_libsvm_stats_t st = {0};
-        n = fsgd_vw_parse(cases[i].text, strlen(cases[i].text), &s, 1, "e.vw", 1, &m, NULL, &st, err, sizeof err);
+        const fsgd_parse_ctx_t skipping = {.src = "e.vw", .first_line = 1, .skip_bad = 1, .stats = &st};
+        n = fsgd_vw_parse(cases[i].text, strlen(cases[i].text), &s, &skipping, &m, NULL, err, sizeof err);
         CU_ASSERT(n >= 0);
         CU_ASSERT_EQUAL(st.bad_rows, 1);
         fsgd_csr_free(&m);
@@ -214,7 +217,7 @@ static void test_errors_name_line_col(void)
     const char *crlf = "1 |a x\r\n\r\n   \n-1 'r |b y\r\n";
     fsgd_csr_t m = {0};
     fsgd_vw_extra_t x = {0};
-    CU_ASSERT_EQUAL(fsgd_vw_parse(crlf, strlen(crlf), &s, 0, "c", 1, &m, &x, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(fsgd_vw_parse(crlf, strlen(crlf), &s, FSGD_TEST_AT("c", NULL), &m, &x, err, sizeof err), 2);
     CU_ASSERT_EQUAL(x.tag_end[1] - x.tag_end[0], 1);
     fsgd_csr_free(&m);
     fsgd_vw_extra_free(&x);
@@ -229,7 +232,8 @@ static void test_load_file(void)
     const char *path = fsgd_test_tmp("g.vw");
     fsgd_test_write_file(path, golden_vw, strlen(golden_vw));
     fsgd_csr_t a = {0}, b = {0};
-    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(golden_vw, strlen(golden_vw), &s, 0, "g", 1, &a, NULL, NULL, err, sizeof err),
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(golden_vw, strlen(golden_vw), &s, FSGD_TEST_AT("g", NULL), &a, NULL, err,
+                                        sizeof err),
                           6);
     fsgd_libsvm_stats_t st;
     CU_ASSERT_EQUAL_FATAL(fsgd_vw_load(path, &s, 0, &b, NULL, &st, err, sizeof err), 0);
@@ -297,7 +301,8 @@ static void test_long_rows_sorted_and_summed(void)
         CU_ASSERT_EQUAL_FATAL(
             fsgd_vw_spec_parse(crossed ? "vw:bits=12:interactions=aa" : "vw:bits=12", &s, err, sizeof err), 0);
         fsgd_csr_t m = {0};
-        CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(line, len, &s, 0, "long.vw", 1, &m, NULL, NULL, err, sizeof err), 1);
+        CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(line, len, &s, FSGD_TEST_AT("long.vw", NULL), &m, NULL, err, sizeof err),
+                              1);
         uint64_t k = 0;
         for (uint32_t c = 0; c <= mask; c++) {
             if (want[c] == 0)
@@ -323,11 +328,13 @@ static void test_binary_rows_until_a_value(void)
     fsgd_csr_t m;
     CU_ASSERT_EQUAL_FATAL(fsgd_csr_init_binary(&m, 0, 0), 0);
     const char ones[] = "1 |a x y\n-1 |b z\n";
-    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(ones, strlen(ones), &s, 0, "b.vw", 1, &m, NULL, NULL, err, sizeof err), 2);
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(ones, strlen(ones), &s, FSGD_TEST_AT("b.vw", NULL), &m, NULL, err, sizeof err),
+                          2);
     CU_ASSERT_PTR_NULL(m.val);
     CU_ASSERT_EQUAL(m.nnz, 3);
     const char twos[] = "1 |a x x:0.5 y\n";
-    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(twos, strlen(twos), &s, 0, "b.vw", 3, &m, NULL, NULL, err, sizeof err), 1);
+    const fsgd_parse_ctx_t line3 = {.src = "b.vw", .first_line = 3};
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_parse(twos, strlen(twos), &s, &line3, &m, NULL, err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m.val);
     CU_ASSERT_EQUAL_FATAL(m.nnz, 5);
     for (int i = 0; i < 3; i++)
@@ -371,7 +378,7 @@ static void test_load_chunks(void)
     chunks_t c = {0};
     fsgd_vw_extra_t x = {0};
     const fsgd_vw_chunks_t to = {1000, take, &c};
-    CU_ASSERT_EQUAL_FATAL(fsgd_vw_load_chunks(path, &s, 0, &chunk, &x, &to, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_vw_load_chunks(path, &s, NULL, &chunk, &x, &to, err, sizeof err), 0);
     CU_ASSERT(c.n >= 2 && !c.bad);
     CU_ASSERT(c.most_rows < 1000 + 65536 / 17 + 2); /* a piece of text: 64 KiB and a line, lines >= 17 bytes */
     CU_ASSERT_EQUAL(x.feature_entries, 60000);

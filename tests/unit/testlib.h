@@ -64,6 +64,10 @@ const char *fsgd_test_bin(void);
  * truncated to cap). Returns the exit status (or -1). */
 int fsgd_test_run(const char *cmd, char *out, size_t cap);
 
+/* The parse context (fsgd/libsvm.h's fsgd_parse_ctx_t) of rows named src in
+ * errors, from line 1, counted in stats (may be NULL). */
+#define FSGD_TEST_AT(src_, stats_) (&(fsgd_parse_ctx_t){.src = (src_), .first_line = 1, .stats = (stats_)})
+
 #define FSGD_ASSERT_CONTAINS(haystack, needle)                                                            \
     do {                                                                                                  \
         const char *h_ = (haystack);                                                                      \

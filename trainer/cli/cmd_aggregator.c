@@ -158,7 +158,7 @@ static int agg_job_from_args(int argc, char **argv, fsgd_job_t *job)
         fsgd_cli_error("aggregator: --brokers is required (fsgd run starts an embedded cluster and passes it)");
         return FSGD_EXIT_USAGE;
     }
-    const fsgd_cli_path_t rd[] = {{"--data", job->train.data}, {"--test", job->test}, {"job file", job->job_file},
+    const fsgd_cli_path_t rd[] = {{"--data", job->train.data}, {"--test", job->train.test}, {"job file", job->train.job_file},
                                   {"--job-key-file", job->cluster.job_key_file}, {"--init", job->train.init}};
     /* this shard's files, the names derived for it included */
     int S = job->train.shards > 1 ? job->train.shards : 1, me = S > 1 ? job->dist.shard : 0;

@@ -366,7 +366,7 @@ static int run_check_outputs(run_t *r)
 {
     const fsgd_job_t *job = &r->job;
     const char *ckpt = r->ckpt;
-    const fsgd_cli_path_t rd[] = {{"--data", job->train.data}, {"--test", job->test}, {"job file", job->job_file},
+    const fsgd_cli_path_t rd[] = {{"--data", job->train.data}, {"--test", job->train.test}, {"job file", job->train.job_file},
                                   {"--job-key-file", job->cluster.job_key_file}, {"--init", job->train.init}};
     int rc;
     /* the names fsgd derives (shard I's files, each shard's .prev) too */
@@ -386,7 +386,7 @@ static int run_check_outputs(run_t *r)
     /* the inputs are read once the workers run: one that cannot be is said
      * before anything starts (a resumed job on real brokers reads no file) */
     const char *in[] = {r->no_produce || (r->resume && job->cluster.brokers[0]) || !strcmp(job->train.data, "-") ? "" : job->train.data,
-                        job->test};
+                        job->train.test};
     const char *in_opt[] = {"--data", "--test"};
     for (int i = 0; i < 2; i++)
         if (in[i][0] && access(in[i], R_OK) != 0) {

@@ -213,12 +213,12 @@ static int job_parse(int argc, char **argv, const job_help_t *h, fsgd_job_t *job
      * limit is checked on it). */
     fsgd_rowfmt_t f;
     /* row and class weights ride in the labels of the rows the roles parse */
-    int frc = fsgd_job_fold_input(job, err, sizeof err);
+    int frc = fsgd_train_fold_input(&job->train, err, sizeof err);
     if (frc == FSGD_E_PARSE || frc == FSGD_E_IO) { /* a cross naming a column the file lacks; its header unreadable */
         fsgd_cli_error("%s", err);
         return fsgd_cli_status(frc);
     }
-    if (frc < 0 || fsgd_job_fold_weights(job, err, sizeof err) < 0 ||
+    if (frc < 0 || fsgd_train_fold_weights(&job->train, err, sizeof err) < 0 ||
         fsgd_rowfmt_init(&f, job->train.format, job->train.hash_bits, job->train.skip_bad, err, sizeof err) < 0 ||
         fsgd_rowfmt_dim(&f, job->train.dim, &job->train.dim, err, sizeof err) < 0) {
         fsgd_cli_error("%s", err);

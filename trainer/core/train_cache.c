@@ -1,6 +1,6 @@
 /* The first pass of fsgd train --cache, or the reuse of its cache; see
- * fsgd/train.h (its row cache part). */
-#include "fsgd/train.h"
+ * train_cache.h. */
+#include "train_cache.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -220,8 +220,9 @@ static int write_cache(const fsgd_train_params_t *job, const fsgd_delim_spec_t *
         fsgd_libsvm_stats_t st = {0};
         rc = fsgd_csr_init_binary(&chunk, 0, 0) < 0 ? fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory") : 0;
         const fsgd_vw_chunks_t chunks = {65536, take_vw_chunk, &p};
+        const fsgd_parse_ctx_t at = {.src = job->data, .first_line = 1, .skip_bad = job->skip_bad, .stats = &st};
         if (rc == 0)
-            rc = fsgd_vw_load_chunks(job->data, &vw.vw_spec, job->skip_bad, &chunk, &x, &chunks, &st, err, errsz);
+            rc = fsgd_vw_load_chunks(job->data, &vw.vw_spec, &at, &chunk, &x, &chunks, err, errsz);
         out->skipped_rows = st.bad_rows;
         if (x.cross_entries)
             out->feature_share = (double)x.feature_entries / (double)(x.feature_entries + x.cross_entries);

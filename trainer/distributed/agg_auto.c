@@ -113,8 +113,11 @@ static int cut_holdout(agg_t *a, uint64_t H)
         a->st.end[p] = o;
     }
     if (!rc && nr)
-        rc = fsgd_bus_read_rows_parts(a->scan_c, a->topic.data, (int)nr, parts, starts, ends, 30000, hold_keep, &c, a->err,
-                                      a->errsz);
+        rc = fsgd_bus_read_rows_parts(a->scan_c,
+                                      &(fsgd_bus_ranges_t){.topic = a->topic.data, .n = (int)nr, .parts = parts,
+                                                           .starts = starts, .ends = ends, .timeout_ms = 30000,
+                                                           .fn = hold_keep, .ctx = &c},
+                                      a->err, a->errsz);
     if (!rc)
         rc = hold_parse(a, &c);
     for (uint32_t p = 0; c.msgs && c.n && p < P; p++) {

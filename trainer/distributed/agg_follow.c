@@ -191,8 +191,11 @@ static int load_window(agg_t *a, uint32_t p, uint64_t s, uint64_t e)
     fp->end = e;
     load_ctx_t c = {a, p, fp, (int64_t)s};
     if (e > s)
-        FSGD_TRY(fsgd_bus_read_range(a->scan_c, a->topic.data, (int32_t)p, (int64_t)s, (int64_t)e, 30000,
-                                     FSGD_BUS_READ_ROWS, load_msg, &c, a->err, a->errsz));
+        FSGD_TRY(fsgd_bus_read_range(a->scan_c,
+                                     &(fsgd_bus_range_t){.topic = a->topic.data, .partition = (int32_t)p,
+                                                         .start = (int64_t)s, .end = (int64_t)e, .timeout_ms = 30000,
+                                                         .mode = FSGD_BUS_READ_ROWS, .fn = load_msg, .ctx = &c},
+                                     a->err, a->errsz));
     mark_upto(&c, (int64_t)e);
     fp->loaded = 1;
     return 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "aggregator_internal.h"
+#include "trace.h"
 
 fsgd_agg_epoch_t *fsgd_agg_epoch_next(fsgd_agg_stats_t *s)
 {

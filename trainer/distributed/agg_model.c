@@ -73,7 +73,7 @@ static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
                                 (uint32_t)len);
 }
 
-/* job->train->downlink: "full" sends float32 values; "auto" compresses with what
+/* job->downlink: "full" sends float32 values; "auto" compresses with what
  * the strategy says (its uplink codec when that is lossy; a lossless one
  * gets the exact values it promises); anything else is a lossy codec spec
  * of its own. */
@@ -138,8 +138,9 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     char key[32];
     snprintf(key, sizeof key, snapshot ? "snapshot" : "delta.%llu",
              (unsigned long long)(a->step % a->model.snap_every));
-    FSGD_TRY(fsgd_bus_send(a->prod, a->topic.model, (int32_t)a->shard, a->job->dist->name, &h, key, a->model.buf.p, a->model.buf.n,
-                           &a->s->bytes_model, a->err, a->errsz));
+    const fsgd_bus_out_t out = {.topic = a->topic.model, .partition = (int32_t)a->shard, .job = a->job->dist->name,
+                                .hdr = &h, .key = key, .val = a->model.buf.p, .len = a->model.buf.n};
+    FSGD_TRY(fsgd_bus_send(a->prod, &out, &a->s->bytes_model, a->err, a->errsz));
     a->s->bytes_down += (a->s->bytes_model - before) * (a->members.nlive ? a->members.nlive : 1);
     if (!snapshot) {
         a->s->down_msgs++;

@@ -71,8 +71,9 @@ static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t 
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a pull's answer");
     fsgd_kframe_t h = {.kind = FSGD_KMSG_VALUES, .gen = a->gen, .sender = a->shard, .step = f->step};
     uint64_t before = a->pull.bytes;
-    FSGD_TRY(fsgd_bus_send(a->prod, a->topic.pull, fsgd_pull_partition(f->sender), a->job->dist->name, &h, NULL, a->pull.buf.p,
-                           a->pull.buf.n, &a->pull.bytes, a->err, a->errsz));
+    const fsgd_bus_out_t out = {.topic = a->topic.pull, .partition = fsgd_pull_partition(f->sender),
+                                .job = a->job->dist->name, .hdr = &h, .val = a->pull.buf.p, .len = a->pull.buf.n};
+    FSGD_TRY(fsgd_bus_send(a->prod, &out, &a->pull.bytes, a->err, a->errsz));
     a->s->bytes_down += a->pull.bytes - before;
     a->s->bytes_values += a->pull.bytes - before;
     a->pull.answered++;

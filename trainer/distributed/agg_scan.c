@@ -209,8 +209,11 @@ int agg_scan_data(agg_t *a)
         }
         c.p = (uint32_t)p;
         c.rows = 0;
-        rc = fsgd_bus_read_range(a->scan_c, a->topic.data, p, lo, hi, 30000, FSGD_BUS_READ_ROWS, scan_msg, &c, a->err,
-                                 a->errsz);
+        rc = fsgd_bus_read_range(a->scan_c,
+                                 &(fsgd_bus_range_t){.topic = a->topic.data, .partition = p, .start = lo, .end = hi,
+                                                     .timeout_ms = 30000, .mode = FSGD_BUS_READ_ROWS,
+                                                     .fn = scan_msg, .ctx = &c},
+                                 a->err, a->errsz);
         total += c.rows;
     }
     free(los);
@@ -279,7 +282,9 @@ int agg_check_model_topic(agg_t *a)
     if (fsgd_bus_watermarks(a->scan_c, a->topic.model, 0, &lo, &hi, 10000, NULL, 0) < 0 || hi <= lo)
         return 0;
     fsgd_kframe_t f = {0};
-    if (fsgd_bus_read_range(a->scan_c, a->topic.model, 0, hi - 1, hi, 5000, 0, last_final, &f, NULL, 0) < 0 || !f.flags)
+    const fsgd_bus_range_t last = {.topic = a->topic.model, .partition = 0, .start = hi - 1, .end = hi,
+                                   .timeout_ms = 5000, .fn = last_final, .ctx = &f};
+    if (fsgd_bus_read_range(a->scan_c, &last, NULL, 0) < 0 || !f.flags)
         return 0;
     return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                         "job name '%s' is taken: %s ends with the final model of a finished job (generation %u, "

@@ -61,8 +61,9 @@ static int place_written(agg_t *a)
     int open = 0;
     if (fsgd_bus_watermarks(a->scan_c, a->topic.model, (int32_t)a->shard, &lo, &hi, 10000, NULL, 0) < 0 || hi <= lo)
         return 0;
-    if (fsgd_bus_read_range(a->scan_c, a->topic.model, (int32_t)a->shard, hi - 1, hi, 5000, 0, last_not_final, &open,
-                            NULL, 0) < 0)
+    const fsgd_bus_range_t last = {.topic = a->topic.model, .partition = (int32_t)a->shard, .start = hi - 1,
+                                   .end = hi, .timeout_ms = 5000, .fn = last_not_final, .ctx = &open};
+    if (fsgd_bus_read_range(a->scan_c, &last, NULL, 0) < 0)
         return 0;
     return open;
 }

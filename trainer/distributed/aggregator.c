@@ -127,8 +127,8 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
         rc = agg_lead_open(a, bus);
     /* sharded: no shard holds the whole model until the end, when shard 0
      * assembles it and scores the test set (agg_shard_final) */
-    if (!rc && job->test[0] && a->shard == 0) { /* in the job's format, like the data topic */
-        rc = fsgd_rowfmt_load(&a->fmt, job->test, 1, &a->test, NULL, err, errsz);
+    if (!rc && job->train->test[0] && a->shard == 0) { /* in the job's format, like the data topic */
+        rc = fsgd_rowfmt_load(&a->fmt, job->train->test, 1, &a->test, NULL, err, errsz);
         a->have_test = rc == 0 && a->shards == 1;
     }
     if (!rc)

@@ -3,6 +3,7 @@
  * order within a generation is all that matters). A sharded job's shards
  * (frame sender I, partition I) are each assembled so, in their local keys,
  * then interleaved (fsgd/shard.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -398,7 +399,11 @@ static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_fin
         /* A log start past 0 is fine here: the snapshots are there for it.
          * NAME.model is compacted on real clusters: offsets may skip */
         if (!rc && hi > lo)
-            rc = fsgd_bus_read_range(c, topic, p, lo, hi, 30000, 1, topic_msg, &t, err, errsz);
+            rc = fsgd_bus_read_range(c,
+                                     &(fsgd_bus_range_t){.topic = topic, .partition = p, .start = lo, .end = hi,
+                                                         .timeout_ms = 30000, .mode = FSGD_BUS_READ_COMPACTED,
+                                                         .fn = topic_msg, .ctx = &t},
+                                     err, errsz);
     }
     if (!rc)
         rc = finish(all, require_final, m, step, err, errsz);
@@ -521,7 +526,11 @@ int fsgd_model_follow_read(fsgd_model_follow_t *f, fsgd_model_t *m, uint64_t *st
     int rc = 0;
     for (int p = 0; p < P && !rc; p++) {
         if (hi[p] > f->next[p])
-            rc = fsgd_bus_read_range(f->c, f->topic, p, f->next[p], hi[p], 30000, 1, topic_msg, &t, err, errsz);
+            rc = fsgd_bus_read_range(f->c,
+                                     &(fsgd_bus_range_t){.topic = f->topic, .partition = p, .start = f->next[p],
+                                                         .end = hi[p], .timeout_ms = 30000,
+                                                         .mode = FSGD_BUS_READ_COMPACTED, .fn = topic_msg, .ctx = &t},
+                                     err, errsz);
         f->next[p] = hi[p];
     }
     /* A sharded job's shards are joined by taking their state apart: read

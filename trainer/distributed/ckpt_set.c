@@ -14,12 +14,6 @@
 #include "fsgd/error.h"
 #include "fsgd/outfile.h"
 
-int fsgd_ckpt_set_path(const char *base, unsigned shard, int prev, char *out, size_t cap)
-{
-    return shard ? snprintf(out, cap, "%s.shard%u%s", base, shard, prev ? ".prev" : "")
-                 : snprintf(out, cap, "%s%s", base, prev ? ".prev" : "");
-}
-
 /* Whether rest (a file name after base's) names a member: "", ".prev",
  * ".shardI" or ".shardI.prev" (I > 0, no leading zero), each perhaps
  * followed by ".tmp.XXXXXX" (six hex digits: fsgd/outfile.h's temporary

@@ -158,8 +158,9 @@ int fsgd_ctl_send(fsgd_bus_client_t *prod, const char *topic, const char *job, c
     fsgd_auth_t *auth = fsgd_bus_client_auth(prod);
     if (fsgd_auth_enabled(auth))
         fsgd_auth_tag_hex(auth, mac, FSGD_AUTH_CTL, event, strlen(event) + 1, j->p, j->n);
-    return fsgd_bus_produce(prod, topic, 0, event, j->p, j->n, job, "ctl", mac[0] ? mac : NULL, NULL, 0) ? FSGD_E_KAFKA
-                                                                                                          : 0;
+    const fsgd_bus_out_t m = {.topic = topic, .partition = 0, .key = event, .val = j->p, .len = j->n,
+                              .job = job, .kind = "ctl", .mac = mac[0] ? mac : NULL};
+    return fsgd_bus_produce(prod, &m, NULL, 0) ? FSGD_E_KAFKA : 0;
 }
 
 int fsgd_ctl_verify(const fsgd_auth_t *auth, const fsgd_bus_msg_t *m, char *why, size_t whysz)

@@ -150,8 +150,8 @@ static void parse_slot(fsgd_produce_reader_t *r, slot_t *s)
     memset(&c->st, 0, sizeof c->st);
     if (c->rc || s->len <= s->skip)
         return;
-    long got = fsgd_rowfmt_parse(r->fmt, s->buf + s->skip, s->len - s->skip, r->path, s->first_line, &c->rows,
-                                 &c->st, c->err, sizeof c->err);
+    const fsgd_parse_ctx_t at = {.src = r->path, .first_line = s->first_line, .stats = &c->st};
+    long got = fsgd_rowfmt_parse(r->fmt, s->buf + s->skip, s->len - s->skip, &at, &c->rows, c->err, sizeof c->err);
     if (got < 0) {
         c->rc = (int)got;
         s->last = 1;

@@ -146,7 +146,8 @@ static int send_rows(block_out_t *o, const fsgd_csr_t *rows, size_t first, size_
     if (fsgd_auth_enabled(auth))
         fsgd_auth_row_tag_hex(auth, mac, p, val, len);
     char e[256];
-    if (fsgd_bus_produce(o->rk, o->topic, p, NULL, val, len, NULL, NULL, mac[0] ? mac : NULL, e, sizeof e))
+    const fsgd_bus_out_t m = {.topic = o->topic, .partition = p, .val = val, .len = len, .mac = mac[0] ? mac : NULL};
+    if (fsgd_bus_produce(o->rk, &m, e, sizeof e))
         return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "produce %s:%llu: %s", o->path, (unsigned long long)o->lineno,
                             e);
     if (o->sum) { /* the summary reads labels and values: a view of the rows sent */
@@ -295,7 +296,8 @@ static int send_text_rows(produce_t *p, FILE *f, char *err, size_t errsz)
         if ((rc = stopped(p->env, err, errsz)) != 0)
             break;
         fsgd_csr_clear(&one);
-        long r = fsgd_rowfmt_parse(p->out.fmt, line, (size_t)n, src, lineno, &one, &p->lst, err, errsz);
+        const fsgd_parse_ctx_t at = {.src = src, .first_line = lineno, .stats = &p->lst};
+        long r = fsgd_rowfmt_parse(p->out.fmt, line, (size_t)n, &at, &one, err, errsz);
         if (r < 0) {
             rc = (int)r;
             break;

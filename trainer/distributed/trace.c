@@ -1,5 +1,5 @@
-/* The run trace (fsgd/trace.h). */
-#include "fsgd/trace.h"
+/* The run trace (trace.h; the types in fsgd/dist.h). */
+#include "trace.h"
 
 #include <math.h>
 

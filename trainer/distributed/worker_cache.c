@@ -53,8 +53,10 @@ static int catch_up(worker_t *w, uint32_t p, uint64_t start)
     int64_t from = next > lo ? next : lo;
     if (from >= (int64_t)start)
         return 0;
-    return fsgd_bus_read_range(w->fetch, w->topic.data, (int32_t)p, from, (int64_t)start, 30000, FSGD_BUS_READ_ROWS,
-                               catch_msg, w, w->err, w->errsz);
+    const fsgd_bus_range_t r = {.topic = w->topic.data, .partition = (int32_t)p, .start = from,
+                                .end = (int64_t)start, .timeout_ms = 30000, .mode = FSGD_BUS_READ_ROWS,
+                                .fn = catch_msg, .ctx = w};
+    return fsgd_bus_read_range(w->fetch, &r, w->err, w->errsz);
 }
 
 static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
@@ -262,7 +264,11 @@ int worker_load_pending(worker_t *w)
     }
     load_ctx_t l = {w, NULL, 0};
     if (!rc && n > 0)
-        rc = fsgd_bus_read_rows_parts(w->fetch, w->topic.data, n, parts, lo, hi, 30000, load_msg, &l, w->err, w->errsz);
+        rc = fsgd_bus_read_rows_parts(w->fetch,
+                                      &(fsgd_bus_ranges_t){.topic = w->topic.data, .n = n, .parts = parts,
+                                                           .starts = lo, .ends = hi, .timeout_ms = 30000,
+                                                           .fn = load_msg, .ctx = &l},
+                                      w->err, w->errsz);
     for (int i = 0; !rc && i < n; i++)
         w->cache[parts[i]].loaded = 1;
     free(parts);
@@ -279,8 +285,10 @@ int worker_load_partition(worker_t *w, uint32_t p)
     pcache_t *c = &w->cache[p];
     FSGD_TRY(catch_up(w, p, c->start));
     load_ctx_t l = {w, c, 0};
-    FSGD_TRY(fsgd_bus_read_range(w->fetch, w->topic.data, (int32_t)p, (int64_t)c->start, (int64_t)c->end, 30000,
-                                 FSGD_BUS_READ_ROWS, load_msg, &l, w->err, w->errsz));
+    const fsgd_bus_range_t range = {.topic = w->topic.data, .partition = (int32_t)p, .start = (int64_t)c->start,
+                                    .end = (int64_t)c->end, .timeout_ms = 30000, .mode = FSGD_BUS_READ_ROWS,
+                                    .fn = load_msg, .ctx = &l};
+    FSGD_TRY(fsgd_bus_read_range(w->fetch, &range, w->err, w->errsz));
     c->loaded = 1;
     return 0;
 }
@@ -342,7 +350,11 @@ void worker_prefetch_more(worker_t *w)
     }
     load_ctx_t l = {w, NULL, 1};
     if (!rc && n > 0)
-        rc = fsgd_bus_read_rows_parts(w->fetch, w->topic.data, n, parts, lo, hi, 30000, load_msg, &l, w->err, w->errsz);
+        rc = fsgd_bus_read_rows_parts(w->fetch,
+                                      &(fsgd_bus_ranges_t){.topic = w->topic.data, .n = n, .parts = parts,
+                                                           .starts = lo, .ends = hi, .timeout_ms = 30000,
+                                                           .fn = load_msg, .ctx = &l},
+                                      w->err, w->errsz);
     for (int i = 0; i < n; i++) {
         pcache_t *c = &w->cache[parts[i]];
         if (rc == 0) {

@@ -166,8 +166,10 @@ static int send_parts(worker_t *w, plan_t *pl, int unanswered_only)
         if (unanswered_only && pl->part[s].answered)
             continue;
         const fsgd_wire_buf_t *body = &pl->part[s].body;
-        FSGD_TRY(fsgd_bus_send(w->prod, w->topic.grads, w->shards > 1 ? (int32_t)s : FSGD_BUS_PARTITION_ANY, w->job->dist->name,
-                               &h, NULL, body->p, body->n, &w->stats->bytes_up, w->err, w->errsz));
+        const fsgd_bus_out_t out = {.topic = w->topic.grads,
+                                    .partition = w->shards > 1 ? (int32_t)s : FSGD_BUS_PARTITION_ANY,
+                                    .job = w->job->dist->name, .hdr = &h, .val = body->p, .len = body->n};
+        FSGD_TRY(fsgd_bus_send(w->prod, &out, &w->stats->bytes_up, w->err, w->errsz));
     }
     return 0;
 }

@@ -41,8 +41,10 @@ static int send_grad(worker_t *w, uint32_t shard, uint32_t gen, uint64_t s, uint
                      size_t len)
 {
     fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = flags, .gen = gen, .sender = w->id, .step = s};
-    return fsgd_bus_send(w->prod, w->topic.grads, w->shards > 1 ? (int32_t)shard : FSGD_BUS_PARTITION_ANY, w->job->dist->name,
-                         &h, NULL, body, len, &w->stats->bytes_up, w->err, w->errsz);
+    const fsgd_bus_out_t out = {.topic = w->topic.grads,
+                                .partition = w->shards > 1 ? (int32_t)shard : FSGD_BUS_PARTITION_ANY,
+                                .job = w->job->dist->name, .hdr = &h, .val = body, .len = len};
+    return fsgd_bus_send(w->prod, &out, &w->stats->bytes_up, w->err, w->errsz);
 }
 
 /* A sharded job: the step's gradient (w->g, global keys) split by shard,
@@ -243,8 +245,10 @@ int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_rang
         rc = fsgd_wire_grad_put(&w->buf, &gm);
         fsgd_kframe_t h = {.kind = FSGD_KMSG_GRAD, .flags = flags, .gen = w->gen, .sender = w->id, .step = s};
         if (!rc)
-            rc = fsgd_bus_send(w->prod, w->topic.grads, FSGD_BUS_PARTITION_ANY, w->job->dist->name, &h, NULL, w->buf.p,
-                               w->buf.n, &w->stats->bytes_up, w->err, w->errsz);
+            rc = fsgd_bus_send(w->prod,
+                               &(fsgd_bus_out_t){.topic = w->topic.grads, .partition = FSGD_BUS_PARTITION_ANY,
+                                                 .job = w->job->dist->name, .hdr = &h, .val = w->buf.p, .len = w->buf.n},
+                               &w->stats->bytes_up, w->err, w->errsz);
     }
     if (!rc && inflight_push(&w->fl, s, w->gen, flags, gm.rows, rg, nr, w->buf.p, w->buf.n) < 0)
         rc = fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");

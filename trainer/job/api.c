@@ -14,6 +14,7 @@
 #include "fsgd/rowlabel.h"
 #include "fsgd/strategy.h"
 #include "fsgd/train.h"
+#include "fsgd/train_files.h"
 
 int fsgd_api_version(void)
 {
@@ -100,6 +101,9 @@ struct fsgd_api_train {
     fsgd_train_stats_t stats;
     size_t n_train; /* training rows after the split */
     uint64_t dim;
+    int files;      /* fsgd_api_train_new_files: the job's data and test are files */
+    char *metrics;  /* files: the run's metrics JSON */
+    size_t metrics_len;
 };
 
 int fsgd_api_train_new(fsgd_api_train_t **out, char *err, size_t errsz)
@@ -116,11 +120,20 @@ int fsgd_api_train_new(fsgd_api_train_t **out, char *err, size_t errsz)
     return 0;
 }
 
+int fsgd_api_train_new_files(fsgd_api_train_t **out, char *err, size_t errsz)
+{
+    FSGD_TRY(fsgd_api_train_new(out, err, errsz));
+    (*out)->files = 1;
+    (*out)->job.train.data[0] = '\0';
+    return 0;
+}
+
 /* The job fields a file would give: the arrays stand for them. */
 static int api_file_keys_same(const fsgd_job_t *a, const fsgd_job_t *b)
 {
-    return !strcmp(a->train.format, b->train.format) && !strcmp(a->train.cache, b->train.cache) && !strcmp(a->train.init, b->train.init) &&
-           a->train.hash_bits == b->train.hash_bits && !strcmp(a->train.interactions, b->train.interactions);
+    return !strcmp(a->train.format, b->train.format) && !strcmp(a->train.cache, b->train.cache) &&
+           !strcmp(a->train.init, b->train.init) && a->train.hash_bits == b->train.hash_bits &&
+           !strcmp(a->train.interactions, b->train.interactions);
 }
 
 int fsgd_api_train_set(fsgd_api_train_t *t, const char *key, const char *value, char *err, size_t errsz)
@@ -128,12 +141,15 @@ int fsgd_api_train_set(fsgd_api_train_t *t, const char *key, const char *value, 
     fsgd_job_t before = t->job;
     int rc = !strcmp(key, "job") ? fsgd_job_load_yaml(&t->job, value, err, errsz)
                                  : fsgd_job_set(&t->job, key, value, err, errsz);
-    /* a job file's data and test are the arrays; its outputs are the caller's to write */
-    memcpy(t->job.train.data, before.train.data, sizeof t->job.train.data);
-    memcpy(t->job.test, before.test, sizeof t->job.test);
+    /* a job file's outputs are the caller's to write; for arrays its data
+     * and test are the arrays */
     memcpy(t->job.train.out, before.train.out, sizeof t->job.train.out);
     memcpy(t->job.train.metrics_json, before.train.metrics_json, sizeof t->job.train.metrics_json);
-    if (rc == 0 && !api_file_keys_same(&before, &t->job))
+    if (!t->files) {
+        memcpy(t->job.train.data, before.train.data, sizeof t->job.train.data);
+        memcpy(t->job.train.test, before.train.test, sizeof t->job.train.test);
+    }
+    if (rc == 0 && !t->files && !api_file_keys_same(&before, &t->job))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                           "%s: rows given as arrays are numeric columns already: format, hash_bits, interactions, "
                           "cache and init are for rows read from files (fsgd train)",
@@ -285,12 +301,64 @@ static int api_weigh(fsgd_api_train_t *t, char *err, size_t errsz)
     return 0;
 }
 
+/* The metrics JSON of a run on files, as fsgd train --metrics-json writes it. */
+static int api_metrics_json(fsgd_api_train_t *t, const fsgd_train_files_run_t *r, char *err, size_t errsz)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "metrics: out of memory");
+    fsgd_train_files_metrics_json(&t->job.train, r, f);
+    if (fclose(f) != 0 || !buf) {
+        free(buf);
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "metrics: out of memory");
+    }
+    t->metrics = buf;
+    t->metrics_len = len;
+    return 0;
+}
+
+/* fsgd train's job on the files the keys name (fsgd/train_files.h). */
+static int api_train_files(fsgd_api_train_t *t, fsgd_model_t **model, char *err, size_t errsz)
+{
+    fsgd_job_t *job = &t->job;
+    if (!job->train.data[0])
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "data: no training file given");
+    FSGD_TRY(fsgd_job_check_train(job, err, errsz));
+    char why[512];
+    if (fsgd_strategy_check(job->train.codec, 1u << 20, why, sizeof why) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "codec: %s", why);
+    fsgd_model_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
+    t->ran = 1;
+    fsgd_train_files_run_t r;
+    int rc = fsgd_train_files(&job->train, NULL, &r, err, errsz);
+    if (rc == 0)
+        rc = api_metrics_json(t, &r, err, errsz);
+    if (rc == 0) {
+        t->stats = r.st;
+        t->n_train = r.n_train;
+        t->dim = r.dim;
+        *m = r.model; /* the handle takes the run's model */
+        memset(&r.model, 0, sizeof r.model);
+        *model = m;
+    } else {
+        free(m);
+    }
+    fsgd_train_files_free(&r);
+    return rc;
+}
+
 int fsgd_api_train_run(fsgd_api_train_t *t, fsgd_model_t **model, char *err, size_t errsz)
 {
     *model = NULL;
     fsgd_job_t *job = &t->job;
     if (t->ran)
         return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "this handle has trained already (a handle trains once)");
+    if (t->files)
+        return api_train_files(t, model, err, errsz);
     if (!t->rows.n_rows)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "no training rows");
     FSGD_TRY(fsgd_job_check_train(job, err, errsz));
@@ -365,10 +433,18 @@ double fsgd_api_train_stat(const fsgd_api_train_t *t, const char *name)
     return NAN;
 }
 
+int fsgd_api_train_metrics(const fsgd_api_train_t *t, const char **json, size_t *len)
+{
+    *json = t->metrics;
+    *len = t->metrics ? t->metrics_len : 0;
+    return t->metrics ? 0 : FSGD_E_STATE;
+}
+
 void fsgd_api_train_free(fsgd_api_train_t *t)
 {
     if (!t)
         return;
+    free(t->metrics);
     fsgd_csr_free(&t->rows);
     fsgd_csr_free(&t->test);
     free(t->weight);

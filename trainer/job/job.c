@@ -31,7 +31,7 @@ typedef struct field {
 #define OFF(f) offsetof(fsgd_job_t, f), sizeof(((fsgd_job_t *)0)->f)
 static const field_t fields[] = {
     {"data", "data", F_STR, OFF(train.data), 0, 0, "training data, a file in the job's format"},
-    {"test", "data", F_STR, OFF(test), 0, 0, "test data, same format (without it fsgd train holds test_fraction of the data out as its test set; fsgd run scores no test set)"},
+    {"test", "data", F_STR, OFF(train.test), 0, 0, "test data, same format (without it fsgd train holds test_fraction of the data out as its test set; fsgd run scores no test set)"},
     {"test_fraction", "data", F_DOUBLE, OFF(train.test_fraction), 0, 0.9, "fsgd train: fraction of the data held out as the test set when no --test is given (0: none)"},
     {"skip_bad", "data", F_BOOL, OFF(train.skip_bad), 0, 1, "skip malformed rows (report them) instead of stopping: LIBSVM files, and NAME.data rows in any format (a delimited file still stops)"},
     {"format", "data", F_STR, OFF(train.format), 0, 0,
@@ -351,7 +351,7 @@ static int parse_replica(const char *key, const char *value, fsgd_job_replica_t 
 
 fsgd_dist_job_t fsgd_job_dist(const fsgd_job_t *job)
 {
-    return (fsgd_dist_job_t){.train = &job->train, .dist = &job->dist, .cluster = &job->cluster, .test = job->test};
+    return (fsgd_dist_job_t){.train = &job->train, .dist = &job->dist, .cluster = &job->cluster};
 }
 
 int fsgd_job_given(const fsgd_job_t *job, const char *key)
@@ -655,7 +655,7 @@ int fsgd_job_load_yaml(fsgd_job_t *job, const char *path, char *err, size_t errs
     yaml_parser_delete(&parser);
     fclose(fp);
     if (!rc)
-        snprintf(job->job_file, sizeof job->job_file, "%s", path);
+        snprintf(job->train.job_file, sizeof job->train.job_file, "%s", path);
     return rc;
 }
 

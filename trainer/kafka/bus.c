@@ -472,17 +472,14 @@ int fsgd_kbus_broker_count(rd_kafka_t *rk, int timeout_ms, char *err, size_t err
     return n;
 }
 
-int fsgd_kbus_send(rd_kafka_t *rk, fsgd_auth_t *auth, const char *topic, int32_t partition, const char *job,
-                   const fsgd_kframe_t *hdr, const uint8_t *body, size_t len, size_t chunk_max, uint64_t *wire,
+int fsgd_kbus_send(rd_kafka_t *rk, fsgd_auth_t *auth, const fsgd_bus_out_t *m, size_t chunk_max, uint64_t *wire,
                    char *err, size_t errsz)
 {
-    return fsgd_kbus_send_keyed(rk, auth, topic, partition, job, hdr, NULL, body, len, chunk_max, wire, err, errsz);
-}
-
-int fsgd_kbus_send_keyed(rd_kafka_t *rk, fsgd_auth_t *auth, const char *topic, int32_t partition, const char *job,
-                         const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
-                         size_t chunk_max, uint64_t *wire, char *err, size_t errsz)
-{
+    const char *topic = m->topic, *job = m->job, *key_prefix = m->key;
+    const fsgd_kframe_t *hdr = m->hdr;
+    const uint8_t *body = m->val;
+    const size_t len = m->len;
+    const int32_t partition = m->partition < 0 ? RD_KAFKA_PARTITION_UA : m->partition;
     if (chunk_max == 0 || chunk_max > FSGD_KBUS_CHUNK_MAX)
         chunk_max = FSGD_KBUS_CHUNK_MAX;
     size_t n = len ? (len + chunk_max - 1) / chunk_max : 1;
@@ -604,109 +601,168 @@ int fsgd_kbus_watermarks_all(rd_kafka_t *rk, const char *topic, int n, int64_t *
     return 0;
 }
 
-/* gaps: 1 offsets may have holes (compaction); 2 no holes, and every
- * message a row message whose tag is checked (fsgd_auth_row_ok). */
-static int read_ranges(rd_kafka_t *consumer, fsgd_auth_t *auth, const char *topic, int n, const int32_t *parts,
-                       const int64_t *starts, const int64_t *ends, int timeout_ms, int gaps, fsgd_kbus_msg_fn fn,
-                       void *ctx, char *err, size_t errsz);
+/* A read of ranges [starts[i], ends[i]) of partitions parts[i] under way
+ * (read_ranges). */
+typedef struct ranges_read {
+    rd_kafka_t *consumer;
+    fsgd_auth_t *auth;
+    const fsgd_bus_ranges_t *r;
+    int gaps;      /* offsets may have holes (compaction) */
+    int rows;      /* no holes, and every message a row whose tag is checked (fsgd_auth_row_ok) */
+    int32_t maxp;  /* the highest partition read */
+    int open;      /* ranges not read to their end */
+    int64_t *next; /* [i]: the next offset of range i */
+    int *slot;     /* [partition]: its range, or -1 */
+} ranges_read_t;
 
-int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
-                         int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+static int read_ranges(rd_kafka_t *consumer, fsgd_auth_t *auth, const fsgd_bus_ranges_t *r, int mode, char *err,
+                       size_t errsz);
+
+int fsgd_kbus_read_range(rd_kafka_t *consumer, fsgd_auth_t *auth, const fsgd_bus_range_t *r, char *err, size_t errsz)
 {
-    return read_ranges(consumer, NULL, topic, 1, &partition, &start, &end, timeout_ms, 0, fn, ctx, err, errsz);
+    const fsgd_bus_ranges_t one = {.topic = r->topic, .n = 1, .parts = &r->partition, .starts = &r->start,
+                                   .ends = &r->end, .timeout_ms = r->timeout_ms, .fn = r->fn, .ctx = r->ctx};
+    return read_ranges(consumer, r->mode == FSGD_BUS_READ_ROWS ? auth : NULL, &one, r->mode, err, errsz);
 }
 
-int fsgd_kbus_read_compacted(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
-                             int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+int fsgd_kbus_read_rows_parts(rd_kafka_t *consumer, fsgd_auth_t *auth, const fsgd_bus_ranges_t *r, char *err,
+                              size_t errsz)
 {
-    return read_ranges(consumer, NULL, topic, 1, &partition, &start, &end, timeout_ms, 1, fn, ctx, err, errsz);
+    return read_ranges(consumer, auth, r, FSGD_BUS_READ_ROWS, err, errsz);
 }
 
-int fsgd_kbus_read_rows_parts(rd_kafka_t *consumer, fsgd_auth_t *auth, const char *topic, int n, const int32_t *parts,
-                              const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
-                              void *ctx, char *err, size_t errsz)
+/* Counts the open ranges and assigns them all to the consumer at once.
+ * 0 with rr->open == 0 when there is nothing to read (nothing assigned). */
+static int ranges_assign(ranges_read_t *rr, char *err, size_t errsz)
 {
-    return read_ranges(consumer, auth, topic, n, parts, starts, ends, timeout_ms, 2, fn, ctx, err, errsz);
-}
-
-/* The ranges [starts[i], ends[i]) of partitions parts[i], all assigned at
- * once: one fetch serves them all, where a partition at a time paid each
- * one's start (on librdkafka's mock, 70 ms a partition). Each partition's
- * messages come in offset order; partitions interleave. */
-static int read_ranges(rd_kafka_t *consumer, fsgd_auth_t *auth, const char *topic, int n, const int32_t *parts,
-                       const int64_t *starts, const int64_t *ends, int timeout_ms, int gaps, fsgd_kbus_msg_fn fn,
-                       void *ctx, char *err, size_t errsz)
-{
-    const int rows = gaps == 2;
-    gaps = gaps == 1;
-    int32_t maxp = -1;
-    int open = 0;
-    for (int i = 0; i < n; i++) {
-        if (parts[i] > maxp)
-            maxp = parts[i];
-        open += starts[i] < ends[i];
+    const fsgd_bus_ranges_t *r = rr->r;
+    rr->maxp = -1;
+    rr->open = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (r->parts[i] > rr->maxp)
+            rr->maxp = r->parts[i];
+        rr->open += r->starts[i] < r->ends[i];
     }
-    if (!open)
+    if (!rr->open)
         return 0;
-    int64_t *next = malloc((size_t)n * sizeof *next);
-    int *slot = malloc(((size_t)maxp + 1) * sizeof *slot);
-    rd_kafka_topic_partition_list_t *l = next && slot ? rd_kafka_topic_partition_list_new(open) : NULL;
-    if (!l) {
-        free(next);
-        free(slot);
-        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reading %s: out of memory", topic);
-    }
-    for (int32_t p = 0; p <= maxp; p++)
-        slot[p] = -1;
-    for (int i = 0; i < n; i++) {
-        next[i] = starts[i];
-        if (starts[i] < ends[i]) {
-            slot[parts[i]] = i;
-            rd_kafka_topic_partition_list_add(l, topic, parts[i])->offset = starts[i];
+    rr->next = malloc((size_t)r->n * sizeof *rr->next);
+    rr->slot = malloc(((size_t)rr->maxp + 1) * sizeof *rr->slot);
+    rd_kafka_topic_partition_list_t *l = rr->next && rr->slot ? rd_kafka_topic_partition_list_new(rr->open) : NULL;
+    if (!l)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "reading %s: out of memory", r->topic);
+    for (int32_t p = 0; p <= rr->maxp; p++)
+        rr->slot[p] = -1;
+    for (int i = 0; i < r->n; i++) {
+        rr->next[i] = r->starts[i];
+        if (r->starts[i] < r->ends[i]) {
+            rr->slot[r->parts[i]] = i;
+            rd_kafka_topic_partition_list_add(l, r->topic, r->parts[i])->offset = r->starts[i];
         }
     }
-    rd_kafka_resp_err_t e = rd_kafka_assign(consumer, l);
+    rd_kafka_resp_err_t e = rd_kafka_assign(rr->consumer, l);
     rd_kafka_topic_partition_list_destroy(l);
-    if (e) {
-        free(next);
-        free(slot);
-        return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "assign %s [%d%s]: %s", topic, (int)parts[0],
-                            n > 1 ? ", ..." : "", rd_kafka_err2str(e));
+    if (e)
+        return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "assign %s [%d%s]: %s", r->topic, (int)r->parts[0],
+                            r->n > 1 ? ", ..." : "", rd_kafka_err2str(e));
+    return 0;
+}
+
+/* What an error message of the consumer means for the read: 0 for those
+ * the client retries or that only inform (end of a partition, a broker
+ * down), else the error. */
+static int ranges_msg_error(const ranges_read_t *rr, const rd_kafka_message_t *m, char *err, size_t errsz)
+{
+    const char *topic = rr->r->topic;
+    int32_t partition = m->partition;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+        return 0;
+    int k = partition >= 0 && partition <= rr->maxp ? rr->slot[partition] : -1;
+    long long at = k >= 0 ? (long long)rr->next[k] : -1;
+    if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE || m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET)
+        return fsgd_err_fmt(err, errsz, FSGD_E_LOST,
+                            "data lost: %s [%d] offset %lld is no longer in the log (log start moved past "
+                            "it: retention or the broker's size limit): %s",
+                            topic, (int)partition, at, rd_kafka_message_errstr(m));
+    if (m->err != RD_KAFKA_RESP_ERR__TRANSPORT && m->err != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+        return fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "%s [%d]: %s", topic, (int)partition,
+                            rd_kafka_message_errstr(m));
+    return 0;
+}
+
+/* A row message's tag under the job key: 0 and *skip 0 for a good one; a
+ * bad one is skipped (*skip 1, and fn told that no rows are at its offset)
+ * where the job allows it, else FSGD_E_AUTH. */
+static int ranges_check_row(const ranges_read_t *rr, const rd_kafka_message_t *m, int *skip, char *err,
+                            size_t errsz)
+{
+    const char *topic = rr->r->topic;
+    int32_t partition = m->partition;
+    rd_kafka_headers_t *h = NULL;
+    const void *mac = NULL;
+    size_t ml = 0;
+    *skip = 0;
+    if (rd_kafka_message_headers(m, &h) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        rd_kafka_header_get_last(h, FSGD_KBUS_MAC_HEADER, &mac, &ml) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        mac = NULL;
+    /* checked once: a valid row's tag was computed twice before */
+    if (fsgd_auth_row_ok(rr->auth, mac, ml, partition, m->payload, m->len))
+        return 0;
+    if (fsgd_auth_skip_bad_rows(rr->auth)) {
+        fsgd_auth_note_skipped_row(rr->auth, topic, partition, m->offset,
+                                   mac ? "a row whose tag is not this job key's" : "a row without a tag");
+        *skip = 1;
+        return rr->r->fn(rr->r->ctx, partition, m->offset, "", 0, err, errsz); /* no rows at this offset */
     }
-    int rc = 0;
+    return fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
+                        "topic %s partition %d offset %lld: %s: the job is authenticated and its rows "
+                        "must be written with its key (fsgd produce --job-key-file), or the job must "
+                        "allow unsigned rows (unsigned_rows: 1, for kcat and other outside producers)%s",
+                        topic, (int)partition, (long long)m->offset,
+                        mac ? "a row whose tag is not this job key's" : "a row without a tag",
+                        mac ? "; rows signed with another key: is another job of the same name writing "
+                              "into the topic?"
+                            : "");
+}
+
+/* The ranges of r, all assigned at once: one fetch serves them all, where
+ * a partition at a time paid each one's start (on librdkafka's mock, 70 ms
+ * a partition). Each partition's messages come in offset order; partitions
+ * interleave. mode: FSGD_BUS_READ_COMPACTED, FSGD_BUS_READ_ROWS or 0. */
+static int read_ranges(rd_kafka_t *consumer, fsgd_auth_t *auth, const fsgd_bus_ranges_t *r, int mode, char *err,
+                       size_t errsz)
+{
+    ranges_read_t rr = {.consumer = consumer, .auth = auth, .r = r, .gaps = mode == FSGD_BUS_READ_COMPACTED,
+                        .rows = mode == FSGD_BUS_READ_ROWS};
+    int rc = ranges_assign(&rr, err, errsz);
+    if (rc || !rr.open) {
+        free(rr.next);
+        free(rr.slot);
+        return rc;
+    }
+    const char *topic = r->topic;
+    const int64_t *ends = r->ends;
+    int64_t *next = rr.next;
     double last = fsgd_clock_ms();
-    while (open > 0 && rc == 0) {
+    while (rr.open > 0 && rc == 0) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, 100);
         if (!m) {
-            if (fsgd_clock_ms() - last > timeout_ms) {
+            if (fsgd_clock_ms() - last > r->timeout_ms) {
                 int i = 0;
-                while (i < n - 1 && next[i] >= ends[i])
+                while (i < r->n - 1 && next[i] >= ends[i])
                     i++;
                 rc = fsgd_err_fmt(err, errsz, FSGD_E_TIMEOUT,
                                   "%s [%d]: no data for %d ms at offset %lld (reading up to %lld)", topic,
-                                  (int)parts[i], timeout_ms, (long long)next[i], (long long)ends[i]);
+                                  (int)r->parts[i], r->timeout_ms, (long long)next[i], (long long)ends[i]);
             }
             continue;
         }
         int32_t partition = m->partition;
-        int i = !m->err && partition >= 0 && partition <= maxp && m->rkt && !strcmp(rd_kafka_topic_name(m->rkt), topic)
-                    ? slot[partition]
+        int i = !m->err && partition >= 0 && partition <= rr.maxp && m->rkt &&
+                        !strcmp(rd_kafka_topic_name(m->rkt), topic)
+                    ? rr.slot[partition]
                     : -1;
         if (m->err) {
-            if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                rd_kafka_message_destroy(m);
-                continue;
-            }
-            int k = partition >= 0 && partition <= maxp ? slot[partition] : -1;
-            long long at = k >= 0 ? (long long)next[k] : -1;
-            if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE || m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET)
-                rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
-                                  "data lost: %s [%d] offset %lld is no longer in the log (log start moved past "
-                                  "it: retention or the broker's size limit): %s",
-                                  topic, (int)partition, at, rd_kafka_message_errstr(m));
-            else if (m->err != RD_KAFKA_RESP_ERR__TRANSPORT && m->err != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
-                rc = fsgd_err_fmt(err, errsz, FSGD_E_KAFKA, "%s [%d]: %s", topic, (int)partition,
-                                  rd_kafka_message_errstr(m));
+            rc = ranges_msg_error(&rr, m, err, errsz);
             rd_kafka_message_destroy(m);
             continue;
         }
@@ -714,7 +770,7 @@ static int read_ranges(rd_kafka_t *consumer, fsgd_auth_t *auth, const char *topi
             rd_kafka_message_destroy(m);
             continue;
         }
-        if (m->offset != next[i] && !gaps) {
+        if (m->offset != next[i] && !rr.gaps) {
             rc = fsgd_err_fmt(err, errsz, FSGD_E_LOST,
                               "data lost: %s [%d]: expected offset %lld, got %lld (a gap or a log start past "
                               "the position)",
@@ -723,43 +779,19 @@ static int read_ranges(rd_kafka_t *consumer, fsgd_auth_t *auth, const char *topi
             break;
         }
         int skip = 0;
-        if (m->offset < ends[i] && rows) {
-            rd_kafka_headers_t *h = NULL;
-            const void *mac = NULL;
-            size_t ml = 0;
-            if (rd_kafka_message_headers(m, &h) != RD_KAFKA_RESP_ERR_NO_ERROR ||
-                rd_kafka_header_get_last(h, FSGD_KBUS_MAC_HEADER, &mac, &ml) != RD_KAFKA_RESP_ERR_NO_ERROR)
-                mac = NULL;
-            /* checked once: a valid row's tag was computed twice before */
-            const int row_ok = fsgd_auth_row_ok(auth, mac, ml, partition, m->payload, m->len);
-            if (!row_ok && fsgd_auth_skip_bad_rows(auth)) {
-                fsgd_auth_note_skipped_row(auth, topic, partition, m->offset,
-                                           mac ? "a row whose tag is not this job key's" : "a row without a tag");
-                rc = fn(ctx, partition, m->offset, "", 0, err, errsz); /* no rows at this offset */
-                skip = 1;
-            } else if (!row_ok) {
-                rc = fsgd_err_fmt(err, errsz, FSGD_E_AUTH,
-                                  "topic %s partition %d offset %lld: %s: the job is authenticated and its rows "
-                                  "must be written with its key (fsgd produce --job-key-file), or the job must "
-                                  "allow unsigned rows (unsigned_rows: 1, for kcat and other outside producers)%s",
-                                  topic, (int)partition, (long long)m->offset,
-                                  mac ? "a row whose tag is not this job key's" : "a row without a tag",
-                                  mac ? "; rows signed with another key: is another job of the same name writing "
-                                        "into the topic?"
-                                      : "");
-            }
-        }
+        if (m->offset < ends[i] && rr.rows)
+            rc = ranges_check_row(&rr, m, &skip, err, errsz);
         if (m->offset < ends[i] && !rc && !skip)
-            rc = fn(ctx, partition, m->offset, m->payload, m->len, err, errsz);
+            rc = r->fn(r->ctx, partition, m->offset, m->payload, m->len, err, errsz);
         next[i] = m->offset + 1;
         if (next[i] >= ends[i])
-            open--;
+            rr.open--;
         last = fsgd_clock_ms();
         rd_kafka_message_destroy(m);
     }
     rd_kafka_assign(consumer, NULL);
-    free(next);
-    free(slot);
+    free(rr.next);
+    free(rr.slot);
     return rc;
 }
 

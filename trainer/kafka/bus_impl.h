@@ -13,11 +13,8 @@ typedef struct fsgd_bus_ops {
     fsgd_bus_client_t *(*client_new)(fsgd_bus_t *b, fsgd_kclient_t kind, const char *group, const char *topic,
                                      fsgd_bus_rebalance_fn rebalance, void *opaque, char *err, size_t errsz);
     void (*client_destroy)(fsgd_bus_client_t *c);
-    int (*send)(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *job,
-                const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len, uint64_t *wire,
-                char *err, size_t errsz);
-    int (*produce)(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *key, const void *val,
-                   size_t len, const char *job, const char *kind, const char *mac, char *err, size_t errsz);
+    int (*send)(fsgd_bus_client_t *c, const fsgd_bus_out_t *m, uint64_t *wire, char *err, size_t errsz);
+    int (*produce)(fsgd_bus_client_t *c, const fsgd_bus_out_t *m, char *err, size_t errsz);
     void (*serve)(fsgd_bus_client_t *c);
     /* NULL: nothing to do (fsgd_bus_group_nudge) */
     void (*group_nudge)(fsgd_bus_client_t *c);
@@ -35,12 +32,9 @@ typedef struct fsgd_bus_ops {
     /* NULL: watermarks, partition by partition */
     int (*watermarks_all)(fsgd_bus_client_t *c, const char *topic, int n, int64_t *lo, int64_t *hi, int timeout_ms,
                           char *err, size_t errsz);
-    int (*read_range)(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
-                      int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+    int (*read_range)(fsgd_bus_client_t *c, const fsgd_bus_range_t *r, char *err, size_t errsz);
     /* NULL: read_range, partition by partition */
-    int (*read_rows_parts)(fsgd_bus_client_t *c, const char *topic, int n, const int32_t *parts,
-                           const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
-                           void *ctx, char *err, size_t errsz);
+    int (*read_rows_parts)(fsgd_bus_client_t *c, const fsgd_bus_ranges_t *r, char *err, size_t errsz);
     int (*create_topic)(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,
                         const char *const *configs, int timeout_ms, char *err, size_t errsz);
     int (*broker_count)(fsgd_bus_client_t *c, int timeout_ms, char *err, size_t errsz);

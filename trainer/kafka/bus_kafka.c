@@ -150,20 +150,18 @@ static void k_client_destroy(fsgd_bus_client_t *bc)
     free(c);
 }
 
-static int k_send(fsgd_bus_client_t *bc, const char *topic, int32_t partition, const char *job,
-                  const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len, uint64_t *wire,
-                  char *err, size_t errsz)
+static int k_send(fsgd_bus_client_t *bc, const fsgd_bus_out_t *m, uint64_t *wire, char *err, size_t errsz)
 {
-    kclient_t *c = (kclient_t *)bc;
-    int32_t p = partition < 0 ? RD_KAFKA_PARTITION_UA : partition;
-    return fsgd_kbus_send_keyed(c->rk, bc->bus->auth, topic, p, job, hdr, key_prefix, body, len, 0, wire, err, errsz);
+    return fsgd_kbus_send(((kclient_t *)bc)->rk, bc->bus->auth, m, 0, wire, err, errsz);
 }
 
-static int k_produce(fsgd_bus_client_t *bc, const char *topic, int32_t partition, const char *key, const void *val,
-                     size_t len, const char *job, const char *kind, const char *mac, char *err, size_t errsz)
+static int k_produce(fsgd_bus_client_t *bc, const fsgd_bus_out_t *m, char *err, size_t errsz)
 {
     kclient_t *c = (kclient_t *)bc;
-    int32_t part = partition < 0 ? RD_KAFKA_PARTITION_UA : partition;
+    const char *topic = m->topic, *key = m->key, *job = m->job, *kind = m->kind, *mac = m->mac;
+    const void *val = m->val;
+    const size_t len = m->len;
+    int32_t part = m->partition < 0 ? RD_KAFKA_PARTITION_UA : m->partition;
     rd_kafka_resp_err_t e;
     for (;;) {
         rd_kafka_headers_t *h = NULL;
@@ -396,31 +394,28 @@ static int k_watermarks_all(fsgd_bus_client_t *bc, const char *topic, int n, int
     return fsgd_kbus_watermarks_all(((kclient_t *)bc)->rk, topic, n, lo, hi, timeout_ms, err, errsz);
 }
 
-static int k_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partition, int64_t start, int64_t end,
-                        int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+static int k_read_range(fsgd_bus_client_t *bc, const fsgd_bus_range_t *r, char *err, size_t errsz)
 {
-    rd_kafka_t *rk = ((kclient_t *)bc)->rk;
-    if (mode == FSGD_BUS_READ_ROWS)
-        return fsgd_kbus_read_rows_parts(rk, bc->bus->auth, topic, 1, &partition, &start, &end, timeout_ms, fn, ctx,
-                                         err, errsz);
-    return mode ? fsgd_kbus_read_compacted(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz)
-                : fsgd_kbus_read_range(rk, topic, partition, start, end, timeout_ms, fn, ctx, err, errsz);
+    return fsgd_kbus_read_range(((kclient_t *)bc)->rk, bc->bus->auth, r, err, errsz);
 }
 
-static int k_read_rows_parts(fsgd_bus_client_t *bc, const char *topic, int n, const int32_t *parts,
-                             const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
-                             void *ctx, char *err, size_t errsz)
+static int k_read_rows_parts(fsgd_bus_client_t *bc, const fsgd_bus_ranges_t *r, char *err, size_t errsz)
 {
     rd_kafka_t *rk = ((kclient_t *)bc)->rk;
     /* librdkafka's mock serves many partitions at once far slower than one
      * at a time (86 partitions of 2 MiB: 17 s against 6 s) */
     if (fsgd_kbus_is_mock(&((kbus_t *)bc->bus)->kc)) {
-        for (int i = 0; i < n; i++)
-            FSGD_TRY(fsgd_kbus_read_rows_parts(rk, bc->bus->auth, topic, 1, &parts[i], &starts[i], &ends[i], timeout_ms,
-                                               fn, ctx, err, errsz));
+        for (int i = 0; i < r->n; i++) {
+            fsgd_bus_ranges_t one = *r;
+            one.n = 1;
+            one.parts = &r->parts[i];
+            one.starts = &r->starts[i];
+            one.ends = &r->ends[i];
+            FSGD_TRY(fsgd_kbus_read_rows_parts(rk, bc->bus->auth, &one, err, errsz));
+        }
         return 0;
     }
-    return fsgd_kbus_read_rows_parts(rk, bc->bus->auth, topic, n, parts, starts, ends, timeout_ms, fn, ctx, err, errsz);
+    return fsgd_kbus_read_rows_parts(rk, bc->bus->auth, r, err, errsz);
 }
 
 static int k_create_topic(fsgd_bus_client_t *bc, const char *topic, int partitions, int replication,

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "bus_impl.h"
+#include "bus_mem.h"
 #include "fsgd/auth.h"
 #include "fsgd/clock.h"
 #include "fsgd/error.h"
@@ -545,12 +546,13 @@ static int produce_locked(mclient_t *c, const char *topic, int32_t partition, co
     return rc ? fsgd_err_fmt(err, errsz, rc, "bus: out of memory") : 0;
 }
 
-static int m_send(fsgd_bus_client_t *bc, const char *topic, int32_t partition, const char *job,
-                  const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len, uint64_t *wire,
-                  char *err, size_t errsz)
+static int m_send(fsgd_bus_client_t *bc, const fsgd_bus_out_t *m, uint64_t *wire, char *err, size_t errsz)
 {
-    /* the frames of fsgd_kbus_send_keyed */
+    /* the frames of fsgd_kbus_send */
     mclient_t *c = (mclient_t *)bc;
+    const fsgd_kframe_t *hdr = m->hdr;
+    const uint8_t *body = m->val;
+    const size_t len = m->len;
     size_t cm = FSGD_KBUS_CHUNK_MAX;
     size_t n = len ? (len + cm - 1) / cm : 1;
     if (n > FSGD_KBUS_MAX_CHUNKS)
@@ -569,7 +571,7 @@ static int m_send(fsgd_bus_client_t *bc, const char *topic, int32_t partition, c
         f.body = body + off;
         f.body_len = (uint32_t)bl;
         size_t fl = fsgd_kframe_write(buf, &f, bc->bus->auth);
-        rc = produce_locked(c, topic, partition, buf, fl, NULL, NULL, err, errsz);
+        rc = produce_locked(c, m->topic, m->partition, buf, fl, NULL, NULL, err, errsz);
         if (!rc && wire)
             *wire += fl;
     }
@@ -578,12 +580,11 @@ static int m_send(fsgd_bus_client_t *bc, const char *topic, int32_t partition, c
     return rc;
 }
 
-static int m_produce(fsgd_bus_client_t *bc, const char *topic, int32_t partition, const char *key, const void *val,
-                     size_t len, const char *job, const char *kind, const char *mac, char *err, size_t errsz)
+static int m_produce(fsgd_bus_client_t *bc, const fsgd_bus_out_t *m, char *err, size_t errsz)
 {
     mclient_t *c = (mclient_t *)bc;
     pthread_mutex_lock(&c->cl->mu);
-    int rc = produce_locked(c, topic, partition, val, len, key, mac, err, errsz);
+    int rc = produce_locked(c, m->topic, m->partition, m->val, m->len, m->key, m->mac, err, errsz);
     pthread_mutex_unlock(&c->cl->mu);
     return rc;
 }
@@ -801,10 +802,12 @@ static int m_watermarks(fsgd_bus_client_t *bc, const char *topic, int32_t partit
     return 0;
 }
 
-static int m_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partition, int64_t start, int64_t end,
-                        int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+static int m_read_range(fsgd_bus_client_t *bc, const fsgd_bus_range_t *r, char *err, size_t errsz)
 {
     mclient_t *c = (mclient_t *)bc;
+    const char *topic = r->topic;
+    const int32_t partition = r->partition;
+    const int64_t start = r->start, end = r->end;
     int rc = 0;
     fsgd_bus_msg_t tag = {0}; /* the key and mac of the offset read */
     for (int64_t o = start; o < end && !rc; o++) {
@@ -832,7 +835,7 @@ static int m_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
         }
         pthread_mutex_unlock(&c->cl->mu);
         fsgd_auth_t *auth = bc->bus->auth;
-        const int row_ok = rc || mode != FSGD_BUS_READ_ROWS ||
+        const int row_ok = rc || r->mode != FSGD_BUS_READ_ROWS ||
                            fsgd_auth_row_ok(auth, tag.mac, tag.mac_len, partition, copy, len);
         if (!row_ok && fsgd_auth_skip_bad_rows(auth)) {
             fsgd_auth_note_skipped_row(auth, topic, partition, o,
@@ -845,7 +848,7 @@ static int m_read_range(fsgd_bus_client_t *bc, const char *topic, int32_t partit
                               topic, (int)partition, (long long)o,
                               tag.mac ? "a row whose tag is not this job key's" : "a row without a tag");
         if (!rc)
-            rc = fn(ctx, partition, o, copy, len, err, errsz);
+            rc = r->fn(r->ctx, partition, o, copy, len, err, errsz);
         free(copy);
     }
     return rc;

@@ -47,18 +47,14 @@ void fsgd_bus_client_destroy(fsgd_bus_client_t *c)
         c->bus->ops->client_destroy(c);
 }
 
-int fsgd_bus_send(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *job,
-                  const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
-                  uint64_t *wire, char *err, size_t errsz)
+int fsgd_bus_send(fsgd_bus_client_t *c, const fsgd_bus_out_t *m, uint64_t *wire, char *err, size_t errsz)
 {
-    return c->bus->ops->send(c, topic, partition, job, hdr, key_prefix, body, len, wire, err, errsz);
+    return c->bus->ops->send(c, m, wire, err, errsz);
 }
 
-int fsgd_bus_produce(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *key,
-                     const void *val, size_t len, const char *job, const char *kind, const char *mac, char *err,
-                     size_t errsz)
+int fsgd_bus_produce(fsgd_bus_client_t *c, const fsgd_bus_out_t *m, char *err, size_t errsz)
 {
-    return c->bus->ops->produce(c, topic, partition, key, val, len, job, kind, mac, err, errsz);
+    return c->bus->ops->produce(c, m, err, errsz);
 }
 
 void fsgd_bus_serve(fsgd_bus_client_t *c)
@@ -130,21 +126,21 @@ int fsgd_bus_watermarks_all(fsgd_bus_client_t *c, const char *topic, int n, int6
     return 0;
 }
 
-int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
-                        int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz)
+int fsgd_bus_read_range(fsgd_bus_client_t *c, const fsgd_bus_range_t *r, char *err, size_t errsz)
 {
-    return c->bus->ops->read_range(c, topic, partition, start, end, timeout_ms, mode, fn, ctx, err, errsz);
+    return c->bus->ops->read_range(c, r, err, errsz);
 }
 
-int fsgd_bus_read_rows_parts(fsgd_bus_client_t *c, const char *topic, int n, const int32_t *parts,
-                             const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
-                             void *ctx, char *err, size_t errsz)
+int fsgd_bus_read_rows_parts(fsgd_bus_client_t *c, const fsgd_bus_ranges_t *r, char *err, size_t errsz)
 {
     if (c->bus->ops->read_rows_parts)
-        return c->bus->ops->read_rows_parts(c, topic, n, parts, starts, ends, timeout_ms, fn, ctx, err, errsz);
-    for (int i = 0; i < n; i++)
-        FSGD_TRY(c->bus->ops->read_range(c, topic, parts[i], starts[i], ends[i], timeout_ms, FSGD_BUS_READ_ROWS, fn,
-                                         ctx, err, errsz));
+        return c->bus->ops->read_rows_parts(c, r, err, errsz);
+    for (int i = 0; i < r->n; i++) {
+        const fsgd_bus_range_t one = {.topic = r->topic, .partition = r->parts[i], .start = r->starts[i],
+                                      .end = r->ends[i], .timeout_ms = r->timeout_ms, .mode = FSGD_BUS_READ_ROWS,
+                                      .fn = r->fn, .ctx = r->ctx};
+        FSGD_TRY(c->bus->ops->read_range(c, &one, err, errsz));
+    }
     return 0;
 }
 

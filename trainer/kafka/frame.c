@@ -13,6 +13,7 @@
 #include "fsgd/error.h"
 #include "fsgd/kbus.h"
 #include "fsgd/le.h"
+#include "kasm_probe.h"
 
 #define KNOWN_FLAGS (FSGD_KFLAG_FINAL | FSGD_KFLAG_SECTION | FSGD_KFLAG_AUTH)
 

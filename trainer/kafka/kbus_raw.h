@@ -7,6 +7,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "fsgd/auth.h"
+#include "fsgd/bus.h"
 #include "fsgd/kbus.h"
 
 /* Makes a client of the given kind for kc's cluster. group may be NULL (a
@@ -47,48 +48,41 @@ int fsgd_kbus_create_topic(rd_kafka_t *rk, const char *topic, int partitions, in
 /* Brokers in the cluster's metadata. Returns >= 1 or FSGD_E_KAFKA. */
 int fsgd_kbus_broker_count(rd_kafka_t *rk, int timeout_ms, char *err, size_t errsz);
 
-/* Sends body as ceil(len / chunk_max) frames of (kind, flags, gen, sender,
- * step) to topic partition (RD_KAFKA_PARTITION_UA means by key), tagged
- * under auth (fsgd_kframe_write). Adds the frame bytes sent to *wire (may be
- * NULL). Does not wait for delivery. */
-int fsgd_kbus_send(rd_kafka_t *rk, fsgd_auth_t *auth, const char *topic, int32_t partition, const char *job,
-                   const fsgd_kframe_t *hdr, const uint8_t *body, size_t len, size_t chunk_max, uint64_t *wire,
+/* Sends m->val as ceil(m->len / chunk_max) frames of m->hdr (kind, flags,
+ * gen, sender, step) to m->topic's m->partition (FSGD_BUS_PARTITION_ANY:
+ * by key), tagged under auth (fsgd_kframe_write); chunk_max 0: the
+ * largest. Kafka key "<m->key>.<chunk index>" (a prefix of up to 20
+ * characters) or, with m->key NULL, the sender id: on a compacted topic the
+ * newest message of each key survives, so a repeating key names what a
+ * newer message replaces (KAFKA_FORMAT.md, NAME.model). Adds the frame
+ * bytes sent to *wire (may be NULL). Does not wait for delivery. */
+int fsgd_kbus_send(rd_kafka_t *rk, fsgd_auth_t *auth, const fsgd_bus_out_t *m, size_t chunk_max, uint64_t *wire,
                    char *err, size_t errsz);
-
-/* fsgd_kbus_send with Kafka key "<key_prefix>.<chunk index>" (prefix up to
- * 20 characters) instead of the sender id: on a compacted topic the newest
- * message of each key survives, so a repeating key names what a newer
- * message replaces (KAFKA_FORMAT.md, NAME.model). */
-int fsgd_kbus_send_keyed(rd_kafka_t *rk, fsgd_auth_t *auth, const char *topic, int32_t partition, const char *job,
-                         const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
-                         size_t chunk_max, uint64_t *wire, char *err, size_t errsz);
 
 /* Waits for every queued message to be delivered. FSGD_E_TIMEOUT/KAFKA. */
 int fsgd_kbus_flush(rd_kafka_t *rk, int timeout_ms, char *err, size_t errsz);
 
-/* Reads offsets [start, end) of one partition with an assign-only consumer,
- * checking that offsets arrive consecutively from start: a log start past
- * start or a gap is FSGD_E_LOST ("data lost: ..."), no progress for
- * timeout_ms is FSGD_E_TIMEOUT. Leaves the consumer unassigned. */
-int fsgd_kbus_read_range(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
-                         int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+/* Reads offsets [r->start, r->end) of one partition with an assign-only
+ * consumer, checking that offsets arrive consecutively from start: a log
+ * start past start or a gap is FSGD_E_LOST ("data lost: ..."), no progress
+ * for r->timeout_ms is FSGD_E_TIMEOUT. Leaves the consumer unassigned.
+ * r->mode FSGD_BUS_READ_COMPACTED: a compacted topic (NAME.model), whose
+ * log has holes where newer messages with the same key replaced older
+ * ones: offsets must only increase, and the last offset before end must
+ * exist (compaction keeps the newest message, and never touches the active
+ * segment). FSGD_BUS_READ_ROWS: as fsgd_kbus_read_rows_parts. auth: only
+ * for FSGD_BUS_READ_ROWS (may be NULL otherwise). */
+int fsgd_kbus_read_range(rd_kafka_t *consumer, fsgd_auth_t *auth, const fsgd_bus_range_t *r, char *err,
+                         size_t errsz);
 
 /* The same for NAME.data, ranges [starts[i], ends[i]) of partitions parts[i]
- * (n of each, distinct partitions), assigned at once: each partition's
+ * (r->n of each, distinct partitions), assigned at once: each partition's
  * messages in offset order, partitions interleaved. Every message must pass
  * fsgd_auth_row_ok under auth (its tag in the Kafka header
- * FSGD_KBUS_MAC_HEADER) before fn sees it; one that does not stops the read
- * with FSGD_E_AUTH naming its offset. */
-int fsgd_kbus_read_rows_parts(rd_kafka_t *consumer, fsgd_auth_t *auth, const char *topic, int n,
-                              const int32_t *parts, const int64_t *starts, const int64_t *ends, int timeout_ms,
-                              fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
-
-/* The same for a compacted topic (NAME.model), whose log has holes where
- * newer messages with the same key replaced older ones: offsets must only
- * increase. The last offset before end must exist (compaction keeps the
- * newest message, and never touches the active segment). */
-int fsgd_kbus_read_compacted(rd_kafka_t *consumer, const char *topic, int32_t partition, int64_t start, int64_t end,
-                             int timeout_ms, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
+ * FSGD_KBUS_MAC_HEADER) before r->fn sees it; one that does not stops the
+ * read with FSGD_E_AUTH naming its offset. */
+int fsgd_kbus_read_rows_parts(rd_kafka_t *consumer, fsgd_auth_t *auth, const fsgd_bus_ranges_t *r, char *err,
+                              size_t errsz);
 
 /* fsgd_kbus_watermarks (fsgd/kbus.h) of partitions 0..n-1 of topic at once
  * (lo, hi: n each). */

@@ -204,13 +204,14 @@ static int json_fields_row(const json_t *row, size_t r, const fsgd_delim_spec_t 
 static long parse_text(const char *buf, size_t len, const fsgd_rowfmt_t *fmt, const char *src, fsgd_csr_t *out,
                        fsgd_vw_extra_t *tags, char *err, size_t errsz)
 {
+    const fsgd_parse_ctx_t at = {.src = src, .first_line = 1};
     if (fmt && fmt->vw)
-        return fsgd_vw_parse(buf, len, &fmt->vw_spec, 0, src, 1, out, tags, NULL, err, errsz);
+        return fsgd_vw_parse(buf, len, &fmt->vw_spec, &at, out, tags, err, errsz);
     if (fmt && fmt->hashed)
         return fsgd_delim_parse_rows(buf, len, &fmt->spec, src, 1, out, err, errsz);
     /* fsgd predict's: 1-based, strictly increasing, the model's hash bits */
     fsgd_libsvm_opts_t opts = {.hash_bits = fmt ? fmt->opts.hash_bits : 0};
-    return fsgd_libsvm_parse(buf, len, src, 1, &opts, out, NULL, err, errsz);
+    return fsgd_libsvm_parse(buf, len, &opts, &at, out, err, errsz);
 }
 
 /* {"line": "TEXT"} of row r: one row of the text body's format. */

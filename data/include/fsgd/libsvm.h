@@ -81,6 +81,19 @@ typedef struct fsgd_libsvm_stats {
     char first_bad[FSGD_LIBSVM_BAD_KEPT][160]; /* "file:line:col: why" of the first bad rows */
 } fsgd_libsvm_stats_t;
 
+/* Where a buffer of rows comes from and what a parse does with a bad row:
+ * the arguments the parsers of every format share (fsgd_libsvm_parse,
+ * fsgd_vw_parse, fsgd_rowfmt_parse, fsgd_vw_load_chunks). A parser reads
+ * it once a call, never per row. */
+typedef struct fsgd_parse_ctx {
+    const char *src;            /* the origin in error messages ("topic a9a.data partition 2 offset 17");
+                                   NULL: "<buffer>" */
+    uint64_t first_line;        /* the line number of the buffer's first line */
+    int skip_bad;               /* skip malformed rows (counted in stats) instead of failing; a format's
+                                   own options may ask for it too (fsgd_libsvm_opts_t.skip_bad) */
+    fsgd_libsvm_stats_t *stats; /* updated; NULL: not kept */
+} fsgd_parse_ctx_t;
+
 /* skip_bad: counts a malformed row in st and keeps msg among the first
  * FSGD_LIBSVM_BAD_KEPT (cut to the slot, ending "...", when longer). For
  * readers of other formats that report into the same statistics. */
@@ -128,12 +141,11 @@ int fsgd_libsvm_load(const char *path, const fsgd_libsvm_opts_t *opts, fsgd_csr_
 int fsgd_libsvm_load_threads(const char *path, const fsgd_libsvm_opts_t *opts, int threads, fsgd_csr_t *out,
                              fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
 
-/* Parses a buffer of one or more lines (e.g. a Kafka message value) and appends
- * the rows to out. src names the origin in error messages ("topic a9a.data
- * partition 2 offset 17"); first_line is the line number of buf's first line.
- * stats (may be NULL) is updated. Returns rows appended or a negative error. */
-long fsgd_libsvm_parse(const char *buf, size_t len, const char *src, uint64_t first_line,
-                       const fsgd_libsvm_opts_t *opts, fsgd_csr_t *out, fsgd_libsvm_stats_t *stats,
-                       char *err, size_t errsz);
+/* Parses a buffer of one or more lines (e.g. a Kafka message value) and
+ * appends the rows to out; at says where the lines come from (at NULL: a
+ * "<buffer>" from line 1, no stats). Returns rows appended or a negative
+ * error. */
+long fsgd_libsvm_parse(const char *buf, size_t len, const fsgd_libsvm_opts_t *opts, const fsgd_parse_ctx_t *at,
+                       fsgd_csr_t *out, char *err, size_t errsz);
 
 #endif

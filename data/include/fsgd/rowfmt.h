@@ -27,7 +27,7 @@ typedef struct fsgd_rowfmt {
     uint32_t block_id;       /* the format id of row blocks of these rows (fsgd/rowblock.h) */
     /* Weights parsed rows carry in their labels (fsgd/rowlabel.h), from the
      * keys "row_weights=1" and "class_weight=POS,NEG" (fsgd run folds them
-     * into a classification job's format, fsgd_job_fold_weights; a model's
+     * into a classification job's format, fsgd_train_fold_weights; a model's
      * recorded input never holds them): */
     int weigh_rows;          /* each row's own weight: VW importance, LIBSVM label:weight */
     double class_pos;        /* > 0: the positive class's rows' weight (then class_neg the negative's) */
@@ -52,17 +52,18 @@ int fsgd_rowfmt_dim(const fsgd_rowfmt_t *f, uint64_t job_dim, uint64_t *dim, cha
  * out[0..cap): "" for LIBSVM. */
 void fsgd_rowfmt_input(const fsgd_rowfmt_t *f, char *out, size_t cap);
 
-/* Parses the rows of buf[0..len) (no header) and appends them to out; src
- * names the origin in errors ("topic a.data partition 2 offset 17:1:5:
- * column 3 (num): expected a number, got 'x'"), first_line numbers buf's
- * first line. Blank lines (and LIBSVM comments) give no row. stats may be
- * NULL. With weigh_rows or class weights every row's label becomes
+/* Parses the rows of buf[0..len) (no header) and appends them to out; at
+ * says where they come from (errors: "topic a.data partition 2 offset
+ * 17:1:5: column 3 (num): expected a number, got 'x'") and where they are
+ * counted (at NULL: a "<buffer>" from line 1, no stats); malformed rows
+ * are skipped when at or f's options ask for it. Blank lines (and LIBSVM
+ * comments) give no row. With weigh_rows or class weights every row's label becomes
  * ±weight (fsgd_rowlabel_weigh; rows of weight 0 dropped); VW rows with
  * importance weights but no weigh_rows are refused (FSGD_E_UNSUPPORTED: a
  * regression job reads labels as values). Returns the rows appended or a
  * negative error. */
-long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const char *src, uint64_t first_line,
-                       fsgd_csr_t *out, fsgd_libsvm_stats_t *stats, char *err, size_t errsz);
+long fsgd_rowfmt_parse(const fsgd_rowfmt_t *f, const char *buf, size_t len, const fsgd_parse_ctx_t *at,
+                       fsgd_csr_t *out, char *err, size_t errsz);
 
 /* 1 when parsed rows' labels are ±weight (weigh_rows, class weights), so
  * label checks read them by class (fsgd_label_set_t.classes). */

@@ -97,13 +97,12 @@ typedef struct fsgd_vw_extra {
 void fsgd_vw_extra_free(fsgd_vw_extra_t *x);
 
 /* Parses the rows of buf[0..len) and appends them to out (and their weights
- * and tags to extra, which may be NULL). src names the origin in errors,
- * first_line numbers buf's first line, stats (may be NULL) is updated; with
- * skip_bad a malformed row is skipped and counted in stats. Blank lines give
- * no row. Returns the rows appended or a negative error. */
-long fsgd_vw_parse(const char *buf, size_t len, const fsgd_vw_spec_t *s, int skip_bad, const char *src,
-                   uint64_t first_line, fsgd_csr_t *out, fsgd_vw_extra_t *extra, fsgd_libsvm_stats_t *stats,
-                   char *err, size_t errsz);
+ * and tags to extra, which may be NULL). at says where the lines come from,
+ * whether a malformed row is skipped and where it is counted (at NULL: a
+ * "<buffer>" from line 1, strict, no stats). Blank lines give no row.
+ * Returns the rows appended or a negative error. */
+long fsgd_vw_parse(const char *buf, size_t len, const fsgd_vw_spec_t *s, const fsgd_parse_ctx_t *at,
+                   fsgd_csr_t *out, fsgd_vw_extra_t *extra, char *err, size_t errsz);
 
 /* Reads a whole file (gzip and zstd too: fsgd/zsource.h; "-" is stdin) into
  * out and extra (may be NULL). Returns 0 or an error naming path:line:col. */
@@ -133,9 +132,10 @@ typedef struct fsgd_vw_chunks {
  * may go over) instead of keeping them
  * (chunks NULL: keep them all), so a file larger than memory can be read: out
  * (binary or not: fsgd_vw_parse) is the chunk buffer. extra's counts
- * (entries, columns) cover the whole file. */
-int fsgd_vw_load_chunks(const char *path, const fsgd_vw_spec_t *s, int skip_bad, fsgd_csr_t *out,
-                        fsgd_vw_extra_t *extra, const fsgd_vw_chunks_t *chunks, fsgd_libsvm_stats_t *stats, char *err,
-                        size_t errsz);
+ * (entries, columns) cover the whole file. Of at (may be NULL) it reads
+ * skip_bad and stats (set to the whole file's): errors name path, from
+ * line 1. */
+int fsgd_vw_load_chunks(const char *path, const fsgd_vw_spec_t *s, const fsgd_parse_ctx_t *at, fsgd_csr_t *out,
+                        fsgd_vw_extra_t *extra, const fsgd_vw_chunks_t *chunks, char *err, size_t errsz);
 
 #endif

@@ -27,7 +27,8 @@ typedef enum fsgd_job_optimizer { FSGD_OPTIMIZER_ADAM = 0, FSGD_OPTIMIZER_FTRL =
 
 typedef struct fsgd_train_params {
     /* input */
-    char data[FSGD_JOB_PATH_MAX];    /* training file in the job's format ("" when fed by Kafka; the cache reads it) */
+    char data[FSGD_JOB_PATH_MAX];    /* training file in the job's format ("" when fed by Kafka) */
+    char test[FSGD_JOB_PATH_MAX];    /* test file; "" -> fsgd train holds test_fraction of data out */
     double test_fraction;            /* fsgd train: used when the job has no test file (default 0.2) */
     int skip_bad;                    /* skip malformed rows (default 0: strict) */
     int row_weights;                 /* libsvm: a label may be "label:weight" (a row's importance weight) */
@@ -74,6 +75,9 @@ typedef struct fsgd_train_params {
     int quiet;                       /* no progress lines */
     /* fsgd train's simulation of fsgd run's cluster (and fsgd run's own) */
     int staleness;                   /* τ: a gradient may be computed on a model up to τ steps old (0: BSP) */
+    /* Not a job key: the last job file loaded ("" -> none), an input that
+     * no output of the command may name (fsgd_train_files checks --cache). */
+    char job_file[FSGD_JOB_PATH_MAX];
     /* Not a job key: staleness was given (flag, --set or YAML); fsgd train
      * simulates τ only then. */
     int staleness_given;
@@ -93,6 +97,22 @@ const char *fsgd_train_backend(const fsgd_train_params_t *p, double rows_per_pro
 /* Reads class_weight "POS,NEG" (two finite numbers > 0) into *pos and *neg;
  * both 1 when it is "". Returns 0 or FSGD_E_ARG. */
 int fsgd_train_class_weight(const fsgd_train_params_t *p, double *pos, double *neg, char *err, size_t errsz);
+
+/* Folds the input keys (interactions, ignore, keep, hash_bits) into a vw
+ * format ("vw:bits=18:seed=0:ignore=c:interactions=ab"), the one string
+ * every role and the model file read; idempotent (a term already there is
+ * not added again). Returns 0, or FSGD_E_ARG naming the key (crosses or
+ * namespaces asked of a format that has no namespaces). */
+int fsgd_train_fold_input(fsgd_train_params_t *p, char *err, size_t errsz);
+
+/* fsgd run's roles weigh the rows they parse (fsgd_rowfmt_parse): folds
+ * into a classification job's format what its rows' labels carry, VW's
+ * importance (":row_weights=1") and class_weight (":class_weight=P,N"),
+ * right after the format's name; idempotent; fsgd_train_fold_input first.
+ * Returns 0, or FSGD_E_ARG for weights a job cannot weigh (class_weight or
+ * row_weights with --model linear or a backend other than cpu) or a
+ * class_weight that is not POS,NEG. */
+int fsgd_train_fold_weights(fsgd_train_params_t *p, char *err, size_t errsz);
 
 /* "adam" or "ftrl". */
 const char *fsgd_optimizer_name(fsgd_job_optimizer_t o);

@@ -17,7 +17,6 @@
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
 #include "fsgd/strategy.h"
-#include "fsgd/trace.h"
 #include "fsgd/train_params.h"
 
 /* What a worker of fsgd run holds (job key "replica"): the whole model,
@@ -58,14 +57,12 @@ typedef struct fsgd_dist_params {
 } fsgd_dist_params_t;
 
 /* What the roles read of a job (fsgd_job_dist, fsgd/job.h, makes one): its
- * training parameters, its distributed settings, its cluster's, and its
- * test file. Pointers into the caller's job, which outlives every call
+ * training parameters, its distributed settings and its cluster's. Pointers into the caller's job, which outlives every call
  * given it. */
 typedef struct fsgd_dist_job {
     const fsgd_train_params_t *train;
     const fsgd_dist_params_t *dist;
     const fsgd_cluster_conf_t *cluster;
-    const char *test; /* test rows the aggregator scores ("" none) */
 } fsgd_dist_job_t;
 
 /* What a worker of the job holds, replica auto resolved from what every
@@ -74,6 +71,29 @@ typedef struct fsgd_dist_job {
  * codec's workers do not run the optimizer on a whole replica; full
  * otherwise. */
 fsgd_job_replica_t fsgd_dist_replica(const fsgd_train_params_t *train, const fsgd_dist_params_t *dist);
+
+/* A bounded trace of a run for plots (fsgd plot): (time, step, loss,
+ * bytes) points, thinned as it grows so a run of any length keeps at most
+ * FSGD_TRACE_MAX evenly spaced points plus its last one. Plain data, no
+ * allocation: it lives inside the aggregator's stats. */
+#define FSGD_TRACE_MAX 512
+
+typedef struct fsgd_trace_point {
+    double seconds;      /* since the role started */
+    double loss;         /* training loss (moving average over a few steps) */
+    uint64_t step, rows; /* applied so far */
+    uint64_t bytes_up, bytes_down;
+    double bits;   /* the strategy's live "bits" (MQGrad's choice), NaN when it has none */
+    double energy; /* the strategy's live "energy" (GradiVeQ's kept share), NaN when none */
+} fsgd_trace_point_t;
+
+typedef struct fsgd_trace {
+    uint32_t n;      /* points kept in p */
+    uint32_t stride; /* every stride-th point offered is kept (0 before the first) */
+    uint64_t seen;   /* points offered */
+    fsgd_trace_point_t p[FSGD_TRACE_MAX];
+    fsgd_trace_point_t last; /* the newest point offered (valid when seen > 0) */
+} fsgd_trace_t;
 
 struct fsgd_bus;        /* fsgd/bus.h */
 struct fsgd_bus_client; /* fsgd/bus.h */

@@ -66,6 +66,14 @@ typedef struct fsgd_api_train fsgd_api_train_t;
 /* A new handle *out (fsgd_api_train_free). Returns 0 or FSGD_E_NOMEM. */
 int fsgd_api_train_new(fsgd_api_train_t **out, char *err, size_t errsz);
 
+/* A new handle *out that trains on files, as `fsgd train` does
+ * (fsgd/train_files.h): the keys data and test name them, and every key of
+ * fsgd train is taken (format, cache, init, ...) but out and metrics_json
+ * (the caller writes what it wants of the model and fsgd_api_train_metrics).
+ * The model is the one fsgd train writes with those options, bit for bit.
+ * Returns 0 or FSGD_E_NOMEM. */
+int fsgd_api_train_new_files(fsgd_api_train_t **out, char *err, size_t errsz);
+
 /* Sets a job key as `fsgd train --KEY VALUE` does (fsgd_job_set: "epochs",
  * "l2", "optimizer", "class_weight", ...); key "job" applies a YAML job
  * file. Keys naming files the arrays stand for (data, test, format, cache,
@@ -104,6 +112,11 @@ int fsgd_api_train_run(fsgd_api_train_t *t, fsgd_model_t **model, char *err, siz
  * test_accuracy, test_rmse, test_loss. NAN for another name or before the
  * run. */
 double fsgd_api_train_stat(const fsgd_api_train_t *t, const char *name);
+
+/* After fsgd_api_train_run on files: the metrics JSON fsgd train's
+ * --metrics-json would hold (*len bytes at *json, valid until
+ * fsgd_api_train_free). Returns 0, or FSGD_E_STATE when there is none. */
+int fsgd_api_train_metrics(const fsgd_api_train_t *t, const char **json, size_t *len);
 
 /* Releases a handle of fsgd_api_train_new; NULL is a no-op. */
 void fsgd_api_train_free(fsgd_api_train_t *t);

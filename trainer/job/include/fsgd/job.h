@@ -13,15 +13,11 @@
 #include "fsgd/train_params.h"
 
 /* A job: the owners' settings side by side, and what only the job's front
- * ends and the aggregator's test set read. */
+ * ends read. */
 typedef struct fsgd_job {
     fsgd_train_params_t train;     /* core's: input, model, optimizer, schedule, compute, outputs */
     fsgd_cluster_conf_t cluster;   /* kafka/'s: brokers, client settings, the job key */
     fsgd_dist_params_t dist;       /* distributed/'s: name, workers, partitions, checkpoint, follow, ... */
-    char test[FSGD_JOB_PATH_MAX];  /* test file; "" -> fsgd train splits train.test_fraction off data */
-    /* Not a job key: the last job file loaded ("" -> none), an input that
-     * no output of the command may name. */
-    char job_file[FSGD_JOB_PATH_MAX];
     /* Not a job key: bit i set when field i of the key table was given (flag,
      * --set or YAML), so a check can refuse an option that the chosen
      * optimizer would ignore (fsgd_job_given). */
@@ -83,21 +79,5 @@ int fsgd_job_check_dist(const fsgd_job_t *job, char *err, size_t errsz);
 
 /* 1 when the key (as in the table: "lr", "alpha") was set explicitly. */
 int fsgd_job_given(const fsgd_job_t *job, const char *key);
-
-/* Folds the input keys (interactions, ignore, keep, hash_bits) into a vw
- * format ("vw:bits=18:seed=0:ignore=c:interactions=ab"), the one string
- * every role and the model file read; idempotent (a term already there is
- * not added again). Returns 0, or FSGD_E_ARG naming the key (crosses or
- * namespaces asked of a format that has no namespaces). */
-int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz);
-
-/* fsgd run's roles weigh the rows they parse (fsgd_rowfmt_parse): folds
- * into a classification job's format what its rows' labels carry, VW's
- * importance (":row_weights=1") and class_weight (":class_weight=P,N"),
- * right after the format's name; idempotent; fsgd_job_fold_input first.
- * Returns 0, or FSGD_E_ARG for weights a job cannot weigh (class_weight or
- * row_weights with --model linear or a backend other than cpu) or a
- * class_weight that is not POS,NEG. */
-int fsgd_job_fold_weights(fsgd_job_t *job, char *err, size_t errsz);
 
 #endif

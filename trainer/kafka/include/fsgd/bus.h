@@ -1,7 +1,8 @@
 /* The transport seam of a distributed job: what the worker and the
  * aggregator need from a message bus, with librdkafka behind it
- * (fsgd_bus_kafka_new) and an in-memory one beside it (fsgd_bus_mem_new,
- * for tests of the roles without a broker).
+ * (fsgd_bus_kafka_new) and an in-memory one beside it (fsgd_bus_mem_new of
+ * the private trainer/kafka/bus_mem.h, for tests of the roles without a
+ * broker).
  *
  * A bus is a cluster; clients made from it produce and consume. Messages
  * keep Kafka's model: topics of partitions, each an append-only log with
@@ -82,7 +83,7 @@ void fsgd_bus_destroy(fsgd_bus_t *b);
 typedef enum fsgd_bus_kind {
     FSGD_BUS_KAFKA = 1,          /* Kafka brokers */
     FSGD_BUS_KAFKA_EMBEDDED = 2, /* librdkafka's mock cluster: partitions read slowly (70-100 ms each) */
-    FSGD_BUS_MEMORY = 3,         /* fsgd_bus_mem_new */
+    FSGD_BUS_MEMORY = 3,         /* fsgd_bus_mem_new (bus_mem.h) */
 } fsgd_bus_kind_t;
 fsgd_bus_kind_t fsgd_bus_kind(const fsgd_bus_t *b);
 
@@ -108,17 +109,28 @@ void fsgd_bus_client_destroy(fsgd_bus_client_t *c);
 
 /* --- producing --- */
 
-/* fsgd_kbus_send_keyed of fsgd/kbus.h on this bus: body as frames of hdr,
- * key "<key_prefix>.<chunk>" or (key_prefix NULL) the sender id. */
-int fsgd_bus_send(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *job,
-                  const fsgd_kframe_t *hdr, const char *key_prefix, const uint8_t *body, size_t len,
-                  uint64_t *wire, char *err, size_t errsz);
-/* One message as it is (a NAME.ctl event, a data row): key NULL for none;
- * with job, headers fsgd.job and fsgd.kind (job NULL: no headers); mac (a
- * NUL-terminated hex tag, NULL: none) goes in header fsgd.mac. */
-int fsgd_bus_produce(fsgd_bus_client_t *c, const char *topic, int32_t partition, const char *key,
-                     const void *val, size_t len, const char *job, const char *kind, const char *mac, char *err,
-                     size_t errsz);
+/* A message to send, as librdkafka's rd_kafka_producev takes one: named
+ * fields, so a call site says what each value is. */
+typedef struct fsgd_bus_out {
+    const char *topic;
+    int32_t partition;         /* or FSGD_BUS_PARTITION_ANY: by key */
+    const char *job;           /* header fsgd.job (produce: NULL, no fsgd.* headers) */
+    const char *key;           /* send: the prefix of key "<key>.<chunk>" (NULL: the sender id);
+                                * produce: the key as it is (NULL: none) */
+    const void *val;           /* the body, len bytes */
+    size_t len;
+    const fsgd_kframe_t *hdr;  /* send only: the frames' header */
+    const char *kind;          /* produce only: header fsgd.kind (with job) */
+    const char *mac;           /* produce only: a NUL-terminated hex tag for header fsgd.mac (NULL: none) */
+} fsgd_bus_out_t;
+
+/* fsgd_kbus_send of trainer/kafka/kbus_raw.h on this bus: m->val as frames
+ * of m->hdr (KAFKA_FORMAT.md), tagged under the bus's auth; adds the frame
+ * bytes sent to *wire (may be NULL). */
+int fsgd_bus_send(fsgd_bus_client_t *c, const fsgd_bus_out_t *m, uint64_t *wire, char *err, size_t errsz);
+/* One message as it is (a NAME.ctl event, a data row): key, job, kind and
+ * mac of m as headers (fsgd_bus_out_t). */
+int fsgd_bus_produce(fsgd_bus_client_t *c, const fsgd_bus_out_t *m, char *err, size_t errsz);
 /* Serves delivery reports and callbacks without blocking. */
 void fsgd_bus_serve(fsgd_bus_client_t *c);
 /* A group member (fsgd_bus_group_new) whose join is under way: lets the
@@ -148,12 +160,12 @@ int fsgd_bus_fatal(fsgd_bus_client_t *c, char *buf, size_t cap);
 
 /* read_range modes: a compacted topic's range (keys may be gone), or data
  * rows, each checked against the job key when the job has one
- * (fsgd_kbus_read_rows); 0: every offset, as it is. */
+ * (fsgd_kbus_read_rows_parts); 0: every offset, as it is. */
 #define FSGD_BUS_READ_COMPACTED 1
 #define FSGD_BUS_READ_ROWS 2
 
-/* As fsgd_kbus_partitions, fsgd_kbus_watermarks, fsgd_kbus_read_range /
- * fsgd_kbus_read_compacted / fsgd_kbus_read_rows (mode) of fsgd/kbus.h. */
+/* As fsgd_kbus_partitions, fsgd_kbus_watermarks, fsgd_kbus_read_range
+ * and fsgd_kbus_read_rows_parts of trainer/kafka/kbus_raw.h. */
 int fsgd_bus_partitions(fsgd_bus_client_t *c, const char *topic, int timeout_ms, char *err, size_t errsz);
 /* 1 when topic exists, 0 when not, or a negative error: asked of the whole
  * cluster's metadata, never of the topic itself, which a broker that makes
@@ -165,13 +177,33 @@ int fsgd_bus_watermarks(fsgd_bus_client_t *c, const char *topic, int32_t partiti
  * the bus can (one request per leader). */
 int fsgd_bus_watermarks_all(fsgd_bus_client_t *c, const char *topic, int n, int64_t *lo, int64_t *hi, int timeout_ms,
                             char *err, size_t errsz);
-int fsgd_bus_read_range(fsgd_bus_client_t *c, const char *topic, int32_t partition, int64_t start, int64_t end,
-                        int timeout_ms, int mode, fsgd_kbus_msg_fn fn, void *ctx, char *err, size_t errsz);
-/* Data rows (FSGD_BUS_READ_ROWS) of several partitions at once, as
- * fsgd_kbus_read_rows_parts, where the bus can (else one after another). */
-int fsgd_bus_read_rows_parts(fsgd_bus_client_t *c, const char *topic, int n, const int32_t *parts,
-                             const int64_t *starts, const int64_t *ends, int timeout_ms, fsgd_kbus_msg_fn fn,
-                             void *ctx, char *err, size_t errsz);
+/* Offsets [start, end) of one partition, each to fn(ctx, ...) in offset
+ * order: a log start past start or a gap (a hole of a compacted topic
+ * aside) is FSGD_E_LOST, no progress for timeout_ms FSGD_E_TIMEOUT. */
+typedef struct fsgd_bus_range {
+    const char *topic;
+    int32_t partition;
+    int64_t start, end;
+    int timeout_ms;
+    int mode; /* FSGD_BUS_READ_COMPACTED, FSGD_BUS_READ_ROWS or 0 */
+    fsgd_kbus_msg_fn fn;
+    void *ctx;
+} fsgd_bus_range_t;
+int fsgd_bus_read_range(fsgd_bus_client_t *c, const fsgd_bus_range_t *r, char *err, size_t errsz);
+/* Data rows (FSGD_BUS_READ_ROWS) of n distinct partitions of a topic,
+ * [starts[i], ends[i]) of parts[i], at once where the bus can (else one
+ * after another): each partition's rows in offset order, partitions
+ * interleaved. */
+typedef struct fsgd_bus_ranges {
+    const char *topic;
+    int n;
+    const int32_t *parts;
+    const int64_t *starts, *ends;
+    int timeout_ms;
+    fsgd_kbus_msg_fn fn;
+    void *ctx;
+} fsgd_bus_ranges_t;
+int fsgd_bus_read_rows_parts(fsgd_bus_client_t *c, const fsgd_bus_ranges_t *r, char *err, size_t errsz);
 /* As fsgd_kbus_create_topic (an existing topic is kept as it is) and
  * fsgd_kbus_broker_count. A job's topics: fsgd_dist_topics_create. */
 int fsgd_bus_create_topic(fsgd_bus_client_t *c, const char *topic, int partitions, int replication,
@@ -180,42 +212,5 @@ int fsgd_bus_broker_count(fsgd_bus_client_t *c, int timeout_ms, char *err, size_
 
 /* Adds a message's latency to l (no-op when unknown). */
 void fsgd_bus_lat_add(fsgd_klat_t *l, const fsgd_bus_msg_t *m);
-
-/* --- the in-memory bus --- */
-
-/* One process: topics are growable logs, consumer groups assign partitions
- * round-robin over their members in join order (deterministic). Thread
- * safe. */
-fsgd_bus_t *fsgd_bus_mem_new(void);
-
-/* Makes topic with partitions (an existing one is kept). 0 or FSGD_E_NOMEM. */
-int fsgd_bus_mem_topic(fsgd_bus_t *b, const char *topic, int partitions);
-
-/* Fault hooks. The hook sees every message produced (before it is stored)
- * and says what happens to it. */
-typedef enum fsgd_bus_fault {
-    FSGD_BUS_DELIVER = 0,
-    FSGD_BUS_DROP = 1,      /* never stored */
-    FSGD_BUS_DUPLICATE = 2, /* stored twice (a retried produce) */
-    FSGD_BUS_DELAY = 3,     /* stored after *delay_ms (later messages may pass it) */
-} fsgd_bus_fault_t;
-typedef fsgd_bus_fault_t (*fsgd_bus_hook_fn)(void *ctx, const char *topic, int32_t partition, const void *val,
-                                             size_t len, int *delay_ms);
-/* Sets the hook (NULL: deliver everything). Called with the bus locked: it
- * must not call the bus. */
-void fsgd_bus_mem_set_hook(fsgd_bus_t *b, fsgd_bus_hook_fn fn, void *ctx);
-
-/* A bus that shares b's topics and groups, whose clients are tagged member
- * (fsgd_bus_mem_kill). Destroy it with fsgd_bus_destroy before b. */
-fsgd_bus_t *fsgd_bus_mem_view(fsgd_bus_t *b, int member);
-
-/* Kills every client of the views of member, as a crashed process: what it
- * sends from now on is lost, it reads nothing more, and its consumer-group
- * memberships end after session_ms (the group's session timeout). */
-void fsgd_bus_mem_kill(fsgd_bus_t *b, int member, int session_ms);
-
-/* Drops the messages of partition before offset, as retention would (a
- * reader there gets FSGD_BUS_LOST). */
-void fsgd_bus_mem_truncate(fsgd_bus_t *b, const char *topic, int32_t partition, int64_t offset);
 
 #endif

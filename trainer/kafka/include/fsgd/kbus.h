@@ -115,8 +115,8 @@ void fsgd_kasm_set_limits(fsgd_kasm_t *a, size_t max_message, size_t max_total);
  * the last 8192): a copy of f would be a duplicate. */
 int fsgd_kasm_completed(const fsgd_kasm_t *a, const fsgd_kframe_t *f);
 
-/* Body bytes held in incomplete messages now, and the most ever held. */
-size_t fsgd_kasm_held(const fsgd_kasm_t *a);
+/* The most body bytes ever held in incomplete messages (what is held now:
+ * fsgd_kasm_held of the private kasm_probe.h). */
 size_t fsgd_kasm_held_max(const fsgd_kasm_t *a);
 
 /* Forgets everything about the message of f's (kind, gen, sender, step):

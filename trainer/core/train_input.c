@@ -1,6 +1,6 @@
 /* What a job's input keys fold into its format (fields, crosses, row
- * weights, VW namespaces) and its class weights: fsgd/job.h. */
-#include "fsgd/job.h"
+ * weights, VW namespaces): fsgd/train_params.h. */
+#include "fsgd/train_params.h"
 
 #include <errno.h>
 #include <math.h>
@@ -46,33 +46,33 @@ static int fields_from_file(fsgd_libsvm_fields_t *fl, const char *path, char *er
 
 /* LIBSVM fields and crosses folded into the format, as a model records
  * them: "libsvm:bits=B:fields=a=1-14,...:interactions=ab,...". */
-static int fold_libsvm(fsgd_job_t *job, char *err, size_t errsz)
+static int fold_libsvm(fsgd_train_params_t *job, char *err, size_t errsz)
 {
     fsgd_rowfmt_t f;
     char e[400];
-    if (fsgd_rowfmt_init(&f, job->train.format[0] ? job->train.format : "libsvm", job->train.hash_bits, 0, e, sizeof e) < 0)
+    if (fsgd_rowfmt_init(&f, job->format[0] ? job->format : "libsvm", job->hash_bits, 0, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
     fsgd_libsvm_fields_t *fl = &f.opts.fields;
-    if (job->train.fields[0] == '@') {
-        FSGD_TRY(fields_from_file(fl, job->train.fields + 1, err, errsz));
-    } else if (job->train.fields[0] && fsgd_libsvm_fields_parse(fl, job->train.fields, e, sizeof e) < 0) {
+    if (job->fields[0] == '@') {
+        FSGD_TRY(fields_from_file(fl, job->fields + 1, err, errsz));
+    } else if (job->fields[0] && fsgd_libsvm_fields_parse(fl, job->fields, e, sizeof e) < 0) {
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
     }
-    if (job->train.interactions[0] && !fl->n_ranges)
+    if (job->interactions[0] && !fl->n_ranges)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "interactions: LIBSVM rows are crossed by fields: give --fields (e.g. a:1-14,b:15-100) "
                             "and cross their letters (-q ab)");
-    if (job->train.interactions[0] && fsgd_libsvm_fields_add_terms(fl, job->train.interactions, e, sizeof e) < 0)
+    if (job->interactions[0] && fsgd_libsvm_fields_add_terms(fl, job->interactions, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
     if (!fl->n_terms) /* fields without crosses change nothing */
         return 0;
     if (!f.opts.hash_bits)
         f.opts.hash_bits = 18;
-    char spec[sizeof job->train.format + 1];
+    char spec[sizeof job->format + 1];
     fsgd_rowfmt_input(&f, spec, sizeof spec);
-    if (!spec[0] || strlen(spec) >= sizeof job->train.format)
+    if (!spec[0] || strlen(spec) >= sizeof job->format)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the libsvm spec with its fields and crosses is too long");
-    memcpy(job->train.format, spec, strlen(spec) + 1);
+    memcpy(job->format, spec, strlen(spec) + 1);
     return 0;
 }
 
@@ -81,27 +81,27 @@ static int fold_libsvm(fsgd_job_t *job, char *err, size_t errsz)
  * (fsgd_delim_crosses_by_name). The header is read again by every role of
  * fsgd run, which all have --data; a name no column has is bad input
  * (FSGD_E_PARSE: exit 3). */
-static int delim_names(const fsgd_delim_spec_t *d, const fsgd_job_t *job, char *out, size_t cap, char *err,
+static int delim_names(const fsgd_delim_spec_t *d, const fsgd_train_params_t *job, char *out, size_t cap, char *err,
                        size_t errsz)
 {
     enum { HEADER_MAX = 1 << 16 };
-    if (strspn(job->train.interactions, "0123456789*,") == strlen(job->train.interactions)) { /* numbers: no file read */
-        snprintf(out, cap, "%s", job->train.interactions);
+    if (strspn(job->interactions, "0123456789*,") == strlen(job->interactions)) { /* numbers: no file read */
+        snprintf(out, cap, "%s", job->interactions);
         return 0;
     }
-    const int from_stdin = !job->train.data[0] || !strcmp(job->train.data, "-");
+    const int from_stdin = !job->data[0] || !strcmp(job->data, "-");
     char *header = d->header && !from_stdin ? malloc(HEADER_MAX) : NULL;
     size_t len = 0;
     char e[600];
     int rc = d->header && !from_stdin && !header ? FSGD_E_NOMEM : 0;
     if (rc == 0 && header)
-        rc = fsgd_delim_read_header(job->train.data, header, HEADER_MAX, &len, e, sizeof e);
+        rc = fsgd_delim_read_header(job->data, header, HEADER_MAX, &len, e, sizeof e);
     if (rc < 0) {
         free(header);
         return fsgd_err_fmt(err, errsz, rc, "interactions: '%s' names columns, but the header of %s was not read: %s",
-                            job->train.interactions, job->train.data, rc == FSGD_E_NOMEM ? "out of memory" : e);
+                            job->interactions, job->data, rc == FSGD_E_NOMEM ? "out of memory" : e);
     }
-    rc = fsgd_delim_crosses_by_name(d, job->train.interactions, header, job->train.data, out, cap, e, sizeof e);
+    rc = fsgd_delim_crosses_by_name(d, job->interactions, header, job->data, out, cap, e, sizeof e);
     free(header);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s%s", e,
@@ -114,11 +114,11 @@ static int delim_names(const fsgd_delim_spec_t *d, const fsgd_job_t *job, char *
 /* Delimited formats cross columns by 1-based number (--interactions
  * 15*16,15*16*17) or name (C1*C2, a header's age*city): the crosses join
  * the spec's own, each once. */
-static int fold_delim(fsgd_job_t *job, char *err, size_t errsz)
+static int fold_delim(fsgd_train_params_t *job, char *err, size_t errsz)
 {
     fsgd_delim_spec_t d, t;
-    char e[400], named[sizeof job->train.interactions + 256];
-    if (fsgd_delim_spec_parse(job->train.format, &d, e, sizeof e) < 0)
+    char e[400], named[sizeof job->interactions + 256];
+    if (fsgd_delim_spec_parse(job->format, &d, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
     FSGD_TRY(delim_names(&d, job, named, sizeof named, err, errsz));
     t = d;
@@ -127,7 +127,7 @@ static int fold_delim(fsgd_job_t *job, char *err, size_t errsz)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "%s (--format %s crosses columns by number or name, e.g. -q 15*16 or -q C1*C2; letters name VW "
                             "namespaces)",
-                            e, job->train.format);
+                            e, job->format);
     for (int i = 0; i < t.n_crosses; i++) {
         int have = 0;
         for (int j = 0; j < d.n_crosses; j++)
@@ -141,28 +141,28 @@ static int fold_delim(fsgd_job_t *job, char *err, size_t errsz)
         memcpy(d.cross[d.n_crosses], t.cross[i], t.cross_len[i] * sizeof d.cross[0][0]);
         d.cross_len[d.n_crosses++] = t.cross_len[i];
     }
-    if (fsgd_delim_spec_format(&d, job->train.format, sizeof job->train.format) < 0)
+    if (fsgd_delim_spec_format(&d, job->format, sizeof job->format) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the spec with its crosses is too long");
     return 0;
 }
 
 /* The weight keys after the format's name (":row_weights=1",
- * ":class_weight=P,N", fsgd_job_fold_weights) moved back into the job's
+ * ":class_weight=P,N", fsgd_train_fold_weights) moved back into the job's
  * keys, so that the format's own parsers read it and folding stays
  * idempotent (fsgd run's roles fold the job they are given again). */
-static void unfold_weights(fsgd_job_t *job)
+static void unfold_weights(fsgd_train_params_t *job)
 {
-    const size_t name = strcspn(job->train.format, ":");
-    char *p = job->train.format + name;
+    const size_t name = strcspn(job->format, ":");
+    char *p = job->format + name;
     for (;;) {
         const size_t n = p[0] == ':' ? strcspn(p + 1, ":") : 0;
         if (n == 13 && !strncmp(p + 1, "row_weights=1", 13)) {
             /* LIBSVM's label:weight; a VW job's is the job's model's to say */
-            job->train.row_weights |= !name || !strncmp(job->train.format, "libsvm", name);
-        } else if (n > 13 && n - 13 < sizeof job->train.class_weight && !strncmp(p + 1, "class_weight=", 13)) {
-            if (!job->train.class_weight[0]) {
-                memcpy(job->train.class_weight, p + 14, n - 13);
-                job->train.class_weight[n - 13] = '\0';
+            job->row_weights |= !name || !strncmp(job->format, "libsvm", name);
+        } else if (n > 13 && n - 13 < sizeof job->class_weight && !strncmp(p + 1, "class_weight=", 13)) {
+            if (!job->class_weight[0]) {
+                memcpy(job->class_weight, p + 14, n - 13);
+                job->class_weight[n - 13] = '\0';
             }
         } else {
             break;
@@ -171,55 +171,55 @@ static void unfold_weights(fsgd_job_t *job)
     }
 }
 
-int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
+int fsgd_train_fold_input(fsgd_train_params_t *job, char *err, size_t errsz)
 {
     unfold_weights(job);
-    const int vw = !strcmp(job->train.format, "vw") || !strncmp(job->train.format, "vw:", 3);
-    const int delim = !strcmp(job->train.format, "criteo") || !strncmp(job->train.format, "tsv:", 4) ||
-                      !strncmp(job->train.format, "csv:", 4);
-    const int libsvm = !job->train.format[0] || !strcmp(job->train.format, "libsvm") || !strncmp(job->train.format, "libsvm:", 7);
-    if (job->train.fields[0] && !libsvm)
+    const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
+    const int delim = !strcmp(job->format, "criteo") || !strncmp(job->format, "tsv:", 4) ||
+                      !strncmp(job->format, "csv:", 4);
+    const int libsvm = !job->format[0] || !strcmp(job->format, "libsvm") || !strncmp(job->format, "libsvm:", 7);
+    if (job->fields[0] && !libsvm)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "fields: index ranges are for --format libsvm (vw crosses namespaces, criteo/tsv/csv "
                             "columns by number); format is %s",
-                            job->train.format);
+                            job->format);
     if (!vw) {
-        const char *key = job->train.ignore[0] ? "ignore" : job->train.keep[0] ? "keep" : NULL;
-        if (!key && job->train.interactions[0] && !delim && !libsvm)
+        const char *key = job->ignore[0] ? "ignore" : job->keep[0] ? "keep" : NULL;
+        if (!key && job->interactions[0] && !delim && !libsvm)
             key = "interactions";
         if (key)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                                 "%s: namespaces%s are for --format vw (VW text rows)%s; format is %s", key,
                                 delim ? "" : " and crosses",
                                 delim ? "" : " and the delimited formats (criteo, tsv:, csv: cross columns by number)",
-                                job->train.format);
+                                job->format);
     }
-    if (libsvm && (job->train.fields[0] || job->train.interactions[0]))
+    if (libsvm && (job->fields[0] || job->interactions[0]))
         FSGD_TRY(fold_libsvm(job, err, errsz));
-    if (libsvm && job->train.row_weights && !strstr(job->train.format, "row_weights=1")) {
+    if (libsvm && job->row_weights && !strstr(job->format, "row_weights=1")) {
         /* how rows are read travels with the format to every role (first:
          * interactions, which may hold "::", stay the last key) */
-        const char *rest = job->train.format[0] ? job->train.format + 6 : "";
-        char spec[sizeof job->train.format];
+        const char *rest = job->format[0] ? job->format + 6 : "";
+        char spec[sizeof job->format];
         if (snprintf(spec, sizeof spec, "libsvm:row_weights=1%s", rest) >= (int)sizeof spec)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the libsvm spec with row_weights is too long");
-        memcpy(job->train.format, spec, strlen(spec) + 1);
+        memcpy(job->format, spec, strlen(spec) + 1);
     }
     if (libsvm)
         return 0;
-    if (delim && job->train.interactions[0])
+    if (delim && job->interactions[0])
         return fold_delim(job, err, errsz);
     if (!vw)
         return 0;
     fsgd_vw_spec_t s;
     char e[400];
-    if (fsgd_vw_spec_parse(job->train.format, &s, e, sizeof e) < 0)
+    if (fsgd_vw_spec_parse(job->format, &s, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: %s", e);
-    if (job->train.hash_bits)
-        s.bits = (unsigned)job->train.hash_bits;
+    if (job->hash_bits)
+        s.bits = (unsigned)job->hash_bits;
     char more[300];
-    snprintf(more, sizeof more, "vw%s%s%s%s", job->train.ignore[0] ? ":ignore=" : "", job->train.ignore,
-             job->train.keep[0] ? ":keep=" : "", job->train.keep);
+    snprintf(more, sizeof more, "vw%s%s%s%s", job->ignore[0] ? ":ignore=" : "", job->ignore,
+             job->keep[0] ? ":keep=" : "", job->keep);
     fsgd_vw_spec_t add;
     if (fsgd_vw_spec_parse(more, &add, e, sizeof e) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
@@ -227,9 +227,9 @@ int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
         s.ignore[i] |= add.ignore[i];
         s.keep[i] |= add.keep[i];
     }
-    if (job->train.interactions[0]) {
+    if (job->interactions[0]) {
         fsgd_vw_spec_t t = {0};
-        if (fsgd_vw_spec_add_terms(&t, job->train.interactions, e, sizeof e) < 0)
+        if (fsgd_vw_spec_add_terms(&t, job->interactions, e, sizeof e) < 0)
             return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s", e);
         for (int i = 0; i < t.n_terms; i++) {
             int have = 0;
@@ -243,37 +243,37 @@ int fsgd_job_fold_input(fsgd_job_t *job, char *err, size_t errsz)
             s.term_len[s.n_terms++] = t.term_len[i];
         }
     }
-    if (fsgd_vw_spec_format(&s, job->train.format, sizeof job->train.format) < 0)
+    if (fsgd_vw_spec_format(&s, job->format, sizeof job->format) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the vw spec with its crosses is too long");
     return 0;
 }
 
-int fsgd_job_fold_weights(fsgd_job_t *job, char *err, size_t errsz)
+int fsgd_train_fold_weights(fsgd_train_params_t *job, char *err, size_t errsz)
 {
     double pos, neg;
-    FSGD_TRY(fsgd_train_class_weight(&job->train, &pos, &neg, err, errsz));
-    const int vw = !strcmp(job->train.format, "vw") || !strncmp(job->train.format, "vw:", 3);
-    const int classify = job->train.model != FSGD_LOSS_SQUARED;
-    const int cpu = !strcmp(job->train.backend, "cpu");
-    if ((job->train.class_weight[0] || job->train.row_weights) && !(classify && cpu))
+    FSGD_TRY(fsgd_train_class_weight(job, &pos, &neg, err, errsz));
+    const int vw = !strcmp(job->format, "vw") || !strncmp(job->format, "vw:", 3);
+    const int classify = job->model != FSGD_LOSS_SQUARED;
+    const int cpu = !strcmp(job->backend, "cpu");
+    if ((job->class_weight[0] || job->row_weights) && !(classify && cpu))
         /* the weights ride in the labels (fsgd/rowlabel.h): a class's sign, read by the cpu backend */
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
                             "%s: row and class weights are for classification models (logistic, svm) on the cpu "
                             "backend",
-                            job->train.class_weight[0] ? "class_weight" : "row_weights");
+                            job->class_weight[0] ? "class_weight" : "row_weights");
     char keys[128] = "";
-    if (vw && classify && cpu && !strstr(job->train.format, ":row_weights=1")) /* VW's importance (libsvm: fold_input's) */
+    if (vw && classify && cpu && !strstr(job->format, ":row_weights=1")) /* VW's importance (libsvm: fold_input's) */
         snprintf(keys, sizeof keys, ":row_weights=1");
-    if (job->train.class_weight[0] && !strstr(job->train.format, ":class_weight="))
+    if (job->class_weight[0] && !strstr(job->format, ":class_weight="))
         snprintf(keys + strlen(keys), sizeof keys - strlen(keys), ":class_weight=%.17g,%.17g", pos, neg);
     if (!keys[0])
         return 0;
     /* right after the format's name, where fsgd_rowfmt_init takes them */
-    const char *f = job->train.format[0] ? job->train.format : "libsvm";
+    const char *f = job->format[0] ? job->format : "libsvm";
     const size_t name = strcspn(f, ":");
-    char spec[sizeof job->train.format];
+    char spec[sizeof job->format];
     if (snprintf(spec, sizeof spec, "%.*s%s%s", (int)name, f, keys, f + name) >= (int)sizeof spec)
         return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "format: the spec with its weights is too long");
-    memcpy(job->train.format, spec, strlen(spec) + 1);
+    memcpy(job->format, spec, strlen(spec) + 1);
     return 0;
 }
