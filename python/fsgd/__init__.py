@@ -258,13 +258,8 @@ class Model:
                 with open(path, "w") as f:
                     for r in rows:
                         f.write(r.rstrip("\n") + "\n")
-            mp = os.path.join(tmp, "model.fsgd")
-            self.save(mp)
-            out = os.path.join(tmp, "scores")
-            _lib.run_command(_lib.lib.fsgd_cmd_predict,
-                             ["predict", "--model", mp, "--data", str(path), "--out", out, "--quiet"])
-            with open(out) as f:  # "score" or, for a VW row with a tag, "score tag"
-                return np.array([float(line.split()[0]) for line in f if line.strip()], dtype=np.float64)
+            # read and hashed as the model's input says (fsgd predict's reader)
+            return np.array(_lib.score_file(self.to_bytes(), path), dtype=np.float64)
 
     def predict_proba(self, X):
         """[P(y = -1), P(y = +1)] per row, shape (rows, 2) as scikit-learn's

@@ -10,9 +10,7 @@ call into the library.
 """
 import ctypes
 import os
-import signal
 import tempfile
-import threading
 from pathlib import Path
 
 from .errors import error_for
@@ -33,11 +31,6 @@ def _find():
 # RTLD_GLOBAL: the CUDA plugin (lib/fsgd/backend_cuda.so) resolves fsgd's
 # symbols in the process that loads it.
 lib = ctypes.CDLL(_find(), mode=ctypes.RTLD_GLOBAL)
-_libc = ctypes.CDLL(None)
-lib.fsgd_cmd_train.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-lib.fsgd_cmd_train.restype = ctypes.c_int
-lib.fsgd_cmd_predict.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-lib.fsgd_cmd_predict.restype = ctypes.c_int
 
 # The models through fsgd/api.h: opaque handles and accessors, so that no
 # struct layout is mirrored here; a library of another API version is
@@ -68,6 +61,9 @@ lib.fsgd_api_model_free.restype = None
 lib.fsgd_api_model_encode.argtypes = [_handle, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
                                       ctypes.c_char_p, ctypes.c_size_t]
 lib.fsgd_api_model_encode.restype = ctypes.c_int
+lib.fsgd_api_model_score_file.argtypes = [_handle, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
+                                          ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p, ctypes.c_size_t]
+lib.fsgd_api_model_score_file.restype = ctypes.c_int
 lib.fsgd_api_buffer_free.argtypes = [ctypes.c_void_p]
 lib.fsgd_api_buffer_free.restype = None
 lib.fsgd_api_train_new.argtypes = [ctypes.POINTER(_handle), ctypes.c_char_p, ctypes.c_size_t]
@@ -94,44 +90,6 @@ lib.fsgd_err_name.argtypes = [ctypes.c_int]
 lib.fsgd_err_name.restype = ctypes.c_char_p
 lib.fsgd_cli_status.argtypes = [ctypes.c_int]
 lib.fsgd_cli_status.restype = ctypes.c_int
-
-# The commands print to stdout and stderr (file descriptors 1 and 2); a call
-# sends both to files for its length, one call at a time.
-_lock = threading.Lock()
-
-
-def run_command(fn, args):
-    """Runs a command (lib.fsgd_cmd_train, ...) with argv args (args[0] is the
-    command's name). Returns its standard output; raises FsgdError with its
-    message and exit category when it fails."""
-    argv = (ctypes.c_char_p * (len(args) + 1))(*[os.fsencode(str(a)) for a in args], None)
-    with _lock, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        in_main = threading.current_thread() is threading.main_thread()
-        handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
-        _libc.fflush(None)
-        saved = os.dup(1), os.dup(2)
-        try:
-            os.dup2(out.fileno(), 1)
-            os.dup2(err.fileno(), 2)
-            rc = fn(len(args), argv)
-        finally:
-            _libc.fflush(None)
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
-            # the commands install signal handlers that remove their temporary
-            # files and die; Python's own come back
-            for s, h in handlers.items():
-                if h is not None:
-                    signal.signal(s, h)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    if rc != 0:
-        raise error_for(rc, stderr.strip() or f"fsgd {args[0]} failed with status {rc}")
-    return stdout, stderr
-
 
 def _check(rc, buf):
     if rc != 0:
@@ -165,10 +123,42 @@ def load_model(path):
         lib.fsgd_api_model_free(h)
 
 
+def score_file(model_bytes, path):
+    """The margins of the rows of the file at path, read as the model (its
+    file's bytes) says, through fsgd/api.h: a list of floats."""
+    with tempfile.TemporaryDirectory(prefix="fsgd-") as tmp:
+        mp = os.path.join(tmp, "model.fsgd")
+        with open(mp, "wb") as f:
+            f.write(model_bytes)
+        h = _handle()
+        err = ctypes.create_string_buffer(4096)
+        _check(lib.fsgd_api_model_load(os.fsencode(mp), ctypes.byref(h), err, len(err)), err)
+    try:
+        buf, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _check(lib.fsgd_api_model_score_file(h, os.fsencode(str(path)), 0, ctypes.byref(buf), ctypes.byref(n), err,
+                                             len(err)), err)
+        try:
+            return list((ctypes.c_double * n.value).from_address(buf.value)) if n.value else []
+        finally:
+            lib.fsgd_api_buffer_free(buf)
+    finally:
+        lib.fsgd_api_model_free(h)
+
+
 # What fsgd_api_train_stat gives, by the names of fsgd train's --metrics-json
 STATS = ("train_rows", "dim", "steps", "epochs_run", "best_epoch", "stopped_early", "holdout_rows", "holdout_loss",
          "lr", "l2", "alpha", "l1", "ftrl", "threads", "weights_nonzero", "weights_touched", "train_seconds",
          "test_n", "test_auc", "test_logloss", "test_accuracy", "test_rmse", "test_loss")
+
+
+def _run(t, err):
+    """Trains a handle of fsgd_api_train_new*: _read_handle's tuple of its model."""
+    h = _handle()
+    _check(lib.fsgd_api_train_run(t, ctypes.byref(h), err, len(err)), err)  # the GIL is released here
+    try:
+        return _read_handle(h)
+    finally:
+        lib.fsgd_api_model_free(h)
 
 
 def train_files(options):
@@ -181,12 +171,7 @@ def train_files(options):
     try:
         for k, v in options:
             _check(lib.fsgd_api_train_set(t, k.encode(), os.fsencode(str(v)), err, len(err)), err)
-        h = _handle()
-        _check(lib.fsgd_api_train_run(t, ctypes.byref(h), err, len(err)), err)  # the GIL is released here
-        try:
-            model = _read_handle(h)
-        finally:
-            lib.fsgd_api_model_free(h)
+        model = _run(t, err)
         json_text, n = ctypes.c_char_p(), ctypes.c_size_t()
         _check(lib.fsgd_api_train_metrics(t, ctypes.byref(json_text), ctypes.byref(n)), err)
         return model, ctypes.string_at(json_text, n.value).decode()
@@ -216,12 +201,7 @@ def train_csr(options, rows, test=None, weight=None):
             give(lib.fsgd_api_train_test, test)
         if weight is not None:
             _check(lib.fsgd_api_train_weights(t, weight.ctypes.data, len(weight), err, len(err)), err)
-        h = _handle()
-        _check(lib.fsgd_api_train_run(t, ctypes.byref(h), err, len(err)), err)  # the GIL is released here
-        try:
-            model = _read_handle(h)
-        finally:
-            lib.fsgd_api_model_free(h)
+        model = _run(t, err)
         return model, {name: lib.fsgd_api_train_stat(t, name.encode()) for name in STATS}
     finally:
         lib.fsgd_api_train_free(t)

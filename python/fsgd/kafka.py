@@ -1,11 +1,17 @@
 """A job's model from its Kafka model topic (NAME.model, trainer/KAFKA_FORMAT.md)."""
+import ctypes
 import os
-import tempfile
 
-from . import _lib, load
+import numpy as np
 
-_lib.lib.fsgd_cmd_model.argtypes = _lib.lib.fsgd_cmd_train.argtypes
-_lib.lib.fsgd_cmd_model.restype = _lib.lib.fsgd_cmd_train.restype
+from . import _KINDS, Model, _lib
+from .errors import UsageError
+
+# fsgd/api_kafka.h
+_lib.lib.fsgd_api_model_from_topic.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                               ctypes.POINTER(_lib._handle), ctypes.POINTER(ctypes.c_uint64),
+                                               ctypes.c_char_p, ctypes.c_size_t]
+_lib.lib.fsgd_api_model_from_topic.restype = ctypes.c_int
 
 
 def read_model(brokers, name, *, partial=False, kafka_opts=None, job_key_file=None):
@@ -22,14 +28,21 @@ def read_model(brokers, name, *, partial=False, kafka_opts=None, job_key_file=No
     (trainer/KAFKA_FORMAT.md, "Authentication"): only messages with its tag
     are assembled; without it a job's authenticated topic (every fsgd run's)
     is refused. Raises fsgd.BrokerError when the brokers cannot be read."""
-    with tempfile.TemporaryDirectory(prefix="fsgd-") as tmp:
-        out = os.path.join(tmp, "model.fsgd")
-        args = ["model", "assemble", "--brokers", brokers, "--name", name, "--out", out]
-        if partial:
-            args.append("--partial")
-        if job_key_file:
-            args += ["--job-key-file", os.fspath(job_key_file)]
-        for k, v in (kafka_opts or {}).items():
-            args += ["--kafka-opt", f"{k}={v}"]
-        _lib.run_command(_lib.lib.fsgd_cmd_model, args)
-        return load(out)
+    lines = []
+    if partial:
+        lines.append("partial=1")
+    if job_key_file:
+        lines.append("job_key_file=" + os.fspath(job_key_file))
+    for k, v in (kafka_opts or {}).items():
+        if "\n" in f"{k}{v}":
+            raise UsageError(f"kafka_opts: {k!r}: a setting is one line", 2)
+        lines.append(f"{k}={v}")
+    err = ctypes.create_string_buffer(4096)
+    h, step = _lib._handle(), ctypes.c_uint64()
+    _lib._check(_lib.lib.fsgd_api_model_from_topic(brokers.encode(), name.encode(), "\n".join(lines).encode(),
+                                                  ctypes.byref(h), ctypes.byref(step), err, len(err)), err)
+    try:
+        kind, dim, has_bias, bias, w, spec, raw = _lib._read_handle(h)
+    finally:
+        _lib.lib.fsgd_api_model_free(h)
+    return Model(_KINDS.get(kind, str(kind)), dim, np.frombuffer(w, dtype="<f4").copy(), has_bias, bias, spec, raw)

@@ -32,10 +32,10 @@ def rows(a9a):
 
 
 def test_arrays_are_not_written_as_text(monkeypatch, rows):
-    # the command (fsgd_cmd_train, which reads files) is never called for arrays
-    def no_command(*a):
-        raise AssertionError("arrays went through a file and fsgd_cmd_train")
-    monkeypatch.setattr(_lib, "run_command", no_command)
+    # the files' path (fsgd_api_train_new_files, which reads text) is never taken for arrays
+    def no_files(*a):
+        raise AssertionError("arrays went through a file")
+    monkeypatch.setattr(_lib, "train_files", no_files)
     m = fsgd.train(rows[0], rows[1], **OPTS)
     assert m.metrics["train_rows"] == rows[0].shape[0] and m.metrics["test"]["n"] == 0
     assert m.output == ""

@@ -103,6 +103,12 @@ def test_vw_rows_with_crosses_and_tags(tmp_path, fsgd_bin):
     assert m.input_spec == "vw:bits=16:seed=0:interactions=ab"
     s = m.decision_function(lines[:100])
     assert s.shape == (100,) and np.all(np.isfinite(s))
+    # the same margins as fsgd predict's, which reads the rows the same way (tags written after the score)
+    (tmp_path / "head.vw").write_text("\n".join(lines[:100]) + "\n")
+    out = subprocess.run([str(fsgd_bin), "predict", "--model", str(tmp_path / "cli.fsgd"), "--data",
+                          str(tmp_path / "head.vw"), "--quiet"], check=True, capture_output=True, text=True).stdout
+    assert [float(line.split()[0]) for line in out.splitlines()] == s.tolist()
+    assert out.splitlines()[7].split()[1] == "r7"
 
 
 def test_errors_carry_message_and_category(tmp_path, a9a):

@@ -17,6 +17,7 @@
 #include "fsgd/metrics.h"
 #include "fsgd/model.h"
 #include "fsgd/outfile.h"
+#include "fsgd/predict_file.h"
 #include "fsgd/rowfmt.h"
 #include "fsgd/rowlabel.h"
 #include "fsgd/vw.h"
@@ -53,6 +54,7 @@ static const char usage_text[] =
     "scores against the file's labels go to stderr: AUC, logloss and accuracy for\n"
     "classification (margin > 0 predicts the positive class), RMSE for regression.\n";
 
+/* Scores kept for the metrics grow from this many rows. */
 #define CHUNK_ROWS 65536
 
 typedef struct predict_args {
@@ -154,19 +156,13 @@ static int topic_auth(const predict_args_t *a)
     return rc ? rc : dcli_auth(&kj, "predict");
 }
 
-/* One run of fsgd predict: the model, where its rows come from, where the
- * scores go, and the scores and labels kept for the metrics. */
+/* One run of fsgd predict: the model, its rows (fsgd/predict_file.h), where
+ * the scores go, and the scores and labels kept for the metrics. */
 typedef struct predict_run {
     const predict_args_t *a;
     fsgd_model_t m;
     int streamed; /* --out "-", /dev/stdout, /dev/null: written directly */
-    /* hashed (delimited) and VW rows are read whole into all; LIBSVM
-     * rows (hashed LIBSVM too) stream through rd */
-    int hashed, vw;
-    fsgd_csr_t all;
-    fsgd_vw_extra_t tags;
-    fsgd_libsvm_weights_t lw; /* --weights: a LIBSVM chunk's row weights */
-    fsgd_libsvm_reader_t *rd;
+    fsgd_predict_t *rows;
     fsgd_outfile_t of;
     FILE *out;
     double *margin, *label;
@@ -208,59 +204,18 @@ static int open_model(const predict_args_t *a, fsgd_model_t *m)
     return 0;
 }
 
-/* The rows, read as the model's input says: a hashed model's recorded spec
- * reads the whole file (the delimited reader does not stream; the scoring
- * loop then takes that one batch), VW rows too (each row's tag written
- * beside its score), LIBSVM ones (hashed LIBSVM, "libsvm:bits=B", with
- * its indices hashed) stream. 0 or the exit status (error printed). */
+/* The rows, read as the model's input says (fsgd/predict_file.h: a
+ * delimited or VW file is read whole here). 0 or the exit status (error
+ * printed). */
 static int open_rows(predict_run_t *p)
 {
     const predict_args_t *a = p->a;
-    const char *input = p->m.input;
     char err[FSGD_OUTFILE_PATH_MAX + 256];
-    int rc = 0;
-    fsgd_rowfmt_t lfmt = {0};
-    if (!strncmp(input, "libsvm:", 7) && fsgd_rowfmt_init(&lfmt, input, 0, a->skip_bad, err, sizeof err) < 0) {
-        fsgd_cli_error("predict: %s: %s", a->model, err);
-        return FSGD_EXIT_DATA;
-    }
-    p->hashed = input[0] != 0 && strncmp(input, "libsvm:", 7);
-    p->vw = !strncmp(input, "vw:", 3);
-    if (p->vw) {
-        fsgd_vw_spec_t vspec;
-        rc = fsgd_vw_spec_parse(input, &vspec, err, sizeof err);
-        if (rc == 0)
-            rc = fsgd_vw_load(a->data, &vspec, a->skip_bad, &p->all, &p->tags, NULL, err, sizeof err);
-    } else if (p->hashed) {
-        fsgd_delim_spec_t spec;
-        rc = fsgd_delim_spec_parse(input, &spec, err, sizeof err);
-        if (rc == 0 && a->skip_bad)
-            rc = fsgd_err_fmt(err, sizeof err, FSGD_E_ARG, "--skip-bad is for LIBSVM input only");
-        if (rc == 0)
-            rc = fsgd_delim_load(a->data, &spec, 0, &p->all, NULL, err, sizeof err);
-    }
-    if (p->hashed && !p->vw && a->weights && rc == 0) {
-        fsgd_cli_error("predict: --weights: criteo/tsv/csv rows carry no weight (VW importance weights and LIBSVM "
-                       "label:weight do); model input %s", input);
-        return FSGD_EXIT_USAGE;
-    }
-    if (p->hashed) {
-        if (rc < 0) {
-            fsgd_cli_error("predict: %s (model input %s)", err, input);
-            return rc == FSGD_E_ARG ? FSGD_EXIT_USAGE : fsgd_cli_status(rc);
-        }
-        return 0;
-    }
-    /* label:weight rows (fsgd train --row-weights) are read, their weights
-     * left out: scores and metrics are unweighted, as fsgd train's test rows */
-    fsgd_libsvm_opts_t opts = lfmt.opts; /* the model's bits, fields and crosses */
-    opts.skip_bad = a->skip_bad;
-    opts.row_weights = a->row_weights;
-    opts.weights = a->weights ? &p->lw : NULL;
-    p->rd = fsgd_libsvm_open(a->data, &opts, err, sizeof err);
-    if (!p->rd) {
-        fsgd_cli_error("%s", err);
-        return FSGD_EXIT_IO;
+    const fsgd_predict_opts_t o = {.skip_bad = a->skip_bad, .row_weights = a->row_weights, .weights = a->weights};
+    int rc = fsgd_predict_open(&p->m, a->data, &o, &p->rows, err, sizeof err);
+    if (rc < 0) {
+        fsgd_cli_error("predict: %s", err);
+        return fsgd_cli_status(rc);
     }
     return 0;
 }
@@ -321,78 +276,43 @@ static void put_weight(FILE *out, double w)
     fprintf(out, " %s", buf);
 }
 
-/* Scores a batch's rows, writes each score (with --weights its weight, and
- * a VW row's tag) and keeps margin and label for the metrics. w: the
- * batch's row weights with --weights, else NULL. */
-static void score_batch(predict_run_t *p, const fsgd_csr_t *batch, const double *w)
+/* One row: its score written (with --weights its weight, and a VW row's
+ * tag after it, as vw -p writes them), margin and label kept for the
+ * metrics. */
+static int put_row(void *ctx, const fsgd_predict_row_t *row)
 {
-    for (size_t r = 0; r < batch->n_rows; r++) {
-        uint64_t lo = batch->row_ptr[r];
-        double s = fsgd_model_margin(&p->m, batch->col + lo, batch->val + lo, (size_t)(batch->row_ptr[r + 1] - lo));
-        p->margin[p->n] = s;
-        p->label[p->n] = batch->label[r];
-        p->n++;
-        /* σ(s) computed without overflow for large |s| */
-        double prob = s >= 0 ? 1 / (1 + exp(-s)) : exp(s) / (1 + exp(s));
-        uint64_t t0 = p->vw && r ? p->tags.tag_end[r - 1] : 0, t1 = p->vw ? p->tags.tag_end[r] : 0;
-        fprintf(p->out, "%.17g", p->a->proba ? prob : s);
-        if (w)
-            put_weight(p->out, w[r]);
-        if (t1 > t0) /* as VW writes its predictions: "score tag" */
-            fprintf(p->out, " %.*s", (int)(t1 - t0), p->tags.tags + t0);
-        fputc('\n', p->out);
-    }
+    predict_run_t *p = ctx;
+    if (reserve_scores(p, 1) < 0)
+        return FSGD_E_NOMEM;
+    const double s = row->margin;
+    p->margin[p->n] = s;
+    p->label[p->n] = row->label;
+    p->n++;
+    /* σ(s) computed without overflow for large |s| */
+    double prob = s >= 0 ? 1 / (1 + exp(-s)) : exp(s) / (1 + exp(s));
+    fprintf(p->out, "%.17g", p->a->proba ? prob : s);
+    if (row->weight)
+        put_weight(p->out, *row->weight);
+    if (row->tag_len)
+        fprintf(p->out, " %.*s", (int)row->tag_len, row->tag);
+    fputc('\n', p->out);
+    return 0;
 }
 
-/* Every row: the whole file read at open_rows as one batch, or LIBSVM
- * chunks of CHUNK_ROWS. 0 or the exit status (error printed). */
+/* Every row scored. 0 or the exit status (error printed). */
 static int score_rows(predict_run_t *p)
 {
     char err[FSGD_OUTFILE_PATH_MAX + 256];
-    fsgd_csr_t batch = {0};
-    int status = 0, hashed_done = 0;
-    for (;;) {
-        fsgd_csr_clear(&batch);
-        long got;
-        if (p->hashed) {
-            if (hashed_done)
-                break;
-            hashed_done = 1;
-            fsgd_csr_free(&batch);
-            batch = p->all; /* batch owns the rows from here */
-            memset(&p->all, 0, sizeof p->all);
-            got = (long)batch.n_rows;
-        } else {
-            got = fsgd_libsvm_read(p->rd, &batch, CHUNK_ROWS, err, sizeof err);
-        }
-        if (got < 0) {
-            fsgd_cli_error("%s", err);
-            status = fsgd_cli_status((int)got);
-            break;
-        }
-        if (got == 0)
-            break;
-        if (reserve_scores(p, (size_t)got) < 0) {
-            fsgd_cli_error("predict: out of memory after %zu rows", p->n);
-            status = FSGD_EXIT_INTERNAL;
-            break;
-        }
-        const double *w = NULL;
-        if (p->a->weights && p->vw)
-            w = p->tags.weight; /* the whole file is the one batch */
-        else if (p->a->weights)
-            w = p->lw.w;
-        if (p->a->weights && (p->vw ? p->tags.n : p->lw.n) != batch.n_rows) {
-            fsgd_cli_error("predict: %zu row weights read for %zu rows", p->vw ? p->tags.n : p->lw.n,
-                           (size_t)batch.n_rows);
-            status = FSGD_EXIT_INTERNAL;
-            break;
-        }
-        score_batch(p, &batch, w);
-        p->lw.n = 0; /* the next chunk's weights from the start */
+    int rc = fsgd_predict_run(p->rows, put_row, p, err, sizeof err);
+    if (rc == FSGD_E_NOMEM) {
+        fsgd_cli_error("predict: out of memory after %zu rows", p->n);
+        return FSGD_EXIT_INTERNAL;
     }
-    fsgd_csr_free(&batch);
-    return status;
+    if (rc < 0) {
+        fsgd_cli_error("predict: %s", err);
+        return fsgd_cli_status(rc);
+    }
+    return 0;
 }
 
 /* The scores' file committed (or dropped after an error, status), the
@@ -402,7 +322,7 @@ static int finish_scores(predict_run_t *p, int status)
     const predict_args_t *a = p->a;
     char err[FSGD_OUTFILE_PATH_MAX + 256];
     int rc;
-    const fsgd_libsvm_stats_t *st = p->rd ? fsgd_libsvm_stats(p->rd) : NULL;
+    const fsgd_libsvm_stats_t *st = p->rows ? fsgd_predict_skipped(p->rows) : NULL;
     if (status == 0 && st && st->bad_rows) {
         fprintf(stderr, "fsgd predict: %s: skipped %llu malformed rows; first:\n", a->data,
                 (unsigned long long)st->bad_rows);
@@ -474,10 +394,7 @@ int fsgd_cmd_predict(int argc, char **argv)
     }
     free(p.margin);
     free(p.label);
-    fsgd_vw_extra_free(&p.tags);
-    fsgd_libsvm_weights_free(&p.lw);
-    fsgd_csr_free(&p.all);
-    fsgd_libsvm_close(p.rd);
+    fsgd_predict_close(p.rows);
     fsgd_model_free(&p.m);
     return status;
 }

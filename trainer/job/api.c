@@ -11,6 +11,7 @@
 #include "fsgd/error.h"
 #include "fsgd/job.h"
 #include "fsgd/loss.h"
+#include "fsgd/predict_file.h"
 #include "fsgd/rowlabel.h"
 #include "fsgd/strategy.h"
 #include "fsgd/train.h"
@@ -84,6 +85,49 @@ int fsgd_api_model_encode(const fsgd_model_t *m, void **out, size_t *len, char *
     if (rc < 0)
         return rc;
     *out = buf;
+    return 0;
+}
+
+/* Margins collected for fsgd_api_model_score_file. */
+typedef struct api_scores {
+    double *v;
+    size_t n, cap;
+} api_scores_t;
+
+static int api_keep_score(void *ctx, const fsgd_predict_row_t *row)
+{
+    api_scores_t *sc = ctx;
+    if (sc->n == sc->cap) {
+        size_t nc = sc->cap ? 2 * sc->cap : 4096;
+        double *nv = realloc(sc->v, nc * sizeof *nv);
+        if (!nv)
+            return FSGD_E_NOMEM;
+        sc->v = nv;
+        sc->cap = nc;
+    }
+    sc->v[sc->n++] = row->margin;
+    return 0;
+}
+
+int fsgd_api_model_score_file(const fsgd_model_t *m, const char *path, int skip_bad, double **margins, size_t *n,
+                              char *err, size_t errsz)
+{
+    *margins = NULL;
+    *n = 0;
+    fsgd_predict_t *rows;
+    const fsgd_predict_opts_t o = {.skip_bad = skip_bad};
+    FSGD_TRY(fsgd_predict_open(m, path, &o, &rows, err, errsz));
+    api_scores_t sc = {0};
+    int rc = fsgd_predict_run(rows, api_keep_score, &sc, err, errsz);
+    if (rc == FSGD_E_NOMEM)
+        rc = fsgd_err_fmt(err, errsz, rc, "%s: out of memory after %zu rows", path, sc.n);
+    fsgd_predict_close(rows);
+    if (rc < 0) {
+        free(sc.v);
+        return rc;
+    }
+    *margins = sc.v;
+    *n = sc.n;
     return 0;
 }
 

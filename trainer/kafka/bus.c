@@ -92,6 +92,34 @@ int fsgd_kbus_options_resolve(const char *lines, char *out, size_t cap, char *er
     return rc;
 }
 
+/* Kafka settings fsgd passes to librdkafka: authentication and encryption
+ * only, so a job file cannot quietly change the latency, delivery or
+ * offset settings the exactly-once rules rely on (FSGD_RDKAFKA in the
+ * environment still sets anything, for experiments). */
+static int option_allowed(const char *k)
+{
+    return !strncmp(k, "security.", 9) || !strncmp(k, "sasl.", 5) || !strncmp(k, "ssl.", 4) ||
+           !strcmp(k, "enable.ssl.certificate.verification");
+}
+
+int fsgd_kbus_options_add(char *lines, size_t cap, const char *key, const char *value, char *err, size_t errsz)
+{
+    if (!*key || strchr(key, '=') || strchr(key, '\n') || strchr(value, '\n'))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka option '%s': expected KEY=VALUE", key);
+    if (!option_allowed(key))
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "kafka option '%s' is not passed to Kafka clients: only security.*, sasl.*, ssl.* and "
+                            "enable.ssl.certificate.verification are (FSGD_RDKAFKA sets others)",
+                            key);
+    size_t used = strlen(lines);
+    int n = snprintf(lines + used, cap - used, "%s=%s\n", key, value);
+    if (n < 0 || (size_t)n >= cap - used) {
+        lines[used] = '\0';
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka options: more than %zu characters", cap - 1);
+    }
+    return FSGD_E_OK;
+}
+
 void fsgd_kbus_options_wipe(char *out, size_t cap)
 {
     fsgd_kbus_wipe(out, cap);

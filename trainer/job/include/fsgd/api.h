@@ -48,6 +48,15 @@ void fsgd_api_model_free(fsgd_model_t *m);
  * 0, or an fsgd error with err set. */
 int fsgd_api_model_encode(const fsgd_model_t *m, void **out, size_t *len, char *err, size_t errsz);
 
+/* Scores the rows of the file at path with m, read as the model's input
+ * says (fsgd predict's reader, fsgd/predict_file.h: LIBSVM, hashed
+ * formats, VW text; gzip or zstd compressed too): *n margins (x.w + bias)
+ * in file order in a new buffer *margins (fsgd_api_buffer_free). skip_bad:
+ * LIBSVM rows that do not parse are skipped. Returns 0, or an fsgd error
+ * with err set. */
+int fsgd_api_model_score_file(const fsgd_model_t *m, const char *path, int skip_bad, double **margins, size_t *n,
+                              char *err, size_t errsz);
+
 /* Releases a buffer of this API; NULL is a no-op. */
 void fsgd_api_buffer_free(void *p);
 

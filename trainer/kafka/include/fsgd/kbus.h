@@ -172,6 +172,12 @@ typedef struct fsgd_cluster_conf {
  * librdkafka cannot use is FSGD_E_ARG naming it. out holds secrets: wipe
  * it (fsgd_kbus_options_wipe) when done. */
 int fsgd_kbus_options_resolve(const char *lines, char *out, size_t cap, char *err, size_t errsz);
+/* Appends the setting "key=value\n" to lines (cap bytes, NUL-terminated):
+ * authentication and encryption only (security.*, sasl.*, ssl.*,
+ * enable.ssl.certificate.verification), so that no job can change the
+ * delivery settings the exactly-once rules rely on. 0 or FSGD_E_ARG naming
+ * the key (lines unchanged). */
+int fsgd_kbus_options_add(char *lines, size_t cap, const char *key, const char *value, char *err, size_t errsz);
 /* Zeroes out (cap bytes) so that no secret stays in memory. */
 void fsgd_kbus_options_wipe(char *out, size_t cap);
 
