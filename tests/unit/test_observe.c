@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "fsgd/error.h"
+#include "fsgd/job.h"
 #include "fsgd/observe.h"
 #include "trace.h"
 #include "testlib.h"
@@ -76,7 +77,7 @@ static void test_aggregator_metrics(void)
     fsgd_observe_agg_step(s, NULL, 0.01);
     CU_ASSERT_EQUAL(s->trace.seen, 0);
     CU_ASSERT_PTR_NULL(fsgd_observe_render());
-    int rc = fsgd_observe_start(&job, "aggregator", 0, NULL, 0, &port, err, sizeof err);
+    int rc = fsgd_observe_start(FSGD_JOB_DIST(&job), "aggregator", 0, NULL, 0, &port, err, sizeof err);
     if (rc < 0) {
         printf("(%s) ", err);
         fsgd_test_skip("cannot listen on 127.0.0.1");
@@ -84,7 +85,7 @@ static void test_aggregator_metrics(void)
         return;
     }
     CU_ASSERT(port > 0);
-    CU_ASSERT_EQUAL(fsgd_observe_start(&job, "aggregator", 0, NULL, 0, NULL, err, sizeof err), FSGD_E_STATE);
+    CU_ASSERT_EQUAL(fsgd_observe_start(FSGD_JOB_DIST(&job), "aggregator", 0, NULL, 0, NULL, err, sizeof err), FSGD_E_STATE);
     s->steps = 10;
     s->adam_steps = 10;
     s->rows_total = 2560;
@@ -152,7 +153,7 @@ static void test_shard_metrics(void)
     job.train.shards = 4;
     job.dist.shard = 3;
     char err[256];
-    if (fsgd_observe_start(&job, "aggregator", 0, NULL, 0, NULL, err, sizeof err) < 0) {
+    if (fsgd_observe_start(FSGD_JOB_DIST(&job), "aggregator", 0, NULL, 0, NULL, err, sizeof err) < 0) {
         fsgd_test_skip("cannot listen on 127.0.0.1");
         return;
     }
@@ -189,7 +190,7 @@ static void test_shard_metrics(void)
     /* unsharded: one shard, the whole model, no label */
     job.train.shards = 1;
     job.dist.shard = 0;
-    if (fsgd_observe_start(&job, "aggregator", 0, NULL, 0, NULL, err, sizeof err) < 0) {
+    if (fsgd_observe_start(FSGD_JOB_DIST(&job), "aggregator", 0, NULL, 0, NULL, err, sizeof err) < 0) {
         fsgd_test_skip("cannot listen on 127.0.0.1");
         free(s);
         return;
@@ -214,7 +215,7 @@ static void test_worker_metrics(void)
     fsgd_job_t job;
     fsgd_job_defaults(&job);
     char err[256];
-    if (fsgd_observe_start(&job, "worker", 7, "127.0.0.1", 0, NULL, err, sizeof err) < 0) {
+    if (fsgd_observe_start(FSGD_JOB_DIST(&job), "worker", 7, "127.0.0.1", 0, NULL, err, sizeof err) < 0) {
         fsgd_test_skip("cannot listen on 127.0.0.1");
         return;
     }
@@ -237,7 +238,7 @@ static void test_worker_metrics(void)
     free(t);
     fsgd_observe_stop();
     /* a bad address is refused and nothing stays started */
-    CU_ASSERT_EQUAL(fsgd_observe_start(&job, "worker", 1, "not-an-ip", 0, NULL, err, sizeof err), FSGD_E_IO);
+    CU_ASSERT_EQUAL(fsgd_observe_start(FSGD_JOB_DIST(&job), "worker", 1, "not-an-ip", 0, NULL, err, sizeof err), FSGD_E_IO);
     CU_ASSERT_PTR_NULL(fsgd_observe_render());
 }
 

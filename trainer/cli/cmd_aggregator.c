@@ -250,7 +250,7 @@ int fsgd_cmd_aggregator(int argc, char **argv)
         job.dist.max_model_weights = strtoull(maxw, NULL, 10);
     if (mport >= 0) {
         int bound;
-        if ((rc = fsgd_observe_start(&job, "aggregator", 0, maddr, mport, &bound, err, sizeof err)) < 0) {
+        if ((rc = fsgd_observe_start(FSGD_JOB_DIST(&job), "aggregator", 0, maddr, mport, &bound, err, sizeof err)) < 0) {
             fsgd_cli_error("aggregator: %s", err);
             return fsgd_cli_status(rc);
         }

@@ -112,7 +112,7 @@ int fsgd_cmd_worker(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     if (mport >= 0) {
         int bound;
-        if ((rc = fsgd_observe_start(&job, "worker", (uint32_t)idv, maddr, mport, &bound, err, sizeof err)) < 0) {
+        if ((rc = fsgd_observe_start(FSGD_JOB_DIST(&job), "worker", (uint32_t)idv, maddr, mport, &bound, err, sizeof err)) < 0) {
             fsgd_cli_error("worker: %s", err);
             return fsgd_cli_status(rc);
         }

@@ -147,18 +147,18 @@ static void strategy_params(adder_t *a, const char *spec)
 /* The series every role has: what this process is, the strategy's
  * parameters, steps, rows, wire bytes, the step histogram, the phases and
  * the messages it rejected. */
-static void add_role_series(adder_t *a, const fsgd_job_t *job, const char *role, uint32_t worker)
+static void add_role_series(adder_t *a, const fsgd_dist_job_t *job, const char *role, uint32_t worker)
 {
-    char strategy[sizeof job->train.codec], wid[16];
-    strategy_name(job->train.codec, strategy, sizeof strategy);
+    char strategy[sizeof job->train->codec], wid[16];
+    strategy_name(job->train->codec, strategy, sizeof strategy);
     snprintf(g.strategy, sizeof g.strategy, "%s", strategy);
     snprintf(wid, sizeof wid, "%u", worker);
-    const char *info[] = {"job", job->dist.name, "role", role, "worker", wid, "strategy", strategy, "version",
+    const char *info[] = {"job", job->dist->name, "role", role, "worker", wid, "strategy", strategy, "version",
                           FSGD_VERSION, NULL};
     int id = add(a, FSGD_PROM_GAUGE, "fsgd_job_info", "Always 1: what this process is (labels).", info);
     if (id >= 0)
         fsgd_prom_set(g.reg, id, 1);
-    strategy_params(a, job->train.codec);
+    strategy_params(a, job->train->codec);
     const char *up[] = {"direction", "up", "strategy", strategy, NULL};
     const char *down[] = {"direction", "down", "strategy", strategy, NULL};
     g.steps = add(a, FSGD_PROM_COUNTER, "fsgd_steps_total",
@@ -206,7 +206,7 @@ static void add_follow_series(adder_t *a)
     fsgd_prom_set(g.reg, g.pv_logloss, NAN);
 }
 
-static void add_aggregator_series(adder_t *a, const fsgd_job_t *job)
+static void add_aggregator_series(adder_t *a, const fsgd_dist_job_t *job)
 {
     g.empty_steps = add(a, FSGD_PROM_COUNTER, "fsgd_empty_steps_total", "Steps that applied no rows.", NULL);
     g.epoch = add(a, FSGD_PROM_GAUGE, "fsgd_epoch", "The epoch in progress (1-based).", NULL);
@@ -239,7 +239,7 @@ static void add_aggregator_series(adder_t *a, const fsgd_job_t *job)
     g.shard_weights = add(a, FSGD_PROM_GAUGE, "fsgd_shard_weights",
                           "Weights of the model this aggregator holds (its shard's; the whole model unsharded).",
                           NULL);
-    set(g.shards, job->train.shards > 1 ? job->train.shards : 1);
+    set(g.shards, job->train->shards > 1 ? job->train->shards : 1);
     if (g.auc >= 0) {
         fsgd_prom_set(g.reg, g.auc, NAN);
         fsgd_prom_set(g.reg, g.logloss, NAN);
@@ -254,7 +254,7 @@ static void add_worker_series(adder_t *a)
                     "Model checksums that did not match this replica.", NULL);
 }
 
-int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker, const char *addr, int port,
+int fsgd_observe_start(const fsgd_dist_job_t *job, const char *role, uint32_t worker, const char *addr, int port,
                        int *bound, char *err, size_t errsz)
 {
     if (g.reg)
@@ -262,8 +262,8 @@ int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker,
     int agg = !strcmp(role, "aggregator");
     memset(&g, 0, sizeof g);
     g.agg = agg;
-    if (agg && job->train.shards > 1)
-        snprintf(g.shard, sizeof g.shard, "%u", job->dist.shard);
+    if (agg && job->train->shards > 1)
+        snprintf(g.shard, sizeof g.shard, "%u", job->dist->shard);
     if (!(g.reg = fsgd_prom_new()))
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "out of memory");
     adder_t a = {0, err, errsz};
@@ -272,7 +272,7 @@ int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker,
         g.ratio = g.live = g.dropped = g.consumer_errors = g.resyncs = g.resends = g.replica = g.replica_checks =
             g.seconds = g.dataset_rows = g.dim = g.shards = g.shard_weights = -1;
     g.version = g.pv_auc = g.pv_logloss = g.pv_rows = -1;
-    if (agg && job->dist.follow)
+    if (agg && job->dist->follow)
         add_follow_series(&a);
     if (agg)
         add_aggregator_series(&a, job);

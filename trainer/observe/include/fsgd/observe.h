@@ -16,7 +16,6 @@
 #include <stdint.h>
 
 #include "fsgd/dist.h"
-#include "fsgd/job.h"
 #include "fsgd/strategy.h"
 
 /* Serves this process's metrics on addr:port (addr NULL or "": 127.0.0.1;
@@ -27,7 +26,7 @@
  * strategy's parameters (the codec spec's numeric values) are
  * fsgd_strategy_param{strategy, param}. *bound gets the port (may be
  * NULL). 0, or FSGD_E_ARG/IO/STATE (started twice) with err set. */
-int fsgd_observe_start(const fsgd_job_t *job, const char *role, uint32_t worker, const char *addr, int port,
+int fsgd_observe_start(const fsgd_dist_job_t *job, const char *role, uint32_t worker, const char *addr, int port,
                        int *bound, char *err, size_t errsz);
 
 /* Stops the server and frees the registry; a no-op when not started. */
