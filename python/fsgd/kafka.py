@@ -7,7 +7,7 @@ import numpy as np
 from . import _KINDS, Model, _lib
 from .errors import UsageError
 
-# fsgd/api_kafka.h
+# fsgd/api.h (trainer/job/api_kafka.c)
 _lib.lib.fsgd_api_model_from_topic.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                                ctypes.POINTER(_lib._handle), ctypes.POINTER(ctypes.c_uint64),
                                                ctypes.c_char_p, ctypes.c_size_t]

@@ -11,6 +11,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/ftrl.h"
+#include "fsgd/kbus.h"
 #include "fsgd/delim.h"
 #include "fsgd/rowfmt.h"
 #include "fsgd/strategy.h"
@@ -281,34 +282,11 @@ static const field_t *find_field(const char *key)
     return NULL;
 }
 
-/* Kafka settings fsgd passes to librdkafka: authentication and encryption
- * only, so a job file cannot quietly change the latency, delivery or
- * offset settings the exactly-once rules rely on (FSGD_RDKAFKA in the
- * environment still sets anything, for experiments). */
-static int kafka_key_allowed(const char *k)
-{
-    return !strncmp(k, "security.", 9) || !strncmp(k, "sasl.", 5) || !strncmp(k, "ssl.", 4) ||
-           !strcmp(k, "enable.ssl.certificate.verification");
-}
-
-/* Appends "key=value\n" to job->cluster.kafka. */
+/* Appends "key=value\n" to the job's Kafka settings (those kafka/ lets a
+ * job pass: fsgd_kbus_options_add). */
 static int add_kafka(fsgd_job_t *job, const char *key, const char *value, char *err, size_t errsz)
 {
-    if (!*key || strchr(key, '=') || strchr(key, '\n') || strchr(value, '\n'))
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka option '%s': expected KEY=VALUE", key);
-    if (!kafka_key_allowed(key))
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
-                            "kafka option '%s' is not passed to Kafka clients: only security.*, sasl.*, ssl.* and "
-                            "enable.ssl.certificate.verification are (FSGD_RDKAFKA sets others)",
-                            key);
-    size_t used = strlen(job->cluster.kafka);
-    int n = snprintf(job->cluster.kafka + used, sizeof job->cluster.kafka - used, "%s=%s\n", key, value);
-    if (n < 0 || (size_t)n >= sizeof job->cluster.kafka - used) {
-        job->cluster.kafka[used] = '\0';
-        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "kafka options: more than %zu characters",
-                            sizeof job->cluster.kafka - 1);
-    }
-    return FSGD_E_OK;
+    return fsgd_kbus_options_add(job->cluster.kafka, sizeof job->cluster.kafka, key, value, err, errsz);
 }
 
 static int parse_bool(const char *v, int *out)

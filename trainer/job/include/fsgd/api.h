@@ -130,4 +130,19 @@ int fsgd_api_train_metrics(const fsgd_api_train_t *t, const char **json, size_t 
 /* Releases a handle of fsgd_api_train_new; NULL is a no-op. */
 void fsgd_api_train_free(fsgd_api_train_t *t);
 
+/* --- a job's Kafka topics (trainer/job/api_kafka.c) --- */
+
+/* The newest model of job `name` on brokers ("host:port,..."), rebuilt from
+ * its topic NAME.model as fsgd model assemble rebuilds it: a new handle
+ * *out (fsgd_api_model_free) and its step in *step (may be NULL).
+ * settings: "key=value" lines (NULL: none): job_key_file=PATH (the job's
+ * key: only messages with its tag are taken; a job of fsgd run is
+ * authenticated), partial=1 (also a job still running: its newest model so
+ * far), connect_timeout_ms=N (default 15000), and Kafka client settings
+ * (security.*, sasl.*, ssl.*, fsgd_kbus_options_add). Returns 0, or an
+ * fsgd error with err set (FSGD_E_KAFKA when the brokers cannot be read,
+ * FSGD_E_ARG for a setting). */
+int fsgd_api_model_from_topic(const char *brokers, const char *name, const char *settings, fsgd_model_t **out,
+                              uint64_t *step, char *err, size_t errsz);
+
 #endif

@@ -1,5 +1,5 @@
-/* fsgd/api_kafka.h: a job's model from its topic, for bindings. */
-#include "fsgd/api_kafka.h"
+/* fsgd/api.h: a job's model from its topic, for bindings. */
+#include "fsgd/api.h"
 
 #include <sodium.h>
 #include <stdio.h>
