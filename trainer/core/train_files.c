@@ -26,6 +26,7 @@ typedef struct files_ctx {
     fsgd_train_files_run_t *r;
     fsgd_rowfmt_t fmt;
     double feature_share; /* the training file's features over its features and crosses (1: none) */
+    int input_set;        /* model.input written: from then on a caller's thread may be writing the model */
 } files_ctx_t;
 
 static void note(const files_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -306,13 +307,24 @@ static int load_rows(files_ctx_t *c, fsgd_model_t *init, fsgd_csr_t *train, fsgd
     return 0;
 }
 
+/* The model's input spec, once: the caller may start writing the model
+ * as soon as it is set (FSGD_TRAIN_MODEL_READY), so it is never written
+ * again under that writer. */
+static void set_input(files_ctx_t *c)
+{
+    if (c->input_set)
+        return;
+    fsgd_rowfmt_input(&c->fmt, c->r->model.input, sizeof c->r->model.input);
+    c->input_set = 1;
+}
+
 /* fsgd_train's progress, with the model's input spec set before the
  * caller may start writing the model (FSGD_TRAIN_MODEL_READY). */
 static void on_progress(void *p, const fsgd_train_stats_t *s, int end_of_epoch)
 {
     files_ctx_t *c = p;
     if (end_of_epoch == FSGD_TRAIN_MODEL_READY)
-        fsgd_rowfmt_input(&c->fmt, c->r->model.input, sizeof c->r->model.input);
+        set_input(c);
     if (c->hooks && c->hooks->train.progress)
         c->hooks->train.progress(c->hooks->train.ctx, s, end_of_epoch);
 }
@@ -337,7 +349,7 @@ static int train_in_memory(files_ctx_t *c, char *err, size_t errsz)
         fsgd_err_fmt(err, errsz, rc, "training failed: %s", why);
     fsgd_model_free(&init);
     if (rc == 0) {
-        fsgd_rowfmt_input(&c->fmt, r->model.input, sizeof r->model.input);
+        set_input(c);
         fsgd_csr_t head = train;
         if (head.n_rows > FSGD_TRAIN_FILES_METRICS_ROWS) {
             head.n_rows = FSGD_TRAIN_FILES_METRICS_ROWS;
@@ -402,7 +414,7 @@ static int train_from_cache(files_ctx_t *c, char *err, size_t errsz)
         if ((rc = fsgd_train(job, &in, NULL, &r->model, &r->st, &hooks, why, sizeof why)) < 0)
             fsgd_err_fmt(err, errsz, rc, "training failed: %s", why);
         else
-            fsgd_rowfmt_input(&c->fmt, r->model.input, sizeof r->model.input); /* delimited, hashed LIBSVM or VW */
+            set_input(c); /* delimited, hashed LIBSVM or VW */
     }
     fsgd_csr_free(&hold);
     fsgd_csr_free(&test);
