@@ -127,6 +127,9 @@ for r in "$BUILD"/fuzz-replay/fuzz_*; do
 done
 
 SLOW_PASS_S=${FSGD_SLOW_PASS_S:-120}
+# the slowest script passes in ~5 min (compose_up.sh); sanitizers make
+# scripts ~2x slower
+SCRIPT_LIMIT_S=${FSGD_SCRIPT_LIMIT_S:-$([ "$SANITIZED" = 1 ] && echo 1200 || echo 600)}
 start_script() { # SCRIPT TAG: in the background, in a process group of its own
     local s=$1 tag=$2 why
     if [ "$SANITIZED" = 1 ] && why=$(sed -nE 's/^# sanitizers: leave out: //p' "$s" | head -1) && [ -n "$why" ]; then
@@ -136,8 +139,12 @@ start_script() { # SCRIPT TAG: in the background, in a process group of its own
     # setsid: one process group to stop on Ctrl-C (a background job of this
     # shell would ignore SIGINT); -w: the script's exit status even where
     # setsid has to fork
+    # timeout: a script that hangs (a livelocked job) fails after
+    # SCRIPT_LIMIT_S with its output instead of costing CI its hour; it
+    # signals the script's whole process group, whose EXIT traps stop what
+    # they started
     started=$((started + 1))
-    BUILD=$BUILD setsid -w bash "$s" >"$logdir/integ.$started.log" 2>&1 </dev/null &
+    BUILD=$BUILD setsid -w timeout -k 20 "$SCRIPT_LIMIT_S" bash "$s" >"$logdir/integ.$started.log" 2>&1 </dev/null &
     run_name[$!]=$s run_tag[$!]=$tag run_t0[$!]=$SECONDS run_log[$!]=$logdir/integ.$started.log
 }
 reap_script() { # waits for one running script to end and counts it
@@ -159,6 +166,10 @@ reap_script() { # waits for one running script to end and counts it
             echo "     slow pass, the end of its output:"
             tail -20 "$log" | sed 's/^/     | /'
         fi
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        failed=$((failed + 1)); failures+=("$s$tag (timed out)")
+        echo "FAIL $s$tag: no end after $took s (FSGD_SCRIPT_LIMIT_S=$SCRIPT_LIMIT_S); its output:"
+        cat "$log"
     elif [ $rc -eq 77 ]; then
         skipped=$((skipped + 1)); echo "skip $s$tag: $(sed -nE 's/^(SKIP|skipped): //p' "$log" | tail -1)"
     else

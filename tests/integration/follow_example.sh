@@ -13,7 +13,12 @@ root=$(pwd)
 FSGD=${FSGD:-bin/fsgd}
 case $FSGD in /*) ;; *) FSGD=$root/$FSGD ;; esac
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+ex_pid=
+# timeout puts the example in a process group of its own: a signal to this
+# script's group (tests/run_tests.sh's limit) does not reach it, so stop it here
+trap '[ -n "$ex_pid" ] && kill -TERM -- -"$ex_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 fail() { echo "FAIL: $*"; [ -f "$tmp/run.log" ] && tail -20 "$tmp/run.log"; exit 1; }
 
 block=$(awk '/<!-- follow-example/ { on = 1; next } on && /^```sh/ { inb = 1; next } inb && /^```/ { exit } inb' docs/run.md)
@@ -26,7 +31,12 @@ script=$(awk -v fsgd="$FSGD" '{ gsub(/bin\/fsgd/, fsgd) }
         print "[ $rc -eq 2 ] || { echo \"produce without the key exited $rc, not 2\"; cat produce-nokey.log; exit 9; }" }
     { print }' <<<"$block")
 cd "$tmp"
-timeout 240 bash -euo pipefail -c "$script" >example.out 2>&1 || { cat example.out; fail "the example exited $?"; }
+timeout 240 bash -euo pipefail -c "$script" >example.out 2>&1 &
+ex_pid=$!
+rc=0
+wait "$ex_pid" || rc=$?
+ex_pid=
+[ $rc -eq 0 ] || { cat example.out; fail "the example exited $rc"; }
 grep -q "job demo's key made in .fsgd/demo.key" run.log || fail "fsgd run did not say where the job key is"
 [ -f .fsgd/demo.key ] || fail "the job key is gone after fsgd run ended"
 grep -q -- '--job-key-file FILE' produce-nokey.log || fail "the refused produce did not say how to get the key: $(cat produce-nokey.log)"

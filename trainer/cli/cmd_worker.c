@@ -60,6 +60,9 @@ static void print_done(const char *id, const fsgd_worker_stats_t *s)
     if ((s->ef_undone || s->ef_discarded) && n < sizeof extra)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ", residual restored %llu / discarded %llu",
                               (unsigned long long)s->ef_undone, (unsigned long long)s->ef_discarded);
+    if (s->chain_restarts && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ", restarted at the model's positions %llu",
+                              (unsigned long long)s->chain_restarts);
     if (s->prefetched && n < sizeof extra)
         snprintf(extra + n, sizeof extra - n, ", partitions read ahead %llu", (unsigned long long)s->prefetched);
     fprintf(stderr,

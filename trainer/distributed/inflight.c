@@ -73,16 +73,26 @@ uint64_t inflight_ahead(const inflight_queue_t *q, uint32_t gen, uint64_t step)
     return q->e[q->n - 1].step - step;
 }
 
-void inflight_project(const inflight_queue_t *q, uint32_t gen, uint64_t step, const uint64_t *base,
-                      uint32_t nparts, uint64_t *pos)
+size_t inflight_project(inflight_queue_t *q, uint32_t gen, uint64_t step, const uint64_t *base, uint32_t nparts,
+                        uint64_t *pos)
 {
     memcpy(pos, base, nparts * sizeof *pos);
+    size_t doomed = 0;
     for (size_t i = 0; i < q->n; i++) {
-        const inflight_t *e = &q->e[i];
+        inflight_t *e = &q->e[i];
         if (e->gen != gen || e->step <= step || e->doomed)
             continue;
+        int on_chain = !doomed;
+        for (uint32_t j = 0; on_chain && j < e->nranges; j++)
+            on_chain = e->ranges[j].part >= nparts || e->ranges[j].start == pos[e->ranges[j].part];
+        if (!on_chain) {
+            e->doomed = 1;
+            doomed++;
+            continue;
+        }
         for (uint32_t j = 0; j < e->nranges; j++)
             if (e->ranges[j].part < nparts)
                 pos[e->ranges[j].part] = e->ranges[j].end;
     }
+    return doomed;
 }

@@ -38,8 +38,14 @@ void inflight_free(inflight_queue_t *q);
 uint64_t inflight_ahead(const inflight_queue_t *q, uint32_t gen, uint64_t step);
 
 /* pos[0..nparts) becomes base advanced by the ranges of the entries of gen
- * past step that are not doomed: where the worker's next step starts. */
-void inflight_project(const inflight_queue_t *q, uint32_t gen, uint64_t step, const uint64_t *base,
-                      uint32_t nparts, uint64_t *pos);
+ * past step that are not doomed: where the worker's next step starts.
+ * An entry with a range that starts off that chain is doomed, with every
+ * later one: the model's positions (base) show that an earlier gradient of
+ * the worker was refused, though no message said so (a snapshot or a plain
+ * delta names no refused gradient; a resync skips steps), and the
+ * aggregator refuses every gradient that starts off its positions. Returns
+ * the number of entries doomed now. */
+size_t inflight_project(inflight_queue_t *q, uint32_t gen, uint64_t step, const uint64_t *base, uint32_t nparts,
+                        uint64_t *pos);
 
 #endif

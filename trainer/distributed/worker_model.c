@@ -568,7 +568,14 @@ static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t 
     if (!np)
         return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     w->next_pos = np;
-    inflight_project(&w->fl, w->gen, w->step, w->st.pos, w->st.nparts, w->next_pos);
+    if (inflight_project(&w->fl, w->gen, w->step, w->st.pos, w->st.nparts, w->next_pos)) {
+        /* gradients on top of one refused without a word: the strategy
+         * can restore only its last message (as close_step) */
+        w->stats->chain_restarts++;
+        for (uint32_t i = 0; i < w->shards; i++)
+            if (fsgd_sworker_reset(w->shards > 1 ? w->sh_strat[i] : w->strat))
+                w->stats->ef_discarded++;
+    }
     w->final = final;
     if (w->final && !(w->sent_gen == gen)) {
         /* The final model of an earlier job on the same topics: only the end

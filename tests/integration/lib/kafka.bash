@@ -143,8 +143,23 @@ wait_for() { # LOG PATTERN SECONDS
     return 1
 }
 
-finish_run() { # LOG: waits, fails loudly with the log on a non-zero exit
-    local rc=0
+# A run that never ends (a livelock) fails the test after FSGD_RUN_LIMIT_S
+# with its log, before tests/run_tests.sh's limit for the whole script.
+RUN_LIMIT_S=${FSGD_RUN_LIMIT_S:-$([ "${FSGD_SANITIZED:-0}" = 1 ] && echo 900 || echo 450)}
+finish_run() { # LOG: waits, fails loudly with the log on a non-zero exit or no end
+    local rc=0 waited=0
+    while kill -0 "$RUN_PID" 2>/dev/null && [ $waited -lt $((RUN_LIMIT_S * 5)) ]; do
+        sleep 0.2
+        waited=$((waited + 1))
+    done
+    if kill -0 "$RUN_PID" 2>/dev/null; then
+        echo "fsgd run did not end within $RUN_LIMIT_S s (FSGD_RUN_LIMIT_S); stopping it. The end of its log:"
+        kill "$RUN_PID" 2>/dev/null
+        wait "$RUN_PID" 2>/dev/null
+        RUN_PID=
+        tail -80 "$1"
+        exit 1
+    fi
     wait "$RUN_PID" || rc=$?
     RUN_PID=
     if [ $rc -ne 0 ]; then

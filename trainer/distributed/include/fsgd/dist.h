@@ -200,6 +200,10 @@ typedef struct fsgd_worker_stats {
      * messages the aggregator did not apply (residual put back), residuals
      * dropped because the aggregator restarted from a checkpoint. */
     uint64_t replica_mismatch, ef_undone, ef_discarded;
+    /* times the model's positions showed a gradient of this worker refused
+     * though no message said so (a snapshot closed its step): the ones sent
+     * on top of it were dropped and the worker started again there */
+    uint64_t chain_restarts;
     double t_grad, t_encode, t_wait;
     double hop_model_ms_p50, hop_model_ms_p99; /* NAME.model produce-to-consume latency (-1: none) */
 } fsgd_worker_stats_t;
