@@ -391,6 +391,7 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
         pp->by_id = 0;
         pull_known_remove(&w->pull.known[shard], pp->id);
         w->stats->pull_misses++;
+        pl->sent_at = fsgd_clock_s();
         return send_part(w, pl, shard);
     }
     const uint64_t need = pl->step - 1 - pl->ahead;
