@@ -73,28 +73,23 @@ static int pull_block(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, siz
 {
     char e[256];
     *block = NULL;
-    if (!(f->flags & FSGD_KFLAG_BY_ID)) {
-        fsgd_pull_t pl;
-        if (fsgd_pull_get(body, len, a->mdim, &pl, e, sizeof e) < 0) {
-            agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u pull for step %llu: %s", f->sender,
-                       (unsigned long long)f->step, e);
-            return 0;
-        }
-        if (need_forged(a, f, pl.need))
-            return 0;
+    const int by_id = (f->flags & FSGD_KFLAG_BY_ID) != 0;
+    fsgd_pull_t pl;
+    fsgd_pull_ref_t ref;
+    if ((by_id ? fsgd_pull_ref_get(body, len, a->mdim, &ref, e, sizeof e)
+               : fsgd_pull_get(body, len, a->mdim, &pl, e, sizeof e)) < 0) {
+        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u pull for step %llu: %s", f->sender,
+                   (unsigned long long)f->step, e);
+        return 0;
+    }
+    if (need_forged(a, f, by_id ? ref.need : pl.need))
+        return 0;
+    if (!by_id) {
         *block = pl.block;
         *blen = pl.block_len;
         *crc = fsgd_crc32c(0, pl.block, pl.block_len);
         return 0;
     }
-    fsgd_pull_ref_t ref;
-    if (fsgd_pull_ref_get(body, len, a->mdim, &ref, e, sizeof e) < 0) {
-        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u pull for step %llu: %s", f->sender,
-                   (unsigned long long)f->step, e);
-        return 0;
-    }
-    if (need_forged(a, f, ref.need))
-        return 0;
     const pull_cache_slot_t *kept = pull_cache_find(&a->pull.cache, ref.id);
     if (!kept || kept->n != ref.n || kept->crc != ref.keys_crc) {
         /* restarted, or full when the list came: the worker sends the keys */
