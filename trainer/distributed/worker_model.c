@@ -370,7 +370,6 @@ static int apply_delta(worker_t *w, const fsgd_kframe_t *f, char *e, size_t esz)
     return 0;
 }
 
-
 /* How a rejection names message f: its generation and step, or in a
  * sharded job its shard and step. */
 static const char *msg_at(const worker_t *w, const fsgd_kframe_t *f, char *at, size_t atsz)
