@@ -26,6 +26,7 @@
 #define WORKERS 2
 #define DATA_ROWS 6000
 #define PARTS 6
+#define FORGED_STEP 100000 /* a forged snapshot's step (test_shard_snapshot_far_ahead) */
 
 typedef struct shard_run {
     fsgd_bus_t *bus;
@@ -48,6 +49,8 @@ typedef struct shard_run {
     uint64_t lag_max;           /* most steps shard 1's newest was behind shard 0's */
     uint64_t held;              /* gradient messages held back */
     uint64_t crash_at;          /* shard 0 publishing this step stops every shard (crash) */
+    uint64_t gate_from;         /* model messages past this step reach the workers late ... */
+    int gate_open;              /* ... until the test has done its part */
 } shard_run_t;
 
 static shard_run_t *cur;
@@ -76,7 +79,7 @@ static fsgd_bus_fault_t lag_shard1(void *ctx, const char *topic, int32_t partiti
         return FSGD_BUS_DELIVER;
     pthread_mutex_lock(&r->mu);
     fsgd_bus_fault_t fault = FSGD_BUS_DELIVER;
-    if (strstr(topic, ".model") && f.sender < SHARDS) {
+    if (strstr(topic, ".model") && f.sender < SHARDS && f.step < FORGED_STEP) {
         if (f.step > r->published[f.sender])
             r->published[f.sender] = f.step;
         if (r->crash_at && f.sender == 0 && f.step >= r->crash_at) {
@@ -85,6 +88,10 @@ static fsgd_bus_fault_t lag_shard1(void *ctx, const char *topic, int32_t partiti
         }
         if (r->published[1] && r->published[0] > r->published[1] && r->published[0] - r->published[1] > r->lag_max)
             r->lag_max = r->published[0] - r->published[1];
+    }
+    if (strstr(topic, ".model") && r->gate_from && !r->gate_open && f.step > r->gate_from) {
+        *delay_ms = 40; /* the job cannot outrun the test by more than a step or two */
+        fault = FSGD_BUS_DELAY;
     }
     if (strstr(topic, ".grads") && partition == 1 && r->delay_ms > 0) {
         r->held++;
@@ -371,6 +378,87 @@ static void test_late_shard(void)
     free(r);
 }
 
+/* A copy of shard 1's opening snapshot (one chunk: its 62 weights of
+ * a9a's 124) as of step `step`: valid layout and CRC32C, what anyone who
+ * can write to NAME.model could send in a job without a key. */
+static void send_shard1_snapshot_at(shard_run_t *r, uint64_t step)
+{
+    char t[128], err[256];
+    fsgd_kbus_topic(t, sizeof t, r->job[0].dist.name, "model");
+    fsgd_bus_client_t *c = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_CONSUMER, err, sizeof err);
+    fsgd_bus_tp_t tp = {t, 1, FSGD_BUS_OFFSET_BEGINNING};
+    CU_ASSERT_EQUAL(fsgd_bus_assign(c, &tp, 1, err, sizeof err), 0);
+    int sent = 0;
+    for (int tries = 0; !sent && tries < 200; tries++) {
+        fsgd_bus_msg_t *m = fsgd_bus_poll(c, 100);
+        fsgd_kframe_t f;
+        if (m && !m->err && fsgd_kframe_parse_unverified(m->val, m->len, &f, NULL, NULL, 0) == 0 &&
+            f.kind == FSGD_KMSG_SNAPSHOT && f.nchunks == 1) {
+            fsgd_bus_client_t *p = fsgd_bus_client_new(r->bus, FSGD_KCLIENT_PRODUCER, err, sizeof err);
+            fsgd_kframe_t h = f;
+            h.step = step;
+            const fsgd_bus_out_t out = {.topic = t, .partition = 1, .job = r->job[0].dist.name, .hdr = &h,
+                                        .val = f.body, .len = f.body_len};
+            CU_ASSERT_EQUAL(fsgd_bus_send(p, &out, NULL, err, sizeof err), 0);
+            fsgd_bus_client_destroy(p);
+            sent = 1;
+        }
+        fsgd_bus_msg_destroy(m);
+    }
+    CU_ASSERT_TRUE(sent);
+    fsgd_bus_client_destroy(c);
+}
+
+/* Mid-job, a snapshot of shard 1's far ahead of its stream in the job's
+ * own generation (a forged one, issue 27): every step publishes a message
+ * on each shard's stream, so no worker takes it (taking it, a worker would
+ * hold shard 1's part of θ at the opening weights and drop every later
+ * delta of shard 1 as old). Each worker counts it as corrupt; the job ends
+ * as a clean one. Without a test set: shard 0 assembles the whole model
+ * from NAME.model's newest snapshots, and the forged one is the newest of
+ * shard 1's (the workers are what this tests). */
+static void test_shard_snapshot_far_ahead(void)
+{
+    shard_run_t *r = new_run(0, 0, 0);
+    if (!r)
+        return;
+    for (int i = 0; i < SHARDS; i++)
+        r->job[i].train.test[0] = '\0';
+    r->gate_from = 3;
+    for (int i = 0; i < SHARDS; i++)
+        pthread_create(&r->agg_t[i], NULL, agg_main, &r->idx[i]);
+    for (int i = 0; i < WORKERS; i++)
+        pthread_create(&r->worker_t[i], NULL, worker_main, &r->idx[i]);
+    for (int t = 0; t < 3000; t++) { /* 60 s at most */
+        pthread_mutex_lock(&r->mu);
+        int there = r->published[1] >= 3;
+        pthread_mutex_unlock(&r->mu);
+        if (there)
+            break;
+        sleep_ms(20);
+    }
+    send_shard1_snapshot_at(r, FORGED_STEP);
+    pthread_mutex_lock(&r->mu);
+    r->gate_open = 1;
+    pthread_mutex_unlock(&r->mu);
+    for (int i = 0; i < SHARDS; i++) {
+        pthread_join(r->agg_t[i], NULL);
+        if (r->arc[i])
+            fprintf(stderr, "\n  shard %d: %s\n", i, r->aerr[i]);
+    }
+    join_workers(r);
+    check_shards(r);
+    for (int i = 0; i < WORKERS; i++) {
+        CU_ASSERT_TRUE(r->wst[i].corrupt >= 1);
+        CU_ASSERT_EQUAL(r->wst[i].resyncs, 0);
+        if (r->wst[i].corrupt < 1 || r->wst[i].resyncs)
+            fprintf(stderr, "\n  worker %d: %llu corrupt, %llu resyncs\n", i + 1,
+                    (unsigned long long)r->wst[i].corrupt, (unsigned long long)r->wst[i].resyncs);
+    }
+    run_free(r);
+    free(r);
+}
+
 /* A shard restart (what fsgd run does when one is killed): mid-run both
  * shard threads stop as killed processes would (their crash flag),
  * then start again from the newest step both have a checkpoint of
@@ -463,6 +551,7 @@ void fsgd_test_register(void)
         {"late_shard", test_late_shard}, {"shard_restart", test_shard_restart},
         {"working set: both shards restarted with pulls in flight", test_shard_restart_working_set},
         {"working set, two shards, tau 0: the full replicas' model bit for bit", test_working_set_shards},
+        {"a snapshot of shard 1 far ahead of its stream is not taken", test_shard_snapshot_far_ahead},
         {NULL, NULL}};
     fsgd_test_suite("roles_shards", cases);
 }

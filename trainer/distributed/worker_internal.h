@@ -2,7 +2,7 @@
  * functions its files share. The files, each below the ones that call it:
  *   worker.c        the loop: waiting, stepping, resending, fsgd_worker_run
  *   worker_setup.c  the clients and what they read; the end (group left, memory freed)
- *   worker_model.c  NAME.model and NAME.ctl: snapshots, deltas, shards' parts
+ *   worker_model.c  NAME.model and NAME.ctl: each shard's snapshots and deltas, combined
  *   worker_send.c   a step: rows, gradient, its parts, the sends
  *   worker_pull.c   replica working_set: a step's keys asked for, their values taken
  *   worker_cache.c  NAME.data's partitions, read once and cached
@@ -82,7 +82,6 @@ typedef struct worker {
         uint64_t step;
     } head_taken[FSGD_SHARDS_MAX];
     fsgd_backend_t *be;
-    fsgd_sworker_t *strat; /* the compression strategy (fsgd/strategy.h) */
     pcache_t *cache;
     uint32_t ncache;
     int64_t *wm_lo, *wm_hi; /* NAME.data's watermarks as last asked (ncache of each), NULL before */
@@ -125,15 +124,17 @@ typedef struct worker {
     int prefetch_on;        /* a real broker: read ahead (the embedded cluster reads partitions slowly) */
     double prefetch_last;   /* when the assigned partitions were last read on (while the producer writes) */
     int prefetch_parts;     /* partitions read ahead */
-    /* A sharded job (job key shards S > 1): shard I's model messages come
+    /* The model's S aggregator shards (job key shards; the unsharded job is
+     * S = 1, its one aggregator shard 0). Shard I's model messages come
      * with sender I on partition I of NAME.model and hold its keys as local
      * keys (fsgd/shard.h); each has its own step, and the worker's model is
      * at the oldest of them, with shard 0's (the leader's) step state of
-     * that step. Each shard's part of a gradient has its own strategy. */
+     * that step. Each shard's part of a gradient has its own compression
+     * strategy (fsgd/strategy.h): strat[0] is the unsharded job's one. */
     uint32_t shards;
     uint64_t sh_step[FSGD_SHARDS_MAX];
     int sh_valid[FSGD_SHARDS_MAX];
-    fsgd_sworker_t *sh_strat[FSGD_SHARDS_MAX];
+    fsgd_sworker_t *strat[FSGD_SHARDS_MAX];
     fsgd_sparse_t sh_part[FSGD_SHARDS_MAX];
     struct lead_state {      /* shard 0's states of the steps the others have not reached */
         uint64_t step;

@@ -35,14 +35,16 @@ static int setup_model(worker_t *w, const fsgd_wire_model_t *m)
     /* a working-set worker holds its steps' values only: θ starts small
      * and grows with the largest step (worker_theta_reserve) */
     FSGD_TRY(worker_theta_reserve(w, w->pull.on ? (w->mdim < WORKER_WS_THETA_FIRST ? w->mdim : WORKER_WS_THETA_FIRST) : w->mdim));
-    w->strat = fsgd_sworker_new(w->job->train->codec, w->mdim, w->job->train->seed + w->id, w->err, w->errsz);
-    if (!w->strat)
-        return FSGD_E_ARG;
-    for (uint32_t i = 0; w->shards > 1 && i < w->shards; i++) {
+    /* each shard's part of a gradient has its own strategy; the unsharded
+     * job's one runs the job's spec as given */
+    const uint32_t S = w->shards;
+    for (uint32_t i = 0; i < S; i++) {
         char spec[sizeof w->job->train->codec + 32];
-        if (fsgd_strategy_shard_spec(w->job->train->codec, w->mdim, i, w->shards, spec, sizeof spec, w->err, w->errsz) < 0 ||
-            !(w->sh_strat[i] = fsgd_sworker_new(spec, fsgd_shard_dim(w->mdim, i, w->shards), w->job->train->seed + w->id + i,
-                                                w->err, w->errsz)))
+        if (S > 1 && fsgd_strategy_shard_spec(w->job->train->codec, w->mdim, i, S, spec, sizeof spec, w->err,
+                                              w->errsz) < 0)
+            return FSGD_E_ARG;
+        if (!(w->strat[i] = fsgd_sworker_new(S > 1 ? spec : w->job->train->codec, fsgd_shard_dim(w->mdim, i, S),
+                                             w->job->train->seed + w->id + i, w->err, w->errsz)))
             return FSGD_E_ARG;
     }
     return 0;
@@ -54,41 +56,6 @@ static int ws_takes_no_values(const worker_t *w, char *e, size_t esz)
 {
     return fsgd_err_fmt(e, esz, FSGD_E_FORMAT, "a delta with values on %s: job %s's workers pull their values "
                         "(replica working_set) and take none from the model topic", w->topic.model, w->job->dist->name);
-}
-
-/* The model message f closes a step: when it is the step this worker sent
- * a gradient for, the strategy learns whether that gradient was applied (a
- * message that was not has its error-feedback mass restored: its rows come
- * round again) and reads the aggregator's feedback section. */
-static void close_step(worker_t *w, const fsgd_kframe_t *f, int applied, const uint8_t *sec, size_t slen)
-{
-    /* steps closed without a word to us (a resync skipped them) go as before */
-    while (w->fl.n && (w->fl.e[0].gen != f->gen || w->fl.e[0].step < f->step))
-        inflight_pop(&w->fl);
-    if (!w->fl.n || w->fl.e[0].step != f->step)
-        return;
-    int doomed = w->fl.e[0].doomed;
-    inflight_pop(&w->fl);
-    if (doomed)
-        return; /* the strategy forgot it when it was doomed */
-    if (!applied && w->fl.n) {
-        /* Not applied, with later gradients encoded on top of it: a strategy
-         * can restore only its last message, and those later ones started
-         * where this one ended, so the aggregator refuses them too. Forget
-         * the error-feedback state (counted) and start again from the
-         * model's positions. */
-        for (size_t i = 0; i < w->fl.n; i++)
-            w->fl.e[i].doomed = 1;
-        if (fsgd_sworker_reset(w->strat))
-            w->stats->ef_discarded++;
-        return;
-    }
-    char e[256];
-    int rc = fsgd_sworker_after_step(w->strat, applied, sec, slen, e, sizeof e);
-    if (rc == 1)
-        w->stats->ef_undone++;
-    else if (rc < 0)
-        worker_reject(w, 1, "generation %u step %llu: feedback section: %s", f->gen, (unsigned long long)f->step, e);
 }
 
 /* NAME.ctl, read from where it ended when the worker started: the
@@ -107,7 +74,6 @@ static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body
 static int take_message(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, int64_t offset);
 static int snapshot_head(worker_t *w, const fsgd_kframe_t *f, int64_t offset, int *rc);
 static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t step, int final, int64_t offset);
-static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset);
 
 static int handle_ctl(worker_t *w, const fsgd_bus_msg_t *m)
 {
@@ -295,9 +261,7 @@ static int take_message(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body
         return 0; /* a message of an aggregator that has since restarted */
     /* shards' snapshots of a new generation come on S partitions, in any
      * order against NAME.ctl's job_start: not parked (one slot) */
-    if (w->shards > 1)
-        return apply_model_shard(w, f, body, len, offset);
-    if (unannounced(w, f)) {
+    if (w->shards == 1 && unannounced(w, f)) {
         if (f->kind == FSGD_KMSG_SNAPSHOT)
             park(w, f, body, len, offset);
         return 0; /* a delta of a generation this worker does not hold is of no use anyway */
@@ -336,7 +300,7 @@ static int snapshot_head(worker_t *w, const fsgd_kframe_t *f, int64_t offset, in
     return 1;
 }
 
-/* --- what both paths share: a message's parts, a snapshot's weights, a delta --- */
+/* --- a message of shard I of S (the unsharded job: shard 0 of 1) --- */
 
 /* A model message's head: the step state it carries and (flag SECTION) the
  * strategy's feedback for the step it closes. < 0 with e set when malformed. */
@@ -406,142 +370,299 @@ static int apply_delta(worker_t *w, const fsgd_kframe_t *f, char *e, size_t esz)
     return 0;
 }
 
-/* --- the whole model from one aggregator --- */
+/* How a rejection names message f: its generation and step, or in a
+ * sharded job its shard and step. */
+static const char *msg_at(const worker_t *w, const fsgd_kframe_t *f, char *at, size_t atsz)
+{
+    if (w->shards > 1)
+        snprintf(at, atsz, "shard %u step %llu", f->sender, (unsigned long long)f->step);
+    else
+        snprintf(at, atsz, "generation %u step %llu", f->gen, (unsigned long long)f->step);
+    return at;
+}
 
-/* Steps between snapshots, as the aggregator chose them. */
+/* Every shard's strategy forgets its error-feedback state (counted): the
+ * gradients in flight, encoded on top of it, are refused or of a past run. */
+static void reset_strategies(worker_t *w)
+{
+    for (uint32_t i = 0; i < w->shards; i++)
+        if (fsgd_sworker_reset(w->strat[i]))
+            w->stats->ef_discarded++;
+}
+
+/* Shard I's message closed step `step`: when it is a step this worker sent
+ * a gradient for, shard I's strategy learns whether its part was applied
+ * (a message that was not has its error-feedback mass restored: its rows
+ * come round again) and reads the shard's feedback section. The step's
+ * entry stays in flight until every shard closed it (combine_shards). */
+static void close_step(worker_t *w, uint32_t shard, uint32_t gen, uint64_t step, int applied, const uint8_t *sec,
+                       size_t slen)
+{
+    for (size_t i = 0; i < w->fl.n; i++) {
+        inflight_t *e = &w->fl.e[i];
+        if (e->gen != gen || e->step != step)
+            continue;
+        if (e->doomed)
+            return; /* the strategies forgot it when it was doomed */
+        if (!applied && i + 1 < w->fl.n) {
+            /* Not applied, with later gradients encoded on top of it: a
+             * strategy can restore only its last message, and those later
+             * ones started where this one ended, so the aggregator refuses
+             * them too. Forget the error-feedback state and start again
+             * from the model's positions. */
+            for (size_t j = i + 1; j < w->fl.n; j++)
+                w->fl.e[j].doomed = 1;
+            reset_strategies(w);
+            return;
+        }
+        char e2[256];
+        int rc = fsgd_sworker_after_step(w->strat[shard], applied, sec, slen, e2, sizeof e2);
+        if (rc == 1)
+            w->stats->ef_undone++;
+        else if (rc < 0)
+            worker_reject(w, 1, "generation %u step %llu: feedback section of shard %u: %s", gen,
+                          (unsigned long long)step, shard, e2);
+        return;
+    }
+}
+
+/* Whether θ's part of shard I (the whole model unsharded) is the
+ * aggregator's replica that a coded delta's check value names. */
+static int replica_matches(const worker_t *w, uint32_t I, uint32_t check)
+{
+    const uint32_t S = w->shards;
+    if (S == 1)
+        return fsgd_sworker_downlink_verify(w->theta, w->mdim, check);
+    return fsgd_downlink_checksum_strided(w->theta, fsgd_shard_dim(w->mdim, I, S), S, I) == check;
+}
+
+/* Steps between snapshots, as the aggregator chose them (every shard by
+ * the whole model's weights). */
 static uint64_t snapshot_gap(const worker_t *w)
 {
     return dist_snapshot_every(w->job->dist->snapshot_every, w->job->dist->max_model_weights, w->mdim);
 }
 
-/* A snapshot: 1 when θ is now its model (the state is to be adopted), 0
- * when it was not taken (rejected, or older than this worker's model), < 0
- * on a failure. */
-static int take_snapshot(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, size_t off,
-                         const uint8_t *sec, size_t slen)
+/* Every step publishes one model message on each shard's stream and every
+ * snapshot_every-th is a snapshot: a reader in step cannot meet a snapshot
+ * of its own generation further ahead, and the first snapshot of an
+ * announced generation is at the step its job_start named. One that is not
+ * could not come from this run (a forged one, issue 27): taking it would
+ * stall the job. Twice the gap leaves room to spare. 1 when f was refused so. */
+static int snapshot_too_far(worker_t *w, const fsgd_kframe_t *f, uint32_t I)
 {
-    char e[256];
-    fsgd_wire_model_t mm;
-    if (model_get(w, body, len, &off, &mm, e, sizeof e) < 0) {
-        fsgd_kasm_forget(w->as, f);
-        worker_reject(w, 1, "generation %u step %llu: %s", f->gen, (unsigned long long)f->step, e);
-        return 0;
-    }
-    if (mm.shards > 1) /* a sharded job's shard 0: its part only */
-        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_ARG,
-                            "worker: job %s runs %u aggregator shards (a snapshot of shard %u of %u on %s): give "
-                            "the worker --shards %u", w->job->dist->name, mm.shards, mm.shard, mm.shards, w->topic.model,
-                            mm.shards);
-    if (w->valid && f->gen == w->gen && f->step < w->step)
-        return 0;
-    /* Every step publishes one model message and every snapshot_every-th
-     * is a snapshot: a reader in step cannot meet a snapshot of its own
-     * generation further ahead. One that is could not come from this run
-     * (a forged one, issue 27): taking it would stall the job. Twice the
-     * gap leaves room to spare. */
     const uint64_t every = snapshot_gap(w);
-    if (w->valid && f->gen == w->gen && f->step > w->step + 2 * every) {
+    if (w->sh_valid[I] && f->gen == w->gen && f->step > w->sh_step[I] + 2 * every) {
         worker_reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past this worker's model (step %llu; "
                       "snapshots come every %llu steps): not from this run",
-                      f->gen, (unsigned long long)f->step, (unsigned long long)(f->step - w->step),
-                      (unsigned long long)w->step, (unsigned long long)every);
-        return 0;
+                      f->gen, (unsigned long long)f->step, (unsigned long long)(f->step - w->sh_step[I]),
+                      (unsigned long long)w->sh_step[I], (unsigned long long)every);
+        return 1;
     }
-    /* the first snapshot of an announced generation is at the step its
-     * job_start named */
     if (w->ctl_read && f->gen != w->gen && f->gen == w->ctl_gen && f->step > w->ctl_step + 2 * every) {
         worker_reject(w, 1, "generation %u: a snapshot of step %llu, %llu steps past the step %s.ctl announced (%llu): "
                       "not from this run",
                       f->gen, (unsigned long long)f->step, (unsigned long long)(f->step - w->ctl_step), w->job->dist->name,
                       (unsigned long long)w->ctl_step);
+        return 1;
+    }
+    return 0;
+}
+
+/* A snapshot of a generation after the one this worker held: a restarted
+ * aggregator (every shard restarts with it) replays the rows since its
+ * checkpoint, so mass in the residuals from those rows would be applied
+ * twice, and the gradients in flight were of the old run. Every shard
+ * starts again from its snapshot of the new generation. */
+static void leave_generation(worker_t *w)
+{
+    if (w->valid) /* a worker already waiting for a snapshot counted its resync */
+        w->stats->resyncs++;
+    inflight_clear(&w->fl);
+    reset_strategies(w);
+    w->valid = 0;
+    for (uint32_t i = 0; i < w->shards; i++)
+        w->sh_valid[i] = 0;
+}
+
+/* Shard I's snapshot: 1 when θ holds its part now, 0 when it was not taken
+ * (rejected, or older than what this worker holds of the shard), < 0 on a
+ * failure. */
+static int take_snapshot(worker_t *w, const fsgd_kframe_t *f, uint32_t I, const uint8_t *body, size_t len, size_t off,
+                         const uint8_t *sec, size_t slen)
+{
+    const uint32_t S = w->shards;
+    char e[256], at[64];
+    fsgd_wire_model_t mm;
+    int bad = model_get(w, body, len, &off, &mm, e, sizeof e) < 0;
+    if (!bad && S == 1 && mm.shards > 1) /* a sharded job's shard 0: its part only */
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_ARG,
+                            "worker: job %s runs %u aggregator shards (a snapshot of shard %u of %u on %s): give "
+                            "the worker --shards %u", w->job->dist->name, mm.shards, mm.shard, mm.shards, w->topic.model,
+                            mm.shards);
+    if (!bad && (mm.shards != S || mm.shard != I)) {
+        snprintf(e, sizeof e, "a snapshot of shard %u of %u on shard %u's stream of %u", mm.shard, mm.shards, I, S);
+        bad = 1;
+    }
+    if (bad) {
+        fsgd_kasm_forget(w->as, f);
+        worker_reject(w, 1, "%s: %s", msg_at(w, f, at, sizeof at), e);
         return 0;
     }
-    if (shape_refused(w, &mm, f))
+    if (w->sh_valid[I] && f->gen == w->gen && f->step < w->sh_step[I])
+        return 0;
+    if (snapshot_too_far(w, f, I) || shape_refused(w, &mm, f))
         return 0;
     const int fresh = !w->theta;
     FSGD_TRY(setup_model(w, &mm));
-    FSGD_TRY(load_weights(w, &mm, fresh, 1, 0));
-    if (w->valid && f->gen != w->gen) {
-        w->stats->resyncs++;
-        inflight_clear(&w->fl);
-        /* A restarted aggregator replays the rows since its checkpoint:
-         * mass in the residual from those rows would be applied twice. */
-        if (fsgd_sworker_reset(w->strat))
-            w->stats->ef_discarded++;
-    } else {
-        close_step(w, f, 1, sec, slen);
-    }
-    w->valid = 1;
+    FSGD_TRY(load_weights(w, &mm, fresh, S, I));
+    if (w->gen && f->gen != w->gen)
+        leave_generation(w);
+    w->gen = f->gen;
+    close_step(w, I, f->gen, f->step, 1, sec, slen);
+    w->sh_valid[I] = 1;
+    w->sh_step[I] = f->step;
     return 1;
 }
 
-/* A delta of the step after this worker's model: 1 when θ took it, 0 when
- * not (another generation, a step missing: resync from a snapshot, a
- * rejected one), < 0 on a failure. */
-static int take_delta(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, size_t off,
+/* Shard I's delta of the step after what this worker holds of the shard:
+ * 1 when θ took it, 0 when not (another generation; a step missing: this
+ * shard waits for its snapshot; a rejected one), < 0 on a failure. */
+static int take_delta(worker_t *w, const fsgd_kframe_t *f, uint32_t I, const uint8_t *body, size_t len, size_t off,
                       const uint8_t *sec, size_t slen)
 {
-    if (!w->valid || f->gen != w->gen || f->step <= w->step)
+    if (!w->sh_valid[I] || f->gen != w->gen || f->step <= w->sh_step[I])
         return 0;
-    if (f->step != w->step + 1) {
-        /* A delta is missing (evicted or skipped): wait for a snapshot. */
+    if (f->step != w->sh_step[I] + 1) { /* a delta is missing (evicted or skipped): wait for a snapshot */
+        w->sh_valid[I] = 0;
         w->valid = 0;
         w->stats->resyncs++;
         return 0;
     }
-    char e[256];
+    char e[256], at[64];
     fsgd_wire_cdelta_t cd = {0};
-    int rc = read_delta(w, f, body, len, &off, 1, 0, &cd, e, sizeof e);
-    const int applied = rc == 0 && f->kind == FSGD_KMSG_DELTA_CODED; /* θ may change: only a snapshot repairs it */
-    if (rc == 0)
-        rc = apply_delta(w, f, e, sizeof e);
-    if (rc < 0) {
-        if (applied)
-            w->valid = 0;
-        else
-            /* θ is untouched: a later delta tells a missing step apart
-             * (resync from a snapshot); until then the genuine message may
-             * still come. */
-            fsgd_kasm_forget(w->as, f);
-        worker_reject(w, 1, "generation %u step %llu: %s", f->gen, (unsigned long long)f->step, e);
+    if (read_delta(w, f, body, len, &off, w->shards, I, &cd, e, sizeof e) < 0) {
+        /* θ is untouched: a later delta tells a missing step apart (resync
+         * from a snapshot); until then the genuine message may still come */
+        fsgd_kasm_forget(w->as, f);
+        worker_reject(w, 1, "%s: %s", msg_at(w, f, at, sizeof at), e);
+        return 0;
+    }
+    if (apply_delta(w, f, e, sizeof e) < 0) { /* θ may have changed: only a snapshot repairs it */
+        w->sh_valid[I] = 0;
+        w->valid = 0;
+        worker_reject(w, 1, "%s: %s", msg_at(w, f, at, sizeof at), e);
         return 0;
     }
     FSGD_TRY(fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz));
     /* Plain deltas carry no applied list: the step closed, ours was taken. */
-    close_step(w, f, f->kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec, slen);
-    if (f->kind == FSGD_KMSG_DELTA_CODED && (cd.flags & FSGD_WIRE_CDELTA_CHECK) &&
-        !fsgd_sworker_downlink_verify(w->theta, w->mdim, cd.check)) {
-        /* Not the aggregator's replica: compute on nothing until the next
-         * snapshot replaces θ. */
+    close_step(w, I, f->gen, f->step, f->kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1, sec,
+               slen);
+    w->sh_step[I] = f->step;
+    if (f->kind == FSGD_KMSG_DELTA_CODED && (cd.flags & FSGD_WIRE_CDELTA_CHECK) && !replica_matches(w, I, cd.check)) {
+        /* Not the aggregator's replica: compute on nothing until this
+         * shard's next snapshot replaces its part of θ. */
         w->stats->replica_mismatch++;
         w->stats->resyncs++;
-        w->valid = 0;
-        return 0;
+        w->sh_valid[I] = 0;
     }
     return 1;
 }
 
+/* Shard 0's state of a step: what the step after it takes (combine_shards). */
+static int keep_lead_state(worker_t *w, const fsgd_kframe_t *f, fsgd_wire_state_t s)
+{
+    if (w->nlead == w->cap_lead) {
+        size_t nc = w->cap_lead ? 2 * w->cap_lead : 16;
+        struct lead_state *nl = realloc(w->lead, nc * sizeof *nl);
+        if (!nl) {
+            fsgd_wire_state_free(&s);
+            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+        }
+        w->lead = nl;
+        w->cap_lead = nc;
+    }
+    w->lead[w->nlead++] = (struct lead_state){f->step, (f->flags & FSGD_KFLAG_FINAL) != 0, s};
+    return 0;
+}
+
+/* After a shard's message: the model is at the oldest shard's step, with
+ * the leader's state of that step; nothing to compute on while a shard
+ * waits for a snapshot or the leader's state is not in. lead_new: the
+ * message was the leader's, its state just kept: a state of the model's
+ * step again (a snapshot the aggregator published again) is adopted
+ * again, as the first. */
+static int combine_shards(worker_t *w, uint32_t gen, int64_t offset, int lead_new)
+{
+    uint64_t step = UINT64_MAX;
+    int valid = w->theta != NULL;
+    for (uint32_t i = 0; i < w->shards; i++) {
+        valid &= w->sh_valid[i];
+        if (w->sh_step[i] < step)
+            step = w->sh_step[i];
+    }
+    size_t at = w->nlead;
+    for (size_t i = 0; valid && i < w->nlead; i++)
+        if (w->lead[i].step == step)
+            at = i;
+    if (!valid || at == w->nlead) {
+        w->valid = 0;
+        return 0;
+    }
+    if (w->valid && w->gen == gen && w->step == step && !(lead_new && at + 1 == w->nlead))
+        return 0;
+    fsgd_wire_state_t s = {0};
+    if (fsgd_wire_state_copy(&s, &w->lead[at].st) < 0)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
+    int final = w->lead[at].final;
+    /* states before this step are spent */
+    size_t k = 0;
+    for (size_t i = 0; i < w->nlead; i++)
+        if (w->lead[i].step >= step)
+            w->lead[k++] = w->lead[i];
+        else
+            fsgd_wire_state_free(&w->lead[i].st);
+    w->nlead = k;
+    /* the steps every shard closed (and those closed without a word to us:
+     * a resync skipped them) */
+    while (w->fl.n && (w->fl.e[0].gen != gen || w->fl.e[0].step <= step))
+        inflight_pop(&w->fl);
+    w->valid = 1;
+    return adopt_state(w, s, gen, step, final, offset);
+}
+
+/* A model message of shard I of S (the unsharded job: shard 0 of 1): taken
+ * into θ, then the shards combined into the model the worker computes on. */
 static int apply_model(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset)
 {
     const fsgd_kframe_t f = *fp;
-    char e[256];
+    const uint32_t S = w->shards, I = S > 1 ? f.sender : 0;
+    char e[256], at[64];
+    if (I >= S) {
+        worker_reject(w, 1, "generation %u step %llu: a model message from shard %u; the job has %u", f.gen,
+                      (unsigned long long)f.step, I, S);
+        return 0;
+    }
     fsgd_wire_state_t s = {0};
     size_t off = 0;
-    const uint8_t *sec = NULL; /* the strategy's feedback for the step this message closes */
+    const uint8_t *sec = NULL; /* the shard's strategy feedback for the step this message closes */
     size_t slen = 0;
     if (read_head(&f, body, len, &off, &s, &sec, &slen, e, sizeof e) < 0) {
         fsgd_kasm_forget(w->as, &f); /* the genuine message of this step may still come */
-        worker_reject(w, 1, "generation %u step %llu: %s", f.gen, (unsigned long long)f.step, e);
+        worker_reject(w, 1, "%s: %s", msg_at(w, &f, at, sizeof at), e);
         fsgd_wire_state_free(&s);
         return 0;
     }
-    int rc = f.kind == FSGD_KMSG_SNAPSHOT ? take_snapshot(w, &f, body, len, off, sec, slen)
-                                          : take_delta(w, &f, body, len, off, sec, slen);
-    if (rc != 1) {
+    int rc = f.kind == FSGD_KMSG_SNAPSHOT ? take_snapshot(w, &f, I, body, len, off, sec, slen)
+                                          : take_delta(w, &f, I, body, len, off, sec, slen);
+    if (rc != 1 || I != 0) {
         fsgd_wire_state_free(&s);
+        if (rc != 1)
+            return rc;
+    } else if ((rc = keep_lead_state(w, &f, s)) < 0) { /* the leader's state: what the step after it takes */
         return rc;
     }
-    return adopt_state(w, s, f.gen, f.step, (f.flags & FSGD_KFLAG_FINAL) != 0, offset);
+    return combine_shards(w, f.gen, offset, I == 0);
 }
 
 /* The model of step `step` is in θ: its state s (taken) says what comes next. */
@@ -572,9 +693,7 @@ static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t 
         /* gradients on top of one refused without a word: the strategy
          * can restore only its last message (as close_step) */
         w->stats->chain_restarts++;
-        for (uint32_t i = 0; i < w->shards; i++)
-            if (fsgd_sworker_reset(w->shards > 1 ? w->sh_strat[i] : w->strat))
-                w->stats->ef_discarded++;
+        reset_strategies(w);
     }
     w->final = final;
     if (w->final && !(w->sent_gen == gen)) {
@@ -585,210 +704,4 @@ static int adopt_state(worker_t *w, fsgd_wire_state_t s, uint32_t gen, uint64_t 
             w->final = 0;
     }
     return 0;
-}
-
-/* Shard I's message closed step `step`: its strategy learns whether this
- * worker's part was applied (as close_step does for the whole model). */
-static void close_shard_step(worker_t *w, uint32_t shard, uint32_t gen, uint64_t step, int applied,
-                             const uint8_t *sec, size_t slen)
-{
-    for (size_t i = 0; i < w->fl.n; i++) {
-        inflight_t *e = &w->fl.e[i];
-        if (e->gen != gen || e->step != step)
-            continue;
-        if (e->doomed)
-            return;
-        if (!applied && i + 1 < w->fl.n) {
-            /* later parts started where this one ended: the shards refuse them too */
-            for (size_t j = i + 1; j < w->fl.n; j++)
-                w->fl.e[j].doomed = 1;
-            for (uint32_t s = 0; s < w->shards; s++)
-                if (fsgd_sworker_reset(w->sh_strat[s]))
-                    w->stats->ef_discarded++;
-            return;
-        }
-        char e2[256];
-        int rc = fsgd_sworker_after_step(w->sh_strat[shard], applied, sec, slen, e2, sizeof e2);
-        if (rc == 1)
-            w->stats->ef_undone++;
-        else if (rc < 0)
-            worker_reject(w, 1, "shard %u step %llu: feedback: %s", shard, (unsigned long long)step, e2);
-        return;
-    }
-}
-
-/* After shard messages: the model is at the oldest shard's step, with the
- * leader's state of that step; nothing to compute on while a shard waits
- * for a snapshot or the leader's state is not in. */
-static int combine_shards(worker_t *w, uint32_t gen, int64_t offset)
-{
-    uint64_t step = UINT64_MAX;
-    int valid = w->theta != NULL;
-    for (uint32_t i = 0; i < w->shards; i++) {
-        valid &= w->sh_valid[i];
-        if (w->sh_step[i] < step)
-            step = w->sh_step[i];
-    }
-    size_t at = w->nlead;
-    for (size_t i = 0; valid && i < w->nlead; i++)
-        if (w->lead[i].step == step)
-            at = i;
-    if (!valid || at == w->nlead) {
-        w->valid = 0;
-        return 0;
-    }
-    if (w->valid && w->gen == gen && w->step == step)
-        return 0;
-    fsgd_wire_state_t s = {0};
-    if (fsgd_wire_state_copy(&s, &w->lead[at].st) < 0)
-        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
-    int final = w->lead[at].final;
-    /* states before this step are spent */
-    size_t k = 0;
-    for (size_t i = 0; i < w->nlead; i++)
-        if (w->lead[i].step >= step)
-            w->lead[k++] = w->lead[i];
-        else
-            fsgd_wire_state_free(&w->lead[i].st);
-    w->nlead = k;
-    while (w->fl.n && (w->fl.e[0].gen != gen || w->fl.e[0].step <= step))
-        inflight_pop(&w->fl);
-    w->valid = 1;
-    return adopt_state(w, s, gen, step, final, offset);
-}
-
-/* Shard I's snapshot: 1 when taken, 0 when not (rejected, older than what
- * this worker holds of the shard), < 0 on a failure. */
-static int take_shard_snapshot(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, size_t off,
-                               const uint8_t *sec, size_t slen)
-{
-    const uint32_t S = w->shards, I = f->sender;
-    char e[256];
-    fsgd_wire_model_t mm;
-    if (model_get(w, body, len, &off, &mm, e, sizeof e) < 0 || mm.shards != S || mm.shard != I) {
-        if (mm.shards != S || mm.shard != I)
-            snprintf(e, sizeof e, "a snapshot of shard %u of %u on shard %u's stream of %u", mm.shard, mm.shards, I,
-                     S);
-        fsgd_kasm_forget(w->as, f);
-        worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f->step, e);
-        return 0;
-    }
-    if ((w->sh_valid[I] && f->step < w->sh_step[I]) || shape_refused(w, &mm, f))
-        return 0;
-    const int fresh = !w->theta;
-    FSGD_TRY(setup_model(w, &mm));
-    if (!w->gen)
-        w->gen = f->gen;
-    FSGD_TRY(load_weights(w, &mm, fresh, S, I));
-    close_shard_step(w, I, f->gen, f->step, 1, sec, slen);
-    w->sh_valid[I] = 1;
-    w->sh_step[I] = f->step;
-    return 1;
-}
-
-/* Shard I's delta of the step after what this worker holds of the shard:
- * 1 when θ took it, 0 when not (a step missing: this shard waits for its
- * snapshot; a rejected one), < 0 on a failure. */
-static int take_shard_delta(worker_t *w, const fsgd_kframe_t *f, const uint8_t *body, size_t len, size_t off,
-                            const uint8_t *sec, size_t slen)
-{
-    const uint32_t S = w->shards, I = f->sender;
-    if (!w->sh_valid[I] || f->step <= w->sh_step[I])
-        return 0;
-    if (f->step != w->sh_step[I] + 1) { /* a delta is missing: wait for this shard's snapshot */
-        w->sh_valid[I] = 0;
-        w->valid = 0;
-        w->stats->resyncs++;
-        return 0;
-    }
-    char e[256];
-    fsgd_wire_cdelta_t cd = {0};
-    if (read_delta(w, f, body, len, &off, S, I, &cd, e, sizeof e) < 0) {
-        fsgd_kasm_forget(w->as, f);
-        worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f->step, e);
-        return 0;
-    }
-    if (apply_delta(w, f, e, sizeof e) < 0) {
-        w->sh_valid[I] = 0;
-        w->valid = 0;
-        worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f->step, e);
-        return 0;
-    }
-    FSGD_TRY(fsgd_backend_apply(w->be, w->delta.keys, w->delta.vals, w->delta.n, w->err, w->errsz));
-    close_shard_step(w, I, f->gen, f->step, f->kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_applied(&cd, w->id) : 1,
-                     sec, slen);
-    w->sh_step[I] = f->step;
-    if (f->kind == FSGD_KMSG_DELTA_CODED && (cd.flags & FSGD_WIRE_CDELTA_CHECK) &&
-        fsgd_downlink_checksum_strided(w->theta, fsgd_shard_dim(w->mdim, I, S), S, I) != cd.check) {
-        w->stats->replica_mismatch++;
-        w->stats->resyncs++;
-        w->sh_valid[I] = 0;
-    }
-    return 1;
-}
-
-/* Shard 0's state of a step: what the step after it takes (combine_shards). */
-static int keep_lead_state(worker_t *w, const fsgd_kframe_t *f, fsgd_wire_state_t s)
-{
-    if (w->nlead == w->cap_lead) {
-        size_t nc = w->cap_lead ? 2 * w->cap_lead : 16;
-        struct lead_state *nl = realloc(w->lead, nc * sizeof *nl);
-        if (!nl) {
-            fsgd_wire_state_free(&s);
-            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
-        }
-        w->lead = nl;
-        w->cap_lead = nc;
-    }
-    w->lead[w->nlead++] = (struct lead_state){f->step, (f->flags & FSGD_KFLAG_FINAL) != 0, s};
-    return 0;
-}
-
-static int apply_model_shard(worker_t *w, const fsgd_kframe_t *fp, const uint8_t *body, size_t len, int64_t offset)
-{
-    const fsgd_kframe_t f = *fp;
-    const uint32_t S = w->shards, I = f.sender;
-    char e[256];
-    if (I >= S) {
-        worker_reject(w, 1, "generation %u step %llu: a model message from shard %u; the job has %u", f.gen,
-                      (unsigned long long)f.step, I, S);
-        return 0;
-    }
-    fsgd_wire_state_t s = {0};
-    size_t off = 0;
-    const uint8_t *sec = NULL; /* the shard's strategy feedback for the step this message closes */
-    size_t slen = 0;
-    if (read_head(&f, body, len, &off, &s, &sec, &slen, e, sizeof e) < 0) {
-        fsgd_kasm_forget(w->as, &f);
-        worker_reject(w, 1, "shard %u step %llu: %s", I, (unsigned long long)f.step, e);
-        fsgd_wire_state_free(&s);
-        return 0;
-    }
-    if (f.gen != w->gen && w->theta) { /* a new generation: every shard starts again from a snapshot */
-        if (f.kind != FSGD_KMSG_SNAPSHOT) {
-            fsgd_wire_state_free(&s);
-            return 0;
-        }
-        if (w->gen) {
-            w->stats->resyncs++;
-            inflight_clear(&w->fl);
-            for (uint32_t i = 0; i < S; i++) {
-                w->sh_valid[i] = 0;
-                if (fsgd_sworker_reset(w->sh_strat[i]))
-                    w->stats->ef_discarded++;
-            }
-        }
-        w->gen = f.gen;
-        w->valid = 0;
-    }
-    int rc = f.kind == FSGD_KMSG_SNAPSHOT ? take_shard_snapshot(w, &f, body, len, off, sec, slen)
-                                          : take_shard_delta(w, &f, body, len, off, sec, slen);
-    if (rc != 1 || I != 0) {
-        fsgd_wire_state_free(&s);
-        if (rc != 1)
-            return rc;
-    } else if ((rc = keep_lead_state(w, &f, s)) < 0) { /* the leader's state: what the step after it takes */
-        return rc;
-    }
-    return combine_shards(w, f.gen, offset);
 }

@@ -61,12 +61,12 @@ static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint1
     w->buf.n = 0;
     double t_part = t0; /* each part's message carries its own encode time (the split with part 0's) */
     /* every shard runs the same spec: the whole's scale once for all parts */
-    double whole = gm->rows ? fsgd_sworker_whole_scale(w->sh_strat[0], w->g.vals, w->g.n) : NAN;
+    double whole = gm->rows ? fsgd_sworker_whole_scale(w->strat[0], w->g.vals, w->g.n) : NAN;
     for (uint32_t i = 0; i < w->shards && !rc; i++) {
         size_t elen = 0;
         if (gm->rows) {
             const fsgd_sparse_t *part = &w->sh_part[i];
-            size_t cap = fsgd_sworker_bound(w->sh_strat[i], part->n);
+            size_t cap = fsgd_sworker_bound(w->strat[i], part->n);
             if (cap > w->enc_cap) {
                 uint8_t *ne = realloc(w->enc, cap);
                 if (!ne) {
@@ -76,9 +76,9 @@ static int send_shard_parts(worker_t *w, fsgd_wire_grad_t *gm, uint64_t s, uint1
                 w->enc = ne;
                 w->enc_cap = cap;
             }
-            fsgd_sworker_set_whole(w->sh_strat[i], whole);
+            fsgd_sworker_set_whole(w->strat[i], whole);
             fsgd_outbuf_t msg = {w->enc, w->enc_cap, 0};
-            rc = fsgd_sworker_encode(w->sh_strat[i], part->keys, part->vals, part->n, gm->rows, &msg, w->err,
+            rc = fsgd_sworker_encode(w->strat[i], part->keys, part->vals, part->n, gm->rows, &msg, w->err,
                                      w->errsz);
             elen = msg.len;
         }
@@ -181,11 +181,11 @@ int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_rang
          * whose workers run the optimizer (efsign) gets λ in its gradient sum,
          * λθ per row on the replica's touched keys, so --l2 is the same
          * objective for every strategy. */
-        if (fsgd_sworker_optimizer(w->strat) == FSGD_OPT_APPLY && w->job->train->l2 > 0)
+        if (fsgd_sworker_optimizer(w->strat[0]) == FSGD_OPT_APPLY && w->job->train->l2 > 0)
             req.l2 = w->job->train->l2 * (double)w->batch.n_rows;
         /* A device that encodes on the card hands back only the message
          * (gradient and encoding fused; its time counts as gradient). */
-        fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat);
+        fsgd_codec_t *dc = fsgd_sworker_device_codec(w->strat[0]);
         int fused = w->shards == 1 && !w->local_keys && dc && fsgd_backend_encodes_on_device(w->be, dc);
         size_t cap = 0, elen = 0, raw_entries = 0;
         if (fused) {
@@ -196,7 +196,7 @@ int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_rang
              * keys (an increasing map, so still in order) */
             for (size_t j = 0; !rc && w->local_keys && j < w->g.n; j++)
                 w->g.keys[j] = w->local_keys[w->g.keys[j]];
-            cap = fsgd_sworker_bound(w->strat, w->g.n);
+            cap = w->shards == 1 ? fsgd_sworker_bound(w->strat[0], w->g.n) : 0; /* the parts': send_shard_parts */
             raw_entries = w->g.n;
         }
         double t1 = fsgd_clock_s();
@@ -219,7 +219,7 @@ int worker_send_step(worker_t *w, uint64_t s, uint64_t lag, const fsgd_wire_rang
             t1 = fsgd_clock_s();
         } else if (!rc && w->shards == 1) {
             fsgd_outbuf_t msg = {w->enc, w->enc_cap, 0};
-            rc = fsgd_sworker_encode(w->strat, w->g.keys, w->g.vals, w->g.n, gm.rows, &msg, w->err, w->errsz);
+            rc = fsgd_sworker_encode(w->strat[0], w->g.keys, w->g.vals, w->g.n, gm.rows, &msg, w->err, w->errsz);
             elen = msg.len;
         }
         double t2 = fsgd_clock_s();

@@ -102,9 +102,8 @@ void worker_close(worker_t *w)
     free(w->wm_lo);
     free(w->wm_hi);
     fsgd_backend_destroy(w->be);
-    fsgd_sworker_destroy(w->strat);
     for (uint32_t i = 0; i < w->shards; i++) {
-        fsgd_sworker_destroy(w->sh_strat[i]);
+        fsgd_sworker_destroy(w->strat[i]);
         fsgd_sparse_free(&w->sh_part[i]);
     }
     for (size_t i = 0; i < w->nlead; i++)
