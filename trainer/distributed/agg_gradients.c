@@ -107,10 +107,10 @@ static int admit(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t p
     /* A following shard takes only ranges shard 0 applied (its membership
      * decides): rejecting a sender whose worker_assignment this shard has
      * not read yet would lose that part for good. */
-    if (!a->lead && !agg_member_find(a, f->sender)) {
+    if (!a->lead && !agg_member_find(&a->members, f->sender)) {
         /* its worker_assignment may be on its way: read NAME.ctl first */
         agg_ctl_drain(a, 0);
-        if (!agg_member_find(a, f->sender)) {
+        if (!agg_member_find(&a->members, f->sender)) {
             agg_reject(a, FSGD_AGG_REJ_FORGED,
                        "sender %u is not a member of job %s (no worker_assignment from it on %s; %zu members)",
                        f->sender, a->job->dist->name, a->topic.ctl, a->members.nmem);
@@ -135,6 +135,7 @@ static int admit(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t p
 static int for_open_step(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t plen, int64_t offset,
                          unsigned lag)
 {
+    agg_env_t e = agg_env(a);
     if (lag > (unsigned)a->open.tau || lag >= f->step) {
         agg_reject(a, FSGD_AGG_REJ_STALE,
                    "sender %u step %llu: computed on the model of step %lld, %u steps before; the job's staleness "
@@ -143,12 +144,12 @@ static int for_open_step(agg_t *a, const fsgd_kframe_t *f, const void *payload, 
         return 0;
     }
     if (a->lead && f->step == a->step + 1 && !agg_lead_decided(a, f->step))
-        return agg_early_hold(a, f, payload, plen, offset); /* shard 0 has not decided the step yet */
+        return agg_early_hold(&a->open.early, &e, f, payload, plen, offset); /* shard 0 has not decided the step yet */
     if (f->step > a->step + 1 && f->step <= a->step + 1 + (uint64_t)a->open.tau) {
         /* Bounded staleness: a worker runs up to τ steps ahead of the model
          * it has; its gradient waits here until its step opens, since steps
          * are applied in order whatever order they arrive in. */
-        return agg_early_hold(a, f, payload, plen, offset);
+        return agg_early_hold(&a->open.early, &e, f, payload, plen, offset);
     }
     if (f->step == a->step + 1)
         return 1;
@@ -364,7 +365,8 @@ int agg_take_held(agg_t *a)
     size_t ntake;
     /* Split first: taking a frame may hold nothing new (its step is open),
      * but the held list stays consistent whatever agg_take_frame does. */
-    FSGD_TRY(agg_early_due(a, &take, &ntake));
+    agg_env_t e = agg_env(a);
+    FSGD_TRY(agg_early_due(&a->open.early, &e, a->step + 1, &take, &ntake));
     int rc = 0;
     for (size_t i = 0; i < ntake; i++) {
         if (!rc)

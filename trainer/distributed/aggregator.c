@@ -39,12 +39,11 @@ static void agg_free(agg_t *a)
     fsgd_sparse_free(&a->open.g);
     fsgd_kasm_destroy(a->open.as);
     agg_pull_free(a);
-    agg_early_free(a);
+    agg_early_free(&a->open.early);
     agg_auto_free(a);
     agg_follow_free(a);
     agg_init_free(a);
-    free(a->members.live);
-    free(a->members.got);
+    agg_members_free(&a->members);
     free(a->open.applied);
     free(a->model.dmsg);
     free(a->open.claimed);
@@ -58,35 +57,12 @@ static void agg_free(agg_t *a)
     fsgd_replay_destroy(a->replay_grads);
     fsgd_replay_destroy(a->replay_ctl);
     agg_lead_free(a);
-    for (size_t i = 0; i < a->members.nmem; i++)
-        free(a->members.mem[i].own);
-    free(a->members.mem);
 }
 
 /* How long a step whose answers carry no rows waits for the group to move
  * partitions: longer than the consumers' session timeout (6 s,
  * KAFKA_FORMAT.md), after which a dead member's partitions have moved. */
 #define IDLE_WAIT_S 8.0
-
-/* 1 when the epoch has rows left and every partition holding them is
- * orphaned: its latest owner on NAME.ctl is no live worker (a dropped one
- * whose partitions the group has not moved yet), or it has none. */
-static int rows_orphaned(const agg_t *a)
-{
-    int left = 0;
-    for (uint32_t p = 0; p < a->st.nparts; p++) {
-        if (a->st.pos[p] >= a->st.end[p])
-            continue;
-        left = 1;
-        const member_t *owner = NULL;
-        for (size_t k = 0; k < a->members.nmem; k++)
-            if (a->members.mem[k].own[p] && (!owner || a->members.mem[k].seq > owner->seq))
-                owner = &a->members.mem[k];
-        if (owner && agg_in_set(a->members.live, a->members.nlive, owner->id))
-            return 0;
-    }
-    return left;
-}
 
 /* The clients, the job's topics, the data topic's scan and summary, the
  * model to start from, the auto defaults and the test set. */
@@ -312,7 +288,7 @@ typedef struct agg_loop {
 static int agg_first_step_complete(agg_t *a, double t)
 {
     char wait_for[256];
-    size_t missing = agg_awaited(a, wait_for, sizeof wait_for);
+    size_t missing = agg_awaited(&a->members, a->st.nparts, wait_for, sizeof wait_for);
     int complete = a->members.ngot >= (size_t)a->members.expected ||
                    (a->members.ngot > 0 && (t > a->open.first_deadline || missing == 0));
     if (!complete && t - a->clock.step_start > 5 && t - a->last_wait_log >= 10 && t > a->open.first_deadline) {
@@ -414,7 +390,7 @@ static int agg_step_complete(agg_t *a, agg_loop_t *l, double t, int *rc)
 static int agg_wait_orphaned(agg_t *a, agg_loop_t *l, double t)
 {
     double limit = l->timeout > IDLE_WAIT_S ? l->timeout : IDLE_WAIT_S;
-    if (!(!a->open.first_step && a->open.rows_step == 0 && t - a->clock.step_start < limit && rows_orphaned(a)))
+    if (!(!a->open.first_step && a->open.rows_step == 0 && t - a->clock.step_start < limit && agg_members_orphaned(&a->members, &a->st)))
         return 0;
     if (l->idle_logged != a->step + 1) {
         l->idle_logged = a->step + 1;
@@ -434,7 +410,7 @@ static int agg_take_step(agg_t *a, agg_loop_t *l, double t, int *done)
     a->clock.step_wait = t - a->clock.step_start;
     int rc = agg_apply_step(a, done, l->progress, l->ctx);
     if (!rc && !*done) {
-        l->opened_with_held = a->open.nearly > 0 || a->members.ngot > 0;
+        l->opened_with_held = a->open.early.n > 0 || a->members.ngot > 0;
         rc = agg_take_held(a);
         l->opened_with_held |= a->members.ngot > 0;
     }

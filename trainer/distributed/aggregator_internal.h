@@ -27,26 +27,15 @@
 #include "fsgd/reduce.h"
 #include "fsgd/strategy.h"
 #include "agg_ckpt.h"
+#include "agg_early.h"
+#include "agg_env.h"
+#include "agg_members.h"
 #include "ctl.h"
 #include "job_topics.h"
 #include "wire.h"
 
 /* The aggregator's state, by concern; each agg_*.c touches the groups it
  * needs. */
-
-/* NAME.ctl's members, and who sent the open step (agg_members.c,
- * agg_gradients.c). */
-typedef struct agg_members {
-    int expected;          /* workers the job waits for at its start */
-    uint32_t *live, *got;  /* members in the job; senders of the open step */
-    size_t nlive, ngot, cap_live, cap_got;
-    struct member *mem;    /* NAME.ctl, followed for the whole run: who the members of the job are */
-    size_t nmem;
-    uint64_t ctl_seq;
-    uint64_t changes;            /* members made, dropped or given other partitions */
-    uint64_t ctl_read, ctl_used; /* NAME.ctl messages read, and the membership events among them (in the waiting log) */
-    int ctl_errs_logged;         /* consumer errors logged (a few, then counted only) */
-} agg_members_t;
 
 /* The open step (agg_gradients.c gathers it, agg_step.c applies it) and
  * the epoch so far. */
@@ -64,8 +53,7 @@ typedef struct agg_open_step {
     uint64_t up_entries_step; /* entries in this step's applied messages */
     uint64_t up_bytes_step;   /* their codec bytes */
     int tau;                  /* the staleness bound (job key staleness, strategy permitting) */
-    struct agg_early *early;  /* frames of steps after the open one, up to τ ahead (agg_early.c) */
-    size_t nearly, cap_early, early_bytes;
+    agg_early_set_t early;    /* frames of steps after the open one, up to τ ahead (agg_early.h) */
 } agg_open_step_t;
 
 /* The model, its optimizer and strategy, and what goes down the model
@@ -195,15 +183,6 @@ typedef struct agg {
     size_t errsz;
 } agg_t;
 
-/* A worker that reported its partitions on NAME.ctl. */
-typedef struct member {
-    uint32_t id;
-    uint64_t seq; /* order of its latest report */
-    uint8_t *own; /* nparts bytes: the partitions of that report */
-} member_t;
-
-#define MAX_MEMBERS 1024
-
 /* agg_pull.c: a working-set worker's pull (a frame of kind
  * FSGD_KMSG_PULL on NAME.grads), answered with the keys' values now on
  * NAME.pull; or dropped with a reason. */
@@ -211,6 +190,9 @@ int agg_take_pull(agg_t *a, const fsgd_kframe_t *f, int64_t offset);
 void agg_pull_free(agg_t *a);
 
 /* aggregator.c: the main loop and what every part uses */
+/* The part of a that every part reports through (agg_env.h): a view, valid
+ * while a is. */
+agg_env_t agg_env(agg_t *a);
 /* FSGD_E_STATE (and a->stopped) once *a->crash is set. */
 int agg_crashed(agg_t *a);
 void agg_log(agg_t *a, const char *fmt, ...)
@@ -237,8 +219,6 @@ void agg_reject_on(agg_t *a, const char *topic, int reason, const char *fmt, ...
  * fresh, < 0 an error in err. */
 int agg_row_replayed(agg_t *a, int32_t partition, int64_t offset, char *err, size_t errsz);
 double agg_now(void);
-int agg_in_set(const uint32_t *s, size_t n, uint32_t v);
-int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v);
 
 /* agg_scan.c: the data topic's rows, the model topic's last word */
 int agg_scan_data(agg_t *a);
@@ -273,9 +253,7 @@ void agg_pages_join(agg_t *a);
 void agg_ctl_begin(agg_t *a, const char *event);
 void agg_ctl_emit(agg_t *a, const char *event);
 void agg_ctl_member(agg_t *a, const char *event, uint32_t worker);
-member_t *agg_member_find(agg_t *a, uint32_t id);
 int agg_ctl_drain(agg_t *a, int timeout_ms);
-size_t agg_awaited(const agg_t *a, char *out, size_t cap);
 int agg_wait_assignment(agg_t *a, double timeout_s);
 
 /* agg_gradients.c: one message from NAME.grads, taken or dropped */
@@ -306,21 +284,6 @@ int agg_auto_look_due(const agg_t *a, uint64_t rows);
 /* The job ends: the best weights seen replace θ when they are better. */
 void agg_auto_finish(agg_t *a);
 void agg_auto_free(agg_t *a);
-
-/* agg_early.c: gradients of steps after the open one (bounded staleness) */
-typedef struct agg_early {
-    uint64_t step;
-    uint32_t sender, chunk;
-    int64_t offset;
-    uint8_t *bytes;
-    size_t len;
-} agg_early_t;
-int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t len, int64_t offset);
-/* Moves the held frames of the open step (and any of older steps) out, in
- * arrival order, into *take (malloc'd; the caller frees each bytes and the
- * array). */
-int agg_early_due(agg_t *a, agg_early_t **take, size_t *ntake);
-void agg_early_free(agg_t *a);
 
 /* agg_init.c: --init MODEL. load (after agg_scan_data: checks it against
  * the job and the data, may take its dim), apply (once the optimizer is
