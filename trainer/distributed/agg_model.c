@@ -157,14 +157,14 @@ static void *pages_main(void *arg)
     return NULL;
 }
 
-void agg_pages_start(agg_t *a)
+void agg_pages_start(agg_model_state_t *m)
 {
-    a->model.pages_running = pthread_create(&a->model.pages_tid, NULL, pages_main, &a->model.adam) == 0;
+    m->pages_running = pthread_create(&m->pages_tid, NULL, pages_main, &m->adam) == 0;
 }
 
-void agg_pages_join(agg_t *a)
+void agg_pages_join(agg_model_state_t *m)
 {
-    if (a->model.pages_running)
-        pthread_join(a->model.pages_tid, NULL);
-    a->model.pages_running = 0;
+    if (m->pages_running)
+        pthread_join(m->pages_tid, NULL);
+    m->pages_running = 0;
 }

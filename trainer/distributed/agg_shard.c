@@ -354,7 +354,7 @@ int agg_shard_final(agg_t *a)
      * downlink replica with it) go before the whole model is read, so the
      * shard's peak stays its training peak (one copy of the model, read in
      * place: assemble.c). */
-    agg_pages_join(a);
+    agg_pages_join(&a->model);
     fsgd_adam_free(&a->model.adam);
     fsgd_sagg_destroy(a->model.strat);
     a->model.strat = NULL;

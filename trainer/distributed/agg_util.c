@@ -1,5 +1,5 @@
 /* The aggregator's small shared pieces, below every other agg_*.c file:
- * its log and rejection counting, its clock, sets of ids, and the test hook
+ * its log and rejection counting, sets of ids, and the test hook
  * that stops it as if killed. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "aggregator_internal.h"
-#include "fsgd/clock.h"
 
 static void env_vlog(const agg_env_t *e, const char *fmt, va_list ap)
 {
@@ -95,11 +94,6 @@ void agg_reject_on(agg_t *a, const char *topic, int reason, const char *fmt, ...
     va_start(ap, fmt);
     reject_on(&e, topic, reason, fmt, ap);
     va_end(ap);
-}
-
-double agg_now(void)
-{
-    return fsgd_clock_s();
 }
 
 /* --- the barrier --- */

@@ -32,7 +32,7 @@ static void agg_free(agg_t *a)
         free(a->rows_at[p]);
     free(a->rows_at);
     fsgd_wire_state_free(&a->st);
-    agg_pages_join(a);
+    agg_pages_join(&a->model);
     fsgd_adam_free(&a->model.adam);
     fsgd_sagg_destroy(a->model.strat);
     fsgd_sparse_free(&a->model.dec);
@@ -40,9 +40,9 @@ static void agg_free(agg_t *a)
     fsgd_kasm_destroy(a->open.as);
     agg_pull_free(a);
     agg_early_free(&a->open.early);
-    agg_auto_free(a);
+    agg_auto_free(&a->tune);
     agg_follow_free(a);
-    agg_init_free(a);
+    agg_init_free(&a->model);
     agg_members_free(&a->members);
     free(a->open.applied);
     free(a->model.dmsg);
@@ -50,7 +50,7 @@ static void agg_free(agg_t *a)
     free(a->open.newpos);
     fsgd_csr_free(&a->test);
     free(a->model.buf.p);
-    free(a->clock.step_ms);
+    agg_clock_free(&a->clock);
     fsgd_cj_free(&a->cj);
     fsgd_bus_client_destroy(a->ctl_c);
     fsgd_replay_destroy(a->replay_rows);
@@ -141,8 +141,9 @@ static int agg_setup_optimizer(agg_t *a)
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", a->tune.alpha);
         a->model.ftrl_on = rc == 0;
     }
+    agg_env_t env = agg_env(a);
     if (!rc && a->model.init)
-        rc = agg_init_apply(a); /* before the checkpoint, which wins */
+        rc = agg_init_apply(&a->model, &env, job->train, a->mdim); /* before the checkpoint, which wins */
     return rc;
 }
 
@@ -208,7 +209,7 @@ static int agg_assign_grads(agg_t *a, int resumed)
     if (!a->lead)
         a->gen = resumed ? (a->gen + 1 > now_gen ? a->gen + 1 : now_gen) : now_gen;
     a->s->gen = a->gen;
-    agg_set_quota(a);
+    agg_set_quota(&a->st, agg_tune_batch(&a->tune, a->job->train, a->s->dataset_rows));
     a->st.adam_t = a->model.adam.t;
     int P = fsgd_bus_partitions(a->grads_c, a->topic.grads, 15000, a->err, a->errsz);
     if (a->shards > 1 && P >= 0 && P < (int)a->shards)
@@ -424,7 +425,7 @@ static void agg_show_progress(agg_t *a, agg_loop_t *l)
     if (l->progress && (agg_now() - l->last_progress >= 1.0 || (st->steps >= 1 && !l->shown_step1))) {
         l->shown_step1 = st->steps >= 1;
         l->last_progress = agg_now();
-        agg_latency_stats(a);
+        agg_clock_latency_stats(&a->clock, a->s);
         if (a->follow)
             agg_follow_stats(a);
         l->progress(l->ctx, a->s, 0);
@@ -501,7 +502,7 @@ static int agg_save_final(agg_t *a)
 {
     const fsgd_dist_job_t *job = a->job;
     int rc = 0;
-    agg_latency_stats(a);
+    agg_clock_latency_stats(&a->clock, a->s);
     if (a->shards > 1)
         rc = a->shard == 0 ? agg_shard_final(a) : 0;
     else if (job->train->out[0]) {
@@ -596,7 +597,7 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, 
     if (!rc)
         rc = agg_setup_optimizer(&a);
     if (!rc) /* the model's pages, mapped while the group settles instead of in the first steps */
-        agg_pages_start(&a);
+        agg_pages_start(&a.model);
     if (!rc)
         rc = agg_setup_reduction(&a);
     if (!rc)

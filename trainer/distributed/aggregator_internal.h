@@ -27,9 +27,12 @@
 #include "fsgd/reduce.h"
 #include "fsgd/strategy.h"
 #include "agg_ckpt.h"
+#include "agg_clock.h"
 #include "agg_early.h"
 #include "agg_env.h"
 #include "agg_members.h"
+#include "agg_model.h"
+#include "agg_tune.h"
 #include "ctl.h"
 #include "job_topics.h"
 #include "wire.h"
@@ -55,72 +58,6 @@ typedef struct agg_open_step {
     int tau;                  /* the staleness bound (job key staleness, strategy permitting) */
     agg_early_set_t early;    /* frames of steps after the open one, up to τ ahead (agg_early.h) */
 } agg_open_step_t;
-
-/* The model, its optimizer and strategy, and what goes down the model
- * topic (agg_model.c). */
-typedef struct agg_model_state {
-    fsgd_adam_t adam;
-    /* a thread mapping adam's pages before the steps need them (agg_model.c) */
-    pthread_t pages_tid;
-    int pages_running;
-    /* optimizer ftrl: FTRL-Proximal's z and n live in adam.m and adam.v
-     * (unused then), so checkpoints carry them unchanged */
-    int ftrl_on;
-    fsgd_ftrl_t ftrl;
-    fsgd_sagg_t *strat;      /* the strategy: decodes and reduces the step, codes the downlink (fsgd/strategy.h) */
-    struct fsgd_model *init; /* job key init: the model to start from, until applied (agg_init.c) */
-    fsgd_wire_buf_t buf;     /* the model message being built */
-    fsgd_sparse_t dec;       /* the touched keys' values of a float32 delta */
-    /* The coded downlink's message (the strategy holds the downlink itself:
-     * fsgd_sagg_downlink_coded; without one, touched keys' float32 values
-     * go down, kind 4). */
-    uint8_t *dmsg;
-    size_t dmsg_cap;
-    double down_scale;   /* downlink budget / mean uplink entries, steered so down bytes <= up bytes */
-    uint64_t snap_every; /* snapshot_every in force (auto resolved) */
-} agg_model_state_t;
-
-/* The job's auto defaults (agg_auto.c): λ and lr in force, and for epochs
- * auto the held-out rows and the best weights seen. */
-typedef struct agg_tune {
-    double l2, lr, alpha;
-    uint64_t batch; /* rows a step (batch auto resolved) */
-    fsgd_csr_t hold;          /* the held-out rows as read, until scored */
-    fsgd_holdout_t holdout;   /* ... as scored (fsgd/holdout.h) */
-    int track;           /* epochs auto: the best look's weights can be restored */
-    fsgd_sparse_t before; /* θ at the step's keys before its update (fsgd/step.h) */
-    /* θ's values before every update since the best look, oldest first:
-     * written back newest first, they give the best look's θ */
-    uint32_t *undo_k;
-    float *undo_v;
-    size_t n_undo, cap_undo;
-    int looked, since_best, patience;
-    double best_loss;
-    uint64_t look_rows, rows_since_look;
-} agg_tune_t;
-
-/* Time and the step statistics kept over it (agg_step.c). */
-typedef struct agg_clock {
-    double t0, seconds_before; /* training time before a restart */
-    double t_step1;            /* when this process applied its first step (0: not yet) */
-    double step_start, step_wait;
-    double *step_ms;
-    size_t n_step_ms, cap_step_ms;
-    double win_loss[FSGD_AGG_LOSS_WINDOW];
-    uint64_t win_rows[FSGD_AGG_LOSS_WINDOW];
-    unsigned win_i;
-    fsgd_klat_t lat_grads; /* produce-to-consume latency of NAME.grads frames */
-} agg_clock_t;
-
-/* Checkpoints (agg_checkpoint.c): the one read, and those written by this
- * process, when the last one ended and what it took (agg_ckpt_due). */
-typedef struct agg_ckpt_state {
-    uint32_t version, model, bias; /* of the checkpoint read */
-    uint32_t shard, shards;        /* its identity (version 8 and later) */
-    char job[64];
-    uint64_t n;
-    double at, cost;
-} agg_ckpt_state_t;
 
 /* Working-set workers' pulls (agg_pull.c; job key replica working_set). */
 typedef struct agg_pull {
@@ -218,7 +155,6 @@ void agg_reject_on(agg_t *a, const char *topic, int reason, const char *fmt, ...
  * counted; the reader reads it as an empty message, as every worker does. 0
  * fresh, < 0 an error in err. */
 int agg_row_replayed(agg_t *a, int32_t partition, int64_t offset, char *err, size_t errsz);
-double agg_now(void);
 
 /* agg_scan.c: the data topic's rows, the model topic's last word */
 int agg_scan_data(agg_t *a);
@@ -231,10 +167,6 @@ void agg_twin_answer(agg_t *a, const char *json, size_t len);
 
 /* agg_checkpoint.c */
 int agg_ckpt_write(agg_t *a);
-/* 1 when a snapshot step should also write the checkpoint: the first one of
- * this process, then once the time since the last is at least
- * FSGD_AGG_CKPT_COST_RATIO times what writing it took. */
-int agg_ckpt_due(const agg_t *a);
 int agg_ckpt_load(agg_t *a);
 /* This process's checkpoint file: job checkpoint, PATH.shardI for shard I > 0
  * (each shard keeps the one before as PATH[.shardI].prev). */
@@ -243,11 +175,6 @@ void agg_ckpt_path(const agg_t *a, char *out, size_t cap);
 /* agg_model.c: the model topic (snapshots and the downlink) */
 int agg_downlink_setup(agg_t *a);
 int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n);
-/* Maps the optimizer's pages on a thread of their own (fsgd_adam_map_pages),
- * while the job starts; agg_pages_join waits for it and must come before
- * the optimizer is freed. Without a thread the pages fault at first use. */
-void agg_pages_start(agg_t *a);
-void agg_pages_join(agg_t *a);
 
 /* agg_members.c: NAME.ctl events and the job's members */
 void agg_ctl_begin(agg_t *a, const char *event);
@@ -275,22 +202,10 @@ int agg_await_producer(agg_t *a);
 
 /* agg_auto.c: l2, lr and epochs auto (after agg_scan_data) */
 int agg_auto_setup(agg_t *a);
-/* After a step of rows (tune.before: θ before its update, at its keys): a
- * holdout look when one is due; *stop when the holdout loss has not
- * improved for the patience. */
-int agg_auto_look(agg_t *a, uint64_t rows, int *stop);
-/* 1 when agg_auto_look after a step of `rows` rows will look (and may stop the job). */
-int agg_auto_look_due(const agg_t *a, uint64_t rows);
-/* The job ends: the best weights seen replace θ when they are better. */
-void agg_auto_finish(agg_t *a);
-void agg_auto_free(agg_t *a);
-
 /* agg_init.c: --init MODEL. load (after agg_scan_data: checks it against
- * the job and the data, may take its dim), apply (once the optimizer is
- * allocated: its weights and state). */
+ * the job and the data, may take its dim); agg_init_apply (agg_model.h)
+ * once the optimizer is allocated. */
 int agg_init_load(agg_t *a);
-int agg_init_apply(agg_t *a);
-void agg_init_free(agg_t *a);
 
 /* agg_follow.c: continuous training (job key follow) */
 int agg_follow_setup(agg_t *a);
@@ -315,10 +230,11 @@ int agg_follow_ckpt_get(agg_t *a, const char *path, const uint8_t *p, size_t len
 int agg_follow_resumed(agg_t *a);
 
 /* agg_step.c: closing a step */
-void agg_set_quota(agg_t *a);
+/* B rows a step split over the partitions of st that still have rows
+ * (st->quota). */
+void agg_set_quota(fsgd_wire_state_t *st, uint64_t B);
 void agg_begin_step(agg_t *a);
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx);
-void agg_latency_stats(agg_t *a);
 
 /* agg_eval.c: the model's metrics on the job's test rows (zeroed without them). */
 int agg_evaluate(agg_t *a, fsgd_metrics_t *out);
