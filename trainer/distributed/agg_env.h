@@ -12,8 +12,9 @@
 #include "fsgd/dist.h"
 
 typedef struct agg_env {
-    fsgd_dist_log_fn log; /* may be NULL: nothing is said */
-    void *log_ctx;
+    fsgd_dist_log_fn log;     /* may be NULL: nothing is said */
+    fsgd_agg_step_fn on_step; /* the caller's step hook (may be NULL) */
+    void *log_ctx;            /* both hooks' */
     char *err; /* the caller's buffer for an error's text */
     size_t errsz;
     fsgd_agg_stats_t *s;

@@ -143,7 +143,7 @@ static int for_open_step(agg_t *a, const fsgd_kframe_t *f, const void *payload, 
                    a->open.tau);
         return 0;
     }
-    if (a->lead && f->step == a->step + 1 && !agg_lead_decided(a, f->step))
+    if (a->lead && f->step == a->step + 1 && !agg_lead_decided(a->lead, f->step))
         return agg_early_hold(&a->open.early, &e, f, payload, plen, offset); /* shard 0 has not decided the step yet */
     if (f->step > a->step + 1 && f->step <= a->step + 1 + (uint64_t)a->open.tau) {
         /* Bounded staleness: a worker runs up to τ steps ahead of the model
@@ -230,33 +230,7 @@ static int ranges_fit(agg_t *a, const fsgd_wire_grad_t *g, uint64_t *rows)
             if (g->ranges[j].part == rg->part)
                 return 0;
     }
-    return !a->lead || agg_lead_applied(a, g->ranges, g->nranges); /* shard 0 applied these ranges in this step */
-}
-
-/* The step's accounts take gradient g of sender (entries decoded). */
-static void count_taken(agg_open_step_t *o, fsgd_agg_stats_t *s, uint32_t sender, const fsgd_wire_grad_t *g, size_t entries, unsigned lag)
-{
-    for (uint32_t i = 0; i < g->nranges; i++) {
-        o->claimed[g->ranges[i].part] = 1;
-        o->newpos[g->ranges[i].part] = g->ranges[i].end;
-    }
-    o->rows_step += g->rows;
-    o->loss_step += g->loss_sum;
-    s->t_grad += g->t_grad;
-    s->t_encode += g->t_encode;
-    s->raw_bytes += 8 * g->raw_entries;
-    s->codec_bytes += g->codec_len;
-    s->grads_accepted++;
-    s->up_msgs++;
-    o->up_entries_step += entries;
-    s->up_entries += entries;
-    o->up_bytes_step += g->codec_len;
-    if (lag) {
-        s->grads_stale++;
-        if (lag > s->lag_max)
-            s->lag_max = lag;
-    }
-    agg_add_set(&o->applied, &o->napplied, &o->cap_applied, sender);
+    return !a->lead || agg_lead_applied(a->lead, &a->st, a->step + 1, g->ranges, g->nranges); /* shard 0 applied these ranges in this step */
 }
 
 /* A whole gradient message of the open step from f->sender: checked, its
@@ -324,7 +298,7 @@ static int take_gradient(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, 
         agg_reject(a, FSGD_AGG_REJ_CONFLICT, "sender %u step %llu: a range starts off its partition's position or "
                    "another gradient of the step took the partition", f->sender, (unsigned long long)f->step);
     else
-        count_taken(&a->open, a->s, f->sender, &g, entries, lag);
+        agg_open_take(&a->open, a->s, f->sender, &g, entries, lag);
     free(g.ranges);
     return 0;
 }

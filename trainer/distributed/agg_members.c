@@ -107,6 +107,42 @@ void agg_members_report(agg_members_t *m, uint32_t nparts, uint32_t id, int leav
     free(was);
 }
 
+int agg_members_all_answered(const agg_members_t *m)
+{
+    int complete = m->ngot > 0;
+    for (size_t i = 0; i < m->nlive && complete; i++)
+        complete = agg_in_set(m->got, m->ngot, m->live[i]);
+    return complete;
+}
+
+size_t agg_members_silent(const agg_members_t *m, char *out, size_t cap)
+{
+    size_t used = 0, n = 0;
+    for (size_t i = 0; i < m->nlive && used < cap; i++)
+        if (!agg_in_set(m->got, m->ngot, m->live[i]))
+            used += (size_t)snprintf(out + used, cap - used, "%s%u", n++ ? ", " : "", m->live[i]);
+    return n;
+}
+
+size_t agg_members_drop_silent(agg_members_t *m, uint32_t *dropped, size_t cap)
+{
+    size_t k = 0, nd = 0;
+    for (size_t i = 0; i < m->nlive; i++)
+        if (agg_in_set(m->got, m->ngot, m->live[i]))
+            m->live[k++] = m->live[i];
+        else if (nd++ < cap)
+            dropped[nd - 1] = m->live[i];
+    m->nlive = k;
+    return nd;
+}
+
+void agg_members_live_from_got(agg_members_t *m)
+{
+    m->nlive = 0;
+    for (size_t i = 0; i < m->ngot; i++)
+        agg_add_set(&m->live, &m->nlive, &m->cap_live, m->got[i]);
+}
+
 void agg_members_free(agg_members_t *m)
 {
     free(m->live);

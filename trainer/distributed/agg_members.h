@@ -50,6 +50,16 @@ int agg_members_cover(const agg_members_t *m, const fsgd_wire_state_t *st, uint3
 /* 1 when rows are left only in partitions whose latest reporter is not live
  * (or that nobody reports): the group has yet to move them. */
 int agg_members_orphaned(const agg_members_t *m, const fsgd_wire_state_t *st);
+/* 1 when the open step has an answer and every live member sent one. */
+int agg_members_all_answered(const agg_members_t *m);
+/* The live members that have not answered the open step, as text ("2, 5",
+ * cut at cap); returns how many were written. */
+size_t agg_members_silent(const agg_members_t *m, char *out, size_t cap);
+/* Past the step timeout: the live set keeps only those that answered.
+ * Returns how many were dropped; the first cap of them go to dropped. */
+size_t agg_members_drop_silent(agg_members_t *m, uint32_t *dropped, size_t cap);
+/* Step 1 complete: the live set is exactly who answered. */
+void agg_members_live_from_got(agg_members_t *m);
 void agg_members_free(agg_members_t *m);
 
 #endif

@@ -43,6 +43,9 @@ typedef struct agg_model_state {
  * the optimizer is freed. Without a thread the pages fault at first use. */
 void agg_pages_start(agg_model_state_t *m);
 void agg_pages_join(agg_model_state_t *m);
+/* Joins the pages thread, then frees the optimizer, the strategy, the
+ * message buffers and a model to start from still held. */
+void agg_model_free(agg_model_state_t *m);
 /* agg_init.c: --init's model (m->init, agg_init_load) into the optimizer
  * allocated for mdim weights of train's model: its weights and, when of
  * train's kind, its optimizer state (said through e); m->init is freed. */

@@ -36,15 +36,8 @@ void agg_set_quota(fsgd_wire_state_t *st, uint64_t B)
 void agg_begin_step(agg_t *a)
 {
     a->members.ngot = 0;
-    a->open.napplied = 0;
-    a->open.up_entries_step = 0;
-    a->open.up_bytes_step = 0;
-    memset(a->open.claimed, 0, a->st.nparts);
-    memcpy(a->open.newpos, a->st.pos, a->st.nparts * sizeof *a->open.newpos);
-    a->open.rows_step = 0;
-    a->open.loss_step = 0;
+    agg_open_begin(&a->open, &a->st, a->step + 1);
     a->clock.step_start = agg_now();
-    fsgd_kasm_prune(a->open.as, a->step + 1);
 }
 
 /* 1 when the positions reached every partition's end (follow: the data
@@ -195,7 +188,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         agg_clock_latency_stats(&a->clock, a->s);
         progress(ctx, a->s, 1);
     }
-    agg_step_emit(a, R > 0 ? agg_now() - a->clock.step_start : -1); /* trace, the caller's hook (/metrics) */
+    agg_step_emit(&env, a->model.strat, R > 0 ? agg_now() - a->clock.step_start : -1); /* trace, the caller's hook (/metrics) */
     *done = final;
     agg_begin_step(a);
     return 0;

@@ -36,7 +36,7 @@ void agg_log(agg_t *a, const char *fmt, ...)
 
 agg_env_t agg_env(agg_t *a)
 {
-    return (agg_env_t){.log = a->log, .log_ctx = a->log_ctx, .err = a->err, .errsz = a->errsz, .s = a->s,
+    return (agg_env_t){.log = a->log, .on_step = a->on_step, .log_ctx = a->log_ctx, .err = a->err, .errsz = a->errsz, .s = a->s,
                        .logged = a->logged, .grads_topic = a->topic.grads};
 }
 

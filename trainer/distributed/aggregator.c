@@ -32,31 +32,21 @@ static void agg_free(agg_t *a)
         free(a->rows_at[p]);
     free(a->rows_at);
     fsgd_wire_state_free(&a->st);
-    agg_pages_join(&a->model);
-    fsgd_adam_free(&a->model.adam);
-    fsgd_sagg_destroy(a->model.strat);
-    fsgd_sparse_free(&a->model.dec);
-    fsgd_sparse_free(&a->open.g);
-    fsgd_kasm_destroy(a->open.as);
+    agg_model_free(&a->model);
     agg_pull_free(a);
-    agg_early_free(&a->open.early);
+    agg_open_free(&a->open);
     agg_auto_free(&a->tune);
     agg_follow_free(a);
-    agg_init_free(&a->model);
     agg_members_free(&a->members);
-    free(a->open.applied);
-    free(a->model.dmsg);
-    free(a->open.claimed);
-    free(a->open.newpos);
     fsgd_csr_free(&a->test);
-    free(a->model.buf.p);
     agg_clock_free(&a->clock);
     fsgd_cj_free(&a->cj);
     fsgd_bus_client_destroy(a->ctl_c);
     fsgd_replay_destroy(a->replay_rows);
     fsgd_replay_destroy(a->replay_grads);
     fsgd_replay_destroy(a->replay_ctl);
-    agg_lead_free(a);
+    agg_lead_free(a->lead);
+    a->lead = NULL;
 }
 
 /* How long a step whose answers carry no rows waits for the group to move
@@ -308,12 +298,8 @@ static int agg_first_step_complete(agg_t *a, double t)
                 (unsigned long long)a->step + 1, a->members.ngot, a->members.expected,
                 missing ? wait_for : "any worker", a->open.first_deadline - t);
     }
-    if (complete) {
-        /* the live set is exactly who answered */
-        a->members.nlive = 0;
-        for (size_t i = 0; i < a->members.ngot; i++)
-            agg_add_set(&a->members.live, &a->members.nlive, &a->members.cap_live, a->members.got[i]);
-    }
+    if (complete)
+        agg_members_live_from_got(&a->members);
     return complete;
 }
 
@@ -322,12 +308,7 @@ static void agg_log_waiting(agg_t *a, double t, double timeout)
 {
     char wait_for[256];
     a->last_wait_log = t;
-    size_t used = 0, n = 0;
-    for (size_t i = 0; i < a->members.nlive && used < sizeof wait_for; i++)
-        if (!agg_in_set(a->members.got, a->members.ngot, a->members.live[i]))
-            used += (size_t)snprintf(wait_for + used, sizeof wait_for - used, "%s%u", n++ ? ", " : "",
-                                     a->members.live[i]);
-    if (n)
+    if (agg_members_silent(&a->members, wait_for, sizeof wait_for))
         agg_log(a, "step %llu: waiting %.0f s for worker(s) %s; dropped after %.1f s", (unsigned long long)a->step + 1,
                 t - a->clock.step_start, wait_for, timeout);
     else
@@ -339,18 +320,10 @@ static void agg_log_waiting(agg_t *a, double t, double timeout)
  * the step can go ahead with who answered; *rc gets a failed snapshot. */
 static int agg_drop_silent(agg_t *a, agg_loop_t *l, double t, int *rc)
 {
-    size_t k = 0, nd = 0;
     uint32_t dropped[64];
-    for (size_t i = 0; i < a->members.nlive; i++)
-        if (agg_in_set(a->members.got, a->members.ngot, a->members.live[i]))
-            a->members.live[k++] = a->members.live[i];
-        else {
-            a->s->workers_dropped++;
-            if (nd < 64)
-                dropped[nd++] = a->members.live[i];
-        }
-    a->members.nlive = k;
-    for (size_t i = 0; i < nd; i++) {
+    size_t nd = agg_members_drop_silent(&a->members, dropped, 64);
+    a->s->workers_dropped += nd;
+    for (size_t i = 0; i < nd && i < 64; i++) {
         agg_ctl_member(a, "worker_dropped", dropped[i]);
         agg_log(a, "step %llu: dropped worker %u (no gradient for %.1f s); the group moves its "
                    "partitions to the others",
@@ -372,9 +345,7 @@ static int agg_drop_silent(agg_t *a, agg_loop_t *l, double t, int *rc)
 /* A later step waits for every live worker, until the step timeout. */
 static int agg_step_complete(agg_t *a, agg_loop_t *l, double t, int *rc)
 {
-    int complete = a->members.ngot > 0;
-    for (size_t i = 0; i < a->members.nlive && complete; i++)
-        complete = agg_in_set(a->members.got, a->members.ngot, a->members.live[i]);
+    int complete = agg_members_all_answered(&a->members);
     if (!complete && t - a->clock.step_start > 5 && t - a->last_wait_log >= 30 &&
         (a->members.nlive || t - a->clock.step_start <= l->timeout))
         agg_log_waiting(a, t, l->timeout);
@@ -478,7 +449,7 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
             if ((rc = agg_lead_poll(a, &open_decided)) != 0 || (open_decided && (rc = agg_take_held(a)) != 0) ||
                 (rc = agg_lead_check_alive(a, l->timeout)) != 0)
                 break;
-            if (agg_lead_complete(a))
+            if (agg_lead_complete(a->lead, &a->st, &a->open, a->step + 1))
                 rc = agg_take_step(a, l, t, done);
             agg_show_progress(a, l);
             continue;

@@ -30,8 +30,10 @@
 #include "agg_clock.h"
 #include "agg_early.h"
 #include "agg_env.h"
+#include "agg_lead.h"
 #include "agg_members.h"
 #include "agg_model.h"
+#include "agg_open.h"
 #include "agg_tune.h"
 #include "ctl.h"
 #include "job_topics.h"
@@ -39,25 +41,6 @@
 
 /* The aggregator's state, by concern; each agg_*.c touches the groups it
  * needs. */
-
-/* The open step (agg_gradients.c gathers it, agg_step.c applies it) and
- * the epoch so far. */
-typedef struct agg_open_step {
-    fsgd_kasm_t *as;    /* reassembly of the step's gradient frames */
-    uint8_t *claimed;   /* per partition: the step has rows of it */
-    uint64_t *newpos;
-    uint64_t rows_step, rows_epoch;
-    double loss_step, loss_epoch;
-    int first_step;
-    double first_deadline;
-    fsgd_sparse_t g;    /* the step's reduced gradient */
-    uint32_t *applied;  /* senders whose gradients this step applied */
-    size_t napplied, cap_applied;
-    uint64_t up_entries_step; /* entries in this step's applied messages */
-    uint64_t up_bytes_step;   /* their codec bytes */
-    int tau;                  /* the staleness bound (job key staleness, strategy permitting) */
-    agg_early_set_t early;    /* frames of steps after the open one, up to τ ahead (agg_early.h) */
-} agg_open_step_t;
 
 /* Working-set workers' pulls (agg_pull.c; job key replica working_set). */
 typedef struct agg_pull {
@@ -244,18 +227,14 @@ int agg_evaluate(agg_t *a, fsgd_metrics_t *out);
  * becomes the shard's part. A following shard (shard > 0) reads shard 0's
  * step states (lead_open, lead_poll: takes the open step's held gradients
  * once its state is in); it takes a gradient only when its ranges are ones
- * the leader applied (lead_applied), and applies the step when its ranges
- * cover the leader's (lead_complete). */
+ * the leader applied (agg_lead.h: lead_applied), and applies the step when
+ * its ranges cover the leader's (lead_complete). */
 int agg_shard_setup(agg_t *a);
 void agg_shard_dims(agg_t *a);
 int agg_lead_open(agg_t *a, fsgd_bus_t *bus);
-void agg_lead_free(agg_t *a);
 /* *open_decided: shard 0's decision for the open step just arrived (its
  * held gradients can be taken now). */
 int agg_lead_poll(agg_t *a, int *open_decided);
-int agg_lead_decided(const agg_t *a, uint64_t step);
-int agg_lead_applied(const agg_t *a, const fsgd_wire_range_t *r, uint32_t n);
-int agg_lead_complete(agg_t *a);
 /* Shard 0 of a sharded job, after its final step: the whole model from
  * every shard's partition of NAME.model once all of them have published
  * their final snapshot (at most max(60 s, 3 step timeouts)), written to
@@ -271,6 +250,6 @@ int agg_lead_check_alive(agg_t *a, double step_timeout);
 
 /* agg_metrics.c: a closed step's point in the trace, then the caller's step
  * hook (step_seconds < 0: an empty step) */
-void agg_step_emit(agg_t *a, double step_seconds);
+void agg_step_emit(const agg_env_t *e, const fsgd_sagg_t *strat, double step_seconds);
 
 #endif
