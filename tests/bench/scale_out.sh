@@ -13,7 +13,9 @@
 # one node on loopback) when java and mvn are here, else 2^20 on the
 # embedded cluster (it holds at most 1.1M weights). 512 rows a worker-step,
 # SCALE_OUT_EPOCHS epochs (default 1), codec SCALE_OUT_CODEC (default
-# fastsgd), staleness SCALE_OUT_STALENESS (default: the job's, 4).
+# fastsgd), staleness SCALE_OUT_STALENESS (default: the job's, 4), modes
+# SCALE_OUT_MODES (default both). pulls_by_id: the share of pulls that
+# named a key list their shard keeps (key caching: from the second epoch).
 set -euo pipefail
 FSGD=${FSGD:-bin/fsgd}
 ROWS=${SCALE_OUT_ROWS:-400000}
@@ -22,6 +24,7 @@ EPOCHS=${SCALE_OUT_EPOCHS:-1}
 TAU=()
 [ -z "${SCALE_OUT_STALENESS:-}" ] || TAU=(--staleness "$SCALE_OUT_STALENESS")
 PAIRS=${SCALE_OUT_PAIRS:-2:1 4:2 8:4}
+MODES=${SCALE_OUT_MODES:-working_set full}
 here=$(cd "$(dirname "$0")" && pwd)
 BROKER_SH=$here/../kafka/broker.sh
 tmp=$(mktemp -d)
@@ -61,7 +64,7 @@ n=0
 for pair in $PAIRS; do
     P=${pair%%:*} S=${pair##*:}
     B=$((512 * P))
-    for mode in working_set full; do
+    for mode in $MODES; do
         s=$S
         n=$((n + 1))
         load=$(cut -d' ' -f1 /proc/loadavg)
@@ -81,10 +84,12 @@ m = [json.load(open(path if i == 0 else "%s.shard%d" % (path, i))) for i in rang
 up = sum(x["downlink"]["up_bytes_per_worker_step"] for x in m)
 down = sum(x["downlink"]["down_bytes_per_worker_step"] + x["downlink"].get("values_bytes_per_worker_step", 0) for x in m)
 auc = m[0]["test"]["auc"]
+answered = sum(x.get("pulls", {}).get("answered", 0) for x in m)
+by_id = sum(x.get("pulls", {}).get("by_id", 0) for x in m)
 print("bench scale_out mode=%s workers=%s shards=%d down_over_up=%.3f test_auc=%.4f auc_minus_train=%+.4f "
-      "up_bytes_worker_step=%.0f down_bytes_worker_step=%.0f steps=%d seconds=%.2f load=%s"
-      % (mode, P, S, down / up if up else float("nan"), auc, auc - float(train_auc), up, down, m[0]["steps"],
-         float(t1) - float(t0), load))
+      "up_bytes_worker_step=%.0f down_bytes_worker_step=%.0f pulls_by_id=%.3f steps=%d seconds=%.2f load=%s"
+      % (mode, P, S, down / up if up else float("nan"), auc, auc - float(train_auc), up, down,
+         by_id / answered if answered else 0.0, m[0]["steps"], float(t1) - float(t0), load))
 PY
     done
 done

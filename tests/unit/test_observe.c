@@ -220,7 +220,7 @@ static void test_worker_metrics(void)
         return;
     }
     fsgd_worker_stats_t w = {.steps_sent = 5, .rows = 640, .bytes_up = 300, .bytes_down = 200, .resyncs = 1,
-                             .duplicates = 4, .t_grad = 0.25};
+                             .duplicates = 4, .t_grad = 0.25, .chain_restarts = 2, .pulls_by_id = 9, .pull_misses = 3};
     fsgd_observe_worker_step(&w);
     fsgd_observe_worker_step(&w); /* the second call times one step */
     char *t = fsgd_observe_render();
@@ -229,6 +229,9 @@ static void test_worker_metrics(void)
     CU_ASSERT(has_line(t, "fsgd_rows_total 640"));
     CU_ASSERT(has_line(t, "fsgd_wire_bytes_total{direction=\"up\",strategy=\"none\"} 300"));
     CU_ASSERT(has_line(t, "fsgd_resyncs_total 1"));
+    CU_ASSERT(has_line(t, "fsgd_chain_restarts_total 2"));
+    CU_ASSERT(has_line(t, "fsgd_pulls_by_id_total 9"));
+    CU_ASSERT(has_line(t, "fsgd_pull_misses_total 3"));
     CU_ASSERT(has_line(t, "fsgd_rejected_messages_total{reason=\"duplicate\"} 4"));
     CU_ASSERT(has_line(t, "fsgd_phase_seconds_total{phase=\"gradient\"} 0.25"));
     CU_ASSERT(has_line(t, "fsgd_step_duration_seconds_count 1"));

@@ -299,11 +299,11 @@ static fsgd_bus_fault_t late_w1(void *ctx, const char *topic, int32_t partition,
 
 /* One epoch of nworkers on a9a rows; the model saved, and (ws != NULL)
  * worker 1's statistics. */
-static void run_model_opt(int nworkers, fsgd_job_replica_t replica, fsgd_job_optimizer_t optimizer,
-                          fsgd_bus_hook_fn hook, void *hook_ctx, fsgd_model_t *m, fsgd_worker_stats_t *ws)
+static void run_model_epochs(int nworkers, int epochs, fsgd_job_replica_t replica, fsgd_job_optimizer_t optimizer,
+                             fsgd_bus_hook_fn hook, void *hook_ctx, fsgd_model_t *m, fsgd_worker_stats_t *ws)
 {
     run_t r;
-    run_init(&r, nworkers, 1);
+    run_init(&r, nworkers, epochs);
     r.job.dist.replica = replica;
     r.job.train.optimizer = optimizer;
     if (load_data(&r) != 0) {
@@ -314,7 +314,7 @@ static void run_model_opt(int nworkers, fsgd_job_replica_t replica, fsgd_job_opt
     snprintf(r.job.train.out, sizeof r.job.train.out, "%s", fsgd_test_tmp("sync.model"));
     start(&r);
     finish(&r);
-    check_epochs(&r, 1);
+    check_epochs(&r, epochs);
     char err[512];
     CU_ASSERT_EQUAL(fsgd_model_load(m, r.job.train.out, err, sizeof err), 0);
     for (int i = 0; i < nworkers; i++)
@@ -322,6 +322,12 @@ static void run_model_opt(int nworkers, fsgd_job_replica_t replica, fsgd_job_opt
     if (ws)
         *ws = r.wst[0];
     run_free(&r);
+}
+
+static void run_model_opt(int nworkers, fsgd_job_replica_t replica, fsgd_job_optimizer_t optimizer,
+                          fsgd_bus_hook_fn hook, void *hook_ctx, fsgd_model_t *m, fsgd_worker_stats_t *ws)
+{
+    run_model_epochs(nworkers, 1, replica, optimizer, hook, hook_ctx, m, ws);
 }
 
 static void run_model_with(int nworkers, fsgd_job_replica_t replica, fsgd_bus_hook_fn hook, void *hook_ctx,
@@ -399,6 +405,31 @@ static void test_working_set_same_model(void)
     /* every step with rows computed on pulled values, none for a full replica */
     CU_ASSERT_TRUE(sw.steps_sent > 0 && sw.pulls > 0 && sw.pulls <= sw.steps_sent && sw.resends == 0);
     CU_ASSERT_TRUE(sw.pulled_keys > sw.pulls && sf.pulls == 0);
+    fsgd_model_free(&full);
+    fsgd_model_free(&ws);
+}
+
+/* Key caching: a batch comes round each epoch (its ranges are the same),
+ * so in the second epoch a worker names the key lists the aggregator said
+ * it keeps, 24 bytes each, and gets the same values: the model is still
+ * the full replicas' bit for bit. */
+static void test_working_set_named_lists(void)
+{
+    if (!repo_file("data/sets/a9a")) {
+        fsgd_test_skip("needs data/sets/a9a");
+        return;
+    }
+    fsgd_model_t full = {0}, ws = {0};
+    fsgd_worker_stats_t sw = {0};
+    run_model_epochs(2, 2, FSGD_REPLICA_FULL, FSGD_OPTIMIZER_ADAM, NULL, NULL, &full, NULL);
+    run_model_epochs(2, 2, FSGD_REPLICA_WORKING_SET, FSGD_OPTIMIZER_ADAM, NULL, NULL, &ws, &sw);
+    CU_ASSERT_TRUE(same_model(&full, &ws));
+    /* about the second epoch's pulls (an epoch's last batches may split otherwise) */
+    CU_ASSERT_TRUE(sw.pulls_by_id > 0 && 4 * sw.pulls_by_id >= sw.pulls && 2 * sw.pulls_by_id <= sw.pulls);
+    CU_ASSERT_EQUAL(sw.pull_misses, 0);
+    if (!(sw.pulls_by_id > 0 && 4 * sw.pulls_by_id >= sw.pulls && 2 * sw.pulls_by_id <= sw.pulls))
+        fprintf(stderr, "\n  pulls %llu, by id %llu\n", (unsigned long long)sw.pulls,
+                (unsigned long long)sw.pulls_by_id);
     fsgd_model_free(&full);
     fsgd_model_free(&ws);
 }
@@ -1404,6 +1435,7 @@ void fsgd_test_register(void)
         {"working set with a lossy codec: values as halves, a sane AUC", test_working_set_halves},
         {"working set, tau 2: the next step pulled while one is computed", test_working_set_ahead},
         {"working set, tau 2: answers late and out of order, rows once", test_working_set_late_answers},
+        {"working set, 2 epochs: the second names its key lists by id, the same model", test_working_set_named_lists},
         {"the producer's data summary replaces the scan, and only when it fits", test_data_summary},
         {"checkpoints are paced by their cost, not written at every snapshot", test_checkpoint_pacing},
         {"duplicated grads and model messages are dropped, rows once", test_duplicates},

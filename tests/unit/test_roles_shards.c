@@ -428,7 +428,18 @@ static void shard_restart_case(fsgd_job_replica_t replica)
     for (int i = 0; i < WORKERS; i++)
         CU_ASSERT_TRUE(r->wst[i].resyncs >= 1); /* the new generation's snapshots */
     CU_ASSERT_TRUE(r->ast[0].test.n > 0 && r->ast[0].test.auc > 0.85);
-    printf("(restarted both shards from step %lld; auc %.4f) ", common, r->ast[0].test.auc);
+    uint64_t by_id = 0, misses = 0;
+    for (int i = 0; i < WORKERS; i++) {
+        by_id += r->wst[i].pulls_by_id;
+        misses += r->wst[i].pull_misses;
+    }
+    /* the restarted shards hold no key lists: the workers named lists the
+     * old processes kept, were told "miss" and sent the keys */
+    if (replica == FSGD_REPLICA_WORKING_SET)
+        CU_ASSERT_TRUE(misses > 0);
+    CU_ASSERT_TRUE(misses <= by_id);
+    printf("(restarted both shards from step %lld; auc %.4f; pulls by id %llu, misses %llu) ", common,
+           r->ast[0].test.auc, (unsigned long long)by_id, (unsigned long long)misses);
     run_free(r);
     free(r);
 }

@@ -114,6 +114,12 @@ static void metrics_traffic(FILE *f, const fsgd_agg_stats_t *s)
             s->down_msgs ? (double)s->down_bytes_msg / (double)s->down_msgs : 0.0,
             s->up_msgs ? (double)s->bytes_values / (double)s->up_msgs : 0.0, (unsigned long long)s->replica_checks,
             s->t_down_encode);
+    /* working-set pulls and key caching (pull_cache.h) */
+    fprintf(f, "  \"pulls\": {\"answered\": %llu, \"by_id\": %llu, \"misses\": %llu, \"lists_kept\": %llu, "
+               "\"bytes_kept\": %llu},\n",
+            (unsigned long long)s->pulls_answered, (unsigned long long)s->pulls_by_id,
+            (unsigned long long)s->pull_misses, (unsigned long long)s->pull_lists_kept,
+            (unsigned long long)s->pull_bytes_kept);
     /* the first four counters are the version-1 names, kept for readers of them */
     fprintf(f, "  \"messages\": {\"accepted\": %llu, \"duplicates_dropped\": %llu, \"corrupt_rejected\": %llu, "
                "\"stale\": %llu, \"conflicts\": %llu, \"consumer_errors\": %llu, \"rejected\": {",

@@ -37,6 +37,7 @@
 #include "agg_tune.h"
 #include "ctl.h"
 #include "job_topics.h"
+#include "pull_cache.h"
 #include "wire.h"
 
 /* The aggregator's state, by concern; each agg_*.c touches the groups it
@@ -51,6 +52,7 @@ typedef struct agg_pull {
     fsgd_wire_buf_t buf;
     uint64_t answered, bytes; /* answers sent, their bytes */
     int halves;               /* the job's downlink is lossy: values go as binary16 where they fit */
+    pull_cache_t cache;       /* the key lists workers sent, named by id in later pulls (pull_cache.h) */
 } agg_pull_t;
 
 typedef struct agg {

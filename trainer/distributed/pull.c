@@ -43,8 +43,37 @@ int fsgd_pull_get(const uint8_t *body, size_t len, uint64_t dim, fsgd_pull_t *ou
     return 0;
 }
 
+int fsgd_pull_ref_put(fsgd_wire_buf_t *b, const fsgd_pull_ref_t *r)
+{
+    uint8_t *p = fsgd_wire_space(b, FSGD_PULL_BY_ID_LEN);
+    if (!p)
+        return FSGD_E_NOMEM;
+    fsgd_le_put64(p, r->need);
+    fsgd_le_put64(p + 8, r->id);
+    fsgd_le_put32(p + 16, r->n);
+    fsgd_le_put32(p + 20, r->keys_crc);
+    return 0;
+}
+
+int fsgd_pull_ref_get(const uint8_t *body, size_t len, uint64_t dim, fsgd_pull_ref_t *out, char *err, size_t errsz)
+{
+    if (len != FSGD_PULL_BY_ID_LEN)
+        return fsgd_err_fmt(err, errsz, len < FSGD_PULL_BY_ID_LEN ? FSGD_E_TRUNCATED : FSGD_E_FORMAT,
+                            "pull by id: %zu bytes, expected %d", len, FSGD_PULL_BY_ID_LEN);
+    out->need = fsgd_le_get64(body);
+    out->id = fsgd_le_get64(body + 8);
+    out->n = fsgd_le_get32(body + 16);
+    out->keys_crc = fsgd_le_get32(body + 20);
+    if (!out->id)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "pull by id: id 0 at byte 8");
+    if (out->n > dim)
+        return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "pull by id: %u keys at byte 16, more than the dimension %llu",
+                            out->n, (unsigned long long)dim);
+    return 0;
+}
+
 int fsgd_values_put(fsgd_wire_buf_t *b, uint32_t worker, uint64_t at, uint32_t keys_crc, const float *vals,
-                    uint32_t n, int half)
+                    uint32_t n, int half, unsigned flags)
 {
     const size_t width = half ? 2 : 4;
     uint8_t *p = fsgd_wire_space(b, FSGD_VALUES_HEADER + width * (size_t)n);
@@ -56,6 +85,7 @@ int fsgd_values_put(fsgd_wire_buf_t *b, uint32_t worker, uint64_t at, uint32_t k
     fsgd_le_put32(p + 12, n);
     fsgd_le_put32(p + 16, keys_crc);
     p[20] = half ? 1 : 0;
+    p[21] = (uint8_t)flags;
     p += FSGD_VALUES_HEADER;
     for (uint32_t i = 0; i < n; i++) {
         if (half)
@@ -84,8 +114,14 @@ int fsgd_values_get(const uint8_t *body, size_t len, fsgd_values_t *out, char *e
     out->keys_crc = fsgd_le_get32(body + 16);
     if (body[20] > 1)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "values: encoding %u at byte 20, expected 0 or 1", body[20]);
-    if (body[21] | body[22] | body[23])
-        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "values: reserved bytes 21-23 are not 0");
+    if (body[22] | body[23])
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "values: reserved bytes 22-23 are not 0");
+    out->flags = body[21];
+    if (out->flags & ~(FSGD_VALUES_KEPT | FSGD_VALUES_MISS))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "values: unknown flags 0x%02x at byte 21", out->flags);
+    if ((out->flags & FSGD_VALUES_MISS) && (out->n || (out->flags & FSGD_VALUES_KEPT)))
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "values: a miss (byte 21) with %u values%s", out->n,
+                            out->flags & FSGD_VALUES_KEPT ? ", kept" : "");
     out->half = body[20];
     const size_t width = out->half ? 2 : 4, rest = len - FSGD_VALUES_HEADER;
     if (rest / width != out->n || rest % width)

@@ -36,6 +36,7 @@
 #include "ctl.h"
 #include "inflight.h"
 #include "job_topics.h"
+#include "pull_cache.h"
 #include "wire.h"
 
 typedef struct pcache {
@@ -175,11 +176,15 @@ typedef struct worker {
                 size_t n, cap;
                 uint32_t crc; /* CRC32C of the key block */
                 fsgd_wire_buf_t body;
+                uint64_t id;          /* the key block's pull_list_id */
+                int by_id;            /* the shard keeps the list: ref is sent, not body */
+                fsgd_wire_buf_t ref;
                 int answered;
             } part[FSGD_SHARDS_MAX];
             uint32_t nanswered;
             double sent_at;
         } plan[2];
+        pull_known_t known[FSGD_SHARDS_MAX]; /* the key lists each shard said it keeps (pull_cache.h) */
     } pull;
 } worker_t;
 

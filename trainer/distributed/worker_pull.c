@@ -46,8 +46,11 @@ void worker_pull_free(worker_t *w)
             free(pl->part[i].keys);
             free(pl->part[i].at);
             free(pl->part[i].body.p);
+            free(pl->part[i].ref.p);
         }
     }
+    for (uint32_t i = 0; i < FSGD_SHARDS_MAX; i++)
+        pull_known_free(&w->pull.known[i]);
     memset(&w->pull, 0, sizeof w->pull);
 }
 
@@ -157,20 +160,26 @@ static int bind_values(worker_t *w, const plan_t *pl)
     return 0;
 }
 
+/* Shard s's part: the list's name where the shard keeps it, else its keys. */
+static int send_part(worker_t *w, const plan_t *pl, uint32_t s)
+{
+    const struct pull_part *pp = &pl->part[s];
+    fsgd_kframe_t h = {.kind = FSGD_KMSG_PULL, .flags = pp->by_id ? FSGD_KFLAG_BY_ID : 0, .gen = pl->gen,
+                       .sender = w->id, .step = pl->step};
+    const fsgd_wire_buf_t *body = pp->by_id ? &pp->ref : &pp->body;
+    const fsgd_bus_out_t out = {.topic = w->topic.grads,
+                                .partition = w->shards > 1 ? (int32_t)s : FSGD_BUS_PARTITION_ANY,
+                                .job = w->job->dist->name, .hdr = &h, .val = body->p, .len = body->n};
+    return fsgd_bus_send(w->prod, &out, &w->stats->bytes_up, w->err, w->errsz);
+}
+
 /* Every shard's part, or (a resend) those not answered yet. */
 static int send_parts(worker_t *w, plan_t *pl, int unanswered_only)
 {
     pl->sent_at = fsgd_clock_s();
-    fsgd_kframe_t h = {.kind = FSGD_KMSG_PULL, .gen = pl->gen, .sender = w->id, .step = pl->step};
-    for (uint32_t s = 0; s < w->shards; s++) {
-        if (unanswered_only && pl->part[s].answered)
-            continue;
-        const fsgd_wire_buf_t *body = &pl->part[s].body;
-        const fsgd_bus_out_t out = {.topic = w->topic.grads,
-                                    .partition = w->shards > 1 ? (int32_t)s : FSGD_BUS_PARTITION_ANY,
-                                    .job = w->job->dist->name, .hdr = &h, .val = body->p, .len = body->n};
-        FSGD_TRY(fsgd_bus_send(w->prod, &out, &w->stats->bytes_up, w->err, w->errsz));
-    }
+    for (uint32_t s = 0; s < w->shards; s++)
+        if (!(unanswered_only && pl->part[s].answered))
+            FSGD_TRY(send_part(w, pl, s));
     return 0;
 }
 
@@ -230,7 +239,16 @@ static int make_plan(worker_t *w, plan_t *pl, uint64_t s, uint64_t ahead, const 
         struct pull_part *pp = &pl->part[i];
         pp->body.n = 0;
         FSGD_TRY(fsgd_pull_put(&pp->body, w->step, pp->keys, pp->n, w->err, w->errsz));
-        pp->crc = fsgd_crc32c(0, pp->body.p + FSGD_PULL_HEADER, pp->body.n - FSGD_PULL_HEADER);
+        const uint8_t *block = pp->body.p + FSGD_PULL_HEADER;
+        const size_t blen = pp->body.n - FSGD_PULL_HEADER;
+        pp->crc = fsgd_crc32c(0, block, blen);
+        pp->id = pull_list_id(block, blen);
+        pp->by_id = pull_known_has(&w->pull.known[i], pp->id);
+        pp->ref.n = 0;
+        if (pp->by_id &&
+            fsgd_pull_ref_put(&pp->ref, &(fsgd_pull_ref_t){w->step, pp->id, (uint32_t)pp->n, pp->crc}) < 0)
+            return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory for a pull");
+        w->stats->pulls_by_id += (uint64_t)pp->by_id;
         pp->answered = 0;
     }
     return send_parts(w, pl, 0);
@@ -365,6 +383,17 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
     if (!pl || pl->part[shard].answered)
         return 0;
     struct pull_part *pp = &pl->part[shard];
+    if (v.flags & FSGD_VALUES_MISS) {
+        if (!pp->by_id || v.keys_crc != pp->crc)
+            return 0; /* a copy, or a miss the keys were sent after already */
+        /* the shard does not hold the list it was named (restarted, or
+         * full): the keys go now */
+        pp->by_id = 0;
+        pull_known_remove(&w->pull.known[shard], pp->id);
+        w->stats->pull_misses++;
+        pl->sent_at = fsgd_clock_s();
+        return send_part(w, pl, shard);
+    }
     const uint64_t need = pl->step - 1 - pl->ahead;
     if (v.n != pp->n || v.keys_crc != pp->crc || v.at < need) {
         worker_reject(w, 1, "%s offset %lld: shard %u's values for step %llu answer %u keys (crc 0x%08x) at the "
@@ -377,6 +406,8 @@ int worker_take_values(worker_t *w, const fsgd_bus_msg_t *m)
     for (uint32_t i = 0; i < n; i++)
         pl->vals[pp->at[i]] = fsgd_values_at(&v, i);
     pp->answered = 1;
+    if ((v.flags & FSGD_VALUES_KEPT) && pull_known_add(&w->pull.known[shard], pp->id) < 0)
+        return fsgd_err_fmt(w->err, w->errsz, FSGD_E_NOMEM, "worker: out of memory");
     if (pl->nanswered == 0 || v.at < pl->at)
         pl->at = v.at;
     w->stats->pulled_keys += n;

@@ -56,7 +56,8 @@ static int parse(const uint8_t *buf, size_t len, fsgd_kframe_t *f, size_t *used,
     if (f->kind < FSGD_KMSG_GRAD || f->kind > FSGD_KMSG_KIND_LAST)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "frame: unknown kind %u at byte 5", f->kind);
     f->flags = fsgd_le_get16(buf + 6);
-    unsigned known = KNOWN_FLAGS | (f->kind == FSGD_KMSG_GRAD ? FSGD_KFLAG_LAG_MASK : 0);
+    unsigned known = KNOWN_FLAGS | (f->kind == FSGD_KMSG_GRAD ? FSGD_KFLAG_LAG_MASK : 0) |
+                     (f->kind == FSGD_KMSG_PULL ? FSGD_KFLAG_BY_ID : 0);
     if (f->flags & ~known)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "frame: reserved flag bits 0x%x set at byte 6",
                             f->flags & ~known);

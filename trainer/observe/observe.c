@@ -32,6 +32,7 @@ static struct {
     /* series ids (-1: not in this role) */
     int steps, empty_steps, rows, epoch, loss, loss_ma, auc, logloss, test_rows, up, down, model_bytes, raw,
         enc, ratio, hist, live, dropped, consumer_errors, resyncs, resends, replica, replica_checks, seconds,
+        chain_restarts, pulls_by_id, pull_misses,
         dataset_rows, dim, shards, shard_weights;
     int version, pv_auc, pv_logloss, pv_rows; /* follow: model versions, progressive validation */
     int phase[PH_COUNT];
@@ -252,6 +253,13 @@ static void add_worker_series(adder_t *a)
     g.resends = add(a, FSGD_PROM_COUNTER, "fsgd_resends_total", "Gradients sent again (step unanswered).", NULL);
     g.replica = add(a, FSGD_PROM_COUNTER, "fsgd_replica_mismatches_total",
                     "Model checksums that did not match this replica.", NULL);
+    g.chain_restarts = add(a, FSGD_PROM_COUNTER, "fsgd_chain_restarts_total",
+                           "Times the model's positions showed a gradient refused without a word: the ones sent "
+                           "on top of it dropped, the worker started again there.", NULL);
+    g.pulls_by_id = add(a, FSGD_PROM_COUNTER, "fsgd_pulls_by_id_total",
+                        "Working-set pulls that named a key list their shard keeps (key caching).", NULL);
+    g.pull_misses = add(a, FSGD_PROM_COUNTER, "fsgd_pull_misses_total",
+                        "Named key lists a shard did not hold: sent again with the keys.", NULL);
 }
 
 int fsgd_observe_start(const fsgd_dist_job_t *job, const char *role, uint32_t worker, const char *addr, int port,
@@ -270,7 +278,8 @@ int fsgd_observe_start(const fsgd_dist_job_t *job, const char *role, uint32_t wo
     add_role_series(&a, job, role, worker);
     g.empty_steps = g.epoch = g.loss = g.loss_ma = g.auc = g.logloss = g.test_rows = g.model_bytes = g.raw = g.enc =
         g.ratio = g.live = g.dropped = g.consumer_errors = g.resyncs = g.resends = g.replica = g.replica_checks =
-            g.seconds = g.dataset_rows = g.dim = g.shards = g.shard_weights = -1;
+            g.seconds = g.dataset_rows = g.dim = g.shards = g.shard_weights = g.chain_restarts = g.pulls_by_id =
+                g.pull_misses = -1;
     g.version = g.pv_auc = g.pv_logloss = g.pv_rows = -1;
     if (agg && job->dist->follow)
         add_follow_series(&a);
@@ -371,6 +380,9 @@ void fsgd_observe_worker_step(const fsgd_worker_stats_t *s)
     set(g.resyncs, (double)s->resyncs);
     set(g.resends, (double)s->resends);
     set(g.replica, (double)s->replica_mismatch);
+    set(g.chain_restarts, (double)s->chain_restarts);
+    set(g.pulls_by_id, (double)s->pulls_by_id);
+    set(g.pull_misses, (double)s->pull_misses);
 }
 
 char *fsgd_observe_render(void)

@@ -219,6 +219,7 @@ STATE_BYTES = 16
 STATE_PART_BYTES = 28
 VALUE_HEADER_BYTES = 8
 PULL_HEADER_BYTES = 8      # a pull's body before its key block (trainer/distributed/pull.h)
+PULL_BY_ID_BYTES = 24      # a pull that names a key list its shard keeps (key caching)
 ANSWER_HEADER_BYTES = 24   # an answer's body before its values
 
 
@@ -240,7 +241,7 @@ def curve_at(curve, rows, field, dim=None):
     return min(v, float(dim)) if dim and field == "keys" else v
 
 
-def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9, value_bytes=4):
+def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9, value_bytes=4, epochs=1):
     """one pipelined step of P workers of B rows each and S shards.
     curve: bench_scale_inputs' kind=keys lines; c: costs in seconds:
       grad_row, encode_key, keyenc_key, apply_key, answer_key (a worker's and
@@ -249,7 +250,9 @@ def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9, valu
       bench_agg_capacity); parts: NAME.data's partitions (the step state);
     link_bps: a machine's link, bytes a second (10 Gb/s), workers' and
     brokers' alike, one broker a shard; value_bytes: a pulled value's (4,
-    or 2 as halves with a lossy codec). Returns seconds of each stage, the
+    or 2 as halves with a lossy codec); epochs: a batch's key list comes
+    round each epoch, so after the first its pull names the list (key
+    caching; bytes are the mean over the job). Returns seconds of each stage, the
     period (their max), bytes a worker-step and rows a second."""
     k_own = curve_at(curve, B, "keys", dim)
     k_union = curve_at(curve, P * B, "keys", dim)
@@ -266,7 +269,8 @@ def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9, valu
         # the pull to each shard: the batch's sorted keys; down: each shard's
         # step message (its state, no values) and its answer, the values in
         # the pull's order
-        up += S * (FRAME_BYTES + PULL_HEADER_BYTES) + curve_at(curve, B, "key_bytes")
+        keys = S * PULL_HEADER_BYTES + curve_at(curve, B, "key_bytes")
+        up += S * FRAME_BYTES + (keys + (epochs - 1) * S * PULL_BY_ID_BYTES) / epochs
         down = (S * (FRAME_BYTES + state + VALUE_HEADER_BYTES) + S * (FRAME_BYTES + ANSWER_HEADER_BYTES)
                 + value_bytes * k_own)
         worker += k_own * (c["keyenc_key"] + c["apply_key"])

@@ -205,6 +205,9 @@ ws = cm.ctr_parts("working_set", 4, 2, 100, curve, c, parts=4, link_bps=1e6)
 # shard's step message 2 (72 + 128 + 8), its answer 2 (72 + 24), 4 * 100 values
 close("ws up", ws["up"], 2 * 144 + 800 + 2 * (72 + 8) + 200)
 close("ws down", ws["down"], 2 * 208 + 2 * 96 + 400)
+# 3 epochs: epochs 2 and 3 name each shard's list (24 bytes) in place of its header and keys
+close("ws up, key caching", cm.ctr_parts("working_set", 4, 2, 100, curve, c, parts=4, epochs=3)["up"],
+      2 * 144 + 800 + 2 * 72 + (2 * 8 + 200 + 2 * 2 * 24) / 3)
 close("ws down, halves", cm.ctr_parts("working_set", 4, 2, 100, curve, c, parts=4, value_bytes=2)["down"],
       2 * 208 + 2 * 96 + 200)
 close("ws worker", ws["worker"], 100e-6 + 100 * 1e-8 + 100 * (2e-8 + 3e-8))

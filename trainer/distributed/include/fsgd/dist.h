@@ -192,6 +192,9 @@ typedef struct fsgd_worker_stats {
     /* replica working_set: steps whose keys' values were pulled and taken,
      * and the keys (a full replica: 0) */
     uint64_t pulls, pulled_keys;
+    /* key caching: pull parts that named a list their shard keeps, and
+     * those the shard no longer held (sent again with the keys) */
+    uint64_t pulls_by_id, pull_misses;
     uint64_t snapshot_heads; /* working set: snapshots taken from their first chunk, their weights left unread */
     uint64_t unauthenticated; /* NAME.model and NAME.ctl messages without a valid tag (a job with a key) */
     uint64_t replayed; /* copies of a message its sender wrote before (fsgd/replay.h): NAME.model, NAME.ctl, and
@@ -303,6 +306,9 @@ typedef struct fsgd_agg_stats {
      * gradient messages) and bytes each worker received (the model message). */
     uint64_t up_msgs, down_msgs, down_bytes_msg, replica_checks;
     uint64_t bytes_values; /* replica working_set: the answers to pulls (each to one worker) */
+    /* key caching: pulls answered, pulls that named a kept key list, named
+     * lists not held (the worker sent the keys), lists kept and their bytes */
+    uint64_t pulls_answered, pulls_by_id, pull_misses, pull_lists_kept, pull_bytes_kept;
     double t_down_encode;
     char downlink[256]; /* "full" or the downlink codec spec */
     double t_grad, t_encode, t_decode, t_wait, t_update, seconds;

@@ -45,6 +45,7 @@ typedef enum fsgd_kmsg_kind {
 #define FSGD_KFLAG_FINAL 1u   /* model message: the job is finished */
 #define FSGD_KFLAG_SECTION 2u /* model message: a strategy feedback section follows the state (fsgd/strategy.h) */
 #define FSGD_KFLAG_AUTH 4u    /* a FSGD_KFRAME_TAG-byte tag under the job key follows the CRC32C (fsgd/auth.h) */
+#define FSGD_KFLAG_BY_ID 8u   /* pull: the body names a key list its shard keeps (trainer/distributed/pull.h) */
 #define FSGD_KFRAME_TAG 32    /* = FSGD_AUTH_TAG_BYTES */
 /* Gradient frame, bits 8-15: its lag, so the gradient of step s was computed
  * on the model of step s - 1 - lag (bounded staleness, job key staleness). */
