@@ -40,8 +40,11 @@
 #include "pull_cache.h"
 #include "wire.h"
 
-/* The aggregator's state, by concern; each agg_*.c touches the groups it
- * needs. */
+/* The aggregator's state, by part. Each part has its own struct and header
+ * (agg_members.h, agg_open.h, agg_early.h, agg_model.h, agg_tune.h,
+ * agg_clock.h, agg_ckpt.h, agg_lead.h), and its functions take that struct
+ * and, to report, an agg_env_t (agg_env.h); a function that orchestrates
+ * several parts (the step loop, agg_apply_step, take_gradient) takes agg_t. */
 
 /* Working-set workers' pulls (agg_pull.c; job key replica working_set). */
 typedef struct agg_pull {
@@ -94,7 +97,8 @@ typedef struct agg {
     agg_ckpt_state_t ckpt;
     agg_pull_t pull;
 
-    /* what the aggregator says, and to whom */
+    /* what the aggregator says, and to whom: agg_env(a) is the view of
+     * these (and of s) that the parts take */
     fsgd_dist_log_fn log;
     fsgd_agg_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
     void *log_ctx;
