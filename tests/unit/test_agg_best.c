@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregator_internal.h"
+#include "agg_tune.h"
 #include "fsgd/job.h"
 #include "fsgd/loss.h"
 #include "fsgd/model.h"
@@ -37,22 +37,19 @@ static void run_case(int theta_zero)
     job.train.bias = 0;
     fsgd_agg_stats_t st = {0};
     st.dataset_rows = 1000;
-    const fsgd_dist_job_t dj = fsgd_job_dist(&job);
-    agg_t a = {.job = &dj, .s = &st, .dim = DIM, .mdim = DIM};
     char err[256];
-    a.err = err;
-    a.errsz = sizeof err;
-    a.st.epoch = 1;
+    uint8_t logged[FSGD_AGG_REJ_COUNT] = {0};
+    const agg_env_t env = {.err = err, .errsz = sizeof err, .s = &st, .logged = logged};
+    agg_tune_t tune = {0};
     float *theta = calloc(DIM, sizeof *theta), *want = calloc(DIM, sizeof *want);
-    a.model.adam.theta = theta;
-    a.tune.track = 1;
+    tune.track = 1;
     CU_ASSERT_FATAL(theta && want);
-    CU_ASSERT_EQUAL_FATAL(fsgd_sparse_reserve(&a.tune.before, 80), 0);
+    CU_ASSERT_EQUAL_FATAL(fsgd_sparse_reserve(&tune.before, 80), 0);
     if (!theta_zero)
         for (int k = 0; k < DIM; k++)
             theta[k] = (float)((double)(fsgd_test_rand(&seed) % 200) / 100.0 - 1.0);
     /* held-out rows over a few hundred keys, so that a step's keys move the loss */
-    fsgd_csr_t *h = &a.tune.hold;
+    fsgd_csr_t *h = &tune.hold;
     CU_ASSERT_EQUAL_FATAL(fsgd_csr_reserve(h, HOLD_ROWS, HOLD_ROWS * 8), 0);
     h->row_ptr[0] = 0;
     for (int r = 0; r < HOLD_ROWS; r++) {
@@ -66,10 +63,10 @@ static void run_case(int theta_zero)
     }
     h->n_rows = HOLD_ROWS;
     h->nnz = HOLD_ROWS * 8;
-    CU_ASSERT_EQUAL_FATAL(fsgd_holdout_init(&a.tune.holdout, h, DIM), 0);
-    a.tune.look_rows = 3; /* a look every 3 steps of one row */
-    a.tune.patience = 1000;
-    a.tune.best_loss = INFINITY;
+    CU_ASSERT_EQUAL_FATAL(fsgd_holdout_init(&tune.holdout, h, DIM), 0);
+    tune.look_rows = 3; /* a look every 3 steps of one row */
+    tune.patience = 1000;
+    tune.best_loss = INFINITY;
     int bests = 0;
     uint32_t keys[80];
     for (int step = 0; step < STEPS; step++) {
@@ -83,8 +80,8 @@ static void run_case(int theta_zero)
             if (dup)
                 continue;
             keys[n] = k;
-            a.tune.before.keys[n] = k;
-            a.tune.before.vals[n++] = theta[k];
+            tune.before.keys[n] = k;
+            tune.before.vals[n++] = theta[k];
             theta[k] += (float)((double)(fsgd_test_rand(&seed) % 200) / 400.0 - 0.25);
         }
         if (step % 3 == 0) { /* a step that fits a held-out row: the loss falls now and then */
@@ -96,39 +93,38 @@ static void run_case(int theta_zero)
                 if (dup)
                     continue;
                 keys[n] = h->col[j];
-                a.tune.before.keys[n] = h->col[j];
-                a.tune.before.vals[n++] = theta[h->col[j]];
+                tune.before.keys[n] = h->col[j];
+                tune.before.vals[n++] = theta[h->col[j]];
                 theta[h->col[j]] += (float)(0.3 * h->label[r]);
             }
         }
-        a.tune.before.n = n;
-        double before = a.tune.best_loss;
+        tune.before.n = n;
+        double before = tune.best_loss;
         int stop = 0;
-        CU_ASSERT_EQUAL_FATAL(agg_auto_look(&a, 1, &stop), 0);
-        if (a.tune.best_loss < before) { /* a new best: the log starts again */
+        CU_ASSERT_EQUAL_FATAL(agg_auto_look(&tune, &env, &job.train, theta, DIM, 0, 1, &stop), 0);
+        if (tune.best_loss < before) { /* a new best: the log starts again */
             bests++;
-            CU_ASSERT_EQUAL(a.tune.n_undo, 0);
-            CU_ASSERT(a.tune.best_loss == hold_loss(h, theta)); /* fsgd/holdout.h: bit for bit */
+            CU_ASSERT_EQUAL(tune.n_undo, 0);
+            CU_ASSERT(tune.best_loss == hold_loss(h, theta)); /* fsgd/holdout.h: bit for bit */
             memcpy(want, theta, DIM * sizeof *theta);
         }
     }
     CU_ASSERT(bests >= 2);
-    CU_ASSERT(a.tune.cap_undo >= DIM); /* the log was compacted on the way (one entry a key at most then) */
+    CU_ASSERT(tune.cap_undo >= DIM); /* the log was compacted on the way (one entry a key at most then) */
     /* moves that make the holdout loss worse, then the end of the job */
     for (int r = 0; r < HOLD_ROWS; r++)
         for (uint64_t j = h->row_ptr[r]; j < h->row_ptr[r + 1]; j++) {
-            a.tune.before.keys[0] = h->col[j];
-            a.tune.before.vals[0] = theta[h->col[j]];
-            a.tune.before.n = 1;
+            tune.before.keys[0] = h->col[j];
+            tune.before.vals[0] = theta[h->col[j]];
+            tune.before.n = 1;
             theta[h->col[j]] -= (float)(3.0 * h->label[r]);
             int stop = 0;
-            CU_ASSERT_EQUAL_FATAL(agg_auto_look(&a, 0, &stop), 0);
+            CU_ASSERT_EQUAL_FATAL(agg_auto_look(&tune, &env, &job.train, theta, DIM, 0, 0, &stop), 0);
         }
-    CU_ASSERT(hold_loss(h, theta) > a.tune.best_loss);
-    agg_auto_finish(&a);
+    CU_ASSERT(hold_loss(h, theta) > tune.best_loss);
+    agg_auto_finish(&tune, &st, &job.train, theta, 1, 0);
     CU_ASSERT_EQUAL(memcmp(theta, want, DIM * sizeof *theta), 0);
-    a.model.adam.theta = NULL;
-    agg_auto_free(&a);
+    agg_auto_free(&tune);
     free(theta);
     free(want);
 }

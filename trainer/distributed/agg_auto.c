@@ -196,18 +196,16 @@ int agg_auto_setup(agg_t *a)
     return 0;
 }
 
-static double holdout_loss(agg_t *a)
+static double holdout_loss(agg_tune_t *t, const fsgd_train_params_t *train, const float *theta)
 {
-    return fsgd_holdout_loss(&a->tune.holdout, a->job->train->model, a->model.adam.theta, a->job->train->bias,
-                             (float)a->job->train->bias_value);
+    return fsgd_holdout_loss(&t->holdout, train->model, theta, train->bias, (float)train->bias_value);
 }
 
 /* Keeps, of the undo log, each key's oldest entry (the value at the best
  * look): the log then holds at most one entry a key. */
-static int undo_compact(agg_t *a)
+static int undo_compact(agg_tune_t *t, uint64_t mdim)
 {
-    agg_tune_t *t = &a->tune;
-    uint64_t *seen = calloc(a->mdim / 64 + 1, sizeof *seen);
+    uint64_t *seen = calloc(mdim / 64 + 1, sizeof *seen);
     if (!seen)
         return FSGD_E_NOMEM;
     size_t k = 0;
@@ -228,13 +226,12 @@ static int undo_compact(agg_t *a)
 /* Appends the step's θ-before to the undo log: sequential writes, no lookup
  * a key (the keys' θ was just read by the update). A log past the model's
  * own size keeps one entry a key; it grows when that is not enough. */
-static int undo_push(agg_t *a, const fsgd_sparse_t *before)
+static int undo_push(agg_tune_t *t, const agg_env_t *e, uint64_t mdim, const fsgd_sparse_t *before)
 {
-    agg_tune_t *t = &a->tune;
     if (t->n_undo + before->n > t->cap_undo) {
-        if (t->cap_undo >= a->mdim && undo_compact(a) < 0)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the undo log");
-        size_t nc = t->cap_undo ? t->cap_undo : a->mdim < 65536 ? (size_t)a->mdim + 1 : 65536;
+        if (t->cap_undo >= mdim && undo_compact(t, mdim) < 0)
+            return fsgd_err_fmt(e->err, e->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the undo log");
+        size_t nc = t->cap_undo ? t->cap_undo : mdim < 65536 ? (size_t)mdim + 1 : 65536;
         while (t->n_undo + before->n > nc)
             nc *= 2;
         if (nc > t->cap_undo) {
@@ -243,7 +240,7 @@ static int undo_push(agg_t *a, const fsgd_sparse_t *before)
                 t->undo_k = nk;
             float *nv = nk ? realloc(t->undo_v, nc * sizeof *nv) : NULL;
             if (!nk || !nv)
-                return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the undo log");
+                return fsgd_err_fmt(e->err, e->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the undo log");
             t->undo_v = nv;
             t->cap_undo = nc;
         }
@@ -254,63 +251,74 @@ static int undo_push(agg_t *a, const fsgd_sparse_t *before)
     return 0;
 }
 
-int agg_auto_look_due(const agg_t *a, uint64_t rows)
+uint64_t agg_tune_batch(const agg_tune_t *t, const fsgd_train_params_t *train, uint64_t dataset_rows)
 {
-    return a->tune.track && a->tune.rows_since_look + rows >= a->tune.look_rows;
+    return train->batch > 0 && train->batch < 1 ? fsgd_train_auto_batch(train, dataset_rows, 1) : t->batch;
 }
 
-int agg_auto_look(agg_t *a, uint64_t rows, int *stop)
+double agg_auto_epochs(uint32_t epoch, uint64_t rows_epoch, uint64_t dataset_rows)
+{
+    return (double)(epoch - 1) + (double)rows_epoch / (double)dataset_rows;
+}
+
+int agg_auto_look_due(const agg_tune_t *t, uint64_t rows)
+{
+    return t->track && t->rows_since_look + rows >= t->look_rows;
+}
+
+int agg_auto_look(agg_tune_t *t, const agg_env_t *e, const fsgd_train_params_t *train, const float *theta, uint64_t mdim,
+                  double epochs_done, uint64_t rows, int *stop)
 {
     *stop = 0;
-    if (!a->tune.track)
+    if (!t->track)
         return 0;
-    FSGD_TRY(undo_push(a, &a->tune.before));
-    a->tune.rows_since_look += rows;
-    if (a->tune.rows_since_look < a->tune.look_rows)
+    FSGD_TRY(undo_push(t, e, mdim, &t->before));
+    t->rows_since_look += rows;
+    if (t->rows_since_look < t->look_rows)
         return 0;
-    a->tune.rows_since_look = 0;
-    double loss = holdout_loss(a);
-    a->s->looks++;
-    double epochs_done = (double)(a->st.epoch - 1) + (double)a->open.rows_epoch / (double)a->s->dataset_rows;
-    if (loss < a->tune.best_loss) {
-        a->tune.best_loss = loss;
-        a->tune.since_best = 0;
-        a->s->best_epoch = epochs_done;
-        a->s->holdout_loss = loss;
-        a->tune.n_undo = 0; /* θ is the best now */
-        a->tune.looked = 1;
-    } else if (++a->tune.since_best >= a->tune.patience) {
-        a->s->stopped_early = 1;
+    t->rows_since_look = 0;
+    double loss = holdout_loss(t, train, theta);
+    e->s->looks++;
+    if (loss < t->best_loss) {
+        t->best_loss = loss;
+        t->since_best = 0;
+        e->s->best_epoch = epochs_done;
+        e->s->holdout_loss = loss;
+        t->n_undo = 0; /* θ is the best now */
+        t->looked = 1;
+    } else if (++t->since_best >= t->patience) {
+        e->s->stopped_early = 1;
         *stop = 1;
     }
-    a->s->epochs_run = epochs_done;
+    e->s->epochs_run = epochs_done;
     return 0;
 }
 
-void agg_auto_finish(agg_t *a)
+void agg_auto_finish(agg_tune_t *t, fsgd_agg_stats_t *s, const fsgd_train_params_t *train, float *theta, uint32_t epoch,
+                     uint64_t rows_epoch)
 {
-    if (!a->tune.track)
+    if (!t->track)
         return;
-    a->s->epochs_run = (double)(a->st.epoch - 1) + (double)a->open.rows_epoch / (double)a->s->dataset_rows;
-    if (a->open.rows_epoch == 0 || a->open.rows_epoch == a->s->dataset_rows)
-        a->s->epochs_run = (double)a->s->n_epochs;
-    if (!a->tune.looked) /* no look yet: the weights as they are */
+    s->epochs_run = agg_auto_epochs(epoch, rows_epoch, s->dataset_rows);
+    if (rows_epoch == 0 || rows_epoch == s->dataset_rows)
+        s->epochs_run = (double)s->n_epochs;
+    if (!t->looked) /* no look yet: the weights as they are */
         return;
-    double loss = holdout_loss(a);
-    if (loss > a->tune.best_loss) /* the last look's weights may be past the best: undo, newest first */
-        for (size_t i = a->tune.n_undo; i-- > 0;)
-            a->model.adam.theta[a->tune.undo_k[i]] = a->tune.undo_v[i];
-    a->tune.n_undo = 0;
+    double loss = holdout_loss(t, train, theta);
+    if (loss > t->best_loss) /* the last look's weights may be past the best: undo, newest first */
+        for (size_t i = t->n_undo; i-- > 0;)
+            theta[t->undo_k[i]] = t->undo_v[i];
+    t->n_undo = 0;
 }
 
-void agg_auto_free(agg_t *a)
+void agg_auto_free(agg_tune_t *t)
 {
-    free(a->tune.undo_k);
-    free(a->tune.undo_v);
-    a->tune.undo_k = NULL;
-    a->tune.undo_v = NULL;
-    a->tune.n_undo = a->tune.cap_undo = 0;
-    fsgd_sparse_free(&a->tune.before);
-    fsgd_csr_free(&a->tune.hold);
-    fsgd_holdout_free(&a->tune.holdout);
+    free(t->undo_k);
+    free(t->undo_v);
+    t->undo_k = NULL;
+    t->undo_v = NULL;
+    t->n_undo = t->cap_undo = 0;
+    fsgd_sparse_free(&t->before);
+    fsgd_csr_free(&t->hold);
+    fsgd_holdout_free(&t->holdout);
 }

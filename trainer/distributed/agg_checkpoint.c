@@ -190,16 +190,16 @@ int fsgd_agg_ckpt_due(double since_last_s, double last_cost_s)
     return since_last_s >= FSGD_AGG_CKPT_COST_RATIO * last_cost_s;
 }
 
-int agg_ckpt_due(const agg_t *a)
+int agg_ckpt_due(const agg_ckpt_state_t *c, double t0, uint64_t mdim, uint32_t shards)
 {
     /* a sharded job's shards checkpoint at the same steps (every snapshot
      * and epoch end), so a restart finds one step that all of them have */
-    if (a->shards > 1)
+    if (shards > 1)
         return 1;
-    if (a->ckpt.n)
-        return fsgd_agg_ckpt_due(agg_now() - a->ckpt.at, a->ckpt.cost);
+    if (c->n)
+        return fsgd_agg_ckpt_due(agg_now() - c->at, c->cost);
     /* θ, Adam's m and v (or FTRL's z and n), per-key counts: 16 bytes a weight */
-    return fsgd_agg_ckpt_due(agg_now() - a->clock.t0, 16.0 * (double)a->mdim / FSGD_AGG_CKPT_EST_BYTES_S);
+    return fsgd_agg_ckpt_due(agg_now() - t0, 16.0 * (double)mdim / FSGD_AGG_CKPT_EST_BYTES_S);
 }
 
 void agg_ckpt_path(const agg_t *a, char *out, size_t cap)
@@ -252,11 +252,13 @@ typedef struct ckpt_in {
     uint32_t file_version, version, gen;
     int ident, follow_v, counted;
     uint64_t step, rows, mdim;
+    char *err; /* the reader's error buffer */
+    size_t errsz;
 } ckpt_in_t;
 
-static int ckpt_truncated(agg_t *a, const ckpt_in_t *c)
+static int ckpt_truncated(const ckpt_in_t *c)
 {
-    return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", c->path, c->off);
+    return fsgd_err_fmt(c->err, c->errsz, FSGD_E_TRUNCATED, "checkpoint '%s': truncated at byte %zu", c->path, c->off);
 }
 
 /* The magic, the version and what it encodes (follow, per-key counts), the
@@ -304,41 +306,41 @@ static int ckpt_read_header(agg_t *a, ckpt_in_t *c)
     return 0;
 }
 
-/* Which shard of which job wrote it: a file under another shard's name
- * (swapped by hand) or of another job is refused, not trained on. */
-static int ckpt_read_ident(agg_t *a, ckpt_in_t *c)
+/* Which shard of which job wrote it, into k: a file under another shard's
+ * name (swapped by hand) or of another job is refused, not trained on (job
+ * NULL: no job to check it against, fsgd_agg_ckpt_check). */
+static int ckpt_read_ident(ckpt_in_t *c, agg_ckpt_state_t *k, const char *job, uint32_t shard, uint32_t shards)
 {
     const uint8_t *p = c->p;
     const char *path = c->path;
     size_t off = c->off;
     if (c->len - off < 9 || c->len - off - 9 < p[off + 8])
-        return ckpt_truncated(a, c);
-    a->ckpt.shard = fsgd_le_get32(p + off);
-    a->ckpt.shards = fsgd_le_get32(p + off + 4);
+        return ckpt_truncated(c);
+    k->shard = fsgd_le_get32(p + off);
+    k->shards = fsgd_le_get32(p + off + 4);
     size_t jn = p[off + 8];
-    if (jn > CKPT_JOB_MAX || a->ckpt.shards == 0 || a->ckpt.shard >= a->ckpt.shards)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT,
-                            "checkpoint '%s': shard %u of %u, job name of %zu bytes at byte %zu", path, a->ckpt.shard,
-                            a->ckpt.shards, jn, off);
-    memcpy(a->ckpt.job, p + off + 9, jn);
-    a->ckpt.job[jn] = '\0';
+    if (jn > CKPT_JOB_MAX || k->shards == 0 || k->shard >= k->shards)
+        return fsgd_err_fmt(c->err, c->errsz, FSGD_E_FORMAT,
+                            "checkpoint '%s': shard %u of %u, job name of %zu bytes at byte %zu", path, k->shard,
+                            k->shards, jn, off);
+    memcpy(k->job, p + off + 9, jn);
+    k->job[jn] = '\0';
     c->off = off + 9 + jn;
-    if (a->job && a->ckpt.shards != a->shards)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+    if (job && k->shards != shards)
+        return fsgd_err_fmt(c->err, c->errsz, FSGD_E_ARG,
                             "checkpoint '%s' was written by a job with %u aggregator shard%s (as shard %u); this one "
                             "has %u: resume with --shards %u, or start over (fsgd run --fresh)",
-                            path, a->ckpt.shards, a->ckpt.shards == 1 ? "" : "s", a->ckpt.shard, a->shards,
-                            a->ckpt.shards);
-    if (a->job && a->ckpt.shard != a->shard)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                            path, k->shards, k->shards == 1 ? "" : "s", k->shard, shards, k->shards);
+    if (job && k->shard != shard)
+        return fsgd_err_fmt(c->err, c->errsz, FSGD_E_ARG,
                             "checkpoint '%s' was written by aggregator shard %u of %u; this is shard %u of %u: "
                             "put each shard's file back under its own name, or start over (fsgd run --fresh)",
-                            path, a->ckpt.shard, a->ckpt.shards, a->shard, a->shards);
-    if (a->job && strcmp(a->ckpt.job, a->job->dist->name) != 0)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                            path, k->shard, k->shards, shard, shards);
+    if (job && strcmp(k->job, job) != 0)
+        return fsgd_err_fmt(c->err, c->errsz, FSGD_E_ARG,
                             "checkpoint '%s' was written by job '%s'; this job is '%s': resume it with --name %s, "
                             "or start over (fsgd run --fresh)",
-                            path, a->ckpt.job, a->job->dist->name, a->ckpt.job);
+                            path, k->job, job, k->job);
     return 0;
 }
 
@@ -380,7 +382,7 @@ static int ckpt_read_progress(agg_t *a, ckpt_in_t *c, uint64_t *t)
 {
     const uint8_t *p = c->p;
     if (c->len - c->off < 8 + 8 + 8 + 8 + 8 + 4)
-        return ckpt_truncated(a, c);
+        return ckpt_truncated(c);
     size_t off = c->off;
     *t = fsgd_le_get64(p + off);
     a->open.rows_epoch = fsgd_le_get64(p + off + 8);
@@ -391,7 +393,7 @@ static int ckpt_read_progress(agg_t *a, ckpt_in_t *c, uint64_t *t)
     c->off = off += 44;
     if (c->len - off <
         (uint64_t)ne * 68 + a->mdim * (c->counted ? 14 : 12) + (c->version >= CKPT_VERSION ? 8 : 0))
-        return ckpt_truncated(a, c);
+        return ckpt_truncated(c);
     /* every epoch of the run (bounded by the bytes above, 68 each) */
     a->s->n_epochs = 0;
     for (uint32_t i = 0; i < ne; i++, a->s->n_epochs++) {
@@ -416,49 +418,50 @@ static int ckpt_read_progress(agg_t *a, ckpt_in_t *c, uint64_t *t)
 
 /* θ, the optimizer's two arrays and (lr auto) the per-key counts; the
  * sizes were checked by ckpt_read_progress. */
-static int ckpt_read_weights(agg_t *a, ckpt_in_t *c)
+static int ckpt_read_weights(ckpt_in_t *c, fsgd_adam_t *adam, uint64_t mdim)
 {
     const uint8_t *p = c->p;
     size_t off = c->off;
-    for (uint64_t i = 0; i < a->mdim; i++, off += 4)
-        a->model.adam.theta[i] = fsgd_le_getf32(p + off);
+    for (uint64_t i = 0; i < mdim; i++, off += 4)
+        adam->theta[i] = fsgd_le_getf32(p + off);
     for (int arr = 1; arr < 3; arr++)
-        for (uint64_t i = 0; i < a->mdim; i++, off += 4) {
+        for (uint64_t i = 0; i < mdim; i++, off += 4) {
             float x = fsgd_le_getf32(p + off);
             if (c->counted && arr == 1)
-                a->model.adam.keys[i].m = x;
+                adam->keys[i].m = x;
             else if (c->counted)
-                a->model.adam.keys[i].v = x;
+                adam->keys[i].v = x;
             else
-                (arr == 1 ? a->model.adam.m : a->model.adam.v)[i] = x;
+                (arr == 1 ? adam->m : adam->v)[i] = x;
         }
-    for (uint64_t i = 0; c->counted && i < a->mdim; i++, off += 2) {
+    for (uint64_t i = 0; c->counted && i < mdim; i++, off += 2) {
         uint16_t n = fsgd_le_get16(p + off);
         if (n > FSGD_ADAM_COUNT_MAX)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT,
+            return fsgd_err_fmt(c->err, c->errsz, FSGD_E_FORMAT,
                                 "checkpoint '%s': key %llu count %u at byte %zu > %d", c->path,
                                 (unsigned long long)i, n, off, FSGD_ADAM_COUNT_MAX);
-        a->model.adam.keys[i].count = n;
+        adam->keys[i].count = n;
     }
     c->off = off;
     return 0;
 }
 
-/* The model kind and intercept it was written for (version 4 on). */
-static int ckpt_read_model_kind(agg_t *a, ckpt_in_t *c)
+/* The model kind and intercept it was written for (version 4 on), into k;
+ * refused when train (not NULL) is another. */
+static int ckpt_read_model_kind(ckpt_in_t *c, agg_ckpt_state_t *k, const fsgd_train_params_t *train)
 {
     if (c->version < CKPT_VERSION)
         return 0;
-    a->ckpt.model = fsgd_le_get32(c->p + c->off);
-    a->ckpt.bias = fsgd_le_get32(c->p + c->off + 4);
+    k->model = fsgd_le_get32(c->p + c->off);
+    k->bias = fsgd_le_get32(c->p + c->off + 4);
     c->off += 8;
-    if (a->job && (a->ckpt.model != (uint32_t)a->job->train->model || a->ckpt.bias != (a->job->train->bias ? 1u : 0u)))
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+    if (train && (k->model != (uint32_t)train->model || k->bias != (train->bias ? 1u : 0u)))
+        return fsgd_err_fmt(c->err, c->errsz, FSGD_E_ARG,
                             "checkpoint '%s' was written by a %s job%s; this job is %s%s: resume with the same "
                             "--model, or start over (fsgd run --fresh)",
-                            c->path, fsgd_loss_name((fsgd_loss_kind_t)a->ckpt.model),
-                            a->ckpt.bias ? " with an intercept" : " without an intercept",
-                            fsgd_loss_name(a->job->train->model), a->job->train->bias ? " with an intercept" : " without an intercept");
+                            c->path, fsgd_loss_name((fsgd_loss_kind_t)k->model),
+                            k->bias ? " with an intercept" : " without an intercept",
+                            fsgd_loss_name(train->model), train->bias ? " with an intercept" : " without an intercept");
     return 0;
 }
 
@@ -467,20 +470,20 @@ static int ckpt_read_model_kind(agg_t *a, ckpt_in_t *c)
  * changed only as far as the bytes were read. */
 static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
 {
-    ckpt_in_t c = {.path = path, .p = p, .len = len};
+    ckpt_in_t c = {.path = path, .p = p, .len = len, .err = a->err, .errsz = a->errsz};
     fsgd_wire_state_t s = {0};
     uint64_t t = 0;
     int rc = ckpt_read_header(a, &c);
     if (rc == 0 && c.ident)
-        rc = ckpt_read_ident(a, &c);
+        rc = ckpt_read_ident(&c, &a->ckpt, a->job ? a->job->dist->name : NULL, a->shard, a->shards);
     if (rc == 0)
         rc = ckpt_check_data(a, &c, &s);
     if (rc == 0)
         rc = ckpt_read_progress(a, &c, &t);
     if (rc == 0)
-        rc = ckpt_read_weights(a, &c);
+        rc = ckpt_read_weights(&c, &a->model.adam, a->mdim);
     if (rc == 0)
-        rc = ckpt_read_model_kind(a, &c);
+        rc = ckpt_read_model_kind(&c, &a->ckpt, a->job ? a->job->train : NULL);
     if (rc == 0 && c.follow_v) {
         /* the windows are checked against the topic once restored (agg_follow_resumed) */
         fsgd_wire_state_t keep = a->st;

@@ -8,70 +8,71 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregator_internal.h"
+#include "agg_early.h"
+#include "fsgd/error.h"
 
 /* τ steps of every member's chunks; beyond that a sender is flooding. */
 #define EARLY_BYTES_MAX ((size_t)1 << 30)
 
-int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t len, int64_t offset)
+int agg_early_hold(agg_early_set_t *h, const agg_env_t *e, const fsgd_kframe_t *f, const void *payload, size_t len,
+                   int64_t offset)
 {
-    for (size_t i = 0; i < a->open.nearly; i++) {
-        const agg_early_t *h = &a->open.early[i];
-        if (h->step == f->step && h->sender == f->sender && h->chunk == f->chunk) {
-            agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u: held for its step already",
-                       f->sender, (unsigned long long)f->step, f->chunk, f->nchunks);
+    for (size_t i = 0; i < h->n; i++) {
+        const agg_early_t *x = &h->held[i];
+        if (x->step == f->step && x->sender == f->sender && x->chunk == f->chunk) {
+            agg_env_reject(e, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u: held for its step already",
+                           f->sender, (unsigned long long)f->step, f->chunk, f->nchunks);
             return 0;
         }
     }
-    if (a->open.early_bytes + len > EARLY_BYTES_MAX) {
-        agg_reject(a, FSGD_AGG_REJ_OVERSIZE, "sender %u step %llu: %zu bytes already wait for later steps",
-                   f->sender, (unsigned long long)f->step, a->open.early_bytes);
+    if (h->bytes + len > EARLY_BYTES_MAX) {
+        agg_env_reject(e, FSGD_AGG_REJ_OVERSIZE, "sender %u step %llu: %zu bytes already wait for later steps",
+                       f->sender, (unsigned long long)f->step, h->bytes);
         return 0;
     }
-    if (a->open.nearly == a->open.cap_early) {
-        size_t nc = a->open.cap_early ? 2 * a->open.cap_early : 64;
-        agg_early_t *ne = realloc(a->open.early, nc * sizeof *ne);
+    if (h->n == h->cap) {
+        size_t nc = h->cap ? 2 * h->cap : 64;
+        agg_early_t *ne = realloc(h->held, nc * sizeof *ne);
         if (!ne)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-        a->open.early = ne;
-        a->open.cap_early = nc;
+            return fsgd_err_fmt(e->err, e->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+        h->held = ne;
+        h->cap = nc;
     }
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+        return fsgd_err_fmt(e->err, e->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     memcpy(copy, payload, len);
-    a->open.early[a->open.nearly++] = (agg_early_t){f->step, f->sender, f->chunk, offset, copy, len};
-    a->open.early_bytes += len;
-    a->s->grads_early++;
+    h->held[h->n++] = (agg_early_t){f->step, f->sender, f->chunk, offset, copy, len};
+    h->bytes += len;
+    e->s->grads_early++;
     return 0;
 }
 
-int agg_early_due(agg_t *a, agg_early_t **take, size_t *ntake)
+int agg_early_due(agg_early_set_t *h, const agg_env_t *e, uint64_t open_step, agg_early_t **take, size_t *ntake)
 {
-    uint64_t open = a->step + 1;
-    size_t k = 0, n = a->open.nearly;
+    size_t k = 0, n = h->n;
     *take = NULL;
     *ntake = 0;
     for (size_t i = 0; i < n; i++) {
-        agg_early_t h = a->open.early[i];
-        if (h.step > open) {
-            a->open.early[k++] = h;
+        agg_early_t x = h->held[i];
+        if (x.step > open_step) {
+            h->held[k++] = x;
             continue;
         }
         if (!*take && !(*take = malloc(n * sizeof **take)))
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
-        a->open.early_bytes -= h.len;
-        (*take)[(*ntake)++] = h; /* h.step < open: its step closed without it (a drop); taking it rejects it as stale */
+            return fsgd_err_fmt(e->err, e->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+        h->bytes -= x.len;
+        (*take)[(*ntake)++] = x; /* x.step < open_step: its step closed without it (a drop); taking it rejects it as stale */
     }
-    a->open.nearly = k;
+    h->n = k;
     return 0;
 }
 
-void agg_early_free(agg_t *a)
+void agg_early_free(agg_early_set_t *h)
 {
-    for (size_t i = 0; i < a->open.nearly; i++)
-        free(a->open.early[i].bytes);
-    free(a->open.early);
-    a->open.early = NULL;
-    a->open.nearly = a->open.cap_early = a->open.early_bytes = 0;
+    for (size_t i = 0; i < h->n; i++)
+        free(h->held[i].bytes);
+    free(h->held);
+    h->held = NULL;
+    h->n = h->cap = h->bytes = 0;
 }

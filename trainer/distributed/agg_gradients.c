@@ -107,10 +107,10 @@ static int admit(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t p
     /* A following shard takes only ranges shard 0 applied (its membership
      * decides): rejecting a sender whose worker_assignment this shard has
      * not read yet would lose that part for good. */
-    if (!a->lead && !agg_member_find(a, f->sender)) {
+    if (!a->lead && !agg_member_find(&a->members, f->sender)) {
         /* its worker_assignment may be on its way: read NAME.ctl first */
         agg_ctl_drain(a, 0);
-        if (!agg_member_find(a, f->sender)) {
+        if (!agg_member_find(&a->members, f->sender)) {
             agg_reject(a, FSGD_AGG_REJ_FORGED,
                        "sender %u is not a member of job %s (no worker_assignment from it on %s; %zu members)",
                        f->sender, a->job->dist->name, a->topic.ctl, a->members.nmem);
@@ -135,6 +135,7 @@ static int admit(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t p
 static int for_open_step(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t plen, int64_t offset,
                          unsigned lag)
 {
+    agg_env_t e = agg_env(a);
     if (lag > (unsigned)a->open.tau || lag >= f->step) {
         agg_reject(a, FSGD_AGG_REJ_STALE,
                    "sender %u step %llu: computed on the model of step %lld, %u steps before; the job's staleness "
@@ -142,13 +143,13 @@ static int for_open_step(agg_t *a, const fsgd_kframe_t *f, const void *payload, 
                    a->open.tau);
         return 0;
     }
-    if (a->lead && f->step == a->step + 1 && !agg_lead_decided(a, f->step))
-        return agg_early_hold(a, f, payload, plen, offset); /* shard 0 has not decided the step yet */
+    if (a->lead && f->step == a->step + 1 && !agg_lead_decided(a->lead, f->step))
+        return agg_early_hold(&a->open.early, &e, f, payload, plen, offset); /* shard 0 has not decided the step yet */
     if (f->step > a->step + 1 && f->step <= a->step + 1 + (uint64_t)a->open.tau) {
         /* Bounded staleness: a worker runs up to τ steps ahead of the model
          * it has; its gradient waits here until its step opens, since steps
          * are applied in order whatever order they arrive in. */
-        return agg_early_hold(a, f, payload, plen, offset);
+        return agg_early_hold(&a->open.early, &e, f, payload, plen, offset);
     }
     if (f->step == a->step + 1)
         return 1;
@@ -169,12 +170,12 @@ static int for_open_step(agg_t *a, const fsgd_kframe_t *f, const void *payload, 
 
 /* One chunk into the open step's reassembly: FSGD_KASM_DONE with the whole
  * body, another >= 0 (pending, or dropped and counted), or an error. */
-static int reassemble(agg_t *a, const fsgd_kframe_t *f, const uint8_t **body, size_t *len)
+static int reassemble(fsgd_kasm_t *as, const agg_env_t *env, const fsgd_kframe_t *f, const uint8_t **body, size_t *len)
 {
     char e[256];
-    int r = fsgd_kasm_feed(a->open.as, f, body, len, e, sizeof e);
+    int r = fsgd_kasm_feed(as, f, body, len, e, sizeof e);
     if (r == FSGD_KASM_DUP) {
-        agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u seen before", f->sender,
+        agg_env_reject(env, FSGD_AGG_REJ_DUPLICATE, "sender %u step %llu chunk %u/%u seen before", f->sender,
                    (unsigned long long)f->step, f->chunk, f->nchunks);
         return 0;
     }
@@ -182,31 +183,31 @@ static int reassemble(agg_t *a, const fsgd_kframe_t *f, const uint8_t **body, si
         /* Its chunks disagree with what is pending under the same key: the
          * newest frame wins, so junk left by someone else cannot block the
          * genuine message when it comes. */
-        agg_reject(a, FSGD_AGG_REJ_CORRUPT, "%s (the pending chunks are dropped)", e);
-        fsgd_kasm_forget(a->open.as, f);
-        r = fsgd_kasm_feed(a->open.as, f, body, len, e, sizeof e);
+        agg_env_reject(env, FSGD_AGG_REJ_CORRUPT, "%s (the pending chunks are dropped)", e);
+        fsgd_kasm_forget(as, f);
+        r = fsgd_kasm_feed(as, f, body, len, e, sizeof e);
     }
     if (r == FSGD_E_NOMEM)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_NOMEM, "aggregator: %s", e);
     if (r < 0) {
-        agg_reject(a, r == FSGD_E_RANGE ? FSGD_AGG_REJ_OVERSIZE : FSGD_AGG_REJ_CORRUPT, "%s", e);
+        agg_env_reject(env, r == FSGD_E_RANGE ? FSGD_AGG_REJ_OVERSIZE : FSGD_AGG_REJ_CORRUPT, "%s", e);
         return 0;
     }
-    a->s->held_bytes_max = fsgd_kasm_held_max(a->open.as);
+    env->s->held_bytes_max = fsgd_kasm_held_max(as);
     return r;
 }
 
 /* What no worker can send for its rows: a reason (FSGD_AGG_REJ_FORGED) and
  * why, or -1. */
-static int impossible(const agg_t *a, const fsgd_wire_grad_t *g, char *why, size_t cap)
+static int impossible(const fsgd_wire_state_t *st, uint64_t gweights, const fsgd_wire_grad_t *g, char *why, size_t cap)
 {
-    if (g->epoch != a->st.epoch)
-        snprintf(why, cap, "claims epoch %u, the job is in epoch %u", g->epoch, a->st.epoch);
+    if (g->epoch != st->epoch)
+        snprintf(why, cap, "claims epoch %u, the job is in epoch %u", g->epoch, st->epoch);
     else if (g->rows == 0 && g->codec_len)
         snprintf(why, cap, "0 rows but a gradient of %u bytes", g->codec_len);
-    else if (g->loss_sum < 0 || g->t_grad < 0 || g->t_encode < 0 || g->raw_entries > a->gweights)
+    else if (g->loss_sum < 0 || g->t_grad < 0 || g->t_encode < 0 || g->raw_entries > gweights)
         snprintf(why, cap, "loss %g, times %g/%g s or %llu raw entries (of %llu weights) are impossible", g->loss_sum,
-                 g->t_grad, g->t_encode, (unsigned long long)g->raw_entries, (unsigned long long)a->gweights);
+                 g->t_grad, g->t_encode, (unsigned long long)g->raw_entries, (unsigned long long)gweights);
     else
         return -1;
     return FSGD_AGG_REJ_FORGED;
@@ -229,33 +230,7 @@ static int ranges_fit(agg_t *a, const fsgd_wire_grad_t *g, uint64_t *rows)
             if (g->ranges[j].part == rg->part)
                 return 0;
     }
-    return !a->lead || agg_lead_applied(a, g->ranges, g->nranges); /* shard 0 applied these ranges in this step */
-}
-
-/* The step's accounts take gradient g of sender (entries decoded). */
-static void count_taken(agg_t *a, uint32_t sender, const fsgd_wire_grad_t *g, size_t entries, unsigned lag)
-{
-    for (uint32_t i = 0; i < g->nranges; i++) {
-        a->open.claimed[g->ranges[i].part] = 1;
-        a->open.newpos[g->ranges[i].part] = g->ranges[i].end;
-    }
-    a->open.rows_step += g->rows;
-    a->open.loss_step += g->loss_sum;
-    a->s->t_grad += g->t_grad;
-    a->s->t_encode += g->t_encode;
-    a->s->raw_bytes += 8 * g->raw_entries;
-    a->s->codec_bytes += g->codec_len;
-    a->s->grads_accepted++;
-    a->s->up_msgs++;
-    a->open.up_entries_step += entries;
-    a->s->up_entries += entries;
-    a->open.up_bytes_step += g->codec_len;
-    if (lag) {
-        a->s->grads_stale++;
-        if (lag > a->s->lag_max)
-            a->s->lag_max = lag;
-    }
-    agg_add_set(&a->open.applied, &a->open.napplied, &a->open.cap_applied, sender);
+    return !a->lead || agg_lead_applied(a->lead, &a->st, a->step + 1, g->ranges, g->nranges); /* shard 0 applied these ranges in this step */
 }
 
 /* A whole gradient message of the open step from f->sender: checked, its
@@ -271,7 +246,7 @@ static int take_gradient(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, 
         return 0;
     }
     char why[300] = "";
-    int reason = impossible(a, &g, why, sizeof why);
+    int reason = impossible(&a->st, a->gweights, &g, why, sizeof why);
     /* A member that sent a well-formed gradient for the step has answered it,
      * whether its ranges are taken or not (a rebalance can make them stale). */
     uint64_t rows = 0;
@@ -323,7 +298,7 @@ static int take_gradient(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, 
         agg_reject(a, FSGD_AGG_REJ_CONFLICT, "sender %u step %llu: a range starts off its partition's position or "
                    "another gradient of the step took the partition", f->sender, (unsigned long long)f->step);
     else
-        count_taken(a, f->sender, &g, entries, lag);
+        agg_open_take(&a->open, a->s, f->sender, &g, entries, lag);
     free(g.ranges);
     return 0;
 }
@@ -348,7 +323,8 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int32_t partition
         return rc;
     const uint8_t *body;
     size_t len;
-    if ((rc = reassemble(a, &f, &body, &len)) != FSGD_KASM_DONE)
+    agg_env_t env = agg_env(a);
+    if ((rc = reassemble(a->open.as, &env, &f, &body, &len)) != FSGD_KASM_DONE)
         return rc < 0 ? rc : 0;
     if (agg_in_set(a->members.got, a->members.ngot, f.sender)) {
         agg_reject(a, FSGD_AGG_REJ_DUPLICATE, "sender %u already answered step %llu", f.sender,
@@ -364,7 +340,8 @@ int agg_take_held(agg_t *a)
     size_t ntake;
     /* Split first: taking a frame may hold nothing new (its step is open),
      * but the held list stays consistent whatever agg_take_frame does. */
-    FSGD_TRY(agg_early_due(a, &take, &ntake));
+    agg_env_t e = agg_env(a);
+    FSGD_TRY(agg_early_due(&a->open.early, &e, a->step + 1, &take, &ntake));
     int rc = 0;
     for (size_t i = 0; i < ntake; i++) {
         if (!rc)

@@ -49,49 +49,49 @@ int agg_init_load(agg_t *a)
     return 0;
 }
 
-int agg_init_apply(agg_t *a)
+int agg_init_apply(agg_model_state_t *ms, const agg_env_t *e, const fsgd_train_params_t *train, uint64_t mdim)
 {
-    fsgd_model_t *m = a->model.init;
+    fsgd_model_t *m = ms->init;
     const fsgd_model_state_t *st = &m->state;
-    memcpy(a->model.adam.theta, m->w, a->mdim * sizeof *a->model.adam.theta);
-    if (a->model.ftrl_on)
-        fsgd_ftrl_start_from(&a->model.ftrl, a->model.adam.theta); /* z gives the weights back */
-    const int resume = st->kind != FSGD_MODEL_STATE_NONE && st->kind == fsgd_train_state_kind(a->job->train);
+    memcpy(ms->adam.theta, m->w, mdim * sizeof *ms->adam.theta);
+    if (ms->ftrl_on)
+        fsgd_ftrl_start_from(&ms->ftrl, ms->adam.theta); /* z gives the weights back */
+    const int resume = st->kind != FSGD_MODEL_STATE_NONE && st->kind == fsgd_train_state_kind(train);
     for (uint64_t i = 0; resume && i < st->n; i++) {
         uint32_t k = st->keys[i];
-        if (k >= a->mdim)
+        if (k >= mdim)
             continue; /* fsgd_model_load checked the keys against its dim */
         if (st->kind == FSGD_MODEL_STATE_FTRL) {
-            a->model.ftrl.z[k] = st->a[i];
-            a->model.ftrl.n[k] = st->b[i];
+            ms->ftrl.z[k] = st->a[i];
+            ms->ftrl.n[k] = st->b[i];
         } else if (st->kind == FSGD_MODEL_STATE_ADAM_COUNTED) {
             /* counts saturate (fsgd/adam.h): a file's larger one must not wrap */
             uint32_t c = st->c[i] > FSGD_ADAM_COUNT_MAX ? FSGD_ADAM_COUNT_MAX : st->c[i];
-            a->model.adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = (uint16_t)c};
+            ms->adam.keys[k] = (fsgd_adam_key_t){.m = st->a[i], .v = st->b[i], .count = (uint16_t)c};
         } else {
-            a->model.adam.m[k] = st->a[i];
-            a->model.adam.v[k] = st->b[i];
+            ms->adam.m[k] = st->a[i];
+            ms->adam.v[k] = st->b[i];
         }
     }
     if (resume && st->kind != FSGD_MODEL_STATE_FTRL)
-        a->model.adam.t = st->step;
-    agg_log(a, "starting from %s: %llu nonzero weights of %llu, %s", a->job->train->init,
-            (unsigned long long)fsgd_model_nnz(m), (unsigned long long)m->dim,
-            resume ? "with its optimizer state"
-                   : st->kind != FSGD_MODEL_STATE_NONE ? "its optimizer state is another kind: the optimizer starts afresh"
-                                                       : "the optimizer starts afresh");
-    a->s->init_state = resume;
+        ms->adam.t = st->step;
+    agg_env_log(e, "starting from %s: %llu nonzero weights of %llu, %s", train->init,
+                (unsigned long long)fsgd_model_nnz(m), (unsigned long long)m->dim,
+                resume ? "with its optimizer state"
+                       : st->kind != FSGD_MODEL_STATE_NONE ? "its optimizer state is another kind: the optimizer starts afresh"
+                                                           : "the optimizer starts afresh");
+    e->s->init_state = resume;
     fsgd_model_free(m);
     free(m);
-    a->model.init = NULL;
+    ms->init = NULL;
     return 0;
 }
 
-void agg_init_free(agg_t *a)
+void agg_init_free(agg_model_state_t *m)
 {
-    if (a->model.init) {
-        fsgd_model_free(a->model.init);
-        free(a->model.init);
-        a->model.init = NULL;
+    if (m->init) {
+        fsgd_model_free(m->init);
+        free(m->init);
+        m->init = NULL;
     }
 }

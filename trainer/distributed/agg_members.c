@@ -55,12 +55,104 @@ void agg_ctl_member(agg_t *a, const char *event, uint32_t worker)
  * latest partition sets are disjoint and cover every partition that still
  * has rows: a group in mid-rebalance has overlapping sets (the old owners
  * have not been told yet) or holes (revoked, not yet reassigned). */
-member_t *agg_member_find(agg_t *a, uint32_t id)
+member_t *agg_member_find(agg_members_t *m, uint32_t id)
 {
-    for (size_t i = 0; i < a->members.nmem; i++)
-        if (a->members.mem[i].id == id)
-            return &a->members.mem[i];
+    for (size_t i = 0; i < m->nmem; i++)
+        if (m->mem[i].id == id)
+            return &m->mem[i];
     return NULL;
+}
+
+void agg_members_report(agg_members_t *m, uint32_t nparts, uint32_t id, int leave, const uint32_t *parts, size_t np)
+{
+    uint32_t P = nparts;
+    member_t *w = agg_member_find(m, id);
+    if (leave) {
+        if (w) {
+            m->changes++;
+            free(w->own);
+            *w = m->mem[--m->nmem];
+        }
+        return;
+    }
+    int fresh = !w;
+    if (!w) {
+        uint8_t *own = m->nmem < MAX_MEMBERS ? calloc(P ? P : 1, 1) : NULL;
+        member_t *nm = own ? realloc(m->mem, (m->nmem + 1) * sizeof *nm) : NULL;
+        if (!own || !nm) {
+            /* (a flood of made-up workers must not grow memory without end) */
+            free(own);
+            if (nm)
+                m->mem = nm;
+            return;
+        }
+        m->mem = nm;
+        w = &m->mem[m->nmem++];
+        w->id = id;
+        w->own = own;
+    }
+    /* a worker repeats its report until the first model: a copy of what it
+     * said is no change (the wait for a settled group goes on counting) */
+    uint8_t *was = malloc(P ? P : 1);
+    if (was)
+        memcpy(was, w->own, P);
+    memset(w->own, 0, P);
+    for (size_t i = 0; i < np; i++)
+        if (parts[i] < P)
+            w->own[parts[i]] = 1;
+    if (!was || fresh || memcmp(was, w->own, P) != 0) {
+        m->changes++;
+        w->seq = ++m->ctl_seq;
+    }
+    free(was);
+}
+
+int agg_members_all_answered(const agg_members_t *m)
+{
+    int complete = m->ngot > 0;
+    for (size_t i = 0; i < m->nlive && complete; i++)
+        complete = agg_in_set(m->got, m->ngot, m->live[i]);
+    return complete;
+}
+
+size_t agg_members_silent(const agg_members_t *m, char *out, size_t cap)
+{
+    size_t used = 0, n = 0;
+    for (size_t i = 0; i < m->nlive && used < cap; i++)
+        if (!agg_in_set(m->got, m->ngot, m->live[i]))
+            used += (size_t)snprintf(out + used, cap - used, "%s%u", n++ ? ", " : "", m->live[i]);
+    return n;
+}
+
+size_t agg_members_drop_silent(agg_members_t *m, uint32_t *dropped, size_t cap)
+{
+    size_t k = 0, nd = 0;
+    for (size_t i = 0; i < m->nlive; i++)
+        if (agg_in_set(m->got, m->ngot, m->live[i]))
+            m->live[k++] = m->live[i];
+        else if (nd++ < cap)
+            dropped[nd - 1] = m->live[i];
+    m->nlive = k;
+    return nd;
+}
+
+void agg_members_live_from_got(agg_members_t *m)
+{
+    m->nlive = 0;
+    for (size_t i = 0; i < m->ngot; i++)
+        agg_add_set(&m->live, &m->nlive, &m->cap_live, m->got[i]);
+}
+
+void agg_members_free(agg_members_t *m)
+{
+    free(m->live);
+    free(m->got);
+    for (size_t i = 0; i < m->nmem; i++)
+        free(m->mem[i].own);
+    free(m->mem);
+    m->live = m->got = NULL;
+    m->mem = NULL;
+    m->nlive = m->ngot = m->nmem = m->cap_live = m->cap_got = 0;
 }
 
 /* Applies one NAME.ctl event: worker_assignment makes (or updates) a
@@ -99,48 +191,7 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
         return;
     }
     a->members.ctl_used++;
-    uint32_t id = (uint32_t)wid;
-    member_t *w = agg_member_find(a, id);
-    if (!strcmp(ev, "worker_leave")) {
-        if (w) {
-            a->members.changes++;
-            free(w->own);
-            *w = a->members.mem[--a->members.nmem];
-        }
-        free(tmp);
-        return;
-    }
-    int fresh = !w;
-    if (!w) {
-        uint8_t *own = a->members.nmem < MAX_MEMBERS ? calloc(P ? P : 1, 1) : NULL;
-        member_t *nm = own ? realloc(a->members.mem, (a->members.nmem + 1) * sizeof *nm) : NULL;
-        if (!own || !nm) {
-            /* (a flood of made-up workers must not grow memory without end) */
-            free(own);
-            if (nm)
-                a->members.mem = nm;
-            free(tmp);
-            return;
-        }
-        a->members.mem = nm;
-        w = &a->members.mem[a->members.nmem++];
-        w->id = id;
-        w->own = own;
-    }
-    /* a worker repeats its report until the first model: a copy of what it
-     * said is no change (the wait for a settled group goes on counting) */
-    uint8_t *was = malloc(P ? P : 1);
-    if (was)
-        memcpy(was, w->own, P);
-    memset(w->own, 0, P);
-    for (size_t i = 0; i < np; i++)
-        if (tmp[i] < P)
-            w->own[tmp[i]] = 1;
-    if (!was || fresh || memcmp(was, w->own, P) != 0) {
-        a->members.changes++;
-        w->seq = ++a->members.ctl_seq;
-    }
-    free(was);
+    agg_members_report(&a->members, P, (uint32_t)wid, !strcmp(ev, "worker_leave"), tmp, np);
     free(tmp);
 }
 
@@ -180,38 +231,73 @@ int agg_ctl_drain(agg_t *a, int timeout_ms)
 /* 1 when w is the latest reporter of at least one partition: it still holds
  * rows. A worker that died keeps its last report, but once the group has
  * moved its partitions the new owners' later reports supersede it. */
-static int member_holds(const agg_t *a, const member_t *w)
+static int member_holds(const agg_members_t *m, uint32_t nparts, const member_t *w)
 {
-    for (uint32_t p = 0; p < a->st.nparts; p++) {
+    for (uint32_t p = 0; p < nparts; p++) {
         if (!w->own[p])
             continue;
         int newer = 0;
-        for (size_t k = 0; k < a->members.nmem && !newer; k++)
-            newer = a->members.mem[k].seq > w->seq && a->members.mem[k].own[p];
+        for (size_t k = 0; k < m->nmem && !newer; k++)
+            newer = m->mem[k].seq > w->seq && m->mem[k].own[p];
         if (!newer)
             return 1;
     }
     return 0;
 }
 
-/* The ids of the members that hold partitions and have not answered this
- * step, as text ("2, 5"); returns how many. */
-size_t agg_awaited(const agg_t *a, char *out, size_t cap)
+size_t agg_awaited(const agg_members_t *m, uint32_t nparts, char *out, size_t cap)
 {
     size_t n = 0, used = 0;
     out[0] = '\0';
-    for (size_t i = 0; i < a->members.nmem; i++) {
-        const member_t *w = &a->members.mem[i];
+    for (size_t i = 0; i < m->nmem; i++) {
+        const member_t *w = &m->mem[i];
         int answered = 0;
-        for (size_t k = 0; k < a->members.ngot && !answered; k++)
-            answered = a->members.got[k] == w->id;
-        if (answered || !member_holds(a, w))
+        for (size_t k = 0; k < m->ngot && !answered; k++)
+            answered = m->got[k] == w->id;
+        if (answered || !member_holds(m, nparts, w))
             continue;
         if (used < cap)
             used += (size_t)snprintf(out + used, cap - used, "%s%u", n ? ", " : "", w->id);
         n++;
     }
     return n;
+}
+
+int agg_members_cover(const agg_members_t *m, const fsgd_wire_state_t *st, uint32_t *owners)
+{
+    uint32_t P = st->nparts;
+    uint32_t holders = 0;
+    memset(owners, 0, P * sizeof *owners);
+    for (size_t k = 0; k < m->nmem; k++) {
+        int any = 0;
+        for (uint32_t p = 0; p < P; p++)
+            if (m->mem[k].own[p]) {
+                owners[p]++;
+                any = 1;
+            }
+        holders += any;
+    }
+    int covered = holders > 0;
+    for (uint32_t p = 0; p < P && covered; p++)
+        covered = st->pos[p] >= st->end[p] ? owners[p] <= 1 : owners[p] == 1;
+    return covered;
+}
+
+int agg_members_orphaned(const agg_members_t *m, const fsgd_wire_state_t *st)
+{
+    int left = 0;
+    for (uint32_t p = 0; p < st->nparts; p++) {
+        if (st->pos[p] >= st->end[p])
+            continue;
+        left = 1;
+        const member_t *owner = NULL;
+        for (size_t k = 0; k < m->nmem; k++)
+            if (m->mem[k].own[p] && (!owner || m->mem[k].seq > owner->seq))
+                owner = &m->mem[k];
+        if (owner && agg_in_set(m->live, m->nlive, owner->id))
+            return 0;
+    }
+    return left;
 }
 
 /* Why: workers answer step 1 as soon as they hold any assignment. When the
@@ -269,20 +355,7 @@ int agg_wait_assignment(agg_t *a, double timeout_s)
             continue;
         }
         last_change = t;
-        uint32_t holders = 0;
-        memset(owners, 0, P * sizeof *owners);
-        for (size_t k = 0; k < a->members.nmem; k++) {
-            int any = 0;
-            for (uint32_t p = 0; p < P; p++)
-                if (a->members.mem[k].own[p]) {
-                    owners[p]++;
-                    any = 1;
-                }
-            holders += any;
-        }
-        covered = holders > 0;
-        for (uint32_t p = 0; p < P && covered; p++)
-            covered = a->st.pos[p] >= a->st.end[p] ? owners[p] <= 1 : owners[p] == 1;
+        covered = agg_members_cover(&a->members, &a->st, owners);
         if (covered && a->members.nmem >= (size_t)a->members.expected) {
             a->s->assignment_settled = 1;
             break;

@@ -225,18 +225,18 @@ int fsgd_agg_write_metrics(const fsgd_dist_job_t *job, const fsgd_agg_stats_t *s
     return 0;
 }
 
-void agg_step_emit(agg_t *a, double step_seconds)
+void agg_step_emit(const agg_env_t *e, const fsgd_sagg_t *strat, double step_seconds)
 {
-    fsgd_agg_stats_t *s = a->s;
+    fsgd_agg_stats_t *s = e->s;
     fsgd_trace_point_t pt = {.seconds = s->seconds,
                              .loss = s->adam_steps ? s->loss_ma : NAN,
                              .step = s->steps,
                              .rows = s->rows_total,
                              .bytes_up = s->bytes_up,
                              .bytes_down = s->bytes_down,
-                             .bits = a->model.strat ? fsgd_sagg_param(a->model.strat, "bits") : NAN,
-                             .energy = a->model.strat ? fsgd_sagg_param(a->model.strat, "energy") : NAN};
+                             .bits = strat ? fsgd_sagg_param(strat, "bits") : NAN,
+                             .energy = strat ? fsgd_sagg_param(strat, "energy") : NAN};
     fsgd_trace_add(&s->trace, &pt);
-    if (a->on_step)
-        a->on_step(a->log_ctx, s, a->model.strat, step_seconds);
+    if (e->on_step)
+        e->on_step(e->log_ctx, s, strat, step_seconds);
 }

@@ -34,42 +34,43 @@ static int cmp_u32(const void *x, const void *y)
  * second encode): a little under 1 when an entry costs the same both ways
  * (the keys of a union of messages are sparser), above 1 when the downlink
  * codec is cheaper per entry. */
-static int put_coded_delta(agg_t *a, const uint32_t *keys, size_t n)
+static int put_coded_delta(agg_model_state_t *m, agg_open_step_t *o, const agg_env_t *e, uint64_t step,
+                           const uint32_t *keys, size_t n)
 {
     double t0 = agg_now();
-    if (a->model.down_scale <= 0)
-        a->model.down_scale = 1.0;
-    size_t budget = a->open.napplied
-                        ? (size_t)(a->model.down_scale * (double)a->open.up_entries_step / (double)a->open.napplied)
+    if (m->down_scale <= 0)
+        m->down_scale = 1.0;
+    size_t budget = o->napplied
+                        ? (size_t)(m->down_scale * (double)o->up_entries_step / (double)o->napplied)
                         : 0;
-    size_t cap = fsgd_sagg_downlink_bound(a->model.strat, n);
-    if (cap > a->model.dmsg_cap) {
-        uint8_t *nm = realloc(a->model.dmsg, cap);
+    size_t cap = fsgd_sagg_downlink_bound(m->strat, n);
+    if (cap > m->dmsg_cap) {
+        uint8_t *nm = realloc(m->dmsg, cap);
         if (!nm)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the downlink");
-        a->model.dmsg = nm;
-        a->model.dmsg_cap = cap;
+            return fsgd_err_fmt(e->err, e->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the downlink");
+        m->dmsg = nm;
+        m->dmsg_cap = cap;
     }
-    fsgd_outbuf_t msg = {a->model.dmsg, cap, 0};
-    FSGD_TRY(fsgd_sagg_downlink_encode(a->model.strat, a->model.adam.theta, keys, n, budget ? budget : 1, &msg, a->err,
-                                       a->errsz));
+    fsgd_outbuf_t msg = {m->dmsg, cap, 0};
+    FSGD_TRY(fsgd_sagg_downlink_encode(m->strat, m->adam.theta, keys, n, budget ? budget : 1, &msg, e->err,
+                                       e->errsz));
     size_t len = msg.len;
-    if (a->open.napplied && len > 0 && a->open.up_bytes_step > 0) {
-        double target = DOWN_BYTES_SHARE * (double)a->open.up_bytes_step / (double)a->open.napplied;
+    if (o->napplied && len > 0 && o->up_bytes_step > 0) {
+        double target = DOWN_BYTES_SHARE * (double)o->up_bytes_step / (double)o->napplied;
         /* up to the union of the step's messages: a downlink codec that spends
          * fewer bits an entry than the uplink's carries more keys */
-        double s = a->model.down_scale * target / (double)len, most = (double)a->open.napplied;
-        a->model.down_scale = s < 0.25 ? 0.25 : s > most ? most : s;
+        double s = m->down_scale * target / (double)len, most = (double)o->napplied;
+        m->down_scale = s < 0.25 ? 0.25 : s > most ? most : s;
     }
     uint32_t flags = 0, check = 0;
-    if ((a->step % FSGD_AGG_REPLICA_CHECK_EVERY) == 0) {
+    if ((step % FSGD_AGG_REPLICA_CHECK_EVERY) == 0) {
         flags |= FSGD_WIRE_CDELTA_CHECK;
-        check = fsgd_sagg_downlink_check(a->model.strat);
-        a->s->replica_checks++;
+        check = fsgd_sagg_downlink_check(m->strat);
+        e->s->replica_checks++;
     }
-    qsort(a->open.applied, a->open.napplied, sizeof *a->open.applied, cmp_u32);
-    a->s->t_down_encode += agg_now() - t0;
-    return fsgd_wire_cdelta_put(&a->model.buf, flags, check, a->open.applied, (uint32_t)a->open.napplied, a->model.dmsg,
+    qsort(o->applied, o->napplied, sizeof *o->applied, cmp_u32);
+    e->s->t_down_encode += agg_now() - t0;
+    return fsgd_wire_cdelta_put(&m->buf, flags, check, o->applied, (uint32_t)o->napplied, m->dmsg,
                                 (uint32_t)len);
 }
 
@@ -119,8 +120,10 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
         if (coded)
             fsgd_sagg_downlink_sync(a->model.strat, a->model.adam.theta); /* every worker now holds θ exactly */
     } else if (coded) {
-        if (!rc)
-            FSGD_TRY(put_coded_delta(a, keys, n));
+        if (!rc) {
+            agg_env_t env = agg_env(a);
+            FSGD_TRY(put_coded_delta(&a->model, &a->open, &env, a->step, keys, n));
+        }
     } else {
         if (fsgd_sparse_reserve(&a->model.dec, n) < 0)
             rc = FSGD_E_NOMEM;
@@ -157,14 +160,30 @@ static void *pages_main(void *arg)
     return NULL;
 }
 
-void agg_pages_start(agg_t *a)
+void agg_pages_start(agg_model_state_t *m)
 {
-    a->model.pages_running = pthread_create(&a->model.pages_tid, NULL, pages_main, &a->model.adam) == 0;
+    m->pages_running = pthread_create(&m->pages_tid, NULL, pages_main, &m->adam) == 0;
 }
 
-void agg_pages_join(agg_t *a)
+void agg_pages_join(agg_model_state_t *m)
 {
-    if (a->model.pages_running)
-        pthread_join(a->model.pages_tid, NULL);
-    a->model.pages_running = 0;
+    if (m->pages_running)
+        pthread_join(m->pages_tid, NULL);
+    m->pages_running = 0;
+}
+
+void agg_model_free(agg_model_state_t *m)
+{
+    agg_pages_join(m);
+    fsgd_adam_free(&m->adam);
+    fsgd_sagg_destroy(m->strat);
+    m->strat = NULL;
+    fsgd_sparse_free(&m->dec);
+    agg_init_free(m);
+    free(m->dmsg);
+    m->dmsg = NULL;
+    m->dmsg_cap = 0;
+    free(m->buf.p);
+    m->buf.p = NULL;
+    m->buf.n = m->buf.cap = 0;
 }

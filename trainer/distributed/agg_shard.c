@@ -115,9 +115,8 @@ int agg_lead_open(agg_t *a, fsgd_bus_t *bus)
     return fsgd_bus_assign(l->c, &tp, 1, a->err, a->errsz);
 }
 
-void agg_lead_free(agg_t *a)
+void agg_lead_free(agg_lead_t *l)
 {
-    struct agg_lead *l = a->lead;
     if (!l)
         return;
     for (size_t i = 0; i < l->n; i++)
@@ -127,12 +126,10 @@ void agg_lead_free(agg_t *a)
     fsgd_replay_destroy(l->replay);
     fsgd_bus_client_destroy(l->c);
     free(l);
-    a->lead = NULL;
 }
 
-static const lead_step_t *lead_find(const agg_t *a, uint64_t step)
+static const lead_step_t *lead_find(const agg_lead_t *l, uint64_t step)
 {
-    const struct agg_lead *l = a->lead;
     for (size_t i = 0; l && i < l->n; i++)
         if (l->q[i].step == step && l->q[i].gen == l->gen)
             return &l->q[i];
@@ -170,7 +167,7 @@ static int lead_take(agg_t *a, const fsgd_bus_msg_t *m)
         l->gen = f.gen;
         l->open_step = f.step; /* a generation opens with its snapshot */
     }
-    if (f.step <= a->step || lead_find(a, f.step))
+    if (f.step <= a->step || lead_find(l, f.step))
         return 0;
     fsgd_wire_state_t s = {0};
     size_t off = 0;
@@ -200,7 +197,7 @@ int agg_lead_poll(agg_t *a, int *open_decided)
     *open_decided = 0;
     if (!l)
         return 0;
-    int rc = 0, had_open = lead_find(a, a->step + 1) != NULL;
+    int rc = 0, had_open = lead_find(l, a->step + 1) != NULL;
     for (int i = 0; i < 256 && !rc; i++) {
         fsgd_bus_msg_t *m = fsgd_bus_poll(l->c, 0);
         if (!m)
@@ -223,41 +220,42 @@ int agg_lead_poll(agg_t *a, int *open_decided)
             fsgd_wire_state_free(&l->q[i].st);
     l->n = k;
     /* the open step's gradients waited for this: the caller takes them now, in order */
-    *open_decided = !rc && !had_open && lead_find(a, a->step + 1);
+    *open_decided = !rc && !had_open && lead_find(l, a->step + 1);
     return rc;
 }
 
-int agg_lead_decided(const agg_t *a, uint64_t step)
+int agg_lead_decided(const agg_lead_t *l, uint64_t step)
 {
-    return lead_find(a, step) != NULL;
+    return lead_find(l, step) != NULL;
 }
 
 /* Where the leader's step leaves partition p: its position, or its end
  * when the step closed the epoch (the state then starts the next one). */
-static uint64_t lead_end(const agg_t *a, const lead_step_t *d, uint32_t p)
+static uint64_t lead_end(const fsgd_wire_state_t *st, const lead_step_t *d, uint32_t p)
 {
-    return d->st.epoch != a->st.epoch || d->final ? a->st.end[p] : d->st.pos[p];
+    return d->st.epoch != st->epoch || d->final ? st->end[p] : d->st.pos[p];
 }
 
-int agg_lead_applied(const agg_t *a, const fsgd_wire_range_t *r, uint32_t n)
+int agg_lead_applied(const agg_lead_t *l, const fsgd_wire_state_t *st, uint64_t step, const fsgd_wire_range_t *r,
+                     uint32_t n)
 {
-    const lead_step_t *d = lead_find(a, a->step + 1);
+    const lead_step_t *d = lead_find(l, step);
     if (!d)
         return 0;
     for (uint32_t i = 0; i < n; i++)
-        if (r[i].part >= a->st.nparts || r[i].end != lead_end(a, d, r[i].part))
+        if (r[i].part >= st->nparts || r[i].end != lead_end(st, d, r[i].part))
             return 0;
     return 1;
 }
 
-int agg_lead_complete(agg_t *a)
+int agg_lead_complete(const agg_lead_t *l, const fsgd_wire_state_t *st, const agg_open_step_t *o, uint64_t step)
 {
-    const lead_step_t *d = lead_find(a, a->step + 1);
+    const lead_step_t *d = lead_find(l, step);
     if (!d)
         return 0;
-    for (uint32_t p = 0; p < a->st.nparts; p++) {
-        uint64_t at = a->open.claimed[p] ? a->open.newpos[p] : a->st.pos[p];
-        if (at != lead_end(a, d, p))
+    for (uint32_t p = 0; p < st->nparts; p++) {
+        uint64_t at = o->claimed[p] ? o->newpos[p] : st->pos[p];
+        if (at != lead_end(st, d, p))
             return 0;
     }
     return 1;
@@ -308,7 +306,7 @@ int agg_lead_check_alive(agg_t *a, double step_timeout)
 {
     struct agg_lead *l = a->lead;
     double t = agg_now();
-    if (!agg_lead_decided(a, a->step + 1)) {
+    if (!agg_lead_decided(l, a->step + 1)) {
         if (t - l->last_heard > lead_patience(step_timeout))
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TIMEOUT,
                                 "shard %u: nothing from shard 0 on %s partition 0 for %.0f s (step %llu open): shard "
@@ -325,10 +323,10 @@ int agg_lead_check_alive(agg_t *a, double step_timeout)
      * step goes on without that part, as shard 0 counted it, so every
      * shard's rows and positions stay shard 0's. Live workers resend
      * sooner (a quarter of the step timeout). */
-    if (t - l->decided_at > step_timeout && !agg_lead_complete(a)) {
-        const lead_step_t *d = lead_find(a, a->step + 1);
+    if (t - l->decided_at > step_timeout && !agg_lead_complete(l, &a->st, &a->open, a->step + 1)) {
+        const lead_step_t *d = lead_find(l, a->step + 1);
         for (uint32_t p = 0; p < a->st.nparts; p++) {
-            uint64_t at = a->open.claimed[p] ? a->open.newpos[p] : a->st.pos[p], to = lead_end(a, d, p);
+            uint64_t at = a->open.claimed[p] ? a->open.newpos[p] : a->st.pos[p], to = lead_end(&a->st, d, p);
             if (at == to || a->open.claimed[p] || to < at)
                 continue;
             uint64_t s0 = a->st.start[p];
@@ -354,7 +352,7 @@ int agg_shard_final(agg_t *a)
      * downlink replica with it) go before the whole model is read, so the
      * shard's peak stays its training peak (one copy of the model, read in
      * place: assemble.c). */
-    agg_pages_join(a);
+    agg_pages_join(&a->model);
     fsgd_adam_free(&a->model.adam);
     fsgd_sagg_destroy(a->model.strat);
     a->model.strat = NULL;

@@ -1,5 +1,5 @@
 /* Closing a step: the optimizer update, epoch accounting and evaluation,
- * the next step's quotas, and step latency statistics. */
+ * the next step's quotas (step latency statistics: agg_clock.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -14,25 +14,21 @@
 #include "fsgd/step.h"
 #include "fsgd/train.h"
 
-void agg_set_quota(agg_t *a)
+void agg_set_quota(fsgd_wire_state_t *st, uint64_t B)
 {
     /* B rows per step split over the partitions that still have rows, so a
      * step holds B rows however partitions are spread over workers. */
-    /* a fraction follows the data (continuous training: it grows); auto
-     * was fixed with lr at the start */
-    uint64_t B = a->job->train->batch > 0 && a->job->train->batch < 1 ? fsgd_train_auto_batch(a->job->train, a->s->dataset_rows, 1)
-                                                        : a->tune.batch;
     uint32_t active = 0;
-    for (uint32_t p = 0; p < a->st.nparts; p++)
-        active += a->st.pos[p] < a->st.end[p];
+    for (uint32_t p = 0; p < st->nparts; p++)
+        active += st->pos[p] < st->end[p];
     uint32_t i = 0;
-    for (uint32_t p = 0; p < a->st.nparts; p++) {
-        if (a->st.pos[p] >= a->st.end[p]) {
-            a->st.quota[p] = 0;
+    for (uint32_t p = 0; p < st->nparts; p++) {
+        if (st->pos[p] >= st->end[p]) {
+            st->quota[p] = 0;
             continue;
         }
         uint64_t q = B / active + (i < B % active);
-        a->st.quota[p] = (uint32_t)(q ? q : 0);
+        st->quota[p] = (uint32_t)(q ? q : 0);
         i++;
     }
 }
@@ -40,41 +36,8 @@ void agg_set_quota(agg_t *a)
 void agg_begin_step(agg_t *a)
 {
     a->members.ngot = 0;
-    a->open.napplied = 0;
-    a->open.up_entries_step = 0;
-    a->open.up_bytes_step = 0;
-    memset(a->open.claimed, 0, a->st.nparts);
-    memcpy(a->open.newpos, a->st.pos, a->st.nparts * sizeof *a->open.newpos);
-    a->open.rows_step = 0;
-    a->open.loss_step = 0;
+    agg_open_begin(&a->open, &a->st, a->step + 1);
     a->clock.step_start = agg_now();
-    fsgd_kasm_prune(a->open.as, a->step + 1);
-}
-
-static int cmp_d(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-void agg_latency_stats(agg_t *a)
-{
-    a->s->hop_grads_ms_p50 = fsgd_klat_quantile(&a->clock.lat_grads, 0.5);
-    a->s->hop_grads_ms_p99 = fsgd_klat_quantile(&a->clock.lat_grads, 0.99);
-    if (!a->clock.n_step_ms)
-        return;
-    double *c = malloc(a->clock.n_step_ms * sizeof *c);
-    if (!c)
-        return;
-    memcpy(c, a->clock.step_ms, a->clock.n_step_ms * sizeof *c);
-    qsort(c, a->clock.n_step_ms, sizeof *c, cmp_d);
-    double sum = 0;
-    for (size_t i = 0; i < a->clock.n_step_ms; i++)
-        sum += c[i];
-    a->s->step_ms_mean = sum / a->clock.n_step_ms;
-    a->s->step_ms_p50 = c[a->clock.n_step_ms / 2];
-    a->s->step_ms_p99 = c[(size_t)(0.99 * (a->clock.n_step_ms - 1))];
-    free(c);
 }
 
 /* 1 when the positions reached every partition's end (follow: the data
@@ -85,34 +48,6 @@ static int agg_epoch_ends(const agg_t *a)
     for (uint32_t p = 0; end && p < a->st.nparts; p++)
         end = a->st.pos[p] == a->st.end[p];
     return end;
-}
-
-/* Time from step 1, and the moving-average training loss that
- * time-to-target is measured on (the group join and data loading before
- * step 1 are left out). */
-static void agg_track_loss(agg_t *a, uint64_t R)
-{
-    double tnow = agg_now();
-    if (a->clock.t_step1 == 0) {
-        a->clock.t_step1 = tnow;
-        a->s->step1_at = tnow - a->clock.t0;
-    }
-    if (R == 0)
-        return;
-    a->clock.win_loss[a->clock.win_i % FSGD_AGG_LOSS_WINDOW] = a->open.loss_step;
-    a->clock.win_rows[a->clock.win_i % FSGD_AGG_LOSS_WINDOW] = R;
-    a->clock.win_i++;
-    double ls = 0;
-    uint64_t rs = 0;
-    for (unsigned i = 0; i < FSGD_AGG_LOSS_WINDOW && i < a->clock.win_i; i++) {
-        ls += a->clock.win_loss[i];
-        rs += a->clock.win_rows[i];
-    }
-    a->s->loss_ma = ls / (double)rs;
-    if (a->job->dist->target_loss > 0 && a->s->time_to_target < 0 && a->s->loss_ma <= a->job->dist->target_loss) {
-        a->s->time_to_target = tnow - a->clock.t_step1;
-        a->s->target_step = a->step;
-    }
 }
 
 /* The epoch that the step ended: its record, the test evaluation, the
@@ -161,22 +96,6 @@ static int agg_end_epoch(agg_t *a, double t0, int *final)
     return 0;
 }
 
-/* A step's wall time from its start, for the latency percentiles (kept
- * while memory allows). */
-static void agg_record_step_ms(agg_t *a)
-{
-    if (a->clock.n_step_ms == a->clock.cap_step_ms) {
-        size_t nc = a->clock.cap_step_ms ? 2 * a->clock.cap_step_ms : 1024;
-        double *ns = realloc(a->clock.step_ms, nc * sizeof *ns);
-        if (ns) {
-            a->clock.step_ms = ns;
-            a->clock.cap_step_ms = nc;
-        }
-    }
-    if (a->clock.n_step_ms < a->clock.cap_step_ms)
-        a->clock.step_ms[a->clock.n_step_ms++] = (agg_now() - a->clock.step_start) * 1e3;
-}
-
 /* Applies the gathered step; sets *done at the end of the last epoch. */
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx)
 {
@@ -216,19 +135,21 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
      * the job, no snapshot or follow version is due. The message is the same
      * bytes as after them. */
     int published = 0;
-    if (!a->follow && a->step % a->model.snap_every != 0 && !agg_auto_look_due(a, R) && !agg_epoch_ends(a)) {
+    if (!a->follow && a->step % a->model.snap_every != 0 && !agg_auto_look_due(&a->tune, R) && !agg_epoch_ends(a)) {
         a->st.adam_t = a->model.adam.t;
-        agg_set_quota(a);
+        agg_set_quota(&a->st, agg_tune_batch(&a->tune, a->job->train, a->s->dataset_rows));
         ts = agg_now();
         FSGD_TRY(agg_publish(a, 0, 0, a->open.g.keys, nt));
         a->s->t_update_publish += agg_now() - ts;
         published = 1;
     }
-    agg_track_loss(a, R);
+    agg_clock_track_loss(&a->clock, a->s, a->open.loss_step, R, a->step, a->job->dist->target_loss);
     a->s->rows_epoch = a->open.rows_epoch;
     int stop = 0; /* epochs auto: the holdout loss stopped improving */
     ts = agg_now();
-    FSGD_TRY(agg_auto_look(a, R, &stop));
+    agg_env_t env = agg_env(a);
+    double epochs_done = a->tune.track ? agg_auto_epochs(a->st.epoch, a->open.rows_epoch, a->s->dataset_rows) : 0;
+    FSGD_TRY(agg_auto_look(&a->tune, &env, a->job->train, a->model.adam.theta, a->mdim, epochs_done, R, &stop));
     a->s->t_update_look += agg_now() - ts;
     int epoch_end = agg_epoch_ends(a);
     if (a->follow)
@@ -238,13 +159,13 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     if (epoch_end)
         FSGD_TRY(agg_end_epoch(a, t0, &final));
     if (final && a->tune.track) {
-        agg_auto_finish(a); /* the best weights are the job's model */
+        agg_auto_finish(&a->tune, a->s, a->job->train, a->model.adam.theta, a->st.epoch, a->open.rows_epoch); /* the best weights are the job's model */
         FSGD_TRY(agg_evaluate(a, &a->s->test));
     }
     a->s->t_update_epoch += agg_now() - ts;
     a->s->epoch = (int)a->st.epoch;
     a->st.adam_t = a->model.adam.t;
-    agg_set_quota(a);
+    agg_set_quota(&a->st, agg_tune_batch(&a->tune, a->job->train, a->s->dataset_rows));
     int snap = final || a->step % a->model.snap_every == 0 || (a->follow && agg_follow_version_due(a));
     ts = agg_now();
     if (!published)
@@ -255,19 +176,19 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     /* a follow version comes with its checkpoint (a restart resumes from
      * the two together); otherwise checkpoints are paced by their cost */
     ts = agg_now();
-    if (!final && (snap || epoch_end) && (a->follow || agg_ckpt_due(a)))
+    if (!final && (snap || epoch_end) && (a->follow || agg_ckpt_due(&a->ckpt, a->clock.t0, a->mdim, a->shards)))
         FSGD_TRY(agg_ckpt_write(a));
     a->s->t_update_ckpt += agg_now() - ts;
     a->s->t_update += agg_now() - t0;
     if (R > 0)
-        agg_record_step_ms(a);
+        agg_clock_step_done(&a->clock);
     a->s->seconds = a->clock.seconds_before + agg_now() - a->clock.t0;
     a->s->workers_live = a->members.nlive;
     if (epoch_end && progress) {
-        agg_latency_stats(a);
+        agg_clock_latency_stats(&a->clock, a->s);
         progress(ctx, a->s, 1);
     }
-    agg_step_emit(a, R > 0 ? agg_now() - a->clock.step_start : -1); /* trace, the caller's hook (/metrics) */
+    agg_step_emit(&env, a->model.strat, R > 0 ? agg_now() - a->clock.step_start : -1); /* trace, the caller's hook (/metrics) */
     *done = final;
     agg_begin_step(a);
     return 0;

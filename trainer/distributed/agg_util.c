@@ -1,5 +1,5 @@
 /* The aggregator's small shared pieces, below every other agg_*.c file:
- * its log and rejection counting, its clock, sets of ids, and the test hook
+ * its log and rejection counting, sets of ids, and the test hook
  * that stops it as if killed. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,18 +7,37 @@
 #include <time.h>
 
 #include "aggregator_internal.h"
-#include "fsgd/clock.h"
+
+static void env_vlog(const agg_env_t *e, const char *fmt, va_list ap)
+{
+    if (!e->log)
+        return;
+    char line[768];
+    vsnprintf(line, sizeof line, fmt, ap);
+    e->log(e->log_ctx, line);
+}
+
+void agg_env_log(const agg_env_t *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    env_vlog(e, fmt, ap);
+    va_end(ap);
+}
 
 void agg_log(agg_t *a, const char *fmt, ...)
 {
-    if (!a->log)
-        return;
-    char line[768];
+    agg_env_t e = agg_env(a);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    env_vlog(&e, fmt, ap);
     va_end(ap);
-    a->log(a->log_ctx, line);
+}
+
+agg_env_t agg_env(agg_t *a)
+{
+    return (agg_env_t){.log = a->log, .on_step = a->on_step, .log_ctx = a->log_ctx, .err = a->err, .errsz = a->errsz, .s = a->s,
+                       .logged = a->logged, .grads_topic = a->topic.grads};
 }
 
 #define FSGD_AGG_REJ_NAME_(name, text) text,
@@ -30,38 +49,51 @@ const char *fsgd_agg_reject_name(int reason)
     return reason >= 0 && reason < FSGD_AGG_REJ_COUNT ? agg_reject_names[reason] : "unknown";
 }
 
-static void reject_on(agg_t *a, const char *topic, int reason, const char *fmt, va_list ap)
+static void reject_on(const agg_env_t *e, const char *topic, int reason, const char *fmt, va_list ap)
 {
-    a->s->rejected[reason]++;
-    if (a->logged[reason])
+    e->s->rejected[reason]++;
+    if (e->logged[reason])
         return;
-    a->logged[reason] = 1;
+    e->logged[reason] = 1;
     char why[512];
     vsnprintf(why, sizeof why, fmt, ap);
-    agg_log(a, "rejected a message on %s: %s: %s (further %s messages are only counted: metrics "
-               "messages.rejected.%s)",
-            topic, agg_reject_names[reason], why, agg_reject_names[reason], agg_reject_names[reason]);
+    agg_env_log(e, "rejected a message on %s: %s: %s (further %s messages are only counted: metrics "
+                   "messages.rejected.%s)",
+                topic, agg_reject_names[reason], why, agg_reject_names[reason], agg_reject_names[reason]);
+}
+
+void agg_env_reject(const agg_env_t *e, int reason, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reject_on(e, e->grads_topic, reason, fmt, ap);
+    va_end(ap);
+}
+
+void agg_env_reject_on(const agg_env_t *e, const char *topic, int reason, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reject_on(e, topic, reason, fmt, ap);
+    va_end(ap);
 }
 
 void agg_reject(agg_t *a, int reason, const char *fmt, ...)
 {
+    agg_env_t e = agg_env(a);
     va_list ap;
     va_start(ap, fmt);
-    reject_on(a, a->topic.grads, reason, fmt, ap);
+    reject_on(&e, a->topic.grads, reason, fmt, ap);
     va_end(ap);
 }
 
 void agg_reject_on(agg_t *a, const char *topic, int reason, const char *fmt, ...)
 {
+    agg_env_t e = agg_env(a);
     va_list ap;
     va_start(ap, fmt);
-    reject_on(a, topic, reason, fmt, ap);
+    reject_on(&e, topic, reason, fmt, ap);
     va_end(ap);
-}
-
-double agg_now(void)
-{
-    return fsgd_clock_s();
 }
 
 /* --- the barrier --- */

@@ -32,61 +32,27 @@ static void agg_free(agg_t *a)
         free(a->rows_at[p]);
     free(a->rows_at);
     fsgd_wire_state_free(&a->st);
-    agg_pages_join(a);
-    fsgd_adam_free(&a->model.adam);
-    fsgd_sagg_destroy(a->model.strat);
-    fsgd_sparse_free(&a->model.dec);
-    fsgd_sparse_free(&a->open.g);
-    fsgd_kasm_destroy(a->open.as);
+    agg_model_free(&a->model);
     agg_pull_free(a);
-    agg_early_free(a);
-    agg_auto_free(a);
+    agg_open_free(&a->open);
+    agg_auto_free(&a->tune);
     agg_follow_free(a);
-    agg_init_free(a);
-    free(a->members.live);
-    free(a->members.got);
-    free(a->open.applied);
-    free(a->model.dmsg);
-    free(a->open.claimed);
-    free(a->open.newpos);
+    agg_members_free(&a->members);
     fsgd_csr_free(&a->test);
-    free(a->model.buf.p);
-    free(a->clock.step_ms);
+    agg_clock_free(&a->clock);
     fsgd_cj_free(&a->cj);
     fsgd_bus_client_destroy(a->ctl_c);
     fsgd_replay_destroy(a->replay_rows);
     fsgd_replay_destroy(a->replay_grads);
     fsgd_replay_destroy(a->replay_ctl);
-    agg_lead_free(a);
-    for (size_t i = 0; i < a->members.nmem; i++)
-        free(a->members.mem[i].own);
-    free(a->members.mem);
+    agg_lead_free(a->lead);
+    a->lead = NULL;
 }
 
 /* How long a step whose answers carry no rows waits for the group to move
  * partitions: longer than the consumers' session timeout (6 s,
  * KAFKA_FORMAT.md), after which a dead member's partitions have moved. */
 #define IDLE_WAIT_S 8.0
-
-/* 1 when the epoch has rows left and every partition holding them is
- * orphaned: its latest owner on NAME.ctl is no live worker (a dropped one
- * whose partitions the group has not moved yet), or it has none. */
-static int rows_orphaned(const agg_t *a)
-{
-    int left = 0;
-    for (uint32_t p = 0; p < a->st.nparts; p++) {
-        if (a->st.pos[p] >= a->st.end[p])
-            continue;
-        left = 1;
-        const member_t *owner = NULL;
-        for (size_t k = 0; k < a->members.nmem; k++)
-            if (a->members.mem[k].own[p] && (!owner || a->members.mem[k].seq > owner->seq))
-                owner = &a->members.mem[k];
-        if (owner && agg_in_set(a->members.live, a->members.nlive, owner->id))
-            return 0;
-    }
-    return left;
-}
 
 /* The clients, the job's topics, the data topic's scan and summary, the
  * model to start from, the auto defaults and the test set. */
@@ -165,8 +131,9 @@ static int agg_setup_optimizer(agg_t *a)
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "aggregator: ftrl: alpha %g must be > 0", a->tune.alpha);
         a->model.ftrl_on = rc == 0;
     }
+    agg_env_t env = agg_env(a);
     if (!rc && a->model.init)
-        rc = agg_init_apply(a); /* before the checkpoint, which wins */
+        rc = agg_init_apply(&a->model, &env, job->train, a->mdim); /* before the checkpoint, which wins */
     return rc;
 }
 
@@ -232,7 +199,7 @@ static int agg_assign_grads(agg_t *a, int resumed)
     if (!a->lead)
         a->gen = resumed ? (a->gen + 1 > now_gen ? a->gen + 1 : now_gen) : now_gen;
     a->s->gen = a->gen;
-    agg_set_quota(a);
+    agg_set_quota(&a->st, agg_tune_batch(&a->tune, a->job->train, a->s->dataset_rows));
     a->st.adam_t = a->model.adam.t;
     int P = fsgd_bus_partitions(a->grads_c, a->topic.grads, 15000, a->err, a->errsz);
     if (a->shards > 1 && P >= 0 && P < (int)a->shards)
@@ -312,7 +279,7 @@ typedef struct agg_loop {
 static int agg_first_step_complete(agg_t *a, double t)
 {
     char wait_for[256];
-    size_t missing = agg_awaited(a, wait_for, sizeof wait_for);
+    size_t missing = agg_awaited(&a->members, a->st.nparts, wait_for, sizeof wait_for);
     int complete = a->members.ngot >= (size_t)a->members.expected ||
                    (a->members.ngot > 0 && (t > a->open.first_deadline || missing == 0));
     if (!complete && t - a->clock.step_start > 5 && t - a->last_wait_log >= 10 && t > a->open.first_deadline) {
@@ -331,12 +298,8 @@ static int agg_first_step_complete(agg_t *a, double t)
                 (unsigned long long)a->step + 1, a->members.ngot, a->members.expected,
                 missing ? wait_for : "any worker", a->open.first_deadline - t);
     }
-    if (complete) {
-        /* the live set is exactly who answered */
-        a->members.nlive = 0;
-        for (size_t i = 0; i < a->members.ngot; i++)
-            agg_add_set(&a->members.live, &a->members.nlive, &a->members.cap_live, a->members.got[i]);
-    }
+    if (complete)
+        agg_members_live_from_got(&a->members);
     return complete;
 }
 
@@ -345,12 +308,7 @@ static void agg_log_waiting(agg_t *a, double t, double timeout)
 {
     char wait_for[256];
     a->last_wait_log = t;
-    size_t used = 0, n = 0;
-    for (size_t i = 0; i < a->members.nlive && used < sizeof wait_for; i++)
-        if (!agg_in_set(a->members.got, a->members.ngot, a->members.live[i]))
-            used += (size_t)snprintf(wait_for + used, sizeof wait_for - used, "%s%u", n++ ? ", " : "",
-                                     a->members.live[i]);
-    if (n)
+    if (agg_members_silent(&a->members, wait_for, sizeof wait_for))
         agg_log(a, "step %llu: waiting %.0f s for worker(s) %s; dropped after %.1f s", (unsigned long long)a->step + 1,
                 t - a->clock.step_start, wait_for, timeout);
     else
@@ -362,18 +320,10 @@ static void agg_log_waiting(agg_t *a, double t, double timeout)
  * the step can go ahead with who answered; *rc gets a failed snapshot. */
 static int agg_drop_silent(agg_t *a, agg_loop_t *l, double t, int *rc)
 {
-    size_t k = 0, nd = 0;
     uint32_t dropped[64];
-    for (size_t i = 0; i < a->members.nlive; i++)
-        if (agg_in_set(a->members.got, a->members.ngot, a->members.live[i]))
-            a->members.live[k++] = a->members.live[i];
-        else {
-            a->s->workers_dropped++;
-            if (nd < 64)
-                dropped[nd++] = a->members.live[i];
-        }
-    a->members.nlive = k;
-    for (size_t i = 0; i < nd; i++) {
+    size_t nd = agg_members_drop_silent(&a->members, dropped, 64);
+    a->s->workers_dropped += nd;
+    for (size_t i = 0; i < nd && i < 64; i++) {
         agg_ctl_member(a, "worker_dropped", dropped[i]);
         agg_log(a, "step %llu: dropped worker %u (no gradient for %.1f s); the group moves its "
                    "partitions to the others",
@@ -395,9 +345,7 @@ static int agg_drop_silent(agg_t *a, agg_loop_t *l, double t, int *rc)
 /* A later step waits for every live worker, until the step timeout. */
 static int agg_step_complete(agg_t *a, agg_loop_t *l, double t, int *rc)
 {
-    int complete = a->members.ngot > 0;
-    for (size_t i = 0; i < a->members.nlive && complete; i++)
-        complete = agg_in_set(a->members.got, a->members.ngot, a->members.live[i]);
+    int complete = agg_members_all_answered(&a->members);
     if (!complete && t - a->clock.step_start > 5 && t - a->last_wait_log >= 30 &&
         (a->members.nlive || t - a->clock.step_start <= l->timeout))
         agg_log_waiting(a, t, l->timeout);
@@ -414,7 +362,7 @@ static int agg_step_complete(agg_t *a, agg_loop_t *l, double t, int *rc)
 static int agg_wait_orphaned(agg_t *a, agg_loop_t *l, double t)
 {
     double limit = l->timeout > IDLE_WAIT_S ? l->timeout : IDLE_WAIT_S;
-    if (!(!a->open.first_step && a->open.rows_step == 0 && t - a->clock.step_start < limit && rows_orphaned(a)))
+    if (!(!a->open.first_step && a->open.rows_step == 0 && t - a->clock.step_start < limit && agg_members_orphaned(&a->members, &a->st)))
         return 0;
     if (l->idle_logged != a->step + 1) {
         l->idle_logged = a->step + 1;
@@ -434,7 +382,7 @@ static int agg_take_step(agg_t *a, agg_loop_t *l, double t, int *done)
     a->clock.step_wait = t - a->clock.step_start;
     int rc = agg_apply_step(a, done, l->progress, l->ctx);
     if (!rc && !*done) {
-        l->opened_with_held = a->open.nearly > 0 || a->members.ngot > 0;
+        l->opened_with_held = a->open.early.n > 0 || a->members.ngot > 0;
         rc = agg_take_held(a);
         l->opened_with_held |= a->members.ngot > 0;
     }
@@ -448,7 +396,7 @@ static void agg_show_progress(agg_t *a, agg_loop_t *l)
     if (l->progress && (agg_now() - l->last_progress >= 1.0 || (st->steps >= 1 && !l->shown_step1))) {
         l->shown_step1 = st->steps >= 1;
         l->last_progress = agg_now();
-        agg_latency_stats(a);
+        agg_clock_latency_stats(&a->clock, a->s);
         if (a->follow)
             agg_follow_stats(a);
         l->progress(l->ctx, a->s, 0);
@@ -501,7 +449,7 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
             if ((rc = agg_lead_poll(a, &open_decided)) != 0 || (open_decided && (rc = agg_take_held(a)) != 0) ||
                 (rc = agg_lead_check_alive(a, l->timeout)) != 0)
                 break;
-            if (agg_lead_complete(a))
+            if (agg_lead_complete(a->lead, &a->st, &a->open, a->step + 1))
                 rc = agg_take_step(a, l, t, done);
             agg_show_progress(a, l);
             continue;
@@ -525,7 +473,7 @@ static int agg_save_final(agg_t *a)
 {
     const fsgd_dist_job_t *job = a->job;
     int rc = 0;
-    agg_latency_stats(a);
+    agg_clock_latency_stats(&a->clock, a->s);
     if (a->shards > 1)
         rc = a->shard == 0 ? agg_shard_final(a) : 0;
     else if (job->train->out[0]) {
@@ -620,7 +568,7 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, 
     if (!rc)
         rc = agg_setup_optimizer(&a);
     if (!rc) /* the model's pages, mapped while the group settles instead of in the first steps */
-        agg_pages_start(&a);
+        agg_pages_start(&a.model);
     if (!rc)
         rc = agg_setup_reduction(&a);
     if (!rc)

@@ -27,113 +27,24 @@
 #include "fsgd/reduce.h"
 #include "fsgd/strategy.h"
 #include "agg_ckpt.h"
+#include "agg_clock.h"
+#include "agg_early.h"
+#include "agg_env.h"
+#include "agg_lead.h"
+#include "agg_members.h"
+#include "agg_model.h"
+#include "agg_open.h"
+#include "agg_tune.h"
 #include "ctl.h"
 #include "job_topics.h"
 #include "pull_cache.h"
 #include "wire.h"
 
-/* The aggregator's state, by concern; each agg_*.c touches the groups it
- * needs. */
-
-/* NAME.ctl's members, and who sent the open step (agg_members.c,
- * agg_gradients.c). */
-typedef struct agg_members {
-    int expected;          /* workers the job waits for at its start */
-    uint32_t *live, *got;  /* members in the job; senders of the open step */
-    size_t nlive, ngot, cap_live, cap_got;
-    struct member *mem;    /* NAME.ctl, followed for the whole run: who the members of the job are */
-    size_t nmem;
-    uint64_t ctl_seq;
-    uint64_t changes;            /* members made, dropped or given other partitions */
-    uint64_t ctl_read, ctl_used; /* NAME.ctl messages read, and the membership events among them (in the waiting log) */
-    int ctl_errs_logged;         /* consumer errors logged (a few, then counted only) */
-} agg_members_t;
-
-/* The open step (agg_gradients.c gathers it, agg_step.c applies it) and
- * the epoch so far. */
-typedef struct agg_open_step {
-    fsgd_kasm_t *as;    /* reassembly of the step's gradient frames */
-    uint8_t *claimed;   /* per partition: the step has rows of it */
-    uint64_t *newpos;
-    uint64_t rows_step, rows_epoch;
-    double loss_step, loss_epoch;
-    int first_step;
-    double first_deadline;
-    fsgd_sparse_t g;    /* the step's reduced gradient */
-    uint32_t *applied;  /* senders whose gradients this step applied */
-    size_t napplied, cap_applied;
-    uint64_t up_entries_step; /* entries in this step's applied messages */
-    uint64_t up_bytes_step;   /* their codec bytes */
-    int tau;                  /* the staleness bound (job key staleness, strategy permitting) */
-    struct agg_early *early;  /* frames of steps after the open one, up to τ ahead (agg_early.c) */
-    size_t nearly, cap_early, early_bytes;
-} agg_open_step_t;
-
-/* The model, its optimizer and strategy, and what goes down the model
- * topic (agg_model.c). */
-typedef struct agg_model_state {
-    fsgd_adam_t adam;
-    /* a thread mapping adam's pages before the steps need them (agg_model.c) */
-    pthread_t pages_tid;
-    int pages_running;
-    /* optimizer ftrl: FTRL-Proximal's z and n live in adam.m and adam.v
-     * (unused then), so checkpoints carry them unchanged */
-    int ftrl_on;
-    fsgd_ftrl_t ftrl;
-    fsgd_sagg_t *strat;      /* the strategy: decodes and reduces the step, codes the downlink (fsgd/strategy.h) */
-    struct fsgd_model *init; /* job key init: the model to start from, until applied (agg_init.c) */
-    fsgd_wire_buf_t buf;     /* the model message being built */
-    fsgd_sparse_t dec;       /* the touched keys' values of a float32 delta */
-    /* The coded downlink's message (the strategy holds the downlink itself:
-     * fsgd_sagg_downlink_coded; without one, touched keys' float32 values
-     * go down, kind 4). */
-    uint8_t *dmsg;
-    size_t dmsg_cap;
-    double down_scale;   /* downlink budget / mean uplink entries, steered so down bytes <= up bytes */
-    uint64_t snap_every; /* snapshot_every in force (auto resolved) */
-} agg_model_state_t;
-
-/* The job's auto defaults (agg_auto.c): λ and lr in force, and for epochs
- * auto the held-out rows and the best weights seen. */
-typedef struct agg_tune {
-    double l2, lr, alpha;
-    uint64_t batch; /* rows a step (batch auto resolved) */
-    fsgd_csr_t hold;          /* the held-out rows as read, until scored */
-    fsgd_holdout_t holdout;   /* ... as scored (fsgd/holdout.h) */
-    int track;           /* epochs auto: the best look's weights can be restored */
-    fsgd_sparse_t before; /* θ at the step's keys before its update (fsgd/step.h) */
-    /* θ's values before every update since the best look, oldest first:
-     * written back newest first, they give the best look's θ */
-    uint32_t *undo_k;
-    float *undo_v;
-    size_t n_undo, cap_undo;
-    int looked, since_best, patience;
-    double best_loss;
-    uint64_t look_rows, rows_since_look;
-} agg_tune_t;
-
-/* Time and the step statistics kept over it (agg_step.c). */
-typedef struct agg_clock {
-    double t0, seconds_before; /* training time before a restart */
-    double t_step1;            /* when this process applied its first step (0: not yet) */
-    double step_start, step_wait;
-    double *step_ms;
-    size_t n_step_ms, cap_step_ms;
-    double win_loss[FSGD_AGG_LOSS_WINDOW];
-    uint64_t win_rows[FSGD_AGG_LOSS_WINDOW];
-    unsigned win_i;
-    fsgd_klat_t lat_grads; /* produce-to-consume latency of NAME.grads frames */
-} agg_clock_t;
-
-/* Checkpoints (agg_checkpoint.c): the one read, and those written by this
- * process, when the last one ended and what it took (agg_ckpt_due). */
-typedef struct agg_ckpt_state {
-    uint32_t version, model, bias; /* of the checkpoint read */
-    uint32_t shard, shards;        /* its identity (version 8 and later) */
-    char job[64];
-    uint64_t n;
-    double at, cost;
-} agg_ckpt_state_t;
+/* The aggregator's state, by part. Each part has its own struct and header
+ * (agg_members.h, agg_open.h, agg_early.h, agg_model.h, agg_tune.h,
+ * agg_clock.h, agg_ckpt.h, agg_lead.h), and its functions take that struct
+ * and, to report, an agg_env_t (agg_env.h); a function that orchestrates
+ * several parts (the step loop, agg_apply_step, take_gradient) takes agg_t. */
 
 /* Working-set workers' pulls (agg_pull.c; job key replica working_set). */
 typedef struct agg_pull {
@@ -186,7 +97,8 @@ typedef struct agg {
     agg_ckpt_state_t ckpt;
     agg_pull_t pull;
 
-    /* what the aggregator says, and to whom */
+    /* what the aggregator says, and to whom: agg_env(a) is the view of
+     * these (and of s) that the parts take */
     fsgd_dist_log_fn log;
     fsgd_agg_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
     void *log_ctx;
@@ -197,15 +109,6 @@ typedef struct agg {
     size_t errsz;
 } agg_t;
 
-/* A worker that reported its partitions on NAME.ctl. */
-typedef struct member {
-    uint32_t id;
-    uint64_t seq; /* order of its latest report */
-    uint8_t *own; /* nparts bytes: the partitions of that report */
-} member_t;
-
-#define MAX_MEMBERS 1024
-
 /* agg_pull.c: a working-set worker's pull (a frame of kind
  * FSGD_KMSG_PULL on NAME.grads), answered with the keys' values now on
  * NAME.pull; or dropped with a reason. */
@@ -213,6 +116,9 @@ int agg_take_pull(agg_t *a, const fsgd_kframe_t *f, int64_t offset);
 void agg_pull_free(agg_t *a);
 
 /* aggregator.c: the main loop and what every part uses */
+/* The part of a that every part reports through (agg_env.h): a view, valid
+ * while a is. */
+agg_env_t agg_env(agg_t *a);
 /* FSGD_E_STATE (and a->stopped) once *a->crash is set. */
 int agg_crashed(agg_t *a);
 void agg_log(agg_t *a, const char *fmt, ...)
@@ -238,9 +144,6 @@ void agg_reject_on(agg_t *a, const char *topic, int reason, const char *fmt, ...
  * counted; the reader reads it as an empty message, as every worker does. 0
  * fresh, < 0 an error in err. */
 int agg_row_replayed(agg_t *a, int32_t partition, int64_t offset, char *err, size_t errsz);
-double agg_now(void);
-int agg_in_set(const uint32_t *s, size_t n, uint32_t v);
-int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v);
 
 /* agg_scan.c: the data topic's rows, the model topic's last word */
 int agg_scan_data(agg_t *a);
@@ -253,10 +156,6 @@ void agg_twin_answer(agg_t *a, const char *json, size_t len);
 
 /* agg_checkpoint.c */
 int agg_ckpt_write(agg_t *a);
-/* 1 when a snapshot step should also write the checkpoint: the first one of
- * this process, then once the time since the last is at least
- * FSGD_AGG_CKPT_COST_RATIO times what writing it took. */
-int agg_ckpt_due(const agg_t *a);
 int agg_ckpt_load(agg_t *a);
 /* This process's checkpoint file: job checkpoint, PATH.shardI for shard I > 0
  * (each shard keeps the one before as PATH[.shardI].prev). */
@@ -265,19 +164,12 @@ void agg_ckpt_path(const agg_t *a, char *out, size_t cap);
 /* agg_model.c: the model topic (snapshots and the downlink) */
 int agg_downlink_setup(agg_t *a);
 int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n);
-/* Maps the optimizer's pages on a thread of their own (fsgd_adam_map_pages),
- * while the job starts; agg_pages_join waits for it and must come before
- * the optimizer is freed. Without a thread the pages fault at first use. */
-void agg_pages_start(agg_t *a);
-void agg_pages_join(agg_t *a);
 
 /* agg_members.c: NAME.ctl events and the job's members */
 void agg_ctl_begin(agg_t *a, const char *event);
 void agg_ctl_emit(agg_t *a, const char *event);
 void agg_ctl_member(agg_t *a, const char *event, uint32_t worker);
-member_t *agg_member_find(agg_t *a, uint32_t id);
 int agg_ctl_drain(agg_t *a, int timeout_ms);
-size_t agg_awaited(const agg_t *a, char *out, size_t cap);
 int agg_wait_assignment(agg_t *a, double timeout_s);
 
 /* agg_gradients.c: one message from NAME.grads, taken or dropped */
@@ -299,37 +191,10 @@ int agg_await_producer(agg_t *a);
 
 /* agg_auto.c: l2, lr and epochs auto (after agg_scan_data) */
 int agg_auto_setup(agg_t *a);
-/* After a step of rows (tune.before: θ before its update, at its keys): a
- * holdout look when one is due; *stop when the holdout loss has not
- * improved for the patience. */
-int agg_auto_look(agg_t *a, uint64_t rows, int *stop);
-/* 1 when agg_auto_look after a step of `rows` rows will look (and may stop the job). */
-int agg_auto_look_due(const agg_t *a, uint64_t rows);
-/* The job ends: the best weights seen replace θ when they are better. */
-void agg_auto_finish(agg_t *a);
-void agg_auto_free(agg_t *a);
-
-/* agg_early.c: gradients of steps after the open one (bounded staleness) */
-typedef struct agg_early {
-    uint64_t step;
-    uint32_t sender, chunk;
-    int64_t offset;
-    uint8_t *bytes;
-    size_t len;
-} agg_early_t;
-int agg_early_hold(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t len, int64_t offset);
-/* Moves the held frames of the open step (and any of older steps) out, in
- * arrival order, into *take (malloc'd; the caller frees each bytes and the
- * array). */
-int agg_early_due(agg_t *a, agg_early_t **take, size_t *ntake);
-void agg_early_free(agg_t *a);
-
 /* agg_init.c: --init MODEL. load (after agg_scan_data: checks it against
- * the job and the data, may take its dim), apply (once the optimizer is
- * allocated: its weights and state). */
+ * the job and the data, may take its dim); agg_init_apply (agg_model.h)
+ * once the optimizer is allocated. */
 int agg_init_load(agg_t *a);
-int agg_init_apply(agg_t *a);
-void agg_init_free(agg_t *a);
 
 /* agg_follow.c: continuous training (job key follow) */
 int agg_follow_setup(agg_t *a);
@@ -354,10 +219,11 @@ int agg_follow_ckpt_get(agg_t *a, const char *path, const uint8_t *p, size_t len
 int agg_follow_resumed(agg_t *a);
 
 /* agg_step.c: closing a step */
-void agg_set_quota(agg_t *a);
+/* B rows a step split over the partitions of st that still have rows
+ * (st->quota). */
+void agg_set_quota(fsgd_wire_state_t *st, uint64_t B);
 void agg_begin_step(agg_t *a);
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx);
-void agg_latency_stats(agg_t *a);
 
 /* agg_eval.c: the model's metrics on the job's test rows (zeroed without them). */
 int agg_evaluate(agg_t *a, fsgd_metrics_t *out);
@@ -367,18 +233,14 @@ int agg_evaluate(agg_t *a, fsgd_metrics_t *out);
  * becomes the shard's part. A following shard (shard > 0) reads shard 0's
  * step states (lead_open, lead_poll: takes the open step's held gradients
  * once its state is in); it takes a gradient only when its ranges are ones
- * the leader applied (lead_applied), and applies the step when its ranges
- * cover the leader's (lead_complete). */
+ * the leader applied (agg_lead.h: lead_applied), and applies the step when
+ * its ranges cover the leader's (lead_complete). */
 int agg_shard_setup(agg_t *a);
 void agg_shard_dims(agg_t *a);
 int agg_lead_open(agg_t *a, fsgd_bus_t *bus);
-void agg_lead_free(agg_t *a);
 /* *open_decided: shard 0's decision for the open step just arrived (its
  * held gradients can be taken now). */
 int agg_lead_poll(agg_t *a, int *open_decided);
-int agg_lead_decided(const agg_t *a, uint64_t step);
-int agg_lead_applied(const agg_t *a, const fsgd_wire_range_t *r, uint32_t n);
-int agg_lead_complete(agg_t *a);
 /* Shard 0 of a sharded job, after its final step: the whole model from
  * every shard's partition of NAME.model once all of them have published
  * their final snapshot (at most max(60 s, 3 step timeouts)), written to
@@ -394,6 +256,6 @@ int agg_lead_check_alive(agg_t *a, double step_timeout);
 
 /* agg_metrics.c: a closed step's point in the trace, then the caller's step
  * hook (step_seconds < 0: an empty step) */
-void agg_step_emit(agg_t *a, double step_seconds);
+void agg_step_emit(const agg_env_t *e, const fsgd_sagg_t *strat, double step_seconds);
 
 #endif

@@ -1,0 +1,56 @@
+/* The model, its optimizer and strategy, and what goes down the model topic
+ * (agg_model.c, agg_init.c). Private to trainer/distributed/agg_*.c and
+ * aggregator.c. */
+#ifndef FSGD_DIST_AGG_MODEL_H
+#define FSGD_DIST_AGG_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <pthread.h>
+
+#include "fsgd/adam.h"
+#include "fsgd/ftrl.h"
+#include "fsgd/strategy.h"
+#include "fsgd/train_params.h"
+#include "agg_env.h"
+#include "wire.h"
+
+typedef struct agg_model_state {
+    fsgd_adam_t adam;
+    /* a thread mapping adam's pages before the steps need them (agg_model.c) */
+    pthread_t pages_tid;
+    int pages_running;
+    /* optimizer ftrl: FTRL-Proximal's z and n live in adam.m and adam.v
+     * (unused then), so checkpoints carry them unchanged */
+    int ftrl_on;
+    fsgd_ftrl_t ftrl;
+    fsgd_sagg_t *strat;      /* the strategy: decodes and reduces the step, codes the downlink (fsgd/strategy.h) */
+    struct fsgd_model *init; /* job key init: the model to start from, until applied (agg_init.c) */
+    fsgd_wire_buf_t buf;     /* the model message being built */
+    fsgd_sparse_t dec;       /* the touched keys' values of a float32 delta */
+    /* The coded downlink's message (the strategy holds the downlink itself:
+     * fsgd_sagg_downlink_coded; without one, touched keys' float32 values
+     * go down, kind 4). */
+    uint8_t *dmsg;
+    size_t dmsg_cap;
+    double down_scale;   /* downlink budget / mean uplink entries, steered so down bytes <= up bytes */
+    uint64_t snap_every; /* snapshot_every in force (auto resolved) */
+} agg_model_state_t;
+
+/* Maps the optimizer's pages on a thread of their own (fsgd_adam_map_pages),
+ * while the job starts; agg_pages_join waits for it and must come before
+ * the optimizer is freed. Without a thread the pages fault at first use. */
+void agg_pages_start(agg_model_state_t *m);
+void agg_pages_join(agg_model_state_t *m);
+/* Joins the pages thread, then frees the optimizer, the strategy, the
+ * message buffers and a model to start from still held. */
+void agg_model_free(agg_model_state_t *m);
+/* agg_init.c: --init's model (m->init, agg_init_load) into the optimizer
+ * allocated for mdim weights of train's model: its weights and, when of
+ * train's kind, its optimizer state (said through e); m->init is freed. */
+int agg_init_apply(agg_model_state_t *m, const agg_env_t *e, const fsgd_train_params_t *train, uint64_t mdim);
+/* The model to start from (job key init), if still held. */
+void agg_init_free(agg_model_state_t *m);
+
+#endif
