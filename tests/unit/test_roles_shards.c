@@ -414,16 +414,14 @@ static void send_shard1_snapshot_at(shard_run_t *r, uint64_t step)
  * on each shard's stream, so no worker takes it (taking it, a worker would
  * hold shard 1's part of θ at the opening weights and drop every later
  * delta of shard 1 as old). Each worker counts it as corrupt; the job ends
- * as a clean one. Without a test set: shard 0 assembles the whole model
- * from NAME.model's newest snapshots, and the forged one is the newest of
- * shard 1's (the workers are what this tests). */
+ * as a clean one, and shard 0 scores the whole model assembled from
+ * NAME.model: shard 1's final snapshot, not the forged one further ahead
+ * (before, "the job's final snapshot is missing"). */
 static void test_shard_snapshot_far_ahead(void)
 {
     shard_run_t *r = new_run(0, 0, 0);
     if (!r)
         return;
-    for (int i = 0; i < SHARDS; i++)
-        r->job[i].train.test[0] = '\0';
     r->gate_from = 3;
     for (int i = 0; i < SHARDS; i++)
         pthread_create(&r->agg_t[i], NULL, agg_main, &r->idx[i]);
@@ -448,6 +446,7 @@ static void test_shard_snapshot_far_ahead(void)
     }
     join_workers(r);
     check_shards(r);
+    CU_ASSERT_TRUE(r->ast[0].test.n > 0 && r->ast[0].test.auc > 0.85);
     for (int i = 0; i < WORKERS; i++) {
         CU_ASSERT_TRUE(r->wst[i].corrupt >= 1);
         CU_ASSERT_EQUAL(r->wst[i].resyncs, 0);

@@ -97,8 +97,12 @@ static int feed_snapshot(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *f,
      * one after a newer is a copy (no tag to tell), and must not take
      * the model back. A tagged one's copies are caught by its nonce
      * (feed); a tagged snapshot far ahead (an insider's) must not hide
-     * the job's own final one that comes after it. */
-    if (s->have && f->gen == s->gen && f->step < s->step && !(f->flags & FSGD_KFLAG_AUTH)) {
+     * the job's own final one that comes after it. Nor may an untagged
+     * one: a generation's final snapshot is written once, at its end, so
+     * no copy of an older snapshot is final, and one far ahead that is
+     * not (forged) gives way to it. */
+    const int final_after_forged = (f->flags & FSGD_KFLAG_FINAL) && !s->final;
+    if (s->have && f->gen == s->gen && f->step < s->step && !(f->flags & FSGD_KFLAG_AUTH) && !final_after_forged) {
         all->old_snapshots++;
         return 0;
     }
