@@ -976,13 +976,18 @@ static void test_lost_grad_snapshots(void)
     finish(&r);
     CU_ASSERT_EQUAL(d.dropped, 1);
     check_epochs(&r, 1);
-    CU_ASSERT_TRUE(r.ast.rejected[FSGD_AGG_REJ_CONFLICT] <= 2); /* the two sent on top of the lost one */
-    CU_ASSERT_EQUAL(r.wst[0].chain_restarts, 1);
+    /* each restart follows a step closed without the worker (the lost
+     * gradient; on a loaded machine a late one may add a drop) and wastes
+     * at most the τ = 2 gradients sent on top of it; before, the worker
+     * never restarted and every later gradient was refused */
+    const uint64_t restarts = r.wst[0].chain_restarts, conflicts = r.ast.rejected[FSGD_AGG_REJ_CONFLICT];
+    CU_ASSERT_TRUE(restarts >= 1 && restarts <= r.ast.workers_dropped);
+    CU_ASSERT_TRUE(conflicts <= 2 * restarts);
     CU_ASSERT_TRUE(r.ast.test.auc > 0.85);
-    if (r.ast.rejected[FSGD_AGG_REJ_CONFLICT] > 2 || r.wst[0].chain_restarts != 1)
-        fprintf(stderr, "\n  conflicts %llu, worker 1 restarted %llu times, steps %llu\n",
-                (unsigned long long)r.ast.rejected[FSGD_AGG_REJ_CONFLICT],
-                (unsigned long long)r.wst[0].chain_restarts, (unsigned long long)r.ast.steps);
+    if (!(restarts >= 1 && restarts <= r.ast.workers_dropped) || conflicts > 2 * restarts)
+        fprintf(stderr, "\n  conflicts %llu, worker 1 restarted %llu times, dropped %llu, steps %llu\n",
+                (unsigned long long)conflicts, (unsigned long long)restarts,
+                (unsigned long long)r.ast.workers_dropped, (unsigned long long)r.ast.steps);
     run_free(&r);
 }
 
