@@ -131,7 +131,7 @@ PRIVATE_trainer/core        := test_train_stale test_train_memory test_ftrl test
 PRIVATE_trainer/job         := test_train fuzz_job
 PRIVATE_trainer/kafka       := test_kafka_frame test_kafka_topics test_bus_mem test_ctl_versions test_follow test_produce \
                                test_roles test_roles_shards
-PRIVATE_trainer/distributed := test_agg_best test_agg_members test_inflight test_pull_cache test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire fuzz_pull \
+PRIVATE_trainer/distributed := test_agg_best test_agg_table test_agg_members test_inflight test_pull_cache test_kafka_frame test_wire_golden fuzz_cdelta fuzz_checkpoint fuzz_ctl fuzz_wire fuzz_pull \
                                gen_kafka_corpus
 PRIVATE_trainer/observe     := test_observe test_prom
 PRIVATE_trainer/serve       := fuzz_serve_metrics fuzz_serve_request test_serve test_serve_slot

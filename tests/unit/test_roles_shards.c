@@ -323,18 +323,25 @@ static void test_shards_in_step(void)
  * a lossless codec the job computes what full replicas compute, so shard
  * 0's assembled model is the same bit for bit, and a worker's pulls carry
  * every key of its steps. */
-static void run_replica(fsgd_job_replica_t replica, const char *out, fsgd_worker_stats_t *w1)
+static void run_replica(fsgd_job_replica_t replica, fsgd_job_table_t table, const char *out, fsgd_worker_stats_t *w1)
 {
     shard_run_t *r = new_run(0, 0, 0);
     if (!r)
         return;
     for (int i = 0; i < SHARDS; i++) {
         r->job[i].dist.replica = replica;
+        r->job[i].dist.table = table;
         snprintf(r->job[i].train.out, sizeof r->job[i].train.out, "%s", out);
     }
     run_job(r);
     check_shards(r);
     CU_ASSERT_TRUE(r->ast[0].test.n > 0 && r->ast[0].test.auc > 0.85);
+    /* a sparse table holds the keys the shard's gradients touched, no more */
+    for (int i = 0; i < SHARDS; i++) {
+        CU_ASSERT_EQUAL(r->ast[i].table_sparse, table == FSGD_TABLE_SPARSE);
+        if (table == FSGD_TABLE_SPARSE)
+            CU_ASSERT_TRUE(r->ast[i].table_keys > 0 && r->ast[i].table_keys <= r->ast[i].weights_held);
+    }
     *w1 = r->wst[0];
     run_free(r);
     free(r);
@@ -346,19 +353,25 @@ static void test_working_set_shards(void)
         fsgd_test_skip("needs data/sets/a9a");
         return;
     }
-    fsgd_worker_stats_t full = {0}, ws = {0};
-    const char *a = fsgd_test_tmp("full.model"), *b = fsgd_test_tmp("ws.model");
-    run_replica(FSGD_REPLICA_FULL, a, &full);
-    run_replica(FSGD_REPLICA_WORKING_SET, b, &ws);
-    fsgd_model_t ma = {0}, mb = {0};
+    fsgd_worker_stats_t full = {0}, ws = {0}, sparse = {0};
+    const char *a = fsgd_test_tmp("full.model"), *b = fsgd_test_tmp("ws.model"), *c = fsgd_test_tmp("sparse.model");
+    run_replica(FSGD_REPLICA_FULL, FSGD_TABLE_DENSE, a, &full);
+    run_replica(FSGD_REPLICA_WORKING_SET, FSGD_TABLE_DENSE, b, &ws);
+    /* the shards' sparse tables: the same model again (their snapshots are pairs) */
+    run_replica(FSGD_REPLICA_WORKING_SET, FSGD_TABLE_SPARSE, c, &sparse);
+    fsgd_model_t ma = {0}, mb = {0}, mc = {0};
     char err[512];
     CU_ASSERT_EQUAL(fsgd_model_load(&ma, a, err, sizeof err), 0);
     CU_ASSERT_EQUAL(fsgd_model_load(&mb, b, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(fsgd_model_load(&mc, c, err, sizeof err), 0);
     size_t n = ma.dim + (ma.has_bias ? 1 : 0);
     CU_ASSERT_TRUE(ma.w && mb.w && ma.dim == mb.dim && !memcmp(ma.w, mb.w, n * sizeof *ma.w));
+    CU_ASSERT_TRUE(mc.w && ma.dim == mc.dim && !memcmp(ma.w, mc.w, n * sizeof *ma.w));
     CU_ASSERT_TRUE(ws.pulls > 0 && ws.pulled_keys > ws.pulls && full.pulls == 0);
+    CU_ASSERT_EQUAL(sparse.pulled_keys, ws.pulled_keys);
     fsgd_model_free(&ma);
     fsgd_model_free(&mb);
+    fsgd_model_free(&mc);
 }
 
 /* Shard 1 starts half a second after shard 0 and the workers: nothing is
@@ -463,13 +476,15 @@ static void test_shard_snapshot_far_ahead(void)
  * then start again from the newest step both have a checkpoint of
  * (FSGD_RESUME_STEP); the workers keep running, take the new generation's
  * snapshots, and the job ends with every row applied once per epoch. */
-static void shard_restart_case(fsgd_job_replica_t replica)
+static void shard_restart_case(fsgd_job_replica_t replica, fsgd_job_table_t table)
 {
     shard_run_t *r = new_run(0, 0, 0);
     if (!r)
         return;
-    for (int i = 0; i < SHARDS; i++)
+    for (int i = 0; i < SHARDS; i++) {
         r->job[i].dist.replica = replica;
+        r->job[i].dist.table = table;
+    }
     const char *ckpt = fsgd_test_tmp("restart.ckpt");
     for (int i = 0; i < SHARDS; i++)
         snprintf(r->job[i].dist.checkpoint, sizeof r->job[i].dist.checkpoint, "%s", ckpt);
@@ -510,8 +525,10 @@ static void shard_restart_case(fsgd_job_replica_t replica)
     unsetenv("FSGD_RESUME_STEP");
     join_workers(r);
     check_shards(r);
-    for (int i = 0; i < SHARDS; i++)
+    for (int i = 0; i < SHARDS; i++) {
         CU_ASSERT_EQUAL(r->ast[i].resumed_from_step, (int)common);
+        CU_ASSERT_EQUAL(r->ast[i].table_sparse, table == FSGD_TABLE_SPARSE);
+    }
     for (int i = 0; i < WORKERS; i++)
         CU_ASSERT_TRUE(r->wst[i].resyncs >= 1); /* the new generation's snapshots */
     CU_ASSERT_TRUE(r->ast[0].test.n > 0 && r->ast[0].test.auc > 0.85);
@@ -533,14 +550,22 @@ static void shard_restart_case(fsgd_job_replica_t replica)
 
 static void test_shard_restart(void)
 {
-    shard_restart_case(FSGD_REPLICA_FULL);
+    shard_restart_case(FSGD_REPLICA_FULL, FSGD_TABLE_AUTO);
 }
 
 /* The same with working-set workers: pulls in flight when the shards stop
  * go unanswered, and the new generation's plans pull again. */
 static void test_shard_restart_working_set(void)
 {
-    shard_restart_case(FSGD_REPLICA_WORKING_SET);
+    shard_restart_case(FSGD_REPLICA_WORKING_SET, FSGD_TABLE_AUTO);
+}
+
+/* The same with sparse tables: each shard's checkpoint holds its key list,
+ * the restarted shards rebuild their tables from it and the job ends as a
+ * clean one. */
+static void test_shard_restart_sparse(void)
+{
+    shard_restart_case(FSGD_REPLICA_WORKING_SET, FSGD_TABLE_SPARSE);
 }
 
 void fsgd_test_register(void)
@@ -549,6 +574,7 @@ void fsgd_test_register(void)
         {"shards_in_step", test_shards_in_step}, {"lagging_shard", test_lagging_shard},
         {"late_shard", test_late_shard}, {"shard_restart", test_shard_restart},
         {"working set: both shards restarted with pulls in flight", test_shard_restart_working_set},
+        {"sparse tables: both shards restarted from their key lists", test_shard_restart_sparse},
         {"working set, two shards, tau 0: the full replicas' model bit for bit", test_working_set_shards},
         {"a snapshot of shard 1 far ahead of its stream is not taken", test_shard_snapshot_far_ahead},
         {NULL, NULL}};

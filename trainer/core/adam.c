@@ -48,6 +48,49 @@ int fsgd_adam_init_weights(fsgd_adam_t *a, uint64_t dim)
     return a->theta ? FSGD_E_OK : FSGD_E_NOMEM;
 }
 
+/* p (n elements of size) realloc'd to dim elements, the new ones zero;
+ * NULL when out of memory (p is unchanged then). */
+static void *grown(void *p, uint64_t n, uint64_t dim, size_t size)
+{
+    uint8_t *q = realloc(p, (size_t)dim * size);
+    if (!q)
+        return NULL;
+    memset(q + (size_t)n * size, 0, (size_t)(dim - n) * size);
+    fsgd_hugepages_advise(q, (size_t)dim * size);
+    return q;
+}
+
+int fsgd_adam_grow(fsgd_adam_t *a, uint64_t dim)
+{
+    if (dim <= a->dim)
+        return 0;
+    /* one array at a time: a failure leaves the ones before it longer, which is harmless */
+    float *theta = grown(a->theta, a->dim, dim, sizeof *a->theta);
+    if (!theta)
+        return FSGD_E_NOMEM;
+    a->theta = theta;
+    if (a->m) {
+        float *m = grown(a->m, a->dim, dim, sizeof *a->m);
+        if (!m)
+            return FSGD_E_NOMEM;
+        a->m = m;
+    }
+    if (a->v) {
+        float *v = grown(a->v, a->dim, dim, sizeof *a->v);
+        if (!v)
+            return FSGD_E_NOMEM;
+        a->v = v;
+    }
+    if (a->keys) {
+        fsgd_adam_key_t *k = grown(a->keys, a->dim, dim, sizeof *a->keys);
+        if (!k)
+            return FSGD_E_NOMEM;
+        a->keys = k;
+    }
+    a->dim = dim;
+    return 0;
+}
+
 void fsgd_adam_advance(fsgd_adam_t *a) { a->t++; }
 
 /* Bias corrections from each key's own update count t_k instead of the
@@ -290,6 +333,14 @@ static inline float reduced_key(const fsgd_adam_t *a, uint32_t k, double sum, do
 int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, double scale, double l2, fsgd_sparse_t *out,
                            fsgd_sparse_t *before)
 {
+    return fsgd_adam_step_reduced_at(a, r, NULL, scale, l2, out, before);
+}
+
+int fsgd_adam_step_reduced_at(fsgd_adam_t *a, fsgd_reducer_t *r, const uint32_t *at, double scale, double l2,
+                              fsgd_sparse_t *out, fsgd_sparse_t *before)
+{
+    if (at && a->rarity)
+        return FSGD_E_ARG; /* rarity is indexed by key: fsgd train's, never a table's */
     if (a->keys && a->rarity) { /* its own loop (apply_counted_rarity): the two passes */
         FSGD_TRY(fsgd_reducer_take_step(r, scale, l2, a->theta, out));
         if (before) {
@@ -315,9 +366,10 @@ int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, double scale, doub
     const int counted = a->keys != NULL;
     /* One pass: a key's θ and its optimizer state are fetched together, so
      * their misses overlap (the two passes had one miss outstanding a key). */
+    const uint32_t *idx = at ? at : keys;
     for (size_t i = 0; i < n; i++) {
         if (i + FSGD_PREFETCH_AHEAD < n) {
-            uint32_t ahead = keys[i + FSGD_PREFETCH_AHEAD];
+            uint32_t ahead = idx[i + FSGD_PREFETCH_AHEAD];
             FSGD_PREFETCH(&a->theta[ahead]);
             if (counted) {
                 FSGD_PREFETCH(&a->keys[ahead]);
@@ -330,7 +382,7 @@ int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, double scale, doub
         out->keys[i] = k;
         if (before)
             before->keys[i] = k;
-        out->vals[i] = reduced_key(a, k, sums[i], scale, l2, counted, c1, c2, before ? &before->vals[i] : NULL);
+        out->vals[i] = reduced_key(a, idx[i], sums[i], scale, l2, counted, c1, c2, before ? &before->vals[i] : NULL);
     }
     out->n = n;
     if (before)

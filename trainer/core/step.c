@@ -31,7 +31,21 @@ int fsgd_step_apply(const fsgd_step_opt_t *o, fsgd_sagg_t *agg, const fsgd_step_
         out->n = 0;
         return keep_before(o, out);
     }
-    if (fsgd_sagg_optimizer(agg) == FSGD_OPT_APPLY) {
+    if (o->table && (o->ftrl || fsgd_sagg_optimizer(agg) == FSGD_OPT_APPLY)) {
+        fsgd_reducer_clear(red);
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "a sparse table takes Adam's update only");
+    }
+    if (o->table) {
+        /* the step's keys to their slots (new keys get new ones), then Adam on the slots */
+        size_t n;
+        const uint32_t *keys = fsgd_reducer_sorted_keys(red, &n), *at;
+        int rc = fsgd_sparse_table_slots(o->table, a, keys, n, &at);
+        if (rc < 0) {
+            fsgd_reducer_clear(red);
+            return fsgd_err_fmt(err, errsz, rc, "sparse table: %s", rc == FSGD_E_RANGE ? "more than 2^31 keys" : "out of memory");
+        }
+        FSGD_TRY(fsgd_adam_step_reduced_at(a, red, at, 1.0 / (double)info->rows, o->l2, out, o->before));
+    } else if (fsgd_sagg_optimizer(agg) == FSGD_OPT_APPLY) {
         /* the workers ran the optimizer: the mean of what they sent is the step */
         FSGD_TRY(fsgd_reducer_take(red, -1.0 / (double)(info->n_senders ? info->n_senders : 1), out));
         FSGD_TRY(keep_before(o, out));

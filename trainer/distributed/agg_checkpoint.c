@@ -41,7 +41,13 @@
  * size used to resume silently with each shard's weights in the other). */
 #define CKPT_IDENT_SHIFT 4
 #define CKPT_VERSION_IDENT (CKPT_VERSION + CKPT_IDENT_SHIFT)
-#define CKPT_VERSION_MAX (CKPT_VERSION_COUNTS + CKPT_FOLLOW_SHIFT + CKPT_IDENT_SHIFT)
+/* Versions 12 and 13: 8 and 9 of a shard with a sparse table (job key
+ * table; never a follow job's): after the epochs, u64 keys and the keys
+ * (u32 each, in slot order), then θ, the optimizer's arrays and the counts
+ * of those keys only, in slot order. */
+#define CKPT_SPARSE_SHIFT 4
+#define CKPT_VERSION_SPARSE (CKPT_VERSION_IDENT + CKPT_SPARSE_SHIFT)
+#define CKPT_VERSION_MAX (CKPT_VERSION_COUNTS + CKPT_IDENT_SHIFT + CKPT_SPARSE_SHIFT)
 #define CKPT_HEADER 40 /* magic, version, gen, step, rows, weights */
 #define CKPT_JOB_MAX 63
 
@@ -99,6 +105,9 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
     /* the aggregator writes the current versions; a re-encode of a read file
      * (fsgd_agg_ckpt_check) writes its version back */
     uint32_t version = a->job ? (counted ? CKPT_VERSION_COUNTS : CKPT_VERSION) : a->ckpt.version;
+    const fsgd_sparse_table_t *table = a->model.table;
+    if (!a->job && version >= CKPT_VERSION_SPARSE)
+        version -= CKPT_SPARSE_SHIFT;
     if (a->job && a->follow)
         version += CKPT_FOLLOW_SHIFT;
     if (a->job)
@@ -109,7 +118,10 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
     const uint32_t follow_v = version > CKPT_VERSION_COUNTS;
     fsgd_wire_buf_t part = {0};
     fsgd_wire_buf_t *b = &part;
-    int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) | fsgd_wire_u32(b, version + (ident ? CKPT_IDENT_SHIFT : 0)) |
+    if (table && (!ident || follow_v))
+        return FSGD_E_STATE; /* a sparse table is a shard's, never a follow job's (agg_table_choose) */
+    int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) |
+             fsgd_wire_u32(b, version + (ident ? CKPT_IDENT_SHIFT : 0) + (table ? CKPT_SPARSE_SHIFT : 0)) |
              fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) | fsgd_wire_u64(b, a->s->dataset_rows) |
              fsgd_wire_u64(b, a->mdim);
     if (ident) {
@@ -129,18 +141,24 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
               fsgd_wire_u64(b, e->rows) | fsgd_wire_u64(b, e->test.n) | fsgd_wire_f64(b, e->test.auc) |
               fsgd_wire_f64(b, e->test.logloss) | fsgd_wire_f64(b, e->test.loss) | fsgd_wire_f64(b, e->test.accuracy);
     }
+    /* a sparse table: its keys, then its arrays as long as they are */
+    const uint64_t held = table ? table->map.n : a->mdim;
+    if (table)
+        rc |= fsgd_wire_u64(b, held);
     sink_buf(k, b, rc);
-    sink_put(k, a->model.adam.theta, a->mdim * 4);
+    if (table)
+        sink_put(k, table->map.keys, held * 4);
+    sink_put(k, a->model.adam.theta, held * 4);
     if (!counted) {
-        sink_put(k, a->model.adam.m, a->mdim * 4);
-        sink_put(k, a->model.adam.v, a->mdim * 4);
+        sink_put(k, a->model.adam.m, held * 4);
+        sink_put(k, a->model.adam.v, held * 4);
     }
     /* the per-key state, little-endian, a block at a time */
     enum { BLOCK = 16384 };
     uint8_t blk[BLOCK * 4];
     for (int arr = 0; counted && arr < 3; arr++)
-        for (uint64_t i = 0; i < a->mdim; i += BLOCK) {
-            uint64_t n = a->mdim - i < BLOCK ? a->mdim - i : BLOCK;
+        for (uint64_t i = 0; i < held; i += BLOCK) {
+            uint64_t n = held - i < BLOCK ? held - i : BLOCK;
             for (uint64_t j = 0; j < n; j++) {
                 const fsgd_adam_key_t *key = &a->model.adam.keys[i + j];
                 if (arr == 2)
@@ -243,6 +261,26 @@ int agg_ckpt_write(agg_t *a)
     return 0;
 }
 
+/* A file version's parts: the base version (2 to 5) and whether it has the
+ * writer's identity, a follow section, a sparse table. */
+static void ckpt_version_parts(uint32_t file_version, uint32_t *base, int *ident, int *follow, int *sparse)
+{
+    *sparse = file_version >= CKPT_VERSION_SPARSE;
+    *ident = file_version >= CKPT_VERSION_IDENT;
+    const uint32_t v = file_version - (*ident ? CKPT_IDENT_SHIFT : 0) - (*sparse ? CKPT_SPARSE_SHIFT : 0);
+    *follow = v > CKPT_VERSION_COUNTS;
+    *base = *follow ? v - CKPT_FOLLOW_SHIFT : v;
+}
+
+/* The file version has Adam's per-key counts (lr auto). */
+static int ckpt_version_counted(uint32_t file_version)
+{
+    uint32_t base;
+    int ident, follow, sparse;
+    ckpt_version_parts(file_version, &base, &ident, &follow, &sparse);
+    return base == CKPT_VERSION_COUNTS || base == CKPT_VERSION_OLD_COUNTS;
+}
+
 /* A checkpoint being read: its bytes, where the reader is, and what its
  * header said (ckpt_parse's parts fill it in file order). */
 typedef struct ckpt_in {
@@ -250,7 +288,7 @@ typedef struct ckpt_in {
     const uint8_t *p;
     size_t len, off;
     uint32_t file_version, version, gen;
-    int ident, follow_v, counted;
+    int ident, follow_v, counted, sparse;
     uint64_t step, rows, mdim;
     char *err; /* the reader's error buffer */
     size_t errsz;
@@ -278,15 +316,18 @@ static int ckpt_read_header(agg_t *a, ckpt_in_t *c)
         c->file_version > CKPT_VERSION_MAX)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d to v%d)",
                             path, CKPT_VERSION_OLD, CKPT_VERSION_MAX);
-    c->ident = c->file_version >= CKPT_VERSION_IDENT;
-    const uint32_t unid = c->ident ? c->file_version - CKPT_IDENT_SHIFT : c->file_version;
-    c->follow_v = unid > CKPT_VERSION_COUNTS;
-    c->version = c->follow_v ? unid - CKPT_FOLLOW_SHIFT : unid;
+    ckpt_version_parts(c->file_version, &c->version, &c->ident, &c->follow_v, &c->sparse);
     if (a->job && c->follow_v != (a->follow != NULL))
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
                             "checkpoint '%s' was written by a job %s follow; this one runs %s it: resume it the way it "
                             "ran, or start over (fsgd run --fresh)",
                             path, c->follow_v ? "with" : "without", a->follow ? "with" : "without");
+    if (a->job && c->sparse != (a->model.table != NULL))
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                            "checkpoint '%s' was written by a shard with a %s table; this one has a %s table: resume "
+                            "with --table %s, or start over (fsgd run --fresh)",
+                            path, c->sparse ? "sparse" : "dense", a->model.table ? "sparse" : "dense",
+                            c->sparse ? "sparse" : "dense");
     c->counted = c->version == CKPT_VERSION_COUNTS || c->version == CKPT_VERSION_OLD_COUNTS;
     if (c->counted != (a->model.adam.keys != NULL))
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
@@ -391,8 +432,9 @@ static int ckpt_read_progress(agg_t *a, ckpt_in_t *c, uint64_t *t)
     a->clock.seconds_before = fsgd_le_getf64(p + off + 32);
     uint32_t ne = fsgd_le_get32(p + off + 40);
     c->off = off += 44;
+    /* the weights' bytes: a sparse table's are counted once its keys are read */
     if (c->len - off <
-        (uint64_t)ne * 68 + a->mdim * (c->counted ? 14 : 12) + (c->version >= CKPT_VERSION ? 8 : 0))
+        (uint64_t)ne * 68 + (c->sparse ? 8 : a->mdim * (c->counted ? 14 : 12)) + (c->version >= CKPT_VERSION ? 8 : 0))
         return ckpt_truncated(c);
     /* every epoch of the run (bounded by the bytes above, 68 each) */
     a->s->n_epochs = 0;
@@ -416,8 +458,41 @@ static int ckpt_read_progress(agg_t *a, ckpt_in_t *c, uint64_t *t)
     return 0;
 }
 
-/* θ, the optimizer's two arrays and (lr auto) the per-key counts; the
- * sizes were checked by ckpt_read_progress. */
+/* A sparse table's keys (u64 n, then n keys in slot order) into table, and
+ * adam grown to hold them: *n. Each key once, below mdim. */
+static int ckpt_read_keys(ckpt_in_t *c, fsgd_sparse_table_t *table, fsgd_adam_t *adam, uint64_t mdim, uint64_t *n)
+{
+    const uint8_t *p = c->p;
+    size_t off = c->off;
+    uint64_t keys = fsgd_le_get64(p + off);
+    off += 8;
+    if (keys > mdim)
+        return fsgd_err_fmt(c->err, c->errsz, FSGD_E_FORMAT, "checkpoint '%s': %llu keys of %llu weights at byte %zu",
+                            c->path, (unsigned long long)keys, (unsigned long long)mdim, off - 8);
+    if (c->len - off < keys * (c->counted ? 18 : 16) + (c->version >= CKPT_VERSION ? 8 : 0))
+        return ckpt_truncated(c);
+    fsgd_keyslots_free(&table->map);
+    if (fsgd_keyslots_init(&table->map, keys) < 0 || fsgd_adam_grow(adam, keys) < 0)
+        return fsgd_err_fmt(c->err, c->errsz, FSGD_E_NOMEM, "checkpoint '%s': out of memory for %llu keys", c->path,
+                            (unsigned long long)keys);
+    for (uint64_t i = 0; i < keys; i++, off += 4) {
+        uint32_t key = fsgd_le_get32(p + off), slot;
+        if (key >= mdim)
+            return fsgd_err_fmt(c->err, c->errsz, FSGD_E_FORMAT, "checkpoint '%s': key %u >= %llu weights at byte %zu",
+                                c->path, key, (unsigned long long)mdim, off);
+        if (fsgd_keyslots_map(&table->map, &key, 1, &slot) < 0)
+            return fsgd_err_fmt(c->err, c->errsz, FSGD_E_NOMEM, "checkpoint '%s': out of memory", c->path);
+        if (slot != i)
+            return fsgd_err_fmt(c->err, c->errsz, FSGD_E_FORMAT, "checkpoint '%s': key %u twice, at byte %zu",
+                                c->path, key, off);
+    }
+    c->off = off;
+    *n = keys;
+    return 0;
+}
+
+/* θ, the optimizer's two arrays and (lr auto) the per-key counts of mdim
+ * keys (a sparse table's: as many as it holds); the sizes were checked. */
 static int ckpt_read_weights(ckpt_in_t *c, fsgd_adam_t *adam, uint64_t mdim)
 {
     const uint8_t *p = c->p;
@@ -480,8 +555,11 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         rc = ckpt_check_data(a, &c, &s);
     if (rc == 0)
         rc = ckpt_read_progress(a, &c, &t);
+    uint64_t held = a->mdim;
+    if (rc == 0 && c.sparse)
+        rc = a->model.table ? ckpt_read_keys(&c, a->model.table, &a->model.adam, a->mdim, &held) : FSGD_E_STATE;
     if (rc == 0)
-        rc = ckpt_read_weights(&c, &a->model.adam, a->mdim);
+        rc = ckpt_read_weights(&c, &a->model.adam, held);
     if (rc == 0)
         rc = ckpt_read_model_kind(&c, &a->ckpt, a->job ? a->job->train : NULL);
     if (rc == 0 && c.follow_v) {
@@ -594,12 +672,14 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
     agg_t *a = calloc(1, sizeof *a);
     int rc = st && a ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     fsgd_adam_params_t ap = fsgd_adam_defaults();
-    if (!rc && fsgd_adam_init(&a->model.adam, mdim, &ap) < 0)
+    const int sparse = len >= 12 && fsgd_le_get32(p + 8) >= CKPT_VERSION_SPARSE && fsgd_le_get32(p + 8) <= CKPT_VERSION_MAX;
+    if (!rc && fsgd_adam_init(&a->model.adam, sparse ? 1 : mdim, &ap) < 0)
+        rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    if (!rc && sparse && (!(a->model.table = calloc(1, sizeof *a->model.table)) ||
+                          fsgd_sparse_table_init(a->model.table, 1) < 0))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     /* the Adam mode the file was written in (a restarted aggregator has its job's) */
-    if (!rc && len >= 12 &&
-        (fsgd_le_get32(p + 8) == CKPT_VERSION_COUNTS || fsgd_le_get32(p + 8) == CKPT_VERSION_OLD_COUNTS) &&
-        fsgd_adam_count_keys(&a->model.adam) < 0)
+    if (!rc && len >= 12 && ckpt_version_counted(fsgd_le_get32(p + 8)) && fsgd_adam_count_keys(&a->model.adam) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     if (!rc) {
         a->s = st;
@@ -626,6 +706,8 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
     if (a) {
         fsgd_wire_state_free(&a->st);
         fsgd_adam_free(&a->model.adam);
+        fsgd_sparse_table_free(a->model.table);
+        free(a->model.table);
         agg_follow_free(a);
     }
     free(a);

@@ -204,9 +204,10 @@ int fsgd_agg_write_metrics(const fsgd_dist_job_t *job, const fsgd_agg_stats_t *s
     /* entries_per_step: gradient entries a step, every worker's part: how busy the shard is */
     fprintf(f,
             "  \"shard\": {\"index\": %u, \"shards\": %u, \"weights_held\": %llu, \"entries_per_step\": %.1f, "
-            "\"parts_missing\": %llu},\n",
+            "\"parts_missing\": %llu, \"table\": \"%s\", \"table_keys\": %llu},\n",
             s->shard, s->shards ? s->shards : 1, (unsigned long long)s->weights_held, (double)s->up_entries / steps,
-            (unsigned long long)s->parts_missing);
+            (unsigned long long)s->parts_missing, s->table_sparse ? "sparse" : "dense",
+            (unsigned long long)(s->table_sparse ? s->table_keys : s->weights_held));
     fprintf(f, "  \"lr\": %.17g,\n  \"l2\": %.17g,\n  \"holdout_rows\": %llu,\n  \"holdout_looks\": %llu,\n",
             s->lr, s->l2, (unsigned long long)s->holdout_rows, (unsigned long long)s->looks);
     if (s->holdout_rows)

@@ -112,7 +112,12 @@ int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t 
     const uint8_t *sec = snapshot && !a->step ? NULL : fsgd_sagg_section(a->model.strat, &slen);
     if (slen)
         rc = rc ? rc : fsgd_wire_u32(&a->model.buf, (uint32_t)slen) | fsgd_wire_put(&a->model.buf, sec, slen);
-    if (snapshot) {
+    if (snapshot && a->model.table) {
+        const fsgd_wire_model_t head = {.kind = (uint32_t)a->job->train->model, .has_bias = a->job->train->bias ? 1 : 0,
+                                        .bias = (float)a->job->train->bias_value, .dim = a->dim, .n = a->gweights,
+                                        .shard = a->shard, .shards = a->shards};
+        rc = rc ? rc : agg_table_snapshot(&a->model, &head, &a->model.buf);
+    } else if (snapshot) {
         rc = rc ? rc
                 : fsgd_wire_model_put_shard(&a->model.buf, (uint32_t)a->job->train->model, a->job->train->bias ? 1 : 0,
                                             (float)a->job->train->bias_value, a->dim, a->model.adam.theta, a->gweights,
@@ -162,6 +167,8 @@ static void *pages_main(void *arg)
 
 void agg_pages_start(agg_model_state_t *m)
 {
+    if (m->table)
+        return; /* its arrays grow (realloc) under the steps: nothing to map ahead */
     m->pages_running = pthread_create(&m->pages_tid, NULL, pages_main, &m->adam) == 0;
 }
 
@@ -176,6 +183,9 @@ void agg_model_free(agg_model_state_t *m)
 {
     agg_pages_join(m);
     fsgd_adam_free(&m->adam);
+    fsgd_sparse_table_free(m->table);
+    free(m->table);
+    m->table = NULL;
     fsgd_sagg_destroy(m->strat);
     m->strat = NULL;
     fsgd_sparse_free(&m->dec);

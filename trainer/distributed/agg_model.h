@@ -11,6 +11,8 @@
 
 #include "fsgd/adam.h"
 #include "fsgd/ftrl.h"
+#include "fsgd/sparse_table.h"
+#include "fsgd/dist.h"
 #include "fsgd/strategy.h"
 #include "fsgd/train_params.h"
 #include "agg_env.h"
@@ -18,6 +20,9 @@
 
 typedef struct agg_model_state {
     fsgd_adam_t adam;
+    /* non-NULL: a sparse table (job key table): adam holds the keys ever
+     * touched, at their slots (fsgd/sparse_table.h); NULL: dense, at the keys */
+    fsgd_sparse_table_t *table;
     /* a thread mapping adam's pages before the steps need them (agg_model.c) */
     pthread_t pages_tid;
     int pages_running;
@@ -37,6 +42,18 @@ typedef struct agg_model_state {
     double down_scale;   /* downlink budget / mean uplink entries, steered so down bytes <= up bytes */
     uint64_t snap_every; /* snapshot_every in force (auto resolved) */
 } agg_model_state_t;
+
+/* agg_table.c: the shard's table, dense or sparse (job key table), for a
+ * shard of mdim weights of a job of shards whose data has nnz nonzeros (0:
+ * unknown): 1 sparse, 0 dense, FSGD_E_ARG when sparse was asked where it
+ * cannot be; why says which and why, for the log or the error. */
+int agg_table_choose(const fsgd_dist_job_t *job, uint32_t shards, uint64_t mdim, uint64_t nnz, char *why,
+                     size_t whysz);
+/* The keys a new sparse table has room for before it first grows. */
+uint64_t agg_table_start_keys(uint64_t mdim, uint64_t nnz, uint32_t shards);
+/* The sparse table's weights as a snapshot of head's model (the pairs
+ * form, keys increasing) into b. Returns 0 or FSGD_E_NOMEM. */
+int agg_table_snapshot(const agg_model_state_t *m, const fsgd_wire_model_t *head, fsgd_wire_buf_t *b);
 
 /* Maps the optimizer's pages on a thread of their own (fsgd_adam_map_pages),
  * while the job starts; agg_pages_join waits for it and must come before

@@ -134,9 +134,13 @@ static int answer(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, size_t 
                    (unsigned long long)f->step, e);
         return 0;
     }
-    const float *theta = a->model.adam.theta;
-    for (uint32_t i = 0; i < n; i++)
-        a->pull.vals[i] = theta[a->pull.keys[i]];
+    const fsgd_adam_t *adam = &a->model.adam;
+    if (a->model.table) /* a key never touched answers its initial 0 */
+        for (uint32_t i = 0; i < n; i++)
+            a->pull.vals[i] = fsgd_sparse_table_theta(a->model.table, adam, a->pull.keys[i]);
+    else
+        for (uint32_t i = 0; i < n; i++)
+            a->pull.vals[i] = adam->theta[a->pull.keys[i]];
     int kept = 1; /* a named list is held */
     if (!(f->flags & FSGD_KFLAG_BY_ID)) {
         kept = pull_cache_put(&a->pull.cache, pull_list_id(block, blen), n, crc, block, blen);

@@ -23,7 +23,7 @@ typedef struct scan_ctx {
     agg_t *a;
     uint32_t p;
     fsgd_csr_t tmp;
-    uint64_t rows, max_col;
+    uint64_t rows, max_col, nnz;
     fsgd_libsvm_stats_t bad; /* skip_bad: the malformed rows skipped */
     uint64_t dim;            /* the job's fixed dimension (0: the data's) */
     uint64_t past_dim;       /* skip_bad: messages with a feature past dim, read as no rows */
@@ -69,6 +69,7 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
         n = 0;
     }
     c->rows += (uint64_t)n;
+    c->nnz += c->tmp.nnz;
     if (c->tmp.max_col > c->max_col)
         c->max_col = c->tmp.max_col;
     /* what bounds a genuine gradient (FSGD_AGG_GRAD_SLACK) and the labels */
@@ -86,7 +87,7 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
 /* The producer's summary (data_summary.h) in place of the scan, when it
  * describes exactly what the topic holds now: 1 used, 0 not (scan), < 0
  * error. */
-static int from_summary(agg_t *a, int P, uint64_t dim, uint64_t *total, uint64_t *max_col)
+static int from_summary(agg_t *a, int P, uint64_t dim, uint64_t *total, uint64_t *max_col, uint64_t *nnz)
 {
     fsgd_data_summary_t *s = malloc(sizeof *s);
     if (!s)
@@ -120,6 +121,7 @@ static int from_summary(agg_t *a, int P, uint64_t dim, uint64_t *total, uint64_t
     if (rc == 1) {
         *total = s->rows;
         *max_col = s->max_col;
+        *nnz = s->nnz;
         a->labels = s->labels;
         a->labels.classes = fsgd_rowfmt_weighs(&a->fmt); /* the summary's are classes already */
         a->xmax = s->xmax;
@@ -174,14 +176,14 @@ int agg_scan_data(agg_t *a)
     scan_ctx_t c = {.a = a};
     /* a hashed format's 2^bits, else the job's (0: the data's) */
     FSGD_TRY(fsgd_rowfmt_dim(&a->fmt, a->job->train->dim, &c.dim, a->err, a->errsz));
-    uint64_t total = 0, max_col = 0;
-    int rc = from_summary(a, P, c.dim, &total, &max_col);
-
+    uint64_t total = 0, max_col = 0, nnz = 0;
+    int rc = from_summary(a, P, c.dim, &total, &max_col, &nnz);
     if (rc < 0)
         return rc;
     int to_read = P;
     if (rc == 1) {
         c.max_col = max_col;
+        c.nnz = nnz;
         to_read = 0;
     }
     rc = 0;
@@ -250,6 +252,7 @@ int agg_scan_data(agg_t *a)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_RANGE, "topic %s has feature %llu > dim %llu", a->topic.data,
                             (unsigned long long)max_col, (unsigned long long)dim);
     a->s->dataset_rows = total;
+    a->s->dataset_nnz = c.nnz;
     a->s->partitions = P;
     a->dim = dim ? dim : max_col;
     a->mdim = a->dim + (a->job->train->bias ? 1 : 0);

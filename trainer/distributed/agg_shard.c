@@ -65,6 +65,15 @@ int agg_shard_setup(agg_t *a)
 
 int fsgd_agg_shards_check(const fsgd_dist_job_t *job, char *err, size_t errsz)
 {
+    /* what agg_table_choose refuses, said before any process starts */
+    if (job->dist->table == FSGD_TABLE_SPARSE && job->train->shards <= 1)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "table sparse is a shard's table: give --shards 2 or more (one aggregator scores the test "
+                            "set and writes the model from a dense θ)");
+    if (job->dist->table == FSGD_TABLE_SPARSE && fsgd_dist_replica(job->train, job->dist) != FSGD_REPLICA_WORKING_SET)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG,
+                            "table sparse needs --replica working_set (full replicas take every step's values from a "
+                            "dense θ)");
     if (job->train->shards <= 1)
         return 0;
     const char *why = NULL;
@@ -354,6 +363,9 @@ int agg_shard_final(agg_t *a)
      * place: assemble.c). */
     agg_pages_join(&a->model);
     fsgd_adam_free(&a->model.adam);
+    fsgd_sparse_table_free(a->model.table);
+    free(a->model.table);
+    a->model.table = NULL;
     fsgd_sagg_destroy(a->model.strat);
     a->model.strat = NULL;
     double t0 = agg_now(), logged = t0, patience = lead_patience(job->dist->step_timeout_ms / 1e3);

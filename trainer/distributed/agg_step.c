@@ -108,12 +108,13 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     char e[256];
     /* the step function fsgd train runs too (fsgd/step.h) */
     fsgd_step_opt_t opt = {.adam = &a->model.adam, .ftrl = a->model.ftrl_on ? &a->model.ftrl : NULL, .l2 = a->tune.l2,
-                           .before = a->tune.track ? &a->tune.before : NULL};
+                           .before = a->tune.track ? &a->tune.before : NULL, .table = a->model.table};
     if (a->follow)
         FSGD_TRY(agg_follow_score(a)); /* progressive validation: before θ moves */
     double ts = agg_now();
     int src = fsgd_step_apply(&opt, a->model.strat, &info, &a->open.g, e, sizeof e);
     a->s->t_update_step += agg_now() - ts;
+    a->s->table_keys = a->model.table ? a->model.table->map.n : 0;
     if (src < 0)
         return fsgd_err_fmt(a->err, a->errsz, src, "aggregator: codec %s: %s", a->job->train->codec, e);
     if (R > 0) {

@@ -119,10 +119,23 @@ static int agg_setup_optimizer(agg_t *a)
      * in fsgd train (a key first seen late steps by about lr, not 3-6 lr);
      * FTRL keeps z and n in Adam's m and v */
     int counted = job->train->lr < 0 && job->train->optimizer != FSGD_OPTIMIZER_FTRL;
-    if ((counted ? fsgd_adam_init_counted(&a->model.adam, a->mdim, &ap) : fsgd_adam_init(&a->model.adam, a->mdim, &ap)) <
-        0)
+    char why[256];
+    int sparse = agg_table_choose(job, a->shards, a->mdim, a->s->dataset_nnz, why, sizeof why);
+    if (sparse < 0)
+        return fsgd_err_fmt(a->err, a->errsz, sparse, "shard %u: %s", a->shard, why);
+    /* a sparse table's arrays start small and grow with the keys it is given */
+    uint64_t held = sparse ? agg_table_start_keys(a->mdim, a->s->dataset_nnz, a->shards) : a->mdim;
+    if ((counted ? fsgd_adam_init_counted(&a->model.adam, held, &ap) : fsgd_adam_init(&a->model.adam, held, &ap)) < 0)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
-                          (unsigned long long)a->mdim);
+                          (unsigned long long)held);
+    if (!rc && sparse) {
+        a->model.table = calloc(1, sizeof *a->model.table);
+        if (!a->model.table || fsgd_sparse_table_init(a->model.table, held) < 0)
+            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a sparse table");
+        a->s->table_sparse = 1;
+    }
+    if (a->shards > 1)
+        agg_log(a, "shard %u: %s", a->shard, why);
     if (!rc && job->train->optimizer == FSGD_OPTIMIZER_FTRL) {
         /* λ1, λ2 as in fsgd train: the mean-loss l1, l2 (auto resolved) times the rows of an epoch */
         double n = (double)a->s->dataset_rows;

@@ -18,6 +18,7 @@
 void fsgd_data_summary_add(fsgd_data_summary_t *s, const fsgd_csr_t *rows)
 {
     s->rows += rows->n_rows;
+    s->nnz += rows->nnz;
     if (rows->max_col > s->max_col)
         s->max_col = rows->max_col;
     for (size_t i = 0; i < rows->nnz; i++)
@@ -40,6 +41,7 @@ int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_dist_job_t *job, 
     fsgd_cj_i64(&j, "hash_bits", job->train->hash_bits);
     fsgd_cj_u64(&j, "rows", s->rows);
     fsgd_cj_u64(&j, "max_col", s->max_col);
+    fsgd_cj_u64(&j, "nnz", s->nnz);
     fsgd_cj_f64(&j, "xmax", s->xmax);
     fsgd_cj_f64(&j, "ymax", s->ymax);
     fsgd_cj_i64(&j, "labels_more", s->labels.more);
@@ -96,6 +98,9 @@ int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_dist_job_t 
         return 0;
     s->nparts = (uint32_t)np;
     s->rows = sum;
+    /* optional: an older producer's summary has no count (0: unknown) */
+    double nnz = 0;
+    s->nnz = fsgd_ctl_get_num(json, len, "nnz", &nnz) && nnz >= 0 && nnz < 1.8e19 ? (uint64_t)nnz : 0;
     s->max_col = (uint64_t)max_col;
     return 1;
 }

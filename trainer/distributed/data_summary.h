@@ -23,6 +23,7 @@ typedef struct fsgd_data_summary {
     uint32_t part_rows[FSGD_SUMMARY_MAX_PARTS]; /* and part_rows[p] rows in them */
     uint32_t block_rows; /* rows a message, but for the last of a partition (which holds the rest) */
     uint64_t rows, max_col; /* rows = the sum of part_rows */
+    uint64_t nnz; /* the rows' nonzeros (0: a producer that did not count them) */
     fsgd_label_set_t labels;
     double xmax, ymax; /* largest |feature value| and |label| */
 } fsgd_data_summary_t;

@@ -357,6 +357,42 @@ int fsgd_wire_model_put(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, fl
     return fsgd_wire_model_put_shard(b, kind, has_bias, bias, dim, w, n, 0, 1);
 }
 
+/* The snapshot's header: kind, flags (has_bias and the form), bias, dim,
+ * n, and a shard's place. */
+static int put_model_head(fsgd_wire_buf_t *b, uint32_t kind, uint32_t flags, float bias, uint64_t dim, uint64_t n_all,
+                          uint32_t shard, uint32_t shards)
+{
+    int rc = fsgd_wire_u32(b, kind) | fsgd_wire_u32(b, flags) | fsgd_wire_f32(b, bias) | fsgd_wire_u64(b, dim) |
+             fsgd_wire_u64(b, n_all);
+    if (shards > 1)
+        rc |= fsgd_wire_u32(b, shard) | fsgd_wire_u32(b, shards);
+    return rc ? FSGD_E_NOMEM : 0;
+}
+
+int fsgd_wire_model_put_pairs(fsgd_wire_buf_t *b, const fsgd_wire_model_t *head, const uint32_t *keys,
+                              const uint32_t *at, const float *w, uint64_t nkeys)
+{
+    uint64_t nnz = 0;
+    for (uint64_t i = 0; i < nkeys; i++)
+        nnz += !is_plus_zero(w[at[i]]);
+    uint32_t flags = (head->has_bias ? 1u : 0u) | FSGD_WIRE_MODEL_SPARSE | (head->shards > 1 ? FSGD_WIRE_MODEL_SHARD : 0);
+    FSGD_TRY(put_model_head(b, head->kind, flags, head->bias, head->dim, head->n, head->shard, head->shards));
+    uint8_t *out = fsgd_wire_space(b, 8 + nnz * 8);
+    if (!out)
+        return FSGD_E_NOMEM;
+    fsgd_le_put64(out, nnz);
+    out += 8;
+    for (uint64_t i = 0; i < nkeys; i++) {
+        float x = w[at[i]];
+        if (is_plus_zero(x))
+            continue;
+        fsgd_le_put32(out, keys[i]);
+        fsgd_le_putf32(out + 4, x);
+        out += 8;
+    }
+    return 0;
+}
+
 int fsgd_wire_model_put_shard(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim,
                               const float *w, uint64_t n_all, uint32_t shard, uint32_t shards)
 {
@@ -367,14 +403,9 @@ int fsgd_wire_model_put_shard(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bi
     /* pairs are 8 bytes against 4 a weight: sparse below half full */
     int sparse = n <= UINT32_MAX && nnz * 8 + 8 < n * 4;
     uint32_t flags = has_bias | (sparse ? FSGD_WIRE_MODEL_SPARSE : 0) | (shards > 1 ? FSGD_WIRE_MODEL_SHARD : 0);
-    int rc = fsgd_wire_u32(b, kind) | fsgd_wire_u32(b, flags) | fsgd_wire_f32(b, bias) | fsgd_wire_u64(b, dim) |
-             fsgd_wire_u64(b, n_all);
-    if (shards > 1)
-        rc |= fsgd_wire_u32(b, shard) | fsgd_wire_u32(b, shards);
-    if (rc)
-        return FSGD_E_NOMEM;
+    FSGD_TRY(put_model_head(b, kind, flags, bias, dim, n_all, shard, shards));
     if (sparse) {
-        rc = fsgd_wire_u64(b, nnz);
+        int rc = fsgd_wire_u64(b, nnz);
         for (uint64_t i = 0; i < n && !rc; i++)
             if (!is_plus_zero(w[i]))
                 rc = fsgd_wire_u32(b, (uint32_t)i) | fsgd_wire_f32(b, w[i]);

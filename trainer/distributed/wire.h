@@ -128,6 +128,12 @@ int fsgd_wire_model_put(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, fl
  * snapshot above. */
 int fsgd_wire_model_put_shard(fsgd_wire_buf_t *b, uint32_t kind, uint32_t has_bias, float bias, uint64_t dim,
                               const float *w, uint64_t n, uint32_t shard, uint32_t shards);
+/* A snapshot of head's model (kind, has_bias, bias, dim, n, shard,
+ * shards) in the sparse form, from a sparse table: the weight of local key
+ * keys[i] (strictly increasing, nkeys of them) is w[at[i]]; +0.0 weights
+ * are left out, as the dense writer's sparse form does. */
+int fsgd_wire_model_put_pairs(fsgd_wire_buf_t *b, const fsgd_wire_model_t *head, const uint32_t *keys,
+                              const uint32_t *at, const float *w, uint64_t nkeys);
 int fsgd_wire_model_get(const uint8_t *p, size_t len, size_t *off, fsgd_wire_model_t *m, char *err, size_t errsz);
 /* The header only (kind, bias, dim, n, shard): what a working-set worker,
  * which pulls its values, needs of a snapshot; the weights need not be

@@ -18,7 +18,7 @@
 #include "fsgd/vw.h"
 #include "job_testing.h"
 
-typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS, F_REPLICA } field_type_t;
+typedef enum { F_STR, F_DOUBLE, F_INT, F_U64, F_BOOL, F_MODEL, F_KAFKA, F_OPTIMIZER, F_TERMS, F_REPLICA, F_TABLE } field_type_t;
 
 typedef struct field {
     const char *key;
@@ -150,6 +150,11 @@ static const field_t fields[] = {
      "aggregator shards that own them (answers on NAME.pull): its downlink does not grow with the number of "
      "workers, nor its memory with the model), or auto: working_set when --dim or --bits gives a model of 2^25 "
      "weights or more (and the codec's workers do not run the optimizer), full otherwise (docs/run.md)"},
+    {"table", "cluster", F_TABLE, OFF(dist.table), 0, 0,
+     "how an aggregator shard holds its part of the model: dense (every weight of its key range), sparse (only "
+     "the keys the data ever touched, a key -> slot table: for models far larger than the data's vocabulary), or "
+     "auto: sparse when the job has 2+ shards and working-set workers and the data's nonzeros could touch under "
+     "a quarter of a shard's weights, dense otherwise (docs/run.md)"},
     {"shards", "cluster", F_INT, OFF(train.shards), 1, 64,
      "aggregator shards: the model's keys split over S aggregator processes (key k to shard k mod S), each "
      "holding its part of the weights and optimizer state; fsgd train simulates the same split in one process"},
@@ -313,6 +318,19 @@ static int set_field(fsgd_job_t *job, const field_t *f, const char *value, char 
     return FSGD_E_OK;
 }
 
+static int parse_table(const char *key, const char *value, fsgd_job_table_t *dst, char *err, size_t errsz)
+{
+    if (!strcmp(value, "dense"))
+        *dst = FSGD_TABLE_DENSE;
+    else if (!strcmp(value, "sparse"))
+        *dst = FSGD_TABLE_SPARSE;
+    else if (!strcmp(value, "auto"))
+        *dst = FSGD_TABLE_AUTO;
+    else
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "key '%s': expected auto, dense or sparse, got '%s'", key, value);
+    return FSGD_E_OK;
+}
+
 static int parse_replica(const char *key, const char *value, fsgd_job_replica_t *dst, char *err, size_t errsz)
 {
     if (!strcmp(value, "full"))
@@ -402,6 +420,8 @@ static int set_value(fsgd_job_t *job, const field_t *f, const char *value, char 
     }
     case F_REPLICA:
         return parse_replica(f->key, value, (fsgd_job_replica_t *)dst, err, errsz);
+    case F_TABLE:
+        return parse_table(f->key, value, (fsgd_job_table_t *)dst, err, errsz);
     case F_DOUBLE:
     case F_INT:
     case F_U64: {
@@ -755,6 +775,11 @@ static void format_default(const fsgd_job_t *d, const field_t *f, char *out, siz
         snprintf(out, cap, "%s", *(const fsgd_job_replica_t *)p == FSGD_REPLICA_WORKING_SET ? "working_set"
                                  : *(const fsgd_job_replica_t *)p == FSGD_REPLICA_AUTO      ? "auto"
                                                                                               : "full");
+        break;
+    case F_TABLE:
+        snprintf(out, cap, "%s", *(const fsgd_job_table_t *)p == FSGD_TABLE_SPARSE ? "sparse"
+                                 : *(const fsgd_job_table_t *)p == FSGD_TABLE_DENSE ? "dense"
+                                                                                    : "auto");
         break;
     }
 }

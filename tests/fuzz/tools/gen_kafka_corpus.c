@@ -482,6 +482,76 @@ static void gen_checkpoint(void)
     free(b.p);
 }
 
+/* A sharded job's checkpoint with a sparse table (versions 12 and 13:
+ * the writer's identity, then after the epochs u64 keys, the keys in slot
+ * order and the arrays of those keys only), restored and written back. */
+static void ckpt_sparse(fsgd_wire_buf_t *b, int counted, uint32_t dup)
+{
+    fsgd_wire_state_t s = {0};
+    fsgd_wire_state_alloc(&s, 2);
+    s.epoch = 1;
+    s.adam_t = 9;
+    s.end[0] = 30;
+    s.end[1] = 20;
+    s.pos[0] = 12;
+    s.pos[1] = 8;
+    s.quota[0] = s.quota[1] = 4;
+    const uint64_t rows = 50, mdim = 4000;
+    const uint32_t keys[] = {3900, 7, 512, 8, 3999};
+    const uint32_t n = 5;
+    b->n = 0;
+    fsgd_wire_put(b, "FSGDCKPT", 8);
+    fsgd_wire_u32(b, counted ? 13 : 12);
+    fsgd_wire_u32(b, 1700000000u);
+    fsgd_wire_u64(b, 9);
+    fsgd_wire_u64(b, rows);
+    fsgd_wire_u64(b, mdim);
+    fsgd_wire_u32(b, 1); /* shard 1 of 2, job "js" */
+    fsgd_wire_u32(b, 2);
+    fsgd_wire_put(b, "\002js", 3);
+    fsgd_wire_state_put(b, &s);
+    fsgd_wire_u64(b, 9);
+    fsgd_wire_u64(b, 20);
+    fsgd_wire_f64(b, 11.5);
+    fsgd_wire_u64(b, 20);
+    fsgd_wire_f64(b, 0.75);
+    fsgd_wire_u32(b, 0);
+    fsgd_wire_u64(b, n);
+    for (uint32_t i = 0; i < n; i++)
+        fsgd_wire_u32(b, dup && i == n - 1 ? keys[0] : keys[i]);
+    for (int arr = 0; arr < 3; arr++)
+        for (uint32_t i = 0; i < n; i++)
+            fsgd_wire_f32(b, arr == 0 ? 0.25f * (float)(i + 1) : arr == 1 ? -0.01f * (float)i : 1e-4f * (float)(i + 1));
+    for (uint32_t i = 0; counted && i < n; i++) {
+        uint8_t c2[2] = {(uint8_t)(i + 1), 0};
+        fsgd_wire_put(b, c2, 2);
+    }
+    fsgd_wire_u32(b, 0); /* logistic, no intercept */
+    fsgd_wire_u32(b, 0);
+    fsgd_wire_u32(b, fsgd_crc32c(0, b->p, b->n));
+    uint8_t *re = NULL;
+    size_t relen = 0;
+    char e[256];
+    int rc = fsgd_agg_ckpt_check(b->p, b->n, rows, mdim, &s, &re, &relen, e, sizeof e);
+    if (dup ? rc >= 0 || !strstr(e, "twice") : rc != 1 || relen != b->n || memcmp(re, b->p, relen))
+        die(e);
+    free(re);
+    fsgd_wire_state_free(&s);
+}
+
+static void gen_checkpoint_sparse(void)
+{
+    fsgd_wire_buf_t b = {0};
+    uint8_t c = 2;
+    ckpt_sparse(&b, 0, 0);
+    out2("checkpoint", "sparse_v12_self", &c, 1, &b);
+    ckpt_sparse(&b, 1, 0);
+    out2("checkpoint", "sparse_v13_counts_self", &c, 1, &b);
+    ckpt_sparse(&b, 0, 1);
+    out2("checkpoint", "sparse_v12_key_twice", &c, 1, &b);
+    free(b.p);
+}
+
 static void gen_ctl(void)
 {
     fsgd_ctl_json_t j = {0};
@@ -575,6 +645,7 @@ int main(int argc, char **argv)
     gen_wire();
     gen_kframe_assemble();
     gen_checkpoint();
+    gen_checkpoint_sparse();
     gen_ctl();
     return 0;
 }

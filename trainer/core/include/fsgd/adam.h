@@ -98,6 +98,11 @@ uint64_t fsgd_adam_touched(const fsgd_adam_t *a, uint64_t n_keys);
  * 0 when nothing was mapped. */
 int fsgd_adam_map_pages(const fsgd_adam_t *a);
 
+/* Grows θ and the optimizer state to dim keys, the new ones zero (an
+ * aggregator shard's sparse table, fsgd/sparse_table.h, as keys come).
+ * Returns 0 or FSGD_E_NOMEM (the arrays keep their values then). */
+int fsgd_adam_grow(fsgd_adam_t *a, uint64_t dim);
+
 /* Frees the arrays. NULL is a no-op. */
 void fsgd_adam_free(fsgd_adam_t *a);
 
@@ -121,5 +126,11 @@ int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const flo
  * the update. Returns 0 or FSGD_E_NOMEM. */
 int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, double scale, double l2, fsgd_sparse_t *out,
                            fsgd_sparse_t *before);
+
+/* The same with θ and the state of the reducer's i-th key (in increasing
+ * order) at index at[i] (NULL: at the key): a sparse table's slots. out and
+ * before still get the keys. FSGD_E_ARG with per-key rarity (indexed by key). */
+int fsgd_adam_step_reduced_at(fsgd_adam_t *a, fsgd_reducer_t *r, const uint32_t *at, double scale, double l2,
+                              fsgd_sparse_t *out, fsgd_sparse_t *before);
 
 #endif

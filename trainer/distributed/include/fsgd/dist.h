@@ -29,6 +29,15 @@ typedef enum fsgd_job_replica {
     FSGD_REPLICA_AUTO = 2 /* the default: fsgd_dist_replica decides */
 } fsgd_job_replica_t;
 
+/* How an aggregator shard holds its part of the model (job key "table"):
+ * every weight of its key range, or only the keys the data touched
+ * (fsgd/sparse_table.h). Zero is auto, so a job made in C gets it. */
+typedef enum fsgd_job_table {
+    FSGD_TABLE_AUTO = 0, /* fsgd_agg_table_sparse decides */
+    FSGD_TABLE_DENSE = 1,
+    FSGD_TABLE_SPARSE = 2
+} fsgd_job_table_t;
+
 /* Models of at least this many weights get working-set workers under
  * replica auto (docs/performance.md: the measured crossover). */
 #define FSGD_REPLICA_AUTO_MIN_WEIGHTS ((uint64_t)1 << 25)
@@ -44,6 +53,7 @@ typedef struct fsgd_dist_params {
     int step_timeout_ms;             /* drop a worker that misses a step by this long */
     int snapshot_every;              /* full model snapshot every N steps (0: auto, agg_auto.c) */
     fsgd_job_replica_t replica;      /* auto (default) | full | working_set: read it through fsgd_dist_replica */
+    fsgd_job_table_t table;          /* auto (default) | dense | sparse: an aggregator shard's table */
     char checkpoint[FSGD_JOB_PATH_MAX]; /* aggregator checkpoint file ("" -> none) */
     int follow;                      /* continuous training: consume NAME.data as rows arrive, until SIGTERM */
     double version_seconds;          /* follow: a model version at least this often (seconds, default 60) */
@@ -322,6 +332,9 @@ typedef struct fsgd_agg_stats {
     int resumed_from_step; /* -1: fresh start */
     uint32_t shard, shards;  /* which aggregator shard this is (0 of 1 unsharded) */
     uint64_t weights_held;   /* the shard's part of the model's weights */
+    uint64_t dataset_nnz;    /* the data's nonzeros (0: not known) */
+    int table_sparse;        /* the shard's table is sparse (job key table) */
+    uint64_t table_keys;     /* sparse: the keys it holds (touched so far) */
     uint64_t parts_missing;  /* a following shard: ranges shard 0 applied whose gradient part never came here */
     uint64_t up_entries;     /* gradient entries decoded from applied messages: a shard's load */
     int n_epochs;              /* epochs finished, every one of them */
