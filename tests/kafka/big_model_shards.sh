@@ -23,7 +23,9 @@
 # RATIO (0.35), TEST (1; 0: no --test, so shard 0 never assembles the whole
 # model at the end and no AUC is checked: its peak without that assembly),
 # REPLICAS ("full"; "full working_set" runs each S both ways: a working-set
-# worker's peak then follows its steps' keys, not the model), COMPARE_BITS
+# worker's peak then follows its steps' keys, not the model), TABLES ("auto";
+# "dense sparse" runs each of those with --table dense, then sparse: a
+# sparse shard holds the keys its data touched, not its key range), COMPARE_BITS
 # (unset; B: also `fsgd train --bits B` on the same rows, one process, its
 # test AUC and peak beside: the same rows in a 2^B model).
 #
@@ -34,7 +36,7 @@ root=$(cd "$here/../.." && pwd)
 FSGD=${FSGD:-$root/bin/fsgd}
 SHARDS=${SHARDS:-1 2 4} DIM=${DIM:-67108864} ROWS=${ROWS:-440000} NNZ=${NNZ:-30} BATCH=${BATCH:-1000}
 EPOCHS=${EPOCHS:-2} WORKERS=${WORKERS:-4} CODEC=${CODEC:-fastsgd} LR=${LR:-0.01} SEED=${SEED:-7} NODES=${NODES:-3}
-TOL=${TOL:-0.01} RATIO=${RATIO:-0.35} TEST=${TEST:-1} REPLICAS=${REPLICAS:-full}
+TOL=${TOL:-0.01} RATIO=${RATIO:-0.35} TEST=${TEST:-1} REPLICAS=${REPLICAS:-full} TABLES=${TABLES:-auto}
 NTRAIN=$((ROWS * 10 / 11))
 tmp=$(mktemp -d)
 kdir= run_pid= sampler=
@@ -91,12 +93,13 @@ peak_sampler() {
 
 runs=()
 for R in $REPLICAS; do
+for T in $TABLES; do
 for S in $SHARDS; do
-    tag=$S-$R
+    tag=$S-$R-$T
     runs+=("$tag")
     name=bigshard-$S-$(date +%s%N | cut -c8-16)-$$
     t0=$(date +%s.%N)
-    "$FSGD" run "${SET[@]}" --shards "$S" --replica "$R" --name "$name" --metrics-json "$tmp/run$tag.json" \
+    "$FSGD" run "${SET[@]}" --shards "$S" --replica "$R" --table "$T" --name "$name" --metrics-json "$tmp/run$tag.json" \
         >"$tmp/run$tag.log" 2>&1 &
     run_pid=$!
     : >"$tmp/peak$tag"
@@ -108,8 +111,9 @@ for S in $SHARDS; do
     t1=$(date +%s.%N)
     wait "$sampler" || true
     sampler=
-    [ $rc -eq 0 ] || { echo "fsgd run --shards $S --replica $R failed with status $rc:"; tail -n 30 "$tmp/run$tag.log"; exit 1; }
-    echo "S=$S $R: $(awk "BEGIN {printf \"%.1f\", $t1 - $t0}") s whole job"
+    [ $rc -eq 0 ] || { echo "fsgd run --shards $S --replica $R --table $T failed with status $rc:"; tail -n 30 "$tmp/run$tag.log"; exit 1; }
+    echo "S=$S $R table $T: $(awk "BEGIN {printf \"%.1f\", $t1 - $t0}") s whole job"
+done
 done
 done
 
@@ -131,10 +135,12 @@ tmp, tol, ratio, tags = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys
 ok, auc0, entries0, peaks = True, None, None, {}
 shards = sorted({int(t.split("-")[0]) for t in tags})
 for tag in tags:
-    S, R = int(tag.split("-")[0]), tag.split("-", 1)[1]
+    S, R, T = int(tag.split("-")[0]), tag.split("-")[1], tag.split("-")[2]
     base = os.path.join(tmp, "run%s.json" % tag)
     m = [json.load(open(base if i == 0 else "%s.shard%d" % (base, i))) for i in range(S)]
     peak = {r: int(kb) for r, kb in (l.split() for l in open(os.path.join(tmp, "peak%s" % tag)) if l.strip())}
+    tables = "/".join("%s:%d" % (x["shard"].get("table", "dense"), x["shard"].get("table_keys", x["shard"]["weights_held"]))
+                      for x in m)
     if R == "full" or S not in peaks:
         peaks[S] = peak
     lead = m[0]
@@ -169,15 +175,15 @@ for tag in tags:
         print("S=%d %s: the shards decoded %.0f entries a step in all, %s %.0f" % (S, R, sum(keys), tags[0], entries0))
         good = False
     ok &= good
-    print("S=%d %s: %d steps, test AUC %.5f, epochs %s s, decode+reduce %.2f ms/step, update+publish %.2f ms/step (max over "
+    print("S=%d %s table %s (%s): %d steps, test AUC %.5f, epochs %s s, decode+reduce %.2f ms/step, update+publish %.2f ms/step (max over "
           "shards), %.0f B up / %.0f B down per worker-step, keys a step per shard %s (busiest %.3fx the mean), "
           "peak MB shards %s, workers %s%s" %
-          (S, R, lead["steps"], auc, "/".join("%.1f" % d for d in durs), dec, upd, up, down,
+          (S, R, T, tables, lead["steps"], auc, "/".join("%.1f" % d for d in durs), dec, upd, up, down,
            "/".join("%.0f" % k for k in keys), busiest, "/".join("%.0f" % v for v in shard_mb),
            "/".join("%.0f" % v for v in worker_mb), "" if good else "  <- FAILED"))
-    print("bench kafka_shards S=%d replica=%s dim=%d workers=%d steps=%d auc=%.5f epoch_s=%s decode_ms=%.3f "
+    print("bench kafka_shards S=%d replica=%s table=%s dim=%d workers=%d steps=%d auc=%.5f epoch_s=%s decode_ms=%.3f "
           "update_ms=%.3f up_B=%.0f down_B=%.0f busiest=%.4f shard_peak_MB=%s worker_peak_MB=%s" %
-          (S, R, lead["dim"], len(worker_mb), lead["steps"], auc, ",".join("%.2f" % d for d in durs), dec, upd, up, down,
+          (S, R, T, lead["dim"], len(worker_mb), lead["steps"], auc, ",".join("%.2f" % d for d in durs), dec, upd, up, down,
            busiest, ",".join("%.0f" % v for v in shard_mb), ",".join("%.0f" % v for v in worker_mb)))
 if 1 in peaks and max(shards) > 1:
     single, S = peaks[1]["shard0"], max(shards)

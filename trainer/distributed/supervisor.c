@@ -153,6 +153,7 @@ static void worker_exited(fsgd_supervisor_t *s, const fsgd_supervisor_hooks_t *h
         if (s->wp[i] == pid) {
             s->wp[i] = 0;
             s->workers_alive--;
+            s->workers_failed += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
             if (WIFSIGNALED(st))
                 say(h, 0, "worker %d (pid %d) killed by signal %d; the others carry on", i + 1, (int)pid,
                     WTERMSIG(st));
@@ -164,15 +165,28 @@ static void worker_exited(fsgd_supervisor_t *s, const fsgd_supervisor_hooks_t *h
         }
 }
 
-/* Workers leave after the final model: give the aggregator a moment to
- * finish writing before calling it a failure. */
+/* Workers that fail leave the aggregator nothing to do: a moment to end on
+ * its own. Workers that finished left after the final model, which the
+ * aggregator may still be assembling, scoring and writing (shard 0 of a
+ * 2^30-weight job: a 4 GiB model, tens of seconds): it gets this long,
+ * and the wait is said. */
+#define WORKERS_FAILED_GRACE_S 10.0
+#define WORKERS_DONE_GRACE_S 600.0
+
 static void workers_gone(fsgd_supervisor_t *s, const fsgd_supervisor_hooks_t *h)
 {
-    double until = fsgd_clock_s() + 10;
+    const double t0 = fsgd_clock_s(), until = t0 + (s->workers_failed ? WORKERS_FAILED_GRACE_S : WORKERS_DONE_GRACE_S);
+    double said = t0;
     pid_t r_pid = 0;
     int st = 0;
-    while (fsgd_clock_s() < until && !signalled(h) && (r_pid = waitpid(s->agg, &st, WNOHANG)) == 0)
+    while (fsgd_clock_s() < until && !signalled(h) && (r_pid = waitpid(s->agg, &st, WNOHANG)) == 0) {
         nap_ms(20);
+        if (fsgd_clock_s() - said >= 10) {
+            said = fsgd_clock_s();
+            say(h, 0, "run: every worker has finished; waiting %.0f s for the aggregator to write the model (stopped "
+                      "after %.0f s)", said - t0, until - t0);
+        }
+    }
     if (r_pid == s->agg) {
         s->pids[0] = 0;
         s->agg_status = exit_status(st);
@@ -189,6 +203,7 @@ void fsgd_supervisor_watch(fsgd_supervisor_t *s, const fsgd_supervisor_hooks_t *
     s->agg_status = -1;
     s->restarts = 0;
     s->workers_alive = s->W;
+    s->workers_failed = 0;
     s->interrupted = 0;
     while (s->agg_status < 0) {
         if (signalled(h)) {

@@ -45,6 +45,7 @@ typedef struct fsgd_supervisor {
     int agg_status;     /* the aggregator's exit status; -1 while it runs */
     int restarts;       /* aggregator restarts so far */
     int workers_alive;
+    int workers_failed; /* workers that exited with an error or a signal */
     int interrupted;    /* the signal that stopped the watch, or 0 */
     int internal_status; /* the job's status when it fails without the aggregator's own (every worker gone) */
 } fsgd_supervisor_t;
