@@ -316,8 +316,12 @@ int agg_take_frame(agg_t *a, const void *payload, size_t plen, int32_t partition
     int rc = admit(a, &f, payload, plen, partition, offset);
     if (rc <= 0)
         return rc;
-    if (f.kind == FSGD_KMSG_PULL)
-        return agg_take_pull(a, &f, offset);
+    if (f.kind == FSGD_KMSG_PULL) {
+        const agg_pull_ctx_t c = {.prod = a->prod, .pull_topic = a->topic.pull, .job = a->job->dist->name,
+                                  .shard = a->shard, .gen = a->gen, .step = a->step, .mdim = a->mdim};
+        const agg_env_t env = agg_env(a);
+        return agg_take_pull(&a->pull, &c, &a->model, &env, &f, offset);
+    }
     const unsigned lag = (f.flags & FSGD_KFLAG_LAG_MASK) >> FSGD_KFLAG_LAG_SHIFT;
     if ((rc = for_open_step(a, &f, payload, plen, offset, lag)) != 1)
         return rc;

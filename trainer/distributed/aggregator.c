@@ -33,7 +33,7 @@ static void agg_free(agg_t *a)
     free(a->rows_at);
     fsgd_wire_state_free(&a->st);
     agg_model_free(&a->model);
-    agg_pull_free(a);
+    agg_pull_free(&a->pull);
     agg_open_free(&a->open);
     agg_auto_free(&a->tune);
     agg_follow_free(a);

@@ -34,6 +34,7 @@
 #include "agg_members.h"
 #include "agg_model.h"
 #include "agg_open.h"
+#include "agg_pull.h"
 #include "agg_tune.h"
 #include "ctl.h"
 #include "job_topics.h"
@@ -42,21 +43,10 @@
 
 /* The aggregator's state, by part. Each part has its own struct and header
  * (agg_members.h, agg_open.h, agg_early.h, agg_model.h, agg_tune.h,
- * agg_clock.h, agg_ckpt.h, agg_lead.h), and its functions take that struct
- * and, to report, an agg_env_t (agg_env.h); a function that orchestrates
- * several parts (the step loop, agg_apply_step, take_gradient) takes agg_t. */
-
-/* Working-set workers' pulls (agg_pull.c; job key replica working_set). */
-typedef struct agg_pull {
-    fsgd_kasm_t *as;   /* reassembly of pull frames (apart from the step's gradients) */
-    uint32_t *keys;
-    size_t cap_keys;
-    float *vals;
-    fsgd_wire_buf_t buf;
-    uint64_t answered, bytes; /* answers sent, their bytes */
-    int halves;               /* the job's downlink is lossy: values go as binary16 where they fit */
-    pull_cache_t cache;       /* the key lists workers sent, named by id in later pulls (pull_cache.h) */
-} agg_pull_t;
+ * agg_clock.h, agg_ckpt.h, agg_lead.h, agg_pull.h), and its functions take
+ * that struct and, to report, an agg_env_t (agg_env.h); a function that
+ * orchestrates several parts (the step loop, agg_apply_step, take_gradient)
+ * takes agg_t. */
 
 typedef struct agg {
     /* the job, its topics and data (agg_scan.c) */
@@ -108,12 +98,6 @@ typedef struct agg {
     char *err;
     size_t errsz;
 } agg_t;
-
-/* agg_pull.c: a working-set worker's pull (a frame of kind
- * FSGD_KMSG_PULL on NAME.grads), answered with the keys' values now on
- * NAME.pull; or dropped with a reason. */
-int agg_take_pull(agg_t *a, const fsgd_kframe_t *f, int64_t offset);
-void agg_pull_free(agg_t *a);
 
 /* aggregator.c: the main loop and what every part uses */
 /* The part of a that every part reports through (agg_env.h): a view, valid
