@@ -142,6 +142,56 @@ static size_t state_body(uint8_t *p)
     return 44;
 }
 
+/* One model message of shard `shard` of 2 (12 weights, 6 a shard): its
+ * state, then pairs (a sparse table's snapshot) or a plain delta, framed. */
+static size_t shard_msg(uint8_t *out, uint32_t shard, uint64_t step, int snapshot, uint32_t key, float val)
+{
+    fsgd_wire_state_t st = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_wire_state_alloc(&st, 1), 0);
+    st.end[0] = 5;
+    fsgd_wire_buf_t b = {0};
+    CU_ASSERT_EQUAL_FATAL(fsgd_wire_state_put(&b, &st), 0);
+    const uint32_t at = 0;
+    if (snapshot) {
+        const fsgd_wire_model_t head = {.kind = 1, .dim = 12, .n = 12, .shard = shard, .shards = 2};
+        CU_ASSERT_EQUAL_FATAL(fsgd_wire_model_put_pairs(&b, &head, &key, &at, &val, 1), 0);
+    } else {
+        CU_ASSERT_EQUAL_FATAL(fsgd_wire_delta_put(&b, &key, &val, 1), 0);
+    }
+    fsgd_kframe_t f = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : FSGD_KMSG_DELTA, .gen = 5, .sender = shard,
+                       .step = step, .nchunks = 1, .body = b.p, .body_len = (uint32_t)b.n};
+    size_t n = fsgd_kframe_write(out, &f, NULL);
+    free(b.p);
+    fsgd_wire_state_free(&st);
+    return n;
+}
+
+/* Sparse shard snapshots are written into the whole model by their pairs
+ * only; a later one clears what the shard wrote before (its older
+ * snapshot's keys and a delta's) and nothing of the other shard's. */
+static void test_sparse_shard_snapshots(void)
+{
+    uint8_t stream[4096];
+    size_t sl = 0;
+    sl += shard_msg(stream + sl, 0, 0, 1, 1, 1.0f);  /* global 2 */
+    sl += shard_msg(stream + sl, 1, 0, 1, 2, 2.0f);  /* global 5 */
+    sl += shard_msg(stream + sl, 1, 1, 0, 3, 3.0f);  /* a delta: global 7 */
+    sl += shard_msg(stream + sl, 0, 2, 1, 4, 4.0f);  /* global 8; 2 is +0 now */
+    fsgd_model_t m;
+    uint64_t step;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_assemble_stream(stream, sl, NULL, 0, &m, &step, err, sizeof err), 0);
+    const float mid[12] = {[5] = 2.0f, [7] = 3.0f, [8] = 4.0f};
+    CU_ASSERT_EQUAL(memcmp(m.w, mid, sizeof mid), 0);
+    fsgd_model_free(&m);
+    sl += shard_msg(stream + sl, 1, 2, 1, 0, 5.0f); /* global 1; 5 and 7 are +0 now */
+    CU_ASSERT_EQUAL_FATAL(fsgd_model_assemble_stream(stream, sl, NULL, 0, &m, &step, err, sizeof err), 0);
+    const float end[12] = {[1] = 5.0f, [8] = 4.0f};
+    CU_ASSERT_EQUAL(memcmp(m.w, end, sizeof end), 0);
+    CU_ASSERT_EQUAL(step, 2);
+    fsgd_model_free(&m);
+}
+
 static void test_model_stream(void)
 {
     uint8_t body[256], stream[2048];
@@ -768,6 +818,7 @@ void fsgd_test_register(void)
         {"snapshot bodies: round trip, non-finite and truncated refused", test_snapshot_body},
         {"a mostly zero snapshot goes as pairs, the same bit for bit", test_snapshot_sparse},
         {"a shard's snapshot: its local weights, the shard words checked", test_snapshot_shard},
+        {"sparse shard snapshots: pairs only, a newer one clears the shard's older keys", test_sparse_shard_snapshots},
         {"reassembly limits, held bytes, forget", test_reassembly_limits},
         {"checkpoint magic: FSGDCKPT read, version 1 refused by name", test_checkpoint_magic},
         {"kafka security options are checked when set", test_kafka_options_checked},

@@ -323,7 +323,8 @@ static void test_shards_in_step(void)
  * a lossless codec the job computes what full replicas compute, so shard
  * 0's assembled model is the same bit for bit, and a worker's pulls carry
  * every key of its steps. */
-static void run_replica(fsgd_job_replica_t replica, fsgd_job_table_t table, const char *out, fsgd_worker_stats_t *w1)
+static void run_replica(fsgd_job_replica_t replica, fsgd_job_table_t table, const char *out, fsgd_worker_stats_t *w1,
+                        fsgd_metrics_t *test)
 {
     shard_run_t *r = new_run(0, 0, 0);
     if (!r)
@@ -343,6 +344,7 @@ static void run_replica(fsgd_job_replica_t replica, fsgd_job_table_t table, cons
             CU_ASSERT_TRUE(r->ast[i].table_keys > 0 && r->ast[i].table_keys <= r->ast[i].weights_held);
     }
     *w1 = r->wst[0];
+    *test = r->ast[0].test;
     run_free(r);
     free(r);
 }
@@ -355,10 +357,15 @@ static void test_working_set_shards(void)
     }
     fsgd_worker_stats_t full = {0}, ws = {0}, sparse = {0};
     const char *a = fsgd_test_tmp("full.model"), *b = fsgd_test_tmp("ws.model"), *c = fsgd_test_tmp("sparse.model");
-    run_replica(FSGD_REPLICA_FULL, FSGD_TABLE_DENSE, a, &full);
-    run_replica(FSGD_REPLICA_WORKING_SET, FSGD_TABLE_DENSE, b, &ws);
-    /* the shards' sparse tables: the same model again (their snapshots are pairs) */
-    run_replica(FSGD_REPLICA_WORKING_SET, FSGD_TABLE_SPARSE, c, &sparse);
+    fsgd_metrics_t ta = {0}, tb = {0}, tc = {0};
+    run_replica(FSGD_REPLICA_FULL, FSGD_TABLE_DENSE, a, &full, &ta);
+    run_replica(FSGD_REPLICA_WORKING_SET, FSGD_TABLE_DENSE, b, &ws, &tb);
+    /* the shards' sparse tables: the same model again (their snapshots are
+     * pairs; shard 0 assembles, scores and writes it as pairs) */
+    run_replica(FSGD_REPLICA_WORKING_SET, FSGD_TABLE_SPARSE, c, &sparse, &tc);
+    CU_ASSERT_TRUE(ta.n > 0 && tc.n == ta.n);
+    CU_ASSERT_EQUAL(memcmp(&tc.auc, &ta.auc, sizeof ta.auc), 0);
+    CU_ASSERT_EQUAL(memcmp(&tc.logloss, &ta.logloss, sizeof ta.logloss), 0);
     fsgd_model_t ma = {0}, mb = {0}, mc = {0};
     char err[512];
     CU_ASSERT_EQUAL(fsgd_model_load(&ma, a, err, sizeof err), 0);

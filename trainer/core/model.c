@@ -256,7 +256,7 @@ int fsgd_model_version(const fsgd_model_t *m)
     return input_needs_v4(m->input) ? 4 : m->state.kind != FSGD_MODEL_STATE_NONE ? 3 : m->input[0] ? 2 : 1;
 }
 
-static void encode_header(const fsgd_model_t *m, uint64_t nnz, uint8_t h[HEADER_BYTES])
+static void encode_header(const fsgd_model_t *m, uint64_t nnz, float bias_w, uint8_t h[HEADER_BYTES])
 {
     memset(h, 0, HEADER_BYTES);
     memcpy(h, MODEL_MAGIC, 8);
@@ -270,7 +270,7 @@ static void encode_header(const fsgd_model_t *m, uint64_t nnz, uint8_t h[HEADER_
     fsgd_le_put64(h + 24, nnz);
     fsgd_le_putf32(h + 32, m->bias);
     /* Without an intercept the bias weight is stored as +0 whatever w[dim] holds. */
-    fsgd_le_putf32(h + 36, m->has_bias ? m->w[m->dim] : 0.0f);
+    fsgd_le_putf32(h + 36, m->has_bias ? bias_w : 0.0f);
     fsgd_le_put32(h + 40, fsgd_crc32c(0, h, 40));
 }
 
@@ -322,23 +322,35 @@ static int encode_state(const fsgd_model_t *m, sink_t *s)
 }
 
 /* Writes header, entries and body_crc into s. Returns 0 or -1 (write failed). */
-static int encode_to(const fsgd_model_t *m, uint64_t nnz, sink_t *s)
+/* One weight entry, into the sink and the entries' CRC. */
+static int put_entry(sink_t *s, uint32_t *crc, uint32_t k, float w)
+{
+    uint8_t e[ENTRY_BYTES];
+    fsgd_le_put32(e, k);
+    fsgd_le_putf32(e + 4, w);
+    *crc = fsgd_crc32c(*crc, e, sizeof e);
+    return sink_put(s, e, sizeof e);
+}
+
+/* m's file; its weights are m->w, or pairs when not NULL (fsgd_model_save_pairs). */
+static int encode_to(const fsgd_model_t *m, const fsgd_sparse_t *pairs, uint64_t nnz, sink_t *s)
 {
     uint8_t h[HEADER_BYTES];
-    encode_header(m, nnz, h);
+    float bias_w = 0.0f;
+    if (!pairs)
+        bias_w = m->w[m->dim];
+    else if (pairs->n && pairs->keys[pairs->n - 1] == m->dim)
+        bias_w = pairs->vals[pairs->n - 1];
+    encode_header(m, nnz, bias_w, h);
     if (sink_put(s, h, sizeof h) < 0)
         return -1;
     uint32_t crc = 0;
-    for (uint64_t k = 0; k < m->dim; k++) {
-        if (m->w[k] == 0)
-            continue;
-        uint8_t e[ENTRY_BYTES];
-        fsgd_le_put32(e, (uint32_t)k);
-        fsgd_le_putf32(e + 4, m->w[k]);
-        crc = fsgd_crc32c(crc, e, sizeof e);
-        if (sink_put(s, e, sizeof e) < 0)
+    for (size_t i = 0; pairs && i < pairs->n; i++)
+        if (pairs->keys[i] < m->dim && pairs->vals[i] != 0 && put_entry(s, &crc, pairs->keys[i], pairs->vals[i]) < 0)
             return -1;
-    }
+    for (uint64_t k = 0; !pairs && k < m->dim; k++)
+        if (m->w[k] != 0 && put_entry(s, &crc, (uint32_t)k, m->w[k]) < 0)
+            return -1;
     uint8_t c[4];
     fsgd_le_put32(c, crc);
     if (sink_put(s, c, sizeof c) < 0)
@@ -366,20 +378,17 @@ int fsgd_model_encode(const fsgd_model_t *m, uint8_t **out, size_t *len, char *e
     s->mem = buf;
     s->pos = 0;
     s->used = 0;
-    encode_to(m, nnz, s);
+    encode_to(m, NULL, nnz, s);
     free(s);
     *out = buf;
     *len = total;
     return FSGD_E_OK;
 }
 
-int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t errsz)
+/* Writes m's file (pairs: its weights, or NULL: m->w) to path atomically. */
+static int save_to(const fsgd_model_t *m, const fsgd_sparse_t *pairs, uint64_t nnz, const char *path, char *err,
+                   size_t errsz)
 {
-    uint64_t nnz;
-    char why[256];
-    int rc = check_model(m, &nnz, why, sizeof why);
-    if (rc < 0)
-        return fsgd_err_fmt(err, errsz, rc, "%s: cannot save: %s", path, why);
     fsgd_outfile_t a;
     FSGD_TRY(fsgd_outfile_open(&a, path, err, errsz));
     sink_t *s = malloc(sizeof *s);
@@ -391,7 +400,7 @@ int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t e
     s->mem = NULL;
     s->pos = 0;
     s->used = 0;
-    if (encode_to(m, nnz, s) < 0 || sink_flush(s) < 0) {
+    if (encode_to(m, pairs, nnz, s) < 0 || sink_flush(s) < 0) {
         int e = errno;
         free(s);
         fsgd_outfile_abort(&a);
@@ -399,6 +408,38 @@ int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t e
     }
     free(s);
     return fsgd_outfile_commit(&a, err, errsz);
+}
+
+int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t errsz)
+{
+    uint64_t nnz;
+    char why[256];
+    int rc = check_model(m, &nnz, why, sizeof why);
+    if (rc < 0)
+        return fsgd_err_fmt(err, errsz, rc, "%s: cannot save: %s", path, why);
+    return save_to(m, NULL, nnz, path, err, errsz);
+}
+
+int fsgd_model_save_pairs(const fsgd_model_t *shape, const fsgd_sparse_t *w, const char *path, char *err, size_t errsz)
+{
+    if (!valid_kind(shape->kind) || shape->dim == 0 || shape->dim > MAX_DIM || !isfinite(shape->bias) ||
+        shape->state.kind != FSGD_MODEL_STATE_NONE)
+        return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s: cannot save: a model of kind %d, dim %llu, bias %g%s", path,
+                            (int)shape->kind, (unsigned long long)shape->dim, (double)shape->bias,
+                            shape->state.kind != FSGD_MODEL_STATE_NONE ? " with optimizer state" : "");
+    uint64_t nnz = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        const uint32_t k = w->keys[i];
+        if ((i && k <= w->keys[i - 1]) || k > shape->dim || (k == shape->dim && !shape->has_bias))
+            return fsgd_err_fmt(err, errsz, FSGD_E_ARG, "%s: cannot save: weight %zu's key %u is out of order or past "
+                                "dim %llu", path, i, k, (unsigned long long)shape->dim);
+        if (!isfinite(w->vals[i]))
+            return fsgd_err_fmt(err, errsz, FSGD_E_NONFINITE, "%s: cannot save: %s %u is %g", path,
+                                k == shape->dim ? "the intercept weight, key" : "the weight of column", k,
+                                (double)w->vals[i]);
+        nnz += k < shape->dim && w->vals[i] != 0;
+    }
+    return save_to(shape, w, nnz, path, err, errsz);
 }
 
 /* ---- reading ---------------------------------------------------------- */

@@ -5,8 +5,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fsgd/error.h"
+#include "fsgd/keysort.h"
 #include "fsgd/train.h"
 
 static void margins_range(const float *theta, uint64_t model_dim, const fsgd_csr_t *rows, size_t lo, size_t hi,
@@ -100,4 +102,61 @@ int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_
     *out = fsgd_metrics_compute(model->kind, m, rows->label, rows->n_rows);
     free(m);
     return FSGD_E_OK;
+}
+
+/* The index of key in keys[0, n) (increasing), or n when absent. */
+static size_t find_key(const uint32_t *keys, size_t n, uint32_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && keys[lo] == key ? lo : n;
+}
+
+int fsgd_train_evaluate_pairs(const fsgd_model_t *shape, const fsgd_sparse_t *w, const fsgd_csr_t *rows,
+                              fsgd_metrics_t *out)
+{
+    /* The rows' own columns, sorted once: a model over them alone (weights
+     * looked up in w) and the rows on its columns score exactly as the
+     * whole model would, in the same order of sums. */
+    uint32_t *cols = malloc((rows->nnz ? rows->nnz : 1) * sizeof *cols);
+    uint32_t *local = malloc((rows->nnz ? rows->nnz : 1) * sizeof *local);
+    float *lw = NULL;
+    int rc = cols && local ? 0 : FSGD_E_NOMEM;
+    size_t n = 0;
+    if (!rc) {
+        memcpy(cols, rows->col, rows->nnz * sizeof *cols);
+        fsgd_keysort(cols, rows->nnz);
+        for (size_t i = 0; i < rows->nnz; i++)
+            if (cols[i] < shape->dim && (n == 0 || cols[i] != cols[n - 1]))
+                cols[n++] = cols[i];
+        lw = calloc(n + 1, sizeof *lw);
+        rc = lw ? 0 : FSGD_E_NOMEM;
+    }
+    for (size_t j = 0; !rc && j < n; j++) {
+        size_t at = find_key(w->keys, w->n, cols[j]);
+        lw[j] = at < w->n ? w->vals[at] : 0.0f;
+    }
+    if (!rc && shape->has_bias && w->n && w->keys[w->n - 1] == shape->dim)
+        lw[n] = w->vals[w->n - 1];
+    /* a column past the model's dim stays past the local one: skipped as before */
+    for (size_t i = 0; !rc && i < rows->nnz; i++)
+        local[i] = rows->col[i] < shape->dim ? (uint32_t)find_key(cols, n, rows->col[i]) : (uint32_t)n + 1;
+    if (!rc) {
+        fsgd_model_t m = *shape;
+        m.dim = n;
+        m.w = lw;
+        fsgd_csr_t r = *rows;
+        r.col = local;
+        rc = fsgd_train_evaluate(&m, &r, out);
+    }
+    free(cols);
+    free(local);
+    free(lw);
+    return rc;
 }

@@ -362,6 +362,10 @@ int agg_shard_final(agg_t *a)
      * shard's peak stays its training peak (one copy of the model, read in
      * place: assemble.c). */
     agg_pages_join(&a->model);
+    /* sparse tables: the model is assembled as pairs, scored and written
+     * from them, never held dense (4 GiB at 2^30 for a few million keys) */
+    const int as_pairs = a->model.table != NULL;
+    fsgd_sparse_t pairs = {0};
     fsgd_adam_free(&a->model.adam);
     fsgd_sparse_table_free(a->model.table);
     free(a->model.table);
@@ -373,7 +377,8 @@ int agg_shard_final(agg_t *a)
     char e[512];
     int rc;
     for (;;) {
-        rc = fsgd_model_assemble_topic(a->bus, job->dist->name, 1, &m, NULL, e, sizeof e);
+        rc = as_pairs ? fsgd_model_assemble_topic_pairs(a->bus, job->dist->name, 1, &m, &pairs, NULL, e, sizeof e)
+                      : fsgd_model_assemble_topic(a->bus, job->dist->name, 1, &m, NULL, e, sizeof e);
         if (rc != FSGD_E_TRUNCATED || agg_now() - t0 > patience)
             break;
         if (agg_now() - logged >= 10) {
@@ -383,18 +388,23 @@ int agg_shard_final(agg_t *a)
         struct timespec ns = {0, 200 * 1000000};
         nanosleep(&ns, NULL);
     }
-    if (rc < 0)
+    if (rc < 0) {
+        fsgd_sparse_free(&pairs);
         return fsgd_err_fmt(a->err, a->errsz, rc, "shard 0: the whole model from %s: %s", a->topic.model, e);
+    }
     fsgd_rowfmt_input(&a->fmt, m.input, sizeof m.input);
     if (a->test.n_rows) {
-        rc = fsgd_train_evaluate(&m, &a->test, &a->s->test);
+        rc = as_pairs ? fsgd_train_evaluate_pairs(&m, &pairs, &a->test, &a->s->test)
+                      : fsgd_train_evaluate(&m, &a->test, &a->s->test);
         if (!rc && a->s->n_epochs)
             a->s->epochs[a->s->n_epochs - 1].test = a->s->test;
     }
     if (!rc && job->train->out[0])
-        rc = fsgd_model_save(&m, job->train->out, a->err, a->errsz);
+        rc = as_pairs ? fsgd_model_save_pairs(&m, &pairs, job->train->out, a->err, a->errsz)
+                      : fsgd_model_save(&m, job->train->out, a->err, a->errsz);
     else if (rc < 0)
         rc = fsgd_err_fmt(a->err, a->errsz, rc, "shard 0: scoring the test set on the whole model failed");
+    fsgd_sparse_free(&pairs);
     fsgd_model_free(&m);
     return rc;
 }

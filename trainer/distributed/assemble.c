@@ -29,6 +29,21 @@ typedef struct asm_state {
     uint64_t step;
     int final;
     fsgd_sparse_t d;
+    /* A sharded job's shard in the whole model's weights (asm_all_t gw):
+     * the local keys written there since its last dense write, so that a
+     * sparse snapshot clears only those (a dense one writes every one of
+     * the shard's places, and at 2^30 weights that is every page: 4 GiB for
+     * a model of a few million keys). gw_dense: a dense snapshot was
+     * written, so a sparse one writes every place too. */
+    uint32_t *gw_keys;
+    size_t gw_n, gw_cap;
+    int gw_dense;
+    /* pairs mode (fsgd_model_assemble_topic_pairs): the shard's weights
+     * that are not +0, local keys increasing, instead of the whole model's
+     * array; stale: a delta with values came after them (a newer snapshot
+     * must replace them) */
+    fsgd_sparse_t pairs;
+    int stale;
     uint64_t bad;
     uint64_t unauth; /* frames without this job key's tag, skipped */
 } asm_state_t;
@@ -45,6 +60,10 @@ typedef struct asm_all {
     uint64_t gn;
     uint32_t gshards;
     uint64_t max_step; /* frames of later steps are left out (UINT64_MAX: none) */
+    /* pairs mode: each shard's weights kept as pairs and joined into out,
+     * never a dense array of the whole model (a sharded job only) */
+    int pairs;
+    fsgd_sparse_t *out;
     const fsgd_auth_t *auth; /* the job's key: frames without its tag are skipped */
 } asm_all_t;
 
@@ -82,6 +101,74 @@ static int feed(asm_all_t *all, const uint8_t *p, size_t len, int32_t partition,
 
 /* A snapshot: the model (or a shard's part of the joined one) as it was at
  * its step, unless an older copy or another generation's. */
+/* Local keys the shard wrote into gw, remembered (asm_state_t gw_keys). */
+static int gw_remember(asm_state_t *s, const uint32_t *keys, size_t n, size_t stride)
+{
+    if (s->gw_dense || !n)
+        return 0;
+    if (s->gw_n + n > s->gw_cap) {
+        size_t cap = s->gw_cap ? s->gw_cap : 1024;
+        while (cap < s->gw_n + n)
+            cap *= 2;
+        uint32_t *k = realloc(s->gw_keys, cap * sizeof *k);
+        if (!k)
+            return FSGD_E_NOMEM;
+        s->gw_keys = k;
+        s->gw_cap = cap;
+    }
+    for (size_t i = 0; i < n; i++)
+        s->gw_keys[s->gw_n++] = keys[i * stride];
+    return 0;
+}
+
+/* Shard s's snapshot wm into the whole model's weights: a sparse one clears
+ * what the shard wrote before and writes its pairs (the pages touched
+ * follow the keys held, not the shard's dim); a dense one every place. */
+static int gw_put_snapshot(asm_all_t *all, asm_state_t *s, const fsgd_wire_model_t *wm)
+{
+    if (wm->w || s->gw_dense) {
+        fsgd_wire_model_weights_strided(wm, all->gw, wm->shards, wm->shard);
+        s->gw_dense = 1;
+        s->gw_n = 0;
+        return 0;
+    }
+    for (size_t i = 0; i < s->gw_n; i++)
+        all->gw[fsgd_shard_global(s->gw_keys[i], wm->shard, wm->shards)] = 0;
+    s->gw_n = 0;
+    fsgd_wire_model_weights_into_zeros(wm, all->gw, wm->shards, wm->shard);
+    uint32_t k[256];
+    for (uint64_t i = 0; i < wm->nnz; i += 256) {
+        size_t n = wm->nnz - i < 256 ? (size_t)(wm->nnz - i) : 256;
+        for (size_t j = 0; j < n; j++)
+            k[j] = fsgd_le_get32(wm->kv + 8 * (i + j));
+        FSGD_TRY(gw_remember(s, k, n, 1));
+    }
+    return 0;
+}
+
+/* Pairs mode: the shard's snapshot as its pairs of weights not +0. */
+static int pairs_put_snapshot(asm_state_t *s, const fsgd_wire_model_t *wm)
+{
+    uint64_t n = wm->w ? 0 : wm->nnz;
+    for (uint64_t i = 0; wm->w && i < wm->nloc; i++)
+        n += fsgd_le_getf32(wm->w + 4 * i) != 0;
+    FSGD_TRY(fsgd_sparse_reserve(&s->pairs, n ? n : 1));
+    s->pairs.n = 0;
+    for (uint64_t i = 0; !wm->w && i < wm->nnz; i++) {
+        s->pairs.keys[s->pairs.n] = fsgd_le_get32(wm->kv + 8 * i);
+        s->pairs.vals[s->pairs.n++] = fsgd_le_getf32(wm->kv + 8 * i + 4);
+    }
+    for (uint64_t i = 0; wm->w && i < wm->nloc; i++) {
+        float x = fsgd_le_getf32(wm->w + 4 * i);
+        if (x != 0) {
+            s->pairs.keys[s->pairs.n] = (uint32_t)i;
+            s->pairs.vals[s->pairs.n++] = x;
+        }
+    }
+    s->stale = 0;
+    return 0;
+}
+
 static int feed_snapshot(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *f, const uint8_t *body, size_t blen,
                          size_t off, char *err, size_t errsz)
 {
@@ -109,12 +196,19 @@ static int feed_snapshot(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *f,
     if (wm.shards > 1 && wm.shard != f->sender)
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "snapshot step %llu: shard %u's weights sent as shard %u",
                             (unsigned long long)f->step, wm.shard, f->sender);
-    if (wm.shards > 1 && all->gw && (all->gn != wm.n || all->gshards != wm.shards))
+    if (wm.shards > 1 && all->gshards && (all->gn != wm.n || all->gshards != wm.shards))
         return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT,
                             "snapshot step %llu: shard %u of %u of a %llu-weight model, after shards of %u of a "
                             "%llu-weight one", (unsigned long long)f->step, wm.shard, wm.shards,
                             (unsigned long long)wm.n, all->gshards, (unsigned long long)all->gn);
-    if (wm.shards > 1 && !all->gw) {
+    if (all->pairs && wm.shards < 2)
+        return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "snapshot step %llu: not a shard's (pairs are a sharded job's)",
+                            (unsigned long long)f->step);
+    if (wm.shards > 1 && !all->gshards) {
+        all->gn = wm.n;
+        all->gshards = wm.shards;
+    }
+    if (wm.shards > 1 && !all->gw && !all->pairs) {
         if (!(all->gw = calloc(wm.n ? wm.n : 1, sizeof *all->gw)))
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "snapshot: out of memory for %llu weights",
                                 (unsigned long long)wm.n);
@@ -129,8 +223,12 @@ static int feed_snapshot(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *f,
     s->shard = wm.shard;
     s->shards = wm.shards;
     s->nloc = wm.nloc;
-    if (wm.shards > 1) {
-        fsgd_wire_model_weights_strided(&wm, all->gw, wm.shards, wm.shard);
+    if (all->pairs) {
+        if (pairs_put_snapshot(s, &wm) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "snapshot: out of memory");
+    } else if (wm.shards > 1) {
+        if (gw_put_snapshot(all, s, &wm) < 0)
+            return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "snapshot: out of memory");
     } else if (!wm.w) {
         /* sparse: s->m.w is fresh zeros (calloc's untouched pages), so
          * only the pairs present are written: the memory a snapshot
@@ -159,6 +257,19 @@ static int feed_delta(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *f, co
         return 0;
     /* a shard's keys are local: decoded against its part, then put in place */
     const int sharded = s->shards > 1;
+    if (all->pairs) {
+        /* the values of a delta go into a shard's next snapshot, the one
+         * pairs mode reads (working-set shards' deltas carry none) */
+        fsgd_wire_cdelta_t cd;
+        rc = f->kind == FSGD_KMSG_DELTA_CODED ? fsgd_wire_cdelta_get(body, blen, &off, &cd, e, sizeof e)
+             : f->kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, blen, &off, s->nloc, &s->d, e, sizeof e)
+                                                 : fsgd_wire_delta_get(body, blen, &off, s->nloc, &s->d, e, sizeof e);
+        if (rc < 0)
+            return fsgd_err_fmt(err, errsz, rc, "delta step %llu: %s", (unsigned long long)f->step, e);
+        s->stale |= f->kind == FSGD_KMSG_DELTA_CODED || s->d.n > 0;
+        s->step = f->step;
+        return 0;
+    }
     uint64_t n = sharded ? s->nloc : s->m.dim + (s->m.has_bias ? 1 : 0);
     float *w = sharded ? all->gw : s->m.w;
     if (f->kind == FSGD_KMSG_DELTA_CODED) {
@@ -172,6 +283,8 @@ static int feed_delta(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *f, co
         rc = fsgd_wire_cdelta_get(body, blen, &off, &cd, e, sizeof e);
         if (rc == 0)
             rc = fsgd_sworker_downlink_decode(cd.msg, cd.msg_len, n, &s->d, e, sizeof e);
+        if (rc == 0 && sharded && gw_remember(s, s->d.keys, s->d.n, 1) < 0)
+            rc = FSGD_E_NOMEM;
         for (size_t i = 0; rc == 0 && sharded && i < s->d.n; i++)
             s->d.keys[i] = (uint32_t)fsgd_shard_global(s->d.keys[i], s->shard, s->shards);
         if (rc == 0)
@@ -183,6 +296,8 @@ static int feed_delta(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *f, co
     }
     rc = f->kind == FSGD_KMSG_DELTA_PACKED ? fsgd_wire_pdelta_get(body, blen, &off, n, &s->d, e, sizeof e)
                                           : fsgd_wire_delta_get(body, blen, &off, n, &s->d, e, sizeof e);
+    if (rc == 0 && sharded && gw_remember(s, s->d.keys, s->d.n, 1) < 0)
+        rc = fsgd_err_fmt(e, sizeof e, FSGD_E_NOMEM, "out of memory");
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "delta step %llu: %s", (unsigned long long)f->step, e);
     for (size_t i = 0; i < s->d.n; i++)
@@ -231,6 +346,38 @@ static int feed_one(asm_all_t *all, asm_state_t *s, const fsgd_kframe_t *fp, con
     return feed_delta(all, s, &f, body, blen, off, err, errsz);
 }
 
+/* Pairs mode: every shard's pairs, local keys, into all->out with global
+ * keys increasing: key l of shard i is l·S + i, so the order is by l, then
+ * by shard (a merge of S sorted lists). */
+static int join_pairs(asm_all_t *all, char *err, size_t errsz)
+{
+    asm_state_t *sh = all->sh;
+    const uint32_t S = sh[0].shards;
+    size_t total = 0, at[FSGD_SHARDS_MAX] = {0};
+    for (uint32_t i = 0; i < S; i++) {
+        if (sh[i].stale)
+            return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "model topic: shard %u has values after its last snapshot "
+                                "(step %llu): a sparse assembly reads snapshots only", i, (unsigned long long)sh[i].step);
+        total += sh[i].pairs.n;
+    }
+    if (fsgd_sparse_reserve(all->out, total ? total : 1) < 0)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory for %zu weights", total);
+    all->out->n = 0;
+    for (size_t k = 0; k < total; k++) {
+        uint32_t best = S;
+        for (uint32_t i = 0; i < S; i++)
+            if (at[i] < sh[i].pairs.n && (best == S || sh[i].pairs.keys[at[i]] < sh[best].pairs.keys[at[best]]))
+                best = i;
+        uint64_t g = fsgd_shard_global(sh[best].pairs.keys[at[best]], best, S);
+        if (g > UINT32_MAX)
+            return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "assemble: key %llu of shard %u is past 2^32",
+                                (unsigned long long)g, best);
+        all->out->keys[all->out->n] = (uint32_t)g;
+        all->out->vals[all->out->n++] = sh[best].pairs.vals[at[best]++];
+    }
+    return 0;
+}
+
 /* A sharded job's shards, complete and of one model, interleaved into s[0].m
  * (the model at the oldest shard's step; final when every shard's is). */
 static int join_shards(asm_all_t *all, char *err, size_t errsz)
@@ -251,6 +398,8 @@ static int join_shards(asm_all_t *all, char *err, size_t errsz)
     for (uint32_t i = S; i < FSGD_SHARDS_MAX; i++)
         if (sh[i].have)
             return fsgd_err_fmt(err, errsz, FSGD_E_FORMAT, "model topic: a shard %u in a job of %u shards", i, S);
+    if (all->pairs)
+        FSGD_TRY(join_pairs(all, err, errsz));
     fsgd_model_t m;
     if (fsgd_model_init(&m, sh[0].m.kind, 0, sh[0].m.has_bias, sh[0].m.bias) < 0)
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
@@ -281,6 +430,11 @@ static void free_all(asm_all_t *all)
     for (int i = 0; i < FSGD_SHARDS_MAX; i++) {
         fsgd_model_free(&all->sh[i].m);
         fsgd_sparse_free(&all->sh[i].d);
+        fsgd_sparse_free(&all->sh[i].pairs);
+        free(all->sh[i].gw_keys);
+        all->sh[i].gw_keys = NULL;
+        all->sh[i].gw_n = all->sh[i].gw_cap = 0;
+        all->sh[i].gw_dense = 0;
         fsgd_kasm_destroy(all->sh[i].as);
     }
 }
@@ -378,7 +532,7 @@ static int topic_msg(void *ctx, int32_t partition, int64_t offset, const void *v
 }
 
 static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_final, uint64_t max_step,
-                          fsgd_model_t *m, uint64_t *step, char *err, size_t errsz)
+                          fsgd_model_t *m, fsgd_sparse_t *pairs, uint64_t *step, char *err, size_t errsz)
 {
     memset(m, 0, sizeof *m);
     char topic[128];
@@ -391,6 +545,8 @@ static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_fin
     if (all) {
         all->max_step = max_step;
         all->auth = fsgd_bus_auth(bus);
+        all->pairs = pairs != NULL;
+        all->out = pairs;
     }
     /* a partition a shard (one unsharded) */
     int P = rc ? 0 : fsgd_bus_partitions(c, topic, 10000, err, errsz);
@@ -421,13 +577,19 @@ static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_fin
 int fsgd_model_assemble_topic(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
                               uint64_t *step, char *err, size_t errsz)
 {
-    return assemble_topic(bus, job, require_final, UINT64_MAX, m, step, err, errsz);
+    return assemble_topic(bus, job, require_final, UINT64_MAX, m, NULL, step, err, errsz);
+}
+
+int fsgd_model_assemble_topic_pairs(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
+                                    fsgd_sparse_t *w, uint64_t *step, char *err, size_t errsz)
+{
+    return assemble_topic(bus, job, require_final, UINT64_MAX, m, w, step, err, errsz);
 }
 
 int fsgd_model_assemble_topic_upto(struct fsgd_bus *bus, const char *job, uint64_t max_step, fsgd_model_t *m,
                                    uint64_t *step, char *err, size_t errsz)
 {
-    return assemble_topic(bus, job, 0, max_step, m, step, err, errsz);
+    return assemble_topic(bus, job, 0, max_step, m, NULL, step, err, errsz);
 }
 
 /* --- following the topic: reads on from where the last read ended --- */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "fsgd/loss.h"
+#include "fsgd/sparse.h"
 
 /* Longest input spec a model records, terminator included. */
 #define FSGD_MODEL_INPUT_MAX 512
@@ -70,6 +71,15 @@ double fsgd_model_margin(const fsgd_model_t *m, const uint32_t *col, const float
  * rename; a non-regular file or a link at path is refused with FSGD_E_ARG).
  * Returns 0 or an error naming the path. */
 int fsgd_model_save(const fsgd_model_t *m, const char *path, char *err, size_t errsz);
+
+/* The same file from weights given as pairs (a model too large to hold
+ * dense: an aggregator shard's sparse tables, assembled): shape's kind,
+ * dim, intercept, bias value and input spec (its w is not read; no
+ * optimizer state), w's keys strictly increasing, at most dim (dim: the
+ * intercept's weight). Zero weights are left out as fsgd_model_save does,
+ * so a model saves to the same bytes either way. */
+int fsgd_model_save_pairs(const fsgd_model_t *shape, const fsgd_sparse_t *w, const char *path, char *err,
+                          size_t errsz);
 
 /* Reads and checks a model file (magic, version, kind, lengths, CRC32C).
  * A truncated or corrupted file is FSGD_E_TRUNCATED / FSGD_E_CRC /

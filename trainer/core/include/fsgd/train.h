@@ -225,6 +225,13 @@ int fsgd_train_patience(uint64_t looks);
 /* Evaluates a model on rows: margins then fsgd_metrics_compute. */
 int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_metrics_t *out);
 
+/* The same for a model given as pairs (fsgd_model_save_pairs: shape's
+ * kind, dim, intercept; w's keys increasing, dim the intercept's), the
+ * same metrics bit for bit, in memory for the rows' columns only. Returns 0
+ * or FSGD_E_NOMEM. */
+int fsgd_train_evaluate_pairs(const fsgd_model_t *shape, const fsgd_sparse_t *w, const fsgd_csr_t *rows,
+                              fsgd_metrics_t *out);
+
 /* fsgd train's test set when no --test is given: moves a pseudo-random
  * fraction of data's rows (drawn from seed, in row order) into test, which
  * is empty or NULL-initialised ({0}); binary rows stay binary. Returns 0 or
