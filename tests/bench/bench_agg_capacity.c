@@ -17,8 +17,11 @@
  * 300000). Steps of B = 474 rows a worker (dist_vs_local's default batch at
  * 1M rows) for P = 2, 4, 8 workers and S = 1, 2, 4 shards (keys k mod S, as
  * fsgd run --shards splits them; each shard's work timed on its own).
+ * Codec none runs again with each shard's sparse table (job key table:
+ * θ and Adam's state at slots given as keys first come, fsgd/sparse_table.h;
+ * Zipf keys then sit near the front in first-touch order).
  * Lines:
- *   bench agg_capacity workers=P shards=S batch=B codec=C steps=N keys_step=K
+ *   bench agg_capacity workers=P shards=S batch=B codec=C table=T steps=N keys_step=K
  *     agg_rows_s=.. train1_rows_s=.. ratio=.. agg_ms_step=.. grad_ms_step=..
  *     update_over_grad=.. ns_key=.. add_ns_key=.. step_ns_key=.. down_ns_key=..
  * agg_rows_s: a step's rows over the slowest shard's time for it (what one
@@ -39,6 +42,7 @@
 #include "fsgd/error.h"
 #include "fsgd/gen.h"
 #include "fsgd/shard.h"
+#include "fsgd/sparse_table.h"
 #include "fsgd/step.h"
 #include "fsgd/strategy.h"
 
@@ -70,6 +74,7 @@ typedef struct run {
 /* One shard's aggregator: its keys are k ≡ shard (mod S), held at k / S. */
 typedef struct shard {
     fsgd_adam_t adam;
+    fsgd_sparse_table_t *table; /* NULL: dense, θ at the local key */
     fsgd_sagg_t *agg;
     fsgd_sworker_t *w[MAX_P]; /* each worker's coder for this shard */
     fsgd_sparse_t out;
@@ -78,20 +83,40 @@ typedef struct shard {
     size_t dcap;
 } shard_t;
 
-static int shard_open(shard_t *h, const char *spec, uint64_t dim, int P, const fsgd_adam_params_t *ap, char *err,
-                      size_t errsz)
+/* Each worker's coder for this shard. */
+static int shard_coders(shard_t *h, const char *spec, uint64_t dim, int P, char *err, size_t errsz)
 {
-    memset(h, 0, sizeof *h);
-    char used[64];
-    if (!(h->agg = fsgd_sagg_new(spec, dim, 1, err, errsz)) || fsgd_adam_init_counted(&h->adam, dim, ap) < 0 ||
-        fsgd_sagg_downlink_open(h->agg, "auto", h->adam.theta, used, sizeof used, err, errsz) < 0)
-        return -1;
-    /* the pages mapped before the clock starts, as the aggregator does while its group settles */
-    fsgd_adam_map_pages(&h->adam);
     for (int i = 0; i < P; i++)
         if (!(h->w[i] = fsgd_sworker_new(spec, dim, 2 + (uint64_t)i, err, errsz)))
             return -1;
     return 0;
+}
+
+static int shard_open(shard_t *h, const char *spec, uint64_t dim, int P, int sparse, const fsgd_adam_params_t *ap,
+                      char *err, size_t errsz)
+{
+    memset(h, 0, sizeof *h);
+    char used[64];
+    if (!(h->agg = fsgd_sagg_new(spec, dim, 1, err, errsz)))
+        return -1;
+    if (sparse) { /* as an aggregator starts one: room for 2^20 keys, then doubling */
+        if (!(h->table = calloc(1, sizeof *h->table)) || fsgd_sparse_table_init(h->table, 1u << 20) < 0 ||
+            fsgd_adam_init_counted(&h->adam, 1u << 20, ap) < 0)
+            return -1;
+        return shard_coders(h, spec, dim, P, err, errsz);
+    }
+    if (fsgd_adam_init_counted(&h->adam, dim, ap) < 0 ||
+        fsgd_sagg_downlink_open(h->agg, "auto", h->adam.theta, used, sizeof used, err, errsz) < 0)
+        return -1;
+    /* the pages mapped before the clock starts, as the aggregator does while its group settles */
+    fsgd_adam_map_pages(&h->adam);
+    return shard_coders(h, spec, dim, P, err, errsz);
+}
+
+/* θ of the step's k-th key (h->out), dense or at its slot. */
+static float shard_theta(const shard_t *h, size_t k)
+{
+    return h->adam.theta[h->table ? h->table->at[k] : h->out.keys[k]];
 }
 
 static void shard_close(shard_t *h)
@@ -100,10 +125,13 @@ static void shard_close(shard_t *h)
         fsgd_sworker_destroy(h->w[i]);
     fsgd_sagg_destroy(h->agg);
     fsgd_adam_free(&h->adam);
+    fsgd_sparse_table_free(h->table);
+    free(h->table);
     fsgd_sparse_free(&h->out);
     free(h->dmsg);
     free(h->down);
 }
+
 
 /* The aggregator's work on one step's messages: in, the step, the downlink. */
 static int shard_step(shard_t *h, uint8_t *const *msg, const size_t *len, int P, const fsgd_step_info_t *info,
@@ -113,7 +141,7 @@ static int shard_step(shard_t *h, uint8_t *const *msg, const size_t *len, int P,
     for (int i = 0; i < P; i++)
         FSGD_TRY(fsgd_sagg_add(h->agg, (uint32_t)i, msg[i], len[i], 1e30, NULL, err, errsz));
     double t1 = now_s();
-    fsgd_step_opt_t opt = {.adam = &h->adam, .l2 = l2};
+    fsgd_step_opt_t opt = {.adam = &h->adam, .l2 = l2, .table = h->table};
     FSGD_TRY(fsgd_step_apply(&opt, h->agg, info, &h->out, err, errsz));
     double t2 = now_s();
     if (fsgd_sagg_downlink_coded(h->agg)) {
@@ -133,7 +161,7 @@ static int shard_step(shard_t *h, uint8_t *const *msg, const size_t *len, int P,
                 return FSGD_E_NOMEM;
         }
         for (size_t k = 0; k < h->out.n; k++)
-            h->down[k] = h->adam.theta[h->out.keys[k]];
+            h->down[k] = shard_theta(h, k);
     }
     double t3 = now_s();
     r->add_s += t1 - t0;
@@ -146,8 +174,8 @@ static int shard_step(shard_t *h, uint8_t *const *msg, const size_t *len, int P,
 
 /* One pass of P workers of B rows over the data through S shards, then the
  * same rows by one thread; 0 or -1 with err. */
-static int run_one(const fsgd_csr_t *data, uint64_t dim, const char *spec, int P, uint32_t S, size_t B, run_t *r,
-                   char *err, size_t errsz)
+static int run_one(const fsgd_csr_t *data, uint64_t dim, const char *spec, int sparse, int P, uint32_t S, size_t B,
+                   run_t *r, char *err, size_t errsz)
 {
     memset(r, 0, sizeof *r);
     int rc = -1;
@@ -169,7 +197,7 @@ static int run_one(const fsgd_csr_t *data, uint64_t dim, const char *spec, int P
         goto out;
     fsgd_adam_map_pages(&one_adam);
     for (uint32_t h = 0; h < S; h++)
-        TRY(shard_open(&sh[h], spec, fsgd_shard_dim(dim, h, S), P, &ap, err, errsz));
+        TRY(shard_open(&sh[h], spec, fsgd_shard_dim(dim, h, S), P, sparse, &ap, err, errsz));
     be = fsgd_backend_new("cpu", dim, replica, err, errsz);
     be_one = fsgd_backend_new("cpu", dim, one_adam.theta, err, errsz);
     if (!be || !be_one)
@@ -212,7 +240,7 @@ static int run_one(const fsgd_csr_t *data, uint64_t dim, const char *spec, int P
             TRY(shard_step(&sh[h], msg[h], len[h], P, &info, l2, r, &secs, err, errsz));
             slowest = secs > slowest ? secs : slowest;
             for (size_t k = 0; k < sh[h].out.n; k++) /* the workers' replicas take the step */
-                replica[fsgd_shard_global(sh[h].out.keys[k], h, S)] = sh[h].adam.theta[sh[h].out.keys[k]];
+                replica[fsgd_shard_global(sh[h].out.keys[k], h, S)] = shard_theta(&sh[h], k);
             for (int i = 0; i < P; i++)
                 TRY(fsgd_sworker_after_step(sh[h].w[i], 1, NULL, 0, err, errsz));
         }
@@ -266,7 +294,10 @@ int main(void)
         printf("bench agg_capacity error=\"%s\"\n", err);
         return 1;
     }
-    static const char *const specs[] = {"none", "fastsgd"};
+    static const struct {
+        const char *codec;
+        int sparse;
+    } specs[] = {{"none", 0}, {"fastsgd", 0}, {"none", 1}};
     static const struct {
         int workers;
         uint32_t shards;
@@ -277,18 +308,18 @@ int main(void)
             int P = cfg[k].workers;
             uint32_t S = cfg[k].shards;
             err[0] = 0;
-            if (run_one(&data, dim, specs[c], P, S, B, &r, err, sizeof err) < 0 || !r.steps) {
-                printf("bench agg_capacity workers=%d shards=%u codec=%s error=\"%s\"\n", P, S, specs[c], err);
+            if (run_one(&data, dim, specs[c].codec, specs[c].sparse, P, S, B, &r, err, sizeof err) < 0 || !r.steps) {
+                printf("bench agg_capacity workers=%d shards=%u codec=%s error=\"%s\"\n", P, S, specs[c].codec, err);
                 fsgd_csr_free(&data);
                 return 1;
             }
             double step_rows = (double)P * (double)B, n = (double)r.steps, keys = (double)r.keys;
             /* a shard's capacity: the rows of a step over the slowest shard's time for it */
             double agg_rows_s = step_rows * n / r.slowest_s, one_rows_s = step_rows * n / r.train_s;
-            printf("bench agg_capacity workers=%d shards=%u batch=%zu codec=%s steps=%zu keys_step=%.0f "
+            printf("bench agg_capacity workers=%d shards=%u batch=%zu codec=%s table=%s steps=%zu keys_step=%.0f "
                    "agg_rows_s=%.0f train1_rows_s=%.0f ratio=%.2f agg_ms_step=%.3f grad_ms_step=%.3f "
                    "update_over_grad=%.3f ns_key=%.1f add_ns_key=%.1f step_ns_key=%.1f down_ns_key=%.1f\n",
-                   P, S, B, specs[c], r.steps, keys / n, agg_rows_s, one_rows_s, agg_rows_s / one_rows_s,
+                   P, S, B, specs[c].codec, specs[c].sparse ? "sparse" : "dense", r.steps, keys / n, agg_rows_s, one_rows_s, agg_rows_s / one_rows_s,
                    1e3 * r.slowest_s / n, 1e3 * r.grad_s / n, r.slowest_s / r.grad_s, 1e9 * r.agg_s / keys,
                    1e9 * r.add_s / keys, 1e9 * r.step_s / keys, 1e9 * (r.agg_s - r.add_s - r.step_s) / keys);
             fflush(stdout);

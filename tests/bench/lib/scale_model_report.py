@@ -60,7 +60,7 @@ def read_agg(path, curve):
         if not line.startswith("bench agg_capacity "):
             continue
         f = fields(line)
-        if f.get("codec") != "none" or f.get("shards") != "1":
+        if f.get("codec") != "none" or f.get("shards") != "1" or f.get("table", "dense") != "dense":
             continue
         P, B, union = int(f["workers"]), int(f["batch"]), float(f["keys_step"])
         own = cm.curve_at(curve, B, "keys")
