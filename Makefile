@@ -127,7 +127,7 @@ PRIVATE_strategy            := test_strategy_gradiveq fuzz_gradiveq test_strateg
                                fuzz_gtopk_section
 PRIVATE_trainer/loss        := test_loss test_backend_parity
 PRIVATE_trainer/backend     := test_backend_parity test_cuda_encoder_host bench_backend
-PRIVATE_trainer/core        := test_train_stale test_train_memory test_ftrl test_train
+PRIVATE_trainer/core        := test_keyslots test_train_stale test_train_memory test_ftrl test_train
 PRIVATE_trainer/job         := test_train fuzz_job
 PRIVATE_trainer/kafka       := test_kafka_frame test_kafka_topics test_bus_mem test_ctl_versions test_follow test_produce \
                                test_roles test_roles_shards

@@ -18,7 +18,7 @@
  * 1M rows) for P = 2, 4, 8 workers and S = 1, 2, 4 shards (keys k mod S, as
  * fsgd run --shards splits them; each shard's work timed on its own).
  * Codec none runs again with each shard's sparse table (job key table:
- * θ and Adam's state at slots given as keys first come, fsgd/sparse_table.h;
+ * θ and Adam's state at slots given as keys first come, fsgd/adam.h;
  * Zipf keys then sit near the front in first-touch order).
  * Lines:
  *   bench agg_capacity workers=P shards=S batch=B codec=C table=T steps=N keys_step=K
@@ -42,7 +42,6 @@
 #include "fsgd/error.h"
 #include "fsgd/gen.h"
 #include "fsgd/shard.h"
-#include "fsgd/sparse_table.h"
 #include "fsgd/step.h"
 #include "fsgd/strategy.h"
 
@@ -100,7 +99,7 @@ static int shard_open(shard_t *h, const char *spec, uint64_t dim, int P, int spa
     if (!(h->agg = fsgd_sagg_new(spec, dim, 1, err, errsz)))
         return -1;
     if (sparse) { /* as an aggregator starts one: room for 2^20 keys, then doubling */
-        if (!(h->table = calloc(1, sizeof *h->table)) || fsgd_sparse_table_init(h->table, 1u << 20) < 0 ||
+        if (!(h->table = fsgd_sparse_table_new(1u << 20)) ||
             fsgd_adam_init_counted(&h->adam, 1u << 20, ap) < 0)
             return -1;
         return shard_coders(h, spec, dim, P, err, errsz);
@@ -113,10 +112,10 @@ static int shard_open(shard_t *h, const char *spec, uint64_t dim, int P, int spa
     return shard_coders(h, spec, dim, P, err, errsz);
 }
 
-/* θ of the step's k-th key (h->out), dense or at its slot. */
+/* θ of the step's k-th key (h->out), dense or looked up at its slot. */
 static float shard_theta(const shard_t *h, size_t k)
 {
-    return h->adam.theta[h->table ? h->table->at[k] : h->out.keys[k]];
+    return h->table ? fsgd_sparse_table_theta(h->table, &h->adam, h->out.keys[k]) : h->adam.theta[h->out.keys[k]];
 }
 
 static void shard_close(shard_t *h)
@@ -125,8 +124,7 @@ static void shard_close(shard_t *h)
         fsgd_sworker_destroy(h->w[i]);
     fsgd_sagg_destroy(h->agg);
     fsgd_adam_free(&h->adam);
-    fsgd_sparse_table_free(h->table);
-    free(h->table);
+    fsgd_sparse_table_destroy(h->table);
     fsgd_sparse_free(&h->out);
     free(h->dmsg);
     free(h->down);

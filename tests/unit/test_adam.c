@@ -367,7 +367,7 @@ static void test_step_reduced(void)
             }
             float th[DIM];
             memcpy(th, x.theta, sizeof th);
-            CU_ASSERT_EQUAL(fsgd_adam_step_reduced(&x, rx, 1.0 / 64, l2, &ox, &bx), 0);
+            CU_ASSERT_EQUAL(fsgd_adam_step_reduced(&x, rx, NULL, 1.0 / 64, l2, &ox, &bx), 0);
             CU_ASSERT_EQUAL(fsgd_reducer_take_step(ry, 1.0 / 64, l2, y.theta, &oy), 0);
             fsgd_adam_step(&y, oy.keys, oy.vals, oy.n);
             CU_ASSERT_EQUAL_FATAL(ox.n, oy.n);

@@ -1,10 +1,10 @@
-/* The key -> slot table (fsgd/keyslots.h): slots in order of first sight,
+/* The key -> slot table (keyslots.h, private to trainer/core): slots in order of first sight,
  * the same slot every time, growth far past the initial size, keys near
  * 2^32 (the table's empty mark is not a key), and the sorted listing. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsgd/keyslots.h"
+#include "keyslots.h"
 #include "testlib.h"
 
 static void test_slots_in_order_of_first_sight(void)

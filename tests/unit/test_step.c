@@ -9,7 +9,6 @@
 #include "fsgd/adam.h"
 #include "fsgd/error.h"
 #include "fsgd/ftrl.h"
-#include "fsgd/sparse_table.h"
 #include "fsgd/step.h"
 #include "fsgd/strategy.h"
 #include "testlib.h"
@@ -161,11 +160,11 @@ static void test_sparse_table_is_the_dense_step(void)
         uint64_t seed = fsgd_test_seed() + 2 + (uint64_t)counted;
         fsgd_adam_params_t p = fsgd_adam_defaults();
         fsgd_adam_t dense, sparse;
-        fsgd_sparse_table_t table;
+        fsgd_sparse_table_t *table = fsgd_sparse_table_new(4);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(table);
         CU_ASSERT_EQUAL_FATAL((counted ? fsgd_adam_init_counted : fsgd_adam_init)(&dense, DIM, &p), 0);
         /* room for 4 keys: the table and the arrays must grow */
         CU_ASSERT_EQUAL_FATAL((counted ? fsgd_adam_init_counted : fsgd_adam_init)(&sparse, 4, &p), 0);
-        CU_ASSERT_EQUAL_FATAL(fsgd_sparse_table_init(&table, 4), 0);
         fsgd_sparse_t g[SENDERS] = {{0}}, out_d = {0}, out_s = {0}, before = {0};
         int ever[DIM] = {0};
         char err[256];
@@ -177,7 +176,7 @@ static void test_sparse_table_is_the_dense_step(void)
             fsgd_step_info_t info = {.step = (uint64_t)step, .rows = 20, .n_senders = SENDERS};
             fsgd_sagg_t *ad = reduce("none", g), *as = reduce("none", g);
             fsgd_step_opt_t od = {.adam = &dense, .l2 = 0.01};
-            fsgd_step_opt_t os = {.adam = &sparse, .l2 = 0.01, .table = &table, .before = &before};
+            fsgd_step_opt_t os = {.adam = &sparse, .l2 = 0.01, .table = table, .before = &before};
             CU_ASSERT_EQUAL_FATAL(fsgd_step_apply(&od, ad, &info, &out_d, err, sizeof err), 0);
             CU_ASSERT_EQUAL_FATAL(fsgd_step_apply(&os, as, &info, &out_s, err, sizeof err), 0);
             /* the same keys and step gradients out, θ before on the keys */
@@ -192,14 +191,22 @@ static void test_sparse_table_is_the_dense_step(void)
         CU_ASSERT_EQUAL(sparse.t, dense.t);
         uint32_t n_ever = 0;
         for (uint32_t k = 0; k < DIM; k++) {
-            float w = fsgd_sparse_table_theta(&table, &sparse, k);
+            float w = fsgd_sparse_table_theta(table, &sparse, k);
             CU_ASSERT_EQUAL(memcmp(&w, &dense.theta[k], sizeof w), 0); /* bit for bit */
-            CU_ASSERT_EQUAL(fsgd_keyslots_find(&table.map, k) != FSGD_KEYSLOT_NONE, ever[k]);
             n_ever += (uint32_t)ever[k];
         }
-        CU_ASSERT_EQUAL(table.map.n, n_ever);
+        /* it holds exactly the keys ever touched, listed in order */
+        CU_ASSERT_EQUAL_FATAL(fsgd_sparse_table_size(table), n_ever);
         CU_ASSERT(sparse.dim >= n_ever);
-        fsgd_sparse_table_free(&table);
+        uint32_t keys[DIM], slots[DIM], i = 0;
+        CU_ASSERT_EQUAL(fsgd_sparse_table_sorted(table, keys, slots), 0);
+        for (uint32_t k = 0; k < DIM; k++)
+            if (ever[k]) {
+                CU_ASSERT_EQUAL(keys[i], k);
+                CU_ASSERT_EQUAL(fsgd_sparse_table_keys(table)[slots[i]], k);
+                i++;
+            }
+        fsgd_sparse_table_destroy(table);
         fsgd_adam_free(&dense);
         fsgd_adam_free(&sparse);
         for (int s = 0; s < SENDERS; s++)
@@ -219,14 +226,14 @@ static void test_sparse_table_refuses_ftrl(void)
     make_grads(&seed, g, sum);
     fsgd_adam_params_t p = fsgd_adam_defaults();
     fsgd_adam_t adam;
-    fsgd_sparse_table_t table;
+    fsgd_sparse_table_t *table = fsgd_sparse_table_new(4);
     fsgd_ftrl_params_t fp = {.alpha = 0.1, .beta = 1, .l1 = 0.5, .l2 = 1};
     fsgd_ftrl_t f;
     CU_ASSERT_EQUAL_FATAL(fsgd_adam_init(&adam, 4, &p), 0);
-    CU_ASSERT_EQUAL_FATAL(fsgd_sparse_table_init(&table, 4), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(table);
     CU_ASSERT_EQUAL_FATAL(fsgd_ftrl_init(&f, DIM, &fp), 0);
     fsgd_sagg_t *a = reduce("none", g);
-    fsgd_step_opt_t o = {.adam = &adam, .ftrl = &f, .table = &table};
+    fsgd_step_opt_t o = {.adam = &adam, .ftrl = &f, .table = table};
     fsgd_step_info_t info = {.step = 1, .rows = 30, .n_senders = SENDERS};
     char err[256] = "";
     CU_ASSERT_EQUAL(fsgd_step_apply(&o, a, &info, &out, err, sizeof err), FSGD_E_ARG);
@@ -234,7 +241,7 @@ static void test_sparse_table_refuses_ftrl(void)
     CU_ASSERT_EQUAL(adam.t, 0);
     fsgd_sagg_destroy(a);
     fsgd_ftrl_free(&f);
-    fsgd_sparse_table_free(&table);
+    fsgd_sparse_table_destroy(table);
     fsgd_adam_free(&adam);
     for (int s = 0; s < SENDERS; s++)
         fsgd_sparse_free(&g[s]);

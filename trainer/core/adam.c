@@ -7,6 +7,7 @@
 #include "fsgd/error.h"
 #include "fsgd/hugepages.h"
 #include "fsgd/prefetch.h"
+#include "sparse_table.h"
 #include "train_pages.h"
 
 /* A model-sized array of zeros, on huge pages where the kernel has them
@@ -330,14 +331,8 @@ static inline float reduced_key(const fsgd_adam_t *a, uint32_t k, double sum, do
     return gk;
 }
 
-int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, double scale, double l2, fsgd_sparse_t *out,
-                           fsgd_sparse_t *before)
-{
-    return fsgd_adam_step_reduced_at(a, r, NULL, scale, l2, out, before);
-}
-
-int fsgd_adam_step_reduced_at(fsgd_adam_t *a, fsgd_reducer_t *r, const uint32_t *at, double scale, double l2,
-                              fsgd_sparse_t *out, fsgd_sparse_t *before)
+int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, const uint32_t *at, double scale, double l2,
+                           fsgd_sparse_t *out, fsgd_sparse_t *before)
 {
     if (at && a->rarity)
         return FSGD_E_ARG; /* rarity is indexed by key: fsgd train's, never a table's */

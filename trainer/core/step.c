@@ -3,6 +3,7 @@
 
 #include "fsgd/error.h"
 #include "fsgd/reduce.h"
+#include "sparse_table.h"
 
 /* θ of out's keys into o->before, when asked (fsgd train --staleness). */
 static int keep_before(const fsgd_step_opt_t *o, const fsgd_sparse_t *out)
@@ -39,12 +40,12 @@ int fsgd_step_apply(const fsgd_step_opt_t *o, fsgd_sagg_t *agg, const fsgd_step_
         /* the step's keys to their slots (new keys get new ones), then Adam on the slots */
         size_t n;
         const uint32_t *keys = fsgd_reducer_sorted_keys(red, &n), *at;
-        int rc = fsgd_sparse_table_slots(o->table, a, keys, n, &at);
+        int rc = sparse_table_slots(o->table, a, keys, n, &at);
         if (rc < 0) {
             fsgd_reducer_clear(red);
             return fsgd_err_fmt(err, errsz, rc, "sparse table: %s", rc == FSGD_E_RANGE ? "more than 2^31 keys" : "out of memory");
         }
-        FSGD_TRY(fsgd_adam_step_reduced_at(a, red, at, 1.0 / (double)info->rows, o->l2, out, o->before));
+        FSGD_TRY(fsgd_adam_step_reduced(a, red, at, 1.0 / (double)info->rows, o->l2, out, o->before));
     } else if (fsgd_sagg_optimizer(agg) == FSGD_OPT_APPLY) {
         /* the workers ran the optimizer: the mean of what they sent is the step */
         FSGD_TRY(fsgd_reducer_take(red, -1.0 / (double)(info->n_senders ? info->n_senders : 1), out));
@@ -59,7 +60,7 @@ int fsgd_step_apply(const fsgd_step_opt_t *o, fsgd_sagg_t *agg, const fsgd_step_
         fsgd_adam_advance(a);
         fsgd_ftrl_apply(o->ftrl, a->theta, out->keys, out->vals, out->n);
     } else {
-        FSGD_TRY(fsgd_adam_step_reduced(a, red, 1.0 / (double)info->rows, o->l2, out, o->before));
+        FSGD_TRY(fsgd_adam_step_reduced(a, red, NULL, 1.0 / (double)info->rows, o->l2, out, o->before));
     }
     return 0;
 }

@@ -142,12 +142,12 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
               fsgd_wire_f64(b, e->test.logloss) | fsgd_wire_f64(b, e->test.loss) | fsgd_wire_f64(b, e->test.accuracy);
     }
     /* a sparse table: its keys, then its arrays as long as they are */
-    const uint64_t held = table ? table->map.n : a->mdim;
+    const uint64_t held = table ? fsgd_sparse_table_size(table) : a->mdim;
     if (table)
         rc |= fsgd_wire_u64(b, held);
     sink_buf(k, b, rc);
     if (table)
-        sink_put(k, table->map.keys, held * 4);
+        sink_put(k, fsgd_sparse_table_keys(table), held * 4);
     sink_put(k, a->model.adam.theta, held * 4);
     if (!counted) {
         sink_put(k, a->model.adam.m, held * 4);
@@ -471,22 +471,28 @@ static int ckpt_read_keys(ckpt_in_t *c, fsgd_sparse_table_t *table, fsgd_adam_t 
                             c->path, (unsigned long long)keys, (unsigned long long)mdim, off - 8);
     if (c->len - off < keys * (c->counted ? 18 : 16) + (c->version >= CKPT_VERSION ? 8 : 0))
         return ckpt_truncated(c);
-    fsgd_keyslots_free(&table->map);
-    if (fsgd_keyslots_init(&table->map, keys) < 0 || fsgd_adam_grow(adam, keys) < 0)
+    uint32_t *list = malloc((keys ? keys : 1) * sizeof *list);
+    if (!list)
         return fsgd_err_fmt(c->err, c->errsz, FSGD_E_NOMEM, "checkpoint '%s': out of memory for %llu keys", c->path,
                             (unsigned long long)keys);
-    for (uint64_t i = 0; i < keys; i++, off += 4) {
-        uint32_t key = fsgd_le_get32(p + off), slot;
-        if (key >= mdim)
+    for (uint64_t i = 0; i < keys; i++) {
+        list[i] = fsgd_le_get32(p + off + 4 * i);
+        if (list[i] >= mdim) {
+            free(list);
             return fsgd_err_fmt(c->err, c->errsz, FSGD_E_FORMAT, "checkpoint '%s': key %u >= %llu weights at byte %zu",
-                                c->path, key, (unsigned long long)mdim, off);
-        if (fsgd_keyslots_map(&table->map, &key, 1, &slot) < 0)
-            return fsgd_err_fmt(c->err, c->errsz, FSGD_E_NOMEM, "checkpoint '%s': out of memory", c->path);
-        if (slot != i)
-            return fsgd_err_fmt(c->err, c->errsz, FSGD_E_FORMAT, "checkpoint '%s': key %u twice, at byte %zu",
-                                c->path, key, off);
+                                c->path, fsgd_le_get32(p + off + 4 * i), (unsigned long long)mdim, off + 4 * i);
+        }
     }
-    c->off = off;
+    size_t bad = 0;
+    int rc = fsgd_sparse_table_load(table, adam, list, keys, &bad);
+    free(list);
+    if (rc == FSGD_E_FORMAT)
+        return fsgd_err_fmt(c->err, c->errsz, FSGD_E_FORMAT, "checkpoint '%s': key %u twice, at byte %zu", c->path,
+                            fsgd_le_get32(p + off + 4 * bad), off + 4 * bad);
+    if (rc < 0)
+        return fsgd_err_fmt(c->err, c->errsz, FSGD_E_NOMEM, "checkpoint '%s': out of memory for %llu keys", c->path,
+                            (unsigned long long)keys);
+    c->off = off + 4 * keys;
     *n = keys;
     return 0;
 }
@@ -675,8 +681,7 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
     const int sparse = len >= 12 && fsgd_le_get32(p + 8) >= CKPT_VERSION_SPARSE && fsgd_le_get32(p + 8) <= CKPT_VERSION_MAX;
     if (!rc && fsgd_adam_init(&a->model.adam, sparse ? 1 : mdim, &ap) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
-    if (!rc && sparse && (!(a->model.table = calloc(1, sizeof *a->model.table)) ||
-                          fsgd_sparse_table_init(a->model.table, 1) < 0))
+    if (!rc && sparse && !(a->model.table = fsgd_sparse_table_new(1)))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     /* the Adam mode the file was written in (a restarted aggregator has its job's) */
     if (!rc && len >= 12 && ckpt_version_counted(fsgd_le_get32(p + 8)) && fsgd_adam_count_keys(&a->model.adam) < 0)
@@ -706,8 +711,7 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
     if (a) {
         fsgd_wire_state_free(&a->st);
         fsgd_adam_free(&a->model.adam);
-        fsgd_sparse_table_free(a->model.table);
-        free(a->model.table);
+        fsgd_sparse_table_destroy(a->model.table);
         agg_follow_free(a);
     }
     free(a);

@@ -183,8 +183,7 @@ void agg_model_free(agg_model_state_t *m)
 {
     agg_pages_join(m);
     fsgd_adam_free(&m->adam);
-    fsgd_sparse_table_free(m->table);
-    free(m->table);
+    fsgd_sparse_table_destroy(m->table);
     m->table = NULL;
     fsgd_sagg_destroy(m->strat);
     m->strat = NULL;

@@ -11,7 +11,6 @@
 
 #include "fsgd/adam.h"
 #include "fsgd/ftrl.h"
-#include "fsgd/sparse_table.h"
 #include "fsgd/dist.h"
 #include "fsgd/strategy.h"
 #include "fsgd/train_params.h"
@@ -21,7 +20,7 @@
 typedef struct agg_model_state {
     fsgd_adam_t adam;
     /* non-NULL: a sparse table (job key table): adam holds the keys ever
-     * touched, at their slots (fsgd/sparse_table.h); NULL: dense, at the keys */
+     * touched, at their slots (fsgd/adam.h); NULL: dense, at the keys */
     fsgd_sparse_table_t *table;
     /* a thread mapping adam's pages before the steps need them (agg_model.c) */
     pthread_t pages_tid;

@@ -12,7 +12,6 @@
 #include "fsgd/error.h"
 #include "fsgd/half.h"
 #include "fsgd/keys.h"
-#include "fsgd/sparse_table.h"
 #include "agg_env.h"
 #include "agg_model.h"
 #include "agg_pull.h"
@@ -71,13 +70,20 @@ static int need_forged(const agg_pull_ctx_t *c, const agg_env_t *e, const fsgd_k
     return 1;
 }
 
-/* The key block a pull sends or names: *block NULL when the pull was
+/* A pull's key block: its bytes and their CRC32C. */
+typedef struct key_block {
+    const uint8_t *p;
+    size_t len;
+    uint32_t crc;
+} key_block_t;
+
+/* The key block a pull sends or names: kb->p NULL when the pull was
  * rejected or answered (a named list not held: a miss). */
 static int pull_block(agg_pull_t *p, const agg_pull_ctx_t *c, const agg_env_t *e, const fsgd_kframe_t *f,
-                      const uint8_t *body, size_t len, const uint8_t **block, size_t *blen, uint32_t *crc)
+                      const uint8_t *body, size_t len, key_block_t *kb)
 {
     char why[256];
-    *block = NULL;
+    kb->p = NULL;
     const int by_id = (f->flags & FSGD_KFLAG_BY_ID) != 0;
     fsgd_pull_t pl;
     fsgd_pull_ref_t ref;
@@ -90,9 +96,7 @@ static int pull_block(agg_pull_t *p, const agg_pull_ctx_t *c, const agg_env_t *e
     if (need_forged(c, e, f, by_id ? ref.need : pl.need))
         return 0;
     if (!by_id) {
-        *block = pl.block;
-        *blen = pl.block_len;
-        *crc = fsgd_crc32c(0, pl.block, pl.block_len);
+        *kb = (key_block_t){pl.block, pl.block_len, fsgd_crc32c(0, pl.block, pl.block_len)};
         return 0;
     }
     const pull_cache_slot_t *kept = pull_cache_find(&p->cache, ref.id);
@@ -102,22 +106,20 @@ static int pull_block(agg_pull_t *p, const agg_pull_ctx_t *c, const agg_env_t *e
         return send_values(p, c, e, f, ref.keys_crc, 0, FSGD_VALUES_MISS);
     }
     e->s->pulls_by_id++;
-    *block = kept->block;
-    *blen = kept->len;
-    *crc = kept->crc;
+    *kb = (key_block_t){kept->block, kept->len, kept->crc};
     return 0;
 }
 
 static int answer(agg_pull_t *p, const agg_pull_ctx_t *c, const agg_model_state_t *m, const agg_env_t *e,
                   const fsgd_kframe_t *f, const uint8_t *body, size_t len)
 {
-    const uint8_t *block;
-    size_t blen = 0;
-    uint32_t crc = 0;
+    key_block_t kb;
     char why[256];
-    FSGD_TRY(pull_block(p, c, e, f, body, len, &block, &blen, &crc));
-    if (!block)
+    FSGD_TRY(pull_block(p, c, e, f, body, len, &kb));
+    if (!kb.p)
         return 0;
+    const uint8_t *block = kb.p;
+    const size_t blen = kb.len;
     uint32_t n = 0;
     if (fsgd_keys_peek(block, blen, c->mdim, &n, &(size_t){0}, why, sizeof why) < 0) {
         agg_env_reject(e, FSGD_AGG_REJ_CORRUPT, "sender %u pull for step %llu: keys: %s", f->sender,
@@ -149,13 +151,13 @@ static int answer(agg_pull_t *p, const agg_pull_ctx_t *c, const agg_model_state_
             p->vals[i] = adam->theta[p->keys[i]];
     int kept = 1; /* a named list is held */
     if (!(f->flags & FSGD_KFLAG_BY_ID)) {
-        kept = pull_cache_put(&p->cache, pull_list_id(block, blen), n, crc, block, blen);
+        kept = pull_cache_put(&p->cache, pull_list_id(block, blen), n, kb.crc, block, blen);
         if (kept == FSGD_E_NOMEM)
             kept = 0; /* the answer goes without: the list is sent again next time */
         e->s->pull_lists_kept = p->cache.used;
         e->s->pull_bytes_kept = p->cache.bytes;
     }
-    return send_values(p, c, e, f, crc, n, kept > 0 ? FSGD_VALUES_KEPT : 0);
+    return send_values(p, c, e, f, kb.crc, n, kept > 0 ? FSGD_VALUES_KEPT : 0);
 }
 
 int agg_take_pull(agg_pull_t *p, const agg_pull_ctx_t *c, const agg_model_state_t *m, const agg_env_t *e,

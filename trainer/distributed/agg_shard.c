@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "aggregator_internal.h"
+#include "assemble.h"
 #include "fsgd/shard.h"
 #include "fsgd/train.h"
 
@@ -367,8 +368,7 @@ int agg_shard_final(agg_t *a)
     const int as_pairs = a->model.table != NULL;
     fsgd_sparse_t pairs = {0};
     fsgd_adam_free(&a->model.adam);
-    fsgd_sparse_table_free(a->model.table);
-    free(a->model.table);
+    fsgd_sparse_table_destroy(a->model.table);
     a->model.table = NULL;
     fsgd_sagg_destroy(a->model.strat);
     a->model.strat = NULL;

@@ -114,7 +114,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     double ts = agg_now();
     int src = fsgd_step_apply(&opt, a->model.strat, &info, &a->open.g, e, sizeof e);
     a->s->t_update_step += agg_now() - ts;
-    a->s->table_keys = a->model.table ? a->model.table->map.n : 0;
+    a->s->table_keys = a->model.table ? fsgd_sparse_table_size(a->model.table) : 0;
     if (src < 0)
         return fsgd_err_fmt(a->err, a->errsz, src, "aggregator: codec %s: %s", a->job->train->codec, e);
     if (R > 0) {

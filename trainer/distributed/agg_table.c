@@ -1,7 +1,7 @@
 /* A shard's table, dense or sparse (job key table): which one, by size,
  * and the sparse table's own snapshot. Dense holds every weight of the
  * shard's key range at its local key; sparse holds the keys the data
- * touched, at their slots (fsgd/sparse_table.h), mapped at the shard's
+ * touched, at their slots (a sparse table, fsgd/adam.h), mapped at the shard's
  * edges: the step's reduced keys (fsgd/step.h), a pull's keys
  * (agg_pull.c), a snapshot's and a checkpoint's lists (here,
  * agg_checkpoint.c). */
@@ -61,9 +61,9 @@ uint64_t agg_table_start_keys(uint64_t mdim, uint64_t nnz, uint32_t shards)
 
 int agg_table_snapshot(const agg_model_state_t *m, const fsgd_wire_model_t *head, fsgd_wire_buf_t *b)
 {
-    const uint32_t n = m->table->map.n;
+    const size_t n = fsgd_sparse_table_size(m->table);
     uint32_t *keys = malloc((n ? n : 1) * sizeof *keys), *at = malloc((n ? n : 1) * sizeof *at);
-    int rc = keys && at ? fsgd_keyslots_sorted(&m->table->map, keys, at) : FSGD_E_NOMEM;
+    int rc = keys && at ? fsgd_sparse_table_sorted(m->table, keys, at) : FSGD_E_NOMEM;
     if (!rc)
         rc = fsgd_wire_model_put_pairs(b, head, keys, at, m->adam.theta, n);
     free(keys);

@@ -129,8 +129,7 @@ static int agg_setup_optimizer(agg_t *a)
         rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for %llu weights",
                           (unsigned long long)held);
     if (!rc && sparse) {
-        a->model.table = calloc(1, sizeof *a->model.table);
-        if (!a->model.table || fsgd_sparse_table_init(a->model.table, held) < 0)
+        if (!(a->model.table = fsgd_sparse_table_new(held)))
             rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for a sparse table");
         a->s->table_sparse = 1;
     }

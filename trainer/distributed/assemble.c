@@ -17,6 +17,7 @@
 #include "fsgd/le.h"
 #include "fsgd/replay.h"
 #include "fsgd/shard.h"
+#include "assemble.h"
 #include "wire.h"
 
 typedef struct asm_state {
@@ -531,8 +532,16 @@ static int topic_msg(void *ctx, int32_t partition, int64_t offset, const void *v
     return 0;
 }
 
-static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_final, uint64_t max_step,
-                          fsgd_model_t *m, fsgd_sparse_t *pairs, uint64_t *step, char *err, size_t errsz)
+/* What a read of the topic assembles: the final snapshot required, frames
+ * up to max_step, and pairs mode's output (NULL: the dense model). */
+typedef struct asm_opts {
+    int require_final;
+    uint64_t max_step;
+    fsgd_sparse_t *pairs;
+} asm_opts_t;
+
+static int assemble_topic(struct fsgd_bus *bus, const char *job, const asm_opts_t *o, fsgd_model_t *m, uint64_t *step,
+                          char *err, size_t errsz)
 {
     memset(m, 0, sizeof *m);
     char topic[128];
@@ -543,10 +552,10 @@ static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_fin
     asm_all_t *all = calloc(1, sizeof *all);
     int rc = all ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "assemble: out of memory");
     if (all) {
-        all->max_step = max_step;
+        all->max_step = o->max_step;
         all->auth = fsgd_bus_auth(bus);
-        all->pairs = pairs != NULL;
-        all->out = pairs;
+        all->pairs = o->pairs != NULL;
+        all->out = o->pairs;
     }
     /* a partition a shard (one unsharded) */
     int P = rc ? 0 : fsgd_bus_partitions(c, topic, 10000, err, errsz);
@@ -566,7 +575,7 @@ static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_fin
                                      err, errsz);
     }
     if (!rc)
-        rc = finish(all, require_final, m, step, err, errsz);
+        rc = finish(all, o->require_final, m, step, err, errsz);
     else if (all)
         free_all(all), fsgd_model_free(m);
     free(all);
@@ -577,19 +586,22 @@ static int assemble_topic(struct fsgd_bus *bus, const char *job, int require_fin
 int fsgd_model_assemble_topic(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
                               uint64_t *step, char *err, size_t errsz)
 {
-    return assemble_topic(bus, job, require_final, UINT64_MAX, m, NULL, step, err, errsz);
+    const asm_opts_t o = {.require_final = require_final, .max_step = UINT64_MAX};
+    return assemble_topic(bus, job, &o, m, step, err, errsz);
 }
 
 int fsgd_model_assemble_topic_pairs(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
                                     fsgd_sparse_t *w, uint64_t *step, char *err, size_t errsz)
 {
-    return assemble_topic(bus, job, require_final, UINT64_MAX, m, w, step, err, errsz);
+    const asm_opts_t o = {.require_final = require_final, .max_step = UINT64_MAX, .pairs = w};
+    return assemble_topic(bus, job, &o, m, step, err, errsz);
 }
 
 int fsgd_model_assemble_topic_upto(struct fsgd_bus *bus, const char *job, uint64_t max_step, fsgd_model_t *m,
                                    uint64_t *step, char *err, size_t errsz)
 {
-    return assemble_topic(bus, job, 0, max_step, m, NULL, step, err, errsz);
+    const asm_opts_t o = {.max_step = max_step};
+    return assemble_topic(bus, job, &o, m, step, err, errsz);
 }
 
 /* --- following the topic: reads on from where the last read ended --- */

@@ -98,11 +98,6 @@ uint64_t fsgd_adam_touched(const fsgd_adam_t *a, uint64_t n_keys);
  * 0 when nothing was mapped. */
 int fsgd_adam_map_pages(const fsgd_adam_t *a);
 
-/* Grows θ and the optimizer state to dim keys, the new ones zero (an
- * aggregator shard's sparse table, fsgd/sparse_table.h, as keys come).
- * Returns 0 or FSGD_E_NOMEM (the arrays keep their values then). */
-int fsgd_adam_grow(fsgd_adam_t *a, uint64_t dim);
-
 /* Frees the arrays. NULL is a no-op. */
 void fsgd_adam_free(fsgd_adam_t *a);
 
@@ -123,14 +118,42 @@ int fsgd_reducer_take_step(fsgd_reducer_t *r, double scale, double l2, const flo
 /* fsgd_reducer_take_step then fsgd_adam_step, in one pass over the keys
  * (the same bits): drains r into out (the keys and their step gradients)
  * and applies them. before, if not NULL, receives θ of out's keys before
- * the update. Returns 0 or FSGD_E_NOMEM. */
-int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, double scale, double l2, fsgd_sparse_t *out,
-                           fsgd_sparse_t *before);
+ * the update. at: NULL, or the index of the i-th key's θ and state (a
+ * sparse table's slots, below; out and before still get the keys). Returns
+ * 0, FSGD_E_NOMEM, or FSGD_E_ARG for at with per-key rarity (by key). */
+int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, const uint32_t *at, double scale, double l2,
+                           fsgd_sparse_t *out, fsgd_sparse_t *before);
 
-/* The same with θ and the state of the reducer's i-th key (in increasing
- * order) at index at[i] (NULL: at the key): a sparse table's slots. out and
- * before still get the keys. FSGD_E_ARG with per-key rarity (indexed by key). */
-int fsgd_adam_step_reduced_at(fsgd_adam_t *a, fsgd_reducer_t *r, const uint32_t *at, double scale, double l2,
-                              fsgd_sparse_t *out, fsgd_sparse_t *before);
+/* A sparse table: θ and Adam's state for the keys ever touched, in a key
+ * space far larger (an aggregator shard of a 2^30-weight model whose data
+ * touches a few million keys; job key table). Each new key gets the next
+ * slot (a key -> slot map, open addressing at most half full) and a's
+ * arrays, indexed by slot, grow by doubling (fsgd_adam_grow). Keys are
+ * mapped at the edges: a step's reduced keys (fsgd/step.h, the same bits as
+ * a dense θ), a pull's keys, a snapshot's and a checkpoint's lists. Adam
+ * only. Not thread safe. */
+typedef struct fsgd_sparse_table fsgd_sparse_table_t;
+
+/* An empty table with room for about expect keys before it grows; its
+ * optimizer is the caller's (fsgd_adam_init or fsgd_adam_init_counted with
+ * dim = expect). NULL when out of memory. */
+fsgd_sparse_table_t *fsgd_sparse_table_new(size_t expect);
+/* NULL is a no-op. */
+void fsgd_sparse_table_destroy(fsgd_sparse_table_t *t);
+/* The keys held (slots given). */
+size_t fsgd_sparse_table_size(const fsgd_sparse_table_t *t);
+/* θ of key: 0 for a key never touched (every weight starts at 0). */
+float fsgd_sparse_table_theta(const fsgd_sparse_table_t *t, const fsgd_adam_t *a, uint32_t key);
+/* The keys in slot order (fsgd_sparse_table_size of them; owned by t,
+ * valid until it changes): a checkpoint's list. */
+const uint32_t *fsgd_sparse_table_keys(const fsgd_sparse_table_t *t);
+/* Every key in increasing order into keys and its slot into slots (the
+ * caller's arrays of fsgd_sparse_table_size): a snapshot's pairs. Returns
+ * 0 or FSGD_E_NOMEM. */
+int fsgd_sparse_table_sorted(const fsgd_sparse_table_t *t, uint32_t *keys, uint32_t *slots);
+/* Replaces t's keys with keys[0, n) in slot order (a checkpoint's) and
+ * grows a to hold them. Returns 0, FSGD_E_NOMEM, or FSGD_E_FORMAT with
+ * *bad the index of a key given twice. */
+int fsgd_sparse_table_load(fsgd_sparse_table_t *t, fsgd_adam_t *a, const uint32_t *keys, size_t n, size_t *bad);
 
 #endif

@@ -17,7 +17,6 @@
 #include "fsgd/adam.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/sparse.h"
-#include "fsgd/sparse_table.h"
 #include "fsgd/strategy.h"
 
 typedef struct fsgd_step_opt {
@@ -26,7 +25,7 @@ typedef struct fsgd_step_opt {
     double l2;         /* λ on the mean loss (Adam; FTRL has it in its params) */
     fsgd_sparse_t *before; /* non-NULL: receives θ before the update on out's keys */
     /* non-NULL: θ and Adam's state are indexed by this table's slots
-     * (fsgd/sparse_table.h; Adam only: FSGD_E_ARG with FTRL or efsign) */
+     * (fsgd/adam.h; Adam only: FSGD_E_ARG with FTRL or efsign) */
     fsgd_sparse_table_t *table;
 } fsgd_step_opt_t;
 

@@ -31,7 +31,7 @@ typedef enum fsgd_job_replica {
 
 /* How an aggregator shard holds its part of the model (job key "table"):
  * every weight of its key range, or only the keys the data touched
- * (fsgd/sparse_table.h). Zero is auto, so a job made in C gets it. */
+ * (fsgd/adam.h, a sparse table). Zero is auto, so a job made in C gets it. */
 typedef enum fsgd_job_table {
     FSGD_TABLE_AUTO = 0, /* fsgd_agg_table_sparse decides */
     FSGD_TABLE_DENSE = 1,
@@ -472,15 +472,6 @@ int fsgd_model_assemble_stream(const uint8_t *buf, size_t len, const fsgd_auth_t
  * as above, under the bus's auth (fsgd_bus_set_auth). */
 int fsgd_model_assemble_topic(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
                               uint64_t *step, char *err, size_t errsz);
-/* The same for a sharded job's model too large to hold dense (shards with
- * sparse tables, job key table): its shape into *m (kind, dim, intercept,
- * input; m->w NULL) and its weights that are not +0 as pairs into *w
- * (global keys increasing, dim the intercept's; w grown as needed): memory
- * for the keys held, not the dim. Reads snapshots only: a shard whose last
- * snapshot was followed by values is FSGD_E_STATE. For fsgd_model_save_pairs
- * and fsgd_train_evaluate_pairs. */
-int fsgd_model_assemble_topic_pairs(struct fsgd_bus *bus, const char *job, int require_final, fsgd_model_t *m,
-                                    fsgd_sparse_t *w, uint64_t *step, char *err, size_t errsz);
 /* A reader that follows <job>.model: each read applies only the frames
  * appended since the last one to the assembler's state it keeps, and
  * copies the model out (*whole 0); the first read, and one after frames

@@ -1,5 +1,5 @@
-/* The key -> slot table (fsgd/keyslots.h). */
-#include "fsgd/keyslots.h"
+/* The key -> slot table (keyslots.h, private to trainer/core). */
+#include "keyslots.h"
 
 #include <stdlib.h>
 #include <string.h>

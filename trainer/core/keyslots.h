@@ -5,9 +5,10 @@
  * million distinct features).
  *
  * Open addressing with linear probing, at most half full, doubled as it
- * fills. Plain data, owned by the caller through init/free; not thread safe. */
-#ifndef FSGD_KEYSLOTS_H
-#define FSGD_KEYSLOTS_H
+ * fills. Plain data, owned by the caller through init/free; not thread safe.
+ * Private to trainer/core (the sparse table, fsgd/adam.h, is its user). */
+#ifndef FSGD_CORE_KEYSLOTS_H
+#define FSGD_CORE_KEYSLOTS_H
 
 #include <stddef.h>
 #include <stdint.h>
