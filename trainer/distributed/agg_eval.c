@@ -3,24 +3,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregator_internal.h"
+#include "fsgd/error.h"
+#include "fsgd/model.h"
+#include "agg_eval.h"
 
-int agg_evaluate(agg_t *a, fsgd_metrics_t *out)
+int agg_evaluate(const fsgd_train_params_t *tp, uint64_t dim, const float *theta, const fsgd_csr_t *test,
+                 fsgd_metrics_t *out, const agg_env_t *e)
 {
     memset(out, 0, sizeof *out);
-    if (!a->have_test)
+    if (!test)
         return 0;
-    fsgd_model_t m = {.kind = a->job->train->model, .dim = a->dim, .has_bias = a->job->train->bias,
-                      .bias = (float)a->job->train->bias_value, .w = a->model.adam.theta};
-    size_t n = a->test.n_rows;
+    /* w is only read: fsgd_model_margin takes the model const */
+    fsgd_model_t m = {.kind = tp->model, .dim = dim, .has_bias = tp->bias, .bias = (float)tp->bias_value,
+                      .w = (float *)theta};
+    size_t n = test->n_rows;
     double *margin = malloc((n ? n : 1) * sizeof *margin);
     if (!margin)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "evaluate: out of memory");
+        return fsgd_err_fmt(e->err, e->errsz, FSGD_E_NOMEM, "evaluate: out of memory");
     for (size_t r = 0; r < n; r++) {
-        uint64_t lo = a->test.row_ptr[r];
-        margin[r] = fsgd_model_margin(&m, a->test.col + lo, a->test.val + lo, a->test.row_ptr[r + 1] - lo);
+        uint64_t lo = test->row_ptr[r];
+        margin[r] = fsgd_model_margin(&m, test->col + lo, test->val + lo, test->row_ptr[r + 1] - lo);
     }
-    *out = fsgd_metrics_compute(a->job->train->model, margin, a->test.label, n);
+    *out = fsgd_metrics_compute(tp->model, margin, test->label, n);
     free(margin);
     return 0;
 }

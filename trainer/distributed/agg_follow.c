@@ -336,7 +336,9 @@ int agg_follow_published(agg_t *a)
     f->rows_at_version = a->s->rows_total;
     agg_follow_stats(a);
     /* the version's model on --test: the same rows every version, comparable */
-    FSGD_TRY(agg_evaluate(a, &a->s->test));
+    const agg_env_t env = agg_env(a);
+    FSGD_TRY(agg_evaluate(a->job->train, a->dim, a->model.adam.theta, a->have_test ? &a->test : NULL, &a->s->test,
+                          &env));
     agg_ctl_begin(a, "model_version");
     fsgd_cj_u64(&a->cj, "version", f->version);
     fsgd_cj_u64(&a->cj, "step", a->step);

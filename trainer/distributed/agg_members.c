@@ -178,7 +178,11 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
         return;
     }
     if (!m->err && j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "aggregator_probe")) {
-        agg_twin_answer(a, j, m->len);
+        const agg_twin_ctx_t tc = {.prod = a->prod, .cj = &a->cj, .ctl_topic = a->topic.ctl,
+                                   .job = a->job->dist->name, .shard = a->shard, .shards = a->shards, .gen = a->gen,
+                                   .step = a->step};
+        const agg_env_t env = agg_env(a);
+        agg_twin_answer(&tc, &env, j, m->len);
         return;
     }
     if (m->err || !j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) ||

@@ -70,7 +70,9 @@ static int agg_end_epoch(agg_t *a, double t0, int *final)
     const double parts[5] = {a->s->t_grad, a->s->t_encode, a->s->t_decode, a->s->t_wait,
                              a->s->t_update + agg_now() - t0};
     memcpy(ep->t_at_end, parts, sizeof parts);
-    FSGD_TRY(agg_evaluate(a, &ep->test));
+    const agg_env_t env = agg_env(a);
+    FSGD_TRY(agg_evaluate(a->job->train, a->dim, a->model.adam.theta, a->have_test ? &a->test : NULL, &ep->test,
+                          &env));
     a->s->test = ep->test;
     agg_ctl_begin(a, "epoch_end");
     fsgd_cj_u64(&a->cj, "epoch", a->st.epoch);
@@ -161,7 +163,8 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         FSGD_TRY(agg_end_epoch(a, t0, &final));
     if (final && a->tune.track) {
         agg_auto_finish(&a->tune, a->s, a->job->train, a->model.adam.theta, a->st.epoch, a->open.rows_epoch); /* the best weights are the job's model */
-        FSGD_TRY(agg_evaluate(a, &a->s->test));
+        FSGD_TRY(agg_evaluate(a->job->train, a->dim, a->model.adam.theta, a->have_test ? &a->test : NULL,
+                              &a->s->test, &env));
     }
     a->s->t_update_epoch += agg_now() - ts;
     a->s->epoch = (int)a->st.epoch;

@@ -87,8 +87,13 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
     if (!rc)
         rc = agg_check_model_topic(a);
     a->bus = bus;
-    if (!rc)
-        rc = agg_twin_check(a);
+    if (!rc) {
+        const agg_twin_ctx_t tc = {.bus = bus, .prod = a->prod, .scan_c = a->scan_c, .cj = &a->cj,
+                                   .ctl_topic = a->topic.ctl, .model_topic = a->topic.model, .job = job->dist->name,
+                                   .shard = a->shard, .shards = a->shards, .gen = a->gen};
+        const agg_env_t env = agg_env(a);
+        rc = agg_twin_check(&a->twin, &tc, &env);
+    }
     if (!rc)
         rc = agg_lead_open(a, bus);
     /* sharded: no shard holds the whole model until the end, when shard 0
@@ -611,9 +616,9 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, 
     if (!rc && done)
         rc = agg_save_final(&a);
     st->seconds = a.clock.seconds_before + agg_now() - a.clock.t0;
-    if (a.prod && (done || rc) && !a.stopped && !a.twin) /* a refused twin's words would be the job's */
+    if (a.prod && (done || rc) && !a.stopped && !a.twin.refused) /* a refused twin's words would be the job's */
         agg_end_job(&a, rc);
-    if (job->train->metrics_json[0] && (done || rc) && !a.stopped && !a.twin)
+    if (job->train->metrics_json[0] && (done || rc) && !a.stopped && !a.twin.refused)
         rc = agg_save_metrics(&a, rc);
     agg_free(&a);
     return rc;

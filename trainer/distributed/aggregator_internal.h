@@ -30,12 +30,14 @@
 #include "agg_clock.h"
 #include "agg_early.h"
 #include "agg_env.h"
+#include "agg_eval.h"
 #include "agg_lead.h"
 #include "agg_members.h"
 #include "agg_model.h"
 #include "agg_open.h"
 #include "agg_pull.h"
 #include "agg_tune.h"
+#include "agg_twin.h"
 #include "ctl.h"
 #include "job_topics.h"
 #include "pull_cache.h"
@@ -43,8 +45,9 @@
 
 /* The aggregator's state, by part. Each part has its own struct and header
  * (agg_members.h, agg_open.h, agg_early.h, agg_model.h, agg_tune.h,
- * agg_clock.h, agg_ckpt.h, agg_lead.h, agg_pull.h), and its functions take
- * that struct and, to report, an agg_env_t (agg_env.h); a function that
+ * agg_clock.h, agg_ckpt.h, agg_lead.h, agg_pull.h, agg_twin.h), and its
+ * functions take that struct and, to report, an agg_env_t (agg_env.h); one
+ * that keeps no state takes only what it reads (agg_eval.h); a function that
  * orchestrates several parts (the step loop, agg_apply_step, take_gradient)
  * takes agg_t. */
 
@@ -70,7 +73,6 @@ typedef struct agg {
     int stopped;            /* *crash: ended as a killed process, publishing nothing */
     volatile sig_atomic_t *stop;  /* the caller's (fsgd_role_env_t): a following aggregator finishes */
     volatile sig_atomic_t *crash; /* the caller's (tests): stop as a killed process would */
-    int twin;               /* refused: this place's aggregator is running (agg_shard_twin.c); nothing published */
     fsgd_bus_t *bus;        /* the bus the clients come from (shard 0 assembles the model on it) */
     fsgd_auth_t *auth;      /* the bus's: the job's key and name (fsgd_bus_set_auth) */
     fsgd_csr_t test;
@@ -86,6 +88,7 @@ typedef struct agg {
     agg_clock_t clock;
     agg_ckpt_state_t ckpt;
     agg_pull_t pull;
+    agg_twin_t twin;
 
     /* what the aggregator says, and to whom: agg_env(a) is the view of
      * these (and of s) that the parts take */
@@ -132,11 +135,6 @@ int agg_row_replayed(agg_t *a, int32_t partition, int64_t offset, char *err, siz
 /* agg_scan.c: the data topic's rows, the model topic's last word */
 int agg_scan_data(agg_t *a);
 int agg_check_model_topic(agg_t *a);
-
-/* agg_shard_twin.c: a second aggregator for a running one's place is refused
- * (FSGD_E_ARG, a->twin); the running one answers its probe on NAME.ctl */
-int agg_twin_check(agg_t *a);
-void agg_twin_answer(agg_t *a, const char *json, size_t len);
 
 /* agg_checkpoint.c */
 int agg_ckpt_write(agg_t *a);
@@ -208,9 +206,6 @@ int agg_follow_resumed(agg_t *a);
 void agg_set_quota(fsgd_wire_state_t *st, uint64_t B);
 void agg_begin_step(agg_t *a);
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx);
-
-/* agg_eval.c: the model's metrics on the job's test rows (zeroed without them). */
-int agg_evaluate(agg_t *a, fsgd_metrics_t *out);
 
 /* agg_shard.c: a sharded aggregator (job key shards). setup: the shard's
  * identity and what a sharded job refuses; dims: after the scan, mdim
