@@ -219,14 +219,7 @@ double fsgd_reducer_sum(const fsgd_reducer_t *r, uint32_t key)
         return 0.0;
     if (r->dense)
         return r->acc[key];
-    size_t lo = 0, hi = r->n; /* the first index with keys[i] >= key */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->keys[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = fsgd_keys_lower_bound(r->keys, r->n, key);
     return lo < r->n && r->keys[lo] == key ? r->sums[lo] : 0.0;
 }
 

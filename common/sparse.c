@@ -43,3 +43,16 @@ int fsgd_sparse_copy(fsgd_sparse_t *dst, const fsgd_sparse_t *src)
     dst->n = src->n;
     return FSGD_E_OK;
 }
+
+size_t fsgd_keys_lower_bound(const uint32_t *keys, size_t n, uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}

@@ -110,19 +110,6 @@ static void worker_step(worker_t *w)
     w->wire_bytes += len;
 }
 
-static size_t lower_bound(const uint32_t *keys, size_t n, uint64_t key)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Sums every thread's decoded gradient over [key_lo, key_hi) (a W-way merge of
  * sorted lists), takes the mean over the step's rows, adds λθ and applies the
  * Adam update of step t on those keys. */
@@ -136,8 +123,8 @@ static void worker_update(worker_t *w)
     w->upd.n = 0;
     for (int j = 0; j < W; j++) {
         const fsgd_sparse_t *d = &t->workers[j].decoded;
-        pos[j] = lower_bound(d->keys, d->n, w->key_lo);
-        end[j] = lower_bound(d->keys, d->n, w->key_hi);
+        pos[j] = fsgd_keys_lower_bound(d->keys, d->n, w->key_lo);
+        end[j] = fsgd_keys_lower_bound(d->keys, d->n, w->key_hi);
         total += end[j] - pos[j];
     }
     if (fsgd_sparse_reserve(&w->upd, total) < 0) {

@@ -107,14 +107,7 @@ int fsgd_train_evaluate(const fsgd_model_t *model, const fsgd_csr_t *rows, fsgd_
 /* The index of key in keys[0, n) (increasing), or n when absent. */
 static size_t find_key(const uint32_t *keys, size_t n, uint32_t key)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = fsgd_keys_lower_bound(keys, n, key);
     return lo < n && keys[lo] == key ? lo : n;
 }
 

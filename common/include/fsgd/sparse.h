@@ -24,4 +24,8 @@ void fsgd_sparse_free(fsgd_sparse_t *s);
 /* Copies src into dst (growing dst). Returns 0 or FSGD_E_NOMEM. */
 int fsgd_sparse_copy(fsgd_sparse_t *dst, const fsgd_sparse_t *src);
 
+/* The first index i of keys[0, n) (increasing) with keys[i] >= key; n when
+ * none (binary search). */
+size_t fsgd_keys_lower_bound(const uint32_t *keys, size_t n, uint64_t key);
+
 #endif
