@@ -53,7 +53,8 @@ static int hold_keep(void *ctx, int32_t partition, int64_t offset, const void *v
         c->cap[p] = nc;
     }
     /* the scan decided (or, its summary used, there are none) */
-    int rp = agg_row_replayed(c->a, partition, offset, err, errsz);
+    const agg_env_t env = agg_env(c->a);
+    int rp = agg_row_replayed(&c->a->data, c->a->topic.data, &env, partition, offset, err, errsz);
     if (rp < 0)
         return rp;
     if (rp)
@@ -97,10 +98,10 @@ static int cut_holdout(agg_t *a, uint64_t H)
                  : fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the held-out rows");
     for (uint32_t p = 0; !rc && p < P; p++) {
         uint64_t s0 = a->st.start[p], end = a->st.end[p];
-        uint64_t rows_p = a->rows_at[p][end - s0];
+        uint64_t rows_p = a->data.rows_at[p][end - s0];
         uint64_t share = (uint64_t)ceil((double)H * (double)rows_p / (double)total);
         uint64_t o = end;
-        while (o > s0 && rows_p - a->rows_at[p][o - s0] < share)
+        while (o > s0 && rows_p - a->data.rows_at[p][o - s0] < share)
             o--;
         if (o == s0 && o < end)
             o++; /* a partition keeps a training row */
@@ -109,7 +110,7 @@ static int cut_holdout(agg_t *a, uint64_t H)
         parts[nr] = (int32_t)p;
         starts[nr] = (int64_t)o;
         ends[nr++] = (int64_t)end;
-        held += rows_p - a->rows_at[p][o - s0];
+        held += rows_p - a->data.rows_at[p][o - s0];
         a->st.end[p] = o;
     }
     if (!rc && nr)
@@ -146,7 +147,7 @@ static void warn_big_blocks(agg_t *a, uint64_t B)
     uint64_t msgs = 0, rows = 0;
     for (uint32_t p = 0; p < a->st.nparts; p++) {
         msgs += a->st.end[p] - a->st.start[p];
-        rows += a->rows_at[p][a->st.end[p] - a->st.start[p]];
+        rows += a->data.rows_at[p][a->st.end[p] - a->st.start[p]];
     }
     double per_msg = msgs ? (double)rows / (double)msgs : 0, share = (double)B / (a->st.nparts ? a->st.nparts : 1);
     if (per_msg > 1.5 * share && per_msg > 1.5)

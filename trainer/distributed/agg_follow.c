@@ -110,7 +110,7 @@ typedef struct load_ctx {
 
 static void mark_upto(load_ctx_t *c, int64_t offset)
 {
-    uint64_t *ra = c->a->rows_at[c->p];
+    uint64_t *ra = c->a->data.rows_at[c->p];
     for (; c->next < offset; c->next++) {
         uint64_t i = (uint64_t)(c->next - (int64_t)c->fp->start) + 1;
         c->fp->row_of[i] = ra[i] = c->fp->rows.n_rows;
@@ -130,7 +130,8 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
                             (long long)c->next, (unsigned long long)c->fp->end);
     mark_upto(c, offset);
     size_t first = rows->n_rows, nnz0 = rows->nnz;
-    int rp = agg_row_replayed(a, partition, offset, err, errsz);
+    const agg_env_t env = agg_env(a);
+    int rp = agg_row_replayed(&a->data, a->topic.data, &env, partition, offset, err, errsz);
     if (rp < 0)
         return rp;
     long n = rp ? 0 : fsgd_rowfmt_parse_msg(&a->fmt, val, len, src, rows, NULL, err, errsz);
@@ -156,20 +157,20 @@ static int load_msg(void *ctx, int32_t partition, int64_t offset, const void *va
                                 "when it starts: give --dim, or use a hashed --format; --resume --skip-bad goes on "
                                 "past it)",
                                 src, rows->col[i] + 1, (unsigned long long)a->dim);
-        if (fabs((double)rows->val[i]) > a->xmax)
-            a->xmax = fabs((double)rows->val[i]);
+        if (fabs((double)rows->val[i]) > a->data.xmax)
+            a->data.xmax = fabs((double)rows->val[i]);
     }
     for (size_t r = first; r < rows->n_rows; r++)
-        if (fabs(rows->label[r]) > a->ymax)
-            a->ymax = fabs(rows->label[r]);
-    fsgd_label_set_add(&a->labels, rows->label + first, rows->n_rows - first);
+        if (fabs(rows->label[r]) > a->data.ymax)
+            a->data.ymax = fabs(rows->label[r]);
+    fsgd_label_set_add(&a->data.labels, rows->label + first, rows->n_rows - first);
     char why[300];
-    int rc = fsgd_loss_check_labels(a->job->train->model, &a->labels, why, sizeof why);
+    int rc = fsgd_loss_check_labels(a->job->train->model, &a->data.labels, why, sizeof why);
     if (rc < 0)
         return fsgd_err_fmt(err, errsz, rc, "%s: %s", src, why);
     c->next = offset + 1;
     uint64_t i = (uint64_t)(offset - (int64_t)c->fp->start) + 1;
-    c->fp->row_of[i] = a->rows_at[c->p][i] = rows->n_rows;
+    c->fp->row_of[i] = a->data.rows_at[c->p][i] = rows->n_rows;
     return 0;
 }
 
@@ -182,10 +183,10 @@ static int load_window(agg_t *a, uint32_t p, uint64_t s, uint64_t e)
     free(fp->row_of);
     fp->loaded = 0;
     fp->row_of = calloc(e - s + 1, sizeof *fp->row_of);
-    uint64_t *ra = realloc(a->rows_at[p], (e - s + 1) * sizeof *ra);
+    uint64_t *ra = realloc(a->data.rows_at[p], (e - s + 1) * sizeof *ra);
     if (!fp->row_of || !ra)
         return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "follow: out of memory for partition %u", p);
-    a->rows_at[p] = ra;
+    a->data.rows_at[p] = ra;
     ra[0] = 0;
     fp->start = s;
     fp->end = e;
@@ -229,7 +230,7 @@ static int refill(agg_t *a, int idle)
         FSGD_TRY(load_window(a, p, end, e));
         a->st.start[p] = a->st.pos[p] = a->open.newpos[p] = end;
         a->st.end[p] = e;
-        a->s->dataset_rows += a->rows_at[p][e - end];
+        a->s->dataset_rows += a->data.rows_at[p][e - end];
         moved++;
     }
     return moved;

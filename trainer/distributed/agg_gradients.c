@@ -61,8 +61,8 @@ static int consumer_error(agg_t *a, const fsgd_bus_msg_t *m)
 static double value_bound(const agg_t *a, uint64_t rows)
 {
     /* a weighted row's label is ±weight (fsgd/rowlabel.h): its gradient scales by it */
-    double l = a->job->train->model == FSGD_LOSS_SQUARED ? 1 + a->ymax : a->ymax > 1 ? a->ymax : 1;
-    return (double)rows * a->xmax * l * FSGD_AGG_GRAD_SLACK;
+    double l = a->job->train->model == FSGD_LOSS_SQUARED ? 1 + a->data.ymax : a->data.ymax > 1 ? a->data.ymax : 1;
+    return (double)rows * a->data.xmax * l * FSGD_AGG_GRAD_SLACK;
 }
 
 /* Takes one message from NAME.grads, or drops it with a reason. The order of
@@ -225,7 +225,7 @@ static int ranges_fit(agg_t *a, const fsgd_wire_grad_t *g, uint64_t *rows)
         if (a->open.claimed[rg->part] || rg->start != a->st.pos[rg->part] || rg->end > a->st.end[rg->part])
             return 0;
         uint64_t s0 = a->st.start[rg->part];
-        *rows += a->rows_at[rg->part][rg->end - s0] - a->rows_at[rg->part][rg->start - s0];
+        *rows += a->data.rows_at[rg->part][rg->end - s0] - a->data.rows_at[rg->part][rg->start - s0];
         for (uint32_t j = 0; j < i; j++)
             if (g->ranges[j].part == rg->part)
                 return 0;
@@ -281,7 +281,7 @@ static int take_gradient(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, 
             if (rc == FSGD_E_RANGE)
                 agg_reject(a, FSGD_AGG_REJ_FORGED,
                            "sender %u step %llu: %s for %llu rows (rows x max|x| %g x %g, FSGD_AGG_GRAD_SLACK)",
-                           f->sender, (unsigned long long)f->step, e, (unsigned long long)g.rows, a->xmax,
+                           f->sender, (unsigned long long)f->step, e, (unsigned long long)g.rows, a->data.xmax,
                            FSGD_AGG_GRAD_SLACK);
             else
                 agg_reject(a, FSGD_AGG_REJ_CORRUPT, "sender %u step %llu: gradient: %s", f->sender,

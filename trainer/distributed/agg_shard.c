@@ -94,14 +94,21 @@ int fsgd_agg_shards_check(const fsgd_dist_job_t *job, char *err, size_t errsz)
     return 0;
 }
 
-void agg_shard_dims(agg_t *a)
+int agg_shard_dims(agg_t *a, uint64_t dim)
 {
+    a->dim = dim;
+    a->mdim = a->dim + (a->job->train->bias ? 1 : 0);
     a->gweights = a->mdim;
     if (a->shards > 1)
         a->mdim = fsgd_shard_dim(a->gweights, a->shard, a->shards);
     a->s->shard = a->shard;
     a->s->shards = a->shards;
     a->s->weights_held = a->mdim;
+    if (a->job->dist->max_model_weights && a->mdim > a->job->dist->max_model_weights)
+        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, FSGD_EMBEDDED_MODEL_LIMIT_MSG, (unsigned long long)a->mdim,
+                            a->mdim * 4.0 / 1048576.0, (unsigned long long)a->job->dist->max_model_weights);
+    a->s->dim = a->dim;
+    return 0;
 }
 
 int agg_lead_open(agg_t *a, fsgd_bus_t *bus)
@@ -340,7 +347,7 @@ int agg_lead_check_alive(agg_t *a, double step_timeout)
             if (at == to || a->open.claimed[p] || to < at)
                 continue;
             uint64_t s0 = a->st.start[p];
-            a->open.rows_step += a->rows_at[p][to - s0] - a->rows_at[p][at - s0];
+            a->open.rows_step += a->data.rows_at[p][to - s0] - a->data.rows_at[p][at - s0];
             a->open.claimed[p] = 1;
             a->open.newpos[p] = to;
             a->s->parts_missing++;

@@ -28,9 +28,7 @@ static void agg_free(agg_t *a)
     fsgd_bus_client_destroy(a->grads_c);
     fsgd_bus_client_destroy(a->scan_c);
     fsgd_bus_client_destroy(a->prod); /* drops what is not delivered */
-    for (uint32_t p = 0; a->rows_at && p < a->st.nparts; p++)
-        free(a->rows_at[p]);
-    free(a->rows_at);
+    agg_data_free(&a->data, a->st.nparts);
     fsgd_wire_state_free(&a->st);
     agg_model_free(&a->model);
     agg_pull_free(&a->pull);
@@ -42,7 +40,6 @@ static void agg_free(agg_t *a)
     agg_clock_free(&a->clock);
     fsgd_cj_free(&a->cj);
     fsgd_bus_client_destroy(a->ctl_c);
-    fsgd_replay_destroy(a->replay_rows);
     fsgd_replay_destroy(a->replay_grads);
     fsgd_replay_destroy(a->replay_ctl);
     agg_lead_free(a->lead);
@@ -62,12 +59,12 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
     char *err = a->err;
     size_t errsz = a->errsz;
     int rc = fsgd_rowfmt_init(&a->fmt, job->train->format, job->train->hash_bits, job->train->skip_bad, err, errsz);
-    a->labels.classes = fsgd_rowfmt_weighs(&a->fmt); /* labels of weighted rows are ±weight */
+    a->data.labels.classes = fsgd_rowfmt_weighs(&a->fmt); /* labels of weighted rows are ±weight */
     if (!rc && (!(a->prod = fsgd_bus_client_new(bus, FSGD_KCLIENT_PRODUCER, err, errsz)) ||
                 !(a->scan_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_READER, err, errsz)) ||
                 !(a->grads_c = fsgd_bus_client_new(bus, FSGD_KCLIENT_CONSUMER, err, errsz))))
         rc = FSGD_E_KAFKA;
-    if (!rc && (!(a->replay_rows = fsgd_replay_new()) || !(a->replay_grads = fsgd_replay_new()) ||
+    if (!rc && (!(a->data.replay_rows = fsgd_replay_new()) || !(a->replay_grads = fsgd_replay_new()) ||
                 !(a->replay_ctl = fsgd_replay_new())))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     /* The job's grads, model and ctl topics (fsgd produce or fsgd run made
@@ -84,8 +81,11 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
         fsgd_bus_tp_t l = {a->topic.ctl, 0, FSGD_BUS_OFFSET_BEGINNING};
         rc = fsgd_bus_assign(a->ctl_c, &l, 1, err, errsz);
     }
+    const agg_env_t env = agg_env(a);
+    const agg_scan_ctx_t sc = {.job = job, .fmt = &a->fmt, .scan_c = a->scan_c, .auth = a->auth,
+                               .data_topic = a->topic.data, .model_topic = a->topic.model};
     if (!rc)
-        rc = agg_check_model_topic(a);
+        rc = agg_check_model_topic(&sc, &env);
     a->bus = bus;
     if (!rc) {
         const agg_twin_ctx_t tc = {.bus = bus, .prod = a->prod, .scan_c = a->scan_c, .cj = &a->cj,
@@ -103,9 +103,12 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
         a->have_test = rc == 0 && a->shards == 1;
     }
     if (!rc)
-        rc = agg_await_producer(a);
+        rc = agg_await_producer(a->topic.data, &env);
+    uint64_t dim = 0;
     if (!rc)
-        rc = agg_scan_data(a);
+        rc = agg_scan_data(&a->data, &a->st, &sc, &env, &dim);
+    if (!rc)
+        rc = agg_shard_dims(a, dim);
     if (!rc && job->train->init[0])
         rc = agg_init_load(a);
     if (!rc)

@@ -28,6 +28,7 @@
 #include "fsgd/strategy.h"
 #include "agg_ckpt.h"
 #include "agg_clock.h"
+#include "agg_data.h"
 #include "agg_early.h"
 #include "agg_env.h"
 #include "agg_eval.h"
@@ -45,11 +46,11 @@
 
 /* The aggregator's state, by part. Each part has its own struct and header
  * (agg_members.h, agg_open.h, agg_early.h, agg_model.h, agg_tune.h,
- * agg_clock.h, agg_ckpt.h, agg_lead.h, agg_pull.h, agg_twin.h), and its
- * functions take that struct and, to report, an agg_env_t (agg_env.h); one
- * that keeps no state takes only what it reads (agg_eval.h); a function that
- * orchestrates several parts (the step loop, agg_apply_step, take_gradient)
- * takes agg_t. */
+ * agg_clock.h, agg_ckpt.h, agg_lead.h, agg_pull.h, agg_twin.h, agg_data.h), and
+ * its functions take that struct and, to report, an agg_env_t (agg_env.h);
+ * one that keeps no state takes only what it reads (agg_eval.h); a function
+ * that orchestrates several parts (the step loop, agg_apply_step,
+ * take_gradient) takes agg_t. */
 
 typedef struct agg {
     /* the job, its topics and data (agg_scan.c) */
@@ -58,14 +59,13 @@ typedef struct agg {
     fsgd_agg_stats_t *s;
     job_topics_t topic;
     fsgd_bus_client_t *prod, *grads_c, *scan_c, *ctl_c;
-    /* replayed copies (fsgd/replay.h): NAME.data's rows (every read of
-     * scan_c), NAME.grads and NAME.ctl */
-    fsgd_replay_t *replay_rows, *replay_grads, *replay_ctl;
+    /* replayed copies (fsgd/replay.h) of NAME.grads and NAME.ctl; of
+     * NAME.data's rows: data.replay_rows */
+    fsgd_replay_t *replay_grads, *replay_ctl;
     fsgd_ctl_json_t cj;
     uint32_t gen;
     uint64_t step; /* last applied step */
     fsgd_wire_state_t st;
-    uint64_t **rows_at; /* per partition: rows before offset (start + i) */
     uint64_t dim, mdim; /* features; weights this process holds (its shard's part) */
     uint64_t gweights;  /* the whole model's weights (= mdim unsharded) */
     uint32_t shard, shards; /* agg_shard.c: which keys this process owns */
@@ -77,8 +77,6 @@ typedef struct agg {
     fsgd_auth_t *auth;      /* the bus's: the job's key and name (fsgd_bus_set_auth) */
     fsgd_csr_t test;
     int have_test;
-    double xmax, ymax; /* largest |feature value| (intercept included) and |label| in NAME.data */
-    fsgd_label_set_t labels;
     struct agg_follow *follow; /* job key follow: continuous training (agg_follow.c); NULL otherwise */
 
     agg_members_t members;
@@ -89,6 +87,7 @@ typedef struct agg {
     agg_ckpt_state_t ckpt;
     agg_pull_t pull;
     agg_twin_t twin;
+    agg_data_t data; /* what the scan of NAME.data found (agg_scan.c) */
 
     /* what the aggregator says, and to whom: agg_env(a) is the view of
      * these (and of s) that the parts take */
@@ -126,15 +125,6 @@ void agg_reject_on(agg_t *a, const char *topic, int reason, const char *fmt, ...
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-/* agg_scan.c: 1 when the NAME.data row message a read_range callback of
- * scan_c has (partition, offset) is a replayed copy (fsgd/replay.h),
- * counted; the reader reads it as an empty message, as every worker does. 0
- * fresh, < 0 an error in err. */
-int agg_row_replayed(agg_t *a, int32_t partition, int64_t offset, char *err, size_t errsz);
-
-/* agg_scan.c: the data topic's rows, the model topic's last word */
-int agg_scan_data(agg_t *a);
-int agg_check_model_topic(agg_t *a);
 
 /* agg_checkpoint.c */
 int agg_ckpt_write(agg_t *a);
@@ -162,14 +152,6 @@ int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m);
 int agg_take_frame(agg_t *a, const void *payload, size_t len, int32_t partition, int64_t offset);
 /* Takes the held frames of the step just opened (agg_early_due), in arrival order. */
 int agg_take_held(agg_t *a);
-
-/* agg_scan.c: started by fsgd run while its producer still writes
- * NAME.data (environment FSGD_AGG_AWAIT_FD: a pipe from fsgd run), the
- * aggregator opens its clients and reads the test set meanwhile, then
- * waits here for the pipe's "1" (the data is written), saying every 10 s
- * what it waits for; the pipe closed without it is an error. Without the
- * variable it returns at once. */
-int agg_await_producer(agg_t *a);
 
 /* agg_auto.c: l2, lr and epochs auto (after agg_scan_data) */
 int agg_auto_setup(agg_t *a);
@@ -208,14 +190,15 @@ void agg_begin_step(agg_t *a);
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx);
 
 /* agg_shard.c: a sharded aggregator (job key shards). setup: the shard's
- * identity and what a sharded job refuses; dims: after the scan, mdim
- * becomes the shard's part. A following shard (shard > 0) reads shard 0's
+ * identity and what a sharded job refuses; dims: after the scan, the
+ * model's shape from the data's dimension, mdim the shard's part (refused
+ * past the job's max_model_weights). A following shard (shard > 0) reads shard 0's
  * step states (lead_open, lead_poll: takes the open step's held gradients
  * once its state is in); it takes a gradient only when its ranges are ones
  * the leader applied (agg_lead.h: lead_applied), and applies the step when
  * its ranges cover the leader's (lead_complete). */
 int agg_shard_setup(agg_t *a);
-void agg_shard_dims(agg_t *a);
+int agg_shard_dims(agg_t *a, uint64_t dim);
 int agg_lead_open(agg_t *a, fsgd_bus_t *bus);
 /* *open_decided: shard 0's decision for the open step just arrived (its
  * held gradients can be taken now). */
