@@ -91,7 +91,6 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
         const agg_twin_ctx_t tc = {.bus = bus, .prod = a->prod, .scan_c = a->scan_c, .cj = &a->cj,
                                    .ctl_topic = a->topic.ctl, .model_topic = a->topic.model, .job = job->dist->name,
                                    .shard = a->shard, .shards = a->shards, .gen = a->gen};
-        const agg_env_t env = agg_env(a);
         rc = agg_twin_check(&a->twin, &tc, &env);
     }
     if (!rc)
