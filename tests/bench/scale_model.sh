@@ -10,8 +10,11 @@
 #     Apache Kafka broker (tests/kafka/broker.sh, one node on loopback), the
 #     same generated rows as the benches (fsgd gen, 2^24 features, 40
 #     nonzeros, Zipf, seed 1; SCALE_ROWS rows, default 300000, and 30000 test);
+#     each role's CPU sampled from /proc while it runs (RUN_JSON.cpu), and
+#     build/bench/bench_bus_msg on the broker: a Kafka message's CPU;
 #  4. tests/bench/lib/scale_model_report.py: the model's bytes and seconds
-#     against every run's metrics (check lines, mode=full or working_set),
+#     against every run's metrics (check lines, mode=full or working_set;
+#     what=worker_cpu_s and shard_cpu_s: each role's CPU a step),
 #     then its predictions for 2 to 1,000 workers in both modes (predict
 #     lines).
 # The runs share this machine's cores with the broker and each other, so
@@ -24,12 +27,15 @@ ROWS=${SCALE_ROWS:-300000}
 WORKERS=${SCALE_WORKERS:-2 4 8}
 here=$(cd "$(dirname "$0")" && pwd)
 BROKER_SH=$here/../kafka/broker.sh
-for b in bench_scale_inputs bench_agg_capacity; do
+for b in bench_scale_inputs bench_agg_capacity bench_bus_msg; do
     [ -x "$BUILD/bench/$b" ] || { echo "bench scale_model error=\"$BUILD/bench/$b not built (make bench)\""; exit 1; }
 done
 tmp=$(mktemp -d)
 kdir=""
+run_pid="" sampler=""
 cleanup() {
+    [ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true
+    [ -z "$run_pid" ] || kill "$run_pid" 2>/dev/null || true
     [ -z "$kdir" ] || "$BROKER_SH" stop "$kdir" >/dev/null 2>&1 || true
     rm -rf "$tmp"
 }
@@ -40,11 +46,34 @@ echo "bench scale_model load=$(cut -d' ' -f1 /proc/loadavg) cores=$(nproc)"
 "$BUILD/bench/bench_scale_inputs" | tee "$tmp/inputs"
 "$BUILD/bench/bench_agg_capacity" | tee "$tmp/agg"
 jsons=()
+# cpu_sampler PID FILE: each child of PID (fsgd run's roles: shardI,
+# workerI) and its CPU seconds (utime + stime, every thread) until PID ends
+cpu_sampler() {
+    local run=$1 file=$2 child role t hz
+    hz=$(getconf CLK_TCK)
+    declare -A cpu
+    while kill -0 "$run" 2>/dev/null; do
+        for child in $(pgrep -P "$run" || true); do
+            role=$(tr '\0' ' ' 2>/dev/null <"/proc/$child/cmdline" || true)
+            case "$role" in
+            *" aggregator "*" --shard "*) role=shard$(sed 's/.* --shard \([0-9]*\)\/.*/\1/' <<<"$role") ;;
+            *" aggregator "*) role=shard0 ;;
+            *" worker "*" --id "*) role=worker$(sed 's/.* --id \([0-9]*\).*/\1/' <<<"$role") ;;
+            *) continue ;;
+            esac
+            t=$(awk '{print $14 + $15}' "/proc/$child/stat" 2>/dev/null || true)
+            [ -n "$t" ] && cpu[$role]=$t
+        done
+        for r in "${!cpu[@]}"; do echo "$r $(awk "BEGIN {print ${cpu[$r]} / $hz}")"; done >"$file.new" && mv "$file.new" "$file"
+        sleep 0.2
+    done
+}
 if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
     echo "bench scale_model: no java/mvn: no fsgd run to check the model against" >&2
 else
     kdir=$tmp/kafka
     brokers=$("$BROKER_SH" start "$kdir" 1 | sed -n 's/^brokers=//p')
+    FSGD_BROKERS=$brokers "$BUILD/bench/bench_bus_msg" | tee -a "$tmp/inputs"
     "$FSGD" gen --rows $((ROWS + ROWS / 10)) --dim '2^24' --nnz 40 --seed 1 --quiet --out "$tmp/all.svm"
     head -n "$ROWS" "$tmp/all.svm" >"$tmp/train.svm"
     tail -n $((ROWS / 10)) "$tmp/all.svm" >"$tmp/test.svm"
@@ -54,7 +83,15 @@ else
             load=$(cut -d' ' -f1 /proc/loadavg)
             "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers "$P" --brokers "$brokers" \
                 --replica "$mode" --name "scale$$_${mode}_$P" --metrics-json "$tmp/run$mode$P.json" --quiet \
-                >"$tmp/run$mode$P.log" 2>&1 || { cat "$tmp/run$mode$P.log" >&2; exit 1; }
+                >"$tmp/run$mode$P.log" 2>&1 &
+            run_pid=$!
+            cpu_sampler "$run_pid" "$tmp/run$mode$P.json.cpu" &
+            sampler=$!
+            rc=0
+            wait "$run_pid" || rc=$?
+            wait "$sampler" || true
+            run_pid="" sampler=""
+            [ "$rc" = 0 ] || { cat "$tmp/run$mode$P.log" >&2; exit 1; }
             echo "bench scale_model run mode=$mode workers=$P load=$load $(tail -1 "$tmp/run$mode$P.log" | cut -d'|' -f1-2)"
             jsons+=("$tmp/run$mode$P.json")
         done

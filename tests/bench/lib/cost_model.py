@@ -247,7 +247,11 @@ def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9, valu
       grad_row, encode_key, keyenc_key, apply_key, answer_key (a worker's and
       a shard's, bench_scale_inputs), add_key (a shard, a key of a worker's
       message), step_key, down_key (a shard, a key of the step's union:
-      bench_agg_capacity); parts: NAME.data's partitions (the step state);
+      bench_agg_capacity), and optionally msg, msg_byte (a Kafka message's
+      CPU, both ends together: msg + msg_byte a byte, bench_bus_msg; half is
+      charged to each end: a worker sends and receives 2 messages a shard a
+      step with full replicas, 4 with pulls; a shard 1 + P, or 1 + 3P);
+      parts: NAME.data's partitions (the step state);
     link_bps: a machine's link, bytes a second (10 Gb/s), workers' and
     brokers' alike, one broker a shard; value_bytes: a pulled value's (4,
     or 2 as halves with a lossy codec); epochs: a batch's key list comes
@@ -278,6 +282,11 @@ def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9, valu
     else:
         raise ValueError("mode must be full or working_set, not %r" % mode)
     shard /= S
+    # each end of a Kafka message: its client's CPU (librdkafka, the frame and its tag)
+    ends_w, ends_s = (2 * S, 1 + P) if mode == "full" else (4 * S, 1 + 3 * P)
+    msg, msg_byte = c.get("msg", 0.0), c.get("msg_byte", 0.0)
+    worker += 0.5 * (ends_w * msg + (up + down) * msg_byte)
+    shard += 0.5 * (ends_s * msg + P * (up + down) / S * msg_byte)
     link = (up + down) / link_bps
     broker = P * (up + down) / (S * link_bps)  # every worker's bytes cross the brokers, S of them
     period = max(worker, shard, link, broker)

@@ -4,15 +4,20 @@ this machine cannot hold.
 
     scale_model_report.py INPUTS AGG_CAPACITY [RUN_JSON ...]
 
-INPUTS: build/bench/bench_scale_inputs' lines (keys curve, per-key costs);
+INPUTS: build/bench/bench_scale_inputs' lines (keys curve, per-key costs),
+and build/bench/bench_bus_msg's (a Kafka message's CPU) when there;
 AGG_CAPACITY: build/bench/bench_agg_capacity's lines (a shard's per-key
 costs, codec none); RUN_JSON: `fsgd run --workers P --metrics-json` of the
-same generated data. Lines:
+same generated data, and beside it RUN_JSON.cpu when sampled (lines "ROLE
+CPU_SECONDS", ROLE shardI or workerI: each process's CPU, every thread,
+over the run). Lines:
   bench scale_model check workers=P batch=B what=W predicted=.. measured=.. error_pct=..
   bench scale_model predict mode=M workers=P batch=B shards=S rows_s=..
       over_train1=.. down_over_up=.. period_ms=.. bound=.. compute_share=..
-check: full replicas (what fsgd run does today), bytes a worker-step and
-seconds a step of each role as the run's metrics count them. predict: the
+check: bytes a worker-step and seconds a step of each role as the run's
+metrics count them (wall clock: the roles share this machine's cores), and
+with RUN_JSON.cpu each role's CPU a step against the model's seconds with
+its messages' CPU (the measure a core per role would see). predict: the
 fewest shards that keep every shard and broker within a worker's time
 (cost_model.ctr_shards_needed), each worker, shard and broker on a core and
 a 10 Gb/s link of its own; over_train1: the cluster's rows a second over
@@ -31,9 +36,22 @@ def fields(line):
     return dict(kv.split("=", 1) for kv in line.split()[2:] if "=" in kv)
 
 
+def fit_msg(points):
+    """msg, msg_byte (seconds) from (bytes, cpu_us_msg) points: least squares"""
+    n = len(points)
+    mx = sum(b for b, _ in points) / n
+    my = sum(c for _, c in points) / n
+    sxx = sum((b - mx) ** 2 for b, _ in points)
+    slope = sum((b - mx) * (c - my) for b, c in points) / sxx if sxx else 0.0
+    return dict(msg=(my - slope * mx) * 1e-6, msg_byte=slope * 1e-6)
+
+
 def read_inputs(path):
-    curve, costs = [], []
+    curve, costs, msgs = [], [], []
     for line in open(path):
+        if line.startswith("bench bus_msg ") and "cpu_us_msg=" in line:
+            f = fields(line)
+            msgs.append((float(f["bytes"]), float(f["cpu_us_msg"])))
         if not line.startswith("bench scale_inputs "):
             continue
         f = fields(line)
@@ -49,7 +67,10 @@ def read_inputs(path):
     med = lambda k: statistics.median(c[k] for c in costs)  # noqa: E731
     c = dict(grad_row=med("grad_ns_row"), encode_key=med("encode_ns_key"), keyenc_key=med("keyenc_ns_key"),
              apply_key=med("apply_ns_key"), answer_key=med("answer_ns_key"), train1_row=med("train1_ns_row"))
-    return curve, {k: v * 1e-9 for k, v in c.items()}
+    c = {k: v * 1e-9 for k, v in c.items()}
+    if msgs:
+        c.update(fit_msg(msgs))
+    return curve, c
 
 
 def read_agg(path, curve):
@@ -73,7 +94,15 @@ def read_agg(path, curve):
                 down_key=statistics.median(down) * 1e-9)
 
 
-def check(m, curve, c):
+def read_cpu(path):
+    """ROLE -> CPU seconds from RUN_JSON.cpu, or None"""
+    try:
+        return {r: float(s) for r, s in (l.split() for l in open(path) if l.strip())}
+    except OSError:
+        return None
+
+
+def check(m, curve, c, cpu=None):
     """the model against a run's metrics (full replicas or working-set pulls: a run whose shards
     answered pulls): bytes and seconds"""
     P = int(m["workers"]["live"])
@@ -98,6 +127,13 @@ def check(m, curve, c):
         rows += [("shard_step_s", p["k_union"] * c["step_key"], us["step"] / m["steps"])]
         if mode == "full":
             rows += [("shard_publish_s", p["k_union"] * c["down_key"], us["publish"] / m["steps"])]
+    if cpu:  # a role's CPU a step, every thread: what a core of its own would be busy with
+        workers = [v for r, v in cpu.items() if r.startswith("worker")]
+        shards = [v for r, v in cpu.items() if r.startswith("shard")]
+        if workers:
+            rows += [("worker_cpu_s", p["worker"], sum(workers) / len(workers) / m["steps"])]
+        if shards:
+            rows += [("shard_cpu_s", p["shard"], max(shards) / m["steps"])]
     for what, pred, meas in rows:
         err = 100.0 * (pred - meas) / meas if meas else float("nan")
         print("bench scale_model check mode=%s workers=%d batch=%.0f what=%s predicted=%.6g measured=%.6g "
@@ -125,7 +161,7 @@ def main(argv):
     print("bench scale_model costs " + " ".join("%s_ns=%.2f" % (k, v * 1e9) for k, v in sorted(c.items())))
     dim = 1 << 24
     for path in argv[3:]:
-        check(json.load(open(path)), curve, c)
+        check(json.load(open(path)), curve, c, read_cpu(path + ".cpu"))
     predict(curve, c, [2, 4, 8, 16, 64, 256, 1000], [256, 1024], dim)
 
 

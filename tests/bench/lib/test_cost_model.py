@@ -212,6 +212,15 @@ close("ws down, halves", cm.ctr_parts("working_set", 4, 2, 100, curve, c, parts=
       2 * 208 + 2 * 96 + 200)
 close("ws worker", ws["worker"], 100e-6 + 100 * 1e-8 + 100 * (2e-8 + 3e-8))
 close("ws shard", ws["shard"], (4 * 100 * 5e-8 + 400 * 6e-8 + 4 * 100 * 4e-8) / 2)
+# a Kafka message's CPU (msg a message + msg_byte a byte, both ends), half to each end:
+# a worker 4 S = 8 ends a step with pulls, 2 S = 4 with full replicas; a shard 1 + 3 P = 13, or 1 + P = 5
+cm_ = dict(c, msg=1e-4, msg_byte=1e-9)
+wsm = cm.ctr_parts("working_set", 4, 2, 100, curve, cm_, parts=4, link_bps=1e6)
+close("ws worker, messages", wsm["worker"], ws["worker"] + 0.5 * (8 * 1e-4 + (ws["up"] + ws["down"]) * 1e-9))
+close("ws shard, messages", wsm["shard"], ws["shard"] + 0.5 * (13 * 1e-4 + 4 * (ws["up"] + ws["down"]) / 2 * 1e-9))
+fullm = cm.ctr_parts("full", 4, 2, 100, curve, cm_, parts=4, link_bps=1e6)
+close("full worker, messages", fullm["worker"], full["worker"] + 0.5 * (4 * 1e-4 + (full["up"] + full["down"]) * 1e-9))
+close("full shard, messages", fullm["shard"], full["shard"] + 0.5 * (5 * 1e-4 + 4 * (full["up"] + full["down"]) / 2 * 1e-9))
 S, p4 = cm.ctr_shards_needed("working_set", 4, 100, curve, c, parts=4, link_bps=1e9)
 close("ws shards needed", float(S), 1.0)  # shard 6e-5 <= worker 1.05e-4 at S = 1
 try:
