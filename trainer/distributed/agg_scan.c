@@ -100,8 +100,13 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
 /* The producer's summary (data_summary.h) in place of the scan, when it
  * describes exactly what the topic holds now: 1 used, 0 not (scan), < 0
  * error. */
+/* What a summary counts of the rows: their number, largest column, nonzeros. */
+typedef struct summary_counts {
+    uint64_t rows, max_col, nnz;
+} summary_counts_t;
+
 static int from_summary(agg_data_t *d, fsgd_wire_state_t *st, const agg_scan_ctx_t *c, const agg_env_t *e, int P,
-                        uint64_t dim, uint64_t *total, uint64_t *max_col, uint64_t *nnz)
+                        uint64_t dim, summary_counts_t *out)
 {
     fsgd_data_summary_t *s = malloc(sizeof *s);
     if (!s)
@@ -133,9 +138,7 @@ static int from_summary(agg_data_t *d, fsgd_wire_state_t *st, const agg_scan_ctx
         }
     }
     if (rc == 1) {
-        *total = s->rows;
-        *max_col = s->max_col;
-        *nnz = s->nnz;
+        *out = (summary_counts_t){s->rows, s->max_col, s->nnz};
         d->labels = s->labels;
         d->labels.classes = fsgd_rowfmt_weighs(c->fmt); /* the summary's are classes already */
         d->xmax = s->xmax;
@@ -190,14 +193,15 @@ int agg_scan_data(agg_data_t *d, fsgd_wire_state_t *st, const agg_scan_ctx_t *c,
     scan_read_t r = {.d = d, .scan = c, .e = e, .st = st};
     /* a hashed format's 2^bits, else the job's (0: the data's) */
     FSGD_TRY(fsgd_rowfmt_dim(c->fmt, c->job->train->dim, &r.dim, e->err, e->errsz));
-    uint64_t total = 0, max_col = 0, nnz = 0;
-    int rc = from_summary(d, st, c, e, P, r.dim, &total, &max_col, &nnz);
+    summary_counts_t sum = {0};
+    int rc = from_summary(d, st, c, e, P, r.dim, &sum);
     if (rc < 0)
         return rc;
+    uint64_t total = sum.rows, max_col = 0;
     int to_read = P;
     if (rc == 1) {
-        r.max_col = max_col;
-        r.nnz = nnz;
+        r.max_col = sum.max_col;
+        r.nnz = sum.nnz;
         to_read = 0;
     }
     rc = 0;
