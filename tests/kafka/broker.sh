@@ -224,14 +224,10 @@ wait_up() { # DIR WANT
     die "$want node(s) not up after ${START_TIMEOUT} s (logs: $dir/node*/server.log)"
 }
 
-start() { # DIR N
-    local dir=$1 n=${2:-1} k
-    [ "$n" = 1 ] || [ "$n" = 3 ] || die "start: 1 or 3 nodes, not $n"
-    check >&2 || exit 1
-    ls "$LIB"/kafka_2.13-*.jar >/dev/null 2>&1 || die "no broker jars in $LIB: run tests/kafka/broker.sh install"
-    mkdir -p "$dir"
-    dir=$(cd "$dir" && pwd)
-    [ -f "$dir/ports" ] && die "$dir already holds a cluster (stop it, then remove the folder)"
+# One try at starting the cluster in DIR (empty) on new free ports: 0, or
+# non-zero when a node exited while starting or the cluster was not up.
+start_once() { # DIR N
+    local dir=$1 n=$2 k
     : >"$dir/ports"
     local scram=()
     if command -v openssl >/dev/null; then
@@ -251,8 +247,33 @@ start() { # DIR N
             { cat "$dir/node$k/format.log" >&2; die "formatting node $k failed"; }
     done
     for ((k = 1; k <= n; k++)); do start_node "$dir" "$k"; done
-    wait_up "$dir" "$n"
-    echo "brokers=$(brokers "$dir")"
+    (wait_up "$dir" "$n") # its die ends the subshell: the caller decides
+}
+
+start() { # DIR N
+    local dir=$1 n=${2:-1} attempt
+    [ "$n" = 1 ] || [ "$n" = 3 ] || die "start: 1 or 3 nodes, not $n"
+    check >&2 || exit 1
+    ls "$LIB"/kafka_2.13-*.jar >/dev/null 2>&1 || die "no broker jars in $LIB: run tests/kafka/broker.sh install"
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    [ -f "$dir/ports" ] && die "$dir already holds a cluster (stop it, then remove the folder)"
+    # free_port hands out ports the kernel also gives to outgoing connections:
+    # one may be taken between the pick and a node's bind (the node exits in
+    # Acceptor.openServerSocket). Then the whole cluster starts again on new ports.
+    for attempt in 1 2 3; do
+        if start_once "$dir" "$n"; then
+            echo "brokers=$(brokers "$dir")"
+            return 0
+        fi
+        stop "$dir"
+        grep -qs "openServerSocket\|Address already in use" "$dir"/node*/server.log ||
+            die "the cluster did not start (logs: $dir/node*/server.log)"
+        echo "broker.sh: a node's port was taken before it could bind it; starting again on new ports" \
+            "(attempt $((attempt + 1)) of 3)" >&2
+        rm -rf "${dir:?}"/*
+    done
+    die "the cluster did not start: a port was taken each of 3 times"
 }
 
 stop_node() { # DIR K
