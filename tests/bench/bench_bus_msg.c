@@ -82,8 +82,8 @@ int main(void)
     }
     if (!rc)
         rc = fsgd_bus_create_topic(prod, topic, 1, 1, NULL, 15000, err, sizeof err);
-    if (!rc)
-        rc = fsgd_bus_assign(cons, &(fsgd_bus_tp_t){topic, 0, FSGD_BUS_OFFSET_END}, 1, err, sizeof err);
+    if (!rc) /* a new topic: read from its first message (its end may come after the first send) */
+        rc = fsgd_bus_assign(cons, &(fsgd_bus_tp_t){topic, 0, FSGD_BUS_OFFSET_BEGINNING}, 1, err, sizeof err);
     /* a small gradient part, a step's pull, a large gradient */
     static const size_t sizes[] = {1024, 4096, 32768};
     uint8_t *body = calloc(1, 32768);
