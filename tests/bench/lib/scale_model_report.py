@@ -111,7 +111,8 @@ def check(m, curve, c, cpu=None):
     d = m["downlink"]
     values = d.get("values_bytes_per_worker_step", 0)
     mode = "working_set" if values > 0 else "full"
-    p = cm.ctr_parts(mode, P, S, B, curve, c, parts=int(m["partitions"]), dim=m["dim"])
+    # key caching: from a run's second epoch its pulls name their key lists
+    p = cm.ctr_parts(mode, P, S, B, curve, c, parts=int(m["partitions"]), dim=m["dim"], epochs=max(1, int(m["epochs"])))
     ps = m["per_step_seconds"]
     rows = [
         ("up_bytes", p["up"], d["up_bytes_per_worker_step"]),
