@@ -23,14 +23,21 @@ int agg_table_choose(const fsgd_dist_job_t *job, uint32_t shards, uint64_t mdim,
                      size_t whysz)
 {
     const fsgd_job_table_t want = job->dist->table;
-    const char *no = NULL;
-    if (shards < 2)
-        no = "one aggregator holds the whole model (its test scoring and final model read θ by key): give --shards 2 or more";
-    else if (fsgd_dist_replica(job->train, job->dist) != FSGD_REPLICA_WORKING_SET)
-        no = "full replicas take every step's values from θ by key: give --replica working_set";
+    const char *no = NULL, *fix = NULL;
+    if (shards < 2) {
+        no = "one aggregator holds the whole model (its test scoring and final model read θ by key)";
+        fix = "give --shards 2 or more";
+    } else if (fsgd_dist_replica(job->train, job->dist) != FSGD_REPLICA_WORKING_SET) {
+        no = "full replicas take every step's values from θ by key";
+        fix = "give --replica working_set";
+    }
+    if (no && want == FSGD_TABLE_SPARSE) {
+        snprintf(why, whysz, "table sparse: %s: %s", no, fix);
+        return FSGD_E_ARG;
+    }
     if (no) {
-        snprintf(why, whysz, "table sparse: %s", no);
-        return want == FSGD_TABLE_SPARSE ? FSGD_E_ARG : 0;
+        snprintf(why, whysz, "table dense: %s", no);
+        return 0;
     }
     if (want != FSGD_TABLE_AUTO) {
         snprintf(why, whysz, "table %s (job key)", want == FSGD_TABLE_SPARSE ? "sparse" : "dense");
