@@ -15,6 +15,8 @@
  *     up_codec_bytes=..
  *   bench scale_inputs kind=costs batch=B grad_ns_row=.. encode_ns_key=..
  *     keyenc_ns_key=.. apply_ns_key=.. answer_ns_key=.. train1_ns_row=..
+ *     batch_ns_row=..
+ *   bench scale_inputs kind=start read_ns_row=.. block_rows=..
  * keys: the distinct keys of N consecutive rows; key_bytes: that key list
  * as the wire's keys block (codec/include/fsgd/keys.h), exact;
  * up_codec_bytes: a gradient on them as codec none's message
@@ -26,7 +28,11 @@
  * a model delta a key (decode the keys, scatter the values); answer_ns_key
  * a shard answering a pull a key (decode the request's keys, gather the
  * values in their order: the working-set mode of issue 37); train1_ns_row
- * what fsgd train --threads 1 does a row (gradient + Adam on P·B-row steps). */
+ * what fsgd train --threads 1 does a row (gradient + Adam on P·B-row steps);
+ * batch_ns_row a step's rows copied from the worker's cache into its batch.
+ * kind=start, what a worker pays once a job, not a step: read_ns_row a row
+ * taken from NAME.data's row blocks (block_rows rows a block, as fsgd's
+ * producer cuts them) into its cache (CPU of the calling thread). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +45,7 @@
 #include "fsgd/gen.h"
 #include "fsgd/keys.h"
 #include "fsgd/keysort.h"
+#include "fsgd/rowblock.h"
 #include "fsgd/strategy.h"
 
 #include "bench_ctr_rows.h"
@@ -129,7 +136,7 @@ static int costs_line(const fsgd_csr_t *d, scratch_t *s, size_t B, fsgd_sworker_
     size_t steps = d->n_rows / B;
     if (steps > 400)
         steps = 400;
-    double t_grad = 0, t_enc = 0, t_keyenc = 0, t_apply = 0, t_answer = 0, t_train = 0, keys = 0;
+    double t_batch = 0, t_grad = 0, t_enc = 0, t_keyenc = 0, t_apply = 0, t_answer = 0, t_train = 0, keys = 0;
     if (fsgd_adam_init_counted(&one, DIM, &ap) < 0)
         goto out;
     fsgd_adam_map_pages(&one);
@@ -137,11 +144,13 @@ static int costs_line(const fsgd_csr_t *d, scratch_t *s, size_t B, fsgd_sworker_
         !(be_one = fsgd_backend_new("cpu", DIM, one.theta, err, sizeof err)))
         goto out;
     for (size_t st = 0; st < steps; st++) {
+        double tb = now_s();
         fsgd_csr_clear(&batch);
         if (fsgd_csr_append_rows(&batch, d, st * B, B) < 0)
             goto out;
         fsgd_grad_request_t req = {.batch = &batch, .batch_id = -1, .loss = FSGD_LOSS_LOGISTIC, .scale = 1.0};
         double ls = 0, t0 = now_s();
+        t_batch += t0 - tb;
         if (fsgd_backend_gradient(be, &req, &g, &ls, err, sizeof err) < 0)
             goto out;
         double t1 = now_s();
@@ -179,9 +188,9 @@ static int costs_line(const fsgd_csr_t *d, scratch_t *s, size_t B, fsgd_sworker_
     }
     double rows = (double)steps * (double)B;
     printf("bench scale_inputs kind=costs batch=%zu steps=%zu grad_ns_row=%.1f encode_ns_key=%.2f "
-           "keyenc_ns_key=%.2f apply_ns_key=%.2f answer_ns_key=%.2f train1_ns_row=%.1f\n",
+           "keyenc_ns_key=%.2f apply_ns_key=%.2f answer_ns_key=%.2f train1_ns_row=%.1f batch_ns_row=%.1f\n",
            B, steps, 1e9 * t_grad / rows, 1e9 * t_enc / keys, 1e9 * t_keyenc / keys, 1e9 * t_apply / keys,
-           1e9 * t_answer / keys, 1e9 * t_train / rows);
+           1e9 * t_answer / keys, 1e9 * t_train / rows, 1e9 * t_batch / rows);
     fflush(stdout);
     rc = 0;
 out:
@@ -192,6 +201,49 @@ out:
     fsgd_adam_free(&one);
     fsgd_csr_free(&batch);
     fsgd_sparse_free(&g);
+    return rc;
+}
+
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* kind=start: NAME.data's rows read from their blocks into a cache. */
+static int start_line(const fsgd_csr_t *d)
+{
+    const size_t block_rows = 256;
+    char err[256] = "";
+    int rc = -1;
+    fsgd_csr_t cache = {0};
+    uint8_t *block = NULL;
+    size_t cap = 0;
+    for (size_t r = 0; r < d->n_rows; r += block_rows) {
+        size_t n = d->n_rows - r < block_rows ? d->n_rows - r : block_rows;
+        size_t need = fsgd_rowblock_bound(d, r, n);
+        if (need > cap && (free(block), block = malloc(cap = need)) == NULL)
+            goto out;
+    }
+    double t_read = 0;
+    for (size_t r = 0; r < d->n_rows; r += block_rows) {
+        size_t n = d->n_rows - r < block_rows ? d->n_rows - r : block_rows;
+        size_t len = fsgd_rowblock_encode(d, r, n, 0, block);
+        double t1 = thread_cpu_s();
+        if (fsgd_rowblock_decode(block, len, 0, "bench", &cache, err, sizeof err) < 0)
+            goto out;
+        t_read += thread_cpu_s() - t1;
+    }
+    printf("bench scale_inputs kind=start read_ns_row=%.1f block_rows=%zu\n", 1e9 * t_read / (double)d->n_rows,
+           block_rows);
+    fflush(stdout);
+    rc = 0;
+out:
+    if (rc)
+        printf("bench scale_inputs error=\"%s\"\n", err[0] ? err : "out of memory");
+    free(block);
+    fsgd_csr_free(&cache);
     return rc;
 }
 
@@ -227,6 +279,8 @@ int main(void)
     static const size_t batches[] = {128, 256, 512, 1024};
     for (size_t b = 0; !rc && b < sizeof batches / sizeof *batches; b++)
         rc = costs_line(&data, &s, batches[b], enc) < 0;
+    if (!rc)
+        rc = start_line(&data) < 0;
     fsgd_sworker_destroy(enc);
     free(s.stamp), free(s.keys), free(s.dec), free(s.vals), free(s.replica), free(s.block), free(s.msg);
     fsgd_csr_free(&data);

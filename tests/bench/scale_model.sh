@@ -10,11 +10,13 @@
 #     Apache Kafka broker (tests/kafka/broker.sh, one node on loopback), the
 #     same generated rows as the benches (fsgd gen, 2^24 features, 40
 #     nonzeros, Zipf, seed 1; SCALE_ROWS rows, default 300000, and 30000 test);
-#     each role's CPU sampled from /proc while it runs (RUN_JSON.cpu), and
+#     each role's CPU sampled from /proc while it runs (lib/role_sampler.py:
+#     RUN_JSON.roles), and
 #     build/bench/bench_bus_msg on the broker: a Kafka message's CPU;
 #  4. tests/bench/lib/scale_model_report.py: the model's bytes and seconds
 #     against every run's metrics (check lines, mode=full or working_set;
-#     what=worker_cpu_s and shard_cpu_s: each role's CPU a step),
+#     what=worker_cpu_s and shard_cpu_s: each role's CPU a step in the run's
+#     steady steps; worker_cpu_run_s, shard_cpu_run_s: over the whole run),
 #     then its predictions for 2 to 1,000 workers in both modes (predict
 #     lines).
 # The runs share this machine's cores with the broker and each other, so
@@ -46,28 +48,6 @@ echo "bench scale_model load=$(cut -d' ' -f1 /proc/loadavg) cores=$(nproc)"
 "$BUILD/bench/bench_scale_inputs" | tee "$tmp/inputs"
 "$BUILD/bench/bench_agg_capacity" | tee "$tmp/agg"
 jsons=()
-# cpu_sampler PID FILE: each child of PID (fsgd run's roles: shardI,
-# workerI) and its CPU seconds (utime + stime, every thread) until PID ends
-cpu_sampler() {
-    local run=$1 file=$2 child role t hz
-    hz=$(getconf CLK_TCK)
-    declare -A cpu
-    while kill -0 "$run" 2>/dev/null; do
-        for child in $(pgrep -P "$run" || true); do
-            role=$(tr '\0' ' ' 2>/dev/null <"/proc/$child/cmdline" || true)
-            case "$role" in
-            *" aggregator "*" --shard "*) role=shard$(sed 's/.* --shard \([0-9]*\)\/.*/\1/' <<<"$role") ;;
-            *" aggregator "*) role=shard0 ;;
-            *" worker "*" --id "*) role=worker$(sed 's/.* --id \([0-9]*\).*/\1/' <<<"$role") ;;
-            *) continue ;;
-            esac
-            t=$(awk '{print $14 + $15}' "/proc/$child/stat" 2>/dev/null || true)
-            [ -n "$t" ] && cpu[$role]=$t
-        done
-        for r in "${!cpu[@]}"; do echo "$r $(awk "BEGIN {print ${cpu[$r]} / $hz}")"; done >"$file.new" && mv "$file.new" "$file"
-        sleep 0.2
-    done
-}
 if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
     echo "bench scale_model: no java/mvn: no fsgd run to check the model against" >&2
 else
@@ -85,7 +65,7 @@ else
                 --replica "$mode" --name "scale$$_${mode}_$P" --metrics-json "$tmp/run$mode$P.json" --quiet \
                 >"$tmp/run$mode$P.log" 2>&1 &
             run_pid=$!
-            cpu_sampler "$run_pid" "$tmp/run$mode$P.json.cpu" &
+            python3 "$here/lib/role_sampler.py" "$run_pid" "$tmp/run$mode$P.json.roles" &
             sampler=$!
             rc=0
             wait "$run_pid" || rc=$?

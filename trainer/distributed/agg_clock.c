@@ -61,6 +61,7 @@ void agg_clock_track_loss(agg_clock_t *c, fsgd_agg_stats_t *s, double loss, uint
     if (c->t_step1 == 0) {
         c->t_step1 = tnow;
         s->step1_at = tnow - c->t0;
+        s->step1_clock = tnow;
     }
     if (rows == 0)
         return;

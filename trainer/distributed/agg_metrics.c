@@ -193,8 +193,9 @@ int fsgd_agg_write_metrics(const fsgd_dist_job_t *job, const fsgd_agg_stats_t *s
     fprintf(f, "  \"data_scan\": \"%s\",\n", s->data_from_summary ? "summary" : "topic");
     fprintf(f, "  \"checkpoints\": {\"written\": %llu, \"seconds\": %.3f},\n", (unsigned long long)s->checkpoints,
             s->checkpoint_s);
-    fprintf(f, "  \"step1_at_seconds\": %.3f,\n  \"loss_window_steps\": %d,\n  \"loss_moving_average\": %.6f,\n",
-            s->step1_at, FSGD_AGG_LOSS_WINDOW, finite_or(s->loss_ma));
+    fprintf(f, "  \"step1_at_seconds\": %.3f,\n  \"step1_clock_seconds\": %.6f,\n", s->step1_at, s->step1_clock);
+    fprintf(f, "  \"loss_window_steps\": %d,\n  \"loss_moving_average\": %.6f,\n", FSGD_AGG_LOSS_WINDOW,
+            finite_or(s->loss_ma));
     fprintf(f, "  \"target_loss\": %.6f,\n  \"time_to_target_loss_s\": %.3f,\n  \"target_loss_step\": %llu,\n",
             job->dist->target_loss, s->time_to_target, (unsigned long long)s->target_step);
     metrics_times(f, s, steps);

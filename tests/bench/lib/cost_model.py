@@ -250,20 +250,24 @@ def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9, valu
       bench_agg_capacity), and optionally msg, msg_byte (a Kafka message's
       CPU, both ends together: msg + msg_byte a byte, bench_bus_msg; half is
       charged to each end: a worker sends and receives 2 messages a shard a
-      step with full replicas, 4 with pulls; a shard 1 + P, or 1 + 3P);
+      step with full replicas, 4 with pulls; a shard 1 + P, or 1 + 3P),
+      batch_row (a worker's step copies its rows from its cache) and
+      read_row (a row read from NAME.data's row blocks into that cache,
+      once a job: a step's share is 1 / epochs), both optional;
       parts: NAME.data's partitions (the step state);
     link_bps: a machine's link, bytes a second (10 Gb/s), workers' and
     brokers' alike, one broker a shard; value_bytes: a pulled value's (4,
     or 2 as halves with a lossy codec); epochs: a batch's key list comes
     round each epoch, so after the first its pull names the list (key
-    caching; bytes are the mean over the job). Returns seconds of each stage, the
+    caching; bytes are the mean over the job; a fraction counts the last
+    epoch's part). Returns seconds of each stage, the
     period (their max), bytes a worker-step and rows a second."""
     k_own = curve_at(curve, B, "keys", dim)
     k_union = curve_at(curve, P * B, "keys", dim)
     ranges = math.ceil(parts / P)
     up = S * (FRAME_BYTES + GRAD_HEADER_BYTES + RANGE_BYTES * ranges) + curve_at(curve, B, "up_codec_bytes")
     state = STATE_BYTES + STATE_PART_BYTES * parts
-    worker = B * c["grad_row"] + k_own * c["encode_key"]
+    worker = B * (c["grad_row"] + c.get("batch_row", 0.0) + c.get("read_row", 0.0) / epochs) + k_own * c["encode_key"]
     shard = P * k_own * c["add_key"] + k_union * c["step_key"]
     if mode == "full":
         down = S * (FRAME_BYTES + state + VALUE_HEADER_BYTES) + curve_at(curve, P * B, "key_bytes") + 4 * k_union

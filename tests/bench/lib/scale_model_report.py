@@ -8,16 +8,20 @@ INPUTS: build/bench/bench_scale_inputs' lines (keys curve, per-key costs),
 and build/bench/bench_bus_msg's (a Kafka message's CPU) when there;
 AGG_CAPACITY: build/bench/bench_agg_capacity's lines (a shard's per-key
 costs, codec none); RUN_JSON: `fsgd run --workers P --metrics-json` of the
-same generated data, and beside it RUN_JSON.cpu when sampled (lines "ROLE
-CPU_SECONDS", ROLE shardI or workerI: each process's CPU, every thread,
-over the run). Lines:
+same generated data, and beside it RUN_JSON.roles when sampled
+(role_sampler.py: each role's CPU, every thread, sampled while it ran).
+Lines:
   bench scale_model check workers=P batch=B what=W predicted=.. measured=.. error_pct=..
   bench scale_model predict mode=M workers=P batch=B shards=S rows_s=..
       over_train1=.. down_over_up=.. period_ms=.. bound=.. compute_share=..
 check: bytes a worker-step and seconds a step of each role as the run's
 metrics count them (wall clock: the roles share this machine's cores), and
-with RUN_JSON.cpu each role's CPU a step against the model's seconds with
-its messages' CPU (the measure a core per role would see). predict: the
+with RUN_JSON.roles each role's CPU a step against the model's seconds
+with its messages' CPU (what a core per role would be busy with):
+worker_cpu_s and shard_cpu_s over the steady steps (from 20% to 90% of the
+run's steps, lined up by the trace's clock), worker_cpu_run_s and
+shard_cpu_run_s over the whole run (start and end included: the model's
+step has neither, so those say what they add). predict: the
 fewest shards that keep every shard and broker within a worker's time
 (cost_model.ctr_shards_needed), each worker, shard and broker on a core and
 a 10 Gb/s link of its own; over_train1: the cluster's rows a second over
@@ -47,7 +51,7 @@ def fit_msg(points):
 
 
 def read_inputs(path):
-    curve, costs, msgs = [], [], []
+    curve, costs, msgs, start = [], [], [], []
     for line in open(path):
         if line.startswith("bench bus_msg ") and "cpu_us_msg=" in line:
             f = fields(line)
@@ -61,12 +65,18 @@ def read_inputs(path):
             curve.append({k: float(f[k]) for k in ("rows", "keys", "key_bytes", "up_codec_bytes")})
         elif f.get("kind") == "costs":
             costs.append({k: float(v) for k, v in f.items() if k != "kind"})
+        elif f.get("kind") == "start":
+            start.append({k: float(v) for k, v in f.items() if k != "kind"})
     if len(curve) < 2 or not costs:
         sys.exit("scale_model: %s holds no keys curve or no costs" % path)
     curve.sort(key=lambda c: c["rows"])
     med = lambda k: statistics.median(c[k] for c in costs)  # noqa: E731
     c = dict(grad_row=med("grad_ns_row"), encode_key=med("encode_ns_key"), keyenc_key=med("keyenc_ns_key"),
              apply_key=med("apply_ns_key"), answer_key=med("answer_ns_key"), train1_row=med("train1_ns_row"))
+    if all("batch_ns_row" in x for x in costs):
+        c["batch_row"] = med("batch_ns_row")
+    if start:
+        c["read_row"] = statistics.median(x["read_ns_row"] for x in start)
     c = {k: v * 1e-9 for k, v in c.items()}
     if msgs:
         c.update(fit_msg(msgs))
@@ -94,15 +104,48 @@ def read_agg(path, curve):
                 down_key=statistics.median(down) * 1e-9)
 
 
-def read_cpu(path):
-    """ROLE -> CPU seconds from RUN_JSON.cpu, or None"""
+def read_roles(path):
+    """role_sampler.py's JSON, or None when the run was not sampled"""
     try:
-        return {r: float(s) for r, s in (l.split() for l in open(path) if l.strip())}
+        return json.load(open(path))
     except OSError:
         return None
 
 
-def check(m, curve, c, cpu=None):
+def at(points, x):
+    """y at x, linear between the points [(x, y), ...] (sorted by x) around it"""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+    return points[-1][1]
+
+
+def steady_cpu(m, roles, first=0.2, last=0.9):
+    """ROLE -> CPU seconds a step over steps [first, last] of the run's: the
+    trace gives when those steps were applied (step1_clock_seconds + its
+    seconds), the samples each role's CPU then. {} when the run or the
+    sampling is too short to hold such a window."""
+    tr, t1 = m.get("trace") or {}, m.get("step1_clock_seconds")
+    steps, secs = tr.get("step") or [], tr.get("seconds_from_step1") or []
+    samples = roles.get("samples") or []
+    if not t1 or len(steps) < 4 or len(samples) < 4:
+        return {}
+    when = [(float(st), t1 + sec) for st, sec in zip(steps, secs)]
+    s_a, s_b = first * steps[-1], last * steps[-1]
+    t_a, t_b = at(when, s_a), at(when, s_b)
+    if not samples[0][0] <= t_a < t_b <= samples[-1][0]:
+        return {}
+    out = {}
+    for role in sorted({r for _, cpu in samples for r in cpu}):
+        pts = [(t, cpu[role]) for t, cpu in samples if role in cpu]
+        if len(pts) >= 2 and pts[0][0] <= t_a:
+            out[role] = (at(pts, t_b) - at(pts, t_a)) / (s_b - s_a)
+    return out
+
+
+def check(m, curve, c, roles=None):
     """the model against a run's metrics (full replicas or working-set pulls: a run whose shards
     answered pulls): bytes and seconds"""
     P = int(m["workers"]["live"])
@@ -112,7 +155,9 @@ def check(m, curve, c, cpu=None):
     values = d.get("values_bytes_per_worker_step", 0)
     mode = "working_set" if values > 0 else "full"
     # key caching: from a run's second epoch its pulls name their key lists
-    p = cm.ctr_parts(mode, P, S, B, curve, c, parts=int(m["partitions"]), dim=m["dim"], epochs=max(1, int(m["epochs"])))
+    # epochs_run: the epochs' steps as run (a job stopped early ends inside one)
+    epochs = max(1.0, float(m.get("epochs_run", m["epochs"])))
+    p = cm.ctr_parts(mode, P, S, B, curve, c, parts=int(m["partitions"]), dim=m["dim"], epochs=epochs)
     ps = m["per_step_seconds"]
     rows = [
         ("up_bytes", p["up"], d["up_bytes_per_worker_step"]),
@@ -128,13 +173,15 @@ def check(m, curve, c, cpu=None):
         rows += [("shard_step_s", p["k_union"] * c["step_key"], us["step"] / m["steps"])]
         if mode == "full":
             rows += [("shard_publish_s", p["k_union"] * c["down_key"], us["publish"] / m["steps"])]
-    if cpu:  # a role's CPU a step, every thread: what a core of its own would be busy with
-        workers = [v for r, v in cpu.items() if r.startswith("worker")]
-        shards = [v for r, v in cpu.items() if r.startswith("shard")]
-        if workers:
-            rows += [("worker_cpu_s", p["worker"], sum(workers) / len(workers) / m["steps"])]
-        if shards:
-            rows += [("shard_cpu_s", p["shard"], max(shards) / m["steps"])]
+    if roles:  # a role's CPU a step, every thread: what a core of its own would be busy with
+        steady = steady_cpu(m, roles)
+        for name, per_step in (("", steady), ("_run", {r: v / m["steps"] for r, v in roles["cpu"].items()})):
+            workers = [v for r, v in per_step.items() if r.startswith("worker")]
+            shards = [v for r, v in per_step.items() if r.startswith("shard")]
+            if workers:
+                rows += [("worker_cpu%s_s" % name, p["worker"], sum(workers) / len(workers))]
+            if shards:
+                rows += [("shard_cpu%s_s" % name, p["shard"], max(shards))]
     for what, pred, meas in rows:
         err = 100.0 * (pred - meas) / meas if meas else float("nan")
         print("bench scale_model check mode=%s workers=%d batch=%.0f what=%s predicted=%.6g measured=%.6g "
@@ -162,7 +209,7 @@ def main(argv):
     print("bench scale_model costs " + " ".join("%s_ns=%.2f" % (k, v * 1e9) for k, v in sorted(c.items())))
     dim = 1 << 24
     for path in argv[3:]:
-        check(json.load(open(path)), curve, c, read_cpu(path + ".cpu"))
+        check(json.load(open(path)), curve, c, read_roles(path + ".roles"))
     predict(curve, c, [2, 4, 8, 16, 64, 256, 1000], [256, 1024], dim)
 
 

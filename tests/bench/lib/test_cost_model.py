@@ -221,6 +221,9 @@ close("ws shard, messages", wsm["shard"], ws["shard"] + 0.5 * (13 * 1e-4 + 4 * (
 fullm = cm.ctr_parts("full", 4, 2, 100, curve, cm_, parts=4, link_bps=1e6)
 close("full worker, messages", fullm["worker"], full["worker"] + 0.5 * (4 * 1e-4 + (full["up"] + full["down"]) * 1e-9))
 close("full shard, messages", fullm["shard"], full["shard"] + 0.5 * (5 * 1e-4 + 4 * (full["up"] + full["down"]) / 2 * 1e-9))
+# a step's rows copied into its batch (2e-7 a row) and read from NAME.data once a job (3e-7 a row, 2 epochs)
+close("ws worker, rows", cm.ctr_parts("working_set", 4, 2, 100, curve, dict(c, batch_row=2e-7, read_row=3e-7), parts=4,
+                                      epochs=2)["worker"], ws["worker"] + 100 * (2e-7 + 3e-7 / 2))
 S, p4 = cm.ctr_shards_needed("working_set", 4, 100, curve, c, parts=4, link_bps=1e9)
 close("ws shards needed", float(S), 1.0)  # shard 6e-5 <= worker 1.05e-4 at S = 1
 try:

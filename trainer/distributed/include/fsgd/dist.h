@@ -347,8 +347,10 @@ typedef struct fsgd_agg_stats {
      * loss_ma is the row-weighted mean training loss of the last
      * FSGD_AGG_LOSS_WINDOW applied steps; time_to_target is seconds from step
      * 1 until loss_ma first was <= job->dist->target_loss (-1: not reached or off),
-     * target_step the step at which it was. */
-    double step1_at, loss_ma, time_to_target;
+     * target_step the step at which it was; step1_clock the CLOCK_MONOTONIC
+     * seconds (one origin for every process of the machine) at step 1, which
+     * lines the trace up with what another process sampled meanwhile. */
+    double step1_at, step1_clock, loss_ma, time_to_target;
     uint64_t target_step;
     /* Start-up: seconds waited for a settled consumer-group assignment
      * (every data partition with rows owned by exactly one of at least
