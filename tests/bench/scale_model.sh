@@ -19,6 +19,8 @@
 #     steady steps; worker_cpu_run_s, shard_cpu_run_s: over the whole run),
 #     then its predictions for 2 to 1,000 workers in both modes (predict
 #     lines).
+# SCALE_KEEP=DIR keeps the inputs and every run's metrics there (the report
+# can then be run again on them).
 # The runs share this machine's cores with the broker and each other, so
 # their seconds are not a core each as the model's are: the check lines say
 # by how much they differ.
@@ -78,3 +80,7 @@ else
     done
 fi
 python3 "$here/lib/scale_model_report.py" "$tmp/inputs" "$tmp/agg" ${jsons[@]+"${jsons[@]}"}
+if [ -n "${SCALE_KEEP:-}" ]; then
+    mkdir -p "$SCALE_KEEP"
+    cp "$tmp/inputs" "$tmp/agg" "$tmp"/run*.json* "$SCALE_KEEP"/ 2>/dev/null || true
+fi

@@ -69,28 +69,6 @@ SET=(--data "$tmp/train.svm" --dim "$DIM" --batch "$BATCH" --epochs "$EPOCHS"
     --lr "$LR" --codec "$CODEC" --workers "$WORKERS" --brokers "$FSGD_BROKERS")
 [ "$TEST" = 0 ] || SET+=(--test "$tmp/test.svm")
 
-# peak_sampler PID FILE: VmHWM of each child of PID (fsgd run's roles, named
-# from their command line: shardI, workerI) until PID ends, into FILE
-peak_sampler() {
-    local run=$1 file=$2 child role kb
-    declare -A peak
-    while kill -0 "$run" 2>/dev/null; do
-        for child in $(pgrep -P "$run" || true); do
-            role=$(tr '\0' ' ' 2>/dev/null <"/proc/$child/cmdline" || true)
-            case "$role" in
-            *" aggregator "*" --shard "*) role=shard$(sed 's/.* --shard \([0-9]*\)\/.*/\1/' <<<"$role") ;;
-            *" aggregator "*) role=shard0 ;;
-            *" worker "*" --id "*) role=worker$(sed 's/.* --id \([0-9]*\).*/\1/' <<<"$role") ;;
-            *) continue ;;
-            esac
-            kb=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$child/status" 2>/dev/null || true)
-            [ -n "$kb" ] && [ "$kb" -gt "${peak[$role]:-0}" ] && peak[$role]=$kb
-        done
-        for r in "${!peak[@]}"; do echo "$r ${peak[$r]}"; done >"$file.new" && mv "$file.new" "$file"
-        sleep 0.5
-    done
-}
-
 runs=()
 for R in $REPLICAS; do
 for T in $TABLES; do
@@ -102,8 +80,8 @@ for S in $SHARDS; do
     "$FSGD" run "${SET[@]}" --shards "$S" --replica "$R" --table "$T" --name "$name" --metrics-json "$tmp/run$tag.json" \
         >"$tmp/run$tag.log" 2>&1 &
     run_pid=$!
-    : >"$tmp/peak$tag"
-    peak_sampler "$run_pid" "$tmp/peak$tag" &
+    # each role's peak memory (VmHWM), sampled from /proc until the run ends
+    /usr/bin/python3 "$here/../bench/lib/role_sampler.py" "$run_pid" "$tmp/peak$tag" --every 0.5 &
     sampler=$!
     rc=0
     wait "$run_pid" || rc=$?
@@ -138,7 +116,7 @@ for tag in tags:
     S, R, T = int(tag.split("-")[0]), tag.split("-")[1], tag.split("-")[2]
     base = os.path.join(tmp, "run%s.json" % tag)
     m = [json.load(open(base if i == 0 else "%s.shard%d" % (base, i))) for i in range(S)]
-    peak = {r: int(kb) for r, kb in (l.split() for l in open(os.path.join(tmp, "peak%s" % tag)) if l.strip())}
+    peak = json.load(open(os.path.join(tmp, "peak%s" % tag)))["peak_kb"]
     tables = "/".join("%s:%d" % (x["shard"].get("table", "dense"), x["shard"].get("table_keys", x["shard"]["weights_held"]))
                       for x in m)
     if R == "full" or S not in peaks:

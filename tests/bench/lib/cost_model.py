@@ -250,7 +250,9 @@ def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9, valu
       bench_agg_capacity), and optionally msg, msg_byte (a Kafka message's
       CPU, both ends together: msg + msg_byte a byte, bench_bus_msg; half is
       charged to each end: a worker sends and receives 2 messages a shard a
-      step with full replicas, 4 with pulls; a shard 1 + P, or 1 + 3P),
+      step with full replicas, 4 with pulls; a shard 1 + P, or 1 + 3P;
+      every message priced as one alone (bench_bus_msg's bursts show what
+      fetches that bring several would save: not counted),
       batch_row (a worker's step copies its rows from its cache) and
       read_row (a row read from NAME.data's row blocks into that cache,
       once a job: a step's share is 1 / epochs), both optional;
@@ -298,13 +300,14 @@ def ctr_parts(mode, P, S, B, curve, c, parts=12, dim=None, link_bps=1.25e9, valu
                 k_own=k_own, k_union=k_union, rows_s=P * B / period, compute_share=B * c["grad_row"] / period)
 
 
-def ctr_shards_needed(mode, P, B, curve, c, s_max=4096, **kw):
-    """the fewest shards S (powers of 2) with which no shard or broker is
-    slower than a worker: (S, parts) or (None, parts at s_max)"""
+def ctr_shards_needed(mode, P, B, curve, c, s_max=4096, slack=1.05, **kw):
+    """the shards S (powers of 2 up to s_max) for the fastest step: the
+    fewest whose period is within slack x the best one's (past it, more
+    shards only add to every worker's messages). (S, parts)"""
+    runs = []
     S = 1
     while S <= s_max:
-        p = ctr_parts(mode, P, S, B, curve, c, **kw)
-        if max(p["shard"], p["broker"]) <= p["worker"]:
-            return S, p
+        runs.append((S, ctr_parts(mode, P, S, B, curve, c, **kw)))
         S *= 2
-    return None, ctr_parts(mode, P, s_max, B, curve, c, **kw)
+    best = min(p["period"] for _, p in runs)
+    return next((S, p) for S, p in runs if p["period"] <= slack * best)

@@ -21,8 +21,8 @@ with its messages' CPU (what a core per role would be busy with):
 worker_cpu_s and shard_cpu_s over the steady steps (from 20% to 90% of the
 run's steps, lined up by the trace's clock), worker_cpu_run_s and
 shard_cpu_run_s over the whole run (start and end included: the model's
-step has neither, so those say what they add). predict: the
-fewest shards that keep every shard and broker within a worker's time
+step has neither, so those say what they add). predict: the shards that
+give the fastest step, the fewest within 5% of it
 (cost_model.ctr_shards_needed), each worker, shard and broker on a core and
 a 10 Gb/s link of its own; over_train1: the cluster's rows a second over
 fsgd train's on one core (train1_ns_row).
@@ -51,11 +51,14 @@ def fit_msg(points):
 
 
 def read_inputs(path):
-    curve, costs, msgs, start = [], [], [], []
+    curve, costs, msgs, bursts, start = [], [], [], [], []
     for line in open(path):
         if line.startswith("bench bus_msg ") and "cpu_us_msg=" in line:
             f = fields(line)
-            msgs.append((float(f["bytes"]), float(f["cpu_us_msg"])))
+            if "burst" in f:
+                bursts.append((int(f["burst"]), float(f["bytes"]), float(f["cpu_us_msg"])))
+            else:
+                msgs.append((float(f["bytes"]), float(f["cpu_us_msg"])))
         if not line.startswith("bench scale_inputs "):
             continue
         f = fields(line)
@@ -80,6 +83,8 @@ def read_inputs(path):
     c = {k: v * 1e-9 for k, v in c.items()}
     if msgs:
         c.update(fit_msg(msgs))
+        # reported, not in the model: a message in a burst, less its bytes'
+        c["msg_burst"] = {k: us * 1e-6 - b * c["msg_byte"] for k, b, us in bursts}
     return curve, c
 
 
@@ -206,7 +211,9 @@ def main(argv):
         sys.exit(__doc__)
     curve, c = read_inputs(argv[1])
     c.update(read_agg(argv[2], curve))
-    print("bench scale_model costs " + " ".join("%s_ns=%.2f" % (k, v * 1e9) for k, v in sorted(c.items())))
+    print("bench scale_model costs " + " ".join("%s_ns=%.2f" % (k, v * 1e9) for k, v in sorted(c.items())
+                                                 if not isinstance(v, dict))
+          + "".join(" msg_burst%d_ns=%.2f" % (k, v * 1e9) for k, v in sorted(c.get("msg_burst", {}).items())))
     dim = 1 << 24
     for path in argv[3:]:
         check(json.load(open(path)), curve, c, read_roles(path + ".roles"))

@@ -225,7 +225,10 @@ close("full shard, messages", fullm["shard"], full["shard"] + 0.5 * (5 * 1e-4 + 
 close("ws worker, rows", cm.ctr_parts("working_set", 4, 2, 100, curve, dict(c, batch_row=2e-7, read_row=3e-7), parts=4,
                                       epochs=2)["worker"], ws["worker"] + 100 * (2e-7 + 3e-7 / 2))
 S, p4 = cm.ctr_shards_needed("working_set", 4, 100, curve, c, parts=4, link_bps=1e9)
-close("ws shards needed", float(S), 1.0)  # shard 6e-5 <= worker 1.05e-4 at S = 1
+close("ws shards needed", float(S), 1.0)  # shard 6e-5 <= worker 1.05e-4 at S = 1: the period is the worker's
+# with messages a worker pays each shard's: more shards cut a shard's time, add 4 S message ends to a worker's
+S, p4 = cm.ctr_shards_needed("working_set", 4, 100, curve, dict(c, msg=1e-5, step_key=1e-6), parts=4, link_bps=1e9)
+close("ws shards, messages", float(S), 4.0)
 try:
     cm.ctr_parts("replica", 4, 2, 100, curve, c)
     failures.append("an unknown mode was not refused")
