@@ -10,8 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "aggregator_internal.h"
+#include "agg_ckpt.h"
 #include "fsgd/ckpt_set.h"
+#include "fsgd/crc32c.h"
+#include "fsgd/error.h"
+#include "fsgd/le.h"
+#include "fsgd/loss.h"
+#include "fsgd/outfile.h"
 #include "fsgd/shard.h"
 
 /* --- checkpoints --- */
@@ -97,20 +102,20 @@ static void sink_buf(ckpt_sink_t *k, fsgd_wire_buf_t *part, int rc)
     part->n = 0;
 }
 
-/* The checkpoint bytes of a's state (seconds: training time so far) into
- * the sink, its CRC32C last. */
-static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
+/* The checkpoint bytes of ctx's state (seconds: training time so far; env->s:
+ * the run's counters and epochs) into the sink, its CRC32C last. */
+static int ckpt_encode_to(const agg_ckpt_ctx_t *ctx, const agg_env_t *env, double seconds, ckpt_sink_t *k)
 {
-    int counted = a->model.adam.keys != NULL;
+    int counted = ctx->model->adam.keys != NULL;
     /* the aggregator writes the current versions; a re-encode of a read file
      * (fsgd_agg_ckpt_check) writes its version back */
-    uint32_t version = a->job ? (counted ? CKPT_VERSION_COUNTS : CKPT_VERSION) : a->ckpt.version;
-    const fsgd_sparse_table_t *table = a->model.table;
-    if (!a->job && version >= CKPT_VERSION_SPARSE)
+    uint32_t version = ctx->job ? (counted ? CKPT_VERSION_COUNTS : CKPT_VERSION) : ctx->ckpt->version;
+    const fsgd_sparse_table_t *table = ctx->model->table;
+    if (!ctx->job && version >= CKPT_VERSION_SPARSE)
         version -= CKPT_SPARSE_SHIFT;
-    if (a->job && a->follow)
+    if (ctx->job && *ctx->follow)
         version += CKPT_FOLLOW_SHIFT;
-    if (a->job)
+    if (ctx->job)
         version += CKPT_IDENT_SHIFT;
     const uint32_t ident = version >= CKPT_VERSION_IDENT;
     if (ident)
@@ -122,36 +127,38 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
         return FSGD_E_STATE; /* a sparse table is a shard's, never a follow job's (agg_table_choose) */
     int rc = fsgd_wire_put(b, CKPT_MAGIC, 8) |
              fsgd_wire_u32(b, version + (ident ? CKPT_IDENT_SHIFT : 0) + (table ? CKPT_SPARSE_SHIFT : 0)) |
-             fsgd_wire_u32(b, a->gen) | fsgd_wire_u64(b, a->step) | fsgd_wire_u64(b, a->s->dataset_rows) |
-             fsgd_wire_u64(b, a->mdim);
+             fsgd_wire_u32(b, *ctx->gen) | fsgd_wire_u64(b, *ctx->step) | fsgd_wire_u64(b, env->s->dataset_rows) |
+             fsgd_wire_u64(b, ctx->mdim);
     if (ident) {
-        const char *job = a->job ? a->job->dist->name : a->ckpt.job;
+        const char *job = ctx->job ? ctx->job->dist->name : ctx->ckpt->job;
         size_t jn = strlen(job) > CKPT_JOB_MAX ? CKPT_JOB_MAX : strlen(job);
         uint8_t n8 = (uint8_t)jn;
-        rc |= fsgd_wire_u32(b, a->job ? a->shard : a->ckpt.shard) | fsgd_wire_u32(b, a->job ? a->shards : a->ckpt.shards) |
-              fsgd_wire_put(b, &n8, 1) | fsgd_wire_put(b, job, jn);
+        rc |= fsgd_wire_u32(b, ctx->job ? ctx->shard : ctx->ckpt->shard) |
+              fsgd_wire_u32(b, ctx->job ? ctx->shards : ctx->ckpt->shards) | fsgd_wire_put(b, &n8, 1) |
+              fsgd_wire_put(b, job, jn);
     }
-    rc |= fsgd_wire_state_put(b, &a->st) |
-             fsgd_wire_u64(b, a->model.adam.t) | fsgd_wire_u64(b, a->open.rows_epoch) |
-             fsgd_wire_f64(b, a->open.loss_epoch) |
-             fsgd_wire_u64(b, a->s->rows_total) | fsgd_wire_f64(b, seconds) | fsgd_wire_u32(b, (uint32_t)a->s->n_epochs);
-    for (int i = 0; i < a->s->n_epochs; i++) {
-        const fsgd_agg_epoch_t *e = &a->s->epochs[i];
+    rc |= fsgd_wire_state_put(b, ctx->st) |
+             fsgd_wire_u64(b, ctx->model->adam.t) | fsgd_wire_u64(b, ctx->open->rows_epoch) |
+             fsgd_wire_f64(b, ctx->open->loss_epoch) |
+             fsgd_wire_u64(b, env->s->rows_total) | fsgd_wire_f64(b, seconds) |
+             fsgd_wire_u32(b, (uint32_t)env->s->n_epochs);
+    for (int i = 0; i < env->s->n_epochs; i++) {
+        const fsgd_agg_epoch_t *e = &env->s->epochs[i];
         rc |= fsgd_wire_u32(b, (uint32_t)e->epoch) | fsgd_wire_f64(b, e->seconds) | fsgd_wire_f64(b, e->train_loss) |
               fsgd_wire_u64(b, e->rows) | fsgd_wire_u64(b, e->test.n) | fsgd_wire_f64(b, e->test.auc) |
               fsgd_wire_f64(b, e->test.logloss) | fsgd_wire_f64(b, e->test.loss) | fsgd_wire_f64(b, e->test.accuracy);
     }
     /* a sparse table: its keys, then its arrays as long as they are */
-    const uint64_t held = table ? fsgd_sparse_table_size(table) : a->mdim;
+    const uint64_t held = table ? fsgd_sparse_table_size(table) : ctx->mdim;
     if (table)
         rc |= fsgd_wire_u64(b, held);
     sink_buf(k, b, rc);
     if (table)
         sink_put(k, fsgd_sparse_table_keys(table), held * 4);
-    sink_put(k, a->model.adam.theta, held * 4);
+    sink_put(k, ctx->model->adam.theta, held * 4);
     if (!counted) {
-        sink_put(k, a->model.adam.m, held * 4);
-        sink_put(k, a->model.adam.v, held * 4);
+        sink_put(k, ctx->model->adam.m, held * 4);
+        sink_put(k, ctx->model->adam.v, held * 4);
     }
     /* the per-key state, little-endian, a block at a time */
     enum { BLOCK = 16384 };
@@ -160,7 +167,7 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
         for (uint64_t i = 0; i < held; i += BLOCK) {
             uint64_t n = held - i < BLOCK ? held - i : BLOCK;
             for (uint64_t j = 0; j < n; j++) {
-                const fsgd_adam_key_t *key = &a->model.adam.keys[i + j];
+                const fsgd_adam_key_t *key = &ctx->model->adam.keys[i + j];
                 if (arr == 2)
                     fsgd_le_put16(blk + 2 * j, (uint16_t)key->count);
                 else
@@ -170,10 +177,10 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
         }
     rc = 0;
     if (version >= CKPT_VERSION)
-        rc |= fsgd_wire_u32(b, a->job ? (uint32_t)a->job->train->model : a->ckpt.model) |
-              fsgd_wire_u32(b, a->job ? (a->job->train->bias ? 1u : 0u) : a->ckpt.bias);
+        rc |= fsgd_wire_u32(b, ctx->job ? (uint32_t)ctx->job->train->model : ctx->ckpt->model) |
+              fsgd_wire_u32(b, ctx->job ? (ctx->job->train->bias ? 1u : 0u) : ctx->ckpt->bias);
     if (follow_v && !rc)
-        rc = agg_follow_ckpt_put(a, b);
+        rc = agg_ckpt_follow_put(*ctx->follow, b);
     sink_buf(k, b, rc);
     if (k->b && !k->rc) /* a buffer's CRC is over all of it */
         k->crc = fsgd_crc32c(0, k->b->p, k->b->n);
@@ -189,11 +196,11 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
     return k->rc;
 }
 
-/* The checkpoint bytes of a's state into *b (fsgd_agg_ckpt_check's re-encode). */
-static int ckpt_encode(agg_t *a, double seconds, fsgd_wire_buf_t *b)
+/* The checkpoint bytes of ctx's state into *b (fsgd_agg_ckpt_check's re-encode). */
+static int ckpt_encode(const agg_ckpt_ctx_t *ctx, const agg_env_t *env, double seconds, fsgd_wire_buf_t *b)
 {
     ckpt_sink_t k = {.b = b, .fd = -1};
-    return ckpt_encode_to(a, seconds, &k) ? FSGD_E_NOMEM : 0;
+    return ckpt_encode_to(ctx, env, seconds, &k) ? FSGD_E_NOMEM : 0;
 }
 
 /* A checkpoint is 16 or more bytes a weight, written and synced: tens of
@@ -220,17 +227,17 @@ int agg_ckpt_due(const agg_ckpt_state_t *c, double t0, uint64_t mdim, uint32_t s
     return fsgd_agg_ckpt_due(agg_now() - t0, 16.0 * (double)mdim / FSGD_AGG_CKPT_EST_BYTES_S);
 }
 
-void agg_ckpt_path(const agg_t *a, char *out, size_t cap)
+void agg_ckpt_path(const fsgd_dist_job_t *job, uint32_t shard, char *out, size_t cap)
 {
-    fsgd_ckpt_set_path(a->job->dist->checkpoint, a->shard, 0, out, cap);
+    fsgd_ckpt_set_path(job->dist->checkpoint, shard, 0, out, cap);
 }
 
-int agg_ckpt_write(agg_t *a)
+int agg_ckpt_write(const agg_ckpt_ctx_t *ctx, const agg_env_t *env)
 {
     char path[FSGD_JOB_PATH_MAX + 16], prev[FSGD_JOB_PATH_MAX + 24];
-    if (!a->job->dist->checkpoint[0])
+    if (!ctx->job->dist->checkpoint[0])
         return 0;
-    agg_ckpt_path(a, path, sizeof path);
+    agg_ckpt_path(ctx->job, ctx->shard, path, sizeof path);
     /* a shard keeps the one before as PATH.prev (another shard may not have
      * written this step's), retired only once the new one is durable */
     snprintf(prev, sizeof prev, "%s.prev", path);
@@ -243,21 +250,22 @@ int agg_ckpt_write(agg_t *a)
     int rc = fsgd_outfile_open(&o, path, e, sizeof e);
     if (rc == 0) {
         ckpt_sink_t k = {.fd = o.fd, .err = e, .errsz = sizeof e};
-        rc = ckpt_encode_to(a, a->clock.seconds_before + agg_now() - a->clock.t0, &k);
+        rc = ckpt_encode_to(ctx, env, ctx->clock->seconds_before + agg_now() - ctx->clock->t0, &k);
         if (rc == FSGD_E_NOMEM)
             snprintf(e, sizeof e, "out of memory");
         if (rc == 0)
-            rc = a->shards > 1 ? fsgd_outfile_commit_keep(&o, prev, e, sizeof e) : fsgd_outfile_commit(&o, e, sizeof e);
+            rc = ctx->shards > 1 ? fsgd_outfile_commit_keep(&o, prev, e, sizeof e)
+                                 : fsgd_outfile_commit(&o, e, sizeof e);
         else
             fsgd_outfile_abort(&o);
     }
     if (rc < 0)
-        return fsgd_err_fmt(a->err, a->errsz, rc, "checkpoint: %s", e);
-    a->ckpt.n++;
-    a->ckpt.at = agg_now();
-    a->ckpt.cost = a->ckpt.at - t0;
-    a->s->checkpoints = a->ckpt.n;
-    a->s->checkpoint_s += a->ckpt.cost;
+        return fsgd_err_fmt(env->err, env->errsz, rc, "checkpoint: %s", e);
+    ctx->ckpt->n++;
+    ctx->ckpt->at = agg_now();
+    ctx->ckpt->cost = ctx->ckpt->at - t0;
+    env->s->checkpoints = ctx->ckpt->n;
+    env->s->checkpoint_s += ctx->ckpt->cost;
     return 0;
 }
 
@@ -301,12 +309,12 @@ static int ckpt_truncated(const ckpt_in_t *c)
 
 /* The magic, the version and what it encodes (follow, per-key counts), the
  * crc, the header's counts; c->len then excludes the crc. */
-static int ckpt_read_header(agg_t *a, ckpt_in_t *c)
+static int ckpt_read_header(const agg_ckpt_ctx_t *ctx, const agg_env_t *env, ckpt_in_t *c)
 {
     const uint8_t *p = c->p;
     const char *path = c->path;
     if (p && c->len >= 8 && !memcmp(p, "FSGC", 4) && fsgd_le_get32(p + 4) == 1)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_VERSION,
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_VERSION,
                             "checkpoint '%s' is in the version 1 format (magic FSGC) of an older fsgd; this one reads "
                             "version %d (magic %s): finish that job with the fsgd that wrote it, or remove the file "
                             "to start over (fsgd run --fresh)",
@@ -314,29 +322,29 @@ static int ckpt_read_header(agg_t *a, ckpt_in_t *c)
     c->file_version = p && c->len >= 12 ? fsgd_le_get32(p + 8) : 0;
     if (!p || c->len < CKPT_HEADER + 4 || memcmp(p, CKPT_MAGIC, 8) || c->file_version < CKPT_VERSION_OLD ||
         c->file_version > CKPT_VERSION_MAX)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d to v%d)",
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_FORMAT, "checkpoint '%s': not an fsgd checkpoint (v%d to v%d)",
                             path, CKPT_VERSION_OLD, CKPT_VERSION_MAX);
     ckpt_version_parts(c->file_version, &c->version, &c->ident, &c->follow_v, &c->sparse);
-    if (a->job && c->follow_v != (a->follow != NULL))
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+    if (ctx->job && c->follow_v != (*ctx->follow != NULL))
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_ARG,
                             "checkpoint '%s' was written by a job %s follow; this one runs %s it: resume it the way it "
                             "ran, or start over (fsgd run --fresh)",
-                            path, c->follow_v ? "with" : "without", a->follow ? "with" : "without");
-    if (a->job && c->sparse != (a->model.table != NULL))
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                            path, c->follow_v ? "with" : "without", *ctx->follow ? "with" : "without");
+    if (ctx->job && c->sparse != (ctx->model->table != NULL))
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_ARG,
                             "checkpoint '%s' was written by a shard with a %s table; this one has a %s table: resume "
                             "with --table %s, or start over (fsgd run --fresh)",
-                            path, c->sparse ? "sparse" : "dense", a->model.table ? "sparse" : "dense",
+                            path, c->sparse ? "sparse" : "dense", ctx->model->table ? "sparse" : "dense",
                             c->sparse ? "sparse" : "dense");
     c->counted = c->version == CKPT_VERSION_COUNTS || c->version == CKPT_VERSION_OLD_COUNTS;
-    if (c->counted != (a->model.adam.keys != NULL))
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+    if (c->counted != (ctx->model->adam.keys != NULL))
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_STATE,
                             "checkpoint '%s' was written with %s, this job has %s: resume with the lr it was written "
                             "with",
                             path, c->counted ? "lr auto (per-key Adam counts)" : "an explicit lr",
-                            a->model.adam.keys ? "lr auto" : "an explicit lr");
+                            ctx->model->adam.keys ? "lr auto" : "an explicit lr");
     if (fsgd_le_get32(p + c->len - 4) != fsgd_crc32c(0, p, c->len - 4))
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_CRC, "checkpoint '%s': crc32c mismatch at byte %zu", path,
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_CRC, "checkpoint '%s': crc32c mismatch at byte %zu", path,
                             c->len - 4);
     c->len -= 4;
     c->gen = fsgd_le_get32(p + 12);
@@ -388,60 +396,63 @@ static int ckpt_read_ident(ckpt_in_t *c, agg_ckpt_state_t *k, const char *job, u
 /* The same data as the topic (rows, weights, partitions and their ranges).
  * A checkpoint of another job is the user's mistake (--resume), not
  * fsgd's: FSGD_E_ARG, exit 2. */
-static int ckpt_check_data(agg_t *a, ckpt_in_t *c, fsgd_wire_state_t *s)
+static int ckpt_check_data(const agg_ckpt_ctx_t *ctx, const agg_env_t *env, ckpt_in_t *c, fsgd_wire_state_t *s)
 {
     const char *path = c->path;
     char e[256];
     int rc;
     /* the same data, but written by a job with another number of shards:
      * say so (its part of the model has another size) */
-    for (uint32_t S = 1; a->job && c->rows == a->s->dataset_rows && c->mdim != a->mdim && S <= FSGD_SHARDS_MAX; S++)
-        if (S != a->shards && a->shard < S && fsgd_shard_dim(a->gweights, a->shard, S) == c->mdim)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+    for (uint32_t S = 1;
+         ctx->job && c->rows == env->s->dataset_rows && c->mdim != ctx->mdim && S <= FSGD_SHARDS_MAX; S++)
+        if (S != ctx->shards && ctx->shard < S && fsgd_shard_dim(ctx->gweights, ctx->shard, S) == c->mdim)
+            return fsgd_err_fmt(env->err, env->errsz, FSGD_E_ARG,
                                 "checkpoint '%s' was written by a job with %u aggregator shard%s (%llu weights here); "
                                 "this one has %u: resume with --shards %u, or start over (fsgd run --fresh)",
-                                path, S, S == 1 ? "" : "s", (unsigned long long)c->mdim, a->shards, S);
-    if ((!c->follow_v && c->rows != a->s->dataset_rows) || c->mdim != a->mdim)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+                                path, S, S == 1 ? "" : "s", (unsigned long long)c->mdim, ctx->shards, S);
+    if ((!c->follow_v && c->rows != env->s->dataset_rows) || c->mdim != ctx->mdim)
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_ARG,
                             "checkpoint '%s' is for other data (%llu rows, %llu weights; topic has %llu rows, %llu "
                             "weights): resume with the data it was written for, or start over (fsgd run --fresh)",
                             path, (unsigned long long)c->rows, (unsigned long long)c->mdim,
-                            (unsigned long long)a->s->dataset_rows, (unsigned long long)a->mdim);
+                            (unsigned long long)env->s->dataset_rows, (unsigned long long)ctx->mdim);
     if ((rc = fsgd_wire_state_get(c->p, c->len, &c->off, s, e, sizeof e)) < 0)
-        return fsgd_err_fmt(a->err, a->errsz, rc, "checkpoint '%s': %s", path, e);
-    if (s->nparts != a->st.nparts)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s': %u partitions, topic has %u", path,
-                            s->nparts, a->st.nparts);
+        return fsgd_err_fmt(env->err, env->errsz, rc, "checkpoint '%s': %s", path, e);
+    if (s->nparts != ctx->st->nparts)
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_ARG, "checkpoint '%s': %u partitions, topic has %u", path,
+                            s->nparts, ctx->st->nparts);
     for (uint32_t i = 0; i < s->nparts && !c->follow_v; i++)
-        if (s->start[i] != a->st.start[i] || s->end[i] != a->st.end[i])
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s': partition %u range differs", path, i);
+        if (s->start[i] != ctx->st->start[i] || s->end[i] != ctx->st->end[i])
+            return fsgd_err_fmt(env->err, env->errsz, FSGD_E_ARG, "checkpoint '%s': partition %u range differs",
+                                path, i);
     return 0;
 }
 
-/* The run's counters and every epoch's record; *t is Adam's step count. */
-static int ckpt_read_progress(agg_t *a, ckpt_in_t *c, uint64_t *t)
+/* The run's counters (into env->s, ctx's open step and clock) and every
+ * epoch's record; *t is Adam's step count. */
+static int ckpt_read_progress(const agg_ckpt_ctx_t *ctx, const agg_env_t *env, ckpt_in_t *c, uint64_t *t)
 {
     const uint8_t *p = c->p;
     if (c->len - c->off < 8 + 8 + 8 + 8 + 8 + 4)
         return ckpt_truncated(c);
     size_t off = c->off;
     *t = fsgd_le_get64(p + off);
-    a->open.rows_epoch = fsgd_le_get64(p + off + 8);
-    a->open.loss_epoch = fsgd_le_getf64(p + off + 16);
-    a->s->rows_total = fsgd_le_get64(p + off + 24);
-    a->clock.seconds_before = fsgd_le_getf64(p + off + 32);
+    ctx->open->rows_epoch = fsgd_le_get64(p + off + 8);
+    ctx->open->loss_epoch = fsgd_le_getf64(p + off + 16);
+    env->s->rows_total = fsgd_le_get64(p + off + 24);
+    ctx->clock->seconds_before = fsgd_le_getf64(p + off + 32);
     uint32_t ne = fsgd_le_get32(p + off + 40);
     c->off = off += 44;
     /* the weights' bytes: a sparse table's are counted once its keys are read */
     if (c->len - off <
-        (uint64_t)ne * 68 + (c->sparse ? 8 : a->mdim * (c->counted ? 14 : 12)) + (c->version >= CKPT_VERSION ? 8 : 0))
+        (uint64_t)ne * 68 + (c->sparse ? 8 : ctx->mdim * (c->counted ? 14 : 12)) + (c->version >= CKPT_VERSION ? 8 : 0))
         return ckpt_truncated(c);
     /* every epoch of the run (bounded by the bytes above, 68 each) */
-    a->s->n_epochs = 0;
-    for (uint32_t i = 0; i < ne; i++, a->s->n_epochs++) {
-        fsgd_agg_epoch_t *ep = fsgd_agg_epoch_next(a->s);
+    env->s->n_epochs = 0;
+    for (uint32_t i = 0; i < ne; i++, env->s->n_epochs++) {
+        fsgd_agg_epoch_t *ep = fsgd_agg_epoch_next(env->s);
         if (!ep)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "checkpoint '%s': out of memory", c->path);
+            return fsgd_err_fmt(env->err, env->errsz, FSGD_E_NOMEM, "checkpoint '%s': out of memory", c->path);
         ep->epoch = (int)fsgd_le_get32(p + off);
         ep->seconds = fsgd_le_getf64(p + off + 4);
         ep->train_loss = fsgd_le_getf64(p + off + 12);
@@ -547,63 +558,59 @@ static int ckpt_read_model_kind(ckpt_in_t *c, agg_ckpt_state_t *k, const fsgd_tr
 }
 
 /* Restores a checkpoint written for the same data from its bytes p[0, len)
- * (path names it in messages); returns 1 when resumed. The state of a is
+ * (path names it in messages); returns 1 when resumed. ctx's state is
  * changed only as far as the bytes were read. */
-static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
+static int ckpt_parse(const agg_ckpt_ctx_t *ctx, const agg_env_t *env, const char *path, const uint8_t *p, size_t len)
 {
-    ckpt_in_t c = {.path = path, .p = p, .len = len, .err = a->err, .errsz = a->errsz};
+    ckpt_in_t c = {.path = path, .p = p, .len = len, .err = env->err, .errsz = env->errsz};
     fsgd_wire_state_t s = {0};
     uint64_t t = 0;
-    int rc = ckpt_read_header(a, &c);
+    int rc = ckpt_read_header(ctx, env, &c);
     if (rc == 0 && c.ident)
-        rc = ckpt_read_ident(&c, &a->ckpt, a->job ? a->job->dist->name : NULL, a->shard, a->shards);
+        rc = ckpt_read_ident(&c, ctx->ckpt, ctx->job ? ctx->job->dist->name : NULL, ctx->shard, ctx->shards);
     if (rc == 0)
-        rc = ckpt_check_data(a, &c, &s);
+        rc = ckpt_check_data(ctx, env, &c, &s);
     if (rc == 0)
-        rc = ckpt_read_progress(a, &c, &t);
-    uint64_t held = a->mdim;
+        rc = ckpt_read_progress(ctx, env, &c, &t);
+    uint64_t held = ctx->mdim;
     if (rc == 0 && c.sparse)
-        rc = a->model.table ? ckpt_read_keys(&c, a->model.table, &a->model.adam, a->mdim, &held) : FSGD_E_STATE;
+        rc = ctx->model->table ? ckpt_read_keys(&c, ctx->model->table, &ctx->model->adam, ctx->mdim, &held)
+                               : FSGD_E_STATE;
     if (rc == 0)
-        rc = ckpt_read_weights(&c, &a->model.adam, held);
+        rc = ckpt_read_weights(&c, &ctx->model->adam, held);
     if (rc == 0)
-        rc = ckpt_read_model_kind(&c, &a->ckpt, a->job ? a->job->train : NULL);
-    if (rc == 0 && c.follow_v) {
-        /* the windows are checked against the topic once restored (agg_follow_resumed) */
-        fsgd_wire_state_t keep = a->st;
-        a->st = s; /* the section's partition count is the state's */
-        rc = agg_follow_ckpt_get(a, path, p, c.len, &c.off);
-        a->st = keep;
-    }
+        rc = ckpt_read_model_kind(&c, ctx->ckpt, ctx->job ? ctx->job->train : NULL);
+    /* the windows are checked against the topic once restored
+     * (agg_follow_resumed); the section's partition count is the file's state's */
+    if (rc == 0 && c.follow_v)
+        rc = agg_ckpt_follow_get(ctx->follow, env, &s, path, p, c.len, &c.off);
     if (rc == 0) {
-        a->ckpt.version = c.file_version;
+        ctx->ckpt->version = c.file_version;
         if (c.off != c.len) /* the layout is exact: anything more is another format */
-            rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_FORMAT, "checkpoint '%s': %zu bytes past the end at byte %zu",
-                              path, c.len - c.off, c.off);
+            rc = fsgd_err_fmt(env->err, env->errsz, FSGD_E_FORMAT,
+                              "checkpoint '%s': %zu bytes past the end at byte %zu", path, c.len - c.off, c.off);
     }
     if (rc == 0) {
-        a->model.adam.t = t;
-        fsgd_wire_state_copy(&a->st, &s);
-        a->step = c.step;
-        a->gen = c.gen;
-        a->s->resumed_from_step = (int)c.step;
+        ctx->model->adam.t = t;
+        fsgd_wire_state_copy(ctx->st, &s);
+        *ctx->step = c.step;
+        *ctx->gen = c.gen;
+        env->s->resumed_from_step = (int)c.step;
         rc = 1;
     }
     fsgd_wire_state_free(&s);
     return rc;
 }
 
-/* Restores a checkpoint written for the same data; returns 1 when resumed,
- * 0 when there is none. */
-int agg_ckpt_load(agg_t *a)
+int agg_ckpt_load(const agg_ckpt_ctx_t *ctx, const agg_env_t *env)
 {
     char path[FSGD_JOB_PATH_MAX + 24];
-    if (!a->job->dist->checkpoint[0])
+    if (!ctx->job->dist->checkpoint[0])
         return 0;
-    agg_ckpt_path(a, path, sizeof path);
+    agg_ckpt_path(ctx->job, ctx->shard, path, sizeof path);
     /* a sharded job restarted as a whole: every shard from the same step
      * (fsgd run finds it: fsgd_ckpt_step of each shard's two files) */
-    const char *want = a->shards > 1 ? getenv("FSGD_RESUME_STEP") : NULL;
+    const char *want = ctx->shards > 1 ? getenv("FSGD_RESUME_STEP") : NULL;
     int from_prev = 0;
     if (want) {
         long long step = atoll(want), cur = fsgd_ckpt_step(path);
@@ -613,9 +620,9 @@ int agg_ckpt_load(agg_t *a)
             size_t n = strlen(path);
             snprintf(path + n, sizeof path - n, ".prev");
             if (fsgd_ckpt_step(path) != step)
-                return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE,
+                return fsgd_err_fmt(env->err, env->errsz, FSGD_E_STATE,
                                     "shard %u: no checkpoint of step %lld (FSGD_RESUME_STEP) in %s or %s (its newest is "
-                                    "step %lld)", a->shard, step, a->job->dist->checkpoint, path, cur);
+                                    "step %lld)", ctx->shard, step, ctx->job->dist->checkpoint, path, cur);
             from_prev = 1;
         }
     }
@@ -623,17 +630,17 @@ int agg_ckpt_load(agg_t *a)
     if (lstat(path, &sb) != 0)
         return 0;
     if (!S_ISREG(sb.st_mode)) /* never read a FIFO or device, never follow a link */
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG, "checkpoint '%s' exists and is not a regular file", path);
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_ARG, "checkpoint '%s' exists and is not a regular file", path);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_IO, "checkpoint '%s': %s", path, strerror(errno));
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_IO, "checkpoint '%s': %s", path, strerror(errno));
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     uint8_t *p = n > 0 ? malloc((size_t)n) : NULL;
     int ok = p && fread(p, 1, (size_t)n, f) == (size_t)n;
     fclose(f);
-    int rc = ckpt_parse(a, path, ok ? p : NULL, ok ? (size_t)n : 0);
+    int rc = ckpt_parse(ctx, env, path, ok ? p : NULL, ok ? (size_t)n : 0);
     free(p);
     if (rc == 1 && from_prev) {
         /* The newer file is of a step no other shard has: it goes, and the
@@ -642,9 +649,10 @@ int agg_ckpt_load(agg_t *a)
          * checkpoint, a second file of that step from another generation,
          * while the other shards' .prev is this one's step. */
         char cur[FSGD_JOB_PATH_MAX + 24];
-        agg_ckpt_path(a, cur, sizeof cur);
+        agg_ckpt_path(ctx->job, ctx->shard, cur, sizeof cur);
         if (rename(path, cur) != 0)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_IO, "checkpoint: %s -> %s: %s", path, cur, strerror(errno));
+            return fsgd_err_fmt(env->err, env->errsz, FSGD_E_IO, "checkpoint: %s -> %s: %s", path, cur,
+                                strerror(errno));
     }
     return rc;
 }
@@ -669,38 +677,55 @@ int fsgd_ckpt_probe(const char *path)
     return -1;
 }
 
+/* The parts a checkpoint restores, for a file read without a job
+ * (fsgd_agg_ckpt_check); on the heap: the clock alone is ~64 KB. */
+typedef struct ckpt_parts {
+    agg_ckpt_state_t ckpt;
+    agg_model_state_t model;
+    fsgd_wire_state_t st;
+    uint32_t gen;
+    uint64_t step;
+    agg_open_step_t open;
+    agg_clock_t clock;
+    struct agg_follow *follow;
+    fsgd_agg_stats_t s;
+} ckpt_parts_t;
+
 int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uint64_t mdim, const fsgd_wire_state_t *expect,
                    uint8_t **reenc, size_t *reenc_len, char *err, size_t errsz)
 {
     if (mdim > ((uint64_t)1 << 32))
         return fsgd_err_fmt(err, errsz, FSGD_E_RANGE, "checkpoint: %llu weights", (unsigned long long)mdim);
-    fsgd_agg_stats_t *st = calloc(1, sizeof *st);
-    agg_t *a = calloc(1, sizeof *a);
-    int rc = st && a ? 0 : fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    ckpt_parts_t *parts = calloc(1, sizeof *parts);
+    if (!parts)
+        return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
+    /* no job: the file is checked against the data alone, and written back
+     * as it was */
+    const agg_ckpt_ctx_t ctx = {.ckpt = &parts->ckpt, .model = &parts->model, .st = &parts->st, .gen = &parts->gen,
+                                .step = &parts->step, .open = &parts->open, .clock = &parts->clock,
+                                .follow = &parts->follow, .mdim = mdim};
+    const agg_env_t env = {.err = err, .errsz = errsz, .s = &parts->s};
+    int rc = 0;
     fsgd_adam_params_t ap = fsgd_adam_defaults();
     const int sparse = len >= 12 && fsgd_le_get32(p + 8) >= CKPT_VERSION_SPARSE && fsgd_le_get32(p + 8) <= CKPT_VERSION_MAX;
-    if (!rc && fsgd_adam_init(&a->model.adam, sparse ? 1 : mdim, &ap) < 0)
+    if (fsgd_adam_init(&parts->model.adam, sparse ? 1 : mdim, &ap) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
-    if (!rc && sparse && !(a->model.table = fsgd_sparse_table_new(1)))
+    if (!rc && sparse && !(parts->model.table = fsgd_sparse_table_new(1)))
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     /* the Adam mode the file was written in (a restarted aggregator has its job's) */
-    if (!rc && len >= 12 && ckpt_version_counted(fsgd_le_get32(p + 8)) && fsgd_adam_count_keys(&a->model.adam) < 0)
+    if (!rc && len >= 12 && ckpt_version_counted(fsgd_le_get32(p + 8)) && fsgd_adam_count_keys(&parts->model.adam) < 0)
         rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     if (!rc) {
-        a->s = st;
-        a->err = err;
-        a->errsz = errsz;
-        a->mdim = mdim;
-        st->dataset_rows = dataset_rows;
-        rc = fsgd_wire_state_copy(&a->st, expect);
+        parts->s.dataset_rows = dataset_rows;
+        rc = fsgd_wire_state_copy(&parts->st, expect);
         if (rc < 0)
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
     }
     if (!rc)
-        rc = ckpt_parse(a, "<memory>", p, len);
+        rc = ckpt_parse(&ctx, &env, "<memory>", p, len);
     if (rc == 1 && reenc) {
         fsgd_wire_buf_t b = {0};
-        if (ckpt_encode(a, a->clock.seconds_before, &b) < 0) {
+        if (ckpt_encode(&ctx, &env, parts->clock.seconds_before, &b) < 0) {
             free(b.p);
             rc = fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "checkpoint: out of memory");
         } else {
@@ -708,15 +733,12 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
             *reenc_len = b.n;
         }
     }
-    if (a) {
-        fsgd_wire_state_free(&a->st);
-        fsgd_adam_free(&a->model.adam);
-        fsgd_sparse_table_destroy(a->model.table);
-        agg_follow_free(a);
-    }
-    free(a);
-    fsgd_agg_stats_free(st);
-    free(st);
+    fsgd_wire_state_free(&parts->st);
+    fsgd_adam_free(&parts->model.adam);
+    fsgd_sparse_table_destroy(parts->model.table);
+    agg_ckpt_follow_free(&parts->follow);
+    fsgd_agg_stats_free(&parts->s);
+    free(parts);
     return rc;
 }
 

@@ -180,8 +180,10 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     /* a follow version comes with its checkpoint (a restart resumes from
      * the two together); otherwise checkpoints are paced by their cost */
     ts = agg_now();
-    if (!final && (snap || epoch_end) && (a->follow || agg_ckpt_due(&a->ckpt, a->clock.t0, a->mdim, a->shards)))
-        FSGD_TRY(agg_ckpt_write(a));
+    if (!final && (snap || epoch_end) && (a->follow || agg_ckpt_due(&a->ckpt, a->clock.t0, a->mdim, a->shards))) {
+        const agg_ckpt_ctx_t ckpt = agg_ckpt_ctx(a);
+        FSGD_TRY(agg_ckpt_write(&ckpt, &env));
+    }
     a->s->t_update_ckpt += agg_now() - ts;
     a->s->t_update += agg_now() - t0;
     if (R > 0)

@@ -1,6 +1,7 @@
 /* The aggregator's small shared pieces, below every other agg_*.c file:
- * its log and rejection counting, sets of ids, and the test hook
- * that stops it as if killed. */
+ * its log and rejection counting, the views of it that its parts take
+ * (agg_env, agg_ckpt_ctx), sets of ids, and the test hook that stops it as
+ * if killed. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,13 @@ agg_env_t agg_env(agg_t *a)
 {
     return (agg_env_t){.log = a->log, .on_step = a->on_step, .log_ctx = a->log_ctx, .err = a->err, .errsz = a->errsz, .s = a->s,
                        .logged = a->logged, .grads_topic = a->topic.grads};
+}
+
+agg_ckpt_ctx_t agg_ckpt_ctx(agg_t *a)
+{
+    return (agg_ckpt_ctx_t){.job = a->job, .ckpt = &a->ckpt, .model = &a->model, .st = &a->st, .gen = &a->gen,
+                            .step = &a->step, .open = &a->open, .clock = &a->clock, .follow = &a->follow,
+                            .shard = a->shard, .shards = a->shards, .mdim = a->mdim, .gweights = a->gweights};
 }
 
 #define FSGD_AGG_REJ_NAME_(name, text) text,

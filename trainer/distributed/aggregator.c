@@ -429,7 +429,9 @@ static int agg_follow_finish(agg_t *a)
      * restart trains (its positions are not in the state) */
     FSGD_TRY(agg_publish(a, 1, 0, NULL, 0));
     FSGD_TRY(agg_follow_published(a));
-    FSGD_TRY(agg_ckpt_write(a));
+    const agg_ckpt_ctx_t ckpt = agg_ckpt_ctx(a);
+    const agg_env_t env = agg_env(a);
+    FSGD_TRY(agg_ckpt_write(&ckpt, &env));
     agg_follow_stopped(a);
     return 0;
 }
@@ -507,7 +509,7 @@ static int agg_save_final(agg_t *a)
     if (!rc && job->dist->checkpoint[0] && !a->follow) {
         /* finished: a new run starts fresh (a stopped follow job resumes) */
         char path[FSGD_JOB_PATH_MAX + 24];
-        agg_ckpt_path(a, path, sizeof path);
+        agg_ckpt_path(job, a->shard, path, sizeof path);
         unlink(path);
         if (a->shards > 1) {
             size_t n = strlen(path);
@@ -594,8 +596,12 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, 
         rc = agg_open_ctl(&a, bus);
     a.st.epoch = 1;
     int resumed = 0;
-    if (!rc && (resumed = agg_ckpt_load(&a)) < 0)
-        rc = resumed;
+    if (!rc) {
+        const agg_ckpt_ctx_t ckpt = agg_ckpt_ctx(&a);
+        const agg_env_t part_env = agg_env(&a);
+        if ((resumed = agg_ckpt_load(&ckpt, &part_env)) < 0)
+            rc = resumed;
+    }
     if (!rc && resumed && a.follow)
         rc = agg_follow_resumed(&a);
     if (!rc)

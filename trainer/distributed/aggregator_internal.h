@@ -48,7 +48,9 @@
  * (agg_members.h, agg_open.h, agg_early.h, agg_model.h, agg_tune.h,
  * agg_clock.h, agg_ckpt.h, agg_lead.h, agg_pull.h, agg_twin.h, agg_data.h), and
  * its functions take that struct and, to report, an agg_env_t (agg_env.h);
- * one that keeps no state takes only what it reads (agg_eval.h); a function
+ * one that keeps no state takes only what it reads (agg_eval.h); one that
+ * reads and writes several parts takes a context of pointers to them
+ * (agg_ckpt.h: agg_ckpt_ctx_t, made by agg_ckpt_ctx); a function
  * that orchestrates several parts (the step loop, agg_apply_step,
  * take_gradient) takes agg_t. */
 
@@ -126,12 +128,9 @@ void agg_reject_on(agg_t *a, const char *topic, int reason, const char *fmt, ...
 #endif
     ;
 
-/* agg_checkpoint.c */
-int agg_ckpt_write(agg_t *a);
-int agg_ckpt_load(agg_t *a);
-/* This process's checkpoint file: job checkpoint, PATH.shardI for shard I > 0
- * (each shard keeps the one before as PATH[.shardI].prev). */
-void agg_ckpt_path(const agg_t *a, char *out, size_t cap);
+/* The parts of a that a checkpoint writes and restores (agg_ckpt.h): a
+ * view, valid while a is. */
+agg_ckpt_ctx_t agg_ckpt_ctx(agg_t *a);
 
 /* agg_model.c: the model topic (snapshots and the downlink) */
 int agg_downlink_setup(agg_t *a);
