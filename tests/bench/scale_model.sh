@@ -5,7 +5,8 @@
 #     its rows (a worker's own keys: B rows; a step's union: P·B), their
 #     bytes on the wire, and each piece of a step on one core;
 #  2. build/bench/bench_agg_capacity: a shard's per-key costs (codec none);
-#  3. fsgd run --workers P (P = SCALE_WORKERS, default "2 4 8"), with full
+#  3. fsgd run --workers P (P = SCALE_WORKERS, default "2 4 8") --batch P·B
+#     (B = SCALE_BATCH rows a worker-step, default 256), with full
 #     replicas and with working-set workers (--replica), on a real
 #     Apache Kafka broker (tests/kafka/broker.sh, one node on loopback), the
 #     same generated rows as the benches (fsgd gen, 2^24 features, 40
@@ -29,6 +30,8 @@ FSGD=${FSGD:-bin/fsgd}
 BUILD=${BUILD:-build}
 ROWS=${SCALE_ROWS:-300000}
 WORKERS=${SCALE_WORKERS:-2 4 8}
+# rows a worker-step (the issue's regime: 256 to 1,024); a run's batch is P of them
+B=${SCALE_BATCH:-256}
 here=$(cd "$(dirname "$0")" && pwd)
 BROKER_SH=$here/../kafka/broker.sh
 for b in bench_scale_inputs bench_agg_capacity bench_bus_msg; do
@@ -63,7 +66,7 @@ else
     for P in $WORKERS; do
         for mode in full working_set; do
             load=$(cut -d' ' -f1 /proc/loadavg)
-            "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers "$P" --brokers "$brokers" \
+            "$FSGD" run --data "$tmp/train.svm" --test "$tmp/test.svm" --workers "$P" --batch $((P * B)) --brokers "$brokers" \
                 --replica "$mode" --name "scale$$_${mode}_$P" --metrics-json "$tmp/run$mode$P.json" --quiet \
                 >"$tmp/run$mode$P.log" 2>&1 &
             run_pid=$!
