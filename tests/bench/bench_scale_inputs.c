@@ -220,15 +220,12 @@ static int start_line(const fsgd_csr_t *d)
     fsgd_csr_t cache = {0};
     uint8_t *block = NULL;
     size_t cap = 0;
+    double t_read = 0;
     for (size_t r = 0; r < d->n_rows; r += block_rows) {
         size_t n = d->n_rows - r < block_rows ? d->n_rows - r : block_rows;
         size_t need = fsgd_rowblock_bound(d, r, n);
         if (need > cap && (free(block), block = malloc(cap = need)) == NULL)
             goto out;
-    }
-    double t_read = 0;
-    for (size_t r = 0; r < d->n_rows; r += block_rows) {
-        size_t n = d->n_rows - r < block_rows ? d->n_rows - r : block_rows;
         size_t len = fsgd_rowblock_encode(d, r, n, 0, block);
         double t1 = thread_cpu_s();
         if (fsgd_rowblock_decode(block, len, 0, "bench", &cache, err, sizeof err) < 0)
