@@ -173,7 +173,7 @@ static int ckpt_encode_to(agg_t *a, double seconds, ckpt_sink_t *k)
         rc |= fsgd_wire_u32(b, a->job ? (uint32_t)a->job->train->model : a->ckpt.model) |
               fsgd_wire_u32(b, a->job ? (a->job->train->bias ? 1u : 0u) : a->ckpt.bias);
     if (follow_v && !rc)
-        rc = agg_follow_ckpt_put(a, b);
+        rc = agg_follow_ckpt_put(a->follow, b);
     sink_buf(k, b, rc);
     if (k->b && !k->rc) /* a buffer's CRC is over all of it */
         k->crc = fsgd_crc32c(0, k->b->p, k->b->n);
@@ -572,7 +572,8 @@ static int ckpt_parse(agg_t *a, const char *path, const uint8_t *p, size_t len)
         /* the windows are checked against the topic once restored (agg_follow_resumed) */
         fsgd_wire_state_t keep = a->st;
         a->st = s; /* the section's partition count is the state's */
-        rc = agg_follow_ckpt_get(a, path, p, c.len, &c.off);
+        rc = agg_follow_ckpt_get(&a->follow, a->st.nparts, path, p, c.len, &c.off,
+                                 &(const agg_env_t){.err = a->err, .errsz = a->errsz, .s = a->s});
         a->st = keep;
     }
     if (rc == 0) {
@@ -712,7 +713,7 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
         fsgd_wire_state_free(&a->st);
         fsgd_adam_free(&a->model.adam);
         fsgd_sparse_table_destroy(a->model.table);
-        agg_follow_free(a);
+        agg_follow_free(&a->follow);
     }
     free(a);
     fsgd_agg_stats_free(st);
