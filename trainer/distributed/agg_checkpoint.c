@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agg_ckpt.h"
+#include "agg_follow.h"
 #include "fsgd/ckpt_set.h"
 #include "fsgd/crc32c.h"
 #include "fsgd/error.h"
@@ -180,7 +181,7 @@ static int ckpt_encode_to(const agg_ckpt_ctx_t *ctx, const agg_env_t *env, doubl
         rc |= fsgd_wire_u32(b, ctx->job ? (uint32_t)ctx->job->train->model : ctx->ckpt->model) |
               fsgd_wire_u32(b, ctx->job ? (ctx->job->train->bias ? 1u : 0u) : ctx->ckpt->bias);
     if (follow_v && !rc)
-        rc = agg_ckpt_follow_put(*ctx->follow, b);
+        rc = agg_follow_ckpt_put(*ctx->follow, b);
     sink_buf(k, b, rc);
     if (k->b && !k->rc) /* a buffer's CRC is over all of it */
         k->crc = fsgd_crc32c(0, k->b->p, k->b->n);
@@ -583,7 +584,7 @@ static int ckpt_parse(const agg_ckpt_ctx_t *ctx, const agg_env_t *env, const cha
     /* the windows are checked against the topic once restored
      * (agg_follow_resumed); the section's partition count is the file's state's */
     if (rc == 0 && c.follow_v)
-        rc = agg_ckpt_follow_get(ctx->follow, env, &s, path, p, c.len, &c.off);
+        rc = agg_follow_ckpt_get(ctx->follow, s.nparts, path, p, c.len, &c.off, env);
     if (rc == 0) {
         ctx->ckpt->version = c.file_version;
         if (c.off != c.len) /* the layout is exact: anything more is another format */
@@ -736,7 +737,7 @@ int fsgd_agg_ckpt_check(const uint8_t *p, size_t len, uint64_t dataset_rows, uin
     fsgd_wire_state_free(&parts->st);
     fsgd_adam_free(&parts->model.adam);
     fsgd_sparse_table_destroy(parts->model.table);
-    agg_ckpt_follow_free(&parts->follow);
+    agg_follow_free(&parts->follow);
     fsgd_agg_stats_free(&parts->s);
     free(parts);
     return rc;

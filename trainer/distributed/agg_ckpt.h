@@ -66,16 +66,6 @@ int agg_ckpt_write(const agg_ckpt_ctx_t *c, const agg_env_t *e);
  * 0 when there is none. */
 int agg_ckpt_load(const agg_ckpt_ctx_t *c, const agg_env_t *e);
 
-/* agg_ckpt_follow.c: the follow section through agg_follow.c, whose
- * functions take agg_t until the follow state is a part of its own. put
- * appends f's section to b; get reads it at p[*off, len) into *f
- * (allocated when NULL), st: the file's step state, and the header's rows
- * into e->s; free frees *f and sets it NULL. */
-int agg_ckpt_follow_put(const struct agg_follow *f, fsgd_wire_buf_t *b);
-int agg_ckpt_follow_get(struct agg_follow **f, const agg_env_t *e, const fsgd_wire_state_t *st, const char *path,
-                        const uint8_t *p, size_t len, size_t *off);
-void agg_ckpt_follow_free(struct agg_follow **f);
-
 /* Decodes checkpoint bytes p[0, len) exactly as a restarting aggregator
  * does, against the data it would have found: dataset_rows rows, mdim
  * weights, and expect's partitions (count, start and end offsets). Returns 1

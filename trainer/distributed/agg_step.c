@@ -111,8 +111,10 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     /* the step function fsgd train runs too (fsgd/step.h) */
     fsgd_step_opt_t opt = {.adam = &a->model.adam, .ftrl = a->model.ftrl_on ? &a->model.ftrl : NULL, .l2 = a->tune.l2,
                            .before = a->tune.track ? &a->tune.before : NULL, .table = a->model.table};
-    if (a->follow)
-        FSGD_TRY(agg_follow_score(a)); /* progressive validation: before θ moves */
+    const agg_follow_ctx_t fc = agg_follow_ctx(a);
+    agg_env_t env = agg_env(a);
+    if (a->follow) /* progressive validation: before θ moves */
+        FSGD_TRY(agg_follow_score(a->follow, &fc, &a->st, &a->open, &a->data, a->model.adam.theta, &env));
     double ts = agg_now();
     int src = fsgd_step_apply(&opt, a->model.strat, &info, &a->open.g, e, sizeof e);
     a->s->t_update_step += agg_now() - ts;
@@ -150,13 +152,12 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     a->s->rows_epoch = a->open.rows_epoch;
     int stop = 0; /* epochs auto: the holdout loss stopped improving */
     ts = agg_now();
-    agg_env_t env = agg_env(a);
     double epochs_done = a->tune.track ? agg_auto_epochs(a->st.epoch, a->open.rows_epoch, a->s->dataset_rows) : 0;
     FSGD_TRY(agg_auto_look(&a->tune, &env, a->job->train, a->model.adam.theta, a->mdim, epochs_done, R, &stop));
     a->s->t_update_look += agg_now() - ts;
     int epoch_end = agg_epoch_ends(a);
     if (a->follow)
-        FSGD_TRY(agg_follow_after_step(a));
+        FSGD_TRY(agg_follow_after_step(a->follow, &fc, &a->st, &a->open, &a->data, &env));
     int final = stop;
     ts = agg_now();
     if (epoch_end)
@@ -170,13 +171,14 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     a->s->epoch = (int)a->st.epoch;
     a->st.adam_t = a->model.adam.t;
     agg_set_quota(&a->st, agg_tune_batch(&a->tune, a->job->train, a->s->dataset_rows));
-    int snap = final || a->step % a->model.snap_every == 0 || (a->follow && agg_follow_version_due(a));
+    int snap = final || a->step % a->model.snap_every == 0 ||
+               (a->follow && agg_follow_version_due(a->follow, a->s->rows_total, a->job->dist->version_seconds));
     ts = agg_now();
     if (!published)
         FSGD_TRY(agg_publish(a, snap, final, a->open.g.keys, nt));
     a->s->t_update_publish += agg_now() - ts;
     if (a->follow && snap)
-        FSGD_TRY(agg_follow_published(a));
+        FSGD_TRY(agg_follow_published(a->follow, &fc, &a->st, a->step, a->model.adam.theta, &env));
     /* a follow version comes with its checkpoint (a restart resumes from
      * the two together); otherwise checkpoints are paced by their cost */
     ts = agg_now();

@@ -48,6 +48,13 @@ agg_ckpt_ctx_t agg_ckpt_ctx(agg_t *a)
                             .shard = a->shard, .shards = a->shards, .mdim = a->mdim, .gweights = a->gweights};
 }
 
+agg_follow_ctx_t agg_follow_ctx(agg_t *a)
+{
+    return (agg_follow_ctx_t){.job = a->job, .fmt = &a->fmt, .scan_c = a->scan_c, .prod = a->prod, .cj = &a->cj,
+                              .data_topic = a->topic.data, .ctl_topic = a->topic.ctl, .gen = a->gen, .dim = a->dim,
+                              .test = a->have_test ? &a->test : NULL, .stop = a->stop};
+}
+
 #define FSGD_AGG_REJ_NAME_(name, text) text,
 static const char *const agg_reject_names[] = {FSGD_AGG_REJECT_LIST(FSGD_AGG_REJ_NAME_)};
 #undef FSGD_AGG_REJ_NAME_

@@ -34,7 +34,7 @@ static void agg_free(agg_t *a)
     agg_pull_free(&a->pull);
     agg_open_free(&a->open);
     agg_auto_free(&a->tune);
-    agg_follow_free(a);
+    agg_follow_free(&a->follow);
     agg_members_free(&a->members);
     fsgd_csr_free(&a->test);
     agg_clock_free(&a->clock);
@@ -205,7 +205,11 @@ static int agg_setup_reduction(agg_t *a)
 static int agg_open_ctl(agg_t *a, fsgd_bus_t *bus)
 {
     (void)bus;
-    return a->job->dist->follow ? agg_follow_setup(a) : 0;
+    if (!a->job->dist->follow)
+        return 0;
+    const agg_env_t env = agg_env(a);
+    return agg_follow_setup(&a->follow, a->st.nparts, a->topic.data, a->model.snap_every,
+                            a->job->dist->version_seconds, &env);
 }
 
 /* A new generation (later than the checkpoint's), and NAME.grads read from
@@ -417,7 +421,7 @@ static void agg_show_progress(agg_t *a, agg_loop_t *l)
         l->last_progress = agg_now();
         agg_clock_latency_stats(&a->clock, a->s);
         if (a->follow)
-            agg_follow_stats(a);
+            agg_follow_stats(a->follow, a->job->train->model, a->s);
         l->progress(l->ctx, a->s, 0);
     }
 }
@@ -428,11 +432,12 @@ static int agg_follow_finish(agg_t *a)
     /* the open step's gradients are dropped: its rows are the first a
      * restart trains (its positions are not in the state) */
     FSGD_TRY(agg_publish(a, 1, 0, NULL, 0));
-    FSGD_TRY(agg_follow_published(a));
-    const agg_ckpt_ctx_t ckpt = agg_ckpt_ctx(a);
+    const agg_follow_ctx_t fc = agg_follow_ctx(a);
     const agg_env_t env = agg_env(a);
+    FSGD_TRY(agg_follow_published(a->follow, &fc, &a->st, a->step, a->model.adam.theta, &env));
+    const agg_ckpt_ctx_t ckpt = agg_ckpt_ctx(a);
     FSGD_TRY(agg_ckpt_write(&ckpt, &env));
-    agg_follow_stopped(a);
+    agg_follow_stopped(a->follow, a->step, a->job->dist->checkpoint, &env);
     return 0;
 }
 
@@ -478,9 +483,13 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
         int complete = a->open.first_step ? agg_first_step_complete(a, t) : agg_step_complete(a, l, t, &rc);
         if (!complete || agg_wait_orphaned(a, l, t))
             continue;
-        if (a->follow && !a->open.first_step && (rc = agg_follow_hold(a)) != 0) {
-            rc = rc < 0 ? rc : 0; /* 1: waiting for rows */
-            continue;
+        if (a->follow && !a->open.first_step) {
+            const agg_follow_ctx_t fc = agg_follow_ctx(a);
+            const agg_env_t env = agg_env(a);
+            if ((rc = agg_follow_hold(a->follow, &fc, &a->st, &a->open, &a->data, a->step, &env)) != 0) {
+                rc = rc < 0 ? rc : 0; /* 1: waiting for rows */
+                continue;
+            }
         }
         rc = agg_take_step(a, l, t, done);
         agg_show_progress(a, l);
@@ -602,8 +611,11 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, 
         if ((resumed = agg_ckpt_load(&ckpt, &part_env)) < 0)
             rc = resumed;
     }
-    if (!rc && resumed && a.follow)
-        rc = agg_follow_resumed(&a);
+    if (!rc && resumed && a.follow) {
+        const agg_follow_ctx_t fc = agg_follow_ctx(&a);
+        const agg_env_t aenv = agg_env(&a);
+        rc = agg_follow_resumed(a.follow, &fc, &a.st, &a.data, a.step, &aenv);
+    }
     if (!rc)
         rc = agg_downlink_setup(&a);
     if (!rc)

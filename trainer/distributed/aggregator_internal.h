@@ -32,6 +32,7 @@
 #include "agg_early.h"
 #include "agg_env.h"
 #include "agg_eval.h"
+#include "agg_follow.h"
 #include "agg_lead.h"
 #include "agg_members.h"
 #include "agg_model.h"
@@ -46,12 +47,13 @@
 
 /* The aggregator's state, by part. Each part has its own struct and header
  * (agg_members.h, agg_open.h, agg_early.h, agg_model.h, agg_tune.h,
- * agg_clock.h, agg_ckpt.h, agg_lead.h, agg_pull.h, agg_twin.h, agg_data.h), and
- * its functions take that struct and, to report, an agg_env_t (agg_env.h);
- * one that keeps no state takes only what it reads (agg_eval.h); one that
- * reads and writes several parts takes a context of pointers to them
- * (agg_ckpt.h: agg_ckpt_ctx_t, made by agg_ckpt_ctx); a function
- * that orchestrates several parts (the step loop, agg_apply_step,
+ * agg_clock.h, agg_ckpt.h, agg_lead.h, agg_pull.h, agg_twin.h, agg_data.h,
+ * agg_follow.h), and its functions take that struct and, to report, an
+ * agg_env_t (agg_env.h); one that keeps no state takes only what it reads
+ * (agg_eval.h); one that reads and writes several parts takes a context of
+ * pointers to them (agg_ckpt.h: agg_ckpt_ctx_t, made by agg_ckpt_ctx;
+ * agg_follow.h: agg_follow_ctx_t, by agg_follow_ctx); a function that
+ * orchestrates several parts (the step loop, agg_apply_step,
  * take_gradient) takes agg_t. */
 
 typedef struct agg {
@@ -79,7 +81,7 @@ typedef struct agg {
     fsgd_auth_t *auth;      /* the bus's: the job's key and name (fsgd_bus_set_auth) */
     fsgd_csr_t test;
     int have_test;
-    struct agg_follow *follow; /* job key follow: continuous training (agg_follow.c); NULL otherwise */
+    agg_follow_t *follow; /* job key follow: continuous training (agg_follow.h); NULL otherwise */
 
     agg_members_t members;
     agg_open_step_t open;
@@ -107,6 +109,9 @@ typedef struct agg {
 /* The part of a that every part reports through (agg_env.h): a view, valid
  * while a is. */
 agg_env_t agg_env(agg_t *a);
+/* The part of a that continuous training reads (agg_follow.h): a view,
+ * valid while a is and its generation stays. */
+agg_follow_ctx_t agg_follow_ctx(agg_t *a);
 /* FSGD_E_STATE (and a->stopped) once *a->crash is set. */
 int agg_crashed(agg_t *a);
 void agg_log(agg_t *a, const char *fmt, ...)
@@ -158,28 +163,6 @@ int agg_auto_setup(agg_t *a);
  * the job and the data, may take its dim); agg_init_apply (agg_model.h)
  * once the optimizer is allocated. */
 int agg_init_load(agg_t *a);
-
-/* agg_follow.c: continuous training (job key follow) */
-int agg_follow_setup(agg_t *a);
-void agg_follow_free(agg_t *a);
-/* 1 while the gathered step is empty, every window's rows are applied and
- * no new rows (nor a version) are due: the step waits for data. */
-int agg_follow_hold(agg_t *a);
-/* Progressive validation: scores the gathered step's rows with θ before the
- * step trains on them. */
-int agg_follow_score(agg_t *a);
-void agg_follow_stats(agg_t *a);
-int agg_follow_version_due(const agg_t *a);
-/* After a step: windows of partitions that ran dry move on to new rows. */
-int agg_follow_after_step(agg_t *a);
-/* A snapshot just went out as a version: number it, announce it on NAME.ctl. */
-int agg_follow_published(agg_t *a);
-/* SIGTERM: the final version and the checkpoint are out (aggregator.c); the stop is taken. */
-void agg_follow_stopped(agg_t *a);
-int agg_follow_ckpt_put(const agg_t *a, fsgd_wire_buf_t *b);
-int agg_follow_ckpt_get(agg_t *a, const char *path, const uint8_t *p, size_t len, size_t *off);
-/* After a checkpoint was restored: its windows read again from the topic. */
-int agg_follow_resumed(agg_t *a);
 
 /* agg_step.c: closing a step */
 /* B rows a step split over the partitions of st that still have rows
