@@ -8,6 +8,6 @@
 #include "fsgd/reduce.h"
 
 /* The number of keys touched since the last take or clear. */
-size_t fsgd_reducer_count(const fsgd_reducer_t *r);
+size_t fsgd_reducer_count(fsgd_reducer_t *r);
 
 #endif

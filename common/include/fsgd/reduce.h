@@ -1,8 +1,9 @@
 /* Reducing sparse gradients: sum any number of sparse vectors over a model
  * dimension, then take the (scaled) sum as one sparse vector with strictly
- * increasing keys. Sorted inputs are merged; others go through a dense
- * accumulator reset only on touched keys (reduce.c). Not thread safe: one
- * reducer per reducing thread. */
+ * increasing keys. Sorted inputs are kept and merged when the sum is first
+ * read (so the readers below take a non-const reducer); others go through
+ * a dense accumulator reset only on touched keys (reduce.c). Not thread
+ * safe: one reducer per reducing thread. */
 #ifndef FSGD_REDUCE_H
 #define FSGD_REDUCE_H
 
@@ -28,7 +29,7 @@ int fsgd_reducer_take(fsgd_reducer_t *r, double scale, fsgd_sparse_t *out);
  * fsgd_reducer_clear these let a caller drain the sums in double precision
  * (the optimizer step, fsgd_reducer_take_step in fsgd/adam.h). */
 const uint32_t *fsgd_reducer_sorted_keys(fsgd_reducer_t *r, size_t *n);
-double fsgd_reducer_sum(const fsgd_reducer_t *r, uint32_t key);
+double fsgd_reducer_sum(fsgd_reducer_t *r, uint32_t key);
 /* The touched keys, sorted, and their sums beside them (owned by r, valid
  * until the next add/take/clear): draining a step in key order without a
  * lookup a key. Returns 0 or FSGD_E_NOMEM. */
