@@ -29,8 +29,9 @@
  * >= 8); agg_ms_step: the slowest shard's time a step; grad_ms_step: one
  * worker's gradient of its B rows; update_over_grad: agg_ms_step over that
  * (target <= 0.25); ns_key: the shards' time per key of
- * the step's union, then its three parts: the messages in (decode and
- * reduce), the step function, the downlink. */
+ * the step's union, then its three parts: the messages in (decode, and
+ * the reducer keeping each as a run), the step function (with the runs'
+ * one merge, at the reducer's first read: common/reduce.c), the downlink. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
