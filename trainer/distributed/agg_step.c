@@ -98,13 +98,33 @@ static int agg_end_epoch(agg_t *a, double t0, int *final)
     return 0;
 }
 
+/* The step of R rows is applied: its rows, loss and data positions are the
+ * job's, the step count moves on. Returns the keys it touched. */
+static size_t step_taken(agg_t *a, uint64_t R)
+{
+    size_t nt = 0;
+    if (R > 0) {
+        nt = a->open.g.n;
+        a->s->adam_steps++;
+        a->s->last_loss = a->open.loss_step / (double)R;
+    } else {
+        a->s->empty_steps++;
+    }
+    memcpy(a->st.pos, a->open.newpos, a->st.nparts * sizeof *a->open.newpos);
+    a->open.rows_epoch += R;
+    a->open.loss_epoch += a->open.loss_step;
+    a->s->rows_total += R;
+    a->step++;
+    a->s->steps = a->step;
+    return nt;
+}
+
 /* Applies the gathered step; sets *done at the end of the last epoch. */
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx)
 {
     double t0 = agg_now();
     a->s->t_wait += a->clock.step_wait;
     uint64_t R = a->open.rows_step;
-    size_t nt = 0;
     fsgd_step_info_t info = {.step = a->step + 1, .rows = R, .loss_sum = a->open.loss_step,
                              .seconds = t0 - a->clock.step_start, .n_senders = (uint32_t)a->open.napplied};
     char e[256];
@@ -121,19 +141,7 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     a->s->table_keys = a->model.table ? fsgd_sparse_table_size(a->model.table) : 0;
     if (src < 0)
         return fsgd_err_fmt(a->err, a->errsz, src, "aggregator: codec %s: %s", a->job->train->codec, e);
-    if (R > 0) {
-        nt = a->open.g.n;
-        a->s->adam_steps++;
-        a->s->last_loss = a->open.loss_step / (double)R;
-    } else {
-        a->s->empty_steps++;
-    }
-    memcpy(a->st.pos, a->open.newpos, a->st.nparts * sizeof *a->open.newpos);
-    a->open.rows_epoch += R;
-    a->open.loss_epoch += a->open.loss_step;
-    a->s->rows_total += R;
-    a->step++;
-    a->s->steps = a->step;
+    size_t nt = step_taken(a, R);
     /* The workers wait for this step's model: send it before the
      * bookkeeping below (a holdout look, the loss window, an epoch's end)
      * whenever none of that can change it: no epoch ends, no look can stop
