@@ -109,7 +109,9 @@ static int admit(agg_t *a, const fsgd_kframe_t *f, const void *payload, size_t p
      * not read yet would lose that part for good. */
     if (!a->lead && !agg_member_find(&a->members, f->sender)) {
         /* its worker_assignment may be on its way: read NAME.ctl first */
-        agg_ctl_drain(a, 0);
+        const agg_ctl_ctx_t cc = agg_ctl_ctx(a);
+        const agg_env_t env = agg_env(a);
+        agg_ctl_drain(&a->members, &cc, &env, 0);
         if (!agg_member_find(&a->members, f->sender)) {
             agg_reject(a, FSGD_AGG_REJ_FORGED,
                        "sender %u is not a member of job %s (no worker_assignment from it on %s; %zu members)",
@@ -291,8 +293,10 @@ static int take_gradient(agg_t *a, const fsgd_kframe_t *f, const uint8_t *body, 
     }
     agg_add_set(&a->members.got, &a->members.ngot, &a->members.cap_got, f->sender);
     if (!agg_in_set(a->members.live, a->members.nlive, f->sender) &&
-        agg_add_set(&a->members.live, &a->members.nlive, &a->members.cap_live, f->sender) == 0)
-        agg_ctl_member(a, "worker_joined", f->sender);
+        agg_add_set(&a->members.live, &a->members.nlive, &a->members.cap_live, f->sender) == 0) {
+        const agg_ctl_ctx_t cc = agg_ctl_ctx(a);
+        agg_ctl_member(&cc, &a->members, "worker_joined", f->sender);
+    }
     if (!ok)
         /* a partition claimed twice (a rebalance) or from a stale position */
         agg_reject(a, FSGD_AGG_REJ_CONFLICT, "sender %u step %llu: a range starts off its partition's position or "

@@ -10,36 +10,38 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "aggregator_internal.h"
-#include "fsgd/auth.h"
+#include "agg_clock.h"
+#include "agg_members.h"
+#include "agg_twin.h"
+#include "fsgd/error.h"
 
 /* --- NAME.ctl status events (best effort: a lost event never stops the job) --- */
 
-void agg_ctl_begin(agg_t *a, const char *event)
+void agg_ctl_begin(const agg_ctl_ctx_t *c, const char *event)
 {
-    fsgd_cj_begin(&a->cj, event, a->job->dist->name);
-    fsgd_cj_u64(&a->cj, "gen", a->gen);
+    fsgd_cj_begin(c->cj, event, c->job->dist->name);
+    fsgd_cj_u64(c->cj, "gen", c->gen);
 }
 
-void agg_ctl_emit(agg_t *a, const char *event)
+void agg_ctl_emit(const agg_ctl_ctx_t *c, const char *event)
 {
     /* A following shard's events would repeat shard 0's (the job's
      * members, epochs and end are decided there); only its failure is news */
-    if (a->lead && strcmp(event, "job_end"))
+    if (c->following && strcmp(event, "job_end"))
         return;
-    if (fsgd_cj_end(&a->cj) == 0)
-        fsgd_ctl_send(a->prod, a->topic.ctl, a->job->dist->name, event, &a->cj);
+    if (fsgd_cj_end(c->cj) == 0)
+        fsgd_ctl_send(c->prod, c->ctl_topic, c->job->dist->name, event, c->cj);
 }
 
-void agg_ctl_member(agg_t *a, const char *event, uint32_t worker)
+void agg_ctl_member(const agg_ctl_ctx_t *c, const agg_members_t *m, const char *event, uint32_t worker)
 {
-    agg_ctl_begin(a, event);
-    fsgd_cj_u64(&a->cj, "step", a->step);
-    fsgd_cj_u64(&a->cj, "worker", worker);
-    fsgd_cj_u32s(&a->cj, "live", a->members.live, a->members.nlive);
+    agg_ctl_begin(c, event);
+    fsgd_cj_u64(c->cj, "step", c->step);
+    fsgd_cj_u64(c->cj, "worker", worker);
+    fsgd_cj_u32s(c->cj, "live", m->live, m->nlive);
     if (!strcmp(event, "worker_dropped"))
-        fsgd_cj_u64(&a->cj, "timeout_ms", (uint64_t)a->job->dist->step_timeout_ms);
-    agg_ctl_emit(a, event);
+        fsgd_cj_u64(c->cj, "timeout_ms", (uint64_t)c->job->dist->step_timeout_ms);
+    agg_ctl_emit(c, event);
 }
 
 /* --- start-up: wait for a settled consumer-group assignment --- */
@@ -157,32 +159,31 @@ void agg_members_free(agg_members_t *m)
 
 /* Applies one NAME.ctl event: worker_assignment makes (or updates) a
  * member, worker_leave forgets one. Anything else is ignored. */
-static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
+static void ctl_apply(agg_members_t *mem, const agg_ctl_ctx_t *c, const agg_env_t *e, const fsgd_bus_msg_t *m)
 {
     char ev[32];
     double wid;
     size_t np = 0;
-    uint32_t P = a->st.nparts;
+    uint32_t P = c->st->nparts;
     const char *j = m->val;
     char why[256];
-    if (!m->err && fsgd_ctl_verify(a->auth, m, why, sizeof why) < 0) {
-        agg_reject(a, FSGD_AGG_REJ_UNAUTH, "%s %s", a->topic.ctl, why);
+    if (!m->err && fsgd_ctl_verify(c->auth, m, why, sizeof why) < 0) {
+        agg_env_reject(e, FSGD_AGG_REJ_UNAUTH, "%s %s", c->ctl_topic, why);
         return;
     }
     /* a copy of an event its sender wrote before: a worker_leave copied
      * back into the topic drops no live worker (read from the start, this
      * reader has seen every original) */
-    if (!m->err && fsgd_auth_enabled(a->auth) && fsgd_replay_ctl(a->replay_ctl, m->offset, m->mac, m->mac_len) == 1) {
-        agg_reject_on(a, a->topic.ctl, FSGD_AGG_REJ_REPLAYED, "offset %lld: a copy of an event its sender wrote before",
+    if (!m->err && fsgd_auth_enabled(c->auth) && fsgd_replay_ctl(c->replay, m->offset, m->mac, m->mac_len) == 1) {
+        agg_env_reject_on(e, c->ctl_topic, FSGD_AGG_REJ_REPLAYED, "offset %lld: a copy of an event its sender wrote before",
                       (long long)m->offset);
         return;
     }
     if (!m->err && j && fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) && !strcmp(ev, "aggregator_probe")) {
-        const agg_twin_ctx_t tc = {.prod = a->prod, .cj = &a->cj, .ctl_topic = a->topic.ctl,
-                                   .job = a->job->dist->name, .shard = a->shard, .shards = a->shards, .gen = a->gen,
-                                   .step = a->step};
-        const agg_env_t env = agg_env(a);
-        agg_twin_answer(&tc, &env, j, m->len);
+        const agg_twin_ctx_t tc = {.prod = c->prod, .cj = c->cj, .ctl_topic = c->ctl_topic,
+                                   .job = c->job->dist->name, .shard = c->shard, .shards = c->shards, .gen = c->gen,
+                                   .step = c->step};
+        agg_twin_answer(&tc, e, j, m->len);
         return;
     }
     if (m->err || !j || !fsgd_ctl_get_str(j, m->len, "event", ev, sizeof ev) ||
@@ -194,38 +195,37 @@ static void ctl_apply(agg_t *a, const fsgd_bus_msg_t *m)
         free(tmp);
         return;
     }
-    a->members.ctl_used++;
-    agg_members_report(&a->members, P, (uint32_t)wid, !strcmp(ev, "worker_leave"), tmp, np);
+    mem->ctl_used++;
+    agg_members_report(mem, P, (uint32_t)wid, !strcmp(ev, "worker_leave"), tmp, np);
     free(tmp);
 }
 
 /* Why: a NAME.ctl consumer that fails quietly leaves the job waiting for
  * members that did report (CI once waited 30 s with "0 of 3"): say so, and
  * read again from the start when the partition's fetcher stopped. */
-static void ctl_consumer_error(agg_t *a, const fsgd_bus_msg_t *m)
+static void ctl_consumer_error(agg_members_t *mem, const agg_ctl_ctx_t *c, const agg_env_t *e, const fsgd_bus_msg_t *m)
 {
     char re[256] = "";
     int restarted = m->err == FSGD_BUS_LOST &&
-                    fsgd_bus_restart(a->ctl_c, a->topic.ctl, m->partition, FSGD_BUS_OFFSET_BEGINNING, re, sizeof re) == 0;
-    if (a->members.ctl_errs_logged >= 8)
+                    fsgd_bus_restart(c->ctl_c, c->ctl_topic, m->partition, FSGD_BUS_OFFSET_BEGINNING, re, sizeof re) == 0;
+    if (mem->ctl_errs_logged >= 8)
         return;
-    a->members.ctl_errs_logged++;
-    agg_log(a, "%s consumer: %s (%s)%s%s", a->topic.ctl, m->errstr ? m->errstr : "error", m->errname ? m->errname : "?",
-            restarted ? ": reading it again from its start" : re[0] ? ": reading it again failed: " : "", re);
+    mem->ctl_errs_logged++;
+    agg_env_log(e, "%s consumer: %s (%s)%s%s", c->ctl_topic, m->errstr ? m->errstr : "error",
+                m->errname ? m->errname : "?",
+                restarted ? ": reading it again from its start" : re[0] ? ": reading it again failed: " : "", re);
 }
 
-/* Reads what NAME.ctl has now (waiting up to timeout_ms for the first
- * message); returns how many events were read. */
-int agg_ctl_drain(agg_t *a, int timeout_ms)
+int agg_ctl_drain(agg_members_t *mem, const agg_ctl_ctx_t *c, const agg_env_t *e, int timeout_ms)
 {
     int n = 0;
     fsgd_bus_msg_t *m;
-    while (a->ctl_c && (m = fsgd_bus_poll(a->ctl_c, n ? 0 : timeout_ms))) {
+    while (c->ctl_c && (m = fsgd_bus_poll(c->ctl_c, n ? 0 : timeout_ms))) {
         if (!m->err)
-            a->members.ctl_read++;
+            mem->ctl_read++;
         else if (m->err != FSGD_BUS_EOF)
-            ctl_consumer_error(a, m);
-        ctl_apply(a, m);
+            ctl_consumer_error(mem, c, e, m);
+        ctl_apply(mem, c, e, m);
         fsgd_bus_msg_destroy(m);
         n++;
     }
@@ -322,50 +322,50 @@ int agg_members_orphaned(const agg_members_t *m, const fsgd_wire_state_t *st)
  * that died is out of the group and its partitions have moved. */
 #define SETTLE_WITHOUT_S 8.0
 
-int agg_wait_assignment(agg_t *a, double timeout_s)
+int agg_wait_assignment(agg_members_t *m, const agg_ctl_ctx_t *c, const agg_env_t *e, double timeout_s)
 {
     double t0 = agg_now(), last_log = t0;
-    a->s->assignment_settled = 0;
-    uint32_t P = a->st.nparts;
+    e->s->assignment_settled = 0;
+    uint32_t P = c->st->nparts;
     uint32_t *owners = calloc(P + 1, sizeof *owners);
     if (!owners)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
+        return fsgd_err_fmt(e->err, e->errsz, FSGD_E_NOMEM, "aggregator: out of memory");
     double last_change = t0;
     int covered = 0; /* the latest reports are disjoint and cover every partition with rows */
     while (agg_now() - t0 < timeout_s) {
-        uint64_t changes = a->members.changes;
-        agg_ctl_drain(a, 20);
-        int n = a->members.changes != changes;
-        fsgd_bus_serve(a->prod);
+        uint64_t changes = m->changes;
+        agg_ctl_drain(m, c, e, 20);
+        int n = m->changes != changes;
+        fsgd_bus_serve(c->prod);
         double t = agg_now();
         if (t - last_log >= 10) {
             last_log = t;
-            agg_log(a, "waiting for workers: %zu of %d expected have reported their partitions on %s (%.0f s; "
-                       "%llu messages read there, %llu of them reports; starting anyway after %.0f s)",
-                    a->members.nmem, a->members.expected, a->topic.ctl, t - t0, (unsigned long long)a->members.ctl_read,
-                    (unsigned long long)a->members.ctl_used, timeout_s);
+            agg_env_log(e, "waiting for workers: %zu of %d expected have reported their partitions on %s (%.0f s; "
+                           "%llu messages read there, %llu of them reports; starting anyway after %.0f s)",
+                        m->nmem, m->expected, c->ctl_topic, t - t0, (unsigned long long)m->ctl_read,
+                        (unsigned long long)m->ctl_used, timeout_s);
         }
         if (!n) {
             /* Fewer workers than expected, but the group has been stable
              * longer than a session timeout: the others died or never came
              * (a consumer that left is out of the group by then). */
-            if (covered && a->members.nmem < (size_t)a->members.expected && t - last_change >= SETTLE_WITHOUT_S) {
-                agg_log(a, "starting with %zu of %d expected workers: the group has held every partition for "
-                           "%.0f s without the others",
-                        a->members.nmem, a->members.expected, t - last_change);
-                a->s->assignment_settled = 1;
+            if (covered && m->nmem < (size_t)m->expected && t - last_change >= SETTLE_WITHOUT_S) {
+                agg_env_log(e, "starting with %zu of %d expected workers: the group has held every partition for "
+                               "%.0f s without the others",
+                            m->nmem, m->expected, t - last_change);
+                e->s->assignment_settled = 1;
                 break;
             }
             continue;
         }
         last_change = t;
-        covered = agg_members_cover(&a->members, &a->st, owners);
-        if (covered && a->members.nmem >= (size_t)a->members.expected) {
-            a->s->assignment_settled = 1;
+        covered = agg_members_cover(m, c->st, owners);
+        if (covered && m->nmem >= (size_t)m->expected) {
+            e->s->assignment_settled = 1;
             break;
         }
     }
-    a->s->assignment_wait_s = agg_now() - t0;
+    e->s->assignment_wait_s = agg_now() - t0;
     free(owners);
     return 0;
 }

@@ -1,4 +1,6 @@
-/* The job's members as NAME.ctl reports them, and who sent the open step
+/* The job's members as NAME.ctl reports them, and who sent the open step;
+ * the aggregator's NAME.ctl events, what they need from the job
+ * (agg_ctl_ctx_t), and the wait for a settled consumer-group assignment
  * (agg_members.c). Private to trainer/distributed/agg_*.c and aggregator.c. */
 #ifndef FSGD_DIST_AGG_MEMBERS_H
 #define FSGD_DIST_AGG_MEMBERS_H
@@ -6,6 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agg_env.h"
+#include "ctl.h"
+#include "fsgd/auth.h"
+#include "fsgd/bus.h"
+#include "fsgd/dist.h"
+#include "fsgd/replay.h"
 #include "wire.h"
 
 /* A worker that reported its partitions on NAME.ctl. */
@@ -61,5 +69,38 @@ size_t agg_members_drop_silent(agg_members_t *m, uint32_t *dropped, size_t cap);
 /* Step 1 complete: the live set is exactly who answered. */
 void agg_members_live_from_got(agg_members_t *m);
 void agg_members_free(agg_members_t *m);
+
+/* NAME.ctl as the aggregator reads and writes it, made by the caller where
+ * it is used (agg_ctl_ctx): gen and step are the values then. */
+typedef struct agg_ctl_ctx {
+    const fsgd_dist_job_t *job;
+    fsgd_bus_client_t *prod;     /* sends the events (and serves its callbacks while waiting) */
+    fsgd_bus_client_t *ctl_c;    /* reads NAME.ctl (NULL: nothing is read) */
+    fsgd_ctl_json_t *cj;         /* the event being written */
+    const char *ctl_topic;       /* NAME.ctl */
+    const fsgd_auth_t *auth;     /* checks each event's tag */
+    fsgd_replay_t *replay;       /* events already read: a copy is refused */
+    const fsgd_wire_state_t *st; /* the partitions, and which still have rows */
+    uint32_t shard, shards, gen;
+    uint64_t step;  /* last applied step */
+    int following;  /* a following shard (shard > 0): shard 0 says the job's events */
+} agg_ctl_ctx_t;
+
+/* An event of the aggregator on NAME.ctl (best effort: a lost event never
+ * stops the job): begin writes its head into c->cj, the caller its fields,
+ * emit sends it. A following shard sends only job_end. */
+void agg_ctl_begin(const agg_ctl_ctx_t *c, const char *event);
+void agg_ctl_emit(const agg_ctl_ctx_t *c, const char *event);
+/* A membership event (worker_joined, worker_dropped) of worker, with m's
+ * live members. */
+void agg_ctl_member(const agg_ctl_ctx_t *c, const agg_members_t *m, const char *event, uint32_t worker);
+/* Reads what NAME.ctl has now into mem (waiting up to timeout_ms for the
+ * first message) and answers other aggregators' probes; returns how many
+ * messages were read. */
+int agg_ctl_drain(agg_members_t *mem, const agg_ctl_ctx_t *c, const agg_env_t *e, int timeout_ms);
+/* Before step 1: reads NAME.ctl until m's reports show a settled
+ * consumer-group assignment (or timeout_s pass); e->s gets how long it
+ * took and whether it settled. 0, or FSGD_E_NOMEM. */
+int agg_wait_assignment(agg_members_t *m, const agg_ctl_ctx_t *c, const agg_env_t *e, double timeout_s);
 
 #endif

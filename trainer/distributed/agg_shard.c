@@ -294,7 +294,9 @@ int agg_lead_wait_start(agg_t *a)
             FSGD_TRY(rc);
             continue;
         }
-        agg_ctl_drain(a, 0);
+        const agg_ctl_ctx_t cc = agg_ctl_ctx(a);
+        const agg_env_t env = agg_env(a);
+        agg_ctl_drain(&a->members, &cc, &env, 0);
         double t = agg_now();
         if (t - t0 > 120)
             return fsgd_err_fmt(a->err, a->errsz, FSGD_E_TIMEOUT,

@@ -74,7 +74,8 @@ static int agg_end_epoch(agg_t *a, double t0, int *final)
     FSGD_TRY(agg_evaluate(a->job->train, a->dim, a->model.adam.theta, a->have_test ? &a->test : NULL, &ep->test,
                           &env));
     a->s->test = ep->test;
-    agg_ctl_begin(a, "epoch_end");
+    const agg_ctl_ctx_t cc = agg_ctl_ctx(a);
+    agg_ctl_begin(&cc, "epoch_end");
     fsgd_cj_u64(&a->cj, "epoch", a->st.epoch);
     fsgd_cj_u64(&a->cj, "step", a->step);
     fsgd_cj_u64(&a->cj, "rows", a->open.rows_epoch);
@@ -86,7 +87,7 @@ static int agg_end_epoch(agg_t *a, double t0, int *final)
     fsgd_cj_f64(&a->cj, "seconds", ep->seconds);
     fsgd_cj_f64(&a->cj, "seconds_from_step1", ep->seconds_from_step1);
     fsgd_cj_u64(&a->cj, "workers_live", a->members.nlive);
-    agg_ctl_emit(a, "epoch_end");
+    agg_ctl_emit(&cc, "epoch_end");
     a->s->n_epochs++;
     *final |= (int)a->st.epoch >= (a->job->train->epochs ? a->job->train->epochs : a->job->train->max_epochs);
     if (!*final) {

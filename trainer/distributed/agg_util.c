@@ -1,7 +1,7 @@
 /* The aggregator's small shared pieces, below every other agg_*.c file:
  * its log and rejection counting, the views of it that its parts take
- * (agg_env, agg_ckpt_ctx), sets of ids, and the test hook that stops it as
- * if killed. */
+ * (agg_env, agg_ckpt_ctx, agg_follow_ctx, agg_ctl_ctx), sets of ids, and
+ * the test hook that stops it as if killed. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +53,13 @@ agg_follow_ctx_t agg_follow_ctx(agg_t *a)
     return (agg_follow_ctx_t){.job = a->job, .fmt = &a->fmt, .scan_c = a->scan_c, .prod = a->prod, .cj = &a->cj,
                               .data_topic = a->topic.data, .ctl_topic = a->topic.ctl, .gen = a->gen, .dim = a->dim,
                               .test = a->have_test ? &a->test : NULL, .stop = a->stop};
+}
+
+agg_ctl_ctx_t agg_ctl_ctx(agg_t *a)
+{
+    return (agg_ctl_ctx_t){.job = a->job, .prod = a->prod, .ctl_c = a->ctl_c, .cj = &a->cj, .ctl_topic = a->topic.ctl,
+                           .auth = a->auth, .replay = a->replay_ctl, .st = &a->st, .shard = a->shard,
+                           .shards = a->shards, .gen = a->gen, .step = a->step, .following = a->lead != NULL};
 }
 
 #define FSGD_AGG_REJ_NAME_(name, text) text,

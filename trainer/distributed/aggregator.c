@@ -258,7 +258,8 @@ static int agg_start_job(agg_t *a)
             agg_begin_step(a);
         return rc;
     }
-    agg_ctl_begin(a, "job_start");
+    const agg_ctl_ctx_t cc = agg_ctl_ctx(a);
+    agg_ctl_begin(&cc, "job_start");
     fsgd_cj_str(&a->cj, "codec", job->train->codec);
     fsgd_cj_u64(&a->cj, "dataset_rows", st->dataset_rows);
     fsgd_cj_u64(&a->cj, "dim", a->dim);
@@ -276,7 +277,7 @@ static int agg_start_job(agg_t *a)
     fsgd_cj_i64(&a->cj, "resumed_from_step", st->resumed_from_step);
     fsgd_cj_f64(&a->cj, "assignment_wait_seconds", st->assignment_wait_s);
     fsgd_cj_i64(&a->cj, "assignment_settled", st->assignment_settled);
-    agg_ctl_emit(a, "job_start");
+    agg_ctl_emit(&cc, "job_start");
     int rc = agg_publish(a, 1, 0, NULL, 0);
     if (!rc)
         agg_begin_step(a);
@@ -346,8 +347,9 @@ static int agg_drop_silent(agg_t *a, agg_loop_t *l, double t, int *rc)
     uint32_t dropped[64];
     size_t nd = agg_members_drop_silent(&a->members, dropped, 64);
     a->s->workers_dropped += nd;
+    const agg_ctl_ctx_t cc = agg_ctl_ctx(a);
     for (size_t i = 0; i < nd && i < 64; i++) {
-        agg_ctl_member(a, "worker_dropped", dropped[i]);
+        agg_ctl_member(&cc, &a->members, "worker_dropped", dropped[i]);
         agg_log(a, "step %llu: dropped worker %u (no gradient for %.1f s); the group moves its "
                    "partitions to the others",
                 (unsigned long long)a->step + 1, dropped[i], l->timeout);
@@ -468,7 +470,9 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
             continue;
         }
         fsgd_bus_serve(a->prod);
-        agg_ctl_drain(a, 0);
+        const agg_ctl_ctx_t cc = agg_ctl_ctx(a);
+        const agg_env_t env = agg_env(a);
+        agg_ctl_drain(&a->members, &cc, &env, 0);
         double t = agg_now();
         if (a->lead) { /* a following shard: shard 0 decides the step */
             int open_decided;
@@ -485,7 +489,6 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
             continue;
         if (a->follow && !a->open.first_step) {
             const agg_follow_ctx_t fc = agg_follow_ctx(a);
-            const agg_env_t env = agg_env(a);
             if ((rc = agg_follow_hold(a->follow, &fc, &a->st, &a->open, &a->data, a->step, &env)) != 0) {
                 rc = rc < 0 ? rc : 0; /* 1: waiting for rows */
                 continue;
@@ -535,7 +538,8 @@ static void agg_end_job(agg_t *a, int rc)
     const fsgd_agg_stats_t *st = a->s;
     if (a->lead && !rc) /* a following shard's end is shard 0's */
         return;
-    agg_ctl_begin(a, "job_end");
+    const agg_ctl_ctx_t cc = agg_ctl_ctx(a);
+    agg_ctl_begin(&cc, "job_end");
     fsgd_cj_str(&a->cj, "status", rc ? "failed" : "done");
     fsgd_cj_str(&a->cj, "error", rc ? a->err : NULL);
     fsgd_cj_str(&a->cj, "error_code", rc ? fsgd_err_name(rc) : NULL);
@@ -553,7 +557,7 @@ static void agg_end_job(agg_t *a, int rc)
     fsgd_cj_u64(&a->cj, "bytes_down", st->bytes_down);
     fsgd_cj_u64(&a->cj, "workers_dropped", st->workers_dropped);
     fsgd_cj_u64(&a->cj, "empty_steps", st->empty_steps);
-    agg_ctl_emit(a, "job_end");
+    agg_ctl_emit(&cc, "job_end");
     fsgd_bus_flush(a->prod, 5000, NULL, 0);
 }
 
@@ -621,8 +625,11 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, 
     if (!rc)
         rc = agg_assign_grads(&a, resumed);
     /* the opening snapshot waits until the consumer group has settled */
-    if (!rc && !a.lead)
-        rc = agg_wait_assignment(&a, 60);
+    if (!rc && !a.lead) {
+        const agg_ctl_ctx_t cc = agg_ctl_ctx(&a);
+        const agg_env_t aenv = agg_env(&a);
+        rc = agg_wait_assignment(&a.members, &cc, &aenv, 60);
+    }
     a.clock.t0 = agg_now();
     if (!rc)
         rc = agg_start_job(&a);

@@ -52,8 +52,9 @@
  * agg_env_t (agg_env.h); one that keeps no state takes only what it reads
  * (agg_eval.h); one that reads and writes several parts takes a context of
  * pointers to them (agg_ckpt.h: agg_ckpt_ctx_t, made by agg_ckpt_ctx;
- * agg_follow.h: agg_follow_ctx_t, by agg_follow_ctx); a function that
- * orchestrates several parts (the step loop, agg_apply_step,
+ * agg_follow.h: agg_follow_ctx_t, by agg_follow_ctx; agg_members.h:
+ * agg_ctl_ctx_t, NAME.ctl's events and reports, by agg_ctl_ctx); a
+ * function that orchestrates several parts (the step loop, agg_apply_step,
  * take_gradient) takes agg_t. */
 
 typedef struct agg {
@@ -136,17 +137,13 @@ void agg_reject_on(agg_t *a, const char *topic, int reason, const char *fmt, ...
 /* The parts of a that a checkpoint writes and restores (agg_ckpt.h): a
  * view, valid while a is. */
 agg_ckpt_ctx_t agg_ckpt_ctx(agg_t *a);
+/* NAME.ctl as a's events and membership use it (agg_members.h): made where
+ * it is used, its gen and step being a's then. */
+agg_ctl_ctx_t agg_ctl_ctx(agg_t *a);
 
 /* agg_model.c: the model topic (snapshots and the downlink) */
 int agg_downlink_setup(agg_t *a);
 int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n);
-
-/* agg_members.c: NAME.ctl events and the job's members */
-void agg_ctl_begin(agg_t *a, const char *event);
-void agg_ctl_emit(agg_t *a, const char *event);
-void agg_ctl_member(agg_t *a, const char *event, uint32_t worker);
-int agg_ctl_drain(agg_t *a, int timeout_ms);
-int agg_wait_assignment(agg_t *a, double timeout_s);
 
 /* agg_gradients.c: one message from NAME.grads, taken or dropped */
 int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m);
