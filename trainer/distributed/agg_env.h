@@ -6,6 +6,7 @@
 #ifndef FSGD_DIST_AGG_ENV_H
 #define FSGD_DIST_AGG_ENV_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,5 +42,9 @@ void agg_env_reject_on(const agg_env_t *e, const char *topic, int reason, const 
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+/* The caller's test hook (fsgd_role_env_t.crash; crash may be NULL): once
+ * *crash is set, FSGD_E_STATE with *stopped set, so the aggregator ends as
+ * a killed process would, publishing nothing. */
+int agg_env_crashed(const agg_env_t *e, const volatile sig_atomic_t *crash, int *stopped);
 
 #endif

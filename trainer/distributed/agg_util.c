@@ -1,6 +1,6 @@
 /* The aggregator's small shared pieces, below every other agg_*.c file:
  * its log and rejection counting, the views of it that its parts take
- * (agg_env, agg_ckpt_ctx, agg_follow_ctx, agg_ctl_ctx), sets of ids, and
+ * (agg_env, agg_ckpt_ctx, agg_follow_ctx, agg_ctl_ctx, agg_lead_ctx), sets of ids, and
  * the test hook that stops it as if killed. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,6 +60,14 @@ agg_ctl_ctx_t agg_ctl_ctx(agg_t *a)
     return (agg_ctl_ctx_t){.job = a->job, .prod = a->prod, .ctl_c = a->ctl_c, .cj = &a->cj, .ctl_topic = a->topic.ctl,
                            .auth = a->auth, .replay = a->replay_ctl, .st = &a->st, .shard = a->shard,
                            .shards = a->shards, .gen = a->gen, .step = a->step, .following = a->lead != NULL};
+}
+
+agg_lead_ctx_t agg_lead_ctx(agg_t *a)
+{
+    return (agg_lead_ctx_t){.auth = a->auth, .model_topic = a->topic.model, .data_topic = a->topic.data,
+                            .shard = a->shard, .shards = a->shards, .gen = &a->gen, .step = a->step, .mdim = a->mdim,
+                            .gweights = a->gweights, .st = &a->st, .open = &a->open, .data = &a->data,
+                            .crash = a->crash, .stopped = &a->stopped};
 }
 
 #define FSGD_AGG_REJ_NAME_(name, text) text,
@@ -144,10 +152,16 @@ int agg_add_set(uint32_t **s, size_t *n, size_t *cap, uint32_t v)
     return 0;
 }
 
+int agg_env_crashed(const agg_env_t *e, const volatile sig_atomic_t *crash, int *stopped)
+{
+    if (!crash || !*crash)
+        return 0;
+    *stopped = 1;
+    return fsgd_err_fmt(e->err, e->errsz, FSGD_E_STATE, "stopped as if killed (fsgd_role_env_t.crash)");
+}
+
 int agg_crashed(agg_t *a)
 {
-    if (!a->crash || !*a->crash)
-        return 0;
-    a->stopped = 1;
-    return fsgd_err_fmt(a->err, a->errsz, FSGD_E_STATE, "stopped as if killed (fsgd_role_env_t.crash)");
+    const agg_env_t e = agg_env(a);
+    return agg_env_crashed(&e, a->crash, &a->stopped);
 }

@@ -93,8 +93,10 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
                                    .shard = a->shard, .shards = a->shards, .gen = a->gen};
         rc = agg_twin_check(&a->twin, &tc, &env);
     }
-    if (!rc)
-        rc = agg_lead_open(a, bus);
+    if (!rc) {
+        const agg_lead_ctx_t lc = agg_lead_ctx(a);
+        rc = agg_lead_open(&a->lead, bus, &lc, &env);
+    }
     /* sharded: no shard holds the whole model until the end, when shard 0
      * assembles it and scores the test set (agg_shard_final) */
     if (!rc && job->train->test[0] && a->shard == 0) { /* in the job's format, like the data topic */
@@ -106,8 +108,10 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
     uint64_t dim = 0;
     if (!rc)
         rc = agg_scan_data(&a->data, &a->st, &sc, &env, &dim);
-    if (!rc)
-        rc = agg_shard_dims(a, dim);
+    if (!rc) {
+        a->dim = dim;
+        rc = agg_shard_dims(job, a->shard, a->shards, dim, &a->mdim, &a->gweights, &env);
+    }
     if (!rc && job->train->init[0])
         rc = agg_init_load(a);
     if (!rc)
@@ -246,13 +250,25 @@ static int agg_assign_grads(agg_t *a, int resumed)
     return rc;
 }
 
+/* While a following shard waits for shard 0's opening snapshot: NAME.ctl
+ * is read as in the step loop. */
+static void lead_wait_idle(void *arg)
+{
+    agg_t *a = arg;
+    const agg_ctl_ctx_t cc = agg_ctl_ctx(a);
+    const agg_env_t env = agg_env(a);
+    agg_ctl_drain(&a->members, &cc, &env, 0);
+}
+
 /* job_start on NAME.ctl, then the opening snapshot that starts step 1. */
 static int agg_start_job(agg_t *a)
 {
     const fsgd_dist_job_t *job = a->job;
     const fsgd_agg_stats_t *st = a->s;
     if (a->lead) { /* a following shard: shard 0's job_start announces the run */
-        FSGD_TRY(agg_lead_wait_start(a));
+        const agg_lead_ctx_t lc = agg_lead_ctx(a);
+        const agg_env_t env = agg_env(a);
+        FSGD_TRY(agg_lead_wait_start(a->lead, &lc, &env, lead_wait_idle, a));
         int rc = agg_publish(a, 1, 0, NULL, 0);
         if (!rc)
             agg_begin_step(a);
@@ -476,8 +492,10 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
         double t = agg_now();
         if (a->lead) { /* a following shard: shard 0 decides the step */
             int open_decided;
-            if ((rc = agg_lead_poll(a, &open_decided)) != 0 || (open_decided && (rc = agg_take_held(a)) != 0) ||
-                (rc = agg_lead_check_alive(a, l->timeout)) != 0)
+            const agg_lead_ctx_t lc = agg_lead_ctx(a); /* the step stays until agg_take_step */
+            if ((rc = agg_lead_poll(a->lead, &lc, &env, &open_decided)) != 0 ||
+                (open_decided && (rc = agg_take_held(a)) != 0) ||
+                (rc = agg_lead_check_alive(a->lead, &lc, &env, l->timeout)) != 0)
                 break;
             if (agg_lead_complete(a->lead, &a->st, &a->open, a->step + 1))
                 rc = agg_take_step(a, l, t, done);
@@ -507,9 +525,14 @@ static int agg_save_final(agg_t *a)
     const fsgd_dist_job_t *job = a->job;
     int rc = 0;
     agg_clock_latency_stats(&a->clock, a->s);
-    if (a->shards > 1)
-        rc = a->shard == 0 ? agg_shard_final(a) : 0;
-    else if (job->train->out[0]) {
+    if (a->shards > 1) {
+        if (a->shard == 0) {
+            const agg_shard_final_ctx_t fc = {.job = job, .bus = a->bus, .model_topic = a->topic.model,
+                                              .fmt = &a->fmt, .model = &a->model, .test = &a->test};
+            const agg_env_t env = agg_env(a);
+            rc = agg_shard_final(&fc, &env);
+        }
+    } else if (job->train->out[0]) {
         fsgd_model_t mo = {.kind = job->train->model, .dim = a->dim, .has_bias = job->train->bias,
                            .bias = (float)job->train->bias_value, .w = a->model.adam.theta};
         /* a hashed format's spec (model v2): fsgd predict hashes raw rows the same way */
@@ -596,7 +619,8 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, 
                .crash = env->crash};
     job_topics_init(&a.topic, job->dist->name);
     a.members.expected = expected_workers > 0 ? expected_workers : 1;
-    int rc = agg_shard_setup(&a);
+    const agg_env_t setup_env = agg_env(&a);
+    int rc = agg_shard_setup(job, &a.shard, &a.shards, &setup_env);
     if (!rc)
         rc = agg_open(&a, bus);
     if (!rc)

@@ -38,6 +38,7 @@
 #include "agg_model.h"
 #include "agg_open.h"
 #include "agg_pull.h"
+#include "agg_shard.h"
 #include "agg_tune.h"
 #include "agg_twin.h"
 #include "ctl.h"
@@ -50,12 +51,13 @@
  * agg_clock.h, agg_ckpt.h, agg_lead.h, agg_pull.h, agg_twin.h, agg_data.h,
  * agg_follow.h), and its functions take that struct and, to report, an
  * agg_env_t (agg_env.h); one that keeps no state takes only what it reads
- * (agg_eval.h); one that reads and writes several parts takes a context of
- * pointers to them (agg_ckpt.h: agg_ckpt_ctx_t, made by agg_ckpt_ctx;
- * agg_follow.h: agg_follow_ctx_t, by agg_follow_ctx; agg_members.h:
- * agg_ctl_ctx_t, NAME.ctl's events and reports, by agg_ctl_ctx); a
- * function that orchestrates several parts (the step loop, agg_apply_step,
- * take_gradient) takes agg_t. */
+ * (agg_eval.h, agg_shard.h); one that reads and writes several parts takes
+ * a context of pointers to them (agg_ckpt.h: agg_ckpt_ctx_t, made by
+ * agg_ckpt_ctx; agg_follow.h: agg_follow_ctx_t, by agg_follow_ctx;
+ * agg_members.h: agg_ctl_ctx_t, NAME.ctl's events and reports, by
+ * agg_ctl_ctx; agg_lead.h: agg_lead_ctx_t, by agg_lead_ctx; agg_shard.h:
+ * agg_shard_final_ctx_t); a function that orchestrates several parts (the
+ * step loop, agg_apply_step, take_gradient) takes agg_t. */
 
 typedef struct agg {
     /* the job, its topics and data (agg_scan.c) */
@@ -113,6 +115,9 @@ agg_env_t agg_env(agg_t *a);
 /* The part of a that continuous training reads (agg_follow.h): a view,
  * valid while a is and its generation stays. */
 agg_follow_ctx_t agg_follow_ctx(agg_t *a);
+/* The part of a that a following shard's tracking of shard 0 reads and
+ * sets (agg_lead.h): a view, valid while a is and its step stays. */
+agg_lead_ctx_t agg_lead_ctx(agg_t *a);
 /* FSGD_E_STATE (and a->stopped) once *a->crash is set. */
 int agg_crashed(agg_t *a);
 void agg_log(agg_t *a, const char *fmt, ...)
@@ -167,33 +172,6 @@ int agg_init_load(agg_t *a);
 void agg_set_quota(fsgd_wire_state_t *st, uint64_t B);
 void agg_begin_step(agg_t *a);
 int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx);
-
-/* agg_shard.c: a sharded aggregator (job key shards). setup: the shard's
- * identity and what a sharded job refuses; dims: after the scan, the
- * model's shape from the data's dimension, mdim the shard's part (refused
- * past the job's max_model_weights). A following shard (shard > 0) reads shard 0's
- * step states (lead_open, lead_poll: takes the open step's held gradients
- * once its state is in); it takes a gradient only when its ranges are ones
- * the leader applied (agg_lead.h: lead_applied), and applies the step when
- * its ranges cover the leader's (lead_complete). */
-int agg_shard_setup(agg_t *a);
-int agg_shard_dims(agg_t *a, uint64_t dim);
-int agg_lead_open(agg_t *a, fsgd_bus_t *bus);
-/* *open_decided: shard 0's decision for the open step just arrived (its
- * held gradients can be taken now). */
-int agg_lead_poll(agg_t *a, int *open_decided);
-/* Shard 0 of a sharded job, after its final step: the whole model from
- * every shard's partition of NAME.model once all of them have published
- * their final snapshot (at most max(60 s, 3 step timeouts)), written to
- * out and scored on the test set. Followers write no model; their metrics
- * JSON goes to PATH.shardI. */
-int agg_shard_final(agg_t *a);
-/* Before its opening snapshot: shard 0's, whose generation it takes. */
-int agg_lead_wait_start(agg_t *a);
-/* Fails when shard 0 stays silent past max(60 s, 3 step timeouts); a step
- * it decided whose gradient parts do not all come here within a step
- * timeout goes on without the missing ones (counted: parts_missing). */
-int agg_lead_check_alive(agg_t *a, double step_timeout);
 
 /* agg_metrics.c: a closed step's point in the trace, then the caller's step
  * hook (step_seconds < 0: an empty step) */
