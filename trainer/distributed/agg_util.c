@@ -1,6 +1,7 @@
 /* The aggregator's small shared pieces, below every other agg_*.c file:
  * its log and rejection counting, the views of it that its parts take
- * (agg_env, agg_ckpt_ctx, agg_follow_ctx, agg_ctl_ctx, agg_lead_ctx), sets of ids, and
+ * (agg_env, agg_ckpt_ctx, agg_follow_ctx, agg_ctl_ctx, agg_lead_ctx,
+ * agg_intake_ctx), sets of ids, and
  * the test hook that stops it as if killed. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,6 +69,18 @@ agg_lead_ctx_t agg_lead_ctx(agg_t *a)
                             .shard = a->shard, .shards = a->shards, .gen = &a->gen, .step = a->step, .mdim = a->mdim,
                             .gweights = a->gweights, .st = &a->st, .open = &a->open, .data = &a->data,
                             .crash = a->crash, .stopped = &a->stopped};
+}
+
+agg_intake_ctx_t agg_intake_ctx(agg_t *a)
+{
+    return (agg_intake_ctx_t){.job = a->job, .intake = &a->intake, .grads_c = a->grads_c, .auth = a->auth,
+                              .replay = a->replay_grads, .gen = a->gen, .step = a->step, .gweights = a->gweights,
+                              .st = &a->st, .lead = a->lead, .data = &a->data, .open = &a->open,
+                              .members = &a->members, .model = &a->model, .pull = &a->pull, .clock = &a->clock,
+                              .ctl = agg_ctl_ctx(a),
+                              .pull_job = {.prod = a->prod, .pull_topic = a->topic.pull,
+                                           .job = a->job->dist->name, .shard = a->shard, .gen = a->gen,
+                                           .step = a->step, .mdim = a->mdim}};
 }
 
 #define FSGD_AGG_REJ_NAME_(name, text) text,

@@ -424,7 +424,9 @@ static int agg_take_step(agg_t *a, agg_loop_t *l, double t, int *done)
     int rc = agg_apply_step(a, done, l->progress, l->ctx);
     if (!rc && !*done) {
         l->opened_with_held = a->open.early.n > 0 || a->members.ngot > 0;
-        rc = agg_take_held(a);
+        const agg_intake_ctx_t ic = agg_intake_ctx(a); /* the step just opened */
+        const agg_env_t env = agg_env(a);
+        rc = agg_take_held(&ic, &env);
         l->opened_with_held |= a->members.ngot > 0;
     }
     return rc;
@@ -479,7 +481,9 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
         l->opened_with_held = 0;
         l->just_took = 0;
         if (m) {
-            rc = agg_handle_grad(a, m);
+            const agg_intake_ctx_t ic = agg_intake_ctx(a);
+            const agg_env_t env = agg_env(a);
+            rc = agg_handle_grad(&ic, &env, m);
             fsgd_bus_msg_destroy(m);
             /* drain what is already here before deciding */
             l->just_took = 1;
@@ -493,8 +497,9 @@ static int agg_step_loop(agg_t *a, agg_loop_t *l, int *done)
         if (a->lead) { /* a following shard: shard 0 decides the step */
             int open_decided;
             const agg_lead_ctx_t lc = agg_lead_ctx(a); /* the step stays until agg_take_step */
+            const agg_intake_ctx_t ic = agg_intake_ctx(a);
             if ((rc = agg_lead_poll(a->lead, &lc, &env, &open_decided)) != 0 ||
-                (open_decided && (rc = agg_take_held(a)) != 0) ||
+                (open_decided && (rc = agg_take_held(&ic, &env)) != 0) ||
                 (rc = agg_lead_check_alive(a->lead, &lc, &env, l->timeout)) != 0)
                 break;
             if (agg_lead_complete(a->lead, &a->st, &a->open, a->step + 1))

@@ -33,6 +33,7 @@
 #include "agg_env.h"
 #include "agg_eval.h"
 #include "agg_follow.h"
+#include "agg_intake.h"
 #include "agg_lead.h"
 #include "agg_members.h"
 #include "agg_model.h"
@@ -49,15 +50,16 @@
 /* The aggregator's state, by part. Each part has its own struct and header
  * (agg_members.h, agg_open.h, agg_early.h, agg_model.h, agg_tune.h,
  * agg_clock.h, agg_ckpt.h, agg_lead.h, agg_pull.h, agg_twin.h, agg_data.h,
- * agg_follow.h), and its functions take that struct and, to report, an
- * agg_env_t (agg_env.h); one that keeps no state takes only what it reads
- * (agg_eval.h, agg_shard.h); one that reads and writes several parts takes
- * a context of pointers to them (agg_ckpt.h: agg_ckpt_ctx_t, made by
+ * agg_follow.h, agg_intake.h), and its functions take that struct and, to
+ * report, an agg_env_t (agg_env.h); one that keeps no state takes only
+ * what it reads (agg_eval.h, agg_shard.h); one that reads and writes
+ * several parts takes a context of pointers to them (agg_ckpt.h: agg_ckpt_ctx_t, made by
  * agg_ckpt_ctx; agg_follow.h: agg_follow_ctx_t, by agg_follow_ctx;
  * agg_members.h: agg_ctl_ctx_t, NAME.ctl's events and reports, by
- * agg_ctl_ctx; agg_lead.h: agg_lead_ctx_t, by agg_lead_ctx; agg_shard.h:
+ * agg_ctl_ctx; agg_lead.h: agg_lead_ctx_t, by agg_lead_ctx; agg_intake.h:
+ * agg_intake_ctx_t, NAME.grads' intake, by agg_intake_ctx; agg_shard.h:
  * agg_shard_final_ctx_t); a function that orchestrates several parts (the
- * step loop, agg_apply_step, take_gradient) takes agg_t. */
+ * step loop, agg_apply_step) takes agg_t. */
 
 typedef struct agg {
     /* the job, its topics and data (agg_scan.c) */
@@ -102,7 +104,7 @@ typedef struct agg {
     fsgd_agg_step_fn on_step; /* the caller's step hook (may be NULL), with log_ctx */
     void *log_ctx;
     uint8_t logged[FSGD_AGG_REJ_COUNT];
-    int kerr_seen[32], n_kerr;
+    agg_intake_t intake; /* NAME.grads consumer errors logged (agg_intake.h) */
     double last_wait_log;
     char *err;
     size_t errsz;
@@ -145,19 +147,14 @@ agg_ckpt_ctx_t agg_ckpt_ctx(agg_t *a);
 /* NAME.ctl as a's events and membership use it (agg_members.h): made where
  * it is used, its gen and step being a's then. */
 agg_ctl_ctx_t agg_ctl_ctx(agg_t *a);
+/* The parts of a that NAME.grads' intake reads and writes (agg_intake.h):
+ * made where a message or the held frames are taken, its gen and step
+ * being a's then. */
+agg_intake_ctx_t agg_intake_ctx(agg_t *a);
 
 /* agg_model.c: the model topic (snapshots and the downlink) */
 int agg_downlink_setup(agg_t *a);
 int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n);
-
-/* agg_gradients.c: one message from NAME.grads, taken or dropped */
-int agg_handle_grad(agg_t *a, const fsgd_bus_msg_t *m);
-/* The same for a frame's bytes (offset: for messages only). */
-/* partition: of NAME.grads, for the replay check; -1 for a frame held
- * early, checked when it came */
-int agg_take_frame(agg_t *a, const void *payload, size_t len, int32_t partition, int64_t offset);
-/* Takes the held frames of the step just opened (agg_early_due), in arrival order. */
-int agg_take_held(agg_t *a);
 
 /* agg_auto.c: l2, lr and epochs auto (after agg_scan_data) */
 int agg_auto_setup(agg_t *a);
