@@ -314,8 +314,10 @@ static int append_run(fsgd_reducer_t *r, const uint32_t *keys, const float *vals
     FSGD_TRY(reserve_merged(r, r->n + r->run_len + n));
     if (r->n_runs && !r->window && !(r->window = calloc(1, sizeof *r->window)))
         return FSGD_E_NOMEM;
-    memcpy(r->run_keys + r->run_len, keys, n * sizeof *keys);
-    memcpy(r->run_vals + r->run_len, vals, n * sizeof *vals);
+    if (n) { /* an empty add is a run of none: no buffer may exist yet */
+        memcpy(r->run_keys + r->run_len, keys, n * sizeof *keys);
+        memcpy(r->run_vals + r->run_len, vals, n * sizeof *vals);
+    }
     r->run_len += n;
     r->run_end[r->n_runs++] = r->run_len;
     return FSGD_E_OK;

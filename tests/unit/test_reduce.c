@@ -119,6 +119,34 @@ static void test_many_adds_go_dense(void)
     fsgd_reducer_destroy(r);
 }
 
+/* Empty adds (a worker whose rows touched none of a shard's keys, gTop-k's
+ * empty parts) are adds like any other, on a fresh reducer too, whose run
+ * buffers do not exist yet. */
+static void test_empty_adds(void)
+{
+    fsgd_reducer_t *r = fsgd_reducer_new(10);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    uint32_t k[] = {1, 2};
+    float v[] = {0.5f, 0.25f};
+    for (int round = 0; round < 2; round++) {
+        CU_ASSERT_EQUAL_FATAL(fsgd_reducer_add(r, k, v, 1), FSGD_E_OK);
+        CU_ASSERT_EQUAL_FATAL(fsgd_reducer_add(r, k, v, 0), FSGD_E_OK);
+        CU_ASSERT_EQUAL_FATAL(fsgd_reducer_add(r, k, v, 2), FSGD_E_OK);
+        CU_ASSERT_EQUAL_FATAL(fsgd_reducer_add(r, k, v, 0), FSGD_E_OK);
+        CU_ASSERT_EQUAL(fsgd_reducer_count(r), 2);
+        CU_ASSERT(same_double(fsgd_reducer_sum(r, 1), 0.0 + 0.5 + 0.5));
+        CU_ASSERT(same_double(fsgd_reducer_sum(r, 2), 0.0 + 0.25));
+        fsgd_reducer_clear(r);
+    }
+    fsgd_reducer_t *fresh = fsgd_reducer_new(10); /* only empty adds */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh);
+    CU_ASSERT_EQUAL(fsgd_reducer_add(fresh, k, v, 0), FSGD_E_OK);
+    CU_ASSERT_EQUAL(fsgd_reducer_add(fresh, k, v, 0), FSGD_E_OK);
+    CU_ASSERT_EQUAL(fsgd_reducer_count(fresh), 0);
+    fsgd_reducer_destroy(fresh);
+    fsgd_reducer_destroy(r);
+}
+
 static void test_range_and_clear(void)
 {
     fsgd_reducer_t *r = fsgd_reducer_new(10);
@@ -373,6 +401,7 @@ void fsgd_test_register(void)
         {"an unsorted add: dense, same sums", test_unsorted_add_goes_dense},
         {"many adds: dense, same sums", test_many_adds_go_dense},
         {"out of range, clear, empty", test_range_and_clear},
+        {"empty adds, on a fresh reducer too", test_empty_adds},
         {"lazy merge: 1..16 adds, reads between, bits of add order", test_lazy_merge_add_order},
         {"lazy merge: 17th or unsorted add goes dense, same bits", test_lazy_then_dense},
         {"lazy merge: keys up to 2^32 - 1", test_lazy_merge_top_keys},
