@@ -88,6 +88,7 @@ NETNS=()
 KDIRS=()
 cleanup() {
     local p n
+    trap '' INT TERM # a second signal must not cut the cleanup short (namespaces left behind)
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
     for n in "${KDIRS[@]}"; do "$BROKER_SH" stop "$n" >/dev/null 2>&1 || true; done

@@ -75,6 +75,7 @@ NETNS=()
 KDIR=
 cleanup() {
     local p n
+    trap '' INT TERM # a second signal must not cut the cleanup short (namespaces left behind)
     # /usr/bin/time wraps the roles: their fsgd children first
     for p in ${PIDS[@]+"${PIDS[@]}"}; do pkill -TERM -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
     for p in ${PIDS[@]+"${PIDS[@]}"}; do wait "$p" 2>/dev/null || true; done

@@ -51,13 +51,11 @@ def fit_msg(points):
 
 
 def read_inputs(path):
-    curve, costs, msgs, bursts, start = [], [], [], [], []
+    curve, costs, msgs, start = [], [], [], []
     for line in open(path):
         if line.startswith("bench bus_msg ") and "cpu_us_msg=" in line:
             f = fields(line)
-            if "burst" in f:
-                bursts.append((int(f["burst"]), float(f["bytes"]), float(f["cpu_us_msg"])))
-            else:
+            if "burst" not in f:  # bursts: printed by the bench, not in the model
                 msgs.append((float(f["bytes"]), float(f["cpu_us_msg"])))
         if not line.startswith("bench scale_inputs "):
             continue
@@ -83,8 +81,6 @@ def read_inputs(path):
     c = {k: v * 1e-9 for k, v in c.items()}
     if msgs:
         c.update(fit_msg(msgs))
-        # reported, not in the model: a message in a burst, less its bytes'
-        c["msg_burst"] = {k: us * 1e-6 - b * c["msg_byte"] for k, b, us in bursts}
     return curve, c
 
 
@@ -211,9 +207,7 @@ def main(argv):
         sys.exit(__doc__)
     curve, c = read_inputs(argv[1])
     c.update(read_agg(argv[2], curve))
-    print("bench scale_model costs " + " ".join("%s_ns=%.2f" % (k, v * 1e9) for k, v in sorted(c.items())
-                                                 if not isinstance(v, dict))
-          + "".join(" msg_burst%d_ns=%.2f" % (k, v * 1e9) for k, v in sorted(c.get("msg_burst", {}).items())))
+    print("bench scale_model costs " + " ".join("%s_ns=%.2f" % (k, v * 1e9) for k, v in sorted(c.items())))
     dim = 1 << 24
     for path in argv[3:]:
         check(json.load(open(path)), curve, c, read_roles(path + ".roles"))
