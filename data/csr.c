@@ -1,5 +1,6 @@
 #include "fsgd/csr.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,16 @@ int fsgd_csr_all_ones(const fsgd_csr_t *m)
         if (m->val[i] != 1.0f)
             return 0;
     return 1;
+}
+
+double fsgd_csr_abs_sum(const fsgd_csr_t *m)
+{
+    if (!m->val)
+        return (double)m->nnz;
+    double s = 0;
+    for (size_t i = 0; i < m->nnz; i++)
+        s += fabs((double)m->val[i]);
+    return s;
 }
 
 int fsgd_csr_append_row(fsgd_csr_t *m, double label, const uint32_t *col, const float *val, size_t n)

@@ -20,9 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         __builtin_trap(); /* every YAML error names the source */
     if (rc == 0) {
         /* whatever was accepted respects the table's bounds; "auto" (fsgd
-         * train picks the value) stores epochs 0 and lr FSGD_JOB_AUTO */
+         * train picks the value) stores epochs 0, lr and beta1 FSGD_JOB_AUTO */
         if (job.train.epochs < 0 || (job.train.lr <= 0 && job.train.lr != FSGD_JOB_AUTO) || job.train.batch <= 0 || job.train.threads < 1 ||
-            job.train.beta1 < 0)
+            (job.train.beta1 < 0 && job.train.beta1 != FSGD_JOB_AUTO))
             __builtin_trap();
         if (memchr(job.train.data, '\0', sizeof job.train.data) == NULL || memchr(job.train.codec, '\0', sizeof job.train.codec) == NULL)
             __builtin_trap();

@@ -58,3 +58,22 @@ print("fsgd train: auc %.5f lr %.5f l2 %.3g | fsgd run: auc %.5f lr %.5f l2 %.3g
 assert r["holdout_rows"] > 0 and r["holdout_looks"] > 0 and r["l2"] > 0 and r["lr"] > 0
 assert abs(r["test"]["auc"] - t["test"]["auc"]) <= 0.003
 PYEOF
+# lr auto under the delay (docs/defaults.md): at τ 4 a9a's rows (14 binary
+# features and the intercept) cap it at 0.8 / ((τ + 1)·row_l1), below the
+# 0.014 of its 115 steps an epoch; the aggregator takes Σ|x| from the data
+# summary, fsgd train from its rows.
+start_run "$tmp/cap.log" --data "$DATA/a9a" --test "$DATA/a9a.t" --workers 2 --staleness 4 --epochs 1 \
+    --metrics-json "$tmp/cap.json"
+finish_run "$tmp/cap.log"
+"$FSGD" train --data "$DATA/a9a" --test "$DATA/a9a.t" --staleness 4 --epochs 1 --quiet --metrics-json "$tmp/tcap.json" >/dev/null
+"$PY" - "$DATA/a9a" "$tmp/cap.json" "$tmp/tcap.json" "$tmp/t.json" <<'PYEOF'
+import json, sys
+rows = [l.split()[1:] for l in open(sys.argv[1]) if l.strip()]
+row_l1 = sum(abs(float(t.split(":")[1])) for r in rows for t in r) / len(rows) + 1
+r, t, t0 = (json.load(open(p)) for p in sys.argv[2:])
+cap = 0.8 / (5 * row_l1)
+print("tau 4: row_l1 %.4f, cap %.6f; fsgd run lr %.6f, fsgd train lr %.6f (%.6f without delay)"
+      % (row_l1, cap, r["lr"], t["lr"], t0["lr"]))
+assert r["staleness"]["tau"] == 4 and t["staleness"] == 4
+assert t0["lr"] > cap and abs(r["lr"] - cap) < 1e-9 * cap and abs(t["lr"] - cap) < 1e-9 * cap
+PYEOF

@@ -74,6 +74,7 @@ typedef struct outcome {
     int rc;
     char err[512];
     fsgd_produce_stats_t st;
+    double xsum; /* Σ|x| of the rows (the reference's) */
 } outcome_t;
 
 static void produce(const char *path, const fsgd_job_t *job, int P, int chunk_kb, const char *threads, outcome_t *o)
@@ -151,6 +152,7 @@ static void reference(const char *path, const fsgd_job_t *job, int P, outcome_t 
         if (r <= 0)
             continue;
         o->st.rows++;
+        o->xsum += fsgd_csr_abs_sum(&one);
         if (b.rows.n_rows > 0 && fsgd_rowblock_bound(&b.rows, 0, b.rows.n_rows) + fsgd_rowblock_bound(&one, 0, 1) >
                                      FSGD_PRODUCE_BLOCK_BYTES) {
             *uniform = 0;
@@ -221,6 +223,10 @@ static void check_file(const char *path, const fsgd_job_t *job, int P)
             }
             CU_ASSERT_PTR_NOT_NULL(strstr(got.m.summary, ends_s));
             CU_ASSERT_PTR_NOT_NULL(strstr(got.m.summary, rows_s));
+            /* Σ|x| (lr auto under a delay): the rows', in any order of blocks */
+            const char *xs = strstr(got.m.summary, "\"xsum\": ");
+            CU_ASSERT_PTR_NOT_NULL_FATAL(xs);
+            CU_ASSERT_DOUBLE_EQUAL(strtod(xs + 8, NULL), ref.xsum, 1e-9 * ref.xsum + 1e-9);
         } else {
             CU_ASSERT_STRING_EQUAL(got.m.summary, "");
         }

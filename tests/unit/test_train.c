@@ -284,6 +284,59 @@ static void test_auto_defaults(void)
     fsgd_csr_free(&train);
 }
 
+/* Under a bounded delay τ (fsgd run, fsgd train --staleness) lr auto is
+ * kept to FSGD_TRAIN_DELAY_MARGIN / ((τ + 1)·row_l1) and β1 auto is 0;
+ * without one both are as they were. */
+static void test_delay_defaults(void)
+{
+    fsgd_job_t job;
+    fsgd_job_train_defaults(&job);
+    const double lr0 = FSGD_TRAIN_LR_AUTO_C / sqrt(98.0); /* 400k rows in steps of 4096: 98 steps */
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_lr(&job.train, 400000, 4096, 0, 41), lr0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_lr(&job.train, 400000, 4096, 4, 41), FSGD_TRAIN_DELAY_MARGIN / (5 * 41.0), 0);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_lr(&job.train, 400000, 4096, 4, 0), lr0, 0);  /* row_l1 not known */
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_lr(&job.train, 400000, 4096, 4, 3.0), lr0, 0); /* small values: below the cap */
+    /* a long job's lr is below the cap already */
+    const double lr_long = FSGD_TRAIN_LR_AUTO_C / sqrt(ceil(900000 / 512.0));
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_lr(&job.train, 900000, 512, 4, 41), lr_long, 0);
+    job.train.lr = 0.05; /* an explicit lr is the user's */
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_lr(&job.train, 400000, 4096, 4, 41), 0.05, 0);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_beta1(&job.train, 0), FSGD_TRAIN_BETA1, 0);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_beta1(&job.train, 4), 0, 0);
+    job.train.beta1 = 0.5;
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_beta1(&job.train, 4), 0.5, 0);
+    /* row_l1: the values' mean plus the intercept's */
+    job.train.bias_value = 2;
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_row_l1(&job.train, 30, 10), 5, 1e-12);
+    job.train.bias = 0;
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_row_l1(&job.train, 30, 10), 3, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_row_l1(&job.train, 30, 0), 0, 0);
+    /* fsgd train --staleness 4 takes them: 2000 rows of at most 8 of 40 features */
+    uint64_t rng = 11;
+    fsgd_csr_t train = {0};
+    synthetic(&train, 2000, 40, 0, &rng);
+    fsgd_job_train_defaults(&job);
+    job.train.quiet = 1;
+    job.train.threads = 1;
+    job.train.batch = 100;
+    job.train.epochs = 1;
+    job.train.staleness = 4;
+    job.train.staleness_given = 1;
+    job.train.bias_value = 10; /* rows of Σ|x| ≈ 14 (their features' ~4): the cap binds */
+    const double row_l1 = fsgd_train_row_l1(&job.train, fsgd_csr_abs_sum(&train), train.n_rows);
+    CU_ASSERT_TRUE(row_l1 > 10 && row_l1 < 18);
+    fsgd_model_t m = {0};
+    fsgd_train_stats_t st;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(fsgd_train(&job.train, &(fsgd_train_input_t){.rows = &train, .dim = 40}, NULL, &m, &st,
+                                     NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(st.staleness, 4);
+    CU_ASSERT_DOUBLE_EQUAL(st.lr, fsgd_train_auto_lr(&job.train, 2000, 100, 4, row_l1), 1e-15);
+    CU_ASSERT_TRUE(st.lr < fsgd_train_auto_lr(&job.train, 2000, 100, 0, row_l1));
+    fsgd_model_free(&m);
+    fsgd_csr_free(&train);
+}
+
 /* Mean logistic loss + λ/2·(w0² + w1² + b²) over rows (x0, x1, y), the
  * intercept's feature 1; its minimum by full-batch gradient descent, with
  * λ·lazy1 instead of λ on w1 (lazy1 < 1: the penalty a key gets when λθ is
@@ -424,7 +477,9 @@ static void test_auto_keys(void)
     CU_ASSERT_EQUAL(job.train.lr, FSGD_JOB_AUTO);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "batch", "auto", err, sizeof err), 0);
     CU_ASSERT_EQUAL(job.train.batch, FSGD_JOB_AUTO);
-    CU_ASSERT_EQUAL(fsgd_job_set(&job, "beta1", "auto", err, sizeof err), FSGD_E_ARG);
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "beta1", "auto", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(job.train.beta1, FSGD_JOB_AUTO);
+    CU_ASSERT_EQUAL(fsgd_job_set(&job, "beta2", "auto", err, sizeof err), FSGD_E_ARG);
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "epochs", "0", err, sizeof err), FSGD_E_ARG);
     snprintf(job.train.data, sizeof job.train.data, "x.svm");
     CU_ASSERT_EQUAL(fsgd_job_set(&job, "holdout", "0", err, sizeof err), 0);
@@ -1049,10 +1104,11 @@ void fsgd_test_register(void)
         {"batch as fraction and rows; steps per epoch", test_batch_fraction_and_steps},
         {"errors name the problem", test_errors},
         {"auto defaults: holdout, l2 = 1/n, lr from steps, early stop", test_auto_defaults},
+        {"under a bounded delay: lr auto capped by the rows' margin, beta1 auto 0", test_delay_defaults},
         {"explicit epochs: exactly N, all rows, no early stop", test_explicit_epochs_exact},
         {"rare positives: no holdout, every key near the l2 optimum", test_rare_positive_defaults},
         {"rare positives: epochs and intercept start", test_rare_positive_helpers},
-        {"auto values parse for l2, lr, epochs, batch only", test_auto_keys},
+        {"auto values parse for l2, lr, beta1, epochs, batch only", test_auto_keys},
         {"efsign (workers run the optimizer) gets the job's l2", test_apply_strategy_gets_l2},
         {"efsign's stepsize auto from the steps an epoch", test_efsign_lr_auto},
         {"shrinking: the same model, the head of the rows kept, the test rows freed", test_train_shrinking},

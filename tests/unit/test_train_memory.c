@@ -88,6 +88,9 @@ static void test_csr_binary(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(bin.val);
     CU_ASSERT_EQUAL(bin.n_rows, 301);
     CU_ASSERT_EQUAL(bin.val[src.nnz - 1], 1.0f);
+    /* Σ|x|: a binary batch's nnz, then with the row of 1 and 0.5 */
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_csr_abs_sum(&src), (double)src.nnz, 0);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_csr_abs_sum(&bin), (double)src.nnz + 1.5, 0);
     CU_ASSERT_EQUAL(bin.val[src.nnz], 1.0f);
     CU_ASSERT_EQUAL(bin.val[src.nnz + 1], 0.5f);
     CU_ASSERT_EQUAL(bin.col[src.nnz + 1], 7);

@@ -213,7 +213,8 @@ static int train_alloc(train_run_t *r)
         fsgd_csr_free(r->free_test); /* copied: not read again */
         r->test = NULL;
     }
-    fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = job->beta1, .beta2 = job->beta2, .eps = job->eps};
+    fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = fsgd_train_auto_beta1(job, fsgd_train_delay(job)),
+                             .beta2 = job->beta2, .eps = job->eps};
     if (rc == 0)
         rc = r->ftrl ? fsgd_adam_init_weights(&r->t.adam, r->model_dim)
                      : fsgd_adam_init(&r->t.adam, r->model_dim, &ap);
@@ -342,7 +343,7 @@ static int train_check_strategy(train_run_t *r, int rc)
 {
     const fsgd_train_params_t *job = r->job;
     trainer_t *t = &r->t;
-    int tau = job->staleness_given ? fsgd_strategy_max_lag(job->codec, job->staleness) : 0;
+    int tau = fsgd_train_delay(job);
     if (rc == 0 && tau > 0) {
         if (strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") != 0)
             rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_ARG,
@@ -376,6 +377,7 @@ static int train_setup(train_run_t *r)
     if (hrc < 0)
         return train_fail(r, hrc);
     train_pick_batch(r);
+    r->t.row_l1 = fsgd_train_row_l1(r->job, fsgd_csr_abs_sum(r->train), r->train->n_rows);
     if (rc == 0) {
         rc = fsgd_train_setup_optimizer(&r->t, r->model_dim, r->n_fit, r->B, r->init, r->stats, r->err, r->errsz);
         if (rc == FSGD_E_ARG)

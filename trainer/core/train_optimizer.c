@@ -110,7 +110,7 @@ int fsgd_train_setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, s
     int rc = 0;
     t->l2 = fsgd_train_auto_l2(job, n_fit);
     stats->l2 = t->l2;
-    t->adam.p.lr = fsgd_train_auto_lr(job, n_fit, B);
+    t->adam.p.lr = fsgd_train_auto_lr(job, n_fit, B, fsgd_train_delay(job), t->row_l1);
     stats->lr = t->adam.p.lr;
     /* Per-key bias corrections (fsgd/adam.h): rare keys take steps of about
      * lr instead of up to ~6·lr. They go with lr auto, which was chosen with

@@ -360,7 +360,8 @@ static int stream_setup(stream_run_t *r)
         B = (size_t)n_fit;
     r->B = B;
     r->steps_per_epoch = (size_t)((n_fit + B - 1) / B);
-    fsgd_adam_params_t ap = {.lr = fsgd_train_auto_lr(job, (size_t)n_fit, B), .beta1 = job->beta1,
+    fsgd_adam_params_t ap = {.lr = fsgd_train_auto_lr(job, (size_t)n_fit, B, 0, 0),
+                             .beta1 = fsgd_train_auto_beta1(job, 0),
                              .beta2 = job->beta2, .eps = job->eps};
     const double l2 = fsgd_train_auto_l2(job, (size_t)n_fit);
     r->l2 = l2;

@@ -184,8 +184,12 @@ int agg_auto_setup(agg_t *a)
     a->s->batch = B;
     warn_big_blocks(a, B);
     a->tune.l2 = fsgd_train_auto_l2(job->train, n);
-    a->tune.lr = fsgd_train_auto_lr(job->train, n, B);
+    /* the delay the optimizer's auto values are for: the job's, as the strategy runs it */
+    const int tau = fsgd_strategy_max_lag(job->train->codec, job->train->staleness);
+    /* xsum is of every row, the held-out ones too */
+    a->tune.lr = fsgd_train_auto_lr(job->train, n, B, tau, fsgd_train_row_l1(job->train, a->data.xsum, total));
     a->tune.alpha = fsgd_train_auto_alpha(job->train, n, B);
+    a->tune.beta1 = fsgd_train_auto_beta1(job->train, tau);
     uint64_t steps = (n + B - 1) / B;
     uint64_t looks = fsgd_train_looks(n, steps);
     a->tune.look_rows = (n + looks - 1) / looks;

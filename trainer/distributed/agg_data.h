@@ -21,6 +21,7 @@ typedef struct agg_data {
     uint64_t **rows_at; /* per partition: rows before offset (start + i) */
     fsgd_label_set_t labels;
     double xmax, ymax; /* largest |feature value| (intercept included) and |label| in NAME.data */
+    double xsum;       /* Σ|feature value| over its nonzeros, intercept not (lr auto; 0: not known) */
     /* replayed copies of NAME.data's rows (fsgd/replay.h), for every read of
      * the scan's client: one verdict per offset, whoever reads it */
     fsgd_replay_t *replay_rows;

@@ -93,6 +93,7 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
         if (fabs(c->tmp.label[r]) > d->ymax)
             d->ymax = fabs(c->tmp.label[r]);
     fsgd_label_set_add(&d->labels, c->tmp.label, c->tmp.n_rows);
+    d->xsum += fsgd_csr_abs_sum(&c->tmp);
     d->rows_at[c->p][offset - (int64_t)c->st->start[c->p] + 1] = c->rows;
     return 0;
 }
@@ -143,6 +144,7 @@ static int from_summary(agg_data_t *d, fsgd_wire_state_t *st, const agg_scan_ctx
         d->labels.classes = fsgd_rowfmt_weighs(c->fmt); /* the summary's are classes already */
         d->xmax = s->xmax;
         d->ymax = s->ymax;
+        d->xsum = s->xsum;
         e->s->data_from_summary = 1;
     }
     free(s);

@@ -12,10 +12,10 @@
 #include "fsgd/sparse.h"
 #include "fsgd/train_params.h"
 
-/* λ and lr in force, and for epochs auto the held-out rows and the best
+/* λ, lr (and β1) in force, and for epochs auto the held-out rows and the best
  * weights seen. */
 typedef struct agg_tune {
-    double l2, lr, alpha;
+    double l2, lr, alpha, beta1;
     uint64_t batch; /* rows a step (batch auto resolved) */
     fsgd_csr_t hold;          /* the held-out rows as read, until scored */
     fsgd_holdout_t holdout;   /* ... as scored (fsgd/holdout.h) */

@@ -125,7 +125,7 @@ static int agg_setup_optimizer(agg_t *a)
 {
     const fsgd_dist_job_t *job = a->job;
     int rc = 0;
-    fsgd_adam_params_t ap = {a->tune.lr, job->train->beta1, job->train->beta2, job->train->eps};
+    fsgd_adam_params_t ap = {a->tune.lr, a->tune.beta1, job->train->beta2, job->train->eps};
     /* lr auto (Adam): each key's bias corrections count its own updates, as
      * in fsgd train (a key first seen late steps by about lr, not 3-6 lr);
      * FTRL keeps z and n in Adam's m and v */

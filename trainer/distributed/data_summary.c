@@ -28,6 +28,7 @@ void fsgd_data_summary_add(fsgd_data_summary_t *s, const fsgd_csr_t *rows)
         if (fabs(rows->label[r]) > s->ymax)
             s->ymax = fabs(rows->label[r]);
     fsgd_label_set_add(&s->labels, rows->label, rows->n_rows);
+    s->xsum += fsgd_csr_abs_sum(rows);
 }
 
 int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_dist_job_t *job, const fsgd_data_summary_t *s)
@@ -44,6 +45,7 @@ int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_dist_job_t *job, 
     fsgd_cj_u64(&j, "nnz", s->nnz);
     fsgd_cj_f64(&j, "xmax", s->xmax);
     fsgd_cj_f64(&j, "ymax", s->ymax);
+    fsgd_cj_f64(&j, "xsum", s->xsum);
     fsgd_cj_i64(&j, "labels_more", s->labels.more);
     fsgd_cj_i64(&j, "labels_n", s->labels.n);
     static const char *lk[FSGD_LABELS_KEPT] = {"label0", "label1", "label2", "label3"};
@@ -102,6 +104,8 @@ int fsgd_data_summary_parse(const char *json, size_t len, const fsgd_dist_job_t 
     double nnz = 0;
     s->nnz = fsgd_ctl_get_num(json, len, "nnz", &nnz) && nnz >= 0 && nnz < 1.8e19 ? (uint64_t)nnz : 0;
     s->max_col = (uint64_t)max_col;
+    double xsum = 0; /* optional too */
+    s->xsum = fsgd_ctl_get_num(json, len, "xsum", &xsum) && xsum >= 0 && isfinite(xsum) ? xsum : 0;
     return 1;
 }
 

@@ -26,6 +26,7 @@ typedef struct fsgd_data_summary {
     uint64_t nnz; /* the rows' nonzeros (0: a producer that did not count them) */
     fsgd_label_set_t labels;
     double xmax, ymax; /* largest |feature value| and |label| */
+    double xsum;       /* Σ|feature value| (0: a producer that did not sum them) */
 } fsgd_data_summary_t;
 
 /* Counts parsed rows into s (max column, labels, value bounds, rows). */

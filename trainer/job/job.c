@@ -93,12 +93,14 @@ static const field_t fields[] = {
      "fsgd train and fsgd run); YAML optimizer: ftrl, or optimizer.name"},
     {"alpha", "optimizer", F_DOUBLE, OFF(train.alpha), 1e-12, 1e6,
      "ftrl: α of the per-coordinate rate α/(β + sqrt(Σg²)) (VW: --ftrl_alpha); auto = 2/sqrt(steps per epoch) "
-     "in [0.01, 0.5]"},
+     "in [0.01, 0.5]; under a bounded delay τ that of steps of (τ+1)·batch rows, over τ+1"},
     {"beta", "optimizer", F_DOUBLE, OFF(train.beta), 0, 1e6, "ftrl: β of that rate (VW: --ftrl_beta)"},
     {"lr", "optimizer", F_DOUBLE, OFF(train.lr), 1e-12, 1e3,
      "Adam learning rate; auto (fsgd train and fsgd run) = 0.15/sqrt(steps per epoch) in [0.001, 0.02], "
-     "per-key bias corrections"},
-    {"beta1", "optimizer", F_DOUBLE, OFF(train.beta1), 0, 0.999999, "Adam β1"},
+     "per-key bias corrections; under a bounded delay τ (staleness) that of steps of (τ+1)·batch rows, over τ+1"},
+    {"beta1", "optimizer", F_DOUBLE, OFF(train.beta1), 0, 0.999999,
+     "Adam β1; auto = 0.9, or 0 under a bounded delay (fsgd run's staleness > 0, fsgd train --staleness): the "
+     "delay carries past steps into each update already"},
     {"beta2", "optimizer", F_DOUBLE, OFF(train.beta2), 0, 0.999999999, "Adam β2"},
     {"eps", "optimizer", F_DOUBLE, OFF(train.eps), 1e-30, 1, "Adam ε"},
     {"batch", "optimizer", F_DOUBLE, OFF(train.batch), 1e-9, 1e12,
@@ -203,7 +205,7 @@ void fsgd_job_defaults(fsgd_job_t *job)
     job->train.bias_value = 1;
     job->train.l2 = 0;
     job->train.lr = 0.01;
-    job->train.beta1 = 0.9;
+    job->train.beta1 = FSGD_JOB_AUTO;
     job->train.beta2 = 0.999;
     job->train.eps = 1e-8;
     job->train.batch = 256;
@@ -247,7 +249,7 @@ void fsgd_job_dist_defaults(fsgd_job_t *job)
 static int auto_ok(const field_t *f)
 {
     return !strcmp(f->key, "l2") || !strcmp(f->key, "epochs") || !strcmp(f->key, "lr") || !strcmp(f->key, "alpha") ||
-           !strcmp(f->key, "snapshot_every") || !strcmp(f->key, "batch");
+           !strcmp(f->key, "beta1") || !strcmp(f->key, "snapshot_every") || !strcmp(f->key, "batch");
 }
 
 static void normalize_key(const char *in, char *out, size_t cap)

@@ -44,6 +44,9 @@ int fsgd_csr_give_values(fsgd_csr_t *m);
 /* 1 when every value of m is 1 (a binary batch is). */
 int fsgd_csr_all_ones(const fsgd_csr_t *m);
 
+/* Σ|value| over m's nonzeros (nnz for a binary batch). */
+double fsgd_csr_abs_sum(const fsgd_csr_t *m);
+
 /* Appends one row (copies). Returns 0 or FSGD_E_NOMEM. */
 int fsgd_csr_append_row(fsgd_csr_t *m, double label, const uint32_t *col, const float *val, size_t n);
 

@@ -59,6 +59,12 @@
 #define FSGD_TRAIN_BATCH_MIN_STEPS 2000.0
 #define FSGD_TRAIN_LR_AUTO_MIN 0.001
 #define FSGD_TRAIN_LR_AUTO_MAX 0.02
+/* β1 auto without a delay (Adam's own) */
+#define FSGD_TRAIN_BETA1 0.9
+/* lr auto under a bounded delay τ: (τ + 1)·lr·(a row's mean Σ|x|), how far
+ * a row's margin can move in the updates a gradient does not see, at most
+ * this (fsgd_train_auto_lr). */
+#define FSGD_TRAIN_DELAY_MARGIN 0.8
 /* lr auto, per key: lr·sqrt(steps an epoch / steps touching the key), the
  * same rule with the key's own steps, at most this. */
 #define FSGD_TRAIN_KEY_LR_MAX 0.1
@@ -182,10 +188,20 @@ fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_train_params_t *job);
 int fsgd_train_check_init(const fsgd_train_params_t *job, uint64_t dim, const fsgd_model_t *init, char *err, size_t errsz);
 
 /* fsgd_train's settings from the data: lr auto and l2 auto for n_fit
- * training rows in steps of B (the job's values when not auto). */
-double fsgd_train_auto_lr(const fsgd_train_params_t *job, size_t n_fit, size_t B);
+ * training rows in steps of B (the job's values when not auto). lr and β1
+ * also for a bounded delay of tau updates (0: none; fsgd run's, or fsgd
+ * train --staleness: fsgd_train_delay) over rows whose mean Σ|x|, intercept
+ * included, is row_l1 (0: not known). */
+double fsgd_train_auto_lr(const fsgd_train_params_t *job, size_t n_fit, size_t B, int tau, double row_l1);
 double fsgd_train_auto_l2(const fsgd_train_params_t *job, size_t n_fit);
 double fsgd_train_auto_alpha(const fsgd_train_params_t *job, size_t n_fit, size_t B);
+double fsgd_train_auto_beta1(const fsgd_train_params_t *job, int tau);
+/* row_l1 of n rows whose values sum (in absolute value) to abs_sum, with
+ * the job's intercept (0 when n is 0). */
+double fsgd_train_row_l1(const fsgd_train_params_t *job, double abs_sum, uint64_t n);
+/* The delay fsgd train simulates: --staleness τ when given, as the
+ * strategy runs it (gTop-k and GradiVeQ: 0), else 0. */
+int fsgd_train_delay(const fsgd_train_params_t *job);
 
 /* Rows a step for n_fit training rows over `workers` processes: the job's
  * batch (rows, or a fraction of n_fit), or batch auto: FSGD_TRAIN_BATCH_AUTO

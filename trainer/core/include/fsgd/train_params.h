@@ -18,9 +18,9 @@
  * keys that accept "auto" (epochs) store 0. */
 #define FSGD_JOB_AUTO (-1.0)
 
-/* The default bounded delay τ (job key staleness; why this value: README,
- * "fsgd run defaults"). */
-#define FSGD_JOB_STALENESS_DEFAULT 4
+/* The default bounded delay τ (job key staleness; why this value:
+ * docs/defaults.md). */
+#define FSGD_JOB_STALENESS_DEFAULT 2
 
 /* The optimizer of fsgd train (job key "optimizer"). */
 typedef enum fsgd_job_optimizer { FSGD_OPTIMIZER_ADAM = 0, FSGD_OPTIMIZER_FTRL = 1 } fsgd_job_optimizer_t;
@@ -55,7 +55,7 @@ typedef struct fsgd_train_params {
     fsgd_job_optimizer_t optimizer;  /* adam (default) | ftrl (fsgd train) */
     double alpha, beta;              /* FTRL's α and β (defaults auto, 1) */
     char init[FSGD_JOB_PATH_MAX];    /* fsgd train: start from this model file ("" -> zeros) */
-    double lr, beta1, beta2, eps;    /* Adam (defaults 0.01, 0.9, 0.999, 1e-8) */
+    double lr, beta1, beta2, eps;    /* Adam (defaults 0.01, auto, 0.999, 1e-8; fsgd_train_auto_beta1) */
     double batch;                    /* rows per step if >= 1, else fraction of training rows */
     int epochs;                      /* passes over the data (fsgd train: 0 = auto, early stopping) */
     int max_epochs;                  /* cap when epochs is auto (default 50) */
