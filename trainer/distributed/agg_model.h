@@ -13,6 +13,7 @@
 #include "fsgd/bus.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/dist.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/strategy.h"
 #include "fsgd/train_params.h"
 #include "agg_env.h"
@@ -91,9 +92,21 @@ void agg_pages_join(agg_model_state_t *m);
 /* Joins the pages thread, then frees the optimizer, the strategy, the
  * message buffers and a model to start from still held. */
 void agg_model_free(agg_model_state_t *m);
-/* agg_init.c: --init's model (m->init, agg_init_load) into the optimizer
- * allocated for mdim weights of train's model: its weights and, when of
- * train's kind, its optimizer state (said through e); m->init is freed. */
+/* What --init's load reads and sets, made by the caller. */
+typedef struct agg_init_ctx {
+    const fsgd_dist_job_t *job;
+    const fsgd_rowfmt_t *fmt; /* the job's input spec: the model's must match */
+    uint64_t *dim;            /* the data's; the model's when larger and the job fixes none */
+    uint64_t *mdim, *gweights; /* set from *dim */
+} agg_init_ctx_t;
+
+/* agg_init.c: --init MODEL into m->init (after agg_scan_data: checks it
+ * against the job and the data, may take its dim); agg_init_apply once the
+ * optimizer is allocated. */
+int agg_init_load(agg_model_state_t *m, const agg_init_ctx_t *c, const agg_env_t *e);
+/* --init's model (m->init) into the optimizer allocated for mdim weights
+ * of train's model: its weights and, when of train's kind, its optimizer
+ * state (said through e); m->init is freed. */
 int agg_init_apply(agg_model_state_t *m, const agg_env_t *e, const fsgd_train_params_t *train, uint64_t mdim);
 /* The model to start from (job key init), if still held. */
 void agg_init_free(agg_model_state_t *m);

@@ -112,10 +112,17 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
         a->dim = dim;
         rc = agg_shard_dims(job, a->shard, a->shards, dim, &a->mdim, &a->gweights, &env);
     }
-    if (!rc && job->train->init[0])
-        rc = agg_init_load(a);
-    if (!rc)
-        rc = agg_auto_setup(a);
+    if (!rc && job->train->init[0]) {
+        const agg_init_ctx_t ic = {.job = job, .fmt = &a->fmt, .dim = &a->dim, .mdim = &a->mdim,
+                                   .gweights = &a->gweights};
+        rc = agg_init_load(&a->model, &ic, &env);
+    }
+    if (!rc) {
+        const agg_auto_ctx_t ac = {.job = job, .fmt = &a->fmt, .scan_c = a->scan_c, .data_topic = a->topic.data,
+                                   .st = &a->st, .data = &a->data, .dim = a->dim, .gweights = a->gweights,
+                                   .workers = a->members.expected, .snap_every = &a->model.snap_every};
+        rc = agg_auto_setup(&a->tune, &ac, &env);
+    }
     return rc;
 }
 
