@@ -15,11 +15,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregator_internal.h"
+#include "agg_data.h"
+#include "agg_env.h"
+#include "agg_tune.h"
 #include "snapshot_every.h"
+#include "fsgd/bus.h"
+#include "fsgd/csr.h"
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
 #include "fsgd/holdout.h"
-#include "fsgd/model.h"
+#include "fsgd/rowfmt.h"
+#include "fsgd/sparse.h"
 #include "fsgd/train.h"
+#include "wire.h"
 
 /* The held-out messages as read, kept per partition so that they are
  * parsed in partition and offset order whatever order the partitions'

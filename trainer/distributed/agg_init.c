@@ -8,8 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregator_internal.h"
+#include "agg_env.h"
+#include "agg_model.h"
+#include "fsgd/adam.h"
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
+#include "fsgd/ftrl.h"
 #include "fsgd/model.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/train.h"
 
 int agg_init_load(agg_model_state_t *ms, const agg_init_ctx_t *c, const agg_env_t *env)

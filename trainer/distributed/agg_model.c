@@ -1,16 +1,22 @@
 /* The model topic: snapshots, and the per-step update (float32 values, or
  * the strategy's coded downlink Δ = θ − ρ, fsgd_sagg_downlink_encode). */
-#include <errno.h>
-#include <math.h>
-#include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "aggregator_internal.h"
+#include "agg_clock.h"
+#include "agg_env.h"
+#include "agg_model.h"
+#include "agg_open.h"
+#include "fsgd/adam.h"
+#include "fsgd/bus.h"
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
+#include "fsgd/kbus.h"
+#include "fsgd/sparse.h"
+#include "fsgd/strategy.h"
+#include "wire.h"
 
 /* --- model topic --- */
 
