@@ -213,8 +213,7 @@ static int train_alloc(train_run_t *r)
         fsgd_csr_free(r->free_test); /* copied: not read again */
         r->test = NULL;
     }
-    fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = fsgd_train_auto_beta1(job, fsgd_train_delay(job)),
-                             .beta2 = job->beta2, .eps = job->eps};
+    fsgd_adam_params_t ap = {.lr = job->lr, .beta1 = job->beta1, .beta2 = job->beta2, .eps = job->eps};
     if (rc == 0)
         rc = r->ftrl ? fsgd_adam_init_weights(&r->t.adam, r->model_dim)
                      : fsgd_adam_init(&r->t.adam, r->model_dim, &ap);
@@ -273,9 +272,7 @@ static void train_pick_batch(train_run_t *r)
     const fsgd_train_params_t *job = r->job;
     r->n_fit = r->train->n_rows - r->n_hold;
     r->stats->holdout_rows = r->n_hold;
-    size_t B = (size_t)fsgd_train_auto_batch(job, r->n_fit, 1);
-    if (B < 1)
-        B = 1;
+    size_t B = (size_t)fsgd_train_auto_batch(job, r->n_fit, 1); /* >= 1 */
     if (B > r->n_fit)
         B = r->n_fit;
     r->B = B;
@@ -343,7 +340,7 @@ static int train_check_strategy(train_run_t *r, int rc)
 {
     const fsgd_train_params_t *job = r->job;
     trainer_t *t = &r->t;
-    int tau = fsgd_train_delay(job);
+    int tau = t->delay; /* set with the optimizer */
     if (rc == 0 && tau > 0) {
         if (strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") != 0)
             rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_ARG,

@@ -2,7 +2,6 @@
  * the in-memory and the streaming trainer. */
 #include <math.h>
 
-#include "fsgd/strategy.h"
 #include "fsgd/train.h"
 
 /* l2 auto: LIBLINEAR minimises |w|²/2 + C·Σ loss_i; divided by C·n that is
@@ -57,11 +56,6 @@ double fsgd_train_row_l1(const fsgd_train_params_t *job, double abs_sum, uint64_
     if (n == 0)
         return 0;
     return abs_sum / (double)n + (job->bias ? fabs(job->bias_value) : 0.0);
-}
-
-int fsgd_train_delay(const fsgd_train_params_t *job)
-{
-    return job->staleness_given ? fsgd_strategy_max_lag(job->codec, job->staleness) : 0;
 }
 
 /* β1 auto: 0.9, Adam's, without delay. A bounded delay τ > 0 already

@@ -79,6 +79,7 @@ struct trainer {
     double inv_rows;    /* 1 / rows in the current step */
     double l2;          /* λ in use: job->l2, or 1/n_train when it is auto */
     double row_l1;      /* a training row's mean Σ|x|, intercept included (lr auto under a delay) */
+    int delay;          /* --staleness τ simulated (0: none): lr and β1 auto under it */
     /* λ's factor for each key (NULL: 1), see key_l2_scale */
     float *l2_scale;
     worker_t *workers;

@@ -9,6 +9,7 @@
 #include "fsgd/error.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/loss.h"
+#include "fsgd/strategy.h"
 
 fsgd_model_state_kind_t fsgd_train_state_kind(const fsgd_train_params_t *job)
 {
@@ -110,7 +111,10 @@ int fsgd_train_setup_optimizer(trainer_t *t, uint64_t model_dim, size_t n_fit, s
     int rc = 0;
     t->l2 = fsgd_train_auto_l2(job, n_fit);
     stats->l2 = t->l2;
-    t->adam.p.lr = fsgd_train_auto_lr(job, n_fit, B, fsgd_train_delay(job), t->row_l1);
+    /* --staleness τ, only when given (fsgd run's default is not fsgd train's), as the strategy runs it */
+    t->delay = job->staleness_given ? fsgd_strategy_max_lag(job->codec, job->staleness) : 0;
+    t->adam.p.lr = fsgd_train_auto_lr(job, n_fit, B, t->delay, t->row_l1);
+    t->adam.p.beta1 = fsgd_train_auto_beta1(job, t->delay);
     stats->lr = t->adam.p.lr;
     /* Per-key bias corrections (fsgd/adam.h): rare keys take steps of about
      * lr instead of up to ~6·lr. They go with lr auto, which was chosen with

@@ -353,9 +353,7 @@ static int stream_setup(stream_run_t *r)
     const uint64_t n_fit = r->n_fit, model_dim = r->model_dim;
     const int bias = r->bias, auto_epochs = r->auto_epochs;
     int rc = 0;
-    size_t B = (size_t)fsgd_train_auto_batch(job, n_fit, 1);
-    if (B < 1)
-        B = 1;
+    size_t B = (size_t)fsgd_train_auto_batch(job, n_fit, 1); /* >= 1 */
     if (B > n_fit)
         B = (size_t)n_fit;
     r->B = B;

@@ -15,11 +15,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregator_internal.h"
+#include "agg_data.h"
+#include "agg_env.h"
+#include "agg_tune.h"
 #include "snapshot_every.h"
+#include "fsgd/bus.h"
+#include "fsgd/csr.h"
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
 #include "fsgd/holdout.h"
-#include "fsgd/model.h"
+#include "fsgd/rowfmt.h"
+#include "fsgd/sparse.h"
+#include "fsgd/strategy.h"
 #include "fsgd/train.h"
+#include "wire.h"
 
 /* The held-out messages as read, kept per partition so that they are
  * parsed in partition and offset order whatever order the partitions'
@@ -32,7 +41,8 @@ typedef struct hold_msg {
 } hold_msg_t;
 
 typedef struct hold_ctx {
-    agg_t *a;
+    const agg_auto_ctx_t *c;
+    const agg_env_t *e;
     hold_msg_t **msgs; /* per partition */
     size_t *n, *cap;
 } hold_ctx_t;
@@ -40,21 +50,20 @@ typedef struct hold_ctx {
 static int hold_keep(void *ctx, int32_t partition, int64_t offset, const void *val, size_t len, char *err,
                      size_t errsz)
 {
-    hold_ctx_t *c = ctx;
+    hold_ctx_t *h = ctx;
     uint32_t p = (uint32_t)partition;
-    if (partition < 0 || p >= c->a->st.nparts)
+    if (partition < 0 || p >= h->c->st->nparts)
         return fsgd_err_fmt(err, errsz, FSGD_E_STATE, "held-out rows: a message of partition %d", (int)partition);
-    if (c->n[p] == c->cap[p]) {
-        size_t nc = c->cap[p] ? 2 * c->cap[p] : 256;
-        hold_msg_t *nm = realloc(c->msgs[p], nc * sizeof *nm);
+    if (h->n[p] == h->cap[p]) {
+        size_t nc = h->cap[p] ? 2 * h->cap[p] : 256;
+        hold_msg_t *nm = realloc(h->msgs[p], nc * sizeof *nm);
         if (!nm)
             return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for the held-out rows");
-        c->msgs[p] = nm;
-        c->cap[p] = nc;
+        h->msgs[p] = nm;
+        h->cap[p] = nc;
     }
     /* the scan decided (or, its summary used, there are none) */
-    const agg_env_t env = agg_env(c->a);
-    int rp = agg_row_replayed(&c->a->data, c->a->topic.data, &env, partition, offset, err, errsz);
+    int rp = agg_row_replayed(h->c->data, h->c->data_topic, h->e, partition, offset, err, errsz);
     if (rp < 0)
         return rp;
     if (rp)
@@ -64,19 +73,19 @@ static int hold_keep(void *ctx, int32_t partition, int64_t offset, const void *v
         return fsgd_err_fmt(err, errsz, FSGD_E_NOMEM, "aggregator: out of memory for the held-out rows");
     if (len)
         memcpy(copy, val, len);
-    c->msgs[p][c->n[p]++] = (hold_msg_t){offset, copy, len};
+    h->msgs[p][h->n[p]++] = (hold_msg_t){offset, copy, len};
     return 0;
 }
 
-/* Parses the kept messages into a->tune.hold, partition by partition. */
-static int hold_parse(agg_t *a, const hold_ctx_t *c)
+/* Parses the kept messages into hold, partition by partition. */
+static int hold_parse(fsgd_csr_t *hold, const hold_ctx_t *h)
 {
-    for (uint32_t p = 0; p < a->st.nparts; p++)
-        for (size_t i = 0; i < c->n[p]; i++) {
-            const hold_msg_t *m = &c->msgs[p][i];
+    for (uint32_t p = 0; p < h->c->st->nparts; p++)
+        for (size_t i = 0; i < h->n[p]; i++) {
+            const hold_msg_t *m = &h->msgs[p][i];
             char src[200];
-            snprintf(src, sizeof src, "topic %s partition %u offset %lld", a->topic.data, p, (long long)m->offset);
-            long n = fsgd_rowfmt_parse_msg(&a->fmt, m->bytes, m->len, src, &a->tune.hold, NULL, a->err, a->errsz);
+            snprintf(src, sizeof src, "topic %s partition %u offset %lld", h->c->data_topic, p, (long long)m->offset);
+            long n = fsgd_rowfmt_parse_msg(h->c->fmt, m->bytes, m->len, src, hold, NULL, h->e->err, h->e->errsz);
             if (n < 0)
                 return (int)n;
         }
@@ -84,24 +93,26 @@ static int hold_parse(agg_t *a, const hold_ctx_t *c)
 }
 
 /* Moves the end of each partition back over its newest offsets until the
- * tail holds its share of H rows, and reads those rows into a->tune.hold
+ * tail holds its share of H rows, and reads those rows into t->hold
  * (every partition's tail in one read where the bus can). */
-static int cut_holdout(agg_t *a, uint64_t H)
+static int cut_holdout(agg_tune_t *t, const agg_auto_ctx_t *c, const agg_env_t *e, uint64_t H)
 {
-    uint64_t total = a->s->dataset_rows, held = 0;
-    uint32_t P = a->st.nparts, nr = 0;
+    fsgd_wire_state_t *st = c->st;
+    uint64_t total = e->s->dataset_rows, held = 0;
+    uint32_t P = st->nparts, nr = 0;
     int32_t *parts = calloc(P ? P : 1, sizeof *parts);
     int64_t *starts = calloc(P ? P : 1, sizeof *starts), *ends = calloc(P ? P : 1, sizeof *ends);
-    hold_ctx_t c = {a, calloc(P ? P : 1, sizeof *c.msgs), calloc(P ? P : 1, sizeof *c.n), calloc(P ? P : 1, sizeof *c.cap)};
-    int rc = parts && starts && ends && c.msgs && c.n && c.cap
+    hold_ctx_t h = {c, e, calloc(P ? P : 1, sizeof *h.msgs), calloc(P ? P : 1, sizeof *h.n),
+                    calloc(P ? P : 1, sizeof *h.cap)};
+    int rc = parts && starts && ends && h.msgs && h.n && h.cap
                  ? 0
-                 : fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the held-out rows");
+                 : fsgd_err_fmt(e->err, e->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the held-out rows");
     for (uint32_t p = 0; !rc && p < P; p++) {
-        uint64_t s0 = a->st.start[p], end = a->st.end[p];
-        uint64_t rows_p = a->data.rows_at[p][end - s0];
+        uint64_t s0 = st->start[p], end = st->end[p];
+        uint64_t rows_p = c->data->rows_at[p][end - s0];
         uint64_t share = (uint64_t)ceil((double)H * (double)rows_p / (double)total);
         uint64_t o = end;
-        while (o > s0 && rows_p - a->data.rows_at[p][o - s0] < share)
+        while (o > s0 && rows_p - c->data->rows_at[p][o - s0] < share)
             o--;
         if (o == s0 && o < end)
             o++; /* a partition keeps a training row */
@@ -110,94 +121,96 @@ static int cut_holdout(agg_t *a, uint64_t H)
         parts[nr] = (int32_t)p;
         starts[nr] = (int64_t)o;
         ends[nr++] = (int64_t)end;
-        held += rows_p - a->data.rows_at[p][o - s0];
-        a->st.end[p] = o;
+        held += rows_p - c->data->rows_at[p][o - s0];
+        st->end[p] = o;
     }
     if (!rc && nr)
-        rc = fsgd_bus_read_rows_parts(a->scan_c,
-                                      &(fsgd_bus_ranges_t){.topic = a->topic.data, .n = (int)nr, .parts = parts,
+        rc = fsgd_bus_read_rows_parts(c->scan_c,
+                                      &(fsgd_bus_ranges_t){.topic = c->data_topic, .n = (int)nr, .parts = parts,
                                                            .starts = starts, .ends = ends, .timeout_ms = 30000,
-                                                           .fn = hold_keep, .ctx = &c},
-                                      a->err, a->errsz);
+                                                           .fn = hold_keep, .ctx = &h},
+                                      e->err, e->errsz);
     if (!rc)
-        rc = hold_parse(a, &c);
-    for (uint32_t p = 0; c.msgs && c.n && p < P; p++) {
-        for (size_t i = 0; i < c.n[p]; i++)
-            free(c.msgs[p][i].bytes);
-        free(c.msgs[p]);
+        rc = hold_parse(&t->hold, &h);
+    for (uint32_t p = 0; h.msgs && h.n && p < P; p++) {
+        for (size_t i = 0; i < h.n[p]; i++)
+            free(h.msgs[p][i].bytes);
+        free(h.msgs[p]);
     }
-    free(c.msgs);
-    free(c.n);
-    free(c.cap);
+    free(h.msgs);
+    free(h.n);
+    free(h.cap);
     free(parts);
     free(starts);
     free(ends);
     if (rc)
         return rc;
-    a->s->dataset_rows = total - held;
-    a->s->holdout_rows = held;
+    e->s->dataset_rows = total - held;
+    e->s->holdout_rows = held;
     return 0;
 }
 
 /* A step takes whole messages, at least one of each partition with rows
  * left: blocks written for a larger batch (fsgd produce with another
  * --batch, or --block-rows) make the steps larger than the job's batch. */
-static void warn_big_blocks(agg_t *a, uint64_t B)
+static void warn_big_blocks(const agg_auto_ctx_t *c, const agg_env_t *e, uint64_t B)
 {
+    const fsgd_wire_state_t *st = c->st;
     uint64_t msgs = 0, rows = 0;
-    for (uint32_t p = 0; p < a->st.nparts; p++) {
-        msgs += a->st.end[p] - a->st.start[p];
-        rows += a->data.rows_at[p][a->st.end[p] - a->st.start[p]];
+    for (uint32_t p = 0; p < st->nparts; p++) {
+        msgs += st->end[p] - st->start[p];
+        rows += c->data->rows_at[p][st->end[p] - st->start[p]];
     }
-    double per_msg = msgs ? (double)rows / (double)msgs : 0, share = (double)B / (a->st.nparts ? a->st.nparts : 1);
+    double per_msg = msgs ? (double)rows / (double)msgs : 0, share = (double)B / (st->nparts ? st->nparts : 1);
     if (per_msg > 1.5 * share && per_msg > 1.5)
-        agg_log(a, "%s holds %.0f rows a message, and a step takes whole messages: a step of batch %llu over %u "
-                "partitions takes about %.0f rows, not %llu (produce the rows with the job's batch, or "
-                "--block-rows %.0f)", a->topic.data, per_msg, (unsigned long long)B, a->st.nparts,
-                per_msg * a->st.nparts, (unsigned long long)B, share < 1 ? 1 : floor(share));
+        agg_env_log(e, "%s holds %.0f rows a message, and a step takes whole messages: a step of batch %llu over %u "
+                    "partitions takes about %.0f rows, not %llu (produce the rows with the job's batch, or "
+                    "--block-rows %.0f)", c->data_topic, per_msg, (unsigned long long)B, st->nparts,
+                    per_msg * st->nparts, (unsigned long long)B, share < 1 ? 1 : floor(share));
 }
 
-int agg_auto_setup(agg_t *a)
+int agg_auto_setup(agg_tune_t *t, const agg_auto_ctx_t *c, const agg_env_t *e)
 {
-    const fsgd_dist_job_t *job = a->job;
-    uint64_t total = a->s->dataset_rows;
+    const fsgd_dist_job_t *job = c->job;
+    fsgd_agg_stats_t *s = e->s;
+    uint64_t total = s->dataset_rows;
     if (job->train->epochs == 0) {
         uint64_t H = (uint64_t)(job->train->holdout * (double)total);
         if (H > FSGD_TRAIN_HOLDOUT_MAX)
             H = FSGD_TRAIN_HOLDOUT_MAX;
         if (H == 0 || H >= total)
-            return fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+            return fsgd_err_fmt(e->err, e->errsz, FSGD_E_ARG,
                                 "epochs auto holds out %.0f%% of %llu rows: too few to stop on; give --epochs N",
                                 100 * job->train->holdout, (unsigned long long)total);
-        FSGD_TRY(cut_holdout(a, H));
+        FSGD_TRY(cut_holdout(t, c, e, H));
         /* scored over the rows' own keys (fsgd/holdout.h); the rows go */
-        int hrc = fsgd_holdout_init(&a->tune.holdout, &a->tune.hold, a->dim);
-        fsgd_csr_free(&a->tune.hold);
+        int hrc = fsgd_holdout_init(&t->holdout, &t->hold, c->dim);
+        fsgd_csr_free(&t->hold);
         if (hrc)
-            return fsgd_err_fmt(a->err, a->errsz, hrc, "aggregator: out of memory for the held-out rows");
-        a->tune.track = 1;
-        a->tune.best_loss = INFINITY;
+            return fsgd_err_fmt(e->err, e->errsz, hrc, "aggregator: out of memory for the held-out rows");
+        t->track = 1;
+        t->best_loss = INFINITY;
     }
-    uint64_t n = a->s->dataset_rows;
-    uint64_t B = fsgd_train_auto_batch(job->train, n, a->members.expected);
-    a->tune.batch = B;
-    a->s->batch = B;
-    warn_big_blocks(a, B);
-    a->tune.l2 = fsgd_train_auto_l2(job->train, n);
+    uint64_t n = s->dataset_rows;
+    uint64_t B = fsgd_train_auto_batch(job->train, n, c->workers);
+    t->batch = B;
+    s->batch = B;
+    warn_big_blocks(c, e, B);
+    t->l2 = fsgd_train_auto_l2(job->train, n);
     /* the delay the optimizer's auto values are for: the job's, as the strategy runs it */
     const int tau = fsgd_strategy_max_lag(job->train->codec, job->train->staleness);
     /* xsum is of every row, the held-out ones too */
-    a->tune.lr = fsgd_train_auto_lr(job->train, n, B, tau, fsgd_train_row_l1(job->train, a->data.xsum, total));
-    a->tune.alpha = fsgd_train_auto_alpha(job->train, n, B);
-    a->tune.beta1 = fsgd_train_auto_beta1(job->train, tau);
+    t->lr = fsgd_train_auto_lr(job->train, n, B, tau, fsgd_train_row_l1(job->train, c->data->xsum, total));
+    t->alpha = fsgd_train_auto_alpha(job->train, n, B);
+    t->beta1 = fsgd_train_auto_beta1(job->train, tau);
     uint64_t steps = (n + B - 1) / B;
     uint64_t looks = fsgd_train_looks(n, steps);
-    a->tune.look_rows = (n + looks - 1) / looks;
-    a->tune.patience = fsgd_train_patience(looks);
-    a->model.snap_every = dist_snapshot_every(job->dist->snapshot_every, job->dist->max_model_weights, a->gweights);
-    a->s->snapshot_every = a->model.snap_every;
-    a->s->lr = a->tune.lr;
-    a->s->l2 = a->tune.l2;
+    t->look_rows = (n + looks - 1) / looks;
+    t->patience = fsgd_train_patience(looks);
+    *c->snap_every = dist_snapshot_every(job->dist->snapshot_every, job->dist->max_model_weights, c->gweights);
+    s->snapshot_every = *c->snap_every;
+    s->lr = t->lr;
+    s->l2 = t->l2;
     return 0;
 }
 

@@ -1,14 +1,7 @@
 /* One message from NAME.grads: taken into the step, or dropped with a
  * counted reason (fsgd_agg_reject_name). */
-#include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "agg_clock.h"
 #include "agg_early.h"

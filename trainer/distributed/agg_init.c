@@ -8,44 +8,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregator_internal.h"
+#include "agg_env.h"
+#include "agg_model.h"
+#include "fsgd/adam.h"
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
+#include "fsgd/ftrl.h"
 #include "fsgd/model.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/train.h"
 
-int agg_init_load(agg_t *a)
+int agg_init_load(agg_model_state_t *ms, const agg_init_ctx_t *c, const agg_env_t *env)
 {
-    const fsgd_dist_job_t *job = a->job;
+    const fsgd_dist_job_t *job = c->job;
     fsgd_model_t *m = calloc(1, sizeof *m);
     if (!m)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "init: out of memory");
+        return fsgd_err_fmt(env->err, env->errsz, FSGD_E_NOMEM, "init: out of memory");
     char e[FSGD_JOB_PATH_MAX + 256];
     int rc = fsgd_model_load(m, job->train->init, e, sizeof e);
     if (rc < 0) {
         free(m);
-        return fsgd_err_fmt(a->err, a->errsz, rc, "init: %s", e);
+        return fsgd_err_fmt(env->err, env->errsz, rc, "init: %s", e);
     }
     char input[sizeof m->input];
-    fsgd_rowfmt_input(&a->fmt, input, sizeof input);
-    uint64_t dim = a->dim;
+    fsgd_rowfmt_input(c->fmt, input, sizeof input);
+    uint64_t dim = *c->dim;
     /* without --dim (and a hashed format's 2^bits) the data's dim is what
      * the topic shows so far: the model's stands when it is not smaller */
-    if (!job->train->dim && !input[0] && a->dim <= m->dim)
+    if (!job->train->dim && !input[0] && *c->dim <= m->dim)
         dim = m->dim;
     if (strcmp(m->input, input))
-        rc = fsgd_err_fmt(a->err, a->errsz, FSGD_E_ARG,
+        rc = fsgd_err_fmt(env->err, env->errsz, FSGD_E_ARG,
                           "init: %s was trained on input %s, this job reads %s: its weights would belong to other "
                           "features",
                           job->train->init, m->input[0] ? m->input : "libsvm", input[0] ? input : "libsvm");
     else if ((rc = fsgd_train_check_init(job->train, dim, m, e, sizeof e)) < 0)
-        rc = fsgd_err_fmt(a->err, a->errsz, rc, "init: %s: %s", job->train->init, e);
+        rc = fsgd_err_fmt(env->err, env->errsz, rc, "init: %s: %s", job->train->init, e);
     if (rc < 0) {
         fsgd_model_free(m);
         free(m);
         return rc;
     }
-    a->dim = a->s->dim = dim;
-    a->mdim = a->gweights = dim + (job->train->bias ? 1 : 0);
-    a->model.init = m;
+    *c->dim = env->s->dim = dim;
+    *c->mdim = *c->gweights = dim + (job->train->bias ? 1 : 0);
+    ms->init = m;
     return 0;
 }
 

@@ -1,16 +1,22 @@
 /* The model topic: snapshots, and the per-step update (float32 values, or
  * the strategy's coded downlink Δ = θ − ρ, fsgd_sagg_downlink_encode). */
-#include <errno.h>
-#include <math.h>
-#include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "aggregator_internal.h"
+#include "agg_clock.h"
+#include "agg_env.h"
+#include "agg_model.h"
+#include "agg_open.h"
+#include "fsgd/adam.h"
+#include "fsgd/bus.h"
+#include "fsgd/dist.h"
+#include "fsgd/error.h"
+#include "fsgd/kbus.h"
+#include "fsgd/sparse.h"
+#include "fsgd/strategy.h"
+#include "wire.h"
 
 /* --- model topic --- */
 
@@ -74,87 +80,85 @@ static int put_coded_delta(agg_model_state_t *m, agg_open_step_t *o, const agg_e
                                 (uint32_t)len);
 }
 
-/* job->downlink: "full" sends float32 values; "auto" compresses with what
- * the strategy says (its uplink codec when that is lossy; a lossless one
- * gets the exact values it promises); anything else is a lossy codec spec
- * of its own. */
-int agg_downlink_setup(agg_t *a)
+int agg_downlink_setup(agg_model_state_t *m, const fsgd_dist_job_t *job, int *pull_halves, const agg_env_t *e)
 {
     /* working-set workers pull their values: no downlink to code, and none
      * of its model-sized replica (5 B a weight) */
-    if (fsgd_dist_replica(a->job->train, a->job->dist) == FSGD_REPLICA_WORKING_SET) {
+    if (fsgd_dist_replica(job->train, job->dist) == FSGD_REPLICA_WORKING_SET) {
         /* the downlink full replicas would get, lossy or not, says how exact
          * the pulled values must be */
-        const char *d = a->job->train->downlink;
+        const char *d = job->train->downlink;
         const int own_spec = strcmp(d, "auto") && d[0];
-        a->pull.halves = strcmp(d, "full") && (own_spec || fsgd_sagg_downlink_spec(a->model.strat) != NULL);
-        snprintf(a->s->downlink, sizeof a->s->downlink, "none: workers pull their values (replica working_set%s)",
-                 a->pull.halves ? ", as halves" : "");
+        *pull_halves = strcmp(d, "full") && (own_spec || fsgd_sagg_downlink_spec(m->strat) != NULL);
+        snprintf(e->s->downlink, sizeof e->s->downlink, "none: workers pull their values (replica working_set%s)",
+                 *pull_halves ? ", as halves" : "");
         return 0;
     }
-    return fsgd_sagg_downlink_open(a->model.strat, a->job->train->downlink, a->model.adam.theta, a->s->downlink,
-                                   sizeof a->s->downlink, a->err, a->errsz);
+    return fsgd_sagg_downlink_open(m->strat, job->train->downlink, m->adam.theta, e->s->downlink,
+                                   sizeof e->s->downlink, e->err, e->errsz);
 }
 
-int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n)
+int agg_publish(const agg_publish_ctx_t *c, const agg_env_t *e, int snapshot, int final, const uint32_t *keys,
+                size_t n)
 {
-    a->model.buf.n = 0;
+    const fsgd_dist_job_t *job = c->job;
+    agg_model_state_t *m = c->model;
+    m->buf.n = 0;
     /* working-set workers pull the values they use (agg_pull.c): a step's
      * message carries its state and no values */
-    const int ws = fsgd_dist_replica(a->job->train, a->job->dist) == FSGD_REPLICA_WORKING_SET;
+    const int ws = fsgd_dist_replica(job->train, job->dist) == FSGD_REPLICA_WORKING_SET;
     if (ws)
         n = 0;
-    int coded = !ws && fsgd_sagg_downlink_coded(a->model.strat);
-    int rc = fsgd_wire_state_put(&a->model.buf, &a->st);
+    int coded = !ws && fsgd_sagg_downlink_coded(m->strat);
+    int rc = fsgd_wire_state_put(&m->buf, c->st);
     /* The strategy's feedback for the step this message closes (a snapshot
      * closes one too), before the payload: trainer/KAFKA_FORMAT.md. */
     size_t slen = 0;
-    const uint8_t *sec = snapshot && !a->step ? NULL : fsgd_sagg_section(a->model.strat, &slen);
+    const uint8_t *sec = snapshot && !c->step ? NULL : fsgd_sagg_section(m->strat, &slen);
     if (slen)
-        rc = rc ? rc : fsgd_wire_u32(&a->model.buf, (uint32_t)slen) | fsgd_wire_put(&a->model.buf, sec, slen);
-    if (snapshot && a->model.table) {
-        const fsgd_wire_model_t head = {.kind = (uint32_t)a->job->train->model, .has_bias = a->job->train->bias ? 1 : 0,
-                                        .bias = (float)a->job->train->bias_value, .dim = a->dim, .n = a->gweights,
-                                        .shard = a->shard, .shards = a->shards};
-        rc = rc ? rc : agg_table_snapshot(&a->model, &head, &a->model.buf);
+        rc = rc ? rc : fsgd_wire_u32(&m->buf, (uint32_t)slen) | fsgd_wire_put(&m->buf, sec, slen);
+    if (snapshot && m->table) {
+        const fsgd_wire_model_t head = {.kind = (uint32_t)job->train->model, .has_bias = job->train->bias ? 1 : 0,
+                                        .bias = (float)job->train->bias_value, .dim = c->dim, .n = c->gweights,
+                                        .shard = c->shard, .shards = c->shards};
+        rc = rc ? rc : agg_table_snapshot(m, &head, &m->buf);
     } else if (snapshot) {
         rc = rc ? rc
-                : fsgd_wire_model_put_shard(&a->model.buf, (uint32_t)a->job->train->model, a->job->train->bias ? 1 : 0,
-                                            (float)a->job->train->bias_value, a->dim, a->model.adam.theta, a->gweights,
-                                            a->shard, a->shards);
+                : fsgd_wire_model_put_shard(&m->buf, (uint32_t)job->train->model, job->train->bias ? 1 : 0,
+                                            (float)job->train->bias_value, c->dim, m->adam.theta, c->gweights,
+                                            c->shard, c->shards);
         if (coded)
-            fsgd_sagg_downlink_sync(a->model.strat, a->model.adam.theta); /* every worker now holds θ exactly */
+            fsgd_sagg_downlink_sync(m->strat, m->adam.theta); /* every worker now holds θ exactly */
     } else if (coded) {
-        if (!rc) {
-            agg_env_t env = agg_env(a);
-            FSGD_TRY(put_coded_delta(&a->model, &a->open, &env, a->step, keys, n));
-        }
+        if (!rc)
+            FSGD_TRY(put_coded_delta(m, c->open, e, c->step, keys, n));
     } else {
-        if (fsgd_sparse_reserve(&a->model.dec, n) < 0)
+        if (fsgd_sparse_reserve(&m->dec, n) < 0)
             rc = FSGD_E_NOMEM;
         for (size_t i = 0; !rc && i < n; i++)
-            a->model.dec.vals[i] = a->model.adam.theta[keys[i]];
+            m->dec.vals[i] = m->adam.theta[keys[i]];
         if (!rc)
-            FSGD_TRY(fsgd_wire_pdelta_put(&a->model.buf, keys, a->model.dec.vals, n, a->err, a->errsz));
+            FSGD_TRY(fsgd_wire_pdelta_put(&m->buf, keys, m->dec.vals, n, e->err, e->errsz));
     }
     if (rc)
-        return fsgd_err_fmt(a->err, a->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the model message");
+        return fsgd_err_fmt(e->err, e->errsz, FSGD_E_NOMEM, "aggregator: out of memory for the model message");
     fsgd_kframe_t h = {.kind = snapshot ? FSGD_KMSG_SNAPSHOT : coded ? FSGD_KMSG_DELTA_CODED : FSGD_KMSG_DELTA_PACKED,
-                       .flags = (final ? FSGD_KFLAG_FINAL : 0) | (slen ? FSGD_KFLAG_SECTION : 0), .gen = a->gen, .sender = a->shard, .step = a->step};
-    uint64_t before = a->s->bytes_model;
+                       .flags = (final ? FSGD_KFLAG_FINAL : 0) | (slen ? FSGD_KFLAG_SECTION : 0), .gen = c->gen, .sender = c->shard, .step = c->step};
+    fsgd_agg_stats_t *s = e->s;
+    uint64_t before = s->bytes_model;
     /* keys for the compacted model topic (fsgd_dist_topics_create) */
     char key[32];
     snprintf(key, sizeof key, snapshot ? "snapshot" : "delta.%llu",
-             (unsigned long long)(a->step % a->model.snap_every));
-    const fsgd_bus_out_t out = {.topic = a->topic.model, .partition = (int32_t)a->shard, .job = a->job->dist->name,
-                                .hdr = &h, .key = key, .val = a->model.buf.p, .len = a->model.buf.n};
-    FSGD_TRY(fsgd_bus_send(a->prod, &out, &a->s->bytes_model, a->err, a->errsz));
-    a->s->bytes_down += (a->s->bytes_model - before) * (a->members.nlive ? a->members.nlive : 1);
+             (unsigned long long)(c->step % m->snap_every));
+    const fsgd_bus_out_t out = {.topic = c->model_topic, .partition = (int32_t)c->shard, .job = job->dist->name,
+                                .hdr = &h, .key = key, .val = m->buf.p, .len = m->buf.n};
+    FSGD_TRY(fsgd_bus_send(c->prod, &out, &s->bytes_model, e->err, e->errsz));
+    s->bytes_down += (s->bytes_model - before) * (c->nlive ? c->nlive : 1);
     if (!snapshot) {
-        a->s->down_msgs++;
-        a->s->down_bytes_msg += a->s->bytes_model - before;
+        s->down_msgs++;
+        s->down_bytes_msg += s->bytes_model - before;
     }
-    fsgd_bus_serve(a->prod);
+    fsgd_bus_serve(c->prod);
     return 0;
 }
 

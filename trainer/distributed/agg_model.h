@@ -10,11 +10,14 @@
 #include <pthread.h>
 
 #include "fsgd/adam.h"
+#include "fsgd/bus.h"
 #include "fsgd/ftrl.h"
 #include "fsgd/dist.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/strategy.h"
 #include "fsgd/train_params.h"
 #include "agg_env.h"
+#include "agg_open.h"
 #include "wire.h"
 
 typedef struct agg_model_state {
@@ -42,6 +45,33 @@ typedef struct agg_model_state {
     uint64_t snap_every; /* snapshot_every in force (auto resolved) */
 } agg_model_state_t;
 
+/* What a model message reads and writes besides the model, made by the
+ * caller (agg_publish_ctx) where it publishes: valid while the aggregator
+ * is and its step stays. */
+typedef struct agg_publish_ctx {
+    const fsgd_dist_job_t *job;
+    agg_model_state_t *model;    /* θ, the strategy, the message buffer */
+    agg_open_step_t *open;       /* the step's applied senders (sorted here) and uplink: a coded delta's budget */
+    const fsgd_wire_state_t *st; /* the step state the message carries */
+    fsgd_bus_client_t *prod;
+    const char *model_topic;
+    uint32_t gen, shard, shards;
+    uint64_t step;          /* last applied: the step the message closes */
+    uint64_t dim, gweights; /* a snapshot's features and whole-model weights */
+    size_t nlive;           /* live workers: the down bytes count once each */
+} agg_publish_ctx_t;
+
+/* job->downlink: "full" sends float32 values; "auto" compresses with what
+ * the strategy says (its uplink codec when that is lossy; a lossless one
+ * gets the exact values it promises); anything else is a lossy codec spec
+ * of its own. Working-set workers pull their values instead: *pull_halves
+ * says whether those go as binary16. Said in e->s. */
+int agg_downlink_setup(agg_model_state_t *m, const fsgd_dist_job_t *job, int *pull_halves, const agg_env_t *e);
+/* The step's model message (a snapshot, or the touched keys' update) on
+ * the model topic; final marks the job's last. */
+int agg_publish(const agg_publish_ctx_t *c, const agg_env_t *e, int snapshot, int final, const uint32_t *keys,
+                size_t n);
+
 /* agg_table.c: the shard's table, dense or sparse (job key table), for a
  * shard of mdim weights of a job of shards whose data has nnz nonzeros (0:
  * unknown): 1 sparse, 0 dense, FSGD_E_ARG when sparse was asked where it
@@ -62,9 +92,21 @@ void agg_pages_join(agg_model_state_t *m);
 /* Joins the pages thread, then frees the optimizer, the strategy, the
  * message buffers and a model to start from still held. */
 void agg_model_free(agg_model_state_t *m);
-/* agg_init.c: --init's model (m->init, agg_init_load) into the optimizer
- * allocated for mdim weights of train's model: its weights and, when of
- * train's kind, its optimizer state (said through e); m->init is freed. */
+/* What --init's load reads and sets, made by the caller. */
+typedef struct agg_init_ctx {
+    const fsgd_dist_job_t *job;
+    const fsgd_rowfmt_t *fmt; /* the job's input spec: the model's must match */
+    uint64_t *dim;            /* the data's; the model's when larger and the job fixes none */
+    uint64_t *mdim, *gweights; /* set from *dim */
+} agg_init_ctx_t;
+
+/* agg_init.c: --init MODEL into m->init (after agg_scan_data: checks it
+ * against the job and the data, may take its dim); agg_init_apply once the
+ * optimizer is allocated. */
+int agg_init_load(agg_model_state_t *m, const agg_init_ctx_t *c, const agg_env_t *e);
+/* --init's model (m->init) into the optimizer allocated for mdim weights
+ * of train's model: its weights and, when of train's kind, its optimizer
+ * state (said through e); m->init is freed. */
 int agg_init_apply(agg_model_state_t *m, const agg_env_t *e, const fsgd_train_params_t *train, uint64_t mdim);
 /* The model to start from (job key init), if still held. */
 void agg_init_free(agg_model_state_t *m);

@@ -153,7 +153,8 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
         a->st.adam_t = a->model.adam.t;
         agg_set_quota(&a->st, agg_tune_batch(&a->tune, a->job->train, a->s->dataset_rows));
         ts = agg_now();
-        FSGD_TRY(agg_publish(a, 0, 0, a->open.g.keys, nt));
+        const agg_publish_ctx_t pc = agg_publish_ctx(a);
+        FSGD_TRY(agg_publish(&pc, &env, 0, 0, a->open.g.keys, nt));
         a->s->t_update_publish += agg_now() - ts;
         published = 1;
     }
@@ -183,8 +184,10 @@ int agg_apply_step(agg_t *a, int *done, fsgd_agg_progress_fn progress, void *ctx
     int snap = final || a->step % a->model.snap_every == 0 ||
                (a->follow && agg_follow_version_due(a->follow, a->s->rows_total, a->job->dist->version_seconds));
     ts = agg_now();
-    if (!published)
-        FSGD_TRY(agg_publish(a, snap, final, a->open.g.keys, nt));
+    if (!published) {
+        const agg_publish_ctx_t pc = agg_publish_ctx(a);
+        FSGD_TRY(agg_publish(&pc, &env, snap, final, a->open.g.keys, nt));
+    }
     a->s->t_update_publish += agg_now() - ts;
     if (a->follow && snap)
         FSGD_TRY(agg_follow_published(a->follow, &fc, &a->st, a->step, a->model.adam.theta, &env));

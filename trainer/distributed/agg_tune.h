@@ -6,11 +6,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agg_data.h"
 #include "agg_env.h"
+#include "fsgd/bus.h"
 #include "fsgd/csr.h"
+#include "fsgd/dist.h"
 #include "fsgd/holdout.h"
+#include "fsgd/rowfmt.h"
 #include "fsgd/sparse.h"
 #include "fsgd/train_params.h"
+#include "wire.h"
 
 /* λ, lr (and β1) in force, and for epochs auto the held-out rows and the best
  * weights seen. */
@@ -30,6 +35,25 @@ typedef struct agg_tune {
     double best_loss;
     uint64_t look_rows, rows_since_look;
 } agg_tune_t;
+
+/* What the auto defaults read and set besides t, made by the caller. */
+typedef struct agg_auto_ctx {
+    const fsgd_dist_job_t *job;
+    const fsgd_rowfmt_t *fmt;  /* the held-out rows' format */
+    fsgd_bus_client_t *scan_c; /* reads the held-out rows */
+    const char *data_topic;
+    fsgd_wire_state_t *st;     /* epochs auto: each partition's end moves back over its held-out rows */
+    agg_data_t *data;          /* rows per offset; a replayed held-out message reads as empty */
+    uint64_t dim;              /* the model's features: the holdout's */
+    uint64_t gweights;         /* the whole model's weights: snapshot_every auto */
+    int workers;               /* expected at the start: batch auto */
+    uint64_t *snap_every;      /* set: snapshot_every in force */
+} agg_auto_ctx_t;
+
+/* l2, lr, batch, snapshot_every and epochs auto (after agg_scan_data):
+ * fixed in t and said in e->s; epochs auto holds out the newest rows of
+ * every partition. */
+int agg_auto_setup(agg_tune_t *t, const agg_auto_ctx_t *c, const agg_env_t *e);
 
 /* Rows a step (st quotas): a fraction of the data follows it (continuous
  * training: it grows); otherwise t->batch, fixed with lr at the start. */

@@ -1,7 +1,7 @@
 /* The aggregator's small shared pieces, below every other agg_*.c file:
  * its log and rejection counting, the views of it that its parts take
  * (agg_env, agg_ckpt_ctx, agg_follow_ctx, agg_ctl_ctx, agg_lead_ctx,
- * agg_intake_ctx), sets of ids, and
+ * agg_intake_ctx, agg_publish_ctx), sets of ids, and
  * the test hook that stops it as if killed. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,6 +81,13 @@ agg_intake_ctx_t agg_intake_ctx(agg_t *a)
                               .pull_job = {.prod = a->prod, .pull_topic = a->topic.pull,
                                            .job = a->job->dist->name, .shard = a->shard, .gen = a->gen,
                                            .step = a->step, .mdim = a->mdim}};
+}
+
+agg_publish_ctx_t agg_publish_ctx(agg_t *a)
+{
+    return (agg_publish_ctx_t){.job = a->job, .model = &a->model, .open = &a->open, .st = &a->st, .prod = a->prod,
+                               .model_topic = a->topic.model, .gen = a->gen, .shard = a->shard, .shards = a->shards,
+                               .step = a->step, .dim = a->dim, .gweights = a->gweights, .nlive = a->members.nlive};
 }
 
 #define FSGD_AGG_REJ_NAME_(name, text) text,

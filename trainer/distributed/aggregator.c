@@ -112,10 +112,17 @@ static int agg_open(agg_t *a, fsgd_bus_t *bus)
         a->dim = dim;
         rc = agg_shard_dims(job, a->shard, a->shards, dim, &a->mdim, &a->gweights, &env);
     }
-    if (!rc && job->train->init[0])
-        rc = agg_init_load(a);
-    if (!rc)
-        rc = agg_auto_setup(a);
+    if (!rc && job->train->init[0]) {
+        const agg_init_ctx_t ic = {.job = job, .fmt = &a->fmt, .dim = &a->dim, .mdim = &a->mdim,
+                                   .gweights = &a->gweights};
+        rc = agg_init_load(&a->model, &ic, &env);
+    }
+    if (!rc) {
+        const agg_auto_ctx_t ac = {.job = job, .fmt = &a->fmt, .scan_c = a->scan_c, .data_topic = a->topic.data,
+                                   .st = &a->st, .data = &a->data, .dim = a->dim, .gweights = a->gweights,
+                                   .workers = a->members.expected, .snap_every = &a->model.snap_every};
+        rc = agg_auto_setup(&a->tune, &ac, &env);
+    }
     return rc;
 }
 
@@ -269,7 +276,8 @@ static int agg_start_job(agg_t *a)
         const agg_lead_ctx_t lc = agg_lead_ctx(a);
         const agg_env_t env = agg_env(a);
         FSGD_TRY(agg_lead_wait_start(a->lead, &lc, &env, lead_wait_idle, a));
-        int rc = agg_publish(a, 1, 0, NULL, 0);
+        const agg_publish_ctx_t pc = agg_publish_ctx(a);
+        int rc = agg_publish(&pc, &env, 1, 0, NULL, 0);
         if (!rc)
             agg_begin_step(a);
         return rc;
@@ -294,7 +302,9 @@ static int agg_start_job(agg_t *a)
     fsgd_cj_f64(&a->cj, "assignment_wait_seconds", st->assignment_wait_s);
     fsgd_cj_i64(&a->cj, "assignment_settled", st->assignment_settled);
     agg_ctl_emit(&cc, "job_start");
-    int rc = agg_publish(a, 1, 0, NULL, 0);
+    const agg_publish_ctx_t pc = agg_publish_ctx(a);
+    const agg_env_t env = agg_env(a);
+    int rc = agg_publish(&pc, &env, 1, 0, NULL, 0);
     if (!rc)
         agg_begin_step(a);
     return rc;
@@ -378,7 +388,9 @@ static int agg_drop_silent(agg_t *a, agg_loop_t *l, double t, int *rc)
          * and only steps make snapshots: with all of them waiting the job
          * would stall. Once per step. */
         l->idle_snapshot = a->step;
-        *rc = agg_publish(a, 1, 0, NULL, 0);
+        const agg_publish_ctx_t pc = agg_publish_ctx(a);
+        const agg_env_t env = agg_env(a);
+        *rc = agg_publish(&pc, &env, 1, 0, NULL, 0);
     }
     return complete;
 }
@@ -451,9 +463,10 @@ static int agg_follow_finish(agg_t *a)
 {
     /* the open step's gradients are dropped: its rows are the first a
      * restart trains (its positions are not in the state) */
-    FSGD_TRY(agg_publish(a, 1, 0, NULL, 0));
-    const agg_follow_ctx_t fc = agg_follow_ctx(a);
+    const agg_publish_ctx_t pc = agg_publish_ctx(a);
     const agg_env_t env = agg_env(a);
+    FSGD_TRY(agg_publish(&pc, &env, 1, 0, NULL, 0));
+    const agg_follow_ctx_t fc = agg_follow_ctx(a);
     FSGD_TRY(agg_follow_published(a->follow, &fc, &a->st, a->step, a->model.adam.theta, &env));
     const agg_ckpt_ctx_t ckpt = agg_ckpt_ctx(a);
     FSGD_TRY(agg_ckpt_write(&ckpt, &env));
@@ -649,8 +662,10 @@ int fsgd_aggregator_run(const fsgd_role_env_t *env, const fsgd_dist_job_t *job, 
         const agg_env_t aenv = agg_env(&a);
         rc = agg_follow_resumed(a.follow, &fc, &a.st, &a.data, a.step, &aenv);
     }
-    if (!rc)
-        rc = agg_downlink_setup(&a);
+    if (!rc) {
+        const agg_env_t aenv = agg_env(&a);
+        rc = agg_downlink_setup(&a.model, job, &a.pull.halves, &aenv);
+    }
     if (!rc)
         rc = agg_assign_grads(&a, resumed);
     /* the opening snapshot waits until the consumer group has settled */

@@ -57,9 +57,11 @@
  * agg_ckpt_ctx; agg_follow.h: agg_follow_ctx_t, by agg_follow_ctx;
  * agg_members.h: agg_ctl_ctx_t, NAME.ctl's events and reports, by
  * agg_ctl_ctx; agg_lead.h: agg_lead_ctx_t, by agg_lead_ctx; agg_intake.h:
- * agg_intake_ctx_t, NAME.grads' intake, by agg_intake_ctx; agg_shard.h:
- * agg_shard_final_ctx_t); a function that orchestrates several parts (the
- * step loop, agg_apply_step) takes agg_t. */
+ * agg_intake_ctx_t, NAME.grads' intake, by agg_intake_ctx; agg_model.h:
+ * agg_publish_ctx_t, a model message, by agg_publish_ctx, and
+ * agg_init_ctx_t, --init's load; agg_tune.h: agg_auto_ctx_t, the auto
+ * defaults; agg_shard.h: agg_shard_final_ctx_t); a function that
+ * orchestrates several parts (the step loop, agg_apply_step) takes agg_t. */
 
 typedef struct agg {
     /* the job, its topics and data (agg_scan.c) */
@@ -151,17 +153,9 @@ agg_ctl_ctx_t agg_ctl_ctx(agg_t *a);
  * made where a message or the held frames are taken, its gen and step
  * being a's then. */
 agg_intake_ctx_t agg_intake_ctx(agg_t *a);
-
-/* agg_model.c: the model topic (snapshots and the downlink) */
-int agg_downlink_setup(agg_t *a);
-int agg_publish(agg_t *a, int snapshot, int final, const uint32_t *keys, size_t n);
-
-/* agg_auto.c: l2, lr and epochs auto (after agg_scan_data) */
-int agg_auto_setup(agg_t *a);
-/* agg_init.c: --init MODEL. load (after agg_scan_data: checks it against
- * the job and the data, may take its dim); agg_init_apply (agg_model.h)
- * once the optimizer is allocated. */
-int agg_init_load(agg_t *a);
+/* What a's model message reads and writes (agg_model.h): made where it
+ * publishes, its gen, step and live workers being a's then. */
+agg_publish_ctx_t agg_publish_ctx(agg_t *a);
 
 /* agg_step.c: closing a step */
 /* B rows a step split over the partitions of st that still have rows

@@ -189,8 +189,8 @@ int fsgd_train_check_init(const fsgd_train_params_t *job, uint64_t dim, const fs
 
 /* fsgd_train's settings from the data: lr auto and l2 auto for n_fit
  * training rows in steps of B (the job's values when not auto). lr and β1
- * also for a bounded delay of tau updates (0: none; fsgd run's, or fsgd
- * train --staleness: fsgd_train_delay) over rows whose mean Σ|x|, intercept
+ * also for a bounded delay of tau updates (0: none; fsgd run's staleness,
+ * or fsgd train --staleness) over rows whose mean Σ|x|, intercept
  * included, is row_l1 (0: not known). */
 double fsgd_train_auto_lr(const fsgd_train_params_t *job, size_t n_fit, size_t B, int tau, double row_l1);
 double fsgd_train_auto_l2(const fsgd_train_params_t *job, size_t n_fit);
@@ -199,9 +199,6 @@ double fsgd_train_auto_beta1(const fsgd_train_params_t *job, int tau);
 /* row_l1 of n rows whose values sum (in absolute value) to abs_sum, with
  * the job's intercept (0 when n is 0). */
 double fsgd_train_row_l1(const fsgd_train_params_t *job, double abs_sum, uint64_t n);
-/* The delay fsgd train simulates: --staleness τ when given, as the
- * strategy runs it (gTop-k and GradiVeQ: 0), else 0. */
-int fsgd_train_delay(const fsgd_train_params_t *job);
 
 /* Rows a step for n_fit training rows over `workers` processes: the job's
  * batch (rows, or a fraction of n_fit), or batch auto: FSGD_TRAIN_BATCH_AUTO
