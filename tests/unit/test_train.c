@@ -301,6 +301,8 @@ static void test_delay_defaults(void)
     CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_lr(&job.train, 900000, 512, 4, 41), lr_long, 0);
     job.train.lr = 0.05; /* an explicit lr is the user's */
     CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_lr(&job.train, 400000, 4096, 4, 41), 0.05, 0);
+    CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_beta1(&job.train, 4), FSGD_TRAIN_BETA1, 0); /* with the explicit lr */
+    job.train.lr = FSGD_JOB_AUTO;
     CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_beta1(&job.train, 0), FSGD_TRAIN_BETA1, 0);
     CU_ASSERT_DOUBLE_EQUAL(fsgd_train_auto_beta1(&job.train, 4), 0, 0);
     job.train.beta1 = 0.5;

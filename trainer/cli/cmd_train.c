@@ -88,7 +88,7 @@ static const char defaults_note[] =
     "               Under a bounded delay τ (--staleness here, fsgd run's staleness) it is kept to\n"
     "               0.8 / ((τ+1)·a row's mean Σ|x|, intercept included): the τ+1 updates a\n"
     "               gradient does not see then move a row's margin by at most 0.8 (CTR rows of 40\n"
-    "               binary features at τ 2: 0.0065); beta1 auto is 0 there, 0.9 without delay.\n"
+    "               binary features at τ 2: 0.0065); beta1 auto is 0 with it, else 0.9.\n"
     "               Also with lr auto: a logistic model's intercept starts at the log-odds of the\n"
     "               positive share, not at 0; when no rows are held out (epochs auto, above), a\n"
     "               key's λθ, added only in the steps that touch it, is scaled by steps an epoch /\n"

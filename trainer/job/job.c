@@ -99,8 +99,8 @@ static const field_t fields[] = {
      "Adam learning rate; auto (fsgd train and fsgd run) = 0.15/sqrt(steps per epoch) in [0.001, 0.02], "
      "per-key bias corrections; under a bounded delay τ (staleness) that of steps of (τ+1)·batch rows, over τ+1"},
     {"beta1", "optimizer", F_DOUBLE, OFF(train.beta1), 0, 0.999999,
-     "Adam β1; auto = 0.9, or 0 under a bounded delay (fsgd run's staleness > 0, fsgd train --staleness): the "
-     "delay carries past steps into each update already"},
+     "Adam β1; auto = 0.9, or 0 with lr auto under a bounded delay (fsgd run's staleness > 0, fsgd train "
+     "--staleness): the delay carries past steps into each update already"},
     {"beta2", "optimizer", F_DOUBLE, OFF(train.beta2), 0, 0.999999999, "Adam β2"},
     {"eps", "optimizer", F_DOUBLE, OFF(train.eps), 1e-30, 1, "Adam ε"},
     {"batch", "optimizer", F_DOUBLE, OFF(train.batch), 1e-9, 1e12,
