@@ -124,16 +124,36 @@ static void apply_counted_rarity(const fsgd_adam_t *a, const uint32_t *keys, con
     }
 }
 
+/* How far ahead a step's loop asks for a key's θ and state: 16 keys
+ * (FSGD_PREFETCH_AHEAD) left it waiting on most keys' state; 64 took the
+ * aggregator's step from 19 to 10 ns a key (bench_agg_capacity, P=2 S=1). */
+#define STEP_AHEAD 64
+
+/* θ and the optimizer state of key k, soon read and written. A counted
+ * key's 10 packed bytes straddle two cache lines at one key in eight: its
+ * last byte is asked for too, else that line is a miss the loop waits on.
+ * A macro: GCC 12 finds a function of prefetches alone pure and drops its
+ * calls. */
+#define PREFETCH_KEY(a, k, counted)                                                                                  \
+    do {                                                                                                              \
+        FSGD_PREFETCH(&(a)->theta[k]);                                                                                \
+        if (counted) {                                                                                                \
+            FSGD_PREFETCH(&(a)->keys[k]);                                                                             \
+            FSGD_PREFETCH((const char *)&(a)->keys[k] + sizeof *(a)->keys - 1);                                       \
+        } else {                                                                                                      \
+            FSGD_PREFETCH(&(a)->m[k]);                                                                                \
+            FSGD_PREFETCH(&(a)->v[k]);                                                                                \
+        }                                                                                                             \
+    } while (0)
+
 static void apply_counted(const fsgd_adam_t *a, const uint32_t *keys, const float *grad, size_t n)
 {
     const double b1 = a->p.beta1, b2 = a->p.beta2, lr = a->p.lr, eps = a->p.eps;
     const float *inv_c1 = a->corr, *inv_sqrt_c2 = a->corr + FSGD_ADAM_COUNT_MAX + 1;
     for (size_t i = 0; i < n; i++) {
         uint32_t k = keys[i];
-        if (i + FSGD_PREFETCH_AHEAD < n) {
-            FSGD_PREFETCH(&a->keys[keys[i + FSGD_PREFETCH_AHEAD]]);
-            FSGD_PREFETCH(&a->theta[keys[i + FSGD_PREFETCH_AHEAD]]);
-        }
+        if (i + STEP_AHEAD < n)
+            PREFETCH_KEY(a, keys[i + STEP_AHEAD], 1);
         fsgd_adam_key_t *s = &a->keys[k];
         /* counts saturate: past FSGD_ADAM_COUNT_MAX both corrections are 1 in float */
         unsigned tk = s->count < FSGD_ADAM_COUNT_MAX ? ++s->count : FSGD_ADAM_COUNT_MAX;
@@ -330,28 +350,6 @@ static inline float reduced_key(const fsgd_adam_t *a, uint32_t k, double sum, do
     }
     return gk;
 }
-
-/* How far ahead the step's loop asks for a key's θ and state: 16 keys
- * (FSGD_PREFETCH_AHEAD) left it waiting on most keys' state; 64 took the
- * aggregator's step from 19 to 10 ns a key (bench_agg_capacity, P=2 S=1). */
-#define STEP_AHEAD 64
-
-/* θ and the optimizer state of key k, soon read and written. A counted
- * key's 10 packed bytes straddle two cache lines at one key in eight: its
- * last byte is asked for too, else that line is a miss the loop waits on.
- * A macro: GCC 12 finds a function of prefetches alone pure and drops its
- * calls. */
-#define PREFETCH_KEY(a, k, counted)                                                                                  \
-    do {                                                                                                              \
-        FSGD_PREFETCH(&(a)->theta[k]);                                                                                \
-        if (counted) {                                                                                                \
-            FSGD_PREFETCH(&(a)->keys[k]);                                                                             \
-            FSGD_PREFETCH((const char *)&(a)->keys[k] + sizeof *(a)->keys - 1);                                       \
-        } else {                                                                                                      \
-            FSGD_PREFETCH(&(a)->m[k]);                                                                                \
-            FSGD_PREFETCH(&(a)->v[k]);                                                                                \
-        }                                                                                                             \
-    } while (0)
 
 int fsgd_adam_step_reduced(fsgd_adam_t *a, fsgd_reducer_t *r, const uint32_t *at, double scale, double l2,
                            fsgd_sparse_t *out, fsgd_sparse_t *before)
