@@ -93,11 +93,11 @@ static const field_t fields[] = {
      "fsgd train and fsgd run); YAML optimizer: ftrl, or optimizer.name"},
     {"alpha", "optimizer", F_DOUBLE, OFF(train.alpha), 1e-12, 1e6,
      "ftrl: α of the per-coordinate rate α/(β + sqrt(Σg²)) (VW: --ftrl_alpha); auto = 2/sqrt(steps per epoch) "
-     "in [0.01, 0.5]; under a bounded delay τ that of steps of (τ+1)·batch rows, over τ+1"},
+     "in [0.01, 0.5]"},
     {"beta", "optimizer", F_DOUBLE, OFF(train.beta), 0, 1e6, "ftrl: β of that rate (VW: --ftrl_beta)"},
     {"lr", "optimizer", F_DOUBLE, OFF(train.lr), 1e-12, 1e3,
      "Adam learning rate; auto (fsgd train and fsgd run) = 0.15/sqrt(steps per epoch) in [0.001, 0.02], "
-     "per-key bias corrections; under a bounded delay τ (staleness) that of steps of (τ+1)·batch rows, over τ+1"},
+     "per-key bias corrections; under a bounded delay τ (staleness) at most 0.8/((τ+1)·a row's mean Σ|x|)"},
     {"beta1", "optimizer", F_DOUBLE, OFF(train.beta1), 0, 0.999999,
      "Adam β1; auto = 0.9, or 0 with lr auto under a bounded delay (fsgd run's staleness > 0, fsgd train "
      "--staleness): the delay carries past steps into each update already"},
