@@ -340,16 +340,15 @@ static int train_check_strategy(train_run_t *r, int rc)
 {
     const fsgd_train_params_t *job = r->job;
     trainer_t *t = &r->t;
-    int tau = t->delay; /* set with the optimizer */
-    if (rc == 0 && tau > 0) {
+    if (rc == 0 && t->delay > 0) {
         if (strcmp(fsgd_backend_name(t->workers[0].backend), "cpu") != 0)
             rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_ARG,
-                              "staleness %d: simulated on the cpu backend only (--backend cpu)", tau);
-        else if (fsgd_stale_init(&t->stale, tau) < 0)
+                              "staleness %d: simulated on the cpu backend only (--backend cpu)", t->delay);
+        else if (fsgd_stale_init(&t->stale, t->delay) < 0)
             rc = fsgd_err_fmt(r->err, r->errsz, FSGD_E_NOMEM, "out of memory");
         t->plain = t->direct = 0;
     }
-    r->stats->staleness = tau;
+    r->stats->staleness = t->delay; /* set with the optimizer */
     if (rc == 0 && job->shards > 1) {
         /* refused before the rows are cut: shard 0's spec is made as every shard's is */
         char spec[256];
@@ -374,7 +373,8 @@ static int train_setup(train_run_t *r)
     if (hrc < 0)
         return train_fail(r, hrc);
     train_pick_batch(r);
-    r->t.row_l1 = fsgd_train_row_l1(r->job, fsgd_csr_abs_sum(r->train), r->train->n_rows);
+    if (r->job->staleness_given && r->job->staleness > 0) /* only a delay reads it: a pass over every value */
+        r->t.row_l1 = fsgd_train_row_l1(r->job, fsgd_csr_abs_sum(r->train), r->train->n_rows);
     if (rc == 0) {
         rc = fsgd_train_setup_optimizer(&r->t, r->model_dim, r->n_fit, r->B, r->init, r->stats, r->err, r->errsz);
         if (rc == FSGD_E_ARG)

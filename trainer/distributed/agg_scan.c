@@ -86,14 +86,18 @@ static int scan_msg(void *ctx, int32_t partition, int64_t offset, const void *va
     if (c->tmp.max_col > c->max_col)
         c->max_col = c->tmp.max_col;
     /* what bounds a genuine gradient (FSGD_AGG_GRAD_SLACK) and the labels */
-    for (size_t i = 0; i < c->tmp.nnz; i++)
-        if (fabs((double)c->tmp.val[i]) > d->xmax)
-            d->xmax = fabs((double)c->tmp.val[i]);
+    double sum = 0; /* Σ|x| too (lr auto under a delay), in the same pass */
+    for (size_t i = 0; i < c->tmp.nnz; i++) {
+        double x = fabs((double)c->tmp.val[i]);
+        sum += x;
+        if (x > d->xmax)
+            d->xmax = x;
+    }
+    d->xsum += sum;
     for (size_t r = 0; r < c->tmp.n_rows; r++)
         if (fabs(c->tmp.label[r]) > d->ymax)
             d->ymax = fabs(c->tmp.label[r]);
     fsgd_label_set_add(&d->labels, c->tmp.label, c->tmp.n_rows);
-    d->xsum += fsgd_csr_abs_sum(&c->tmp);
     d->rows_at[c->p][offset - (int64_t)c->st->start[c->p] + 1] = c->rows;
     return 0;
 }

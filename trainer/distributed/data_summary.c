@@ -21,14 +21,18 @@ void fsgd_data_summary_add(fsgd_data_summary_t *s, const fsgd_csr_t *rows)
     s->nnz += rows->nnz;
     if (rows->max_col > s->max_col)
         s->max_col = rows->max_col;
-    for (size_t i = 0; i < rows->nnz; i++)
-        if (fabs((double)rows->val[i]) > s->xmax)
-            s->xmax = fabs((double)rows->val[i]);
+    double sum = 0; /* Σ|x| in the same pass as the largest */
+    for (size_t i = 0; i < rows->nnz; i++) {
+        double x = fabs((double)rows->val[i]);
+        sum += x;
+        if (x > s->xmax)
+            s->xmax = x;
+    }
+    s->xsum += sum;
     for (size_t r = 0; r < rows->n_rows; r++)
         if (fabs(rows->label[r]) > s->ymax)
             s->ymax = fabs(rows->label[r]);
     fsgd_label_set_add(&s->labels, rows->label, rows->n_rows);
-    s->xsum += fsgd_csr_abs_sum(rows);
 }
 
 int fsgd_data_summary_send(fsgd_bus_client_t *prod, const fsgd_dist_job_t *job, const fsgd_data_summary_t *s)
